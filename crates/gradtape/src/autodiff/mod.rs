@@ -1,0 +1,9 @@
+//! Automatic differentiation: the tape stack, `GradientTape`, backprop,
+//! variables and the gradient checker.
+
+pub(crate) mod backprop;
+pub mod check;
+pub(crate) mod gradient_tape;
+pub(crate) mod sources;
+pub(crate) mod tape;
+pub(crate) mod variable;

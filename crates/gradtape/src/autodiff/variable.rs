@@ -1,0 +1,184 @@
+//! `Variable`: a named, mutable slot holding a tensor, shared across threads.
+//!
+//! A variable has a *handle id* (a [`TensorId`] drawn when it is created, so
+//! handle ids order variables by creation). Tapes watch the handle; reading
+//! the variable under a tape records a `ReadVariable` op from the handle to a
+//! fresh tensor, so gradients w.r.t. the variable arrive at the handle.
+
+use std::sync::{Arc, RwLock};
+
+use crate::autodiff::tape;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor, TensorId};
+
+/// A mutable, named tensor slot, like `tf.Variable`.
+///
+/// ```
+/// use gradtape::{GradientTape, Tensor, Variable};
+/// let w = Variable::new(Tensor::scalar(2.0f32));
+/// let tape = GradientTape::new();
+/// let y = tape.record(|| w.read().mul(&w.read()))?;   // trainable: watched on read
+/// let dw = tape.gradient(&y, &w)?.unwrap();
+/// assert_eq!(dw.to_scalar::<f32>()?, 4.0);
+/// w.assign_sub(&dw.mul_scalar(0.1)?)?;
+/// assert_eq!(w.read().to_scalar::<f32>()?, 1.6);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Variable {
+    inner: Arc<VarInner>,
+}
+
+struct VarInner {
+    handle: TensorId,
+    name: String,
+    trainable: bool,
+    value: RwLock<Tensor>,
+}
+
+/// Options for a new [`Variable`]; see [`Variable::builder`].
+pub struct VariableBuilder {
+    value: Tensor,
+    name: String,
+    trainable: bool,
+}
+
+impl VariableBuilder {
+    /// Sets the name (default `"Variable"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Sets whether tapes watch it automatically when read (default `true`).
+    pub fn trainable(mut self, trainable: bool) -> Self {
+        self.trainable = trainable;
+        self
+    }
+
+    /// Creates the variable.
+    pub fn build(self) -> Variable {
+        Variable {
+            inner: Arc::new(VarInner {
+                handle: TensorId::fresh(),
+                name: self.name,
+                trainable: self.trainable,
+                value: RwLock::new(self.value),
+            }),
+        }
+    }
+}
+
+impl Variable {
+    /// A trainable variable named `"Variable"` holding `value`.
+    pub fn new(value: Tensor) -> Variable {
+        Variable::builder(value).build()
+    }
+
+    /// Starts a variable with a name or trainability of its own.
+    ///
+    /// ```
+    /// use gradtape::{Tensor, Variable};
+    /// let step = Variable::builder(Tensor::scalar(0i64)).name("step").trainable(false).build();
+    /// assert_eq!(step.name(), "step");
+    /// assert!(!step.trainable());
+    /// ```
+    pub fn builder(value: Tensor) -> VariableBuilder {
+        VariableBuilder {
+            value,
+            name: "Variable".into(),
+            trainable: true,
+        }
+    }
+
+    /// The id tapes know this variable by.
+    pub fn handle(&self) -> TensorId {
+        self.inner.handle
+    }
+
+    /// The variable's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Whether tapes watch it automatically when it is read.
+    pub fn trainable(&self) -> bool {
+        self.inner.trainable
+    }
+
+    fn current(&self) -> Tensor {
+        self.inner.value.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The current value's shape.
+    pub fn shape(&self) -> Vec<usize> {
+        self.current().shape().to_vec()
+    }
+
+    /// The current value's dtype.
+    pub fn dtype(&self) -> DType {
+        self.current().dtype()
+    }
+
+    /// Reads the current value. Under active tapes this is a recorded op, so
+    /// gradients flow back to the variable; a trainable variable is watched
+    /// by tapes that watch accessed variables.
+    pub fn read(&self) -> Tensor {
+        let value = self.current();
+        if !tape::any_active() {
+            return value;
+        }
+        tape::variable_accessed(self);
+        let out = value.alias();
+        tape::record("ReadVariable", &[(self.handle(), value.dtype())], std::slice::from_ref(&out), || {
+            tape::vjp(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
+        });
+        out
+    }
+
+    fn check(&self, op: &'static str, v: &Tensor) -> Result<Tensor> {
+        let cur = self.current();
+        if cur.shape() != v.shape() || cur.dtype() != v.dtype() {
+            return Err(Error::VariableMismatch {
+                op,
+                name: self.inner.name.clone(),
+                expected: cur.shape().to_vec(),
+                expected_dtype: cur.dtype(),
+                got: v.shape().to_vec(),
+                got_dtype: v.dtype(),
+            });
+        }
+        Ok(cur)
+    }
+
+    fn set(&self, v: Tensor) {
+        *self.inner.value.write().unwrap_or_else(|e| e.into_inner()) = v;
+    }
+
+    /// Replaces the value (same shape and dtype). Not differentiable.
+    pub fn assign(&self, value: &Tensor) -> Result<()> {
+        self.check("assign", value)?;
+        self.set(value.clone());
+        Ok(())
+    }
+
+    /// Adds `delta` to the value (same shape and dtype). Not differentiable.
+    pub fn assign_add(&self, delta: &Tensor) -> Result<()> {
+        let cur = self.check("assign_add", delta)?;
+        self.set(tape::without_tapes(|| cur.add(delta))?);
+        Ok(())
+    }
+
+    /// Subtracts `delta` from the value (same shape and dtype). Not differentiable.
+    pub fn assign_sub(&self, delta: &Tensor) -> Result<()> {
+        let cur = self.check("assign_sub", delta)?;
+        self.set(tape::without_tapes(|| cur.sub(delta))?);
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Variable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Variable('{}', {})", self.inner.name, self.current())
+    }
+}

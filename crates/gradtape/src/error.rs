@@ -1,0 +1,113 @@
+//! The one error type of the crate.
+//!
+//! Every fallible call returns [`Result<T>`](crate::Result). Each variant names
+//! the operation that failed (`op`) and the shapes or dtypes involved, so that a
+//! message read in a log is enough to find the faulty call.
+
+use crate::tensor::DType;
+
+/// Shapes in error messages are plain vectors of dimension sizes.
+pub type ShapeVec = Vec<usize>;
+
+/// Everything that can go wrong in gradtape.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Two shapes that must agree (or broadcast) do not.
+    #[error("{op}: incompatible shapes {lhs:?} and {rhs:?}")]
+    ShapeMismatch {
+        op: &'static str,
+        lhs: ShapeVec,
+        rhs: ShapeVec,
+    },
+    /// Two dtypes that must agree do not.
+    #[error("{op}: dtype mismatch, {lhs} vs {rhs}")]
+    DTypeMismatch {
+        op: &'static str,
+        lhs: DType,
+        rhs: DType,
+    },
+    /// The op does not accept this dtype.
+    #[error("{op}: unsupported dtype {dtype} (expected {expected})")]
+    UnsupportedDType {
+        op: &'static str,
+        dtype: DType,
+        expected: &'static str,
+    },
+    /// An axis outside `-rank..rank`, or listed twice.
+    #[error("{op}: axis {axis} is out of range for a tensor of shape {shape:?}")]
+    BadAxis {
+        op: &'static str,
+        axis: isize,
+        shape: ShapeVec,
+    },
+    /// An index outside `0..dim`.
+    #[error("{op}: index {index} is out of range for dimension of size {dim} (shape {shape:?})")]
+    IndexOutOfRange {
+        op: &'static str,
+        index: i64,
+        dim: usize,
+        shape: ShapeVec,
+    },
+    /// The number of elements does not fit the requested shape.
+    #[error("{op}: cannot give {numel} elements the shape {shape:?}")]
+    BadReshape {
+        op: &'static str,
+        numel: usize,
+        shape: ShapeVec,
+    },
+    /// Any other invalid argument; `msg` says which and why.
+    #[error("{op}: {msg}")]
+    InvalidArgument { op: &'static str, msg: String },
+    /// `output_gradients` has a different length than the targets.
+    #[error("gradient: {got} output_gradients given for {expected} targets")]
+    OutputGradientsCount { expected: usize, got: usize },
+    /// An output gradient's shape or dtype differs from its target's.
+    #[error(
+        "gradient: output_gradients[{index}] has shape {got:?} and dtype {got_dtype}, \
+         but its target has shape {expected:?} and dtype {expected_dtype}"
+    )]
+    OutputGradientShape {
+        index: usize,
+        expected: ShapeVec,
+        expected_dtype: DType,
+        got: ShapeVec,
+        got_dtype: DType,
+    },
+    /// A one-shot tape was asked for gradients a second time.
+    #[error(
+        "{op}: this GradientTape is not persistent and has already computed one set of \
+         gradients; create it with GradientTape::persistent() to call it more than once"
+    )]
+    TapeNotPersistent { op: &'static str },
+    /// `stop_recording` on a tape that is not recording.
+    #[error("stop_recording: the tape is not recording")]
+    TapeNotRecording,
+    /// Entering a tape that is already recording.
+    #[error("record: the tape is already recording; a tape cannot be entered twice")]
+    TapeAlreadyRecording,
+    /// Assigning a value of another shape or dtype to a variable.
+    #[error("{op}: variable '{name}' has shape {expected:?} and dtype {expected_dtype}, got shape {got:?} and dtype {got_dtype}")]
+    VariableMismatch {
+        op: &'static str,
+        name: String,
+        expected: ShapeVec,
+        expected_dtype: DType,
+        got: ShapeVec,
+        got_dtype: DType,
+    },
+    /// A gradient check found analytic and numeric derivatives that disagree.
+    #[error("check_gradients: {0}")]
+    GradientCheck(String),
+}
+
+/// `Result` with gradtape's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            op,
+            msg: msg.into(),
+        }
+    }
+}

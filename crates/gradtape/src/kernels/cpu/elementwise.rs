@@ -1,0 +1,156 @@
+//! Elementwise kernels: maps, broadcasting binary maps, select and cast.
+
+use std::mem::MaybeUninit;
+
+use super::{build, build_rows};
+use crate::error::Result;
+use crate::tensor::layout::{self, broadcast_shapes, broadcast_strides, contiguous_strides, Shape};
+use crate::tensor::{with_dtype, DType, Element, Tensor};
+
+/// `f` applied to every element; the output is contiguous with `x`'s shape.
+pub(crate) fn map<T: Element, O: Element>(x: &Tensor, f: impl Fn(T) -> O + Sync) -> Tensor {
+    let l = x.layout();
+    let buf = x.buffer::<T>();
+    let n = l.numel();
+    let data = if l.is_contiguous() {
+        let src = &buf[l.offset..l.offset + n];
+        build(n, |start, out| {
+            let len = out.len();
+            for (o, &v) in out.iter_mut().zip(&src[start..start + len]) {
+                o.write(f(v));
+            }
+        })
+    } else {
+        let src = super::gather_strided(buf, l);
+        build(n, |start, out| {
+            let len = out.len();
+            for (o, &v) in out.iter_mut().zip(&src[start..start + len]) {
+                o.write(f(v));
+            }
+        })
+    };
+    Tensor::from_storage(O::into_storage(data), x.shape())
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn zip_row<A: Element, B: Element, O: Element>(
+    out: &mut [MaybeUninit<O>],
+    a: &[A],
+    oa: isize,
+    sa: isize,
+    b: &[B],
+    ob: isize,
+    sb: isize,
+    f: &impl Fn(A, B) -> O,
+) {
+    let n = out.len();
+    if n == 0 {
+        return;
+    }
+    match (sa, sb) {
+        (1, 1) => {
+            let a = &a[oa as usize..oa as usize + n];
+            let b = &b[ob as usize..ob as usize + n];
+            for i in 0..n {
+                out[i].write(f(a[i], b[i]));
+            }
+        }
+        (1, 0) => {
+            let a = &a[oa as usize..oa as usize + n];
+            let bv = b[ob as usize];
+            for i in 0..n {
+                out[i].write(f(a[i], bv));
+            }
+        }
+        (0, 1) => {
+            let av = a[oa as usize];
+            let b = &b[ob as usize..ob as usize + n];
+            for i in 0..n {
+                out[i].write(f(av, b[i]));
+            }
+        }
+        _ => {
+            for (i, o) in out.iter_mut().enumerate() {
+                let i = i as isize;
+                o.write(f(a[(oa + i * sa) as usize], b[(ob + i * sb) as usize]));
+            }
+        }
+    }
+}
+
+/// `f(a, b)` with NumPy broadcasting. Dtypes are the caller's to check.
+pub(crate) fn zip<A: Element, B: Element, O: Element>(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(A, B) -> O + Sync,
+) -> Result<Tensor> {
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    let (la, lb) = (a.layout(), b.layout());
+    let sa = broadcast_strides(&la.shape, &la.strides, &shape);
+    let sb = broadcast_strides(&lb.shape, &lb.strides, &shape);
+    let so = contiguous_strides(&shape);
+    let (cshape, [_, csa, csb]) = layout::coalesce(&shape, [&so, &sa, &sb]);
+    let (ba, bb) = (a.buffer::<A>(), b.buffer::<B>());
+    let n: usize = shape.iter().product();
+    let data = if cshape.len() == 1 {
+        let (sa, sb) = (csa[0], csb[0]);
+        let (oa, ob) = (la.offset as isize, lb.offset as isize);
+        build(n, |start, out| {
+            let s = start as isize;
+            zip_row(out, ba, oa + s * sa, sa, bb, ob + s * sb, sb, &f)
+        })
+    } else {
+        let row_len = *cshape.last().unwrap();
+        let r = cshape.len() - 1;
+        let strides = [csa.clone(), csb.clone()];
+        build_rows(n / row_len.max(1), row_len, |rows, out| {
+            let first = rows.start;
+            layout::for_rows(&cshape, &strides, [la.offset, lb.offset], rows, |row, [oa, ob]| {
+                let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
+                zip_row(o, ba, oa, strides[0][r], bb, ob, strides[1][r], &f)
+            });
+        })
+    };
+    Ok(Tensor::from_storage(O::into_storage(data), &shape))
+}
+
+/// `where(cond, a, b)` with broadcasting of all three.
+pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let shape: Shape = broadcast_shapes(op, &broadcast_shapes(op, cond.shape(), a.shape())?, b.shape())?;
+    let so = contiguous_strides(&shape);
+    let bs = |t: &Tensor| broadcast_strides(t.shape(), t.strides(), &shape);
+    let (cs, sa, sb) = (bs(cond), bs(a), bs(b));
+    let (cshape, [_, cc, ca, cb]) = layout::coalesce(&shape, [&so, &cs, &sa, &sb]);
+    let n: usize = shape.iter().product();
+    let row_len = *cshape.last().unwrap();
+    let r = cshape.len() - 1;
+    let strides = [cc, ca, cb];
+    let offs = [cond.layout().offset, a.layout().offset, b.layout().offset];
+    let cbuf = cond.buffer::<bool>();
+    Ok(with_dtype!(a.dtype(), T => {
+        let (ba, bb) = (a.buffer::<T>(), b.buffer::<T>());
+        let data = build_rows(n / row_len.max(1), row_len, |rows, out: &mut [MaybeUninit<T>]| {
+            let first = rows.start;
+            layout::for_rows(&cshape, &strides, offs, rows, |row, [oc, oa, ob]| {
+                let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
+                for (j, slot) in o.iter_mut().enumerate() {
+                    let j = j as isize;
+                    let v = if cbuf[(oc + j * strides[0][r]) as usize] {
+                        ba[(oa + j * strides[1][r]) as usize]
+                    } else {
+                        bb[(ob + j * strides[2][r]) as usize]
+                    };
+                    slot.write(v);
+                }
+            });
+        });
+        Tensor::from_storage(T::into_storage(data), &shape)
+    }))
+}
+
+/// Converts every element to `to` (as Rust's `as` does, through `f64`).
+pub(crate) fn cast(x: &Tensor, to: DType) -> Tensor {
+    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>(x, |v| D::from_f64(v.to_f64()))))
+}

@@ -1,0 +1,181 @@
+//! Matrix multiplication through the `gemm` crate.
+//!
+//! `gemm` takes arbitrary row and column strides, so transposed and other
+//! strided views are multiplied in place, without a copy. Batch dimensions
+//! broadcast like NumPy's `matmul`.
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::tensor::layout::{broadcast_shapes, broadcast_strides, contiguous_strides};
+use crate::tensor::{with_float_dtype, Float, Shape, Tensor};
+
+/// Products below this many multiply-adds run on one thread.
+const PAR_FLOPS: usize = 1 << 18;
+
+/// The operand dims of a matmul: (batch shape, rows, cols, batch strides, row stride, col stride).
+struct Mat<'a> {
+    batch: &'a [usize],
+    rows: usize,
+    cols: usize,
+    bstrides: &'a [isize],
+    rs: isize,
+    cs: isize,
+    offset: usize,
+}
+
+fn operand(t: &Tensor, transpose: bool) -> Mat<'_> {
+    let r = t.rank();
+    let (s, st) = (t.shape(), t.strides());
+    let (rows, cols, rs, cs) = if transpose {
+        (s[r - 1], s[r - 2], st[r - 1], st[r - 2])
+    } else {
+        (s[r - 2], s[r - 1], st[r - 2], st[r - 1])
+    };
+    Mat {
+        batch: &s[..r - 2],
+        rows,
+        cols,
+        bstrides: &st[..r - 2],
+        rs,
+        cs,
+        offset: t.layout().offset,
+    }
+}
+
+/// `op(a) @ op(b)` where `op` transposes the last two dims when its flag is set.
+pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+    const OP: &str = "matmul";
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch {
+            op: OP,
+            lhs: a.dtype(),
+            rhs: b.dtype(),
+        });
+    }
+    if a.rank() < 2 || b.rank() < 2 {
+        return Err(Error::invalid(
+            OP,
+            format!("needs operands of rank >= 2, got shapes {:?} and {:?}", a.shape(), b.shape()),
+        ));
+    }
+    let (ma, mb) = (operand(a, ta), operand(b, tb));
+    if ma.cols != mb.rows {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            lhs: a.shape().to_vec(),
+            rhs: b.shape().to_vec(),
+        });
+    }
+    let batch = broadcast_shapes(OP, ma.batch, mb.batch).map_err(|_| Error::ShapeMismatch {
+        op: OP,
+        lhs: a.shape().to_vec(),
+        rhs: b.shape().to_vec(),
+    })?;
+    with_float_dtype!(a.dtype(), T => Ok(run::<T>(a, b, &ma, &mb, &batch)), _ => Err(Error::UnsupportedDType {
+        op: OP,
+        dtype: a.dtype(),
+        expected: "f32 or f64",
+    }))
+}
+
+fn run<T: Float>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) -> Tensor {
+    let (m, k, n) = (ma.rows, ma.cols, mb.cols);
+    let nb: usize = batch.iter().product();
+    let mut out_shape: Shape = batch.into();
+    out_shape.push(m);
+    out_shape.push(n);
+    let total = nb * m * n;
+    if total == 0 || k == 0 {
+        return Tensor::from_storage(T::into_storage(vec![T::zero(); total]), &out_shape);
+    }
+    let bsa = broadcast_strides(ma.batch, ma.bstrides, batch);
+    let bsb = broadcast_strides(mb.batch, mb.bstrides, batch);
+    let bidx = contiguous_strides(batch);
+    let offsets = |i: usize| -> (isize, isize) {
+        let (mut oa, mut ob) = (ma.offset as isize, mb.offset as isize);
+        let mut rem = i;
+        for d in 0..batch.len() {
+            let q = rem / bidx[d] as usize;
+            rem %= bidx[d] as usize;
+            oa += q as isize * bsa[d];
+            ob += q as isize * bsb[d];
+        }
+        (oa, ob)
+    };
+    let (pa, pb) = (a.buffer::<T>().as_ptr() as usize, b.buffer::<T>().as_ptr() as usize);
+    let flops = m * n * k;
+    let one = |dst: &mut [T], i: usize, par: gemm::Parallelism| {
+        let (oa, ob) = offsets(i);
+        // SAFETY: the offsets and strides describe views that lie inside the
+        // operands' buffers (guaranteed by the layouts), `dst` holds m*n
+        // elements written row-major, and gemm does not read `dst` when
+        // `read_dst` is false.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                (pa as *const T).offset(oa),
+                ma.cs,
+                ma.rs,
+                (pb as *const T).offset(ob),
+                mb.cs,
+                mb.rs,
+                T::zero(),
+                T::one(),
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+    };
+    let mut out: Vec<T> = Vec::with_capacity(total);
+    // SAFETY: every element is written by gemm below before being read (each
+    // batch's m*n block is one gemm destination); T is Copy.
+    unsafe { out.set_len(total) };
+    let threads = rayon::current_num_threads();
+    if nb > 1 && flops < PAR_FLOPS * 4 && nb * flops >= PAR_FLOPS {
+        out.par_chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(i, dst)| one(dst, i, gemm::Parallelism::None));
+    } else {
+        let par = if flops >= PAR_FLOPS && threads > 1 {
+            gemm::Parallelism::Rayon(threads)
+        } else {
+            gemm::Parallelism::None
+        };
+        for (i, dst) in out.chunks_mut(m * n).enumerate() {
+            one(dst, i, par);
+        }
+    }
+    Tensor::from_storage(T::into_storage(out), &out_shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_with_flags_and_batches() {
+        let a = Tensor::from_vec(vec![1.0f64, 2., 3., 4., 5., 6.], &[2, 3]).unwrap();
+        let b = Tensor::from_vec(vec![1.0f64, 0., 0., 1., 1., 1.], &[3, 2]).unwrap();
+        let c = matmul(&a, &b, false, false).unwrap();
+        assert_eq!(c.to_vec::<f64>().unwrap(), vec![4., 5., 10., 11.]);
+        // a^T a : [3,3]
+        let g = matmul(&a, &a, true, false).unwrap();
+        assert_eq!(g.shape(), &[3, 3]);
+        assert_eq!(g.to_vec::<f64>().unwrap()[..3], [17., 22., 27.]);
+        // batch broadcast: [2,2,3] @ [3,2]
+        let ab = Tensor::from_vec([a.to_vec::<f64>().unwrap(), a.to_vec::<f64>().unwrap()].concat(), &[2, 2, 3]).unwrap();
+        let cb = matmul(&ab, &b, false, false).unwrap();
+        assert_eq!(cb.shape(), &[2, 2, 2]);
+        assert_eq!(cb.to_vec::<f64>().unwrap(), vec![4., 5., 10., 11., 4., 5., 10., 11.]);
+        assert!(matmul(&a, &a, false, false).is_err());
+    }
+}

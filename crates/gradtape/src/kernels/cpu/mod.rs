@@ -1,0 +1,97 @@
+//! Raw compute on buffers, knowing nothing of tapes.
+//!
+//! Every kernel takes tensors and returns a fresh contiguous tensor. Inputs
+//! may be any strided view: kernels walk views directly (after merging
+//! dimensions that all operands walk contiguously) instead of copying them
+//! first. Work above [`PAR_MIN`] elements is split across rayon's threads;
+//! inner loops are plain slice loops that the compiler vectorises.
+
+pub(crate) mod elementwise;
+pub(crate) mod index;
+pub(crate) mod matmul;
+pub(crate) mod reduce;
+
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+use crate::tensor::{layout, Element, Layout};
+
+/// Below this many elements a kernel runs on the calling thread.
+pub(crate) const PAR_MIN: usize = 1 << 15;
+
+/// Elements per parallel task.
+fn chunk_len(n: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    (n / (threads * 4)).max(PAR_MIN / 2).next_multiple_of(64)
+}
+
+/// Builds a `Vec` of `n` elements without initialising it first: `fill(start,
+/// out)` must write every element of `out`, which holds elements
+/// `start..start + out.len()`. Runs in parallel chunks when `n` is large.
+pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync) -> Vec<O> {
+    let mut v: Vec<O> = Vec::with_capacity(n);
+    let spare = &mut v.spare_capacity_mut()[..n];
+    if n >= PAR_MIN {
+        let c = chunk_len(n);
+        spare
+            .par_chunks_mut(c)
+            .enumerate()
+            .for_each(|(i, out)| fill(i * c, out));
+    } else {
+        fill(0, spare);
+    }
+    // SAFETY: `fill` wrote all `n` elements (each caller's loop covers its
+    // whole `out` slice), and `O: Copy` has no drop obligations.
+    unsafe { v.set_len(n) };
+    v
+}
+
+/// Like [`build`], split by whole rows of `row_len` elements: `fill(rows, out)`
+/// writes rows `rows.start..rows.end`.
+pub(crate) fn build_rows<O: Element>(
+    n_rows: usize,
+    row_len: usize,
+    fill: impl Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync,
+) -> Vec<O> {
+    let n = n_rows * row_len;
+    let mut v: Vec<O> = Vec::with_capacity(n);
+    let spare = &mut v.spare_capacity_mut()[..n];
+    if n >= PAR_MIN && n_rows > 1 && row_len > 0 {
+        let rows_per = (chunk_len(n) / row_len).max(1);
+        spare
+            .par_chunks_mut(rows_per * row_len)
+            .enumerate()
+            .for_each(|(i, out)| {
+                let start = i * rows_per;
+                fill(start..start + out.len() / row_len, out)
+            });
+    } else if n > 0 {
+        fill(0..n_rows, spare);
+    }
+    // SAFETY: as in `build`, every row range handed out is written whole.
+    unsafe { v.set_len(n) };
+    v
+}
+
+/// Copies a strided view into a new row-major `Vec`.
+pub(crate) fn gather_strided<T: Element>(buf: &[T], l: &Layout) -> Vec<T> {
+    let contiguous = layout::contiguous_strides(&l.shape);
+    let (shape, [_, s]) = layout::coalesce(&l.shape, [&contiguous, &l.strides]);
+    let n = l.numel();
+    let row_len = *shape.last().unwrap();
+    if n == 0 {
+        return Vec::new();
+    }
+    let strides = [s.clone()];
+    build_rows(n / row_len, row_len, |rows, out| {
+        let inner = strides[0][shape.len() - 1];
+        let first = rows.start;
+        layout::for_rows(&shape, &strides, [l.offset], rows, |r, [base]| {
+            let o = &mut out[(r - first) * row_len..(r - first + 1) * row_len];
+            for (j, slot) in o.iter_mut().enumerate() {
+                slot.write(buf[(base + j as isize * inner) as usize]);
+            }
+        });
+    })
+}

@@ -1,0 +1,49 @@
+//! # gradtape
+//!
+//! TensorFlow's eager automatic differentiation, `tf.GradientTape` and what
+//! surrounds it, in pure Rust: an eager tensor runtime whose operations are
+//! recorded on gradient tapes and differentiated in reverse mode, to any
+//! order.
+//!
+//! ```
+//! use gradtape::{GradientTape, Tensor};
+//!
+//! let x = Tensor::scalar(3.0f32);
+//! let outer = GradientTape::new();
+//! let inner = GradientTape::new();
+//! let (dy_dx, d2y_dx2) = outer.record(|| {
+//!     outer.watch(&x);
+//!     let y = inner.record(|| {
+//!         inner.watch(&x);
+//!         x.mul(&x)
+//!     })?;
+//!     inner.gradient(&y, &x)
+//! }).map(|dy_dx| {
+//!     let dy_dx = dy_dx.unwrap();
+//!     let d2 = outer.gradient(&dy_dx, &x).unwrap().unwrap();
+//!     (dy_dx, d2)
+//! })?;
+//! assert_eq!(dy_dx.to_scalar::<f32>()?, 6.0);
+//! assert_eq!(d2y_dx2.to_scalar::<f32>()?, 2.0);
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+//!
+//! Layers, each knowing only those below it: [`tensor`] (values),
+//! `kernels` (raw compute), `ops` (the differentiable operations, methods on
+//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker).
+
+pub mod error;
+pub mod tensor;
+
+mod autodiff;
+mod kernels;
+mod ops;
+
+pub use autodiff::backprop::Unconnected;
+pub use autodiff::check::{check_gradients, CheckOptions, CheckReport};
+pub use autodiff::gradient_tape::{GradientOptions, GradientTape, RecordingGuard};
+pub use autodiff::sources::{SourceRef, Sources, Targets};
+pub use autodiff::tape::{vjp, Grads, VjpFn};
+pub use autodiff::variable::{Variable, VariableBuilder};
+pub use error::{Error, Result};
+pub use tensor::{DType, Element, Tensor, TensorId, WeakTensor};

@@ -1,0 +1,232 @@
+//! Elementwise functions of two tensors, with NumPy broadcasting, and
+//! comparisons. Each rule ends in `sum_to_shape`, which undoes broadcasting.
+
+use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::elementwise::{select, zip};
+use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, Element, Tensor};
+
+/// `f(a, b)` on matching numeric dtypes, broadcasting.
+macro_rules! num_zip {
+    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
+        expect_same_dtype($op, $a, $b)?;
+        with_num_dtype!($a.dtype(), T => zip::<T, T, T>($op, $a, $b, |$x: T, $y: T| $body),
+            _ => Err(unsupported($op, $a.dtype(), "a numeric dtype")))
+    }};
+}
+
+/// A comparison producing bool, broadcasting.
+macro_rules! compare {
+    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
+        expect_same_dtype($op, $a, $b)?;
+        with_dtype!($a.dtype(), T => zip::<T, T, bool>($op, $a, $b, |$x: T, $y: T| $body))
+    }};
+}
+
+impl Tensor {
+    /// Sums `self` over the dimensions that broadcasting added or stretched,
+    /// giving a tensor of `shape`. The single place where every binary rule
+    /// undoes broadcasting.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let g = Tensor::ones(&[2, 3], gradtape::DType::F32);
+    /// assert_eq!(g.sum_to_shape(&[1, 3])?.to_vec::<f32>()?, vec![2.0; 3]);
+    /// assert_eq!(g.sum_to_shape(&[])?.to_scalar::<f32>()?, 6.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn sum_to_shape(&self, shape: &[usize]) -> Result<Tensor> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let s = self.shape();
+        if shape.len() > s.len() {
+            return Err(Error::ShapeMismatch {
+                op: "sum_to_shape",
+                lhs: s.to_vec(),
+                rhs: shape.to_vec(),
+            });
+        }
+        let lead = s.len() - shape.len();
+        let mut axes: Vec<isize> = (0..lead as isize).collect();
+        for (i, &d) in shape.iter().enumerate() {
+            if d == 1 && s[lead + i] != 1 {
+                axes.push((lead + i) as isize);
+            } else if d != s[lead + i] {
+                return Err(Error::ShapeMismatch {
+                    op: "sum_to_shape",
+                    lhs: s.to_vec(),
+                    rhs: shape.to_vec(),
+                });
+            }
+        }
+        self.sum(&axes, false)?.reshape(shape)
+    }
+
+    /// `a + b`, broadcasting.
+    pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
+        let y = num_zip!("add", self, rhs, |x, y| x + y)?;
+        let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
+        Ok(bind("Add", &[self, rhs], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].sum_to_shape(&sb)?)]))
+        }))
+    }
+
+    /// `a - b`, broadcasting.
+    pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
+        let y = num_zip!("sub", self, rhs, |x, y| x - y)?;
+        let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
+        Ok(bind("Sub", &[self, rhs], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].neg()?.sum_to_shape(&sb)?)]))
+        }))
+    }
+
+    /// `a · b` elementwise, broadcasting.
+    pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
+        let y = num_zip!("mul", self, rhs, |x, y| x * y)?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind("Mul", &[self, rhs], y, move |_| {
+            vjp(move |g, needs| {
+                let ga = needs[0].then(|| g[0].mul(&b)?.sum_to_shape(a.shape())).transpose()?;
+                let gb = needs[1].then(|| g[0].mul(&a)?.sum_to_shape(b.shape())).transpose()?;
+                Ok(grads![ga, gb])
+            })
+        }))
+    }
+
+    /// `a / b` elementwise, broadcasting. Integer division by zero is an error.
+    pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
+        if rhs.dtype().is_int() && rhs.to_vec_f64().contains(&0.0) {
+            return Err(Error::invalid("div", format!("integer division by zero (divisor shape {:?})", rhs.shape())));
+        }
+        let y = num_zip!("div", self, rhs, |x, y| x / y)?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind("Div", &[self, rhs], y, move |_| {
+            vjp(move |g, needs| {
+                let ga = needs[0].then(|| g[0].div(&b)?.sum_to_shape(a.shape())).transpose()?;
+                let gb = needs[1]
+                    .then(|| g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?.sum_to_shape(b.shape()))
+                    .transpose()?;
+                Ok(grads![ga, gb])
+            })
+        }))
+    }
+
+    /// `aᵇ` elementwise, broadcasting (floats). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
+    /// where a > 0, else 0 (as TensorFlow).
+    pub fn pow(&self, rhs: &Tensor) -> Result<Tensor> {
+        expect_float("pow", self)?;
+        expect_same_dtype("pow", self, rhs)?;
+        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("pow", self, rhs, |x: T, y: T| x.powf(y)), _ => unreachable!())?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind("Pow", &[self, rhs], y, move |y| {
+            let y = y.clone();
+            vjp(move |g, needs| {
+                let ga = needs[0]
+                    .then(|| g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?.sum_to_shape(a.shape()))
+                    .transpose()?;
+                let gb = needs[1]
+                    .then(|| {
+                        let pos = a.gt_scalar(0.0)?;
+                        let safe = Tensor::where_(&pos, &a, &a.ones_like())?;
+                        let log_a = Tensor::where_(&pos, &safe.log()?, &a.zeros_like())?;
+                        g[0].mul(&y)?.mul(&log_a)?.sum_to_shape(b.shape())
+                    })
+                    .transpose()?;
+                Ok(grads![ga, gb])
+            })
+        }))
+    }
+
+    /// Elementwise maximum, broadcasting. On ties the gradient goes to `a`
+    /// (as TensorFlow).
+    pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
+        let y = num_zip!("maximum", self, rhs, |x, y| if x >= y { x } else { y })?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind("Maximum", &[self, rhs], y, move |_| vjp(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b))))
+    }
+
+    /// Elementwise minimum, broadcasting. On ties the gradient goes to `a`.
+    pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
+        let y = num_zip!("minimum", self, rhs, |x, y| if x <= y { x } else { y })?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind("Minimum", &[self, rhs], y, move |_| vjp(move |g, _| route(&a.le(&b)?, &g[0], &a, &b))))
+    }
+
+    /// Picks `a` where `cond` is true, else `b`; all three broadcast. `a` and
+    /// `b` must share a dtype; `cond` is bool. Differentiable in `a` and `b`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let c = Tensor::vector(&[true, false]);
+    /// let r = Tensor::where_(&c, &Tensor::vector(&[1.0f32, 2.0]), &Tensor::scalar(0.0f32))?;
+    /// assert_eq!(r.to_vec::<f32>()?, vec![1.0, 0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        if cond.dtype() != crate::DType::Bool {
+            return Err(unsupported("where", cond.dtype(), "bool condition"));
+        }
+        expect_same_dtype("where", a, b)?;
+        let y = select("where", cond, a, b)?;
+        let (c, sa, sb) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
+        Ok(bind("Select", &[cond, a, b], y, move |_| {
+            vjp(move |g, needs| {
+                let zero = g[0].zeros_like();
+                let ga = needs[1].then(|| Tensor::where_(&c, &g[0], &zero)?.sum_to_shape(&sa)).transpose()?;
+                let gb = needs[2].then(|| Tensor::where_(&c, &zero, &g[0])?.sum_to_shape(&sb)).transpose()?;
+                Ok(grads![None, ga, gb])
+            })
+        }))
+    }
+
+    /// `a == b` elementwise (bool, broadcasting; not differentiable).
+    pub fn eq(&self, rhs: &Tensor) -> Result<Tensor> {
+        compare!("eq", self, rhs, |x, y| x == y)
+    }
+    /// `a != b` elementwise.
+    pub fn ne(&self, rhs: &Tensor) -> Result<Tensor> {
+        compare!("ne", self, rhs, |x, y| x != y)
+    }
+    /// `a < b` elementwise.
+    pub fn lt(&self, rhs: &Tensor) -> Result<Tensor> {
+        compare!("lt", self, rhs, |x, y| x < y)
+    }
+    /// `a <= b` elementwise.
+    pub fn le(&self, rhs: &Tensor) -> Result<Tensor> {
+        compare!("le", self, rhs, |x, y| x <= y)
+    }
+    /// `a > b` elementwise.
+    pub fn gt(&self, rhs: &Tensor) -> Result<Tensor> {
+        compare!("gt", self, rhs, |x, y| x > y)
+    }
+    /// `a >= b` elementwise.
+    pub fn ge(&self, rhs: &Tensor) -> Result<Tensor> {
+        compare!("ge", self, rhs, |x, y| x >= y)
+    }
+
+    /// `x > c` elementwise against a scalar (bool).
+    pub fn gt_scalar(&self, c: f64) -> Result<Tensor> {
+        self.gt(&self.scalar_like(c))
+    }
+
+    /// `x < c` elementwise against a scalar (bool).
+    pub fn lt_scalar(&self, c: f64) -> Result<Tensor> {
+        self.lt(&self.scalar_like(c))
+    }
+
+    /// A rank-0 tensor of this tensor's dtype.
+    pub fn scalar_like(&self, c: f64) -> Tensor {
+        with_dtype!(self.dtype(), T => Tensor::scalar(T::from_f64(c)))
+    }
+}
+
+/// The rule of maximum/minimum: `g` goes to `a` where `to_a`, else to `b`.
+fn route(to_a: &Tensor, g: &Tensor, a: &Tensor, b: &Tensor) -> Result<crate::Grads> {
+    let zero = g.zeros_like();
+    Ok(grads![
+        Some(Tensor::where_(to_a, g, &zero)?.sum_to_shape(a.shape())?),
+        Some(Tensor::where_(to_a, &zero, g)?.sum_to_shape(b.shape())?)
+    ])
+}

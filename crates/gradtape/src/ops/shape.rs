@@ -1,0 +1,188 @@
+//! Shape ops. Reshape (of a contiguous tensor), permute, broadcast, expand
+//! and squeeze are views: new tensors over the same storage, no copy.
+
+use smallvec::SmallVec;
+
+use super::{bind, grads};
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::elementwise::cast;
+use crate::tensor::layout::{broadcast_shapes, broadcast_strides, norm_axis};
+use crate::tensor::{with_dtype, DType, Element, Layout, Tensor};
+
+impl Tensor {
+    /// The same elements in another shape (a view when contiguous, else a copy).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::arange(0.0, 6.0, 1.0, gradtape::DType::F32)?;
+    /// assert_eq!(x.reshape(&[2, 3])?.shape(), &[2, 3]);
+    /// assert!(x.reshape(&[4]).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
+        let numel: usize = shape.iter().product();
+        if numel != self.numel() {
+            return Err(Error::BadReshape {
+                op: "reshape",
+                numel: self.numel(),
+                shape: shape.to_vec(),
+            });
+        }
+        let src = self.contiguous_raw();
+        let y = src.view(Layout {
+            offset: src.layout().offset,
+            ..Layout::contiguous(shape)
+        });
+        let old = self.shape().to_vec();
+        Ok(bind("Reshape", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].reshape(&old)?)]))))
+    }
+
+    /// A contiguous copy when the view is strided; `self` otherwise (not recorded).
+    fn contiguous_raw(&self) -> Tensor {
+        if self.is_contiguous() {
+            self.clone()
+        } else {
+            with_dtype!(self.dtype(), T => Tensor::from_vec(self.values::<T>().into_owned(), self.shape()).expect("same numel"))
+        }
+    }
+
+    /// A row-major copy of a strided view (identity for the gradient).
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let y = self.contiguous_raw();
+        Ok(bind("Contiguous", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].clone())]))))
+    }
+
+    /// Reorders dimensions: output dim `i` is input dim `perm[i]`. A view.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::from_vec(vec![1i32, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// assert_eq!(x.permute(&[1, 0])?.to_vec::<i32>()?, vec![1, 4, 2, 5, 3, 6]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn permute(&self, perm: &[usize]) -> Result<Tensor> {
+        let r = self.rank();
+        let mut seen = vec![false; r];
+        if perm.len() != r || perm.iter().any(|&p| p >= r || std::mem::replace(&mut seen[p], true)) {
+            return Err(Error::invalid(
+                "permute",
+                format!("{perm:?} is not a permutation of the dims of shape {:?}", self.shape()),
+            ));
+        }
+        let l = self.layout();
+        let y = self.view(Layout {
+            shape: perm.iter().map(|&p| l.shape[p]).collect(),
+            strides: perm.iter().map(|&p| l.strides[p]).collect(),
+            offset: l.offset,
+        });
+        let mut inv = vec![0; r];
+        for (i, &p) in perm.iter().enumerate() {
+            inv[p] = i;
+        }
+        Ok(bind("Transpose", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].permute(&inv)?)]))))
+    }
+
+    /// Swaps the last two dimensions (rank >= 2). A view.
+    pub fn transpose(&self) -> Result<Tensor> {
+        let r = self.rank();
+        if r < 2 {
+            return Err(Error::invalid("transpose", format!("needs rank >= 2, got shape {:?}", self.shape())));
+        }
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        self.permute(&perm)
+    }
+
+    /// Broadcasts to `shape` (NumPy rules) without copying: stride 0 on
+    /// stretched dims. d/dx sums back over them.
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let b = broadcast_shapes("broadcast_to", self.shape(), shape)?;
+        if b.as_slice() != shape {
+            return Err(Error::ShapeMismatch {
+                op: "broadcast_to",
+                lhs: self.shape().to_vec(),
+                rhs: shape.to_vec(),
+            });
+        }
+        let l = self.layout();
+        let y = self.view(Layout {
+            shape: shape.into(),
+            strides: broadcast_strides(&l.shape, &l.strides, shape),
+            offset: l.offset,
+        });
+        let old = self.shape().to_vec();
+        Ok(bind("BroadcastTo", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&old)?)]))))
+    }
+
+    /// Inserts a dimension of size 1 at `axis` (in `-(rank+1)..=rank`).
+    pub fn expand_dims(&self, axis: isize) -> Result<Tensor> {
+        let mut shape: Vec<usize> = self.shape().to_vec();
+        let ext: Vec<usize> = (0..=shape.len()).collect();
+        let a = norm_axis("expand_dims", axis, &ext)?;
+        shape.insert(a, 1);
+        self.reshape(&shape)
+    }
+
+    /// Removes the listed size-1 dimensions, or all of them if `axes` is empty.
+    pub fn squeeze(&self, axes: &[isize]) -> Result<Tensor> {
+        let s = self.shape();
+        let drop: SmallVec<[usize; 4]> = if axes.is_empty() {
+            (0..s.len()).filter(|&i| s[i] == 1).collect()
+        } else {
+            let mut d = SmallVec::new();
+            for &a in axes {
+                let n = norm_axis("squeeze", a, s)?;
+                if s[n] != 1 {
+                    return Err(Error::invalid(
+                        "squeeze",
+                        format!("dimension {a} of shape {s:?} has size {}, not 1", s[n]),
+                    ));
+                }
+                d.push(n);
+            }
+            d
+        };
+        let shape: Vec<usize> = (0..s.len()).filter(|i| !drop.contains(i)).map(|i| s[i]).collect();
+        self.reshape(&shape)
+    }
+
+    /// Converts to `dtype`. Differentiable between float types.
+    pub fn cast(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        let y = cast(self, dtype);
+        let from = self.dtype();
+        Ok(bind("Cast", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].cast(from)?)]))))
+    }
+
+    /// The same value under a new id; recorded, so gradients pass through.
+    pub fn identity(&self) -> Tensor {
+        bind("Identity", &[self], self.alias(), |_| vjp(|g, _| Ok(grads![Some(g[0].clone())])))
+    }
+
+    /// The same value under a new id that no tape records: gradients stop here.
+    ///
+    /// ```
+    /// use gradtape::{GradientTape, Tensor};
+    /// let x = Tensor::scalar(2.0f64);
+    /// let tape = GradientTape::new();
+    /// let y = tape.record(|| { tape.watch(&x); x.mul(&x.stop_gradient()) })?;
+    /// assert_eq!(tape.gradient(&y, &x)?.unwrap().to_scalar::<f64>()?, 2.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn stop_gradient(&self) -> Tensor {
+        self.alias()
+    }
+
+    /// Every element converted to `T` (any dtype to any `T`); a helper for tests
+    /// and display.
+    pub fn to_vec_as<T: Element>(&self) -> Vec<T> {
+        self.to_vec_f64().into_iter().map(T::from_f64).collect()
+    }
+}

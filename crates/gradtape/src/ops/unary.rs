@@ -1,0 +1,171 @@
+//! Elementwise functions of one tensor, and tensor-with-scalar arithmetic.
+//!
+//! Each op: the forward kernel, then its rule (`g` is the output cotangent).
+
+use super::{bind, expect_float, grads, unsupported};
+use crate::autodiff::tape::vjp;
+use crate::error::Result;
+use crate::kernels::cpu::elementwise::map;
+use num_traits::{One, Zero};
+
+use crate::tensor::{with_float_dtype, with_num_dtype, Element, Tensor};
+
+/// `f(v)` on every element of a float tensor (`v` is `f32` or `f64`).
+macro_rules! float_map {
+    ($op:expr, $x:expr, |$v:ident| $body:expr) => {
+        with_float_dtype!($x.dtype(), T => Ok(map::<T, T>($x, |$v: T| $body)),
+            _ => Err(unsupported($op, $x.dtype(), "f32 or f64")))
+    };
+}
+
+/// `f(v)` on every element of a numeric tensor.
+macro_rules! num_map {
+    ($op:expr, $x:expr, |$v:ident| $body:expr) => {
+        with_num_dtype!($x.dtype(), T => Ok(map::<T, T>($x, |$v: T| $body)),
+            _ => Err(unsupported($op, $x.dtype(), "a numeric dtype")))
+    };
+}
+
+impl Tensor {
+    /// `-x`. d/dx = -1.
+    pub fn neg(&self) -> Result<Tensor> {
+        let y = num_map!("neg", self, |v| T::zero() - v)?;
+        Ok(bind("Neg", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].neg()?)]))))
+    }
+
+    /// `|x|`. d/dx = sign(x), 0 at 0 (as TensorFlow).
+    pub fn abs(&self) -> Result<Tensor> {
+        let y = num_map!("abs", self, |v| if v < T::zero() { T::zero() - v } else { v })?;
+        let x = self.clone();
+        Ok(bind("Abs", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))))
+    }
+
+    /// `-1, 0, 1` by the sign of each element (0 for 0). Not differentiable:
+    /// its gradient is zero almost everywhere, so it is not recorded.
+    pub fn sign(&self) -> Result<Tensor> {
+        num_map!("sign", self, |v| if v > T::zero() {
+            T::one()
+        } else if v < T::zero() {
+            T::zero() - T::one()
+        } else {
+            v
+        })
+    }
+
+    /// `x²`. d/dx = 2x.
+    pub fn square(&self) -> Result<Tensor> {
+        let y = num_map!("square", self, |v| v * v)?;
+        let x = self.clone();
+        Ok(bind("Square", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))))
+    }
+
+    /// `√x`. d/dx = 1 / (2√x).
+    pub fn sqrt(&self) -> Result<Tensor> {
+        let y = float_map!("sqrt", self, |v| v.sqrt())?;
+        Ok(bind("Sqrt", &[self], y, |y| {
+            let y = y.clone();
+            vjp(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
+        }))
+    }
+
+    /// `eˣ`. d/dx = eˣ.
+    pub fn exp(&self) -> Result<Tensor> {
+        let y = float_map!("exp", self, |v| v.exp())?;
+        Ok(bind("Exp", &[self], y, |y| {
+            let y = y.clone();
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
+        }))
+    }
+
+    /// Natural logarithm. d/dx = 1/x.
+    pub fn log(&self) -> Result<Tensor> {
+        let y = float_map!("log", self, |v| v.ln())?;
+        let x = self.clone();
+        Ok(bind("Log", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))))
+    }
+
+    /// Sine. d/dx = cos x.
+    pub fn sin(&self) -> Result<Tensor> {
+        let y = float_map!("sin", self, |v| v.sin())?;
+        let x = self.clone();
+        Ok(bind("Sin", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))))
+    }
+
+    /// Cosine. d/dx = -sin x.
+    pub fn cos(&self) -> Result<Tensor> {
+        let y = float_map!("cos", self, |v| v.cos())?;
+        let x = self.clone();
+        Ok(bind("Cos", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))))
+    }
+
+    /// Hyperbolic tangent. d/dx = 1 - tanh²x.
+    pub fn tanh(&self) -> Result<Tensor> {
+        let y = float_map!("tanh", self, |v| v.tanh())?;
+        Ok(bind("Tanh", &[self], y, |y| {
+            let y = y.clone();
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
+        }))
+    }
+
+    /// Logistic sigmoid `1 / (1 + e⁻ˣ)`, computed without overflow. d/dx = y(1 - y).
+    pub fn sigmoid(&self) -> Result<Tensor> {
+        let y = float_map!("sigmoid", self, |v| if v >= T::zero() {
+            T::one() / (T::one() + (-v).exp())
+        } else {
+            let e = v.exp();
+            e / (T::one() + e)
+        })?;
+        Ok(bind("Sigmoid", &[self], y, |y| {
+            let y = y.clone();
+            vjp(move |g, _| {
+                let dy = y.mul(&y.neg()?.add_scalar(1.0)?)?;
+                Ok(grads![Some(g[0].mul(&dy)?)])
+            })
+        }))
+    }
+
+    /// `max(x, 0)`. d/dx = 1 where x > 0, else 0 (0 at 0, as TensorFlow).
+    pub fn relu(&self) -> Result<Tensor> {
+        let y = num_map!("relu", self, |v| if v > T::zero() { v } else { T::zero() })?;
+        let x = self.clone();
+        Ok(bind("Relu", &[self], y, move |_| {
+            vjp(move |g, _| {
+                let mask = x.gt_scalar(0.0)?.cast(g[0].dtype())?;
+                Ok(grads![Some(g[0].mul(&mask)?)])
+            })
+        }))
+    }
+
+    /// `xᶜ` for a constant `c`. d/dx = c·xᶜ⁻¹.
+    pub fn pow_scalar(&self, c: f64) -> Result<Tensor> {
+        expect_float("pow_scalar", self)?;
+        let y = float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))?;
+        let x = self.clone();
+        Ok(bind("PowScalar", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)]))
+        }))
+    }
+
+    /// `x · c`. d/dx = c.
+    pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
+        let y = num_map!("mul_scalar", self, |v| v * T::from_f64(c))?;
+        Ok(bind("MulScalar", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))))
+    }
+
+    /// `x / c`. d/dx = 1/c.
+    pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
+        let y = num_map!("div_scalar", self, |v| v / T::from_f64(c))?;
+        Ok(bind("DivScalar", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))))
+    }
+
+    /// `x + c`. d/dx = 1.
+    pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
+        let y = num_map!("add_scalar", self, |v| v + T::from_f64(c))?;
+        Ok(bind("AddScalar", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].clone())]))))
+    }
+
+    /// `x - c`. d/dx = 1.
+    pub fn sub_scalar(&self, c: f64) -> Result<Tensor> {
+        self.add_scalar(-c)
+    }
+}

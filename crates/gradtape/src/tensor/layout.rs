@@ -1,0 +1,186 @@
+//! Shapes, strides and the walk over a strided view.
+//!
+//! A view is `(shape, strides, offset)` over a flat buffer, in elements.
+//! Strides may be zero (broadcast) or negative (reversed views).
+
+use smallvec::SmallVec;
+
+use crate::error::{Error, Result};
+
+/// Dimension sizes; inline up to rank 4.
+pub type Shape = SmallVec<[usize; 4]>;
+/// Element strides; inline up to rank 4.
+pub type Strides = SmallVec<[isize; 4]>;
+
+/// Where a view's elements live in its buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub shape: Shape,
+    pub strides: Strides,
+    pub offset: usize,
+}
+
+impl Layout {
+    pub fn contiguous(shape: &[usize]) -> Self {
+        Layout {
+            shape: shape.into(),
+            strides: contiguous_strides(shape),
+            offset: 0,
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Row-major with no gaps (offset may be non-zero).
+    pub fn is_contiguous(&self) -> bool {
+        let mut expected = 1isize;
+        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if d != 1 && s != expected {
+                return false;
+            }
+            expected *= d as isize;
+        }
+        true
+    }
+}
+
+/// Row-major strides of a shape.
+pub fn contiguous_strides(shape: &[usize]) -> Strides {
+    let mut strides: Strides = SmallVec::from_elem(0, shape.len());
+    let mut acc = 1isize;
+    for i in (0..shape.len()).rev() {
+        strides[i] = acc;
+        acc *= shape[i].max(1) as isize;
+    }
+    strides
+}
+
+/// NumPy broadcasting of two shapes.
+pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Shape> {
+    let rank = a.len().max(b.len());
+    let mut out: Shape = SmallVec::from_elem(0, rank);
+    for i in 0..rank {
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: a.to_vec(),
+                rhs: b.to_vec(),
+            });
+        };
+    }
+    Ok(out)
+}
+
+/// Strides that read a view of `shape`/`strides` as if broadcast to `target`
+/// (zero stride on broadcast dimensions). The caller has checked compatibility.
+pub fn broadcast_strides(shape: &[usize], strides: &[isize], target: &[usize]) -> Strides {
+    let lead = target.len() - shape.len();
+    let mut out: Strides = SmallVec::from_elem(0, target.len());
+    for i in 0..shape.len() {
+        out[lead + i] = if shape[i] == 1 && target[lead + i] != 1 {
+            0
+        } else {
+            strides[i]
+        };
+    }
+    out
+}
+
+/// Normalises an axis in `-rank..rank` to `0..rank`.
+pub fn norm_axis(op: &'static str, axis: isize, shape: &[usize]) -> Result<usize> {
+    let rank = shape.len() as isize;
+    let a = if axis < 0 { axis + rank } else { axis };
+    if a < 0 || a >= rank {
+        return Err(Error::BadAxis {
+            op,
+            axis,
+            shape: shape.to_vec(),
+        });
+    }
+    Ok(a as usize)
+}
+
+/// Merges adjacent dimensions that every operand walks contiguously, so most
+/// walks become one or two nested loops. `strides[k]` are operand `k`'s strides
+/// over the common `shape`.
+pub(crate) fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> (Shape, [Strides; N]) {
+    let mut out_shape: Shape = SmallVec::new();
+    let mut out_strides: [Strides; N] = std::array::from_fn(|_| SmallVec::new());
+    for d in 0..shape.len() {
+        if shape[d] == 1 {
+            continue;
+        }
+        let mergeable = !out_shape.is_empty()
+            && (0..N).all(|k| {
+                let last = *out_strides[k].last().unwrap();
+                last == strides[k][d] * shape[d] as isize
+            });
+        if mergeable {
+            let n = out_shape.len() - 1;
+            out_shape[n] *= shape[d];
+            for k in 0..N {
+                out_strides[k][n] = strides[k][d];
+            }
+        } else {
+            out_shape.push(shape[d]);
+            for k in 0..N {
+                out_strides[k].push(strides[k][d]);
+            }
+        }
+    }
+    if out_shape.is_empty() {
+        out_shape.push(1);
+        for s in out_strides.iter_mut() {
+            s.push(0);
+        }
+    }
+    (out_shape, out_strides)
+}
+
+/// Calls `f(row, [offset of operand k at the row start])` for each row (the
+/// last dimension) of a walk over `shape`, rows `rows.start..rows.end`.
+#[inline]
+pub(crate) fn for_rows<const N: usize>(
+    shape: &[usize],
+    strides: &[Strides; N],
+    offsets: [usize; N],
+    rows: std::ops::Range<usize>,
+    mut f: impl FnMut(usize, [isize; N]),
+) {
+    let outer = &shape[..shape.len() - 1];
+    // multi-index of the first row
+    let mut idx: SmallVec<[usize; 4]> = SmallVec::from_elem(0, outer.len());
+    let mut rem = rows.start;
+    for d in (0..outer.len()).rev() {
+        idx[d] = rem % outer[d];
+        rem /= outer[d];
+    }
+    let mut base: [isize; N] = std::array::from_fn(|k| {
+        offsets[k] as isize + (0..outer.len()).map(|d| idx[d] as isize * strides[k][d]).sum::<isize>()
+    });
+    for row in rows {
+        f(row, base);
+        // increment the multi-index
+        for d in (0..outer.len()).rev() {
+            idx[d] += 1;
+            for k in 0..N {
+                base[k] += strides[k][d];
+            }
+            if idx[d] < outer[d] {
+                break;
+            }
+            for k in 0..N {
+                base[k] -= strides[k][d] * outer[d] as isize;
+            }
+            idx[d] = 0;
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! `Tensor`: an immutable, cheaply cloned value with a unique id.
+//!
+//! A tensor is an `Arc` handle on `(id, layout, storage)`. The storage is a
+//! typed buffer shared between views, so reshape, transpose, broadcast and
+//! identity make a new tensor (with a new id) without copying data. Nothing in
+//! this layer knows about automatic differentiation; the id is what the tape
+//! keys its records by.
+
+mod create;
+mod display;
+pub mod dtype;
+pub(crate) mod layout;
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use dtype::{DType, Element, Float, Num};
+#[doc(hidden)]
+pub use dtype::Storage;
+pub(crate) use dtype::{with_dtype, with_float_dtype, with_num_dtype};
+pub use layout::Shape;
+pub(crate) use layout::Layout;
+
+use crate::error::{Error, Result};
+
+/// The unique identity of a tensor (or of a variable's handle).
+///
+/// Ids are never reused within a process, so a tape can key its records by
+/// them without keeping the tensors alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub(crate) u64);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl TensorId {
+    #[inline]
+    pub(crate) fn fresh() -> Self {
+        TensorId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// An immutable n-dimensional array.
+///
+/// Clone is an `Arc` increment and keeps the id; every operation returns a new
+/// tensor with a new id. Tensors are `Send + Sync`.
+///
+/// ```
+/// use gradtape::Tensor;
+/// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+/// assert_eq!(t.shape(), &[2, 2]);
+/// assert_eq!(t.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: TensorId,
+    layout: Layout,
+    storage: Arc<Storage>,
+}
+
+impl Tensor {
+    /// Wraps a new buffer as a contiguous tensor.
+    pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Tensor {
+        Tensor::from_parts(Arc::new(storage), Layout::contiguous(shape))
+    }
+
+    pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Tensor {
+        Tensor {
+            inner: Arc::new(Inner {
+                id: TensorId::fresh(),
+                layout,
+                storage,
+            }),
+        }
+    }
+
+    /// A new tensor (new id) viewing the same storage with another layout.
+    pub(crate) fn view(&self, layout: Layout) -> Tensor {
+        Tensor::from_parts(self.inner.storage.clone(), layout)
+    }
+
+    /// A new tensor with a new id and the same storage and layout.
+    pub(crate) fn alias(&self) -> Tensor {
+        self.view(self.inner.layout.clone())
+    }
+
+    /// This tensor's unique id.
+    #[inline]
+    pub fn id(&self) -> TensorId {
+        self.inner.id
+    }
+
+    /// The element type.
+    #[inline]
+    pub fn dtype(&self) -> DType {
+        self.inner.storage.dtype()
+    }
+
+    /// Dimension sizes; empty for a scalar.
+    #[inline]
+    pub fn shape(&self) -> &[usize] {
+        &self.inner.layout.shape
+    }
+
+    /// Number of dimensions.
+    #[inline]
+    pub fn rank(&self) -> usize {
+        self.inner.layout.shape.len()
+    }
+
+    /// Number of elements (1 for a scalar, 0 if any dimension is 0).
+    #[inline]
+    pub fn numel(&self) -> usize {
+        self.inner.layout.numel()
+    }
+
+    /// Size of dimension `axis` (negative counts from the end).
+    pub fn dim(&self, axis: isize) -> Result<usize> {
+        let a = layout::norm_axis("dim", axis, self.shape())?;
+        Ok(self.shape()[a])
+    }
+
+    /// Element strides of the view (zero on broadcast dimensions).
+    pub fn strides(&self) -> &[isize] {
+        &self.inner.layout.strides
+    }
+
+    /// Whether the view is row-major without gaps.
+    pub fn is_contiguous(&self) -> bool {
+        self.inner.layout.is_contiguous()
+    }
+
+    /// Number of live handles on this tensor (this id). Useful in tests that
+    /// check what a tape keeps alive.
+    pub fn ref_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
+    /// A weak handle that does not keep the tensor alive.
+    pub fn downgrade(&self) -> WeakTensor {
+        WeakTensor(Arc::downgrade(&self.inner))
+    }
+
+    #[inline]
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// The whole underlying buffer typed as `T` (not only this view's part).
+    #[inline]
+    pub(crate) fn buffer<T: Element>(&self) -> &[T] {
+        T::slice(&self.inner.storage).expect("dtype checked by caller")
+    }
+
+    /// The elements in row-major order: borrowed when the view is contiguous,
+    /// gathered otherwise.
+    pub(crate) fn values<T: Element>(&self) -> Cow<'_, [T]> {
+        let buf = self.buffer::<T>();
+        let l = self.layout();
+        let n = l.numel();
+        if l.is_contiguous() {
+            Cow::Borrowed(&buf[l.offset..l.offset + n])
+        } else {
+            Cow::Owned(crate::kernels::cpu::gather_strided(buf, l))
+        }
+    }
+
+    /// Checks that `T` is this tensor's element type.
+    fn expect_dtype<T: Element>(&self, op: &'static str) -> Result<()> {
+        if self.dtype() != T::DTYPE {
+            return Err(Error::DTypeMismatch {
+                op,
+                lhs: self.dtype(),
+                rhs: T::DTYPE,
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies the elements out in row-major order. `T` must be the dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.expect_dtype::<T>("to_vec")?;
+        Ok(self.values::<T>().into_owned())
+    }
+
+    /// The elements as `f64`, whatever the dtype.
+    pub fn to_vec_f64(&self) -> Vec<f64> {
+        with_dtype!(self.dtype(), T => self.values::<T>().iter().map(|x| x.to_f64()).collect())
+    }
+
+    /// The single element of a tensor with one element. `T` must be the dtype.
+    ///
+    /// ```
+    /// let t = gradtape::Tensor::scalar(6.0f32);
+    /// assert_eq!(t.to_scalar::<f32>()?, 6.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn to_scalar<T: Element>(&self) -> Result<T> {
+        self.expect_dtype::<T>("to_scalar")?;
+        if self.numel() != 1 {
+            return Err(Error::invalid(
+                "to_scalar",
+                format!("tensor of shape {:?} has {} elements, not 1", self.shape(), self.numel()),
+            ));
+        }
+        Ok(self.values::<T>()[0])
+    }
+
+    /// The single element as `f64`, whatever the dtype.
+    pub fn item(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::invalid(
+                "item",
+                format!("tensor of shape {:?} has {} elements, not 1", self.shape(), self.numel()),
+            ));
+        }
+        Ok(self.to_vec_f64()[0])
+    }
+}
+
+/// A handle that does not keep a tensor alive; see [`Tensor::downgrade`].
+pub struct WeakTensor(std::sync::Weak<Inner>);
+
+impl WeakTensor {
+    /// Whether the tensor still exists.
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn tensors_are_send_and_sync() {
+        assert_send_sync::<Tensor>();
+    }
+
+    #[test]
+    fn ids_are_unique_and_clone_keeps_them() {
+        let a = Tensor::scalar(1.0f32);
+        let b = Tensor::scalar(1.0f32);
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.clone().id(), a.id());
+    }
+}
