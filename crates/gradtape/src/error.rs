@@ -15,62 +15,96 @@ pub enum Error {
     /// Two shapes that must agree (or broadcast) do not.
     #[error("{op}: incompatible shapes {lhs:?} and {rhs:?}")]
     ShapeMismatch {
+        /// The operation that failed.
         op: &'static str,
+        /// The first shape.
         lhs: ShapeVec,
+        /// The second shape.
         rhs: ShapeVec,
     },
     /// Two dtypes that must agree do not.
     #[error("{op}: dtype mismatch, {lhs} vs {rhs}")]
     DTypeMismatch {
+        /// The operation that failed.
         op: &'static str,
+        /// The first dtype.
         lhs: DType,
+        /// The second dtype.
         rhs: DType,
     },
     /// The op does not accept this dtype.
     #[error("{op}: unsupported dtype {dtype} (expected {expected})")]
     UnsupportedDType {
+        /// The operation that failed.
         op: &'static str,
+        /// The dtype given.
         dtype: DType,
+        /// What the op accepts.
         expected: &'static str,
     },
     /// An axis outside `-rank..rank`, or listed twice.
     #[error("{op}: axis {axis} is out of range for a tensor of shape {shape:?}")]
     BadAxis {
+        /// The operation that failed.
         op: &'static str,
+        /// The axis given.
         axis: isize,
+        /// The shape involved.
         shape: ShapeVec,
     },
     /// An index outside `0..dim`.
     #[error("{op}: index {index} is out of range for dimension of size {dim} (shape {shape:?})")]
     IndexOutOfRange {
+        /// The operation that failed.
         op: &'static str,
+        /// The index given.
         index: i64,
+        /// The size of the indexed dimension.
         dim: usize,
+        /// The shape involved.
         shape: ShapeVec,
     },
     /// The number of elements does not fit the requested shape.
     #[error("{op}: cannot give {numel} elements the shape {shape:?}")]
     BadReshape {
+        /// The operation that failed.
         op: &'static str,
+        /// The number of elements available.
         numel: usize,
+        /// The shape involved.
         shape: ShapeVec,
     },
     /// Any other invalid argument; `msg` says which and why.
     #[error("{op}: {msg}")]
-    InvalidArgument { op: &'static str, msg: String },
+    InvalidArgument {
+        /// The operation that failed.
+        op: &'static str,
+        /// What is wrong.
+        msg: String,
+    },
     /// `output_gradients` has a different length than the targets.
     #[error("gradient: {got} output_gradients given for {expected} targets")]
-    OutputGradientsCount { expected: usize, got: usize },
+    OutputGradientsCount {
+        /// How many targets.
+        expected: usize,
+        /// How many output gradients.
+        got: usize,
+    },
     /// An output gradient's shape or dtype differs from its target's.
     #[error(
         "gradient: output_gradients[{index}] has shape {got:?} and dtype {got_dtype}, \
          but its target has shape {expected:?} and dtype {expected_dtype}"
     )]
     OutputGradientShape {
+        /// Which output gradient.
         index: usize,
+        /// The expected shape.
         expected: ShapeVec,
+        /// The expected dtype.
         expected_dtype: DType,
+        /// The shape given.
         got: ShapeVec,
+        /// The dtype given.
         got_dtype: DType,
     },
     /// A one-shot tape was asked for gradients a second time.
@@ -78,7 +112,10 @@ pub enum Error {
         "{op}: this GradientTape is not persistent and has already computed one set of \
          gradients; create it with GradientTape::persistent() to call it more than once"
     )]
-    TapeNotPersistent { op: &'static str },
+    TapeNotPersistent {
+        /// The call that was refused.
+        op: &'static str,
+    },
     /// `stop_recording` on a tape that is not recording.
     #[error("stop_recording: the tape is not recording")]
     TapeNotRecording,
@@ -88,11 +125,17 @@ pub enum Error {
     /// Assigning a value of another shape or dtype to a variable.
     #[error("{op}: variable '{name}' has shape {expected:?} and dtype {expected_dtype}, got shape {got:?} and dtype {got_dtype}")]
     VariableMismatch {
+        /// The operation that failed.
         op: &'static str,
+        /// The variable's name.
         name: String,
+        /// The expected shape.
         expected: ShapeVec,
+        /// The expected dtype.
         expected_dtype: DType,
+        /// The shape given.
         got: ShapeVec,
+        /// The dtype given.
         got_dtype: DType,
     },
     /// A gradient check found analytic and numeric derivatives that disagree.

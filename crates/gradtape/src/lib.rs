@@ -32,6 +32,8 @@
 //! `kernels` (raw compute), `ops` (the differentiable operations, methods on
 //! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker).
 
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod tensor;
 
@@ -47,3 +49,8 @@ pub use autodiff::tape::{vjp, Grads, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
 pub use tensor::{DType, Element, Tensor, TensorId, WeakTensor};
+
+/// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

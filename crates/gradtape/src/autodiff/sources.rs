@@ -9,7 +9,9 @@ use crate::tensor::Tensor;
 /// A tensor or a variable, as a source of a gradient.
 #[derive(Clone, Copy)]
 pub enum SourceRef<'a> {
+    /// A tensor.
     Tensor(&'a Tensor),
+    /// A variable (its handle).
     Variable(&'a Variable),
 }
 

@@ -136,8 +136,7 @@ impl Variable {
         out
     }
 
-    fn check(&self, op: &'static str, v: &Tensor) -> Result<Tensor> {
-        let cur = self.current();
+    fn mismatch(&self, op: &'static str, cur: &Tensor, v: &Tensor) -> Result<()> {
         if cur.shape() != v.shape() || cur.dtype() != v.dtype() {
             return Err(Error::VariableMismatch {
                 op,
@@ -148,32 +147,35 @@ impl Variable {
                 got_dtype: v.dtype(),
             });
         }
-        Ok(cur)
+        Ok(())
     }
 
-    fn set(&self, v: Tensor) {
-        *self.inner.value.write().unwrap_or_else(|e| e.into_inner()) = v;
+    /// Replaces the value with `f(current)` under the write lock, so
+    /// concurrent updates are not lost. `v` is checked against the current
+    /// shape and dtype.
+    fn update(&self, op: &'static str, v: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<()> {
+        let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
+        self.mismatch(op, &slot, v)?;
+        let new = tape::without_tapes(|| f(&slot))?;
+        *slot = new;
+        Ok(())
     }
 
     /// Replaces the value (same shape and dtype). Not differentiable.
     pub fn assign(&self, value: &Tensor) -> Result<()> {
-        self.check("assign", value)?;
-        self.set(value.clone());
-        Ok(())
+        self.update("assign", value, |_| Ok(value.clone()))
     }
 
-    /// Adds `delta` to the value (same shape and dtype). Not differentiable.
+    /// Adds `delta` to the value (same shape and dtype), atomically. Not
+    /// differentiable.
     pub fn assign_add(&self, delta: &Tensor) -> Result<()> {
-        let cur = self.check("assign_add", delta)?;
-        self.set(tape::without_tapes(|| cur.add(delta))?);
-        Ok(())
+        self.update("assign_add", delta, |cur| cur.add(delta))
     }
 
-    /// Subtracts `delta` from the value (same shape and dtype). Not differentiable.
+    /// Subtracts `delta` from the value (same shape and dtype), atomically.
+    /// Not differentiable.
     pub fn assign_sub(&self, delta: &Tensor) -> Result<()> {
-        let cur = self.check("assign_sub", delta)?;
-        self.set(tape::without_tapes(|| cur.sub(delta))?);
-        Ok(())
+        self.update("assign_sub", delta, |cur| cur.sub(delta))
     }
 }
 

@@ -13,6 +13,11 @@
 //! is what the tape needs and keeps the untaped path allocation-free. A hook
 //! that needs to re-run an op can be given a replay closure the same way.
 //!
+//! Layering: ops sit below `autodiff`, yet `bind` must reach the tape
+//! stack. Only the recording half (`autodiff::tape`: the stack and
+//! `record`) is used here; the backward algorithm and the user-facing tape
+//! stay above, as in TensorFlow, where ops call `record_gradient`.
+//!
 //! Rules are written with these same public ops, never raw kernels, so
 //! running a rule under another tape records it there: that is what makes
 //! gradients of gradients work. Broadcasting is undone in one place,
@@ -23,6 +28,7 @@ mod index;
 mod linalg;
 mod reduce;
 mod shape;
+mod slice;
 mod sugar;
 mod unary;
 

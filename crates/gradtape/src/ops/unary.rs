@@ -152,8 +152,14 @@ impl Tensor {
         Ok(bind("MulScalar", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))))
     }
 
-    /// `x / c`. d/dx = 1/c.
+    /// `x / c`. d/dx = 1/c. Integer division by zero is an error.
     pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
+        if self.dtype().is_int() && c as i64 == 0 {
+            return Err(crate::Error::invalid(
+                "div_scalar",
+                format!("integer division by zero ({} tensor of shape {:?})", self.dtype(), self.shape()),
+            ));
+        }
         let y = num_map!("div_scalar", self, |v| v / T::from_f64(c))?;
         Ok(bind("DivScalar", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))))
     }

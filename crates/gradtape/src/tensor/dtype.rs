@@ -8,10 +8,15 @@ use std::fmt;
 /// indices and masks and never receive gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// 32-bit float (differentiable).
     F32,
+    /// 64-bit float (differentiable).
     F64,
+    /// 32-bit signed integer.
     I32,
+    /// 64-bit signed integer.
     I64,
+    /// Boolean (masks).
     Bool,
 }
 

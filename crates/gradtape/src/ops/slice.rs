@@ -1,0 +1,102 @@
+//! Slicing (a view, no copy) and zero padding, each the other's adjoint.
+
+use super::{bind, grads};
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+use crate::tensor::layout::{contiguous_strides, norm_axis};
+use crate::tensor::{with_dtype, Element, Layout, Tensor};
+
+impl Tensor {
+    /// The block `begin[i] .. begin[i] + size[i]` of every dimension, as a
+    /// view of the same storage. d/dx pads the cotangent back with zeros.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec((0..12).collect::<Vec<i32>>(), &[3, 4])?;
+    /// let s = x.slice(&[1, 1], &[2, 2])?;
+    /// assert_eq!(s.to_vec::<i32>()?, vec![5, 6, 9, 10]);
+    /// assert!(x.slice(&[2, 0], &[2, 4]).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn slice(&self, begin: &[usize], size: &[usize]) -> Result<Tensor> {
+        let shape = self.shape();
+        if begin.len() != shape.len()
+            || size.len() != shape.len()
+            || (0..shape.len()).any(|i| begin[i].checked_add(size[i]).is_none_or(|end| end > shape[i]))
+        {
+            return Err(Error::invalid(
+                "slice",
+                format!("begin {begin:?} and size {size:?} do not fit in shape {shape:?}"),
+            ));
+        }
+        let l = self.layout();
+        let offset = l.offset as isize + (0..shape.len()).map(|i| begin[i] as isize * l.strides[i]).sum::<isize>();
+        let y = self.view(Layout {
+            shape: size.into(),
+            strides: l.strides.clone(),
+            // an empty view may point past the end; it is never read
+            offset: if size.contains(&0) { l.offset } else { offset as usize },
+        });
+        let pads: Vec<(usize, usize)> = (0..shape.len()).map(|i| (begin[i], shape[i] - begin[i] - size[i])).collect();
+        Ok(bind("Slice", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)]))))
+    }
+
+    /// `len` entries of dimension `axis` starting at `start` (a view).
+    pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
+        let a = norm_axis("narrow", axis, self.shape())?;
+        let mut begin = vec![0; self.rank()];
+        let mut size = self.shape().to_vec();
+        begin[a] = start;
+        size[a] = len;
+        self.slice(&begin, &size)
+    }
+
+    /// Pads each dimension `i` with `pads[i].0` zeros before and `pads[i].1`
+    /// after. d/dx slices the cotangent back.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f32, 2.0]);
+    /// assert_eq!(x.pad(&[(1, 2)])?.to_vec::<f32>()?, vec![0.0, 1.0, 2.0, 0.0, 0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn pad(&self, pads: &[(usize, usize)]) -> Result<Tensor> {
+        if pads.len() != self.rank() {
+            return Err(Error::invalid(
+                "pad",
+                format!("{} paddings given for shape {:?}", pads.len(), self.shape()),
+            ));
+        }
+        let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads));
+        let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
+        Ok(bind("Pad", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].slice(&begin, &size)?)]))))
+    }
+}
+
+fn pad_kernel<T: Element>(x: &Tensor, pads: &[(usize, usize)]) -> Tensor {
+    let shape = x.shape();
+    let out_shape: Vec<usize> = shape.iter().zip(pads).map(|(d, p)| d + p.0 + p.1).collect();
+    let n: usize = out_shape.iter().product();
+    let mut out = vec![T::from_f64(0.0); n];
+    if x.numel() > 0 {
+        let src = x.values::<T>();
+        let r = shape.len();
+        let os = contiguous_strides(&out_shape);
+        let inner = if r == 0 { 1 } else { shape[r - 1] };
+        let rows = x.numel() / inner;
+        let mut idx = vec![0usize; r.saturating_sub(1)];
+        for row in 0..rows {
+            let mut rem = row;
+            for d in (0..idx.len()).rev() {
+                idx[d] = rem % shape[d];
+                rem /= shape[d];
+            }
+            let mut o: usize = idx.iter().enumerate().map(|(d, &i)| (i + pads[d].0) * os[d] as usize).sum();
+            if r > 0 {
+                o += pads[r - 1].0;
+            }
+            out[o..o + inner].copy_from_slice(&src[row * inner..(row + 1) * inner]);
+        }
+    }
+    Tensor::from_vec(out, &out_shape).expect("numel matches")
+}
