@@ -1,1 +1,267 @@
-fn main() {}
+//! The workloads of `shared/bench/WORKLOADS.md` on gradtape.
+//!
+//! ```text
+//! cargo run --release -p gradtape-bench -- scalar_chain elementwise
+//! cargo run --release -p gradtape-bench            # every implemented workload
+//! ```
+//!
+//! Prints one JSON line per workload, in the peers' format:
+//!
+//! ```text
+//! {"impl": "gradtape", "workload": "scalar_chain", "median_s": 0.0001, "iters": 20, "checksum": [0.6, 1.1]}
+//! ```
+//!
+//! Conventions follow the peers (`shared/bench/peers/torch_eager.py` and
+//! `peers/rust/src/lib.rs`): inputs come from the `init` formula (computed in
+//! f64, stored as f32), each workload runs its warm-up steps and then its
+//! timed steps, `median_s` is numpy's median of the timed steps (mean of the
+//! two middle values for an even count), and the checksum is taken from the
+//! last step's output (the first step's for training workloads). The output
+//! of a step is dropped outside the timed region.
+//!
+//! Workloads are a table of name -> function ([`WORKLOADS`]); a known workload
+//! that is not implemented yet prints an `"unsupported"` line (as the peers
+//! do) so that a comparison run still shows the others. An unknown name is an
+//! error (stderr, exit status 2) before anything runs.
+//!
+//! Threads: gradtape's kernels run on rayon's global pool, which uses every
+//! core of the machine.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use gradtape::{GradientTape, Result, Tensor};
+
+const IMPL: &str = "gradtape";
+
+/// What one workload reports.
+struct Report {
+    median_s: f64,
+    iters: usize,
+    checksum: Vec<f64>,
+}
+
+/// A workload: its name in WORKLOADS.md and its runner (`None`: not yet implemented).
+struct Workload {
+    name: &'static str,
+    run: Option<fn() -> Result<Report>>,
+}
+
+/// Every workload of WORKLOADS.md, in its order.
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "scalar_chain",
+        run: Some(scalar_chain),
+    },
+    Workload {
+        name: "mlp_step",
+        run: None,
+    },
+    Workload {
+        name: "jacobian",
+        run: None,
+    },
+    Workload {
+        name: "hessian",
+        run: None,
+    },
+    Workload {
+        name: "elementwise",
+        run: Some(elementwise),
+    },
+    Workload {
+        name: "cnn_step",
+        run: None,
+    },
+    Workload {
+        name: "rnn_grad",
+        run: None,
+    },
+];
+
+// ---------------------------------------------------------------------------
+// Shared helpers: inputs, timing, JSON.
+
+/// `init(shape, k, scale)[i] = scale * sin(0.37 * i + k)`, computed in f64 and
+/// stored as f32, `i` being the row-major flat index.
+fn init(shape: &[usize], k: f64, scale: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data: Vec<f32> = (0..n).map(|i| (scale * (0.37 * i as f64 + k).sin()) as f32).collect();
+    Tensor::from_vec(data, shape).expect("numel matches shape")
+}
+
+/// Median as numpy computes it (mean of the two middle values for an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Runs `step` `warmup` times, then `iters` timed times; returns the median
+/// wall time of one step and the output of the last one.
+fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -> Result<(f64, T)> {
+    let mut out = None;
+    for _ in 0..warmup {
+        out = Some(step()?);
+    }
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        let o = step()?;
+        times.push(t.elapsed().as_secs_f64());
+        // the previous output drops here, outside the timed region
+        out = Some(o);
+    }
+    Ok((median(times), out.expect("at least one step")))
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// A JSON number; Rust's `Display` for f64 is the shortest round-trip form and
+/// never uses exponent notation. Non-finite values are written as Python's
+/// `json.dumps` writes them (`NaN`, `Infinity`).
+fn json_num(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        let s = format!("{x}");
+        if s.contains('.') {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    }
+}
+
+fn emit(name: &str, r: &Report) {
+    let cs: Vec<String> = r.checksum.iter().map(|&c| json_num(c)).collect();
+    println!(
+        "{{\"impl\": {}, \"workload\": {}, \"median_s\": {}, \"iters\": {}, \"checksum\": [{}]}}",
+        json_str(IMPL),
+        json_str(name),
+        json_num(r.median_s),
+        r.iters,
+        cs.join(", ")
+    );
+}
+
+fn emit_unsupported(name: &str, reason: &str) {
+    println!(
+        "{{\"impl\": {}, \"workload\": {}, \"unsupported\": {}}}",
+        json_str(IMPL),
+        json_str(name),
+        json_str(reason)
+    );
+}
+
+/// The gradient of `y` w.r.t. `x` on `tape`, an error if none reaches `x`.
+fn grad_of(tape: &GradientTape, y: &Tensor, x: &Tensor) -> Result<Tensor> {
+    tape.gradient(y, x)?.ok_or_else(|| gradtape::Error::InvalidArgument {
+        op: "bench",
+        msg: "no gradient reached the source".into(),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Workloads.
+
+/// x = 0.5 (watched); y = x; 1000 times y = y * 1.0001 + 0.001; dy/dx.
+/// 2000 recorded ops per step: the per-op overhead of the framework.
+fn scalar_chain() -> Result<Report> {
+    const ITERS: usize = 20;
+    let step = || -> Result<(f64, f64)> {
+        let x = Tensor::scalar(0.5f32);
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(&x);
+            let mut y = x.clone();
+            for _ in 0..1000 {
+                y = y.mul_scalar(1.0001)?.add_scalar(0.001)?;
+            }
+            Ok(y)
+        })?;
+        let d = grad_of(&tape, &y, &x)?;
+        Ok((y.item()?, d.item()?))
+    };
+    let (median_s, (y, d)) = timeit(step, ITERS, 3)?;
+    Ok(Report {
+        median_s,
+        iters: ITERS,
+        checksum: vec![y, d],
+    })
+}
+
+/// loss = sum(exp(sin(x)) * x) over 4M elements, and dloss/dx: memory bandwidth.
+fn elementwise() -> Result<Report> {
+    const ITERS: usize = 10;
+    let x0 = init(&[4194304], 0.0, 1.0);
+    let step = || -> Result<(f64, f64)> {
+        // a fresh tensor (new id) on x0's storage, as torch's `x0.clone()` without the copy
+        let x = x0.stop_gradient();
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            tape.watch(&x);
+            x.sin()?.exp()?.mul(&x)?.sum_all()
+        })?;
+        let g = grad_of(&tape, &loss, &x)?;
+        Ok((loss.item()?, g.abs()?.sum_all()?.item()?))
+    };
+    let (median_s, (loss, s)) = timeit(step, ITERS, 2)?;
+    Ok(Report {
+        median_s,
+        iters: ITERS,
+        checksum: vec![loss, s],
+    })
+}
+
+// ---------------------------------------------------------------------------
+
+fn main() -> ExitCode {
+    let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    for w in &wanted {
+        if !WORKLOADS.iter().any(|k| k.name == w) {
+            let known: Vec<&str> = WORKLOADS.iter().map(|k| k.name).collect();
+            eprintln!("gradtape-bench: unknown workload {w:?}; known: {}", known.join(" "));
+            return ExitCode::from(2);
+        }
+    }
+    let mut failed = false;
+    for w in WORKLOADS {
+        if !wanted.is_empty() && !wanted.iter().any(|n| n == w.name) {
+            continue;
+        }
+        match w.run {
+            None => emit_unsupported(w.name, "not implemented in gradtape-bench yet"),
+            Some(run) => match run() {
+                Ok(r) => emit(w.name, &r),
+                Err(e) => {
+                    eprintln!("gradtape-bench: {}: {e}", w.name);
+                    failed = true;
+                }
+            },
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -69,7 +69,10 @@ fn main() -> Result<()> {
         tape.watch(&x);
         first.add(&x.square()?)
     })?;
-    println!("reset: d(3x + x²)/dx after reset = {}", tape.gradient(&loss, &x)?.unwrap());
+    println!(
+        "reset: d(3x + x²)/dx after reset = {}",
+        tape.gradient(&loss, &x)?.unwrap()
+    );
 
     fit_a_line()
 }

@@ -42,8 +42,11 @@ pub enum Error {
         /// What the op accepts.
         expected: &'static str,
     },
-    /// An axis outside `-rank..rank`, or listed twice.
-    #[error("{op}: axis {axis} is out of range for a tensor of shape {shape:?}")]
+    /// An axis outside `-rank..rank`, or (`repeated`) listed twice.
+    #[error(
+        "{op}: axis {axis} is {} for a tensor of shape {shape:?}",
+        if *.repeated { "repeated" } else { "out of range" }
+    )]
     BadAxis {
         /// The operation that failed.
         op: &'static str,
@@ -51,6 +54,8 @@ pub enum Error {
         axis: isize,
         /// The shape involved.
         shape: ShapeVec,
+        /// Whether the axis is in range but listed twice.
+        repeated: bool,
     },
     /// An index outside `0..dim`.
     #[error("{op}: index {index} is out of range for dimension of size {dim} (shape {shape:?})")]
@@ -148,9 +153,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
-        Error::InvalidArgument {
-            op,
-            msg: msg.into(),
-        }
+        Error::InvalidArgument { op, msg: msg.into() }
     }
 }

@@ -69,11 +69,11 @@ fn several_targets_are_summed_and_a_target_source_gets_ones() -> Result<()> {
         tape.watch(&x);
         Ok((x.square()?, x.mul_scalar(3.0)?))
     })?;
-    assert_eq!(val(&tape.gradient(&[&a, &b], &x)?), vec![5.0, 7.0]);
+    assert_eq!(val(&tape.gradient([&a, &b], &x)?), vec![5.0, 7.0]);
     // the target is itself the source
     assert_eq!(val(&tape.gradient(&x, &x)?), vec![1.0, 1.0]);
     // x appears as a target and upstream of another target
-    assert_eq!(val(&tape.gradient(&[&x, &a], &x)?), vec![3.0, 5.0]);
+    assert_eq!(val(&tape.gradient([&x, &a], &x)?), vec![3.0, 5.0]);
     Ok(())
 }
 
@@ -109,8 +109,9 @@ fn output_gradients_weight_each_target() -> Result<()> {
         tape.watch(&x);
         Ok((x.square()?, x.sum_all()?))
     })?;
-    let opts = GradientOptions::default().output_gradients(vec![Tensor::vector(&[1.0f32, 10.0]), Tensor::scalar(0.5f32)]);
-    let g = tape.gradient_with(&[&a, &b], &x, opts)?;
+    let opts =
+        GradientOptions::default().output_gradients(vec![Tensor::vector(&[1.0f32, 10.0]), Tensor::scalar(0.5f32)]);
+    let g = tape.gradient_with([&a, &b], &x, opts)?;
     assert_eq!(val(&g), vec![2.5, 40.5]);
     Ok(())
 }

@@ -6,30 +6,33 @@
 //!
 //! The algorithm, after TensorFlow's eager tape:
 //!
-//! 1. **Prune.** Walk from the targets through the producer map to find the
-//!    records that can reach a target; of those keep the ones that lead back
-//!    to a source (scanned in execution order). Nothing else is visited, and
-//!    an input that leads to no source is marked as not needing a gradient,
-//!    so its rule may skip computing it.
-//! 2. **Count.** `usage[t]` is how many kept records consume tensor `t`;
-//!    `missing[op]` is how many of an op's outputs still have consumers
-//!    whose cotangents have not arrived.
+//! 1. **Prune.** Walk from the targets through the records' producer
+//!    indices to find the records that can reach a target; of those keep the
+//!    ones that lead back to a source (scanned in execution order). Nothing
+//!    else is visited, and an input that leads to no source is marked as not
+//!    needing a gradient, so its rule may skip computing it.
+//! 2. **Count.** Each input of a kept record is an *edge* to the kept record
+//!    that produced it, or to a source, or to nothing. `missing[op]` is how
+//!    many edges into an op's outputs have not delivered their cotangent yet.
 //! 3. **Seed** each target with ones (or its `output_gradients` entry).
 //! 4. **Loop** over a ready stack of ops whose outputs' cotangents are
 //!    complete: take the cotangents (an op none of whose outputs got one is
 //!    skipped: symbolic zero), call the VJP rule, add each input cotangent to
-//!    what that input already has, and decrement usage; a producer whose
-//!    outputs are all complete becomes ready. Each record is dropped as soon
-//!    as it has run, so on a one-shot tape what it saved is freed then.
+//!    what its edge's end already has, and decrement `missing` there; a
+//!    producer with nothing missing becomes ready. Each rule is dropped as
+//!    soon as it has run, so on a one-shot tape what it saved is freed then.
 //! 5. **Read off** each source's accumulated cotangent, `None` or zeros when
 //!    nothing reached it.
+//!
+//! Everything after the lookup of the targets is indexed densely (record
+//! position, output slot, source position): cotangents live in their
+//! producer's slots, not in a map keyed by id, so the per-op cost is a few
+//! vector accesses.
 
-use std::sync::Arc;
-
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::autodiff::tape::{OpRecord, TapeState, WATCHED};
+use crate::autodiff::tape::{OpList, TapeState, NO_OP};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Shape, Tensor, TensorId};
 
@@ -50,83 +53,179 @@ pub enum Unconnected {
     Zero,
 }
 
-/// The records between targets and sources, with their bookkeeping. Built
-/// while the tape is borrowed; holds its own `Arc`s so that the tape can be
-/// released (and even record the backward pass) while it runs.
-struct Plan {
-    /// kept records, indexed by position in this vector
-    ops: Vec<Option<Arc<OpRecord>>>,
-    /// per kept op: which inputs need a cotangent
-    needs: Vec<SmallVec<[bool; 2]>>,
-    /// tensor id -> kept op producing it
-    producer: FxHashMap<TensorId, usize>,
-    usage: FxHashMap<TensorId, usize>,
-    missing: Vec<usize>,
+/// Where the cotangent of one input of a kept op goes.
+#[derive(Clone, Copy)]
+enum Edge {
+    /// Output `slot` of kept op `op`.
+    Op { op: u32, slot: u32 },
+    /// The source at this position of the (deduplicated) source list.
+    Source(u32),
+    /// Nowhere: the input leads to no source.
+    Nothing,
 }
 
-fn prune(state: &TapeState, targets: &[Tensor], sources: &FxHashSet<TensorId>) -> Plan {
+/// A kept record with its bookkeeping (kept small: a plan has one per op of
+/// a long tape).
+struct Step {
+    /// position of the record in the plan's record list
+    rec: u32,
+    /// edges into this op's outputs that have not delivered yet
+    missing: u32,
+    /// whether one of the outputs is itself a source
+    source_output: bool,
+    /// per input: where its cotangent goes
+    edges: SmallVec<[Edge; 2]>,
+    /// cotangents accumulated for each output
+    cots: SmallVec<[Option<Tensor>; 1]>,
+}
+
+/// The sources, deduplicated, with a fast membership test.
+struct SourceSet {
+    ids: Vec<TensorId>,
+    /// id -> position, only built when there are many sources
+    map: Option<FxHashMap<TensorId, u32>>,
+}
+
+impl SourceSet {
+    fn new(sources: &[SourceInfo]) -> Self {
+        let mut ids: Vec<TensorId> = Vec::with_capacity(sources.len());
+        for s in sources {
+            if !ids.contains(&s.id) {
+                ids.push(s.id);
+            }
+        }
+        let map = (ids.len() > 8).then(|| ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect());
+        SourceSet { ids, map }
+    }
+
+    #[inline]
+    fn position(&self, id: TensorId) -> Option<u32> {
+        match &self.map {
+            Some(m) => m.get(&id).copied(),
+            None => self.ids.iter().position(|&s| s == id).map(|p| p as u32),
+        }
+    }
+}
+
+/// The edge to output `id` of the record at tape position `idx`, if that
+/// record is kept (`kept` maps tape positions to steps); else to the source
+/// `id` is, if any.
+fn edge_to(id: TensorId, idx: u32, plan: &Plan, sources: &SourceSet) -> Edge {
+    let k = if idx == NO_OP { NO_OP } else { plan.kept[idx as usize] };
+    if k != NO_OP {
+        let rec = &plan.recs[plan.steps[k as usize].rec as usize];
+        let slot = rec
+            .outputs
+            .iter()
+            .position(|o| o.id == id)
+            .expect("producer has the output");
+        Edge::Op {
+            op: k,
+            slot: slot as u32,
+        }
+    } else if let Some(s) = sources.position(id) {
+        Edge::Source(s)
+    } else {
+        Edge::Nothing
+    }
+}
+
+/// The kept records and their bookkeeping.
+struct Plan {
+    /// the records the steps refer to: on a one-shot tape, the tape's own
+    /// (those not kept already stripped of their rules); else clones of the
+    /// kept ones (cheap: ids, shapes and a shared rule)
+    recs: OpList,
+    /// kept records in execution order
+    steps: Vec<Step>,
+    /// tape position -> step, or `NO_OP`
+    kept: Vec<u32>,
+}
+
+/// Steps 1 and 2: the kept records, in execution order, with their edges.
+/// `take` takes the records out of `ops` (one-shot tape).
+fn plan(ops: &mut OpList, take: bool, target_ops: &[u32], sources: &SourceSet) -> Plan {
+    let n = ops.len();
     // 1a. records reachable backwards from the targets
-    let mut reach: Vec<u32> = Vec::new();
-    let mut seen: FxHashSet<u32> = FxHashSet::default();
-    let mut stack: Vec<TensorId> = targets.iter().map(|t| t.id()).collect();
-    while let Some(id) = stack.pop() {
-        if let Some(&idx) = state.tensors.get(&id) {
-            if idx != WATCHED && seen.insert(idx) {
-                reach.push(idx);
-                stack.extend(state.ops[idx as usize].inputs.iter().copied());
+    let mut reach = vec![false; n];
+    let mut stack: Vec<u32> = Vec::new();
+    for &t in target_ops {
+        if t != NO_OP && !reach[t as usize] {
+            reach[t as usize] = true;
+            stack.push(t);
+        }
+    }
+    let mut n_reach = stack.len();
+    while let Some(idx) = stack.pop() {
+        for &p in &ops[idx as usize].producers {
+            if p != NO_OP && !reach[p as usize] {
+                reach[p as usize] = true;
+                n_reach += 1;
+                stack.push(p);
             }
         }
     }
     // 1b. of those, the ones that lead to a source, in execution order
-    reach.sort_unstable();
-    let mut leads: FxHashSet<TensorId> = sources.clone();
     let mut plan = Plan {
-        ops: Vec::new(),
-        needs: Vec::new(),
-        producer: FxHashMap::default(),
-        usage: FxHashMap::default(),
-        missing: Vec::new(),
+        recs: if take { std::mem::take(ops) } else { OpList::default() },
+        steps: Vec::with_capacity(n_reach),
+        kept: vec![NO_OP; n],
     };
-    for idx in reach {
-        let rec = &state.ops[idx as usize];
-        let needs: SmallVec<[bool; 2]> = rec.inputs.iter().map(|i| leads.contains(i)).collect();
-        if !needs.iter().any(|&n| n) {
+    for idx in 0..n {
+        if !reach[idx] {
+            if take {
+                // free what an unreached rule saved now
+                plan.recs[idx].vjp = None;
+            }
             continue;
         }
-        let k = plan.ops.len();
-        for o in &rec.outputs {
-            leads.insert(o.id);
-            plan.producer.insert(o.id, k);
+        let rec = if take { &plan.recs[idx] } else { &ops[idx] };
+        let mut edges: SmallVec<[Edge; 2]> = SmallVec::new();
+        let mut any = false;
+        for (&id, &p) in rec.inputs.iter().zip(&rec.producers) {
+            let edge = edge_to(id, p, &plan, sources);
+            any |= !matches!(edge, Edge::Nothing);
+            edges.push(edge);
         }
-        plan.ops.push(Some(rec.clone()));
-        plan.needs.push(needs);
-    }
-    // 2. usage counts and missing-output counts
-    for rec in plan.ops.iter().flatten() {
-        for i in &rec.inputs {
-            *plan.usage.entry(*i).or_insert(0) += 1;
+        if !any {
+            if take {
+                plan.recs[idx].vjp = None;
+            }
+            continue;
         }
-    }
-    plan.missing = vec![0; plan.ops.len()];
-    for (id, _) in plan.usage.iter() {
-        if let Some(&k) = plan.producer.get(id) {
-            plan.missing[k] += 1;
+        // 2. count the edges into each kept producer
+        for e in &edges {
+            if let Edge::Op { op, .. } = *e {
+                plan.steps[op as usize].missing += 1;
+            }
         }
+        let source_output = rec.outputs.iter().any(|o| sources.position(o.id).is_some());
+        let mut cots = SmallVec::new();
+        cots.resize(rec.outputs.len(), None);
+        let at = if take {
+            idx as u32
+        } else {
+            plan.recs.push(ops[idx].clone());
+            plan.recs.len() as u32 - 1
+        };
+        plan.kept[idx] = plan.steps.len() as u32;
+        plan.steps.push(Step {
+            rec: at,
+            missing: 0,
+            source_output,
+            edges,
+            cots,
+        });
     }
     plan
 }
 
-/// Adds `g` to the cotangent accumulated for `id`.
-fn accumulate(grads: &mut FxHashMap<TensorId, Tensor>, id: TensorId, g: Tensor) -> Result<()> {
-    match grads.remove(&id) {
-        Some(prev) => {
-            let sum = prev.add(&g)?;
-            grads.insert(id, sum);
-        }
-        None => {
-            grads.insert(id, g);
-        }
-    }
+/// Adds `g` to the cotangent accumulated in `slot`.
+fn accumulate(slot: &mut Option<Tensor>, g: Tensor) -> Result<()> {
+    *slot = Some(match slot.take() {
+        Some(prev) => prev.add(&g)?,
+        None => g,
+    });
     Ok(())
 }
 
@@ -139,84 +238,163 @@ pub(crate) fn backprop(
     sources: &[SourceInfo],
     unconnected: Unconnected,
 ) -> Result<Vec<Option<Tensor>>> {
-    let source_ids: FxHashSet<TensorId> = sources.iter().map(|s| s.id).collect();
-    let mut plan = if take_state {
-        // one-shot: the tape gives everything up; records not in the plan
-        // are freed when `owned` drops at the end of this block
-        let mut owned = std::mem::take(&mut *state.borrow_mut());
-        // watched variables stay listed (watched_variables after gradient)
-        state.borrow_mut().variables = std::mem::take(&mut owned.variables);
-        prune(&owned, targets, &source_ids)
-    } else {
-        prune(&state.borrow(), targets, &source_ids)
+    let source_set = SourceSet::new(sources);
+    let (plan, target_at) = {
+        let mut owned;
+        let mut borrowed;
+        let st: &mut TapeState = if take_state {
+            // one-shot: the tape gives everything up; records not kept are
+            // freed as the plan is made, the rest as they run
+            owned = std::mem::take(&mut *state.borrow_mut());
+            // watched variables stay listed (watched_variables after gradient)
+            state.borrow_mut().variables = std::mem::take(&mut owned.variables);
+            &mut owned
+        } else {
+            borrowed = state.borrow_mut();
+            &mut borrowed
+        };
+        let target_ops: Vec<u32> = targets
+            .iter()
+            .map(|t| st.tensors.get(&t.id()).copied().unwrap_or(NO_OP))
+            .collect();
+        let plan = plan(&mut st.ops, take_state, &target_ops, &source_set);
+        // where each target's seed goes: a kept op's output slot or a source
+        let target_at: Vec<Edge> = targets
+            .iter()
+            .zip(&target_ops)
+            .map(|(t, &idx)| edge_to(t.id(), idx, &plan, &source_set))
+            .collect();
+        (plan, target_at)
     };
+    let Plan {
+        mut recs, mut steps, ..
+    } = plan;
+    let mut source_grads: Vec<Option<Tensor>> = vec![None; source_set.ids.len()];
 
     // 3. seed
-    let mut grads: FxHashMap<TensorId, Tensor> = FxHashMap::default();
-    for (t, s) in targets.iter().zip(seeds) {
-        accumulate(&mut grads, t.id(), s)?;
+    for (edge, s) in target_at.iter().zip(seeds) {
+        match *edge {
+            Edge::Op { op, slot } => accumulate(&mut steps[op as usize].cots[slot as usize], s)?,
+            Edge::Source(i) => accumulate(&mut source_grads[i as usize], s)?,
+            Edge::Nothing => {}
+        }
     }
 
     // 4. loop
-    let mut ready: Vec<usize> = (0..plan.ops.len()).filter(|&k| plan.missing[k] == 0).collect();
+    let mut ready: Vec<u32> = (0..steps.len() as u32)
+        .filter(|&k| steps[k as usize].missing == 0)
+        .collect();
     while let Some(k) = ready.pop() {
-        let rec = plan.ops[k].take().expect("each op runs once");
-        let mut cots: SmallVec<[Option<Tensor>; 1]> = SmallVec::new();
-        for o in &rec.outputs {
-            let g = if source_ids.contains(&o.id) {
-                grads.get(&o.id).cloned()
-            } else {
-                grads.remove(&o.id)
-            };
-            cots.push(g);
+        let step = &mut steps[k as usize];
+        let rec = &mut recs[step.rec as usize];
+        let vjp = rec.vjp.take().expect("each op runs once");
+        let cots = std::mem::take(&mut step.cots);
+        let edges = std::mem::take(&mut step.edges);
+        if step.source_output {
+            // an output that is itself a source keeps its (complete) cotangent
+            for (c, o) in cots.iter().zip(&rec.outputs) {
+                if let (Some(c), Some(s)) = (c, source_set.position(o.id)) {
+                    accumulate(&mut source_grads[s as usize], c.clone())?;
+                }
+            }
         }
         if cots.iter().any(|c| c.is_some()) {
-            let cots: SmallVec<[Tensor; 1]> = cots
-                .into_iter()
-                .zip(&rec.outputs)
-                .map(|(c, o)| c.unwrap_or_else(|| Tensor::zeros(&o.shape, o.dtype)))
-                .collect();
-            let in_grads = (rec.vjp)(&cots, &plan.needs[k])?;
-            if in_grads.len() != rec.inputs.len() {
+            let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
+            for (c, o) in cots.into_iter().zip(&rec.outputs) {
+                full.push(c.unwrap_or_else(|| Tensor::zeros(&o.shape, o.dtype)));
+            }
+            let mut needs: SmallVec<[bool; 4]> = SmallVec::new();
+            for e in &edges {
+                needs.push(!matches!(e, Edge::Nothing));
+            }
+            let in_grads = vjp(&full, &needs)?;
+            if in_grads.len() != edges.len() {
                 return Err(Error::invalid(
                     rec.name,
                     format!(
                         "gradient rule returned {} gradients for {} inputs",
                         in_grads.len(),
-                        rec.inputs.len()
+                        edges.len()
                     ),
                 ));
             }
-            for ((id, g), &need) in rec.inputs.iter().zip(in_grads).zip(&plan.needs[k]) {
-                if let (Some(g), true) = (g, need) {
-                    accumulate(&mut grads, *id, g)?;
+            for (g, edge) in in_grads.into_iter().zip(&edges) {
+                let Some(g) = g else { continue };
+                match *edge {
+                    Edge::Op { op, slot } => accumulate(&mut steps[op as usize].cots[slot as usize], g)?,
+                    Edge::Source(i) => accumulate(&mut source_grads[i as usize], g)?,
+                    Edge::Nothing => {}
                 }
             }
         }
-        for id in &rec.inputs {
-            let Some(u) = plan.usage.get_mut(id) else { continue };
-            *u -= 1;
-            if *u == 0 {
-                if let Some(&p) = plan.producer.get(id) {
-                    plan.missing[p] -= 1;
-                    if plan.missing[p] == 0 {
-                        ready.push(p);
-                    }
+        for edge in &edges {
+            if let Edge::Op { op, .. } = *edge {
+                let m = &mut steps[op as usize].missing;
+                *m -= 1;
+                if *m == 0 {
+                    ready.push(op);
                 }
             }
         }
-        // `rec` drops here: on a one-shot tape this frees what the rule saved
+        // `vjp` drops here: on a one-shot tape this frees what the rule saved
+        drop(vjp);
     }
 
     // 5. read off
     Ok(sources
         .iter()
-        .map(|s| match grads.get(&s.id) {
-            Some(g) if s.dtype.is_float() => Some(g.clone()),
-            _ => match unconnected {
-                Unconnected::None => None,
-                Unconnected::Zero => Some(Tensor::zeros(&s.shape, s.dtype)),
-            },
+        .map(|s| {
+            let pos = source_set.position(s.id).expect("listed") as usize;
+            match &source_grads[pos] {
+                Some(g) if s.dtype.is_float() => Some(g.clone()),
+                _ => match unconnected {
+                    Unconnected::None => None,
+                    Unconnected::Zero => Some(Tensor::zeros(&s.shape, s.dtype)),
+                },
+            }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{GradientTape, Result, Tensor};
+
+    /// `y = x * a + b` repeated `n` times: `dy/dx = a^n`.
+    fn chain(tape: &GradientTape, x: &Tensor, n: usize) -> Result<Tensor> {
+        tape.record(|| {
+            tape.watch(x);
+            let mut y = x.clone();
+            for _ in 0..n {
+                y = y.mul_scalar(1.001)?.add_scalar(0.5)?;
+            }
+            Ok(y)
+        })
+    }
+
+    #[test]
+    fn long_tapes_span_record_chunks_and_pooled_storage_is_reused() -> Result<()> {
+        // several tapes in a row: later ones record into recycled chunks and maps
+        for n in [700, 300, 1000] {
+            let x = Tensor::scalar(0.25f64);
+            let tape = GradientTape::new();
+            let y = chain(&tape, &x, n)?;
+            let d = tape.gradient(&y, &x)?.expect("connected").to_scalar::<f64>()?;
+            let want = 1.001f64.powi(n as i32);
+            assert!((d - want).abs() < 1e-9 * want, "n = {n}: {d} vs {want}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn persistent_long_tape_gives_the_same_gradient_twice() -> Result<()> {
+        let x = Tensor::scalar(0.25f64);
+        let tape = GradientTape::persistent();
+        let y = chain(&tape, &x, 600)?;
+        let mid = tape.gradient(&y, &x)?.expect("connected").to_scalar::<f64>()?;
+        let again = tape.gradient(&y, &x)?.expect("connected").to_scalar::<f64>()?;
+        assert_eq!(mid, again);
+        assert!((mid - 1.001f64.powi(600)).abs() < 1e-9 * mid);
+        Ok(())
+    }
 }

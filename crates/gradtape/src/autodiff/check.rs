@@ -60,7 +60,13 @@ fn weights(shape: &[usize], k: f64) -> Tensor {
 fn to_f64(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     inputs
         .iter()
-        .map(|t| if t.dtype().is_float() { t.cast(DType::F64) } else { Ok(t.clone()) })
+        .map(|t| {
+            if t.dtype().is_float() {
+                t.cast(DType::F64)
+            } else {
+                Ok(t.clone())
+            }
+        })
         .collect()
 }
 
@@ -82,7 +88,11 @@ fn grad_l(f: &dyn Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor], floats: &[usiz
     })?;
     let srcs: Vec<Tensor> = floats.iter().map(|&j| xs[j].clone()).collect();
     let gs = tape.gradient(&l, &srcs)?;
-    Ok(gs.into_iter().zip(&srcs).map(|(g, s)| g.unwrap_or_else(|| s.zeros_like())).collect())
+    Ok(gs
+        .into_iter()
+        .zip(&srcs)
+        .map(|(g, s)| g.unwrap_or_else(|| s.zeros_like()))
+        .collect())
 }
 
 /// `M = Σ_j v_j ⊙ ∇_j L` (recorded on any active outer tape).
@@ -126,7 +136,7 @@ fn compare(
             };
             let num = (eval(opts.eps)? - eval(-opts.eps)?) / (2.0 * opts.eps);
             let err = (a[e] - num).abs();
-            if !(err <= opts.atol + opts.rtol * num.abs()) {
+            if err.is_nan() || err > opts.atol + opts.rtol * num.abs() {
                 return Err(Error::GradientCheck(format!(
                     "order {order}: input {j} (shape {:?}) element {e}: analytic {} vs numeric {num}",
                     xs[j].shape(),

@@ -12,7 +12,10 @@
 //!   from tensor id to the op that produced it (or to `WATCHED` for a tensor
 //!   or variable handle the user watched) and a vector of records in
 //!   execution order. A tensor is *watched* by a tape exactly when its id is
-//!   in that map. No reference cycles are possible.
+//!   in that map. No reference cycles are possible. Each record also notes,
+//!   per input, the index of the op that produced it on this tape (looked up
+//!   once, when the op is recorded), so backprop walks indices rather than
+//!   hashing ids again.
 //! - The **stack** is per thread: ops run on another thread never see this
 //!   thread's tapes. Its depth is mirrored in a `Cell` so that the common case,
 //!   no tape active, costs one thread-local read per op.
@@ -52,16 +55,97 @@ pub(crate) struct OutMeta {
     pub dtype: DType,
 }
 
-/// One recorded op (shared by every tape that recorded it).
+/// One recorded op. Each tape that records an op keeps its own copy in its
+/// [`OpList`] (no allocation per record); the rule is shared.
+#[derive(Clone)]
 pub(crate) struct OpRecord {
     pub name: &'static str,
     pub inputs: SmallVec<[TensorId; 2]>,
+    /// Per input, the index in this tape's `ops` of the op that produced it
+    /// when this op ran, or [`NO_OP`] (a watched leaf, or not on this tape).
+    /// Backprop walks these instead of looking ids up.
+    pub producers: SmallVec<[u32; 2]>,
     pub outputs: SmallVec<[OutMeta; 1]>,
-    pub vjp: VjpFn,
+    /// The rule; `None` only once a one-shot backprop has taken it.
+    pub vjp: Option<VjpFn>,
+}
+
+/// The records of a tape, in fixed-size chunks: pushing never moves the
+/// records already there (a long tape would otherwise copy them over and
+/// over as a `Vec` grows).
+///
+/// Emptied chunks go to a small per-thread pool that the next tape draws
+/// from. A training loop records and frees a tape per step; without the pool
+/// every step would take its chunks fresh from the system (the allocator
+/// returns the freed top of the heap), paying a page fault per 4 KiB.
+#[derive(Default)]
+pub(crate) struct OpList {
+    chunks: Vec<Vec<OpRecord>>,
+    len: usize,
+}
+
+thread_local! {
+    static SPARE_CHUNKS: RefCell<Vec<Vec<OpRecord>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl OpList {
+    /// Records per chunk (a chunk stays below the allocator's mmap threshold).
+    const CHUNK: usize = 256;
+    /// Chunks kept in the pool at most (about 2 MiB).
+    const SPARE: usize = 64;
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn push(&mut self, rec: OpRecord) {
+        if self.len.is_multiple_of(Self::CHUNK) {
+            let chunk = SPARE_CHUNKS
+                .try_with(|p| p.borrow_mut().pop())
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Vec::with_capacity(Self::CHUNK));
+            self.chunks.push(chunk);
+        }
+        self.chunks.last_mut().expect("a chunk").push(rec);
+        self.len += 1;
+    }
+}
+
+impl Drop for OpList {
+    fn drop(&mut self) {
+        for mut chunk in self.chunks.drain(..) {
+            // drop the records (and what their rules hold) before touching the pool
+            chunk.clear();
+            let _ = SPARE_CHUNKS.try_with(|p| {
+                let mut p = p.borrow_mut();
+                if p.len() < Self::SPARE {
+                    p.push(chunk);
+                }
+            });
+        }
+    }
+}
+
+impl std::ops::Index<usize> for OpList {
+    type Output = OpRecord;
+    #[inline]
+    fn index(&self, i: usize) -> &OpRecord {
+        &self.chunks[i / Self::CHUNK][i % Self::CHUNK]
+    }
+}
+
+impl std::ops::IndexMut<usize> for OpList {
+    #[inline]
+    fn index_mut(&mut self, i: usize) -> &mut OpRecord {
+        &mut self.chunks[i / Self::CHUNK][i % Self::CHUNK]
+    }
 }
 
 /// Marks a watched leaf in [`TapeState::tensors`].
 pub(crate) const WATCHED: u32 = u32::MAX;
+/// In [`OpRecord::producers`]: no op of this tape produced the input.
+pub(crate) const NO_OP: u32 = u32::MAX;
 
 /// The contents of one tape.
 #[derive(Default)]
@@ -69,9 +153,15 @@ pub(crate) struct TapeState {
     /// tensor id -> index of the producing op in `ops`, or `WATCHED`.
     pub tensors: FxHashMap<TensorId, u32>,
     /// records in execution order (a topological order).
-    pub ops: Vec<Arc<OpRecord>>,
+    pub ops: OpList,
     /// variables watched, keyed (and so ordered) by creation.
     pub variables: BTreeMap<TensorId, Variable>,
+}
+
+thread_local! {
+    /// Emptied `tensors` maps of dropped tapes, for the next tapes to fill
+    /// (see [`OpList`] for why).
+    static SPARE_MAPS: RefCell<Vec<FxHashMap<TensorId, u32>>> = const { RefCell::new(Vec::new()) };
 }
 
 impl TapeState {
@@ -79,9 +169,40 @@ impl TapeState {
         self.tensors.entry(id).or_insert(WATCHED);
     }
 
+    /// Notes that op `idx` produced tensor `id`.
+    #[inline]
+    pub(crate) fn produced(&mut self, id: TensorId, idx: u32) {
+        if self.tensors.len() == self.tensors.capacity() {
+            // about to grow: continue in a pooled map if there is a bigger one
+            let spare = SPARE_MAPS.try_with(|p| p.borrow_mut().pop()).ok().flatten();
+            if let Some(mut m) = spare {
+                if m.capacity() > self.tensors.capacity() {
+                    m.extend(self.tensors.drain());
+                    self.tensors = m;
+                }
+            }
+        }
+        self.tensors.insert(id, idx);
+    }
+
     pub(crate) fn watch_variable(&mut self, v: &Variable) {
         self.watch_id(v.handle());
         self.variables.entry(v.handle()).or_insert_with(|| v.clone());
+    }
+}
+
+impl Drop for TapeState {
+    fn drop(&mut self) {
+        let mut m = std::mem::take(&mut self.tensors);
+        if m.capacity() >= 256 {
+            m.clear();
+            let _ = SPARE_MAPS.try_with(|p| {
+                let mut p = p.borrow_mut();
+                if p.len() < 4 {
+                    p.push(m);
+                }
+            });
+        }
     }
 }
 
@@ -124,51 +245,111 @@ pub(crate) fn pop(tape: &Rc<TapeCell>) {
     tape.recording.set(false);
 }
 
+/// What [`record`] needs to know of an op input: a tensor, or a variable's
+/// handle id with its value's dtype.
+pub(crate) trait TapeInput {
+    fn tape_id(&self) -> TensorId;
+    fn tape_dtype(&self) -> DType;
+}
+
+impl TapeInput for &Tensor {
+    #[inline]
+    fn tape_id(&self) -> TensorId {
+        self.id()
+    }
+    #[inline]
+    fn tape_dtype(&self) -> DType {
+        self.dtype()
+    }
+}
+
+impl TapeInput for (TensorId, DType) {
+    #[inline]
+    fn tape_id(&self) -> TensorId {
+        self.0
+    }
+    #[inline]
+    fn tape_dtype(&self) -> DType {
+        self.1
+    }
+}
+
 /// Records an op on every active tape that watches one of its float inputs,
 /// and marks its float outputs watched there. `rule` builds the VJP closure;
 /// it runs at most once, and only when some tape records the op.
-pub(crate) fn record(
-    name: &'static str,
-    inputs: &[(TensorId, DType)],
-    outputs: &[Tensor],
-    rule: impl FnOnce() -> VjpFn,
-) {
+pub(crate) fn record<I: TapeInput>(name: &'static str, inputs: &[I], outputs: &[Tensor], rule: impl FnOnce() -> VjpFn) {
     if !outputs.iter().any(|o| o.dtype().is_float()) {
         return;
     }
     STACK.with(|s| {
         let stack = s.borrow();
         let mut rule = Some(rule);
-        let mut rec: Option<Arc<OpRecord>> = None;
+        let mut vjp: Option<VjpFn> = None;
+        // the last tape found to record the op, with its producers: it gets
+        // the rule itself, earlier ones a clone (no refcount traffic when, as
+        // usual, one tape records)
+        let mut pending: Option<(&TapeCell, SmallVec<[u32; 2]>)> = None;
         for tape in stack.iter() {
-            let mut st = tape.state.borrow_mut();
-            let watched = inputs
-                .iter()
-                .any(|(id, dt)| dt.is_float() && st.tensors.contains_key(id));
+            let st = tape.state.borrow();
+            let mut watched = false;
+            let mut producers: SmallVec<[u32; 2]> = SmallVec::new();
+            for i in inputs {
+                producers.push(match st.tensors.get(&i.tape_id()) {
+                    Some(&p) => {
+                        watched |= i.tape_dtype().is_float();
+                        p
+                    }
+                    None => NO_OP,
+                });
+            }
+            drop(st);
             if !watched {
                 continue;
             }
-            let r = rec.get_or_insert_with(|| {
-                Arc::new(OpRecord {
-                    name,
-                    inputs: inputs.iter().map(|(id, _)| *id).collect(),
-                    outputs: outputs
-                        .iter()
-                        .map(|o| OutMeta {
-                            id: o.id(),
-                            shape: o.shape().into(),
-                            dtype: o.dtype(),
-                        })
-                        .collect(),
-                    vjp: (rule.take().expect("built once"))(),
-                })
-            });
-            let idx = st.ops.len() as u32;
-            st.ops.push(r.clone());
-            for o in outputs.iter().filter(|o| o.dtype().is_float()) {
-                st.tensors.insert(o.id(), idx);
+            let v = vjp.get_or_insert_with(|| (rule.take().expect("built once"))());
+            if let Some((prev, pp)) = pending.take() {
+                push_record(prev, name, inputs, outputs, pp, v.clone());
             }
+            pending = Some((tape, producers));
         }
+        if let (Some((tape, producers)), Some(v)) = (pending, vjp) {
+            push_record(tape, name, inputs, outputs, producers, v);
+        }
+    });
+}
+
+/// Appends a record to `tape` and marks its float outputs as produced there.
+fn push_record<I: TapeInput>(
+    tape: &TapeCell,
+    name: &'static str,
+    inputs: &[I],
+    outputs: &[Tensor],
+    producers: SmallVec<[u32; 2]>,
+    vjp: VjpFn,
+) {
+    let mut st = tape.state.borrow_mut();
+    let idx = st.ops.len() as u32;
+    let mut ids: SmallVec<[TensorId; 2]> = SmallVec::new();
+    for i in inputs {
+        ids.push(i.tape_id());
+    }
+    let mut outs: SmallVec<[OutMeta; 1]> = SmallVec::new();
+    for o in outputs {
+        outs.push(OutMeta {
+            id: o.id(),
+            shape: crate::tensor::layout::small_copy(o.shape()),
+            dtype: o.dtype(),
+        });
+        if o.dtype().is_float() {
+            st.produced(o.id(), idx);
+        }
+    }
+    st.ops.push(OpRecord {
+        name,
+        inputs: ids,
+        producers,
+        outputs: outs,
+        vjp: Some(vjp),
     });
 }
 

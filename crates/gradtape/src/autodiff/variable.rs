@@ -60,7 +60,7 @@ impl VariableBuilder {
     pub fn build(self) -> Variable {
         Variable {
             inner: Arc::new(VarInner {
-                handle: TensorId::fresh(),
+                handle: TensorId::fresh_ordered(),
                 name: self.name,
                 trainable: self.trainable,
                 value: RwLock::new(self.value),
@@ -130,9 +130,12 @@ impl Variable {
         }
         tape::variable_accessed(self);
         let out = value.alias();
-        tape::record("ReadVariable", &[(self.handle(), value.dtype())], std::slice::from_ref(&out), || {
-            tape::vjp(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
-        });
+        tape::record(
+            "ReadVariable",
+            &[(self.handle(), value.dtype())],
+            std::slice::from_ref(&out),
+            || tape::vjp(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())])),
+        );
         out
     }
 

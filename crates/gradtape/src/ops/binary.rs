@@ -5,7 +5,7 @@ use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
-use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, Element, Tensor};
+use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, DType, Element, Tensor};
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
 macro_rules! num_zip {
@@ -78,7 +78,12 @@ impl Tensor {
         let y = num_zip!("sub", self, rhs, |x, y| x - y)?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Sub", &[self, rhs], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].neg()?.sum_to_shape(&sb)?)]))
+            vjp(move |g, _| {
+                Ok(grads![
+                    Some(g[0].sum_to_shape(&sa)?),
+                    Some(g[0].neg()?.sum_to_shape(&sb)?)
+                ])
+            })
         }))
     }
 
@@ -95,12 +100,27 @@ impl Tensor {
         }))
     }
 
-    /// `a / b` elementwise, broadcasting. Integer division by zero is an error.
+    /// `a / b` elementwise, broadcasting. Integers divide truncating toward
+    /// zero (`MIN / -1` wraps); integer division by zero is an error.
     pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
+        expect_same_dtype("div", self, rhs)?;
         if rhs.dtype().is_int() && rhs.to_vec_f64().contains(&0.0) {
-            return Err(Error::invalid("div", format!("integer division by zero (divisor shape {:?})", rhs.shape())));
+            return Err(Error::invalid(
+                "div",
+                format!(
+                    "integer division by zero ({} {:?} / {} {:?})",
+                    self.dtype(),
+                    self.shape(),
+                    rhs.dtype(),
+                    rhs.shape()
+                ),
+            ));
         }
-        let y = num_zip!("div", self, rhs, |x, y| x / y)?;
+        let y = match self.dtype() {
+            DType::I32 => zip::<i32, i32, i32>("div", self, rhs, i32::wrapping_div),
+            DType::I64 => zip::<i64, i64, i64>("div", self, rhs, i64::wrapping_div),
+            _ => num_zip!("div", self, rhs, |x, y| x / y),
+        }?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Div", &[self, rhs], y, move |_| {
             vjp(move |g, needs| {
@@ -144,14 +164,18 @@ impl Tensor {
     pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("maximum", self, rhs, |x, y| if x >= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Maximum", &[self, rhs], y, move |_| vjp(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b))))
+        Ok(bind("Maximum", &[self, rhs], y, move |_| {
+            vjp(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b))
+        }))
     }
 
     /// Elementwise minimum, broadcasting. On ties the gradient goes to `a`.
     pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("minimum", self, rhs, |x, y| if x <= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Minimum", &[self, rhs], y, move |_| vjp(move |g, _| route(&a.le(&b)?, &g[0], &a, &b))))
+        Ok(bind("Minimum", &[self, rhs], y, move |_| {
+            vjp(move |g, _| route(&a.le(&b)?, &g[0], &a, &b))
+        }))
     }
 
     /// Picks `a` where `cond` is true, else `b`; all three broadcast. `a` and
@@ -174,8 +198,12 @@ impl Tensor {
         Ok(bind("Select", &[cond, a, b], y, move |_| {
             vjp(move |g, needs| {
                 let zero = g[0].zeros_like();
-                let ga = needs[1].then(|| Tensor::where_(&c, &g[0], &zero)?.sum_to_shape(&sa)).transpose()?;
-                let gb = needs[2].then(|| Tensor::where_(&c, &zero, &g[0])?.sum_to_shape(&sb)).transpose()?;
+                let ga = needs[1]
+                    .then(|| Tensor::where_(&c, &g[0], &zero)?.sum_to_shape(&sa))
+                    .transpose()?;
+                let gb = needs[2]
+                    .then(|| Tensor::where_(&c, &zero, &g[0])?.sum_to_shape(&sb))
+                    .transpose()?;
                 Ok(grads![None, ga, gb])
             })
         }))
@@ -190,6 +218,7 @@ impl Tensor {
         compare!("ne", self, rhs, |x, y| x != y)
     }
     /// `a < b` elementwise.
+    #[allow(clippy::bool_comparison)]
     pub fn lt(&self, rhs: &Tensor) -> Result<Tensor> {
         compare!("lt", self, rhs, |x, y| x < y)
     }
@@ -198,6 +227,7 @@ impl Tensor {
         compare!("le", self, rhs, |x, y| x <= y)
     }
     /// `a > b` elementwise.
+    #[allow(clippy::bool_comparison)]
     pub fn gt(&self, rhs: &Tensor) -> Result<Tensor> {
         compare!("gt", self, rhs, |x, y| x > y)
     }

@@ -32,21 +32,23 @@ mod slice;
 mod sugar;
 mod unary;
 
-use smallvec::SmallVec;
-
 use crate::autodiff::tape::{self, VjpFn};
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor, TensorId};
+use crate::tensor::{DType, Tensor};
 
 /// Offers a single-output op to the active tapes and returns its output.
 ///
 /// `rule` receives the output and builds the VJP closure; it runs only if
 /// some tape records the op.
 #[inline]
-pub(crate) fn bind(name: &'static str, inputs: &[&Tensor], output: Tensor, rule: impl FnOnce(&Tensor) -> VjpFn) -> Tensor {
+pub(crate) fn bind(
+    name: &'static str,
+    inputs: &[&Tensor],
+    output: Tensor,
+    rule: impl FnOnce(&Tensor) -> VjpFn,
+) -> Tensor {
     if tape::any_active() {
-        let ins: SmallVec<[(TensorId, DType); 3]> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
-        tape::record(name, &ins, std::slice::from_ref(&output), || rule(&output));
+        tape::record(name, inputs, std::slice::from_ref(&output), || rule(&output));
     }
     output
 }

@@ -20,6 +20,7 @@ pub(crate) fn norm_axes(op: &'static str, axes: &[isize], shape: &[usize]) -> Re
                 op,
                 axis: a,
                 shape: shape.to_vec(),
+                repeated: true,
             });
         }
         out.push(n);
@@ -67,7 +68,9 @@ impl Tensor {
         let ax = norm_axes("sum", axes, self.shape())?;
         let y = raw_reduce("sum", self, &ax, keepdims, ReduceKind::Sum)?;
         let shape = self.shape().to_vec();
-        Ok(bind("Sum", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(unreduce(&g[0], &shape, &ax)?)]))))
+        Ok(bind("Sum", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(unreduce(&g[0], &shape, &ax)?)]))
+        }))
     }
 
     /// Sum of every element (a scalar).
@@ -104,20 +107,30 @@ impl Tensor {
         self.extremum("min", axes, keepdims, ReduceKind::Min)
     }
 
+    /// Minimum of every element (a scalar).
+    pub fn min_all(&self) -> Result<Tensor> {
+        self.min(&all_axes(self), false)
+    }
+
     fn extremum(&self, op: &'static str, axes: &[isize], keepdims: bool, kind: ReduceKind) -> Result<Tensor> {
         let ax = norm_axes(op, axes, self.shape())?;
         let y = raw_reduce(op, self, &ax, keepdims, kind)?;
         let x = self.clone();
-        Ok(bind(if kind == ReduceKind::Max { "Max" } else { "Min" }, &[self], y, move |y| {
-            let y = y.clone();
-            vjp(move |g, _| {
-                let shape = x.shape();
-                let hit = x.eq(&unreduce(&y, shape, &ax)?)?.cast(x.dtype())?;
-                let count = hit.sum(&ax.iter().map(|&a| a as isize).collect::<Vec<_>>(), true)?;
-                let share = hit.div(&count)?;
-                Ok(grads![Some(unreduce(&g[0], shape, &ax)?.mul(&share)?)])
-            })
-        }))
+        Ok(bind(
+            if kind == ReduceKind::Max { "Max" } else { "Min" },
+            &[self],
+            y,
+            move |y| {
+                let y = y.clone();
+                vjp(move |g, _| {
+                    let shape = x.shape();
+                    let hit = x.eq(&unreduce(&y, shape, &ax)?)?.cast(x.dtype())?;
+                    let count = hit.sum(&ax.iter().map(|&a| a as isize).collect::<Vec<_>>(), true)?;
+                    let share = hit.div(&count)?;
+                    Ok(grads![Some(unreduce(&g[0], shape, &ax)?.mul(&share)?)])
+                })
+            },
+        ))
     }
 }
 

@@ -34,7 +34,9 @@ impl Tensor {
             ..Layout::contiguous(shape)
         });
         let old = self.shape().to_vec();
-        Ok(bind("Reshape", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].reshape(&old)?)]))))
+        Ok(bind("Reshape", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].reshape(&old)?)]))
+        }))
     }
 
     /// A contiguous copy when the view is strided; `self` otherwise (not recorded).
@@ -52,7 +54,9 @@ impl Tensor {
             return Ok(self.clone());
         }
         let y = self.contiguous_raw();
-        Ok(bind("Contiguous", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].clone())]))))
+        Ok(bind("Contiguous", &[self], y, |_| {
+            vjp(|g, _| Ok(grads![Some(g[0].clone())]))
+        }))
     }
 
     /// Reorders dimensions: output dim `i` is input dim `perm[i]`. A view.
@@ -81,14 +85,19 @@ impl Tensor {
         for (i, &p) in perm.iter().enumerate() {
             inv[p] = i;
         }
-        Ok(bind("Transpose", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].permute(&inv)?)]))))
+        Ok(bind("Transpose", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].permute(&inv)?)]))
+        }))
     }
 
     /// Swaps the last two dimensions (rank >= 2). A view.
     pub fn transpose(&self) -> Result<Tensor> {
         let r = self.rank();
         if r < 2 {
-            return Err(Error::invalid("transpose", format!("needs rank >= 2, got shape {:?}", self.shape())));
+            return Err(Error::invalid(
+                "transpose",
+                format!("needs rank >= 2, got shape {:?}", self.shape()),
+            ));
         }
         let mut perm: Vec<usize> = (0..r).collect();
         perm.swap(r - 2, r - 1);
@@ -116,14 +125,21 @@ impl Tensor {
             offset: l.offset,
         });
         let old = self.shape().to_vec();
-        Ok(bind("BroadcastTo", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&old)?)]))))
+        Ok(bind("BroadcastTo", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&old)?)]))
+        }))
     }
 
     /// Inserts a dimension of size 1 at `axis` (in `-(rank+1)..=rank`).
     pub fn expand_dims(&self, axis: isize) -> Result<Tensor> {
         let mut shape: Vec<usize> = self.shape().to_vec();
         let ext: Vec<usize> = (0..=shape.len()).collect();
-        let a = norm_axis("expand_dims", axis, &ext)?;
+        let a = norm_axis("expand_dims", axis, &ext).map_err(|_| Error::BadAxis {
+            op: "expand_dims",
+            axis,
+            shape: shape.clone(),
+            repeated: false,
+        })?;
         shape.insert(a, 1);
         self.reshape(&shape)
     }
@@ -158,12 +174,16 @@ impl Tensor {
         }
         let y = cast(self, dtype);
         let from = self.dtype();
-        Ok(bind("Cast", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].cast(from)?)]))))
+        Ok(bind("Cast", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].cast(from)?)]))
+        }))
     }
 
     /// The same value under a new id; recorded, so gradients pass through.
     pub fn identity(&self) -> Tensor {
-        bind("Identity", &[self], self.alias(), |_| vjp(|g, _| Ok(grads![Some(g[0].clone())])))
+        bind("Identity", &[self], self.alias(), |_| {
+            vjp(|g, _| Ok(grads![Some(g[0].clone())]))
+        })
     }
 
     /// The same value under a new id that no tape records: gradients stop here.

@@ -30,20 +30,36 @@ impl Tensor {
             ));
         }
         let l = self.layout();
-        let offset = l.offset as isize + (0..shape.len()).map(|i| begin[i] as isize * l.strides[i]).sum::<isize>();
+        let offset = l.offset as isize
+            + (0..shape.len())
+                .map(|i| begin[i] as isize * l.strides[i])
+                .sum::<isize>();
         let y = self.view(Layout {
             shape: size.into(),
             strides: l.strides.clone(),
             // an empty view may point past the end; it is never read
             offset: if size.contains(&0) { l.offset } else { offset as usize },
         });
-        let pads: Vec<(usize, usize)> = (0..shape.len()).map(|i| (begin[i], shape[i] - begin[i] - size[i])).collect();
-        Ok(bind("Slice", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)]))))
+        let pads: Vec<(usize, usize)> = (0..shape.len())
+            .map(|i| (begin[i], shape[i] - begin[i] - size[i]))
+            .collect();
+        Ok(bind("Slice", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)]))
+        }))
     }
 
     /// `len` entries of dimension `axis` starting at `start` (a view).
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<Tensor> {
         let a = norm_axis("narrow", axis, self.shape())?;
+        if start.checked_add(len).is_none_or(|end| end > self.shape()[a]) {
+            return Err(Error::invalid(
+                "narrow",
+                format!(
+                    "start {start} + len {len} exceeds axis {axis} of shape {:?}",
+                    self.shape()
+                ),
+            ));
+        }
         let mut begin = vec![0; self.rank()];
         let mut size = self.shape().to_vec();
         begin[a] = start;
@@ -69,7 +85,9 @@ impl Tensor {
         }
         let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads));
         let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
-        Ok(bind("Pad", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].slice(&begin, &size)?)]))))
+        Ok(bind("Pad", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].slice(&begin, &size)?)]))
+        }))
     }
 }
 
@@ -91,7 +109,11 @@ fn pad_kernel<T: Element>(x: &Tensor, pads: &[(usize, usize)]) -> Tensor {
                 idx[d] = rem % shape[d];
                 rem /= shape[d];
             }
-            let mut o: usize = idx.iter().enumerate().map(|(d, &i)| (i + pads[d].0) * os[d] as usize).sum();
+            let mut o: usize = idx
+                .iter()
+                .enumerate()
+                .map(|(d, &i)| (i + pads[d].0) * os[d] as usize)
+                .sum();
             if r > 0 {
                 o += pads[r - 1].0;
             }

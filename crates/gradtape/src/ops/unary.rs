@@ -6,9 +6,10 @@ use super::{bind, expect_float, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
+use crate::kernels::cpu::math;
 use num_traits::{One, Zero};
 
-use crate::tensor::{with_float_dtype, with_num_dtype, Element, Tensor};
+use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Tensor};
 
 /// `f(v)` on every element of a float tensor (`v` is `f32` or `f64`).
 macro_rules! float_map {
@@ -37,7 +38,9 @@ impl Tensor {
     pub fn abs(&self) -> Result<Tensor> {
         let y = num_map!("abs", self, |v| if v < T::zero() { T::zero() - v } else { v })?;
         let x = self.clone();
-        Ok(bind("Abs", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))))
+        Ok(bind("Abs", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))
+        }))
     }
 
     /// `-1, 0, 1` by the sign of each element (0 for 0). Not differentiable:
@@ -56,7 +59,9 @@ impl Tensor {
     pub fn square(&self) -> Result<Tensor> {
         let y = num_map!("square", self, |v| v * v)?;
         let x = self.clone();
-        Ok(bind("Square", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))))
+        Ok(bind("Square", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))
+        }))
     }
 
     /// `√x`. d/dx = 1 / (2√x).
@@ -70,7 +75,8 @@ impl Tensor {
 
     /// `eˣ`. d/dx = eˣ.
     pub fn exp(&self) -> Result<Tensor> {
-        let y = float_map!("exp", self, |v| v.exp())?;
+        expect_float("exp", self)?;
+        let y = math::exp(self);
         Ok(bind("Exp", &[self], y, |y| {
             let y = y.clone();
             vjp(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
@@ -81,21 +87,29 @@ impl Tensor {
     pub fn log(&self) -> Result<Tensor> {
         let y = float_map!("log", self, |v| v.ln())?;
         let x = self.clone();
-        Ok(bind("Log", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))))
+        Ok(bind("Log", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))
+        }))
     }
 
     /// Sine. d/dx = cos x.
     pub fn sin(&self) -> Result<Tensor> {
-        let y = float_map!("sin", self, |v| v.sin())?;
+        expect_float("sin", self)?;
+        let y = math::sin(self);
         let x = self.clone();
-        Ok(bind("Sin", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))))
+        Ok(bind("Sin", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))
+        }))
     }
 
     /// Cosine. d/dx = -sin x.
     pub fn cos(&self) -> Result<Tensor> {
-        let y = float_map!("cos", self, |v| v.cos())?;
+        expect_float("cos", self)?;
+        let y = math::cos(self);
         let x = self.clone();
-        Ok(bind("Cos", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))))
+        Ok(bind("Cos", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))
+        }))
     }
 
     /// Hyperbolic tangent. d/dx = 1 - tanh²x.
@@ -149,7 +163,9 @@ impl Tensor {
     /// `x · c`. d/dx = c.
     pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
         let y = num_map!("mul_scalar", self, |v| v * T::from_f64(c))?;
-        Ok(bind("MulScalar", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))))
+        Ok(bind("MulScalar", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
+        }))
     }
 
     /// `x / c`. d/dx = 1/c. Integer division by zero is an error.
@@ -157,17 +173,30 @@ impl Tensor {
         if self.dtype().is_int() && c as i64 == 0 {
             return Err(crate::Error::invalid(
                 "div_scalar",
-                format!("integer division by zero ({} tensor of shape {:?})", self.dtype(), self.shape()),
+                format!(
+                    "integer division by zero ({} tensor of shape {:?})",
+                    self.dtype(),
+                    self.shape()
+                ),
             ));
         }
-        let y = num_map!("div_scalar", self, |v| v / T::from_f64(c))?;
-        Ok(bind("DivScalar", &[self], y, move |_| vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))))
+        let y = match self.dtype() {
+            // truncating toward zero; MIN / -1 wraps instead of panicking
+            DType::I32 => Ok(map::<i32, i32>(self, |v| v.wrapping_div(c as i32))),
+            DType::I64 => Ok(map::<i64, i64>(self, |v| v.wrapping_div(c as i64))),
+            _ => num_map!("div_scalar", self, |v| v / T::from_f64(c)),
+        }?;
+        Ok(bind("DivScalar", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
+        }))
     }
 
     /// `x + c`. d/dx = 1.
     pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
         let y = num_map!("add_scalar", self, |v| v + T::from_f64(c))?;
-        Ok(bind("AddScalar", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].clone())]))))
+        Ok(bind("AddScalar", &[self], y, |_| {
+            vjp(|g, _| Ok(grads![Some(g[0].clone())]))
+        }))
     }
 
     /// `x - c`. d/dx = 1.

@@ -14,12 +14,7 @@ fn write_elem<T: Element>(f: &mut fmt::Formatter<'_>, x: T) -> fmt::Result {
     write!(f, "{x:?}")
 }
 
-fn write_nested<T: Element>(
-    f: &mut fmt::Formatter<'_>,
-    vals: &[T],
-    shape: &[usize],
-    summarise: bool,
-) -> fmt::Result {
+fn write_nested<T: Element>(f: &mut fmt::Formatter<'_>, vals: &[T], shape: &[usize], summarise: bool) -> fmt::Result {
     if shape.is_empty() {
         return write_elem(f, vals[0]);
     }

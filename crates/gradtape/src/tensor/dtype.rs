@@ -60,16 +60,22 @@ impl fmt::Display for DType {
     }
 }
 
+/// The elements of a [`Storage`]: up to two live inline, so that scalars
+/// (the common case in per-op-overhead-bound code) cost no allocation of
+/// their own; larger buffers are on the heap, as a `Vec` would be.
+#[doc(hidden)]
+pub type Buf<T> = smallvec::SmallVec<[T; 2]>;
+
 /// A typed, contiguous buffer shared by tensor views (an implementation
 /// detail, public only because [`Element`] names it).
 #[doc(hidden)]
 #[derive(Debug, Clone)]
 pub enum Storage {
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    Bool(Vec<bool>),
+    F32(Buf<f32>),
+    F64(Buf<f64>),
+    I32(Buf<i32>),
+    I64(Buf<i64>),
+    Bool(Buf<bool>),
 }
 
 impl Storage {
@@ -82,6 +88,17 @@ impl Storage {
             Storage::Bool(_) => DType::Bool,
         }
     }
+
+    /// Whether the elements sit inline (no heap buffer of their own).
+    pub(crate) fn is_inline(&self) -> bool {
+        match self {
+            Storage::F32(v) => !v.spilled(),
+            Storage::F64(v) => !v.spilled(),
+            Storage::I32(v) => !v.spilled(),
+            Storage::I64(v) => !v.spilled(),
+            Storage::Bool(v) => !v.spilled(),
+        }
+    }
 }
 
 /// A Rust type that can be the element of a tensor.
@@ -92,6 +109,11 @@ pub trait Element: Copy + Send + Sync + PartialEq + PartialOrd + fmt::Debug + 's
     const DTYPE: DType;
     #[doc(hidden)]
     fn into_storage(v: Vec<Self>) -> Storage;
+    #[doc(hidden)]
+    fn buf_into_storage(v: Buf<Self>) -> Storage;
+    /// Moves the buffer out of a storage of this type (leaving it empty).
+    #[doc(hidden)]
+    fn take_buf(s: &mut Storage) -> Option<Buf<Self>>;
     #[doc(hidden)]
     fn slice(s: &Storage) -> Option<&[Self]>;
     /// Converts from `f64` (rounding or truncating as `as` does).
@@ -106,12 +128,22 @@ macro_rules! element {
             const DTYPE: DType = DType::$variant;
             #[inline]
             fn into_storage(v: Vec<Self>) -> Storage {
+                Storage::$variant(Buf::from_vec(v))
+            }
+            #[inline]
+            fn buf_into_storage(v: Buf<Self>) -> Storage {
                 Storage::$variant(v)
+            }
+            fn take_buf(s: &mut Storage) -> Option<Buf<Self>> {
+                match s {
+                    Storage::$variant(v) => Some(std::mem::take(v)),
+                    _ => None,
+                }
             }
             #[inline]
             fn slice(s: &Storage) -> Option<&[Self]> {
                 match s {
-                    Storage::$variant(v) => Some(v),
+                    Storage::$variant(v) => Some(&v[..]),
                     _ => None,
                 }
             }
@@ -146,74 +178,42 @@ impl Num for f64 {}
 impl Num for i32 {}
 impl Num for i64 {}
 
-/// Runs `$body` with `$T` bound to the Rust type of a dtype, for every dtype.
+/// Runs `$body` with `$T` bound to the Rust type of `$dtype`, for the
+/// listed dtypes; `$other` handles the rest.
+macro_rules! with_types {
+    ($dtype:expr, $T:ident => $body:expr, [$($v:ident: $t:ty),*], _ => $other:expr) => {
+        match $dtype {
+            $($crate::tensor::DType::$v => {
+                type $T = $t;
+                $body
+            })*
+            #[allow(unreachable_patterns)]
+            _ => $other,
+        }
+    };
+}
+
+/// [`with_types!`] over every dtype.
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
-        match $dtype {
-            $crate::tensor::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::tensor::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::tensor::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::tensor::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::tensor::DType::Bool => {
-                type $T = bool;
-                $body
-            }
-        }
+        $crate::tensor::dtype::with_types!($dtype, $T => $body,
+            [F32: f32, F64: f64, I32: i32, I64: i64, Bool: bool], _ => unreachable!())
     };
 }
 
-/// Like [`with_dtype!`] for the numeric dtypes; `$other` handles `Bool`.
+/// [`with_types!`] over the numeric dtypes; `$other` handles `Bool`.
 macro_rules! with_num_dtype {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        match $dtype {
-            $crate::tensor::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::tensor::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::tensor::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::tensor::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            _ => $other,
-        }
+        $crate::tensor::dtype::with_types!($dtype, $T => $body,
+            [F32: f32, F64: f64, I32: i32, I64: i64], _ => $other)
     };
 }
 
-/// Like [`with_dtype!`] for the float dtypes; `$other` handles the rest.
+/// [`with_types!`] over the float dtypes; `$other` handles the rest.
 macro_rules! with_float_dtype {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        match $dtype {
-            $crate::tensor::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::tensor::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            _ => $other,
-        }
+        $crate::tensor::dtype::with_types!($dtype, $T => $body, [F32: f32, F64: f64], _ => $other)
     };
 }
 
-pub(crate) use {with_dtype, with_float_dtype, with_num_dtype};
+pub(crate) use {with_dtype, with_float_dtype, with_num_dtype, with_types};

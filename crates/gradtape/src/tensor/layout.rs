@@ -23,7 +23,7 @@ pub(crate) struct Layout {
 impl Layout {
     pub fn contiguous(shape: &[usize]) -> Self {
         Layout {
-            shape: shape.into(),
+            shape: small_copy(shape),
             strides: contiguous_strides(shape),
             offset: 0,
         }
@@ -46,15 +46,40 @@ impl Layout {
     }
 }
 
+/// `SmallVec::from_slice` without a call to `memcpy` for the usual short
+/// shapes (this is on every op's path).
+#[inline]
+pub fn small_copy<T: Copy + Default>(xs: &[T]) -> SmallVec<[T; 4]> {
+    if xs.len() <= 4 {
+        let mut buf = [T::default(); 4];
+        for (b, &x) in buf.iter_mut().zip(xs) {
+            *b = x;
+        }
+        SmallVec::from_buf_and_len(buf, xs.len())
+    } else {
+        SmallVec::from_slice(xs)
+    }
+}
+
 /// Row-major strides of a shape.
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
-    let mut strides: Strides = SmallVec::from_elem(0, shape.len());
-    let mut acc = 1isize;
-    for i in (0..shape.len()).rev() {
-        strides[i] = acc;
-        acc *= shape[i].max(1) as isize;
+    let fill = |strides: &mut [isize]| {
+        let mut acc = 1isize;
+        for i in (0..shape.len()).rev() {
+            strides[i] = acc;
+            acc *= shape[i].max(1) as isize;
+        }
+    };
+    if shape.len() <= 4 {
+        // the common case, built in place without SmallVec's generic extend
+        let mut buf = [0isize; 4];
+        fill(&mut buf[..shape.len()]);
+        SmallVec::from_buf_and_len(buf, shape.len())
+    } else {
+        let mut strides: Strides = SmallVec::from_elem(0, shape.len());
+        fill(&mut strides);
+        strides
     }
-    strides
 }
 
 /// NumPy broadcasting of two shapes.
@@ -103,6 +128,7 @@ pub fn norm_axis(op: &'static str, axis: isize, shape: &[usize]) -> Result<usize
             op,
             axis,
             shape: shape.to_vec(),
+            repeated: false,
         });
     }
     Ok(a as usize)

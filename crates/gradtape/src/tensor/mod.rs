@@ -5,22 +5,29 @@
 //! identity make a new tensor (with a new id) without copying data. Nothing in
 //! this layer knows about automatic differentiation; the id is what the tape
 //! keys its records by.
+//!
+//! Small buffers (up to [`Buf`]'s inline capacity: a scalar, say) are held in
+//! place in the handle's allocation, and a view of one copies them (16 bytes
+//! at most) instead of sharing them, so that a scalar tensor costs one
+//! allocation, not three. Per-op overhead on small tensors is dominated by
+//! allocations.
 
 mod create;
 mod display;
 pub mod dtype;
 pub(crate) mod layout;
+pub(crate) mod pool;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub use dtype::{DType, Element, Float, Num};
-#[doc(hidden)]
-pub use dtype::Storage;
 pub(crate) use dtype::{with_dtype, with_float_dtype, with_num_dtype};
-pub use layout::Shape;
+#[doc(hidden)]
+pub use dtype::{Buf, Storage};
+pub use dtype::{DType, Element, Float, Num};
 pub(crate) use layout::Layout;
+pub use layout::Shape;
 
 use crate::error::{Error, Result};
 
@@ -33,9 +40,33 @@ pub struct TensorId(pub(crate) u64);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Ids are handed to each thread in blocks of this many, so that making a
+/// tensor costs no atomic operation (ids stay unique, and increasing within
+/// a thread).
+const ID_BLOCK: u64 = 1024;
+
+thread_local! {
+    /// The next id of this thread's block and the end of the block.
+    static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
 impl TensorId {
     #[inline]
     pub(crate) fn fresh() -> Self {
+        IDS.with(|c| {
+            let (mut next, mut end) = c.get();
+            if next == end {
+                next = NEXT_ID.fetch_add(ID_BLOCK, Ordering::Relaxed);
+                end = next + ID_BLOCK;
+            }
+            c.set((next + 1, end));
+            TensorId(next)
+        })
+    }
+
+    /// An id drawn from the global counter itself: ids made this way are
+    /// ordered by creation across threads (variable handles rely on it).
+    pub(crate) fn fresh_ordered() -> Self {
         TensorId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
     }
 }
@@ -60,28 +91,57 @@ pub struct Tensor {
 struct Inner {
     id: TensorId,
     layout: Layout,
-    storage: Arc<Storage>,
+    data: Data,
+}
+
+/// Where a tensor's elements live.
+enum Data {
+    /// A buffer that fits inline, held in place (views copy it).
+    Inline(Storage),
+    /// A heap buffer, shared by views.
+    Shared(Arc<Storage>),
+}
+
+impl Data {
+    #[inline]
+    fn storage(&self) -> &Storage {
+        match self {
+            Data::Inline(s) => s,
+            Data::Shared(s) => s,
+        }
+    }
 }
 
 impl Tensor {
     /// Wraps a new buffer as a contiguous tensor.
+    #[inline]
     pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Tensor {
-        Tensor::from_parts(Arc::new(storage), Layout::contiguous(shape))
+        let data = if storage.is_inline() {
+            Data::Inline(storage)
+        } else {
+            Data::Shared(Arc::new(storage))
+        };
+        Tensor::from_data(data, Layout::contiguous(shape))
     }
 
-    pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Tensor {
+    #[inline]
+    fn from_data(data: Data, layout: Layout) -> Tensor {
         Tensor {
             inner: Arc::new(Inner {
                 id: TensorId::fresh(),
                 layout,
-                storage,
+                data,
             }),
         }
     }
 
     /// A new tensor (new id) viewing the same storage with another layout.
     pub(crate) fn view(&self, layout: Layout) -> Tensor {
-        Tensor::from_parts(self.inner.storage.clone(), layout)
+        let data = match &self.inner.data {
+            Data::Inline(s) => Data::Inline(s.clone()),
+            Data::Shared(s) => Data::Shared(s.clone()),
+        };
+        Tensor::from_data(data, layout)
     }
 
     /// A new tensor with a new id and the same storage and layout.
@@ -98,7 +158,7 @@ impl Tensor {
     /// The element type.
     #[inline]
     pub fn dtype(&self) -> DType {
-        self.inner.storage.dtype()
+        self.inner.data.storage().dtype()
     }
 
     /// Dimension sizes; empty for a scalar.
@@ -154,7 +214,7 @@ impl Tensor {
     /// The whole underlying buffer typed as `T` (not only this view's part).
     #[inline]
     pub(crate) fn buffer<T: Element>(&self) -> &[T] {
-        T::slice(&self.inner.storage).expect("dtype checked by caller")
+        T::slice(self.inner.data.storage()).expect("dtype checked by caller")
     }
 
     /// The elements in row-major order: borrowed when the view is contiguous,
@@ -205,7 +265,11 @@ impl Tensor {
         if self.numel() != 1 {
             return Err(Error::invalid(
                 "to_scalar",
-                format!("tensor of shape {:?} has {} elements, not 1", self.shape(), self.numel()),
+                format!(
+                    "tensor of shape {:?} has {} elements, not 1",
+                    self.shape(),
+                    self.numel()
+                ),
             ));
         }
         Ok(self.values::<T>()[0])
@@ -216,7 +280,11 @@ impl Tensor {
         if self.numel() != 1 {
             return Err(Error::invalid(
                 "item",
-                format!("tensor of shape {:?} has {} elements, not 1", self.shape(), self.numel()),
+                format!(
+                    "tensor of shape {:?} has {} elements, not 1",
+                    self.shape(),
+                    self.numel()
+                ),
             ));
         }
         Ok(self.to_vec_f64()[0])

@@ -2,34 +2,87 @@
 
 use std::mem::MaybeUninit;
 
+use super::math::with_simd;
 use super::{build, build_rows};
 use crate::error::Result;
 use crate::tensor::layout::{self, broadcast_shapes, broadcast_strides, contiguous_strides, Shape};
-use crate::tensor::{with_dtype, DType, Element, Tensor};
+use crate::tensor::{with_dtype, Buf, DType, Element, Tensor};
+
+/// Below this many elements a loop runs as compiled for the baseline CPU;
+/// above, through [`with_simd`] (the feature check is not worth it for tiny
+/// tensors, whose cost is per-op overhead anyway).
+const SIMD_MIN: usize = 64;
+
+/// Runs a loop over `len` elements through [`with_simd`] when it is long.
+#[inline(always)]
+fn simd_if_long(len: usize, body: impl FnOnce()) {
+    if len >= SIMD_MIN {
+        with_simd(body)
+    } else {
+        body()
+    }
+}
 
 /// `f` applied to every element; the output is contiguous with `x`'s shape.
 pub(crate) fn map<T: Element, O: Element>(x: &Tensor, f: impl Fn(T) -> O + Sync) -> Tensor {
-    let l = x.layout();
-    let buf = x.buffer::<T>();
-    let n = l.numel();
-    let data = if l.is_contiguous() {
-        let src = &buf[l.offset..l.offset + n];
-        build(n, |start, out| {
-            let len = out.len();
-            for (o, &v) in out.iter_mut().zip(&src[start..start + len]) {
-                o.write(f(v));
-            }
-        })
-    } else {
-        let src = super::gather_strided(buf, l);
-        build(n, |start, out| {
-            let len = out.len();
-            for (o, &v) in out.iter_mut().zip(&src[start..start + len]) {
-                o.write(f(v));
-            }
-        })
-    };
-    Tensor::from_storage(O::into_storage(data), x.shape())
+    if x.numel() <= 2 {
+        // a scalar or so: no threads, no dispatch, an inline buffer
+        let mut data: Buf<O> = Buf::new();
+        for &v in x.values::<T>().iter() {
+            data.push(f(v));
+        }
+        return Tensor::from_storage(O::buf_into_storage(data), x.shape());
+    }
+    let src = x.values::<T>();
+    let data = build(src.len(), |start, out| {
+        let src = &src[start..start + out.len()];
+        simd_if_long(
+            out.len(),
+            #[inline(always)]
+            || {
+                for (o, &v) in out.iter_mut().zip(src) {
+                    o.write(f(v));
+                }
+            },
+        )
+    });
+    Tensor::from_storage(O::buf_into_storage(data), x.shape())
+}
+
+/// Elements per block of [`map_guarded`].
+const GUARD_BLOCK: usize = 256;
+
+/// Like [`map`], for a `fast` function valid only on some inputs: each block
+/// of elements for which `ok(block)` holds goes through `fast` (vectorised),
+/// any other block through `slow`.
+pub(crate) fn map_guarded<T: Element>(
+    x: &Tensor,
+    fast: impl Fn(T) -> T + Sync,
+    slow: impl Fn(T) -> T + Sync,
+    ok: impl Fn(&[T]) -> bool + Sync,
+) -> Tensor {
+    let src = x.values::<T>();
+    let data = build(src.len(), |start, out| {
+        let src = &src[start..start + out.len()];
+        simd_if_long(
+            out.len(),
+            #[inline(always)]
+            || {
+                for (o, s) in out.chunks_mut(GUARD_BLOCK).zip(src.chunks(GUARD_BLOCK)) {
+                    if ok(s) {
+                        for (o, &v) in o.iter_mut().zip(s) {
+                            o.write(fast(v));
+                        }
+                    } else {
+                        for (o, &v) in o.iter_mut().zip(s) {
+                            o.write(slow(v));
+                        }
+                    }
+                }
+            },
+        )
+    });
+    Tensor::from_storage(T::buf_into_storage(data), x.shape())
 }
 
 #[inline(always)]
@@ -99,7 +152,11 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
         let (oa, ob) = (la.offset as isize, lb.offset as isize);
         build(n, |start, out| {
             let s = start as isize;
-            zip_row(out, ba, oa + s * sa, sa, bb, ob + s * sb, sb, &f)
+            simd_if_long(
+                out.len(),
+                #[inline(always)]
+                || zip_row(out, ba, oa + s * sa, sa, bb, ob + s * sb, sb, &f),
+            )
         })
     } else {
         let row_len = *cshape.last().unwrap();
@@ -107,13 +164,19 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
         let strides = [csa.clone(), csb.clone()];
         build_rows(n / row_len.max(1), row_len, |rows, out| {
             let first = rows.start;
-            layout::for_rows(&cshape, &strides, [la.offset, lb.offset], rows, |row, [oa, ob]| {
-                let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
-                zip_row(o, ba, oa, strides[0][r], bb, ob, strides[1][r], &f)
-            });
+            simd_if_long(
+                out.len(),
+                #[inline(always)]
+                || {
+                    layout::for_rows(&cshape, &strides, [la.offset, lb.offset], rows, |row, [oa, ob]| {
+                        let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
+                        zip_row(o, ba, oa, strides[0][r], bb, ob, strides[1][r], &f)
+                    });
+                },
+            )
         })
     };
-    Ok(Tensor::from_storage(O::into_storage(data), &shape))
+    Ok(Tensor::from_storage(O::buf_into_storage(data), &shape))
 }
 
 /// `where(cond, a, b)` with broadcasting of all three.
@@ -146,7 +209,7 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
                 }
             });
         });
-        Tensor::from_storage(T::into_storage(data), &shape)
+        Tensor::from_storage(T::buf_into_storage(data), &shape)
     }))
 }
 

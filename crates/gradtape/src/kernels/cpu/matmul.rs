@@ -56,7 +56,11 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tenso
     if a.rank() < 2 || b.rank() < 2 {
         return Err(Error::invalid(
             OP,
-            format!("needs operands of rank >= 2, got shapes {:?} and {:?}", a.shape(), b.shape()),
+            format!(
+                "needs operands of rank >= 2, got shapes {:?} and {:?}",
+                a.shape(),
+                b.shape()
+            ),
         ));
     }
     let (ma, mb) = (operand(a, ta), operand(b, tb));
@@ -105,7 +109,7 @@ fn run<T: Float>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) ->
     };
     let (pa, pb) = (a.buffer::<T>().as_ptr() as usize, b.buffer::<T>().as_ptr() as usize);
     let flops = m * n * k;
-    let one = |dst: &mut [T], i: usize, par: gemm::Parallelism| {
+    let one = |dst: &mut [std::mem::MaybeUninit<T>], i: usize, par: gemm::Parallelism| {
         let (oa, ob) = offsets(i);
         // SAFETY: the offsets and strides describe views that lie inside the
         // operands' buffers (guaranteed by the layouts), `dst` holds m*n
@@ -116,7 +120,7 @@ fn run<T: Float>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) ->
                 m,
                 n,
                 k,
-                dst.as_mut_ptr(),
+                dst.as_mut_ptr() as *mut T,
                 1,
                 n as isize,
                 false,
@@ -136,24 +140,25 @@ fn run<T: Float>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) ->
         }
     };
     let mut out: Vec<T> = Vec::with_capacity(total);
-    // SAFETY: every element is written by gemm below before being read (each
-    // batch's m*n block is one gemm destination); T is Copy.
-    unsafe { out.set_len(total) };
+    let dst = &mut out.spare_capacity_mut()[..total];
     let threads = rayon::current_num_threads();
     if nb > 1 && flops < PAR_FLOPS * 4 && nb * flops >= PAR_FLOPS {
-        out.par_chunks_mut(m * n)
+        dst.par_chunks_mut(m * n)
             .enumerate()
-            .for_each(|(i, dst)| one(dst, i, gemm::Parallelism::None));
+            .for_each(|(i, d)| one(d, i, gemm::Parallelism::None));
     } else {
         let par = if flops >= PAR_FLOPS && threads > 1 {
             gemm::Parallelism::Rayon(threads)
         } else {
             gemm::Parallelism::None
         };
-        for (i, dst) in out.chunks_mut(m * n).enumerate() {
-            one(dst, i, par);
+        for (i, d) in dst.chunks_mut(m * n).enumerate() {
+            one(d, i, par);
         }
     }
+    // SAFETY: each batch's m*n block was written whole by one gemm call
+    // above (read_dst = false, so nothing uninitialised was read).
+    unsafe { out.set_len(total) };
     Tensor::from_storage(T::into_storage(out), &out_shape)
 }
 
@@ -172,7 +177,11 @@ mod tests {
         assert_eq!(g.shape(), &[3, 3]);
         assert_eq!(g.to_vec::<f64>().unwrap()[..3], [17., 22., 27.]);
         // batch broadcast: [2,2,3] @ [3,2]
-        let ab = Tensor::from_vec([a.to_vec::<f64>().unwrap(), a.to_vec::<f64>().unwrap()].concat(), &[2, 2, 3]).unwrap();
+        let ab = Tensor::from_vec(
+            [a.to_vec::<f64>().unwrap(), a.to_vec::<f64>().unwrap()].concat(),
+            &[2, 2, 3],
+        )
+        .unwrap();
         let cb = matmul(&ab, &b, false, false).unwrap();
         assert_eq!(cb.shape(), &[2, 2, 2]);
         assert_eq!(cb.to_vec::<f64>().unwrap(), vec![4., 5., 10., 11., 4., 5., 10., 11.]);

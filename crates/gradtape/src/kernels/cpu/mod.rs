@@ -4,10 +4,15 @@
 //! may be any strided view: kernels walk views directly (after merging
 //! dimensions that all operands walk contiguously) instead of copying them
 //! first. Work above [`PAR_MIN`] elements is split across rayon's threads;
-//! inner loops are plain slice loops that the compiler vectorises.
+//! inner loops are plain slice loops that the compiler vectorises, and the
+//! long ones run through [`math::with_simd`], compiled for AVX-512 or AVX2
+//! when the CPU has them (the default build targets SSE2 only). Transcendental
+//! functions of `f32` have vectorisable versions in [`math`]. Output buffers
+//! of 1 MiB and more are recycled through `tensor::pool`.
 
 pub(crate) mod elementwise;
 pub(crate) mod index;
+pub(crate) mod math;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
 
@@ -15,7 +20,7 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use crate::tensor::{layout, Element, Layout};
+use crate::tensor::{layout, pool, Buf, Element, Layout};
 
 /// Below this many elements a kernel runs on the calling thread.
 pub(crate) const PAR_MIN: usize = 1 << 15;
@@ -26,12 +31,20 @@ fn chunk_len(n: usize) -> usize {
     (n / (threads * 4)).max(PAR_MIN / 2).next_multiple_of(64)
 }
 
-/// Builds a `Vec` of `n` elements without initialising it first: `fill(start,
+/// The uninitialised elements `len..capacity` of a buffer.
+fn spare<O: Element>(v: &mut Buf<O>) -> &mut [MaybeUninit<O>] {
+    let (len, cap) = (v.len(), v.capacity());
+    // SAFETY: the buffer owns `cap` slots, of which `len..cap` are
+    // uninitialised; `MaybeUninit` makes no claim about their contents.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().add(len) as *mut MaybeUninit<O>, cap - len) }
+}
+
+/// Builds a buffer of `n` elements without initialising it first: `fill(start,
 /// out)` must write every element of `out`, which holds elements
 /// `start..start + out.len()`. Runs in parallel chunks when `n` is large.
-pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync) -> Vec<O> {
-    let mut v: Vec<O> = Vec::with_capacity(n);
-    let spare = &mut v.spare_capacity_mut()[..n];
+pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync) -> Buf<O> {
+    let mut v: Buf<O> = pool::take(n).unwrap_or_else(|| Buf::with_capacity(n));
+    let spare = &mut spare(&mut v)[..n];
     if n >= PAR_MIN {
         let c = chunk_len(n);
         spare
@@ -53,10 +66,10 @@ pub(crate) fn build_rows<O: Element>(
     n_rows: usize,
     row_len: usize,
     fill: impl Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync,
-) -> Vec<O> {
+) -> Buf<O> {
     let n = n_rows * row_len;
-    let mut v: Vec<O> = Vec::with_capacity(n);
-    let spare = &mut v.spare_capacity_mut()[..n];
+    let mut v: Buf<O> = pool::take(n).unwrap_or_else(|| Buf::with_capacity(n));
+    let spare = &mut spare(&mut v)[..n];
     if n >= PAR_MIN && n_rows > 1 && row_len > 0 {
         let rows_per = (chunk_len(n) / row_len).max(1);
         spare
@@ -94,4 +107,5 @@ pub(crate) fn gather_strided<T: Element>(buf: &[T], l: &Layout) -> Vec<T> {
             }
         });
     })
+    .into_vec()
 }
