@@ -48,7 +48,9 @@ pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, Grads, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
-pub use tensor::{DType, Element, Tensor, TensorId, WeakTensor};
+pub use tensor::{
+    buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
+};
 
 /// The README's example, compiled and run as a doc test.
 #[cfg(doctest)]

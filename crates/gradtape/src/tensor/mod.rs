@@ -17,6 +17,7 @@ mod display;
 pub mod dtype;
 pub(crate) mod layout;
 pub(crate) mod pool;
+pub use pool::{buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit};
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,14 +11,69 @@
 //! many elements. Smaller buffers are left to `malloc`, which recycles them
 //! well.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::dtype::{Buf, DType, Element, Storage};
 
 /// Buffers smaller than this are not cached.
 pub(crate) const MIN_BYTES: usize = 1 << 20;
-/// At most this many bytes are cached at once.
+/// At most this many bytes are cached at once, by default.
 pub(crate) const MAX_BYTES: usize = 256 << 20;
+
+static LIMIT: AtomicUsize = AtomicUsize::new(MAX_BYTES);
+
+/// Sets how many bytes of freed large buffers (1 MiB and more) gradtape
+/// keeps for reuse; 0 disables the cache. The default is 256 MiB. Buffers
+/// cached beyond a lowered limit are released at once.
+///
+/// ```
+/// gradtape::set_buffer_cache_limit(64 << 20);
+/// gradtape::clear_buffer_cache();
+/// assert_eq!(gradtape::buffer_cache_bytes(), 0);
+/// # gradtape::set_buffer_cache_limit(256 << 20);
+/// ```
+pub fn set_buffer_cache_limit(bytes: usize) {
+    LIMIT.store(bytes, Ordering::Relaxed);
+    let released: Vec<Storage> = match POOL.lock() {
+        Ok(mut p) => {
+            let mut out = Vec::new();
+            while p.bytes > bytes {
+                let Some(s) = p.bufs.pop() else { break };
+                p.bytes -= s.heap_bytes();
+                out.push(s);
+            }
+            out
+        }
+        Err(_) => Vec::new(),
+    };
+    release(released);
+}
+
+/// Releases every cached buffer to the system allocator.
+pub fn clear_buffer_cache() {
+    let released = match POOL.lock() {
+        Ok(mut p) => {
+            p.bytes = 0;
+            std::mem::take(&mut p.bufs)
+        }
+        Err(_) => Vec::new(),
+    };
+    release(released);
+}
+
+/// Bytes currently held by the buffer cache.
+pub fn buffer_cache_bytes() -> usize {
+    POOL.lock().map(|p| p.bytes).unwrap_or(0)
+}
+
+/// Frees storages without sending them back to the cache.
+fn release(bufs: Vec<Storage>) {
+    for mut s in bufs {
+        // take the buffer out so that dropping `s` does not cache it again
+        super::with_dtype!(s.dtype(), T => drop(T::take_buf(&mut s)));
+    }
+}
 /// At most this many buffers are cached at once.
 const MAX_BUFFERS: usize = 32;
 
@@ -70,7 +125,7 @@ impl Drop for Storage {
             return;
         }
         if let Ok(mut p) = POOL.lock() {
-            if p.bufs.len() < MAX_BUFFERS && p.bytes + bytes <= MAX_BYTES {
+            if p.bufs.len() < MAX_BUFFERS && p.bytes + bytes <= LIMIT.load(Ordering::Relaxed) {
                 let buf = std::mem::replace(self, Storage::empty(self.dtype()));
                 p.bytes += bytes;
                 p.bufs.push(buf);
