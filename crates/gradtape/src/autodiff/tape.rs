@@ -47,6 +47,15 @@ pub fn vjp(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'stat
     Arc::new(f)
 }
 
+/// The rule of a one-input op whose derivative is the identity (identity,
+/// `x + c`, a variable read): the cotangent passes through unchanged. One
+/// shared closure, so recording such an op allocates no rule.
+pub(crate) fn pass_through() -> VjpFn {
+    static PASS: std::sync::LazyLock<VjpFn> =
+        std::sync::LazyLock::new(|| vjp(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())])));
+    PASS.clone()
+}
+
 /// Metadata of one op output, enough to materialise zeros for it.
 #[derive(Debug, Clone)]
 pub(crate) struct OutMeta {

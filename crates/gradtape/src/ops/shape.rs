@@ -4,7 +4,7 @@
 use smallvec::SmallVec;
 
 use super::{bind, grads};
-use crate::autodiff::tape::vjp;
+use crate::autodiff::tape::{self, vjp};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, norm_axis};
@@ -54,9 +54,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let y = self.contiguous_raw();
-        Ok(bind("Contiguous", &[self], y, |_| {
-            vjp(|g, _| Ok(grads![Some(g[0].clone())]))
-        }))
+        Ok(bind("Contiguous", &[self], y, |_| tape::pass_through()))
     }
 
     /// Reorders dimensions: output dim `i` is input dim `perm[i]`. A view.
@@ -181,9 +179,7 @@ impl Tensor {
 
     /// The same value under a new id; recorded, so gradients pass through.
     pub fn identity(&self) -> Tensor {
-        bind("Identity", &[self], self.alias(), |_| {
-            vjp(|g, _| Ok(grads![Some(g[0].clone())]))
-        })
+        bind("Identity", &[self], self.alias(), |_| tape::pass_through())
     }
 
     /// The same value under a new id that no tape records: gradients stop here.
