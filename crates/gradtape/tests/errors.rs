@@ -697,3 +697,24 @@ fn reductions_of_empty_tensors_do_not_panic() {
     );
     assert_eq!(e.min_all().unwrap().to_scalar::<f32>().unwrap(), f32::INFINITY);
 }
+
+/// Integer arithmetic wraps on overflow, as TensorFlow's kernels do, instead
+/// of panicking (debug builds check overflow; `cargo test` without
+/// `--release` is where a regression here would panic).
+#[test]
+fn integer_overflow_wraps_instead_of_panicking() -> gradtape::Result<()> {
+    let big = Tensor::vector(&[i32::MAX, i32::MIN]);
+    let one = Tensor::scalar(1i32);
+    assert_eq!(big.add(&one)?.to_vec::<i32>()?, vec![i32::MIN, i32::MIN + 1]);
+    assert_eq!(big.sub(&one)?.to_vec::<i32>()?, vec![i32::MAX - 1, i32::MAX]);
+    assert_eq!(big.mul_scalar(2.0)?.to_vec::<i32>()?, vec![-2, 0]);
+    assert_eq!(big.neg()?.to_vec::<i32>()?, vec![i32::MIN + 1, i32::MIN]);
+    assert_eq!(big.sum_all()?.to_scalar::<i32>()?, -1);
+    let huge = Tensor::vector(&[i64::MAX, 1]);
+    assert_eq!(
+        huge.sum_all()?.to_scalar::<i64>()?,
+        i64::MIN,
+        "exact integer sum, not through f64"
+    );
+    Ok(())
+}

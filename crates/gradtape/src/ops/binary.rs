@@ -5,7 +5,7 @@ use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
-use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, DType, Element, Tensor};
+use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, DType, Element, Num, Tensor};
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
 macro_rules! num_zip {
@@ -66,7 +66,7 @@ impl Tensor {
 
     /// `a + b`, broadcasting.
     pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
-        let y = num_zip!("add", self, rhs, |x, y| x + y)?;
+        let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Add", &[self, rhs], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].sum_to_shape(&sb)?)]))
@@ -75,7 +75,7 @@ impl Tensor {
 
     /// `a - b`, broadcasting.
     pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
-        let y = num_zip!("sub", self, rhs, |x, y| x - y)?;
+        let y = num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Sub", &[self, rhs], y, move |_| {
             vjp(move |g, _| {
@@ -89,7 +89,7 @@ impl Tensor {
 
     /// `a · b` elementwise, broadcasting.
     pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
-        let y = num_zip!("mul", self, rhs, |x, y| x * y)?;
+        let y = num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Mul", &[self, rhs], y, move |_| {
             vjp(move |g, needs| {

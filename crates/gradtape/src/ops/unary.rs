@@ -9,7 +9,7 @@ use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cpu::math;
 use num_traits::{One, Zero};
 
-use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Tensor};
+use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Num, Tensor};
 
 /// `f(v)` on every element of a float tensor (`v` is `f32` or `f64`).
 macro_rules! float_map {
@@ -30,13 +30,13 @@ macro_rules! num_map {
 impl Tensor {
     /// `-x`. d/dx = -1.
     pub fn neg(&self) -> Result<Tensor> {
-        let y = num_map!("neg", self, |v| T::zero() - v)?;
+        let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
         Ok(bind("Neg", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].neg()?)]))))
     }
 
     /// `|x|`. d/dx = sign(x), 0 at 0 (as TensorFlow).
     pub fn abs(&self) -> Result<Tensor> {
-        let y = num_map!("abs", self, |v| if v < T::zero() { T::zero() - v } else { v })?;
+        let y = num_map!("abs", self, |v| if v < T::zero() { T::zero().sub_wrap(v) } else { v })?;
         let x = self.clone();
         Ok(bind("Abs", &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))
@@ -57,7 +57,7 @@ impl Tensor {
 
     /// `x²`. d/dx = 2x.
     pub fn square(&self) -> Result<Tensor> {
-        let y = num_map!("square", self, |v| v * v)?;
+        let y = num_map!("square", self, |v| v.mul_wrap(v))?;
         let x = self.clone();
         Ok(bind("Square", &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))
@@ -162,7 +162,7 @@ impl Tensor {
 
     /// `x · c`. d/dx = c.
     pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
-        let y = num_map!("mul_scalar", self, |v| v * T::from_f64(c))?;
+        let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
         Ok(bind("MulScalar", &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
         }))
@@ -193,7 +193,7 @@ impl Tensor {
 
     /// `x + c`. d/dx = 1.
     pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
-        let y = num_map!("add_scalar", self, |v| v + T::from_f64(c))?;
+        let y = num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))?;
         Ok(bind("AddScalar", &[self], y, |_| tape::pass_through()))
     }
 

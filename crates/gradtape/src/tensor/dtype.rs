@@ -172,11 +172,44 @@ impl Float for f32 {}
 impl Float for f64 {}
 
 /// A numeric (non-bool) element.
-pub trait Num: Element + num_traits::Num + num_traits::NumCast + Default {}
-impl Num for f32 {}
-impl Num for f64 {}
-impl Num for i32 {}
-impl Num for i64 {}
+///
+/// Integer arithmetic wraps on overflow (as TensorFlow's kernels do) rather
+/// than panicking in debug builds.
+pub trait Num: Element + num_traits::Num + num_traits::NumCast + Default {
+    /// `self + o`, wrapping for integers.
+    fn add_wrap(self, o: Self) -> Self;
+    /// `self - o`, wrapping for integers.
+    fn sub_wrap(self, o: Self) -> Self;
+    /// `self * o`, wrapping for integers.
+    fn mul_wrap(self, o: Self) -> Self;
+}
+
+macro_rules! num_float {
+    ($($t:ty),*) => {$(
+        impl Num for $t {
+            #[inline(always)]
+            fn add_wrap(self, o: Self) -> Self { self + o }
+            #[inline(always)]
+            fn sub_wrap(self, o: Self) -> Self { self - o }
+            #[inline(always)]
+            fn mul_wrap(self, o: Self) -> Self { self * o }
+        }
+    )*};
+}
+macro_rules! num_int {
+    ($($t:ty),*) => {$(
+        impl Num for $t {
+            #[inline(always)]
+            fn add_wrap(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)]
+            fn sub_wrap(self, o: Self) -> Self { self.wrapping_sub(o) }
+            #[inline(always)]
+            fn mul_wrap(self, o: Self) -> Self { self.wrapping_mul(o) }
+        }
+    )*};
+}
+num_float!(f32, f64);
+num_int!(i32, i64);
 
 /// Runs `$body` with `$T` bound to the Rust type of `$dtype`, for the
 /// listed dtypes; `$other` handles the rest.

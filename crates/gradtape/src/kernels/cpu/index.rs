@@ -76,7 +76,7 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
                 let src = &u[(o * idx.len() + j) * inner..][..inner];
                 let dst = &mut out[(o * dim + i as usize) * inner..][..inner];
                 for (d, &s) in dst.iter_mut().zip(src) {
-                    *d = *d + s;
+                    *d = d.add_wrap(s);
                 }
             }
         }

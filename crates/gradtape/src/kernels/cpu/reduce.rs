@@ -42,12 +42,16 @@ impl<T: Num> Reducer<T> for SumR {
     }
     #[inline]
     fn combine(self, a: T, b: T) -> T {
-        a + b
+        a.add_wrap(b)
     }
     /// Eight independent lanes in blocks of 4096, blocks added in f64: fast
-    /// (vectorised) and accurate enough for millions of f32 terms.
+    /// (vectorised) and accurate enough for millions of f32 terms. Integers
+    /// are summed exactly (wrapping), not through f64.
     #[inline(always)]
     fn slice(self, xs: &[T]) -> T {
+        if !T::DTYPE.is_float() {
+            return xs.iter().fold(T::zero(), |a, &b| a.add_wrap(b));
+        }
         let mut total = 0.0f64;
         for block in xs.chunks(4096) {
             let mut lanes = [T::zero(); 8];
