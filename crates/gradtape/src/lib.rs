@@ -45,9 +45,10 @@ pub use autodiff::backprop::Unconnected;
 pub use autodiff::check::{check_gradients, CheckOptions, CheckReport};
 pub use autodiff::gradient_tape::{GradientOptions, GradientTape, RecordingGuard};
 pub use autodiff::sources::{SourceRef, Sources, Targets};
-pub use autodiff::tape::{vjp, Grads, VjpFn};
+pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
+pub use ops::ct;
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
 };

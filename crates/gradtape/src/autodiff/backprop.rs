@@ -307,7 +307,7 @@ pub(crate) fn backprop(
             for e in &edges {
                 needs.push(!matches!(e, Edge::Nothing));
             }
-            let in_grads = vjp(&full, &needs)?;
+            let in_grads = vjp.call(&full, &needs)?;
             if in_grads.len() != edges.len() {
                 return Err(Error::invalid(
                     rec.name,

@@ -36,15 +36,65 @@ use crate::tensor::{DType, Shape, Tensor, TensorId};
 /// symbolic zero ("no gradient"), which costs nothing.
 pub type Grads = SmallVec<[Option<Tensor>; 2]>;
 
+/// The closure inside a [`VjpFn`].
+pub type VjpClosure = dyn Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync;
+
 /// A VJP rule: `(output cotangents, which inputs need a gradient) -> input
 /// cotangents`. It is written with ordinary differentiable ops, so running it
 /// under another tape records it there (which is how higher orders work).
-pub type VjpFn = Arc<dyn Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync>;
+///
+/// A rule is *batched* when it also accepts cotangents that carry extra
+/// leading batch dimensions (see [`crate::ct`]) and returns input
+/// cotangents with the same leading dimensions. A vectorized Jacobian runs
+/// batched rules once for all rows; other rules are run once per row.
+#[derive(Clone)]
+pub struct VjpFn {
+    f: Arc<VjpClosure>,
+    batched: bool,
+}
 
-/// Wraps a closure as a [`VjpFn`].
+impl VjpFn {
+    /// Calls the rule.
+    #[inline]
+    pub fn call(&self, cotangents: &[Tensor], needs: &[bool]) -> Result<Grads> {
+        (self.f)(cotangents, needs)
+    }
+
+    /// Whether the rule accepts cotangents with leading batch dimensions.
+    #[inline]
+    pub fn is_batched(&self) -> bool {
+        self.batched
+    }
+}
+
+impl std::fmt::Debug for VjpFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VjpFn")
+            .field("batched", &self.batched)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Wraps a closure as a [`VjpFn`] that expects plain (unbatched)
+/// cotangents, one per output, each of its output's shape.
 #[inline]
 pub fn vjp(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
-    Arc::new(f)
+    VjpFn {
+        f: Arc::new(f),
+        batched: false,
+    }
+}
+
+/// Wraps a closure as a batched [`VjpFn`]: it promises to accept
+/// cotangents with [`ct::batch_dims`](crate::ct::batch_dims) extra
+/// leading dimensions and to return input cotangents with those same leading
+/// dimensions (write it with the helpers of [`crate::ct`]).
+#[inline]
+pub fn vjp_batched(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
+    VjpFn {
+        f: Arc::new(f),
+        batched: true,
+    }
 }
 
 /// The rule of a one-input op whose derivative is the identity (identity,
@@ -52,7 +102,7 @@ pub fn vjp(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'stat
 /// shared closure, so recording such an op allocates no rule.
 pub(crate) fn pass_through() -> VjpFn {
     static PASS: std::sync::LazyLock<VjpFn> =
-        std::sync::LazyLock::new(|| vjp(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())])));
+        std::sync::LazyLock::new(|| vjp_batched(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())])));
     PASS.clone()
 }
 

@@ -24,6 +24,7 @@
 //! [`Tensor::sum_to_shape`].
 
 mod binary;
+pub mod ct;
 mod index;
 mod linalg;
 mod reduce;
