@@ -32,6 +32,7 @@
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use crate::autodiff::gradient::{call_rule, Gradient};
 use crate::autodiff::tape::{OpList, TapeState, NO_OP};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Shape, Tensor, TensorId};
@@ -76,7 +77,7 @@ struct Step {
     /// per input: where its cotangent goes
     edges: SmallVec<[Edge; 2]>,
     /// cotangents accumulated for each output
-    cots: SmallVec<[Option<Tensor>; 1]>,
+    cots: SmallVec<[Option<Gradient>; 1]>,
 }
 
 /// The sources, deduplicated, with a fast membership test.
@@ -220,10 +221,11 @@ fn plan(ops: &mut OpList, take: bool, target_ops: &[u32], sources: &SourceSet) -
     plan
 }
 
-/// Adds `g` to the cotangent accumulated in `slot`.
-fn accumulate(slot: &mut Option<Tensor>, g: Tensor) -> Result<()> {
+/// Adds `g` to the cotangent accumulated in `slot` (sparse + sparse stays
+/// sparse, see [`Gradient::add`]).
+fn accumulate(slot: &mut Option<Gradient>, g: Gradient) -> Result<()> {
     *slot = Some(match slot.take() {
-        Some(prev) => prev.add(&g)?,
+        Some(prev) => prev.add(g)?,
         None => g,
     });
     Ok(())
@@ -237,7 +239,7 @@ pub(crate) fn backprop(
     seeds: Vec<Tensor>,
     sources: &[SourceInfo],
     unconnected: Unconnected,
-) -> Result<Vec<Option<Tensor>>> {
+) -> Result<Vec<Option<Gradient>>> {
     let source_set = SourceSet::new(sources);
     let (plan, target_at) = {
         let mut owned;
@@ -269,10 +271,11 @@ pub(crate) fn backprop(
     let Plan {
         mut recs, mut steps, ..
     } = plan;
-    let mut source_grads: Vec<Option<Tensor>> = vec![None; source_set.ids.len()];
+    let mut source_grads: Vec<Option<Gradient>> = vec![None; source_set.ids.len()];
 
     // 3. seed
     for (edge, s) in target_at.iter().zip(seeds) {
+        let s = Gradient::Dense(s);
         match *edge {
             Edge::Op { op, slot } => accumulate(&mut steps[op as usize].cots[slot as usize], s)?,
             Edge::Source(i) => accumulate(&mut source_grads[i as usize], s)?,
@@ -299,15 +302,17 @@ pub(crate) fn backprop(
             }
         }
         if cots.iter().any(|c| c.is_some()) {
-            let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
-            for (c, o) in cots.into_iter().zip(&rec.outputs) {
-                full.push(c.unwrap_or_else(|| Tensor::zeros(&o.shape, o.dtype)));
-            }
             let mut needs: SmallVec<[bool; 4]> = SmallVec::new();
             for e in &edges {
                 needs.push(!matches!(e, Edge::Nothing));
             }
-            let in_grads = vjp.call(&full, &needs)?;
+            let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs, |vjp, cots, needs| {
+                let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
+                for (c, o) in cots.into_iter().zip(&rec.outputs) {
+                    full.push(c.unwrap_or_else(|| Tensor::zeros(&o.shape, o.dtype)));
+                }
+                vjp.call(&full, needs)
+            })?;
             if in_grads.len() != edges.len() {
                 return Err(Error::invalid(
                     rec.name,
@@ -349,7 +354,7 @@ pub(crate) fn backprop(
                 Some(g) if s.dtype.is_float() => Some(g.clone()),
                 _ => match unconnected {
                     Unconnected::None => None,
-                    Unconnected::Zero => Some(Tensor::zeros(&s.shape, s.dtype)),
+                    Unconnected::Zero => Some(Gradient::Dense(Tensor::zeros(&s.shape, s.dtype))),
                 },
             }
         })

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use smallvec::SmallVec;
 
 use crate::autodiff::backprop::{backprop, SourceInfo, Unconnected};
+use crate::autodiff::gradient::Gradient;
 use crate::autodiff::sources::{SourceRef, Sources, Targets};
 use crate::autodiff::tape::{self, TapeCell, TapeState};
 use crate::autodiff::variable::Variable;
@@ -247,6 +248,55 @@ impl GradientTape {
         sources: &S,
         opts: GradientOptions,
     ) -> Result<S::Output> {
+        let grads = self.flat_gradient(targets, sources, opts)?;
+        let dense: Vec<Option<Tensor>> = grads
+            .into_iter()
+            .map(|g| g.map(Gradient::into_dense).transpose())
+            .collect::<Result<_>>()?;
+        Ok(sources.pack(&mut dense.into_iter()))
+    }
+
+    /// [`gradient`](Self::gradient) keeping sparse gradients sparse: a source
+    /// reached only through `gather` along axis 0 (an embedding lookup) gets
+    /// a [`Gradient::Sparse`] of the rows used, never a dense tensor of the
+    /// table's size. See [`Gradient`] for how terms aggregate.
+    ///
+    /// ```
+    /// use gradtape::{GradientTape, Tensor, Variable};
+    /// let table = Variable::new(Tensor::ones(&[1000, 4], gradtape::DType::F32));
+    /// let tape = GradientTape::new();
+    /// let ids = Tensor::vector(&[7i64, 7, 3]);
+    /// let loss = tape.record(|| table.read().gather(&ids, 0)?.sum_all())?;
+    /// let g = tape.sparse_gradient(&loss, &table)?.unwrap();
+    /// let rows = g.as_sparse().unwrap();
+    /// assert_eq!(rows.values().shape(), &[3, 4]);
+    /// assert_eq!(rows.dense_shape(), &[1000, 4]);
+    /// table.scatter_sub(rows)?; // an SGD step with learning rate 1
+    /// assert_eq!(table.read().gather(&Tensor::vector(&[7i64]), 0)?.to_vec::<f32>()?, vec![-1.0; 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn sparse_gradient<S: Sources + ?Sized>(&self, targets: impl Targets, sources: &S) -> Result<S::SparseOutput> {
+        self.sparse_gradient_with(targets, sources, GradientOptions::default())
+    }
+
+    /// [`sparse_gradient`](Self::sparse_gradient) with options.
+    pub fn sparse_gradient_with<S: Sources + ?Sized>(
+        &self,
+        targets: impl Targets,
+        sources: &S,
+        opts: GradientOptions,
+    ) -> Result<S::SparseOutput> {
+        let grads = self.flat_gradient(targets, sources, opts)?;
+        Ok(sources.pack_sparse(&mut grads.into_iter()))
+    }
+
+    /// The gradients of the flat list of sources.
+    fn flat_gradient<S: Sources + ?Sized>(
+        &self,
+        targets: impl Targets,
+        sources: &S,
+        opts: GradientOptions,
+    ) -> Result<Vec<Option<Gradient>>> {
         let cell = &self.cell;
         if cell.used.get() {
             return Err(Error::TapeNotPersistent { op: "gradient" });
@@ -300,14 +350,13 @@ impl GradientTape {
         if !cell.persistent {
             cell.used.set(true);
         }
-        let grads = backprop(
+        backprop(
             &cell.state,
             !cell.persistent,
             &flat_targets,
             seeds,
             &infos,
             opts.unconnected,
-        )?;
-        Ok(sources.pack(&mut grads.into_iter()))
+        )
     }
 }

@@ -3,6 +3,7 @@
 
 use smallvec::SmallVec;
 
+use crate::autodiff::gradient::Gradient;
 use crate::autodiff::variable::Variable;
 use crate::tensor::Tensor;
 
@@ -38,6 +39,11 @@ pub trait Sources {
     fn collect<'a>(&'a self, out: &mut SmallVec<[SourceRef<'a>; 4]>);
     /// Rebuilds the structure from the flat gradients.
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output;
+    /// The result type of `sparse_gradient`: the same structure of
+    /// `Option<Gradient>`.
+    type SparseOutput;
+    /// Rebuilds the structure from the flat, possibly sparse, gradients.
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput;
 }
 
 impl Sources for Tensor {
@@ -46,6 +52,10 @@ impl Sources for Tensor {
         out.push(SourceRef::Tensor(self));
     }
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
+        grads.next().flatten()
+    }
+    type SparseOutput = Option<Gradient>;
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
         grads.next().flatten()
     }
 }
@@ -58,6 +68,10 @@ impl Sources for Variable {
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
         grads.next().flatten()
     }
+    type SparseOutput = Option<Gradient>;
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
+        grads.next().flatten()
+    }
 }
 
 impl Sources for SourceRef<'_> {
@@ -66,6 +80,10 @@ impl Sources for SourceRef<'_> {
         out.push(*self);
     }
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
+        grads.next().flatten()
+    }
+    type SparseOutput = Option<Gradient>;
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
         grads.next().flatten()
     }
 }
@@ -77,6 +95,10 @@ impl<S: Sources + ?Sized> Sources for &S {
     }
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
         (**self).pack(grads)
+    }
+    type SparseOutput = S::SparseOutput;
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
+        (**self).pack_sparse(grads)
     }
 }
 
@@ -90,6 +112,10 @@ impl<S: Sources> Sources for [S] {
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
         self.iter().map(|s| s.pack(grads)).collect()
     }
+    type SparseOutput = Vec<S::SparseOutput>;
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
+        self.iter().map(|s| s.pack_sparse(grads)).collect()
+    }
 }
 
 impl<S: Sources> Sources for Vec<S> {
@@ -100,6 +126,10 @@ impl<S: Sources> Sources for Vec<S> {
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
         self.as_slice().pack(grads)
     }
+    type SparseOutput = Vec<S::SparseOutput>;
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
+        self.as_slice().pack_sparse(grads)
+    }
 }
 
 impl<S: Sources, const N: usize> Sources for [S; N] {
@@ -109,6 +139,10 @@ impl<S: Sources, const N: usize> Sources for [S; N] {
     }
     fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
         std::array::from_fn(|i| self[i].pack(grads))
+    }
+    type SparseOutput = [S::SparseOutput; N];
+    fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
+        std::array::from_fn(|i| self[i].pack_sparse(grads))
     }
 }
 
@@ -125,6 +159,12 @@ macro_rules! tuple_sources {
             fn pack(&self, grads: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Output {
                 let ($($name,)+) = self;
                 ($($name.pack(grads),)+)
+            }
+            type SparseOutput = ($($name::SparseOutput,)+);
+            #[allow(non_snake_case)]
+            fn pack_sparse(&self, grads: &mut dyn Iterator<Item = Option<Gradient>>) -> Self::SparseOutput {
+                let ($($name,)+) = self;
+                ($($name.pack_sparse(grads),)+)
             }
         }
     };

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use crate::autodiff::gradient::{Gradient, SparseClosure, SparseGrads};
 use crate::autodiff::variable::Variable;
 use crate::error::Result;
 use crate::tensor::{DType, Shape, Tensor, TensorId};
@@ -51,6 +52,8 @@ pub type VjpClosure = dyn Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync;
 pub struct VjpFn {
     f: Arc<VjpClosure>,
     batched: bool,
+    /// the sparse-aware form, for rules that take or give `IndexedSlices`
+    sparse: Option<Arc<SparseClosure>>,
 }
 
 impl VjpFn {
@@ -64,6 +67,24 @@ impl VjpFn {
     #[inline]
     pub fn is_batched(&self) -> bool {
         self.batched
+    }
+
+    /// Adds a sparse-aware form: backprop calls it instead of the dense
+    /// form (outside batched passes), with cotangents that may be
+    /// [`IndexedSlices`](crate::IndexedSlices), and it may return sparse
+    /// input gradients. It must agree with the dense form.
+    pub fn with_sparse(
+        mut self,
+        f: impl Fn(&[Gradient], &[bool]) -> Result<SparseGrads> + Send + Sync + 'static,
+    ) -> Self {
+        self.sparse = Some(Arc::new(f));
+        self
+    }
+
+    /// The sparse-aware form, if any.
+    #[inline]
+    pub(crate) fn sparse_form(&self) -> Option<&SparseClosure> {
+        self.sparse.as_deref()
     }
 }
 
@@ -82,6 +103,7 @@ pub fn vjp(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'stat
     VjpFn {
         f: Arc::new(f),
         batched: false,
+        sparse: None,
     }
 }
 
@@ -94,6 +116,7 @@ pub fn vjp_batched(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync
     VjpFn {
         f: Arc::new(f),
         batched: true,
+        sparse: None,
     }
 }
 
@@ -101,8 +124,11 @@ pub fn vjp_batched(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync
 /// `x + c`, a variable read): the cotangent passes through unchanged. One
 /// shared closure, so recording such an op allocates no rule.
 pub(crate) fn pass_through() -> VjpFn {
-    static PASS: std::sync::LazyLock<VjpFn> =
-        std::sync::LazyLock::new(|| vjp_batched(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())])));
+    // sparse cotangents pass through too (a gather of a variable read stays sparse)
+    static PASS: std::sync::LazyLock<VjpFn> = std::sync::LazyLock::new(|| {
+        vjp_batched(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
+            .with_sparse(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
+    });
     PASS.clone()
 }
 

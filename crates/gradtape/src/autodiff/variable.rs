@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::autodiff::gradient::IndexedSlices;
 use crate::autodiff::tape;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor, TensorId};
@@ -179,6 +180,46 @@ impl Variable {
     /// Not differentiable.
     pub fn assign_sub(&self, delta: &Tensor) -> Result<()> {
         self.update("assign_sub", delta, |cur| cur.sub(delta))
+    }
+
+    /// Adds sparse rows to the value, atomically, without building a dense
+    /// delta (repeated indices accumulate). The rows' dense shape and dtype
+    /// must be the variable's. Not differentiable.
+    ///
+    /// ```
+    /// use gradtape::{IndexedSlices, Tensor, Variable};
+    /// let v = Variable::new(Tensor::zeros(&[3, 2], gradtape::DType::F64));
+    /// let rows = IndexedSlices::new(Tensor::ones(&[2, 2], gradtape::DType::F64), Tensor::vector(&[2i64, 2]), &[3, 2])?;
+    /// v.scatter_add(&rows)?;
+    /// assert_eq!(v.read().to_vec::<f64>()?, vec![0.0, 0.0, 0.0, 0.0, 2.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn scatter_add(&self, rows: &IndexedSlices) -> Result<()> {
+        self.scatter("scatter_add", rows, false)
+    }
+
+    /// Subtracts sparse rows from the value (an SGD step on an embedding
+    /// table takes `lr * gradient` rows), atomically, without building a
+    /// dense delta. Not differentiable.
+    pub fn scatter_sub(&self, rows: &IndexedSlices) -> Result<()> {
+        self.scatter("scatter_sub", rows, true)
+    }
+
+    fn scatter(&self, op: &'static str, rows: &IndexedSlices, negate: bool) -> Result<()> {
+        let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
+        if rows.dense_shape() != slot.shape() || rows.dtype() != slot.dtype() {
+            return Err(Error::VariableMismatch {
+                op,
+                name: self.inner.name.clone(),
+                expected: slot.shape().to_vec(),
+                expected_dtype: slot.dtype(),
+                got: rows.dense_shape().to_vec(),
+                got_dtype: rows.dtype(),
+            });
+        }
+        let new = crate::kernels::cpu::index::add_rows(&slot, rows.values(), rows.indices(), negate)?;
+        *slot = new;
+        Ok(())
     }
 }
 

@@ -1,17 +1,93 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
-use super::{bind, grads};
-use crate::autodiff::tape::vjp;
-use crate::error::Result;
+use smallvec::smallvec;
+
+use super::{bind, expect_same_dtype, grads};
+use crate::autodiff::gradient::{Gradient, IndexedSlices};
+use crate::autodiff::tape::{vjp, VjpFn};
+use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::tensor::layout::norm_axis;
-use crate::tensor::Tensor;
+use crate::tensor::{with_dtype, Tensor};
+
+/// The rule of `gather` along axis 0: dense, it scatters the cotangent back;
+/// sparse-aware, it returns the cotangent's rows as an [`IndexedSlices`] at
+/// the gathered indices, and a sparse cotangent (a gather of this gather)
+/// has its indices composed, staying one `IndexedSlices`.
+fn gather_rows_rule(idx: Tensor, params_shape: Vec<usize>) -> VjpFn {
+    let (idx2, shape2) = (idx.clone(), params_shape.clone());
+    vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, 0, params_shape[0])?), None])).with_sparse(move |g, _| {
+        let rest = &shape2[1..];
+        let flat = idx2.reshape(&[idx2.numel()])?;
+        let densified;
+        let cot = match &g[0] {
+            // a scalar index drops the gathered axis: rows of the output
+            // are not rows of indices
+            Gradient::Sparse(s) if idx2.rank() == 0 => {
+                densified = Gradient::Dense(s.to_dense()?);
+                &densified
+            }
+            other => other,
+        };
+        let slices = match cot {
+            Gradient::Dense(d) => {
+                let mut vshape = vec![flat.numel()];
+                vshape.extend_from_slice(rest);
+                IndexedSlices::from_parts(d.reshape(&vshape)?, flat, shape2.clone())
+            }
+            Gradient::Sparse(s) => {
+                // rows j of the output are the index tuples idx[j]; each
+                // picks a params row
+                let picked = idx2.gather(s.indices(), 0)?;
+                let n = picked.numel();
+                let mut vshape = vec![n];
+                vshape.extend_from_slice(rest);
+                IndexedSlices::from_parts(s.values().reshape(&vshape)?, picked.reshape(&[n])?, shape2.clone())
+            }
+        };
+        Ok(smallvec![Some(Gradient::Sparse(slices)), None])
+    })
+}
+
+/// `a` and `b` joined along axis 0 (same dtype, same trailing dims), a
+/// differentiable op used to concatenate sparse gradients.
+pub(crate) fn concat_rows(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    const OP: &str = "concat_rows";
+    expect_same_dtype(OP, a, b)?;
+    if a.rank() == 0 || a.rank() != b.rank() || a.shape()[1..] != b.shape()[1..] {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            lhs: a.shape().to_vec(),
+            rhs: b.shape().to_vec(),
+        });
+    }
+    let (na, nb) = (a.shape()[0], b.shape()[0]);
+    let mut shape = a.shape().to_vec();
+    shape[0] = na + nb;
+    let y = with_dtype!(a.dtype(), T => {
+        let mut v: Vec<T> = Vec::with_capacity(a.numel() + b.numel());
+        v.extend_from_slice(&a.values::<T>());
+        v.extend_from_slice(&b.values::<T>());
+        Tensor::from_vec(v, &shape)?
+    });
+    Ok(bind("ConcatRows", &[a, b], y, move |_| {
+        vjp(move |g, needs| {
+            Ok(grads![
+                if needs[0] { Some(g[0].narrow(0, 0, na)?) } else { None },
+                if needs[1] { Some(g[0].narrow(0, na, nb)?) } else { None },
+            ])
+        })
+    }))
+}
 
 impl Tensor {
     /// Slices of `self` along `axis` picked by integer `indices`: the output
     /// shape is `shape[..axis] + indices.shape + shape[axis+1..]`. An index
     /// outside `0..shape[axis]` is an error. d/dparams scatters the cotangent
-    /// back (densely, for now); indices get no gradient.
+    /// back; along axis 0 the gradient is sparse, an
+    /// [`IndexedSlices`](crate::IndexedSlices) of the gathered rows (see
+    /// [`GradientTape::sparse_gradient`](crate::GradientTape::sparse_gradient)).
+    /// Indices get no gradient.
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -25,6 +101,12 @@ impl Tensor {
         let ax = norm_axis("gather", axis, self.shape())?;
         let y = index::gather(self, indices, ax)?;
         let (idx, dim) = (indices.clone(), self.shape()[ax]);
+        if ax == 0 && self.rank() >= 1 {
+            let shape = self.shape().to_vec();
+            return Ok(bind("Gather", &[self, indices], y, move |_| {
+                gather_rows_rule(idx, shape)
+            }));
+        }
         Ok(bind("Gather", &[self, indices], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ax as isize, dim)?), None]))
         }))

@@ -59,6 +59,7 @@ macro_rules! grads {
     ($($g:expr),* $(,)?) => { smallvec::smallvec![$($g),*] };
 }
 pub(crate) use grads;
+pub(crate) use index::concat_rows;
 
 /// The error for an op given a dtype it does not accept.
 pub(crate) fn unsupported(op: &'static str, dtype: DType, expected: &'static str) -> Error {

@@ -87,3 +87,24 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
         Ok(Tensor::from_storage(T::into_storage(run::<T>(&u, &idx, outer, inner, dim)), &shape))
     }, _ => Err(Error::UnsupportedDType { op: "scatter_add", dtype: updates.dtype(), expected: "a numeric dtype" }))
 }
+
+/// `base` with `sign * updates[j]` added to row `indices[j]` of axis 0 (a
+/// copy of `base`; repeated indices accumulate). Shapes and indices are
+/// checked by the caller's `IndexedSlices`.
+pub(crate) fn add_rows(base: &Tensor, updates: &Tensor, indices: &Tensor, negate: bool) -> Result<Tensor> {
+    let rows = base.shape().first().copied().unwrap_or(0);
+    let idx = checked_indices("scatter_update", indices, rows, base.shape())?;
+    let inner: usize = base.shape()[1..].iter().product();
+    crate::tensor::with_num_dtype!(base.dtype(), T => {
+        let mut out = base.values::<T>().into_owned();
+        let u = updates.values::<T>();
+        for (j, &i) in idx.iter().enumerate() {
+            let src = &u[j * inner..][..inner];
+            let dst = &mut out[i as usize * inner..][..inner];
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = if negate { d.sub_wrap(s) } else { d.add_wrap(s) };
+            }
+        }
+        Ok(Tensor::from_storage(T::into_storage(out), base.shape()))
+    }, _ => Err(Error::UnsupportedDType { op: "scatter_update", dtype: base.dtype(), expected: "a numeric dtype" }))
+}

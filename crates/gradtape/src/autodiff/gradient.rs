@@ -1,0 +1,289 @@
+//! Gradients that are dense tensors or sparse row sets ([`IndexedSlices`]).
+//!
+//! The gradient of `gather(params, indices, 0)` with respect to `params`
+//! touches only the gathered rows. Writing it as a dense tensor would cost a
+//! tensor of the size of `params` (an embedding table) per lookup, mostly
+//! zeros. Instead its rule returns an [`IndexedSlices`]: the rows' values,
+//! their row indices and the dense shape. Backprop then aggregates as
+//! TensorFlow does:
+//!
+//! - sparse + sparse concatenates values and indices (duplicate indices are
+//!   kept, not merged: merging would cost a sort, and `to_dense` sums them);
+//! - any dense term makes the sum dense;
+//! - a rule that can take a sparse cotangent (gather again, a pass-through
+//!   such as a variable read) keeps it sparse: a gather of a gather gives one
+//!   `IndexedSlices` whose indices are composed;
+//! - every other rule receives the dense form.
+//!
+//! [`GradientTape::gradient`](crate::GradientTape::gradient) densifies at the
+//! very end; [`GradientTape::sparse_gradient`](crate::GradientTape::sparse_gradient)
+//! returns the [`Gradient`] as it is, and
+//! [`Variable::scatter_sub`](crate::Variable::scatter_sub) applies it without
+//! a dense intermediate.
+
+use smallvec::SmallVec;
+
+use crate::autodiff::tape::{OutMeta, VjpFn};
+use crate::error::{Error, Result};
+use crate::ops::ct;
+use crate::tensor::{DType, Tensor};
+
+/// A sparse gradient: rows `values[i]` of a tensor of shape `dense_shape`
+/// at row `indices[i]`; rows not listed are zero and a repeated index adds.
+///
+/// ```
+/// use gradtape::{IndexedSlices, Tensor};
+/// let s = IndexedSlices::new(
+///     Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?,
+///     Tensor::vector(&[2i64, 2]),
+///     &[3, 2],
+/// )?;
+/// assert_eq!(s.to_dense()?.to_vec::<f32>()?, vec![0.0, 0.0, 0.0, 0.0, 4.0, 6.0]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct IndexedSlices {
+    values: Tensor,
+    indices: Tensor,
+    dense_shape: Vec<usize>,
+}
+
+impl IndexedSlices {
+    /// Builds and checks one: `indices` is a 1-D integer tensor of length
+    /// `n`, `values` has shape `[n] ++ dense_shape[1..]`, every index is in
+    /// `0..dense_shape[0]`.
+    pub fn new(values: Tensor, indices: Tensor, dense_shape: &[usize]) -> Result<Self> {
+        const OP: &str = "IndexedSlices";
+        if !matches!(indices.dtype(), DType::I32 | DType::I64) || indices.rank() != 1 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "indices must be a 1-D integer tensor, got {:?} of shape {:?}",
+                    indices.dtype(),
+                    indices.shape()
+                ),
+            ));
+        }
+        let Some((&rows, rest)) = dense_shape.split_first() else {
+            return Err(Error::invalid(OP, "dense_shape must have rank >= 1, got []"));
+        };
+        let mut want = vec![indices.numel()];
+        want.extend_from_slice(rest);
+        if values.shape() != want.as_slice() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: values.shape().to_vec(),
+                rhs: want,
+            });
+        }
+        for i in indices.to_vec_f64() {
+            if i < 0.0 || i >= rows as f64 {
+                return Err(Error::IndexOutOfRange {
+                    op: OP,
+                    index: i as i64,
+                    dim: rows,
+                    shape: dense_shape.into(),
+                });
+            }
+        }
+        Ok(IndexedSlices {
+            values,
+            indices,
+            dense_shape: dense_shape.to_vec(),
+        })
+    }
+
+    /// Builds one from parts already known to be consistent.
+    pub(crate) fn from_parts(values: Tensor, indices: Tensor, dense_shape: Vec<usize>) -> Self {
+        IndexedSlices {
+            values,
+            indices,
+            dense_shape,
+        }
+    }
+
+    /// The rows, shape `[n] ++ dense_shape[1..]`.
+    pub fn values(&self) -> &Tensor {
+        &self.values
+    }
+
+    /// The row indices, 1-D integer of length `n` (may repeat).
+    pub fn indices(&self) -> &Tensor {
+        &self.indices
+    }
+
+    /// The shape of the dense tensor this stands for.
+    pub fn dense_shape(&self) -> &[usize] {
+        &self.dense_shape
+    }
+
+    /// The dtype of the values.
+    pub fn dtype(&self) -> DType {
+        self.values.dtype()
+    }
+
+    /// The dense tensor (repeated indices add). Differentiable in `values`.
+    pub fn to_dense(&self) -> Result<Tensor> {
+        self.values.scatter_add(&self.indices, 0, self.dense_shape[0])
+    }
+
+    /// Concatenation of two row sets of the same dense shape (duplicates
+    /// kept): their sum.
+    pub fn concat(&self, other: &IndexedSlices) -> Result<IndexedSlices> {
+        if self.dense_shape != other.dense_shape || self.dtype() != other.dtype() {
+            return Err(Error::ShapeMismatch {
+                op: "IndexedSlices::concat",
+                lhs: self.dense_shape.clone(),
+                rhs: other.dense_shape.clone(),
+            });
+        }
+        let indices = if self.indices.dtype() == other.indices.dtype() {
+            crate::ops::concat_rows(&self.indices, &other.indices)?
+        } else {
+            crate::ops::concat_rows(&self.indices.cast(DType::I64)?, &other.indices.cast(DType::I64)?)?
+        };
+        Ok(IndexedSlices {
+            values: crate::ops::concat_rows(&self.values, &other.values)?,
+            indices,
+            dense_shape: self.dense_shape.clone(),
+        })
+    }
+}
+
+/// A gradient: a dense tensor, or a sparse set of rows.
+///
+/// ```
+/// use gradtape::{Gradient, GradientTape, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+/// let tape = GradientTape::new();
+/// let y = tape.record(|| { tape.watch(&x); x.gather(&Tensor::vector(&[1i64]), 0)?.sum_all() })?;
+/// let g: Gradient = tape.sparse_gradient(&y, &x)?.unwrap();
+/// assert!(g.is_sparse());
+/// assert_eq!(g.to_dense()?.to_vec::<f32>()?, vec![0.0, 0.0, 1.0, 1.0]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub enum Gradient {
+    /// A dense tensor.
+    Dense(Tensor),
+    /// Rows of a tensor, the rest zero.
+    Sparse(IndexedSlices),
+}
+
+impl Gradient {
+    /// Whether this is an [`IndexedSlices`].
+    pub fn is_sparse(&self) -> bool {
+        matches!(self, Gradient::Sparse(_))
+    }
+
+    /// The shape of the dense tensor.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Gradient::Dense(t) => t.shape(),
+            Gradient::Sparse(s) => s.dense_shape(),
+        }
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Gradient::Dense(t) => t.dtype(),
+            Gradient::Sparse(s) => s.dtype(),
+        }
+    }
+
+    /// The dense tensor (a clone of the handle when already dense).
+    pub fn to_dense(&self) -> Result<Tensor> {
+        match self {
+            Gradient::Dense(t) => Ok(t.clone()),
+            Gradient::Sparse(s) => s.to_dense(),
+        }
+    }
+
+    /// The dense tensor, consuming `self`.
+    pub fn into_dense(self) -> Result<Tensor> {
+        match self {
+            Gradient::Dense(t) => Ok(t),
+            Gradient::Sparse(s) => s.to_dense(),
+        }
+    }
+
+    /// The sparse form, if sparse.
+    pub fn as_sparse(&self) -> Option<&IndexedSlices> {
+        match self {
+            Gradient::Sparse(s) => Some(s),
+            Gradient::Dense(_) => None,
+        }
+    }
+
+    /// The dense tensor, if dense.
+    pub fn as_dense(&self) -> Option<&Tensor> {
+        match self {
+            Gradient::Dense(t) => Some(t),
+            Gradient::Sparse(_) => None,
+        }
+    }
+
+    /// The sum of two gradients of the same tensor: sparse + sparse
+    /// concatenates, anything with a dense term is dense.
+    pub fn add(self, other: Gradient) -> Result<Gradient> {
+        Ok(match (self, other) {
+            (Gradient::Dense(a), Gradient::Dense(b)) => Gradient::Dense(a.add(&b)?),
+            (Gradient::Sparse(a), Gradient::Sparse(b)) => Gradient::Sparse(a.concat(&b)?),
+            (Gradient::Dense(d), Gradient::Sparse(s)) | (Gradient::Sparse(s), Gradient::Dense(d)) => {
+                Gradient::Dense(d.add(&s.to_dense()?)?)
+            }
+        })
+    }
+}
+
+impl From<Tensor> for Gradient {
+    fn from(t: Tensor) -> Self {
+        Gradient::Dense(t)
+    }
+}
+
+impl From<IndexedSlices> for Gradient {
+    fn from(s: IndexedSlices) -> Self {
+        Gradient::Sparse(s)
+    }
+}
+
+/// Input gradients of a sparse-aware rule, one per input.
+pub type SparseGrads = SmallVec<[Option<Gradient>; 2]>;
+
+/// The sparse-aware form of a rule: takes cotangents that may be sparse and
+/// may return sparse input gradients. Used by backprop when no batch dims
+/// are active; the dense form is used otherwise.
+pub type SparseClosure = dyn Fn(&[Gradient], &[bool]) -> Result<SparseGrads> + Send + Sync;
+
+/// Runs `vjp` on accumulated cotangents: the sparse-aware form when the
+/// rule has one and no batch dims are active (missing cotangents become
+/// dense zeros of the output's shape), else `dense_call` on the densified
+/// cotangents (`None` where an output got none).
+pub(crate) fn call_rule(
+    vjp: &VjpFn,
+    cots: SmallVec<[Option<Gradient>; 1]>,
+    outputs: &[OutMeta],
+    needs: &[bool],
+    dense_call: impl FnOnce(&VjpFn, SmallVec<[Option<Tensor>; 1]>, &[bool]) -> Result<crate::Grads>,
+) -> Result<SparseGrads> {
+    if let Some(sparse) = vjp.sparse_form() {
+        if ct::batch_dims() == 0 {
+            let full: SmallVec<[Gradient; 1]> = cots
+                .into_iter()
+                .zip(outputs)
+                .map(|(c, o)| c.unwrap_or_else(|| Gradient::Dense(Tensor::zeros(&o.shape, o.dtype))))
+                .collect();
+            return sparse(&full, needs);
+        }
+    }
+    let mut dense: SmallVec<[Option<Tensor>; 1]> = SmallVec::new();
+    for c in cots {
+        dense.push(c.map(Gradient::into_dense).transpose()?);
+    }
+    Ok(dense_call(vjp, dense, needs)?
+        .into_iter()
+        .map(|g| g.map(Gradient::Dense))
+        .collect())
+}
