@@ -187,10 +187,10 @@ fn several_sources_mixing_sparse_dense_and_unconnected() -> Result<()> {
 fn gradient_sum_rules() -> Result<()> {
     let a = IndexedSlices::new(Tensor::vector(&[1.0f64]).reshape(&[1, 1])?, idx(&[1]), &[3, 1])?;
     let b = IndexedSlices::new(Tensor::vector(&[2.0f64]).reshape(&[1, 1])?, idx(&[1]), &[3, 1])?;
-    let s = Gradient::from(a.clone()).add(Gradient::from(b))?;
+    let s = Gradient::from(a.clone()).accumulate(Gradient::from(b))?;
     assert!(s.is_sparse());
     assert_eq!(s.to_dense()?.to_vec::<f64>()?, vec![0.0, 3.0, 0.0]);
-    let d = Gradient::from(Tensor::vector(&[1.0f64, 1.0, 1.0]).reshape(&[3, 1])?).add(Gradient::from(a))?;
+    let d = Gradient::from(Tensor::vector(&[1.0f64, 1.0, 1.0]).reshape(&[3, 1])?).accumulate(Gradient::from(a))?;
     assert!(!d.is_sparse());
     assert_eq!(d.to_dense()?.to_vec::<f64>()?, vec![1.0, 2.0, 1.0]);
     assert_eq!(d.shape(), &[3, 1]);

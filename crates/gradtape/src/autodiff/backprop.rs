@@ -222,10 +222,10 @@ fn plan(ops: &mut OpList, take: bool, target_ops: &[u32], sources: &SourceSet) -
 }
 
 /// Adds `g` to the cotangent accumulated in `slot` (sparse + sparse stays
-/// sparse, see [`Gradient::add`]).
+/// sparse, see [`Gradient::accumulate`]).
 fn accumulate(slot: &mut Option<Gradient>, g: Gradient) -> Result<()> {
     *slot = Some(match slot.take() {
-        Some(prev) => prev.add(g)?,
+        Some(prev) => prev.accumulate(g)?,
         None => g,
     });
     Ok(())

@@ -226,7 +226,7 @@ impl Gradient {
 
     /// The sum of two gradients of the same tensor: sparse + sparse
     /// concatenates, anything with a dense term is dense.
-    pub fn add(self, other: Gradient) -> Result<Gradient> {
+    pub fn accumulate(self, other: Gradient) -> Result<Gradient> {
         Ok(match (self, other) {
             (Gradient::Dense(a), Gradient::Dense(b)) => Gradient::Dense(a.add(&b)?),
             (Gradient::Sparse(a), Gradient::Sparse(b)) => Gradient::Sparse(a.concat(&b)?),
