@@ -7,3 +7,6 @@ pub(crate) mod gradient_tape;
 pub(crate) mod sources;
 pub(crate) mod tape;
 pub(crate) mod variable;
+pub(crate) mod custom;
+pub(crate) mod functional;
+pub(crate) mod recompute;
