@@ -2,8 +2,8 @@
 //! implicit_value_and_grad. Expected values are derived by hand.
 
 use gradtape::{
-    grad, implicit_grad, implicit_value_and_grad, make_vjp, value_and_grad, DType, Error, GradientTape, Result,
-    Tensor, Unconnected, Variable,
+    grad, implicit_grad, implicit_value_and_grad, make_vjp, value_and_grad, DType, Error, GradientTape, Result, Tensor,
+    Unconnected, Variable,
 };
 
 fn val(t: &Option<Tensor>) -> Vec<f64> {
@@ -84,7 +84,9 @@ fn unconnected_and_integer_parameters() -> Result<()> {
     assert_eq!(val(&g[0]), vec![3.0]);
     assert!(g[1].is_none());
     // even with Unconnected::Zero an integer parameter gets None
-    let g = grad(f).unconnected(Unconnected::Zero).call(&[s(2.0), Tensor::scalar(3i64)])?;
+    let g = grad(f)
+        .unconnected(Unconnected::Zero)
+        .call(&[s(2.0), Tensor::scalar(3i64)])?;
     assert!(g[1].is_none());
     // an unused float parameter: None, or zeros of its shape when asked
     let h = |a: &[Tensor]| a[0].square();
@@ -138,7 +140,9 @@ fn an_outer_tape_sees_through_grad() -> Result<()> {
     let outer = GradientTape::persistent();
     let g = outer.record(|| {
         outer.watch(&[&x, &y]);
-        let g = grad(|a: &[Tensor]| a[0].square()?.mul(&a[1])).params(&[0]).call(&[x.clone(), y.clone()])?;
+        let g = grad(|a: &[Tensor]| a[0].square()?.mul(&a[1]))
+            .params(&[0])
+            .call(&[x.clone(), y.clone()])?;
         Ok(g[0].clone().expect("connected"))
     })?;
     assert_eq!(g.to_scalar::<f64>()?, 30.0);
@@ -154,9 +158,18 @@ fn make_vjp_is_callable_several_times_with_any_cotangent() -> Result<()> {
     let (y, vjp) = make_vjp(|a: &[Tensor]| a[0].pow_scalar(3.0), std::slice::from_ref(&x))?;
     assert_eq!(y.to_vec::<f64>()?, vec![1.0, 8.0, 27.0]);
     assert_eq!(vjp.num_outputs(), 1);
-    assert_eq!(val(&vjp.call(&[Tensor::vector(&[1.0f64, 1.0, 1.0])])?[0]), vec![3.0, 12.0, 27.0]);
-    assert_eq!(val(&vjp.call(&[Tensor::vector(&[2.0f64, 0.0, -1.0])])?[0]), vec![6.0, 0.0, -27.0]);
-    assert_eq!(val(&vjp.call(&[Tensor::vector(&[1.0f64, 1.0, 1.0])])?[0]), vec![3.0, 12.0, 27.0]);
+    assert_eq!(
+        val(&vjp.call(&[Tensor::vector(&[1.0f64, 1.0, 1.0])])?[0]),
+        vec![3.0, 12.0, 27.0]
+    );
+    assert_eq!(
+        val(&vjp.call(&[Tensor::vector(&[2.0f64, 0.0, -1.0])])?[0]),
+        vec![6.0, 0.0, -27.0]
+    );
+    assert_eq!(
+        val(&vjp.call(&[Tensor::vector(&[1.0f64, 1.0, 1.0])])?[0]),
+        vec![3.0, 12.0, 27.0]
+    );
     Ok(())
 }
 
@@ -164,7 +177,10 @@ fn make_vjp_is_callable_several_times_with_any_cotangent() -> Result<()> {
 fn make_vjp_with_several_outputs_and_arguments() -> Result<()> {
     // outputs (xy, x + y) at (2, 5) with cotangents (1, 10):
     // d/dx = y + 10 = 15, d/dy = x + 10 = 12
-    let (ys, vjp) = make_vjp(|a: &[Tensor]| Ok(vec![a[0].mul(&a[1])?, a[0].add(&a[1])?]), &[s(2.0), s(5.0)])?;
+    let (ys, vjp) = make_vjp(
+        |a: &[Tensor]| Ok(vec![a[0].mul(&a[1])?, a[0].add(&a[1])?]),
+        &[s(2.0), s(5.0)],
+    )?;
     assert_eq!((ys[0].to_scalar::<f64>()?, ys[1].to_scalar::<f64>()?), (10.0, 7.0));
     let d = vjp.call(&[s(1.0), s(10.0)])?;
     assert_eq!((val(&d[0]), val(&d[1])), (vec![15.0], vec![12.0]));
@@ -218,12 +234,16 @@ fn implicit_grad_pairs_gradients_with_variables_in_creation_order() -> Result<()
 
 #[test]
 fn implicit_grad_of_a_function_that_reads_no_variable_is_an_error() {
-    let e = implicit_grad(|xs: &[Tensor]| xs[0].square()).call(&[s(1.0)]).unwrap_err();
+    let e = implicit_grad(|xs: &[Tensor]| xs[0].square())
+        .call(&[s(1.0)])
+        .unwrap_err();
     let (op, msg) = invalid_msg(e);
     assert_eq!(op, "implicit_grad");
     assert!(msg.contains("no trainable variable"), "{msg}");
     let frozen = Variable::builder(s(7.0)).trainable(false).build();
-    let e = implicit_value_and_grad(|_: &[Tensor]| Ok(frozen.read())).call(&[]).unwrap_err();
+    let e = implicit_value_and_grad(|_: &[Tensor]| Ok(frozen.read()))
+        .call(&[])
+        .unwrap_err();
     assert_eq!(invalid_msg(e).0, "implicit_value_and_grad");
 }
 

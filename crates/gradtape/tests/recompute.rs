@@ -31,7 +31,10 @@ fn alive(seen: &Mutex<Vec<WeakTensor>>) -> usize {
 }
 
 fn inputs() -> (Tensor, Tensor) {
-    (Tensor::vector(&[0.3f64, -0.7, 1.1]), Tensor::vector(&[0.9f64, 1.2, -0.8]))
+    (
+        Tensor::vector(&[0.3f64, -0.7, 1.1]),
+        Tensor::vector(&[0.9f64, 1.2, -0.8]),
+    )
 }
 
 #[test]
@@ -43,7 +46,7 @@ fn gradients_equal_the_plain_run_and_fewer_intermediates_stay_alive() -> Result<
     let tape = GradientTape::new();
     let y = tape.record(|| {
         tape.watch(&[&x, &w]);
-        Ok(chain(&[x.clone(), w.clone()], &seen)?.remove(0).sum_all()?)
+        chain(&[x.clone(), w.clone()], &seen)?.remove(0).sum_all()
     })?;
     assert_eq!(alive(&seen), DEPTH);
     let [px, pw] = tape.gradient(&y, &[&x, &w])?;
@@ -56,7 +59,7 @@ fn gradients_equal_the_plain_run_and_fewer_intermediates_stay_alive() -> Result<
     let tape = GradientTape::new();
     let y = tape.record(|| {
         tape.watch(&[&x, &w]);
-        Ok(block.call(&[x.clone(), w.clone()])?.remove(0).sum_all()?)
+        block.call(&[x.clone(), w.clone()])?.remove(0).sum_all()
     })?;
     assert_eq!(seen.lock().expect("lock").len(), DEPTH);
     assert_eq!(alive(&seen), 0);
@@ -66,11 +69,9 @@ fn gradients_equal_the_plain_run_and_fewer_intermediates_stay_alive() -> Result<
     assert_eq!(alive(&seen), 0);
 
     assert_eq!(y.to_vec_f64(), plain_y);
-    for (p, r) in [(&px, &rx), (&pw, &rw)] {
-        for (a, b) in val(p).iter().zip(val(r)) {
-            assert!((a - b).abs() <= 1e-12, "{a} vs {b}");
-        }
-    }
+    // the same ops on the same values: bitwise equal
+    assert_eq!(val(&px), val(&rx));
+    assert_eq!(val(&pw), val(&rw));
     Ok(())
 }
 
@@ -137,7 +138,9 @@ fn nested_tapes_give_second_derivatives_through_the_recomputation() -> Result<()
     assert_eq!(val(&outer.gradient(&d1, &x)?), vec![9.0]);
     // the same through the functional API
     let d2 = grad(|a: &[Tensor]| {
-        Ok(grad(|b: &[Tensor]| Ok(block.call(b)?.remove(0))).call(a)?[0].clone().expect("connected"))
+        Ok(grad(|b: &[Tensor]| Ok(block.call(b)?.remove(0))).call(a)?[0]
+            .clone()
+            .expect("connected"))
     })
     .call(&[s(1.5)])?;
     assert_eq!(val(&d2[0]), vec![9.0]);

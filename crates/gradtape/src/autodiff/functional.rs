@@ -137,7 +137,10 @@ where
     F: Fn(&[Tensor]) -> Result<T>,
     T: Targets,
 {
-    Grad { f, spec: Spec::default() }
+    Grad {
+        f,
+        spec: Spec::default(),
+    }
 }
 
 /// Like [`grad`], and `call` also returns the closure's value.
@@ -146,7 +149,10 @@ where
     F: Fn(&[Tensor]) -> Result<T>,
     T: Targets,
 {
-    ValueAndGrad { f, spec: Spec::default() }
+    ValueAndGrad {
+        f,
+        spec: Spec::default(),
+    }
 }
 
 macro_rules! spec_setters {

@@ -3,10 +3,10 @@
 
 pub(crate) mod backprop;
 pub mod check;
+pub(crate) mod custom;
+pub(crate) mod functional;
 pub(crate) mod gradient_tape;
+pub(crate) mod recompute;
 pub(crate) mod sources;
 pub(crate) mod tape;
 pub(crate) mod variable;
-pub(crate) mod custom;
-pub(crate) mod functional;
-pub(crate) mod recompute;
