@@ -417,3 +417,28 @@ fn the_override_scope_ends_even_on_error() -> Result<()> {
     assert!((val(&tape.gradient(&y, &x)?)[0] - (1.0 - t * t)).abs() < 1e-15);
     Ok(())
 }
+
+#[test]
+fn a_gradient_for_an_integer_input_is_dropped_and_float_ones_flow() -> Result<()> {
+    // y = x * n with n an i64 input: the backward returns a (meaningless)
+    // gradient for n too; it is ignored, dx = n = 4
+    let (x, n) = (s(2.5), Tensor::scalar(4i64));
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(&[&x, &n]);
+        let ys = custom_gradient("times_n", &[x.clone(), n.clone()], |xs| {
+            let nf = xs[1].cast(gradtape::DType::F64)?;
+            let y = xs[0].mul(&nf)?;
+            let n_int = xs[1].clone();
+            Ok((vec![y], move |dy: &[Tensor]| {
+                Ok(vec![Some(dy[0].mul(&nf)?), Some(n_int.clone())])
+            }))
+        })?;
+        Ok(ys[0].clone())
+    })?;
+    assert_eq!(y.to_scalar::<f64>()?, 10.0);
+    let [dx, dn] = tape.gradient(&y, &[&x, &n])?;
+    assert_eq!(val(&dx), vec![4.0]);
+    assert!(dn.is_none());
+    Ok(())
+}
