@@ -43,8 +43,14 @@ mod ops;
 
 pub use autodiff::backprop::Unconnected;
 pub use autodiff::check::{check_gradients, CheckOptions, CheckReport};
+pub use autodiff::custom::{custom_gradient, custom_gradient_with_variables, record_gradient, with_gradient_override};
+pub use autodiff::functional::{
+    grad, implicit_grad, implicit_value_and_grad, make_vjp, value_and_grad, Grad, ImplicitGrad, ImplicitValueAndGrad,
+    ValueAndGrad, VariableGrads, VjpFunction,
+};
 pub use autodiff::gradient::{Gradient, IndexedSlices, SparseClosure, SparseGrads};
 pub use autodiff::gradient_tape::{GradientOptions, GradientTape, RecordingGuard};
+pub use autodiff::recompute::{recompute_grad, Recompute};
 pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};

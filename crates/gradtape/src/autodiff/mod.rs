@@ -3,8 +3,11 @@
 
 pub(crate) mod backprop;
 pub mod check;
+pub(crate) mod custom;
+pub(crate) mod functional;
 pub(crate) mod gradient;
 pub(crate) mod gradient_tape;
+pub(crate) mod recompute;
 pub(crate) mod sources;
 pub(crate) mod tape;
 pub(crate) mod variable;

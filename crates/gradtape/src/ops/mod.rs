@@ -40,7 +40,8 @@ use crate::tensor::{DType, Tensor};
 /// Offers a single-output op to the active tapes and returns its output.
 ///
 /// `rule` receives the output and builds the VJP closure; it runs only if
-/// some tape records the op.
+/// some tape records the op. A gradient override in force for `name`
+/// (`with_gradient_override`) replaces the rule.
 #[inline]
 pub(crate) fn bind(
     name: &'static str,
@@ -49,7 +50,8 @@ pub(crate) fn bind(
     rule: impl FnOnce(&Tensor) -> VjpFn,
 ) -> Tensor {
     if tape::any_active() {
-        tape::record(name, inputs, std::slice::from_ref(&output), || rule(&output));
+        let rule = || crate::autodiff::custom::overridden(name, inputs, &output).unwrap_or_else(|| rule(&output));
+        tape::record(name, inputs, std::slice::from_ref(&output), rule);
     }
     output
 }
