@@ -494,7 +494,7 @@ fn unconnected_complex_source_gives_none_or_zeros() -> Result<()> {
     })?;
     assert!(tape.gradient(&y, &z)?.is_none());
     let opts = gradtape::GradientOptions::default().unconnected(gradtape::Unconnected::Zero);
-    let gs = tape.gradient_with(&y, &[z.clone()], opts)?;
+    let gs = tape.gradient_with(&y, std::slice::from_ref(&z), opts)?;
     let g = gs[0].as_ref().unwrap();
     assert_eq!(g.dtype(), DType::C128);
     assert_eq!(g.to_vec::<C64>()?, vec![c(0.0, 0.0)]);
