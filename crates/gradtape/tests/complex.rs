@@ -629,3 +629,20 @@ fn item_of_a_complex_tensor_is_refused() {
     let e = err(Tensor::scalar(c(1.0, 2.0)).item(), &["item", "complex128"]);
     assert!(matches!(e, Error::UnsupportedDType { op: "item", .. }), "{e:?}");
 }
+
+#[test]
+fn abs_at_zero_has_gradient_zero_as_tensorflow() -> Result<()> {
+    // TF's ComplexAbs gradient divides with div_no_nan: 0 at z = 0 (abs'(0) = 0 for reals too)
+    for (dt, _) in DTYPES {
+        let z = ct(&[c(0.0, 0.0), c(3.0, -4.0)], &[2], dt);
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(&z);
+            z.abs()?.sum_all()
+        })?;
+        let g = tape.gradient(&y, &z)?.unwrap();
+        close(&cv(&g), &[c(0.0, 0.0), c(0.6, -0.8)], 1e-7);
+        assert!(cv(&g).iter().all(|v| v.re.is_finite() && v.im.is_finite()));
+    }
+    Ok(())
+}
