@@ -351,7 +351,7 @@ pub(crate) fn backprop(
         .map(|s| {
             let pos = source_set.position(s.id).expect("listed") as usize;
             match &source_grads[pos] {
-                Some(g) if s.dtype.is_float() => Some(g.clone()),
+                Some(g) if s.dtype.is_differentiable() => Some(g.clone()),
                 _ => match unconnected {
                     Unconnected::None => None,
                     Unconnected::Zero => Some(Gradient::Dense(Tensor::zeros(&s.shape, s.dtype))),

@@ -363,7 +363,7 @@ impl TapeInput for (TensorId, DType) {
 /// and marks its float outputs watched there. `rule` builds the VJP closure;
 /// it runs at most once, and only when some tape records the op.
 pub(crate) fn record<I: TapeInput>(name: &'static str, inputs: &[I], outputs: &[Tensor], rule: impl FnOnce() -> VjpFn) {
-    if !outputs.iter().any(|o| o.dtype().is_float()) {
+    if !outputs.iter().any(|o| o.dtype().is_differentiable()) {
         return;
     }
     STACK.with(|s| {
@@ -381,7 +381,7 @@ pub(crate) fn record<I: TapeInput>(name: &'static str, inputs: &[I], outputs: &[
             for i in inputs {
                 producers.push(match st.tensors.get(&i.tape_id()) {
                     Some(&p) => {
-                        watched |= i.tape_dtype().is_float();
+                        watched |= i.tape_dtype().is_differentiable();
                         p
                     }
                     None => NO_OP,
@@ -425,7 +425,7 @@ fn push_record<I: TapeInput>(
             shape: crate::tensor::layout::small_copy(o.shape()),
             dtype: o.dtype(),
         });
-        if o.dtype().is_float() {
+        if o.dtype().is_differentiable() {
             st.produced(o.id(), idx);
         }
     }
@@ -441,7 +441,7 @@ fn push_record<I: TapeInput>(
 /// Tells every active tape that `v` was read: tapes that watch accessed
 /// variables start watching it if it is trainable.
 pub(crate) fn variable_accessed(v: &Variable) {
-    if !v.trainable() || !v.dtype().is_float() {
+    if !v.trainable() || !v.dtype().is_differentiable() {
         return;
     }
     STACK.with(|s| {

@@ -5,7 +5,7 @@ use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
-use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, DType, Element, Num, Tensor};
+use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, with_real_dtype, DType, Element, Num, Tensor};
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
 macro_rules! num_zip {
@@ -16,8 +16,18 @@ macro_rules! num_zip {
     }};
 }
 
-/// A comparison producing bool, broadcasting.
+/// An ordering comparison producing bool, broadcasting (real dtypes only:
+/// complex numbers are not ordered).
 macro_rules! compare {
+    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
+        expect_same_dtype($op, $a, $b)?;
+        with_real_dtype!($a.dtype(), T => zip::<T, T, bool>($op, $a, $b, |$x: T, $y: T| $body),
+            _ => Err(unsupported($op, $a.dtype(), "a real (ordered) dtype")))
+    }};
+}
+
+/// An equality test producing bool, broadcasting (every dtype).
+macro_rules! equality {
     ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
         expect_same_dtype($op, $a, $b)?;
         with_dtype!($a.dtype(), T => zip::<T, T, bool>($op, $a, $b, |$x: T, $y: T| $body))
@@ -66,6 +76,9 @@ impl Tensor {
 
     /// `a + b`, broadcasting.
     pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::add(self, rhs);
+        }
         let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Add", &[self, rhs], y, move |_| {
@@ -75,6 +88,9 @@ impl Tensor {
 
     /// `a - b`, broadcasting.
     pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::sub(self, rhs);
+        }
         let y = num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Sub", &[self, rhs], y, move |_| {
@@ -89,6 +105,9 @@ impl Tensor {
 
     /// `a · b` elementwise, broadcasting.
     pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::mul(self, rhs);
+        }
         let y = num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Mul", &[self, rhs], y, move |_| {
@@ -103,6 +122,9 @@ impl Tensor {
     /// `a / b` elementwise, broadcasting. Integers divide truncating toward
     /// zero (`MIN / -1` wraps); integer division by zero is an error.
     pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::div(self, rhs);
+        }
         expect_same_dtype("div", self, rhs)?;
         if rhs.dtype().is_int() && rhs.to_vec_f64().contains(&0.0) {
             return Err(Error::invalid(
@@ -211,11 +233,11 @@ impl Tensor {
 
     /// `a == b` elementwise (bool, broadcasting; not differentiable).
     pub fn eq(&self, rhs: &Tensor) -> Result<Tensor> {
-        compare!("eq", self, rhs, |x, y| x == y)
+        equality!("eq", self, rhs, |x, y| x == y)
     }
     /// `a != b` elementwise.
     pub fn ne(&self, rhs: &Tensor) -> Result<Tensor> {
-        compare!("ne", self, rhs, |x, y| x != y)
+        equality!("ne", self, rhs, |x, y| x != y)
     }
     /// `a < b` elementwise.
     #[allow(clippy::bool_comparison)]

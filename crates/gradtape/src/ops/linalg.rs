@@ -28,6 +28,9 @@ impl Tensor {
     /// `Aᵀ B -> (B Gᵀ, A G)`, `Aᵀ Bᵀ -> (Bᵀ Gᵀ, Gᵀ Aᵀ)`;
     /// each then summed back over broadcast batch dims.
     pub fn matmul_with(&self, rhs: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::matmul_with(self, rhs, ta, tb);
+        }
         let y = matmul(self, rhs, ta, tb)?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("MatMul", &[self, rhs], y, move |_| {

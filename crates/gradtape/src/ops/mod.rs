@@ -24,6 +24,7 @@
 //! [`Tensor::sum_to_shape`].
 
 mod binary;
+mod complex;
 pub mod ct;
 mod index;
 mod linalg;

@@ -42,6 +42,9 @@ fn raw_reduce(op: &'static str, x: &Tensor, axes: &[usize], keepdims: bool, kind
     if x.dtype() == DType::Bool {
         return Err(unsupported(op, x.dtype(), "a numeric dtype"));
     }
+    if x.dtype().is_complex() && kind != ReduceKind::Sum {
+        return Err(unsupported(op, x.dtype(), "a real numeric dtype"));
+    }
     let y = reduce(x, axes, kind);
     if keepdims {
         y.reshape(&kept_shape(x.shape(), axes))
@@ -80,6 +83,9 @@ impl Tensor {
 
     /// Mean over `axes` (floats). d/dx = 1/n, broadcast back.
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::mean(self, axes, keepdims);
+        }
         super::expect_float("mean", self)?;
         let ax = norm_axes("mean", axes, self.shape())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();

@@ -170,6 +170,9 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
+        if self.dtype().is_complex() || dtype.is_complex() {
+            return super::complex::cast(self, dtype);
+        }
         let y = cast(self, dtype);
         let from = self.dtype();
         Ok(bind("Cast", &[self], y, move |_| {

@@ -30,12 +30,18 @@ macro_rules! num_map {
 impl Tensor {
     /// `-x`. d/dx = -1.
     pub fn neg(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::neg(self);
+        }
         let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
         Ok(bind("Neg", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].neg()?)]))))
     }
 
     /// `|x|`. d/dx = sign(x), 0 at 0 (as TensorFlow).
     pub fn abs(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::abs(self);
+        }
         let y = num_map!("abs", self, |v| if v < T::zero() { T::zero().sub_wrap(v) } else { v })?;
         let x = self.clone();
         Ok(bind("Abs", &[self], y, move |_| {
@@ -57,6 +63,9 @@ impl Tensor {
 
     /// `x²`. d/dx = 2x.
     pub fn square(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::square(self);
+        }
         let y = num_map!("square", self, |v| v.mul_wrap(v))?;
         let x = self.clone();
         Ok(bind("Square", &[self], y, move |_| {
@@ -75,6 +84,9 @@ impl Tensor {
 
     /// `eˣ`. d/dx = eˣ.
     pub fn exp(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::exp(self);
+        }
         expect_float("exp", self)?;
         let y = math::exp(self);
         Ok(bind("Exp", &[self], y, |y| {
@@ -85,6 +97,9 @@ impl Tensor {
 
     /// Natural logarithm. d/dx = 1/x.
     pub fn log(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::log(self);
+        }
         let y = float_map!("log", self, |v| v.ln())?;
         let x = self.clone();
         Ok(bind("Log", &[self], y, move |_| {
@@ -162,6 +177,9 @@ impl Tensor {
 
     /// `x · c`. d/dx = c.
     pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::mul_scalar(self, c);
+        }
         let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
         Ok(bind("MulScalar", &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
@@ -170,6 +188,9 @@ impl Tensor {
 
     /// `x / c`. d/dx = 1/c. Integer division by zero is an error.
     pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::div_scalar(self, c);
+        }
         if self.dtype().is_int() && c as i64 == 0 {
             return Err(crate::Error::invalid(
                 "div_scalar",
@@ -193,6 +214,9 @@ impl Tensor {
 
     /// `x + c`. d/dx = 1.
     pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex::add_scalar(self, c);
+        }
         let y = num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))?;
         Ok(bind("AddScalar", &[self], y, |_| tape::pass_through()))
     }

@@ -11,7 +11,7 @@ const SUMMARISE_ABOVE: usize = 1000;
 const EDGE: usize = 3;
 
 fn write_elem<T: Element>(f: &mut fmt::Formatter<'_>, x: T) -> fmt::Result {
-    write!(f, "{x:?}")
+    x.fmt_elem(f)
 }
 
 fn write_nested<T: Element>(f: &mut fmt::Formatter<'_>, vals: &[T], shape: &[usize], summarise: bool) -> fmt::Result {

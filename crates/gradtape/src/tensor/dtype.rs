@@ -2,9 +2,13 @@
 
 use std::fmt;
 
+pub use num_complex::Complex;
+
 /// The element type of a tensor.
 ///
-/// `F32` and `F64` are differentiable; the integer types and `Bool` carry
+/// `F32` and `F64` are differentiable, and so are the complex types `C64`
+/// and `C128` (TensorFlow's `complex64`/`complex128`, held as
+/// [`Complex<f32>`]/[`Complex<f64>`]); the integer types and `Bool` carry
 /// indices and masks and never receive gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -18,6 +22,10 @@ pub enum DType {
     I64,
     /// Boolean (masks).
     Bool,
+    /// Complex number of two `f32` (TensorFlow's `complex64`; differentiable).
+    C64,
+    /// Complex number of two `f64` (TensorFlow's `complex128`; differentiable).
+    C128,
 }
 
 impl DType {
@@ -25,6 +33,39 @@ impl DType {
     #[inline]
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64)
+    }
+
+    /// Whether this is a complex type (`C64` or `C128`).
+    #[inline]
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// Whether gradients flow through values of this type: the float and
+    /// the complex types (as TensorFlow's tapes, which watch both).
+    #[inline]
+    pub fn is_differentiable(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::C64 | DType::C128)
+    }
+
+    /// The real type of the parts of a complex type (`C64 -> F32`,
+    /// `C128 -> F64`); any other type is its own real type.
+    pub fn real_dtype(self) -> DType {
+        match self {
+            DType::C64 => DType::F32,
+            DType::C128 => DType::F64,
+            d => d,
+        }
+    }
+
+    /// The complex type with parts of this float type (`F32 -> C64`,
+    /// `F64 -> C128`, complex types unchanged); `None` for the others.
+    pub fn complex_dtype(self) -> Option<DType> {
+        match self {
+            DType::F32 | DType::C64 => Some(DType::C64),
+            DType::F64 | DType::C128 => Some(DType::C128),
+            _ => None,
+        }
     }
 
     /// Whether this is an integer type.
@@ -37,12 +78,14 @@ impl DType {
     pub fn size_in_bytes(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
-            DType::F64 | DType::I64 => 8,
+            DType::F64 | DType::I64 | DType::C64 => 8,
             DType::Bool => 1,
+            DType::C128 => 16,
         }
     }
 
-    /// The lower-case name used in `Display` (`f32`, `i64`, ...).
+    /// The lower-case name used in `Display` (`f32`, `i64`, ...; the complex
+    /// types are `complex64` and `complex128`, as in TensorFlow).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -50,6 +93,8 @@ impl DType {
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::Bool => "bool",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
         }
     }
 }
@@ -76,6 +121,8 @@ pub enum Storage {
     I32(Buf<i32>),
     I64(Buf<i64>),
     Bool(Buf<bool>),
+    C64(Buf<Complex<f32>>),
+    C128(Buf<Complex<f64>>),
 }
 
 impl Storage {
@@ -86,6 +133,8 @@ impl Storage {
             Storage::I32(_) => DType::I32,
             Storage::I64(_) => DType::I64,
             Storage::Bool(_) => DType::Bool,
+            Storage::C64(_) => DType::C64,
+            Storage::C128(_) => DType::C128,
         }
     }
 
@@ -97,14 +146,18 @@ impl Storage {
             Storage::I32(v) => !v.spilled(),
             Storage::I64(v) => !v.spilled(),
             Storage::Bool(v) => !v.spilled(),
+            Storage::C64(v) => !v.spilled(),
+            Storage::C128(v) => !v.spilled(),
         }
     }
 }
 
 /// A Rust type that can be the element of a tensor.
 ///
-/// Implemented for `f32`, `f64`, `i32`, `i64` and `bool`.
-pub trait Element: Copy + Send + Sync + PartialEq + PartialOrd + fmt::Debug + 'static {
+/// Implemented for `f32`, `f64`, `i32`, `i64`, `bool`, [`Complex<f32>`] and
+/// [`Complex<f64>`]. Elements need not be ordered (complex numbers are not):
+/// [`Num`] and [`Float`] are.
+pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
     /// The dtype of tensors holding this type.
     const DTYPE: DType;
     #[doc(hidden)]
@@ -116,10 +169,26 @@ pub trait Element: Copy + Send + Sync + PartialEq + PartialOrd + fmt::Debug + 's
     fn take_buf(s: &mut Storage) -> Option<Buf<Self>>;
     #[doc(hidden)]
     fn slice(s: &Storage) -> Option<&[Self]>;
-    /// Converts from `f64` (rounding or truncating as `as` does).
+    /// Converts from `f64` (rounding or truncating as `as` does; a complex
+    /// element gets imaginary part 0).
     fn from_f64(x: f64) -> Self;
-    /// Converts to `f64`.
+    /// Converts to `f64` (a complex element gives its real part).
     fn to_f64(self) -> f64;
+    /// Converts to a complex number (imaginary part 0 unless complex).
+    #[inline]
+    fn to_c128(self) -> Complex<f64> {
+        Complex::new(self.to_f64(), 0.0)
+    }
+    /// Converts from a complex number (the real part unless complex).
+    #[inline]
+    fn from_c128(c: Complex<f64>) -> Self {
+        Self::from_f64(c.re)
+    }
+    /// Writes the element as `Display` shows it inside a tensor.
+    #[doc(hidden)]
+    fn fmt_elem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
 }
 
 macro_rules! element {
@@ -166,16 +235,73 @@ element!(i32, I32, |x| x as i32, |y| y as f64);
 element!(i64, I64, |x| x as i64, |y| y as f64);
 element!(bool, Bool, |x| x != 0.0, |y| if y { 1.0 } else { 0.0 });
 
+/// The complex elements, `Complex<f32>` and `Complex<f64>`, written like
+/// Python's complex numbers in `Display`: `(1.0+2.0j)`.
+macro_rules! element_complex {
+    ($t:ty, $variant:ident) => {
+        impl Element for Complex<$t> {
+            const DTYPE: DType = DType::$variant;
+            #[inline]
+            fn into_storage(v: Vec<Self>) -> Storage {
+                Storage::$variant(Buf::from_vec(v))
+            }
+            #[inline]
+            fn buf_into_storage(v: Buf<Self>) -> Storage {
+                Storage::$variant(v)
+            }
+            fn take_buf(s: &mut Storage) -> Option<Buf<Self>> {
+                match s {
+                    Storage::$variant(v) => Some(std::mem::take(v)),
+                    _ => None,
+                }
+            }
+            #[inline]
+            fn slice(s: &Storage) -> Option<&[Self]> {
+                match s {
+                    Storage::$variant(v) => Some(&v[..]),
+                    _ => None,
+                }
+            }
+            #[inline]
+            fn from_f64(x: f64) -> Self {
+                Complex::new(x as $t, 0.0)
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self.re as f64
+            }
+            #[inline]
+            fn to_c128(self) -> Complex<f64> {
+                Complex::new(self.re as f64, self.im as f64)
+            }
+            #[inline]
+            fn from_c128(c: Complex<f64>) -> Self {
+                Complex::new(c.re as $t, c.im as $t)
+            }
+            fn fmt_elem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let sign = if self.im.is_sign_negative() && !self.im.is_nan() {
+                    '-'
+                } else {
+                    '+'
+                };
+                write!(f, "({:?}{sign}{:?}j)", self.re, self.im.abs())
+            }
+        }
+    };
+}
+element_complex!(f32, C64);
+element_complex!(f64, C128);
+
 /// A floating-point element: the types gradients flow through.
 pub trait Float: Element + num_traits::Float + std::iter::Sum + Default {}
 impl Float for f32 {}
 impl Float for f64 {}
 
-/// A numeric (non-bool) element.
+/// A real numeric (non-bool, non-complex) element.
 ///
 /// Integer arithmetic wraps on overflow (as TensorFlow's kernels do) rather
 /// than panicking in debug builds.
-pub trait Num: Element + num_traits::Num + num_traits::NumCast + Default {
+pub trait Num: Element + PartialOrd + num_traits::Num + num_traits::NumCast + Default {
     /// `self + o`, wrapping for integers.
     fn add_wrap(self, o: Self) -> Self;
     /// `self - o`, wrapping for integers.
@@ -226,15 +352,36 @@ macro_rules! with_types {
     };
 }
 
-/// [`with_types!`] over every dtype.
+/// [`with_types!`] over every dtype, complex included (so `$body` may use
+/// only what [`Element`] gives: no ordering).
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
         $crate::tensor::dtype::with_types!($dtype, $T => $body,
-            [F32: f32, F64: f64, I32: i32, I64: i64, Bool: bool], _ => unreachable!())
+            [F32: f32, F64: f64, I32: i32, I64: i64, Bool: bool,
+             C64: $crate::tensor::dtype::Complex<f32>, C128: $crate::tensor::dtype::Complex<f64>],
+            _ => unreachable!())
     };
 }
 
-/// [`with_types!`] over the numeric dtypes; `$other` handles `Bool`.
+/// [`with_types!`] over the real (ordered) dtypes; `$other` handles the
+/// complex ones.
+macro_rules! with_real_dtype {
+    ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
+        $crate::tensor::dtype::with_types!($dtype, $T => $body,
+            [F32: f32, F64: f64, I32: i32, I64: i64, Bool: bool], _ => $other)
+    };
+}
+
+/// [`with_types!`] over the complex dtypes; `$other` handles the rest.
+macro_rules! with_complex_dtype {
+    ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
+        $crate::tensor::dtype::with_types!($dtype, $T => $body,
+            [C64: $crate::tensor::dtype::Complex<f32>, C128: $crate::tensor::dtype::Complex<f64>], _ => $other)
+    };
+}
+
+/// [`with_types!`] over the real numeric dtypes; `$other` handles `Bool`
+/// and the complex dtypes.
 macro_rules! with_num_dtype {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
         $crate::tensor::dtype::with_types!($dtype, $T => $body,
@@ -249,4 +396,4 @@ macro_rules! with_float_dtype {
     };
 }
 
-pub(crate) use {with_dtype, with_float_dtype, with_num_dtype, with_types};
+pub(crate) use {with_complex_dtype, with_dtype, with_float_dtype, with_num_dtype, with_real_dtype, with_types};

@@ -23,10 +23,11 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub(crate) use dtype::{with_complex_dtype, with_real_dtype};
 pub(crate) use dtype::{with_dtype, with_float_dtype, with_num_dtype};
 #[doc(hidden)]
 pub use dtype::{Buf, Storage};
-pub use dtype::{DType, Element, Float, Num};
+pub use dtype::{Complex, DType, Element, Float, Num};
 pub(crate) use layout::Layout;
 pub use layout::Shape;
 
@@ -249,7 +250,8 @@ impl Tensor {
         Ok(self.values::<T>().into_owned())
     }
 
-    /// The elements as `f64`, whatever the dtype.
+    /// The elements as `f64`, whatever the dtype (the real parts of a complex
+    /// tensor).
     pub fn to_vec_f64(&self) -> Vec<f64> {
         with_dtype!(self.dtype(), T => self.values::<T>().iter().map(|x| x.to_f64()).collect())
     }
@@ -276,8 +278,16 @@ impl Tensor {
         Ok(self.values::<T>()[0])
     }
 
-    /// The single element as `f64`, whatever the dtype.
+    /// The single element as `f64`, whatever the real dtype (an error for a
+    /// complex tensor: use [`to_scalar`](Self::to_scalar)).
     pub fn item(&self) -> Result<f64> {
+        if self.dtype().is_complex() {
+            return Err(Error::UnsupportedDType {
+                op: "item",
+                dtype: self.dtype(),
+                expected: "a real dtype (read a complex scalar with to_scalar)",
+            });
+        }
         if self.numel() != 1 {
             return Err(Error::invalid(
                 "item",

@@ -103,6 +103,8 @@ impl Storage {
             Storage::I32(v) => b(v),
             Storage::I64(v) => b(v),
             Storage::Bool(v) => b(v),
+            Storage::C64(v) => b(v),
+            Storage::C128(v) => b(v),
         }
     }
 
@@ -114,6 +116,8 @@ impl Storage {
             DType::I32 => Storage::I32(Buf::new()),
             DType::I64 => Storage::I64(Buf::new()),
             DType::Bool => Storage::Bool(Buf::new()),
+            DType::C64 => Storage::C64(Buf::new()),
+            DType::C128 => Storage::C128(Buf::new()),
         }
     }
 }

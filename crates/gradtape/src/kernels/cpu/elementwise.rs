@@ -215,5 +215,8 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
 
 /// Converts every element to `to` (as Rust's `as` does, through `f64`).
 pub(crate) fn cast(x: &Tensor, to: DType) -> Tensor {
+    if x.dtype().is_complex() || to.is_complex() {
+        return super::complex::cast(x, to).unwrap_or_else(|_| unreachable!("complex to real refused by the op"));
+    }
     with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>(x, |v| D::from_f64(v.to_f64()))))
 }

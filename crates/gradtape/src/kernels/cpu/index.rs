@@ -85,7 +85,7 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
     crate::tensor::with_num_dtype!(updates.dtype(), T => {
         let u = updates.values::<T>();
         Ok(Tensor::from_storage(T::into_storage(run::<T>(&u, &idx, outer, inner, dim)), &shape))
-    }, _ => Err(Error::UnsupportedDType { op: "scatter_add", dtype: updates.dtype(), expected: "a numeric dtype" }))
+    }, _ => super::complex::scatter_add(updates, &idx, &shape, outer, inner, dim))
 }
 
 /// `base` with `sign * updates[j]` added to row `indices[j]` of axis 0 (a

@@ -7,8 +7,9 @@
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::tensor::dtype::with_types;
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, contiguous_strides};
-use crate::tensor::{with_float_dtype, Float, Shape, Tensor};
+use crate::tensor::{Complex, Element, Shape, Tensor};
 
 /// Products below this many multiply-adds run on one thread.
 const PAR_FLOPS: usize = 1 << 18;
@@ -76,14 +77,21 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tenso
         lhs: a.shape().to_vec(),
         rhs: b.shape().to_vec(),
     })?;
-    with_float_dtype!(a.dtype(), T => Ok(run::<T>(a, b, &ma, &mb, &batch)), _ => Err(Error::UnsupportedDType {
+    with_types!(a.dtype(), T => Ok(run::<T>(a, b, &ma, &mb, &batch)),
+        [F32: f32, F64: f64, C64: Complex<f32>, C128: Complex<f64>], _ => Err(Error::UnsupportedDType {
         op: OP,
         dtype: a.dtype(),
-        expected: "f32 or f64",
+        expected: "f32, f64, complex64 or complex128",
     }))
 }
 
-fn run<T: Float>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) -> Tensor {
+fn run<T: Element + num_traits::Zero + num_traits::One>(
+    a: &Tensor,
+    b: &Tensor,
+    ma: &Mat,
+    mb: &Mat,
+    batch: &[usize],
+) -> Tensor {
     let (m, k, n) = (ma.rows, ma.cols, mb.cols);
     let nb: usize = batch.iter().product();
     let mut out_shape: Shape = batch.into();

@@ -133,7 +133,11 @@ pub(crate) fn reduce(x: &Tensor, axes: &[usize], kind: ReduceKind) -> Tensor {
         ReduceKind::Sum => reduce_with::<T, _>(x, axes, SumR),
         ReduceKind::Max => reduce_with::<T, _>(x, axes, MaxR),
         ReduceKind::Min => reduce_with::<T, _>(x, axes, MinR),
-    }, _ => unreachable!("reduce: bool rejected by the op layer"))
+    }, _ => if kind == ReduceKind::Sum && x.dtype().is_complex() {
+        super::complex::reduce_sum(x, axes)
+    } else {
+        unreachable!("reduce: bool, and complex max/min, rejected by the op layer")
+    })
 }
 
 fn reduce_with<T: Num, R: Reducer<T>>(x: &Tensor, axes: &[usize], r: R) -> Tensor {

@@ -1,0 +1,241 @@
+//! Kernels for the complex dtypes (`C64` = `Complex<f32>`, `C128` =
+//! `Complex<f64>`).
+//!
+//! Data movement (views, copies, gather, select, broadcasting maps and zips)
+//! is generic over [`Element`] and needs nothing here. What does: the
+//! elementary functions (`num-complex` is built without `std`, so `exp`,
+//! `ln`, `abs` and `arg` are written here from the real ones), the parts
+//! (`re`, `im`) and their inverse, sums (done on the real and imaginary
+//! parts with the real reduction kernel, which sums in blocks accumulated in
+//! `f64`), scatter-add, and casts to and from complex.
+
+use num_traits::Zero;
+
+use super::elementwise::{map, zip};
+use super::reduce::{reduce, ReduceKind};
+use crate::error::{Error, Result};
+use crate::tensor::{with_complex_dtype, with_dtype, with_float_dtype, Complex, DType, Element, Float, Shape, Tensor};
+
+/// `e^z = e^re (cos im + i sin im)`.
+#[inline]
+pub(crate) fn c_exp<T: Float>(z: Complex<T>) -> Complex<T> {
+    let r = z.re.exp();
+    if z.im == T::zero() {
+        // exact for real arguments (and no NaN from inf * 0)
+        return Complex::new(r, z.im);
+    }
+    Complex::new(r * z.im.cos(), r * z.im.sin())
+}
+
+/// The principal logarithm `ln|z| + i arg z` (branch cut on the negative
+/// real axis, as TensorFlow and NumPy).
+#[inline]
+pub(crate) fn c_ln<T: Float>(z: Complex<T>) -> Complex<T> {
+    Complex::new(c_abs(z).ln(), c_arg(z))
+}
+
+/// `|z|`, without overflow for large parts.
+#[inline]
+pub(crate) fn c_abs<T: Float>(z: Complex<T>) -> T {
+    z.re.hypot(z.im)
+}
+
+/// The argument `atan2(im, re)`, in `(-pi, pi]`.
+#[inline]
+pub(crate) fn c_arg<T: Float>(z: Complex<T>) -> T {
+    z.im.atan2(z.re)
+}
+
+/// Fails unless `x` is complex.
+fn expect_complex(op: &'static str, x: &Tensor) -> Result<()> {
+    if x.dtype().is_complex() {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedDType {
+            op,
+            dtype: x.dtype(),
+            expected: "complex64 or complex128",
+        })
+    }
+}
+
+/// `f(z)` on every element of a complex tensor, complex result.
+macro_rules! cmap {
+    ($op:expr, $x:expr, |$z:ident| $body:expr) => {{
+        expect_complex($op, $x)?;
+        Ok(with_complex_dtype!($x.dtype(), C => map::<C, C>($x, |$z: C| $body), _ => unreachable!("checked")))
+    }};
+}
+
+/// `f(z)` on every element of a complex tensor, real result (the parts' type).
+macro_rules! rmap {
+    ($op:expr, $x:expr, |$z:ident| $body:expr) => {{
+        expect_complex($op, $x)?;
+        Ok(match $x.dtype() {
+            DType::C64 => map::<Complex<f32>, f32>($x, |$z: Complex<f32>| $body),
+            _ => map::<Complex<f64>, f64>($x, |$z: Complex<f64>| $body),
+        })
+    }};
+}
+
+/// `e^z` elementwise.
+pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
+    cmap!("exp", x, |z| c_exp(z))
+}
+
+/// Principal `ln z` elementwise.
+pub(crate) fn log(x: &Tensor) -> Result<Tensor> {
+    cmap!("log", x, |z| c_ln(z))
+}
+
+/// `-z` elementwise.
+pub(crate) fn neg(x: &Tensor) -> Result<Tensor> {
+    cmap!("neg", x, |z| -z)
+}
+
+/// `conj z` elementwise.
+pub(crate) fn conj(x: &Tensor) -> Result<Tensor> {
+    cmap!("conj", x, |z| z.conj())
+}
+
+/// `z²` elementwise.
+pub(crate) fn square(x: &Tensor) -> Result<Tensor> {
+    cmap!("square", x, |z| z * z)
+}
+
+/// `z · c` for a real constant `c`.
+pub(crate) fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
+    cmap!("mul_scalar", x, |z| z * C::from_f64(c))
+}
+
+/// `z / c` for a real constant `c`.
+pub(crate) fn div_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
+    cmap!("div_scalar", x, |z| z / C::from_f64(c))
+}
+
+/// `z + c` for a real constant `c`.
+pub(crate) fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
+    cmap!("add_scalar", x, |z| z + C::from_f64(c))
+}
+
+/// `|z|` elementwise (real result).
+pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
+    rmap!("abs", x, |z| c_abs(z))
+}
+
+/// `arg z` elementwise (real result).
+pub(crate) fn angle(x: &Tensor) -> Result<Tensor> {
+    rmap!("angle", x, |z| c_arg(z))
+}
+
+/// The real parts.
+pub(crate) fn re(x: &Tensor) -> Result<Tensor> {
+    rmap!("real", x, |z| z.re)
+}
+
+/// The imaginary parts.
+pub(crate) fn im(x: &Tensor) -> Result<Tensor> {
+    rmap!("imag", x, |z| z.im)
+}
+
+/// `re + i im` with broadcasting; both real parts of one float dtype.
+pub(crate) fn from_parts(op: &'static str, re: &Tensor, im: &Tensor) -> Result<Tensor> {
+    if re.dtype() != im.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            lhs: re.dtype(),
+            rhs: im.dtype(),
+        });
+    }
+    with_float_dtype!(re.dtype(), T => zip::<T, T, Complex<T>>(op, re, im, |a: T, b: T| Complex::new(a, b)),
+        _ => Err(Error::UnsupportedDType { op, dtype: re.dtype(), expected: "f32 or f64 parts" }))
+}
+
+/// `a ∘ b` elementwise with broadcasting, for two complex tensors of one dtype.
+pub(crate) fn binary(op: &'static str, a: &Tensor, b: &Tensor, kind: BinKind) -> Result<Tensor> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            lhs: a.dtype(),
+            rhs: b.dtype(),
+        });
+    }
+    expect_complex(op, a)?;
+    with_complex_dtype!(a.dtype(), C => match kind {
+        BinKind::Add => zip::<C, C, C>(op, a, b, |x, y| x + y),
+        BinKind::Sub => zip::<C, C, C>(op, a, b, |x, y| x - y),
+        BinKind::Mul => zip::<C, C, C>(op, a, b, |x, y| x * y),
+        BinKind::Div => zip::<C, C, C>(op, a, b, |x, y| x / y),
+    }, _ => unreachable!("checked"))
+}
+
+/// The elementwise arithmetic of [`binary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BinKind {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// Sum of a complex tensor over `axes` (normalised, sorted, unique): the
+/// real reduction of each part. Only [`ReduceKind::Sum`] is defined; the op
+/// layer rejects the others (complex numbers are not ordered).
+pub(crate) fn reduce_sum(x: &Tensor, axes: &[usize]) -> Tensor {
+    let (r, i) = match (re(x), im(x)) {
+        (Ok(r), Ok(i)) => (r, i),
+        _ => unreachable!("reduce: complex input checked by the op layer"),
+    };
+    let (sr, si) = (reduce(&r, axes, ReduceKind::Sum), reduce(&i, axes, ReduceKind::Sum));
+    from_parts("sum", &sr, &si).expect("parts of one dtype and shape")
+}
+
+/// The complex case of scatter-add (see `index::scatter_add`): zeros of
+/// `shape` with each inner slice of `updates` added at its index.
+pub(crate) fn scatter_add(
+    updates: &Tensor,
+    idx: &[i64],
+    shape: &Shape,
+    outer: usize,
+    inner: usize,
+    dim: usize,
+) -> Result<Tensor> {
+    fn run<C: Element + Zero>(u: &[C], idx: &[i64], outer: usize, inner: usize, dim: usize) -> Vec<C> {
+        let mut out = vec![C::zero(); outer * dim * inner];
+        for o in 0..outer {
+            for (j, &i) in idx.iter().enumerate() {
+                let src = &u[(o * idx.len() + j) * inner..][..inner];
+                let dst = &mut out[(o * dim + i as usize) * inner..][..inner];
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = *d + s;
+                }
+            }
+        }
+        out
+    }
+    with_complex_dtype!(updates.dtype(), C => {
+        let u = updates.values::<C>();
+        Ok(Tensor::from_storage(C::into_storage(run::<C>(&u, idx, outer, inner, dim)), shape))
+    }, _ => Err(Error::UnsupportedDType { op: "scatter_add", dtype: updates.dtype(), expected: "a numeric dtype" }))
+}
+
+/// Converts to `to` where either side is complex: real to complex gives
+/// imaginary part 0, complex to complex converts both parts. Complex to real
+/// is refused (it would drop the imaginary part; take `real` instead).
+pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
+    if x.dtype().is_complex() && !to.is_complex() {
+        return Err(Error::invalid(
+            "cast",
+            format!(
+                "cannot cast {} {:?} to the real dtype {to}: it would drop the imaginary part \
+                 (take `real`, `imag` or `abs` instead)",
+                x.dtype(),
+                x.shape()
+            ),
+        ));
+    }
+    Ok(
+        with_dtype!(x.dtype(), S => with_complex_dtype!(to, D => map::<S, D>(x, |v| D::from_c128(v.to_c128())),
+        _ => unreachable!("checked"))),
+    )
+}
