@@ -25,11 +25,18 @@
 
 mod binary;
 pub mod ct;
+mod decomp;
+mod einsum;
+mod fill;
 mod index;
+mod index2;
+mod join;
 mod linalg;
+mod linalg2;
 mod reduce;
 mod shape;
 mod slice;
+pub(crate) mod strided;
 mod sugar;
 mod unary;
 

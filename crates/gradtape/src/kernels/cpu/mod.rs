@@ -10,6 +10,7 @@
 //! functions of `f32` have vectorisable versions in [`math`]. Output buffers
 //! of 1 MiB and more are recycled through `tensor::pool`.
 
+pub(crate) mod decomp;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;
