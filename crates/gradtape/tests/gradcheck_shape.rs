@@ -272,7 +272,8 @@ fn i64s(t: &Tensor) -> Vec<i64> {
 fn strided_slice_matches_python_slicing() -> Result<()> {
     let x = Tensor::arange(0.0, 10.0, 1.0, DType::I64)?;
     // hand-written lists of Python's x[a:b:c] on range(10)
-    let cases: &[(Option<isize>, Option<isize>, isize, &[i64])] = &[
+    type PySlice = (Option<isize>, Option<isize>, isize, &'static [i64]);
+    let cases: &[PySlice] = &[
         (None, None, -1, &[9, 8, 7, 6, 5, 4, 3, 2, 1, 0]),
         (Some(8), Some(1), -3, &[8, 5, 2]),
         (Some(-2), None, -4, &[8, 4, 0]),

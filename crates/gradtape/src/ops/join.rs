@@ -137,7 +137,7 @@ impl Tensor {
     pub fn split(&self, count: usize, axis: isize) -> Result<Vec<Tensor>> {
         let ax = norm_axis("split", axis, self.shape())?;
         let d = self.shape()[ax];
-        if count == 0 || d % count != 0 {
+        if count == 0 || !d.is_multiple_of(count) {
             return Err(Error::invalid(
                 "split",
                 format!(

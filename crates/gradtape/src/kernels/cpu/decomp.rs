@@ -48,7 +48,7 @@ pub(crate) fn lu(a: &[f64], n: usize) -> Lu {
             sign = -sign;
         }
         let piv = m[k * n + k];
-        if !(piv.abs() > tiny) || !piv.is_finite() {
+        if piv.abs() <= tiny || !piv.is_finite() {
             singular = true;
             if piv == 0.0 {
                 continue;
@@ -178,7 +178,7 @@ pub(crate) fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
         for k in 0..j {
             d -= l[j * n + k] * l[j * n + k];
         }
-        if !(d > 0.0) || !d.is_finite() {
+        if d <= 0.0 || !d.is_finite() {
             return Err(j);
         }
         let d = d.sqrt();
