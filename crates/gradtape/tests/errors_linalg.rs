@@ -151,7 +151,9 @@ fn bad_einsum_specs() {
         ("ijk->i", vec![&a], "3 letters"),
         ("ij->k", vec![&a], "in no input"),
         ("ij->ii", vec![&a], "repeated"),
-        ("...ij->ij", vec![&a], "ellipses"),
+        ("i...j...->ij", vec![&a], "more than one ellipsis"),
+        ("i.j->ij", vec![&a], "letters"),
+        ("...ijk->i", vec![&a], "3 letters"),
         ("ij,jk,kl->il", vec![&a, &b, &a], "one or two"),
         ("ij", vec![&a, &b], "operands"),
         ("i1->i", vec![&a], "letters"),
@@ -167,6 +169,12 @@ fn bad_einsum_specs() {
         );
     }
     let e = err(Tensor::einsum("ij,jk->ik", &[&a, &b]), &["einsum", "[2, 3]", "[4, 2]"]);
+    assert!(matches!(e, Error::ShapeMismatch { op: "einsum", .. }));
+    // ellipsis dims broadcast only 1 against n
+    let e = err(
+        Tensor::einsum("...ij,...jk->...ik", &[&ones(&[2, 2, 3]), &ones(&[3, 3, 2])]),
+        &["einsum", "[2, 2, 3]", "[3, 3, 2]"],
+    );
     assert!(matches!(e, Error::ShapeMismatch { op: "einsum", .. }));
 }
 

@@ -436,6 +436,19 @@ fn einsum_agrees_with_matmul_and_hand_results() -> Result<()> {
         Tensor::einsum("bij,bjk->bik", &[&x, &y])?.to_vec::<f64>()?,
         x.matmul(&y)?.to_vec::<f64>()?
     );
+    // ellipses: batched matmul with broadcasting, and a summed-out ellipsis
+    let z = Tensor::arange(0.0, 6.0, 1.0, DType::F64)?.reshape(&[3, 2])?;
+    let e = Tensor::einsum(
+        "...ij,...jk->...ik",
+        &[&x.reshape(&[2, 1, 2, 3])?, &y.reshape(&[1, 2, 3, 2])?],
+    )?;
+    assert_eq!(e.shape(), &[2, 2, 2, 2]);
+    let xb = x.reshape(&[2, 1, 2, 3])?.broadcast_to(&[2, 2, 2, 3])?;
+    let yb = y.reshape(&[1, 2, 3, 2])?.broadcast_to(&[2, 2, 3, 2])?;
+    assert_eq!(e.to_vec::<f64>()?, xb.matmul(&yb)?.to_vec::<f64>()?);
+    assert_eq!(Tensor::einsum("...j->j", &[&z])?.to_vec::<f64>()?, vec![6.0, 9.0]);
+    assert_eq!(Tensor::einsum("i...->...", &[&z])?.to_vec::<f64>()?, vec![6.0, 9.0]);
+    assert_eq!(Tensor::einsum("...", &[&z])?.to_vec::<f64>()?, z.to_vec::<f64>()?);
     // tensordot and matvec agree with hand results too
     assert_eq!(a.matvec(&w)?.to_vec::<f64>()?, vec![3. + 8. + 15., 12. + 20. + 30.]);
     assert_eq!(a.tensordot(&b, &[1], &[0])?.to_vec::<f64>()?, vec![5., 11., 14., 23.]);

@@ -84,9 +84,11 @@ impl Tensor {
     /// (matmul), `"bij,bjk->bik"` (batched), `"i,j->ij"` (outer),
     /// `"ij->ji"`, `"ii->"` (trace), `"ii->i"` (diagonal), `"ij->"`.
     /// Without `->` the output is the letters used once, in alphabetical
-    /// order (NumPy's implicit mode). Letters are ASCII `a-z`/`A-Z`; a letter
-    /// shared by both operands must have the same size in each (no
-    /// broadcasting); ellipses are not supported. Floats only.
+    /// order, after any ellipsis dims (NumPy's implicit mode). Letters are
+    /// ASCII `a-z`/`A-Z`; a letter shared by both operands must have the same
+    /// size in each. One `...` per term stands for the leading/middle dims
+    /// not named (right-aligned across operands, broadcasting size-1 dims,
+    /// as NumPy): `"...ij,...jk->...ik"` is batched matmul. Floats only.
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -115,12 +117,22 @@ impl Tensor {
             ));
         }
         let valid = |s: &str| s.chars().all(|c| c.is_ascii_alphabetic());
-        if compact.contains('.') {
-            return Err(bad(spec, "ellipses are not supported"));
-        }
-        if !inputs.iter().all(|s| valid(s)) || out.as_deref().is_some_and(|o| !valid(o) || o.contains('-')) {
-            return Err(bad(spec, "letters must be ASCII a-z or A-Z"));
-        }
+        // each term: (letters before "...", letters after, whether it has "...")
+        let split = |s: &str| -> Result<(String, String, bool)> {
+            if s.matches("...").count() > 1 {
+                return Err(bad(spec, format!("term {s:?} has more than one ellipsis")));
+            }
+            let (pre, post, has) = match s.split_once("...") {
+                Some((a, b)) => (a, b, true),
+                None => (s, "", false),
+            };
+            if !valid(pre) || !valid(post) {
+                return Err(bad(spec, "letters must be ASCII a-z or A-Z (and one '...' per term)"));
+            }
+            Ok((pre.to_string(), post.to_string(), has))
+        };
+        let parsed: Vec<(String, String, bool)> = inputs.iter().map(|s| split(s)).collect::<Result<_>>()?;
+        let out_parsed = out.as_deref().map(split).transpose()?;
         for t in operands {
             expect_float("einsum", t)?;
         }
@@ -131,31 +143,53 @@ impl Tensor {
                 rhs: operands[1].dtype(),
             });
         }
-        let mut terms = Vec::new();
-        for (s, t) in inputs.iter().zip(operands) {
-            let letters: Vec<char> = s.chars().collect();
-            if letters.len() != t.rank() {
+        // how many dims each ellipsis covers
+        let mut ell_dims = Vec::new();
+        for ((pre, post, has), t) in parsed.iter().zip(operands) {
+            let named = pre.len() + post.len();
+            if (*has && named > t.rank()) || (!*has && named != t.rank()) {
                 return Err(bad(
                     spec,
-                    format!("term {s:?} has {} letters for shape {:?}", letters.len(), t.shape()),
+                    format!(
+                        "term \"{pre}{}{post}\" has {named} letters for shape {:?}",
+                        if *has { "..." } else { "" },
+                        t.shape()
+                    ),
                 ));
             }
+            ell_dims.push(t.rank() - named);
+        }
+        let e = ell_dims.iter().copied().max().unwrap_or(0);
+        // private letters for the ellipsis dims, right-aligned across operands
+        let ell: Vec<char> = (0..e)
+            .map(|j| char::from_u32(0xE000 + j as u32).expect("private-use char"))
+            .collect();
+        let mut terms = Vec::new();
+        for (((pre, post, _), t), &k) in parsed.iter().zip(operands).zip(&ell_dims) {
+            let letters: Vec<char> = pre
+                .chars()
+                .chain(ell[e - k..].iter().copied())
+                .chain(post.chars())
+                .collect();
             terms.push(Term {
                 t: (*t).clone(),
                 letters,
             });
         }
-        let all: Vec<char> = inputs.iter().flat_map(|s| s.chars()).collect();
-        let out: Vec<char> = match out {
-            Some(o) => o.chars().collect(),
+        let all: Vec<char> = terms.iter().flat_map(|t| t.letters.iter().copied()).collect();
+        let out: Vec<char> = match out_parsed {
+            Some((pre, post, has)) => {
+                let mid: &[char] = if has { &ell } else { &[] };
+                pre.chars().chain(mid.iter().copied()).chain(post.chars()).collect()
+            }
             None => {
                 let mut once: Vec<char> = all
                     .iter()
                     .copied()
-                    .filter(|&c| all.iter().filter(|&&x| x == c).count() == 1)
+                    .filter(|&c| !ell.contains(&c) && all.iter().filter(|&&x| x == c).count() == 1)
                     .collect();
                 once.sort_unstable();
-                once
+                ell.iter().copied().chain(once).collect()
             }
         };
         for (i, c) in out.iter().enumerate() {
@@ -177,14 +211,27 @@ impl Tensor {
         let keep_a: Vec<char> = out.iter().chain(&b.letters).copied().collect();
         let keep_b: Vec<char> = out.iter().chain(&a.letters).copied().collect();
         let (a, b) = (a.sum_out(&keep_a)?, b.sum_out(&keep_b)?);
-        for &c in &a.letters {
-            if b.letters.contains(&c) && a.size(c) != b.size(c) {
-                return Err(Error::ShapeMismatch {
-                    op: "einsum",
-                    lhs: a.t.shape().to_vec(),
-                    rhs: b.t.shape().to_vec(),
-                });
+        let (mut a, mut b) = (a, b);
+        for c in a.letters.clone() {
+            if !b.letters.contains(&c) || a.size(c) == b.size(c) {
+                continue;
             }
+            // ellipsis dims broadcast (size 1 against n); named letters must agree
+            if ell.contains(&c) && (a.size(c) == 1 || b.size(c) == 1) {
+                let n = a.size(c).max(b.size(c));
+                for t in [&mut a, &mut b] {
+                    let i = t.letters.iter().position(|&x| x == c).expect("letter present");
+                    let mut shape = t.t.shape().to_vec();
+                    shape[i] = n;
+                    t.t = t.t.broadcast_to(&shape)?;
+                }
+                continue;
+            }
+            return Err(Error::ShapeMismatch {
+                op: "einsum",
+                lhs: a.t.shape().to_vec(),
+                rhs: b.t.shape().to_vec(),
+            });
         }
         let batch: Vec<char> = out
             .iter()
