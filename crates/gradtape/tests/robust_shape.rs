@@ -77,18 +77,19 @@ fn bshape(shapes: &[&[usize]]) -> Vec<usize> {
 
 /// Python's `len(range(n)[start:end:step])`, by walking the indices.
 fn py_len(sl: &Slice, n: usize) -> usize {
-    (0..n as isize)
+    let n = n as i128;
+    let step = sl.step as i128;
+    let norm = |v: isize, lo: i128, hi: i128| (if v < 0 { v as i128 + n } else { v as i128 }).clamp(lo, hi);
+    (0..n)
         .filter(|&i| {
-            let n = n as isize;
-            let norm = |v: isize, lo: isize, hi: isize| (if v < 0 { v + n } else { v }).clamp(lo, hi);
-            if sl.step > 0 {
+            if step > 0 {
                 let a = sl.start.map_or(0, |v| norm(v, 0, n));
                 let b = sl.end.map_or(n, |v| norm(v, 0, n));
-                i >= a && i < b && (i - a) % sl.step == 0
+                i >= a && i < b && (i - a) % step == 0
             } else {
                 let a = sl.start.map_or(n - 1, |v| norm(v, -1, n - 1));
                 let b = sl.end.map_or(-1, |v| norm(v, -1, n - 1));
-                i <= a && i > b && (a - i) % (-sl.step) == 0
+                i <= a && i > b && (a - i) % (-step) == 0
             }
         })
         .count()
@@ -262,8 +263,18 @@ fn shape_and_index_ops_never_panic() {
         // strided and friends
         let slices: Vec<Slice> = (0..g.below(r + 2))
             .map(|_| {
-                let bound = |g: &mut Lcg| if g.coin() { Some(g.int(-7, 7)) } else { None };
-                Slice::new(bound(&mut g), bound(&mut g), g.int(-3, 3))
+                let bound = |g: &mut Lcg| match g.below(12) {
+                    0 => Some(isize::MIN),
+                    1 => Some(isize::MAX),
+                    2..=6 => Some(g.int(-7, 7)),
+                    _ => None,
+                };
+                let step = match g.below(16) {
+                    0 => isize::MIN,
+                    1 => isize::MAX,
+                    _ => g.int(-3, 3),
+                };
+                Slice::new(bound(&mut g), bound(&mut g), step)
             })
             .collect();
         oks += run("strided_slice", draw, || {
@@ -275,7 +286,9 @@ fn shape_and_index_ops_never_panic() {
         }) as usize;
         let raxes: Vec<isize> = (0..g.below(3)).map(|_| g.axis(r)).collect();
         oks += run("reverse", draw, || Ok((x.reverse(&raxes)?, shape_of(&s, d)))) as usize;
-        let mult: Vec<usize> = (0..r + usize::from(g.below(8) == 0)).map(|_| g.below(3)).collect();
+        let mult: Vec<usize> = (0..r + usize::from(g.below(8) == 0))
+            .map(|_| if g.below(20) == 0 { usize::MAX } else { g.below(3) })
+            .collect();
         oks += run("tile", draw, || {
             let y = x.tile(&mult)?;
             Ok((
@@ -283,7 +296,7 @@ fn shape_and_index_ops_never_panic() {
                 shape_of(&s.iter().zip(&mult).map(|(a, b)| a * b).collect::<Vec<_>>(), d),
             ))
         }) as usize;
-        let reps = g.below(3);
+        let reps = if g.below(20) == 0 { usize::MAX } else { g.below(3) };
         oks += run("repeat", draw, || {
             let y = x.repeat(reps, ax)?;
             let mut e = s.clone();
@@ -343,7 +356,7 @@ fn shape_and_index_ops_never_panic() {
             let e = [&s[..a], &bi.shape()[b..], &s[a + 1..]].concat();
             Ok((y, shape_of(&e, d)))
         }) as usize;
-        let depth = g.below(4);
+        let depth = if g.below(20) == 0 { usize::MAX } else { g.below(4) };
         let oax = g.int(-2, r as isize + 1);
         let odt = g.dtype();
         oks += run("one_hot", draw, || {

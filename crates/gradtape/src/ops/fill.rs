@@ -114,9 +114,19 @@ impl Tensor {
         let inner: usize = self.shape()[ax..].iter().product();
         let mut shape = self.shape().to_vec();
         shape.insert(ax, depth);
+        let numel = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let Some(numel) = numel.filter(|&n| super::strided::fits(n, dtype)) else {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "depth {depth} for indices of shape {:?} overflows the element count",
+                    self.shape()
+                ),
+            ));
+        };
         Ok(with_dtype!(dtype, T => {
             let (on, off) = (T::from_f64(on), T::from_f64(off));
-            let mut v = vec![off; outer * depth * inner];
+            let mut v = vec![off; numel];
             for o in 0..outer {
                 for i in 0..inner {
                     let k = idx[o * inner + i];

@@ -53,23 +53,20 @@ impl Slice {
 
     /// `(start, step, len)` on an axis of size `n` (NumPy's rules).
     fn resolve(&self, n: usize) -> (usize, isize, usize) {
-        let n = n as isize;
-        let s = self.step;
-        let norm = |v: isize| if v < 0 { v + n } else { v };
+        // i128: no overflow for any isize bounds and step
+        let n = n as i128;
+        let s = self.step as i128;
+        let norm = |v: isize| if v < 0 { v as i128 + n } else { v as i128 };
         if s > 0 {
             let start = self.start.map_or(0, |v| norm(v).clamp(0, n));
             let end = self.end.map_or(n, |v| norm(v).clamp(0, n));
             let len = if end > start { (end - start + s - 1) / s } else { 0 };
-            (start as usize, s, len as usize)
+            (start as usize, self.step, len as usize)
         } else {
             let start = self.start.map_or(n - 1, |v| norm(v).clamp(-1, n - 1));
             let end = self.end.map_or(-1, |v| norm(v).clamp(-1, n - 1));
-            let len = if start > end {
-                (start - end + (-s) - 1) / (-s)
-            } else {
-                0
-            };
-            (start.max(0) as usize, s, len as usize)
+            let len = if start > end { (start - end - s - 1) / -s } else { 0 };
+            (start.max(0) as usize, self.step, len as usize)
         }
     }
 }
@@ -86,7 +83,12 @@ fn strided_view(x: &Tensor, spec: &[(usize, isize, usize)]) -> Tensor {
             .sum::<isize>();
     x.view(Layout {
         shape: spec.iter().map(|s| s.2).collect(),
-        strides: spec.iter().zip(&l.strides).map(|(s, &st)| s.1 * st).collect(),
+        // a step beyond the axis gives len <= 1, whose stride is never used
+        strides: spec
+            .iter()
+            .zip(&l.strides)
+            .map(|(s, &st)| s.1.wrapping_mul(st))
+            .collect(),
         offset: if empty { l.offset } else { offset as usize },
     })
 }
@@ -143,6 +145,18 @@ fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize, usize)>) 
     bind("StridedSliceGrad", &[g], y, move |_| {
         vjp_batched(move |gg, _| Ok(grads![Some(strided_op(&gg[0], batched_spec(&gg[0], &spec)))]))
     })
+}
+
+/// Whether `n` elements of `dtype` can be allocated at all.
+pub(crate) fn fits(n: usize, dtype: crate::DType) -> bool {
+    n.checked_mul(dtype.size_in_bytes())
+        .is_some_and(|b| b <= isize::MAX as usize)
+}
+
+/// An empty tensor of `shape` (numel 0) that stays connected to `x` on the tape.
+fn empty_like(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let zeros = vec![0; x.rank()];
+    x.slice(&zeros, &zeros)?.reshape(shape)
 }
 
 /// How [`Tensor::pad_with`] fills the border.
@@ -243,7 +257,20 @@ impl Tensor {
         }
         let inter: Vec<usize> = s.iter().flat_map(|&d| [1, d]).collect();
         let wide: Vec<usize> = s.iter().zip(multiples).flat_map(|(&d, &m)| [m, d]).collect();
-        let out: Vec<usize> = s.iter().zip(multiples).map(|(&d, &m)| d * m).collect();
+        let out: Option<Vec<usize>> = s.iter().zip(multiples).map(|(&d, &m)| d.checked_mul(m)).collect();
+        let numel = out
+            .as_ref()
+            .and_then(|o| o.iter().try_fold(1usize, |a, &d| a.checked_mul(d)))
+            .filter(|&n| fits(n, self.dtype()));
+        let (Some(out), Some(numel)) = (out, numel) else {
+            return Err(Error::invalid(
+                "tile",
+                format!("multiples {multiples:?} of shape {s:?} overflow the element count"),
+            ));
+        };
+        if numel == 0 {
+            return empty_like(self, &out);
+        }
         self.reshape(&inter)?.broadcast_to(&wide)?.reshape(&out)
     }
 
@@ -261,7 +288,22 @@ impl Tensor {
         let mut wide = s.to_vec();
         wide.insert(ax + 1, repeats);
         let mut out = s.to_vec();
-        out[ax] *= repeats;
+        let numel = out[ax]
+            .checked_mul(repeats)
+            .and_then(|d| {
+                out[ax] = d;
+                out.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+            })
+            .filter(|&n| fits(n, self.dtype()))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "repeat",
+                    format!("{repeats} repeats of shape {s:?} overflow the element count"),
+                )
+            })?;
+        if numel == 0 {
+            return empty_like(self, &out);
+        }
         self.expand_dims(ax as isize + 1)?.broadcast_to(&wide)?.reshape(&out)
     }
 
