@@ -26,11 +26,18 @@
 mod binary;
 mod complex;
 pub mod ct;
+mod decomp;
+mod einsum;
+mod fill;
 mod index;
+mod index2;
+mod join;
 mod linalg;
+mod linalg2;
 mod reduce;
 mod shape;
 mod slice;
+pub(crate) mod strided;
 mod sugar;
 mod unary;
 

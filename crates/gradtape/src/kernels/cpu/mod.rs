@@ -11,6 +11,7 @@
 //! of 1 MiB and more are recycled through `tensor::pool`.
 
 pub(crate) mod complex;
+pub(crate) mod decomp;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;

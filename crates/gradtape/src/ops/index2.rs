@@ -1,0 +1,219 @@
+//! N-d indexing: gather_nd and its adjoint scatter_nd (each the other's
+//! rule), and gather with batch dims (a permute around gather_nd).
+
+use super::{bind, grads, unsupported};
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+use crate::tensor::layout::norm_axis;
+use crate::tensor::{with_dtype, with_num_dtype, DType, Num, Tensor};
+
+/// Reads `[..., K]` integer indices into `params_shape` (shape `shape`) as
+/// flat offsets (in units of the `shape[K..]` slices), checking every
+/// coordinate.
+fn nd_offsets(op: &'static str, indices: &Tensor, shape: &[usize]) -> Result<(Vec<usize>, usize)> {
+    if !indices.dtype().is_int() {
+        return Err(unsupported(op, indices.dtype(), "i32 or i64 indices"));
+    }
+    let Some(&k) = indices.shape().last() else {
+        return Err(Error::invalid(
+            op,
+            format!("indices need rank >= 1, got shape [] (params shape {shape:?})"),
+        ));
+    };
+    if k > shape.len() {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: shape.to_vec(),
+            rhs: indices.shape().to_vec(),
+        });
+    }
+    let raw: Vec<i64> = match indices.dtype() {
+        DType::I32 => indices.values::<i32>().iter().map(|&v| v as i64).collect(),
+        _ => indices.values::<i64>().into_owned(),
+    };
+    let count: usize = indices.shape()[..indices.rank() - 1].iter().product();
+    let mut offsets = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut o = 0usize;
+        for d in 0..k {
+            let v = raw[i * k + d];
+            if v < 0 || v as u64 >= shape[d] as u64 {
+                return Err(Error::IndexOutOfRange {
+                    op,
+                    index: v,
+                    dim: shape[d],
+                    shape: shape.to_vec(),
+                });
+            }
+            o = o * shape[d] + v as usize;
+        }
+        offsets.push(o);
+    }
+    Ok((offsets, k))
+}
+
+impl Tensor {
+    /// Picks slices of `self` by `K`-tuples of indices: `indices` is
+    /// `[..., K]` (integers) and the result is `indices.shape[..-1] ++
+    /// self.shape[K..]`. An index out of range is an error. d/dparams
+    /// scatters the cotangent back (dense).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let i = Tensor::from_vec(vec![1i64, 0, 0, 1], &[2, 2])?;
+    /// assert_eq!(x.gather_nd(&i)?.to_vec::<f32>()?, vec![3.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn gather_nd(&self, indices: &Tensor) -> Result<Tensor> {
+        let ps = self.shape();
+        let (offs, k) = nd_offsets("gather_nd", indices, ps)?;
+        let inner: usize = ps[k..].iter().product();
+        let mut shape = indices.shape()[..indices.rank() - 1].to_vec();
+        shape.extend_from_slice(&ps[k..]);
+        let y = with_dtype!(self.dtype(), T => {
+            let src = self.values::<T>();
+            let mut out: Vec<T> = Vec::with_capacity(offs.len() * inner);
+            for &o in &offs {
+                out.extend_from_slice(&src[o * inner..(o + 1) * inner]);
+            }
+            Tensor::from_vec(out, &shape)?
+        });
+        let (idx, pshape) = (indices.clone(), ps.to_vec());
+        Ok(bind("GatherNd", &[self, indices], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(Tensor::scatter_nd(&idx, &g[0], &pshape)?), None]))
+        }))
+    }
+
+    /// Zeros of `shape` with each slice of `updates` added at its `K`-tuple
+    /// of `indices` (`[..., K]`); duplicates add up. `updates` must have
+    /// shape `indices.shape[..-1] ++ shape[K..]`. d/dupdates is gather_nd.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let i = Tensor::from_vec(vec![2i64, 0, 2], &[3, 1])?;
+    /// let u = Tensor::vector(&[1.0f64, 2.0, 3.0]);
+    /// assert_eq!(Tensor::scatter_nd(&i, &u, &[4])?.to_vec::<f64>()?, vec![2.0, 0.0, 4.0, 0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn scatter_nd(indices: &Tensor, updates: &Tensor, shape: &[usize]) -> Result<Tensor> {
+        const OP: &str = "scatter_nd";
+        let (offs, k) = nd_offsets(OP, indices, shape)?;
+        let mut want = indices.shape()[..indices.rank() - 1].to_vec();
+        want.extend_from_slice(&shape[k..]);
+        if updates.shape() != want.as_slice() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: updates.shape().to_vec(),
+                rhs: want,
+            });
+        }
+        let inner: usize = shape[k..].iter().product();
+        fn run<T: Num>(u: &[T], offs: &[usize], inner: usize, n: usize) -> Vec<T> {
+            let mut out = vec![T::zero(); n];
+            for (j, &o) in offs.iter().enumerate() {
+                for (d, &s) in out[o * inner..(o + 1) * inner]
+                    .iter_mut()
+                    .zip(&u[j * inner..(j + 1) * inner])
+                {
+                    *d = d.add_wrap(s);
+                }
+            }
+            out
+        }
+        let n: usize = shape.iter().product();
+        let y = with_num_dtype!(updates.dtype(), T => Tensor::from_vec(run::<T>(&updates.values::<T>(), &offs, inner, n), shape)?,
+            _ => return Err(unsupported(OP, updates.dtype(), "a numeric dtype")));
+        let idx = indices.clone();
+        Ok(bind("ScatterNd", &[updates, indices], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].gather_nd(&idx)?), None]))
+        }))
+    }
+
+    /// Gather along `axis` with `batch_dims` leading dims shared by `self`
+    /// and `indices` (as TF's `gather(..., batch_dims)`): for
+    /// `self: [B.., A.., D, R..]` (`axis` at `D`) and `indices: [B.., I..]`,
+    /// the result is `[B.., A.., I.., R..]`. A negative `batch_dims` counts
+    /// from the rank of `indices`. Differentiable in `self` (through
+    /// gather_nd). With `batch_dims = 0` it equals [`gather`](Self::gather).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![1i32, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// let i = Tensor::from_vec(vec![2i64, 0, 1, 1], &[2, 2])?;
+    /// let y = x.gather_with(&i, 1, 1)?;
+    /// assert_eq!(y.to_vec::<i32>()?, vec![3, 1, 5, 5]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn gather_with(&self, indices: &Tensor, axis: isize, batch_dims: isize) -> Result<Tensor> {
+        const OP: &str = "gather_with";
+        if !indices.dtype().is_int() {
+            return Err(unsupported(OP, indices.dtype(), "i32 or i64 indices"));
+        }
+        let ax = norm_axis(OP, axis, self.shape())?;
+        let ir = indices.rank() as isize;
+        let b = if batch_dims < 0 { batch_dims + ir } else { batch_dims };
+        if b < 0 || b > ir || b as usize > ax {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "batch_dims {batch_dims} must lie in 0..={} and not exceed axis {axis} (params {:?}, indices {:?})",
+                    ir,
+                    self.shape(),
+                    indices.shape()
+                ),
+            ));
+        }
+        let b = b as usize;
+        let (ps, is) = (self.shape(), indices.shape());
+        if ps[..b] != is[..b] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: ps.to_vec(),
+                rhs: is.to_vec(),
+            });
+        }
+        let r = ps.len();
+        // params -> [B.., D, A.., R..]
+        let perm: Vec<usize> = (0..b).chain([ax]).chain(b..ax).chain(ax + 1..r).collect();
+        let p = self.permute(&perm)?;
+        // nd indices [B.., I.., b+1]: the batch coordinates, then the index
+        let raw: Vec<i64> = match indices.dtype() {
+            DType::I32 => indices.values::<i32>().iter().map(|&v| v as i64).collect(),
+            _ => indices.values::<i64>().into_owned(),
+        };
+        let per_batch: usize = is[b..].iter().product();
+        let mut nd = Vec::with_capacity(raw.len() * (b + 1));
+        for (j, &v) in raw.iter().enumerate() {
+            let mut rem = j / per_batch.max(1);
+            let mut coords = vec![0i64; b];
+            for d in (0..b).rev() {
+                coords[d] = (rem % is[d]) as i64;
+                rem /= is[d];
+            }
+            nd.extend(coords);
+            nd.push(v);
+        }
+        let mut nd_shape = is.to_vec();
+        nd_shape.push(b + 1);
+        let nd = Tensor::from_vec(nd, &nd_shape)?;
+        let g = p.gather_nd(&nd).map_err(|e| match e {
+            Error::IndexOutOfRange { index, dim, .. } => Error::IndexOutOfRange {
+                op: OP,
+                index,
+                dim,
+                shape: ps.to_vec(),
+            },
+            other => other,
+        })?;
+        // [B.., I.., A.., R..] -> [B.., A.., I.., R..]
+        let ni = is.len() - b;
+        let na = ax - b;
+        let back: Vec<usize> = (0..b)
+            .chain(b + ni..b + ni + na)
+            .chain(b..b + ni)
+            .chain(b + ni + na..g.rank())
+            .collect();
+        g.permute(&back)
+    }
+}

@@ -1,0 +1,185 @@
+//! Joining and splitting: concat, stack, unstack, split. concat is a kernel
+//! whose rule slices the cotangent (a view per input); the others are made
+//! of concat, expand_dims, narrow and squeeze.
+
+use super::bind;
+use crate::autodiff::tape::{vjp_batched, Grads};
+use crate::ct;
+use crate::error::{Error, Result};
+use crate::tensor::layout::norm_axis;
+use crate::tensor::{with_dtype, Tensor};
+
+impl Tensor {
+    /// Joins tensors along an existing `axis`; all must share dtype, rank
+    /// and every other dimension. d/dxᵢ is the matching slice of the cotangent.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::from_vec(vec![1i32, 2], &[1, 2])?;
+    /// let b = Tensor::from_vec(vec![3i32, 4, 5, 6], &[2, 2])?;
+    /// let c = Tensor::concat(&[&a, &b], 0)?;
+    /// assert_eq!(c.shape(), &[3, 2]);
+    /// assert_eq!(c.to_vec::<i32>()?, vec![1, 2, 3, 4, 5, 6]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        const OP: &str = "concat";
+        let Some(first) = tensors.first() else {
+            return Err(Error::invalid(OP, "needs at least one tensor"));
+        };
+        let ax = norm_axis(OP, axis, first.shape())?;
+        for t in tensors {
+            super::expect_same_dtype(OP, first, t)?;
+            let ok = t.rank() == first.rank() && (0..t.rank()).all(|d| d == ax || t.shape()[d] == first.shape()[d]);
+            if !ok {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    lhs: first.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                });
+            }
+        }
+        let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[ax]).collect();
+        let mut shape = first.shape().to_vec();
+        shape[ax] = sizes.iter().sum();
+        let outer: usize = shape[..ax].iter().product();
+        let y = with_dtype!(first.dtype(), T => {
+            let vals: Vec<_> = tensors.iter().map(|t| t.values::<T>()).collect();
+            let chunks: Vec<usize> = tensors.iter().map(|t| t.shape()[ax..].iter().product()).collect();
+            let mut out: Vec<T> = Vec::with_capacity(shape.iter().product());
+            for o in 0..outer {
+                for (v, &c) in vals.iter().zip(&chunks) {
+                    out.extend_from_slice(&v[o * c..(o + 1) * c]);
+                }
+            }
+            Tensor::from_vec(out, &shape)?
+        });
+        Ok(bind("ConcatV2", tensors, y, move |_| {
+            vjp_batched(move |g, needs| {
+                let mut start = 0;
+                let mut out = Grads::new();
+                for (i, &s) in sizes.iter().enumerate() {
+                    out.push(needs[i].then(|| g[0].narrow(ct::axis(ax), start, s)).transpose()?);
+                    start += s;
+                }
+                Ok(out)
+            })
+        }))
+    }
+
+    /// Stacks tensors of one shape along a new `axis` (in `-(rank+1)..=rank`).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::vector(&[1.0f32, 2.0]);
+    /// let b = Tensor::vector(&[3.0f32, 4.0]);
+    /// let s = Tensor::stack(&[&a, &b], 1)?;
+    /// assert_eq!(s.shape(), &[2, 2]);
+    /// assert_eq!(s.to_vec::<f32>()?, vec![1.0, 3.0, 2.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        const OP: &str = "stack";
+        let Some(first) = tensors.first() else {
+            return Err(Error::invalid(OP, "needs at least one tensor"));
+        };
+        let r = first.rank() as isize;
+        if axis < -(r + 1) || axis > r {
+            return Err(Error::BadAxis {
+                op: OP,
+                axis,
+                shape: first.shape().to_vec(),
+                repeated: false,
+            });
+        }
+        for t in tensors {
+            if t.shape() != first.shape() {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    lhs: first.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                });
+            }
+        }
+        let ax = if axis < 0 { axis + r + 1 } else { axis };
+        let expanded: Vec<Tensor> = tensors.iter().map(|t| t.expand_dims(ax)).collect::<Result<_>>()?;
+        Tensor::concat(&expanded.iter().collect::<Vec<_>>(), ax)
+    }
+
+    /// Splits along `axis` into its slices, each without that dimension (views).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[3, 2])?;
+    /// let rows = x.unstack(0)?;
+    /// assert_eq!(rows.len(), 3);
+    /// assert_eq!(rows[2].to_vec::<i64>()?, vec![5, 6]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn unstack(&self, axis: isize) -> Result<Vec<Tensor>> {
+        let ax = norm_axis("unstack", axis, self.shape())?;
+        (0..self.shape()[ax])
+            .map(|i| self.narrow(ax as isize, i, 1)?.squeeze(&[ax as isize]))
+            .collect()
+    }
+
+    /// Splits along `axis` into `count` equal parts (views); `count` must
+    /// divide the dimension.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::arange(0.0, 6.0, 1.0, gradtape::DType::F32)?;
+    /// let parts = x.split(3, 0)?;
+    /// assert_eq!(parts[1].to_vec::<f32>()?, vec![2.0, 3.0]);
+    /// assert!(x.split(4, 0).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn split(&self, count: usize, axis: isize) -> Result<Vec<Tensor>> {
+        let ax = norm_axis("split", axis, self.shape())?;
+        let d = self.shape()[ax];
+        if count == 0 || !d.is_multiple_of(count) {
+            return Err(Error::invalid(
+                "split",
+                format!(
+                    "cannot split dimension {axis} of shape {:?} into {count} equal parts",
+                    self.shape()
+                ),
+            ));
+        }
+        self.split_sizes(&vec![d / count; count], axis)
+    }
+
+    /// Splits along `axis` into parts of the given sizes (views); the sizes
+    /// must add up to the dimension.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::arange(0.0, 5.0, 1.0, gradtape::DType::F64)?;
+    /// let p = x.split_sizes(&[1, 4], 0)?;
+    /// assert_eq!(p[1].to_vec::<f64>()?, vec![1.0, 2.0, 3.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn split_sizes(&self, sizes: &[usize], axis: isize) -> Result<Vec<Tensor>> {
+        let ax = norm_axis("split", axis, self.shape())?;
+        let d = self.shape()[ax];
+        let total = sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s));
+        if total != Some(d) {
+            return Err(Error::invalid(
+                "split",
+                format!(
+                    "sizes {sizes:?} do not add up to dimension {axis} of shape {:?}",
+                    self.shape()
+                ),
+            ));
+        }
+        let mut start = 0;
+        sizes
+            .iter()
+            .map(|&s| {
+                let part = self.narrow(ax as isize, start, s);
+                start += s;
+                part
+            })
+            .collect()
+    }
+}
