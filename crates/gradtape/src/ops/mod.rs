@@ -24,14 +24,18 @@
 //! [`Tensor::sum_to_shape`].
 
 mod binary;
+mod conv;
 pub mod ct;
 mod index;
 mod linalg;
+mod pool;
 mod reduce;
 mod shape;
 mod slice;
 mod sugar;
 mod unary;
+
+pub use conv::Padding;
 
 use crate::autodiff::tape::{self, VjpFn};
 use crate::error::{Error, Result};

@@ -10,10 +10,12 @@
 //! functions of `f32` have vectorisable versions in [`math`]. Output buffers
 //! of 1 MiB and more are recycled through `tensor::pool`.
 
+pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod pooling;
 pub(crate) mod reduce;
 
 use std::mem::MaybeUninit;
