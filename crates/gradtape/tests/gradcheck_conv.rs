@@ -324,7 +324,7 @@ fn tf_dim(input: usize, k: usize, s: usize, d: usize, p: Padding) -> (usize, usi
     let eff = (k - 1) * d + 1;
     match p {
         Same => {
-            let out = (input + s - 1) / s;
+            let out = input.div_ceil(s);
             let need = (out as i64 - 1) * s as i64 + eff as i64 - input as i64;
             (out, (need.max(0) / 2) as usize)
         }

@@ -227,11 +227,25 @@ unsafe fn gemm_raw<T: Float>(
     }
 }
 
+/// `dst.copy_from_slice(src)`, without a `memcpy` call for the short runs
+/// (a few channels) that dominate im2col on thin inputs.
+#[inline]
+fn copy_small<T: Copy>(dst: &mut [T], src: &[T]) {
+    if src.len() <= 16 {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// The im2col rows of images `n0..n0 + nb` of `x` into `cols`
 /// (`nb * oh * ow` rows of `kh * kw * c`, row-major).
 fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [T]) {
     let (kd, c) = (g.kdim(), g.c);
     let img = g.h * g.w * c;
+    let span = g.kw * c;
     cols.par_chunks_mut((g.ow * kd).max(1))
         .enumerate()
         .for_each(|(r, row)| {
@@ -239,14 +253,19 @@ fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [T]) {
             let xi = &x[n * img..(n + 1) * img];
             for ow in 0..g.ow {
                 let out = &mut row[ow * kd..(ow + 1) * kd];
+                // the window's first column, when the whole window row is inside and contiguous
+                let iw0 = (ow * g.sw).checked_sub(g.pl).filter(|&i| g.dw == 1 && i + g.kw <= g.w);
                 for kh in 0..g.kh {
                     let ih = g.ih(oh, kh);
+                    if let (Some(ih), Some(iw0)) = (ih, iw0) {
+                        let at = (ih * g.w + iw0) * c;
+                        copy_small(&mut out[kh * span..(kh + 1) * span], &xi[at..at + span]);
+                        continue;
+                    }
                     for kw in 0..g.kw {
                         let dst = &mut out[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
                         match (ih, g.iw(ow, kw)) {
-                            (Some(ih), Some(iw)) => {
-                                dst.copy_from_slice(&xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c])
-                            }
+                            (Some(ih), Some(iw)) => copy_small(dst, &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c]),
                             _ => dst.fill(T::zero()),
                         }
                     }
