@@ -27,6 +27,8 @@
 //! Threads: gradtape's kernels run on rayon's global pool, which uses every
 //! core of the machine.
 
+mod cnn_step;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -71,7 +73,7 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "cnn_step",
-        run: None,
+        run: Some(cnn_step::cnn_step),
     },
     Workload {
         name: "rnn_grad",

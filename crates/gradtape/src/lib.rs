@@ -56,8 +56,9 @@ pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
 pub use ops::ct;
-pub use tensor::Complex;
 pub use ops::strided::{PadMode, Slice};
+pub use ops::Padding;
+pub use tensor::Complex;
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
 };

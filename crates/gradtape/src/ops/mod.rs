@@ -25,6 +25,7 @@
 
 mod binary;
 mod complex;
+mod conv;
 pub mod ct;
 mod decomp;
 mod einsum;
@@ -34,12 +35,15 @@ mod index2;
 mod join;
 mod linalg;
 mod linalg2;
+mod pool;
 mod reduce;
 mod shape;
 mod slice;
 pub(crate) mod strided;
 mod sugar;
 mod unary;
+
+pub use conv::Padding;
 
 use crate::autodiff::tape::{self, VjpFn};
 use crate::error::{Error, Result};

@@ -11,11 +11,13 @@
 //! of 1 MiB and more are recycled through `tensor::pool`.
 
 pub(crate) mod complex;
+pub(crate) mod conv;
 pub(crate) mod decomp;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod pooling;
 pub(crate) mod reduce;
 
 use std::mem::MaybeUninit;

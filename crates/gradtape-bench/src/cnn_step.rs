@@ -1,0 +1,71 @@
+//! `cnn_step` of WORKLOADS.md: one SGD step of a small NHWC convnet.
+//!
+//! X [32,28,28,1]; conv 3x3 SAME 1->16 + bias, relu, maxpool 2x2; conv 3x3
+//! SAME 16->32 + bias, relu, maxpool 2x2; flatten (NHWC order, 1568); dense
+//! to 10 + bias; mean sparse softmax cross-entropy with labels `i % 10`;
+//! gradients w.r.t. the six variables; SGD with lr 0.01. The checksum is the
+//! first step's [loss, sum(|dK1|)].
+
+use gradtape::{DType, GradientTape, Padding, Result, Tensor, Variable};
+
+use crate::{init, timeit, Report};
+
+const BATCH: usize = 32;
+const ITERS: usize = 10;
+
+/// Mean softmax cross-entropy of `logits` [n, k] against the one-hot rows `onehot`.
+fn xent(logits: &Tensor, onehot: &Tensor) -> Result<Tensor> {
+    let n = logits.shape()[0] as f64;
+    let z = logits.sub(&logits.max(&[1], true)?.stop_gradient())?;
+    let lse = z.exp()?.sum(&[1], true)?.log()?;
+    z.sub(&lse)?.mul(onehot)?.sum_all()?.mul_scalar(-1.0 / n)
+}
+
+pub(crate) fn cnn_step() -> Result<Report> {
+    let x = init(&[BATCH, 28, 28, 1], 0.1, 0.5);
+    let mut hot = vec![0.0f32; BATCH * 10];
+    for i in 0..BATCH {
+        hot[i * 10 + i % 10] = 1.0;
+    }
+    let onehot = Tensor::from_vec(hot, &[BATCH, 10])?;
+    let params = [
+        Variable::new(init(&[3, 3, 1, 16], 1.0, (2.0f64 / 9.0).sqrt())),
+        Variable::new(Tensor::zeros(&[16], DType::F32)),
+        Variable::new(init(&[3, 3, 16, 32], 2.0, (2.0f64 / 144.0).sqrt())),
+        Variable::new(Tensor::zeros(&[32], DType::F32)),
+        Variable::new(init(&[1568, 10], 3.0, (2.0f64 / 1568.0).sqrt())),
+        Variable::new(Tensor::zeros(&[10], DType::F32)),
+    ];
+    let step = || -> Result<(f64, f64)> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            let p: Vec<Tensor> = params.iter().map(Variable::read).collect();
+            let h = x.conv2d(&p[0], [1, 1], Padding::Same, [1, 1])?.add(&p[1])?.relu()?;
+            let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+            let h = h.conv2d(&p[2], [1, 1], Padding::Same, [1, 1])?.add(&p[3])?.relu()?;
+            let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+            let logits = h.reshape(&[BATCH, 1568])?.matmul(&p[4])?.add(&p[5])?;
+            xent(&logits, &onehot)
+        })?;
+        let grads = tape.gradient(&loss, &params[..])?;
+        let mut dk1 = 0.0;
+        for (i, (v, g)) in params.iter().zip(grads).enumerate() {
+            let g = g.ok_or_else(|| gradtape::Error::InvalidArgument {
+                op: "bench",
+                msg: "no gradient reached a variable".into(),
+            })?;
+            if i == 0 {
+                dk1 = g.abs()?.sum_all()?.item()?;
+            }
+            v.assign_sub(&g.mul_scalar(0.01)?)?;
+        }
+        Ok((loss.item()?, dk1))
+    };
+    let first = step()?;
+    let (median_s, _) = timeit(step, ITERS, 2)?;
+    Ok(Report {
+        median_s,
+        iters: ITERS,
+        checksum: vec![first.0, first.1],
+    })
+}

@@ -1,0 +1,548 @@
+//! Convolution kernels on NHWC buffers: im2col + GEMM for the dense
+//! convolution and its two adjoints, direct channel-vectorised loops for the
+//! depthwise convolution. Batches run in parallel on rayon's pool.
+//!
+//! Every kernel takes row-major slices and a [`Geom`] that has already been
+//! validated by the op layer, and returns a fresh row-major `Vec`.
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::tensor::Float;
+
+/// Padding mode of convolutions and pools, with TensorFlow's meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Padding {
+    /// Output size `ceil(in / stride)`; the input is padded with zeros, the
+    /// smaller half of the total padding before, the larger half after.
+    Same,
+    /// No padding: output size `ceil((in - (k - 1) * dilation) / stride)`.
+    Valid,
+}
+
+/// The geometry of one 2-D window op on NHWC data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Geom {
+    /// Batch, input height, input width, input channels.
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    /// Window height and width.
+    pub kh: usize,
+    pub kw: usize,
+    /// Output channels (dense conv) or channel multiplier (depthwise); 1 for pools.
+    pub o: usize,
+    /// Output height and width.
+    pub oh: usize,
+    pub ow: usize,
+    /// Strides, dilations, padding before (top, left).
+    pub sh: usize,
+    pub sw: usize,
+    pub dh: usize,
+    pub dw: usize,
+    pub pt: usize,
+    pub pl: usize,
+}
+
+/// Output size and padding before for one spatial dim, as TensorFlow computes them.
+fn out_dim(
+    op: &'static str,
+    what: &str,
+    input: usize,
+    k: usize,
+    stride: usize,
+    dil: usize,
+    padding: Padding,
+) -> Result<(usize, usize)> {
+    let eff = (k.saturating_sub(1)).saturating_mul(dil).saturating_add(1);
+    match padding {
+        Padding::Same => {
+            let out = input.div_ceil(stride);
+            let total = (out.saturating_sub(1) * stride + eff).saturating_sub(input);
+            Ok((out, total / 2))
+        }
+        Padding::Valid => {
+            if k == 0 {
+                return Err(Error::invalid(op, format!("{what} window size is 0")));
+            }
+            if input < eff {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "VALID padding: {what} input size {input} is smaller than the \
+                         (dilated) window size {eff}; the output size would be negative"
+                    ),
+                ));
+            }
+            Ok(((input - eff) / stride + 1, 0))
+        }
+    }
+}
+
+/// Converts user strides / dilations / window sizes (`>= 1`) to `usize`.
+pub(crate) fn positive(op: &'static str, what: &str, v: [i64; 2]) -> Result<[usize; 2]> {
+    if v.iter().any(|&s| s < 1) {
+        return Err(Error::invalid(op, format!("{what} must be >= 1, got {v:?}")));
+    }
+    let cap = |s: i64| usize::try_from(s).map_err(|_| Error::invalid(op, format!("{what} {v:?} too large")));
+    Ok([cap(v[0])?, cap(v[1])?])
+}
+
+impl Geom {
+    /// The geometry of a window `k` over an NHWC input of shape `x`, with `o`
+    /// output channels (or multiplier).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        op: &'static str,
+        x: &[usize],
+        k: [usize; 2],
+        o: usize,
+        strides: [usize; 2],
+        dilations: [usize; 2],
+        padding: Padding,
+    ) -> Result<Geom> {
+        let (oh, pt) = out_dim(op, "height", x[1], k[0], strides[0], dilations[0], padding)?;
+        let (ow, pl) = out_dim(op, "width", x[2], k[1], strides[1], dilations[1], padding)?;
+        let g = Geom {
+            n: x[0],
+            h: x[1],
+            w: x[2],
+            c: x[3],
+            kh: k[0],
+            kw: k[1],
+            o,
+            oh,
+            ow,
+            sh: strides[0],
+            sw: strides[1],
+            dh: dilations[0],
+            dw: dilations[1],
+            pt,
+            pl,
+        };
+        // guard the sizes of the buffers the kernels allocate
+        let sizes = [
+            [g.n, g.h, g.w, g.c],
+            [g.n, g.oh, g.ow, g.c.saturating_mul(o)],
+            [g.kh, g.kw, g.c, o],
+        ];
+        for s in sizes {
+            if s.iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .is_none_or(|t| t > isize::MAX as usize / 16)
+            {
+                return Err(Error::invalid(op, format!("sizes overflow: {s:?}")));
+            }
+        }
+        Ok(g)
+    }
+
+    /// The input row for output row `o` and window row `k`, if inside the input.
+    #[inline]
+    pub(crate) fn ih(&self, o: usize, k: usize) -> Option<usize> {
+        (o * self.sh + k * self.dh).checked_sub(self.pt).filter(|&i| i < self.h)
+    }
+
+    /// The input column for output column `o` and window column `k`, if inside the input.
+    #[inline]
+    pub(crate) fn iw(&self, o: usize, k: usize) -> Option<usize> {
+        (o * self.sw + k * self.dw).checked_sub(self.pl).filter(|&i| i < self.w)
+    }
+
+    /// Rows of the im2col matrix of one image.
+    fn rows(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    /// Columns of the im2col matrix: `kh * kw * c`.
+    fn kdim(&self) -> usize {
+        self.kh * self.kw * self.c
+    }
+
+    /// Whether im2col is the identity (1x1 window, stride 1, no padding).
+    fn trivial(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.sh == 1 && self.sw == 1 && self.pt == 0 && self.pl == 0
+    }
+
+    /// Images per im2col chunk, bounding the scratch matrix to ~32 MiB of f32.
+    fn chunk(&self) -> usize {
+        let per = (self.rows() * self.kdim()).max(1);
+        ((8 << 20) / per).clamp(1, self.n.max(1))
+    }
+}
+
+/// Multiply-adds above which a GEMM uses every thread.
+const PAR_FLOPS: usize = 1 << 17;
+
+/// `dst = (acc ? dst : 0) + a @ b` on raw strided matrices (`rs`/`cs`: row
+/// and column strides), `a` m x k, `b` k x n, `dst` m x n.
+///
+/// # Safety
+/// The pointers and strides must describe matrices inside live buffers, and
+/// `dst` must not overlap `a` or `b`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_raw<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    (d_rs, d_cs): (isize, isize),
+    acc: bool,
+    a: *const T,
+    (a_rs, a_cs): (isize, isize),
+    b: *const T,
+    (b_rs, b_cs): (isize, isize),
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let threads = rayon::current_num_threads();
+    let par = if m * n * k >= PAR_FLOPS && threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            d_cs,
+            d_rs,
+            acc,
+            a,
+            a_cs,
+            a_rs,
+            b,
+            b_cs,
+            b_rs,
+            T::one(),
+            T::one(),
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// `dst.copy_from_slice(src)`, without a `memcpy` call for the short runs
+/// (a few channels) that dominate im2col on thin inputs.
+#[inline]
+fn copy_small<T: Copy>(dst: &mut [T], src: &[T]) {
+    if src.len() <= 16 {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// The im2col rows of images `n0..n0 + nb` of `x` into `cols`
+/// (`nb * oh * ow` rows of `kh * kw * c`, row-major).
+fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [T]) {
+    let (kd, c) = (g.kdim(), g.c);
+    let img = g.h * g.w * c;
+    let span = g.kw * c;
+    cols.par_chunks_mut((g.ow * kd).max(1))
+        .enumerate()
+        .for_each(|(r, row)| {
+            let (n, oh) = (n0 + r / g.oh, r % g.oh);
+            let xi = &x[n * img..(n + 1) * img];
+            for ow in 0..g.ow {
+                let out = &mut row[ow * kd..(ow + 1) * kd];
+                // the window's first column, when the whole window row is inside and contiguous
+                let iw0 = (ow * g.sw).checked_sub(g.pl).filter(|&i| g.dw == 1 && i + g.kw <= g.w);
+                for kh in 0..g.kh {
+                    let ih = g.ih(oh, kh);
+                    if let (Some(ih), Some(iw0)) = (ih, iw0) {
+                        let at = (ih * g.w + iw0) * c;
+                        copy_small(&mut out[kh * span..(kh + 1) * span], &xi[at..at + span]);
+                        continue;
+                    }
+                    for kw in 0..g.kw {
+                        let dst = &mut out[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
+                        match (ih, g.iw(ow, kw)) {
+                            (Some(ih), Some(iw)) => copy_small(dst, &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c]),
+                            _ => dst.fill(T::zero()),
+                        }
+                    }
+                }
+            }
+        });
+}
+
+/// Adds the im2col rows `cols` of images `n0..` back into `dx` (the adjoint of [`im2col`]).
+fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
+    let (kd, c) = (g.kdim(), g.c);
+    let img = g.h * g.w * c;
+    if img == 0 {
+        return;
+    }
+    dx[n0 * img..(n0 + nb) * img]
+        .par_chunks_mut(img)
+        .enumerate()
+        .for_each(|(i, dxi)| {
+            let base = i * g.rows() * kd;
+            for oh in 0..g.oh {
+                for kh in 0..g.kh {
+                    let Some(ih) = g.ih(oh, kh) else { continue };
+                    for ow in 0..g.ow {
+                        let row = &cols[base + (oh * g.ow + ow) * kd..];
+                        for kw in 0..g.kw {
+                            let Some(iw) = g.iw(ow, kw) else { continue };
+                            let src = &row[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
+                            let dst = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                            for (d, s) in dst.iter_mut().zip(src) {
+                                *d = *d + *s;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+}
+
+/// Dense conv2d: `x` [n,h,w,c], `f` [kh,kw,c,o] -> [n,oh,ow,o].
+pub(crate) fn conv2d<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
+    let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
+    let mut out = vec![T::zero(); g.n * rows * o];
+    if out.is_empty() || kd == 0 {
+        return out;
+    }
+    let nc = g.chunk();
+    let mut cols = if g.trivial() {
+        Vec::new()
+    } else {
+        vec![T::zero(); nc * rows * kd]
+    };
+    for n0 in (0..g.n).step_by(nc) {
+        let nb = nc.min(g.n - n0);
+        let a: &[T] = if g.trivial() {
+            &x[n0 * rows * kd..(n0 + nb) * rows * kd]
+        } else {
+            im2col(x, g, n0, &mut cols[..nb * rows * kd]);
+            &cols[..nb * rows * kd]
+        };
+        let dst = &mut out[n0 * rows * o..(n0 + nb) * rows * o];
+        // SAFETY: a is (nb*rows) x kd, f is kd x o, dst (nb*rows) x o, all row-major
+        // inside their slices; dst is a distinct allocation.
+        unsafe {
+            gemm_raw(
+                (nb * rows, o, kd),
+                dst.as_mut_ptr(),
+                (o as isize, 1),
+                false,
+                a.as_ptr(),
+                (kd as isize, 1),
+                f.as_ptr(),
+                (o as isize, 1),
+            )
+        }
+    }
+    out
+}
+
+/// The input gradient of [`conv2d`]: `dy` [n,oh,ow,o], `f` [kh,kw,c,o] -> [n,h,w,c].
+pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Vec<T> {
+    let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
+    let mut dx = vec![T::zero(); g.n * g.h * g.w * g.c];
+    if dx.is_empty() || rows == 0 || o == 0 {
+        return dx;
+    }
+    let nc = g.chunk();
+    let mut cols = vec![T::zero(); nc * rows * kd];
+    for n0 in (0..g.n).step_by(nc) {
+        let nb = nc.min(g.n - n0);
+        let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
+        let direct = g.trivial();
+        let dst: &mut [T] = if direct {
+            &mut dx[n0 * rows * kd..(n0 + nb) * rows * kd]
+        } else {
+            &mut cols[..nb * rows * kd]
+        };
+        // SAFETY: dy chunk (nb*rows) x o, f^T is o x kd (f is kd x o row-major),
+        // dst (nb*rows) x kd row-major; distinct allocations.
+        unsafe {
+            gemm_raw(
+                (nb * rows, kd, o),
+                dst.as_mut_ptr(),
+                (kd as isize, 1),
+                false,
+                dyc.as_ptr(),
+                (o as isize, 1),
+                f.as_ptr(),
+                (1, o as isize),
+            )
+        }
+        if !direct {
+            col2im(&cols[..nb * rows * kd], g, n0, nb, &mut dx);
+        }
+    }
+    dx
+}
+
+/// The filter gradient of [`conv2d`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c,o].
+pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Vec<T> {
+    let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
+    let mut df = vec![T::zero(); kd * o];
+    if df.is_empty() || rows == 0 || g.n == 0 {
+        return df;
+    }
+    let nc = g.chunk();
+    let mut cols = if g.trivial() {
+        Vec::new()
+    } else {
+        vec![T::zero(); nc * rows * kd]
+    };
+    for n0 in (0..g.n).step_by(nc) {
+        let nb = nc.min(g.n - n0);
+        let a: &[T] = if g.trivial() {
+            &x[n0 * rows * kd..(n0 + nb) * rows * kd]
+        } else {
+            im2col(x, g, n0, &mut cols[..nb * rows * kd]);
+            &cols[..nb * rows * kd]
+        };
+        let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
+        // SAFETY: a^T is kd x (nb*rows) (a row-major (nb*rows) x kd), dy chunk
+        // (nb*rows) x o, df kd x o; distinct allocations.
+        unsafe {
+            gemm_raw(
+                (kd, o, nb * rows),
+                df.as_mut_ptr(),
+                (o as isize, 1),
+                n0 > 0,
+                a.as_ptr(),
+                (1, kd as isize),
+                dyc.as_ptr(),
+                (o as isize, 1),
+            )
+        }
+    }
+    df
+}
+
+/// Depthwise conv2d: `x` [n,h,w,c], `f` [kh,kw,c,m] -> [n,oh,ow,c*m].
+pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
+    let (c, m) = (g.c, g.o);
+    let cm = c * m;
+    let mut out = vec![T::zero(); g.n * g.rows() * cm];
+    let img = g.h * g.w * c;
+    if out.is_empty() {
+        return out;
+    }
+    out.par_chunks_mut(g.ow * cm).enumerate().for_each(|(r, orow)| {
+        let (n, oh) = (r / g.oh, r % g.oh);
+        let xi = &x[n * img..(n + 1) * img];
+        for ow in 0..g.ow {
+            let o = &mut orow[ow * cm..(ow + 1) * cm];
+            for kh in 0..g.kh {
+                let Some(ih) = g.ih(oh, kh) else { continue };
+                for kw in 0..g.kw {
+                    let Some(iw) = g.iw(ow, kw) else { continue };
+                    let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                    let fr = &f[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
+                    if m == 1 {
+                        for ((o, &xv), &fv) in o.iter_mut().zip(xr).zip(fr) {
+                            *o = *o + xv * fv;
+                        }
+                    } else {
+                        for ((oc, &xv), fc) in o.chunks_mut(m).zip(xr).zip(fr.chunks(m)) {
+                            for (o, &fv) in oc.iter_mut().zip(fc) {
+                                *o = *o + xv * fv;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+    out
+}
+
+/// The input gradient of [`depthwise`]: `dy` [n,oh,ow,c*m] -> [n,h,w,c].
+pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Vec<T> {
+    let (c, m) = (g.c, g.o);
+    let cm = c * m;
+    let img = g.h * g.w * c;
+    let mut dx = vec![T::zero(); g.n * img];
+    if dx.is_empty() || m == 0 {
+        return dx;
+    }
+    let orows = g.rows() * cm;
+    dx.par_chunks_mut(img).enumerate().for_each(|(n, dxi)| {
+        let dyi = &dy[n * orows..(n + 1) * orows];
+        for oh in 0..g.oh {
+            for kh in 0..g.kh {
+                let Some(ih) = g.ih(oh, kh) else { continue };
+                for ow in 0..g.ow {
+                    let d = &dyi[(oh * g.ow + ow) * cm..(oh * g.ow + ow + 1) * cm];
+                    for kw in 0..g.kw {
+                        let Some(iw) = g.iw(ow, kw) else { continue };
+                        let fr = &f[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
+                        let xr = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                        for ((xv, dc), fc) in xr.iter_mut().zip(d.chunks(m)).zip(fr.chunks(m)) {
+                            let mut s = *xv;
+                            for (&a, &b) in dc.iter().zip(fc) {
+                                s = s + a * b;
+                            }
+                            *xv = s;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    dx
+}
+
+/// The filter gradient of [`depthwise`]: -> [kh,kw,c,m].
+pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Vec<T> {
+    let (c, m) = (g.c, g.o);
+    let cm = c * m;
+    let len = g.kh * g.kw * cm;
+    let img = g.h * g.w * c;
+    let orows = g.rows() * cm;
+    if len == 0 || g.n == 0 {
+        return vec![T::zero(); len];
+    }
+    (0..g.n)
+        .into_par_iter()
+        .fold(
+            || vec![T::zero(); len],
+            |mut df, n| {
+                let xi = &x[n * img..(n + 1) * img];
+                let dyi = &dy[n * orows..(n + 1) * orows];
+                for oh in 0..g.oh {
+                    for kh in 0..g.kh {
+                        let Some(ih) = g.ih(oh, kh) else { continue };
+                        for ow in 0..g.ow {
+                            let d = &dyi[(oh * g.ow + ow) * cm..(oh * g.ow + ow + 1) * cm];
+                            for kw in 0..g.kw {
+                                let Some(iw) = g.iw(ow, kw) else { continue };
+                                let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                                let fr = &mut df[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
+                                for ((fc, &xv), dc) in fr.chunks_mut(m).zip(xr).zip(d.chunks(m)) {
+                                    for (fv, &dv) in fc.iter_mut().zip(dc) {
+                                        *fv = *fv + xv * dv;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                df
+            },
+        )
+        .reduce(
+            || vec![T::zero(); len],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(&b) {
+                    *x = *x + *y;
+                }
+                a
+            },
+        )
+}

@@ -1,0 +1,129 @@
+//! 2-D max and average pooling on NHWC buffers, channel-vectorised, batches in parallel.
+
+use rayon::prelude::*;
+
+use super::conv::Geom;
+use crate::tensor::Float;
+
+/// Max pool: the output [n,oh,ow,c] and, for each output element, the flat
+/// index into `x` of its maximum (the first one in window order on ties;
+/// padding never wins). A NaN in a window propagates to the output.
+pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
+    let c = g.c;
+    let total = g.n * g.oh * g.ow * c;
+    let mut y = vec![T::neg_infinity(); total];
+    let mut arg = vec![0i64; total];
+    if total == 0 {
+        return (y, arg);
+    }
+    let img = g.h * g.w * c;
+    y.par_chunks_mut(g.ow * c)
+        .zip(arg.par_chunks_mut(g.ow * c))
+        .enumerate()
+        .for_each(|(r, (yr, ar))| {
+            let (n, oh) = (r / g.oh, r % g.oh);
+            let base = n * img;
+            for ow in 0..g.ow {
+                let yo = &mut yr[ow * c..(ow + 1) * c];
+                let ao = &mut ar[ow * c..(ow + 1) * c];
+                let mut first = true;
+                for kh in 0..g.kh {
+                    let Some(ih) = g.ih(oh, kh) else { continue };
+                    for kw in 0..g.kw {
+                        let Some(iw) = g.iw(ow, kw) else { continue };
+                        let off = base + (ih * g.w + iw) * c;
+                        let xr = &x[off..off + c];
+                        if first {
+                            yo.copy_from_slice(xr);
+                            for (j, a) in ao.iter_mut().enumerate() {
+                                *a = (off + j) as i64;
+                            }
+                            first = false;
+                            continue;
+                        }
+                        for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
+                            // strictly greater: ties keep the first; NaN sticks once taken
+                            if xv > *yv || (xv.is_nan() && !yv.is_nan()) {
+                                *yv = xv;
+                                *av = (off + j) as i64;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    (y, arg)
+}
+
+/// The number of valid (non-padding) input positions of output (oh, ow).
+#[inline]
+fn count(g: &Geom, oh: usize, ow: usize) -> usize {
+    let hs = (0..g.kh).filter(|&k| g.ih(oh, k).is_some()).count();
+    let ws = (0..g.kw).filter(|&k| g.iw(ow, k).is_some()).count();
+    hs * ws
+}
+
+/// Average pool: each output is the mean of the valid inputs of its window.
+pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Vec<T> {
+    let c = g.c;
+    let total = g.n * g.oh * g.ow * c;
+    let mut y = vec![T::zero(); total];
+    if total == 0 {
+        return y;
+    }
+    let img = g.h * g.w * c;
+    y.par_chunks_mut(g.ow * c).enumerate().for_each(|(r, yr)| {
+        let (n, oh) = (r / g.oh, r % g.oh);
+        let xi = &x[n * img..(n + 1) * img];
+        for ow in 0..g.ow {
+            let yo = &mut yr[ow * c..(ow + 1) * c];
+            for kh in 0..g.kh {
+                let Some(ih) = g.ih(oh, kh) else { continue };
+                for kw in 0..g.kw {
+                    let Some(iw) = g.iw(ow, kw) else { continue };
+                    let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                    for (yv, &xv) in yo.iter_mut().zip(xr) {
+                        *yv = *yv + xv;
+                    }
+                }
+            }
+            let inv = T::one() / T::from(count(g, oh, ow).max(1)).unwrap_or_else(T::one);
+            for yv in yo.iter_mut() {
+                *yv = *yv * inv;
+            }
+        }
+    });
+    y
+}
+
+/// The adjoint of [`avg_pool`]: spreads each `dy` element evenly over the
+/// valid inputs of its window; returns [n,h,w,c].
+pub(crate) fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Vec<T> {
+    let c = g.c;
+    let img = g.h * g.w * c;
+    let mut dx = vec![T::zero(); g.n * img];
+    if dx.is_empty() {
+        return dx;
+    }
+    let orow = g.oh * g.ow * c;
+    dx.par_chunks_mut(img).enumerate().for_each(|(n, dxi)| {
+        let dyi = &dy[n * orow..(n + 1) * orow];
+        for oh in 0..g.oh {
+            for ow in 0..g.ow {
+                let inv = T::one() / T::from(count(g, oh, ow).max(1)).unwrap_or_else(T::one);
+                let d = &dyi[(oh * g.ow + ow) * c..(oh * g.ow + ow + 1) * c];
+                for kh in 0..g.kh {
+                    let Some(ih) = g.ih(oh, kh) else { continue };
+                    for kw in 0..g.kw {
+                        let Some(iw) = g.iw(ow, kw) else { continue };
+                        let xr = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                        for (xv, &dv) in xr.iter_mut().zip(d) {
+                            *xv = *xv + dv * inv;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    dx
+}

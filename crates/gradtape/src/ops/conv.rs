@@ -1,0 +1,417 @@
+//! Convolutions on NHWC data with HWIO filters, TensorFlow's conventions:
+//! conv1d, conv2d, conv2d_transpose, depthwise_conv2d, and the backprop ops
+//! that are their gradients.
+//!
+//! Each convolution is a triple of ops, the forward op and its two adjoints
+//! (input and filter gradients). All three are bilinear, and each one's rule
+//! is written with the other two, as TensorFlow does, so gradients of any
+//! order work:
+//!
+//! - `y = conv(x, f)`: `dx = backprop_input(g, f)`, `df = backprop_filter(x, g)`;
+//! - `dx = backprop_input(dy, f)`: `d dy = conv(G, f)`, `df = backprop_filter(G, dy)`;
+//! - `df = backprop_filter(x, dy)`: `dx = backprop_input(dy, G)`, `d dy = conv(x, G)`.
+//!
+//! The dense convolution runs as im2col + GEMM, the depthwise one as direct
+//! channel-vectorised loops; both parallel over the batch.
+
+use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+pub use crate::kernels::cpu::conv::Padding;
+use crate::kernels::cpu::conv::{self as k, positive, Geom};
+use crate::tensor::{with_float_dtype, Float, Tensor};
+
+/// Dense or depthwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dense,
+    Depthwise,
+}
+
+/// The attributes of one convolution (validated).
+#[derive(Debug, Clone, Copy)]
+struct Cfg {
+    kind: Kind,
+    strides: [usize; 2],
+    dil: [usize; 2],
+    padding: Padding,
+}
+
+impl Cfg {
+    fn new(op: &'static str, kind: Kind, strides: [i64; 2], padding: Padding, dilations: [i64; 2]) -> Result<Cfg> {
+        Ok(Cfg {
+            kind,
+            strides: positive(op, "strides", strides)?,
+            dil: positive(op, "dilations", dilations)?,
+            padding,
+        })
+    }
+
+    /// The geometry for input shape `x` and filter shape `f`, both checked.
+    fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom> {
+        if x.len() != 4 || f.len() != 4 {
+            return Err(Error::invalid(
+                op,
+                format!("needs an NHWC input of rank 4 and a filter of rank 4, got shapes {x:?} and {f:?}"),
+            ));
+        }
+        if x[3] != f[2] {
+            // the input's channels (last dim) must equal the filter's in-channels (dim 2)
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: x.to_vec(),
+                rhs: f.to_vec(),
+            });
+        }
+        Geom::new(op, x, [f[0], f[1]], f[3], self.strides, self.dil, self.padding)
+    }
+
+    /// The output shape for geometry `g`.
+    fn out_shape(&self, g: &Geom) -> [usize; 4] {
+        let c = match self.kind {
+            Kind::Dense => g.o,
+            Kind::Depthwise => g.c * g.o,
+        };
+        [g.n, g.oh, g.ow, c]
+    }
+}
+
+fn expect_floats(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+    expect_float(op, a)?;
+    expect_float(op, b)?;
+    expect_same_dtype(op, a, b)
+}
+
+fn check_dy(op: &'static str, cfg: &Cfg, g: &Geom, dy: &Tensor) -> Result<()> {
+    let want = cfg.out_shape(g);
+    if dy.shape() != want {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: dy.shape().to_vec(),
+            rhs: want.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+fn run<T: Float>(f: impl FnOnce(&[T], &[T]) -> Vec<T>, a: &Tensor, b: &Tensor, shape: &[usize]) -> Tensor {
+    let (av, bv) = (a.values::<T>(), b.values::<T>());
+    Tensor::from_storage(T::into_storage(f(&av, &bv)), shape)
+}
+
+/// The forward convolution `x * f`.
+fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    expect_floats(op, x, f)?;
+    let g = cfg.geom(op, x.shape(), f.shape())?;
+    let shape = cfg.out_shape(&g);
+    let y = with_float_dtype!(x.dtype(), T => match cfg.kind {
+        Kind::Dense => run::<T>(|a, b| k::conv2d(a, b, &g), x, f, &shape),
+        Kind::Depthwise => run::<T>(|a, b| k::depthwise(a, b, &g), x, f, &shape),
+    }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
+    let name = match cfg.kind {
+        Kind::Dense => "Conv2D",
+        Kind::Depthwise => "DepthwiseConv2dNative",
+    };
+    let (xc, fc) = (x.clone(), f.clone());
+    Ok(bind(name, &[x, f], y, move |_| {
+        vjp(move |g, needs| {
+            let dx = needs[0]
+                .then(|| bwd_input("conv backprop", xc.shape(), &fc, &g[0], cfg))
+                .transpose()?;
+            let df = needs[1]
+                .then(|| bwd_filter("conv backprop", &xc, fc.shape(), &g[0], cfg))
+                .transpose()?;
+            Ok(grads![dx, df])
+        })
+    }))
+}
+
+fn sizes4(op: &'static str, what: &str, s: &[usize]) -> Result<[usize; 4]> {
+    <[usize; 4]>::try_from(s).map_err(|_| Error::invalid(op, format!("{what} must have 4 entries (NHWC), got {s:?}")))
+}
+
+/// The input gradient: `dy` [n,oh,ow,out] and `f` -> [n,h,w,c] = `input_sizes`.
+fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    expect_floats(op, f, dy)?;
+    let xs = sizes4(op, "input_sizes", input_sizes)?;
+    let g = cfg.geom(op, &xs, f.shape())?;
+    check_dy(op, &cfg, &g, dy)?;
+    let y = with_float_dtype!(f.dtype(), T => match cfg.kind {
+        Kind::Dense => run::<T>(|d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs),
+        Kind::Depthwise => run::<T>(|d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs),
+    }, _ => return Err(unsupported(op, f.dtype(), "f32 or f64")));
+    let name = match cfg.kind {
+        Kind::Dense => "Conv2DBackpropInput",
+        Kind::Depthwise => "DepthwiseConv2dNativeBackpropInput",
+    };
+    let (fc, dyc) = (f.clone(), dy.clone());
+    Ok(bind(name, &[f, dy], y, move |_| {
+        vjp(move |g, needs| {
+            let df = needs[0]
+                .then(|| bwd_filter("conv backprop", &g[0], fc.shape(), &dyc, cfg))
+                .transpose()?;
+            let ddy = needs[1].then(|| fwd("conv backprop", &g[0], &fc, cfg)).transpose()?;
+            Ok(grads![df, ddy])
+        })
+    }))
+}
+
+/// The filter gradient: `x` and `dy` -> [kh,kw,c,out] = `filter_sizes`.
+fn bwd_filter(op: &'static str, x: &Tensor, filter_sizes: &[usize], dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    expect_floats(op, x, dy)?;
+    let fs = sizes4(op, "filter_sizes", filter_sizes)?;
+    let g = cfg.geom(op, x.shape(), &fs)?;
+    check_dy(op, &cfg, &g, dy)?;
+    let y = with_float_dtype!(x.dtype(), T => match cfg.kind {
+        Kind::Dense => run::<T>(|a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs),
+        Kind::Depthwise => run::<T>(|a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs),
+    }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
+    let name = match cfg.kind {
+        Kind::Dense => "Conv2DBackpropFilter",
+        Kind::Depthwise => "DepthwiseConv2dNativeBackpropFilter",
+    };
+    let (xc, dyc) = (x.clone(), dy.clone());
+    Ok(bind(name, &[x, dy], y, move |_| {
+        vjp(move |g, needs| {
+            let dx = needs[0]
+                .then(|| bwd_input("conv backprop", xc.shape(), &g[0], &dyc, cfg))
+                .transpose()?;
+            let ddy = needs[1].then(|| fwd("conv backprop", &xc, &g[0], cfg)).transpose()?;
+            Ok(grads![dx, ddy])
+        })
+    }))
+}
+
+impl Tensor {
+    /// 2-D convolution (cross-correlation, as TensorFlow's `conv2d`) of an
+    /// NHWC input `[n, h, w, c]` with an HWIO filter `[kh, kw, c, out]`,
+    /// giving `[n, oh, ow, out]`. `strides` and `dilations` are `[height,
+    /// width]`, each `>= 1`. `Padding::Same` gives `oh = ceil(h / stride)`
+    /// with the smaller half of the padding on top/left, `Padding::Valid`
+    /// uses no padding.
+    ///
+    /// Gradients: [`conv2d_backprop_input`](Self::conv2d_backprop_input) and
+    /// [`conv2d_backprop_filter`](Self::conv2d_backprop_filter).
+    ///
+    /// ```
+    /// use gradtape::{Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[1, 2, 2, 1])?;
+    /// let f = Tensor::ones(&[2, 2, 1, 1], gradtape::DType::F32);
+    /// let y = x.conv2d(&f, [1, 1], Padding::Valid, [1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![10.0]);
+    /// let y = x.conv2d(&f, [1, 1], Padding::Same, [1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![10.0, 6.0, 7.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv2d(&self, filter: &Tensor, strides: [i64; 2], padding: Padding, dilations: [i64; 2]) -> Result<Tensor> {
+        const OP: &str = "conv2d";
+        fwd(
+            OP,
+            self,
+            filter,
+            Cfg::new(OP, Kind::Dense, strides, padding, dilations)?,
+        )
+    }
+
+    /// The gradient of [`conv2d`](Self::conv2d) with respect to its input:
+    /// `out_backprop` `[n, oh, ow, out]` and `filter` `[kh, kw, c, out]` give
+    /// a tensor of shape `input_sizes = [n, h, w, c]` (TensorFlow's
+    /// `conv2d_backprop_input`). Differentiable in `filter` and `out_backprop`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let f = Tensor::ones(&[2, 2, 1, 1], DType::F64);
+    /// let dy = Tensor::ones(&[1, 1, 1, 1], DType::F64);
+    /// let dx = Tensor::conv2d_backprop_input(&[1, 2, 2, 1], &f, &dy, [1, 1], Padding::Valid, [1, 1])?;
+    /// assert_eq!(dx.to_vec::<f64>()?, vec![1.0; 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv2d_backprop_input(
+        input_sizes: &[usize],
+        filter: &Tensor,
+        out_backprop: &Tensor,
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+    ) -> Result<Tensor> {
+        const OP: &str = "conv2d_backprop_input";
+        let cfg = Cfg::new(OP, Kind::Dense, strides, padding, dilations)?;
+        bwd_input(OP, input_sizes, filter, out_backprop, cfg)
+    }
+
+    /// The gradient of [`conv2d`](Self::conv2d) with respect to its filter:
+    /// `input` `[n, h, w, c]` and `out_backprop` `[n, oh, ow, out]` give a
+    /// tensor of shape `filter_sizes = [kh, kw, c, out]` (TensorFlow's
+    /// `conv2d_backprop_filter`). Differentiable in `input` and `out_backprop`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], &[1, 2, 2, 1])?;
+    /// let dy = Tensor::ones(&[1, 1, 1, 1], DType::F64);
+    /// let df = Tensor::conv2d_backprop_filter(&x, &[2, 2, 1, 1], &dy, [1, 1], Padding::Valid, [1, 1])?;
+    /// assert_eq!(df.to_vec::<f64>()?, vec![1.0, 2.0, 3.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv2d_backprop_filter(
+        input: &Tensor,
+        filter_sizes: &[usize],
+        out_backprop: &Tensor,
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+    ) -> Result<Tensor> {
+        const OP: &str = "conv2d_backprop_filter";
+        let cfg = Cfg::new(OP, Kind::Dense, strides, padding, dilations)?;
+        bwd_filter(OP, input, filter_sizes, out_backprop, cfg)
+    }
+
+    /// Transposed 2-D convolution, TensorFlow's `conv2d_transpose`: `self`
+    /// `[n, h, w, in]`, `filter` `[kh, kw, out, in]` (height, width, output
+    /// channels, input channels), and the requested `output_shape` `[n, oh,
+    /// ow, out]`; `self` must have the shape `conv2d` would give for an input
+    /// of `output_shape` with these strides, padding and dilations. It is the
+    /// gradient of that `conv2d` with respect to its input.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 1, 2, 1])?;
+    /// let f = Tensor::ones(&[1, 2, 1, 1], DType::F32);
+    /// let y = x.conv2d_transpose(&f, &[1, 1, 4, 1], [1, 2], Padding::Valid, [1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0, 1.0, 2.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv2d_transpose(
+        &self,
+        filter: &Tensor,
+        output_shape: &[usize],
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+    ) -> Result<Tensor> {
+        const OP: &str = "conv2d_transpose";
+        let cfg = Cfg::new(OP, Kind::Dense, strides, padding, dilations)?;
+        bwd_input(OP, output_shape, filter, self, cfg)
+    }
+
+    /// 1-D convolution, TensorFlow's `conv1d`: input `[n, w, c]` (NWC),
+    /// filter `[kw, c, out]` (WIO), output `[n, ow, out]`. Runs as a
+    /// [`conv2d`](Self::conv2d) over a height of 1.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], &[1, 4, 1])?;
+    /// let f = Tensor::from_vec(vec![1.0f64, -1.0], &[2, 1, 1])?;
+    /// let y = x.conv1d(&f, 1, Padding::Valid, 1)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![-1.0, -1.0, -1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv1d(&self, filter: &Tensor, stride: i64, padding: Padding, dilation: i64) -> Result<Tensor> {
+        const OP: &str = "conv1d";
+        if self.rank() != 3 || filter.rank() != 3 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "needs an NWC input of rank 3 and a WIO filter of rank 3, got shapes {:?} and {:?}",
+                    self.shape(),
+                    filter.shape()
+                ),
+            ));
+        }
+        if self.shape()[2] != filter.shape()[1] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: filter.shape().to_vec(),
+            });
+        }
+        expect_floats(OP, self, filter)?;
+        let cfg = Cfg::new(OP, Kind::Dense, [1, stride], padding, [1, dilation])?;
+        // validate before recording the reshapes
+        cfg.geom(
+            OP,
+            &[self.shape()[0], 1, self.shape()[1], self.shape()[2]],
+            &[1, filter.shape()[0], filter.shape()[1], filter.shape()[2]],
+        )?;
+        fwd(OP, &self.expand_dims(1)?, &filter.expand_dims(0)?, cfg)?.squeeze(&[1])
+    }
+
+    /// Depthwise 2-D convolution, TensorFlow's `depthwise_conv2d`: input `[n,
+    /// h, w, c]`, filter `[kh, kw, c, m]`; each input channel is convolved
+    /// with its own `m` filters, giving `[n, oh, ow, c * m]` (channel `k * m +
+    /// j` from input channel `k` and filter `j`). Strides, padding and
+    /// dilations as [`conv2d`](Self::conv2d).
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 10.0, 2.0, 20.0], &[1, 1, 2, 2])?;
+    /// let f = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[1, 2, 2, 1])?;
+    /// let y = x.depthwise_conv2d(&f, [1, 1], Padding::Valid, [1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0 * 1.0 + 2.0 * 3.0, 10.0 * 2.0 + 20.0 * 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn depthwise_conv2d(
+        &self,
+        filter: &Tensor,
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+    ) -> Result<Tensor> {
+        const OP: &str = "depthwise_conv2d";
+        fwd(
+            OP,
+            self,
+            filter,
+            Cfg::new(OP, Kind::Depthwise, strides, padding, dilations)?,
+        )
+    }
+
+    /// The gradient of [`depthwise_conv2d`](Self::depthwise_conv2d) with
+    /// respect to its input, of shape `input_sizes`; differentiable in
+    /// `filter` and `out_backprop`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let f = Tensor::ones(&[1, 1, 2, 1], DType::F64);
+    /// let dy = Tensor::from_vec(vec![3.0f64, 4.0], &[1, 1, 1, 2])?;
+    /// let dx = Tensor::depthwise_conv2d_backprop_input(&[1, 1, 1, 2], &f, &dy, [1, 1], Padding::Valid, [1, 1])?;
+    /// assert_eq!(dx.to_vec::<f64>()?, vec![3.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn depthwise_conv2d_backprop_input(
+        input_sizes: &[usize],
+        filter: &Tensor,
+        out_backprop: &Tensor,
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+    ) -> Result<Tensor> {
+        const OP: &str = "depthwise_conv2d_backprop_input";
+        let cfg = Cfg::new(OP, Kind::Depthwise, strides, padding, dilations)?;
+        bwd_input(OP, input_sizes, filter, out_backprop, cfg)
+    }
+
+    /// The gradient of [`depthwise_conv2d`](Self::depthwise_conv2d) with
+    /// respect to its filter, of shape `filter_sizes`; differentiable in
+    /// `input` and `out_backprop`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![5.0f64, 6.0], &[1, 1, 1, 2])?;
+    /// let dy = Tensor::ones(&[1, 1, 1, 2], DType::F64);
+    /// let df = Tensor::depthwise_conv2d_backprop_filter(&x, &[1, 1, 2, 1], &dy, [1, 1], Padding::Valid, [1, 1])?;
+    /// assert_eq!(df.to_vec::<f64>()?, vec![5.0, 6.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn depthwise_conv2d_backprop_filter(
+        input: &Tensor,
+        filter_sizes: &[usize],
+        out_backprop: &Tensor,
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+    ) -> Result<Tensor> {
+        const OP: &str = "depthwise_conv2d_backprop_filter";
+        let cfg = Cfg::new(OP, Kind::Depthwise, strides, padding, dilations)?;
+        bwd_filter(OP, input, filter_sizes, out_backprop, cfg)
+    }
+}

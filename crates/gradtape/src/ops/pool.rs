@@ -1,0 +1,130 @@
+//! 2-D max and average pooling on NHWC data, TensorFlow's conventions.
+//!
+//! Max pooling's gradient scatters the cotangent to the position of each
+//! window's maximum (recorded by the forward pass; the first maximum on ties,
+//! as TensorFlow) with [`Tensor::scatter_add`], whose own gradient gathers at
+//! those positions, so second order works. Average pooling is linear: its
+//! gradient [`Tensor::avg_pool2d_grad`] spreads each cotangent evenly over its
+//! window, and that op's gradient is the average pool again.
+
+use super::{bind, expect_float, grads, unsupported};
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::conv::{positive, Geom, Padding};
+use crate::kernels::cpu::pooling as k;
+use crate::tensor::{with_float_dtype, Element, Tensor};
+
+/// The pooling geometry of an NHWC input shape `x`.
+fn geom(op: &'static str, x: &[usize], ksize: [i64; 2], strides: [i64; 2], padding: Padding) -> Result<Geom> {
+    if x.len() != 4 {
+        return Err(Error::invalid(
+            op,
+            format!("needs an NHWC input of rank 4, got shape {x:?}"),
+        ));
+    }
+    let ks = positive(op, "ksize", ksize)?;
+    let st = positive(op, "strides", strides)?;
+    Geom::new(op, x, ks, 1, st, [1, 1], padding)
+}
+
+impl Tensor {
+    /// Max pooling of an NHWC tensor `[n, h, w, c]` over windows `ksize =
+    /// [kh, kw]` moved by `strides = [sh, sw]`, giving `[n, oh, ow, c]` with
+    /// `oh`, `ow` as for [`conv2d`](Self::conv2d); padding never wins a
+    /// window. The gradient goes to the first maximum of each window.
+    ///
+    /// ```
+    /// use gradtape::{Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0, 0.0, 4.0], &[1, 2, 3, 1])?;
+    /// let y = x.max_pool2d([2, 2], [2, 2], Padding::Same)?;
+    /// assert_eq!(y.shape(), &[1, 1, 2, 1]);
+    /// assert_eq!(y.to_vec::<f32>()?, vec![5.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn max_pool2d(&self, ksize: [i64; 2], strides: [i64; 2], padding: Padding) -> Result<Tensor> {
+        const OP: &str = "max_pool2d";
+        expect_float(OP, self)?;
+        let g = geom(OP, self.shape(), ksize, strides, padding)?;
+        let shape = [g.n, g.oh, g.ow, g.c];
+        let (y, arg) = with_float_dtype!(self.dtype(), T => {
+            let (y, arg) = k::max_pool::<T>(&self.values::<T>(), &g);
+            (Tensor::from_storage(T::into_storage(y), &shape), arg)
+        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let xshape = self.shape().to_vec();
+        Ok(bind("MaxPool", &[self], y, move |_| {
+            let ny = arg.len();
+            let arg = Tensor::from_vec(arg, &[ny]);
+            vjp(move |g, _| {
+                let arg = arg.as_ref().map_err(Clone::clone)?;
+                let nx = xshape.iter().product();
+                let dx = g[0].reshape(&[ny])?.scatter_add(arg, 0, nx)?.reshape(&xshape)?;
+                Ok(grads![Some(dx)])
+            })
+        }))
+    }
+
+    /// Average pooling of an NHWC tensor `[n, h, w, c]`, windows and strides
+    /// as [`max_pool2d`](Self::max_pool2d). With `Padding::Same` each output
+    /// is the mean of the window's valid (non-padding) elements only, as in
+    /// TensorFlow.
+    ///
+    /// ```
+    /// use gradtape::{Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0], &[1, 2, 3, 1])?;
+    /// let y = x.avg_pool2d([2, 2], [2, 2], Padding::Same)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![3.0, 4.5]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn avg_pool2d(&self, ksize: [i64; 2], strides: [i64; 2], padding: Padding) -> Result<Tensor> {
+        const OP: &str = "avg_pool2d";
+        expect_float(OP, self)?;
+        let g = geom(OP, self.shape(), ksize, strides, padding)?;
+        let shape = [g.n, g.oh, g.ow, g.c];
+        let y = with_float_dtype!(self.dtype(), T => {
+            Tensor::from_storage(T::into_storage(k::avg_pool::<T>(&self.values::<T>(), &g)), &shape)
+        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let xshape = self.shape().to_vec();
+        Ok(bind("AvgPool", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].avg_pool2d_grad(&xshape, ksize, strides, padding)?)]))
+        }))
+    }
+
+    /// The gradient of [`avg_pool2d`](Self::avg_pool2d) for an input of shape
+    /// `input_shape`: `self` is the cotangent of the pooled output, and each
+    /// of its elements is spread evenly over the valid elements of its
+    /// window. Linear; its own gradient is `avg_pool2d`.
+    ///
+    /// ```
+    /// use gradtape::{Padding, Tensor};
+    /// let g = Tensor::from_vec(vec![4.0f64, 6.0], &[1, 1, 2, 1])?;
+    /// let dx = g.avg_pool2d_grad(&[1, 2, 3, 1], [2, 2], [2, 2], Padding::Same)?;
+    /// assert_eq!(dx.to_vec::<f64>()?, vec![1.0, 1.0, 3.0, 1.0, 1.0, 3.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn avg_pool2d_grad(
+        &self,
+        input_shape: &[usize],
+        ksize: [i64; 2],
+        strides: [i64; 2],
+        padding: Padding,
+    ) -> Result<Tensor> {
+        const OP: &str = "avg_pool2d_grad";
+        expect_float(OP, self)?;
+        let g = geom(OP, input_shape, ksize, strides, padding)?;
+        let want = [g.n, g.oh, g.ow, g.c];
+        if self.shape() != want {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: want.to_vec(),
+            });
+        }
+        let xshape = input_shape.to_vec();
+        let y = with_float_dtype!(self.dtype(), T => {
+            Tensor::from_storage(T::into_storage(k::avg_pool_grad::<T>(&self.values::<T>(), &g)), &xshape)
+        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        Ok(bind("AvgPoolGrad", &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(g[0].avg_pool2d(ksize, strides, padding)?)]))
+        }))
+    }
+}
