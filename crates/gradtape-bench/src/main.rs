@@ -27,6 +27,9 @@
 //! Threads: gradtape's kernels run on rayon's global pool, which uses every
 //! core of the machine.
 
+mod hessian;
+mod jacobian;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -59,11 +62,11 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "jacobian",
-        run: None,
+        run: Some(jacobian::run),
     },
     Workload {
         name: "hessian",
-        run: None,
+        run: Some(hessian::run),
     },
     Workload {
         name: "elementwise",

@@ -32,6 +32,7 @@
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use crate::autodiff::batched;
 use crate::autodiff::tape::{OpList, TapeState, NO_OP};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Shape, Tensor, TensorId};
@@ -229,7 +230,9 @@ fn accumulate(slot: &mut Option<Tensor>, g: Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`.
+/// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`,
+/// with `batch_dims` leading batch dims (0 for a plain gradient; see
+/// [`batched`](super::batched)), which every cotangent then carries.
 pub(crate) fn backprop(
     state: &std::cell::RefCell<TapeState>,
     take_state: bool,
@@ -237,7 +240,12 @@ pub(crate) fn backprop(
     seeds: Vec<Tensor>,
     sources: &[SourceInfo],
     unconnected: Unconnected,
+    batch_dims: usize,
 ) -> Result<Vec<Option<Tensor>>> {
+    let batch: Vec<usize> = match seeds.first() {
+        Some(s) if batch_dims > 0 => s.shape()[..batch_dims.min(s.rank())].to_vec(),
+        _ => Vec::new(),
+    };
     let source_set = SourceSet::new(sources);
     let (plan, target_at) = {
         let mut owned;
@@ -301,13 +309,13 @@ pub(crate) fn backprop(
         if cots.iter().any(|c| c.is_some()) {
             let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
             for (c, o) in cots.into_iter().zip(&rec.outputs) {
-                full.push(c.unwrap_or_else(|| Tensor::zeros(&o.shape, o.dtype)));
+                full.push(c.unwrap_or_else(|| batched::zeros(&batch, &o.shape, o.dtype)));
             }
             let mut needs: SmallVec<[bool; 4]> = SmallVec::new();
             for e in &edges {
                 needs.push(!matches!(e, Edge::Nothing));
             }
-            let in_grads = vjp.call(&full, &needs)?;
+            let in_grads = batched::call_rule(rec.name, &vjp, &full, &needs, batch_dims)?;
             if in_grads.len() != edges.len() {
                 return Err(Error::invalid(
                     rec.name,
@@ -349,7 +357,7 @@ pub(crate) fn backprop(
                 Some(g) if s.dtype.is_float() => Some(g.clone()),
                 _ => match unconnected {
                     Unconnected::None => None,
-                    Unconnected::Zero => Some(Tensor::zeros(&s.shape, s.dtype)),
+                    Unconnected::Zero => Some(batched::zeros(&batch, &s.shape, s.dtype)),
                 },
             }
         })

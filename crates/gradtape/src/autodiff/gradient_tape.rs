@@ -30,7 +30,7 @@ use crate::tensor::Tensor;
 /// # Ok::<(), gradtape::Error>(())
 /// ```
 pub struct GradientTape {
-    cell: Rc<TapeCell>,
+    pub(crate) cell: Rc<TapeCell>,
 }
 
 /// Options of [`GradientTape::gradient_with`].
@@ -307,6 +307,7 @@ impl GradientTape {
             seeds,
             &infos,
             opts.unconnected,
+            0,
         )?;
         Ok(sources.pack(&mut grads.into_iter()))
     }

@@ -2,8 +2,10 @@
 //! variables and the gradient checker.
 
 pub(crate) mod backprop;
+pub(crate) mod batched;
 pub mod check;
 pub(crate) mod gradient_tape;
+pub(crate) mod jacobian;
 pub(crate) mod sources;
 pub(crate) mod tape;
 pub(crate) mod variable;

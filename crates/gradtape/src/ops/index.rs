@@ -1,7 +1,8 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
 use super::{bind, grads};
-use crate::autodiff::tape::vjp;
+use crate::autodiff::tape::vjp_batched;
+use crate::ops::ct;
 use crate::error::Result;
 use crate::kernels::cpu::index;
 use crate::tensor::layout::norm_axis;
@@ -26,7 +27,7 @@ impl Tensor {
         let y = index::gather(self, indices, ax)?;
         let (idx, dim) = (indices.clone(), self.shape()[ax]);
         Ok(bind("Gather", &[self, indices], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ax as isize, dim)?), None]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ct::axis(ax), dim)?), None]))
         }))
     }
 
@@ -46,7 +47,7 @@ impl Tensor {
         let y = index::scatter_add(self, indices, ax, dim)?;
         let idx = indices.clone();
         Ok(bind("ScatterAdd", &[self, indices], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].gather(&idx, ax as isize)?), None]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].gather(&idx, ct::axis(ax))?), None]))
         }))
     }
 }

@@ -3,7 +3,7 @@
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
 use super::{bind, expect_float, grads, unsupported};
-use crate::autodiff::tape::{self, vjp};
+use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cpu::math;
@@ -31,7 +31,7 @@ impl Tensor {
     /// `-x`. d/dx = -1.
     pub fn neg(&self) -> Result<Tensor> {
         let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
-        Ok(bind("Neg", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].neg()?)]))))
+        Ok(bind("Neg", &[self], y, |_| vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))))
     }
 
     /// `|x|`. d/dx = sign(x), 0 at 0 (as TensorFlow).
@@ -39,7 +39,7 @@ impl Tensor {
         let y = num_map!("abs", self, |v| if v < T::zero() { T::zero().sub_wrap(v) } else { v })?;
         let x = self.clone();
         Ok(bind("Abs", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))
         }))
     }
 
@@ -60,7 +60,7 @@ impl Tensor {
         let y = num_map!("square", self, |v| v.mul_wrap(v))?;
         let x = self.clone();
         Ok(bind("Square", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))
         }))
     }
 
@@ -69,7 +69,7 @@ impl Tensor {
         let y = float_map!("sqrt", self, |v| v.sqrt())?;
         Ok(bind("Sqrt", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
         }))
     }
 
@@ -79,7 +79,7 @@ impl Tensor {
         let y = math::exp(self);
         Ok(bind("Exp", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
         }))
     }
 
@@ -88,7 +88,7 @@ impl Tensor {
         let y = float_map!("log", self, |v| v.ln())?;
         let x = self.clone();
         Ok(bind("Log", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))
         }))
     }
 
@@ -98,7 +98,7 @@ impl Tensor {
         let y = math::sin(self);
         let x = self.clone();
         Ok(bind("Sin", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))
         }))
     }
 
@@ -108,7 +108,7 @@ impl Tensor {
         let y = math::cos(self);
         let x = self.clone();
         Ok(bind("Cos", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))
         }))
     }
 
@@ -117,7 +117,7 @@ impl Tensor {
         let y = float_map!("tanh", self, |v| v.tanh())?;
         Ok(bind("Tanh", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
         }))
     }
 
@@ -131,7 +131,7 @@ impl Tensor {
         })?;
         Ok(bind("Sigmoid", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| {
+            vjp_batched(move |g, _| {
                 let dy = y.mul(&y.neg()?.add_scalar(1.0)?)?;
                 Ok(grads![Some(g[0].mul(&dy)?)])
             })
@@ -143,7 +143,7 @@ impl Tensor {
         let y = num_map!("relu", self, |v| if v > T::zero() { v } else { T::zero() })?;
         let x = self.clone();
         Ok(bind("Relu", &[self], y, move |_| {
-            vjp(move |g, _| {
+            vjp_batched(move |g, _| {
                 let mask = x.gt_scalar(0.0)?.cast(g[0].dtype())?;
                 Ok(grads![Some(g[0].mul(&mask)?)])
             })
@@ -156,7 +156,7 @@ impl Tensor {
         let y = float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))?;
         let x = self.clone();
         Ok(bind("PowScalar", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)]))
         }))
     }
 
@@ -164,7 +164,7 @@ impl Tensor {
     pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
         let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
         Ok(bind("MulScalar", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
         }))
     }
 
@@ -187,7 +187,7 @@ impl Tensor {
             _ => num_map!("div_scalar", self, |v| v / T::from_f64(c)),
         }?;
         Ok(bind("DivScalar", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
         }))
     }
 
