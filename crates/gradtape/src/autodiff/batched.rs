@@ -87,7 +87,11 @@ fn call_by_rows(name: &'static str, rule: &VjpFn, cots: &[Tensor], needs: &[bool
         if gs.len() != needs.len() {
             return Err(Error::invalid(
                 name,
-                format!("gradient rule returned {} gradients for {} inputs", gs.len(), needs.len()),
+                format!(
+                    "gradient rule returned {} gradients for {} inputs",
+                    gs.len(),
+                    needs.len()
+                ),
             ));
         }
         for (slot, g) in per_input.iter_mut().zip(gs) {
@@ -115,7 +119,10 @@ pub(crate) fn stack_rows(rows: Vec<Option<Tensor>>) -> Result<Option<Tensor>> {
     let Some(like) = rows.iter().flatten().next().cloned() else {
         return Ok(None);
     };
-    let rows: Vec<Tensor> = rows.into_iter().map(|r| r.unwrap_or_else(|| like.zeros_like())).collect();
+    let rows: Vec<Tensor> = rows
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| like.zeros_like()))
+        .collect();
     stack(&rows).map(Some)
 }
 

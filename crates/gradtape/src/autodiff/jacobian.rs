@@ -274,7 +274,10 @@ impl GradientTape {
         let n = seed.shape().first().copied().unwrap_or(0);
         if n == 0 {
             // no rows: nothing to differentiate; `finish` gives empty zeros
-            return Ok(infos.iter().map(|s| Some(Tensor::zeros(&concat(&[0], &s.shape), s.dtype))).collect());
+            return Ok(infos
+                .iter()
+                .map(|s| Some(Tensor::zeros(&concat(&[0], &s.shape), s.dtype)))
+                .collect());
         }
         let targets = std::slice::from_ref(target);
         if opts.vectorized {
@@ -293,17 +296,7 @@ impl GradientTape {
         let per_row: Vec<Vec<Option<Tensor>>> = if tape::any_active() {
             // tapes record on this thread: run here, so they see every row
             (0..n)
-                .map(|j| {
-                    backprop(
-                        &cell.state,
-                        false,
-                        targets,
-                        vec![row(j)?],
-                        infos,
-                        Unconnected::None,
-                        0,
-                    )
-                })
+                .map(|j| backprop(&cell.state, false, targets, vec![row(j)?], infos, Unconnected::None, 0))
                 .collect::<Result<_>>()?
         } else {
             // a snapshot of the tape that worker threads can read
@@ -328,7 +321,9 @@ impl GradientTape {
                 let seeds: Vec<Tensor> = (start..n.min(start + wave)).map(row).collect::<Result<_>>()?;
                 let done: Vec<Vec<Option<Tensor>>> = seeds
                     .into_par_iter()
-                    .map_init(fresh, |st, s| backprop(st, false, targets, vec![s], infos, Unconnected::None, 0))
+                    .map_init(fresh, |st, s| {
+                        backprop(st, false, targets, vec![s], infos, Unconnected::None, 0)
+                    })
                     .collect::<Result<_>>()?;
                 all.extend(done);
             }

@@ -4,9 +4,9 @@
 
 use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::autodiff::tape::vjp_batched;
-use crate::ops::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
+use crate::ops::ct;
 use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, DType, Element, Num, Tensor};
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
@@ -71,7 +71,12 @@ impl Tensor {
         let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Add", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(ct::unbroadcast(&g[0], &sa)?), Some(ct::unbroadcast(&g[0], &sb)?)]))
+            vjp_batched(move |g, _| {
+                Ok(grads![
+                    Some(ct::unbroadcast(&g[0], &sa)?),
+                    Some(ct::unbroadcast(&g[0], &sb)?)
+                ])
+            })
         }))
     }
 
@@ -95,8 +100,12 @@ impl Tensor {
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Mul", &[self, rhs], y, move |_| {
             vjp_batched(move |g, needs| {
-                let ga = needs[0].then(|| ct::unbroadcast(&g[0].mul(&b)?, a.shape())).transpose()?;
-                let gb = needs[1].then(|| ct::unbroadcast(&g[0].mul(&a)?, b.shape())).transpose()?;
+                let ga = needs[0]
+                    .then(|| ct::unbroadcast(&g[0].mul(&b)?, a.shape()))
+                    .transpose()?;
+                let gb = needs[1]
+                    .then(|| ct::unbroadcast(&g[0].mul(&a)?, b.shape()))
+                    .transpose()?;
                 Ok(grads![ga, gb])
             })
         }))
@@ -126,7 +135,9 @@ impl Tensor {
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Div", &[self, rhs], y, move |_| {
             vjp_batched(move |g, needs| {
-                let ga = needs[0].then(|| ct::unbroadcast(&g[0].div(&b)?, a.shape())).transpose()?;
+                let ga = needs[0]
+                    .then(|| ct::unbroadcast(&g[0].div(&b)?, a.shape()))
+                    .transpose()?;
                 let gb = needs[1]
                     .then(|| ct::unbroadcast(&g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?, b.shape()))
                     .transpose()?;

@@ -2,9 +2,9 @@
 
 use super::{bind, grads};
 use crate::autodiff::tape::vjp_batched;
-use crate::ops::ct;
 use crate::error::Result;
 use crate::kernels::cpu::matmul::matmul;
+use crate::ops::ct;
 use crate::tensor::Tensor;
 
 impl Tensor {

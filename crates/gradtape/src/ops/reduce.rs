@@ -5,9 +5,9 @@
 
 use super::{bind, grads, unsupported};
 use crate::autodiff::tape::vjp_batched;
-use crate::ops::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::reduce::{reduce, ReduceKind};
+use crate::ops::ct;
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{DType, Tensor};
 

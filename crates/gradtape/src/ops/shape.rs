@@ -5,9 +5,9 @@ use smallvec::SmallVec;
 
 use super::{bind, grads};
 use crate::autodiff::tape::{self, vjp_batched};
-use crate::ops::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
+use crate::ops::ct;
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, norm_axis};
 use crate::tensor::{with_dtype, DType, Element, Layout, Tensor};
 

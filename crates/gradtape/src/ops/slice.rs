@@ -2,8 +2,8 @@
 
 use super::{bind, grads};
 use crate::autodiff::tape::vjp_batched;
-use crate::ops::ct;
 use crate::error::{Error, Result};
+use crate::ops::ct;
 use crate::tensor::layout::{contiguous_strides, norm_axis};
 use crate::tensor::{with_dtype, Element, Layout, Tensor};
 

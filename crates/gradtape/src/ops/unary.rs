@@ -31,7 +31,9 @@ impl Tensor {
     /// `-x`. d/dx = -1.
     pub fn neg(&self) -> Result<Tensor> {
         let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
-        Ok(bind("Neg", &[self], y, |_| vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))))
+        Ok(bind("Neg", &[self], y, |_| {
+            vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))
+        }))
     }
 
     /// `|x|`. d/dx = sign(x), 0 at 0 (as TensorFlow).
