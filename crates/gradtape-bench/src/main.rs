@@ -28,6 +28,8 @@
 //! core of the machine.
 
 mod cnn_step;
+mod hessian;
+mod jacobian;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -61,11 +63,11 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "jacobian",
-        run: None,
+        run: Some(jacobian::run),
     },
     Workload {
         name: "hessian",
-        run: None,
+        run: Some(hessian::run),
     },
     Workload {
         name: "elementwise",

@@ -50,6 +50,7 @@ pub use autodiff::functional::{
 };
 pub use autodiff::gradient::{Gradient, IndexedSlices, SparseClosure, SparseGrads};
 pub use autodiff::gradient_tape::{GradientOptions, GradientTape, RecordingGuard};
+pub use autodiff::jacobian::JacobianOptions;
 pub use autodiff::recompute::{recompute_grad, Recompute};
 pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};

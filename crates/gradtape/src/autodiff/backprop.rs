@@ -32,6 +32,7 @@
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use crate::autodiff::batched;
 use crate::autodiff::gradient::{call_rule, Gradient};
 use crate::autodiff::tape::{OpList, TapeState, NO_OP};
 use crate::error::{Error, Result};
@@ -231,7 +232,9 @@ fn accumulate(slot: &mut Option<Gradient>, g: Gradient) -> Result<()> {
     Ok(())
 }
 
-/// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`.
+/// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`,
+/// with `batch_dims` leading batch dims (0 for a plain gradient; see
+/// [`batched`](super::batched)), which every cotangent then carries.
 pub(crate) fn backprop(
     state: &std::cell::RefCell<TapeState>,
     take_state: bool,
@@ -239,7 +242,12 @@ pub(crate) fn backprop(
     seeds: Vec<Tensor>,
     sources: &[SourceInfo],
     unconnected: Unconnected,
+    batch_dims: usize,
 ) -> Result<Vec<Option<Gradient>>> {
+    let batch: Vec<usize> = match seeds.first() {
+        Some(s) if batch_dims > 0 => s.shape()[..batch_dims.min(s.rank())].to_vec(),
+        _ => Vec::new(),
+    };
     let source_set = SourceSet::new(sources);
     let (plan, target_at) = {
         let mut owned;
@@ -309,9 +317,9 @@ pub(crate) fn backprop(
             let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs, |vjp, cots, needs| {
                 let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
                 for (c, o) in cots.into_iter().zip(&rec.outputs) {
-                    full.push(c.unwrap_or_else(|| Tensor::zeros(&o.shape, o.dtype)));
+                    full.push(c.unwrap_or_else(|| batched::zeros(&batch, &o.shape, o.dtype)));
                 }
-                vjp.call(&full, needs)
+                batched::call_rule(rec.name, vjp, &full, needs, batch_dims)
             })?;
             if in_grads.len() != edges.len() {
                 return Err(Error::invalid(
@@ -354,7 +362,7 @@ pub(crate) fn backprop(
                 Some(g) if s.dtype.is_differentiable() => Some(g.clone()),
                 _ => match unconnected {
                     Unconnected::None => None,
-                    Unconnected::Zero => Some(Gradient::Dense(Tensor::zeros(&s.shape, s.dtype))),
+                    Unconnected::Zero => Some(Gradient::Dense(batched::zeros(&batch, &s.shape, s.dtype))),
                 },
             }
         })

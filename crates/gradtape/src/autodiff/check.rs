@@ -8,10 +8,18 @@
 //! whose gradient is a Hessian-vector product computed with nested tapes;
 //! that checks the gradient rules' own gradients.
 //!
+//! Batching: the vectorized Jacobian of `f` w.r.t. every float input (one
+//! backward pass with batched cotangents, see [`ct`](crate::ct)) is compared
+//! with the same rows computed one backward pass at a time (all rows, or
+//! an evenly spaced sample of them for outputs with many elements). That
+//! checks every rule made with [`vjp_batched`](crate::vjp_batched) on the way.
+//!
 //! Float inputs are cast to f64 first; integer inputs (indices) are passed
 //! through unchanged and not differentiated.
 
-use crate::autodiff::gradient_tape::GradientTape;
+use crate::autodiff::backprop::Unconnected;
+use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
+use crate::autodiff::jacobian::JacobianOptions;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
@@ -42,12 +50,91 @@ impl Default for CheckOptions {
 /// What [`check_gradients`] compared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckReport {
-    /// Number of derivative entries compared (all orders).
+    /// Number of derivative entries compared with finite differences (all orders).
     pub compared: usize,
+    /// Number of Jacobian entries compared between the vectorized and the
+    /// row-by-row computation.
+    pub compared_batched: usize,
     /// Largest |analytic − numeric| at first order.
     pub max_err_first: f64,
     /// Largest |analytic − numeric| at second order, if checked.
     pub max_err_second: Option<f64>,
+    /// Largest |vectorized − row-by-row| over the Jacobian rows compared
+    /// (`None` when there is no float input or the output is empty).
+    pub max_err_batched: Option<f64>,
+}
+
+/// Rows of the Jacobian compared one by one at most.
+const BATCH_ROWS: usize = 24;
+
+/// The vectorized Jacobian of `f` against row-by-row gradients: returns the
+/// number of entries compared and the largest difference.
+fn check_batched(
+    f: &dyn Fn(&[Tensor]) -> Result<Tensor>,
+    xs: &[Tensor],
+    floats: &[usize],
+    opts: &CheckOptions,
+) -> Result<Option<(usize, f64)>> {
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        for &j in floats {
+            tape.watch(&xs[j]);
+        }
+        f(xs)?.cast(DType::F64)
+    })?;
+    let n = y.numel();
+    if floats.is_empty() || n == 0 {
+        return Ok(None);
+    }
+    let srcs: Vec<Tensor> = floats.iter().map(|&j| xs[j].clone()).collect();
+    let jopts = JacobianOptions::default().unconnected(Unconnected::Zero);
+    let jac: Vec<Vec<f64>> = tape
+        .jacobian_with(&y, &srcs, jopts)
+        .map_err(|e| Error::GradientCheck(format!("batched: the vectorized Jacobian failed: {e}")))?
+        .into_iter()
+        .map(|j| j.map(|j| j.to_vec_f64()).unwrap_or_default())
+        .collect();
+    let rows: Vec<usize> = if n <= BATCH_ROWS {
+        (0..n).collect()
+    } else {
+        let mut r: Vec<usize> = (0..BATCH_ROWS).map(|i| i * (n - 1) / (BATCH_ROWS - 1)).collect();
+        r.dedup();
+        r
+    };
+    let (mut compared, mut max_err) = (0, 0.0f64);
+    for row in rows {
+        let mut onehot = vec![0.0f64; n];
+        onehot[row] = 1.0;
+        let seed = Tensor::from_vec(onehot, y.shape())?;
+        let gopts = GradientOptions::default()
+            .output_gradients(vec![seed])
+            .unconnected(Unconnected::Zero);
+        let gs = tape.gradient_with(&y, &srcs, gopts)?;
+        for (k, (g, &j)) in gs.iter().zip(floats).enumerate() {
+            let want = g.as_ref().map(|g| g.to_vec_f64()).unwrap_or_default();
+            let m = xs[j].numel();
+            let got = jac[k].get(row * m..(row + 1) * m).ok_or_else(|| {
+                Error::GradientCheck(format!(
+                    "vectorized Jacobian w.r.t. input {j} has {} elements, expected {}",
+                    jac[k].len(),
+                    n * m
+                ))
+            })?;
+            for (e, (a, b)) in got.iter().zip(&want).enumerate() {
+                let err = (a - b).abs();
+                if err.is_nan() || err > opts.atol + opts.rtol * b.abs() {
+                    return Err(Error::GradientCheck(format!(
+                        "batched: Jacobian row {row} w.r.t. input {j} (shape {:?}) element {e}: \
+                         vectorized {a} vs row-by-row {b}",
+                        xs[j].shape()
+                    )));
+                }
+                max_err = max_err.max(err);
+                compared += 1;
+            }
+        }
+    }
+    Ok(Some((compared, max_err)))
 }
 
 /// Deterministic, non-uniform weights of a shape.
@@ -151,7 +238,8 @@ fn compare(
 }
 
 /// Checks the gradients of `f` at `inputs` against central finite
-/// differences in f64, at first order and (by default) second order.
+/// differences in f64, at first order and (by default) second order, and
+/// the vectorized Jacobian against row-by-row gradients (the batched rules).
 /// Returns an error naming the input and element where they disagree.
 ///
 /// ```
@@ -182,7 +270,13 @@ pub fn check_gradients(
         compared: n1,
         max_err_first: e1,
         max_err_second: None,
+        max_err_batched: None,
+        compared_batched: 0,
     };
+    if let Some((nb, eb)) = check_batched(f, &xs, &floats, opts)? {
+        report.compared_batched = nb;
+        report.max_err_batched = Some(eb);
+    }
     if opts.second_order {
         let outer = GradientTape::new();
         let m = outer.record(|| {

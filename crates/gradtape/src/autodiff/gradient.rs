@@ -287,3 +287,11 @@ pub(crate) fn call_rule(
         .map(|g| g.map(Gradient::Dense))
         .collect())
 }
+
+/// Densifies a list of gradients (Jacobians and `gradient` are dense).
+pub(crate) fn densify(grads: Vec<Option<Gradient>>) -> Result<Vec<Option<Tensor>>> {
+    grads
+        .into_iter()
+        .map(|g| g.map(Gradient::into_dense).transpose())
+        .collect()
+}

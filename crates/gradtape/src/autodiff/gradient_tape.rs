@@ -9,7 +9,7 @@ use std::rc::Rc;
 use smallvec::SmallVec;
 
 use crate::autodiff::backprop::{backprop, SourceInfo, Unconnected};
-use crate::autodiff::gradient::Gradient;
+use crate::autodiff::gradient::{densify, Gradient};
 use crate::autodiff::sources::{SourceRef, Sources, Targets};
 use crate::autodiff::tape::{self, TapeCell, TapeState};
 use crate::autodiff::variable::Variable;
@@ -31,7 +31,7 @@ use crate::tensor::Tensor;
 /// # Ok::<(), gradtape::Error>(())
 /// ```
 pub struct GradientTape {
-    cell: Rc<TapeCell>,
+    pub(crate) cell: Rc<TapeCell>,
 }
 
 /// Options of [`GradientTape::gradient_with`].
@@ -249,11 +249,7 @@ impl GradientTape {
         opts: GradientOptions,
     ) -> Result<S::Output> {
         let grads = self.flat_gradient(targets, sources, opts)?;
-        let dense: Vec<Option<Tensor>> = grads
-            .into_iter()
-            .map(|g| g.map(Gradient::into_dense).transpose())
-            .collect::<Result<_>>()?;
-        Ok(sources.pack(&mut dense.into_iter()))
+        Ok(sources.pack(&mut densify(grads)?.into_iter()))
     }
 
     /// [`gradient`](Self::gradient) keeping sparse gradients sparse: a source
@@ -357,6 +353,7 @@ impl GradientTape {
             seeds,
             &infos,
             opts.unconnected,
+            0,
         )
     }
 }

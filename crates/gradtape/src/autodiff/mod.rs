@@ -2,11 +2,13 @@
 //! variables and the gradient checker.
 
 pub(crate) mod backprop;
+pub(crate) mod batched;
 pub mod check;
 pub(crate) mod custom;
 pub(crate) mod functional;
 pub(crate) mod gradient;
 pub(crate) mod gradient_tape;
+pub(crate) mod jacobian;
 pub(crate) mod recompute;
 pub(crate) mod sources;
 pub(crate) mod tape;

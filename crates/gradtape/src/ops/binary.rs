@@ -1,10 +1,12 @@
 //! Elementwise functions of two tensors, with NumPy broadcasting, and
-//! comparisons. Each rule ends in `sum_to_shape`, which undoes broadcasting.
+//! comparisons. Each rule ends in `ct::unbroadcast` (the batched
+//! `sum_to_shape`), which undoes broadcasting.
 
 use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
-use crate::autodiff::tape::vjp;
+use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
+use crate::ops::ct;
 use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, with_real_dtype, DType, Element, Num, Tensor};
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
@@ -82,7 +84,12 @@ impl Tensor {
         let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Add", &[self, rhs], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].sum_to_shape(&sb)?)]))
+            vjp_batched(move |g, _| {
+                Ok(grads![
+                    Some(ct::unbroadcast(&g[0], &sa)?),
+                    Some(ct::unbroadcast(&g[0], &sb)?)
+                ])
+            })
         }))
     }
 
@@ -94,10 +101,10 @@ impl Tensor {
         let y = num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind("Sub", &[self, rhs], y, move |_| {
-            vjp(move |g, _| {
+            vjp_batched(move |g, _| {
                 Ok(grads![
-                    Some(g[0].sum_to_shape(&sa)?),
-                    Some(g[0].neg()?.sum_to_shape(&sb)?)
+                    Some(ct::unbroadcast(&g[0], &sa)?),
+                    Some(ct::unbroadcast(&g[0].neg()?, &sb)?)
                 ])
             })
         }))
@@ -111,9 +118,13 @@ impl Tensor {
         let y = num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Mul", &[self, rhs], y, move |_| {
-            vjp(move |g, needs| {
-                let ga = needs[0].then(|| g[0].mul(&b)?.sum_to_shape(a.shape())).transpose()?;
-                let gb = needs[1].then(|| g[0].mul(&a)?.sum_to_shape(b.shape())).transpose()?;
+            vjp_batched(move |g, needs| {
+                let ga = needs[0]
+                    .then(|| ct::unbroadcast(&g[0].mul(&b)?, a.shape()))
+                    .transpose()?;
+                let gb = needs[1]
+                    .then(|| ct::unbroadcast(&g[0].mul(&a)?, b.shape()))
+                    .transpose()?;
                 Ok(grads![ga, gb])
             })
         }))
@@ -145,10 +156,12 @@ impl Tensor {
         }?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Div", &[self, rhs], y, move |_| {
-            vjp(move |g, needs| {
-                let ga = needs[0].then(|| g[0].div(&b)?.sum_to_shape(a.shape())).transpose()?;
+            vjp_batched(move |g, needs| {
+                let ga = needs[0]
+                    .then(|| ct::unbroadcast(&g[0].div(&b)?, a.shape()))
+                    .transpose()?;
                 let gb = needs[1]
-                    .then(|| g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?.sum_to_shape(b.shape()))
+                    .then(|| ct::unbroadcast(&g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?, b.shape()))
                     .transpose()?;
                 Ok(grads![ga, gb])
             })
@@ -164,16 +177,16 @@ impl Tensor {
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Pow", &[self, rhs], y, move |y| {
             let y = y.clone();
-            vjp(move |g, needs| {
+            vjp_batched(move |g, needs| {
                 let ga = needs[0]
-                    .then(|| g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?.sum_to_shape(a.shape()))
+                    .then(|| ct::unbroadcast(&g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?, a.shape()))
                     .transpose()?;
                 let gb = needs[1]
                     .then(|| {
                         let pos = a.gt_scalar(0.0)?;
                         let safe = Tensor::where_(&pos, &a, &a.ones_like())?;
                         let log_a = Tensor::where_(&pos, &safe.log()?, &a.zeros_like())?;
-                        g[0].mul(&y)?.mul(&log_a)?.sum_to_shape(b.shape())
+                        ct::unbroadcast(&g[0].mul(&y)?.mul(&log_a)?, b.shape())
                     })
                     .transpose()?;
                 Ok(grads![ga, gb])
@@ -187,7 +200,7 @@ impl Tensor {
         let y = num_zip!("maximum", self, rhs, |x, y| if x >= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Maximum", &[self, rhs], y, move |_| {
-            vjp(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b))
+            vjp_batched(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b))
         }))
     }
 
@@ -196,7 +209,7 @@ impl Tensor {
         let y = num_zip!("minimum", self, rhs, |x, y| if x <= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("Minimum", &[self, rhs], y, move |_| {
-            vjp(move |g, _| route(&a.le(&b)?, &g[0], &a, &b))
+            vjp_batched(move |g, _| route(&a.le(&b)?, &g[0], &a, &b))
         }))
     }
 
@@ -218,13 +231,13 @@ impl Tensor {
         let y = select("where", cond, a, b)?;
         let (c, sa, sb) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
         Ok(bind("Select", &[cond, a, b], y, move |_| {
-            vjp(move |g, needs| {
+            vjp_batched(move |g, needs| {
                 let zero = g[0].zeros_like();
                 let ga = needs[1]
-                    .then(|| Tensor::where_(&c, &g[0], &zero)?.sum_to_shape(&sa))
+                    .then(|| ct::unbroadcast(&Tensor::where_(&c, &g[0], &zero)?, &sa))
                     .transpose()?;
                 let gb = needs[2]
-                    .then(|| Tensor::where_(&c, &zero, &g[0])?.sum_to_shape(&sb))
+                    .then(|| ct::unbroadcast(&Tensor::where_(&c, &zero, &g[0])?, &sb))
                     .transpose()?;
                 Ok(grads![None, ga, gb])
             })
@@ -278,7 +291,7 @@ impl Tensor {
 fn route(to_a: &Tensor, g: &Tensor, a: &Tensor, b: &Tensor) -> Result<crate::Grads> {
     let zero = g.zeros_like();
     Ok(grads![
-        Some(Tensor::where_(to_a, g, &zero)?.sum_to_shape(a.shape())?),
-        Some(Tensor::where_(to_a, &zero, g)?.sum_to_shape(b.shape())?)
+        Some(ct::unbroadcast(&Tensor::where_(to_a, g, &zero)?, a.shape())?),
+        Some(ct::unbroadcast(&Tensor::where_(to_a, &zero, g)?, b.shape())?)
     ])
 }

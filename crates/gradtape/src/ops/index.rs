@@ -4,9 +4,10 @@ use smallvec::smallvec;
 
 use super::{bind, expect_same_dtype, grads};
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
-use crate::autodiff::tape::{vjp, VjpFn};
+use crate::autodiff::tape::{vjp, vjp_batched, VjpFn};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
+use crate::ops::ct;
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{with_dtype, Tensor};
 
@@ -16,7 +17,13 @@ use crate::tensor::{with_dtype, Tensor};
 /// has its indices composed, staying one `IndexedSlices`.
 fn gather_rows_rule(idx: Tensor, params_shape: Vec<usize>) -> VjpFn {
     let (idx2, shape2) = (idx.clone(), params_shape.clone());
-    vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, 0, params_shape[0])?), None])).with_sparse(move |g, _| {
+    vjp_batched(move |g, _| {
+        Ok(grads![
+            Some(g[0].scatter_add(&idx, ct::axis(0), params_shape[0])?),
+            None
+        ])
+    })
+    .with_sparse(move |g, _| {
         let rest = &shape2[1..];
         let flat = idx2.reshape(&[idx2.numel()])?;
         let densified;
@@ -108,7 +115,7 @@ impl Tensor {
             }));
         }
         Ok(bind("Gather", &[self, indices], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ax as isize, dim)?), None]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ct::axis(ax), dim)?), None]))
         }))
     }
 
@@ -128,7 +135,7 @@ impl Tensor {
         let y = index::scatter_add(self, indices, ax, dim)?;
         let idx = indices.clone();
         Ok(bind("ScatterAdd", &[self, indices], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].gather(&idx, ax as isize)?), None]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].gather(&idx, ct::axis(ax))?), None]))
         }))
     }
 }

@@ -1,9 +1,10 @@
 //! Matrix products.
 
 use super::{bind, grads};
-use crate::autodiff::tape::vjp;
+use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::matmul::matmul;
+use crate::ops::ct;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -34,32 +35,60 @@ impl Tensor {
         let y = matmul(self, rhs, ta, tb)?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind("MatMul", &[self, rhs], y, move |_| {
-            vjp(move |g, needs| {
+            vjp_batched(move |g, needs| {
                 let g = &g[0];
                 let ga = needs[0]
                     .then(|| {
                         match (ta, tb) {
-                            (false, false) => g.matmul_with(&b, false, true),
-                            (false, true) => g.matmul_with(&b, false, false),
-                            (true, false) => b.matmul_with(g, false, true),
-                            (true, true) => b.matmul_with(g, true, true),
-                        }?
-                        .sum_to_shape(a.shape())
+                            (false, false) => mm(g, false, &b, true),
+                            (false, true) => mm(g, false, &b, false),
+                            (true, false) => mm(&b, false, g, true),
+                            (true, true) => mm(&b, true, g, true),
+                        }
+                        .and_then(|t| ct::unbroadcast(&t, a.shape()))
                     })
                     .transpose()?;
                 let gb = needs[1]
                     .then(|| {
                         match (ta, tb) {
-                            (false, false) => a.matmul_with(g, true, false),
-                            (false, true) => g.matmul_with(&a, true, false),
-                            (true, false) => a.matmul_with(g, false, false),
-                            (true, true) => g.matmul_with(&a, true, true),
-                        }?
-                        .sum_to_shape(b.shape())
+                            (false, false) => mm(&a, true, g, false),
+                            (false, true) => mm(g, true, &a, false),
+                            (true, false) => mm(&a, false, g, false),
+                            (true, true) => mm(g, true, &a, true),
+                        }
+                        .and_then(|t| ct::unbroadcast(&t, b.shape()))
                     })
                     .transpose()?;
                 Ok(grads![ga, gb])
             })
         }))
     }
+}
+
+/// `op(x) @ op(y)` for a rule: when one operand is a matrix and the other
+/// has batch dims (batched cotangents, or a batch sharing one weight), the
+/// batch dims are folded into the rows of one large product instead of one
+/// small product per batch entry.
+fn mm(x: &Tensor, tx: bool, y: &Tensor, ty: bool) -> Result<Tensor> {
+    if y.rank() == 2 && x.rank() > 2 {
+        let x = if tx { x.transpose()? } else { x.clone() };
+        return fold_rows(&x, y, ty);
+    }
+    if x.rank() == 2 && y.rank() > 2 {
+        // op(x) op(y) = (op(y)ᵀ op(x)ᵀ)ᵀ
+        let yt = if ty { y.clone() } else { y.transpose()? };
+        return fold_rows(&yt, x, !tx)?.transpose();
+    }
+    x.matmul_with(y, tx, ty)
+}
+
+/// `x @ op(w)` for a matrix `w`, with all leading dims of `x` as rows.
+fn fold_rows(x: &Tensor, w: &Tensor, tw: bool) -> Result<Tensor> {
+    let s = x.shape();
+    let r = s.len();
+    let rows: usize = s[..r - 1].iter().product();
+    let out = x.reshape(&[rows, s[r - 1]])?.matmul_with(w, false, tw)?;
+    let mut shape = s[..r - 1].to_vec();
+    shape.push(out.shape()[1]);
+    out.reshape(&shape)
 }

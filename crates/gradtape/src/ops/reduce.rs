@@ -4,9 +4,10 @@
 //! `axis=[]`); the `_all` forms reduce every axis.
 
 use super::{bind, grads, unsupported};
-use crate::autodiff::tape::vjp;
+use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::reduce::{reduce, ReduceKind};
+use crate::ops::ct;
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{DType, Tensor};
 
@@ -53,9 +54,14 @@ fn raw_reduce(op: &'static str, x: &Tensor, axes: &[usize], keepdims: bool, kind
     }
 }
 
-/// Broadcasts a cotangent of a reduction back over the reduced axes.
+/// Broadcasts a tensor of a reduction's output shape back over the reduced axes.
 fn unreduce(g: &Tensor, shape: &[usize], axes: &[usize]) -> Result<Tensor> {
     g.reshape(&kept_shape(shape, axes))?.broadcast_to(shape)
+}
+
+/// [`unreduce`] for a cotangent (batch dims kept in front).
+fn unreduce_ct(g: &Tensor, shape: &[usize], axes: &[usize]) -> Result<Tensor> {
+    ct::broadcast_to(&ct::reshape(g, &kept_shape(shape, axes))?, shape)
 }
 
 impl Tensor {
@@ -72,7 +78,7 @@ impl Tensor {
         let y = raw_reduce("sum", self, &ax, keepdims, ReduceKind::Sum)?;
         let shape = self.shape().to_vec();
         Ok(bind("Sum", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(unreduce(&g[0], &shape, &ax)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(unreduce_ct(&g[0], &shape, &ax)?)]))
         }))
     }
 
@@ -128,12 +134,12 @@ impl Tensor {
             y,
             move |y| {
                 let y = y.clone();
-                vjp(move |g, _| {
+                vjp_batched(move |g, _| {
                     let shape = x.shape();
                     let hit = x.eq(&unreduce(&y, shape, &ax)?)?.cast(x.dtype())?;
                     let count = hit.sum(&ax.iter().map(|&a| a as isize).collect::<Vec<_>>(), true)?;
                     let share = hit.div(&count)?;
-                    Ok(grads![Some(unreduce(&g[0], shape, &ax)?.mul(&share)?)])
+                    Ok(grads![Some(unreduce_ct(&g[0], shape, &ax)?.mul(&share)?)])
                 })
             },
         ))

@@ -4,9 +4,10 @@
 use smallvec::SmallVec;
 
 use super::{bind, grads};
-use crate::autodiff::tape::{self, vjp};
+use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
+use crate::ops::ct;
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, norm_axis};
 use crate::tensor::{with_dtype, DType, Element, Layout, Tensor};
 
@@ -35,7 +36,7 @@ impl Tensor {
         });
         let old = self.shape().to_vec();
         Ok(bind("Reshape", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].reshape(&old)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(ct::reshape(&g[0], &old)?)]))
         }))
     }
 
@@ -84,7 +85,7 @@ impl Tensor {
             inv[p] = i;
         }
         Ok(bind("Transpose", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].permute(&inv)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].permute(&ct::perm(&inv))?)]))
         }))
     }
 
@@ -124,7 +125,7 @@ impl Tensor {
         });
         let old = self.shape().to_vec();
         Ok(bind("BroadcastTo", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&old)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(ct::unbroadcast(&g[0], &old)?)]))
         }))
     }
 
@@ -176,7 +177,7 @@ impl Tensor {
         let y = cast(self, dtype);
         let from = self.dtype();
         Ok(bind("Cast", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].cast(from)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].cast(from)?)]))
         }))
     }
 

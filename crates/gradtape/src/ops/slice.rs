@@ -1,8 +1,9 @@
 //! Slicing (a view, no copy) and zero padding, each the other's adjoint.
 
 use super::{bind, grads};
-use crate::autodiff::tape::vjp;
+use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
+use crate::ops::ct;
 use crate::tensor::layout::{contiguous_strides, norm_axis};
 use crate::tensor::{with_dtype, Element, Layout, Tensor};
 
@@ -44,7 +45,11 @@ impl Tensor {
             .map(|i| (begin[i], shape[i] - begin[i] - size[i]))
             .collect();
         Ok(bind("Slice", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)]))
+            vjp_batched(move |g, _| {
+                let mut p: Vec<(usize, usize)> = vec![(0, 0); ct::batch_shape(&g[0]).len()];
+                p.extend_from_slice(&pads);
+                Ok(grads![Some(g[0].pad(&p)?)])
+            })
         }))
     }
 
@@ -86,7 +91,12 @@ impl Tensor {
         let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads));
         let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
         Ok(bind("Pad", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].slice(&begin, &size)?)]))
+            vjp_batched(move |g, _| {
+                let batch = ct::batch_shape(&g[0]);
+                let mut b = vec![0; batch.len()];
+                b.extend_from_slice(&begin);
+                Ok(grads![Some(g[0].slice(&b, &ct::with_batch(&g[0], &size))?)])
+            })
         }))
     }
 }

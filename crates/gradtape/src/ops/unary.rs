@@ -3,7 +3,7 @@
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
 use super::{bind, expect_float, grads, unsupported};
-use crate::autodiff::tape::{self, vjp};
+use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cpu::math;
@@ -34,7 +34,9 @@ impl Tensor {
             return super::complex::neg(self);
         }
         let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
-        Ok(bind("Neg", &[self], y, |_| vjp(|g, _| Ok(grads![Some(g[0].neg()?)]))))
+        Ok(bind("Neg", &[self], y, |_| {
+            vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))
+        }))
     }
 
     /// `|x|`. d/dx = sign(x), 0 at 0 (as TensorFlow).
@@ -45,7 +47,7 @@ impl Tensor {
         let y = num_map!("abs", self, |v| if v < T::zero() { T::zero().sub_wrap(v) } else { v })?;
         let x = self.clone();
         Ok(bind("Abs", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))
         }))
     }
 
@@ -69,7 +71,7 @@ impl Tensor {
         let y = num_map!("square", self, |v| v.mul_wrap(v))?;
         let x = self.clone();
         Ok(bind("Square", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))
         }))
     }
 
@@ -78,7 +80,7 @@ impl Tensor {
         let y = float_map!("sqrt", self, |v| v.sqrt())?;
         Ok(bind("Sqrt", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
         }))
     }
 
@@ -91,7 +93,7 @@ impl Tensor {
         let y = math::exp(self);
         Ok(bind("Exp", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
         }))
     }
 
@@ -103,7 +105,7 @@ impl Tensor {
         let y = float_map!("log", self, |v| v.ln())?;
         let x = self.clone();
         Ok(bind("Log", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))
         }))
     }
 
@@ -113,7 +115,7 @@ impl Tensor {
         let y = math::sin(self);
         let x = self.clone();
         Ok(bind("Sin", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))
         }))
     }
 
@@ -123,7 +125,7 @@ impl Tensor {
         let y = math::cos(self);
         let x = self.clone();
         Ok(bind("Cos", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))
         }))
     }
 
@@ -132,7 +134,7 @@ impl Tensor {
         let y = float_map!("tanh", self, |v| v.tanh())?;
         Ok(bind("Tanh", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
         }))
     }
 
@@ -146,7 +148,7 @@ impl Tensor {
         })?;
         Ok(bind("Sigmoid", &[self], y, |y| {
             let y = y.clone();
-            vjp(move |g, _| {
+            vjp_batched(move |g, _| {
                 let dy = y.mul(&y.neg()?.add_scalar(1.0)?)?;
                 Ok(grads![Some(g[0].mul(&dy)?)])
             })
@@ -158,7 +160,7 @@ impl Tensor {
         let y = num_map!("relu", self, |v| if v > T::zero() { v } else { T::zero() })?;
         let x = self.clone();
         Ok(bind("Relu", &[self], y, move |_| {
-            vjp(move |g, _| {
+            vjp_batched(move |g, _| {
                 let mask = x.gt_scalar(0.0)?.cast(g[0].dtype())?;
                 Ok(grads![Some(g[0].mul(&mask)?)])
             })
@@ -171,7 +173,7 @@ impl Tensor {
         let y = float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))?;
         let x = self.clone();
         Ok(bind("PowScalar", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)]))
         }))
     }
 
@@ -182,7 +184,7 @@ impl Tensor {
         }
         let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
         Ok(bind("MulScalar", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
         }))
     }
 
@@ -208,7 +210,7 @@ impl Tensor {
             _ => num_map!("div_scalar", self, |v| v / T::from_f64(c)),
         }?;
         Ok(bind("DivScalar", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
         }))
     }
 
