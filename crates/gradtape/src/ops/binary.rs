@@ -1,7 +1,7 @@
 //! Elementwise functions of two tensors, with NumPy broadcasting, and
 //! comparisons. Each rule ends in `sum_to_shape`, which undoes broadcasting.
 
-use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
+use super::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
@@ -68,36 +68,57 @@ impl Tensor {
     pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
-        Ok(bind("Add", &[self, rhs], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].sum_to_shape(&sb)?)]))
-        }))
+        Ok(bind_jvp(
+            "Add",
+            &[self, rhs],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].sum_to_shape(&sb)?)])),
+            |t, _| sum_terms([Ok(t[0].clone()), Ok(t[1].clone())]),
+        ))
     }
 
     /// `a - b`, broadcasting.
     pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
-        Ok(bind("Sub", &[self, rhs], y, move |_| {
-            vjp(move |g, _| {
-                Ok(grads![
-                    Some(g[0].sum_to_shape(&sa)?),
-                    Some(g[0].neg()?.sum_to_shape(&sb)?)
-                ])
-            })
-        }))
+        Ok(bind_jvp(
+            "Sub",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp(move |g, _| {
+                    Ok(grads![
+                        Some(g[0].sum_to_shape(&sa)?),
+                        Some(g[0].neg()?.sum_to_shape(&sb)?)
+                    ])
+                })
+            },
+            |t, _| sum_terms([Ok(t[0].clone()), t[1].as_ref().map(Tensor::neg).transpose()]),
+        ))
     }
 
     /// `a · b` elementwise, broadcasting.
     pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Mul", &[self, rhs], y, move |_| {
-            vjp(move |g, needs| {
-                let ga = needs[0].then(|| g[0].mul(&b)?.sum_to_shape(a.shape())).transpose()?;
-                let gb = needs[1].then(|| g[0].mul(&a)?.sum_to_shape(b.shape())).transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Mul",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp(move |g, needs| {
+                    let ga = needs[0].then(|| g[0].mul(&b)?.sum_to_shape(a.shape())).transpose()?;
+                    let gb = needs[1].then(|| g[0].mul(&a)?.sum_to_shape(b.shape())).transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, _| {
+                sum_terms([
+                    t[0].as_ref().map(|ta| ta.mul(rhs)).transpose(),
+                    t[1].as_ref().map(|tb| self.mul(tb)).transpose(),
+                ])
+            },
+        ))
     }
 
     /// `a / b` elementwise, broadcasting. Integers divide truncating toward
@@ -122,15 +143,26 @@ impl Tensor {
             _ => num_zip!("div", self, rhs, |x, y| x / y),
         }?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Div", &[self, rhs], y, move |_| {
-            vjp(move |g, needs| {
-                let ga = needs[0].then(|| g[0].div(&b)?.sum_to_shape(a.shape())).transpose()?;
-                let gb = needs[1]
-                    .then(|| g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?.sum_to_shape(b.shape()))
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Div",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp(move |g, needs| {
+                    let ga = needs[0].then(|| g[0].div(&b)?.sum_to_shape(a.shape())).transpose()?;
+                    let gb = needs[1]
+                        .then(|| g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?.sum_to_shape(b.shape()))
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, y| {
+                sum_terms([
+                    t[0].as_ref().map(|ta| ta.div(rhs)).transpose(),
+                    t[1].as_ref().map(|tb| tb.mul(y)?.div(rhs)?.neg()).transpose(),
+                ])
+            },
+        ))
     }
 
     /// `aᵇ` elementwise, broadcasting (floats). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
@@ -164,18 +196,38 @@ impl Tensor {
     pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("maximum", self, rhs, |x, y| if x >= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Maximum", &[self, rhs], y, move |_| {
-            vjp(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b))
-        }))
+        Ok(bind_jvp(
+            "Maximum",
+            &[self, rhs],
+            y,
+            move |_| vjp(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b)),
+            |t, _| {
+                Tensor::where_(
+                    &self.ge(rhs)?,
+                    &tangent_or_zero(&t[0], self),
+                    &tangent_or_zero(&t[1], rhs),
+                )
+            },
+        ))
     }
 
     /// Elementwise minimum, broadcasting. On ties the gradient goes to `a`.
     pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("minimum", self, rhs, |x, y| if x <= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Minimum", &[self, rhs], y, move |_| {
-            vjp(move |g, _| route(&a.le(&b)?, &g[0], &a, &b))
-        }))
+        Ok(bind_jvp(
+            "Minimum",
+            &[self, rhs],
+            y,
+            move |_| vjp(move |g, _| route(&a.le(&b)?, &g[0], &a, &b)),
+            |t, _| {
+                Tensor::where_(
+                    &self.le(rhs)?,
+                    &tangent_or_zero(&t[0], self),
+                    &tangent_or_zero(&t[1], rhs),
+                )
+            },
+        ))
     }
 
     /// Picks `a` where `cond` is true, else `b`; all three broadcast. `a` and
@@ -195,18 +247,24 @@ impl Tensor {
         expect_same_dtype("where", a, b)?;
         let y = select("where", cond, a, b)?;
         let (c, sa, sb) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
-        Ok(bind("Select", &[cond, a, b], y, move |_| {
-            vjp(move |g, needs| {
-                let zero = g[0].zeros_like();
-                let ga = needs[1]
-                    .then(|| Tensor::where_(&c, &g[0], &zero)?.sum_to_shape(&sa))
-                    .transpose()?;
-                let gb = needs[2]
-                    .then(|| Tensor::where_(&c, &zero, &g[0])?.sum_to_shape(&sb))
-                    .transpose()?;
-                Ok(grads![None, ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Select",
+            &[cond, a, b],
+            y,
+            move |_| {
+                vjp(move |g, needs| {
+                    let zero = g[0].zeros_like();
+                    let ga = needs[1]
+                        .then(|| Tensor::where_(&c, &g[0], &zero)?.sum_to_shape(&sa))
+                        .transpose()?;
+                    let gb = needs[2]
+                        .then(|| Tensor::where_(&c, &zero, &g[0])?.sum_to_shape(&sb))
+                        .transpose()?;
+                    Ok(grads![None, ga, gb])
+                })
+            },
+            |t, _| Tensor::where_(cond, &tangent_or_zero(&t[1], a), &tangent_or_zero(&t[2], b)),
+        ))
     }
 
     /// `a == b` elementwise (bool, broadcasting; not differentiable).

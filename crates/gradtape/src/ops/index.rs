@@ -1,6 +1,6 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
-use super::{bind, grads};
+use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::index;
@@ -25,9 +25,13 @@ impl Tensor {
         let ax = norm_axis("gather", axis, self.shape())?;
         let y = index::gather(self, indices, ax)?;
         let (idx, dim) = (indices.clone(), self.shape()[ax]);
-        Ok(bind("Gather", &[self, indices], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ax as isize, dim)?), None]))
-        }))
+        Ok(bind_jvp(
+            "Gather",
+            &[self, indices],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ax as isize, dim)?), None])),
+            |t, _| only(t)?.gather(indices, axis),
+        ))
     }
 
     /// The adjoint of [`gather`](Self::gather): zeros of shape
@@ -45,8 +49,12 @@ impl Tensor {
         let ax = norm_axis("scatter_add", axis, self.shape())?;
         let y = index::scatter_add(self, indices, ax, dim)?;
         let idx = indices.clone();
-        Ok(bind("ScatterAdd", &[self, indices], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].gather(&idx, ax as isize)?), None]))
-        }))
+        Ok(bind_jvp(
+            "ScatterAdd",
+            &[self, indices],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].gather(&idx, ax as isize)?), None])),
+            |t, _| only(t)?.scatter_add(indices, axis, dim),
+        ))
     }
 }

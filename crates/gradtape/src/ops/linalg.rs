@@ -1,6 +1,6 @@
 //! Matrix products.
 
-use super::{bind, grads};
+use super::{bind_jvp, grads, sum_terms};
 use crate::autodiff::tape::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::matmul::matmul;
@@ -30,33 +30,44 @@ impl Tensor {
     pub fn matmul_with(&self, rhs: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         let y = matmul(self, rhs, ta, tb)?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("MatMul", &[self, rhs], y, move |_| {
-            vjp(move |g, needs| {
-                let g = &g[0];
-                let ga = needs[0]
-                    .then(|| {
-                        match (ta, tb) {
-                            (false, false) => g.matmul_with(&b, false, true),
-                            (false, true) => g.matmul_with(&b, false, false),
-                            (true, false) => b.matmul_with(g, false, true),
-                            (true, true) => b.matmul_with(g, true, true),
-                        }?
-                        .sum_to_shape(a.shape())
-                    })
-                    .transpose()?;
-                let gb = needs[1]
-                    .then(|| {
-                        match (ta, tb) {
-                            (false, false) => a.matmul_with(g, true, false),
-                            (false, true) => g.matmul_with(&a, true, false),
-                            (true, false) => a.matmul_with(g, false, false),
-                            (true, true) => g.matmul_with(&a, true, true),
-                        }?
-                        .sum_to_shape(b.shape())
-                    })
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "MatMul",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp(move |g, needs| {
+                    let g = &g[0];
+                    let ga = needs[0]
+                        .then(|| {
+                            match (ta, tb) {
+                                (false, false) => g.matmul_with(&b, false, true),
+                                (false, true) => g.matmul_with(&b, false, false),
+                                (true, false) => b.matmul_with(g, false, true),
+                                (true, true) => b.matmul_with(g, true, true),
+                            }?
+                            .sum_to_shape(a.shape())
+                        })
+                        .transpose()?;
+                    let gb = needs[1]
+                        .then(|| {
+                            match (ta, tb) {
+                                (false, false) => a.matmul_with(g, true, false),
+                                (false, true) => g.matmul_with(&a, true, false),
+                                (true, false) => a.matmul_with(g, false, false),
+                                (true, true) => g.matmul_with(&a, true, true),
+                            }?
+                            .sum_to_shape(b.shape())
+                        })
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, _| {
+                sum_terms([
+                    t[0].as_ref().map(|da| da.matmul_with(rhs, ta, tb)).transpose(),
+                    t[1].as_ref().map(|db| self.matmul_with(db, ta, tb)).transpose(),
+                ])
+            },
+        ))
     }
 }

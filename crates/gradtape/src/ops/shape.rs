@@ -3,7 +3,7 @@
 
 use smallvec::SmallVec;
 
-use super::{bind, grads};
+use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::{self, vjp};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
@@ -34,9 +34,13 @@ impl Tensor {
             ..Layout::contiguous(shape)
         });
         let old = self.shape().to_vec();
-        Ok(bind("Reshape", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].reshape(&old)?)]))
-        }))
+        Ok(bind_jvp(
+            "Reshape",
+            &[self],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].reshape(&old)?)])),
+            |t, _| only(t)?.reshape(shape),
+        ))
     }
 
     /// A contiguous copy when the view is strided; `self` otherwise (not recorded).
@@ -54,7 +58,13 @@ impl Tensor {
             return Ok(self.clone());
         }
         let y = self.contiguous_raw();
-        Ok(bind("Contiguous", &[self], y, |_| tape::pass_through()))
+        Ok(bind_jvp(
+            "Contiguous",
+            &[self],
+            y,
+            |_| tape::pass_through(),
+            |t, _| Ok(only(t)?.clone()),
+        ))
     }
 
     /// Reorders dimensions: output dim `i` is input dim `perm[i]`. A view.
@@ -83,9 +93,13 @@ impl Tensor {
         for (i, &p) in perm.iter().enumerate() {
             inv[p] = i;
         }
-        Ok(bind("Transpose", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].permute(&inv)?)]))
-        }))
+        Ok(bind_jvp(
+            "Transpose",
+            &[self],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].permute(&inv)?)])),
+            |t, _| only(t)?.permute(perm),
+        ))
     }
 
     /// Swaps the last two dimensions (rank >= 2). A view.
@@ -123,9 +137,13 @@ impl Tensor {
             offset: l.offset,
         });
         let old = self.shape().to_vec();
-        Ok(bind("BroadcastTo", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&old)?)]))
-        }))
+        Ok(bind_jvp(
+            "BroadcastTo",
+            &[self],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&old)?)])),
+            |t, _| only(t)?.broadcast_to(shape),
+        ))
     }
 
     /// Inserts a dimension of size 1 at `axis` (in `-(rank+1)..=rank`).
@@ -172,14 +190,24 @@ impl Tensor {
         }
         let y = cast(self, dtype);
         let from = self.dtype();
-        Ok(bind("Cast", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].cast(from)?)]))
-        }))
+        Ok(bind_jvp(
+            "Cast",
+            &[self],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].cast(from)?)])),
+            |t, _| only(t)?.cast(dtype),
+        ))
     }
 
     /// The same value under a new id; recorded, so gradients pass through.
     pub fn identity(&self) -> Tensor {
-        bind("Identity", &[self], self.alias(), |_| tape::pass_through())
+        bind_jvp(
+            "Identity",
+            &[self],
+            self.alias(),
+            |_| tape::pass_through(),
+            |t, _| Ok(only(t)?.clone()),
+        )
     }
 
     /// The same value under a new id that no tape records: gradients stop here.

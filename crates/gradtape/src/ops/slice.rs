@@ -1,6 +1,6 @@
 //! Slicing (a view, no copy) and zero padding, each the other's adjoint.
 
-use super::{bind, grads};
+use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::tensor::layout::{contiguous_strides, norm_axis};
@@ -43,9 +43,13 @@ impl Tensor {
         let pads: Vec<(usize, usize)> = (0..shape.len())
             .map(|i| (begin[i], shape[i] - begin[i] - size[i]))
             .collect();
-        Ok(bind("Slice", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)]))
-        }))
+        Ok(bind_jvp(
+            "Slice",
+            &[self],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)])),
+            |t, _| only(t)?.slice(begin, size),
+        ))
     }
 
     /// `len` entries of dimension `axis` starting at `start` (a view).
@@ -85,9 +89,13 @@ impl Tensor {
         }
         let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads));
         let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
-        Ok(bind("Pad", &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].slice(&begin, &size)?)]))
-        }))
+        Ok(bind_jvp(
+            "Pad",
+            &[self],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].slice(&begin, &size)?)])),
+            |t, _| only(t)?.pad(pads),
+        ))
     }
 }
 
