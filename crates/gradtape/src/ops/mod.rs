@@ -8,6 +8,13 @@
 //! cost of `bind` is one thread-local read. `bind` is the one place where
 //! later transformations (forward mode, tracing, batching) hook in.
 //!
+//! Forward mode hooks in there too: while a forward accumulator is active
+//! (one more thread-local read otherwise), [`bind_jvp`] gives the op's JVP
+//! rule (`input tangents, output -> output tangent`, written with public
+//! ops, free to borrow the op's arguments); ops bound with plain [`bind`]
+//! get their tangents from their VJP rule (see `autodiff::forward`). The
+//! VJP rule is then built once and shared by the tapes and the accumulators.
+//!
 //! Departure from the design sketch: op *attributes* (axes, flags, scalars)
 //! are not passed to `bind` as data but captured by the rule closure, which
 //! is what the tape needs and keeps the untaped path allocation-free. A hook
