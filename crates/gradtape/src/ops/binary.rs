@@ -1,7 +1,7 @@
 //! Elementwise functions of two tensors, with NumPy broadcasting, and
 //! comparisons. Each rule ends in `sum_to_shape`, which undoes broadcasting.
 
-use super::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
+use super::{bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
@@ -172,23 +172,38 @@ impl Tensor {
         expect_same_dtype("pow", self, rhs)?;
         let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("pow", self, rhs, |x: T, y: T| x.powf(y)), _ => unreachable!())?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Pow", &[self, rhs], y, move |y| {
-            let y = y.clone();
-            vjp(move |g, needs| {
-                let ga = needs[0]
-                    .then(|| g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?.sum_to_shape(a.shape()))
-                    .transpose()?;
-                let gb = needs[1]
-                    .then(|| {
-                        let pos = a.gt_scalar(0.0)?;
-                        let safe = Tensor::where_(&pos, &a, &a.ones_like())?;
-                        let log_a = Tensor::where_(&pos, &safe.log()?, &a.zeros_like())?;
-                        g[0].mul(&y)?.mul(&log_a)?.sum_to_shape(b.shape())
-                    })
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Pow",
+            &[self, rhs],
+            y,
+            move |y| {
+                let y = y.clone();
+                vjp(move |g, needs| {
+                    let ga = needs[0]
+                        .then(|| g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?.sum_to_shape(a.shape()))
+                        .transpose()?;
+                    let gb = needs[1]
+                        .then(|| {
+                            let pos = a.gt_scalar(0.0)?;
+                            let safe = Tensor::where_(&pos, &a, &a.ones_like())?;
+                            let log_a = Tensor::where_(&pos, &safe.log()?, &a.zeros_like())?;
+                            g[0].mul(&y)?.mul(&log_a)?.sum_to_shape(b.shape())
+                        })
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, y| {
+                sum_terms([
+                    t[0].as_ref()
+                        .map(|ta| ta.mul(rhs)?.mul(&self.pow(&rhs.sub_scalar(1.0)?)?))
+                        .transpose(),
+                    t[1].as_ref()
+                        .map(|tb| tb.mul(y)?.mul(&log_where_positive(self)?))
+                        .transpose(),
+                ])
+            },
+        ))
     }
 
     /// Elementwise maximum, broadcasting. On ties the gradient goes to `a`
@@ -308,6 +323,13 @@ impl Tensor {
     pub fn scalar_like(&self, c: f64) -> Tensor {
         with_dtype!(self.dtype(), T => Tensor::scalar(T::from_f64(c)))
     }
+}
+
+/// `ln a` where `a > 0`, else 0: the factor of d(aᵇ)/db (as TensorFlow).
+fn log_where_positive(a: &Tensor) -> Result<Tensor> {
+    let pos = a.gt_scalar(0.0)?;
+    let safe = Tensor::where_(&pos, a, &a.ones_like())?;
+    Tensor::where_(&pos, &safe.log()?, &a.zeros_like())
 }
 
 /// The rule of maximum/minimum: `g` goes to `a` where `to_a`, else to `b`.
