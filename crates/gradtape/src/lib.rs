@@ -43,7 +43,8 @@ mod ops;
 
 pub use autodiff::backprop::Unconnected;
 pub use autodiff::check::{check_gradients, CheckOptions, CheckReport};
-pub use autodiff::forward::{hessian, hvp, jvp, jvp_many, ForwardAccumulator, ForwardGuard};
+pub use autodiff::forward::{ForwardAccumulator, ForwardGuard};
+pub use autodiff::forward_helpers::{hessian, hvp, jvp, jvp_many};
 pub use autodiff::gradient_tape::{GradientOptions, GradientTape, RecordingGuard};
 pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};

@@ -4,6 +4,7 @@
 pub(crate) mod backprop;
 pub mod check;
 pub(crate) mod forward;
+pub(crate) mod forward_helpers;
 pub(crate) mod gradient_tape;
 pub(crate) mod sources;
 pub(crate) mod tape;
