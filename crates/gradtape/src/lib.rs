@@ -44,6 +44,8 @@ mod ops;
 pub use autodiff::backprop::Unconnected;
 pub use autodiff::check::{check_gradients, CheckOptions, CheckReport};
 pub use autodiff::custom::{custom_gradient, custom_gradient_with_variables, record_gradient, with_gradient_override};
+pub use autodiff::forward::{ForwardAccumulator, ForwardGuard};
+pub use autodiff::forward_helpers::{hessian, hvp, jvp, jvp_many};
 pub use autodiff::functional::{
     grad, implicit_grad, implicit_value_and_grad, make_vjp, value_and_grad, Grad, ImplicitGrad, ImplicitValueAndGrad,
     ValueAndGrad, VariableGrads, VjpFunction,

@@ -85,6 +85,7 @@ impl GradientTape {
                 watch_accessed_variables,
                 recording: Default::default(),
                 used: Default::default(),
+                entered: Default::default(),
             }),
         }
     }
@@ -181,8 +182,10 @@ impl GradientTape {
         self.cell.state.borrow().variables.values().cloned().collect()
     }
 
-    /// Runs `f` without recording on this tape (other tapes still record).
-    /// An error if the tape is not recording.
+    /// Runs `f` without recording on this tape (other tapes still record)
+    /// and with forward mode paused: no active
+    /// [`ForwardAccumulator`](crate::ForwardAccumulator) computes tangents
+    /// inside. An error if the tape is not recording.
     ///
     /// ```
     /// use gradtape::{GradientTape, Tensor};
@@ -200,14 +203,16 @@ impl GradientTape {
             return Err(Error::TapeNotRecording);
         }
         tape::pop(&self.cell);
-        struct Resume<'a>(&'a Rc<TapeCell>);
+        struct Resume<'a>(&'a Rc<TapeCell>, u64);
         impl Drop for Resume<'_> {
             fn drop(&mut self) {
                 tape::push(self.0);
+                // it resumes at its old place in the nesting order
+                self.0.entered.set(self.1);
             }
         }
-        let _resume = Resume(&self.cell);
-        f()
+        let _resume = Resume(&self.cell, self.cell.entered.get());
+        crate::autodiff::forward::paused(f)
     }
 
     /// Clears everything recorded, as if the tape were exited and entered

@@ -5,6 +5,8 @@ pub(crate) mod backprop;
 pub(crate) mod batched;
 pub mod check;
 pub(crate) mod custom;
+pub(crate) mod forward;
+pub(crate) mod forward_helpers;
 pub(crate) mod functional;
 pub(crate) mod gradient;
 pub(crate) mod gradient_tape;

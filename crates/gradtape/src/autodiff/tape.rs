@@ -299,6 +299,9 @@ pub(crate) struct TapeCell {
     pub recording: Cell<bool>,
     /// A one-shot tape that already computed gradients.
     pub used: Cell<bool>,
+    /// When it was last entered (see [`next_entry`]): forward accumulators
+    /// entered before it do not show it their tangent computations.
+    pub entered: Cell<u64>,
 }
 
 thread_local! {
@@ -313,9 +316,54 @@ pub(crate) fn any_active() -> bool {
 }
 
 pub(crate) fn push(tape: &Rc<TapeCell>) {
+    tape.entered.set(next_entry());
     STACK.with(|s| s.borrow_mut().push(tape.clone()));
     DEPTH.with(|d| d.set(d.get() + 1));
     tape.recording.set(true);
+}
+
+thread_local! {
+    static ENTRIES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A number increasing with every entry of a tape or a forward accumulator
+/// on this thread: it orders their nesting (TF's nesting ids).
+pub(crate) fn next_entry() -> u64 {
+    ENTRIES.with(|c| {
+        c.set(c.get() + 1);
+        c.get()
+    })
+}
+
+/// Runs `f` with the tapes entered after `entered` taken off the stack: an
+/// accumulator's tangent computations are invisible to tapes nested inside
+/// it (as in TensorFlow, so that forward-over-reverse keeps no tangents).
+pub(crate) fn hiding_tapes_after<T>(entered: u64, f: impl FnOnce() -> T) -> T {
+    struct Restore(Vec<Rc<TapeCell>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let hidden = std::mem::take(&mut self.0);
+            DEPTH.with(|d| d.set(d.get() + hidden.len()));
+            STACK.with(|s| s.borrow_mut().extend(hidden));
+        }
+    }
+    let hidden: Vec<Rc<TapeCell>> = STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        if !s.iter().any(|t| t.entered.get() > entered) {
+            return Vec::new();
+        }
+        let (keep, hide) = std::mem::take(&mut *s)
+            .into_iter()
+            .partition(|t| t.entered.get() <= entered);
+        *s = keep;
+        hide
+    });
+    if hidden.is_empty() {
+        return f();
+    }
+    DEPTH.with(|d| d.set(d.get() - hidden.len()));
+    let _restore = Restore(hidden);
+    f()
 }
 
 /// Removes `tape` from the stack wherever it is (tapes may exit out of order).
@@ -453,8 +501,8 @@ pub(crate) fn variable_accessed(v: &Variable) {
     });
 }
 
-/// Runs `f` with every tape of this thread paused (used by internal helpers
-/// whose ops must not be recorded).
+/// Runs `f` with every tape and forward accumulator of this thread paused
+/// (used by internal helpers whose ops must not be recorded).
 pub(crate) fn without_tapes<T>(f: impl FnOnce() -> T) -> T {
     struct Restore(Vec<Rc<TapeCell>>, usize);
     impl Drop for Restore {
@@ -467,5 +515,5 @@ pub(crate) fn without_tapes<T>(f: impl FnOnce() -> T) -> T {
     let saved = STACK.with(|s| std::mem::take(&mut *s.borrow_mut()));
     let depth = DEPTH.with(|d| d.replace(0));
     let _restore = Restore(saved, depth);
-    f()
+    crate::autodiff::forward::paused(f)
 }

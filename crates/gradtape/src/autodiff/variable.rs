@@ -126,11 +126,23 @@ impl Variable {
     /// by tapes that watch accessed variables.
     pub fn read(&self) -> Tensor {
         let value = self.current();
-        if !tape::any_active() {
+        let forward = crate::autodiff::forward::any_active();
+        if !tape::any_active() && !forward {
             return value;
         }
         tape::variable_accessed(self);
         let out = value.alias();
+        if forward {
+            // forward accumulators too: the read's tangent is the variable's
+            crate::autodiff::forward::bind_slow(
+                "ReadVariable",
+                &[(self.handle(), value.dtype())],
+                std::slice::from_ref(&out),
+                &mut tape::pass_through,
+                Some(&|t: &[Option<Tensor>], o: &Tensor| Ok(crate::ops::tangent_or_zero(&t[0], o))),
+            );
+            return out;
+        }
         tape::record(
             "ReadVariable",
             &[(self.handle(), value.dtype())],

@@ -2,7 +2,7 @@
 //! comparisons. Each rule ends in `ct::unbroadcast` (the batched
 //! `sum_to_shape`), which undoes broadcasting.
 
-use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
+use super::{bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
@@ -83,14 +83,20 @@ impl Tensor {
         }
         let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
-        Ok(bind("Add", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, _| {
-                Ok(grads![
-                    Some(ct::unbroadcast(&g[0], &sa)?),
-                    Some(ct::unbroadcast(&g[0], &sb)?)
-                ])
-            })
-        }))
+        Ok(bind_jvp(
+            "Add",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp_batched(move |g, _| {
+                    Ok(grads![
+                        Some(ct::unbroadcast(&g[0], &sa)?),
+                        Some(ct::unbroadcast(&g[0], &sb)?)
+                    ])
+                })
+            },
+            |t, _| sum_terms([Ok(t[0].clone()), Ok(t[1].clone())]),
+        ))
     }
 
     /// `a - b`, broadcasting.
@@ -100,14 +106,20 @@ impl Tensor {
         }
         let y = num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
-        Ok(bind("Sub", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, _| {
-                Ok(grads![
-                    Some(ct::unbroadcast(&g[0], &sa)?),
-                    Some(ct::unbroadcast(&g[0].neg()?, &sb)?)
-                ])
-            })
-        }))
+        Ok(bind_jvp(
+            "Sub",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp_batched(move |g, _| {
+                    Ok(grads![
+                        Some(ct::unbroadcast(&g[0], &sa)?),
+                        Some(ct::unbroadcast(&g[0].neg()?, &sb)?)
+                    ])
+                })
+            },
+            |t, _| sum_terms([Ok(t[0].clone()), t[1].as_ref().map(Tensor::neg).transpose()]),
+        ))
     }
 
     /// `a · b` elementwise, broadcasting.
@@ -117,17 +129,28 @@ impl Tensor {
         }
         let y = num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Mul", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let ga = needs[0]
-                    .then(|| ct::unbroadcast(&g[0].mul(&b)?, a.shape()))
-                    .transpose()?;
-                let gb = needs[1]
-                    .then(|| ct::unbroadcast(&g[0].mul(&a)?, b.shape()))
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Mul",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp_batched(move |g, needs| {
+                    let ga = needs[0]
+                        .then(|| ct::unbroadcast(&g[0].mul(&b)?, a.shape()))
+                        .transpose()?;
+                    let gb = needs[1]
+                        .then(|| ct::unbroadcast(&g[0].mul(&a)?, b.shape()))
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, _| {
+                sum_terms([
+                    t[0].as_ref().map(|ta| ta.mul(rhs)).transpose(),
+                    t[1].as_ref().map(|tb| self.mul(tb)).transpose(),
+                ])
+            },
+        ))
     }
 
     /// `a / b` elementwise, broadcasting. Integers divide truncating toward
@@ -155,17 +178,28 @@ impl Tensor {
             _ => num_zip!("div", self, rhs, |x, y| x / y),
         }?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Div", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let ga = needs[0]
-                    .then(|| ct::unbroadcast(&g[0].div(&b)?, a.shape()))
-                    .transpose()?;
-                let gb = needs[1]
-                    .then(|| ct::unbroadcast(&g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?, b.shape()))
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Div",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp_batched(move |g, needs| {
+                    let ga = needs[0]
+                        .then(|| ct::unbroadcast(&g[0].div(&b)?, a.shape()))
+                        .transpose()?;
+                    let gb = needs[1]
+                        .then(|| ct::unbroadcast(&g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?, b.shape()))
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, y| {
+                sum_terms([
+                    t[0].as_ref().map(|ta| ta.div(rhs)).transpose(),
+                    t[1].as_ref().map(|tb| tb.mul(y)?.div(rhs)?.neg()).transpose(),
+                ])
+            },
+        ))
     }
 
     /// `aᵇ` elementwise, broadcasting (floats). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
@@ -175,23 +209,38 @@ impl Tensor {
         expect_same_dtype("pow", self, rhs)?;
         let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("pow", self, rhs, |x: T, y: T| x.powf(y)), _ => unreachable!())?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Pow", &[self, rhs], y, move |y| {
-            let y = y.clone();
-            vjp_batched(move |g, needs| {
-                let ga = needs[0]
-                    .then(|| ct::unbroadcast(&g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?, a.shape()))
-                    .transpose()?;
-                let gb = needs[1]
-                    .then(|| {
-                        let pos = a.gt_scalar(0.0)?;
-                        let safe = Tensor::where_(&pos, &a, &a.ones_like())?;
-                        let log_a = Tensor::where_(&pos, &safe.log()?, &a.zeros_like())?;
-                        ct::unbroadcast(&g[0].mul(&y)?.mul(&log_a)?, b.shape())
-                    })
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Pow",
+            &[self, rhs],
+            y,
+            move |y| {
+                let y = y.clone();
+                vjp_batched(move |g, needs| {
+                    let ga = needs[0]
+                        .then(|| ct::unbroadcast(&g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?, a.shape()))
+                        .transpose()?;
+                    let gb = needs[1]
+                        .then(|| {
+                            let pos = a.gt_scalar(0.0)?;
+                            let safe = Tensor::where_(&pos, &a, &a.ones_like())?;
+                            let log_a = Tensor::where_(&pos, &safe.log()?, &a.zeros_like())?;
+                            ct::unbroadcast(&g[0].mul(&y)?.mul(&log_a)?, b.shape())
+                        })
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, y| {
+                sum_terms([
+                    t[0].as_ref()
+                        .map(|ta| ta.mul(rhs)?.mul(&self.pow(&rhs.sub_scalar(1.0)?)?))
+                        .transpose(),
+                    t[1].as_ref()
+                        .map(|tb| tb.mul(y)?.mul(&log_where_positive(self)?))
+                        .transpose(),
+                ])
+            },
+        ))
     }
 
     /// Elementwise maximum, broadcasting. On ties the gradient goes to `a`
@@ -199,18 +248,38 @@ impl Tensor {
     pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("maximum", self, rhs, |x, y| if x >= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Maximum", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b))
-        }))
+        Ok(bind_jvp(
+            "Maximum",
+            &[self, rhs],
+            y,
+            move |_| vjp_batched(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b)),
+            |t, _| {
+                Tensor::where_(
+                    &self.ge(rhs)?,
+                    &tangent_or_zero(&t[0], self),
+                    &tangent_or_zero(&t[1], rhs),
+                )
+            },
+        ))
     }
 
     /// Elementwise minimum, broadcasting. On ties the gradient goes to `a`.
     pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = num_zip!("minimum", self, rhs, |x, y| if x <= y { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Minimum", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, _| route(&a.le(&b)?, &g[0], &a, &b))
-        }))
+        Ok(bind_jvp(
+            "Minimum",
+            &[self, rhs],
+            y,
+            move |_| vjp_batched(move |g, _| route(&a.le(&b)?, &g[0], &a, &b)),
+            |t, _| {
+                Tensor::where_(
+                    &self.le(rhs)?,
+                    &tangent_or_zero(&t[0], self),
+                    &tangent_or_zero(&t[1], rhs),
+                )
+            },
+        ))
     }
 
     /// Picks `a` where `cond` is true, else `b`; all three broadcast. `a` and
@@ -230,18 +299,24 @@ impl Tensor {
         expect_same_dtype("where", a, b)?;
         let y = select("where", cond, a, b)?;
         let (c, sa, sb) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
-        Ok(bind("Select", &[cond, a, b], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let zero = g[0].zeros_like();
-                let ga = needs[1]
-                    .then(|| ct::unbroadcast(&Tensor::where_(&c, &g[0], &zero)?, &sa))
-                    .transpose()?;
-                let gb = needs[2]
-                    .then(|| ct::unbroadcast(&Tensor::where_(&c, &zero, &g[0])?, &sb))
-                    .transpose()?;
-                Ok(grads![None, ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "Select",
+            &[cond, a, b],
+            y,
+            move |_| {
+                vjp_batched(move |g, needs| {
+                    let zero = g[0].zeros_like();
+                    let ga = needs[1]
+                        .then(|| ct::unbroadcast(&Tensor::where_(&c, &g[0], &zero)?, &sa))
+                        .transpose()?;
+                    let gb = needs[2]
+                        .then(|| ct::unbroadcast(&Tensor::where_(&c, &zero, &g[0])?, &sb))
+                        .transpose()?;
+                    Ok(grads![None, ga, gb])
+                })
+            },
+            |t, _| Tensor::where_(cond, &tangent_or_zero(&t[1], a), &tangent_or_zero(&t[2], b)),
+        ))
     }
 
     /// `a == b` elementwise (bool, broadcasting; not differentiable).
@@ -285,6 +360,13 @@ impl Tensor {
     pub fn scalar_like(&self, c: f64) -> Tensor {
         with_dtype!(self.dtype(), T => Tensor::scalar(T::from_f64(c)))
     }
+}
+
+/// `ln a` where `a > 0`, else 0: the factor of d(aᵇ)/db (as TensorFlow).
+fn log_where_positive(a: &Tensor) -> Result<Tensor> {
+    let pos = a.gt_scalar(0.0)?;
+    let safe = Tensor::where_(&pos, a, &a.ones_like())?;
+    Tensor::where_(&pos, &safe.log()?, &a.zeros_like())
 }
 
 /// The rule of maximum/minimum: `g` goes to `a` where `to_a`, else to `b`.

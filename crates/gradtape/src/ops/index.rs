@@ -1,8 +1,6 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
-use smallvec::smallvec;
-
-use super::{bind, expect_same_dtype, grads};
+use super::{bind, bind_jvp, expect_same_dtype, grads, only};
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
 use crate::autodiff::tape::{vjp, vjp_batched, VjpFn};
 use crate::error::{Error, Result};
@@ -10,6 +8,7 @@ use crate::kernels::cpu::index;
 use crate::ops::ct;
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{with_dtype, Tensor};
+use smallvec::smallvec;
 
 /// The rule of `gather` along axis 0: dense, it scatters the cotangent back;
 /// sparse-aware, it returns the cotangent's rows as an [`IndexedSlices`] at
@@ -110,9 +109,13 @@ impl Tensor {
         let (idx, dim) = (indices.clone(), self.shape()[ax]);
         if ax == 0 && self.rank() >= 1 {
             let shape = self.shape().to_vec();
-            return Ok(bind("Gather", &[self, indices], y, move |_| {
-                gather_rows_rule(idx, shape)
-            }));
+            return Ok(bind_jvp(
+                "Gather",
+                &[self, indices],
+                y,
+                move |_| gather_rows_rule(idx, shape),
+                |t, _| only(t)?.gather(indices, axis),
+            ));
         }
         Ok(bind("Gather", &[self, indices], y, move |_| {
             vjp_batched(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ct::axis(ax), dim)?), None]))
@@ -134,8 +137,12 @@ impl Tensor {
         let ax = norm_axis("scatter_add", axis, self.shape())?;
         let y = index::scatter_add(self, indices, ax, dim)?;
         let idx = indices.clone();
-        Ok(bind("ScatterAdd", &[self, indices], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].gather(&idx, ct::axis(ax))?), None]))
-        }))
+        Ok(bind_jvp(
+            "ScatterAdd",
+            &[self, indices],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].gather(&idx, ct::axis(ax))?), None])),
+            |t, _| only(t)?.scatter_add(indices, axis, dim),
+        ))
     }
 }

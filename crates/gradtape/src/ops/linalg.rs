@@ -1,6 +1,6 @@
 //! Matrix products.
 
-use super::{bind, grads};
+use super::{bind_jvp, grads, sum_terms};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::matmul::matmul;
@@ -34,34 +34,45 @@ impl Tensor {
         }
         let y = matmul(self, rhs, ta, tb)?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("MatMul", &[self, rhs], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let g = &g[0];
-                let ga = needs[0]
-                    .then(|| {
-                        match (ta, tb) {
-                            (false, false) => mm(g, false, &b, true),
-                            (false, true) => mm(g, false, &b, false),
-                            (true, false) => mm(&b, false, g, true),
-                            (true, true) => mm(&b, true, g, true),
-                        }
-                        .and_then(|t| ct::unbroadcast(&t, a.shape()))
-                    })
-                    .transpose()?;
-                let gb = needs[1]
-                    .then(|| {
-                        match (ta, tb) {
-                            (false, false) => mm(&a, true, g, false),
-                            (false, true) => mm(g, true, &a, false),
-                            (true, false) => mm(&a, false, g, false),
-                            (true, true) => mm(g, true, &a, true),
-                        }
-                        .and_then(|t| ct::unbroadcast(&t, b.shape()))
-                    })
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
+        Ok(bind_jvp(
+            "MatMul",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp_batched(move |g, needs| {
+                    let g = &g[0];
+                    let ga = needs[0]
+                        .then(|| {
+                            match (ta, tb) {
+                                (false, false) => mm(g, false, &b, true),
+                                (false, true) => mm(g, false, &b, false),
+                                (true, false) => mm(&b, false, g, true),
+                                (true, true) => mm(&b, true, g, true),
+                            }
+                            .and_then(|t| ct::unbroadcast(&t, a.shape()))
+                        })
+                        .transpose()?;
+                    let gb = needs[1]
+                        .then(|| {
+                            match (ta, tb) {
+                                (false, false) => mm(&a, true, g, false),
+                                (false, true) => mm(g, true, &a, false),
+                                (true, false) => mm(&a, false, g, false),
+                                (true, true) => mm(g, true, &a, true),
+                            }
+                            .and_then(|t| ct::unbroadcast(&t, b.shape()))
+                        })
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, _| {
+                sum_terms([
+                    t[0].as_ref().map(|da| da.matmul_with(rhs, ta, tb)).transpose(),
+                    t[1].as_ref().map(|db| self.matmul_with(db, ta, tb)).transpose(),
+                ])
+            },
+        ))
     }
 }
 

@@ -8,6 +8,13 @@
 //! cost of `bind` is one thread-local read. `bind` is the one place where
 //! later transformations (forward mode, tracing, batching) hook in.
 //!
+//! Forward mode hooks in there too: while a forward accumulator is active
+//! (one more thread-local read otherwise), [`bind_jvp`] gives the op's JVP
+//! rule (`input tangents, output -> output tangent`, written with public
+//! ops, free to borrow the op's arguments); ops bound with plain [`bind`]
+//! get their tangents from their VJP rule (see `autodiff::forward`). The
+//! VJP rule is then built once and shared by the tapes and the accumulators.
+//!
 //! Departure from the design sketch: op *attributes* (axes, flags, scalars)
 //! are not passed to `bind` as data but captured by the rule closure, which
 //! is what the tape needs and keeps the untaped path allocation-free. A hook
@@ -45,15 +52,18 @@ mod unary;
 
 pub use conv::Padding;
 
+use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
-/// Offers a single-output op to the active tapes and returns its output.
+/// Offers a single-output op to the active tapes and forward accumulators
+/// and returns its output.
 ///
 /// `rule` receives the output and builds the VJP closure; it runs only if
-/// some tape records the op. A gradient override in force for `name`
-/// (`with_gradient_override`) replaces the rule.
+/// some tape records the op or an accumulator needs it (an op without a JVP
+/// rule gets its tangents from its VJP rule). A gradient override in force
+/// for `name` (`with_gradient_override`) replaces the rule.
 #[inline]
 pub(crate) fn bind(
     name: &'static str,
@@ -61,11 +71,67 @@ pub(crate) fn bind(
     output: Tensor,
     rule: impl FnOnce(&Tensor) -> VjpFn,
 ) -> Tensor {
-    if tape::any_active() {
-        let rule = || crate::autodiff::custom::overridden(name, inputs, &output).unwrap_or_else(|| rule(&output));
-        tape::record(name, inputs, std::slice::from_ref(&output), rule);
+    bind_impl(name, inputs, output, rule, None)
+}
+
+/// [`bind`] for an op with a JVP rule: `jvp(input tangents, output)` gives
+/// the output tangent (`None` tangents are zeros; at least one is `Some`).
+/// It runs only while a forward accumulator has a tangent for an input, and
+/// may borrow the op's arguments.
+#[inline]
+pub(crate) fn bind_jvp(
+    name: &'static str,
+    inputs: &[&Tensor],
+    output: Tensor,
+    rule: impl FnOnce(&Tensor) -> VjpFn,
+    jvp: impl Fn(&[Option<Tensor>], &Tensor) -> Result<Tensor>,
+) -> Tensor {
+    bind_impl(name, inputs, output, rule, Some(&jvp))
+}
+
+#[inline]
+fn bind_impl(
+    name: &'static str,
+    inputs: &[&Tensor],
+    output: Tensor,
+    rule: impl FnOnce(&Tensor) -> VjpFn,
+    jvp: Option<&forward::JvpRule<'_>>,
+) -> Tensor {
+    let rule = |out: &Tensor| crate::autodiff::custom::overridden(name, inputs, out).unwrap_or_else(|| rule(out));
+    if forward::any_active() {
+        let mut rule = Some(rule);
+        let mut make = || (rule.take().expect("built once"))(&output);
+        forward::bind_slow(name, inputs, std::slice::from_ref(&output), &mut make, jvp);
+    } else if tape::any_active() {
+        tape::record(name, inputs, std::slice::from_ref(&output), || rule(&output));
     }
     output
+}
+
+/// The tangent of a one-input op's input (always present when its JVP rule runs).
+pub(crate) fn only(t: &[Option<Tensor>]) -> Result<&Tensor> {
+    t.first()
+        .and_then(Option::as_ref)
+        .ok_or_else(|| Error::invalid("jvp", "missing input tangent"))
+}
+
+/// A tangent, or zeros shaped like `like` (for JVP rules that need both).
+pub(crate) fn tangent_or_zero(t: &Option<Tensor>, like: &Tensor) -> Tensor {
+    t.clone().unwrap_or_else(|| like.zeros_like())
+}
+
+/// Sums optional tangent terms; `None` if all are zero.
+pub(crate) fn sum_terms(terms: impl IntoIterator<Item = Result<Option<Tensor>>>) -> Result<Tensor> {
+    let mut acc: Option<Tensor> = None;
+    for t in terms {
+        if let Some(t) = t? {
+            acc = Some(match acc {
+                Some(a) => a.add(&t)?,
+                None => t,
+            });
+        }
+    }
+    acc.ok_or_else(|| Error::invalid("jvp", "no tangent term"))
 }
 
 /// `SmallVec` of input gradients, the return type of every rule.

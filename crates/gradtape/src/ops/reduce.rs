@@ -3,7 +3,7 @@
 //! Axes may be negative. An empty axis list reduces nothing (as TensorFlow's
 //! `axis=[]`); the `_all` forms reduce every axis.
 
-use super::{bind, grads, unsupported};
+use super::{bind, bind_jvp, grads, only, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::reduce::{reduce, ReduceKind};
@@ -77,9 +77,13 @@ impl Tensor {
         let ax = norm_axes("sum", axes, self.shape())?;
         let y = raw_reduce("sum", self, &ax, keepdims, ReduceKind::Sum)?;
         let shape = self.shape().to_vec();
-        Ok(bind("Sum", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(unreduce_ct(&g[0], &shape, &ax)?)]))
-        }))
+        Ok(bind_jvp(
+            "Sum",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(unreduce_ct(&g[0], &shape, &ax)?)])),
+            |t, _| only(t)?.sum(axes, keepdims),
+        ))
     }
 
     /// Sum of every element (a scalar).

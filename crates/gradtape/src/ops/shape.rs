@@ -3,7 +3,7 @@
 
 use smallvec::SmallVec;
 
-use super::{bind, grads};
+use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
@@ -35,9 +35,13 @@ impl Tensor {
             ..Layout::contiguous(shape)
         });
         let old = self.shape().to_vec();
-        Ok(bind("Reshape", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(ct::reshape(&g[0], &old)?)]))
-        }))
+        Ok(bind_jvp(
+            "Reshape",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::reshape(&g[0], &old)?)])),
+            |t, _| only(t)?.reshape(shape),
+        ))
     }
 
     /// A contiguous copy when the view is strided; `self` otherwise (not recorded).
@@ -55,7 +59,13 @@ impl Tensor {
             return Ok(self.clone());
         }
         let y = self.contiguous_raw();
-        Ok(bind("Contiguous", &[self], y, |_| tape::pass_through()))
+        Ok(bind_jvp(
+            "Contiguous",
+            &[self],
+            y,
+            |_| tape::pass_through(),
+            |t, _| Ok(only(t)?.clone()),
+        ))
     }
 
     /// Reorders dimensions: output dim `i` is input dim `perm[i]`. A view.
@@ -84,9 +94,13 @@ impl Tensor {
         for (i, &p) in perm.iter().enumerate() {
             inv[p] = i;
         }
-        Ok(bind("Transpose", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].permute(&ct::perm(&inv))?)]))
-        }))
+        Ok(bind_jvp(
+            "Transpose",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].permute(&ct::perm(&inv))?)])),
+            |t, _| only(t)?.permute(perm),
+        ))
     }
 
     /// Swaps the last two dimensions (rank >= 2). A view.
@@ -124,9 +138,13 @@ impl Tensor {
             offset: l.offset,
         });
         let old = self.shape().to_vec();
-        Ok(bind("BroadcastTo", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(ct::unbroadcast(&g[0], &old)?)]))
-        }))
+        Ok(bind_jvp(
+            "BroadcastTo",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::unbroadcast(&g[0], &old)?)])),
+            |t, _| only(t)?.broadcast_to(shape),
+        ))
     }
 
     /// Inserts a dimension of size 1 at `axis` (in `-(rank+1)..=rank`).
@@ -176,14 +194,24 @@ impl Tensor {
         }
         let y = cast(self, dtype);
         let from = self.dtype();
-        Ok(bind("Cast", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].cast(from)?)]))
-        }))
+        Ok(bind_jvp(
+            "Cast",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].cast(from)?)])),
+            |t, _| only(t)?.cast(dtype),
+        ))
     }
 
     /// The same value under a new id; recorded, so gradients pass through.
     pub fn identity(&self) -> Tensor {
-        bind("Identity", &[self], self.alias(), |_| tape::pass_through())
+        bind_jvp(
+            "Identity",
+            &[self],
+            self.alias(),
+            |_| tape::pass_through(),
+            |t, _| Ok(only(t)?.clone()),
+        )
     }
 
     /// The same value under a new id that no tape records: gradients stop here.

@@ -1,6 +1,6 @@
 //! Slicing (a view, no copy) and zero padding, each the other's adjoint.
 
-use super::{bind, grads};
+use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::ops::ct;
@@ -44,13 +44,19 @@ impl Tensor {
         let pads: Vec<(usize, usize)> = (0..shape.len())
             .map(|i| (begin[i], shape[i] - begin[i] - size[i]))
             .collect();
-        Ok(bind("Slice", &[self], y, move |_| {
-            vjp_batched(move |g, _| {
-                let mut p: Vec<(usize, usize)> = vec![(0, 0); ct::batch_shape(&g[0]).len()];
-                p.extend_from_slice(&pads);
-                Ok(grads![Some(g[0].pad(&p)?)])
-            })
-        }))
+        Ok(bind_jvp(
+            "Slice",
+            &[self],
+            y,
+            move |_| {
+                vjp_batched(move |g, _| {
+                    let mut p: Vec<(usize, usize)> = vec![(0, 0); ct::batch_shape(&g[0]).len()];
+                    p.extend_from_slice(&pads);
+                    Ok(grads![Some(g[0].pad(&p)?)])
+                })
+            },
+            |t, _| only(t)?.slice(begin, size),
+        ))
     }
 
     /// `len` entries of dimension `axis` starting at `start` (a view).
@@ -90,14 +96,20 @@ impl Tensor {
         }
         let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads));
         let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
-        Ok(bind("Pad", &[self], y, move |_| {
-            vjp_batched(move |g, _| {
-                let batch = ct::batch_shape(&g[0]);
-                let mut b = vec![0; batch.len()];
-                b.extend_from_slice(&begin);
-                Ok(grads![Some(g[0].slice(&b, &ct::with_batch(&g[0], &size))?)])
-            })
-        }))
+        Ok(bind_jvp(
+            "Pad",
+            &[self],
+            y,
+            move |_| {
+                vjp_batched(move |g, _| {
+                    let batch = ct::batch_shape(&g[0]);
+                    let mut b = vec![0; batch.len()];
+                    b.extend_from_slice(&begin);
+                    Ok(grads![Some(g[0].slice(&b, &ct::with_batch(&g[0], &size))?)])
+                })
+            },
+            |t, _| only(t)?.pad(pads),
+        ))
     }
 }
 

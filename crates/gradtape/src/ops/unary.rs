@@ -2,7 +2,7 @@
 //!
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
-use super::{bind, expect_float, grads, unsupported};
+use super::{bind_jvp, expect_float, grads, only, unsupported};
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
@@ -34,9 +34,13 @@ impl Tensor {
             return super::complex::neg(self);
         }
         let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
-        Ok(bind("Neg", &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))
-        }))
+        Ok(bind_jvp(
+            "Neg",
+            &[self],
+            y,
+            |_| vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)])),
+            |t, _| only(t)?.neg(),
+        ))
     }
 
     /// `|x|`. d/dx = sign(x), 0 at 0 (as TensorFlow).
@@ -46,9 +50,13 @@ impl Tensor {
         }
         let y = num_map!("abs", self, |v| if v < T::zero() { T::zero().sub_wrap(v) } else { v })?;
         let x = self.clone();
-        Ok(bind("Abs", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)]))
-        }))
+        Ok(bind_jvp(
+            "Abs",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)])),
+            |t, _| only(t)?.mul(&self.sign()?),
+        ))
     }
 
     /// `-1, 0, 1` by the sign of each element (0 for 0). Not differentiable:
@@ -70,18 +78,28 @@ impl Tensor {
         }
         let y = num_map!("square", self, |v| v.mul_wrap(v))?;
         let x = self.clone();
-        Ok(bind("Square", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)]))
-        }))
+        Ok(bind_jvp(
+            "Square",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)])),
+            |t, _| only(t)?.mul(&self.mul_scalar(2.0)?),
+        ))
     }
 
     /// `√x`. d/dx = 1 / (2√x).
     pub fn sqrt(&self) -> Result<Tensor> {
         let y = float_map!("sqrt", self, |v| v.sqrt())?;
-        Ok(bind("Sqrt", &[self], y, |y| {
-            let y = y.clone();
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
-        }))
+        Ok(bind_jvp(
+            "Sqrt",
+            &[self],
+            y,
+            |y| {
+                let y = y.clone();
+                vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
+            },
+            |t, y| only(t)?.div(&y.mul_scalar(2.0)?),
+        ))
     }
 
     /// `eˣ`. d/dx = eˣ.
@@ -91,10 +109,16 @@ impl Tensor {
         }
         expect_float("exp", self)?;
         let y = math::exp(self);
-        Ok(bind("Exp", &[self], y, |y| {
-            let y = y.clone();
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
-        }))
+        Ok(bind_jvp(
+            "Exp",
+            &[self],
+            y,
+            |y| {
+                let y = y.clone();
+                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
+            },
+            |t, y| only(t)?.mul(y),
+        ))
     }
 
     /// Natural logarithm. d/dx = 1/x.
@@ -104,9 +128,13 @@ impl Tensor {
         }
         let y = float_map!("log", self, |v| v.ln())?;
         let x = self.clone();
-        Ok(bind("Log", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&x)?)]))
-        }))
+        Ok(bind_jvp(
+            "Log",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&x)?)])),
+            |t, _| only(t)?.div(self),
+        ))
     }
 
     /// Sine. d/dx = cos x.
@@ -114,9 +142,13 @@ impl Tensor {
         expect_float("sin", self)?;
         let y = math::sin(self);
         let x = self.clone();
-        Ok(bind("Sin", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)]))
-        }))
+        Ok(bind_jvp(
+            "Sin",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)])),
+            |t, _| only(t)?.mul(&self.cos()?),
+        ))
     }
 
     /// Cosine. d/dx = -sin x.
@@ -124,18 +156,28 @@ impl Tensor {
         expect_float("cos", self)?;
         let y = math::cos(self);
         let x = self.clone();
-        Ok(bind("Cos", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)]))
-        }))
+        Ok(bind_jvp(
+            "Cos",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)])),
+            |t, _| only(t)?.mul(&self.sin()?.neg()?),
+        ))
     }
 
     /// Hyperbolic tangent. d/dx = 1 - tanh²x.
     pub fn tanh(&self) -> Result<Tensor> {
         let y = float_map!("tanh", self, |v| v.tanh())?;
-        Ok(bind("Tanh", &[self], y, |y| {
-            let y = y.clone();
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
-        }))
+        Ok(bind_jvp(
+            "Tanh",
+            &[self],
+            y,
+            |y| {
+                let y = y.clone();
+                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
+            },
+            |t, y| only(t)?.mul(&y.square()?.neg()?.add_scalar(1.0)?),
+        ))
     }
 
     /// Logistic sigmoid `1 / (1 + e⁻ˣ)`, computed without overflow. d/dx = y(1 - y).
@@ -146,25 +188,37 @@ impl Tensor {
             let e = v.exp();
             e / (T::one() + e)
         })?;
-        Ok(bind("Sigmoid", &[self], y, |y| {
-            let y = y.clone();
-            vjp_batched(move |g, _| {
-                let dy = y.mul(&y.neg()?.add_scalar(1.0)?)?;
-                Ok(grads![Some(g[0].mul(&dy)?)])
-            })
-        }))
+        Ok(bind_jvp(
+            "Sigmoid",
+            &[self],
+            y,
+            |y| {
+                let y = y.clone();
+                vjp_batched(move |g, _| {
+                    let dy = y.mul(&y.neg()?.add_scalar(1.0)?)?;
+                    Ok(grads![Some(g[0].mul(&dy)?)])
+                })
+            },
+            |t, y| only(t)?.mul(&y.mul(&y.neg()?.add_scalar(1.0)?)?),
+        ))
     }
 
     /// `max(x, 0)`. d/dx = 1 where x > 0, else 0 (0 at 0, as TensorFlow).
     pub fn relu(&self) -> Result<Tensor> {
         let y = num_map!("relu", self, |v| if v > T::zero() { v } else { T::zero() })?;
         let x = self.clone();
-        Ok(bind("Relu", &[self], y, move |_| {
-            vjp_batched(move |g, _| {
-                let mask = x.gt_scalar(0.0)?.cast(g[0].dtype())?;
-                Ok(grads![Some(g[0].mul(&mask)?)])
-            })
-        }))
+        Ok(bind_jvp(
+            "Relu",
+            &[self],
+            y,
+            move |_| {
+                vjp_batched(move |g, _| {
+                    let mask = x.gt_scalar(0.0)?.cast(g[0].dtype())?;
+                    Ok(grads![Some(g[0].mul(&mask)?)])
+                })
+            },
+            |t, _| only(t)?.mul(&self.gt_scalar(0.0)?.cast(self.dtype())?),
+        ))
     }
 
     /// `xᶜ` for a constant `c`. d/dx = c·xᶜ⁻¹.
@@ -172,9 +226,13 @@ impl Tensor {
         expect_float("pow_scalar", self)?;
         let y = float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))?;
         let x = self.clone();
-        Ok(bind("PowScalar", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)]))
-        }))
+        Ok(bind_jvp(
+            "PowScalar",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)])),
+            |t, _| only(t)?.mul(&self.pow_scalar(c - 1.0)?.mul_scalar(c)?),
+        ))
     }
 
     /// `x · c`. d/dx = c.
@@ -183,9 +241,13 @@ impl Tensor {
             return super::complex::mul_scalar(self, c);
         }
         let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
-        Ok(bind("MulScalar", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
-        }))
+        Ok(bind_jvp(
+            "MulScalar",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)])),
+            |t, _| only(t)?.mul_scalar(c),
+        ))
     }
 
     /// `x / c`. d/dx = 1/c. Integer division by zero is an error.
@@ -209,9 +271,13 @@ impl Tensor {
             DType::I64 => Ok(map::<i64, i64>(self, |v| v.wrapping_div(c as i64))),
             _ => num_map!("div_scalar", self, |v| v / T::from_f64(c)),
         }?;
-        Ok(bind("DivScalar", &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
-        }))
+        Ok(bind_jvp(
+            "DivScalar",
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)])),
+            |t, _| only(t)?.div_scalar(c),
+        ))
     }
 
     /// `x + c`. d/dx = 1.
@@ -220,7 +286,13 @@ impl Tensor {
             return super::complex::add_scalar(self, c);
         }
         let y = num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))?;
-        Ok(bind("AddScalar", &[self], y, |_| tape::pass_through()))
+        Ok(bind_jvp(
+            "AddScalar",
+            &[self],
+            y,
+            |_| tape::pass_through(),
+            |t, _| Ok(only(t)?.clone()),
+        ))
     }
 
     /// `x - c`. d/dx = 1.

@@ -1,0 +1,679 @@
+//! Forward mode: [`ForwardAccumulator`], after `tf.autodiff.ForwardAccumulator`
+//! (the helpers [`jvp`](crate::jvp), [`hvp`](crate::hvp) and
+//! [`hessian`](crate::hessian) are in `forward_helpers`).
+//!
+//! An accumulator maps the ids of the tensors it watches (*primals*) to their
+//! *tangents*. While it is active, every op that `ops::bind`
+//! dispatches with an input that has a tangent gets an output tangent, the
+//! Jacobian-vector product `J · t` of the op:
+//!
+//! - by the op's own JVP rule where it has one (`bind_jvp`: elementwise ops,
+//!   matmul, sum, shape ops, ...), written with public differentiable ops;
+//! - else from its VJP rule by the *double-VJP* construction: the VJP rule is
+//!   linear in the cotangent `u`, so with `u` a watched zero on an inner
+//!   tape, `vjp(u) = Jᵀ u`, and the gradient of `Σ ⟨vjp(u)ᵢ, tᵢ⟩` w.r.t.
+//!   `u` is `J t`.
+//!
+//! The active accumulators form a thread-local stack beside the tape stack;
+//! with none active the cost in `bind` is one thread-local read. The rule of
+//! an op is built at most once and shared by the tapes and the accumulators.
+//!
+//! **Nesting** (as in TensorFlow): tapes and accumulators are ordered by when
+//! they were last entered. An accumulator computes its tangents with itself,
+//! the accumulators entered after it and the tapes entered after it hidden,
+//! so its tangent computations are seen by the accumulators and tapes
+//! *outside* it only. Hence nested accumulators give higher derivatives
+//! (`outer.jvp(inner.jvp(y))`), a tape outside an accumulator can
+//! differentiate a tangent (reverse over forward), and an accumulator outside
+//! a tape differentiates the tape's backward pass (forward over reverse, a
+//! Hessian-vector product) while that tape keeps none of the tangents. An
+//! accumulator never sees its own tangent computations.
+//!
+//! **Pausing**: [`ForwardAccumulator::stop_recording`] pauses one
+//! accumulator; [`GradientTape::stop_recording`] pauses the tape and forward
+//! mode altogether (TensorFlow's `stop_recording` pauses backprop and
+//! forwardprop).
+//!
+//! **Memory**: each tangent is held beside a weak handle of its primal;
+//! entries whose primal died are swept whenever the map has doubled since the
+//! last sweep, and dropping the accumulator frees every tangent.
+//!
+//! Multi-output ops: an op that records itself with `tape::record` directly
+//! (not through `bind`) must also call [`bind_slow`] (or be switched to it),
+//! otherwise its outputs get no tangents; `bind_slow` takes any number of
+//! outputs and uses the double-VJP construction for them.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
+use smallvec::{smallvec, SmallVec};
+
+use crate::autodiff::backprop::Unconnected;
+use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
+use crate::autodiff::sources::{SourceRef, Sources};
+use crate::autodiff::tape::{self, TapeInput, VjpFn};
+use crate::error::{Error, Result};
+use crate::ops::ct;
+use crate::tensor::{Tensor, TensorId, WeakTensor};
+
+/// A JVP rule: `(input tangents, None = zero; the op's output) -> output
+/// tangent`. At least one tangent is `Some`. The result may have a shape
+/// that broadcasts to the output's (it is broadcast).
+pub(crate) type JvpRule<'a> = dyn Fn(&[Option<Tensor>], &Tensor) -> Result<Tensor> + 'a;
+
+/// One watched or computed tangent.
+struct Entry {
+    /// `None` for a variable's handle (variables outlive their reads).
+    primal: Option<WeakTensor>,
+    tangent: Tensor,
+}
+
+/// The map is swept of dead primals when it reaches this size at least.
+const SWEEP_MIN: usize = 64;
+
+/// The state of one accumulator.
+pub(crate) struct AccCell {
+    tangents: RefCell<FxHashMap<TensorId, Entry>>,
+    recording: Cell<bool>,
+    /// When it was last entered (shared numbering with the tapes).
+    entered: Cell<u64>,
+    /// The first failure of a tangent computation; `jvp` reports it.
+    error: RefCell<Option<Error>>,
+    sweep_at: Cell<usize>,
+}
+
+impl AccCell {
+    fn tangent(&self, id: TensorId) -> Option<Tensor> {
+        self.tangents.borrow().get(&id).map(|e| e.tangent.clone())
+    }
+
+    fn insert(&self, id: TensorId, primal: Option<WeakTensor>, tangent: Tensor) {
+        let mut m = self.tangents.borrow_mut();
+        if m.len() >= self.sweep_at.get() {
+            m.retain(|_, e| e.primal.as_ref().is_none_or(WeakTensor::is_alive));
+            self.sweep_at.set((2 * m.len()).max(SWEEP_MIN));
+        }
+        m.insert(id, Entry { primal, tangent });
+    }
+
+    fn fail(&self, op: &'static str, e: Error) {
+        let mut slot = self.error.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Error::invalid(
+                "ForwardAccumulator",
+                format!("computing the tangent of a {op} op failed: {e}"),
+            ));
+        }
+    }
+}
+
+thread_local! {
+    /// The visible accumulators are `STACK[..DEPTH]`, ordered by entry.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    static STACK: RefCell<Vec<Rc<AccCell>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether any accumulator is active on this thread: the one check every op
+/// makes for forward mode.
+#[inline(always)]
+pub(crate) fn any_active() -> bool {
+    DEPTH.with(|d| d.get() != 0)
+}
+
+/// Puts `acc` among the visible accumulators at its place by entry.
+fn insert(acc: &Rc<AccCell>) {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let d = DEPTH.with(Cell::get).min(s.len());
+        let at = s[..d]
+            .iter()
+            .position(|a| a.entered.get() > acc.entered.get())
+            .unwrap_or(d);
+        s.insert(at, acc.clone());
+        DEPTH.with(|x| x.set(d + 1));
+    });
+    acc.recording.set(true);
+}
+
+/// Takes `acc` off the stack wherever it is.
+fn remove(acc: &Rc<AccCell>) {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        if let Some(i) = s.iter().rposition(|a| Rc::ptr_eq(a, acc)) {
+            s.remove(i);
+            DEPTH.with(|d| {
+                if i < d.get() {
+                    d.set(d.get() - 1)
+                }
+            });
+        }
+    });
+    acc.recording.set(false);
+}
+
+/// Runs `f` with only the first `depth` accumulators visible.
+fn with_depth<T>(depth: usize, f: impl FnOnce() -> T) -> T {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let n = STACK.with(|s| s.borrow().len());
+            DEPTH.with(|d| d.set(self.0.min(n)));
+        }
+    }
+    let _restore = Restore(DEPTH.with(|d| d.replace(depth)));
+    f()
+}
+
+/// Runs `f` with every accumulator of this thread paused.
+pub(crate) fn paused<T>(f: impl FnOnce() -> T) -> T {
+    if !any_active() {
+        return f();
+    }
+    with_depth(0, f)
+}
+
+/// The slow path of `ops::bind` (some accumulator is active), also for ops
+/// with several outputs: records the op on the active tapes, then computes
+/// output tangents for the active accumulators. `make` builds the VJP rule;
+/// it is called at most once and the rule is shared.
+#[inline(never)]
+pub(crate) fn bind_slow<I: TapeInput>(
+    name: &'static str,
+    inputs: &[I],
+    outputs: &[Tensor],
+    make: &mut dyn FnMut() -> VjpFn,
+    jvp: Option<&JvpRule<'_>>,
+) {
+    let mut cache: Option<VjpFn> = None;
+    let mut rule = || cache.get_or_insert_with(&mut *make).clone();
+    if tape::any_active() {
+        // tapes first: a tangent computation that uses an output must find
+        // it already recorded (reverse over forward)
+        tape::record(name, inputs, outputs, &mut rule);
+    }
+    record(name, inputs, outputs, &mut rule, jvp);
+}
+
+/// Gives the outputs of an op tangents in every visible accumulator that has
+/// a tangent for one of its float inputs.
+fn record<I: TapeInput>(
+    name: &'static str,
+    inputs: &[I],
+    outputs: &[Tensor],
+    rule: &mut dyn FnMut() -> VjpFn,
+    jvp: Option<&JvpRule<'_>>,
+) {
+    if !outputs.iter().any(|o| o.dtype().is_float()) || !inputs.iter().any(|i| i.tape_dtype().is_float()) {
+        return;
+    }
+    let accs: SmallVec<[Rc<AccCell>; 2]> = STACK.with(|s| {
+        let s = s.borrow();
+        let d = DEPTH.with(Cell::get).min(s.len());
+        s[..d].iter().cloned().collect()
+    });
+    // in the order entered, as TensorFlow; each one's work is visible to
+    // those before it (outside it) only
+    for (i, acc) in accs.iter().enumerate() {
+        let tangents: SmallVec<[Option<Tensor>; 2]> = inputs
+            .iter()
+            .map(|x| x.tape_dtype().is_float().then(|| acc.tangent(x.tape_id())).flatten())
+            .collect();
+        if tangents.iter().all(Option::is_none) {
+            continue;
+        }
+        let result = with_depth(i, || {
+            tape::hiding_tapes_after(acc.entered.get(), || {
+                ct::with_batch_dims(0, || output_tangents(outputs, &tangents, &mut *rule, jvp))
+            })
+        });
+        match result {
+            Ok(ts) => {
+                for (o, t) in outputs.iter().zip(ts) {
+                    if let Some(t) = t {
+                        acc.insert(o.id(), Some(o.downgrade()), t);
+                    }
+                }
+            }
+            Err(e) => acc.fail(name, e),
+        }
+    }
+}
+
+/// The output tangents of an op, `None` for zero.
+fn output_tangents(
+    outputs: &[Tensor],
+    tangents: &[Option<Tensor>],
+    rule: &mut dyn FnMut() -> VjpFn,
+    jvp: Option<&JvpRule<'_>>,
+) -> Result<SmallVec<[Option<Tensor>; 1]>> {
+    if let (Some(jvp), [out]) = (jvp, outputs) {
+        let t = jvp(tangents, out)?;
+        return Ok(smallvec![Some(fit(t, out)?)]);
+    }
+    double_vjp(&rule(), outputs, tangents)
+}
+
+/// Checks a rule's tangent against its output, broadcasting it if needed.
+fn fit(t: Tensor, out: &Tensor) -> Result<Tensor> {
+    if t.dtype() != out.dtype() {
+        return Err(Error::DTypeMismatch {
+            op: "jvp",
+            lhs: out.dtype(),
+            rhs: t.dtype(),
+        });
+    }
+    if t.shape() == out.shape() {
+        Ok(t)
+    } else {
+        t.broadcast_to(out.shape())
+    }
+}
+
+/// `J t` from the VJP rule: the gradient w.r.t. a watched zero cotangent `u`
+/// of the rule's input cotangents, weighted by the input tangents.
+fn double_vjp(rule: &VjpFn, outputs: &[Tensor], tangents: &[Option<Tensor>]) -> Result<SmallVec<[Option<Tensor>; 1]>> {
+    let us: Vec<Tensor> = outputs.iter().map(|o| Tensor::zeros(o.shape(), o.dtype())).collect();
+    let needs: SmallVec<[bool; 4]> = tangents.iter().map(Option::is_some).collect();
+    let inner = GradientTape::new();
+    let cots = inner.record(|| {
+        inner.watch(&us[..]);
+        rule.call(&us, &needs)
+    })?;
+    if cots.len() != tangents.len() {
+        return Err(Error::invalid(
+            "jvp",
+            format!(
+                "gradient rule returned {} gradients for {} inputs",
+                cots.len(),
+                tangents.len()
+            ),
+        ));
+    }
+    let (mut targets, mut seeds) = (Vec::new(), Vec::new());
+    for (c, t) in cots.into_iter().zip(tangents) {
+        if let (Some(c), Some(t)) = (c, t) {
+            if c.dtype().is_float() {
+                targets.push(c);
+                seeds.push(t.clone());
+            }
+        }
+    }
+    if targets.is_empty() {
+        return Ok(smallvec![None; outputs.len()]);
+    }
+    let grads = inner.gradient_with(
+        &targets[..],
+        &us[..],
+        GradientOptions::default().output_gradients(seeds),
+    )?;
+    Ok(grads
+        .into_iter()
+        .zip(outputs)
+        .map(|(g, o)| g.filter(|_| o.dtype().is_float()))
+        .collect())
+}
+
+/// Computes Jacobian-vector products in forward mode, like
+/// `tf.autodiff.ForwardAccumulator`.
+///
+/// Watch primals with their tangents, run the computation while the
+/// accumulator is active ([`record`](Self::record) or
+/// [`enter`](Self::enter)), then read the tangent (JVP) of any result with
+/// [`jvp`](Self::jvp). Tangents are computed as the ops run, so they must be
+/// supplied in advance; unwatched tensors have zero tangents.
+///
+/// ```
+/// use gradtape::{ForwardAccumulator, Tensor};
+/// let x = Tensor::vector(&[0.0f64, 1.0]);
+/// let acc = ForwardAccumulator::new();
+/// acc.watch(&x, &Tensor::vector(&[1.0f64, 2.0]))?;
+/// let y = acc.record(|| x.sin()?.mul_scalar(3.0))?;
+/// // d/dx 3 sin x = 3 cos x, times the tangent
+/// let t = acc.jvp(&y)?.unwrap().to_vec::<f64>()?;
+/// assert!((t[0] - 3.0).abs() < 1e-12 && (t[1] - 6.0 * 1f64.cos()).abs() < 1e-12);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+///
+/// Nested accumulators give higher derivatives; the inner one's tangents are
+/// watched by the outer one (not the other way round):
+///
+/// ```
+/// use gradtape::{ForwardAccumulator, Tensor};
+/// let x = Tensor::scalar(1.1f64);
+/// let outer = ForwardAccumulator::new();
+/// let inner = ForwardAccumulator::new();
+/// outer.watch(&x, &Tensor::scalar(1.0f64))?;
+/// inner.watch(&x, &Tensor::scalar(1.0f64))?;
+/// let y = outer.record(|| inner.record(|| x.pow_scalar(3.5)))?;
+/// let d1 = inner.jvp(&y)?.unwrap();
+/// let d2 = outer.jvp(&d1)?.unwrap();
+/// assert!((d2.to_scalar::<f64>()? - 3.5 * 2.5 * 1.1f64.powf(1.5)).abs() < 1e-12);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct ForwardAccumulator {
+    cell: Rc<AccCell>,
+}
+
+/// Keeps an accumulator active until dropped; see [`ForwardAccumulator::enter`].
+pub struct ForwardGuard<'a> {
+    acc: &'a ForwardAccumulator,
+}
+
+impl Drop for ForwardGuard<'_> {
+    fn drop(&mut self) {
+        if self.acc.cell.recording.get() {
+            remove(&self.acc.cell);
+        }
+    }
+}
+
+impl Default for ForwardAccumulator {
+    fn default() -> Self {
+        ForwardAccumulator::new()
+    }
+}
+
+impl std::fmt::Debug for ForwardAccumulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForwardAccumulator")
+            .field("recording", &self.is_recording())
+            .field("tangents", &self.len())
+            .finish()
+    }
+}
+
+/// Id, shape and dtype of a primal.
+fn describe(r: &SourceRef<'_>) -> (TensorId, Vec<usize>, crate::DType) {
+    match r {
+        SourceRef::Tensor(t) => (t.id(), t.shape().to_vec(), t.dtype()),
+        SourceRef::Variable(v) => (v.handle(), v.shape(), v.dtype()),
+    }
+}
+
+impl ForwardAccumulator {
+    /// An accumulator watching nothing yet.
+    pub fn new() -> Self {
+        ForwardAccumulator {
+            cell: Rc::new(AccCell {
+                tangents: RefCell::new(FxHashMap::default()),
+                recording: Cell::new(false),
+                entered: Cell::new(0),
+                error: RefCell::new(None),
+                sweep_at: Cell::new(SWEEP_MIN),
+            }),
+        }
+    }
+
+    /// An accumulator watching `primals[i]` with `tangents[i]` (TensorFlow's
+    /// constructor). Listing a primal twice is an error (watch it twice to
+    /// sum tangents), as is a count, shape or dtype mismatch.
+    ///
+    /// ```
+    /// use gradtape::{ForwardAccumulator, Tensor};
+    /// let (a, b) = (Tensor::scalar(2.0f32), Tensor::scalar(3.0f32));
+    /// let acc = ForwardAccumulator::watching(&[&a, &b], &[Tensor::scalar(1.0f32), Tensor::scalar(0.5f32)])?;
+    /// let y = acc.record(|| a.mul(&b))?;
+    /// assert_eq!(acc.jvp(&y)?.unwrap().to_scalar::<f32>()?, 3.0 + 2.0 * 0.5);
+    /// assert!(ForwardAccumulator::watching(&[&a, &a], &[a.clone(), a.clone()]).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn watching<S: Sources + ?Sized>(primals: &S, tangents: &[Tensor]) -> Result<Self> {
+        let mut refs: SmallVec<[SourceRef<'_>; 4]> = SmallVec::new();
+        primals.collect(&mut refs);
+        if refs.len() != tangents.len() {
+            return Err(Error::invalid(
+                "ForwardAccumulator::watching",
+                format!("{} primals given with {} tangents", refs.len(), tangents.len()),
+            ));
+        }
+        let acc = ForwardAccumulator::new();
+        for (i, (r, t)) in refs.iter().zip(tangents).enumerate() {
+            let id = describe(r).0;
+            if refs[..i].iter().any(|p| describe(p).0 == id) {
+                return Err(Error::invalid(
+                    "ForwardAccumulator::watching",
+                    format!(
+                        "primal {i} was already listed; a primal may be given once \
+                         (sum its tangents, or call watch again to add them)"
+                    ),
+                ));
+            }
+            acc.watch(*r, t)?;
+        }
+        Ok(acc)
+    }
+
+    /// Watches a tensor or variable with the given tangent (same shape and
+    /// dtype, a float dtype). Watching one primal again adds the tangents.
+    /// Works whether or not the accumulator is active.
+    ///
+    /// ```
+    /// use gradtape::{ForwardAccumulator, Tensor, Variable};
+    /// let v = Variable::new(Tensor::vector(&[1.0f32, 2.0]));
+    /// let acc = ForwardAccumulator::new();
+    /// acc.watch(&v, &Tensor::vector(&[0.5f32, -1.0]))?;
+    /// let y = acc.record(|| v.read().mul_scalar(2.0))?;
+    /// assert_eq!(acc.jvp(&y)?.unwrap().to_vec::<f32>()?, vec![1.0, -2.0]);
+    /// assert!(acc.watch(&v, &Tensor::vector(&[1.0f32])).is_err()); // wrong shape
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn watch<'a>(&self, primal: impl Into<SourceRef<'a>>, tangent: &Tensor) -> Result<()> {
+        const OP: &str = "ForwardAccumulator::watch";
+        let primal = primal.into();
+        let (id, shape, dtype) = describe(&primal);
+        if !dtype.is_float() {
+            return Err(Error::UnsupportedDType {
+                op: OP,
+                dtype,
+                expected: "a float primal (f32 or f64)",
+            });
+        }
+        if tangent.dtype() != dtype {
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                lhs: dtype,
+                rhs: tangent.dtype(),
+            });
+        }
+        if tangent.shape() != shape.as_slice() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: shape,
+                rhs: tangent.shape().to_vec(),
+            });
+        }
+        let t = match self.cell.tangent(id) {
+            Some(prev) => paused(|| prev.add(tangent))?,
+            None => tangent.clone(),
+        };
+        let weak = match primal {
+            SourceRef::Tensor(p) => Some(p.downgrade()),
+            SourceRef::Variable(_) => None,
+        };
+        self.cell.insert(id, weak, t);
+        Ok(())
+    }
+
+    /// Activates the accumulator until the guard drops. Entering it again
+    /// after it stopped continues with the same tangents; entering one that
+    /// is active is an error.
+    pub fn enter(&self) -> Result<ForwardGuard<'_>> {
+        if self.cell.recording.get() {
+            return Err(Error::invalid(
+                "ForwardAccumulator::enter",
+                "the accumulator is already active; it cannot be entered twice",
+            ));
+        }
+        self.cell.entered.set(tape::next_entry());
+        insert(&self.cell);
+        Ok(ForwardGuard { acc: self })
+    }
+
+    /// Runs `f` with the accumulator active (Python's `with acc:`).
+    pub fn record<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _guard = self.enter()?;
+        f()
+    }
+
+    /// Whether the accumulator is active now.
+    pub fn is_recording(&self) -> bool {
+        self.cell.recording.get()
+    }
+
+    /// Runs `f` with this accumulator paused (others stay active); it
+    /// resumes at its old place in the nesting order. An error if it is not
+    /// active.
+    ///
+    /// ```
+    /// use gradtape::{ForwardAccumulator, Tensor};
+    /// let x = Tensor::scalar(2.0f64);
+    /// let acc = ForwardAccumulator::new();
+    /// acc.watch(&x, &Tensor::scalar(1.0f64))?;
+    /// let (y, z) = acc.record(|| Ok((acc.stop_recording(|| x.exp())?, x.exp()?)))?;
+    /// assert!(acc.jvp(&y)?.is_none());
+    /// assert!(acc.jvp(&z)?.is_some());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn stop_recording<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if !self.cell.recording.get() {
+            return Err(Error::invalid(
+                "ForwardAccumulator::stop_recording",
+                "the accumulator is not active",
+            ));
+        }
+        remove(&self.cell);
+        struct Resume<'a>(&'a Rc<AccCell>);
+        impl Drop for Resume<'_> {
+            fn drop(&mut self) {
+                insert(self.0);
+            }
+        }
+        let _resume = Resume(&self.cell);
+        f()
+    }
+
+    /// The tangent (JVP) of a tensor or variable, `None` where it has none
+    /// (not computed from a watched primal while the accumulator was
+    /// active). One primal gives `Option<Tensor>`; a slice, `Vec`, array or
+    /// tuple gives the same structure. Computes nothing.
+    ///
+    /// An error if computing some tangent failed while the accumulator was
+    /// active (the message names the op).
+    pub fn jvp<S: Sources + ?Sized>(&self, primals: &S) -> Result<S::Output> {
+        self.jvp_with(primals, Unconnected::None)
+    }
+
+    /// [`jvp`](Self::jvp), with zeros of the primal's shape and dtype for an
+    /// unconnected primal when `unconnected` is [`Unconnected::Zero`].
+    ///
+    /// ```
+    /// use gradtape::{ForwardAccumulator, Tensor, Unconnected};
+    /// let x = Tensor::scalar(-1.0f32);
+    /// let acc = ForwardAccumulator::new();
+    /// acc.watch(&x, &Tensor::scalar(0.1f32))?;
+    /// let y = Tensor::vector(&[-2.0f32, 3.0]);
+    /// assert!(acc.jvp(&y)?.is_none());
+    /// let zero = acc.jvp_with(&y, Unconnected::Zero)?.unwrap();
+    /// assert_eq!(zero.to_vec::<f32>()?, vec![0.0, 0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn jvp_with<S: Sources + ?Sized>(&self, primals: &S, unconnected: Unconnected) -> Result<S::Output> {
+        if let Some(e) = self.cell.error.borrow().as_ref() {
+            return Err(e.clone());
+        }
+        let mut refs: SmallVec<[SourceRef<'_>; 4]> = SmallVec::new();
+        primals.collect(&mut refs);
+        let mut found = refs.iter().map(|r| {
+            let (id, shape, dtype) = describe(r);
+            match (self.cell.tangent(id), unconnected) {
+                (Some(t), _) => Some(t),
+                (None, Unconnected::None) => None,
+                (None, Unconnected::Zero) => Some(Tensor::zeros(&shape, dtype)),
+            }
+        });
+        Ok(primals.pack(&mut found))
+    }
+
+    /// The number of tangents held (watched primals and computed tangents
+    /// whose primals are alive or not yet swept).
+    pub fn len(&self) -> usize {
+        self.cell.tangents.borrow().len()
+    }
+
+    /// Whether no tangent is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for ForwardAccumulator {
+    fn drop(&mut self) {
+        if self.cell.recording.get() {
+            remove(&self.cell);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::autodiff::tape::vjp;
+
+    /// A two-output op `(2x, x²)` offered through `bind_slow` without a JVP
+    /// rule: its tangents come from the double-VJP construction.
+    fn two_outputs(x: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (a, b) = tape::without_tapes(|| Ok::<_, Error>((x.mul_scalar(2.0)?, x.square()?)))?;
+        let xc = x.clone();
+        let mut make = || {
+            let x = xc.clone();
+            vjp(move |g, _| {
+                Ok(smallvec![Some(
+                    g[0].mul_scalar(2.0)?.add(&g[1].mul(&x.mul_scalar(2.0)?)?)?
+                )])
+            })
+        };
+        bind_slow("TwoOutputs", &[x], &[a.clone(), b.clone()], &mut make, None);
+        Ok((a, b))
+    }
+
+    #[test]
+    fn multi_output_ops_get_tangents_from_their_vjp_rule() -> Result<()> {
+        let x = Tensor::vector(&[1.0f64, 2.0]);
+        let t = Tensor::vector(&[1.0f64, 3.0]);
+        let outer = ForwardAccumulator::watching(&x, std::slice::from_ref(&t))?;
+        let inner = ForwardAccumulator::watching(&x, std::slice::from_ref(&t))?;
+        let tape = GradientTape::new();
+        let (a, b) = tape.record(|| {
+            tape.watch(&x);
+            outer.record(|| inner.record(|| two_outputs(&x)))
+        })?;
+        assert_eq!(inner.jvp(&a)?.unwrap().to_vec::<f64>()?, vec![2.0, 6.0]);
+        let db = inner.jvp(&b)?.unwrap();
+        assert_eq!(db.to_vec::<f64>()?, vec![2.0, 12.0]);
+        // second order: the outer accumulator saw the inner double-VJP
+        assert_eq!(outer.jvp(&db)?.unwrap().to_vec::<f64>()?, vec![2.0, 18.0]);
+        // reverse over forward through it: d/dx Σ 2 x t = 2 t
+        assert_eq!(tape.gradient(&db, &x)?.unwrap().to_vec::<f64>()?, vec![2.0, 6.0]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_failing_tangent_computation_is_reported_by_jvp() -> Result<()> {
+        let x = Tensor::scalar(1.0f32);
+        let acc = ForwardAccumulator::watching(&x, &[Tensor::scalar(1.0f32)])?;
+        let y = acc.record(|| {
+            let y = tape::without_tapes(|| x.add(&x))?;
+            // a rule that returns one gradient for two inputs
+            let mut make = || vjp(|g, _| Ok(smallvec![Some(g[0].clone())]));
+            bind_slow("Broken", &[&x, &x], std::slice::from_ref(&y), &mut make, None);
+            Ok(y)
+        })?;
+        let e = acc.jvp(&y).unwrap_err();
+        assert!(
+            e.to_string().contains("Broken") && e.to_string().contains("1 gradients for 2 inputs"),
+            "{e}"
+        );
+        Ok(())
+    }
+}
