@@ -49,6 +49,7 @@ pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
 pub use ops::ct;
+pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
 };

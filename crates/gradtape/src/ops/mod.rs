@@ -23,15 +23,22 @@
 //! gradients of gradients work. Broadcasting is undone in one place,
 //! [`Tensor::sum_to_shape`].
 
+mod activation;
+pub use activation::{SELU_ALPHA, SELU_SCALE};
 mod binary;
+mod binary2;
 pub mod ct;
 mod index;
 mod linalg;
 mod reduce;
+mod reduce2;
+mod scan;
 mod shape;
 mod slice;
 mod sugar;
+mod trig;
 mod unary;
+mod unary2;
 
 use crate::autodiff::tape::{self, VjpFn};
 use crate::error::{Error, Result};

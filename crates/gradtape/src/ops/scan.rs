@@ -1,0 +1,87 @@
+//! Cumulative sums and products along one axis, with TensorFlow's
+//! `exclusive` and `reverse` flags.
+
+use super::{bind, ct, grads, unsupported};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::Result;
+use crate::tensor::layout::norm_axis;
+use crate::tensor::{with_num_dtype, Num, Tensor};
+use num_traits::{One, Zero};
+
+/// A running fold of `x` along axis `a`; `exclusive` writes the value before
+/// each element is folded in, `reverse` runs from the end.
+fn scan<T: Num>(x: &Tensor, a: usize, exclusive: bool, reverse: bool, init: T, f: impl Fn(T, T) -> T) -> Tensor {
+    let shape = x.shape();
+    let outer: usize = shape[..a].iter().product();
+    let n = shape[a];
+    let inner: usize = shape[a + 1..].iter().product();
+    let src = x.values::<T>();
+    let mut out = vec![init; src.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let base = o * n * inner + i;
+            let mut acc = init;
+            for k in 0..n {
+                let k = if reverse { n - 1 - k } else { k };
+                let at = base + k * inner;
+                let next = f(acc, src[at]);
+                out[at] = if exclusive { acc } else { next };
+                acc = next;
+            }
+        }
+    }
+    Tensor::from_vec(out, shape).expect("scan keeps the shape")
+}
+
+impl Tensor {
+    /// Cumulative sum along `axis` (numeric dtypes; integers wrap). With
+    /// `exclusive` each output omits its own element (the first is 0); with
+    /// `reverse` the sum runs from the end. The gradient is the cumulative
+    /// sum of `g` with the same `exclusive` and the opposite `reverse`.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[1.0f64, 2.0, 3.0]);
+    /// assert_eq!(x.cumsum(0, false, false)?.to_vec::<f64>()?, vec![1.0, 3.0, 6.0]);
+    /// assert_eq!(x.cumsum(0, true, false)?.to_vec::<f64>()?, vec![0.0, 1.0, 3.0]);
+    /// assert_eq!(x.cumsum(0, false, true)?.to_vec::<f64>()?, vec![6.0, 5.0, 3.0]);
+    /// assert_eq!(x.cumsum(-1, true, true)?.to_vec::<f64>()?, vec![5.0, 3.0, 0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        let a = norm_axis("cumsum", axis, self.shape())?;
+        let y = with_num_dtype!(self.dtype(), T => scan::<T>(self, a, exclusive, reverse, T::zero(), |p, v| p.add_wrap(v)),
+            _ => return Err(unsupported("cumsum", self.dtype(), "a numeric dtype")));
+        Ok(bind("Cumsum", &[self], y, move |_| {
+            vjp_batched(move |g, _| Ok(grads![Some(g[0].cumsum(ct::axis(a), exclusive, !reverse)?)]))
+        }))
+    }
+
+    /// Cumulative product along `axis` (numeric dtypes; integers wrap), with
+    /// the same flags as [`Tensor::cumsum`] (an exclusive product starts at
+    /// 1).
+    ///
+    /// The gradient is TensorFlow's: `cumsum(y · g, exclusive, !reverse) / x`.
+    /// **Where `x` has zeros this divides by zero** and the gradient there is
+    /// not finite (as in TensorFlow). [`Tensor::prod`]'s gradient does not
+    /// have this problem.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[1.0f64, 2.0, 3.0]);
+    /// assert_eq!(x.cumprod(0, false, false)?.to_vec::<f64>()?, vec![1.0, 2.0, 6.0]);
+    /// assert_eq!(x.cumprod(0, true, true)?.to_vec::<f64>()?, vec![6.0, 3.0, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn cumprod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        let a = norm_axis("cumprod", axis, self.shape())?;
+        let y = with_num_dtype!(self.dtype(), T => scan::<T>(self, a, exclusive, reverse, T::one(), |p, v| p.mul_wrap(v)),
+            _ => return Err(unsupported("cumprod", self.dtype(), "a numeric dtype")));
+        let x = self.clone();
+        Ok(bind("Cumprod", &[self], y, move |y| {
+            let y = y.clone();
+            vjp_batched(move |g, _| {
+                let s = g[0].mul(&y)?.cumsum(ct::axis(a), exclusive, !reverse)?;
+                Ok(grads![Some(s.div(&x)?)])
+            })
+        }))
+    }
+}
