@@ -170,6 +170,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn std(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        expect_float("std", self)?;
         self.variance(axes, keepdims)?.sqrt()
     }
 
@@ -186,11 +187,13 @@ impl Tensor {
         expect_float("norm", self)?;
         let ax = norm_axes("norm", axes, self.shape())?;
         // computed on an unwatched alias: nothing here is recorded
-        let yk = self.stop_gradient().square()?.sum(&iaxes(&ax), true)?.sqrt()?;
-        let y = yk.reshape(&out_shape(self.shape(), &ax, keepdims))?;
+        let y = self.stop_gradient().square()?.sum(&iaxes(&ax), keepdims)?.sqrt()?;
         let x = self.clone();
-        Ok(bind("Norm", &[self], y, move |_| {
+        Ok(bind("Norm", &[self], y, move |y| {
+            // the output itself (not a copy), so that the rule is differentiable
+            let y = y.clone();
             vjp_batched(move |g, _| {
+                let yk = y.reshape(&kept_shape(x.shape(), &ax))?;
                 let zero = yk.eq(&yk.zeros_like())?;
                 let safe = Tensor::where_(&zero, &yk.ones_like(), &yk)?;
                 let gx = unreduce(&g[0], x.shape(), &ax)?;

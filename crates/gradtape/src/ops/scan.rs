@@ -60,10 +60,11 @@ impl Tensor {
     /// the same flags as [`Tensor::cumsum`] (an exclusive product starts at
     /// 1).
     ///
-    /// The gradient is TensorFlow's: `cumsum(y · g, exclusive, !reverse) / x`.
-    /// **Where `x` has zeros this divides by zero** and the gradient there is
-    /// not finite (as in TensorFlow). [`Tensor::prod`]'s gradient does not
-    /// have this problem.
+    /// The gradient is TensorFlow's `cumsum(y · g, exclusive, !reverse) / x`
+    /// where `x != 0`; unlike TensorFlow's it stays right where `x` has zeros:
+    /// the first zero along the scan gets the cumulative products with itself
+    /// replaced by 1, later zeros get 0. (Second derivatives are exact except
+    /// at points with two or more zeros in one scan.)
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[1.0f64, 2.0, 3.0]);
@@ -79,8 +80,22 @@ impl Tensor {
         Ok(bind("Cumprod", &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
+                let zero = x.eq(&x.zeros_like())?;
                 let s = g[0].mul(&y)?.cumsum(ct::axis(a), exclusive, !reverse)?;
-                Ok(grads![Some(s.div(&x)?)])
+                if !zero.to_vec::<bool>()?.contains(&true) {
+                    return Ok(grads![Some(s.div(&x)?)]);
+                }
+                // zeros: the division is valid where x != 0; the first zero
+                // (in scan order) gets the products with itself replaced by
+                // 1; elements after it get 0
+                let ones = x.ones_like();
+                let before = zero.cast(x.dtype())?.cumsum(a as isize, true, reverse)?;
+                let first = before.eq(&before.zeros_like())?.logical_and(&zero)?;
+                let safe = Tensor::where_(&zero, &ones, &x)?;
+                let y1 = Tensor::where_(&first, &ones, &x)?.cumprod(a as isize, exclusive, reverse)?;
+                let s1 = g[0].mul(&y1)?.cumsum(ct::axis(a), exclusive, !reverse)?;
+                let at_first = Tensor::where_(&first, &s1, &s1.zeros_like())?;
+                Ok(grads![Some(Tensor::where_(&zero, &at_first, &s.div(&safe)?)?)])
             })
         }))
     }
