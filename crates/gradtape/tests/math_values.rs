@@ -230,8 +230,8 @@ fn scans_with_exclusive_and_reverse() {
     // Σ cumprod([a,b,c]) = a + ab + abc, at (2,0,3): (1 + b + bc, a + ac, ab) = (1, 8, 0)
     assert_eq!(grad(&v(&[2.0, 0.0, 3.0]), |x| x.cumprod(0, false, false)), vec![1.0, 8.0, 0.0]);
     assert_eq!(grad(&v(&[2.0, 0.0, 0.0, 3.0]), |x| x.cumprod(0, false, false)), vec![1.0, 2.0, 0.0, 0.0]);
-    // exclusive reverse of [a,b,c] = [bc, c, 1]: gradient (0, c, b) at (2,0,3): (0, 3, 0)
-    assert_eq!(grad(&v(&[2.0, 0.0, 3.0]), |x| x.cumprod(0, true, true)), vec![0.0, 3.0, 0.0]);
+    // exclusive reverse of [a,b,c] = [bc, c, 1]: gradient (0, c, b + 1) at (2,0,3): (0, 3, 1)
+    assert_eq!(grad(&v(&[2.0, 0.0, 3.0]), |x| x.cumprod(0, true, true)), vec![0.0, 3.0, 1.0]);
 }
 
 #[test]
