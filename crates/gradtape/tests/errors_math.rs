@@ -145,12 +145,12 @@ fn logical_ops_need_bools() {
         let e = err(r, &[name, "i64", "bool"]);
         assert!(matches!(e, Error::UnsupportedDType { op, .. } if op == name), "{e:?}");
     }
-    let e = err(b.logical_and(&Tensor::vector(&[true; 3])), &["logical_and", "[2]", "[3]"]);
+    let e = err(
+        b.logical_and(&Tensor::vector(&[true; 3])),
+        &["logical_and", "[2]", "[3]"],
+    );
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e:?}");
-    for (name, r) in [
-        ("all", f23().all(&[0], false)),
-        ("any", ints().any(&[0], false)),
-    ] {
+    for (name, r) in [("all", f23().all(&[0], false)), ("any", ints().any(&[0], false))] {
         let e = err(r, &[name, "bool"]);
         assert!(matches!(e, Error::UnsupportedDType { op, .. } if op == name), "{e:?}");
     }
@@ -196,7 +196,10 @@ fn argmax_of_an_empty_axis_is_an_error() {
     let e = Tensor::zeros(&[2, 0], DType::F32);
     for (name, r) in [("argmax", e.argmax(1)), ("argmin", e.argmin(-1))] {
         let err = err(r, &[name, "[2, 0]", "empty"]);
-        assert!(matches!(err, Error::InvalidArgument { op, .. } if op == name), "{err:?}");
+        assert!(
+            matches!(err, Error::InvalidArgument { op, .. } if op == name),
+            "{err:?}"
+        );
     }
 }
 
@@ -204,6 +207,15 @@ fn argmax_of_an_empty_axis_is_an_error() {
 fn clip_by_value_checks_its_bounds() {
     for (lo, hi) in [(1.0, 0.0), (f64::NAN, 1.0), (0.0, f64::NAN)] {
         let e = err(f23().clip_by_value(lo, hi), &["clip_by_value", "lo <= hi", "[2, 3]"]);
-        assert!(matches!(e, Error::InvalidArgument { op: "clip_by_value", .. }), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    op: "clip_by_value",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
 }

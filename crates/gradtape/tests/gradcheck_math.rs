@@ -119,8 +119,16 @@ fn table() -> Vec<Case> {
     reduction_cases!("norm", norm, NonZero);
     // axes=[] reduces nothing (std has a zero variance there: not differentiable)
     t.push(case("prod axes=[]", |x| sq(x[0].prod(&[], false)), &[(&[2, 3], Any)]));
-    t.push(case("logsumexp axes=[]", |x| sq(x[0].logsumexp(&[], true)), &[(&[2, 3], Any)]));
-    t.push(case("norm axes=[]", |x| sq(x[0].norm(&[], false)), &[(&[2, 3], NonZero)]));
+    t.push(case(
+        "logsumexp axes=[]",
+        |x| sq(x[0].logsumexp(&[], true)),
+        &[(&[2, 3], Any)],
+    ));
+    t.push(case(
+        "norm axes=[]",
+        |x| sq(x[0].norm(&[], false)),
+        &[(&[2, 3], NonZero)],
+    ));
     t.push(case("prod scalar", |x| sq(x[0].prod(&[], false)), &[(&[], Any)]));
     t.push(case(
         "logsumexp of a shifted input",

@@ -14,7 +14,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
     fn below(&mut self, n: u64) -> u64 {
@@ -39,7 +42,10 @@ impl Lcg {
             1 => s.to_vec(),
             _ => {
                 let drop = self.below(s.len() as u64 + 1) as usize;
-                s[drop..].iter().map(|&d| if self.below(3) == 0 { 1 } else { d }).collect()
+                s[drop..]
+                    .iter()
+                    .map(|&d| if self.below(3) == 0 { 1 } else { d })
+                    .collect()
             }
         }
     }
@@ -126,7 +132,12 @@ fn guarded(failures: &mut Vec<String>, what: String, f: impl FnOnce() -> std::re
     }
 }
 
-fn check(r: Result<Tensor>, shape: Option<Vec<usize>>, dtype: DType, accepted: bool) -> std::result::Result<(), String> {
+fn check(
+    r: Result<Tensor>,
+    shape: Option<Vec<usize>>,
+    dtype: DType,
+    accepted: bool,
+) -> std::result::Result<(), String> {
     match (r, shape) {
         (Ok(y), Some(s)) if accepted => {
             if y.shape() != s.as_slice() || y.dtype() != dtype {
@@ -225,14 +236,18 @@ fn elementwise_binary_ops_never_panic() {
         ("le", Accepts::Any, Some(DType::Bool), |a, b| a.le(b)),
         ("gt", Accepts::Any, Some(DType::Bool), |a, b| a.gt(b)),
         ("ge", Accepts::Any, Some(DType::Bool), |a, b| a.ge(b)),
-        ("squared_difference", Accepts::Float, None, |a, b| a.squared_difference(b)),
+        ("squared_difference", Accepts::Float, None, |a, b| {
+            a.squared_difference(b)
+        }),
         ("atan2", Accepts::Float, None, |a, b| a.atan2(b)),
         ("floor_div", Accepts::Num, None, |a, b| a.floor_div(b)),
         ("floor_mod", Accepts::Num, None, |a, b| a.floor_mod(b)),
         ("logical_and", Accepts::Bool, None, |a, b| a.logical_and(b)),
         ("logical_or", Accepts::Bool, None, |a, b| a.logical_or(b)),
         ("logical_xor", Accepts::Bool, None, |a, b| a.logical_xor(b)),
-        ("where_ (a as cond)", Accepts::Bool, None, |a, b| Tensor::where_(a, b, b)),
+        ("where_ (a as cond)", Accepts::Bool, None, |a, b| {
+            Tensor::where_(a, b, b)
+        }),
     ];
     let mut rng = Lcg(11);
     let mut failures = Vec::new();
@@ -248,7 +263,12 @@ fn elementwise_binary_ops_never_panic() {
                     // cond must be bool; the values take b's dtype
                     return check(f(&a, &b), broadcast(&sa, &sb), db, da == DType::Bool);
                 }
-                check(f(&a, &b), broadcast(&sa, &sb), out.unwrap_or(da), acc.ok(da) && da == db)
+                check(
+                    f(&a, &b),
+                    broadcast(&sa, &sb),
+                    out.unwrap_or(da),
+                    acc.ok(da) && da == db,
+                )
             });
         }
     }
@@ -281,14 +301,19 @@ fn reductions_never_panic() {
             let x = rng.tensor(&s, d);
             let axes = rng.axes(s.len());
             let keep = rng.below(2) == 0;
-            guarded(&mut failures, format!("{name} {s:?} {d} axes={axes:?} keep={keep}"), || {
-                let want = norm_axes(&axes, s.len()).map(|a| reduced(&s, &a, keep));
-                check(f(&x, &axes, keep), want, out.unwrap_or(d), acc.ok(d))
-            });
+            guarded(
+                &mut failures,
+                format!("{name} {s:?} {d} axes={axes:?} keep={keep}"),
+                || {
+                    let want = norm_axes(&axes, s.len()).map(|a| reduced(&s, &a, keep));
+                    check(f(&x, &axes, keep), want, out.unwrap_or(d), acc.ok(d))
+                },
+            );
         }
     }
     // the `_all` forms: a scalar
-    let alls: &[(&str, Accepts, fn(&Tensor) -> Result<Tensor>)] = &[
+    type All = fn(&Tensor) -> Result<Tensor>;
+    let alls: &[(&str, Accepts, All)] = &[
         ("sum_all", Accepts::Num, Tensor::sum_all),
         ("mean_all", Accepts::Float, Tensor::mean_all),
         ("max_all", Accepts::Num, Tensor::max_all),
@@ -322,7 +347,11 @@ fn scans_and_arg_reductions_never_panic() {
                     "cumsum" => check(x.cumsum(axis, ex, rev), a.map(|_| s.clone()), d, d != DType::Bool),
                     "cumprod" => check(x.cumprod(axis, ex, rev), a.map(|_| s.clone()), d, d != DType::Bool),
                     _ => {
-                        let r = if name == "argmax" { x.argmax(axis) } else { x.argmin(axis) };
+                        let r = if name == "argmax" {
+                            x.argmax(axis)
+                        } else {
+                            x.argmin(axis)
+                        };
                         let nonempty = a.as_ref().is_some_and(|a| s[a[0]] > 0);
                         let want = a.map(|a| reduced(&s, &a, false));
                         let r = r.and_then(|y| {

@@ -86,7 +86,11 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn leaky_relu(&self, alpha: f64) -> Result<Tensor> {
-        let y = fmap!("leaky_relu", self, |v| if v > T::zero() { v } else { v * T::from_f64(alpha) })?;
+        let y = fmap!("leaky_relu", self, |v| if v > T::zero() {
+            v
+        } else {
+            v * T::from_f64(alpha)
+        })?;
         let x = self.clone();
         Ok(bind("LeakyRelu", &[self], y, move |_| {
             vjp_batched(move |g, _| {
@@ -109,7 +113,11 @@ impl Tensor {
             let y = y.clone();
             vjp_batched(move |g, _| {
                 let neg = y.lt_scalar(0.0)?;
-                Ok(grads![Some(Tensor::where_(&neg, &g[0].mul(&y.add_scalar(1.0)?)?, &g[0])?)])
+                Ok(grads![Some(Tensor::where_(
+                    &neg,
+                    &g[0].mul(&y.add_scalar(1.0)?)?,
+                    &g[0]
+                )?)])
             })
         }))
     }
@@ -134,7 +142,11 @@ impl Tensor {
             vjp_batched(move |g, _| {
                 let neg = y.lt_scalar(0.0)?;
                 let inner = g[0].mul(&y.add_scalar(SELU_SCALE * SELU_ALPHA)?)?;
-                Ok(grads![Some(Tensor::where_(&neg, &inner, &g[0].mul_scalar(SELU_SCALE)?)?)])
+                Ok(grads![Some(Tensor::where_(
+                    &neg,
+                    &inner,
+                    &g[0].mul_scalar(SELU_SCALE)?
+                )?)])
             })
         }))
     }

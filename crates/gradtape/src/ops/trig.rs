@@ -58,7 +58,9 @@ impl Tensor {
     /// ```
     pub fn atan(&self) -> Result<Tensor> {
         let y = fmap!("atan", self, |v| v.atan())?;
-        Ok(elementwise("Atan", self, y, |x, _| x.square()?.add_scalar(1.0)?.reciprocal()))
+        Ok(elementwise("Atan", self, y, |x, _| {
+            x.square()?.add_scalar(1.0)?.reciprocal()
+        }))
     }
 
     /// Hyperbolic sine. d/dx = cosh x.
@@ -94,7 +96,9 @@ impl Tensor {
     /// ```
     pub fn asinh(&self) -> Result<Tensor> {
         let y = fmap!("asinh", self, |v| v.asinh())?;
-        Ok(elementwise("Asinh", self, y, |x, _| x.square()?.add_scalar(1.0)?.rsqrt()))
+        Ok(elementwise("Asinh", self, y, |x, _| {
+            x.square()?.add_scalar(1.0)?.rsqrt()
+        }))
     }
 
     /// Inverse hyperbolic cosine (NaN below 1). d/dx = 1 / √(x² - 1).
@@ -106,7 +110,9 @@ impl Tensor {
     /// ```
     pub fn acosh(&self) -> Result<Tensor> {
         let y = fmap!("acosh", self, |v| v.acosh())?;
-        Ok(elementwise("Acosh", self, y, |x, _| x.square()?.add_scalar(-1.0)?.rsqrt()))
+        Ok(elementwise("Acosh", self, y, |x, _| {
+            x.square()?.add_scalar(-1.0)?.rsqrt()
+        }))
     }
 
     /// Inverse hyperbolic tangent (NaN outside `[-1, 1]`). d/dx = 1 / (1 - x²).

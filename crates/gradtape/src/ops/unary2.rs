@@ -131,7 +131,9 @@ impl Tensor {
     /// ```
     pub fn rsqrt(&self) -> Result<Tensor> {
         let y = fmap!("rsqrt", self, |v| T::one() / v.sqrt())?;
-        Ok(elementwise("Rsqrt", self, y, |_, y| y.square()?.mul(y)?.mul_scalar(-0.5)))
+        Ok(elementwise("Rsqrt", self, y, |_, y| {
+            y.square()?.mul(y)?.mul_scalar(-0.5)
+        }))
     }
 
     /// `1 / x`. d/dx = -y².
