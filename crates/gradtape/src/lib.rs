@@ -61,6 +61,7 @@ pub use error::{Error, Result};
 pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};
 pub use ops::Padding;
+pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use tensor::Complex;
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,

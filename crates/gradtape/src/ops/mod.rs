@@ -30,7 +30,10 @@
 //! gradients of gradients work. Broadcasting is undone in one place,
 //! [`Tensor::sum_to_shape`].
 
+mod activation;
+pub use activation::{SELU_ALPHA, SELU_SCALE};
 mod binary;
+mod binary2;
 mod complex;
 mod conv;
 pub mod ct;
@@ -44,11 +47,15 @@ mod linalg;
 mod linalg2;
 mod pool;
 mod reduce;
+mod reduce2;
+mod scan;
 mod shape;
 mod slice;
 pub(crate) mod strided;
 mod sugar;
+mod trig;
 mod unary;
+mod unary2;
 
 pub use conv::Padding;
 

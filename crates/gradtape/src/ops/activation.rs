@@ -1,0 +1,222 @@
+//! Activation functions (floats): `softplus`, `softsign`, `relu6`,
+//! `leaky_relu`, `elu`, `selu`, `gelu` (exact and tanh form), `silu`, and
+//! `clip_by_value`. Kinks follow TensorFlow's gradient kernels:
+//! relu6'(0) = relu6'(6) = 0, leaky_relu'(0) = alpha, elu'(0) = 1,
+//! selu'(0) = scale, and `clip_by_value` passes the gradient where
+//! `lo <= x <= hi` (boundaries included).
+
+use super::unary2::{elementwise, fmap};
+use super::{bind, expect_float, grads, unsupported};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::elementwise::map;
+use crate::tensor::{with_num_dtype, Element, Tensor};
+
+/// SELU's scale λ.
+pub const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
+/// SELU's α.
+pub const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
+
+/// `g` where `mask`, else 0, as the cotangent's dtype.
+fn masked(g: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    g.mul(&mask.cast(g.dtype())?)
+}
+
+impl Tensor {
+    /// `ln(1 + eˣ)`, computed without overflow (`max(x,0) + ln(1 + e^-|x|)`).
+    /// d/dx = sigmoid(x).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64, 1000.0]);
+    /// assert_eq!(x.softplus()?.to_vec::<f64>()?, vec![std::f64::consts::LN_2, 1000.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn softplus(&self) -> Result<Tensor> {
+        let y = fmap!("softplus", self, |v| if v > T::zero() {
+            v + (-v).exp().log1p_()
+        } else {
+            v.exp().log1p_()
+        })?;
+        Ok(elementwise("Softplus", self, y, |x, _| x.sigmoid()))
+    }
+
+    /// `x / (1 + |x|)`. d/dx = 1 / (1 + |x|)².
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[1.0f64, -3.0]);
+    /// assert_eq!(x.softsign()?.to_vec::<f64>()?, vec![0.5, -0.75]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn softsign(&self) -> Result<Tensor> {
+        expect_float("softsign", self)?;
+        self.div(&self.abs()?.add_scalar(1.0)?)
+    }
+
+    /// `min(max(x, 0), 6)`. d/dx = 1 for 0 < x < 6, else 0 (0 at both kinks,
+    /// as TensorFlow).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[-1.0f32, 3.0, 7.0]);
+    /// assert_eq!(x.relu6()?.to_vec::<f32>()?, vec![0.0, 3.0, 6.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn relu6(&self) -> Result<Tensor> {
+        let y = fmap!("relu6", self, |v| if v <= T::zero() {
+            T::zero()
+        } else if v >= T::from_f64(6.0) {
+            T::from_f64(6.0)
+        } else {
+            v
+        })?;
+        let x = self.clone();
+        Ok(bind("Relu6", &[self], y, move |_| {
+            vjp_batched(move |g, _| {
+                let inside = x.gt_scalar(0.0)?.logical_and(&x.lt_scalar(6.0)?)?;
+                Ok(grads![Some(masked(&g[0], &inside)?)])
+            })
+        }))
+    }
+
+    /// `x` for x > 0, else `alpha · x`. d/dx = 1 for x > 0, else `alpha`
+    /// (so `alpha` at 0, as TensorFlow).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[-2.0f64, 3.0]);
+    /// assert_eq!(x.leaky_relu(0.2)?.to_vec::<f64>()?, vec![-0.4, 3.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn leaky_relu(&self, alpha: f64) -> Result<Tensor> {
+        let y = fmap!("leaky_relu", self, |v| if v > T::zero() {
+            v
+        } else {
+            v * T::from_f64(alpha)
+        })?;
+        let x = self.clone();
+        Ok(bind("LeakyRelu", &[self], y, move |_| {
+            vjp_batched(move |g, _| {
+                let pos = x.gt_scalar(0.0)?;
+                Ok(grads![Some(Tensor::where_(&pos, &g[0], &g[0].mul_scalar(alpha)?)?)])
+            })
+        }))
+    }
+
+    /// `x` for x > 0, else `eˣ - 1`. d/dx = 1 for x >= 0, else `y + 1`.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64, 2.0]);
+    /// assert_eq!(x.elu()?.to_vec::<f64>()?, vec![0.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn elu(&self) -> Result<Tensor> {
+        let y = fmap!("elu", self, |v| if v > T::zero() { v } else { v.expm1_() })?;
+        Ok(bind("Elu", &[self], y, |y| {
+            let y = y.clone();
+            vjp_batched(move |g, _| {
+                let neg = y.lt_scalar(0.0)?;
+                Ok(grads![Some(Tensor::where_(
+                    &neg,
+                    &g[0].mul(&y.add_scalar(1.0)?)?,
+                    &g[0]
+                )?)])
+            })
+        }))
+    }
+
+    /// Scaled ELU: `λx` for x > 0, else `λα(eˣ - 1)` with TensorFlow's
+    /// constants [`SELU_SCALE`] and [`SELU_ALPHA`]. d/dx = λ for x >= 0,
+    /// else `y + λα`.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[1.0f64]);
+    /// assert_eq!(x.selu()?.to_vec::<f64>()?, vec![gradtape::SELU_SCALE]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn selu(&self) -> Result<Tensor> {
+        let y = fmap!("selu", self, |v| if v > T::zero() {
+            T::from_f64(SELU_SCALE) * v
+        } else {
+            T::from_f64(SELU_SCALE * SELU_ALPHA) * v.expm1_()
+        })?;
+        Ok(bind("Selu", &[self], y, |y| {
+            let y = y.clone();
+            vjp_batched(move |g, _| {
+                let neg = y.lt_scalar(0.0)?;
+                let inner = g[0].mul(&y.add_scalar(SELU_SCALE * SELU_ALPHA)?)?;
+                Ok(grads![Some(Tensor::where_(
+                    &neg,
+                    &inner,
+                    &g[0].mul_scalar(SELU_SCALE)?
+                )?)])
+            })
+        }))
+    }
+
+    /// Gaussian error linear unit. Exact: `x · Φ(x) = x/2 · (1 + erf(x/√2))`;
+    /// with `approximate`, the tanh form
+    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`. Built from
+    /// differentiable ops, so every order of gradient is available.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64, 1.0]);
+    /// let y = x.gelu(false)?.to_vec::<f64>()?;
+    /// assert!(y[0] == 0.0 && (y[1] - 0.8413447460685429).abs() < 1e-15);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn gelu(&self, approximate: bool) -> Result<Tensor> {
+        expect_float("gelu", self)?;
+        let inner = if approximate {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            let cube = self.square()?.mul(self)?.mul_scalar(0.044715)?;
+            self.add(&cube)?.mul_scalar(c)?.tanh()?
+        } else {
+            self.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?
+        };
+        self.mul(&inner.add_scalar(1.0)?)?.mul_scalar(0.5)
+    }
+
+    /// `x · sigmoid(x)` (also called swish). Built from differentiable ops.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64]);
+    /// assert_eq!(x.silu()?.to_vec::<f64>()?, vec![0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn silu(&self) -> Result<Tensor> {
+        expect_float("silu", self)?;
+        self.mul(&self.sigmoid()?)
+    }
+
+    /// Clamps every element into `[lo, hi]` (numeric dtypes; the bounds are
+    /// converted to the tensor's dtype). The gradient passes where
+    /// `lo <= x <= hi`, boundaries included, and is 0 outside (as
+    /// TensorFlow). `lo > hi` or a NaN bound is an error.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[-2.0f64, 0.5, 3.0]);
+    /// assert_eq!(x.clip_by_value(-1.0, 1.0)?.to_vec::<f64>()?, vec![-1.0, 0.5, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn clip_by_value(&self, lo: f64, hi: f64) -> Result<Tensor> {
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(Error::invalid(
+                "clip_by_value",
+                format!(
+                    "bounds must satisfy lo <= hi, got lo = {lo}, hi = {hi} ({} tensor of shape {:?})",
+                    self.dtype(),
+                    self.shape()
+                ),
+            ));
+        }
+        let y = with_num_dtype!(self.dtype(), T => {
+            let (l, h) = (T::from_f64(lo), T::from_f64(hi));
+            map::<T, T>(self, move |v: T| if v < l { l } else if v > h { h } else { v })
+        }, _ => return Err(unsupported("clip_by_value", self.dtype(), "a numeric dtype")));
+        let x = self.clone();
+        Ok(bind("ClipByValue", &[self], y, move |_| {
+            vjp_batched(move |g, _| {
+                let inside = x.ge(&x.scalar_like(lo))?.logical_and(&x.le(&x.scalar_like(hi))?)?;
+                Ok(grads![Some(masked(&g[0], &inside)?)])
+            })
+        }))
+    }
+}

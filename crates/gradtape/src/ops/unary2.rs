@@ -1,0 +1,231 @@
+//! More elementwise functions of one float tensor: `expm1`, `log1p`,
+//! `rsqrt`, `reciprocal`, `erf`, `erfc`, and the rounding functions
+//! `floor`, `ceil`, `round` (gradient zero).
+//!
+//! `erf`, `erfc`, `expm1` and `log1p` come from the `libm` crate (accurate
+//! to an ulp or so in both precisions, which the gradient checker needs).
+//! Every rule here is elementwise, `g · f'(x)`, hence batched.
+
+use super::{bind, grads};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::Result;
+use crate::kernels::cpu::elementwise::map;
+use crate::tensor::Tensor;
+
+/// `f(v)` on every element of a float tensor; `v: T` is `f32` or `f64`.
+macro_rules! fmap {
+    ($op:expr, $x:expr, |$v:ident| $body:expr) => {
+        $crate::tensor::with_float_dtype!($x.dtype(), T => {
+            #[allow(unused_imports)]
+            use $crate::ops::unary2::LibmExt as _;
+            #[allow(unused_imports)]
+            use num_traits::{Float as _, One as _, Zero as _};
+            #[allow(unused_imports)]
+            use $crate::tensor::Element as _;
+            Ok::<_, $crate::Error>($crate::kernels::cpu::elementwise::map::<T, T>($x, |$v: T| $body))
+        }, _ => Err($crate::ops::unsupported($op, $x.dtype(), "f32 or f64")))
+    };
+}
+pub(crate) use fmap;
+
+/// The `libm` functions that `std` lacks (or computes less portably), for
+/// both float types.
+pub(crate) trait LibmExt: Sized {
+    fn erf_(self) -> Self;
+    fn erfc_(self) -> Self;
+    fn expm1_(self) -> Self;
+    fn log1p_(self) -> Self;
+}
+
+impl LibmExt for f64 {
+    #[inline]
+    fn erf_(self) -> f64 {
+        libm::erf(self)
+    }
+    #[inline]
+    fn erfc_(self) -> f64 {
+        libm::erfc(self)
+    }
+    #[inline]
+    fn expm1_(self) -> f64 {
+        libm::expm1(self)
+    }
+    #[inline]
+    fn log1p_(self) -> f64 {
+        libm::log1p(self)
+    }
+}
+
+impl LibmExt for f32 {
+    #[inline]
+    fn erf_(self) -> f32 {
+        libm::erff(self)
+    }
+    #[inline]
+    fn erfc_(self) -> f32 {
+        libm::erfcf(self)
+    }
+    #[inline]
+    fn expm1_(self) -> f32 {
+        libm::expm1f(self)
+    }
+    #[inline]
+    fn log1p_(self) -> f32 {
+        libm::log1pf(self)
+    }
+}
+
+/// `2/√π`.
+const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
+
+/// Records a one-input elementwise op whose rule is `g · d(x, y)`.
+pub(crate) fn elementwise(
+    name: &'static str,
+    x: &Tensor,
+    y: Tensor,
+    d: impl Fn(&Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
+) -> Tensor {
+    let xc = x.clone();
+    bind(name, &[x], y, move |y| {
+        let y = y.clone();
+        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&d(&xc, &y)?)?)]))
+    })
+}
+
+/// Records an op whose gradient is zero (a step function).
+fn stepwise(name: &'static str, x: &Tensor, y: Tensor) -> Tensor {
+    bind(name, &[x], y, |_| vjp_batched(|_, _| Ok(grads![None])))
+}
+
+impl Tensor {
+    /// `eˣ - 1`, accurate near 0. d/dx = eˣ.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::scalar(1e-10f64);
+    /// assert!((x.expm1()?.to_scalar::<f64>()? - 1.00000000005e-10).abs() < 1e-24);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn expm1(&self) -> Result<Tensor> {
+        let y = fmap!("expm1", self, |v| v.expm1_())?;
+        Ok(elementwise("Expm1", self, y, |x, _| x.exp()))
+    }
+
+    /// `ln(1 + x)`, accurate near 0. d/dx = 1 / (1 + x).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::scalar(1e-10f64);
+    /// assert!((x.log1p()?.to_scalar::<f64>()? - 0.99999999995e-10).abs() < 1e-24);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn log1p(&self) -> Result<Tensor> {
+        let y = fmap!("log1p", self, |v| v.log1p_())?;
+        Ok(elementwise("Log1p", self, y, |x, _| x.add_scalar(1.0)?.reciprocal()))
+    }
+
+    /// `1 / √x`. d/dx = -y³ / 2.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[4.0f32, 0.25]);
+    /// assert_eq!(x.rsqrt()?.to_vec::<f32>()?, vec![0.5, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn rsqrt(&self) -> Result<Tensor> {
+        let y = fmap!("rsqrt", self, |v| T::one() / v.sqrt())?;
+        Ok(elementwise("Rsqrt", self, y, |_, y| {
+            y.square()?.mul(y)?.mul_scalar(-0.5)
+        }))
+    }
+
+    /// `1 / x`. d/dx = -y².
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[4.0f64, -0.5]);
+    /// assert_eq!(x.reciprocal()?.to_vec::<f64>()?, vec![0.25, -2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn reciprocal(&self) -> Result<Tensor> {
+        let y = fmap!("reciprocal", self, |v| T::one() / v)?;
+        Ok(elementwise("Reciprocal", self, y, |_, y| y.square()?.neg()))
+    }
+
+    /// The error function. d/dx = 2/√π · e^(-x²).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64, 1.0]);
+    /// let y = x.erf()?.to_vec::<f64>()?;
+    /// assert!(y[0] == 0.0 && (y[1] - 0.8427007929497149).abs() < 1e-15);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn erf(&self) -> Result<Tensor> {
+        let y = fmap!("erf", self, |v| v.erf_())?;
+        Ok(elementwise("Erf", self, y, |x, _| {
+            x.square()?.neg()?.exp()?.mul_scalar(TWO_OVER_SQRT_PI)
+        }))
+    }
+
+    /// The complementary error function `1 - erf(x)`, accurate for large x.
+    /// d/dx = -2/√π · e^(-x²).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::scalar(0.0f32);
+    /// assert_eq!(x.erfc()?.to_scalar::<f32>()?, 1.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn erfc(&self) -> Result<Tensor> {
+        let y = fmap!("erfc", self, |v| v.erfc_())?;
+        Ok(elementwise("Erfc", self, y, |x, _| {
+            x.square()?.neg()?.exp()?.mul_scalar(-TWO_OVER_SQRT_PI)
+        }))
+    }
+
+    /// Largest integer not above x. Integer tensors are returned unchanged.
+    /// The gradient is zero (recorded, as TensorFlow's `None`).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[-1.5f64, 1.5]);
+    /// assert_eq!(x.floor()?.to_vec::<f64>()?, vec![-2.0, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn floor(&self) -> Result<Tensor> {
+        self.rounding("floor", "Floor", |v| v.floor(), |v| v.floor())
+    }
+
+    /// Smallest integer not below x. Integers unchanged; gradient zero.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[-1.5f64, 1.5]);
+    /// assert_eq!(x.ceil()?.to_vec::<f64>()?, vec![-1.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn ceil(&self) -> Result<Tensor> {
+        self.rounding("ceil", "Ceil", |v| v.ceil(), |v| v.ceil())
+    }
+
+    /// Nearest integer, halves to even (as TensorFlow's `round`: 0.5 → 0,
+    /// 1.5 → 2, 2.5 → 2, -0.5 → -0). Integers unchanged; gradient zero.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.5f64, 1.5, 2.5, -2.5, 2.6]);
+    /// assert_eq!(x.round()?.to_vec::<f64>()?, vec![0.0, 2.0, 2.0, -2.0, 3.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn round(&self) -> Result<Tensor> {
+        self.rounding("round", "Round", |v| v.round_ties_even(), |v| v.round_ties_even())
+    }
+
+    fn rounding(
+        &self,
+        op: &'static str,
+        name: &'static str,
+        f32_: fn(f32) -> f32,
+        f64_: fn(f64) -> f64,
+    ) -> Result<Tensor> {
+        let y = match self.dtype() {
+            crate::DType::F32 => map::<f32, f32>(self, f32_),
+            crate::DType::F64 => map::<f64, f64>(self, f64_),
+            dt if dt.is_int() => return Ok(self.clone()),
+            dt => return Err(super::unsupported(op, dt, "a numeric dtype")),
+        };
+        Ok(stepwise(name, self, y))
+    }
+}
