@@ -121,6 +121,7 @@ mod batched_rules {
             watch_accessed_variables: true,
             recording: Default::default(),
             used: Default::default(),
+            entered: Default::default(),
         });
         for x in xs {
             cell.state.borrow_mut().watch_id(x.id());
