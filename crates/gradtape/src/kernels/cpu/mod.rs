@@ -14,6 +14,7 @@ pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod nn;
 pub(crate) mod reduce;
 
 use std::mem::MaybeUninit;
