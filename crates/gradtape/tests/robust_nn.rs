@@ -192,14 +192,14 @@ fn nn_ops_never_panic() {
     const OPS: usize = 13;
     let mut g = Lcg(0x5eed);
     let mut ok = [0usize; OPS];
-    for k in 0..OPS {
+    for (k, successes) in ok.iter_mut().enumerate() {
         for i in 0..300 {
             let outcome = catch_unwind(AssertUnwindSafe(|| draw(&mut g, k)));
             let (res, shape, dtype) = outcome.unwrap_or_else(|_| panic!("op {k} panicked at draw {i}"));
             if let Ok(y) = res {
                 assert_eq!(y.shape(), &shape[..], "op {k} draw {i}: shape");
                 assert_eq!(y.dtype(), dtype, "op {k} draw {i}: dtype");
-                ok[k] += 1;
+                *successes += 1;
             }
         }
     }
