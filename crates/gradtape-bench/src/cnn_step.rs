@@ -13,21 +13,9 @@ use crate::{init, timeit, Report};
 const BATCH: usize = 32;
 const ITERS: usize = 10;
 
-/// Mean softmax cross-entropy of `logits` [n, k] against the one-hot rows `onehot`.
-fn xent(logits: &Tensor, onehot: &Tensor) -> Result<Tensor> {
-    let n = logits.shape()[0] as f64;
-    let z = logits.sub(&logits.max(&[1], true)?.stop_gradient())?;
-    let lse = z.exp()?.sum(&[1], true)?.log()?;
-    z.sub(&lse)?.mul(onehot)?.sum_all()?.mul_scalar(-1.0 / n)
-}
-
 pub(crate) fn cnn_step() -> Result<Report> {
     let x = init(&[BATCH, 28, 28, 1], 0.1, 0.5);
-    let mut hot = vec![0.0f32; BATCH * 10];
-    for i in 0..BATCH {
-        hot[i * 10 + i % 10] = 1.0;
-    }
-    let onehot = Tensor::from_vec(hot, &[BATCH, 10])?;
+    let labels = Tensor::from_vec((0..BATCH as i64).map(|i| i % 10).collect::<Vec<_>>(), &[BATCH])?;
     let params = [
         Variable::new(init(&[3, 3, 1, 16], 1.0, (2.0f64 / 9.0).sqrt())),
         Variable::new(Tensor::zeros(&[16], DType::F32)),
@@ -45,7 +33,7 @@ pub(crate) fn cnn_step() -> Result<Report> {
             let h = h.conv2d(&p[2], [1, 1], Padding::Same, [1, 1])?.add(&p[3])?.relu()?;
             let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
             let logits = h.reshape(&[BATCH, 1568])?.matmul(&p[4])?.add(&p[5])?;
-            xent(&logits, &onehot)
+            Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &logits)?.mean_all()
         })?;
         let grads = tape.gradient(&loss, &params[..])?;
         let mut dk1 = 0.0;

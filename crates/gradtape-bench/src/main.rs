@@ -36,6 +36,9 @@ use std::time::Instant;
 
 use gradtape::{GradientTape, Result, Tensor};
 
+mod mlp_step;
+mod rnn_grad;
+
 const IMPL: &str = "gradtape";
 
 /// What one workload reports.
@@ -59,7 +62,7 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "mlp_step",
-        run: None,
+        run: Some(mlp_step::mlp_step),
     },
     Workload {
         name: "jacobian",
@@ -79,7 +82,7 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "rnn_grad",
-        run: None,
+        run: Some(rnn_grad::rnn_grad),
     },
 ];
 

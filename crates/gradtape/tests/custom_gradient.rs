@@ -442,3 +442,27 @@ fn a_gradient_for_an_integer_input_is_dropped_and_float_ones_flow() -> Result<()
     assert!(dn.is_none());
     Ok(())
 }
+
+/// Forward mode sees a custom gradient too: the tangent comes from the user
+/// backward (its transpose), not from the forward's own ops.
+#[test]
+fn forward_mode_uses_the_custom_gradient() -> Result<()> {
+    let x = Tensor::scalar(0.5f64);
+    let (_, t) = gradtape::jvp(|p| log1pexp(&p[0]), std::slice::from_ref(&x), &[s(2.0)])?;
+    let sigmoid = 1.0 / (1.0 + (-0.5f64).exp());
+    assert!((t.to_scalar::<f64>()? - 2.0 * sigmoid).abs() < 1e-12);
+    // a deliberately different backward (3 dy) shows which one is used
+    let (_, t) = gradtape::jvp(
+        |p| {
+            let ys = custom_gradient("triple", &p[..1], |xs| {
+                let y = xs[0].sin()?;
+                Ok((vec![y], |dy: &[Tensor]| Ok(vec![Some(dy[0].mul_scalar(3.0)?)])))
+            })?;
+            Ok(ys[0].clone())
+        },
+        std::slice::from_ref(&x),
+        &[s(2.0)],
+    )?;
+    assert_eq!(t.to_scalar::<f64>()?, 6.0);
+    Ok(())
+}

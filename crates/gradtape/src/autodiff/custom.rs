@@ -80,7 +80,8 @@ pub(crate) fn record_checked(
     outputs: &[Tensor],
     backward: impl Fn(&[Tensor]) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
 ) {
-    if !tape::any_active() {
+    let forward = crate::autodiff::forward::any_active();
+    if !tape::any_active() && !forward {
         return;
     }
     let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
@@ -99,7 +100,15 @@ pub(crate) fn record_checked(
         }));
         vjp(move |dys, _| check_grads(name, &metas, backward(dys)?))
     };
-    tape::record(name, &ids, outputs, rule);
+    if forward {
+        // forward accumulators get tangents from the user's backward (the
+        // double-VJP construction: it is built from differentiable ops)
+        let mut once = Some(rule);
+        let mut make = || (once.take().expect("built once"))();
+        crate::autodiff::forward::bind_slow(name, &ids, outputs, &mut make, None);
+    } else {
+        tape::record(name, &ids, outputs, rule);
+    }
 }
 
 /// Runs `f` and lists the trainable variables it read, in creation order.

@@ -97,9 +97,11 @@ where
 }
 
 /// The Hessian of a scalar function `f` at `x`, of shape `x.shape ++
-/// x.shape`: entry `[i, j]` is `∂²f / ∂xᵢ ∂xⱼ`. One forward-over-reverse
-/// [`hvp`] per element of `x` (one column each). Differentiable by outer
-/// tapes.
+/// x.shape`: entry `[i, j]` is `∂²f / ∂xᵢ ∂xⱼ`. Computed as the vectorized
+/// Jacobian of the gradient under nested tapes (one batched backward pass
+/// over the gradient computation, not one pass per element); differentiable
+/// by outer tapes. [`hvp`] gives single Hessian-vector products in forward
+/// over reverse mode.
 ///
 /// ```
 /// use gradtape::{hessian, Tensor};
@@ -115,37 +117,27 @@ where
     F: Fn(&Tensor) -> Result<Tensor>,
 {
     crate::ops::expect_float("hessian", x)?;
-    let n = x.numel();
     let mut shape = x.shape().to_vec();
     shape.extend_from_slice(x.shape());
-    if n == 0 {
-        return Ok(Tensor::zeros(&shape, x.dtype()));
-    }
-    let mut columns = Vec::with_capacity(n);
-    for k in 0..n {
-        let mut e = vec![0.0f64; n];
-        e[k] = 1.0;
-        let e = Tensor::from_vec(e, x.shape())?.cast(x.dtype())?;
-        columns.push(hvp(&f, x, &e)?.reshape(&[n, 1])?);
-    }
-    concat(&columns, 1)?.reshape(&shape)
-}
-
-/// Concatenates along `axis` with differentiable ops (zero padding and
-/// sums, in a balanced tree: O(size · log parts)).
-fn concat(parts: &[Tensor], axis: usize) -> Result<Tensor> {
-    match parts {
-        [] => Err(Error::invalid("concat", "nothing to concatenate")),
-        [one] => Ok(one.clone()),
-        _ => {
-            let (l, r) = parts.split_at(parts.len() / 2);
-            let (a, b) = (concat(l, axis)?, concat(r, axis)?);
-            let (wa, wb) = (a.shape()[axis], b.shape()[axis]);
-            let mut pa = vec![(0, 0); a.rank()];
-            let mut pb = pa.clone();
-            pa[axis] = (0, wb);
-            pb[axis] = (wa, 0);
-            a.pad(&pa)?.add(&b.pad(&pb)?)
+    let outer = crate::GradientTape::new();
+    let g = outer.record(|| -> Result<Tensor> {
+        outer.watch(x);
+        let inner = crate::GradientTape::new();
+        let y = inner.record(|| {
+            inner.watch(x);
+            f(x)
+        })?;
+        if y.numel() != 1 {
+            return Err(Error::invalid(
+                "hessian",
+                format!("the function must return a scalar, got shape {:?}", y.shape()),
+            ));
         }
-    }
+        let opts = GradientOptions::default().unconnected(Unconnected::Zero);
+        Ok(inner.gradient_with(&y, x, opts)?.unwrap_or_else(|| x.zeros_like()))
+    })?;
+    let opts = crate::JacobianOptions::default().unconnected(Unconnected::Zero);
+    Ok(outer
+        .jacobian_with(&g, x, opts)?
+        .unwrap_or_else(|| Tensor::zeros(&shape, x.dtype())))
 }

@@ -119,6 +119,24 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     let flops = m * n * k;
     let one = |dst: &mut [std::mem::MaybeUninit<T>], i: usize, par: gemm::Parallelism| {
         let (oa, ob) = offsets(i);
+        #[cfg(feature = "openblas")]
+        // SAFETY: as for gemm below; BLAS writes all m*n elements of `dst`.
+        if unsafe {
+            super::blas::try_gemm::<T>(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr() as *mut T,
+                (pa as *const T).offset(oa),
+                ma.rs,
+                ma.cs,
+                (pb as *const T).offset(ob),
+                mb.rs,
+                mb.cs,
+            )
+        } {
+            return;
+        }
         // SAFETY: the offsets and strides describe views that lie inside the
         // operands' buffers (guaranteed by the layouts), `dst` holds m*n
         // elements written row-major, and gemm does not read `dst` when

@@ -10,6 +10,8 @@
 //! functions of `f32` have vectorisable versions in [`math`]. Output buffers
 //! of 1 MiB and more are recycled through `tensor::pool`.
 
+#[cfg(feature = "openblas")]
+pub(crate) mod blas;
 pub(crate) mod complex;
 pub(crate) mod conv;
 pub(crate) mod decomp;
@@ -17,6 +19,7 @@ pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod nn;
 pub(crate) mod pooling;
 pub(crate) mod reduce;
 

@@ -1,0 +1,127 @@
+//! Kernels of the neural-network ops: softmax and log-softmax along an axis,
+//! and the fused sparse softmax cross-entropy (loss and softmax in one pass).
+
+use std::mem::MaybeUninit;
+
+use super::build_rows;
+use crate::error::{Error, Result};
+use crate::tensor::{Element, Float, Tensor};
+
+/// `(outer, n, inner)`: the sizes before, at and after `axis`.
+fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    let outer = shape[..axis].iter().product();
+    let inner = shape[axis + 1..].iter().product();
+    (outer, shape[axis], inner)
+}
+
+/// Softmax (or log-softmax when `log`) of one contiguous row of length `n`.
+#[inline]
+fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
+    let mut m = T::neg_infinity();
+    for &v in x {
+        if v > m {
+            m = v;
+        }
+    }
+    if !m.is_finite() {
+        // all -inf (or +inf / NaN present): fall back to the plain formula's result
+        if m == T::neg_infinity() {
+            let fill = T::nan();
+            for o in out.iter_mut() {
+                o.write(fill);
+            }
+            return;
+        }
+    }
+    let mut s = T::zero();
+    for (o, &v) in out.iter_mut().zip(x) {
+        let e = (v - m).exp();
+        s = s + e;
+        o.write(e);
+    }
+    // SAFETY: every element of `out` was written just above.
+    let out: &mut [T] = unsafe { &mut *(out as *mut [MaybeUninit<T>] as *mut [T]) };
+    if log {
+        let ls = s.ln() + m;
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v - ls;
+        }
+    } else {
+        let r = T::one() / s;
+        for o in out.iter_mut() {
+            *o = *o * r;
+        }
+    }
+}
+
+/// Softmax or log-softmax of `x` along `axis` (already normalised), computed
+/// stably (the row maximum is subtracted first).
+pub(crate) fn softmax<T: Float>(x: &Tensor, axis: usize, log: bool) -> Tensor {
+    let (outer, n, inner) = split(x.shape(), axis);
+    let src = x.values::<T>();
+    let data = build_rows::<T>(outer, n * inner, |rows, out| {
+        if inner == 1 {
+            for (r, o) in rows.clone().zip(out.chunks_mut(n.max(1))) {
+                softmax_row(&src[r * n..(r + 1) * n], o, log);
+            }
+            return;
+        }
+        let mut col = vec![T::zero(); n];
+        let mut tmp = vec![MaybeUninit::<T>::uninit(); n];
+        for (ri, r) in rows.clone().enumerate() {
+            let base = r * n * inner;
+            for j in 0..inner {
+                for (k, c) in col.iter_mut().enumerate() {
+                    *c = src[base + k * inner + j];
+                }
+                softmax_row(&col, &mut tmp, log);
+                for (k, t) in tmp.iter().enumerate() {
+                    // SAFETY: softmax_row wrote every element of `tmp`.
+                    out[ri * n * inner + k * inner + j].write(unsafe { t.assume_init() });
+                }
+            }
+        }
+    });
+    Tensor::from_storage(T::buf_into_storage(data), x.shape())
+}
+
+/// Labels as `i64`, checked against `0..classes`.
+pub(crate) fn checked_labels<I: Element>(op: &'static str, labels: &Tensor, classes: usize) -> Result<Vec<i64>> {
+    let v: Vec<i64> = labels.values::<I>().iter().map(|l| l.to_f64() as i64).collect();
+    if let Some(&bad) = v.iter().find(|&&l| l < 0 || l as usize >= classes) {
+        return Err(Error::IndexOutOfRange {
+            op,
+            index: bad,
+            dim: classes,
+            shape: labels.shape().to_vec(),
+        });
+    }
+    Ok(v)
+}
+
+/// Fused sparse softmax cross-entropy over the last axis of `logits`
+/// (`[rows.., classes]`): returns the per-row losses (shape `out_shape`) and
+/// the softmax (logits' shape), for the backward pass.
+pub(crate) fn sparse_xent<T: Float>(logits: &Tensor, labels: &[i64], out_shape: &[usize]) -> (Tensor, Tensor) {
+    let c = *logits.shape().last().unwrap_or(&1);
+    let rows = labels.len();
+    let src = logits.values::<T>();
+    let mut loss = vec![T::zero(); rows];
+    let data = build_rows::<T>(rows, c, |rs, out| {
+        for (r, o) in rs.clone().zip(out.chunks_mut(c.max(1))) {
+            softmax_row(&src[r * c..(r + 1) * c], o, true);
+        }
+    });
+    let mut p = data;
+    for (r, l) in loss.iter_mut().enumerate() {
+        let row = &mut p[r * c..(r + 1) * c];
+        *l = -row[labels[r] as usize];
+        for v in row.iter_mut() {
+            *v = v.exp();
+        }
+    }
+    (
+        Tensor::from_storage(T::into_storage(loss), out_shape),
+        Tensor::from_storage(T::buf_into_storage(p), logits.shape()),
+    )
+}

@@ -1,0 +1,142 @@
+//! Normalisation and losses built from differentiable ops: moments,
+//! batch and layer normalisation, l2_loss, embedding_lookup.
+//!
+//! These are compositions of public ops, so their gradients (of any order)
+//! come from the ops they are made of.
+
+use super::{expect_float, expect_same_dtype};
+use crate::error::{Error, Result};
+use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::Tensor;
+
+/// Checks that `t` (named `what`) has `x`'s dtype and broadcasts against
+/// `shape` without changing it.
+fn expect_param(op: &'static str, x: &Tensor, shape: &[usize], t: &Tensor) -> Result<()> {
+    expect_same_dtype(op, x, t)?;
+    match broadcast_shapes(op, shape, t.shape()) {
+        Ok(s) if s.as_slice() == shape => Ok(()),
+        _ => Err(Error::ShapeMismatch {
+            op,
+            lhs: shape.to_vec(),
+            rhs: t.shape().to_vec(),
+        }),
+    }
+}
+
+impl Tensor {
+    /// Mean and (biased) variance over `axes`, as TensorFlow's `moments`.
+    /// Both are differentiable to any order.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f64, 2.0, 3.0, 6.0]);
+    /// let (m, v) = x.moments(&[0], false)?;
+    /// assert_eq!((m.to_scalar::<f64>()?, v.to_scalar::<f64>()?), (3.0, 3.5));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn moments(&self, axes: &[isize], keepdims: bool) -> Result<(Tensor, Tensor)> {
+        expect_float("moments", self)?;
+        let mk = self.mean(axes, true)?;
+        let var = self.sub(&mk)?.square()?.mean(axes, keepdims)?;
+        let mean = if keepdims { mk } else { self.mean(axes, false)? };
+        Ok((mean, var))
+    }
+
+    /// `(x − mean) / sqrt(variance + eps) · scale + offset`, every argument
+    /// broadcasting against `x` (and not beyond its shape); `offset` and
+    /// `scale` are optional (0 and 1).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f64, 3.0]);
+    /// let y = Tensor::batch_normalization(&x, &Tensor::scalar(2.0f64), &Tensor::scalar(1.0f64), None, None, 0.0)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![-1.0, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn batch_normalization(
+        x: &Tensor,
+        mean: &Tensor,
+        variance: &Tensor,
+        offset: Option<&Tensor>,
+        scale: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
+        const OP: &str = "batch_normalization";
+        expect_float(OP, x)?;
+        let shape = x.shape();
+        for t in [Some(mean), Some(variance), offset, scale].into_iter().flatten() {
+            expect_param(OP, x, shape, t)?;
+        }
+        if !(eps >= 0.0 && eps.is_finite()) {
+            return Err(Error::invalid(OP, format!("eps must be finite and >= 0, got {eps}")));
+        }
+        let mut inv = variance.add_scalar(eps)?.pow_scalar(-0.5)?;
+        if let Some(s) = scale {
+            inv = inv.mul(s)?;
+        }
+        let y = x.sub(mean)?.mul(&inv)?;
+        match offset {
+            Some(o) => y.add(o),
+            None => Ok(y),
+        }
+    }
+
+    /// Layer normalisation: normalises over `axes` (mean 0, variance 1,
+    /// with `eps` added to the variance), then `· gamma + beta` (optional,
+    /// broadcasting against `x`).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f64, 3.0, 10.0, 20.0], &[2, 2])?;
+    /// let y = x.layer_normalization(&[-1], None, None, 0.0)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![-1.0, 1.0, -1.0, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn layer_normalization(
+        &self,
+        axes: &[isize],
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
+        const OP: &str = "layer_normalization";
+        expect_float(OP, self)?;
+        for t in [gamma, beta].into_iter().flatten() {
+            expect_param(OP, self, self.shape(), t)?;
+        }
+        let (mean, var) = self.moments(axes, true)?;
+        Tensor::batch_normalization(self, &mean, &var, beta, gamma, eps)
+    }
+
+    /// `sum(x²) / 2`, a scalar (floats).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// assert_eq!(Tensor::vector(&[1.0f32, 2.0]).l2_loss()?.to_scalar::<f32>()?, 2.5);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn l2_loss(&self) -> Result<Tensor> {
+        expect_float("l2_loss", self)?;
+        self.square()?.sum_all()?.mul_scalar(0.5)
+    }
+
+    /// Rows of the table `self` (`[vocab, ..]`) picked by integer `ids`:
+    /// `gather(ids, 0)`, so its gradient w.r.t. the table is gather's.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let table = Tensor::from_vec(vec![0.0f32, 1.0, 10.0, 11.0, 20.0, 21.0], &[3, 2])?;
+    /// let e = table.embedding_lookup(&Tensor::vector(&[2i64, 2, 0]))?;
+    /// assert_eq!(e.to_vec::<f32>()?, vec![20.0, 21.0, 20.0, 21.0, 0.0, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn embedding_lookup(&self, ids: &Tensor) -> Result<Tensor> {
+        if self.rank() == 0 {
+            return Err(Error::invalid(
+                "embedding_lookup",
+                "the table must have rank >= 1, got a scalar",
+            ));
+        }
+        self.gather(ids, 0)
+    }
+}

@@ -1,0 +1,230 @@
+//! Random tensors from explicit seeds, and dropout.
+//!
+//! The generator is counter-based: element `i` of a draw is a fixed function
+//! (SplitMix64's output mixer) of the seed, a stream number and `i`, so a
+//! result depends on the seed and the shape only, never on the number of
+//! threads or the order in which chunks are filled.
+
+use super::unsupported;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::build;
+use crate::tensor::{with_float_dtype, DType, Element, Float, Tensor};
+
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's finaliser: a bijection of `u64` with good avalanche.
+#[inline]
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The counter-based generator of one draw: `(seed, stream)` fixes a key;
+/// `bits(i)` is the `i`-th output of SplitMix64 started at that key.
+#[derive(Clone, Copy)]
+struct CounterRng {
+    key: u64,
+}
+
+impl CounterRng {
+    fn new(seed: u64, stream: u64) -> Self {
+        CounterRng {
+            key: mix(seed ^ mix(stream.wrapping_add(0x5851_F42D_4C95_7F2D))),
+        }
+    }
+
+    #[inline]
+    fn bits(self, i: u64) -> u64 {
+        mix(self.key.wrapping_add(i.wrapping_add(1).wrapping_mul(GAMMA)))
+    }
+
+    /// A uniform `f64` in `[0, 1)` (53 random bits).
+    #[inline]
+    fn unit(self, i: u64) -> f64 {
+        (self.bits(i) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A standard normal (Box-Muller on counters `2i`, `2i + 1`).
+    #[inline]
+    fn normal(self, i: u64) -> f64 {
+        let u1 = ((self.bits(2 * i) >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64); // (0, 1]
+        let u2 = self.unit(2 * i + 1);
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+/// Fills a tensor of `shape` with `f(i)` for every flat index `i`.
+fn generate<T: Element>(shape: &[usize], f: impl Fn(u64) -> T + Sync) -> Tensor {
+    let n: usize = shape.iter().product();
+    let buf = build::<T>(n, |start, out| {
+        for (j, o) in out.iter_mut().enumerate() {
+            o.write(f((start + j) as u64));
+        }
+    });
+    Tensor::from_storage(T::buf_into_storage(buf), shape)
+}
+
+fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(op, format!("{what} must be finite, got {v}")))
+    }
+}
+
+fn float_gen<T: Float>(shape: &[usize], f: impl Fn(u64) -> f64 + Sync) -> Tensor {
+    generate::<T>(shape, |i| T::from_f64(f(i)))
+}
+
+impl Tensor {
+    /// Uniform values in `[lo, hi)` of the given dtype (floats, or `i32`/`i64`
+    /// where values are integers `lo <= v < hi`), reproducible from `seed`
+    /// and independent of the thread count. `lo < hi` is required. A float
+    /// value that rounds up to `hi` in the dtype is replaced by `lo`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Tensor};
+    /// let a = Tensor::random_uniform(&[1000], -1.0, 1.0, DType::F32, 7)?;
+    /// let b = Tensor::random_uniform(&[1000], -1.0, 1.0, DType::F32, 7)?;
+    /// assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?);
+    /// assert!(a.to_vec::<f32>()?.iter().all(|&v| (-1.0..1.0).contains(&v)));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn random_uniform(shape: &[usize], lo: f64, hi: f64, dtype: DType, seed: u64) -> Result<Tensor> {
+        const OP: &str = "random_uniform";
+        check_finite(OP, "lo", lo)?;
+        check_finite(OP, "hi", hi)?;
+        if lo >= hi {
+            return Err(Error::invalid(OP, format!("needs lo < hi, got lo = {lo}, hi = {hi}")));
+        }
+        let g = CounterRng::new(seed, 1);
+        match dtype {
+            DType::F32 => {
+                let (l, h) = (lo as f32, hi as f32);
+                Ok(generate::<f32>(shape, |i| {
+                    let v = (lo + g.unit(i) * (hi - lo)) as f32;
+                    if v >= h || v < l {
+                        l
+                    } else {
+                        v
+                    }
+                }))
+            }
+            DType::F64 => Ok(generate::<f64>(shape, |i| {
+                let v = lo + g.unit(i) * (hi - lo);
+                if v >= hi {
+                    lo
+                } else {
+                    v
+                }
+            })),
+            DType::I32 | DType::I64 => {
+                let (l, h) = (lo.ceil(), hi.ceil());
+                let (min, max) = if dtype == DType::I32 {
+                    (i32::MIN as f64, i32::MAX as f64 + 1.0)
+                } else {
+                    (i64::MIN as f64, i64::MAX as f64)
+                };
+                if l >= h || l < min || h > max {
+                    return Err(Error::invalid(
+                        OP,
+                        format!("no {dtype} values in [{lo}, {hi}) (or the range exceeds the dtype)"),
+                    ));
+                }
+                let span = h - l;
+                let draw = move |i: u64| (l + (g.unit(i) * span).floor()).min(h - 1.0);
+                Ok(if dtype == DType::I32 {
+                    generate::<i32>(shape, |i| draw(i) as i32)
+                } else {
+                    generate::<i64>(shape, |i| draw(i) as i64)
+                })
+            }
+            DType::Bool | DType::C64 | DType::C128 => Err(unsupported(OP, dtype, "f32, f64, i32 or i64")),
+        }
+    }
+
+    /// Normal values `mean + std · z` (floats), reproducible from `seed`.
+    /// `std >= 0` is required.
+    ///
+    /// ```
+    /// use gradtape::{DType, Tensor};
+    /// let x = Tensor::random_normal(&[4, 3], 0.0, 1.0, DType::F64, 1)?;
+    /// assert_eq!(x.shape(), &[4, 3]);
+    /// assert_eq!(x.to_vec::<f64>()?, Tensor::random_normal(&[4, 3], 0.0, 1.0, DType::F64, 1)?.to_vec::<f64>()?);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn random_normal(shape: &[usize], mean: f64, std: f64, dtype: DType, seed: u64) -> Result<Tensor> {
+        const OP: &str = "random_normal";
+        check_normal(OP, mean, std, dtype)?;
+        let g = CounterRng::new(seed, 2);
+        with_float_dtype!(dtype, T => Ok(float_gen::<T>(shape, |i| mean + std * g.normal(i))), _ => unreachable!())
+    }
+
+    /// Normal values `mean + std · z` with every `|z| > 2` redrawn (as
+    /// TensorFlow's truncated normal, the usual weight initialiser), so
+    /// every value lies within two standard deviations of `mean`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Tensor};
+    /// let x = Tensor::truncated_normal(&[1000], 0.0, 1.0, DType::F32, 3)?;
+    /// assert!(x.to_vec::<f32>()?.iter().all(|v| v.abs() <= 2.0));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn truncated_normal(shape: &[usize], mean: f64, std: f64, dtype: DType, seed: u64) -> Result<Tensor> {
+        const OP: &str = "truncated_normal";
+        check_normal(OP, mean, std, dtype)?;
+        let gens: Vec<CounterRng> = (0..64).map(|a| CounterRng::new(seed, 3 + a)).collect();
+        let z = move |i: u64| {
+            for g in &gens {
+                let z = g.normal(i);
+                if z.abs() <= 2.0 {
+                    return z;
+                }
+            }
+            0.0 // 64 rejections in a row: probability below 1e-85
+        };
+        with_float_dtype!(dtype, T => Ok(float_gen::<T>(shape, |i| mean + std * z(i))), _ => unreachable!())
+    }
+
+    /// Dropout: each element is zeroed with probability `rate` and the kept
+    /// ones are scaled by `1 / (1 − rate)`, so the expectation is unchanged.
+    /// The mask is a function of `seed` and the shape only (reproducible).
+    /// `rate` must lie in `[0, 1)`; floats only. Differentiable: the
+    /// gradient is the cotangent times the same scaled mask.
+    ///
+    /// ```
+    /// use gradtape::{DType, Tensor};
+    /// let x = Tensor::ones(&[1000], DType::F32);
+    /// let y = x.dropout(0.5, 42)?.to_vec::<f32>()?;
+    /// assert!(y.iter().all(|&v| v == 0.0 || v == 2.0));
+    /// assert!(x.dropout(1.0, 42).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn dropout(&self, rate: f64, seed: u64) -> Result<Tensor> {
+        const OP: &str = "dropout";
+        super::expect_float(OP, self)?;
+        if !(0.0..1.0).contains(&rate) {
+            return Err(Error::invalid(OP, format!("rate must lie in [0, 1), got {rate}")));
+        }
+        if rate == 0.0 {
+            return Ok(self.identity());
+        }
+        let g = CounterRng::new(seed, 4);
+        let scale = 1.0 / (1.0 - rate);
+        let mask = with_float_dtype!(self.dtype(), T => float_gen::<T>(self.shape(), |i| if g.unit(i) >= rate { scale } else { 0.0 }), _ => unreachable!());
+        self.mul(&mask)
+    }
+}
+
+fn check_normal(op: &'static str, mean: f64, std: f64, dtype: DType) -> Result<()> {
+    if !dtype.is_float() {
+        return Err(unsupported(op, dtype, "f32 or f64"));
+    }
+    check_finite(op, "mean", mean)?;
+    check_finite(op, "std", std)?;
+    if std < 0.0 {
+        return Err(Error::invalid(op, format!("std must be >= 0, got {std}")));
+    }
+    Ok(())
+}
