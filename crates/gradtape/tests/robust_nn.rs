@@ -4,7 +4,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use gradtape::{DType, Result, Tensor};
+use gradtape::{Complex, DType, Result, Tensor};
 
 struct Lcg(u64);
 
@@ -27,7 +27,15 @@ impl Lcg {
         (0..r).map(|_| self.below(5) as usize).collect()
     }
     fn dtype(&mut self) -> DType {
-        [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool][self.below(5) as usize]
+        [
+            DType::F32,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+            DType::Bool,
+            DType::C64,
+            DType::C128,
+        ][self.below(7) as usize]
     }
     fn float_dtype(&mut self) -> DType {
         if self.below(5) == 0 {
@@ -48,6 +56,8 @@ impl Lcg {
             DType::I32 => Tensor::from_vec(v.iter().map(|&x| x as i32).collect(), shape),
             DType::I64 => Tensor::from_vec(v.iter().map(|&x| x as i64).collect(), shape),
             DType::Bool => Tensor::from_vec(v.iter().map(|&x| x > 1.0).collect(), shape),
+            DType::C64 => Tensor::from_vec(v.iter().map(|&x| Complex::new(x as f32, 0.5)).collect(), shape),
+            DType::C128 => Tensor::from_vec(v.iter().map(|&x| Complex::new(x, -0.5)).collect(), shape),
         }
         .unwrap()
     }

@@ -314,7 +314,7 @@ pub(crate) fn backprop(
             for e in &edges {
                 needs.push(!matches!(e, Edge::Nothing));
             }
-            let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs, |vjp, cots, needs| {
+            let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs, batch_dims, |vjp, cots, needs| {
                 let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
                 for (c, o) in cots.into_iter().zip(&rec.outputs) {
                     full.push(c.unwrap_or_else(|| batched::zeros(&batch, &o.shape, o.dtype)));

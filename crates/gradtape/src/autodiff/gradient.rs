@@ -258,18 +258,19 @@ pub type SparseGrads = SmallVec<[Option<Gradient>; 2]>;
 pub type SparseClosure = dyn Fn(&[Gradient], &[bool]) -> Result<SparseGrads> + Send + Sync;
 
 /// Runs `vjp` on accumulated cotangents: the sparse-aware form when the
-/// rule has one and no batch dims are active (missing cotangents become
-/// dense zeros of the output's shape), else `dense_call` on the densified
-/// cotangents (`None` where an output got none).
+/// rule has one and the pass has no batch dims (`batch_dims`), with missing
+/// cotangents as dense zeros of the output's shape; else `dense_call` on the
+/// densified cotangents (`None` where an output got none).
 pub(crate) fn call_rule(
     vjp: &VjpFn,
     cots: SmallVec<[Option<Gradient>; 1]>,
     outputs: &[OutMeta],
     needs: &[bool],
+    batch_dims: usize,
     dense_call: impl FnOnce(&VjpFn, SmallVec<[Option<Tensor>; 1]>, &[bool]) -> Result<crate::Grads>,
 ) -> Result<SparseGrads> {
     if let Some(sparse) = vjp.sparse_form() {
-        if ct::batch_dims() == 0 {
+        if batch_dims == 0 && ct::batch_dims() == 0 {
             let full: SmallVec<[Gradient; 1]> = cots
                 .into_iter()
                 .zip(outputs)
