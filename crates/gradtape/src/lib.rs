@@ -58,6 +58,7 @@ pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
+pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};
 pub use ops::Padding;

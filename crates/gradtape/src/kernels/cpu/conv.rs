@@ -201,6 +201,7 @@ unsafe fn gemm_raw<T: Float>(
     } else {
         gemm::Parallelism::None
     };
+    let _flush = super::denormal::flush_guard();
     // SAFETY: forwarded from the caller.
     unsafe {
         gemm::gemm(

@@ -92,6 +92,7 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     mb: &Mat,
     batch: &[usize],
 ) -> Tensor {
+    let _flush = super::denormal::flush_guard();
     let (m, k, n) = (ma.rows, ma.cols, mb.cols);
     let nb: usize = batch.iter().product();
     let mut out_shape: Shape = batch.into();

@@ -15,6 +15,7 @@ pub(crate) mod blas;
 pub(crate) mod complex;
 pub(crate) mod conv;
 pub(crate) mod decomp;
+pub(crate) mod denormal;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;
