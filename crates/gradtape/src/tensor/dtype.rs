@@ -191,8 +191,9 @@ pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
     }
 }
 
+/// `Element` for one storage variant; `$extra` overrides provided methods.
 macro_rules! element {
-    ($t:ty, $variant:ident, |$x:ident| $from:expr, |$y:ident| $to:expr) => {
+    ($t:ty, $variant:ident, |$x:ident| $from:expr, |$y:ident| $to:expr $(, { $($extra:item)* })?) => {
         impl Element for $t {
             const DTYPE: DType = DType::$variant;
             #[inline]
@@ -225,6 +226,7 @@ macro_rules! element {
                 let $y = self;
                 $to
             }
+            $($($extra)*)?
         }
     };
 }
@@ -239,54 +241,30 @@ element!(bool, Bool, |x| x != 0.0, |y| if y { 1.0 } else { 0.0 });
 /// Python's complex numbers in `Display`: `(1.0+2.0j)`.
 macro_rules! element_complex {
     ($t:ty, $variant:ident) => {
-        impl Element for Complex<$t> {
-            const DTYPE: DType = DType::$variant;
-            #[inline]
-            fn into_storage(v: Vec<Self>) -> Storage {
-                Storage::$variant(Buf::from_vec(v))
-            }
-            #[inline]
-            fn buf_into_storage(v: Buf<Self>) -> Storage {
-                Storage::$variant(v)
-            }
-            fn take_buf(s: &mut Storage) -> Option<Buf<Self>> {
-                match s {
-                    Storage::$variant(v) => Some(std::mem::take(v)),
-                    _ => None,
+        element!(
+            Complex<$t>,
+            $variant,
+            |x| Complex::new(x as $t, 0.0),
+            |y| y.re as f64,
+            {
+                #[inline]
+                fn to_c128(self) -> Complex<f64> {
+                    Complex::new(self.re as f64, self.im as f64)
+                }
+                #[inline]
+                fn from_c128(c: Complex<f64>) -> Self {
+                    Complex::new(c.re as $t, c.im as $t)
+                }
+                fn fmt_elem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    let sign = if self.im.is_sign_negative() && !self.im.is_nan() {
+                        '-'
+                    } else {
+                        '+'
+                    };
+                    write!(f, "({:?}{sign}{:?}j)", self.re, self.im.abs())
                 }
             }
-            #[inline]
-            fn slice(s: &Storage) -> Option<&[Self]> {
-                match s {
-                    Storage::$variant(v) => Some(&v[..]),
-                    _ => None,
-                }
-            }
-            #[inline]
-            fn from_f64(x: f64) -> Self {
-                Complex::new(x as $t, 0.0)
-            }
-            #[inline]
-            fn to_f64(self) -> f64 {
-                self.re as f64
-            }
-            #[inline]
-            fn to_c128(self) -> Complex<f64> {
-                Complex::new(self.re as f64, self.im as f64)
-            }
-            #[inline]
-            fn from_c128(c: Complex<f64>) -> Self {
-                Complex::new(c.re as $t, c.im as $t)
-            }
-            fn fmt_elem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let sign = if self.im.is_sign_negative() && !self.im.is_nan() {
-                    '-'
-                } else {
-                    '+'
-                };
-                write!(f, "({:?}{sign}{:?}j)", self.re, self.im.abs())
-            }
-        }
+        );
     };
 }
 element_complex!(f32, C64);
