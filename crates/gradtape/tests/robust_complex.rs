@@ -9,7 +9,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+#[path = "common/shapes.rs"]
+mod shapes;
+
 use gradtape::{Complex, DType, GradientTape, Result, Tensor};
+use shapes::{broadcast, norm_axes, reduced};
 
 /// A small deterministic LCG (Knuth's MMIX constants).
 struct Lcg(u64);
@@ -107,50 +111,6 @@ fn axis(r: &mut Lcg, rank: usize) -> isize {
 
 fn axes(r: &mut Lcg, rank: usize) -> Vec<isize> {
     (0..r.below(rank + 2)).map(|_| axis(r, rank)).collect()
-}
-
-fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let n = a.len().max(b.len());
-    let mut out = vec![0; n];
-    for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
-        out[i] = if da == db || db == 1 {
-            da
-        } else if da == 1 {
-            db
-        } else {
-            return None;
-        };
-    }
-    Some(out)
-}
-
-/// Normalised, unique reduction axes, or None where the op must fail.
-fn norm_axes(ax: &[isize], rank: usize) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for &a in ax {
-        let n = if a < 0 { a + rank as isize } else { a };
-        if n < 0 || n >= rank as isize || out.contains(&(n as usize)) {
-            return None;
-        }
-        out.push(n as usize);
-    }
-    Some(out)
-}
-
-fn reduced(s: &[usize], ax: &[usize], keep: bool) -> Vec<usize> {
-    let mut out = Vec::new();
-    for (i, &d) in s.iter().enumerate() {
-        if ax.contains(&i) {
-            if keep {
-                out.push(1);
-            }
-        } else {
-            out.push(d);
-        }
-    }
-    out
 }
 
 type OpFn = Box<dyn Fn(&[Tensor]) -> Result<Tensor>>;
