@@ -2,8 +2,9 @@
 //!
 //! Max pooling's gradient scatters the cotangent to the position of each
 //! window's maximum (recorded by the forward pass; the first maximum on ties,
-//! as TensorFlow) with [`Tensor::scatter_add`], whose own gradient gathers at
-//! those positions, so second order works. Average pooling is linear: its
+//! as TensorFlow): the op `MaxPoolGrad`, a scatter-add that runs images in
+//! parallel, whose own gradient gathers at those positions, so second order
+//! works. Average pooling is linear: its
 //! gradient [`Tensor::avg_pool2d_grad`] spreads each cotangent evenly over its
 //! window, and that op's gradient is the average pool again.
 
@@ -25,6 +26,33 @@ fn geom(op: &'static str, x: &[usize], ksize: [i64; 2], strides: [i64; 2], paddi
     let ks = positive(op, "ksize", ksize)?;
     let st = positive(op, "strides", strides)?;
     Geom::new(op, x, ks, 1, st, [1, 1], padding)
+}
+
+/// The gradient of max pooling: `dy` (the pooled shape) added at the flat
+/// input positions `arg` of each window's maximum, giving `xshape`.
+fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Result<Tensor> {
+    const OP: &str = "MaxPoolGrad";
+    let (n, ny) = (xshape.first().copied().unwrap_or(0), arg.numel());
+    if dy.numel() != ny {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            lhs: dy.shape().to_vec(),
+            rhs: arg.shape().to_vec(),
+        });
+    }
+    let nx: usize = xshape.iter().product();
+    let img = nx.checked_div(n).unwrap_or(0);
+    let idx = arg.values::<i64>();
+    let dx = with_float_dtype!(dy.dtype(), T => {
+        Tensor::from_storage(T::into_storage(k::max_pool_grad::<T>(&dy.values::<T>(), &idx, n, img)), xshape)
+    }, _ => return Err(unsupported(OP, dy.dtype(), "f32 or f64")));
+    let (arg, yshape) = (arg.clone(), dy.shape().to_vec());
+    Ok(bind(OP, &[dy], dx, move |_| {
+        vjp(move |g, _| {
+            let ddy = g[0].reshape(&[nx])?.gather(&arg, 0)?.reshape(&yshape)?;
+            Ok(grads![Some(ddy)])
+        })
+    }))
 }
 
 impl Tensor {
@@ -56,9 +84,7 @@ impl Tensor {
             let arg = Tensor::from_vec(arg, &[ny]);
             vjp(move |g, _| {
                 let arg = arg.as_ref().map_err(Clone::clone)?;
-                let nx = xshape.iter().product();
-                let dx = g[0].reshape(&[ny])?.scatter_add(arg, 0, nx)?.reshape(&xshape)?;
-                Ok(grads![Some(dx)])
+                Ok(grads![Some(max_pool_grad(&g[0], arg, &xshape)?)])
             })
         }))
     }

@@ -17,13 +17,13 @@ use std::sync::Mutex;
 use super::dtype::{Buf, DType, Element, Storage};
 
 /// Buffers smaller than this are not cached.
-pub(crate) const MIN_BYTES: usize = 1 << 20;
+pub(crate) const MIN_BYTES: usize = 64 << 10;
 /// At most this many bytes are cached at once, by default.
 pub(crate) const MAX_BYTES: usize = 256 << 20;
 
 static LIMIT: AtomicUsize = AtomicUsize::new(MAX_BYTES);
 
-/// Sets how many bytes of freed large buffers (1 MiB and more) gradtape
+/// Sets how many bytes of freed large buffers (64 KiB and more) gradtape
 /// keeps for reuse; 0 disables the cache. The default is 256 MiB. Buffers
 /// cached beyond a lowered limit are released at once.
 ///
@@ -75,7 +75,7 @@ fn release(bufs: Vec<Storage>) {
     }
 }
 /// At most this many buffers are cached at once.
-const MAX_BUFFERS: usize = 32;
+const MAX_BUFFERS: usize = 128;
 
 struct Pool {
     bufs: Vec<Storage>,

@@ -5,8 +5,6 @@
 //! Every kernel takes row-major slices and a [`Geom`] that has already been
 //! validated by the op layer, and returns a fresh row-major `Vec`.
 
-use rayon::prelude::*;
-
 use crate::error::{Error, Result};
 use crate::tensor::Float;
 
@@ -172,61 +170,7 @@ impl Geom {
     }
 }
 
-/// Multiply-adds above which a GEMM uses every thread.
-const PAR_FLOPS: usize = 1 << 17;
-
-/// `dst = (acc ? dst : 0) + a @ b` on raw strided matrices (`rs`/`cs`: row
-/// and column strides), `a` m x k, `b` k x n, `dst` m x n.
-///
-/// # Safety
-/// The pointers and strides must describe matrices inside live buffers, and
-/// `dst` must not overlap `a` or `b`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_raw<T: Float>(
-    (m, n, k): (usize, usize, usize),
-    dst: *mut T,
-    (d_rs, d_cs): (isize, isize),
-    acc: bool,
-    a: *const T,
-    (a_rs, a_cs): (isize, isize),
-    b: *const T,
-    (b_rs, b_cs): (isize, isize),
-) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    let threads = rayon::current_num_threads();
-    let par = if m * n * k >= PAR_FLOPS && threads > 1 {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
-    let _flush = super::denormal::flush_guard();
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst,
-            d_cs,
-            d_rs,
-            acc,
-            a,
-            a_cs,
-            a_rs,
-            b,
-            b_cs,
-            b_rs,
-            T::one(),
-            T::one(),
-            false,
-            false,
-            false,
-            par,
-        )
-    }
-}
+use super::matmul::gemm_raw;
 
 /// `dst.copy_from_slice(src)`, without a `memcpy` call for the short runs
 /// (a few channels) that dominate im2col on thin inputs.
@@ -247,32 +191,30 @@ fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [T]) {
     let (kd, c) = (g.kdim(), g.c);
     let img = g.h * g.w * c;
     let span = g.kw * c;
-    cols.par_chunks_mut((g.ow * kd).max(1))
-        .enumerate()
-        .for_each(|(r, row)| {
-            let (n, oh) = (n0 + r / g.oh, r % g.oh);
-            let xi = &x[n * img..(n + 1) * img];
-            for ow in 0..g.ow {
-                let out = &mut row[ow * kd..(ow + 1) * kd];
-                // the window's first column, when the whole window row is inside and contiguous
-                let iw0 = (ow * g.sw).checked_sub(g.pl).filter(|&i| g.dw == 1 && i + g.kw <= g.w);
-                for kh in 0..g.kh {
-                    let ih = g.ih(oh, kh);
-                    if let (Some(ih), Some(iw0)) = (ih, iw0) {
-                        let at = (ih * g.w + iw0) * c;
-                        copy_small(&mut out[kh * span..(kh + 1) * span], &xi[at..at + span]);
-                        continue;
-                    }
-                    for kw in 0..g.kw {
-                        let dst = &mut out[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
-                        match (ih, g.iw(ow, kw)) {
-                            (Some(ih), Some(iw)) => copy_small(dst, &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c]),
-                            _ => dst.fill(T::zero()),
-                        }
+    super::workers::for_each_chunk_mut(cols, (g.ow * kd).max(1), |r, row| {
+        let (n, oh) = (n0 + r / g.oh, r % g.oh);
+        let xi = &x[n * img..(n + 1) * img];
+        for ow in 0..g.ow {
+            let out = &mut row[ow * kd..(ow + 1) * kd];
+            // the window's first column, when the whole window row is inside and contiguous
+            let iw0 = (ow * g.sw).checked_sub(g.pl).filter(|&i| g.dw == 1 && i + g.kw <= g.w);
+            for kh in 0..g.kh {
+                let ih = g.ih(oh, kh);
+                if let (Some(ih), Some(iw0)) = (ih, iw0) {
+                    let at = (ih * g.w + iw0) * c;
+                    copy_small(&mut out[kh * span..(kh + 1) * span], &xi[at..at + span]);
+                    continue;
+                }
+                for kw in 0..g.kw {
+                    let dst = &mut out[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
+                    match (ih, g.iw(ow, kw)) {
+                        (Some(ih), Some(iw)) => copy_small(dst, &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c]),
+                        _ => dst.fill(T::zero()),
                     }
                 }
             }
-        });
+        }
+    });
 }
 
 /// Adds the im2col rows `cols` of images `n0..` back into `dx` (the adjoint of [`im2col`]).
@@ -282,34 +224,31 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
     if img == 0 {
         return;
     }
-    dx[n0 * img..(n0 + nb) * img]
-        .par_chunks_mut(img)
-        .enumerate()
-        .for_each(|(i, dxi)| {
-            let base = i * g.rows() * kd;
-            for oh in 0..g.oh {
-                for kh in 0..g.kh {
-                    let Some(ih) = g.ih(oh, kh) else { continue };
-                    for ow in 0..g.ow {
-                        let row = &cols[base + (oh * g.ow + ow) * kd..];
-                        for kw in 0..g.kw {
-                            let Some(iw) = g.iw(ow, kw) else { continue };
-                            let src = &row[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
-                            let dst = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
-                            for (d, s) in dst.iter_mut().zip(src) {
-                                *d = *d + *s;
-                            }
+    super::workers::for_each_chunk_mut(&mut dx[n0 * img..(n0 + nb) * img], img, |i, dxi| {
+        let base = i * g.rows() * kd;
+        for oh in 0..g.oh {
+            for kh in 0..g.kh {
+                let Some(ih) = g.ih(oh, kh) else { continue };
+                for ow in 0..g.ow {
+                    let row = &cols[base + (oh * g.ow + ow) * kd..];
+                    for kw in 0..g.kw {
+                        let Some(iw) = g.iw(ow, kw) else { continue };
+                        let src = &row[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
+                        let dst = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                        for (d, s) in dst.iter_mut().zip(src) {
+                            *d = *d + *s;
                         }
                     }
                 }
             }
-        });
+        }
+    });
 }
 
 /// Dense conv2d: `x` [n,h,w,c], `f` [kh,kw,c,o] -> [n,oh,ow,o].
 pub(crate) fn conv2d<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    let mut out = vec![T::zero(); g.n * rows * o];
+    let mut out = super::filled_vec(g.n * rows * o, T::zero());
     if out.is_empty() || kd == 0 {
         return out;
     }
@@ -317,7 +256,7 @@ pub(crate) fn conv2d<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
     let mut cols = if g.trivial() {
         Vec::new()
     } else {
-        vec![T::zero(); nc * rows * kd]
+        super::filled_vec(nc * rows * kd, T::zero())
     };
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
@@ -340,21 +279,23 @@ pub(crate) fn conv2d<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
                 (kd as isize, 1),
                 f.as_ptr(),
                 (o as isize, 1),
+                true,
             )
         }
     }
+    super::recycle(cols);
     out
 }
 
 /// The input gradient of [`conv2d`]: `dy` [n,oh,ow,o], `f` [kh,kw,c,o] -> [n,h,w,c].
 pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Vec<T> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    let mut dx = vec![T::zero(); g.n * g.h * g.w * g.c];
+    let mut dx = super::filled_vec(g.n * g.h * g.w * g.c, T::zero());
     if dx.is_empty() || rows == 0 || o == 0 {
         return dx;
     }
     let nc = g.chunk();
-    let mut cols = vec![T::zero(); nc * rows * kd];
+    let mut cols = super::filled_vec(nc * rows * kd, T::zero());
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
@@ -376,19 +317,21 @@ pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Ve
                 (o as isize, 1),
                 f.as_ptr(),
                 (1, o as isize),
+                true,
             )
         }
         if !direct {
             col2im(&cols[..nb * rows * kd], g, n0, nb, &mut dx);
         }
     }
+    super::recycle(cols);
     dx
 }
 
 /// The filter gradient of [`conv2d`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c,o].
 pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Vec<T> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    let mut df = vec![T::zero(); kd * o];
+    let mut df = super::filled_vec(kd * o, T::zero());
     if df.is_empty() || rows == 0 || g.n == 0 {
         return df;
     }
@@ -396,7 +339,7 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> V
     let mut cols = if g.trivial() {
         Vec::new()
     } else {
-        vec![T::zero(); nc * rows * kd]
+        super::filled_vec(nc * rows * kd, T::zero())
     };
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
@@ -419,9 +362,11 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> V
                 (1, kd as isize),
                 dyc.as_ptr(),
                 (o as isize, 1),
+                true,
             )
         }
     }
+    super::recycle(cols);
     df
 }
 
@@ -429,12 +374,12 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> V
 pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
-    let mut out = vec![T::zero(); g.n * g.rows() * cm];
+    let mut out = super::filled_vec(g.n * g.rows() * cm, T::zero());
     let img = g.h * g.w * c;
     if out.is_empty() {
         return out;
     }
-    out.par_chunks_mut(g.ow * cm).enumerate().for_each(|(r, orow)| {
+    super::workers::for_each_chunk_mut(&mut out, g.ow * cm, |r, orow| {
         let (n, oh) = (r / g.oh, r % g.oh);
         let xi = &x[n * img..(n + 1) * img];
         for ow in 0..g.ow {
@@ -468,12 +413,12 @@ pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) ->
     let (c, m) = (g.c, g.o);
     let cm = c * m;
     let img = g.h * g.w * c;
-    let mut dx = vec![T::zero(); g.n * img];
+    let mut dx = super::filled_vec(g.n * img, T::zero());
     if dx.is_empty() || m == 0 {
         return dx;
     }
     let orows = g.rows() * cm;
-    dx.par_chunks_mut(img).enumerate().for_each(|(n, dxi)| {
+    super::workers::for_each_chunk_mut(&mut dx, img, |n, dxi| {
         let dyi = &dy[n * orows..(n + 1) * orows];
         for oh in 0..g.oh {
             for kh in 0..g.kh {
@@ -507,43 +452,42 @@ pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -
     let img = g.h * g.w * c;
     let orows = g.rows() * cm;
     if len == 0 || g.n == 0 {
-        return vec![T::zero(); len];
+        return super::filled_vec(len, T::zero());
     }
-    (0..g.n)
-        .into_par_iter()
-        .fold(
-            || vec![T::zero(); len],
-            |mut df, n| {
-                let xi = &x[n * img..(n + 1) * img];
-                let dyi = &dy[n * orows..(n + 1) * orows];
-                for oh in 0..g.oh {
-                    for kh in 0..g.kh {
-                        let Some(ih) = g.ih(oh, kh) else { continue };
-                        for ow in 0..g.ow {
-                            let d = &dyi[(oh * g.ow + ow) * cm..(oh * g.ow + ow + 1) * cm];
-                            for kw in 0..g.kw {
-                                let Some(iw) = g.iw(ow, kw) else { continue };
-                                let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
-                                let fr = &mut df[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
-                                for ((fc, &xv), dc) in fr.chunks_mut(m).zip(xr).zip(d.chunks(m)) {
-                                    for (fv, &dv) in fc.iter_mut().zip(dc) {
-                                        *fv = *fv + xv * dv;
-                                    }
+    let per = g.n.div_ceil(super::workers::threads());
+    let parts = super::workers::map(g.n.div_ceil(per), |part| {
+        let mut df = super::filled_vec(len, T::zero());
+        for n in part * per..((part + 1) * per).min(g.n) {
+            let xi = &x[n * img..(n + 1) * img];
+            let dyi = &dy[n * orows..(n + 1) * orows];
+            for oh in 0..g.oh {
+                for kh in 0..g.kh {
+                    let Some(ih) = g.ih(oh, kh) else { continue };
+                    for ow in 0..g.ow {
+                        let d = &dyi[(oh * g.ow + ow) * cm..(oh * g.ow + ow + 1) * cm];
+                        for kw in 0..g.kw {
+                            let Some(iw) = g.iw(ow, kw) else { continue };
+                            let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                            let fr = &mut df[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
+                            for ((fc, &xv), dc) in fr.chunks_mut(m).zip(xr).zip(d.chunks(m)) {
+                                for (fv, &dv) in fc.iter_mut().zip(dc) {
+                                    *fv = *fv + xv * dv;
                                 }
                             }
                         }
                     }
                 }
-                df
-            },
-        )
-        .reduce(
-            || vec![T::zero(); len],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(&b) {
-                    *x = *x + *y;
-                }
-                a
-            },
-        )
+            }
+        }
+        df
+    });
+    parts
+        .into_iter()
+        .reduce(|mut a, b| {
+            for (x, y) in a.iter_mut().zip(&b) {
+                *x = *x + *y;
+            }
+            a
+        })
+        .unwrap_or_else(|| super::filled_vec(len, T::zero()))
 }

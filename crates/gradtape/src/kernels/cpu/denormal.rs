@@ -5,16 +5,14 @@
 //! microcode path: the `rnn_grad` bench ran 6x slower in its matrix products
 //! for that reason alone. TensorFlow flushes denormals to zero in its kernels
 //! by default; gradtape does the same: while a GEMM-based kernel runs, the
-//! calling thread has FTZ and DAZ set (and restored afterwards), and the
-//! threads of rayon's global pool (gradtape's compute threads) have them set
-//! once. [`set_flush_denormals`] turns this off (IEEE gradual underflow).
+//! calling thread has FTZ and DAZ set (and restored afterwards); the
+//! compute threads of `workers` take on the caller's setting for each job.
+//! [`set_flush_denormals`] turns this off (IEEE gradual underflow).
 //! Other architectures are left as they are.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 static FLUSH: AtomicBool = AtomicBool::new(true);
-/// What rayon's pool threads were last set to: 0 unknown, 1 flush, 2 IEEE.
-static POOL: AtomicU8 = AtomicU8::new(0);
 
 /// Chooses whether compute kernels flush denormal floats to zero (the
 /// default, as TensorFlow) or keep IEEE gradual underflow. Affects matrix
@@ -52,18 +50,12 @@ fn set_bits(on: bool) -> u32 {
     }
 }
 
-/// Sets the kernel's denormal mode on this thread (and, once per setting,
-/// on rayon's pool threads) until the guard drops.
+/// Sets the kernel's denormal mode on this thread until the guard drops.
 #[inline]
 pub(crate) fn flush_guard() -> FlushGuard {
     #[cfg(target_arch = "x86_64")]
     {
-        let on = FLUSH.load(Ordering::Relaxed);
-        let want = if on { 1 } else { 2 };
-        if POOL.swap(want, Ordering::Relaxed) != want {
-            rayon::broadcast(|_| set_bits(on));
-        }
-        FlushGuard(Some(set_bits(on)))
+        FlushGuard(Some(set_bits(FLUSH.load(Ordering::Relaxed))))
     }
     #[cfg(not(target_arch = "x86_64"))]
     FlushGuard()

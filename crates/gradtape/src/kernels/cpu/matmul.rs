@@ -4,12 +4,10 @@
 //! strided views are multiplied in place, without a copy. Batch dimensions
 //! broadcast like NumPy's `matmul`.
 
-use rayon::prelude::*;
-
 use crate::error::{Error, Result};
 use crate::tensor::dtype::with_types;
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, contiguous_strides};
-use crate::tensor::{Complex, Element, Shape, Tensor};
+use crate::tensor::{pool, Buf, Complex, Element, Shape, Tensor};
 
 /// Products below this many multiply-adds run on one thread.
 const PAR_FLOPS: usize = 1 << 18;
@@ -118,7 +116,7 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     };
     let (pa, pb) = (a.buffer::<T>().as_ptr() as usize, b.buffer::<T>().as_ptr() as usize);
     let flops = m * n * k;
-    let one = |dst: &mut [std::mem::MaybeUninit<T>], i: usize, par: gemm::Parallelism| {
+    let one = |dst: &mut [std::mem::MaybeUninit<T>], i: usize, par: bool| {
         let (oa, ob) = offsets(i);
         #[cfg(feature = "openblas")]
         // SAFETY: as for gemm below; BLAS writes all m*n elements of `dst`.
@@ -140,45 +138,29 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
         }
         // SAFETY: the offsets and strides describe views that lie inside the
         // operands' buffers (guaranteed by the layouts), `dst` holds m*n
-        // elements written row-major, and gemm does not read `dst` when
-        // `read_dst` is false.
+        // elements written row-major, and nothing is read from `dst`
+        // (`acc` is false).
         unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
+            gemm_raw(
+                (m, n, k),
                 dst.as_mut_ptr() as *mut T,
-                1,
-                n as isize,
+                (n as isize, 1),
                 false,
                 (pa as *const T).offset(oa),
-                ma.cs,
-                ma.rs,
+                (ma.rs, ma.cs),
                 (pb as *const T).offset(ob),
-                mb.cs,
-                mb.rs,
-                T::zero(),
-                T::one(),
-                false,
-                false,
-                false,
+                (mb.rs, mb.cs),
                 par,
             )
         }
     };
-    let mut out: Vec<T> = Vec::with_capacity(total);
-    let dst = &mut out.spare_capacity_mut()[..total];
-    let threads = rayon::current_num_threads();
+    let mut out: Buf<T> = pool::take(total).unwrap_or_else(|| Buf::with_capacity(total));
+    let dst = &mut super::spare(&mut out)[..total];
+    let threads = super::workers::threads();
     if nb > 1 && flops < PAR_FLOPS * 4 && nb * flops >= PAR_FLOPS {
-        dst.par_chunks_mut(m * n)
-            .enumerate()
-            .for_each(|(i, d)| one(d, i, gemm::Parallelism::None));
+        super::workers::for_each_chunk_mut(dst, m * n, |i, d| one(d, i, false));
     } else {
-        let par = if flops >= PAR_FLOPS && threads > 1 {
-            gemm::Parallelism::Rayon(threads)
-        } else {
-            gemm::Parallelism::None
-        };
+        let par = flops >= PAR_FLOPS && threads > 1;
         for (i, d) in dst.chunks_mut(m * n).enumerate() {
             one(d, i, par);
         }
@@ -186,7 +168,94 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     // SAFETY: each batch's m*n block was written whole by one gemm call
     // above (read_dst = false, so nothing uninitialised was read).
     unsafe { out.set_len(total) };
-    Tensor::from_storage(T::into_storage(out), &out_shape)
+    Tensor::from_storage(T::buf_into_storage(out), &out_shape)
+}
+
+/// `dst = (acc ? dst : 0) + a @ b` on raw strided matrices (`rs`/`cs`: row
+/// and column strides), `a` m x k, `b` k x n, `dst` m x n. `f32` products
+/// with a unit column stride in `dst` go to [`super::sgemm`] where the CPU
+/// has it; the rest to the `gemm` crate. With `par`, a product of at least
+/// `PAR_FLOPS` multiply-adds is split over the compute threads, one piece
+/// per thread along the output's longer side.
+///
+/// # Safety
+/// The pointers and strides must describe matrices inside live buffers, and
+/// `dst` must not overlap `a` or `b`; without `acc`, `dst` may be
+/// uninitialised.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    (d_rs, d_cs): (isize, isize),
+    acc: bool,
+    a: *const T,
+    (a_rs, a_cs): (isize, isize),
+    b: *const T,
+    (b_rs, b_cs): (isize, isize),
+    par: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let _flush = super::denormal::flush_guard();
+    #[cfg(target_arch = "x86_64")]
+    if T::DTYPE == crate::DType::F32 && d_cs == 1 && d_rs >= n as isize && super::sgemm::suits(m, n, k) {
+        use super::sgemm::{sgemm, View};
+        let va = View {
+            ptr: a as *const f32,
+            rs: a_rs,
+            cs: a_cs,
+        };
+        let vb = View {
+            ptr: b as *const f32,
+            rs: b_rs,
+            cs: b_cs,
+        };
+        // SAFETY: T is f32, and the caller's guarantees carry over.
+        return unsafe { sgemm(m, n, k, va, vb, dst as *mut f32, d_rs as usize, acc, par) };
+    }
+    let threads = super::workers::threads();
+    let (d, a, b) = (super::workers::SendPtr(dst), a as usize, b as usize);
+    // one piece: rows i0..i1 and columns j0..j1 of dst
+    let piece = |i0: usize, i1: usize, j0: usize, j1: usize| {
+        let (i, j) = (i0 as isize, j0 as isize);
+        // SAFETY: a sub-block of the caller's matrices; pieces write
+        // disjoint blocks of dst.
+        unsafe {
+            gemm::gemm(
+                i1 - i0,
+                j1 - j0,
+                k,
+                d.get().offset(i * d_rs + j * d_cs),
+                d_cs,
+                d_rs,
+                acc,
+                (a as *const T).offset(i * a_rs),
+                a_cs,
+                a_rs,
+                (b as *const T).offset(j * b_cs),
+                b_cs,
+                b_rs,
+                T::one(),
+                T::one(),
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        }
+    };
+    if par && threads > 1 && m * n * k >= PAR_FLOPS {
+        if n >= m && n >= 2 * 16 {
+            let w = n.div_ceil(threads).next_multiple_of(16);
+            return super::workers::parallel_for(n.div_ceil(w), |i| piece(0, m, i * w, ((i + 1) * w).min(n)));
+        }
+        if m >= 2 * 16 {
+            let h = m.div_ceil(threads).next_multiple_of(16);
+            return super::workers::parallel_for(m.div_ceil(h), |i| piece(i * h, ((i + 1) * h).min(m), 0, n));
+        }
+    }
+    piece(0, m, 0, n)
 }
 
 #[cfg(test)]

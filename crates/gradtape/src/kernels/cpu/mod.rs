@@ -3,12 +3,13 @@
 //! Every kernel takes tensors and returns a fresh contiguous tensor. Inputs
 //! may be any strided view: kernels walk views directly (after merging
 //! dimensions that all operands walk contiguously) instead of copying them
-//! first. Work above [`PAR_MIN`] elements is split across rayon's threads;
+//! first. Work above [`PAR_MIN`] elements is split across the compute threads
+//! of [`workers`];
 //! inner loops are plain slice loops that the compiler vectorises, and the
 //! long ones run through [`math::with_simd`], compiled for AVX-512 or AVX2
 //! when the CPU has them (the default build targets SSE2 only). Transcendental
 //! functions of `f32` have vectorisable versions in [`math`]. Output buffers
-//! of 1 MiB and more are recycled through `tensor::pool`.
+//! of 64 KiB and more are recycled through `tensor::pool`.
 
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
@@ -23,10 +24,11 @@ pub(crate) mod matmul;
 pub(crate) mod nn;
 pub(crate) mod pooling;
 pub(crate) mod reduce;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod sgemm;
+pub(crate) mod workers;
 
 use std::mem::MaybeUninit;
-
-use rayon::prelude::*;
 
 use crate::tensor::{layout, pool, Buf, Element, Layout};
 
@@ -35,12 +37,12 @@ pub(crate) const PAR_MIN: usize = 1 << 15;
 
 /// Elements per parallel task.
 fn chunk_len(n: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
+    let threads = workers::threads();
     (n / (threads * 4)).max(PAR_MIN / 2).next_multiple_of(64)
 }
 
 /// The uninitialised elements `len..capacity` of a buffer.
-fn spare<O: Element>(v: &mut Buf<O>) -> &mut [MaybeUninit<O>] {
+pub(crate) fn spare<O: Element>(v: &mut Buf<O>) -> &mut [MaybeUninit<O>] {
     let (len, cap) = (v.len(), v.capacity());
     // SAFETY: the buffer owns `cap` slots, of which `len..cap` are
     // uninitialised; `MaybeUninit` makes no claim about their contents.
@@ -55,10 +57,7 @@ pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit
     let spare = &mut spare(&mut v)[..n];
     if n >= PAR_MIN {
         let c = chunk_len(n);
-        spare
-            .par_chunks_mut(c)
-            .enumerate()
-            .for_each(|(i, out)| fill(i * c, out));
+        workers::for_each_chunk_mut(spare, c, |i, out| fill(i * c, out));
     } else {
         fill(0, spare);
     }
@@ -66,6 +65,22 @@ pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit
     // whole `out` slice), and `O: Copy` has no drop obligations.
     unsafe { v.set_len(n) };
     v
+}
+
+/// `n` copies of `v`, in a buffer from the cache when it has one (so a
+/// large output costs no fresh pages), filled in parallel.
+pub(crate) fn filled_vec<T: Element>(n: usize, v: T) -> Vec<T> {
+    build(n, |_, out| {
+        for o in out {
+            o.write(v);
+        }
+    })
+    .into_vec()
+}
+
+/// Hands a scratch buffer back to the cache (large ones are kept there).
+pub(crate) fn recycle<T: Element>(v: Vec<T>) {
+    drop(T::into_storage(v));
 }
 
 /// Like [`build`], split by whole rows of `row_len` elements: `fill(rows, out)`
@@ -80,13 +95,10 @@ pub(crate) fn build_rows<O: Element>(
     let spare = &mut spare(&mut v)[..n];
     if n >= PAR_MIN && n_rows > 1 && row_len > 0 {
         let rows_per = (chunk_len(n) / row_len).max(1);
-        spare
-            .par_chunks_mut(rows_per * row_len)
-            .enumerate()
-            .for_each(|(i, out)| {
-                let start = i * rows_per;
-                fill(start..start + out.len() / row_len, out)
-            });
+        workers::for_each_chunk_mut(spare, rows_per * row_len, |i, out| {
+            let start = i * rows_per;
+            fill(start..start + out.len() / row_len, out)
+        });
     } else if n > 0 {
         fill(0..n_rows, spare);
     }

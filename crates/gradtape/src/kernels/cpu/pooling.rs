@@ -1,9 +1,28 @@
 //! 2-D max and average pooling on NHWC buffers, channel-vectorised, batches in parallel.
 
-use rayon::prelude::*;
-
 use super::conv::Geom;
 use crate::tensor::Float;
+
+/// Max pool's gradient: `dx[arg[i]] += dy[i]` into a zero `[n, img]`
+/// buffer, images in parallel (each window's maximum lies in its own image:
+/// `arg` comes from [`max_pool`], which indexes the flat input).
+pub(crate) fn max_pool_grad<T: Float>(dy: &[T], arg: &[i64], n: usize, img: usize) -> Vec<T> {
+    let mut dx = super::filled_vec(n * img, T::zero());
+    if n == 0 || img == 0 || dy.is_empty() {
+        return dx;
+    }
+    let per = dy.len() / n;
+    super::workers::for_each_chunk_mut(&mut dx, img, |i, dxi| {
+        let base = (i * img) as i64;
+        let (dyi, ai) = (&dy[i * per..(i + 1) * per], &arg[i * per..(i + 1) * per]);
+        for (&d, &a) in dyi.iter().zip(ai) {
+            if let Some(x) = dxi.get_mut(a.wrapping_sub(base) as usize) {
+                *x = *x + d;
+            }
+        }
+    });
+    dx
+}
 
 /// Max pool: the output [n,oh,ow,c] and, for each output element, the flat
 /// index into `x` of its maximum (the first one in window order on ties;
@@ -11,47 +30,44 @@ use crate::tensor::Float;
 pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
     let c = g.c;
     let total = g.n * g.oh * g.ow * c;
-    let mut y = vec![T::neg_infinity(); total];
-    let mut arg = vec![0i64; total];
+    let mut y = super::filled_vec(total, T::neg_infinity());
+    let mut arg = super::filled_vec(total, 0i64);
     if total == 0 {
         return (y, arg);
     }
     let img = g.h * g.w * c;
-    y.par_chunks_mut(g.ow * c)
-        .zip(arg.par_chunks_mut(g.ow * c))
-        .enumerate()
-        .for_each(|(r, (yr, ar))| {
-            let (n, oh) = (r / g.oh, r % g.oh);
-            let base = n * img;
-            for ow in 0..g.ow {
-                let yo = &mut yr[ow * c..(ow + 1) * c];
-                let ao = &mut ar[ow * c..(ow + 1) * c];
-                let mut first = true;
-                for kh in 0..g.kh {
-                    let Some(ih) = g.ih(oh, kh) else { continue };
-                    for kw in 0..g.kw {
-                        let Some(iw) = g.iw(ow, kw) else { continue };
-                        let off = base + (ih * g.w + iw) * c;
-                        let xr = &x[off..off + c];
-                        if first {
-                            yo.copy_from_slice(xr);
-                            for (j, a) in ao.iter_mut().enumerate() {
-                                *a = (off + j) as i64;
-                            }
-                            first = false;
-                            continue;
+    super::workers::for_each_chunk2_mut(&mut y, g.ow * c, &mut arg, g.ow * c, |r, yr, ar| {
+        let (n, oh) = (r / g.oh, r % g.oh);
+        let base = n * img;
+        for ow in 0..g.ow {
+            let yo = &mut yr[ow * c..(ow + 1) * c];
+            let ao = &mut ar[ow * c..(ow + 1) * c];
+            let mut first = true;
+            for kh in 0..g.kh {
+                let Some(ih) = g.ih(oh, kh) else { continue };
+                for kw in 0..g.kw {
+                    let Some(iw) = g.iw(ow, kw) else { continue };
+                    let off = base + (ih * g.w + iw) * c;
+                    let xr = &x[off..off + c];
+                    if first {
+                        yo.copy_from_slice(xr);
+                        for (j, a) in ao.iter_mut().enumerate() {
+                            *a = (off + j) as i64;
                         }
-                        for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
-                            // strictly greater: ties keep the first; NaN sticks once taken
-                            if xv > *yv || (xv.is_nan() && !yv.is_nan()) {
-                                *yv = xv;
-                                *av = (off + j) as i64;
-                            }
+                        first = false;
+                        continue;
+                    }
+                    for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
+                        // strictly greater: ties keep the first; NaN sticks once taken
+                        if xv > *yv || (xv.is_nan() && !yv.is_nan()) {
+                            *yv = xv;
+                            *av = (off + j) as i64;
                         }
                     }
                 }
             }
-        });
+        }
+    });
     (y, arg)
 }
 
@@ -67,12 +83,12 @@ fn count(g: &Geom, oh: usize, ow: usize) -> usize {
 pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Vec<T> {
     let c = g.c;
     let total = g.n * g.oh * g.ow * c;
-    let mut y = vec![T::zero(); total];
+    let mut y = super::filled_vec(total, T::zero());
     if total == 0 {
         return y;
     }
     let img = g.h * g.w * c;
-    y.par_chunks_mut(g.ow * c).enumerate().for_each(|(r, yr)| {
+    super::workers::for_each_chunk_mut(&mut y, g.ow * c, |r, yr| {
         let (n, oh) = (r / g.oh, r % g.oh);
         let xi = &x[n * img..(n + 1) * img];
         for ow in 0..g.ow {
@@ -101,12 +117,12 @@ pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Vec<T> {
 pub(crate) fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Vec<T> {
     let c = g.c;
     let img = g.h * g.w * c;
-    let mut dx = vec![T::zero(); g.n * img];
+    let mut dx = super::filled_vec(g.n * img, T::zero());
     if dx.is_empty() {
         return dx;
     }
     let orow = g.oh * g.ow * c;
-    dx.par_chunks_mut(img).enumerate().for_each(|(n, dxi)| {
+    super::workers::for_each_chunk_mut(&mut dx, img, |n, dxi| {
         let dyi = &dy[n * orow..(n + 1) * orow];
         for oh in 0..g.oh {
             for ow in 0..g.ow {

@@ -6,8 +6,6 @@
 //! (rows), and reduced axes first on a contiguous input (columns, e.g. a bias
 //! gradient), which accumulates whole rows into the output.
 
-use rayon::prelude::*;
-
 use super::math::with_simd;
 use super::{build, gather_strided, PAR_MIN};
 use crate::tensor::{with_num_dtype, Buf, Layout, Num, Shape, Tensor};
@@ -176,27 +174,23 @@ fn reduce_with<T: Num, R: Reducer<T>>(x: &Tensor, axes: &[usize], r: R) -> Tenso
 
 fn rows<T: Num, R: Reducer<T>>(src: &[T], row: usize, n_out: usize, r: R) -> Buf<T> {
     if n_out == 1 && row >= PAR_MIN {
-        let parts: Vec<T> = src
-            .par_chunks(PAR_MIN)
-            .map(|c| {
-                with_simd(
-                    #[inline(always)]
-                    || r.slice(c),
-                )
-            })
-            .collect();
+        let parts: Vec<T> = super::workers::map(src.len().div_ceil(PAR_MIN), |i| {
+            let c = &src[i * PAR_MIN..((i + 1) * PAR_MIN).min(src.len())];
+            with_simd(
+                #[inline(always)]
+                || r.slice(c),
+            )
+        });
         return Buf::from_elem(r.slice(&parts), 1);
     }
     if n_out * row >= PAR_MIN && n_out > 1 {
-        let mut out = Vec::with_capacity(n_out);
-        src.par_chunks(row)
-            .map(|c| {
-                with_simd(
-                    #[inline(always)]
-                    || r.slice(c),
-                )
-            })
-            .collect_into_vec(&mut out);
+        let out = super::workers::map(n_out, |i| {
+            let c = &src[i * row..(i + 1) * row];
+            with_simd(
+                #[inline(always)]
+                || r.slice(c),
+            )
+        });
         return Buf::from_vec(out);
     }
     src.chunks(row).map(|c| r.slice(c)).collect()

@@ -1,0 +1,465 @@
+//! `f32` matrix products on CPUs with AVX-512: packed panels, a register
+//! tile of `MR` rows by `NR` columns, and a split over gradtape's compute
+//! threads.
+//!
+//! The `gemm` crate (used for every other case) spends much of a
+//! training step's small products (128×784 by 784×512 and the like) outside
+//! its kernel: its packing buffers are allocated per call, which on Linux
+//! means fresh pages and page faults for the larger ones, and its rayon
+//! split woke sleeping threads for every product. Here packing buffers live
+//! per thread and are reused, and a product is cut into one piece per
+//! thread along its longer side (rows or columns of the output), each piece
+//! packing what it reads: a little duplicated packing buys a single
+//! synchronisation per product.
+//!
+//! The blocking is the classic one (Goto and van de Geijn): `KC` of the
+//! shared dimension at a time, `B` packed in `NR`-column panels that stay
+//! in L2, `A` in `MR`-row panels of `MC` rows, and the kernel keeps an
+//! `MR`×`NR` tile of `C` in registers over the whole `KC` slice, writing it
+//! once (or adding it, for later slices) with masked stores at the edges.
+
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+use super::workers;
+
+/// Largest slice of the shared dimension packed at once.
+const KC: usize = 256;
+/// Rows of `A` packed at once (a multiple of every tile's `MR`).
+const MC: usize = 96;
+/// Columns of `B` packed at once (a multiple of every tile's `NR`).
+const NC: usize = 1536;
+/// Products with fewer multiply-adds than this run on one thread.
+const PAR_FLOPS: usize = 1 << 18;
+
+/// Whether this CPU runs the kernel (checked once).
+pub(crate) fn available() -> bool {
+    static A: OnceLock<bool> = OnceLock::new();
+    *A.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("avx512f") && std::env::var("GRADTAPE_SGEMM").map_or(true, |v| v != "0")
+    })
+}
+
+/// Whether `m×k @ k×n` is worth this path rather than `gemm`'s (which has
+/// matrix-vector kernels for thin products).
+pub(crate) fn suits(m: usize, n: usize, k: usize) -> bool {
+    available() && m >= 4 && n >= 8 && k >= 4
+}
+
+/// A strided matrix operand.
+#[derive(Clone, Copy)]
+pub(crate) struct View {
+    pub(crate) ptr: *const f32,
+    pub(crate) rs: isize,
+    pub(crate) cs: isize,
+}
+
+// SAFETY: a View only reads, and the callers keep the operand alive and
+// unmodified for the whole product.
+unsafe impl Send for View {}
+// SAFETY: as above.
+unsafe impl Sync for View {}
+
+impl View {
+    /// The element at (`r`, `c`) as a pointer.
+    #[inline(always)]
+    unsafe fn at(self, r: usize, c: usize) -> *const f32 {
+        self.ptr.offset(r as isize * self.rs + c as isize * self.cs)
+    }
+}
+
+/// 64-byte aligned packing storage.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+thread_local! {
+    static PACK: RefCell<(Vec<Line>, Vec<Line>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+fn room(v: &mut Vec<Line>, floats: usize) -> *mut f32 {
+    let lines = floats.div_ceil(16);
+    if v.len() < lines {
+        v.resize(lines, Line([0.0; 16]));
+    }
+    v.as_mut_ptr() as *mut f32
+}
+
+/// `C = A @ B` (or `C += A @ B` when `acc`) for `A` of `m×k` and `B` of
+/// `k×n`; `C` is row-major with row stride `ldc`. Without `acc` every one of
+/// its `m×n` elements is written, so it may start uninitialised.
+///
+/// # Safety
+/// [`available`] must be true; the views must address `m×k` and `k×n`
+/// readable elements and `c` `m` rows of `ldc >= n` writable ones, not
+/// overlapping the operands.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: View,
+    b: View,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+    par: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if acc {
+            return;
+        }
+        for i in 0..m {
+            std::ptr::write_bytes(c.add(i * ldc), 0, n);
+        }
+        return;
+    }
+    // the tile: MR rows by 16*NV columns, sized to the output's width
+    // (24 or 16 accumulators of the 32 vector registers)
+    match n {
+        0..=16 => run::<16, 1>(m, n, k, a, b, c, ldc, acc, par),
+        17..=32 => run::<12, 2>(m, n, k, a, b, c, ldc, acc, par),
+        _ => run::<8, 3>(m, n, k, a, b, c, ldc, acc, par),
+    }
+}
+
+/// [`sgemm`] with a given tile: split over the threads, then [`serial`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn run<const MR: usize, const NV: usize>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: View,
+    b: View,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+    par: bool,
+) {
+    let nr = 16 * NV;
+    let threads = workers::threads();
+    let cp = workers::SendPtr(c);
+    if par && threads > 1 && m * n * k >= PAR_FLOPS {
+        if n >= m && n >= 2 * nr {
+            let w = n.div_ceil(threads).next_multiple_of(nr);
+            workers::parallel_for(n.div_ceil(w), |i| {
+                let (j0, j1) = (i * w, ((i + 1) * w).min(n));
+                let bv = View { ptr: b.at(0, j0), ..b };
+                // SAFETY: each piece writes its own columns of C.
+                unsafe { serial::<MR, NV>(m, j1 - j0, k, a, bv, cp.get().add(j0), ldc, acc) }
+            });
+            return;
+        }
+        if m >= 2 * MR {
+            let h = m.div_ceil(threads).next_multiple_of(MR);
+            workers::parallel_for(m.div_ceil(h), |i| {
+                let (i0, i1) = (i * h, ((i + 1) * h).min(m));
+                let av = View { ptr: a.at(i0, 0), ..a };
+                // SAFETY: each piece writes its own rows of C.
+                unsafe { serial::<MR, NV>(i1 - i0, n, k, av, b, cp.get().add(i0 * ldc), ldc, acc) }
+            });
+            return;
+        }
+    }
+    if par && threads > 1 && m * n * k >= PAR_FLOPS && k >= 2 * KC {
+        // thin output, long shared dimension (a filter gradient): each
+        // thread sums a slice of k; the first writes C, the others their
+        // own buffers, added afterwards
+        let kp = k.div_ceil(threads);
+        let parts = workers::map(k.div_ceil(kp), |i| {
+            let (p0, p1) = (i * kp, ((i + 1) * kp).min(k));
+            let (av, bv) = (View { ptr: a.at(0, p0), ..a }, View { ptr: b.at(p0, 0), ..b });
+            if i == 0 {
+                // SAFETY: only this piece writes C.
+                unsafe { serial::<MR, NV>(m, n, p1 - p0, av, bv, cp.get(), ldc, acc) };
+                return Vec::new();
+            }
+            let mut t = vec![0.0f32; m * n];
+            // SAFETY: `t` holds m rows of n.
+            unsafe { serial::<MR, NV>(m, n, p1 - p0, av, bv, t.as_mut_ptr(), n, false) };
+            t
+        });
+        for t in parts.iter().filter(|t| !t.is_empty()) {
+            for i in 0..m {
+                let row = std::slice::from_raw_parts_mut(c.add(i * ldc), n);
+                for (x, y) in row.iter_mut().zip(&t[i * n..(i + 1) * n]) {
+                    *x += y;
+                }
+            }
+        }
+        return;
+    }
+    serial::<MR, NV>(m, n, k, a, b, c, ldc, acc)
+}
+
+/// The blocked product on the calling thread.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn serial<const MR: usize, const NV: usize>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: View,
+    b: View,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+) {
+    let nr = 16 * NV;
+    // slices of the shared dimension of (nearly) equal length
+    let kb = k.div_ceil(KC);
+    let kc_max = k.div_ceil(kb);
+    let mc = MC / MR * MR;
+    let mc_max = mc.min(m.next_multiple_of(MR));
+    let nc_max = NC.min(n.next_multiple_of(nr));
+    PACK.with(|cell| {
+        let mut local = (Vec::new(), Vec::new());
+        let mut borrowed = cell.try_borrow_mut();
+        let (abuf, bbuf) = match borrowed.as_mut() {
+            Ok(b) => {
+                let b = &mut **b;
+                (&mut b.0, &mut b.1)
+            }
+            Err(_) => (&mut local.0, &mut local.1),
+        };
+        let ap = room(abuf, mc_max * kc_max);
+        let bp = room(bbuf, nc_max * kc_max);
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
+            let mut pc = 0;
+            while pc < k {
+                let kc = kc_max.min(k - pc);
+                pack_b::<NV>(kc, nc, b.at(pc, jc), b.rs, b.cs, bp);
+                for ic in (0..m).step_by(mc) {
+                    let mc = mc.min(m - ic);
+                    pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
+                    for jr in (0..nc).step_by(nr) {
+                        for ir in (0..mc).step_by(MR) {
+                            kernel::<MR, NV>(
+                                kc,
+                                ap.add(ir * kc),
+                                bp.add(jr * kc),
+                                c.add((ic + ir) * ldc + jc + jr),
+                                ldc,
+                                MR.min(mc - ir),
+                                nr.min(nc - jr),
+                                acc || pc > 0,
+                            );
+                        }
+                    }
+                }
+                pc += kc;
+            }
+        }
+    })
+}
+
+/// Packs `mc×kc` of `A` into `MR`-row panels: panel `q` holds, for each
+/// `p`, rows `q*MR..q*MR+MR` of column `p` (zero past `mc`).
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize, cs: isize, dst: *mut f32) {
+    for r0 in (0..mc).step_by(MR) {
+        let rows = MR.min(mc - r0);
+        let d = dst.add(r0 * kc);
+        let src = a.offset(r0 as isize * rs);
+        if rows == MR && rs == 1 {
+            for p in 0..kc {
+                std::ptr::copy_nonoverlapping(src.offset(p as isize * cs), d.add(p * MR), MR);
+            }
+        } else if cs == 1 {
+            for i in 0..rows {
+                let s = src.offset(i as isize * rs);
+                for p in 0..kc {
+                    *d.add(p * MR + i) = *s.add(p);
+                }
+            }
+            for i in rows..MR {
+                for p in 0..kc {
+                    *d.add(p * MR + i) = 0.0;
+                }
+            }
+        } else {
+            for p in 0..kc {
+                let s = src.offset(p as isize * cs);
+                for i in 0..MR {
+                    *d.add(p * MR + i) = if i < rows { *s.offset(i as isize * rs) } else { 0.0 };
+                }
+            }
+        }
+    }
+}
+
+/// Packs `kc×nc` of `B` into `NR`-column panels: panel `q` holds, for each
+/// `p`, columns `q*NR..q*NR+NR` of row `p` (zero past `nc`).
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst: *mut f32) {
+    const { assert!(NV > 0) };
+    let nr = 16 * NV;
+    for j0 in (0..nc).step_by(nr) {
+        let cols = nr.min(nc - j0);
+        let d = dst.add(j0 * kc);
+        let src = b.offset(j0 as isize * cs);
+        if cs == 1 {
+            for p in 0..kc {
+                let s = src.offset(p as isize * rs);
+                std::ptr::copy_nonoverlapping(s, d.add(p * nr), cols);
+                std::ptr::write_bytes(d.add(p * nr + cols), 0, nr - cols);
+            }
+        } else {
+            for j in 0..cols {
+                let s = src.offset(j as isize * cs);
+                for p in 0..kc {
+                    *d.add(p * nr + j) = *s.offset(p as isize * rs);
+                }
+            }
+            for j in cols..nr {
+                for p in 0..kc {
+                    *d.add(p * nr + j) = 0.0;
+                }
+            }
+        }
+    }
+}
+
+/// Lane mask for the `v`-th vector of a row with `nr` valid columns.
+#[inline(always)]
+fn mask(nr: usize, v: usize) -> __mmask16 {
+    let left = nr.saturating_sub(16 * v).min(16);
+    ((1u32 << left) - 1) as __mmask16
+}
+
+/// The `MR`×`NR` tile: `C[..mr, ..nr] (+)= Apanel @ Bpanel` over `kc`.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel<const MR: usize, const NV: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    add: bool,
+) {
+    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+    for p in 0..kc {
+        let bp = b.add(p * 16 * NV);
+        let mut bv = [_mm512_setzero_ps(); NV];
+        for (v, x) in bv.iter_mut().enumerate() {
+            *x = _mm512_load_ps(bp.add(16 * v));
+        }
+        let ap = a.add(p * MR);
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(i));
+            for v in 0..NV {
+                row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
+            }
+        }
+    }
+    let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
+    for (i, row) in acc.iter().enumerate().take(mr) {
+        let cr = c.add(i * ldc);
+        for v in 0..NV {
+            let dst = cr.add(16 * v);
+            let mut x = row[v];
+            if add {
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(masks[v], dst));
+            }
+            _mm512_mask_storeu_ps(dst, masks[v], x);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compares with a plain triple loop over shapes that hit every edge
+    /// (partial tiles, several K slices, both thread splits, transposes).
+    #[test]
+    fn matches_the_naive_product() {
+        if !available() {
+            return;
+        }
+        let shapes = [
+            (1usize, 1usize, 1usize),
+            (5, 17, 3),
+            (8, 48, 8),
+            (13, 50, 300),
+            (128, 130, 784),
+            (200, 40, 513),
+            (37, 1600, 20),
+            (9, 16, 2000),
+            (40, 24, 700),
+            (300, 10, 9),
+        ];
+        for &(m, n, k) in &shapes {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 23) as f32 * 0.25 - 2.5).collect();
+                let b: Vec<f32> = (0..k * n).map(|i| ((i * 104729) % 19) as f32 * 0.5 - 4.0).collect();
+                // logical A[r][c] at r*rs + c*cs
+                let av = if ta {
+                    View {
+                        ptr: a.as_ptr(),
+                        rs: 1,
+                        cs: m as isize,
+                    }
+                } else {
+                    View {
+                        ptr: a.as_ptr(),
+                        rs: k as isize,
+                        cs: 1,
+                    }
+                };
+                let bv = if tb {
+                    View {
+                        ptr: b.as_ptr(),
+                        rs: 1,
+                        cs: k as isize,
+                    }
+                } else {
+                    View {
+                        ptr: b.as_ptr(),
+                        rs: n as isize,
+                        cs: 1,
+                    }
+                };
+                let ldc = n + 3;
+                let mut c = vec![f32::NAN; m * ldc];
+                // SAFETY: the views cover the vectors; `c` has m rows of ldc.
+                unsafe { sgemm(m, n, k, av, bv, c.as_mut_ptr(), ldc, false, true) };
+                // accumulating doubles it
+                let mut c2 = c.clone();
+                // SAFETY: as above.
+                unsafe { sgemm(m, n, k, av, bv, c2.as_mut_ptr(), ldc, true, true) };
+                for i in 0..m {
+                    for j in 0..n {
+                        assert_eq!(c2[i * ldc + j], 2.0 * c[i * ldc + j]);
+                    }
+                }
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut s = 0.0f64;
+                        for p in 0..k {
+                            // SAFETY: in bounds by construction.
+                            let (x, y) = unsafe { (*av.at(i, p), *bv.at(p, j)) };
+                            s += x as f64 * y as f64;
+                        }
+                        let got = c[i * ldc + j] as f64;
+                        assert!(
+                            (got - s).abs() <= 1e-4 * (1.0 + s.abs()),
+                            "{m}x{n}x{k} ta={ta} tb={tb} at ({i},{j}): {got} vs {s}"
+                        );
+                    }
+                    for j in n..ldc {
+                        assert!(c[i * ldc + j].is_nan(), "wrote past n");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! gradtape's compute threads: a small pool that splits one kernel's work
+//! between the calling thread and helpers that wait for work by spinning.
+//!
+//! Why not rayon's pool (used before): an eager step runs hundreds of short
+//! kernels, and each parallel one handed to rayon from the user's thread
+//! paid for waking a sleeping worker, putting the caller to sleep on a latch
+//! and waking it again. In the `mlp_step` bench that was about 170 context
+//! switches per step, and two threads ran its matrix products no faster than
+//! one. Here the caller takes a share of the work itself, helpers spin for
+//! a while after each job before they park (as OpenMP runtimes do), so a
+//! burst of kernels meets helpers that are already awake.
+//!
+//! A job is `f(0..n)`: every participant claims task indices from one
+//! counter until none are left. The caller then closes the job and waits
+//! only for helpers that have joined it; a helper that wakes late finds the
+//! job closed and skips it, so the caller never waits for a sleeper. A job
+//! started while another runs (another user thread, or a task that itself
+//! calls [`parallel_for`]) runs on the calling thread alone. Helpers take on
+//! the caller's floating-point control word (denormal flushing) for the job.
+//!
+//! The pool has `GRADTAPE_NUM_THREADS` threads, else `RAYON_NUM_THREADS`,
+//! else one per core, the caller included.
+
+use std::cell::UnsafeCell;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use std::sync::{Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// How long a helper spins for the next job before it parks.
+const SPIN: Duration = Duration::from_micros(200);
+/// The `state` bit that marks a job closed; the low bits count the helpers inside it.
+const CLOSED: usize = 1 << (usize::BITS - 1);
+
+type Task = dyn Fn(usize) + Sync;
+
+struct Slot {
+    thread: Thread,
+    sleeping: AtomicBool,
+}
+
+struct Pool {
+    /// Serialises jobs; a caller that cannot take it runs its job alone.
+    busy: Mutex<()>,
+    /// Bumped once per job, after the job's fields are written.
+    seq: AtomicUsize,
+    /// `CLOSED` | number of helpers running tasks of the current job.
+    state: AtomicUsize,
+    /// The next task index to claim.
+    next: AtomicUsize,
+    /// Number of tasks in the current job.
+    n: AtomicUsize,
+    /// The caller's MXCSR, for the helpers.
+    csr: AtomicUsize,
+    /// The current job's function (valid while the job is open or joined).
+    task: UnsafeCell<Option<*const Task>>,
+    /// A panic payload from a helper, re-raised on the caller.
+    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    slots: OnceLock<Vec<Slot>>,
+}
+
+// SAFETY: `task` is written only by the thread holding `busy`, before it
+// publishes the job through `state` (release), and read by helpers only
+// after they joined the job through `state` (acquire); the pointee is `Sync`.
+unsafe impl Sync for Pool {}
+
+static POOL: Pool = Pool {
+    busy: Mutex::new(()),
+    seq: AtomicUsize::new(0),
+    state: AtomicUsize::new(CLOSED),
+    next: AtomicUsize::new(0),
+    n: AtomicUsize::new(0),
+    csr: AtomicUsize::new(0),
+    task: UnsafeCell::new(None),
+    panic: Mutex::new(None),
+    slots: OnceLock::new(),
+};
+
+/// Number of threads a kernel may use, the caller included.
+pub(crate) fn threads() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok());
+        env("GRADTAPE_NUM_THREADS")
+            .or_else(|| env("RAYON_NUM_THREADS"))
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, 256)
+    })
+}
+
+fn slots() -> &'static [Slot] {
+    POOL.slots.get_or_init(|| {
+        (1..threads())
+            .filter_map(|i| {
+                std::thread::Builder::new()
+                    .name(format!("gradtape-{i}"))
+                    .spawn(helper)
+                    .ok()
+                    .map(|h| Slot {
+                        thread: h.thread().clone(),
+                        sleeping: AtomicBool::new(false),
+                    })
+            })
+            .collect()
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(deprecated)] // the intrinsics are the documented way to reach MXCSR
+fn get_csr() -> usize {
+    // SAFETY: reading MXCSR has no side effects.
+    unsafe { std::arch::x86_64::_mm_getcsr() as usize }
+}
+#[cfg(target_arch = "x86_64")]
+#[allow(deprecated)]
+fn set_csr(v: usize) {
+    // SAFETY: the value was read from another thread's MXCSR, so it is valid.
+    unsafe { std::arch::x86_64::_mm_setcsr(v as u32) }
+}
+#[cfg(not(target_arch = "x86_64"))]
+fn get_csr() -> usize {
+    0
+}
+#[cfg(not(target_arch = "x86_64"))]
+fn set_csr(_: usize) {}
+
+/// Claims and runs tasks of the current job until none are left.
+fn drain(f: &(dyn Fn(usize) + Sync)) {
+    let n = POOL.n.load(Relaxed);
+    loop {
+        let i = POOL.next.fetch_add(1, Relaxed);
+        if i >= n {
+            break;
+        }
+        f(i);
+    }
+}
+
+fn helper() {
+    let me = loop {
+        // the slot list is being built by the thread that spawned us
+        if let Some(s) = POOL.slots.get() {
+            let id = std::thread::current().id();
+            if let Some(i) = s.iter().position(|s| s.thread.id() == id) {
+                break i;
+            }
+        }
+        std::thread::yield_now();
+    };
+    let slot = &slots()[me];
+    let mut seen = POOL.seq.load(Acquire);
+    loop {
+        // wait for a new job: spin first, then park
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let s = POOL.seq.load(Acquire);
+            if s != seen {
+                seen = s;
+                break;
+            }
+            spins += 1;
+            if spins.is_multiple_of(64) && start.elapsed() > SPIN {
+                slot.sleeping.store(true, SeqCst);
+                if POOL.seq.load(SeqCst) == seen {
+                    std::thread::park();
+                }
+                slot.sleeping.store(false, SeqCst);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        // join the job unless it is already closed
+        let mut st = POOL.state.load(Relaxed);
+        let joined = loop {
+            if st & CLOSED != 0 {
+                break false;
+            }
+            match POOL.state.compare_exchange_weak(st, st + 1, Acquire, Relaxed) {
+                Ok(_) => break true,
+                Err(now) => st = now,
+            }
+        };
+        if !joined {
+            continue;
+        }
+        let old = get_csr();
+        set_csr(POOL.csr.load(Relaxed));
+        // SAFETY: we joined an open job, so its caller is still inside
+        // `parallel_for`, keeping the function alive until we leave.
+        let f = unsafe { (*POOL.task.get()).map(|p| &*p) };
+        if let Some(f) = f {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| drain(f))) {
+                POOL.next.store(usize::MAX / 2, Relaxed);
+                if let Ok(mut slot) = POOL.panic.lock() {
+                    *slot = Some(p);
+                }
+            }
+        }
+        set_csr(old);
+        POOL.state.fetch_sub(1, Release);
+    }
+}
+
+/// Closes the current job and waits for the helpers inside it, also when
+/// the caller's own share panics.
+struct Close;
+
+impl Drop for Close {
+    fn drop(&mut self) {
+        POOL.next.store(usize::MAX / 2, Relaxed);
+        POOL.state.fetch_or(CLOSED, AcqRel);
+        let mut spins = 0u32;
+        while POOL.state.load(Acquire) & !CLOSED != 0 {
+            spins += 1;
+            if spins < 1 << 14 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        // SAFETY: the job is closed and no helper is inside it.
+        unsafe { *POOL.task.get() = None };
+    }
+}
+
+/// Runs `f(i)` for every `i` in `0..n`, spread over the compute threads;
+/// returns when all have run. Tasks may run in any order and concurrently.
+pub(crate) fn parallel_for(n: usize, f: impl Fn(usize) + Sync) {
+    if n == 0 {
+        return;
+    }
+    let alone = || (0..n).for_each(&f);
+    if n == 1 || threads() == 1 {
+        return alone();
+    }
+    // a poisoned lock only means an earlier job's task panicked
+    let _busy = match POOL.busy.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return alone(),
+    };
+    let slots = slots();
+    if slots.is_empty() {
+        return alone();
+    }
+    let f: &(dyn Fn(usize) + Sync + '_) = &f;
+    // SAFETY: we hold `busy` and the previous job is closed with no helper
+    // inside, so nobody reads `task`. The lifetime is erased only while
+    // this call lasts: `Close` waits for every helper that joined.
+    unsafe {
+        *POOL.task.get() = Some(std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const Task>(
+            f,
+        ));
+    }
+    POOL.n.store(n, Relaxed);
+    POOL.next.store(0, Relaxed);
+    POOL.csr.store(get_csr(), Relaxed);
+    POOL.state.store(0, Release);
+    POOL.seq.fetch_add(1, SeqCst);
+    for s in slots {
+        if s.sleeping.load(SeqCst) {
+            s.thread.unpark();
+        }
+    }
+    {
+        let _close = Close;
+        drain(f);
+    }
+    let p = POOL.panic.lock().ok().and_then(|mut p| p.take());
+    if let Some(p) = p {
+        resume_unwind(p);
+    }
+}
+
+/// `out.chunks_mut(chunk).enumerate().for_each(f)`, spread over the
+/// compute threads.
+pub(crate) fn for_each_chunk_mut<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let chunk = chunk.max(1);
+    let len = out.len();
+    let ptr = SendPtr(out.as_mut_ptr());
+    parallel_for(len.div_ceil(chunk), |i| {
+        let start = i * chunk;
+        let end = (start + chunk).min(len);
+        // SAFETY: the chunks are disjoint ranges of `out`, which is
+        // borrowed mutably for the whole call, and each index runs once.
+        let part = unsafe { std::slice::from_raw_parts_mut(ptr.get().add(start), end - start) };
+        f(i, part)
+    });
+}
+
+/// Like [`for_each_chunk_mut`] over two slices chunked in step.
+pub(crate) fn for_each_chunk2_mut<T: Send, U: Send>(
+    a: &mut [T],
+    ca: usize,
+    b: &mut [U],
+    cb: usize,
+    f: impl Fn(usize, &mut [T], &mut [U]) + Sync,
+) {
+    let (ca, cb) = (ca.max(1), cb.max(1));
+    let n = a.len().div_ceil(ca).min(b.len().div_ceil(cb));
+    let (la, lb) = (a.len(), b.len());
+    let (pa, pb) = (SendPtr(a.as_mut_ptr()), SendPtr(b.as_mut_ptr()));
+    parallel_for(n, |i| {
+        // SAFETY: as in `for_each_chunk_mut`, for each slice.
+        let (x, y) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(pa.get().add(i * ca), ((i + 1) * ca).min(la) - i * ca),
+                std::slice::from_raw_parts_mut(pb.get().add(i * cb), ((i + 1) * cb).min(lb) - i * cb),
+            )
+        };
+        f(i, x, y)
+    });
+}
+
+/// `(0..n).map(f).collect()`, spread over the compute threads.
+pub(crate) fn map<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let mut out: Vec<R> = Vec::with_capacity(n);
+    for_each_chunk_mut(&mut out.spare_capacity_mut()[..n], 1, |i, slot| {
+        slot[0].write(f(i));
+    });
+    // SAFETY: every index in 0..n ran once and wrote its slot (a panic
+    // would have unwound past this line, leaking the written ones).
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// A raw pointer that may cross threads (the callers guarantee disjoint use).
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+// SAFETY: only used for disjoint ranges handed to one task each.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the `Sync` wrapper).
+    #[inline]
+    pub(crate) fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_index_runs_once() {
+        for n in [0usize, 1, 2, 3, 17, 1000] {
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            parallel_for(n, |i| {
+                hits[i].fetch_add(1, Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Relaxed) == 1), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn nested_and_concurrent_jobs_complete() {
+        let total = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        parallel_for(4, |_| {
+                            parallel_for(3, |_| {
+                                total.fetch_add(1, Relaxed);
+                            })
+                        });
+                    }
+                });
+            }
+        });
+        assert_eq!(total.load(Relaxed), 3 * 50 * 12);
+    }
+
+    #[test]
+    fn chunks_cover_the_slice() {
+        let mut v = vec![0usize; 1003];
+        for_each_chunk_mut(&mut v, 100, |i, c| c.iter_mut().for_each(|x| *x = i + 1));
+        assert!(v.iter().enumerate().all(|(j, &x)| x == j / 100 + 1));
+    }
+
+    #[test]
+    fn a_panicking_task_reaches_the_caller() {
+        let r = catch_unwind(|| parallel_for(8, |i| assert!(i != 5, "task five")));
+        assert!(r.is_err());
+        // the pool still works afterwards
+        let c = AtomicUsize::new(0);
+        parallel_for(8, |_| {
+            c.fetch_add(1, Relaxed);
+        });
+        assert_eq!(c.load(Relaxed), 8);
+    }
+}
