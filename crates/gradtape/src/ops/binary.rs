@@ -36,6 +36,28 @@ macro_rules! equality {
     }};
 }
 
+/// Relu's gradient in one pass (TensorFlow's `ReluGrad`): `g` where
+/// `x > 0`, else 0, with `x` broadcast against `g`'s leading batch dims.
+/// Linear in `g`, so its own gradient is `relu_grad` again; `x` gets none
+/// (the mask is piecewise constant).
+pub(crate) fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
+    const OP: &str = "ReluGrad";
+    expect_same_dtype(OP, g, x)?;
+    let y = with_num_dtype!(g.dtype(), T => zip::<T, T, T>(OP, g, x, |gv: T, xv: T| if xv > <T as num_traits::Zero>::zero() { gv } else { <T as num_traits::Zero>::zero() }),
+        _ => Err(unsupported(OP, g.dtype(), "a numeric dtype")))?;
+    let x = x.clone();
+    Ok(bind_jvp(
+        OP,
+        &[g],
+        y,
+        {
+            let x = x.clone();
+            move |_| vjp_batched(move |gg, _| Ok(grads![Some(relu_grad(&gg[0], &x)?)]))
+        },
+        |t, _| relu_grad(super::only(t)?, &x),
+    ))
+}
+
 impl Tensor {
     /// Sums `self` over the dimensions that broadcasting added or stretched,
     /// giving a tensor of `shape`. The single place where every binary rule

@@ -211,13 +211,8 @@ impl Tensor {
             "Relu",
             &[self],
             y,
-            move |_| {
-                vjp_batched(move |g, _| {
-                    let mask = x.gt_scalar(0.0)?.cast(g[0].dtype())?;
-                    Ok(grads![Some(g[0].mul(&mask)?)])
-                })
-            },
-            |t, _| only(t)?.mul(&self.gt_scalar(0.0)?.cast(self.dtype())?),
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(super::binary::relu_grad(&g[0], &x)?)])),
+            |t, _| super::binary::relu_grad(only(t)?, self),
         ))
     }
 

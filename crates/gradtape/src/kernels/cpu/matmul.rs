@@ -199,7 +199,15 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
     }
     let _flush = super::denormal::flush_guard();
     #[cfg(target_arch = "x86_64")]
-    if T::DTYPE == crate::DType::F32 && d_cs == 1 && d_rs >= n as isize && super::sgemm::suits(m, n, k) {
+    // (thin products of a row-major `a` go to `gemm`, which reads `a` in
+    // place where this kernel would pack it: the packing costs as much as
+    // the arithmetic when `n` is a few vectors wide)
+    if T::DTYPE == crate::DType::F32
+        && d_cs == 1
+        && d_rs >= n as isize
+        && !(a_cs == 1 && n <= 32)
+        && super::sgemm::suits(m, n, k)
+    {
         use super::sgemm::{sgemm, View};
         let va = View {
             ptr: a as *const f32,

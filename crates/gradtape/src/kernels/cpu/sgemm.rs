@@ -309,6 +309,25 @@ unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize
                 std::ptr::copy_nonoverlapping(s, d.add(p * nr), cols);
                 std::ptr::write_bytes(d.add(p * nr + cols), 0, nr - cols);
             }
+        } else if cs.unsigned_abs() < (i32::MAX as usize) / 16 {
+            // a column-major (transposed) B: gather 16 columns per vector
+            let idx = _mm512_mullo_epi32(
+                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                _mm512_set1_epi32(cs as i32),
+            );
+            let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
+            for p in 0..kc {
+                let s = src.offset(p as isize * rs);
+                for (v, &mk) in masks.iter().enumerate() {
+                    let x = _mm512_mask_i32gather_ps::<4>(
+                        _mm512_setzero_ps(),
+                        mk,
+                        idx,
+                        s.wrapping_offset(16 * v as isize * cs),
+                    );
+                    _mm512_store_ps(d.add(p * nr + 16 * v), x);
+                }
+            }
         } else {
             for j in 0..cols {
                 let s = src.offset(j as isize * cs);
