@@ -172,16 +172,22 @@ impl Geom {
 
 use super::matmul::gemm_raw;
 
-/// `dst.copy_from_slice(src)`, without a `memcpy` call for the short runs
-/// (a few channels) that dominate im2col on thin inputs.
-#[inline]
+/// `dst.copy_from_slice(src)` for the short runs (a few channels, a window
+/// row) that make up im2col: whole 16-element blocks and a short tail, with
+/// no `memcpy` call.
+#[inline(always)]
 fn copy_small<T: Copy>(dst: &mut [T], src: &[T]) {
-    if src.len() <= 16 {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = *s;
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    let mut d = dst.chunks_exact_mut(16);
+    let mut s = src.chunks_exact(16);
+    for (a, b) in (&mut d).zip(&mut s) {
+        if let (Ok(a), Ok(b)) = (<&mut [T; 16]>::try_from(a), <&[T; 16]>::try_from(b)) {
+            *a = *b;
         }
-    } else {
-        dst.copy_from_slice(src);
+    }
+    for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *a = *b;
     }
 }
 

@@ -1,8 +1,13 @@
-//! Matrix multiplication through the `gemm` crate.
+//! Matrix multiplication: `f32` products through [`super::sgemm`] (AVX-512)
+//! where the CPU has it, everything else through the `gemm` crate.
 //!
-//! `gemm` takes arbitrary row and column strides, so transposed and other
+//! Both take arbitrary row and column strides, so transposed and other
 //! strided views are multiplied in place, without a copy. Batch dimensions
-//! broadcast like NumPy's `matmul`.
+//! broadcast like NumPy's `matmul`. Products of at least `PAR_FLOPS`
+//! multiply-adds are split over gradtape's compute threads
+//! ([`super::workers`]), one piece per thread; smaller ones (an RNN step's)
+//! run on the calling thread, where the synchronisation would cost more
+//! than it saves.
 
 use crate::error::{Error, Result};
 use crate::tensor::dtype::with_types;
@@ -10,7 +15,7 @@ use crate::tensor::layout::{broadcast_shapes, broadcast_strides, contiguous_stri
 use crate::tensor::{pool, Buf, Complex, Element, Shape, Tensor};
 
 /// Products below this many multiply-adds run on one thread.
-const PAR_FLOPS: usize = 1 << 18;
+const PAR_FLOPS: usize = 1 << 20;
 
 /// The operand dims of a matmul: (batch shape, rows, cols, batch strides, row stride, col stride).
 struct Mat<'a> {

@@ -35,8 +35,21 @@ pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
     if total == 0 {
         return (y, arg);
     }
-    let img = g.h * g.w * c;
     super::workers::for_each_chunk2_mut(&mut y, g.ow * c, &mut arg, g.ow * c, |r, yr, ar| {
+        super::math::with_simd(
+            #[inline(always)]
+            || max_pool_row(x, g, r, yr, ar),
+        )
+    });
+    (y, arg)
+}
+
+/// Output row `r` (one row of one image) of [`max_pool`].
+#[inline(always)]
+fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [T], ar: &mut [i64]) {
+    let c = g.c;
+    let img = g.h * g.w * c;
+    {
         let (n, oh) = (r / g.oh, r % g.oh);
         let base = n * img;
         for ow in 0..g.ow {
@@ -67,8 +80,7 @@ pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
                 }
             }
         }
-    });
-    (y, arg)
+    }
 }
 
 /// The number of valid (non-padding) input positions of output (oh, ow).

@@ -17,6 +17,13 @@
 //! in L2, `A` in `MR`-row panels of `MC` rows, and the kernel keeps an
 //! `MR`×`NR` tile of `C` in registers over the whole `KC` slice, writing it
 //! once (or adding it, for later slices) with masked stores at the edges.
+//! The tile's width follows the output's: 48 columns (8 rows), 32 (12 rows)
+//! or 16 (16 rows), so conv layers with 16 or 32 channels waste no lanes.
+//! A transposed `B` is packed with gathers. A thin output with a long shared
+//! dimension (a filter gradient) is split over the shared dimension.
+//!
+//! Set `GRADTAPE_SGEMM=0` to route every product to `gemm` instead (for
+//! comparisons); the choice is read once.
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -31,7 +38,7 @@ const MC: usize = 96;
 /// Columns of `B` packed at once (a multiple of every tile's `NR`).
 const NC: usize = 1536;
 /// Products with fewer multiply-adds than this run on one thread.
-const PAR_FLOPS: usize = 1 << 18;
+const PAR_FLOPS: usize = 1 << 20;
 
 /// Whether this CPU runs the kernel (checked once).
 pub(crate) fn available() -> bool {
