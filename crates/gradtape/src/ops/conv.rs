@@ -104,9 +104,17 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, x, f)?;
     let g = cfg.geom(op, x.shape(), f.shape())?;
     let shape = cfg.out_shape(&g);
-    let y = with_float_dtype!(x.dtype(), T => match cfg.kind {
-        Kind::Dense => run::<T>(|a, b| k::conv2d(a, b, &g), x, f, &shape),
-        Kind::Depthwise => run::<T>(|a, b| k::depthwise(a, b, &g), x, f, &shape),
+    // the dense forward keeps its im2col matrix for the filter gradient
+    // (as PyTorch's unfolded convolution does): dropped unused when no tape
+    // records this op, freed when the rule has run on a non-persistent tape
+    let (y, cols) = with_float_dtype!(x.dtype(), T => match cfg.kind {
+        Kind::Dense => {
+            let (xv, fv) = (x.values::<T>(), f.values::<T>());
+            let (y, cols) = k::conv2d_keep(&xv, &fv, &g, true);
+            let cols = cols.map(|c| Tensor::from_storage(<T as crate::tensor::Element>::into_storage(c), &[g.n * g.rows(), g.kdim()]));
+            (Tensor::from_storage(<T as crate::tensor::Element>::into_storage(y), &shape), cols)
+        }
+        Kind::Depthwise => (run::<T>(|a, b| k::depthwise(a, b, &g), x, f, &shape), None),
     }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
     let name = match cfg.kind {
         Kind::Dense => "Conv2D",
@@ -119,7 +127,7 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
                 .then(|| bwd_input("conv backprop", xc.shape(), &fc, &g[0], cfg))
                 .transpose()?;
             let df = needs[1]
-                .then(|| bwd_filter("conv backprop", &xc, fc.shape(), &g[0], cfg))
+                .then(|| bwd_filter("conv backprop", &xc, fc.shape(), &g[0], cfg, cols.as_ref()))
                 .transpose()?;
             Ok(grads![dx, df])
         })
@@ -148,7 +156,7 @@ fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, c
     Ok(bind(name, &[f, dy], y, move |_| {
         vjp(move |g, needs| {
             let df = needs[0]
-                .then(|| bwd_filter("conv backprop", &g[0], fc.shape(), &dyc, cfg))
+                .then(|| bwd_filter("conv backprop", &g[0], fc.shape(), &dyc, cfg, None))
                 .transpose()?;
             let ddy = needs[1].then(|| fwd("conv backprop", &g[0], &fc, cfg)).transpose()?;
             Ok(grads![df, ddy])
@@ -156,15 +164,24 @@ fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, c
     }))
 }
 
-/// The filter gradient: `x` and `dy` -> [kh,kw,c,out] = `filter_sizes`.
-fn bwd_filter(op: &'static str, x: &Tensor, filter_sizes: &[usize], dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
+/// The filter gradient: `x` and `dy` -> [kh,kw,c,out] = `filter_sizes`;
+/// `cols`, when given, is `x`'s im2col matrix kept by the forward pass.
+fn bwd_filter(
+    op: &'static str,
+    x: &Tensor,
+    filter_sizes: &[usize],
+    dy: &Tensor,
+    cfg: Cfg,
+    cols: Option<&Tensor>,
+) -> Result<Tensor> {
     expect_floats(op, x, dy)?;
     let fs = sizes4(op, "filter_sizes", filter_sizes)?;
     let g = cfg.geom(op, x.shape(), &fs)?;
     check_dy(op, &cfg, &g, dy)?;
-    let y = with_float_dtype!(x.dtype(), T => match cfg.kind {
-        Kind::Dense => run::<T>(|a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs),
-        Kind::Depthwise => run::<T>(|a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs),
+    let y = with_float_dtype!(x.dtype(), T => match (cfg.kind, cols) {
+        (Kind::Dense, Some(c)) if c.dtype() == x.dtype() => run::<T>(|a, d| k::conv2d_backprop_filter_cols(a, d, &g), c, dy, &fs),
+        (Kind::Dense, _) => run::<T>(|a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs),
+        (Kind::Depthwise, _) => run::<T>(|a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs),
     }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
     let name = match cfg.kind {
         Kind::Dense => "Conv2DBackpropFilter",
@@ -262,7 +279,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "conv2d_backprop_filter";
         let cfg = Cfg::new(OP, Kind::Dense, strides, padding, dilations)?;
-        bwd_filter(OP, input, filter_sizes, out_backprop, cfg)
+        bwd_filter(OP, input, filter_sizes, out_backprop, cfg, None)
     }
 
     /// Transposed 2-D convolution, TensorFlow's `conv2d_transpose`: `self`
@@ -412,6 +429,6 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "depthwise_conv2d_backprop_filter";
         let cfg = Cfg::new(OP, Kind::Depthwise, strides, padding, dilations)?;
-        bwd_filter(OP, input, filter_sizes, out_backprop, cfg)
+        bwd_filter(OP, input, filter_sizes, out_backprop, cfg, None)
     }
 }

@@ -149,12 +149,12 @@ impl Geom {
     }
 
     /// Rows of the im2col matrix of one image.
-    fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.oh * self.ow
     }
 
     /// Columns of the im2col matrix: `kh * kw * c`.
-    fn kdim(&self) -> usize {
+    pub(crate) fn kdim(&self) -> usize {
         self.kh * self.kw * self.c
     }
 
@@ -251,12 +251,15 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
     });
 }
 
-/// Dense conv2d: `x` [n,h,w,c], `f` [kh,kw,c,o] -> [n,oh,ow,o].
-pub(crate) fn conv2d<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
+/// Dense conv2d: `x` [n,h,w,c], `f` [kh,kw,c,o] -> [n,oh,ow,o]; also gives
+/// its im2col matrix ([n*oh*ow, kh*kw*c]) when `keep` and it was built whole
+/// (the images fit one chunk), for the filter gradient to reuse instead of
+/// building it again.
+pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (Vec<T>, Option<Vec<T>>) {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let mut out = super::filled_vec(g.n * rows * o, T::zero());
     if out.is_empty() || kd == 0 {
-        return out;
+        return (out, None);
     }
     let nc = g.chunk();
     let mut cols = if g.trivial() {
@@ -289,11 +292,14 @@ pub(crate) fn conv2d<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
             )
         }
     }
+    if keep && nc >= g.n && !g.trivial() {
+        return (out, Some(cols));
+    }
     super::recycle(cols);
-    out
+    (out, None)
 }
 
-/// The input gradient of [`conv2d`]: `dy` [n,oh,ow,o], `f` [kh,kw,c,o] -> [n,h,w,c].
+/// The input gradient of [`conv2d_keep`]: `dy` [n,oh,ow,o], `f` [kh,kw,c,o] -> [n,h,w,c].
 pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Vec<T> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let mut dx = super::filled_vec(g.n * g.h * g.w * g.c, T::zero());
@@ -334,7 +340,7 @@ pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Ve
     dx
 }
 
-/// The filter gradient of [`conv2d`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c,o].
+/// The filter gradient of [`conv2d_keep`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c,o].
 pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Vec<T> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let mut df = super::filled_vec(kd * o, T::zero());
@@ -373,6 +379,32 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> V
         }
     }
     super::recycle(cols);
+    df
+}
+
+/// The filter gradient of [`conv2d_keep`] from the forward pass's whole im2col
+/// matrix `cols` ([n*oh*ow, kd]): `cols^T @ dy` -> [kh,kw,c,o].
+pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Geom) -> Vec<T> {
+    let (rows, kd, o) = (g.n * g.rows(), g.kdim(), g.o);
+    let mut df = super::filled_vec(kd * o, T::zero());
+    if df.is_empty() || rows == 0 || cols.len() < rows * kd || dy.len() < rows * o {
+        return df;
+    }
+    // SAFETY: cols^T is kd x rows (cols row-major rows x kd), dy rows x o,
+    // df kd x o; all inside their slices (checked above), distinct buffers.
+    unsafe {
+        gemm_raw(
+            (kd, o, rows),
+            df.as_mut_ptr(),
+            (o as isize, 1),
+            false,
+            cols.as_ptr(),
+            (1, kd as isize),
+            dy.as_ptr(),
+            (o as isize, 1),
+            true,
+        )
+    }
     df
 }
 
