@@ -257,10 +257,13 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
 /// building it again.
 pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (Vec<T>, Option<Vec<T>>) {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    let mut out = super::filled_vec(g.n * rows * o, T::zero());
-    if out.is_empty() || kd == 0 {
-        return (out, None);
+    let total = g.n * rows * o;
+    if total == 0 || kd == 0 {
+        return (super::filled_vec(total, T::zero()), None);
     }
+    // the products below write every element of `out` (no accumulation)
+    let mut out = super::uninit_buf::<T>(total);
+    let optr = super::spare(&mut out).as_mut_ptr() as *mut T;
     let nc = g.chunk();
     let mut cols = if g.trivial() {
         Vec::new()
@@ -275,13 +278,13 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (
             im2col(x, g, n0, &mut cols[..nb * rows * kd]);
             &cols[..nb * rows * kd]
         };
-        let dst = &mut out[n0 * rows * o..(n0 + nb) * rows * o];
-        // SAFETY: a is (nb*rows) x kd, f is kd x o, dst (nb*rows) x o, all row-major
-        // inside their slices; dst is a distinct allocation.
+        // SAFETY: a is (nb*rows) x kd, f is kd x o, the destination rows
+        // n0*rows.. of `out` ((nb*rows) x o), all row-major inside their
+        // buffers; `out` is a distinct allocation, written, not read.
         unsafe {
             gemm_raw(
                 (nb * rows, o, kd),
-                dst.as_mut_ptr(),
+                optr.add(n0 * rows * o),
                 (o as isize, 1),
                 false,
                 a.as_ptr(),
@@ -292,6 +295,9 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (
             )
         }
     }
+    // SAFETY: the chunks above covered all `total` elements.
+    unsafe { out.set_len(total) };
+    let out = out.into_vec();
     if keep && nc >= g.n && !g.trivial() {
         return (out, Some(cols));
     }

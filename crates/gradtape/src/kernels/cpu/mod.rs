@@ -70,12 +70,27 @@ pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit
 /// `n` copies of `v`, in a buffer from the cache when it has one (so a
 /// large output costs no fresh pages), filled in parallel.
 pub(crate) fn filled_vec<T: Element>(n: usize, v: T) -> Vec<T> {
+    // SAFETY: every Element is a plain number, bool or pair of floats: a
+    // `Copy` value without padding, so all its bytes are initialised.
+    let bytes = unsafe { std::slice::from_raw_parts(&v as *const T as *const u8, std::mem::size_of::<T>()) };
+    let zero = bytes.iter().all(|&b| b == 0);
     build(n, |_, out| {
-        for o in out {
-            o.write(v);
+        if zero {
+            // SAFETY: all-zero bytes are `v` itself (a memset).
+            unsafe { std::ptr::write_bytes(out.as_mut_ptr(), 0, out.len()) };
+        } else {
+            for o in out {
+                o.write(v);
+            }
         }
     })
     .into_vec()
+}
+
+/// An empty buffer with room for `n` elements, from the cache when it has
+/// one; write through [`spare`] and then set the length.
+pub(crate) fn uninit_buf<T: Element>(n: usize) -> Buf<T> {
+    pool::take(n).unwrap_or_else(|| Buf::with_capacity(n))
 }
 
 /// Hands a scratch buffer back to the cache (large ones are kept there).
