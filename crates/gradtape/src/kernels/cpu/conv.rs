@@ -1,12 +1,16 @@
 //! Convolution kernels on NHWC buffers: im2col + GEMM for the dense
 //! convolution and its two adjoints, direct channel-vectorised loops for the
-//! depthwise convolution. Batches run in parallel on rayon's pool.
+//! depthwise convolution. Rows and images run in parallel on the compute
+//! threads ([`super::workers`]); scratch buffers come from the buffer cache
+//! and are written without a zero fill first.
 //!
 //! Every kernel takes row-major slices and a [`Geom`] that has already been
 //! validated by the op layer, and returns a fresh row-major `Vec`.
 
+use std::mem::MaybeUninit;
+
 use crate::error::{Error, Result};
-use crate::tensor::Float;
+use crate::tensor::{Buf, Float};
 
 /// Padding mode of convolutions and pools, with TensorFlow's meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,28 +176,52 @@ impl Geom {
 
 use super::matmul::gemm_raw;
 
+/// An empty scratch buffer with room for `n` elements (from the cache).
+fn scratch<T: Float>(n: usize) -> Buf<T> {
+    super::uninit_buf(n)
+}
+
+/// Lets `write` fill the first `n` slots of `buf` (it must write every one)
+/// and returns them; the buffer's length becomes at least `n`.
+fn filled<T: Float>(buf: &mut Buf<T>, n: usize, write: impl FnOnce(&mut [MaybeUninit<T>])) -> &[T] {
+    if buf.len() < n {
+        buf.clear();
+        write(&mut super::spare(buf)[..n]);
+        // SAFETY: `write` initialised slots 0..n (the callers' contract).
+        unsafe { buf.set_len(n) };
+    } else {
+        // SAFETY: the first `len >= n` elements are initialised; viewing
+        // them as `MaybeUninit` only forgets that.
+        write(unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut MaybeUninit<T>, n) });
+    }
+    &buf[..n]
+}
+
 /// `dst.copy_from_slice(src)` for the short runs (a few channels, a window
 /// row) that make up im2col: whole 16-element blocks and a short tail, with
 /// no `memcpy` call.
 #[inline(always)]
-fn copy_small<T: Copy>(dst: &mut [T], src: &[T]) {
+fn copy_small<T: Copy + num_traits::Zero>(dst: &mut [MaybeUninit<T>], src: &[T]) {
     let n = dst.len().min(src.len());
-    let (dst, src) = (&mut dst[..n], &src[..n]);
-    let mut d = dst.chunks_exact_mut(16);
-    let mut s = src.chunks_exact(16);
+    let (head, rest) = dst.split_at_mut(n);
+    let mut d = head.chunks_exact_mut(16);
+    let mut s = src[..n].chunks_exact(16);
     for (a, b) in (&mut d).zip(&mut s) {
-        if let (Ok(a), Ok(b)) = (<&mut [T; 16]>::try_from(a), <&[T; 16]>::try_from(b)) {
-            *a = *b;
+        if let (Ok(a), Ok(b)) = (<&mut [MaybeUninit<T>; 16]>::try_from(a), <&[T; 16]>::try_from(b)) {
+            *a = b.map(MaybeUninit::new);
         }
     }
     for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *a = *b;
+        a.write(*b);
+    }
+    for a in rest {
+        a.write(T::zero());
     }
 }
 
 /// The im2col rows of images `n0..n0 + nb` of `x` into `cols`
-/// (`nb * oh * ow` rows of `kh * kw * c`, row-major).
-fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [T]) {
+/// (`nb * oh * ow` rows of `kh * kw * c`, row-major), writing every element.
+fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [MaybeUninit<T>]) {
     let (kd, c) = (g.kdim(), g.c);
     let img = g.h * g.w * c;
     let span = g.kw * c;
@@ -215,7 +243,9 @@ fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [T]) {
                     let dst = &mut out[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
                     match (ih, g.iw(ow, kw)) {
                         (Some(ih), Some(iw)) => copy_small(dst, &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c]),
-                        _ => dst.fill(T::zero()),
+                        _ => dst.iter_mut().for_each(|d| {
+                            d.write(T::zero());
+                        }),
                     }
                 }
             }
@@ -265,18 +295,13 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (
     let mut out = super::uninit_buf::<T>(total);
     let optr = super::spare(&mut out).as_mut_ptr() as *mut T;
     let nc = g.chunk();
-    let mut cols = if g.trivial() {
-        Vec::new()
-    } else {
-        super::filled_vec(nc * rows * kd, T::zero())
-    };
+    let mut cols = scratch::<T>(if g.trivial() { 0 } else { nc * rows * kd });
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
         let a: &[T] = if g.trivial() {
             &x[n0 * rows * kd..(n0 + nb) * rows * kd]
         } else {
-            im2col(x, g, n0, &mut cols[..nb * rows * kd]);
-            &cols[..nb * rows * kd]
+            filled(&mut cols, nb * rows * kd, |c| im2col(x, g, n0, c))
         };
         // SAFETY: a is (nb*rows) x kd, f is kd x o, the destination rows
         // n0*rows.. of `out` ((nb*rows) x o), all row-major inside their
@@ -299,9 +324,9 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (
     unsafe { out.set_len(total) };
     let out = out.into_vec();
     if keep && nc >= g.n && !g.trivial() {
-        return (out, Some(cols));
+        return (out, Some(cols.into_vec()));
     }
-    super::recycle(cols);
+    super::recycle(cols.into_vec());
     (out, None)
 }
 
@@ -313,36 +338,37 @@ pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Ve
         return dx;
     }
     let nc = g.chunk();
-    let mut cols = super::filled_vec(nc * rows * kd, T::zero());
+    let direct = g.trivial();
+    let mut cols = scratch::<T>(if direct { 0 } else { nc * rows * kd });
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
-        let direct = g.trivial();
-        let dst: &mut [T] = if direct {
-            &mut dx[n0 * rows * kd..(n0 + nb) * rows * kd]
-        } else {
-            &mut cols[..nb * rows * kd]
+        let product = |dst: *mut T| {
+            // SAFETY: dy chunk (nb*rows) x o, f^T is o x kd (f is kd x o
+            // row-major), dst (nb*rows) x kd row-major, written whole (no
+            // accumulation); distinct allocations.
+            unsafe {
+                gemm_raw(
+                    (nb * rows, kd, o),
+                    dst,
+                    (kd as isize, 1),
+                    false,
+                    dyc.as_ptr(),
+                    (o as isize, 1),
+                    f.as_ptr(),
+                    (1, o as isize),
+                    true,
+                )
+            }
         };
-        // SAFETY: dy chunk (nb*rows) x o, f^T is o x kd (f is kd x o row-major),
-        // dst (nb*rows) x kd row-major; distinct allocations.
-        unsafe {
-            gemm_raw(
-                (nb * rows, kd, o),
-                dst.as_mut_ptr(),
-                (kd as isize, 1),
-                false,
-                dyc.as_ptr(),
-                (o as isize, 1),
-                f.as_ptr(),
-                (1, o as isize),
-                true,
-            )
-        }
-        if !direct {
-            col2im(&cols[..nb * rows * kd], g, n0, nb, &mut dx);
+        if direct {
+            product(dx[n0 * rows * kd..(n0 + nb) * rows * kd].as_mut_ptr());
+        } else {
+            let c = filled(&mut cols, nb * rows * kd, |c| product(c.as_mut_ptr() as *mut T));
+            col2im(c, g, n0, nb, &mut dx);
         }
     }
-    super::recycle(cols);
+    super::recycle(cols.into_vec());
     dx
 }
 
@@ -354,18 +380,13 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> V
         return df;
     }
     let nc = g.chunk();
-    let mut cols = if g.trivial() {
-        Vec::new()
-    } else {
-        super::filled_vec(nc * rows * kd, T::zero())
-    };
+    let mut cols = scratch::<T>(if g.trivial() { 0 } else { nc * rows * kd });
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
         let a: &[T] = if g.trivial() {
             &x[n0 * rows * kd..(n0 + nb) * rows * kd]
         } else {
-            im2col(x, g, n0, &mut cols[..nb * rows * kd]);
-            &cols[..nb * rows * kd]
+            filled(&mut cols, nb * rows * kd, |c| im2col(x, g, n0, c))
         };
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
         // SAFETY: a^T is kd x (nb*rows) (a row-major (nb*rows) x kd), dy chunk
@@ -384,7 +405,7 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> V
             )
         }
     }
-    super::recycle(cols);
+    super::recycle(cols.into_vec());
     df
 }
 
