@@ -8,7 +8,7 @@
 //! 3-10x slower than `gemm`; with `OPENBLAS_CORETYPE=SkylakeX` it is about
 //! 1.5-2x faster for the MLP/RNN shapes. Hence it is not the default.
 
-use crate::tensor::Float;
+use crate::tensor::Element;
 
 #[link(name = "openblas")]
 extern "C" {
@@ -70,7 +70,7 @@ fn blas_layout(rows: usize, cols: usize, rs: isize, cs: isize) -> Option<(i32, i
 /// The pointers and strides must describe valid operands; `c` must hold
 /// `m * n` writable elements.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn try_gemm<T: Float>(
+pub(crate) unsafe fn try_gemm<T: Element>(
     m: usize,
     n: usize,
     k: usize,
