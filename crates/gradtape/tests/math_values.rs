@@ -384,3 +384,30 @@ fn all_any_over_axes() {
         vec![false, false]
     );
 }
+
+#[test]
+fn broadcast_rows_add_exact_values() -> Result<()> {
+    // [rows, c] + [c]: the bias-add route; then a strided (transposed) left side
+    let a = Tensor::from_vec((0..12).map(|i| i as f32).collect::<Vec<_>>(), &[3, 4])?;
+    let b = Tensor::vector(&[100.0f32, 200.0, 300.0, 400.0]);
+    let want: Vec<f32> = (0..12).map(|i| i as f32 + 100.0 * (i % 4 + 1) as f32).collect();
+    assert_eq!(a.add(&b)?.to_vec::<f32>()?, want);
+    assert_eq!(
+        b.sub(&a)?.to_vec::<f32>()?,
+        want.iter()
+            .zip(0..12)
+            .map(|(w, i)| w - 2.0 * i as f32)
+            .collect::<Vec<_>>()
+    );
+    let at = a.transpose()?; // [4, 3], column stride 4
+    let c = Tensor::vector(&[1.0f32, 2.0, 3.0]);
+    let got = at.add(&c)?.to_vec::<f32>()?;
+    let want_t: Vec<f32> = (0..4)
+        .flat_map(|i| (0..3).map(move |j| (j * 4 + i) as f32 + (j + 1) as f32))
+        .collect();
+    assert_eq!(got, want_t);
+    // a [rows, 1] column against a row: every operand steps differently
+    let col = Tensor::from_vec(vec![10.0f32, 20.0], &[2, 1])?;
+    assert_eq!(col.mul(&c)?.to_vec::<f32>()?, vec![10.0, 20.0, 30.0, 20.0, 40.0, 60.0]);
+    Ok(())
+}

@@ -158,6 +158,29 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
                 || zip_row(out, ba, oa + s * sa, sa, bb, ob + s * sb, sb, &f),
             )
         })
+    } else if cshape.len() == 2 && csa[1] == 1 && csb[1] == 1 {
+        // rows with a contiguous last dim, each operand stepping by a fixed
+        // stride per row (0 when broadcast): a bias add. A plain double loop,
+        // so short rows (a few channels) cost no per-row walking.
+        let row_len = cshape[1];
+        let (ra, rb) = (csa[0], csb[0]);
+        let (oa, ob) = (la.offset as isize, lb.offset as isize);
+        build_rows(cshape[0], row_len, |rows, out| {
+            simd_if_long(
+                out.len(),
+                #[inline(always)]
+                || {
+                    for (o, row) in out.chunks_exact_mut(row_len.max(1)).zip(rows.clone()) {
+                        let r = row as isize;
+                        let (pa, pb) = ((oa + r * ra) as usize, (ob + r * rb) as usize);
+                        let (a, b) = (&ba[pa..pa + row_len], &bb[pb..pb + row_len]);
+                        for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
+                            o.write(f(x, y));
+                        }
+                    }
+                },
+            )
+        })
     } else {
         let row_len = *cshape.last().unwrap();
         let r = cshape.len() - 1;
