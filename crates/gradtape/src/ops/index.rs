@@ -91,7 +91,7 @@ impl Tensor {
     /// shape is `shape[..axis] + indices.shape + shape[axis+1..]`. An index
     /// outside `0..shape[axis]` is an error. d/dparams scatters the cotangent
     /// back; along axis 0 the gradient is sparse, an
-    /// [`IndexedSlices`](crate::IndexedSlices) of the gathered rows (see
+    /// [`IndexedSlices`] of the gathered rows (see
     /// [`GradientTape::sparse_gradient`](crate::GradientTape::sparse_gradient)).
     /// Indices get no gradient.
     ///
