@@ -255,6 +255,10 @@ pub(crate) fn parallel_for(n: usize, f: impl Fn(usize) + Sync) {
             f,
         ));
     }
+    // a payload left by a job whose caller panicked too is stale now
+    if let Ok(mut p) = POOL.panic.lock() {
+        *p = None;
+    }
     POOL.n.store(n, Relaxed);
     POOL.next.store(0, Relaxed);
     POOL.csr.store(get_csr(), Relaxed);
