@@ -229,15 +229,15 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
     }
     let threads = super::workers::threads();
     let (d, a, b) = (super::workers::SendPtr(dst), a as usize, b as usize);
-    // one piece: rows i0..i1 and columns j0..j1 of dst
-    let piece = |i0: usize, i1: usize, j0: usize, j1: usize| {
-        let (i, j) = (i0 as isize, j0 as isize);
+    // one piece: a block of rows and columns of dst
+    let piece = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+        let (i, j) = (rows.start as isize, cols.start as isize);
         // SAFETY: a sub-block of the caller's matrices; pieces write
         // disjoint blocks of dst.
         unsafe {
             gemm::gemm(
-                i1 - i0,
-                j1 - j0,
+                rows.len(),
+                cols.len(),
                 k,
                 d.get().offset(i * d_rs + j * d_cs),
                 d_cs,
@@ -258,17 +258,10 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
             )
         }
     };
-    if par && threads > 1 && m * n * k >= PAR_FLOPS {
-        if n >= m && n >= 2 * 16 {
-            let w = n.div_ceil(threads).next_multiple_of(16);
-            return super::workers::parallel_for(n.div_ceil(w), |i| piece(0, m, i * w, ((i + 1) * w).min(n)));
-        }
-        if m >= 2 * 16 {
-            let h = m.div_ceil(threads).next_multiple_of(16);
-            return super::workers::parallel_for(m.div_ceil(h), |i| piece(i * h, ((i + 1) * h).min(m), 0, n));
-        }
+    if par && threads > 1 && m * n * k >= PAR_FLOPS && super::workers::split_output(m, n, (16, 16), piece) {
+        return;
     }
-    piece(0, m, 0, n)
+    piece(0..m, 0..n)
 }
 
 #[cfg(test)]

@@ -150,27 +150,26 @@ unsafe fn run<const MR: usize, const NV: usize>(
     let nr = 16 * NV;
     let threads = workers::threads();
     let cp = workers::SendPtr(c);
-    if par && threads > 1 && m * n * k >= PAR_FLOPS {
-        if n >= m && n >= 2 * nr {
-            let w = n.div_ceil(threads).next_multiple_of(nr);
-            workers::parallel_for(n.div_ceil(w), |i| {
-                let (j0, j1) = (i * w, ((i + 1) * w).min(n));
-                let bv = View { ptr: b.at(0, j0), ..b };
-                // SAFETY: each piece writes its own columns of C.
-                unsafe { serial::<MR, NV>(m, j1 - j0, k, a, bv, cp.get().add(j0), ldc, acc) }
-            });
-            return;
-        }
-        if m >= 2 * MR {
-            let h = m.div_ceil(threads).next_multiple_of(MR);
-            workers::parallel_for(m.div_ceil(h), |i| {
-                let (i0, i1) = (i * h, ((i + 1) * h).min(m));
-                let av = View { ptr: a.at(i0, 0), ..a };
-                // SAFETY: each piece writes its own rows of C.
-                unsafe { serial::<MR, NV>(i1 - i0, n, k, av, b, cp.get().add(i0 * ldc), ldc, acc) }
-            });
-            return;
-        }
+    if par
+        && threads > 1
+        && m * n * k >= PAR_FLOPS
+        && workers::split_output(m, n, (MR, nr), |r, cols| {
+            let (av, bv) = (
+                View {
+                    ptr: a.at(r.start, 0),
+                    ..a
+                },
+                View {
+                    ptr: b.at(0, cols.start),
+                    ..b
+                },
+            );
+            let dst = cp.get().wrapping_add(r.start * ldc + cols.start);
+            // SAFETY: each piece writes its own block of C.
+            unsafe { serial::<MR, NV>(r.len(), cols.len(), k, av, bv, dst, ldc, acc) }
+        })
+    {
+        return;
     }
     if par && threads > 1 && m * n * k >= PAR_FLOPS && k >= 2 * KC {
         // thin output, long shared dimension (a filter gradient): each

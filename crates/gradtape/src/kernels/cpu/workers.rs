@@ -319,6 +319,30 @@ pub(crate) fn for_each_chunk2_mut<T: Send, U: Send>(
     });
 }
 
+/// Splits an `m`×`n` output into one block per thread along its longer side
+/// (columns in multiples of `col_align`, rows in multiples of `row_align`)
+/// and runs `piece(rows, cols)` for each, in parallel. Returns false, doing
+/// nothing, when neither side holds two aligned blocks.
+pub(crate) fn split_output(
+    m: usize,
+    n: usize,
+    (row_align, col_align): (usize, usize),
+    piece: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
+) -> bool {
+    let t = threads();
+    if n >= m && n >= 2 * col_align {
+        let w = n.div_ceil(t).next_multiple_of(col_align);
+        parallel_for(n.div_ceil(w), |i| piece(0..m, i * w..((i + 1) * w).min(n)));
+        return true;
+    }
+    if m >= 2 * row_align {
+        let h = m.div_ceil(t).next_multiple_of(row_align);
+        parallel_for(m.div_ceil(h), |i| piece(i * h..((i + 1) * h).min(m), 0..n));
+        return true;
+    }
+    false
+}
+
 /// `(0..n).map(f).collect()`, spread over the compute threads.
 pub(crate) fn map<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
     let mut out: Vec<R> = Vec::with_capacity(n);
