@@ -24,8 +24,11 @@
 //! do) so that a comparison run still shows the others. An unknown name is an
 //! error (stderr, exit status 2) before anything runs.
 //!
-//! Threads: gradtape's kernels run on rayon's global pool, which uses every
-//! core of the machine.
+//! Threads: gradtape's kernels run on its compute pool, one thread per core
+//! of the machine (`GRADTAPE_NUM_THREADS` overrides).
+//!
+//! For profiling, `GRADTAPE_BENCH_REPEAT=N` runs N times as many timed steps
+//! (the JSON line reports the count actually timed).
 
 mod cnn_step;
 mod hessian;
@@ -111,6 +114,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Runs `step` `warmup` times, then `iters` timed times; returns the median
 /// wall time of one step and the output of the last one.
 fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -> Result<(f64, T)> {
+    let iters = iters * repeat();
     let mut out = None;
     for _ in 0..warmup {
         out = Some(step()?);
@@ -124,6 +128,15 @@ fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -
         out = Some(o);
     }
     Ok((median(times), out.expect("at least one step")))
+}
+
+/// The `GRADTAPE_BENCH_REPEAT` multiplier of timed steps (1 when unset).
+fn repeat() -> usize {
+    std::env::var("GRADTAPE_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
 }
 
 fn json_str(s: &str) -> String {
@@ -211,7 +224,7 @@ fn scalar_chain() -> Result<Report> {
     let (median_s, (y, d)) = timeit(step, ITERS, 3)?;
     Ok(Report {
         median_s,
-        iters: ITERS,
+        iters: ITERS * repeat(),
         checksum: vec![y, d],
     })
 }
@@ -234,7 +247,7 @@ fn elementwise() -> Result<Report> {
     let (median_s, (loss, s)) = timeit(step, ITERS, 2)?;
     Ok(Report {
         median_s,
-        iters: ITERS,
+        iters: ITERS * repeat(),
         checksum: vec![loss, s],
     })
 }

@@ -278,6 +278,56 @@ fn variables_assign_and_check_shapes() -> Result<()> {
 }
 
 #[test]
+fn gradient_descent_steps_update_variables() -> Result<()> {
+    // small (one thread) and large (parallel chunks), f32 and f64
+    for n in [3usize, 100_003] {
+        let x0: Vec<f64> = (0..n).map(|i| (i % 7) as f64 - 3.0).collect();
+        let g: Vec<f64> = (0..n).map(|i| (i % 5) as f64 * 0.5).collect();
+        let want: Vec<f64> = x0.iter().zip(&g).map(|(x, g)| x - 0.25 * g).collect();
+        let v = Variable::new(Tensor::from_vec(x0.clone(), &[n])?);
+        v.apply_gradient_descent(0.25, &Tensor::from_vec(g.clone(), &[n])?)?;
+        assert_eq!(v.read().to_vec::<f64>()?, want);
+        let x32: Vec<f32> = x0.iter().map(|&x| x as f32).collect();
+        let v = Variable::new(Tensor::from_vec(x32, &[n])?);
+        // a value read before the step keeps its old elements
+        let before = v.read();
+        let g32: Vec<f32> = g.iter().map(|&x| x as f32).collect();
+        v.apply_gradient_descent(0.25, &Tensor::from_vec(g32.clone(), &[n])?)?;
+        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        assert_eq!(before.to_vec::<f32>()?, f32s(&x0));
+        assert_eq!(v.read().to_vec::<f32>()?, f32s(&want));
+        // again with nothing else holding the value (updated in place)
+        drop(before);
+        v.apply_gradient_descent(-0.25, &Tensor::from_vec(g32, &[n])?)?;
+        assert_eq!(v.read().to_vec::<f32>()?, f32s(&x0));
+    }
+    // a strided (transposed) gradient, and dtypes without the fused path
+    let v = Variable::new(Tensor::from_vec(vec![0.0f32; 6], &[2, 3])?);
+    let g = Tensor::from_vec((0..6).map(|i| i as f32).collect::<Vec<_>>(), &[3, 2])?.transpose()?;
+    v.apply_gradient_descent(1.0, &g)?;
+    assert_eq!(v.read().to_vec::<f32>()?, vec![-0.0, -2.0, -4.0, -1.0, -3.0, -5.0]);
+    let v = Variable::new(Tensor::vector(&[10i64, 20]));
+    v.apply_gradient_descent(2.0, &Tensor::vector(&[1i64, 3]))?;
+    assert_eq!(v.read().to_vec::<i64>()?, vec![8, 14]);
+    // shape and dtype mismatches are errors that name the op
+    let v = Variable::new(Tensor::vector(&[1.0f32, 2.0]));
+    let e = v.apply_gradient_descent(0.1, &Tensor::vector(&[1.0f32])).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::VariableMismatch {
+                op: "apply_gradient_descent",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(v.apply_gradient_descent(0.1, &Tensor::vector(&[1.0f64, 2.0])).is_err());
+    assert_eq!(v.read().to_vec::<f32>()?, vec![1.0, 2.0]);
+    Ok(())
+}
+
+#[test]
 fn variables_are_shared_across_threads() -> Result<()> {
     let v = Variable::new(Tensor::scalar(0.0f64));
     let handles: Vec<_> = (0..4)

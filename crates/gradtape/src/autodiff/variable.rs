@@ -194,6 +194,34 @@ impl Variable {
         self.update("assign_sub", delta, |cur| cur.sub(delta))
     }
 
+    /// One step of gradient descent: the value becomes `value - lr * grad`
+    /// (TensorFlow's `ApplyGradientDescent`, PyTorch's
+    /// `p.add_(g, alpha=-lr)`), atomically. For `f32` and `f64` this is one
+    /// pass, written over the value's buffer when nothing else holds it
+    /// (a tensor returned by an earlier [`read`](Self::read) keeps its old
+    /// value either way). `grad` must have the variable's shape and dtype.
+    /// Not differentiable.
+    ///
+    /// ```
+    /// use gradtape::{Tensor, Variable};
+    /// let v = Variable::new(Tensor::vector(&[1.0f32, 2.0]));
+    /// v.apply_gradient_descent(0.5, &Tensor::vector(&[2.0f32, -4.0]))?;
+    /// assert_eq!(v.read().to_vec::<f32>()?, vec![0.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn apply_gradient_descent(&self, lr: f64, grad: &Tensor) -> Result<()> {
+        let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
+        self.mismatch("apply_gradient_descent", &slot, grad)?;
+        crate::tensor::with_float_dtype!(slot.dtype(), T => {
+            crate::kernels::cpu::elementwise::sub_scaled_in_place::<T>(&mut slot, <T as crate::tensor::Element>::from_f64(lr), grad);
+            Ok(())
+        }, _ => {
+            let new = tape::without_tapes(|| slot.sub(&grad.mul_scalar(lr)?))?;
+            *slot = new;
+            Ok(())
+        })
+    }
+
     /// Adds sparse rows to the value, atomically, without building a dense
     /// delta (repeated indices accumulate). The rows' dense shape and dtype
     /// must be the variable's. Not differentiable.
@@ -238,5 +266,44 @@ impl Variable {
 impl std::fmt::Debug for Variable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Variable('{}', {})", self.inner.name, self.current())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GradientTape;
+
+    /// Where the variable's elements live.
+    fn buffer_addr(v: &Variable) -> usize {
+        v.current().buffer::<f32>().as_ptr() as usize
+    }
+
+    #[test]
+    fn gradient_descent_reuses_the_buffer_after_a_taped_step() -> Result<()> {
+        let n = 100_000;
+        let v = Variable::new(Tensor::from_vec(vec![1.0f32; n], &[n])?);
+        let x = Tensor::from_vec(vec![2.0f32; n], &[n])?;
+        let addr = buffer_addr(&v);
+        for _ in 0..2 {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| v.read().mul(&x)?.sum_all())?;
+            let g = tape.gradient(&loss, std::slice::from_ref(&v))?.remove(0);
+            let g = g.ok_or_else(|| Error::InvalidArgument {
+                op: "test",
+                msg: "no gradient".into(),
+            })?;
+            v.apply_gradient_descent(0.5, &g)?;
+            // the tape released its saved reads, so the step wrote in place
+            assert_eq!(buffer_addr(&v), addr);
+        }
+        assert!(v.current().to_vec::<f32>()?.iter().all(|&e| e == -1.0));
+        // a live read forces a new buffer, and keeps its own value
+        let held = v.read();
+        v.apply_gradient_descent(1.0, &x)?;
+        assert_ne!(buffer_addr(&v), addr);
+        assert!(held.to_vec::<f32>()?.iter().all(|&e| e == -1.0));
+        assert!(v.current().to_vec::<f32>()?.iter().all(|&e| e == -3.0));
+        Ok(())
     }
 }

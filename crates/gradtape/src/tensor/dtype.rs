@@ -169,6 +169,8 @@ pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
     fn take_buf(s: &mut Storage) -> Option<Buf<Self>>;
     #[doc(hidden)]
     fn slice(s: &Storage) -> Option<&[Self]>;
+    #[doc(hidden)]
+    fn slice_mut(s: &mut Storage) -> Option<&mut [Self]>;
     /// Converts from `f64` (rounding or truncating as `as` does; a complex
     /// element gets imaginary part 0).
     fn from_f64(x: f64) -> Self;
@@ -214,6 +216,13 @@ macro_rules! element {
             fn slice(s: &Storage) -> Option<&[Self]> {
                 match s {
                     Storage::$variant(v) => Some(&v[..]),
+                    _ => None,
+                }
+            }
+            #[inline]
+            fn slice_mut(s: &mut Storage) -> Option<&mut [Self]> {
+                match s {
+                    Storage::$variant(v) => Some(&mut v[..]),
                     _ => None,
                 }
             }

@@ -219,6 +219,28 @@ impl Tensor {
         T::slice(self.inner.data.storage()).expect("dtype checked by caller")
     }
 
+    /// The elements of a tensor that nothing else references (no other
+    /// handle, no view sharing its buffer) and that covers its whole buffer
+    /// contiguously, for updating in place; `None` otherwise (or for another
+    /// dtype). The tensor gets a fresh id, since its value will change.
+    pub(crate) fn unique_values_mut<T: Element>(&mut self) -> Option<&mut [T]> {
+        let inner = Arc::get_mut(&mut self.inner)?;
+        let n = inner.layout.numel();
+        if !inner.layout.is_contiguous() || inner.layout.offset != 0 {
+            return None;
+        }
+        let storage = match &mut inner.data {
+            Data::Inline(s) => s,
+            Data::Shared(s) => Arc::get_mut(s)?,
+        };
+        let values = T::slice_mut(storage)?;
+        if values.len() != n {
+            return None;
+        }
+        inner.id = TensorId::fresh();
+        Some(values)
+    }
+
     /// The elements in row-major order: borrowed when the view is contiguous,
     /// gathered otherwise.
     pub(crate) fn values<T: Element>(&self) -> Cow<'_, [T]> {

@@ -6,7 +6,7 @@ use super::math::with_simd;
 use super::{build, build_rows};
 use crate::error::Result;
 use crate::tensor::layout::{self, broadcast_shapes, broadcast_strides, contiguous_strides, Shape};
-use crate::tensor::{with_dtype, Buf, DType, Element, Tensor};
+use crate::tensor::{with_dtype, Buf, DType, Element, Float, Tensor};
 
 /// Below this many elements a loop runs as compiled for the baseline CPU;
 /// above, through [`with_simd`] (the feature check is not worth it for tiny
@@ -242,4 +242,50 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Tensor {
         return super::complex::cast(x, to).unwrap_or_else(|_| unreachable!("complex to real refused by the op"));
     }
     with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>(x, |v| D::from_f64(v.to_f64()))))
+}
+
+/// `x - alpha * g` for two float tensors of one shape and dtype (the
+/// caller checks): written over `x`'s buffer when nothing else references
+/// it (one pass, no new buffer), else into a new tensor that replaces `x`.
+pub(crate) fn sub_scaled_in_place<T: Float>(x: &mut Tensor, alpha: T, g: &Tensor) {
+    let gv = g.values::<T>();
+    let gs: &[T] = &gv;
+    if let Some(xs) = x.unique_values_mut::<T>() {
+        let body = |start: usize, out: &mut [T]| {
+            let g = &gs[start..start + out.len()];
+            simd_if_long(
+                out.len(),
+                #[inline(always)]
+                || {
+                    for (o, &d) in out.iter_mut().zip(g) {
+                        *o = *o - alpha * d;
+                    }
+                },
+            )
+        };
+        if xs.len() >= super::PAR_MIN {
+            let c = super::chunk_len(xs.len());
+            super::workers::for_each_chunk_mut(xs, c, |i, out| body(i * c, out));
+        } else {
+            body(0, xs);
+        }
+        return;
+    }
+    let xv = x.values::<T>();
+    let xs: &[T] = &xv;
+    let data = build(xs.len(), |start, out| {
+        let (a, b) = (&xs[start..start + out.len()], &gs[start..start + out.len()]);
+        simd_if_long(
+            out.len(),
+            #[inline(always)]
+            || {
+                for ((o, &v), &d) in out.iter_mut().zip(a).zip(b) {
+                    o.write(v - alpha * d);
+                }
+            },
+        )
+    });
+    let shape = x.shape().to_vec();
+    drop(xv);
+    *x = Tensor::from_storage(T::buf_into_storage(data), &shape);
 }

@@ -272,7 +272,15 @@ unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize
         let rows = MR.min(mc - r0);
         let d = dst.add(r0 * kc);
         let src = a.offset(r0 as isize * rs);
-        if rows == MR && rs == 1 {
+        if rows == MR && rs == 1 && MR <= 16 {
+            // one masked vector per k (a memcpy call per 8-16 floats costs
+            // more than the copy)
+            let all = mask(MR, 0);
+            for p in 0..kc {
+                let x = _mm512_maskz_loadu_ps(all, src.offset(p as isize * cs));
+                _mm512_mask_storeu_ps(d.add(p * MR), all, x);
+            }
+        } else if rows == MR && rs == 1 {
             for p in 0..kc {
                 std::ptr::copy_nonoverlapping(src.offset(p as isize * cs), d.add(p * MR), MR);
             }
@@ -321,10 +329,14 @@ unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize
         let d = dst.add(j0 * kc);
         let src = b.offset(j0 as isize * cs);
         if cs == 1 {
+            // whole vectors (masked at the right edge, zeros past it): a
+            // memcpy call per 48-float row costs more than the copy
+            let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
             for p in 0..kc {
                 let s = src.offset(p as isize * rs);
-                std::ptr::copy_nonoverlapping(s, d.add(p * nr), cols);
-                std::ptr::write_bytes(d.add(p * nr + cols), 0, nr - cols);
+                for (v, &mk) in masks.iter().enumerate() {
+                    _mm512_store_ps(d.add(p * nr + 16 * v), _mm512_maskz_loadu_ps(mk, s.add(16 * v)));
+                }
             }
         } else if cs.unsigned_abs() < (i32::MAX as usize) / 16 {
             // a column-major (transposed) B: gather 16 columns per vector
