@@ -411,3 +411,77 @@ fn broadcast_rows_add_exact_values() -> Result<()> {
     assert_eq!(col.mul(&c)?.to_vec::<f32>()?, vec![10.0, 20.0, 30.0, 20.0, 40.0, 60.0]);
     Ok(())
 }
+
+/// Max pooling's exact outputs and gradient routing: a tie sends the
+/// gradient to the first maximum in window order, a NaN propagates, and
+/// SAME padding never wins (windows of negative values stay negative).
+#[test]
+fn max_pool_exact_values_ties_and_nan() -> gradtape::Result<()> {
+    use gradtape::{GradientTape, Padding, Variable};
+    // one image 4x4, 2 channels; channel 1 is channel 0 negated
+    let base = [
+        1.0f32,
+        5.0,
+        5.0,
+        2.0,
+        3.0,
+        0.0,
+        7.0,
+        7.0,
+        4.0,
+        4.0,
+        -1.0,
+        -2.0,
+        4.0,
+        4.0,
+        -3.0,
+        f32::NAN,
+    ];
+    let data: Vec<f32> = base.iter().flat_map(|&v| [v, -v]).collect();
+    let x = Variable::new(Tensor::from_vec(data, &[1, 4, 4, 2])?);
+    let tape = GradientTape::new();
+    let y = tape.record(|| x.read().max_pool2d([2, 2], [2, 2], Padding::Valid))?;
+    let got = y.to_vec::<f32>()?;
+    let want = [5.0f32, -0.0, 7.0, -2.0, 4.0, -4.0, f32::NAN, f32::NAN];
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g.is_nan() && w.is_nan()) || g == w, "{got:?} vs {want:?}");
+    }
+    let loss = tape.record(|| {
+        y.mul(&Tensor::from_vec(
+            (1..=8).map(|v| v as f32).collect::<Vec<_>>(),
+            &[1, 2, 2, 2],
+        )?)?
+        .sum_all()
+    })?;
+    let g = tape
+        .gradient(&loss, std::slice::from_ref(&x))?
+        .remove(0)
+        .expect("a gradient");
+    let g = g.to_vec::<f32>()?;
+    // channel 0: the windows' first maxima at (0,1), (1,2), (2,0), and the NaN at (3,3)
+    let mut want0 = [0.0f32; 16];
+    want0[1] = 1.0;
+    want0[6] = 3.0;
+    want0[8] = 5.0;
+    want0[15] = 7.0;
+    // channel 1 (negated): maxima -0 at (1,1), -2 at (0,3), -4 at (2,0), NaN at (3,3)
+    let mut want1 = [0.0f32; 16];
+    want1[5] = 2.0;
+    want1[3] = 4.0;
+    want1[8] = 6.0;
+    want1[15] = 8.0;
+    let (g0, g1): (Vec<f32>, Vec<f32>) = (
+        g.iter().step_by(2).copied().collect(),
+        g.iter().skip(1).step_by(2).copied().collect(),
+    );
+    assert_eq!(g0, want0.to_vec());
+    assert_eq!(g1, want1.to_vec());
+    // SAME padding on a negative image: the padded windows take real values
+    let neg = Tensor::from_vec(vec![-3.0f32, -1.0, -2.0], &[1, 1, 3, 1])?;
+    assert_eq!(
+        neg.max_pool2d([1, 2], [1, 2], Padding::Same)?.to_vec::<f32>()?,
+        vec![-1.0, -2.0]
+    );
+    Ok(())
+}

@@ -1,5 +1,7 @@
 //! 2-D max and average pooling on NHWC buffers, channel-vectorised, batches in parallel.
 
+use std::mem::MaybeUninit;
+
 use super::conv::Geom;
 use crate::tensor::Float;
 
@@ -28,59 +30,88 @@ pub(crate) fn max_pool_grad<T: Float>(dy: &[T], arg: &[i64], n: usize, img: usiz
 /// index into `x` of its maximum (the first one in window order on ties;
 /// padding never wins). A NaN in a window propagates to the output.
 pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
-    let c = g.c;
-    let total = g.n * g.oh * g.ow * c;
-    let mut y = super::filled_vec(total, T::neg_infinity());
-    let mut arg = super::filled_vec(total, 0i64);
-    if total == 0 {
-        return (y, arg);
+    let row = g.ow * g.c;
+    let rows = g.n * g.oh;
+    let total = rows * row;
+    let mut y = super::uninit_buf::<T>(total);
+    let mut arg = super::uninit_buf::<i64>(total);
+    if total > 0 {
+        let (ys, args) = (&mut super::spare(&mut y)[..total], &mut super::spare(&mut arg)[..total]);
+        // several output rows per task (a row of a small image is a few hundred elements)
+        let per = (super::PAR_MIN / 4 / row).max(1) * row;
+        super::workers::for_each_chunk2_mut(ys, per, args, per, |i, yr, ar| {
+            super::math::with_simd(
+                #[inline(always)]
+                || {
+                    for (j, (yo, ao)) in yr.chunks_exact_mut(row).zip(ar.chunks_exact_mut(row)).enumerate() {
+                        max_pool_row(x, g, i * per / row + j, yo, ao)
+                    }
+                },
+            )
+        });
     }
-    super::workers::for_each_chunk2_mut(&mut y, g.ow * c, &mut arg, g.ow * c, |r, yr, ar| {
-        super::math::with_simd(
-            #[inline(always)]
-            || max_pool_row(x, g, r, yr, ar),
-        )
-    });
-    (y, arg)
+    // SAFETY: every output row was written whole by `max_pool_row`.
+    unsafe {
+        y.set_len(total);
+        arg.set_len(total);
+    }
+    (y.into_vec(), arg.into_vec())
 }
 
-/// Output row `r` (one row of one image) of [`max_pool`].
+/// Output row `r` (one row of one image) of [`max_pool`], writing every
+/// element (a window with no valid input gives -inf at index 0).
 #[inline(always)]
-fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [T], ar: &mut [i64]) {
+fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [MaybeUninit<T>], ar: &mut [MaybeUninit<i64>]) {
     let c = g.c;
     let img = g.h * g.w * c;
-    {
-        let (n, oh) = (r / g.oh, r % g.oh);
-        let base = n * img;
-        for ow in 0..g.ow {
-            let yo = &mut yr[ow * c..(ow + 1) * c];
-            let ao = &mut ar[ow * c..(ow + 1) * c];
-            let mut first = true;
-            for kh in 0..g.kh {
-                let Some(ih) = g.ih(oh, kh) else { continue };
-                for kw in 0..g.kw {
-                    let Some(iw) = g.iw(ow, kw) else { continue };
-                    let off = base + (ih * g.w + iw) * c;
-                    let xr = &x[off..off + c];
-                    if first {
-                        yo.copy_from_slice(xr);
-                        for (j, a) in ao.iter_mut().enumerate() {
-                            *a = (off + j) as i64;
-                        }
-                        first = false;
-                        continue;
-                    }
+    let (n, oh) = (r / g.oh, r % g.oh);
+    let base = n * img;
+    for ow in 0..g.ow {
+        let yo = &mut yr[ow * c..(ow + 1) * c];
+        let ao = &mut ar[ow * c..(ow + 1) * c];
+        let mut first = true;
+        for kh in 0..g.kh {
+            let Some(ih) = g.ih(oh, kh) else { continue };
+            for kw in 0..g.kw {
+                let Some(iw) = g.iw(ow, kw) else { continue };
+                let off = base + (ih * g.w + iw) * c;
+                let xr = &x[off..off + c];
+                if first {
                     for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
-                        // strictly greater: ties keep the first; NaN sticks once taken
-                        if xv > *yv || (xv.is_nan() && !yv.is_nan()) {
-                            *yv = xv;
-                            *av = (off + j) as i64;
-                        }
+                        yv.write(xv);
+                        av.write((off + j) as i64);
                     }
+                    first = false;
+                    continue;
+                }
+                // SAFETY: the first valid tap above initialised `yo` and `ao`.
+                let (yo, ao) = unsafe { (init_mut(yo), init_mut(ao)) };
+                for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
+                    // strictly greater: ties keep the first; NaN sticks once
+                    // taken (branch-free, so it vectorises)
+                    let take = xv > *yv || (xv.is_nan() & !yv.is_nan());
+                    *yv = if take { xv } else { *yv };
+                    *av = if take { (off + j) as i64 } else { *av };
                 }
             }
         }
+        if first {
+            for (yv, av) in yo.iter_mut().zip(ao.iter_mut()) {
+                yv.write(T::neg_infinity());
+                av.write(0);
+            }
+        }
     }
+}
+
+/// Views initialised slots as values.
+///
+/// # Safety
+/// Every element of `s` must be initialised.
+#[inline(always)]
+unsafe fn init_mut<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: the caller's contract; `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// The number of valid (non-padding) input positions of output (oh, ow).
