@@ -74,32 +74,96 @@ fn matrix_products_match_f64_on_every_route() -> Result<()> {
 
 #[test]
 fn convolutions_and_their_gradients_match_f64() -> Result<()> {
-    // (x shape, filter shape, strides): the bench's layers and an odd one
-    let cases: &[(&[usize], &[usize], [i64; 2])] = &[
-        (&[8, 28, 28, 1], &[3, 3, 1, 16], [1, 1]),
-        (&[8, 14, 14, 16], &[3, 3, 16, 32], [1, 1]),
-        (&[3, 11, 9, 5], &[3, 2, 5, 40], [2, 1]),
+    use Padding::{Same, Valid};
+    // (x shape, filter shape, strides, padding, dilations): the bench's
+    // layers, then shapes that reach every edge of the direct stride-1
+    // kernels (output channels that fill 1, 2 or 3 vectors or leave a
+    // masked tail, several column blocks, even and dilated windows with
+    // uneven padding, images narrower than a tile, a window as large as the
+    // image, one image), and ones that go to im2col + GEMM (many or few
+    // channels, strides)
+    type Case<'a> = (&'a [usize], &'a [usize], [i64; 2], Padding, [i64; 2]);
+    let cases: &[Case] = &[
+        (&[8, 28, 28, 1], &[3, 3, 1, 16], [1, 1], Same, [1, 1]),
+        (&[8, 14, 14, 16], &[3, 3, 16, 32], [1, 1], Same, [1, 1]),
+        (&[2, 7, 9, 3], &[3, 3, 3, 20], [1, 1], Same, [1, 1]),
+        (&[1, 5, 6, 7], &[2, 4, 7, 9], [1, 1], Same, [1, 1]),
+        (&[3, 12, 10, 4], &[3, 3, 4, 70], [1, 1], Valid, [1, 1]),
+        (&[2, 13, 11, 9], &[3, 2, 9, 17], [1, 1], Same, [2, 3]),
+        (&[2, 13, 11, 3], &[2, 3, 3, 33], [1, 1], Valid, [3, 2]),
+        (&[2, 9, 9, 33], &[1, 1, 33, 16], [1, 1], Valid, [1, 1]),
+        (&[4, 1, 1, 6], &[3, 3, 6, 8], [1, 1], Same, [1, 1]),
+        (&[1, 3, 40, 1], &[1, 5, 1, 64], [1, 1], Valid, [1, 1]),
+        (&[2, 6, 6, 50], &[5, 5, 50, 3], [1, 1], Same, [1, 1]),
+        (&[1, 4, 4, 2], &[4, 4, 2, 3], [1, 1], Valid, [1, 1]),
+        (&[1, 30, 31, 8], &[3, 3, 8, 48], [1, 1], Same, [1, 1]),
+        (&[2, 8, 9, 70], &[3, 3, 70, 96], [1, 1], Same, [1, 1]),
+        (&[3, 11, 9, 5], &[3, 2, 5, 40], [2, 1], Same, [1, 1]),
+        (&[2, 10, 12, 3], &[3, 3, 3, 16], [2, 2], Valid, [1, 1]),
     ];
-    for (i, &(xs, fs, st)) in cases.iter().enumerate() {
-        let (x32, x64) = pair(xs, 50 + i as u64)?;
-        let (f32_, f64_) = pair(fs, 60 + i as u64)?;
-        let run = |x: &Tensor, f: &Tensor| -> Result<Vec<Tensor>> {
-            let tape = GradientTape::new();
-            tape.watch(x);
-            tape.watch(f);
-            let y = tape.record(|| x.conv2d(f, st, Padding::Same, [1, 1]))?;
-            let loss = tape.record(|| y.square()?.sum_all())?;
-            let g = tape.gradient(&loss, &[x, f])?;
-            let mut out = vec![y];
-            out.extend(g.into_iter().map(|t| t.expect("both are watched")));
-            Ok(out)
-        };
-        let (got, want) = (run(&x32, &f32_)?, run(&x64, &f64_)?);
-        let kd = (fs[0] * fs[1] * fs[2]) as f64;
-        let rows = (xs[0] * xs[1] * xs[2]) as f64;
-        close(&format!("conv {i} forward"), &got[0], &want[0], 1e-6 * kd + 1e-5)?;
-        close(&format!("conv {i} dx"), &got[1], &want[1], 1e-5 * kd * fs[3] as f64)?;
-        close(&format!("conv {i} df"), &got[2], &want[2], 1e-6 * kd * rows)?;
+    for (i, &(xs, fs, st, pad, dil)) in cases.iter().enumerate() {
+        check_conv(&format!("conv {i}"), xs, fs, st, pad, dil, 50 + i as u64)?;
     }
+    Ok(())
+}
+
+/// Random stride-1 geometries (the direct kernels' domain): window, dilation,
+/// padding, channel and image sizes drawn small, so that image edges,
+/// padding and partial tiles dominate.
+#[test]
+fn random_stride_one_convolutions_match_f64() -> Result<()> {
+    let mut s = 0x9e3779b97f4a7c15u64;
+    let mut draw = |lo: usize, hi: usize| {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        lo + (s >> 33) as usize % (hi - lo + 1)
+    };
+    for i in 0..40 {
+        let (kh, kw, dh, dw) = (draw(1, 4), draw(1, 4), draw(1, 2), draw(1, 2));
+        let pad = if draw(0, 1) == 0 { Padding::Same } else { Padding::Valid };
+        let (h, w) = (draw(1, 9) + (kh - 1) * dh, draw(1, 9) + (kw - 1) * dw);
+        let xs = [draw(1, 3), h, w, draw(1, 20)];
+        let fs = [kh, kw, xs[3], draw(1, 60)];
+        check_conv(
+            &format!("random conv {i} {xs:?} {fs:?} {pad:?} dil {dh},{dw}"),
+            &xs,
+            &fs,
+            [1, 1],
+            pad,
+            [dh as i64, dw as i64],
+            100 + i,
+        )?;
+    }
+    Ok(())
+}
+
+/// `conv2d` and both its gradients (of `sum(y^2)`) in `f32` against `f64`.
+fn check_conv(
+    what: &str,
+    xs: &[usize],
+    fs: &[usize],
+    st: [i64; 2],
+    pad: Padding,
+    dil: [i64; 2],
+    seed: u64,
+) -> Result<()> {
+    let (x32, x64) = pair(xs, seed)?;
+    let (f32_, f64_) = pair(fs, seed + 1000)?;
+    let run = |x: &Tensor, f: &Tensor| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        tape.watch(x);
+        tape.watch(f);
+        let y = tape.record(|| x.conv2d(f, st, pad, dil))?;
+        let loss = tape.record(|| y.square()?.sum_all())?;
+        let g = tape.gradient(&loss, &[x, f])?;
+        let mut out = vec![y];
+        out.extend(g.into_iter().map(|t| t.expect("both are watched")));
+        Ok(out)
+    };
+    let (got, want) = (run(&x32, &f32_)?, run(&x64, &f64_)?);
+    let kd = (fs[0] * fs[1] * fs[2]) as f64;
+    let rows = (xs[0] * xs[1] * xs[2]) as f64;
+    close(&format!("{what} forward"), &got[0], &want[0], 1e-6 * kd + 1e-5)?;
+    close(&format!("{what} dx"), &got[1], &want[1], 1e-5 * kd * fs[3] as f64)?;
+    close(&format!("{what} df"), &got[2], &want[2], 1e-6 * kd * rows)?;
     Ok(())
 }

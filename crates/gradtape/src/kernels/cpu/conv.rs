@@ -1,6 +1,7 @@
 //! Convolution kernels on NHWC buffers: im2col + GEMM for the dense
-//! convolution and its two adjoints, direct channel-vectorised loops for the
-//! depthwise convolution. Rows and images run in parallel on the compute
+//! convolution and its two adjoints (after handing `f32` stride-1 ones to
+//! the direct kernels of [`super::sconv`] where the CPU has AVX-512),
+//! direct channel-vectorised loops for the depthwise convolution. Rows and images run in parallel on the compute
 //! threads ([`super::workers`]); scratch buffers come from the buffer cache
 //! and are written without a zero fill first.
 //!
@@ -291,6 +292,10 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (
     if total == 0 || kd == 0 {
         return (super::filled_vec(total, T::zero()), None);
     }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(y) = super::sconv::forward(x, f, g) {
+        return (y, None);
+    }
     // the products below write every element of `out` (no accumulation)
     let mut out = super::uninit_buf::<T>(total);
     let optr = super::spare(&mut out).as_mut_ptr() as *mut T;
@@ -333,10 +338,14 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (
 /// The input gradient of [`conv2d_keep`]: `dy` [n,oh,ow,o], `f` [kh,kw,c,o] -> [n,h,w,c].
 pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Vec<T> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    let mut dx = super::filled_vec(g.n * g.h * g.w * g.c, T::zero());
-    if dx.is_empty() || rows == 0 || o == 0 {
+    if g.n * g.h * g.w * g.c == 0 || rows == 0 || o == 0 {
+        return super::filled_vec(g.n * g.h * g.w * g.c, T::zero());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(dx) = super::sconv::backprop_input(dy, f, g) {
         return dx;
     }
+    let mut dx = super::filled_vec(g.n * g.h * g.w * g.c, T::zero());
     let nc = g.chunk();
     let direct = g.trivial();
     let mut cols = scratch::<T>(if direct { 0 } else { nc * rows * kd });
@@ -375,10 +384,14 @@ pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Ve
 /// The filter gradient of [`conv2d_keep`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c,o].
 pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Vec<T> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    let mut df = super::filled_vec(kd * o, T::zero());
-    if df.is_empty() || rows == 0 || g.n == 0 {
+    if kd * o == 0 || rows == 0 || g.n == 0 {
+        return super::filled_vec(kd * o, T::zero());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(df) = super::sconv::backprop_filter(x, dy, g) {
         return df;
     }
+    let mut df = super::filled_vec(kd * o, T::zero());
     let nc = g.chunk();
     let mut cols = scratch::<T>(if g.trivial() { 0 } else { nc * rows * kd });
     for n0 in (0..g.n).step_by(nc) {

@@ -25,6 +25,8 @@ pub(crate) mod nn;
 pub(crate) mod pooling;
 pub(crate) mod reduce;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod sconv;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
 pub(crate) mod workers;
 
