@@ -127,7 +127,7 @@ pub(crate) fn backprop_filter<T: Element>(x: &[T], dy: &[T], g: &Geom) -> Option
     }
     let d = Plan::new(g.n, [g.oh, g.ow], g.c, [g.kh, g.kw], [g.dh, g.dw], g.o);
     let xp = pad(x, [g.n, g.h, g.w, g.c], &d, [g.pt, g.pl]);
-    let df = match tile(g.o) {
+    let df = match tile_vectors(g.o) {
         1 => filter_grad::<16, 1>(&xp, &d, dy),
         2 => filter_grad::<12, 2>(&xp, &d, dy),
         _ => filter_grad::<8, 3>(&xp, &d, dy),
@@ -228,7 +228,7 @@ fn pad(x: &[f32], [n, h, w, c]: [usize; 4], d: &Plan, [pt, pl]: [usize; 2]) -> V
 
 /// The convolution of padded `xp` with `f` ([taps, c, o]).
 fn conv(xp: &[f32], d: &Plan, f: &[f32]) -> Vec<f32> {
-    match tile(d.o) {
+    match tile_vectors(d.o) {
         1 => conv_strided::<16, 1>(xp, d, f),
         2 => conv_strided::<12, 2>(xp, d, f),
         _ => conv_strided::<8, 3>(xp, d, f),
@@ -238,7 +238,7 @@ fn conv(xp: &[f32], d: &Plan, f: &[f32]) -> Vec<f32> {
 /// The vectors per tile row (`NV`) for `o` output channels: one for up to
 /// 16; past that two or three, whichever leaves fewer idle lanes in the
 /// last column block (both tiles hold 24 accumulators).
-fn tile(o: usize) -> usize {
+fn tile_vectors(o: usize) -> usize {
     match o {
         0..=16 => 1,
         _ if o.next_multiple_of(48) - o < o.next_multiple_of(32) - o => 3,
