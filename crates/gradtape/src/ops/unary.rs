@@ -167,7 +167,10 @@ impl Tensor {
 
     /// Hyperbolic tangent. d/dx = 1 - tanh²x.
     pub fn tanh(&self) -> Result<Tensor> {
-        let y = float_map!("tanh", self, |v| v.tanh())?;
+        let y = match self.dtype() {
+            DType::F32 => math::tanh(self),
+            _ => float_map!("tanh", self, |v| v.tanh())?,
+        };
         Ok(bind_jvp(
             "Tanh",
             &[self],
@@ -182,12 +185,15 @@ impl Tensor {
 
     /// Logistic sigmoid `1 / (1 + e⁻ˣ)`, computed without overflow. d/dx = y(1 - y).
     pub fn sigmoid(&self) -> Result<Tensor> {
-        let y = float_map!("sigmoid", self, |v| if v >= T::zero() {
-            T::one() / (T::one() + (-v).exp())
-        } else {
-            let e = v.exp();
-            e / (T::one() + e)
-        })?;
+        let y = match self.dtype() {
+            DType::F32 => math::sigmoid(self),
+            _ => float_map!("sigmoid", self, |v| if v >= T::zero() {
+                T::one() / (T::one() + (-v).exp())
+            } else {
+                let e = v.exp();
+                e / (T::one() + e)
+            })?,
+        };
         Ok(bind_jvp(
             "Sigmoid",
             &[self],
