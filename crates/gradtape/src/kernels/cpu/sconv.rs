@@ -32,6 +32,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::conv::Geom;
+use super::sgemm::mask;
 use super::workers::{self, SendPtr};
 use crate::tensor::Element;
 
@@ -314,13 +315,6 @@ fn conv_tiles<const MR: usize, const NV: usize, const PS: usize>(xp: &[f32], d: 
     // channel block was stored.
     unsafe { out.set_len(total) };
     out.into_vec()
-}
-
-/// Lane mask for the `v`-th vector of a row with `nr` valid columns.
-#[inline(always)]
-fn mask(nr: usize, v: usize) -> __mmask16 {
-    let left = nr.saturating_sub(16 * v).min(16);
-    ((1u32 << left) - 1) as __mmask16
 }
 
 /// One forward tile: for pixels `i < MR` (at `a + i * cs`, where `cs` is

@@ -433,7 +433,7 @@ unsafe fn transpose16(r: &mut [__m512; 16]) {
 
 /// Lane mask for the `v`-th vector of a row with `nr` valid columns.
 #[inline(always)]
-fn mask(nr: usize, v: usize) -> __mmask16 {
+pub(crate) fn mask(nr: usize, v: usize) -> __mmask16 {
     let left = nr.saturating_sub(16 * v).min(16);
     ((1u32 << left) - 1) as __mmask16
 }
