@@ -85,7 +85,7 @@ pub(crate) fn tanh_f32(x: f32) -> f32 {
     let a = x.abs();
     let big = 1.0 - 2.0 / (exp_f32(2.0 * a) + 1.0);
     let z = a * a;
-    let p = (((-5.704_988_7e-3 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z - 3.333_328_2e-1;
+    let p = (((-5.704_988_7e-3 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z - 3.333_328e-1;
     let small = a + p * z * a;
     let t = if a >= 0.625 { big } else { small };
     f32::from_bits(t.to_bits() | (x.to_bits() & 0x8000_0000))
