@@ -38,6 +38,24 @@ fn table() -> Vec<Case> {
     // one input used twice (gradient aggregation); a constant exponent with a negative base
     t.push(case("mul self", |x| x[0].mul(&x[0]), &[(&[2, 3], Any)]));
     t.push(case("div by its own exp", |x| x[0].div(&x[0].exp()?), &[(&[4], Any)]));
+    // tanh's gradient (its one-pass TanhGrad op) as a function of x and of
+    // the incoming cotangent w: the checker's first and second orders check
+    // TanhGrad's own rule and the rule of that
+    t.push(case(
+        "tanh gradient (TanhGrad)",
+        |x| {
+            let tape = GradientTape::new();
+            let y = tape.record(|| {
+                tape.watch(&x[0]);
+                x[0].tanh()?.mul(&x[1])?.sum_all()
+            })?;
+            tape.gradient(&y, &x[0])?.ok_or_else(|| Error::InvalidArgument {
+                op: "test",
+                msg: "no gradient".into(),
+            })
+        },
+        &[(&[2, 3], Any), (&[2, 3], Any)],
+    ));
     t.push(case(
         "pow with negative base, integer exponent",
         |x| x[0].pow(&Tensor::scalar(3.0f64)),

@@ -58,6 +58,38 @@ pub(crate) fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
     ))
 }
 
+/// Tanh's gradient in one pass (TensorFlow's `TanhGrad`): `g * (1 - y²)`
+/// from tanh's output `y`, broadcast against `g`'s leading batch dims (four
+/// kernels and three temporaries as separate ops; an RNN runs it every
+/// step). Its own rule: `g` gets `tanh_grad(y, gg)`, `y` gets `-2 y g gg`.
+pub(crate) fn tanh_grad(y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    const OP: &str = "TanhGrad";
+    expect_same_dtype(OP, y, g)?;
+    let out = with_float_dtype!(g.dtype(), T => zip::<T, T, T>(OP, y, g, |yv: T, gv: T| gv * (<T as num_traits::One>::one() - yv * yv)),
+        _ => Err(unsupported(OP, g.dtype(), "f32 or f64")))?;
+    let (yc, gc) = (y.clone(), g.clone());
+    Ok(bind_jvp(
+        OP,
+        &[y, g],
+        out,
+        move |_| {
+            vjp_batched(move |gg, needs| {
+                let dy = needs[0]
+                    .then(|| ct::unbroadcast(&gg[0].mul(&gc)?.mul(&yc)?.mul_scalar(-2.0)?, yc.shape()))
+                    .transpose()?;
+                let dg = needs[1].then(|| tanh_grad(&yc, &gg[0])).transpose()?;
+                Ok(grads![dy, dg])
+            })
+        },
+        |t, _| {
+            sum_terms([
+                t[0].as_ref().map(|ty| ty.mul(g)?.mul(y)?.mul_scalar(-2.0)).transpose(),
+                t[1].as_ref().map(|tg| tanh_grad(y, tg)).transpose(),
+            ])
+        },
+    ))
+}
+
 impl Tensor {
     /// Sums `self` over the dimensions that broadcasting added or stretched,
     /// giving a tensor of `shape`. The single place where every binary rule

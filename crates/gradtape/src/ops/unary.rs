@@ -177,9 +177,9 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.square()?.neg()?.add_scalar(1.0)?)?)]))
+                vjp_batched(move |g, _| Ok(grads![Some(super::binary::tanh_grad(&y, &g[0])?)]))
             },
-            |t, y| only(t)?.mul(&y.square()?.neg()?.add_scalar(1.0)?),
+            |t, y| super::binary::tanh_grad(y, only(t)?),
         ))
     }
 
