@@ -60,6 +60,28 @@ fn suits(g: &Geom) -> bool {
         // stride 1: the padding before never exceeds the dilated window
         && g.pt <= (g.kh - 1) * g.dh
         && g.pl <= (g.kw - 1) * g.dw
+        && padded_is_small(g)
+}
+
+/// Whether the padded copy the kernels make (of the input, or of the output
+/// gradient) stays within a few times the larger of the two: a widely
+/// dilated window with SAME padding would otherwise ask for a buffer of
+/// mostly zeros far larger than either (im2col's matrix stays the size of
+/// the output times the window).
+fn padded_is_small(g: &Geom) -> bool {
+    let big = |a: usize, k: usize, d: usize| a.saturating_add((k - 1).saturating_mul(d));
+    let cs = if g.c.max(g.o) <= 64 {
+        g.c.max(g.o).next_power_of_two()
+    } else {
+        g.c.max(g.o)
+    };
+    let padded = [big(g.oh.max(g.h), g.kh, g.dh), big(g.ow.max(g.w), g.kw, g.dw), g.n, cs]
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d));
+    let plain = [g.n, g.h.max(g.oh), g.w.max(g.ow), g.c.max(g.o)]
+        .iter()
+        .fold(1usize, |a, &d| a.saturating_mul(d));
+    padded.is_some_and(|p| p <= plain.saturating_mul(4).saturating_add(1 << 16))
 }
 
 /// `s` as `f32` when `T` is `f32`.
