@@ -1,9 +1,10 @@
 //! Convolution kernels on NHWC buffers: im2col + GEMM for the dense
 //! convolution and its two adjoints (after handing `f32` stride-1 ones to
 //! the direct kernels of [`super::sconv`] where the CPU has AVX-512),
-//! direct channel-vectorised loops for the depthwise convolution. Rows and images run in parallel on the compute
-//! threads ([`super::workers`]); scratch buffers come from the buffer cache
-//! and are written without a zero fill first.
+//! direct channel-vectorised loops for the depthwise convolution. Rows and
+//! images run in parallel on the compute threads ([`super::workers`]);
+//! scratch buffers come from the buffer cache and are written without a
+//! zero fill first.
 //!
 //! Every kernel takes row-major slices and a [`Geom`] that has already been
 //! validated by the op layer, and returns a fresh row-major `Vec`.
