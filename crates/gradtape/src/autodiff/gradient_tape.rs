@@ -41,6 +41,11 @@ pub struct GradientOptions {
     pub output_gradients: Option<Vec<Tensor>>,
     /// What unconnected sources get.
     pub unconnected: Unconnected,
+    /// Tensors treated as constants: no gradient flows through them to
+    /// what they were computed from (TensorFlow's `stop_gradients` of
+    /// `tf.gradients`). A stopped tensor that is also a source still gets
+    /// its own gradient.
+    pub stop_gradients: Vec<Tensor>,
 }
 
 impl GradientOptions {
@@ -53,6 +58,12 @@ impl GradientOptions {
     /// Chooses what unconnected sources get.
     pub fn unconnected(mut self, u: Unconnected) -> Self {
         self.unconnected = u;
+        self
+    }
+
+    /// Treats these tensors as constants (see [`stop_gradients`](Self::stop_gradients)).
+    pub fn stop_gradients(mut self, stop: Vec<Tensor>) -> Self {
+        self.stop_gradients = stop;
         self
     }
 }
@@ -359,6 +370,7 @@ impl GradientTape {
             &infos,
             opts.unconnected,
             0,
+            &opts.stop_gradients.iter().map(Tensor::id).collect::<Vec<_>>(),
         )
     }
 }

@@ -290,6 +290,7 @@ impl GradientTape {
                 infos,
                 Unconnected::None,
                 1,
+                &[],
             )?);
         }
         let row_shape = seed.shape()[1..].to_vec();
@@ -306,6 +307,7 @@ impl GradientTape {
                         infos,
                         Unconnected::None,
                         0,
+                        &[],
                     )?)
                 })
                 .collect::<Result<_>>()?
@@ -333,7 +335,7 @@ impl GradientTape {
                 let done: Vec<Vec<Option<Tensor>>> = seeds
                     .into_par_iter()
                     .map_init(fresh, |st, s| {
-                        densify(backprop(st, false, targets, vec![s], infos, Unconnected::None, 0)?)
+                        densify(backprop(st, false, targets, vec![s], infos, Unconnected::None, 0, &[])?)
                     })
                     .collect::<Result<_>>()?;
                 all.extend(done);

@@ -1,6 +1,7 @@
 //! Shape ops. Reshape (of a contiguous tensor), permute, broadcast, expand
 //! and squeeze are views: new tensors over the same storage, no copy.
 
+use super::desc::{Lazy, Op, ShapeOp};
 use smallvec::SmallVec;
 
 use super::{bind_jvp, grads, only};
@@ -36,7 +37,7 @@ impl Tensor {
         });
         let old = self.shape().to_vec();
         Ok(bind_jvp(
-            "Reshape",
+            Lazy("Reshape", || Op::Shape(ShapeOp::Reshape(shape.into()))),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::reshape(&g[0], &old)?)])),
@@ -60,7 +61,7 @@ impl Tensor {
         }
         let y = self.contiguous_raw();
         Ok(bind_jvp(
-            "Contiguous",
+            Op::Shape(ShapeOp::Contiguous),
             &[self],
             y,
             |_| tape::pass_through(),
@@ -95,7 +96,7 @@ impl Tensor {
             inv[p] = i;
         }
         Ok(bind_jvp(
-            "Transpose",
+            Lazy("Transpose", || Op::Shape(ShapeOp::Transpose(perm.into()))),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].permute(&ct::perm(&inv))?)])),
@@ -139,7 +140,7 @@ impl Tensor {
         });
         let old = self.shape().to_vec();
         Ok(bind_jvp(
-            "BroadcastTo",
+            Lazy("BroadcastTo", || Op::Shape(ShapeOp::BroadcastTo(shape.into()))),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::unbroadcast(&g[0], &old)?)])),
@@ -195,7 +196,7 @@ impl Tensor {
         let y = cast(self, dtype);
         let from = self.dtype();
         Ok(bind_jvp(
-            "Cast",
+            Op::Cast(dtype),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].cast(from)?)])),
@@ -206,7 +207,7 @@ impl Tensor {
     /// The same value under a new id; recorded, so gradients pass through.
     pub fn identity(&self) -> Tensor {
         bind_jvp(
-            "Identity",
+            Op::Shape(ShapeOp::Identity),
             &[self],
             self.alias(),
             |_| tape::pass_through(),
@@ -225,7 +226,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn stop_gradient(&self) -> Tensor {
-        self.alias()
+        super::bind_nondiff(Op::Shape(ShapeOp::StopGradient), &[self], self.alias())
     }
 
     /// Every element converted to `T` (any dtype to any `T`); a helper for tests

@@ -4,6 +4,15 @@ use super::{with_dtype, DType, Element, Tensor};
 use crate::error::{Error, Result};
 
 impl Tensor {
+    /// Wraps a buffer made by a constructor: a trace takes the tensor for a
+    /// constant of the graph.
+    #[inline]
+    pub(crate) fn constant(storage: super::Storage, shape: &[usize]) -> Tensor {
+        let t = Tensor::from_storage(storage, shape);
+        crate::function::trace::constant_made(&t);
+        t
+    }
+
     /// A tensor of `shape` holding `data` in row-major order.
     ///
     /// ```
@@ -21,7 +30,7 @@ impl Tensor {
                 shape: shape.to_vec(),
             });
         }
-        Ok(Tensor::from_storage(T::into_storage(data), shape))
+        Ok(Tensor::constant(T::into_storage(data), shape))
     }
 
     /// Like [`Tensor::from_vec`], copying from a slice.
@@ -36,7 +45,7 @@ impl Tensor {
     /// assert_eq!(t.shape(), &[2]);
     /// ```
     pub fn vector<T: Element>(data: &[T]) -> Tensor {
-        Tensor::from_storage(T::into_storage(data.to_vec()), &[data.len()])
+        Tensor::constant(T::into_storage(data.to_vec()), &[data.len()])
     }
 
     /// A rank-0 tensor.
@@ -46,7 +55,7 @@ impl Tensor {
     /// assert_eq!(x.shape(), &[] as &[usize]);
     /// ```
     pub fn scalar<T: Element>(value: T) -> Tensor {
-        Tensor::from_storage(T::into_storage(vec![value]), &[])
+        Tensor::constant(T::into_storage(vec![value]), &[])
     }
 
     /// A tensor of `shape` with every element `value` (converted to `dtype`).
@@ -59,7 +68,7 @@ impl Tensor {
     /// ```
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
         let n: usize = shape.iter().product();
-        with_dtype!(dtype, T => Tensor::from_storage(T::into_storage(vec![T::from_f64(value); n]), shape))
+        with_dtype!(dtype, T => Tensor::constant(T::into_storage(vec![T::from_f64(value); n]), shape))
     }
 
     /// Zeros of `shape` and `dtype`.
@@ -106,7 +115,7 @@ impl Tensor {
         let n = ((end - start) / step).ceil().max(0.0) as usize;
         Ok(with_dtype!(dtype, T => {
             let v: Vec<T> = (0..n).map(|i| T::from_f64(start + step * i as f64)).collect();
-            Tensor::from_storage(T::into_storage(v), &[n])
+            Tensor::constant(T::into_storage(v), &[n])
         }))
     }
 }

@@ -39,6 +39,21 @@ fn write_nested<T: Element>(f: &mut fmt::Formatter<'_>, vals: &[T], shape: &[usi
     f.write_str("]")
 }
 
+/// The elements of a small tensor, nested as in `Display`, without the
+/// `Tensor(...)` wrapper.
+pub(crate) fn values_only(t: &Tensor) -> String {
+    struct Vals<'a>(&'a Tensor);
+    impl fmt::Display for Vals<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            with_dtype!(self.0.dtype(), T => {
+                let vals = self.0.values::<T>();
+                write_nested::<T>(f, &vals, self.0.shape(), false)
+            })
+        }
+    }
+    Vals(t).to_string()
+}
+
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Tensor(")?;

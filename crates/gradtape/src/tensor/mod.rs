@@ -13,7 +13,7 @@
 //! allocations.
 
 mod create;
-mod display;
+pub(crate) mod display;
 pub mod dtype;
 pub(crate) mod layout;
 pub(crate) mod pool;
