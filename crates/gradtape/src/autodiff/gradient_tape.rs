@@ -97,6 +97,22 @@ impl GradientTape {
                 recording: Default::default(),
                 used: Default::default(),
                 entered: Default::default(),
+                internal: false,
+            }),
+        }
+    }
+
+    /// A trace's own persistent tape (watches nothing by itself).
+    pub(crate) fn internal() -> Self {
+        GradientTape {
+            cell: Rc::new(TapeCell {
+                state: Default::default(),
+                persistent: true,
+                watch_accessed_variables: false,
+                recording: Default::default(),
+                used: Default::default(),
+                entered: Default::default(),
+                internal: true,
             }),
         }
     }

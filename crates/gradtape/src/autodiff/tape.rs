@@ -327,6 +327,8 @@ pub(crate) struct TapeCell {
     /// When it was last entered (see [`next_entry`]): forward accumulators
     /// entered before it do not show it their tangent computations.
     pub entered: Cell<u64>,
+    /// A trace's own tape (see `function::trace`), not the user's.
+    pub internal: bool,
 }
 
 thread_local! {
@@ -509,6 +511,20 @@ fn push_record<I: TapeInput>(
         outputs: outs,
         vjp: Some(vjp),
     });
+}
+
+/// Whether a tape of the user's (not a trace's own) watches one of these
+/// ids: an op that can save work for its gradient asks this first.
+pub(crate) fn user_tape_watches(ids: &[TensorId]) -> bool {
+    any_active()
+        && STACK.with(|s| {
+            s.borrow().iter().any(|t| {
+                !t.internal && {
+                    let st = t.state.borrow();
+                    ids.iter().any(|id| st.tensors.contains_key(id))
+                }
+            })
+        })
 }
 
 /// Tells every active tape that `v` was read: tapes that watch accessed

@@ -62,6 +62,7 @@
 //! ```
 
 mod concrete;
+mod control;
 mod func;
 mod grad;
 mod graph;
@@ -71,6 +72,7 @@ pub(crate) mod trace;
 pub(crate) mod variables;
 
 pub use concrete::ConcreteFunction;
+pub use control::{cond, while_loop, WhileOptions};
 pub use func::{function, Function, FunctionOptions, TensorSpec};
 pub use grad::{gradients, GradientsOptions};
 pub use graph::{Graph, Node, ValueId, ValueInfo};

@@ -116,6 +116,17 @@ pub(crate) fn constant_made(t: &Tensor) {
     }
 }
 
+/// Notes `t`, `value` everywhere in the shape and dtype of `like`: a trace
+/// records it as a node of `like` (so the shape follows it when the graph
+/// runs). Free when no trace is active.
+#[inline]
+pub(crate) fn made_like(like: &Tensor, value: f64, t: &Tensor) {
+    if recording() {
+        let op = Op::Shape(crate::ops::desc::ShapeOp::FullLike(crate::ops::desc::F64(value)));
+        record(op, &[like], std::slice::from_ref(t));
+    }
+}
+
 impl Trace {
     /// The value of `t` in this trace, capturing it from an enclosing trace
     /// when one knows it; `None` if no trace on the chain knows it.
@@ -278,7 +289,7 @@ pub(crate) fn trace<T>(
     f: impl FnOnce(&[Tensor]) -> Result<(T, Vec<Tensor>)>,
 ) -> Result<Traced<T>> {
     let parent = if nested { current() } else { None };
-    let tape = GradientTape::persistent().watch_accessed_variables(false);
+    let tape = GradientTape::internal();
     let trace = Rc::new(Trace {
         state: RefCell::new(TraceState::default()),
         parent,

@@ -41,7 +41,7 @@ mod decomp;
 pub mod desc;
 mod einsum;
 mod fill;
-mod index;
+pub(crate) mod index;
 mod index2;
 mod join;
 mod linalg;

@@ -83,17 +83,20 @@ impl Tensor {
 
     /// Zeros with this tensor's shape and dtype.
     pub fn zeros_like(&self) -> Tensor {
-        Tensor::zeros(self.shape(), self.dtype())
+        self.full_like(0.0)
     }
 
     /// Ones with this tensor's shape and dtype.
     pub fn ones_like(&self) -> Tensor {
-        Tensor::ones(self.shape(), self.dtype())
+        self.full_like(1.0)
     }
 
-    /// `value` everywhere, with this tensor's shape and dtype.
+    /// `value` everywhere, with this tensor's shape and dtype. In a trace
+    /// the shape is taken from this tensor each time the graph runs.
     pub fn full_like(&self, value: f64) -> Tensor {
-        Tensor::full(self.shape(), value, self.dtype())
+        let t = Tensor::full(self.shape(), value, self.dtype());
+        crate::function::trace::made_like(self, value, &t);
+        t
     }
 
     /// `start, start + step, ...` up to but excluding `end`, as a rank-1 tensor.
