@@ -211,7 +211,7 @@ impl Tensor {
             })
             .collect();
         let mask = Tensor::from_vec(keep, &[n, m])?;
-        Tensor::where_(&mask, self, &self.scalar_like(0.0))
+        Tensor::where_(&mask, self, &self.scalar_like(0.0)?)
     }
 
     /// The lower triangle (on and below the diagonal) of each matrix.

@@ -370,7 +370,7 @@ impl Tensor {
                     return Ok(padded);
                 }
                 let inside = Tensor::full(&s, 1.0, crate::DType::Bool).pad(pads)?;
-                Tensor::where_(&inside, &padded, &self.scalar_like(c))
+                Tensor::where_(&inside, &padded, &super::binary::scalar_for("pad", self, c)?)
             }
             PadMode::Reflect | PadMode::Symmetric => {
                 let sym = mode == PadMode::Symmetric;
