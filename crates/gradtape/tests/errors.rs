@@ -428,8 +428,9 @@ fn integer_division_by_zero_is_an_error() {
     assert!(matches!(e, Error::InvalidArgument { op: "div", .. }), "{e:?}");
     let e = err(a.div_scalar(0.0), &["div_scalar", "division by zero", "i32"]);
     assert!(matches!(e, Error::InvalidArgument { op: "div_scalar", .. }), "{e:?}");
-    // a scalar that truncates to zero for an integer tensor is a zero divisor too
-    let e = err(a.div_scalar(0.5), &["div_scalar", "division by zero"]);
+    // a scalar an integer tensor cannot hold is refused before it could
+    // truncate to a zero divisor
+    let e = err(a.div_scalar(0.5), &["div_scalar", "0.5", "not exactly representable"]);
     assert!(matches!(e, Error::InvalidArgument { op: "div_scalar", .. }), "{e:?}");
     // floats divide by zero as IEEE says
     let f = Tensor::vector(&[1.0f32, -1.0, 0.0])

@@ -434,7 +434,7 @@ impl Tensor {
 /// `c` as a rank-0 tensor of `x`'s dtype, checked for `op` (see
 /// [`check_scalar`](super::check_scalar)).
 pub(crate) fn scalar_for(op: &'static str, x: &Tensor, c: f64) -> Result<Tensor> {
-    super::check_scalar(op, x, c)?;
+    super::check_scalar_for(op, x.dtype(), x.shape(), c)?;
     Ok(with_dtype!(x.dtype(), T => Tensor::scalar(T::from_f64(c))))
 }
 

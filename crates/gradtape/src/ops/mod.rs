@@ -161,7 +161,12 @@ pub(crate) fn unsupported(op: &'static str, dtype: DType, expected: &'static str
 /// infinite or out-of-range scalar would otherwise be truncated or wrapped
 /// silently (TensorFlow refuses to convert such a Python number too). Float
 /// and complex tensors take any `c`, rounded to their precision.
+/// A bool tensor is left to the op (the arithmetic ones reject it with
+/// their own error).
 pub(crate) fn check_scalar(op: &'static str, x: &Tensor, c: f64) -> Result<()> {
+    if x.dtype() == DType::Bool {
+        return Ok(());
+    }
     check_scalar_for(op, x.dtype(), x.shape(), c)
 }
 
