@@ -216,12 +216,12 @@ impl Tensor {
 
     /// The lower triangle (on and below the diagonal) of each matrix.
     pub fn tril(&self) -> Result<Tensor> {
-        self.band_part(-1, 0)
+        self.band_part(-1, 0).map_err(|e| e.for_op("tril"))
     }
 
     /// The upper triangle (on and above the diagonal) of each matrix.
     pub fn triu(&self) -> Result<Tensor> {
-        self.band_part(0, -1)
+        self.band_part(0, -1).map_err(|e| e.for_op("triu"))
     }
 }
 

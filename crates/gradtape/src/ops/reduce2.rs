@@ -157,6 +157,7 @@ impl Tensor {
     /// ```
     pub fn variance(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         expect_float("variance", self)?;
+        norm_axes("variance", axes, self.shape())?;
         let mu = self.mean(axes, true)?;
         self.sub(&mu)?.square()?.mean(axes, keepdims)
     }
@@ -171,7 +172,7 @@ impl Tensor {
     /// ```
     pub fn std(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         expect_float("std", self)?;
-        self.variance(axes, keepdims)?.sqrt()
+        self.variance(axes, keepdims).map_err(|e| e.for_op("std"))?.sqrt()
     }
 
     /// Euclidean (L2) norm over `axes`: `√Σx²` (floats). d/dx = x / ‖x‖, and

@@ -317,10 +317,10 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn repeat_each(&self, repeats: &[usize], axis: isize) -> Result<Tensor> {
-        let ax = norm_axis("repeat", axis, self.shape())?;
+        let ax = norm_axis("repeat_each", axis, self.shape())?;
         if repeats.len() != self.shape()[ax] {
             return Err(Error::invalid(
-                "repeat",
+                "repeat_each",
                 format!(
                     "{} counts given for axis {axis} of shape {:?}",
                     repeats.len(),
