@@ -747,11 +747,11 @@ fn composite_ops_name_themselves() {
         ("repeat_each", x.repeat_each(&[1, 2], -3)),
         (
             "jvp",
-            gradtape::jvp(|p| p[0].sin(), &[x.clone()], &[Tensor::vector(&[1.0f64])]).map(|r| r.1),
+            gradtape::jvp(|p| p[0].sin(), std::slice::from_ref(&x), &[Tensor::vector(&[1.0f64])]).map(|r| r.1),
         ),
         (
             "jvp",
-            gradtape::jvp(|p| p[0].sin(), &[x.clone()], &[m23()]).map(|r| r.1),
+            gradtape::jvp(|p| p[0].sin(), std::slice::from_ref(&x), &[m23()]).map(|r| r.1),
         ),
         ("hvp", gradtape::hvp(|p| p.sum_all(), &x, &Tensor::vector(&[1.0f64]))),
     ];

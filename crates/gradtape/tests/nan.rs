@@ -7,7 +7,7 @@
 //! `tf.autodiff.ForwardAccumulator` (tangent of ones) on the inputs below,
 //! in float64; the script is quoted in each test's comment.
 
-use gradtape::{ForwardAccumulator, GradientTape, Padding, Result, Tensor, Variable};
+use gradtape::{ForwardAccumulator, GradientTape, Padding, Result, Tensor};
 
 const NAN: f64 = f64::NAN;
 const INF: f64 = f64::INFINITY;
