@@ -52,6 +52,8 @@ pub(crate) enum Write {
     ScatterAdd(Vec<usize>),
     /// rows subtracted (inputs: values, indices)
     ScatterSub(Vec<usize>),
+    /// rows times `lr` subtracted (inputs: values, indices)
+    SparseGradientDescent(F64, Vec<usize>),
 }
 
 impl Write {
@@ -63,6 +65,7 @@ impl Write {
             Write::GradientDescent(_) => "ApplyGradientDescent",
             Write::ScatterAdd(_) => "ScatterAddVariable",
             Write::ScatterSub(_) => "ScatterSubVariable",
+            Write::SparseGradientDescent(..) => "SparseApplyGradientDescent",
         }
     }
 
@@ -76,6 +79,7 @@ impl Write {
             Write::GradientDescent(lr) => v.apply_gradient_descent(lr.0, &args[0]),
             Write::ScatterAdd(s) => v.scatter_add(&rows(s)?),
             Write::ScatterSub(s) => v.scatter_sub(&rows(s)?),
+            Write::SparseGradientDescent(lr, s) => v.apply_sparse_gradient_descent(lr.0, &rows(s)?),
         }
     }
 }
@@ -96,7 +100,9 @@ impl DynOp for WriteVariable {
     }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.1 {
-            Write::GradientDescent(lr) => write!(f, "['{}', lr={lr}]", self.0.name()),
+            Write::GradientDescent(lr) | Write::SparseGradientDescent(lr, _) => {
+                write!(f, "['{}', lr={lr}]", self.0.name())
+            }
             _ => write!(f, "['{}']", self.0.name()),
         }
     }

@@ -63,7 +63,7 @@ impl Tensor {
         }
         let y = kc::re(self)?;
         Ok(bind(Unary::Real, &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0], &g[0].scalar_like(0.0))?)]))
+            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?)]))
         }))
     }
 
@@ -82,7 +82,7 @@ impl Tensor {
         }
         let y = kc::im(self)?;
         Ok(bind(Unary::Imag, &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0].scalar_like(0.0), &g[0])?)]))
+            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?)]))
         }))
     }
 
@@ -127,7 +127,7 @@ impl Tensor {
         let z = self.clone();
         Ok(bind(Unary::Angle, &[self], y, move |_| {
             vjp_batched(move |g, _| {
-                let ig = Tensor::complex(&g[0].scalar_like(0.0), &g[0])?;
+                let ig = Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?;
                 Ok(grads![Some(ig.div(&z.conj()?)?)])
             })
         }))
@@ -240,11 +240,11 @@ pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
     Ok(bind(Unary::ComplexAbs, &[x], y, move |y| {
         let y = y.clone();
         vjp_batched(move |g, _| {
-            let zero = y.eq(&y.scalar_like(0.0))?;
+            let zero = y.eq(&y.scalar_like(0.0)?)?;
             // divide by 1 where |z| = 0, so that no NaN reaches the gradient of this rule
-            let safe = Tensor::complex(&Tensor::where_(&zero, &y.ones_like(), &y)?, &y.scalar_like(0.0))?;
+            let safe = Tensor::complex(&Tensor::where_(&zero, &y.ones_like(), &y)?, &y.scalar_like(0.0)?)?;
             let unit = Tensor::where_(&zero, &z.zeros_like(), &z.div(&safe)?)?;
-            let gc = Tensor::complex(&g[0], &g[0].scalar_like(0.0))?;
+            let gc = Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?;
             Ok(grads![Some(gc.mul(&unit)?)])
         })
     }))
