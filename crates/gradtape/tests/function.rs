@@ -220,3 +220,135 @@ fn a_retracing_storm_can_be_made_an_error() -> Result<()> {
     assert!(e.contains("max_traces"), "{e}");
     Ok(())
 }
+
+/// `tanh(W x + b)` as a function of `x` and of variables.
+fn layer() -> (Variable, Variable) {
+    let w = Variable::new(Tensor::from_vec(vec![0.5f64, -1.0, 2.0, 0.25, 1.5, -0.75], &[3, 2]).unwrap());
+    let b = Variable::new(Tensor::vector(&[0.1f64, -0.2, 0.3]));
+    (w, b)
+}
+
+fn eager_layer(w: &Variable, b: &Variable, x: &Tensor) -> Result<Tensor> {
+    w.read().matmul(&x.reshape(&[2, 1])?)?.reshape(&[3])?.add(&b.read())?.tanh()
+}
+
+#[test]
+fn jacobian_hessian_and_hvp_go_through_a_call() -> Result<()> {
+    let (w, b) = layer();
+    let (wc, bc) = (w.clone(), b.clone());
+    let f = function(move |x: &Tensor| eager_layer(&wc, &bc, x));
+    let x = Tensor::vector(&[0.3f64, -0.8]);
+    // Jacobian through the call vs eager, vectorized and row by row
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        tape.watch(&x);
+        f.call(&x)
+    })?;
+    let j_traced = tape.jacobian(&y, &x)?.expect("connected");
+    let tape_e = GradientTape::persistent();
+    let ye = tape_e.record(|| {
+        tape_e.watch(&x);
+        eager_layer(&w, &b, &x)
+    })?;
+    let j_eager = tape_e.jacobian(&ye, &x)?.expect("connected");
+    assert_eq!(j_traced.shape(), &[3, 2]);
+    close(&j_traced, &j_eager.to_vec_f64(), 1e-14);
+    // Hessian (nested tapes) and hvp (forward over reverse) of a scalar of it
+    let (wc, bc) = (w.clone(), b.clone());
+    let g = function(move |x: &Tensor| eager_layer(&wc, &bc, x)?.square()?.sum_all());
+    let h_traced = gradtape::hessian(|x| g.call(x), &x)?;
+    let h_eager = gradtape::hessian(|x| eager_layer(&w, &b, x)?.square()?.sum_all(), &x)?;
+    close(&h_traced, &h_eager.to_vec_f64(), 1e-12);
+    let v = Tensor::vector(&[1.0f64, -2.0]);
+    let hv_traced = gradtape::hvp(|x| g.call(x), &x, &v)?;
+    let hv_eager = gradtape::hvp(|x| eager_layer(&w, &b, x)?.square()?.sum_all(), &x, &v)?;
+    close(&hv_traced, &hv_eager.to_vec_f64(), 1e-12);
+    Ok(())
+}
+
+/// A structure of tensors and variables as a function's argument.
+struct Batch {
+    x: Tensor,
+    y: Tensor,
+    w: Variable,
+}
+
+impl gradtape::TensorStruct for Batch {
+    fn leaves<'a>(&'a self, out: &mut Vec<gradtape::Leaf<'a>>) {
+        self.x.leaves(out);
+        self.y.leaves(out);
+        self.w.leaves(out);
+    }
+    fn rebuild(&self, t: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        Ok(Batch {
+            x: self.x.rebuild(t)?,
+            y: self.y.rebuild(t)?,
+            w: self.w.rebuild(t)?,
+        })
+    }
+}
+
+#[test]
+fn a_struct_of_tensors_and_variables_is_an_argument_and_variables_are_part_of_the_signature() -> Result<()> {
+    let f = function(|b: &Batch| b.x.mul(&b.w.read())?.sub(&b.y)?.square()?.sum_all());
+    let w1 = Variable::new(Tensor::vector(&[2.0f64, 3.0]));
+    let w2 = Variable::new(Tensor::vector(&[1.0f64, 1.0]));
+    let batch = |w: &Variable| Batch {
+        x: Tensor::vector(&[1.0f64, 2.0]),
+        y: Tensor::vector(&[0.0f64, 1.0]),
+        w: w.clone(),
+    };
+    assert_eq!(f.call(&batch(&w1))?.to_scalar::<f64>()?, 4.0 + 25.0);
+    assert_eq!(f.call(&batch(&w2))?.to_scalar::<f64>()?, 1.0 + 1.0);
+    // another variable is another signature: two traces
+    assert_eq!(f.trace_count(), 2);
+    w1.assign(&Tensor::vector(&[0.0f64, 0.5]))?;
+    assert_eq!(f.call(&batch(&w1))?.to_scalar::<f64>()?, 0.0);
+    assert_eq!(f.trace_count(), 2);
+    Ok(())
+}
+
+#[test]
+fn a_function_called_inside_another_is_one_call_node() -> Result<()> {
+    let inner = std::sync::Arc::new(function(|x: &Tensor| x.exp()?.mul(x)));
+    let i2 = inner.clone();
+    let outer = function(move |x: &Tensor| {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(x);
+            i2.call(&x.sin()?)?.sum_all()
+        })?;
+        Ok(tape.gradient(&y, x)?.expect("connected"))
+    });
+    let x = Tensor::vector(&[0.2f64, 1.0]);
+    let g = outer.call(&x)?;
+    // d/dx sum(s e^s), s = sin x: (1 + s) e^s cos x
+    let want: Vec<f64> = [0.2f64, 1.0]
+        .iter()
+        .map(|&v| (1.0 + v.sin()) * v.sin().exp() * v.cos())
+        .collect();
+    close(&g, &want, 1e-14);
+    let graph = outer.graph(&x)?;
+    assert!(graph.count("Call") >= 2, "forward and gradient calls: {graph}");
+    Ok(())
+}
+
+#[test]
+fn calling_with_wrong_arguments_is_an_error() -> Result<()> {
+    let f = function(|xs: &Vec<Tensor>| xs[0].add(&xs[1]));
+    // a closure error surfaces at trace time with its own op name
+    let e = f
+        .call(&vec![Tensor::vector(&[1.0f32]), Tensor::vector(&[1.0f64])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("add") && e.contains("dtype"), "{e}");
+    // an op that cannot be traced yet is an error naming it, never a frozen value
+    let opts = FunctionOptions {
+        input_signature: Some(vec![TensorSpec::new(DType::F32, &[Some(2)]); 2]),
+        ..Default::default()
+    };
+    let g = Function::with_options(|xs: &Vec<Tensor>| xs[0].add(&xs[1]), opts);
+    let e = g.call(&vec![Tensor::vector(&[1.0f32, 2.0])]).unwrap_err().to_string();
+    assert!(e.contains("takes 2 tensors"), "{e}");
+    Ok(())
+}

@@ -134,7 +134,7 @@ impl ConcreteFunction {
                     .any(|v| v.trainable() && v.dtype().is_differentiable()));
         let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs)) {
             Some(Ok(bw)) => {
-                let mut all = Self::run_hidden(&bw.forward, &bw.forward_plan, inputs)?;
+                let mut all = Self::run_hidden(&bw.forward.graph, &bw.forward.plan, inputs)?;
                 let saved = all.split_off(self.graph.outputs.len());
                 (all, Some((bw, saved)))
             }
@@ -154,8 +154,16 @@ impl ConcreteFunction {
             )
         };
         if tracing {
+            // a differentiated call runs the forward graph, whose saved values
+            // the gradient (traced too) reads: record that graph's call
             let refs: Vec<&Tensor> = inputs.iter().collect();
-            trace::record(Op::Dyn(Arc::new(Call(self.clone()))), &refs, &outputs);
+            match &saved {
+                Some((bw, s)) => {
+                    let all: Vec<Tensor> = outputs.iter().chain(s).cloned().collect();
+                    trace::record(Op::Dyn(Arc::new(Call(bw.forward.clone()))), &refs, &all);
+                }
+                None => trace::record(Op::Dyn(Arc::new(Call(self.clone()))), &refs, &outputs),
+            }
         }
         if differentiable {
             self.record_on_tapes(inputs, &outputs, saved);

@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock};
 use rustc_hash::FxHashSet;
 
 use super::concrete::ConcreteFunction;
-use super::graph::{Graph, RunPlan, ValueId};
+use super::graph::{Graph, ValueId};
 use super::passes;
 use super::trace;
 use crate::autodiff::backprop::Unconnected;
@@ -40,8 +40,8 @@ use crate::tensor::Tensor;
 /// A function's gradient, split into its forward and backward halves.
 pub(crate) struct Backward {
     /// inputs: the function's; outputs: its outputs, then the saved values
-    pub forward: Graph,
-    pub forward_plan: RunPlan,
+    /// (a differentiated call runs it, and a trace records a call of it)
+    pub forward: Arc<ConcreteFunction>,
     /// inputs: saved values, then the cotangents of the differentiable
     /// outputs; outputs: the gradients that exist
     backward: Arc<ConcreteFunction>,
@@ -102,13 +102,11 @@ impl Backward {
     }
 
     fn build_full(&self, inputs: &[Tensor]) -> Result<Full> {
-        let replay = Arc::new(self.forward.clone());
-        let plan = RunPlan::new(&replay);
-        let flat_fn: super::concrete::FlatFn = Arc::new(move |xs: &[Tensor]| replay.run(xs, &plan));
-        let (gg, grad_slots, ct_mask) = trace_gradient(&flat_fn, inputs, &[], &self.vars, &self.forward)?;
+        let forward = self.forward.graph();
+        let (gg, grad_slots, ct_mask) = trace_gradient(self.forward.flat_fn(), inputs, &[], &self.vars, forward)?;
         // the function's outputs stay outputs of `gg` (after the gradients'
         // slots are counted from them): drop them, keep the gradients
-        let n_out = self.forward.outputs.len();
+        let n_out = forward.outputs.len();
         let mut g = gg;
         g.outputs.drain(..n_out);
         let function = Arc::new(ConcreteFunction::from_graph("full_grad".into(), g));
@@ -229,10 +227,9 @@ pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor]) -> Result
     bwd_inputs.extend_from_slice(&gg.inputs[n_args..n_args + n_ct]);
     let backward = passes::extract(&gg, &bwd_nodes, &bwd_inputs, &gg.outputs[n_out..]);
     let backward = Arc::new(ConcreteFunction::from_graph(format!("{}_grad", cf.name()), backward));
-    let forward_plan = RunPlan::new(&forward);
+    let forward = Arc::new(ConcreteFunction::from_graph(format!("{}_forward", cf.name()), forward));
     Ok(Backward {
         forward,
-        forward_plan,
         backward,
         ct_mask,
         grad_slots,
