@@ -61,8 +61,8 @@ pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
 pub use function::{
-    cond, function, gradients, while_loop, ConcreteFunction, Function, FunctionOptions, GradientsOptions, Graph, Leaf,
-    TensorSpec, TensorStruct, WhileOptions,
+    check_traced, cond, function, gradients, while_loop, ConcreteFunction, Function, FunctionOptions, GradientsOptions,
+    Graph, Leaf, TensorSpec, TensorStruct, TracedCheckOptions, TracedCheckReport, WhileOptions,
 };
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::ct;

@@ -229,7 +229,11 @@ fn layer() -> (Variable, Variable) {
 }
 
 fn eager_layer(w: &Variable, b: &Variable, x: &Tensor) -> Result<Tensor> {
-    w.read().matmul(&x.reshape(&[2, 1])?)?.reshape(&[3])?.add(&b.read())?.tanh()
+    w.read()
+        .matmul(&x.reshape(&[2, 1])?)?
+        .reshape(&[3])?
+        .add(&b.read())?
+        .tanh()
 }
 
 #[test]
@@ -350,5 +354,39 @@ fn calling_with_wrong_arguments_is_an_error() -> Result<()> {
     let g = Function::with_options(|xs: &Vec<Tensor>| xs[0].add(&xs[1]), opts);
     let e = g.call(&vec![Tensor::vector(&[1.0f32, 2.0])]).unwrap_err().to_string();
     assert!(e.contains("takes 2 tensors"), "{e}");
+    Ok(())
+}
+
+#[test]
+fn reading_a_traced_value_is_an_error_and_the_traced_checker_finds_frozen_values() -> Result<()> {
+    // a Rust decision on a traced value cannot be made at trace time
+    let f = function(|x: &Tensor| {
+        if x.sum_all()?.to_scalar::<f64>()? > 0.0 {
+            x.exp()
+        } else {
+            x.neg()
+        }
+    });
+    let e = f.call(&Tensor::vector(&[1.0f64])).unwrap_err().to_string();
+    assert!(e.contains("inside a traced function"), "{e}");
+    // constants made inside are readable
+    let g = function(|x: &Tensor| {
+        let c = Tensor::scalar(2.0f64);
+        x.mul_scalar(c.to_scalar::<f64>()?)
+    });
+    assert_eq!(g.call(&Tensor::scalar(3.0f64))?.to_scalar::<f64>()?, 6.0);
+    // the checker passes for a traceable op and fails for one whose value
+    // would be frozen (made with a constructor from a value read with to_vec_f64)
+    let x = Tensor::vector(&[0.3f64, -1.2, 2.0]);
+    let ok = gradtape::check_traced(
+        |xs: &[Tensor]| xs[0].sin()?.mul(&xs[0]),
+        &[x.clone()],
+        &gradtape::TracedCheckOptions::default(),
+    )?;
+    assert_eq!(ok.values, 3);
+    assert!(ok.gradients >= 9, "{ok:?}");
+    let frozen = |xs: &[Tensor]| xs[0].add(&Tensor::from_vec(xs[0].to_vec_f64(), xs[0].shape())?);
+    let e = gradtape::check_traced(frozen, &[x], &gradtape::TracedCheckOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("traced"), "{e}");
     Ok(())
 }

@@ -61,6 +61,7 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 
+mod check;
 mod concrete;
 mod control;
 mod func;
@@ -71,6 +72,7 @@ mod structure;
 pub(crate) mod trace;
 pub(crate) mod variables;
 
+pub use check::{check_traced, TracedCheckOptions, TracedCheckReport};
 pub use concrete::ConcreteFunction;
 pub use control::{cond, while_loop, WhileOptions};
 pub use func::{function, Function, FunctionOptions, TensorSpec};

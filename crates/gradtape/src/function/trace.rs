@@ -202,6 +202,16 @@ impl Trace {
         });
     }
 
+    /// Whether value `v` is a constant node's output.
+    fn is_constant(&self, v: ValueId) -> bool {
+        self.state
+            .borrow()
+            .graph
+            .nodes
+            .iter()
+            .any(|n| matches!(n.op, Op::Const(_)) && n.outputs.contains(&v))
+    }
+
     /// The shadow of a variable in this trace or an enclosing one.
     fn shadow(&self, handle: TensorId) -> Option<Tensor> {
         if let Some(t) = self.state.borrow().shadows.get(&handle) {
@@ -210,10 +220,19 @@ impl Trace {
         self.parent.as_ref()?.shadow(handle)
     }
 
-    /// The values the trace knows, for `gradients`: whether `t` is traced.
-    pub(crate) fn is_traced(&self, t: &Tensor) -> bool {
-        self.state.borrow().ids.contains_key(&t.id())
+    /// Whether `t` is a value of this trace or of one it is nested in.
+    fn is_traced(&self, t: &Tensor) -> bool {
+        self.state.borrow().ids.contains_key(&t.id()) || self.parent.as_ref().is_some_and(|p| p.is_traced(t))
     }
+}
+
+/// Whether `t` is a value a recording trace knows (not a constant): its
+/// value is known only when the graph runs.
+pub(crate) fn is_traced_value(t: &Tensor) -> bool {
+    recording()
+        && current().is_some_and(|tr| {
+            tr.is_traced(t) && !tr.state.borrow().ids.get(&t.id()).is_some_and(|&v| tr.is_constant(v))
+        })
 }
 
 /// Records an op into the innermost trace (the hook `bind` calls while

@@ -254,6 +254,23 @@ impl Tensor {
         }
     }
 
+    /// Fails for a tensor whose value a trace only knows when its graph
+    /// runs (reading it would freeze this run's value into the graph).
+    fn expect_readable(&self, op: &'static str) -> Result<()> {
+        if crate::function::trace::is_traced_value(self) {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "cannot read the values of a {} tensor of shape {:?} inside a traced function: they are known \
+                     only when the graph runs (use cond or while_loop to decide on them)",
+                    self.dtype(),
+                    self.shape()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks that `T` is this tensor's element type.
     fn expect_dtype<T: Element>(&self, op: &'static str) -> Result<()> {
         if self.dtype() != T::DTYPE {
@@ -269,6 +286,7 @@ impl Tensor {
     /// Copies the elements out in row-major order. `T` must be the dtype.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.expect_dtype::<T>("to_vec")?;
+        self.expect_readable("to_vec")?;
         Ok(self.values::<T>().into_owned())
     }
 
@@ -287,6 +305,7 @@ impl Tensor {
     /// ```
     pub fn to_scalar<T: Element>(&self) -> Result<T> {
         self.expect_dtype::<T>("to_scalar")?;
+        self.expect_readable("to_scalar")?;
         if self.numel() != 1 {
             return Err(Error::invalid(
                 "to_scalar",
@@ -303,6 +322,7 @@ impl Tensor {
     /// The single element as `f64`, whatever the real dtype (an error for a
     /// complex tensor: use [`to_scalar`](Self::to_scalar)).
     pub fn item(&self) -> Result<f64> {
+        self.expect_readable("item")?;
         if self.dtype().is_complex() {
             return Err(Error::UnsupportedDType {
                 op: "item",
