@@ -79,6 +79,31 @@ pub enum Error {
         /// The shape involved.
         shape: ShapeVec,
     },
+    /// A shape whose element count does not fit in memory addresses: the
+    /// product of its non-zero dimensions exceeds `isize::MAX` (2^63 - 1 on
+    /// 64-bit targets). TensorFlow's `InvalidArgumentError` "would have
+    /// more than 2**63 - 1 elements"; unlike TensorFlow, a shape with a 0
+    /// dimension is held to the same bound (see [`checked_numel`]).
+    ///
+    /// [`checked_numel`]: crate::tensor::checked_numel
+    #[error("{op}: shape {shape:?} would have more than isize::MAX (2^63 - 1) elements")]
+    ShapeOverflow {
+        /// The operation that failed.
+        op: &'static str,
+        /// The shape involved.
+        shape: ShapeVec,
+    },
+    /// A buffer that could not be allocated: more than `isize::MAX` bytes,
+    /// or more than the system would give. TensorFlow's
+    /// `ResourceExhaustedError` ("OOM when allocating tensor"). The
+    /// operation fails cleanly; nothing else is affected.
+    #[error("{op}: out of memory allocating {bytes} bytes")]
+    OutOfMemory {
+        /// The operation that failed.
+        op: &'static str,
+        /// The size of the allocation asked for, in bytes.
+        bytes: u128,
+    },
     /// Any other invalid argument; `msg` says which and why.
     #[error("{op}: {msg}")]
     InvalidArgument {
@@ -154,5 +179,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument { op, msg: msg.into() }
+    }
+
+    /// The same error raised by `op`, an op made of others: an allocation
+    /// failure or shape overflow inside it names the op the user called.
+    pub(crate) fn in_op(self, op: &'static str) -> Self {
+        match self {
+            Error::OutOfMemory { bytes, .. } => Error::OutOfMemory { op, bytes },
+            Error::ShapeOverflow { shape, .. } => Error::ShapeOverflow { op, shape },
+            other => other,
+        }
     }
 }

@@ -104,7 +104,7 @@ impl Tensor {
         let a2 = self.permute(&pa)?.reshape(&[m, k])?;
         let b2 = b.permute(&pb)?.reshape(&[k, n])?;
         let out: Vec<usize> = fa.iter().map(|&i| sa[i]).chain(fb.iter().map(|&i| sb[i])).collect();
-        a2.matmul(&b2)?.reshape(&out)
+        a2.matmul(&b2).map_err(|e| e.in_op(OP))?.reshape(&out)
     }
 
     /// A diagonal matrix from each vector of `[..., n]`: `[..., n, n]` with
@@ -124,7 +124,8 @@ impl Tensor {
             return Err(unsupported("diag", self.dtype(), "a numeric dtype"));
         }
         let n = self.shape()[self.rank() - 1];
-        self.expand_dims(-1)?.mul(&Tensor::eye(n, self.dtype()))
+        let eye = Tensor::try_eye(n, self.dtype()).map_err(|e| e.in_op("diag"))?;
+        self.expand_dims(-1)?.mul(&eye)
     }
 
     /// The main diagonal of each matrix of `[..., n, m]`: `[..., min(n, m)]`.
