@@ -231,6 +231,9 @@ impl Tensor {
 
     /// Every element converted to `T` (any dtype to any `T`); a helper for tests
     /// and display.
+    ///
+    /// # Panics
+    /// As [`to_vec_f64`](Self::to_vec_f64), if the copy cannot be allocated.
     pub fn to_vec_as<T: Element>(&self) -> Vec<T> {
         self.to_vec_f64().into_iter().map(T::from_f64).collect()
     }

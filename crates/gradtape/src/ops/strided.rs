@@ -262,8 +262,8 @@ impl Tensor {
         if checked_numel("tile", &out)? == 0 {
             return empty_like(self, &out);
         }
-        let y = self.reshape(&inter)?.broadcast_to(&wide)?.reshape(&out);
-        y.map_err(|e| e.in_op("tile"))
+        let y = || self.reshape(&inter)?.broadcast_to(&wide)?.reshape(&out);
+        y().map_err(|e| e.in_op("tile"))
     }
 
     /// Repeats each element `repeats` times along `axis` (`[1,2]` → `[1,1,2,2]`).
@@ -284,8 +284,8 @@ impl Tensor {
         if checked_numel("repeat", &out)? == 0 {
             return empty_like(self, &out);
         }
-        let y = self.expand_dims(ax as isize + 1)?.broadcast_to(&wide)?.reshape(&out);
-        y.map_err(|e| e.in_op("repeat"))
+        let y = || self.expand_dims(ax as isize + 1)?.broadcast_to(&wide)?.reshape(&out);
+        y().map_err(|e| e.in_op("repeat"))
     }
 
     /// Repeats element `i` along `axis` `repeats[i]` times (one count per

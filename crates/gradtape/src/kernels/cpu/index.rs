@@ -123,9 +123,9 @@ pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: 
     let n: usize = shape.iter().product();
     let dtype = tensors.first().map_or(DType::F32, |t| t.dtype());
     with_dtype!(dtype, T => {
+        let mut out: Vec<T> = alloc::try_vec(op, n)?;
         let vals: Vec<_> = tensors.iter().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
         let chunks: Vec<usize> = tensors.iter().map(|t| t.shape()[axis..].iter().product()).collect();
-        let mut out: Vec<T> = alloc::try_vec(op, n)?;
         for o in 0..outer {
             for (v, &c) in vals.iter().zip(&chunks) {
                 out.extend_from_slice(&v[o * c..(o + 1) * c]);
