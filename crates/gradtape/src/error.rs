@@ -80,12 +80,11 @@ pub enum Error {
         shape: ShapeVec,
     },
     /// A shape whose element count does not fit in memory addresses: the
-    /// product of its non-zero dimensions exceeds `isize::MAX` (2^63 - 1 on
-    /// 64-bit targets). TensorFlow's `InvalidArgumentError` "would have
-    /// more than 2**63 - 1 elements"; unlike TensorFlow, a shape with a 0
-    /// dimension is held to the same bound (see [`checked_numel`]).
-    ///
-    /// [`checked_numel`]: crate::tensor::checked_numel
+    /// product of its dimensions exceeds `isize::MAX` (2^63 - 1 on 64-bit
+    /// targets). TensorFlow's `InvalidArgumentError` "would have more than
+    /// 2**63 - 1 elements". Unlike TensorFlow, a shape with a 0 dimension is
+    /// held to the same bound by its other dimensions (`[0, 2^62, 2^62]` is
+    /// refused), so that every partial product of a valid shape fits.
     #[error("{op}: shape {shape:?} would have more than isize::MAX (2^63 - 1) elements")]
     ShapeOverflow {
         /// The operation that failed.

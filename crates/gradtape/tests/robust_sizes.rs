@@ -136,10 +136,22 @@ fn shapes_whose_count_overflows_are_errors() {
     let nd = Tensor::from_vec(vec![0i64], &[1, 1]).unwrap();
     let upd = Tensor::from_vec(vec![1.0f32], &[1, 1]).unwrap();
     overflow(Tensor::scatter_nd(&nd, &upd, &[1 << 32, 1 << 32]), "scatter_nd");
-    overflow(Tensor::vector(&[1.0f32]).scatter_add(&Tensor::vector(&[0i64]), 0, 1 << 63), "scatter_add");
-    overflow(view(0.0, &[2, 1 << 61]).gather(&Tensor::vector(&[0i64, 1, 0, 1, 0]), 0), "gather");
-    overflow(Tensor::random_normal(&[1 << 40, 1 << 40], 0.0, 1.0, DType::F32, 1), "random_normal");
-    overflow(Tensor::random_uniform(&[BIG, 2], 0.0, 1.0, DType::F64, 1), "random_uniform");
+    overflow(
+        Tensor::vector(&[1.0f32]).scatter_add(&Tensor::vector(&[0i64]), 0, 1 << 63),
+        "scatter_add",
+    );
+    overflow(
+        view(0.0, &[2, 1 << 61]).gather(&Tensor::vector(&[0i64, 1, 0, 1, 0]), 0),
+        "gather",
+    );
+    overflow(
+        Tensor::random_normal(&[1 << 40, 1 << 40], 0.0, 1.0, DType::F32, 1),
+        "random_normal",
+    );
+    overflow(
+        Tensor::random_uniform(&[BIG, 2], 0.0, 1.0, DType::F64, 1),
+        "random_uniform",
+    );
     overflow(Tensor::arange(0.0, 1e300, 1.0, DType::F64), "arange");
     overflow(Tensor::linspace(0.0, 1.0, usize::MAX, DType::F64), "linspace");
     overflow(Tensor::try_eye(1 << 32, DType::F32), "eye");
@@ -176,11 +188,23 @@ fn allocations_that_fail_are_errors() {
         assert!(catch_unwind(|| Tensor::eye(1 << 21, DType::F32)).is_err());
         let idx = Tensor::vector(&[1i64]);
         oom(idx.one_hot(1 << 40, 1.0, 0.0, -1, DType::F32), "one_hot", 1 << 42);
-        oom(Tensor::vector(&[1.0f32]).pad(&[(1 << 40, 1 << 40)]), "pad", (1 << 43) + 4);
+        oom(
+            Tensor::vector(&[1.0f32]).pad(&[(1 << 40, 1 << 40)]),
+            "pad",
+            (1 << 43) + 4,
+        );
         // more than isize::MAX bytes: refused without asking the system
         oom(Tensor::try_zeros(&[1 << 61], DType::C128), "zeros", 1 << 65);
-        oom(Tensor::random_uniform(&[1 << 40], 0.0, 1.0, DType::F32, 3), "random_uniform", 1 << 42);
-        oom(Tensor::arange(0.0, (1u64 << 40) as f64, 1.0, DType::I64), "arange", 1 << 43);
+        oom(
+            Tensor::random_uniform(&[1 << 40], 0.0, 1.0, DType::F32, 3),
+            "random_uniform",
+            1 << 42,
+        );
+        oom(
+            Tensor::arange(0.0, (1u64 << 40) as f64, 1.0, DType::I64),
+            "arange",
+            1 << 43,
+        );
         oom(Tensor::linspace(0.0, 1.0, 1 << 40, DType::F32), "linspace", 1 << 42);
     });
 }
@@ -232,9 +256,8 @@ fn display_of_a_huge_view_shows_only_its_edges() {
     isolated("display_of_a_huge_view_shows_only_its_edges", || {
         let x = view(1.5, &[1 << 20, 1 << 20]);
         let row = "[1.5, 1.5, 1.5, ..., 1.5, 1.5, 1.5]";
-        let want = format!(
-            "Tensor([{row}, {row}, {row}, ..., {row}, {row}, {row}], shape=[1048576, 1048576], dtype=f32)"
-        );
+        let want =
+            format!("Tensor([{row}, {row}, {row}, ..., {row}, {row}, {row}], shape=[1048576, 1048576], dtype=f32)");
         assert_eq!(x.to_string(), want);
         assert_eq!(format!("{x:?}"), want);
         let v = Variable::builder(x).name("w").build();

@@ -111,7 +111,9 @@ fn check_batched(
             .unconnected(Unconnected::Zero);
         let gs = tape.gradient_with(&y, &srcs, gopts)?;
         for (k, (g, &j)) in gs.iter().zip(floats).enumerate() {
-            let want = g.as_ref().map_or_else(|| Ok(Vec::new()), |g| g.f64_values("check_gradients"))?;
+            let want = g
+                .as_ref()
+                .map_or_else(|| Ok(Vec::new()), |g| g.f64_values("check_gradients"))?;
             let m = xs[j].numel();
             let got = jac[k].get(row * m..(row + 1) * m).ok_or_else(|| {
                 Error::GradientCheck(format!(

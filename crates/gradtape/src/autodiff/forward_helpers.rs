@@ -91,8 +91,11 @@ where
             ));
         }
         let opts = GradientOptions::default().unconnected(Unconnected::Zero);
-        let g = tape.gradient_with(&y, &x, opts)?.map_or_else(|| x.try_zeros_like(), Ok)?;
-        acc.jvp_with(&g, Unconnected::Zero)?.map_or_else(|| x.try_zeros_like(), Ok)
+        let g = tape
+            .gradient_with(&y, &x, opts)?
+            .map_or_else(|| x.try_zeros_like(), Ok)?;
+        acc.jvp_with(&g, Unconnected::Zero)?
+            .map_or_else(|| x.try_zeros_like(), Ok)
     })
 }
 

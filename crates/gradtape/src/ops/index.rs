@@ -69,7 +69,7 @@ pub(crate) fn concat_rows(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     let (na, nb) = (a.shape()[0], b.shape()[0]);
     let mut shape = a.shape().to_vec();
-    shape[0] = na.checked_add(nb).unwrap_or(usize::MAX);
+    shape[0] = na.saturating_add(nb); // (a saturated dim is refused below)
     checked_numel(OP, &shape)?;
     let y = index::concat(OP, &[a, b], 0, &shape)?;
     Ok(bind("ConcatRows", &[a, b], y, move |_| {

@@ -42,7 +42,8 @@ impl Tensor {
         }
         let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[ax]).collect();
         let mut shape = first.shape().to_vec();
-        shape[ax] = sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s)).unwrap_or(usize::MAX);
+        // (a saturated sum is refused just below)
+        shape[ax] = sizes.iter().fold(0usize, |a, &s| a.saturating_add(s));
         checked_numel(OP, &shape)?;
         let y = index::concat(OP, tensors, ax, &shape)?;
         Ok(bind("ConcatV2", tensors, y, move |_| {

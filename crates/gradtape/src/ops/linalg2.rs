@@ -205,12 +205,13 @@ impl Tensor {
             ));
         }
         let (n, m) = (self.shape()[r - 2], self.shape()[r - 1]);
-        let keep: Vec<bool> = (0..n * m)
-            .map(|q| {
+        let keep = crate::tensor::alloc::try_collect(
+            "band_part",
+            (0..n * m).map(|q| {
                 let (i, j) = ((q / m) as isize, (q % m) as isize);
                 (num_lower < 0 || i - j <= num_lower) && (num_upper < 0 || j - i <= num_upper)
-            })
-            .collect();
+            }),
+        )?;
         let mask = Tensor::from_vec(keep, &[n, m])?;
         Tensor::where_(&mask, self, &self.scalar_like(0.0))
     }

@@ -48,7 +48,8 @@ impl Tensor {
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         expect_float("log_softmax", self)?;
         let ax = norm_axis("log_softmax", axis, self.shape())?;
-        let y = with_float_dtype!(self.dtype(), T => k::softmax::<T>("log_softmax", self, ax, true), _ => unreachable!())?;
+        let y =
+            with_float_dtype!(self.dtype(), T => k::softmax::<T>("log_softmax", self, ax, true), _ => unreachable!())?;
         Ok(bind("LogSoftmax", &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {

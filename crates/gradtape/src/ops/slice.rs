@@ -3,8 +3,8 @@
 use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
-use crate::ops::ct;
 use crate::kernels::cpu::filled_vec;
+use crate::ops::ct;
 use crate::tensor::layout::{checked_numel, contiguous_strides, norm_axis};
 use crate::tensor::{with_dtype, Element, Layout, Tensor};
 
@@ -117,10 +117,11 @@ impl Tensor {
 fn pad_kernel<T: Element>(x: &Tensor, pads: &[(usize, usize)]) -> Result<Tensor> {
     const OP: &str = "pad";
     let shape = x.shape();
+    // (a saturated dim is refused just below)
     let out_shape: Vec<usize> = shape
         .iter()
         .zip(pads)
-        .map(|(d, p)| d.checked_add(p.0).and_then(|s| s.checked_add(p.1)).unwrap_or(usize::MAX))
+        .map(|(d, p)| d.saturating_add(p.0).saturating_add(p.1))
         .collect();
     let n = checked_numel(OP, &out_shape)?;
     let mut out = filled_vec(OP, n, T::from_f64(0.0))?;

@@ -254,11 +254,7 @@ impl Tensor {
         }
         let inter: Vec<usize> = s.iter().flat_map(|&d| [1, d]).collect();
         let wide: Vec<usize> = s.iter().zip(multiples).flat_map(|(&d, &m)| [m, d]).collect();
-        let out: Vec<usize> = s
-            .iter()
-            .zip(multiples)
-            .map(|(&d, &m)| d.checked_mul(m).unwrap_or(usize::MAX))
-            .collect();
+        let out: Vec<usize> = s.iter().zip(multiples).map(|(&d, &m)| d.saturating_mul(m)).collect();
         if checked_numel("tile", &out)? == 0 {
             return empty_like(self, &out);
         }
@@ -280,7 +276,7 @@ impl Tensor {
         let mut wide = s.to_vec();
         wide.insert(ax + 1, repeats);
         let mut out = s.to_vec();
-        out[ax] = out[ax].checked_mul(repeats).unwrap_or(usize::MAX);
+        out[ax] = out[ax].saturating_mul(repeats); // (refused below if it saturates)
         if checked_numel("repeat", &out)? == 0 {
             return empty_like(self, &out);
         }
@@ -350,7 +346,9 @@ impl Tensor {
                 if c == 0.0 {
                     return Ok(padded);
                 }
-                let inside = Tensor::try_full(&s, 1.0, crate::DType::Bool).map_err(|e| e.in_op("pad"))?.pad(pads)?;
+                let inside = Tensor::try_full(&s, 1.0, crate::DType::Bool)
+                    .map_err(|e| e.in_op("pad"))?
+                    .pad(pads)?;
                 Tensor::where_(&inside, &padded, &self.scalar_like(c))
             }
             PadMode::Reflect | PadMode::Symmetric => {

@@ -28,7 +28,8 @@ pub(crate) fn oom(op: &'static str, n: usize, size: usize) -> Error {
 /// An empty `Vec` with room for exactly `n` elements.
 pub(crate) fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
+    v.try_reserve_exact(n)
+        .map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
     Ok(v)
 }
 
@@ -54,7 +55,8 @@ pub(crate) fn try_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T>> 
         return Ok(b);
     }
     let mut b = Buf::new();
-    b.try_reserve_exact(n).map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
+    b.try_reserve_exact(n)
+        .map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
     Ok(b)
 }
 

@@ -38,7 +38,14 @@ fn write_nested<T: Element>(
             f.write_str(", ")?;
         }
         // (in the buffer for every shown element: the layout lies inside it)
-        write_nested(f, buf, offset + i as isize * strides[0], inner, &strides[1..], summarise)?;
+        write_nested(
+            f,
+            buf,
+            offset + i as isize * strides[0],
+            inner,
+            &strides[1..],
+            summarise,
+        )?;
         i += 1;
     }
     f.write_str("]")

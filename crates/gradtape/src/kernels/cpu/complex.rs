@@ -183,7 +183,10 @@ pub(crate) enum BinKind {
 /// layer rejects the others (complex numbers are not ordered).
 pub(crate) fn reduce_sum(op: &'static str, x: &Tensor, axes: &[usize]) -> Result<Tensor> {
     let (r, i) = (re(x)?, im(x)?);
-    let (sr, si) = (reduce(op, &r, axes, ReduceKind::Sum)?, reduce(op, &i, axes, ReduceKind::Sum)?);
+    let (sr, si) = (
+        reduce(op, &r, axes, ReduceKind::Sum)?,
+        reduce(op, &i, axes, ReduceKind::Sum)?,
+    );
     from_parts(op, &sr, &si)
 }
 

@@ -195,7 +195,10 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
         });
         return Ok(Buf::from_vec(out));
     }
-    Ok(Buf::from_vec(alloc::try_collect(op, src.chunks(row).map(|c| r.slice(c)))?))
+    Ok(Buf::from_vec(alloc::try_collect(
+        op,
+        src.chunks(row).map(|c| r.slice(c)),
+    )?))
 }
 
 fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: usize, r: R) -> Result<Buf<T>> {
