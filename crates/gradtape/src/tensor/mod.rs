@@ -320,8 +320,12 @@ impl Tensor {
     /// # Panics
     /// If the copy cannot be allocated (a broadcast view of more elements
     /// than fit in memory); [`to_vec`](Self::to_vec) returns an error instead.
+    #[track_caller]
     pub fn to_vec_f64(&self) -> Vec<f64> {
-        self.f64_values("to_vec_f64").unwrap_or_else(|e| panic!("{e}"))
+        match self.f64_values("to_vec_f64") {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// The single element of a tensor with one element. `T` must be the dtype.

@@ -9,7 +9,10 @@
 //! long ones run through [`math::with_simd`], compiled for AVX-512 or AVX2
 //! when the CPU has them (the default build targets SSE2 only). Transcendental
 //! functions of `f32` have vectorisable versions in [`math`]. Output buffers
-//! of 64 KiB and more are recycled through `tensor::pool`.
+//! are allocated through `tensor::alloc` (so that one too large for memory
+//! is the op's `OutOfMemory` error), and those of 64 KiB and more are
+//! recycled through `tensor::pool`; every kernel that allocates takes the
+//! name of the op the user called and returns a `Result`.
 
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
@@ -119,9 +122,8 @@ pub(crate) fn build_rows<O: Element>(
     row_len: usize,
     fill: impl Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync,
 ) -> Result<Buf<O>> {
-    let n = n_rows
-        .checked_mul(row_len)
-        .ok_or_else(|| alloc::oom(op, usize::MAX, std::mem::size_of::<O>()))?;
+    // (the rows of a valid shape: the product fits)
+    let n = n_rows * row_len;
     let mut v: Buf<O> = alloc::try_buf(op, n)?;
     let spare = &mut spare(&mut v)[..n];
     if n >= PAR_MIN && n_rows > 1 && row_len > 0 {
