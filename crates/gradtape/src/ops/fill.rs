@@ -119,7 +119,10 @@ impl Tensor {
     /// One-hot encoding of integer indices (`self`): a new dimension of size
     /// `depth` is inserted at `axis` (in `-1..=rank`; -1 means last), holding
     /// `on` at the index and `off` elsewhere. An index outside `0..depth`
-    /// gives a row of `off` (as TensorFlow). Not differentiable.
+    /// gives a row of `off` (as TensorFlow). Not differentiable. A depth
+    /// whose result cannot be allocated is [`Error::OutOfMemory`]
+    /// (TensorFlow takes `depth` as an `int32`, so that a depth of 2^40
+    /// silently becomes 0 there and gives an empty result).
     ///
     /// ```
     /// use gradtape::{DType, Tensor};

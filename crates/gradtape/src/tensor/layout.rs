@@ -51,10 +51,13 @@ impl Layout {
         if self.shape.contains(&0) {
             return true;
         }
+        if self.offset >= len {
+            return false;
+        }
         let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
         for (&d, &s) in self.shape.iter().zip(&self.strides) {
-            // |(d - 1) * s| < 2^126; at most a handful of such terms are
-            // summed before `lo`/`hi` leave 0..len and the check fails
+            // `lo` and `hi` lie in 0..len before each step and move by less
+            // than 2^126: no overflow of i128
             let span = (d as i128 - 1) * s as i128;
             if span < 0 {
                 lo += span;
@@ -319,6 +322,8 @@ mod tests {
         assert!(!Layout::contiguous(&[2, 3]).fits_in(5));
         // a reversed view: offsets 5, 4, ..., 0
         assert!(l(&[6], &[-1], 5).fits_in(6));
+        assert!(l(&[], &[], 5).fits_in(6));
+        assert!(!l(&[], &[], 6).fits_in(6));
         assert!(!l(&[6], &[-1], 4).fits_in(6));
         // broadcast, and empty views anywhere
         assert!(l(&[1 << 40, 3], &[0, 1], 0).fits_in(3));
