@@ -180,13 +180,23 @@ impl Error {
         Error::InvalidArgument { op, msg: msg.into() }
     }
 
-    /// The same error raised by `op`, an op made of others: an allocation
-    /// failure or shape overflow inside it names the op the user called.
-    pub(crate) fn in_op(self, op: &'static str) -> Self {
-        match self {
-            Error::OutOfMemory { bytes, .. } => Error::OutOfMemory { op, bytes },
-            Error::ShapeOverflow { shape, .. } => Error::ShapeOverflow { op, shape },
-            other => other,
+    /// The same error reported for `op`: a thin composite (an op that is
+    /// another op with fixed arguments) names itself, the op the user
+    /// called, not the inner op that found the argument bad (or the size
+    /// too large).
+    pub(crate) fn for_op(mut self, op: &'static str) -> Self {
+        match &mut self {
+            Error::ShapeMismatch { op: o, .. }
+            | Error::DTypeMismatch { op: o, .. }
+            | Error::UnsupportedDType { op: o, .. }
+            | Error::BadAxis { op: o, .. }
+            | Error::IndexOutOfRange { op: o, .. }
+            | Error::BadReshape { op: o, .. }
+            | Error::InvalidArgument { op: o, .. }
+            | Error::ShapeOverflow { op: o, .. }
+            | Error::OutOfMemory { op: o, .. } => *o = op,
+            _ => {}
         }
+        self
     }
 }

@@ -96,7 +96,7 @@ fn source_infos<S: Sources + ?Sized>(sources: &S) -> Vec<SourceInfo> {
 
 /// `n` one-hot rows: an identity of shape `[n, n]` in `t`'s dtype.
 fn eye_like(op: &'static str, t: &Tensor, n: usize) -> Result<Tensor> {
-    Tensor::try_eye(n, t.dtype()).map_err(|e| e.in_op(op))
+    Tensor::try_eye(n, t.dtype()).map_err(|e| e.for_op(op))
 }
 
 /// Checks that every source's result shape (`shape(s)`) is valid.
@@ -242,7 +242,7 @@ impl GradientTape {
             .reshape(&concat(&[ny, 1], ys))?
             .broadcast_to(&concat(&[ny, b], ys))?
             .contiguous()
-            .map_err(|e| e.in_op("batch_jacobian"))?;
+            .map_err(|e| e.for_op("batch_jacobian"))?;
         let rows = self.jacobian_rows("batch_jacobian", target, seed, &infos, &opts)?;
         let mut out = Vec::with_capacity(infos.len());
         for (r, s) in rows.into_iter().zip(&infos) {

@@ -145,6 +145,8 @@ impl Tensor {
                 repeated: false,
             });
         }
+        super::check_scalar_for(OP, dtype, self.shape(), on)?;
+        super::check_scalar_for(OP, dtype, self.shape(), off)?;
         let ax = if axis == -1 { r } else { axis as usize };
         let outer: usize = self.shape()[..ax].iter().product();
         let inner: usize = self.shape()[ax..].iter().product();

@@ -104,7 +104,7 @@ impl Tensor {
         let a2 = self.permute(&pa)?.reshape(&[m, k])?;
         let b2 = b.permute(&pb)?.reshape(&[k, n])?;
         let out: Vec<usize> = fa.iter().map(|&i| sa[i]).chain(fb.iter().map(|&i| sb[i])).collect();
-        a2.matmul(&b2).map_err(|e| e.in_op(OP))?.reshape(&out)
+        a2.matmul(&b2).map_err(|e| e.for_op(OP))?.reshape(&out)
     }
 
     /// A diagonal matrix from each vector of `[..., n]`: `[..., n, n]` with
@@ -124,7 +124,7 @@ impl Tensor {
             return Err(unsupported("diag", self.dtype(), "a numeric dtype"));
         }
         let n = self.shape()[self.rank() - 1];
-        let eye = Tensor::try_eye(n, self.dtype()).map_err(|e| e.in_op("diag"))?;
+        let eye = Tensor::try_eye(n, self.dtype()).map_err(|e| e.for_op("diag"))?;
         self.expand_dims(-1)?.mul(&eye)
     }
 
@@ -213,17 +213,17 @@ impl Tensor {
             }),
         )?;
         let mask = Tensor::from_vec(keep, &[n, m])?;
-        Tensor::where_(&mask, self, &self.scalar_like(0.0))
+        Tensor::where_(&mask, self, &self.scalar_like(0.0)?)
     }
 
     /// The lower triangle (on and below the diagonal) of each matrix.
     pub fn tril(&self) -> Result<Tensor> {
-        self.band_part(-1, 0)
+        self.band_part(-1, 0).map_err(|e| e.for_op("tril"))
     }
 
     /// The upper triangle (on and above the diagonal) of each matrix.
     pub fn triu(&self) -> Result<Tensor> {
-        self.band_part(0, -1)
+        self.band_part(0, -1).map_err(|e| e.for_op("triu"))
     }
 }
 

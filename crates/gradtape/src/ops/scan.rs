@@ -90,7 +90,7 @@ impl Tensor {
         Ok(bind("Cumprod", &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
-                let zero = x.eq(&x.scalar_like(0.0))?;
+                let zero = x.eq(&x.scalar_like(0.0)?)?;
                 let s = g[0].mul(&y)?.cumsum(ct::axis(a), exclusive, !reverse)?;
                 if !zero.to_vec::<bool>()?.contains(&true) {
                     return Ok(grads![Some(s.div(&x)?)]);
@@ -98,13 +98,13 @@ impl Tensor {
                 // zeros: the division is valid where x != 0; the first zero
                 // (in scan order) gets the products with itself replaced by
                 // 1; elements after it get 0
-                let ones = x.scalar_like(1.0);
+                let ones = x.scalar_like(1.0)?;
                 let before = zero.cast(x.dtype())?.cumsum(a as isize, true, reverse)?;
-                let first = before.eq(&before.scalar_like(0.0))?.logical_and(&zero)?;
+                let first = before.eq(&before.scalar_like(0.0)?)?.logical_and(&zero)?;
                 let safe = Tensor::where_(&zero, &ones, &x)?;
                 let y1 = Tensor::where_(&first, &ones, &x)?.cumprod(a as isize, exclusive, reverse)?;
                 let s1 = g[0].mul(&y1)?.cumsum(ct::axis(a), exclusive, !reverse)?;
-                let at_first = Tensor::where_(&first, &s1, &s1.scalar_like(0.0))?;
+                let at_first = Tensor::where_(&first, &s1, &s1.scalar_like(0.0)?)?;
                 Ok(grads![Some(Tensor::where_(&zero, &at_first, &s.div(&safe)?)?)])
             })
         }))

@@ -259,7 +259,7 @@ impl Tensor {
             return empty_like(self, &out);
         }
         let y = || self.reshape(&inter)?.broadcast_to(&wide)?.reshape(&out);
-        y().map_err(|e| e.in_op("tile"))
+        y().map_err(|e| e.for_op("tile"))
     }
 
     /// Repeats each element `repeats` times along `axis` (`[1,2]` → `[1,1,2,2]`).
@@ -281,7 +281,7 @@ impl Tensor {
             return empty_like(self, &out);
         }
         let y = || self.expand_dims(ax as isize + 1)?.broadcast_to(&wide)?.reshape(&out);
-        y().map_err(|e| e.in_op("repeat"))
+        y().map_err(|e| e.for_op("repeat"))
     }
 
     /// Repeats element `i` along `axis` `repeats[i]` times (one count per
@@ -294,10 +294,10 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn repeat_each(&self, repeats: &[usize], axis: isize) -> Result<Tensor> {
-        let ax = norm_axis("repeat", axis, self.shape())?;
+        let ax = norm_axis("repeat_each", axis, self.shape())?;
         if repeats.len() != self.shape()[ax] {
             return Err(Error::invalid(
-                "repeat",
+                "repeat_each",
                 format!(
                     "{} counts given for axis {axis} of shape {:?}",
                     repeats.len(),
@@ -347,9 +347,9 @@ impl Tensor {
                     return Ok(padded);
                 }
                 let inside = Tensor::try_full(&s, 1.0, crate::DType::Bool)
-                    .map_err(|e| e.in_op("pad"))?
+                    .map_err(|e| e.for_op("pad"))?
                     .pad(pads)?;
-                Tensor::where_(&inside, &padded, &self.scalar_like(c))
+                Tensor::where_(&inside, &padded, &super::binary::scalar_for("pad", self, c)?)
             }
             PadMode::Reflect | PadMode::Symmetric => {
                 let sym = mode == PadMode::Symmetric;
