@@ -79,6 +79,30 @@ pub enum Error {
         /// The shape involved.
         shape: ShapeVec,
     },
+    /// A shape whose element count does not fit in memory addresses: the
+    /// product of its dimensions exceeds `isize::MAX` (2^63 - 1 on 64-bit
+    /// targets). TensorFlow's `InvalidArgumentError` "would have more than
+    /// 2**63 - 1 elements". Unlike TensorFlow, a shape with a 0 dimension is
+    /// held to the same bound by its other dimensions (`[0, 2^62, 2^62]` is
+    /// refused), so that every partial product of a valid shape fits.
+    #[error("{op}: shape {shape:?} would have more than isize::MAX (2^63 - 1) elements")]
+    ShapeOverflow {
+        /// The operation that failed.
+        op: &'static str,
+        /// The shape involved.
+        shape: ShapeVec,
+    },
+    /// A buffer that could not be allocated: more than `isize::MAX` bytes,
+    /// or more than the system would give. TensorFlow's
+    /// `ResourceExhaustedError` ("OOM when allocating tensor"). The
+    /// operation fails cleanly; nothing else is affected.
+    #[error("{op}: out of memory allocating {bytes} bytes")]
+    OutOfMemory {
+        /// The operation that failed.
+        op: &'static str,
+        /// The size of the allocation asked for, in bytes.
+        bytes: u128,
+    },
     /// Any other invalid argument; `msg` says which and why.
     #[error("{op}: {msg}")]
     InvalidArgument {
@@ -158,7 +182,8 @@ impl Error {
 
     /// The same error reported for `op`: a thin composite (an op that is
     /// another op with fixed arguments) names itself, the op the user
-    /// called, not the inner op that found the argument bad.
+    /// called, not the inner op that found the argument bad (or the size
+    /// too large).
     pub(crate) fn for_op(mut self, op: &'static str) -> Self {
         match &mut self {
             Error::ShapeMismatch { op: o, .. }
@@ -167,7 +192,9 @@ impl Error {
             | Error::BadAxis { op: o, .. }
             | Error::IndexOutOfRange { op: o, .. }
             | Error::BadReshape { op: o, .. }
-            | Error::InvalidArgument { op: o, .. } => *o = op,
+            | Error::InvalidArgument { op: o, .. }
+            | Error::ShapeOverflow { op: o, .. }
+            | Error::OutOfMemory { op: o, .. } => *o = op,
             _ => {}
         }
         self

@@ -28,6 +28,13 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 //!
+//! Every fallible call returns [`Result`]; the [`Error`] names the op and
+//! the shapes or dtypes involved. Sizes are part of that: a shape whose
+//! element count overflows is [`Error::ShapeOverflow`], a buffer that cannot
+//! be allocated [`Error::OutOfMemory`]; only the documented sugar
+//! (`Tensor::zeros` and the other constructors that have a `try_` form,
+//! `to_vec_f64`, the operators) panics instead.
+//!
 //! Layers, each knowing only those below it: [`tensor`] (values),
 //! `kernels` (raw compute), `ops` (the differentiable operations, methods on
 //! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker), and

@@ -352,7 +352,7 @@ pub(crate) fn backprop(
             let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs, batch_dims, |vjp, cots, needs| {
                 let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
                 for (c, o) in cots.into_iter().zip(&rec.outputs) {
-                    full.push(c.unwrap_or_else(|| batched::zeros(&batch, &o.shape, o.dtype)));
+                    full.push(c.map_or_else(|| batched::zeros(&batch, &o.shape, o.dtype), Ok)?);
                 }
                 batched::call_rule(rec.name, vjp, &full, needs, batch_dims)
             })?;
@@ -395,19 +395,19 @@ pub(crate) fn backprop(
     }
 
     // 5. read off
-    Ok(sources
+    sources
         .iter()
         .map(|s| {
             let pos = source_set.position(s.id).expect("listed") as usize;
-            match &source_grads[pos] {
+            Ok(match &source_grads[pos] {
                 Some(g) if s.dtype.is_differentiable() => Some(g.clone()),
                 _ => match unconnected {
                     Unconnected::None => None,
-                    Unconnected::Zero => Some(Gradient::Dense(batched::zeros(&batch, &s.shape, s.dtype))),
+                    Unconnected::Zero => Some(Gradient::Dense(batched::zeros(&batch, &s.shape, s.dtype)?)),
                 },
-            }
+            })
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

@@ -16,17 +16,17 @@ use smallvec::SmallVec;
 use crate::autodiff::tape::{vjp_batched, Grads, VjpFn};
 use crate::error::{Error, Result};
 use crate::ops::ct;
-use crate::tensor::{with_dtype, DType, Tensor};
+use crate::tensor::{DType, Tensor};
 
 /// Zeros of shape `batch ++ shape`: the cotangent of an output no
 /// cotangent reached.
-pub(crate) fn zeros(batch: &[usize], shape: &[usize], dtype: DType) -> Tensor {
+pub(crate) fn zeros(batch: &[usize], shape: &[usize], dtype: DType) -> Result<Tensor> {
     if batch.is_empty() {
-        return Tensor::zeros(shape, dtype);
+        return Tensor::try_zeros(shape, dtype);
     }
     let mut s = batch.to_vec();
     s.extend_from_slice(shape);
-    Tensor::zeros(&s, dtype)
+    Tensor::try_zeros(&s, dtype)
 }
 
 /// Calls `rule` on cotangents with `k` leading batch dims (`k = 0`: a plain
@@ -121,8 +121,8 @@ pub(crate) fn stack_rows(rows: Vec<Option<Tensor>>) -> Result<Option<Tensor>> {
     };
     let rows: Vec<Tensor> = rows
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| like.zeros_like()))
-        .collect();
+        .map(|r| r.map_or_else(|| like.try_zeros_like(), Ok))
+        .collect::<Result<_>>()?;
     stack(&rows).map(Some)
 }
 
@@ -149,14 +149,9 @@ pub(crate) fn stack(rows: &[Tensor]) -> Result<Tensor> {
     }
     let mut shape = vec![rows.len()];
     shape.extend_from_slice(&row_shape);
-    let y = with_dtype!(first.dtype(), T => {
-        let mut data: Vec<T> = Vec::with_capacity(rows.len() * first.numel());
-        for r in rows {
-            data.extend_from_slice(&r.values::<T>());
-        }
-        Tensor::from_vec(data, &shape)?
-    });
+    crate::tensor::layout::checked_numel("stack", &shape)?;
     let inputs: Vec<&Tensor> = rows.iter().collect();
+    let y = crate::kernels::cpu::index::concat("stack", &inputs, 0, &shape)?;
     let n = rows.len();
     Ok(crate::ops::bind("Stack", &inputs, y, move |_| {
         vjp_batched(move |g, needs| {

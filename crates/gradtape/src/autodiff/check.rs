@@ -92,8 +92,8 @@ fn check_batched(
         .jacobian_with(&y, &srcs, jopts)
         .map_err(|e| Error::GradientCheck(format!("batched: the vectorized Jacobian failed: {e}")))?
         .into_iter()
-        .map(|j| j.map(|j| j.to_vec_f64()).unwrap_or_default())
-        .collect();
+        .map(|j| j.map_or_else(|| Ok(Vec::new()), |j| j.f64_values("check_gradients")))
+        .collect::<Result<_>>()?;
     let rows: Vec<usize> = if n <= BATCH_ROWS {
         (0..n).collect()
     } else {
@@ -111,7 +111,9 @@ fn check_batched(
             .unconnected(Unconnected::Zero);
         let gs = tape.gradient_with(&y, &srcs, gopts)?;
         for (k, (g, &j)) in gs.iter().zip(floats).enumerate() {
-            let want = g.as_ref().map(|g| g.to_vec_f64()).unwrap_or_default();
+            let want = g
+                .as_ref()
+                .map_or_else(|| Ok(Vec::new()), |g| g.f64_values("check_gradients"))?;
             let m = xs[j].numel();
             let got = jac[k].get(row * m..(row + 1) * m).ok_or_else(|| {
                 Error::GradientCheck(format!(
@@ -175,11 +177,10 @@ fn grad_l(f: &dyn Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor], floats: &[usiz
     })?;
     let srcs: Vec<Tensor> = floats.iter().map(|&j| xs[j].clone()).collect();
     let gs = tape.gradient(&l, &srcs)?;
-    Ok(gs
-        .into_iter()
+    gs.into_iter()
         .zip(&srcs)
-        .map(|(g, s)| g.unwrap_or_else(|| s.zeros_like()))
-        .collect())
+        .map(|(g, s)| g.map_or_else(|| s.try_zeros_like(), Ok))
+        .collect()
 }
 
 /// `M = Σ_j v_j ⊙ ∇_j L` (recorded on any active outer tape).
@@ -205,7 +206,7 @@ fn compare(
     let mut n = 0;
     for (k, &j) in floats.iter().enumerate() {
         let base = xs[j].to_vec::<f64>()?;
-        let a = analytic[k].to_vec_f64();
+        let a = analytic[k].f64_values("check_gradients")?;
         if a.len() != base.len() {
             return Err(Error::GradientCheck(format!(
                 "order {order}: gradient of input {j} has {} elements, the input has {}",
@@ -290,8 +291,8 @@ pub fn check_gradients(
             .gradient(&m, &srcs)?
             .into_iter()
             .zip(&srcs)
-            .map(|(g, s)| g.unwrap_or_else(|| s.zeros_like()))
-            .collect();
+            .map(|(g, s)| g.map_or_else(|| s.try_zeros_like(), Ok))
+            .collect::<Result<_>>()?;
         let mfun = |p: &[Tensor]| hvp_target(f, p, &floats)?.item();
         let (n2, e2) = compare(2, &mfun, &g2, &xs, &floats, opts)?;
         report.compared += n2;

@@ -280,7 +280,7 @@ fn fit(t: Tensor, out: &Tensor) -> Result<Tensor> {
 /// `J t` from the VJP rule: the gradient w.r.t. a watched zero cotangent `u`
 /// of the rule's input cotangents, weighted by the input tangents.
 fn double_vjp(rule: &VjpFn, outputs: &[Tensor], tangents: &[Option<Tensor>]) -> Result<SmallVec<[Option<Tensor>; 1]>> {
-    let us: Vec<Tensor> = outputs.iter().map(|o| Tensor::zeros(o.shape(), o.dtype())).collect();
+    let us: Vec<Tensor> = outputs.iter().map(|o| o.try_zeros_like()).collect::<Result<_>>()?;
     let needs: SmallVec<[bool; 4]> = tangents.iter().map(Option::is_some).collect();
     let inner = GradientTape::new();
     let cots = inner.record(|| {
@@ -591,15 +591,18 @@ impl ForwardAccumulator {
         }
         let mut refs: SmallVec<[SourceRef<'_>; 4]> = SmallVec::new();
         primals.collect(&mut refs);
-        let mut found = refs.iter().map(|r| {
-            let (id, shape, dtype) = describe(r);
-            match (self.cell.tangent(id), unconnected) {
-                (Some(t), _) => Some(t),
-                (None, Unconnected::None) => None,
-                (None, Unconnected::Zero) => Some(Tensor::zeros(&shape, dtype)),
-            }
-        });
-        Ok(primals.pack(&mut found))
+        let found = refs
+            .iter()
+            .map(|r| {
+                let (id, shape, dtype) = describe(r);
+                match (self.cell.tangent(id), unconnected) {
+                    (Some(t), _) => Ok(Some(t)),
+                    (None, Unconnected::None) => Ok(None),
+                    (None, Unconnected::Zero) => Tensor::try_zeros(&shape, dtype).map(Some),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(primals.pack(&mut found.into_iter()))
     }
 
     /// The number of tangents held (watched primals and computed tangents

@@ -91,8 +91,11 @@ where
             ));
         }
         let opts = GradientOptions::default().unconnected(Unconnected::Zero);
-        let g = tape.gradient_with(&y, &x, opts)?.unwrap_or_else(|| x.zeros_like());
-        Ok(acc.jvp_with(&g, Unconnected::Zero)?.unwrap_or_else(|| x.zeros_like()))
+        let g = tape
+            .gradient_with(&y, &x, opts)?
+            .map_or_else(|| x.try_zeros_like(), Ok)?;
+        acc.jvp_with(&g, Unconnected::Zero)?
+            .map_or_else(|| x.try_zeros_like(), Ok)
     })
 }
 
@@ -119,6 +122,7 @@ where
     crate::ops::expect_float("hessian", x)?;
     let mut shape = x.shape().to_vec();
     shape.extend_from_slice(x.shape());
+    crate::tensor::layout::checked_numel("hessian", &shape)?;
     let outer = crate::GradientTape::new();
     let g = outer.record(|| -> Result<Tensor> {
         outer.watch(x);
@@ -134,10 +138,9 @@ where
             ));
         }
         let opts = GradientOptions::default().unconnected(Unconnected::Zero);
-        Ok(inner.gradient_with(&y, x, opts)?.unwrap_or_else(|| x.zeros_like()))
+        inner.gradient_with(&y, x, opts)?.map_or_else(|| x.try_zeros_like(), Ok)
     })?;
     let opts = crate::JacobianOptions::default().unconnected(Unconnected::Zero);
-    Ok(outer
-        .jacobian_with(&g, x, opts)?
-        .unwrap_or_else(|| Tensor::zeros(&shape, x.dtype())))
+    let h = outer.jacobian_with(&g, x, opts).map_err(|e| e.for_op("hessian"))?;
+    h.map_or_else(|| Tensor::try_zeros(&shape, x.dtype()), Ok)
 }

@@ -67,6 +67,7 @@ impl IndexedSlices {
         let Some((&rows, rest)) = dense_shape.split_first() else {
             return Err(Error::invalid(OP, "dense_shape must have rank >= 1, got []"));
         };
+        crate::tensor::layout::checked_numel(OP, dense_shape)?;
         let mut want = vec![indices.numel()];
         want.extend_from_slice(rest);
         if values.shape() != want.as_slice() {
@@ -76,11 +77,11 @@ impl IndexedSlices {
                 rhs: want,
             });
         }
-        for i in indices.to_vec_f64() {
-            if i < 0.0 || i >= rows as f64 {
+        for i in crate::kernels::cpu::index::int_values(OP, &indices)? {
+            if i < 0 || i as u64 >= rows as u64 {
                 return Err(Error::IndexOutOfRange {
                     op: OP,
-                    index: i as i64,
+                    index: i,
                     dim: rows,
                     shape: dense_shape.into(),
                 });
@@ -308,8 +309,8 @@ pub(crate) fn call_rule(
             let full: SmallVec<[Gradient; 1]> = cots
                 .into_iter()
                 .zip(outputs)
-                .map(|(c, o)| c.unwrap_or_else(|| Gradient::Dense(Tensor::zeros(&o.shape, o.dtype))))
-                .collect();
+                .map(|(c, o)| c.map_or_else(|| Tensor::try_zeros(&o.shape, o.dtype).map(Gradient::Dense), Ok))
+                .collect::<Result<_>>()?;
             return sparse(&full, needs);
         }
     }

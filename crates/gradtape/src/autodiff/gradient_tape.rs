@@ -336,7 +336,7 @@ impl GradientTape {
         let mut flat_targets = Vec::new();
         targets.collect_targets(&mut flat_targets);
         let seeds = match opts.output_gradients {
-            None => flat_targets.iter().map(|t| t.ones_like()).collect(),
+            None => flat_targets.iter().map(|t| t.try_ones_like()).collect::<Result<_>>()?,
             Some(g) => {
                 if g.len() != flat_targets.len() {
                     return Err(Error::OutputGradientsCount {

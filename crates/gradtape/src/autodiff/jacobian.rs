@@ -27,7 +27,8 @@ use crate::autodiff::gradient_tape::GradientTape;
 use crate::autodiff::sources::{SourceRef, Sources};
 use crate::autodiff::tape::{self, OpRecord, TapeState};
 use crate::error::{Error, Result};
-use crate::tensor::{with_dtype, Element, Tensor, TensorId};
+use crate::tensor::layout::checked_numel;
+use crate::tensor::{Tensor, TensorId};
 
 /// Options of [`GradientTape::jacobian_with`] and
 /// [`GradientTape::batch_jacobian_with`].
@@ -94,14 +95,16 @@ fn source_infos<S: Sources + ?Sized>(sources: &S) -> Vec<SourceInfo> {
 }
 
 /// `n` one-hot rows: an identity of shape `[n, n]` in `t`'s dtype.
-fn eye_like(t: &Tensor, n: usize) -> Result<Tensor> {
-    with_dtype!(t.dtype(), T => {
-        let mut v = vec![T::from_f64(0.0); n * n];
-        for i in 0..n {
-            v[i * n + i] = T::from_f64(1.0);
-        }
-        Tensor::from_vec(v, &[n, n])
-    })
+fn eye_like(op: &'static str, t: &Tensor, n: usize) -> Result<Tensor> {
+    Tensor::try_eye(n, t.dtype()).map_err(|e| e.for_op(op))
+}
+
+/// Checks that every source's result shape (`shape(s)`) is valid.
+fn check_shapes(op: &'static str, infos: &[SourceInfo], shape: impl Fn(&SourceInfo) -> Vec<usize>) -> Result<()> {
+    for s in infos {
+        checked_numel(op, &shape(s))?;
+    }
+    Ok(())
 }
 
 fn concat(a: &[usize], b: &[usize]) -> Vec<usize> {
@@ -166,7 +169,8 @@ impl GradientTape {
     ) -> Result<S::Output> {
         let infos = source_infos(sources);
         let n = target.numel();
-        let seed = eye_like(target, n)?.reshape(&concat(&[n], target.shape()))?;
+        check_shapes("jacobian", &infos, |s| concat(target.shape(), &s.shape))?;
+        let seed = eye_like("jacobian", target, n)?.reshape(&concat(&[n], target.shape()))?;
         let rows = self.jacobian_rows("jacobian", target, seed, &infos, &opts)?;
         let mut out = Vec::with_capacity(infos.len());
         for (r, s) in rows.into_iter().zip(&infos) {
@@ -231,11 +235,14 @@ impl GradientTape {
         let b = ts.first().copied().unwrap_or(0);
         let ys = &ts[ts.len().min(1)..];
         let ny: usize = ys.iter().product();
+        check_shapes("batch_jacobian", &infos, |s| concat(ts, &s.shape[1..]))?;
+        checked_numel("batch_jacobian", &concat(&[ny], ts))?;
         // seed[j, i, y...] = 1 where y... is the j-th element of y
-        let seed = eye_like(target, ny)?
+        let seed = eye_like("batch_jacobian", target, ny)?
             .reshape(&concat(&[ny, 1], ys))?
             .broadcast_to(&concat(&[ny, b], ys))?
-            .contiguous()?;
+            .contiguous()
+            .map_err(|e| e.for_op("batch_jacobian"))?;
         let rows = self.jacobian_rows("batch_jacobian", target, seed, &infos, &opts)?;
         let mut out = Vec::with_capacity(infos.len());
         for (r, s) in rows.into_iter().zip(&infos) {
@@ -275,10 +282,10 @@ impl GradientTape {
         let n = seed.shape().first().copied().unwrap_or(0);
         if n == 0 {
             // no rows: nothing to differentiate; `finish` gives empty zeros
-            return Ok(infos
+            return infos
                 .iter()
-                .map(|s| Some(Tensor::zeros(&concat(&[0], &s.shape), s.dtype)))
-                .collect());
+                .map(|s| Tensor::try_zeros(&concat(&[0], &s.shape), s.dtype).map(Some))
+                .collect();
         }
         let targets = std::slice::from_ref(target);
         if opts.vectorized {
@@ -367,9 +374,9 @@ fn finish(
     }
     match rows {
         Some(r) => shape_rows(&r).map(Some),
-        None => Ok(match opts.unconnected {
-            Unconnected::None => None,
-            Unconnected::Zero => Some(Tensor::zeros(shape, s.dtype)),
-        }),
+        None => match opts.unconnected {
+            Unconnected::None => Ok(None),
+            Unconnected::Zero => Tensor::try_zeros(shape, s.dtype).map(Some),
+        },
     }
 }

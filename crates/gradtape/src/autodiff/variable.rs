@@ -151,7 +151,7 @@ impl Variable {
                 &[(self.handle(), value.dtype())],
                 std::slice::from_ref(&out),
                 &mut tape::pass_through,
-                Some(&|t: &[Option<Tensor>], o: &Tensor| Ok(crate::ops::tangent_or_zero(&t[0], o))),
+                Some(&|t: &[Option<Tensor>], o: &Tensor| crate::ops::tangent_or_zero(&t[0], o)),
             );
             return out;
         }
@@ -237,8 +237,7 @@ impl Variable {
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
         self.mismatch("apply_gradient_descent", &slot, grad)?;
         crate::tensor::with_float_dtype!(slot.dtype(), T => {
-            crate::kernels::cpu::elementwise::sub_scaled_in_place::<T>(&mut slot, <T as crate::tensor::Element>::from_f64(lr), grad);
-            Ok(())
+            crate::kernels::cpu::elementwise::sub_scaled_in_place::<T>("apply_gradient_descent", &mut slot, <T as crate::tensor::Element>::from_f64(lr), grad)
         }, _ => {
             let new = tape::without_tapes(|| slot.sub(&grad.mul_scalar(lr)?))?;
             *slot = new;

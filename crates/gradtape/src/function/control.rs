@@ -52,7 +52,7 @@ fn pred_value(op: &'static str, p: &Tensor) -> Result<bool> {
             ),
         ));
     }
-    Ok(p.values::<bool>()[0])
+    Ok(p.values::<bool>(op)?[0])
 }
 
 /// A sub-graph with the plan to run it.

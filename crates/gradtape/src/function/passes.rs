@@ -47,7 +47,7 @@ fn const_key(t: &Tensor) -> Option<(DType, Vec<usize>, Vec<u64>)> {
     if t.numel() > 16 || t.dtype().is_complex() {
         return None;
     }
-    let bits = with_dtype!(t.dtype(), T => t.values::<T>().iter().map(|v| v.to_f64().to_bits()).collect());
+    let bits = with_dtype!(t.dtype(), T => t.values::<T>("cse").ok()?.iter().map(|v| v.to_f64().to_bits()).collect());
     Some((t.dtype(), t.shape().to_vec(), bits))
 }
 

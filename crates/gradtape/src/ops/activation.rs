@@ -220,7 +220,7 @@ impl Tensor {
         super::check_scalar("clip_by_value", self, hi)?;
         let y = with_num_dtype!(self.dtype(), T => {
             let (l, h) = (T::from_f64(lo), T::from_f64(hi));
-            map::<T, T>(self, move |v: T| if v < l { l } else if v > h { h } else { v })
+            map::<T, T>("clip_by_value", self, move |v: T| if v < l { l } else if v > h { h } else { v })?
         }, _ => return Err(unsupported("clip_by_value", self.dtype(), "a numeric dtype")));
         let x = self.clone();
         Ok(bind("ClipByValue", &[self], y, move |_| {

@@ -218,7 +218,7 @@ impl Tensor {
             return super::complex::div(self, rhs);
         }
         expect_same_dtype("div", self, rhs)?;
-        if rhs.dtype().is_int() && rhs.to_vec_f64().contains(&0.0) {
+        if rhs.dtype().is_int() && rhs.f64_values("div")?.contains(&0.0) {
             return Err(Error::invalid(
                 "div",
                 format!(
@@ -280,8 +280,8 @@ impl Tensor {
                     let gb = needs[1]
                         .then(|| {
                             let pos = a.gt_scalar(0.0)?;
-                            let safe = Tensor::where_(&pos, &a, &a.ones_like())?;
-                            let log_a = Tensor::where_(&pos, &safe.log()?, &a.zeros_like())?;
+                            let safe = Tensor::where_(&pos, &a, &a.scalar_like(1.0)?)?;
+                            let log_a = Tensor::where_(&pos, &safe.log()?, &a.scalar_like(0.0)?)?;
                             ct::unbroadcast(&g[0].mul(&y)?.mul(&log_a)?, b.shape())
                         })
                         .transpose()?;
@@ -315,8 +315,8 @@ impl Tensor {
             |t, _| {
                 Tensor::where_(
                     &self.ge(rhs)?,
-                    &tangent_or_zero(&t[0], self),
-                    &tangent_or_zero(&t[1], rhs),
+                    &tangent_or_zero(&t[0], self)?,
+                    &tangent_or_zero(&t[1], rhs)?,
                 )
             },
         ))
@@ -336,8 +336,8 @@ impl Tensor {
             |t, _| {
                 Tensor::where_(
                     &self.le(rhs)?,
-                    &tangent_or_zero(&t[0], self),
-                    &tangent_or_zero(&t[1], rhs),
+                    &tangent_or_zero(&t[0], self)?,
+                    &tangent_or_zero(&t[1], rhs)?,
                 )
             },
         ))
@@ -366,7 +366,7 @@ impl Tensor {
             y,
             move |_| {
                 vjp_batched(move |g, needs| {
-                    let zero = g[0].zeros_like();
+                    let zero = g[0].scalar_like(0.0)?;
                     let ga = needs[1]
                         .then(|| ct::unbroadcast(&Tensor::where_(&c, &g[0], &zero)?, &sa))
                         .transpose()?;
@@ -376,7 +376,7 @@ impl Tensor {
                     Ok(grads![None, ga, gb])
                 })
             },
-            |t, _| Tensor::where_(cond, &tangent_or_zero(&t[1], a), &tangent_or_zero(&t[2], b)),
+            |t, _| Tensor::where_(cond, &tangent_or_zero(&t[1], a)?, &tangent_or_zero(&t[2], b)?),
         ))
     }
 
@@ -475,13 +475,13 @@ pub(crate) fn is_nan<T: PartialOrd>(v: T) -> bool {
 /// `ln a` where `a > 0`, else 0: the factor of d(aᵇ)/db (as TensorFlow).
 fn log_where_positive(a: &Tensor) -> Result<Tensor> {
     let pos = a.gt_scalar(0.0)?;
-    let safe = Tensor::where_(&pos, a, &a.ones_like())?;
-    Tensor::where_(&pos, &safe.log()?, &a.zeros_like())
+    let safe = Tensor::where_(&pos, a, &a.scalar_like(1.0)?)?;
+    Tensor::where_(&pos, &safe.log()?, &a.scalar_like(0.0)?)
 }
 
 /// The rule of maximum/minimum: `g` goes to `a` where `to_a`, else to `b`.
 fn route(to_a: &Tensor, g: &Tensor, a: &Tensor, b: &Tensor) -> Result<crate::Grads> {
-    let zero = g.zeros_like();
+    let zero = g.scalar_like(0.0)?;
     Ok(grads![
         Some(ct::unbroadcast(&Tensor::where_(to_a, g, &zero)?, a.shape())?),
         Some(ct::unbroadcast(&Tensor::where_(to_a, &zero, g)?, b.shape())?)

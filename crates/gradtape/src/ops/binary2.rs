@@ -38,7 +38,7 @@ macro_rules! int_floor_mod {
 }
 
 fn no_int_zero(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
-    if b.dtype().is_int() && b.to_vec_f64().contains(&0.0) {
+    if b.dtype().is_int() && b.f64_values(op)?.contains(&0.0) {
         return Err(Error::invalid(
             op,
             format!(
@@ -211,7 +211,7 @@ impl Tensor {
     /// ```
     pub fn logical_not(&self) -> Result<Tensor> {
         expect_bool("logical_not", self)?;
-        Ok(map::<bool, bool>(self, |v| !v))
+        map::<bool, bool>("logical_not", self, |v| !v)
     }
 
     fn logical(&self, op: &'static str, rhs: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {

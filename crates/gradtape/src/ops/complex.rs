@@ -78,7 +78,7 @@ impl Tensor {
     /// ```
     pub fn imag(&self) -> Result<Tensor> {
         if !self.dtype().is_complex() {
-            return Ok(self.zeros_like());
+            return self.try_zeros_like();
         }
         let y = kc::im(self)?;
         Ok(bind(Unary::Imag, &[self], y, |_| {
@@ -119,9 +119,9 @@ impl Tensor {
     /// ```
     pub fn angle(&self) -> Result<Tensor> {
         if !self.dtype().is_complex() {
-            return with_float_dtype!(self.dtype(), T => Ok(map::<T, T>(self, |v: T| {
+            return with_float_dtype!(self.dtype(), T => map::<T, T>("angle", self, |v: T| {
                 if v < T::from_f64(0.0) { T::from_f64(std::f64::consts::PI) } else { T::from_f64(0.0) }
-            })), _ => Err(unsupported("angle", self.dtype(), "a float or complex dtype")));
+            }), _ => Err(unsupported("angle", self.dtype(), "a float or complex dtype")));
         }
         let y = kc::angle(self)?;
         let z = self.clone();
@@ -242,8 +242,8 @@ pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
         vjp_batched(move |g, _| {
             let zero = y.eq(&y.scalar_like(0.0)?)?;
             // divide by 1 where |z| = 0, so that no NaN reaches the gradient of this rule
-            let safe = Tensor::complex(&Tensor::where_(&zero, &y.ones_like(), &y)?, &y.scalar_like(0.0)?)?;
-            let unit = Tensor::where_(&zero, &z.zeros_like(), &z.div(&safe)?)?;
+            let safe = Tensor::complex(&Tensor::where_(&zero, &y.scalar_like(1.0)?, &y)?, &y.scalar_like(0.0)?)?;
+            let unit = Tensor::where_(&zero, &z.scalar_like(0.0)?, &z.div(&safe)?)?;
             let gc = Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?;
             Ok(grads![Some(gc.mul(&unit)?)])
         })

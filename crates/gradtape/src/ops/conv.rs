@@ -96,9 +96,15 @@ fn check_dy(op: &'static str, cfg: &Cfg, g: &Geom, dy: &Tensor) -> Result<()> {
     Ok(())
 }
 
-fn run<T: Float>(f: impl FnOnce(&[T], &[T]) -> Vec<T>, a: &Tensor, b: &Tensor, shape: &[usize]) -> Tensor {
-    let (av, bv) = (a.values::<T>(), b.values::<T>());
-    Tensor::from_storage(T::into_storage(f(&av, &bv)), shape)
+fn run<T: Float>(
+    op: &'static str,
+    f: impl FnOnce(&[T], &[T]) -> Result<Vec<T>>,
+    a: &Tensor,
+    b: &Tensor,
+    shape: &[usize],
+) -> Result<Tensor> {
+    let (av, bv) = (a.values::<T>(op)?, b.values::<T>(op)?);
+    Ok(Tensor::from_storage(T::into_storage(f(&av, &bv)?), shape))
 }
 
 /// The forward convolution `x * f`.
@@ -112,12 +118,12 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
     // non-persistent tape (the direct kernels build none)
     let (y, cols) = with_float_dtype!(x.dtype(), T => match cfg.kind {
         Kind::Dense => {
-            let (xv, fv) = (x.values::<T>(), f.values::<T>());
-            let (y, cols) = k::conv2d_keep(&xv, &fv, &g, true);
+            let (xv, fv) = (x.values::<T>(op)?, f.values::<T>(op)?);
+            let (y, cols) = k::conv2d_keep(&xv, &fv, &g, true)?;
             let cols = cols.map(|c| Tensor::from_storage(<T as crate::tensor::Element>::into_storage(c), &[g.n * g.rows(), g.kdim()]));
             (Tensor::from_storage(<T as crate::tensor::Element>::into_storage(y), &shape), cols)
         }
-        Kind::Depthwise => (run::<T>(|a, b| k::depthwise(a, b, &g), x, f, &shape), None),
+        Kind::Depthwise => (run::<T>(op, |a, b| k::depthwise(a, b, &g), x, f, &shape)?, None),
     }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
     let name = match cfg.kind {
         Kind::Dense => "Conv2D",
@@ -148,8 +154,8 @@ fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, c
     let g = cfg.geom(op, &xs, f.shape())?;
     check_dy(op, &cfg, &g, dy)?;
     let y = with_float_dtype!(f.dtype(), T => match cfg.kind {
-        Kind::Dense => run::<T>(|d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs),
-        Kind::Depthwise => run::<T>(|d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs),
+        Kind::Dense => run::<T>(op, |d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs)?,
+        Kind::Depthwise => run::<T>(op, |d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs)?,
     }, _ => return Err(unsupported(op, f.dtype(), "f32 or f64")));
     let name = match cfg.kind {
         Kind::Dense => "Conv2DBackpropInput",
@@ -182,9 +188,9 @@ fn bwd_filter(
     let g = cfg.geom(op, x.shape(), &fs)?;
     check_dy(op, &cfg, &g, dy)?;
     let y = with_float_dtype!(x.dtype(), T => match (cfg.kind, cols) {
-        (Kind::Dense, Some(c)) if c.dtype() == x.dtype() => run::<T>(|a, d| k::conv2d_backprop_filter_cols(a, d, &g), c, dy, &fs),
-        (Kind::Dense, _) => run::<T>(|a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs),
-        (Kind::Depthwise, _) => run::<T>(|a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs),
+        (Kind::Dense, Some(c)) if c.dtype() == x.dtype() => run::<T>(op, |a, d| k::conv2d_backprop_filter_cols(a, d, &g), c, dy, &fs)?,
+        (Kind::Dense, _) => run::<T>(op, |a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs)?,
+        (Kind::Depthwise, _) => run::<T>(op, |a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs)?,
     }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
     let name = match cfg.kind {
         Kind::Dense => "Conv2DBackpropFilter",

@@ -13,7 +13,7 @@ use crate::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{with_float_dtype, DType, Element, Tensor};
+use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
 
 /// A float tensor of `shape` from f64 values, converted to `dtype`.
 pub(crate) fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor> {
@@ -84,8 +84,8 @@ impl Tensor {
     /// ```
     pub fn cholesky(&self) -> Result<Tensor> {
         let (nb, n) = square("cholesky", self)?;
-        let v = self.to_vec_f64();
-        let mut out = Vec::with_capacity(v.len());
+        let v = self.f64_values("cholesky")?;
+        let mut out = alloc::try_vec("cholesky", v.len())?;
         for b in 0..nb {
             let l = decomp::cholesky(&v[b * n * n..(b + 1) * n * n], n).map_err(|k| {
                 Error::invalid(
@@ -131,7 +131,7 @@ impl Tensor {
         let (a, b) = broadcast_pair("triangular_solve", self, rhs)?;
         let (nb, n) = square("triangular_solve", &a)?;
         let m = b.shape()[b.rank() - 1];
-        let (av, mut bv) = (a.to_vec_f64(), b.to_vec_f64());
+        let (av, mut bv) = (a.f64_values("triangular_solve")?, b.f64_values("triangular_solve")?);
         for i in 0..nb {
             decomp::triangular_solve(
                 &av[i * n * n..(i + 1) * n * n],
@@ -185,7 +185,7 @@ impl Tensor {
         let (a, b) = broadcast_pair("solve", self, rhs)?;
         let (nb, n) = square("solve", &a)?;
         let m = b.shape()[b.rank() - 1];
-        let (av, mut bv) = (a.to_vec_f64(), b.to_vec_f64());
+        let (av, mut bv) = (a.f64_values("solve")?, b.f64_values("solve")?);
         for i in 0..nb {
             let f = decomp::lu(&av[i * n * n..(i + 1) * n * n], n);
             if f.singular {
@@ -224,8 +224,8 @@ impl Tensor {
     /// ```
     pub fn inverse(&self) -> Result<Tensor> {
         let (nb, n) = square("inverse", self)?;
-        let v = self.to_vec_f64();
-        let mut out = Vec::with_capacity(v.len());
+        let v = self.f64_values("inverse")?;
+        let mut out = alloc::try_vec("inverse", v.len())?;
         for i in 0..nb {
             let f = decomp::lu(&v[i * n * n..(i + 1) * n * n], n);
             if f.singular {
@@ -260,7 +260,7 @@ impl Tensor {
     /// ```
     pub fn det(&self) -> Result<Tensor> {
         let (nb, n) = square("det", self)?;
-        let v = self.to_vec_f64();
+        let v = self.f64_values("det")?;
         let d: Vec<f64> = (0..nb)
             .map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det())
             .collect();
@@ -291,7 +291,7 @@ impl Tensor {
     /// ```
     pub fn slogdet(&self) -> Result<(Tensor, Tensor)> {
         let (nb, n) = square("slogdet", self)?;
-        let v = self.to_vec_f64();
+        let v = self.f64_values("slogdet")?;
         let (mut signs, mut logs) = (Vec::with_capacity(nb), Vec::with_capacity(nb));
         for i in 0..nb {
             let (s, l) = decomp::lu(&v[i * n * n..(i + 1) * n * n], n).slogdet();

@@ -270,7 +270,7 @@ impl Tensor {
             .chain(free_b.iter().map(|&c| b.size(c)))
             .collect();
         let c = Term {
-            t: a2.matmul(&b2)?.reshape(&shape)?,
+            t: a2.matmul(&b2).map_err(|e| e.for_op("einsum"))?.reshape(&shape)?,
             letters,
         };
         c.permuted(&out)

@@ -1,9 +1,12 @@
 //! Constructors that are not recorded (they have no differentiable input):
-//! eye, linspace, range, one_hot.
+//! eye, linspace, range, one_hot. Like `zeros`, `eye` and `eye_rect` are
+//! sugar that panics where their `try_` forms return an error.
 
 use super::unsupported;
 use crate::error::{Error, Result};
-use crate::tensor::{with_dtype, DType, Element, Tensor};
+use crate::kernels::cpu::{filled_vec, index::int_values};
+use crate::tensor::layout::checked_numel;
+use crate::tensor::{with_dtype, with_float_dtype, DType, Element, Tensor};
 
 impl Tensor {
     /// The `n x n` identity matrix.
@@ -13,6 +16,10 @@ impl Tensor {
     /// assert_eq!(Tensor::eye(2, DType::I32).to_vec::<i32>()?, vec![1, 0, 0, 1]);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
+    ///
+    /// # Panics
+    /// Where [`try_eye`](Self::try_eye) returns an error.
+    #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Tensor {
         Tensor::eye_rect(n, n, dtype)
     }
@@ -25,11 +32,42 @@ impl Tensor {
     /// assert_eq!(e.to_vec::<f32>()?, vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
+    ///
+    /// # Panics
+    /// Where [`try_eye_rect`](Self::try_eye_rect) returns an error.
+    #[track_caller]
     pub fn eye_rect(rows: usize, cols: usize, dtype: DType) -> Tensor {
+        match Tensor::try_eye_rect(rows, cols, dtype) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The `n x n` identity matrix, or an error: [`Error::ShapeOverflow`]
+    /// when `n * n` overflows, [`Error::OutOfMemory`] when the matrix cannot
+    /// be allocated (TensorFlow's `ResourceExhaustedError`).
+    ///
+    /// ```
+    /// use gradtape::{DType, Error, Tensor};
+    /// assert_eq!(Tensor::try_eye(2, DType::F64)?.to_vec::<f64>()?, vec![1.0, 0.0, 0.0, 1.0]);
+    /// assert!(matches!(Tensor::try_eye(1 << 31, DType::F32), Err(Error::OutOfMemory { op: "eye", .. })));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn try_eye(n: usize, dtype: DType) -> Result<Tensor> {
+        Tensor::try_eye_rect(n, n, dtype)
+    }
+
+    /// A `rows x cols` matrix with ones on the main diagonal, zeros
+    /// elsewhere, or an error (see [`try_eye`](Self::try_eye)).
+    pub fn try_eye_rect(rows: usize, cols: usize, dtype: DType) -> Result<Tensor> {
+        const OP: &str = "eye";
+        let n = checked_numel(OP, &[rows, cols])?;
         with_dtype!(dtype, T => {
-            let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
-            let v: Vec<T> = (0..rows * cols).map(|k| if k / cols.max(1) == k % cols.max(1) { one } else { zero }).collect();
-            Tensor::from_vec(v, &[rows, cols]).expect("numel matches")
+            let mut v = filled_vec(OP, n, T::from_f64(0.0))?;
+            for i in 0..rows.min(cols) {
+                v[i * cols + i] = T::from_f64(1.0);
+            }
+            Tensor::from_vec(v, &[rows, cols])
         })
     }
 
@@ -51,16 +89,16 @@ impl Tensor {
         } else {
             0.0
         };
-        let v: Vec<f64> = (0..num)
-            .map(|i| {
-                if i + 1 == num && num > 1 {
-                    stop
-                } else {
-                    start + step * i as f64
+        checked_numel("linspace", &[num])?;
+        with_float_dtype!(dtype, T => {
+            let v = crate::kernels::cpu::build::<T>("linspace", num, |first, out| {
+                for (j, o) in out.iter_mut().enumerate() {
+                    let i = first + j;
+                    o.write(T::from_f64(if i + 1 == num && num > 1 { stop } else { start + step * i as f64 }));
                 }
-            })
-            .collect();
-        super::decomp::from_f64s(v, &[num], dtype)
+            })?;
+            Ok(Tensor::from_storage(T::buf_into_storage(v), &[num]))
+        }, _ => unreachable!("checked above"))
     }
 
     /// TensorFlow's `range(start, limit, delta)`: the same as
@@ -81,7 +119,10 @@ impl Tensor {
     /// One-hot encoding of integer indices (`self`): a new dimension of size
     /// `depth` is inserted at `axis` (in `-1..=rank`; -1 means last), holding
     /// `on` at the index and `off` elsewhere. An index outside `0..depth`
-    /// gives a row of `off` (as TensorFlow). Not differentiable.
+    /// gives a row of `off` (as TensorFlow). Not differentiable. A depth
+    /// whose result cannot be allocated is [`Error::OutOfMemory`]
+    /// (TensorFlow takes `depth` as an `int32`, so that a depth of 2^40
+    /// silently becomes 0 there and gives an empty result).
     ///
     /// ```
     /// use gradtape::{DType, Tensor};
@@ -107,28 +148,16 @@ impl Tensor {
         super::check_scalar_for(OP, dtype, self.shape(), on)?;
         super::check_scalar_for(OP, dtype, self.shape(), off)?;
         let ax = if axis == -1 { r } else { axis as usize };
-        // any index is allowed (out-of-range ones give a row of `off`)
-        let idx: Vec<i64> = match self.dtype() {
-            DType::I32 => self.values::<i32>().iter().map(|&v| v as i64).collect(),
-            _ => self.values::<i64>().into_owned(),
-        };
         let outer: usize = self.shape()[..ax].iter().product();
         let inner: usize = self.shape()[ax..].iter().product();
         let mut shape = self.shape().to_vec();
         shape.insert(ax, depth);
-        let numel = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        let Some(numel) = numel.filter(|&n| super::strided::fits(n, dtype)) else {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "depth {depth} for indices of shape {:?} overflows the element count",
-                    self.shape()
-                ),
-            ));
-        };
+        let numel = checked_numel(OP, &shape)?;
+        // any index is allowed (out-of-range ones give a row of `off`)
+        let idx = int_values(OP, self)?;
         Ok(with_dtype!(dtype, T => {
             let (on, off) = (T::from_f64(on), T::from_f64(off));
-            let mut v = vec![off; numel];
+            let mut v = filled_vec(OP, numel, off)?;
             for o in 0..outer {
                 for i in 0..inner {
                     let k = idx[o * inner + i];

@@ -7,8 +7,8 @@ use crate::autodiff::tape::{vjp, vjp_batched, VjpFn};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::ops::ct;
-use crate::tensor::layout::norm_axis;
-use crate::tensor::{with_dtype, Tensor};
+use crate::tensor::layout::{checked_numel, norm_axis};
+use crate::tensor::Tensor;
 use smallvec::smallvec;
 
 /// The rule of `gather` along axis 0: dense, it scatters the cotangent back;
@@ -70,13 +70,9 @@ pub(crate) fn concat_rows(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     let (na, nb) = (a.shape()[0], b.shape()[0]);
     let mut shape = a.shape().to_vec();
-    shape[0] = na + nb;
-    let y = with_dtype!(a.dtype(), T => {
-        let mut v: Vec<T> = Vec::with_capacity(a.numel() + b.numel());
-        v.extend_from_slice(&a.values::<T>());
-        v.extend_from_slice(&b.values::<T>());
-        Tensor::from_vec(v, &shape)?
-    });
+    shape[0] = na.saturating_add(nb); // (a saturated dim is refused below)
+    checked_numel(OP, &shape)?;
+    let y = index::concat(OP, &[a, b], 0, &shape)?;
     Ok(bind("ConcatRows", &[a, b], y, move |_| {
         vjp(move |g, needs| {
             Ok(grads![

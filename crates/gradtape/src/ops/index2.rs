@@ -4,8 +4,10 @@
 use super::{bind, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
-use crate::tensor::layout::norm_axis;
-use crate::tensor::{with_dtype, with_num_dtype, DType, Num, Tensor};
+use crate::kernels::cpu::filled_vec;
+use crate::kernels::cpu::index::int_values;
+use crate::tensor::layout::{checked_numel, norm_axis};
+use crate::tensor::{alloc, with_dtype, with_num_dtype, Num, Tensor};
 
 /// Reads `[..., K]` integer indices into `params_shape` (shape `shape`) as
 /// flat offsets (in units of the `shape[K..]` slices), checking every
@@ -27,12 +29,9 @@ fn nd_offsets(op: &'static str, indices: &Tensor, shape: &[usize]) -> Result<(Ve
             rhs: indices.shape().to_vec(),
         });
     }
-    let raw: Vec<i64> = match indices.dtype() {
-        DType::I32 => indices.values::<i32>().iter().map(|&v| v as i64).collect(),
-        _ => indices.values::<i64>().into_owned(),
-    };
+    let raw = int_values(op, indices)?;
     let count: usize = indices.shape()[..indices.rank() - 1].iter().product();
-    let mut offsets = Vec::with_capacity(count);
+    let mut offsets = alloc::try_vec(op, count)?;
     for i in 0..count {
         let mut o = 0usize;
         for d in 0..k {
@@ -66,14 +65,16 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn gather_nd(&self, indices: &Tensor) -> Result<Tensor> {
+        const OP: &str = "gather_nd";
         let ps = self.shape();
-        let (offs, k) = nd_offsets("gather_nd", indices, ps)?;
+        let (offs, k) = nd_offsets(OP, indices, ps)?;
         let inner: usize = ps[k..].iter().product();
         let mut shape = indices.shape()[..indices.rank() - 1].to_vec();
         shape.extend_from_slice(&ps[k..]);
+        let n = checked_numel(OP, &shape)?;
         let y = with_dtype!(self.dtype(), T => {
-            let src = self.values::<T>();
-            let mut out: Vec<T> = Vec::with_capacity(offs.len() * inner);
+            let src = self.values::<T>(OP)?;
+            let mut out: Vec<T> = alloc::try_vec(OP, n)?;
             for &o in &offs {
                 out.extend_from_slice(&src[o * inner..(o + 1) * inner]);
             }
@@ -98,6 +99,7 @@ impl Tensor {
     /// ```
     pub fn scatter_nd(indices: &Tensor, updates: &Tensor, shape: &[usize]) -> Result<Tensor> {
         const OP: &str = "scatter_nd";
+        let n = checked_numel(OP, shape)?;
         let (offs, k) = nd_offsets(OP, indices, shape)?;
         let mut want = indices.shape()[..indices.rank() - 1].to_vec();
         want.extend_from_slice(&shape[k..]);
@@ -109,8 +111,8 @@ impl Tensor {
             });
         }
         let inner: usize = shape[k..].iter().product();
-        fn run<T: Num>(u: &[T], offs: &[usize], inner: usize, n: usize) -> Vec<T> {
-            let mut out = vec![T::zero(); n];
+        fn run<T: Num>(u: &[T], offs: &[usize], inner: usize, n: usize) -> Result<Vec<T>> {
+            let mut out = filled_vec(OP, n, T::zero())?;
             for (j, &o) in offs.iter().enumerate() {
                 for (d, &s) in out[o * inner..(o + 1) * inner]
                     .iter_mut()
@@ -119,10 +121,9 @@ impl Tensor {
                     *d = d.add_wrap(s);
                 }
             }
-            out
+            Ok(out)
         }
-        let n: usize = shape.iter().product();
-        let y = with_num_dtype!(updates.dtype(), T => Tensor::from_vec(run::<T>(&updates.values::<T>(), &offs, inner, n), shape)?,
+        let y = with_num_dtype!(updates.dtype(), T => Tensor::from_vec(run::<T>(&updates.values::<T>(OP)?, &offs, inner, n)?, shape)?,
             _ => return Err(unsupported(OP, updates.dtype(), "a numeric dtype")));
         let idx = indices.clone();
         Ok(bind("ScatterNd", &[updates, indices], y, move |_| {
@@ -178,12 +179,11 @@ impl Tensor {
         let perm: Vec<usize> = (0..b).chain([ax]).chain(b..ax).chain(ax + 1..r).collect();
         let p = self.permute(&perm)?;
         // nd indices [B.., I.., b+1]: the batch coordinates, then the index
-        let raw: Vec<i64> = match indices.dtype() {
-            DType::I32 => indices.values::<i32>().iter().map(|&v| v as i64).collect(),
-            _ => indices.values::<i64>().into_owned(),
-        };
+        let raw = int_values(OP, indices)?;
         let per_batch: usize = is[b..].iter().product();
-        let mut nd = Vec::with_capacity(raw.len() * (b + 1));
+        let mut nd_shape = is.to_vec();
+        nd_shape.push(b + 1);
+        let mut nd = alloc::try_vec(OP, checked_numel(OP, &nd_shape)?)?;
         for (j, &v) in raw.iter().enumerate() {
             let mut rem = j / per_batch.max(1);
             let mut coords = vec![0i64; b];
@@ -194,8 +194,6 @@ impl Tensor {
             nd.extend(coords);
             nd.push(v);
         }
-        let mut nd_shape = is.to_vec();
-        nd_shape.push(b + 1);
         let nd = Tensor::from_vec(nd, &nd_shape)?;
         let g = p.gather_nd(&nd).map_err(|e| match e {
             Error::IndexOutOfRange { index, dim, .. } => Error::IndexOutOfRange {

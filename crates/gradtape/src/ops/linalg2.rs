@@ -104,7 +104,7 @@ impl Tensor {
         let a2 = self.permute(&pa)?.reshape(&[m, k])?;
         let b2 = b.permute(&pb)?.reshape(&[k, n])?;
         let out: Vec<usize> = fa.iter().map(|&i| sa[i]).chain(fb.iter().map(|&i| sb[i])).collect();
-        a2.matmul(&b2)?.reshape(&out)
+        a2.matmul(&b2).map_err(|e| e.for_op(OP))?.reshape(&out)
     }
 
     /// A diagonal matrix from each vector of `[..., n]`: `[..., n, n]` with
@@ -124,7 +124,8 @@ impl Tensor {
             return Err(unsupported("diag", self.dtype(), "a numeric dtype"));
         }
         let n = self.shape()[self.rank() - 1];
-        self.expand_dims(-1)?.mul(&Tensor::eye(n, self.dtype()))
+        let eye = Tensor::try_eye(n, self.dtype()).map_err(|e| e.for_op("diag"))?;
+        self.expand_dims(-1)?.mul(&eye)
     }
 
     /// The main diagonal of each matrix of `[..., n, m]`: `[..., min(n, m)]`.
@@ -204,12 +205,13 @@ impl Tensor {
             ));
         }
         let (n, m) = (self.shape()[r - 2], self.shape()[r - 1]);
-        let keep: Vec<bool> = (0..n * m)
-            .map(|q| {
+        let keep = crate::tensor::alloc::try_collect(
+            "band_part",
+            (0..n * m).map(|q| {
                 let (i, j) = ((q / m) as isize, (q % m) as isize);
                 (num_lower < 0 || i - j <= num_lower) && (num_upper < 0 || j - i <= num_upper)
-            })
-            .collect();
+            }),
+        )?;
         let mask = Tensor::from_vec(keep, &[n, m])?;
         Tensor::where_(&mask, self, &self.scalar_like(0.0)?)
     }

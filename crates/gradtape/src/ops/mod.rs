@@ -146,8 +146,8 @@ pub(crate) fn only(t: &[Option<Tensor>]) -> Result<&Tensor> {
 }
 
 /// A tangent, or zeros shaped like `like` (for JVP rules that need both).
-pub(crate) fn tangent_or_zero(t: &Option<Tensor>, like: &Tensor) -> Tensor {
-    t.clone().unwrap_or_else(|| like.zeros_like())
+pub(crate) fn tangent_or_zero(t: &Option<Tensor>, like: &Tensor) -> Result<Tensor> {
+    t.clone().map_or_else(|| like.try_zeros_like(), Ok)
 }
 
 /// Sums optional tangent terms; `None` if all are zero.

@@ -25,7 +25,7 @@ impl Tensor {
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         expect_float("softmax", self)?;
         let ax = norm_axis("softmax", axis, self.shape())?;
-        let y = with_float_dtype!(self.dtype(), T => k::softmax::<T>(self, ax, false), _ => unreachable!());
+        let y = with_float_dtype!(self.dtype(), T => k::softmax::<T>("softmax", self, ax, false), _ => unreachable!())?;
         Ok(bind("Softmax", &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
@@ -48,7 +48,8 @@ impl Tensor {
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         expect_float("log_softmax", self)?;
         let ax = norm_axis("log_softmax", axis, self.shape())?;
-        let y = with_float_dtype!(self.dtype(), T => k::softmax::<T>(self, ax, true), _ => unreachable!());
+        let y =
+            with_float_dtype!(self.dtype(), T => k::softmax::<T>("log_softmax", self, ax, true), _ => unreachable!())?;
         Ok(bind("LogSoftmax", &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
@@ -116,7 +117,7 @@ impl Tensor {
             DType::I64 => k::checked_labels::<i64>(OP, labels, classes)?,
             d => return Err(unsupported(OP, d, "i32 or i64 labels")),
         };
-        let (loss, p) = with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T>(logits, &lab, labels.shape()), _ => unreachable!());
+        let (loss, p) = with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T>(OP, logits, &lab, labels.shape()), _ => unreachable!())?;
         let (x, labels_t) = (logits.clone(), labels.clone());
         Ok(bind(
             "SparseSoftmaxCrossEntropyWithLogits",
@@ -217,11 +218,14 @@ fn with_dtype_num(op: &'static str, x: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// A constant `one_hot(labels)` with `logits`' shape and dtype.
 fn one_hot_like(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
+    const OP: &str = "sparse_softmax_cross_entropy_with_logits";
     let c = logits.shape()[logits.rank() - 1];
-    let lab = labels.to_vec_f64();
-    let mut v = vec![0.0f64; lab.len() * c];
-    for (r, &l) in lab.iter().enumerate() {
-        v[r * c + l as usize] = 1.0;
-    }
-    with_float_dtype!(logits.dtype(), T => Tensor::from_vec(v.into_iter().map(T::from_f64).collect::<Vec<T>>(), logits.shape()), _ => unreachable!())
+    let lab = labels.f64_values(OP)?;
+    with_float_dtype!(logits.dtype(), T => {
+        let mut v = crate::kernels::cpu::filled_vec(OP, logits.numel(), T::from_f64(0.0))?;
+        for (r, &l) in lab.iter().enumerate() {
+            v[r * c + l as usize] = T::from_f64(1.0);
+        }
+        Tensor::from_vec(v, logits.shape())
+    }, _ => unreachable!())
 }

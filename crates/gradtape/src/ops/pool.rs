@@ -42,9 +42,9 @@ fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Result<Tensor> 
     }
     let nx: usize = xshape.iter().product();
     let img = nx.checked_div(n).unwrap_or(0);
-    let idx = arg.values::<i64>();
+    let idx = arg.values::<i64>(OP)?;
     let dx = with_float_dtype!(dy.dtype(), T => {
-        Tensor::from_storage(T::into_storage(k::max_pool_grad::<T>(&dy.values::<T>(), &idx, n, img)), xshape)
+        Tensor::from_storage(T::into_storage(k::max_pool_grad::<T>(OP, &dy.values::<T>(OP)?, &idx, n, img)?), xshape)
     }, _ => return Err(unsupported(OP, dy.dtype(), "f32 or f64")));
     let (arg, yshape) = (arg.clone(), dy.shape().to_vec());
     Ok(bind(OP, &[dy], dx, move |_| {
@@ -84,7 +84,7 @@ impl Tensor {
         let g = geom(OP, self.shape(), ksize, strides, padding)?;
         let shape = [g.n, g.oh, g.ow, g.c];
         let (y, arg) = with_float_dtype!(self.dtype(), T => {
-            let (y, arg) = k::max_pool::<T>(&self.values::<T>(), &g);
+            let (y, arg) = k::max_pool::<T>(&self.values::<T>(OP)?, &g)?;
             (Tensor::from_storage(T::into_storage(y), &shape), arg)
         }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
         let xshape = self.shape().to_vec();
@@ -116,7 +116,7 @@ impl Tensor {
         let g = geom(OP, self.shape(), ksize, strides, padding)?;
         let shape = [g.n, g.oh, g.ow, g.c];
         let y = with_float_dtype!(self.dtype(), T => {
-            Tensor::from_storage(T::into_storage(k::avg_pool::<T>(&self.values::<T>(), &g)), &shape)
+            Tensor::from_storage(T::into_storage(k::avg_pool::<T>(&self.values::<T>(OP)?, &g)?), &shape)
         }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
         let xshape = self.shape().to_vec();
         Ok(bind("AvgPool", &[self], y, move |_| {
@@ -156,7 +156,7 @@ impl Tensor {
         }
         let xshape = input_shape.to_vec();
         let y = with_float_dtype!(self.dtype(), T => {
-            Tensor::from_storage(T::into_storage(k::avg_pool_grad::<T>(&self.values::<T>(), &g)), &xshape)
+            Tensor::from_storage(T::into_storage(k::avg_pool_grad::<T>(&self.values::<T>(OP)?, &g)?), &xshape)
         }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
         Ok(bind("AvgPoolGrad", &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].avg_pool2d(ksize, strides, padding)?)]))

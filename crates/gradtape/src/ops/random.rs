@@ -8,6 +8,7 @@
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::build;
+use crate::tensor::layout::checked_numel;
 use crate::tensor::{with_float_dtype, DType, Element, Float, Tensor};
 
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -54,15 +55,16 @@ impl CounterRng {
     }
 }
 
-/// Fills a tensor of `shape` with `f(i)` for every flat index `i`.
-fn generate<T: Element>(shape: &[usize], f: impl Fn(u64) -> T + Sync) -> Tensor {
-    let n: usize = shape.iter().product();
-    let buf = build::<T>(n, |start, out| {
+/// Fills a tensor of `shape` with `f(i)` for every flat index `i`; errors
+/// (a shape that overflows, a buffer that cannot be allocated) name `op`.
+fn generate<T: Element>(op: &'static str, shape: &[usize], f: impl Fn(u64) -> T + Sync) -> Result<Tensor> {
+    let n = checked_numel(op, shape)?;
+    let buf = build::<T>(op, n, |start, out| {
         for (j, o) in out.iter_mut().enumerate() {
             o.write(f((start + j) as u64));
         }
-    });
-    Tensor::from_storage(T::buf_into_storage(buf), shape)
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(buf), shape))
 }
 
 fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
@@ -73,8 +75,8 @@ fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
     }
 }
 
-fn float_gen<T: Float>(shape: &[usize], f: impl Fn(u64) -> f64 + Sync) -> Tensor {
-    generate::<T>(shape, |i| T::from_f64(f(i)))
+fn float_gen<T: Float>(op: &'static str, shape: &[usize], f: impl Fn(u64) -> f64 + Sync) -> Result<Tensor> {
+    generate::<T>(op, shape, |i| T::from_f64(f(i)))
 }
 
 impl Tensor {
@@ -102,23 +104,23 @@ impl Tensor {
         match dtype {
             DType::F32 => {
                 let (l, h) = (lo as f32, hi as f32);
-                Ok(generate::<f32>(shape, |i| {
+                generate::<f32>(OP, shape, |i| {
                     let v = (lo + g.unit(i) * (hi - lo)) as f32;
                     if v >= h || v < l {
                         l
                     } else {
                         v
                     }
-                }))
+                })
             }
-            DType::F64 => Ok(generate::<f64>(shape, |i| {
+            DType::F64 => generate::<f64>(OP, shape, |i| {
                 let v = lo + g.unit(i) * (hi - lo);
                 if v >= hi {
                     lo
                 } else {
                     v
                 }
-            })),
+            }),
             DType::I32 | DType::I64 => {
                 let (l, h) = (lo.ceil(), hi.ceil());
                 let (min, max) = if dtype == DType::I32 {
@@ -134,11 +136,11 @@ impl Tensor {
                 }
                 let span = h - l;
                 let draw = move |i: u64| (l + (g.unit(i) * span).floor()).min(h - 1.0);
-                Ok(if dtype == DType::I32 {
-                    generate::<i32>(shape, |i| draw(i) as i32)
+                if dtype == DType::I32 {
+                    generate::<i32>(OP, shape, |i| draw(i) as i32)
                 } else {
-                    generate::<i64>(shape, |i| draw(i) as i64)
-                })
+                    generate::<i64>(OP, shape, |i| draw(i) as i64)
+                }
             }
             DType::Bool | DType::C64 | DType::C128 => Err(unsupported(OP, dtype, "f32, f64, i32 or i64")),
         }
@@ -158,7 +160,7 @@ impl Tensor {
         const OP: &str = "random_normal";
         check_normal(OP, mean, std, dtype)?;
         let g = CounterRng::new(seed, 2);
-        with_float_dtype!(dtype, T => Ok(float_gen::<T>(shape, |i| mean + std * g.normal(i))), _ => unreachable!())
+        with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| mean + std * g.normal(i)), _ => unreachable!())
     }
 
     /// Normal values `mean + std · z` with every `|z| > 2` redrawn (as
@@ -184,7 +186,7 @@ impl Tensor {
             }
             0.0 // 64 rejections in a row: probability below 1e-85
         };
-        with_float_dtype!(dtype, T => Ok(float_gen::<T>(shape, |i| mean + std * z(i))), _ => unreachable!())
+        with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| mean + std * z(i)), _ => unreachable!())
     }
 
     /// Dropout: each element is zeroed with probability `rate` and the kept
@@ -212,7 +214,7 @@ impl Tensor {
         }
         let g = CounterRng::new(seed, 4);
         let scale = 1.0 / (1.0 - rate);
-        let mask = with_float_dtype!(self.dtype(), T => float_gen::<T>(self.shape(), |i| if g.unit(i) >= rate { scale } else { 0.0 }), _ => unreachable!());
+        let mask = with_float_dtype!(self.dtype(), T => float_gen::<T>(OP, self.shape(), |i| if g.unit(i) >= rate { scale } else { 0.0 }), _ => unreachable!())?;
         self.mul(&mask)
     }
 }

@@ -47,7 +47,7 @@ fn raw_reduce(op: &'static str, x: &Tensor, axes: &[usize], keepdims: bool, kind
     if x.dtype().is_complex() && kind != ReduceKind::Sum {
         return Err(unsupported(op, x.dtype(), "a real numeric dtype"));
     }
-    let y = reduce(x, axes, kind);
+    let y = reduce(op, x, axes, kind)?;
     if keepdims {
         y.reshape(&kept_shape(x.shape(), axes))
     } else {

@@ -2,14 +2,12 @@
 //! either way): `prod`, `logsumexp`, `variance`, `std`, `norm`, `all`,
 //! `any`; and `argmax`/`argmin` along one axis.
 
-use std::borrow::Cow;
-
 use super::reduce::norm_axes;
 use super::{bind, ct, expect_float, grads, unsupported};
 use crate::autodiff::tape::{vjp, vjp_batched};
 use crate::error::{Error, Result};
 use crate::tensor::layout::norm_axis;
-use crate::tensor::{with_num_dtype, DType, Element, Layout, Num, Tensor};
+use crate::tensor::{alloc, with_num_dtype, DType, Element, Layout, Num, Tensor};
 use num_traits::One;
 
 /// The shape with reduced axes set to 1.
@@ -37,7 +35,7 @@ fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
 /// The elements of `x` in the order kept axes first, reduced axes last,
 /// with the row length (product of the reduced dims). Each chunk of `row`
 /// elements is one output element's inputs.
-fn reduced_last<T: Element>(x: &Tensor, axes: &[usize]) -> (Vec<T>, usize) {
+fn reduced_last<T: Element>(op: &'static str, x: &Tensor, axes: &[usize]) -> Result<(Vec<T>, usize)> {
     let l = x.layout();
     let kept = (0..l.shape.len()).filter(|d| !axes.contains(d));
     let perm: Vec<usize> = kept.chain(axes.iter().copied()).collect();
@@ -47,27 +45,25 @@ fn reduced_last<T: Element>(x: &Tensor, axes: &[usize]) -> (Vec<T>, usize) {
         offset: l.offset,
     });
     let row: usize = axes.iter().map(|&d| l.shape[d]).product();
-    let vals = match view.values::<T>() {
-        Cow::Borrowed(s) => s.to_vec(),
-        Cow::Owned(v) => v,
-    };
-    (vals, row)
+    Ok((view.owned_values::<T>(op)?, row))
 }
 
 /// One output per row of [`reduced_last`]; `f` gets each row.
 fn reduce_rows<T: Element, O: Element>(
+    op: &'static str,
     x: &Tensor,
     axes: &[usize],
     keepdims: bool,
     f: impl Fn(&[T]) -> O,
 ) -> Result<Tensor> {
-    let (vals, row) = reduced_last::<T>(x, axes);
     let shape = out_shape(x.shape(), axes, keepdims);
     let n_out: usize = shape.iter().product();
-    let out: Vec<O> = if row == 0 {
-        (0..n_out).map(|_| f(&[])).collect()
+    let out: Vec<O> = if x.numel() == 0 {
+        // no rows to read (or empty ones: `n_out` may be large)
+        alloc::try_filled(op, n_out, f(&[]))?
     } else {
-        vals.chunks(row).map(f).collect()
+        let (vals, row) = reduced_last::<T>(op, x, axes)?;
+        alloc::try_collect(op, vals.chunks(row).map(f))?
     };
     Tensor::from_vec(out, &shape)
 }
@@ -95,7 +91,7 @@ impl Tensor {
     /// ```
     pub fn prod(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = norm_axes("prod", axes, self.shape())?;
-        let y = with_num_dtype!(self.dtype(), T => reduce_rows::<T, T>(self, &ax, keepdims,
+        let y = with_num_dtype!(self.dtype(), T => reduce_rows::<T, T>("prod", self, &ax, keepdims,
             |r| r.iter().fold(T::one(), |a, &b| a.mul_wrap(b))),
             _ => Err(unsupported("prod", self.dtype(), "a numeric dtype")))?;
         let x = self.clone();
@@ -135,8 +131,8 @@ impl Tensor {
         expect_float("logsumexp", self)?;
         norm_axes("logsumexp", axes, self.shape())?;
         let m = self.stop_gradient().max(axes, true)?;
-        let finite = m.sub(&m)?.eq(&m.zeros_like())?; // false for ±inf and NaN
-        let m = Tensor::where_(&finite, &m, &m.zeros_like())?;
+        let finite = m.sub(&m)?.eq(&m.scalar_like(0.0)?)?; // false for ±inf and NaN
+        let m = Tensor::where_(&finite, &m, &m.scalar_like(0.0)?)?;
         let s = self.sub(&m)?.exp()?.sum(axes, true)?.log()?.add(&m)?;
         if keepdims {
             Ok(s)
@@ -195,8 +191,8 @@ impl Tensor {
             let y = y.clone();
             vjp_batched(move |g, _| {
                 let yk = y.reshape(&kept_shape(x.shape(), &ax))?;
-                let zero = yk.eq(&yk.zeros_like())?;
-                let safe = Tensor::where_(&zero, &yk.ones_like(), &yk)?;
+                let zero = yk.eq(&yk.scalar_like(0.0)?)?;
+                let safe = Tensor::where_(&zero, &yk.scalar_like(1.0)?, &yk)?;
                 let gx = unreduce(&g[0], x.shape(), &ax)?;
                 Ok(grads![Some(gx.mul(&x.div(&safe)?)?)])
             })
@@ -236,7 +232,7 @@ impl Tensor {
                 format!("axis {axis} of shape {:?} is empty: no index to return", self.shape()),
             ));
         }
-        with_num_dtype!(self.dtype(), T => reduce_rows::<T, i64>(self, &[a], false, |r| {
+        with_num_dtype!(self.dtype(), T => reduce_rows::<T, i64>(op, self, &[a], false, |r| {
             // NaN never wins; the first non-NaN element starts
             let mut best: Option<usize> = None;
             for (i, &v) in r.iter().enumerate() {
@@ -283,7 +279,7 @@ impl Tensor {
             return Err(unsupported(op, self.dtype(), "bool"));
         }
         let ax = norm_axes(op, axes, self.shape())?;
-        reduce_rows::<bool, bool>(self, &ax, keepdims, |r| {
+        reduce_rows::<bool, bool>(op, self, &ax, keepdims, |r| {
             if all {
                 r.iter().all(|&b| b)
             } else {

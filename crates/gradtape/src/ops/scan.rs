@@ -4,19 +4,29 @@
 use super::{bind, ct, grads, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
+use crate::kernels::cpu::filled_vec;
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{with_num_dtype, Num, Tensor};
 use num_traits::{One, Zero};
 
 /// A running fold of `x` along axis `a`; `exclusive` writes the value before
 /// each element is folded in, `reverse` runs from the end.
-fn scan<T: Num>(x: &Tensor, a: usize, exclusive: bool, reverse: bool, init: T, f: impl Fn(T, T) -> T) -> Tensor {
+#[allow(clippy::too_many_arguments)]
+fn scan<T: Num>(
+    op: &'static str,
+    x: &Tensor,
+    a: usize,
+    exclusive: bool,
+    reverse: bool,
+    init: T,
+    f: impl Fn(T, T) -> T,
+) -> Result<Tensor> {
     let shape = x.shape();
     let outer: usize = shape[..a].iter().product();
     let n = shape[a];
     let inner: usize = shape[a + 1..].iter().product();
-    let src = x.values::<T>();
-    let mut out = vec![init; src.len()];
+    let src = x.values::<T>(op)?;
+    let mut out = filled_vec(op, src.len(), init)?;
     for o in 0..outer {
         for i in 0..inner {
             let base = o * n * inner + i;
@@ -30,7 +40,7 @@ fn scan<T: Num>(x: &Tensor, a: usize, exclusive: bool, reverse: bool, init: T, f
             }
         }
     }
-    Tensor::from_vec(out, shape).expect("scan keeps the shape")
+    Tensor::from_vec(out, shape)
 }
 
 impl Tensor {
@@ -49,7 +59,7 @@ impl Tensor {
     /// ```
     pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumsum", axis, self.shape())?;
-        let y = with_num_dtype!(self.dtype(), T => scan::<T>(self, a, exclusive, reverse, T::zero(), |p, v| p.add_wrap(v)),
+        let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumsum", self, a, exclusive, reverse, T::zero(), |p, v| p.add_wrap(v))?,
             _ => return Err(unsupported("cumsum", self.dtype(), "a numeric dtype")));
         Ok(bind("Cumsum", &[self], y, move |_| {
             vjp_batched(move |g, _| Ok(grads![Some(g[0].cumsum(ct::axis(a), exclusive, !reverse)?)]))
@@ -74,13 +84,13 @@ impl Tensor {
     /// ```
     pub fn cumprod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumprod", axis, self.shape())?;
-        let y = with_num_dtype!(self.dtype(), T => scan::<T>(self, a, exclusive, reverse, T::one(), |p, v| p.mul_wrap(v)),
+        let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumprod", self, a, exclusive, reverse, T::one(), |p, v| p.mul_wrap(v))?,
             _ => return Err(unsupported("cumprod", self.dtype(), "a numeric dtype")));
         let x = self.clone();
         Ok(bind("Cumprod", &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
-                let zero = x.eq(&x.zeros_like())?;
+                let zero = x.eq(&x.scalar_like(0.0)?)?;
                 let s = g[0].mul(&y)?.cumsum(ct::axis(a), exclusive, !reverse)?;
                 if !zero.to_vec::<bool>()?.contains(&true) {
                     return Ok(grads![Some(s.div(&x)?)]);
@@ -88,13 +98,13 @@ impl Tensor {
                 // zeros: the division is valid where x != 0; the first zero
                 // (in scan order) gets the products with itself replaced by
                 // 1; elements after it get 0
-                let ones = x.ones_like();
+                let ones = x.scalar_like(1.0)?;
                 let before = zero.cast(x.dtype())?.cumsum(a as isize, true, reverse)?;
-                let first = before.eq(&before.zeros_like())?.logical_and(&zero)?;
+                let first = before.eq(&before.scalar_like(0.0)?)?.logical_and(&zero)?;
                 let safe = Tensor::where_(&zero, &ones, &x)?;
                 let y1 = Tensor::where_(&first, &ones, &x)?.cumprod(a as isize, exclusive, reverse)?;
                 let s1 = g[0].mul(&y1)?.cumsum(ct::axis(a), exclusive, !reverse)?;
-                let at_first = Tensor::where_(&first, &s1, &s1.zeros_like())?;
+                let at_first = Tensor::where_(&first, &s1, &s1.scalar_like(0.0)?)?;
                 Ok(grads![Some(Tensor::where_(&zero, &at_first, &s.div(&safe)?)?)])
             })
         }))

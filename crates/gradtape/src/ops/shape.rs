@@ -9,7 +9,7 @@ use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
 use crate::ops::ct;
-use crate::tensor::layout::{broadcast_shapes, broadcast_strides, norm_axis};
+use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, norm_axis};
 use crate::tensor::{with_dtype, DType, Element, Layout, Tensor};
 
 impl Tensor {
@@ -22,7 +22,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
-        let numel: usize = shape.iter().product();
+        let numel = checked_numel("reshape", shape)?;
         if numel != self.numel() {
             return Err(Error::BadReshape {
                 op: "reshape",
@@ -30,7 +30,7 @@ impl Tensor {
                 shape: shape.to_vec(),
             });
         }
-        let src = self.contiguous_raw();
+        let src = self.contiguous_raw("reshape")?;
         let y = src.view(Layout {
             offset: src.layout().offset,
             ..Layout::contiguous(shape)
@@ -45,12 +45,13 @@ impl Tensor {
         ))
     }
 
-    /// A contiguous copy when the view is strided; `self` otherwise (not recorded).
-    fn contiguous_raw(&self) -> Tensor {
+    /// A contiguous copy when the view is strided; `self` otherwise (not
+    /// recorded). Allocation failures name `op`.
+    fn contiguous_raw(&self, op: &'static str) -> Result<Tensor> {
         if self.is_contiguous() {
-            self.clone()
+            Ok(self.clone())
         } else {
-            with_dtype!(self.dtype(), T => Tensor::from_vec(self.values::<T>().into_owned(), self.shape()).expect("same numel"))
+            with_dtype!(self.dtype(), T => Tensor::from_vec(self.owned_values::<T>(op)?, self.shape()))
         }
     }
 
@@ -59,7 +60,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let y = self.contiguous_raw();
+        let y = self.contiguous_raw("contiguous")?;
         Ok(bind_jvp(
             Op::Shape(ShapeOp::Contiguous),
             &[self],
@@ -193,7 +194,7 @@ impl Tensor {
         if self.dtype().is_complex() || dtype.is_complex() {
             return super::complex::cast(self, dtype);
         }
-        let y = cast(self, dtype);
+        let y = cast(self, dtype)?;
         let from = self.dtype();
         Ok(bind_jvp(
             Op::Cast(dtype),
@@ -231,6 +232,9 @@ impl Tensor {
 
     /// Every element converted to `T` (any dtype to any `T`); a helper for tests
     /// and display.
+    ///
+    /// # Panics
+    /// As [`to_vec_f64`](Self::to_vec_f64), if the copy cannot be allocated.
     pub fn to_vec_as<T: Element>(&self) -> Vec<T> {
         self.to_vec_f64().into_iter().map(T::from_f64).collect()
     }

@@ -4,8 +4,9 @@ use super::desc::{Lazy, Op, ShapeOp};
 use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
+use crate::kernels::cpu::filled_vec;
 use crate::ops::ct;
-use crate::tensor::layout::{contiguous_strides, norm_axis};
+use crate::tensor::layout::{checked_numel, contiguous_strides, norm_axis};
 use crate::tensor::{with_dtype, Element, Layout, Tensor};
 
 impl Tensor {
@@ -95,7 +96,7 @@ impl Tensor {
                 format!("{} paddings given for shape {:?}", pads.len(), self.shape()),
             ));
         }
-        let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads));
+        let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads))?;
         let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
         Ok(bind_jvp(
             Lazy("Pad", || Op::Shape(ShapeOp::Pad(pads.into()))),
@@ -114,13 +115,19 @@ impl Tensor {
     }
 }
 
-fn pad_kernel<T: Element>(x: &Tensor, pads: &[(usize, usize)]) -> Tensor {
+fn pad_kernel<T: Element>(x: &Tensor, pads: &[(usize, usize)]) -> Result<Tensor> {
+    const OP: &str = "pad";
     let shape = x.shape();
-    let out_shape: Vec<usize> = shape.iter().zip(pads).map(|(d, p)| d + p.0 + p.1).collect();
-    let n: usize = out_shape.iter().product();
-    let mut out = vec![T::from_f64(0.0); n];
+    // (a saturated dim is refused just below)
+    let out_shape: Vec<usize> = shape
+        .iter()
+        .zip(pads)
+        .map(|(d, p)| d.saturating_add(p.0).saturating_add(p.1))
+        .collect();
+    let n = checked_numel(OP, &out_shape)?;
+    let mut out = filled_vec(OP, n, T::from_f64(0.0))?;
     if x.numel() > 0 {
-        let src = x.values::<T>();
+        let src = x.values::<T>(OP)?;
         let r = shape.len();
         let os = contiguous_strides(&out_shape);
         let inner = if r == 0 { 1 } else { shape[r - 1] };
@@ -143,5 +150,5 @@ fn pad_kernel<T: Element>(x: &Tensor, pads: &[(usize, usize)]) -> Tensor {
             out[o..o + inner].copy_from_slice(&src[row * inner..(row + 1) * inner]);
         }
     }
-    Tensor::from_vec(out, &out_shape).expect("numel matches")
+    Tensor::from_vec(out, &out_shape)
 }

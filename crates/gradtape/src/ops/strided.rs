@@ -11,7 +11,8 @@ use super::{bind, grads};
 use crate::autodiff::tape::vjp_batched;
 use crate::ct;
 use crate::error::{Error, Result};
-use crate::tensor::layout::norm_axis;
+use crate::kernels::cpu::filled_vec;
+use crate::tensor::layout::{checked_numel, norm_axis};
 use crate::tensor::{with_dtype, Element, Layout, Tensor};
 
 /// One axis of a [`Tensor::strided_slice`], like Python's `start:end:step`.
@@ -109,22 +110,24 @@ fn strided_op(x: &Tensor, spec: Vec<(usize, isize, usize)>) -> Tensor {
     bind("StridedSlice", &[x], y, move |_| {
         vjp_batched(move |g, _| {
             let full = ct::with_batch(&g[0], &shape);
-            Ok(grads![Some(strided_embed(&g[0], &full, batched_spec(&g[0], &spec)))])
+            Ok(grads![Some(strided_embed(&g[0], &full, batched_spec(&g[0], &spec))?)])
         })
     })
 }
 
 /// Zeros of `shape` with `g` written at the positions a strided view with
 /// `spec` reads (the adjoint of [`strided_view`]); d/dg is that view.
-fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize, usize)>) -> Tensor {
+fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize, usize)>) -> Result<Tensor> {
+    const OP: &str = "strided_slice";
+    let n = checked_numel(OP, shape)?;
     let r = shape.len();
     let mut ostrides = vec![1usize; r];
     for i in (0..r.saturating_sub(1)).rev() {
         ostrides[i] = ostrides[i + 1] * shape[i + 1];
     }
     let y = with_dtype!(g.dtype(), T => {
-        let src = g.values::<T>();
-        let mut out = vec![T::from_f64(0.0); shape.iter().product()];
+        let src = g.values::<T>(OP)?;
+        let mut out = filled_vec(OP, n, T::from_f64(0.0))?;
         let gs = g.shape();
         let mut idx = vec![0usize; r];
         for &v in src.iter() {
@@ -140,17 +143,11 @@ fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize, usize)>) 
                 idx[d] = 0;
             }
         }
-        Tensor::from_vec(out, shape).expect("numel matches")
+        Tensor::from_vec(out, shape)?
     });
-    bind("StridedSliceGrad", &[g], y, move |_| {
+    Ok(bind("StridedSliceGrad", &[g], y, move |_| {
         vjp_batched(move |gg, _| Ok(grads![Some(strided_op(&gg[0], batched_spec(&gg[0], &spec)))]))
-    })
-}
-
-/// Whether `n` elements of `dtype` can be allocated at all.
-pub(crate) fn fits(n: usize, dtype: crate::DType) -> bool {
-    n.checked_mul(dtype.size_in_bytes())
-        .is_some_and(|b| b <= isize::MAX as usize)
+    }))
 }
 
 /// An empty tensor of `shape` (numel 0) that stays connected to `x` on the tape.
@@ -257,21 +254,12 @@ impl Tensor {
         }
         let inter: Vec<usize> = s.iter().flat_map(|&d| [1, d]).collect();
         let wide: Vec<usize> = s.iter().zip(multiples).flat_map(|(&d, &m)| [m, d]).collect();
-        let out: Option<Vec<usize>> = s.iter().zip(multiples).map(|(&d, &m)| d.checked_mul(m)).collect();
-        let numel = out
-            .as_ref()
-            .and_then(|o| o.iter().try_fold(1usize, |a, &d| a.checked_mul(d)))
-            .filter(|&n| fits(n, self.dtype()));
-        let (Some(out), Some(numel)) = (out, numel) else {
-            return Err(Error::invalid(
-                "tile",
-                format!("multiples {multiples:?} of shape {s:?} overflow the element count"),
-            ));
-        };
-        if numel == 0 {
+        let out: Vec<usize> = s.iter().zip(multiples).map(|(&d, &m)| d.saturating_mul(m)).collect();
+        if checked_numel("tile", &out)? == 0 {
             return empty_like(self, &out);
         }
-        self.reshape(&inter)?.broadcast_to(&wide)?.reshape(&out)
+        let y = || self.reshape(&inter)?.broadcast_to(&wide)?.reshape(&out);
+        y().map_err(|e| e.for_op("tile"))
     }
 
     /// Repeats each element `repeats` times along `axis` (`[1,2]` → `[1,1,2,2]`).
@@ -288,23 +276,12 @@ impl Tensor {
         let mut wide = s.to_vec();
         wide.insert(ax + 1, repeats);
         let mut out = s.to_vec();
-        let numel = out[ax]
-            .checked_mul(repeats)
-            .and_then(|d| {
-                out[ax] = d;
-                out.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
-            })
-            .filter(|&n| fits(n, self.dtype()))
-            .ok_or_else(|| {
-                Error::invalid(
-                    "repeat",
-                    format!("{repeats} repeats of shape {s:?} overflow the element count"),
-                )
-            })?;
-        if numel == 0 {
+        out[ax] = out[ax].saturating_mul(repeats); // (refused below if it saturates)
+        if checked_numel("repeat", &out)? == 0 {
             return empty_like(self, &out);
         }
-        self.expand_dims(ax as isize + 1)?.broadcast_to(&wide)?.reshape(&out)
+        let y = || self.expand_dims(ax as isize + 1)?.broadcast_to(&wide)?.reshape(&out);
+        y().map_err(|e| e.for_op("repeat"))
     }
 
     /// Repeats element `i` along `axis` `repeats[i]` times (one count per
@@ -369,7 +346,9 @@ impl Tensor {
                 if c == 0.0 {
                     return Ok(padded);
                 }
-                let inside = Tensor::full(&s, 1.0, crate::DType::Bool).pad(pads)?;
+                let inside = Tensor::try_full(&s, 1.0, crate::DType::Bool)
+                    .map_err(|e| e.for_op("pad"))?
+                    .pad(pads)?;
                 Tensor::where_(&inside, &padded, &super::binary::scalar_for("pad", self, c)?)
             }
             PadMode::Reflect | PadMode::Symmetric => {

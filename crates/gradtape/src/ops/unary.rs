@@ -15,7 +15,7 @@ use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Num, Tenso
 /// `f(v)` on every element of a float tensor (`v` is `f32` or `f64`).
 macro_rules! float_map {
     ($op:expr, $x:expr, |$v:ident| $body:expr) => {
-        with_float_dtype!($x.dtype(), T => Ok(map::<T, T>($x, |$v: T| $body)),
+        with_float_dtype!($x.dtype(), T => map::<T, T>($op, $x, |$v: T| $body),
             _ => Err(unsupported($op, $x.dtype(), "f32 or f64")))
     };
 }
@@ -23,7 +23,7 @@ macro_rules! float_map {
 /// `f(v)` on every element of a numeric tensor.
 macro_rules! num_map {
     ($op:expr, $x:expr, |$v:ident| $body:expr) => {
-        with_num_dtype!($x.dtype(), T => Ok(map::<T, T>($x, |$v: T| $body)),
+        with_num_dtype!($x.dtype(), T => map::<T, T>($op, $x, |$v: T| $body),
             _ => Err(unsupported($op, $x.dtype(), "a numeric dtype")))
     };
 }
@@ -109,7 +109,7 @@ impl Tensor {
             return super::complex::exp(self);
         }
         expect_float("exp", self)?;
-        let y = math::exp(self);
+        let y = math::exp(self)?;
         Ok(bind_jvp(
             Unary::Exp,
             &[self],
@@ -141,7 +141,7 @@ impl Tensor {
     /// Sine. d/dx = cos x.
     pub fn sin(&self) -> Result<Tensor> {
         expect_float("sin", self)?;
-        let y = math::sin(self);
+        let y = math::sin(self)?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Sin,
@@ -155,7 +155,7 @@ impl Tensor {
     /// Cosine. d/dx = -sin x.
     pub fn cos(&self) -> Result<Tensor> {
         expect_float("cos", self)?;
-        let y = math::cos(self);
+        let y = math::cos(self)?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Cos,
@@ -169,7 +169,7 @@ impl Tensor {
     /// Hyperbolic tangent. d/dx = 1 - tanh²x.
     pub fn tanh(&self) -> Result<Tensor> {
         let y = match self.dtype() {
-            DType::F32 => math::tanh(self),
+            DType::F32 => math::tanh(self)?,
             _ => float_map!("tanh", self, |v| v.tanh())?,
         };
         Ok(bind_jvp(
@@ -187,7 +187,7 @@ impl Tensor {
     /// Logistic sigmoid `1 / (1 + e⁻ˣ)`, computed without overflow. d/dx = y(1 - y).
     pub fn sigmoid(&self) -> Result<Tensor> {
         let y = match self.dtype() {
-            DType::F32 => math::sigmoid(self),
+            DType::F32 => math::sigmoid(self)?,
             _ => float_map!("sigmoid", self, |v| if v >= T::zero() {
                 T::one() / (T::one() + (-v).exp())
             } else {
@@ -282,8 +282,8 @@ impl Tensor {
         }
         let y = match self.dtype() {
             // truncating toward zero; MIN / -1 wraps instead of panicking
-            DType::I32 => Ok(map::<i32, i32>(self, |v| v.wrapping_div(c as i32))),
-            DType::I64 => Ok(map::<i64, i64>(self, |v| v.wrapping_div(c as i64))),
+            DType::I32 => map::<i32, i32>("div_scalar", self, |v| v.wrapping_div(c as i32)),
+            DType::I64 => map::<i64, i64>("div_scalar", self, |v| v.wrapping_div(c as i64)),
             _ => num_map!("div_scalar", self, |v| v / T::from_f64(c)),
         }?;
         Ok(bind_jvp(

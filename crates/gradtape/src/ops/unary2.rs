@@ -22,7 +22,7 @@ macro_rules! fmap {
             use num_traits::{Float as _, One as _, Zero as _};
             #[allow(unused_imports)]
             use $crate::tensor::Element as _;
-            Ok::<_, $crate::Error>($crate::kernels::cpu::elementwise::map::<T, T>($x, |$v: T| $body))
+            $crate::kernels::cpu::elementwise::map::<T, T>($op, $x, |$v: T| $body)
         }, _ => Err($crate::ops::unsupported($op, $x.dtype(), "f32 or f64")))
     };
 }
@@ -221,8 +221,8 @@ impl Tensor {
         f64_: fn(f64) -> f64,
     ) -> Result<Tensor> {
         let y = match self.dtype() {
-            crate::DType::F32 => map::<f32, f32>(self, f32_),
-            crate::DType::F64 => map::<f64, f64>(self, f64_),
+            crate::DType::F32 => map::<f32, f32>(op, self, f32_)?,
+            crate::DType::F64 => map::<f64, f64>(op, self, f64_)?,
             dt if dt.is_int() => return Ok(self.clone()),
             dt => return Err(super::unsupported(op, dt, "a numeric dtype")),
         };

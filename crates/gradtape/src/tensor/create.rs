@@ -1,7 +1,20 @@
 //! Constructors: from data, scalars, filled tensors and ranges.
+//!
+//! Every shape given here is checked (`layout::checked_numel`): a shape
+//! whose element count overflows is an [`Error::ShapeOverflow`], never a
+//! wrapped count. Constructors that allocate from a shape come in two
+//! forms: `try_zeros`, `try_ones`, `try_full`, `try_zeros_like`,
+//! `try_ones_like` and `try_full_like` return [`Error::OutOfMemory`] when
+//! the buffer cannot be allocated (and are what the library uses inside);
+//! `zeros`, `ones`, `full` and their `_like` forms are sugar for them that
+//! panics with that error's message instead (as `vec![0; n]` does). Every
+//! other constructor returns a `Result`, or (`scalar`, `vector`) copies
+//! data that already exists.
 
+use super::layout::checked_numel;
 use super::{with_dtype, DType, Element, Tensor};
 use crate::error::{Error, Result};
+use crate::kernels::cpu::build;
 
 impl Tensor {
     /// Wraps a buffer made by a constructor: a trace takes the tensor for a
@@ -22,7 +35,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
-        let numel: usize = shape.iter().product();
+        let numel = checked_numel("from_vec", shape)?;
         if numel != data.len() {
             return Err(Error::BadReshape {
                 op: "from_vec",
@@ -58,7 +71,74 @@ impl Tensor {
         Tensor::constant(T::into_storage(vec![value]), &[])
     }
 
-    /// A tensor of `shape` with every element `value` (converted to `dtype`).
+    /// A tensor of `shape` with every element `value` (converted to `dtype`),
+    /// or an error: [`Error::ShapeOverflow`] for a shape whose element count
+    /// overflows, [`Error::OutOfMemory`] when the buffer cannot be allocated.
+    ///
+    /// ```
+    /// use gradtape::{DType, Error, Tensor};
+    /// let t = Tensor::try_full(&[2, 3], 7.0, DType::I32)?;
+    /// assert_eq!(t.to_vec::<i32>()?, vec![7; 6]);
+    /// let too_big = Tensor::try_full(&[1 << 62], 0.0, DType::F32);
+    /// assert!(matches!(too_big, Err(Error::OutOfMemory { op: "full", .. })));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn try_full(shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::filled("full", shape, value, dtype)
+    }
+
+    /// Zeros of `shape` and `dtype`, or an error (see [`try_full`](Self::try_full)).
+    ///
+    /// ```
+    /// use gradtape::{DType, Error, Tensor};
+    /// assert_eq!(Tensor::try_zeros(&[2], DType::F64)?.to_vec::<f64>()?, vec![0.0; 2]);
+    /// let e = Tensor::try_zeros(&[1 << 32, 1 << 32], DType::F32).unwrap_err();
+    /// assert!(matches!(e, Error::ShapeOverflow { op: "zeros", .. }));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn try_zeros(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Tensor::filled("zeros", shape, 0.0, dtype)
+    }
+
+    /// Ones of `shape` and `dtype`, or an error (see [`try_full`](Self::try_full)).
+    pub fn try_ones(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Tensor::filled("ones", shape, 1.0, dtype)
+    }
+
+    /// Zeros with this tensor's shape and dtype, or [`Error::OutOfMemory`]
+    /// (`self` may be a broadcast view of more elements than fit in memory).
+    pub fn try_zeros_like(&self) -> Result<Tensor> {
+        let t = Tensor::filled("zeros_like", self.shape(), 0.0, self.dtype())?;
+        crate::function::trace::made_like(self, 0.0, &t);
+        Ok(t)
+    }
+
+    /// Ones with this tensor's shape and dtype, or [`Error::OutOfMemory`].
+    pub fn try_ones_like(&self) -> Result<Tensor> {
+        let t = Tensor::filled("ones_like", self.shape(), 1.0, self.dtype())?;
+        crate::function::trace::made_like(self, 1.0, &t);
+        Ok(t)
+    }
+
+    /// `value` everywhere, with this tensor's shape and dtype, or
+    /// [`Error::OutOfMemory`]. In a traced function the shape is taken from
+    /// this tensor each time the graph runs (as for the other `_like` forms).
+    pub fn try_full_like(&self, value: f64) -> Result<Tensor> {
+        let t = Tensor::filled("full_like", self.shape(), value, self.dtype())?;
+        crate::function::trace::made_like(self, value, &t);
+        Ok(t)
+    }
+
+    /// `value` everywhere in a new tensor of `shape`; errors name `op`.
+    fn filled(op: &'static str, shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
+        let n = checked_numel(op, shape)?;
+        with_dtype!(dtype, T => {
+            let data = crate::kernels::cpu::filled_buf(op, n, T::from_f64(value))?;
+            Ok(Tensor::constant(T::buf_into_storage(data), shape))
+        })
+    }
+
+    /// [`try_full`](Self::try_full) for shapes known to fit.
     ///
     /// ```
     /// use gradtape::{DType, Tensor};
@@ -66,37 +146,58 @@ impl Tensor {
     /// assert_eq!(t.to_vec::<i32>()?, vec![7; 6]);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
+    ///
+    /// # Panics
+    /// With the error's message where `try_full` returns an error: a shape
+    /// whose element count overflows, or a buffer that cannot be allocated.
+    #[track_caller]
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
-        let n: usize = shape.iter().product();
-        with_dtype!(dtype, T => Tensor::constant(T::into_storage(vec![T::from_f64(value); n]), shape))
+        unwrap_or_panic(Tensor::try_full(shape, value, dtype))
     }
 
     /// Zeros of `shape` and `dtype`.
+    ///
+    /// # Panics
+    /// Where [`try_zeros`](Self::try_zeros) returns an error.
+    #[track_caller]
     pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
-        Tensor::full(shape, 0.0, dtype)
+        unwrap_or_panic(Tensor::try_zeros(shape, dtype))
     }
 
     /// Ones of `shape` and `dtype`.
+    ///
+    /// # Panics
+    /// Where [`try_ones`](Self::try_ones) returns an error.
+    #[track_caller]
     pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
-        Tensor::full(shape, 1.0, dtype)
+        unwrap_or_panic(Tensor::try_ones(shape, dtype))
     }
 
     /// Zeros with this tensor's shape and dtype.
+    ///
+    /// # Panics
+    /// Where [`try_zeros_like`](Self::try_zeros_like) returns an error.
+    #[track_caller]
     pub fn zeros_like(&self) -> Tensor {
-        self.full_like(0.0)
+        unwrap_or_panic(self.try_zeros_like())
     }
 
     /// Ones with this tensor's shape and dtype.
+    ///
+    /// # Panics
+    /// Where [`try_ones_like`](Self::try_ones_like) returns an error.
+    #[track_caller]
     pub fn ones_like(&self) -> Tensor {
-        self.full_like(1.0)
+        unwrap_or_panic(self.try_ones_like())
     }
 
-    /// `value` everywhere, with this tensor's shape and dtype. In a trace
-    /// the shape is taken from this tensor each time the graph runs.
+    /// `value` everywhere, with this tensor's shape and dtype.
+    ///
+    /// # Panics
+    /// Where [`try_full_like`](Self::try_full_like) returns an error.
+    #[track_caller]
     pub fn full_like(&self, value: f64) -> Tensor {
-        let t = Tensor::full(self.shape(), value, self.dtype());
-        crate::function::trace::made_like(self, value, &t);
-        t
+        unwrap_or_panic(self.try_full_like(value))
     }
 
     /// `start, start + step, ...` up to but excluding `end`, as a rank-1 tensor.
@@ -115,10 +216,25 @@ impl Tensor {
                 format!("needs finite bounds and a non-zero step, got start={start}, end={end}, step={step}"),
             ));
         }
+        // (saturating: a count past usize::MAX is refused just below)
         let n = ((end - start) / step).ceil().max(0.0) as usize;
-        Ok(with_dtype!(dtype, T => {
-            let v: Vec<T> = (0..n).map(|i| T::from_f64(start + step * i as f64)).collect();
-            Tensor::constant(T::into_storage(v), &[n])
-        }))
+        checked_numel("arange", &[n])?;
+        with_dtype!(dtype, T => {
+            let data = build::<T>("arange", n, |first, out| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    o.write(T::from_f64(start + step * (first + i) as f64));
+                }
+            })?;
+            Ok(Tensor::constant(T::buf_into_storage(data), &[n]))
+        })
+    }
+}
+
+/// The value, or a panic with the error's message at the caller's line.
+#[track_caller]
+fn unwrap_or_panic(t: Result<Tensor>) -> Tensor {
+    match t {
+        Ok(t) => t,
+        Err(e) => panic!("{e}"),
     }
 }

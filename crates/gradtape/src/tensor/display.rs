@@ -1,7 +1,10 @@
 //! `Display` in TensorFlow's style: `Tensor(6.0, shape=[], dtype=f32)`.
 //!
-//! Large tensors are summarised like NumPy: past 1000 elements each
-//! dimension shows its first and last three entries around `...`.
+//! Large tensors are summarised like NumPy (and so TensorFlow): past 1000
+//! elements each dimension longer than six shows its first and last three
+//! entries around `...`. Elements are read in place through the view's
+//! strides, and only those shown: printing a broadcast view of 2^40
+//! elements reads a few hundred at most and allocates nothing.
 
 use std::fmt;
 
@@ -10,18 +13,20 @@ use super::{with_dtype, Element, Tensor};
 const SUMMARISE_ABOVE: usize = 1000;
 const EDGE: usize = 3;
 
-fn write_elem<T: Element>(f: &mut fmt::Formatter<'_>, x: T) -> fmt::Result {
-    x.fmt_elem(f)
-}
-
-fn write_nested<T: Element>(f: &mut fmt::Formatter<'_>, vals: &[T], shape: &[usize], summarise: bool) -> fmt::Result {
-    if shape.is_empty() {
-        return write_elem(f, vals[0]);
-    }
-    let n = shape[0];
-    let inner: usize = shape[1..].iter().product();
+/// Writes the view of `buf` at `offset` with `shape` and `strides` as
+/// nested lists, reading only the elements shown.
+fn write_nested<T: Element>(
+    f: &mut fmt::Formatter<'_>,
+    buf: &[T],
+    offset: isize,
+    shape: &[usize],
+    strides: &[isize],
+    summarise: bool,
+) -> fmt::Result {
+    let Some((&n, inner)) = shape.split_first() else {
+        return buf[offset as usize].fmt_elem(f);
+    };
     f.write_str("[")?;
-    let mut first = true;
     let mut i = 0;
     while i < n {
         if summarise && n > 2 * EDGE && i == EDGE {
@@ -29,11 +34,18 @@ fn write_nested<T: Element>(f: &mut fmt::Formatter<'_>, vals: &[T], shape: &[usi
             i = n - EDGE;
             continue;
         }
-        if !first {
+        if i > 0 {
             f.write_str(", ")?;
         }
-        first = false;
-        write_nested(f, &vals[i * inner..(i + 1) * inner], &shape[1..], summarise)?;
+        // (in the buffer for every shown element: the layout lies inside it)
+        write_nested(
+            f,
+            buf,
+            offset + i as isize * strides[0],
+            inner,
+            &strides[1..],
+            summarise,
+        )?;
         i += 1;
     }
     f.write_str("]")
@@ -45,9 +57,9 @@ pub(crate) fn values_only(t: &Tensor) -> String {
     struct Vals<'a>(&'a Tensor);
     impl fmt::Display for Vals<'_> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let l = self.0.layout();
             with_dtype!(self.0.dtype(), T => {
-                let vals = self.0.values::<T>();
-                write_nested::<T>(f, &vals, self.0.shape(), false)
+                write_nested::<T>(f, self.0.buffer::<T>(), l.offset as isize, &l.shape, &l.strides, false)
             })
         }
     }
@@ -58,9 +70,9 @@ impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Tensor(")?;
         let summarise = self.numel() > SUMMARISE_ABOVE;
+        let l = self.layout();
         with_dtype!(self.dtype(), T => {
-            let vals = self.values::<T>();
-            write_nested::<T>(f, &vals, self.shape(), summarise)?;
+            write_nested::<T>(f, self.buffer::<T>(), l.offset as isize, &l.shape, &l.strides, summarise)?;
         });
         write!(f, ", shape={:?}, dtype={})", self.shape(), self.dtype())
     }

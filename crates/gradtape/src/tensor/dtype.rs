@@ -138,6 +138,19 @@ impl Storage {
         }
     }
 
+    /// The number of elements.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Storage::F32(v) => v.len(),
+            Storage::F64(v) => v.len(),
+            Storage::I32(v) => v.len(),
+            Storage::I64(v) => v.len(),
+            Storage::Bool(v) => v.len(),
+            Storage::C64(v) => v.len(),
+            Storage::C128(v) => v.len(),
+        }
+    }
+
     /// Whether the elements sit inline (no heap buffer of their own).
     pub(crate) fn is_inline(&self) -> bool {
         match self {

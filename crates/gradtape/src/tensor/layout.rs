@@ -2,6 +2,13 @@
 //!
 //! A view is `(shape, strides, offset)` over a flat buffer, in elements.
 //! Strides may be zero (broadcast) or negative (reversed views).
+//!
+//! Every shape that enters the library passes [`checked_numel`]: the product
+//! of its dimensions (a zero one counted as 1) must not exceed `isize::MAX`.
+//! A tensor's shape always satisfies it, so every partial product of its
+//! dimensions, its element count and its contiguous strides fit in `isize`
+//! without checks, and a view's layout always lies inside its buffer
+//! ([`Layout::fits_in`], checked where tensors are made).
 
 use smallvec::SmallVec;
 
@@ -33,6 +40,37 @@ impl Layout {
         self.shape.iter().product()
     }
 
+    /// Whether every element the view addresses lies inside a buffer of
+    /// `len` elements (an empty view addresses none), with the view's shape
+    /// valid ([`checked_numel`]): what lets kernels index buffers through
+    /// the layout.
+    pub fn fits_in(&self, len: usize) -> bool {
+        if checked_numel("view", &self.shape).is_err() {
+            return false;
+        }
+        if self.shape.contains(&0) {
+            return true;
+        }
+        if self.offset >= len {
+            return false;
+        }
+        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
+        for (&d, &s) in self.shape.iter().zip(&self.strides) {
+            // `lo` and `hi` lie in 0..len before each step and move by less
+            // than 2^126: no overflow of i128
+            let span = (d as i128 - 1) * s as i128;
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+            if lo < 0 || hi >= len as i128 {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Row-major with no gaps (offset may be non-zero).
     pub fn is_contiguous(&self) -> bool {
         let mut expected = 1isize;
@@ -61,6 +99,37 @@ pub fn small_copy<T: Copy + Default>(xs: &[T]) -> SmallVec<[T; 4]> {
     }
 }
 
+/// The number of elements of `shape`, or [`Error::ShapeOverflow`] naming
+/// `op` when the shape cannot exist: the product of its dimensions, a zero
+/// dimension counted as 1, must not exceed `isize::MAX`. Every shape that
+/// enters the library (constructors, reshape, broadcasting, and each op
+/// that computes an output shape) passes through here.
+///
+/// TensorFlow bounds the plain product by 2^63 - 1, so it accepts an empty
+/// shape such as `[0, 2^62, 2^62]`; gradtape refuses it, so that every
+/// partial product of a valid shape (the sizes kernels compute) and every
+/// stride fits in `isize`.
+pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    let mut n = 1usize;
+    let mut empty = false;
+    for &d in shape {
+        if d == 0 {
+            empty = true;
+            continue;
+        }
+        match n.checked_mul(d) {
+            Some(m) if m <= isize::MAX as usize => n = m,
+            _ => {
+                return Err(Error::ShapeOverflow {
+                    op,
+                    shape: shape.to_vec(),
+                })
+            }
+        }
+    }
+    Ok(if empty { 0 } else { n })
+}
+
 /// Row-major strides of a shape.
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
     let fill = |strides: &mut [isize]| {
@@ -82,7 +151,8 @@ pub fn contiguous_strides(shape: &[usize]) -> Strides {
     }
 }
 
-/// NumPy broadcasting of two shapes.
+/// NumPy broadcasting of two shapes; the result is a valid shape
+/// ([`checked_numel`]).
 pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Shape> {
     let rank = a.len().max(b.len());
     let mut out: Shape = SmallVec::from_elem(0, rank);
@@ -101,6 +171,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Sh
             });
         };
     }
+    checked_numel(op, &out)?;
     Ok(out)
 }
 
@@ -208,5 +279,58 @@ pub(crate) fn for_rows<const N: usize>(
             }
             idx[d] = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn element_counts_are_checked() {
+        assert_eq!(checked_numel("t", &[]).unwrap(), 1);
+        assert_eq!(checked_numel("t", &[2, 3, 4]).unwrap(), 24);
+        assert_eq!(checked_numel("t", &[0, 1 << 62]).unwrap(), 0);
+        assert_eq!(checked_numel("t", &[isize::MAX as usize]).unwrap(), isize::MAX as usize);
+        for bad in [
+            &[4, (1 << 62) + 1][..],
+            &[1 << 32, 1 << 32],
+            &[isize::MAX as usize + 1],
+            &[0, 1 << 62, 1 << 62],
+            &[usize::MAX, usize::MAX, 0],
+        ] {
+            assert_eq!(
+                checked_numel("t", bad),
+                Err(Error::ShapeOverflow {
+                    op: "t",
+                    shape: bad.to_vec()
+                })
+            );
+        }
+        assert!(broadcast_shapes("t", &[1 << 40, 1], &[1, 1 << 40]).is_err());
+        assert!(broadcast_shapes("t", &[1 << 20, 1], &[1, 1 << 20]).is_ok());
+    }
+
+    #[test]
+    fn views_inside_and_outside_their_buffer() {
+        let l = |shape: &[usize], strides: &[isize], offset| Layout {
+            shape: small_copy(shape),
+            strides: small_copy(strides),
+            offset,
+        };
+        assert!(Layout::contiguous(&[2, 3]).fits_in(6));
+        assert!(!Layout::contiguous(&[2, 3]).fits_in(5));
+        // a reversed view: offsets 5, 4, ..., 0
+        assert!(l(&[6], &[-1], 5).fits_in(6));
+        assert!(l(&[], &[], 5).fits_in(6));
+        assert!(!l(&[], &[], 6).fits_in(6));
+        assert!(!l(&[6], &[-1], 4).fits_in(6));
+        // broadcast, and empty views anywhere
+        assert!(l(&[1 << 40, 3], &[0, 1], 0).fits_in(3));
+        assert!(l(&[0, 5], &[5, 1], 100).fits_in(1));
+        // a stride that only a length-1 dim carries is never applied
+        assert!(l(&[1, 2], &[isize::MAX, 1], 0).fits_in(2));
+        assert!(!l(&[2, 2], &[isize::MAX, 1], 0).fits_in(2));
+        assert!(!l(&[4, (1 << 62) + 1], &[(1 << 62) + 1, 1], 0).fits_in(4));
     }
 }

@@ -12,6 +12,7 @@
 //! allocation, not three. Per-op overhead on small tensors is dominated by
 //! allocations.
 
+pub(crate) mod alloc;
 mod create;
 pub(crate) mod display;
 pub mod dtype;
@@ -116,8 +117,18 @@ impl Data {
 
 impl Tensor {
     /// Wraps a new buffer as a contiguous tensor.
+    ///
+    /// # Panics
+    /// If `shape` does not hold exactly the buffer's elements: a kernel's
+    /// bug, caught here before any view of the buffer could read outside it
+    /// (user input cannot reach it: shapes are checked where they enter).
     #[inline]
     pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Tensor {
+        assert!(
+            layout::checked_numel("from_storage", shape).ok() == Some(storage.len()),
+            "gradtape internal error: a buffer of {} elements given the shape {shape:?}",
+            storage.len()
+        );
         let data = if storage.is_inline() {
             Data::Inline(storage)
         } else {
@@ -138,7 +149,16 @@ impl Tensor {
     }
 
     /// A new tensor (new id) viewing the same storage with another layout.
+    ///
+    /// # Panics
+    /// If the layout reaches outside the storage: a view op's bug, caught
+    /// before anything reads through it (see [`Layout::fits_in`]).
     pub(crate) fn view(&self, layout: Layout) -> Tensor {
+        assert!(
+            layout.fits_in(self.inner.data.storage().len()),
+            "gradtape internal error: the view {layout:?} reaches outside a buffer of {} elements",
+            self.inner.data.storage().len()
+        );
         let data = match &self.inner.data {
             Data::Inline(s) => Data::Inline(s.clone()),
             Data::Shared(s) => Data::Shared(s.clone()),
@@ -242,16 +262,35 @@ impl Tensor {
     }
 
     /// The elements in row-major order: borrowed when the view is contiguous,
-    /// gathered otherwise.
-    pub(crate) fn values<T: Element>(&self) -> Cow<'_, [T]> {
+    /// gathered otherwise (an [`Error::OutOfMemory`] naming `op` when the
+    /// copy cannot be allocated: a large broadcast view, say).
+    pub(crate) fn values<T: Element>(&self, op: &'static str) -> Result<Cow<'_, [T]>> {
         let buf = self.buffer::<T>();
         let l = self.layout();
         let n = l.numel();
-        if l.is_contiguous() {
+        Ok(if l.is_contiguous() {
             Cow::Borrowed(&buf[l.offset..l.offset + n])
         } else {
-            Cow::Owned(crate::kernels::cpu::gather_strided(buf, l))
-        }
+            Cow::Owned(crate::kernels::cpu::gather_strided(op, buf, l)?)
+        })
+    }
+
+    /// The elements in row-major order in a new `Vec` (allocated fallibly).
+    pub(crate) fn owned_values<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
+        Ok(match self.values::<T>(op)? {
+            Cow::Borrowed(s) => {
+                let mut v = alloc::try_vec(op, s.len())?;
+                v.extend_from_slice(s);
+                v
+            }
+            Cow::Owned(v) => v,
+        })
+    }
+
+    /// The elements as `f64` (the real parts of complex ones), allocated
+    /// fallibly.
+    pub(crate) fn f64_values(&self, op: &'static str) -> Result<Vec<f64>> {
+        with_dtype!(self.dtype(), T => alloc::try_collect(op, self.values::<T>(op)?.iter().map(|x| x.to_f64())))
     }
 
     /// Fails for a tensor whose value a trace only knows when its graph
@@ -284,16 +323,27 @@ impl Tensor {
     }
 
     /// Copies the elements out in row-major order. `T` must be the dtype.
+    ///
+    /// An [`Error::OutOfMemory`] if the copy cannot be allocated (a broadcast
+    /// view of more elements than fit in memory, say).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.expect_dtype::<T>("to_vec")?;
         self.expect_readable("to_vec")?;
-        Ok(self.values::<T>().into_owned())
+        self.owned_values("to_vec")
     }
 
     /// The elements as `f64`, whatever the dtype (the real parts of a complex
-    /// tensor).
+    /// tensor). A helper for tests and quick looks.
+    ///
+    /// # Panics
+    /// If the copy cannot be allocated (a broadcast view of more elements
+    /// than fit in memory); [`to_vec`](Self::to_vec) returns an error instead.
+    #[track_caller]
     pub fn to_vec_f64(&self) -> Vec<f64> {
-        with_dtype!(self.dtype(), T => self.values::<T>().iter().map(|x| x.to_f64()).collect())
+        match self.f64_values("to_vec_f64") {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// The single element of a tensor with one element. `T` must be the dtype.
@@ -316,7 +366,7 @@ impl Tensor {
                 ),
             ));
         }
-        Ok(self.values::<T>()[0])
+        Ok(self.buffer::<T>()[self.layout().offset])
     }
 
     /// The single element as `f64`, whatever the real dtype (an error for a
@@ -340,7 +390,7 @@ impl Tensor {
                 ),
             ));
         }
-        Ok(self.to_vec_f64()[0])
+        Ok(with_dtype!(self.dtype(), T => self.buffer::<T>()[self.layout().offset].to_f64()))
     }
 }
 

@@ -141,7 +141,7 @@ impl Drop for Storage {
 /// An empty buffer with capacity for exactly `n` elements of `T` from the
 /// cache, if it holds one.
 pub(crate) fn take<T: Element>(n: usize) -> Option<Buf<T>> {
-    let bytes = n * std::mem::size_of::<T>();
+    let bytes = n.checked_mul(std::mem::size_of::<T>())?;
     if bytes < MIN_BYTES {
         return None;
     }

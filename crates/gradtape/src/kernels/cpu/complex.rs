@@ -63,7 +63,7 @@ fn expect_complex(op: &'static str, x: &Tensor) -> Result<()> {
 macro_rules! cmap {
     ($op:expr, $x:expr, |$z:ident| $body:expr) => {{
         expect_complex($op, $x)?;
-        Ok(with_complex_dtype!($x.dtype(), C => map::<C, C>($x, |$z: C| $body), _ => unreachable!("checked")))
+        with_complex_dtype!($x.dtype(), C => map::<C, C>($op, $x, |$z: C| $body), _ => unreachable!("checked"))
     }};
 }
 
@@ -71,10 +71,10 @@ macro_rules! cmap {
 macro_rules! rmap {
     ($op:expr, $x:expr, |$z:ident| $body:expr) => {{
         expect_complex($op, $x)?;
-        Ok(match $x.dtype() {
-            DType::C64 => map::<Complex<f32>, f32>($x, |$z: Complex<f32>| $body),
-            _ => map::<Complex<f64>, f64>($x, |$z: Complex<f64>| $body),
-        })
+        match $x.dtype() {
+            DType::C64 => map::<Complex<f32>, f32>($op, $x, |$z: Complex<f32>| $body),
+            _ => map::<Complex<f64>, f64>($op, $x, |$z: Complex<f64>| $body),
+        }
     }};
 }
 
@@ -181,13 +181,13 @@ pub(crate) enum BinKind {
 /// Sum of a complex tensor over `axes` (normalised, sorted, unique): the
 /// real reduction of each part. Only [`ReduceKind::Sum`] is defined; the op
 /// layer rejects the others (complex numbers are not ordered).
-pub(crate) fn reduce_sum(x: &Tensor, axes: &[usize]) -> Tensor {
-    let (r, i) = match (re(x), im(x)) {
-        (Ok(r), Ok(i)) => (r, i),
-        _ => unreachable!("reduce: complex input checked by the op layer"),
-    };
-    let (sr, si) = (reduce(&r, axes, ReduceKind::Sum), reduce(&i, axes, ReduceKind::Sum));
-    from_parts("sum", &sr, &si).expect("parts of one dtype and shape")
+pub(crate) fn reduce_sum(op: &'static str, x: &Tensor, axes: &[usize]) -> Result<Tensor> {
+    let (r, i) = (re(x)?, im(x)?);
+    let (sr, si) = (
+        reduce(op, &r, axes, ReduceKind::Sum)?,
+        reduce(op, &i, axes, ReduceKind::Sum)?,
+    );
+    from_parts(op, &sr, &si)
 }
 
 /// The complex case of scatter-add (see `index::scatter_add`): zeros of
@@ -200,8 +200,9 @@ pub(crate) fn scatter_add(
     inner: usize,
     dim: usize,
 ) -> Result<Tensor> {
-    fn run<C: Element + Zero>(u: &[C], idx: &[i64], outer: usize, inner: usize, dim: usize) -> Vec<C> {
-        let mut out = vec![C::zero(); outer * dim * inner];
+    fn run<C: Element + Zero>(u: &[C], idx: &[i64], outer: usize, inner: usize, dim: usize) -> Result<Vec<C>> {
+        // (the caller checked the shape `[outer, dim, inner]`)
+        let mut out = super::filled_vec("scatter_add", outer * dim * inner, C::zero())?;
         for o in 0..outer {
             for (j, &i) in idx.iter().enumerate() {
                 let src = &u[(o * idx.len() + j) * inner..][..inner];
@@ -211,11 +212,11 @@ pub(crate) fn scatter_add(
                 }
             }
         }
-        out
+        Ok(out)
     }
     with_complex_dtype!(updates.dtype(), C => {
-        let u = updates.values::<C>();
-        Ok(Tensor::from_storage(C::into_storage(run::<C>(&u, idx, outer, inner, dim)), shape))
+        let u = updates.values::<C>("scatter_add")?;
+        Ok(Tensor::from_storage(C::into_storage(run::<C>(&u, idx, outer, inner, dim)?), shape))
     }, _ => Err(Error::UnsupportedDType { op: "scatter_add", dtype: updates.dtype(), expected: "a numeric dtype" }))
 }
 
@@ -234,8 +235,6 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
             ),
         ));
     }
-    Ok(
-        with_dtype!(x.dtype(), S => with_complex_dtype!(to, D => map::<S, D>(x, |v| D::from_c128(v.to_c128())),
-        _ => unreachable!("checked"))),
-    )
+    with_dtype!(x.dtype(), S => with_complex_dtype!(to, D => map::<S, D>("cast", x, |v| D::from_c128(v.to_c128())),
+        _ => unreachable!("checked")))
 }

@@ -12,6 +12,7 @@
 use std::mem::MaybeUninit;
 
 use crate::error::{Error, Result};
+use crate::tensor::layout::checked_numel;
 use crate::tensor::{Buf, Float};
 
 /// Padding mode of convolutions and pools, with TensorFlow's meaning.
@@ -27,6 +28,8 @@ pub enum Padding {
 /// The geometry of one 2-D window op on NHWC data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Geom {
+    /// The op the user called, for the kernels' errors (allocation failures).
+    pub op: &'static str,
     /// Batch, input height, input width, input channels.
     pub n: usize,
     pub h: usize,
@@ -109,6 +112,7 @@ impl Geom {
         let (oh, pt) = out_dim(op, "height", x[1], k[0], strides[0], dilations[0], padding)?;
         let (ow, pl) = out_dim(op, "width", x[2], k[1], strides[1], dilations[1], padding)?;
         let g = Geom {
+            op,
             n: x[0],
             h: x[1],
             w: x[2],
@@ -125,20 +129,14 @@ impl Geom {
             pt,
             pl,
         };
-        // guard the sizes of the buffers the kernels allocate
-        let sizes = [
-            [g.n, g.h, g.w, g.c],
-            [g.n, g.oh, g.ow, g.c.saturating_mul(o)],
-            [g.kh, g.kw, g.c, o],
-        ];
-        for s in sizes {
-            if s.iter()
-                .try_fold(1usize, |a, &d| a.checked_mul(d))
-                .is_none_or(|t| t > isize::MAX as usize / 16)
-            {
-                return Err(Error::invalid(op, format!("sizes overflow: {s:?}")));
-            }
-        }
+        // the shapes of the input, the filter, the output (channels
+        // `c * o` at most) and one image's im2col matrix must be valid, so
+        // that the kernels' size products fit (their buffers are allocated
+        // fallibly)
+        checked_numel(op, x)?;
+        checked_numel(op, &[g.kh, g.kw, g.c, o])?;
+        checked_numel(op, &[g.n, g.oh, g.ow, g.c, o])?;
+        checked_numel(op, &[g.oh, g.ow, g.kh, g.kw, g.c])?;
         Ok(g)
     }
 
@@ -179,8 +177,8 @@ impl Geom {
 use super::matmul::gemm_raw;
 
 /// An empty scratch buffer with room for `n` elements (from the cache).
-fn scratch<T: Float>(n: usize) -> Buf<T> {
-    super::uninit_buf(n)
+fn scratch<T: Float>(g: &Geom, n: usize) -> Result<Buf<T>> {
+    super::uninit_buf(g.op, n)
 }
 
 /// Lets `write` fill the first `n` slots of `buf` (it must write every one)
@@ -287,21 +285,21 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
 /// its im2col matrix ([n*oh*ow, kh*kw*c]) when `keep` and it was built whole
 /// (the images fit one chunk), for the filter gradient to reuse instead of
 /// building it again.
-pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (Vec<T>, Option<Vec<T>>) {
+pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> Result<(Vec<T>, Option<Vec<T>>)> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let total = g.n * rows * o;
     if total == 0 || kd == 0 {
-        return (super::filled_vec(total, T::zero()), None);
+        return Ok((super::filled_vec(g.op, total, T::zero())?, None));
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(y) = super::sconv::forward(x, f, g) {
-        return (y, None);
+        return Ok((y, None));
     }
     // the products below write every element of `out` (no accumulation)
-    let mut out = super::uninit_buf::<T>(total);
+    let mut out = super::uninit_buf::<T>(g.op, total)?;
     let optr = super::spare(&mut out).as_mut_ptr() as *mut T;
     let nc = g.chunk();
-    let mut cols = scratch::<T>(if g.trivial() { 0 } else { nc * rows * kd });
+    let mut cols = scratch::<T>(g, if g.trivial() { 0 } else { nc * rows * kd })?;
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
         let a: &[T] = if g.trivial() {
@@ -330,26 +328,26 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> (
     unsafe { out.set_len(total) };
     let out = out.into_vec();
     if keep && nc >= g.n && !g.trivial() {
-        return (out, Some(cols.into_vec()));
+        return Ok((out, Some(cols.into_vec())));
     }
     super::recycle(cols.into_vec());
-    (out, None)
+    Ok((out, None))
 }
 
 /// The input gradient of [`conv2d_keep`]: `dy` [n,oh,ow,o], `f` [kh,kw,c,o] -> [n,h,w,c].
-pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     if g.n * g.h * g.w * g.c == 0 || rows == 0 || o == 0 {
-        return super::filled_vec(g.n * g.h * g.w * g.c, T::zero());
+        return super::filled_vec(g.op, g.n * g.h * g.w * g.c, T::zero());
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(dx) = super::sconv::backprop_input(dy, f, g) {
-        return dx;
+        return Ok(dx);
     }
-    let mut dx = super::filled_vec(g.n * g.h * g.w * g.c, T::zero());
+    let mut dx = super::filled_vec(g.op, g.n * g.h * g.w * g.c, T::zero())?;
     let nc = g.chunk();
     let direct = g.trivial();
-    let mut cols = scratch::<T>(if direct { 0 } else { nc * rows * kd });
+    let mut cols = scratch::<T>(g, if direct { 0 } else { nc * rows * kd })?;
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
@@ -379,22 +377,22 @@ pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Ve
         }
     }
     super::recycle(cols.into_vec());
-    dx
+    Ok(dx)
 }
 
 /// The filter gradient of [`conv2d_keep`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c,o].
-pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     if kd * o == 0 || rows == 0 || g.n == 0 {
-        return super::filled_vec(kd * o, T::zero());
+        return super::filled_vec(g.op, kd * o, T::zero());
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(df) = super::sconv::backprop_filter(x, dy, g) {
-        return df;
+        return Ok(df);
     }
-    let mut df = super::filled_vec(kd * o, T::zero());
+    let mut df = super::filled_vec(g.op, kd * o, T::zero())?;
     let nc = g.chunk();
-    let mut cols = scratch::<T>(if g.trivial() { 0 } else { nc * rows * kd });
+    let mut cols = scratch::<T>(g, if g.trivial() { 0 } else { nc * rows * kd })?;
     for n0 in (0..g.n).step_by(nc) {
         let nb = nc.min(g.n - n0);
         let a: &[T] = if g.trivial() {
@@ -420,16 +418,16 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> V
         }
     }
     super::recycle(cols.into_vec());
-    df
+    Ok(df)
 }
 
 /// The filter gradient of [`conv2d_keep`] from the forward pass's whole im2col
 /// matrix `cols` ([n*oh*ow, kd]): `cols^T @ dy` -> [kh,kw,c,o].
-pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.n * g.rows(), g.kdim(), g.o);
-    let mut df = super::filled_vec(kd * o, T::zero());
+    let mut df = super::filled_vec(g.op, kd * o, T::zero())?;
     if df.is_empty() || rows == 0 || cols.len() < rows * kd || dy.len() < rows * o {
-        return df;
+        return Ok(df);
     }
     // SAFETY: cols^T is kd x rows (cols row-major rows x kd), dy rows x o,
     // df kd x o; all inside their slices (checked above), distinct buffers.
@@ -446,17 +444,17 @@ pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Ge
             true,
         )
     }
-    df
+    Ok(df)
 }
 
 /// Depthwise conv2d: `x` [n,h,w,c], `f` [kh,kw,c,m] -> [n,oh,ow,c*m].
-pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
-    let mut out = super::filled_vec(g.n * g.rows() * cm, T::zero());
+    let mut out = super::filled_vec(g.op, g.n * g.rows() * cm, T::zero())?;
     let img = g.h * g.w * c;
     if out.is_empty() {
-        return out;
+        return Ok(out);
     }
     super::workers::for_each_chunk_mut(&mut out, g.ow * cm, |r, orow| {
         let (n, oh) = (r / g.oh, r % g.oh);
@@ -484,17 +482,17 @@ pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Vec<T> {
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// The input gradient of [`depthwise`]: `dy` [n,oh,ow,c*m] -> [n,h,w,c].
-pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
     let img = g.h * g.w * c;
-    let mut dx = super::filled_vec(g.n * img, T::zero());
+    let mut dx = super::filled_vec(g.op, g.n * img, T::zero())?;
     if dx.is_empty() || m == 0 {
-        return dx;
+        return Ok(dx);
     }
     let orows = g.rows() * cm;
     super::workers::for_each_chunk_mut(&mut dx, img, |n, dxi| {
@@ -520,22 +518,22 @@ pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) ->
             }
         }
     });
-    dx
+    Ok(dx)
 }
 
 /// The filter gradient of [`depthwise`]: -> [kh,kw,c,m].
-pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
     let len = g.kh * g.kw * cm;
     let img = g.h * g.w * c;
     let orows = g.rows() * cm;
     if len == 0 || g.n == 0 {
-        return super::filled_vec(len, T::zero());
+        return super::filled_vec(g.op, len, T::zero());
     }
     let per = g.n.div_ceil(super::workers::threads());
     let parts = super::workers::map(g.n.div_ceil(per), |part| {
-        let mut df = super::filled_vec(len, T::zero());
+        let mut df = super::filled_vec(g.op, len, T::zero())?;
         for n in part * per..((part + 1) * per).min(g.n) {
             let xi = &x[n * img..(n + 1) * img];
             let dyi = &dy[n * orows..(n + 1) * orows];
@@ -558,15 +556,19 @@ pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -
                 }
             }
         }
-        df
+        Ok(df)
     });
-    parts
-        .into_iter()
-        .reduce(|mut a, b| {
-            for (x, y) in a.iter_mut().zip(&b) {
-                *x = *x + *y;
+    let mut sum: Option<Vec<T>> = None;
+    for part in parts {
+        let part = part?;
+        match &mut sum {
+            Some(a) => {
+                for (x, y) in a.iter_mut().zip(&part) {
+                    *x = *x + *y;
+                }
             }
-            a
-        })
-        .unwrap_or_else(|| super::filled_vec(len, T::zero()))
+            None => sum = Some(part),
+        }
+    }
+    sum.map_or_else(|| super::filled_vec(g.op, len, T::zero()), Ok)
 }

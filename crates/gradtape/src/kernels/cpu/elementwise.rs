@@ -24,17 +24,18 @@ fn simd_if_long(len: usize, body: impl FnOnce()) {
 }
 
 /// `f` applied to every element; the output is contiguous with `x`'s shape.
-pub(crate) fn map<T: Element, O: Element>(x: &Tensor, f: impl Fn(T) -> O + Sync) -> Tensor {
+/// Errors (allocation failures) name `op`.
+pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) -> O + Sync) -> Result<Tensor> {
     if x.numel() <= 2 {
         // a scalar or so: no threads, no dispatch, an inline buffer
         let mut data: Buf<O> = Buf::new();
-        for &v in x.values::<T>().iter() {
+        for &v in x.values::<T>(op)?.iter() {
             data.push(f(v));
         }
-        return Tensor::from_storage(O::buf_into_storage(data), x.shape());
+        return Ok(Tensor::from_storage(O::buf_into_storage(data), x.shape()));
     }
-    let src = x.values::<T>();
-    let data = build(src.len(), |start, out| {
+    let src = x.values::<T>(op)?;
+    let data = build(op, src.len(), |start, out| {
         let src = &src[start..start + out.len()];
         simd_if_long(
             out.len(),
@@ -45,8 +46,8 @@ pub(crate) fn map<T: Element, O: Element>(x: &Tensor, f: impl Fn(T) -> O + Sync)
                 }
             },
         )
-    });
-    Tensor::from_storage(O::buf_into_storage(data), x.shape())
+    })?;
+    Ok(Tensor::from_storage(O::buf_into_storage(data), x.shape()))
 }
 
 /// Elements per block of [`map_guarded`].
@@ -56,13 +57,14 @@ const GUARD_BLOCK: usize = 256;
 /// of elements for which `ok(block)` holds goes through `fast` (vectorised),
 /// any other block through `slow`.
 pub(crate) fn map_guarded<T: Element>(
+    op: &'static str,
     x: &Tensor,
     fast: impl Fn(T) -> T + Sync,
     slow: impl Fn(T) -> T + Sync,
     ok: impl Fn(&[T]) -> bool + Sync,
-) -> Tensor {
-    let src = x.values::<T>();
-    let data = build(src.len(), |start, out| {
+) -> Result<Tensor> {
+    let src = x.values::<T>(op)?;
+    let data = build(op, src.len(), |start, out| {
         let src = &src[start..start + out.len()];
         simd_if_long(
             out.len(),
@@ -81,8 +83,8 @@ pub(crate) fn map_guarded<T: Element>(
                 }
             },
         )
-    });
-    Tensor::from_storage(T::buf_into_storage(data), x.shape())
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
 #[inline(always)]
@@ -146,11 +148,11 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
     let so = contiguous_strides(&shape);
     let (cshape, [_, csa, csb]) = layout::coalesce(&shape, [&so, &sa, &sb]);
     let (ba, bb) = (a.buffer::<A>(), b.buffer::<B>());
-    let n: usize = shape.iter().product();
+    let n: usize = shape.iter().product(); // checked by broadcast_shapes
     let data = if cshape.len() == 1 {
         let (sa, sb) = (csa[0], csb[0]);
         let (oa, ob) = (la.offset as isize, lb.offset as isize);
-        build(n, |start, out| {
+        build(op, n, |start, out| {
             let s = start as isize;
             simd_if_long(
                 out.len(),
@@ -165,7 +167,7 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
         let row_len = cshape[1];
         let (ra, rb) = (csa[0], csb[0]);
         let (oa, ob) = (la.offset as isize, lb.offset as isize);
-        build_rows(cshape[0], row_len, |rows, out| {
+        build_rows(op, cshape[0], row_len, |rows, out| {
             simd_if_long(
                 out.len(),
                 #[inline(always)]
@@ -185,7 +187,7 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
         let row_len = *cshape.last().unwrap();
         let r = cshape.len() - 1;
         let strides = [csa.clone(), csb.clone()];
-        build_rows(n / row_len.max(1), row_len, |rows, out| {
+        build_rows(op, n / row_len.max(1), row_len, |rows, out| {
             let first = rows.start;
             simd_if_long(
                 out.len(),
@@ -198,7 +200,7 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
                 },
             )
         })
-    };
+    }?;
     Ok(Tensor::from_storage(O::buf_into_storage(data), &shape))
 }
 
@@ -209,7 +211,7 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
     let bs = |t: &Tensor| broadcast_strides(t.shape(), t.strides(), &shape);
     let (cs, sa, sb) = (bs(cond), bs(a), bs(b));
     let (cshape, [_, cc, ca, cb]) = layout::coalesce(&shape, [&so, &cs, &sa, &sb]);
-    let n: usize = shape.iter().product();
+    let n: usize = shape.iter().product(); // checked by broadcast_shapes
     let row_len = *cshape.last().unwrap();
     let r = cshape.len() - 1;
     let strides = [cc, ca, cb];
@@ -217,7 +219,7 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
     let cbuf = cond.buffer::<bool>();
     Ok(with_dtype!(a.dtype(), T => {
         let (ba, bb) = (a.buffer::<T>(), b.buffer::<T>());
-        let data = build_rows(n / row_len.max(1), row_len, |rows, out: &mut [MaybeUninit<T>]| {
+        let data = build_rows(op, n / row_len.max(1), row_len, |rows, out: &mut [MaybeUninit<T>]| {
             let first = rows.start;
             layout::for_rows(&cshape, &strides, offs, rows, |row, [oc, oa, ob]| {
                 let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
@@ -231,24 +233,24 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
                     slot.write(v);
                 }
             });
-        });
+        })?;
         Tensor::from_storage(T::buf_into_storage(data), &shape)
     }))
 }
 
 /// Converts every element to `to` (as Rust's `as` does, through `f64`).
-pub(crate) fn cast(x: &Tensor, to: DType) -> Tensor {
+pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     if x.dtype().is_complex() || to.is_complex() {
-        return super::complex::cast(x, to).unwrap_or_else(|_| unreachable!("complex to real refused by the op"));
+        return super::complex::cast(x, to);
     }
-    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>(x, |v| D::from_f64(v.to_f64()))))
+    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| D::from_f64(v.to_f64()))))
 }
 
 /// `x - alpha * g` for two float tensors of one shape and dtype (the
 /// caller checks): written over `x`'s buffer when nothing else references
 /// it (one pass, no new buffer), else into a new tensor that replaces `x`.
-pub(crate) fn sub_scaled_in_place<T: Float>(x: &mut Tensor, alpha: T, g: &Tensor) {
-    let gv = g.values::<T>();
+pub(crate) fn sub_scaled_in_place<T: Float>(op: &'static str, x: &mut Tensor, alpha: T, g: &Tensor) -> Result<()> {
+    let gv = g.values::<T>(op)?;
     let gs: &[T] = &gv;
     if let Some(xs) = x.unique_values_mut::<T>() {
         let body = |start: usize, out: &mut [T]| {
@@ -269,11 +271,11 @@ pub(crate) fn sub_scaled_in_place<T: Float>(x: &mut Tensor, alpha: T, g: &Tensor
         } else {
             body(0, xs);
         }
-        return;
+        return Ok(());
     }
-    let xv = x.values::<T>();
+    let xv = x.values::<T>(op)?;
     let xs: &[T] = &xv;
-    let data = build(xs.len(), |start, out| {
+    let data = build(op, xs.len(), |start, out| {
         let (a, b) = (&xs[start..start + out.len()], &gs[start..start + out.len()]);
         simd_if_long(
             out.len(),
@@ -284,8 +286,9 @@ pub(crate) fn sub_scaled_in_place<T: Float>(x: &mut Tensor, alpha: T, g: &Tensor
                 }
             },
         )
-    });
+    })?;
     let shape = x.shape().to_vec();
     drop(xv);
     *x = Tensor::from_storage(T::buf_into_storage(data), &shape);
+    Ok(())
 }

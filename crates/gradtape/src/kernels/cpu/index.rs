@@ -1,21 +1,25 @@
-//! Gather along an axis and its adjoint, scatter-add.
+//! Gather along an axis and its adjoint, scatter-add; concatenation.
 
 use crate::error::{Error, Result};
-use crate::tensor::{with_dtype, DType, Element, Num, Shape, Tensor};
+use crate::tensor::layout::checked_numel;
+use crate::tensor::{alloc, with_dtype, DType, Element, Num, Shape, Tensor};
+
+/// Reads an integer tensor's elements as `i64` (an error for other dtypes).
+pub(crate) fn int_values(op: &'static str, indices: &Tensor) -> Result<Vec<i64>> {
+    match indices.dtype() {
+        DType::I32 => alloc::try_collect(op, indices.values::<i32>(op)?.iter().map(|&v| v as i64)),
+        DType::I64 => indices.owned_values::<i64>(op),
+        d => Err(Error::UnsupportedDType {
+            op,
+            dtype: d,
+            expected: "i32 or i64 indices",
+        }),
+    }
+}
 
 /// Reads integer indices as `i64`, checking each lies in `0..dim`.
 pub(crate) fn checked_indices(op: &'static str, indices: &Tensor, dim: usize, shape: &[usize]) -> Result<Vec<i64>> {
-    let idx: Vec<i64> = match indices.dtype() {
-        DType::I32 => indices.values::<i32>().iter().map(|&v| v as i64).collect(),
-        DType::I64 => indices.values::<i64>().into_owned(),
-        d => {
-            return Err(Error::UnsupportedDType {
-                op,
-                dtype: d,
-                expected: "i32 or i64 indices",
-            })
-        }
-    };
+    let idx = int_values(op, indices)?;
     if let Some(&bad) = idx.iter().find(|&&i| i < 0 || i as usize >= dim) {
         return Err(Error::IndexOutOfRange {
             op,
@@ -38,9 +42,10 @@ pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<T
     let mut shape: Shape = ps[..axis].into();
     shape.extend_from_slice(indices.shape());
     shape.extend_from_slice(&ps[axis + 1..]);
+    let n = checked_numel("gather", &shape)?;
     Ok(with_dtype!(params.dtype(), T => {
-        let src = params.values::<T>();
-        let mut out: Vec<T> = Vec::with_capacity(outer * idx.len() * inner);
+        let src = params.values::<T>("gather")?;
+        let mut out: Vec<T> = alloc::try_vec("gather", n)?;
         for o in 0..outer {
             for &i in &idx {
                 let start = (o * dim + i as usize) * inner;
@@ -66,11 +71,12 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
     let mut shape: Shape = us[..axis].into();
     shape.push(dim);
     shape.extend_from_slice(&us[axis + ir..]);
+    let n = checked_numel("scatter_add", &shape)?;
     let idx = checked_indices("scatter_add", indices, dim, &shape)?;
     let outer: usize = us[..axis].iter().product();
     let inner: usize = us[axis + ir..].iter().product();
-    fn run<T: Num>(u: &[T], idx: &[i64], outer: usize, inner: usize, dim: usize) -> Vec<T> {
-        let mut out = vec![T::zero(); outer * dim * inner];
+    fn run<T: Num>(u: &[T], idx: &[i64], outer: usize, inner: usize, dim: usize, n: usize) -> Result<Vec<T>> {
+        let mut out = super::filled_vec("scatter_add", n, T::zero())?;
         for o in 0..outer {
             for (j, &i) in idx.iter().enumerate() {
                 let src = &u[(o * idx.len() + j) * inner..][..inner];
@@ -80,11 +86,11 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
                 }
             }
         }
-        out
+        Ok(out)
     }
     crate::tensor::with_num_dtype!(updates.dtype(), T => {
-        let u = updates.values::<T>();
-        Ok(Tensor::from_storage(T::into_storage(run::<T>(&u, &idx, outer, inner, dim)), &shape))
+        let u = updates.values::<T>("scatter_add")?;
+        Ok(Tensor::from_storage(T::into_storage(run::<T>(&u, &idx, outer, inner, dim, n)?), &shape))
     }, _ => super::complex::scatter_add(updates, &idx, &shape, outer, inner, dim))
 }
 
@@ -105,7 +111,7 @@ pub(crate) fn update_rows<T: Num>(
     let rows = shape.first().copied().unwrap_or(0);
     let idx = checked_indices(op, indices, rows, &shape)?;
     let inner: usize = shape[1..].iter().product();
-    let u = updates.values::<T>();
+    let u = updates.values::<T>(op)?;
     let apply = |out: &mut [T]| {
         for (j, &i) in idx.iter().enumerate() {
             let src = &u[j * inner..][..inner];
@@ -119,8 +125,28 @@ pub(crate) fn update_rows<T: Num>(
         apply(out);
         return Ok(());
     }
-    let mut out = base.values::<T>().into_owned();
+    let mut out = base.owned_values::<T>(op)?;
     apply(&mut out);
     *base = Tensor::from_storage(T::into_storage(out), &shape);
     Ok(())
+}
+
+/// Joins tensors of one dtype along `axis` into a new tensor of `shape`
+/// (their shapes agree off `axis`, and `shape[axis]` is the sum; the caller
+/// checks both, and that `shape` is valid).
+pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: &[usize]) -> Result<Tensor> {
+    let outer: usize = shape[..axis].iter().product();
+    let n: usize = shape.iter().product();
+    let dtype = tensors.first().map_or(DType::F32, |t| t.dtype());
+    with_dtype!(dtype, T => {
+        let mut out: Vec<T> = alloc::try_vec(op, n)?;
+        let vals: Vec<_> = tensors.iter().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
+        let chunks: Vec<usize> = tensors.iter().map(|t| t.shape()[axis..].iter().product()).collect();
+        for o in 0..outer {
+            for (v, &c) in vals.iter().zip(&chunks) {
+                out.extend_from_slice(&v[o * c..(o + 1) * c]);
+            }
+        }
+        Ok(Tensor::from_storage(T::into_storage(out), shape))
+    })
 }

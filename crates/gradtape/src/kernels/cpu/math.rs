@@ -22,6 +22,7 @@
 //! the machine's full vector width. Dispatch costs one cached feature check.
 
 use super::elementwise::{map, map_guarded};
+use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 
 /// `sin_f32`/`cos_f32` are accurate for `|x|` up to this; beyond it (and for
@@ -168,41 +169,41 @@ pub(crate) fn sin_cos_in_range(xs: &[f32]) -> bool {
 }
 
 /// `e^x` elementwise on a float tensor (vectorised for `f32`, libm for `f64`).
-pub(crate) fn exp(x: &Tensor) -> Tensor {
+pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
     match x.dtype() {
-        DType::F32 => map::<f32, f32>(x, exp_f32),
-        DType::F64 => map::<f64, f64>(x, f64::exp),
+        DType::F32 => map::<f32, f32>("exp", x, exp_f32),
+        DType::F64 => map::<f64, f64>("exp", x, f64::exp),
         d => unreachable!("exp of {d}: the op checks for floats"),
     }
 }
 
 /// `sin x` elementwise on a float tensor (vectorised for `f32` where
 /// `|x| <= SIN_COS_MAX`, libm elsewhere and for `f64`).
-pub(crate) fn sin(x: &Tensor) -> Tensor {
+pub(crate) fn sin(x: &Tensor) -> Result<Tensor> {
     match x.dtype() {
-        DType::F32 => map_guarded::<f32>(x, sin_f32, f32::sin, sin_cos_in_range),
-        DType::F64 => map::<f64, f64>(x, f64::sin),
+        DType::F32 => map_guarded::<f32>("sin", x, sin_f32, f32::sin, sin_cos_in_range),
+        DType::F64 => map::<f64, f64>("sin", x, f64::sin),
         d => unreachable!("sin of {d}: the op checks for floats"),
     }
 }
 
 /// `cos x` elementwise on a float tensor, as [`sin`].
-pub(crate) fn cos(x: &Tensor) -> Tensor {
+pub(crate) fn cos(x: &Tensor) -> Result<Tensor> {
     match x.dtype() {
-        DType::F32 => map_guarded::<f32>(x, cos_f32, f32::cos, sin_cos_in_range),
-        DType::F64 => map::<f64, f64>(x, f64::cos),
+        DType::F32 => map_guarded::<f32>("cos", x, cos_f32, f32::cos, sin_cos_in_range),
+        DType::F64 => map::<f64, f64>("cos", x, f64::cos),
         d => unreachable!("cos of {d}: the op checks for floats"),
     }
 }
 
 /// `tanh x` elementwise on an `f32` tensor (vectorised).
-pub(crate) fn tanh(x: &Tensor) -> Tensor {
-    map::<f32, f32>(x, tanh_f32)
+pub(crate) fn tanh(x: &Tensor) -> Result<Tensor> {
+    map::<f32, f32>("tanh", x, tanh_f32)
 }
 
 /// The logistic sigmoid elementwise on an `f32` tensor (vectorised).
-pub(crate) fn sigmoid(x: &Tensor) -> Tensor {
-    map::<f32, f32>(x, sigmoid_f32)
+pub(crate) fn sigmoid(x: &Tensor) -> Result<Tensor> {
+    map::<f32, f32>("sigmoid", x, sigmoid_f32)
 }
 
 /// Which vector extensions [`with_simd`] compiles for.
@@ -376,9 +377,9 @@ mod tests {
         xs[602] = f32::INFINITY;
         let t = Tensor::from_vec(xs.clone(), &[1000]).unwrap();
         let (s, c, e) = (
-            sin(&t).to_vec::<f32>().unwrap(),
-            cos(&t).to_vec::<f32>().unwrap(),
-            exp(&t).to_vec::<f32>().unwrap(),
+            sin(&t).unwrap().to_vec::<f32>().unwrap(),
+            cos(&t).unwrap().to_vec::<f32>().unwrap(),
+            exp(&t).unwrap().to_vec::<f32>().unwrap(),
         );
         for (i, &x) in xs.iter().enumerate() {
             if (512..768).contains(&i) {

@@ -11,8 +11,8 @@
 
 use crate::error::{Error, Result};
 use crate::tensor::dtype::with_types;
-use crate::tensor::layout::{broadcast_shapes, broadcast_strides, contiguous_strides};
-use crate::tensor::{pool, Buf, Complex, Element, Shape, Tensor};
+use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, contiguous_strides};
+use crate::tensor::{alloc, Buf, Complex, Element, Shape, Tensor};
 
 /// Products below this many multiply-adds run on one thread.
 const PAR_FLOPS: usize = 1 << 20;
@@ -80,7 +80,7 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tenso
         lhs: a.shape().to_vec(),
         rhs: b.shape().to_vec(),
     })?;
-    with_types!(a.dtype(), T => Ok(run::<T>(a, b, &ma, &mb, &batch)),
+    with_types!(a.dtype(), T => run::<T>(a, b, &ma, &mb, &batch),
         [F32: f32, F64: f64, C64: Complex<f32>, C128: Complex<f64>], _ => Err(Error::UnsupportedDType {
         op: OP,
         dtype: a.dtype(),
@@ -94,16 +94,20 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     ma: &Mat,
     mb: &Mat,
     batch: &[usize],
-) -> Tensor {
+) -> Result<Tensor> {
+    const OP: &str = "matmul";
     let _flush = super::denormal::flush_guard();
     let (m, k, n) = (ma.rows, ma.cols, mb.cols);
     let nb: usize = batch.iter().product();
     let mut out_shape: Shape = batch.into();
     out_shape.push(m);
     out_shape.push(n);
-    let total = nb * m * n;
+    let total = checked_numel(OP, &out_shape)?;
     if total == 0 || k == 0 {
-        return Tensor::from_storage(T::into_storage(vec![T::zero(); total]), &out_shape);
+        return Ok(Tensor::from_storage(
+            T::buf_into_storage(super::filled_buf(OP, total, T::zero())?),
+            &out_shape,
+        ));
     }
     let bsa = broadcast_strides(ma.batch, ma.bstrides, batch);
     let bsb = broadcast_strides(mb.batch, mb.bstrides, batch);
@@ -159,7 +163,7 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
             )
         }
     };
-    let mut out: Buf<T> = pool::take(total).unwrap_or_else(|| Buf::with_capacity(total));
+    let mut out: Buf<T> = alloc::try_buf(OP, total)?;
     let dst = &mut super::spare(&mut out)[..total];
     let threads = super::workers::threads();
     if nb > 1 && flops < PAR_FLOPS * 4 && nb * flops >= PAR_FLOPS {
@@ -173,7 +177,7 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     // SAFETY: each batch's m*n block was written whole by one gemm call
     // above (read_dst = false, so nothing uninitialised was read).
     unsafe { out.set_len(total) };
-    Tensor::from_storage(T::buf_into_storage(out), &out_shape)
+    Ok(Tensor::from_storage(T::buf_into_storage(out), &out_shape))
 }
 
 /// `dst = (acc ? dst : 0) + a @ b` on raw strided matrices (`rs`/`cs`: row

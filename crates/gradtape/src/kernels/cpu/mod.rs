@@ -9,7 +9,10 @@
 //! long ones run through [`math::with_simd`], compiled for AVX-512 or AVX2
 //! when the CPU has them (the default build targets SSE2 only). Transcendental
 //! functions of `f32` have vectorisable versions in [`math`]. Output buffers
-//! of 64 KiB and more are recycled through `tensor::pool`.
+//! are allocated through `tensor::alloc` (so that one too large for memory
+//! is the op's `OutOfMemory` error), and those of 64 KiB and more are
+//! recycled through `tensor::pool`; every kernel that allocates takes the
+//! name of the op the user called and returns a `Result`.
 
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
@@ -32,7 +35,8 @@ pub(crate) mod workers;
 
 use std::mem::MaybeUninit;
 
-use crate::tensor::{layout, pool, Buf, Element, Layout};
+use crate::error::Result;
+use crate::tensor::{alloc, layout, Buf, Element, Layout};
 
 /// Below this many elements a kernel runs on the calling thread.
 pub(crate) const PAR_MIN: usize = 1 << 15;
@@ -54,8 +58,14 @@ pub(crate) fn spare<O: Element>(v: &mut Buf<O>) -> &mut [MaybeUninit<O>] {
 /// Builds a buffer of `n` elements without initialising it first: `fill(start,
 /// out)` must write every element of `out`, which holds elements
 /// `start..start + out.len()`. Runs in parallel chunks when `n` is large.
-pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync) -> Buf<O> {
-    let mut v: Buf<O> = pool::take(n).unwrap_or_else(|| Buf::with_capacity(n));
+/// [`Error::OutOfMemory`](crate::Error::OutOfMemory) naming `op` when the
+/// buffer cannot be allocated.
+pub(crate) fn build<O: Element>(
+    op: &'static str,
+    n: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync,
+) -> Result<Buf<O>> {
+    let mut v: Buf<O> = alloc::try_buf(op, n)?;
     let spare = &mut spare(&mut v)[..n];
     if n >= PAR_MIN {
         let c = chunk_len(n);
@@ -66,17 +76,17 @@ pub(crate) fn build<O: Element>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit
     // SAFETY: `fill` wrote all `n` elements (each caller's loop covers its
     // whole `out` slice), and `O: Copy` has no drop obligations.
     unsafe { v.set_len(n) };
-    v
+    Ok(v)
 }
 
 /// `n` copies of `v`, in a buffer from the cache when it has one (so a
 /// large output costs no fresh pages), filled in parallel.
-pub(crate) fn filled_vec<T: Element>(n: usize, v: T) -> Vec<T> {
+pub(crate) fn filled_buf<T: Element>(op: &'static str, n: usize, v: T) -> Result<Buf<T>> {
     // SAFETY: every Element is a plain number, bool or pair of floats: a
     // `Copy` value without padding, so all its bytes are initialised.
     let bytes = unsafe { std::slice::from_raw_parts(&v as *const T as *const u8, std::mem::size_of::<T>()) };
     let zero = bytes.iter().all(|&b| b == 0);
-    build(n, |_, out| {
+    build(op, n, |_, out| {
         if zero {
             // SAFETY: all-zero bytes are `v` itself (a memset).
             unsafe { std::ptr::write_bytes(out.as_mut_ptr(), 0, out.len()) };
@@ -86,13 +96,17 @@ pub(crate) fn filled_vec<T: Element>(n: usize, v: T) -> Vec<T> {
             }
         }
     })
-    .into_vec()
+}
+
+/// [`filled_buf`] as a `Vec`.
+pub(crate) fn filled_vec<T: Element>(op: &'static str, n: usize, v: T) -> Result<Vec<T>> {
+    Ok(filled_buf(op, n, v)?.into_vec())
 }
 
 /// An empty buffer with room for `n` elements, from the cache when it has
 /// one; write through [`spare`] and then set the length.
-pub(crate) fn uninit_buf<T: Element>(n: usize) -> Buf<T> {
-    pool::take(n).unwrap_or_else(|| Buf::with_capacity(n))
+pub(crate) fn uninit_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T>> {
+    alloc::try_buf(op, n)
 }
 
 /// Hands a scratch buffer back to the cache (large ones are kept there).
@@ -103,12 +117,14 @@ pub(crate) fn recycle<T: Element>(v: Vec<T>) {
 /// Like [`build`], split by whole rows of `row_len` elements: `fill(rows, out)`
 /// writes rows `rows.start..rows.end`.
 pub(crate) fn build_rows<O: Element>(
+    op: &'static str,
     n_rows: usize,
     row_len: usize,
     fill: impl Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync,
-) -> Buf<O> {
+) -> Result<Buf<O>> {
+    // (the rows of a valid shape: the product fits)
     let n = n_rows * row_len;
-    let mut v: Buf<O> = pool::take(n).unwrap_or_else(|| Buf::with_capacity(n));
+    let mut v: Buf<O> = alloc::try_buf(op, n)?;
     let spare = &mut spare(&mut v)[..n];
     if n >= PAR_MIN && n_rows > 1 && row_len > 0 {
         let rows_per = (chunk_len(n) / row_len).max(1);
@@ -121,20 +137,21 @@ pub(crate) fn build_rows<O: Element>(
     }
     // SAFETY: as in `build`, every row range handed out is written whole.
     unsafe { v.set_len(n) };
-    v
+    Ok(v)
 }
 
-/// Copies a strided view into a new row-major `Vec`.
-pub(crate) fn gather_strided<T: Element>(buf: &[T], l: &Layout) -> Vec<T> {
+/// Copies a strided view into a new row-major `Vec` (an error naming `op`
+/// when it cannot be allocated).
+pub(crate) fn gather_strided<T: Element>(op: &'static str, buf: &[T], l: &Layout) -> Result<Vec<T>> {
     let contiguous = layout::contiguous_strides(&l.shape);
     let (shape, [_, s]) = layout::coalesce(&l.shape, [&contiguous, &l.strides]);
     let n = l.numel();
     let row_len = *shape.last().unwrap();
     if n == 0 {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let strides = [s.clone()];
-    build_rows(n / row_len, row_len, |rows, out| {
+    Ok(build_rows(op, n / row_len, row_len, |rows, out| {
         let inner = strides[0][shape.len() - 1];
         let first = rows.start;
         layout::for_rows(&shape, &strides, [l.offset], rows, |r, [base]| {
@@ -143,6 +160,6 @@ pub(crate) fn gather_strided<T: Element>(buf: &[T], l: &Layout) -> Vec<T> {
                 slot.write(buf[(base + j as isize * inner) as usize]);
             }
         });
-    })
-    .into_vec()
+    })?
+    .into_vec())
 }

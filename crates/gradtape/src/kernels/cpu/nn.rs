@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 
 use super::build_rows;
 use crate::error::{Error, Result};
-use crate::tensor::{Element, Float, Tensor};
+use crate::tensor::{alloc, Element, Float, Tensor};
 
 /// `(outer, n, inner)`: the sizes before, at and after `axis`.
 fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
@@ -56,10 +56,10 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
 
 /// Softmax or log-softmax of `x` along `axis` (already normalised), computed
 /// stably (the row maximum is subtracted first).
-pub(crate) fn softmax<T: Float>(x: &Tensor, axis: usize, log: bool) -> Tensor {
+pub(crate) fn softmax<T: Float>(op: &'static str, x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
     let (outer, n, inner) = split(x.shape(), axis);
-    let src = x.values::<T>();
-    let data = build_rows::<T>(outer, n * inner, |rows, out| {
+    let src = x.values::<T>(op)?;
+    let data = build_rows::<T>(op, outer, n * inner, |rows, out| {
         if inner == 1 {
             for (r, o) in rows.clone().zip(out.chunks_mut(n.max(1))) {
                 softmax_row(&src[r * n..(r + 1) * n], o, log);
@@ -81,13 +81,13 @@ pub(crate) fn softmax<T: Float>(x: &Tensor, axis: usize, log: bool) -> Tensor {
                 }
             }
         }
-    });
-    Tensor::from_storage(T::buf_into_storage(data), x.shape())
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
 /// Labels as `i64`, checked against `0..classes`.
 pub(crate) fn checked_labels<I: Element>(op: &'static str, labels: &Tensor, classes: usize) -> Result<Vec<i64>> {
-    let v: Vec<i64> = labels.values::<I>().iter().map(|l| l.to_f64() as i64).collect();
+    let v: Vec<i64> = alloc::try_collect(op, labels.values::<I>(op)?.iter().map(|l| l.to_f64() as i64))?;
     if let Some(&bad) = v.iter().find(|&&l| l < 0 || l as usize >= classes) {
         return Err(Error::IndexOutOfRange {
             op,
@@ -102,16 +102,21 @@ pub(crate) fn checked_labels<I: Element>(op: &'static str, labels: &Tensor, clas
 /// Fused sparse softmax cross-entropy over the last axis of `logits`
 /// (`[rows.., classes]`): returns the per-row losses (shape `out_shape`) and
 /// the softmax (logits' shape), for the backward pass.
-pub(crate) fn sparse_xent<T: Float>(logits: &Tensor, labels: &[i64], out_shape: &[usize]) -> (Tensor, Tensor) {
+pub(crate) fn sparse_xent<T: Float>(
+    op: &'static str,
+    logits: &Tensor,
+    labels: &[i64],
+    out_shape: &[usize],
+) -> Result<(Tensor, Tensor)> {
     let c = *logits.shape().last().unwrap_or(&1);
     let rows = labels.len();
-    let src = logits.values::<T>();
-    let mut loss = vec![T::zero(); rows];
-    let data = build_rows::<T>(rows, c, |rs, out| {
+    let src = logits.values::<T>(op)?;
+    let mut loss = alloc::try_filled(op, rows, T::zero())?;
+    let data = build_rows::<T>(op, rows, c, |rs, out| {
         for (r, o) in rs.clone().zip(out.chunks_mut(c.max(1))) {
             softmax_row(&src[r * c..(r + 1) * c], o, true);
         }
-    });
+    })?;
     let mut p = data;
     for (r, l) in loss.iter_mut().enumerate() {
         let row = &mut p[r * c..(r + 1) * c];
@@ -120,8 +125,8 @@ pub(crate) fn sparse_xent<T: Float>(logits: &Tensor, labels: &[i64], out_shape: 
             *v = v.exp();
         }
     }
-    (
+    Ok((
         Tensor::from_storage(T::into_storage(loss), out_shape),
         Tensor::from_storage(T::buf_into_storage(p), logits.shape()),
-    )
+    ))
 }

@@ -3,15 +3,16 @@
 use std::mem::MaybeUninit;
 
 use super::conv::Geom;
+use crate::error::Result;
 use crate::tensor::Float;
 
 /// Max pool's gradient: `dx[arg[i]] += dy[i]` into a zero `[n, img]`
 /// buffer, images in parallel (each window's maximum lies in its own image:
 /// `arg` comes from [`max_pool`], which indexes the flat input).
-pub(crate) fn max_pool_grad<T: Float>(dy: &[T], arg: &[i64], n: usize, img: usize) -> Vec<T> {
-    let mut dx = super::filled_vec(n * img, T::zero());
+pub(crate) fn max_pool_grad<T: Float>(op: &'static str, dy: &[T], arg: &[i64], n: usize, img: usize) -> Result<Vec<T>> {
+    let mut dx = super::filled_vec(op, n * img, T::zero())?;
     if n == 0 || img == 0 || dy.is_empty() {
-        return dx;
+        return Ok(dx);
     }
     let per = dy.len() / n;
     super::workers::for_each_chunk_mut(&mut dx, img, |i, dxi| {
@@ -23,19 +24,19 @@ pub(crate) fn max_pool_grad<T: Float>(dy: &[T], arg: &[i64], n: usize, img: usiz
             }
         }
     });
-    dx
+    Ok(dx)
 }
 
 /// Max pool: the output [n,oh,ow,c] and, for each output element, the flat
 /// index into `x` of its maximum (the first one in window order on ties;
 /// padding never wins). NaN is skipped, as TensorFlow does: it is output
 /// only by a window of NaN only.
-pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
+pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> Result<(Vec<T>, Vec<i64>)> {
     let row = g.ow * g.c;
     let rows = g.n * g.oh;
     let total = rows * row;
-    let mut y = super::uninit_buf::<T>(total);
-    let mut arg = super::uninit_buf::<i64>(total);
+    let mut y = super::uninit_buf::<T>(g.op, total)?;
+    let mut arg = super::uninit_buf::<i64>(g.op, total)?;
     if total > 0 {
         let (ys, args) = (&mut super::spare(&mut y)[..total], &mut super::spare(&mut arg)[..total]);
         // several output rows per task (a row of a small image is a few hundred elements)
@@ -56,7 +57,7 @@ pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
         y.set_len(total);
         arg.set_len(total);
     }
-    (y.into_vec(), arg.into_vec())
+    Ok((y.into_vec(), arg.into_vec()))
 }
 
 /// Output row `r` (one row of one image) of [`max_pool`], writing every
@@ -125,12 +126,12 @@ fn count(g: &Geom, oh: usize, ow: usize) -> usize {
 }
 
 /// Average pool: each output is the mean of the valid inputs of its window.
-pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Result<Vec<T>> {
     let c = g.c;
     let total = g.n * g.oh * g.ow * c;
-    let mut y = super::filled_vec(total, T::zero());
+    let mut y = super::filled_vec(g.op, total, T::zero())?;
     if total == 0 {
-        return y;
+        return Ok(y);
     }
     let img = g.h * g.w * c;
     super::workers::for_each_chunk_mut(&mut y, g.ow * c, |r, yr| {
@@ -154,17 +155,17 @@ pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Vec<T> {
             }
         }
     });
-    y
+    Ok(y)
 }
 
 /// The adjoint of [`avg_pool`]: spreads each `dy` element evenly over the
 /// valid inputs of its window; returns [n,h,w,c].
-pub(crate) fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Vec<T> {
+pub(crate) fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let c = g.c;
     let img = g.h * g.w * c;
-    let mut dx = super::filled_vec(g.n * img, T::zero());
+    let mut dx = super::filled_vec(g.op, g.n * img, T::zero())?;
     if dx.is_empty() {
-        return dx;
+        return Ok(dx);
     }
     let orow = g.oh * g.ow * c;
     super::workers::for_each_chunk_mut(&mut dx, img, |n, dxi| {
@@ -186,5 +187,5 @@ pub(crate) fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Vec<T> {
             }
         }
     });
-    dx
+    Ok(dx)
 }

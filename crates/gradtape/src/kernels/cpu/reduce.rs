@@ -8,7 +8,8 @@
 
 use super::math::with_simd;
 use super::{build, gather_strided, PAR_MIN};
-use crate::tensor::{with_num_dtype, Buf, Layout, Num, Shape, Tensor};
+use crate::error::Result;
+use crate::tensor::{alloc, with_num_dtype, Buf, Layout, Num, Shape, Tensor};
 
 /// Which reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,20 +126,20 @@ impl<T: Num> Reducer<T> for MinR {
 
 /// Reduces `x` over `axes` (normalised, sorted, unique). The output has the
 /// kept dimensions only; keepdims is the caller's reshape. Bool is rejected by
-/// the op layer before this is called.
-pub(crate) fn reduce(x: &Tensor, axes: &[usize], kind: ReduceKind) -> Tensor {
+/// the op layer before this is called. Errors (allocation failures) name `op`.
+pub(crate) fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceKind) -> Result<Tensor> {
     with_num_dtype!(x.dtype(), T => match kind {
-        ReduceKind::Sum => reduce_with::<T, _>(x, axes, SumR),
-        ReduceKind::Max => reduce_with::<T, _>(x, axes, MaxR),
-        ReduceKind::Min => reduce_with::<T, _>(x, axes, MinR),
+        ReduceKind::Sum => reduce_with::<T, _>(op, x, axes, SumR),
+        ReduceKind::Max => reduce_with::<T, _>(op, x, axes, MaxR),
+        ReduceKind::Min => reduce_with::<T, _>(op, x, axes, MinR),
     }, _ => if kind == ReduceKind::Sum && x.dtype().is_complex() {
-        super::complex::reduce_sum(x, axes)
+        super::complex::reduce_sum(op, x, axes)
     } else {
         unreachable!("reduce: bool, and complex max/min, rejected by the op layer")
     })
 }
 
-fn reduce_with<T: Num, R: Reducer<T>>(x: &Tensor, axes: &[usize], r: R) -> Tensor {
+fn reduce_with<T: Num, R: Reducer<T>>(op: &'static str, x: &Tensor, axes: &[usize], r: R) -> Result<Tensor> {
     let l = x.layout();
     let rank = l.shape.len();
     let kept: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
@@ -148,11 +149,11 @@ fn reduce_with<T: Num, R: Reducer<T>>(x: &Tensor, axes: &[usize], r: R) -> Tenso
     let buf = x.buffer::<T>();
 
     let data: Buf<T> = if row == 0 || n_out == 0 {
-        Buf::from_elem(r.init(), n_out)
+        super::filled_buf(op, n_out, r.init())?
     } else if l.is_contiguous() && axes.iter().enumerate().all(|(i, &a)| a == i) && n_out > 1 {
         // reduced axes lead: accumulate rows of length n_out (columns)
         let src = &buf[l.offset..l.offset + row * n_out];
-        columns(src, row, n_out, r)
+        columns(op, src, row, n_out, r)?
     } else {
         let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
         let pl = Layout {
@@ -164,15 +165,15 @@ fn reduce_with<T: Num, R: Reducer<T>>(x: &Tensor, axes: &[usize], r: R) -> Tenso
         let src: &[T] = if pl.is_contiguous() {
             &buf[pl.offset..pl.offset + row * n_out]
         } else {
-            owned = gather_strided(buf, &pl);
+            owned = gather_strided(op, buf, &pl)?;
             &owned
         };
-        rows(src, row, n_out, r)
+        rows(op, src, row, n_out, r)?
     };
-    Tensor::from_storage(T::buf_into_storage(data), &out_shape)
+    Ok(Tensor::from_storage(T::buf_into_storage(data), &out_shape))
 }
 
-fn rows<T: Num, R: Reducer<T>>(src: &[T], row: usize, n_out: usize, r: R) -> Buf<T> {
+fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: usize, r: R) -> Result<Buf<T>> {
     if n_out == 1 && row >= PAR_MIN {
         let parts: Vec<T> = super::workers::map(src.len().div_ceil(PAR_MIN), |i| {
             let c = &src[i * PAR_MIN..((i + 1) * PAR_MIN).min(src.len())];
@@ -181,9 +182,10 @@ fn rows<T: Num, R: Reducer<T>>(src: &[T], row: usize, n_out: usize, r: R) -> Buf
                 || r.slice(c),
             )
         });
-        return Buf::from_elem(r.slice(&parts), 1);
+        return Ok(Buf::from_elem(r.slice(&parts), 1));
     }
     if n_out * row >= PAR_MIN && n_out > 1 {
+        // (n_out <= src.len(): the output is no larger than the input)
         let out = super::workers::map(n_out, |i| {
             let c = &src[i * row..(i + 1) * row];
             with_simd(
@@ -191,14 +193,17 @@ fn rows<T: Num, R: Reducer<T>>(src: &[T], row: usize, n_out: usize, r: R) -> Buf
                 || r.slice(c),
             )
         });
-        return Buf::from_vec(out);
+        return Ok(Buf::from_vec(out));
     }
-    src.chunks(row).map(|c| r.slice(c)).collect()
+    Ok(Buf::from_vec(alloc::try_collect(
+        op,
+        src.chunks(row).map(|c| r.slice(c)),
+    )?))
 }
 
-fn columns<T: Num, R: Reducer<T>>(src: &[T], row: usize, n_out: usize, r: R) -> Buf<T> {
+fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: usize, r: R) -> Result<Buf<T>> {
     // split the output columns across threads; each walks all rows
-    build(n_out, |start, out| {
+    build(op, n_out, |start, out| {
         let w = out.len();
         let mut acc: Vec<T> = src[start..start + w].to_vec();
         for i in 1..row {
@@ -220,17 +225,17 @@ mod tests {
     #[test]
     fn sum_max_min_over_axes() {
         let x = Tensor::from_vec((0..24).map(|v| v as f64).collect(), &[2, 3, 4]).unwrap();
-        let s = reduce(&x, &[1], ReduceKind::Sum);
+        let s = reduce("t", &x, &[1], ReduceKind::Sum).unwrap();
         assert_eq!(s.shape(), &[2, 4]);
         assert_eq!(s.to_vec::<f64>().unwrap(), vec![12., 15., 18., 21., 48., 51., 54., 57.]);
-        let m = reduce(&x, &[0, 2], ReduceKind::Max);
+        let m = reduce("t", &x, &[0, 2], ReduceKind::Max).unwrap();
         assert_eq!(m.to_vec::<f64>().unwrap(), vec![15., 19., 23.]);
-        let c = reduce(&x, &[0], ReduceKind::Min);
+        let c = reduce("t", &x, &[0], ReduceKind::Min).unwrap();
         assert_eq!(
             c.to_vec::<f64>().unwrap(),
             (0..12).map(|v| v as f64).collect::<Vec<_>>()
         );
-        let all = reduce(&x, &[0, 1, 2], ReduceKind::Sum);
+        let all = reduce("t", &x, &[0, 1, 2], ReduceKind::Sum).unwrap();
         assert_eq!(all.to_vec::<f64>().unwrap(), vec![276.0]);
     }
 }

@@ -105,10 +105,10 @@ pub(crate) fn forward<T: Element>(x: &[T], f: &[T], g: &Geom) -> Option<Vec<T>> 
         return None;
     }
     let d = Plan::new(g.n, [g.oh, g.ow], g.c, [g.kh, g.kw], [g.dh, g.dw], g.o);
-    let xp = pad(x, [g.n, g.h, g.w, g.c], &d, [g.pt, g.pl]);
+    let xp = pad(x, [g.n, g.h, g.w, g.c], &d, [g.pt, g.pl])?;
     let y = conv(&xp, &d, f);
     super::recycle(xp);
-    Some(from_f32(y))
+    Some(from_f32(y?))
 }
 
 /// The input gradient of [`forward`]: `dy` [n,oh,ow,o] -> [n,h,w,c].
@@ -136,10 +136,10 @@ pub(crate) fn backprop_input<T: Element>(dy: &[T], f: &[T], g: &Geom) -> Option<
             }
         }
     }
-    let dyp = pad(dy, [g.n, g.oh, g.ow, o], &d, pads);
+    let dyp = pad(dy, [g.n, g.oh, g.ow, o], &d, pads)?;
     let dx = conv(&dyp, &d, &ff);
     super::recycle(dyp);
-    Some(from_f32(dx))
+    Some(from_f32(dx?))
 }
 
 /// The filter gradient of [`forward`]: `x` and `dy` -> [kh,kw,c,o].
@@ -149,7 +149,7 @@ pub(crate) fn backprop_filter<T: Element>(x: &[T], dy: &[T], g: &Geom) -> Option
         return None;
     }
     let d = Plan::new(g.n, [g.oh, g.ow], g.c, [g.kh, g.kw], [g.dh, g.dw], g.o);
-    let xp = pad(x, [g.n, g.h, g.w, g.c], &d, [g.pt, g.pl]);
+    let xp = pad(x, [g.n, g.h, g.w, g.c], &d, [g.pt, g.pl])?;
     let df = match tile_vectors(g.o) {
         1 => filter_grad::<16, 1>(&xp, &d, dy),
         2 => filter_grad::<12, 2>(&xp, &d, dy),
@@ -206,14 +206,15 @@ impl Plan {
 
 /// `x` ([n, h, w, c]) in a zero-padded `[n, hp, wp, cs]` buffer, `pads`
 /// rows and columns before each image's, with [`SLACK_PIXELS`] zero pixels
-/// after.
-fn pad(x: &[f32], [n, h, w, c]: [usize; 4], d: &Plan, [pt, pl]: [usize; 2]) -> Vec<f32> {
+/// after; `None` when it cannot be allocated (the caller falls back to
+/// im2col, whose own allocation failure is the op's error).
+fn pad(x: &[f32], [n, h, w, c]: [usize; 4], d: &Plan, [pt, pl]: [usize; 2]) -> Option<Vec<f32>> {
     let cs = d.cs;
     let (img, line, row) = (d.hp * d.wp * cs, d.wp * cs, w * c);
     // input columns past the padded width are never read (stride 1)
     let cols = w.min(d.wp - pl);
     let total = n * img + SLACK_PIXELS * cs;
-    let mut v = super::uninit_buf::<f32>(total);
+    let mut v = super::uninit_buf::<f32>("conv2d", total).ok()?;
     let s = &mut super::spare(&mut v)[..total];
     let (body, tail) = s.split_at_mut(n * img);
     // SAFETY (all writes below): zeros and copies into slots of `s`, each
@@ -246,11 +247,12 @@ fn pad(x: &[f32], [n, h, w, c]: [usize; 4], d: &Plan, [pt, pl]: [usize; 2]) -> V
     });
     // SAFETY: body and tail cover all `total` slots, all written above.
     unsafe { v.set_len(total) };
-    v.into_vec()
+    Some(v.into_vec())
 }
 
-/// The convolution of padded `xp` with `f` ([taps, c, o]).
-fn conv(xp: &[f32], d: &Plan, f: &[f32]) -> Vec<f32> {
+/// The convolution of padded `xp` with `f` ([taps, c, o]); `None` when the
+/// output cannot be allocated.
+fn conv(xp: &[f32], d: &Plan, f: &[f32]) -> Option<Vec<f32>> {
     match tile_vectors(d.o) {
         1 => conv_strided::<16, 1>(xp, d, f),
         2 => conv_strided::<12, 2>(xp, d, f),
@@ -270,7 +272,7 @@ fn tile_vectors(o: usize) -> usize {
 }
 
 /// [`conv_tiles`] with the pixel stride as a constant (0: not one).
-fn conv_strided<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, f: &[f32]) -> Vec<f32> {
+fn conv_strided<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, f: &[f32]) -> Option<Vec<f32>> {
     match d.cs {
         1 => conv_tiles::<MR, NV, 1>(xp, d, f),
         2 => conv_tiles::<MR, NV, 2>(xp, d, f),
@@ -283,10 +285,10 @@ fn conv_strided<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, f: &[f32
     }
 }
 
-fn conv_tiles<const MR: usize, const NV: usize, const PS: usize>(xp: &[f32], d: &Plan, f: &[f32]) -> Vec<f32> {
+fn conv_tiles<const MR: usize, const NV: usize, const PS: usize>(xp: &[f32], d: &Plan, f: &[f32]) -> Option<Vec<f32>> {
     const { assert!(MR <= SLACK_PIXELS) };
     let total = d.n * d.oh * d.ow * d.o;
-    let mut out = super::uninit_buf::<f32>(total);
+    let mut out = super::uninit_buf::<f32>("conv2d", total).ok()?;
     let optr = SendPtr(super::spare(&mut out).as_mut_ptr() as *mut f32);
     let _flush = super::denormal::flush_guard();
     // padded-grid pixels of one image that hold all its outputs
@@ -336,7 +338,7 @@ fn conv_tiles<const MR: usize, const NV: usize, const PS: usize>(xp: &[f32], d: 
     // SAFETY: every output pixel lies in some tile of its image, and every
     // channel block was stored.
     unsafe { out.set_len(total) };
-    out.into_vec()
+    Some(out.into_vec())
 }
 
 /// One forward tile: for pixels `i < MR` (at `a + i * cs`, where `cs` is

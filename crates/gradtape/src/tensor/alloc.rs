@@ -1,0 +1,82 @@
+//! The one fallible allocator of element buffers.
+//!
+//! Every buffer whose size follows from a shape (a kernel's output, a
+//! gathered copy of a strided view, a scratch matrix) is allocated here, so
+//! that a shape that is valid but too large for memory gives
+//! [`Error::OutOfMemory`] naming the op and the bytes asked for, instead of
+//! Rust's "capacity overflow" panic or its allocation-failure abort. A size
+//! above `isize::MAX` bytes is refused without asking the system; below it,
+//! the system's answer decides (`try_reserve_exact`).
+//!
+//! Whether an allocation the system grants can later be backed by memory is
+//! the operating system's affair: with Linux's default overcommit heuristic,
+//! asking for much more than the machine's memory fails here, cleanly, while
+//! a request within it that the machine then cannot back ends in the
+//! system's out-of-memory killer, as for any program.
+
+use super::{pool, Buf, Element};
+use crate::error::{Error, Result};
+
+/// The error for `n` elements of `size` bytes each.
+pub(crate) fn oom(op: &'static str, n: usize, size: usize) -> Error {
+    Error::OutOfMemory {
+        op,
+        bytes: n as u128 * size as u128,
+    }
+}
+
+/// An empty `Vec` with room for exactly `n` elements.
+pub(crate) fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
+    Ok(v)
+}
+
+/// `n` copies of `value` in a new `Vec`.
+pub(crate) fn try_filled<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = try_vec(op, n)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// The items of an iterator of known length in a new `Vec`, allocated
+/// fallibly up front.
+pub(crate) fn try_collect<T>(op: &'static str, items: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>> {
+    let mut v = try_vec(op, items.len())?;
+    v.extend(items);
+    Ok(v)
+}
+
+/// An empty element buffer with room for exactly `n` elements: a freed one
+/// from the buffer cache when it holds one of that size, else a new one.
+pub(crate) fn try_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T>> {
+    if let Some(b) = pool::take(n) {
+        return Ok(b);
+    }
+    let mut b = Buf::new();
+    b.try_reserve_exact(n)
+        .map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_sizes_are_errors() {
+        let e = try_vec::<f64>("t", usize::MAX / 4).unwrap_err();
+        assert_eq!(
+            e,
+            Error::OutOfMemory {
+                op: "t",
+                bytes: (usize::MAX / 4) as u128 * 8
+            }
+        );
+        assert!(try_buf::<f32>("t", isize::MAX as usize).is_err());
+        assert!(try_filled("t", 1 << 62, 0u32).is_err());
+        assert_eq!(try_collect("t", 0..3).unwrap(), vec![0, 1, 2]);
+        assert_eq!(try_buf::<f32>("t", 10).unwrap().capacity(), 10);
+    }
+}

@@ -1,0 +1,303 @@
+//! Huge and overflowing sizes through the public API: an element count
+//! never wraps (a shape whose count overflows is `Error::ShapeOverflow`),
+//! a valid shape too large for memory is `Error::OutOfMemory` naming the op
+//! and the bytes (never a "capacity overflow" panic or an allocation-failure
+//! abort), and printing a huge broadcast view reads only what it shows.
+//!
+//! Before these fixes several of these cases aborted the process (or read
+//! out of bounds: `matmul` after a wrapped `from_vec` was a SIGSEGV), so
+//! every case that could take the process down runs [`isolated`]: in a child
+//! process (this test binary, running that one test) whose address space is
+//! capped at 32 GiB, so that an abort or a crash fails the test instead of
+//! killing the binary, and so that "too large for memory" is deterministic
+//! whatever the machine and its overcommit policy (Linux refuses a single
+//! multi-TiB allocation under its default heuristic anyway; the cap only
+//! makes that certain).
+//!
+//! Expected errors follow TensorFlow 2.21 (checked there): a shape with
+//! more than 2^63 - 1 elements is an `InvalidArgumentError` ("would have
+//! more than 2**63 - 1 elements"; here `ShapeOverflow`), an allocation it
+//! cannot make a `ResourceExhaustedError` ("OOM when allocating tensor";
+//! here `OutOfMemory`).
+
+use std::panic::catch_unwind;
+use std::process::Command;
+
+use gradtape::{DType, Error, GradientTape, Padding, Result, Tensor, Variable};
+
+/// Set in the child processes of [`isolated`].
+const CHILD: &str = "GRADTAPE_ROBUST_SIZES_CHILD";
+/// The child's address-space cap, in KiB (32 GiB).
+const CAP_KIB: u64 = 32 << 20;
+
+/// Runs `body` in a child process: this test binary, running only the test
+/// `name`, under a 32 GiB address-space cap (`ulimit -v`). The test passes
+/// when the child exits normally; an abort, a crash or a failed assertion
+/// in the child fails it, with the child's output in the message.
+fn isolated(name: &str, body: impl FnOnce()) {
+    if std::env::var_os(CHILD).is_some() {
+        body();
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {CAP_KIB} && exec \"$0\" \"$@\""))
+        .arg(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("spawn the child test process");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{name} failed in its child process ({}):\n{text}",
+        out.status
+    );
+    assert!(text.contains("1 passed"), "{name}: the child ran no test:\n{text}");
+}
+
+fn overflow<T: std::fmt::Debug>(r: Result<T>, op: &str) {
+    match r {
+        Err(Error::ShapeOverflow { op: o, .. }) if o == op => {}
+        other => panic!("{op}: expected ShapeOverflow, got {other:?}"),
+    }
+}
+
+fn oom<T: std::fmt::Debug>(r: Result<T>, op: &str, bytes: u128) {
+    match r {
+        Err(Error::OutOfMemory { op: o, bytes: b }) if o == op && b == bytes => {}
+        other => panic!("{op}: expected OutOfMemory of {bytes} bytes, got {other:?}"),
+    }
+}
+
+/// A scalar broadcast to `shape` (a view: no memory of its own).
+fn view(v: f32, shape: &[usize]) -> Tensor {
+    Tensor::scalar(v).broadcast_to(shape).unwrap()
+}
+
+const BIG: usize = (1 << 62) + 1;
+
+/// `from_vec` with a shape whose count wraps to the data's length was
+/// accepted, and a matmul on it then read out of bounds (SIGSEGV).
+#[test]
+fn from_vec_refuses_a_wrapping_shape() {
+    isolated("from_vec_refuses_a_wrapping_shape", || {
+        let a = Tensor::from_vec(vec![1.0f32; 4], &[4, BIG]);
+        let b = Tensor::from_vec(vec![1.0f32; 4], &[BIG, 4]);
+        if let (Ok(a), Ok(b)) = (&a, &b) {
+            let _ = a.matmul(b); // the read out of bounds, before the fix
+        }
+        overflow(a, "from_vec");
+        overflow(b, "from_vec");
+        // (TensorFlow accepts an empty shape whose other dims overflow;
+        // gradtape refuses it, so that every partial product fits)
+        overflow(Tensor::from_vec(Vec::<f32>::new(), &[0, 1 << 62, 1 << 62]), "from_vec");
+        assert_eq!(Tensor::from_vec(Vec::<f32>::new(), &[0, 1 << 62]).unwrap().numel(), 0);
+    });
+}
+
+#[test]
+fn shapes_whose_count_overflows_are_errors() {
+    // broadcast_to then sum_all gave 4.0 for 4 * (2^62 + 1) ones
+    let one = Tensor::scalar(1.0f64);
+    let b = one.broadcast_to(&[BIG, 4]);
+    let total = b.as_ref().ok().map(|b| b.sum_all().and_then(|s| s.to_scalar::<f64>()));
+    assert!(total.is_none(), "broadcast_to then sum_all gave {total:?}");
+    overflow(b, "broadcast_to");
+    // zeros of [2^32, 2^32] had 0 elements
+    let z = catch_unwind(|| Tensor::zeros(&[1 << 32, 1 << 32], DType::F32).numel());
+    assert!(z.is_err(), "zeros(&[2^32, 2^32]) gave a tensor of {z:?} elements");
+    overflow(Tensor::try_zeros(&[1 << 32, 1 << 32], DType::F32), "zeros");
+    overflow(Tensor::try_full(&[3, BIG], 1.0, DType::F64), "full");
+
+    let x = Tensor::vector(&[1.0f32, 2.0, 3.0, 4.0]);
+    overflow(x.reshape(&[4, BIG]), "reshape");
+    overflow(x.reshape(&[usize::MAX, usize::MAX, 0]), "reshape");
+    // broadcasting two valid views into a shape that overflows
+    let (col, row) = (view(1.0, &[1 << 40, 1]), view(2.0, &[1, 1 << 40]));
+    overflow(col.add(&row), "add");
+    overflow(col.mul(&row), "mul");
+    overflow(Tensor::where_(&Tensor::scalar(true), &col, &row), "where");
+    overflow(col.matmul(&row), "matmul");
+    overflow(x.tile(&[1 << 62]), "tile");
+    overflow(x.repeat(1 << 62, 0), "repeat");
+    overflow(x.pad(&[(1 << 62, 1 << 62)]), "pad");
+    overflow(x.pad(&[(usize::MAX, 1)]), "pad");
+    let huge = view(0.0, &[1 << 62]);
+    overflow(Tensor::concat(&[&huge, &huge], 0), "concat");
+    let idx = Tensor::vector(&[0i64, 1]);
+    overflow(idx.one_hot(1 << 62, 1.0, 0.0, -1, DType::F32), "one_hot");
+    overflow(idx.one_hot(usize::MAX, 1.0, 0.0, -1, DType::F32), "one_hot");
+    let nd = Tensor::from_vec(vec![0i64], &[1, 1]).unwrap();
+    let upd = Tensor::from_vec(vec![1.0f32], &[1, 1]).unwrap();
+    overflow(Tensor::scatter_nd(&nd, &upd, &[1 << 32, 1 << 32]), "scatter_nd");
+    overflow(
+        Tensor::vector(&[1.0f32]).scatter_add(&Tensor::vector(&[0i64]), 0, 1 << 63),
+        "scatter_add",
+    );
+    overflow(
+        view(0.0, &[2, 1 << 61]).gather(&Tensor::vector(&[0i64, 1, 0, 1, 0]), 0),
+        "gather",
+    );
+    overflow(
+        Tensor::random_normal(&[1 << 40, 1 << 40], 0.0, 1.0, DType::F32, 1),
+        "random_normal",
+    );
+    overflow(
+        Tensor::random_uniform(&[BIG, 2], 0.0, 1.0, DType::F64, 1),
+        "random_uniform",
+    );
+    overflow(Tensor::arange(0.0, 1e300, 1.0, DType::F64), "arange");
+    overflow(Tensor::linspace(0.0, 1.0, usize::MAX, DType::F64), "linspace");
+    overflow(Tensor::try_eye(1 << 32, DType::F32), "eye");
+    // a transposed convolution whose requested output overflows
+    let f = Tensor::ones(&[1, 1, 1, 1], DType::F32);
+    let dy = Tensor::ones(&[1, 1, 1, 1], DType::F32);
+    overflow(
+        Tensor::conv2d_backprop_input(&[1 << 32, 1 << 32, 1, 1], &f, &dy, [1, 1], Padding::Valid, [1, 1]),
+        "conv2d_backprop_input",
+    );
+    // a Jacobian whose result would overflow
+    let x = view(1.0, &[1 << 32]);
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        tape.watch(&x);
+        Ok(x.identity())
+    });
+    overflow(tape.jacobian(&y.unwrap(), &x), "jacobian");
+}
+
+/// The issue's examples of valid shapes too large for memory.
+#[test]
+fn allocations_that_fail_are_errors() {
+    isolated("allocations_that_fail_are_errors", || {
+        // the infallible sugar panics with the error's message (before the
+        // fix: "memory allocation of 4398046511104 bytes failed", an abort)
+        let p = catch_unwind(|| Tensor::zeros(&[1 << 40], DType::F32)).unwrap_err();
+        let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert_eq!(msg, "zeros: out of memory allocating 4398046511104 bytes");
+        oom(Tensor::try_zeros(&[1 << 40], DType::F32), "zeros", 1 << 42);
+        oom(Tensor::try_ones(&[1 << 40], DType::F64), "ones", 1 << 43);
+        oom(Tensor::try_full(&[1 << 20, 1 << 20], 2.0, DType::I32), "full", 1 << 42);
+        oom(Tensor::try_eye(1 << 21, DType::F32), "eye", 1 << 44);
+        assert!(catch_unwind(|| Tensor::eye(1 << 21, DType::F32)).is_err());
+        let idx = Tensor::vector(&[1i64]);
+        oom(idx.one_hot(1 << 40, 1.0, 0.0, -1, DType::F32), "one_hot", 1 << 42);
+        oom(
+            Tensor::vector(&[1.0f32]).pad(&[(1 << 40, 1 << 40)]),
+            "pad",
+            (1 << 43) + 4,
+        );
+        // more than isize::MAX bytes: refused without asking the system
+        oom(Tensor::try_zeros(&[1 << 61], DType::C128), "zeros", 1 << 65);
+        oom(
+            Tensor::random_uniform(&[1 << 40], 0.0, 1.0, DType::F32, 3),
+            "random_uniform",
+            1 << 42,
+        );
+        oom(
+            Tensor::arange(0.0, (1u64 << 40) as f64, 1.0, DType::I64),
+            "arange",
+            1 << 43,
+        );
+        oom(Tensor::linspace(0.0, 1.0, 1 << 40, DType::F32), "linspace", 1 << 42);
+    });
+}
+
+/// Ops on views whose result (or a copy of an operand) is too large.
+#[test]
+fn ops_on_huge_views_fail_cleanly() {
+    isolated("ops_on_huge_views_fail_cleanly", || {
+        let v = view(1.0, &[1 << 40]);
+        oom(v.exp(), "exp", 1 << 42);
+        oom(v.add_scalar(1.0), "add_scalar", 1 << 42);
+        oom(v.to_vec::<f32>(), "to_vec", 1 << 42);
+        oom(v.sum_all(), "sum", 1 << 42);
+        // (the f32 view is gathered before it is converted)
+        oom(v.cast(DType::F64), "cast", 1 << 42);
+        oom(v.try_zeros_like(), "zeros_like", 1 << 42);
+        oom(v.reshape(&[1 << 20, 1 << 20]), "reshape", 1 << 42);
+        oom(v.contiguous(), "contiguous", 1 << 42);
+        // (tile copies the view before broadcasting it)
+        oom(v.tile(&[2]), "tile", 1 << 42);
+        let (col, row) = (view(1.0, &[1 << 20, 1]), view(2.0, &[1, 1 << 20]));
+        oom(col.add(&row), "add", 1 << 42);
+        oom(col.matmul(&row), "matmul", 1 << 42);
+        oom(Tensor::concat(&[&v, &v], 0), "concat", 1 << 43);
+        let img = view(1.0, &[1, 1 << 20, 1 << 20, 1]);
+        let f = Tensor::ones(&[3, 3, 1, 1], DType::F32);
+        oom(img.conv2d(&f, [1, 1], Padding::Same, [1, 1]), "conv2d", 1 << 42);
+        oom(img.max_pool2d([2, 2], [2, 2], Padding::Valid), "max_pool2d", 1 << 42);
+        oom(img.softmax(-1), "softmax", 1 << 42);
+        // a gradient whose cotangent seed is too large: the Jacobian of a
+        // 2^21-element output needs a 2^42-element identity
+        let x = view(1.0, &[1 << 21]);
+        let tape = GradientTape::persistent();
+        let y = tape.record(|| {
+            tape.watch(&x);
+            x.mul_scalar(2.0)
+        });
+        oom(tape.jacobian(&y.unwrap(), &x), "jacobian", 1 << 44);
+        // and after all of that, ordinary work goes on
+        let small = Tensor::vector(&[1.0f32, 2.0]).exp().unwrap();
+        assert_eq!(small.shape(), &[2]);
+    });
+}
+
+/// Printing a 2^40-element broadcast view reads only the elements shown
+/// (before the fix: it gathered all 2^40 of them, an abort).
+#[test]
+fn display_of_a_huge_view_shows_only_its_edges() {
+    isolated("display_of_a_huge_view_shows_only_its_edges", || {
+        let x = view(1.5, &[1 << 20, 1 << 20]);
+        let row = "[1.5, 1.5, 1.5, ..., 1.5, 1.5, 1.5]";
+        let want =
+            format!("Tensor([{row}, {row}, {row}, ..., {row}, {row}, {row}], shape=[1048576, 1048576], dtype=f32)");
+        assert_eq!(x.to_string(), want);
+        assert_eq!(format!("{x:?}"), want);
+        let v = Variable::builder(x).name("w").build();
+        assert_eq!(format!("{v:?}"), format!("Variable('w', {want})"));
+        // rows differ: the first and last three are the ones shown (as
+        // NumPy's summary of np.broadcast_to(np.arange(2000)[:, None],
+        // (2000, 2**30)) shows them: 0, 1, 2, ..., 1997, 1998, 1999)
+        let rows = Tensor::arange(0.0, 2000.0, 1.0, DType::I64)
+            .unwrap()
+            .reshape(&[2000, 1])
+            .unwrap()
+            .broadcast_to(&[2000, 1 << 30])
+            .unwrap();
+        let r = |i: i64| format!("[{i}, {i}, {i}, ..., {i}, {i}, {i}]");
+        let want = format!(
+            "Tensor([{}, {}, {}, ..., {}, {}, {}], shape=[2000, 1073741824], dtype=i64)",
+            r(0),
+            r(1),
+            r(2),
+            r(1997),
+            r(1998),
+            r(1999)
+        );
+        assert_eq!(rows.to_string(), want);
+    });
+}
+
+#[test]
+fn display_walks_strided_views() {
+    // a reversed (negative-stride) view and a transposed one
+    let x = Tensor::arange(0.0, 2000.0, 1.0, DType::I32).unwrap();
+    assert_eq!(
+        x.reverse(&[0]).unwrap().to_string(),
+        "Tensor([1999, 1998, 1997, ..., 2, 1, 0], shape=[2000], dtype=i32)"
+    );
+    let m = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+    assert_eq!(
+        m.transpose().unwrap().to_string(),
+        "Tensor([[1, 4], [2, 5], [3, 6]], shape=[3, 2], dtype=i64)"
+    );
+    let e = Tensor::from_vec(Vec::<f32>::new(), &[3, 0]).unwrap();
+    assert_eq!(e.to_string(), "Tensor([[], [], []], shape=[3, 0], dtype=f32)");
+}
