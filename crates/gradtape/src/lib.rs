@@ -38,7 +38,7 @@
 //! Layers, each knowing only those below it: [`tensor`] (values),
 //! `kernels` (raw compute), `ops` (the differentiable operations, methods on
 //! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker), and
-//! [`function`] (traced graph functions).
+//! [`function`](mod@function) (traced graph functions).
 
 #![warn(missing_docs)]
 

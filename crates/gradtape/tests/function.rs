@@ -380,7 +380,7 @@ fn reading_a_traced_value_is_an_error_and_the_traced_checker_finds_frozen_values
     let x = Tensor::vector(&[0.3f64, -1.2, 2.0]);
     let ok = gradtape::check_traced(
         |xs: &[Tensor]| xs[0].sin()?.mul(&xs[0]),
-        &[x.clone()],
+        std::slice::from_ref(&x),
         &gradtape::TracedCheckOptions::default(),
     )?;
     assert_eq!(ok.values, 3);

@@ -265,6 +265,28 @@ fn check_shape(op: &'static str, i: usize, g: &Gradient, batch: &[usize], expect
     ))
 }
 
+/// How a backward pass treats its sources and cotangents.
+#[derive(Clone, Copy)]
+pub(crate) struct Pass<'a> {
+    /// What sources no gradient reaches get.
+    pub unconnected: Unconnected,
+    /// Leading batch dims of the cotangents (0 for a plain gradient).
+    pub batch_dims: usize,
+    /// Tensors treated as constants.
+    pub stop: &'a [TensorId],
+}
+
+impl Pass<'_> {
+    /// A plain pass: `None` for unconnected sources, no batch dims.
+    pub(crate) fn plain() -> Self {
+        Pass {
+            unconnected: Unconnected::None,
+            batch_dims: 0,
+            stop: &[],
+        }
+    }
+}
+
 /// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`,
 /// with `batch_dims` leading batch dims (0 for a plain gradient; see
 /// [`batched`](super::batched)), which every cotangent then carries.
@@ -274,10 +296,13 @@ pub(crate) fn backprop(
     targets: &[Tensor],
     seeds: Vec<Tensor>,
     sources: &[SourceInfo],
-    unconnected: Unconnected,
-    batch_dims: usize,
-    stop: &[TensorId],
+    pass: Pass<'_>,
 ) -> Result<Vec<Option<Gradient>>> {
+    let Pass {
+        unconnected,
+        batch_dims,
+        stop,
+    } = pass;
     let batch: Vec<usize> = match seeds.first() {
         Some(s) if batch_dims > 0 => s.shape()[..batch_dims.min(s.rank())].to_vec(),
         _ => Vec::new(),

@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use smallvec::SmallVec;
 
-use crate::autodiff::backprop::{backprop, SourceInfo, Unconnected};
+use crate::autodiff::backprop::{backprop, Pass, SourceInfo, Unconnected};
 use crate::autodiff::gradient::{densify, Gradient};
 use crate::autodiff::sources::{SourceRef, Sources, Targets};
 use crate::autodiff::tape::{self, TapeCell, TapeState};
@@ -384,9 +384,11 @@ impl GradientTape {
             &flat_targets,
             seeds,
             &infos,
-            opts.unconnected,
-            0,
-            &opts.stop_gradients.iter().map(Tensor::id).collect::<Vec<_>>(),
+            Pass {
+                unconnected: opts.unconnected,
+                batch_dims: 0,
+                stop: &opts.stop_gradients.iter().map(Tensor::id).collect::<Vec<_>>(),
+            },
         )
     }
 }

@@ -137,7 +137,8 @@ fn compare(what: &str, traced: &[Tensor], eager: &[Tensor], rtol: f64) -> Result
         for (e, (x, y)) in a.to_vec_f64().iter().zip(b.to_vec_f64()).enumerate() {
             let same_nan = x.is_nan() && y.is_nan();
             let rel = (x - y).abs() / (1.0 + y.abs());
-            if !same_nan && !(rel <= rtol) {
+            let within = rel <= rtol;
+            if !same_nan && !within {
                 return Err(Error::GradientCheck(format!(
                     "{what}: input {j} element {e}: traced {x} vs eager {y}"
                 )));
@@ -151,7 +152,7 @@ fn compare(what: &str, traced: &[Tensor], eager: &[Tensor], rtol: f64) -> Result
     Ok((n, worst))
 }
 
-/// Checks `f` traced against `f` eager (see the [module docs](self)):
+/// Checks `f` traced against `f` eager, on inputs other than those traced:
 /// values bit for bit, gradients through the call and inside the trace,
 /// and second derivatives through the call. `f` must return a float tensor.
 ///

@@ -100,7 +100,7 @@ struct Cache<O> {
 
 /// A closure traced into a graph on its first call with each input
 /// signature and run as that graph afterwards; see the [module
-/// docs](crate::function).
+/// docs](mod@crate::function).
 ///
 /// ```
 /// use gradtape::{function, Tensor};

@@ -51,10 +51,13 @@ fn const_key(t: &Tensor) -> Option<(DType, Vec<usize>, Vec<u64>)> {
     Some((t.dtype(), t.shape().to_vec(), bits))
 }
 
+/// A node's identity for CSE: its descriptor and its inputs.
+type NodeKey = (Op, SmallVec<[ValueId; 2]>);
+
 /// Merges nodes that compute the same thing from the same values.
 pub(crate) fn cse(g: &mut Graph) {
     let mut replace: Vec<ValueId> = (0..g.values.len() as ValueId).collect();
-    let mut seen: FxHashMap<(Op, SmallVec<[ValueId; 2]>), SmallVec<[ValueId; 1]>> = FxHashMap::default();
+    let mut seen: FxHashMap<NodeKey, SmallVec<[ValueId; 1]>> = FxHashMap::default();
     let mut consts: FxHashMap<(DType, Vec<usize>, Vec<u64>), ValueId> = FxHashMap::default();
     let mut nodes = Vec::with_capacity(g.nodes.len());
     for mut n in std::mem::take(&mut g.nodes) {

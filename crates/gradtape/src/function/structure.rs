@@ -128,10 +128,7 @@ tuple_struct!(A.0, B.1, C.2, D.3, E.4);
 tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5);
 
 /// The tensor leaves of a structure, in order.
-pub(crate) fn tensors_of<S: TensorStruct + ?Sized>(s: &S) -> Vec<Tensor>
-where
-    S: Sized,
-{
+pub(crate) fn tensors_of<S: TensorStruct>(s: &S) -> Vec<Tensor> {
     let mut leaves = Vec::new();
     s.leaves(&mut leaves);
     leaves

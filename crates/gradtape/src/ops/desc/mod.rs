@@ -247,7 +247,8 @@ impl fmt::Display for Op {
         f.write_str(self.name())?;
         match self {
             Op::Unary(u) => u.fmt_attrs(f),
-            Op::Binary(_) | Op::Select | Op::Opaque(_) => Ok(()),
+            Op::Binary(b) => b.fmt_attrs(f),
+            Op::Select | Op::Opaque(_) => Ok(()),
             Op::Cast(d) => write!(f, "[{d}]"),
             Op::Reduce(r) => r.fmt_attrs(f),
             Op::MatMul {
