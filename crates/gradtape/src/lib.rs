@@ -37,11 +37,13 @@
 //!
 //! Layers, each knowing only those below it: [`tensor`] (values),
 //! `kernels` (raw compute), `ops` (the differentiable operations, methods on
-//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker).
+//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker), and
+//! [`function`](mod@function) (traced graph functions).
 
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod function;
 pub mod tensor;
 
 mod autodiff;
@@ -65,6 +67,10 @@ pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
+pub use function::{
+    check_traced, cond, function, gradients, while_loop, ConcreteFunction, Function, FunctionOptions, GradientsOptions,
+    Graph, Leaf, TensorSpec, TensorStruct, TracedCheckOptions, TracedCheckReport, WhileOptions,
+};
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};

@@ -81,23 +81,35 @@ struct Step {
     cots: SmallVec<[Option<Gradient>; 1]>,
 }
 
-/// The sources, deduplicated, with a fast membership test.
+/// The sources, deduplicated, with a fast membership test, and the
+/// tensors gradients stop at.
 struct SourceSet {
     ids: Vec<TensorId>,
+    /// per source, its shape (what a gradient delivered to it must have)
+    shapes: Vec<Shape>,
     /// id -> position, only built when there are many sources
     map: Option<FxHashMap<TensorId, u32>>,
+    /// tensors treated as constants: no cotangent passes them
+    stop: Vec<TensorId>,
 }
 
 impl SourceSet {
-    fn new(sources: &[SourceInfo]) -> Self {
+    fn new(sources: &[SourceInfo], stop: &[TensorId]) -> Self {
         let mut ids: Vec<TensorId> = Vec::with_capacity(sources.len());
+        let mut shapes = Vec::with_capacity(sources.len());
         for s in sources {
             if !ids.contains(&s.id) {
                 ids.push(s.id);
+                shapes.push(s.shape.clone());
             }
         }
         let map = (ids.len() > 8).then(|| ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect());
-        SourceSet { ids, map }
+        SourceSet {
+            ids,
+            shapes,
+            map,
+            stop: stop.to_vec(),
+        }
     }
 
     #[inline]
@@ -113,6 +125,10 @@ impl SourceSet {
 /// record is kept (`kept` maps tape positions to steps); else to the source
 /// `id` is, if any.
 fn edge_to(id: TensorId, idx: u32, plan: &Plan, sources: &SourceSet) -> Edge {
+    if !sources.stop.is_empty() && sources.stop.contains(&id) {
+        // a stopped tensor is a constant, unless it is itself a source
+        return sources.position(id).map_or(Edge::Nothing, Edge::Source);
+    }
     let k = if idx == NO_OP { NO_OP } else { plan.kept[idx as usize] };
     if k != NO_OP {
         let rec = &plan.recs[plan.steps[k as usize].rec as usize];
@@ -232,6 +248,45 @@ fn accumulate(slot: &mut Option<Gradient>, g: Gradient) -> Result<()> {
     Ok(())
 }
 
+/// Fails unless gradient `g` (for input `i` of op `op`) has the shape of
+/// the value it is the gradient of (after the leading batch dims).
+fn check_shape(op: &'static str, i: usize, g: &Gradient, batch: &[usize], expected: &[usize]) -> Result<()> {
+    let got = g.shape();
+    let ok = got.len() == batch.len() + expected.len() && got[batch.len()..] == *expected;
+    if ok {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        op,
+        format!(
+            "the gradient computed for input {i} has shape {:?}, but that input has shape {expected:?}",
+            &got[batch.len().min(got.len())..]
+        ),
+    ))
+}
+
+/// How a backward pass treats its sources and cotangents.
+#[derive(Clone, Copy)]
+pub(crate) struct Pass<'a> {
+    /// What sources no gradient reaches get.
+    pub unconnected: Unconnected,
+    /// Leading batch dims of the cotangents (0 for a plain gradient).
+    pub batch_dims: usize,
+    /// Tensors treated as constants.
+    pub stop: &'a [TensorId],
+}
+
+impl Pass<'_> {
+    /// A plain pass: `None` for unconnected sources, no batch dims.
+    pub(crate) fn plain() -> Self {
+        Pass {
+            unconnected: Unconnected::None,
+            batch_dims: 0,
+            stop: &[],
+        }
+    }
+}
+
 /// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`,
 /// with `batch_dims` leading batch dims (0 for a plain gradient; see
 /// [`batched`](super::batched)), which every cotangent then carries.
@@ -241,14 +296,18 @@ pub(crate) fn backprop(
     targets: &[Tensor],
     seeds: Vec<Tensor>,
     sources: &[SourceInfo],
-    unconnected: Unconnected,
-    batch_dims: usize,
+    pass: Pass<'_>,
 ) -> Result<Vec<Option<Gradient>>> {
+    let Pass {
+        unconnected,
+        batch_dims,
+        stop,
+    } = pass;
     let batch: Vec<usize> = match seeds.first() {
         Some(s) if batch_dims > 0 => s.shape()[..batch_dims.min(s.rank())].to_vec(),
         _ => Vec::new(),
     };
-    let source_set = SourceSet::new(sources);
+    let source_set = SourceSet::new(sources, stop);
     let (plan, target_at) = {
         let mut owned;
         let mut borrowed;
@@ -299,6 +358,7 @@ pub(crate) fn backprop(
         let step = &mut steps[k as usize];
         let rec = &mut recs[step.rec as usize];
         let vjp = rec.vjp.take().expect("each op runs once");
+        let rec_name = rec.name;
         let cots = std::mem::take(&mut step.cots);
         let edges = std::mem::take(&mut step.edges);
         if step.source_output {
@@ -331,8 +391,14 @@ pub(crate) fn backprop(
                     ),
                 ));
             }
-            for (g, edge) in in_grads.into_iter().zip(&edges) {
+            for (i, (g, edge)) in in_grads.into_iter().zip(&edges).enumerate() {
                 let Some(g) = g else { continue };
+                let expected: &[usize] = match *edge {
+                    Edge::Op { op, slot } => &recs[steps[op as usize].rec as usize].outputs[slot as usize].shape,
+                    Edge::Source(s) => &source_set.shapes[s as usize],
+                    Edge::Nothing => continue,
+                };
+                check_shape(rec_name, i, &g, &batch, expected)?;
                 match *edge {
                     Edge::Op { op, slot } => accumulate(&mut steps[op as usize].cots[slot as usize], g)?,
                     Edge::Source(i) => accumulate(&mut source_grads[i as usize], g)?,

@@ -80,8 +80,7 @@ pub(crate) fn record_checked(
     outputs: &[Tensor],
     backward: impl Fn(&[Tensor]) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
 ) {
-    let forward = crate::autodiff::forward::any_active();
-    if !tape::any_active() && !forward {
+    if !tape::any_active() && !crate::autodiff::forward::any_active() {
         return;
     }
     let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
@@ -100,14 +99,31 @@ pub(crate) fn record_checked(
         }));
         vjp(move |dys, _| check_grads(name, &metas, backward(dys)?))
     };
+    record_rule(name, &ids, outputs, rule);
+}
+
+/// Records `outputs` as one op of the inputs `ids` (tensor ids or variable
+/// handles, with dtypes) on the active tapes that watch one of them, and
+/// gives them tangents in the active accumulators, with the rule `rule`
+/// builds (built at most once, only if needed).
+pub(crate) fn record_rule(
+    name: &'static str,
+    ids: &[(TensorId, DType)],
+    outputs: &[Tensor],
+    rule: impl FnOnce() -> VjpFn,
+) {
+    let forward = crate::autodiff::forward::any_active();
+    if !tape::any_active() && !forward {
+        return;
+    }
     if forward {
-        // forward accumulators get tangents from the user's backward (the
-        // double-VJP construction: it is built from differentiable ops)
+        // forward accumulators get tangents from the rule (the double-VJP
+        // construction: it is built from differentiable ops)
         let mut once = Some(rule);
         let mut make = || (once.take().expect("built once"))();
-        crate::autodiff::forward::bind_slow(name, &ids, outputs, &mut make, None);
+        crate::autodiff::forward::bind_slow(name, ids, outputs, &mut make, None);
     } else {
-        tape::record(name, &ids, outputs, rule);
+        tape::record(name, ids, outputs, rule);
     }
 }
 

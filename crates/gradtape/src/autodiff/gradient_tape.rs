@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use smallvec::SmallVec;
 
-use crate::autodiff::backprop::{backprop, SourceInfo, Unconnected};
+use crate::autodiff::backprop::{backprop, Pass, SourceInfo, Unconnected};
 use crate::autodiff::gradient::{densify, Gradient};
 use crate::autodiff::sources::{SourceRef, Sources, Targets};
 use crate::autodiff::tape::{self, TapeCell, TapeState};
@@ -41,6 +41,11 @@ pub struct GradientOptions {
     pub output_gradients: Option<Vec<Tensor>>,
     /// What unconnected sources get.
     pub unconnected: Unconnected,
+    /// Tensors treated as constants: no gradient flows through them to
+    /// what they were computed from (TensorFlow's `stop_gradients` of
+    /// `tf.gradients`). A stopped tensor that is also a source still gets
+    /// its own gradient.
+    pub stop_gradients: Vec<Tensor>,
 }
 
 impl GradientOptions {
@@ -53,6 +58,12 @@ impl GradientOptions {
     /// Chooses what unconnected sources get.
     pub fn unconnected(mut self, u: Unconnected) -> Self {
         self.unconnected = u;
+        self
+    }
+
+    /// Treats these tensors as constants (see [`stop_gradients`](Self::stop_gradients)).
+    pub fn stop_gradients(mut self, stop: Vec<Tensor>) -> Self {
+        self.stop_gradients = stop;
         self
     }
 }
@@ -86,6 +97,22 @@ impl GradientTape {
                 recording: Default::default(),
                 used: Default::default(),
                 entered: Default::default(),
+                internal: false,
+            }),
+        }
+    }
+
+    /// A trace's own persistent tape (watches nothing by itself).
+    pub(crate) fn internal() -> Self {
+        GradientTape {
+            cell: Rc::new(TapeCell {
+                state: Default::default(),
+                persistent: true,
+                watch_accessed_variables: false,
+                recording: Default::default(),
+                used: Default::default(),
+                entered: Default::default(),
+                internal: true,
             }),
         }
     }
@@ -357,8 +384,11 @@ impl GradientTape {
             &flat_targets,
             seeds,
             &infos,
-            opts.unconnected,
-            0,
+            Pass {
+                unconnected: opts.unconnected,
+                batch_dims: 0,
+                stop: &opts.stop_gradients.iter().map(Tensor::id).collect::<Vec<_>>(),
+            },
         )
     }
 }

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
-use crate::autodiff::backprop::{backprop, SourceInfo, Unconnected};
+use crate::autodiff::backprop::{backprop, Pass, SourceInfo, Unconnected};
 use crate::autodiff::batched::stack_rows;
 use crate::autodiff::gradient::densify;
 use crate::autodiff::gradient_tape::GradientTape;
@@ -295,8 +295,10 @@ impl GradientTape {
                 targets,
                 vec![seed],
                 infos,
-                Unconnected::None,
-                1,
+                Pass {
+                    batch_dims: 1,
+                    ..Pass::plain()
+                },
             )?);
         }
         let row_shape = seed.shape()[1..].to_vec();
@@ -311,8 +313,7 @@ impl GradientTape {
                         targets,
                         vec![row(j)?],
                         infos,
-                        Unconnected::None,
-                        0,
+                        Pass::plain(),
                     )?)
                 })
                 .collect::<Result<_>>()?
@@ -340,7 +341,7 @@ impl GradientTape {
                 let done: Vec<Vec<Option<Tensor>>> = seeds
                     .into_par_iter()
                     .map_init(fresh, |st, s| {
-                        densify(backprop(st, false, targets, vec![s], infos, Unconnected::None, 0)?)
+                        densify(backprop(st, false, targets, vec![s], infos, Pass::plain())?)
                     })
                     .collect::<Result<_>>()?;
                 all.extend(done);

@@ -40,6 +40,10 @@ pub type Grads = SmallVec<[Option<Tensor>; 2]>;
 /// The closure inside a [`VjpFn`].
 pub type VjpClosure = dyn Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync;
 
+/// The form of a rule that is told which outputs got no cotangent (`None`)
+/// instead of receiving zeros for them.
+pub(crate) type OptionalClosure = dyn Fn(&[Option<Tensor>], &[bool]) -> Result<Grads> + Send + Sync;
+
 /// A VJP rule: `(output cotangents, which inputs need a gradient) -> input
 /// cotangents`. It is written with ordinary differentiable ops, so running it
 /// under another tape records it there (which is how higher orders work).
@@ -54,6 +58,8 @@ pub struct VjpFn {
     batched: bool,
     /// the sparse-aware form, for rules that take or give `IndexedSlices`
     sparse: Option<Arc<SparseClosure>>,
+    /// the form told which cotangents are zero
+    optional: Option<Arc<OptionalClosure>>,
 }
 
 impl VjpFn {
@@ -86,6 +92,23 @@ impl VjpFn {
     pub(crate) fn sparse_form(&self) -> Option<&SparseClosure> {
         self.sparse.as_deref()
     }
+
+    /// Adds a form that backprop calls (outside batched passes) with `None`
+    /// for the outputs that got no cotangent, so a rule can skip work that
+    /// only those would need. It must agree with the dense form.
+    pub(crate) fn with_optional(
+        mut self,
+        f: impl Fn(&[Option<Tensor>], &[bool]) -> Result<Grads> + Send + Sync + 'static,
+    ) -> Self {
+        self.optional = Some(Arc::new(f));
+        self
+    }
+
+    /// The form told which cotangents are zero, if any.
+    #[inline]
+    pub(crate) fn optional_form(&self) -> Option<&OptionalClosure> {
+        self.optional.as_deref()
+    }
 }
 
 impl std::fmt::Debug for VjpFn {
@@ -104,6 +127,7 @@ pub fn vjp(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'stat
         f: Arc::new(f),
         batched: false,
         sparse: None,
+        optional: None,
     }
 }
 
@@ -117,6 +141,7 @@ pub fn vjp_batched(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync
         f: Arc::new(f),
         batched: true,
         sparse: None,
+        optional: None,
     }
 }
 
@@ -302,6 +327,8 @@ pub(crate) struct TapeCell {
     /// When it was last entered (see [`next_entry`]): forward accumulators
     /// entered before it do not show it their tangent computations.
     pub entered: Cell<u64>,
+    /// A trace's own tape (see `function::trace`), not the user's.
+    pub internal: bool,
 }
 
 thread_local! {
@@ -484,6 +511,20 @@ fn push_record<I: TapeInput>(
         outputs: outs,
         vjp: Some(vjp),
     });
+}
+
+/// Whether a tape of the user's (not a trace's own) watches one of these
+/// ids: an op that can save work for its gradient asks this first.
+pub(crate) fn user_tape_watches(ids: &[TensorId]) -> bool {
+    any_active()
+        && STACK.with(|s| {
+            s.borrow().iter().any(|t| {
+                !t.internal && {
+                    let st = t.state.borrow();
+                    ids.iter().any(|id| st.tensors.contains_key(id))
+                }
+            })
+        })
 }
 
 /// Tells every active tape that `v` was read: tapes that watch accessed

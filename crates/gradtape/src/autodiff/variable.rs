@@ -10,6 +10,8 @@ use std::sync::{Arc, RwLock};
 use crate::autodiff::gradient::IndexedSlices;
 use crate::autodiff::tape;
 use crate::error::{Error, Result};
+use crate::function::trace as traced;
+use crate::function::variables::{traced_write, Write};
 use crate::kernels::cpu::index::update_rows;
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Num, Tensor, TensorId};
 
@@ -112,6 +114,11 @@ impl Variable {
         self.inner.value.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The stored value, ignoring traces and tapes.
+    pub(crate) fn value_untraced(&self) -> Tensor {
+        self.current()
+    }
+
     /// The current value's shape.
     pub fn shape(&self) -> Vec<usize> {
         self.current().shape().to_vec()
@@ -126,13 +133,17 @@ impl Variable {
     /// gradients flow back to the variable; a trainable variable is watched
     /// by tapes that watch accessed variables.
     pub fn read(&self) -> Tensor {
-        let value = self.current();
+        let value = traced::shadow_of(self).unwrap_or_else(|| self.current());
         let forward = crate::autodiff::forward::any_active();
-        if !tape::any_active() && !forward {
+        let tracing = traced::recording();
+        if !tape::any_active() && !forward && !tracing {
             return value;
         }
-        tape::variable_accessed(self);
         let out = value.alias();
+        if tracing {
+            crate::function::variables::traced_read(self, &out);
+        }
+        tape::variable_accessed(self);
         if forward {
             // forward accumulators too: the read's tangent is the variable's
             crate::autodiff::forward::bind_slow(
@@ -180,18 +191,27 @@ impl Variable {
 
     /// Replaces the value (same shape and dtype). Not differentiable.
     pub fn assign(&self, value: &Tensor) -> Result<()> {
+        if let Some(r) = traced_write(self, Write::Assign, &[value]) {
+            return r;
+        }
         self.update("assign", value, |_| Ok(value.clone()))
     }
 
     /// Adds `delta` to the value (same shape and dtype), atomically. Not
     /// differentiable.
     pub fn assign_add(&self, delta: &Tensor) -> Result<()> {
+        if let Some(r) = traced_write(self, Write::AssignAdd, &[delta]) {
+            return r;
+        }
         self.update("assign_add", delta, |cur| cur.add(delta))
     }
 
     /// Subtracts `delta` from the value (same shape and dtype), atomically.
     /// Not differentiable.
     pub fn assign_sub(&self, delta: &Tensor) -> Result<()> {
+        if let Some(r) = traced_write(self, Write::AssignSub, &[delta]) {
+            return r;
+        }
         self.update("assign_sub", delta, |cur| cur.sub(delta))
     }
 
@@ -211,6 +231,9 @@ impl Variable {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn apply_gradient_descent(&self, lr: f64, grad: &Tensor) -> Result<()> {
+        if let Some(r) = traced_write(self, Write::GradientDescent(crate::ops::desc::F64(lr)), &[grad]) {
+            return r;
+        }
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
         self.mismatch("apply_gradient_descent", &slot, grad)?;
         crate::tensor::with_float_dtype!(slot.dtype(), T => {
@@ -239,6 +262,10 @@ impl Variable {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn scatter_add(&self, rows: &IndexedSlices) -> Result<()> {
+        let w = Write::ScatterAdd(rows.dense_shape().to_vec());
+        if let Some(r) = traced_write(self, w, &[rows.values(), rows.indices()]) {
+            return r;
+        }
         self.scatter("scatter_add", rows, |slot| add_rows("scatter_add", slot, rows, false))
     }
 
@@ -248,6 +275,10 @@ impl Variable {
     /// [`apply_sparse_gradient_descent`](Self::apply_sparse_gradient_descent).
     /// Not differentiable.
     pub fn scatter_sub(&self, rows: &IndexedSlices) -> Result<()> {
+        let w = Write::ScatterSub(rows.dense_shape().to_vec());
+        if let Some(r) = traced_write(self, w, &[rows.values(), rows.indices()]) {
+            return r;
+        }
         self.scatter("scatter_sub", rows, |slot| add_rows("scatter_sub", slot, rows, true))
     }
 
@@ -273,6 +304,10 @@ impl Variable {
     /// ```
     pub fn apply_sparse_gradient_descent(&self, lr: f64, rows: &IndexedSlices) -> Result<()> {
         const OP: &str = "apply_sparse_gradient_descent";
+        let w = Write::SparseGradientDescent(crate::ops::desc::F64(lr), rows.dense_shape().to_vec());
+        if let Some(r) = traced_write(self, w, &[rows.values(), rows.indices()]) {
+            return r;
+        }
         self.scatter(OP, rows, |slot| {
             with_float_dtype!(slot.dtype(), T => {
                 let a = <T as Element>::from_f64(lr);

@@ -2,6 +2,7 @@
 //! comparisons. Each rule ends in `ct::unbroadcast` (the batched
 //! `sum_to_shape`), which undoes broadcasting.
 
+use super::desc::Binary;
 use super::{bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
@@ -47,14 +48,17 @@ pub(crate) fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
         _ => Err(unsupported(OP, g.dtype(), "a numeric dtype")))?;
     let x = x.clone();
     Ok(bind_jvp(
-        OP,
-        &[g],
+        Binary::ReluGrad,
+        &[g, &x],
         y,
         {
             let x = x.clone();
-            move |_| vjp_batched(move |gg, _| Ok(grads![Some(relu_grad(&gg[0], &x)?)]))
+            move |_| vjp_batched(move |gg, _| Ok(grads![Some(relu_grad(&gg[0], &x)?), None]))
         },
-        |t, _| relu_grad(super::only(t)?, &x),
+        |t, y| match &t[0] {
+            Some(tg) => relu_grad(tg, &x),
+            None => Ok(y.zeros_like()),
+        },
     ))
 }
 
@@ -69,7 +73,7 @@ pub(crate) fn tanh_grad(y: &Tensor, g: &Tensor) -> Result<Tensor> {
         _ => Err(unsupported(OP, g.dtype(), "f32 or f64")))?;
     let (yc, gc) = (y.clone(), g.clone());
     Ok(bind_jvp(
-        OP,
+        Binary::TanhGrad,
         &[y, g],
         out,
         move |_| {
@@ -138,7 +142,7 @@ impl Tensor {
         let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind_jvp(
-            "Add",
+            Binary::Add,
             &[self, rhs],
             y,
             move |_| {
@@ -161,7 +165,7 @@ impl Tensor {
         let y = num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind_jvp(
-            "Sub",
+            Binary::Sub,
             &[self, rhs],
             y,
             move |_| {
@@ -184,7 +188,7 @@ impl Tensor {
         let y = num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
-            "Mul",
+            Binary::Mul,
             &[self, rhs],
             y,
             move |_| {
@@ -233,7 +237,7 @@ impl Tensor {
         }?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
-            "Div",
+            Binary::Div,
             &[self, rhs],
             y,
             move |_| {
@@ -264,7 +268,7 @@ impl Tensor {
         let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("pow", self, rhs, |x: T, y: T| x.powf(y)), _ => unreachable!())?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
-            "Pow",
+            Binary::Pow,
             &[self, rhs],
             y,
             move |y| {
@@ -304,7 +308,7 @@ impl Tensor {
         let y = num_zip!("maximum", self, rhs, |x, y| if x >= y || is_nan(x) { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
-            "Maximum",
+            Binary::Maximum,
             &[self, rhs],
             y,
             move |_| vjp_batched(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b)),
@@ -325,7 +329,7 @@ impl Tensor {
         let y = num_zip!("minimum", self, rhs, |x, y| if x <= y || is_nan(x) { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
-            "Minimum",
+            Binary::Minimum,
             &[self, rhs],
             y,
             move |_| vjp_batched(move |g, _| route(&a.le(&b)?, &g[0], &a, &b)),
@@ -357,7 +361,7 @@ impl Tensor {
         let y = select("where", cond, a, b)?;
         let (c, sa, sb) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
         Ok(bind_jvp(
-            "Select",
+            super::desc::Op::Select,
             &[cond, a, b],
             y,
             move |_| {
@@ -378,29 +382,53 @@ impl Tensor {
 
     /// `a == b` elementwise (bool, broadcasting; not differentiable).
     pub fn eq(&self, rhs: &Tensor) -> Result<Tensor> {
-        equality!("eq", self, rhs, |x, y| x == y)
+        Ok(super::bind_nondiff(
+            Binary::Equal,
+            &[self, rhs],
+            equality!("eq", self, rhs, |x, y| x == y)?,
+        ))
     }
     /// `a != b` elementwise.
     pub fn ne(&self, rhs: &Tensor) -> Result<Tensor> {
-        equality!("ne", self, rhs, |x, y| x != y)
+        Ok(super::bind_nondiff(
+            Binary::NotEqual,
+            &[self, rhs],
+            equality!("ne", self, rhs, |x, y| x != y)?,
+        ))
     }
     /// `a < b` elementwise.
     #[allow(clippy::bool_comparison)]
     pub fn lt(&self, rhs: &Tensor) -> Result<Tensor> {
-        compare!("lt", self, rhs, |x, y| x < y)
+        Ok(super::bind_nondiff(
+            Binary::Less,
+            &[self, rhs],
+            compare!("lt", self, rhs, |x, y| x < y)?,
+        ))
     }
     /// `a <= b` elementwise.
     pub fn le(&self, rhs: &Tensor) -> Result<Tensor> {
-        compare!("le", self, rhs, |x, y| x <= y)
+        Ok(super::bind_nondiff(
+            Binary::LessEqual,
+            &[self, rhs],
+            compare!("le", self, rhs, |x, y| x <= y)?,
+        ))
     }
     /// `a > b` elementwise.
     #[allow(clippy::bool_comparison)]
     pub fn gt(&self, rhs: &Tensor) -> Result<Tensor> {
-        compare!("gt", self, rhs, |x, y| x > y)
+        Ok(super::bind_nondiff(
+            Binary::Greater,
+            &[self, rhs],
+            compare!("gt", self, rhs, |x, y| x > y)?,
+        ))
     }
     /// `a >= b` elementwise.
     pub fn ge(&self, rhs: &Tensor) -> Result<Tensor> {
-        compare!("ge", self, rhs, |x, y| x >= y)
+        Ok(super::bind_nondiff(
+            Binary::GreaterEqual,
+            &[self, rhs],
+            compare!("ge", self, rhs, |x, y| x >= y)?,
+        ))
     }
 
     /// `x > c` elementwise against a scalar (bool). On an integer tensor

@@ -13,6 +13,7 @@
 //! so gradients of gradients work as for real tensors. Rules apply `conj`
 //! where the real rule multiplies by a saved operand.
 
+use super::desc::{Binary, Op, Unary, F64};
 use super::{bind, grads, unsupported};
 use crate::autodiff::tape::{self, vjp, vjp_batched};
 use crate::error::Result;
@@ -37,7 +38,7 @@ impl Tensor {
     pub fn complex(re: &Tensor, im: &Tensor) -> Result<Tensor> {
         let y = kc::from_parts("complex", re, im)?;
         let (sr, si) = (re.shape().to_vec(), im.shape().to_vec());
-        Ok(bind("Complex", &[re, im], y, move |_| {
+        Ok(bind(Binary::Complex, &[re, im], y, move |_| {
             vjp_batched(move |g, needs| {
                 let gr = needs[0].then(|| ct::unbroadcast(&g[0].real()?, &sr)).transpose()?;
                 let gi = needs[1].then(|| ct::unbroadcast(&g[0].imag()?, &si)).transpose()?;
@@ -61,7 +62,7 @@ impl Tensor {
             return Ok(self.identity());
         }
         let y = kc::re(self)?;
-        Ok(bind("Real", &[self], y, |_| {
+        Ok(bind(Unary::Real, &[self], y, |_| {
             vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?)]))
         }))
     }
@@ -80,7 +81,7 @@ impl Tensor {
             return self.try_zeros_like();
         }
         let y = kc::im(self)?;
-        Ok(bind("Imag", &[self], y, |_| {
+        Ok(bind(Unary::Imag, &[self], y, |_| {
             vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?)]))
         }))
     }
@@ -99,7 +100,7 @@ impl Tensor {
             return Ok(self.identity());
         }
         let y = kc::conj(self)?;
-        Ok(bind("Conj", &[self], y, |_| {
+        Ok(bind(Unary::Conj, &[self], y, |_| {
             vjp_batched(|g, _| Ok(grads![Some(g[0].conj()?)]))
         }))
     }
@@ -124,7 +125,7 @@ impl Tensor {
         }
         let y = kc::angle(self)?;
         let z = self.clone();
-        Ok(bind("Angle", &[self], y, move |_| {
+        Ok(bind(Unary::Angle, &[self], y, move |_| {
             vjp_batched(move |g, _| {
                 let ig = Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?;
                 Ok(grads![Some(ig.div(&z.conj()?)?)])
@@ -137,7 +138,7 @@ impl Tensor {
 pub(crate) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("add", a, b, BinKind::Add)?;
     let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
-    Ok(bind("Add", &[a, b], y, move |_| {
+    Ok(bind(Binary::Add, &[a, b], y, move |_| {
         vjp_batched(move |g, needs| {
             let ga = needs[0].then(|| ct::unbroadcast(&g[0], &sa)).transpose()?;
             let gb = needs[1].then(|| ct::unbroadcast(&g[0], &sb)).transpose()?;
@@ -150,7 +151,7 @@ pub(crate) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 pub(crate) fn sub(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("sub", a, b, BinKind::Sub)?;
     let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
-    Ok(bind("Sub", &[a, b], y, move |_| {
+    Ok(bind(Binary::Sub, &[a, b], y, move |_| {
         vjp_batched(move |g, needs| {
             let ga = needs[0].then(|| ct::unbroadcast(&g[0], &sa)).transpose()?;
             let gb = needs[1].then(|| ct::unbroadcast(&g[0].neg()?, &sb)).transpose()?;
@@ -163,7 +164,7 @@ pub(crate) fn sub(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 pub(crate) fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("mul", a, b, BinKind::Mul)?;
     let (ca, cb) = (a.clone(), b.clone());
-    Ok(bind("Mul", &[a, b], y, move |_| {
+    Ok(bind(Binary::Mul, &[a, b], y, move |_| {
         vjp_batched(move |g, needs| {
             let ga = needs[0]
                 .then(|| ct::unbroadcast(&g[0].mul(&cb.conj()?)?, ca.shape()))
@@ -180,7 +181,7 @@ pub(crate) fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 pub(crate) fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("div", a, b, BinKind::Div)?;
     let (ca, cb) = (a.clone(), b.clone());
-    Ok(bind("Div", &[a, b], y, move |_| {
+    Ok(bind(Binary::Div, &[a, b], y, move |_| {
         vjp_batched(move |g, needs| {
             let ga = needs[0]
                 .then(|| ct::unbroadcast(&g[0].div(&cb.conj()?)?, ca.shape()))
@@ -199,7 +200,7 @@ pub(crate) fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `-z`.
 pub(crate) fn neg(x: &Tensor) -> Result<Tensor> {
     let y = kc::neg(x)?;
-    Ok(bind("Neg", &[x], y, |_| {
+    Ok(bind(Unary::Neg, &[x], y, |_| {
         vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))
     }))
 }
@@ -207,7 +208,7 @@ pub(crate) fn neg(x: &Tensor) -> Result<Tensor> {
 /// `e^z`: `g · conj(e^z)`.
 pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
     let y = kc::exp(x)?;
-    Ok(bind("Exp", &[x], y, |y| {
+    Ok(bind(Unary::Exp, &[x], y, |y| {
         let y = y.clone();
         vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.conj()?)?)]))
     }))
@@ -217,7 +218,7 @@ pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
 pub(crate) fn log(x: &Tensor) -> Result<Tensor> {
     let y = kc::log(x)?;
     let z = x.clone();
-    Ok(bind("Log", &[x], y, move |_| {
+    Ok(bind(Unary::Log, &[x], y, move |_| {
         vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&z.conj()?)?)]))
     }))
 }
@@ -226,7 +227,7 @@ pub(crate) fn log(x: &Tensor) -> Result<Tensor> {
 pub(crate) fn square(x: &Tensor) -> Result<Tensor> {
     let y = kc::square(x)?;
     let z = x.clone();
-    Ok(bind("Square", &[x], y, move |_| {
+    Ok(bind(Unary::Square, &[x], y, move |_| {
         vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&z.conj()?.mul_scalar(2.0)?)?)]))
     }))
 }
@@ -236,7 +237,7 @@ pub(crate) fn square(x: &Tensor) -> Result<Tensor> {
 pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
     let y = kc::abs(x)?;
     let z = x.clone();
-    Ok(bind("ComplexAbs", &[x], y, move |y| {
+    Ok(bind(Unary::ComplexAbs, &[x], y, move |y| {
         let y = y.clone();
         vjp_batched(move |g, _| {
             let zero = y.eq(&y.scalar_like(0.0)?)?;
@@ -252,7 +253,7 @@ pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
 /// `z · c` for a real constant `c`.
 pub(crate) fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     let y = kc::mul_scalar(x, c)?;
-    Ok(bind("MulScalar", &[x], y, move |_| {
+    Ok(bind(Unary::MulScalar(F64(c)), &[x], y, move |_| {
         vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
     }))
 }
@@ -261,7 +262,7 @@ pub(crate) fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 /// for floats).
 pub(crate) fn div_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     let y = kc::div_scalar(x, c)?;
-    Ok(bind("DivScalar", &[x], y, move |_| {
+    Ok(bind(Unary::DivScalar(F64(c)), &[x], y, move |_| {
         vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
     }))
 }
@@ -269,7 +270,7 @@ pub(crate) fn div_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 /// `z + c` for a real constant `c`.
 pub(crate) fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     let y = kc::add_scalar(x, c)?;
-    Ok(bind("AddScalar", &[x], y, |_| tape::pass_through()))
+    Ok(bind(Unary::AddScalar(F64(c)), &[x], y, |_| tape::pass_through()))
 }
 
 /// Mean over `axes` of a complex tensor: the sum divided by the count.
@@ -285,36 +286,44 @@ pub(crate) fn mean(x: &Tensor, axes: &[isize], keepdims: bool) -> Result<Tensor>
 pub(crate) fn matmul_with(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     let y = matmul(a, b, ta, tb)?;
     let (ca, cb) = (a.clone(), b.clone());
-    Ok(bind("MatMul", &[a, b], y, move |_| {
-        vjp(move |g, needs| {
-            let g = &g[0];
-            let ga = needs[0]
-                .then(|| {
-                    let b = cb.conj()?;
-                    match (ta, tb) {
-                        (false, false) => g.matmul_with(&b, false, true),
-                        (false, true) => g.matmul_with(&b, false, false),
-                        (true, false) => b.matmul_with(g, false, true),
-                        (true, true) => b.matmul_with(g, true, true),
-                    }?
-                    .sum_to_shape(ca.shape())
-                })
-                .transpose()?;
-            let gb = needs[1]
-                .then(|| {
-                    let a = ca.conj()?;
-                    match (ta, tb) {
-                        (false, false) => a.matmul_with(g, true, false),
-                        (false, true) => g.matmul_with(&a, true, false),
-                        (true, false) => a.matmul_with(g, false, false),
-                        (true, true) => g.matmul_with(&a, true, true),
-                    }?
-                    .sum_to_shape(cb.shape())
-                })
-                .transpose()?;
-            Ok(grads![ga, gb])
-        })
-    }))
+    Ok(bind(
+        Op::MatMul {
+            transpose_a: ta,
+            transpose_b: tb,
+        },
+        &[a, b],
+        y,
+        move |_| {
+            vjp(move |g, needs| {
+                let g = &g[0];
+                let ga = needs[0]
+                    .then(|| {
+                        let b = cb.conj()?;
+                        match (ta, tb) {
+                            (false, false) => g.matmul_with(&b, false, true),
+                            (false, true) => g.matmul_with(&b, false, false),
+                            (true, false) => b.matmul_with(g, false, true),
+                            (true, true) => b.matmul_with(g, true, true),
+                        }?
+                        .sum_to_shape(ca.shape())
+                    })
+                    .transpose()?;
+                let gb = needs[1]
+                    .then(|| {
+                        let a = ca.conj()?;
+                        match (ta, tb) {
+                            (false, false) => a.matmul_with(g, true, false),
+                            (false, true) => g.matmul_with(&a, true, false),
+                            (true, false) => a.matmul_with(g, false, false),
+                            (true, true) => g.matmul_with(&a, true, true),
+                        }?
+                        .sum_to_shape(cb.shape())
+                    })
+                    .transpose()?;
+                Ok(grads![ga, gb])
+            })
+        },
+    ))
 }
 
 /// `cast` where the source or the target is complex: real to complex (the
@@ -323,7 +332,7 @@ pub(crate) fn matmul_with(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<
 pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     let y = kc::cast(x, to)?;
     let from = x.dtype();
-    Ok(bind("Cast", &[x], y, move |_| {
+    Ok(bind(Op::Cast(to), &[x], y, move |_| {
         vjp_batched(move |g, _| {
             let g = if from.is_complex() {
                 g[0].cast(from)?

@@ -1,5 +1,6 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
+use super::desc::{Op, ShapeOp};
 use super::{bind, bind_jvp, expect_same_dtype, grads, only};
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
 use crate::autodiff::tape::{vjp, vjp_batched, VjpFn};
@@ -106,7 +107,7 @@ impl Tensor {
         if ax == 0 && self.rank() >= 1 {
             let shape = self.shape().to_vec();
             return Ok(bind_jvp(
-                "Gather",
+                Op::Shape(ShapeOp::Gather(axis)),
                 &[self, indices],
                 y,
                 move |_| gather_rows_rule(idx, shape),
@@ -114,7 +115,7 @@ impl Tensor {
             ));
         }
         Ok(bind_jvp(
-            "Gather",
+            Op::Shape(ShapeOp::Gather(axis)),
             &[self, indices],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ct::axis(ax), dim)?), None])),
@@ -159,11 +160,54 @@ impl Tensor {
         let y = index::scatter_add(self, indices, ax, dim)?;
         let idx = indices.clone();
         Ok(bind_jvp(
-            "ScatterAdd",
+            Op::Shape(ShapeOp::ScatterAdd(axis, dim)),
             &[self, indices],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].gather(&idx, ct::axis(ax))?), None])),
             |t, _| only(t)?.scatter_add(indices, axis, dim),
         ))
     }
+}
+
+/// Row `j` (an integer scalar tensor) of `x` along axis 0, and its adjoint
+/// [`row_into`]: the pair a loop's gradient reads its history with. The
+/// adjoint takes the number of rows from a tensor when it runs (not from a
+/// shape fixed when it was traced), so a traced loop's gradient follows
+/// histories of any length.
+pub(crate) fn row_at(x: &Tensor, j: &Tensor) -> Result<Tensor> {
+    if x.rank() == 0 || j.rank() != 0 {
+        return Err(Error::invalid(
+            "row_at",
+            format!(
+                "needs a tensor of rank >= 1 and a scalar index, got {:?} and {:?}",
+                x.shape(),
+                j.shape()
+            ),
+        ));
+    }
+    let y = index::gather(x, j, 0)?;
+    let (xc, jc) = (x.clone(), j.clone());
+    Ok(bind(Op::Shape(ShapeOp::RowAt), &[x, j], y, move |_| {
+        vjp(move |g, _| Ok(grads![Some(row_into(&g[0], &jc, &xc)?), None]))
+    }))
+}
+
+/// Zeros shaped like `like` with row `j` set to `g` (the adjoint of
+/// [`row_at`]).
+pub(crate) fn row_into(g: &Tensor, j: &Tensor, like: &Tensor) -> Result<Tensor> {
+    expect_same_dtype("row_into", g, like)?;
+    if like.rank() == 0 || g.shape() != &like.shape()[1..] {
+        return Err(Error::ShapeMismatch {
+            op: "row_into",
+            lhs: g.shape().to_vec(),
+            rhs: like.shape().to_vec(),
+        });
+    }
+    let mut one = vec![1];
+    one.extend_from_slice(g.shape());
+    let y = index::scatter_add(&g.reshape(&one)?, &j.reshape(&[1])?, 0, like.shape()[0])?;
+    let jc = j.clone();
+    Ok(bind(Op::Shape(ShapeOp::RowInto), &[g, j, like], y, move |_| {
+        vjp(move |gg, _| Ok(grads![Some(row_at(&gg[0], &jc)?), None, None]))
+    }))
 }

@@ -3,6 +3,7 @@
 //! of concat, expand_dims, narrow and squeeze.
 
 use super::bind;
+use super::desc::{Op, ShapeOp};
 use crate::autodiff::tape::{vjp_batched, Grads};
 use crate::ct;
 use crate::error::{Error, Result};
@@ -46,7 +47,7 @@ impl Tensor {
         shape[ax] = sizes.iter().fold(0usize, |a, &s| a.saturating_add(s));
         checked_numel(OP, &shape)?;
         let y = index::concat(OP, tensors, ax, &shape)?;
-        Ok(bind("ConcatV2", tensors, y, move |_| {
+        Ok(bind(Op::Shape(ShapeOp::Concat(axis)), tensors, y, move |_| {
             vjp_batched(move |g, needs| {
                 let mut start = 0;
                 let mut out = Grads::new();

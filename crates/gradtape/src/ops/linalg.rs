@@ -1,5 +1,6 @@
 //! Matrix products.
 
+use super::desc::Op;
 use super::{bind_jvp, grads, sum_terms};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
@@ -35,7 +36,10 @@ impl Tensor {
         let y = matmul(self, rhs, ta, tb)?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
-            "MatMul",
+            Op::MatMul {
+                transpose_a: ta,
+                transpose_b: tb,
+            },
             &[self, rhs],
             y,
             move |_| {

@@ -38,9 +38,10 @@ mod complex;
 mod conv;
 pub mod ct;
 mod decomp;
+pub mod desc;
 mod einsum;
 mod fill;
-mod index;
+pub(crate) mod index;
 mod index2;
 mod join;
 mod linalg;
@@ -60,28 +61,33 @@ mod trig;
 mod unary;
 mod unary2;
 
+pub(crate) use binary::{relu_grad, tanh_grad};
 pub use conv::Padding;
+use desc::Describe;
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};
 use crate::error::{Error, Result};
+use crate::function::trace;
 use crate::tensor::{DType, Tensor};
 
-/// Offers a single-output op to the active tapes and forward accumulators
-/// and returns its output.
+/// Offers a single-output op to the active traces, tapes and forward
+/// accumulators, and returns its output.
 ///
-/// `rule` receives the output and builds the VJP closure; it runs only if
-/// some tape records the op or an accumulator needs it (an op without a JVP
-/// rule gets its tangents from its VJP rule). A gradient override in force
-/// for `name` (`with_gradient_override`) replaces the rule.
+/// `op` names the op (tapes record the name) and describes it (a trace
+/// records the descriptor, built only then; see [`desc`]). `rule` receives
+/// the output and builds the VJP closure; it runs only if some tape records
+/// the op or an accumulator needs it (an op without a JVP rule gets its
+/// tangents from its VJP rule). A gradient override in force for the name
+/// (`with_gradient_override`) replaces the rule.
 #[inline]
 pub(crate) fn bind(
-    name: &'static str,
+    op: impl Describe,
     inputs: &[&Tensor],
     output: Tensor,
     rule: impl FnOnce(&Tensor) -> VjpFn,
 ) -> Tensor {
-    bind_impl(name, inputs, output, rule, None)
+    bind_impl(op, inputs, output, rule, None)
 }
 
 /// [`bind`] for an op with a JVP rule: `jvp(input tangents, output)` gives
@@ -90,23 +96,37 @@ pub(crate) fn bind(
 /// may borrow the op's arguments.
 #[inline]
 pub(crate) fn bind_jvp(
-    name: &'static str,
+    op: impl Describe,
     inputs: &[&Tensor],
     output: Tensor,
     rule: impl FnOnce(&Tensor) -> VjpFn,
     jvp: impl Fn(&[Option<Tensor>], &Tensor) -> Result<Tensor>,
 ) -> Tensor {
-    bind_impl(name, inputs, output, rule, Some(&jvp))
+    bind_impl(op, inputs, output, rule, Some(&jvp))
+}
+
+/// Offers a non-differentiable op (comparisons, `sign`, `argmax`, ...) to
+/// the active traces only: tapes never record it.
+#[inline]
+pub(crate) fn bind_nondiff(op: impl Describe, inputs: &[&Tensor], output: Tensor) -> Tensor {
+    if trace::recording() {
+        trace::record(op.describe(), inputs, std::slice::from_ref(&output));
+    }
+    output
 }
 
 #[inline]
 fn bind_impl(
-    name: &'static str,
+    op: impl Describe,
     inputs: &[&Tensor],
     output: Tensor,
     rule: impl FnOnce(&Tensor) -> VjpFn,
     jvp: Option<&forward::JvpRule<'_>>,
 ) -> Tensor {
+    let name = op.name();
+    if trace::recording() {
+        trace::record(op.describe(), inputs, std::slice::from_ref(&output));
+    }
     let rule = |out: &Tensor| crate::autodiff::custom::overridden(name, inputs, out).unwrap_or_else(|| rule(out));
     if forward::any_active() {
         let mut rule = Some(rule);

@@ -3,6 +3,7 @@
 //! Axes may be negative. An empty axis list reduces nothing (as TensorFlow's
 //! `axis=[]`); the `_all` forms reduce every axis.
 
+use super::desc::{Lazy, Op, Reduce, ReduceKind as DescKind};
 use super::{bind, bind_jvp, grads, only, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
@@ -78,7 +79,7 @@ impl Tensor {
         let y = raw_reduce("sum", self, &ax, keepdims, ReduceKind::Sum)?;
         let shape = self.shape().to_vec();
         Ok(bind_jvp(
-            "Sum",
+            Lazy("Sum", || Op::Reduce(Reduce::new(DescKind::Sum, axes, keepdims))),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(unreduce_ct(&g[0], &shape, &ax)?)])),
@@ -132,8 +133,15 @@ impl Tensor {
         let ax = norm_axes(op, axes, self.shape())?;
         let y = raw_reduce(op, self, &ax, keepdims, kind)?;
         let x = self.clone();
+        let desc_kind = if kind == ReduceKind::Max {
+            DescKind::Max
+        } else {
+            DescKind::Min
+        };
         Ok(bind(
-            if kind == ReduceKind::Max { "Max" } else { "Min" },
+            Lazy(if kind == ReduceKind::Max { "Max" } else { "Min" }, || {
+                Op::Reduce(Reduce::new(desc_kind, axes, keepdims))
+            }),
             &[self],
             y,
             move |y| {

@@ -132,6 +132,7 @@ mod batched_rules {
             recording: Default::default(),
             used: Default::default(),
             entered: Default::default(),
+            internal: false,
         });
         for x in xs {
             cell.state.borrow_mut().watch_id(x.id());

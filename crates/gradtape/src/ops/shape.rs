@@ -1,6 +1,7 @@
 //! Shape ops. Reshape (of a contiguous tensor), permute, broadcast, expand
 //! and squeeze are views: new tensors over the same storage, no copy.
 
+use super::desc::{Lazy, Op, ShapeOp};
 use smallvec::SmallVec;
 
 use super::{bind_jvp, grads, only};
@@ -36,7 +37,7 @@ impl Tensor {
         });
         let old = self.shape().to_vec();
         Ok(bind_jvp(
-            "Reshape",
+            Lazy("Reshape", || Op::Shape(ShapeOp::Reshape(shape.into()))),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::reshape(&g[0], &old)?)])),
@@ -61,7 +62,7 @@ impl Tensor {
         }
         let y = self.contiguous_raw("contiguous")?;
         Ok(bind_jvp(
-            "Contiguous",
+            Op::Shape(ShapeOp::Contiguous),
             &[self],
             y,
             |_| tape::pass_through(),
@@ -96,7 +97,7 @@ impl Tensor {
             inv[p] = i;
         }
         Ok(bind_jvp(
-            "Transpose",
+            Lazy("Transpose", || Op::Shape(ShapeOp::Transpose(perm.into()))),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].permute(&ct::perm(&inv))?)])),
@@ -140,7 +141,7 @@ impl Tensor {
         });
         let old = self.shape().to_vec();
         Ok(bind_jvp(
-            "BroadcastTo",
+            Lazy("BroadcastTo", || Op::Shape(ShapeOp::BroadcastTo(shape.into()))),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::unbroadcast(&g[0], &old)?)])),
@@ -196,7 +197,7 @@ impl Tensor {
         let y = cast(self, dtype)?;
         let from = self.dtype();
         Ok(bind_jvp(
-            "Cast",
+            Op::Cast(dtype),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].cast(from)?)])),
@@ -207,7 +208,7 @@ impl Tensor {
     /// The same value under a new id; recorded, so gradients pass through.
     pub fn identity(&self) -> Tensor {
         bind_jvp(
-            "Identity",
+            Op::Shape(ShapeOp::Identity),
             &[self],
             self.alias(),
             |_| tape::pass_through(),
@@ -226,7 +227,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn stop_gradient(&self) -> Tensor {
-        self.alias()
+        super::bind_nondiff(Op::Shape(ShapeOp::StopGradient), &[self], self.alias())
     }
 
     /// Every element converted to `T` (any dtype to any `T`); a helper for tests

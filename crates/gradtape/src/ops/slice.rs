@@ -1,5 +1,6 @@
 //! Slicing (a view, no copy) and zero padding, each the other's adjoint.
 
+use super::desc::{Lazy, Op, ShapeOp};
 use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
@@ -46,7 +47,7 @@ impl Tensor {
             .map(|i| (begin[i], shape[i] - begin[i] - size[i]))
             .collect();
         Ok(bind_jvp(
-            "Slice",
+            Lazy("Slice", || Op::Shape(ShapeOp::Slice(begin.into(), size.into()))),
             &[self],
             y,
             move |_| {
@@ -98,7 +99,7 @@ impl Tensor {
         let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads))?;
         let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
         Ok(bind_jvp(
-            "Pad",
+            Lazy("Pad", || Op::Shape(ShapeOp::Pad(pads.into()))),
             &[self],
             y,
             move |_| {

@@ -2,6 +2,7 @@
 //!
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
+use super::desc::{Unary, F64};
 use super::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
@@ -35,7 +36,7 @@ impl Tensor {
         }
         let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
         Ok(bind_jvp(
-            "Neg",
+            Unary::Neg,
             &[self],
             y,
             |_| vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)])),
@@ -51,7 +52,7 @@ impl Tensor {
         let y = num_map!("abs", self, |v| if v < T::zero() { T::zero().sub_wrap(v) } else { v })?;
         let x = self.clone();
         Ok(bind_jvp(
-            "Abs",
+            Unary::Abs,
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)])),
@@ -79,7 +80,7 @@ impl Tensor {
         let y = num_map!("square", self, |v| v.mul_wrap(v))?;
         let x = self.clone();
         Ok(bind_jvp(
-            "Square",
+            Unary::Square,
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)])),
@@ -91,7 +92,7 @@ impl Tensor {
     pub fn sqrt(&self) -> Result<Tensor> {
         let y = float_map!("sqrt", self, |v| v.sqrt())?;
         Ok(bind_jvp(
-            "Sqrt",
+            Unary::Sqrt,
             &[self],
             y,
             |y| {
@@ -110,7 +111,7 @@ impl Tensor {
         expect_float("exp", self)?;
         let y = math::exp(self)?;
         Ok(bind_jvp(
-            "Exp",
+            Unary::Exp,
             &[self],
             y,
             |y| {
@@ -129,7 +130,7 @@ impl Tensor {
         let y = float_map!("log", self, |v| v.ln())?;
         let x = self.clone();
         Ok(bind_jvp(
-            "Log",
+            Unary::Log,
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&x)?)])),
@@ -143,7 +144,7 @@ impl Tensor {
         let y = math::sin(self)?;
         let x = self.clone();
         Ok(bind_jvp(
-            "Sin",
+            Unary::Sin,
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)])),
@@ -157,7 +158,7 @@ impl Tensor {
         let y = math::cos(self)?;
         let x = self.clone();
         Ok(bind_jvp(
-            "Cos",
+            Unary::Cos,
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)])),
@@ -172,7 +173,7 @@ impl Tensor {
             _ => float_map!("tanh", self, |v| v.tanh())?,
         };
         Ok(bind_jvp(
-            "Tanh",
+            Unary::Tanh,
             &[self],
             y,
             |y| {
@@ -195,7 +196,7 @@ impl Tensor {
             })?,
         };
         Ok(bind_jvp(
-            "Sigmoid",
+            Unary::Sigmoid,
             &[self],
             y,
             |y| {
@@ -216,7 +217,7 @@ impl Tensor {
         let y = num_map!("relu", self, |v| if v < T::zero() { T::zero() } else { v })?;
         let x = self.clone();
         Ok(bind_jvp(
-            "Relu",
+            Unary::Relu,
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(super::binary::relu_grad(&g[0], &x)?)])),
@@ -230,7 +231,7 @@ impl Tensor {
         let y = float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))?;
         let x = self.clone();
         Ok(bind_jvp(
-            "PowScalar",
+            Unary::PowScalar(F64(c)),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)])),
@@ -254,7 +255,7 @@ impl Tensor {
         check_scalar("mul_scalar", self, c)?;
         let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
         Ok(bind_jvp(
-            "MulScalar",
+            Unary::MulScalar(F64(c)),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)])),
@@ -286,7 +287,7 @@ impl Tensor {
             _ => num_map!("div_scalar", self, |v| v / T::from_f64(c)),
         }?;
         Ok(bind_jvp(
-            "DivScalar",
+            Unary::DivScalar(F64(c)),
             &[self],
             y,
             move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)])),
@@ -303,7 +304,7 @@ impl Tensor {
         check_scalar("add_scalar", self, c)?;
         let y = num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))?;
         Ok(bind_jvp(
-            "AddScalar",
+            Unary::AddScalar(F64(c)),
             &[self],
             y,
             |_| tape::pass_through(),

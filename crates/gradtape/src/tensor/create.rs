@@ -17,6 +17,15 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::build;
 
 impl Tensor {
+    /// Wraps a buffer made by a constructor: a trace takes the tensor for a
+    /// constant of the graph.
+    #[inline]
+    pub(crate) fn constant(storage: super::Storage, shape: &[usize]) -> Tensor {
+        let t = Tensor::from_storage(storage, shape);
+        crate::function::trace::constant_made(&t);
+        t
+    }
+
     /// A tensor of `shape` holding `data` in row-major order.
     ///
     /// ```
@@ -34,7 +43,7 @@ impl Tensor {
                 shape: shape.to_vec(),
             });
         }
-        Ok(Tensor::from_storage(T::into_storage(data), shape))
+        Ok(Tensor::constant(T::into_storage(data), shape))
     }
 
     /// Like [`Tensor::from_vec`], copying from a slice.
@@ -49,7 +58,7 @@ impl Tensor {
     /// assert_eq!(t.shape(), &[2]);
     /// ```
     pub fn vector<T: Element>(data: &[T]) -> Tensor {
-        Tensor::from_storage(T::into_storage(data.to_vec()), &[data.len()])
+        Tensor::constant(T::into_storage(data.to_vec()), &[data.len()])
     }
 
     /// A rank-0 tensor.
@@ -59,7 +68,7 @@ impl Tensor {
     /// assert_eq!(x.shape(), &[] as &[usize]);
     /// ```
     pub fn scalar<T: Element>(value: T) -> Tensor {
-        Tensor::from_storage(T::into_storage(vec![value]), &[])
+        Tensor::constant(T::into_storage(vec![value]), &[])
     }
 
     /// A tensor of `shape` with every element `value` (converted to `dtype`),
@@ -99,18 +108,25 @@ impl Tensor {
     /// Zeros with this tensor's shape and dtype, or [`Error::OutOfMemory`]
     /// (`self` may be a broadcast view of more elements than fit in memory).
     pub fn try_zeros_like(&self) -> Result<Tensor> {
-        Tensor::filled("zeros_like", self.shape(), 0.0, self.dtype())
+        let t = Tensor::filled("zeros_like", self.shape(), 0.0, self.dtype())?;
+        crate::function::trace::made_like(self, 0.0, &t);
+        Ok(t)
     }
 
     /// Ones with this tensor's shape and dtype, or [`Error::OutOfMemory`].
     pub fn try_ones_like(&self) -> Result<Tensor> {
-        Tensor::filled("ones_like", self.shape(), 1.0, self.dtype())
+        let t = Tensor::filled("ones_like", self.shape(), 1.0, self.dtype())?;
+        crate::function::trace::made_like(self, 1.0, &t);
+        Ok(t)
     }
 
     /// `value` everywhere, with this tensor's shape and dtype, or
-    /// [`Error::OutOfMemory`].
+    /// [`Error::OutOfMemory`]. In a traced function the shape is taken from
+    /// this tensor each time the graph runs (as for the other `_like` forms).
     pub fn try_full_like(&self, value: f64) -> Result<Tensor> {
-        Tensor::filled("full_like", self.shape(), value, self.dtype())
+        let t = Tensor::filled("full_like", self.shape(), value, self.dtype())?;
+        crate::function::trace::made_like(self, value, &t);
+        Ok(t)
     }
 
     /// `value` everywhere in a new tensor of `shape`; errors name `op`.
@@ -118,7 +134,7 @@ impl Tensor {
         let n = checked_numel(op, shape)?;
         with_dtype!(dtype, T => {
             let data = crate::kernels::cpu::filled_buf(op, n, T::from_f64(value))?;
-            Ok(Tensor::from_storage(T::buf_into_storage(data), shape))
+            Ok(Tensor::constant(T::buf_into_storage(data), shape))
         })
     }
 
@@ -209,7 +225,7 @@ impl Tensor {
                     o.write(T::from_f64(start + step * (first + i) as f64));
                 }
             })?;
-            Ok(Tensor::from_storage(T::buf_into_storage(data), &[n]))
+            Ok(Tensor::constant(T::buf_into_storage(data), &[n]))
         })
     }
 }

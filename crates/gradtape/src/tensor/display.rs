@@ -51,6 +51,21 @@ fn write_nested<T: Element>(
     f.write_str("]")
 }
 
+/// The elements of a small tensor, nested as in `Display`, without the
+/// `Tensor(...)` wrapper.
+pub(crate) fn values_only(t: &Tensor) -> String {
+    struct Vals<'a>(&'a Tensor);
+    impl fmt::Display for Vals<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let l = self.0.layout();
+            with_dtype!(self.0.dtype(), T => {
+                write_nested::<T>(f, self.0.buffer::<T>(), l.offset as isize, &l.shape, &l.strides, false)
+            })
+        }
+    }
+    Vals(t).to_string()
+}
+
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Tensor(")?;

@@ -14,7 +14,7 @@
 
 pub(crate) mod alloc;
 mod create;
-mod display;
+pub(crate) mod display;
 pub mod dtype;
 pub(crate) mod layout;
 pub(crate) mod pool;
@@ -293,6 +293,23 @@ impl Tensor {
         with_dtype!(self.dtype(), T => alloc::try_collect(op, self.values::<T>(op)?.iter().map(|x| x.to_f64())))
     }
 
+    /// Fails for a tensor whose value a trace only knows when its graph
+    /// runs (reading it would freeze this run's value into the graph).
+    fn expect_readable(&self, op: &'static str) -> Result<()> {
+        if crate::function::trace::is_traced_value(self) {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "cannot read the values of a {} tensor of shape {:?} inside a traced function: they are known \
+                     only when the graph runs (use cond or while_loop to decide on them)",
+                    self.dtype(),
+                    self.shape()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks that `T` is this tensor's element type.
     fn expect_dtype<T: Element>(&self, op: &'static str) -> Result<()> {
         if self.dtype() != T::DTYPE {
@@ -311,6 +328,7 @@ impl Tensor {
     /// view of more elements than fit in memory, say).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.expect_dtype::<T>("to_vec")?;
+        self.expect_readable("to_vec")?;
         self.owned_values("to_vec")
     }
 
@@ -337,6 +355,7 @@ impl Tensor {
     /// ```
     pub fn to_scalar<T: Element>(&self) -> Result<T> {
         self.expect_dtype::<T>("to_scalar")?;
+        self.expect_readable("to_scalar")?;
         if self.numel() != 1 {
             return Err(Error::invalid(
                 "to_scalar",
@@ -353,6 +372,7 @@ impl Tensor {
     /// The single element as `f64`, whatever the real dtype (an error for a
     /// complex tensor: use [`to_scalar`](Self::to_scalar)).
     pub fn item(&self) -> Result<f64> {
+        self.expect_readable("item")?;
         if self.dtype().is_complex() {
             return Err(Error::UnsupportedDType {
                 op: "item",

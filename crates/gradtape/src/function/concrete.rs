@@ -1,0 +1,293 @@
+//! A concrete function: one traced graph, ready to run, differentiable as
+//! one op.
+//!
+//! Called with no tape, accumulator or trace active, it runs its graph.
+//! Under a trace it becomes one `Call` node of the enclosing graph. Under a
+//! tape or a forward accumulator it is recorded as one op whose VJP rule is
+//! the *symbolic gradient* of the function: a second traced function (built
+//! once, see [`grad`](super::grad)) that takes what the forward saved and the
+//! output cotangents. Since that gradient function is itself a concrete
+//! function, it is recorded as one op in turn when differentiated again:
+//! nested tapes give higher derivatives through calls.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use super::grad::{self, Backward};
+use super::graph::{Graph, RunPlan};
+use super::passes;
+use super::trace;
+use crate::autodiff::custom::record_rule;
+use crate::autodiff::tape;
+use crate::autodiff::tape::{vjp, Grads};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::ops::desc::{DynOp, Op, Outputs};
+use crate::tensor::{DType, Tensor, TensorId};
+
+/// The flat form of a traced closure: tensors in, tensors out (run again to
+/// trace the function's gradient).
+pub(crate) type FlatFn = Arc<dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync>;
+
+/// One traced graph of a [`Function`](super::Function), for one input
+/// signature.
+pub struct ConcreteFunction {
+    name: String,
+    graph: Arc<Graph>,
+    plan: RunPlan,
+    /// tensors of an enclosing trace, passed after the arguments
+    captures: Vec<Tensor>,
+    /// the variables the graph reads (gradients reach the trainable ones)
+    variables: Vec<Variable>,
+    /// the closure, to trace the gradient from
+    flat_fn: FlatFn,
+    /// the gradient split, built on the first differentiated call
+    backward: OnceLock<std::result::Result<Arc<Backward>, Error>>,
+}
+
+impl fmt::Debug for ConcreteFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ConcreteFunction({}) ", self.name)?;
+        fmt::Display::fmt(&*self.graph, f)
+    }
+}
+
+impl ConcreteFunction {
+    /// Optimises a traced graph and wraps it.
+    pub(crate) fn new(
+        name: String,
+        mut graph: Graph,
+        captures: Vec<Tensor>,
+        variables: Vec<Variable>,
+        flat_fn: FlatFn,
+    ) -> Self {
+        passes::optimize(&mut graph);
+        let plan = RunPlan::new(&graph);
+        ConcreteFunction {
+            name,
+            graph: Arc::new(graph),
+            plan,
+            captures,
+            variables,
+            flat_fn,
+            backward: OnceLock::new(),
+        }
+    }
+
+    /// A concrete function whose closure replays a graph (a gradient
+    /// function: differentiating it again traces its own nodes again).
+    pub(crate) fn from_graph(name: String, graph: Graph) -> Self {
+        let replay = Arc::new(graph.clone());
+        let plan = RunPlan::new(&replay);
+        let flat_fn: FlatFn = Arc::new(move |args: &[Tensor]| replay.run(args, &plan));
+        ConcreteFunction::new(name, graph, Vec::new(), Vec::new(), flat_fn)
+    }
+
+    /// The traced graph (after optimisation).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn flat_fn(&self) -> &FlatFn {
+        &self.flat_fn
+    }
+
+    pub(crate) fn variables(&self) -> &[Variable] {
+        &self.variables
+    }
+
+    pub(crate) fn captures(&self) -> &[Tensor] {
+        &self.captures
+    }
+
+    /// Runs the graph on `inputs` (arguments then captures) with every
+    /// tape, accumulator and trace hidden.
+    fn run_hidden(graph: &Graph, plan: &RunPlan, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        trace::paused(|| tape::without_tapes(|| graph.run(inputs, plan)))
+    }
+
+    /// Calls the function on its flat arguments (tensor leaves, in order).
+    pub(crate) fn call_flat(self: &Arc<Self>, args: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut inputs: Vec<Tensor> = args.to_vec();
+        inputs.extend(self.captures.iter().cloned());
+        self.call_inputs(&inputs)
+    }
+
+    /// Calls the function on all its graph inputs (arguments and captures).
+    pub(crate) fn call_inputs(self: &Arc<Self>, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        let tracing = trace::recording();
+        let taped = tape::any_active() || crate::autodiff::forward::any_active();
+        if !tracing && !taped {
+            return self.graph.run(inputs, &self.plan);
+        }
+        let differentiable = taped
+            && (inputs.iter().any(|t| t.dtype().is_differentiable())
+                || self
+                    .variables
+                    .iter()
+                    .any(|v| v.trainable() && v.dtype().is_differentiable()));
+        let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs)) {
+            Some(Ok(bw)) => {
+                let mut all = Self::run_hidden(&bw.forward.graph, &bw.forward.plan, inputs)?;
+                let saved = all.split_off(self.graph.outputs.len());
+                (all, Some((bw, saved)))
+            }
+            // no gradient function: the call still runs (an error surfaces
+            // if a gradient is asked for)
+            _ => (Self::run_hidden(&self.graph, &self.plan, inputs)?, None),
+        };
+        // an op's outputs must be new tensors, distinct from its inputs and
+        // from each other (a function may return an argument, or a value twice)
+        let (outputs, saved) = {
+            let mut seen: rustc_hash::FxHashSet<TensorId> = inputs.iter().map(Tensor::id).collect();
+            let mut fresh = |t: Tensor| if seen.insert(t.id()) { t } else { t.alias() };
+            let outputs: Vec<Tensor> = outputs.into_iter().map(&mut fresh).collect();
+            (
+                outputs,
+                saved.map(|(bw, s)| (bw, s.into_iter().map(&mut fresh).collect::<Vec<_>>())),
+            )
+        };
+        if tracing {
+            // a differentiated call runs the forward graph, whose saved values
+            // the gradient (traced too) reads: record that graph's call
+            let refs: Vec<&Tensor> = inputs.iter().collect();
+            match &saved {
+                Some((bw, s)) => {
+                    let all: Vec<Tensor> = outputs.iter().chain(s).cloned().collect();
+                    trace::record(Op::Dyn(Arc::new(Call(bw.forward.clone()))), &refs, &all);
+                }
+                None => trace::record(Op::Dyn(Arc::new(Call(self.clone()))), &refs, &outputs),
+            }
+        }
+        if differentiable {
+            self.record_on_tapes(inputs, &outputs, saved);
+        }
+        Ok(outputs)
+    }
+
+    fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
+        if inputs.len() != self.graph.inputs.len() {
+            return Err(Error::invalid(
+                "function",
+                format!(
+                    "'{}' takes {} tensors, got {}",
+                    self.name,
+                    self.graph.inputs.len() - self.captures.len(),
+                    inputs.len() - self.captures.len().min(inputs.len())
+                ),
+            ));
+        }
+        for (i, (t, &v)) in inputs.iter().zip(&self.graph.inputs).enumerate() {
+            let want = &self.graph.values[v as usize];
+            if t.dtype() != want.dtype {
+                return Err(Error::invalid(
+                    "function",
+                    format!(
+                        "'{}': argument {i} has dtype {}, the function was traced for {}",
+                        self.name,
+                        t.dtype(),
+                        want.dtype
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The gradient split, built on first use from this call's inputs.
+    fn backward_for(&self, inputs: &[Tensor]) -> Result<Arc<Backward>> {
+        self.backward
+            .get_or_init(|| grad::build_backward(self, inputs).map(Arc::new))
+            .clone()
+    }
+
+    /// Records the call as one op on the active tapes (and accumulators):
+    /// inputs, then the trainable variables it reads; outputs, then the
+    /// values its forward saved (so that higher-order tapes see how they
+    /// depend on the inputs). Its rule runs the backward graph on the saved
+    /// values while only outputs have cotangents, and the full gradient
+    /// (recomputing the forward) once saved values have some too.
+    fn record_on_tapes(&self, inputs: &[Tensor], outputs: &[Tensor], saved: Option<(Arc<Backward>, Vec<Tensor>)>) {
+        let vars: Vec<Variable> = self
+            .variables
+            .iter()
+            .filter(|v| v.trainable() && v.dtype().is_differentiable())
+            .cloned()
+            .collect();
+        for v in &vars {
+            tape::variable_accessed(v);
+        }
+        let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
+        ids.extend(vars.iter().map(|v| (v.handle(), v.dtype())));
+        let Some((bw, saved)) = saved else {
+            let name = self.name.clone();
+            let failure = self.backward.get().and_then(|b| b.as_ref().err().cloned());
+            let rule = move || {
+                vjp(move |_, _| {
+                    Err(Error::invalid(
+                        "function",
+                        match &failure {
+                            Some(e) => format!("'{name}' has no gradient: {e}"),
+                            None => format!("'{name}' has no gradient"),
+                        },
+                    ))
+                })
+            };
+            record_rule("Call", &ids, outputs, rule);
+            return;
+        };
+        let n_out = outputs.len();
+        let mut all = outputs.to_vec();
+        all.extend(saved.iter().cloned());
+        let metas: Vec<(Vec<usize>, DType)> = all.iter().map(|t| (t.shape().to_vec(), t.dtype())).collect();
+        let held_inputs = inputs.to_vec();
+        let rule = move || {
+            let (bw2, ins2) = (bw.clone(), held_inputs.clone());
+            let dense = move |cts: &[Tensor], _: &[bool]| -> Result<Grads> {
+                Ok(bw2.pull_full(&ins2, cts)?.into_iter().collect())
+            };
+            let optional = move |cts: &[Option<Tensor>], _: &[bool]| -> Result<Grads> {
+                let filled: Vec<Tensor> = cts
+                    .iter()
+                    .zip(&metas)
+                    .map(|(c, (shape, dtype))| c.clone().unwrap_or_else(|| Tensor::zeros(shape, *dtype)))
+                    .collect();
+                let grads = if cts[n_out..].iter().all(Option::is_none) {
+                    bw.pull(&saved, &filled[..n_out])?
+                } else {
+                    bw.pull_full(&held_inputs, &filled)?
+                };
+                Ok(grads.into_iter().collect())
+            };
+            vjp(dense).with_optional(optional)
+        };
+        record_rule("Call", &ids, &all, rule);
+    }
+}
+
+/// A call of a concrete function, as a node of an enclosing graph.
+pub(crate) struct Call(pub Arc<ConcreteFunction>);
+
+impl DynOp for Call {
+    fn name(&self) -> &'static str {
+        "Call"
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        Ok(self.0.call_inputs(inputs)?.into_iter().collect())
+    }
+    fn stateful(&self) -> bool {
+        self.0.graph.nodes.iter().any(|n| n.op.is_stateful())
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "['{}']", self.0.name)
+    }
+    fn subgraphs(&self) -> Vec<(String, Arc<Graph>)> {
+        vec![(self.0.name.clone(), self.0.graph.clone())]
+    }
+}

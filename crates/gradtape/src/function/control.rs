@@ -1,0 +1,658 @@
+//! Control flow decided at run time: [`cond`] and [`while_loop`].
+//!
+//! Outside a trace both are plain Rust control flow: `cond` reads its
+//! predicate and runs one closure, `while_loop` loops, and tapes record the
+//! ops that run (so their gradients are those ops' gradients). Inside a
+//! trace each closure is traced once into a sub-graph (reading the
+//! enclosing function's values as extra inputs, *captures*), and the whole
+//! construct becomes one node, so the branch taken and the iteration count
+//! are decided when the graph runs.
+//!
+//! Gradients of the nodes (reverse mode, any order):
+//!
+//! - `cond`: a `cond` on the same predicate of the two branches' gradient
+//!   graphs (as seed 004's `_grad_fn`), each giving zeros for the inputs its
+//!   branch does not depend on.
+//! - `while_loop`: the loop node keeps each iteration's entry values (a
+//!   *history*, one stacked tensor per loop variable) when a tape of the
+//!   user's watches it; the gradient is a second `while_loop` running the
+//!   iterations backward, pulling the cotangent through the body's gradient
+//!   at each iteration's saved values and summing the captures' gradients.
+//!   Without a history (recorded only by a trace's own tape), the gradient
+//!   first runs the loop again to get one. Both are made of `while_loop`,
+//!   `gather` and the body's gradient, so they differentiate again; forward
+//!   mode goes through them too.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::graph::{Graph, RunPlan};
+use super::structure::{tensors_of, TensorStruct};
+use super::{func::TensorSpec, trace};
+use crate::autodiff::backprop::Unconnected;
+use crate::autodiff::custom::record_rule;
+use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
+use crate::autodiff::sources::SourceRef;
+use crate::autodiff::tape::{self, vjp, Grads, VjpFn};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::ops::desc::{DynOp, Op, Outputs};
+use crate::ops::index::row_at;
+use crate::tensor::{DType, Tensor, TensorId};
+
+/// The value of a predicate: a bool tensor of one element.
+fn pred_value(op: &'static str, p: &Tensor) -> Result<bool> {
+    if p.dtype() != DType::Bool || p.numel() != 1 {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "the predicate must be a bool tensor with one element, got {} of shape {:?}",
+                p.dtype(),
+                p.shape()
+            ),
+        ));
+    }
+    Ok(p.values::<bool>(op)?[0])
+}
+
+/// A sub-graph with the plan to run it.
+struct Sub {
+    graph: Arc<Graph>,
+    plan: RunPlan,
+}
+
+impl Sub {
+    fn new(mut graph: Graph) -> Self {
+        super::passes::optimize(&mut graph);
+        let plan = RunPlan::new(&graph);
+        Sub {
+            graph: Arc::new(graph),
+            plan,
+        }
+    }
+
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.graph.run(inputs, &self.plan)
+    }
+}
+
+/// A graph whose inputs are `n_args` arguments then `own` captures, given
+/// inputs `n_args` arguments then `all` captures (a superset, in another
+/// order): unused ones become inputs nothing reads.
+fn with_captures(mut g: Graph, n_args: usize, own: &[Tensor], all: &[Tensor]) -> Graph {
+    let own_ids: Vec<TensorId> = own.iter().map(Tensor::id).collect();
+    let mut inputs = g.inputs[..n_args].to_vec();
+    for t in all {
+        match own_ids.iter().position(|&i| i == t.id()) {
+            Some(k) => inputs.push(g.inputs[n_args + k]),
+            None => inputs.push(g.add_value(t.dtype(), t.shape())),
+        }
+    }
+    g.inputs = inputs;
+    g
+}
+
+/// The captures of several traces, each once, in order of appearance.
+fn union(lists: &[&[Tensor]]) -> Vec<Tensor> {
+    let mut out: Vec<Tensor> = Vec::new();
+    for l in lists {
+        for t in *l {
+            if !out.iter().any(|o| o.id() == t.id()) {
+                out.push(t.clone());
+            }
+        }
+    }
+    out
+}
+
+/// An op of this module: how it runs, and its VJP rule.
+trait Control: DynOp {
+    /// The trainable variables its sub-graphs read (gradients reach them).
+    fn variables(&self) -> &[Variable];
+    /// Runs the op itself (branch, loop) on its inputs.
+    fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
+    /// The VJP rule of a run with these inputs and outputs.
+    fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn;
+}
+
+/// Runs a control op as an op: computes its outputs with every tape and
+/// trace hidden, then records it as one node of the active trace and one
+/// op of the active tapes and accumulators.
+fn bind_control<C: Control + 'static>(op: Arc<C>, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let outs = trace::paused(|| tape::without_tapes(|| op.run_raw(inputs)))?;
+    // outputs must be new tensors (a branch may return a capture as is)
+    let mut seen: rustc_hash::FxHashSet<TensorId> = inputs.iter().map(Tensor::id).collect();
+    let outs: Vec<Tensor> = outs
+        .into_iter()
+        .map(|t| if seen.insert(t.id()) { t } else { t.alias() })
+        .collect();
+    if trace::recording() {
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        trace::record(Op::Dyn(op.clone()), &refs, &outs);
+    }
+    if tape::any_active() || crate::autodiff::forward::any_active() {
+        for v in op.variables() {
+            tape::variable_accessed(v);
+        }
+        let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
+        ids.extend(op.variables().iter().map(|v| (v.handle(), v.dtype())));
+        let (ins, o) = (inputs.to_vec(), outs.clone());
+        record_rule(op.name(), &ids, &outs, move || op.rule(ins, o));
+    }
+    Ok(outs)
+}
+
+/// The gradients of `g`'s differentiable outputs (weighted by `cts`, one
+/// per such output) with respect to its differentiable inputs, then to the
+/// variables `vars` it reads, zeros where none flows: `g` run again under a
+/// tape.
+fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> Result<Vec<Tensor>> {
+    let tape = GradientTape::new();
+    let diff: Vec<Tensor> = inputs
+        .iter()
+        .filter(|t| t.dtype().is_differentiable())
+        .cloned()
+        .collect();
+    let outs = tape.record(|| {
+        for x in &diff {
+            tape.watch(x);
+        }
+        g.run(inputs)
+    })?;
+    let targets: Vec<Tensor> = outs.into_iter().filter(|t| t.dtype().is_differentiable()).collect();
+    let opts = GradientOptions::default()
+        .output_gradients(cts.to_vec())
+        .unconnected(Unconnected::Zero);
+    let mut sources: Vec<SourceRef<'_>> = diff.iter().map(SourceRef::Tensor).collect();
+    sources.extend(vars.iter().map(SourceRef::Variable));
+    let grads = tape.gradient_with(&targets, &sources, opts)?;
+    Ok(grads.into_iter().flatten().collect())
+}
+
+/// The trainable variables (of differentiable dtypes) read by any of these
+/// traces, each once: gradients reach them through a control op.
+fn trainable(lists: &[&[Variable]]) -> Vec<Variable> {
+    let mut out: Vec<Variable> = Vec::new();
+    for l in lists {
+        for v in *l {
+            if v.trainable() && v.dtype().is_differentiable() && !out.iter().any(|w| w.handle() == v.handle()) {
+                out.push(v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The dtypes of a graph's outputs.
+fn output_dtypes(g: &Graph) -> Vec<DType> {
+    g.outputs.iter().map(|&o| g.values[o as usize].dtype).collect()
+}
+
+/// A rule written in its optional form (`None`: no cotangent for that
+/// output); the dense form passes every cotangent.
+fn optional_rule(f: impl Fn(&[Option<Tensor>]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
+    let f = Arc::new(f);
+    let g = f.clone();
+    vjp(move |cts, _| g(&cts.iter().cloned().map(Some).collect::<Vec<_>>())).with_optional(move |cts, _| f(cts))
+}
+
+/// A cotangent, or zeros shaped like the output (traced from it, so the
+/// shape follows the output when a graph runs).
+fn or_zeros(ct: &Option<Tensor>, output: &Tensor) -> Tensor {
+    ct.clone().unwrap_or_else(|| output.zeros_like())
+}
+
+/// Checks that two lists of dtypes agree.
+fn same_dtypes(op: &'static str, what: &str, da: &[DType], db: &[DType]) -> Result<()> {
+    if da != db {
+        return Err(Error::invalid(op, format!("{what}: {da:?} vs {db:?}")));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- cond
+
+/// `cond`'s node: two branch graphs over the same inputs (the predicate,
+/// then the captures). Cheap to clone.
+#[derive(Clone)]
+struct CondOp {
+    branches: Arc<[Sub; 2]>,
+    vars: Arc<Vec<Variable>>,
+}
+
+impl DynOp for CondOp {
+    fn name(&self) -> &'static str {
+        "Cond"
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        Ok(bind_control(Arc::new(self.clone()), inputs)?.into_iter().collect())
+    }
+    fn stateful(&self) -> bool {
+        self.branches
+            .iter()
+            .any(|b| b.graph.nodes.iter().any(|n| n.op.is_stateful()))
+    }
+    fn subgraphs(&self) -> Vec<(String, Arc<Graph>)> {
+        vec![
+            ("true".into(), self.branches[0].graph.clone()),
+            ("false".into(), self.branches[1].graph.clone()),
+        ]
+    }
+}
+
+impl Control for CondOp {
+    fn variables(&self) -> &[Variable] {
+        &self.vars
+    }
+
+    fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let take = pred_value("cond", &inputs[0])?;
+        self.branches[usize::from(!take)].run(&inputs[1..])
+    }
+
+    fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
+        optional_rule(move |cts| {
+            let (pred, caps) = (&inputs[0], &inputs[1..]);
+            let diff_cts: Vec<Tensor> = cts
+                .iter()
+                .zip(&outputs)
+                .filter(|(_, o)| o.dtype().is_differentiable())
+                .map(|(c, o)| or_zeros(c, o))
+                .collect();
+            let branch = |k: usize| {
+                let (me, caps, cts) = (self.clone(), caps.to_vec(), diff_cts.clone());
+                move || graph_vjp(&me.branches[k], &caps, &cts, &me.vars)
+            };
+            let grads = cond(pred, branch(0), branch(1))?;
+            let mut it = grads.into_iter();
+            let mut out: Grads = smallvec::smallvec![None];
+            for c in caps {
+                out.push(if c.dtype().is_differentiable() { it.next() } else { None });
+            }
+            out.extend(it.map(Some));
+            Ok(out)
+        })
+    }
+}
+
+/// Runs `true_fn` if `pred` (a bool tensor of one element) is true, else
+/// `false_fn`, like `tf.cond`. Both must return the same structure and
+/// dtypes. Outside a trace this is an `if`; inside one, both branches are
+/// traced and the choice is made each time the graph runs.
+///
+/// ```
+/// use gradtape::{cond, function, GradientTape, Tensor};
+/// // x^2 where x > 0, else -x
+/// let f = function(|x: &Tensor| {
+///     let tape = GradientTape::new();
+///     let y = tape.record(|| {
+///         tape.watch(x);
+///         cond(&x.gt_scalar(0.0)?, || x.square(), || x.neg())
+///     })?;
+///     Ok((y.clone(), tape.gradient(&y, x)?.unwrap()))
+/// });
+/// let (y, dy) = f.call(&Tensor::scalar(3.0f64))?;
+/// assert_eq!((y.to_scalar::<f64>()?, dy.to_scalar::<f64>()?), (9.0, 6.0));
+/// let (y, dy) = f.call(&Tensor::scalar(-2.0f64))?; // same graph, other branch
+/// assert_eq!((y.to_scalar::<f64>()?, dy.to_scalar::<f64>()?), (2.0, -1.0));
+/// assert_eq!(f.trace_count(), 1);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub fn cond<O, T, F>(pred: &Tensor, true_fn: T, false_fn: F) -> Result<O>
+where
+    O: TensorStruct,
+    T: FnOnce() -> Result<O>,
+    F: FnOnce() -> Result<O>,
+{
+    if !trace::recording() {
+        return if pred_value("cond", pred)? {
+            true_fn()
+        } else {
+            false_fn()
+        };
+    }
+    pred_value("cond", pred)?;
+    let branch = |f: Box<dyn FnOnce() -> Result<O> + '_>| {
+        trace::trace(&[], &[], true, |_| {
+            let o = f()?;
+            let ts = tensors_of(&o);
+            Ok((o, ts))
+        })
+    };
+    let t = branch(Box::new(true_fn))?;
+    let f = branch(Box::new(false_fn))?;
+    same_dtypes(
+        "cond",
+        "true_fn and false_fn return different structures or dtypes",
+        &output_dtypes(&t.graph),
+        &output_dtypes(&f.graph),
+    )?;
+    let caps = union(&[&t.captures, &f.captures]);
+    let op = CondOp {
+        vars: Arc::new(trainable(&[&t.variables, &f.variables])),
+        branches: Arc::new([
+            Sub::new(with_captures(t.graph, 0, &t.captures, &caps)),
+            Sub::new(with_captures(f.graph, 0, &f.captures, &caps)),
+        ]),
+    };
+    let mut inputs = vec![pred.clone()];
+    inputs.extend(caps);
+    let outs = bind_control(Arc::new(op), &inputs)?;
+    t.value.rebuild(&mut outs.into_iter())
+}
+
+// ---------------------------------------------------------- while_loop
+
+/// Options of [`while_loop`].
+#[derive(Clone, Debug, Default)]
+pub struct WhileOptions {
+    /// Stop after this many iterations even if the condition still holds.
+    pub max_iterations: Option<usize>,
+    /// Per loop variable (tensor leaves, in order), the shapes it may take:
+    /// a `None` dim may change from one iteration to the next. Without it a
+    /// body that changes a variable's shape is an error.
+    pub shape_invariants: Option<Vec<TensorSpec>>,
+}
+
+/// `while_loop`'s node: condition and body graphs over the loop variables
+/// then the captures. Cheap to clone.
+#[derive(Clone)]
+struct WhileOp {
+    loop_: Arc<Loop>,
+    /// also output the iteration count and each variable's history
+    keep_history: bool,
+}
+
+/// The parts of a loop.
+struct Loop {
+    cond: Sub,
+    body: Sub,
+    vars: Vec<Variable>,
+    n_vars: usize,
+    max_iterations: Option<usize>,
+}
+
+impl WhileOp {
+    fn with_history(&self, keep_history: bool) -> WhileOp {
+        WhileOp {
+            loop_: self.loop_.clone(),
+            keep_history,
+        }
+    }
+}
+
+impl std::ops::Deref for WhileOp {
+    type Target = Loop;
+    fn deref(&self) -> &Loop {
+        &self.loop_
+    }
+}
+
+impl DynOp for WhileOp {
+    fn name(&self) -> &'static str {
+        if self.keep_history {
+            "WhileWithHistory"
+        } else {
+            "While"
+        }
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        Ok(bind_control(Arc::new(self.clone()), inputs)?.into_iter().collect())
+    }
+    fn stateful(&self) -> bool {
+        [&self.cond, &self.body]
+            .iter()
+            .any(|s| s.graph.nodes.iter().any(|n| n.op.is_stateful()))
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.max_iterations {
+            Some(m) => write!(f, "[max_iterations={m}]"),
+            None => Ok(()),
+        }
+    }
+    fn subgraphs(&self) -> Vec<(String, Arc<Graph>)> {
+        vec![
+            ("cond".into(), self.cond.graph.clone()),
+            ("body".into(), self.body.graph.clone()),
+        ]
+    }
+}
+
+impl Control for WhileOp {
+    fn variables(&self) -> &[Variable] {
+        &self.vars
+    }
+
+    fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let (vars0, caps) = inputs.split_at(self.n_vars);
+        let mut vars = vars0.to_vec();
+        let mut history: Vec<Vec<Tensor>> = vec![Vec::new(); if self.keep_history { self.n_vars } else { 0 }];
+        let mut count = 0usize;
+        loop {
+            if self.max_iterations.is_some_and(|m| count >= m) {
+                break;
+            }
+            let mut ins = vars.clone();
+            ins.extend_from_slice(caps);
+            if !pred_value("while_loop", &self.cond.run(&ins)?[0])? {
+                break;
+            }
+            for (h, v) in history.iter_mut().zip(&vars) {
+                h.push(v.clone());
+            }
+            vars = self.body.run(&ins)?;
+            count += 1;
+        }
+        if self.keep_history {
+            vars.push(Tensor::scalar(count as i64));
+            for (h, v0) in history.iter().zip(vars0) {
+                vars.push(if h.is_empty() {
+                    let mut shape = vec![0];
+                    shape.extend_from_slice(v0.shape());
+                    Tensor::zeros(&shape, v0.dtype())
+                } else {
+                    let refs: Vec<&Tensor> = h.iter().collect();
+                    Tensor::stack(&refs, 0)?
+                });
+            }
+        }
+        Ok(vars)
+    }
+
+    fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
+        optional_rule(move |cts| {
+            let n = self.n_vars;
+            let (vars0, caps) = inputs.split_at(n);
+            // the iteration count and history: this run's, or a new run's
+            let (count, hist, ct_hist): (Tensor, Vec<Tensor>, Vec<Option<Tensor>>) = if self.keep_history {
+                let ct_hist = (0..n).map(|k| cts[n + 1 + k].clone()).collect();
+                (outputs[n].clone(), outputs[n + 1..].to_vec(), ct_hist)
+            } else {
+                let again = bind_control(Arc::new(self.with_history(true)), &inputs)?;
+                (again[n].clone(), again[n + 1..].to_vec(), vec![None; n])
+            };
+            let diff_var: Vec<bool> = vars0.iter().map(|t| t.dtype().is_differentiable()).collect();
+            let diff_cap: Vec<bool> = caps.iter().map(|t| t.dtype().is_differentiable()).collect();
+            let n_dv = diff_var.iter().filter(|&&d| d).count();
+            // the backward loop's variables: the iteration index j, the
+            // cotangents of the differentiable loop variables, and the
+            // gradients summed so far of the captures and of the variables
+            let mut bvars: Vec<Tensor> = vec![count];
+            for (k, &d) in diff_var.iter().enumerate() {
+                if d {
+                    bvars.push(or_zeros(&cts[k], &outputs[k]));
+                }
+            }
+            for (c, &d) in caps.iter().zip(&diff_cap) {
+                if d {
+                    bvars.push(c.zeros_like());
+                }
+            }
+            for v in &self.vars {
+                bvars.push(Tensor::zeros(&v.shape(), v.dtype()));
+            }
+            let me = self.clone();
+            let caps_v = caps.to_vec();
+            let dv = diff_var.clone();
+            let body = move |bv: &Vec<Tensor>| -> Result<Vec<Tensor>> {
+                let j = bv[0].sub(&Tensor::scalar(1i64))?;
+                let mut ins: Vec<Tensor> = hist.iter().map(|h| row_at(h, &j)).collect::<Result<_>>()?;
+                ins.extend(caps_v.iter().cloned());
+                let mut g = graph_vjp(&me.body, &ins, &bv[1..1 + n_dv], &me.vars)?.into_iter();
+                let mut next = vec![j.clone()];
+                for k in (0..n).filter(|&k| dv[k]) {
+                    let mut c = g
+                        .next()
+                        .ok_or_else(|| Error::invalid("while_loop", "missing gradient"))?;
+                    if let Some(h) = &ct_hist[k] {
+                        c = c.add(&row_at(h, &j)?)?;
+                    }
+                    next.push(c);
+                }
+                for (acc, g) in bv[1 + n_dv..].iter().zip(g) {
+                    next.push(acc.add(&g)?);
+                }
+                Ok(next)
+            };
+            let done = while_loop(
+                |bv: &Vec<Tensor>| bv[0].gt(&Tensor::scalar(0i64)),
+                body,
+                bvars,
+                WhileOptions::default(),
+            )?;
+            let mut it = done.into_iter().skip(1);
+            let mut out: Grads = Grads::new();
+            for &d in diff_var.iter().chain(&diff_cap) {
+                out.push(if d { it.next() } else { None });
+            }
+            out.extend(it.map(Some));
+            Ok(out)
+        })
+    }
+}
+
+/// Repeats `body_fn` on the loop variables while `cond_fn` gives true (a
+/// bool tensor of one element), like `tf.while_loop`; returns the final
+/// variables. Each iteration's variables must keep their dtypes and
+/// shapes (unless [`WhileOptions::shape_invariants`] lets a dim vary).
+/// Outside a trace this is a Rust loop; inside one the condition and the
+/// body are traced once and the iteration count is decided when the graph
+/// runs. Differentiable in reverse mode to any order and in forward mode.
+///
+/// ```
+/// use gradtape::{function, while_loop, GradientTape, Tensor, WhileOptions};
+/// // square x until it exceeds 100: the count depends on x
+/// let f = function(|x: &Tensor| {
+///     let tape = GradientTape::new();
+///     let y = tape.record(|| {
+///         tape.watch(x);
+///         let out = while_loop(
+///             |v: &Vec<Tensor>| v[0].lt_scalar(100.0),
+///             |v: &Vec<Tensor>| Ok(vec![v[0].square()?]),
+///             vec![x.clone()],
+///             WhileOptions::default(),
+///         )?;
+///         Ok(out[0].clone())
+///     })?;
+///     Ok((y.clone(), tape.gradient(&y, x)?.unwrap()))
+/// });
+/// // 3 -> 9 -> 81 -> 6561 = x^8: dy/dx = 8 x^7
+/// let (y, dy) = f.call(&Tensor::scalar(3.0f64))?;
+/// assert_eq!((y.to_scalar::<f64>()?, dy.to_scalar::<f64>()?), (6561.0, 8.0 * 2187.0));
+/// // 20 -> 400 = x^2: dy/dx = 2 x, from the same graph
+/// let (y, dy) = f.call(&Tensor::scalar(20.0f64))?;
+/// assert_eq!((y.to_scalar::<f64>()?, dy.to_scalar::<f64>()?), (400.0, 40.0));
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub fn while_loop<V, C, B>(cond_fn: C, body_fn: B, loop_vars: V, opts: WhileOptions) -> Result<V>
+where
+    V: TensorStruct,
+    C: Fn(&V) -> Result<Tensor>,
+    B: Fn(&V) -> Result<V>,
+{
+    let vars = tensors_of(&loop_vars);
+    if let Some(sig) = &opts.shape_invariants {
+        if sig.len() != vars.len() {
+            return Err(Error::invalid(
+                "while_loop",
+                format!("{} shape_invariants for {} loop variables", sig.len(), vars.len()),
+            ));
+        }
+    }
+    if !trace::recording() {
+        let mut v = loop_vars;
+        let mut count = 0;
+        loop {
+            if opts.max_iterations.is_some_and(|m| count >= m) {
+                return Ok(v);
+            }
+            if !pred_value("while_loop", &cond_fn(&v)?)? {
+                return Ok(v);
+            }
+            let next = body_fn(&v)?;
+            check_body(&opts, &vars, &tensors_of(&next))?;
+            v = next;
+            count += 1;
+        }
+    }
+    let c = trace::trace(&vars, &[], true, |xs| {
+        let v = loop_vars.rebuild(&mut xs.iter().cloned())?;
+        let p = cond_fn(&v)?;
+        pred_value("while_loop", &p)?;
+        Ok(((), vec![p]))
+    })?;
+    let b = trace::trace(&vars, &[], true, |xs| {
+        let v = loop_vars.rebuild(&mut xs.iter().cloned())?;
+        let next = body_fn(&v)?;
+        let ts = tensors_of(&next);
+        check_body(&opts, &vars, &ts)?;
+        Ok(((), ts))
+    })?;
+    let caps = union(&[&c.captures, &b.captures]);
+    let n = vars.len();
+    let op = WhileOp {
+        loop_: Arc::new(Loop {
+            vars: trainable(&[&c.variables, &b.variables]),
+            cond: Sub::new(with_captures(c.graph, n, &c.captures, &caps)),
+            body: Sub::new(with_captures(b.graph, n, &b.captures, &caps)),
+            n_vars: n,
+            max_iterations: opts.max_iterations,
+        }),
+        keep_history: false,
+    };
+    let mut inputs = vars;
+    inputs.extend(caps);
+    let ids: Vec<TensorId> = inputs.iter().map(Tensor::id).collect();
+    let op = op.with_history(tape::user_tape_watches(&ids));
+    let outs = bind_control(Arc::new(op), &inputs)?;
+    loop_vars.rebuild(&mut outs.into_iter().take(n))
+}
+
+/// Fails unless the body's outputs match the loop variables in number,
+/// dtypes and (where not declared variable) shapes.
+fn check_body(opts: &WhileOptions, vars: &[Tensor], next: &[Tensor]) -> Result<()> {
+    let dtypes = |ts: &[Tensor]| ts.iter().map(Tensor::dtype).collect::<Vec<_>>();
+    same_dtypes(
+        "while_loop",
+        "the body changes the loop variables' number or dtypes",
+        &dtypes(vars),
+        &dtypes(next),
+    )?;
+    for (i, (v, n)) in vars.iter().zip(next).enumerate() {
+        let ok = match &opts.shape_invariants {
+            Some(sig) => sig[i].accepts(n),
+            None => v.shape() == n.shape(),
+        };
+        if !ok {
+            return Err(Error::invalid(
+                "while_loop",
+                format!(
+                    "the body changes loop variable {i} from shape {:?} to {:?}; declare the dims that vary in shape_invariants",
+                    v.shape(),
+                    n.shape()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

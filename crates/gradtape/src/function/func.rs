@@ -1,0 +1,329 @@
+//! [`Function`]: a closure traced once per input signature, then run as a
+//! graph.
+
+use std::sync::{Arc, Mutex};
+
+use super::concrete::{ConcreteFunction, FlatFn};
+use super::graph::Graph;
+use super::structure::{tensors_of, Leaf, TensorStruct};
+use super::trace;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor, TensorId};
+
+/// The dtype and shape a function accepts for one tensor argument; `None`
+/// dims accept any size (TensorFlow's `tf.TensorSpec`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorSpec {
+    /// The element type.
+    pub dtype: DType,
+    /// The dims; `None` for a dim of any size.
+    pub shape: Vec<Option<usize>>,
+}
+
+impl TensorSpec {
+    /// A spec of this dtype and shape (`None` dims: any size).
+    ///
+    /// ```
+    /// use gradtape::{DType, TensorSpec};
+    /// let batch_of_rows = TensorSpec::new(DType::F32, &[None, Some(784)]);
+    /// assert_eq!(batch_of_rows.shape.len(), 2);
+    /// ```
+    pub fn new(dtype: DType, shape: &[Option<usize>]) -> Self {
+        TensorSpec {
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+
+    /// The exact spec of a tensor.
+    pub fn of(t: &Tensor) -> Self {
+        TensorSpec {
+            dtype: t.dtype(),
+            shape: t.shape().iter().map(|&d| Some(d)).collect(),
+        }
+    }
+
+    /// Whether `t` fits the spec.
+    pub fn accepts(&self, t: &Tensor) -> bool {
+        t.dtype() == self.dtype
+            && t.rank() == self.shape.len()
+            && t.shape()
+                .iter()
+                .zip(&self.shape)
+                .all(|(&d, s)| s.is_none_or(|s| s == d))
+    }
+}
+
+/// The cache key of one argument.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum LeafKey {
+    Tensor(TensorSpec),
+    Variable(TensorId),
+}
+
+/// Settings of a [`Function`].
+#[derive(Clone, Debug)]
+pub struct FunctionOptions {
+    /// The name shown in listings and errors.
+    pub name: String,
+    /// How many traced graphs are kept (least recently used go first).
+    pub max_cached: usize,
+    /// Tracing more often than this is an error (a retracing storm).
+    pub max_traces: Option<usize>,
+    /// A fixed signature: one trace serves every call that fits it, and a
+    /// call that does not fit is an error (never a retrace).
+    pub input_signature: Option<Vec<TensorSpec>>,
+}
+
+impl Default for FunctionOptions {
+    fn default() -> Self {
+        FunctionOptions {
+            name: "function".into(),
+            max_cached: 8,
+            max_traces: None,
+            input_signature: None,
+        }
+    }
+}
+
+struct Entry<O> {
+    key: Vec<LeafKey>,
+    concrete: Arc<ConcreteFunction>,
+    template: Arc<O>,
+}
+
+struct Cache<O> {
+    /// most recently used last
+    entries: Vec<Entry<O>>,
+    traces: usize,
+}
+
+/// A closure traced into a graph on its first call with each input
+/// signature and run as that graph afterwards; see the [module
+/// docs](mod@crate::function).
+///
+/// ```
+/// use gradtape::{function, Tensor};
+/// let f = function(|x: &Tensor| x.mul(x)?.add_scalar(1.0));
+/// let y = f.call(&Tensor::vector(&[1.0f32, 2.0]))?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 5.0]);
+/// f.call(&Tensor::vector(&[3.0f32, 4.0]))?; // same signature: no new trace
+/// assert_eq!(f.trace_count(), 1);
+/// f.call(&Tensor::vector(&[3.0f64]))?; // another dtype and shape: a new trace
+/// assert_eq!(f.trace_count(), 2);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct Function<I, O, F> {
+    f: Arc<F>,
+    options: FunctionOptions,
+    cache: Mutex<Cache<O>>,
+    _input: std::marker::PhantomData<fn(&I)>,
+}
+
+/// Makes a [`Function`] of a closure over a [`TensorStruct`] of tensors and
+/// variables (a `&Tensor`, a tuple, a `Vec`, a struct of your own) that
+/// returns a [`TensorStruct`].
+pub fn function<I, O, F>(f: F) -> Function<I, O, F>
+where
+    I: TensorStruct + Send + Sync + 'static,
+    O: TensorStruct + Send + Sync + 'static,
+    F: Fn(&I) -> Result<O> + Send + Sync + 'static,
+{
+    Function::with_options(f, FunctionOptions::default())
+}
+
+impl<I, O, F> Function<I, O, F>
+where
+    I: TensorStruct + Send + Sync + 'static,
+    O: TensorStruct + Send + Sync + 'static,
+    F: Fn(&I) -> Result<O> + Send + Sync + 'static,
+{
+    /// A function with settings of its own.
+    ///
+    /// ```
+    /// use gradtape::{DType, Function, FunctionOptions, Tensor, TensorSpec};
+    /// let opts = FunctionOptions {
+    ///     input_signature: Some(vec![TensorSpec::new(DType::F32, &[None])]),
+    ///     ..Default::default()
+    /// };
+    /// let f = Function::with_options(|x: &Tensor| x.exp(), opts);
+    /// f.call(&Tensor::vector(&[0.0f32]))?;
+    /// f.call(&Tensor::vector(&[0.0f32, 1.0, 2.0]))?; // any length: the same trace
+    /// assert_eq!(f.trace_count(), 1);
+    /// assert!(f.call(&Tensor::vector(&[0.0f64])).is_err()); // does not fit
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn with_options(f: F, options: FunctionOptions) -> Self {
+        Function {
+            f: Arc::new(f),
+            options,
+            cache: Mutex::new(Cache {
+                entries: Vec::new(),
+                traces: 0,
+            }),
+            _input: std::marker::PhantomData,
+        }
+    }
+
+    /// How many times the closure has been traced.
+    pub fn trace_count(&self) -> usize {
+        self.lock().traces
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache<O>> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cache key of a call, checked against the input signature.
+    fn key(&self, leaves: &[Leaf<'_>]) -> Result<Vec<LeafKey>> {
+        let name = &self.options.name;
+        let Some(sig) = &self.options.input_signature else {
+            return Ok(leaves
+                .iter()
+                .map(|l| match l {
+                    Leaf::Tensor(t) => LeafKey::Tensor(TensorSpec::of(t)),
+                    Leaf::Variable(v) => LeafKey::Variable(v.handle()),
+                })
+                .collect());
+        };
+        let n_tensors = leaves.iter().filter(|l| matches!(l, Leaf::Tensor(_))).count();
+        if n_tensors != sig.len() {
+            return Err(Error::invalid(
+                "function",
+                format!("'{name}' takes {} tensors by its signature, got {n_tensors}", sig.len()),
+            ));
+        }
+        let mut specs = sig.iter();
+        let mut key = Vec::with_capacity(leaves.len());
+        for (i, l) in leaves.iter().enumerate() {
+            key.push(match l {
+                Leaf::Tensor(t) => {
+                    let spec = specs.next().expect("counted");
+                    if !spec.accepts(t) {
+                        return Err(Error::invalid(
+                            "function",
+                            format!(
+                                "'{name}': argument {i} ({} {:?}) does not fit the signature ({} {:?})",
+                                t.dtype(),
+                                t.shape(),
+                                spec.dtype,
+                                spec.shape
+                            ),
+                        ));
+                    }
+                    LeafKey::Tensor(spec.clone())
+                }
+                Leaf::Variable(v) => LeafKey::Variable(v.handle()),
+            });
+        }
+        Ok(key)
+    }
+
+    /// The concrete function for these arguments (traced if needed) and
+    /// the structure of its outputs.
+    fn lookup(&self, args: &I) -> Result<(Arc<ConcreteFunction>, Arc<O>)> {
+        let mut leaves = Vec::new();
+        args.leaves(&mut leaves);
+        let key = self.key(&leaves)?;
+        {
+            let mut cache = self.lock();
+            if let Some(i) = cache.entries.iter().position(|e| e.key == key) {
+                let e = cache.entries.remove(i);
+                let hit = (e.concrete.clone(), e.template.clone());
+                cache.entries.push(e);
+                return Ok(hit);
+            }
+            if let Some(max) = self.options.max_traces {
+                if cache.traces >= max {
+                    return Err(Error::invalid(
+                        "function",
+                        format!(
+                            "'{}' would be traced a {}th time (max_traces = {max}); calls with new shapes or \
+                             dtypes retrace: give it an input_signature with None dims",
+                            self.options.name,
+                            max + 1
+                        ),
+                    ));
+                }
+            }
+        }
+        // trace without holding the lock (the closure may call this function)
+        let (concrete, template) = self.trace(args)?;
+        let template = Arc::new(template);
+        let mut cache = self.lock();
+        cache.traces += 1;
+        cache.entries.push(Entry {
+            key,
+            concrete: concrete.clone(),
+            template: template.clone(),
+        });
+        if cache.entries.len() > self.options.max_cached.max(1) {
+            cache.entries.remove(0);
+        }
+        Ok((concrete, template))
+    }
+
+    fn trace(&self, args: &I) -> Result<(Arc<ConcreteFunction>, O)> {
+        let flat = tensors_of(args);
+        let f = self.f.clone();
+        let traced = trace::trace(&flat, &[], trace::recording(), |aliases| {
+            let a = args.rebuild(&mut aliases.iter().cloned())?;
+            let o = f(&a)?;
+            let outs = tensors_of(&o);
+            Ok((o, outs))
+        })?;
+        // the structure alone: tensors replaced by placeholders
+        let template = traced.value.rebuild(&mut std::iter::repeat_with(placeholder))?;
+        let arg_template = args.rebuild(&mut std::iter::repeat_with(placeholder))?;
+        let f = self.f.clone();
+        let flat_fn: FlatFn = Arc::new(move |xs: &[Tensor]| {
+            let a = arg_template.rebuild(&mut xs.iter().cloned())?;
+            Ok(tensors_of(&f(&a)?))
+        });
+        let concrete = ConcreteFunction::new(
+            self.options.name.clone(),
+            traced.graph,
+            traced.captures,
+            traced.variables,
+            flat_fn,
+        );
+        Ok((Arc::new(concrete), template))
+    }
+
+    /// Calls the function: traces it first if no graph fits the arguments'
+    /// signature, then runs the graph.
+    pub fn call(&self, args: &I) -> Result<O> {
+        let (concrete, template) = self.lookup(args)?;
+        let flat = tensors_of(args);
+        let outs = concrete.call_flat(&flat)?;
+        template.rebuild(&mut outs.into_iter())
+    }
+
+    /// The concrete function that serves these arguments (tracing if
+    /// needed), to inspect its graph.
+    pub fn concrete(&self, args: &I) -> Result<Arc<ConcreteFunction>> {
+        Ok(self.lookup(args)?.0)
+    }
+
+    /// The graph that serves these arguments (tracing if needed).
+    ///
+    /// ```
+    /// use gradtape::{function, Tensor};
+    /// let f = function(|x: &Tensor| {
+    ///     let unused = x.exp()?; // dead code: not in the graph
+    ///     x.sin()
+    /// });
+    /// let g = f.graph(&Tensor::scalar(1.0f32))?;
+    /// assert_eq!(g.count("Exp"), 0);
+    /// assert_eq!(g.count("Sin"), 1);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn graph(&self, args: &I) -> Result<Graph> {
+        Ok(self.concrete(args)?.graph().clone())
+    }
+}
+
+/// The tensor put in structure templates.
+fn placeholder() -> Tensor {
+    Tensor::scalar(0.0f32)
+}

@@ -1,0 +1,81 @@
+//! Traced graph functions, after `tf.function`: trace a closure once, run
+//! it as a graph many times.
+//!
+//! **What a trace is.** [`function`] wraps a closure over tensors and
+//! variables. On the first call with a given *input signature* (the dtype
+//! and shape of each tensor argument, and which variables are passed), the
+//! closure runs once, eagerly, on the call's own arguments, while every op
+//! it runs is recorded into a [`Graph`]: a listing of nodes (op descriptor,
+//! input values, output values) that can be printed, optimised
+//! (dead-code and common-subexpression elimination) and run again. Later
+//! calls with the same signature run the graph; the closure is not called.
+//!
+//! **When it retraces.** A call whose tensors differ in dtype or shape from
+//! every cached trace, or that passes other variables, traces again
+//! ([`Function::trace_count`] counts them; the cache keeps the
+//! [`FunctionOptions::max_cached`] most recently used graphs). To prevent a
+//! retracing storm give an [`input_signature`](FunctionOptions::input_signature)
+//! with `None` for dims that vary: one trace then serves every call that
+//! fits and other calls are errors; [`FunctionOptions::max_traces`] turns a
+//! storm into an error too.
+//!
+//! **What a function captures.** Rust code in the closure runs only while
+//! tracing: a `println!`, a Rust `if` on a shape, a loop count, are fixed
+//! in the graph (use [`cond`] and [`while_loop`] for decisions on tensor
+//! values). Tensors the closure uses without receiving them (a captured
+//! weight matrix, a constant made inside) are frozen into the graph as
+//! constants. **Variables are captured by reference**: each run reads a
+//! variable's value at that point of the graph, and writes (`assign`,
+//! `assign_sub`, `apply_gradient_descent`, ...) happen at each run, in
+//! program order. While tracing, writes are not applied (the trace keeps
+//! the new value for later reads in the same trace), so the first call
+//! changes a variable exactly once, like every later one.
+//!
+//! **Gradients.** A [`GradientTape`](crate::GradientTape) used inside the
+//! closure is traced too: its backward pass becomes graph nodes, so a
+//! training step (tape, loss, gradient, optimizer update) is one graph.
+//! [`gradients`] differentiates between traced values (TensorFlow's
+//! `tf.gradients`). A function called while a tape or a forward accumulator
+//! is active is recorded there as one op, whose gradient is the function's
+//! symbolic gradient, itself a traced function (built once): nested tapes,
+//! `jacobian` and `hessian` work through calls.
+//!
+//! ```
+//! use gradtape::{function, GradientTape, Tensor, Variable};
+//!
+//! let w = Variable::new(Tensor::vector(&[1.0f32, -2.0]));
+//! // one SGD step on a least-squares loss, as one graph
+//! let step = function(move |(x, y): &(Tensor, Tensor)| {
+//!     let tape = GradientTape::new();
+//!     let loss = tape.record(|| x.mul(&w.read())?.sum(&[1], false)?.sub(y)?.square()?.mean_all())?;
+//!     let g = tape.gradient(&loss, &w)?.unwrap();
+//!     w.apply_gradient_descent(0.1, &g)?;
+//!     Ok(loss)
+//! });
+//! let x = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2])?;
+//! let y = Tensor::vector(&[3.0f32, 4.0]);
+//! let first = step.call(&(x.clone(), y.clone()))?.to_scalar::<f32>()?;
+//! let second = step.call(&(x, y))?.to_scalar::<f32>()?;
+//! assert!(second < first);
+//! assert_eq!(step.trace_count(), 1);
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+
+mod check;
+mod concrete;
+mod control;
+mod func;
+mod grad;
+mod graph;
+mod passes;
+mod structure;
+pub(crate) mod trace;
+pub(crate) mod variables;
+
+pub use check::{check_traced, TracedCheckOptions, TracedCheckReport};
+pub use concrete::ConcreteFunction;
+pub use control::{cond, while_loop, WhileOptions};
+pub use func::{function, Function, FunctionOptions, TensorSpec};
+pub use grad::{gradients, GradientsOptions};
+pub use graph::{Graph, Node, ValueId, ValueInfo};
+pub use structure::{Leaf, TensorStruct};

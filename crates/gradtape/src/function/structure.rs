@@ -1,0 +1,141 @@
+//! What a traced function takes and returns: tensors and variables in a
+//! fixed structure (TensorFlow's nests, JAX's pytrees).
+//!
+//! [`TensorStruct`] is implemented for [`Tensor`], [`Variable`], `Vec`,
+//! arrays, `Option` and tuples up to six, so a function can take
+//! `(Tensor, Vec<Tensor>)` and return `(Tensor, [Tensor; 2])`. A struct of
+//! your own implements it by listing its fields in a fixed order:
+//!
+//! ```
+//! use gradtape::{Leaf, Result, Tensor, TensorStruct};
+//! struct Batch { x: Tensor, y: Tensor }
+//! impl TensorStruct for Batch {
+//!     fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+//!         self.x.leaves(out);
+//!         self.y.leaves(out);
+//!     }
+//!     fn rebuild(&self, t: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+//!         Ok(Batch { x: self.x.rebuild(t)?, y: self.y.rebuild(t)? })
+//!     }
+//! }
+//! ```
+
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// One leaf of a [`TensorStruct`].
+#[derive(Clone, Copy)]
+pub enum Leaf<'a> {
+    /// A tensor: an input of the graph (or an output).
+    Tensor(&'a Tensor),
+    /// A variable: captured by reference, read and written by the graph.
+    Variable(&'a Variable),
+}
+
+/// A structure of tensors and variables, flattened in a fixed order.
+pub trait TensorStruct {
+    /// Appends the leaves, in order.
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>);
+
+    /// The same structure with each tensor leaf replaced by the next tensor
+    /// of `tensors` (variables are kept); an error if `tensors` runs out.
+    fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self>
+    where
+        Self: Sized;
+}
+
+fn ran_out() -> Error {
+    Error::invalid("function", "fewer tensors than the structure has leaves")
+}
+
+impl TensorStruct for Tensor {
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        out.push(Leaf::Tensor(self));
+    }
+    fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        tensors.next().ok_or_else(ran_out)
+    }
+}
+
+impl TensorStruct for Variable {
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        out.push(Leaf::Variable(self));
+    }
+    fn rebuild(&self, _: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        Ok(self.clone())
+    }
+}
+
+impl TensorStruct for () {
+    fn leaves<'a>(&'a self, _: &mut Vec<Leaf<'a>>) {}
+    fn rebuild(&self, _: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        Ok(())
+    }
+}
+
+impl<T: TensorStruct> TensorStruct for Vec<T> {
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        for x in self {
+            x.leaves(out);
+        }
+    }
+    fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        self.iter().map(|x| x.rebuild(tensors)).collect()
+    }
+}
+
+impl<T: TensorStruct, const N: usize> TensorStruct for [T; N] {
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        for x in self {
+            x.leaves(out);
+        }
+    }
+    fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let v: Vec<T> = self.iter().map(|x| x.rebuild(tensors)).collect::<Result<_>>()?;
+        v.try_into().map_err(|_| ran_out())
+    }
+}
+
+impl<T: TensorStruct> TensorStruct for Option<T> {
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        if let Some(x) = self {
+            x.leaves(out);
+        }
+    }
+    fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        self.as_ref().map(|x| x.rebuild(tensors)).transpose()
+    }
+}
+
+macro_rules! tuple_struct {
+    ($($t:ident . $i:tt),+) => {
+        impl<$($t: TensorStruct),+> TensorStruct for ($($t,)+) {
+            fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+                $( self.$i.leaves(out); )+
+            }
+            fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+                Ok(($( self.$i.rebuild(tensors)?, )+))
+            }
+        }
+    };
+}
+tuple_struct!(A.0);
+tuple_struct!(A.0, B.1);
+tuple_struct!(A.0, B.1, C.2);
+tuple_struct!(A.0, B.1, C.2, D.3);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5);
+
+/// The tensor leaves of a structure, in order.
+pub(crate) fn tensors_of<S: TensorStruct>(s: &S) -> Vec<Tensor> {
+    let mut leaves = Vec::new();
+    s.leaves(&mut leaves);
+    leaves
+        .into_iter()
+        .filter_map(|l| match l {
+            Leaf::Tensor(t) => Some(t.clone()),
+            Leaf::Variable(_) => None,
+        })
+        .collect()
+}

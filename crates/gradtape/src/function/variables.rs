@@ -1,0 +1,153 @@
+//! Variables inside traces: reads and writes become graph nodes that refer
+//! to the variable itself (captured by reference), so each run of the graph
+//! reads the variable's value at that point and writes it in program order.
+//!
+//! During the trace a write is not applied: the new value becomes the
+//! variable's *shadow* (see [`trace`](super::trace)), computed by applying
+//! the same write to a scratch variable holding the current shadow, so the
+//! write is validated (shapes, dtypes) when traced.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::Arc;
+
+use super::trace;
+use crate::autodiff::gradient::IndexedSlices;
+use crate::autodiff::tape;
+use crate::autodiff::variable::Variable;
+use crate::error::Result;
+use crate::ops::desc::{DynOp, Op, Outputs, F64};
+use crate::tensor::Tensor;
+
+/// A read of a variable (its value at that point of the run).
+pub(crate) struct ReadVariable(pub Variable);
+
+impl DynOp for ReadVariable {
+    fn name(&self) -> &'static str {
+        "ReadVariable"
+    }
+    fn eval(&self, _: &[Tensor]) -> Result<Outputs> {
+        Ok(smallvec::smallvec![self.0.read()])
+    }
+    fn stateful(&self) -> bool {
+        true
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "['{}']", self.0.name())
+    }
+}
+
+/// Which write a node makes.
+#[derive(Clone, Debug)]
+pub(crate) enum Write {
+    /// `v = x`
+    Assign,
+    /// `v += x`
+    AssignAdd,
+    /// `v -= x`
+    AssignSub,
+    /// `v -= lr · g`
+    GradientDescent(F64),
+    /// rows added (inputs: values, indices)
+    ScatterAdd(Vec<usize>),
+    /// rows subtracted (inputs: values, indices)
+    ScatterSub(Vec<usize>),
+    /// rows times `lr` subtracted (inputs: values, indices)
+    SparseGradientDescent(F64, Vec<usize>),
+}
+
+impl Write {
+    fn name(&self) -> &'static str {
+        match self {
+            Write::Assign => "AssignVariable",
+            Write::AssignAdd => "AssignAddVariable",
+            Write::AssignSub => "AssignSubVariable",
+            Write::GradientDescent(_) => "ApplyGradientDescent",
+            Write::ScatterAdd(_) => "ScatterAddVariable",
+            Write::ScatterSub(_) => "ScatterSubVariable",
+            Write::SparseGradientDescent(..) => "SparseApplyGradientDescent",
+        }
+    }
+
+    /// Applies the write to `v` through its public method.
+    fn apply(&self, v: &Variable, args: &[Tensor]) -> Result<()> {
+        let rows = |shape: &[usize]| IndexedSlices::new(args[0].clone(), args[1].clone(), shape);
+        match self {
+            Write::Assign => v.assign(&args[0]),
+            Write::AssignAdd => v.assign_add(&args[0]),
+            Write::AssignSub => v.assign_sub(&args[0]),
+            Write::GradientDescent(lr) => v.apply_gradient_descent(lr.0, &args[0]),
+            Write::ScatterAdd(s) => v.scatter_add(&rows(s)?),
+            Write::ScatterSub(s) => v.scatter_sub(&rows(s)?),
+            Write::SparseGradientDescent(lr, s) => v.apply_sparse_gradient_descent(lr.0, &rows(s)?),
+        }
+    }
+}
+
+/// A write to a variable.
+pub(crate) struct WriteVariable(pub Variable, pub Write);
+
+impl DynOp for WriteVariable {
+    fn name(&self) -> &'static str {
+        self.1.name()
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        self.1.apply(&self.0, inputs)?;
+        Ok(Outputs::new())
+    }
+    fn stateful(&self) -> bool {
+        true
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.1 {
+            Write::GradientDescent(lr) | Write::SparseGradientDescent(lr, _) => {
+                write!(f, "['{}', lr={lr}]", self.0.name())
+            }
+            _ => write!(f, "['{}']", self.0.name()),
+        }
+    }
+}
+
+thread_local! {
+    /// Set while a write is applied to a scratch variable for a shadow.
+    static SHADOWING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The hook at the top of every variable write: inside a trace the write
+/// is recorded (when recording) and applied to the variable's shadow, and
+/// `Some(result)` is returned; outside, `None` (the write goes ahead).
+pub(crate) fn traced_write(v: &Variable, w: Write, args: &[&Tensor]) -> Option<Result<()>> {
+    if !trace::any() || SHADOWING.with(Cell::get) {
+        return None;
+    }
+    let owned: Vec<Tensor> = args.iter().map(|t| (*t).clone()).collect();
+    let current = trace::shadow_of(v).unwrap_or_else(|| v.value_untraced());
+    let scratch = Variable::builder(current).name(v.name()).build();
+    let applied = trace::paused(|| {
+        tape::without_tapes(|| {
+            SHADOWING.with(|s| s.set(true));
+            let r = w.apply(&scratch, &owned);
+            SHADOWING.with(|s| s.set(false));
+            r
+        })
+    });
+    if let Err(e) = applied {
+        return Some(Err(e));
+    }
+    trace::set_shadow(v, scratch.value_untraced());
+    if trace::recording() {
+        trace::record(Op::Dyn(Arc::new(WriteVariable(v.clone(), w))), args, &[]);
+    }
+    Some(Ok(()))
+}
+
+/// The hook in [`Variable::read`] while recording: the read becomes a node
+/// whose output is `out` (an alias of the value the trace sees).
+pub(crate) fn traced_read(v: &Variable, out: &Tensor) {
+    trace::variable_read(v);
+    trace::record(
+        Op::Dyn(Arc::new(ReadVariable(v.clone()))),
+        &[],
+        std::slice::from_ref(out),
+    );
+}

@@ -1,0 +1,211 @@
+//! Descriptors of the elementwise ops: one input ([`Unary`]) or two,
+//! broadcasting ([`Binary`]). Each variant names what it computes, and its
+//! attributes are the scalars it takes; `eval` re-runs the public op.
+
+use std::fmt;
+
+use super::F64;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Declares a descriptor enum, its names and its evaluation from one table:
+/// `Variant(attr: Type) => "Name", call;` where `call` uses the family's
+/// input names and the attribute names.
+macro_rules! elementwise_family {
+    (
+        $(#[$meta:meta])* $enum:ident ($($x:ident),+) {
+            $( $(#[$vmeta:meta])* $var:ident $(($($a:ident : $aty:ty),+))? => $name:literal, $eval:expr; )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $enum {
+            $( $(#[$vmeta])* $var $(($($aty),+))?, )*
+        }
+
+        impl $enum {
+            /// The op's name, as recorded on tapes.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( $enum::$var { .. } => $name, )*
+                }
+            }
+
+            /// Runs the op again through its public method.
+            pub fn eval(&self, $($x: &Tensor),+) -> Result<Tensor> {
+                match self {
+                    $( $enum::$var $(($($a),+))? => { $($( let $a = *$a; )+)? $eval } )*
+                }
+            }
+
+            /// Its attributes in a listing: `[c]` for one scalar.
+            pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $( $enum::$var $(($($a),+))? => {
+                        let _ = f;
+                        $( let attrs: &[&dyn fmt::Display] = &[$($a),+];
+                        write!(f, "[")?;
+                        for (i, a) in attrs.iter().enumerate() {
+                            if i > 0 { write!(f, ", ")?; }
+                            write!(f, "{a}")?;
+                        }
+                        write!(f, "]")?; )?
+                        Ok(())
+                    } )*
+                }
+            }
+        }
+    };
+}
+
+elementwise_family! {
+    /// A one-input elementwise op.
+    Unary(x) {
+        /// `-x`
+        Neg => "Neg", x.neg();
+        /// `|x|` (of a complex tensor: its modulus)
+        Abs => "Abs", x.abs();
+        /// modulus of a complex tensor
+        ComplexAbs => "ComplexAbs", x.abs();
+        /// `-1, 0, 1` by sign
+        Sign => "Sign", x.sign();
+        /// `x²`
+        Square => "Square", x.square();
+        /// `√x`
+        Sqrt => "Sqrt", x.sqrt();
+        /// `1/√x`
+        Rsqrt => "Rsqrt", x.rsqrt();
+        /// `1/x`
+        Reciprocal => "Reciprocal", x.reciprocal();
+        /// `eˣ`
+        Exp => "Exp", x.exp();
+        /// `eˣ - 1`
+        Expm1 => "Expm1", x.expm1();
+        /// `ln x`
+        Log => "Log", x.log();
+        /// `ln(1 + x)`
+        Log1p => "Log1p", x.log1p();
+        /// sine
+        Sin => "Sin", x.sin();
+        /// cosine
+        Cos => "Cos", x.cos();
+        /// tangent
+        Tan => "Tan", x.tan();
+        /// arcsine
+        Asin => "Asin", x.asin();
+        /// arccosine
+        Acos => "Acos", x.acos();
+        /// arctangent
+        Atan => "Atan", x.atan();
+        /// hyperbolic sine
+        Sinh => "Sinh", x.sinh();
+        /// hyperbolic cosine
+        Cosh => "Cosh", x.cosh();
+        /// hyperbolic tangent
+        Tanh => "Tanh", x.tanh();
+        /// inverse hyperbolic sine
+        Asinh => "Asinh", x.asinh();
+        /// inverse hyperbolic cosine
+        Acosh => "Acosh", x.acosh();
+        /// inverse hyperbolic tangent
+        Atanh => "Atanh", x.atanh();
+        /// error function
+        Erf => "Erf", x.erf();
+        /// complementary error function
+        Erfc => "Erfc", x.erfc();
+        /// round down
+        Floor => "Floor", x.floor();
+        /// round up
+        Ceil => "Ceil", x.ceil();
+        /// round half to even
+        Round => "Round", x.round();
+        /// `1 / (1 + e⁻ˣ)`
+        Sigmoid => "Sigmoid", x.sigmoid();
+        /// `max(x, 0)`
+        Relu => "Relu", x.relu();
+        /// `min(max(x, 0), 6)`
+        Relu6 => "Relu6", x.relu6();
+        /// `x` if positive, else `alpha · x`
+        LeakyRelu(alpha: F64) => "LeakyRelu", x.leaky_relu(alpha.0);
+        /// exponential linear unit
+        Elu => "Elu", x.elu();
+        /// scaled exponential linear unit
+        Selu => "Selu", x.selu();
+        /// `ln(1 + eˣ)`
+        Softplus => "Softplus", x.softplus();
+        /// `x / (1 + |x|)`
+        Softsign => "Softsign", x.softsign();
+        /// `clip(x, lo, hi)`
+        ClipByValue(lo: F64, hi: F64) => "ClipByValue", x.clip_by_value(lo.0, hi.0);
+        /// `xᶜ`
+        PowScalar(c: F64) => "PowScalar", x.pow_scalar(c.0);
+        /// `x · c`
+        MulScalar(c: F64) => "MulScalar", x.mul_scalar(c.0);
+        /// `x / c`
+        DivScalar(c: F64) => "DivScalar", x.div_scalar(c.0);
+        /// `x + c`
+        AddScalar(c: F64) => "AddScalar", x.add_scalar(c.0);
+        /// `!x` on bool
+        LogicalNot => "LogicalNot", x.logical_not();
+        /// real part of a complex tensor
+        Real => "Real", x.real();
+        /// imaginary part of a complex tensor
+        Imag => "Imag", x.imag();
+        /// complex conjugate
+        Conj => "Conj", x.conj();
+        /// argument of a complex tensor
+        Angle => "Angle", x.angle();
+    }
+}
+
+elementwise_family! {
+    /// A two-input elementwise op, broadcasting.
+    Binary(a, b) {
+        /// `a + b`
+        Add => "Add", a.add(b);
+        /// `a - b`
+        Sub => "Sub", a.sub(b);
+        /// `a · b`
+        Mul => "Mul", a.mul(b);
+        /// `a / b`
+        Div => "Div", a.div(b);
+        /// `aᵇ`
+        Pow => "Pow", a.pow(b);
+        /// elementwise maximum
+        Maximum => "Maximum", a.maximum(b);
+        /// elementwise minimum
+        Minimum => "Minimum", a.minimum(b);
+        /// `(a - b)²`
+        SquaredDifference => "SquaredDifference", a.squared_difference(b);
+        /// `atan2(a, b)`
+        Atan2 => "Atan2", a.atan2(b);
+        /// `⌊a / b⌋`
+        FloorDiv => "FloorDiv", a.floor_div(b);
+        /// `a - b ⌊a / b⌋`
+        FloorMod => "FloorMod", a.floor_mod(b);
+        /// `a == b`
+        Equal => "Equal", a.eq(b);
+        /// `a != b`
+        NotEqual => "NotEqual", a.ne(b);
+        /// `a < b`
+        Less => "Less", a.lt(b);
+        /// `a <= b`
+        LessEqual => "LessEqual", a.le(b);
+        /// `a > b`
+        Greater => "Greater", a.gt(b);
+        /// `a >= b`
+        GreaterEqual => "GreaterEqual", a.ge(b);
+        /// `a && b`
+        LogicalAnd => "LogicalAnd", a.logical_and(b);
+        /// `a || b`
+        LogicalOr => "LogicalOr", a.logical_or(b);
+        /// `a xor b`
+        LogicalXor => "LogicalXor", a.logical_xor(b);
+        /// `a + i b` from two real tensors
+        Complex => "Complex", Tensor::complex(a, b);
+        /// relu's gradient: `g` where `x > 0` (`a = g`, `b = x`)
+        ReluGrad => "ReluGrad", crate::ops::relu_grad(a, b);
+        /// tanh's gradient: `g (1 - y²)` (`a = y`, `b = g`)
+        TanhGrad => "TanhGrad", crate::ops::tanh_grad(a, b);
+    }
+}

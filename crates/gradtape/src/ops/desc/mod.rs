@@ -1,0 +1,344 @@
+//! Op descriptors: what an op computes, as plain data.
+//!
+//! Every op hands [`bind`](super::bind) a descriptor ([`Op`]): its family,
+//! its variant and its attributes (axes, scalars, flags, shapes). A tape
+//! ignores it; a trace (see `crate::function`) stores it in a graph node,
+//! where it serves three readers:
+//!
+//! - the **executor**, which re-runs the node with [`Op::eval`] (the public
+//!   op again, so a re-run is recorded by whatever tapes are active);
+//! - the **optimiser**, which matches on it: which ops are elementwise and
+//!   what they compute ([`Unary`], [`Binary`]), which are reductions,
+//!   products, shape ops; and compares descriptors for equality to find
+//!   common subexpressions (hence `Eq` and `Hash`, with floats compared by
+//!   their bits);
+//! - people, through `Display` (a node prints as `Sum[axes=[0], keepdims]`).
+//!
+//! Descriptors are built only when a trace is active: `bind` takes them as a
+//! [`Describe`] value whose name is read on every call and whose
+//! [`Op`] is made only for a trace, so the untraced path pays nothing.
+//!
+//! Families live in their own files; an op with no descriptor yet binds with
+//! its bare name, and tracing it is an error naming it (never a silent
+//! constant).
+
+mod elementwise;
+mod structural;
+
+use std::fmt;
+use std::sync::Arc;
+
+pub use elementwise::{Binary, Unary};
+pub use structural::{Reduce, ReduceKind, ShapeOp};
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// A float attribute compared and hashed by its bits (so that descriptors
+/// are `Eq` and `Hash`; `-0.0` and `0.0` differ, NaN equals itself).
+#[derive(Clone, Copy, Debug)]
+pub struct F64(pub f64);
+
+impl PartialEq for F64 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for F64 {}
+impl std::hash::Hash for F64 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state)
+    }
+}
+impl fmt::Display for F64 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Outputs of one op (most have one).
+pub type Outputs = smallvec::SmallVec<[Tensor; 1]>;
+
+/// An op defined above the op layer (function calls, control flow, variable
+/// reads and writes): it evaluates itself and says whether it has effects.
+pub trait DynOp: Send + Sync {
+    /// The op's name (as in a listing).
+    fn name(&self) -> &'static str;
+    /// Runs the op on its inputs.
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs>;
+    /// Whether the op reads or writes state (never merged, reordered or
+    /// removed by an optimiser).
+    fn stateful(&self) -> bool;
+    /// Its attributes for a listing (after the name), e.g. `[var=w]`.
+    fn fmt_attrs(&self, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Ok(())
+    }
+    /// Graphs nested in the op (a branch, a loop body, a called function),
+    /// with a label each, for listings.
+    fn subgraphs(&self) -> Vec<(String, Arc<crate::function::Graph>)> {
+        Vec::new()
+    }
+}
+
+/// What an op computes: its family, variant and attributes.
+#[derive(Clone)]
+pub enum Op {
+    /// One-input elementwise function (`neg`, `exp`, `mul_scalar(c)`, ...).
+    Unary(Unary),
+    /// Two-input elementwise function with broadcasting (`add`, `maximum`,
+    /// comparisons, ...).
+    Binary(Binary),
+    /// `where_(cond, a, b)`, elementwise with broadcasting.
+    Select,
+    /// A conversion to another dtype.
+    Cast(crate::tensor::DType),
+    /// A reduction over axes.
+    Reduce(Reduce),
+    /// Matrix product (batched), with its transpose flags.
+    MatMul {
+        /// `a` is used transposed.
+        transpose_a: bool,
+        /// `b` is used transposed.
+        transpose_b: bool,
+    },
+    /// An op that moves or views data without arithmetic.
+    Shape(ShapeOp),
+    /// A constant: a tensor the graph holds.
+    Const(Tensor),
+    /// An op defined above the op layer.
+    Dyn(Arc<dyn DynOp>),
+    /// An op that has no descriptor yet: it cannot be traced.
+    Opaque(&'static str),
+}
+
+impl Op {
+    /// The op's name, as recorded on tapes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Select => "Select",
+            Op::Cast(_) => "Cast",
+            Op::Reduce(r) => r.name(),
+            Op::MatMul { .. } => "MatMul",
+            Op::Shape(s) => s.name(),
+            Op::Const(_) => "Const",
+            Op::Dyn(d) => d.name(),
+            Op::Opaque(n) => n,
+        }
+    }
+
+    /// Runs the op on `inputs` (through the public op, so active tapes and
+    /// traces see the run).
+    pub fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        let one = |t: Result<Tensor>| t.map(|t| smallvec::smallvec![t]);
+        let arity = |n: usize| -> Result<()> {
+            if inputs.len() == n {
+                Ok(())
+            } else {
+                Err(Error::invalid(
+                    self.name(),
+                    format!("expects {n} inputs, got {}", inputs.len()),
+                ))
+            }
+        };
+        match self {
+            Op::Unary(u) => {
+                arity(1)?;
+                one(u.eval(&inputs[0]))
+            }
+            Op::Binary(b) => {
+                arity(2)?;
+                one(b.eval(&inputs[0], &inputs[1]))
+            }
+            Op::Select => {
+                arity(3)?;
+                one(Tensor::where_(&inputs[0], &inputs[1], &inputs[2]))
+            }
+            Op::Cast(d) => {
+                arity(1)?;
+                one(inputs[0].cast(*d))
+            }
+            Op::Reduce(r) => {
+                arity(1)?;
+                one(r.eval(&inputs[0]))
+            }
+            Op::MatMul {
+                transpose_a,
+                transpose_b,
+            } => {
+                arity(2)?;
+                one(inputs[0].matmul_with(&inputs[1], *transpose_a, *transpose_b))
+            }
+            Op::Shape(s) => s.eval(inputs),
+            Op::Const(t) => {
+                arity(0)?;
+                Ok(smallvec::smallvec![t.clone()])
+            }
+            Op::Dyn(d) => d.eval(inputs),
+            Op::Opaque(n) => Err(Error::invalid(n, "this op cannot be traced into a graph yet")),
+        }
+    }
+
+    /// Whether the op has effects or reads state (see [`DynOp::stateful`]).
+    pub fn is_stateful(&self) -> bool {
+        match self {
+            Op::Dyn(d) => d.stateful(),
+            // an op without a descriptor is never merged or moved
+            Op::Opaque(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the op is elementwise (the optimiser's fusion candidates).
+    pub fn is_elementwise(&self) -> bool {
+        matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_))
+    }
+
+    /// The identity used for equality: descriptors are equal when the ops
+    /// compute the same function of their inputs.
+    fn key(&self) -> Key<'_> {
+        match self {
+            Op::Unary(u) => Key::Unary(u),
+            Op::Binary(b) => Key::Binary(b),
+            Op::Select => Key::Select,
+            Op::Cast(d) => Key::Cast(*d),
+            Op::Reduce(r) => Key::Reduce(r),
+            Op::MatMul {
+                transpose_a,
+                transpose_b,
+            } => Key::MatMul(*transpose_a, *transpose_b),
+            Op::Shape(s) => Key::Shape(s),
+            Op::Const(t) => Key::Const(t.id()),
+            Op::Dyn(d) => Key::Dyn(Arc::as_ptr(d) as *const () as usize),
+            Op::Opaque(n) => Key::Opaque(n),
+        }
+    }
+}
+
+#[derive(PartialEq, Eq, Hash)]
+enum Key<'a> {
+    Unary(&'a Unary),
+    Binary(&'a Binary),
+    Select,
+    Cast(crate::tensor::DType),
+    Reduce(&'a Reduce),
+    MatMul(bool, bool),
+    Shape(&'a ShapeOp),
+    Const(crate::tensor::TensorId),
+    Dyn(usize),
+    Opaque(&'a str),
+}
+
+impl PartialEq for Op {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for Op {}
+impl std::hash::Hash for Op {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())?;
+        match self {
+            Op::Unary(u) => u.fmt_attrs(f),
+            Op::Binary(b) => b.fmt_attrs(f),
+            Op::Select | Op::Opaque(_) => Ok(()),
+            Op::Cast(d) => write!(f, "[{d}]"),
+            Op::Reduce(r) => r.fmt_attrs(f),
+            Op::MatMul {
+                transpose_a,
+                transpose_b,
+            } => match (transpose_a, transpose_b) {
+                (false, false) => Ok(()),
+                (a, b) => write!(f, "[transpose_a={a}, transpose_b={b}]"),
+            },
+            Op::Shape(s) => s.fmt_attrs(f),
+            Op::Const(t) if t.numel() <= 4 => write!(f, "[{}]", crate::tensor::display::values_only(t)),
+            Op::Const(t) => write!(f, "[{}{:?}]", t.dtype(), t.shape()),
+            Op::Dyn(d) => d.fmt_attrs(f),
+        }
+    }
+}
+
+/// The one input of a one-input op, or an error naming it.
+pub(crate) fn one_input<'a>(op: &'static str, inputs: &'a [Tensor]) -> Result<&'a Tensor> {
+    match inputs {
+        [x] => Ok(x),
+        _ => Err(Error::invalid(op, format!("expects 1 input, got {}", inputs.len()))),
+    }
+}
+
+impl fmt::Debug for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// What `bind` is given to name and describe an op: its name is read on
+/// every call (tapes record it), the descriptor is made only for a trace.
+pub(crate) trait Describe {
+    /// The op's name, as tapes record it.
+    fn name(&self) -> &'static str;
+    /// The descriptor.
+    fn describe(self) -> Op;
+}
+
+impl Describe for Op {
+    #[inline]
+    fn name(&self) -> &'static str {
+        Op::name(self)
+    }
+    #[inline]
+    fn describe(self) -> Op {
+        self
+    }
+}
+
+/// A bare name: an op without a descriptor yet (tracing it is an error).
+impl Describe for &'static str {
+    #[inline]
+    fn name(&self) -> &'static str {
+        self
+    }
+    #[inline]
+    fn describe(self) -> Op {
+        Op::Opaque(self)
+    }
+}
+
+/// A name and a closure that builds the descriptor (for descriptors that
+/// copy attributes, built only when traced).
+pub(crate) struct Lazy<F>(pub &'static str, pub F);
+
+impl<F: FnOnce() -> Op> Describe for Lazy<F> {
+    #[inline]
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    #[inline]
+    fn describe(self) -> Op {
+        (self.1)()
+    }
+}
+
+macro_rules! describe_family {
+    ($($t:ident => $v:ident),*) => {$(
+        impl Describe for $t {
+            #[inline]
+            fn name(&self) -> &'static str {
+                $t::name(self)
+            }
+            #[inline]
+            fn describe(self) -> Op {
+                Op::$v(self)
+            }
+        }
+    )*};
+}
+describe_family!(Unary => Unary, Binary => Binary);

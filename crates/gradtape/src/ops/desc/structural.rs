@@ -1,0 +1,215 @@
+//! Descriptors of reductions ([`Reduce`]) and of the ops that move or view
+//! data without arithmetic ([`ShapeOp`]).
+
+use std::fmt;
+
+use smallvec::SmallVec;
+
+use super::{Outputs, F64};
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Axes as given by the caller (negative allowed), inline up to four.
+pub type Axes = SmallVec<[isize; 4]>;
+/// Dimension sizes, inline up to four.
+pub type Dims = SmallVec<[usize; 4]>;
+
+/// What a reduction combines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// `Σ`
+    Sum,
+    /// maximum
+    Max,
+    /// minimum
+    Min,
+    /// `Π`
+    Prod,
+    /// Euclidean norm
+    Norm,
+    /// logical and (bool)
+    All,
+    /// logical or (bool)
+    Any,
+}
+
+/// A reduction over `axes` (as given: negative allowed, empty reduces
+/// nothing), keeping reduced dims as 1 when `keepdims`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Reduce {
+    /// What is combined.
+    pub kind: ReduceKind,
+    /// Over which axes.
+    pub axes: Axes,
+    /// Whether reduced dims stay, as 1.
+    pub keepdims: bool,
+}
+
+impl Reduce {
+    /// A reduction of `kind` over `axes`.
+    pub fn new(kind: ReduceKind, axes: &[isize], keepdims: bool) -> Self {
+        Reduce {
+            kind,
+            axes: axes.into(),
+            keepdims,
+        }
+    }
+
+    /// The op's name, as recorded on tapes.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            ReduceKind::Sum => "Sum",
+            ReduceKind::Max => "Max",
+            ReduceKind::Min => "Min",
+            ReduceKind::Prod => "Prod",
+            ReduceKind::Norm => "Norm",
+            ReduceKind::All => "All",
+            ReduceKind::Any => "Any",
+        }
+    }
+
+    /// Runs the reduction again through its public method.
+    pub fn eval(&self, x: &Tensor) -> Result<Tensor> {
+        let (a, k) = (&self.axes[..], self.keepdims);
+        match self.kind {
+            ReduceKind::Sum => x.sum(a, k),
+            ReduceKind::Max => x.max(a, k),
+            ReduceKind::Min => x.min(a, k),
+            ReduceKind::Prod => x.prod(a, k),
+            ReduceKind::Norm => x.norm(a, k),
+            ReduceKind::All => x.all(a, k),
+            ReduceKind::Any => x.any(a, k),
+        }
+    }
+
+    pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[axes={:?}{}]",
+            &self.axes[..],
+            if self.keepdims { ", keepdims" } else { "" }
+        )
+    }
+}
+
+/// An op that moves or views data without arithmetic.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ShapeOp {
+    /// Joined along an axis (any number of inputs).
+    Concat(isize),
+    /// A box: `begin` and `size` per dim.
+    Slice(Dims, Dims),
+    /// Zeros around: `(before, after)` per dim.
+    Pad(SmallVec<[(usize, usize); 4]>),
+    /// Entries along an axis picked by an index tensor (`x`, `indices`).
+    Gather(isize),
+    /// `gather`'s adjoint: entries added into a new axis of size `dim`
+    /// (`x`, `indices`).
+    ScatterAdd(isize, usize),
+    /// The same elements in another shape.
+    Reshape(Dims),
+    /// Dims reordered: output dim `i` is input dim `perm[i]`.
+    Transpose(Dims),
+    /// Broadcast to a shape.
+    BroadcastTo(Dims),
+    /// A row-major copy.
+    Contiguous,
+    /// The same value under a new id (gradients pass).
+    Identity,
+    /// The same value, cut off from gradients.
+    StopGradient,
+    /// A value everywhere, in the input's shape and dtype.
+    FullLike(F64),
+    /// Row `j` along axis 0 (`x`, `j`).
+    RowAt,
+    /// Zeros like the third input with row `j` set to the first (`g`, `j`,
+    /// `like`).
+    RowInto,
+}
+
+impl ShapeOp {
+    /// The op's name, as recorded on tapes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ShapeOp::Concat(_) => "ConcatV2",
+            ShapeOp::Slice(..) => "Slice",
+            ShapeOp::Pad(_) => "Pad",
+            ShapeOp::Gather(_) => "Gather",
+            ShapeOp::ScatterAdd(..) => "ScatterAdd",
+            ShapeOp::Reshape(_) => "Reshape",
+            ShapeOp::Transpose(_) => "Transpose",
+            ShapeOp::BroadcastTo(_) => "BroadcastTo",
+            ShapeOp::Contiguous => "Contiguous",
+            ShapeOp::Identity => "Identity",
+            ShapeOp::StopGradient => "StopGradient",
+            ShapeOp::FullLike(_) => "FullLike",
+            ShapeOp::RowAt => "RowAt",
+            ShapeOp::RowInto => "RowInto",
+        }
+    }
+
+    /// Runs the op again through its public method.
+    pub fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        let two = || match inputs {
+            [a, b] => Ok((a, b)),
+            _ => Err(crate::error::Error::invalid(self.name(), "expects 2 inputs")),
+        };
+        let y = match self {
+            ShapeOp::Concat(axis) => {
+                let refs: Vec<&Tensor> = inputs.iter().collect();
+                Tensor::concat(&refs, *axis)?
+            }
+            ShapeOp::Gather(axis) => {
+                let (x, i) = two()?;
+                x.gather(i, *axis)?
+            }
+            ShapeOp::ScatterAdd(axis, dim) => {
+                let (x, i) = two()?;
+                x.scatter_add(i, *axis, *dim)?
+            }
+            ShapeOp::RowAt => {
+                let (x, j) = two()?;
+                crate::ops::index::row_at(x, j)?
+            }
+            ShapeOp::RowInto => match inputs {
+                [g, j, like] => crate::ops::index::row_into(g, j, like)?,
+                _ => return Err(crate::error::Error::invalid("RowInto", "expects 3 inputs")),
+            },
+            _ => return self.eval_one(super::one_input(self.name(), inputs)?),
+        };
+        Ok(smallvec::smallvec![y])
+    }
+
+    fn eval_one(&self, x: &Tensor) -> Result<Outputs> {
+        let y = match self {
+            ShapeOp::Slice(b, s) => x.slice(b, s)?,
+            ShapeOp::Pad(p) => x.pad(p)?,
+            ShapeOp::Concat(_) | ShapeOp::Gather(_) | ShapeOp::ScatterAdd(..) | ShapeOp::RowAt | ShapeOp::RowInto => {
+                return Err(crate::error::Error::invalid(self.name(), "expects 2 or more inputs"))
+            }
+            ShapeOp::Reshape(s) => x.reshape(s)?,
+            ShapeOp::Transpose(p) => x.permute(p)?,
+            ShapeOp::BroadcastTo(s) => x.broadcast_to(s)?,
+            ShapeOp::Contiguous => x.contiguous()?,
+            ShapeOp::Identity => x.identity(),
+            ShapeOp::StopGradient => x.stop_gradient(),
+            ShapeOp::FullLike(v) => x.full_like(v.0),
+        };
+        Ok(smallvec::smallvec![y])
+    }
+
+    pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShapeOp::Concat(a) | ShapeOp::Gather(a) => write!(f, "[axis={a}]"),
+            ShapeOp::ScatterAdd(a, d) => write!(f, "[axis={a}, dim={d}]"),
+            ShapeOp::Slice(b, s) => write!(f, "[begin={:?}, size={:?}]", &b[..], &s[..]),
+            ShapeOp::Pad(p) => write!(f, "[{:?}]", &p[..]),
+            ShapeOp::Reshape(s) | ShapeOp::BroadcastTo(s) => write!(f, "[{:?}]", &s[..]),
+            ShapeOp::Transpose(p) => write!(f, "[perm={:?}]", &p[..]),
+            ShapeOp::FullLike(v) => write!(f, "[{v}]"),
+            ShapeOp::Contiguous | ShapeOp::Identity | ShapeOp::StopGradient | ShapeOp::RowAt | ShapeOp::RowInto => {
+                Ok(())
+            }
+        }
+    }
+}
