@@ -5,7 +5,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use gradtape::{check_gradients, CheckOptions, Result, Tensor};
+use gradtape::{check_gradients, check_traced, CheckOptions, Result, Tensor, TracedCheckOptions};
 
 pub type Op = fn(&[Tensor]) -> Result<Tensor>;
 
@@ -129,6 +129,13 @@ pub fn fmt_shapes(shapes: &[&[usize]]) -> String {
     shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(",")
 }
 
+/// Whether the tables also run each case as a traced function
+/// (`check_traced`): set `GRADTAPE_TRACED_CHECK=1` while op descriptors are
+/// being completed.
+fn traced_checks() -> bool {
+    std::env::var_os("GRADTAPE_TRACED_CHECK").is_some()
+}
+
 /// Runs every case through `check_gradients` (first order, and second order
 /// unless the case opts out), failing with a list of every failing case.
 /// Every name in `required` must start some case name; at least `min_cases`
@@ -161,6 +168,17 @@ pub fn run_table(cases: &[Case], required: &[&str], min_cases: usize, min_entrie
                     failures.push(format!("{}: second order was not checked", c.name));
                 }
                 compared += report.compared;
+                if traced_checks() {
+                    let opts = TracedCheckOptions {
+                        second_order: c.second_order,
+                        ..Default::default()
+                    };
+                    match catch_unwind(AssertUnwindSafe(|| check_traced(c.f, &inputs, &opts))) {
+                        Err(_) => failures.push(format!("{} (traced): panicked", c.name)),
+                        Ok(Err(e)) => failures.push(format!("{} (traced): {e}", c.name)),
+                        Ok(Ok(_)) => {}
+                    }
+                }
             }
         }
     }

@@ -23,12 +23,16 @@
 //! constant).
 
 mod elementwise;
+mod linalg;
+mod nn;
 mod structural;
 
 use std::fmt;
 use std::sync::Arc;
 
 pub use elementwise::{Binary, Unary};
+pub use linalg::LinalgOp;
+pub use nn::NnOp;
 pub use structural::{Reduce, ReduceKind, ShapeOp};
 
 use crate::error::{Error, Result};
@@ -103,6 +107,10 @@ pub enum Op {
     },
     /// An op that moves or views data without arithmetic.
     Shape(ShapeOp),
+    /// A linear-algebra op (decompositions, solves, products).
+    Linalg(LinalgOp),
+    /// A neural-network op (softmax, cross-entropies, convolution, pooling).
+    Nn(NnOp),
     /// A constant: a tensor the graph holds.
     Const(Tensor),
     /// An op defined above the op layer.
@@ -122,6 +130,8 @@ impl Op {
             Op::Reduce(r) => r.name(),
             Op::MatMul { .. } => "MatMul",
             Op::Shape(s) => s.name(),
+            Op::Linalg(l) => l.name(),
+            Op::Nn(n) => n.name(),
             Op::Const(_) => "Const",
             Op::Dyn(d) => d.name(),
             Op::Opaque(n) => n,
@@ -171,6 +181,8 @@ impl Op {
                 one(inputs[0].matmul_with(&inputs[1], *transpose_a, *transpose_b))
             }
             Op::Shape(s) => s.eval(inputs),
+            Op::Linalg(l) => l.eval(inputs),
+            Op::Nn(n) => n.eval(inputs),
             Op::Const(t) => {
                 arity(0)?;
                 Ok(smallvec::smallvec![t.clone()])
@@ -209,6 +221,8 @@ impl Op {
                 transpose_b,
             } => Key::MatMul(*transpose_a, *transpose_b),
             Op::Shape(s) => Key::Shape(s),
+            Op::Linalg(l) => Key::Linalg(l),
+            Op::Nn(n) => Key::Nn(n),
             Op::Const(t) => Key::Const(t.id()),
             Op::Dyn(d) => Key::Dyn(Arc::as_ptr(d) as *const () as usize),
             Op::Opaque(n) => Key::Opaque(n),
@@ -225,6 +239,8 @@ enum Key<'a> {
     Reduce(&'a Reduce),
     MatMul(bool, bool),
     Shape(&'a ShapeOp),
+    Linalg(&'a LinalgOp),
+    Nn(&'a NnOp),
     Const(crate::tensor::TensorId),
     Dyn(usize),
     Opaque(&'a str),
@@ -259,6 +275,8 @@ impl fmt::Display for Op {
                 (a, b) => write!(f, "[transpose_a={a}, transpose_b={b}]"),
             },
             Op::Shape(s) => s.fmt_attrs(f),
+            Op::Linalg(l) => l.fmt_attrs(f),
+            Op::Nn(n) => n.fmt_attrs(f),
             Op::Const(t) if t.numel() <= 4 => write!(f, "[{}]", crate::tensor::display::values_only(t)),
             Op::Const(t) => write!(f, "[{}{:?}]", t.dtype(), t.shape()),
             Op::Dyn(d) => d.fmt_attrs(f),
@@ -341,4 +359,4 @@ macro_rules! describe_family {
         }
     )*};
 }
-describe_family!(Unary => Unary, Binary => Binary);
+describe_family!(Unary => Unary, Binary => Binary, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn);
