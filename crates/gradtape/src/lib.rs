@@ -30,11 +30,18 @@
 //!
 //! Layers, each knowing only those below it: [`tensor`] (values),
 //! `kernels` (raw compute), `ops` (the differentiable operations, methods on
-//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker).
+//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker); and
+//! for training, on top of them: [`random`] (a seeded generator that
+//! advances), [`nn`] (layers, initialisers, losses, metrics), [`optim`]
+//! (optimizers, schedules, clipping) and [`io`] (checkpoints, `.npy`).
 
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod io;
+pub mod nn;
+pub mod optim;
+pub mod random;
 pub mod tensor;
 
 mod autodiff;
@@ -58,6 +65,7 @@ pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
+pub use random::Rng;
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};

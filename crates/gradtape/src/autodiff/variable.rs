@@ -245,6 +245,14 @@ impl Variable {
         self.scatter("scatter_sub", rows, true)
     }
 
+    /// Runs `f` on the value itself under the write lock, outside any tape:
+    /// the optimizers' fused in-place updates (`crate::optim`) write through
+    /// it. `f` must keep the shape and dtype.
+    pub(crate) fn with_value_mut<R>(&self, f: impl FnOnce(&mut Tensor) -> Result<R>) -> Result<R> {
+        let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
+        tape::without_tapes(|| f(&mut slot))
+    }
+
     fn scatter(&self, op: &'static str, rows: &IndexedSlices, negate: bool) -> Result<()> {
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
         if rows.dense_shape() != slot.shape() || rows.dtype() != slot.dtype() {
