@@ -375,7 +375,7 @@ macro_rules! optimizer_common {
             }
 
             /// Sets the name (the prefix of the optimizer's variables).
-            pub fn name(mut self, name: &str) -> Self {
+            pub fn with_name(mut self, name: &str) -> Self {
                 self.core = $crate::optim::Core::renamed(self.core, name);
                 self
             }
