@@ -15,7 +15,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use gradtape::nn::{losses, metrics, Activation, Conv2D, Dense, Dropout, Flatten, Layer, Module, Pool2D, PoolKind, Sequential};
+use gradtape::nn::{
+    losses, metrics, Activation, Conv2D, Dense, Dropout, Flatten, Layer, Module, Pool2D, PoolKind, Sequential,
+};
 use gradtape::optim::{Adam, Optimizer};
 use gradtape::{io, nn, random, Error, GradientTape, Padding, Result, Rng, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -81,16 +83,29 @@ pub fn load_digits(path: &str) -> Result<(Tensor, Tensor)> {
         labels.push(v[64] as i64);
     }
     let n = labels.len();
-    Ok((Tensor::from_vec(pixels, &[n, 8, 8, 1])?, Tensor::from_vec(labels, &[n])?))
+    Ok((
+        Tensor::from_vec(pixels, &[n, 8, 8, 1])?,
+        Tensor::from_vec(labels, &[n])?,
+    ))
 }
 
 /// The model: conv 3x3 (16) + ReLU, 2x2 max pool, conv 3x3 (32) + ReLU,
 /// flatten, dropout, dense 64 + ReLU, dense 10 (logits).
 pub fn build_model(rng: &mut Rng) -> Result<Sequential> {
     Ok(Sequential::new()
-        .add(Conv2D::builder(1, 16, [3, 3]).padding(Padding::Same).activation(Activation::Relu).build(rng)?)
+        .add(
+            Conv2D::builder(1, 16, [3, 3])
+                .padding(Padding::Same)
+                .activation(Activation::Relu)
+                .build(rng)?,
+        )
         .add(Pool2D::new(PoolKind::Max, [2, 2], [2, 2], Padding::Valid))
-        .add(Conv2D::builder(16, 32, [3, 3]).padding(Padding::Same).activation(Activation::Relu).build(rng)?)
+        .add(
+            Conv2D::builder(16, 32, [3, 3])
+                .padding(Padding::Same)
+                .activation(Activation::Relu)
+                .build(rng)?,
+        )
         .add(Flatten::new())
         .add(Dropout::new(0.25, rng)?)
         .add(Dense::builder(4 * 4 * 32, 64).activation(Activation::Relu).build(rng)?)
@@ -116,8 +131,14 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     let order: Vec<i64> = rng.permutation(n).into_iter().map(|i| i as i64).collect();
     let n_test = n / 5;
     let (test_idx, train_idx) = order.split_at(n_test);
-    let (x_test, y_test) = (x.gather(&Tensor::vector(test_idx), 0)?, y.gather(&Tensor::vector(test_idx), 0)?);
-    let (x_train, y_train) = (x.gather(&Tensor::vector(train_idx), 0)?, y.gather(&Tensor::vector(train_idx), 0)?);
+    let (x_test, y_test) = (
+        x.gather(&Tensor::vector(test_idx), 0)?,
+        y.gather(&Tensor::vector(test_idx), 0)?,
+    );
+    let (x_train, y_train) = (
+        x.gather(&Tensor::vector(train_idx), 0)?,
+        y.gather(&Tensor::vector(train_idx), 0)?,
+    );
 
     nn::reset_names();
     let model = build_model(&mut rng)?;
@@ -142,7 +163,10 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
         let bar = if cfg.verbose {
             let bar = ProgressBar::new(batches.len() as u64);
             let style = ProgressStyle::with_template("epoch {prefix:>2} [{bar:30}] {pos:>2}/{len} {msg}")
-                .map_err(|e| Error::InvalidArgument { op: "progress", msg: e.to_string() })?
+                .map_err(|e| Error::InvalidArgument {
+                    op: "progress",
+                    msg: e.to_string(),
+                })?
                 .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(epoch.to_string());

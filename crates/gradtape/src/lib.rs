@@ -65,12 +65,12 @@ pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
 pub use error::{Error, Result};
-pub use random::Rng;
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};
 pub use ops::Padding;
 pub use ops::{SELU_ALPHA, SELU_SCALE};
+pub use random::Rng;
 pub use tensor::Complex;
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,

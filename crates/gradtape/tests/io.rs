@@ -11,7 +11,9 @@ use gradtape::optim::{Adam, Optimizer};
 use gradtape::{Complex, DType, Error, GradientTape, Result, Rng, Tensor, Variable};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/npy").join(format!("{name}.npy"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/npy")
+        .join(format!("{name}.npy"))
 }
 
 /// A fresh directory under the system's temporary one.
@@ -32,24 +34,45 @@ fn npy_files_written_by_numpy_are_read() -> Result<()> {
     let t = read_npy(fixture("i32_2x3x4"))?;
     assert_eq!(t.shape(), &[2, 3, 4]);
     assert_eq!(t.to_vec::<i32>()?, (0..24).map(|i| i - 5).collect::<Vec<_>>());
-    assert_eq!(read_npy(fixture("bool_2x2"))?.to_vec::<bool>()?, vec![true, false, false, true]);
+    assert_eq!(
+        read_npy(fixture("bool_2x2"))?.to_vec::<bool>()?,
+        vec![true, false, false, true]
+    );
     assert_eq!(
         read_npy(fixture("c64_vec"))?.to_vec::<Complex<f32>>()?,
         vec![Complex::new(1.0, 2.0), Complex::new(0.0, -0.5)]
     );
-    assert_eq!(read_npy(fixture("c128_vec"))?.to_vec::<Complex<f64>>()?, vec![Complex::new(0.25, -1.0)]);
+    assert_eq!(
+        read_npy(fixture("c128_vec"))?.to_vec::<Complex<f64>>()?,
+        vec![Complex::new(0.25, -1.0)]
+    );
     assert_eq!(read_npy(fixture("f64_empty"))?.shape(), &[0, 3]);
     // Fortran order is transposed into row-major order
     let t = read_npy(fixture("f64_fortran"))?;
-    assert_eq!((t.shape(), t.to_vec::<f64>()?), (&[2usize, 3][..], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]));
+    assert_eq!(
+        (t.shape(), t.to_vec::<f64>()?),
+        (&[2usize, 3][..], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    );
     // big-endian
-    assert_eq!(read_npy(fixture("f8_big_endian"))?.to_vec::<f64>()?, vec![0.5, 1.5, 2.5, 3.5]);
+    assert_eq!(
+        read_npy(fixture("f8_big_endian"))?.to_vec::<f64>()?,
+        vec![0.5, 1.5, 2.5, 3.5]
+    );
     Ok(())
 }
 
 #[test]
 fn npy_files_written_here_are_numpys_bytes() -> Result<()> {
-    for name in ["f32_2x3", "f64_scalar", "i64_vec", "i32_2x3x4", "bool_2x2", "c64_vec", "c128_vec", "f64_empty"] {
+    for name in [
+        "f32_2x3",
+        "f64_scalar",
+        "i64_vec",
+        "i32_2x3x4",
+        "bool_2x2",
+        "c64_vec",
+        "c128_vec",
+        "f64_empty",
+    ] {
         let want = std::fs::read(fixture(name)).unwrap();
         let t = io::npy_from_bytes(&want)?;
         assert_eq!(io::npy_to_bytes(&t)?, want, "{name}");
@@ -59,7 +82,10 @@ fn npy_files_written_here_are_numpys_bytes() -> Result<()> {
     let dir = scratch("npy");
     io::write_npy(dir.join("t.npy"), &t)?;
     let back = read_npy(dir.join("t.npy"))?;
-    assert_eq!((back.shape(), back.to_vec::<f64>()?), (&[2usize, 3][..], t.to_vec::<f64>()?));
+    assert_eq!(
+        (back.shape(), back.to_vec::<f64>()?),
+        (&[2usize, 3][..], t.to_vec::<f64>()?)
+    );
     std::fs::remove_dir_all(dir).unwrap();
     Ok(())
 }
@@ -69,7 +95,10 @@ fn bad_npy_input_is_an_error_naming_the_problem() {
     let err = read_npy(fixture("u1_unsupported")).unwrap_err();
     assert!(err.to_string().contains("'|u1'"), "{err}");
     let err = read_npy(fixture("no_such_file")).unwrap_err();
-    assert!(err.to_string().contains("read_npy") && err.to_string().contains("no_such_file"), "{err}");
+    assert!(
+        err.to_string().contains("read_npy") && err.to_string().contains("no_such_file"),
+        "{err}"
+    );
     assert!(io::npy_from_bytes(b"not numpy at all").is_err());
     let mut cut = std::fs::read(fixture("f32_2x3")).unwrap();
     cut.truncate(cut.len() - 4);
@@ -148,17 +177,26 @@ fn loading_checks_every_variable_before_changing_any() -> Result<()> {
     // a missing name
     let c = Variable::builder(Tensor::vector(&[0.0f32])).name("c").build();
     let err = load_safetensors(&path, &[w2.clone(), c]).unwrap_err();
-    assert!(err.to_string().contains("'c'") && err.to_string().contains("load_safetensors"), "{err}");
+    assert!(
+        err.to_string().contains("'c'") && err.to_string().contains("load_safetensors"),
+        "{err}"
+    );
     assert_eq!(w2.read().to_vec::<f32>()?, vec![0.0, 0.0], "nothing assigned on error");
     // a shape mismatch
     let b3 = Variable::builder(Tensor::vector(&[0.0f32; 3])).name("b").build();
     let err = load_safetensors(&path, &[w2.clone(), b3]).unwrap_err();
-    assert!(matches!(&err, Error::VariableMismatch { name, got, .. } if name == "b" && got == &[1]), "{err}");
+    assert!(
+        matches!(&err, Error::VariableMismatch { name, got, .. } if name == "b" && got == &[1]),
+        "{err}"
+    );
     assert_eq!(w2.read().to_vec::<f32>()?, vec![0.0, 0.0]);
     // a dtype mismatch
     let b64 = Variable::builder(Tensor::vector(&[0.0f64])).name("b").build();
     let err = load_safetensors(&path, &[b64]).unwrap_err();
-    assert!(err.to_string().contains("dtype f64") && err.to_string().contains("dtype f32"), "{err}");
+    assert!(
+        err.to_string().contains("dtype f64") && err.to_string().contains("dtype f32"),
+        "{err}"
+    );
     // duplicate names cannot be saved
     let err = save_safetensors(&path, &[w.clone(), w.clone()]).unwrap_err();
     assert!(err.to_string().contains("'w'"), "{err}");
@@ -166,7 +204,9 @@ fn loading_checks_every_variable_before_changing_any() -> Result<()> {
     std::fs::write(&path, b"garbage").unwrap();
     assert!(load_safetensors(&path, &[w2]).is_err());
     // complex128 has no safetensors dtype
-    let z = Variable::builder(Tensor::vector(&[Complex::new(1.0f64, 0.0)])).name("z").build();
+    let z = Variable::builder(Tensor::vector(&[Complex::new(1.0f64, 0.0)]))
+        .name("z")
+        .build();
     assert!(save_safetensors(&path, &[z]).is_err());
     std::fs::remove_dir_all(dir).unwrap();
     Ok(())
@@ -182,7 +222,10 @@ fn tensors_of_every_stored_dtype_round_trip() -> Result<()> {
     let j = Tensor::vector(&[-7i32]);
     let b = Tensor::vector(&[true, false, true]);
     let c = Tensor::vector(&[Complex::new(1.0f32, -1.0)]);
-    io::write_safetensors(&path, &[("f", &f), ("d", &d), ("i", &i), ("j", &j), ("b", &b), ("c", &c)])?;
+    io::write_safetensors(
+        &path,
+        &[("f", &f), ("d", &d), ("i", &i), ("j", &j), ("b", &b), ("c", &c)],
+    )?;
     let back = io::read_safetensors(&path)?;
     let names: Vec<&str> = back.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["b", "c", "d", "f", "i", "j"]);

@@ -44,7 +44,12 @@ fn our_dtype(op: &'static str, name: &str, d: Dtype) -> Result<DType> {
         Dtype::I64 => DType::I64,
         Dtype::BOOL => DType::Bool,
         Dtype::C64 => DType::C64,
-        other => return Err(Error::invalid(op, format!("tensor '{name}' has dtype {other}, which gradtape does not read"))),
+        other => {
+            return Err(Error::invalid(
+                op,
+                format!("tensor '{name}' has dtype {other}, which gradtape does not read"),
+            ))
+        }
     })
 }
 
@@ -54,13 +59,26 @@ fn serialize(op: &'static str, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
     let mut data = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
         if !seen.insert(*name) {
-            return Err(Error::invalid(op, format!("two tensors are named '{name}'; names must be unique")));
+            return Err(Error::invalid(
+                op,
+                format!("two tensors are named '{name}'; names must be unique"),
+            ));
         }
-        data.push((name.to_string(), st_dtype(op, t.dtype())?, t.shape().to_vec(), to_le_bytes(t)));
+        data.push((
+            name.to_string(),
+            st_dtype(op, t.dtype())?,
+            t.shape().to_vec(),
+            to_le_bytes(t),
+        ));
     }
     let views = data
         .iter()
-        .map(|(n, d, s, b)| Ok((n.clone(), TensorView::new(*d, s.clone(), b).map_err(|e| Error::invalid(op, format!("'{n}': {e}")))?)))
+        .map(|(n, d, s, b)| {
+            Ok((
+                n.clone(),
+                TensorView::new(*d, s.clone(), b).map_err(|e| Error::invalid(op, format!("'{n}': {e}")))?,
+            ))
+        })
         .collect::<Result<Vec<_>>>()?;
     safetensors::serialize(views, None).map_err(|e| Error::invalid(op, e.to_string()))
 }
@@ -71,7 +89,10 @@ fn deserialize(op: &'static str, bytes: &[u8]) -> Result<Vec<(String, Tensor)>> 
     let mut out = Vec::with_capacity(st.len());
     for (name, view) in st.iter() {
         let dtype = our_dtype(op, name, view.dtype())?;
-        out.push((name.to_string(), from_bytes(op, dtype, view.shape(), view.data(), false)?));
+        out.push((
+            name.to_string(),
+            from_bytes(op, dtype, view.shape(), view.data(), false)?,
+        ));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
@@ -88,10 +109,20 @@ pub fn safetensors_to_bytes(vars: &[Variable]) -> Result<Vec<u8>> {
 /// Assigns each variable the tensor of its name in a safetensors buffer;
 /// returns the names in the buffer that no variable took (sorted).
 pub fn safetensors_from_bytes(bytes: &[u8], vars: &[Variable]) -> Result<Vec<String>> {
-    assign_all("load_safetensors", deserialize("load_safetensors", bytes)?, vars, "the checkpoint")
+    assign_all(
+        "load_safetensors",
+        deserialize("load_safetensors", bytes)?,
+        vars,
+        "the checkpoint",
+    )
 }
 
-fn assign_all(op: &'static str, tensors: Vec<(String, Tensor)>, vars: &[Variable], source: &str) -> Result<Vec<String>> {
+fn assign_all(
+    op: &'static str,
+    tensors: Vec<(String, Tensor)>,
+    vars: &[Variable],
+    source: &str,
+) -> Result<Vec<String>> {
     let mut by_name: HashMap<String, Tensor> = tensors.into_iter().collect();
     let mut plan = Vec::with_capacity(vars.len());
     for v in vars {
@@ -100,7 +131,10 @@ fn assign_all(op: &'static str, tensors: Vec<(String, Tensor)>, vars: &[Variable
             have.sort();
             return Err(Error::invalid(
                 op,
-                format!("variable '{}' is not in {source} (unused names there: {have:?})", v.name()),
+                format!(
+                    "variable '{}' is not in {source} (unused names there: {have:?})",
+                    v.name()
+                ),
             ));
         };
         if t.shape() != v.shape().as_slice() || t.dtype() != v.dtype() {

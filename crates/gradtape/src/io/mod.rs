@@ -24,7 +24,10 @@ mod checkpoint;
 mod npy;
 
 #[cfg(feature = "safetensors")]
-pub use checkpoint::{load_safetensors, read_safetensors, safetensors_from_bytes, safetensors_to_bytes, save_safetensors, write_safetensors};
+pub use checkpoint::{
+    load_safetensors, read_safetensors, safetensors_from_bytes, safetensors_to_bytes, save_safetensors,
+    write_safetensors,
+};
 pub use npy::{npy_from_bytes, npy_to_bytes, read_npy, write_npy};
 
 use std::path::Path;
@@ -74,13 +77,23 @@ pub(crate) fn to_le_bytes(t: &Tensor) -> Vec<u8> {
 
 /// A tensor from row-major element bytes (`big_endian` for `>` NumPy
 /// files); `op` names the caller in errors.
-pub(crate) fn from_bytes(op: &'static str, dtype: DType, shape: &[usize], bytes: &[u8], big_endian: bool) -> Result<Tensor> {
+pub(crate) fn from_bytes(
+    op: &'static str,
+    dtype: DType,
+    shape: &[usize],
+    bytes: &[u8],
+    big_endian: bool,
+) -> Result<Tensor> {
     let n: usize = shape.iter().product();
     let size = elem_size(dtype);
     if bytes.len() != n * size {
         return Err(Error::invalid(
             op,
-            format!("{} bytes of data for {n} {dtype} elements of shape {shape:?} (expected {})", bytes.len(), n * size),
+            format!(
+                "{} bytes of data for {n} {dtype} elements of shape {shape:?} (expected {})",
+                bytes.len(),
+                n * size
+            ),
         ));
     }
     fn read<const N: usize>(c: &[u8], big: bool) -> [u8; N] {
@@ -93,22 +106,56 @@ pub(crate) fn from_bytes(op: &'static str, dtype: DType, shape: &[usize], bytes:
     }
     let b = big_endian;
     match dtype {
-        DType::F32 => Tensor::from_vec(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(read(c, b))).collect::<Vec<_>>(), shape),
-        DType::F64 => Tensor::from_vec(bytes.chunks_exact(8).map(|c| f64::from_le_bytes(read(c, b))).collect::<Vec<_>>(), shape),
-        DType::I32 => Tensor::from_vec(bytes.chunks_exact(4).map(|c| i32::from_le_bytes(read(c, b))).collect::<Vec<_>>(), shape),
-        DType::I64 => Tensor::from_vec(bytes.chunks_exact(8).map(|c| i64::from_le_bytes(read(c, b))).collect::<Vec<_>>(), shape),
+        DType::F32 => Tensor::from_vec(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(read(c, b)))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        DType::F64 => Tensor::from_vec(
+            bytes
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(read(c, b)))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        DType::I32 => Tensor::from_vec(
+            bytes
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes(read(c, b)))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        DType::I64 => Tensor::from_vec(
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(read(c, b)))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
         DType::Bool => Tensor::from_vec(bytes.iter().map(|&x| x != 0).collect::<Vec<_>>(), shape),
         DType::C64 => Tensor::from_vec(
             bytes
                 .chunks_exact(8)
-                .map(|c| Complex::new(f32::from_le_bytes(read(&c[..4], b)), f32::from_le_bytes(read(&c[4..], b))))
+                .map(|c| {
+                    Complex::new(
+                        f32::from_le_bytes(read(&c[..4], b)),
+                        f32::from_le_bytes(read(&c[4..], b)),
+                    )
+                })
                 .collect::<Vec<_>>(),
             shape,
         ),
         DType::C128 => Tensor::from_vec(
             bytes
                 .chunks_exact(16)
-                .map(|c| Complex::new(f64::from_le_bytes(read(&c[..8], b)), f64::from_le_bytes(read(&c[8..], b))))
+                .map(|c| {
+                    Complex::new(
+                        f64::from_le_bytes(read(&c[..8], b)),
+                        f64::from_le_bytes(read(&c[8..], b)),
+                    )
+                })
                 .collect::<Vec<_>>(),
             shape,
         ),

@@ -43,9 +43,16 @@ pub fn npy_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
         [n] => format!("({n},)"),
         s => format!("({})", s.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
     };
-    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr(t.dtype()));
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr(t.dtype())
+    );
     // magic + version + length field + header + '\n', padded to 64
-    let (version, len_field) = if header.len() + 1 + 10 <= u16::MAX as usize { (1u8, 2) } else { (2u8, 4) };
+    let (version, len_field) = if header.len() + 1 + 10 <= u16::MAX as usize {
+        (1u8, 2)
+    } else {
+        (2u8, 4)
+    };
     let total = MAGIC.len() + 2 + len_field + header.len() + 1;
     header.push_str(&" ".repeat(total.next_multiple_of(64) - total));
     header.push('\n');
@@ -67,7 +74,11 @@ pub fn npy_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
 fn field<'a>(header: &'a str, key: &str) -> Result<&'a str> {
     let bad = || Error::invalid("read_npy", format!("header has no '{key}': {header}"));
     let start = header.find(&format!("'{key}'")).ok_or_else(bad)? + key.len() + 2;
-    let rest = header[start..].trim_start().strip_prefix(':').ok_or_else(bad)?.trim_start();
+    let rest = header[start..]
+        .trim_start()
+        .strip_prefix(':')
+        .ok_or_else(bad)?
+        .trim_start();
     let end = if rest.starts_with('(') {
         rest.find(')').map(|i| i + 1)
     } else if let Some(q) = rest.strip_prefix('\'') {
@@ -87,7 +98,10 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
     }
     let (hlen, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
         v => return Err(Error::invalid(OP, format!("unsupported .npy version {v}.{}", bytes[7]))),
     };
     let header = bytes
@@ -108,7 +122,12 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
         "b1" => DType::Bool,
         "c8" => DType::C64,
         "c16" => DType::C128,
-        _ => return Err(Error::invalid(OP, format!("unsupported dtype '{d}' (gradtape reads f4, f8, i4, i8, b1, c8, c16)"))),
+        _ => {
+            return Err(Error::invalid(
+                OP,
+                format!("unsupported dtype '{d}' (gradtape reads f4, f8, i4, i8, b1, c8, c16)"),
+            ))
+        }
     };
     let fortran = match field(header, "fortran_order")? {
         "True" => true,
@@ -120,7 +139,10 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| Error::invalid(OP, format!("bad shape entry '{s}' in {header}"))))
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| Error::invalid(OP, format!("bad shape entry '{s}' in {header}")))
+        })
         .collect::<Result<_>>()?;
     let data = &bytes[start + hlen..];
     if !fortran {

@@ -1,7 +1,9 @@
 //! `Dense`: `activation(x · kernel + bias)`, Keras's `Dense` (PyTorch's
 //! `Linear` with the kernel stored `[in, out]`).
 
-use super::{expect_float_dtype, expect_input, new_weight, unique_name, weight_from, Activation, Initializer, Layer, Module};
+use super::{
+    expect_float_dtype, expect_input, new_weight, unique_name, weight_from, Activation, Initializer, Layer, Module,
+};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::random::Rng;
@@ -73,7 +75,15 @@ impl DenseBuilder {
     pub fn build(self, rng: &mut Rng) -> Result<Dense> {
         expect_float_dtype("Dense", self.dtype)?;
         let name = self.name.unwrap_or_else(|| unique_name("dense"));
-        let kernel = new_weight(&name, "kernel", &[self.in_features, self.units], self.dtype, &self.kernel_init, rng, true)?;
+        let kernel = new_weight(
+            &name,
+            "kernel",
+            &[self.in_features, self.units],
+            self.dtype,
+            &self.kernel_init,
+            rng,
+            true,
+        )?;
         let bias = self
             .use_bias
             .then(|| new_weight(&name, "bias", &[self.units], self.dtype, &self.bias_init, rng, true))
@@ -134,7 +144,10 @@ impl Dense {
         const OP: &str = "Dense::from_weights";
         expect_float_dtype(OP, kernel.dtype())?;
         if kernel.rank() != 2 {
-            return Err(Error::invalid(OP, format!("the kernel must be [in, units], got shape {:?}", kernel.shape())));
+            return Err(Error::invalid(
+                OP,
+                format!("the kernel must be [in, units], got shape {:?}", kernel.shape()),
+            ));
         }
         if let Some(b) = &bias {
             if b.shape() != [kernel.shape()[1]] || b.dtype() != kernel.dtype() {

@@ -31,7 +31,13 @@ pub struct Embedding {
 impl Embedding {
     /// A `[vocab, dim]` f32 table, uniform in `[-0.05, 0.05)` as Keras.
     pub fn new(vocab: usize, dim: usize, rng: &mut Rng) -> Result<Embedding> {
-        Embedding::with_init(vocab, dim, Initializer::RandomUniform { lo: -0.05, hi: 0.05 }, DType::F32, rng)
+        Embedding::with_init(
+            vocab,
+            dim,
+            Initializer::RandomUniform { lo: -0.05, hi: 0.05 },
+            DType::F32,
+            rng,
+        )
     }
 
     /// A table with a chosen initialiser and dtype.

@@ -140,10 +140,7 @@ impl Initializer {
 fn orthogonal(shape: &[usize], gain: f64, dtype: DType, rng: &mut Rng) -> Result<Tensor> {
     const OP: &str = "Initializer::Orthogonal";
     if shape.len() < 2 {
-        return Err(Error::invalid(
-            OP,
-            format!("needs a shape of rank >= 2, got {shape:?}"),
-        ));
+        return Err(Error::invalid(OP, format!("needs a shape of rank >= 2, got {shape:?}")));
     }
     let cols = shape[shape.len() - 1];
     let rows: usize = shape[..shape.len() - 1].iter().product();

@@ -96,11 +96,20 @@ impl Loss {
     /// The per-sample losses (the last axis reduced).
     pub fn per_sample(&self, y_true: &Tensor, y_pred: &Tensor) -> Result<Tensor> {
         match *self {
-            Loss::MeanSquaredError => same_shape("mean_squared_error", y_true, y_pred)?.sub(y_true)?.square()?.mean(&[-1], false),
-            Loss::MeanAbsoluteError => same_shape("mean_absolute_error", y_true, y_pred)?.sub(y_true)?.abs()?.mean(&[-1], false),
+            Loss::MeanSquaredError => same_shape("mean_squared_error", y_true, y_pred)?
+                .sub(y_true)?
+                .square()?
+                .mean(&[-1], false),
+            Loss::MeanAbsoluteError => same_shape("mean_absolute_error", y_true, y_pred)?
+                .sub(y_true)?
+                .abs()?
+                .mean(&[-1], false),
             Loss::Huber { delta } => {
                 if !(delta >= 0.0 && delta.is_finite()) {
-                    return Err(Error::invalid("huber", format!("delta must be finite and >= 0, got {delta}")));
+                    return Err(Error::invalid(
+                        "huber",
+                        format!("delta must be finite and >= 0, got {delta}"),
+                    ));
                 }
                 let e = same_shape("huber", y_true, y_pred)?.sub(y_true)?;
                 let a = e.abs()?;
@@ -121,7 +130,9 @@ impl Loss {
                 } else {
                     let p = clip(p)?;
                     let one_minus = |t: &Tensor| t.neg()?.add_scalar(1.0);
-                    y.mul(&p.log()?)?.add(&one_minus(&y)?.mul(&one_minus(&p)?.log()?)?)?.neg()?
+                    y.mul(&p.log()?)?
+                        .add(&one_minus(&y)?.mul(&one_minus(&p)?.log()?)?)?
+                        .neg()?
                 };
                 bce.mean(&[-1], false)
             }
@@ -131,7 +142,10 @@ impl Loss {
             } => {
                 const OP: &str = "categorical_crossentropy";
                 let p = same_shape(OP, y_true, y_pred)?;
-                let classes = *p.shape().last().ok_or_else(|| Error::invalid(OP, "predictions must have rank >= 1"))?;
+                let classes = *p
+                    .shape()
+                    .last()
+                    .ok_or_else(|| Error::invalid(OP, "predictions must have rank >= 1"))?;
                 let y = smooth(OP, y_true, label_smoothing, classes as f64)?;
                 if from_logits {
                     Tensor::softmax_cross_entropy_with_logits(&y, p)
@@ -145,12 +159,22 @@ impl Loss {
                 let mut labels = match y_true.dtype() {
                     DType::I32 | DType::I64 => y_true.clone(),
                     d if d.is_float() => y_true.cast(DType::I64)?,
-                    d => return Err(Error::UnsupportedDType { op: OP, dtype: d, expected: "integer (or float) class labels" }),
+                    d => {
+                        return Err(Error::UnsupportedDType {
+                            op: OP,
+                            dtype: d,
+                            expected: "integer (or float) class labels",
+                        })
+                    }
                 };
                 if labels.rank() == y_pred.rank() && labels.shape().last() == Some(&1) {
                     labels = labels.squeeze(&[-1])?;
                 }
-                let logits = if from_logits { y_pred.clone() } else { clip(y_pred)?.log()? };
+                let logits = if from_logits {
+                    y_pred.clone()
+                } else {
+                    clip(y_pred)?.log()?
+                };
                 Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &logits)
             }
         }
@@ -184,7 +208,10 @@ fn clip(p: &Tensor) -> Result<Tensor> {
 /// `y (1 − s) + s / k`.
 fn smooth(op: &'static str, y: &Tensor, s: f64, k: f64) -> Result<Tensor> {
     if !(0.0..=1.0).contains(&s) {
-        return Err(Error::invalid(op, format!("label_smoothing must lie in [0, 1], got {s}")));
+        return Err(Error::invalid(
+            op,
+            format!("label_smoothing must lie in [0, 1], got {s}"),
+        ));
     }
     if s == 0.0 {
         return Ok(y.clone());

@@ -29,7 +29,11 @@ fn count_sparse(op: &'static str, labels: &Tensor, preds: &Tensor) -> Result<(us
     let mut want = preds.shape().to_vec();
     want.pop();
     let squeezed = labels.rank() == preds.rank() && labels.shape().last() == Some(&1);
-    let lshape = if squeezed { &labels.shape()[..labels.rank() - 1] } else { labels.shape() };
+    let lshape = if squeezed {
+        &labels.shape()[..labels.rank() - 1]
+    } else {
+        labels.shape()
+    };
     if preds.rank() == 0 || lshape != want.as_slice() {
         return Err(Error::ShapeMismatch {
             op,

@@ -91,7 +91,10 @@ pub trait Module {
 
     /// The number of scalar weights in [`variables`](Self::variables).
     fn count_params(&self) -> usize {
-        self.variables().iter().map(|v| v.shape().iter().product::<usize>()).sum()
+        self.variables()
+            .iter()
+            .map(|v| v.shape().iter().product::<usize>())
+            .sum()
     }
 }
 
@@ -134,7 +137,11 @@ pub(crate) fn unique_name(base: &str) -> String {
     NAME_UIDS.with(|m| {
         let mut m = m.borrow_mut();
         let n = m.entry(base.to_string()).or_insert(0);
-        let name = if *n == 0 { base.to_string() } else { format!("{base}_{n}") };
+        let name = if *n == 0 {
+            base.to_string()
+        } else {
+            format!("{base}_{n}")
+        };
         *n += 1;
         name
     })
@@ -194,7 +201,13 @@ pub(crate) fn expect_float_dtype(op: &'static str, dtype: DType) -> Result<()> {
 }
 
 /// Fails unless `x` has rank `rank` and last dimension `last` (`None`: any).
-pub(crate) fn expect_input(op: &'static str, x: &Tensor, rank: Option<usize>, last: Option<usize>, dtype: DType) -> Result<()> {
+pub(crate) fn expect_input(
+    op: &'static str,
+    x: &Tensor,
+    rank: Option<usize>,
+    last: Option<usize>,
+    dtype: DType,
+) -> Result<()> {
     if x.dtype() != dtype {
         return Err(crate::Error::DTypeMismatch {
             op,

@@ -9,7 +9,13 @@ use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
 /// The optional affine parameters `gamma` (scale) and `beta` (offset).
-fn affine(name: &str, features: usize, dtype: DType, scale: bool, center: bool) -> Result<(Option<Variable>, Option<Variable>)> {
+fn affine(
+    name: &str,
+    features: usize,
+    dtype: DType,
+    scale: bool,
+    center: bool,
+) -> Result<(Option<Variable>, Option<Variable>)> {
     expect_float_dtype("normalization", dtype)?;
     // constant initialisers draw nothing
     let mut rng = Rng::new(0);
@@ -26,7 +32,10 @@ fn check_eps(op: &'static str, eps: f64) -> Result<()> {
     if eps >= 0.0 && eps.is_finite() {
         Ok(())
     } else {
-        Err(Error::invalid(op, format!("epsilon must be finite and >= 0, got {eps}")))
+        Err(Error::invalid(
+            op,
+            format!("epsilon must be finite and >= 0, got {eps}"),
+        ))
     }
 }
 
@@ -85,7 +94,11 @@ impl Layer for LayerNorm {
     }
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
-        let dtype = self.gamma.as_ref().or(self.beta.as_ref()).map_or(x.dtype(), Variable::dtype);
+        let dtype = self
+            .gamma
+            .as_ref()
+            .or(self.beta.as_ref())
+            .map_or(x.dtype(), Variable::dtype);
         expect_input("LayerNorm", x, None, Some(self.features), dtype)?;
         let g = self.gamma.as_ref().map(Variable::read);
         let b = self.beta.as_ref().map(Variable::read);
@@ -129,16 +142,42 @@ impl BatchNorm {
 
     /// With chosen `momentum` (in `[0, 1]`) and `epsilon`, and `center` /
     /// `scale` switching `beta` / `gamma` on or off.
-    pub fn with_options(features: usize, momentum: f64, epsilon: f64, center: bool, scale: bool, dtype: DType) -> Result<BatchNorm> {
+    pub fn with_options(
+        features: usize,
+        momentum: f64,
+        epsilon: f64,
+        center: bool,
+        scale: bool,
+        dtype: DType,
+    ) -> Result<BatchNorm> {
         check_eps("BatchNorm", epsilon)?;
         if !(0.0..=1.0).contains(&momentum) {
-            return Err(Error::invalid("BatchNorm", format!("momentum must lie in [0, 1], got {momentum}")));
+            return Err(Error::invalid(
+                "BatchNorm",
+                format!("momentum must lie in [0, 1], got {momentum}"),
+            ));
         }
         let name = unique_name("batch_normalization");
         let (gamma, beta) = affine(&name, features, dtype, scale, center)?;
         let mut rng = Rng::new(0);
-        let moving_mean = new_weight(&name, "moving_mean", &[features], dtype, &Initializer::Zeros, &mut rng, false)?;
-        let moving_variance = new_weight(&name, "moving_variance", &[features], dtype, &Initializer::Ones, &mut rng, false)?;
+        let moving_mean = new_weight(
+            &name,
+            "moving_mean",
+            &[features],
+            dtype,
+            &Initializer::Zeros,
+            &mut rng,
+            false,
+        )?;
+        let moving_variance = new_weight(
+            &name,
+            "moving_variance",
+            &[features],
+            dtype,
+            &Initializer::Ones,
+            &mut rng,
+            false,
+        )?;
         Ok(BatchNorm {
             name,
             features,
@@ -182,7 +221,11 @@ impl Layer for BatchNorm {
             // the statistics' update is not part of the gradient
             let m = self.momentum;
             let update = |v: &Variable, batch: &Tensor| -> Result<()> {
-                let new = v.read().stop_gradient().mul_scalar(m)?.add(&batch.stop_gradient().mul_scalar(1.0 - m)?)?;
+                let new = v
+                    .read()
+                    .stop_gradient()
+                    .mul_scalar(m)?
+                    .add(&batch.stop_gradient().mul_scalar(1.0 - m)?)?;
                 v.assign(&new)
             };
             update(&self.moving_mean, &mean)?;

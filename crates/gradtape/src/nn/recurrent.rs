@@ -36,10 +36,26 @@ struct CellWeights {
 }
 
 impl CellWeights {
-    fn new(base: &str, in_features: usize, units: usize, gates: usize, bias: Tensor, dtype: DType, rng: &mut Rng) -> Result<Self> {
+    fn new(
+        base: &str,
+        in_features: usize,
+        units: usize,
+        gates: usize,
+        bias: Tensor,
+        dtype: DType,
+        rng: &mut Rng,
+    ) -> Result<Self> {
         expect_float_dtype("recurrent cell", dtype)?;
         let name = unique_name(base);
-        let kernel = new_weight(&name, "kernel", &[in_features, gates * units], dtype, &Initializer::GlorotUniform, rng, true)?;
+        let kernel = new_weight(
+            &name,
+            "kernel",
+            &[in_features, gates * units],
+            dtype,
+            &Initializer::GlorotUniform,
+            rng,
+            true,
+        )?;
         let recurrent = new_weight(
             &name,
             "recurrent_kernel",
@@ -49,7 +65,9 @@ impl CellWeights {
             rng,
             true,
         )?;
-        let bias = Variable::builder(bias.cast(dtype)?).name(format!("{name}/bias")).build();
+        let bias = Variable::builder(bias.cast(dtype)?)
+            .name(format!("{name}/bias"))
+            .build();
         Ok(CellWeights {
             name,
             units,
@@ -92,7 +110,11 @@ impl CellWeights {
 
 /// Runs `step` over the time axis of `xs` (`[batch, time, in]`), returning
 /// the outputs `[batch, time, units]` and the last state.
-fn unroll<S>(xs: &Tensor, mut state: S, mut step: impl FnMut(&Tensor, S) -> Result<(Tensor, S)>) -> Result<(Tensor, S)> {
+fn unroll<S>(
+    xs: &Tensor,
+    mut state: S,
+    mut step: impl FnMut(&Tensor, S) -> Result<(Tensor, S)>,
+) -> Result<(Tensor, S)> {
     if xs.rank() != 3 {
         return Err(Error::invalid(
             "run_sequence",
@@ -138,7 +160,15 @@ impl LSTMCell {
         let mut b = vec![0.0f64; 4 * units];
         b[units..2 * units].iter_mut().for_each(|v| *v = 1.0);
         let bias = Tensor::from_vec(b, &[4 * units])?;
-        Ok(LSTMCell(CellWeights::new("lstm_cell", in_features, units, 4, bias, dtype, rng)?))
+        Ok(LSTMCell(CellWeights::new(
+            "lstm_cell",
+            in_features,
+            units,
+            4,
+            bias,
+            dtype,
+            rng,
+        )?))
     }
 
     /// The cell's name.
@@ -159,13 +189,19 @@ impl LSTMCell {
     pub fn step(&self, x: &Tensor, state: &LSTMState) -> Result<LSTMState> {
         let w = &self.0;
         w.check("LSTMCell", x, &[&state.h, &state.c])?;
-        let z = x.matmul(&w.kernel.read())?.add(&state.h.matmul(&w.recurrent.read())?)?.bias_add(&w.bias.read())?;
+        let z = x
+            .matmul(&w.kernel.read())?
+            .add(&state.h.matmul(&w.recurrent.read())?)?
+            .bias_add(&w.bias.read())?;
         let g = z.split(4, -1)?;
         let i = g[0].sigmoid()?;
         let f = g[1].sigmoid()?;
         let c = f.mul(&state.c)?.add(&i.mul(&g[2].tanh()?)?)?;
         let o = g[3].sigmoid()?;
-        Ok(LSTMState { h: o.mul(&c.tanh()?)?, c })
+        Ok(LSTMState {
+            h: o.mul(&c.tanh()?)?,
+            c,
+        })
     }
 
     /// Runs the cell over `xs` `[batch, time, in]` from `state`: the
@@ -204,7 +240,15 @@ impl GRUCell {
     /// A cell of the given float dtype.
     pub fn with_dtype(in_features: usize, units: usize, dtype: DType, rng: &mut Rng) -> Result<GRUCell> {
         let bias = Tensor::zeros(&[2, 3 * units], DType::F64);
-        Ok(GRUCell(CellWeights::new("gru_cell", in_features, units, 3, bias, dtype, rng)?))
+        Ok(GRUCell(CellWeights::new(
+            "gru_cell",
+            in_features,
+            units,
+            3,
+            bias,
+            dtype,
+            rng,
+        )?))
     }
 
     /// The cell's name.

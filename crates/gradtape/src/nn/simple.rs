@@ -35,7 +35,10 @@ impl Dropout {
     /// A dropout layer; `rate` must lie in `[0, 1)`.
     pub fn new(rate: f64, rng: &mut Rng) -> Result<Dropout> {
         if !(0.0..1.0).contains(&rate) {
-            return Err(Error::invalid("Dropout", format!("rate must lie in [0, 1), got {rate}")));
+            return Err(Error::invalid(
+                "Dropout",
+                format!("rate must lie in [0, 1), got {rate}"),
+            ));
         }
         Ok(Dropout {
             name: unique_name("dropout"),

@@ -84,7 +84,10 @@ macro_rules! adam_options {
             pub fn betas(mut self, beta_1: f64, beta_2: f64) -> Result<Self> {
                 for b in [beta_1, beta_2] {
                     if !(0.0..1.0).contains(&b) {
-                        return Err(Error::invalid(concat!($base, "::betas"), format!("betas must lie in [0, 1), got {b}")));
+                        return Err(Error::invalid(
+                            concat!($base, "::betas"),
+                            format!("betas must lie in [0, 1), got {b}"),
+                        ));
                     }
                 }
                 self.rule.beta_1 = beta_1;
@@ -95,7 +98,10 @@ macro_rules! adam_options {
             /// Sets `ε` (`>= 0`).
             pub fn epsilon(mut self, epsilon: f64) -> Result<Self> {
                 if !(epsilon >= 0.0 && epsilon.is_finite()) {
-                    return Err(Error::invalid(concat!($base, "::epsilon"), format!("epsilon must be finite and >= 0, got {epsilon}")));
+                    return Err(Error::invalid(
+                        concat!($base, "::epsilon"),
+                        format!("epsilon must be finite and >= 0, got {epsilon}"),
+                    ));
                 }
                 self.rule.epsilon = epsilon;
                 Ok(self)
@@ -125,7 +131,12 @@ impl ElemRule<2> for Elem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
     fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 2], g: T) {
-        let (alpha, b1, b2, eps) = (T::from_f64(self.alpha), T::from_f64(self.b1), T::from_f64(self.b2), T::from_f64(self.eps));
+        let (alpha, b1, b2, eps) = (
+            T::from_f64(self.alpha),
+            T::from_f64(self.b1),
+            T::from_f64(self.b2),
+            T::from_f64(self.eps),
+        );
         s[0] = s[0] + (g - s[0]) * b1;
         s[1] = s[1] + (g * g - s[1]) * b2;
         *w = *w - s[0] * alpha / (s[1].sqrt() + eps);
@@ -136,7 +147,12 @@ impl ElemRule<3> for Elem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
     fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 3], g: T) {
-        let (alpha, b1, b2, eps) = (T::from_f64(self.alpha), T::from_f64(self.b1), T::from_f64(self.b2), T::from_f64(self.eps));
+        let (alpha, b1, b2, eps) = (
+            T::from_f64(self.alpha),
+            T::from_f64(self.b1),
+            T::from_f64(self.b2),
+            T::from_f64(self.eps),
+        );
         s[0] = s[0] + (g - s[0]) * b1;
         s[1] = s[1] + (g * g - s[1]) * b2;
         s[2] = s[2].max(s[1]);

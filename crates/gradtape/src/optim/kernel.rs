@@ -53,7 +53,11 @@ pub(crate) trait ElemRule<const K: usize> {
 enum Rows<'a, T: Clone> {
     Dense(Cow<'a, [T]>),
     /// Sorted distinct row numbers, their summed values (`width` each).
-    Sparse { rows: Vec<usize>, vals: Vec<T>, width: usize },
+    Sparse {
+        rows: Vec<usize>,
+        vals: Vec<T>,
+        width: usize,
+    },
 }
 
 fn sparse_rows<T: Float>(s: &IndexedSlices) -> Rows<'static, T> {
@@ -112,7 +116,11 @@ pub(crate) fn values_mut<T: Element>(t: &mut Tensor) -> Result<&mut [T]> {
 }
 
 /// Locks `var` and its `slots` (at most three) for writing and runs `f`.
-fn with_locked<R>(var: &Variable, slots: &[Variable], f: impl FnOnce(&mut Tensor, Vec<&mut Tensor>) -> Result<R>) -> Result<R> {
+fn with_locked<R>(
+    var: &Variable,
+    slots: &[Variable],
+    f: impl FnOnce(&mut Tensor, Vec<&mut Tensor>) -> Result<R>,
+) -> Result<R> {
     var.with_value_mut(|w| match slots {
         [] => f(w, vec![]),
         [a] => a.with_value_mut(|a| f(w, vec![a])),
@@ -124,9 +132,18 @@ fn with_locked<R>(var: &Variable, slots: &[Variable], f: impl FnOnce(&mut Tensor
 
 /// Applies `rule` to `var` with its `K` slots and gradient `grad` (checked
 /// against the variable's shape and dtype by the caller).
-pub(crate) fn run<R: ElemRule<K>, const K: usize>(rule: &R, step: &Step, var: &Variable, slots: &[Variable], grad: &Gradient) -> Result<()> {
+pub(crate) fn run<R: ElemRule<K>, const K: usize>(
+    rule: &R,
+    step: &Step,
+    var: &Variable,
+    slots: &[Variable],
+    grad: &Gradient,
+) -> Result<()> {
     if slots.len() != K {
-        return Err(Error::invalid("optimizer", format!("expected {K} slots, got {}", slots.len())));
+        return Err(Error::invalid(
+            "optimizer",
+            format!("expected {K} slots, got {}", slots.len()),
+        ));
     }
     with_float_dtype!(var.dtype(), T => run_typed::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {
         op: "apply_gradients",
@@ -135,7 +152,13 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(rule: &R, step: &Step, var: &V
     }))
 }
 
-fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(rule: &R, step: &Step, var: &Variable, slots: &[Variable], grad: &Gradient) -> Result<()> {
+fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(
+    rule: &R,
+    step: &Step,
+    var: &Variable,
+    slots: &[Variable],
+    grad: &Gradient,
+) -> Result<()> {
     let rows: Rows<'_, T> = match grad {
         Gradient::Dense(g) => Rows::Dense(g.values::<T>()),
         Gradient::Sparse(s) => sparse_rows::<T>(s),
@@ -163,7 +186,13 @@ fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(rule: &R, step: &Step, va
 }
 
 #[inline(always)]
-fn pass<T: Float, R: ElemRule<K>, const K: usize>(rule: &R, decay: Option<(T, T)>, w: &mut [T], s: &mut [&mut [T]; K], g: impl Fn(usize) -> T) {
+fn pass<T: Float, R: ElemRule<K>, const K: usize>(
+    rule: &R,
+    decay: Option<(T, T)>,
+    w: &mut [T],
+    s: &mut [&mut [T]; K],
+    g: impl Fn(usize) -> T,
+) {
     for (i, w) in w.iter_mut().enumerate() {
         let mut st: [T; K] = std::array::from_fn(|k| s[k][i]);
         if let Some((wd, lr)) = decay {

@@ -176,7 +176,10 @@ impl Core {
     }
 
     fn uses_weight_decay(&self, v: &Variable) -> bool {
-        !self.exclude_from_weight_decay.iter().any(|p| v.name().contains(p.as_str()))
+        !self
+            .exclude_from_weight_decay
+            .iter()
+            .any(|p| v.name().contains(p.as_str()))
     }
 
     fn apply(&mut self, rule: &dyn Rule, pairs: Vec<(Option<Gradient>, Variable)>) -> Result<()> {
@@ -222,12 +225,22 @@ impl Core {
         self.build(rule, &vars.iter().collect::<Vec<_>>())?;
         let grads = match self.clip {
             Clip::None => grads,
-            Clip::Norm(c) => grads.iter().map(|g| clip::clip_gradient_by_norm(g, c)).collect::<Result<_>>()?,
+            Clip::Norm(c) => grads
+                .iter()
+                .map(|g| clip::clip_gradient_by_norm(g, c))
+                .collect::<Result<_>>()?,
             Clip::GlobalNorm(c) => {
                 let opt: Vec<Option<Gradient>> = grads.into_iter().map(Some).collect();
-                clip_gradients_by_global_norm(&opt, c)?.0.into_iter().flatten().collect()
+                clip_gradients_by_global_norm(&opt, c)?
+                    .0
+                    .into_iter()
+                    .flatten()
+                    .collect()
             }
-            Clip::Value(c) => grads.iter().map(|g| clip::clip_gradient_by_value(g, c)).collect::<Result<_>>()?,
+            Clip::Value(c) => grads
+                .iter()
+                .map(|g| clip::clip_gradient_by_value(g, c))
+                .collect::<Result<_>>()?,
         };
         let it = self.iterations();
         let lr = self.lr.at(it);
@@ -306,7 +319,10 @@ pub trait Optimizer {
     /// assert!(opt.apply_gradients([(None::<Tensor>, &a)]).is_err()); // all None
     /// # Ok::<(), gradtape::Error>(())
     /// ```
-    fn apply_gradients<'a, G: Into<Gradient>>(&mut self, pairs: impl IntoIterator<Item = (Option<G>, &'a Variable)>) -> Result<()>
+    fn apply_gradients<'a, G: Into<Gradient>>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (Option<G>, &'a Variable)>,
+    ) -> Result<()>
     where
         Self: Sized,
     {
@@ -355,7 +371,8 @@ macro_rules! optimizer_common {
             /// [`clip_by_global_norm`](crate::optim::clip_by_global_norm)).
             /// Replaces any other clip option.
             pub fn global_clipnorm(mut self, c: f64) -> $crate::Result<Self> {
-                self.core.clip = $crate::optim::Clip::GlobalNorm($crate::optim::positive("global_clipnorm", "global_clipnorm", c)?);
+                self.core.clip =
+                    $crate::optim::Clip::GlobalNorm($crate::optim::positive("global_clipnorm", "global_clipnorm", c)?);
                 Ok(self)
             }
 

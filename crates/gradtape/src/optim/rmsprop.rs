@@ -110,7 +110,12 @@ impl RmsElem {
     /// Updates the averages and returns the increment δ.
     #[inline(always)]
     fn delta<T: Float>(&self, a: &mut T, avg: Option<&mut T>, g: T) -> T {
-        let (rho, one_minus, eps, lr) = (T::from_f64(self.rho), T::from_f64(1.0 - self.rho), T::from_f64(self.eps), T::from_f64(self.lr));
+        let (rho, one_minus, eps, lr) = (
+            T::from_f64(self.rho),
+            T::from_f64(1.0 - self.rho),
+            T::from_f64(self.eps),
+            T::from_f64(self.lr),
+        );
         *a = rho * *a + one_minus * (g * g);
         let denom = match avg {
             Some(avg) => {
@@ -262,6 +267,15 @@ impl Rule for AdagradRule {
     }
 
     fn update(&self, step: &Step, var: &Variable, slots: &[Variable], grad: &Gradient) -> Result<()> {
-        run(&AdagradElem { lr: step.lr, eps: self.epsilon }, step, var, slots, grad)
+        run(
+            &AdagradElem {
+                lr: step.lr,
+                eps: self.epsilon,
+            },
+            step,
+            var,
+            slots,
+            grad,
+        )
     }
 }

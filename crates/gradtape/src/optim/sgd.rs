@@ -49,7 +49,10 @@ impl Sgd {
     /// Sets the momentum `μ` in `[0, 1]`.
     pub fn momentum(mut self, momentum: f64) -> Result<Self> {
         if !(0.0..=1.0).contains(&momentum) {
-            return Err(Error::invalid("Sgd::momentum", format!("momentum must lie in [0, 1], got {momentum}")));
+            return Err(Error::invalid(
+                "Sgd::momentum",
+                format!("momentum must lie in [0, 1], got {momentum}"),
+            ));
         }
         self.rule.momentum = momentum;
         Ok(self)
