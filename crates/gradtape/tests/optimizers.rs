@@ -647,3 +647,34 @@ fn clip_by_norm_and_global_norm_follow_tensorflow() -> Result<()> {
     assert!(clip_by_norm(&t, -1.0, None).is_err());
     Ok(())
 }
+
+/// Collects the warnings logged through the `log` crate.
+struct Capture(std::sync::Mutex<Vec<String>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::Level::Warn
+    }
+    fn log(&self, r: &log::Record) {
+        self.0.lock().unwrap().push(format!("{}", r.args()));
+    }
+    fn flush(&self) {}
+}
+
+static CAPTURE: Capture = Capture(std::sync::Mutex::new(Vec::new()));
+
+#[test]
+fn skipped_variables_are_named_in_a_warning_once() -> Result<()> {
+    let _ = log::set_logger(&CAPTURE);
+    log::set_max_level(log::LevelFilter::Warn);
+    let a = Variable::builder(Tensor::scalar(1.0f32)).name("warned/a").build();
+    let b = Variable::builder(Tensor::scalar(1.0f32)).name("warned/b").build();
+    let mut opt = Sgd::new(0.1).with_name("sgd_warning_test");
+    for _ in 0..3 {
+        opt.apply_gradients([(Some(Tensor::scalar(1.0f32)), &a), (None, &b)])?;
+    }
+    let mine: Vec<String> = CAPTURE.0.lock().unwrap().iter().filter(|m| m.starts_with("sgd_warning_test")).cloned().collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert!(mine[0].contains("gradients do not exist for variables [\"warned/b\"]"), "{}", mine[0]);
+    Ok(())
+}

@@ -205,3 +205,41 @@ fn pass<T: Float, R: ElemRule<K>, const K: usize>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::{Adam, Optimizer, RmsProp};
+    use crate::GradientTape;
+
+    fn addr(v: &Variable) -> usize {
+        v.with_value_mut(|t| Ok(t.buffer::<f32>().as_ptr() as usize)).unwrap()
+    }
+
+    #[test]
+    fn updates_write_over_unshared_buffers() -> Result<()> {
+        let n = 50_000;
+        let w = Variable::new(Tensor::from_vec(vec![1.0f32; n], &[n])?);
+        let x = Tensor::from_vec(vec![2.0f32; n], &[n])?;
+        let mut opt = Adam::new(0.1);
+        let mut rms = RmsProp::new(0.1).momentum(0.5)?.centered(true);
+        let before = addr(&w);
+        for step in 0..3 {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| w.read().mul(&x)?.sum_all())?;
+            let g = tape.gradient(&loss, std::slice::from_ref(&w))?.remove(0);
+            if step == 0 {
+                opt.apply_gradients([(g, &w)])?;
+            } else {
+                rms.apply_gradients([(g, &w)])?;
+            }
+            assert_eq!(addr(&w), before, "the variable's buffer is reused");
+        }
+        // the slots too
+        let m = &opt.variables()[1];
+        let m_addr = addr(m);
+        opt.apply_gradients([(Some(x.clone()), &w)])?;
+        assert_eq!(addr(m), m_addr);
+        Ok(())
+    }
+}
