@@ -796,25 +796,56 @@ fn gradients_through_layers_and_losses_pass_the_checker() -> Result<()> {
     let lstm = LSTMCell::with_dtype(3, 2, DType::F64, &mut rng)?;
     check_gradients(
         |xs| {
-            let s = lstm.step(&xs[0], &LSTMState { h: xs[1].clone(), c: xs[2].clone() })?;
+            let s = lstm.step(
+                &xs[0],
+                &LSTMState {
+                    h: xs[1].clone(),
+                    c: xs[2].clone(),
+                },
+            )?;
             s.h.add(&s.c.mul_scalar(0.5)?)?.sum_all()
         },
         &[fill(&[2, 3], 0.1), fill(&[2, 2], 0.2), fill(&[2, 2], 0.3)],
         &opts,
     )?;
     let gru = GRUCell::with_dtype(3, 2, DType::F64, &mut rng)?;
-    check_gradients(|xs| gru.step(&xs[0], &xs[1])?.square()?.sum_all(), &[fill(&[2, 3], 0.4), fill(&[2, 2], 0.5)], &opts)?;
+    check_gradients(
+        |xs| gru.step(&xs[0], &xs[1])?.square()?.sum_all(),
+        &[fill(&[2, 3], 0.4), fill(&[2, 2], 0.5)],
+        &opts,
+    )?;
     let ln = LayerNorm::new(4, DType::F64)?;
-    check_gradients(|xs| ln.forward(&xs[0], true)?.mul(&fill(&[3, 4], 0.6))?.sum_all(), &[fill(&[3, 4], 0.7)], &opts)?;
-    let up = Conv2DTranspose::builder(2, 1, [2, 2]).strides([2, 2]).dtype(DType::F64).build(&mut rng)?;
-    check_gradients(|xs| up.forward(&xs[0], true)?.tanh()?.sum_all(), &[fill(&[1, 2, 2, 2], 0.8)], &opts)?;
+    check_gradients(
+        |xs| ln.forward(&xs[0], true)?.mul(&fill(&[3, 4], 0.6))?.sum_all(),
+        &[fill(&[3, 4], 0.7)],
+        &opts,
+    )?;
+    let up = Conv2DTranspose::builder(2, 1, [2, 2])
+        .strides([2, 2])
+        .dtype(DType::F64)
+        .build(&mut rng)?;
+    check_gradients(
+        |xs| up.forward(&xs[0], true)?.tanh()?.sum_all(),
+        &[fill(&[1, 2, 2, 2], 0.8)],
+        &opts,
+    )?;
     let y = fill(&[2, 3], 0.9).add_scalar(0.5)?;
     check_gradients(
-        |xs| Loss::BinaryCrossentropy { from_logits: true, label_smoothing: 0.1 }.call(&y, &xs[0]),
+        |xs| {
+            Loss::BinaryCrossentropy {
+                from_logits: true,
+                label_smoothing: 0.1,
+            }
+            .call(&y, &xs[0])
+        },
         &[fill(&[2, 3], 1.0)],
         &opts,
     )?;
     // inside Huber's quadratic and linear parts, away from the kink at ±delta
-    check_gradients(|xs| Loss::Huber { delta: 0.3 }.call(&y, &xs[0]), &[fill(&[2, 3], 1.1).mul_scalar(2.0)?], &opts)?;
+    check_gradients(
+        |xs| Loss::Huber { delta: 0.3 }.call(&y, &xs[0]),
+        &[fill(&[2, 3], 1.1).mul_scalar(2.0)?],
+        &opts,
+    )?;
     Ok(())
 }

@@ -673,8 +673,19 @@ fn skipped_variables_are_named_in_a_warning_once() -> Result<()> {
     for _ in 0..3 {
         opt.apply_gradients([(Some(Tensor::scalar(1.0f32)), &a), (None, &b)])?;
     }
-    let mine: Vec<String> = CAPTURE.0.lock().unwrap().iter().filter(|m| m.starts_with("sgd_warning_test")).cloned().collect();
+    let mine: Vec<String> = CAPTURE
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m.starts_with("sgd_warning_test"))
+        .cloned()
+        .collect();
     assert_eq!(mine.len(), 1, "{mine:?}");
-    assert!(mine[0].contains("gradients do not exist for variables [\"warned/b\"]"), "{}", mine[0]);
+    assert!(
+        mine[0].contains("gradients do not exist for variables [\"warned/b\"]"),
+        "{}",
+        mine[0]
+    );
     Ok(())
 }

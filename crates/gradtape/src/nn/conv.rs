@@ -113,36 +113,7 @@ impl<L> Conv2DBuilder<L> {
         self.dilations = d;
         self
     }
-    /// The activation (default linear).
-    pub fn activation(mut self, a: Activation) -> Self {
-        self.activation = a;
-        self
-    }
-    /// Whether to add a bias (default true).
-    pub fn use_bias(mut self, b: bool) -> Self {
-        self.use_bias = b;
-        self
-    }
-    /// The kernel's initialiser (default Glorot uniform).
-    pub fn kernel_initializer(mut self, i: Initializer) -> Self {
-        self.kernel_init = i;
-        self
-    }
-    /// The bias's initialiser (default zeros).
-    pub fn bias_initializer(mut self, i: Initializer) -> Self {
-        self.bias_init = i;
-        self
-    }
-    /// The weights' dtype (default f32).
-    pub fn dtype(mut self, d: DType) -> Self {
-        self.dtype = d;
-        self
-    }
-    /// The layer's name (default `conv2d` / `conv2d_transpose`, made unique).
-    pub fn name(mut self, n: impl Into<String>) -> Self {
-        self.name = Some(n.into());
-        self
-    }
+    super::kernel_layer_options!("conv2d` / `conv2d_transpose");
 
     fn make(self, base: &'static str, kernel_shape: [usize; 4], rng: &mut Rng) -> Result<Conv> {
         expect_float_dtype(base, self.dtype)?;

@@ -41,36 +41,7 @@ pub struct DenseBuilder {
 }
 
 impl DenseBuilder {
-    /// The activation (default linear).
-    pub fn activation(mut self, a: Activation) -> Self {
-        self.activation = a;
-        self
-    }
-    /// Whether to add a bias (default true).
-    pub fn use_bias(mut self, b: bool) -> Self {
-        self.use_bias = b;
-        self
-    }
-    /// The kernel's initialiser (default Glorot uniform).
-    pub fn kernel_initializer(mut self, i: Initializer) -> Self {
-        self.kernel_init = i;
-        self
-    }
-    /// The bias's initialiser (default zeros).
-    pub fn bias_initializer(mut self, i: Initializer) -> Self {
-        self.bias_init = i;
-        self
-    }
-    /// The weights' dtype (default f32).
-    pub fn dtype(mut self, d: DType) -> Self {
-        self.dtype = d;
-        self
-    }
-    /// The layer's name (default `dense`, made unique).
-    pub fn name(mut self, n: impl Into<String>) -> Self {
-        self.name = Some(n.into());
-        self
-    }
+    super::kernel_layer_options!("dense");
     /// Creates the layer's variables, drawing from `rng`.
     pub fn build(self, rng: &mut Rng) -> Result<Dense> {
         expect_float_dtype("Dense", self.dtype)?;

@@ -165,6 +165,44 @@ pub fn reset_names() {
     NAME_UIDS.with(|m| m.borrow_mut().clear());
 }
 
+/// The builder options shared by layers with a kernel and a bias
+/// (`activation`, `use_bias`, initialisers, `dtype`, `name`).
+macro_rules! kernel_layer_options {
+    ($default_name:literal) => {
+        /// The activation (default linear).
+        pub fn activation(mut self, a: $crate::nn::Activation) -> Self {
+            self.activation = a;
+            self
+        }
+        /// Whether to add a bias (default true).
+        pub fn use_bias(mut self, b: bool) -> Self {
+            self.use_bias = b;
+            self
+        }
+        /// The kernel's initialiser (default Glorot uniform).
+        pub fn kernel_initializer(mut self, i: $crate::nn::Initializer) -> Self {
+            self.kernel_init = i;
+            self
+        }
+        /// The bias's initialiser (default zeros).
+        pub fn bias_initializer(mut self, i: $crate::nn::Initializer) -> Self {
+            self.bias_init = i;
+            self
+        }
+        /// The weights' dtype (default f32).
+        pub fn dtype(mut self, d: $crate::DType) -> Self {
+            self.dtype = d;
+            self
+        }
+        #[doc = concat!("The layer's name (default `", $default_name, "`, made unique).")]
+        pub fn name(mut self, n: impl Into<String>) -> Self {
+            self.name = Some(n.into());
+            self
+        }
+    };
+}
+pub(crate) use kernel_layer_options;
+
 /// A variable `"{layer}/{weight}"` initialised by `init`.
 pub(crate) fn new_weight(
     layer: &str,

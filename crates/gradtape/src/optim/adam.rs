@@ -127,10 +127,11 @@ struct Elem {
     eps: f64,
 }
 
-impl ElemRule<2> for Elem {
+/// Slots `[m, v]`, or `[m, v, v̂]` (AMSGrad) when `K` is 3.
+impl<const K: usize> ElemRule<K> for Elem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 2], g: T) {
+    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; K], g: T) {
         let (alpha, b1, b2, eps) = (
             T::from_f64(self.alpha),
             T::from_f64(self.b1),
@@ -139,24 +140,9 @@ impl ElemRule<2> for Elem {
         );
         s[0] = s[0] + (g - s[0]) * b1;
         s[1] = s[1] + (g * g - s[1]) * b2;
-        *w = *w - s[0] * alpha / (s[1].sqrt() + eps);
-    }
-}
-
-impl ElemRule<3> for Elem {
-    const ZERO_GRAD_IS_NOOP: bool = false;
-    #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 3], g: T) {
-        let (alpha, b1, b2, eps) = (
-            T::from_f64(self.alpha),
-            T::from_f64(self.b1),
-            T::from_f64(self.b2),
-            T::from_f64(self.eps),
-        );
-        s[0] = s[0] + (g - s[0]) * b1;
-        s[1] = s[1] + (g * g - s[1]) * b2;
-        s[2] = s[2].max(s[1]);
-        *w = *w - s[0] * alpha / (s[2].sqrt() + eps);
+        // the last slot: v itself, or v̂ = max(v̂, v)
+        s[K - 1] = s[K - 1].max(s[1]);
+        *w = *w - s[0] * alpha / (s[K - 1].sqrt() + eps);
     }
 }
 
