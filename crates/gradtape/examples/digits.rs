@@ -7,7 +7,7 @@
 //! feature, a PNG of the loss curve.
 //!
 //! ```text
-//! cargo run --release --example digits                   # about a second
+//! cargo run --release --example digits                   # 1-2 s of training
 //! cargo run --release --example digits --features plot   # also target/digits/loss.png
 //! ```
 

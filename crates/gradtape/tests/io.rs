@@ -104,6 +104,14 @@ fn bad_npy_input_is_an_error_naming_the_problem() {
     cut.truncate(cut.len() - 4);
     let err = io::npy_from_bytes(&cut).unwrap_err();
     assert!(err.to_string().contains("bytes of data"), "{err}");
+    // a header whose shape overflows is an error, not a panic
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }\n";
+    let mut huge = b"\x93NUMPY\x01\x00".to_vec();
+    huge.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    huge.extend_from_slice(header.as_bytes());
+    huge.extend_from_slice(&[0u8; 24]);
+    let err = io::npy_from_bytes(&huge).unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
 }
 
 fn model(seed: u64) -> Result<Sequential> {

@@ -84,8 +84,12 @@ pub(crate) fn from_bytes(
     bytes: &[u8],
     big_endian: bool,
 ) -> Result<Tensor> {
-    let n: usize = shape.iter().product();
     let size = elem_size(dtype);
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|n| n.checked_mul(size).is_some())
+        .ok_or_else(|| Error::invalid(op, format!("shape {shape:?} is too large")))?;
     if bytes.len() != n * size {
         return Err(Error::invalid(
             op,
