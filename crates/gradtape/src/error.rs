@@ -155,4 +155,21 @@ impl Error {
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument { op, msg: msg.into() }
     }
+
+    /// The same error reported for `op`: a thin composite (an op that is
+    /// another op with fixed arguments) names itself, the op the user
+    /// called, not the inner op that found the argument bad.
+    pub(crate) fn for_op(mut self, op: &'static str) -> Self {
+        match &mut self {
+            Error::ShapeMismatch { op: o, .. }
+            | Error::DTypeMismatch { op: o, .. }
+            | Error::UnsupportedDType { op: o, .. }
+            | Error::BadAxis { op: o, .. }
+            | Error::IndexOutOfRange { op: o, .. }
+            | Error::BadReshape { op: o, .. }
+            | Error::InvalidArgument { op: o, .. } => *o = op,
+            _ => {}
+        }
+        self
+    }
 }

@@ -428,8 +428,9 @@ fn integer_division_by_zero_is_an_error() {
     assert!(matches!(e, Error::InvalidArgument { op: "div", .. }), "{e:?}");
     let e = err(a.div_scalar(0.0), &["div_scalar", "division by zero", "i32"]);
     assert!(matches!(e, Error::InvalidArgument { op: "div_scalar", .. }), "{e:?}");
-    // a scalar that truncates to zero for an integer tensor is a zero divisor too
-    let e = err(a.div_scalar(0.5), &["div_scalar", "division by zero"]);
+    // a scalar an integer tensor cannot hold is refused before it could
+    // truncate to a zero divisor
+    let e = err(a.div_scalar(0.5), &["div_scalar", "0.5", "not exactly representable"]);
     assert!(matches!(e, Error::InvalidArgument { op: "div_scalar", .. }), "{e:?}");
     // floats divide by zero as IEEE says
     let f = Tensor::vector(&[1.0f32, -1.0, 0.0])
@@ -717,4 +718,54 @@ fn integer_overflow_wraps_instead_of_panicking() -> gradtape::Result<()> {
         "exact integer sum, not through f64"
     );
     Ok(())
+}
+
+/// Ops built from other ops report the op the user called, not the inner op
+/// that found the argument bad (`layer_normalization` with a bad axis once
+/// said `mean`).
+#[test]
+fn composite_ops_name_themselves() {
+    let x = m23().cast(DType::F64).unwrap();
+    let sq = Tensor::ones(&[2, 3], DType::F64);
+    let cases: Vec<(&str, Result<Tensor>)> = vec![
+        ("layer_normalization", x.layer_normalization(&[5], None, None, 1e-3)),
+        ("layer_normalization", x.layer_normalization(&[1, -1], None, None, 1e-3)),
+        ("layer_normalization", x.layer_normalization(&[1], None, None, -1.0)),
+        ("moments", x.moments(&[2], false).map(|m| m.1)),
+        ("moments", x.moments(&[0, -2], true).map(|m| m.1)),
+        ("variance", x.variance(&[-3], false)),
+        ("std", x.std(&[2], false)),
+        ("std", x.cast(DType::I32).unwrap().std(&[0], false)),
+        ("embedding_lookup", x.embedding_lookup(&Tensor::vector(&[0.0f64]))),
+        ("embedding_lookup", x.embedding_lookup(&Tensor::vector(&[2i64]))),
+        ("logdet", sq.logdet()),
+        ("tril", Tensor::vector(&[1.0f64]).tril()),
+        ("triu", Tensor::vector(&[1.0f64]).triu()),
+        ("split_sizes", x.split_sizes(&[1, 1], 1).map(|v| v[0].clone())),
+        ("split_sizes", x.split_sizes(&[1], 4).map(|v| v[0].clone())),
+        ("repeat_each", x.repeat_each(&[1, 2], 1)),
+        ("repeat_each", x.repeat_each(&[1, 2], -3)),
+        (
+            "jvp",
+            gradtape::jvp(|p| p[0].sin(), std::slice::from_ref(&x), &[Tensor::vector(&[1.0f64])]).map(|r| r.1),
+        ),
+        (
+            "jvp",
+            gradtape::jvp(|p| p[0].sin(), std::slice::from_ref(&x), &[m23()]).map(|r| r.1),
+        ),
+        ("hvp", gradtape::hvp(|p| p.sum_all(), &x, &Tensor::vector(&[1.0f64]))),
+    ];
+    for (op, r) in cases {
+        let e = err(r, &[op]);
+        let named = match &e {
+            Error::BadAxis { op, .. }
+            | Error::InvalidArgument { op, .. }
+            | Error::UnsupportedDType { op, .. }
+            | Error::IndexOutOfRange { op, .. }
+            | Error::DTypeMismatch { op, .. }
+            | Error::ShapeMismatch { op, .. } => *op,
+            other => panic!("{op}: unexpected {other:?}"),
+        };
+        assert_eq!(named, op, "{e}");
+    }
 }

@@ -219,3 +219,68 @@ fn clip_by_value_checks_its_bounds() {
         );
     }
 }
+
+/// A scalar operand an integer tensor cannot hold exactly is an error naming
+/// the op, never truncated: TensorFlow 2.21 refuses it too
+/// (`tf.constant([1, 2, 3]) * 0.5` raises "TypeError: Cannot convert 0.5 to
+/// EagerTensor of dtype int32", as do `tf.clip_by_value(x, 0.5, 2.5)`,
+/// `x > 1.5` and `x * 3e10`).
+#[test]
+fn integer_tensors_refuse_scalars_they_cannot_hold() {
+    use gradtape::PadMode;
+    type S = fn(&Tensor) -> Result<Tensor>;
+    let i = ints();
+    let bad: &[(&str, &str, S)] = &[
+        ("mul_scalar", "0.5", |x| x.mul_scalar(0.5)),
+        ("div_scalar", "0.5", |x| x.div_scalar(0.5)),
+        ("add_scalar", "NaN", |x| x.add_scalar(f64::NAN)),
+        ("sub_scalar", "inf", |x| x.sub_scalar(f64::INFINITY)),
+        ("mul_scalar", "30000000000", |x| x.mul_scalar(3e10)),
+        ("add_scalar", "-2147483649", |x| x.add_scalar(-2147483649.0)),
+        ("clip_by_value", "0.5", |x| x.clip_by_value(0.5, 4.0)),
+        ("clip_by_value", "4.5", |x| x.clip_by_value(1.0, 4.5)),
+        ("gt_scalar", "1.5", |x| x.gt_scalar(1.5)),
+        ("lt_scalar", "NaN", |x| x.lt_scalar(f64::NAN)),
+        ("scalar_like", "0.25", |x| x.scalar_like(0.25)),
+        ("pad", "0.5", |x| x.pad_with(&[(1, 0), (0, 0)], PadMode::Constant(0.5))),
+        ("one_hot", "0.5", |x| x.one_hot(3, 0.5, 0.0, -1, DType::I64)),
+        ("one_hot", "2", |x| x.one_hot(3, 1.0, 2.0, -1, DType::Bool)),
+    ];
+    for (op, c, f) in bad {
+        let e = err(f(&i), &[op, c, "not exactly representable", "[2, 3]"]);
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{op}: {e:?}");
+    }
+    // i64 holds [-2^63, 2^63): 2^63 itself is out of range
+    let l = Tensor::vector(&[1i64]);
+    err(l.add_scalar(9_223_372_036_854_775_808.0), &["add_scalar", "i64"]);
+    assert_eq!(
+        l.add_scalar(-9_223_372_036_854_775_808.0)
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
+        vec![i64::MIN + 1]
+    );
+    // exact scalars keep working; floats take any scalar
+    assert_eq!(
+        i.mul_scalar(2.0).unwrap().to_vec::<i32>().unwrap(),
+        vec![2, 4, 6, 8, 10, 12]
+    );
+    assert_eq!(
+        i.div_scalar(-2.0).unwrap().to_vec::<i32>().unwrap(),
+        vec![0, -1, -1, -2, -2, -3]
+    );
+    assert_eq!(
+        i.sub_scalar(1.0).unwrap().to_vec::<i32>().unwrap(),
+        vec![0, 1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        i.clip_by_value(2.0, 4.0).unwrap().to_vec::<i32>().unwrap(),
+        vec![2, 2, 3, 4, 4, 4]
+    );
+    assert_eq!(
+        i.gt_scalar(3.0).unwrap().to_vec::<bool>().unwrap(),
+        vec![false, false, false, true, true, true]
+    );
+    assert_eq!(f23().mul_scalar(0.5).unwrap().to_vec::<f32>().unwrap()[0], 0.5);
+    assert!(f23().add_scalar(f64::NAN).unwrap().to_vec::<f32>().unwrap()[0].is_nan());
+}

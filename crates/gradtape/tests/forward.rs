@@ -174,6 +174,16 @@ fn table() -> Vec<Case> {
         case("pad", |x| x[0].pad(&[(1, 0), (0, 2)])?.exp(), &[(m, Any)]),
         case("gather", |x| x[0].gather(&idx(&[2, 0, 2]), 1)?.sin(), &[(m, Any)]),
         case(
+            "gather scalar index, last axis",
+            |x| x[0].gather(&Tensor::scalar(2i64), -1)?.sin(),
+            &[(&[3, 4], Any)],
+        ),
+        case(
+            "gather scalar index, axis 1 of 3",
+            |x| x[0].gather(&Tensor::scalar(0i32), 1)?.sin(),
+            &[(&[2, 3, 2], Any)],
+        ),
+        case(
             "scatter_add",
             |x| x[0].scatter_add(&idx(&[1, 1, 0]), 1, 4)?.exp(),
             &[(m, Any)],

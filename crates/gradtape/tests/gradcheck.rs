@@ -461,6 +461,21 @@ fn table() -> Vec<Case> {
         &[(&[3, 2], Any)],
     ));
     t.push(case(
+        "gather scalar index, last axis",
+        |x| sq(x[0].gather(&Tensor::scalar(2i64), -1)),
+        &[(&[3, 4], Any)],
+    ));
+    t.push(case(
+        "gather scalar index, axis 1",
+        |x| sq(x[0].gather(&Tensor::scalar(1i32), 1)),
+        &[(&[3, 4], Any)],
+    ));
+    t.push(case(
+        "gather scalar index, middle axis",
+        |x| sq(x[0].gather(&Tensor::scalar(0i64), 1)),
+        &[(&[2, 3, 2], Any)],
+    ));
+    t.push(case(
         "gather no indices",
         |x| sq(x[0].gather(&idx(&[], &[0]), 0)?.sum_all()?.add(&x[0].sum_all()?)),
         &[(&[3, 2], Any)],
@@ -484,6 +499,11 @@ fn table() -> Vec<Case> {
         "scatter_add rank-2 indices",
         |x| sq(x[0].scatter_add(&idx(&[0, 1, 1, 1], &[2, 2]), 0, 3)),
         &[(&[2, 2, 3], Any)],
+    ));
+    t.push(case(
+        "scatter_add scalar index, axis -1 (appended)",
+        |x| sq(x[0].scatter_add(&Tensor::scalar(1i64), -1, 3)),
+        &[(&[2, 2], Any)],
     ));
     t.push(case(
         "scatter_add axis -1",

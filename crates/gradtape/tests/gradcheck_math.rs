@@ -55,6 +55,15 @@ fn table() -> Vec<Case> {
         ("squared_difference", |x| x[0].squared_difference(&x[1]), Any, Any),
         ("atan2", |x| x[0].atan2(&x[1]), Any, Pos),
         ("atan2 negative x", |x| x[0].atan2(&x[1].neg()?), Any, Pos),
+        // TF's gradient (1, -floor(x / y)); the inputs stay away from the
+        // jumps where x / y crosses an integer
+        ("floor_mod", |x| x[0].mul_scalar(3.0)?.floor_mod(&x[1]), Any, Pos),
+        (
+            "floor_mod negative divisor",
+            |x| x[0].mul_scalar(3.0)?.floor_mod(&x[1].neg()?),
+            Any,
+            Pos,
+        ),
     ];
     for &(name, f, da, db) in binary {
         for &(sa, sb) in PAIRS {

@@ -213,3 +213,52 @@ fn errors_in_the_function_are_returned() {
     });
     assert!(matches!(r, Err(gradtape::Error::ShapeMismatch { .. })), "{r:?}");
 }
+
+/// A closure that computes something else when re-run for the gradient is
+/// reported as such (the message names `recompute_grad` and both sets of
+/// outputs), not as a mismatch of `output_gradients` deep in backprop.
+#[test]
+fn a_closure_that_changes_on_recompute_is_reported_as_such() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for extra_output in [false, true] {
+        let calls = AtomicUsize::new(0);
+        let block = recompute_grad(move |xs: &[Tensor]| {
+            let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+            let y = xs[0].sin()?;
+            match (first, extra_output) {
+                (true, _) => Ok(vec![y]),
+                // a second output on recompute
+                (false, true) => Ok(vec![y.clone(), y]),
+                // another shape on recompute
+                (false, false) => Ok(vec![y.reshape(&[2, 1])?]),
+            }
+        });
+        let x = Tensor::vector(&[1.0f64, 2.0]);
+        let tape = GradientTape::new();
+        let y = tape
+            .record(|| {
+                tape.watch(&x);
+                Ok(block.call(std::slice::from_ref(&x))?.remove(0))
+            })
+            .unwrap();
+        let e = tape.gradient(&y, &x).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(
+                e,
+                gradtape::Error::InvalidArgument {
+                    op: "recompute_grad",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(msg.contains("same function") && msg.contains("[2] f64"), "{msg}");
+        let want = if extra_output {
+            "[[2] f64, [2] f64]"
+        } else {
+            "[[2, 1] f64]"
+        };
+        assert!(msg.contains(want), "{msg}");
+    }
+}

@@ -191,7 +191,8 @@ fn shape_and_index_ops_never_panic() {
         let dim = g.below(5);
         oks += run("scatter_add", draw, || {
             let y = x.scatter_add(&ind, ax, dim)?;
-            let a = norm(ax, r);
+            // the axis is the output's, of rank r - ind.rank() + 1
+            let a = norm(ax, (r + 1).saturating_sub(ind.rank()));
             let e = [&s[..a], &[dim][..], &s[a + ind.rank()..]].concat();
             Ok((y, shape_of(&e, d)))
         }) as usize;

@@ -133,8 +133,7 @@ fn embedding_table_gradient_is_never_dense() -> Result<()> {
     let s = g.as_sparse().expect("a variable read passes sparse cotangents through");
     assert_eq!(s.values().shape(), &[3, 16]);
     assert_eq!(s.values().to_vec::<f32>()?, vec![2.0; 48]);
-    let step = IndexedSlices::new(s.values().mul_scalar(0.5)?, s.indices().clone(), s.dense_shape())?;
-    table.scatter_sub(&step)?;
+    table.scatter_sub(&s.scale(0.5)?)?;
     let v = table.read();
     let picked = v.gather(&Tensor::vector(&[5i64, 199_999, 0]), 0)?.to_vec::<f32>()?;
     assert_eq!(&picked[..16], &[-1.0; 16]); // twice: 1 - 2 * 1
@@ -239,5 +238,91 @@ fn the_rule_does_not_keep_the_table() -> Result<()> {
     drop(x);
     assert!(!weak.is_alive(), "the tape keeps the gathered table alive");
     let _ = f;
+    Ok(())
+}
+
+/// Values from TensorFlow 2.21: `v = tf.Variable(reshape(arange(10.), [5, 2]))`
+/// (float64); `old = v.read_value()`;
+/// `v.scatter_add(IndexedSlices([[1, 2], [10, 20], [100, 200]], [3, 0, 3]))`
+/// -> `[10, 21, 2, 3, 4, 5, 107, 209, 8, 9]` (duplicates accumulate), `old`
+/// unchanged; then `v.scatter_sub(IndexedSlices([[1, 1], [2, 2]], [4, 4]))`
+/// -> `[10, 21, 2, 3, 4, 5, 107, 209, 5, 6]`.
+#[test]
+fn scatter_updates_accumulate_duplicates_and_leave_earlier_reads_alone() -> Result<()> {
+    let v = Variable::new(Tensor::from_vec((0..10).map(|x| x as f64).collect(), &[5, 2])?);
+    let old = v.read();
+    let add = IndexedSlices::new(
+        Tensor::from_vec(vec![1.0f64, 2.0, 10.0, 20.0, 100.0, 200.0], &[3, 2])?,
+        idx(&[3, 0, 3]),
+        &[5, 2],
+    )?;
+    v.scatter_add(&add)?;
+    assert_eq!(
+        v.read().to_vec::<f64>()?,
+        vec![10.0, 21.0, 2.0, 3.0, 4.0, 5.0, 107.0, 209.0, 8.0, 9.0]
+    );
+    assert_eq!(old.to_vec::<f64>()?, (0..10).map(|x| x as f64).collect::<Vec<_>>());
+    let sub = IndexedSlices::new(
+        Tensor::from_vec(vec![1.0f64, 1.0, 2.0, 2.0], &[2, 2])?,
+        idx(&[4, 4]),
+        &[5, 2],
+    )?;
+    v.scatter_sub(&sub)?;
+    assert_eq!(
+        v.read().to_vec::<f64>()?,
+        vec![10.0, 21.0, 2.0, 3.0, 4.0, 5.0, 107.0, 209.0, 5.0, 6.0]
+    );
+    // integer tables wrap, as integer arithmetic does elsewhere
+    let c = Variable::new(Tensor::from_vec(vec![i32::MAX, 0], &[2, 1])?);
+    c.scatter_add(&IndexedSlices::new(
+        Tensor::from_vec(vec![1i32], &[1, 1])?,
+        idx(&[0]),
+        &[2, 1],
+    )?)?;
+    assert_eq!(c.read().to_vec::<i32>()?, vec![i32::MIN, 0]);
+    Ok(())
+}
+
+/// TensorFlow 2.21: `w = tf.Variable(reshape(arange(10.), [5, 2]))`;
+/// `tf.keras.optimizers.SGD(0.5).apply_gradients([(IndexedSlices([[1, 2],
+/// [4, 8], [1, 1]], [1, 1, 4], [5, 2]), w)])` -> `[0, 1, -0.5, -2, 4, 5, 6,
+/// 7, 7.5, 8.5]`.
+#[test]
+fn a_sparse_sgd_step_needs_no_rebuild_by_hand() -> Result<()> {
+    let g = IndexedSlices::new(
+        Tensor::from_vec(vec![1.0f64, 2.0, 4.0, 8.0, 1.0, 1.0], &[3, 2])?,
+        idx(&[1, 1, 4]),
+        &[5, 2],
+    )?;
+    let want = vec![0.0, 1.0, -0.5, -2.0, 4.0, 5.0, 6.0, 7.0, 7.5, 8.5];
+    let start = || Tensor::from_vec((0..10).map(|x| x as f64).collect(), &[5, 2]);
+    let w = Variable::new(start()?);
+    w.apply_sparse_gradient_descent(0.5, &g)?;
+    assert_eq!(w.read().to_vec::<f64>()?, want);
+    let w = Variable::new(start()?);
+    w.scatter_sub(&g.scale(0.5)?)?;
+    assert_eq!(w.read().to_vec::<f64>()?, want);
+    // f32 too; the wrong dense shape is an error naming the op
+    let w32 = Variable::new(start()?.cast(DType::F32)?);
+    let g32 = IndexedSlices::new(g.values().cast(DType::F32)?, g.indices().clone(), &[5, 2])?;
+    w32.apply_sparse_gradient_descent(0.5, &g32)?;
+    assert_eq!(w32.read().to_vec_f64(), want);
+    let e = w.apply_sparse_gradient_descent(0.5, &g32).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::VariableMismatch {
+                op: "apply_sparse_gradient_descent",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // integer tables take an exact learning rate only
+    let wi = Variable::new(Tensor::from_vec(vec![5i64, 5], &[2, 1])?);
+    let gi = IndexedSlices::new(Tensor::from_vec(vec![2i64], &[1, 1])?, idx(&[1]), &[2, 1])?;
+    wi.apply_sparse_gradient_descent(2.0, &gi)?;
+    assert_eq!(wi.read().to_vec::<i64>()?, vec![5, 1]);
+    assert!(wi.apply_sparse_gradient_descent(0.5, &gi).is_err());
     Ok(())
 }

@@ -196,7 +196,7 @@ pub(crate) fn bind_slow<I: TapeInput>(
 }
 
 /// Gives the outputs of an op tangents in every visible accumulator that has
-/// a tangent for one of its float inputs.
+/// a tangent for one of its float or complex inputs.
 fn record<I: TapeInput>(
     name: &'static str,
     inputs: &[I],
@@ -204,7 +204,9 @@ fn record<I: TapeInput>(
     rule: &mut dyn FnMut() -> VjpFn,
     jvp: Option<&JvpRule<'_>>,
 ) {
-    if !outputs.iter().any(|o| o.dtype().is_float()) || !inputs.iter().any(|i| i.tape_dtype().is_float()) {
+    if !outputs.iter().any(|o| o.dtype().is_differentiable())
+        || !inputs.iter().any(|i| i.tape_dtype().is_differentiable())
+    {
         return;
     }
     let accs: SmallVec<[Rc<AccCell>; 2]> = STACK.with(|s| {
@@ -217,7 +219,12 @@ fn record<I: TapeInput>(
     for (i, acc) in accs.iter().enumerate() {
         let tangents: SmallVec<[Option<Tensor>; 2]> = inputs
             .iter()
-            .map(|x| x.tape_dtype().is_float().then(|| acc.tangent(x.tape_id())).flatten())
+            .map(|x| {
+                x.tape_dtype()
+                    .is_differentiable()
+                    .then(|| acc.tangent(x.tape_id()))
+                    .flatten()
+            })
             .collect();
         if tangents.iter().all(Option::is_none) {
             continue;
@@ -293,7 +300,7 @@ fn double_vjp(rule: &VjpFn, outputs: &[Tensor], tangents: &[Option<Tensor>]) -> 
     let (mut targets, mut seeds) = (Vec::new(), Vec::new());
     for (c, t) in cots.into_iter().zip(tangents) {
         if let (Some(c), Some(t)) = (c, t) {
-            if c.dtype().is_float() {
+            if c.dtype().is_differentiable() {
                 targets.push(c);
                 seeds.push(t.clone());
             }
@@ -310,7 +317,7 @@ fn double_vjp(rule: &VjpFn, outputs: &[Tensor], tangents: &[Option<Tensor>]) -> 
     Ok(grads
         .into_iter()
         .zip(outputs)
-        .map(|(g, o)| g.filter(|_| o.dtype().is_float()))
+        .map(|(g, o)| g.filter(|_| o.dtype().is_differentiable()))
         .collect())
 }
 
@@ -445,7 +452,7 @@ impl ForwardAccumulator {
     }
 
     /// Watches a tensor or variable with the given tangent (same shape and
-    /// dtype, a float dtype). Watching one primal again adds the tangents.
+    /// dtype, a float or complex dtype). Watching one primal again adds the tangents.
     /// Works whether or not the accumulator is active.
     ///
     /// ```
@@ -462,11 +469,11 @@ impl ForwardAccumulator {
         const OP: &str = "ForwardAccumulator::watch";
         let primal = primal.into();
         let (id, shape, dtype) = describe(&primal);
-        if !dtype.is_float() {
+        if !dtype.is_differentiable() {
             return Err(Error::UnsupportedDType {
                 op: OP,
                 dtype,
-                expected: "a float primal (f32 or f64)",
+                expected: "a float or complex primal",
             });
         }
         if tangent.dtype() != dtype {

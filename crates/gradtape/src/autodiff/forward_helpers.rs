@@ -49,7 +49,7 @@ where
     let xs: Vec<Tensor> = primals.iter().map(Tensor::identity).collect();
     let acc = ForwardAccumulator::new();
     for (x, t) in xs.iter().zip(tangents) {
-        acc.watch(x, t)?;
+        acc.watch(x, t).map_err(|e| e.for_op("jvp"))?;
     }
     let ys = acc.record(|| f(&xs))?;
     let ts = acc.jvp_with(&ys, Unconnected::Zero)?.into_iter().flatten().collect();
@@ -77,7 +77,7 @@ where
     crate::ops::expect_float("hvp", x)?;
     let x = x.identity();
     let acc = ForwardAccumulator::new();
-    acc.watch(&x, v)?;
+    acc.watch(&x, v).map_err(|e| e.for_op("hvp"))?;
     acc.record(|| {
         let tape = GradientTape::new();
         let y = tape.record(|| {

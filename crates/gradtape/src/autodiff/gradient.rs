@@ -122,6 +122,28 @@ impl IndexedSlices {
         self.values.dtype()
     }
 
+    /// The same rows times `c` (indices and dense shape shared): a
+    /// learning-rate step is `table.scatter_sub(&grad.scale(lr)?)` (or, in
+    /// one pass, [`Variable::apply_sparse_gradient_descent`](crate::Variable::apply_sparse_gradient_descent)).
+    /// Differentiable in the values; for integer values `c` must be an exact
+    /// integer, as for [`Tensor::mul_scalar`].
+    ///
+    /// ```
+    /// use gradtape::{IndexedSlices, Tensor};
+    /// let s = IndexedSlices::new(Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2])?, Tensor::vector(&[3i64]), &[5, 2])?;
+    /// let h = s.scale(0.5)?;
+    /// assert_eq!(h.values().to_vec::<f32>()?, vec![0.5, 1.0]);
+    /// assert_eq!((h.indices().to_vec::<i64>()?, h.dense_shape()), (vec![3], &[5usize, 2][..]));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn scale(&self, c: f64) -> Result<IndexedSlices> {
+        Ok(IndexedSlices {
+            values: self.values.mul_scalar(c)?,
+            indices: self.indices.clone(),
+            dense_shape: self.dense_shape.clone(),
+        })
+    }
+
     /// The dense tensor (repeated indices add). Differentiable in `values`.
     pub fn to_dense(&self) -> Result<Tensor> {
         self.values.scatter_add(&self.indices, 0, self.dense_shape[0])

@@ -272,7 +272,7 @@ impl GradientTape {
     /// let rows = g.as_sparse().unwrap();
     /// assert_eq!(rows.values().shape(), &[3, 4]);
     /// assert_eq!(rows.dense_shape(), &[1000, 4]);
-    /// table.scatter_sub(rows)?; // an SGD step with learning rate 1
+    /// table.apply_sparse_gradient_descent(1.0, rows)?; // an SGD step, in place
     /// assert_eq!(table.read().gather(&Tensor::vector(&[7i64]), 0)?.to_vec::<f32>()?, vec![-1.0; 4]);
     /// # Ok::<(), gradtape::Error>(())
     /// ```

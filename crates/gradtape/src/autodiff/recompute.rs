@@ -18,8 +18,8 @@ use crate::autodiff::custom::{record_checked, variables_read};
 use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
 use crate::autodiff::sources::SourceRef;
 use crate::autodiff::tape;
-use crate::error::Result;
-use crate::tensor::Tensor;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
 
 /// A closure whose intermediates are recomputed during backprop instead of
 /// kept; made by [`recompute_grad`].
@@ -73,6 +73,7 @@ where
         let f = self.f.clone();
         let xs: Vec<Tensor> = inputs.to_vec();
         let vs = vars.clone();
+        let first: Vec<(Vec<usize>, DType)> = outs.iter().map(|o| (o.shape().to_vec(), o.dtype())).collect();
         let backward = move |dys: &[Tensor]| {
             let fresh: Vec<Tensor> = xs.iter().map(|x| x.identity()).collect();
             let tape = GradientTape::new();
@@ -81,6 +82,20 @@ where
                 tape.watch(&vs[..]);
                 f(&fresh)
             })?;
+            let again: Vec<(Vec<usize>, DType)> = ys.iter().map(|y| (y.shape().to_vec(), y.dtype())).collect();
+            if again != first {
+                return Err(Error::invalid(
+                    "recompute_grad",
+                    format!(
+                        "the closure returned {} outputs (shapes and dtypes {}) when recomputed for the \
+                         gradient, but {} ({}) when first called; it must compute the same function each time",
+                        again.len(),
+                        describe(&again),
+                        first.len(),
+                        describe(&first)
+                    ),
+                ));
+            }
             let sources: Vec<SourceRef<'_>> = fresh
                 .iter()
                 .map(SourceRef::from)
@@ -95,4 +110,10 @@ where
         record_checked("RecomputeGrad", inputs, &vars, &outs, backward);
         Ok(outs)
     }
+}
+
+/// `[2, 3] f32, [] f64` for a list of output shapes and dtypes.
+fn describe(outs: &[(Vec<usize>, DType)]) -> String {
+    let parts: Vec<String> = outs.iter().map(|(s, d)| format!("{s:?} {d}")).collect();
+    format!("[{}]", parts.join(", "))
 }

@@ -10,7 +10,8 @@ use std::sync::{Arc, RwLock};
 use crate::autodiff::gradient::IndexedSlices;
 use crate::autodiff::tape;
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor, TensorId};
+use crate::kernels::cpu::index::update_rows;
+use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Num, Tensor, TensorId};
 
 /// A mutable, named tensor slot, like `tf.Variable`.
 ///
@@ -223,8 +224,12 @@ impl Variable {
     }
 
     /// Adds sparse rows to the value, atomically, without building a dense
-    /// delta (repeated indices accumulate). The rows' dense shape and dtype
-    /// must be the variable's. Not differentiable.
+    /// delta (repeated indices accumulate, as TensorFlow's `scatter_add`).
+    /// The rows' dense shape and dtype must be the variable's (a numeric
+    /// dtype). The rows are written in place when nothing else holds the
+    /// value, so the cost is the rows', not the table's; a tensor returned
+    /// by an earlier [`read`](Self::read) keeps its old value (the table is
+    /// copied once then). Not differentiable.
     ///
     /// ```
     /// use gradtape::{IndexedSlices, Tensor, Variable};
@@ -235,14 +240,16 @@ impl Variable {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn scatter_add(&self, rows: &IndexedSlices) -> Result<()> {
-        self.scatter("scatter_add", rows, false)
+        self.scatter("scatter_add", rows, |slot| add_rows("scatter_add", slot, rows, false))
     }
 
-    /// Subtracts sparse rows from the value (an SGD step on an embedding
-    /// table takes `lr * gradient` rows), atomically, without building a
-    /// dense delta. Not differentiable.
+    /// Subtracts sparse rows from the value, atomically, in place as
+    /// [`scatter_add`](Self::scatter_add) (repeated indices accumulate). For
+    /// an SGD step on a sparse gradient see
+    /// [`apply_sparse_gradient_descent`](Self::apply_sparse_gradient_descent).
+    /// Not differentiable.
     pub fn scatter_sub(&self, rows: &IndexedSlices) -> Result<()> {
-        self.scatter("scatter_sub", rows, true)
+        self.scatter("scatter_sub", rows, |slot| add_rows("scatter_sub", slot, rows, true))
     }
 
     /// Runs `f` on the value itself under the write lock, outside any tape:
@@ -253,7 +260,39 @@ impl Variable {
         tape::without_tapes(|| f(&mut slot))
     }
 
-    fn scatter(&self, op: &'static str, rows: &IndexedSlices, negate: bool) -> Result<()> {
+    /// One step of gradient descent on sparse rows: `value[indices[j]] -=
+    /// lr * values[j]` (TensorFlow's `SparseApplyGradientDescent`; repeated
+    /// indices accumulate), atomically and in place as
+    /// [`scatter_add`](Self::scatter_add): the cost is the rows', not the
+    /// table's, and no scaled copy of the rows is built. `f32` and `f64`
+    /// tables; other numeric dtypes go through
+    /// [`IndexedSlices::scale`] (so `lr` must be exact for integers). Not
+    /// differentiable.
+    ///
+    /// ```
+    /// use gradtape::{GradientTape, Tensor, Variable};
+    /// let table = Variable::new(Tensor::ones(&[1000, 4], gradtape::DType::F32));
+    /// let tape = GradientTape::new();
+    /// let loss = tape.record(|| table.read().gather(&Tensor::vector(&[7i64, 7, 3]), 0)?.sum_all())?;
+    /// let g = tape.sparse_gradient(&loss, &table)?.unwrap();
+    /// table.apply_sparse_gradient_descent(0.25, g.as_sparse().unwrap())?;
+    /// let rows = table.read().gather(&Tensor::vector(&[7i64, 3, 0]), 0)?;
+    /// assert_eq!(rows.to_vec::<f32>()?, [[0.5f32; 4], [0.75; 4], [1.0; 4]].concat());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn apply_sparse_gradient_descent(&self, lr: f64, rows: &IndexedSlices) -> Result<()> {
+        const OP: &str = "apply_sparse_gradient_descent";
+        self.scatter(OP, rows, |slot| {
+            with_float_dtype!(slot.dtype(), T => {
+                let a = <T as Element>::from_f64(lr);
+                update_rows::<T>(OP, slot, rows.values(), rows.indices(), move |d, s| d - a * s)
+            }, _ => add_rows(OP, slot, &rows.scale(lr)?, true))
+        })
+    }
+
+    /// Runs `f` on the value under the write lock, after checking the rows'
+    /// dense shape and dtype against it.
+    fn scatter(&self, op: &'static str, rows: &IndexedSlices, f: impl FnOnce(&mut Tensor) -> Result<()>) -> Result<()> {
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
         if rows.dense_shape() != slot.shape() || rows.dtype() != slot.dtype() {
             return Err(Error::VariableMismatch {
@@ -265,10 +304,19 @@ impl Variable {
                 got_dtype: rows.dtype(),
             });
         }
-        let new = crate::kernels::cpu::index::add_rows(&slot, rows.values(), rows.indices(), negate)?;
-        *slot = new;
-        Ok(())
+        f(&mut slot)
     }
+}
+
+/// `slot[indices] += rows` (or `-=`), in place where possible, for every
+/// numeric dtype (integers wrap).
+fn add_rows(op: &'static str, slot: &mut Tensor, rows: &IndexedSlices, negate: bool) -> Result<()> {
+    let (u, i) = (rows.values(), rows.indices());
+    with_num_dtype!(slot.dtype(), T => if negate {
+        update_rows::<T>(op, slot, u, i, |d, s| d.sub_wrap(s))
+    } else {
+        update_rows::<T>(op, slot, u, i, |d, s| d.add_wrap(s))
+    }, _ => Err(Error::UnsupportedDType { op, dtype: slot.dtype(), expected: "a numeric dtype" }))
 }
 
 impl std::fmt::Debug for Variable {
@@ -312,6 +360,33 @@ mod tests {
         assert_ne!(buffer_addr(&v), addr);
         assert!(held.to_vec::<f32>()?.iter().all(|&e| e == -1.0));
         assert!(v.current().to_vec::<f32>()?.iter().all(|&e| e == -3.0));
+        Ok(())
+    }
+
+    #[test]
+    fn sparse_updates_write_in_place_unless_a_read_holds_the_value() -> Result<()> {
+        let n = 10_000;
+        let v = Variable::new(Tensor::from_vec(vec![1.0f32; n * 4], &[n, 4])?);
+        let addr = buffer_addr(&v);
+        let rows = IndexedSlices::new(Tensor::ones(&[2, 4], DType::F32), Tensor::vector(&[5i64, 5]), &[n, 4])?;
+        v.scatter_add(&rows)?;
+        v.scatter_sub(&rows.scale(0.5)?)?;
+        v.apply_sparse_gradient_descent(0.25, &rows)?;
+        // no copy of the table: the same buffer, updated
+        assert_eq!(buffer_addr(&v), addr);
+        let row5 = |v: &Variable| v.current().narrow(0, 5, 1).and_then(|r| r.to_vec::<f32>());
+        assert_eq!(row5(&v)?, vec![1.0 + 2.0 - 1.0 - 0.5; 4]);
+        // a live read keeps its value: the update copies once
+        let held = v.read();
+        v.scatter_add(&rows)?;
+        assert_ne!(buffer_addr(&v), addr);
+        assert_eq!(held.narrow(0, 5, 1)?.to_vec::<f32>()?, vec![1.5; 4]);
+        assert_eq!(row5(&v)?, vec![3.5; 4]);
+        // and once it is gone, updates are in place again
+        drop(held);
+        let addr = buffer_addr(&v);
+        v.scatter_sub(&rows)?;
+        assert_eq!(buffer_addr(&v), addr);
         Ok(())
     }
 }

@@ -6,7 +6,7 @@
 //! `lo <= x <= hi` (boundaries included).
 
 use super::unary2::{elementwise, fmap};
-use super::{bind, expect_float, grads, unsupported};
+use super::{bind, bind_jvp, expect_float, grads, only, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::map;
@@ -16,6 +16,14 @@ use crate::tensor::{with_num_dtype, Element, Tensor};
 pub const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
 /// SELU's α.
 pub const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
+
+/// The derivative of elu/selu from their output `y`: `y + shift` where
+/// `y < 0`, else `pos`. Selected, not blended (`g · where(..)`, never
+/// `where(.., g · (y + shift), g)`), so that no `0 · inf` or `0 · NaN` of the
+/// unselected side reaches a gradient or a tangent.
+fn elu_slope(y: &Tensor, shift: f64, pos: f64) -> Result<Tensor> {
+    Tensor::where_(&y.lt_scalar(0.0)?, &y.add_scalar(shift)?, &y.scalar_like(pos)?)
+}
 
 /// `g` where `mask`, else 0, as the cotangent's dtype.
 fn masked(g: &Tensor, mask: &Tensor) -> Result<Tensor> {
@@ -100,7 +108,9 @@ impl Tensor {
         }))
     }
 
-    /// `x` for x > 0, else `eˣ - 1`. d/dx = 1 for x >= 0, else `y + 1`.
+    /// `x` for x > 0, else `eˣ - 1`. d/dx = 1 for x >= 0, else `y + 1`
+    /// (from the output, as TensorFlow's `EluGrad`: 1 at NaN and `+inf`, 0
+    /// at `-inf`; forward-mode tangents agree).
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[0.0f64, 2.0]);
@@ -109,22 +119,22 @@ impl Tensor {
     /// ```
     pub fn elu(&self) -> Result<Tensor> {
         let y = fmap!("elu", self, |v| if v > T::zero() { v } else { v.expm1_() })?;
-        Ok(bind("Elu", &[self], y, |y| {
-            let y = y.clone();
-            vjp_batched(move |g, _| {
-                let neg = y.lt_scalar(0.0)?;
-                Ok(grads![Some(Tensor::where_(
-                    &neg,
-                    &g[0].mul(&y.add_scalar(1.0)?)?,
-                    &g[0]
-                )?)])
-            })
-        }))
+        Ok(bind_jvp(
+            "Elu",
+            &[self],
+            y,
+            |y| {
+                let y = y.clone();
+                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&elu_slope(&y, 1.0, 1.0)?)?)]))
+            },
+            |t, y| only(t)?.mul(&elu_slope(y, 1.0, 1.0)?),
+        ))
     }
 
     /// Scaled ELU: `λx` for x > 0, else `λα(eˣ - 1)` with TensorFlow's
     /// constants [`SELU_SCALE`] and [`SELU_ALPHA`]. d/dx = λ for x >= 0,
-    /// else `y + λα`.
+    /// else `y + λα` (λ at NaN and `+inf`, 0 at `-inf`, as TensorFlow's
+    /// `SeluGrad`; forward-mode tangents agree).
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[1.0f64]);
@@ -137,18 +147,17 @@ impl Tensor {
         } else {
             T::from_f64(SELU_SCALE * SELU_ALPHA) * v.expm1_()
         })?;
-        Ok(bind("Selu", &[self], y, |y| {
-            let y = y.clone();
-            vjp_batched(move |g, _| {
-                let neg = y.lt_scalar(0.0)?;
-                let inner = g[0].mul(&y.add_scalar(SELU_SCALE * SELU_ALPHA)?)?;
-                Ok(grads![Some(Tensor::where_(
-                    &neg,
-                    &inner,
-                    &g[0].mul_scalar(SELU_SCALE)?
-                )?)])
-            })
-        }))
+        const SA: f64 = SELU_SCALE * SELU_ALPHA;
+        Ok(bind_jvp(
+            "Selu",
+            &[self],
+            y,
+            |y| {
+                let y = y.clone();
+                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&elu_slope(&y, SA, SELU_SCALE)?)?)]))
+            },
+            |t, y| only(t)?.mul(&elu_slope(y, SA, SELU_SCALE)?),
+        ))
     }
 
     /// Gaussian error linear unit. Exact: `x · Φ(x) = x/2 · (1 + erf(x/√2))`;
@@ -207,6 +216,8 @@ impl Tensor {
                 ),
             ));
         }
+        super::check_scalar("clip_by_value", self, lo)?;
+        super::check_scalar("clip_by_value", self, hi)?;
         let y = with_num_dtype!(self.dtype(), T => {
             let (l, h) = (T::from_f64(lo), T::from_f64(hi));
             map::<T, T>(self, move |v: T| if v < l { l } else if v > h { h } else { v })
@@ -214,7 +225,7 @@ impl Tensor {
         let x = self.clone();
         Ok(bind("ClipByValue", &[self], y, move |_| {
             vjp_batched(move |g, _| {
-                let inside = x.ge(&x.scalar_like(lo))?.logical_and(&x.le(&x.scalar_like(hi))?)?;
+                let inside = x.ge(&x.scalar_like(lo)?)?.logical_and(&x.le(&x.scalar_like(hi)?)?)?;
                 Ok(grads![Some(masked(&g[0], &inside)?)])
             })
         }))

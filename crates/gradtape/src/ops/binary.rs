@@ -297,10 +297,11 @@ impl Tensor {
         ))
     }
 
-    /// Elementwise maximum, broadcasting. On ties the gradient goes to `a`
-    /// (as TensorFlow).
+    /// Elementwise maximum, broadcasting; NaN if either element is NaN (as
+    /// TensorFlow and NumPy). The gradient goes to `a` where `a >= b` (ties
+    /// included), else to `b`, so at a NaN it goes to `b` (as TensorFlow).
     pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
-        let y = num_zip!("maximum", self, rhs, |x, y| if x >= y { x } else { y })?;
+        let y = num_zip!("maximum", self, rhs, |x, y| if x >= y || is_nan(x) { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
             "Maximum",
@@ -317,9 +318,11 @@ impl Tensor {
         ))
     }
 
-    /// Elementwise minimum, broadcasting. On ties the gradient goes to `a`.
+    /// Elementwise minimum, broadcasting; NaN if either element is NaN. The
+    /// gradient goes to `a` where `a <= b` (ties included), else to `b` (as
+    /// TensorFlow, also at a NaN).
     pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
-        let y = num_zip!("minimum", self, rhs, |x, y| if x <= y { x } else { y })?;
+        let y = num_zip!("minimum", self, rhs, |x, y| if x <= y || is_nan(x) { x } else { y })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
             "Minimum",
@@ -400,20 +403,45 @@ impl Tensor {
         compare!("ge", self, rhs, |x, y| x >= y)
     }
 
-    /// `x > c` elementwise against a scalar (bool).
+    /// `x > c` elementwise against a scalar (bool). On an integer tensor
+    /// `c` must be an integer in the dtype's range.
     pub fn gt_scalar(&self, c: f64) -> Result<Tensor> {
-        self.gt(&self.scalar_like(c))
+        self.gt(&scalar_for("gt_scalar", self, c)?)
     }
 
-    /// `x < c` elementwise against a scalar (bool).
+    /// `x < c` elementwise against a scalar (bool). On an integer tensor
+    /// `c` must be an integer in the dtype's range.
     pub fn lt_scalar(&self, c: f64) -> Result<Tensor> {
-        self.lt(&self.scalar_like(c))
+        self.lt(&scalar_for("lt_scalar", self, c)?)
     }
 
-    /// A rank-0 tensor of this tensor's dtype.
-    pub fn scalar_like(&self, c: f64) -> Tensor {
-        with_dtype!(self.dtype(), T => Tensor::scalar(T::from_f64(c)))
+    /// A rank-0 tensor of this tensor's dtype holding `c`. For an integer
+    /// (or bool) dtype `c` must be exactly representable: `2.0` is, `0.5`,
+    /// NaN and `1e30` are errors, never truncated.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let i = Tensor::vector(&[1i64, 2]);
+    /// assert_eq!(i.scalar_like(-3.0)?.to_scalar::<i64>()?, -3);
+    /// assert!(i.scalar_like(0.5).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn scalar_like(&self, c: f64) -> Result<Tensor> {
+        scalar_for("scalar_like", self, c)
     }
+}
+
+/// `c` as a rank-0 tensor of `x`'s dtype, checked for `op` (see
+/// [`check_scalar`](super::check_scalar)).
+pub(crate) fn scalar_for(op: &'static str, x: &Tensor, c: f64) -> Result<Tensor> {
+    super::check_scalar_for(op, x.dtype(), x.shape(), c)?;
+    Ok(with_dtype!(x.dtype(), T => Tensor::scalar(T::from_f64(c))))
+}
+
+/// Whether `v` is NaN (never for integers): it is unordered with itself.
+#[inline(always)]
+pub(crate) fn is_nan<T: PartialOrd>(v: T) -> bool {
+    v.partial_cmp(&v).is_none()
 }
 
 /// `ln a` where `a > 0`, else 0: the factor of d(aᵇ)/db (as TensorFlow).

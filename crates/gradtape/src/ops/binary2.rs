@@ -3,7 +3,7 @@
 //! ops on bool tensors. Differentiable rules are batched (they undo
 //! broadcasting with [`ct::unbroadcast`]).
 
-use super::{bind, ct, expect_float, expect_same_dtype, grads, unsupported};
+use super::{bind, bind_jvp, ct, expect_float, expect_same_dtype, grads, sum_terms, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{map, zip};
@@ -136,8 +136,9 @@ impl Tensor {
 
     /// Floor modulo `a - ⌊a / b⌋ · b`, broadcasting (numeric dtypes): the
     /// result takes the divisor's sign (TensorFlow's `floormod`, Python's
-    /// `%`). Integer division by zero is an error. Not differentiable (not
-    /// recorded).
+    /// `%`). Integer division by zero is an error. Differentiable for
+    /// floats, with TensorFlow's gradient: d/da = 1, d/db = -⌊a / b⌋ (the
+    /// jumps where `a / b` crosses an integer are ignored).
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -148,14 +149,35 @@ impl Tensor {
     pub fn floor_mod(&self, rhs: &Tensor) -> Result<Tensor> {
         expect_same_dtype("floor_mod", self, rhs)?;
         no_int_zero("floor_mod", self, rhs)?;
-        match self.dtype() {
-            DType::I32 => zip::<i32, i32, i32>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y)),
-            DType::I64 => zip::<i64, i64, i64>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y)),
+        let y = match self.dtype() {
+            DType::I32 => return zip::<i32, i32, i32>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y)),
+            DType::I64 => return zip::<i64, i64, i64>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y)),
             dt => with_float_dtype!(dt, T => zip::<T, T, T>("floor_mod", self, rhs, |x: T, y: T| {
                 let r = x % y;
                 if r != T::zero() && ((r < T::zero()) != (y < T::zero())) { r + y } else { r }
             }), _ => Err(unsupported("floor_mod", dt, "a numeric dtype"))),
-        }
+        }?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind_jvp(
+            "FloorMod",
+            &[self, rhs],
+            y,
+            move |_| {
+                vjp_batched(move |g, needs| {
+                    let ga = needs[0].then(|| ct::unbroadcast(&g[0], a.shape())).transpose()?;
+                    let gb = needs[1]
+                        .then(|| ct::unbroadcast(&g[0].mul(&a.floor_div(&b)?)?.neg()?, b.shape()))
+                        .transpose()?;
+                    Ok(grads![ga, gb])
+                })
+            },
+            |t, _| {
+                sum_terms([
+                    Ok(t[0].clone()),
+                    t[1].as_ref().map(|tb| tb.mul(&self.floor_div(rhs)?)?.neg()).transpose(),
+                ])
+            },
+        ))
     }
 
     /// `a && b` elementwise on bool tensors, broadcasting.

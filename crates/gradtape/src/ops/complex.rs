@@ -62,7 +62,7 @@ impl Tensor {
         }
         let y = kc::re(self)?;
         Ok(bind("Real", &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0], &g[0].scalar_like(0.0))?)]))
+            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?)]))
         }))
     }
 
@@ -81,7 +81,7 @@ impl Tensor {
         }
         let y = kc::im(self)?;
         Ok(bind("Imag", &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0].scalar_like(0.0), &g[0])?)]))
+            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?)]))
         }))
     }
 
@@ -126,7 +126,7 @@ impl Tensor {
         let z = self.clone();
         Ok(bind("Angle", &[self], y, move |_| {
             vjp_batched(move |g, _| {
-                let ig = Tensor::complex(&g[0].scalar_like(0.0), &g[0])?;
+                let ig = Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?;
                 Ok(grads![Some(ig.div(&z.conj()?)?)])
             })
         }))
@@ -239,11 +239,11 @@ pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
     Ok(bind("ComplexAbs", &[x], y, move |y| {
         let y = y.clone();
         vjp_batched(move |g, _| {
-            let zero = y.eq(&y.scalar_like(0.0))?;
+            let zero = y.eq(&y.scalar_like(0.0)?)?;
             // divide by 1 where |z| = 0, so that no NaN reaches the gradient of this rule
-            let safe = Tensor::complex(&Tensor::where_(&zero, &y.ones_like(), &y)?, &y.scalar_like(0.0))?;
+            let safe = Tensor::complex(&Tensor::where_(&zero, &y.ones_like(), &y)?, &y.scalar_like(0.0)?)?;
             let unit = Tensor::where_(&zero, &z.zeros_like(), &z.div(&safe)?)?;
-            let gc = Tensor::complex(&g[0], &g[0].scalar_like(0.0))?;
+            let gc = Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?;
             Ok(grads![Some(gc.mul(&unit)?)])
         })
     }))

@@ -314,7 +314,7 @@ impl Tensor {
     /// `log|det A|` of each matrix of `[..., n, n]` (the second part of
     /// [`slogdet`](Self::slogdet)).
     pub fn logdet(&self) -> Result<Tensor> {
-        Ok(self.slogdet()?.1)
+        Ok(self.slogdet().map_err(|e| e.for_op("logdet"))?.1)
     }
 }
 

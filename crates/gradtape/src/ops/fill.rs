@@ -104,6 +104,8 @@ impl Tensor {
                 repeated: false,
             });
         }
+        super::check_scalar_for(OP, dtype, self.shape(), on)?;
+        super::check_scalar_for(OP, dtype, self.shape(), off)?;
         let ax = if axis == -1 { r } else { axis as usize };
         // any index is allowed (out-of-range ones give a row of `off`)
         let idx: Vec<i64> = match self.dtype() {

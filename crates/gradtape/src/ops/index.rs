@@ -117,14 +117,22 @@ impl Tensor {
                 |t, _| only(t)?.gather(indices, axis),
             ));
         }
-        Ok(bind("Gather", &[self, indices], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ct::axis(ax), dim)?), None]))
-        }))
+        Ok(bind_jvp(
+            "Gather",
+            &[self, indices],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ct::axis(ax), dim)?), None])),
+            |t, _| only(t)?.gather(indices, axis),
+        ))
     }
 
     /// The adjoint of [`gather`](Self::gather): zeros of shape
     /// `shape[..axis] + [dim] + shape[axis + indices.rank()..]` with each
     /// slice of `self` added at its index (repeated indices accumulate).
+    /// `axis` is the position of the scattered dimension in that output, of
+    /// rank `self.rank() - indices.rank() + 1`; a negative one counts from
+    /// its end (so `gather(i, a)` and `scatter_add(i, a, ..)` take the same
+    /// `a`, also for a scalar index).
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -134,7 +142,24 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn scatter_add(&self, indices: &Tensor, axis: isize, dim: usize) -> Result<Tensor> {
-        let ax = norm_axis("scatter_add", axis, self.shape())?;
+        const OP: &str = "scatter_add";
+        let Some(out_rank) = (self.rank() + 1).checked_sub(indices.rank()) else {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: indices.shape().to_vec(),
+            });
+        };
+        let a = if axis < 0 { axis + out_rank as isize } else { axis };
+        if a < 0 || a as usize >= out_rank {
+            return Err(Error::BadAxis {
+                op: OP,
+                axis,
+                shape: self.shape().to_vec(),
+                repeated: false,
+            });
+        }
+        let ax = a as usize;
         let y = index::scatter_add(self, indices, ax, dim)?;
         let idx = indices.clone();
         Ok(bind_jvp(

@@ -160,12 +160,12 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn split_sizes(&self, sizes: &[usize], axis: isize) -> Result<Vec<Tensor>> {
-        let ax = norm_axis("split", axis, self.shape())?;
+        let ax = norm_axis("split_sizes", axis, self.shape())?;
         let d = self.shape()[ax];
         let total = sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s));
         if total != Some(d) {
             return Err(Error::invalid(
-                "split",
+                "split_sizes",
                 format!(
                     "sizes {sizes:?} do not add up to dimension {axis} of shape {:?}",
                     self.shape()

@@ -211,17 +211,17 @@ impl Tensor {
             })
             .collect();
         let mask = Tensor::from_vec(keep, &[n, m])?;
-        Tensor::where_(&mask, self, &self.scalar_like(0.0))
+        Tensor::where_(&mask, self, &self.scalar_like(0.0)?)
     }
 
     /// The lower triangle (on and below the diagonal) of each matrix.
     pub fn tril(&self) -> Result<Tensor> {
-        self.band_part(-1, 0)
+        self.band_part(-1, 0).map_err(|e| e.for_op("tril"))
     }
 
     /// The upper triangle (on and above the diagonal) of each matrix.
     pub fn triu(&self) -> Result<Tensor> {
-        self.band_part(0, -1)
+        self.band_part(0, -1).map_err(|e| e.for_op("triu"))
     }
 }
 

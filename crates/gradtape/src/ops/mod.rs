@@ -156,6 +156,42 @@ pub(crate) fn unsupported(op: &'static str, dtype: DType, expected: &'static str
     Error::UnsupportedDType { op, dtype, expected }
 }
 
+/// Fails unless the scalar operand `c` of `op` is exactly representable in
+/// `x`'s dtype, when that is an integer (or bool) dtype: a fractional, NaN,
+/// infinite or out-of-range scalar would otherwise be truncated or wrapped
+/// silently (TensorFlow refuses to convert such a Python number too). Float
+/// and complex tensors take any `c`, rounded to their precision.
+/// A bool tensor is left to the op (the arithmetic ones reject it with
+/// their own error).
+pub(crate) fn check_scalar(op: &'static str, x: &Tensor, c: f64) -> Result<()> {
+    if x.dtype() == DType::Bool {
+        return Ok(());
+    }
+    check_scalar_for(op, x.dtype(), x.shape(), c)
+}
+
+/// [`check_scalar`] for a tensor of `dtype` and `shape` not yet made.
+pub(crate) fn check_scalar_for(op: &'static str, dtype: DType, shape: &[usize], c: f64) -> Result<()> {
+    // 2^63: i64's range is [-2^63, 2^63)
+    const I64_END: f64 = 9_223_372_036_854_775_808.0;
+    let ok = match dtype {
+        DType::I32 => c.fract() == 0.0 && c >= i32::MIN as f64 && c <= i32::MAX as f64,
+        DType::I64 => c.fract() == 0.0 && (-I64_END..I64_END).contains(&c),
+        DType::Bool => c == 0.0 || c == 1.0,
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            op,
+            format!(
+                "the scalar {c} is not exactly representable in {dtype} (tensor of shape {shape:?}); use a float dtype for it"
+            ),
+        ))
+    }
+}
+
 /// Fails unless `t` is f32 or f64.
 pub(crate) fn expect_float(op: &'static str, t: &Tensor) -> Result<()> {
     if t.dtype().is_float() {

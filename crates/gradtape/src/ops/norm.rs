@@ -4,6 +4,7 @@
 //! These are compositions of public ops, so their gradients (of any order)
 //! come from the ops they are made of.
 
+use super::reduce::norm_axes;
 use super::{expect_float, expect_same_dtype};
 use crate::error::{Error, Result};
 use crate::tensor::layout::broadcast_shapes;
@@ -23,6 +24,15 @@ fn expect_param(op: &'static str, x: &Tensor, shape: &[usize], t: &Tensor) -> Re
     }
 }
 
+/// Fails unless `eps` is finite and `>= 0`.
+fn check_eps(op: &'static str, eps: f64) -> Result<()> {
+    if eps >= 0.0 && eps.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(op, format!("eps must be finite and >= 0, got {eps}")))
+    }
+}
+
 impl Tensor {
     /// Mean and (biased) variance over `axes`, as TensorFlow's `moments`.
     /// Both are differentiable to any order.
@@ -36,6 +46,7 @@ impl Tensor {
     /// ```
     pub fn moments(&self, axes: &[isize], keepdims: bool) -> Result<(Tensor, Tensor)> {
         expect_float("moments", self)?;
+        norm_axes("moments", axes, self.shape())?;
         let mk = self.mean(axes, true)?;
         let var = self.sub(&mk)?.square()?.mean(axes, keepdims)?;
         let mean = if keepdims { mk } else { self.mean(axes, false)? };
@@ -67,9 +78,7 @@ impl Tensor {
         for t in [Some(mean), Some(variance), offset, scale].into_iter().flatten() {
             expect_param(OP, x, shape, t)?;
         }
-        if !(eps >= 0.0 && eps.is_finite()) {
-            return Err(Error::invalid(OP, format!("eps must be finite and >= 0, got {eps}")));
-        }
+        check_eps(OP, eps)?;
         let mut inv = variance.add_scalar(eps)?.pow_scalar(-0.5)?;
         if let Some(s) = scale {
             inv = inv.mul(s)?;
@@ -101,9 +110,11 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "layer_normalization";
         expect_float(OP, self)?;
+        norm_axes(OP, axes, self.shape())?;
         for t in [gamma, beta].into_iter().flatten() {
             expect_param(OP, self, self.shape(), t)?;
         }
+        check_eps(OP, eps)?;
         let (mean, var) = self.moments(axes, true)?;
         Tensor::batch_normalization(self, &mean, &var, beta, gamma, eps)
     }
@@ -137,6 +148,6 @@ impl Tensor {
                 "the table must have rank >= 1, got a scalar",
             ));
         }
-        self.gather(ids, 0)
+        self.gather(ids, 0).map_err(|e| e.for_op("embedding_lookup"))
     }
 }

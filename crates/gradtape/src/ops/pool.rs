@@ -61,6 +61,15 @@ impl Tensor {
     /// `oh`, `ow` as for [`conv2d`](Self::conv2d); padding never wins a
     /// window. The gradient goes to the first maximum of each window.
     ///
+    /// NaN is skipped, as TensorFlow does by default (PyTorch and JAX
+    /// propagate it instead): a window's output is the maximum of its other
+    /// elements, and the gradient goes to that element. Two departures, both
+    /// artifacts of TensorFlow's CPU kernels: a window of NaN only gives NaN
+    /// (TensorFlow gives the lowest finite value, as it does for a window of
+    /// `-inf`, which here gives `-inf`), and where a NaN leads a window
+    /// TensorFlow sends the gradient to the NaN rather than to the maximum
+    /// it output.
+    ///
     /// ```
     /// use gradtape::{Padding, Tensor};
     /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0, 0.0, 4.0], &[1, 2, 3, 1])?;

@@ -157,6 +157,7 @@ impl Tensor {
     /// ```
     pub fn variance(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         expect_float("variance", self)?;
+        norm_axes("variance", axes, self.shape())?;
         let mu = self.mean(axes, true)?;
         self.sub(&mu)?.square()?.mean(axes, keepdims)
     }
@@ -171,7 +172,7 @@ impl Tensor {
     /// ```
     pub fn std(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         expect_float("std", self)?;
-        self.variance(axes, keepdims)?.sqrt()
+        self.variance(axes, keepdims).map_err(|e| e.for_op("std"))?.sqrt()
     }
 
     /// Euclidean (L2) norm over `axes`: `√Σx²` (floats). d/dx = x / ‖x‖, and
@@ -204,7 +205,8 @@ impl Tensor {
 
     /// Index of the largest element along `axis` (i64, the axis removed);
     /// the first index on ties. Numeric dtypes; an empty axis is an error.
-    /// NaN counts as larger than every number.
+    /// NaN is skipped, as TensorFlow does (NumPy returns the first NaN
+    /// instead); a row of NaN only gives 0.
     ///
     /// ```
     /// let x = gradtape::Tensor::from_vec(vec![1.0f32, 3.0, 3.0, 0.0], &[2, 2])?;
@@ -218,7 +220,7 @@ impl Tensor {
 
     /// Index of the smallest element along `axis` (i64, the axis removed);
     /// the first index on ties. Numeric dtypes; an empty axis is an error.
-    /// NaN counts as smaller than every number.
+    /// NaN is skipped (as TensorFlow); a row of NaN only gives 0.
     pub fn argmin(&self, axis: isize) -> Result<Tensor> {
         self.arg_extremum("argmin", axis, false)
     }
@@ -235,24 +237,22 @@ impl Tensor {
             ));
         }
         with_num_dtype!(self.dtype(), T => reduce_rows::<T, i64>(self, &[a], false, |r| {
-            let mut best = 0;
-            for (i, &v) in r.iter().enumerate().skip(1) {
-                let b = r[best];
-                #[allow(clippy::eq_op)]
-                let better = if b != b {
-                    false
-                } else if v != v {
-                    true
-                } else if largest {
-                    v > b
-                } else {
-                    v < b
+            // NaN never wins; the first non-NaN element starts
+            let mut best: Option<usize> = None;
+            for (i, &v) in r.iter().enumerate() {
+                if super::binary::is_nan(v) {
+                    continue;
+                }
+                let better = match best {
+                    None => true,
+                    Some(b) if largest => v > r[b],
+                    Some(b) => v < r[b],
                 };
                 if better {
-                    best = i;
+                    best = Some(i);
                 }
             }
-            best as i64
+            best.unwrap_or(0) as i64
         }), _ => unreachable!())
     }
 

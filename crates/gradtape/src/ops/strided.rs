@@ -317,10 +317,10 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn repeat_each(&self, repeats: &[usize], axis: isize) -> Result<Tensor> {
-        let ax = norm_axis("repeat", axis, self.shape())?;
+        let ax = norm_axis("repeat_each", axis, self.shape())?;
         if repeats.len() != self.shape()[ax] {
             return Err(Error::invalid(
-                "repeat",
+                "repeat_each",
                 format!(
                     "{} counts given for axis {axis} of shape {:?}",
                     repeats.len(),
@@ -370,7 +370,7 @@ impl Tensor {
                     return Ok(padded);
                 }
                 let inside = Tensor::full(&s, 1.0, crate::DType::Bool).pad(pads)?;
-                Tensor::where_(&inside, &padded, &self.scalar_like(c))
+                Tensor::where_(&inside, &padded, &super::binary::scalar_for("pad", self, c)?)
             }
             PadMode::Reflect | PadMode::Symmetric => {
                 let sym = mode == PadMode::Symmetric;

@@ -2,7 +2,7 @@
 //!
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
-use super::{bind_jvp, expect_float, grads, only, unsupported};
+use super::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
@@ -209,9 +209,11 @@ impl Tensor {
         ))
     }
 
-    /// `max(x, 0)`. d/dx = 1 where x > 0, else 0 (0 at 0, as TensorFlow).
+    /// `max(x, 0)`; NaN stays NaN (as TensorFlow). d/dx = 1 where x > 0,
+    /// else 0 (0 at 0 and at NaN, as TensorFlow).
     pub fn relu(&self) -> Result<Tensor> {
-        let y = num_map!("relu", self, |v| if v > T::zero() { v } else { T::zero() })?;
+        // `v < 0` is false for NaN (and for -0, kept as TensorFlow keeps it)
+        let y = num_map!("relu", self, |v| if v < T::zero() { T::zero() } else { v })?;
         let x = self.clone();
         Ok(bind_jvp(
             "Relu",
@@ -236,11 +238,20 @@ impl Tensor {
         ))
     }
 
-    /// `x · c`. d/dx = c.
+    /// `x · c`. d/dx = c. On an integer tensor `c` must be an integer in
+    /// the dtype's range (else an error, never a truncation).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// assert_eq!(Tensor::vector(&[1i32, -2]).mul_scalar(3.0)?.to_vec::<i32>()?, vec![3, -6]);
+    /// assert!(Tensor::vector(&[1i32, -2]).mul_scalar(0.5).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::complex::mul_scalar(self, c);
         }
+        check_scalar("mul_scalar", self, c)?;
         let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
         Ok(bind_jvp(
             "MulScalar",
@@ -251,12 +262,14 @@ impl Tensor {
         ))
     }
 
-    /// `x / c`. d/dx = 1/c. Integer division by zero is an error.
+    /// `x / c`. d/dx = 1/c. On an integer tensor `c` must be a non-zero
+    /// integer in the dtype's range (integers divide truncating toward zero).
     pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::complex::div_scalar(self, c);
         }
-        if self.dtype().is_int() && c as i64 == 0 {
+        check_scalar("div_scalar", self, c)?;
+        if self.dtype().is_int() && c == 0.0 {
             return Err(crate::Error::invalid(
                 "div_scalar",
                 format!(
@@ -281,11 +294,13 @@ impl Tensor {
         ))
     }
 
-    /// `x + c`. d/dx = 1.
+    /// `x + c`. d/dx = 1. On an integer tensor `c` must be an integer in
+    /// the dtype's range (else an error, never a truncation).
     pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::complex::add_scalar(self, c);
         }
+        check_scalar("add_scalar", self, c)?;
         let y = num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))?;
         Ok(bind_jvp(
             "AddScalar",
@@ -296,8 +311,10 @@ impl Tensor {
         ))
     }
 
-    /// `x - c`. d/dx = 1.
+    /// `x - c`. d/dx = 1. On an integer tensor `c` must be an integer in
+    /// the dtype's range.
     pub fn sub_scalar(&self, c: f64) -> Result<Tensor> {
+        check_scalar("sub_scalar", self, c)?;
         self.add_scalar(-c)
     }
 }

@@ -88,23 +88,39 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
     }, _ => super::complex::scatter_add(updates, &idx, &shape, outer, inner, dim))
 }
 
-/// `base` with `sign * updates[j]` added to row `indices[j]` of axis 0 (a
-/// copy of `base`; repeated indices accumulate). Shapes and indices are
-/// checked by the caller's `IndexedSlices`.
-pub(crate) fn add_rows(base: &Tensor, updates: &Tensor, indices: &Tensor, negate: bool) -> Result<Tensor> {
-    let rows = base.shape().first().copied().unwrap_or(0);
-    let idx = checked_indices("scatter_update", indices, rows, base.shape())?;
-    let inner: usize = base.shape()[1..].iter().product();
-    crate::tensor::with_num_dtype!(base.dtype(), T => {
-        let mut out = base.values::<T>().into_owned();
-        let u = updates.values::<T>();
+/// `base[indices[j]] = f(base[indices[j]], updates[j])`, row by row along
+/// axis 0 (a repeated index is updated once per occurrence, so additions
+/// accumulate). Written over `base`'s buffer when nothing else references
+/// it, so the cost is the rows', not the table's; otherwise into a copy that
+/// replaces `base` (copy-on-write: a tensor sharing the old buffer keeps its
+/// value). Indices are checked here; shapes and dtypes by the caller.
+pub(crate) fn update_rows<T: Num>(
+    op: &'static str,
+    base: &mut Tensor,
+    updates: &Tensor,
+    indices: &Tensor,
+    f: impl Fn(T, T) -> T,
+) -> Result<()> {
+    let shape: Shape = base.shape().into();
+    let rows = shape.first().copied().unwrap_or(0);
+    let idx = checked_indices(op, indices, rows, &shape)?;
+    let inner: usize = shape[1..].iter().product();
+    let u = updates.values::<T>();
+    let apply = |out: &mut [T]| {
         for (j, &i) in idx.iter().enumerate() {
             let src = &u[j * inner..][..inner];
             let dst = &mut out[i as usize * inner..][..inner];
             for (d, &s) in dst.iter_mut().zip(src) {
-                *d = if negate { d.sub_wrap(s) } else { d.add_wrap(s) };
+                *d = f(*d, s);
             }
         }
-        Ok(Tensor::from_storage(T::into_storage(out), base.shape()))
-    }, _ => Err(Error::UnsupportedDType { op: "scatter_update", dtype: base.dtype(), expected: "a numeric dtype" }))
+    };
+    if let Some(out) = base.unique_values_mut::<T>() {
+        apply(out);
+        return Ok(());
+    }
+    let mut out = base.values::<T>().into_owned();
+    apply(&mut out);
+    *base = Tensor::from_storage(T::into_storage(out), &shape);
+    Ok(())
 }

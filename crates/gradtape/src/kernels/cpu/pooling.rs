@@ -28,7 +28,8 @@ pub(crate) fn max_pool_grad<T: Float>(dy: &[T], arg: &[i64], n: usize, img: usiz
 
 /// Max pool: the output [n,oh,ow,c] and, for each output element, the flat
 /// index into `x` of its maximum (the first one in window order on ties;
-/// padding never wins). A NaN in a window propagates to the output.
+/// padding never wins). NaN is skipped, as TensorFlow does: it is output
+/// only by a window of NaN only.
 pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> (Vec<T>, Vec<i64>) {
     let row = g.ow * g.c;
     let rows = g.n * g.oh;
@@ -87,9 +88,10 @@ fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [MaybeUninit<T>]
                 // SAFETY: the first valid tap above initialised `yo` and `ao`.
                 let (yo, ao) = unsafe { (init_mut(yo), init_mut(ao)) };
                 for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
-                    // strictly greater: ties keep the first; NaN sticks once
-                    // taken (branch-free, so it vectorises)
-                    let take = xv > *yv || (xv.is_nan() & !yv.is_nan());
+                    // strictly greater: ties keep the first; a NaN never
+                    // wins, and is replaced by the first number after it
+                    // (branch-free, so it vectorises)
+                    let take = xv > *yv || (yv.is_nan() & !xv.is_nan());
                     *yv = if take { xv } else { *yv };
                     *av = if take { (off + j) as i64 } else { *av };
                 }

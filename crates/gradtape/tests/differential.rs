@@ -1,0 +1,132 @@
+//! Cases where a differential test against TensorFlow 2.21 found this crate
+//! wrong (issue 11), with TensorFlow's numbers: `gather` with a scalar index
+//! on a later axis, forward mode through the complex constructors and
+//! extractors, and `floor_mod`'s gradient. Each expected value is quoted
+//! with the TensorFlow call that gave it.
+
+use gradtape::{Complex, ForwardAccumulator, GradientTape, Result, Tensor};
+
+fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= tol, "{what}: got {got:?}, want {want:?}");
+    }
+}
+
+fn complex_parts(t: &Tensor) -> Result<Vec<(f64, f64)>> {
+    Ok(t.to_vec::<Complex<f64>>()?.iter().map(|c| (c.re, c.im)).collect())
+}
+
+/// `p = reshape(arange(12.), [3, 4])`.
+fn p34() -> Tensor {
+    Tensor::from_vec((0..12).map(|v| v as f64).collect(), &[3, 4]).unwrap()
+}
+
+#[test]
+fn gather_with_a_scalar_index_on_the_last_axis_has_a_gradient_and_a_tangent() -> Result<()> {
+    // TF 2.21: p = reshape(range(12.), [3, 4]); g = tf.gather(p, 2, axis=-1)
+    // -> [2, 6, 10]; tape.gradient(sum(g * [1, 2, 3]), p)
+    // -> [[0, 0, 1, 0], [0, 0, 2, 0], [0, 0, 3, 0]]
+    let p = p34();
+    let w = Tensor::vector(&[1.0f64, 2.0, 3.0]);
+    for axis in [-1, 1] {
+        let tape = GradientTape::new();
+        let (g, loss) = tape.record(|| {
+            tape.watch(&p);
+            let g = p.gather(&Tensor::scalar(2i64), axis)?;
+            let loss = g.mul(&w)?.sum_all()?;
+            Ok((g, loss))
+        })?;
+        close(&g.to_vec_f64(), &[2.0, 6.0, 10.0], 0.0, "gather");
+        let d = tape.gradient(&loss, &p)?.expect("a gradient");
+        let want = [0., 0., 1., 0., 0., 0., 2., 0., 0., 0., 3., 0.];
+        close(&d.to_vec_f64(), &want, 0.0, &format!("gradient, axis {axis}"));
+        // ForwardAccumulator(p, 0.5 * p): jvp(tf.gather(p, 2, axis=1)) -> [1, 3, 5]
+        let acc = ForwardAccumulator::new();
+        acc.watch(&p, &p.mul_scalar(0.5)?)?;
+        let y = acc.record(|| p.gather(&Tensor::scalar(2i64), axis))?;
+        let t = acc.jvp(&y)?.expect("a tangent");
+        close(&t.to_vec_f64(), &[1.0, 3.0, 5.0], 0.0, &format!("tangent, axis {axis}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn forward_mode_goes_through_complex_constructors_and_extractors() -> Result<()> {
+    // TF 2.21: re = [1, 2], im = [3, -1] (float64), tangents [0.5, 1.5] and
+    // [-2, 4]; with ForwardAccumulator:
+    //   z = tf.complex(re, im)   jvp [0.5-2j, 1.5+4j]
+    //   w = z * z                jvp [13-1j, 14+13j]
+    //   tf.math.angle(z)         jvp [-0.35, 1.9]
+    //   tf.math.real(w)          jvp [13, 14]
+    //   tf.math.imag(w)          jvp [-1, 13]
+    //   tf.math.conj(w)          jvp [13+1j, 14-13j]
+    let re = Tensor::vector(&[1.0f64, 2.0]);
+    let im = Tensor::vector(&[3.0f64, -1.0]);
+    let acc = ForwardAccumulator::new();
+    acc.watch(&re, &Tensor::vector(&[0.5f64, 1.5]))?;
+    acc.watch(&im, &Tensor::vector(&[-2.0f64, 4.0]))?;
+    let (z, w, a, r, i, c) = acc.record(|| {
+        let z = Tensor::complex(&re, &im)?;
+        let w = z.mul(&z)?;
+        Ok((z.clone(), w.clone(), z.angle()?, w.real()?, w.imag()?, w.conj()?))
+    })?;
+    let jvp = |t: &Tensor| acc.jvp(t).map(|o| o.expect("a tangent"));
+    assert_eq!(complex_parts(&jvp(&z)?)?, vec![(0.5, -2.0), (1.5, 4.0)]);
+    assert_eq!(complex_parts(&jvp(&w)?)?, vec![(13.0, -1.0), (14.0, 13.0)]);
+    close(&jvp(&a)?.to_vec_f64(), &[-0.35, 1.9], 1e-15, "angle");
+    close(&jvp(&r)?.to_vec_f64(), &[13.0, 14.0], 0.0, "real");
+    close(&jvp(&i)?.to_vec_f64(), &[-1.0, 13.0], 0.0, "imag");
+    assert_eq!(complex_parts(&jvp(&c)?)?, vec![(13.0, 1.0), (14.0, -13.0)]);
+    // a complex primal can be watched directly
+    let acc = ForwardAccumulator::new();
+    let z = Tensor::vector(&[Complex::new(1.0f64, 3.0)]);
+    acc.watch(&z, &Tensor::vector(&[Complex::new(0.5f64, -2.0)]))?;
+    let y = acc.record(|| z.mul(&z)?.real())?;
+    close(
+        &acc.jvp(&y)?.expect("a tangent").to_vec_f64(),
+        &[13.0],
+        0.0,
+        "real(z * z)",
+    );
+    Ok(())
+}
+
+#[test]
+fn floor_mod_has_tensorflows_gradient() -> Result<()> {
+    // TF 2.21: x = [7.5, -7.5, 7.5, -7.5, 2], y = [2, 2, -2, -2, 0.75] (float64);
+    // r = tf.math.floormod(x, y) -> [1.5, 0.5, -0.5, -1.5, 0.5];
+    // tape.gradient(r, [x, y]) -> [1, 1, 1, 1, 1], [-3, 4, 4, -3, -2]
+    let x = Tensor::vector(&[7.5f64, -7.5, 7.5, -7.5, 2.0]);
+    let y = Tensor::vector(&[2.0f64, 2.0, -2.0, -2.0, 0.75]);
+    let tape = GradientTape::new();
+    let r = tape.record(|| {
+        tape.watch(&[&x, &y]);
+        x.floor_mod(&y)
+    })?;
+    close(&r.to_vec_f64(), &[1.5, 0.5, -0.5, -1.5, 0.5], 0.0, "floor_mod");
+    let s = tape.record(|| r.sum_all())?;
+    let [dx, dy] = tape.gradient(&s, &[&x, &y])?;
+    close(&dx.expect("dx").to_vec_f64(), &[1.0; 5], 0.0, "dx");
+    close(&dy.expect("dy").to_vec_f64(), &[-3.0, 4.0, 4.0, -3.0, -2.0], 0.0, "dy");
+    // broadcasting: x = [[1.3, -2.6], [5.1, 0.4]], y = [0.7, -1.1];
+    // tape.gradient(sum(floormod(x, y) * [[1, 2], [3, 4]]), [x, y])
+    // -> [[1, 2], [3, 4]], [-22, 0]
+    let x = Tensor::from_vec(vec![1.3f64, -2.6, 5.1, 0.4], &[2, 2])?;
+    let y = Tensor::vector(&[0.7f64, -1.1]);
+    let w = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], &[2, 2])?;
+    let tape = GradientTape::new();
+    let s = tape.record(|| {
+        tape.watch(&[&x, &y]);
+        x.floor_mod(&y)?.mul(&w)?.sum_all()
+    })?;
+    let [dx, dy] = tape.gradient(&s, &[&x, &y])?;
+    close(
+        &dx.expect("dx").to_vec_f64(),
+        &[1.0, 2.0, 3.0, 4.0],
+        0.0,
+        "dx broadcast",
+    );
+    close(&dy.expect("dy").to_vec_f64(), &[-22.0, 0.0], 1e-12, "dy broadcast");
+    Ok(())
+}
