@@ -49,7 +49,11 @@
 //! [`lazy_sparse(true)`](Adam::lazy_sparse) only the given rows of the
 //! variable and of its slots are updated: TensorFlow's sparse kernels
 //! (`SparseApplyMomentum`, `SparseApplyRMSProp`, `SparseApplyAdagrad`) and,
-//! for Adam, TF Addons' `LazyAdam` and PyTorch's `SparseAdam`.
+//! for Adam, TF Addons' `LazyAdam` and PyTorch's `SparseAdam`. Repeated
+//! indices are summed before the update, as in the dense gradient (Keras 3
+//! squares an `IndexedSlices`' values before summing repeated rows, so its
+//! Adam and RMSprop differ from its own dense result there; gradtape and
+//! PyTorch do not).
 
 mod adam;
 mod clip;
