@@ -52,8 +52,8 @@
 //! for Adam, TF Addons' `LazyAdam` and PyTorch's `SparseAdam`. Repeated
 //! indices are summed before the update, as in the dense gradient (Keras 3
 //! squares an `IndexedSlices`' values before summing repeated rows, so its
-//! Adam and RMSprop differ from its own dense result there; gradtape and
-//! PyTorch do not).
+//! Adam, seen with a repeated row, differs there from its own dense result;
+//! gradtape and PyTorch's `SparseAdam` do not).
 
 mod adam;
 mod clip;
