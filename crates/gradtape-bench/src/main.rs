@@ -57,7 +57,7 @@ struct Workload {
     run: Option<fn() -> Result<Report>>,
 }
 
-/// Every workload of WORKLOADS.md, in its order.
+/// Every workload of WORKLOADS.md, in its order, then gradtape's own.
 const WORKLOADS: &[Workload] = &[
     Workload {
         name: "scalar_chain",
@@ -86,6 +86,16 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         name: "rnn_grad",
         run: Some(rnn_grad::rnn_grad),
+    },
+    // gradtape's own, beyond WORKLOADS.md: mlp_step through the layer and
+    // optimizer API (with SGD, then with Adam)
+    Workload {
+        name: "mlp_step_layers",
+        run: Some(mlp_step::mlp_step_layers),
+    },
+    Workload {
+        name: "mlp_step_adam",
+        run: Some(mlp_step::mlp_step_adam),
     },
 ];
 

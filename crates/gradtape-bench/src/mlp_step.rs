@@ -1,6 +1,12 @@
 //! mlp_step: one SGD step of a 784-512-512-10 ReLU network on a batch of 128,
-//! mean sparse softmax cross-entropy, with `Variable`s and a `GradientTape`.
+//! mean sparse softmax cross-entropy, with `Variable`s and a `GradientTape`;
+//! and the same network built from the library's layers, trained with its
+//! SGD (`mlp_step_layers`, to measure the layer API's cost) or with Adam
+//! (`mlp_step_adam`). These two are gradtape's own workloads, not in
+//! `WORKLOADS.md`.
 
+use gradtape::nn::{losses, Activation, Dense, Layer, Module, Sequential};
+use gradtape::optim::{Adam, Optimizer, Sgd};
 use gradtape::{GradientTape, Result, Tensor, Variable};
 
 use crate::{init, repeat, timeit, Report};
@@ -57,4 +63,66 @@ pub(crate) fn mlp_step() -> Result<Report> {
         iters: ITERS * repeat(),
         checksum: vec![loss, s],
     })
+}
+
+/// The same network as gradtape layers: `Dense` (ReLU, ReLU, linear) in a
+/// `Sequential`, with the workload's initial weights.
+fn layers_model() -> Result<Sequential> {
+    let dense = |name: &str, shape: [usize; 2], k: f64, act| {
+        let w = init(&shape, k, (2.0f64 / shape[0] as f64).sqrt());
+        Dense::from_weights(name, w, Some(Tensor::zeros(&[shape[1]], gradtape::DType::F32)), act)
+    };
+    Ok(Sequential::new()
+        .add(dense("dense", [784, 512], 1.0, Activation::Relu)?)
+        .add(dense("dense_1", [512, 512], 2.0, Activation::Relu)?)
+        .add(dense("dense_2", [512, 10], 3.0, Activation::Linear)?))
+}
+
+/// One step of `model` with `opt`: forward, loss, gradients, update;
+/// returns `(loss, sum|dW1|)`.
+fn layers_step(
+    model: &Sequential,
+    vars: &[Variable],
+    opt: &mut impl Optimizer,
+    x: &Tensor,
+    y: &Tensor,
+) -> Result<(f64, f64)> {
+    let tape = GradientTape::new();
+    let loss = tape.record(|| losses::sparse_categorical_crossentropy(y, &model.forward(x, true)?, true))?;
+    let grads = tape.gradient(&loss, vars)?;
+    let dw1 = grads[0].clone().ok_or_else(|| gradtape::Error::InvalidArgument {
+        op: "mlp_step",
+        msg: "no gradient for W1".into(),
+    })?;
+    opt.apply_gradients(grads.into_iter().zip(vars))?;
+    Ok((loss.item()?, dw1.abs()?.sum_all()?.item()?))
+}
+
+fn layers_workload(mut opt: impl Optimizer) -> Result<Report> {
+    const ITERS: usize = 20;
+    let x = init(&[128, 784], 0.1, 0.5);
+    let y = labels(128);
+    let model = layers_model()?;
+    let vars = model.trainable_variables();
+    let (loss, s) = layers_step(&model, &vars, &mut opt, &x, &y)?;
+    let (median_s, _) = timeit(|| layers_step(&model, &vars, &mut opt, &x, &y), ITERS, 2)?;
+    Ok(Report {
+        median_s,
+        iters: ITERS * repeat(),
+        checksum: vec![loss, s],
+    })
+}
+
+/// mlp_step with the library's layers and its SGD optimizer (lr 0.01):
+/// the same computation as the hand-written [`mlp_step`], so the difference
+/// in time is the cost of the layer and optimizer API.
+pub(crate) fn mlp_step_layers() -> Result<Report> {
+    layers_workload(Sgd::new(0.01))
+}
+
+/// mlp_step with the library's layers and Adam (lr 0.001, Keras's
+/// defaults) instead of SGD; the checksum (first step, before any update)
+/// is mlp_step's.
+pub(crate) fn mlp_step_adam() -> Result<Report> {
+    layers_workload(Adam::new(0.001))
 }

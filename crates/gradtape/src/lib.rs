@@ -37,13 +37,20 @@
 //!
 //! Layers, each knowing only those below it: [`tensor`] (values),
 //! `kernels` (raw compute), `ops` (the differentiable operations, methods on
-//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker), and
-//! [`function`](mod@function) (traced graph functions).
+//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker),
+//! [`function`](mod@function) (traced graph functions); and for training,
+//! on top of them: [`random`] (a seeded generator that advances), [`nn`]
+//! (layers, initialisers, losses, metrics), [`optim`] (optimizers,
+//! schedules, clipping) and [`io`] (checkpoints, `.npy`).
 
 #![warn(missing_docs)]
 
 pub mod error;
 pub mod function;
+pub mod io;
+pub mod nn;
+pub mod optim;
+pub mod random;
 pub mod tensor;
 
 mod autodiff;
@@ -76,6 +83,7 @@ pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};
 pub use ops::Padding;
 pub use ops::{SELU_ALPHA, SELU_SCALE};
+pub use random::Rng;
 pub use tensor::Complex;
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,

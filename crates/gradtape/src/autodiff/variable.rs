@@ -282,6 +282,14 @@ impl Variable {
         self.scatter("scatter_sub", rows, |slot| add_rows("scatter_sub", slot, rows, true))
     }
 
+    /// Runs `f` on the value itself under the write lock, outside any tape:
+    /// the optimizers' fused in-place updates (`crate::optim`) write through
+    /// it. `f` must keep the shape and dtype.
+    pub(crate) fn with_value_mut<R>(&self, f: impl FnOnce(&mut Tensor) -> Result<R>) -> Result<R> {
+        let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
+        tape::without_tapes(|| f(&mut slot))
+    }
+
     /// One step of gradient descent on sparse rows: `value[indices[j]] -=
     /// lr * values[j]` (TensorFlow's `SparseApplyGradientDescent`; repeated
     /// indices accumulate), atomically and in place as

@@ -1,0 +1,248 @@
+//! `Conv2D` and `Conv2DTranspose` on NHWC inputs, Keras's layers of the
+//! same names (channels last, HWIO kernels).
+
+use std::marker::PhantomData;
+
+use super::{expect_float_dtype, expect_input, new_weight, unique_name, Activation, Initializer, Layer, Module};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::ops::Padding;
+use crate::random::Rng;
+use crate::tensor::{DType, Tensor};
+
+/// The settings shared by both convolution layers.
+#[derive(Clone)]
+struct Conv {
+    name: String,
+    kernel: Variable,
+    bias: Option<Variable>,
+    strides: [i64; 2],
+    padding: Padding,
+    dilations: [i64; 2],
+    activation: Activation,
+}
+
+impl Conv {
+    fn variables(&self) -> Vec<Variable> {
+        std::iter::once(self.kernel.clone()).chain(self.bias.clone()).collect()
+    }
+
+    fn finish(&self, y: Tensor) -> Result<Tensor> {
+        let y = match &self.bias {
+            Some(b) => y.bias_add(&b.read())?,
+            None => y,
+        };
+        self.activation.apply(&y)
+    }
+}
+
+/// A 2-D convolution layer: `activation(conv2d(x, kernel) + bias)`, `x`
+/// NHWC `[n, h, w, in]`, kernel `[kh, kw, in, filters]`.
+///
+/// ```
+/// use gradtape::{nn::{Conv2D, Layer}, DType, Padding, Rng, Tensor};
+/// let conv = Conv2D::builder(1, 8, [3, 3]).padding(Padding::Same).build(&mut Rng::new(0))?;
+/// let y = conv.forward(&Tensor::ones(&[2, 8, 8, 1], DType::F32), false)?;
+/// assert_eq!(y.shape(), &[2, 8, 8, 8]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct Conv2D(Conv);
+
+/// A transposed 2-D convolution layer (Keras's `Conv2DTranspose`): the
+/// gradient of a convolution with respect to its input, so it upsamples
+/// with a stride. Kernel `[kh, kw, filters, in]`; the output size is
+/// `in · stride` (`Same`) or `in · stride + max(k − stride, 0)` (`Valid`,
+/// `k` the dilated kernel size), as Keras computes it.
+///
+/// ```
+/// use gradtape::{nn::{Conv2DTranspose, Layer}, DType, Padding, Rng, Tensor};
+/// let up = Conv2DTranspose::builder(4, 2, [3, 3]).strides([2, 2]).padding(Padding::Same).build(&mut Rng::new(0))?;
+/// let y = up.forward(&Tensor::ones(&[1, 5, 5, 4], DType::F32), false)?;
+/// assert_eq!(y.shape(), &[1, 10, 10, 2]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct Conv2DTranspose(Conv);
+
+/// Options for [`Conv2D`] and [`Conv2DTranspose`]; see their `builder`.
+pub struct Conv2DBuilder<L> {
+    in_channels: usize,
+    filters: usize,
+    kernel_size: [usize; 2],
+    strides: [i64; 2],
+    padding: Padding,
+    dilations: [i64; 2],
+    activation: Activation,
+    use_bias: bool,
+    kernel_init: Initializer,
+    bias_init: Initializer,
+    dtype: DType,
+    name: Option<String>,
+    _layer: PhantomData<L>,
+}
+
+impl<L> Conv2DBuilder<L> {
+    fn new(in_channels: usize, filters: usize, kernel_size: [usize; 2]) -> Self {
+        Conv2DBuilder {
+            in_channels,
+            filters,
+            kernel_size,
+            strides: [1, 1],
+            padding: Padding::Valid,
+            dilations: [1, 1],
+            activation: Activation::Linear,
+            use_bias: true,
+            kernel_init: Initializer::GlorotUniform,
+            bias_init: Initializer::Zeros,
+            dtype: DType::F32,
+            name: None,
+            _layer: PhantomData,
+        }
+    }
+    /// Strides `[height, width]` (default `[1, 1]`).
+    pub fn strides(mut self, s: [i64; 2]) -> Self {
+        self.strides = s;
+        self
+    }
+    /// Padding (default `Valid`, as Keras).
+    pub fn padding(mut self, p: Padding) -> Self {
+        self.padding = p;
+        self
+    }
+    /// Dilations `[height, width]` (default `[1, 1]`).
+    pub fn dilations(mut self, d: [i64; 2]) -> Self {
+        self.dilations = d;
+        self
+    }
+    super::kernel_layer_options!("conv2d` / `conv2d_transpose");
+
+    fn make(self, base: &'static str, kernel_shape: [usize; 4], rng: &mut Rng) -> Result<Conv> {
+        expect_float_dtype(base, self.dtype)?;
+        if self.kernel_size.contains(&0) || self.strides.iter().chain(&self.dilations).any(|&s| s < 1) {
+            return Err(Error::invalid(
+                base,
+                format!(
+                    "kernel sizes, strides and dilations must be >= 1, got {:?}, {:?}, {:?}",
+                    self.kernel_size, self.strides, self.dilations
+                ),
+            ));
+        }
+        let name = self.name.unwrap_or_else(|| unique_name(base));
+        let kernel = new_weight(&name, "kernel", &kernel_shape, self.dtype, &self.kernel_init, rng, true)?;
+        let bias = self
+            .use_bias
+            .then(|| new_weight(&name, "bias", &[self.filters], self.dtype, &self.bias_init, rng, true))
+            .transpose()?;
+        Ok(Conv {
+            name,
+            kernel,
+            bias,
+            strides: self.strides,
+            padding: self.padding,
+            dilations: self.dilations,
+            activation: self.activation,
+        })
+    }
+}
+
+impl Conv2DBuilder<Conv2D> {
+    /// Creates the layer's variables, drawing from `rng`.
+    pub fn build(self, rng: &mut Rng) -> Result<Conv2D> {
+        let [kh, kw] = self.kernel_size;
+        let shape = [kh, kw, self.in_channels, self.filters];
+        Ok(Conv2D(self.make("conv2d", shape, rng)?))
+    }
+}
+
+impl Conv2DBuilder<Conv2DTranspose> {
+    /// Creates the layer's variables, drawing from `rng`.
+    pub fn build(self, rng: &mut Rng) -> Result<Conv2DTranspose> {
+        let [kh, kw] = self.kernel_size;
+        let shape = [kh, kw, self.filters, self.in_channels];
+        Ok(Conv2DTranspose(self.make("conv2d_transpose", shape, rng)?))
+    }
+}
+
+impl Conv2D {
+    /// Starts a layer from `in_channels` to `filters` channels with a
+    /// `[kh, kw]` kernel (stride 1, `Valid` padding, Glorot-uniform kernel,
+    /// zero bias, f32 unless set).
+    pub fn builder(in_channels: usize, filters: usize, kernel_size: [usize; 2]) -> Conv2DBuilder<Conv2D> {
+        Conv2DBuilder::new(in_channels, filters, kernel_size)
+    }
+
+    /// The kernel variable, `[kh, kw, in, filters]`.
+    pub fn kernel(&self) -> &Variable {
+        &self.0.kernel
+    }
+
+    /// The bias variable, `[filters]`, if any.
+    pub fn bias(&self) -> Option<&Variable> {
+        self.0.bias.as_ref()
+    }
+}
+
+impl Conv2DTranspose {
+    /// Starts a layer from `in_channels` to `filters` channels with a
+    /// `[kh, kw]` kernel (same defaults as [`Conv2D::builder`]).
+    pub fn builder(in_channels: usize, filters: usize, kernel_size: [usize; 2]) -> Conv2DBuilder<Conv2DTranspose> {
+        Conv2DBuilder::new(in_channels, filters, kernel_size)
+    }
+
+    /// The kernel variable, `[kh, kw, filters, in]`.
+    pub fn kernel(&self) -> &Variable {
+        &self.0.kernel
+    }
+
+    /// The bias variable, `[filters]`, if any.
+    pub fn bias(&self) -> Option<&Variable> {
+        self.0.bias.as_ref()
+    }
+}
+
+impl Module for Conv2D {
+    fn variables(&self) -> Vec<Variable> {
+        self.0.variables()
+    }
+}
+
+impl Module for Conv2DTranspose {
+    fn variables(&self) -> Vec<Variable> {
+        self.0.variables()
+    }
+}
+
+impl Layer for Conv2D {
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
+        let c = &self.0;
+        let k = c.kernel.read();
+        expect_input("Conv2D", x, Some(4), Some(k.shape()[2]), k.dtype())?;
+        c.finish(x.conv2d(&k, c.strides, c.padding, c.dilations)?)
+    }
+}
+
+impl Layer for Conv2DTranspose {
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
+        let c = &self.0;
+        let k = c.kernel.read();
+        expect_input("Conv2DTranspose", x, Some(4), Some(k.shape()[3]), k.dtype())?;
+        let len = |i: usize, axis: usize| {
+            let stride = c.strides[axis] as usize;
+            let kd = (k.shape()[axis] - 1) * c.dilations[axis] as usize + 1;
+            match c.padding {
+                Padding::Same => i * stride,
+                Padding::Valid => i * stride + kd.saturating_sub(stride),
+            }
+        };
+        let s = x.shape();
+        let out = [s[0], len(s[1], 0), len(s[2], 1), k.shape()[2]];
+        c.finish(x.conv2d_transpose(&k, &out, c.strides, c.padding, c.dilations)?)
+    }
+}

@@ -1,0 +1,241 @@
+//! `LayerNorm` and `BatchNorm` over the last axis, as Keras's
+//! `LayerNormalization` and `BatchNormalization` (defaults included:
+//! `epsilon = 1e-3`, `momentum = 0.99`).
+
+use super::{expect_float_dtype, expect_input, new_weight, unique_name, Initializer, Layer, Module};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::random::Rng;
+use crate::tensor::{DType, Tensor};
+
+/// The optional affine parameters `gamma` (scale) and `beta` (offset).
+fn affine(
+    name: &str,
+    features: usize,
+    dtype: DType,
+    scale: bool,
+    center: bool,
+) -> Result<(Option<Variable>, Option<Variable>)> {
+    expect_float_dtype("normalization", dtype)?;
+    // constant initialisers draw nothing
+    let mut rng = Rng::new(0);
+    let gamma = scale
+        .then(|| new_weight(name, "gamma", &[features], dtype, &Initializer::Ones, &mut rng, true))
+        .transpose()?;
+    let beta = center
+        .then(|| new_weight(name, "beta", &[features], dtype, &Initializer::Zeros, &mut rng, true))
+        .transpose()?;
+    Ok((gamma, beta))
+}
+
+fn check_eps(op: &'static str, eps: f64) -> Result<()> {
+    if eps >= 0.0 && eps.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            op,
+            format!("epsilon must be finite and >= 0, got {eps}"),
+        ))
+    }
+}
+
+/// Layer normalisation over the last axis: each example's features get
+/// mean 0 and variance 1 (`epsilon` added to the variance), then `· gamma +
+/// beta`.
+///
+/// ```
+/// use gradtape::{nn::{Layer, LayerNorm}, DType, Tensor};
+/// let ln = LayerNorm::new(2, DType::F64)?;
+/// let y = ln.forward(&Tensor::from_vec(vec![1.0f64, 3.0], &[1, 2])?, false)?;
+/// let v = y.to_vec::<f64>()?;
+/// assert!((v[0] + v[1]).abs() < 1e-12 && v[1] > 0.99);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct LayerNorm {
+    name: String,
+    features: usize,
+    epsilon: f64,
+    gamma: Option<Variable>,
+    beta: Option<Variable>,
+}
+
+impl LayerNorm {
+    /// Normalises `features` values, with `gamma` and `beta`, `epsilon =
+    /// 1e-3`.
+    pub fn new(features: usize, dtype: DType) -> Result<LayerNorm> {
+        LayerNorm::with_options(features, 1e-3, true, true, dtype)
+    }
+
+    /// With a chosen `epsilon`, and `center` / `scale` switching `beta` /
+    /// `gamma` on or off.
+    pub fn with_options(features: usize, epsilon: f64, center: bool, scale: bool, dtype: DType) -> Result<LayerNorm> {
+        check_eps("LayerNorm", epsilon)?;
+        let name = unique_name("layer_normalization");
+        let (gamma, beta) = affine(&name, features, dtype, scale, center)?;
+        Ok(LayerNorm {
+            name,
+            features,
+            epsilon,
+            gamma,
+            beta,
+        })
+    }
+}
+
+impl Module for LayerNorm {
+    fn variables(&self) -> Vec<Variable> {
+        self.gamma.iter().chain(&self.beta).cloned().collect()
+    }
+}
+
+impl Layer for LayerNorm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
+        let dtype = self
+            .gamma
+            .as_ref()
+            .or(self.beta.as_ref())
+            .map_or(x.dtype(), Variable::dtype);
+        expect_input("LayerNorm", x, None, Some(self.features), dtype)?;
+        let g = self.gamma.as_ref().map(Variable::read);
+        let b = self.beta.as_ref().map(Variable::read);
+        x.layer_normalization(&[-1], g.as_ref(), b.as_ref(), self.epsilon)
+    }
+}
+
+/// Batch normalisation over the last axis (channels last). While training
+/// it normalises with the batch's mean and (biased) variance over every
+/// other axis and moves the non-trainable `moving_mean` and
+/// `moving_variance` towards them (`moving = moving · momentum + batch ·
+/// (1 − momentum)`); at inference it uses the moving statistics.
+///
+/// ```
+/// use gradtape::{nn::{BatchNorm, Layer, Module}, DType, Tensor};
+/// let bn = BatchNorm::new(1, DType::F64)?;
+/// let x = Tensor::from_vec(vec![1.0f64, 3.0], &[2, 1])?;
+/// let y = bn.forward(&x, true)?.to_vec::<f64>()?;          // batch statistics
+/// assert!((y[0] + y[1]).abs() < 1e-12 && y[1] > 0.99);
+/// let mean = bn.non_trainable_variables()[0].read().to_vec::<f64>()?;
+/// assert!((mean[0] - 0.02).abs() < 1e-12);                 // 0.99 · 0 + 0.01 · 2
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct BatchNorm {
+    name: String,
+    features: usize,
+    momentum: f64,
+    epsilon: f64,
+    gamma: Option<Variable>,
+    beta: Option<Variable>,
+    moving_mean: Variable,
+    moving_variance: Variable,
+}
+
+impl BatchNorm {
+    /// Normalises `features` channels, with `gamma` and `beta`, `momentum =
+    /// 0.99`, `epsilon = 1e-3`.
+    pub fn new(features: usize, dtype: DType) -> Result<BatchNorm> {
+        BatchNorm::with_options(features, 0.99, 1e-3, true, true, dtype)
+    }
+
+    /// With chosen `momentum` (in `[0, 1]`) and `epsilon`, and `center` /
+    /// `scale` switching `beta` / `gamma` on or off.
+    pub fn with_options(
+        features: usize,
+        momentum: f64,
+        epsilon: f64,
+        center: bool,
+        scale: bool,
+        dtype: DType,
+    ) -> Result<BatchNorm> {
+        check_eps("BatchNorm", epsilon)?;
+        if !(0.0..=1.0).contains(&momentum) {
+            return Err(Error::invalid(
+                "BatchNorm",
+                format!("momentum must lie in [0, 1], got {momentum}"),
+            ));
+        }
+        let name = unique_name("batch_normalization");
+        let (gamma, beta) = affine(&name, features, dtype, scale, center)?;
+        let mut rng = Rng::new(0);
+        let moving_mean = new_weight(
+            &name,
+            "moving_mean",
+            &[features],
+            dtype,
+            &Initializer::Zeros,
+            &mut rng,
+            false,
+        )?;
+        let moving_variance = new_weight(
+            &name,
+            "moving_variance",
+            &[features],
+            dtype,
+            &Initializer::Ones,
+            &mut rng,
+            false,
+        )?;
+        Ok(BatchNorm {
+            name,
+            features,
+            momentum,
+            epsilon,
+            gamma,
+            beta,
+            moving_mean,
+            moving_variance,
+        })
+    }
+
+    /// The moving mean (non-trainable).
+    pub fn moving_mean(&self) -> &Variable {
+        &self.moving_mean
+    }
+
+    /// The moving variance (non-trainable).
+    pub fn moving_variance(&self) -> &Variable {
+        &self.moving_variance
+    }
+}
+
+impl Module for BatchNorm {
+    fn variables(&self) -> Vec<Variable> {
+        let stats = [self.moving_mean.clone(), self.moving_variance.clone()];
+        self.gamma.iter().chain(&self.beta).cloned().chain(stats).collect()
+    }
+}
+
+impl Layer for BatchNorm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
+        expect_input("BatchNorm", x, None, Some(self.features), self.moving_mean.dtype())?;
+        let (mean, var) = if training {
+            let axes: Vec<isize> = (0..x.rank() as isize - 1).collect();
+            let (mean, var) = x.moments(&axes, false)?;
+            // the statistics' update is not part of the gradient
+            let m = self.momentum;
+            let update = |v: &Variable, batch: &Tensor| -> Result<()> {
+                let new = v
+                    .read()
+                    .stop_gradient()
+                    .mul_scalar(m)?
+                    .add(&batch.stop_gradient().mul_scalar(1.0 - m)?)?;
+                v.assign(&new)
+            };
+            update(&self.moving_mean, &mean)?;
+            update(&self.moving_variance, &var)?;
+            (mean, var)
+        } else {
+            (self.moving_mean.read(), self.moving_variance.read())
+        };
+        let g = self.gamma.as_ref().map(Variable::read);
+        let b = self.beta.as_ref().map(Variable::read);
+        Tensor::batch_normalization(x, &mean, &var, b.as_ref(), g.as_ref(), self.epsilon)
+    }
+}

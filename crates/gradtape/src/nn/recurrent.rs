@@ -1,0 +1,293 @@
+//! `LSTMCell` and `GRUCell`, Keras's cells (weights laid out as Keras's, so
+//! weights can be copied between the two), and running a cell over a
+//! sequence.
+//!
+//! Each cell has a `kernel` `[in, k·units]` for the input, a
+//! `recurrent_kernel` `[units, k·units]` for the state (orthogonal
+//! initialisation) and a bias. LSTM gates are ordered input, forget, cell,
+//! output (the forget gate's bias starts at one, Keras's
+//! `unit_forget_bias`); GRU gates update, reset, candidate, with the reset
+//! gate applied after the recurrent product (Keras's default
+//! `reset_after=True`, bias `[2, 3·units]`: input bias, recurrent bias).
+
+use super::{expect_float_dtype, expect_input, new_weight, unique_name, Initializer, Module};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::random::Rng;
+use crate::tensor::{DType, Tensor};
+
+/// An LSTM cell's state: output `h` and carry `c`, each `[batch, units]`.
+#[derive(Clone, Debug)]
+pub struct LSTMState {
+    /// The output (hidden state).
+    pub h: Tensor,
+    /// The carry (cell state).
+    pub c: Tensor,
+}
+
+/// The three weights of a cell.
+struct CellWeights {
+    name: String,
+    units: usize,
+    in_features: usize,
+    kernel: Variable,
+    recurrent: Variable,
+    bias: Variable,
+}
+
+impl CellWeights {
+    fn new(
+        base: &str,
+        in_features: usize,
+        units: usize,
+        gates: usize,
+        bias: Tensor,
+        dtype: DType,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        expect_float_dtype("recurrent cell", dtype)?;
+        let name = unique_name(base);
+        let kernel = new_weight(
+            &name,
+            "kernel",
+            &[in_features, gates * units],
+            dtype,
+            &Initializer::GlorotUniform,
+            rng,
+            true,
+        )?;
+        let recurrent = new_weight(
+            &name,
+            "recurrent_kernel",
+            &[units, gates * units],
+            dtype,
+            &Initializer::Orthogonal { gain: 1.0 },
+            rng,
+            true,
+        )?;
+        let bias = Variable::builder(bias.cast(dtype)?)
+            .name(format!("{name}/bias"))
+            .build();
+        Ok(CellWeights {
+            name,
+            units,
+            in_features,
+            kernel,
+            recurrent,
+            bias,
+        })
+    }
+
+    fn variables(&self) -> Vec<Variable> {
+        vec![self.kernel.clone(), self.recurrent.clone(), self.bias.clone()]
+    }
+
+    fn check(&self, op: &'static str, x: &Tensor, states: &[&Tensor]) -> Result<()> {
+        let dtype = self.kernel.dtype();
+        expect_input(op, x, Some(2), Some(self.in_features), dtype)?;
+        for s in states {
+            if s.shape() != [x.shape()[0], self.units] || s.dtype() != dtype {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "the state must be [{}, {}] of dtype {dtype}, got {:?} of dtype {}",
+                        x.shape()[0],
+                        self.units,
+                        s.shape(),
+                        s.dtype()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Zeros `[batch, units]`.
+    fn zeros(&self, batch: usize) -> Tensor {
+        Tensor::zeros(&[batch, self.units], self.kernel.dtype())
+    }
+}
+
+/// Runs `step` over the time axis of `xs` (`[batch, time, in]`), returning
+/// the outputs `[batch, time, units]` and the last state.
+fn unroll<S>(
+    xs: &Tensor,
+    mut state: S,
+    mut step: impl FnMut(&Tensor, S) -> Result<(Tensor, S)>,
+) -> Result<(Tensor, S)> {
+    if xs.rank() != 3 {
+        return Err(Error::invalid(
+            "run_sequence",
+            format!("expected inputs [batch, time, features], got shape {:?}", xs.shape()),
+        ));
+    }
+    let mut outs = Vec::with_capacity(xs.shape()[1]);
+    for x in xs.unstack(1)? {
+        let (h, s) = step(&x, state)?;
+        outs.push(h);
+        state = s;
+    }
+    if outs.is_empty() {
+        return Err(Error::invalid("run_sequence", "the sequence has no time steps"));
+    }
+    let refs: Vec<&Tensor> = outs.iter().collect();
+    Ok((Tensor::stack(&refs, 1)?, state))
+}
+
+/// A long short-term memory cell, Keras's `LSTMCell`.
+///
+/// ```
+/// use gradtape::{nn::{LSTMCell, Module}, DType, Rng, Tensor};
+/// let cell = LSTMCell::new(3, 5, &mut Rng::new(0))?;
+/// let s0 = cell.zero_state(2);
+/// let s1 = cell.step(&Tensor::ones(&[2, 3], DType::F32), &s0)?;
+/// assert_eq!(s1.h.shape(), &[2, 5]);
+/// let (ys, last) = cell.run_sequence(&Tensor::ones(&[2, 7, 3], DType::F32), s0)?;
+/// assert_eq!(ys.shape(), &[2, 7, 5]);
+/// assert_eq!(cell.variables().len(), 3);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct LSTMCell(CellWeights);
+
+impl LSTMCell {
+    /// An f32 cell from `in_features` to `units`.
+    pub fn new(in_features: usize, units: usize, rng: &mut Rng) -> Result<LSTMCell> {
+        LSTMCell::with_dtype(in_features, units, DType::F32, rng)
+    }
+
+    /// A cell of the given float dtype.
+    pub fn with_dtype(in_features: usize, units: usize, dtype: DType, rng: &mut Rng) -> Result<LSTMCell> {
+        let mut b = vec![0.0f64; 4 * units];
+        b[units..2 * units].iter_mut().for_each(|v| *v = 1.0);
+        let bias = Tensor::from_vec(b, &[4 * units])?;
+        Ok(LSTMCell(CellWeights::new(
+            "lstm_cell",
+            in_features,
+            units,
+            4,
+            bias,
+            dtype,
+            rng,
+        )?))
+    }
+
+    /// The cell's name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The zero state for a batch.
+    pub fn zero_state(&self, batch: usize) -> LSTMState {
+        LSTMState {
+            h: self.0.zeros(batch),
+            c: self.0.zeros(batch),
+        }
+    }
+
+    /// One step: input `x` `[batch, in]` and the previous state give the
+    /// next state (its `h` is the output).
+    pub fn step(&self, x: &Tensor, state: &LSTMState) -> Result<LSTMState> {
+        let w = &self.0;
+        w.check("LSTMCell", x, &[&state.h, &state.c])?;
+        let z = x
+            .matmul(&w.kernel.read())?
+            .add(&state.h.matmul(&w.recurrent.read())?)?
+            .bias_add(&w.bias.read())?;
+        let g = z.split(4, -1)?;
+        let i = g[0].sigmoid()?;
+        let f = g[1].sigmoid()?;
+        let c = f.mul(&state.c)?.add(&i.mul(&g[2].tanh()?)?)?;
+        let o = g[3].sigmoid()?;
+        Ok(LSTMState {
+            h: o.mul(&c.tanh()?)?,
+            c,
+        })
+    }
+
+    /// Runs the cell over `xs` `[batch, time, in]` from `state`: the
+    /// outputs `[batch, time, units]` and the last state.
+    pub fn run_sequence(&self, xs: &Tensor, state: LSTMState) -> Result<(Tensor, LSTMState)> {
+        unroll(xs, state, |x, s| {
+            let s = self.step(x, &s)?;
+            Ok((s.h.clone(), s))
+        })
+    }
+}
+
+impl Module for LSTMCell {
+    fn variables(&self) -> Vec<Variable> {
+        self.0.variables()
+    }
+}
+
+/// A gated recurrent unit cell, Keras's `GRUCell` (`reset_after=True`).
+///
+/// ```
+/// use gradtape::{nn::GRUCell, DType, Rng, Tensor};
+/// let cell = GRUCell::new(3, 4, &mut Rng::new(0))?;
+/// let h = cell.step(&Tensor::ones(&[2, 3], DType::F32), &cell.zero_state(2))?;
+/// assert_eq!(h.shape(), &[2, 4]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct GRUCell(CellWeights);
+
+impl GRUCell {
+    /// An f32 cell from `in_features` to `units`.
+    pub fn new(in_features: usize, units: usize, rng: &mut Rng) -> Result<GRUCell> {
+        GRUCell::with_dtype(in_features, units, DType::F32, rng)
+    }
+
+    /// A cell of the given float dtype.
+    pub fn with_dtype(in_features: usize, units: usize, dtype: DType, rng: &mut Rng) -> Result<GRUCell> {
+        let bias = Tensor::zeros(&[2, 3 * units], DType::F64);
+        Ok(GRUCell(CellWeights::new(
+            "gru_cell",
+            in_features,
+            units,
+            3,
+            bias,
+            dtype,
+            rng,
+        )?))
+    }
+
+    /// The cell's name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The zero state `[batch, units]`.
+    pub fn zero_state(&self, batch: usize) -> Tensor {
+        self.0.zeros(batch)
+    }
+
+    /// One step: input `x` `[batch, in]` and state `h` `[batch, units]`
+    /// give the next state (also the output).
+    pub fn step(&self, x: &Tensor, h: &Tensor) -> Result<Tensor> {
+        let w = &self.0;
+        w.check("GRUCell", x, &[h])?;
+        let b = w.bias.read().unstack(0)?;
+        let mx = x.matmul(&w.kernel.read())?.bias_add(&b[0])?.split(3, -1)?;
+        let mh = h.matmul(&w.recurrent.read())?.bias_add(&b[1])?.split(3, -1)?;
+        let z = mx[0].add(&mh[0])?.sigmoid()?;
+        let r = mx[1].add(&mh[1])?.sigmoid()?;
+        let hh = mx[2].add(&r.mul(&mh[2])?)?.tanh()?;
+        // z · h + (1 − z) · hh
+        z.mul(h)?.add(&z.neg()?.add_scalar(1.0)?.mul(&hh)?)
+    }
+
+    /// Runs the cell over `xs` `[batch, time, in]` from `h`: the outputs
+    /// `[batch, time, units]` and the last state.
+    pub fn run_sequence(&self, xs: &Tensor, h: Tensor) -> Result<(Tensor, Tensor)> {
+        unroll(xs, h, |x, h| {
+            let h = self.step(x, &h)?;
+            Ok((h.clone(), h))
+        })
+    }
+}
+
+impl Module for GRUCell {
+    fn variables(&self) -> Vec<Variable> {
+        self.0.variables()
+    }
+}

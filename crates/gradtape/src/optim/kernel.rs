@@ -1,0 +1,245 @@
+//! The fused, in-place update loop every optimizer runs.
+//!
+//! An optimizer's update is an elementwise rule on the variable `w`, its
+//! `K` slots `s` and the gradient `g` ([`ElemRule`]). [`run`] takes the
+//! write locks of the variable and its slots, gets their buffers for
+//! writing (in place when nothing else shares them, as
+//! [`Variable::apply_gradient_descent`] does; a copy otherwise, so a tensor
+//! read earlier keeps its value) and makes one pass, applying Keras's
+//! decoupled weight decay `w -= w · wd · lr` first where it is on.
+//!
+//! A sparse gradient ([`IndexedSlices`]) is never densified: its rows are
+//! summed per index (duplicates add, as in the dense tensor it stands for)
+//! and sorted, then the pass visits
+//!
+//! - only the listed rows when the rule leaves a row with a zero gradient
+//!   unchanged (plain SGD, Adagrad) and no weight decay is on, or when the
+//!   optimizer is *lazy*;
+//! - every row otherwise, the listed ones with their gradient and the gaps
+//!   between them with a zero gradient (no zero tensor is built), which
+//!   gives exactly the result of the dense gradient, as Keras 3 does.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use crate::autodiff::gradient::{Gradient, IndexedSlices};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::tensor::{with_float_dtype, Element, Float, Tensor};
+
+/// The per-step constants of an update.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Step {
+    /// The learning rate for this step.
+    pub lr: f64,
+    /// The step number, 1 for the first update (Keras's `iterations + 1`).
+    pub t: f64,
+    /// The weight decay for this variable (0 when off or excluded).
+    pub wd: f64,
+    /// Whether a sparse gradient updates only its rows.
+    pub lazy: bool,
+}
+
+/// An elementwise update of a weight, its `K` slots and its gradient.
+pub(crate) trait ElemRule<const K: usize> {
+    /// Whether a zero gradient leaves the weight and slots unchanged (then a
+    /// sparse gradient needs to visit its rows only).
+    const ZERO_GRAD_IS_NOOP: bool;
+    /// Updates one element.
+    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; K], g: T);
+}
+
+/// A gradient's values, as the rows a pass visits.
+enum Rows<'a, T: Clone> {
+    Dense(Cow<'a, [T]>),
+    /// Sorted distinct row numbers, their summed values (`width` each).
+    Sparse {
+        rows: Vec<usize>,
+        vals: Vec<T>,
+        width: usize,
+    },
+}
+
+fn sparse_rows<T: Float>(s: &IndexedSlices) -> Rows<'static, T> {
+    let width: usize = s.dense_shape()[1..].iter().product();
+    let v = s.values().values::<T>();
+    let idx: Vec<usize> = s.indices().to_vec_f64().into_iter().map(|i| i as usize).collect();
+    let mut order: Vec<usize> = (0..idx.len()).collect();
+    order.sort_by_key(|&k| idx[k]); // stable: duplicates add in their order
+    let mut rows: Vec<usize> = Vec::with_capacity(idx.len());
+    let mut vals: Vec<T> = Vec::with_capacity(idx.len() * width);
+    for k in order {
+        let src = &v[k * width..(k + 1) * width];
+        if rows.last() == Some(&idx[k]) {
+            let start = vals.len() - width;
+            vals[start..].iter_mut().zip(src).for_each(|(a, &b)| *a = *a + b);
+        } else {
+            rows.push(idx[k]);
+            vals.extend_from_slice(src);
+        }
+    }
+    Rows::Sparse { rows, vals, width }
+}
+
+impl<T: Float> Rows<'_, T> {
+    /// Calls `f(range, gradient)` for each run of elements to update; `None`
+    /// stands for a zero gradient. `all`: visit every element.
+    fn for_each_run(&self, n: usize, all: bool, mut f: impl FnMut(Range<usize>, Option<&[T]>)) {
+        match self {
+            Rows::Dense(g) => f(0..n, Some(g)),
+            Rows::Sparse { rows, vals, width } => {
+                let mut next = 0;
+                for (k, &r) in rows.iter().enumerate() {
+                    let lo = r * width;
+                    if all && lo > next {
+                        f(next..lo, None);
+                    }
+                    f(lo..lo + width, Some(&vals[k * width..(k + 1) * width]));
+                    next = lo + width;
+                }
+                if all && next < n {
+                    f(next..n, None);
+                }
+            }
+        }
+    }
+}
+
+/// The elements of `t` for writing: in place when `t` is the only owner of
+/// a contiguous buffer, else after copying it into a new one.
+pub(crate) fn values_mut<T: Element>(t: &mut Tensor) -> Result<&mut [T]> {
+    if t.unique_values_mut::<T>().is_none() {
+        *t = Tensor::from_vec(t.values::<T>().into_owned(), t.shape())?;
+    }
+    t.unique_values_mut::<T>()
+        .ok_or_else(|| Error::invalid("optimizer", "could not get a writable buffer"))
+}
+
+/// Locks `var` and its `slots` (at most three) for writing and runs `f`.
+fn with_locked<R>(
+    var: &Variable,
+    slots: &[Variable],
+    f: impl FnOnce(&mut Tensor, Vec<&mut Tensor>) -> Result<R>,
+) -> Result<R> {
+    var.with_value_mut(|w| match slots {
+        [] => f(w, vec![]),
+        [a] => a.with_value_mut(|a| f(w, vec![a])),
+        [a, b] => a.with_value_mut(|a| b.with_value_mut(|b| f(w, vec![a, b]))),
+        [a, b, c] => a.with_value_mut(|a| b.with_value_mut(|b| c.with_value_mut(|c| f(w, vec![a, b, c])))),
+        _ => Err(Error::invalid("optimizer", "at most three slots per variable")),
+    })
+}
+
+/// Applies `rule` to `var` with its `K` slots and gradient `grad` (checked
+/// against the variable's shape and dtype by the caller).
+pub(crate) fn run<R: ElemRule<K>, const K: usize>(
+    rule: &R,
+    step: &Step,
+    var: &Variable,
+    slots: &[Variable],
+    grad: &Gradient,
+) -> Result<()> {
+    if slots.len() != K {
+        return Err(Error::invalid(
+            "optimizer",
+            format!("expected {K} slots, got {}", slots.len()),
+        ));
+    }
+    with_float_dtype!(var.dtype(), T => run_typed::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {
+        op: "apply_gradients",
+        dtype: var.dtype(),
+        expected: "f32 or f64 variables",
+    }))
+}
+
+fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(
+    rule: &R,
+    step: &Step,
+    var: &Variable,
+    slots: &[Variable],
+    grad: &Gradient,
+) -> Result<()> {
+    let rows: Rows<'_, T> = match grad {
+        Gradient::Dense(g) => Rows::Dense(g.values::<T>()),
+        Gradient::Sparse(s) => sparse_rows::<T>(s),
+    };
+    let all = !step.lazy && (!R::ZERO_GRAD_IS_NOOP || step.wd != 0.0);
+    let decay = (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr)));
+    with_locked(var, slots, |w, s| {
+        let w = values_mut::<T>(w)?;
+        let mut s: Vec<&mut [T]> = s.into_iter().map(values_mut::<T>).collect::<Result<_>>()?;
+        let s: &mut [&mut [T]; K] = s
+            .as_mut_slice()
+            .try_into()
+            .map_err(|_| Error::invalid("optimizer", "slot count"))?;
+        let n = w.len();
+        rows.for_each_run(n, all, |range, g| {
+            let w = &mut w[range.clone()];
+            let mut s: [&mut [T]; K] = s.each_mut().map(|s| &mut s[range.clone()]);
+            match g {
+                Some(g) => pass(rule, decay, w, &mut s, |i| g[i]),
+                None => pass(rule, decay, w, &mut s, |_| T::zero()),
+            }
+        });
+        Ok(())
+    })
+}
+
+#[inline(always)]
+fn pass<T: Float, R: ElemRule<K>, const K: usize>(
+    rule: &R,
+    decay: Option<(T, T)>,
+    w: &mut [T],
+    s: &mut [&mut [T]; K],
+    g: impl Fn(usize) -> T,
+) {
+    for (i, w) in w.iter_mut().enumerate() {
+        let mut st: [T; K] = std::array::from_fn(|k| s[k][i]);
+        if let Some((wd, lr)) = decay {
+            // Keras: variable.assign_sub(variable * wd * lr)
+            *w = *w - *w * wd * lr;
+        }
+        rule.apply(w, &mut st, g(i));
+        for k in 0..K {
+            s[k][i] = st[k];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::{Adam, Optimizer, RmsProp};
+    use crate::GradientTape;
+
+    fn addr(v: &Variable) -> usize {
+        v.with_value_mut(|t| Ok(t.buffer::<f32>().as_ptr() as usize)).unwrap()
+    }
+
+    #[test]
+    fn updates_write_over_unshared_buffers() -> Result<()> {
+        let n = 50_000;
+        let w = Variable::new(Tensor::from_vec(vec![1.0f32; n], &[n])?);
+        let x = Tensor::from_vec(vec![2.0f32; n], &[n])?;
+        let mut opt = Adam::new(0.1);
+        let mut rms = RmsProp::new(0.1).momentum(0.5)?.centered(true);
+        let before = addr(&w);
+        for step in 0..3 {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| w.read().mul(&x)?.sum_all())?;
+            let g = tape.gradient(&loss, std::slice::from_ref(&w))?.remove(0);
+            if step == 0 {
+                opt.apply_gradients([(g, &w)])?;
+            } else {
+                rms.apply_gradients([(g, &w)])?;
+            }
+            assert_eq!(addr(&w), before, "the variable's buffer is reused");
+        }
+        // the slots too
+        let m = &opt.variables()[1];
+        let m_addr = addr(m);
+        opt.apply_gradients([(Some(x.clone()), &w)])?;
+        assert_eq!(addr(m), m_addr);
+        Ok(())
+    }
+}

@@ -1,0 +1,443 @@
+//! Optimizers applying `(gradient, variable)` pairs as Keras 3's
+//! `apply_gradients` does: [`Sgd`] (momentum, Nesterov), [`Adam`],
+//! [`AdamW`], [`RmsProp`] (momentum, centred) and [`Adagrad`], with
+//! learning-rate [schedules](schedule), decoupled weight decay, and
+//! gradient clipping ([`clip_by_norm`], [`clip_by_global_norm`], or the
+//! `clipnorm` / `global_clipnorm` / `clipvalue` options).
+//!
+//! ```
+//! use gradtape::optim::{Optimizer, Sgd};
+//! use gradtape::{GradientTape, Tensor, Variable};
+//! let w = Variable::new(Tensor::scalar(3.0f64));
+//! let mut opt = Sgd::new(0.1);
+//! for _ in 0..100 {
+//!     let tape = GradientTape::new();
+//!     let loss = tape.record(|| w.read().square())?;        // minimum at 0
+//!     opt.minimize(&tape, &loss, &[w.clone()])?;
+//! }
+//! assert!(w.read().to_scalar::<f64>()?.abs() < 1e-6);
+//! assert_eq!(opt.iterations(), 100);
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+//!
+//! What one `apply_gradients` call does, in Keras's order:
+//!
+//! 1. An empty list does nothing. Pairs whose gradient is `None` are
+//!    skipped; if every gradient is `None` the call fails ("no gradients
+//!    provided for any variable"), otherwise the skipped variables' names
+//!    are logged as a warning (through the `log` crate, once per distinct
+//!    list; [`Optimizer::skipped`] returns them after each call).
+//! 2. Slot variables are created for variables not seen before
+//!    ([`Optimizer::build`] creates them up front, e.g. before loading a
+//!    checkpoint), named `"{optimizer}/{variable}/{slot}"`.
+//! 3. Gradients are clipped if a clip option is set.
+//! 4. Each variable gets weight decay `w -= w · wd · lr` (if set and the
+//!    variable is not excluded) and its optimizer's update, fused into one
+//!    in-place pass over its buffer (see `kernel`): the variable, its slots
+//!    and the gradient are read once, and nothing is allocated per element.
+//! 5. The step counter [`iterations`](Optimizer::iterations) (itself a
+//!    variable, `"{optimizer}/iterations"`, so it is checkpointed) advances;
+//!    schedules are evaluated at its value before the step.
+//!
+//! Sparse gradients ([`IndexedSlices`](crate::IndexedSlices), from an
+//! embedding) are applied without building the dense gradient. By default
+//! the result equals the dense gradient's, as in Keras 3 (whose optimizer
+//! tests require exactly that): SGD without momentum and Adagrad then touch
+//! only the given rows, while optimizers whose state decays on every step
+//! (momentum, Adam's moments, RMSprop's average) update every row, the rows
+//! without gradient as with a zero gradient. With
+//! [`lazy_sparse(true)`](Adam::lazy_sparse) only the given rows of the
+//! variable and of its slots are updated: TensorFlow's sparse kernels
+//! (`SparseApplyMomentum`, `SparseApplyRMSProp`, `SparseApplyAdagrad`) and,
+//! for Adam, TF Addons' `LazyAdam` and PyTorch's `SparseAdam`. Repeated
+//! indices are summed before the update, as in the dense gradient (Keras 3
+//! squares an `IndexedSlices`' values before summing repeated rows, so its
+//! Adam, seen with a repeated row, differs there from its own dense result;
+//! gradtape and PyTorch's `SparseAdam` do not).
+
+mod adam;
+mod clip;
+mod kernel;
+mod rmsprop;
+pub mod schedule;
+mod sgd;
+
+pub use adam::{Adam, AdamW};
+pub use clip::{clip_by_global_norm, clip_by_norm, clip_gradients_by_global_norm, global_norm};
+pub use rmsprop::{Adagrad, RmsProp};
+pub use schedule::{CosineDecay, ExponentialDecay, LearningRate, LearningRateSchedule, Warmup};
+pub use sgd::Sgd;
+
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap;
+
+use crate::autodiff::gradient::Gradient;
+use crate::autodiff::gradient_tape::GradientTape;
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::tensor::{Tensor, TensorId};
+use kernel::Step;
+
+/// An optimizer's update rule: its slots and its per-variable step.
+pub(crate) trait Rule {
+    /// The per-variable slots: name and initial value.
+    fn slots(&self) -> Vec<(&'static str, f64)>;
+    /// Updates `var` (and its slots) from `grad`.
+    fn update(&self, step: &Step, var: &Variable, slots: &[Variable], grad: &Gradient) -> Result<()>;
+}
+
+/// Gradient clipping applied before the update (Keras's `clipnorm`,
+/// `global_clipnorm`, `clipvalue`; at most one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Clip {
+    None,
+    Norm(f64),
+    GlobalNorm(f64),
+    Value(f64),
+}
+
+/// What every optimizer holds: settings, step counter, slots.
+pub(crate) struct Core {
+    name: String,
+    lr: LearningRate,
+    weight_decay: Option<f64>,
+    exclude_from_weight_decay: Vec<String>,
+    clip: Clip,
+    lazy: bool,
+    iterations: Variable,
+    /// Each variable's slots, by handle, in the order variables were seen.
+    slots: FxHashMap<TensorId, Vec<Variable>>,
+    order: Vec<TensorId>,
+    skipped: Vec<String>,
+    warned: HashSet<Vec<String>>,
+}
+
+impl Core {
+    pub(crate) fn new(base: &str, lr: LearningRate) -> Core {
+        Core::with_name(crate::nn::unique_name(base), lr)
+    }
+
+    fn with_name(name: String, lr: LearningRate) -> Core {
+        let iterations = Variable::builder(Tensor::scalar(0i64))
+            .name(format!("{name}/iterations"))
+            .trainable(false)
+            .build();
+        Core {
+            name,
+            lr,
+            weight_decay: None,
+            exclude_from_weight_decay: Vec::new(),
+            clip: Clip::None,
+            lazy: false,
+            iterations,
+            slots: FxHashMap::default(),
+            order: Vec::new(),
+            skipped: Vec::new(),
+            warned: HashSet::new(),
+        }
+    }
+
+    fn iterations(&self) -> u64 {
+        self.iterations.read().to_scalar::<i64>().map_or(0, |i| i.max(0) as u64)
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.lr.at(self.iterations())
+    }
+
+    fn build(&mut self, rule: &dyn Rule, vars: &[&Variable]) -> Result<()> {
+        for v in vars {
+            if self.slots.contains_key(&v.handle()) {
+                continue;
+            }
+            if !v.dtype().is_float() {
+                return Err(Error::UnsupportedDType {
+                    op: "Optimizer::build",
+                    dtype: v.dtype(),
+                    expected: "f32 or f64 variables",
+                });
+            }
+            let slots = rule
+                .slots()
+                .into_iter()
+                .map(|(slot, init)| {
+                    Variable::builder(Tensor::full(&v.shape(), init, v.dtype()))
+                        .name(format!("{}/{}/{slot}", self.name, v.name()))
+                        .trainable(false)
+                        .build()
+                })
+                .collect();
+            self.slots.insert(v.handle(), slots);
+            self.order.push(v.handle());
+        }
+        Ok(())
+    }
+
+    fn variables(&self) -> Vec<Variable> {
+        let slots = self.order.iter().flat_map(|h| self.slots[h].iter().cloned());
+        std::iter::once(self.iterations.clone()).chain(slots).collect()
+    }
+
+    fn uses_weight_decay(&self, v: &Variable) -> bool {
+        !self
+            .exclude_from_weight_decay
+            .iter()
+            .any(|p| v.name().contains(p.as_str()))
+    }
+
+    fn apply(&mut self, rule: &dyn Rule, pairs: Vec<(Option<Gradient>, Variable)>) -> Result<()> {
+        const OP: &str = "apply_gradients";
+        self.skipped.clear();
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let mut grads = Vec::with_capacity(pairs.len());
+        let mut vars = Vec::with_capacity(pairs.len());
+        for (g, v) in pairs {
+            match g {
+                Some(g) => {
+                    if g.shape() != v.shape().as_slice() || g.dtype() != v.dtype() {
+                        return Err(Error::VariableMismatch {
+                            op: OP,
+                            name: v.name().to_string(),
+                            expected: v.shape(),
+                            expected_dtype: v.dtype(),
+                            got: g.shape().to_vec(),
+                            got_dtype: g.dtype(),
+                        });
+                    }
+                    grads.push(g);
+                    vars.push(v);
+                }
+                None => self.skipped.push(v.name().to_string()),
+            }
+        }
+        if grads.is_empty() {
+            return Err(Error::invalid(
+                OP,
+                format!("no gradients provided for any variable: {:?}", self.skipped),
+            ));
+        }
+        if !self.skipped.is_empty() && self.warned.insert(self.skipped.clone()) {
+            log::warn!(
+                "{}: gradients do not exist for variables {:?} when minimizing the loss",
+                self.name,
+                self.skipped
+            );
+        }
+        self.build(rule, &vars.iter().collect::<Vec<_>>())?;
+        let grads = match self.clip {
+            Clip::None => grads,
+            Clip::Norm(c) => grads
+                .iter()
+                .map(|g| clip::clip_gradient_by_norm(g, c))
+                .collect::<Result<_>>()?,
+            Clip::GlobalNorm(c) => {
+                let opt: Vec<Option<Gradient>> = grads.into_iter().map(Some).collect();
+                clip_gradients_by_global_norm(&opt, c)?
+                    .0
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            Clip::Value(c) => grads
+                .iter()
+                .map(|g| clip::clip_gradient_by_value(g, c))
+                .collect::<Result<_>>()?,
+        };
+        let it = self.iterations();
+        let lr = self.lr.at(it);
+        for (g, v) in grads.iter().zip(&vars) {
+            let wd = match self.weight_decay {
+                Some(wd) if self.uses_weight_decay(v) => wd,
+                _ => 0.0,
+            };
+            let step = Step {
+                lr,
+                t: (it + 1) as f64,
+                wd,
+                lazy: self.lazy,
+            };
+            rule.update(&step, v, &self.slots[&v.handle()], g)?;
+        }
+        self.iterations.assign(&Tensor::scalar(it as i64 + 1))
+    }
+}
+
+/// Checks a clip threshold.
+fn positive(op: &'static str, what: &str, v: f64) -> Result<f64> {
+    if v > 0.0 && v.is_finite() {
+        Ok(v)
+    } else {
+        Err(Error::invalid(op, format!("{what} must be finite and > 0, got {v}")))
+    }
+}
+
+/// What every optimizer does; see the [module docs](self) for the steps of
+/// [`apply_gradients`](Self::apply_gradients).
+pub trait Optimizer {
+    /// The optimizer's name (`sgd`, `adam`, ... made unique per thread, as
+    /// layer names are): the prefix of its variables' names.
+    fn name(&self) -> &str;
+
+    /// Applies `(gradient, variable)` pairs given as a vector; see
+    /// [`apply_gradients`](Self::apply_gradients).
+    fn apply(&mut self, pairs: Vec<(Option<Gradient>, Variable)>) -> Result<()>;
+
+    /// Creates the slot variables of `vars` now (Keras's
+    /// `optimizer.build(var_list)`), e.g. before loading a checkpoint that
+    /// holds them; variables already known keep theirs.
+    fn build(&mut self, vars: &[Variable]) -> Result<()>;
+
+    /// The optimizer's variables: the step counter, then each variable's
+    /// slots, in the order the variables were first seen.
+    fn variables(&self) -> Vec<Variable>;
+
+    /// How many updates have been applied (Keras's `iterations`).
+    fn iterations(&self) -> u64;
+
+    /// The learning rate the next update will use.
+    fn learning_rate(&self) -> f64;
+
+    /// The names of the variables whose gradient was `None` in the last
+    /// call.
+    fn skipped(&self) -> &[String];
+
+    /// Applies `(gradient, variable)` pairs, Keras's `apply_gradients`:
+    /// gradients may be `Tensor`s or [`Gradient`]s (dense or sparse), or
+    /// `None` (skipped).
+    ///
+    /// ```
+    /// use gradtape::optim::{Optimizer, Sgd};
+    /// use gradtape::{GradientTape, Tensor, Variable};
+    /// let (a, b) = (Variable::new(Tensor::scalar(1.0f32)), Variable::new(Tensor::scalar(1.0f32)));
+    /// let vars = vec![a.clone(), b.clone()];
+    /// let tape = GradientTape::new();
+    /// let loss = tape.record(|| a.read().mul_scalar(2.0))?;     // b unused
+    /// let grads = tape.gradient(&loss, &vars)?;
+    /// let mut opt = Sgd::new(0.5);
+    /// opt.apply_gradients(grads.into_iter().zip(&vars))?;
+    /// assert_eq!(a.read().to_scalar::<f32>()?, 0.0);
+    /// assert_eq!(opt.skipped(), &[b.name().to_string()]);   // and a warning is logged
+    /// assert!(opt.apply_gradients([(None::<Tensor>, &a)]).is_err()); // all None
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    fn apply_gradients<'a, G: Into<Gradient>>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (Option<G>, &'a Variable)>,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.apply(pairs.into_iter().map(|(g, v)| (g.map(Into::into), v.clone())).collect())
+    }
+
+    /// Computes the gradients of `loss` on `tape` with respect to `vars`
+    /// (sparse ones kept sparse) and applies them (Keras's `minimize`).
+    fn minimize(&mut self, tape: &GradientTape, loss: &Tensor, vars: &[Variable]) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let grads = tape.sparse_gradient(loss, vars)?;
+        self.apply(grads.into_iter().zip(vars.iter().cloned()).collect())
+    }
+}
+
+/// The options every optimizer shares, and its `Optimizer` impl.
+macro_rules! optimizer_common {
+    ($ty:ty) => {
+        impl $ty {
+            /// Sets decoupled weight decay: before each update `w -= w · wd
+            /// · lr` (Keras's `weight_decay`).
+            pub fn weight_decay(mut self, wd: f64) -> Self {
+                self.core.weight_decay = Some(wd);
+                self
+            }
+
+            /// Exempts from weight decay the variables whose names contain
+            /// any of `patterns` (Keras's `exclude_from_weight_decay(var_names=...)`).
+            pub fn exclude_from_weight_decay(mut self, patterns: &[&str]) -> Self {
+                self.core.exclude_from_weight_decay = patterns.iter().map(|p| p.to_string()).collect();
+                self
+            }
+
+            /// Clips each gradient to norm `c` (Keras's `clipnorm`; see
+            /// [`clip_by_norm`](crate::optim::clip_by_norm)). Replaces any
+            /// other clip option. `c` must be positive.
+            pub fn clipnorm(mut self, c: f64) -> $crate::Result<Self> {
+                self.core.clip = $crate::optim::Clip::Norm($crate::optim::positive("clipnorm", "clipnorm", c)?);
+                Ok(self)
+            }
+
+            /// Clips the gradients to global norm `c` (Keras's
+            /// `global_clipnorm`; see
+            /// [`clip_by_global_norm`](crate::optim::clip_by_global_norm)).
+            /// Replaces any other clip option.
+            pub fn global_clipnorm(mut self, c: f64) -> $crate::Result<Self> {
+                self.core.clip =
+                    $crate::optim::Clip::GlobalNorm($crate::optim::positive("global_clipnorm", "global_clipnorm", c)?);
+                Ok(self)
+            }
+
+            /// Clips each gradient element to `[-c, c]` (Keras's
+            /// `clipvalue`). Replaces any other clip option.
+            pub fn clipvalue(mut self, c: f64) -> $crate::Result<Self> {
+                self.core.clip = $crate::optim::Clip::Value($crate::optim::positive("clipvalue", "clipvalue", c)?);
+                Ok(self)
+            }
+
+            /// Whether a sparse gradient updates only its rows of the
+            /// variable and of its slots (default false: the dense
+            /// gradient's result); see the [module docs](crate::optim).
+            pub fn lazy_sparse(mut self, lazy: bool) -> Self {
+                self.core.lazy = lazy;
+                self
+            }
+
+            /// Sets the name (the prefix of the optimizer's variables).
+            pub fn with_name(mut self, name: &str) -> Self {
+                self.core = $crate::optim::Core::renamed(self.core, name);
+                self
+            }
+        }
+
+        impl $crate::optim::Optimizer for $ty {
+            fn name(&self) -> &str {
+                &self.core.name
+            }
+            fn apply(&mut self, pairs: Vec<(Option<$crate::Gradient>, $crate::Variable)>) -> $crate::Result<()> {
+                self.core.apply(&self.rule, pairs)
+            }
+            fn build(&mut self, vars: &[$crate::Variable]) -> $crate::Result<()> {
+                self.core.build(&self.rule, &vars.iter().collect::<Vec<_>>())
+            }
+            fn variables(&self) -> Vec<$crate::Variable> {
+                self.core.variables()
+            }
+            fn iterations(&self) -> u64 {
+                self.core.iterations()
+            }
+            fn learning_rate(&self) -> f64 {
+                self.core.learning_rate()
+            }
+            fn skipped(&self) -> &[String] {
+                &self.core.skipped
+            }
+        }
+    };
+}
+pub(crate) use optimizer_common;
+
+impl Core {
+    /// The same settings under another name (before any slot exists).
+    fn renamed(core: Core, name: &str) -> Core {
+        Core {
+            weight_decay: core.weight_decay,
+            exclude_from_weight_decay: core.exclude_from_weight_decay,
+            clip: core.clip,
+            lazy: core.lazy,
+            ..Core::with_name(name.to_string(), core.lr)
+        }
+    }
+}

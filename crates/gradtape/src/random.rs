@@ -1,0 +1,217 @@
+//! A seeded random generator that advances: [`Rng`], TensorFlow's
+//! `tf.random.Generator`.
+//!
+//! The explicit-seed functions ([`Tensor::random_uniform`] and friends) give
+//! the same tensor for the same seed. A model needs fresh values for each
+//! layer without the user choosing a seed per layer: an [`Rng`] holds a seed
+//! and a counter, and each draw takes the next counter value to derive the
+//! seed it passes to those functions. Two layers built one after the other
+//! from the same `Rng` therefore get different weights, and the whole model
+//! is reproducible from the one seed.
+//!
+//! ```
+//! use gradtape::{DType, Rng};
+//! let mut rng = Rng::new(42);
+//! let a = rng.uniform(&[3], 0.0, 1.0, DType::F32)?;
+//! let b = rng.uniform(&[3], 0.0, 1.0, DType::F32)?;
+//! assert_ne!(a.to_vec::<f32>()?, b.to_vec::<f32>()?);        // it advanced
+//! let again = Rng::new(42).uniform(&[3], 0.0, 1.0, DType::F32)?;
+//! assert_eq!(a.to_vec::<f32>()?, again.to_vec::<f32>()?);    // reproducible
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+//!
+//! Host-side draws (permutations, shuffles, dropout seeds) use the same
+//! SplitMix64 mixer, so they too depend only on the seed and on how many
+//! draws came before.
+
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+/// SplitMix64's finaliser: a bijection of `u64` with good avalanche.
+#[inline]
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A seeded generator whose state advances with every draw (TensorFlow's
+/// `tf.random.Generator.from_seed`). Not a cryptographic generator.
+///
+/// ```
+/// use gradtape::Rng;
+/// let mut rng = Rng::new(7);
+/// let p = rng.permutation(5);
+/// let mut sorted = p.clone();
+/// sorted.sort();
+/// assert_eq!(sorted, vec![0, 1, 2, 3, 4]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rng {
+    key: u64,
+    counter: u64,
+}
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng {
+            key: mix(seed ^ 0x6A09_E667_F3BC_C908),
+            counter: 0,
+        }
+    }
+
+    /// How many draws this generator has made.
+    pub fn position(&self) -> u64 {
+        self.counter
+    }
+
+    /// The next 64 random bits (advances the state by one).
+    pub fn next_u64(&mut self) -> u64 {
+        self.counter += 1;
+        mix(self.key.wrapping_add(self.counter.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+    }
+
+    /// A fresh seed for one of the explicit-seed functions (advances).
+    pub fn next_seed(&mut self) -> u64 {
+        self.next_u64()
+    }
+
+    /// A uniform `f64` in `[0, 1)` (advances).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A uniform integer in `0..n` (advances; `0` when `n` is 0). Unbiased
+    /// (the short last interval of `u64` is rejected).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n <= 1 {
+            return 0;
+        }
+        let zone = u64::MAX - (u64::MAX % n);
+        loop {
+            let r = self.next_u64();
+            if r < zone {
+                return r % n;
+            }
+        }
+    }
+
+    /// An independent generator split off this one (advances this one by
+    /// one draw), as `tf.random.Generator.split`: give each layer or data
+    /// pipeline its own.
+    ///
+    /// ```
+    /// use gradtape::Rng;
+    /// let mut rng = Rng::new(1);
+    /// let mut child = rng.split();
+    /// assert_ne!(child.next_u64(), rng.next_u64());
+    /// ```
+    pub fn split(&mut self) -> Rng {
+        Rng::new(self.next_u64())
+    }
+
+    /// Uniform values in `[lo, hi)`; see [`Tensor::random_uniform`].
+    pub fn uniform(&mut self, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::random_uniform(shape, lo, hi, dtype, self.next_seed())
+    }
+
+    /// Normal values `mean + std · z`; see [`Tensor::random_normal`].
+    pub fn normal(&mut self, shape: &[usize], mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::random_normal(shape, mean, std, dtype, self.next_seed())
+    }
+
+    /// Normal values within two standard deviations of `mean`; see
+    /// [`Tensor::truncated_normal`].
+    pub fn truncated_normal(&mut self, shape: &[usize], mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::truncated_normal(shape, mean, std, dtype, self.next_seed())
+    }
+
+    /// Shuffles `items` in place (Fisher–Yates; advances).
+    ///
+    /// ```
+    /// use gradtape::Rng;
+    /// let mut v: Vec<u32> = (0..10).collect();
+    /// Rng::new(3).shuffle(&mut v);
+    /// assert_ne!(v, (0..10).collect::<Vec<_>>());
+    /// ```
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+
+    /// A random permutation of `0..n` (advances).
+    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
+        let mut p: Vec<usize> = (0..n).collect();
+        self.shuffle(&mut p);
+        p
+    }
+
+    /// The rows of `t` (axis 0) in a random order, TensorFlow's
+    /// `tf.random.shuffle`; differentiable (a gather).
+    ///
+    /// ```
+    /// use gradtape::{Rng, Tensor};
+    /// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2])?;
+    /// let s = Rng::new(0).shuffle_rows(&t)?;
+    /// let mut rows: Vec<Vec<f32>> = s.to_vec::<f32>()?.chunks(2).map(|c| c.to_vec()).collect();
+    /// rows.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    /// assert_eq!(rows, vec![vec![1.0, 2.0], vec![3.0, 4.0], vec![5.0, 6.0]]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn shuffle_rows(&mut self, t: &Tensor) -> Result<Tensor> {
+        if t.rank() == 0 {
+            return Err(Error::invalid("shuffle_rows", "cannot shuffle the rows of a scalar"));
+        }
+        let p: Vec<i64> = self.permutation(t.shape()[0]).into_iter().map(|i| i as i64).collect();
+        t.gather(&Tensor::vector(&p), 0)
+    }
+}
+
+/// Mini-batches of row indices `0..n`: `batch_size` at a time, the last one
+/// shorter, in a random order when given a generator (one shuffle per call,
+/// so one per epoch).
+///
+/// ```
+/// use gradtape::{random::batches, Rng};
+/// let b = batches(5, 2, None);
+/// assert_eq!(b, vec![vec![0, 1], vec![2, 3], vec![4]]);
+/// let b = batches(5, 2, Some(&mut Rng::new(9)));
+/// assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 1]);
+/// ```
+pub fn batches(n: usize, batch_size: usize, rng: Option<&mut Rng>) -> Vec<Vec<i64>> {
+    let mut order: Vec<i64> = (0..n as i64).collect();
+    if let Some(rng) = rng {
+        rng.shuffle(&mut order);
+    }
+    order.chunks(batch_size.max(1)).map(<[i64]>::to_vec).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn below_is_in_range_and_covers_it() {
+        let mut r = Rng::new(5);
+        let mut seen = [0usize; 7];
+        for _ in 0..7000 {
+            seen[r.below(7) as usize] += 1;
+        }
+        // each bin expects 1000; a fair generator is well within 15 %
+        assert!(seen.iter().all(|&c| (850..1150).contains(&c)), "{seen:?}");
+    }
+
+    #[test]
+    fn next_f64_has_the_mean_and_variance_of_a_uniform() {
+        let mut r = Rng::new(11);
+        let v: Vec<f64> = (0..100_000).map(|_| r.next_f64()).collect();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+        assert!((mean - 0.5).abs() < 0.005, "{mean}");
+        assert!((var - 1.0 / 12.0).abs() < 0.002, "{var}");
+        assert!(v.iter().all(|x| (0.0..1.0).contains(x)));
+    }
+}
