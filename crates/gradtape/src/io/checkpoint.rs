@@ -68,7 +68,7 @@ fn serialize(op: &'static str, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
             name.to_string(),
             st_dtype(op, t.dtype())?,
             t.shape().to_vec(),
-            to_le_bytes(t),
+            to_le_bytes(t)?,
         ));
     }
     let views = data

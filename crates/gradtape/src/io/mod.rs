@@ -52,27 +52,27 @@ pub(crate) fn elem_size(dtype: DType) -> usize {
 
 /// The elements of `t` in row-major order, little-endian (bools as 0/1
 /// bytes, complex numbers as real then imaginary part).
-pub(crate) fn to_le_bytes(t: &Tensor) -> Vec<u8> {
-    fn flat<T: crate::tensor::Element, const N: usize>(t: &Tensor, f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
-        t.values::<T>().iter().flat_map(|&x| f(x)).collect()
+pub(crate) fn to_le_bytes(t: &Tensor) -> Result<Vec<u8>> {
+    fn flat<T: crate::tensor::Element, const N: usize>(t: &Tensor, f: impl Fn(T) -> [u8; N]) -> Result<Vec<u8>> {
+        Ok(t.values::<T>("save")?.iter().flat_map(|&x| f(x)).collect())
     }
-    match t.dtype() {
-        DType::F32 => flat(t, f32::to_le_bytes),
-        DType::F64 => flat(t, f64::to_le_bytes),
-        DType::I32 => flat(t, i32::to_le_bytes),
-        DType::I64 => flat(t, i64::to_le_bytes),
-        DType::Bool => flat(t, |b: bool| [b as u8]),
+    Ok(match t.dtype() {
+        DType::F32 => flat(t, f32::to_le_bytes)?,
+        DType::F64 => flat(t, f64::to_le_bytes)?,
+        DType::I32 => flat(t, i32::to_le_bytes)?,
+        DType::I64 => flat(t, i64::to_le_bytes)?,
+        DType::Bool => flat(t, |b: bool| [b as u8])?,
         DType::C64 => t
-            .values::<Complex<f32>>()
+            .values::<Complex<f32>>("save")?
             .iter()
             .flat_map(|c| c.re.to_le_bytes().into_iter().chain(c.im.to_le_bytes()))
             .collect(),
         DType::C128 => t
-            .values::<Complex<f64>>()
+            .values::<Complex<f64>>("save")?
             .iter()
             .flat_map(|c| c.re.to_le_bytes().into_iter().chain(c.im.to_le_bytes()))
             .collect(),
-    }
+    })
 }
 
 /// A tensor from row-major element bytes (`big_endian` for `>` NumPy

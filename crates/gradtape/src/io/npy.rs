@@ -65,7 +65,7 @@ pub fn npy_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&to_le_bytes(t));
+    out.extend_from_slice(&to_le_bytes(t)?);
     Ok(out)
 }
 

@@ -60,9 +60,9 @@ enum Rows<'a, T: Clone> {
     },
 }
 
-fn sparse_rows<T: Float>(s: &IndexedSlices) -> Rows<'static, T> {
+fn sparse_rows<T: Float>(s: &IndexedSlices) -> Result<Rows<'static, T>> {
     let width: usize = s.dense_shape()[1..].iter().product();
-    let v = s.values().values::<T>();
+    let v = s.values().values::<T>("optimizer")?;
     let idx: Vec<usize> = s.indices().to_vec_f64().into_iter().map(|i| i as usize).collect();
     let mut order: Vec<usize> = (0..idx.len()).collect();
     order.sort_by_key(|&k| idx[k]); // stable: duplicates add in their order
@@ -78,7 +78,7 @@ fn sparse_rows<T: Float>(s: &IndexedSlices) -> Rows<'static, T> {
             vals.extend_from_slice(src);
         }
     }
-    Rows::Sparse { rows, vals, width }
+    Ok(Rows::Sparse { rows, vals, width })
 }
 
 impl<T: Float> Rows<'_, T> {
@@ -109,7 +109,7 @@ impl<T: Float> Rows<'_, T> {
 /// a contiguous buffer, else after copying it into a new one.
 pub(crate) fn values_mut<T: Element>(t: &mut Tensor) -> Result<&mut [T]> {
     if t.unique_values_mut::<T>().is_none() {
-        *t = Tensor::from_vec(t.values::<T>().into_owned(), t.shape())?;
+        *t = Tensor::from_vec(t.owned_values::<T>("optimizer")?, t.shape())?;
     }
     t.unique_values_mut::<T>()
         .ok_or_else(|| Error::invalid("optimizer", "could not get a writable buffer"))
@@ -160,8 +160,8 @@ fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(
     grad: &Gradient,
 ) -> Result<()> {
     let rows: Rows<'_, T> = match grad {
-        Gradient::Dense(g) => Rows::Dense(g.values::<T>()),
-        Gradient::Sparse(s) => sparse_rows::<T>(s),
+        Gradient::Dense(g) => Rows::Dense(g.values::<T>("optimizer")?),
+        Gradient::Sparse(s) => sparse_rows::<T>(s)?,
     };
     let all = !step.lazy && (!R::ZERO_GRAD_IS_NOOP || step.wd != 0.0);
     let decay = (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr)));
