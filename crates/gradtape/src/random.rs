@@ -23,6 +23,15 @@
 //! Host-side draws (permutations, shuffles, dropout seeds) use the same
 //! SplitMix64 mixer, so they too depend only on the seed and on how many
 //! draws came before.
+//!
+//! Inside a traced function ([`function`](crate::function)), a tensor drawn
+//! from an `Rng` (and the mask of a [`Dropout`](crate::nn::Dropout) layer)
+//! becomes a node that draws with a new seed at each run of the graph, as
+//! `tf.random.Generator` does in a `tf.function`; the `Rng` itself advances
+//! only while tracing. An explicit-seed function called in a trace is
+//! stateless: the same values at every run. Host-side draws
+//! ([`permutation`](Rng::permutation), [`shuffle_rows`](Rng::shuffle_rows))
+//! are made once, at trace time.
 
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
@@ -113,18 +122,21 @@ impl Rng {
 
     /// Uniform values in `[lo, hi)`; see [`Tensor::random_uniform`].
     pub fn uniform(&mut self, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> Result<Tensor> {
-        Tensor::random_uniform(shape, lo, hi, dtype, self.next_seed())
+        let seed = self.next_seed();
+        crate::ops::random::fresh(|| Tensor::random_uniform(shape, lo, hi, dtype, seed))
     }
 
     /// Normal values `mean + std · z`; see [`Tensor::random_normal`].
     pub fn normal(&mut self, shape: &[usize], mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
-        Tensor::random_normal(shape, mean, std, dtype, self.next_seed())
+        let seed = self.next_seed();
+        crate::ops::random::fresh(|| Tensor::random_normal(shape, mean, std, dtype, seed))
     }
 
     /// Normal values within two standard deviations of `mean`; see
     /// [`Tensor::truncated_normal`].
     pub fn truncated_normal(&mut self, shape: &[usize], mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
-        Tensor::truncated_normal(shape, mean, std, dtype, self.next_seed())
+        let seed = self.next_seed();
+        crate::ops::random::fresh(|| Tensor::truncated_normal(shape, mean, std, dtype, seed))
     }
 
     /// Shuffles `items` in place (Fisher–Yates; advances).

@@ -153,19 +153,24 @@ pub(crate) fn stack(rows: &[Tensor]) -> Result<Tensor> {
     let inputs: Vec<&Tensor> = rows.iter().collect();
     let y = crate::kernels::cpu::index::concat("stack", &inputs, 0, &shape)?;
     let n = rows.len();
-    Ok(crate::ops::bind("Stack", &inputs, y, move |_| {
-        vjp_batched(move |g, needs| {
-            let g = &g[0];
-            let mut out = Grads::with_capacity(n);
-            for (i, &need) in needs.iter().enumerate().take(n) {
-                out.push(
-                    need.then(|| ct::reshape(&g.narrow(ct::axis(0), i, 1)?, &row_shape))
-                        .transpose()?,
-                );
-            }
-            Ok(out)
-        })
-    }))
+    Ok(crate::ops::bind(
+        crate::ops::desc::Op::Shape(crate::ops::desc::ShapeOp::Stack),
+        &inputs,
+        y,
+        move |_| {
+            vjp_batched(move |g, needs| {
+                let g = &g[0];
+                let mut out = Grads::with_capacity(n);
+                for (i, &need) in needs.iter().enumerate().take(n) {
+                    out.push(
+                        need.then(|| ct::reshape(&g.narrow(ct::axis(0), i, 1)?, &row_shape))
+                            .transpose()?,
+                    );
+                }
+                Ok(out)
+            })
+        },
+    ))
 }
 
 #[cfg(test)]

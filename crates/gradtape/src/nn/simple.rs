@@ -64,7 +64,7 @@ impl Layer for Dropout {
             return Ok(x.clone());
         }
         let seed = self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_seed();
-        x.dropout(self.rate, seed)
+        crate::ops::random::fresh(|| x.dropout(self.rate, seed))
     }
 }
 

@@ -1,7 +1,9 @@
-//! Constructors that are not recorded (they have no differentiable input):
-//! eye, linspace, range, one_hot. Like `zeros`, `eye` and `eye_rect` are
+//! Constructors that are not recorded on tapes (they have no differentiable
+//! input): eye, linspace, range, one_hot. A trace takes the first three for
+//! constants; `one_hot` reads its indices, so it is a graph node. Like `zeros`, `eye` and `eye_rect` are
 //! sugar that panics where their `try_` forms return an error.
 
+use super::desc::{CreateOp, Lazy, Op, F64};
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::{filled_vec, index::int_values};
@@ -155,7 +157,7 @@ impl Tensor {
         let numel = checked_numel(OP, &shape)?;
         // any index is allowed (out-of-range ones give a row of `off`)
         let idx = int_values(OP, self)?;
-        Ok(with_dtype!(dtype, T => {
+        let y = with_dtype!(dtype, T => {
             let (on, off) = (T::from_f64(on), T::from_f64(off));
             let mut v = filled_vec(OP, numel, off)?;
             for o in 0..outer {
@@ -166,7 +168,17 @@ impl Tensor {
                     }
                 }
             }
-            Tensor::from_vec(v, &shape)?
-        }))
+            Tensor::from_storage(T::into_storage(v), &shape)
+        });
+        let desc = || {
+            Op::Create(CreateOp::OneHot {
+                depth,
+                on: F64(on),
+                off: F64(off),
+                axis,
+                dtype,
+            })
+        };
+        Ok(super::bind_nondiff(Lazy("OneHot", desc), &[self], y))
     }
 }

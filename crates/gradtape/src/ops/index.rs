@@ -73,7 +73,7 @@ pub(crate) fn concat_rows(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     shape[0] = na.saturating_add(nb); // (a saturated dim is refused below)
     checked_numel(OP, &shape)?;
     let y = index::concat(OP, &[a, b], 0, &shape)?;
-    Ok(bind("ConcatRows", &[a, b], y, move |_| {
+    Ok(bind(Op::Shape(ShapeOp::ConcatRows), &[a, b], y, move |_| {
         vjp(move |g, needs| {
             Ok(grads![
                 if needs[0] { Some(g[0].narrow(0, 0, na)?) } else { None },

@@ -1,6 +1,7 @@
 //! N-d indexing: gather_nd and its adjoint scatter_nd (each the other's
 //! rule), and gather with batch dims (a permute around gather_nd).
 
+use super::desc::{Lazy, Op, ShapeOp};
 use super::{bind, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
@@ -81,7 +82,7 @@ impl Tensor {
             Tensor::from_vec(out, &shape)?
         });
         let (idx, pshape) = (indices.clone(), ps.to_vec());
-        Ok(bind("GatherNd", &[self, indices], y, move |_| {
+        Ok(bind(Op::Shape(ShapeOp::GatherNd), &[self, indices], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(Tensor::scatter_nd(&idx, &g[0], &pshape)?), None]))
         }))
     }
@@ -126,9 +127,12 @@ impl Tensor {
         let y = with_num_dtype!(updates.dtype(), T => Tensor::from_vec(run::<T>(&updates.values::<T>(OP)?, &offs, inner, n)?, shape)?,
             _ => return Err(unsupported(OP, updates.dtype(), "a numeric dtype")));
         let idx = indices.clone();
-        Ok(bind("ScatterNd", &[updates, indices], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(g[0].gather_nd(&idx)?), None]))
-        }))
+        Ok(bind(
+            Lazy("ScatterNd", || Op::Shape(ShapeOp::ScatterNd(shape.into()))),
+            &[updates, indices],
+            y,
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].gather_nd(&idx)?), None])),
+        ))
     }
 
     /// Gather along `axis` with `batch_dims` leading dims shared by `self`
@@ -178,23 +182,24 @@ impl Tensor {
         // params -> [B.., D, A.., R..]
         let perm: Vec<usize> = (0..b).chain([ax]).chain(b..ax).chain(ax + 1..r).collect();
         let p = self.permute(&perm)?;
-        // nd indices [B.., I.., b+1]: the batch coordinates, then the index
-        let raw = int_values(OP, indices)?;
-        let per_batch: usize = is[b..].iter().product();
+        // nd indices [B.., I.., b+1]: the batch coordinates (a constant of
+        // the shapes), then the index (read by ops, so a trace follows it)
         let mut nd_shape = is.to_vec();
-        nd_shape.push(b + 1);
-        let mut nd = alloc::try_vec(OP, checked_numel(OP, &nd_shape)?)?;
-        for (j, &v) in raw.iter().enumerate() {
+        nd_shape.push(b);
+        let per_batch: usize = is[b..].iter().product();
+        let mut coords = alloc::try_vec(OP, checked_numel(OP, &nd_shape)?)?;
+        for j in 0..checked_numel(OP, is)? {
             let mut rem = j / per_batch.max(1);
-            let mut coords = vec![0i64; b];
+            let start = coords.len();
+            coords.resize(start + b, 0i64);
             for d in (0..b).rev() {
-                coords[d] = (rem % is[d]) as i64;
+                coords[start + d] = (rem % is[d]) as i64;
                 rem /= is[d];
             }
-            nd.extend(coords);
-            nd.push(v);
         }
-        let nd = Tensor::from_vec(nd, &nd_shape)?;
+        let coords = Tensor::from_vec(coords, &nd_shape)?;
+        let last = indices.cast(crate::DType::I64)?.expand_dims(-1)?;
+        let nd = Tensor::concat(&[&coords, &last], -1)?;
         let g = p.gather_nd(&nd).map_err(|e| match e {
             Error::IndexOutOfRange { index, dim, .. } => Error::IndexOutOfRange {
                 op: OP,

@@ -49,7 +49,7 @@ mod linalg2;
 mod nn;
 mod norm;
 mod pool;
-mod random;
+pub(crate) mod random;
 mod reduce;
 mod reduce2;
 mod scan;

@@ -5,6 +5,12 @@
 //! result depends on the seed and the shape only, never on the number of
 //! threads or the order in which chunks are filled.
 
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::desc::{CreateOp, Distribution, DynOp, Lazy, Op, Outputs, F64};
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::build;
@@ -101,7 +107,7 @@ impl Tensor {
             return Err(Error::invalid(OP, format!("needs lo < hi, got lo = {lo}, hi = {hi}")));
         }
         let g = CounterRng::new(seed, 1);
-        match dtype {
+        let y = match dtype {
             DType::F32 => {
                 let (l, h) = (lo as f32, hi as f32);
                 generate::<f32>(OP, shape, |i| {
@@ -143,7 +149,8 @@ impl Tensor {
                 }
             }
             DType::Bool | DType::C64 | DType::C128 => Err(unsupported(OP, dtype, "f32, f64, i32 or i64")),
-        }
+        }?;
+        Ok(bound(Distribution::Uniform, shape, lo, hi, dtype, seed, y))
     }
 
     /// Normal values `mean + std · z` (floats), reproducible from `seed`.
@@ -160,7 +167,8 @@ impl Tensor {
         const OP: &str = "random_normal";
         check_normal(OP, mean, std, dtype)?;
         let g = CounterRng::new(seed, 2);
-        with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| mean + std * g.normal(i)), _ => unreachable!())
+        let y = with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| mean + std * g.normal(i)), _ => unreachable!())?;
+        Ok(bound(Distribution::Normal, shape, mean, std, dtype, seed, y))
     }
 
     /// Normal values `mean + std · z` with every `|z| > 2` redrawn (as
@@ -186,7 +194,8 @@ impl Tensor {
             }
             0.0 // 64 rejections in a row: probability below 1e-85
         };
-        with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| mean + std * z(i)), _ => unreachable!())
+        let y = with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| mean + std * z(i)), _ => unreachable!())?;
+        Ok(bound(Distribution::TruncatedNormal, shape, mean, std, dtype, seed, y))
     }
 
     /// Dropout: each element is zeroed with probability `rate` and the kept
@@ -212,10 +221,94 @@ impl Tensor {
         if rate == 0.0 {
             return Ok(self.identity());
         }
-        let g = CounterRng::new(seed, 4);
-        let scale = 1.0 / (1.0 - rate);
-        let mask = with_float_dtype!(self.dtype(), T => float_gen::<T>(OP, self.shape(), |i| if g.unit(i) >= rate { scale } else { 0.0 }), _ => unreachable!())?;
-        self.mul(&mask)
+        self.mul(&dropout_mask(self.shape(), rate, self.dtype(), seed)?)
+    }
+}
+
+/// Dropout's keep-mask: `1 / (1 - rate)` with probability `1 - rate`, else
+/// 0 (`rate` in `(0, 1)`, a float dtype).
+pub(crate) fn dropout_mask(shape: &[usize], rate: f64, dtype: DType, seed: u64) -> Result<Tensor> {
+    const OP: &str = "dropout";
+    if !dtype.is_float() {
+        return Err(unsupported(OP, dtype, "f32 or f64"));
+    }
+    if !(0.0..1.0).contains(&rate) {
+        return Err(Error::invalid(OP, format!("rate must lie in [0, 1), got {rate}")));
+    }
+    let g = CounterRng::new(seed, 4);
+    let scale = 1.0 / (1.0 - rate);
+    let y = with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| if g.unit(i) >= rate { scale } else { 0.0 }), _ => unreachable!())?;
+    Ok(bound(Distribution::DropoutMask, shape, rate, 0.0, dtype, seed, y))
+}
+
+thread_local! {
+    /// Set while an advancing generator draws (see [`fresh`]).
+    static FRESH: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, whose seeded draws come from an advancing generator: a trace
+/// records them as draws made fresh at each run of the graph (as TF's
+/// `tf.random.Generator` inside a `tf.function`), not as draws with a fixed
+/// seed. Outside traces it only runs `f`.
+pub(crate) fn fresh<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FRESH.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(FRESH.with(|c| c.replace(true)));
+    f()
+}
+
+/// Offers a draw to the active traces: a node holding its seed (a
+/// stateless draw: the same values at each run), or, inside [`fresh`], a
+/// stateful node that draws with a new seed at each run.
+fn bound(dist: Distribution, shape: &[usize], a: f64, b: f64, dtype: DType, seed: u64, y: Tensor) -> Tensor {
+    let op = || CreateOp::Random {
+        dist,
+        shape: shape.into(),
+        a: F64(a),
+        b: F64(b),
+        dtype,
+        seed,
+    };
+    if crate::function::trace::recording() && FRESH.with(Cell::get) {
+        let node = FreshDraw {
+            op: op(),
+            runs: AtomicU64::new(0),
+        };
+        crate::function::trace::record(Op::Dyn(Arc::new(node)), &[], std::slice::from_ref(&y));
+        return y;
+    }
+    let name = op().name();
+    super::bind_nondiff(Lazy(name, || Op::Create(op())), &[], y)
+}
+
+/// A draw that takes a new seed at each run of its graph: the `n`-th run
+/// uses a seed mixed from the trace-time seed and `n`.
+struct FreshDraw {
+    op: CreateOp,
+    runs: AtomicU64,
+}
+
+impl DynOp for FreshDraw {
+    fn name(&self) -> &'static str {
+        self.op.name()
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        let n = self.runs.fetch_add(1, Ordering::Relaxed);
+        let CreateOp::Random { seed, .. } = self.op else {
+            return self.op.eval(inputs);
+        };
+        self.op.reseeded(mix(seed ^ mix(n.wrapping_add(1)))).eval(inputs)
+    }
+    fn stateful(&self) -> bool {
+        true
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.op.fmt_attrs(f)?;
+        f.write_str("[fresh each run]")
     }
 }
 

@@ -7,6 +7,7 @@
 //! rule (gradients of any order). tile, repeat and the reflecting pads are
 //! compositions of views, broadcasts, reshapes and concat.
 
+use super::desc::{Lazy, Op, ShapeOp};
 use super::{bind, grads};
 use crate::autodiff::tape::vjp_batched;
 use crate::ct;
@@ -103,11 +104,42 @@ fn batched_spec(g: &Tensor, spec: &[(usize, isize, usize)]) -> Vec<(usize, isize
         .collect()
 }
 
+/// Fails unless every entry a strided view with `spec` reads lies inside
+/// `shape` (a spec replayed from a graph on a tensor of another shape).
+fn check_spec(op: &'static str, shape: &[usize], spec: &[(usize, isize, usize)]) -> Result<()> {
+    let fits = spec.len() == shape.len()
+        && spec.iter().zip(shape).all(|(&(start, step, len), &n)| {
+            len == 0
+                || (start < n && {
+                    let last = start as i128 + (len as i128 - 1) * step as i128;
+                    (0..n as i128).contains(&last)
+                })
+        });
+    if fits {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            op,
+            format!("the strided spec {spec:?} does not fit a tensor of shape {shape:?}"),
+        ))
+    }
+}
+
+/// [`strided_op`] on a spec from a graph, checked against `x`'s shape.
+pub(crate) fn strided_replay(x: &Tensor, spec: &[(usize, isize, usize)]) -> Result<Tensor> {
+    check_spec("strided_slice", x.shape(), spec)?;
+    Ok(strided_op(x, spec.to_vec()))
+}
+
 /// A recorded strided view; d/dx embeds the cotangent back.
 fn strided_op(x: &Tensor, spec: Vec<(usize, isize, usize)>) -> Tensor {
     let y = strided_view(x, &spec);
     let shape = x.shape().to_vec();
-    bind("StridedSlice", &[x], y, move |_| {
+    let desc = Lazy("StridedSlice", || {
+        Op::Shape(ShapeOp::StridedSlice(spec.as_slice().into()))
+    });
+    bind(desc, &[x], y, |_| {
+        let spec = spec.clone();
         vjp_batched(move |g, _| {
             let full = ct::with_batch(&g[0], &shape);
             Ok(grads![Some(strided_embed(&g[0], &full, batched_spec(&g[0], &spec))?)])
@@ -117,9 +149,19 @@ fn strided_op(x: &Tensor, spec: Vec<(usize, isize, usize)>) -> Tensor {
 
 /// Zeros of `shape` with `g` written at the positions a strided view with
 /// `spec` reads (the adjoint of [`strided_view`]); d/dg is that view.
-fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize, usize)>) -> Result<Tensor> {
+pub(crate) fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize, usize)>) -> Result<Tensor> {
     const OP: &str = "strided_slice";
     let n = checked_numel(OP, shape)?;
+    check_spec(OP, shape, &spec)?;
+    if g.shape().len() != spec.len() || g.shape().iter().zip(&spec).any(|(&d, s)| d != s.2) {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "a cotangent of shape {:?} does not match the strided spec {spec:?}",
+                g.shape()
+            ),
+        ));
+    }
     let r = shape.len();
     let mut ostrides = vec![1usize; r];
     for i in (0..r.saturating_sub(1)).rev() {
@@ -145,7 +187,11 @@ fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize, usize)>) 
         }
         Tensor::from_vec(out, shape)?
     });
-    Ok(bind("StridedSliceGrad", &[g], y, move |_| {
+    let desc = Lazy("StridedSliceGrad", || {
+        Op::Shape(ShapeOp::StridedSliceGrad(shape.into(), spec.as_slice().into()))
+    });
+    Ok(bind(desc, &[g], y, |_| {
+        let spec = spec.clone();
         vjp_batched(move |gg, _| Ok(grads![Some(strided_op(&gg[0], batched_spec(&gg[0], &spec)))]))
     }))
 }
@@ -226,7 +272,11 @@ impl Tensor {
             strides,
             offset: if empty { l.offset } else { offset as usize },
         });
-        Ok(bind("ReverseV2", &[self], y, move |_| {
+        let desc = Lazy("ReverseV2", || {
+            Op::Shape(ShapeOp::Reverse(ax.iter().copied().collect()))
+        });
+        Ok(bind(desc, &[self], y, |_| {
+            let ax = ax.clone();
             vjp_batched(move |g, _| {
                 let axes: Vec<isize> = ax.iter().map(|&a| ct::axis(a)).collect();
                 Ok(grads![Some(g[0].reverse(&axes)?)])

@@ -22,6 +22,7 @@
 //! its bare name, and tracing it is an error naming it (never a silent
 //! constant).
 
+mod create;
 mod elementwise;
 mod linalg;
 mod nn;
@@ -30,6 +31,7 @@ mod structural;
 use std::fmt;
 use std::sync::Arc;
 
+pub use create::{CreateOp, Distribution};
 pub use elementwise::{Binary, Unary};
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
@@ -111,6 +113,8 @@ pub enum Op {
     Linalg(LinalgOp),
     /// A neural-network op (softmax, cross-entropies, convolution, pooling).
     Nn(NnOp),
+    /// A tensor made from attributes: random draws, one-hot encodings.
+    Create(CreateOp),
     /// A constant: a tensor the graph holds.
     Const(Tensor),
     /// An op defined above the op layer.
@@ -132,6 +136,7 @@ impl Op {
             Op::Shape(s) => s.name(),
             Op::Linalg(l) => l.name(),
             Op::Nn(n) => n.name(),
+            Op::Create(c) => c.name(),
             Op::Const(_) => "Const",
             Op::Dyn(d) => d.name(),
             Op::Opaque(n) => n,
@@ -183,6 +188,7 @@ impl Op {
             Op::Shape(s) => s.eval(inputs),
             Op::Linalg(l) => l.eval(inputs),
             Op::Nn(n) => n.eval(inputs),
+            Op::Create(c) => c.eval(inputs),
             Op::Const(t) => {
                 arity(0)?;
                 Ok(smallvec::smallvec![t.clone()])
@@ -223,6 +229,7 @@ impl Op {
             Op::Shape(s) => Key::Shape(s),
             Op::Linalg(l) => Key::Linalg(l),
             Op::Nn(n) => Key::Nn(n),
+            Op::Create(c) => Key::Create(c),
             Op::Const(t) => Key::Const(t.id()),
             Op::Dyn(d) => Key::Dyn(Arc::as_ptr(d) as *const () as usize),
             Op::Opaque(n) => Key::Opaque(n),
@@ -241,6 +248,7 @@ enum Key<'a> {
     Shape(&'a ShapeOp),
     Linalg(&'a LinalgOp),
     Nn(&'a NnOp),
+    Create(&'a CreateOp),
     Const(crate::tensor::TensorId),
     Dyn(usize),
     Opaque(&'a str),
@@ -277,6 +285,7 @@ impl fmt::Display for Op {
             Op::Shape(s) => s.fmt_attrs(f),
             Op::Linalg(l) => l.fmt_attrs(f),
             Op::Nn(n) => n.fmt_attrs(f),
+            Op::Create(c) => c.fmt_attrs(f),
             Op::Const(t) if t.numel() <= 4 => write!(f, "[{}]", crate::tensor::display::values_only(t)),
             Op::Const(t) => write!(f, "[{}{:?}]", t.dtype(), t.shape()),
             Op::Dyn(d) => d.fmt_attrs(f),
@@ -359,4 +368,4 @@ macro_rules! describe_family {
         }
     )*};
 }
-describe_family!(Unary => Unary, Binary => Binary, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn);
+describe_family!(Unary => Unary, Binary => Binary, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn, CreateOp => Create);

@@ -13,6 +13,8 @@ use crate::tensor::Tensor;
 pub type Axes = SmallVec<[isize; 4]>;
 /// Dimension sizes, inline up to four.
 pub type Dims = SmallVec<[usize; 4]>;
+/// A strided view's `(start, step, len)` per dim, inline up to four.
+pub type Spec = SmallVec<[(usize, isize, usize); 4]>;
 
 /// What a reduction combines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,6 +127,23 @@ pub enum ShapeOp {
     /// Zeros like the third input with row `j` set to the first (`g`, `j`,
     /// `like`).
     RowInto,
+    /// A strided view, `(start, step, len)` per dim (NumPy's basic slicing,
+    /// resolved against the input's shape).
+    StridedSlice(Spec),
+    /// A strided slice's adjoint: zeros of a shape with the input written
+    /// where the view with that spec reads.
+    StridedSliceGrad(Dims, Spec),
+    /// These axes reversed.
+    Reverse(Dims),
+    /// Slices picked by index tuples (`x`, `indices`).
+    GatherNd,
+    /// Slices added at index tuples into zeros of a shape (`updates`,
+    /// `indices`).
+    ScatterNd(Dims),
+    /// Two tensors joined along axis 0 (rows of sparse gradients).
+    ConcatRows,
+    /// Tensors of one shape stacked along a new axis 0 (any number).
+    Stack,
 }
 
 impl ShapeOp {
@@ -145,6 +164,13 @@ impl ShapeOp {
             ShapeOp::FullLike(_) => "FullLike",
             ShapeOp::RowAt => "RowAt",
             ShapeOp::RowInto => "RowInto",
+            ShapeOp::StridedSlice(_) => "StridedSlice",
+            ShapeOp::StridedSliceGrad(..) => "StridedSliceGrad",
+            ShapeOp::Reverse(_) => "ReverseV2",
+            ShapeOp::GatherNd => "GatherNd",
+            ShapeOp::ScatterNd(_) => "ScatterNd",
+            ShapeOp::ConcatRows => "ConcatRows",
+            ShapeOp::Stack => "Stack",
         }
     }
 
@@ -175,6 +201,19 @@ impl ShapeOp {
                 [g, j, like] => crate::ops::index::row_into(g, j, like)?,
                 _ => return Err(crate::error::Error::invalid("RowInto", "expects 3 inputs")),
             },
+            ShapeOp::GatherNd => {
+                let (x, i) = two()?;
+                x.gather_nd(i)?
+            }
+            ShapeOp::ScatterNd(shape) => {
+                let (u, i) = two()?;
+                Tensor::scatter_nd(i, u, shape)?
+            }
+            ShapeOp::ConcatRows => {
+                let (a, b) = two()?;
+                crate::ops::index::concat_rows(a, b)?
+            }
+            ShapeOp::Stack => crate::autodiff::batched::stack(inputs)?,
             _ => return self.eval_one(super::one_input(self.name(), inputs)?),
         };
         Ok(smallvec::smallvec![y])
@@ -184,8 +223,20 @@ impl ShapeOp {
         let y = match self {
             ShapeOp::Slice(b, s) => x.slice(b, s)?,
             ShapeOp::Pad(p) => x.pad(p)?,
-            ShapeOp::Concat(_) | ShapeOp::Gather(_) | ShapeOp::ScatterAdd(..) | ShapeOp::RowAt | ShapeOp::RowInto => {
-                return Err(crate::error::Error::invalid(self.name(), "expects 2 or more inputs"))
+            ShapeOp::Concat(_)
+            | ShapeOp::Gather(_)
+            | ShapeOp::ScatterAdd(..)
+            | ShapeOp::RowAt
+            | ShapeOp::RowInto
+            | ShapeOp::GatherNd
+            | ShapeOp::ScatterNd(_)
+            | ShapeOp::ConcatRows
+            | ShapeOp::Stack => return Err(crate::error::Error::invalid(self.name(), "expects 2 or more inputs")),
+            ShapeOp::StridedSlice(spec) => crate::ops::strided::strided_replay(x, spec)?,
+            ShapeOp::StridedSliceGrad(shape, spec) => crate::ops::strided::strided_embed(x, shape, spec.to_vec())?,
+            ShapeOp::Reverse(axes) => {
+                let axes: SmallVec<[isize; 4]> = axes.iter().map(|&a| a as isize).collect();
+                x.reverse(&axes)?
             }
             ShapeOp::Reshape(s) => x.reshape(s)?,
             ShapeOp::Transpose(p) => x.permute(p)?,
@@ -207,9 +258,18 @@ impl ShapeOp {
             ShapeOp::Reshape(s) | ShapeOp::BroadcastTo(s) => write!(f, "[{:?}]", &s[..]),
             ShapeOp::Transpose(p) => write!(f, "[perm={:?}]", &p[..]),
             ShapeOp::FullLike(v) => write!(f, "[{v}]"),
-            ShapeOp::Contiguous | ShapeOp::Identity | ShapeOp::StopGradient | ShapeOp::RowAt | ShapeOp::RowInto => {
-                Ok(())
-            }
+            ShapeOp::StridedSlice(spec) => write!(f, "[spec={:?}]", &spec[..]),
+            ShapeOp::StridedSliceGrad(shape, spec) => write!(f, "[shape={:?}, spec={:?}]", &shape[..], &spec[..]),
+            ShapeOp::Reverse(axes) => write!(f, "[axes={:?}]", &axes[..]),
+            ShapeOp::ScatterNd(shape) => write!(f, "[shape={:?}]", &shape[..]),
+            ShapeOp::Contiguous
+            | ShapeOp::Identity
+            | ShapeOp::StopGradient
+            | ShapeOp::RowAt
+            | ShapeOp::RowInto
+            | ShapeOp::GatherNd
+            | ShapeOp::ConcatRows
+            | ShapeOp::Stack => Ok(()),
         }
     }
 }
