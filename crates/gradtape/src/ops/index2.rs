@@ -13,7 +13,7 @@ use crate::tensor::{alloc, with_dtype, with_num_dtype, Num, Tensor};
 /// Reads `[..., K]` integer indices into `params_shape` (shape `shape`) as
 /// flat offsets (in units of the `shape[K..]` slices), checking every
 /// coordinate.
-fn nd_offsets(op: &'static str, indices: &Tensor, shape: &[usize]) -> Result<(Vec<usize>, usize)> {
+pub(crate) fn nd_offsets(op: &'static str, indices: &Tensor, shape: &[usize]) -> Result<(Vec<usize>, usize)> {
     if !indices.dtype().is_int() {
         return Err(unsupported(op, indices.dtype(), "i32 or i64 indices"));
     }

@@ -26,6 +26,7 @@ mod create;
 mod elementwise;
 mod linalg;
 mod nn;
+mod sort;
 mod structural;
 
 use std::fmt;
@@ -35,6 +36,7 @@ pub use create::{CreateOp, Distribution};
 pub use elementwise::{Binary, Unary};
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
+pub use sort::{SegmentKind, SortOp};
 pub use structural::{Reduce, ReduceKind, ShapeOp};
 
 use crate::error::{Error, Result};
@@ -115,6 +117,8 @@ pub enum Op {
     Nn(NnOp),
     /// A tensor made from attributes: random draws, one-hot encodings.
     Create(CreateOp),
+    /// A sorting, searching or grouping op (argsort, unique, segments).
+    Sort(SortOp),
     /// A constant: a tensor the graph holds.
     Const(Tensor),
     /// An op defined above the op layer.
@@ -137,6 +141,7 @@ impl Op {
             Op::Linalg(l) => l.name(),
             Op::Nn(n) => n.name(),
             Op::Create(c) => c.name(),
+            Op::Sort(o) => o.name(),
             Op::Const(_) => "Const",
             Op::Dyn(d) => d.name(),
             Op::Opaque(n) => n,
@@ -189,6 +194,7 @@ impl Op {
             Op::Linalg(l) => l.eval(inputs),
             Op::Nn(n) => n.eval(inputs),
             Op::Create(c) => c.eval(inputs),
+            Op::Sort(o) => o.eval(inputs),
             Op::Const(t) => {
                 arity(0)?;
                 Ok(smallvec::smallvec![t.clone()])
@@ -230,6 +236,7 @@ impl Op {
             Op::Linalg(l) => Key::Linalg(l),
             Op::Nn(n) => Key::Nn(n),
             Op::Create(c) => Key::Create(c),
+            Op::Sort(o) => Key::Sort(o),
             Op::Const(t) => Key::Const(t.id()),
             Op::Dyn(d) => Key::Dyn(Arc::as_ptr(d) as *const () as usize),
             Op::Opaque(n) => Key::Opaque(n),
@@ -249,6 +256,7 @@ enum Key<'a> {
     Linalg(&'a LinalgOp),
     Nn(&'a NnOp),
     Create(&'a CreateOp),
+    Sort(&'a SortOp),
     Const(crate::tensor::TensorId),
     Dyn(usize),
     Opaque(&'a str),
@@ -286,6 +294,7 @@ impl fmt::Display for Op {
             Op::Linalg(l) => l.fmt_attrs(f),
             Op::Nn(n) => n.fmt_attrs(f),
             Op::Create(c) => c.fmt_attrs(f),
+            Op::Sort(o) => o.fmt_attrs(f),
             Op::Const(t) if t.numel() <= 4 => write!(f, "[{}]", crate::tensor::display::values_only(t)),
             Op::Const(t) => write!(f, "[{}{:?}]", t.dtype(), t.shape()),
             Op::Dyn(d) => d.fmt_attrs(f),
@@ -368,4 +377,4 @@ macro_rules! describe_family {
         }
     )*};
 }
-describe_family!(Unary => Unary, Binary => Binary, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn, CreateOp => Create);
+describe_family!(Unary => Unary, Binary => Binary, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn, CreateOp => Create, SortOp => Sort);

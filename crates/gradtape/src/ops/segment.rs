@@ -1,0 +1,354 @@
+//! Segment reductions (`segment_sum/prod/max/min/mean` over sorted ids,
+//! their `unsorted_segment_*` forms with a given number of segments) and
+//! `tensor_scatter_nd_update/add`.
+//!
+//! Row `i` of `data` (its leading dims, as many as `segment_ids` has) goes
+//! to segment `segment_ids[i]`; output row `s` combines the rows of segment
+//! `s`. The gradients are TensorFlow's, written with differentiable ops (so
+//! they differentiate again): a sum's cotangent is gathered back to the
+//! rows; a max/min's goes to the rows equal to the result, shared among
+//! ties; a product's is the product of the other rows (zeros handled as TF
+//! does). Empty segments give 0 (sum, mean and the sorted max/min), 1
+//! (product), or the dtype's lowest/highest finite value (unsorted
+//! max/min: `f32::MIN` rather than -inf), as TensorFlow. Unsorted ids that are negative are dropped, as TF.
+
+use super::desc::{Lazy, Op, SegmentKind, SortOp};
+use super::{bind, grads, unsupported};
+use crate::autodiff::tape::{vjp, vjp_batched};
+use crate::ct;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::index::int_values;
+use crate::tensor::layout::checked_numel;
+use crate::tensor::{alloc, with_dtype, with_num_dtype, DType, Num, Tensor};
+
+fn op_name(kind: SegmentKind, sorted: bool) -> &'static str {
+    match (kind, sorted) {
+        (SegmentKind::Sum, true) => "segment_sum",
+        (SegmentKind::Prod, true) => "segment_prod",
+        (SegmentKind::Max, true) => "segment_max",
+        (SegmentKind::Min, true) => "segment_min",
+        (SegmentKind::Sum, false) => "unsorted_segment_sum",
+        (SegmentKind::Prod, false) => "unsorted_segment_prod",
+        (SegmentKind::Max, false) => "unsorted_segment_max",
+        (SegmentKind::Min, false) => "unsorted_segment_min",
+    }
+}
+
+/// Checks `ids` against `data` and gives the number of segments.
+fn check_ids(op: &'static str, data: &Tensor, ids: &Tensor, ids_v: &[i64], num: Option<usize>) -> Result<usize> {
+    let k = ids.rank();
+    let fits = if num.is_none() { k == 1 } else { k >= 1 };
+    if !fits || k > data.rank() || ids.shape() != &data.shape()[..k] {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: data.shape().to_vec(),
+            rhs: ids.shape().to_vec(),
+        });
+    }
+    match num {
+        Some(n) => match ids_v.iter().find(|&&s| s >= 0 && s as u64 >= n as u64) {
+            Some(&bad) => Err(Error::IndexOutOfRange {
+                op,
+                index: bad,
+                dim: n,
+                shape: data.shape().to_vec(),
+            }),
+            None => Ok(n),
+        },
+        None => {
+            if let Some(&bad) = ids_v.iter().find(|&&s| s < 0) {
+                return Err(Error::invalid(op, format!("segment ids must be >= 0, got {bad}")));
+            }
+            if ids_v.windows(2).any(|w| w[0] > w[1]) {
+                return Err(Error::invalid(
+                    op,
+                    "segment ids must be sorted (use the unsorted_ form)",
+                ));
+            }
+            Ok(ids_v.last().map_or(0, |&s| s as usize + 1))
+        }
+    }
+}
+
+/// The reduction itself: `ids` are the flat ids of the first `k` dims of
+/// `data`, all checked.
+fn reduce_kernel<T: Num>(
+    op: &'static str,
+    kind: SegmentKind,
+    sorted: bool,
+    data: &Tensor,
+    ids: &[i64],
+    num: usize,
+    k: usize,
+) -> Result<Tensor> {
+    let v = data.values::<T>(op)?;
+    let inner: usize = data.shape()[k..].iter().product();
+    let mut shape = vec![num];
+    shape.extend_from_slice(&data.shape()[k..]);
+    let n = checked_numel(op, &shape)?;
+    // TF fills empty unsorted max/min segments with the dtype's lowest /
+    // highest finite value (not -inf/+inf)
+    let (lowest, highest) = if T::DTYPE == DType::F32 {
+        (T::from_f64(f32::MIN as f64), T::from_f64(f32::MAX as f64))
+    } else if T::DTYPE == DType::F64 {
+        (T::from_f64(f64::MIN), T::from_f64(f64::MAX))
+    } else if T::DTYPE == DType::I32 {
+        (T::from_f64(i32::MIN as f64), T::from_f64(i32::MAX as f64))
+    } else {
+        (T::from_f64(i64::MIN as f64), T::from_f64(i64::MAX as f64))
+    };
+    let init = match kind {
+        SegmentKind::Sum => T::zero(),
+        SegmentKind::Prod => T::one(),
+        SegmentKind::Max => lowest,
+        SegmentKind::Min => highest,
+    };
+    let mut out = alloc::try_vec::<T>(op, n)?;
+    out.resize(n, init);
+    let mut seen = vec![false; num];
+    #[allow(clippy::eq_op)]
+    let is_nan = |x: T| x != x;
+    for (i, &s) in ids.iter().enumerate() {
+        if s < 0 {
+            continue;
+        }
+        let s = s as usize;
+        seen[s] = true;
+        let (dst, src) = (&mut out[s * inner..(s + 1) * inner], &v[i * inner..(i + 1) * inner]);
+        for (d, &x) in dst.iter_mut().zip(src) {
+            *d = match kind {
+                SegmentKind::Sum => d.add_wrap(x),
+                SegmentKind::Prod => d.mul_wrap(x),
+                SegmentKind::Max if x > *d || is_nan(x) => x,
+                SegmentKind::Min if x < *d || is_nan(x) => x,
+                _ => *d,
+            };
+        }
+    }
+    if sorted && matches!(kind, SegmentKind::Max | SegmentKind::Min) {
+        for (s, _) in seen.iter().enumerate().filter(|(_, &b)| !b) {
+            out[s * inner..(s + 1) * inner].fill(T::zero());
+        }
+    }
+    Tensor::from_vec(out, &shape)
+}
+
+/// Rows of `t` picked by `ids` (zeros for negative ids): the adjoint of a
+/// segment sum. `t`'s segment axis follows the batch dims of a cotangent
+/// when `batched` (see [`ct`](crate::ct)).
+fn gather_rows(t: &Tensor, ids: &Tensor, batched: bool) -> Result<Tensor> {
+    let a = if batched { ct::batch_shape(t).len() } else { 0 };
+    let num = t.shape()[a];
+    let mut zero_shape = t.shape().to_vec();
+    zero_shape[a] = 1;
+    let ext = Tensor::concat(&[t, &Tensor::try_zeros(&zero_shape, t.dtype())?], a as isize)?;
+    let safe = Tensor::where_(&ids.lt_scalar(0.0)?, &ids.scalar_like(num as f64)?, ids)?;
+    ext.gather(&safe, a as isize)
+}
+
+/// A segment reduction, recorded with its gradient.
+pub(crate) fn segment_reduce(
+    kind: SegmentKind,
+    data: &Tensor,
+    ids: &Tensor,
+    num_segments: Option<usize>,
+) -> Result<Tensor> {
+    let op = op_name(kind, num_segments.is_none());
+    let ids_v = int_values(op, ids)?;
+    let num = check_ids(op, data, ids, &ids_v, num_segments)?;
+    let sorted = num_segments.is_none();
+    let y = with_num_dtype!(data.dtype(), T => reduce_kernel::<T>(op, kind, sorted, data, &ids_v, num, ids.rank())?,
+        _ => return Err(unsupported(op, data.dtype(), "a real numeric dtype")));
+    let desc = Lazy(desc_name(kind, num_segments), move || {
+        Op::Sort(SortOp::Segment { kind, num_segments })
+    });
+    let (d, i) = (data.clone(), ids.clone());
+    Ok(bind(desc, &[data, ids], y, move |y| {
+        let y = y.clone();
+        vjp_batched(move |g, _| {
+            let g = &g[0];
+            let dx = match kind {
+                SegmentKind::Sum => gather_rows(g, &i, true)?,
+                SegmentKind::Max | SegmentKind::Min => {
+                    let selected = d.eq(&gather_rows(&y, &i, false)?)?;
+                    let count = segment_reduce(SegmentKind::Sum, &selected.cast(d.dtype())?, &i, Some(num))?;
+                    let share = gather_rows(&g.div(&count)?, &i, true)?;
+                    Tensor::where_(&selected, &share, &d.try_zeros_like()?)?
+                }
+                SegmentKind::Prod => {
+                    let is_zero = d.eq(&d.try_zeros_like()?)?;
+                    let zeros = segment_reduce(SegmentKind::Sum, &is_zero.cast(d.dtype())?, &i, Some(num))?;
+                    let g = Tensor::where_(&zeros.gt_scalar(1.0)?, &g.try_zeros_like()?, g)?;
+                    let non_zero = Tensor::where_(&is_zero, &d.try_ones_like()?, &d)?;
+                    let non_zero_prod = segment_reduce(SegmentKind::Prod, &non_zero, &i, Some(num))?;
+                    let others = Tensor::where_(
+                        &is_zero,
+                        &gather_rows(&non_zero_prod, &i, false)?,
+                        &gather_rows(&y, &i, false)?.div(&non_zero)?,
+                    )?;
+                    gather_rows(&g, &i, true)?.mul(&others)?
+                }
+            };
+            Ok(grads![Some(dx), None])
+        })
+    }))
+}
+
+fn desc_name(kind: SegmentKind, num_segments: Option<usize>) -> &'static str {
+    SortOp::Segment { kind, num_segments }.name()
+}
+
+impl Tensor {
+    /// Sums of the rows of each segment: `segment_ids` (1-D integers,
+    /// sorted, non-negative, one per row of `self`) give each row's segment;
+    /// the result has `max id + 1` rows (empty segments are 0).
+    /// Differentiable in `self`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2])?;
+    /// let ids = Tensor::vector(&[0i64, 0, 2]);
+    /// assert_eq!(x.segment_sum(&ids)?.to_vec::<f32>()?, vec![4.0, 6.0, 0.0, 0.0, 5.0, 6.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn segment_sum(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Sum, self, segment_ids, None)
+    }
+    /// Products per segment (see [`segment_sum`](Self::segment_sum); empty segments are 1).
+    pub fn segment_prod(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Prod, self, segment_ids, None)
+    }
+    /// Maxima per segment (see [`segment_sum`](Self::segment_sum); empty
+    /// segments are 0; ties share the gradient).
+    pub fn segment_max(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Max, self, segment_ids, None)
+    }
+    /// Minima per segment (see [`segment_max`](Self::segment_max)).
+    pub fn segment_min(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Min, self, segment_ids, None)
+    }
+    /// Means per segment (see [`segment_sum`](Self::segment_sum); empty
+    /// segments are 0). Float dtypes.
+    pub fn segment_mean(&self, segment_ids: &Tensor) -> Result<Tensor> {
+        let run = || {
+            let sum = self.segment_sum(segment_ids)?;
+            let count = self.try_ones_like()?.segment_sum(segment_ids)?;
+            sum.div(&count.maximum(&count.scalar_like(1.0)?)?)
+        };
+        super::expect_float("segment_mean", self)?;
+        run().map_err(|e| e.for_op("segment_mean"))
+    }
+
+    /// Sums of the rows of each of `num_segments` segments: `segment_ids`
+    /// (integers, any order, shaped like the leading dims of `self`) give
+    /// each row's segment; negative ids drop the row; an id `>=
+    /// num_segments` is an error. Differentiable in `self`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f64, 2.0, 3.0, 4.0]);
+    /// let ids = Tensor::vector(&[1i64, 0, 1, -1]);
+    /// assert_eq!(x.unsorted_segment_sum(&ids, 3)?.to_vec::<f64>()?, vec![2.0, 4.0, 0.0]);
+    /// assert_eq!(x.unsorted_segment_max(&ids, 3)?.to_vec::<f64>()?, vec![2.0, 3.0, f64::MIN]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn unsorted_segment_sum(&self, segment_ids: &Tensor, num_segments: usize) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Sum, self, segment_ids, Some(num_segments))
+    }
+    /// Products per segment (see [`unsorted_segment_sum`](Self::unsorted_segment_sum); empty segments are 1).
+    pub fn unsorted_segment_prod(&self, segment_ids: &Tensor, num_segments: usize) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Prod, self, segment_ids, Some(num_segments))
+    }
+    /// Maxima per segment (see [`unsorted_segment_sum`](Self::unsorted_segment_sum);
+    /// empty segments hold the dtype's lowest finite value, as TensorFlow).
+    pub fn unsorted_segment_max(&self, segment_ids: &Tensor, num_segments: usize) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Max, self, segment_ids, Some(num_segments))
+    }
+    /// Minima per segment (see [`unsorted_segment_sum`](Self::unsorted_segment_sum);
+    /// empty segments hold the dtype's highest finite value).
+    pub fn unsorted_segment_min(&self, segment_ids: &Tensor, num_segments: usize) -> Result<Tensor> {
+        segment_reduce(SegmentKind::Min, self, segment_ids, Some(num_segments))
+    }
+    /// Means per segment (see [`unsorted_segment_sum`](Self::unsorted_segment_sum);
+    /// empty segments are 0). Float dtypes.
+    pub fn unsorted_segment_mean(&self, segment_ids: &Tensor, num_segments: usize) -> Result<Tensor> {
+        let run = || {
+            let sum = self.unsorted_segment_sum(segment_ids, num_segments)?;
+            let count = self.try_ones_like()?.unsorted_segment_sum(segment_ids, num_segments)?;
+            sum.div(&count.maximum(&count.scalar_like(1.0)?)?)
+        };
+        super::expect_float("unsorted_segment_mean", self)?;
+        run().map_err(|e| e.for_op("unsorted_segment_mean"))
+    }
+
+    /// `self` with `updates` added at the index tuples `indices` (`[..., K]`),
+    /// duplicates adding up (TensorFlow's `tensor_scatter_nd_add`).
+    /// Differentiable in `self` and `updates`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f32, 1.0, 1.0]);
+    /// let i = Tensor::from_vec(vec![2i64, 2], &[2, 1])?;
+    /// let u = Tensor::vector(&[5.0f32, 1.0]);
+    /// assert_eq!(x.tensor_scatter_nd_add(&i, &u)?.to_vec::<f32>()?, vec![1.0, 1.0, 7.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn tensor_scatter_nd_add(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        let run = || self.add(&Tensor::scatter_nd(indices, updates, self.shape())?);
+        run().map_err(|e| e.for_op("tensor_scatter_nd_add"))
+    }
+
+    /// `self` with the slices at the index tuples `indices` (`[..., K]`)
+    /// replaced by `updates` (the last of duplicates wins). d/dself is the
+    /// cotangent with the replaced slices zeroed; d/dupdates gathers the
+    /// cotangent at the indices (as TensorFlow, for every duplicate).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f32, 2.0, 3.0]);
+    /// let i = Tensor::from_vec(vec![0i64], &[1, 1])?;
+    /// assert_eq!(x.tensor_scatter_nd_update(&i, &Tensor::vector(&[9.0f32]))?.to_vec::<f32>()?, vec![9.0, 2.0, 3.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn tensor_scatter_nd_update(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        const OP: &str = "tensor_scatter_nd_update";
+        super::expect_same_dtype(OP, self, updates)?;
+        let (offsets, k) = super::index2::nd_offsets(OP, indices, self.shape())?;
+        let mut want = indices.shape()[..indices.rank() - 1].to_vec();
+        want.extend_from_slice(&self.shape()[k..]);
+        if updates.shape() != want.as_slice() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: updates.shape().to_vec(),
+                rhs: want,
+            });
+        }
+        let inner: usize = self.shape()[k..].iter().product();
+        let y = with_dtype!(self.dtype(), T => {
+            let mut out = self.values::<T>(OP)?.into_owned();
+            let u = updates.values::<T>(OP)?;
+            for (j, &o) in offsets.iter().enumerate() {
+                out[o * inner..(o + 1) * inner].copy_from_slice(&u[j * inner..(j + 1) * inner]);
+            }
+            Tensor::from_vec(out, self.shape())?
+        });
+        let (i, ushape) = (indices.clone(), updates.shape().to_vec());
+        Ok(bind(
+            Op::Sort(SortOp::TensorScatterUpdate),
+            &[self, indices, updates],
+            y,
+            move |_| {
+                vjp(move |g, needs| {
+                    let g = &g[0];
+                    let dx = if needs[0] {
+                        Some(g.tensor_scatter_nd_update(&i, &Tensor::try_zeros(&ushape, g.dtype())?)?)
+                    } else {
+                        None
+                    };
+                    let du = if needs[2] { Some(g.gather_nd(&i)?) } else { None };
+                    Ok(grads![dx, None, du])
+                })
+            },
+        ))
+    }
+}
