@@ -475,6 +475,35 @@ fn table() -> Vec<Case> {
     for &(name, f, s) in moves {
         t.push(case(format!("{name} {s:?}"), f, &[(s, Any)]));
     }
+    // ---- Fourier transforms (linear: composed with a square) ----
+    let ffts: &[(&str, Op, &[usize], Dom)] = &[
+        ("fft [5]", |x| sq(x[0].fft()), &[5], Any),
+        ("fft [2,4]", |x| sq(x[0].fft()), &[2, 4], Any),
+        ("ifft [2,3]", |x| sq(x[0].ifft()), &[2, 3], Any),
+        ("fft2d [3,4]", |x| sq(x[0].fft2d()), &[3, 4], Any),
+        ("ifft2d [2,2,3]", |x| sq(x[0].ifft2d()), &[2, 2, 3], Any),
+        ("rfft [6]", |x| sq(x[0].rfft(None)), &[6], Real),
+        ("rfft [2,5] padded to 7", |x| sq(x[0].rfft(Some(7))), &[2, 5], Real),
+        ("rfft cropped to 3", |x| sq(x[0].rfft(Some(3))), &[4], Real),
+        ("irfft [4] to 6", |x| sq(x[0].irfft(None)), &[4], Any),
+        ("irfft [2,3] to 5", |x| sq(x[0].irfft(Some(5))), &[2, 3], Any),
+        ("rfft2d [3,4]", |x| sq(x[0].rfft2d(None)), &[3, 4], Real),
+        (
+            "irfft2d [3,3] to [3,4]",
+            |x| sq(x[0].irfft2d(Some([3, 4]))),
+            &[3, 3],
+            Any,
+        ),
+        (
+            "irfft2d [4,2] to [4,3]",
+            |x| sq(x[0].irfft2d(Some([4, 3]))),
+            &[4, 2],
+            Any,
+        ),
+    ];
+    for &(name, f, s, d) in ffts {
+        t.push(case(name, f, &[(s, d)]));
+    }
     // a kink: |z| at 0 gets gradient 0 (first order only; the function is not differentiable there)
     t.push(case("abs plain", |x| x[0].abs(), &[(&[3], NonZero)]));
     t.push(case("angle plain", |x| x[0].angle(), &[(&[3], Right)]).first_order_only());
@@ -513,6 +542,14 @@ const REQUIRED: &[&str] = &[
     "gather",
     "scatter_add",
     "where",
+    "fft",
+    "ifft",
+    "fft2d",
+    "ifft2d",
+    "rfft",
+    "irfft",
+    "rfft2d",
+    "irfft2d",
 ];
 
 #[test]

@@ -40,6 +40,7 @@ pub mod ct;
 mod decomp;
 pub mod desc;
 mod einsum;
+mod fft;
 mod fill;
 pub(crate) mod index;
 mod index2;

@@ -24,6 +24,7 @@
 
 mod create;
 mod elementwise;
+mod fft;
 mod linalg;
 mod nn;
 mod sort;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 
 pub use create::{CreateOp, Distribution};
 pub use elementwise::{Binary, Unary};
+pub use fft::FftOp;
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
 pub use sort::{SegmentKind, SortOp};
@@ -119,6 +121,8 @@ pub enum Op {
     Create(CreateOp),
     /// A sorting, searching or grouping op (argsort, unique, segments).
     Sort(SortOp),
+    /// A complex Fourier transform.
+    Fft(FftOp),
     /// A constant: a tensor the graph holds.
     Const(Tensor),
     /// An op defined above the op layer.
@@ -142,6 +146,7 @@ impl Op {
             Op::Nn(n) => n.name(),
             Op::Create(c) => c.name(),
             Op::Sort(o) => o.name(),
+            Op::Fft(o) => o.name(),
             Op::Const(_) => "Const",
             Op::Dyn(d) => d.name(),
             Op::Opaque(n) => n,
@@ -195,6 +200,7 @@ impl Op {
             Op::Nn(n) => n.eval(inputs),
             Op::Create(c) => c.eval(inputs),
             Op::Sort(o) => o.eval(inputs),
+            Op::Fft(o) => o.eval(inputs),
             Op::Const(t) => {
                 arity(0)?;
                 Ok(smallvec::smallvec![t.clone()])
@@ -237,6 +243,7 @@ impl Op {
             Op::Nn(n) => Key::Nn(n),
             Op::Create(c) => Key::Create(c),
             Op::Sort(o) => Key::Sort(o),
+            Op::Fft(o) => Key::Fft(*o),
             Op::Const(t) => Key::Const(t.id()),
             Op::Dyn(d) => Key::Dyn(Arc::as_ptr(d) as *const () as usize),
             Op::Opaque(n) => Key::Opaque(n),
@@ -257,6 +264,7 @@ enum Key<'a> {
     Nn(&'a NnOp),
     Create(&'a CreateOp),
     Sort(&'a SortOp),
+    Fft(FftOp),
     Const(crate::tensor::TensorId),
     Dyn(usize),
     Opaque(&'a str),
@@ -295,6 +303,7 @@ impl fmt::Display for Op {
             Op::Nn(n) => n.fmt_attrs(f),
             Op::Create(c) => c.fmt_attrs(f),
             Op::Sort(o) => o.fmt_attrs(f),
+            Op::Fft(o) => o.fmt_attrs(f),
             Op::Const(t) if t.numel() <= 4 => write!(f, "[{}]", crate::tensor::display::values_only(t)),
             Op::Const(t) => write!(f, "[{}{:?}]", t.dtype(), t.shape()),
             Op::Dyn(d) => d.fmt_attrs(f),

@@ -1,0 +1,320 @@
+//! Discrete Fourier transforms over the innermost one or two axes, as
+//! TensorFlow's `tf.signal` (`fft`, `ifft`, `rfft`, `irfft` and their `2d`
+//! forms), computed with the `rustfft` crate.
+//!
+//! Two primitives: the complex transform and its inverse over the last
+//! `rank` axes (the inverse scaled by `1/N`, `N` the number of transformed
+//! entries). Both are linear, so each is the other's rule: with
+//! TensorFlow's convention for complex gradients (see `ops/complex.rs`) the
+//! cotangent of `y = F x` is `Fᴴ ȳ = N · ifft(ȳ)`, and that of `ifft` is
+//! `fft(ȳ) / N`. The real transforms are compositions: `rfft` pads or crops
+//! the real input to `fft_length`, makes it complex and keeps the first
+//! `n/2 + 1` entries of the last axis; `irfft` rebuilds the Hermitian
+//! spectrum (`z_k`, then `conj(z_{n-k})`) and keeps the real part. Their
+//! gradients follow from those steps and equal TensorFlow's.
+
+use num_complex::Complex;
+use rustfft::{FftNum, FftPlanner};
+
+use super::desc::{FftOp, Lazy, Op};
+use super::{bind_jvp, grads, only, unsupported};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+/// Transforms every length-`n` row of `data` in place (rows of a contiguous
+/// buffer), unnormalised.
+fn rows<T: FftNum>(data: &mut [Complex<T>], n: usize, inverse: bool) {
+    if n == 0 || data.is_empty() {
+        return;
+    }
+    let mut planner = FftPlanner::<T>::new();
+    let plan = if inverse {
+        planner.plan_fft_inverse(n)
+    } else {
+        planner.plan_fft_forward(n)
+    };
+    plan.process(data);
+}
+
+/// The transform of the last `rank` axes of a contiguous buffer of
+/// `shape`, scaled by `1/N` when `inverse`.
+fn transform<T>(x: &[Complex<T>], shape: &[usize], rank: usize, inverse: bool) -> Vec<Complex<T>>
+where
+    T: FftNum + num_traits::Float,
+{
+    let r = shape.len();
+    let mut out = x.to_vec();
+    let n = shape[r - 1];
+    rows(&mut out, n, inverse);
+    let mut count = n;
+    if rank == 2 {
+        // the second-to-last axis: through each matrix's columns
+        let m = shape[r - 2];
+        count *= m;
+        if m > 0 && n > 0 {
+            let mut col = vec![Complex::new(T::zero(), T::zero()); m * n];
+            for mat in out.chunks_mut(m * n) {
+                // transpose into `col` (n rows of length m), transform, back
+                for i in 0..m {
+                    for j in 0..n {
+                        col[j * m + i] = mat[i * n + j];
+                    }
+                }
+                rows(&mut col, m, inverse);
+                for i in 0..m {
+                    for j in 0..n {
+                        mat[i * n + j] = col[j * m + i];
+                    }
+                }
+            }
+        }
+    }
+    if inverse && count > 0 {
+        let s = T::one() / T::from(count).unwrap_or_else(T::one);
+        for v in &mut out {
+            *v = *v * s;
+        }
+    }
+    out
+}
+
+fn kernel(op: &'static str, x: &Tensor, rank: usize, inverse: bool) -> Result<Tensor> {
+    if x.rank() < rank {
+        return Err(Error::invalid(
+            op,
+            format!("needs rank >= {rank}, got shape {:?}", x.shape()),
+        ));
+    }
+    let shape = x.shape();
+    match x.dtype() {
+        DType::C64 => {
+            let v = transform::<f32>(&x.values::<Complex<f32>>(op)?, shape, rank, inverse);
+            Tensor::from_vec(v, shape)
+        }
+        DType::C128 => {
+            let v = transform::<f64>(&x.values::<Complex<f64>>(op)?, shape, rank, inverse);
+            Tensor::from_vec(v, shape)
+        }
+        d => Err(unsupported(op, d, "complex64 or complex128 (use rfft for real input)")),
+    }
+}
+
+/// The number of entries one transform covers.
+fn size(x: &Tensor, rank: usize) -> f64 {
+    x.shape()[x.rank() - rank..].iter().product::<usize>() as f64
+}
+
+/// The complex transform (or its inverse) over the last `rank` axes.
+fn fft_op(x: &Tensor, rank: usize, inverse: bool) -> Result<Tensor> {
+    let op = FftOp {
+        rank: rank as u8,
+        inverse,
+    };
+    let y = kernel(op.public_name(), x, rank, inverse)?;
+    Ok(bind_jvp(
+        Lazy(op.name(), move || Op::Fft(op)),
+        &[x],
+        y,
+        move |_| {
+            vjp_batched(move |g, _| {
+                let n = size(&g[0], rank);
+                let gx = if inverse {
+                    fft_op(&g[0], rank, false)?.div_scalar(n)?
+                } else {
+                    fft_op(&g[0], rank, true)?.mul_scalar(n)?
+                };
+                Ok(grads![Some(gx)])
+            })
+        },
+        move |t, _| fft_op(only(t)?, rank, inverse),
+    ))
+}
+
+/// `x` cropped or zero-padded along each of its last `lengths.len()` axes
+/// to `lengths`.
+fn fit(op: &'static str, x: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+    let r = x.rank();
+    let k = lengths.len();
+    if r < k {
+        return Err(Error::invalid(
+            op,
+            format!("needs rank >= {k}, got shape {:?}", x.shape()),
+        ));
+    }
+    let mut y = x.clone();
+    for (i, &want) in lengths.iter().enumerate() {
+        let a = r - k + i;
+        let have = y.shape()[a];
+        if want < have {
+            y = y.narrow(a as isize, 0, want)?;
+        } else if want > have {
+            let mut pads = vec![(0, 0); r];
+            pads[a] = (0, want - have);
+            y = y.pad(&pads)?;
+        }
+    }
+    Ok(y)
+}
+
+/// The real transform over the last `rank` axes (`lengths`: the FFT
+/// lengths, defaulting to the input's dims).
+fn rfft_n(op: &'static str, x: &Tensor, rank: usize, lengths: Option<&[usize]>) -> Result<Tensor> {
+    if !matches!(x.dtype(), DType::F32 | DType::F64) {
+        return Err(unsupported(op, x.dtype(), "f32 or f64"));
+    }
+    if x.rank() < rank {
+        return Err(Error::invalid(
+            op,
+            format!("needs rank >= {rank}, got shape {:?}", x.shape()),
+        ));
+    }
+    let dims: Vec<usize> = match lengths {
+        Some(l) if l.len() == rank => l.to_vec(),
+        Some(l) => {
+            return Err(Error::invalid(
+                op,
+                format!("{} FFT lengths given for {rank} axes", l.len()),
+            ))
+        }
+        None => x.shape()[x.rank() - rank..].to_vec(),
+    };
+    let run = || {
+        let xr = fit(op, x, &dims)?;
+        let z = Tensor::complex(&xr, &xr.try_zeros_like()?)?;
+        let f = fft_op(&z, rank, false)?;
+        let n = dims[rank - 1];
+        f.narrow(-1, 0, if n == 0 { 0 } else { n / 2 + 1 })
+    };
+    run().map_err(|e| e.for_op(op))
+}
+
+/// The inverse real transform over the last `rank` axes.
+fn irfft_n(op: &'static str, z: &Tensor, rank: usize, lengths: Option<&[usize]>) -> Result<Tensor> {
+    if !z.dtype().is_complex() {
+        return Err(unsupported(op, z.dtype(), "complex64 or complex128"));
+    }
+    if z.rank() < rank {
+        return Err(Error::invalid(
+            op,
+            format!("needs rank >= {rank}, got shape {:?}", z.shape()),
+        ));
+    }
+    let r = z.rank();
+    let dims: Vec<usize> = match lengths {
+        Some(l) if l.len() == rank => l.to_vec(),
+        Some(l) => {
+            return Err(Error::invalid(
+                op,
+                format!("{} FFT lengths given for {rank} axes", l.len()),
+            ))
+        }
+        None => {
+            let mut d = z.shape()[r - rank..].to_vec();
+            d[rank - 1] = 2 * d[rank - 1].saturating_sub(1);
+            d
+        }
+    };
+    let n = dims[rank - 1];
+    let run = || {
+        // the half spectrum of the last axis, the other axes at full length
+        let mut fitted = dims.clone();
+        fitted[rank - 1] = n / 2 + 1;
+        let half = fit(op, z, &fitted)?;
+        let full = if n == 0 {
+            half.narrow(-1, 0, 0)?
+        } else {
+            let extra = n - (n / 2 + 1);
+            if extra == 0 {
+                half
+            } else {
+                // z_{n-k} = conj(z_k) for k = n-m .. 1, and for a 2-D
+                // transform the other axis is mirrored too (index -i mod m)
+                let mut tail = half.narrow(-1, 1, extra)?.reverse(&[-1])?.conj()?;
+                if rank == 2 && dims[0] > 1 {
+                    let m = dims[0];
+                    let first = tail.narrow(-2, 0, 1)?;
+                    let rest = tail.narrow(-2, 1, m - 1)?.reverse(&[-2])?;
+                    tail = Tensor::concat(&[&first, &rest], -2)?;
+                }
+                Tensor::concat(&[&half, &tail], -1)?
+            }
+        };
+        fft_op(&full, rank, true)?.real()
+    };
+    run().map_err(|e| e.for_op(op))
+}
+
+impl Tensor {
+    /// The discrete Fourier transform of the last axis (complex64 or
+    /// complex128; TensorFlow's `tf.signal.fft`). Unnormalised.
+    ///
+    /// ```
+    /// use gradtape::{Complex, Tensor};
+    /// let x = Tensor::vector(&[Complex::new(1.0f64, 0.0), Complex::new(2.0, 0.0)]);
+    /// let y = x.fft()?.to_vec::<Complex<f64>>()?;
+    /// assert_eq!(y, vec![Complex::new(3.0, 0.0), Complex::new(-1.0, 0.0)]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn fft(&self) -> Result<Tensor> {
+        fft_op(self, 1, false)
+    }
+
+    /// The inverse transform of the last axis, scaled by `1/n` (so
+    /// `x.fft()?.ifft()` is `x`).
+    pub fn ifft(&self) -> Result<Tensor> {
+        fft_op(self, 1, true)
+    }
+
+    /// The 2-D transform of the last two axes (`tf.signal.fft2d`).
+    pub fn fft2d(&self) -> Result<Tensor> {
+        fft_op(self, 2, false)
+    }
+
+    /// The inverse 2-D transform of the last two axes, scaled by `1/(m n)`.
+    pub fn ifft2d(&self) -> Result<Tensor> {
+        fft_op(self, 2, true)
+    }
+
+    /// The transform of a real last axis (f32 gives complex64, f64
+    /// complex128), its `n/2 + 1` non-negative frequencies; the input is
+    /// cropped or zero-padded to `fft_length` first when given
+    /// (`tf.signal.rfft`). Differentiable.
+    ///
+    /// ```
+    /// use gradtape::{Complex, Tensor};
+    /// let x = Tensor::vector(&[1.0f64, 2.0, 3.0, 4.0]);
+    /// let y = x.rfft(None)?.to_vec::<Complex<f64>>()?;
+    /// assert_eq!(y, vec![Complex::new(10.0, 0.0), Complex::new(-2.0, 2.0), Complex::new(-2.0, 0.0)]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn rfft(&self, fft_length: Option<usize>) -> Result<Tensor> {
+        rfft_n("rfft", self, 1, fft_length.as_ref().map(std::slice::from_ref))
+    }
+
+    /// The real signal of length `fft_length` (default `2 (m - 1)` for a
+    /// last axis of `m` frequencies) whose `rfft` is `self`
+    /// (`tf.signal.irfft`). The imaginary parts of the zero (and, for even
+    /// lengths, the last) frequency are ignored. Differentiable.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f64, 2.0, 3.0, 4.0, 5.0]);
+    /// let back = x.rfft(None)?.irfft(Some(5))?.to_vec::<f64>()?;
+    /// assert!(back.iter().zip([1.0, 2.0, 3.0, 4.0, 5.0]).all(|(a, b)| (a - b).abs() < 1e-12));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn irfft(&self, fft_length: Option<usize>) -> Result<Tensor> {
+        irfft_n("irfft", self, 1, fft_length.as_ref().map(std::slice::from_ref))
+    }
+
+    /// [`rfft`](Self::rfft) of the last two axes (`tf.signal.rfft2d`).
+    pub fn rfft2d(&self, fft_length: Option<[usize; 2]>) -> Result<Tensor> {
+        rfft_n("rfft2d", self, 2, fft_length.as_ref().map(|l| &l[..]))
+    }
+
+    /// [`irfft`](Self::irfft) of the last two axes (`tf.signal.irfft2d`).
+    pub fn irfft2d(&self, fft_length: Option<[usize; 2]>) -> Result<Tensor> {
+        irfft_n("irfft2d", self, 2, fft_length.as_ref().map(|l| &l[..]))
+    }
+}
