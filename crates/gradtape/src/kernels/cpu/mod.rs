@@ -20,6 +20,7 @@ pub(crate) mod complex;
 pub(crate) mod conv;
 pub(crate) mod decomp;
 pub(crate) mod denormal;
+pub(crate) mod eig;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;

@@ -23,6 +23,7 @@
 //! constant).
 
 mod create;
+mod decomp;
 mod elementwise;
 mod fft;
 mod linalg;
@@ -34,6 +35,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use create::{CreateOp, Distribution};
+pub use decomp::DecompOp;
 pub use elementwise::{Binary, Unary};
 pub use fft::FftOp;
 pub use linalg::LinalgOp;
@@ -123,6 +125,8 @@ pub enum Op {
     Sort(SortOp),
     /// A complex Fourier transform.
     Fft(FftOp),
+    /// An output of a decomposition (eigh, svd, qr, lu), or `matrix_exp`.
+    Decomp(DecompOp),
     /// A constant: a tensor the graph holds.
     Const(Tensor),
     /// An op defined above the op layer.
@@ -147,6 +151,7 @@ impl Op {
             Op::Create(c) => c.name(),
             Op::Sort(o) => o.name(),
             Op::Fft(o) => o.name(),
+            Op::Decomp(o) => o.name(),
             Op::Const(_) => "Const",
             Op::Dyn(d) => d.name(),
             Op::Opaque(n) => n,
@@ -201,6 +206,7 @@ impl Op {
             Op::Create(c) => c.eval(inputs),
             Op::Sort(o) => o.eval(inputs),
             Op::Fft(o) => o.eval(inputs),
+            Op::Decomp(o) => o.eval(inputs),
             Op::Const(t) => {
                 arity(0)?;
                 Ok(smallvec::smallvec![t.clone()])
@@ -244,6 +250,7 @@ impl Op {
             Op::Create(c) => Key::Create(c),
             Op::Sort(o) => Key::Sort(o),
             Op::Fft(o) => Key::Fft(*o),
+            Op::Decomp(o) => Key::Decomp(*o),
             Op::Const(t) => Key::Const(t.id()),
             Op::Dyn(d) => Key::Dyn(Arc::as_ptr(d) as *const () as usize),
             Op::Opaque(n) => Key::Opaque(n),
@@ -265,6 +272,7 @@ enum Key<'a> {
     Create(&'a CreateOp),
     Sort(&'a SortOp),
     Fft(FftOp),
+    Decomp(DecompOp),
     Const(crate::tensor::TensorId),
     Dyn(usize),
     Opaque(&'a str),
@@ -304,6 +312,7 @@ impl fmt::Display for Op {
             Op::Create(c) => c.fmt_attrs(f),
             Op::Sort(o) => o.fmt_attrs(f),
             Op::Fft(o) => o.fmt_attrs(f),
+            Op::Decomp(o) => o.fmt_attrs(f),
             Op::Const(t) if t.numel() <= 4 => write!(f, "[{}]", crate::tensor::display::values_only(t)),
             Op::Const(t) => write!(f, "[{}{:?}]", t.dtype(), t.shape()),
             Op::Dyn(d) => d.fmt_attrs(f),
