@@ -60,6 +60,7 @@ pub(crate) mod segment;
 mod shape;
 mod slice;
 mod sort;
+mod special;
 mod spectral;
 pub(crate) mod strided;
 mod sugar;

@@ -29,6 +29,7 @@ mod fft;
 mod linalg;
 mod nn;
 mod sort;
+mod special;
 mod structural;
 
 use std::fmt;
@@ -41,6 +42,7 @@ pub use fft::FftOp;
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
 pub use sort::{SegmentKind, SortOp};
+pub use special::SpecialOp;
 pub use structural::{Reduce, ReduceKind, ShapeOp};
 
 use crate::error::{Error, Result};
@@ -127,6 +129,8 @@ pub enum Op {
     Fft(FftOp),
     /// An output of a decomposition (eigh, svd, qr, lu), or `matrix_exp`.
     Decomp(DecompOp),
+    /// A special function (elementwise on broadcast operands).
+    Special(SpecialOp),
     /// A constant: a tensor the graph holds.
     Const(Tensor),
     /// An op defined above the op layer.
@@ -152,6 +156,7 @@ impl Op {
             Op::Sort(o) => o.name(),
             Op::Fft(o) => o.name(),
             Op::Decomp(o) => o.name(),
+            Op::Special(o) => o.name(),
             Op::Const(_) => "Const",
             Op::Dyn(d) => d.name(),
             Op::Opaque(n) => n,
@@ -207,6 +212,7 @@ impl Op {
             Op::Sort(o) => o.eval(inputs),
             Op::Fft(o) => o.eval(inputs),
             Op::Decomp(o) => o.eval(inputs),
+            Op::Special(o) => o.eval(inputs),
             Op::Const(t) => {
                 arity(0)?;
                 Ok(smallvec::smallvec![t.clone()])
@@ -228,7 +234,10 @@ impl Op {
 
     /// Whether the op is elementwise (the optimiser's fusion candidates).
     pub fn is_elementwise(&self) -> bool {
-        matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_))
+        matches!(
+            self,
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) | Op::Special(_)
+        )
     }
 
     /// The identity used for equality: descriptors are equal when the ops
@@ -251,6 +260,7 @@ impl Op {
             Op::Sort(o) => Key::Sort(o),
             Op::Fft(o) => Key::Fft(*o),
             Op::Decomp(o) => Key::Decomp(*o),
+            Op::Special(o) => Key::Special(*o),
             Op::Const(t) => Key::Const(t.id()),
             Op::Dyn(d) => Key::Dyn(Arc::as_ptr(d) as *const () as usize),
             Op::Opaque(n) => Key::Opaque(n),
@@ -273,6 +283,7 @@ enum Key<'a> {
     Sort(&'a SortOp),
     Fft(FftOp),
     Decomp(DecompOp),
+    Special(SpecialOp),
     Const(crate::tensor::TensorId),
     Dyn(usize),
     Opaque(&'a str),
@@ -313,6 +324,7 @@ impl fmt::Display for Op {
             Op::Sort(o) => o.fmt_attrs(f),
             Op::Fft(o) => o.fmt_attrs(f),
             Op::Decomp(o) => o.fmt_attrs(f),
+            Op::Special(o) => o.fmt_attrs(f),
             Op::Const(t) if t.numel() <= 4 => write!(f, "[{}]", crate::tensor::display::values_only(t)),
             Op::Const(t) => write!(f, "[{}{:?}]", t.dtype(), t.shape()),
             Op::Dyn(d) => d.fmt_attrs(f),
