@@ -222,8 +222,8 @@ impl Tensor {
     }
 
     fn arg_extremum(&self, op: &'static str, axis: isize, largest: bool) -> Result<Tensor> {
-        if self.dtype() == DType::Bool {
-            return Err(unsupported(op, self.dtype(), "a numeric dtype"));
+        if self.dtype() == DType::Bool || self.dtype().is_complex() {
+            return Err(unsupported(op, self.dtype(), "a real numeric dtype"));
         }
         let a = norm_axis(op, axis, self.shape())?;
         if self.shape()[a] == 0 {
