@@ -3,7 +3,8 @@
 //! ops on bool tensors. Differentiable rules are batched (they undo
 //! broadcasting with [`ct::unbroadcast`]).
 
-use super::{bind, bind_jvp, ct, expect_float, expect_same_dtype, grads, sum_terms, unsupported};
+use super::desc::{Binary, Unary};
+use super::{bind, bind_jvp, bind_nondiff, ct, expect_float, expect_same_dtype, grads, sum_terms, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{map, zip};
@@ -76,7 +77,7 @@ impl Tensor {
         expect_same_dtype("squared_difference", self, rhs)?;
         let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("squared_difference", self, rhs, |x: T, y: T| (x - y) * (x - y)), _ => unreachable!())?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("SquaredDifference", &[self, rhs], y, move |_| {
+        Ok(bind(Binary::SquaredDifference, &[self, rhs], y, move |_| {
             vjp_batched(move |g, needs| {
                 let d = g[0].mul(&a.sub(&b)?.mul_scalar(2.0)?)?;
                 let ga = needs[0].then(|| ct::unbroadcast(&d, a.shape())).transpose()?;
@@ -101,7 +102,7 @@ impl Tensor {
         expect_same_dtype("atan2", self, rhs)?;
         let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("atan2", self, rhs, |y: T, x: T| y.atan2(x)), _ => unreachable!())?;
         let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind("Atan2", &[self, rhs], y, move |_| {
+        Ok(bind(Binary::Atan2, &[self, rhs], y, move |_| {
             vjp_batched(move |g, needs| {
                 let r = g[0].div(&a.square()?.add(&b.square()?)?)?;
                 let ga = needs[0].then(|| ct::unbroadcast(&r.mul(&b)?, a.shape())).transpose()?;
@@ -126,12 +127,13 @@ impl Tensor {
     pub fn floor_div(&self, rhs: &Tensor) -> Result<Tensor> {
         expect_same_dtype("floor_div", self, rhs)?;
         no_int_zero("floor_div", self, rhs)?;
-        match self.dtype() {
+        let y = match self.dtype() {
             DType::I32 => zip::<i32, i32, i32>("floor_div", self, rhs, |x, y| int_floor_div!(x, y)),
             DType::I64 => zip::<i64, i64, i64>("floor_div", self, rhs, |x, y| int_floor_div!(x, y)),
             dt => with_float_dtype!(dt, T => zip::<T, T, T>("floor_div", self, rhs, |x: T, y: T| (x / y).floor()),
                 _ => Err(unsupported("floor_div", dt, "a numeric dtype"))),
-        }
+        }?;
+        Ok(bind_nondiff(Binary::FloorDiv, &[self, rhs], y))
     }
 
     /// Floor modulo `a - ⌊a / b⌋ · b`, broadcasting (numeric dtypes): the
@@ -150,8 +152,14 @@ impl Tensor {
         expect_same_dtype("floor_mod", self, rhs)?;
         no_int_zero("floor_mod", self, rhs)?;
         let y = match self.dtype() {
-            DType::I32 => return zip::<i32, i32, i32>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y)),
-            DType::I64 => return zip::<i64, i64, i64>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y)),
+            DType::I32 => {
+                let y = zip::<i32, i32, i32>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y))?;
+                return Ok(bind_nondiff(Binary::FloorMod, &[self, rhs], y));
+            }
+            DType::I64 => {
+                let y = zip::<i64, i64, i64>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y))?;
+                return Ok(bind_nondiff(Binary::FloorMod, &[self, rhs], y));
+            }
             dt => with_float_dtype!(dt, T => zip::<T, T, T>("floor_mod", self, rhs, |x: T, y: T| {
                 let r = x % y;
                 if r != T::zero() && ((r < T::zero()) != (y < T::zero())) { r + y } else { r }
@@ -159,7 +167,7 @@ impl Tensor {
         }?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
-            "FloorMod",
+            Binary::FloorMod,
             &[self, rhs],
             y,
             move |_| {
@@ -189,17 +197,17 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical("logical_and", rhs, |x, y| x && y)
+        self.logical("logical_and", Binary::LogicalAnd, rhs, |x, y| x && y)
     }
 
     /// `a || b` elementwise on bool tensors, broadcasting.
     pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical("logical_or", rhs, |x, y| x || y)
+        self.logical("logical_or", Binary::LogicalOr, rhs, |x, y| x || y)
     }
 
     /// `a != b` (exclusive or) elementwise on bool tensors, broadcasting.
     pub fn logical_xor(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical("logical_xor", rhs, |x, y| x != y)
+        self.logical("logical_xor", Binary::LogicalXor, rhs, |x, y| x != y)
     }
 
     /// `!a` elementwise on a bool tensor.
@@ -211,12 +219,14 @@ impl Tensor {
     /// ```
     pub fn logical_not(&self) -> Result<Tensor> {
         expect_bool("logical_not", self)?;
-        map::<bool, bool>("logical_not", self, |v| !v)
+        let y = map::<bool, bool>("logical_not", self, |v| !v)?;
+        Ok(bind_nondiff(Unary::LogicalNot, &[self], y))
     }
 
-    fn logical(&self, op: &'static str, rhs: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
+    fn logical(&self, op: &'static str, desc: Binary, rhs: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
         expect_bool(op, self)?;
         expect_bool(op, rhs)?;
-        zip::<bool, bool, bool>(op, self, rhs, f)
+        let y = zip::<bool, bool, bool>(op, self, rhs, f)?;
+        Ok(bind_nondiff(desc, &[self, rhs], y))
     }
 }

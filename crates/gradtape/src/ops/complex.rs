@@ -119,9 +119,10 @@ impl Tensor {
     /// ```
     pub fn angle(&self) -> Result<Tensor> {
         if !self.dtype().is_complex() {
-            return with_float_dtype!(self.dtype(), T => map::<T, T>("angle", self, |v: T| {
+            let y = with_float_dtype!(self.dtype(), T => map::<T, T>("angle", self, |v: T| {
                 if v < T::from_f64(0.0) { T::from_f64(std::f64::consts::PI) } else { T::from_f64(0.0) }
-            }), _ => Err(unsupported("angle", self.dtype(), "a float or complex dtype")));
+            }), _ => Err(unsupported("angle", self.dtype(), "a float or complex dtype")))?;
+            return Ok(super::bind_nondiff(Unary::Angle, &[self], y));
         }
         let y = kc::angle(self)?;
         let z = self.clone();

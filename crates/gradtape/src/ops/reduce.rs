@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::reduce::{reduce, ReduceKind};
 use crate::ops::ct;
 use crate::tensor::layout::norm_axis;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Layout, Tensor};
 
 /// Normalised, sorted axes; an error for out-of-range or repeated axes.
 pub(crate) fn norm_axes(op: &'static str, axes: &[isize], shape: &[usize]) -> Result<Vec<usize>> {
@@ -49,10 +49,21 @@ fn raw_reduce(op: &'static str, x: &Tensor, axes: &[usize], keepdims: bool, kind
     }
     let y = reduce(op, x, axes, kind)?;
     if keepdims {
-        y.reshape(&kept_shape(x.shape(), axes))
+        Ok(reshaped_raw(&y, &kept_shape(x.shape(), axes)))
     } else {
         Ok(y)
     }
+}
+
+/// `y` (a fresh kernel output, contiguous) viewed in another shape of the
+/// same size, without recording a reshape: the caller binds the result as
+/// its op's output.
+pub(crate) fn reshaped_raw(y: &Tensor, shape: &[usize]) -> Tensor {
+    debug_assert!(y.is_contiguous() && y.numel() == shape.iter().product::<usize>());
+    y.view(Layout {
+        offset: y.layout().offset,
+        ..Layout::contiguous(shape)
+    })
 }
 
 /// Broadcasts a tensor of a reduction's output shape back over the reduced axes.

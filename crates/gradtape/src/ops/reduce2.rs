@@ -3,7 +3,8 @@
 //! `any`; and `argmax`/`argmin` along one axis.
 
 use super::reduce::norm_axes;
-use super::{bind, ct, expect_float, grads, unsupported};
+use super::desc::{Lazy, Op, Reduce, ReduceKind};
+use super::{bind, bind_nondiff, ct, expect_float, grads, unsupported};
 use crate::autodiff::tape::{vjp, vjp_batched};
 use crate::error::{Error, Result};
 use crate::tensor::layout::norm_axis;
@@ -95,7 +96,8 @@ impl Tensor {
             |r| r.iter().fold(T::one(), |a, &b| a.mul_wrap(b))),
             _ => Err(unsupported("prod", self.dtype(), "a numeric dtype")))?;
         let x = self.clone();
-        Ok(bind("Prod", &[self], y, move |_| {
+        let desc = Lazy("Prod", || Op::Reduce(Reduce::new(ReduceKind::Prod, axes, keepdims)));
+        Ok(bind(desc, &[self], y, move |_| {
             vjp(move |g, _| {
                 let shape = x.shape();
                 let kept: Vec<usize> = (0..shape.len()).filter(|d| !ax.contains(d)).collect();
@@ -183,10 +185,14 @@ impl Tensor {
     pub fn norm(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         expect_float("norm", self)?;
         let ax = norm_axes("norm", axes, self.shape())?;
-        // computed on an unwatched alias: nothing here is recorded
-        let y = self.stop_gradient().square()?.sum(&iaxes(&ax), keepdims)?.sqrt()?;
+        // computed on an unwatched alias, untraced: nothing here is recorded
+        // but the one `Norm` node
+        let y = crate::function::trace::paused(|| {
+            self.stop_gradient().square()?.sum(&iaxes(&ax), keepdims)?.sqrt()
+        })?;
         let x = self.clone();
-        Ok(bind("Norm", &[self], y, move |y| {
+        let desc = Lazy("Norm", || Op::Reduce(Reduce::new(ReduceKind::Norm, axes, keepdims)));
+        Ok(bind(desc, &[self], y, move |y| {
             // the output itself (not a copy), so that the rule is differentiable
             let y = y.clone();
             vjp_batched(move |g, _| {
@@ -232,7 +238,11 @@ impl Tensor {
                 format!("axis {axis} of shape {:?} is empty: no index to return", self.shape()),
             ));
         }
-        with_num_dtype!(self.dtype(), T => reduce_rows::<T, i64>(op, self, &[a], false, |r| {
+        let kind = if largest { ReduceKind::ArgMax } else { ReduceKind::ArgMin };
+        let desc = Lazy(if largest { "ArgMax" } else { "ArgMin" }, || {
+            Op::Reduce(Reduce::new(kind, &[axis], false))
+        });
+        let y = with_num_dtype!(self.dtype(), T => reduce_rows::<T, i64>(op, self, &[a], false, |r| {
             // NaN never wins; the first non-NaN element starts
             let mut best: Option<usize> = None;
             for (i, &v) in r.iter().enumerate() {
@@ -249,7 +259,8 @@ impl Tensor {
                 }
             }
             best.unwrap_or(0) as i64
-        }), _ => unreachable!())
+        }), _ => unreachable!())?;
+        Ok(bind_nondiff(desc, &[self], y))
     }
 
     /// Logical AND over `axes` of a bool tensor (true over no elements).
@@ -279,12 +290,17 @@ impl Tensor {
             return Err(unsupported(op, self.dtype(), "bool"));
         }
         let ax = norm_axes(op, axes, self.shape())?;
-        reduce_rows::<bool, bool>(op, self, &ax, keepdims, |r| {
+        let y = reduce_rows::<bool, bool>(op, self, &ax, keepdims, |r| {
             if all {
                 r.iter().all(|&b| b)
             } else {
                 r.iter().any(|&b| b)
             }
-        })
+        })?;
+        let kind = if all { ReduceKind::All } else { ReduceKind::Any };
+        let desc = Lazy(if all { "All" } else { "Any" }, || {
+            Op::Reduce(Reduce::new(kind, axes, keepdims))
+        });
+        Ok(bind_nondiff(desc, &[self], y))
     }
 }

@@ -3,6 +3,7 @@
 //! `atanh` (floats). Every rule is elementwise, `g · f'(x)`, hence batched.
 //! Outside its domain a function gives NaN, as in TensorFlow.
 
+use super::desc::Unary;
 use super::unary2::{elementwise, fmap};
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -22,7 +23,7 @@ impl Tensor {
     /// ```
     pub fn tan(&self) -> Result<Tensor> {
         let y = fmap!("tan", self, |v| v.tan())?;
-        Ok(elementwise("Tan", self, y, |_, y| y.square()?.add_scalar(1.0)))
+        Ok(elementwise(Unary::Tan, self, y, |_, y| y.square()?.add_scalar(1.0)))
     }
 
     /// Arcsine (NaN outside `[-1, 1]`). d/dx = 1 / √(1 - x²).
@@ -34,7 +35,7 @@ impl Tensor {
     /// ```
     pub fn asin(&self) -> Result<Tensor> {
         let y = fmap!("asin", self, |v| v.asin())?;
-        Ok(elementwise("Asin", self, y, |x, _| one_minus_sq(x)?.rsqrt()))
+        Ok(elementwise(Unary::Asin, self, y, |x, _| one_minus_sq(x)?.rsqrt()))
     }
 
     /// Arccosine (NaN outside `[-1, 1]`). d/dx = -1 / √(1 - x²).
@@ -46,7 +47,7 @@ impl Tensor {
     /// ```
     pub fn acos(&self) -> Result<Tensor> {
         let y = fmap!("acos", self, |v| v.acos())?;
-        Ok(elementwise("Acos", self, y, |x, _| one_minus_sq(x)?.rsqrt()?.neg()))
+        Ok(elementwise(Unary::Acos, self, y, |x, _| one_minus_sq(x)?.rsqrt()?.neg()))
     }
 
     /// Arctangent. d/dx = 1 / (1 + x²).
@@ -58,7 +59,7 @@ impl Tensor {
     /// ```
     pub fn atan(&self) -> Result<Tensor> {
         let y = fmap!("atan", self, |v| v.atan())?;
-        Ok(elementwise("Atan", self, y, |x, _| {
+        Ok(elementwise(Unary::Atan, self, y, |x, _| {
             x.square()?.add_scalar(1.0)?.reciprocal()
         }))
     }
@@ -72,7 +73,7 @@ impl Tensor {
     /// ```
     pub fn sinh(&self) -> Result<Tensor> {
         let y = fmap!("sinh", self, |v| v.sinh())?;
-        Ok(elementwise("Sinh", self, y, |x, _| x.cosh()))
+        Ok(elementwise(Unary::Sinh, self, y, |x, _| x.cosh()))
     }
 
     /// Hyperbolic cosine. d/dx = sinh x.
@@ -84,7 +85,7 @@ impl Tensor {
     /// ```
     pub fn cosh(&self) -> Result<Tensor> {
         let y = fmap!("cosh", self, |v| v.cosh())?;
-        Ok(elementwise("Cosh", self, y, |x, _| x.sinh()))
+        Ok(elementwise(Unary::Cosh, self, y, |x, _| x.sinh()))
     }
 
     /// Inverse hyperbolic sine. d/dx = 1 / √(x² + 1).
@@ -96,7 +97,7 @@ impl Tensor {
     /// ```
     pub fn asinh(&self) -> Result<Tensor> {
         let y = fmap!("asinh", self, |v| v.asinh())?;
-        Ok(elementwise("Asinh", self, y, |x, _| {
+        Ok(elementwise(Unary::Asinh, self, y, |x, _| {
             x.square()?.add_scalar(1.0)?.rsqrt()
         }))
     }
@@ -110,7 +111,7 @@ impl Tensor {
     /// ```
     pub fn acosh(&self) -> Result<Tensor> {
         let y = fmap!("acosh", self, |v| v.acosh())?;
-        Ok(elementwise("Acosh", self, y, |x, _| {
+        Ok(elementwise(Unary::Acosh, self, y, |x, _| {
             x.square()?.add_scalar(-1.0)?.rsqrt()
         }))
     }
@@ -124,6 +125,6 @@ impl Tensor {
     /// ```
     pub fn atanh(&self) -> Result<Tensor> {
         let y = fmap!("atanh", self, |v| v.atanh())?;
-        Ok(elementwise("Atanh", self, y, |x, _| one_minus_sq(x)?.reciprocal()))
+        Ok(elementwise(Unary::Atanh, self, y, |x, _| one_minus_sq(x)?.reciprocal()))
     }
 }

@@ -63,13 +63,14 @@ impl Tensor {
     /// `-1, 0, 1` by the sign of each element (0 for 0). Not differentiable:
     /// its gradient is zero almost everywhere, so it is not recorded.
     pub fn sign(&self) -> Result<Tensor> {
-        num_map!("sign", self, |v| if v > T::zero() {
+        let y = num_map!("sign", self, |v| if v > T::zero() {
             T::one()
         } else if v < T::zero() {
             T::zero() - T::one()
         } else {
             v
-        })
+        })?;
+        Ok(super::bind_nondiff(Unary::Sign, &[self], y))
     }
 
     /// `x²`. d/dx = 2x.

@@ -33,7 +33,7 @@ use std::sync::Arc;
 pub use elementwise::{Binary, Unary};
 pub use linalg::LinalgOp;
 pub use nn::NnOp;
-pub use structural::{Reduce, ReduceKind, ShapeOp};
+pub use structural::{Reduce, ReduceKind, Scan, ScanKind, ShapeOp};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -98,6 +98,8 @@ pub enum Op {
     Cast(crate::tensor::DType),
     /// A reduction over axes.
     Reduce(Reduce),
+    /// A cumulative sum or product along one axis.
+    Scan(Scan),
     /// Matrix product (batched), with its transpose flags.
     MatMul {
         /// `a` is used transposed.
@@ -128,6 +130,7 @@ impl Op {
             Op::Select => "Select",
             Op::Cast(_) => "Cast",
             Op::Reduce(r) => r.name(),
+            Op::Scan(s) => s.name(),
             Op::MatMul { .. } => "MatMul",
             Op::Shape(s) => s.name(),
             Op::Linalg(l) => l.name(),
@@ -173,6 +176,10 @@ impl Op {
                 arity(1)?;
                 one(r.eval(&inputs[0]))
             }
+            Op::Scan(s) => {
+                arity(1)?;
+                one(s.eval(&inputs[0]))
+            }
             Op::MatMul {
                 transpose_a,
                 transpose_b,
@@ -216,6 +223,7 @@ impl Op {
             Op::Select => Key::Select,
             Op::Cast(d) => Key::Cast(*d),
             Op::Reduce(r) => Key::Reduce(r),
+            Op::Scan(s) => Key::Scan(s),
             Op::MatMul {
                 transpose_a,
                 transpose_b,
@@ -237,6 +245,7 @@ enum Key<'a> {
     Select,
     Cast(crate::tensor::DType),
     Reduce(&'a Reduce),
+    Scan(&'a Scan),
     MatMul(bool, bool),
     Shape(&'a ShapeOp),
     Linalg(&'a LinalgOp),
@@ -267,6 +276,7 @@ impl fmt::Display for Op {
             Op::Select | Op::Opaque(_) => Ok(()),
             Op::Cast(d) => write!(f, "[{d}]"),
             Op::Reduce(r) => r.fmt_attrs(f),
+            Op::Scan(s) => s.fmt_attrs(f),
             Op::MatMul {
                 transpose_a,
                 transpose_b,
@@ -359,4 +369,4 @@ macro_rules! describe_family {
         }
     )*};
 }
-describe_family!(Unary => Unary, Binary => Binary, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn);
+describe_family!(Unary => Unary, Binary => Binary, Scan => Scan, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn);
