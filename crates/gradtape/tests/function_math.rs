@@ -39,12 +39,24 @@ fn traced_matches(name: &str, op: &str, f: F, a: Vec<Tensor>, b: Vec<Tensor>) {
     assert!(graph.count(op) >= 1, "{name}: no {op} node in\n{graph}");
     let eager_a = f(&a).unwrap();
     let eager_b = f(&b).unwrap();
-    assert_ne!(bits(&eager_a), bits(&eager_b), "{name}: the two input sets must give different values");
+    assert_ne!(
+        bits(&eager_a),
+        bits(&eager_b),
+        "{name}: the two input sets must give different values"
+    );
     let traced_a = func.call(&a).unwrap_or_else(|e| panic!("{name}: call failed: {e}"));
     let traced_b = func.call(&b).unwrap_or_else(|e| panic!("{name}: call failed: {e}"));
     assert_eq!(func.trace_count(), 1, "{name}: retraced");
-    assert_eq!(bits(&traced_a), bits(&eager_a), "{name}: traced value differs on the trace inputs");
-    assert_eq!(bits(&traced_b), bits(&eager_b), "{name}: traced value differs on other inputs\n{graph}");
+    assert_eq!(
+        bits(&traced_a),
+        bits(&eager_a),
+        "{name}: traced value differs on the trace inputs"
+    );
+    assert_eq!(
+        bits(&traced_b),
+        bits(&eager_b),
+        "{name}: traced value differs on other inputs\n{graph}"
+    );
 }
 
 fn f64s(v: &[f64], shape: &[usize]) -> Tensor {
@@ -65,8 +77,18 @@ fn c128s(v: &[(f64, f64)]) -> Tensor {
 
 #[test]
 fn comparisons_and_logical_ops_trace() {
-    let x1 = || vec![f64s(&[1.0, -2.0, 3.0, 0.5, 0.0, 4.0], &[2, 3]), f64s(&[1.0, 0.0, 2.0], &[3])];
-    let x2 = || vec![f64s(&[0.0, 5.0, 2.0, 2.0, -1.0, 4.0], &[2, 3]), f64s(&[0.0, 5.0, 7.0], &[3])];
+    let x1 = || {
+        vec![
+            f64s(&[1.0, -2.0, 3.0, 0.5, 0.0, 4.0], &[2, 3]),
+            f64s(&[1.0, 0.0, 2.0], &[3]),
+        ]
+    };
+    let x2 = || {
+        vec![
+            f64s(&[0.0, 5.0, 2.0, 2.0, -1.0, 4.0], &[2, 3]),
+            f64s(&[0.0, 5.0, 7.0], &[3]),
+        ]
+    };
     let cases: &[(&str, &str, F)] = &[
         ("eq", "Equal", |x| x[0].eq(&x[1])),
         ("ne", "NotEqual", |x| x[0].ne(&x[1])),
@@ -180,7 +202,9 @@ fn float_scalar_and_binary_ops_trace() {
         ("floor_div", "FloorDiv", |x| x[0].floor_div(&x[1])),
         ("floor_mod", "FloorMod", |x| x[0].floor_mod(&x[1])),
         ("atan2", "Atan2", |x| x[0].atan2(&x[1])),
-        ("squared_difference", "SquaredDifference", |x| x[0].squared_difference(&x[1])),
+        ("squared_difference", "SquaredDifference", |x| {
+            x[0].squared_difference(&x[1])
+        }),
         ("logsumexp", "Exp", |x| x[0].logsumexp(&[0], false)),
         ("softsign", "Abs", |x| x[0].softsign()),
         ("gelu", "Erf", |x| x[0].gelu(false)),
@@ -200,7 +224,9 @@ fn complex_parts_trace() {
         ("conj", "Conj", |x| x[0].conj()),
         ("angle", "Angle", |x| x[0].angle()),
         ("abs", "ComplexAbs", |x| x[0].abs()),
-        ("complex of parts", "Complex", |x| Tensor::complex(&x[0].imag()?, &x[0].real()?)),
+        ("complex of parts", "Complex", |x| {
+            Tensor::complex(&x[0].imag()?, &x[0].real()?)
+        }),
         ("mul_scalar", "MulScalar", |x| x[0].mul_scalar(2.5)),
         ("add_scalar", "AddScalar", |x| x[0].add_scalar(-1.0)),
         ("div_scalar", "DivScalar", |x| x[0].div_scalar(4.0)),

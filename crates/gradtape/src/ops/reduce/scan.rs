@@ -1,11 +1,11 @@
 //! Cumulative sums and products along one axis, with TensorFlow's
 //! `exclusive` and `reverse` flags.
 
-use super::desc::{Scan, ScanKind};
-use super::{bind, ct, grads, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::filled_vec;
+use crate::ops::desc::{Scan, ScanKind};
+use crate::ops::{bind, ct, grads, unsupported};
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{with_num_dtype, Num, Tensor};
 use num_traits::{One, Zero};
@@ -128,9 +128,9 @@ impl Tensor {
     }
 }
 
-/// The batched rules of this branch's ops (elementwise, activations,
-/// binary2, norm, scans) checked against row-by-row pulls: a cotangent with
-/// one leading batch dim must give each row's plain result.
+/// The batched rules of the math ops (elementwise, activations, atan2,
+/// squared_difference, norm, scans) checked against row-by-row pulls: a
+/// cotangent with one leading batch dim must give each row's plain result.
 #[cfg(test)]
 mod batched_rules {
     use std::rc::Rc;

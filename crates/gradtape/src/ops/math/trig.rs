@@ -1,12 +1,16 @@
 //! Trigonometric and hyperbolic functions beyond `sin`, `cos` and `tanh`:
 //! `tan`, `asin`, `acos`, `atan`, `sinh`, `cosh`, `asinh`, `acosh`,
-//! `atanh` (floats). Every rule is elementwise, `g · f'(x)`, hence batched.
-//! Outside its domain a function gives NaN, as in TensorFlow.
+//! `atanh` (floats), and `atan2` of two tensors (broadcasting). Every rule
+//! is elementwise, `g · f'(x)`, hence batched. Outside its domain a
+//! function gives NaN, as in TensorFlow.
 
-use super::desc::Unary;
-use super::unary2::{elementwise, fmap};
+use super::special::{elementwise, fmap};
+use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
-use crate::tensor::Tensor;
+use crate::kernels::cpu::elementwise::zip;
+use crate::ops::desc::{Binary, Unary};
+use crate::ops::{bind, ct, expect_float, expect_same_dtype, grads};
+use crate::tensor::{with_float_dtype, Tensor};
 
 /// `1 - x²`.
 fn one_minus_sq(x: &Tensor) -> Result<Tensor> {
@@ -47,7 +51,9 @@ impl Tensor {
     /// ```
     pub fn acos(&self) -> Result<Tensor> {
         let y = fmap!("acos", self, |v| v.acos())?;
-        Ok(elementwise(Unary::Acos, self, y, |x, _| one_minus_sq(x)?.rsqrt()?.neg()))
+        Ok(elementwise(Unary::Acos, self, y, |x, _| {
+            one_minus_sq(x)?.rsqrt()?.neg()
+        }))
     }
 
     /// Arctangent. d/dx = 1 / (1 + x²).
@@ -126,5 +132,32 @@ impl Tensor {
     pub fn atanh(&self) -> Result<Tensor> {
         let y = fmap!("atanh", self, |v| v.atanh())?;
         Ok(elementwise(Unary::Atanh, self, y, |x, _| one_minus_sq(x)?.reciprocal()))
+    }
+
+    /// The angle of the point `(x, y)` = `(rhs, self)`: `atan2(self, rhs)` in
+    /// `(-π, π]`, broadcasting (floats). d/dy = x / (x² + y²),
+    /// d/dx = -y / (x² + y²).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::vector(&[1.0f64, 0.0]).atan2(&Tensor::vector(&[0.0f64, -1.0]))?;
+    /// assert_eq!(a.to_vec::<f64>()?, vec![std::f64::consts::FRAC_PI_2, std::f64::consts::PI]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn atan2(&self, rhs: &Tensor) -> Result<Tensor> {
+        expect_float("atan2", self)?;
+        expect_same_dtype("atan2", self, rhs)?;
+        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("atan2", self, rhs, |y: T, x: T| y.atan2(x)), _ => unreachable!())?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind(Binary::Atan2, &[self, rhs], y, move |_| {
+            vjp_batched(move |g, needs| {
+                let r = g[0].div(&a.square()?.add(&b.square()?)?)?;
+                let ga = needs[0].then(|| ct::unbroadcast(&r.mul(&b)?, a.shape())).transpose()?;
+                let gb = needs[1]
+                    .then(|| ct::unbroadcast(&r.mul(&a)?.neg()?, b.shape()))
+                    .transpose()?;
+                Ok(grads![ga, gb])
+            })
+        }))
     }
 }

@@ -1,13 +1,14 @@
-//! More elementwise functions of two tensors, broadcasting:
-//! `squared_difference`, `atan2`, `floor_div`, `floor_mod`, and the logical
-//! ops on bool tensors. Differentiable rules are batched (they undo
-//! broadcasting with [`ct::unbroadcast`]).
+//! Floor division and floor modulo of two tensors, broadcasting, on every
+//! numeric dtype (integers round toward -inf, as TensorFlow and Python;
+//! integer division by zero is an error). `floor_mod` is differentiable
+//! for floats (batched rule, undoing broadcasting with
+//! [`ct::unbroadcast`]).
 
-use super::desc::{Binary, Unary};
-use super::{bind, bind_jvp, bind_nondiff, ct, expect_float, expect_same_dtype, grads, sum_terms, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
-use crate::kernels::cpu::elementwise::{map, zip};
+use crate::kernels::cpu::elementwise::zip;
+use crate::ops::desc::Binary;
+use crate::ops::{bind_jvp, bind_nondiff, ct, expect_same_dtype, grads, sum_terms, unsupported};
 use crate::tensor::{with_float_dtype, DType, Tensor};
 use num_traits::Zero;
 
@@ -54,66 +55,7 @@ fn no_int_zero(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
     Ok(())
 }
 
-fn expect_bool(op: &'static str, t: &Tensor) -> Result<()> {
-    if t.dtype() == DType::Bool {
-        Ok(())
-    } else {
-        Err(unsupported(op, t.dtype(), "bool"))
-    }
-}
-
 impl Tensor {
-    /// `(a - b)²` elementwise, broadcasting (floats). d/da = 2(a - b),
-    /// d/db = -2(a - b).
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let d = Tensor::vector(&[1.0f64, 5.0]).squared_difference(&Tensor::scalar(3.0f64))?;
-    /// assert_eq!(d.to_vec::<f64>()?, vec![4.0, 4.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn squared_difference(&self, rhs: &Tensor) -> Result<Tensor> {
-        expect_float("squared_difference", self)?;
-        expect_same_dtype("squared_difference", self, rhs)?;
-        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("squared_difference", self, rhs, |x: T, y: T| (x - y) * (x - y)), _ => unreachable!())?;
-        let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind(Binary::SquaredDifference, &[self, rhs], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let d = g[0].mul(&a.sub(&b)?.mul_scalar(2.0)?)?;
-                let ga = needs[0].then(|| ct::unbroadcast(&d, a.shape())).transpose()?;
-                let gb = needs[1].then(|| ct::unbroadcast(&d.neg()?, b.shape())).transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
-    }
-
-    /// The angle of the point `(x, y)` = `(rhs, self)`: `atan2(self, rhs)` in
-    /// `(-π, π]`, broadcasting (floats). d/dy = x / (x² + y²),
-    /// d/dx = -y / (x² + y²).
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let a = Tensor::vector(&[1.0f64, 0.0]).atan2(&Tensor::vector(&[0.0f64, -1.0]))?;
-    /// assert_eq!(a.to_vec::<f64>()?, vec![std::f64::consts::FRAC_PI_2, std::f64::consts::PI]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn atan2(&self, rhs: &Tensor) -> Result<Tensor> {
-        expect_float("atan2", self)?;
-        expect_same_dtype("atan2", self, rhs)?;
-        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("atan2", self, rhs, |y: T, x: T| y.atan2(x)), _ => unreachable!())?;
-        let (a, b) = (self.clone(), rhs.clone());
-        Ok(bind(Binary::Atan2, &[self, rhs], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let r = g[0].div(&a.square()?.add(&b.square()?)?)?;
-                let ga = needs[0].then(|| ct::unbroadcast(&r.mul(&b)?, a.shape())).transpose()?;
-                let gb = needs[1]
-                    .then(|| ct::unbroadcast(&r.mul(&a)?.neg()?, b.shape()))
-                    .transpose()?;
-                Ok(grads![ga, gb])
-            })
-        }))
-    }
-
     /// `⌊a / b⌋` elementwise, broadcasting (numeric dtypes; rounds toward
     /// -inf, as TensorFlow's `floordiv`). Integer division by zero is an
     /// error; `MIN / -1` wraps. Not differentiable (not recorded).
@@ -186,47 +128,5 @@ impl Tensor {
                 ])
             },
         ))
-    }
-
-    /// `a && b` elementwise on bool tensors, broadcasting.
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let r = Tensor::vector(&[true, false]).logical_and(&Tensor::scalar(true))?;
-    /// assert_eq!(r.to_vec::<bool>()?, vec![true, false]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical("logical_and", Binary::LogicalAnd, rhs, |x, y| x && y)
-    }
-
-    /// `a || b` elementwise on bool tensors, broadcasting.
-    pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical("logical_or", Binary::LogicalOr, rhs, |x, y| x || y)
-    }
-
-    /// `a != b` (exclusive or) elementwise on bool tensors, broadcasting.
-    pub fn logical_xor(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical("logical_xor", Binary::LogicalXor, rhs, |x, y| x != y)
-    }
-
-    /// `!a` elementwise on a bool tensor.
-    ///
-    /// ```
-    /// let r = gradtape::Tensor::vector(&[true, false]).logical_not()?;
-    /// assert_eq!(r.to_vec::<bool>()?, vec![false, true]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn logical_not(&self) -> Result<Tensor> {
-        expect_bool("logical_not", self)?;
-        let y = map::<bool, bool>("logical_not", self, |v| !v)?;
-        Ok(bind_nondiff(Unary::LogicalNot, &[self], y))
-    }
-
-    fn logical(&self, op: &'static str, desc: Binary, rhs: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
-        expect_bool(op, self)?;
-        expect_bool(op, rhs)?;
-        let y = zip::<bool, bool, bool>(op, self, rhs, f)?;
-        Ok(bind_nondiff(desc, &[self, rhs], y))
     }
 }

@@ -5,12 +5,12 @@
 //! selu'(0) = scale, and `clip_by_value` passes the gradient where
 //! `lo <= x <= hi` (boundaries included).
 
-use super::desc::{Unary, F64};
-use super::unary2::{elementwise, fmap};
-use super::{bind, bind_jvp, expect_float, grads, only, unsupported};
+use super::special::{elementwise, fmap};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::map;
+use crate::ops::desc::{Unary, F64};
+use crate::ops::{bind, bind_jvp, expect_float, grads, only, unsupported};
 use crate::tensor::{with_num_dtype, Element, Tensor};
 
 /// SELU's scale λ.
@@ -217,8 +217,8 @@ impl Tensor {
                 ),
             ));
         }
-        super::check_scalar("clip_by_value", self, lo)?;
-        super::check_scalar("clip_by_value", self, hi)?;
+        crate::ops::check_scalar("clip_by_value", self, lo)?;
+        crate::ops::check_scalar("clip_by_value", self, hi)?;
         let y = with_num_dtype!(self.dtype(), T => {
             let (l, h) = (T::from_f64(lo), T::from_f64(hi));
             map::<T, T>("clip_by_value", self, move |v: T| if v < l { l } else if v > h { h } else { v })?

@@ -1,16 +1,14 @@
-//! More elementwise functions of one float tensor: `expm1`, `log1p`,
-//! `rsqrt`, `reciprocal`, `erf`, `erfc`, and the rounding functions
-//! `floor`, `ceil`, `round` (gradient zero).
+//! Special elementwise functions of one float tensor: `expm1`, `log1p`,
+//! `rsqrt`, `reciprocal`, `erf`, `erfc`.
 //!
 //! `erf`, `erfc`, `expm1` and `log1p` come from the `libm` crate (accurate
 //! to an ulp or so in both precisions, which the gradient checker needs).
 //! Every rule here is elementwise, `g · f'(x)`, hence batched.
 
-use super::desc::Unary;
-use super::{bind, grads};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::map;
+use crate::ops::desc::Unary;
+use crate::ops::{bind, grads};
 use crate::tensor::Tensor;
 
 /// `f(v)` on every element of a float tensor; `v: T` is `f32` or `f64`.
@@ -18,7 +16,7 @@ macro_rules! fmap {
     ($op:expr, $x:expr, |$v:ident| $body:expr) => {
         $crate::tensor::with_float_dtype!($x.dtype(), T => {
             #[allow(unused_imports)]
-            use $crate::ops::unary2::LibmExt as _;
+            use $crate::ops::math::special::LibmExt as _;
             #[allow(unused_imports)]
             use num_traits::{Float as _, One as _, Zero as _};
             #[allow(unused_imports)]
@@ -93,11 +91,6 @@ pub(crate) fn elementwise(
     })
 }
 
-/// Records an op whose gradient is zero (a step function).
-fn stepwise(op: Unary, x: &Tensor, y: Tensor) -> Tensor {
-    bind(op, &[x], y, |_| vjp_batched(|_, _| Ok(grads![None])))
-}
-
 impl Tensor {
     /// `eˣ - 1`, accurate near 0. d/dx = eˣ.
     ///
@@ -120,7 +113,9 @@ impl Tensor {
     /// ```
     pub fn log1p(&self) -> Result<Tensor> {
         let y = fmap!("log1p", self, |v| v.log1p_())?;
-        Ok(elementwise(Unary::Log1p, self, y, |x, _| x.add_scalar(1.0)?.reciprocal()))
+        Ok(elementwise(Unary::Log1p, self, y, |x, _| {
+            x.add_scalar(1.0)?.reciprocal()
+        }))
     }
 
     /// `1 / √x`. d/dx = -y³ / 2.
@@ -177,56 +172,5 @@ impl Tensor {
         Ok(elementwise(Unary::Erfc, self, y, |x, _| {
             x.square()?.neg()?.exp()?.mul_scalar(-TWO_OVER_SQRT_PI)
         }))
-    }
-
-    /// Largest integer not above x. Integer tensors are returned unchanged.
-    /// The gradient is zero (recorded, as TensorFlow's `None`).
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::vector(&[-1.5f64, 1.5]);
-    /// assert_eq!(x.floor()?.to_vec::<f64>()?, vec![-2.0, 1.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn floor(&self) -> Result<Tensor> {
-        self.rounding("floor", Unary::Floor, |v| v.floor(), |v| v.floor())
-    }
-
-    /// Smallest integer not below x. Integers unchanged; gradient zero.
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::vector(&[-1.5f64, 1.5]);
-    /// assert_eq!(x.ceil()?.to_vec::<f64>()?, vec![-1.0, 2.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn ceil(&self) -> Result<Tensor> {
-        self.rounding("ceil", Unary::Ceil, |v| v.ceil(), |v| v.ceil())
-    }
-
-    /// Nearest integer, halves to even (as TensorFlow's `round`: 0.5 → 0,
-    /// 1.5 → 2, 2.5 → 2, -0.5 → -0). Integers unchanged; gradient zero.
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::vector(&[0.5f64, 1.5, 2.5, -2.5, 2.6]);
-    /// assert_eq!(x.round()?.to_vec::<f64>()?, vec![0.0, 2.0, 2.0, -2.0, 3.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn round(&self) -> Result<Tensor> {
-        self.rounding("round", Unary::Round, |v| v.round_ties_even(), |v| v.round_ties_even())
-    }
-
-    fn rounding(
-        &self,
-        op: &'static str,
-        desc: Unary,
-        f32_: fn(f32) -> f32,
-        f64_: fn(f64) -> f64,
-    ) -> Result<Tensor> {
-        let y = match self.dtype() {
-            crate::DType::F32 => map::<f32, f32>(op, self, f32_)?,
-            crate::DType::F64 => map::<f64, f64>(op, self, f64_)?,
-            dt if dt.is_int() => return Ok(self.clone()),
-            dt => return Err(super::unsupported(op, dt, "a numeric dtype")),
-        };
-        Ok(stepwise(desc, self, y))
     }
 }
