@@ -280,6 +280,8 @@ impl Unary {
                     x
                 }
             }
+            // not `clamp`: the kernel maps -0 to +0
+            #[allow(clippy::manual_clamp)]
             Unary::Relu6 => {
                 if x <= 0.0 {
                     0.0
