@@ -1,5 +1,6 @@
-//! The public differentiable operations, one file per family, each op's
-//! forward call beside its VJP rule.
+//! The public differentiable operations, one folder or file per family
+//! (`math/` elementwise math, `reduce/` reductions and scans, ...), each
+//! op's forward call beside its VJP rule.
 //!
 //! Every op passes through [`bind`]: the forward kernel has already run, and
 //! `bind` offers the result to the active tapes, which record it (with its
@@ -30,11 +31,6 @@
 //! gradients of gradients work. Broadcasting is undone in one place,
 //! [`Tensor::sum_to_shape`].
 
-mod activation;
-pub use activation::{SELU_ALPHA, SELU_SCALE};
-mod binary;
-mod binary2;
-mod complex;
 mod conv;
 pub mod ct;
 pub(crate) mod decomp;
@@ -49,13 +45,12 @@ mod linalg;
 mod linalg2;
 mod lstsq;
 pub use lstsq::MatrixNorm;
+mod math;
 mod nn;
 mod norm;
 mod pool;
 pub(crate) mod random;
-mod reduce;
-mod reduce2;
-mod scan;
+pub(crate) mod reduce;
 pub(crate) mod segment;
 mod shape;
 mod slice;
@@ -63,14 +58,13 @@ mod sort;
 mod special;
 mod spectral;
 pub(crate) mod strided;
-mod sugar;
-mod trig;
-mod unary;
-mod unary2;
 
-pub(crate) use binary::{relu_grad, tanh_grad};
+pub use math::activation::{SELU_ALPHA, SELU_SCALE};
+// the old module paths, for the ops outside `math` that use them
 pub use conv::Padding;
 use desc::Describe;
+pub(crate) use math::binary::{relu_grad, tanh_grad};
+use math::{binary, complex};
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

@@ -209,3 +209,334 @@ elementwise_family! {
         TanhGrad => "TanhGrad", crate::ops::tanh_grad(a, b);
     }
 }
+
+// the `libm` functions the kernels use
+use crate::ops::math::special::LibmExt as _;
+
+impl Unary {
+    /// The op on one real number, as the `f64` kernel computes it (for an
+    /// interpreter of fused elementwise graphs). Booleans are `0.0` and
+    /// `1.0`; the complex-only ops act on a real `x` as on `x + 0i`
+    /// (`Real`, `Conj`: `x`; `Imag`: 0; `ComplexAbs`: `|x|`; `Angle`: π
+    /// for negative `x`, else 0). E.g. `Square.apply_f64(3.0) == 9.0`.
+    pub fn apply_f64(&self, x: f64) -> f64 {
+        use crate::ops::{SELU_ALPHA, SELU_SCALE};
+        match self {
+            // as the kernels: `0 - x` (so `-0` gives `0`), and `|-0| = -0`
+            Unary::Neg => 0.0 - x,
+            Unary::Abs | Unary::ComplexAbs => {
+                if x < 0.0 {
+                    0.0 - x
+                } else {
+                    x
+                }
+            }
+            Unary::Sign => {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    x
+                }
+            }
+            Unary::Square => x * x,
+            Unary::Sqrt => x.sqrt(),
+            Unary::Rsqrt => 1.0 / x.sqrt(),
+            Unary::Reciprocal => 1.0 / x,
+            Unary::Exp => x.exp(),
+            Unary::Expm1 => x.expm1_(),
+            Unary::Log => x.ln(),
+            Unary::Log1p => x.log1p_(),
+            Unary::Sin => x.sin(),
+            Unary::Cos => x.cos(),
+            Unary::Tan => x.tan(),
+            Unary::Asin => x.asin(),
+            Unary::Acos => x.acos(),
+            Unary::Atan => x.atan(),
+            Unary::Sinh => x.sinh(),
+            Unary::Cosh => x.cosh(),
+            Unary::Tanh => x.tanh(),
+            Unary::Asinh => x.asinh(),
+            Unary::Acosh => x.acosh(),
+            Unary::Atanh => x.atanh(),
+            Unary::Erf => x.erf_(),
+            Unary::Erfc => x.erfc_(),
+            Unary::Floor => x.floor(),
+            Unary::Ceil => x.ceil(),
+            Unary::Round => x.round_ties_even(),
+            Unary::Sigmoid => {
+                if x >= 0.0 {
+                    1.0 / (1.0 + (-x).exp())
+                } else {
+                    let e = x.exp();
+                    e / (1.0 + e)
+                }
+            }
+            Unary::Relu => {
+                if x < 0.0 {
+                    0.0
+                } else {
+                    x
+                }
+            }
+            // not `clamp`: the kernel maps -0 to +0
+            #[allow(clippy::manual_clamp)]
+            Unary::Relu6 => {
+                if x <= 0.0 {
+                    0.0
+                } else if x >= 6.0 {
+                    6.0
+                } else {
+                    x
+                }
+            }
+            Unary::LeakyRelu(a) => {
+                if x > 0.0 {
+                    x
+                } else {
+                    x * a.0
+                }
+            }
+            Unary::Elu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    x.expm1_()
+                }
+            }
+            Unary::Selu => {
+                if x > 0.0 {
+                    SELU_SCALE * x
+                } else {
+                    SELU_SCALE * SELU_ALPHA * x.expm1_()
+                }
+            }
+            Unary::Softplus => {
+                if x > 0.0 {
+                    x + (-x).exp().log1p_()
+                } else {
+                    x.exp().log1p_()
+                }
+            }
+            Unary::Softsign => x / (x.abs() + 1.0),
+            Unary::ClipByValue(lo, hi) => {
+                if x < lo.0 {
+                    lo.0
+                } else if x > hi.0 {
+                    hi.0
+                } else {
+                    x
+                }
+            }
+            Unary::PowScalar(c) => x.powf(c.0),
+            Unary::MulScalar(c) => x * c.0,
+            Unary::DivScalar(c) => x / c.0,
+            Unary::AddScalar(c) => x + c.0,
+            Unary::LogicalNot => f64::from(x == 0.0),
+            Unary::Real | Unary::Conj => x,
+            Unary::Imag => 0.0,
+            Unary::Angle => {
+                if x < 0.0 {
+                    std::f64::consts::PI
+                } else {
+                    0.0
+                }
+            }
+        }
+    }
+}
+
+impl Binary {
+    /// The op on two real numbers, as the `f64` kernel computes it (for an
+    /// interpreter of fused elementwise graphs). Comparisons and logical
+    /// ops give `1.0` for true and `0.0` for false (any non-zero input is
+    /// true); `Complex`, whose result is not real, gives NaN. E.g.
+    /// `FloorMod.apply_f64(-7.0, 3.0) == 2.0`.
+    pub fn apply_f64(&self, a: f64, b: f64) -> f64 {
+        let truth = |c: bool| f64::from(c);
+        match self {
+            Binary::Add => a + b,
+            Binary::Sub => a - b,
+            Binary::Mul => a * b,
+            Binary::Div => a / b,
+            Binary::Pow => a.powf(b),
+            Binary::Maximum => {
+                if a >= b || a.is_nan() {
+                    a
+                } else {
+                    b
+                }
+            }
+            Binary::Minimum => {
+                if a <= b || a.is_nan() {
+                    a
+                } else {
+                    b
+                }
+            }
+            Binary::SquaredDifference => (a - b) * (a - b),
+            Binary::Atan2 => a.atan2(b),
+            Binary::FloorDiv => (a / b).floor(),
+            Binary::FloorMod => {
+                let r = a % b;
+                if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+                    r + b
+                } else {
+                    r
+                }
+            }
+            Binary::Equal => truth(a == b),
+            Binary::NotEqual => truth(a != b),
+            Binary::Less => truth(a < b),
+            Binary::LessEqual => truth(a <= b),
+            Binary::Greater => truth(a > b),
+            Binary::GreaterEqual => truth(a >= b),
+            Binary::LogicalAnd => truth(a != 0.0 && b != 0.0),
+            Binary::LogicalOr => truth(a != 0.0 || b != 0.0),
+            Binary::LogicalXor => truth((a != 0.0) != (b != 0.0)),
+            Binary::Complex => f64::NAN,
+            Binary::ReluGrad => {
+                if b > 0.0 {
+                    a
+                } else {
+                    0.0
+                }
+            }
+            Binary::TanhGrad => b * (1.0 - a * a),
+        }
+    }
+}
+
+#[cfg(test)]
+mod apply_f64_tests {
+    use super::*;
+    use crate::tensor::DType;
+
+    const XS: [f64; 9] = [-7.5, -2.0, -0.5, -0.0, 0.0, 0.3, 0.9, 2.5, 6.0];
+
+    /// `apply_f64` against `eval` on an f64 tensor, bit for bit (NaN for NaN).
+    fn same(what: &str, got: f64, want: f64) {
+        assert!(
+            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+            "{what}: apply_f64 gives {got}, eval {want}"
+        );
+    }
+
+    #[test]
+    fn unary_apply_f64_matches_eval() {
+        use Unary::*;
+        let x = Tensor::vector(&XS);
+        let ops = [
+            Neg,
+            Abs,
+            Sign,
+            Square,
+            Sqrt,
+            Rsqrt,
+            Reciprocal,
+            Exp,
+            Expm1,
+            Log,
+            Log1p,
+            Sin,
+            Cos,
+            Tan,
+            Asin,
+            Acos,
+            Atan,
+            Sinh,
+            Cosh,
+            Tanh,
+            Asinh,
+            Acosh,
+            Atanh,
+            Erf,
+            Erfc,
+            Floor,
+            Ceil,
+            Round,
+            Sigmoid,
+            Relu,
+            Relu6,
+            LeakyRelu(F64(0.2)),
+            Elu,
+            Selu,
+            Softplus,
+            Softsign,
+            ClipByValue(F64(-1.0), F64(2.0)),
+            PowScalar(F64(1.5)),
+            MulScalar(F64(-3.0)),
+            DivScalar(F64(4.0)),
+            AddScalar(F64(0.25)),
+            Real,
+            Imag,
+            Conj,
+            Angle,
+        ];
+        for op in ops {
+            let y = op.eval(&x).unwrap().cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
+            for (&v, &w) in XS.iter().zip(&y) {
+                same(&format!("{op:?}({v})"), op.apply_f64(v), w);
+            }
+        }
+        let b = Tensor::vector(&[true, false]);
+        let nb = Unary::LogicalNot.eval(&b).unwrap().to_vec::<bool>().unwrap();
+        assert_eq!(
+            [Unary::LogicalNot.apply_f64(1.0), Unary::LogicalNot.apply_f64(0.0)],
+            [nb[0] as u8 as f64, nb[1] as u8 as f64]
+        );
+    }
+
+    #[test]
+    fn binary_apply_f64_matches_eval() {
+        use Binary::*;
+        let ys: Vec<f64> = XS.iter().rev().map(|v| v * 0.7 + 0.1).collect();
+        let (a, b) = (Tensor::vector(&XS), Tensor::vector(&ys));
+        let ops = [
+            Add,
+            Sub,
+            Mul,
+            Div,
+            Pow,
+            Maximum,
+            Minimum,
+            SquaredDifference,
+            Atan2,
+            FloorDiv,
+            FloorMod,
+            Equal,
+            NotEqual,
+            Less,
+            LessEqual,
+            Greater,
+            GreaterEqual,
+            ReluGrad,
+            TanhGrad,
+        ];
+        for op in ops {
+            let out = op.eval(&a, &b).unwrap();
+            let out = if out.dtype() == DType::Bool {
+                out.cast(DType::F64).unwrap()
+            } else {
+                out
+            };
+            for ((&u, &v), &w) in XS.iter().zip(&ys).zip(&out.to_vec::<f64>().unwrap()) {
+                same(&format!("{op:?}({u}, {v})"), op.apply_f64(u, v), w);
+            }
+        }
+        let (p, q) = (
+            Tensor::vector(&[true, true, false, false]),
+            Tensor::vector(&[true, false, true, false]),
+        );
+        for op in [LogicalAnd, LogicalOr, LogicalXor] {
+            let out = op.eval(&p, &q).unwrap().to_vec::<bool>().unwrap();
+            let pv = [1.0, 1.0, 0.0, 0.0];
+            let qv = [1.0, 0.0, 1.0, 0.0];
+            for i in 0..4 {
+                assert_eq!(op.apply_f64(pv[i], qv[i]), out[i] as u8 as f64, "{op:?}");
+            }
+        }
+        assert!(Complex.apply_f64(1.0, 2.0).is_nan());
+    }
+}

@@ -43,7 +43,7 @@ pub use linalg::LinalgOp;
 pub use nn::NnOp;
 pub use sort::{SegmentKind, SortOp};
 pub use special::SpecialOp;
-pub use structural::{Reduce, ReduceKind, ShapeOp};
+pub use structural::{Reduce, ReduceKind, Scan, ScanKind, ShapeOp};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -108,6 +108,8 @@ pub enum Op {
     Cast(crate::tensor::DType),
     /// A reduction over axes.
     Reduce(Reduce),
+    /// A cumulative sum or product along one axis.
+    Scan(Scan),
     /// Matrix product (batched), with its transpose flags.
     MatMul {
         /// `a` is used transposed.
@@ -148,6 +150,7 @@ impl Op {
             Op::Select => "Select",
             Op::Cast(_) => "Cast",
             Op::Reduce(r) => r.name(),
+            Op::Scan(s) => s.name(),
             Op::MatMul { .. } => "MatMul",
             Op::Shape(s) => s.name(),
             Op::Linalg(l) => l.name(),
@@ -197,6 +200,10 @@ impl Op {
             Op::Reduce(r) => {
                 arity(1)?;
                 one(r.eval(&inputs[0]))
+            }
+            Op::Scan(s) => {
+                arity(1)?;
+                one(s.eval(&inputs[0]))
             }
             Op::MatMul {
                 transpose_a,
@@ -249,6 +256,7 @@ impl Op {
             Op::Select => Key::Select,
             Op::Cast(d) => Key::Cast(*d),
             Op::Reduce(r) => Key::Reduce(r),
+            Op::Scan(s) => Key::Scan(s),
             Op::MatMul {
                 transpose_a,
                 transpose_b,
@@ -275,6 +283,7 @@ enum Key<'a> {
     Select,
     Cast(crate::tensor::DType),
     Reduce(&'a Reduce),
+    Scan(&'a Scan),
     MatMul(bool, bool),
     Shape(&'a ShapeOp),
     Linalg(&'a LinalgOp),
@@ -310,6 +319,7 @@ impl fmt::Display for Op {
             Op::Select | Op::Opaque(_) => Ok(()),
             Op::Cast(d) => write!(f, "[{d}]"),
             Op::Reduce(r) => r.fmt_attrs(f),
+            Op::Scan(s) => s.fmt_attrs(f),
             Op::MatMul {
                 transpose_a,
                 transpose_b,
@@ -407,4 +417,4 @@ macro_rules! describe_family {
         }
     )*};
 }
-describe_family!(Unary => Unary, Binary => Binary, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn, CreateOp => Create, SortOp => Sort);
+describe_family!(Unary => Unary, Binary => Binary, Scan => Scan, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn, CreateOp => Create, SortOp => Sort);

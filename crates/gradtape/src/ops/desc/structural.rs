@@ -1,5 +1,5 @@
-//! Descriptors of reductions ([`Reduce`]) and of the ops that move or view
-//! data without arithmetic ([`ShapeOp`]).
+//! Descriptors of reductions ([`Reduce`]), cumulative scans ([`Scan`]) and
+//! of the ops that move or view data without arithmetic ([`ShapeOp`]).
 
 use std::fmt;
 
@@ -33,10 +33,15 @@ pub enum ReduceKind {
     All,
     /// logical or (bool)
     Any,
+    /// index of the largest element along one axis (i64)
+    ArgMax,
+    /// index of the smallest element along one axis (i64)
+    ArgMin,
 }
 
 /// A reduction over `axes` (as given: negative allowed, empty reduces
-/// nothing), keeping reduced dims as 1 when `keepdims`.
+/// nothing), keeping reduced dims as 1 when `keepdims`. `ArgMax` and
+/// `ArgMin` take exactly one axis and never keep it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Reduce {
     /// What is combined.
@@ -67,6 +72,8 @@ impl Reduce {
             ReduceKind::Norm => "Norm",
             ReduceKind::All => "All",
             ReduceKind::Any => "Any",
+            ReduceKind::ArgMax => "ArgMax",
+            ReduceKind::ArgMin => "ArgMin",
         }
     }
 
@@ -81,16 +88,80 @@ impl Reduce {
             ReduceKind::Norm => x.norm(a, k),
             ReduceKind::All => x.all(a, k),
             ReduceKind::Any => x.any(a, k),
+            ReduceKind::ArgMax | ReduceKind::ArgMin => match a {
+                [axis] if self.kind == ReduceKind::ArgMax => x.argmax(*axis),
+                [axis] => x.argmin(*axis),
+                _ => Err(crate::error::Error::invalid(
+                    self.name(),
+                    format!("takes one axis, got {:?}", &self.axes[..]),
+                )),
+            },
         }
     }
 
     pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let (ReduceKind::ArgMax | ReduceKind::ArgMin, [a]) = (self.kind, &self.axes[..]) {
+            return write!(f, "[axis={a}]");
+        }
         write!(
             f,
             "[axes={:?}{}]",
             &self.axes[..],
             if self.keepdims { ", keepdims" } else { "" }
         )
+    }
+}
+
+/// What a cumulative scan combines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanKind {
+    /// running sum (`Cumsum`)
+    Sum,
+    /// running product (`Cumprod`)
+    Prod,
+}
+
+/// A cumulative scan along `axis` (as given: negative allowed), with
+/// TensorFlow's flags: `exclusive` leaves each element out of its own
+/// output, `reverse` runs from the end.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Scan {
+    /// What is combined.
+    pub kind: ScanKind,
+    /// Along which axis.
+    pub axis: isize,
+    /// Each output omits its own element.
+    pub exclusive: bool,
+    /// The scan runs from the end.
+    pub reverse: bool,
+}
+
+impl Scan {
+    /// The op's name, as recorded on tapes.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            ScanKind::Sum => "Cumsum",
+            ScanKind::Prod => "Cumprod",
+        }
+    }
+
+    /// Runs the scan again through its public method.
+    pub fn eval(&self, x: &Tensor) -> Result<Tensor> {
+        match self.kind {
+            ScanKind::Sum => x.cumsum(self.axis, self.exclusive, self.reverse),
+            ScanKind::Prod => x.cumprod(self.axis, self.exclusive, self.reverse),
+        }
+    }
+
+    pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[axis={}", self.axis)?;
+        if self.exclusive {
+            write!(f, ", exclusive")?;
+        }
+        if self.reverse {
+            write!(f, ", reverse")?;
+        }
+        write!(f, "]")
     }
 }
 

@@ -1,10 +1,11 @@
 //! Cumulative sums and products along one axis, with TensorFlow's
 //! `exclusive` and `reverse` flags.
 
-use super::{bind, ct, grads, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::filled_vec;
+use crate::ops::desc::{Scan, ScanKind};
+use crate::ops::{bind, ct, grads, unsupported};
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{with_num_dtype, Num, Tensor};
 use num_traits::{One, Zero};
@@ -61,7 +62,13 @@ impl Tensor {
         let a = norm_axis("cumsum", axis, self.shape())?;
         let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumsum", self, a, exclusive, reverse, T::zero(), |p, v| p.add_wrap(v))?,
             _ => return Err(unsupported("cumsum", self.dtype(), "a numeric dtype")));
-        Ok(bind("Cumsum", &[self], y, move |_| {
+        let desc = Scan {
+            kind: ScanKind::Sum,
+            axis,
+            exclusive,
+            reverse,
+        };
+        Ok(bind(desc, &[self], y, move |_| {
             vjp_batched(move |g, _| Ok(grads![Some(g[0].cumsum(ct::axis(a), exclusive, !reverse)?)]))
         }))
     }
@@ -87,12 +94,22 @@ impl Tensor {
         let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumprod", self, a, exclusive, reverse, T::one(), |p, v| p.mul_wrap(v))?,
             _ => return Err(unsupported("cumprod", self.dtype(), "a numeric dtype")));
         let x = self.clone();
-        Ok(bind("Cumprod", &[self], y, move |y| {
+        let desc = Scan {
+            kind: ScanKind::Prod,
+            axis,
+            exclusive,
+            reverse,
+        };
+        Ok(bind(desc, &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
                 let zero = x.eq(&x.scalar_like(0.0)?)?;
                 let s = g[0].mul(&y)?.cumsum(ct::axis(a), exclusive, !reverse)?;
-                if !zero.to_vec::<bool>()?.contains(&true) {
+                // Eagerly, inputs without zeros take the short form. Inside a
+                // trace the values are not known (the graph runs on others), so
+                // the rule always takes the general form, which gives the same
+                // values where `x` has no zeros.
+                if !crate::function::trace::recording() && !zero.to_vec::<bool>()?.contains(&true) {
                     return Ok(grads![Some(s.div(&x)?)]);
                 }
                 // zeros: the division is valid where x != 0; the first zero
@@ -111,9 +128,9 @@ impl Tensor {
     }
 }
 
-/// The batched rules of this branch's ops (elementwise, activations,
-/// binary2, norm, scans) checked against row-by-row pulls: a cotangent with
-/// one leading batch dim must give each row's plain result.
+/// The batched rules of the math ops (elementwise, activations, atan2,
+/// squared_difference, norm, scans) checked against row-by-row pulls: a
+/// cotangent with one leading batch dim must give each row's plain result.
 #[cfg(test)]
 mod batched_rules {
     use std::rc::Rc;

@@ -1,11 +1,16 @@
 //! Trigonometric and hyperbolic functions beyond `sin`, `cos` and `tanh`:
 //! `tan`, `asin`, `acos`, `atan`, `sinh`, `cosh`, `asinh`, `acosh`,
-//! `atanh` (floats). Every rule is elementwise, `g · f'(x)`, hence batched.
-//! Outside its domain a function gives NaN, as in TensorFlow.
+//! `atanh` (floats), and `atan2` of two tensors (broadcasting). Every rule
+//! is elementwise, `g · f'(x)`, hence batched. Outside its domain a
+//! function gives NaN, as in TensorFlow.
 
-use super::unary2::{elementwise, fmap};
+use super::special::{elementwise, fmap};
+use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
-use crate::tensor::Tensor;
+use crate::kernels::cpu::elementwise::zip;
+use crate::ops::desc::{Binary, Unary};
+use crate::ops::{bind, ct, expect_float, expect_same_dtype, grads};
+use crate::tensor::{with_float_dtype, Tensor};
 
 /// `1 - x²`.
 fn one_minus_sq(x: &Tensor) -> Result<Tensor> {
@@ -22,7 +27,7 @@ impl Tensor {
     /// ```
     pub fn tan(&self) -> Result<Tensor> {
         let y = fmap!("tan", self, |v| v.tan())?;
-        Ok(elementwise("Tan", self, y, |_, y| y.square()?.add_scalar(1.0)))
+        Ok(elementwise(Unary::Tan, self, y, |_, y| y.square()?.add_scalar(1.0)))
     }
 
     /// Arcsine (NaN outside `[-1, 1]`). d/dx = 1 / √(1 - x²).
@@ -34,7 +39,7 @@ impl Tensor {
     /// ```
     pub fn asin(&self) -> Result<Tensor> {
         let y = fmap!("asin", self, |v| v.asin())?;
-        Ok(elementwise("Asin", self, y, |x, _| one_minus_sq(x)?.rsqrt()))
+        Ok(elementwise(Unary::Asin, self, y, |x, _| one_minus_sq(x)?.rsqrt()))
     }
 
     /// Arccosine (NaN outside `[-1, 1]`). d/dx = -1 / √(1 - x²).
@@ -46,7 +51,9 @@ impl Tensor {
     /// ```
     pub fn acos(&self) -> Result<Tensor> {
         let y = fmap!("acos", self, |v| v.acos())?;
-        Ok(elementwise("Acos", self, y, |x, _| one_minus_sq(x)?.rsqrt()?.neg()))
+        Ok(elementwise(Unary::Acos, self, y, |x, _| {
+            one_minus_sq(x)?.rsqrt()?.neg()
+        }))
     }
 
     /// Arctangent. d/dx = 1 / (1 + x²).
@@ -58,7 +65,7 @@ impl Tensor {
     /// ```
     pub fn atan(&self) -> Result<Tensor> {
         let y = fmap!("atan", self, |v| v.atan())?;
-        Ok(elementwise("Atan", self, y, |x, _| {
+        Ok(elementwise(Unary::Atan, self, y, |x, _| {
             x.square()?.add_scalar(1.0)?.reciprocal()
         }))
     }
@@ -72,7 +79,7 @@ impl Tensor {
     /// ```
     pub fn sinh(&self) -> Result<Tensor> {
         let y = fmap!("sinh", self, |v| v.sinh())?;
-        Ok(elementwise("Sinh", self, y, |x, _| x.cosh()))
+        Ok(elementwise(Unary::Sinh, self, y, |x, _| x.cosh()))
     }
 
     /// Hyperbolic cosine. d/dx = sinh x.
@@ -84,7 +91,7 @@ impl Tensor {
     /// ```
     pub fn cosh(&self) -> Result<Tensor> {
         let y = fmap!("cosh", self, |v| v.cosh())?;
-        Ok(elementwise("Cosh", self, y, |x, _| x.sinh()))
+        Ok(elementwise(Unary::Cosh, self, y, |x, _| x.sinh()))
     }
 
     /// Inverse hyperbolic sine. d/dx = 1 / √(x² + 1).
@@ -96,7 +103,7 @@ impl Tensor {
     /// ```
     pub fn asinh(&self) -> Result<Tensor> {
         let y = fmap!("asinh", self, |v| v.asinh())?;
-        Ok(elementwise("Asinh", self, y, |x, _| {
+        Ok(elementwise(Unary::Asinh, self, y, |x, _| {
             x.square()?.add_scalar(1.0)?.rsqrt()
         }))
     }
@@ -110,7 +117,7 @@ impl Tensor {
     /// ```
     pub fn acosh(&self) -> Result<Tensor> {
         let y = fmap!("acosh", self, |v| v.acosh())?;
-        Ok(elementwise("Acosh", self, y, |x, _| {
+        Ok(elementwise(Unary::Acosh, self, y, |x, _| {
             x.square()?.add_scalar(-1.0)?.rsqrt()
         }))
     }
@@ -124,6 +131,33 @@ impl Tensor {
     /// ```
     pub fn atanh(&self) -> Result<Tensor> {
         let y = fmap!("atanh", self, |v| v.atanh())?;
-        Ok(elementwise("Atanh", self, y, |x, _| one_minus_sq(x)?.reciprocal()))
+        Ok(elementwise(Unary::Atanh, self, y, |x, _| one_minus_sq(x)?.reciprocal()))
+    }
+
+    /// The angle of the point `(x, y)` = `(rhs, self)`: `atan2(self, rhs)` in
+    /// `(-π, π]`, broadcasting (floats). d/dy = x / (x² + y²),
+    /// d/dx = -y / (x² + y²).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::vector(&[1.0f64, 0.0]).atan2(&Tensor::vector(&[0.0f64, -1.0]))?;
+    /// assert_eq!(a.to_vec::<f64>()?, vec![std::f64::consts::FRAC_PI_2, std::f64::consts::PI]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn atan2(&self, rhs: &Tensor) -> Result<Tensor> {
+        expect_float("atan2", self)?;
+        expect_same_dtype("atan2", self, rhs)?;
+        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("atan2", self, rhs, |y: T, x: T| y.atan2(x)), _ => unreachable!())?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind(Binary::Atan2, &[self, rhs], y, move |_| {
+            vjp_batched(move |g, needs| {
+                let r = g[0].div(&a.square()?.add(&b.square()?)?)?;
+                let ga = needs[0].then(|| ct::unbroadcast(&r.mul(&b)?, a.shape())).transpose()?;
+                let gb = needs[1]
+                    .then(|| ct::unbroadcast(&r.mul(&a)?.neg()?, b.shape()))
+                    .transpose()?;
+                Ok(grads![ga, gb])
+            })
+        }))
     }
 }

@@ -1,14 +1,18 @@
-//! Elementwise functions of two tensors, with NumPy broadcasting, and
-//! comparisons. Each rule ends in `ct::unbroadcast` (the batched
+//! Elementwise arithmetic of two tensors, with NumPy broadcasting
+//! (`add`, `sub`, `mul`, `div`, `pow`, `maximum`, `minimum`,
+//! `squared_difference`), `where_`, and the fused gradients of relu and
+//! tanh. Each rule ends in `ct::unbroadcast` (the batched
 //! `sum_to_shape`), which undoes broadcasting.
 
-use super::desc::Binary;
-use super::{bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
+use super::compare::is_nan;
+pub(crate) use super::compare::scalar_for;
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
 use crate::ops::ct;
-use crate::tensor::{with_dtype, with_float_dtype, with_num_dtype, with_real_dtype, DType, Element, Num, Tensor};
+use crate::ops::desc::Binary;
+use crate::ops::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
+use crate::tensor::{with_float_dtype, with_num_dtype, DType, Num, Tensor};
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
 macro_rules! num_zip {
@@ -16,24 +20,6 @@ macro_rules! num_zip {
         expect_same_dtype($op, $a, $b)?;
         with_num_dtype!($a.dtype(), T => zip::<T, T, T>($op, $a, $b, |$x: T, $y: T| $body),
             _ => Err(unsupported($op, $a.dtype(), "a numeric dtype")))
-    }};
-}
-
-/// An ordering comparison producing bool, broadcasting (real dtypes only:
-/// complex numbers are not ordered).
-macro_rules! compare {
-    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
-        expect_same_dtype($op, $a, $b)?;
-        with_real_dtype!($a.dtype(), T => zip::<T, T, bool>($op, $a, $b, |$x: T, $y: T| $body),
-            _ => Err(unsupported($op, $a.dtype(), "a real (ordered) dtype")))
-    }};
-}
-
-/// An equality test producing bool, broadcasting (every dtype).
-macro_rules! equality {
-    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
-        expect_same_dtype($op, $a, $b)?;
-        with_dtype!($a.dtype(), T => zip::<T, T, bool>($op, $a, $b, |$x: T, $y: T| $body))
     }};
 }
 
@@ -343,6 +329,30 @@ impl Tensor {
         ))
     }
 
+    /// `(a - b)²` elementwise, broadcasting (floats). d/da = 2(a - b),
+    /// d/db = -2(a - b).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let d = Tensor::vector(&[1.0f64, 5.0]).squared_difference(&Tensor::scalar(3.0f64))?;
+    /// assert_eq!(d.to_vec::<f64>()?, vec![4.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn squared_difference(&self, rhs: &Tensor) -> Result<Tensor> {
+        expect_float("squared_difference", self)?;
+        expect_same_dtype("squared_difference", self, rhs)?;
+        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("squared_difference", self, rhs, |x: T, y: T| (x - y) * (x - y)), _ => unreachable!())?;
+        let (a, b) = (self.clone(), rhs.clone());
+        Ok(bind(Binary::SquaredDifference, &[self, rhs], y, move |_| {
+            vjp_batched(move |g, needs| {
+                let d = g[0].mul(&a.sub(&b)?.mul_scalar(2.0)?)?;
+                let ga = needs[0].then(|| ct::unbroadcast(&d, a.shape())).transpose()?;
+                let gb = needs[1].then(|| ct::unbroadcast(&d.neg()?, b.shape())).transpose()?;
+                Ok(grads![ga, gb])
+            })
+        }))
+    }
+
     /// Picks `a` where `cond` is true, else `b`; all three broadcast. `a` and
     /// `b` must share a dtype; `cond` is bool. Differentiable in `a` and `b`.
     ///
@@ -361,7 +371,7 @@ impl Tensor {
         let y = select("where", cond, a, b)?;
         let (c, sa, sb) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
         Ok(bind_jvp(
-            super::desc::Op::Select,
+            crate::ops::desc::Op::Select,
             &[cond, a, b],
             y,
             move |_| {
@@ -379,97 +389,6 @@ impl Tensor {
             |t, _| Tensor::where_(cond, &tangent_or_zero(&t[1], a)?, &tangent_or_zero(&t[2], b)?),
         ))
     }
-
-    /// `a == b` elementwise (bool, broadcasting; not differentiable).
-    pub fn eq(&self, rhs: &Tensor) -> Result<Tensor> {
-        Ok(super::bind_nondiff(
-            Binary::Equal,
-            &[self, rhs],
-            equality!("eq", self, rhs, |x, y| x == y)?,
-        ))
-    }
-    /// `a != b` elementwise.
-    pub fn ne(&self, rhs: &Tensor) -> Result<Tensor> {
-        Ok(super::bind_nondiff(
-            Binary::NotEqual,
-            &[self, rhs],
-            equality!("ne", self, rhs, |x, y| x != y)?,
-        ))
-    }
-    /// `a < b` elementwise.
-    #[allow(clippy::bool_comparison)]
-    pub fn lt(&self, rhs: &Tensor) -> Result<Tensor> {
-        Ok(super::bind_nondiff(
-            Binary::Less,
-            &[self, rhs],
-            compare!("lt", self, rhs, |x, y| x < y)?,
-        ))
-    }
-    /// `a <= b` elementwise.
-    pub fn le(&self, rhs: &Tensor) -> Result<Tensor> {
-        Ok(super::bind_nondiff(
-            Binary::LessEqual,
-            &[self, rhs],
-            compare!("le", self, rhs, |x, y| x <= y)?,
-        ))
-    }
-    /// `a > b` elementwise.
-    #[allow(clippy::bool_comparison)]
-    pub fn gt(&self, rhs: &Tensor) -> Result<Tensor> {
-        Ok(super::bind_nondiff(
-            Binary::Greater,
-            &[self, rhs],
-            compare!("gt", self, rhs, |x, y| x > y)?,
-        ))
-    }
-    /// `a >= b` elementwise.
-    pub fn ge(&self, rhs: &Tensor) -> Result<Tensor> {
-        Ok(super::bind_nondiff(
-            Binary::GreaterEqual,
-            &[self, rhs],
-            compare!("ge", self, rhs, |x, y| x >= y)?,
-        ))
-    }
-
-    /// `x > c` elementwise against a scalar (bool). On an integer tensor
-    /// `c` must be an integer in the dtype's range.
-    pub fn gt_scalar(&self, c: f64) -> Result<Tensor> {
-        self.gt(&scalar_for("gt_scalar", self, c)?)
-    }
-
-    /// `x < c` elementwise against a scalar (bool). On an integer tensor
-    /// `c` must be an integer in the dtype's range.
-    pub fn lt_scalar(&self, c: f64) -> Result<Tensor> {
-        self.lt(&scalar_for("lt_scalar", self, c)?)
-    }
-
-    /// A rank-0 tensor of this tensor's dtype holding `c`. For an integer
-    /// (or bool) dtype `c` must be exactly representable: `2.0` is, `0.5`,
-    /// NaN and `1e30` are errors, never truncated.
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let i = Tensor::vector(&[1i64, 2]);
-    /// assert_eq!(i.scalar_like(-3.0)?.to_scalar::<i64>()?, -3);
-    /// assert!(i.scalar_like(0.5).is_err());
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn scalar_like(&self, c: f64) -> Result<Tensor> {
-        scalar_for("scalar_like", self, c)
-    }
-}
-
-/// `c` as a rank-0 tensor of `x`'s dtype, checked for `op` (see
-/// [`check_scalar`](super::check_scalar)).
-pub(crate) fn scalar_for(op: &'static str, x: &Tensor, c: f64) -> Result<Tensor> {
-    super::check_scalar_for(op, x.dtype(), x.shape(), c)?;
-    Ok(with_dtype!(x.dtype(), T => Tensor::scalar(T::from_f64(c))))
-}
-
-/// Whether `v` is NaN (never for integers): it is unordered with itself.
-#[inline(always)]
-pub(crate) fn is_nan<T: PartialOrd>(v: T) -> bool {
-    v.partial_cmp(&v).is_none()
 }
 
 /// `ln a` where `a > 0`, else 0: the factor of d(aᵇ)/db (as TensorFlow).

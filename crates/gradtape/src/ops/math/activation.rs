@@ -5,11 +5,12 @@
 //! selu'(0) = scale, and `clip_by_value` passes the gradient where
 //! `lo <= x <= hi` (boundaries included).
 
-use super::unary2::{elementwise, fmap};
-use super::{bind, bind_jvp, expect_float, grads, only, unsupported};
+use super::special::{elementwise, fmap};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::map;
+use crate::ops::desc::{Unary, F64};
+use crate::ops::{bind, bind_jvp, expect_float, grads, only, unsupported};
 use crate::tensor::{with_num_dtype, Element, Tensor};
 
 /// SELU's scale λ.
@@ -45,7 +46,7 @@ impl Tensor {
         } else {
             v.exp().log1p_()
         })?;
-        Ok(elementwise("Softplus", self, y, |x, _| x.sigmoid()))
+        Ok(elementwise(Unary::Softplus, self, y, |x, _| x.sigmoid()))
     }
 
     /// `x / (1 + |x|)`. d/dx = 1 / (1 + |x|)².
@@ -77,7 +78,7 @@ impl Tensor {
             v
         })?;
         let x = self.clone();
-        Ok(bind("Relu6", &[self], y, move |_| {
+        Ok(bind(Unary::Relu6, &[self], y, move |_| {
             vjp_batched(move |g, _| {
                 let inside = x.gt_scalar(0.0)?.logical_and(&x.lt_scalar(6.0)?)?;
                 Ok(grads![Some(masked(&g[0], &inside)?)])
@@ -100,7 +101,7 @@ impl Tensor {
             v * T::from_f64(alpha)
         })?;
         let x = self.clone();
-        Ok(bind("LeakyRelu", &[self], y, move |_| {
+        Ok(bind(Unary::LeakyRelu(F64(alpha)), &[self], y, move |_| {
             vjp_batched(move |g, _| {
                 let pos = x.gt_scalar(0.0)?;
                 Ok(grads![Some(Tensor::where_(&pos, &g[0], &g[0].mul_scalar(alpha)?)?)])
@@ -120,7 +121,7 @@ impl Tensor {
     pub fn elu(&self) -> Result<Tensor> {
         let y = fmap!("elu", self, |v| if v > T::zero() { v } else { v.expm1_() })?;
         Ok(bind_jvp(
-            "Elu",
+            Unary::Elu,
             &[self],
             y,
             |y| {
@@ -149,7 +150,7 @@ impl Tensor {
         })?;
         const SA: f64 = SELU_SCALE * SELU_ALPHA;
         Ok(bind_jvp(
-            "Selu",
+            Unary::Selu,
             &[self],
             y,
             |y| {
@@ -216,14 +217,14 @@ impl Tensor {
                 ),
             ));
         }
-        super::check_scalar("clip_by_value", self, lo)?;
-        super::check_scalar("clip_by_value", self, hi)?;
+        crate::ops::check_scalar("clip_by_value", self, lo)?;
+        crate::ops::check_scalar("clip_by_value", self, hi)?;
         let y = with_num_dtype!(self.dtype(), T => {
             let (l, h) = (T::from_f64(lo), T::from_f64(hi));
             map::<T, T>("clip_by_value", self, move |v: T| if v < l { l } else if v > h { h } else { v })?
         }, _ => return Err(unsupported("clip_by_value", self.dtype(), "a numeric dtype")));
         let x = self.clone();
-        Ok(bind("ClipByValue", &[self], y, move |_| {
+        Ok(bind(Unary::ClipByValue(F64(lo), F64(hi)), &[self], y, move |_| {
             vjp_batched(move |g, _| {
                 let inside = x.ge(&x.scalar_like(lo)?)?.logical_and(&x.le(&x.scalar_like(hi)?)?)?;
                 Ok(grads![Some(masked(&g[0], &inside)?)])

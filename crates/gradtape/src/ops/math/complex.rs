@@ -13,14 +13,14 @@
 //! so gradients of gradients work as for real tensors. Rules apply `conj`
 //! where the real rule multiplies by a saved operand.
 
-use super::desc::{Binary, Op, Unary, F64};
-use super::{bind, grads, unsupported};
 use crate::autodiff::tape::{self, vjp, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::complex::{self as kc, BinKind};
 use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cpu::matmul::matmul;
 use crate::ops::ct;
+use crate::ops::desc::{Binary, Op, Unary, F64};
+use crate::ops::{bind, grads, unsupported};
 use crate::tensor::{with_float_dtype, DType, Element, Tensor};
 
 impl Tensor {
@@ -119,9 +119,10 @@ impl Tensor {
     /// ```
     pub fn angle(&self) -> Result<Tensor> {
         if !self.dtype().is_complex() {
-            return with_float_dtype!(self.dtype(), T => map::<T, T>("angle", self, |v: T| {
+            let y = with_float_dtype!(self.dtype(), T => map::<T, T>("angle", self, |v: T| {
                 if v < T::from_f64(0.0) { T::from_f64(std::f64::consts::PI) } else { T::from_f64(0.0) }
-            }), _ => Err(unsupported("angle", self.dtype(), "a float or complex dtype")));
+            }), _ => Err(unsupported("angle", self.dtype(), "a float or complex dtype")))?;
+            return Ok(crate::ops::bind_nondiff(Unary::Angle, &[self], y));
         }
         let y = kc::angle(self)?;
         let z = self.clone();
@@ -275,7 +276,7 @@ pub(crate) fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 
 /// Mean over `axes` of a complex tensor: the sum divided by the count.
 pub(crate) fn mean(x: &Tensor, axes: &[isize], keepdims: bool) -> Result<Tensor> {
-    let ax = super::reduce::norm_axes("mean", axes, x.shape())?;
+    let ax = crate::ops::reduce::norm_axes("mean", axes, x.shape())?;
     let n: usize = ax.iter().map(|&a| x.shape()[a]).product();
     x.sum(axes, keepdims)?.div_scalar(n as f64)
 }

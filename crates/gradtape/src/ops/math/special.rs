@@ -1,15 +1,14 @@
-//! More elementwise functions of one float tensor: `expm1`, `log1p`,
-//! `rsqrt`, `reciprocal`, `erf`, `erfc`, and the rounding functions
-//! `floor`, `ceil`, `round` (gradient zero).
+//! Special elementwise functions of one float tensor: `expm1`, `log1p`,
+//! `rsqrt`, `reciprocal`, `erf`, `erfc`.
 //!
 //! `erf`, `erfc`, `expm1` and `log1p` come from the `libm` crate (accurate
 //! to an ulp or so in both precisions, which the gradient checker needs).
 //! Every rule here is elementwise, `g · f'(x)`, hence batched.
 
-use super::{bind, grads};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::map;
+use crate::ops::desc::Unary;
+use crate::ops::{bind, grads};
 use crate::tensor::Tensor;
 
 /// `f(v)` on every element of a float tensor; `v: T` is `f32` or `f64`.
@@ -17,7 +16,7 @@ macro_rules! fmap {
     ($op:expr, $x:expr, |$v:ident| $body:expr) => {
         $crate::tensor::with_float_dtype!($x.dtype(), T => {
             #[allow(unused_imports)]
-            use $crate::ops::unary2::LibmExt as _;
+            use $crate::ops::math::special::LibmExt as _;
             #[allow(unused_imports)]
             use num_traits::{Float as _, One as _, Zero as _};
             #[allow(unused_imports)]
@@ -80,21 +79,16 @@ const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 
 /// Records a one-input elementwise op whose rule is `g · d(x, y)`.
 pub(crate) fn elementwise(
-    name: &'static str,
+    op: Unary,
     x: &Tensor,
     y: Tensor,
     d: impl Fn(&Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
 ) -> Tensor {
     let xc = x.clone();
-    bind(name, &[x], y, move |y| {
+    bind(op, &[x], y, move |y| {
         let y = y.clone();
         vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&d(&xc, &y)?)?)]))
     })
-}
-
-/// Records an op whose gradient is zero (a step function).
-fn stepwise(name: &'static str, x: &Tensor, y: Tensor) -> Tensor {
-    bind(name, &[x], y, |_| vjp_batched(|_, _| Ok(grads![None])))
 }
 
 impl Tensor {
@@ -107,7 +101,7 @@ impl Tensor {
     /// ```
     pub fn expm1(&self) -> Result<Tensor> {
         let y = fmap!("expm1", self, |v| v.expm1_())?;
-        Ok(elementwise("Expm1", self, y, |x, _| x.exp()))
+        Ok(elementwise(Unary::Expm1, self, y, |x, _| x.exp()))
     }
 
     /// `ln(1 + x)`, accurate near 0. d/dx = 1 / (1 + x).
@@ -119,7 +113,9 @@ impl Tensor {
     /// ```
     pub fn log1p(&self) -> Result<Tensor> {
         let y = fmap!("log1p", self, |v| v.log1p_())?;
-        Ok(elementwise("Log1p", self, y, |x, _| x.add_scalar(1.0)?.reciprocal()))
+        Ok(elementwise(Unary::Log1p, self, y, |x, _| {
+            x.add_scalar(1.0)?.reciprocal()
+        }))
     }
 
     /// `1 / √x`. d/dx = -y³ / 2.
@@ -131,7 +127,7 @@ impl Tensor {
     /// ```
     pub fn rsqrt(&self) -> Result<Tensor> {
         let y = fmap!("rsqrt", self, |v| T::one() / v.sqrt())?;
-        Ok(elementwise("Rsqrt", self, y, |_, y| {
+        Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
             y.square()?.mul(y)?.mul_scalar(-0.5)
         }))
     }
@@ -145,7 +141,7 @@ impl Tensor {
     /// ```
     pub fn reciprocal(&self) -> Result<Tensor> {
         let y = fmap!("reciprocal", self, |v| T::one() / v)?;
-        Ok(elementwise("Reciprocal", self, y, |_, y| y.square()?.neg()))
+        Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
     }
 
     /// The error function. d/dx = 2/√π · e^(-x²).
@@ -158,7 +154,7 @@ impl Tensor {
     /// ```
     pub fn erf(&self) -> Result<Tensor> {
         let y = fmap!("erf", self, |v| v.erf_())?;
-        Ok(elementwise("Erf", self, y, |x, _| {
+        Ok(elementwise(Unary::Erf, self, y, |x, _| {
             x.square()?.neg()?.exp()?.mul_scalar(TWO_OVER_SQRT_PI)
         }))
     }
@@ -173,59 +169,8 @@ impl Tensor {
     /// ```
     pub fn erfc(&self) -> Result<Tensor> {
         let y = fmap!("erfc", self, |v| v.erfc_())?;
-        Ok(elementwise("Erfc", self, y, |x, _| {
+        Ok(elementwise(Unary::Erfc, self, y, |x, _| {
             x.square()?.neg()?.exp()?.mul_scalar(-TWO_OVER_SQRT_PI)
         }))
-    }
-
-    /// Largest integer not above x. Integer tensors are returned unchanged.
-    /// The gradient is zero (recorded, as TensorFlow's `None`).
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::vector(&[-1.5f64, 1.5]);
-    /// assert_eq!(x.floor()?.to_vec::<f64>()?, vec![-2.0, 1.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn floor(&self) -> Result<Tensor> {
-        self.rounding("floor", "Floor", |v| v.floor(), |v| v.floor())
-    }
-
-    /// Smallest integer not below x. Integers unchanged; gradient zero.
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::vector(&[-1.5f64, 1.5]);
-    /// assert_eq!(x.ceil()?.to_vec::<f64>()?, vec![-1.0, 2.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn ceil(&self) -> Result<Tensor> {
-        self.rounding("ceil", "Ceil", |v| v.ceil(), |v| v.ceil())
-    }
-
-    /// Nearest integer, halves to even (as TensorFlow's `round`: 0.5 → 0,
-    /// 1.5 → 2, 2.5 → 2, -0.5 → -0). Integers unchanged; gradient zero.
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::vector(&[0.5f64, 1.5, 2.5, -2.5, 2.6]);
-    /// assert_eq!(x.round()?.to_vec::<f64>()?, vec![0.0, 2.0, 2.0, -2.0, 3.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn round(&self) -> Result<Tensor> {
-        self.rounding("round", "Round", |v| v.round_ties_even(), |v| v.round_ties_even())
-    }
-
-    fn rounding(
-        &self,
-        op: &'static str,
-        name: &'static str,
-        f32_: fn(f32) -> f32,
-        f64_: fn(f64) -> f64,
-    ) -> Result<Tensor> {
-        let y = match self.dtype() {
-            crate::DType::F32 => map::<f32, f32>(op, self, f32_)?,
-            crate::DType::F64 => map::<f64, f64>(op, self, f64_)?,
-            dt if dt.is_int() => return Ok(self.clone()),
-            dt => return Err(super::unsupported(op, dt, "a numeric dtype")),
-        };
-        Ok(stepwise(name, self, y))
     }
 }

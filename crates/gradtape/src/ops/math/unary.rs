@@ -2,12 +2,12 @@
 //!
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
-use super::desc::{Unary, F64};
-use super::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cpu::math;
+use crate::ops::desc::{Unary, F64};
+use crate::ops::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
 use num_traits::{One, Zero};
 
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Num, Tensor};
@@ -63,13 +63,14 @@ impl Tensor {
     /// `-1, 0, 1` by the sign of each element (0 for 0). Not differentiable:
     /// its gradient is zero almost everywhere, so it is not recorded.
     pub fn sign(&self) -> Result<Tensor> {
-        num_map!("sign", self, |v| if v > T::zero() {
+        let y = num_map!("sign", self, |v| if v > T::zero() {
             T::one()
         } else if v < T::zero() {
             T::zero() - T::one()
         } else {
             v
-        })
+        })?;
+        Ok(crate::ops::bind_nondiff(Unary::Sign, &[self], y))
     }
 
     /// `x²`. d/dx = 2x.

@@ -1,0 +1,60 @@
+//! Logical ops on bool tensors, broadcasting: `logical_and`, `logical_or`,
+//! `logical_xor`, `logical_not` (not differentiable: bound for traces only).
+
+use crate::error::Result;
+use crate::kernels::cpu::elementwise::{map, zip};
+use crate::ops::desc::{Binary, Unary};
+use crate::ops::{bind_nondiff, unsupported};
+use crate::tensor::{DType, Tensor};
+
+fn expect_bool(op: &'static str, t: &Tensor) -> Result<()> {
+    if t.dtype() == DType::Bool {
+        Ok(())
+    } else {
+        Err(unsupported(op, t.dtype(), "bool"))
+    }
+}
+
+impl Tensor {
+    /// `a && b` elementwise on bool tensors, broadcasting.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let r = Tensor::vector(&[true, false]).logical_and(&Tensor::scalar(true))?;
+    /// assert_eq!(r.to_vec::<bool>()?, vec![true, false]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.logical("logical_and", Binary::LogicalAnd, rhs, |x, y| x && y)
+    }
+
+    /// `a || b` elementwise on bool tensors, broadcasting.
+    pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.logical("logical_or", Binary::LogicalOr, rhs, |x, y| x || y)
+    }
+
+    /// `a != b` (exclusive or) elementwise on bool tensors, broadcasting.
+    pub fn logical_xor(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.logical("logical_xor", Binary::LogicalXor, rhs, |x, y| x != y)
+    }
+
+    /// `!a` elementwise on a bool tensor.
+    ///
+    /// ```
+    /// let r = gradtape::Tensor::vector(&[true, false]).logical_not()?;
+    /// assert_eq!(r.to_vec::<bool>()?, vec![false, true]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn logical_not(&self) -> Result<Tensor> {
+        expect_bool("logical_not", self)?;
+        let y = map::<bool, bool>("logical_not", self, |v| !v)?;
+        Ok(bind_nondiff(Unary::LogicalNot, &[self], y))
+    }
+
+    fn logical(&self, op: &'static str, desc: Binary, rhs: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
+        expect_bool(op, self)?;
+        expect_bool(op, rhs)?;
+        let y = zip::<bool, bool, bool>(op, self, rhs, f)?;
+        Ok(bind_nondiff(desc, &[self, rhs], y))
+    }
+}

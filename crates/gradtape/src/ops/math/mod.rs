@@ -1,0 +1,34 @@
+//! Elementwise math, one file per kind of function:
+//!
+//! - `unary.rs`: `neg`, `abs`, `sign`, `square`, `sqrt`, `exp`, `log`,
+//!   `sin`, `cos`, `tanh`, `sigmoid`, `relu`, and arithmetic with a scalar
+//!   (`add_scalar`, `sub_scalar`, `mul_scalar`, `div_scalar`, `pow_scalar`)
+//! - `special.rs`: `expm1`, `log1p`, `rsqrt`, `reciprocal`, `erf`, `erfc`
+//! - `trig.rs`: `tan`, inverse and hyperbolic functions, `atan2`
+//! - `rounding.rs`: `floor`, `ceil`, `round`
+//! - `activation.rs`: `softplus`, `softsign`, `relu6`, `leaky_relu`, `elu`,
+//!   `selu`, `gelu`, `silu`, `clip_by_value`
+//! - `binary.rs`: `add`, `sub`, `mul`, `div`, `pow`, `maximum`, `minimum`,
+//!   `squared_difference`, `where_`, `sum_to_shape`
+//! - `floor_div.rs`: `floor_div`, `floor_mod`
+//! - `compare.rs`: `eq`, `ne`, `lt`, `le`, `gt`, `ge`, `gt_scalar`,
+//!   `lt_scalar`, `scalar_like`
+//! - `logical.rs`: `logical_and`, `logical_or`, `logical_xor`, `logical_not`
+//! - `complex.rs`: `complex`, `real`, `imag`, `conj`, `angle`, and the
+//!   complex forms of the arithmetic ops
+//! - `operators.rs`: `&a + &b`, `&a * 2.0`, `-&a`
+//!
+//! Every op binds with an elementwise descriptor
+//! ([`Unary`](crate::ops::desc::Unary) or [`Binary`](crate::ops::desc::Binary)).
+
+pub(crate) mod activation;
+pub(crate) mod binary;
+pub(crate) mod compare;
+pub(crate) mod complex;
+mod floor_div;
+mod logical;
+mod operators;
+mod rounding;
+pub(crate) mod special;
+mod trig;
+mod unary;

@@ -1,0 +1,40 @@
+//! The Euclidean norm over any set of axes.
+
+use super::*;
+use crate::autodiff::tape::vjp_batched;
+use crate::error::Result;
+use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind};
+use crate::ops::{bind, expect_float, grads};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Euclidean (L2) norm over `axes`: `√Σx²` (floats). d/dx = x / ‖x‖, and
+    /// **0 where the norm is 0** (the minimal subgradient, as PyTorch;
+    /// TensorFlow's composite gives NaN there).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[3.0f64, 4.0]);
+    /// assert_eq!(x.norm(&[0], false)?.to_scalar::<f64>()?, 5.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn norm(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        expect_float("norm", self)?;
+        let ax = norm_axes("norm", axes, self.shape())?;
+        // computed on an unwatched alias, untraced: nothing here is recorded
+        // but the one `Norm` node
+        let y = crate::function::trace::paused(|| self.stop_gradient().square()?.sum(&iaxes(&ax), keepdims)?.sqrt())?;
+        let x = self.clone();
+        let desc = Lazy("Norm", || Op::Reduce(Reduce::new(ReduceKind::Norm, axes, keepdims)));
+        Ok(bind(desc, &[self], y, move |y| {
+            // the output itself (not a copy), so that the rule is differentiable
+            let y = y.clone();
+            vjp_batched(move |g, _| {
+                let yk = y.reshape(&kept_shape(x.shape(), &ax))?;
+                let zero = yk.eq(&yk.scalar_like(0.0)?)?;
+                let safe = Tensor::where_(&zero, &yk.scalar_like(1.0)?, &yk)?;
+                let gx = unreduce_ct(&g[0], x.shape(), &ax)?;
+                Ok(grads![Some(gx.mul(&x.div(&safe)?)?)])
+            })
+        }))
+    }
+}

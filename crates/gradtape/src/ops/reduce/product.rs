@@ -1,0 +1,51 @@
+//! Products over any set of axes, with a gradient that is right at zeros.
+
+use super::*;
+use crate::autodiff::tape::vjp;
+use crate::error::Result;
+use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind};
+use crate::ops::{bind, grads, unsupported};
+use crate::tensor::{with_num_dtype, Num, Tensor};
+use num_traits::One;
+
+impl Tensor {
+    /// Product over `axes` (numeric dtypes; integers wrap). The gradient is
+    /// right when inputs contain zeros: it is the product of the other
+    /// elements, computed with exclusive cumulative products from both sides
+    /// (as TensorFlow), never by dividing by `x`.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// assert_eq!(x.prod(&[1], false)?.to_vec::<f64>()?, vec![2.0, 12.0]);
+    /// assert_eq!(x.prod(&[0, 1], true)?.shape(), &[1, 1]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn prod(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        let ax = norm_axes("prod", axes, self.shape())?;
+        let y = with_num_dtype!(self.dtype(), T => reduce_rows::<T, T>("prod", self, &ax, keepdims,
+            |r| r.iter().fold(T::one(), |a, &b| a.mul_wrap(b))),
+            _ => Err(unsupported("prod", self.dtype(), "a numeric dtype")))?;
+        let x = self.clone();
+        let desc = Lazy("Prod", || Op::Reduce(Reduce::new(ReduceKind::Prod, axes, keepdims)));
+        Ok(bind(desc, &[self], y, move |_| {
+            vjp(move |g, _| {
+                let shape = x.shape();
+                let kept: Vec<usize> = (0..shape.len()).filter(|d| !ax.contains(d)).collect();
+                let perm: Vec<usize> = kept.iter().chain(&ax).copied().collect();
+                let mut inv = vec![0; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    inv[p] = i;
+                }
+                let pshape: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
+                let n_red: usize = ax.iter().map(|&d| shape[d]).product();
+                let n_kept: usize = kept.iter().map(|&d| shape[d]).product();
+                let xt = x.permute(&perm)?.reshape(&[n_kept, n_red])?;
+                let left = xt.cumprod(1, true, false)?;
+                let right = xt.cumprod(1, true, true)?;
+                let others = left.mul(&right)?.reshape(&pshape)?.permute(&inv)?;
+                let gx = g[0].reshape(&kept_shape(shape, &ax))?.broadcast_to(shape)?;
+                Ok(grads![Some(gx.mul(&others)?)])
+            })
+        }))
+    }
+}

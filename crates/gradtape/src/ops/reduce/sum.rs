@@ -1,0 +1,50 @@
+//! Sums and means over any set of axes.
+
+use super::*;
+use crate::autodiff::tape::vjp_batched;
+use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind as DescKind};
+use crate::ops::{bind_jvp, grads, only};
+
+impl Tensor {
+    /// Sum over `axes`. d/dx = 1, broadcast back.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// assert_eq!(x.sum(&[0], false)?.to_vec::<f32>()?, vec![4.0, 6.0]);
+    /// assert_eq!(x.sum(&[-1], true)?.shape(), &[2, 1]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn sum(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        let ax = norm_axes("sum", axes, self.shape())?;
+        let y = raw_reduce("sum", self, &ax, keepdims, ReduceKind::Sum)?;
+        let shape = self.shape().to_vec();
+        Ok(bind_jvp(
+            Lazy("Sum", || Op::Reduce(Reduce::new(DescKind::Sum, axes, keepdims))),
+            &[self],
+            y,
+            move |_| vjp_batched(move |g, _| Ok(grads![Some(unreduce_ct(&g[0], &shape, &ax)?)])),
+            |t, _| only(t)?.sum(axes, keepdims),
+        ))
+    }
+
+    /// Sum of every element (a scalar).
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.sum(&all_axes(self), false)
+    }
+
+    /// Mean over `axes` (floats). d/dx = 1/n, broadcast back.
+    pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return crate::ops::math::complex::mean(self, axes, keepdims);
+        }
+        crate::ops::expect_float("mean", self)?;
+        let ax = norm_axes("mean", axes, self.shape())?;
+        let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
+        self.sum(axes, keepdims)?.div_scalar(n as f64)
+    }
+
+    /// Mean of every element (a scalar).
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.mean(&all_axes(self), false)
+    }
+}
