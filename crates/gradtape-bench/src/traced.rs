@@ -16,7 +16,8 @@
 //! Both modes compute the checksum from the same body, so they agree by
 //! construction up to the order of floating-point operations. A traced run
 //! that traces more than once is an error: tracing belongs outside the
-//! timed steps.
+//! timed steps. `GRADTAPE_BENCH_GRAPH=1` prints each traced graph to
+//! stderr.
 
 use gradtape::{function, Error, Result, Tensor, TensorStruct};
 
@@ -65,6 +66,9 @@ where
         Mode::Traced => {
             let f = function(body);
             let report = time_steps(|| f.call(&args), timing)?;
+            if std::env::var_os("GRADTAPE_BENCH_GRAPH").is_some() {
+                eprintln!("{}", f.graph(&args)?);
+            }
             match f.trace_count() {
                 1 => Ok(report),
                 n => Err(Error::InvalidArgument {
