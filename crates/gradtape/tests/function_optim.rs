@@ -185,3 +185,53 @@ fn a_traced_update_changes_the_variables_only_when_the_graph_runs() -> Result<()
     assert_eq!(f.trace_count(), 1);
     Ok(())
 }
+
+/// `STEPS` steps of `minimize` on an embedding table read through
+/// `gather` (a sparse gradient), eagerly or traced; the table and slots.
+fn train_sparse(lazy: bool, traced: bool) -> Result<Vec<Vec<f64>>> {
+    let rows: Vec<f64> = (0..30).map(|i| (0.3 * i as f64).sin()).collect();
+    let table = Variable::builder(Tensor::from_vec(rows, &[10, 3])?).name("table").build();
+    let opt = Arc::new(Mutex::new(Adam::new(0.05).lazy_sparse(lazy)));
+    let step = {
+        let (table, opt) = (table.clone(), opt.clone());
+        move |ids: &Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| table.read().gather(ids, 0)?.sub_scalar(0.5)?.square()?.sum_all())?;
+            opt.lock().unwrap().minimize(&tape, &loss, std::slice::from_ref(&table))?;
+            Ok(loss)
+        }
+    };
+    // row 7 twice (its gradients add), rows 0..6 and 8, 9 never
+    let ids = Tensor::vector(&[7i64, 2, 7]);
+    if traced {
+        let f = function(step);
+        for _ in 0..STEPS {
+            f.call(&ids)?;
+        }
+        assert_eq!(f.trace_count(), 1);
+        assert_eq!(f.graph(&ids)?.count("ApplyUpdates"), 1);
+    } else {
+        for _ in 0..STEPS {
+            step(&ids)?;
+        }
+    }
+    let opt = opt.lock().unwrap();
+    Ok(std::iter::once(&table)
+        .chain(&opt.variables())
+        .map(|v| v.read().to_vec_f64())
+        .collect())
+}
+
+#[test]
+fn sparse_gradients_in_a_traced_step_match_eager() -> Result<()> {
+    for lazy in [false, true] {
+        let eager = train_sparse(lazy, false)?;
+        let traced = train_sparse(lazy, true)?;
+        assert_eq!(eager, traced, "lazy_sparse({lazy})");
+        // the rows used moved, an unused one did not (its momentum is zero)
+        let before: Vec<f64> = (0..30).map(|i| (0.3 * i as f64).sin()).collect();
+        assert!((eager[0][21] - before[21]).abs() > 0.1, "row 7 moved");
+        assert_eq!(eager[0][0], before[0], "row 0 untouched");
+    }
+    Ok(())
+}
