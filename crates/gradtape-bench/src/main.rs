@@ -274,17 +274,26 @@ fn elementwise(mode: Mode) -> Result<Report> {
 
 /// Whether two checksums agree as compare.py requires (1e-3 relative).
 fn agree(a: &[f64], b: &[f64]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-6))
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-6))
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let modes: &[Mode] = match (args.iter().any(|a| a == "--eager"), args.iter().any(|a| a == "--traced")) {
+    let modes: &[Mode] = match (
+        args.iter().any(|a| a == "--eager"),
+        args.iter().any(|a| a == "--traced"),
+    ) {
         (true, false) => &[Mode::Eager],
         (false, true) => &[Mode::Traced],
         _ => &[Mode::Eager, Mode::Traced],
     };
-    if let Some(f) = args.iter().find(|a| a.starts_with("--") && *a != "--eager" && *a != "--traced") {
+    if let Some(f) = args
+        .iter()
+        .find(|a| a.starts_with("--") && *a != "--eager" && *a != "--traced")
+    {
         eprintln!("gradtape-bench: unknown flag {f:?}; flags: --eager, --traced (default: both)");
         return ExitCode::from(2);
     }

@@ -80,7 +80,13 @@ fn layers_model() -> Result<Sequential> {
 
 /// One step of `model` with `opt`: forward, loss, gradients, update;
 /// returns `[loss, sum|dW1|]`.
-fn layers_step(model: &Sequential, vars: &[Variable], opt: &mut impl Optimizer, x: &Tensor, y: &Tensor) -> Result<Vec<Tensor>> {
+fn layers_step(
+    model: &Sequential,
+    vars: &[Variable],
+    opt: &mut impl Optimizer,
+    x: &Tensor,
+    y: &Tensor,
+) -> Result<Vec<Tensor>> {
     let tape = GradientTape::new();
     let loss = tape.record(|| losses::sparse_categorical_crossentropy(y, &model.forward(x, true)?, true))?;
     let grads = tape.gradient(&loss, vars)?;

@@ -26,7 +26,10 @@ const STEPS: usize = 300;
 /// `n` values `scale · sin(0.37 i + k)`, as the bench's inputs.
 fn init(shape: &[usize], k: f64, scale: f64) -> Result<Tensor> {
     let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| (scale * (0.37 * i as f64 + k).sin()) as f32).collect(), shape)
+    Tensor::from_vec(
+        (0..n).map(|i| (scale * (0.37 * i as f64 + k).sin()) as f32).collect(),
+        shape,
+    )
 }
 
 /// The model's variables, the same at every call.

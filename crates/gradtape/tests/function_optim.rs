@@ -22,7 +22,9 @@ fn model_vars() -> Result<Vec<Variable>> {
     let w2: Vec<f64> = (0..8).map(|i| 0.5 * (1.1 * i as f64 - 0.2).cos()).collect();
     Ok(vec![
         Variable::builder(Tensor::from_vec(w1, &[3, 4])?).name("w1").build(),
-        Variable::builder(Tensor::zeros(&[4], gradtape::DType::F64)).name("b1").build(),
+        Variable::builder(Tensor::zeros(&[4], gradtape::DType::F64))
+            .name("b1")
+            .build(),
         Variable::builder(Tensor::from_vec(w2, &[4, 2])?).name("w2").build(),
     ])
 }
@@ -77,7 +79,11 @@ fn train<O: Optimizer + Send + 'static>(make: impl Fn() -> O, traced: bool, use_
         assert_eq!(f.trace_count(), 1, "one trace serves every step");
         let g = f.graph(&(x.clone(), y.clone()))?;
         assert_eq!(g.count("ApplyUpdates"), 1, "{g}");
-        assert_eq!(g.count("AssignVariable"), 0, "the counter advances inside the node: {g}");
+        assert_eq!(
+            g.count("AssignVariable"),
+            0,
+            "the counter advances inside the node: {g}"
+        );
     } else {
         for _ in 0..STEPS {
             losses.push(step(&(x.clone(), y.clone()))?.item()?);
@@ -133,7 +139,9 @@ fn sgd_with_momentum_in_a_traced_step_matches_eager() -> Result<()> {
 fn adam_in_a_traced_step_matches_eager() -> Result<()> {
     // Adam's bias correction depends on the step number: read at each call
     check("adam", || Adam::new(0.05))?;
-    check("adam(amsgrad, weight decay)", || Adam::new(0.05).amsgrad(true).weight_decay(0.1))
+    check("adam(amsgrad, weight decay)", || {
+        Adam::new(0.05).amsgrad(true).weight_decay(0.1)
+    })
 }
 
 #[test]
@@ -178,7 +186,10 @@ fn a_traced_update_changes_the_variables_only_when_the_graph_runs() -> Result<()
     // each call is one Adam step: the first moves each weight by about lr
     // (the sign of its gradient), as Keras's Adam does
     let after = f.call(&g)?.to_vec::<f64>()?;
-    assert!((after[0] - 0.9).abs() < 1e-6 && (after[1] + 1.9).abs() < 1e-6, "{after:?}");
+    assert!(
+        (after[0] - 0.9).abs() < 1e-6 && (after[1] + 1.9).abs() < 1e-6,
+        "{after:?}"
+    );
     assert_eq!(w.read().to_vec::<f64>()?, after);
     f.call(&g)?;
     assert_eq!(opt.lock().unwrap().iterations(), 2);
@@ -190,14 +201,18 @@ fn a_traced_update_changes_the_variables_only_when_the_graph_runs() -> Result<()
 /// `gather` (a sparse gradient), eagerly or traced; the table and slots.
 fn train_sparse(lazy: bool, traced: bool) -> Result<Vec<Vec<f64>>> {
     let rows: Vec<f64> = (0..30).map(|i| (0.3 * i as f64).sin()).collect();
-    let table = Variable::builder(Tensor::from_vec(rows, &[10, 3])?).name("table").build();
+    let table = Variable::builder(Tensor::from_vec(rows, &[10, 3])?)
+        .name("table")
+        .build();
     let opt = Arc::new(Mutex::new(Adam::new(0.05).lazy_sparse(lazy)));
     let step = {
         let (table, opt) = (table.clone(), opt.clone());
         move |ids: &Tensor| -> Result<Tensor> {
             let tape = GradientTape::new();
             let loss = tape.record(|| table.read().gather(ids, 0)?.sub_scalar(0.5)?.square()?.sum_all())?;
-            opt.lock().unwrap().minimize(&tape, &loss, std::slice::from_ref(&table))?;
+            opt.lock()
+                .unwrap()
+                .minimize(&tape, &loss, std::slice::from_ref(&table))?;
             Ok(loss)
         }
     };

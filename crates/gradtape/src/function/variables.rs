@@ -123,7 +123,10 @@ pub(crate) fn writes_traced() -> bool {
 /// (its shadow, else its value), named as `v`.
 pub(crate) fn scratch_of(v: &Variable) -> Variable {
     let current = trace::shadow_of(v).unwrap_or_else(|| v.value_untraced());
-    Variable::builder(current).name(v.name()).trainable(v.trainable()).build()
+    Variable::builder(current)
+        .name(v.name())
+        .trainable(v.trainable())
+        .build()
 }
 
 /// Runs `f`, which writes scratch variables, with writes applied directly
