@@ -54,10 +54,6 @@ pub(crate) fn cnn_step(mode: Mode) -> Result<Report> {
         })?;
         Ok(vec![loss, dk1])
     };
-    let timing = Timing {
-        iters: ITERS,
-        warmup: 2,
-        first_step_checksum: true,
-    };
+    let timing = Timing::first(ITERS, 2);
     measure(mode, (x, labels), body, timing)
 }

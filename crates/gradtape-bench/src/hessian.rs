@@ -24,10 +24,6 @@ pub(crate) fn run(mode: Mode) -> Result<Report> {
         let h = missing(outer.jacobian(&g, x)?)?;
         Ok(vec![h.abs()?.sum_all()?])
     };
-    let timing = Timing {
-        iters: 10,
-        warmup: 2,
-        first_step_checksum: false,
-    };
+    let timing = Timing::last(10, 2);
     measure(mode, args, body, timing)
 }

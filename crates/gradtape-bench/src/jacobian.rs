@@ -23,11 +23,7 @@ pub(crate) fn run(mode: Mode) -> Result<Report> {
         let j = missing(tape.jacobian(&y, x)?)?;
         Ok(vec![j.abs()?.sum_all()?])
     };
-    let timing = Timing {
-        iters: 10,
-        warmup: 2,
-        first_step_checksum: false,
-    };
+    let timing = Timing::last(10, 2);
     measure(mode, args, body, timing)
 }
 

@@ -241,11 +241,7 @@ fn scalar_chain(mode: Mode) -> Result<Report> {
         let d = grad_of(&tape, &y, x)?;
         Ok(vec![y, d])
     };
-    let timing = Timing {
-        iters: 20,
-        warmup: 3,
-        first_step_checksum: false,
-    };
+    let timing = Timing::last(20, 3);
     measure(mode, Tensor::scalar(0.5f32), body, timing)
 }
 
@@ -262,11 +258,7 @@ fn elementwise(mode: Mode) -> Result<Report> {
         let g = grad_of(&tape, &loss, &x)?;
         Ok(vec![loss, g.abs()?.sum_all()?])
     };
-    let timing = Timing {
-        iters: 10,
-        warmup: 2,
-        first_step_checksum: false,
-    };
+    let timing = Timing::last(10, 2);
     measure(mode, init(&[4194304], 0.0, 1.0), body, timing)
 }
 

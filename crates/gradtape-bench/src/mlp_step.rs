@@ -14,11 +14,7 @@ use gradtape::{GradientTape, Result, Tensor, Variable};
 use crate::traced::{measure, Mode, Timing};
 use crate::{init, Report};
 
-const TIMING: Timing = Timing {
-    iters: 20,
-    warmup: 2,
-    first_step_checksum: true,
-};
+const TIMING: Timing = Timing::first(20, 2);
 
 /// Labels `i % 10` for a batch of `n`.
 fn labels(n: usize) -> Tensor {

@@ -35,10 +35,6 @@ pub(crate) fn rnn_grad(mode: Mode) -> Result<Report> {
         })?;
         Ok(vec![loss, du.abs()?.sum_all()?])
     };
-    let timing = Timing {
-        iters: 10,
-        warmup: 2,
-        first_step_checksum: false,
-    };
+    let timing = Timing::last(10, 2);
     measure(mode, (xs, [w, u, b]), body, timing)
 }

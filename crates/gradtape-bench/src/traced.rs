@@ -54,6 +54,27 @@ pub(crate) struct Timing {
     pub first_step_checksum: bool,
 }
 
+impl Timing {
+    /// `iters` timed steps after `warmup`, checksum from the last step.
+    pub(crate) const fn last(iters: usize, warmup: usize) -> Timing {
+        Timing {
+            iters,
+            warmup,
+            first_step_checksum: false,
+        }
+    }
+
+    /// `iters` timed steps after `warmup`, checksum from the first
+    /// (untimed) step: training workloads.
+    pub(crate) const fn first(iters: usize, warmup: usize) -> Timing {
+        Timing {
+            iters,
+            warmup,
+            first_step_checksum: true,
+        }
+    }
+}
+
 /// Times `body` on `args` in `mode`; the checksum is the values of the
 /// scalar tensors `body` returns.
 pub(crate) fn measure<I, F>(mode: Mode, args: I, body: F, timing: Timing) -> Result<Report>
