@@ -4,8 +4,8 @@
 //! These are compositions of public ops, so their gradients (of any order)
 //! come from the ops they are made of.
 
-use super::reduce::norm_axes;
-use super::{expect_float, expect_same_dtype};
+use super::super::reduce::norm_axes;
+use super::super::{expect_float, expect_same_dtype};
 use crate::error::{Error, Result};
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Tensor;
