@@ -30,7 +30,8 @@ impl Tensor {
             let y = y.clone();
             vjp_batched(move |g, _| {
                 let gy = g[0].mul(&y)?;
-                let s = gy.sum(&[ct::axis(ax)], true)?;
+                let a = ct::axis(ax);
+                let s = gy.sum(&[a], false)?.expand_dims(a)?;
                 Ok(grads![Some(gy.sub(&s.mul(&y)?)?)])
             })
         }))
@@ -53,7 +54,8 @@ impl Tensor {
         Ok(bind(NnOp::LogSoftmax(ax as isize), &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
-                let s = g[0].sum(&[ct::axis(ax)], true)?;
+                let a = ct::axis(ax);
+                let s = g[0].sum(&[a], false)?.expand_dims(a)?;
                 Ok(grads![Some(g[0].sub(&s.mul(&y.exp()?)?)?)])
             })
         }))
