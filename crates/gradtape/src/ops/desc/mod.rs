@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 pub use elementwise::{Binary, Unary};
 pub use linalg::LinalgOp;
-pub use nn::NnOp;
+pub use nn::{ConvAttrs, NnOp, PoolAttrs};
 pub use structural::{Reduce, ReduceKind, ShapeOp};
 
 use crate::error::{Error, Result};

@@ -1,0 +1,140 @@
+//! The cross-entropies: softmax (dense and sparse labels) and sigmoid.
+//!
+//! The sparse and sigmoid ones have fused kernels; the dense one is made of
+//! `log_softmax`. Every rule is written with public ops.
+
+use super::super::desc::NnOp;
+use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
+use crate::autodiff::tape::{self, vjp_batched};
+use crate::error::{Error, Result};
+use crate::kernels::cpu::elementwise::zip;
+use crate::kernels::cpu::nn as k;
+use crate::tensor::{with_float_dtype, DType, Element, Tensor};
+
+impl Tensor {
+    /// Softmax cross-entropy with dense `labels` (a probability distribution
+    /// over the last axis, same shape and dtype as `logits`): per-example
+    /// `−Σ labels · log_softmax(logits)` over the last axis. Differentiable
+    /// in both: d/dlogits = `softmax − labels` (times the label sums), d/dlabels
+    /// = `−log_softmax(logits)`, as TensorFlow.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let logits = Tensor::from_vec(vec![0.0f64, 0.0], &[1, 2])?;
+    /// let labels = Tensor::from_vec(vec![1.0f64, 0.0], &[1, 2])?;
+    /// let l = Tensor::softmax_cross_entropy_with_logits(&labels, &logits)?;
+    /// assert!((l.to_vec::<f64>()?[0] - 2f64.ln()).abs() < 1e-12);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn softmax_cross_entropy_with_logits(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
+        const OP: &str = "softmax_cross_entropy_with_logits";
+        expect_float(OP, logits)?;
+        expect_same_dtype(OP, logits, labels)?;
+        if logits.rank() == 0 || labels.shape() != logits.shape() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: labels.shape().to_vec(),
+                rhs: logits.shape().to_vec(),
+            });
+        }
+        labels.mul(&logits.log_softmax(-1)?)?.sum(&[-1], false)?.neg()
+    }
+
+    /// Softmax cross-entropy with integer class `labels` (`i32`/`i64`, shape
+    /// `logits.shape[..-1]`, each in `0..classes`; anything else is an
+    /// error naming the label): per-example `−log softmax(logits)[label]`.
+    /// One fused pass computes the losses and keeps the softmax for the
+    /// rule, `g · (softmax − one_hot(labels))`. Labels get no gradient.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let logits = Tensor::from_vec(vec![0.0f32, 0.0, 0.0, 5.0], &[2, 2])?;
+    /// let l = Tensor::sparse_softmax_cross_entropy_with_logits(&Tensor::vector(&[0i64, 1]), &logits)?;
+    /// assert!((l.to_vec::<f32>()?[0] - 2f32.ln()).abs() < 1e-6);
+    /// assert!(Tensor::sparse_softmax_cross_entropy_with_logits(&Tensor::vector(&[2i64, 0]), &logits).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn sparse_softmax_cross_entropy_with_logits(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
+        const OP: &str = "sparse_softmax_cross_entropy_with_logits";
+        expect_float(OP, logits)?;
+        if logits.rank() == 0 || labels.shape() != &logits.shape()[..logits.rank() - 1] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: labels.shape().to_vec(),
+                rhs: logits.shape().to_vec(),
+            });
+        }
+        let classes = logits.shape()[logits.rank() - 1];
+        let lab = match labels.dtype() {
+            DType::I32 => k::checked_labels::<i32>(OP, labels, classes)?,
+            DType::I64 => k::checked_labels::<i64>(OP, labels, classes)?,
+            d => return Err(unsupported(OP, d, "i32 or i64 labels")),
+        };
+        let (loss, p) = with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T>(OP, logits, &lab, labels.shape()), _ => unreachable!())?;
+        let (x, labels_t) = (logits.clone(), labels.clone());
+        Ok(bind(NnOp::SparseSoftmaxCrossEntropy, &[labels, logits], loss, move |_| {
+            vjp_batched(move |g, needs| {
+                if !needs[1] {
+                    return Ok(grads![None, None]);
+                }
+                // Under an outer tape (or a trace, which records on its own
+                // tape) the softmax must be a differentiable function of the
+                // logits (second order); otherwise the saved one is exact.
+                let p = if tape::any_active() { x.softmax(-1)? } else { p.clone() };
+                let onehot = one_hot_like(&labels_t, &x)?;
+                let d = p.sub(&onehot)?;
+                Ok(grads![None, Some(g[0].expand_dims(-1)?.mul(&d)?)])
+            })
+        }))
+    }
+
+    /// Logistic loss of `logits` against `labels` in `[0, 1]` (same shape and
+    /// dtype), elementwise, in the stable form
+    /// `max(x, 0) − x·z + log(1 + e^(−|x|))`. d/dx = `sigmoid(x) − z`,
+    /// d/dz = `−x`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let l = Tensor::sigmoid_cross_entropy_with_logits(&Tensor::vector(&[1.0f64]), &Tensor::vector(&[0.0f64]))?;
+    /// assert!((l.to_vec::<f64>()?[0] - 2f64.ln()).abs() < 1e-12);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn sigmoid_cross_entropy_with_logits(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
+        const OP: &str = "sigmoid_cross_entropy_with_logits";
+        expect_float(OP, logits)?;
+        expect_same_dtype(OP, logits, labels)?;
+        if labels.shape() != logits.shape() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: labels.shape().to_vec(),
+                rhs: logits.shape().to_vec(),
+            });
+        }
+        let y = with_float_dtype!(logits.dtype(), T => zip::<T, T, T>(OP, logits, labels, |x: T, z: T| {
+            let zero = T::from_f64(0.0);
+            let relu = if x > zero { x } else { zero };
+            relu - x * z + (-x.abs()).exp().ln_1p()
+        })?, _ => unreachable!());
+        let (x, z) = (logits.clone(), labels.clone());
+        Ok(bind(NnOp::SigmoidCrossEntropy, &[labels, logits], y, move |_| {
+            vjp_batched(move |g, needs| {
+                let gz = needs[0].then(|| g[0].mul(&x)?.neg()).transpose()?;
+                let gx = needs[1].then(|| g[0].mul(&x.sigmoid()?.sub(&z)?)).transpose()?;
+                Ok(grads![gz, gx])
+            })
+        }))
+    }
+}
+
+/// `one_hot(labels)` in `logits`' shape and dtype, made of public ops (the
+/// labels compared with `0..classes`), so that a traced gradient follows the
+/// labels of each call rather than those it was traced with.
+fn one_hot_like(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
+    let c = logits.shape()[logits.rank() - 1];
+    let classes = Tensor::from_vec((0..c as i64).collect::<Vec<i64>>(), &[c])?;
+    labels
+        .cast(DType::I64)?
+        .expand_dims(-1)?
+        .eq(&classes)?
+        .cast(logits.dtype())
+}
