@@ -8,12 +8,13 @@
 
 use gradtape::{DType, GradientTape, Padding, Result, Tensor, Variable};
 
-use crate::{init, repeat, timeit, Report};
+use crate::traced::{measure, Mode, Timing};
+use crate::{init, Report};
 
 const BATCH: usize = 32;
 const ITERS: usize = 10;
 
-pub(crate) fn cnn_step() -> Result<Report> {
+pub(crate) fn cnn_step(mode: Mode) -> Result<Report> {
     let x = init(&[BATCH, 28, 28, 1], 0.1, 0.5);
     let labels = Tensor::from_vec((0..BATCH as i64).map(|i| i % 10).collect::<Vec<_>>(), &[BATCH])?;
     let params = [
@@ -24,7 +25,7 @@ pub(crate) fn cnn_step() -> Result<Report> {
         Variable::new(init(&[1568, 10], 3.0, (2.0f64 / 1568.0).sqrt())),
         Variable::new(Tensor::zeros(&[10], DType::F32)),
     ];
-    let step = || -> Result<(f64, f64)> {
+    let body = move |(x, labels): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();
         let loss = tape.record(|| {
             let p: Vec<Tensor> = params.iter().map(Variable::read).collect();
@@ -33,27 +34,26 @@ pub(crate) fn cnn_step() -> Result<Report> {
             let h = h.conv2d(&p[2], [1, 1], Padding::Same, [1, 1])?.add(&p[3])?.relu()?;
             let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
             let logits = h.reshape(&[BATCH, 1568])?.matmul(&p[4])?.add(&p[5])?;
-            Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &logits)?.mean_all()
+            Tensor::sparse_softmax_cross_entropy_with_logits(labels, &logits)?.mean_all()
         })?;
         let grads = tape.gradient(&loss, &params[..])?;
-        let mut dk1 = 0.0;
-        for (i, (v, g)) in params.iter().zip(grads).enumerate() {
+        let mut dk1 = None;
+        for (v, g) in params.iter().zip(grads) {
             let g = g.ok_or_else(|| gradtape::Error::InvalidArgument {
                 op: "bench",
                 msg: "no gradient reached a variable".into(),
             })?;
-            if i == 0 {
-                dk1 = g.abs()?.sum_all()?.item()?;
+            if dk1.is_none() {
+                dk1 = Some(g.abs()?.sum_all()?);
             }
             v.apply_gradient_descent(0.01, &g)?;
         }
-        Ok((loss.item()?, dk1))
+        let dk1 = dk1.ok_or_else(|| gradtape::Error::InvalidArgument {
+            op: "bench",
+            msg: "no variables".into(),
+        })?;
+        Ok(vec![loss, dk1])
     };
-    let first = step()?;
-    let (median_s, _) = timeit(step, ITERS, 2)?;
-    Ok(Report {
-        median_s,
-        iters: ITERS * repeat(),
-        checksum: vec![first.0, first.1],
-    })
+    let timing = Timing::first(ITERS, 2);
+    measure(mode, (x, labels), body, timing)
 }

@@ -3,29 +3,28 @@
 
 use gradtape::{GradientTape, Result, Tensor};
 
-use crate::{init, repeat, timeit, Report};
+use crate::traced::{measure, Mode, Timing};
+use crate::{init, Report};
 
 /// x = init([256],0.5,1), W = init([256,256],1,1/16), b = init([256],2,0.1);
 /// checksum sum(|J|).
-pub(crate) fn run() -> Result<Report> {
-    const ITERS: usize = 10;
-    let x = init(&[256], 0.5, 1.0);
-    let w = init(&[256, 256], 1.0, 1.0 / 16.0);
-    let b = init(&[256], 2.0, 0.1);
-    let step = || -> Result<Tensor> {
+pub(crate) fn run(mode: Mode) -> Result<Report> {
+    let args = (
+        init(&[256], 0.5, 1.0),
+        init(&[256, 256], 1.0, 1.0 / 16.0),
+        init(&[256], 2.0, 0.1),
+    );
+    let body = |(x, w, b): &(Tensor, Tensor, Tensor)| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();
         let y = tape.record(|| {
-            tape.watch(&x);
-            w.matmul(&x.reshape(&[256, 1])?)?.reshape(&[256])?.add(&b)?.tanh()
+            tape.watch(x);
+            w.matmul(&x.reshape(&[256, 1])?)?.reshape(&[256])?.add(b)?.tanh()
         })?;
-        missing(tape.jacobian(&y, &x)?)
+        let j = missing(tape.jacobian(&y, x)?)?;
+        Ok(vec![j.abs()?.sum_all()?])
     };
-    let (median_s, j) = timeit(step, ITERS, 2)?;
-    Ok(Report {
-        median_s,
-        iters: ITERS * repeat(),
-        checksum: vec![j.abs()?.sum_all()?.item()?],
-    })
+    let timing = Timing::last(10, 2);
+    measure(mode, args, body, timing)
 }
 
 pub(crate) fn missing(t: Option<Tensor>) -> Result<Tensor> {

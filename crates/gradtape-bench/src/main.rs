@@ -2,14 +2,27 @@
 //!
 //! ```text
 //! cargo run --release -p gradtape-bench -- scalar_chain elementwise
-//! cargo run --release -p gradtape-bench            # every implemented workload
+//! cargo run --release -p gradtape-bench            # every workload, both modes
+//! cargo run --release -p gradtape-bench -- --traced mlp_step   # traced only
+//! cargo run --release -p gradtape-bench -- --eager             # eager only
 //! ```
 //!
-//! Prints one JSON line per workload, in the peers' format:
+//! Each workload runs in two modes (see [`traced`]): eagerly (impl
+//! `gradtape`) and as one traced graph function call per step (impl
+//! `gradtape-traced`); by default both, one after the other, so that one
+//! run compares them. Prints one JSON line per workload and mode, in the
+//! peers' format:
 //!
 //! ```text
 //! {"impl": "gradtape", "workload": "scalar_chain", "median_s": 0.0001, "iters": 20, "checksum": [0.6, 1.1]}
+//! {"impl": "gradtape-traced", "workload": "scalar_chain", "median_s": 0.00005, "iters": 20, "checksum": [0.6, 1.1]}
 //! ```
+//!
+//! A workload that cannot be traced (an op without a graph descriptor yet)
+//! prints an `"unsupported"` line for `gradtape-traced` naming the error,
+//! and the run goes on. When both modes run, a traced checksum that differs
+//! from the eager one (by more than compare.py's 1e-3 relative) is reported
+//! on stderr and makes the exit status 1.
 //!
 //! Conventions follow the peers (`shared/bench/peers/torch_eager.py` and
 //! `peers/rust/src/lib.rs`): inputs come from the `init` formula (computed in
@@ -22,7 +35,7 @@
 //! Workloads are a table of name -> function ([`WORKLOADS`]); a known workload
 //! that is not implemented yet prints an `"unsupported"` line (as the peers
 //! do) so that a comparison run still shows the others. An unknown name is an
-//! error (stderr, exit status 2) before anything runs.
+//! error (stderr, exit status 2) before anything runs, as is an unknown flag.
 //!
 //! Threads: gradtape's kernels run on its compute pool, one thread per core
 //! of the machine (`GRADTAPE_NUM_THREADS` overrides).
@@ -33,16 +46,15 @@
 mod cnn_step;
 mod hessian;
 mod jacobian;
+mod mlp_step;
+mod rnn_grad;
+mod traced;
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use gradtape::{GradientTape, Result, Tensor};
-
-mod mlp_step;
-mod rnn_grad;
-
-const IMPL: &str = "gradtape";
+use traced::{measure, Mode, Timing};
 
 /// What one workload reports.
 struct Report {
@@ -54,7 +66,7 @@ struct Report {
 /// A workload: its name in WORKLOADS.md and its runner (`None`: not yet implemented).
 struct Workload {
     name: &'static str,
-    run: Option<fn() -> Result<Report>>,
+    run: Option<fn(Mode) -> Result<Report>>,
 }
 
 /// Every workload of WORKLOADS.md, in its order, then gradtape's own.
@@ -181,11 +193,11 @@ fn json_num(x: f64) -> String {
     }
 }
 
-fn emit(name: &str, r: &Report) {
+fn emit(mode: Mode, name: &str, r: &Report) {
     let cs: Vec<String> = r.checksum.iter().map(|&c| json_num(c)).collect();
     println!(
         "{{\"impl\": {}, \"workload\": {}, \"median_s\": {}, \"iters\": {}, \"checksum\": [{}]}}",
-        json_str(IMPL),
+        json_str(mode.impl_name()),
         json_str(name),
         json_num(r.median_s),
         r.iters,
@@ -193,10 +205,10 @@ fn emit(name: &str, r: &Report) {
     );
 }
 
-fn emit_unsupported(name: &str, reason: &str) {
+fn emit_unsupported(mode: Mode, name: &str, reason: &str) {
     println!(
         "{{\"impl\": {}, \"workload\": {}, \"unsupported\": {}}}",
-        json_str(IMPL),
+        json_str(mode.impl_name()),
         json_str(name),
         json_str(reason)
     );
@@ -215,35 +227,27 @@ fn grad_of(tape: &GradientTape, y: &Tensor, x: &Tensor) -> Result<Tensor> {
 
 /// x = 0.5 (watched); y = x; 1000 times y = y * 1.0001 + 0.001; dy/dx.
 /// 2000 recorded ops per step: the per-op overhead of the framework.
-fn scalar_chain() -> Result<Report> {
-    const ITERS: usize = 20;
-    let step = || -> Result<(f64, f64)> {
-        let x = Tensor::scalar(0.5f32);
+fn scalar_chain(mode: Mode) -> Result<Report> {
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();
         let y = tape.record(|| {
-            tape.watch(&x);
+            tape.watch(x);
             let mut y = x.clone();
             for _ in 0..1000 {
                 y = y.mul_scalar(1.0001)?.add_scalar(0.001)?;
             }
             Ok(y)
         })?;
-        let d = grad_of(&tape, &y, &x)?;
-        Ok((y.item()?, d.item()?))
+        let d = grad_of(&tape, &y, x)?;
+        Ok(vec![y, d])
     };
-    let (median_s, (y, d)) = timeit(step, ITERS, 3)?;
-    Ok(Report {
-        median_s,
-        iters: ITERS * repeat(),
-        checksum: vec![y, d],
-    })
+    let timing = Timing::last(20, 3);
+    measure(mode, Tensor::scalar(0.5f32), body, timing)
 }
 
 /// loss = sum(exp(sin(x)) * x) over 4M elements, and dloss/dx: memory bandwidth.
-fn elementwise() -> Result<Report> {
-    const ITERS: usize = 10;
-    let x0 = init(&[4194304], 0.0, 1.0);
-    let step = || -> Result<(f64, f64)> {
+fn elementwise(mode: Mode) -> Result<Report> {
+    let body = |x0: &Tensor| -> Result<Vec<Tensor>> {
         // a fresh tensor (new id) on x0's storage, as torch's `x0.clone()` without the copy
         let x = x0.stop_gradient();
         let tape = GradientTape::new();
@@ -252,22 +256,42 @@ fn elementwise() -> Result<Report> {
             x.sin()?.exp()?.mul(&x)?.sum_all()
         })?;
         let g = grad_of(&tape, &loss, &x)?;
-        Ok((loss.item()?, g.abs()?.sum_all()?.item()?))
+        Ok(vec![loss, g.abs()?.sum_all()?])
     };
-    let (median_s, (loss, s)) = timeit(step, ITERS, 2)?;
-    Ok(Report {
-        median_s,
-        iters: ITERS * repeat(),
-        checksum: vec![loss, s],
-    })
+    let timing = Timing::last(10, 2);
+    measure(mode, init(&[4194304], 0.0, 1.0), body, timing)
 }
 
 // ---------------------------------------------------------------------------
 
+/// Whether two checksums agree as compare.py requires (1e-3 relative).
+fn agree(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-6))
+}
+
 fn main() -> ExitCode {
-    let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let modes: &[Mode] = match (
+        args.iter().any(|a| a == "--eager"),
+        args.iter().any(|a| a == "--traced"),
+    ) {
+        (true, false) => &[Mode::Eager],
+        (false, true) => &[Mode::Traced],
+        _ => &[Mode::Eager, Mode::Traced],
+    };
+    if let Some(f) = args
+        .iter()
+        .find(|a| a.starts_with("--") && *a != "--eager" && *a != "--traced")
+    {
+        eprintln!("gradtape-bench: unknown flag {f:?}; flags: --eager, --traced (default: both)");
+        return ExitCode::from(2);
+    }
+    let wanted: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     for w in &wanted {
-        if !WORKLOADS.iter().any(|k| k.name == w) {
+        if !WORKLOADS.iter().any(|k| k.name == w.as_str()) {
             let known: Vec<&str> = WORKLOADS.iter().map(|k| k.name).collect();
             eprintln!("gradtape-bench: unknown workload {w:?}; known: {}", known.join(" "));
             return ExitCode::from(2);
@@ -275,18 +299,42 @@ fn main() -> ExitCode {
     }
     let mut failed = false;
     for w in WORKLOADS {
-        if !wanted.is_empty() && !wanted.iter().any(|n| n == w.name) {
+        if !wanted.is_empty() && !wanted.iter().any(|n| n.as_str() == w.name) {
             continue;
         }
-        match w.run {
-            None => emit_unsupported(w.name, "not implemented in gradtape-bench yet"),
-            Some(run) => match run() {
-                Ok(r) => emit(w.name, &r),
+        let mut eager_checksum: Option<Vec<f64>> = None;
+        for &mode in modes {
+            let Some(run) = w.run else {
+                emit_unsupported(mode, w.name, "not implemented in gradtape-bench yet");
+                continue;
+            };
+            match run(mode) {
+                Ok(r) => {
+                    emit(mode, w.name, &r);
+                    match (&eager_checksum, mode) {
+                        (None, Mode::Eager) => eager_checksum = Some(r.checksum.clone()),
+                        (Some(e), Mode::Traced) if !agree(e, &r.checksum) => {
+                            eprintln!(
+                                "gradtape-bench: {}: traced checksum {:?} differs from eager {:?}",
+                                w.name, r.checksum, e
+                            );
+                            failed = true;
+                        }
+                        _ => {}
+                    }
+                }
+                // an op with no graph descriptor yet fails the trace: say so
+                // in the output (as the peers report what they cannot run)
+                // and go on with the other workloads
+                Err(e) if mode == Mode::Traced => {
+                    eprintln!("gradtape-bench: {} (traced): {e}", w.name);
+                    emit_unsupported(mode, w.name, &format!("traced: {e}"));
+                }
                 Err(e) => {
                     eprintln!("gradtape-bench: {}: {e}", w.name);
                     failed = true;
                 }
-            },
+            }
         }
     }
     if failed {

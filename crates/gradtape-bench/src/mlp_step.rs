@@ -7,9 +7,14 @@
 
 use gradtape::nn::{losses, Activation, Dense, Layer, Module, Sequential};
 use gradtape::optim::{Adam, Optimizer, Sgd};
+use std::sync::Mutex;
+
 use gradtape::{GradientTape, Result, Tensor, Variable};
 
-use crate::{init, repeat, timeit, Report};
+use crate::traced::{measure, Mode, Timing};
+use crate::{init, Report};
+
+const TIMING: Timing = Timing::first(20, 2);
 
 /// Labels `i % 10` for a batch of `n`.
 fn labels(n: usize) -> Tensor {
@@ -17,10 +22,7 @@ fn labels(n: usize) -> Tensor {
 }
 
 /// The workload of WORKLOADS.md; checksum `[loss, sum|dW1|]` of the first step.
-pub(crate) fn mlp_step() -> Result<Report> {
-    const ITERS: usize = 20;
-    let x = init(&[128, 784], 0.1, 0.5);
-    let y = labels(128);
+pub(crate) fn mlp_step(mode: Mode) -> Result<Report> {
     let params: Vec<Variable> = vec![
         Variable::new(init(&[784, 512], 1.0, (2.0f64 / 784.0).sqrt())),
         Variable::new(Tensor::zeros(&[512], gradtape::DType::F32)),
@@ -29,14 +31,14 @@ pub(crate) fn mlp_step() -> Result<Report> {
         Variable::new(init(&[512, 10], 3.0, (2.0f64 / 512.0).sqrt())),
         Variable::new(Tensor::zeros(&[10], gradtape::DType::F32)),
     ];
-    let step = || -> Result<(f64, f64)> {
+    let body = move |(x, y): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();
         let loss = tape.record(|| {
             let p: Vec<Tensor> = params.iter().map(Variable::read).collect();
             let h = x.matmul(&p[0])?.bias_add(&p[1])?.relu()?;
             let h = h.matmul(&p[2])?.bias_add(&p[3])?.relu()?;
             let logits = h.matmul(&p[4])?.bias_add(&p[5])?;
-            Tensor::sparse_softmax_cross_entropy_with_logits(&y, &logits)?.mean_all()
+            Tensor::sparse_softmax_cross_entropy_with_logits(y, &logits)?.mean_all()
         })?;
         let grads = tape.gradient(&loss, &params[..])?;
         let mut first = None;
@@ -54,15 +56,9 @@ pub(crate) fn mlp_step() -> Result<Report> {
             op: "mlp_step",
             msg: "no variables".into(),
         })?;
-        Ok((loss.item()?, dw1.abs()?.sum_all()?.item()?))
+        Ok(vec![loss, dw1.abs()?.sum_all()?])
     };
-    let (loss, s) = step()?;
-    let (median_s, _) = timeit(step, ITERS, 2)?;
-    Ok(Report {
-        median_s,
-        iters: ITERS * repeat(),
-        checksum: vec![loss, s],
-    })
+    measure(mode, (init(&[128, 784], 0.1, 0.5), labels(128)), body, TIMING)
 }
 
 /// The same network as gradtape layers: `Dense` (ReLU, ReLU, linear) in a
@@ -79,14 +75,14 @@ fn layers_model() -> Result<Sequential> {
 }
 
 /// One step of `model` with `opt`: forward, loss, gradients, update;
-/// returns `(loss, sum|dW1|)`.
+/// returns `[loss, sum|dW1|]`.
 fn layers_step(
     model: &Sequential,
     vars: &[Variable],
     opt: &mut impl Optimizer,
     x: &Tensor,
     y: &Tensor,
-) -> Result<(f64, f64)> {
+) -> Result<Vec<Tensor>> {
     let tape = GradientTape::new();
     let loss = tape.record(|| losses::sparse_categorical_crossentropy(y, &model.forward(x, true)?, true))?;
     let grads = tape.gradient(&loss, vars)?;
@@ -95,34 +91,32 @@ fn layers_step(
         msg: "no gradient for W1".into(),
     })?;
     opt.apply_gradients(grads.into_iter().zip(vars))?;
-    Ok((loss.item()?, dw1.abs()?.sum_all()?.item()?))
+    Ok(vec![loss, dw1.abs()?.sum_all()?])
 }
 
-fn layers_workload(mut opt: impl Optimizer) -> Result<Report> {
-    const ITERS: usize = 20;
-    let x = init(&[128, 784], 0.1, 0.5);
-    let y = labels(128);
+fn layers_workload(mode: Mode, opt: impl Optimizer + Send + 'static) -> Result<Report> {
     let model = layers_model()?;
     let vars = model.trainable_variables();
-    let (loss, s) = layers_step(&model, &vars, &mut opt, &x, &y)?;
-    let (median_s, _) = timeit(|| layers_step(&model, &vars, &mut opt, &x, &y), ITERS, 2)?;
-    Ok(Report {
-        median_s,
-        iters: ITERS * repeat(),
-        checksum: vec![loss, s],
-    })
+    // the step is a `Fn` (a traced function's body): the optimizer, whose
+    // state changes at each step, sits behind a lock
+    let opt = Mutex::new(opt);
+    let body = move |(x, y): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let mut opt = opt.lock().unwrap_or_else(|e| e.into_inner());
+        layers_step(&model, &vars, &mut *opt, x, y)
+    };
+    measure(mode, (init(&[128, 784], 0.1, 0.5), labels(128)), body, TIMING)
 }
 
 /// mlp_step with the library's layers and its SGD optimizer (lr 0.01):
 /// the same computation as the hand-written [`mlp_step`], so the difference
 /// in time is the cost of the layer and optimizer API.
-pub(crate) fn mlp_step_layers() -> Result<Report> {
-    layers_workload(Sgd::new(0.01))
+pub(crate) fn mlp_step_layers(mode: Mode) -> Result<Report> {
+    layers_workload(mode, Sgd::new(0.01))
 }
 
 /// mlp_step with the library's layers and Adam (lr 0.001, Keras's
 /// defaults) instead of SGD; the checksum (first step, before any update)
 /// is mlp_step's.
-pub(crate) fn mlp_step_adam() -> Result<Report> {
-    layers_workload(Adam::new(0.001))
+pub(crate) fn mlp_step_adam(mode: Mode) -> Result<Report> {
+    layers_workload(mode, Adam::new(0.001))
 }

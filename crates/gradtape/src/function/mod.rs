@@ -26,8 +26,9 @@
 //! weight matrix, a constant made inside) are frozen into the graph as
 //! constants. **Variables are captured by reference**: each run reads a
 //! variable's value at that point of the graph, and writes (`assign`,
-//! `assign_sub`, `apply_gradient_descent`, ...) happen at each run, in
-//! program order. While tracing, writes are not applied (the trace keeps
+//! `assign_sub`, `apply_gradient_descent`, an optimizer's
+//! `apply_gradients` or `minimize`, which is one `ApplyUpdates` node) happen
+//! at each run, in program order. While tracing, writes are not applied (the trace keeps
 //! the new value for later reads in the same trace), so the first call
 //! changes a variable exactly once, like every later one.
 //!

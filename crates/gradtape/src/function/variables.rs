@@ -113,25 +113,49 @@ thread_local! {
     static SHADOWING: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether a variable write now goes to a shadow (a trace is active and
+/// the write is not itself the computation of a shadow).
+pub(crate) fn writes_traced() -> bool {
+    trace::any() && !SHADOWING.with(Cell::get)
+}
+
+/// A scratch variable holding `v`'s value as the innermost trace sees it
+/// (its shadow, else its value), named as `v`.
+pub(crate) fn scratch_of(v: &Variable) -> Variable {
+    let current = trace::shadow_of(v).unwrap_or_else(|| v.value_untraced());
+    Variable::builder(current)
+        .name(v.name())
+        .trainable(v.trainable())
+        .build()
+}
+
+/// Runs `f`, which writes scratch variables, with writes applied directly
+/// (not shadowed), recording paused and tapes hidden.
+pub(crate) fn on_scratch<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SHADOWING.with(|s| s.set(self.0));
+        }
+    }
+    trace::paused(|| {
+        tape::without_tapes(|| {
+            let _reset = Reset(SHADOWING.with(|s| s.replace(true)));
+            f()
+        })
+    })
+}
+
 /// The hook at the top of every variable write: inside a trace the write
 /// is recorded (when recording) and applied to the variable's shadow, and
 /// `Some(result)` is returned; outside, `None` (the write goes ahead).
 pub(crate) fn traced_write(v: &Variable, w: Write, args: &[&Tensor]) -> Option<Result<()>> {
-    if !trace::any() || SHADOWING.with(Cell::get) {
+    if !writes_traced() {
         return None;
     }
     let owned: Vec<Tensor> = args.iter().map(|t| (*t).clone()).collect();
-    let current = trace::shadow_of(v).unwrap_or_else(|| v.value_untraced());
-    let scratch = Variable::builder(current).name(v.name()).build();
-    let applied = trace::paused(|| {
-        tape::without_tapes(|| {
-            SHADOWING.with(|s| s.set(true));
-            let r = w.apply(&scratch, &owned);
-            SHADOWING.with(|s| s.set(false));
-            r
-        })
-    });
-    if let Err(e) = applied {
+    let scratch = scratch_of(v);
+    if let Err(e) = on_scratch(|| w.apply(&scratch, &owned)) {
         return Some(Err(e));
     }
     trace::set_shadow(v, scratch.value_untraced());

@@ -31,24 +31,16 @@
 //! gradients of gradients work. Broadcasting is undone in one place,
 //! [`Tensor::sum_to_shape`].
 
-mod conv;
 pub mod ct;
-pub(crate) mod decomp;
 pub mod desc;
-mod einsum;
 mod fft;
 mod fill;
+mod gather_nd;
 pub(crate) mod index;
-mod index2;
 mod join;
-mod linalg;
-mod linalg2;
-mod lstsq;
-pub use lstsq::MatrixNorm;
+pub(crate) mod linalg;
 mod math;
 mod nn;
-mod norm;
-mod pool;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod segment;
@@ -56,15 +48,15 @@ mod shape;
 mod slice;
 mod sort;
 mod special;
-mod spectral;
 pub(crate) mod strided;
 
 pub use math::activation::{SELU_ALPHA, SELU_SCALE};
 // the old module paths, for the ops outside `math` that use them
-pub use conv::Padding;
 use desc::Describe;
+pub use linalg::MatrixNorm;
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
+pub use nn::Padding;
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

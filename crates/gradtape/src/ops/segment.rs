@@ -313,7 +313,7 @@ impl Tensor {
     pub fn tensor_scatter_nd_update(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
         const OP: &str = "tensor_scatter_nd_update";
         super::expect_same_dtype(OP, self, updates)?;
-        let (offsets, k) = super::index2::nd_offsets(OP, indices, self.shape())?;
+        let (offsets, k) = super::gather_nd::nd_offsets(OP, indices, self.shape())?;
         let mut want = indices.shape()[..indices.rank() - 1].to_vec();
         want.extend_from_slice(&self.shape()[k..]);
         if updates.shape() != want.as_slice() {

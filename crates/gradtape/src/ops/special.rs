@@ -22,7 +22,7 @@ use super::desc::{Op, SpecialOp};
 use super::{bind, expect_float, expect_same_dtype};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
-use crate::ops::decomp::from_f64s;
+use crate::ops::linalg::decomp::from_f64s;
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Tensor;
 

@@ -147,6 +147,10 @@ impl<const K: usize> ElemRule<K> for Elem {
 }
 
 impl Rule for AdamRule {
+    fn shared(&self) -> std::sync::Arc<dyn Rule + Send + Sync> {
+        std::sync::Arc::new(*self)
+    }
+
     fn slots(&self) -> Vec<(&'static str, f64)> {
         let mut s = vec![("m", 0.0), ("v", 0.0)];
         if self.amsgrad {

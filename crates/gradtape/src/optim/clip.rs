@@ -33,7 +33,17 @@ pub fn clip_by_norm(t: &Tensor, clip_norm: f64, axes: Option<&[isize]>) -> Resul
     check_clip("clip_by_norm", clip_norm)?;
     crate::ops::expect_float("clip_by_norm", t)?;
     let all: Vec<isize> = (0..t.rank() as isize).collect();
-    let l2sum = t.square()?.sum(axes.unwrap_or(&all), true)?;
+    // summed without `keepdims`, then reshaped: `sum`'s keepdims reshape
+    // runs outside tracing, so this way `clip_by_norm` traces
+    let axes = axes.unwrap_or(&all);
+    let mut kept = t.shape().to_vec();
+    for &a in axes {
+        let a = if a < 0 { a + t.rank() as isize } else { a };
+        if let Some(d) = usize::try_from(a).ok().and_then(|a| kept.get_mut(a)) {
+            *d = 1;
+        }
+    }
+    let l2sum = t.square()?.sum(axes, false)?.reshape(&kept)?;
     let pred = l2sum.gt_scalar(0.0)?;
     let safe = Tensor::where_(&pred, &l2sum, &l2sum.ones_like())?;
     let l2norm = Tensor::where_(&pred, &safe.sqrt()?, &l2sum)?;

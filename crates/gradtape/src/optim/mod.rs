@@ -39,6 +39,41 @@
 //!    variable, `"{optimizer}/iterations"`, so it is checkpointed) advances;
 //!    schedules are evaluated at its value before the step.
 //!
+//! Inside a traced [`function`](crate::function) the whole update (steps
+//! 4 and 5) becomes one `ApplyUpdates` graph node whose inputs are the
+//! (clipped) gradients: it runs at each call of the function, in program
+//! order, reading the step counter then (so schedules and Adam's bias
+//! correction follow it) and writing the variables, their slots and the
+//! counter; tracing itself changes nothing. Slots are created when the
+//! step is first traced.
+//!
+//! ```
+//! use std::sync::Mutex;
+//! use gradtape::optim::{Adam, Optimizer};
+//! use gradtape::{function, GradientTape, Tensor, Variable};
+//! let w = Variable::new(Tensor::vector(&[3.0f64, -1.0]));
+//! let opt = Mutex::new(Adam::new(0.1));
+//! let step = {
+//!     let w = w.clone();
+//!     function(move |target: &Tensor| {
+//!         let tape = GradientTape::new();
+//!         let loss = tape.record(|| w.read().sub(target)?.square()?.sum_all())?;
+//!         opt.lock().unwrap().minimize(&tape, &loss, &[w.clone()])?;
+//!         Ok(loss)
+//!     })
+//! };
+//! let target = Tensor::vector(&[1.0f64, 1.0]);
+//! for _ in 0..3 {
+//!     step.call(&target)?;
+//! }
+//! assert_eq!(step.trace_count(), 1);
+//! assert_eq!(step.graph(&target)?.count("ApplyUpdates"), 1);
+//! // three Adam steps of about lr each, towards the target
+//! let w = w.read().to_vec::<f64>()?;
+//! assert!((w[0] - 2.7).abs() < 1e-3 && (w[1] + 0.7).abs() < 1e-3, "{w:?}");
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+//!
 //! Sparse gradients ([`IndexedSlices`](crate::IndexedSlices), from an
 //! embedding) are applied without building the dense gradient. By default
 //! the result equals the dense gradient's, as in Keras 3 (whose optimizer
@@ -61,6 +96,7 @@ mod kernel;
 mod rmsprop;
 pub mod schedule;
 mod sgd;
+mod traced;
 
 pub use adam::{Adam, AdamW};
 pub use clip::{clip_by_global_norm, clip_by_norm, clip_gradients_by_global_norm, global_norm};
@@ -69,6 +105,7 @@ pub use schedule::{CosineDecay, ExponentialDecay, LearningRate, LearningRateSche
 pub use sgd::Sgd;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -85,6 +122,8 @@ pub(crate) trait Rule {
     fn slots(&self) -> Vec<(&'static str, f64)>;
     /// Updates `var` (and its slots) from `grad`.
     fn update(&self, step: &Step, var: &Variable, slots: &[Variable], grad: &Gradient) -> Result<()>;
+    /// The rule as a shared value (held by a traced update's graph node).
+    fn shared(&self) -> Arc<dyn Rule + Send + Sync>;
 }
 
 /// Gradient clipping applied before the update (Keras's `clipnorm`,
@@ -139,7 +178,7 @@ impl Core {
     }
 
     fn iterations(&self) -> u64 {
-        self.iterations.read().to_scalar::<i64>().map_or(0, |i| i.max(0) as u64)
+        traced::counter(&self.iterations)
     }
 
     fn learning_rate(&self) -> f64 {
@@ -246,22 +285,26 @@ impl Core {
                 .map(|g| clip::clip_gradient_by_value(g, c))
                 .collect::<Result<_>>()?,
         };
-        let it = self.iterations();
-        let lr = self.lr.at(it);
-        for (g, v) in grads.iter().zip(&vars) {
-            let wd = match self.weight_decay {
-                Some(wd) if self.uses_weight_decay(v) => wd,
-                _ => 0.0,
-            };
-            let step = Step {
-                lr,
-                t: (it + 1) as f64,
-                wd,
-                lazy: self.lazy,
-            };
-            rule.update(&step, v, &self.slots[&v.handle()], g)?;
-        }
-        self.iterations.assign(&Tensor::scalar(it as i64 + 1))
+        let targets = vars
+            .iter()
+            .map(|v| traced::Target {
+                var: v.clone(),
+                slots: self.slots[&v.handle()].clone(),
+                wd: match self.weight_decay {
+                    Some(wd) if self.uses_weight_decay(v) => wd,
+                    _ => 0.0,
+                },
+            })
+            .collect();
+        let updates = Arc::new(traced::Updates {
+            name: self.name.clone(),
+            rule: rule.shared(),
+            lr: self.lr.clone(),
+            lazy: self.lazy,
+            iterations: self.iterations.clone(),
+            targets,
+        });
+        traced::apply(&updates, &grads)
     }
 }
 

@@ -169,6 +169,10 @@ impl ElemRule<3> for RmsElem {
 }
 
 impl Rule for RmsRule {
+    fn shared(&self) -> std::sync::Arc<dyn Rule + Send + Sync> {
+        std::sync::Arc::new(*self)
+    }
+
     fn slots(&self) -> Vec<(&'static str, f64)> {
         let mut s = vec![("velocity", 0.0)];
         if self.momentum > 0.0 {
@@ -262,6 +266,10 @@ impl ElemRule<1> for AdagradElem {
 }
 
 impl Rule for AdagradRule {
+    fn shared(&self) -> std::sync::Arc<dyn Rule + Send + Sync> {
+        std::sync::Arc::new(*self)
+    }
+
     fn slots(&self) -> Vec<(&'static str, f64)> {
         vec![("accumulator", self.initial)]
     }

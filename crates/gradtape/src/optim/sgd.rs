@@ -100,6 +100,10 @@ impl ElemRule<1> for Momentum {
 }
 
 impl Rule for SgdRule {
+    fn shared(&self) -> std::sync::Arc<dyn Rule + Send + Sync> {
+        std::sync::Arc::new(*self)
+    }
+
     fn slots(&self) -> Vec<(&'static str, f64)> {
         if self.momentum != 0.0 {
             vec![("momentum", 0.0)]

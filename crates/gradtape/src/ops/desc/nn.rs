@@ -1,28 +1,191 @@
 //! Descriptors of the neural-network ops: softmax and the cross-entropies,
-//! convolutions and their gradients, pooling, normalisation, dropout.
+//! `bias_add`, convolutions and their gradients, pooling and its gradients.
+//!
+//! Normalisation (`moments`, `batch_normalization`, `layer_normalization`),
+//! `conv1d` and `conv2d_transpose` are compositions of these and other ops
+//! and have no descriptor of their own. Max pooling's gradient reads where
+//! each window's maximum was: that is its own node
+//! ([`NnOp::MaxPoolArgmax`], not differentiable, `i64`), an input of
+//! [`NnOp::MaxPoolGrad`], so a traced gradient looks the positions up again
+//! at each run instead of freezing those of the tracing call.
 
 use std::fmt;
 
 use super::Outputs;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::conv::Padding;
 use crate::tensor::Tensor;
 
-/// A neural-network op.
+/// The attributes of a 2-D convolution (dense or depthwise), validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvAttrs {
+    /// Depthwise (`depthwise_conv2d`) rather than dense (`conv2d`).
+    pub depthwise: bool,
+    /// `[height, width]` strides, each `>= 1`.
+    pub strides: [usize; 2],
+    /// `[height, width]` dilations, each `>= 1`.
+    pub dilations: [usize; 2],
+    /// Padding mode.
+    pub padding: Padding,
+}
+
+impl ConvAttrs {
+    fn strides(&self) -> [i64; 2] {
+        self.strides.map(|s| s as i64)
+    }
+    fn dilations(&self) -> [i64; 2] {
+        self.dilations.map(|s| s as i64)
+    }
+}
+
+/// The attributes of a 2-D pooling window, as the caller gave them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PoolAttrs {
+    /// `[height, width]` of the window.
+    pub ksize: [i64; 2],
+    /// `[height, width]` strides.
+    pub strides: [i64; 2],
+    /// Padding mode.
+    pub padding: Padding,
+}
+
+/// A neural-network op. Inputs are listed in the order the op's node reads
+/// them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum NnOp {}
+pub enum NnOp {
+    /// `softmax(x, axis)`, the axis normalised (`>= 0`).
+    Softmax(isize),
+    /// `log_softmax(x, axis)`, the axis normalised.
+    LogSoftmax(isize),
+    /// `sparse_softmax_cross_entropy_with_logits(labels, logits)`.
+    SparseSoftmaxCrossEntropy,
+    /// `sigmoid_cross_entropy_with_logits(labels, logits)`.
+    SigmoidCrossEntropy,
+    /// `bias_add(x, bias)`.
+    BiasAdd,
+    /// A convolution `(x, filter)`.
+    Conv(ConvAttrs),
+    /// A convolution's input gradient `(filter, dy)`, of the given input
+    /// sizes (NHWC).
+    ConvBackpropInput(ConvAttrs, [usize; 4]),
+    /// A convolution's filter gradient `(x, dy)`, of the given filter sizes
+    /// (HWIO).
+    ConvBackpropFilter(ConvAttrs, [usize; 4]),
+    /// `max_pool2d(x)`.
+    MaxPool(PoolAttrs),
+    /// The flat position in `x` of each window's maximum (`i64`, the pooled
+    /// shape flattened); not differentiable.
+    MaxPoolArgmax(PoolAttrs),
+    /// Max pooling's gradient `(dy, argmax)`: `dy` added at the positions,
+    /// giving the input shape.
+    MaxPoolGrad([usize; 4]),
+    /// `avg_pool2d(x)`.
+    AvgPool(PoolAttrs),
+    /// `avg_pool2d_grad(dy)` for the given input shape.
+    AvgPoolGrad(PoolAttrs, [usize; 4]),
+}
 
 impl NnOp {
     /// The op's name, as recorded on tapes.
     pub fn name(&self) -> &'static str {
-        match *self {}
+        match self {
+            NnOp::Softmax(_) => "Softmax",
+            NnOp::LogSoftmax(_) => "LogSoftmax",
+            NnOp::SparseSoftmaxCrossEntropy => "SparseSoftmaxCrossEntropyWithLogits",
+            NnOp::SigmoidCrossEntropy => "SigmoidCrossEntropyWithLogits",
+            NnOp::BiasAdd => "BiasAdd",
+            NnOp::Conv(c) if c.depthwise => "DepthwiseConv2dNative",
+            NnOp::Conv(_) => "Conv2D",
+            NnOp::ConvBackpropInput(c, _) if c.depthwise => "DepthwiseConv2dNativeBackpropInput",
+            NnOp::ConvBackpropInput(..) => "Conv2DBackpropInput",
+            NnOp::ConvBackpropFilter(c, _) if c.depthwise => "DepthwiseConv2dNativeBackpropFilter",
+            NnOp::ConvBackpropFilter(..) => "Conv2DBackpropFilter",
+            NnOp::MaxPool(_) => "MaxPool",
+            NnOp::MaxPoolArgmax(_) => "MaxPoolArgmax",
+            NnOp::MaxPoolGrad(_) => "MaxPoolGrad",
+            NnOp::AvgPool(_) => "AvgPool",
+            NnOp::AvgPoolGrad(..) => "AvgPoolGrad",
+        }
     }
 
     /// Runs the op again through its public method.
-    pub fn eval(&self, _inputs: &[Tensor]) -> Result<Outputs> {
-        match *self {}
+    pub fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        let y = match (self, inputs) {
+            (NnOp::Softmax(a), [x]) => x.softmax(*a)?,
+            (NnOp::LogSoftmax(a), [x]) => x.log_softmax(*a)?,
+            (NnOp::SparseSoftmaxCrossEntropy, [labels, logits]) => {
+                Tensor::sparse_softmax_cross_entropy_with_logits(labels, logits)?
+            }
+            (NnOp::SigmoidCrossEntropy, [labels, logits]) => Tensor::sigmoid_cross_entropy_with_logits(labels, logits)?,
+            (NnOp::BiasAdd, [x, b]) => x.bias_add(b)?,
+            (NnOp::Conv(c), [x, f]) if c.depthwise => x.depthwise_conv2d(f, c.strides(), c.padding, c.dilations())?,
+            (NnOp::Conv(c), [x, f]) => x.conv2d(f, c.strides(), c.padding, c.dilations())?,
+            (NnOp::ConvBackpropInput(c, s), [f, dy]) if c.depthwise => {
+                Tensor::depthwise_conv2d_backprop_input(s, f, dy, c.strides(), c.padding, c.dilations())?
+            }
+            (NnOp::ConvBackpropInput(c, s), [f, dy]) => {
+                Tensor::conv2d_backprop_input(s, f, dy, c.strides(), c.padding, c.dilations())?
+            }
+            (NnOp::ConvBackpropFilter(c, s), [x, dy]) if c.depthwise => {
+                Tensor::depthwise_conv2d_backprop_filter(x, s, dy, c.strides(), c.padding, c.dilations())?
+            }
+            (NnOp::ConvBackpropFilter(c, s), [x, dy]) => {
+                Tensor::conv2d_backprop_filter(x, s, dy, c.strides(), c.padding, c.dilations())?
+            }
+            (NnOp::MaxPool(p), [x]) => x.max_pool2d(p.ksize, p.strides, p.padding)?,
+            (NnOp::MaxPoolArgmax(p), [x]) => crate::ops::nn::max_pool2d_argmax(x, *p)?,
+            (NnOp::MaxPoolGrad(s), [dy, arg]) => crate::ops::nn::max_pool_grad(dy, arg, s)?,
+            (NnOp::AvgPool(p), [x]) => x.avg_pool2d(p.ksize, p.strides, p.padding)?,
+            (NnOp::AvgPoolGrad(p, s), [dy]) => dy.avg_pool2d_grad(s, p.ksize, p.strides, p.padding)?,
+            _ => {
+                return Err(Error::invalid(
+                    self.name(),
+                    format!("got {} inputs, which is not this op's arity", inputs.len()),
+                ))
+            }
+        };
+        Ok(smallvec::smallvec![y])
     }
 
-    pub(crate) fn fmt_attrs(&self, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {}
+    pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let conv = |f: &mut fmt::Formatter<'_>, c: &ConvAttrs| {
+            write!(
+                f,
+                "strides={:?}, padding={:?}, dilations={:?}",
+                c.strides, c.padding, c.dilations
+            )
+        };
+        let pool = |f: &mut fmt::Formatter<'_>, p: &PoolAttrs| {
+            write!(
+                f,
+                "ksize={:?}, strides={:?}, padding={:?}",
+                p.ksize, p.strides, p.padding
+            )
+        };
+        match self {
+            NnOp::Softmax(a) | NnOp::LogSoftmax(a) => write!(f, "[axis={a}]"),
+            NnOp::SparseSoftmaxCrossEntropy | NnOp::SigmoidCrossEntropy | NnOp::BiasAdd => Ok(()),
+            NnOp::Conv(c) => {
+                f.write_str("[")?;
+                conv(f, c)?;
+                f.write_str("]")
+            }
+            NnOp::ConvBackpropInput(c, s) | NnOp::ConvBackpropFilter(c, s) => {
+                write!(f, "[sizes={s:?}, ")?;
+                conv(f, c)?;
+                f.write_str("]")
+            }
+            NnOp::MaxPool(p) | NnOp::MaxPoolArgmax(p) | NnOp::AvgPool(p) => {
+                f.write_str("[")?;
+                pool(f, p)?;
+                f.write_str("]")
+            }
+            NnOp::MaxPoolGrad(s) => write!(f, "[input_shape={s:?}]"),
+            NnOp::AvgPoolGrad(p, s) => {
+                write!(f, "[input_shape={s:?}, ")?;
+                pool(f, p)?;
+                f.write_str("]")
+            }
+        }
     }
 }

@@ -16,7 +16,8 @@
 //! GEMM otherwise; the depthwise one as direct channel-vectorised loops;
 //! all in parallel.
 
-use super::{bind, expect_float, expect_same_dtype, grads, unsupported};
+use super::super::desc::{ConvAttrs, NnOp};
+use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 pub use crate::kernels::cpu::conv::Padding;
@@ -66,6 +67,16 @@ impl Cfg {
             });
         }
         Geom::new(op, x, [f[0], f[1]], f[3], self.strides, self.dil, self.padding)
+    }
+
+    /// The descriptor's attributes.
+    fn attrs(&self) -> ConvAttrs {
+        ConvAttrs {
+            depthwise: self.kind == Kind::Depthwise,
+            strides: self.strides,
+            dilations: self.dil,
+            padding: self.padding,
+        }
     }
 
     /// The output shape for geometry `g`.
@@ -125,12 +136,8 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
         }
         Kind::Depthwise => (run::<T>(op, |a, b| k::depthwise(a, b, &g), x, f, &shape)?, None),
     }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
-    let name = match cfg.kind {
-        Kind::Dense => "Conv2D",
-        Kind::Depthwise => "DepthwiseConv2dNative",
-    };
     let (xc, fc) = (x.clone(), f.clone());
-    Ok(bind(name, &[x, f], y, move |_| {
+    Ok(bind(NnOp::Conv(cfg.attrs()), &[x, f], y, move |_| {
         vjp(move |g, needs| {
             let dx = needs[0]
                 .then(|| bwd_input("conv backprop", xc.shape(), &fc, &g[0], cfg))
@@ -157,12 +164,8 @@ fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, c
         Kind::Dense => run::<T>(op, |d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs)?,
         Kind::Depthwise => run::<T>(op, |d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs)?,
     }, _ => return Err(unsupported(op, f.dtype(), "f32 or f64")));
-    let name = match cfg.kind {
-        Kind::Dense => "Conv2DBackpropInput",
-        Kind::Depthwise => "DepthwiseConv2dNativeBackpropInput",
-    };
     let (fc, dyc) = (f.clone(), dy.clone());
-    Ok(bind(name, &[f, dy], y, move |_| {
+    Ok(bind(NnOp::ConvBackpropInput(cfg.attrs(), xs), &[f, dy], y, move |_| {
         vjp(move |g, needs| {
             let df = needs[0]
                 .then(|| bwd_filter("conv backprop", &g[0], fc.shape(), &dyc, cfg, None))
@@ -192,20 +195,21 @@ fn bwd_filter(
         (Kind::Dense, _) => run::<T>(op, |a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs)?,
         (Kind::Depthwise, _) => run::<T>(op, |a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs)?,
     }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
-    let name = match cfg.kind {
-        Kind::Dense => "Conv2DBackpropFilter",
-        Kind::Depthwise => "DepthwiseConv2dNativeBackpropFilter",
-    };
     let (xc, dyc) = (x.clone(), dy.clone());
-    Ok(bind(name, &[x, dy], y, move |_| {
-        vjp(move |g, needs| {
-            let dx = needs[0]
-                .then(|| bwd_input("conv backprop", xc.shape(), &g[0], &dyc, cfg))
-                .transpose()?;
-            let ddy = needs[1].then(|| fwd("conv backprop", &xc, &g[0], cfg)).transpose()?;
-            Ok(grads![dx, ddy])
-        })
-    }))
+    Ok(bind(
+        NnOp::ConvBackpropFilter(cfg.attrs(), fs),
+        &[x, dy],
+        y,
+        move |_| {
+            vjp(move |g, needs| {
+                let dx = needs[0]
+                    .then(|| bwd_input("conv backprop", xc.shape(), &g[0], &dyc, cfg))
+                    .transpose()?;
+                let ddy = needs[1].then(|| fwd("conv backprop", &xc, &g[0], cfg)).transpose()?;
+                Ok(grads![dx, ddy])
+            })
+        },
+    ))
 }
 
 impl Tensor {

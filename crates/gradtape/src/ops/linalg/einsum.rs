@@ -7,7 +7,7 @@
 //! result is reshaped and permuted into the output order. Everything is made
 //! of differentiable ops, so gradients of every order follow.
 
-use super::expect_float;
+use super::super::expect_float;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 

@@ -4,11 +4,16 @@
 //! window's maximum (recorded by the forward pass; the first maximum on ties,
 //! as TensorFlow): the op `MaxPoolGrad`, a scatter-add that runs images in
 //! parallel, whose own gradient gathers at those positions, so second order
-//! works. Average pooling is linear: its
+//! works. The positions are a tensor of their own (`MaxPoolArgmax`, `i64`,
+//! not differentiable), an input of `MaxPoolGrad`: a trace records where they
+//! came from, so a traced gradient finds each call's maxima (a graph then
+//! runs the pooling kernel twice, once for the values and once for the
+//! positions, and only when the gradient is used). Average pooling is linear: its
 //! gradient [`Tensor::avg_pool2d_grad`] spreads each cotangent evenly over its
 //! window, and that op's gradient is the average pool again.
 
-use super::{bind, expect_float, grads, unsupported};
+use super::super::desc::{NnOp, PoolAttrs};
+use super::super::{bind, bind_nondiff, expect_float, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Geom, Padding};
@@ -28,9 +33,15 @@ fn geom(op: &'static str, x: &[usize], ksize: [i64; 2], strides: [i64; 2], paddi
     Geom::new(op, x, ks, 1, st, [1, 1], padding)
 }
 
+/// `s` as an array (an NHWC shape, rank already checked by [`geom`]).
+fn rank4(op: &'static str, s: &[usize]) -> Result<[usize; 4]> {
+    s.try_into()
+        .map_err(|_| Error::invalid(op, format!("needs an NHWC shape of rank 4, got {s:?}")))
+}
+
 /// The gradient of max pooling: `dy` (the pooled shape) added at the flat
 /// input positions `arg` of each window's maximum, giving `xshape`.
-fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Result<Tensor> {
+pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize; 4]) -> Result<Tensor> {
     const OP: &str = "MaxPoolGrad";
     let (n, ny) = (xshape.first().copied().unwrap_or(0), arg.numel());
     if dy.numel() != ny {
@@ -46,13 +57,35 @@ fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Result<Tensor> 
     let dx = with_float_dtype!(dy.dtype(), T => {
         Tensor::from_storage(T::into_storage(k::max_pool_grad::<T>(OP, &dy.values::<T>(OP)?, &idx, n, img)?), xshape)
     }, _ => return Err(unsupported(OP, dy.dtype(), "f32 or f64")));
-    let (arg, yshape) = (arg.clone(), dy.shape().to_vec());
-    Ok(bind(OP, &[dy], dx, move |_| {
+    let (argc, yshape) = (arg.clone(), dy.shape().to_vec());
+    Ok(bind(NnOp::MaxPoolGrad(*xshape), &[dy, arg], dx, move |_| {
         vjp(move |g, _| {
-            let ddy = g[0].reshape(&[nx])?.gather(&arg, 0)?.reshape(&yshape)?;
-            Ok(grads![Some(ddy)])
+            let ddy = g[0].reshape(&[nx])?.gather(&argc, 0)?.reshape(&yshape)?;
+            Ok(grads![Some(ddy), None])
         })
     }))
+}
+
+/// Max pooling's output and the flat position in `x` of each window's
+/// maximum (`i64`, shape `[numel of the output]`), the latter offered to
+/// traces as a `MaxPoolArgmax` node.
+fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(Tensor, Tensor)> {
+    expect_float(op, x)?;
+    let g = geom(op, x.shape(), p.ksize, p.strides, p.padding)?;
+    let shape = [g.n, g.oh, g.ow, g.c];
+    let (y, arg) = with_float_dtype!(x.dtype(), T => {
+        let (y, arg) = k::max_pool::<T>(&x.values::<T>(op)?, &g)?;
+        (Tensor::from_storage(T::into_storage(y), &shape), arg)
+    }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
+    let ny = arg.len();
+    let arg = Tensor::from_storage(i64::into_storage(arg), &[ny]);
+    Ok((y, bind_nondiff(NnOp::MaxPoolArgmax(p), &[x], arg)))
+}
+
+/// The positions of [`max_pool_with_argmax`] alone (a `MaxPoolArgmax`
+/// node run again).
+pub(crate) fn max_pool2d_argmax(x: &Tensor, p: PoolAttrs) -> Result<Tensor> {
+    Ok(max_pool_with_argmax("max_pool2d", x, p)?.1)
 }
 
 impl Tensor {
@@ -79,22 +112,15 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn max_pool2d(&self, ksize: [i64; 2], strides: [i64; 2], padding: Padding) -> Result<Tensor> {
-        const OP: &str = "max_pool2d";
-        expect_float(OP, self)?;
-        let g = geom(OP, self.shape(), ksize, strides, padding)?;
-        let shape = [g.n, g.oh, g.ow, g.c];
-        let (y, arg) = with_float_dtype!(self.dtype(), T => {
-            let (y, arg) = k::max_pool::<T>(&self.values::<T>(OP)?, &g)?;
-            (Tensor::from_storage(T::into_storage(y), &shape), arg)
-        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
-        let xshape = self.shape().to_vec();
-        Ok(bind("MaxPool", &[self], y, move |_| {
-            let ny = arg.len();
-            let arg = Tensor::from_vec(arg, &[ny]);
-            vjp(move |g, _| {
-                let arg = arg.as_ref().map_err(Clone::clone)?;
-                Ok(grads![Some(max_pool_grad(&g[0], arg, &xshape)?)])
-            })
+        let p = PoolAttrs {
+            ksize,
+            strides,
+            padding,
+        };
+        let (y, arg) = max_pool_with_argmax("max_pool2d", self, p)?;
+        let xshape = rank4("max_pool2d", self.shape())?;
+        Ok(bind(NnOp::MaxPool(p), &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(max_pool_grad(&g[0], &arg, &xshape)?)]))
         }))
     }
 
@@ -119,7 +145,12 @@ impl Tensor {
             Tensor::from_storage(T::into_storage(k::avg_pool::<T>(&self.values::<T>(OP)?, &g)?), &shape)
         }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
         let xshape = self.shape().to_vec();
-        Ok(bind("AvgPool", &[self], y, move |_| {
+        let p = PoolAttrs {
+            ksize,
+            strides,
+            padding,
+        };
+        Ok(bind(NnOp::AvgPool(p), &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].avg_pool2d_grad(&xshape, ksize, strides, padding)?)]))
         }))
     }
@@ -158,7 +189,13 @@ impl Tensor {
         let y = with_float_dtype!(self.dtype(), T => {
             Tensor::from_storage(T::into_storage(k::avg_pool_grad::<T>(&self.values::<T>(OP)?, &g)?), &xshape)
         }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
-        Ok(bind("AvgPoolGrad", &[self], y, move |_| {
+        let p = PoolAttrs {
+            ksize,
+            strides,
+            padding,
+        };
+        let sizes = rank4(OP, input_shape)?;
+        Ok(bind(NnOp::AvgPoolGrad(p, sizes), &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].avg_pool2d(ksize, strides, padding)?)]))
         }))
     }

@@ -2,8 +2,8 @@
 //! the decompositions (`cholesky`, `svd`) and reductions, so their
 //! gradients (any order) come from those ops' rules.
 
-use super::expect_float;
 use crate::error::{Error, Result};
+use crate::ops::expect_float;
 use crate::tensor::{DType, Tensor};
 
 /// Which matrix norm [`Tensor::matrix_norm`] computes.

@@ -23,12 +23,12 @@
 //! Eigenvectors and singular vectors are unique only up to sign; each is
 //! signed so that its largest entry is positive.
 
-use super::desc::{DecompOp, Lazy, Op};
-use super::{bind, expect_float, grads};
+use super::decomp::from_f64s;
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::eig;
-use crate::ops::decomp::from_f64s;
+use crate::ops::desc::{DecompOp, Lazy, Op};
+use crate::ops::{bind, expect_float, grads};
 use crate::tensor::{DType, Tensor};
 
 /// Checks a float `[..., m, n]` input; returns (batch count, m, n).
@@ -305,7 +305,7 @@ impl Tensor {
         let l = from_f64s(ls, self.shape(), self.dtype())?;
         let u = from_f64s(us, self.shape(), self.dtype())?;
         let p = Tensor::from_vec(ps, &with_batch(self, &[n]))?;
-        let p = super::bind_nondiff(Op::Decomp(DecompOp::Lu(2)), &[self], p);
+        let p = crate::ops::bind_nondiff(Op::Decomp(DecompOp::Lu(2)), &[self], p);
         // Ā = Pᵀ L⁻ᵀ M U⁻ᵀ; `Pᵀ X` puts row i of X back at row p[i]
         let back = |m: &Tensor, l: &Tensor, u: &Tensor, p: &Tensor| -> Result<Tensor> {
             let x = l.triangular_solve(m, true, true)?;

@@ -1,7 +1,7 @@
 //! Matrix products.
 
-use super::desc::Op;
-use super::{bind_jvp, grads, sum_terms};
+use super::super::desc::Op;
+use super::super::{bind_jvp, grads, sum_terms};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::matmul::matmul;
@@ -31,7 +31,7 @@ impl Tensor {
     /// each then summed back over broadcast batch dims.
     pub fn matmul_with(&self, rhs: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         if self.dtype().is_complex() {
-            return super::complex::matmul_with(self, rhs, ta, tb);
+            return super::super::complex::matmul_with(self, rhs, ta, tb);
         }
         let y = matmul(self, rhs, ta, tb)?;
         let (a, b) = (self.clone(), rhs.clone());

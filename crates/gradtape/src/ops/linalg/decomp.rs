@@ -1,5 +1,6 @@
-//! Matrix decompositions and solves (f32/f64, any leading batch dims):
-//! cholesky, triangular_solve, solve, inverse, det, slogdet/logdet.
+//! Matrix decompositions and determinants (f32/f64, any leading batch
+//! dims): cholesky, det, slogdet/logdet; the helpers shared with the solves
+//! (`solve.rs`).
 //!
 //! The kernels (`kernels/cpu/decomp.rs`) work in f64 on one matrix at a
 //! time. Every rule is written with differentiable public ops (matmul,
@@ -7,7 +8,8 @@
 //! broadcasting, so the rules also accept cotangents with leading batch
 //! dims (`vjp_batched`).
 
-use super::{bind, expect_float, expect_same_dtype, grads};
+use super::super::desc::LinalgOp;
+use super::super::{bind, bind_nondiff, expect_float, expect_same_dtype, grads};
 use crate::autodiff::tape::vjp_batched;
 use crate::ct;
 use crate::error::{Error, Result};
@@ -18,11 +20,11 @@ use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
 /// A float tensor of `shape` from f64 values, converted to `dtype`.
 pub(crate) fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor> {
     with_float_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(T::from_f64).collect::<Vec<T>>(), shape),
-        _ => Err(super::unsupported("from_f64s", dtype, "f32 or f64")))
+        _ => Err(super::super::unsupported("from_f64s", dtype, "f32 or f64")))
 }
 
 /// Checks a float `[..., n, n]` input; returns (batch count, n).
-fn square(op: &'static str, a: &Tensor) -> Result<(usize, usize)> {
+pub(super) fn square(op: &'static str, a: &Tensor) -> Result<(usize, usize)> {
     expect_float(op, a)?;
     let s = a.shape();
     let r = s.len();
@@ -37,7 +39,7 @@ fn square(op: &'static str, a: &Tensor) -> Result<(usize, usize)> {
 
 /// Checks `a: [..., n, n]` against `b: [..., n, m]` (batch dims broadcast)
 /// and broadcasts both to the common batch shape (differentiably).
-fn broadcast_pair(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
+pub(super) fn broadcast_pair(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
     square(op, a)?;
     expect_same_dtype(op, a, b)?;
     let (sa, sb) = (a.shape(), b.shape());
@@ -99,7 +101,7 @@ impl Tensor {
             out.extend(l);
         }
         let y = from_f64s(out, self.shape(), self.dtype())?;
-        Ok(bind("Cholesky", &[self], y, |l| {
+        Ok(bind(LinalgOp::Cholesky, &[self], y, |l| {
             let l = l.clone();
             vjp_batched(move |g, _| {
                 let n = l.shape()[l.rank() - 1];
@@ -110,141 +112,6 @@ impl Tensor {
                 let s = l.triangular_solve(&x.transpose()?, true, true)?.transpose()?;
                 let ga = s.add(&s.transpose()?)?.mul_scalar(0.5)?;
                 Ok(grads![Some(ga)])
-            })
-        }))
-    }
-
-    /// Solves `op(T) X = B` for `X`, `T` the lower (`lower`) or upper
-    /// triangle of `self` (`[..., n, n]`; the other triangle is not read),
-    /// `op` the transpose when `adjoint`. `B` is `[..., n, m]`; batch dims
-    /// broadcast. A zero on the diagonal gives infinities (no error), as in
-    /// TensorFlow.
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let l = Tensor::from_vec(vec![2.0f64, 0.0, 1.0, 2.0], &[2, 2])?;
-    /// let b = Tensor::from_vec(vec![2.0f64, 5.0], &[2, 1])?;
-    /// assert_eq!(l.triangular_solve(&b, true, false)?.to_vec::<f64>()?, vec![1.0, 2.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn triangular_solve(&self, rhs: &Tensor, lower: bool, adjoint: bool) -> Result<Tensor> {
-        let (a, b) = broadcast_pair("triangular_solve", self, rhs)?;
-        let (nb, n) = square("triangular_solve", &a)?;
-        let m = b.shape()[b.rank() - 1];
-        let (av, mut bv) = (a.f64_values("triangular_solve")?, b.f64_values("triangular_solve")?);
-        for i in 0..nb {
-            decomp::triangular_solve(
-                &av[i * n * n..(i + 1) * n * n],
-                &mut bv[i * n * m..(i + 1) * n * m],
-                n,
-                m,
-                lower,
-                adjoint,
-            );
-        }
-        let y = from_f64s(bv, b.shape(), b.dtype())?;
-        let saved = a.clone();
-        Ok(bind("MatrixTriangularSolve", &[&a, &b], y, move |c| {
-            let (a, c) = (saved, c.clone());
-            vjp_batched(move |g, needs| {
-                let gb = a.triangular_solve(&g[0], lower, !adjoint)?;
-                let ga = needs[0]
-                    .then(|| {
-                        let full = if adjoint {
-                            c.matmul_with(&gb, false, true)?
-                        } else {
-                            gb.matmul_with(&c, false, true)?
-                        };
-                        let n = a.shape()[a.rank() - 1];
-                        full.neg()?.mul(&tri_mask(n, lower, a.dtype()))
-                    })
-                    .transpose()?;
-                Ok(grads![ga, Some(gb)])
-            })
-        }))
-    }
-
-    /// Solves `A X = B` by LU with partial pivoting: `self` is `[..., n, n]`,
-    /// `B` is `[..., n, m]` (batch dims broadcast). An error if a matrix is
-    /// singular.
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let a = Tensor::from_vec(vec![0.0f64, 2.0, 3.0, 4.0], &[2, 2])?;
-    /// let b = Tensor::from_vec(vec![2.0f64, 7.0], &[2, 1])?;
-    /// assert_eq!(a.solve(&b)?.to_vec::<f64>()?, vec![1.0, 1.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn solve(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.solve_with(rhs, false)
-    }
-
-    /// Solves `op(A) X = B`, `op` the transpose when `adjoint`. See
-    /// [`solve`](Self::solve). d/dB = `op(A)⁻ᵀ G`; d/dA = `-op(d/dB · Xᵀ)`.
-    pub fn solve_with(&self, rhs: &Tensor, adjoint: bool) -> Result<Tensor> {
-        let (a, b) = broadcast_pair("solve", self, rhs)?;
-        let (nb, n) = square("solve", &a)?;
-        let m = b.shape()[b.rank() - 1];
-        let (av, mut bv) = (a.f64_values("solve")?, b.f64_values("solve")?);
-        for i in 0..nb {
-            let f = decomp::lu(&av[i * n * n..(i + 1) * n * n], n);
-            if f.singular {
-                return Err(singular("solve", i, self.shape()));
-            }
-            f.solve(&mut bv[i * n * m..(i + 1) * n * m], m, adjoint);
-        }
-        let y = from_f64s(bv, b.shape(), b.dtype())?;
-        let saved = a.clone();
-        Ok(bind("MatrixSolve", &[&a, &b], y, move |x| {
-            let (a, x) = (saved, x.clone());
-            vjp_batched(move |g, needs| {
-                let gb = a.solve_with(&g[0], !adjoint)?;
-                let ga = needs[0]
-                    .then(|| {
-                        if adjoint {
-                            x.matmul_with(&gb, false, true)?.neg()
-                        } else {
-                            gb.matmul_with(&x, false, true)?.neg()
-                        }
-                    })
-                    .transpose()?;
-                Ok(grads![ga, Some(gb)])
-            })
-        }))
-    }
-
-    /// The inverse of each matrix of `[..., n, n]` (LU with partial
-    /// pivoting). An error if a matrix is singular. d/dA = `-A⁻ᵀ G A⁻ᵀ`.
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let a = Tensor::from_vec(vec![2.0f64, 0.0, 0.0, 4.0], &[2, 2])?;
-    /// assert_eq!(a.inverse()?.to_vec::<f64>()?, vec![0.5, 0.0, 0.0, 0.25]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn inverse(&self) -> Result<Tensor> {
-        let (nb, n) = square("inverse", self)?;
-        let v = self.f64_values("inverse")?;
-        let mut out = alloc::try_vec("inverse", v.len())?;
-        for i in 0..nb {
-            let f = decomp::lu(&v[i * n * n..(i + 1) * n * n], n);
-            if f.singular {
-                return Err(singular("inverse", i, self.shape()));
-            }
-            let mut e = vec![0.0; n * n];
-            for k in 0..n {
-                e[k * n + k] = 1.0;
-            }
-            f.solve(&mut e, n, false);
-            out.extend(e);
-        }
-        let y = from_f64s(out, self.shape(), self.dtype())?;
-        Ok(bind("MatrixInverse", &[self], y, |y| {
-            let y = y.clone();
-            vjp_batched(move |g, _| {
-                Ok(grads![Some(
-                    y.matmul_with(&g[0], true, false)?.matmul_with(&y, false, true)?.neg()?
-                )])
             })
         }))
     }
@@ -267,7 +134,7 @@ impl Tensor {
         let batch = self.shape()[..self.rank() - 2].to_vec();
         let y = from_f64s(d, &batch, self.dtype())?;
         let a = self.clone();
-        Ok(bind("MatrixDeterminant", &[self], y, move |y| {
+        Ok(bind(LinalgOp::Det, &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
                 let batch = &a.shape()[..a.rank() - 2];
@@ -299,10 +166,10 @@ impl Tensor {
             logs.push(l);
         }
         let batch = self.shape()[..self.rank() - 2].to_vec();
-        let sign = from_f64s(signs, &batch, self.dtype())?;
+        let sign = bind_nondiff(LinalgOp::DetSign, &[self], from_f64s(signs, &batch, self.dtype())?);
         let y = from_f64s(logs, &batch, self.dtype())?;
         let a = self.clone();
-        let logabs = bind("LogMatrixDeterminant", &[self], y, move |_| {
+        let logabs = bind(LinalgOp::LogAbsDet, &[self], y, move |_| {
             vjp_batched(move |g, _| {
                 let batch = &a.shape()[..a.rank() - 2];
                 Ok(grads![Some(expand2(&g[0], batch)?.mul(&a.inverse()?.transpose()?)?)])
@@ -316,25 +183,6 @@ impl Tensor {
     pub fn logdet(&self) -> Result<Tensor> {
         Ok(self.slogdet().map_err(|e| e.for_op("logdet"))?.1)
     }
-}
-
-fn singular(op: &'static str, i: usize, shape: &[usize]) -> Error {
-    Error::invalid(op, format!("matrix {i} of the batch (shape {shape:?}) is singular"))
-}
-
-/// `n x n` ones on and below (`lower`) or on and above the diagonal.
-fn tri_mask(n: usize, lower: bool, dtype: DType) -> Tensor {
-    let v: Vec<f64> = (0..n * n)
-        .map(|k| {
-            let (i, j) = (k / n, k % n);
-            if (lower && j <= i) || (!lower && j >= i) {
-                1.0
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    from_f64s(v, &[n, n], dtype).expect("float dtype")
 }
 
 /// Murray's `Φ` as a mask: ones below the diagonal, ½ on it.

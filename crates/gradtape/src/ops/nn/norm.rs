@@ -4,8 +4,8 @@
 //! These are compositions of public ops, so their gradients (of any order)
 //! come from the ops they are made of.
 
-use super::reduce::norm_axes;
-use super::{expect_float, expect_same_dtype};
+use super::super::reduce::norm_axes;
+use super::super::{expect_float, expect_same_dtype};
 use crate::error::{Error, Result};
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Tensor;
@@ -46,11 +46,19 @@ impl Tensor {
     /// ```
     pub fn moments(&self, axes: &[isize], keepdims: bool) -> Result<(Tensor, Tensor)> {
         expect_float("moments", self)?;
-        norm_axes("moments", axes, self.shape())?;
-        let mk = self.mean(axes, true)?;
-        let var = self.sub(&mk)?.square()?.mean(axes, keepdims)?;
-        let mean = if keepdims { mk } else { self.mean(axes, false)? };
-        Ok((mean, var))
+        let ax = norm_axes("moments", axes, self.shape())?;
+        // one reduction for the mean; kept dims by a reshape (a view)
+        let kept: Vec<usize> = (0..self.rank())
+            .map(|i| if ax.contains(&i) { 1 } else { self.shape()[i] })
+            .collect();
+        let mean = self.mean(axes, false)?;
+        let mk = mean.reshape(&kept)?;
+        let var = self.sub(&mk)?.square()?.mean(axes, false)?;
+        if keepdims {
+            Ok((mk, var.reshape(&kept)?))
+        } else {
+            Ok((mean, var))
+        }
     }
 
     /// `(x − mean) / sqrt(variance + eps) · scale + offset`, every argument

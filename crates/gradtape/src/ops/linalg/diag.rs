@@ -1,0 +1,133 @@
+//! Diagonals and bands of matrices: diag, diag_part, trace, band_part
+//! (and tril/triu).
+//!
+//! `diag_part` is a strided view with its own rule and descriptor
+//! (`MatrixDiagPart`); the others are compositions of differentiable ops
+//! (a multiply by the identity, a sum, a select with a constant mask).
+
+use super::super::desc::LinalgOp;
+use super::super::{bind, grads, unsupported};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Layout, Tensor};
+
+impl Tensor {
+    /// A diagonal matrix from each vector of `[..., n]`: `[..., n, n]` with
+    /// the vector on the diagonal (numeric dtypes).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let d = Tensor::vector(&[1i32, 2]).diag()?;
+    /// assert_eq!(d.to_vec::<i32>()?, vec![1, 0, 0, 2]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn diag(&self) -> Result<Tensor> {
+        if self.rank() == 0 {
+            return Err(Error::invalid("diag", "needs a tensor of rank >= 1, got shape []"));
+        }
+        if self.dtype() == DType::Bool {
+            return Err(unsupported("diag", self.dtype(), "a numeric dtype"));
+        }
+        let n = self.shape()[self.rank() - 1];
+        let eye = Tensor::try_eye(n, self.dtype()).map_err(|e| e.for_op("diag"))?;
+        self.expand_dims(-1)?.mul(&eye)
+    }
+
+    /// The main diagonal of each matrix of `[..., n, m]`: `[..., min(n, m)]`.
+    /// A view (no copy); d/dx puts the cotangent back on a zero diagonal.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::from_vec((0..6).collect::<Vec<i64>>(), &[2, 3])?;
+    /// assert_eq!(a.diag_part()?.to_vec::<i64>()?, vec![0, 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn diag_part(&self) -> Result<Tensor> {
+        let r = self.rank();
+        if r < 2 {
+            return Err(Error::invalid(
+                "diag_part",
+                format!("needs a tensor of rank >= 2, got shape {:?}", self.shape()),
+            ));
+        }
+        let (n, m) = (self.shape()[r - 2], self.shape()[r - 1]);
+        let k = n.min(m);
+        let l = self.layout();
+        let mut shape = l.shape.clone();
+        let mut strides = l.strides.clone();
+        shape.truncate(r - 2);
+        shape.push(k);
+        let s = strides[r - 2] + strides[r - 1];
+        strides.truncate(r - 2);
+        strides.push(s);
+        let y = self.view(Layout {
+            shape,
+            strides,
+            offset: l.offset,
+        });
+        Ok(bind(LinalgOp::DiagPart, &[self], y, move |_| {
+            vjp_batched(move |g, _| {
+                let d = g[0].diag()?;
+                let mut pads = vec![(0, 0); d.rank()];
+                let r = pads.len();
+                pads[r - 2].1 = n - k;
+                pads[r - 1].1 = m - k;
+                Ok(grads![Some(d.pad(&pads)?)])
+            })
+        }))
+    }
+
+    /// The sum of the main diagonal of each matrix of `[..., n, m]`: `[...]`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// assert_eq!(a.trace()?.to_scalar::<f32>()?, 5.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn trace(&self) -> Result<Tensor> {
+        self.diag_part()
+            .map_err(|_| Error::invalid("trace", format!("needs rank >= 2, got shape {:?}", self.shape())))?
+            .sum(&[-1], false)
+    }
+
+    /// Keeps, in each matrix of `[..., n, m]`, the band of `num_lower`
+    /// sub-diagonals and `num_upper` super-diagonals (a negative count keeps
+    /// the whole triangle) and zeros the rest, as TF's `band_part`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::from_vec(vec![1i32, 2, 3, 4], &[2, 2])?;
+    /// assert_eq!(a.band_part(-1, 0)?.to_vec::<i32>()?, vec![1, 0, 3, 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn band_part(&self, num_lower: isize, num_upper: isize) -> Result<Tensor> {
+        let r = self.rank();
+        if r < 2 {
+            return Err(Error::invalid(
+                "band_part",
+                format!("needs a tensor of rank >= 2, got shape {:?}", self.shape()),
+            ));
+        }
+        let (n, m) = (self.shape()[r - 2], self.shape()[r - 1]);
+        let keep = crate::tensor::alloc::try_collect(
+            "band_part",
+            (0..n * m).map(|q| {
+                let (i, j) = ((q / m) as isize, (q % m) as isize);
+                (num_lower < 0 || i - j <= num_lower) && (num_upper < 0 || j - i <= num_upper)
+            }),
+        )?;
+        let mask = Tensor::from_vec(keep, &[n, m])?;
+        Tensor::where_(&mask, self, &self.scalar_like(0.0)?)
+    }
+
+    /// The lower triangle (on and below the diagonal) of each matrix.
+    pub fn tril(&self) -> Result<Tensor> {
+        self.band_part(-1, 0).map_err(|e| e.for_op("tril"))
+    }
+
+    /// The upper triangle (on and above the diagonal) of each matrix.
+    pub fn triu(&self) -> Result<Tensor> {
+        self.band_part(0, -1).map_err(|e| e.for_op("triu"))
+    }
+}

@@ -1,0 +1,26 @@
+//! Linear algebra, one file per kind:
+//!
+//! - `matmul.rs`: `matmul`, `matmul_with` (the one product kernel);
+//! - `products.rs`: `matvec`, `outer`, `tensordot` (built on it);
+//! - `einsum.rs`: `einsum` for one or two operands;
+//! - `diag.rs`: `diag`, `diag_part`, `trace`, `band_part`, `tril`, `triu`;
+//! - `decomp.rs`: `cholesky`, `det`, `slogdet`, `logdet`;
+//! - `solve.rs`: `triangular_solve`, `solve`, `solve_with`, `inverse`;
+//! - `spectral.rs`: `eigh`, `svd`, `qr`, `lu`, `matrix_exp`;
+//! - `lstsq.rs`: `lstsq`, `pinv`, `matrix_norm` (compositions).
+//!
+//! The ops with a kernel of their own bind with a
+//! [`LinalgOp`](super::desc::LinalgOp) descriptor (matmul with
+//! [`Op::MatMul`](super::desc::Op::MatMul)); the others are compositions, so
+//! every op here can be traced into a graph.
+
+pub(crate) mod decomp;
+mod diag;
+mod einsum;
+mod lstsq;
+mod matmul;
+mod products;
+mod solve;
+mod spectral;
+
+pub use lstsq::MatrixNorm;

@@ -1,0 +1,177 @@
+//! Linear solves and the inverse (f32/f64, any leading batch dims):
+//! triangular_solve, solve, inverse.
+//!
+//! The kernels (`kernels/cpu/decomp.rs`: triangular substitution, LU with
+//! partial pivoting) work in f64 on one matrix at a time. The rules are
+//! written with differentiable public ops (the solves again, matmul, a
+//! constant mask), so second derivatives work and cotangents may carry
+//! leading batch dims (`vjp_batched`).
+
+use super::super::desc::LinalgOp;
+use super::super::{bind, grads};
+use super::decomp::{broadcast_pair, from_f64s, square};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::decomp;
+use crate::tensor::{alloc, DType, Tensor};
+
+impl Tensor {
+    /// Solves `op(T) X = B` for `X`, `T` the lower (`lower`) or upper
+    /// triangle of `self` (`[..., n, n]`; the other triangle is not read),
+    /// `op` the transpose when `adjoint`. `B` is `[..., n, m]`; batch dims
+    /// broadcast. A zero on the diagonal gives infinities (no error), as in
+    /// TensorFlow.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let l = Tensor::from_vec(vec![2.0f64, 0.0, 1.0, 2.0], &[2, 2])?;
+    /// let b = Tensor::from_vec(vec![2.0f64, 5.0], &[2, 1])?;
+    /// assert_eq!(l.triangular_solve(&b, true, false)?.to_vec::<f64>()?, vec![1.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn triangular_solve(&self, rhs: &Tensor, lower: bool, adjoint: bool) -> Result<Tensor> {
+        let (a, b) = broadcast_pair("triangular_solve", self, rhs)?;
+        let (nb, n) = square("triangular_solve", &a)?;
+        let m = b.shape()[b.rank() - 1];
+        let (av, mut bv) = (a.f64_values("triangular_solve")?, b.f64_values("triangular_solve")?);
+        for i in 0..nb {
+            decomp::triangular_solve(
+                &av[i * n * n..(i + 1) * n * n],
+                &mut bv[i * n * m..(i + 1) * n * m],
+                n,
+                m,
+                lower,
+                adjoint,
+            );
+        }
+        let y = from_f64s(bv, b.shape(), b.dtype())?;
+        let saved = a.clone();
+        Ok(bind(
+            LinalgOp::TriangularSolve { lower, adjoint },
+            &[&a, &b],
+            y,
+            move |c| {
+                let (a, c) = (saved, c.clone());
+                vjp_batched(move |g, needs| {
+                    let gb = a.triangular_solve(&g[0], lower, !adjoint)?;
+                    let ga = needs[0]
+                        .then(|| {
+                            let full = if adjoint {
+                                c.matmul_with(&gb, false, true)?
+                            } else {
+                                gb.matmul_with(&c, false, true)?
+                            };
+                            let n = a.shape()[a.rank() - 1];
+                            full.neg()?.mul(&tri_mask(n, lower, a.dtype()))
+                        })
+                        .transpose()?;
+                    Ok(grads![ga, Some(gb)])
+                })
+            },
+        ))
+    }
+
+    /// Solves `A X = B` by LU with partial pivoting: `self` is `[..., n, n]`,
+    /// `B` is `[..., n, m]` (batch dims broadcast). An error if a matrix is
+    /// singular.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::from_vec(vec![0.0f64, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let b = Tensor::from_vec(vec![2.0f64, 7.0], &[2, 1])?;
+    /// assert_eq!(a.solve(&b)?.to_vec::<f64>()?, vec![1.0, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn solve(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.solve_with(rhs, false)
+    }
+
+    /// Solves `op(A) X = B`, `op` the transpose when `adjoint`. See
+    /// [`solve`](Self::solve). d/dB = `op(A)⁻ᵀ G`; d/dA = `-op(d/dB · Xᵀ)`.
+    pub fn solve_with(&self, rhs: &Tensor, adjoint: bool) -> Result<Tensor> {
+        let (a, b) = broadcast_pair("solve", self, rhs)?;
+        let (nb, n) = square("solve", &a)?;
+        let m = b.shape()[b.rank() - 1];
+        let (av, mut bv) = (a.f64_values("solve")?, b.f64_values("solve")?);
+        for i in 0..nb {
+            let f = decomp::lu(&av[i * n * n..(i + 1) * n * n], n);
+            if f.singular {
+                return Err(singular("solve", i, self.shape()));
+            }
+            f.solve(&mut bv[i * n * m..(i + 1) * n * m], m, adjoint);
+        }
+        let y = from_f64s(bv, b.shape(), b.dtype())?;
+        let saved = a.clone();
+        Ok(bind(LinalgOp::Solve { adjoint }, &[&a, &b], y, move |x| {
+            let (a, x) = (saved, x.clone());
+            vjp_batched(move |g, needs| {
+                let gb = a.solve_with(&g[0], !adjoint)?;
+                let ga = needs[0]
+                    .then(|| {
+                        if adjoint {
+                            x.matmul_with(&gb, false, true)?.neg()
+                        } else {
+                            gb.matmul_with(&x, false, true)?.neg()
+                        }
+                    })
+                    .transpose()?;
+                Ok(grads![ga, Some(gb)])
+            })
+        }))
+    }
+
+    /// The inverse of each matrix of `[..., n, n]` (LU with partial
+    /// pivoting). An error if a matrix is singular. d/dA = `-A⁻ᵀ G A⁻ᵀ`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::from_vec(vec![2.0f64, 0.0, 0.0, 4.0], &[2, 2])?;
+    /// assert_eq!(a.inverse()?.to_vec::<f64>()?, vec![0.5, 0.0, 0.0, 0.25]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn inverse(&self) -> Result<Tensor> {
+        let (nb, n) = square("inverse", self)?;
+        let v = self.f64_values("inverse")?;
+        let mut out = alloc::try_vec("inverse", v.len())?;
+        for i in 0..nb {
+            let f = decomp::lu(&v[i * n * n..(i + 1) * n * n], n);
+            if f.singular {
+                return Err(singular("inverse", i, self.shape()));
+            }
+            let mut e = vec![0.0; n * n];
+            for k in 0..n {
+                e[k * n + k] = 1.0;
+            }
+            f.solve(&mut e, n, false);
+            out.extend(e);
+        }
+        let y = from_f64s(out, self.shape(), self.dtype())?;
+        Ok(bind(LinalgOp::Inverse, &[self], y, |y| {
+            let y = y.clone();
+            vjp_batched(move |g, _| {
+                Ok(grads![Some(
+                    y.matmul_with(&g[0], true, false)?.matmul_with(&y, false, true)?.neg()?
+                )])
+            })
+        }))
+    }
+}
+
+fn singular(op: &'static str, i: usize, shape: &[usize]) -> Error {
+    Error::invalid(op, format!("matrix {i} of the batch (shape {shape:?}) is singular"))
+}
+
+/// `n x n` ones on and below (`lower`) or on and above the diagonal.
+fn tri_mask(n: usize, lower: bool, dtype: DType) -> Tensor {
+    let v: Vec<f64> = (0..n * n)
+        .map(|k| {
+            let (i, j) = (k / n, k % n);
+            if (lower && j <= i) || (!lower && j >= i) {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    from_f64s(v, &[n, n], dtype).expect("float dtype")
+}

@@ -1,0 +1,49 @@
+//! `bias_add`: a vector added along the last axis.
+
+use super::super::desc::NnOp;
+use super::super::{bind, ct, expect_same_dtype, grads, unsupported};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::elementwise::zip;
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// `x + bias`, `bias` a vector as long as `x`'s last axis (an error
+    /// otherwise). d/dbias sums the cotangent over every other axis.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::zeros(&[2, 3], gradtape::DType::F32);
+    /// let y = x.bias_add(&Tensor::vector(&[1.0f32, 2.0, 3.0]))?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+    /// assert!(x.bias_add(&Tensor::vector(&[1.0f32, 2.0])).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn bias_add(&self, bias: &Tensor) -> Result<Tensor> {
+        const OP: &str = "bias_add";
+        expect_same_dtype(OP, self, bias)?;
+        if self.rank() == 0 || bias.rank() != 1 || bias.shape()[0] != self.shape()[self.rank() - 1] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: bias.shape().to_vec(),
+            });
+        }
+        let y = with_dtype_num(OP, self, bias)?;
+        let (sx, sb) = (self.shape().to_vec(), bias.shape().to_vec());
+        Ok(bind(NnOp::BiasAdd, &[self, bias], y, move |_| {
+            vjp_batched(move |g, needs| {
+                let gx = needs[0].then(|| ct::unbroadcast(&g[0], &sx)).transpose()?;
+                let gb = needs[1].then(|| ct::unbroadcast(&g[0], &sb)).transpose()?;
+                Ok(grads![gx, gb])
+            })
+        }))
+    }
+}
+
+/// The raw (untaped) broadcast sum of bias_add.
+fn with_dtype_num(op: &'static str, x: &Tensor, b: &Tensor) -> Result<Tensor> {
+    use crate::tensor::{with_num_dtype, Num};
+    with_num_dtype!(x.dtype(), T => zip::<T, T, T>(op, x, b, |u: T, v: T| u.add_wrap(v)),
+        _ => Err(unsupported(op, x.dtype(), "a numeric dtype")))
+}

@@ -1,0 +1,63 @@
+//! Softmax and log-softmax along an axis.
+//!
+//! Both have their own stable kernels (the maximum along the axis is
+//! subtracted before exponentiating); their rules are written with public
+//! ops, so they differentiate again.
+
+use super::super::desc::NnOp;
+use super::super::{bind, ct, expect_float, grads};
+use crate::autodiff::tape::vjp_batched;
+use crate::error::Result;
+use crate::kernels::cpu::nn as k;
+use crate::tensor::layout::norm_axis;
+use crate::tensor::{with_float_dtype, Tensor};
+
+impl Tensor {
+    /// `exp(x) / sum(exp(x))` along `axis` (negative counts from the end),
+    /// computed stably. Rule: `y · (g − Σ g·y)` summed along `axis`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let y = Tensor::vector(&[0.0f64, 0.0]).softmax(-1)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![0.5, 0.5]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn softmax(&self, axis: isize) -> Result<Tensor> {
+        expect_float("softmax", self)?;
+        let ax = norm_axis("softmax", axis, self.shape())?;
+        let y = with_float_dtype!(self.dtype(), T => k::softmax::<T>("softmax", self, ax, false), _ => unreachable!())?;
+        Ok(bind(NnOp::Softmax(ax as isize), &[self], y, move |y| {
+            let y = y.clone();
+            vjp_batched(move |g, _| {
+                let gy = g[0].mul(&y)?;
+                let a = ct::axis(ax);
+                let s = gy.sum(&[a], false)?.expand_dims(a)?;
+                Ok(grads![Some(gy.sub(&s.mul(&y)?)?)])
+            })
+        }))
+    }
+
+    /// `x − log Σ exp(x)` along `axis`, computed stably. Rule:
+    /// `g − softmax(x) · Σ g` along `axis`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let y = Tensor::vector(&[1000.0f64, 1000.0]).log_softmax(0)?;
+    /// assert!((y.to_vec::<f64>()?[0] + 2f64.ln()).abs() < 1e-12);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        expect_float("log_softmax", self)?;
+        let ax = norm_axis("log_softmax", axis, self.shape())?;
+        let y =
+            with_float_dtype!(self.dtype(), T => k::softmax::<T>("log_softmax", self, ax, true), _ => unreachable!())?;
+        Ok(bind(NnOp::LogSoftmax(ax as isize), &[self], y, move |y| {
+            let y = y.clone();
+            vjp_batched(move |g, _| {
+                let a = ct::axis(ax);
+                let s = g[0].sum(&[a], false)?.expand_dims(a)?;
+                Ok(grads![Some(g[0].sub(&s.mul(&y.exp()?)?)?)])
+            })
+        }))
+    }
+}

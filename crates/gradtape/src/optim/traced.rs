@@ -1,0 +1,193 @@
+//! One optimizer step as a value, so that it can run now or become a graph
+//! node.
+//!
+//! [`Updates`] holds what an `apply_gradients` call writes once its
+//! gradients are ready (clipped): the rule, the learning rate (a schedule
+//! is evaluated at the step counter when the update runs), each variable
+//! with its slots and weight decay, and the step counter. [`apply`] runs it:
+//!
+//! - outside a traced function, at once (the fused in-place kernels);
+//! - inside one, as every variable write there is (see
+//!   [`function::variables`](crate::function)): the update is computed on
+//!   scratch copies of the variables' *shadows* (so later reads in the same
+//!   trace see the new values, and shapes are checked while tracing), and
+//!   an `ApplyUpdates` node is recorded whose inputs are the gradients. When
+//!   the graph runs, the node reads the step counter, runs the same kernels
+//!   on the variables and their slots, and advances the counter: the update
+//!   happens at each call, in program order, and the learning rate and
+//!   Adam's bias correction follow the step counter.
+
+use std::fmt;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::kernel::Step;
+use super::schedule::LearningRate;
+use super::Rule;
+use crate::autodiff::gradient::{Gradient, IndexedSlices};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::function::trace;
+use crate::function::variables::{on_scratch, scratch_of, writes_traced};
+use crate::ops::desc::{DynOp, Op, Outputs};
+use crate::tensor::Tensor;
+
+/// A variable an update writes: with its slots and its weight decay.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub var: Variable,
+    pub slots: Vec<Variable>,
+    /// The weight decay for this variable (0: none).
+    pub wd: f64,
+}
+
+/// One optimizer step over some variables, gradients aside.
+#[derive(Clone)]
+pub(crate) struct Updates {
+    /// The optimizer's name (for listings).
+    pub name: String,
+    pub rule: Arc<dyn Rule + Send + Sync>,
+    pub lr: LearningRate,
+    pub lazy: bool,
+    /// The step counter (an `i64` scalar variable).
+    pub iterations: Variable,
+    pub targets: Vec<Target>,
+}
+
+/// The value of a step counter as the innermost trace sees it (its
+/// shadow), else its stored value; never recorded.
+pub(crate) fn counter(v: &Variable) -> u64 {
+    let t = trace::shadow_of(v).unwrap_or_else(|| v.value_untraced());
+    t.to_scalar::<i64>().map_or(0, |i| i.max(0) as u64)
+}
+
+impl Updates {
+    /// Runs the step on the variables now.
+    fn run_now(&self, grads: &[Gradient]) -> Result<()> {
+        let it = counter(&self.iterations);
+        let lr = self.lr.at(it);
+        for (g, t) in grads.iter().zip(&self.targets) {
+            let step = Step {
+                lr,
+                t: (it + 1) as f64,
+                wd: t.wd,
+                lazy: self.lazy,
+            };
+            self.rule.update(&step, &t.var, &t.slots, g)?;
+        }
+        self.iterations.assign(&Tensor::scalar(it as i64 + 1))
+    }
+
+    /// Every variable the step writes: the targets, their slots, the counter.
+    fn written(&self) -> impl Iterator<Item = &Variable> {
+        self.targets
+            .iter()
+            .flat_map(|t| std::iter::once(&t.var).chain(&t.slots))
+            .chain(std::iter::once(&self.iterations))
+    }
+
+    /// The same step on scratch copies of the variables' current shadows.
+    fn on_shadows(&self) -> Updates {
+        Updates {
+            iterations: scratch_of(&self.iterations),
+            targets: self
+                .targets
+                .iter()
+                .map(|t| Target {
+                    var: scratch_of(&t.var),
+                    slots: t.slots.iter().map(scratch_of).collect(),
+                    wd: t.wd,
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+}
+
+/// Applies `updates` with `grads` (one per target, checked by the caller):
+/// now, or inside a trace as a recorded node (see the [module docs](self)).
+pub(crate) fn apply(updates: &Arc<Updates>, grads: &[Gradient]) -> Result<()> {
+    if !writes_traced() {
+        return updates.run_now(grads);
+    }
+    let scratch = updates.on_shadows();
+    on_scratch(|| scratch.run_now(grads))?;
+    for (real, s) in updates.written().zip(scratch.written()) {
+        trace::set_shadow(real, s.value_untraced());
+    }
+    if trace::recording() {
+        let mut inputs: Vec<&Tensor> = Vec::with_capacity(grads.len());
+        let mut sparse = Vec::with_capacity(grads.len());
+        for g in grads {
+            match g {
+                Gradient::Dense(t) => {
+                    inputs.push(t);
+                    sparse.push(None);
+                }
+                Gradient::Sparse(s) => {
+                    inputs.extend([s.values(), s.indices()]);
+                    sparse.push(Some(s.dense_shape().to_vec()));
+                }
+            }
+        }
+        let node = ApplyUpdates {
+            updates: updates.clone(),
+            sparse,
+        };
+        trace::record(Op::Dyn(Arc::new(node)), &inputs, &[]);
+    }
+    Ok(())
+}
+
+/// The graph node of an optimizer step: inputs are the gradients (a dense
+/// one as one value, a sparse one as its values and indices).
+struct ApplyUpdates {
+    updates: Arc<Updates>,
+    /// Per gradient, its dense shape if it is sparse.
+    sparse: Vec<Option<Vec<usize>>>,
+}
+
+impl DynOp for ApplyUpdates {
+    fn name(&self) -> &'static str {
+        "ApplyUpdates"
+    }
+
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        const OP: &str = "ApplyUpdates";
+        let mut ins = inputs.iter();
+        let mut next = || ins.next().cloned().ok_or_else(|| Error::invalid(OP, "too few inputs"));
+        let mut grads: SmallVec<[Gradient; 8]> = SmallVec::new();
+        for (shape, t) in self.sparse.iter().zip(&self.updates.targets) {
+            let g = match shape {
+                None => Gradient::Dense(next()?),
+                Some(s) => Gradient::Sparse(IndexedSlices::new(next()?, next()?, s)?),
+            };
+            // the graph's values keep their traced shapes; check anyway,
+            // the kernels index the gradient by the variable's elements
+            let want = t.var.shape();
+            if g.shape() != want.as_slice() || g.dtype() != t.var.dtype() {
+                return Err(Error::VariableMismatch {
+                    op: OP,
+                    name: t.var.name().to_string(),
+                    expected: want,
+                    expected_dtype: t.var.dtype(),
+                    got: g.shape().to_vec(),
+                    got_dtype: g.dtype(),
+                });
+            }
+            grads.push(g);
+        }
+        apply(&self.updates, &grads)?;
+        Ok(Outputs::new())
+    }
+
+    fn stateful(&self) -> bool {
+        true
+    }
+
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.updates.targets.iter().map(|t| t.var.name()).collect();
+        write!(f, "['{}', vars={names:?}]", self.updates.name)
+    }
+}
