@@ -45,6 +45,7 @@
 
 #![warn(missing_docs)]
 
+pub mod distributed;
 pub mod error;
 pub mod function;
 pub mod io;
