@@ -41,7 +41,8 @@
 //! [`function`](mod@function) (traced graph functions); and for training,
 //! on top of them: [`random`] (a seeded generator that advances), [`nn`]
 //! (layers, initialisers, losses, metrics), [`optim`] (optimizers,
-//! schedules, clipping) and [`io`] (checkpoints, `.npy`).
+//! schedules, clipping), [`io`] (checkpoints, `.npy`) and [`distributed`]
+//! (data-parallel training over MPI, feature `mpi`).
 
 #![warn(missing_docs)]
 

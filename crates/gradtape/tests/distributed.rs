@@ -381,7 +381,7 @@ fn ranks_that_disagree_all_get_an_error() {
     for msg in &shape {
         assert!(msg.contains("allreduce_gradients"), "{msg}");
         assert!(
-            msg.contains("gradients 1 is a dense f32 [3] on rank 0 but a dense f32 [4] on rank 1"),
+            msg.contains("gradient 1 is a dense f32 [3] on rank 0 but a dense f32 [4] on rank 1"),
             "{msg}"
         );
     }
@@ -401,7 +401,11 @@ fn ranks_that_disagree_all_get_an_error() {
     });
     assert!(none[0].contains("but None on rank 1"), "{}", none[0]);
     let count = both_fail(|r| vec![dense(Tensor::zeros(&[2], DType::F32)); 1 + r]);
-    assert!(count[0].contains("rank 0 has 1, rank 1 has 2"), "{}", count[0]);
+    assert!(
+        count[0].contains("rank 0 has 1 gradients, rank 1 has 2"),
+        "{}",
+        count[0]
+    );
     let kind = both_fail(|r| {
         vec![Some(if r == 0 {
             Gradient::Dense(Tensor::zeros(&[5, 2], DType::F32))
@@ -453,7 +457,7 @@ fn broadcast_copies_the_roots_variables() {
     for (w, step, c, err) in got {
         assert_eq!((w, step, c), (vec![1.0; 4], 10, vec![1.0, -1.0]));
         assert!(
-            err.contains("variables 0 is a f32 [1] on rank 0 but a f32 [2] on rank 1"),
+            err.contains("variable 0 is a f32 [1] on rank 0 but a f32 [2] on rank 1"),
             "{err}"
         );
     }

@@ -261,7 +261,7 @@ fn entry_text(e: Option<&(i64, i64, &[i64])>) -> String {
     }
 }
 
-/// Exchanges `desc` (this rank's description of its list of `what`) and
+/// Exchanges `desc` (this rank's description of its list of `what`s) and
 /// fails on every rank alike when the ranks' descriptions differ, naming
 /// the first entry that differs. Two small collectives.
 fn agree(comm: &dyn Collectives, op: &'static str, what: &str, desc: &[i64]) -> Result<()> {
@@ -292,8 +292,8 @@ fn agree(comm: &dyn Collectives, op: &'static str, what: &str, desc: &[i64]) -> 
             return Err(Error::invalid(
                 op,
                 format!(
-                    "the ranks' {what} differ: {what} {i} is {} on rank 0 but {} on rank {r} \
-                     (rank 0 has {}, rank {r} has {}); every rank must pass the same dtypes, \
+                    "the ranks' {what}s differ: {what} {i} is {} on rank 0 but {} on rank {r} \
+                     (rank 0 has {} {what}s, rank {r} has {}); every rank must pass the same dtypes, \
                      shapes and kinds in the same order",
                     entry_text(first.get(i)),
                     entry_text(other.get(i)),
@@ -303,7 +303,7 @@ fn agree(comm: &dyn Collectives, op: &'static str, what: &str, desc: &[i64]) -> 
             ));
         }
     }
-    Err(Error::invalid(op, format!("the ranks' {what} differ")))
+    Err(Error::invalid(op, format!("the ranks' {what}s differ")))
 }
 
 /// Copies the values of `vars` on rank `root` to every other rank (Horovod's
@@ -332,7 +332,7 @@ pub fn broadcast_variables(comm: &impl Collectives, vars: &[Variable], root: usi
     for t in &values {
         describe(&mut desc, 3, t.dtype(), t.shape());
     }
-    agree(comm, OP, "variables", &desc)?;
+    agree(comm, OP, "variable", &desc)?;
     if let Some(t) = values
         .iter()
         .find(|t| !matches!(t.dtype(), DType::F32 | DType::F64 | DType::I32 | DType::I64))

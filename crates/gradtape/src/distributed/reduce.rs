@@ -118,7 +118,7 @@ pub(super) fn reduce(
             Some(g) => describe(&mut desc, if g.is_sparse() { 2 } else { 1 }, g.dtype(), g.shape()),
         }
     }
-    agree(comm, OP, "gradients", &desc)?;
+    agree(comm, OP, "gradient", &desc)?;
     let mut traffic = Traffic {
         calls: 1,
         ..Traffic::default()
