@@ -47,6 +47,8 @@ mod cnn_step;
 mod hessian;
 mod jacobian;
 mod mlp_step;
+#[cfg(feature = "mpi")]
+mod mpi_step;
 mod rnn_grad;
 mod traced;
 
@@ -109,7 +111,25 @@ const WORKLOADS: &[Workload] = &[
         name: "mlp_step_adam",
         run: Some(mlp_step::mlp_step_adam),
     },
+    // mlp_step_adam data-parallel over MPI (feature `mpi`; run under mpirun)
+    #[cfg(feature = "mpi")]
+    Workload {
+        name: "mlp_step_adam_mpi",
+        run: Some(mpi_step::mlp_step_adam_mpi),
+    },
 ];
+
+/// What the next JSON line adds, and whether this process prints it (a
+/// workload over MPI prints on rank 0 only); reset after each line.
+static EXTRA: std::sync::Mutex<(bool, Vec<(&str, f64)>)> = std::sync::Mutex::new((true, Vec::new()));
+
+/// Sets [`EXTRA`] for the next line.
+#[cfg(feature = "mpi")]
+fn set_extra(print: bool, fields: Vec<(&'static str, f64)>) {
+    if let Ok(mut e) = EXTRA.lock() {
+        *e = (print, fields);
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Shared helpers: inputs, timing, JSON.
@@ -194,9 +214,20 @@ fn json_num(x: f64) -> String {
 }
 
 fn emit(mode: Mode, name: &str, r: &Report) {
+    let (print, extra) = EXTRA
+        .lock()
+        .map(|mut e| std::mem::replace(&mut *e, (true, Vec::new())))
+        .unwrap_or((true, Vec::new()));
+    if !print {
+        return;
+    }
     let cs: Vec<String> = r.checksum.iter().map(|&c| json_num(c)).collect();
+    let extra: String = extra
+        .iter()
+        .map(|(k, v)| format!(", {}: {}", json_str(k), json_num(*v)))
+        .collect();
     println!(
-        "{{\"impl\": {}, \"workload\": {}, \"median_s\": {}, \"iters\": {}, \"checksum\": [{}]}}",
+        "{{\"impl\": {}, \"workload\": {}, \"median_s\": {}, \"iters\": {}, \"checksum\": [{}]{extra}}}",
         json_str(mode.impl_name()),
         json_str(name),
         json_num(r.median_s),

@@ -17,7 +17,7 @@ use crate::{init, Report};
 const TIMING: Timing = Timing::first(20, 2);
 
 /// Labels `i % 10` for a batch of `n`.
-fn labels(n: usize) -> Tensor {
+pub(crate) fn labels(n: usize) -> Tensor {
     Tensor::vector(&(0..n as i64).map(|i| i % 10).collect::<Vec<_>>())
 }
 
@@ -63,7 +63,7 @@ pub(crate) fn mlp_step(mode: Mode) -> Result<Report> {
 
 /// The same network as gradtape layers: `Dense` (ReLU, ReLU, linear) in a
 /// `Sequential`, with the workload's initial weights.
-fn layers_model() -> Result<Sequential> {
+pub(crate) fn layers_model() -> Result<Sequential> {
     let dense = |name: &str, shape: [usize; 2], k: f64, act| {
         let w = init(&shape, k, (2.0f64 / shape[0] as f64).sqrt());
         Dense::from_weights(name, w, Some(Tensor::zeros(&[shape[1]], gradtape::DType::F32)), act)

@@ -41,10 +41,12 @@
 //! [`function`](mod@function) (traced graph functions); and for training,
 //! on top of them: [`random`] (a seeded generator that advances), [`nn`]
 //! (layers, initialisers, losses, metrics), [`optim`] (optimizers,
-//! schedules, clipping) and [`io`] (checkpoints, `.npy`).
+//! schedules, clipping), [`io`] (checkpoints, `.npy`) and [`distributed`]
+//! (data-parallel training over MPI, feature `mpi`).
 
 #![warn(missing_docs)]
 
+pub mod distributed;
 pub mod error;
 pub mod function;
 pub mod io;
