@@ -56,8 +56,8 @@ mod unary;
 mod unary2;
 
 pub(crate) use binary::{relu_grad, tanh_grad};
-pub use nn::Padding;
 use desc::Describe;
+pub use nn::Padding;
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

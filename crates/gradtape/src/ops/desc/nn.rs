@@ -156,7 +156,11 @@ impl NnOp {
             )
         };
         let pool = |f: &mut fmt::Formatter<'_>, p: &PoolAttrs| {
-            write!(f, "ksize={:?}, strides={:?}, padding={:?}", p.ksize, p.strides, p.padding)
+            write!(
+                f,
+                "ksize={:?}, strides={:?}, padding={:?}",
+                p.ksize, p.strides, p.padding
+            )
         };
         match self {
             NnOp::Softmax(a) | NnOp::LogSoftmax(a) => write!(f, "[axis={a}]"),

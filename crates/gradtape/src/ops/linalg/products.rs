@@ -105,7 +105,6 @@ impl Tensor {
         let out: Vec<usize> = fa.iter().map(|&i| sa[i]).chain(fb.iter().map(|&i| sb[i])).collect();
         a2.matmul(&b2).map_err(|e| e.for_op(OP))?.reshape(&out)
     }
-
 }
 
 /// Renames a matmul error to the calling op.

@@ -46,24 +46,29 @@ impl Tensor {
         }
         let y = from_f64s(bv, b.shape(), b.dtype())?;
         let saved = a.clone();
-        Ok(bind(LinalgOp::TriangularSolve { lower, adjoint }, &[&a, &b], y, move |c| {
-            let (a, c) = (saved, c.clone());
-            vjp_batched(move |g, needs| {
-                let gb = a.triangular_solve(&g[0], lower, !adjoint)?;
-                let ga = needs[0]
-                    .then(|| {
-                        let full = if adjoint {
-                            c.matmul_with(&gb, false, true)?
-                        } else {
-                            gb.matmul_with(&c, false, true)?
-                        };
-                        let n = a.shape()[a.rank() - 1];
-                        full.neg()?.mul(&tri_mask(n, lower, a.dtype()))
-                    })
-                    .transpose()?;
-                Ok(grads![ga, Some(gb)])
-            })
-        }))
+        Ok(bind(
+            LinalgOp::TriangularSolve { lower, adjoint },
+            &[&a, &b],
+            y,
+            move |c| {
+                let (a, c) = (saved, c.clone());
+                vjp_batched(move |g, needs| {
+                    let gb = a.triangular_solve(&g[0], lower, !adjoint)?;
+                    let ga = needs[0]
+                        .then(|| {
+                            let full = if adjoint {
+                                c.matmul_with(&gb, false, true)?
+                            } else {
+                                gb.matmul_with(&c, false, true)?
+                            };
+                            let n = a.shape()[a.rank() - 1];
+                            full.neg()?.mul(&tri_mask(n, lower, a.dtype()))
+                        })
+                        .transpose()?;
+                    Ok(grads![ga, Some(gb)])
+                })
+            },
+        ))
     }
 
     /// Solves `A X = B` by LU with partial pivoting: `self` is `[..., n, n]`,
@@ -150,7 +155,6 @@ impl Tensor {
             })
         }))
     }
-
 }
 
 fn singular(op: &'static str, i: usize, shape: &[usize]) -> Error {
@@ -171,4 +175,3 @@ fn tri_mask(n: usize, lower: bool, dtype: DType) -> Tensor {
         .collect();
     from_f64s(v, &[n, n], dtype).expect("float dtype")
 }
-

@@ -47,4 +47,3 @@ fn with_dtype_num(op: &'static str, x: &Tensor, b: &Tensor) -> Result<Tensor> {
     with_num_dtype!(x.dtype(), T => zip::<T, T, T>(op, x, b, |u: T, v: T| u.add_wrap(v)),
         _ => Err(unsupported(op, x.dtype(), "a numeric dtype")))
 }
-

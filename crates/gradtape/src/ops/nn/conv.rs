@@ -196,15 +196,20 @@ fn bwd_filter(
         (Kind::Depthwise, _) => run::<T>(op, |a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs)?,
     }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
     let (xc, dyc) = (x.clone(), dy.clone());
-    Ok(bind(NnOp::ConvBackpropFilter(cfg.attrs(), fs), &[x, dy], y, move |_| {
-        vjp(move |g, needs| {
-            let dx = needs[0]
-                .then(|| bwd_input("conv backprop", xc.shape(), &g[0], &dyc, cfg))
-                .transpose()?;
-            let ddy = needs[1].then(|| fwd("conv backprop", &xc, &g[0], cfg)).transpose()?;
-            Ok(grads![dx, ddy])
-        })
-    }))
+    Ok(bind(
+        NnOp::ConvBackpropFilter(cfg.attrs(), fs),
+        &[x, dy],
+        y,
+        move |_| {
+            vjp(move |g, needs| {
+                let dx = needs[0]
+                    .then(|| bwd_input("conv backprop", xc.shape(), &g[0], &dyc, cfg))
+                    .transpose()?;
+                let ddy = needs[1].then(|| fwd("conv backprop", &xc, &g[0], cfg)).transpose()?;
+                Ok(grads![dx, ddy])
+            })
+        },
+    ))
 }
 
 impl Tensor {

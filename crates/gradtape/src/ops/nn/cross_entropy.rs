@@ -72,20 +72,25 @@ impl Tensor {
         };
         let (loss, p) = with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T>(OP, logits, &lab, labels.shape()), _ => unreachable!())?;
         let (x, labels_t) = (logits.clone(), labels.clone());
-        Ok(bind(NnOp::SparseSoftmaxCrossEntropy, &[labels, logits], loss, move |_| {
-            vjp_batched(move |g, needs| {
-                if !needs[1] {
-                    return Ok(grads![None, None]);
-                }
-                // Under an outer tape (or a trace, which records on its own
-                // tape) the softmax must be a differentiable function of the
-                // logits (second order); otherwise the saved one is exact.
-                let p = if tape::any_active() { x.softmax(-1)? } else { p.clone() };
-                let onehot = one_hot_like(&labels_t, &x)?;
-                let d = p.sub(&onehot)?;
-                Ok(grads![None, Some(g[0].expand_dims(-1)?.mul(&d)?)])
-            })
-        }))
+        Ok(bind(
+            NnOp::SparseSoftmaxCrossEntropy,
+            &[labels, logits],
+            loss,
+            move |_| {
+                vjp_batched(move |g, needs| {
+                    if !needs[1] {
+                        return Ok(grads![None, None]);
+                    }
+                    // Under an outer tape (or a trace, which records on its own
+                    // tape) the softmax must be a differentiable function of the
+                    // logits (second order); otherwise the saved one is exact.
+                    let p = if tape::any_active() { x.softmax(-1)? } else { p.clone() };
+                    let onehot = one_hot_like(&labels_t, &x)?;
+                    let d = p.sub(&onehot)?;
+                    Ok(grads![None, Some(g[0].expand_dims(-1)?.mul(&d)?)])
+                })
+            },
+        ))
     }
 
     /// Logistic loss of `logits` against `labels` in `[0, 1]` (same shape and
