@@ -309,3 +309,67 @@ fn slogdet_sign_and_solves_are_traced_nodes() -> Result<()> {
     );
     Ok(())
 }
+
+/// The bench's `mlp_step` and `cnn_step` (smaller batch): forward, loss,
+/// gradients and the SGD update inside one traced function, stepped beside
+/// the same step run eagerly on a copy of the weights.
+#[test]
+fn the_bench_model_steps_trace_with_their_sgd_update() -> Result<()> {
+    type Step = fn(&Tensor, &Tensor, &[Tensor]) -> Result<Tensor>;
+    let mlp: Step = |x, y, p| {
+        let h = x.matmul(&p[0])?.bias_add(&p[1])?.relu()?;
+        let h = h.matmul(&p[2])?.bias_add(&p[3])?.relu()?;
+        let logits = h.matmul(&p[4])?.bias_add(&p[5])?;
+        Tensor::sparse_softmax_cross_entropy_with_logits(y, &logits)?.mean_all()
+    };
+    let cnn: Step = |x, y, p| {
+        let h = x.conv2d(&p[0], [1, 1], Padding::Same, [1, 1])?.add(&p[1])?.relu()?;
+        let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+        let h = h.conv2d(&p[2], [1, 1], Padding::Same, [1, 1])?.add(&p[3])?.relu()?;
+        let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+        let logits = h.reshape(&[x.shape()[0], 4 * 4 * 3])?.matmul(&p[4])?.add(&p[5])?;
+        Tensor::sparse_softmax_cross_entropy_with_logits(y, &logits)?.mean_all()
+    };
+    let mut rng = Rng::new(9);
+    let mut shapes_of = |shapes: &[&[usize]]| -> Result<Vec<Tensor>> {
+        shapes.iter().map(|s| rng.normal(s, 0.0, 0.3, DType::F32)).collect()
+    };
+    let cases: [(Step, Vec<Tensor>, Vec<usize>); 2] = [
+        (
+            mlp,
+            shapes_of(&[&[6, 8], &[8], &[8, 8], &[8], &[8, 4], &[4]])?,
+            vec![5, 6],
+        ),
+        (
+            cnn,
+            shapes_of(&[&[3, 3, 1, 2], &[2], &[3, 3, 2, 3], &[3], &[48, 4], &[4]])?,
+            vec![5, 16, 16, 1],
+        ),
+    ];
+    for (step, init, xshape) in cases {
+        let fresh = || -> Vec<Variable> { init.iter().map(|t| Variable::new(t.clone())).collect() };
+        let (eager, traced) = (fresh(), fresh());
+        let run = move |vars: &[Variable], x: &Tensor, y: &Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| step(x, y, &vars.iter().map(Variable::read).collect::<Vec<_>>()))?;
+            for (v, g) in vars.iter().zip(tape.gradient(&loss, vars)?) {
+                v.apply_gradient_descent(0.1, &g.ok_or_else(|| err("no gradient".into()))?)?;
+            }
+            Ok(loss)
+        };
+        let tv = traced.clone();
+        let f = function(move |(x, y): &(Tensor, Tensor)| run(&tv, x, y));
+        for k in 0..3i64 {
+            let x = rng.normal(&xshape, 0.5, 1.0, DType::F32)?;
+            let y = Tensor::vector(&[k % 4, 1, 2, 3, (k + 1) % 4]);
+            let want = run(&eager, &x, &y)?;
+            let got = f.call(&(x, y))?;
+            close(&format!("loss {k}"), &got, &want, 1e-5);
+            for (a, b) in traced.iter().zip(&eager) {
+                close(&format!("weights after step {k}"), &a.read(), &b.read(), 1e-5);
+            }
+        }
+        assert_eq!(f.trace_count(), 1);
+    }
+    Ok(())
+}
