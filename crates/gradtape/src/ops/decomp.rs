@@ -35,6 +35,16 @@ fn square(op: &'static str, a: &Tensor) -> Result<(usize, usize)> {
     Ok((s[..r - 2].iter().product(), s[r - 1]))
 }
 
+/// How many of `nb` matrices of size `n` have any work: none when `n` is 0,
+/// so that an empty batch of a huge count is not walked matrix by matrix.
+fn busy(nb: usize, n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        nb
+    }
+}
+
 /// Checks `a: [..., n, n]` against `b: [..., n, m]` (batch dims broadcast)
 /// and broadcasts both to the common batch shape (differentiably).
 fn broadcast_pair(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
@@ -86,7 +96,7 @@ impl Tensor {
         let (nb, n) = square("cholesky", self)?;
         let v = self.f64_values("cholesky")?;
         let mut out = alloc::try_vec("cholesky", v.len())?;
-        for b in 0..nb {
+        for b in 0..busy(nb, n) {
             let l = decomp::cholesky(&v[b * n * n..(b + 1) * n * n], n).map_err(|k| {
                 Error::invalid(
                     "cholesky",
@@ -132,7 +142,7 @@ impl Tensor {
         let (nb, n) = square("triangular_solve", &a)?;
         let m = b.shape()[b.rank() - 1];
         let (av, mut bv) = (a.f64_values("triangular_solve")?, b.f64_values("triangular_solve")?);
-        for i in 0..nb {
+        for i in 0..busy(nb, n) {
             decomp::triangular_solve(
                 &av[i * n * n..(i + 1) * n * n],
                 &mut bv[i * n * m..(i + 1) * n * m],
@@ -186,7 +196,7 @@ impl Tensor {
         let (nb, n) = square("solve", &a)?;
         let m = b.shape()[b.rank() - 1];
         let (av, mut bv) = (a.f64_values("solve")?, b.f64_values("solve")?);
-        for i in 0..nb {
+        for i in 0..busy(nb, n) {
             let f = decomp::lu(&av[i * n * n..(i + 1) * n * n], n);
             if f.singular {
                 return Err(singular("solve", i, self.shape()));
@@ -226,7 +236,7 @@ impl Tensor {
         let (nb, n) = square("inverse", self)?;
         let v = self.f64_values("inverse")?;
         let mut out = alloc::try_vec("inverse", v.len())?;
-        for i in 0..nb {
+        for i in 0..busy(nb, n) {
             let f = decomp::lu(&v[i * n * n..(i + 1) * n * n], n);
             if f.singular {
                 return Err(singular("inverse", i, self.shape()));
@@ -261,9 +271,8 @@ impl Tensor {
     pub fn det(&self) -> Result<Tensor> {
         let (nb, n) = square("det", self)?;
         let v = self.f64_values("det")?;
-        let d: Vec<f64> = (0..nb)
-            .map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det())
-            .collect();
+        // (n = 0: a batch of 1s, as many as the batch has: allocated fallibly)
+        let d = alloc::try_collect("det", (0..nb).map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det()))?;
         let batch = self.shape()[..self.rank() - 2].to_vec();
         let y = from_f64s(d, &batch, self.dtype())?;
         let a = self.clone();
@@ -292,7 +301,7 @@ impl Tensor {
     pub fn slogdet(&self) -> Result<(Tensor, Tensor)> {
         let (nb, n) = square("slogdet", self)?;
         let v = self.f64_values("slogdet")?;
-        let (mut signs, mut logs) = (Vec::with_capacity(nb), Vec::with_capacity(nb));
+        let (mut signs, mut logs) = (alloc::try_vec("slogdet", nb)?, alloc::try_vec("slogdet", nb)?);
         for i in 0..nb {
             let (s, l) = decomp::lu(&v[i * n * n..(i + 1) * n * n], n).slogdet();
             signs.push(s);

@@ -200,7 +200,7 @@ impl Tensor {
     }
 
     /// Index of the largest element along `axis` (i64, the axis removed);
-    /// the first index on ties. Numeric dtypes; an empty axis is an error.
+    /// the first index on ties. Real numeric dtypes (not bool or complex); an empty axis is an error.
     /// NaN is skipped, as TensorFlow does (NumPy returns the first NaN
     /// instead); a row of NaN only gives 0.
     ///
@@ -215,15 +215,16 @@ impl Tensor {
     }
 
     /// Index of the smallest element along `axis` (i64, the axis removed);
-    /// the first index on ties. Numeric dtypes; an empty axis is an error.
+    /// the first index on ties. Real numeric dtypes (not bool or complex); an empty axis is an error.
     /// NaN is skipped (as TensorFlow); a row of NaN only gives 0.
     pub fn argmin(&self, axis: isize) -> Result<Tensor> {
         self.arg_extremum("argmin", axis, false)
     }
 
     fn arg_extremum(&self, op: &'static str, axis: isize, largest: bool) -> Result<Tensor> {
-        if self.dtype() == DType::Bool {
-            return Err(unsupported(op, self.dtype(), "a numeric dtype"));
+        // (complex numbers have no order: TensorFlow has no complex ArgMax)
+        if self.dtype() == DType::Bool || self.dtype().is_complex() {
+            return Err(unsupported(op, self.dtype(), "a real numeric dtype"));
         }
         let a = norm_axis(op, axis, self.shape())?;
         if self.shape()[a] == 0 {

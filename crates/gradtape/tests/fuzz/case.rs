@@ -217,6 +217,11 @@ fn real(dtype: DType, v: Vec<f64>, shape: &[usize]) -> Result<Tensor> {
 /// else a broadcast view of one value (no memory of its own), or the error
 /// of making that view.
 pub fn materialize(spec: &TSpec, like: Option<&Tensor>) -> Result<Tensor> {
+    materialize_up_to(spec, like, MAX_REAL)
+}
+
+/// [`materialize`] with another cap on real tensors' element counts.
+pub fn materialize_up_to(spec: &TSpec, like: Option<&Tensor>, max_real: usize) -> Result<Tensor> {
     let dtype = spec
         .dtype
         .or(like.map(|t| t.dtype()))
@@ -228,7 +233,7 @@ pub fn materialize(spec: &TSpec, like: Option<&Tensor>) -> Result<Tensor> {
     };
     let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     match n {
-        Some(n) if n <= MAX_REAL => {
+        Some(n) if n <= max_real => {
             let r = shape.len();
             if spec.transposed && r >= 2 {
                 let mut t_shape = shape.clone();

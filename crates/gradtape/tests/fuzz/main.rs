@@ -27,7 +27,7 @@
 //! gives (where that is predictable) or an `Err`; never a panic, an abort
 //! or a crash. The cases run in child processes (this test binary
 //! re-executed with `GRADTAPE_FUZZ_CHILD` set, for a batch of cases, under
-//! an 8 GiB address-space cap so that "too large for memory" is
+//! a 2 GiB address-space cap so that "too large for memory" is
 //! deterministic): a panic in a child is caught with `catch_unwind` and
 //! reported with its case, shrunk by proptest; a child that dies (abort,
 //! signal) or stops making progress is reported by the parent with the case
@@ -46,6 +46,7 @@
 //! replays one case.)
 
 mod case;
+mod fit;
 mod ops;
 mod run;
 
@@ -66,8 +67,9 @@ const CI_SEED: u64 = 0x6772_6164_7461_7065;
 const BATCH: u64 = 3000;
 /// A child that starts no new case for this long is reported as hung.
 const HANG: Duration = Duration::from_secs(30);
-/// The children's address-space cap, in KiB (8 GiB).
-const CAP_KIB: u64 = 8 << 20;
+/// The children's address-space cap, in KiB (2 GiB): a buffer over about
+/// 1.5 GiB is refused (`OutOfMemory`) instead of being filled for seconds.
+const CAP_KIB: u64 = 2 << 20;
 
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
@@ -90,16 +92,24 @@ fn fuzz_never_panics() {
     let end = first + cases;
     let t0 = Instant::now();
     let mut failures: Vec<String> = Vec::new();
+    let mut stats = vec![[0u64; 2]; ops::OPS.len()];
     let mut next = first;
     while next < end {
         let count = BATCH.min(end - next);
-        next = run_batch(seed, next, count, &mut failures);
+        next = run_batch(seed, next, count, &mut failures, &mut stats);
     }
     let secs = t0.elapsed().as_secs_f64();
+    let (ok, err) = stats.iter().fold((0, 0), |(a, b), s| (a + s[0], b + s[1]));
     println!(
-        "fuzz: {cases} cases (seed {seed:#x}, from {first}) in {secs:.1} s: {} failures",
+        "fuzz: {cases} cases (seed {seed:#x}, from {first}) in {secs:.1} s: {} failures; \
+         op calls accepted {ok}, refused {err}",
         failures.len()
     );
+    if std::env::var_os("GRADTAPE_FUZZ_STATS").is_some() {
+        for (i, (name, _)) in ops::OPS.iter().enumerate() {
+            println!("  {name:>28}: {:>7} accepted {:>7} refused", stats[i][0], stats[i][1]);
+        }
+    }
     assert!(
         failures.is_empty(),
         "{} of {cases} fuzz cases failed (seed {seed:#x}):\n\n{}",
@@ -110,7 +120,7 @@ fn fuzz_never_panics() {
 
 /// Runs cases `first..first + count` in a child process; returns the next
 /// case to run (after the batch, or after the case the child died on).
-fn run_batch(seed: u64, first: u64, count: u64, failures: &mut Vec<String>) -> u64 {
+fn run_batch(seed: u64, first: u64, count: u64, failures: &mut Vec<String>, stats: &mut [[u64; 2]]) -> u64 {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut child = Command::new("sh")
         .arg("-c")
@@ -118,6 +128,8 @@ fn run_batch(seed: u64, first: u64, count: u64, failures: &mut Vec<String>) -> u
         .arg(exe)
         .args(["fuzz_never_panics", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, format!("{seed} {first} {count}"))
+        // (each malloc arena reserves 64 MiB of the capped address space)
+        .env("MALLOC_ARENA_MAX", "2")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -152,6 +164,12 @@ fn run_batch(seed: u64, first: u64, count: u64, failures: &mut Vec<String>) -> u
                 } else if let Some(f) = line.strip_prefix("@shrunk ") {
                     if let Some(last) = failures.last_mut() {
                         last.push_str(&format!("\n  shrunk {}", f.replace('\u{1}', "\n")));
+                    }
+                } else if let Some(s) = line.strip_prefix("@stats ") {
+                    let v: Vec<u64> = s.split(' ').filter_map(|x| x.parse().ok()).collect();
+                    if let [op, ok, err] = v[..] {
+                        stats[op as usize][0] += ok;
+                        stats[op as usize][1] += err;
                     }
                 } else if line == "@done" {
                     done = true;
@@ -239,6 +257,10 @@ fn child(spec: &str) {
             "@shrunk (op {:?}): {small_msg}\n  {small:?}",
             ops::OPS[small.op].0
         ));
+    }
+    let stats = run::STATS.lock().unwrap_or_else(|p| p.into_inner());
+    for (op, [ok, err]) in stats.iter().enumerate() {
+        say(format!("@stats {op} {ok} {err}"));
     }
     say("@done".into());
 }

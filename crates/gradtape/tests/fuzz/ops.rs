@@ -15,42 +15,42 @@ pub struct Env<'a> {
 }
 
 impl Env<'_> {
-    fn int(&self, i: usize) -> i64 {
+    pub fn int(&self, i: usize) -> i64 {
         self.k.ints.get(i).copied().unwrap_or(0)
     }
-    fn ax(&self, i: usize) -> isize {
+    pub fn ax(&self, i: usize) -> isize {
         self.int(i) as isize
     }
     /// The first `n % 4` ints, as axes.
-    fn axes(&self) -> Vec<isize> {
+    pub fn axes(&self) -> Vec<isize> {
         let n = self.k.ints.len().min(1 + self.k.sizes.len() % 3);
         self.k.ints[..n].iter().map(|&v| v as isize).collect()
     }
-    fn size(&self, i: usize) -> usize {
+    pub fn size(&self, i: usize) -> usize {
         self.k.sizes.get(i).copied().unwrap_or(1)
     }
-    fn f(&self, i: usize) -> f64 {
+    pub fn f(&self, i: usize) -> f64 {
         self.k.floats[i % self.k.floats.len()]
     }
-    fn flag(&self, i: usize) -> bool {
+    pub fn flag(&self, i: usize) -> bool {
         self.k.flags[i % 3]
     }
-    fn pads(&self) -> Vec<(usize, usize)> {
+    pub fn pads(&self) -> Vec<(usize, usize)> {
         (0..self.a.rank())
             .map(|i| (self.size(2 * i), self.size(2 * i + 1)))
             .collect()
     }
-    fn padding(&self) -> Padding {
+    pub fn padding(&self) -> Padding {
         if self.flag(0) {
             Padding::Same
         } else {
             Padding::Valid
         }
     }
-    fn pair(&self, i: usize) -> [i64; 2] {
+    pub fn pair(&self, i: usize) -> [i64; 2] {
         [self.int(i), self.int(i + 1)]
     }
-    fn slices(&self) -> Vec<Slice> {
+    pub fn slices(&self) -> Vec<Slice> {
         let n = self.k.ints.len() / 3;
         (0..n)
             .map(|i| {
@@ -63,14 +63,14 @@ impl Env<'_> {
 }
 
 /// Asserts that an accepted result has shape `s`.
-fn want(y: Result<Tensor>, s: &[usize]) -> Result<Tensor> {
+pub fn want(y: Result<Tensor>, s: &[usize]) -> Result<Tensor> {
     if let Ok(t) = &y {
         assert_eq!(t.shape(), s, "wrong result shape");
     }
     y
 }
 
-fn same(y: Result<Tensor>, x: &Tensor) -> Result<Tensor> {
+pub fn same(y: Result<Tensor>, x: &Tensor) -> Result<Tensor> {
     want(y, x.shape())
 }
 
@@ -90,7 +90,7 @@ fn bshape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 
 /// A binary op: when accepted, the operands broadcast and the result has
 /// their broadcast shape.
-fn binary(e: &Env, f: fn(&Tensor, &Tensor) -> Result<Tensor>) -> Result<Tensor> {
+pub fn binary(e: &Env, f: fn(&Tensor, &Tensor) -> Result<Tensor>) -> Result<Tensor> {
     let y = f(e.a, e.b);
     if let Ok(t) = &y {
         let s = bshape(e.a.shape(), e.b.shape()).expect("accepted shapes that do not broadcast");
@@ -125,7 +125,7 @@ fn reduced(s: &[usize], axes: &[isize], keep: bool) -> Option<Vec<usize>> {
     )
 }
 
-fn reduce(e: &Env, f: fn(&Tensor, &[isize], bool) -> Result<Tensor>) -> Result<Tensor> {
+pub fn reduce(e: &Env, f: fn(&Tensor, &[isize], bool) -> Result<Tensor>) -> Result<Tensor> {
     let (axes, keep) = (e.axes(), e.flag(1));
     let y = f(e.a, &axes, keep);
     if let Ok(t) = &y {
@@ -135,18 +135,18 @@ fn reduce(e: &Env, f: fn(&Tensor, &[isize], bool) -> Result<Tensor>) -> Result<T
     y
 }
 
-fn first(v: Result<Vec<Tensor>>) -> Result<Tensor> {
+pub fn first(v: Result<Vec<Tensor>>) -> Result<Tensor> {
     let v = v?;
     Ok(v.into_iter().next().unwrap_or_else(|| Tensor::scalar(0.0f32)))
 }
 
-fn pair_first(v: Result<(Tensor, Tensor)>) -> Result<Tensor> {
+pub fn pair_first(v: Result<(Tensor, Tensor)>) -> Result<Tensor> {
     let (x, y) = v?;
     let _ = format!("{y}");
     Ok(x)
 }
 
-const EINSUM: [&str; 22] = [
+pub const EINSUM: [&str; 22] = [
     "ij,jk->ik",
     "i,i->",
     "ii->i",
@@ -403,6 +403,7 @@ pub static OPS: std::sync::LazyLock<Vec<(&'static str, OpFn)>> = std::sync::Lazy
         .chain(BINARY.iter())
         .chain(REDUCE.iter())
         .chain(OTHER.iter())
+        .chain(crate::fit::FIT.iter())
         .copied()
         .collect()
 });

@@ -1,10 +1,26 @@
 //! Running one case: eagerly, or through the tape API (reverse mode,
 //! jacobians, forward mode, variables, traced functions).
 
+use std::sync::Mutex;
+
 use gradtape::{function, ForwardAccumulator, GradientTape, Result, Tensor, Variable};
 
 use crate::case::{materialize, Case};
 use crate::ops::{differentiable, Env, OpFn, OPS};
+
+/// How many calls of each op were accepted and refused (in this process).
+pub static STATS: Mutex<Vec<[u64; 2]>> = Mutex::new(Vec::new());
+
+/// Calls the op, counting the outcome in [`STATS`].
+fn call(f: OpFn, e: &Env) -> Result<Tensor> {
+    let y = f(e);
+    let mut s = STATS.lock().unwrap_or_else(|p| p.into_inner());
+    if s.len() < OPS.len() {
+        s.resize(OPS.len(), [0; 2]);
+    }
+    s[e.k.op][usize::from(y.is_err())] += 1;
+    y
+}
 
 /// Looks at an accepted result the way a user would: prints it and makes
 /// it contiguous (a huge view must give an error, not an allocation).
@@ -37,7 +53,7 @@ pub fn run_case(k: &Case) {
     };
     match k.mode {
         0 | 1 => {
-            if let Ok(y) = f(&env) {
+            if let Ok(y) = call(f, &env) {
                 inspect(&y);
             }
         }
@@ -54,7 +70,7 @@ fn reverse(e: &Env, f: OpFn) {
     let tape = GradientTape::persistent();
     let y = tape.record(|| {
         tape.watch(&[e.a, e.b, e.c]);
-        f(e)
+        call(f, e)
     });
     let Ok(y) = y else { return };
     inspect(&y);
@@ -87,7 +103,7 @@ fn forward(e: &Env, f: OpFn) {
         }
     };
     let Ok(acc) = ForwardAccumulator::watching(e.a, &[tangent]) else { return };
-    let Ok(y) = acc.record(|| f(e)) else { return };
+    let Ok(y) = acc.record(|| call(f, e)) else { return };
     inspect(&y);
     if let Ok(Some(t)) = acc.jvp(&y) {
         assert_eq!(t.shape(), y.shape(), "jvp of the wrong shape");
@@ -102,7 +118,7 @@ fn variable(e: &Env, f: OpFn) {
     let tape = GradientTape::new();
     let y = tape.record(|| {
         let a = v.read();
-        f(&Env { a: &a, ..*e })
+        call(f, &Env { a: &a, ..*e })
     });
     if let Ok(y) = y {
         inspect(&y);
@@ -126,7 +142,7 @@ fn variable(e: &Env, f: OpFn) {
 /// Traced by `function` and called; an accepted result has the eager
 /// result's shape.
 fn traced(e: &Env, f: OpFn) {
-    let eager = f(e).map(|y| y.shape().to_vec());
+    let eager = call(f, e).map(|y| y.shape().to_vec());
     let k = e.k.clone();
     let g = function(move |(a, b, c): &(Tensor, Tensor, Tensor)| {
         f(&Env {
