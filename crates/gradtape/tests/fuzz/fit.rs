@@ -7,7 +7,7 @@
 use gradtape::{DType, PadMode, Result, Tensor};
 
 use crate::case::{materialize_up_to, TSpec};
-use crate::ops::{first, same, want, Env, OpFn, EINSUM};
+use crate::ops::{any_huge, first, heavy_matmul, same, want, Env, OpFn, EINSUM};
 
 /// The most elements of a real operand made here.
 const MAX_MADE: usize = 256;
@@ -74,6 +74,9 @@ fn einsum_fit(e: &Env, n: usize) -> Result<Tensor> {
         })
         .collect::<Result<_>>()?;
     let refs: Vec<&Tensor> = ops.iter().collect();
+    if any_huge(&refs) {
+        return Ok(e.a.clone());
+    }
     Tensor::einsum(spec, &refs)
 }
 
@@ -140,9 +143,18 @@ pub const FIT: &[(&str, OpFn)] = &[
     ("fit_matmul", |e| {
         let a = e.make(&[e.s(3), e.s(0), e.s(1)][3 - 2 - usize::from(e.flag(0))..], e.dt(), 1)?;
         let b = e.make(&[e.s(1), e.s(2)], e.dt(), 2)?;
+        if heavy_matmul(a.shape(), b.shape(), false, false) {
+            return Ok(a);
+        }
         a.matmul(&b)
     }),
-    ("fit_matvec", |e| e.make(&[e.s(0), e.s(1)], e.dt(), 1)?.matvec(&e.make(&[e.s(1)], e.dt(), 2)?)),
+    ("fit_matvec", |e| {
+        let (m, v) = (e.make(&[e.s(0), e.s(1)], e.dt(), 1)?, e.make(&[e.s(1)], e.dt(), 2)?);
+        if heavy_matmul(m.shape(), v.shape(), false, false) {
+            return Ok(m);
+        }
+        m.matvec(&v)
+    }),
     ("fit_square_linalg", |e| {
         let n = e.s(0);
         let a = e.make(&[e.s(1), n, n][usize::from(e.flag(0))..], e.dt(), 1)?;

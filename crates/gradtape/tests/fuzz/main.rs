@@ -61,12 +61,12 @@ use proptest::strategy::ValueTree;
 /// Set in a child process: `<seed> <first case> <count>`.
 const CHILD: &str = "GRADTAPE_FUZZ_CHILD";
 /// Cases run by CI (with [`CI_SEED`]).
-const CI_CASES: u64 = 6000;
+const CI_CASES: u64 = 50_000;
 const CI_SEED: u64 = 0x6772_6164_7461_7065;
 /// Cases per child process.
-const BATCH: u64 = 3000;
+const BATCH: u64 = 10_000;
 /// A child that starts no new case for this long is reported as hung.
-const HANG: Duration = Duration::from_secs(30);
+const HANG: Duration = Duration::from_secs(15);
 /// The children's address-space cap, in KiB (2 GiB): a buffer over about
 /// 1.5 GiB is refused (`OutOfMemory`) instead of being filled for seconds.
 const CAP_KIB: u64 = 2 << 20;
