@@ -272,7 +272,10 @@ impl Tensor {
         let (nb, n) = square("det", self)?;
         let v = self.f64_values("det")?;
         // (n = 0: a batch of 1s, as many as the batch has: allocated fallibly)
-        let d = alloc::try_collect("det", (0..nb).map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det()))?;
+        let d = alloc::try_collect(
+            "det",
+            (0..nb).map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det()),
+        )?;
         let batch = self.shape()[..self.rank() - 2].to_vec();
         let y = from_f64s(d, &batch, self.dtype())?;
         let a = self.clone();

@@ -125,14 +125,18 @@ fn tspec(own_shape: bool) -> impl Strategy<Value = TSpec> {
     } else {
         prop_oneof![shape().prop_map(Some), Just(None)].boxed()
     };
-    (prop_oneof![dtype().prop_map(Some), Just(None)], sh, any::<u64>(), prop::bool::weighted(0.2)).prop_map(
-        |(dtype, shape, seed, transposed)| TSpec {
+    (
+        prop_oneof![dtype().prop_map(Some), Just(None)],
+        sh,
+        any::<u64>(),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(dtype, shape, seed, transposed)| TSpec {
             dtype,
             shape,
             seed,
             transposed,
-        },
-    )
+        })
 }
 
 pub fn case() -> impl Strategy<Value = Case> {
@@ -146,19 +150,21 @@ pub fn case() -> impl Strategy<Value = Case> {
         ),
         (dtype(), any::<[bool; 3]>()),
     )
-        .prop_map(|((op, mode), (a, b, c), (shape, sizes), (ints, floats), (dtype, flags))| Case {
-            op,
-            mode,
-            a,
-            b,
-            c,
-            shape,
-            sizes,
-            ints,
-            floats,
-            dtype,
-            flags,
-        })
+        .prop_map(
+            |((op, mode), (a, b, c), (shape, sizes), (ints, floats), (dtype, flags))| Case {
+                op,
+                mode,
+                a,
+                b,
+                c,
+                shape,
+                sizes,
+                ints,
+                floats,
+                dtype,
+                flags,
+            },
+        )
 }
 
 /// The value tree of case `index` of the campaign seeded with `seed`: the
@@ -205,7 +211,9 @@ fn real(dtype: DType, v: Vec<f64>, shape: &[usize]) -> Result<Tensor> {
         DType::I64 => Tensor::from_vec(v.iter().map(|&x| x as i64).collect(), shape),
         DType::Bool => Tensor::from_vec(v.iter().map(|&x| x > 0.0).collect(), shape),
         DType::C64 => Tensor::from_vec(
-            v.iter().map(|&x| Complex::new(x as f32, (x * 0.5 - 1.0) as f32)).collect(),
+            v.iter()
+                .map(|&x| Complex::new(x as f32, (x * 0.5 - 1.0) as f32))
+                .collect(),
             shape,
         ),
         DType::C128 => Tensor::from_vec(v.iter().map(|&x| Complex::new(x, 1.0 - x)).collect(), shape),
@@ -222,10 +230,7 @@ pub fn materialize(spec: &TSpec, like: Option<&Tensor>) -> Result<Tensor> {
 
 /// [`materialize`] with another cap on real tensors' element counts.
 pub fn materialize_up_to(spec: &TSpec, like: Option<&Tensor>, max_real: usize) -> Result<Tensor> {
-    let dtype = spec
-        .dtype
-        .or(like.map(|t| t.dtype()))
-        .unwrap_or(DType::F32);
+    let dtype = spec.dtype.or(like.map(|t| t.dtype())).unwrap_or(DType::F32);
     let shape: Vec<usize> = match (&spec.shape, like) {
         (Some(s), _) => s.clone(),
         (None, Some(t)) => t.shape().to_vec(),

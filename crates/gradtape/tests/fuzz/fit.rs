@@ -27,7 +27,7 @@ impl Env<'_> {
             dtype: Some(dtype),
             shape: Some(shape.to_vec()),
             seed: self.k.b.seed ^ salt.wrapping_mul(0x9E37_79B9),
-            transposed: self.flag(2) && salt % 2 == 0,
+            transposed: self.flag(2) && salt.is_multiple_of(2),
         };
         let t = materialize_up_to(&spec, None, MAX_MADE)?;
         if self.a.numel() <= 64 && self.a.dtype() == dtype && (dtype.is_float() || dtype.is_complex()) {
@@ -81,24 +81,27 @@ fn einsum_fit(e: &Env, n: usize) -> Result<Tensor> {
 }
 
 /// `[s0, s1, s2, s3]` and a filter `[s4, s5, s3, s6]`.
-fn conv_operands(e: &Env, depthwise: bool) -> Result<(Tensor, Tensor)> {
+fn conv_operands(e: &Env) -> Result<(Tensor, Tensor)> {
     let x = e.make(&[e.s(0), e.s(1), e.s(2), e.s(3)], e.dt(), 1)?;
-    let w = if depthwise {
-        e.make(&[e.s(4), e.s(5), e.s(3), e.s(6)], e.dt(), 2)?
-    } else {
-        e.make(&[e.s(4), e.s(5), e.s(3), e.s(6)], e.dt(), 2)?
-    };
+    // (a depthwise filter is [kh, kw, in, multiplier]: the same layout)
+    let w = e.make(&[e.s(4), e.s(5), e.s(3), e.s(6)], e.dt(), 2)?;
     Ok((x, w))
 }
 
 pub const FIT: &[(&str, OpFn)] = &[
-    ("fit_logical_and", |e| e.a.cast(DType::Bool)?.logical_and(&e.b.cast(DType::Bool)?)),
+    ("fit_logical_and", |e| {
+        e.a.cast(DType::Bool)?.logical_and(&e.b.cast(DType::Bool)?)
+    }),
     ("fit_logical_not", |e| same(e.a.cast(DType::Bool)?.logical_not(), e.a)),
     ("fit_all", |e| e.a.cast(DType::Bool)?.all(&e.axes(), e.flag(0))),
     ("fit_any", |e| e.a.cast(DType::Bool)?.any(&e.axes(), e.flag(0))),
-    ("fit_where", |e| Tensor::where_(&e.c.cast(DType::Bool)?, e.a, &e.b.cast(e.a.dtype())?)),
+    ("fit_where", |e| {
+        Tensor::where_(&e.c.cast(DType::Bool)?, e.a, &e.b.cast(e.a.dtype())?)
+    }),
     ("fit_binary", |e| e.a.add(&e.b.cast(e.a.dtype())?)),
-    ("fit_concat", |e| Tensor::concat(&[e.a, &e.b.cast(e.a.dtype())?], e.ax(0))),
+    ("fit_concat", |e| {
+        Tensor::concat(&[e.a, &e.b.cast(e.a.dtype())?], e.ax(0))
+    }),
     ("fit_stack", |e| Tensor::stack(&[e.a, &e.b.cast(e.a.dtype())?], e.ax(0))),
     ("fit_split", |e| {
         let ax = e.ax(0);
@@ -111,12 +114,16 @@ pub const FIT: &[(&str, OpFn)] = &[
         let d = e.a.dim(ax)?;
         first(e.a.split_sizes(&[d / 2, d - d / 2], ax))
     }),
-    ("fit_gather", |e| e.a.gather(&e.idx(&[e.s(0), e.s(1)][..e.s(2) % 3], 1)?, e.ax(0))),
+    ("fit_gather", |e| {
+        e.a.gather(&e.idx(&[e.s(0), e.s(1)][..e.s(2) % 3], 1)?, e.ax(0))
+    }),
     ("fit_gather_with", |e| {
         let i = e.idx(&[e.a.shape().first().copied().unwrap_or(1), e.s(0)], 1)?;
         e.a.gather_with(&i, e.ax(0), e.ax(1).rem_euclid(2))
     }),
-    ("fit_gather_nd", |e| e.a.gather_nd(&e.idx(&[e.s(0), e.s(1).min(e.a.rank())], 1)?)),
+    ("fit_gather_nd", |e| {
+        e.a.gather_nd(&e.idx(&[e.s(0), e.s(1).min(e.a.rank())], 1)?)
+    }),
     ("fit_scatter_nd", |e| {
         let k = e.s(1).min(e.k.shape.len());
         let i = e.idx(&[e.s(0), k], 1)?;
@@ -124,7 +131,9 @@ pub const FIT: &[(&str, OpFn)] = &[
         us.extend_from_slice(&e.k.shape[k..]);
         want(Tensor::scatter_nd(&i, &e.make(&us, e.dt(), 2)?, &e.k.shape), &e.k.shape)
     }),
-    ("fit_scatter_add", |e| e.a.scatter_add(&e.idx(&e.a.shape()[..1.min(e.a.rank())], 1)?, 0, e.s(0))),
+    ("fit_scatter_add", |e| {
+        e.a.scatter_add(&e.idx(&e.a.shape()[..1.min(e.a.rank())], 1)?, 0, e.s(0))
+    }),
     ("fit_one_hot", |e| {
         let i = e.idx(&[e.s(0), e.s(1)], 1)?;
         i.one_hot(e.s(2), e.f(0), e.f(1), e.ax(0).rem_euclid(4) - 1, e.k.dtype)
@@ -135,7 +144,9 @@ pub const FIT: &[(&str, OpFn)] = &[
         let labels = e.idx(&e.a.shape()[..r.saturating_sub(1)], 1)?;
         Tensor::sparse_softmax_cross_entropy_with_logits(&labels, e.a)
     }),
-    ("fit_softmax_xent", |e| Tensor::softmax_cross_entropy_with_logits(&e.a.softmax(-1)?, e.a)),
+    ("fit_softmax_xent", |e| {
+        Tensor::softmax_cross_entropy_with_logits(&e.a.softmax(-1)?, e.a)
+    }),
     ("fit_bias_add", |e| {
         let last = e.a.shape().last().copied().unwrap_or(0);
         same(e.a.bias_add(&e.make(&[last], e.dt(), 1)?), e.a)
@@ -159,7 +170,7 @@ pub const FIT: &[(&str, OpFn)] = &[
         let n = e.s(0);
         let a = e.make(&[e.s(1), n, n][usize::from(e.flag(0))..], e.dt(), 1)?;
         let b = e.make(&[n, e.s(2)], e.dt(), 2)?;
-        let r = match e.int(0).rem_euclid(7) {
+        match e.int(0).rem_euclid(7) {
             0 => a.solve(&b),
             1 => a.triangular_solve(&b, e.flag(1), e.flag(2)),
             2 => a.cholesky(),
@@ -167,17 +178,16 @@ pub const FIT: &[(&str, OpFn)] = &[
             4 => a.det(),
             5 => a.logdet(),
             _ => a.matmul(&a.transpose()?)?.add(&Tensor::try_eye(n, e.dt())?)?.cholesky(),
-        };
-        r
+        }
     }),
     ("fit_einsum2", |e| einsum_fit(e, 2)),
     ("fit_einsum3", |e| einsum_fit(e, 3)),
     ("fit_conv2d", |e| {
-        let (x, w) = conv_operands(e, false)?;
+        let (x, w) = conv_operands(e)?;
         x.conv2d(&w, e.st(0), e.padding(), e.st(2))
     }),
     ("fit_depthwise", |e| {
-        let (x, w) = conv_operands(e, true)?;
+        let (x, w) = conv_operands(e)?;
         x.depthwise_conv2d(&w, e.st(0), e.padding(), e.st(2))
     }),
     ("fit_conv1d", |e| {
@@ -186,7 +196,7 @@ pub const FIT: &[(&str, OpFn)] = &[
         x.conv1d(&w, e.st(0)[0], e.padding(), e.st(2)[0])
     }),
     ("fit_conv_backprop", |e| {
-        let (x, w) = conv_operands(e, false)?;
+        let (x, w) = conv_operands(e)?;
         let y = x.conv2d(&w, e.st(0), e.padding(), e.st(2))?;
         let dx = Tensor::conv2d_backprop_input(x.shape(), &w, &y, e.st(0), e.padding(), e.st(2))?;
         let dw = Tensor::conv2d_backprop_filter(&x, w.shape(), &y, e.st(0), e.padding(), e.st(2))?;
@@ -194,9 +204,12 @@ pub const FIT: &[(&str, OpFn)] = &[
         want(Ok(dx), x.shape())
     }),
     ("fit_conv_transpose", |e| {
-        let (x, w) = conv_operands(e, false)?;
+        let (x, w) = conv_operands(e)?;
         let y = x.conv2d(&w, e.st(0), e.padding(), e.st(2))?;
-        want(y.conv2d_transpose(&w, x.shape(), e.st(0), e.padding(), e.st(2)), x.shape())
+        want(
+            y.conv2d_transpose(&w, x.shape(), e.st(0), e.padding(), e.st(2)),
+            x.shape(),
+        )
     }),
     ("fit_pool", |e| {
         let x = e.make(&[e.s(0), e.s(1), e.s(2), e.s(3)], e.dt(), 1)?;
@@ -220,7 +233,11 @@ pub const FIT: &[(&str, OpFn)] = &[
     }),
     ("fit_pad_mode", |e| {
         let pads: Vec<(usize, usize)> = e.a.shape().iter().map(|&d| (d.min(e.s(0)), d.min(e.s(1)))).collect();
-        let mode = if e.flag(0) { PadMode::Reflect } else { PadMode::Symmetric };
+        let mode = if e.flag(0) {
+            PadMode::Reflect
+        } else {
+            PadMode::Symmetric
+        };
         e.a.pad_with(&pads, mode)
     }),
     ("fit_tile", |e| {
@@ -236,5 +253,10 @@ pub const FIT: &[(&str, OpFn)] = &[
         let n: usize = e.k.shape.iter().product::<usize>().min(4096);
         Tensor::from_vec(vec![0.5f32; n], &e.k.shape)
     }),
-    ("fit_cumsum", |e| same(e.a.cumsum(e.ax(0).rem_euclid(e.a.rank().max(1) as isize), e.flag(0), e.flag(1)), e.a)),
+    ("fit_cumsum", |e| {
+        same(
+            e.a.cumsum(e.ax(0).rem_euclid(e.a.rank().max(1) as isize), e.flag(0), e.flag(1)),
+            e.a,
+        )
+    }),
 ];

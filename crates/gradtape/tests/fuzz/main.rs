@@ -213,7 +213,8 @@ static LAST_PANIC: Mutex<String> = Mutex::new(String::new());
 fn panics(case: &case::Case) -> Option<String> {
     LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).clear();
     let r = catch_unwind(AssertUnwindSafe(|| run::run_case(case)));
-    r.err().map(|_| std::mem::take(&mut *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner())))
+    r.err()
+        .map(|_| std::mem::take(&mut *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// The child: runs its batch, one line per case started and per panic.

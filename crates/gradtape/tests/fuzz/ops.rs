@@ -191,7 +191,11 @@ pub fn heavy_matmul(a: &[usize], b: &[usize], ta: bool, tb: bool) -> bool {
         (_, false) => b[rb - 1],
         (_, true) => b[rb - 2],
     };
-    let batch = |s: &[usize]| s[..s.len().saturating_sub(2)].iter().try_fold(1usize, |p, &d| p.checked_mul(d));
+    let batch = |s: &[usize]| {
+        s[..s.len().saturating_sub(2)]
+            .iter()
+            .try_fold(1usize, |p, &d| p.checked_mul(d))
+    };
     let out = [batch(a), batch(b), Some(m), Some(n)]
         .into_iter()
         .try_fold(1usize, |p, d| p.checked_mul(d?));
@@ -226,9 +230,44 @@ macro_rules! reductions {
 }
 
 const UNARY: [(&str, OpFn); 38] = unary![
-    abs, acos, acosh, asin, asinh, atan, atanh, ceil, cos, cosh, erf, erfc, exp, expm1, floor, log, log1p, neg,
-    reciprocal, relu, relu6, round, rsqrt, sigmoid, sign, sin, sinh, softplus, softsign, sqrt, square, tan, tanh,
-    elu, selu, silu, logical_not, conj,
+    abs,
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atanh,
+    ceil,
+    cos,
+    cosh,
+    erf,
+    erfc,
+    exp,
+    expm1,
+    floor,
+    log,
+    log1p,
+    neg,
+    reciprocal,
+    relu,
+    relu6,
+    round,
+    rsqrt,
+    sigmoid,
+    sign,
+    sin,
+    sinh,
+    softplus,
+    softsign,
+    sqrt,
+    square,
+    tan,
+    tanh,
+    elu,
+    selu,
+    silu,
+    logical_not,
+    conj,
 ];
 
 const BINARY: [(&str, OpFn); 20] = binaries![
@@ -334,9 +373,13 @@ const OTHER: &[(&str, OpFn)] = &[
     ("gather", |e| e.a.gather(e.b, e.ax(0))),
     ("gather_with", |e| e.a.gather_with(e.b, e.ax(0), e.ax(1))),
     ("gather_nd", |e| e.a.gather_nd(e.b)),
-    ("scatter_nd", |e| want(Tensor::scatter_nd(e.a, e.b, &e.k.shape), &e.k.shape)),
+    ("scatter_nd", |e| {
+        want(Tensor::scatter_nd(e.a, e.b, &e.k.shape), &e.k.shape)
+    }),
     ("scatter_add", |e| e.a.scatter_add(e.b, e.ax(0), e.size(0))),
-    ("one_hot", |e| e.a.one_hot(e.size(0), e.f(0), e.f(1), e.ax(0), e.k.dtype)),
+    ("one_hot", |e| {
+        e.a.one_hot(e.size(0), e.f(0), e.f(1), e.ax(0), e.k.dtype)
+    }),
     ("embedding_lookup", |e| e.a.embedding_lookup(e.b)),
     ("diag", |e| e.a.diag()),
     ("diag_part", |e| e.a.diag_part()),
@@ -347,23 +390,43 @@ const OTHER: &[(&str, OpFn)] = &[
     // creation
     ("zeros", |e| want(Tensor::try_zeros(&e.k.shape, e.k.dtype), &e.k.shape)),
     ("ones", |e| want(Tensor::try_ones(&e.k.shape, e.k.dtype), &e.k.shape)),
-    ("full", |e| want(Tensor::try_full(&e.k.shape, e.f(0), e.k.dtype), &e.k.shape)),
+    ("full", |e| {
+        want(Tensor::try_full(&e.k.shape, e.f(0), e.k.dtype), &e.k.shape)
+    }),
     ("zeros_like", |e| same(e.a.try_zeros_like(), e.a)),
     ("ones_like", |e| same(e.a.try_ones_like(), e.a)),
     ("full_like", |e| same(e.a.try_full_like(e.f(0)), e.a)),
-    ("eye", |e| want(Tensor::try_eye(e.size(0), e.k.dtype), &[e.size(0), e.size(0)])),
-    ("eye_rect", |e| want(Tensor::try_eye_rect(e.size(0), e.size(1), e.k.dtype), &[e.size(0), e.size(1)])),
+    ("eye", |e| {
+        want(Tensor::try_eye(e.size(0), e.k.dtype), &[e.size(0), e.size(0)])
+    }),
+    ("eye_rect", |e| {
+        want(
+            Tensor::try_eye_rect(e.size(0), e.size(1), e.k.dtype),
+            &[e.size(0), e.size(1)],
+        )
+    }),
     ("arange", |e| Tensor::arange(e.f(0), e.f(1), e.f(2), e.k.dtype)),
     ("range", |e| Tensor::range(e.f(0), e.f(1), e.f(2), e.k.dtype)),
-    ("linspace", |e| want(Tensor::linspace(e.f(0), e.f(1), e.size(0), e.k.dtype), &[e.size(0)])),
+    ("linspace", |e| {
+        want(Tensor::linspace(e.f(0), e.f(1), e.size(0), e.k.dtype), &[e.size(0)])
+    }),
     ("random_uniform", |e| {
-        want(Tensor::random_uniform(&e.k.shape, e.f(0), e.f(1), e.k.dtype, 7), &e.k.shape)
+        want(
+            Tensor::random_uniform(&e.k.shape, e.f(0), e.f(1), e.k.dtype, 7),
+            &e.k.shape,
+        )
     }),
     ("random_normal", |e| {
-        want(Tensor::random_normal(&e.k.shape, e.f(0), e.f(1), e.k.dtype, 7), &e.k.shape)
+        want(
+            Tensor::random_normal(&e.k.shape, e.f(0), e.f(1), e.k.dtype, 7),
+            &e.k.shape,
+        )
     }),
     ("truncated_normal", |e| {
-        want(Tensor::truncated_normal(&e.k.shape, e.f(0), e.f(1), e.k.dtype, 7), &e.k.shape)
+        want(
+            Tensor::truncated_normal(&e.k.shape, e.f(0), e.f(1), e.k.dtype, 7),
+            &e.k.shape,
+        )
     }),
     ("from_vec", |e| {
         let n = e.size(0).min(64);
@@ -404,19 +467,41 @@ const OTHER: &[(&str, OpFn)] = &[
     ("det", |e| e.a.det()),
     ("slogdet", |e| pair_first(e.a.slogdet())),
     ("logdet", |e| e.a.logdet()),
-    ("einsum1", |e| if any_huge(&[e.a]) { Ok(e.a.clone()) } else { Tensor::einsum(EINSUM[e.k.a.seed as usize % EINSUM.len()], &[e.a]) }),
-    ("einsum2", |e| if any_huge(&[e.a, e.b]) { Ok(e.a.clone()) } else { Tensor::einsum(EINSUM[e.k.a.seed as usize % EINSUM.len()], &[e.a, e.b]) }),
-    ("einsum3", |e| if any_huge(&[e.a, e.b, e.c]) { Ok(e.a.clone()) } else { Tensor::einsum(EINSUM[e.k.a.seed as usize % EINSUM.len()], &[e.a, e.b, e.c]) }),
+    ("einsum1", |e| {
+        if any_huge(&[e.a]) {
+            Ok(e.a.clone())
+        } else {
+            Tensor::einsum(EINSUM[e.k.a.seed as usize % EINSUM.len()], &[e.a])
+        }
+    }),
+    ("einsum2", |e| {
+        if any_huge(&[e.a, e.b]) {
+            Ok(e.a.clone())
+        } else {
+            Tensor::einsum(EINSUM[e.k.a.seed as usize % EINSUM.len()], &[e.a, e.b])
+        }
+    }),
+    ("einsum3", |e| {
+        if any_huge(&[e.a, e.b, e.c]) {
+            Ok(e.a.clone())
+        } else {
+            Tensor::einsum(EINSUM[e.k.a.seed as usize % EINSUM.len()], &[e.a, e.b, e.c])
+        }
+    }),
     // nn
     ("softmax", |e| same(e.a.softmax(e.ax(0)), e.a)),
     ("log_softmax", |e| same(e.a.log_softmax(e.ax(0)), e.a)),
     ("softmax_xent", |e| Tensor::softmax_cross_entropy_with_logits(e.b, e.a)),
-    ("sparse_softmax_xent", |e| Tensor::sparse_softmax_cross_entropy_with_logits(e.b, e.a)),
+    ("sparse_softmax_xent", |e| {
+        Tensor::sparse_softmax_cross_entropy_with_logits(e.b, e.a)
+    }),
     ("sigmoid_xent", |e| Tensor::sigmoid_cross_entropy_with_logits(e.b, e.a)),
     ("bias_add", |e| same(e.a.bias_add(e.b), e.a)),
     ("conv2d", |e| e.a.conv2d(e.b, e.pair(0), e.padding(), e.pair(2))),
     ("conv1d", |e| e.a.conv1d(e.b, e.int(0), e.padding(), e.int(1))),
-    ("depthwise_conv2d", |e| e.a.depthwise_conv2d(e.b, e.pair(0), e.padding(), e.pair(2))),
+    ("depthwise_conv2d", |e| {
+        e.a.depthwise_conv2d(e.b, e.pair(0), e.padding(), e.pair(2))
+    }),
     ("conv2d_transpose", |e| {
         e.a.conv2d_transpose(e.b, &e.k.shape, e.pair(0), e.padding(), e.pair(2))
     }),

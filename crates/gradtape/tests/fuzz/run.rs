@@ -45,12 +45,7 @@ pub fn run_case(k: &Case) {
     let Ok(b) = materialize(&k.b, Some(&a)) else { return };
     let Ok(c) = materialize(&k.c, Some(&a)) else { return };
     let f: OpFn = OPS[k.op].1;
-    let env = Env {
-        a: &a,
-        b: &b,
-        c: &c,
-        k,
-    };
+    let env = Env { a: &a, b: &b, c: &c, k };
     match k.mode {
         0 | 1 => {
             if let Ok(y) = call(f, &env) {
@@ -81,7 +76,11 @@ fn reverse(e: &Env, f: OpFn) {
         }
     }
     let out = y.clone();
-    let _ = tape.gradient_with(&y, e.a, gradtape::GradientOptions::default().output_gradients(vec![out]));
+    let _ = tape.gradient_with(
+        &y,
+        e.a,
+        gradtape::GradientOptions::default().output_gradients(vec![out]),
+    );
     if y.numel().saturating_mul(e.a.numel()) <= 4096 || e.k.flags[2] {
         if let Ok(Some(j)) = tape.jacobian(&y, e.a) {
             let want: Vec<usize> = y.shape().iter().chain(e.a.shape()).copied().collect();
@@ -102,7 +101,9 @@ fn forward(e: &Env, f: OpFn) {
             Err(_) => return,
         }
     };
-    let Ok(acc) = ForwardAccumulator::watching(e.a, &[tangent]) else { return };
+    let Ok(acc) = ForwardAccumulator::watching(e.a, &[tangent]) else {
+        return;
+    };
     let Ok(y) = acc.record(|| call(f, e)) else { return };
     inspect(&y);
     if let Ok(Some(t)) = acc.jvp(&y) {
@@ -144,14 +145,7 @@ fn variable(e: &Env, f: OpFn) {
 fn traced(e: &Env, f: OpFn) {
     let eager = call(f, e).map(|y| y.shape().to_vec());
     let k = e.k.clone();
-    let g = function(move |(a, b, c): &(Tensor, Tensor, Tensor)| {
-        f(&Env {
-            a,
-            b,
-            c,
-            k: &k,
-        })
-    });
+    let g = function(move |(a, b, c): &(Tensor, Tensor, Tensor)| f(&Env { a, b, c, k: &k }));
     let args = (e.a.clone(), e.b.clone(), e.c.clone());
     if let (Ok(y), Ok(s)) = (g.call(&args), eager) {
         assert_eq!(y.shape(), &s[..], "traced result of another shape than eager");
