@@ -56,10 +56,13 @@ fn argmax_of_complex_is_an_error() {
 /// allocation-failure abort); they are `OutOfMemory` errors now.
 #[test]
 fn unstack_and_split_into_huge_counts_are_errors() {
-    let view = Tensor::scalar(1.0f32).broadcast_to(&[1 << 61, 2]).unwrap();
-    match view.unstack(0) {
+    let r = within_time("unstack", || {
+        let view = Tensor::scalar(1.0f32).broadcast_to(&[1 << 61, 2]).unwrap();
+        view.unstack(0).map(|v| v.len())
+    });
+    match r {
         Err(gradtape::Error::OutOfMemory { op: "unstack", .. }) => {}
-        other => panic!("unstack: expected OutOfMemory, got {:?}", other.map(|v| v.len())),
+        other => panic!("unstack: expected OutOfMemory, got {other:?}"),
     }
     let empty = Tensor::try_zeros(&[4, 0], DType::F32).unwrap();
     match empty.split(1 << 62, 1) {
@@ -127,4 +130,18 @@ fn empty_tensors_with_huge_dims_are_not_walked() {
     // and the small case keeps TensorFlow's value: det of a 0x0 matrix is 1
     let one = Tensor::try_zeros(&[2, 0, 0], DType::F64).unwrap().det().unwrap();
     assert_eq!(one.to_vec::<f64>().unwrap(), vec![1.0, 1.0]);
+}
+
+/// The filter gradient of a depthwise convolution over a huge batch of
+/// empty images walked the whole batch (2^32 images of no pixels); it is
+/// the zero filter gradient at once.
+#[test]
+fn depthwise_filter_gradient_of_empty_images() {
+    let g = within_time("depthwise_conv2d_backprop_filter", || {
+        let x = Tensor::try_zeros(&[1 << 32, 0, 2, 1], DType::F32).unwrap();
+        let dy = Tensor::try_zeros(&[1 << 32, 0, 2, 1], DType::F32).unwrap();
+        Tensor::depthwise_conv2d_backprop_filter(&x, &[1, 1, 1, 1], &dy, [1, 1], gradtape::Padding::Same, [1, 1])
+            .map(|t| (t.shape().to_vec(), t.to_vec::<f32>().unwrap()))
+    });
+    assert_eq!(g.unwrap(), (vec![1, 1, 1, 1], vec![0.0]));
 }
