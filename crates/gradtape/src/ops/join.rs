@@ -9,7 +9,7 @@ use crate::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::tensor::layout::{checked_numel, norm_axis};
-use crate::tensor::Tensor;
+use crate::tensor::{alloc, Tensor};
 
 impl Tensor {
     /// Joins tensors along an existing `axis`; all must share dtype, rank
@@ -111,9 +111,13 @@ impl Tensor {
     /// ```
     pub fn unstack(&self, axis: isize) -> Result<Vec<Tensor>> {
         let ax = norm_axis("unstack", axis, self.shape())?;
-        (0..self.shape()[ax])
-            .map(|i| self.narrow(ax as isize, i, 1)?.squeeze(&[ax as isize]))
-            .collect()
+        let d = self.shape()[ax];
+        // (one tensor per row: a huge dim is an OutOfMemory error, not an abort)
+        let mut out = alloc::try_vec("unstack", d)?;
+        for i in 0..d {
+            out.push(self.narrow(ax as isize, i, 1)?.squeeze(&[ax as isize])?);
+        }
+        Ok(out)
     }
 
     /// Splits along `axis` into `count` equal parts (views); `count` must
@@ -139,7 +143,7 @@ impl Tensor {
                 ),
             ));
         }
-        self.split_sizes(&vec![d / count; count], axis)
+        self.split_sizes(&alloc::try_filled("split", count, d / count)?, axis)
     }
 
     /// Splits along `axis` into parts of the given sizes (views); the sizes

@@ -26,6 +26,11 @@ fn write_nested<T: Element>(
     let Some((&n, inner)) = shape.split_first() else {
         return buf[offset as usize].fmt_elem(f);
     };
+    // no elements: `[]` whatever the other dims (as NumPy and TensorFlow
+    // print it), without walking a huge dim of empty rows
+    if shape.contains(&0) {
+        return f.write_str("[]");
+    }
     f.write_str("[")?;
     let mut i = 0;
     while i < n {

@@ -130,10 +130,10 @@ pub fn fmt_shapes(shapes: &[&[usize]]) -> String {
 }
 
 /// Whether the tables also run each case as a traced function
-/// (`check_traced`): set `GRADTAPE_TRACED_CHECK=1` while op descriptors are
-/// being completed.
+/// (`check_traced`): always, unless `GRADTAPE_TRACED_CHECK=0` (every op has
+/// a descriptor, so every case must trace).
 fn traced_checks() -> bool {
-    std::env::var_os("GRADTAPE_TRACED_CHECK").is_some()
+    std::env::var("GRADTAPE_TRACED_CHECK").map_or(true, |v| v != "0")
 }
 
 /// Runs every case through `check_gradients` (first order, and second order

@@ -528,7 +528,9 @@ pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -
     let len = g.kh * g.kw * cm;
     let img = g.h * g.w * c;
     let orows = g.rows() * cm;
-    if len == 0 || g.n == 0 {
+    // (no input pixels or no output rows: a zero gradient, without walking
+    // a huge batch of empty images)
+    if len == 0 || g.n == 0 || img == 0 || orows == 0 {
         return super::filled_vec(g.op, len, T::zero());
     }
     let per = g.n.div_ceil(super::workers::threads());

@@ -142,6 +142,9 @@ pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: 
         let mut out: Vec<T> = alloc::try_vec(op, n)?;
         let vals: Vec<_> = tensors.iter().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
         let chunks: Vec<usize> = tensors.iter().map(|t| t.shape()[axis..].iter().product()).collect();
+        // (nothing to copy: an empty result is not walked row by row, however
+        // many empty rows a huge outer dim gives)
+        let outer = if n == 0 { 0 } else { outer };
         for o in 0..outer {
             for (v, &c) in vals.iter().zip(&chunks) {
                 out.extend_from_slice(&v[o * c..(o + 1) * c]);

@@ -24,6 +24,16 @@ pub(crate) fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Te
 }
 
 /// Checks a float `[..., n, n]` input; returns (batch count, n).
+/// How many of `nb` matrices of size `n` have any work: none when `n` is 0,
+/// so that an empty batch of a huge count is not walked matrix by matrix.
+pub(super) fn busy(nb: usize, n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        nb
+    }
+}
+
 pub(super) fn square(op: &'static str, a: &Tensor) -> Result<(usize, usize)> {
     expect_float(op, a)?;
     let s = a.shape();
@@ -88,7 +98,7 @@ impl Tensor {
         let (nb, n) = square("cholesky", self)?;
         let v = self.f64_values("cholesky")?;
         let mut out = alloc::try_vec("cholesky", v.len())?;
-        for b in 0..nb {
+        for b in 0..busy(nb, n) {
             let l = decomp::cholesky(&v[b * n * n..(b + 1) * n * n], n).map_err(|k| {
                 Error::invalid(
                     "cholesky",
@@ -128,9 +138,10 @@ impl Tensor {
     pub fn det(&self) -> Result<Tensor> {
         let (nb, n) = square("det", self)?;
         let v = self.f64_values("det")?;
-        let d: Vec<f64> = (0..nb)
-            .map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det())
-            .collect();
+        let d = alloc::try_collect(
+            "det",
+            (0..nb).map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det()),
+        )?;
         let batch = self.shape()[..self.rank() - 2].to_vec();
         let y = from_f64s(d, &batch, self.dtype())?;
         let a = self.clone();
@@ -159,7 +170,7 @@ impl Tensor {
     pub fn slogdet(&self) -> Result<(Tensor, Tensor)> {
         let (nb, n) = square("slogdet", self)?;
         let v = self.f64_values("slogdet")?;
-        let (mut signs, mut logs) = (Vec::with_capacity(nb), Vec::with_capacity(nb));
+        let (mut signs, mut logs) = (alloc::try_vec("slogdet", nb)?, alloc::try_vec("slogdet", nb)?);
         for i in 0..nb {
             let (s, l) = decomp::lu(&v[i * n * n..(i + 1) * n * n], n).slogdet();
             signs.push(s);

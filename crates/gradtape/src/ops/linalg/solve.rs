@@ -34,7 +34,7 @@ impl Tensor {
         let (nb, n) = square("triangular_solve", &a)?;
         let m = b.shape()[b.rank() - 1];
         let (av, mut bv) = (a.f64_values("triangular_solve")?, b.f64_values("triangular_solve")?);
-        for i in 0..nb {
+        for i in 0..super::decomp::busy(nb, n) {
             decomp::triangular_solve(
                 &av[i * n * n..(i + 1) * n * n],
                 &mut bv[i * n * m..(i + 1) * n * m],
@@ -93,7 +93,7 @@ impl Tensor {
         let (nb, n) = square("solve", &a)?;
         let m = b.shape()[b.rank() - 1];
         let (av, mut bv) = (a.f64_values("solve")?, b.f64_values("solve")?);
-        for i in 0..nb {
+        for i in 0..super::decomp::busy(nb, n) {
             let f = decomp::lu(&av[i * n * n..(i + 1) * n * n], n);
             if f.singular {
                 return Err(singular("solve", i, self.shape()));
@@ -133,7 +133,7 @@ impl Tensor {
         let (nb, n) = square("inverse", self)?;
         let v = self.f64_values("inverse")?;
         let mut out = alloc::try_vec("inverse", v.len())?;
-        for i in 0..nb {
+        for i in 0..super::decomp::busy(nb, n) {
             let f = decomp::lu(&v[i * n * n..(i + 1) * n * n], n);
             if f.singular {
                 return Err(singular("inverse", i, self.shape()));

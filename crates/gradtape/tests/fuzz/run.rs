@@ -1,0 +1,154 @@
+//! Running one case: eagerly, or through the tape API (reverse mode,
+//! jacobians, forward mode, variables, traced functions).
+
+use std::sync::Mutex;
+
+use gradtape::{function, ForwardAccumulator, GradientTape, Result, Tensor, Variable};
+
+use crate::case::{materialize, Case};
+use crate::ops::{differentiable, Env, OpFn, OPS};
+
+/// How many calls of each op were accepted and refused (in this process).
+pub static STATS: Mutex<Vec<[u64; 2]>> = Mutex::new(Vec::new());
+
+/// Calls the op, counting the outcome in [`STATS`].
+fn call(f: OpFn, e: &Env) -> Result<Tensor> {
+    let y = f(e);
+    let mut s = STATS.lock().unwrap_or_else(|p| p.into_inner());
+    if s.len() < OPS.len() {
+        s.resize(OPS.len(), [0; 2]);
+    }
+    s[e.k.op][usize::from(y.is_err())] += 1;
+    y
+}
+
+/// Looks at an accepted result the way a user would: prints it and makes
+/// it contiguous (a huge view must give an error, not an allocation).
+fn inspect(t: &Tensor) {
+    let _ = format!("{t} {t:?}");
+    if let Ok(c) = t.contiguous() {
+        assert_eq!(c.shape(), t.shape(), "contiguous changed the shape");
+    }
+}
+
+fn inspect_grad(g: Result<Option<Tensor>>, x: &Tensor, what: &str) {
+    if let Ok(Some(g)) = g {
+        assert_eq!(g.shape(), x.shape(), "{what}: gradient of the wrong shape");
+        inspect(&g);
+    }
+}
+
+/// Runs the case; panics (caught by the caller) on a library panic or a
+/// result of the wrong shape.
+pub fn run_case(k: &Case) {
+    let Ok(a) = materialize(&k.a, None) else { return };
+    let Ok(b) = materialize(&k.b, Some(&a)) else { return };
+    let Ok(c) = materialize(&k.c, Some(&a)) else { return };
+    let f: OpFn = OPS[k.op].1;
+    let env = Env { a: &a, b: &b, c: &c, k };
+    match k.mode {
+        0 | 1 => {
+            if let Ok(y) = call(f, &env) {
+                inspect(&y);
+            }
+        }
+        2 => reverse(&env, f),
+        3 => forward(&env, f),
+        4 => variable(&env, f),
+        _ => traced(&env, f),
+    }
+}
+
+/// Under a persistent tape watching the operands: `gradient` of the
+/// result with respect to each, and its `jacobian` when small.
+fn reverse(e: &Env, f: OpFn) {
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        tape.watch(&[e.a, e.b, e.c]);
+        call(f, e)
+    });
+    let Ok(y) = y else { return };
+    inspect(&y);
+    if let Ok(g) = tape.gradient(&y, &[e.a, e.b, e.c]) {
+        assert_eq!(g.len(), 3, "gradient: one entry per source");
+        for (g, x) in g.into_iter().zip([e.a, e.b, e.c]) {
+            inspect_grad(Ok(g), x, "gradient");
+        }
+    }
+    let out = y.clone();
+    let _ = tape.gradient_with(
+        &y,
+        e.a,
+        gradtape::GradientOptions::default().output_gradients(vec![out]),
+    );
+    if y.numel().saturating_mul(e.a.numel()) <= 4096 || e.k.flags[2] {
+        if let Ok(Some(j)) = tape.jacobian(&y, e.a) {
+            let want: Vec<usize> = y.shape().iter().chain(e.a.shape()).copied().collect();
+            assert_eq!(j.shape(), &want[..], "jacobian of the wrong shape");
+            inspect(&j);
+        }
+    }
+}
+
+/// Under a forward accumulator watching `a` (with a tangent of ones, or of
+/// `b` when the flag says so: maybe of the wrong shape or dtype).
+fn forward(e: &Env, f: OpFn) {
+    let tangent = if e.k.flags[2] {
+        e.b.clone()
+    } else {
+        match e.a.try_ones_like() {
+            Ok(t) => t,
+            Err(_) => return,
+        }
+    };
+    let Ok(acc) = ForwardAccumulator::watching(e.a, &[tangent]) else {
+        return;
+    };
+    let Ok(y) = acc.record(|| call(f, e)) else { return };
+    inspect(&y);
+    if let Ok(Some(t)) = acc.jvp(&y) {
+        assert_eq!(t.shape(), y.shape(), "jvp of the wrong shape");
+        inspect(&t);
+    }
+}
+
+/// With `a` held by a variable, read under a tape; then the variable's
+/// updates with `b` and `c` (maybe of the wrong shape or dtype).
+fn variable(e: &Env, f: OpFn) {
+    let v = Variable::new(e.a.clone());
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        let a = v.read();
+        call(f, &Env { a: &a, ..*e })
+    });
+    if let Ok(y) = y {
+        inspect(&y);
+        inspect_grad(tape.gradient(&y, &v), e.a, "variable gradient");
+    }
+    let _ = format!("{v:?}");
+    if differentiable(v.dtype()) {
+        let _ = v.assign_add(e.b);
+        let _ = v.apply_gradient_descent(e.k.floats[0], e.c);
+    }
+    let _ = v.assign_sub(e.c);
+    let _ = v.assign(e.b);
+    assert!(
+        v.shape() == e.a.shape() && v.dtype() == e.a.dtype() || v.shape() == e.b.shape(),
+        "a variable changed shape to {:?}",
+        v.shape()
+    );
+    let _ = format!("{v:?}");
+}
+
+/// Traced by `function` and called; an accepted result has the eager
+/// result's shape.
+fn traced(e: &Env, f: OpFn) {
+    let eager = call(f, e).map(|y| y.shape().to_vec());
+    let k = e.k.clone();
+    let g = function(move |(a, b, c): &(Tensor, Tensor, Tensor)| f(&Env { a, b, c, k: &k }));
+    let args = (e.a.clone(), e.b.clone(), e.c.clone());
+    if let (Ok(y), Ok(s)) = (g.call(&args), eager) {
+        assert_eq!(y.shape(), &s[..], "traced result of another shape than eager");
+        inspect(&y);
+    }
+}

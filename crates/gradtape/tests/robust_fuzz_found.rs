@@ -1,0 +1,147 @@
+//! Regression tests for what the never-panic fuzz test (`tests/fuzz/`)
+//! found: each failed (hung, panicked or aborted) before its fix.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use gradtape::{DType, Tensor};
+
+/// Runs `f` on another thread; fails if it does not finish in 20 s (the
+/// bugs here were loops over 2^32 or more empty rows: effectively hangs).
+fn within_time<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(v) => v,
+        Err(e) => panic!("{what}: did not finish in 20 s ({e})"),
+    }
+}
+
+/// Printing an empty tensor with a huge dim walked every empty row
+/// (4 * 2^32 of them, writing `[]` each); it prints `[]` as NumPy and
+/// TensorFlow do (`array([], shape=(4, 4294967296, 0), dtype=float32)`).
+#[test]
+fn display_of_an_empty_tensor_with_a_huge_dim() {
+    let s = within_time("Display", || {
+        let t = Tensor::try_zeros(&[4, 1 << 32, 0], DType::F32).unwrap();
+        format!("{t}|{t:?}")
+    });
+    let one = "Tensor([], shape=[4, 4294967296, 0], dtype=f32)";
+    assert_eq!(s, format!("{one}|{one}"));
+    // a non-contiguous empty view, and one with the empty dim first
+    let s = within_time("Display", || {
+        let t = Tensor::try_zeros(&[1, 0, 1 << 40], DType::I32).unwrap();
+        t.permute(&[2, 0, 1]).unwrap().to_string()
+    });
+    assert_eq!(s, "Tensor([], shape=[1099511627776, 1, 0], dtype=i32)");
+}
+
+/// `argmax`/`argmin` of a complex tensor hit `unreachable!()` (a panic);
+/// complex numbers have no order, and TensorFlow has no complex ArgMax.
+#[test]
+fn argmax_of_complex_is_an_error() {
+    let z = Tensor::complex(&Tensor::vector(&[1.0f32, 2.0]), &Tensor::vector(&[0.0f32, -1.0])).unwrap();
+    for r in [z.argmax(0), z.argmin(-1)] {
+        match r {
+            Err(gradtape::Error::UnsupportedDType { .. }) => {}
+            other => panic!("expected UnsupportedDType, got {other:?}"),
+        }
+    }
+}
+
+/// `unstack` of a huge dim, and `split` into a huge count, built a `Vec`
+/// of that many entries infallibly ("capacity overflow" panic, or an
+/// allocation-failure abort); they are `OutOfMemory` errors now.
+#[test]
+fn unstack_and_split_into_huge_counts_are_errors() {
+    let r = within_time("unstack", || {
+        let view = Tensor::scalar(1.0f32).broadcast_to(&[1 << 61, 2]).unwrap();
+        view.unstack(0).map(|v| v.len())
+    });
+    match r {
+        Err(gradtape::Error::OutOfMemory { op: "unstack", .. }) => {}
+        other => panic!("unstack: expected OutOfMemory, got {other:?}"),
+    }
+    let empty = Tensor::try_zeros(&[4, 0], DType::F32).unwrap();
+    match empty.split(1 << 62, 1) {
+        Err(gradtape::Error::OutOfMemory { op: "split", .. }) => {}
+        other => panic!("split: expected OutOfMemory, got {:?}", other.map(|v| v.len())),
+    }
+    // small counts still work
+    assert_eq!(empty.split(3, 1).unwrap().len(), 3);
+    assert_eq!(Tensor::vector(&[1.0f32, 2.0]).unstack(0).unwrap().len(), 2);
+}
+
+/// `concat` (and so `pad` with reflect/symmetric modes) of empty tensors
+/// with a huge outer dim walked 2^40 empty rows; the decompositions walked
+/// an empty batch of 2^60 matrices of size 0 one by one, and `det` of it
+/// collected 2^62 ones infallibly.
+#[test]
+fn empty_tensors_with_huge_dims_are_not_walked() {
+    let e = || Tensor::try_zeros(&[1 << 40, 3, 0], DType::F32).unwrap();
+    let c = within_time("concat", move || {
+        Tensor::concat(&[&e(), &e()], 2).map(|t| t.shape().to_vec())
+    });
+    assert_eq!(c.unwrap(), vec![1 << 40, 3, 0]);
+    let p = within_time("pad_with", move || {
+        let t = Tensor::try_zeros(&[1 << 40, 2, 0], DType::F64).unwrap();
+        t.pad_with(&[(0, 0), (1, 1), (0, 0)], gradtape::PadMode::Symmetric)
+            .map(|t| t.shape().to_vec())
+    });
+    assert_eq!(p.unwrap(), vec![1 << 40, 4, 0]);
+    let shapes = within_time("decompositions", || {
+        let a = Tensor::try_zeros(&[1 << 60, 0, 0], DType::F64).unwrap();
+        let b = Tensor::try_zeros(&[1 << 60, 0, 2], DType::F64).unwrap();
+        [
+            a.cholesky(),
+            a.inverse(),
+            a.solve(&b),
+            a.triangular_solve(&b, true, false),
+        ]
+        .map(|r| r.map(|t| t.shape().to_vec()))
+    });
+    assert_eq!(shapes[0].as_ref().unwrap(), &vec![1 << 60, 0, 0]);
+    assert_eq!(shapes[1].as_ref().unwrap(), &vec![1 << 60, 0, 0]);
+    assert_eq!(shapes[2].as_ref().unwrap(), &vec![1 << 60, 0, 2]);
+    assert_eq!(shapes[3].as_ref().unwrap(), &vec![1 << 60, 0, 2]);
+    // det of 2^62 empty matrices is 2^62 ones: too large for memory
+    let d = within_time("det", || {
+        Tensor::try_zeros(&[1 << 62, 0, 0], DType::F64)
+            .unwrap()
+            .det()
+            .map(|_| ())
+    });
+    assert!(
+        matches!(d, Err(gradtape::Error::OutOfMemory { op: "det", .. })),
+        "{d:?}"
+    );
+    let d = within_time("slogdet", || {
+        Tensor::try_zeros(&[1 << 62, 0, 0], DType::F64)
+            .unwrap()
+            .slogdet()
+            .map(|_| ())
+    });
+    assert!(
+        matches!(d, Err(gradtape::Error::OutOfMemory { op: "slogdet", .. })),
+        "{d:?}"
+    );
+    // and the small case keeps TensorFlow's value: det of a 0x0 matrix is 1
+    let one = Tensor::try_zeros(&[2, 0, 0], DType::F64).unwrap().det().unwrap();
+    assert_eq!(one.to_vec::<f64>().unwrap(), vec![1.0, 1.0]);
+}
+
+/// The filter gradient of a depthwise convolution over a huge batch of
+/// empty images walked the whole batch (2^32 images of no pixels); it is
+/// the zero filter gradient at once.
+#[test]
+fn depthwise_filter_gradient_of_empty_images() {
+    let g = within_time("depthwise_conv2d_backprop_filter", || {
+        let x = Tensor::try_zeros(&[1 << 32, 0, 2, 1], DType::F32).unwrap();
+        let dy = Tensor::try_zeros(&[1 << 32, 0, 2, 1], DType::F32).unwrap();
+        Tensor::depthwise_conv2d_backprop_filter(&x, &[1, 1, 1, 1], &dy, [1, 1], gradtape::Padding::Same, [1, 1])
+            .map(|t| (t.shape().to_vec(), t.to_vec::<f32>().unwrap()))
+    });
+    assert_eq!(g.unwrap(), (vec![1, 1, 1, 1], vec![0.0]));
+}
