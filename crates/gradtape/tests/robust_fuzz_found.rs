@@ -145,3 +145,19 @@ fn depthwise_filter_gradient_of_empty_images() {
     });
     assert_eq!(g.unwrap(), (vec![1, 1, 1, 1], vec![0.0]));
 }
+
+#[test]
+fn a_pooling_window_of_2_pow_31_costs_what_the_input_costs() {
+    // found by the fuzz campaign: the kernel walked every window position
+    let x = Tensor::ones(&[1, 3, 3, 1], gradtape::DType::F32);
+    let big = i32::MAX as i64;
+    let start = std::time::Instant::now();
+    let y = x.max_pool2d([big, 2], [1, 1], gradtape::Padding::Same).unwrap();
+    assert_eq!(y.shape(), &[1, 3, 3, 1]);
+    assert!(y.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
+    let a = x.avg_pool2d([big, 2], [1, 1], gradtape::Padding::Same).unwrap();
+    assert!(a.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
+    // both huge: a clean error (the window's size overflows), at once
+    assert!(x.max_pool2d([big, big], [1, 1], gradtape::Padding::Same).is_err());
+    assert!(start.elapsed().as_secs() < 10);
+}

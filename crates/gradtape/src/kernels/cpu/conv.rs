@@ -152,6 +152,20 @@ impl Geom {
         (o * self.sw + k * self.dw).checked_sub(self.pl).filter(|&i| i < self.w)
     }
 
+    /// The window rows `k` whose input row for output row `o` may lie
+    /// inside the input (a superset of those `ih` accepts, of at most
+    /// `h + 1` rows, so that a huge window costs what the input costs).
+    #[inline]
+    pub(crate) fn kh_range(&self, o: usize) -> std::ops::Range<usize> {
+        window_range(o * self.sh, self.pt, self.dh, self.h, self.kh)
+    }
+
+    /// The window columns `k` for output column `o` (see [`Self::kh_range`]).
+    #[inline]
+    pub(crate) fn kw_range(&self, o: usize) -> std::ops::Range<usize> {
+        window_range(o * self.sw, self.pl, self.dw, self.w, self.kw)
+    }
+
     /// Rows of the im2col matrix of one image.
     pub(crate) fn rows(&self) -> usize {
         self.oh * self.ow
@@ -573,4 +587,12 @@ pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -
         }
     }
     sum.map_or_else(|| super::filled_vec(g.op, len, T::zero()), Ok)
+}
+
+/// The `k` in `0..k_max` with `start + k d - pad` in `0..n` (as a range).
+fn window_range(start: usize, pad: usize, d: usize, n: usize, k_max: usize) -> std::ops::Range<usize> {
+    let d = d.max(1);
+    let lo = pad.saturating_sub(start).div_ceil(d).min(k_max);
+    let hi = pad.saturating_add(n).saturating_sub(start).div_ceil(d).min(k_max);
+    lo..hi.max(lo)
 }

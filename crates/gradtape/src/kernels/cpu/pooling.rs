@@ -72,9 +72,9 @@ fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [MaybeUninit<T>]
         let yo = &mut yr[ow * c..(ow + 1) * c];
         let ao = &mut ar[ow * c..(ow + 1) * c];
         let mut first = true;
-        for kh in 0..g.kh {
+        for kh in g.kh_range(oh) {
             let Some(ih) = g.ih(oh, kh) else { continue };
-            for kw in 0..g.kw {
+            for kw in g.kw_range(ow) {
                 let Some(iw) = g.iw(ow, kw) else { continue };
                 let off = base + (ih * g.w + iw) * c;
                 let xr = &x[off..off + c];
@@ -120,8 +120,8 @@ unsafe fn init_mut<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
 /// The number of valid (non-padding) input positions of output (oh, ow).
 #[inline]
 fn count(g: &Geom, oh: usize, ow: usize) -> usize {
-    let hs = (0..g.kh).filter(|&k| g.ih(oh, k).is_some()).count();
-    let ws = (0..g.kw).filter(|&k| g.iw(ow, k).is_some()).count();
+    let hs = g.kh_range(oh).filter(|&k| g.ih(oh, k).is_some()).count();
+    let ws = g.kw_range(ow).filter(|&k| g.iw(ow, k).is_some()).count();
     hs * ws
 }
 
@@ -139,9 +139,9 @@ pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Result<Vec<T>> {
         let xi = &x[n * img..(n + 1) * img];
         for ow in 0..g.ow {
             let yo = &mut yr[ow * c..(ow + 1) * c];
-            for kh in 0..g.kh {
+            for kh in g.kh_range(oh) {
                 let Some(ih) = g.ih(oh, kh) else { continue };
-                for kw in 0..g.kw {
+                for kw in g.kw_range(ow) {
                     let Some(iw) = g.iw(ow, kw) else { continue };
                     let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
                     for (yv, &xv) in yo.iter_mut().zip(xr) {
@@ -174,9 +174,9 @@ pub(crate) fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Result<Vec<T>> {
             for ow in 0..g.ow {
                 let inv = T::one() / T::from(count(g, oh, ow).max(1)).unwrap_or_else(T::one);
                 let d = &dyi[(oh * g.ow + ow) * c..(oh * g.ow + ow + 1) * c];
-                for kh in 0..g.kh {
+                for kh in g.kh_range(oh) {
                     let Some(ih) = g.ih(oh, kh) else { continue };
-                    for kw in 0..g.kw {
+                    for kw in g.kw_range(ow) {
                         let Some(iw) = g.iw(ow, kw) else { continue };
                         let xr = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
                         for (xv, &dv) in xr.iter_mut().zip(d) {
