@@ -21,13 +21,6 @@ pub enum MatrixNorm {
     Two,
 }
 
-fn mt(x: &Tensor) -> Result<Tensor> {
-    let r = x.rank();
-    let mut perm: Vec<usize> = (0..r).collect();
-    perm.swap(r - 1, r - 2);
-    x.permute(&perm)
-}
-
 /// `(C + λ I)⁻¹ R` through a Cholesky factor (`C` symmetric positive
 /// definite `[..., n, n]`).
 fn cholesky_solve(c: &Tensor, l2: f64, r: &Tensor) -> Result<Tensor> {
@@ -113,7 +106,7 @@ impl Tensor {
             let rcond = rcond.unwrap_or(10.0 * m.max(n) as f64 * eps);
             let k = m.min(n);
             if k == 0 {
-                return mt(&self.try_zeros_like()?);
+                return self.try_zeros_like()?.transpose();
             }
             let cutoff = s.narrow(-1, 0, 1)?.mul_scalar(rcond)?;
             let keep = s.gt(&cutoff)?;

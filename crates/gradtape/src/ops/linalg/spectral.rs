@@ -63,18 +63,6 @@ fn with_batch(a: &Tensor, tail: &[usize]) -> Vec<usize> {
     s
 }
 
-/// `[..., n] -> [..., n, n]` with the vector on the diagonal.
-fn diag(v: &Tensor) -> Result<Tensor> {
-    v.diag()
-}
-
-fn mt(x: &Tensor) -> Result<Tensor> {
-    let r = x.rank();
-    let mut perm: Vec<usize> = (0..r).collect();
-    perm.swap(r - 1, r - 2);
-    x.permute(&perm)
-}
-
 /// `F_ij = 1 / (d_j - d_i)` off the diagonal, 0 on it (`d: [..., k]`);
 /// the diagonal is kept away from `1/0` so that gradients of `F` stay
 /// finite there.
@@ -118,14 +106,14 @@ impl Tensor {
         let v = from_f64s(vs, self.shape(), self.dtype())?;
         let fold = |g: Tensor| -> Result<Tensor> {
             // onto the lower triangle: G + Gᵀ below, the diagonal once
-            let s = g.add(&mt(&g)?)?;
-            let half = diag(&s.diag_part()?.mul_scalar(0.5)?)?;
+            let s = g.add(&g.transpose()?)?;
+            let half = s.diag_part()?.mul_scalar(0.5)?.diag()?;
             s.band_part(-1, 0)?.sub(&half)
         };
         let (e1, v1) = (e.clone(), v.clone());
         let eo = output(self, DecompOp::Eigh(0), e, move |_| {
             vjp(move |g, _| {
-                let ga = v1.matmul(&diag(&g[0])?)?.matmul_with(&v1, false, true)?;
+                let ga = v1.matmul(&g[0].diag()?)?.matmul_with(&v1, false, true)?;
                 Ok(grads![Some(fold(ga)?)])
             })
         });
@@ -171,7 +159,7 @@ impl Tensor {
         let v = from_f64s(vs, &with_batch(self, &[n, k]), dt)?;
         let (s1, u1, v1) = (s.clone(), u.clone(), v.clone());
         let so = output(self, DecompOp::Svd(0), s.clone(), move |_| {
-            vjp(move |g, _| Ok(grads![Some(u1.matmul(&diag(&g[0])?)?.matmul_with(&v1, false, true)?)]))
+            vjp(move |g, _| Ok(grads![Some(u1.matmul(&g[0].diag()?)?.matmul_with(&v1, false, true)?)]))
         });
         // Ū's part: U (F ∘ (UᵀŪ - ŪᵀU)) S Vᵀ + (I - UUᵀ) Ū S⁻¹ Vᵀ
         let (s2, u2, v2) = (s.clone(), u.clone(), v.clone());
@@ -179,8 +167,8 @@ impl Tensor {
             vjp(move |g, _| {
                 let f = inverse_gaps(&s2.square()?)?;
                 let utg = u2.matmul_with(&g[0], true, false)?;
-                let j = f.mul(&utg.sub(&mt(&utg)?)?)?;
-                let first = u2.matmul(&j)?.matmul(&diag(&s2)?)?;
+                let j = f.mul(&utg.sub(&utg.transpose()?)?)?;
+                let first = u2.matmul(&j)?.matmul(&s2.diag()?)?;
                 let rest = g[0].sub(&u2.matmul(&utg)?)?.div(&s2.expand_dims(-2)?)?;
                 Ok(grads![Some(first.add(&rest)?.matmul_with(&v2, false, true)?)])
             })
@@ -191,9 +179,9 @@ impl Tensor {
             vjp(move |g, _| {
                 let f = inverse_gaps(&s.square()?)?;
                 let vtg = v.matmul_with(&g[0], true, false)?;
-                let k = f.mul(&vtg.sub(&mt(&vtg)?)?)?;
-                let first = diag(&s)?.matmul(&k)?.matmul_with(&v, false, true)?;
-                let rest = mt(&g[0].sub(&v.matmul(&vtg)?)?.div(&s.expand_dims(-2)?)?)?;
+                let k = f.mul(&vtg.sub(&vtg.transpose()?)?)?;
+                let first = s.diag()?.matmul(&k)?.matmul_with(&v, false, true)?;
+                let rest = g[0].sub(&v.matmul(&vtg)?)?.div(&s.expand_dims(-2)?)?.transpose()?;
                 Ok(grads![Some(u.matmul(&first.add(&rest)?)?)])
             })
         });
@@ -237,7 +225,9 @@ impl Tensor {
             ))
         };
         // x R⁻ᵀ
-        let solve_rt = |x: &Tensor, r: &Tensor| -> Result<Tensor> { mt(&r.triangular_solve(&mt(x)?, false, false)?) };
+        let solve_rt = |x: &Tensor, r: &Tensor| -> Result<Tensor> {
+            r.triangular_solve(&x.transpose()?, false, false)?.transpose()
+        };
         let (q1, r1) = (q.clone(), r.clone());
         // Q̄'s part: Q tril(QᵀQ̄ - Q̄ᵀQ) R⁻ᵀ + (Q̄ - Q QᵀQ̄) R⁻ᵀ
         let qo = output(self, DecompOp::Qr(0), q.clone(), move |_| {
@@ -246,7 +236,7 @@ impl Tensor {
                     return no_wide();
                 }
                 let qdq = q1.matmul_with(&g[0], true, false)?;
-                let low = qdq.sub(&mt(&qdq)?)?.band_part(-1, 0)?;
+                let low = qdq.sub(&qdq.transpose()?)?.band_part(-1, 0)?;
                 let a = q1.matmul(&solve_rt(&low, &r1)?)?;
                 let b = solve_rt(&g[0].sub(&q1.matmul(&qdq)?)?, &r1)?;
                 Ok(grads![Some(a.add(&b)?)])
@@ -259,7 +249,7 @@ impl Tensor {
                     return no_wide();
                 }
                 let rdr = r.matmul_with(&g[0], false, true)?;
-                let low = rdr.sub(&mt(&rdr)?)?.band_part(-1, 0)?;
+                let low = rdr.sub(&rdr.transpose()?)?.band_part(-1, 0)?;
                 Ok(grads![Some(q.matmul(&g[0].add(&solve_rt(&low, &r)?)?)?)])
             })
         });
@@ -309,7 +299,7 @@ impl Tensor {
         // Ā = Pᵀ L⁻ᵀ M U⁻ᵀ; `Pᵀ X` puts row i of X back at row p[i]
         let back = |m: &Tensor, l: &Tensor, u: &Tensor, p: &Tensor| -> Result<Tensor> {
             let x = l.triangular_solve(m, true, true)?;
-            let ap = mt(&u.triangular_solve(&mt(&x)?, false, false)?)?;
+            let ap = u.triangular_solve(&x.transpose()?, false, false)?.transpose()?;
             let inv = p.argsort(-1, false)?;
             ap.take_along_axis(&inv.expand_dims(-1)?.broadcast_to(ap.shape())?, -2)
         };
@@ -317,7 +307,7 @@ impl Tensor {
         let lo = output(self, DecompOp::Lu(0), l.clone(), move |_| {
             vjp(move |g, _| {
                 let m = l1.matmul_with(&g[0], true, false)?.band_part(-1, 0)?;
-                let m = m.sub(&diag(&m.diag_part()?)?)?;
+                let m = m.sub(&m.diag_part()?.diag()?)?;
                 Ok(grads![Some(back(&m, &l1, &u1, &p1)?)])
             })
         });
@@ -359,7 +349,7 @@ impl Tensor {
         let x = self.clone();
         Ok(bind(Op::Decomp(DecompOp::MatrixExp), &[self], y, move |_| {
             vjp(move |g, _| {
-                let at = mt(&x)?;
+                let at = x.transpose()?;
                 let top = Tensor::concat(&[&at, &g[0]], -1)?;
                 let bottom = Tensor::concat(&[&at.try_zeros_like()?, &at], -1)?;
                 let big = Tensor::concat(&[&top, &bottom], -2)?.matrix_exp()?;
