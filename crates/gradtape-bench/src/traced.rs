@@ -16,8 +16,8 @@
 //! Both modes compute the checksum from the same body, so they agree by
 //! construction up to the order of floating-point operations. A traced run
 //! that traces more than once is an error: tracing belongs outside the
-//! timed steps. `GRADTAPE_BENCH_GRAPH=1` prints each traced graph to
-//! stderr.
+//! timed steps. `GRADTAPE_BENCH_GRAPH=1` prints each traced graph, and
+//! the optimised graph that runs, to stderr.
 
 use gradtape::{function, Error, Result, Tensor, TensorStruct};
 
@@ -88,7 +88,9 @@ where
             let f = function(body);
             let report = time_steps(|| f.call(&args), timing)?;
             if std::env::var_os("GRADTAPE_BENCH_GRAPH").is_some() {
-                eprintln!("{}", f.graph(&args)?);
+                let c = f.concrete(&args)?;
+                eprintln!("{}", c.graph());
+                eprintln!("optimised ({:?}):\n{}", c.compile_stats(), c.optimized_graph());
             }
             match f.trace_count() {
                 1 => Ok(report),

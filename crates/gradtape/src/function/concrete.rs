@@ -13,6 +13,7 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use super::compile::{self, CompileStats, Executable};
 use super::grad::{self, Backward};
 use super::graph::{Graph, RunPlan};
 use super::passes;
@@ -35,6 +36,8 @@ pub struct ConcreteFunction {
     name: String,
     graph: Arc<Graph>,
     plan: RunPlan,
+    /// the optimised copy that runs (`None`: the compiler is off)
+    exec: Option<Executable>,
     /// tensors of an enclosing trace, passed after the arguments
     captures: Vec<Tensor>,
     /// the variables the graph reads (gradients reach the trainable ones)
@@ -53,20 +56,24 @@ impl fmt::Debug for ConcreteFunction {
 }
 
 impl ConcreteFunction {
-    /// Optimises a traced graph and wraps it.
+    /// Optimises a traced graph and wraps it; `optimize` also compiles an
+    /// executable copy (see [`compile`](super::compile)).
     pub(crate) fn new(
         name: String,
         mut graph: Graph,
         captures: Vec<Tensor>,
         variables: Vec<Variable>,
         flat_fn: FlatFn,
+        optimize: bool,
     ) -> Self {
         passes::optimize(&mut graph);
         let plan = RunPlan::new(&graph);
+        let exec = (optimize && compile::enabled_by_env()).then(|| Executable::compile(&graph));
         ConcreteFunction {
             name,
             graph: Arc::new(graph),
             plan,
+            exec,
             captures,
             variables,
             flat_fn,
@@ -80,12 +87,65 @@ impl ConcreteFunction {
         let replay = Arc::new(graph.clone());
         let plan = RunPlan::new(&replay);
         let flat_fn: FlatFn = Arc::new(move |args: &[Tensor]| replay.run(args, &plan));
-        ConcreteFunction::new(name, graph, Vec::new(), Vec::new(), flat_fn)
+        ConcreteFunction::new(name, graph, Vec::new(), Vec::new(), flat_fn, true)
     }
 
-    /// The traced graph (after optimisation).
+    /// The traced graph (after dead-code and common-subexpression
+    /// elimination): the ops the closure ran, which symbolic gradients read.
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+
+    /// The graph that runs: the traced graph after the compiler's passes
+    /// (constant folding, simplification, fusion; see the `compile`
+    /// module), or the traced graph when the compiler is off.
+    ///
+    /// ```
+    /// use gradtape::{function, Tensor};
+    /// let f = function(|x: &Tensor| x.mul_scalar(2.0)?.add_scalar(1.0)?.relu());
+    /// let c = f.concrete(&Tensor::vector(&[1.0f32, -3.0]))?;
+    /// assert_eq!(c.graph().len(), 3);
+    /// assert_eq!(c.optimized_graph().count("Fused"), 1);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn optimized_graph(&self) -> &Graph {
+        self.exec.as_ref().map_or(&self.graph, |e| &e.graph)
+    }
+
+    /// What the compiler's passes did (all zero when it is off).
+    pub fn compile_stats(&self) -> CompileStats {
+        self.exec.as_ref().map(|e| e.stats.clone()).unwrap_or_default()
+    }
+
+    /// Runs the executable graph when it was planned for these inputs'
+    /// shapes, else the traced one. The caller hides tapes and traces (a
+    /// fused kernel records nothing).
+    fn run_graph(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        match &self.exec {
+            Some(e) if e.fits(inputs) => e.run(inputs),
+            _ => self.graph.run(inputs, &self.plan),
+        }
+    }
+
+    /// Runs the traced graph on flat arguments (the captures added), never
+    /// the optimised one: to check the compiler against.
+    pub(crate) fn run_traced(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut inputs: Vec<Tensor> = args.to_vec();
+        inputs.extend(self.captures.iter().cloned());
+        self.check_inputs(&inputs)?;
+        trace::paused(|| tape::without_tapes(|| self.graph.run(&inputs, &self.plan)))
+    }
+
+    /// Runs the optimised graph (the traced one if there is none), with
+    /// tapes and traces hidden.
+    pub(crate) fn run_optimized(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        trace::paused(|| tape::without_tapes(|| self.run_graph(inputs)))
+    }
+
+    /// Whether the optimised graph may add numbers in another order than
+    /// the traced one.
+    pub(crate) fn reassociates(&self) -> bool {
+        self.exec.as_ref().is_some_and(Executable::reassociates)
     }
 
     /// The function's name.
@@ -105,11 +165,6 @@ impl ConcreteFunction {
         &self.captures
     }
 
-    /// Runs the graph on `inputs` (arguments then captures) with every
-    /// tape, accumulator and trace hidden.
-    fn run_hidden(graph: &Graph, plan: &RunPlan, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        trace::paused(|| tape::without_tapes(|| graph.run(inputs, plan)))
-    }
 
     /// Calls the function on its flat arguments (tensor leaves, in order).
     pub(crate) fn call_flat(self: &Arc<Self>, args: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -124,7 +179,7 @@ impl ConcreteFunction {
         let tracing = trace::recording();
         let taped = tape::any_active() || crate::autodiff::forward::any_active();
         if !tracing && !taped {
-            return self.graph.run(inputs, &self.plan);
+            return self.run_graph(inputs);
         }
         let differentiable = taped
             && (inputs.iter().any(|t| t.dtype().is_differentiable())
@@ -134,13 +189,13 @@ impl ConcreteFunction {
                     .any(|v| v.trainable() && v.dtype().is_differentiable()));
         let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs)) {
             Some(Ok(bw)) => {
-                let mut all = Self::run_hidden(&bw.forward.graph, &bw.forward.plan, inputs)?;
+                let mut all = bw.forward.run_optimized(inputs)?;
                 let saved = all.split_off(self.graph.outputs.len());
                 (all, Some((bw, saved)))
             }
             // no gradient function: the call still runs (an error surfaces
             // if a gradient is asked for)
-            _ => (Self::run_hidden(&self.graph, &self.plan, inputs)?, None),
+            _ => (self.run_optimized(inputs)?, None),
         };
         // an op's outputs must be new tensors, distinct from its inputs and
         // from each other (a function may return an argument, or a value twice)

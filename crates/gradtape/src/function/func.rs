@@ -73,6 +73,10 @@ pub struct FunctionOptions {
     /// A fixed signature: one trace serves every call that fits it, and a
     /// call that does not fit is an error (never a retrace).
     pub input_signature: Option<Vec<TensorSpec>>,
+    /// Whether traced graphs go through the compiler (constant folding,
+    /// simplification, fusion; see the `compile` module) before they run.
+    /// On by default; `GRADTAPE_GRAPH_OPT=0` turns it off everywhere.
+    pub optimize: bool,
 }
 
 impl Default for FunctionOptions {
@@ -82,6 +86,7 @@ impl Default for FunctionOptions {
             max_cached: 8,
             max_traces: None,
             input_signature: None,
+            optimize: true,
         }
     }
 }
@@ -286,6 +291,7 @@ where
             traced.captures,
             traced.variables,
             flat_fn,
+            self.options.optimize,
         );
         Ok((Arc::new(concrete), template))
     }

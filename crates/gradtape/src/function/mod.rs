@@ -63,6 +63,7 @@
 //! ```
 
 mod check;
+pub mod compile;
 mod concrete;
 mod control;
 mod func;
@@ -74,6 +75,7 @@ pub(crate) mod trace;
 pub(crate) mod variables;
 
 pub use check::{check_traced, TracedCheckOptions, TracedCheckReport};
+pub use compile::CompileStats;
 pub use concrete::ConcreteFunction;
 pub use control::{cond, while_loop, WhileOptions};
 pub use func::{function, Function, FunctionOptions, TensorSpec};

@@ -57,6 +57,7 @@ pub use linalg::MatrixNorm;
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
 pub use nn::Padding;
+pub(crate) use nn::max_pool2d_with_argmax;
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

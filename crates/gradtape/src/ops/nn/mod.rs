@@ -23,4 +23,4 @@ mod pool;
 mod softmax;
 
 pub use conv::Padding;
-pub(crate) use pool::{max_pool2d_argmax, max_pool_grad};
+pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};

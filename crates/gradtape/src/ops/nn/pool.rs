@@ -82,6 +82,13 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
     Ok((y, bind_nondiff(NnOp::MaxPoolArgmax(p), &[x], arg)))
 }
 
+/// Max pooling's output and positions from one pass (the graph
+/// compiler's merged `MaxPool` and `MaxPoolArgmax` nodes; nothing is
+/// recorded for the output).
+pub(crate) fn max_pool2d_with_argmax(x: &Tensor, p: PoolAttrs) -> Result<(Tensor, Tensor)> {
+    max_pool_with_argmax("max_pool2d", x, p)
+}
+
 /// The positions of [`max_pool_with_argmax`] alone (a `MaxPoolArgmax`
 /// node run again).
 pub(crate) fn max_pool2d_argmax(x: &Tensor, p: PoolAttrs) -> Result<Tensor> {

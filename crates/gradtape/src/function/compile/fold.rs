@@ -1,0 +1,123 @@
+//! Constant folding: a node whose inputs are all constants is run once,
+//! when the graph is compiled, and becomes a constant.
+//!
+//! A `FullLike` node (a value everywhere, in the shape and dtype of its
+//! input) folds whatever its input is: the shape is fixed by the plan.
+//! Results larger than [`FOLD_MAX`] elements are not folded when they are
+//! larger than the node's inputs (a broadcast of a scalar to a large shape
+//! stays a broadcast, which fusion turns into a register). Ops with effects,
+//! calls and control flow, and random draws are never folded; an op that
+//! fails on its constants is left in place, to fail at run time as it would
+//! have.
+
+use rustc_hash::FxHashMap;
+
+use crate::autodiff::tape;
+use crate::function::graph::{Graph, Node, ValueId};
+use crate::function::trace;
+use crate::ops::desc::{Op, ShapeOp};
+use crate::tensor::Tensor;
+
+/// Folded results above this many elements are kept only when no larger
+/// than an input.
+pub(crate) const FOLD_MAX: usize = 1 << 12;
+
+/// Whether the optimiser may run this op ahead of time.
+fn foldable(op: &Op) -> bool {
+    !matches!(op, Op::Dyn(_) | Op::Opaque(_) | Op::Const(_) | Op::Create(_)) && !op.is_stateful()
+}
+
+/// Folds constant nodes in place; returns how many were folded.
+pub(crate) fn fold(g: &mut Graph) -> usize {
+    let mut consts: FxHashMap<ValueId, Tensor> = FxHashMap::default();
+    let mut folded = 0;
+    let old = std::mem::take(&mut g.nodes);
+    let mut nodes = Vec::with_capacity(old.len());
+    for n in old {
+        if let Op::Const(t) = &n.op {
+            consts.insert(n.outputs[0], t.clone());
+            nodes.push(n);
+            continue;
+        }
+        match fold_node(g, &n, &consts) {
+            Some(outs) => {
+                folded += 1;
+                for (&v, t) in n.outputs.iter().zip(outs) {
+                    consts.insert(v, t.clone());
+                    nodes.push(Node {
+                        op: Op::Const(t),
+                        inputs: Default::default(),
+                        outputs: smallvec::smallvec![v],
+                    });
+                }
+            }
+            None => nodes.push(n),
+        }
+    }
+    g.nodes = nodes;
+    folded
+}
+
+/// The node's outputs computed now, if it folds.
+fn fold_node(g: &Graph, n: &Node, consts: &FxHashMap<ValueId, Tensor>) -> Option<Vec<Tensor>> {
+    if !foldable(&n.op) || n.outputs.is_empty() {
+        return None;
+    }
+    let outs: Vec<Tensor> = if let Op::Shape(ShapeOp::FullLike(v)) = &n.op {
+        let info = &g.values[*n.outputs.first()? as usize];
+        if info.shape.iter().product::<usize>() > FOLD_MAX {
+            return None;
+        }
+        vec![Tensor::try_full(&info.shape, v.0, info.dtype).ok()?]
+    } else {
+        let ins: Vec<Tensor> = n.inputs.iter().map(|v| consts.get(v).cloned()).collect::<Option<_>>()?;
+        let outs = trace::paused(|| tape::without_tapes(|| n.op.eval(&ins))).ok()?;
+        let biggest_in = ins.iter().map(Tensor::numel).max().unwrap_or(0);
+        if outs.iter().any(|t| t.numel() > FOLD_MAX.max(biggest_in)) {
+            return None;
+        }
+        outs.into_vec()
+    };
+    // the plan's dtypes and shapes must hold
+    let fits = outs.len() == n.outputs.len()
+        && outs.iter().zip(&n.outputs).all(|(t, &v)| {
+            let info = &g.values[v as usize];
+            t.dtype() == info.dtype && t.shape() == &info.shape[..]
+        });
+    fits.then_some(outs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::desc::{Unary, F64};
+    use crate::tensor::DType;
+
+    #[test]
+    fn a_chain_on_constants_folds_and_an_input_stops_it() {
+        let mut g = Graph::default();
+        for _ in 0..5 {
+            g.add_value(DType::F64, &[2]);
+        }
+        g.inputs = vec![0];
+        let node = |op, i: &[ValueId], o: &[ValueId]| Node {
+            op,
+            inputs: i.into(),
+            outputs: o.into(),
+        };
+        g.nodes = vec![
+            node(Op::Const(Tensor::vector(&[1.0f64, 2.0])), &[], &[1]),
+            node(Op::Unary(Unary::MulScalar(F64(3.0))), &[1], &[2]),
+            node(Op::Shape(ShapeOp::FullLike(F64(7.0))), &[0], &[3]),
+            node(Op::Unary(Unary::Exp), &[0], &[4]),
+        ];
+        g.outputs = vec![2, 3, 4];
+        assert_eq!(fold(&mut g), 2);
+        assert_eq!(g.count("Const"), 3);
+        assert_eq!(g.count("Exp"), 1);
+        let Op::Const(t) = &g.nodes[1].op else { panic!("folded to a constant") };
+        assert_eq!(t.to_vec::<f64>().unwrap(), vec![3.0, 6.0]);
+        let Op::Const(t) = &g.nodes[2].op else { panic!("folded to a constant") };
+        assert_eq!(t.to_vec::<f64>().unwrap(), vec![7.0, 7.0]);
+    }
+}

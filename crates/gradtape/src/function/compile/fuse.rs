@@ -1,0 +1,482 @@
+//! Fusion: groups of elementwise nodes become one [`Fused`] node that
+//! reads each input once and writes each output once.
+//!
+//! **Members.** A node can join a group when it is a float (`f32`/`f64`)
+//! elementwise op the kernel computes ([`kernel::fusible_unary`],
+//! [`kernel::fusible_binary`]), a `FullLike` (a constant register) or a
+//! `BroadcastTo` of one element, and its output has the group's shape.
+//! Each input of a member is made inside the group or comes from outside
+//! with the group's shape or one element (splatted: a scalar operand). A
+//! sum of all elements of a group value joins as an epilogue (a trailing
+//! reduction: the kernel adds it up chunk by chunk, and the summed tensor
+//! is never made).
+//!
+//! A node joins a group that makes one of its inputs, or else one of the
+//! latest groups of its shape (a sibling: `cos(x)` beside `sin(x)`).
+//!
+//! **Placement.** The fused node runs where the group's first member was.
+//! So a node joins a group only if every input it takes from outside is
+//! available before that point (made by an earlier node, or an input of
+//! the graph): the fused node never waits for a value that depends on the
+//! group itself, and the graph stays acyclic. Members are pure, so running
+//! them earlier changes nothing else.
+//!
+//! **Outputs.** A group returns the member values that a node outside the
+//! group reads or that the graph returns, and its sums; values used only
+//! inside live in registers. Every group becomes a node, even of one op
+//! (computing what the op's kernel computes): a group left as it was would
+//! run later than the point its values were taken to be available.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+use super::kernel::{self, Instr, Program, Reg, Splat};
+use crate::error::Result;
+use crate::function::graph::{Graph, Node, ValueId};
+use crate::ops::desc::{DynOp, Op, Outputs, ReduceKind, ShapeOp};
+use crate::tensor::{DType, Tensor};
+
+/// A fused group as a graph node.
+pub(crate) struct Fused {
+    pub(crate) program: Program,
+    /// how many ops it replaced (for listings)
+    pub(crate) ops: usize,
+}
+
+impl DynOp for Fused {
+    fn name(&self) -> &'static str {
+        "Fused"
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        Ok(self.program.run(inputs)?.into_iter().collect())
+    }
+    fn stateful(&self) -> bool {
+        false
+    }
+    fn fmt_attrs(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = &self.program;
+        write!(f, "[{} ops, {} x {:?}] {{ ", self.ops, p.dtype, p.shape)?;
+        let listing = p.to_string();
+        let lines: Vec<&str> = listing.lines().collect();
+        write!(f, "{} }}", lines.join("; "))
+    }
+}
+
+/// What a member computes.
+enum Member {
+    Unary(crate::ops::desc::Unary),
+    Binary(crate::ops::desc::Binary),
+    /// a constant everywhere
+    Fill(f64),
+    /// its one-element input everywhere (or itself, in a group of one element)
+    Broadcast,
+    /// the sum of all elements of its input (an epilogue)
+    Sum,
+}
+
+/// A group under construction.
+struct Group {
+    /// node index of the first member (where the fused node runs)
+    first: usize,
+    dtype: DType,
+    shape: Vec<usize>,
+    /// member node indices, in program order
+    nodes: Vec<usize>,
+    /// number of members that are ops (not epilogues, fills, broadcasts)
+    ops: usize,
+}
+
+/// The member kind of node `n`, if it can be one in a group of `dtype`
+/// and `shape` (or in a new group: any float dtype and its own shape).
+fn member_kind(g: &Graph, n: &Node) -> Option<Member> {
+    let out = *n.outputs.first()?;
+    if n.outputs.len() != 1 {
+        return None;
+    }
+    let info = &g.values[out as usize];
+    if !matches!(info.dtype, DType::F32 | DType::F64) {
+        return None;
+    }
+    let same_dtype = n.inputs.iter().all(|&v| g.values[v as usize].dtype == info.dtype);
+    match &n.op {
+        Op::Unary(u) if kernel::fusible_unary(u) && same_dtype && n.inputs.len() == 1 => Some(Member::Unary(u.clone())),
+        Op::Binary(b) if kernel::fusible_binary(b) && same_dtype && n.inputs.len() == 2 => {
+            Some(Member::Binary(b.clone()))
+        }
+        Op::Shape(ShapeOp::FullLike(v)) => Some(Member::Fill(v.0)),
+        Op::Shape(ShapeOp::BroadcastTo(_))
+            if same_dtype && n.inputs.len() == 1 && numel(&g.values[n.inputs[0] as usize].shape) == 1 =>
+        {
+            Some(Member::Broadcast)
+        }
+        Op::Reduce(r)
+            if r.kind == ReduceKind::Sum && same_dtype && n.inputs.len() == 1 && numel(&info.shape) == 1 =>
+        {
+            Some(Member::Sum)
+        }
+        _ => None,
+    }
+}
+
+fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// Groups the graph's elementwise nodes and replaces each group by a
+/// [`Fused`] node. Returns how many nodes were fused, and how many sums the
+/// kernels compute.
+pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
+    // constants first (they read nothing), so that any group may use them
+    let (consts, rest): (Vec<Node>, Vec<Node>) =
+        std::mem::take(&mut g.nodes).into_iter().partition(|n| matches!(n.op, Op::Const(_)));
+    g.nodes = consts;
+    g.nodes.extend(rest);
+    let n_nodes = g.nodes.len();
+    // per value: the node that makes it, and where it is available
+    let mut producer: Vec<Option<usize>> = vec![None; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &o in &n.outputs {
+            producer[o as usize] = Some(i);
+        }
+    }
+    // available before node `avail[v]` runs: -1 for graph inputs
+    let mut avail: Vec<i64> = vec![-1; g.values.len()];
+    let mut group_of: Vec<Option<usize>> = vec![None; n_nodes];
+    let mut groups: Vec<Group> = Vec::new();
+    let mut kinds: Vec<Option<Member>> = Vec::with_capacity(n_nodes);
+    for (i, n) in g.nodes.iter().enumerate() {
+        let kind = member_kind(g, n);
+        let mut joined = None;
+        if let Some(kind) = &kind {
+            let out = n.outputs[0];
+            let info = &g.values[out as usize];
+            // an external operand: the group's dtype, and its shape or one element
+            let external_ok = |grp: &Group, v: ValueId| {
+                let vi = &g.values[v as usize];
+                vi.dtype == grp.dtype
+                    && (vi.shape[..] == grp.shape[..] || numel(&vi.shape) == 1)
+                    && avail[v as usize] < grp.first as i64
+            };
+            let in_group = |grp: usize, v: ValueId| producer[v as usize].and_then(|p| group_of[p]) == Some(grp);
+            // candidate groups: those that make one of the inputs
+            let mut candidates: SmallVec<[usize; 2]> = SmallVec::new();
+            for &v in &n.inputs {
+                if let Some(gi) = producer[v as usize].and_then(|p| group_of[p]) {
+                    if !candidates.contains(&gi) {
+                        candidates.push(gi);
+                    }
+                }
+            }
+            // then the latest groups of the same shape (siblings: a node that
+            // reads only values made before one of them can run in it)
+            if !matches!(kind, Member::Sum) {
+                for (gi, grp) in groups.iter().enumerate().rev().take(8) {
+                    if grp.dtype == info.dtype && grp.shape[..] == info.shape[..] && !candidates.contains(&gi) {
+                        candidates.push(gi);
+                    }
+                }
+            }
+            for gi in candidates {
+                let grp = &groups[gi];
+                let fits = match kind {
+                    // a sum's input is the group's; its output is a scalar
+                    Member::Sum => info.dtype == grp.dtype && in_group(gi, n.inputs[0]),
+                    _ => {
+                        info.dtype == grp.dtype
+                            && info.shape[..] == grp.shape[..]
+                            && operands(kind, n).iter().all(|&v| in_group(gi, v) || external_ok(grp, v))
+                    }
+                };
+                if fits {
+                    joined = Some(gi);
+                    break;
+                }
+            }
+            if joined.is_none() && !matches!(kind, Member::Sum) {
+                let grp = Group {
+                    first: i,
+                    dtype: info.dtype,
+                    shape: info.shape.to_vec(),
+                    nodes: Vec::new(),
+                    ops: 0,
+                };
+                if operands(kind, n).iter().all(|&v| external_ok(&grp, v)) {
+                    groups.push(grp);
+                    joined = Some(groups.len() - 1);
+                }
+            }
+            if let Some(gi) = joined {
+                let grp = &mut groups[gi];
+                grp.nodes.push(i);
+                match kind {
+                    Member::Unary(_) | Member::Binary(_) => grp.ops += 1,
+                    _ => {}
+                }
+                group_of[i] = Some(gi);
+            }
+        }
+        let at = match joined {
+            Some(gi) => groups[gi].first as i64,
+            None => i as i64,
+        };
+        for &o in &n.outputs {
+            avail[o as usize] = at;
+        }
+        kinds.push(kind);
+    }
+    // every group becomes a node (a group left as it was would run its
+    // members where they were, later than the values it made available)
+    let mut fused_at: FxHashMap<usize, Node> = FxHashMap::default();
+    let mut removed = vec![false; n_nodes];
+    let mut fused_away = 0;
+    let mut sums = 0;
+    let readers = readers_outside(g, &group_of);
+    for grp in &groups {
+        let node = build(g, grp, &kinds, &producer, &readers);
+        sums += grp.nodes.iter().filter(|&&i| matches!(kinds[i], Some(Member::Sum))).count();
+        for &i in &grp.nodes {
+            removed[i] = true;
+        }
+        fused_away += grp.nodes.len();
+        fused_at.insert(grp.first, node);
+    }
+    if fused_at.is_empty() {
+        return (0, 0);
+    }
+    let old = std::mem::take(&mut g.nodes);
+    for (i, n) in old.into_iter().enumerate() {
+        if let Some(f) = fused_at.remove(&i) {
+            g.nodes.push(f);
+        }
+        if !removed[i] {
+            g.nodes.push(n);
+        }
+    }
+    (fused_away, sums)
+}
+
+/// Per value: whether a node outside its producer's group reads it, or the
+/// graph returns it.
+fn readers_outside(g: &Graph, group_of: &[Option<usize>]) -> Vec<bool> {
+    let mut producer_group: Vec<Option<usize>> = vec![None; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &o in &n.outputs {
+            producer_group[o as usize] = group_of[i];
+        }
+    }
+    let mut out = vec![false; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &v in &n.inputs {
+            if producer_group[v as usize].is_some() && producer_group[v as usize] != group_of[i] {
+                out[v as usize] = true;
+            }
+        }
+    }
+    for &o in &g.outputs {
+        out[o as usize] = true;
+    }
+    out
+}
+
+
+/// The operands a member reads as data (a fill reads none: its input only
+/// gives the shape, which the plan fixes).
+fn operands<'a>(kind: &Member, n: &'a Node) -> &'a [ValueId] {
+    match kind {
+        Member::Fill(_) => &[],
+        _ => &n.inputs,
+    }
+}
+
+/// Registers: which are free, how many values each holds.
+#[derive(Default)]
+struct Alloc {
+    free: Vec<Reg>,
+    users: Vec<u32>,
+    pinned: Vec<bool>,
+}
+
+impl Alloc {
+    fn take(&mut self, pinned: bool) -> Reg {
+        let r = match (pinned, self.free.pop()) {
+            (false, Some(r)) => r,
+            (true, Some(r)) => {
+                self.free.push(r);
+                self.fresh()
+            }
+            (_, None) => self.fresh(),
+        };
+        self.pinned[r as usize] = pinned;
+        r
+    }
+    fn fresh(&mut self) -> Reg {
+        self.users.push(0);
+        self.pinned.push(false);
+        (self.users.len() - 1) as Reg
+    }
+    fn hold(&mut self, r: Reg) {
+        self.users[r as usize] += 1;
+    }
+    fn release(&mut self, r: Reg) {
+        let u = &mut self.users[r as usize];
+        *u -= 1;
+        if *u == 0 && !self.pinned[r as usize] {
+            self.free.push(r);
+        }
+    }
+}
+
+/// The register program of one group, as a node.
+fn build(g: &Graph, grp: &Group, kinds: &[Option<Member>], producer: &[Option<usize>], needed_outside: &[bool]) -> Node {
+    // last use of each value inside the program (member index)
+    let mut last_use: FxHashMap<ValueId, usize> = FxHashMap::default();
+    for (k, &i) in grp.nodes.iter().enumerate() {
+        let kind = kinds[i].as_ref().expect("a member has a kind");
+        for &v in operands(kind, &g.nodes[i]) {
+            last_use.insert(v, k);
+        }
+    }
+    let len = numel(&grp.shape);
+    let mut inputs: Vec<ValueId> = Vec::new();
+    let mut input_is_scalar: Vec<bool> = Vec::new();
+    let mut splats: Vec<(Reg, Splat)> = Vec::new();
+    let mut body: Vec<Instr> = Vec::new();
+    let mut outputs_spec: Vec<Option<Vec<usize>>> = Vec::new();
+    let mut out_values: Vec<ValueId> = Vec::new();
+    let (mut n_stores, mut n_sums) = (0u16, 0u16);
+    let mut regs = Alloc::default();
+    let mut reg_of: FxHashMap<ValueId, Reg> = FxHashMap::default();
+    let mut input_index = |v: ValueId, scalar: bool| -> u16 {
+        if let Some(k) = inputs.iter().position(|&x| x == v) {
+            return k as u16;
+        }
+        inputs.push(v);
+        input_is_scalar.push(scalar);
+        (inputs.len() - 1) as u16
+    };
+    for (k, &i) in grp.nodes.iter().enumerate() {
+        let n = &g.nodes[i];
+        let kind = kinds[i].as_ref().expect("a member has a kind");
+        // the operands, in registers
+        let mut ops: SmallVec<[Reg; 2]> = SmallVec::new();
+        for &v in operands(kind, n) {
+            if let Some(&r) = reg_of.get(&v) {
+                ops.push(r);
+                continue;
+            }
+            let one = numel(&g.values[v as usize].shape) == 1;
+            let r = match (const_scalar(g, producer, v), one && len != 1) {
+                (Some(c), _) => {
+                    let r = regs.take(true);
+                    splats.push((r, Splat::Value(c)));
+                    r
+                }
+                (None, true) => {
+                    let r = regs.take(true);
+                    splats.push((r, Splat::Input(input_index(v, true))));
+                    r
+                }
+                (None, false) => {
+                    let r = regs.take(false);
+                    body.push(Instr::Load {
+                        dst: r,
+                        input: input_index(v, false),
+                    });
+                    r
+                }
+            };
+            regs.hold(r);
+            reg_of.insert(v, r);
+            ops.push(r);
+        }
+        let out = n.outputs[0];
+        let dst = match kind {
+            Member::Unary(op) => {
+                let d = regs.take(false);
+                body.push(Instr::Unary {
+                    op: op.clone(),
+                    dst: d,
+                    a: ops[0],
+                });
+                Some(d)
+            }
+            Member::Binary(op) => {
+                let d = regs.take(false);
+                body.push(Instr::Binary {
+                    op: op.clone(),
+                    dst: d,
+                    a: ops[0],
+                    b: ops[1],
+                });
+                Some(d)
+            }
+            Member::Fill(c) => {
+                let d = regs.take(true);
+                splats.push((d, Splat::Value(*c)));
+                Some(d)
+            }
+            // the one element, splatted, is already the whole register
+            Member::Broadcast => Some(ops[0]),
+            Member::Sum => {
+                body.push(Instr::Accumulate {
+                    acc: n_sums,
+                    src: ops[0],
+                });
+                n_sums += 1;
+                outputs_spec.push(Some(g.values[out as usize].shape.to_vec()));
+                out_values.push(out);
+                None
+            }
+        };
+        if let Some(d) = dst {
+            regs.hold(d);
+            reg_of.insert(out, d);
+            if needed_outside[out as usize] {
+                body.push(Instr::Store { out: n_stores, src: d });
+                n_stores += 1;
+                outputs_spec.push(None);
+                out_values.push(out);
+            }
+        }
+        // release the values not read again
+        let mut seen: SmallVec<[ValueId; 3]> = SmallVec::new();
+        for &v in operands(kind, n).iter().chain(dst.map(|_| out).as_slice()) {
+            if seen.contains(&v) || last_use.get(&v).is_some_and(|&l| l > k) {
+                continue;
+            }
+            seen.push(v);
+            if let Some(r) = reg_of.remove(&v) {
+                regs.release(r);
+            }
+        }
+    }
+    let program = Program {
+        dtype: grp.dtype,
+        len,
+        shape: grp.shape.clone(),
+        input_is_scalar,
+        splats,
+        body,
+        n_regs: regs.users.len(),
+        outputs: outputs_spec,
+    };
+    Node {
+        op: Op::Dyn(Arc::new(Fused {
+            program,
+            ops: grp.ops,
+        })),
+        inputs: inputs.into(),
+        outputs: out_values.into(),
+    }
+}
+
+/// The value of a one-element constant (an immediate operand).
+fn const_scalar(g: &Graph, producer: &[Option<usize>], v: ValueId) -> Option<f64> {
+    let p = producer[v as usize]?;
+    match &g.nodes[p].op {
+        Op::Const(t) if t.numel() == 1 => t.cast(DType::F64).ok()?.to_scalar::<f64>().ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,427 @@
+//! The fused elementwise kernel: a register program run over chunks.
+//!
+//! A [`Program`] is what [`fuse`](super::fuse) makes of a group of
+//! elementwise nodes: straight-line code over *registers*, each holding one
+//! chunk of [`CHUNK`] elements of the group's shape. The kernel walks the
+//! elements chunk by chunk (chunks of a large tensor spread over the
+//! compute threads): it loads each input chunk once, runs every instruction
+//! as a short vectorised loop over the chunk (the registers stay in the L1
+//! cache), stores each output chunk once and adds the chunks of reduced
+//! values into per-task partial sums. A tensor of one element (a scalar
+//! chain) is a chunk of one: the program then costs one dispatch per op,
+//! with no tensor made between ops.
+//!
+//! Each op computes what its eager kernel computes, element by element and
+//! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
+//! `sin`, `cos`, `tanh` and `sigmoid`), so a fused graph gives the eager
+//! values bit for bit; only the fused sums add in another order (in `f64`
+//! per chunk, then the chunks in order), which is the one reassociation.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::kernels::cpu::math::{self, with_simd};
+use crate::kernels::cpu::workers::{self, SendPtr};
+use crate::kernels::cpu::PAR_MIN;
+use crate::ops::desc::{Binary, Unary};
+use crate::tensor::{alloc, DType, Float, Tensor};
+
+/// Elements per register (a chunk): 1 KiB of `f32`.
+pub(crate) const CHUNK: usize = 256;
+
+/// A register index.
+pub(crate) type Reg = u16;
+
+/// One step of a program.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Instr {
+    /// Register `dst` takes the chunk of full-size input `input`.
+    Load { dst: Reg, input: u16 },
+    /// `dst = op(a)`.
+    Unary { op: Unary, dst: Reg, a: Reg },
+    /// `dst = op(a, b)`.
+    Binary { op: Binary, dst: Reg, a: Reg, b: Reg },
+    /// Output `out` takes register `src`'s chunk.
+    Store { out: u16, src: Reg },
+    /// Sum number `acc` adds register `src`'s chunk.
+    Accumulate { acc: u16, src: Reg },
+}
+
+/// What fills a register before the first chunk (it holds one value for
+/// the whole run).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Splat {
+    /// The one element of input `input`.
+    Input(u16),
+    /// A constant.
+    Value(f64),
+}
+
+/// A fused kernel: its inputs, its register program and its outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Program {
+    /// `F32` or `F64`.
+    pub dtype: DType,
+    /// Elements of the group's shape.
+    pub len: usize,
+    /// The group's shape (of every elementwise output).
+    pub shape: Vec<usize>,
+    /// Per input: whether it has one element (splatted) rather than `len`.
+    pub input_is_scalar: Vec<bool>,
+    /// Registers filled once, before the chunks.
+    pub splats: Vec<(Reg, Splat)>,
+    /// The code run on every chunk.
+    pub body: Vec<Instr>,
+    /// Registers the program uses.
+    pub n_regs: usize,
+    /// Per output: `None` for an elementwise output (shape `shape`), or the
+    /// shape of a sum of all elements.
+    pub outputs: Vec<Option<Vec<usize>>>,
+}
+
+impl fmt::Display for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (r, s) in &self.splats {
+            match s {
+                Splat::Input(i) => writeln!(f, "r{r} = splat in{i}")?,
+                Splat::Value(v) => writeln!(f, "r{r} = splat {v}")?,
+            }
+        }
+        for ins in &self.body {
+            match ins {
+                Instr::Load { dst, input } => writeln!(f, "r{dst} = load in{input}")?,
+                Instr::Unary { op, dst, a } => writeln!(f, "r{dst} = {}(r{a})", op.name())?,
+                Instr::Binary { op, dst, a, b } => writeln!(f, "r{dst} = {}(r{a}, r{b})", op.name())?,
+                Instr::Store { out, src } => writeln!(f, "out{out} = r{src}")?,
+                Instr::Accumulate { acc, src } => writeln!(f, "sum{acc} += r{src}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether the fused kernel computes this one-input op.
+pub(crate) fn fusible_unary(op: &Unary) -> bool {
+    use Unary::*;
+    matches!(
+        op,
+        Neg | Abs
+            | Square
+            | Sqrt
+            | Reciprocal
+            | Exp
+            | Log
+            | Sin
+            | Cos
+            | Tanh
+            | Sigmoid
+            | Relu
+            | PowScalar(_)
+            | MulScalar(_)
+            | DivScalar(_)
+            | AddScalar(_)
+    )
+}
+
+/// Whether the fused kernel computes this two-input op.
+pub(crate) fn fusible_binary(op: &Binary) -> bool {
+    use Binary::*;
+    matches!(
+        op,
+        Add | Sub | Mul | Div | Maximum | Minimum | SquaredDifference | ReluGrad | TanhGrad
+    )
+}
+
+/// The element types a program runs on, with each op as its eager kernel
+/// computes it.
+pub(crate) trait Lane: Float {
+    /// `out[i] = op(x[i])`.
+    fn unary(op: &Unary, x: &[Self], out: &mut [Self]);
+}
+
+/// `out[i] = f(x[i])`.
+#[inline(always)]
+fn each<T: Copy>(x: &[T], out: &mut [T], f: impl Fn(T) -> T) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = f(v);
+    }
+}
+
+/// The ops whose kernels are the same generic code for `f32` and `f64`.
+#[inline(always)]
+fn unary_common<T: Float>(op: &Unary, x: &[T], out: &mut [T]) {
+    let zero = T::zero();
+    match op {
+        Unary::Neg => each(x, out, |v| zero - v),
+        Unary::Abs => each(x, out, |v| if v < zero { zero - v } else { v }),
+        Unary::Square => each(x, out, |v| v * v),
+        Unary::Sqrt => each(x, out, |v| v.sqrt()),
+        Unary::Reciprocal => each(x, out, |v| T::one() / v),
+        Unary::Log => each(x, out, |v| v.ln()),
+        Unary::Relu => each(x, out, |v| if v < zero { zero } else { v }),
+        Unary::PowScalar(c) => {
+            let c = T::from_f64(c.0);
+            each(x, out, |v| v.powf(c))
+        }
+        Unary::MulScalar(c) => {
+            let c = T::from_f64(c.0);
+            each(x, out, |v| v * c)
+        }
+        Unary::DivScalar(c) => {
+            let c = T::from_f64(c.0);
+            each(x, out, |v| v / c)
+        }
+        Unary::AddScalar(c) => {
+            let c = T::from_f64(c.0);
+            each(x, out, |v| v + c)
+        }
+        // never fused (see `fusible_unary`); computed as the f64 evaluator does
+        other => each(x, out, |v| T::from_f64(other.apply_f64(v.to_f64()))),
+    }
+}
+
+impl Lane for f32 {
+    #[inline(always)]
+    fn unary(op: &Unary, x: &[f32], out: &mut [f32]) {
+        match op {
+            Unary::Exp => each(x, out, math::exp_f32),
+            // (one arm each: a function pointer would not inline)
+            Unary::Sin if math::sin_cos_in_range(x) => each(x, out, math::sin_f32),
+            Unary::Sin => each(x, out, f32::sin),
+            Unary::Cos if math::sin_cos_in_range(x) => each(x, out, math::cos_f32),
+            Unary::Cos => each(x, out, f32::cos),
+            Unary::Tanh => each(x, out, math::tanh_f32),
+            Unary::Sigmoid => each(x, out, math::sigmoid_f32),
+            _ => unary_common(op, x, out),
+        }
+    }
+}
+
+impl Lane for f64 {
+    #[inline(always)]
+    fn unary(op: &Unary, x: &[f64], out: &mut [f64]) {
+        match op {
+            Unary::Exp => each(x, out, f64::exp),
+            Unary::Sin => each(x, out, f64::sin),
+            Unary::Cos => each(x, out, f64::cos),
+            Unary::Tanh => each(x, out, f64::tanh),
+            Unary::Sigmoid => each(x, out, |v| {
+                if v >= 0.0 {
+                    1.0 / (1.0 + (-v).exp())
+                } else {
+                    let e = v.exp();
+                    e / (1.0 + e)
+                }
+            }),
+            _ => unary_common(op, x, out),
+        }
+    }
+}
+
+/// `out[i] = op(a[i], b[i])`, as the eager kernels compute it.
+#[inline(always)]
+fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
+    let zero = T::zero();
+    // (a closure per op, so that each loop is its own vectorised loop)
+    macro_rules! zip {
+        (|$x:ident, $y:ident| $e:expr) => {
+            for ((o, &$x), &$y) in out.iter_mut().zip(a).zip(b) {
+                *o = $e;
+            }
+        };
+    }
+    match op {
+        Binary::Add => zip!(|x, y| x + y),
+        Binary::Sub => zip!(|x, y| x - y),
+        Binary::Mul => zip!(|x, y| x * y),
+        Binary::Div => zip!(|x, y| x / y),
+        Binary::Maximum => zip!(|x, y| if x >= y || x.is_nan() { x } else { y }),
+        Binary::Minimum => zip!(|x, y| if x <= y || x.is_nan() { x } else { y }),
+        Binary::SquaredDifference => zip!(|x, y| (x - y) * (x - y)),
+        Binary::ReluGrad => zip!(|x, y| if y > zero { x } else { zero }),
+        Binary::TanhGrad => zip!(|x, y| y * (T::one() - x * x)),
+        // never fused (see `fusible_binary`)
+        other => zip!(|x, y| T::from_f64(other.apply_f64(x.to_f64(), y.to_f64()))),
+    }
+}
+
+/// The registers as one buffer: `n` live elements per register.
+struct Regs<'a, T> {
+    buf: &'a mut [T],
+    /// elements per register: `CHUNK`, or fewer for a short tensor
+    stride: usize,
+}
+
+impl<T: Copy> Regs<'_, T> {
+    #[inline(always)]
+    fn get(&self, r: Reg, n: usize) -> &[T] {
+        let s = r as usize * self.stride;
+        &self.buf[s..s + n]
+    }
+    #[inline(always)]
+    fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
+        let s = r as usize * self.stride;
+        &mut self.buf[s..s + n]
+    }
+    /// Register `dst` (written) and registers `a`, `b` (read); `dst` is
+    /// never `a` or `b` (the allocator gives an instruction a register
+    /// that none of its operands holds).
+    #[inline(always)]
+    fn split(&mut self, dst: Reg, a: Reg, b: Reg, n: usize) -> (&mut [T], &[T], &[T]) {
+        debug_assert!(dst != a && dst != b);
+        let total = self.buf.len();
+        let ptr = self.buf.as_mut_ptr();
+        let w = self.stride;
+        debug_assert!(n <= w);
+        let (d, a, b) = (dst as usize * w, a as usize * w, b as usize * w);
+        assert!(d + n <= total && a + n <= total && b + n <= total && d != a && d != b);
+        // SAFETY: the three ranges lie in `buf`, and `dst`'s range is
+        // disjoint from `a`'s and `b`'s (distinct registers of CHUNK
+        // elements, n <= stride); `a` and `b` are only read.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(ptr.add(d), n),
+                std::slice::from_raw_parts(ptr.add(a), n),
+                std::slice::from_raw_parts(ptr.add(b), n),
+            )
+        }
+    }
+}
+
+impl Program {
+    /// Runs the program on `inputs`; returns its outputs in order.
+    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        if inputs.len() != self.input_is_scalar.len() {
+            return Err(Error::invalid(
+                "Fused",
+                format!("expects {} inputs, got {}", self.input_is_scalar.len(), inputs.len()),
+            ));
+        }
+        for (i, (t, &scalar)) in inputs.iter().zip(&self.input_is_scalar).enumerate() {
+            let want = if scalar { 1 } else { self.len };
+            if t.dtype() != self.dtype || t.numel() != want {
+                return Err(Error::invalid(
+                    "Fused",
+                    format!(
+                        "input {i} is {} {:?}; the kernel was planned for {} of {want} elements (shape {:?})",
+                        t.dtype(),
+                        t.shape(),
+                        self.dtype,
+                        self.shape
+                    ),
+                ));
+            }
+        }
+        match self.dtype {
+            DType::F32 => self.run_typed::<f32>(inputs),
+            DType::F64 => self.run_typed::<f64>(inputs),
+            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
+        }
+    }
+
+    fn run_typed<T: Lane>(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let data: Vec<std::borrow::Cow<'_, [T]>> =
+            inputs.iter().map(|t| t.values::<T>("Fused")).collect::<Result<_>>()?;
+        let srcs: Vec<&[T]> = data.iter().map(|d| &d[..]).collect();
+        let n_sums = self.outputs.iter().filter(|o| o.is_some()).count();
+        let mut bufs = Vec::with_capacity(self.outputs.len() - n_sums);
+        for _ in 0..self.outputs.len() - n_sums {
+            bufs.push(alloc::try_buf::<T>("Fused", self.len)?);
+        }
+        let ptrs: Vec<SendPtr<T>> = bufs.iter_mut().map(|b| SendPtr(b.as_mut_ptr())).collect();
+        let len = self.len;
+        let task = |range: std::ops::Range<usize>| -> smallvec::SmallVec<[f64; 2]> {
+            let mut sums = smallvec::smallvec![0.0; n_sums];
+            // SAFETY (of `outs`): each task writes its own range of every
+            // output buffer, which holds `len` elements of capacity.
+            // (inlined into `with_simd`'s wide-vector function, so that the
+            // op loops are compiled for AVX2 or AVX-512)
+            with_simd(
+                #[inline(always)]
+                || self.run_range::<T>(&srcs, &ptrs, &mut sums, range),
+            );
+            sums
+        };
+        let partials: Vec<smallvec::SmallVec<[f64; 2]>> = if len >= PAR_MIN && workers::threads() > 1 {
+            let per = (len / (workers::threads() * 4)).max(PAR_MIN / 2).next_multiple_of(CHUNK);
+            let n_tasks = len.div_ceil(per);
+            workers::map(n_tasks, |t| task(t * per..((t + 1) * per).min(len)))
+        } else {
+            vec![task(0..len)]
+        };
+        // SAFETY: every task wrote its whole range of every output buffer.
+        for b in bufs.iter_mut() {
+            unsafe { b.set_len(len) };
+        }
+        let mut bufs = bufs.into_iter();
+        let mut acc = 0;
+        let mut outs = Vec::with_capacity(self.outputs.len());
+        for o in &self.outputs {
+            match o {
+                None => {
+                    let b = bufs.next().expect("one buffer per elementwise output");
+                    outs.push(Tensor::from_storage(T::buf_into_storage(b), &self.shape));
+                }
+                Some(shape) => {
+                    let total: f64 = partials.iter().map(|p| p[acc]).sum();
+                    acc += 1;
+                    let mut b = crate::tensor::Buf::<T>::new();
+                    b.push(T::from_f64(total));
+                    outs.push(Tensor::from_storage(T::buf_into_storage(b), shape));
+                }
+            }
+        }
+        Ok(outs)
+    }
+
+    /// Runs the program over elements `range`, writing the outputs' ranges
+    /// and adding to `sums`.
+    #[inline(always)]
+    fn run_range<T: Lane>(&self, srcs: &[&[T]], outs: &[SendPtr<T>], sums: &mut [f64], range: std::ops::Range<usize>) {
+        let stride = CHUNK.min(range.len()).max(1);
+        let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
+        let mut regs = Regs { buf: &mut store, stride };
+        for (r, s) in &self.splats {
+            let v = match s {
+                Splat::Input(i) => srcs[*i as usize][0],
+                Splat::Value(v) => T::from_f64(*v),
+            };
+            regs.get_mut(*r, stride).fill(v);
+        }
+        let mut start = range.start;
+        while start < range.end {
+            let n = stride.min(range.end - start);
+            for ins in &self.body {
+                match *ins {
+                    Instr::Load { dst, input } => regs
+                        .get_mut(dst, n)
+                        .copy_from_slice(&srcs[input as usize][start..start + n]),
+                    Instr::Unary { ref op, dst, a } => {
+                        let (d, x, _) = regs.split(dst, a, a, n);
+                        T::unary(op, x, d);
+                    }
+                    Instr::Binary { ref op, dst, a, b } => {
+                        let (d, x, y) = regs.split(dst, a, b, n);
+                        binary(op, x, y, d);
+                    }
+                    Instr::Store { out, src } => {
+                        let s = regs.get(src, n);
+                        // SAFETY: `start..start + n` lies in this task's
+                        // range of an output buffer of `len` elements.
+                        let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(start), n) };
+                        o.copy_from_slice(s);
+                    }
+                    Instr::Accumulate { acc, src } => {
+                        let s = regs.get(src, n);
+                        let mut t = 0.0f64;
+                        for &v in s {
+                            t += v.to_f64();
+                        }
+                        sums[acc as usize] += t;
+                    }
+                }
+            }
+            start += n;
+        }
+    }
+}

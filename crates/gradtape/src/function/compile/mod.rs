@@ -1,0 +1,140 @@
+//! The graph compiler: what a traced graph goes through before it runs.
+//!
+//! A [`ConcreteFunction`](super::ConcreteFunction) keeps two graphs. The
+//! *traced* graph (after dead-code and common-subexpression elimination)
+//! is the one users print and the one symbolic differentiation reads: its
+//! nodes are the ops the closure ran. The *executable* graph is a copy
+//! that only runs, made by these passes, each in its own module:
+//!
+//! 1. [`fold`] — constant folding: nodes of constants run once, here.
+//! 2. [`simplify`] — algebraic simplification: `x * 1`, identities,
+//!    casts and reshapes to the same type and shape, transpose and reshape
+//!    chains.
+//! 3. common-subexpression and dead-code elimination again (folding and
+//!    simplification expose more).
+//! 4. [`pair`] — nodes that share work merged: a max pool and the
+//!    positions of its maxima (which its gradient reads) from one pass.
+//! 5. [`fuse`] — elementwise fusion: chains and trees of elementwise ops
+//!    (with scalar operands, broadcasts of one element and trailing sums)
+//!    become one kernel ([`kernel`]) that reads each input once and writes
+//!    each output once.
+//!
+//! The executable graph is planned for the traced shapes of the inputs; a
+//! call with other shapes (a signature with `None` dims) runs the traced
+//! graph instead. [`CompileStats`] says what each pass did, and
+//! [`ConcreteFunction::optimized_graph`](super::ConcreteFunction::optimized_graph)
+//! shows the result. Setting `GRADTAPE_GRAPH_OPT=0` in the environment (or
+//! [`FunctionOptions::optimize`](super::FunctionOptions::optimize) to
+//! `false`) runs traced graphs as traced.
+//!
+//! Values: folding runs the same kernels ahead of time, simplification
+//! removes only exact identities, and a fused kernel computes each op as
+//! its own kernel does, so an optimised graph gives the traced graph's
+//! values bit for bit, except for fused sums, which add in another order
+//! ([`Executable::reassociates`]).
+//!
+//! ```
+//! use gradtape::{function, Tensor};
+//! let f = function(|x: &Tensor| x.sin()?.exp()?.mul(x)?.sum_all());
+//! let x = Tensor::vector(&[0.5f32, 1.0, 1.5]);
+//! let c = f.concrete(&x)?;
+//! assert_eq!(c.graph().len(), 4);            // Sin, Exp, Mul, Sum as traced
+//! assert_eq!(c.optimized_graph().len(), 1);  // one fused kernel
+//! assert_eq!(c.compile_stats().fused, 4);
+//! let y = f.call(&x)?.to_scalar::<f32>()?;
+//! let want: f32 = [0.5f32, 1.0, 1.5].iter().map(|v| v.sin().exp() * v).sum();
+//! assert!((y - want).abs() < 1e-5);
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+
+pub(crate) mod fold;
+pub(crate) mod fuse;
+pub(crate) mod kernel;
+pub(crate) mod pair;
+pub(crate) mod simplify;
+
+use super::graph::{Graph, RunPlan};
+use super::passes;
+use crate::error::Result;
+use crate::tensor::{Shape, Tensor};
+
+/// What the compiler's passes did to one graph.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompileStats {
+    /// Nodes of the traced graph.
+    pub nodes_before: usize,
+    /// Nodes of the executable graph.
+    pub nodes_after: usize,
+    /// Nodes replaced by constants.
+    pub folded: usize,
+    /// Nodes removed or shortened by algebraic simplification.
+    pub simplified: usize,
+    /// Pairs of nodes merged into one (a max pool and its positions).
+    pub merged: usize,
+    /// Nodes merged into fused kernels.
+    pub fused: usize,
+    /// Fused kernels made.
+    pub kernels: usize,
+}
+
+/// A graph ready to run: the optimised copy and its run plan.
+pub(crate) struct Executable {
+    pub(crate) graph: Graph,
+    pub(crate) plan: RunPlan,
+    pub(crate) stats: CompileStats,
+    /// the input shapes it was planned for
+    shapes: Vec<Shape>,
+    /// sums computed by fused kernels (in another order)
+    fused_sums: usize,
+}
+
+impl Executable {
+    /// Runs the passes on a copy of `traced`.
+    pub(crate) fn compile(traced: &Graph) -> Executable {
+        let mut g = traced.clone();
+        let mut stats = CompileStats {
+            nodes_before: traced.len(),
+            ..CompileStats::default()
+        };
+        stats.folded = fold::fold(&mut g);
+        stats.simplified = simplify::simplify(&mut g);
+        passes::cse(&mut g);
+        passes::dce(&mut g);
+        stats.merged = pair::pair(&mut g);
+        let (fused, fused_sums) = fuse::fuse(&mut g);
+        stats.kernels = g.count("Fused");
+        stats.fused = fused;
+        stats.nodes_after = g.len();
+        let shapes = g.inputs.iter().map(|&v| g.values[v as usize].shape.clone()).collect();
+        Executable {
+            plan: RunPlan::new(&g),
+            graph: g,
+            stats,
+            shapes,
+            fused_sums,
+        }
+    }
+
+    /// Whether these inputs have the shapes the graph was planned for.
+    pub(crate) fn fits(&self, inputs: &[Tensor]) -> bool {
+        inputs.len() == self.shapes.len() && inputs.iter().zip(&self.shapes).all(|(t, s)| t.shape() == &s[..])
+    }
+
+    /// Runs the executable graph.
+    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.graph.run(inputs, &self.plan)
+    }
+
+    /// Whether a run may add numbers in another order than the traced
+    /// graph (a fused sum).
+    pub(crate) fn reassociates(&self) -> bool {
+        self.fused_sums > 0
+    }
+}
+
+/// Whether graphs are optimised (the `GRADTAPE_GRAPH_OPT` variable: `0`
+/// turns the compiler off).
+pub(crate) fn enabled_by_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GRADTAPE_GRAPH_OPT").map_or(true, |v| v != "0"))
+}

@@ -1,0 +1,167 @@
+//! Algebraic simplification: nodes that give back their input unchanged
+//! are removed, and chains of shape ops are shortened.
+//!
+//! Each rule is exact (the simplified graph gives the same bits):
+//!
+//! - `x * 1`, `1 * x`, `x / 1`, `x - 0` (the `1` or `0` a constant, or a
+//!   broadcast of one, no larger than `x`), `mul_scalar(1)`,
+//!   `div_scalar(1)`, `pow_scalar(1)` → `x`. (`x + 0` is not rewritten:
+//!   it turns `-0` into `+0`.)
+//! - identity, stop-gradient (a graph run computes no gradients), a cast
+//!   to the same dtype, a reshape or broadcast to the same shape, a
+//!   transpose by the identity permutation → its input;
+//! - a reshape of a reshape → one reshape; a transpose of a transpose →
+//!   one transpose (or none).
+//!
+//! Rewritten values are renamed in every later node and in the outputs;
+//! the nodes left unused are removed by dead-code elimination.
+
+use rustc_hash::FxHashMap;
+
+use crate::function::graph::{Graph, ValueId};
+use crate::ops::desc::{Binary, Op, ShapeOp, Unary};
+use crate::tensor::Tensor;
+
+/// The one value every element of a constant has, if it has one.
+fn splat_of(t: &Tensor) -> Option<f64> {
+    if t.dtype().is_complex() || t.numel() == 0 || t.numel() > 4096 {
+        return None;
+    }
+    let v = t.to_vec_f64();
+    let first = v[0];
+    v.iter().all(|x| x.to_bits() == first.to_bits()).then_some(first)
+}
+
+/// Simplifies `g` in place; returns how many nodes were rewritten.
+pub(crate) fn simplify(g: &mut Graph) -> usize {
+    let mut rename: Vec<ValueId> = (0..g.values.len() as ValueId).collect();
+    // values known to hold one number everywhere
+    let mut splat: FxHashMap<ValueId, f64> = FxHashMap::default();
+    // the node making each value (index into g.nodes)
+    let mut made_by: FxHashMap<ValueId, usize> = FxHashMap::default();
+    let mut rewrites = 0;
+    for i in 0..g.nodes.len() {
+        for v in g.nodes[i].inputs.iter_mut() {
+            *v = rename[*v as usize];
+        }
+        let n = &g.nodes[i];
+        let Some(&out) = n.outputs.first() else { continue };
+        if n.outputs.len() == 1 {
+            made_by.insert(out, i);
+        }
+        let info = |v: ValueId| &g.values[v as usize];
+        let same = |v: ValueId| info(v).dtype == info(out).dtype && info(v).shape == info(out).shape;
+        let is = |v: ValueId, c: f64| splat.get(&v).is_some_and(|s| s.to_bits() == c.to_bits());
+        // the input this node gives back unchanged, if any
+        let passes: Option<ValueId> = match &n.op {
+            Op::Const(t) => {
+                if let Some(s) = splat_of(t) {
+                    splat.insert(out, s);
+                }
+                None
+            }
+            Op::Shape(ShapeOp::FullLike(c)) => {
+                splat.insert(out, c.0);
+                None
+            }
+            Op::Shape(ShapeOp::Identity | ShapeOp::StopGradient) => Some(n.inputs[0]),
+            Op::Cast(_) | Op::Shape(ShapeOp::Reshape(_) | ShapeOp::BroadcastTo(_)) if same(n.inputs[0]) => {
+                Some(n.inputs[0])
+            }
+            Op::Shape(ShapeOp::Transpose(p)) if p.iter().enumerate().all(|(k, &d)| k == d) => Some(n.inputs[0]),
+            Op::Unary(Unary::MulScalar(c) | Unary::DivScalar(c) | Unary::PowScalar(c)) if c.0 == 1.0 => {
+                Some(n.inputs[0])
+            }
+            Op::Binary(Binary::Mul) if is(n.inputs[1], 1.0) && same(n.inputs[0]) => Some(n.inputs[0]),
+            Op::Binary(Binary::Mul) if is(n.inputs[0], 1.0) && same(n.inputs[1]) => Some(n.inputs[1]),
+            Op::Binary(Binary::Div) if is(n.inputs[1], 1.0) && same(n.inputs[0]) => Some(n.inputs[0]),
+            Op::Binary(Binary::Sub) if is(n.inputs[1], 0.0) && same(n.inputs[0]) => Some(n.inputs[0]),
+            _ => None,
+        };
+        if let Some(x) = passes {
+            rename[out as usize] = x;
+            if let Some(&s) = splat.get(&x) {
+                splat.insert(out, s);
+            }
+            rewrites += 1;
+            continue;
+        }
+        // broadcasts and reshapes of a splat are splats
+        if let Op::Shape(ShapeOp::Reshape(_) | ShapeOp::BroadcastTo(_)) = &n.op {
+            if let Some(&s) = splat.get(&n.inputs[0]) {
+                splat.insert(out, s);
+            }
+        }
+        // chains of shape ops
+        let inner = made_by.get(&n.inputs.first().copied().unwrap_or(ValueId::MAX)).copied();
+        let Some(j) = inner else { continue };
+        let (inner_op, inner_in) = (g.nodes[j].op.clone(), g.nodes[j].inputs.first().copied());
+        let Some(x) = inner_in else { continue };
+        match (&g.nodes[i].op, &inner_op) {
+            (Op::Shape(ShapeOp::Reshape(_)), Op::Shape(ShapeOp::Reshape(_))) => {
+                if same(x) {
+                    rename[out as usize] = x;
+                } else {
+                    g.nodes[i].inputs[0] = x;
+                }
+                rewrites += 1;
+            }
+            (Op::Shape(ShapeOp::Transpose(outer)), Op::Shape(ShapeOp::Transpose(inner))) => {
+                let perm: smallvec::SmallVec<[usize; 4]> = outer.iter().map(|&k| inner[k]).collect();
+                if perm.iter().enumerate().all(|(k, &d)| k == d) {
+                    rename[out as usize] = x;
+                } else {
+                    g.nodes[i].op = Op::Shape(ShapeOp::Transpose(perm));
+                    g.nodes[i].inputs[0] = x;
+                }
+                rewrites += 1;
+            }
+            _ => {}
+        }
+    }
+    for o in g.outputs.iter_mut() {
+        *o = rename[*o as usize];
+    }
+    rewrites
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::function::graph::Node;
+    use crate::ops::desc::F64;
+    use crate::tensor::DType;
+
+    fn node(op: Op, i: &[ValueId], o: &[ValueId]) -> Node {
+        Node {
+            op,
+            inputs: i.into(),
+            outputs: o.into(),
+        }
+    }
+
+    #[test]
+    fn multiplying_by_a_broadcast_one_and_double_transposes_go() {
+        let mut g = Graph::default();
+        g.add_value(DType::F32, &[2, 3]); // 0: x
+        g.add_value(DType::F32, &[]); // 1: 1.0
+        g.add_value(DType::F32, &[2, 3]); // 2: broadcast 1
+        g.add_value(DType::F32, &[2, 3]); // 3: x * 1
+        g.add_value(DType::F32, &[3, 2]); // 4: transpose
+        g.add_value(DType::F32, &[2, 3]); // 5: transpose back
+        g.add_value(DType::F32, &[2, 3]); // 6: + 0 (kept)
+        g.inputs = vec![0];
+        g.nodes = vec![
+            node(Op::Const(Tensor::scalar(1.0f32)), &[], &[1]),
+            node(Op::Shape(ShapeOp::BroadcastTo([2, 3].into())), &[1], &[2]),
+            node(Op::Binary(Binary::Mul), &[2, 0], &[3]),
+            node(Op::Shape(ShapeOp::Transpose([1, 0].into())), &[3], &[4]),
+            node(Op::Shape(ShapeOp::Transpose([1, 0].into())), &[4], &[5]),
+            node(Op::Unary(Unary::AddScalar(F64(0.0))), &[5], &[6]),
+        ];
+        g.outputs = vec![5, 6];
+        assert_eq!(simplify(&mut g), 2);
+        assert_eq!(g.outputs[0], 0, "x * 1, transposed twice, is x");
+        assert_eq!(g.nodes[5].inputs[0], 0, "x + 0 reads x and stays");
+    }
+}
