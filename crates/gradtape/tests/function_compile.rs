@@ -70,7 +70,11 @@ fn forward_and_backward_of_an_elementwise_loss_fuse_into_one_pass() -> Result<()
     let c = f.concrete(&x)?;
     let g = c.optimized_graph();
     assert_eq!(g.count("Fused"), 1, "{g}");
-    assert_eq!(g.count("Sin") + g.count("Exp") + g.count("Cos") + g.count("Mul"), 0, "{g}");
+    assert_eq!(
+        g.count("Sin") + g.count("Exp") + g.count("Cos") + g.count("Mul"),
+        0,
+        "{g}"
+    );
     let got = f.call(&x)?;
     let want = elementwise(&x)?;
     // the gradient, elementwise: the same bits as eager
@@ -90,7 +94,16 @@ fn forward_and_backward_of_an_elementwise_loss_fuse_into_one_pass() -> Result<()
 fn non_finite_values_propagate_as_in_eager() -> Result<()> {
     let body = |x: &Tensor| x.log()?.mul(x)?.sqrt()?.maximum(&x.neg()?)?.div_scalar(0.5)?.relu();
     let f = function(move |x: &Tensor| body(x));
-    let x = Tensor::vector(&[0.0f64, -0.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 2.5, 1e-310]);
+    let x = Tensor::vector(&[
+        0.0f64,
+        -0.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        2.5,
+        1e-310,
+    ]);
     assert_eq!(f.concrete(&x)?.optimized_graph().count("Fused"), 1);
     assert_eq!(bits(&f.call(&x)?), bits(&body(&x)?));
     Ok(())
@@ -145,7 +158,12 @@ fn the_compiler_can_be_turned_off() -> Result<()> {
 fn simplification_removes_multiplications_by_one_and_identities() -> Result<()> {
     let f = function(|x: &Tensor| {
         let ones = Tensor::ones(&[2, 2], DType::F64);
-        x.mul(&ones)?.permute(&[1, 0])?.permute(&[1, 0])?.reshape(&[4])?.reshape(&[2, 2])?.div_scalar(1.0)
+        x.mul(&ones)?
+            .permute(&[1, 0])?
+            .permute(&[1, 0])?
+            .reshape(&[4])?
+            .reshape(&[2, 2])?
+            .div_scalar(1.0)
     });
     let x = Tensor::from_vec(vec![1.0f64, -2.0, 3.0, -4.0], &[2, 2])?;
     let c = f.concrete(&x)?;

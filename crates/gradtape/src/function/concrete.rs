@@ -165,7 +165,6 @@ impl ConcreteFunction {
         &self.captures
     }
 
-
     /// Calls the function on its flat arguments (tensor leaves, in order).
     pub(crate) fn call_flat(self: &Arc<Self>, args: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut inputs: Vec<Tensor> = args.to_vec();

@@ -56,8 +56,8 @@ use desc::Describe;
 pub use linalg::MatrixNorm;
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
-pub use nn::Padding;
 pub(crate) use nn::max_pool2d_with_argmax;
+pub use nn::Padding;
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

@@ -115,9 +115,13 @@ mod tests {
         assert_eq!(fold(&mut g), 2);
         assert_eq!(g.count("Const"), 3);
         assert_eq!(g.count("Exp"), 1);
-        let Op::Const(t) = &g.nodes[1].op else { panic!("folded to a constant") };
+        let Op::Const(t) = &g.nodes[1].op else {
+            panic!("folded to a constant")
+        };
         assert_eq!(t.to_vec::<f64>().unwrap(), vec![3.0, 6.0]);
-        let Op::Const(t) = &g.nodes[2].op else { panic!("folded to a constant") };
+        let Op::Const(t) = &g.nodes[2].op else {
+            panic!("folded to a constant")
+        };
         assert_eq!(t.to_vec::<f64>().unwrap(), vec![7.0, 7.0]);
     }
 }

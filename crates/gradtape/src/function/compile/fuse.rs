@@ -111,9 +111,7 @@ fn member_kind(g: &Graph, n: &Node) -> Option<Member> {
         {
             Some(Member::Broadcast)
         }
-        Op::Reduce(r)
-            if r.kind == ReduceKind::Sum && same_dtype && n.inputs.len() == 1 && numel(&info.shape) == 1 =>
-        {
+        Op::Reduce(r) if r.kind == ReduceKind::Sum && same_dtype && n.inputs.len() == 1 && numel(&info.shape) == 1 => {
             Some(Member::Sum)
         }
         _ => None,
@@ -129,8 +127,9 @@ fn numel(shape: &[usize]) -> usize {
 /// kernels compute.
 pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
     // constants first (they read nothing), so that any group may use them
-    let (consts, rest): (Vec<Node>, Vec<Node>) =
-        std::mem::take(&mut g.nodes).into_iter().partition(|n| matches!(n.op, Op::Const(_)));
+    let (consts, rest): (Vec<Node>, Vec<Node>) = std::mem::take(&mut g.nodes)
+        .into_iter()
+        .partition(|n| matches!(n.op, Op::Const(_)));
     g.nodes = consts;
     g.nodes.extend(rest);
     let n_nodes = g.nodes.len();
@@ -159,7 +158,10 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
                     && (vi.shape[..] == grp.shape[..] || numel(&vi.shape) == 1)
                     && avail[v as usize] < grp.first as i64
             };
-            let in_group = |grp: usize, v: ValueId| producer[v as usize].and_then(|p| group_of[p]) == Some(grp);
+            // (a sum is complete only after the kernel: never an operand in it)
+            let in_group = |grp: usize, v: ValueId| {
+                producer[v as usize].is_some_and(|p| group_of[p] == Some(grp) && !matches!(kinds[p], Some(Member::Sum)))
+            };
             // candidate groups: those that make one of the inputs
             let mut candidates: SmallVec<[usize; 2]> = SmallVec::new();
             for &v in &n.inputs {
@@ -186,7 +188,9 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
                     _ => {
                         info.dtype == grp.dtype
                             && info.shape[..] == grp.shape[..]
-                            && operands(kind, n).iter().all(|&v| in_group(gi, v) || external_ok(grp, v))
+                            && operands(kind, n)
+                                .iter()
+                                .all(|&v| in_group(gi, v) || external_ok(grp, v))
                     }
                 };
                 if fits {
@@ -235,7 +239,11 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
     let readers = readers_outside(g, &group_of);
     for grp in &groups {
         let node = build(g, grp, &kinds, &producer, &readers);
-        sums += grp.nodes.iter().filter(|&&i| matches!(kinds[i], Some(Member::Sum))).count();
+        sums += grp
+            .nodes
+            .iter()
+            .filter(|&&i| matches!(kinds[i], Some(Member::Sum)))
+            .count();
         for &i in &grp.nodes {
             removed[i] = true;
         }
@@ -279,7 +287,6 @@ fn readers_outside(g: &Graph, group_of: &[Option<usize>]) -> Vec<bool> {
     }
     out
 }
-
 
 /// The operands a member reads as data (a fill reads none: its input only
 /// gives the shape, which the plan fixes).
@@ -329,7 +336,13 @@ impl Alloc {
 }
 
 /// The register program of one group, as a node.
-fn build(g: &Graph, grp: &Group, kinds: &[Option<Member>], producer: &[Option<usize>], needed_outside: &[bool]) -> Node {
+fn build(
+    g: &Graph,
+    grp: &Group,
+    kinds: &[Option<Member>],
+    producer: &[Option<usize>],
+    needed_outside: &[bool],
+) -> Node {
     // last use of each value inside the program (member index)
     let mut last_use: FxHashMap<ValueId, usize> = FxHashMap::default();
     for (k, &i) in grp.nodes.iter().enumerate() {
@@ -463,10 +476,7 @@ fn build(g: &Graph, grp: &Group, kinds: &[Option<Member>], producer: &[Option<us
         outputs: outputs_spec,
     };
     Node {
-        op: Op::Dyn(Arc::new(Fused {
-            program,
-            ops: grp.ops,
-        })),
+        op: Op::Dyn(Arc::new(Fused { program, ops: grp.ops })),
         inputs: inputs.into(),
         outputs: out_values.into(),
     }

@@ -320,6 +320,9 @@ impl Program {
     }
 
     fn run_typed<T: Lane>(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        if self.len == 1 {
+            return self.run_one::<T>(inputs);
+        }
         let data: Vec<std::borrow::Cow<'_, [T]>> =
             inputs.iter().map(|t| t.values::<T>("Fused")).collect::<Result<_>>()?;
         let srcs: Vec<&[T]> = data.iter().map(|d| &d[..]).collect();
@@ -343,7 +346,9 @@ impl Program {
             sums
         };
         let partials: Vec<smallvec::SmallVec<[f64; 2]>> = if len >= PAR_MIN && workers::threads() > 1 {
-            let per = (len / (workers::threads() * 4)).max(PAR_MIN / 2).next_multiple_of(CHUNK);
+            let per = (len / (workers::threads() * 4))
+                .max(PAR_MIN / 2)
+                .next_multiple_of(CHUNK);
             let n_tasks = len.div_ceil(per);
             workers::map(n_tasks, |t| task(t * per..((t + 1) * per).min(len)))
         } else {
@@ -374,13 +379,69 @@ impl Program {
         Ok(outs)
     }
 
+    /// [`run_typed`](Self::run_typed) for one element.
+    fn run_one<T: Lane>(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let data: smallvec::SmallVec<[std::borrow::Cow<'_, [T]>; 4]> =
+            inputs.iter().map(|t| t.values::<T>("Fused")).collect::<Result<_>>()?;
+        let srcs: smallvec::SmallVec<[&[T]; 4]> = data.iter().map(|d| &d[..]).collect();
+        let mut vals: smallvec::SmallVec<[T; 4]> = smallvec::smallvec![T::zero(); self.outputs.len()];
+        let mut sums: smallvec::SmallVec<[f64; 2]> = smallvec::smallvec![0.0; self.outputs.len()];
+        self.run_scalar::<T>(&srcs, &mut vals, &mut sums);
+        let (mut v, mut s) = (vals.into_iter(), sums.into_iter());
+        Ok(self
+            .outputs
+            .iter()
+            .map(|o| {
+                let x = match o {
+                    None => v.next().unwrap_or(T::zero()),
+                    Some(_) => T::from_f64(s.next().unwrap_or(0.0)),
+                };
+                let mut b = crate::tensor::Buf::<T>::new();
+                b.push(x);
+                Tensor::from_storage(T::buf_into_storage(b), o.as_deref().unwrap_or(&self.shape))
+            })
+            .collect())
+    }
+
+    /// Runs the program on one element (a scalar graph): registers of one
+    /// number, no chunk loops.
+    fn run_scalar<T: Lane>(&self, srcs: &[&[T]], outs: &mut [T], sums: &mut [f64]) {
+        let mut r: smallvec::SmallVec<[T; 32]> = smallvec::smallvec![T::zero(); self.n_regs.max(1)];
+        for (reg, s) in &self.splats {
+            r[*reg as usize] = match s {
+                Splat::Input(i) => srcs[*i as usize][0],
+                Splat::Value(v) => T::from_f64(*v),
+            };
+        }
+        for ins in &self.body {
+            match *ins {
+                Instr::Load { dst, input } => r[dst as usize] = srcs[input as usize][0],
+                Instr::Unary { ref op, dst, a } => {
+                    let mut y = [T::zero()];
+                    T::unary(op, &[r[a as usize]], &mut y);
+                    r[dst as usize] = y[0];
+                }
+                Instr::Binary { ref op, dst, a, b } => {
+                    let mut y = [T::zero()];
+                    binary(op, &[r[a as usize]], &[r[b as usize]], &mut y);
+                    r[dst as usize] = y[0];
+                }
+                Instr::Store { out, src } => outs[out as usize] = r[src as usize],
+                Instr::Accumulate { acc, src } => sums[acc as usize] += r[src as usize].to_f64(),
+            }
+        }
+    }
+
     /// Runs the program over elements `range`, writing the outputs' ranges
     /// and adding to `sums`.
     #[inline(always)]
     fn run_range<T: Lane>(&self, srcs: &[&[T]], outs: &[SendPtr<T>], sums: &mut [f64], range: std::ops::Range<usize>) {
         let stride = CHUNK.min(range.len()).max(1);
         let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
-        let mut regs = Regs { buf: &mut store, stride };
+        let mut regs = Regs {
+            buf: &mut store,
+            stride,
+        };
         for (r, s) in &self.splats {
             let v = match s {
                 Splat::Input(i) => srcs[*i as usize][0],

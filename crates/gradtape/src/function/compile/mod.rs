@@ -102,6 +102,9 @@ impl Executable {
         passes::dce(&mut g);
         stats.merged = pair::pair(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
+        // values renumbered: a run's slots are only those still made
+        let all: Vec<usize> = (0..g.len()).collect();
+        let g = passes::extract(&g, &all, &g.inputs, &g.outputs);
         stats.kernels = g.count("Fused");
         stats.fused = fused;
         stats.nodes_after = g.len();

@@ -28,7 +28,11 @@ impl DynOp for MaxPoolWithArgmax {
         false
     }
     fn fmt_attrs(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "[ksize={:?}, strides={:?}, padding={:?}]", self.0.ksize, self.0.strides, self.0.padding)
+        write!(
+            f,
+            "[ksize={:?}, strides={:?}, padding={:?}]",
+            self.0.ksize, self.0.strides, self.0.padding
+        )
     }
 }
 
@@ -51,7 +55,9 @@ pub(crate) fn pair(g: &mut Graph) -> usize {
     let mut removed = vec![false; g.nodes.len()];
     for (_, pair) in pairs {
         let (Some(pool), Some(arg)) = pair else { continue };
-        let Op::Nn(NnOp::MaxPool(p)) = &g.nodes[pool].op else { continue };
+        let Op::Nn(NnOp::MaxPool(p)) = &g.nodes[pool].op else {
+            continue;
+        };
         let node = Node {
             op: Op::Dyn(Arc::new(MaxPoolWithArgmax(*p))),
             inputs: g.nodes[pool].inputs.clone(),
