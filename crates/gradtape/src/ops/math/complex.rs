@@ -206,33 +206,6 @@ pub(crate) fn neg(x: &Tensor) -> Result<Tensor> {
     }))
 }
 
-/// `e^z`: `g · conj(e^z)`.
-pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
-    let y = kc::exp(x)?;
-    Ok(bind(Unary::Exp, &[x], y, |y| {
-        let y = y.clone();
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.conj()?)?)]))
-    }))
-}
-
-/// Principal `ln z`: `g / conj z`.
-pub(crate) fn log(x: &Tensor) -> Result<Tensor> {
-    let y = kc::log(x)?;
-    let z = x.clone();
-    Ok(bind(Unary::Log, &[x], y, move |_| {
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&z.conj()?)?)]))
-    }))
-}
-
-/// `z²`: `g · 2 conj z`.
-pub(crate) fn square(x: &Tensor) -> Result<Tensor> {
-    let y = kc::square(x)?;
-    let z = x.clone();
-    Ok(bind(Unary::Square, &[x], y, move |_| {
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&z.conj()?.mul_scalar(2.0)?)?)]))
-    }))
-}
-
 /// `|z|` (real): `complex(g, 0) · z / |z|`, and 0 where `z = 0` (as
 /// TensorFlow's `div_no_nan`, and abs'(0) = 0 for reals).
 pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
