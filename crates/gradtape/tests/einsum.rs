@@ -97,7 +97,8 @@ fn many_operand_errors_name_the_spec_and_shapes() {
     let e = Tensor::einsum("->", &[]).unwrap_err();
     assert!(e.to_string().contains("at least one operand"), "{e}");
     // dtypes must agree across all operands
-    let e = Tensor::einsum("ij,jk,kl->il", &[&a, &b, &b.cast(gradtape::DType::F32).unwrap()]).unwrap_err();
+    let c32 = input(&[4, 2], 2).cast(gradtape::DType::F32).unwrap();
+    let e = Tensor::einsum("ij,jk,kl->il", &[&a, &b, &c32]).unwrap_err();
     assert!(matches!(e, Error::DTypeMismatch { op: "einsum", .. }), "{e:?}");
     // integer operands are refused
     let i = Tensor::from_vec(vec![1i64; 6], &[2, 3]).unwrap();
