@@ -254,8 +254,18 @@ fn contract(a: Term, b: Term, keep: &[char], ell: &[char]) -> Result<Term> {
     }
     let in_b = |c: &char| b.letters.contains(c);
     let in_a = |c: &char| a.letters.contains(c);
-    let batch: Vec<char> = a.letters.iter().copied().filter(|c| in_b(c) && keep.contains(c)).collect();
-    let contr: Vec<char> = a.letters.iter().copied().filter(|c| in_b(c) && !keep.contains(c)).collect();
+    let batch: Vec<char> = a
+        .letters
+        .iter()
+        .copied()
+        .filter(|c| in_b(c) && keep.contains(c))
+        .collect();
+    let contr: Vec<char> = a
+        .letters
+        .iter()
+        .copied()
+        .filter(|c| in_b(c) && !keep.contains(c))
+        .collect();
     let free_a: Vec<char> = a.letters.iter().copied().filter(|c| !in_b(c)).collect();
     let free_b: Vec<char> = b.letters.iter().copied().filter(|c| !in_a(c)).collect();
     let prod = |t: &Term, cs: &[char]| cs.iter().map(|&c| t.size(c)).product::<usize>();

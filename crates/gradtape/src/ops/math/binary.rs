@@ -246,8 +246,9 @@ impl Tensor {
         ))
     }
 
-    /// `aᵇ` elementwise, broadcasting (floats). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
-    /// where a > 0, else 0 (as TensorFlow).
+    /// `aᵇ` elementwise, broadcasting (floats or complex, one dtype). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
+    /// where a > 0, else 0 (as TensorFlow; for complex `a`, `exp(b ln a)`
+    /// with d/db = 0 where a = 0, and gradients conjugated as TensorFlow's).
     pub fn pow(&self, rhs: &Tensor) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::complex_fns::pow(self, rhs);

@@ -1,7 +1,8 @@
 //! Complex numbers: the ops that build and take apart complex tensors
 //! (`complex`, `real`, `imag`, `conj`, `angle`), and the complex forms of
-//! the arithmetic ops, to which the real ops (`add`, `mul`, `exp`, `abs`,
-//! `matmul`, ...) hand a complex input.
+//! the arithmetic ops, to which the real ops (`add`, `mul`, `abs`,
+//! `matmul`, ...) hand a complex input. The holomorphic functions (`exp`,
+//! `sqrt`, `sin`, `pow`, ...) are in `complex_fns.rs`.
 //!
 //! Gradients follow TensorFlow's convention. For a complex input `z = x + iy`
 //! and a cotangent `g` of an output `w = f(z)`, the input cotangent is

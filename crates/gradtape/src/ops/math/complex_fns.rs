@@ -58,7 +58,9 @@ fn unary(
 
 /// Principal `√z`: `f' = 1 / 2√z`.
 pub(crate) fn sqrt(x: &Tensor) -> Result<Tensor> {
-    unary(Unary::Sqrt, "sqrt", x, Fn1::Sqrt, |_, y| y.mul_scalar(2.0)?.reciprocal())
+    unary(Unary::Sqrt, "sqrt", x, Fn1::Sqrt, |_, y| {
+        y.mul_scalar(2.0)?.reciprocal()
+    })
 }
 
 /// `1 / √z`: `f' = -y³ / 2`.
@@ -102,7 +104,9 @@ pub(crate) fn cosh(x: &Tensor) -> Result<Tensor> {
 
 /// `tanh z`: `f' = 1 - tanh² z`.
 pub(crate) fn tanh(x: &Tensor) -> Result<Tensor> {
-    unary(Unary::Tanh, "tanh", x, Fn1::Tanh, |_, y| y.square()?.neg()?.add_scalar(1.0))
+    unary(Unary::Tanh, "tanh", x, Fn1::Tanh, |_, y| {
+        y.square()?.neg()?.add_scalar(1.0)
+    })
 }
 
 /// `1 / (1 + e^{-z})`: `f' = y (1 - y)`.

@@ -89,7 +89,17 @@ impl Tensor {
         ))
     }
 
-    /// `√x`. d/dx = 1 / (2√x).
+    /// `√x`. d/dx = 1 / (2√x). Of a complex tensor: the principal root
+    /// (branch cut on the negative real axis), as every holomorphic function
+    /// here (`sin`, `cos`, `tan`, `sinh`, `cosh`, `tanh`, `sigmoid`, `exp`,
+    /// `log`, `rsqrt`, `reciprocal`, `pow`, `pow_scalar`) also accepts.
+    ///
+    /// ```
+    /// use gradtape::{Complex, Tensor};
+    /// let z = Tensor::vector(&[Complex::new(-4.0f64, 0.0), Complex::new(3.0, 4.0)]);
+    /// assert_eq!(z.sqrt()?.to_vec::<Complex<f64>>()?, vec![Complex::new(0.0, 2.0), Complex::new(2.0, 1.0)]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn sqrt(&self) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::complex_fns::sqrt(self);
@@ -241,7 +251,8 @@ impl Tensor {
         ))
     }
 
-    /// `xᶜ` for a constant `c`. d/dx = c·xᶜ⁻¹.
+    /// `xᶜ` for a constant `c`. d/dx = c·xᶜ⁻¹. Of a complex tensor,
+    /// `exp(c · ln x)` as TensorFlow computes it.
     pub fn pow_scalar(&self, c: f64) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::complex_fns::pow_scalar(self, c);
