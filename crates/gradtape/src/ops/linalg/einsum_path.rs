@@ -82,10 +82,14 @@ impl Problem {
         inside & outside
     }
 
-    fn volume(&self, s: Set) -> u128 {
-        (0..128)
-            .filter(|&i| s >> i & 1 == 1)
-            .fold(1u128, |acc, i| acc.saturating_mul(self.sizes[i]))
+    /// The product of the sizes of the letters in `s`.
+    fn volume(&self, mut s: Set) -> u128 {
+        let mut v = 1u128;
+        while s != 0 {
+            v = v.saturating_mul(self.sizes[s.trailing_zeros() as usize]);
+            s &= s - 1;
+        }
+        v
     }
 }
 
