@@ -229,6 +229,9 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                         .tensordot(&v(d), &[1], &[0])
                 }),
                 ("einsum", |d| Tensor::einsum("ij,jk->ik", &[&m(d), &m(d)])),
+                ("einsum (three operands, cheapest order)", |d| {
+                    Tensor::einsum("ij,jk,k->i", &[&m(d), &m(d), &v(d).slice(&[0], &[2])?])
+                }),
                 ("diag / diag_part / trace / band_part", |d| {
                     m(d).diag_part()?.diag()?.band_part(0, 0)?.trace()
                 }),

@@ -154,7 +154,7 @@ fn bad_einsum_specs() {
         ("i...j...->ij", vec![&a], "more than one ellipsis"),
         ("i.j->ij", vec![&a], "letters"),
         ("...ijk->i", vec![&a], "3 letters"),
-        ("ij,jk,kl->il", vec![&a, &b, &a], "one or two"),
+        ("ij,jk,kl->il", vec![&a, &b], "3 input terms for 2 operands"),
         ("ij", vec![&a, &b], "operands"),
         ("i1->i", vec![&a], "letters"),
         ("ii->i", vec![&a], "sizes 2 and 3"),

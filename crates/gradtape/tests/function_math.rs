@@ -231,6 +231,20 @@ fn complex_parts_trace() {
         ("add_scalar", "AddScalar", |x| x[0].add_scalar(-1.0)),
         ("div_scalar", "DivScalar", |x| x[0].div_scalar(4.0)),
         ("exp", "Exp", |x| x[0].exp()),
+        ("log", "Log", |x| x[0].log()),
+        ("square", "Square", |x| x[0].square()),
+        ("sqrt", "Sqrt", |x| x[0].sqrt()),
+        ("rsqrt", "Rsqrt", |x| x[0].add_scalar(0.5)?.rsqrt()),
+        ("reciprocal", "Reciprocal", |x| x[0].add_scalar(0.5)?.reciprocal()),
+        ("sin", "Sin", |x| x[0].sin()),
+        ("cos", "Cos", |x| x[0].cos()),
+        ("tan", "Tan", |x| x[0].tan()),
+        ("sinh", "Sinh", |x| x[0].sinh()),
+        ("cosh", "Cosh", |x| x[0].cosh()),
+        ("tanh", "Tanh", |x| x[0].tanh()),
+        ("sigmoid", "Sigmoid", |x| x[0].sigmoid()),
+        ("pow_scalar", "PowScalar", |x| x[0].add_scalar(0.5)?.pow_scalar(1.5)),
+        ("pow", "Pow", |x| x[0].add_scalar(0.5)?.pow(&x[0].conj()?)),
     ];
     for &(name, op, f) in cases {
         traced_matches(name, op, f, z1(), z2());

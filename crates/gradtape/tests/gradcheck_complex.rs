@@ -336,6 +336,37 @@ fn table() -> Vec<Case> {
             t.push(case(format!("{name} {s:?}"), f, &[(s, d)]));
         }
     }
+    // ---- holomorphic functions (complex_fns), composed with a square ----
+    let holo: &[(&str, Op, Dom)] = &[
+        ("sqrt", |x| sq(x[0].sqrt()), Right),
+        ("rsqrt", |x| sq(x[0].rsqrt()), Right),
+        ("reciprocal", |x| sq(x[0].reciprocal()), NonZero),
+        ("sin", |x| sq(x[0].sin()), Any),
+        ("cos", |x| sq(x[0].cos()), Any),
+        ("tan", |x| sq(x[0].tan()), Any),
+        ("sinh", |x| sq(x[0].sinh()), Any),
+        ("cosh", |x| sq(x[0].cosh()), Any),
+        ("tanh", |x| sq(x[0].tanh()), Any),
+        ("sigmoid", |x| sq(x[0].sigmoid()), Any),
+        ("pow_scalar 2.5", |x| sq(x[0].pow_scalar(2.5)), Right),
+        ("pow_scalar -1.5", |x| x[0].pow_scalar(-1.5), Right),
+    ];
+    for &(name, f, d) in holo {
+        for &s in &[&[5][..], &[2, 3], &[0, 3]] {
+            t.push(case(format!("{name} {s:?}"), f, &[(s, d)]));
+        }
+    }
+    t.push(case("pow", |x| sq(x[0].pow(&x[1])), &[(&[4], Right), (&[4], Any)]));
+    t.push(case(
+        "pow broadcast",
+        |x| x[0].pow(&x[1]),
+        &[(&[2, 3], Right), (&[3], Any)],
+    ));
+    t.push(case(
+        "sin of sqrt over tanh",
+        |x| x[0].sqrt()?.sin()?.div(&x[0].tanh()?),
+        &[(&[3], Right)],
+    ));
     // complex64 inside (f32 precision): loose
     for (name, f) in [
         (
@@ -436,6 +467,11 @@ fn table() -> Vec<Case> {
     for &(name, f, sa, sb) in mm {
         t.push(case(format!("{name} {sa:?},{sb:?}"), f, &[(sa, Any), (sb, Any)]));
     }
+    t.push(case(
+        "einsum ij,jk,kl->il complex",
+        |x| Tensor::einsum("ij,jk,kl->il", &[&x[0], &x[1], &x[2]]),
+        &[(&[2, 3], Any), (&[3, 2], Any), (&[2, 2], Any)],
+    ));
 
     // ---- data movement ----
     let moves: &[(&str, Op, &[usize])] = &[
@@ -526,6 +562,18 @@ const REQUIRED: &[&str] = &[
     "imag",
     "abs",
     "angle",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "sin",
+    "cos",
+    "tan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "sigmoid",
+    "pow",
+    "einsum",
     "mul_scalar",
     "div_scalar",
     "add_scalar",

@@ -145,6 +145,58 @@ fn table() -> Vec<Case> {
     for &(name, f, sa, sb) in two {
         t.push(case(name, f, &[(sa, Any), (sb, Any)]));
     }
+    // einsum over three and more operands, contracted in the cheapest order
+    let many: &[(&str, Op, &[&[usize]])] = &[
+        (
+            "einsum ij,jk,kl->il (chain)",
+            |x| Tensor::einsum("ij,jk,kl->il", &[&x[0], &x[1], &x[2]]),
+            &[&[2, 3], &[3, 4], &[4, 2]],
+        ),
+        (
+            "einsum abc,cd,bde->ae",
+            |x| Tensor::einsum("abc,cd,bde->ae", &[&x[0], &x[1], &x[2]]),
+            &[&[2, 3, 2], &[2, 2], &[3, 2, 2]],
+        ),
+        (
+            "einsum i,i,i-> (triple product)",
+            |x| Tensor::einsum("i,i,i->", &[&x[0], &x[1], &x[2]]),
+            &[&[4], &[4], &[4]],
+        ),
+        (
+            "einsum ...ij,jk,...k->...i (ellipsis broadcast)",
+            |x| Tensor::einsum("...ij,jk,...k->...i", &[&x[0], &x[1], &x[2]]),
+            &[&[2, 2, 3], &[3, 2], &[2, 1, 2]],
+        ),
+        (
+            "einsum ii,ij,jk->k (diagonal)",
+            |x| Tensor::einsum("ii,ij,jk->k", &[&x[0], &x[1], &x[2]]),
+            &[&[2, 2], &[2, 3], &[3, 2]],
+        ),
+        (
+            "einsum bij,bjk,bkl->bil (batched)",
+            |x| Tensor::einsum("bij,bjk,bkl->bil", &[&x[0], &x[1], &x[2]]),
+            &[&[2, 2, 3], &[2, 3, 2], &[2, 2, 2]],
+        ),
+        (
+            "einsum ij,jk,kl,lm->im (four)",
+            |x| sq(Tensor::einsum("ij,jk,kl,lm->im", &[&x[0], &x[1], &x[2], &x[3]])),
+            &[&[2, 3], &[3, 2], &[2, 3], &[3, 2]],
+        ),
+        (
+            "einsum ij,k,jl->ikl (outer inside)",
+            |x| Tensor::einsum("ij,k,jl->ikl", &[&x[0], &x[1], &x[2]]),
+            &[&[2, 3], &[2], &[3, 2]],
+        ),
+        (
+            "einsum ij,jk,kl->il zero-size",
+            |x| Tensor::einsum("ij,jk,kl->il", &[&x[0], &x[1], &x[2]]),
+            &[&[2, 0], &[0, 3], &[3, 2]],
+        ),
+    ];
+    for &(name, f, shapes) in many {
+        let ins: Vec<(&[usize], Dom)> = shapes.iter().map(|&s| (s, Any)).collect();
+        t.push(case(name, f, &ins));
+    }
     let one: &[(&str, Op, &[usize])] = &[
         ("einsum ij->ji", |x| sq(Tensor::einsum("ij->ji", &[&x[0]])), &[2, 3]),
         ("einsum ii-> (trace)", |x| sq(Tensor::einsum("ii->", &[&x[0]])), &[3, 3]),

@@ -14,6 +14,15 @@
 //!   tape, `vjp(u) = Jᵀ u`, and the gradient of `Σ ⟨vjp(u)ᵢ, tᵢ⟩` w.r.t.
 //!   `u` is `J t`.
 //!
+//! **Complex primals**: a tangent of a complex tensor is the complex
+//! direction `dz`. The holomorphic ops (`exp`, `sqrt`, `sin`, `pow`, ...)
+//! have JVP rules `f'(z)·dz`; the others (`conj`, `real`, `imag`, `abs`,
+//! `angle`, `complex`) get theirs from their VJP rule, which in TensorFlow's
+//! convention is the adjoint of the real-linear map `dz ↦ df` for the real
+//! inner product `Re Σ conj(a)·b`, so the double-VJP gives that real-linear
+//! map itself (`conj(dz)` for `conj`, `Re(conj(z)·dz)/|z|` for `abs`), as
+//! TensorFlow's `ForwardAccumulator` does.
+//!
 //! The active accumulators form a thread-local stack beside the tape stack;
 //! with none active the cost in `bind` is one thread-local read. The rule of
 //! an op is built at most once and shared by the tapes and the accumulators.

@@ -53,7 +53,7 @@ pub(crate) mod strided;
 pub use math::activation::{SELU_ALPHA, SELU_SCALE};
 // the old module paths, for the ops outside `math` that use them
 use desc::Describe;
-pub use linalg::MatrixNorm;
+pub use linalg::{EinsumPath, MatrixNorm};
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
 pub(crate) use nn::max_pool2d_with_argmax;

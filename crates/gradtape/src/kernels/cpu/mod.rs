@@ -17,6 +17,7 @@
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
 pub(crate) mod complex;
+pub(crate) mod complex_fns;
 pub(crate) mod conv;
 pub(crate) mod decomp;
 pub(crate) mod denormal;

@@ -1,14 +1,19 @@
-//! `einsum` for one and two operands, by views, sums and one batched matmul.
+//! `einsum` over any number of operands, by views, sums and batched
+//! matmuls.
 //!
 //! Each operand first loses its repeated letters (a diagonal view:
-//! `"ii->i"`) and the letters that appear nowhere else (summed out). Two
-//! operands are then permuted and reshaped to `[batch, free, contracted]`
-//! and `[batch, contracted, free]` and multiplied with one matmul; the
-//! result is reshaped and permuted into the output order. Everything is made
-//! of differentiable ops, so gradients of every order follow.
+//! `"ii->i"`) and the letters that appear nowhere else (summed out). The
+//! operands are then contracted two at a time, in the order that
+//! `einsum_path.rs` finds cheapest: each pair is permuted and reshaped to
+//! `[batch, free, contracted]` and `[batch, contracted, free]` and
+//! multiplied with one matmul, and the result takes the pair's place. The
+//! last result is permuted into the output order. Everything is made of
+//! differentiable ops (each traced as itself), so gradients of every order,
+//! forward mode and tracing follow without a rule of einsum's own.
 
-use super::super::expect_float;
+use super::einsum_path::{best_path, EinsumPath};
 use crate::error::{Error, Result};
+use crate::ops::unsupported;
 use crate::tensor::Tensor;
 
 /// One operand: the tensor and the letter of each of its dims.
@@ -79,41 +84,37 @@ impl Term {
     }
 }
 
-impl Tensor {
-    /// Einstein summation over one or two operands, e.g. `"ij,jk->ik"`
-    /// (matmul), `"bij,bjk->bik"` (batched), `"i,j->ij"` (outer),
-    /// `"ij->ji"`, `"ii->"` (trace), `"ii->i"` (diagonal), `"ij->"`.
-    /// Without `->` the output is the letters used once, in alphabetical
-    /// order, after any ellipsis dims (NumPy's implicit mode). Letters are
-    /// ASCII `a-z`/`A-Z`; a letter shared by both operands must have the same
-    /// size in each. One `...` per term stands for the leading/middle dims
-    /// not named (right-aligned across operands, broadcasting size-1 dims,
-    /// as NumPy): `"...ij,...jk->...ik"` is batched matmul. Floats only.
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let a = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], &[2, 2])?;
-    /// let b = Tensor::from_vec(vec![5.0f64, 6.0, 7.0, 8.0], &[2, 2])?;
-    /// let c = Tensor::einsum("ij,jk->ik", &[&a, &b])?;
-    /// assert_eq!(c.to_vec::<f64>()?, a.matmul(&b)?.to_vec::<f64>()?);
-    /// assert_eq!(Tensor::einsum("ii->", &[&a])?.to_scalar::<f64>()?, 5.0);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn einsum(spec: &str, operands: &[&Tensor]) -> Result<Tensor> {
+/// A parsed spec: the letters of each input term (ellipsis dims as private
+/// letters), of the output, and the size of every letter (the largest,
+/// where ellipsis dims broadcast).
+pub(super) struct Spec {
+    pub(super) terms: Vec<Vec<char>>,
+    pub(super) out: Vec<char>,
+    ell: Vec<char>,
+    sizes: Vec<(char, usize)>,
+}
+
+impl Spec {
+    /// The size of letter `c` (present in some term).
+    pub(super) fn size(&self, c: char) -> usize {
+        self.sizes.iter().find(|(x, _)| *x == c).map_or(0, |&(_, n)| n)
+    }
+
+    /// Parses `spec` for operands of `shapes`, checking every letter's sizes.
+    pub(super) fn parse(spec: &str, shapes: &[&[usize]]) -> Result<Spec> {
+        if shapes.is_empty() {
+            return Err(bad(spec, "needs at least one operand"));
+        }
         let compact: String = spec.chars().filter(|c| !c.is_whitespace()).collect();
         let (lhs, out) = match compact.split_once("->") {
             Some((l, o)) => (l.to_string(), Some(o.to_string())),
             None => (compact.clone(), None),
         };
         let inputs: Vec<&str> = lhs.split(',').collect();
-        if inputs.len() != operands.len() || !(1..=2).contains(&operands.len()) {
+        if inputs.len() != shapes.len() {
             return Err(bad(
                 spec,
-                format!(
-                    "has {} input terms for {} operands (one or two are supported)",
-                    inputs.len(),
-                    operands.len()
-                ),
+                format!("has {} input terms for {} operands", inputs.len(), shapes.len()),
             ));
         }
         let valid = |s: &str| s.chars().all(|c| c.is_ascii_alphabetic());
@@ -133,50 +134,37 @@ impl Tensor {
         };
         let parsed: Vec<(String, String, bool)> = inputs.iter().map(|s| split(s)).collect::<Result<_>>()?;
         let out_parsed = out.as_deref().map(split).transpose()?;
-        for t in operands {
-            expect_float("einsum", t)?;
-        }
-        if operands.len() == 2 && operands[0].dtype() != operands[1].dtype() {
-            return Err(Error::DTypeMismatch {
-                op: "einsum",
-                lhs: operands[0].dtype(),
-                rhs: operands[1].dtype(),
-            });
-        }
         // how many dims each ellipsis covers
         let mut ell_dims = Vec::new();
-        for ((pre, post, has), t) in parsed.iter().zip(operands) {
+        for ((pre, post, has), s) in parsed.iter().zip(shapes) {
             let named = pre.len() + post.len();
-            if (*has && named > t.rank()) || (!*has && named != t.rank()) {
+            if (*has && named > s.len()) || (!*has && named != s.len()) {
                 return Err(bad(
                     spec,
                     format!(
-                        "term \"{pre}{}{post}\" has {named} letters for shape {:?}",
+                        "term \"{pre}{}{post}\" has {named} letters for shape {s:?}",
                         if *has { "..." } else { "" },
-                        t.shape()
                     ),
                 ));
             }
-            ell_dims.push(t.rank() - named);
+            ell_dims.push(s.len() - named);
         }
         let e = ell_dims.iter().copied().max().unwrap_or(0);
         // private letters for the ellipsis dims, right-aligned across operands
         let ell: Vec<char> = (0..e)
             .map(|j| char::from_u32(0xE000 + j as u32).expect("private-use char"))
             .collect();
-        let mut terms = Vec::new();
-        for (((pre, post, _), t), &k) in parsed.iter().zip(operands).zip(&ell_dims) {
-            let letters: Vec<char> = pre
-                .chars()
-                .chain(ell[e - k..].iter().copied())
-                .chain(post.chars())
-                .collect();
-            terms.push(Term {
-                t: (*t).clone(),
-                letters,
-            });
-        }
-        let all: Vec<char> = terms.iter().flat_map(|t| t.letters.iter().copied()).collect();
+        let terms: Vec<Vec<char>> = parsed
+            .iter()
+            .zip(&ell_dims)
+            .map(|((pre, post, _), &k)| {
+                pre.chars()
+                    .chain(ell[e - k..].iter().copied())
+                    .chain(post.chars())
+                    .collect()
+            })
+            .collect();
+        let all: Vec<char> = terms.iter().flatten().copied().collect();
         let out: Vec<char> = match out_parsed {
             Some((pre, post, has)) => {
                 let mid: &[char] = if has { &ell } else { &[] };
@@ -200,79 +188,218 @@ impl Tensor {
                 return Err(bad(spec, format!("output letter {c:?} is in no input")));
             }
         }
-        let mut terms: Vec<Term> = terms.into_iter().map(|t| t.diagonals(spec)).collect::<Result<_>>()?;
-        if terms.len() == 1 {
-            let t = terms.pop().expect("one term").sum_out(&out)?;
-            return t.permuted(&out);
-        }
-        let b = terms.pop().expect("two terms");
-        let a = terms.pop().expect("two terms");
-        // letters kept by each operand: those in the output or in the other operand
-        let keep_a: Vec<char> = out.iter().chain(&b.letters).copied().collect();
-        let keep_b: Vec<char> = out.iter().chain(&a.letters).copied().collect();
-        let (a, b) = (a.sum_out(&keep_a)?, b.sum_out(&keep_b)?);
-        let (mut a, mut b) = (a, b);
-        for c in a.letters.clone() {
-            if !b.letters.contains(&c) || a.size(c) == b.size(c) {
-                continue;
-            }
-            // ellipsis dims broadcast (size 1 against n); named letters must agree
-            if ell.contains(&c) && (a.size(c) == 1 || b.size(c) == 1) {
-                let n = a.size(c).max(b.size(c));
-                for t in [&mut a, &mut b] {
-                    let i = t.letters.iter().position(|&x| x == c).expect("letter present");
-                    let mut shape = t.t.shape().to_vec();
-                    shape[i] = n;
-                    t.t = t.t.broadcast_to(&shape)?;
+        // sizes: a letter repeated in one term must agree there; across
+        // terms named letters must agree and ellipsis dims broadcast 1 to n
+        let mut sizes: Vec<(char, usize, usize)> = Vec::new(); // (letter, size, first term)
+        for (ti, (letters, shape)) in terms.iter().zip(shapes).enumerate() {
+            for (p, (&c, &n)) in letters.iter().zip(shape.iter()).enumerate() {
+                if let Some(q) = letters[..p].iter().position(|&x| x == c) {
+                    if shape[q] != n {
+                        return Err(bad(
+                            spec,
+                            format!("letter {c:?} has sizes {} and {n} in shape {shape:?}", shape[q]),
+                        ));
+                    }
                 }
-                continue;
+                match sizes.iter_mut().find(|(x, _, _)| *x == c) {
+                    None => sizes.push((c, n, ti)),
+                    Some(entry) if entry.1 == n => {}
+                    Some(entry) if ell.contains(&c) && (entry.1 == 1 || n == 1) => entry.1 = entry.1.max(n),
+                    Some(entry) => {
+                        return Err(Error::ShapeMismatch {
+                            op: "einsum",
+                            lhs: shapes[entry.2].to_vec(),
+                            rhs: shape.to_vec(),
+                        })
+                    }
+                }
             }
-            return Err(Error::ShapeMismatch {
-                op: "einsum",
-                lhs: a.t.shape().to_vec(),
-                rhs: b.t.shape().to_vec(),
-            });
         }
-        let batch: Vec<char> = out
+        Ok(Spec {
+            terms,
+            out,
+            ell,
+            sizes: sizes.into_iter().map(|(c, n, _)| (c, n)).collect(),
+        })
+    }
+}
+
+/// Contracts two terms into one that keeps the letters of `keep` (those
+/// needed later: the output's and the other operands') that they have.
+fn contract(a: Term, b: Term, keep: &[char], ell: &[char]) -> Result<Term> {
+    // letters kept by each operand: those needed later or in the other operand
+    let keep_a: Vec<char> = keep.iter().chain(&b.letters).copied().collect();
+    let keep_b: Vec<char> = keep.iter().chain(&a.letters).copied().collect();
+    let (mut a, mut b) = (a.sum_out(&keep_a)?, b.sum_out(&keep_b)?);
+    for c in a.letters.clone() {
+        if !b.letters.contains(&c) || a.size(c) == b.size(c) {
+            continue;
+        }
+        // ellipsis dims broadcast (size 1 against n); named letters were checked
+        if ell.contains(&c) && (a.size(c) == 1 || b.size(c) == 1) {
+            let n = a.size(c).max(b.size(c));
+            for t in [&mut a, &mut b] {
+                let i = t.letters.iter().position(|&x| x == c).expect("letter present");
+                let mut shape = t.t.shape().to_vec();
+                shape[i] = n;
+                t.t = t.t.broadcast_to(&shape)?;
+            }
+            continue;
+        }
+        return Err(Error::ShapeMismatch {
+            op: "einsum",
+            lhs: a.t.shape().to_vec(),
+            rhs: b.t.shape().to_vec(),
+        });
+    }
+    let in_b = |c: &char| b.letters.contains(c);
+    let in_a = |c: &char| a.letters.contains(c);
+    let batch: Vec<char> = a
+        .letters
+        .iter()
+        .copied()
+        .filter(|c| in_b(c) && keep.contains(c))
+        .collect();
+    let contr: Vec<char> = a
+        .letters
+        .iter()
+        .copied()
+        .filter(|c| in_b(c) && !keep.contains(c))
+        .collect();
+    let free_a: Vec<char> = a.letters.iter().copied().filter(|c| !in_b(c)).collect();
+    let free_b: Vec<char> = b.letters.iter().copied().filter(|c| !in_a(c)).collect();
+    let prod = |t: &Term, cs: &[char]| cs.iter().map(|&c| t.size(c)).product::<usize>();
+    let (nb, m, k, n) = (prod(&a, &batch), prod(&a, &free_a), prod(&a, &contr), prod(&b, &free_b));
+    let order_a: Vec<char> = batch.iter().chain(&free_a).chain(&contr).copied().collect();
+    let order_b: Vec<char> = batch.iter().chain(&contr).chain(&free_b).copied().collect();
+    let a2 = a.permuted(&order_a)?.reshape(&[nb, m, k])?;
+    let b2 = b.permuted(&order_b)?.reshape(&[nb, k, n])?;
+    let mut letters: Vec<char> = batch.clone();
+    letters.extend(&free_a);
+    letters.extend(&free_b);
+    let shape: Vec<usize> = batch
+        .iter()
+        .chain(&free_a)
+        .map(|&c| a.size(c))
+        .chain(free_b.iter().map(|&c| b.size(c)))
+        .collect();
+    Ok(Term {
+        t: a2.matmul(&b2).map_err(|e| e.for_op("einsum"))?.reshape(&shape)?,
+        letters,
+    })
+}
+
+/// The distinct letters of a term, in order.
+fn distinct(letters: &[char]) -> Vec<char> {
+    let mut d: Vec<char> = Vec::new();
+    for &c in letters {
+        if !d.contains(&c) {
+            d.push(c);
+        }
+    }
+    d
+}
+
+impl Tensor {
+    /// Einstein summation over any number of operands, e.g. `"ij,jk->ik"`
+    /// (matmul), `"bij,bjk->bik"` (batched), `"i,j->ij"` (outer),
+    /// `"ij,jk,kl->il"` (a chain), `"ij->ji"`, `"ii->"` (trace), `"ii->i"`
+    /// (diagonal), `"ij->"`. Without `->` the output is the letters used
+    /// once, in alphabetical order, after any ellipsis dims (NumPy's implicit
+    /// mode). Letters are ASCII `a-z`/`A-Z`; a letter shared by several
+    /// operands must have the same size in each. One `...` per term stands
+    /// for the leading/middle dims not named (right-aligned across operands,
+    /// broadcasting size-1 dims, as NumPy): `"...ij,...jk->...ik"` is
+    /// batched matmul. Float or complex operands of one dtype.
+    ///
+    /// Three or more operands are contracted two at a time in the order of
+    /// least work, the one [`Tensor::einsum_path`] reports (optimal up to
+    /// ten operands, greedy beyond).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let b = Tensor::from_vec(vec![5.0f64, 6.0, 7.0, 8.0], &[2, 2])?;
+    /// let c = Tensor::einsum("ij,jk->ik", &[&a, &b])?;
+    /// assert_eq!(c.to_vec::<f64>()?, a.matmul(&b)?.to_vec::<f64>()?);
+    /// assert_eq!(Tensor::einsum("ii->", &[&a])?.to_scalar::<f64>()?, 5.0);
+    /// let abc = Tensor::einsum("ij,jk,kl->il", &[&a, &b, &a])?;
+    /// assert_eq!(abc.to_vec::<f64>()?, a.matmul(&b)?.matmul(&a)?.to_vec::<f64>()?);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn einsum(spec: &str, operands: &[&Tensor]) -> Result<Tensor> {
+        let shapes: Vec<&[usize]> = operands.iter().map(|t| t.shape()).collect();
+        let sp = Spec::parse(spec, &shapes)?;
+        for t in operands {
+            if !t.dtype().is_differentiable() {
+                return Err(unsupported("einsum", t.dtype(), "a float or complex dtype"));
+            }
+            if t.dtype() != operands[0].dtype() {
+                return Err(Error::DTypeMismatch {
+                    op: "einsum",
+                    lhs: operands[0].dtype(),
+                    rhs: t.dtype(),
+                });
+            }
+        }
+        let mut terms: Vec<Term> = operands
             .iter()
-            .copied()
-            .filter(|c| a.letters.contains(c) && b.letters.contains(c))
-            .collect();
-        let contr: Vec<char> = a
-            .letters
-            .iter()
-            .copied()
-            .filter(|c| b.letters.contains(c) && !out.contains(c))
-            .collect();
-        let free_a: Vec<char> = out
-            .iter()
-            .copied()
-            .filter(|c| a.letters.contains(c) && !b.letters.contains(c))
-            .collect();
-        let free_b: Vec<char> = out
-            .iter()
-            .copied()
-            .filter(|c| b.letters.contains(c) && !a.letters.contains(c))
-            .collect();
-        let prod = |t: &Term, cs: &[char]| cs.iter().map(|&c| t.size(c)).product::<usize>();
-        let (nb, m, k, n) = (prod(&a, &batch), prod(&a, &free_a), prod(&a, &contr), prod(&b, &free_b));
-        let order_a: Vec<char> = batch.iter().chain(&free_a).chain(&contr).copied().collect();
-        let order_b: Vec<char> = batch.iter().chain(&contr).chain(&free_b).copied().collect();
-        let a2 = a.permuted(&order_a)?.reshape(&[nb, m, k])?;
-        let b2 = b.permuted(&order_b)?.reshape(&[nb, k, n])?;
-        let mut letters: Vec<char> = batch.clone();
-        letters.extend(&free_a);
-        letters.extend(&free_b);
-        let shape: Vec<usize> = batch
-            .iter()
-            .chain(&free_a)
-            .map(|&c| a.size(c))
-            .chain(free_b.iter().map(|&c| b.size(c)))
-            .collect();
-        let c = Term {
-            t: a2.matmul(&b2).map_err(|e| e.for_op("einsum"))?.reshape(&shape)?,
-            letters,
-        };
-        c.permuted(&out)
+            .zip(&sp.terms)
+            .map(|(t, l)| {
+                Term {
+                    t: (*t).clone(),
+                    letters: l.clone(),
+                }
+                .diagonals(spec)
+            })
+            .collect::<Result<_>>()?;
+        let reduced: Vec<Vec<char>> = sp.terms.iter().map(|l| distinct(l)).collect();
+        let (steps, _) = best_path(&reduced, &sp.out, &|c| sp.size(c) as u128);
+        for (i, j) in steps {
+            // (i < j) the pair leaves the list and its product joins the end
+            let b = terms.remove(j);
+            let a = terms.remove(i);
+            let keep: Vec<char> = sp
+                .out
+                .iter()
+                .chain(terms.iter().flat_map(|t| t.letters.iter()))
+                .copied()
+                .collect();
+            terms.push(contract(a, b, &keep, &sp.ell)?);
+        }
+        let t = terms.pop().expect("one term left").sum_out(&sp.out)?;
+        t.permuted(&sp.out)
+    }
+
+    /// The order in which [`Tensor::einsum`] contracts operands of these
+    /// shapes, and its cost, as NumPy's `einsum_path` reports it: each step
+    /// `(i, j)` (`i < j`) contracts operands `i` and `j` of the current list,
+    /// which leave it, and appends their product at its end. `flops` counts
+    /// the multiply-adds of the steps (for a step, the product of the sizes
+    /// of the letters its two operands have), `naive_flops` those of one
+    /// loop over every letter at once. Errors as `einsum` for a bad spec.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// // A[10, 1000] B[1000, 10] C[10, 1000]: (A B) first costs 2·10⁵, (B C) first 10⁷ + 10⁵
+    /// let p = Tensor::einsum_path("ij,jk,kl->il", &[&[10, 1000], &[1000, 10], &[10, 1000]])?;
+    /// assert_eq!(p.steps, vec![(0, 1), (0, 1)]);
+    /// assert_eq!(p.flops, 200_000);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn einsum_path(spec: &str, shapes: &[&[usize]]) -> Result<EinsumPath> {
+        let sp = Spec::parse(spec, shapes)?;
+        let reduced: Vec<Vec<char>> = sp.terms.iter().map(|l| distinct(l)).collect();
+        let size = |c: char| sp.size(c) as u128;
+        let (steps, flops) = best_path(&reduced, &sp.out, &size);
+        let mut all: Vec<char> = reduced.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        let naive_flops = all.iter().fold(1u128, |acc, &c| acc.saturating_mul(size(c)));
+        Ok(EinsumPath {
+            steps,
+            flops,
+            naive_flops,
+        })
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! - `matmul.rs`: `matmul`, `matmul_with` (the one product kernel);
 //! - `products.rs`: `matvec`, `outer`, `tensordot` (built on it);
-//! - `einsum.rs`: `einsum` for one or two operands;
+//! - `einsum.rs`: `einsum` for any number of operands, and
+//!   `einsum_path.rs`: the order it contracts them in (`einsum_path`);
 //! - `diag.rs`: `diag`, `diag_part`, `trace`, `band_part`, `tril`, `triu`;
 //! - `decomp.rs`: `cholesky`, `det`, `slogdet`, `logdet`;
 //! - `solve.rs`: `triangular_solve`, `solve`, `solve_with`, `inverse`;
@@ -17,10 +18,12 @@
 pub(crate) mod decomp;
 mod diag;
 mod einsum;
+mod einsum_path;
 mod lstsq;
 mod matmul;
 mod products;
 mod solve;
 mod spectral;
 
+pub use einsum_path::EinsumPath;
 pub use lstsq::MatrixNorm;

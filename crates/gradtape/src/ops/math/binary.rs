@@ -246,9 +246,13 @@ impl Tensor {
         ))
     }
 
-    /// `aᵇ` elementwise, broadcasting (floats). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
-    /// where a > 0, else 0 (as TensorFlow).
+    /// `aᵇ` elementwise, broadcasting (floats or complex, one dtype). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
+    /// where a > 0, else 0 (as TensorFlow; for complex `a`, `exp(b ln a)`
+    /// with d/db = 0 where a = 0, and gradients conjugated as TensorFlow's).
     pub fn pow(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::pow(self, rhs);
+        }
         expect_float("pow", self)?;
         expect_same_dtype("pow", self, rhs)?;
         let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("pow", self, rhs, |x: T, y: T| x.powf(y)), _ => unreachable!())?;

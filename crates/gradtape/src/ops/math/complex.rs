@@ -1,7 +1,8 @@
 //! Complex numbers: the ops that build and take apart complex tensors
 //! (`complex`, `real`, `imag`, `conj`, `angle`), and the complex forms of
-//! the arithmetic ops, to which the real ops (`add`, `mul`, `exp`, `abs`,
-//! `matmul`, ...) hand a complex input.
+//! the arithmetic ops, to which the real ops (`add`, `mul`, `abs`,
+//! `matmul`, ...) hand a complex input. The holomorphic functions (`exp`,
+//! `sqrt`, `sin`, `pow`, ...) are in `complex_fns.rs`.
 //!
 //! Gradients follow TensorFlow's convention. For a complex input `z = x + iy`
 //! and a cotangent `g` of an output `w = f(z)`, the input cotangent is
@@ -203,33 +204,6 @@ pub(crate) fn neg(x: &Tensor) -> Result<Tensor> {
     let y = kc::neg(x)?;
     Ok(bind(Unary::Neg, &[x], y, |_| {
         vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))
-    }))
-}
-
-/// `e^z`: `g · conj(e^z)`.
-pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
-    let y = kc::exp(x)?;
-    Ok(bind(Unary::Exp, &[x], y, |y| {
-        let y = y.clone();
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y.conj()?)?)]))
-    }))
-}
-
-/// Principal `ln z`: `g / conj z`.
-pub(crate) fn log(x: &Tensor) -> Result<Tensor> {
-    let y = kc::log(x)?;
-    let z = x.clone();
-    Ok(bind(Unary::Log, &[x], y, move |_| {
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&z.conj()?)?)]))
-    }))
-}
-
-/// `z²`: `g · 2 conj z`.
-pub(crate) fn square(x: &Tensor) -> Result<Tensor> {
-    let y = kc::square(x)?;
-    let z = x.clone();
-    Ok(bind(Unary::Square, &[x], y, move |_| {
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&z.conj()?.mul_scalar(2.0)?)?)]))
     }))
 }
 

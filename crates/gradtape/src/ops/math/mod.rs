@@ -16,6 +16,8 @@
 //! - `logical.rs`: `logical_and`, `logical_or`, `logical_xor`, `logical_not`
 //! - `complex.rs`: `complex`, `real`, `imag`, `conj`, `angle`, and the
 //!   complex forms of the arithmetic ops
+//! - `complex_fns.rs`: the holomorphic functions of complex tensors
+//!   (`sqrt`, `sin`, `tanh`, `pow`, ...), reached through the real ops
 //! - `operators.rs`: `&a + &b`, `&a * 2.0`, `-&a`
 //!
 //! Every op binds with an elementwise descriptor
@@ -25,6 +27,7 @@ pub(crate) mod activation;
 pub(crate) mod binary;
 pub(crate) mod compare;
 pub(crate) mod complex;
+mod complex_fns;
 mod floor_div;
 mod logical;
 mod operators;

@@ -126,6 +126,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn rsqrt(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::rsqrt(self);
+        }
         let y = fmap!("rsqrt", self, |v| T::one() / v.sqrt())?;
         Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
             y.square()?.mul(y)?.mul_scalar(-0.5)
@@ -140,6 +143,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn reciprocal(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::reciprocal(self);
+        }
         let y = fmap!("reciprocal", self, |v| T::one() / v)?;
         Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
     }

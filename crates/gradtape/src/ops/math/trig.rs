@@ -26,6 +26,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn tan(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::tan(self);
+        }
         let y = fmap!("tan", self, |v| v.tan())?;
         Ok(elementwise(Unary::Tan, self, y, |_, y| y.square()?.add_scalar(1.0)))
     }
@@ -78,6 +81,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn sinh(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::sinh(self);
+        }
         let y = fmap!("sinh", self, |v| v.sinh())?;
         Ok(elementwise(Unary::Sinh, self, y, |x, _| x.cosh()))
     }
@@ -90,6 +96,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn cosh(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::cosh(self);
+        }
         let y = fmap!("cosh", self, |v| v.cosh())?;
         Ok(elementwise(Unary::Cosh, self, y, |x, _| x.sinh()))
     }

@@ -76,7 +76,7 @@ impl Tensor {
     /// `x²`. d/dx = 2x.
     pub fn square(&self) -> Result<Tensor> {
         if self.dtype().is_complex() {
-            return super::complex::square(self);
+            return super::complex_fns::square(self);
         }
         let y = num_map!("square", self, |v| v.mul_wrap(v))?;
         let x = self.clone();
@@ -89,8 +89,21 @@ impl Tensor {
         ))
     }
 
-    /// `√x`. d/dx = 1 / (2√x).
+    /// `√x`. d/dx = 1 / (2√x). Of a complex tensor: the principal root
+    /// (branch cut on the negative real axis), as every holomorphic function
+    /// here (`sin`, `cos`, `tan`, `sinh`, `cosh`, `tanh`, `sigmoid`, `exp`,
+    /// `log`, `rsqrt`, `reciprocal`, `pow`, `pow_scalar`) also accepts.
+    ///
+    /// ```
+    /// use gradtape::{Complex, Tensor};
+    /// let z = Tensor::vector(&[Complex::new(-4.0f64, 0.0), Complex::new(3.0, 4.0)]);
+    /// assert_eq!(z.sqrt()?.to_vec::<Complex<f64>>()?, vec![Complex::new(0.0, 2.0), Complex::new(2.0, 1.0)]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn sqrt(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::sqrt(self);
+        }
         let y = float_map!("sqrt", self, |v| v.sqrt())?;
         Ok(bind_jvp(
             Unary::Sqrt,
@@ -107,7 +120,7 @@ impl Tensor {
     /// `eˣ`. d/dx = eˣ.
     pub fn exp(&self) -> Result<Tensor> {
         if self.dtype().is_complex() {
-            return super::complex::exp(self);
+            return super::complex_fns::exp(self);
         }
         expect_float("exp", self)?;
         let y = math::exp(self)?;
@@ -126,7 +139,7 @@ impl Tensor {
     /// Natural logarithm. d/dx = 1/x.
     pub fn log(&self) -> Result<Tensor> {
         if self.dtype().is_complex() {
-            return super::complex::log(self);
+            return super::complex_fns::log(self);
         }
         let y = float_map!("log", self, |v| v.ln())?;
         let x = self.clone();
@@ -141,6 +154,9 @@ impl Tensor {
 
     /// Sine. d/dx = cos x.
     pub fn sin(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::sin(self);
+        }
         expect_float("sin", self)?;
         let y = math::sin(self)?;
         let x = self.clone();
@@ -155,6 +171,9 @@ impl Tensor {
 
     /// Cosine. d/dx = -sin x.
     pub fn cos(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::cos(self);
+        }
         expect_float("cos", self)?;
         let y = math::cos(self)?;
         let x = self.clone();
@@ -169,6 +188,9 @@ impl Tensor {
 
     /// Hyperbolic tangent. d/dx = 1 - tanh²x.
     pub fn tanh(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::tanh(self);
+        }
         let y = match self.dtype() {
             DType::F32 => math::tanh(self)?,
             _ => float_map!("tanh", self, |v| v.tanh())?,
@@ -187,6 +209,9 @@ impl Tensor {
 
     /// Logistic sigmoid `1 / (1 + e⁻ˣ)`, computed without overflow. d/dx = y(1 - y).
     pub fn sigmoid(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::sigmoid(self);
+        }
         let y = match self.dtype() {
             DType::F32 => math::sigmoid(self)?,
             _ => float_map!("sigmoid", self, |v| if v >= T::zero() {
@@ -226,8 +251,12 @@ impl Tensor {
         ))
     }
 
-    /// `xᶜ` for a constant `c`. d/dx = c·xᶜ⁻¹.
+    /// `xᶜ` for a constant `c`. d/dx = c·xᶜ⁻¹. Of a complex tensor,
+    /// `exp(c · ln x)` as TensorFlow computes it.
     pub fn pow_scalar(&self, c: f64) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::pow_scalar(self, c);
+        }
         expect_float("pow_scalar", self)?;
         let y = float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))?;
         let x = self.clone();

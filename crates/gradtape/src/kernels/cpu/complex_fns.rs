@@ -1,0 +1,222 @@
+//! Elementary functions of complex elements beyond `exp` and `ln` (see
+//! `complex.rs`): square roots, trigonometric and hyperbolic functions,
+//! reciprocal, logistic sigmoid and powers, written from the real functions
+//! of the parts (`num-complex` is built without `std`).
+//!
+//! The formulas are chosen to stay finite where the result is: `tanh` uses
+//! Kahan's form and its limit `±1` for large real parts (where `sinh²`
+//! would overflow), `sqrt` takes the root of the larger of `(|z| ± re) / 2`
+//! (no cancellation) and follows the sign of a zero imaginary part, as
+//! C99's `csqrt`. Powers are `exp(p · ln z)` as TensorFlow computes them
+//! (so `(-4)^0.5` is `1.2e-16 + 2i`, `0^0` is NaN), with `exp(-∞ + iy) = 0`.
+
+use super::elementwise::{map, zip};
+use crate::error::{Error, Result};
+use crate::tensor::{with_complex_dtype, Complex, Element, Float, Tensor};
+
+use super::complex::{c_abs, c_exp, c_ln};
+
+/// The principal square root (branch cut on the negative real axis; the
+/// sign of the imaginary part follows that of `im`, zeros included).
+#[inline]
+pub(crate) fn c_sqrt<T: Float>(z: Complex<T>) -> Complex<T> {
+    let zero = T::zero();
+    if z.re == zero && z.im == zero {
+        return Complex::new(zero, z.im);
+    }
+    if z.im.is_infinite() {
+        return Complex::new(T::infinity(), z.im);
+    }
+    let half = T::from_f64(0.5);
+    let r = c_abs(z);
+    if z.re >= zero {
+        let t = ((r + z.re) * half).sqrt();
+        Complex::new(t, z.im / (t + t))
+    } else {
+        let t = ((r - z.re) * half).sqrt();
+        Complex::new(z.im.abs() / (t + t), t.copysign(z.im))
+    }
+}
+
+/// `sin z = sin x cosh y + i cos x sinh y`.
+#[inline]
+pub(crate) fn c_sin<T: Float>(z: Complex<T>) -> Complex<T> {
+    Complex::new(z.re.sin() * z.im.cosh(), z.re.cos() * z.im.sinh())
+}
+
+/// `cos z = cos x cosh y - i sin x sinh y`.
+#[inline]
+pub(crate) fn c_cos<T: Float>(z: Complex<T>) -> Complex<T> {
+    Complex::new(z.re.cos() * z.im.cosh(), -(z.re.sin() * z.im.sinh()))
+}
+
+/// `sinh z = sinh x cos y + i cosh x sin y`.
+#[inline]
+pub(crate) fn c_sinh<T: Float>(z: Complex<T>) -> Complex<T> {
+    if z.im == T::zero() {
+        // exact for real arguments (and no NaN from inf * 0)
+        return Complex::new(z.re.sinh(), z.im);
+    }
+    Complex::new(z.re.sinh() * z.im.cos(), z.re.cosh() * z.im.sin())
+}
+
+/// `cosh z = cosh x cos y + i sinh x sin y`.
+#[inline]
+pub(crate) fn c_cosh<T: Float>(z: Complex<T>) -> Complex<T> {
+    if z.im == T::zero() {
+        return Complex::new(z.re.cosh(), z.im * z.re.sinh().signum());
+    }
+    Complex::new(z.re.cosh() * z.im.cos(), z.re.sinh() * z.im.sin())
+}
+
+/// `tanh z` by Kahan's formula: with `t = tan y`, `s = sinh x`,
+/// `ρ = √(1 + s²)`, `tanh z = (ρ s (1 + t²) + i t) / (1 + (1 + t²) s²)`;
+/// for `|x|` past the point where `s²` overflows in the formula's terms, the
+/// limit `±1 + i·4 sin y cos y e^{-2|x|}`.
+#[inline]
+pub(crate) fn c_tanh<T: Float>(z: Complex<T>) -> Complex<T> {
+    let (x, y) = (z.re, z.im);
+    // beyond this |x|, tanh x rounds to ±1 in f64 (and f32)
+    if x.abs() > T::from_f64(22.0) {
+        let e = (T::from_f64(-2.0) * x.abs()).exp();
+        let four = T::from_f64(4.0);
+        return Complex::new(T::one().copysign(x), four * y.sin() * y.cos() * e);
+    }
+    let t = y.tan();
+    let b = T::one() + t * t;
+    let s = x.sinh();
+    let rho = (T::one() + s * s).sqrt();
+    let den = T::one() + b * s * s;
+    Complex::new(b * rho * s / den, t / den)
+}
+
+/// `tan z = -i tanh(iz)`.
+#[inline]
+pub(crate) fn c_tan<T: Float>(z: Complex<T>) -> Complex<T> {
+    let w = c_tanh(Complex::new(-z.im, z.re));
+    Complex::new(w.im, -w.re)
+}
+
+/// `exp` that also gives `0` for a real part of `-∞` whatever the
+/// imaginary part, and `∞ + i NaN` for `+∞` with a non-finite one (C99's
+/// `cexp`, which TensorFlow's powers meet at `z = 0`).
+#[inline]
+fn c_exp_ext<T: Float>(z: Complex<T>) -> Complex<T> {
+    if z.re == T::neg_infinity() {
+        return Complex::new(T::zero(), T::zero());
+    }
+    if z.re == T::infinity() && !z.im.is_finite() {
+        return Complex::new(T::infinity(), T::nan());
+    }
+    c_exp(z)
+}
+
+/// `z^p = exp(p · ln z)`, as TensorFlow computes complex powers.
+#[inline]
+pub(crate) fn c_pow<T: Float>(z: Complex<T>, p: Complex<T>) -> Complex<T> {
+    c_exp_ext(p * c_ln(z))
+}
+
+/// `1 / z`.
+#[inline]
+pub(crate) fn c_recip<T: Float>(z: Complex<T>) -> Complex<T> {
+    Complex::new(T::one(), T::zero()) / z
+}
+
+/// The logistic sigmoid `1 / (1 + e^{-z})`.
+#[inline]
+pub(crate) fn c_sigmoid<T: Float>(z: Complex<T>) -> Complex<T> {
+    c_recip(Complex::new(T::one(), T::zero()) + c_exp(-z))
+}
+
+/// Which function [`unary`] computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fn1 {
+    Sqrt,
+    Rsqrt,
+    Reciprocal,
+    Sin,
+    Cos,
+    Tan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Sigmoid,
+}
+
+fn expect_complex(op: &'static str, x: &Tensor) -> Result<()> {
+    if x.dtype().is_complex() {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedDType {
+            op,
+            dtype: x.dtype(),
+            expected: "complex64 or complex128",
+        })
+    }
+}
+
+/// `f(z)` on every element of a complex tensor.
+pub(crate) fn unary(op: &'static str, x: &Tensor, f: Fn1) -> Result<Tensor> {
+    expect_complex(op, x)?;
+    with_complex_dtype!(x.dtype(), C => match f {
+        Fn1::Sqrt => map::<C, C>(op, x, c_sqrt),
+        Fn1::Rsqrt => map::<C, C>(op, x, |z| c_recip(c_sqrt(z))),
+        Fn1::Reciprocal => map::<C, C>(op, x, c_recip),
+        Fn1::Sin => map::<C, C>(op, x, c_sin),
+        Fn1::Cos => map::<C, C>(op, x, c_cos),
+        Fn1::Tan => map::<C, C>(op, x, c_tan),
+        Fn1::Sinh => map::<C, C>(op, x, c_sinh),
+        Fn1::Cosh => map::<C, C>(op, x, c_cosh),
+        Fn1::Tanh => map::<C, C>(op, x, c_tanh),
+        Fn1::Sigmoid => map::<C, C>(op, x, c_sigmoid),
+    }, _ => unreachable!("checked"))
+}
+
+/// `z^c` for a real constant `c`.
+pub(crate) fn pow_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
+    expect_complex("pow_scalar", x)?;
+    with_complex_dtype!(x.dtype(), C => map::<C, C>("pow_scalar", x, |z: C| c_pow(z, C::from_f64(c))),
+        _ => unreachable!("checked"))
+}
+
+/// `a^b` elementwise with broadcasting, two complex tensors of one dtype.
+pub(crate) fn pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch {
+            op: "pow",
+            lhs: a.dtype(),
+            rhs: b.dtype(),
+        });
+    }
+    expect_complex("pow", a)?;
+    with_complex_dtype!(a.dtype(), C => zip::<C, C, C>("pow", a, b, c_pow), _ => unreachable!("checked"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    type C = Complex<f64>;
+
+    #[test]
+    fn identities_hold() {
+        for &(x, y) in &[(0.3, -1.2), (-2.0, 0.7), (1.5, 2.5), (-0.1, -0.4)] {
+            let z = C::new(x, y);
+            let s = c_sqrt(z);
+            assert!((s * s - z).norm() < 1e-14, "sqrt({z})² = {}", s * s);
+            assert!(s.re >= 0.0);
+            let (sn, cs) = (c_sin(z), c_cos(z));
+            assert!((sn * sn + cs * cs - C::new(1.0, 0.0)).norm() < 1e-12);
+            let (sh, ch) = (c_sinh(z), c_cosh(z));
+            assert!((ch * ch - sh * sh - C::new(1.0, 0.0)).norm() < 1e-12);
+            assert!((c_tanh(z) - sh / ch).norm() < 1e-13);
+            assert!((c_tan(z) - sn / cs).norm() < 1e-13);
+        }
+        // large real parts: tanh saturates instead of overflowing
+        assert_eq!(c_tanh(C::new(400.0, 1.0)), C::new(1.0, 0.0));
+        assert_eq!(c_tanh(C::new(-400.0, 0.5)).re, -1.0);
+        // sign of a zero imaginary part on the cut
+        assert_eq!(c_sqrt(C::new(-4.0, -0.0)), C::new(0.0, -2.0));
+        assert_eq!(c_sqrt(C::new(-4.0, 0.0)), C::new(0.0, 2.0));
+    }
+}

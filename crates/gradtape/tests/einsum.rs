@@ -1,0 +1,247 @@
+//! `einsum` over three and more operands: values against NumPy 2.4 /
+//! TensorFlow 2.21, the contraction order (`einsum_path`) against NumPy's
+//! `einsum_path(..., optimize="optimal")`, and errors.
+//!
+//! Operand `k` of `n` elements holds `sin(0.7 i + 1.3 k + 0.1)`; every
+//! reference below is `numpy.einsum` on those inputs (NumPy 2.4.6, equal to
+//! `tf.einsum` of TensorFlow 2.21 to 1e-13, which was checked at the same
+//! time; the ellipsis case broadcasts a size-1 dim).
+//! Gradients (first and second order) are in `gradcheck_linalg.rs`.
+
+use gradtape::{Error, Result, Tensor};
+
+fn input(shape: &[usize], k: usize) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| (0.7 * i as f64 + 1.3 * k as f64 + 0.1).sin()).collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+#[allow(clippy::type_complexity)]
+const CASES: &[(&str, &[&[usize]], &[usize], &[f64])] = &[
+    (
+        "ij,jk,kl->il",
+        &[&[2, 3], &[3, 4], &[4, 2]],
+        &[2, 2],
+        &[
+            -0.38017940605975764,
+            -0.14864499379241797,
+            0.04510476676943369,
+            -0.4873106502147748,
+        ],
+    ),
+    (
+        "abc,cd,bde->ae",
+        &[&[2, 3, 4], &[4, 2], &[3, 2, 3]],
+        &[2, 3],
+        &[
+            3.0985806514606167,
+            2.2150775211630456,
+            0.2897888211214753,
+            -2.6868377217514894,
+            -3.235455004242368,
+            -2.2623872428590643,
+        ],
+    ),
+    ("i,i,i->", &[&[5], &[5], &[5]], &[], &[0.0400224371531597]),
+    (
+        "...ij,jk,...k->...i",
+        &[&[2, 3, 4], &[4, 5], &[2, 1, 5]],
+        &[2, 2, 3],
+        &[
+            -0.8744512330580433,
+            1.2667627706401365,
+            -1.5126931325908815,
+            1.583823757566238,
+            -1.4719351235304916,
+            1.1899565572443913,
+            0.6830637065008194,
+            -0.8712913996007938,
+            0.9588367373718407,
+            -0.9355833904103994,
+            0.8042184066345662,
+            -0.5799217086056854,
+        ],
+    ),
+    (
+        "ij,jk,kl,lm,mn->in",
+        &[&[3, 4], &[4, 2], &[2, 5], &[5, 3], &[3, 2]],
+        &[3, 2],
+        &[
+            0.20574016068796233,
+            0.23816863391891469,
+            -0.33657432439604995,
+            -0.41505081107548714,
+            0.4285155347948748,
+            0.5439716594970265,
+        ],
+    ),
+    (
+        "ii,ij,jk->k",
+        &[&[3, 3], &[3, 4], &[4, 2]],
+        &[2],
+        &[0.6608314024684951, 0.6597699331760527],
+    ),
+    (
+        "ij,jk,kl",
+        &[&[2, 3], &[3, 4], &[4, 2]],
+        &[2, 2],
+        &[
+            -0.38017940605975764,
+            -0.14864499379241797,
+            0.04510476676943369,
+            -0.4873106502147748,
+        ],
+    ),
+    (
+        "ba,cb,dc->ad",
+        &[&[3, 2], &[2, 3], &[4, 2]],
+        &[2, 4],
+        &[
+            0.7354725596066813,
+            0.2844339758141259,
+            -0.6387836991809145,
+            -0.5015784563761809,
+            0.6703141017550523,
+            -0.5086847530422072,
+            -0.8432334899780496,
+            0.22204077886347018,
+        ],
+    ),
+    (
+        "bij,bjk,bkl->bil",
+        &[&[2, 2, 3], &[2, 3, 2], &[2, 2, 2]],
+        &[2, 2, 2],
+        &[
+            0.7104832466397244,
+            1.276674808352193,
+            -0.31855739384783865,
+            -1.3673481910992815,
+            -0.2901896290734616,
+            -1.0587804746794105,
+            -0.2859464559579678,
+            0.9029587267603664,
+        ],
+    ),
+    (
+        "ab,bc,cd,de,ef,fg,gh,hi,ij,jk,kl,lm->am",
+        &[
+            &[2, 3],
+            &[3, 2],
+            &[2, 4],
+            &[4, 2],
+            &[2, 3],
+            &[3, 2],
+            &[2, 2],
+            &[2, 3],
+            &[3, 2],
+            &[2, 4],
+            &[4, 3],
+            &[3, 2],
+        ],
+        &[2, 2],
+        &[
+            0.3839612386767336,
+            0.19108602451942017,
+            0.16168402500018844,
+            0.07496462316558032,
+        ],
+    ),
+    (
+        "ij,k,jl->ikl",
+        &[&[2, 3], &[2], &[3, 2]],
+        &[2, 2, 2],
+        &[
+            -1.2299419894091612,
+            -0.8110227171204974,
+            -1.0773735213313929,
+            -0.7104191971229535,
+            0.4552569467245177,
+            -0.4022280767909653,
+            0.39878448254196874,
+            -0.3523335923174787,
+        ],
+    ),
+];
+
+#[test]
+fn many_operand_values_match_numpy() -> Result<()> {
+    for &(spec, shapes, out, want) in CASES {
+        let ops: Vec<Tensor> = shapes.iter().enumerate().map(|(k, s)| input(s, k)).collect();
+        let refs: Vec<&Tensor> = ops.iter().collect();
+        let y = Tensor::einsum(spec, &refs)?;
+        assert_eq!(y.shape(), out, "{spec}");
+        for (i, (a, b)) in y.to_vec::<f64>()?.iter().zip(want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-13 * (1.0 + b.abs()),
+                "{spec}[{i}]: {a} vs NumPy {b}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_chain_is_contracted_in_the_cheap_order() -> Result<()> {
+    // NumPy: np.einsum_path("ij,jk,kl->il", A, B, C, optimize="optimal")[0]
+    // is ['einsum_path', (0, 1), (0, 1)] for A[10,1000] B[1000,10] C[10,1000]
+    let p = Tensor::einsum_path("ij,jk,kl->il", &[&[10, 1000], &[1000, 10], &[10, 1000]])?;
+    assert_eq!(p.steps, vec![(0, 1), (0, 1)]);
+    // (A B): 10·1000·10, then (AB) C: 10·10·1000; B C first would take 10⁷
+    assert_eq!(p.flops, 200_000);
+    assert_eq!(p.naive_flops, 10 * 1000 * 10 * 1000);
+    // and ['einsum_path', (1, 2), (0, 1)] for B[1000,10] C[10,1000] B
+    let p = Tensor::einsum_path("ij,jk,kl->il", &[&[1000, 10], &[10, 1000], &[1000, 10]])?;
+    assert_eq!(p.steps, vec![(1, 2), (0, 1)]);
+    assert_eq!(p.flops, 200_000);
+    // ['einsum_path', (0, 1), (0, 1), (0, 1)]: (AB)(CD), 600 + 600 + 12
+    let p = Tensor::einsum_path("ab,bc,cd,de->ae", &[&[2, 100], &[100, 3], &[3, 100], &[100, 2]])?;
+    assert_eq!(p.steps, vec![(0, 1), (0, 1), (0, 1)]);
+    assert_eq!(p.flops, 1212);
+    // one operand: nothing to pair; two: one step
+    assert!(Tensor::einsum_path("ii->i", &[&[3, 3]])?.steps.is_empty());
+    assert_eq!(Tensor::einsum_path("ij,jk", &[&[2, 3], &[3, 4]])?.steps, vec![(0, 1)]);
+    Ok(())
+}
+
+#[test]
+fn the_cheap_order_gives_the_same_values_as_the_matmul_chain() -> Result<()> {
+    // the cheap order of both shapes above, against matmuls in the given order
+    for shapes in [[[10usize, 40], [40, 3], [3, 40]], [[40, 3], [3, 40], [40, 3]]] {
+        let (a, b, c) = (input(&shapes[0], 0), input(&shapes[1], 1), input(&shapes[2], 2));
+        let y = Tensor::einsum("ij,jk,kl->il", &[&a, &b, &c])?.to_vec::<f64>()?;
+        let want = a.matmul(&b)?.matmul(&c)?.to_vec::<f64>()?;
+        for (u, v) in y.iter().zip(&want) {
+            assert!((u - v).abs() < 1e-12 * (1.0 + v.abs()), "{u} vs {v}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn many_operand_errors_name_the_spec_and_shapes() {
+    let (a, b) = (input(&[2, 3], 0), input(&[3, 4], 1));
+    // a shared letter with different sizes in the third operand
+    let e = Tensor::einsum("ij,jk,kl->il", &[&a, &b, &a]).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { op: "einsum", .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("[3, 4]") && msg.contains("[2, 3]"), "{msg}");
+    // terms and operands disagree
+    let e = Tensor::einsum("ij,jk,kl->il", &[&a, &b]).unwrap_err();
+    assert!(e.to_string().contains("3 input terms for 2 operands"), "{e}");
+    // no operands at all
+    let e = Tensor::einsum("->", &[]).unwrap_err();
+    assert!(e.to_string().contains("at least one operand"), "{e}");
+    // dtypes must agree across all operands
+    let c32 = input(&[4, 2], 2).cast(gradtape::DType::F32).unwrap();
+    let e = Tensor::einsum("ij,jk,kl->il", &[&a, &b, &c32]).unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { op: "einsum", .. }), "{e:?}");
+    // integer operands are refused
+    let i = Tensor::from_vec(vec![1i64; 6], &[2, 3]).unwrap();
+    let e = Tensor::einsum("ij,ij,ij->", &[&i, &i, &i]).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedDType { op: "einsum", .. }), "{e:?}");
+    // the path reports the same errors from shapes alone
+    let e = Tensor::einsum_path("ij,jk,kl->il", &[&[2, 3], &[3, 4], &[2, 3]]).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { op: "einsum", .. }), "{e:?}");
+    let e = Tensor::einsum_path("ij,jk->q", &[&[2, 3], &[3, 4]]).unwrap_err();
+    assert!(e.to_string().contains("in no input"), "{e}");
+}
