@@ -36,6 +36,7 @@ pub mod desc;
 mod fft;
 mod fill;
 mod gather_nd;
+mod image;
 pub(crate) mod index;
 mod join;
 pub(crate) mod linalg;
@@ -56,6 +57,7 @@ use desc::Describe;
 pub use linalg::MatrixNorm;
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
+pub use image::ResizeMethod;
 pub use nn::Padding;
 
 use crate::autodiff::forward;

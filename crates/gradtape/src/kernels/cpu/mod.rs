@@ -28,6 +28,7 @@ pub(crate) mod matmul;
 pub(crate) mod nn;
 pub(crate) mod pooling;
 pub(crate) mod reduce;
+pub(crate) mod resize;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sconv;
 #[cfg(target_arch = "x86_64")]
