@@ -20,15 +20,15 @@ use super::super::{bind, expect_float, grads, unsupported};
 use crate::autodiff::tape::{self, vjp};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::ctc::{self as k, Example};
-use crate::tensor::{with_float_dtype, DType, Element, Tensor};
+use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
 
 const OP: &str = "ctc_loss";
 
 /// An `i32`/`i64` tensor's values as `i64`, or an error naming `what`.
 fn ints(t: &Tensor, what: &str) -> Result<Vec<i64>> {
     match t.dtype() {
-        DType::I32 => Ok(t.values::<i32>(OP)?.iter().map(|&v| v as i64).collect()),
-        DType::I64 => Ok(t.values::<i64>(OP)?.into_owned()),
+        DType::I32 => alloc::try_collect(OP, t.values::<i32>(OP)?.iter().map(|&v| v as i64)),
+        DType::I64 => alloc::try_collect(OP, t.values::<i64>(OP)?.iter().copied()),
         d => Err(Error::invalid(
             OP,
             format!("{what} must be i32 or i64, got {d} (shape {:?})", t.shape()),
