@@ -289,8 +289,12 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                         .resize_bilinear([3, 5], false, true)?
                         .and(&img(d).resize_bilinear_grad([2, 3], true, false)?)
                 }),
-                ("resize_nearest_neighbor", |d| img(d).resize_nearest_neighbor([3, 5], true, false)),
-                ("resize_nearest_neighbor_grad", |d| img(d).resize_nearest_neighbor_grad([2, 3], false, true)),
+                ("resize_nearest_neighbor", |d| {
+                    img(d).resize_nearest_neighbor([3, 5], true, false)
+                }),
+                ("resize_nearest_neighbor_grad", |d| {
+                    img(d).resize_nearest_neighbor_grad([2, 3], false, true)
+                }),
                 ("ctc_loss", |d| {
                     let x = Tensor::zeros(&[3, 1, 4], d);
                     Tensor::ctc_loss(&idx(&[1, 2]).reshape(&[1, 2])?, &x, &idx(&[2]), &idx(&[3]), true, 0)

@@ -139,7 +139,10 @@ impl Tensor {
             _ => {
                 return Err(Error::invalid(
                     OP,
-                    format!("needs images [n, h, w, c] or one image [h, w, c], got shape {:?}", self.shape()),
+                    format!(
+                        "needs images [n, h, w, c] or one image [h, w, c], got shape {:?}",
+                        self.shape()
+                    ),
                 ))
             }
         };

@@ -54,10 +54,10 @@ pub(crate) mod strided;
 pub use math::activation::{SELU_ALPHA, SELU_SCALE};
 // the old module paths, for the ops outside `math` that use them
 use desc::Describe;
+pub use image::ResizeMethod;
 pub use linalg::MatrixNorm;
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
-pub use image::ResizeMethod;
 pub use nn::Padding;
 
 use crate::autodiff::forward;

@@ -523,18 +523,28 @@ const OTHER: &[(&str, OpFn)] = &[
         e.a.avg_pool2d_grad(&e.k.shape, e.pair(0), e.pair(2), e.padding())
     }),
     ("resize_images", |e| {
-        let m = if e.flag(0) { ResizeMethod::Bilinear } else { ResizeMethod::Nearest };
+        let m = if e.flag(0) {
+            ResizeMethod::Bilinear
+        } else {
+            ResizeMethod::Nearest
+        };
         e.a.resize_images([e.size(0), e.size(1)], m)
     }),
-    ("resize_bilinear", |e| e.a.resize_bilinear([e.size(0), e.size(1)], e.flag(1), e.flag(2))),
-    ("resize_bilinear_grad", |e| e.a.resize_bilinear_grad([e.size(0), e.size(1)], e.flag(1), e.flag(2))),
+    ("resize_bilinear", |e| {
+        e.a.resize_bilinear([e.size(0), e.size(1)], e.flag(1), e.flag(2))
+    }),
+    ("resize_bilinear_grad", |e| {
+        e.a.resize_bilinear_grad([e.size(0), e.size(1)], e.flag(1), e.flag(2))
+    }),
     ("resize_nearest_neighbor", |e| {
         e.a.resize_nearest_neighbor([e.size(0), e.size(1)], e.flag(1), e.flag(2))
     }),
     ("resize_nearest_neighbor_grad", |e| {
         e.a.resize_nearest_neighbor_grad([e.size(0), e.size(1)], e.flag(1), e.flag(2))
     }),
-    ("ctc_loss", |e| Tensor::ctc_loss(e.b, e.a, e.c, e.c, e.flag(0), e.int(0))),
+    ("ctc_loss", |e| {
+        Tensor::ctc_loss(e.b, e.a, e.c, e.c, e.flag(0), e.int(0))
+    }),
     ("batch_normalization", |e| {
         let off = e.flag(1).then_some(e.c);
         Tensor::batch_normalization(e.a, e.b, e.c, off, Some(e.b), e.f(0))

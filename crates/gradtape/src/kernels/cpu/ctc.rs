@@ -63,7 +63,7 @@ fn example(
         row.iter_mut().for_each(|v| *v -= z);
     }
     let s_len = 2 * ex.labels.len() + 1;
-    let state = |s: usize| if s % 2 == 0 { blank } else { ex.labels[s / 2] };
+    let state = |s: usize| if s.is_multiple_of(2) { blank } else { ex.labels[s / 2] };
     // a skip from s - 2 to s: s is a label that differs from the previous one
     let skip = |s: usize| s % 2 == 1 && s >= 2 && state(s) != state(s - 2);
     let ninf = f64::NEG_INFINITY;
@@ -107,7 +107,11 @@ fn example(
         }
     }
     let end = &alpha[last * s_len..];
-    let log_p = if s_len > 1 { log_add(end[s_len - 1], end[s_len - 2]) } else { end[0] };
+    let log_p = if s_len > 1 {
+        log_add(end[s_len - 1], end[s_len - 2])
+    } else {
+        end[0]
+    };
     for t in 0..t_len {
         let g = &mut grad[t * c..(t + 1) * c];
         for (k, v) in g.iter_mut().enumerate() {

@@ -55,14 +55,23 @@ fn scale<T: Float>(input: usize, output: usize, align_corners: bool) -> T {
 /// in `T` as TensorFlow computes them in `float`: `(i + 0.5) * scale - 0.5`
 /// with half-pixel centers, `i * scale` otherwise; the two neighbours are
 /// clamped into the image.
-pub(crate) fn bilinear_axis<T: Float>(op: &'static str, input: usize, output: usize, co: Coords) -> Result<Vec<Lerp<T>>> {
+pub(crate) fn bilinear_axis<T: Float>(
+    op: &'static str,
+    input: usize,
+    output: usize,
+    co: Coords,
+) -> Result<Vec<Lerp<T>>> {
     let s: T = scale(input, output, co.align_corners);
     let last = input.saturating_sub(1);
     let half = T::from_f64(0.5);
     let mut v = alloc::try_vec(op, output)?;
     v.extend((0..output).map(|i| {
         let i = T::from_f64(i as f64);
-        let x = if co.half_pixel_centers { (i + half) * s - half } else { i * s };
+        let x = if co.half_pixel_centers {
+            (i + half) * s - half
+        } else {
+            i * s
+        };
         let fl = x.floor();
         let idx = |t: T| t.to_f64().max(0.0).min(last as f64) as usize;
         Lerp {
@@ -101,7 +110,10 @@ fn rows_per_task(row: usize) -> usize {
 /// output `top + (bottom - top) * wy` with `top = tl + (tr - tl) * wx` (and
 /// `bottom` alike), TensorFlow's order of operations.
 pub(crate) fn bilinear<T: Float>(op: &'static str, x: &[T], d: Dims, co: Coords) -> Result<Vec<T>> {
-    let (ty, tx) = (bilinear_axis::<T>(op, d.ih, d.oh, co)?, bilinear_axis::<T>(op, d.iw, d.ow, co)?);
+    let (ty, tx) = (
+        bilinear_axis::<T>(op, d.ih, d.oh, co)?,
+        bilinear_axis::<T>(op, d.iw, d.ow, co)?,
+    );
     let row = d.ow * d.c;
     let mut y = super::filled_vec(op, d.n * d.oh * row, T::zero())?;
     if y.is_empty() {
@@ -133,7 +145,10 @@ pub(crate) fn bilinear<T: Float>(op: &'static str, x: &[T], d: Dims, co: Coords)
 /// The transpose of [`bilinear`]: `dy` (`[n, oh, ow, c]`) spread onto a
 /// zero `[n, ih, iw, c]` with the forward's weights. Images in parallel.
 pub(crate) fn bilinear_grad<T: Float>(op: &'static str, dy: &[T], d: Dims, co: Coords) -> Result<Vec<T>> {
-    let (ty, tx) = (bilinear_axis::<T>(op, d.ih, d.oh, co)?, bilinear_axis::<T>(op, d.iw, d.ow, co)?);
+    let (ty, tx) = (
+        bilinear_axis::<T>(op, d.ih, d.oh, co)?,
+        bilinear_axis::<T>(op, d.iw, d.ow, co)?,
+    );
     let img = d.ih * d.iw * d.c;
     let mut dx = super::filled_vec(op, d.n * img, T::zero())?;
     if dx.is_empty() {

@@ -25,7 +25,9 @@ pub struct ResizeAttrs {
     pub half_pixel_centers: bool,
 }
 
-/// An image op.
+/// An image op. The variants are named after TensorFlow's ops (later image
+/// ops, such as crops, will not share the prefix).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ImageOp {
     /// `resize_bilinear(images)`.

@@ -46,7 +46,13 @@ struct Checked {
 }
 
 /// Checks time-major `logits` `[frames, batch, classes]` and the rest.
-fn check(labels: &Tensor, logits: &Tensor, label_length: &Tensor, logit_length: &Tensor, blank: usize) -> Result<Checked> {
+fn check(
+    labels: &Tensor,
+    logits: &Tensor,
+    label_length: &Tensor,
+    logit_length: &Tensor,
+    blank: usize,
+) -> Result<Checked> {
     expect_float(OP, logits)?;
     let &[t, b, classes] = logits.shape() else {
         return Err(Error::invalid(
@@ -57,7 +63,10 @@ fn check(labels: &Tensor, logits: &Tensor, label_length: &Tensor, logit_length: 
     let &[_, lmax] = labels.shape() else {
         return Err(Error::invalid(
             OP,
-            format!("labels must be dense [batch, max_label_length], got shape {:?}", labels.shape()),
+            format!(
+                "labels must be dense [batch, max_label_length], got shape {:?}",
+                labels.shape()
+            ),
         ));
     };
     for (what, s) in [
@@ -92,19 +101,27 @@ fn check(labels: &Tensor, logits: &Tensor, label_length: &Tensor, logit_length: 
         if f < 0 || f as u64 > t as u64 {
             return Err(Error::invalid(
                 OP,
-                format!("logit_length[{i}] = {f} is outside 0..={t} (logits of shape {:?})", logits.shape()),
+                format!(
+                    "logit_length[{i}] = {f} is outside 0..={t} (logits of shape {:?})",
+                    logits.shape()
+                ),
             ));
         }
         if n < 0 || n as u64 > lmax as u64 {
             return Err(Error::invalid(
                 OP,
-                format!("label_length[{i}] = {n} is outside 0..={lmax} (labels of shape {:?})", labels.shape()),
+                format!(
+                    "label_length[{i}] = {n} is outside 0..={lmax} (labels of shape {:?})",
+                    labels.shape()
+                ),
             ));
         }
         if n > f {
             return Err(Error::invalid(
                 OP,
-                format!("label_length[{i}] = {n} is longer than logit_length[{i}] = {f}: not enough frames for the labels"),
+                format!(
+                    "label_length[{i}] = {n} is longer than logit_length[{i}] = {f}: not enough frames for the labels"
+                ),
             ));
         }
         let row = &lab[i * lmax..i * lmax + n as usize];
@@ -163,7 +180,13 @@ fn run(labels: &Tensor, logits: &Tensor, ll: &Tensor, tl: &Tensor, blank: usize)
 /// The gradient of the summed CTC losses with respect to time-major logits
 /// (`[frames, batch, classes]`), recomputed: the op a recorded gradient of
 /// [`Tensor::ctc_loss`] runs. Not differentiable: its rule is an error.
-pub(crate) fn ctc_loss_grad(labels: &Tensor, logits: &Tensor, ll: &Tensor, tl: &Tensor, blank: usize) -> Result<Tensor> {
+pub(crate) fn ctc_loss_grad(
+    labels: &Tensor,
+    logits: &Tensor,
+    ll: &Tensor,
+    tl: &Tensor,
+    blank: usize,
+) -> Result<Tensor> {
     let (_, grad) = run(labels, logits, ll, tl, blank)?;
     Ok(bind(NnOp::CtcLossGrad(blank), &[labels, logits, ll, tl], grad, |_| {
         vjp(|_, _| {
@@ -230,7 +253,12 @@ impl Tensor {
             return Tensor::ctc_loss(labels, &x, label_length, logit_length, true, blank as i64);
         }
         let (loss, grad) = run(labels, logits, label_length, logit_length, blank)?;
-        let (lab, x, ll, tl) = (labels.clone(), logits.clone(), label_length.clone(), logit_length.clone());
+        let (lab, x, ll, tl) = (
+            labels.clone(),
+            logits.clone(),
+            label_length.clone(),
+            logit_length.clone(),
+        );
         Ok(bind(
             NnOp::CtcLoss(blank),
             &[labels, logits, label_length, logit_length],
