@@ -7,7 +7,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use gradtape::{DType, MatrixNorm, PadMode, Padding, Result, Slice, Tensor};
+use gradtape::{DType, MatrixNorm, PadMode, Padding, ResizeMethod, Result, Slice, Tensor};
 
 const DTYPES: [DType; 7] = [
     DType::F32,
@@ -281,6 +281,26 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                     img(d)
                         .max_pool2d([2, 2], [2, 2], Padding::Valid)?
                         .and(&img(d).avg_pool2d([2, 2], [2, 2], Padding::Valid)?)
+                }),
+                ("resize_images (bilinear, nearest)", |d| {
+                    img(d)
+                        .resize_images([3, 5], ResizeMethod::Bilinear)?
+                        .and(&img(d).resize_images([3, 5], ResizeMethod::Nearest)?)
+                }),
+                ("resize_bilinear / resize_bilinear_grad", |d| {
+                    img(d)
+                        .resize_bilinear([3, 5], false, true)?
+                        .and(&img(d).resize_bilinear_grad([2, 3], true, false)?)
+                }),
+                ("resize_nearest_neighbor", |d| {
+                    img(d).resize_nearest_neighbor([3, 5], true, false)
+                }),
+                ("resize_nearest_neighbor_grad", |d| {
+                    img(d).resize_nearest_neighbor_grad([2, 3], false, true)
+                }),
+                ("ctc_loss", |d| {
+                    let x = Tensor::zeros(&[3, 1, 4], d);
+                    Tensor::ctc_loss(&idx(&[1, 2]).reshape(&[1, 2])?, &x, &idx(&[2]), &idx(&[3]), true, 0)
                 }),
                 ("layer_normalization", |d| {
                     m(d).layer_normalization(&[-1], None, None, 1e-3)

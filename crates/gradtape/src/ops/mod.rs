@@ -36,6 +36,7 @@ pub mod desc;
 mod fft;
 mod fill;
 mod gather_nd;
+mod image;
 pub(crate) mod index;
 mod join;
 pub(crate) mod linalg;
@@ -53,6 +54,7 @@ pub(crate) mod strided;
 pub use math::activation::{SELU_ALPHA, SELU_SCALE};
 // the old module paths, for the ops outside `math` that use them
 use desc::Describe;
+pub use image::ResizeMethod;
 pub use linalg::{EinsumPath, MatrixNorm};
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};

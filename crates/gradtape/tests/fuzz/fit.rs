@@ -221,6 +221,33 @@ pub const FIT: &[(&str, OpFn)] = &[
             want(y.avg_pool2d_grad(x.shape(), k, e.st(0), e.padding()), x.shape())
         }
     }),
+    ("fit_resize", |e| {
+        let x = e.make(&[e.s(0), e.s(1), e.s(2), e.s(3)], e.dt(), 1)?;
+        let (size, orig) = ([e.s(4), e.s(5)], [x.shape()[1], x.shape()[2]]);
+        let (ac, hp) = (e.flag(1), !e.flag(1) && e.flag(0));
+        if e.flag(0) {
+            let y = x.resize_bilinear(size, ac, hp)?;
+            want(y.resize_bilinear_grad(orig, ac, hp), x.shape())
+        } else {
+            let y = x.resize_nearest_neighbor(size, ac, hp)?;
+            want(y.resize_nearest_neighbor_grad(orig, ac, hp), x.shape())
+        }
+    }),
+    ("fit_ctc", |e| {
+        let (t, b, c, l) = (e.s(0), e.s(1), e.s(2).saturating_add(1), e.s(3));
+        if b.saturating_mul(l.max(1)) > MAX_MADE {
+            return Err(gradtape::Error::InvalidArgument {
+                op: "fit_ctc",
+                msg: "too many labels to make".into(),
+            });
+        }
+        let x = e.make(&[t, b, c], e.dt(), 1)?;
+        let labels: Vec<i64> = (0..b * l).map(|i| 1 + (i as i64 * 7) % (c as i64 - 1).max(1)).collect();
+        let labels = Tensor::from_vec(labels, &[b, l])?;
+        let n = Tensor::from_vec(vec![l.min(t) as i64; b], &[b])?;
+        let f = Tensor::from_vec(vec![t as i64; b], &[b])?;
+        want(Tensor::ctc_loss(&labels, &x, &n, &f, true, 0), &[b])
+    }),
     ("fit_norms", |e| {
         let last = e.a.shape().last().copied().unwrap_or(1);
         let g = e.make(&[last], e.dt(), 1)?;

@@ -2,7 +2,7 @@
 //! case's operands and arguments, and checking the result's shape where the
 //! op's documented rule predicts it (a wrong shape panics, and is reported).
 
-use gradtape::{DType, PadMode, Padding, Result, Slice, Tensor};
+use gradtape::{DType, PadMode, Padding, ResizeMethod, Result, Slice, Tensor};
 
 use crate::case::Case;
 
@@ -521,6 +521,29 @@ const OTHER: &[(&str, OpFn)] = &[
     ("avg_pool2d", |e| e.a.avg_pool2d(e.pair(0), e.pair(2), e.padding())),
     ("avg_pool2d_grad", |e| {
         e.a.avg_pool2d_grad(&e.k.shape, e.pair(0), e.pair(2), e.padding())
+    }),
+    ("resize_images", |e| {
+        let m = if e.flag(0) {
+            ResizeMethod::Bilinear
+        } else {
+            ResizeMethod::Nearest
+        };
+        e.a.resize_images([e.size(0), e.size(1)], m)
+    }),
+    ("resize_bilinear", |e| {
+        e.a.resize_bilinear([e.size(0), e.size(1)], e.flag(1), e.flag(2))
+    }),
+    ("resize_bilinear_grad", |e| {
+        e.a.resize_bilinear_grad([e.size(0), e.size(1)], e.flag(1), e.flag(2))
+    }),
+    ("resize_nearest_neighbor", |e| {
+        e.a.resize_nearest_neighbor([e.size(0), e.size(1)], e.flag(1), e.flag(2))
+    }),
+    ("resize_nearest_neighbor_grad", |e| {
+        e.a.resize_nearest_neighbor_grad([e.size(0), e.size(1)], e.flag(1), e.flag(2))
+    }),
+    ("ctc_loss", |e| {
+        Tensor::ctc_loss(e.b, e.a, e.c, e.c, e.flag(0), e.int(0))
     }),
     ("batch_normalization", |e| {
         let off = e.flag(1).then_some(e.c);

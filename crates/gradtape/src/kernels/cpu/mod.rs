@@ -19,6 +19,7 @@ pub(crate) mod blas;
 pub(crate) mod complex;
 pub(crate) mod complex_fns;
 pub(crate) mod conv;
+pub(crate) mod ctc;
 pub(crate) mod decomp;
 pub(crate) mod denormal;
 pub(crate) mod eig;
@@ -29,6 +30,7 @@ pub(crate) mod matmul;
 pub(crate) mod nn;
 pub(crate) mod pooling;
 pub(crate) mod reduce;
+pub(crate) mod resize;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sconv;
 #[cfg(target_arch = "x86_64")]

@@ -26,6 +26,7 @@ mod create;
 mod decomp;
 mod elementwise;
 mod fft;
+mod image;
 mod linalg;
 mod nn;
 mod sort;
@@ -39,6 +40,7 @@ pub use create::{CreateOp, Distribution};
 pub use decomp::DecompOp;
 pub use elementwise::{Binary, Unary};
 pub use fft::FftOp;
+pub use image::{ImageOp, ResizeAttrs};
 pub use linalg::LinalgOp;
 pub use nn::{ConvAttrs, NnOp, PoolAttrs};
 pub use sort::{SegmentKind, SortOp};
@@ -123,6 +125,8 @@ pub enum Op {
     Linalg(LinalgOp),
     /// A neural-network op (softmax, cross-entropies, convolution, pooling).
     Nn(NnOp),
+    /// An image op (resizing and its gradients).
+    Image(ImageOp),
     /// A tensor made from attributes: random draws, one-hot encodings.
     Create(CreateOp),
     /// A sorting, searching or grouping op (argsort, unique, segments).
@@ -155,6 +159,7 @@ impl Op {
             Op::Shape(s) => s.name(),
             Op::Linalg(l) => l.name(),
             Op::Nn(n) => n.name(),
+            Op::Image(o) => o.name(),
             Op::Create(c) => c.name(),
             Op::Sort(o) => o.name(),
             Op::Fft(o) => o.name(),
@@ -215,6 +220,7 @@ impl Op {
             Op::Shape(s) => s.eval(inputs),
             Op::Linalg(l) => l.eval(inputs),
             Op::Nn(n) => n.eval(inputs),
+            Op::Image(o) => o.eval(inputs),
             Op::Create(c) => c.eval(inputs),
             Op::Sort(o) => o.eval(inputs),
             Op::Fft(o) => o.eval(inputs),
@@ -264,6 +270,7 @@ impl Op {
             Op::Shape(s) => Key::Shape(s),
             Op::Linalg(l) => Key::Linalg(l),
             Op::Nn(n) => Key::Nn(n),
+            Op::Image(o) => Key::Image(o),
             Op::Create(c) => Key::Create(c),
             Op::Sort(o) => Key::Sort(o),
             Op::Fft(o) => Key::Fft(*o),
@@ -288,6 +295,7 @@ enum Key<'a> {
     Shape(&'a ShapeOp),
     Linalg(&'a LinalgOp),
     Nn(&'a NnOp),
+    Image(&'a ImageOp),
     Create(&'a CreateOp),
     Sort(&'a SortOp),
     Fft(FftOp),
@@ -330,6 +338,7 @@ impl fmt::Display for Op {
             Op::Shape(s) => s.fmt_attrs(f),
             Op::Linalg(l) => l.fmt_attrs(f),
             Op::Nn(n) => n.fmt_attrs(f),
+            Op::Image(o) => o.fmt_attrs(f),
             Op::Create(c) => c.fmt_attrs(f),
             Op::Sort(o) => o.fmt_attrs(f),
             Op::Fft(o) => o.fmt_attrs(f),
@@ -417,4 +426,4 @@ macro_rules! describe_family {
         }
     )*};
 }
-describe_family!(Unary => Unary, Binary => Binary, Scan => Scan, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn, CreateOp => Create, SortOp => Sort);
+describe_family!(Unary => Unary, Binary => Binary, Scan => Scan, ShapeOp => Shape, LinalgOp => Linalg, NnOp => Nn, ImageOp => Image, CreateOp => Create, SortOp => Sort);

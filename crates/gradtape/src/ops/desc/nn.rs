@@ -1,5 +1,6 @@
 //! Descriptors of the neural-network ops: softmax and the cross-entropies,
-//! `bias_add`, convolutions and their gradients, pooling and its gradients.
+//! `bias_add`, convolutions and their gradients, pooling and its gradients,
+//! the CTC loss and its gradient.
 //!
 //! Normalisation (`moments`, `batch_normalization`, `layer_normalization`),
 //! `conv1d` and `conv2d_transpose` are compositions of these and other ops
@@ -83,6 +84,12 @@ pub enum NnOp {
     AvgPool(PoolAttrs),
     /// `avg_pool2d_grad(dy)` for the given input shape.
     AvgPoolGrad(PoolAttrs, [usize; 4]),
+    /// `ctc_loss(labels, logits, label_length, logit_length)`, time-major
+    /// logits, with the given blank index (`>= 0`).
+    CtcLoss(usize),
+    /// The gradient of the summed CTC losses with respect to the logits
+    /// (same inputs); not differentiable again.
+    CtcLossGrad(usize),
 }
 
 impl NnOp {
@@ -105,6 +112,8 @@ impl NnOp {
             NnOp::MaxPoolGrad(_) => "MaxPoolGrad",
             NnOp::AvgPool(_) => "AvgPool",
             NnOp::AvgPoolGrad(..) => "AvgPoolGrad",
+            NnOp::CtcLoss(_) => "CTCLoss",
+            NnOp::CtcLossGrad(_) => "CTCLossGrad",
         }
     }
 
@@ -137,6 +146,8 @@ impl NnOp {
             (NnOp::MaxPoolGrad(s), [dy, arg]) => crate::ops::nn::max_pool_grad(dy, arg, s)?,
             (NnOp::AvgPool(p), [x]) => x.avg_pool2d(p.ksize, p.strides, p.padding)?,
             (NnOp::AvgPoolGrad(p, s), [dy]) => dy.avg_pool2d_grad(s, p.ksize, p.strides, p.padding)?,
+            (NnOp::CtcLoss(b), [labels, x, ll, tl]) => Tensor::ctc_loss(labels, x, ll, tl, true, *b as i64)?,
+            (NnOp::CtcLossGrad(b), [labels, x, ll, tl]) => crate::ops::nn::ctc_loss_grad(labels, x, ll, tl, *b)?,
             _ => {
                 return Err(Error::invalid(
                     self.name(),
@@ -181,6 +192,7 @@ impl NnOp {
                 f.write_str("]")
             }
             NnOp::MaxPoolGrad(s) => write!(f, "[input_shape={s:?}]"),
+            NnOp::CtcLoss(b) | NnOp::CtcLossGrad(b) => write!(f, "[blank_index={b}]"),
             NnOp::AvgPoolGrad(p, s) => {
                 write!(f, "[input_shape={s:?}, ")?;
                 pool(f, p)?;

@@ -9,6 +9,7 @@
 //!   and the backprop ops that are their gradients;
 //! - `pool.rs`: `max_pool2d`, `avg_pool2d`, `avg_pool2d_grad` (and max
 //!   pooling's gradient and argmax, internal ops);
+//! - `ctc.rs`: `ctc_loss` (dense labels) and its gradient op;
 //! - `norm.rs`: `moments`, `batch_normalization`, `layer_normalization`,
 //!   `l2_loss`, `embedding_lookup` (compositions of other ops).
 //!
@@ -18,9 +19,11 @@
 mod bias;
 mod conv;
 mod cross_entropy;
+mod ctc;
 mod norm;
 mod pool;
 mod softmax;
 
 pub use conv::Padding;
+pub(crate) use ctc::ctc_loss_grad;
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};

@@ -1,0 +1,86 @@
+//! Descriptors of the image ops: bilinear and nearest-neighbour resizing
+//! and their gradients (each gradient is itself a differentiable op, whose
+//! gradient is the resize again).
+//!
+//! `resize_images` (TensorFlow 2's `tf.image.resize`) and the rank-3 forms
+//! are compositions of these and shape ops and have no descriptor of their
+//! own.
+
+use std::fmt;
+
+use super::Outputs;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// The attributes of a resize or of its gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResizeAttrs {
+    /// `[height, width]`: the output size of a resize, the original input
+    /// size of a resize's gradient.
+    pub size: [usize; 2],
+    /// Corner pixels of input and output aligned (TensorFlow 1's default
+    /// sampling is neither this nor half-pixel centers).
+    pub align_corners: bool,
+    /// Pixels sampled at their centers (TensorFlow 2's sampling).
+    pub half_pixel_centers: bool,
+}
+
+/// An image op. The variants are named after TensorFlow's ops (later image
+/// ops, such as crops, will not share the prefix).
+#[allow(clippy::enum_variant_names)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ImageOp {
+    /// `resize_bilinear(images)`.
+    ResizeBilinear(ResizeAttrs),
+    /// `resize_bilinear_grad(grads)`, back to the original size.
+    ResizeBilinearGrad(ResizeAttrs),
+    /// `resize_nearest_neighbor(images)`.
+    ResizeNearestNeighbor(ResizeAttrs),
+    /// `resize_nearest_neighbor_grad(grads)`, back to the original size.
+    ResizeNearestNeighborGrad(ResizeAttrs),
+}
+
+impl ImageOp {
+    /// The op's name, as recorded on tapes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ImageOp::ResizeBilinear(_) => "ResizeBilinear",
+            ImageOp::ResizeBilinearGrad(_) => "ResizeBilinearGrad",
+            ImageOp::ResizeNearestNeighbor(_) => "ResizeNearestNeighbor",
+            ImageOp::ResizeNearestNeighborGrad(_) => "ResizeNearestNeighborGrad",
+        }
+    }
+
+    /// Runs the op again through its public method.
+    pub fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        let x = super::one_input(self.name(), inputs)?;
+        let y = match self {
+            ImageOp::ResizeBilinear(a) => x.resize_bilinear(a.size, a.align_corners, a.half_pixel_centers)?,
+            ImageOp::ResizeBilinearGrad(a) => x.resize_bilinear_grad(a.size, a.align_corners, a.half_pixel_centers)?,
+            ImageOp::ResizeNearestNeighbor(a) => {
+                x.resize_nearest_neighbor(a.size, a.align_corners, a.half_pixel_centers)?
+            }
+            ImageOp::ResizeNearestNeighborGrad(a) => {
+                x.resize_nearest_neighbor_grad(a.size, a.align_corners, a.half_pixel_centers)?
+            }
+        };
+        Ok(smallvec::smallvec![y])
+    }
+
+    pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = match self {
+            ImageOp::ResizeBilinear(a)
+            | ImageOp::ResizeBilinearGrad(a)
+            | ImageOp::ResizeNearestNeighbor(a)
+            | ImageOp::ResizeNearestNeighborGrad(a) => a,
+        };
+        write!(f, "[size={:?}", a.size)?;
+        if a.align_corners {
+            f.write_str(", align_corners")?;
+        }
+        if a.half_pixel_centers {
+            f.write_str(", half_pixel_centers")?;
+        }
+        f.write_str("]")
+    }
+}
