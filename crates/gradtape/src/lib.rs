@@ -83,7 +83,7 @@ pub use function::{
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};
-pub use ops::{MatrixNorm, Padding};
+pub use ops::{DataFormat, MatrixNorm, Padding};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
 pub use tensor::Complex;

@@ -56,7 +56,7 @@ use desc::Describe;
 pub use linalg::MatrixNorm;
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
-pub use nn::Padding;
+pub use nn::{DataFormat, Padding};
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

@@ -18,6 +18,7 @@
 pub(crate) mod blas;
 pub(crate) mod complex;
 pub(crate) mod conv;
+pub(crate) mod conv3d;
 pub(crate) mod decomp;
 pub(crate) mod denormal;
 pub(crate) mod eig;

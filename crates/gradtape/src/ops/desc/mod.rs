@@ -40,7 +40,7 @@ pub use decomp::DecompOp;
 pub use elementwise::{Binary, Unary};
 pub use fft::FftOp;
 pub use linalg::LinalgOp;
-pub use nn::{ConvAttrs, NnOp, PoolAttrs};
+pub use nn::{Conv3Attrs, ConvAttrs, NnOp, Pool3Attrs, PoolAttrs};
 pub use sort::{SegmentKind, SortOp};
 pub use special::SpecialOp;
 pub use structural::{Reduce, ReduceKind, Scan, ScanKind, ShapeOp};
