@@ -219,7 +219,11 @@ pub(crate) fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
         if !trivial {
             im2col(x, g, n0, &mut cols[..len]);
         }
-        let a = if trivial { &x[n0 * rows * kd..][..len] } else { &cols[..len] };
+        let a = if trivial {
+            &x[n0 * rows * kd..][..len]
+        } else {
+            &cols[..len]
+        };
         // SAFETY: a is (nb*rows) x kd, f is kd x o, the destination rows
         // n0*rows.. of `out` ((nb*rows) x o), all row-major inside their
         // buffers, which are distinct.
@@ -298,7 +302,11 @@ pub(crate) fn conv3d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom3) -> 
         if !trivial {
             im2col(x, g, n0, &mut cols[..len]);
         }
-        let a = if trivial { &x[n0 * rows * kd..][..len] } else { &cols[..len] };
+        let a = if trivial {
+            &x[n0 * rows * kd..][..len]
+        } else {
+            &cols[..len]
+        };
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
         // SAFETY: a^T is kd x (nb*rows) (a row-major (nb*rows) x kd), the dy
         // chunk (nb*rows) x o, df kd x o (accumulated after the first

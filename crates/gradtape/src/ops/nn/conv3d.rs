@@ -79,15 +79,15 @@ fn sizes5(op: &'static str, what: &str, s: &[usize]) -> Result<[usize; 5]> {
 }
 
 /// `kernel(a, b)` on the values of `a` and `b`, shaped `shape`.
-fn run(
-    op: &'static str,
-    a: &Tensor,
-    b: &Tensor,
-    shape: &[usize],
-    g: &Geom3,
-    kernel: Kernel,
-) -> Result<Tensor> {
-    fn go<T: Float>(op: &'static str, a: &Tensor, b: &Tensor, shape: &[usize], g: &Geom3, kernel: Kernel) -> Result<Tensor> {
+fn run(op: &'static str, a: &Tensor, b: &Tensor, shape: &[usize], g: &Geom3, kernel: Kernel) -> Result<Tensor> {
+    fn go<T: Float>(
+        op: &'static str,
+        a: &Tensor,
+        b: &Tensor,
+        shape: &[usize],
+        g: &Geom3,
+        kernel: Kernel,
+    ) -> Result<Tensor> {
         let (av, bv) = (a.values::<T>(op)?, b.values::<T>(op)?);
         let y = match kernel {
             Kernel::Fwd => k::conv3d(&av, &bv, g)?,
@@ -160,8 +160,12 @@ fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, c
         },
         move |t, _| {
             sum_terms([
-                t[0].as_ref().map(|tf| bwd_input("conv3d jvp", &xs, tf, dy, cfg)).transpose(),
-                t[1].as_ref().map(|td| bwd_input("conv3d jvp", &xs, f, td, cfg)).transpose(),
+                t[0].as_ref()
+                    .map(|tf| bwd_input("conv3d jvp", &xs, tf, dy, cfg))
+                    .transpose(),
+                t[1].as_ref()
+                    .map(|td| bwd_input("conv3d jvp", &xs, f, td, cfg))
+                    .transpose(),
             ])
         },
     ))
@@ -190,8 +194,12 @@ fn bwd_filter(op: &'static str, x: &Tensor, filter_sizes: &[usize], dy: &Tensor,
         },
         move |t, _| {
             sum_terms([
-                t[0].as_ref().map(|tx| bwd_filter("conv3d jvp", tx, &fs, dy, cfg)).transpose(),
-                t[1].as_ref().map(|td| bwd_filter("conv3d jvp", x, &fs, td, cfg)).transpose(),
+                t[0].as_ref()
+                    .map(|tx| bwd_filter("conv3d jvp", tx, &fs, dy, cfg))
+                    .transpose(),
+                t[1].as_ref()
+                    .map(|td| bwd_filter("conv3d jvp", x, &fs, td, cfg))
+                    .transpose(),
             ])
         },
     ))

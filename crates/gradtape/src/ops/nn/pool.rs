@@ -46,7 +46,10 @@ pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Resu
     let desc = match xshape.len() {
         4 => NnOp::MaxPoolGrad(rank4("MaxPoolGrad", xshape)?),
         _ => NnOp::MaxPool3DGrad(xshape.try_into().map_err(|_| {
-            Error::invalid("MaxPoolGrad", format!("needs an input shape of rank 4 or 5, got {xshape:?}"))
+            Error::invalid(
+                "MaxPoolGrad",
+                format!("needs an input shape of rank 4 or 5, got {xshape:?}"),
+            )
         })?),
     };
     let op = desc.name();

@@ -120,11 +120,7 @@ impl Tensor {
             NnOp::AvgPool3D(p),
             &[self],
             y,
-            move |_| {
-                vjp(move |g, _| {
-                    Ok(grads![Some(g[0].avg_pool3d_grad(&xshape, ksize, strides, padding)?)])
-                })
-            },
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].avg_pool3d_grad(&xshape, ksize, strides, padding)?)])),
             |t, _| only(t)?.avg_pool3d(ksize, strides, padding),
         ))
     }
