@@ -532,15 +532,21 @@ const OTHER: &[(&str, OpFn)] = &[
     ("avg_pool2d_grad", |e| {
         e.a.avg_pool2d_grad(&e.k.shape, e.pair(0), e.pair(2), e.padding())
     }),
-    ("conv3d", |e| e.a.conv3d_with_format(e.b, e.tri(0), e.padding(), e.tri(3), e.format())),
+    ("conv3d", |e| {
+        e.a.conv3d_with_format(e.b, e.tri(0), e.padding(), e.tri(3), e.format())
+    }),
     ("conv3d_backprop_input", |e| {
         Tensor::conv3d_backprop_input(&e.k.shape, e.a, e.b, e.tri(0), e.padding(), e.tri(3))
     }),
     ("conv3d_backprop_filter", |e| {
         Tensor::conv3d_backprop_filter(e.a, &e.k.shape, e.b, e.tri(0), e.padding(), e.tri(3))
     }),
-    ("max_pool3d", |e| e.a.max_pool3d_with_format(e.tri(0), e.tri(3), e.padding(), e.format())),
-    ("avg_pool3d", |e| e.a.avg_pool3d_with_format(e.tri(0), e.tri(3), e.padding(), e.format())),
+    ("max_pool3d", |e| {
+        e.a.max_pool3d_with_format(e.tri(0), e.tri(3), e.padding(), e.format())
+    }),
+    ("avg_pool3d", |e| {
+        e.a.avg_pool3d_with_format(e.tri(0), e.tri(3), e.padding(), e.format())
+    }),
     ("avg_pool3d_grad", |e| {
         e.a.avg_pool3d_grad(&e.k.shape, e.tri(0), e.tri(3), e.padding())
     }),

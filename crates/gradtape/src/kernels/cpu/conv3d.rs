@@ -171,28 +171,39 @@ fn im2col<T: Float>(x: &[T], g: &Geom3, n0: usize, cols: &mut [T]) {
 }
 
 /// Adds the im2col rows `cols` of images `n0..n0 + nb` into `dx` (the
-/// adjoint of [`im2col`]), images in parallel.
+/// adjoint of [`im2col`]). Input depth planes run in parallel (so a single
+/// large volume is split too): each plane gathers from the output planes
+/// whose windows reach it.
 fn col2im<T: Float>(cols: &[T], g: &Geom3, n0: usize, nb: usize, dx: &mut [T]) {
     let (kd, c, img) = (g.kdim(), g.c, g.img());
-    if img == 0 {
+    let plane = g.x[1] * g.x[2] * c;
+    if img == 0 || plane == 0 {
         return;
     }
-    super::workers::for_each_chunk_mut(&mut dx[n0 * img..(n0 + nb) * img], img, |i, dxi| {
-        let base = i * g.rows() * kd;
-        for (r, row) in cols[base..base + g.rows() * kd].chunks_exact(kd).enumerate() {
-            let ow = r % g.y[2];
-            let (_, od, oh) = g.split_row(r / g.y[2]);
-            let mut t = 0;
-            for a in 0..g.k[0] {
-                let i = g.at(0, od, a);
+    super::workers::for_each_chunk_mut(&mut dx[n0 * img..(n0 + nb) * img], plane, |p, dxp| {
+        let (n, id) = (p / g.x[0], p % g.x[0]);
+        let base = n * g.rows();
+        for a in 0..g.k[0] {
+            // the output plane od with od * s + a * dil - pad == id, if any
+            let Some(t) = id.saturating_add(g.pad[0]).checked_sub(a.saturating_mul(g.dil[0])) else {
+                break;
+            };
+            if t % g.s[0] != 0 || t / g.s[0] >= g.y[0] {
+                continue;
+            }
+            let od = t / g.s[0];
+            for oh in 0..g.y[1] {
                 for b in 0..g.k[1] {
-                    let j = g.at(1, oh, b);
-                    for e in 0..g.k[2] {
-                        let src = &row[t * c..(t + 1) * c];
-                        t += 1;
-                        if let (Some(i), Some(j), Some(l)) = (i, j, g.at(2, ow, e)) {
-                            let at = g.off(0, i, j, l);
-                            for (d, s) in dxi[at..at + c].iter_mut().zip(src) {
+                    let Some(ih) = g.at(1, oh, b) else { continue };
+                    for ow in 0..g.y[2] {
+                        let r = base + (od * g.y[1] + oh) * g.y[2] + ow;
+                        let row = &cols[r * kd..(r + 1) * kd];
+                        for e in 0..g.k[2] {
+                            let Some(iw) = g.at(2, ow, e) else { continue };
+                            let t = (a * g.k[1] + b) * g.k[2] + e;
+                            let src = &row[t * c..(t + 1) * c];
+                            let at = (ih * g.x[2] + iw) * c;
+                            for (d, s) in dxp[at..at + c].iter_mut().zip(src) {
                                 *d = *d + *s;
                             }
                         }
