@@ -173,6 +173,22 @@ fn channels_first_2d_ops_match_tensorflow() {
     });
 }
 
+#[test]
+fn channels_first_1d_and_separable_match_tensorflow() {
+    check("conv1d_ncw", 2, F64, |x| {
+        x[0].conv1d_with_format(&x[1], 2, Same, 1, ChannelsFirst)
+    });
+    check("max_pool1d_ncw", 1, F64, |x| {
+        x[0].max_pool1d_with_format(2, 1, Valid, ChannelsFirst)
+    });
+    check("avg_pool1d_ncw", 1, F64, |x| {
+        x[0].avg_pool1d_with_format(3, 2, Same, ChannelsFirst)
+    });
+    check("separable_nchw", 3, F64, |x| {
+        x[0].separable_conv2d_with_format(&x[1], &x[2], [1, 1], Same, [1, 1], ChannelsFirst)
+    });
+}
+
 /// The f32 kernels agree with the f64 ones (the same code, another dtype).
 #[test]
 fn f32_conv3d_agrees_with_f64() -> Result<()> {

@@ -326,6 +326,24 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                             f,
                         )?)
                 }),
+                (
+                    "conv1d / max_pool1d / avg_pool1d / separable_conv2d (channels first)",
+                    |d| {
+                        let x = img(d).reshape(&[1, 2, 8])?;
+                        let f = DataFormat::ChannelsFirst;
+                        x.conv1d_with_format(&Tensor::ones(&[2, 2, 1], d), 1, Padding::Same, 1, f)?
+                            .and(&x.max_pool1d_with_format(2, 2, Padding::Valid, f)?)?
+                            .and(&x.avg_pool1d_with_format(2, 2, Padding::Valid, f)?)?
+                            .and(&img(d).reshape(&[1, 1, 4, 4])?.separable_conv2d_with_format(
+                                &Tensor::ones(&[2, 2, 1, 2], d),
+                                &Tensor::ones(&[1, 1, 2, 1], d),
+                                [1, 1],
+                                Padding::Same,
+                                [1, 1],
+                                f,
+                            )?)
+                    },
+                ),
                 ("layer_normalization", |d| {
                     m(d).layer_normalization(&[-1], None, None, 1e-3)
                 }),

@@ -246,6 +246,45 @@ fn channels_first_forms_check_ranks_and_channels() {
         t(&[1, 3, 5, 5]).avg_pool3d_with_format([1, 1, 1], [1, 1, 1], Same, DataFormat::ChannelsLast),
         &["avg_pool3d", "NDHWC"],
     );
+    err(
+        t(&[1, 3, 5, 5]).conv1d_with_format(&t(&[2, 3, 1]), 1, Same, 1, ChannelsFirst),
+        &["conv1d", "NCW", "rank 3"],
+    );
+    // NCW [1, 3, 5] has 3 channels; the filter wants 5
+    err(
+        t(&[1, 3, 5]).conv1d_with_format(&t(&[2, 5, 1]), 1, Same, 1, ChannelsFirst),
+        &["conv1d"],
+    );
+    err(
+        t(&[3, 5]).max_pool1d_with_format(2, 1, Same, ChannelsFirst),
+        &["max_pool1d", "NCW", "[3, 5]"],
+    );
+    err(
+        t(&[1, 3, 5]).avg_pool1d_with_format(0, 1, Same, ChannelsFirst),
+        &["avg_pool1d", "ksize"],
+    );
+    err(
+        t(&[1, 3, 5]).separable_conv2d_with_format(
+            &t(&[1, 1, 3, 1]),
+            &t(&[1, 1, 3, 1]),
+            [1, 1],
+            Same,
+            [1, 1],
+            ChannelsFirst,
+        ),
+        &["separable_conv2d", "NCHW", "rank 4"],
+    );
+    err(
+        t(&[1, 2, 5, 5]).separable_conv2d_with_format(
+            &t(&[1, 1, 3, 1]),
+            &t(&[1, 1, 3, 1]),
+            [1, 1],
+            Same,
+            [1, 1],
+            ChannelsFirst,
+        ),
+        &["separable_conv2d", "[1, 5, 5, 2]", "[1, 1, 3, 1]"],
+    );
     let e = err(
         t(&[2, 3, 4]).bias_add_with_format(&t(&[4]), ChannelsFirst),
         &["bias_add", "[2, 3, 4]", "[4]"],

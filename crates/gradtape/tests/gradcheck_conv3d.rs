@@ -127,6 +127,12 @@ fn table() -> Vec<Case> {
             &[3, 2, 2, 3],
         ),
         (
+            "conv1d ncw same s2",
+            |x| sq(x[0].conv1d_with_format(&x[1], 2, Same, 1, ChannelsFirst)),
+            &[2, 2, 7],
+            &[3, 2, 2],
+        ),
+        (
             "bias_add nchw",
             |x| sq(x[0].bias_add_with_format(&x[1], ChannelsFirst)),
             &[2, 3, 2, 2],
@@ -141,6 +147,11 @@ fn table() -> Vec<Case> {
             "separable_conv2d same s2",
             |x| sq(x[0].separable_conv2d(&x[1], &x[2], [2, 2], Same, [1, 1])),
             [&[1, 5, 4, 2], &[3, 2, 2, 2], &[1, 1, 4, 3]],
+        ),
+        (
+            "separable_conv2d nchw",
+            |x| sq(x[0].separable_conv2d_with_format(&x[1], &x[2], [1, 2], Same, [1, 1], ChannelsFirst)),
+            [&[1, 2, 4, 5], &[2, 3, 2, 2], &[1, 1, 4, 2]],
         ),
         (
             "separable_conv2d valid d2",
@@ -225,6 +236,18 @@ fn table() -> Vec<Case> {
             Any,
         ),
         (
+            "max_pool1d ncw",
+            |x| sq(x[0].max_pool1d_with_format(3, 2, Same, ChannelsFirst)),
+            &[2, 2, 7],
+            Distinct,
+        ),
+        (
+            "avg_pool1d ncw",
+            |x| sq(x[0].avg_pool1d_with_format(2, 1, Valid, ChannelsFirst)),
+            &[1, 3, 6],
+            Any,
+        ),
+        (
             "max_pool2d nchw",
             |x| sq(x[0].max_pool2d_with_format([2, 2], [2, 1], Same, ChannelsFirst)),
             &[2, 2, 3, 4],
@@ -275,6 +298,10 @@ const REQUIRED: &[&str] = &[
     "avg_pool1d",
     "max_pool2d nchw",
     "avg_pool2d nchw",
+    "conv1d ncw",
+    "max_pool1d ncw",
+    "avg_pool1d ncw",
+    "separable_conv2d nchw",
 ];
 
 #[test]

@@ -100,4 +100,13 @@ case("conv3d_ncdhw", lambda x, f: back3(tf.nn.conv3d(ncdhw(x), f, [1, 1, 2, 1, 1
      [rand([1, 2, 4, 5, 3]), rand([2, 3, 2, 2, 3])])
 case("max_pool3d_ncdhw", lambda x: back3(tf.nn.max_pool3d(ncdhw(x), [2, 2, 2], [1, 2, 2], "SAME")),
      [rand([1, 2, 4, 5, 3])], f32=True)
+# 1-D channels-first (NCW) and separable NCHW, as above: TF's channels-last
+# ops between transposes
+ncw = lambda t: tf.transpose(t, [0, 2, 1])
+case("conv1d_ncw", lambda x, f: ncw(tf.nn.conv1d(ncw(x), f, 2, "SAME")), [rand([2, 3, 7]), rand([3, 3, 2])])
+case("max_pool1d_ncw", lambda x: ncw(tf.nn.max_pool1d(ncw(x), 2, 1, "VALID")), [rand([2, 3, 6])])
+case("avg_pool1d_ncw", lambda x: ncw(tf.nn.avg_pool1d(ncw(x), 3, 2, "SAME")), [rand([2, 3, 6])])
+case("separable_nchw",
+     lambda x, d, p: back(tf.nn.separable_conv2d(nchw(x), d, p, [1, 1, 1, 1], "SAME")),
+     [rand([1, 2, 5, 4]), rand([2, 3, 2, 2]), rand([1, 1, 4, 3])])
 print(tf.__version__, np.__version__, len(written), "cases")

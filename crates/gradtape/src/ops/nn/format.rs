@@ -1,5 +1,5 @@
-//! Channels-first data (`NCHW`, `NCDHW`), TensorFlow's `data_format`
-//! argument, and `separable_conv2d`.
+//! Channels-first data (`NCW`, `NCHW`, `NCDHW`), TensorFlow's
+//! `data_format` argument, and `separable_conv2d`.
 //!
 //! The kernels work on channels-last data only. A channels-first call
 //! transposes its input to channels-last, runs the channels-last op and
@@ -249,6 +249,104 @@ impl Tensor {
     ) -> Result<Tensor> {
         let x = to_last("avg_pool3d", self, 5, format)?;
         from_last(x.avg_pool3d(ksize, strides, padding)?, format)
+    }
+
+    /// [`conv1d`](Self::conv1d) on data in `format`: `[n, w, c]` (`NWC`) or
+    /// `[n, c, w]` (`NCW`, giving `[n, out, ow]`); the filter is `[kw, c,
+    /// out]` in both. Channels-first runs as transposes around the
+    /// channels-last op.
+    ///
+    /// ```
+    /// use gradtape::{DataFormat, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 10.0, 20.0, 30.0], &[1, 2, 3])?; // NCW
+    /// let f = Tensor::from_vec(vec![1.0f64, 1.0, 0.0, 0.0], &[2, 2, 1])?;
+    /// let y = x.conv1d_with_format(&f, 1, Padding::Valid, 1, DataFormat::ChannelsFirst)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![11.0, 22.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv1d_with_format(
+        &self,
+        filter: &Tensor,
+        stride: i64,
+        padding: Padding,
+        dilation: i64,
+        format: DataFormat,
+    ) -> Result<Tensor> {
+        let x = to_last("conv1d", self, 3, format)?;
+        from_last(x.conv1d(filter, stride, padding, dilation)?, format)
+    }
+
+    /// [`max_pool1d`](Self::max_pool1d) on data in `format` (`NWC` or
+    /// `NCW`). Channels-first runs as transposes around the channels-last
+    /// op.
+    ///
+    /// ```
+    /// use gradtape::{DataFormat, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0, -1.0, -3.0], &[1, 2, 2])?; // NCW
+    /// let y = x.max_pool1d_with_format(2, 1, Padding::Valid, DataFormat::ChannelsFirst)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![3.0, -1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn max_pool1d_with_format(
+        &self,
+        ksize: i64,
+        stride: i64,
+        padding: Padding,
+        format: DataFormat,
+    ) -> Result<Tensor> {
+        let x = to_last("max_pool1d", self, 3, format)?;
+        from_last(x.max_pool1d(ksize, stride, padding)?, format)
+    }
+
+    /// [`avg_pool1d`](Self::avg_pool1d) on data in `format` (`NWC` or
+    /// `NCW`). Channels-first runs as transposes around the channels-last
+    /// op.
+    ///
+    /// ```
+    /// use gradtape::{DataFormat, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64, 3.0, -1.0, -3.0], &[1, 2, 2])?; // NCW
+    /// let y = x.avg_pool1d_with_format(2, 1, Padding::Valid, DataFormat::ChannelsFirst)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![2.0, -2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn avg_pool1d_with_format(
+        &self,
+        ksize: i64,
+        stride: i64,
+        padding: Padding,
+        format: DataFormat,
+    ) -> Result<Tensor> {
+        let x = to_last("avg_pool1d", self, 3, format)?;
+        from_last(x.avg_pool1d(ksize, stride, padding)?, format)
+    }
+
+    /// [`separable_conv2d`](Self::separable_conv2d) on data in `format`
+    /// (`NHWC` or `NCHW`); the filters keep their layouts. Channels-first
+    /// runs as transposes around the channels-last op.
+    ///
+    /// ```
+    /// use gradtape::{DataFormat, DType, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 10.0, 20.0], &[1, 2, 1, 2])?; // NCHW
+    /// let dw = Tensor::ones(&[1, 2, 2, 1], DType::F32);
+    /// let pw = Tensor::from_vec(vec![1.0f32, -1.0], &[1, 1, 2, 1])?;
+    /// let y = x.separable_conv2d_with_format(&dw, &pw, [1, 1], Padding::Valid, [1, 1], DataFormat::ChannelsFirst)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![3.0 - 30.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn separable_conv2d_with_format(
+        &self,
+        depthwise_filter: &Tensor,
+        pointwise_filter: &Tensor,
+        strides: [i64; 2],
+        padding: Padding,
+        dilations: [i64; 2],
+        format: DataFormat,
+    ) -> Result<Tensor> {
+        let x = to_last("separable_conv2d", self, 4, format)?;
+        from_last(
+            x.separable_conv2d(depthwise_filter, pointwise_filter, strides, padding, dilations)?,
+            format,
+        )
     }
 
     /// Separable 2-D convolution, TensorFlow's `separable_conv2d`: a
