@@ -83,7 +83,7 @@ pub use function::{
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::ct;
 pub use ops::strided::{PadMode, Slice};
-pub use ops::{EinsumPath, MatrixNorm, Padding, ResizeMethod};
+pub use ops::{DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
 pub use tensor::Complex;

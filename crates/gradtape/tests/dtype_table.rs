@@ -7,7 +7,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use gradtape::{DType, MatrixNorm, PadMode, Padding, ResizeMethod, Result, Slice, Tensor};
+use gradtape::{DType, DataFormat, MatrixNorm, PadMode, Padding, ResizeMethod, Result, Slice, Tensor};
 
 const DTYPES: [DType; 7] = [
     DType::F32,
@@ -302,6 +302,71 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                     let x = Tensor::zeros(&[3, 1, 4], d);
                     Tensor::ctc_loss(&idx(&[1, 2]).reshape(&[1, 2])?, &x, &idx(&[2]), &idx(&[3]), true, 0)
                 }),
+                ("conv3d", |d| {
+                    img(d).reshape(&[1, 2, 2, 4, 1])?.conv3d(
+                        &Tensor::ones(&[2, 1, 2, 1, 1], d),
+                        [1, 1, 1],
+                        Padding::Same,
+                        [1, 1, 1],
+                    )
+                }),
+                ("max_pool3d / avg_pool3d", |d| {
+                    let x = img(d).reshape(&[1, 2, 2, 4, 1])?;
+                    x.max_pool3d([2, 2, 2], [2, 2, 2], Padding::Valid)?.and(&x.avg_pool3d(
+                        [2, 2, 2],
+                        [2, 2, 2],
+                        Padding::Valid,
+                    )?)
+                }),
+                ("max_pool1d / avg_pool1d", |d| {
+                    let x = img(d).reshape(&[1, 16, 1])?;
+                    x.max_pool1d(2, 2, Padding::Same)?
+                        .and(&x.avg_pool1d(2, 2, Padding::Same)?)
+                }),
+                ("separable_conv2d", |d| {
+                    img(d).separable_conv2d(
+                        &Tensor::ones(&[2, 2, 1, 2], d),
+                        &Tensor::ones(&[1, 1, 2, 1], d),
+                        [1, 1],
+                        Padding::Same,
+                        [1, 1],
+                    )
+                }),
+                ("bias_add (channels first)", |d| {
+                    m(d).bias_add_with_format(&v(d).slice(&[0], &[2])?, DataFormat::ChannelsFirst)
+                }),
+                ("conv2d / max_pool2d / avg_pool2d / conv3d (channels first)", |d| {
+                    let x = img(d).reshape(&[1, 1, 4, 4])?;
+                    let f = DataFormat::ChannelsFirst;
+                    x.conv2d_with_format(&Tensor::ones(&[2, 2, 1, 1], d), [1, 1], Padding::Same, [1, 1], f)?
+                        .and(&x.max_pool2d_with_format([2, 2], [2, 2], Padding::Valid, f)?)?
+                        .and(&x.avg_pool2d_with_format([2, 2], [2, 2], Padding::Valid, f)?)?
+                        .and(&x.reshape(&[1, 1, 2, 2, 4])?.conv3d_with_format(
+                            &Tensor::ones(&[1, 1, 1, 1, 1], d),
+                            [1, 1, 1],
+                            Padding::Same,
+                            [1, 1, 1],
+                            f,
+                        )?)
+                }),
+                (
+                    "conv1d / max_pool1d / avg_pool1d / separable_conv2d (channels first)",
+                    |d| {
+                        let x = img(d).reshape(&[1, 2, 8])?;
+                        let f = DataFormat::ChannelsFirst;
+                        x.conv1d_with_format(&Tensor::ones(&[2, 2, 1], d), 1, Padding::Same, 1, f)?
+                            .and(&x.max_pool1d_with_format(2, 2, Padding::Valid, f)?)?
+                            .and(&x.avg_pool1d_with_format(2, 2, Padding::Valid, f)?)?
+                            .and(&img(d).reshape(&[1, 1, 4, 4])?.separable_conv2d_with_format(
+                                &Tensor::ones(&[2, 2, 1, 2], d),
+                                &Tensor::ones(&[1, 1, 2, 1], d),
+                                [1, 1],
+                                Padding::Same,
+                                [1, 1],
+                                f,
+                            )?)
+                    },
+                ),
                 ("layer_normalization", |d| {
                     m(d).layer_normalization(&[-1], None, None, 1e-3)
                 }),

@@ -59,7 +59,7 @@ pub use linalg::{EinsumPath, MatrixNorm};
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
 pub(crate) use nn::max_pool2d_with_argmax;
-pub use nn::Padding;
+pub use nn::{DataFormat, Padding};
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

@@ -248,6 +248,32 @@ pub const FIT: &[(&str, OpFn)] = &[
         let f = Tensor::from_vec(vec![t as i64; b], &[b])?;
         want(Tensor::ctc_loss(&labels, &x, &n, &f, true, 0), &[b])
     }),
+    ("fit_conv3d", |e| {
+        let x = e.make(&[e.s(0), e.s(1), e.s(2), e.s(3), e.s(4)], e.dt(), 1)?;
+        let w = e.make(&[e.s(5), e.s(6), e.s(5), e.s(4), e.s(1)], e.dt(), 2)?;
+        let (s, d) = ([e.st(0)[0], e.st(0)[1], 1], [1, e.st(2)[0], e.st(2)[1]]);
+        let y = x.conv3d(&w, s, e.padding(), d)?;
+        let dx = Tensor::conv3d_backprop_input(x.shape(), &w, &y, s, e.padding(), d)?;
+        let dw = Tensor::conv3d_backprop_filter(&x, w.shape(), &y, s, e.padding(), d)?;
+        want(Ok(dw), w.shape())?;
+        want(Ok(dx), x.shape())
+    }),
+    ("fit_pool3d", |e| {
+        let x = e.make(&[e.s(0), e.s(1), e.s(2), e.s(3), e.s(4)], e.dt(), 1)?;
+        let k = [1 + e.int(2).rem_euclid(3), 1 + e.int(3).rem_euclid(3), 2];
+        let s = [e.st(0)[0], e.st(0)[1], 1];
+        if e.flag(1) {
+            x.max_pool3d(k, s, e.padding())
+        } else {
+            let y = x.avg_pool3d(k, s, e.padding())?;
+            want(y.avg_pool3d_grad(x.shape(), k, s, e.padding()), x.shape())
+        }
+    }),
+    ("fit_separable", |e| {
+        let (x, w) = conv_operands(e)?;
+        let p = e.make(&[1, 1, w.shape()[2].saturating_mul(w.shape()[3]), e.s(5)], e.dt(), 3)?;
+        x.separable_conv2d(&w, &p, e.st(0), e.padding(), e.st(2))
+    }),
     ("fit_norms", |e| {
         let last = e.a.shape().last().copied().unwrap_or(1);
         let g = e.make(&[last], e.dt(), 1)?;

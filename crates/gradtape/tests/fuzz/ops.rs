@@ -50,6 +50,16 @@ impl Env<'_> {
     pub fn pair(&self, i: usize) -> [i64; 2] {
         [self.int(i), self.int(i + 1)]
     }
+    pub fn tri(&self, i: usize) -> [i64; 3] {
+        [self.int(i), self.int(i + 1), self.int(i + 2)]
+    }
+    pub fn format(&self) -> gradtape::DataFormat {
+        if self.flag(2) {
+            gradtape::DataFormat::ChannelsFirst
+        } else {
+            gradtape::DataFormat::ChannelsLast
+        }
+    }
     pub fn slices(&self) -> Vec<Slice> {
         let n = self.k.ints.len() / 3;
         (0..n)
@@ -545,6 +555,40 @@ const OTHER: &[(&str, OpFn)] = &[
     ("ctc_loss", |e| {
         Tensor::ctc_loss(e.b, e.a, e.c, e.c, e.flag(0), e.int(0))
     }),
+    ("conv3d", |e| {
+        e.a.conv3d_with_format(e.b, e.tri(0), e.padding(), e.tri(3), e.format())
+    }),
+    ("conv3d_backprop_input", |e| {
+        Tensor::conv3d_backprop_input(&e.k.shape, e.a, e.b, e.tri(0), e.padding(), e.tri(3))
+    }),
+    ("conv3d_backprop_filter", |e| {
+        Tensor::conv3d_backprop_filter(e.a, &e.k.shape, e.b, e.tri(0), e.padding(), e.tri(3))
+    }),
+    ("max_pool3d", |e| {
+        e.a.max_pool3d_with_format(e.tri(0), e.tri(3), e.padding(), e.format())
+    }),
+    ("avg_pool3d", |e| {
+        e.a.avg_pool3d_with_format(e.tri(0), e.tri(3), e.padding(), e.format())
+    }),
+    ("avg_pool3d_grad", |e| {
+        e.a.avg_pool3d_grad(&e.k.shape, e.tri(0), e.tri(3), e.padding())
+    }),
+    ("max_pool1d", |e| e.a.max_pool1d(e.int(0), e.int(1), e.padding())),
+    ("avg_pool1d", |e| e.a.avg_pool1d(e.int(0), e.int(1), e.padding())),
+    ("separable_conv2d", |e| {
+        e.a.separable_conv2d(e.b, e.c, e.pair(0), e.padding(), e.pair(2))
+    }),
+    ("conv2d_with_format", |e| {
+        e.a.conv2d_with_format(e.b, e.pair(0), e.padding(), e.pair(2), e.format())
+    }),
+    ("pool2d_with_format", |e| {
+        if e.flag(1) {
+            e.a.max_pool2d_with_format(e.pair(0), e.pair(2), e.padding(), e.format())
+        } else {
+            e.a.avg_pool2d_with_format(e.pair(0), e.pair(2), e.padding(), e.format())
+        }
+    }),
+    ("bias_add_with_format", |e| e.a.bias_add_with_format(e.b, e.format())),
     ("batch_normalization", |e| {
         let off = e.flag(1).then_some(e.c);
         Tensor::batch_normalization(e.a, e.b, e.c, off, Some(e.b), e.f(0))

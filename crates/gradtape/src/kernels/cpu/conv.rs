@@ -53,7 +53,7 @@ pub(crate) struct Geom {
 }
 
 /// Output size and padding before for one spatial dim, as TensorFlow computes them.
-fn out_dim(
+pub(crate) fn out_dim(
     op: &'static str,
     what: &str,
     input: usize,
@@ -88,12 +88,15 @@ fn out_dim(
 }
 
 /// Converts user strides / dilations / window sizes (`>= 1`) to `usize`.
-pub(crate) fn positive(op: &'static str, what: &str, v: [i64; 2]) -> Result<[usize; 2]> {
+pub(crate) fn positive<const N: usize>(op: &'static str, what: &str, v: [i64; N]) -> Result<[usize; N]> {
     if v.iter().any(|&s| s < 1) {
         return Err(Error::invalid(op, format!("{what} must be >= 1, got {v:?}")));
     }
-    let cap = |s: i64| usize::try_from(s).map_err(|_| Error::invalid(op, format!("{what} {v:?} too large")));
-    Ok([cap(v[0])?, cap(v[1])?])
+    let mut out = [0usize; N];
+    for (o, &s) in out.iter_mut().zip(&v) {
+        *o = usize::try_from(s).map_err(|_| Error::invalid(op, format!("{what} {v:?} too large")))?;
+    }
+    Ok(out)
 }
 
 impl Geom {
@@ -590,7 +593,7 @@ pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -
 }
 
 /// The `k` in `0..k_max` with `start + k d - pad` in `0..n` (as a range).
-fn window_range(start: usize, pad: usize, d: usize, n: usize, k_max: usize) -> std::ops::Range<usize> {
+pub(crate) fn window_range(start: usize, pad: usize, d: usize, n: usize, k_max: usize) -> std::ops::Range<usize> {
     let d = d.max(1);
     let lo = pad.saturating_sub(start).div_ceil(d).min(k_max);
     let hi = pad.saturating_add(n).saturating_sub(start).div_ceil(d).min(k_max);

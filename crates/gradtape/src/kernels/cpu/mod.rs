@@ -20,6 +20,7 @@ pub(crate) mod complex;
 pub(crate) mod complex_fns;
 pub(crate) mod conv;
 pub(crate) mod ctc;
+pub(crate) mod conv3d;
 pub(crate) mod decomp;
 pub(crate) mod denormal;
 pub(crate) mod eig;

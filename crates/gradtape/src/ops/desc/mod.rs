@@ -42,7 +42,7 @@ pub use elementwise::{Binary, Unary};
 pub use fft::FftOp;
 pub use image::{ImageOp, ResizeAttrs};
 pub use linalg::LinalgOp;
-pub use nn::{ConvAttrs, NnOp, PoolAttrs};
+pub use nn::{Conv3Attrs, ConvAttrs, NnOp, Pool3Attrs, PoolAttrs};
 pub use sort::{SegmentKind, SortOp};
 pub use special::SpecialOp;
 pub use structural::{Reduce, ReduceKind, Scan, ScanKind, ShapeOp};

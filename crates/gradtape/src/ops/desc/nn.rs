@@ -1,10 +1,11 @@
 //! Descriptors of the neural-network ops: softmax and the cross-entropies,
-//! `bias_add`, convolutions and their gradients, pooling and its gradients,
-//! the CTC loss and its gradient.
+//! `bias_add`, 2-D and 3-D convolutions and their gradients, 2-D and 3-D
+//! pooling and their gradients, the CTC loss and its gradient.
 //!
 //! Normalisation (`moments`, `batch_normalization`, `layer_normalization`),
-//! `conv1d` and `conv2d_transpose` are compositions of these and other ops
-//! and have no descriptor of their own. Max pooling's gradient reads where
+//! `conv1d`, `conv2d_transpose`, `separable_conv2d`, 1-D pooling and the
+//! channels-first (`DataFormat::ChannelsFirst`) forms are compositions of
+//! these and other ops and have no descriptor of their own. Max pooling's gradient reads where
 //! each window's maximum was: that is its own node
 //! ([`NnOp::MaxPoolArgmax`], not differentiable, `i64`), an input of
 //! [`NnOp::MaxPoolGrad`], so a traced gradient looks the positions up again
@@ -50,6 +51,37 @@ pub struct PoolAttrs {
     pub padding: Padding,
 }
 
+/// The attributes of a 3-D convolution, validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Conv3Attrs {
+    /// `[depth, height, width]` strides, each `>= 1`.
+    pub strides: [usize; 3],
+    /// `[depth, height, width]` dilations, each `>= 1`.
+    pub dilations: [usize; 3],
+    /// Padding mode.
+    pub padding: Padding,
+}
+
+impl Conv3Attrs {
+    fn strides(&self) -> [i64; 3] {
+        self.strides.map(|s| s as i64)
+    }
+    fn dilations(&self) -> [i64; 3] {
+        self.dilations.map(|s| s as i64)
+    }
+}
+
+/// The attributes of a 3-D pooling window, as the caller gave them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pool3Attrs {
+    /// `[depth, height, width]` of the window.
+    pub ksize: [i64; 3],
+    /// `[depth, height, width]` strides.
+    pub strides: [i64; 3],
+    /// Padding mode.
+    pub padding: Padding,
+}
+
 /// A neural-network op. Inputs are listed in the order the op's node reads
 /// them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -90,6 +122,23 @@ pub enum NnOp {
     /// The gradient of the summed CTC losses with respect to the logits
     /// (same inputs); not differentiable again.
     CtcLossGrad(usize),
+    /// `conv3d(x, filter)`.
+    Conv3D(Conv3Attrs),
+    /// `conv3d_backprop_input(filter, dy)`, of the given input sizes (NDHWC).
+    Conv3DBackpropInput(Conv3Attrs, [usize; 5]),
+    /// `conv3d_backprop_filter(x, dy)`, of the given filter sizes (DHWIO).
+    Conv3DBackpropFilter(Conv3Attrs, [usize; 5]),
+    /// `max_pool3d(x)`.
+    MaxPool3D(Pool3Attrs),
+    /// The flat position in `x` of each 3-D window's maximum (`i64`); not
+    /// differentiable.
+    MaxPool3DArgmax(Pool3Attrs),
+    /// 3-D max pooling's gradient `(dy, argmax)`, giving the input shape.
+    MaxPool3DGrad([usize; 5]),
+    /// `avg_pool3d(x)`.
+    AvgPool3D(Pool3Attrs),
+    /// `avg_pool3d_grad(dy)` for the given input shape.
+    AvgPool3DGrad(Pool3Attrs, [usize; 5]),
 }
 
 impl NnOp {
@@ -114,6 +163,14 @@ impl NnOp {
             NnOp::AvgPoolGrad(..) => "AvgPoolGrad",
             NnOp::CtcLoss(_) => "CTCLoss",
             NnOp::CtcLossGrad(_) => "CTCLossGrad",
+            NnOp::Conv3D(_) => "Conv3D",
+            NnOp::Conv3DBackpropInput(..) => "Conv3DBackpropInputV2",
+            NnOp::Conv3DBackpropFilter(..) => "Conv3DBackpropFilterV2",
+            NnOp::MaxPool3D(_) => "MaxPool3D",
+            NnOp::MaxPool3DArgmax(_) => "MaxPool3DArgmax",
+            NnOp::MaxPool3DGrad(_) => "MaxPool3DGrad",
+            NnOp::AvgPool3D(_) => "AvgPool3D",
+            NnOp::AvgPool3DGrad(..) => "AvgPool3DGrad",
         }
     }
 
@@ -148,6 +205,18 @@ impl NnOp {
             (NnOp::AvgPoolGrad(p, s), [dy]) => dy.avg_pool2d_grad(s, p.ksize, p.strides, p.padding)?,
             (NnOp::CtcLoss(b), [labels, x, ll, tl]) => Tensor::ctc_loss(labels, x, ll, tl, true, *b as i64)?,
             (NnOp::CtcLossGrad(b), [labels, x, ll, tl]) => crate::ops::nn::ctc_loss_grad(labels, x, ll, tl, *b)?,
+            (NnOp::Conv3D(c), [x, f]) => x.conv3d(f, c.strides(), c.padding, c.dilations())?,
+            (NnOp::Conv3DBackpropInput(c, s), [f, dy]) => {
+                Tensor::conv3d_backprop_input(s, f, dy, c.strides(), c.padding, c.dilations())?
+            }
+            (NnOp::Conv3DBackpropFilter(c, s), [x, dy]) => {
+                Tensor::conv3d_backprop_filter(x, s, dy, c.strides(), c.padding, c.dilations())?
+            }
+            (NnOp::MaxPool3D(p), [x]) => x.max_pool3d(p.ksize, p.strides, p.padding)?,
+            (NnOp::MaxPool3DArgmax(p), [x]) => crate::ops::nn::max_pool3d_argmax(x, *p)?,
+            (NnOp::MaxPool3DGrad(s), [dy, arg]) => crate::ops::nn::max_pool_grad(dy, arg, s)?,
+            (NnOp::AvgPool3D(p), [x]) => x.avg_pool3d(p.ksize, p.strides, p.padding)?,
+            (NnOp::AvgPool3DGrad(p, s), [dy]) => dy.avg_pool3d_grad(s, p.ksize, p.strides, p.padding)?,
             _ => {
                 return Err(Error::invalid(
                     self.name(),
@@ -164,6 +233,20 @@ impl NnOp {
                 f,
                 "strides={:?}, padding={:?}, dilations={:?}",
                 c.strides, c.padding, c.dilations
+            )
+        };
+        let conv3 = |f: &mut fmt::Formatter<'_>, c: &Conv3Attrs| {
+            write!(
+                f,
+                "strides={:?}, padding={:?}, dilations={:?}",
+                c.strides, c.padding, c.dilations
+            )
+        };
+        let pool3 = |f: &mut fmt::Formatter<'_>, p: &Pool3Attrs| {
+            write!(
+                f,
+                "ksize={:?}, strides={:?}, padding={:?}",
+                p.ksize, p.strides, p.padding
             )
         };
         let pool = |f: &mut fmt::Formatter<'_>, p: &PoolAttrs| {
@@ -196,6 +279,27 @@ impl NnOp {
             NnOp::AvgPoolGrad(p, s) => {
                 write!(f, "[input_shape={s:?}, ")?;
                 pool(f, p)?;
+                f.write_str("]")
+            }
+            NnOp::Conv3D(c) => {
+                f.write_str("[")?;
+                conv3(f, c)?;
+                f.write_str("]")
+            }
+            NnOp::Conv3DBackpropInput(c, s) | NnOp::Conv3DBackpropFilter(c, s) => {
+                write!(f, "[sizes={s:?}, ")?;
+                conv3(f, c)?;
+                f.write_str("]")
+            }
+            NnOp::MaxPool3D(p) | NnOp::MaxPool3DArgmax(p) | NnOp::AvgPool3D(p) => {
+                f.write_str("[")?;
+                pool3(f, p)?;
+                f.write_str("]")
+            }
+            NnOp::MaxPool3DGrad(s) => write!(f, "[input_shape={s:?}]"),
+            NnOp::AvgPool3DGrad(p, s) => {
+                write!(f, "[input_shape={s:?}, ")?;
+                pool3(f, p)?;
                 f.write_str("]")
             }
         }

@@ -7,8 +7,14 @@
 //! - `bias.rs`: `bias_add`;
 //! - `conv.rs`: `conv1d`, `conv2d`, `conv2d_transpose`, `depthwise_conv2d`
 //!   and the backprop ops that are their gradients;
+//! - `conv3d.rs`: `conv3d` and its two backprop ops;
 //! - `pool.rs`: `max_pool2d`, `avg_pool2d`, `avg_pool2d_grad` (and max
-//!   pooling's gradient and argmax, internal ops);
+//!   pooling's gradient and argmax, internal ops), `max_pool1d` and
+//!   `avg_pool1d` (the 2-D pools over a height of 1);
+//! - `pool3d.rs`: `max_pool3d`, `avg_pool3d`, `avg_pool3d_grad`;
+//! - `format.rs`: [`DataFormat`] and the channels-first (`NCHW`, `NCDHW`)
+//!   forms of the convolutions, pools and `bias_add` (transposes around
+//!   the channels-last ops), and `separable_conv2d` (depthwise then 1x1);
 //! - `ctc.rs`: `ctc_loss` (dense labels) and its gradient op;
 //! - `norm.rs`: `moments`, `batch_normalization`, `layer_normalization`,
 //!   `l2_loss`, `embedding_lookup` (compositions of other ops).
@@ -18,12 +24,17 @@
 
 mod bias;
 mod conv;
+mod conv3d;
 mod cross_entropy;
 mod ctc;
+mod format;
 mod norm;
 mod pool;
+mod pool3d;
 mod softmax;
 
 pub use conv::Padding;
 pub(crate) use ctc::ctc_loss_grad;
+pub use format::DataFormat;
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};
+pub(crate) use pool3d::max_pool3d_argmax;

@@ -39,26 +39,36 @@ fn rank4(op: &'static str, s: &[usize]) -> Result<[usize; 4]> {
         .map_err(|_| Error::invalid(op, format!("needs an NHWC shape of rank 4, got {s:?}")))
 }
 
-/// The gradient of max pooling: `dy` (the pooled shape) added at the flat
-/// input positions `arg` of each window's maximum, giving `xshape`.
-pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize; 4]) -> Result<Tensor> {
-    const OP: &str = "MaxPoolGrad";
+/// The gradient of max pooling (2-D for an NHWC `xshape`, 3-D for an NDHWC
+/// one): `dy` (the pooled shape) added at the flat input positions `arg` of
+/// each window's maximum, giving `xshape`.
+pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Result<Tensor> {
+    let desc = match xshape.len() {
+        4 => NnOp::MaxPoolGrad(rank4("MaxPoolGrad", xshape)?),
+        _ => NnOp::MaxPool3DGrad(xshape.try_into().map_err(|_| {
+            Error::invalid(
+                "MaxPoolGrad",
+                format!("needs an input shape of rank 4 or 5, got {xshape:?}"),
+            )
+        })?),
+    };
+    let op = desc.name();
     let (n, ny) = (xshape.first().copied().unwrap_or(0), arg.numel());
     if dy.numel() != ny {
         return Err(Error::ShapeMismatch {
-            op: OP,
+            op,
             lhs: dy.shape().to_vec(),
             rhs: arg.shape().to_vec(),
         });
     }
     let nx: usize = xshape.iter().product();
     let img = nx.checked_div(n).unwrap_or(0);
-    let idx = arg.values::<i64>(OP)?;
+    let idx = arg.values::<i64>(op)?;
     let dx = with_float_dtype!(dy.dtype(), T => {
-        Tensor::from_storage(T::into_storage(k::max_pool_grad::<T>(OP, &dy.values::<T>(OP)?, &idx, n, img)?), xshape)
-    }, _ => return Err(unsupported(OP, dy.dtype(), "f32 or f64")));
+        Tensor::from_storage(T::into_storage(k::max_pool_grad::<T>(op, &dy.values::<T>(op)?, &idx, n, img)?), xshape)
+    }, _ => return Err(unsupported(op, dy.dtype(), "f32 or f64")));
     let (argc, yshape) = (arg.clone(), dy.shape().to_vec());
-    Ok(bind(NnOp::MaxPoolGrad(*xshape), &[dy, arg], dx, move |_| {
+    Ok(bind(desc, &[dy, arg], dx, move |_| {
         vjp(move |g, _| {
             let ddy = g[0].reshape(&[nx])?.gather(&argc, 0)?.reshape(&yshape)?;
             Ok(grads![Some(ddy), None])
@@ -205,5 +215,69 @@ impl Tensor {
         Ok(bind(NnOp::AvgPoolGrad(p, sizes), &[self], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(g[0].avg_pool2d(ksize, strides, padding)?)]))
         }))
+    }
+}
+
+/// A 1-D pool of an NWC tensor run as the 2-D pool `pool2d` over a height
+/// of 1, after checking the arguments under the 1-D op's name.
+fn pool1d(
+    op: &'static str,
+    x: &Tensor,
+    ksize: i64,
+    stride: i64,
+    padding: Padding,
+    pool2d: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    if x.rank() != 3 {
+        return Err(Error::invalid(
+            op,
+            format!("needs an NWC input of rank 3, got shape {:?}", x.shape()),
+        ));
+    }
+    expect_float(op, x)?;
+    positive(op, "ksize", [ksize])?;
+    positive(op, "stride", [stride])?;
+    let s = x.shape();
+    geom(op, &[s[0], 1, s[1], s[2]], [1, ksize], [1, stride], padding)?;
+    pool2d(&x.expand_dims(1)?)?.squeeze(&[1])
+}
+
+impl Tensor {
+    /// 1-D max pooling of an NWC tensor `[n, w, c]` over windows of `ksize`
+    /// elements moved by `stride`, giving `[n, ow, c]` (`ow` as for
+    /// [`conv1d`](Self::conv1d)), TensorFlow's `max_pool1d`. It runs as
+    /// [`max_pool2d`](Self::max_pool2d) over a height of 1, so ties, NaN
+    /// and the gradient behave as there.
+    ///
+    /// ```
+    /// use gradtape::{Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0, 4.0], &[1, 5, 1])?;
+    /// let y = x.max_pool1d(2, 2, Padding::Same)?;
+    /// assert_eq!(y.shape(), &[1, 3, 1]);
+    /// assert_eq!(y.to_vec::<f32>()?, vec![5.0, 3.0, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn max_pool1d(&self, ksize: i64, stride: i64, padding: Padding) -> Result<Tensor> {
+        pool1d("max_pool1d", self, ksize, stride, padding, |x| {
+            x.max_pool2d([1, ksize], [1, stride], padding)
+        })
+    }
+
+    /// 1-D average pooling of an NWC tensor `[n, w, c]`, windows as
+    /// [`max_pool1d`](Self::max_pool1d); with `Padding::Same` each output
+    /// is the mean of its window's valid elements, as in TensorFlow. It
+    /// runs as [`avg_pool2d`](Self::avg_pool2d) over a height of 1.
+    ///
+    /// ```
+    /// use gradtape::{Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64, 5.0, 3.0, 2.0, 4.0], &[1, 5, 1])?;
+    /// let y = x.avg_pool1d(2, 2, Padding::Same)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![3.0, 2.5, 4.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn avg_pool1d(&self, ksize: i64, stride: i64, padding: Padding) -> Result<Tensor> {
+        pool1d("avg_pool1d", self, ksize, stride, padding, |x| {
+            x.avg_pool2d([1, ksize], [1, stride], padding)
+        })
     }
 }

@@ -1,0 +1,308 @@
+//! 3-D convolution on NDHWC data with DHWIO filters (TensorFlow's
+//! `conv3d`), and its two adjoints `conv3d_backprop_input` and
+//! `conv3d_backprop_filter` (TensorFlow's `Conv3DBackpropInputV2` and
+//! `Conv3DBackpropFilterV2`).
+//!
+//! As for the 2-D convolution (`conv.rs`), the three ops are bilinear and
+//! each one's gradient rule is written with the other two, so gradients of
+//! any order work; being bilinear, each also has a cheap forward-mode rule
+//! (`op(t_a, b) + op(a, t_b)`). The kernels are im2col + GEMM
+//! (`kernels::cpu::conv3d`). Dilations are supported on every axis
+//! (TensorFlow's CPU kernel accepts only 1 there; its GPU kernel and
+//! `tf.nn.convolution` accept them).
+
+use super::super::desc::{Conv3Attrs, NnOp};
+use super::super::{bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, unsupported};
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+use crate::kernels::cpu::conv::{positive, Padding};
+use crate::kernels::cpu::conv3d::{self as k, Geom3};
+use crate::tensor::{with_float_dtype, Float, Tensor};
+
+/// The attributes of one 3-D convolution (validated).
+#[derive(Debug, Clone, Copy)]
+struct Cfg {
+    strides: [usize; 3],
+    dil: [usize; 3],
+    padding: Padding,
+}
+
+impl Cfg {
+    fn new(op: &'static str, strides: [i64; 3], padding: Padding, dilations: [i64; 3]) -> Result<Cfg> {
+        Ok(Cfg {
+            strides: positive(op, "strides", strides)?,
+            dil: positive(op, "dilations", dilations)?,
+            padding,
+        })
+    }
+
+    /// The geometry for input shape `x` and filter shape `f`, both checked.
+    fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom3> {
+        if x.len() != 5 || f.len() != 5 {
+            return Err(Error::invalid(
+                op,
+                format!("needs an NDHWC input of rank 5 and a DHWIO filter of rank 5, got shapes {x:?} and {f:?}"),
+            ));
+        }
+        if x[4] != f[3] {
+            // the input's channels (last dim) must equal the filter's in-channels (dim 3)
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: x.to_vec(),
+                rhs: f.to_vec(),
+            });
+        }
+        Geom3::new(op, x, [f[0], f[1], f[2]], f[4], self.strides, self.dil, self.padding)
+    }
+
+    fn attrs(&self) -> Conv3Attrs {
+        Conv3Attrs {
+            strides: self.strides,
+            dilations: self.dil,
+            padding: self.padding,
+        }
+    }
+}
+
+fn out_shape(g: &Geom3) -> [usize; 5] {
+    [g.n, g.y[0], g.y[1], g.y[2], g.o]
+}
+
+fn expect_floats(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+    expect_float(op, a)?;
+    expect_float(op, b)?;
+    expect_same_dtype(op, a, b)
+}
+
+fn sizes5(op: &'static str, what: &str, s: &[usize]) -> Result<[usize; 5]> {
+    <[usize; 5]>::try_from(s).map_err(|_| Error::invalid(op, format!("{what} must have 5 entries, got {s:?}")))
+}
+
+/// `kernel(a, b)` on the values of `a` and `b`, shaped `shape`.
+fn run(op: &'static str, a: &Tensor, b: &Tensor, shape: &[usize], g: &Geom3, kernel: Kernel) -> Result<Tensor> {
+    fn go<T: Float>(
+        op: &'static str,
+        a: &Tensor,
+        b: &Tensor,
+        shape: &[usize],
+        g: &Geom3,
+        kernel: Kernel,
+    ) -> Result<Tensor> {
+        let (av, bv) = (a.values::<T>(op)?, b.values::<T>(op)?);
+        let y = match kernel {
+            Kernel::Fwd => k::conv3d(&av, &bv, g)?,
+            Kernel::Input => k::conv3d_backprop_input(&av, &bv, g)?,
+            Kernel::Filter => k::conv3d_backprop_filter(&av, &bv, g)?,
+        };
+        Ok(Tensor::from_storage(T::into_storage(y), shape))
+    }
+    with_float_dtype!(a.dtype(), T => go::<T>(op, a, b, shape, g, kernel),
+        _ => Err(unsupported(op, a.dtype(), "f32 or f64")))
+}
+
+#[derive(Clone, Copy)]
+enum Kernel {
+    Fwd,
+    Input,
+    Filter,
+}
+
+/// The forward convolution `x * f`.
+fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    expect_floats(op, x, f)?;
+    let g = cfg.geom(op, x.shape(), f.shape())?;
+    let y = run(op, x, f, &out_shape(&g), &g, Kernel::Fwd)?;
+    let (xc, fc) = (x.clone(), f.clone());
+    Ok(bind_jvp(
+        NnOp::Conv3D(cfg.attrs()),
+        &[x, f],
+        y,
+        move |_| {
+            vjp(move |g, needs| {
+                let dx = needs[0]
+                    .then(|| bwd_input("conv3d backprop", xc.shape(), &fc, &g[0], cfg))
+                    .transpose()?;
+                let df = needs[1]
+                    .then(|| bwd_filter("conv3d backprop", &xc, fc.shape(), &g[0], cfg))
+                    .transpose()?;
+                Ok(grads![dx, df])
+            })
+        },
+        |t, _| {
+            sum_terms([
+                t[0].as_ref().map(|tx| fwd("conv3d jvp", tx, f, cfg)).transpose(),
+                t[1].as_ref().map(|tf| fwd("conv3d jvp", x, tf, cfg)).transpose(),
+            ])
+        },
+    ))
+}
+
+/// The input gradient: `dy` [n,od,oh,ow,o] and `f` -> `input_sizes` [n,d,h,w,c].
+fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    expect_floats(op, f, dy)?;
+    let xs = sizes5(op, "input_sizes", input_sizes)?;
+    let g = cfg.geom(op, &xs, f.shape())?;
+    check_dy(op, &g, dy)?;
+    let y = run(op, dy, f, &xs, &g, Kernel::Input)?;
+    let (fc, dyc) = (f.clone(), dy.clone());
+    Ok(bind_jvp(
+        NnOp::Conv3DBackpropInput(cfg.attrs(), xs),
+        &[f, dy],
+        y,
+        move |_| {
+            vjp(move |g, needs| {
+                let df = needs[0]
+                    .then(|| bwd_filter("conv3d backprop", &g[0], fc.shape(), &dyc, cfg))
+                    .transpose()?;
+                let ddy = needs[1].then(|| fwd("conv3d backprop", &g[0], &fc, cfg)).transpose()?;
+                Ok(grads![df, ddy])
+            })
+        },
+        move |t, _| {
+            sum_terms([
+                t[0].as_ref()
+                    .map(|tf| bwd_input("conv3d jvp", &xs, tf, dy, cfg))
+                    .transpose(),
+                t[1].as_ref()
+                    .map(|td| bwd_input("conv3d jvp", &xs, f, td, cfg))
+                    .transpose(),
+            ])
+        },
+    ))
+}
+
+/// The filter gradient: `x` and `dy` -> `filter_sizes` [kd,kh,kw,c,o].
+fn bwd_filter(op: &'static str, x: &Tensor, filter_sizes: &[usize], dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    expect_floats(op, x, dy)?;
+    let fs = sizes5(op, "filter_sizes", filter_sizes)?;
+    let g = cfg.geom(op, x.shape(), &fs)?;
+    check_dy(op, &g, dy)?;
+    let y = run(op, x, dy, &fs, &g, Kernel::Filter)?;
+    let (xc, dyc) = (x.clone(), dy.clone());
+    Ok(bind_jvp(
+        NnOp::Conv3DBackpropFilter(cfg.attrs(), fs),
+        &[x, dy],
+        y,
+        move |_| {
+            vjp(move |g, needs| {
+                let dx = needs[0]
+                    .then(|| bwd_input("conv3d backprop", xc.shape(), &g[0], &dyc, cfg))
+                    .transpose()?;
+                let ddy = needs[1].then(|| fwd("conv3d backprop", &xc, &g[0], cfg)).transpose()?;
+                Ok(grads![dx, ddy])
+            })
+        },
+        move |t, _| {
+            sum_terms([
+                t[0].as_ref()
+                    .map(|tx| bwd_filter("conv3d jvp", tx, &fs, dy, cfg))
+                    .transpose(),
+                t[1].as_ref()
+                    .map(|td| bwd_filter("conv3d jvp", x, &fs, td, cfg))
+                    .transpose(),
+            ])
+        },
+    ))
+}
+
+fn check_dy(op: &'static str, g: &Geom3, dy: &Tensor) -> Result<()> {
+    let want = out_shape(g);
+    if dy.shape() != want {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: dy.shape().to_vec(),
+            rhs: want.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+impl Tensor {
+    /// 3-D convolution (cross-correlation, as TensorFlow's `conv3d`) of an
+    /// NDHWC input `[n, d, h, w, c]` with a DHWIO filter `[kd, kh, kw, c,
+    /// out]`, giving `[n, od, oh, ow, out]`. `strides` and `dilations` are
+    /// `[depth, height, width]`, each `>= 1`; padding per axis as in
+    /// [`conv2d`](Self::conv2d). (TensorFlow's CPU kernel rejects
+    /// dilations other than 1; here they work on every axis.)
+    ///
+    /// Gradients: [`conv3d_backprop_input`](Self::conv3d_backprop_input)
+    /// and [`conv3d_backprop_filter`](Self::conv3d_backprop_filter).
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let x = Tensor::from_vec((1..=8).map(|v| v as f32).collect(), &[1, 2, 2, 2, 1])?;
+    /// let f = Tensor::ones(&[2, 2, 2, 1, 1], DType::F32);
+    /// let y = x.conv3d(&f, [1, 1, 1], Padding::Valid, [1, 1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![36.0]);
+    /// let y = x.conv3d(&f, [1, 1, 1], Padding::Same, [1, 1, 1])?;
+    /// assert_eq!(y.shape(), &[1, 2, 2, 2, 1]);
+    /// assert_eq!(y.to_vec::<f32>()?[7], 8.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv3d(&self, filter: &Tensor, strides: [i64; 3], padding: Padding, dilations: [i64; 3]) -> Result<Tensor> {
+        const OP: &str = "conv3d";
+        fwd(OP, self, filter, Cfg::new(OP, strides, padding, dilations)?)
+    }
+
+    /// The gradient of [`conv3d`](Self::conv3d) with respect to its input:
+    /// `out_backprop` `[n, od, oh, ow, out]` and `filter` `[kd, kh, kw, c,
+    /// out]` give a tensor of shape `input_sizes = [n, d, h, w, c]`.
+    /// Differentiable in `filter` and `out_backprop`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let f = Tensor::ones(&[2, 1, 1, 1, 1], DType::F64);
+    /// let dy = Tensor::from_vec(vec![3.0f64], &[1, 1, 1, 1, 1])?;
+    /// let dx = Tensor::conv3d_backprop_input(&[1, 2, 1, 1, 1], &f, &dy, [1, 1, 1], Padding::Valid, [1, 1, 1])?;
+    /// assert_eq!(dx.to_vec::<f64>()?, vec![3.0, 3.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv3d_backprop_input(
+        input_sizes: &[usize],
+        filter: &Tensor,
+        out_backprop: &Tensor,
+        strides: [i64; 3],
+        padding: Padding,
+        dilations: [i64; 3],
+    ) -> Result<Tensor> {
+        const OP: &str = "conv3d_backprop_input";
+        bwd_input(
+            OP,
+            input_sizes,
+            filter,
+            out_backprop,
+            Cfg::new(OP, strides, padding, dilations)?,
+        )
+    }
+
+    /// The gradient of [`conv3d`](Self::conv3d) with respect to its filter:
+    /// `input` `[n, d, h, w, c]` and `out_backprop` `[n, od, oh, ow, out]`
+    /// give a tensor of shape `filter_sizes = [kd, kh, kw, c, out]`.
+    /// Differentiable in `input` and `out_backprop`.
+    ///
+    /// ```
+    /// use gradtape::{DType, Padding, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64, 2.0], &[1, 2, 1, 1, 1])?;
+    /// let dy = Tensor::ones(&[1, 1, 1, 1, 1], DType::F64);
+    /// let df = Tensor::conv3d_backprop_filter(&x, &[2, 1, 1, 1, 1], &dy, [1, 1, 1], Padding::Valid, [1, 1, 1])?;
+    /// assert_eq!(df.to_vec::<f64>()?, vec![1.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn conv3d_backprop_filter(
+        input: &Tensor,
+        filter_sizes: &[usize],
+        out_backprop: &Tensor,
+        strides: [i64; 3],
+        padding: Padding,
+        dilations: [i64; 3],
+    ) -> Result<Tensor> {
+        const OP: &str = "conv3d_backprop_filter";
+        bwd_filter(
+            OP,
+            input,
+            filter_sizes,
+            out_backprop,
+            Cfg::new(OP, strides, padding, dilations)?,
+        )
+    }
+}
