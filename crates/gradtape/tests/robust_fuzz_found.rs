@@ -161,3 +161,87 @@ fn a_pooling_window_of_2_pow_31_costs_what_the_input_costs() {
     assert!(x.max_pool2d([big, big], [1, 1], gradtape::Padding::Same).is_err());
     assert!(start.elapsed().as_secs() < 10);
 }
+
+/// The gradient of `sparse_softmax_cross_entropy_with_logits` built its
+/// one-hot classes (`0..classes`) with an infallible `collect`: empty
+/// logits with 2^61 classes panicked with "capacity overflow" (fuzz entry
+/// `fit_sparse_xent`). Empty logits have an empty gradient now, at once,
+/// and non-empty logits too large for memory are an `OutOfMemory` error.
+#[test]
+fn sparse_xent_gradient_of_empty_logits_with_huge_classes() {
+    for classes in [1usize << 31, 1 << 61, usize::MAX / 2] {
+        let r = within_time("sparse_xent", move || {
+            let logits = Tensor::try_zeros(&[0, classes], DType::F32).unwrap();
+            let labels = Tensor::try_zeros(&[0], DType::I64).unwrap();
+            let tape = gradtape::GradientTape::new();
+            let loss = tape.record(|| {
+                tape.watch(&logits);
+                Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &logits)?.sum_all()
+            })?;
+            let g = tape.gradient(&loss, &[&logits])?;
+            Ok::<_, gradtape::Error>(g[0].as_ref().map(|t| t.shape().to_vec()))
+        });
+        assert_eq!(r.unwrap(), Some(vec![0, classes]), "classes {classes}");
+    }
+    // a huge batch of rows with 2 classes: the forward pass is too large
+    let r = within_time("sparse_xent", || {
+        let logits = Tensor::scalar(0.5f32).broadcast_to(&[1 << 60, 2]).unwrap();
+        let labels = Tensor::scalar(1i64).broadcast_to(&[1 << 60]).unwrap();
+        Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &logits).map(|_| ())
+    });
+    assert!(
+        matches!(
+            r,
+            Err(gradtape::Error::OutOfMemory {
+                op: "sparse_softmax_cross_entropy_with_logits",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+}
+
+/// The input gradient of a dense convolution with 2^31 output channels of
+/// an empty input (and its relatives: the transposed and depthwise
+/// convolutions, and the gradient through a tape) must come back at once
+/// with the empty input's shape, without walking the channels.
+#[test]
+fn conv_input_gradients_of_empty_inputs_with_huge_channels() {
+    const O: usize = 1 << 31;
+    let r = within_time("conv2d_backprop_input", || {
+        let w = Tensor::scalar(1.0f32).broadcast_to(&[1, 1, 1, O]).unwrap();
+        let dy = Tensor::try_zeros(&[0, 3, 3, O], DType::F32).unwrap();
+        let dx = Tensor::conv2d_backprop_input(&[0, 3, 3, 1], &w, &dy, [1, 1], gradtape::Padding::Same, [1, 1])?;
+        let dw = Tensor::scalar(0.0f32).broadcast_to(&[2, 2, 1, O]).unwrap();
+        let dy = Tensor::try_zeros(&[2, 0, 4, O], DType::F32).unwrap();
+        let dx2 = Tensor::conv2d_backprop_input(&[2, 0, 4, 1], &dw, &dy, [1, 1], gradtape::Padding::Same, [1, 1])?;
+        Ok::<_, gradtape::Error>((dx.shape().to_vec(), dx2.shape().to_vec()))
+    });
+    assert_eq!(r.unwrap(), (vec![0, 3, 3, 1], vec![2, 0, 4, 1]));
+    let r = within_time("conv2d_transpose", || {
+        let x = Tensor::try_zeros(&[0, 3, 3, 1], DType::F64).unwrap();
+        let w = Tensor::scalar(1.0f64).broadcast_to(&[1, 1, O, 1]).unwrap();
+        x.conv2d_transpose(&w, &[0, 3, 3, O], [1, 1], gradtape::Padding::Valid, [1, 1])
+            .map(|t| t.shape().to_vec())
+    });
+    assert_eq!(r.unwrap(), vec![0, 3, 3, O]);
+    let r = within_time("depthwise_conv2d_backprop_input", || {
+        let w = Tensor::scalar(1.0f32).broadcast_to(&[1, 1, 1, O]).unwrap();
+        let dy = Tensor::try_zeros(&[0, 3, 3, O], DType::F32).unwrap();
+        Tensor::depthwise_conv2d_backprop_input(&[0, 3, 3, 1], &w, &dy, [1, 1], gradtape::Padding::Same, [1, 1])
+            .map(|t| t.shape().to_vec())
+    });
+    assert_eq!(r.unwrap(), vec![0, 3, 3, 1]);
+    let r = within_time("conv2d gradient", || {
+        let x = Tensor::try_zeros(&[0, 3, 3, 1], DType::F32).unwrap();
+        let w = Tensor::scalar(1.0f32).broadcast_to(&[2, 2, 1, O]).unwrap();
+        let tape = gradtape::GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(&x);
+            x.conv2d(&w, [1, 1], gradtape::Padding::Same, [1, 1])?.sum_all()
+        })?;
+        let g = tape.gradient(&y, &[&x])?;
+        Ok::<_, gradtape::Error>(g[0].as_ref().map(|t| t.shape().to_vec()))
+    });
+    assert_eq!(r.unwrap(), Some(vec![0, 3, 3, 1]));
+}

@@ -118,6 +118,18 @@ fn run<T: Float>(
     Ok(Tensor::from_storage(T::into_storage(f(&av, &bv)?), shape))
 }
 
+/// Zeros of `shape` when the result of a bilinear convolution op is empty
+/// or one of its operands `a`, `b` is: the result is all zeros then, and it
+/// comes at once, without reading (or materialising a broadcast view of)
+/// the other operand, or walking its huge dims (a conv with 2^31 output
+/// channels of an empty input looped for a very long time).
+fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
+    if shape.contains(&0) || a.numel() == 0 || b.numel() == 0 {
+        return Tensor::try_zeros(shape, a.dtype()).map(Some).map_err(|e| e.for_op(op));
+    }
+    Ok(None)
+}
+
 /// The forward convolution `x * f`.
 fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, x, f)?;
@@ -127,7 +139,10 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
     // gradient (as PyTorch's unfolded convolution does): dropped unused when
     // no tape records this op, freed when the rule has run on a
     // non-persistent tape (the direct kernels build none)
-    let (y, cols) = with_float_dtype!(x.dtype(), T => match cfg.kind {
+    let (y, cols) = if let Some(z) = zeros_if_empty(op, &shape, x, f)? {
+        (z, None)
+    } else {
+        with_float_dtype!(x.dtype(), T => match cfg.kind {
         Kind::Dense => {
             let (xv, fv) = (x.values::<T>(op)?, f.values::<T>(op)?);
             let (y, cols) = k::conv2d_keep(&xv, &fv, &g, true)?;
@@ -135,7 +150,8 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
             (Tensor::from_storage(<T as crate::tensor::Element>::into_storage(y), &shape), cols)
         }
         Kind::Depthwise => (run::<T>(op, |a, b| k::depthwise(a, b, &g), x, f, &shape)?, None),
-    }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
+        }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")))
+    };
     let (xc, fc) = (x.clone(), f.clone());
     Ok(bind(NnOp::Conv(cfg.attrs()), &[x, f], y, move |_| {
         vjp(move |g, needs| {
@@ -160,10 +176,13 @@ fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, c
     let xs = sizes4(op, "input_sizes", input_sizes)?;
     let g = cfg.geom(op, &xs, f.shape())?;
     check_dy(op, &cfg, &g, dy)?;
-    let y = with_float_dtype!(f.dtype(), T => match cfg.kind {
-        Kind::Dense => run::<T>(op, |d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs)?,
-        Kind::Depthwise => run::<T>(op, |d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs)?,
-    }, _ => return Err(unsupported(op, f.dtype(), "f32 or f64")));
+    let y = match zeros_if_empty(op, &xs, f, dy)? {
+        Some(z) => z,
+        None => with_float_dtype!(f.dtype(), T => match cfg.kind {
+            Kind::Dense => run::<T>(op, |d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs)?,
+            Kind::Depthwise => run::<T>(op, |d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs)?,
+        }, _ => return Err(unsupported(op, f.dtype(), "f32 or f64"))),
+    };
     let (fc, dyc) = (f.clone(), dy.clone());
     Ok(bind(NnOp::ConvBackpropInput(cfg.attrs(), xs), &[f, dy], y, move |_| {
         vjp(move |g, needs| {
@@ -190,11 +209,15 @@ fn bwd_filter(
     let fs = sizes4(op, "filter_sizes", filter_sizes)?;
     let g = cfg.geom(op, x.shape(), &fs)?;
     check_dy(op, &cfg, &g, dy)?;
-    let y = with_float_dtype!(x.dtype(), T => match (cfg.kind, cols) {
+    let y = if let Some(z) = zeros_if_empty(op, &fs, x, dy)? {
+        z
+    } else {
+        with_float_dtype!(x.dtype(), T => match (cfg.kind, cols) {
         (Kind::Dense, Some(c)) if c.dtype() == x.dtype() => run::<T>(op, |a, d| k::conv2d_backprop_filter_cols(a, d, &g), c, dy, &fs)?,
         (Kind::Dense, _) => run::<T>(op, |a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs)?,
         (Kind::Depthwise, _) => run::<T>(op, |a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs)?,
-    }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
+        }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")))
+    };
     let (xc, dyc) = (x.clone(), dy.clone());
     Ok(bind(
         NnOp::ConvBackpropFilter(cfg.attrs(), fs),

@@ -9,7 +9,7 @@ use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::kernels::cpu::nn as k;
-use crate::tensor::{with_float_dtype, DType, Element, Tensor};
+use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
 
 impl Tensor {
     /// Softmax cross-entropy with dense `labels` (a probability distribution
@@ -81,6 +81,12 @@ impl Tensor {
                     if !needs[1] {
                         return Ok(grads![None, None]);
                     }
+                    // empty logits (no rows, or no classes): an empty gradient,
+                    // without building the one-hot classes (possibly a huge
+                    // `0..classes` for no rows at all)
+                    if x.numel() == 0 {
+                        return Ok(grads![None, Some(Tensor::try_zeros(x.shape(), x.dtype())?)]);
+                    }
                     // Under an outer tape (or a trace, which records on its own
                     // tape) the softmax must be a differentiable function of the
                     // logits (second order); otherwise the saved one is exact.
@@ -135,8 +141,9 @@ impl Tensor {
 /// labels compared with `0..classes`), so that a traced gradient follows the
 /// labels of each call rather than those it was traced with.
 fn one_hot_like(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
+    const OP: &str = "sparse_softmax_cross_entropy_with_logits";
     let c = logits.shape()[logits.rank() - 1];
-    let classes = Tensor::from_vec((0..c as i64).collect::<Vec<i64>>(), &[c])?;
+    let classes = Tensor::from_vec(alloc::try_collect(OP, (0..c).map(|i| i as i64))?, &[c])?;
     labels
         .cast(DType::I64)?
         .expand_dims(-1)?
