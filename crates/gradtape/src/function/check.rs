@@ -161,7 +161,8 @@ fn compare(what: &str, traced: &[Tensor], eager: &[Tensor], rtol: f64) -> Result
 fn same_values(what: &str, got: &Tensor, want: &Tensor, rtol: f64) -> Result<()> {
     for (e, (x, y)) in got.to_vec_f64().iter().zip(want.to_vec_f64()).enumerate() {
         let equal = x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
-        if !equal && !(rtol > 0.0 && (x - y).abs() <= rtol * (1.0 + y.abs())) {
+        let close = rtol > 0.0 && (x - y).abs() <= rtol * (1.0 + y.abs());
+        if !(equal || close) {
             return Err(Error::GradientCheck(format!(
                 "value element {e}: {what} gives {x}, eager {y}"
             )));

@@ -153,10 +153,10 @@ mod tests {
         g.inputs = vec![0];
         g.nodes = vec![
             node(Op::Const(Tensor::scalar(1.0f32)), &[], &[1]),
-            node(Op::Shape(ShapeOp::BroadcastTo([2, 3].into())), &[1], &[2]),
+            node(Op::Shape(ShapeOp::BroadcastTo((&[2usize, 3][..]).into())), &[1], &[2]),
             node(Op::Binary(Binary::Mul), &[2, 0], &[3]),
-            node(Op::Shape(ShapeOp::Transpose([1, 0].into())), &[3], &[4]),
-            node(Op::Shape(ShapeOp::Transpose([1, 0].into())), &[4], &[5]),
+            node(Op::Shape(ShapeOp::Transpose((&[1usize, 0][..]).into())), &[3], &[4]),
+            node(Op::Shape(ShapeOp::Transpose((&[1usize, 0][..]).into())), &[4], &[5]),
             node(Op::Unary(Unary::AddScalar(F64(0.0))), &[5], &[6]),
         ];
         g.outputs = vec![5, 6];
