@@ -68,7 +68,8 @@ impl ConcreteFunction {
     ) -> Self {
         passes::optimize(&mut graph);
         let plan = RunPlan::new(&graph);
-        let exec = (optimize && compile::enabled_by_env()).then(|| Executable::compile(&graph));
+        let exec =
+            (optimize && compile::enabled_by_env() && compile::is_static(&graph)).then(|| Executable::compile(&graph));
         ConcreteFunction {
             name,
             graph: Arc::new(graph),

@@ -21,7 +21,9 @@
 //!
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced
-//! graph instead. [`CompileStats`] says what each pass did, and
+//! graph instead, and a graph whose inner shapes may change from call to
+//! call (control flow, calls, data-dependent shapes; see [`is_static`]) is
+//! not compiled. [`CompileStats`] says what each pass did, and
 //! [`ConcreteFunction::optimized_graph`](super::ConcreteFunction::optimized_graph)
 //! shows the result. Setting `GRADTAPE_GRAPH_OPT=0` in the environment (or
 //! [`FunctionOptions::optimize`](super::FunctionOptions::optimize) to
@@ -56,6 +58,7 @@ pub(crate) mod simplify;
 use super::graph::{Graph, RunPlan};
 use super::passes;
 use crate::error::Result;
+use crate::ops::desc::Op;
 use crate::tensor::{Shape, Tensor};
 
 /// What the compiler's passes did to one graph.
@@ -133,6 +136,20 @@ impl Executable {
     pub(crate) fn reassociates(&self) -> bool {
         self.fused_sums > 0
     }
+}
+
+/// Whether every value of `g` has its traced shape whenever the inputs
+/// have theirs: no control flow or calls (a loop's count, a branch taken,
+/// may change the shapes after them) and no op whose output shape depends
+/// on input values (sorting, searching and segment ops: `unique`,
+/// `boolean_mask`, `segment_sum`, ...). Only such graphs are compiled: the
+/// passes plan with the traced shapes.
+pub(crate) fn is_static(g: &Graph) -> bool {
+    g.nodes.iter().all(|n| match &n.op {
+        Op::Dyn(d) => !matches!(d.name(), "Cond" | "While" | "WhileWithHistory" | "Call"),
+        Op::Sort(_) | Op::Opaque(_) => false,
+        _ => true,
+    })
 }
 
 /// Whether graphs are optimised (the `GRADTAPE_GRAPH_OPT` variable: `0`
