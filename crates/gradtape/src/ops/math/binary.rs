@@ -4,6 +4,9 @@
 //! tanh. Each rule ends in `ct::unbroadcast` (the batched
 //! `sum_to_shape`), which undoes broadcasting.
 
+// (the half types take their math from `num_traits::Float`)
+#[allow(unused_imports)]
+use num_traits::Float as _;
 use super::compare::is_nan;
 pub(crate) use super::compare::scalar_for;
 use crate::autodiff::tape::vjp_batched;

@@ -4,6 +4,9 @@
 //! for floats (batched rule, undoing broadcasting with
 //! [`ct::unbroadcast`]).
 
+// (the half types take their math from `num_traits::Float`)
+#[allow(unused_imports)]
+use num_traits::Float as _;
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;

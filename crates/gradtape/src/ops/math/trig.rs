@@ -4,6 +4,9 @@
 //! is elementwise, `g · f'(x)`, hence batched. Outside its domain a
 //! function gives NaN, as in TensorFlow.
 
+// (the half types take their math from `num_traits::Float`)
+#[allow(unused_imports)]
+use num_traits::Float as _;
 use super::special::{elementwise, fmap};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;

@@ -2,6 +2,9 @@
 //!
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
+// (the half types take their math from `num_traits::Float`)
+#[allow(unused_imports)]
+use num_traits::Float as _;
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;

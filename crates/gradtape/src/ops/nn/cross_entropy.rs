@@ -3,6 +3,9 @@
 //! The sparse and sigmoid ones have fused kernels; the dense one is made of
 //! `log_softmax`. Every rule is written with public ops.
 
+// (the half types take their math from `num_traits::Float`)
+#[allow(unused_imports)]
+use num_traits::Float as _;
 use super::super::desc::NnOp;
 use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::autodiff::tape::{self, vjp_batched};
