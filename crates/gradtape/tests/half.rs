@@ -33,7 +33,13 @@ fn bits(t: &Tensor) -> Vec<u16> {
 /// The distance in units in the last place between two finite halves of
 /// one sign class (bit patterns are ordered like the values within a sign).
 fn ulps(a: u16, b: u16) -> u32 {
-    let key = |x: u16| if x & 0x8000 != 0 { -((x & 0x7fff) as i32) } else { x as i32 };
+    let key = |x: u16| {
+        if x & 0x8000 != 0 {
+            -((x & 0x7fff) as i32)
+        } else {
+            x as i32
+        }
+    };
     key(a).abs_diff(key(b))
 }
 
@@ -97,7 +103,10 @@ fn f64_and_integers_to_half_go_through_f32_as_tensorflow() {
     // 1 + 2^-11 + 2^-40 rounds to f32's 1 + 2^-11, a tie, to even: 1.0 in
     // f16; a direct rounding would give 1 + 2^-10. TF 2.21:
     // tf.cast(tf.constant([1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40], tf.float64), tf.float16)
-    let x = Tensor::vector(&[1.0 + 2f64.powi(-11) + 2f64.powi(-40), 1.0 + 2f64.powi(-8) + 2f64.powi(-40)]);
+    let x = Tensor::vector(&[
+        1.0 + 2f64.powi(-11) + 2f64.powi(-40),
+        1.0 + 2f64.powi(-8) + 2f64.powi(-40),
+    ]);
     assert_eq!(bits(&x.cast(DType::F16).unwrap()), [15360, 15364]);
     assert_eq!(bits(&x.cast(DType::BF16).unwrap()), [16256, 16256]);
     // tf.cast(tf.constant([2049, 2051, 65519, 65520, -7], tf.int64), tf.float16)
@@ -107,9 +116,14 @@ fn f64_and_integers_to_half_go_through_f32_as_tensorflow() {
 
 #[test]
 fn half_to_other_dtypes_as_tensorflow() {
-    let h = Tensor::vector(&[2.7f32, -2.7, 0.5, 1000.0, -0.0]).cast(DType::F16).unwrap();
+    let h = Tensor::vector(&[2.7f32, -2.7, 0.5, 1000.0, -0.0])
+        .cast(DType::F16)
+        .unwrap();
     // tf.cast(tf.constant([2.7, -2.7, 0.5, 1000.0, -0.0], tf.float16), tf.int32 / tf.float64)
-    assert_eq!(h.cast(DType::I32).unwrap().to_vec::<i32>().unwrap(), [2, -2, 0, 1000, 0]);
+    assert_eq!(
+        h.cast(DType::I32).unwrap().to_vec::<i32>().unwrap(),
+        [2, -2, 0, 1000, 0]
+    );
     let d = h.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
     assert_eq!(d, [2.69921875, -2.69921875, 0.5, 1000.0, -0.0]);
     assert!(d[4].is_sign_negative());
@@ -125,7 +139,10 @@ fn half_to_other_dtypes_as_tensorflow() {
 fn every_f16_and_bf16_value_survives_a_round_trip_through_wider_floats() {
     // f16 and bf16 values are exactly representable in f32 and f64, so
     // half -> f32/f64 -> half must give back every bit pattern (NaNs stay NaN)
-    for (dtype, make) in [(DType::F16, f16s as fn(&[u16], &[usize]) -> Tensor), (DType::BF16, bf16s)] {
+    for (dtype, make) in [
+        (DType::F16, f16s as fn(&[u16], &[usize]) -> Tensor),
+        (DType::BF16, bf16s),
+    ] {
         let all: Vec<u16> = (0..=u16::MAX).collect();
         let t = make(&all, &[all.len()]);
         for wide in [DType::F32, DType::F64] {
@@ -133,7 +150,10 @@ fn every_f16_and_bf16_value_survives_a_round_trip_through_wider_floats() {
             let wide_vals = t.cast(wide).unwrap().to_vec_f64();
             for (k, (&b, &orig)) in bits(&back).iter().zip(&all).enumerate() {
                 if wide_vals[k].is_nan() {
-                    assert!(b & 0x7fff > if dtype == DType::F16 { 0x7c00 } else { 0x7f80 }, "NaN lost");
+                    assert!(
+                        b & 0x7fff > if dtype == DType::F16 { 0x7c00 } else { 0x7f80 },
+                        "NaN lost"
+                    );
                 } else {
                     assert_eq!(b, orig, "{dtype} bits {orig:#06x} through {wide}");
                 }
@@ -159,8 +179,13 @@ fn display_writes_the_shortest_digits_that_read_back() {
     );
     // bf16: shortest digits too (ml_dtypes' str prints six significant
     // digits instead: 0.100098, 1.5, 3.14062, 100.5, -2)
-    let b = Tensor::vector(&[0.1f32, 1.5, 3.14159, 100.3, -2.0]).cast(DType::BF16).unwrap();
-    assert_eq!(b.to_string(), "Tensor([0.1, 1.5, 3.14, 100.5, -2.0], shape=[5], dtype=bf16)");
+    let b = Tensor::vector(&[0.1f32, 1.5, 3.14159, 100.3, -2.0])
+        .cast(DType::BF16)
+        .unwrap();
+    assert_eq!(
+        b.to_string(),
+        "Tensor([0.1, 1.5, 3.14, 100.5, -2.0], shape=[5], dtype=bf16)"
+    );
     let s = Tensor::vector(&[f32::INFINITY, f32::NAN]).cast(DType::F16).unwrap();
     assert_eq!(s.to_string(), "Tensor([inf, NaN], shape=[2], dtype=f16)");
 }
@@ -191,6 +216,12 @@ fn f16_elementwise_ops_match_tensorflow_bit_for_bit() -> Result<()> {
         assert_eq!(got.dtype(), DType::F16, "{name}");
         assert_eq!(bits(&got), want, "{name}");
     }
+    // tf.round / tf.floor of np.float16([0.5, 1.5, 2.5, -2.5, 2.6]): halves
+    // to even, [0, 2, 2, -2, 3] and [0, 1, 2, -3, 2]
+    let r = Tensor::vector(&[0.5f32, 1.5, 2.5, -2.5, 2.6]).cast(DType::F16)?;
+    assert_eq!(r.round()?.to_vec_f64(), [0.0, 2.0, 2.0, -2.0, 3.0]);
+    assert_eq!(r.floor()?.to_vec_f64(), [0.0, 1.0, 2.0, -3.0, 2.0]);
+    assert_eq!(r.round()?.dtype(), DType::F16);
     // tf.sigmoid(A): TF's half kernel is not f32-then-round everywhere;
     // ours (stable form in f16 steps) is within one ulp of it
     let tf_sigmoid = [14387u16, 15044, 11731, 15275, 15360, 14336];
@@ -355,7 +386,11 @@ impl Depthwise for Tensor {
 /// error is below `8u` relative to the largest component (`4ε` with `ε = 2u`
 /// the machine epsilon: 3.9e-3 for f16, 3.1e-2 for bf16).
 fn check_half_gradient(dtype: DType, f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor]) {
-    let eps = if dtype == DType::F16 { 2f64.powi(-10) } else { 2f64.powi(-7) };
+    let eps = if dtype == DType::F16 {
+        2f64.powi(-10)
+    } else {
+        2f64.powi(-7)
+    };
     let tol = 4.0 * eps;
     let grads = |xs: Vec<Tensor>| -> Vec<Tensor> {
         let tape = GradientTape::new();
@@ -367,7 +402,11 @@ fn check_half_gradient(dtype: DType, f: impl Fn(&[Tensor]) -> Result<Tensor>, in
                 f(&xs)
             })
             .unwrap();
-        tape.gradient(&y, &xs).unwrap().into_iter().map(Option::unwrap).collect()
+        tape.gradient(&y, &xs)
+            .unwrap()
+            .into_iter()
+            .map(Option::unwrap)
+            .collect()
     };
     let half: Vec<Tensor> = inputs.iter().map(|x| x.cast(dtype).unwrap()).collect();
     let wide: Vec<Tensor> = half.iter().map(|x| x.cast(DType::F64).unwrap()).collect();
@@ -376,7 +415,10 @@ fn check_half_gradient(dtype: DType, f: impl Fn(&[Tensor]) -> Result<Tensor>, in
         let (gh, g64) = (gh.to_vec_f64(), g64.to_vec_f64());
         let scale = g64.iter().fold(0f64, |m, v| m.max(v.abs()));
         for (a, b) in gh.iter().zip(&g64) {
-            assert!((a - b).abs() <= tol * scale, "{dtype} input {k}: {a} vs f64 {b} (scale {scale})");
+            assert!(
+                (a - b).abs() <= tol * scale,
+                "{dtype} input {k}: {a} vs f64 {b} (scale {scale})"
+            );
         }
     }
 }
@@ -392,7 +434,12 @@ fn half_gradients_agree_with_f64_gradients() {
         // elementwise chain
         check_half_gradient(
             dtype,
-            |x| x[0].tanh()?.mul(&x[0].square()?)?.add(&x[0].div_scalar(4.0)?.exp()?)?.sum_all(),
+            |x| {
+                x[0].tanh()?
+                    .mul(&x[0].square()?)?
+                    .add(&x[0].div_scalar(4.0)?.exp()?)?
+                    .sum_all()
+            },
             &[lin(12, -2.0, 2.5, &[3, 4])],
         );
         // broadcasting binary ops and a mean
@@ -524,7 +571,9 @@ fn the_scale_doubles_after_the_growth_steps_and_state_is_checkpointable() -> Res
 fn train(tiny: f32, scaled: bool, steps: usize) -> Result<Vec<f32>> {
     // columns orthogonal, so plain gradient descent converges fast
     let x = Tensor::from_vec(
-        vec![1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, -1.0, 0.5, -0.5, -1.0, 0.5, 0.25, 1.0, -0.5, -1.0],
+        vec![
+            1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, -1.0, 0.5, -0.5, -1.0, 0.5, 0.25, 1.0, -0.5, -1.0,
+        ],
         &[8, 2],
     )?
     .cast(DType::F16)?;

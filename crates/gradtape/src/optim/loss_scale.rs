@@ -177,7 +177,9 @@ impl<O: Optimizer> LossScaleOptimizer<O> {
 
 /// The value of a scalar variable.
 fn scalar(v: &Variable) -> f64 {
-    v.read().item().expect("a loss-scale state variable holds a real scalar")
+    v.read()
+        .item()
+        .expect("a loss-scale state variable holds a real scalar")
 }
 
 /// Whether every element of a gradient is finite.

@@ -100,8 +100,8 @@ mod sgd;
 mod traced;
 
 pub use adam::{Adam, AdamW};
-pub use loss_scale::LossScaleOptimizer;
 pub use clip::{clip_by_global_norm, clip_by_norm, clip_gradients_by_global_norm, global_norm};
+pub use loss_scale::LossScaleOptimizer;
 pub use rmsprop::{Adagrad, RmsProp};
 pub use schedule::{CosineDecay, ExponentialDecay, LearningRate, LearningRateSchedule, Warmup};
 pub use sgd::Sgd;

@@ -10,8 +10,8 @@
 //! round once at the end; matrix products and convolutions convert their
 //! operands to `f32`, run the `f32` kernel (an `f32` accumulator) and round
 //! the result. Gradients of half tensors are half tensors. For training,
-//! see `optim::LossScaleOptimizer` (dynamic loss scaling) and the `f32`
-//! master-weights pattern documented there.
+//! see [`LossScaleOptimizer`](crate::optim::LossScaleOptimizer) (dynamic
+//! loss scaling) and the `f32` master-weights pattern documented there.
 
 use std::fmt;
 
@@ -22,8 +22,8 @@ pub use num_complex::Complex;
 ///
 /// `F32` and `F64` are differentiable, and so are the half-precision types
 /// `F16` and `BF16` (TensorFlow's `float16`/`bfloat16`, held as the `half`
-/// crate's [`f16`]/[`bf16`]; see the [module notes](self) on how they are
-/// computed) and the complex types `C64` and `C128` (TensorFlow's
+/// crate's [`f16`]/[`bf16`]; the [`dtype`](crate::tensor::dtype) module's
+/// notes say how they are computed) and the complex types `C64` and `C128` (TensorFlow's
 /// `complex64`/`complex128`, held as [`Complex<f32>`]/[`Complex<f64>`]); the
 /// integer types and `Bool` carry indices and masks and never receive
 /// gradients.
@@ -346,7 +346,11 @@ macro_rules! element_half {
     ($t:ty, $variant:ident) => {
         element!($t, $variant, |x| <$t>::from_f32(x as f32), |y| y.to_f64(), {
             fn fmt_elem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{:?}", shortest_f32(self.to_f32(), |v| <$t>::from_f32(v) == *self))
+                write!(
+                    f,
+                    "{:?}",
+                    shortest_f32(self.to_f32(), |v| <$t>::from_f32(v) == *self)
+                )
             }
         });
     };
