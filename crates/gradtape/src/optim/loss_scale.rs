@@ -54,7 +54,7 @@
 //!
 //! The wrapper runs eagerly: whether a step is skipped depends on the
 //! gradients' values, so calling it inside a traced
-//! [`function`](crate::function) is an error.
+//! [`function`](crate::function()) is an error.
 
 use super::Optimizer;
 use crate::autodiff::gradient::Gradient;

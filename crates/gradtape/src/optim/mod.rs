@@ -39,7 +39,7 @@
 //!    variable, `"{optimizer}/iterations"`, so it is checkpointed) advances;
 //!    schedules are evaluated at its value before the step.
 //!
-//! Inside a traced [`function`](crate::function) the whole update (steps
+//! Inside a traced [`function`](crate::function()) the whole update (steps
 //! 4 and 5) becomes one `ApplyUpdates` graph node whose inputs are the
 //! (clipped) gradients: it runs at each call of the function, in program
 //! order, reading the step counter then (so schedules and Adam's bias

@@ -22,7 +22,7 @@ pub use num_complex::Complex;
 ///
 /// `F32` and `F64` are differentiable, and so are the half-precision types
 /// `F16` and `BF16` (TensorFlow's `float16`/`bfloat16`, held as the `half`
-/// crate's [`f16`]/[`bf16`]; the [`dtype`](crate::tensor::dtype) module's
+/// crate's [`f16`](struct@f16)/[`bf16`]; the [`dtype`](crate::tensor::dtype) module's
 /// notes say how they are computed) and the complex types `C64` and `C128` (TensorFlow's
 /// `complex64`/`complex128`, held as [`Complex<f32>`]/[`Complex<f64>`]); the
 /// integer types and `Bool` carry indices and masks and never receive
@@ -211,7 +211,7 @@ impl Storage {
 
 /// A Rust type that can be the element of a tensor.
 ///
-/// Implemented for `f32`, `f64`, [`f16`], [`bf16`], `i32`, `i64`, `bool`,
+/// Implemented for `f32`, `f64`, [`f16`](struct@f16), [`bf16`], `i32`, `i64`, `bool`,
 /// [`Complex<f32>`] and [`Complex<f64>`]. Elements need not be ordered (complex numbers are not):
 /// [`Num`] and [`Float`] are.
 pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
