@@ -78,7 +78,7 @@ pub const DEFAULT_GROWTH_STEPS: u64 = 2000;
 ///
 /// ```
 /// use gradtape::optim::{LossScaleOptimizer, Optimizer, Sgd};
-/// use gradtape::{DType, Tensor, Variable};
+/// use gradtape::{Tensor, Variable};
 /// let w = Variable::new(Tensor::scalar(1.0f32));
 /// let mut opt = LossScaleOptimizer::new(Sgd::new(0.1)).initial_scale(1024.0)?;
 /// // a scaled gradient that overflowed: the step is skipped, the scale halves
