@@ -86,7 +86,7 @@ pub use ops::strided::{PadMode, Slice};
 pub use ops::{DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
-pub use tensor::Complex;
+pub use tensor::{bf16, f16, Complex};
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
 };

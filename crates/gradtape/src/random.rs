@@ -24,7 +24,7 @@
 //! SplitMix64 mixer, so they too depend only on the seed and on how many
 //! draws came before.
 //!
-//! Inside a traced function ([`function`](crate::function)), a tensor drawn
+//! Inside a traced function ([`function`](crate::function())), a tensor drawn
 //! from an `Rng` (and the mask of a [`Dropout`](crate::nn::Dropout) layer)
 //! becomes a node that draws with a new seed at each run of the graph, as
 //! `tf.random.Generator` does in a `tf.function`; the `Rng` itself advances

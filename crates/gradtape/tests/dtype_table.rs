@@ -9,9 +9,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use gradtape::{DType, DataFormat, MatrixNorm, PadMode, Padding, ResizeMethod, Result, Slice, Tensor};
 
-const DTYPES: [DType; 7] = [
+const DTYPES: [DType; 9] = [
     DType::F32,
     DType::F64,
+    DType::F16,
+    DType::BF16,
     DType::I32,
     DType::I64,
     DType::Bool,
@@ -434,6 +436,8 @@ fn name(d: DType) -> &'static str {
         DType::Bool => "bool",
         DType::C64 => "c64",
         DType::C128 => "c128",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
     }
 }
 

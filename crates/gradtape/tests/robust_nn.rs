@@ -58,6 +58,8 @@ impl Lcg {
             DType::Bool => Tensor::from_vec(v.iter().map(|&x| x > 1.0).collect(), shape),
             DType::C64 => Tensor::from_vec(v.iter().map(|&x| Complex::new(x as f32, 0.5)).collect(), shape),
             DType::C128 => Tensor::from_vec(v.iter().map(|&x| Complex::new(x, -0.5)).collect(), shape),
+            DType::F16 => Tensor::from_vec(v.iter().map(|&x| gradtape::f16::from_f64(x * 0.7)).collect(), shape),
+            DType::BF16 => Tensor::from_vec(v.iter().map(|&x| gradtape::bf16::from_f64(x * 0.7)).collect(), shape),
         }
         .unwrap()
     }

@@ -210,6 +210,8 @@ fn dtype_code(d: DType) -> i64 {
         DType::Bool => 5,
         DType::C64 => 6,
         DType::C128 => 7,
+        DType::F16 => 8,
+        DType::BF16 => 9,
     }
 }
 
@@ -222,6 +224,8 @@ fn dtype_name(code: i64) -> &'static str {
         5 => "bool",
         6 => "c64",
         7 => "c128",
+        8 => "f16",
+        9 => "bf16",
         _ => "?",
     }
 }

@@ -22,6 +22,8 @@ fn st_dtype(op: &'static str, d: DType) -> Result<Dtype> {
     Ok(match d {
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
         DType::I32 => Dtype::I32,
         DType::I64 => Dtype::I64,
         DType::Bool => Dtype::BOOL,
@@ -30,7 +32,7 @@ fn st_dtype(op: &'static str, d: DType) -> Result<Dtype> {
             return Err(Error::UnsupportedDType {
                 op,
                 dtype: d,
-                expected: "a dtype safetensors stores (f32, f64, i32, i64, bool, complex64)",
+                expected: "a dtype safetensors stores (f16, bf16, f32, f64, i32, i64, bool, complex64)",
             })
         }
     })
@@ -40,6 +42,8 @@ fn our_dtype(op: &'static str, name: &str, d: Dtype) -> Result<DType> {
     Ok(match d {
         Dtype::F32 => DType::F32,
         Dtype::F64 => DType::F64,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
         Dtype::I32 => DType::I32,
         Dtype::I64 => DType::I64,
         Dtype::BOOL => DType::Bool,

@@ -44,6 +44,7 @@ pub(crate) fn io_error(op: &'static str, path: &Path, e: std::io::Error) -> Erro
 pub(crate) fn elem_size(dtype: DType) -> usize {
     match dtype {
         DType::Bool => 1,
+        DType::F16 | DType::BF16 => 2,
         DType::F32 | DType::I32 => 4,
         DType::F64 | DType::I64 | DType::C64 => 8,
         DType::C128 => 16,
@@ -59,6 +60,8 @@ pub(crate) fn to_le_bytes(t: &Tensor) -> Result<Vec<u8>> {
     Ok(match t.dtype() {
         DType::F32 => flat(t, f32::to_le_bytes)?,
         DType::F64 => flat(t, f64::to_le_bytes)?,
+        DType::F16 => flat(t, crate::tensor::f16::to_le_bytes)?,
+        DType::BF16 => flat(t, crate::tensor::bf16::to_le_bytes)?,
         DType::I32 => flat(t, i32::to_le_bytes)?,
         DType::I64 => flat(t, i64::to_le_bytes)?,
         DType::Bool => flat(t, |b: bool| [b as u8])?,
@@ -135,6 +138,20 @@ pub(crate) fn from_bytes(
             bytes
                 .chunks_exact(8)
                 .map(|c| i64::from_le_bytes(read(c, b)))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        DType::F16 => Tensor::from_vec(
+            bytes
+                .chunks_exact(2)
+                .map(|c| crate::tensor::f16::from_le_bytes(read(c, b)))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        DType::BF16 => Tensor::from_vec(
+            bytes
+                .chunks_exact(2)
+                .map(|c| crate::tensor::bf16::from_le_bytes(read(c, b)))
                 .collect::<Vec<_>>(),
             shape,
         ),

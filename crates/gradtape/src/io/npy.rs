@@ -25,8 +25,9 @@ use crate::tensor::{DType, Tensor};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
-fn descr(dtype: DType) -> &'static str {
-    match dtype {
+fn descr(dtype: DType) -> Result<&'static str> {
+    Ok(match dtype {
+        DType::F16 => "<f2",
         DType::F32 => "<f4",
         DType::F64 => "<f8",
         DType::I32 => "<i4",
@@ -34,7 +35,14 @@ fn descr(dtype: DType) -> &'static str {
         DType::Bool => "|b1",
         DType::C64 => "<c8",
         DType::C128 => "<c16",
-    }
+        DType::BF16 => {
+            return Err(Error::UnsupportedDType {
+                op: "save_npy",
+                dtype,
+                expected: "a dtype NumPy has (bf16 has none: cast to f32, or use safetensors)",
+            })
+        }
+    })
 }
 
 /// The `.npy` file's bytes for `t`.
@@ -45,7 +53,7 @@ pub fn npy_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
     };
     let mut header = format!(
         "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr(t.dtype())
+        descr(t.dtype())?
     );
     // magic + version + length field + header + '\n', padded to 64
     let (version, len_field) = if header.len() + 1 + 10 <= u16::MAX as usize {
@@ -115,6 +123,7 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
         _ => (false, d),
     };
     let dtype = match code {
+        "f2" => DType::F16,
         "f4" => DType::F32,
         "f8" => DType::F64,
         "i4" => DType::I32,
@@ -125,7 +134,7 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
         _ => {
             return Err(Error::invalid(
                 OP,
-                format!("unsupported dtype '{d}' (gradtape reads f4, f8, i4, i8, b1, c8, c16)"),
+                format!("unsupported dtype '{d}' (gradtape reads f2, f4, f8, i4, i8, b1, c8, c16)"),
             ))
         }
     };

@@ -63,6 +63,20 @@ impl CounterRng {
 
 /// Fills a tensor of `shape` with `f(i)` for every flat index `i`; errors
 /// (a shape that overflows, a buffer that cannot be allocated) name `op`.
+/// Uniform values in `[lo, hi)` of a half type: drawn in `f64`, rounded,
+/// and a draw that rounds up to `hi` (or below `lo`) replaced by `lo`.
+fn half_uniform<T: Float>(op: &'static str, shape: &[usize], lo: f64, hi: f64, g: &CounterRng) -> Result<Tensor> {
+    let (l, h) = (T::from_f64(lo), T::from_f64(hi));
+    generate::<T>(op, shape, |i| {
+        let v = T::from_f64(lo + g.unit(i) * (hi - lo));
+        if v >= h || v < l {
+            l
+        } else {
+            v
+        }
+    })
+}
+
 fn generate<T: Element>(op: &'static str, shape: &[usize], f: impl Fn(u64) -> T + Sync) -> Result<Tensor> {
     let n = checked_numel(op, shape)?;
     let buf = build::<T>(op, n, |start, out| {
@@ -148,7 +162,9 @@ impl Tensor {
                     generate::<i64>(OP, shape, |i| draw(i) as i64)
                 }
             }
-            DType::Bool | DType::C64 | DType::C128 => Err(unsupported(OP, dtype, "f32, f64, i32 or i64")),
+            DType::F16 => half_uniform::<crate::tensor::f16>(OP, shape, lo, hi, &g),
+            DType::BF16 => half_uniform::<crate::tensor::bf16>(OP, shape, lo, hi, &g),
+            DType::Bool | DType::C64 | DType::C128 => Err(unsupported(OP, dtype, "a float dtype, i32 or i64")),
         }?;
         Ok(bound(Distribution::Uniform, shape, lo, hi, dtype, seed, y))
     }

@@ -39,7 +39,7 @@
 //!    variable, `"{optimizer}/iterations"`, so it is checkpointed) advances;
 //!    schedules are evaluated at its value before the step.
 //!
-//! Inside a traced [`function`](crate::function) the whole update (steps
+//! Inside a traced [`function`](crate::function()) the whole update (steps
 //! 4 and 5) becomes one `ApplyUpdates` graph node whose inputs are the
 //! (clipped) gradients: it runs at each call of the function, in program
 //! order, reading the step counter then (so schedules and Adam's bias
@@ -93,6 +93,7 @@
 mod adam;
 mod clip;
 mod kernel;
+pub mod loss_scale;
 mod rmsprop;
 pub mod schedule;
 mod sgd;
@@ -100,6 +101,7 @@ mod traced;
 
 pub use adam::{Adam, AdamW};
 pub use clip::{clip_by_global_norm, clip_by_norm, clip_gradients_by_global_norm, global_norm};
+pub use loss_scale::LossScaleOptimizer;
 pub use rmsprop::{Adagrad, RmsProp};
 pub use schedule::{CosineDecay, ExponentialDecay, LearningRate, LearningRateSchedule, Warmup};
 pub use sgd::Sgd;

@@ -1,15 +1,32 @@
 //! Element types and the typed buffers that hold them.
+//!
+//! # Half precision
+//!
+//! `F16` and `BF16` are storage types, as in TensorFlow's CPU kernels: each
+//! elementwise operation converts its operands to `f32`, computes, and
+//! rounds the result back (round to nearest, ties to even), which is what
+//! the `half` crate's arithmetic and `num_traits::Float` methods do, so the
+//! generic kernels serve them unchanged. Reductions accumulate in `f32` and
+//! round once at the end; matrix products and convolutions convert their
+//! operands to `f32`, run the `f32` kernel (an `f32` accumulator) and round
+//! the result. Gradients of half tensors are half tensors. For training,
+//! see [`LossScaleOptimizer`](crate::optim::LossScaleOptimizer) (dynamic
+//! loss scaling) and the `f32` master-weights pattern documented there.
 
 use std::fmt;
 
+pub use half::{bf16, f16};
 pub use num_complex::Complex;
 
 /// The element type of a tensor.
 ///
-/// `F32` and `F64` are differentiable, and so are the complex types `C64`
-/// and `C128` (TensorFlow's `complex64`/`complex128`, held as
-/// [`Complex<f32>`]/[`Complex<f64>`]); the integer types and `Bool` carry
-/// indices and masks and never receive gradients.
+/// `F32` and `F64` are differentiable, and so are the half-precision types
+/// `F16` and `BF16` (TensorFlow's `float16`/`bfloat16`, held as the `half`
+/// crate's [`f16`](struct@f16)/[`bf16`]; the [`dtype`](crate::tensor::dtype) module's
+/// notes say how they are computed) and the complex types `C64` and `C128` (TensorFlow's
+/// `complex64`/`complex128`, held as [`Complex<f32>`]/[`Complex<f64>`]); the
+/// integer types and `Bool` carry indices and masks and never receive
+/// gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
     /// 32-bit float (differentiable).
@@ -26,13 +43,26 @@ pub enum DType {
     C64,
     /// Complex number of two `f64` (TensorFlow's `complex128`; differentiable).
     C128,
+    /// IEEE 754 half precision (TensorFlow's `float16`; differentiable).
+    F16,
+    /// bfloat16: `f32`'s exponent with 8 bits of significand (TensorFlow's
+    /// `bfloat16`; differentiable).
+    BF16,
 }
 
 impl DType {
-    /// Whether gradients can flow through values of this type.
+    /// Whether this is a real floating-point type (`F32`, `F64`, `F16`,
+    /// `BF16`): gradients flow through them.
     #[inline]
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64)
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// Whether this is a half-precision type (`F16` or `BF16`), computed by
+    /// converting to `f32` and rounding back.
+    #[inline]
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16)
     }
 
     /// Whether this is a complex type (`C64` or `C128`).
@@ -45,7 +75,10 @@ impl DType {
     /// the complex types (as TensorFlow's tapes, which watch both).
     #[inline]
     pub fn is_differentiable(self) -> bool {
-        matches!(self, DType::F32 | DType::F64 | DType::C64 | DType::C128)
+        matches!(
+            self,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::C64 | DType::C128
+        )
     }
 
     /// The real type of the parts of a complex type (`C64 -> F32`,
@@ -77,6 +110,7 @@ impl DType {
     /// Size of one element in bytes.
     pub fn size_in_bytes(self) -> usize {
         match self {
+            DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 | DType::C64 => 8,
             DType::Bool => 1,
@@ -95,6 +129,8 @@ impl DType {
             DType::Bool => "bool",
             DType::C64 => "complex64",
             DType::C128 => "complex128",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
         }
     }
 }
@@ -123,6 +159,8 @@ pub enum Storage {
     Bool(Buf<bool>),
     C64(Buf<Complex<f32>>),
     C128(Buf<Complex<f64>>),
+    F16(Buf<f16>),
+    BF16(Buf<bf16>),
 }
 
 impl Storage {
@@ -135,6 +173,8 @@ impl Storage {
             Storage::Bool(_) => DType::Bool,
             Storage::C64(_) => DType::C64,
             Storage::C128(_) => DType::C128,
+            Storage::F16(_) => DType::F16,
+            Storage::BF16(_) => DType::BF16,
         }
     }
 
@@ -148,6 +188,8 @@ impl Storage {
             Storage::Bool(v) => v.len(),
             Storage::C64(v) => v.len(),
             Storage::C128(v) => v.len(),
+            Storage::F16(v) => v.len(),
+            Storage::BF16(v) => v.len(),
         }
     }
 
@@ -161,14 +203,16 @@ impl Storage {
             Storage::Bool(v) => !v.spilled(),
             Storage::C64(v) => !v.spilled(),
             Storage::C128(v) => !v.spilled(),
+            Storage::F16(v) => !v.spilled(),
+            Storage::BF16(v) => !v.spilled(),
         }
     }
 }
 
 /// A Rust type that can be the element of a tensor.
 ///
-/// Implemented for `f32`, `f64`, `i32`, `i64`, `bool`, [`Complex<f32>`] and
-/// [`Complex<f64>`]. Elements need not be ordered (complex numbers are not):
+/// Implemented for `f32`, `f64`, [`f16`](struct@f16), [`bf16`], `i32`, `i64`, `bool`,
+/// [`Complex<f32>`] and [`Complex<f64>`]. Elements need not be ordered (complex numbers are not):
 /// [`Num`] and [`Float`] are.
 pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
     /// The dtype of tensors holding this type.
@@ -292,10 +336,50 @@ macro_rules! element_complex {
 element_complex!(f32, C64);
 element_complex!(f64, C128);
 
+/// The half-precision elements. Conversions from `f64` go through `f32`, as
+/// TensorFlow's (Eigen's) do: `1 + 2^-11 + 2^-40` becomes `1.0` in `f16`
+/// (through `f32`'s tie, to even), not `1.0009765625` as a direct rounding
+/// gives. `Display` writes the shortest decimal that reads back as the same
+/// half value, as NumPy's `repr` of `float16` does (`0.1`, not
+/// `0.099975586`).
+macro_rules! element_half {
+    ($t:ty, $variant:ident) => {
+        element!($t, $variant, |x| <$t>::from_f32(x as f32), |y| y.to_f64(), {
+            fn fmt_elem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(
+                    f,
+                    "{:?}",
+                    shortest_f32(self.to_f32(), |v| <$t>::from_f32(v) == *self)
+                )
+            }
+        });
+    };
+}
+element_half!(f16, F16);
+element_half!(bf16, BF16);
+
+/// The `f32` with the fewest significant decimal digits for which `same`
+/// holds (`x` itself when none shorter does, and for NaN and infinities).
+fn shortest_f32(x: f32, same: impl Fn(f32) -> bool) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    for digits in 0..9 {
+        if let Ok(v) = format!("{x:.digits$e}").parse::<f32>() {
+            if same(v) {
+                return v;
+            }
+        }
+    }
+    x
+}
+
 /// A floating-point element: the types gradients flow through.
 pub trait Float: Element + num_traits::Float + std::iter::Sum + Default {}
 impl Float for f32 {}
 impl Float for f64 {}
+impl Float for f16 {}
+impl Float for bf16 {}
 
 /// A real numeric (non-bool, non-complex) element.
 ///
@@ -334,7 +418,7 @@ macro_rules! num_int {
         }
     )*};
 }
-num_float!(f32, f64);
+num_float!(f32, f64, f16, bf16);
 num_int!(i32, i64);
 
 /// Runs `$body` with `$T` bound to the Rust type of `$dtype`, for the
@@ -358,6 +442,7 @@ macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
         $crate::tensor::dtype::with_types!($dtype, $T => $body,
             [F32: f32, F64: f64, I32: i32, I64: i64, Bool: bool,
+             F16: $crate::tensor::dtype::f16, BF16: $crate::tensor::dtype::bf16,
              C64: $crate::tensor::dtype::Complex<f32>, C128: $crate::tensor::dtype::Complex<f64>],
             _ => unreachable!())
     };
@@ -368,7 +453,8 @@ macro_rules! with_dtype {
 macro_rules! with_real_dtype {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
         $crate::tensor::dtype::with_types!($dtype, $T => $body,
-            [F32: f32, F64: f64, I32: i32, I64: i64, Bool: bool], _ => $other)
+            [F32: f32, F64: f64, I32: i32, I64: i64, Bool: bool,
+             F16: $crate::tensor::dtype::f16, BF16: $crate::tensor::dtype::bf16], _ => $other)
     };
 }
 
@@ -385,14 +471,16 @@ macro_rules! with_complex_dtype {
 macro_rules! with_num_dtype {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
         $crate::tensor::dtype::with_types!($dtype, $T => $body,
-            [F32: f32, F64: f64, I32: i32, I64: i64], _ => $other)
+            [F32: f32, F64: f64, I32: i32, I64: i64,
+             F16: $crate::tensor::dtype::f16, BF16: $crate::tensor::dtype::bf16], _ => $other)
     };
 }
 
 /// [`with_types!`] over the float dtypes; `$other` handles the rest.
 macro_rules! with_float_dtype {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        $crate::tensor::dtype::with_types!($dtype, $T => $body, [F32: f32, F64: f64], _ => $other)
+        $crate::tensor::dtype::with_types!($dtype, $T => $body,
+            [F32: f32, F64: f64, F16: $crate::tensor::dtype::f16, BF16: $crate::tensor::dtype::bf16], _ => $other)
     };
 }
 

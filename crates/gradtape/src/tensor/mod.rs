@@ -24,11 +24,11 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use dtype::{bf16, f16, Complex, DType, Element, Float, Num};
 pub(crate) use dtype::{with_complex_dtype, with_real_dtype};
 pub(crate) use dtype::{with_dtype, with_float_dtype, with_num_dtype};
 #[doc(hidden)]
 pub use dtype::{Buf, Storage};
-pub use dtype::{Complex, DType, Element, Float, Num};
 pub(crate) use layout::Layout;
 pub use layout::Shape;
 

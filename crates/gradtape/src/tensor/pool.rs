@@ -105,6 +105,8 @@ impl Storage {
             Storage::Bool(v) => b(v),
             Storage::C64(v) => b(v),
             Storage::C128(v) => b(v),
+            Storage::F16(v) => b(v),
+            Storage::BF16(v) => b(v),
         }
     }
 
@@ -118,6 +120,8 @@ impl Storage {
             DType::Bool => Storage::Bool(Buf::new()),
             DType::C64 => Storage::C64(Buf::new()),
             DType::C128 => Storage::C128(Buf::new()),
+            DType::F16 => Storage::F16(Buf::new()),
+            DType::BF16 => Storage::BF16(Buf::new()),
         }
     }
 }

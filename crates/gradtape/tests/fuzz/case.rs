@@ -56,9 +56,11 @@ const SPECIAL_F64: [f64; 14] = [
     f64::MIN_POSITIVE,
 ];
 
-pub const DTYPES: [DType; 7] = [
+pub const DTYPES: [DType; 9] = [
     DType::F32,
     DType::F64,
+    DType::F16,
+    DType::BF16,
     DType::I32,
     DType::I64,
     DType::Bool,
@@ -207,6 +209,8 @@ fn real(dtype: DType, v: Vec<f64>, shape: &[usize]) -> Result<Tensor> {
     match dtype {
         DType::F32 => Tensor::from_vec(v.iter().map(|&x| x as f32).collect(), shape),
         DType::F64 => Tensor::from_vec(v, shape),
+        DType::F16 => Tensor::from_vec(v.iter().map(|&x| gradtape::f16::from_f64(x)).collect(), shape),
+        DType::BF16 => Tensor::from_vec(v.iter().map(|&x| gradtape::bf16::from_f64(x)).collect(), shape),
         DType::I32 => Tensor::from_vec(v.iter().map(|&x| x as i32).collect(), shape),
         DType::I64 => Tensor::from_vec(v.iter().map(|&x| x as i64).collect(), shape),
         DType::Bool => Tensor::from_vec(v.iter().map(|&x| x > 0.0).collect(), shape),

@@ -4,7 +4,7 @@
 //! op family (`ops.rs`: elementwise unary and binary ops and their scalar
 //! forms, reductions, scans, shape ops, indexing, creation, matmul and
 //! linear algebra, einsum, nn ops: softmax, cross-entropies, convolutions,
-//! pools, norms), three operands of every dtype (f32, f64, i32, i64, bool,
+//! pools, norms), three operands of every dtype (f32, f64, f16, bf16, i32, i64, bool,
 //! complex64, complex128) whose values include NaN, ±Inf, ±0, subnormals
 //! and extreme integers, and whose shapes have zero-size dims and huge ones
 //! (2^31 .. usize::MAX, alone or in pairs whose product wraps); the op's

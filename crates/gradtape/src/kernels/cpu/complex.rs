@@ -14,7 +14,7 @@ use num_traits::Zero;
 use super::elementwise::{map, zip};
 use super::reduce::{reduce, ReduceKind};
 use crate::error::{Error, Result};
-use crate::tensor::{with_complex_dtype, with_dtype, with_float_dtype, Complex, DType, Element, Float, Shape, Tensor};
+use crate::tensor::{with_complex_dtype, with_dtype, Complex, DType, Element, Float, Shape, Tensor};
 
 /// `e^z = e^re (cos im + i sin im)`.
 #[inline]
@@ -147,7 +147,8 @@ pub(crate) fn from_parts(op: &'static str, re: &Tensor, im: &Tensor) -> Result<T
             rhs: im.dtype(),
         });
     }
-    with_float_dtype!(re.dtype(), T => zip::<T, T, Complex<T>>(op, re, im, |a: T, b: T| Complex::new(a, b)),
+    crate::tensor::dtype::with_types!(re.dtype(), T => zip::<T, T, Complex<T>>(op, re, im, |a: T, b: T| Complex::new(a, b)),
+        [F32: f32, F64: f64],
         _ => Err(Error::UnsupportedDType { op, dtype: re.dtype(), expected: "f32 or f64 parts" }))
 }
 

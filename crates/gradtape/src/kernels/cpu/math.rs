@@ -23,7 +23,7 @@
 
 use super::elementwise::{map, map_guarded};
 use crate::error::Result;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{bf16, f16, DType, Tensor};
 
 /// `sin_f32`/`cos_f32` are accurate for `|x|` up to this; beyond it (and for
 /// non-finite inputs) callers use libm.
@@ -173,6 +173,8 @@ pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
     match x.dtype() {
         DType::F32 => map::<f32, f32>("exp", x, exp_f32),
         DType::F64 => map::<f64, f64>("exp", x, f64::exp),
+        DType::F16 => map::<f16, f16>("exp", x, num_traits::Float::exp),
+        DType::BF16 => map::<bf16, bf16>("exp", x, num_traits::Float::exp),
         d => unreachable!("exp of {d}: the op checks for floats"),
     }
 }
@@ -183,6 +185,8 @@ pub(crate) fn sin(x: &Tensor) -> Result<Tensor> {
     match x.dtype() {
         DType::F32 => map_guarded::<f32>("sin", x, sin_f32, f32::sin, sin_cos_in_range),
         DType::F64 => map::<f64, f64>("sin", x, f64::sin),
+        DType::F16 => map::<f16, f16>("sin", x, num_traits::Float::sin),
+        DType::BF16 => map::<bf16, bf16>("sin", x, num_traits::Float::sin),
         d => unreachable!("sin of {d}: the op checks for floats"),
     }
 }
@@ -192,6 +196,8 @@ pub(crate) fn cos(x: &Tensor) -> Result<Tensor> {
     match x.dtype() {
         DType::F32 => map_guarded::<f32>("cos", x, cos_f32, f32::cos, sin_cos_in_range),
         DType::F64 => map::<f64, f64>("cos", x, f64::cos),
+        DType::F16 => map::<f16, f16>("cos", x, num_traits::Float::cos),
+        DType::BF16 => map::<bf16, bf16>("cos", x, num_traits::Float::cos),
         d => unreachable!("cos of {d}: the op checks for floats"),
     }
 }

@@ -80,11 +80,18 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tenso
         lhs: a.shape().to_vec(),
         rhs: b.shape().to_vec(),
     })?;
+    if a.dtype().is_half() {
+        // f32 copies of the operands, an f32 product (f32 accumulation, as
+        // TensorFlow's CPU kernel for half types), rounded once
+        let to32 = |t: &Tensor| super::elementwise::cast(t, crate::DType::F32);
+        let y = matmul(&to32(a)?, &to32(b)?, ta, tb)?;
+        return super::elementwise::cast(&y, a.dtype());
+    }
     with_types!(a.dtype(), T => run::<T>(a, b, &ma, &mb, &batch),
         [F32: f32, F64: f64, C64: Complex<f32>, C128: Complex<f64>], _ => Err(Error::UnsupportedDType {
         op: OP,
         dtype: a.dtype(),
-        expected: "f32, f64, complex64 or complex128",
+        expected: "a float or complex dtype",
     }))
 }
 

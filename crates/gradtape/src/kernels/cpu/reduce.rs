@@ -127,7 +127,15 @@ impl<T: Num> Reducer<T> for MinR {
 /// Reduces `x` over `axes` (normalised, sorted, unique). The output has the
 /// kept dimensions only; keepdims is the caller's reshape. Bool is rejected by
 /// the op layer before this is called. Errors (allocation failures) name `op`.
+///
+/// Half types are reduced through an `f32` copy, the result rounded once
+/// (TensorFlow accumulates them in `f32` too): a sum of 4096 ones is 4096,
+/// where an `f16` accumulator stops at 2048.
 pub(crate) fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceKind) -> Result<Tensor> {
+    if x.dtype().is_half() {
+        let y = reduce(op, &super::elementwise::cast(x, crate::DType::F32)?, axes, kind)?;
+        return super::elementwise::cast(&y, x.dtype());
+    }
     with_num_dtype!(x.dtype(), T => match kind {
         ReduceKind::Sum => reduce_with::<T, _>(op, x, axes, SumR),
         ReduceKind::Max => reduce_with::<T, _>(op, x, axes, MaxR),

@@ -4,6 +4,7 @@
 //! tanh. Each rule ends in `ct::unbroadcast` (the batched
 //! `sum_to_shape`), which undoes broadcasting.
 
+// (the half types take their math from `num_traits::Float`)
 use super::compare::is_nan;
 pub(crate) use super::compare::scalar_for;
 use crate::autodiff::tape::vjp_batched;
@@ -13,6 +14,8 @@ use crate::ops::ct;
 use crate::ops::desc::Binary;
 use crate::ops::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Num, Tensor};
+#[allow(unused_imports)]
+use num_traits::Float as _;
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
 macro_rules! num_zip {

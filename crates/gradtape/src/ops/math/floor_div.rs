@@ -4,12 +4,15 @@
 //! for floats (batched rule, undoing broadcasting with
 //! [`ct::unbroadcast`]).
 
+// (the half types take their math from `num_traits::Float`)
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::ops::desc::Binary;
 use crate::ops::{bind_jvp, bind_nondiff, ct, expect_same_dtype, grads, sum_terms, unsupported};
 use crate::tensor::{with_float_dtype, DType, Tensor};
+#[allow(unused_imports)]
+use num_traits::Float as _;
 use num_traits::Zero;
 
 /// Integer floor division: rounds toward -inf; `MIN / -1` wraps. The

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
 use crate::ops::desc::Unary;
 use crate::ops::{bind, grads};
-use crate::tensor::Tensor;
+use crate::tensor::{bf16, f16, Tensor};
 
 /// Records an op whose gradient is zero (a step function).
 fn stepwise(op: Unary, x: &Tensor, y: Tensor) -> Tensor {
@@ -54,6 +54,9 @@ impl Tensor {
         let y = match self.dtype() {
             crate::DType::F32 => map::<f32, f32>(op, self, f32_)?,
             crate::DType::F64 => map::<f64, f64>(op, self, f64_)?,
+            // half values round exactly through f32
+            crate::DType::F16 => map::<f16, f16>(op, self, |v| f16::from_f32(f32_(v.to_f32())))?,
+            crate::DType::BF16 => map::<bf16, bf16>(op, self, |v| bf16::from_f32(f32_(v.to_f32())))?,
             dt if dt.is_int() => return Ok(self.clone()),
             dt => return Err(crate::ops::unsupported(op, dt, "a numeric dtype")),
         };

@@ -22,7 +22,7 @@ macro_rules! fmap {
             #[allow(unused_imports)]
             use $crate::tensor::Element as _;
             $crate::kernels::cpu::elementwise::map::<T, T>($op, $x, |$v: T| $body)
-        }, _ => Err($crate::ops::unsupported($op, $x.dtype(), "f32 or f64")))
+        }, _ => Err($crate::ops::unsupported($op, $x.dtype(), "a float dtype")))
     };
 }
 pub(crate) use fmap;
@@ -73,6 +73,32 @@ impl LibmExt for f32 {
         libm::log1pf(self)
     }
 }
+
+/// The half types: `libm`'s `f32` function, rounded back (as TensorFlow's
+/// half kernels compute in `f32`).
+macro_rules! libm_half {
+    ($($t:ty),*) => {$(
+        impl LibmExt for $t {
+            #[inline]
+            fn erf_(self) -> $t {
+                <$t>::from_f32(libm::erff(self.to_f32()))
+            }
+            #[inline]
+            fn erfc_(self) -> $t {
+                <$t>::from_f32(libm::erfcf(self.to_f32()))
+            }
+            #[inline]
+            fn expm1_(self) -> $t {
+                <$t>::from_f32(libm::expm1f(self.to_f32()))
+            }
+            #[inline]
+            fn log1p_(self) -> $t {
+                <$t>::from_f32(libm::log1pf(self.to_f32()))
+            }
+        }
+    )*};
+}
+libm_half!(crate::tensor::f16, crate::tensor::bf16);
 
 /// `2/√π`.
 const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;

@@ -4,6 +4,7 @@
 //! is elementwise, `g · f'(x)`, hence batched. Outside its domain a
 //! function gives NaN, as in TensorFlow.
 
+// (the half types take their math from `num_traits::Float`)
 use super::special::{elementwise, fmap};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
@@ -11,6 +12,8 @@ use crate::kernels::cpu::elementwise::zip;
 use crate::ops::desc::{Binary, Unary};
 use crate::ops::{bind, ct, expect_float, expect_same_dtype, grads};
 use crate::tensor::{with_float_dtype, Tensor};
+#[allow(unused_imports)]
+use num_traits::Float as _;
 
 /// `1 - x²`.
 fn one_minus_sq(x: &Tensor) -> Result<Tensor> {

@@ -2,12 +2,15 @@
 //!
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
+// (the half types take their math from `num_traits::Float`)
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cpu::math;
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
+#[allow(unused_imports)]
+use num_traits::Float as _;
 use num_traits::{One, Zero};
 
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Num, Tensor};

@@ -17,12 +17,13 @@
 //! all in parallel.
 
 use super::super::desc::{ConvAttrs, NnOp};
-use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
+use super::super::{bind, expect_float, expect_same_dtype, grads};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 pub use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv::{self as k, positive, Geom};
-use crate::tensor::{with_float_dtype, Float, Tensor};
+use crate::tensor::dtype::with_types;
+use crate::tensor::{DType, Float, Tensor};
 
 /// Dense or depthwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,19 +131,32 @@ fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> 
     Ok(None)
 }
 
-/// The forward convolution `x * f`.
-fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
-    expect_floats(op, x, f)?;
+/// `f32` copies of two half operands.
+fn to_f32(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
+    let c = |t: &Tensor| crate::kernels::cpu::elementwise::cast(t, DType::F32);
+    Ok((c(a)?, c(b)?))
+}
+
+/// `y` rounded back to the half type `to`.
+fn round_to(y: Tensor, to: DType) -> Result<Tensor> {
+    crate::kernels::cpu::elementwise::cast(&y, to)
+}
+
+/// The forward convolution's value (operands checked by the caller), and
+/// the dense kernel's im2col matrix. Half operands are convolved as `f32`
+/// copies (an `f32` accumulator, as TensorFlow's CPU kernels for half
+/// types) and the result rounded back.
+fn fwd_value(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<(Tensor, Option<Tensor>)> {
     let g = cfg.geom(op, x.shape(), f.shape())?;
     let shape = cfg.out_shape(&g);
     // the dense im2col forward keeps its im2col matrix for the filter
     // gradient (as PyTorch's unfolded convolution does): dropped unused when
     // no tape records this op, freed when the rule has run on a
     // non-persistent tape (the direct kernels build none)
-    let (y, cols) = if let Some(z) = zeros_if_empty(op, &shape, x, f)? {
-        (z, None)
-    } else {
-        with_float_dtype!(x.dtype(), T => match cfg.kind {
+    if let Some(z) = zeros_if_empty(op, &shape, x, f)? {
+        return Ok((z, None));
+    }
+    Ok(with_types!(x.dtype(), T => match cfg.kind {
         Kind::Dense => {
             let (xv, fv) = (x.values::<T>(op)?, f.values::<T>(op)?);
             let (y, cols) = k::conv2d_keep(&xv, &fv, &g, true)?;
@@ -150,8 +164,16 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
             (Tensor::from_storage(<T as crate::tensor::Element>::into_storage(y), &shape), cols)
         }
         Kind::Depthwise => (run::<T>(op, |a, b| k::depthwise(a, b, &g), x, f, &shape)?, None),
-        }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")))
-    };
+    }, [F32: f32, F64: f64], _ => {
+        let (x32, f32_) = to_f32(x, f)?;
+        (round_to(fwd_value(op, &x32, &f32_, cfg)?.0, x.dtype())?, None)
+    }))
+}
+
+/// The forward convolution `x * f`.
+fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    expect_floats(op, x, f)?;
+    let (y, cols) = fwd_value(op, x, f, cfg)?;
     let (xc, fc) = (x.clone(), f.clone());
     Ok(bind(NnOp::Conv(cfg.attrs()), &[x, f], y, move |_| {
         vjp(move |g, needs| {
@@ -170,19 +192,29 @@ fn sizes4(op: &'static str, what: &str, s: &[usize]) -> Result<[usize; 4]> {
     <[usize; 4]>::try_from(s).map_err(|_| Error::invalid(op, format!("{what} must have 4 entries (NHWC), got {s:?}")))
 }
 
+/// The input gradient's value (checked by the caller; half types as in
+/// [`fwd_value`]).
+fn bwd_input_value(op: &'static str, xs: [usize; 4], f: &Tensor, dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
+    let g = cfg.geom(op, &xs, f.shape())?;
+    if let Some(z) = zeros_if_empty(op, &xs, f, dy)? {
+        return Ok(z);
+    }
+    Ok(with_types!(f.dtype(), T => match cfg.kind {
+        Kind::Dense => run::<T>(op, |d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs)?,
+        Kind::Depthwise => run::<T>(op, |d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs)?,
+    }, [F32: f32, F64: f64], _ => {
+        let (f32_, dy32) = to_f32(f, dy)?;
+        round_to(bwd_input_value(op, xs, &f32_, &dy32, cfg)?, f.dtype())?
+    }))
+}
+
 /// The input gradient: `dy` [n,oh,ow,out] and `f` -> [n,h,w,c] = `input_sizes`.
 fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, f, dy)?;
     let xs = sizes4(op, "input_sizes", input_sizes)?;
     let g = cfg.geom(op, &xs, f.shape())?;
     check_dy(op, &cfg, &g, dy)?;
-    let y = match zeros_if_empty(op, &xs, f, dy)? {
-        Some(z) => z,
-        None => with_float_dtype!(f.dtype(), T => match cfg.kind {
-            Kind::Dense => run::<T>(op, |d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs)?,
-            Kind::Depthwise => run::<T>(op, |d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs)?,
-        }, _ => return Err(unsupported(op, f.dtype(), "f32 or f64"))),
-    };
+    let y = bwd_input_value(op, xs, f, dy, cfg)?;
     let (fc, dyc) = (f.clone(), dy.clone());
     Ok(bind(NnOp::ConvBackpropInput(cfg.attrs(), xs), &[f, dy], y, move |_| {
         vjp(move |g, needs| {
@@ -209,15 +241,7 @@ fn bwd_filter(
     let fs = sizes4(op, "filter_sizes", filter_sizes)?;
     let g = cfg.geom(op, x.shape(), &fs)?;
     check_dy(op, &cfg, &g, dy)?;
-    let y = if let Some(z) = zeros_if_empty(op, &fs, x, dy)? {
-        z
-    } else {
-        with_float_dtype!(x.dtype(), T => match (cfg.kind, cols) {
-        (Kind::Dense, Some(c)) if c.dtype() == x.dtype() => run::<T>(op, |a, d| k::conv2d_backprop_filter_cols(a, d, &g), c, dy, &fs)?,
-        (Kind::Dense, _) => run::<T>(op, |a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs)?,
-        (Kind::Depthwise, _) => run::<T>(op, |a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs)?,
-        }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")))
-    };
+    let y = bwd_filter_value(op, x, fs, dy, cfg, cols)?;
     let (xc, dyc) = (x.clone(), dy.clone());
     Ok(bind(
         NnOp::ConvBackpropFilter(cfg.attrs(), fs),
@@ -233,6 +257,30 @@ fn bwd_filter(
             })
         },
     ))
+}
+
+/// The filter gradient's value (checked by the caller; half types as in
+/// [`fwd_value`]).
+fn bwd_filter_value(
+    op: &'static str,
+    x: &Tensor,
+    fs: [usize; 4],
+    dy: &Tensor,
+    cfg: Cfg,
+    cols: Option<&Tensor>,
+) -> Result<Tensor> {
+    let g = cfg.geom(op, x.shape(), &fs)?;
+    if let Some(z) = zeros_if_empty(op, &fs, x, dy)? {
+        return Ok(z);
+    }
+    Ok(with_types!(x.dtype(), T => match (cfg.kind, cols) {
+        (Kind::Dense, Some(c)) if c.dtype() == x.dtype() => run::<T>(op, |a, d| k::conv2d_backprop_filter_cols(a, d, &g), c, dy, &fs)?,
+        (Kind::Dense, _) => run::<T>(op, |a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs)?,
+        (Kind::Depthwise, _) => run::<T>(op, |a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs)?,
+    }, [F32: f32, F64: f64], _ => {
+        let (x32, dy32) = to_f32(x, dy)?;
+        round_to(bwd_filter_value(op, &x32, fs, &dy32, cfg, None)?, x.dtype())?
+    }))
 }
 
 impl Tensor {

@@ -3,6 +3,7 @@
 //! The sparse and sigmoid ones have fused kernels; the dense one is made of
 //! `log_softmax`. Every rule is written with public ops.
 
+// (the half types take their math from `num_traits::Float`)
 use super::super::desc::NnOp;
 use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::autodiff::tape::{self, vjp_batched};
@@ -10,6 +11,8 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::kernels::cpu::nn as k;
 use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
+#[allow(unused_imports)]
+use num_traits::Float as _;
 
 impl Tensor {
     /// Softmax cross-entropy with dense `labels` (a probability distribution

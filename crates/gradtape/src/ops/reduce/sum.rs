@@ -38,6 +38,11 @@ impl Tensor {
             return crate::ops::math::complex::mean(self, axes, keepdims);
         }
         crate::ops::expect_float("mean", self)?;
+        if self.dtype().is_half() {
+            // sum and divide in f32, round once (TensorFlow's mean of half
+            // types): no overflow of a large sum, no second rounding
+            return self.cast(DType::F32)?.mean(axes, keepdims)?.cast(self.dtype());
+        }
         let ax = norm_axes("mean", axes, self.shape())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
         self.sum(axes, keepdims)?.div_scalar(n as f64)

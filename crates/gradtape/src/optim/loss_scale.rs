@@ -1,0 +1,279 @@
+//! Dynamic loss scaling for mixed-precision training (Keras's
+//! `LossScaleOptimizer`).
+//!
+//! Gradients computed in `f16` underflow to zero when they are smaller than
+//! about `6e-8` (and lose precision below `6e-5`). Loss scaling multiplies
+//! the loss by a large factor `s` before differentiating, so every gradient
+//! on the way back is `s` times larger and stays representable, then
+//! divides the gradients by `s` before the update. [`LossScaleOptimizer`]
+//! picks `s` dynamically, as Keras 3 does:
+//!
+//! - `s` starts at `2^15` ([`initial_scale`](LossScaleOptimizer::initial_scale));
+//! - a step whose scaled gradients are all finite is applied (unscaled) by
+//!   the wrapped optimizer; after [`dynamic_growth_steps`](LossScaleOptimizer::dynamic_growth_steps)
+//!   (2000) such steps in a row, `s` doubles;
+//! - a step with an infinite or NaN gradient is skipped (the wrapped
+//!   optimizer, its slots and its step counter are left as they were), `s`
+//!   halves and the count of finite steps restarts.
+//!
+//! The scale and the count are variables (`"{name}/loss_scale"`,
+//! `"{name}/loss_scale_steps"`), returned by
+//! [`variables`](Optimizer::variables) with the wrapped optimizer's, so a
+//! checkpoint keeps them.
+//!
+//! # The f32 master-weights pattern
+//!
+//! Keep the variables in `f32` (the optimizer's updates, often much
+//! smaller than a weight, would round away in `f16`), and compute in `f16`
+//! by casting the variables where they are read, under the tape: the cast's
+//! gradient casts back, so the gradients arrive in `f32`, ready for the
+//! `f32` update. Cast the loss to `f32` before scaling it.
+//!
+//! ```
+//! use gradtape::optim::{LossScaleOptimizer, Optimizer, Sgd};
+//! use gradtape::{DType, GradientTape, Tensor, Variable};
+//! let w = Variable::new(Tensor::vector(&[0.5f32, -0.25]));          // f32 master weights
+//! let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?.cast(DType::F16)?;
+//! let target = Tensor::vector(&[1.0f32, 2.0]);
+//! let mut opt = LossScaleOptimizer::new(Sgd::new(0.02));
+//! let mut losses = Vec::new();
+//! for _ in 0..20 {
+//!     let tape = GradientTape::new();
+//!     let loss = tape.record(|| {
+//!         let w16 = w.read().cast(DType::F16)?;                     // compute in f16
+//!         let y = x.matmul(&w16.reshape(&[2, 1])?)?.reshape(&[2])?;
+//!         y.cast(DType::F32)?.sub(&target)?.square()?.mean_all()     // loss in f32
+//!     })?;
+//!     losses.push(loss.to_scalar::<f32>()?);
+//!     opt.minimize(&tape, &loss, &[w.clone()])?;                     // scales, unscales, skips on overflow
+//! }
+//! assert!(losses[19] < 0.1 * losses[0]);
+//! assert_eq!(w.read().dtype(), DType::F32);
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+//!
+//! The wrapper runs eagerly: whether a step is skipped depends on the
+//! gradients' values, so calling it inside a traced
+//! [`function`](crate::function()) is an error.
+
+use super::Optimizer;
+use crate::autodiff::gradient::Gradient;
+use crate::autodiff::gradient_tape::GradientTape;
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// Keras's default initial loss scale, `2^15`.
+pub const DEFAULT_INITIAL_SCALE: f64 = 32768.0;
+/// Keras's default number of finite steps before the scale doubles.
+pub const DEFAULT_GROWTH_STEPS: u64 = 2000;
+
+/// Wraps an optimizer with dynamic loss scaling; see the [module
+/// docs](self).
+///
+/// [`minimize`](Optimizer::minimize) scales the loss on the tape itself;
+/// with [`apply_gradients`](Optimizer::apply_gradients), differentiate
+/// [`scale_loss`](Self::scale_loss)`(loss)` (computed under the tape) and
+/// pass those scaled gradients: they are unscaled here.
+///
+/// ```
+/// use gradtape::optim::{LossScaleOptimizer, Optimizer, Sgd};
+/// use gradtape::{Tensor, Variable};
+/// let w = Variable::new(Tensor::scalar(1.0f32));
+/// let mut opt = LossScaleOptimizer::new(Sgd::new(0.1)).initial_scale(1024.0)?;
+/// // a scaled gradient that overflowed: the step is skipped, the scale halves
+/// opt.apply_gradients([(Some(Tensor::scalar(f32::INFINITY)), &w)])?;
+/// assert!(opt.last_step_skipped());
+/// assert_eq!(opt.loss_scale(), 512.0);
+/// assert_eq!(w.read().to_scalar::<f32>()?, 1.0);
+/// // a finite one: applied divided by the scale (512 / 512 = 1, so w = 1 - 0.1)
+/// opt.apply_gradients([(Some(Tensor::scalar(512.0f32)), &w)])?;
+/// assert!((w.read().to_scalar::<f32>()? - 0.9).abs() < 1e-6);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct LossScaleOptimizer<O: Optimizer> {
+    inner: O,
+    name: String,
+    scale: Variable,
+    good_steps: Variable,
+    growth_steps: u64,
+    skipped: bool,
+}
+
+impl<O: Optimizer> LossScaleOptimizer<O> {
+    /// Wraps `inner`, with Keras's defaults: initial scale `2^15`, doubled
+    /// after 2000 finite steps in a row.
+    pub fn new(inner: O) -> Self {
+        let name = format!("{}/loss_scale_optimizer", inner.name());
+        let scale = Variable::builder(Tensor::scalar(DEFAULT_INITIAL_SCALE as f32))
+            .name(format!("{name}/loss_scale"))
+            .trainable(false)
+            .build();
+        let good_steps = Variable::builder(Tensor::scalar(0i64))
+            .name(format!("{name}/loss_scale_steps"))
+            .trainable(false)
+            .build();
+        LossScaleOptimizer {
+            inner,
+            name,
+            scale,
+            good_steps,
+            growth_steps: DEFAULT_GROWTH_STEPS,
+            skipped: false,
+        }
+    }
+
+    /// Sets the initial scale (finite and `> 0`; a power of two keeps the
+    /// scaling exact).
+    pub fn initial_scale(self, s: f64) -> Result<Self> {
+        if !(s > 0.0 && s.is_finite() && s <= f32::MAX as f64) {
+            return Err(Error::invalid(
+                "LossScaleOptimizer::initial_scale",
+                format!("the scale must be finite and > 0 (as an f32), got {s}"),
+            ));
+        }
+        self.scale.assign(&Tensor::scalar(s as f32))?;
+        Ok(self)
+    }
+
+    /// Sets how many finite steps in a row double the scale (`>= 1`).
+    pub fn dynamic_growth_steps(mut self, n: u64) -> Result<Self> {
+        if n == 0 || n > i64::MAX as u64 {
+            return Err(Error::invalid(
+                "LossScaleOptimizer::dynamic_growth_steps",
+                format!("needs at least 1 step (and at most i64::MAX), got {n}"),
+            ));
+        }
+        self.growth_steps = n;
+        Ok(self)
+    }
+
+    /// The current loss scale.
+    pub fn loss_scale(&self) -> f64 {
+        scalar(&self.scale)
+    }
+
+    /// The finite steps in a row since the scale last changed.
+    pub fn good_steps(&self) -> u64 {
+        scalar(&self.good_steps) as u64
+    }
+
+    /// Whether the last `apply` skipped its step (a non-finite gradient).
+    pub fn last_step_skipped(&self) -> bool {
+        self.skipped
+    }
+
+    /// The wrapped optimizer.
+    pub fn inner(&self) -> &O {
+        &self.inner
+    }
+
+    /// `loss · scale`, in `loss`'s dtype (a differentiable op: call it
+    /// under the tape that differentiates it).
+    pub fn scale_loss(&self, loss: &Tensor) -> Result<Tensor> {
+        loss.mul_scalar(self.loss_scale())
+    }
+}
+
+/// The value of a scalar variable.
+fn scalar(v: &Variable) -> f64 {
+    v.read()
+        .item()
+        .expect("a loss-scale state variable holds a real scalar")
+}
+
+/// Whether every element of a gradient is finite.
+fn all_finite(g: &Gradient) -> Result<bool> {
+    let values = match g {
+        Gradient::Dense(t) => t,
+        Gradient::Sparse(s) => s.values(),
+    };
+    let axes: Vec<isize> = (0..values.rank() as isize).collect();
+    values.is_finite()?.all(&axes, false)?.to_scalar::<bool>()
+}
+
+/// `g / scale`.
+fn unscale(g: Gradient, scale: f64) -> Result<Gradient> {
+    Ok(match g {
+        Gradient::Dense(t) => Gradient::Dense(t.div_scalar(scale)?),
+        Gradient::Sparse(s) => Gradient::Sparse(s.scale(1.0 / scale)?),
+    })
+}
+
+impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Applies scaled gradients: skips the step (halving the scale) if
+    /// any is infinite or NaN, else applies them divided by the scale
+    /// (doubling the scale after `dynamic_growth_steps` such steps).
+    fn apply(&mut self, pairs: Vec<(Option<Gradient>, Variable)>) -> Result<()> {
+        const OP: &str = "LossScaleOptimizer::apply";
+        if crate::function::trace::recording() {
+            return Err(Error::invalid(
+                OP,
+                "dynamic loss scaling decides from the gradients' values whether to skip a step, \
+                 so it runs eagerly only (call it outside the traced function)",
+            ));
+        }
+        let mut finite = true;
+        for g in pairs.iter().filter_map(|(g, _)| g.as_ref()) {
+            if !all_finite(g)? {
+                finite = false;
+                break;
+            }
+        }
+        let scale = self.loss_scale();
+        if !finite {
+            self.skipped = true;
+            self.good_steps.assign(&Tensor::scalar(0i64))?;
+            return self.scale.assign(&Tensor::scalar((scale / 2.0) as f32));
+        }
+        let unscaled = pairs
+            .into_iter()
+            .map(|(g, v)| Ok((g.map(|g| unscale(g, scale)).transpose()?, v)))
+            .collect::<Result<Vec<_>>>()?;
+        self.inner.apply(unscaled)?;
+        self.skipped = false;
+        let good = self.good_steps() + 1;
+        if good >= self.growth_steps {
+            self.good_steps.assign(&Tensor::scalar(0i64))?;
+            self.scale.assign(&Tensor::scalar((scale * 2.0) as f32))
+        } else {
+            self.good_steps.assign(&Tensor::scalar(good as i64))
+        }
+    }
+
+    fn build(&mut self, vars: &[Variable]) -> Result<()> {
+        self.inner.build(vars)
+    }
+
+    /// The wrapped optimizer's variables, then the scale and the count.
+    fn variables(&self) -> Vec<Variable> {
+        let mut v = self.inner.variables();
+        v.extend([self.scale.clone(), self.good_steps.clone()]);
+        v
+    }
+
+    /// The wrapped optimizer's applied steps (skipped ones not counted).
+    fn iterations(&self) -> u64 {
+        self.inner.iterations()
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.inner.learning_rate()
+    }
+
+    fn skipped(&self) -> &[String] {
+        self.inner.skipped()
+    }
+
+    /// Scales `loss` on `tape` (recorded there), differentiates the scaled
+    /// loss with respect to `vars` and [`apply`](Self::apply)s the result.
+    fn minimize(&mut self, tape: &GradientTape, loss: &Tensor, vars: &[Variable]) -> Result<()> {
+        let scaled = tape.record(|| self.scale_loss(loss))?;
+        let grads = tape.sparse_gradient(&scaled, vars)?;
+        self.apply(grads.into_iter().zip(vars.iter().cloned()).collect())
+    }
+}
