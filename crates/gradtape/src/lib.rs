@@ -81,8 +81,8 @@ pub use function::{
     GradientsOptions, Graph, Leaf, TensorSpec, TensorStruct, TracedCheckOptions, TracedCheckReport, WhileOptions,
 };
 pub use kernels::cpu::denormal::set_flush_denormals;
+pub use ops::array::strided::{PadMode, Slice};
 pub use ops::ct;
-pub use ops::strided::{PadMode, Slice};
 pub use ops::{DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;

@@ -1,6 +1,19 @@
-//! The public differentiable operations, one folder or file per family
-//! (`math/` elementwise math, `reduce/` reductions and scans, ...), each
-//! op's forward call beside its VJP rule.
+//! The public differentiable operations, one folder per family, each op's
+//! forward call beside its VJP rule:
+//!
+//! - `math/`: elementwise math (arithmetic, unary and special functions,
+//!   comparisons, complex numbers)
+//! - `reduce/`: reductions over axes and scans along one
+//! - `array/`: shapes, views, slicing, joining and constructors
+//! - `index/`: gather / scatter by index tensors
+//! - `sorting/`: sorting, searching and segment reductions
+//! - `linalg/`: matmul, decompositions, solvers, einsum
+//! - `nn/`: convolutions, pooling, normalisation, softmax and losses
+//! - `signal/`: Fourier transforms
+//! - `image/`: image resizing
+//! - `random.rs`: seeded random tensors and dropout
+//! - `desc/`: the op descriptors a trace records and a graph re-runs
+//! - `ct.rs`: cotangent helpers for batched (Jacobian) VJP rules
 //!
 //! Every op passes through [`bind`]: the forward kernel has already run, and
 //! `bind` offers the result to the active tapes, which record it (with its
@@ -31,28 +44,22 @@
 //! gradients of gradients work. Broadcasting is undone in one place,
 //! [`Tensor::sum_to_shape`].
 
+pub(crate) mod array;
 pub mod ct;
 pub mod desc;
-mod fft;
-mod fill;
-mod gather_nd;
 mod image;
 pub(crate) mod index;
-mod join;
 pub(crate) mod linalg;
 mod math;
 mod nn;
 pub(crate) mod random;
 pub(crate) mod reduce;
-pub(crate) mod segment;
-mod shape;
-mod slice;
-mod sort;
-mod special;
-pub(crate) mod strided;
+mod signal;
+pub(crate) mod sorting;
 
 pub use math::activation::{SELU_ALPHA, SELU_SCALE};
 // the old module paths, for the ops outside `math` that use them
+pub(crate) use array::strided;
 use desc::Describe;
 pub use image::ResizeMethod;
 pub use linalg::{EinsumPath, MatrixNorm};
@@ -60,6 +67,7 @@ pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
 pub(crate) use nn::max_pool2d_with_argmax;
 pub use nn::{DataFormat, Padding};
+pub(crate) use sorting::segment;
 
 use crate::autodiff::forward;
 use crate::autodiff::tape::{self, VjpFn};

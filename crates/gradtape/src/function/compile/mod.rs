@@ -6,23 +6,23 @@
 //! nodes are the ops the closure ran. The *executable* graph is a copy
 //! that only runs, made by these passes, each in its own module:
 //!
-//! 1. [`fold`] — constant folding: nodes of constants run once, here.
-//! 2. [`simplify`] — algebraic simplification: `x * 1`, identities,
+//! 1. `fold` — constant folding: nodes of constants run once, here.
+//! 2. `simplify` — algebraic simplification: `x * 1`, identities,
 //!    casts and reshapes to the same type and shape, transpose and reshape
 //!    chains.
 //! 3. common-subexpression and dead-code elimination again (folding and
 //!    simplification expose more).
-//! 4. [`pair`] — nodes that share work merged: a max pool and the
+//! 4. `pair` — nodes that share work merged: a max pool and the
 //!    positions of its maxima (which its gradient reads) from one pass.
-//! 5. [`fuse`] — elementwise fusion: chains and trees of elementwise ops
+//! 5. `fuse` — elementwise fusion: chains and trees of elementwise ops
 //!    (with scalar operands, broadcasts of one element and trailing sums)
-//!    become one kernel ([`kernel`]) that reads each input once and writes
+//!    become one kernel (`kernel`) that reads each input once and writes
 //!    each output once.
 //!
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced
 //! graph instead, and a graph whose inner shapes may change from call to
-//! call (control flow, calls, data-dependent shapes; see [`is_static`]) is
+//! call (control flow, calls, data-dependent shapes; see `is_static`) is
 //! not compiled. [`CompileStats`] says what each pass did, and
 //! [`ConcreteFunction::optimized_graph`](super::ConcreteFunction::optimized_graph)
 //! shows the result. Setting `GRADTAPE_GRAPH_OPT=0` in the environment (or
@@ -33,7 +33,7 @@
 //! removes only exact identities, and a fused kernel computes each op as
 //! its own kernel does, so an optimised graph gives the traced graph's
 //! values bit for bit, except for fused sums, which add in another order
-//! ([`Executable::reassociates`]).
+//! (`Executable::reassociates`).
 //!
 //! ```
 //! use gradtape::{function, Tensor};

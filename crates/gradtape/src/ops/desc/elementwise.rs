@@ -211,7 +211,7 @@ elementwise_family! {
 }
 
 // the `libm` functions the kernels use
-use crate::ops::math::special::LibmExt as _;
+use crate::ops::math::elementary::LibmExt as _;
 
 impl Unary {
     /// The op on one real number, as the `f64` kernel computes it (for an

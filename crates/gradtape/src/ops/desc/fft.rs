@@ -1,5 +1,5 @@
 //! Descriptor of the complex Fourier transforms (the real ones are
-//! compositions of them; see `ops/fft.rs`).
+//! compositions of them; see `ops/signal/fft.rs`).
 
 use std::fmt;
 

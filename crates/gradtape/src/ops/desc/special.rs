@@ -1,5 +1,5 @@
 //! Descriptor of the special functions computed by their own kernels
-//! (`ops/special.rs`); the guarded forms (`xlogy`, `divide_no_nan`, ...)
+//! (`ops/math/special.rs`); the guarded forms (`xlogy`, `divide_no_nan`, ...)
 //! are compositions. All are elementwise (binary and ternary ones on
 //! broadcast operands).
 

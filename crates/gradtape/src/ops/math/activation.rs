@@ -5,7 +5,7 @@
 //! selu'(0) = scale, and `clip_by_value` passes the gradient where
 //! `lo <= x <= hi` (boundaries included).
 
-use super::special::{elementwise, fmap};
+use super::elementary::{elementwise, fmap};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::map;

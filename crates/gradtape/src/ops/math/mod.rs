@@ -3,7 +3,12 @@
 //! - `unary.rs`: `neg`, `abs`, `sign`, `square`, `sqrt`, `exp`, `log`,
 //!   `sin`, `cos`, `tanh`, `sigmoid`, `relu`, and arithmetic with a scalar
 //!   (`add_scalar`, `sub_scalar`, `mul_scalar`, `div_scalar`, `pow_scalar`)
-//! - `special.rs`: `expm1`, `log1p`, `rsqrt`, `reciprocal`, `erf`, `erfc`
+//! - `elementary.rs`: `expm1`, `log1p`, `rsqrt`, `reciprocal`, `erf`, `erfc`
+//!   (the forms that need care near their cancellation points)
+//! - `special.rs`: SciPy's special functions: `lgamma`, `digamma`,
+//!   `polygamma`, `igamma`/`igammac`, `betainc`, `erfinv`, `ndtri`, Bessel
+//!   `i0e`/`i1e`, the guarded `xlogy`, `xlog1py`, `divide_no_nan`, and the
+//!   `is_nan`/`is_finite`/`is_inf` tests
 //! - `trig.rs`: `tan`, inverse and hyperbolic functions, `atan2`
 //! - `rounding.rs`: `floor`, `ceil`, `round`
 //! - `activation.rs`: `softplus`, `softsign`, `relu6`, `leaky_relu`, `elu`,
@@ -28,10 +33,11 @@ pub(crate) mod binary;
 pub(crate) mod compare;
 pub(crate) mod complex;
 mod complex_fns;
+pub(crate) mod elementary;
 mod floor_div;
 mod logical;
 mod operators;
 mod rounding;
-pub(crate) mod special;
+mod special;
 mod trig;
 mod unary;

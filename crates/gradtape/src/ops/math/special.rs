@@ -1,208 +1,471 @@
-//! Special elementwise functions of one float tensor: `expm1`, `log1p`,
-//! `rsqrt`, `reciprocal`, `erf`, `erfc`.
+//! Special functions (f32/f64, elementwise; binary ones broadcast):
+//! `lgamma`, `digamma`, `polygamma`, `igamma`/`igammac` (regularised
+//! incomplete gamma), `betainc`, `erfinv`, `ndtri`, `bessel_i0e`/`i1e`,
+//! and the guarded forms `xlogy`, `xlog1py`, `divide_no_nan`,
+//! `log_sigmoid`, with the tests `is_nan`, `is_finite`, `is_inf`.
 //!
-//! `erf`, `erfc`, `expm1` and `log1p` come from the `libm` crate (accurate
-//! to an ulp or so in both precisions, which the gradient checker needs).
-//! Every rule here is elementwise, `g · f'(x)`, hence batched.
+//! Values come from `libm` (`lgamma`) and `statrs` (digamma, incomplete
+//! gamma and beta, inverse erf), computed in f64; `polygamma` (Hurwitz
+//! zeta by Euler–Maclaurin) and the scaled Bessel functions (power series,
+//! asymptotic expansion for large arguments) are written here. Gradients
+//! are TensorFlow's, written with these same ops: `lgamma' = digamma`,
+//! `digamma' = polygamma(1, ·)`, `polygamma(n)' = polygamma(n + 1)`; the
+//! incomplete gamma and beta functions are differentiable in `x` only (as
+//! TF's `betainc`; TF's `igamma` also differentiates in `a`, which is not
+//! implemented here and is an error naming the op). Outside a function's
+//! domain the value is NaN, as TensorFlow (e.g. `igamma` with `a <= 0`,
+//! `erfinv` beyond `[-1, 1]`).
 
-use crate::autodiff::tape::vjp_batched;
-use crate::error::Result;
-use crate::ops::desc::Unary;
-use crate::ops::{bind, grads};
+use std::f64::consts::PI;
+
+use crate::autodiff::tape::vjp;
+use crate::error::{Error, Result};
+use crate::ops::desc::{Op, SpecialOp};
+use crate::ops::linalg::decomp::from_f64s;
+use crate::ops::{bind, expect_float, expect_same_dtype};
+use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Tensor;
 
-/// `f(v)` on every element of a float tensor; `v: T` is `f32` or `f64`.
-macro_rules! fmap {
-    ($op:expr, $x:expr, |$v:ident| $body:expr) => {
-        $crate::tensor::with_float_dtype!($x.dtype(), T => {
-            #[allow(unused_imports)]
-            use $crate::ops::math::special::LibmExt as _;
-            #[allow(unused_imports)]
-            use num_traits::{Float as _, One as _, Zero as _};
-            #[allow(unused_imports)]
-            use $crate::tensor::Element as _;
-            $crate::kernels::cpu::elementwise::map::<T, T>($op, $x, |$v: T| $body)
-        }, _ => Err($crate::ops::unsupported($op, $x.dtype(), "a float dtype")))
-    };
-}
-pub(crate) use fmap;
-
-/// The `libm` functions that `std` lacks (or computes less portably), for
-/// both float types.
-pub(crate) trait LibmExt: Sized {
-    fn erf_(self) -> Self;
-    fn erfc_(self) -> Self;
-    fn expm1_(self) -> Self;
-    fn log1p_(self) -> Self;
+/// `ψ⁽ⁿ⁾(x)` for an integer order `n >= 0`.
+fn polygamma(n: f64, x: f64) -> f64 {
+    if n.fract() != 0.0 || n < 0.0 || x.is_nan() {
+        return f64::NAN;
+    }
+    if n == 0.0 {
+        return statrs::function::gamma::digamma(x);
+    }
+    // (-1)^(n+1) n! ζ(n + 1, x)
+    let sign = if (n as u64).is_multiple_of(2) { -1.0 } else { 1.0 };
+    sign * libm::tgamma(n + 1.0) * hurwitz_zeta(n + 1.0, x)
 }
 
-impl LibmExt for f64 {
-    #[inline]
-    fn erf_(self) -> f64 {
-        libm::erf(self)
+/// `ζ(s, q) = Σₖ (q + k)^-s` for `s > 1` (Euler–Maclaurin with ten or more
+/// direct terms and eight Bernoulli corrections); a negative `q` needs an
+/// integer `s` (NaN otherwise), a non-positive integer `q` gives +inf.
+fn hurwitz_zeta(s: f64, q: f64) -> f64 {
+    // B_2k / (2k)!
+    const B: [f64; 8] = [
+        1.0 / 12.0,
+        -1.0 / 720.0,
+        1.0 / 30240.0,
+        -1.0 / 1209600.0,
+        1.0 / 47900160.0,
+        -691.0 / 1307674368000.0,
+        1.0 / 74724249600.0,
+        -3617.0 / 10670622842880000.0,
+    ];
+    if q <= 0.0 && (q.fract() == 0.0 || s.fract() != 0.0) {
+        return if q.fract() == 0.0 { f64::INFINITY } else { f64::NAN };
     }
-    #[inline]
-    fn erfc_(self) -> f64 {
-        libm::erfc(self)
+    // direct terms until the argument is large (a negative q included:
+    // (q + k)^-s with an integer s)
+    let n_direct = 10 + if q < 0.0 { (-q).ceil() as usize } else { 0 };
+    let mut sum: f64 = (0..n_direct).map(|k| (q + k as f64).powf(-s)).sum();
+    let a = q + n_direct as f64;
+    sum += a.powf(1.0 - s) / (s - 1.0) + 0.5 * a.powf(-s);
+    // Σ B_2k/(2k)! · s (s+1) ... (s+2k-2) · a^(-s-2k+1)
+    let mut rising = s; // s (s+1) ... (s+2k-2)
+    let mut pow = a.powf(-s - 1.0);
+    for (k, b) in B.iter().enumerate() {
+        let term = b * rising * pow;
+        sum += term;
+        if term.abs() < 1e-17 * sum.abs() {
+            break;
+        }
+        let j = 2.0 * k as f64;
+        rising *= (s + j + 1.0) * (s + j + 2.0);
+        pow /= a * a;
     }
-    #[inline]
-    fn expm1_(self) -> f64 {
-        libm::expm1(self)
-    }
-    #[inline]
-    fn log1p_(self) -> f64 {
-        libm::log1p(self)
-    }
+    sum
 }
 
-impl LibmExt for f32 {
-    #[inline]
-    fn erf_(self) -> f32 {
-        libm::erff(self)
+/// `exp(-|x|) I_ν(x)` for `ν` 0 or 1.
+fn bessel_ie(nu: u32, x: f64) -> f64 {
+    let ax = x.abs();
+    if x.is_nan() {
+        return f64::NAN;
     }
-    #[inline]
-    fn erfc_(self) -> f32 {
-        libm::erfcf(self)
-    }
-    #[inline]
-    fn expm1_(self) -> f32 {
-        libm::expm1f(self)
-    }
-    #[inline]
-    fn log1p_(self) -> f32 {
-        libm::log1pf(self)
-    }
-}
-
-/// The half types: `libm`'s `f32` function, rounded back (as TensorFlow's
-/// half kernels compute in `f32`).
-macro_rules! libm_half {
-    ($($t:ty),*) => {$(
-        impl LibmExt for $t {
-            #[inline]
-            fn erf_(self) -> $t {
-                <$t>::from_f32(libm::erff(self.to_f32()))
-            }
-            #[inline]
-            fn erfc_(self) -> $t {
-                <$t>::from_f32(libm::erfcf(self.to_f32()))
-            }
-            #[inline]
-            fn expm1_(self) -> $t {
-                <$t>::from_f32(libm::expm1f(self.to_f32()))
-            }
-            #[inline]
-            fn log1p_(self) -> $t {
-                <$t>::from_f32(libm::log1pf(self.to_f32()))
+    let v = if ax > 40.0 {
+        // asymptotic: e^x / sqrt(2πx) Σ (-1)^k a_k(ν) / x^k
+        let mu = 4.0 * (nu * nu) as f64;
+        let mut term = 1.0;
+        let mut sum = 1.0;
+        for k in 1..60 {
+            let odd = (2 * k - 1) as f64;
+            term *= -(mu - odd * odd) / (k as f64 * 8.0 * ax);
+            sum += term;
+            if term.abs() < 1e-17 * sum.abs() {
+                break;
             }
         }
-    )*};
+        sum / (2.0 * PI * ax).sqrt()
+    } else {
+        // Σ (x/2)^(2k+ν) / (k! (k+ν)!), scaled by e^-|x| term by term
+        let h = ax / 2.0;
+        let mut term = if nu == 0 { 1.0 } else { h };
+        let mut sum = term;
+        for k in 1..500 {
+            term *= h * h / (k as f64 * (k + nu as usize) as f64);
+            sum += term;
+            if term < 1e-17 * sum {
+                break;
+            }
+        }
+        sum * (-ax).exp()
+    };
+    if nu == 1 && x < 0.0 {
+        -v
+    } else {
+        v
+    }
 }
-libm_half!(crate::tensor::f16, crate::tensor::bf16);
 
-/// `2/√π`.
-const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
+/// The function a descriptor names, on f64 arguments.
+pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
+    use statrs::function::{beta, erf, gamma};
+    match op {
+        SpecialOp::Lgamma => libm::lgamma(a),
+        SpecialOp::Digamma => gamma::digamma(a),
+        SpecialOp::Erfinv => {
+            if a.abs() > 1.0 || a.is_nan() {
+                f64::NAN
+            } else {
+                erf::erf_inv(a)
+            }
+        }
+        SpecialOp::Ndtri => {
+            if !(0.0..=1.0).contains(&a) {
+                f64::NAN
+            } else {
+                -std::f64::consts::SQRT_2 * erf::erfc_inv(2.0 * a)
+            }
+        }
+        SpecialOp::I0e => bessel_ie(0, a),
+        SpecialOp::I1e => bessel_ie(1, a),
+        SpecialOp::Polygamma => polygamma(a, b),
+        SpecialOp::Igamma | SpecialOp::Igammac => {
+            let upper = *op == SpecialOp::Igammac;
+            if a.is_nan() || b.is_nan() || a <= 0.0 || b < 0.0 {
+                f64::NAN
+            } else if b == 0.0 {
+                if upper {
+                    1.0
+                } else {
+                    0.0
+                }
+            } else if b.is_infinite() {
+                if upper {
+                    0.0
+                } else {
+                    1.0
+                }
+            } else if a.is_infinite() {
+                if upper {
+                    1.0
+                } else {
+                    0.0
+                }
+            } else if upper {
+                gamma::checked_gamma_ur(a, b).unwrap_or(f64::NAN)
+            } else {
+                gamma::checked_gamma_lr(a, b).unwrap_or(f64::NAN)
+            }
+        }
+        SpecialOp::Betainc => {
+            if a.is_nan() || b.is_nan() || c.is_nan() {
+                f64::NAN
+            } else {
+                beta::checked_beta_reg(a, b, c).unwrap_or(f64::NAN)
+            }
+        }
+    }
+}
 
-/// Records a one-input elementwise op whose rule is `g · d(x, y)`.
-pub(crate) fn elementwise(
-    op: Unary,
-    x: &Tensor,
-    y: Tensor,
-    d: impl Fn(&Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
-) -> Tensor {
-    let xc = x.clone();
-    bind(op, &[x], y, move |y| {
+/// Broadcasts float operands of one dtype to their common shape.
+fn operands(op: &'static str, xs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    let mut shape: Vec<usize> = Vec::new();
+    for x in xs {
+        expect_float(op, x)?;
+        expect_same_dtype(op, xs[0], x)?;
+        shape = broadcast_shapes(op, &shape, x.shape())?.to_vec();
+    }
+    xs.iter()
+        .map(|x| {
+            if x.shape() == shape.as_slice() {
+                Ok((*x).clone())
+            } else {
+                x.broadcast_to(&shape)
+            }
+        })
+        .collect()
+}
+
+/// Evaluates `op` elementwise (in f64) on broadcast operands and binds it
+/// with `rule(inputs, output, cotangent)`, which gives the cotangent of
+/// the last input (the others get `None` unless `rule_all` gives them).
+fn apply(
+    op: SpecialOp,
+    xs: &[&Tensor],
+    rule: impl Fn(&[Tensor], &Tensor, &Tensor, &[bool]) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+) -> Result<Tensor> {
+    let name = op.public_name();
+    let ins = operands(name, xs)?;
+    let vals: Vec<Vec<f64>> = ins.iter().map(|t| t.f64_values(name)).collect::<Result<_>>()?;
+    let n = ins[0].numel();
+    let at = |k: usize, i: usize| vals.get(k).map_or(0.0, |v| v[i]);
+    let out: Vec<f64> = (0..n).map(|i| scalar(&op, at(0, i), at(1, i), at(2, i))).collect();
+    let y = from_f64s(out, ins[0].shape(), ins[0].dtype())?;
+    let refs: Vec<&Tensor> = ins.iter().collect();
+    let saved = ins.clone();
+    Ok(bind(Op::Special(op), &refs, y, move |y| {
         let y = y.clone();
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&d(&xc, &y)?)?)]))
-    })
+        vjp(move |g, needs| Ok(rule(&saved, &y, &g[0], needs)?.into_iter().collect()))
+    }))
 }
 
 impl Tensor {
-    /// `eˣ - 1`, accurate near 0. d/dx = eˣ.
+    /// `log |Γ(x)|` (`tf.math.lgamma`); d/dx is `digamma`.
     ///
     /// ```
-    /// let x = gradtape::Tensor::scalar(1e-10f64);
-    /// assert!((x.expm1()?.to_scalar::<f64>()? - 1.00000000005e-10).abs() < 1e-24);
+    /// use gradtape::Tensor;
+    /// let y = Tensor::vector(&[5.0f64, -0.5]).lgamma()?.to_vec::<f64>()?;
+    /// assert!((y[0] - 24f64.ln()).abs() < 1e-14 && (y[1] - (2.0 * std::f64::consts::PI.sqrt()).ln()).abs() < 1e-14);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
-    pub fn expm1(&self) -> Result<Tensor> {
-        let y = fmap!("expm1", self, |v| v.expm1_())?;
-        Ok(elementwise(Unary::Expm1, self, y, |x, _| x.exp()))
+    pub fn lgamma(&self) -> Result<Tensor> {
+        apply(SpecialOp::Lgamma, &[self], |x, _, g, _| {
+            Ok(vec![Some(g.mul(&x[0].digamma()?)?)])
+        })
     }
 
-    /// `ln(1 + x)`, accurate near 0. d/dx = 1 / (1 + x).
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::scalar(1e-10f64);
-    /// assert!((x.log1p()?.to_scalar::<f64>()? - 0.99999999995e-10).abs() < 1e-24);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn log1p(&self) -> Result<Tensor> {
-        let y = fmap!("log1p", self, |v| v.log1p_())?;
-        Ok(elementwise(Unary::Log1p, self, y, |x, _| {
-            x.add_scalar(1.0)?.reciprocal()
-        }))
+    /// `ψ(x) = d/dx log Γ(x)` (`tf.math.digamma`); d/dx is `polygamma(1, x)`.
+    pub fn digamma(&self) -> Result<Tensor> {
+        apply(SpecialOp::Digamma, &[self], |x, _, g, _| {
+            Ok(vec![Some(g.mul(&Tensor::polygamma(&x[0].scalar_like(1.0)?, &x[0])?)?)])
+        })
     }
 
-    /// `1 / √x`. d/dx = -y³ / 2.
+    /// `ψ⁽ⁿ⁾(x)`, the `n`-th derivative of `digamma` (`tf.math.polygamma`;
+    /// `n` a tensor of non-negative integers in the float dtype; others give
+    /// NaN). Differentiable in `x`.
     ///
     /// ```
-    /// let x = gradtape::Tensor::vector(&[4.0f32, 0.25]);
-    /// assert_eq!(x.rsqrt()?.to_vec::<f32>()?, vec![0.5, 2.0]);
+    /// use gradtape::Tensor;
+    /// let y = Tensor::polygamma(&Tensor::scalar(1.0f64), &Tensor::scalar(1.0f64))?;
+    /// assert!((y.to_scalar::<f64>()? - std::f64::consts::PI.powi(2) / 6.0).abs() < 1e-14);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
-    pub fn rsqrt(&self) -> Result<Tensor> {
-        if self.dtype().is_complex() {
-            return super::complex_fns::rsqrt(self);
-        }
-        let y = fmap!("rsqrt", self, |v| T::one() / v.sqrt())?;
-        Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
-            y.square()?.mul(y)?.mul_scalar(-0.5)
-        }))
+    pub fn polygamma(n: &Tensor, x: &Tensor) -> Result<Tensor> {
+        apply(SpecialOp::Polygamma, &[n, x], |v, _, g, _| {
+            let next = Tensor::polygamma(&v[0].add_scalar(1.0)?, &v[1])?;
+            Ok(vec![None, Some(g.mul(&next)?)])
+        })
     }
 
-    /// `1 / x`. d/dx = -y².
+    /// The regularised lower incomplete gamma function `P(a, x)`
+    /// (`tf.math.igamma`), differentiable in `x` (a gradient in `a` is an
+    /// error).
     ///
     /// ```
-    /// let x = gradtape::Tensor::vector(&[4.0f64, -0.5]);
-    /// assert_eq!(x.reciprocal()?.to_vec::<f64>()?, vec![0.25, -2.0]);
+    /// use gradtape::Tensor;
+    /// let p = Tensor::igamma(&Tensor::scalar(1.0f64), &Tensor::scalar(2.0f64))?;
+    /// assert!((p.to_scalar::<f64>()? - (1.0 - (-2.0f64).exp())).abs() < 1e-14);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
-    pub fn reciprocal(&self) -> Result<Tensor> {
-        if self.dtype().is_complex() {
-            return super::complex_fns::reciprocal(self);
-        }
-        let y = fmap!("reciprocal", self, |v| T::one() / v)?;
-        Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
+    pub fn igamma(a: &Tensor, x: &Tensor) -> Result<Tensor> {
+        apply(SpecialOp::Igamma, &[a, x], |v, _, g, needs| {
+            igamma_grad("igamma", v, g, needs, 1.0)
+        })
     }
 
-    /// The error function. d/dx = 2/√π · e^(-x²).
-    ///
-    /// ```
-    /// let x = gradtape::Tensor::vector(&[0.0f64, 1.0]);
-    /// let y = x.erf()?.to_vec::<f64>()?;
-    /// assert!(y[0] == 0.0 && (y[1] - 0.8427007929497149).abs() < 1e-15);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn erf(&self) -> Result<Tensor> {
-        let y = fmap!("erf", self, |v| v.erf_())?;
-        Ok(elementwise(Unary::Erf, self, y, |x, _| {
-            x.square()?.neg()?.exp()?.mul_scalar(TWO_OVER_SQRT_PI)
-        }))
+    /// The regularised upper incomplete gamma function `Q(a, x) = 1 - P(a, x)`
+    /// (`tf.math.igammac`), differentiable in `x`.
+    pub fn igammac(a: &Tensor, x: &Tensor) -> Result<Tensor> {
+        apply(SpecialOp::Igammac, &[a, x], |v, _, g, needs| {
+            igamma_grad("igammac", v, g, needs, -1.0)
+        })
     }
 
-    /// The complementary error function `1 - erf(x)`, accurate for large x.
-    /// d/dx = -2/√π · e^(-x²).
+    /// The regularised incomplete beta function `I_x(a, b)`
+    /// (`tf.math.betainc`), differentiable in `x` (as TensorFlow: `a` and
+    /// `b` get no gradient).
     ///
     /// ```
-    /// let x = gradtape::Tensor::scalar(0.0f32);
-    /// assert_eq!(x.erfc()?.to_scalar::<f32>()?, 1.0);
+    /// use gradtape::Tensor;
+    /// let i = Tensor::betainc(&Tensor::scalar(2.0f64), &Tensor::scalar(1.0f64), &Tensor::scalar(0.5f64))?;
+    /// assert!((i.to_scalar::<f64>()? - 0.25).abs() < 1e-14);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
-    pub fn erfc(&self) -> Result<Tensor> {
-        let y = fmap!("erfc", self, |v| v.erfc_())?;
-        Ok(elementwise(Unary::Erfc, self, y, |x, _| {
-            x.square()?.neg()?.exp()?.mul_scalar(-TWO_OVER_SQRT_PI)
-        }))
+    pub fn betainc(a: &Tensor, b: &Tensor, x: &Tensor) -> Result<Tensor> {
+        apply(SpecialOp::Betainc, &[a, b, x], |v, _, g, _| {
+            let (a, b, x) = (&v[0], &v[1], &v[2]);
+            let lbeta = a.lgamma()?.add(&b.lgamma()?)?.sub(&a.add(b)?.lgamma()?)?;
+            let log_density = a
+                .add_scalar(-1.0)?
+                .mul(&x.log()?)?
+                .add(&b.add_scalar(-1.0)?.mul(&x.neg()?.log1p()?)?)?;
+            Ok(vec![None, None, Some(g.mul(&log_density.sub(&lbeta)?.exp()?)?)])
+        })
     }
+
+    /// The inverse of `erf` on `[-1, 1]` (`tf.math.erfinv`); d/dx is
+    /// `√π/2 · exp(erfinv(x)²)`.
+    pub fn erfinv(&self) -> Result<Tensor> {
+        apply(SpecialOp::Erfinv, &[self], |_, y, g, _| {
+            Ok(vec![Some(g.mul(&y.square()?.exp()?.mul_scalar(PI.sqrt() / 2.0)?)?)])
+        })
+    }
+
+    /// The quantile function of the standard normal (`tf.math.ndtri`);
+    /// d/dp is `√(2π) · exp(ndtri(p)² / 2)`.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let z = Tensor::scalar(0.975f64).ndtri()?.to_scalar::<f64>()?;
+    /// assert!((z - 1.959963984540054).abs() < 1e-12);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn ndtri(&self) -> Result<Tensor> {
+        apply(SpecialOp::Ndtri, &[self], |_, y, g, _| {
+            Ok(vec![Some(g.mul(
+                &y.square()?.mul_scalar(0.5)?.exp()?.mul_scalar((2.0 * PI).sqrt())?,
+            )?)])
+        })
+    }
+
+    /// `exp(-|x|) I₀(x)`, the exponentially scaled modified Bessel function
+    /// of order 0 (`tf.math.bessel_i0e`); d/dx is `i1e(x) - sign(x) i0e(x)`.
+    pub fn bessel_i0e(&self) -> Result<Tensor> {
+        apply(SpecialOp::I0e, &[self], |x, y, g, _| {
+            Ok(vec![Some(g.mul(&x[0].bessel_i1e()?.sub(&x[0].sign()?.mul(y)?)?)?)])
+        })
+    }
+
+    /// `exp(-|x|) I₁(x)` (`tf.math.bessel_i1e`); d/dx is
+    /// `i0e(x) - i1e(x) (sign(x) + 1/x)` (½ at 0).
+    pub fn bessel_i1e(&self) -> Result<Tensor> {
+        apply(SpecialOp::I1e, &[self], |x, y, g, _| {
+            let x = &x[0];
+            let tiny = x.abs()?.lt_scalar(1e-30)?;
+            let safe = Tensor::where_(&tiny, &x.scalar_like(1.0)?, x)?;
+            let d = safe
+                .bessel_i0e()?
+                .sub(&y.mul(&safe.sign()?.add(&safe.reciprocal()?)?)?)?;
+            Ok(vec![Some(g.mul(&Tensor::where_(&tiny, &x.scalar_like(0.5)?, &d)?)?)])
+        })
+    }
+}
+
+/// d/dx P(a, x) = x^(a-1) e^-x / Γ(a) (`sign` -1 for Q); `a` gets an error
+/// when asked for.
+fn igamma_grad(op: &'static str, v: &[Tensor], g: &Tensor, needs: &[bool], sign: f64) -> Result<Vec<Option<Tensor>>> {
+    if needs[0] {
+        return Err(Error::invalid(
+            op,
+            "the gradient with respect to `a` is not implemented (only `x`)",
+        ));
+    }
+    let (a, x) = (&v[0], &v[1]);
+    let log_density = a.add_scalar(-1.0)?.mul(&x.log()?)?.sub(x)?.sub(&a.lgamma()?)?;
+    Ok(vec![None, Some(g.mul(&log_density.exp()?.mul_scalar(sign)?)?)])
+}
+
+impl Tensor {
+    /// `x · log(y)`, 0 where `x` is 0 (even for `y = 0`; `tf.math.xlogy`).
+    /// Differentiable in both (TF's gradients: `log(y)` and `x / y`, 0
+    /// where `x` is 0).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let z = Tensor::xlogy(&Tensor::vector(&[0.0f64, 2.0]), &Tensor::vector(&[0.0f64, 1.0]))?;
+    /// assert_eq!(z.to_vec::<f64>()?, vec![0.0, 0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn xlogy(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+        guarded("xlogy", x, y, |y| y.log())
+    }
+
+    /// `x · log(1 + y)`, 0 where `x` is 0 (`tf.math.xlog1py`).
+    pub fn xlog1py(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+        guarded("xlog1py", x, y, |y| y.log1p())
+    }
+
+    /// `x / y`, 0 where `y` is 0 (`tf.math.divide_no_nan`).
+    /// Differentiable in both (0 where `y` is 0).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let z = Tensor::divide_no_nan(&Tensor::vector(&[1.0f32, 3.0]), &Tensor::vector(&[0.0f32, 2.0]))?;
+    /// assert_eq!(z.to_vec::<f32>()?, vec![0.0, 1.5]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn divide_no_nan(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+        let run = || {
+            let zero = y.eq(&y.scalar_like(0.0)?)?;
+            let safe = Tensor::where_(&zero, &y.scalar_like(1.0)?, y)?;
+            let q = x.div(&safe)?;
+            Tensor::where_(&zero, &q.scalar_like(0.0)?, &q)
+        };
+        expect_float("divide_no_nan", x)?;
+        run().map_err(|e| e.for_op("divide_no_nan"))
+    }
+
+    /// `log(sigmoid(x)) = -softplus(-x)`, stable for large `|x|`
+    /// (`tf.math.log_sigmoid`).
+    pub fn log_sigmoid(&self) -> Result<Tensor> {
+        let run = || self.neg()?.softplus()?.neg();
+        expect_float("log_sigmoid", self)?;
+        run().map_err(|e| e.for_op("log_sigmoid"))
+    }
+
+    /// Whether each element is NaN (bool; false for integer dtypes).
+    pub fn is_nan(&self) -> Result<Tensor> {
+        self.ne(self).map_err(|e| e.for_op("is_nan"))
+    }
+
+    /// Whether each element is finite (bool; true for integer dtypes).
+    pub fn is_finite(&self) -> Result<Tensor> {
+        let run = || {
+            if !self.dtype().is_float() {
+                return self.eq(self);
+            }
+            // x - x is 0 for finite x, NaN for ±inf and NaN
+            let d = self.sub(self)?;
+            d.eq(&d)
+        };
+        run().map_err(|e| e.for_op("is_finite"))
+    }
+
+    /// Whether each element is +inf or -inf (bool; false for integer dtypes).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[1.0f64, f64::INFINITY, f64::NAN, f64::NEG_INFINITY]);
+    /// assert_eq!(x.is_inf()?.to_vec::<bool>()?, vec![false, true, false, true]);
+    /// assert_eq!(x.is_nan()?.to_vec::<bool>()?, vec![false, false, true, false]);
+    /// assert_eq!(x.is_finite()?.to_vec::<bool>()?, vec![true, false, false, false]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn is_inf(&self) -> Result<Tensor> {
+        let run = || {
+            if !self.dtype().is_float() {
+                return self.ne(self);
+            }
+            self.abs()?.eq(&self.scalar_like(f64::INFINITY)?)
+        };
+        run().map_err(|e| e.for_op("is_inf"))
+    }
+}
+
+/// `x · f(y)` with 0 where `x` is 0, and `y` made safe there so that no
+/// NaN reaches the gradient.
+fn guarded(op: &'static str, x: &Tensor, y: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    expect_float(op, x)?;
+    let run = || {
+        let zero = x.eq(&x.scalar_like(0.0)?)?;
+        let y_safe = Tensor::where_(&zero, &y.scalar_like(1.0)?, y)?;
+        let p = x.mul(&f(&y_safe)?)?;
+        Tensor::where_(&zero, &p.scalar_like(0.0)?, &p)
+    };
+    run().map_err(|e| e.for_op(op))
 }

@@ -5,7 +5,7 @@
 //! function gives NaN, as in TensorFlow.
 
 // (the half types take their math from `num_traits::Float`)
-use super::special::{elementwise, fmap};
+use super::elementary::{elementwise, fmap};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::zip;

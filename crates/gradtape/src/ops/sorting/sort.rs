@@ -17,10 +17,10 @@
 
 use std::cmp::Ordering;
 
-use super::desc::{Lazy, Op, SortOp};
-use super::{bind_nondiff, unsupported};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index::int_values;
+use crate::ops::desc::{Lazy, Op, SortOp};
+use crate::ops::{bind_nondiff, unsupported};
 use crate::tensor::layout::norm_axis;
 use num_traits::Zero;
 
@@ -219,7 +219,7 @@ impl Tensor {
     /// ```
     pub fn searchsorted(&self, values: &Tensor, right: bool) -> Result<Tensor> {
         const OP: &str = "searchsorted";
-        super::expect_same_dtype(OP, self, values)?;
+        crate::ops::expect_same_dtype(OP, self, values)?;
         let (ss, vs) = (self.shape(), values.shape());
         let shared = ss.len() == 1 && !vs.is_empty();
         if ss.is_empty()

@@ -1,11 +1,11 @@
 //! Slicing (a view, no copy) and zero padding, each the other's adjoint.
 
-use super::desc::{Lazy, Op, ShapeOp};
-use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
 use crate::ops::ct;
+use crate::ops::desc::{Lazy, Op, ShapeOp};
+use crate::ops::{bind_jvp, grads, only};
 use crate::tensor::layout::{checked_numel, contiguous_strides, norm_axis};
 use crate::tensor::{with_dtype, Element, Layout, Tensor};
 

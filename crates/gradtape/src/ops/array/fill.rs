@@ -3,10 +3,10 @@
 //! constants; `one_hot` reads its indices, so it is a graph node. Like `zeros`, `eye` and `eye_rect` are
 //! sugar that panics where their `try_` forms return an error.
 
-use super::desc::{CreateOp, Lazy, Op, F64};
-use super::unsupported;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::{filled_vec, index::int_values};
+use crate::ops::desc::{CreateOp, Lazy, Op, F64};
+use crate::ops::unsupported;
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{with_dtype, with_float_dtype, DType, Element, Tensor};
 
@@ -147,8 +147,8 @@ impl Tensor {
                 repeated: false,
             });
         }
-        super::check_scalar_for(OP, dtype, self.shape(), on)?;
-        super::check_scalar_for(OP, dtype, self.shape(), off)?;
+        crate::ops::check_scalar_for(OP, dtype, self.shape(), on)?;
+        crate::ops::check_scalar_for(OP, dtype, self.shape(), off)?;
         let ax = if axis == -1 { r } else { axis as usize };
         let outer: usize = self.shape()[..ax].iter().product();
         let inner: usize = self.shape()[ax..].iter().product();
@@ -179,6 +179,6 @@ impl Tensor {
                 dtype,
             })
         };
-        Ok(super::bind_nondiff(Lazy("OneHot", desc), &[self], y))
+        Ok(crate::ops::bind_nondiff(Lazy("OneHot", desc), &[self], y))
     }
 }

@@ -12,12 +12,12 @@
 //! (product), or the dtype's lowest/highest finite value (unsorted
 //! max/min: `f32::MIN` rather than -inf), as TensorFlow. Unsorted ids that are negative are dropped, as TF.
 
-use super::desc::{Lazy, Op, SegmentKind, SortOp};
-use super::{bind, grads, unsupported};
 use crate::autodiff::tape::{vjp, vjp_batched};
 use crate::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index::int_values;
+use crate::ops::desc::{Lazy, Op, SegmentKind, SortOp};
+use crate::ops::{bind, grads, unsupported};
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{alloc, with_dtype, with_num_dtype, DType, Num, Tensor};
 
@@ -235,7 +235,7 @@ impl Tensor {
             let count = self.try_ones_like()?.segment_sum(segment_ids)?;
             sum.div(&count.maximum(&count.scalar_like(1.0)?)?)
         };
-        super::expect_float("segment_mean", self)?;
+        crate::ops::expect_float("segment_mean", self)?;
         run().map_err(|e| e.for_op("segment_mean"))
     }
 
@@ -277,7 +277,7 @@ impl Tensor {
             let count = self.try_ones_like()?.unsorted_segment_sum(segment_ids, num_segments)?;
             sum.div(&count.maximum(&count.scalar_like(1.0)?)?)
         };
-        super::expect_float("unsorted_segment_mean", self)?;
+        crate::ops::expect_float("unsorted_segment_mean", self)?;
         run().map_err(|e| e.for_op("unsorted_segment_mean"))
     }
 
@@ -312,8 +312,8 @@ impl Tensor {
     /// ```
     pub fn tensor_scatter_nd_update(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
         const OP: &str = "tensor_scatter_nd_update";
-        super::expect_same_dtype(OP, self, updates)?;
-        let (offsets, k) = super::gather_nd::nd_offsets(OP, indices, self.shape())?;
+        crate::ops::expect_same_dtype(OP, self, updates)?;
+        let (offsets, k) = crate::ops::index::gather_nd::nd_offsets(OP, indices, self.shape())?;
         let mut want = indices.shape()[..indices.rank() - 1].to_vec();
         want.extend_from_slice(&self.shape()[k..]);
         if updates.shape() != want.as_slice() {

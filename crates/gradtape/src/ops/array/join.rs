@@ -2,12 +2,12 @@
 //! whose rule slices the cotangent (a view per input); the others are made
 //! of concat, expand_dims, narrow and squeeze.
 
-use super::bind;
-use super::desc::{Op, ShapeOp};
 use crate::autodiff::tape::{vjp_batched, Grads};
 use crate::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
+use crate::ops::bind;
+use crate::ops::desc::{Op, ShapeOp};
 use crate::tensor::layout::{checked_numel, norm_axis};
 use crate::tensor::{alloc, Tensor};
 
@@ -31,7 +31,7 @@ impl Tensor {
         };
         let ax = norm_axis(OP, axis, first.shape())?;
         for t in tensors {
-            super::expect_same_dtype(OP, first, t)?;
+            crate::ops::expect_same_dtype(OP, first, t)?;
             let ok = t.rank() == first.rank() && (0..t.rank()).all(|d| d == ax || t.shape()[d] == first.shape()[d]);
             if !ok {
                 return Err(Error::ShapeMismatch {

@@ -16,10 +16,10 @@
 use num_complex::Complex;
 use rustfft::{FftNum, FftPlanner};
 
-use super::desc::{FftOp, Lazy, Op};
-use super::{bind_jvp, grads, only, unsupported};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
+use crate::ops::desc::{FftOp, Lazy, Op};
+use crate::ops::{bind_jvp, grads, only, unsupported};
 use crate::tensor::{DType, Tensor};
 
 /// Transforms every length-`n` row of `data` in place (rows of a contiguous

@@ -20,11 +20,11 @@
 //! in TensorFlow. Nearest-neighbour keeps the dtype (`f32`, `f64`, `i32`,
 //! `i64`), as TensorFlow does.
 
-use super::desc::{ImageOp, ResizeAttrs};
-use super::{bind_jvp, grads, only, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::resize::{self as k, Coords, Dims};
+use crate::ops::desc::{ImageOp, ResizeAttrs};
+use crate::ops::{bind_jvp, grads, only, unsupported};
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Tensor};
 
@@ -280,7 +280,7 @@ impl Tensor {
             &[d.n, d.oh, d.ow, d.c],
         ), _ => return Err(unsupported(OP, self.dtype(), "f32, f64, i32 or i64")));
         if !self.dtype().is_float() {
-            return Ok(super::bind_nondiff(ImageOp::ResizeNearestNeighbor(a), &[self], y));
+            return Ok(crate::ops::bind_nondiff(ImageOp::ResizeNearestNeighbor(a), &[self], y));
         }
         let orig = [d.ih, d.iw];
         Ok(bind_jvp(

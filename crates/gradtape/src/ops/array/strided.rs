@@ -7,12 +7,12 @@
 //! rule (gradients of any order). tile, repeat and the reflecting pads are
 //! compositions of views, broadcasts, reshapes and concat.
 
-use super::desc::{Lazy, Op, ShapeOp};
-use super::{bind, grads};
 use crate::autodiff::tape::vjp_batched;
 use crate::ct;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
+use crate::ops::desc::{Lazy, Op, ShapeOp};
+use crate::ops::{bind, grads};
 use crate::tensor::layout::{checked_numel, norm_axis};
 use crate::tensor::{with_dtype, Element, Layout, Tensor};
 
@@ -258,7 +258,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn reverse(&self, axes: &[isize]) -> Result<Tensor> {
-        let ax = super::reduce::norm_axes("reverse", axes, self.shape())?;
+        let ax = crate::ops::reduce::norm_axes("reverse", axes, self.shape())?;
         let l = self.layout();
         let mut strides = l.strides.clone();
         let mut offset = l.offset as isize;
@@ -399,7 +399,7 @@ impl Tensor {
                 let inside = Tensor::try_full(&s, 1.0, crate::DType::Bool)
                     .map_err(|e| e.for_op("pad"))?
                     .pad(pads)?;
-                Tensor::where_(&inside, &padded, &super::binary::scalar_for("pad", self, c)?)
+                Tensor::where_(&inside, &padded, &crate::ops::binary::scalar_for("pad", self, c)?)
             }
             PadMode::Reflect | PadMode::Symmetric => {
                 let sym = mode == PadMode::Symmetric;

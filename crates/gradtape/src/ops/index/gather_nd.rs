@@ -1,12 +1,12 @@
 //! N-d indexing: gather_nd and its adjoint scatter_nd (each the other's
 //! rule), and gather with batch dims (a permute around gather_nd).
 
-use super::desc::{Lazy, Op, ShapeOp};
-use super::{bind, grads, unsupported};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
 use crate::kernels::cpu::index::int_values;
+use crate::ops::desc::{Lazy, Op, ShapeOp};
+use crate::ops::{bind, grads, unsupported};
 use crate::tensor::layout::{checked_numel, norm_axis};
 use crate::tensor::{alloc, with_dtype, with_num_dtype, Num, Tensor};
 

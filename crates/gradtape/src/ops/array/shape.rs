@@ -1,14 +1,14 @@
 //! Shape ops. Reshape (of a contiguous tensor), permute, broadcast, expand
 //! and squeeze are views: new tensors over the same storage, no copy.
 
-use super::desc::{Lazy, Op, ShapeOp};
+use crate::ops::desc::{Lazy, Op, ShapeOp};
 use smallvec::SmallVec;
 
-use super::{bind_jvp, grads, only};
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
 use crate::ops::ct;
+use crate::ops::{bind_jvp, grads, only};
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, norm_axis};
 use crate::tensor::{with_dtype, DType, Element, Layout, Tensor};
 
@@ -192,7 +192,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         if self.dtype().is_complex() || dtype.is_complex() {
-            return super::complex::cast(self, dtype);
+            return crate::ops::complex::cast(self, dtype);
         }
         let y = cast(self, dtype)?;
         let from = self.dtype();
@@ -227,7 +227,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn stop_gradient(&self) -> Tensor {
-        super::bind_nondiff(Op::Shape(ShapeOp::StopGradient), &[self], self.alias())
+        crate::ops::bind_nondiff(Op::Shape(ShapeOp::StopGradient), &[self], self.alias())
     }
 
     /// Every element converted to `T` (any dtype to any `T`); a helper for tests

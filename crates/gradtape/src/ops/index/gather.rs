@@ -1,12 +1,12 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
-use super::desc::{Op, ShapeOp};
-use super::{bind, bind_jvp, expect_same_dtype, grads, only};
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
 use crate::autodiff::tape::{vjp, vjp_batched, VjpFn};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::ops::ct;
+use crate::ops::desc::{Op, ShapeOp};
+use crate::ops::{bind, bind_jvp, expect_same_dtype, grads, only};
 use crate::tensor::layout::{checked_numel, norm_axis};
 use crate::tensor::Tensor;
 use smallvec::smallvec;

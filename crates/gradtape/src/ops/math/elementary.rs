@@ -1,0 +1,208 @@
+//! Special elementwise functions of one float tensor: `expm1`, `log1p`,
+//! `rsqrt`, `reciprocal`, `erf`, `erfc`.
+//!
+//! `erf`, `erfc`, `expm1` and `log1p` come from the `libm` crate (accurate
+//! to an ulp or so in both precisions, which the gradient checker needs).
+//! Every rule here is elementwise, `g · f'(x)`, hence batched.
+
+use crate::autodiff::tape::vjp_batched;
+use crate::error::Result;
+use crate::ops::desc::Unary;
+use crate::ops::{bind, grads};
+use crate::tensor::Tensor;
+
+/// `f(v)` on every element of a float tensor; `v: T` is `f32` or `f64`.
+macro_rules! fmap {
+    ($op:expr, $x:expr, |$v:ident| $body:expr) => {
+        $crate::tensor::with_float_dtype!($x.dtype(), T => {
+            #[allow(unused_imports)]
+            use $crate::ops::math::elementary::LibmExt as _;
+            #[allow(unused_imports)]
+            use num_traits::{Float as _, One as _, Zero as _};
+            #[allow(unused_imports)]
+            use $crate::tensor::Element as _;
+            $crate::kernels::cpu::elementwise::map::<T, T>($op, $x, |$v: T| $body)
+        }, _ => Err($crate::ops::unsupported($op, $x.dtype(), "a float dtype")))
+    };
+}
+pub(crate) use fmap;
+
+/// The `libm` functions that `std` lacks (or computes less portably), for
+/// both float types.
+pub(crate) trait LibmExt: Sized {
+    fn erf_(self) -> Self;
+    fn erfc_(self) -> Self;
+    fn expm1_(self) -> Self;
+    fn log1p_(self) -> Self;
+}
+
+impl LibmExt for f64 {
+    #[inline]
+    fn erf_(self) -> f64 {
+        libm::erf(self)
+    }
+    #[inline]
+    fn erfc_(self) -> f64 {
+        libm::erfc(self)
+    }
+    #[inline]
+    fn expm1_(self) -> f64 {
+        libm::expm1(self)
+    }
+    #[inline]
+    fn log1p_(self) -> f64 {
+        libm::log1p(self)
+    }
+}
+
+impl LibmExt for f32 {
+    #[inline]
+    fn erf_(self) -> f32 {
+        libm::erff(self)
+    }
+    #[inline]
+    fn erfc_(self) -> f32 {
+        libm::erfcf(self)
+    }
+    #[inline]
+    fn expm1_(self) -> f32 {
+        libm::expm1f(self)
+    }
+    #[inline]
+    fn log1p_(self) -> f32 {
+        libm::log1pf(self)
+    }
+}
+
+/// The half types: `libm`'s `f32` function, rounded back (as TensorFlow's
+/// half kernels compute in `f32`).
+macro_rules! libm_half {
+    ($($t:ty),*) => {$(
+        impl LibmExt for $t {
+            #[inline]
+            fn erf_(self) -> $t {
+                <$t>::from_f32(libm::erff(self.to_f32()))
+            }
+            #[inline]
+            fn erfc_(self) -> $t {
+                <$t>::from_f32(libm::erfcf(self.to_f32()))
+            }
+            #[inline]
+            fn expm1_(self) -> $t {
+                <$t>::from_f32(libm::expm1f(self.to_f32()))
+            }
+            #[inline]
+            fn log1p_(self) -> $t {
+                <$t>::from_f32(libm::log1pf(self.to_f32()))
+            }
+        }
+    )*};
+}
+libm_half!(crate::tensor::f16, crate::tensor::bf16);
+
+/// `2/√π`.
+const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
+
+/// Records a one-input elementwise op whose rule is `g · d(x, y)`.
+pub(crate) fn elementwise(
+    op: Unary,
+    x: &Tensor,
+    y: Tensor,
+    d: impl Fn(&Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
+) -> Tensor {
+    let xc = x.clone();
+    bind(op, &[x], y, move |y| {
+        let y = y.clone();
+        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&d(&xc, &y)?)?)]))
+    })
+}
+
+impl Tensor {
+    /// `eˣ - 1`, accurate near 0. d/dx = eˣ.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::scalar(1e-10f64);
+    /// assert!((x.expm1()?.to_scalar::<f64>()? - 1.00000000005e-10).abs() < 1e-24);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn expm1(&self) -> Result<Tensor> {
+        let y = fmap!("expm1", self, |v| v.expm1_())?;
+        Ok(elementwise(Unary::Expm1, self, y, |x, _| x.exp()))
+    }
+
+    /// `ln(1 + x)`, accurate near 0. d/dx = 1 / (1 + x).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::scalar(1e-10f64);
+    /// assert!((x.log1p()?.to_scalar::<f64>()? - 0.99999999995e-10).abs() < 1e-24);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn log1p(&self) -> Result<Tensor> {
+        let y = fmap!("log1p", self, |v| v.log1p_())?;
+        Ok(elementwise(Unary::Log1p, self, y, |x, _| {
+            x.add_scalar(1.0)?.reciprocal()
+        }))
+    }
+
+    /// `1 / √x`. d/dx = -y³ / 2.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[4.0f32, 0.25]);
+    /// assert_eq!(x.rsqrt()?.to_vec::<f32>()?, vec![0.5, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn rsqrt(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::rsqrt(self);
+        }
+        let y = fmap!("rsqrt", self, |v| T::one() / v.sqrt())?;
+        Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
+            y.square()?.mul(y)?.mul_scalar(-0.5)
+        }))
+    }
+
+    /// `1 / x`. d/dx = -y².
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[4.0f64, -0.5]);
+    /// assert_eq!(x.reciprocal()?.to_vec::<f64>()?, vec![0.25, -2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn reciprocal(&self) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return super::complex_fns::reciprocal(self);
+        }
+        let y = fmap!("reciprocal", self, |v| T::one() / v)?;
+        Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
+    }
+
+    /// The error function. d/dx = 2/√π · e^(-x²).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64, 1.0]);
+    /// let y = x.erf()?.to_vec::<f64>()?;
+    /// assert!(y[0] == 0.0 && (y[1] - 0.8427007929497149).abs() < 1e-15);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn erf(&self) -> Result<Tensor> {
+        let y = fmap!("erf", self, |v| v.erf_())?;
+        Ok(elementwise(Unary::Erf, self, y, |x, _| {
+            x.square()?.neg()?.exp()?.mul_scalar(TWO_OVER_SQRT_PI)
+        }))
+    }
+
+    /// The complementary error function `1 - erf(x)`, accurate for large x.
+    /// d/dx = -2/√π · e^(-x²).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::scalar(0.0f32);
+    /// assert_eq!(x.erfc()?.to_scalar::<f32>()?, 1.0);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn erfc(&self) -> Result<Tensor> {
+        let y = fmap!("erfc", self, |v| v.erfc_())?;
+        Ok(elementwise(Unary::Erfc, self, y, |x, _| {
+            x.square()?.neg()?.exp()?.mul_scalar(-TWO_OVER_SQRT_PI)
+        }))
+    }
+}
