@@ -312,6 +312,20 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                         [1, 1, 1],
                     )
                 }),
+                ("conv3d_backprop_input / conv3d_backprop_filter", |d| {
+                    let x = img(d).reshape(&[1, 2, 2, 4, 1])?;
+                    let (f, dy) = (Tensor::ones(&[2, 1, 2, 1, 1], d), Tensor::ones(&[1, 1, 2, 3, 1], d));
+                    let s = [1, 1, 1];
+                    Tensor::conv3d_backprop_input(&[1, 2, 2, 4, 1], &f, &dy, s, Padding::Valid, s)?.and(
+                        &Tensor::conv3d_backprop_filter(&x, &[2, 1, 2, 1, 1], &dy, s, Padding::Valid, s)?,
+                    )
+                }),
+                ("avg_pool2d_grad / avg_pool3d_grad", |d| {
+                    let g = Tensor::ones(&[1, 1, 1, 2, 1], d);
+                    g.reshape(&[1, 1, 2, 1])?
+                        .avg_pool2d_grad(&[1, 2, 4, 1], [2, 2], [2, 2], Padding::Valid)?
+                        .and(&g.avg_pool3d_grad(&[1, 2, 2, 4, 1], [2, 2, 2], [2, 2, 2], Padding::Valid)?)
+                }),
                 ("max_pool3d / avg_pool3d", |d| {
                     let x = img(d).reshape(&[1, 2, 2, 4, 1])?;
                     x.max_pool3d([2, 2, 2], [2, 2, 2], Padding::Valid)?.and(&x.avg_pool3d(

@@ -10,38 +10,11 @@
 //! whose reductions of `float16` accumulate in `f32` as the issue asks;
 //! each such test says what TensorFlow gives instead.
 
+mod half_util;
+
 use gradtape::optim::{LossScaleOptimizer, Optimizer, Sgd};
 use gradtape::{bf16, f16, DType, GradientTape, Padding, Result, Tensor, Variable};
-
-fn f16s(bits: &[u16], shape: &[usize]) -> Tensor {
-    Tensor::from_vec(bits.iter().map(|&b| f16::from_bits(b)).collect(), shape).unwrap()
-}
-
-fn bf16s(bits: &[u16], shape: &[usize]) -> Tensor {
-    Tensor::from_vec(bits.iter().map(|&b| bf16::from_bits(b)).collect(), shape).unwrap()
-}
-
-/// The bit patterns of a half tensor's elements.
-fn bits(t: &Tensor) -> Vec<u16> {
-    match t.dtype() {
-        DType::F16 => t.to_vec::<f16>().unwrap().iter().map(|x| x.to_bits()).collect(),
-        DType::BF16 => t.to_vec::<bf16>().unwrap().iter().map(|x| x.to_bits()).collect(),
-        d => panic!("not a half dtype: {d}"),
-    }
-}
-
-/// The distance in units in the last place between two finite halves of
-/// one sign class (bit patterns are ordered like the values within a sign).
-fn ulps(a: u16, b: u16) -> u32 {
-    let key = |x: u16| {
-        if x & 0x8000 != 0 {
-            -((x & 0x7fff) as i32)
-        } else {
-            x as i32
-        }
-    };
-    key(a).abs_diff(key(b))
-}
+use half_util::{bf16s, bits, check_half_gradient, f16s, lin, ulps};
 
 // ---------------------------------------------------------------- casts
 
@@ -376,58 +349,6 @@ impl Depthwise for Tensor {
 }
 
 // ------------------------------------------------------------ gradients
-
-/// Checks half gradients against the f64 gradients of the same function
-/// at the same (half) point, cast down: normwise, `|g_half - g64| <= tol ·
-/// max|g64|`.
-///
-/// The tolerance: each half op rounds its result with relative error at
-/// most the unit roundoff `u` (2^-11 for f16, 2^-8 for bf16); a gradient
-/// here goes through at most about 8 rounded ops forward and back, so its
-/// error is below `8u` relative to the largest component (`4ε` with `ε = 2u`
-/// the machine epsilon: 3.9e-3 for f16, 3.1e-2 for bf16).
-fn check_half_gradient(dtype: DType, f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor]) {
-    let eps = if dtype == DType::F16 {
-        2f64.powi(-10)
-    } else {
-        2f64.powi(-7)
-    };
-    let tol = 4.0 * eps;
-    let grads = |xs: Vec<Tensor>| -> Vec<Tensor> {
-        let tape = GradientTape::new();
-        let y = tape
-            .record(|| {
-                for x in &xs {
-                    tape.watch(x);
-                }
-                f(&xs)
-            })
-            .unwrap();
-        tape.gradient(&y, &xs)
-            .unwrap()
-            .into_iter()
-            .map(Option::unwrap)
-            .collect()
-    };
-    let half: Vec<Tensor> = inputs.iter().map(|x| x.cast(dtype).unwrap()).collect();
-    let wide: Vec<Tensor> = half.iter().map(|x| x.cast(DType::F64).unwrap()).collect();
-    for (k, (gh, g64)) in grads(half).into_iter().zip(grads(wide)).enumerate() {
-        assert_eq!(gh.dtype(), dtype, "the gradient of a {dtype} input is {dtype}");
-        let (gh, g64) = (gh.to_vec_f64(), g64.to_vec_f64());
-        let scale = g64.iter().fold(0f64, |m, v| m.max(v.abs()));
-        for (a, b) in gh.iter().zip(&g64) {
-            assert!(
-                (a - b).abs() <= tol * scale,
-                "{dtype} input {k}: {a} vs f64 {b} (scale {scale})"
-            );
-        }
-    }
-}
-
-fn lin(n: usize, lo: f64, hi: f64, shape: &[usize]) -> Tensor {
-    let v: Vec<f64> = (0..n).map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64).collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
 
 #[test]
 fn half_gradients_agree_with_f64_gradients() {

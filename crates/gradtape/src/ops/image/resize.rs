@@ -17,16 +17,20 @@
 //! **Departure from TensorFlow**: `tf.image.resize` returns `float32` for
 //! bilinear sampling whatever the input's dtype; here `f64` images stay
 //! `f64` (as in JAX's `jax.image.resize`), and integer images give `f32` as
-//! in TensorFlow. Nearest-neighbour keeps the dtype (`f32`, `f64`, `i32`,
-//! `i64`), as TensorFlow does.
+//! in TensorFlow. Likewise `f16`/`bf16` images stay in their dtype: they are
+//! interpolated in `f32` and rounded once, so the result is TensorFlow's
+//! `float32` result rounded to the half type. Nearest-neighbour keeps the
+//! dtype (`f32`, `f64`, `f16`, `bf16`, `i32`, `i64`), as TensorFlow does.
 
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::resize::{self as k, Coords, Dims};
 use crate::ops::desc::{ImageOp, ResizeAttrs};
+use crate::ops::nn::via_f32;
 use crate::ops::{bind_jvp, grads, only, unsupported};
+use crate::tensor::dtype::with_types;
 use crate::tensor::layout::checked_numel;
-use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Tensor};
+use crate::tensor::{with_num_dtype, DType, Element, Tensor};
 
 /// How [`Tensor::resize_images`] samples the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,6 +115,32 @@ fn coords(a: &ResizeAttrs) -> Coords {
     }
 }
 
+/// The kernels that weigh and sum pixels (nearest-neighbour copying needs
+/// no `f32` pass: it is exact in every dtype).
+#[derive(Clone, Copy)]
+enum Kernel {
+    Bilinear,
+    BilinearGrad,
+    NearestGrad,
+}
+
+/// `kernel` on `x`'s values (`f32`/`f64`; half types weighed and summed in
+/// `f32` and rounded once), shaped for `d`.
+fn linear_value(op: &'static str, x: &Tensor, kernel: Kernel, d: Dims, c: Coords) -> Result<Tensor> {
+    if x.dtype().is_half() {
+        return via_f32(&[x], |w| linear_value(op, &w[0], kernel, d, c));
+    }
+    with_types!(x.dtype(), T => {
+        let v = x.values::<T>(op)?;
+        let (y, shape) = match kernel {
+            Kernel::Bilinear => (k::bilinear::<T>(op, &v, d, c)?, [d.n, d.oh, d.ow, d.c]),
+            Kernel::BilinearGrad => (k::bilinear_grad::<T>(op, &v, d, c)?, [d.n, d.ih, d.iw, d.c]),
+            Kernel::NearestGrad => (k::nearest_grad::<T>(op, &v, d, c)?, [d.n, d.ih, d.iw, d.c]),
+        };
+        Ok(Tensor::from_storage(T::into_storage(y), &shape))
+    }, [F32: f32, F64: f64], _ => Err(unsupported(op, x.dtype(), "f32, f64, f16 or bf16")))
+}
+
 impl Tensor {
     /// Resizes images to `size = [height, width]`: TensorFlow 2's
     /// `tf.image.resize(images, size, method)` with its defaults
@@ -118,9 +148,10 @@ impl Tensor {
     /// `self` is a batch `[n, h, w, c]` or one image `[h, w, c]`, with
     /// non-zero height, width and channels; `size` must be positive.
     ///
-    /// Bilinear sampling takes `f32` or `f64` (kept) or integers (giving
-    /// `f32`, as TensorFlow); nearest-neighbour takes `f32`, `f64`, `i32`,
-    /// `i64` and keeps the dtype. Differentiable (float dtypes) to any order.
+    /// Bilinear sampling takes `f32`, `f64`, `f16`, `bf16` (kept; half
+    /// types interpolated in `f32`) or integers (giving `f32`, as
+    /// TensorFlow); nearest-neighbour takes those floats, `i32` and `i64`
+    /// and keeps the dtype. Differentiable (float dtypes) to any order.
     ///
     /// ```
     /// use gradtape::{ResizeMethod, Tensor};
@@ -165,7 +196,7 @@ impl Tensor {
         }
     }
 
-    /// Bilinear resize of NHWC images `[n, h, w, c]` (`f32` or `f64`) to
+    /// Bilinear resize of NHWC images `[n, h, w, c]` (a float dtype) to
     /// `[n, size[0], size[1], c]`: TensorFlow's `ResizeBilinear` op. With
     /// `half_pixel_centers` (TensorFlow 2) output pixel `i` samples input
     /// coordinate `(i + 0.5) * in / out - 0.5`; with `align_corners` it
@@ -183,10 +214,7 @@ impl Tensor {
         const OP: &str = "resize_bilinear";
         let a = attrs(size, align_corners, half_pixel_centers);
         let d = dims(OP, self.shape(), size, &a, false)?;
-        let y = with_float_dtype!(self.dtype(), T => Tensor::from_storage(
-            T::into_storage(k::bilinear::<T>(OP, &self.values::<T>(OP)?, d, coords(&a))?),
-            &[d.n, d.oh, d.ow, d.c],
-        ), _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let y = linear_value(OP, self, Kernel::Bilinear, d, coords(&a))?;
         let orig = [d.ih, d.iw];
         Ok(bind_jvp(
             ImageOp::ResizeBilinear(a),
@@ -228,10 +256,7 @@ impl Tensor {
         const OP: &str = "resize_bilinear_grad";
         let a = attrs(original_size, align_corners, half_pixel_centers);
         let d = dims(OP, self.shape(), original_size, &a, true)?;
-        let y = with_float_dtype!(self.dtype(), T => Tensor::from_storage(
-            T::into_storage(k::bilinear_grad::<T>(OP, &self.values::<T>(OP)?, d, coords(&a))?),
-            &[d.n, d.ih, d.iw, d.c],
-        ), _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let y = linear_value(OP, self, Kernel::BilinearGrad, d, coords(&a))?;
         let resized = [d.oh, d.ow];
         Ok(bind_jvp(
             ImageOp::ResizeBilinearGrad(a),
@@ -250,8 +275,8 @@ impl Tensor {
         ))
     }
 
-    /// Nearest-neighbour resize of NHWC images `[n, h, w, c]` (`f32`, `f64`,
-    /// `i32`, `i64`; the dtype is kept) to `[n, size[0], size[1], c]`:
+    /// Nearest-neighbour resize of NHWC images `[n, h, w, c]` (a float
+    /// dtype, `i32` or `i64`; the dtype is kept) to `[n, size[0], size[1], c]`:
     /// TensorFlow's `ResizeNearestNeighbor`. Output pixel `i` copies input
     /// pixel `floor((i + 0.5) * in / out)` with `half_pixel_centers`,
     /// `round(i * (in - 1) / (out - 1))` with `align_corners`,
@@ -278,7 +303,7 @@ impl Tensor {
         let y = with_num_dtype!(self.dtype(), T => Tensor::from_storage(
             T::into_storage(k::nearest::<T>(OP, &self.values::<T>(OP)?, d, coords(&a))?),
             &[d.n, d.oh, d.ow, d.c],
-        ), _ => return Err(unsupported(OP, self.dtype(), "f32, f64, i32 or i64")));
+        ), _ => return Err(unsupported(OP, self.dtype(), "f32, f64, f16, bf16, i32 or i64")));
         if !self.dtype().is_float() {
             return Ok(crate::ops::bind_nondiff(ImageOp::ResizeNearestNeighbor(a), &[self], y));
         }
@@ -301,8 +326,8 @@ impl Tensor {
     }
 
     /// The gradient of [`resize_nearest_neighbor`](Self::resize_nearest_neighbor):
-    /// `self` is the cotangent of the resized images `[n, h', w', c]` (`f32`
-    /// or `f64`), and each of its elements is added to the pixel of the
+    /// `self` is the cotangent of the resized images `[n, h', w', c]` (a
+    /// float dtype), and each of its elements is added to the pixel of the
     /// original size `[n, original_size[0], original_size[1], c]` it was
     /// copied from (TensorFlow's `ResizeNearestNeighborGrad`). Linear; its
     /// gradient is `resize_nearest_neighbor`.
@@ -323,10 +348,7 @@ impl Tensor {
         const OP: &str = "resize_nearest_neighbor_grad";
         let a = attrs(original_size, align_corners, half_pixel_centers);
         let d = dims(OP, self.shape(), original_size, &a, true)?;
-        let y = with_float_dtype!(self.dtype(), T => Tensor::from_storage(
-            T::into_storage(k::nearest_grad::<T>(OP, &self.values::<T>(OP)?, d, coords(&a))?),
-            &[d.n, d.ih, d.iw, d.c],
-        ), _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let y = linear_value(OP, self, Kernel::NearestGrad, d, coords(&a))?;
         let resized = [d.oh, d.ow];
         Ok(bind_jvp(
             ImageOp::ResizeNearestNeighborGrad(a),

@@ -18,12 +18,13 @@
 
 use super::super::desc::{ConvAttrs, NnOp};
 use super::super::{bind, expect_float, expect_same_dtype, grads};
+use super::via_f32;
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 pub use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv::{self as k, positive, Geom};
 use crate::tensor::dtype::with_types;
-use crate::tensor::{DType, Float, Tensor};
+use crate::tensor::{Float, Tensor};
 
 /// Dense or depthwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,17 +132,6 @@ fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> 
     Ok(None)
 }
 
-/// `f32` copies of two half operands.
-fn to_f32(a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
-    let c = |t: &Tensor| crate::kernels::cpu::elementwise::cast(t, DType::F32);
-    Ok((c(a)?, c(b)?))
-}
-
-/// `y` rounded back to the half type `to`.
-fn round_to(y: Tensor, to: DType) -> Result<Tensor> {
-    crate::kernels::cpu::elementwise::cast(&y, to)
-}
-
 /// The forward convolution's value (operands checked by the caller), and
 /// the dense kernel's im2col matrix. Half operands are convolved as `f32`
 /// copies (an `f32` accumulator, as TensorFlow's CPU kernels for half
@@ -165,8 +155,7 @@ fn fwd_value(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<(Tens
         }
         Kind::Depthwise => (run::<T>(op, |a, b| k::depthwise(a, b, &g), x, f, &shape)?, None),
     }, [F32: f32, F64: f64], _ => {
-        let (x32, f32_) = to_f32(x, f)?;
-        (round_to(fwd_value(op, &x32, &f32_, cfg)?.0, x.dtype())?, None)
+        (via_f32(&[x, f], |w| Ok(fwd_value(op, &w[0], &w[1], cfg)?.0))?, None)
     }))
 }
 
@@ -203,8 +192,7 @@ fn bwd_input_value(op: &'static str, xs: [usize; 4], f: &Tensor, dy: &Tensor, cf
         Kind::Dense => run::<T>(op, |d, w| k::conv2d_backprop_input(d, w, &g), dy, f, &xs)?,
         Kind::Depthwise => run::<T>(op, |d, w| k::depthwise_backprop_input(d, w, &g), dy, f, &xs)?,
     }, [F32: f32, F64: f64], _ => {
-        let (f32_, dy32) = to_f32(f, dy)?;
-        round_to(bwd_input_value(op, xs, &f32_, &dy32, cfg)?, f.dtype())?
+        via_f32(&[f, dy], |w| bwd_input_value(op, xs, &w[0], &w[1], cfg))?
     }))
 }
 
@@ -278,8 +266,7 @@ fn bwd_filter_value(
         (Kind::Dense, _) => run::<T>(op, |a, d| k::conv2d_backprop_filter(a, d, &g), x, dy, &fs)?,
         (Kind::Depthwise, _) => run::<T>(op, |a, d| k::depthwise_backprop_filter(a, d, &g), x, dy, &fs)?,
     }, [F32: f32, F64: f64], _ => {
-        let (x32, dy32) = to_f32(x, dy)?;
-        round_to(bwd_filter_value(op, &x32, fs, &dy32, cfg, None)?, x.dtype())?
+        via_f32(&[x, dy], |w| bwd_filter_value(op, &w[0], fs, &w[1], cfg, None))?
     }))
 }
 

@@ -9,15 +9,19 @@
 //! (`op(t_a, b) + op(a, t_b)`). The kernels are im2col + GEMM
 //! (`kernels::cpu::conv3d`). Dilations are supported on every axis
 //! (TensorFlow's CPU kernel accepts only 1 there; its GPU kernel and
-//! `tf.nn.convolution` accept them).
+//! `tf.nn.convolution` accept them). Half types (`f16`, `bf16`) are
+//! convolved as `f32` copies and rounded once, as the 2-D convolution
+//! (TensorFlow's CPU kernels accumulate them in `f32` too).
 
 use super::super::desc::{Conv3Attrs, NnOp};
 use super::super::{bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, unsupported};
+use super::via_f32;
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Padding};
 use crate::kernels::cpu::conv3d::{self as k, Geom3};
-use crate::tensor::{with_float_dtype, Float, Tensor};
+use crate::tensor::dtype::with_types;
+use crate::tensor::{Float, Tensor};
 
 /// The attributes of one 3-D convolution (validated).
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +82,8 @@ fn sizes5(op: &'static str, what: &str, s: &[usize]) -> Result<[usize; 5]> {
     <[usize; 5]>::try_from(s).map_err(|_| Error::invalid(op, format!("{what} must have 5 entries, got {s:?}")))
 }
 
-/// `kernel(a, b)` on the values of `a` and `b`, shaped `shape`.
+/// `kernel(a, b)` on the values of `a` and `b`, shaped `shape` (half
+/// types computed in `f32` and rounded once, as the 2-D convolution).
 fn run(op: &'static str, a: &Tensor, b: &Tensor, shape: &[usize], g: &Geom3, kernel: Kernel) -> Result<Tensor> {
     fn go<T: Float>(
         op: &'static str,
@@ -96,8 +101,11 @@ fn run(op: &'static str, a: &Tensor, b: &Tensor, shape: &[usize], g: &Geom3, ker
         };
         Ok(Tensor::from_storage(T::into_storage(y), shape))
     }
-    with_float_dtype!(a.dtype(), T => go::<T>(op, a, b, shape, g, kernel),
-        _ => Err(unsupported(op, a.dtype(), "f32 or f64")))
+    if a.dtype().is_half() {
+        return via_f32(&[a, b], |w| run(op, &w[0], &w[1], shape, g, kernel));
+    }
+    with_types!(a.dtype(), T => go::<T>(op, a, b, shape, g, kernel),
+        [F32: f32, F64: f64], _ => Err(unsupported(op, a.dtype(), "f32, f64, f16 or bf16")))
 }
 
 #[derive(Clone, Copy)]

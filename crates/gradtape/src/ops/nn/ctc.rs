@@ -20,7 +20,9 @@ use super::super::{bind, expect_float, grads, unsupported};
 use crate::autodiff::tape::{self, vjp};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::ctc::{self as k, Example};
-use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
+use crate::kernels::cpu::elementwise::cast;
+use crate::tensor::dtype::with_types;
+use crate::tensor::{alloc, DType, Element, Tensor};
 
 const OP: &str = "ctc_loss";
 
@@ -159,7 +161,14 @@ fn blank_of(blank_index: i64, classes: usize, shape: &[usize]) -> Result<usize> 
 }
 
 /// Runs the kernel on time-major logits: (losses, gradient).
+/// Half logits run in `f32` (log-space sums of probabilities need its
+/// range and precision) and both results are rounded once.
 fn run(labels: &Tensor, logits: &Tensor, ll: &Tensor, tl: &Tensor, blank: usize) -> Result<(Tensor, Tensor)> {
+    if logits.dtype().is_half() {
+        let to = logits.dtype();
+        let (loss, grad) = run(labels, &cast(logits, DType::F32)?, ll, tl, blank)?;
+        return Ok((cast(&loss, to)?, cast(&grad, to)?));
+    }
     let c = check(labels, logits, ll, tl, blank)?;
     let examples: Vec<Example<'_>> = c
         .labels
@@ -168,13 +177,13 @@ fn run(labels: &Tensor, logits: &Tensor, ll: &Tensor, tl: &Tensor, blank: usize)
         .map(|(l, &f)| Example { labels: l, frames: f })
         .collect();
     let b = examples.len();
-    with_float_dtype!(logits.dtype(), T => {
+    with_types!(logits.dtype(), T => {
         let (loss, grad) = k::ctc_loss::<T>(OP, &logits.values::<T>(OP)?, &examples, c.t, c.classes, blank)?;
         Ok((
             Tensor::from_storage(T::into_storage(loss), &[b]),
             Tensor::from_storage(T::into_storage(grad), &[c.t, b, c.classes]),
         ))
-    }, _ => Err(unsupported(OP, logits.dtype(), "f32 or f64")))
+    }, [F32: f32, F64: f64], _ => Err(unsupported(OP, logits.dtype(), "f32, f64, f16 or bf16")))
 }
 
 /// The gradient of the summed CTC losses with respect to time-major logits
@@ -204,7 +213,8 @@ impl Tensor {
     /// them, repeats merged), as TensorFlow 2's `tf.nn.ctc_loss` with dense
     /// labels.
     ///
-    /// - `logits`: `[frames, batch, classes]` (`f32`/`f64`, unnormalised), or
+    /// - `logits`: `[frames, batch, classes]` (`f32`/`f64`, or `f16`/`bf16`
+    ///   computed in `f32` and rounded once; unnormalised), or
     ///   `[batch, frames, classes]` when `logits_time_major` is false;
     /// - `labels`: `[batch, max_label_length]` (`i32`/`i64`), the first
     ///   `label_length[b]` entries of row `b` used, each a class other than

@@ -38,3 +38,23 @@ pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};
 pub(crate) use pool3d::max_pool3d_argmax;
+
+use crate::error::Result;
+use crate::kernels::cpu::elementwise::cast;
+use crate::tensor::{DType, Tensor};
+
+/// Runs the `f32` computation `f` on `f32` copies of half-precision
+/// (`f16`/`bf16`) operands and rounds its result back to their dtype once:
+/// how the window ops (convolutions, pools, resizes, CTC) handle half
+/// types, as TensorFlow's CPU kernels do (an `f32` accumulator; one
+/// rounding of each output). The casts are raw (not recorded): the op that
+/// calls this binds the half result with its own rule. The operands are
+/// already checked to share one half dtype.
+pub(crate) fn via_f32(operands: &[&Tensor], f: impl FnOnce(&[Tensor]) -> Result<Tensor>) -> Result<Tensor> {
+    let to = operands.first().map_or(DType::F32, |t| t.dtype());
+    let wide = operands
+        .iter()
+        .map(|t| cast(t, DType::F32))
+        .collect::<Result<Vec<_>>>()?;
+    cast(&f(&wide)?, to)
+}

@@ -11,13 +11,20 @@
 //! positions, and only when the gradient is used). Average pooling is linear: its
 //! gradient [`Tensor::avg_pool2d_grad`] spreads each cotangent evenly over its
 //! window, and that op's gradient is the average pool again.
+//!
+//! Half types (`f16`, `bf16`): a maximum is exact, so max pooling runs in
+//! the half type itself; the averages and the gradients' sums run in `f32`
+//! and are rounded once ([`super::via_f32`]), as TensorFlow's CPU kernels
+//! accumulate half types.
 
 use super::super::desc::{NnOp, PoolAttrs};
 use super::super::{bind, bind_nondiff, expect_float, grads, unsupported};
+use super::via_f32;
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Geom, Padding};
 use crate::kernels::cpu::pooling as k;
+use crate::tensor::dtype::with_types;
 use crate::tensor::{with_float_dtype, Element, Tensor};
 
 /// The pooling geometry of an NHWC input shape `x`.
@@ -64,9 +71,7 @@ pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Resu
     let nx: usize = xshape.iter().product();
     let img = nx.checked_div(n).unwrap_or(0);
     let idx = arg.values::<i64>(op)?;
-    let dx = with_float_dtype!(dy.dtype(), T => {
-        Tensor::from_storage(T::into_storage(k::max_pool_grad::<T>(op, &dy.values::<T>(op)?, &idx, n, img)?), xshape)
-    }, _ => return Err(unsupported(op, dy.dtype(), "f32 or f64")));
+    let dx = scatter_value(op, dy, &idx, n, img, xshape)?;
     let (argc, yshape) = (arg.clone(), dy.shape().to_vec());
     Ok(bind(desc, &[dy, arg], dx, move |_| {
         vjp(move |g, _| {
@@ -76,6 +81,36 @@ pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Resu
     }))
 }
 
+/// The value of [`max_pool_grad`]: `dy` added at the positions `idx`;
+/// half types add in `f32` (windows overlap, so several cotangents may
+/// meet in one element) and round once.
+fn scatter_value(op: &'static str, dy: &Tensor, idx: &[i64], n: usize, img: usize, xshape: &[usize]) -> Result<Tensor> {
+    if dy.dtype().is_half() {
+        return via_f32(&[dy], |w| scatter_value(op, &w[0], idx, n, img, xshape));
+    }
+    with_types!(dy.dtype(), T => Ok(Tensor::from_storage(
+        T::into_storage(k::max_pool_grad::<T>(op, &dy.values::<T>(op)?, idx, n, img)?),
+        xshape,
+    )), [F32: f32, F64: f64], _ => Err(unsupported(op, dy.dtype(), FLOATS)))
+}
+
+/// The dtypes the pools take.
+pub(crate) const FLOATS: &str = "f32, f64, f16 or bf16";
+
+/// Average pooling (`grad` false: `x` is the input) or its adjoint (`grad`
+/// true: `x` is the pooled cotangent) with geometry `g`, shaped `shape`.
+/// Half types are averaged in `f32` and rounded once.
+fn avg_value(op: &'static str, x: &Tensor, g: &Geom, grad: bool, shape: &[usize]) -> Result<Tensor> {
+    if x.dtype().is_half() {
+        return via_f32(&[x], |w| avg_value(op, &w[0], g, grad, shape));
+    }
+    with_types!(x.dtype(), T => {
+        let v = x.values::<T>(op)?;
+        let y = if grad { k::avg_pool_grad::<T>(&v, g)? } else { k::avg_pool::<T>(&v, g)? };
+        Ok(Tensor::from_storage(T::into_storage(y), shape))
+    }, [F32: f32, F64: f64], _ => Err(unsupported(op, x.dtype(), FLOATS)))
+}
+
 /// Max pooling's output and the flat position in `x` of each window's
 /// maximum (`i64`, shape `[numel of the output]`), the latter offered to
 /// traces as a `MaxPoolArgmax` node.
@@ -83,10 +118,11 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
     expect_float(op, x)?;
     let g = geom(op, x.shape(), p.ksize, p.strides, p.padding)?;
     let shape = [g.n, g.oh, g.ow, g.c];
+    // (a maximum is exact in every float type: half types need no f32 copy)
     let (y, arg) = with_float_dtype!(x.dtype(), T => {
         let (y, arg) = k::max_pool::<T>(&x.values::<T>(op)?, &g)?;
         (Tensor::from_storage(T::into_storage(y), &shape), arg)
-    }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
+    }, _ => return Err(unsupported(op, x.dtype(), FLOATS)));
     let ny = arg.len();
     let arg = Tensor::from_storage(i64::into_storage(arg), &[ny]);
     Ok((y, bind_nondiff(NnOp::MaxPoolArgmax(p), &[x], arg)))
@@ -158,9 +194,7 @@ impl Tensor {
         expect_float(OP, self)?;
         let g = geom(OP, self.shape(), ksize, strides, padding)?;
         let shape = [g.n, g.oh, g.ow, g.c];
-        let y = with_float_dtype!(self.dtype(), T => {
-            Tensor::from_storage(T::into_storage(k::avg_pool::<T>(&self.values::<T>(OP)?, &g)?), &shape)
-        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let y = avg_value(OP, self, &g, false, &shape)?;
         let xshape = self.shape().to_vec();
         let p = PoolAttrs {
             ksize,
@@ -203,9 +237,7 @@ impl Tensor {
             });
         }
         let xshape = input_shape.to_vec();
-        let y = with_float_dtype!(self.dtype(), T => {
-            Tensor::from_storage(T::into_storage(k::avg_pool_grad::<T>(&self.values::<T>(OP)?, &g)?), &xshape)
-        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let y = avg_value(OP, self, &g, true, &xshape)?;
         let p = PoolAttrs {
             ksize,
             strides,

@@ -5,15 +5,20 @@
 //! again), and its own gradient gathers there; average pooling is linear,
 //! its gradient [`Tensor::avg_pool3d_grad`] spreads evenly, and that op's
 //! gradient is the average pool again. Both have forward-mode rules (a
-//! gather of the tangent at the maxima; the pool of the tangent).
+//! gather of the tangent at the maxima; the pool of the tangent). Half
+//! types as in the 2-D pools: maxima in the half type, averages in `f32`.
+//! (TensorFlow 2.21's CPU kernels take `bf16` here but not `f16`, which
+//! only its GPU kernels take; both work here.)
 
 use super::super::desc::{NnOp, Pool3Attrs};
 use super::super::{bind_jvp, bind_nondiff, expect_float, grads, only, unsupported};
-use super::pool::max_pool_grad;
+use super::pool::{max_pool_grad, FLOATS};
+use super::via_f32;
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Padding};
 use crate::kernels::cpu::conv3d::{self as k, Geom3};
+use crate::tensor::dtype::with_types;
 use crate::tensor::{with_float_dtype, Element, Tensor};
 
 /// The pooling geometry of an NDHWC input shape `x`.
@@ -38,10 +43,11 @@ fn out_shape(g: &Geom3) -> [usize; 5] {
 fn with_argmax(op: &'static str, x: &Tensor, p: Pool3Attrs) -> Result<(Tensor, Tensor)> {
     expect_float(op, x)?;
     let g = geom(op, x.shape(), p)?;
+    // (a maximum is exact in every float type: half types need no f32 copy)
     let (y, arg) = with_float_dtype!(x.dtype(), T => {
         let (y, arg) = k::max_pool3d::<T>(&x.values::<T>(op)?, &g)?;
         (Tensor::from_storage(T::into_storage(y), &out_shape(&g)), arg)
-    }, _ => return Err(unsupported(op, x.dtype(), "f32 or f64")));
+    }, _ => return Err(unsupported(op, x.dtype(), FLOATS)));
     let ny = arg.len();
     let arg = Tensor::from_storage(i64::into_storage(arg), &[ny]);
     Ok((y, bind_nondiff(NnOp::MaxPool3DArgmax(p), &[x], arg)))
@@ -50,6 +56,19 @@ fn with_argmax(op: &'static str, x: &Tensor, p: Pool3Attrs) -> Result<(Tensor, T
 /// The positions of [`with_argmax`] alone (a `MaxPool3DArgmax` node run again).
 pub(crate) fn max_pool3d_argmax(x: &Tensor, p: Pool3Attrs) -> Result<Tensor> {
     Ok(with_argmax("max_pool3d", x, p)?.1)
+}
+
+/// 3-D average pooling (`grad` false) or its adjoint (`grad` true) with
+/// geometry `g`, shaped `shape`; half types averaged in `f32`, rounded once.
+fn avg_value(op: &'static str, x: &Tensor, g: &Geom3, grad: bool, shape: &[usize]) -> Result<Tensor> {
+    if x.dtype().is_half() {
+        return via_f32(&[x], |w| avg_value(op, &w[0], g, grad, shape));
+    }
+    with_types!(x.dtype(), T => {
+        let v = x.values::<T>(op)?;
+        let y = if grad { k::avg_pool3d_grad::<T>(&v, g)? } else { k::avg_pool3d::<T>(&v, g)? };
+        Ok(Tensor::from_storage(T::into_storage(y), shape))
+    }, [F32: f32, F64: f64], _ => Err(unsupported(op, x.dtype(), FLOATS)))
 }
 
 /// `t` gathered at the flat positions `arg`, shaped `yshape`.
@@ -112,9 +131,7 @@ impl Tensor {
             padding,
         };
         let g = geom(OP, self.shape(), p)?;
-        let y = with_float_dtype!(self.dtype(), T => {
-            Tensor::from_storage(T::into_storage(k::avg_pool3d::<T>(&self.values::<T>(OP)?, &g)?), &out_shape(&g))
-        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let y = avg_value(OP, self, &g, false, &out_shape(&g))?;
         let xshape = self.shape().to_vec();
         Ok(bind_jvp(
             NnOp::AvgPool3D(p),
@@ -161,9 +178,7 @@ impl Tensor {
             });
         }
         let sizes: [usize; 5] = [g.n, g.x[0], g.x[1], g.x[2], g.c];
-        let y = with_float_dtype!(self.dtype(), T => {
-            Tensor::from_storage(T::into_storage(k::avg_pool3d_grad::<T>(&self.values::<T>(OP)?, &g)?), &sizes)
-        }, _ => return Err(unsupported(OP, self.dtype(), "f32 or f64")));
+        let y = avg_value(OP, self, &g, true, &sizes)?;
         Ok(bind_jvp(
             NnOp::AvgPool3DGrad(p, sizes),
             &[self],
