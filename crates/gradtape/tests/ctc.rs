@@ -401,6 +401,50 @@ fn i32s(v: &[i32], shape: &[usize]) -> Tensor {
     Tensor::from_vec(v.to_vec(), shape).unwrap()
 }
 
+/// The losses of the three-example case on `x`: `labels` row-major `[3,
+/// 4]`, label lengths `[3, 4, 0]`, logit lengths `[6, 5, 3]`.
+fn loss3(x: &Tensor, labels: &[i32], blank: i64, time_major: bool) -> Result<Tensor> {
+    Tensor::ctc_loss(
+        &i32s(labels, &[3, 4]),
+        x,
+        &i32s(&[3, 4, 0], &[3]),
+        &i32s(&[6, 5, 3], &[3]),
+        time_major,
+        blank,
+    )
+}
+
+/// The labels of the three-example case with blank 0.
+const LABELS_B0: [i32; 12] = [1, 2, 2, 0, 3, 1, 4, 3, 0, 0, 0, 0];
+
+/// The loss of one example, `label` over all the frames of the time-major
+/// `x` (`[frames, 1, classes]`), blank 0.
+fn loss1(x: &Tensor, label: &[i32]) -> Result<Tensor> {
+    let (n, t) = (label.len(), x.shape()[0]);
+    Tensor::ctc_loss(
+        &i32s(label, &[1, n]),
+        x,
+        &i32s(&[n as i32], &[1]),
+        &i32s(&[t as i32], &[1]),
+        true,
+        0,
+    )
+}
+
+/// `f(x)` recorded on a tape watching `x`, and the gradient of its sum.
+fn with_grad(x: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<(Tensor, Tensor)> {
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(x);
+        f(x)
+    })?;
+    let g = tape.gradient(&y, x)?.ok_or_else(|| Error::InvalidArgument {
+        op: "test",
+        msg: "no gradient".into(),
+    })?;
+    Ok((y, g))
+}
+
 fn close(name: &str, got: &Tensor, want: &[f64], tol: f64) {
     let got = got.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
     assert_eq!(got.len(), want.len(), "{name}: length");
@@ -415,24 +459,10 @@ fn close(name: &str, got: &Tensor, want: &[f64], tol: f64) {
 fn check(name: &str, labels: &[i32], blank: i64, time_major: bool, loss_ref: &[f64], grad_ref: &[f64]) {
     for d in [DType::F32, DType::F64] {
         let x = logits(d, time_major);
-        let tape = GradientTape::new();
-        let loss = tape
-            .record(|| -> Result<Tensor> {
-                tape.watch(&x);
-                Tensor::ctc_loss(
-                    &i32s(labels, &[3, 4]),
-                    &x,
-                    &i32s(&[3, 4, 0], &[3]),
-                    &i32s(&[6, 5, 3], &[3]),
-                    time_major,
-                    blank,
-                )
-            })
-            .unwrap();
+        let loss = loss3(&x, labels, blank, time_major).unwrap();
         assert_eq!(loss.dtype(), d);
         let w = Tensor::vector(&[1.0f64, -0.5, 2.0]).cast(d).unwrap();
-        let s = tape.record(|| loss.mul(&w)?.sum_all()).unwrap();
-        let g = tape.gradient(&s, &x).unwrap().unwrap();
+        let (_, g) = with_grad(&x, |x| loss3(x, labels, blank, time_major)?.mul(&w)).unwrap();
         // TF's loss is float32 arithmetic
         let tol = if d == DType::F32 { 1e-5 } else { 2e-6 };
         close(&format!("{name} {d} loss"), &loss, loss_ref, tol);
@@ -442,14 +472,7 @@ fn check(name: &str, labels: &[i32], blank: i64, time_major: bool, loss_ref: &[f
 
 #[test]
 fn values_and_gradients_match_tensorflow() {
-    check(
-        "blank 0",
-        &[1, 2, 2, 0, 3, 1, 4, 3, 0, 0, 0, 0],
-        0,
-        true,
-        LOSS_B0,
-        GRAD_B0,
-    );
+    check("blank 0", &LABELS_B0, 0, true, LOSS_B0, GRAD_B0);
     check(
         "blank -1",
         &[1, 2, 2, 0, 3, 1, 0, 3, 0, 0, 0, 0],
@@ -466,14 +489,7 @@ fn values_and_gradients_match_tensorflow() {
         LOSS_B2,
         GRAD_B2,
     );
-    check(
-        "batch-major",
-        &[1, 2, 2, 0, 3, 1, 4, 3, 0, 0, 0, 0],
-        0,
-        false,
-        LOSS_BATCH_MAJOR,
-        GRAD_BATCH_MAJOR,
-    );
+    check("batch-major", &LABELS_B0, 0, false, LOSS_BATCH_MAJOR, GRAD_BATCH_MAJOR);
 }
 
 #[test]
@@ -481,15 +497,7 @@ fn uniform_logits_count_alignments() {
     // classes {blank, a, b}, 3 frames, label "a b": the alignments are
     // ab-, a-b, -ab, aab, abb: 5 of the 27 paths, so loss = ln(27/5)
     let x = Tensor::zeros(&[3, 1, 3], DType::F64);
-    let l = Tensor::ctc_loss(
-        &i32s(&[1, 2], &[1, 2]),
-        &x,
-        &i32s(&[2], &[1]),
-        &i32s(&[3], &[1]),
-        true,
-        0,
-    )
-    .unwrap();
+    let l = loss1(&x, &[1, 2]).unwrap();
     assert!((l.to_vec::<f64>().unwrap()[0] - (27.0f64 / 5.0).ln()).abs() < 1e-12);
 }
 
@@ -499,22 +507,8 @@ fn infeasible_labels_give_inf_and_the_softmax_as_gradient() {
     // TensorFlow's CTCLoss (sparse labels) gives inf and the softmax.
     let v: Vec<f64> = (0..16).map(|i| (0.7 * i as f64).sin()).collect();
     let x = Tensor::from_vec(v, &[4, 1, 4]).unwrap();
-    let tape = GradientTape::new();
-    let l = tape
-        .record(|| {
-            tape.watch(&x);
-            Tensor::ctc_loss(
-                &i32s(&[1, 1, 1], &[1, 3]),
-                &x,
-                &i32s(&[3], &[1]),
-                &i32s(&[4], &[1]),
-                true,
-                0,
-            )
-        })
-        .unwrap();
+    let (l, g) = with_grad(&x, |x| loss1(x, &[1, 1, 1])).unwrap();
     assert_eq!(l.to_vec::<f64>().unwrap(), vec![f64::INFINITY]);
-    let g = tape.gradient(&l, &x).unwrap().unwrap();
     let p = x.softmax(-1).unwrap().to_vec::<f64>().unwrap();
     for (a, b) in g.to_vec::<f64>().unwrap().iter().zip(&p) {
         assert!((a - b).abs() < 1e-12);
@@ -531,15 +525,7 @@ fn second_derivatives_are_an_error_as_in_tensorflow() {
             let inner = GradientTape::new();
             let l = inner.record(|| {
                 inner.watch(&x);
-                Tensor::ctc_loss(
-                    &i32s(&[1, 2, 2, 0, 3, 1, 4, 3, 0, 0, 0, 0], &[3, 4]),
-                    &x,
-                    &i32s(&[3, 4, 0], &[3]),
-                    &i32s(&[6, 5, 3], &[3]),
-                    true,
-                    0,
-                )?
-                .sum_all()
+                loss3(&x, &LABELS_B0, 0, true)?.sum_all()
             })?;
             let g = inner.gradient(&l, &x)?.unwrap();
             g.square()?.sum_all()
@@ -557,46 +543,11 @@ fn second_derivatives_are_an_error_as_in_tensorflow() {
 
 #[test]
 fn traced_loss_and_gradient_follow_each_calls_logits() {
-    let f = gradtape::function(|x: &Tensor| -> Result<Tensor> {
-        let tape = GradientTape::new();
-        let l = tape.record(|| {
-            tape.watch(x);
-            Tensor::ctc_loss(
-                &i32s(&[1, 2], &[1, 2]),
-                x,
-                &i32s(&[2], &[1]),
-                &i32s(&[3], &[1]),
-                true,
-                0,
-            )?
-            .sum_all()
-        })?;
-        tape.gradient(&l, x)?.ok_or_else(|| Error::InvalidArgument {
-            op: "test",
-            msg: "no gradient".into(),
-        })
-    });
+    let f = gradtape::function(|x: &Tensor| -> Result<Tensor> { Ok(with_grad(x, |x| loss1(x, &[1, 2]))?.1) });
     let a = Tensor::zeros(&[3, 1, 3], DType::F64);
     let b = Tensor::from_vec((0..9).map(|i| i as f64 * 0.3).collect::<Vec<f64>>(), &[3, 1, 3]).unwrap();
     for x in [&a, &b, &a] {
-        let eager = {
-            let tape = GradientTape::new();
-            let l = tape
-                .record(|| {
-                    tape.watch(x);
-                    Tensor::ctc_loss(
-                        &i32s(&[1, 2], &[1, 2]),
-                        x,
-                        &i32s(&[2], &[1]),
-                        &i32s(&[3], &[1]),
-                        true,
-                        0,
-                    )?
-                    .sum_all()
-                })
-                .unwrap();
-            tape.gradient(&l, x).unwrap().unwrap().to_vec::<f64>().unwrap()
-        };
+        let eager = with_grad(x, |x| loss1(x, &[1, 2])).unwrap().1.to_vec::<f64>().unwrap();
         let traced = f.call(x).unwrap().to_vec::<f64>().unwrap();
         for (p, q) in traced.iter().zip(&eager) {
             assert!((p - q).abs() < 1e-12, "traced {p} vs eager {q}");

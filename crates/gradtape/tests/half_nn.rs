@@ -240,7 +240,7 @@ fn half_gradients_of_window_ops_agree_with_f64_gradients() {
         check_half_gradient(
             d,
             |x| x[0].max_pool3d([2, 2, 2], [1, 1, 2], same)?.square()?.sum_all(),
-            &[vol.clone()],
+            std::slice::from_ref(&vol),
         );
         check_half_gradient(
             d,

@@ -184,14 +184,101 @@ impl Geom {
         self.kh == 1 && self.kw == 1 && self.sh == 1 && self.sw == 1 && self.pt == 0 && self.pl == 0
     }
 
-    /// Images per im2col chunk, bounding the scratch matrix to ~32 MiB of f32.
+    /// Images per im2col chunk ([`images_per_chunk`]).
     fn chunk(&self) -> usize {
-        let per = (self.rows() * self.kdim()).max(1);
-        ((8 << 20) / per).clamp(1, self.n.max(1))
+        images_per_chunk(self.rows(), self.kdim(), self.n)
     }
 }
 
 use super::matmul::gemm_raw;
+
+/// Images per im2col chunk for `rows` output positions per image and `kdim`
+/// window elements per position (2-D and 3-D convolutions alike): the
+/// scratch matrix bounded to about 8M elements (32 MiB of f32).
+pub(crate) fn images_per_chunk(rows: usize, kdim: usize, n: usize) -> usize {
+    let per = (rows * kdim).max(1);
+    ((8 << 20) / per).clamp(1, n.max(1))
+}
+
+/// The three products of an im2col convolution (2-D and 3-D), for a chunk
+/// of `rows` output positions with `kd` window elements each and `o`
+/// output channels; `f` is the `kd x o` filter, all row-major.
+pub(crate) mod products {
+    use super::gemm_raw;
+    use crate::tensor::Float;
+
+    /// `out = a @ f`: `a` `rows x kd` (im2col rows), `out` `rows x o`,
+    /// written whole.
+    ///
+    /// # Safety
+    /// `out` must point to `rows * o` writable elements (they may be
+    /// uninitialised) in a buffer distinct from `a` and `f`.
+    pub(crate) unsafe fn forward<T: Float>((rows, kd, o): (usize, usize, usize), out: *mut T, a: &[T], f: &[T]) {
+        debug_assert!(a.len() >= rows * kd && f.len() >= kd * o);
+        // SAFETY: a is rows x kd, f kd x o, out rows x o (the caller's
+        // contract), all row-major and distinct.
+        unsafe {
+            gemm_raw(
+                (rows, o, kd),
+                out,
+                (o as isize, 1),
+                false,
+                a.as_ptr(),
+                (kd as isize, 1),
+                f.as_ptr(),
+                (o as isize, 1),
+                true,
+            )
+        }
+    }
+
+    /// `dst = dy @ f^T`: `dy` `rows x o`, `dst` `rows x kd` (im2col rows
+    /// of the input gradient), written whole.
+    ///
+    /// # Safety
+    /// `dst` must point to `rows * kd` writable elements (they may be
+    /// uninitialised) in a buffer distinct from `dy` and `f`.
+    pub(crate) unsafe fn input<T: Float>((rows, kd, o): (usize, usize, usize), dst: *mut T, dy: &[T], f: &[T]) {
+        debug_assert!(dy.len() >= rows * o && f.len() >= kd * o);
+        // SAFETY: dy is rows x o, f^T o x kd (f row-major kd x o), dst rows
+        // x kd (the caller's contract); distinct buffers.
+        unsafe {
+            gemm_raw(
+                (rows, kd, o),
+                dst,
+                (kd as isize, 1),
+                false,
+                dy.as_ptr(),
+                (o as isize, 1),
+                f.as_ptr(),
+                (1, o as isize),
+                true,
+            )
+        }
+    }
+
+    /// `df (+)= a^T @ dy` (added to `df` when `acc`): `a` `rows x kd`
+    /// (im2col rows), `dy` `rows x o`, `df` `kd x o`.
+    pub(crate) fn filter<T: Float>((rows, kd, o): (usize, usize, usize), df: &mut [T], acc: bool, a: &[T], dy: &[T]) {
+        assert!(a.len() >= rows * kd && dy.len() >= rows * o && df.len() >= kd * o);
+        // SAFETY: a^T is kd x rows (a row-major rows x kd), dy rows x o, df
+        // kd x o, all inside their slices (checked above); `df` is borrowed
+        // mutably, so it overlaps neither operand.
+        unsafe {
+            gemm_raw(
+                (kd, o, rows),
+                df.as_mut_ptr(),
+                (o as isize, 1),
+                acc,
+                a.as_ptr(),
+                (1, kd as isize),
+                dy.as_ptr(),
+                (o as isize, 1),
+                true,
+            )
+        }
+    }
+}
 
 /// An empty scratch buffer with room for `n` elements (from the cache).
 fn scratch<T: Float>(g: &Geom, n: usize) -> Result<Buf<T>> {
@@ -324,22 +411,9 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> R
         } else {
             filled(&mut cols, nb * rows * kd, |c| im2col(x, g, n0, c))
         };
-        // SAFETY: a is (nb*rows) x kd, f is kd x o, the destination rows
-        // n0*rows.. of `out` ((nb*rows) x o), all row-major inside their
-        // buffers; `out` is a distinct allocation, written, not read.
-        unsafe {
-            gemm_raw(
-                (nb * rows, o, kd),
-                optr.add(n0 * rows * o),
-                (o as isize, 1),
-                false,
-                a.as_ptr(),
-                (kd as isize, 1),
-                f.as_ptr(),
-                (o as isize, 1),
-                true,
-            )
-        }
+        // SAFETY: rows n0*rows.. of `out` ((nb*rows) x o) lie inside it;
+        // `out` is a distinct allocation, written, not read.
+        unsafe { products::forward((nb * rows, kd, o), optr.add(n0 * rows * o), a, f) }
     }
     // SAFETY: the chunks above covered all `total` elements.
     unsafe { out.set_len(total) };
@@ -369,22 +443,9 @@ pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Re
         let nb = nc.min(g.n - n0);
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
         let product = |dst: *mut T| {
-            // SAFETY: dy chunk (nb*rows) x o, f^T is o x kd (f is kd x o
-            // row-major), dst (nb*rows) x kd row-major, written whole (no
-            // accumulation); distinct allocations.
-            unsafe {
-                gemm_raw(
-                    (nb * rows, kd, o),
-                    dst,
-                    (kd as isize, 1),
-                    false,
-                    dyc.as_ptr(),
-                    (o as isize, 1),
-                    f.as_ptr(),
-                    (1, o as isize),
-                    true,
-                )
-            }
+            // SAFETY: dst is (nb*rows) x kd inside dx or the scratch, written
+            // whole; distinct allocations.
+            unsafe { products::input((nb * rows, kd, o), dst, dyc, f) }
         };
         if direct {
             product(dx[n0 * rows * kd..(n0 + nb) * rows * kd].as_mut_ptr());
@@ -418,21 +479,7 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> R
             filled(&mut cols, nb * rows * kd, |c| im2col(x, g, n0, c))
         };
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
-        // SAFETY: a^T is kd x (nb*rows) (a row-major (nb*rows) x kd), dy chunk
-        // (nb*rows) x o, df kd x o; distinct allocations.
-        unsafe {
-            gemm_raw(
-                (kd, o, nb * rows),
-                df.as_mut_ptr(),
-                (o as isize, 1),
-                n0 > 0,
-                a.as_ptr(),
-                (1, kd as isize),
-                dyc.as_ptr(),
-                (o as isize, 1),
-                true,
-            )
-        }
+        products::filter((nb * rows, kd, o), &mut df, n0 > 0, a, dyc);
     }
     super::recycle(cols.into_vec());
     Ok(df)
@@ -446,21 +493,7 @@ pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Ge
     if df.is_empty() || rows == 0 || cols.len() < rows * kd || dy.len() < rows * o {
         return Ok(df);
     }
-    // SAFETY: cols^T is kd x rows (cols row-major rows x kd), dy rows x o,
-    // df kd x o; all inside their slices (checked above), distinct buffers.
-    unsafe {
-        gemm_raw(
-            (kd, o, rows),
-            df.as_mut_ptr(),
-            (o as isize, 1),
-            false,
-            cols.as_ptr(),
-            (1, kd as isize),
-            dy.as_ptr(),
-            (o as isize, 1),
-            true,
-        )
-    }
+    products::filter((rows, kd, o), &mut df, false, cols, dy);
     Ok(df)
 }
 

@@ -8,8 +8,7 @@
 //! layer, and returns a fresh row-major `Vec`. Output rows (or images, for
 //! the scatters) run in parallel on the compute threads.
 
-use super::conv::{out_dim, window_range, Padding};
-use super::matmul::gemm_raw;
+use super::conv::{images_per_chunk, out_dim, products, window_range, Padding};
 use crate::error::Result;
 use crate::tensor::layout::checked_numel;
 use crate::tensor::Float;
@@ -118,10 +117,9 @@ impl Geom3 {
         self.k == [1, 1, 1] && self.s == [1, 1, 1] && self.pad == [0, 0, 0]
     }
 
-    /// Images per im2col chunk (the scratch matrix about 8M elements).
+    /// Images per im2col chunk ([`images_per_chunk`]).
     fn chunk(&self) -> usize {
-        let per = (self.rows() * self.kdim()).max(1);
-        ((8 << 20) / per).clamp(1, self.n.max(1))
+        images_per_chunk(self.rows(), self.kdim(), self.n)
     }
 
     /// The flat offset of input voxel `(i, j, l)` of image `n`, channel 0.
@@ -214,6 +212,28 @@ fn col2im<T: Float>(cols: &[T], g: &Geom3, n0: usize, nb: usize, dx: &mut [T]) {
     });
 }
 
+/// Calls `visit(n0, nb, a)` for each chunk of `nb` images from image `n0`
+/// of `x`, `a` their im2col rows (`nb * rows` x `kdim`; a slice of `x`
+/// itself when im2col is the identity), built in one reused scratch.
+fn each_im2col_chunk<T: Float>(x: &[T], g: &Geom3, mut visit: impl FnMut(usize, usize, &[T])) -> Result<()> {
+    let (rows, kd) = (g.rows(), g.kdim());
+    let (nc, trivial) = (g.chunk(), g.trivial());
+    let mut cols = super::filled_vec(g.op, if trivial { 0 } else { nc * rows * kd }, T::zero())?;
+    for n0 in (0..g.n).step_by(nc) {
+        let nb = nc.min(g.n - n0);
+        let len = nb * rows * kd;
+        let a = if trivial {
+            &x[n0 * rows * kd..][..len]
+        } else {
+            im2col(x, g, n0, &mut cols[..len]);
+            &cols[..len]
+        };
+        visit(n0, nb, a);
+    }
+    super::recycle(cols);
+    Ok(())
+}
+
 /// Dense conv3d: `x` [n,d,h,w,c], `f` [kd,kh,kw,c,o] -> [n,od,oh,ow,o].
 pub(crate) fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
@@ -222,37 +242,12 @@ pub(crate) fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     if total == 0 || kd == 0 {
         return Ok(out);
     }
-    let (nc, trivial) = (g.chunk(), g.trivial());
-    let mut cols = super::filled_vec(g.op, if trivial { 0 } else { nc * rows * kd }, T::zero())?;
-    for n0 in (0..g.n).step_by(nc) {
-        let nb = nc.min(g.n - n0);
-        let len = nb * rows * kd;
-        if !trivial {
-            im2col(x, g, n0, &mut cols[..len]);
-        }
-        let a = if trivial {
-            &x[n0 * rows * kd..][..len]
-        } else {
-            &cols[..len]
-        };
-        // SAFETY: a is (nb*rows) x kd, f is kd x o, the destination rows
-        // n0*rows.. of `out` ((nb*rows) x o), all row-major inside their
-        // buffers, which are distinct.
-        unsafe {
-            gemm_raw(
-                (nb * rows, o, kd),
-                out.as_mut_ptr().add(n0 * rows * o),
-                (o as isize, 1),
-                false,
-                a.as_ptr(),
-                (kd as isize, 1),
-                f.as_ptr(),
-                (o as isize, 1),
-                true,
-            )
-        }
-    }
-    super::recycle(cols);
+    let optr = out.as_mut_ptr();
+    each_im2col_chunk(x, g, |n0, nb, a| {
+        // SAFETY: rows n0*rows.. of `out` ((nb*rows) x o) lie inside it; a
+        // distinct buffer, not otherwise borrowed while this runs.
+        unsafe { products::forward((nb * rows, kd, o), optr.add(n0 * rows * o), a, f) }
+    })?;
     Ok(out)
 }
 
@@ -273,23 +268,10 @@ pub(crate) fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> R
         } else {
             cols.as_mut_ptr()
         };
-        // SAFETY: the dy chunk is (nb*rows) x o, f^T is o x kd (f is kd x o
-        // row-major), dst (nb*rows) x kd row-major inside its buffer (dx
-        // from row n0*rows when trivial, else the scratch), written whole;
-        // distinct allocations.
-        unsafe {
-            gemm_raw(
-                (nb * rows, kd, o),
-                dst,
-                (kd as isize, 1),
-                false,
-                dyc.as_ptr(),
-                (o as isize, 1),
-                f.as_ptr(),
-                (1, o as isize),
-                true,
-            )
-        }
+        // SAFETY: dst is (nb*rows) x kd inside its buffer (dx from row
+        // n0*rows when trivial, else the scratch), written whole; distinct
+        // allocations.
+        unsafe { products::input((nb * rows, kd, o), dst, dyc, f) }
         if !trivial {
             col2im(&cols[..nb * rows * kd], g, n0, nb, &mut dx);
         }
@@ -305,38 +287,11 @@ pub(crate) fn conv3d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom3) -> 
     if df.is_empty() || rows == 0 || g.n == 0 {
         return Ok(df);
     }
-    let (nc, trivial) = (g.chunk(), g.trivial());
-    let mut cols = super::filled_vec(g.op, if trivial { 0 } else { nc * rows * kd }, T::zero())?;
-    for n0 in (0..g.n).step_by(nc) {
-        let nb = nc.min(g.n - n0);
-        let len = nb * rows * kd;
-        if !trivial {
-            im2col(x, g, n0, &mut cols[..len]);
-        }
-        let a = if trivial {
-            &x[n0 * rows * kd..][..len]
-        } else {
-            &cols[..len]
-        };
+    each_im2col_chunk(x, g, |n0, nb, a| {
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
-        // SAFETY: a^T is kd x (nb*rows) (a row-major (nb*rows) x kd), the dy
-        // chunk (nb*rows) x o, df kd x o (accumulated after the first
-        // chunk); distinct allocations.
-        unsafe {
-            gemm_raw(
-                (kd, o, nb * rows),
-                df.as_mut_ptr(),
-                (o as isize, 1),
-                n0 > 0,
-                a.as_ptr(),
-                (1, kd as isize),
-                dyc.as_ptr(),
-                (o as isize, 1),
-                true,
-            )
-        }
-    }
-    super::recycle(cols);
+        // (accumulated after the first chunk)
+        products::filter((nb * rows, kd, o), &mut df, n0 > 0, a, dyc);
+    })?;
     Ok(df)
 }
 

@@ -11,18 +11,22 @@
 //! - `dx = backprop_input(dy, f)`: `d dy = conv(G, f)`, `df = backprop_filter(G, dy)`;
 //! - `df = backprop_filter(x, dy)`: `dx = backprop_input(dy, G)`, `d dy = conv(x, G)`.
 //!
+//! Those rules, the operand checks and the attribute validation are
+//! written once for every rank in `bilinear.rs` and shared with conv3d.
+//!
 //! The dense convolution runs as direct register-tiled kernels for `f32`
 //! at stride 1 on AVX-512 CPUs (`kernels::cpu::sconv`) and as im2col +
 //! GEMM otherwise; the depthwise one as direct channel-vectorised loops;
 //! all in parallel.
 
 use super::super::desc::{ConvAttrs, NnOp};
-use super::super::{bind, expect_float, expect_same_dtype, grads};
+use super::bilinear::{
+    bind_filter, bind_fwd, bind_input, check_dy, check_operands, expect_floats, sizes, Conv, Window,
+};
 use super::via_f32;
-use crate::autodiff::tape::vjp;
-use crate::error::{Error, Result};
+use crate::error::Result;
 pub use crate::kernels::cpu::conv::Padding;
-use crate::kernels::cpu::conv::{self as k, positive, Geom};
+use crate::kernels::cpu::conv::{self as k, Geom};
 use crate::tensor::dtype::with_types;
 use crate::tensor::{Float, Tensor};
 
@@ -44,30 +48,18 @@ struct Cfg {
 
 impl Cfg {
     fn new(op: &'static str, kind: Kind, strides: [i64; 2], padding: Padding, dilations: [i64; 2]) -> Result<Cfg> {
+        let w = Window::new(op, strides, padding, dilations)?;
         Ok(Cfg {
             kind,
-            strides: positive(op, "strides", strides)?,
-            dil: positive(op, "dilations", dilations)?,
+            strides: w.strides,
+            dil: w.dil,
             padding,
         })
     }
 
     /// The geometry for input shape `x` and filter shape `f`, both checked.
     fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom> {
-        if x.len() != 4 || f.len() != 4 {
-            return Err(Error::invalid(
-                op,
-                format!("needs an NHWC input of rank 4 and a filter of rank 4, got shapes {x:?} and {f:?}"),
-            ));
-        }
-        if x[3] != f[2] {
-            // the input's channels (last dim) must equal the filter's in-channels (dim 2)
-            return Err(Error::ShapeMismatch {
-                op,
-                lhs: x.to_vec(),
-                rhs: f.to_vec(),
-            });
-        }
+        check_operands(op, x, f, 4, "an NHWC input and an HWIO filter")?;
         Geom::new(op, x, [f[0], f[1]], f[3], self.strides, self.dil, self.padding)
     }
 
@@ -91,22 +83,29 @@ impl Cfg {
     }
 }
 
-fn expect_floats(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
-    expect_float(op, a)?;
-    expect_float(op, b)?;
-    expect_same_dtype(op, a, b)
-}
+impl Conv for Cfg {
+    const BACKPROP: &'static str = "conv backprop";
+    const JVP: &'static str = "conv jvp";
+    const HAS_JVP: bool = false;
 
-fn check_dy(op: &'static str, cfg: &Cfg, g: &Geom, dy: &Tensor) -> Result<()> {
-    let want = cfg.out_shape(g);
-    if dy.shape() != want {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: dy.shape().to_vec(),
-            rhs: want.to_vec(),
-        });
+    fn fwd(self, op: &'static str, x: &Tensor, f: &Tensor) -> Result<Tensor> {
+        fwd(op, x, f, self)
     }
-    Ok(())
+
+    fn bwd_input(self, op: &'static str, xs: &[usize], f: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        bwd_input(op, xs, f, dy, self)
+    }
+
+    fn bwd_filter(
+        self,
+        op: &'static str,
+        x: &Tensor,
+        fs: &[usize],
+        dy: &Tensor,
+        cols: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        bwd_filter(op, x, fs, dy, self, cols)
+    }
 }
 
 fn run<T: Float>(
@@ -163,22 +162,7 @@ fn fwd_value(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<(Tens
 fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, x, f)?;
     let (y, cols) = fwd_value(op, x, f, cfg)?;
-    let (xc, fc) = (x.clone(), f.clone());
-    Ok(bind(NnOp::Conv(cfg.attrs()), &[x, f], y, move |_| {
-        vjp(move |g, needs| {
-            let dx = needs[0]
-                .then(|| bwd_input("conv backprop", xc.shape(), &fc, &g[0], cfg))
-                .transpose()?;
-            let df = needs[1]
-                .then(|| bwd_filter("conv backprop", &xc, fc.shape(), &g[0], cfg, cols.as_ref()))
-                .transpose()?;
-            Ok(grads![dx, df])
-        })
-    }))
-}
-
-fn sizes4(op: &'static str, what: &str, s: &[usize]) -> Result<[usize; 4]> {
-    <[usize; 4]>::try_from(s).map_err(|_| Error::invalid(op, format!("{what} must have 4 entries (NHWC), got {s:?}")))
+    Ok(bind_fwd(cfg, NnOp::Conv(cfg.attrs()), x, f, y, cols))
 }
 
 /// The input gradient's value (checked by the caller; half types as in
@@ -199,20 +183,11 @@ fn bwd_input_value(op: &'static str, xs: [usize; 4], f: &Tensor, dy: &Tensor, cf
 /// The input gradient: `dy` [n,oh,ow,out] and `f` -> [n,h,w,c] = `input_sizes`.
 fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, f, dy)?;
-    let xs = sizes4(op, "input_sizes", input_sizes)?;
+    let xs = sizes::<4>(op, "input_sizes", input_sizes)?;
     let g = cfg.geom(op, &xs, f.shape())?;
-    check_dy(op, &cfg, &g, dy)?;
+    check_dy(op, dy, &cfg.out_shape(&g))?;
     let y = bwd_input_value(op, xs, f, dy, cfg)?;
-    let (fc, dyc) = (f.clone(), dy.clone());
-    Ok(bind(NnOp::ConvBackpropInput(cfg.attrs(), xs), &[f, dy], y, move |_| {
-        vjp(move |g, needs| {
-            let df = needs[0]
-                .then(|| bwd_filter("conv backprop", &g[0], fc.shape(), &dyc, cfg, None))
-                .transpose()?;
-            let ddy = needs[1].then(|| fwd("conv backprop", &g[0], &fc, cfg)).transpose()?;
-            Ok(grads![df, ddy])
-        })
-    }))
+    Ok(bind_input(cfg, NnOp::ConvBackpropInput(cfg.attrs(), xs), &xs, f, dy, y))
 }
 
 /// The filter gradient: `x` and `dy` -> [kh,kw,c,out] = `filter_sizes`;
@@ -226,24 +201,17 @@ fn bwd_filter(
     cols: Option<&Tensor>,
 ) -> Result<Tensor> {
     expect_floats(op, x, dy)?;
-    let fs = sizes4(op, "filter_sizes", filter_sizes)?;
+    let fs = sizes::<4>(op, "filter_sizes", filter_sizes)?;
     let g = cfg.geom(op, x.shape(), &fs)?;
-    check_dy(op, &cfg, &g, dy)?;
+    check_dy(op, dy, &cfg.out_shape(&g))?;
     let y = bwd_filter_value(op, x, fs, dy, cfg, cols)?;
-    let (xc, dyc) = (x.clone(), dy.clone());
-    Ok(bind(
+    Ok(bind_filter(
+        cfg,
         NnOp::ConvBackpropFilter(cfg.attrs(), fs),
-        &[x, dy],
+        x,
+        &fs,
+        dy,
         y,
-        move |_| {
-            vjp(move |g, needs| {
-                let dx = needs[0]
-                    .then(|| bwd_input("conv backprop", xc.shape(), &g[0], &dyc, cfg))
-                    .transpose()?;
-                let ddy = needs[1].then(|| fwd("conv backprop", &xc, &g[0], cfg)).transpose()?;
-                Ok(grads![dx, ddy])
-            })
-        },
     ))
 }
 
@@ -395,23 +363,7 @@ impl Tensor {
     /// ```
     pub fn conv1d(&self, filter: &Tensor, stride: i64, padding: Padding, dilation: i64) -> Result<Tensor> {
         const OP: &str = "conv1d";
-        if self.rank() != 3 || filter.rank() != 3 {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "needs an NWC input of rank 3 and a WIO filter of rank 3, got shapes {:?} and {:?}",
-                    self.shape(),
-                    filter.shape()
-                ),
-            ));
-        }
-        if self.shape()[2] != filter.shape()[1] {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: self.shape().to_vec(),
-                rhs: filter.shape().to_vec(),
-            });
-        }
+        check_operands(OP, self.shape(), filter.shape(), 3, "an NWC input and a WIO filter")?;
         expect_floats(OP, self, filter)?;
         let cfg = Cfg::new(OP, Kind::Dense, [1, stride], padding, [1, dilation])?;
         // validate before recording the reshapes

@@ -4,8 +4,9 @@
 //! `Conv3DBackpropFilterV2`).
 //!
 //! As for the 2-D convolution (`conv.rs`), the three ops are bilinear and
-//! each one's gradient rule is written with the other two, so gradients of
-//! any order work; being bilinear, each also has a cheap forward-mode rule
+//! each one's gradient rule is written with the other two (the rules of
+//! both ranks are one generic set, in `bilinear.rs`), so gradients of any
+//! order work; being bilinear, each also has a cheap forward-mode rule
 //! (`op(t_a, b) + op(a, t_b)`). The kernels are im2col + GEMM
 //! (`kernels::cpu::conv3d`). Dilations are supported on every axis
 //! (TensorFlow's CPU kernel accepts only 1 there; its GPU kernel and
@@ -14,48 +15,24 @@
 //! (TensorFlow's CPU kernels accumulate them in `f32` too).
 
 use super::super::desc::{Conv3Attrs, NnOp};
-use super::super::{bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, unsupported};
+use super::super::unsupported;
+use super::bilinear::{
+    bind_filter, bind_fwd, bind_input, check_dy, check_operands, expect_floats, sizes, Conv, Window,
+};
 use super::via_f32;
-use crate::autodiff::tape::vjp;
-use crate::error::{Error, Result};
-use crate::kernels::cpu::conv::{positive, Padding};
+use crate::error::Result;
+use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv3d::{self as k, Geom3};
 use crate::tensor::dtype::with_types;
 use crate::tensor::{Float, Tensor};
 
 /// The attributes of one 3-D convolution (validated).
-#[derive(Debug, Clone, Copy)]
-struct Cfg {
-    strides: [usize; 3],
-    dil: [usize; 3],
-    padding: Padding,
-}
+type Cfg = Window<3>;
 
-impl Cfg {
-    fn new(op: &'static str, strides: [i64; 3], padding: Padding, dilations: [i64; 3]) -> Result<Cfg> {
-        Ok(Cfg {
-            strides: positive(op, "strides", strides)?,
-            dil: positive(op, "dilations", dilations)?,
-            padding,
-        })
-    }
-
+impl Window<3> {
     /// The geometry for input shape `x` and filter shape `f`, both checked.
     fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom3> {
-        if x.len() != 5 || f.len() != 5 {
-            return Err(Error::invalid(
-                op,
-                format!("needs an NDHWC input of rank 5 and a DHWIO filter of rank 5, got shapes {x:?} and {f:?}"),
-            ));
-        }
-        if x[4] != f[3] {
-            // the input's channels (last dim) must equal the filter's in-channels (dim 3)
-            return Err(Error::ShapeMismatch {
-                op,
-                lhs: x.to_vec(),
-                rhs: f.to_vec(),
-            });
-        }
+        check_operands(op, x, f, 5, "an NDHWC input and a DHWIO filter")?;
         Geom3::new(op, x, [f[0], f[1], f[2]], f[4], self.strides, self.dil, self.padding)
     }
 
@@ -68,18 +45,26 @@ impl Cfg {
     }
 }
 
+impl Conv for Cfg {
+    const BACKPROP: &'static str = "conv3d backprop";
+    const JVP: &'static str = "conv3d jvp";
+    const HAS_JVP: bool = true;
+
+    fn fwd(self, op: &'static str, x: &Tensor, f: &Tensor) -> Result<Tensor> {
+        fwd(op, x, f, self)
+    }
+
+    fn bwd_input(self, op: &'static str, xs: &[usize], f: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        bwd_input(op, xs, f, dy, self)
+    }
+
+    fn bwd_filter(self, op: &'static str, x: &Tensor, fs: &[usize], dy: &Tensor, _: Option<&Tensor>) -> Result<Tensor> {
+        bwd_filter(op, x, fs, dy, self)
+    }
+}
+
 fn out_shape(g: &Geom3) -> [usize; 5] {
     [g.n, g.y[0], g.y[1], g.y[2], g.o]
-}
-
-fn expect_floats(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
-    expect_float(op, a)?;
-    expect_float(op, b)?;
-    expect_same_dtype(op, a, b)
-}
-
-fn sizes5(op: &'static str, what: &str, s: &[usize]) -> Result<[usize; 5]> {
-    <[usize; 5]>::try_from(s).map_err(|_| Error::invalid(op, format!("{what} must have 5 entries, got {s:?}")))
 }
 
 /// `kernel(a, b)` on the values of `a` and `b`, shaped `shape` (half
@@ -120,109 +105,41 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, x, f)?;
     let g = cfg.geom(op, x.shape(), f.shape())?;
     let y = run(op, x, f, &out_shape(&g), &g, Kernel::Fwd)?;
-    let (xc, fc) = (x.clone(), f.clone());
-    Ok(bind_jvp(
-        NnOp::Conv3D(cfg.attrs()),
-        &[x, f],
-        y,
-        move |_| {
-            vjp(move |g, needs| {
-                let dx = needs[0]
-                    .then(|| bwd_input("conv3d backprop", xc.shape(), &fc, &g[0], cfg))
-                    .transpose()?;
-                let df = needs[1]
-                    .then(|| bwd_filter("conv3d backprop", &xc, fc.shape(), &g[0], cfg))
-                    .transpose()?;
-                Ok(grads![dx, df])
-            })
-        },
-        |t, _| {
-            sum_terms([
-                t[0].as_ref().map(|tx| fwd("conv3d jvp", tx, f, cfg)).transpose(),
-                t[1].as_ref().map(|tf| fwd("conv3d jvp", x, tf, cfg)).transpose(),
-            ])
-        },
-    ))
+    Ok(bind_fwd(cfg, NnOp::Conv3D(cfg.attrs()), x, f, y, None))
 }
 
 /// The input gradient: `dy` [n,od,oh,ow,o] and `f` -> `input_sizes` [n,d,h,w,c].
 fn bwd_input(op: &'static str, input_sizes: &[usize], f: &Tensor, dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, f, dy)?;
-    let xs = sizes5(op, "input_sizes", input_sizes)?;
+    let xs = sizes::<5>(op, "input_sizes", input_sizes)?;
     let g = cfg.geom(op, &xs, f.shape())?;
-    check_dy(op, &g, dy)?;
+    check_dy(op, dy, &out_shape(&g))?;
     let y = run(op, dy, f, &xs, &g, Kernel::Input)?;
-    let (fc, dyc) = (f.clone(), dy.clone());
-    Ok(bind_jvp(
+    Ok(bind_input(
+        cfg,
         NnOp::Conv3DBackpropInput(cfg.attrs(), xs),
-        &[f, dy],
+        &xs,
+        f,
+        dy,
         y,
-        move |_| {
-            vjp(move |g, needs| {
-                let df = needs[0]
-                    .then(|| bwd_filter("conv3d backprop", &g[0], fc.shape(), &dyc, cfg))
-                    .transpose()?;
-                let ddy = needs[1].then(|| fwd("conv3d backprop", &g[0], &fc, cfg)).transpose()?;
-                Ok(grads![df, ddy])
-            })
-        },
-        move |t, _| {
-            sum_terms([
-                t[0].as_ref()
-                    .map(|tf| bwd_input("conv3d jvp", &xs, tf, dy, cfg))
-                    .transpose(),
-                t[1].as_ref()
-                    .map(|td| bwd_input("conv3d jvp", &xs, f, td, cfg))
-                    .transpose(),
-            ])
-        },
     ))
 }
 
 /// The filter gradient: `x` and `dy` -> `filter_sizes` [kd,kh,kw,c,o].
 fn bwd_filter(op: &'static str, x: &Tensor, filter_sizes: &[usize], dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
     expect_floats(op, x, dy)?;
-    let fs = sizes5(op, "filter_sizes", filter_sizes)?;
+    let fs = sizes::<5>(op, "filter_sizes", filter_sizes)?;
     let g = cfg.geom(op, x.shape(), &fs)?;
-    check_dy(op, &g, dy)?;
+    check_dy(op, dy, &out_shape(&g))?;
     let y = run(op, x, dy, &fs, &g, Kernel::Filter)?;
-    let (xc, dyc) = (x.clone(), dy.clone());
-    Ok(bind_jvp(
+    Ok(bind_filter(
+        cfg,
         NnOp::Conv3DBackpropFilter(cfg.attrs(), fs),
-        &[x, dy],
+        x,
+        &fs,
+        dy,
         y,
-        move |_| {
-            vjp(move |g, needs| {
-                let dx = needs[0]
-                    .then(|| bwd_input("conv3d backprop", xc.shape(), &g[0], &dyc, cfg))
-                    .transpose()?;
-                let ddy = needs[1].then(|| fwd("conv3d backprop", &xc, &g[0], cfg)).transpose()?;
-                Ok(grads![dx, ddy])
-            })
-        },
-        move |t, _| {
-            sum_terms([
-                t[0].as_ref()
-                    .map(|tx| bwd_filter("conv3d jvp", tx, &fs, dy, cfg))
-                    .transpose(),
-                t[1].as_ref()
-                    .map(|td| bwd_filter("conv3d jvp", x, &fs, td, cfg))
-                    .transpose(),
-            ])
-        },
     ))
-}
-
-fn check_dy(op: &'static str, g: &Geom3, dy: &Tensor) -> Result<()> {
-    let want = out_shape(g);
-    if dy.shape() != want {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: dy.shape().to_vec(),
-            rhs: want.to_vec(),
-        });
-    }
-    Ok(())
 }
 
 impl Tensor {

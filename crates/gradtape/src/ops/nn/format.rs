@@ -72,6 +72,21 @@ fn from_last(y: Tensor, format: DataFormat) -> Result<Tensor> {
     }
 }
 
+/// The channels-last op `op_last` run on `x`, data of rank `rank` in
+/// `format` (checked, under `op`'s name): `x` transposed to channels-last,
+/// `op_last` on it, and its result transposed back. Every channels-first
+/// form below is this one transpose-around.
+fn via_channels_last(
+    op: &'static str,
+    x: &Tensor,
+    rank: usize,
+    format: DataFormat,
+    op_last: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let x = to_last(op, x, rank, format)?;
+    from_last(op_last(&x)?, format)
+}
+
 impl Tensor {
     /// [`conv2d`](Self::conv2d) on data in `format`: `[n, h, w, c]`
     /// (`ChannelsLast`) or `[n, c, h, w]` (`ChannelsFirst`, giving `[n, out,
@@ -96,8 +111,9 @@ impl Tensor {
         dilations: [i64; 2],
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("conv2d", self, 4, format)?;
-        from_last(x.conv2d(filter, strides, padding, dilations)?, format)
+        via_channels_last("conv2d", self, 4, format, |x| {
+            x.conv2d(filter, strides, padding, dilations)
+        })
     }
 
     /// [`max_pool2d`](Self::max_pool2d) on data in `format` (`NHWC` or
@@ -119,8 +135,7 @@ impl Tensor {
         padding: Padding,
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("max_pool2d", self, 4, format)?;
-        from_last(x.max_pool2d(ksize, strides, padding)?, format)
+        via_channels_last("max_pool2d", self, 4, format, |x| x.max_pool2d(ksize, strides, padding))
     }
 
     /// [`avg_pool2d`](Self::avg_pool2d) on data in `format` (`NHWC` or
@@ -141,8 +156,7 @@ impl Tensor {
         padding: Padding,
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("avg_pool2d", self, 4, format)?;
-        from_last(x.avg_pool2d(ksize, strides, padding)?, format)
+        via_channels_last("avg_pool2d", self, 4, format, |x| x.avg_pool2d(ksize, strides, padding))
     }
 
     /// [`bias_add`](Self::bias_add) with the channels in `format`:
@@ -175,8 +189,7 @@ impl Tensor {
                         ),
                     ));
                 }
-                let x = to_last(OP, self, self.rank(), format)?;
-                from_last(x.bias_add(bias)?, format)
+                via_channels_last(OP, self, self.rank(), format, |x| x.bias_add(bias))
             }
         }
     }
@@ -203,8 +216,9 @@ impl Tensor {
         dilations: [i64; 3],
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("conv3d", self, 5, format)?;
-        from_last(x.conv3d(filter, strides, padding, dilations)?, format)
+        via_channels_last("conv3d", self, 5, format, |x| {
+            x.conv3d(filter, strides, padding, dilations)
+        })
     }
 
     /// [`max_pool3d`](Self::max_pool3d) on data in `format` (`NDHWC` or
@@ -225,8 +239,7 @@ impl Tensor {
         padding: Padding,
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("max_pool3d", self, 5, format)?;
-        from_last(x.max_pool3d(ksize, strides, padding)?, format)
+        via_channels_last("max_pool3d", self, 5, format, |x| x.max_pool3d(ksize, strides, padding))
     }
 
     /// [`avg_pool3d`](Self::avg_pool3d) on data in `format` (`NDHWC` or
@@ -247,8 +260,7 @@ impl Tensor {
         padding: Padding,
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("avg_pool3d", self, 5, format)?;
-        from_last(x.avg_pool3d(ksize, strides, padding)?, format)
+        via_channels_last("avg_pool3d", self, 5, format, |x| x.avg_pool3d(ksize, strides, padding))
     }
 
     /// [`conv1d`](Self::conv1d) on data in `format`: `[n, w, c]` (`NWC`) or
@@ -272,8 +284,9 @@ impl Tensor {
         dilation: i64,
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("conv1d", self, 3, format)?;
-        from_last(x.conv1d(filter, stride, padding, dilation)?, format)
+        via_channels_last("conv1d", self, 3, format, |x| {
+            x.conv1d(filter, stride, padding, dilation)
+        })
     }
 
     /// [`max_pool1d`](Self::max_pool1d) on data in `format` (`NWC` or
@@ -294,8 +307,7 @@ impl Tensor {
         padding: Padding,
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("max_pool1d", self, 3, format)?;
-        from_last(x.max_pool1d(ksize, stride, padding)?, format)
+        via_channels_last("max_pool1d", self, 3, format, |x| x.max_pool1d(ksize, stride, padding))
     }
 
     /// [`avg_pool1d`](Self::avg_pool1d) on data in `format` (`NWC` or
@@ -316,8 +328,7 @@ impl Tensor {
         padding: Padding,
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("avg_pool1d", self, 3, format)?;
-        from_last(x.avg_pool1d(ksize, stride, padding)?, format)
+        via_channels_last("avg_pool1d", self, 3, format, |x| x.avg_pool1d(ksize, stride, padding))
     }
 
     /// [`separable_conv2d`](Self::separable_conv2d) on data in `format`
@@ -342,11 +353,9 @@ impl Tensor {
         dilations: [i64; 2],
         format: DataFormat,
     ) -> Result<Tensor> {
-        let x = to_last("separable_conv2d", self, 4, format)?;
-        from_last(
-            x.separable_conv2d(depthwise_filter, pointwise_filter, strides, padding, dilations)?,
-            format,
-        )
+        via_channels_last("separable_conv2d", self, 4, format, |x| {
+            x.separable_conv2d(depthwise_filter, pointwise_filter, strides, padding, dilations)
+        })
     }
 
     /// Separable 2-D convolution, TensorFlow's `separable_conv2d`: a

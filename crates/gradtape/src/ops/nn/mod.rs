@@ -8,6 +8,9 @@
 //! - `conv.rs`: `conv1d`, `conv2d`, `conv2d_transpose`, `depthwise_conv2d`
 //!   and the backprop ops that are their gradients;
 //! - `conv3d.rs`: `conv3d` and its two backprop ops;
+//! - `bilinear.rs`: what the dense convolutions of every rank share (checks
+//!   of attributes and operands, the gradient and tangent rules of their
+//!   three bilinear ops);
 //! - `pool.rs`: `max_pool2d`, `avg_pool2d`, `avg_pool2d_grad` (and max
 //!   pooling's gradient and argmax, internal ops), `max_pool1d` and
 //!   `avg_pool1d` (the 2-D pools over a height of 1);
@@ -23,6 +26,7 @@
 //! descriptor, so that it can be traced into a graph and run again there.
 
 mod bias;
+mod bilinear;
 mod conv;
 mod conv3d;
 mod cross_entropy;
