@@ -13,6 +13,8 @@
 //!
 //! Those rules, the operand checks and the attribute validation are
 //! written once for every rank in `bilinear.rs` and shared with conv3d.
+//! Being bilinear, each op also has a cheap forward-mode rule, `op(t_a, b)
+//! + op(a, t_b)`, so tangents do not go through the reverse-mode rules.
 //!
 //! The dense convolution runs as direct register-tiled kernels for `f32`
 //! at stride 1 on AVX-512 CPUs (`kernels::cpu::sconv`) and as im2col +
@@ -86,7 +88,7 @@ impl Cfg {
 impl Conv for Cfg {
     const BACKPROP: &'static str = "conv backprop";
     const JVP: &'static str = "conv jvp";
-    const HAS_JVP: bool = false;
+    const HAS_JVP: bool = true;
 
     fn fwd(self, op: &'static str, x: &Tensor, f: &Tensor) -> Result<Tensor> {
         fwd(op, x, f, self)
