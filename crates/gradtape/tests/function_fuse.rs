@@ -111,14 +111,16 @@ fn partial_reductions_are_epilogues_with_the_eager_bits() -> Result<()> {
     // shapes: small; rows longer than the eager sum's block of 4096;
     // several threads (leading: columns per task; trailing: rows per task)
     // (a group large enough for several threads takes reductions of one
-    // kind only, and leading ones only to many outputs)
-    for (shape, unfused) in [
-        (vec![7usize, 13], 0),
-        (vec![3, 9001], 0),
-        (vec![64, 2048], 2),
-        (vec![300, 257], 2),
-        (vec![1000, 100], 3),
-        (vec![2, 3, 5], 0),
+    // kind only; over leading axes to few outputs, blocked: its rows split
+    // among the threads, a sum then added in f64)
+    for (shape, unfused, blocked) in [
+        (vec![7usize, 13], 0, false),
+        (vec![3, 9001], 0, false),
+        (vec![64, 2048], 2, false),
+        (vec![300, 257], 2, false),
+        (vec![1000, 100], 2, true),
+        // (the max over axis 1 of three: middle axes, left to eager)
+        (vec![2, 3, 5], 1, false),
     ] {
         let f = function(move |p: &Pair| {
             let (x, y) = p;
@@ -132,6 +134,20 @@ fn partial_reductions_are_epilogues_with_the_eager_bits() -> Result<()> {
         assert_eq!(g.count("Fused"), 1, "{shape:?}: {g}");
         let got = f.call(&args)?;
         let want = reductions(&args.0, &args.1)?;
+        if blocked {
+            // the blocked sum: the f64 sum of the eager elements, rounded once
+            let z = args.0.mul(&args.1)?.add(&args.0)?.to_vec_f64();
+            let p = shape[1];
+            let mut exact = vec![0.0f64; p];
+            for (j, v) in z.iter().enumerate() {
+                exact[j % p] += v;
+            }
+            let exact: Vec<f32> = exact.iter().map(|&v| v as f32).collect();
+            assert_eq!(got[0].to_vec::<f32>()?, exact, "{shape:?}");
+            assert!(c.compile_stats().fused > 0);
+            assert_eq!(all_bits(&got[1..]), all_bits(&want[1..]), "{shape:?}");
+            continue;
+        }
         assert_eq!(all_bits(&got), all_bits(&want), "{shape:?}");
         // the f64 kernel too
         let args64 = (args.0.cast(gradtape::DType::F64)?, args.1.cast(gradtape::DType::F64)?);
@@ -172,7 +188,8 @@ fn nan_infinities_and_signed_zeros_reduce_as_in_eager() -> Result<()> {
         0.0, -0.0, -1.0, 3.0, inf,
     ], &[3, 5])?;
     let body = |x: &Tensor| -> Result<Vec<Tensor>> {
-        let z = x.mul_scalar(1.0)?.neg()?;
+        // (times -1, not `neg`: eager `neg` is `0 - x`, which makes +0 of -0)
+        let z = x.mul_scalar(-1.0)?;
         Ok(vec![
             z.sum(&[0], false)?,
             z.max(&[0], false)?,
@@ -187,7 +204,7 @@ fn nan_infinities_and_signed_zeros_reduce_as_in_eager() -> Result<()> {
     assert_eq!(g.len(), 1, "{g}");
     let got = f.call(&x)?;
     assert_eq!(all_bits(&got), all_bits(&body(&x)?));
-    // the signed zeros, spelled out: -(-0) + -(-0) + -(0) = +0 down column 0
+    // the signed zeros, spelled out: +0 + +0 + -0 = +0 down column 0
     // (column sums in order from the first row), and the max of column 1,
     // {-0, +0, +0}, keeps the first of the equal zeros
     assert_eq!(got[0].to_vec::<f64>()?[0].to_bits(), 0.0f64.to_bits());

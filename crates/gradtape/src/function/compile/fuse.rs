@@ -13,11 +13,12 @@
 //! reduced tensor is never made): a sum of all elements (the kernel adds
 //! it up chunk by chunk, in `f64`: a reassociation), and a sum, max or
 //! min over the leading or the trailing axes (`[n, k] -> [k]` or `[n]`,
-//! keepdims or not), in the eager kernels' order, bit for bit. A group
-//! large enough for several threads has partial reductions of one kind of
-//! axes and one size (they decide how its elements are split into tasks),
-//! and one over leading axes joins it only with enough outputs to split
-//! (`split_after`).
+//! keepdims or not), in the eager kernels' order, bit for bit, except
+//! for a sum over leading axes to few outputs in a group large enough for
+//! several threads (blocked, see `kernel::epilogue`). A group large
+//! enough for several threads has partial reductions of one kind of axes
+//! and one size (they decide how its elements are split into tasks; see
+//! `split_after`).
 //!
 //! A node joins a group that makes one of its inputs, or else one of the
 //! latest groups of its shape (a sibling: `cos(x)` beside `sin(x)`).
@@ -95,6 +96,9 @@ enum Split {
     Leading(usize),
     /// over trailing axes, of rows of this many elements
     Trailing(usize),
+    /// over leading axes, to this many outputs, tasks owning rows
+    /// (`Axis::Blocked`)
+    Blocked(usize),
 }
 
 /// A group under construction.
@@ -357,7 +361,11 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
         sums += grp
             .nodes
             .iter()
-            .filter(|&&i| matches!(kinds[i], Some(Member::Sum)))
+            .filter(|&&i| match kinds[i] {
+                Some(Member::Sum) => true,
+                Some(Member::Reduce(Fold::Sum, _)) => matches!(grp.split, Split::Blocked(_)),
+                _ => false,
+            })
             .count();
         for &i in &grp.nodes {
             removed[i] = true;
@@ -384,19 +392,20 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
 /// it can. A group too small for several threads runs as one task in
 /// element order, which suits every reduction; a larger one splits its
 /// work by the reductions' outputs, so they share one kind of axes and
-/// one size, and one over leading axes (split by output columns) must
-/// have enough outputs to keep the threads busy.
+/// one size; over leading axes with too few outputs to split by columns,
+/// it splits by rows (blocked: sums then add in another order).
 fn split_after(grp: &Group, axis: Axis) -> Option<Split> {
     let new = match axis {
-        Axis::Leading(p) => Split::Leading(p),
+        Axis::Leading(p) | Axis::Blocked(p) => Split::Leading(p),
         Axis::Trailing(q) => Split::Trailing(q),
     };
     if numel(&grp.shape) < crate::kernels::cpu::PAR_MIN {
         return Some(if grp.split == Split::Free { new } else { grp.split });
     }
-    if matches!(axis, Axis::Leading(p) if p < 4 * kernel::COLUMNS) {
-        return None;
-    }
+    let new = match new {
+        Split::Leading(p) if p < 4 * kernel::COLUMNS => Split::Blocked(p),
+        other => other,
+    };
     (grp.split == Split::Free || grp.split == new).then_some(new)
 }
 
@@ -580,11 +589,15 @@ fn build(
                 None
             }
             Member::Reduce(fold, axis) => {
+                let axis = match (axis, grp.split) {
+                    (Axis::Leading(p), Split::Blocked(_)) => Axis::Blocked(*p),
+                    (a, _) => *a,
+                };
                 body.push(Instr::Reduce {
                     out: n_parts,
                     src: ops[0],
                     fold: *fold,
-                    axis: *axis,
+                    axis,
                 });
                 n_parts += 1;
                 outputs_spec.push(Output::Reduced(g.values[out as usize].shape.to_vec()));

@@ -30,7 +30,7 @@ use crate::tensor::{alloc, DType, Float, Tensor};
 
 mod epilogue;
 pub(crate) use epilogue::{Axis, Fold};
-use epilogue::{gather, State};
+use epilogue::{combine, gather, State};
 
 /// Elements per register (a chunk): 1 KiB of `f32`.
 pub(crate) const CHUNK: usize = 256;
@@ -133,6 +133,7 @@ impl fmt::Display for Program {
                 Instr::Reduce { out, src, fold, axis } => match axis {
                     Axis::Leading(p) => writeln!(f, "part{out}[j % {p}] {}= r{src}", fold.name())?,
                     Axis::Trailing(q) => writeln!(f, "part{out}[j / {q}] {}= r{src}", fold.name())?,
+                    Axis::Blocked(p) => writeln!(f, "part{out}[j % {p}] {}= r{src} (blocked)", fold.name())?,
                 },
             }
         }
@@ -285,6 +286,16 @@ fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
     }
 }
 
+/// The first `n` elements of `b`'s capacity, as a slice to write (every
+/// element written before `set_len`).
+fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
+    debug_assert!(b.capacity() >= n);
+    // SAFETY: `b` holds `n` elements of capacity, and the elements are
+    // plain floats (any bits are a value); the caller writes all `n`
+    // before `set_len(n)`.
+    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr(), n) }
+}
+
 /// The registers as one buffer: `n` live elements per register.
 struct Regs<'a, T> {
     buf: &'a mut [T],
@@ -378,6 +389,7 @@ impl Program {
         match first {
             Axis::Leading(p) => (self.len / p, p, COLUMNS),
             Axis::Trailing(q) => (1, self.len, q),
+            Axis::Blocked(p) => (1, self.len, p),
         }
     }
 
@@ -407,20 +419,21 @@ impl Program {
         let parts: Vec<SendPtr<T>> = rbufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
         let (outs, parts) = (&outs[..], &parts[..]);
         let (rows, cols, unit) = self.layout();
-        let task = |c: std::ops::Range<usize>| -> smallvec::SmallVec<[f64; 2]> {
+        type Partials = smallvec::SmallVec<[Option<Vec<f64>>; 2]>;
+        let task = |c: std::ops::Range<usize>| -> (smallvec::SmallVec<[f64; 2]>, Partials) {
             let mut sums = smallvec::smallvec![0.0; n_sums];
             // SAFETY (of `outs`, `parts`): each task writes its own
             // elements of every output buffer, which holds its length of
             // capacity.
             // (inlined into `with_simd`'s wide-vector function, so that the
             // op loops are compiled for AVX2 or AVX-512)
-            with_simd(
+            let blocked = with_simd(
                 #[inline(always)]
                 || self.run_task::<T>(&srcs, outs, parts, &mut sums, (rows, cols), c),
             );
-            sums
+            (sums, blocked)
         };
-        let partials: Vec<smallvec::SmallVec<[f64; 2]>> =
+        let partials: Vec<(smallvec::SmallVec<[f64; 2]>, Partials)> =
             if self.len >= PAR_MIN && workers::threads() > 1 && cols > unit {
                 let per = (cols / (workers::threads() * 4))
                     .max((PAR_MIN / 2).div_ceil(rows.max(1)))
@@ -430,6 +443,21 @@ impl Program {
             } else {
                 vec![task(0..cols)]
             };
+        // blocked reductions: the tasks' partial results, in order
+        let folds: Vec<Fold> = self
+            .body
+            .iter()
+            .filter_map(|ins| match ins {
+                Instr::Reduce { fold, .. } => Some(*fold),
+                _ => None,
+            })
+            .collect();
+        for (k, (b, n)) in rbufs.iter_mut().enumerate() {
+            let from: Vec<&[f64]> = partials.iter().filter_map(|(_, p)| p[k].as_deref()).collect();
+            if !from.is_empty() {
+                combine(folds[k], &from, &mut spare(b, *n)[..]);
+            }
+        }
         let mut ebufs = ebufs.into_iter();
         let mut rbufs = rbufs.into_iter();
         let mut acc = 0;
@@ -450,7 +478,7 @@ impl Program {
                     b
                 }
                 Output::Sum(_) => {
-                    let total: f64 = partials.iter().map(|p| p[acc]).sum();
+                    let total: f64 = partials.iter().map(|p| p.0[acc]).sum();
                     acc += 1;
                     let mut b = crate::tensor::Buf::<T>::new();
                     b.push(T::from_f64(total));
@@ -523,6 +551,7 @@ impl Program {
     /// Runs the program over the columns `c` of every row of the group
     /// viewed as `rows x cols` (see [`layout`](Self::layout)), writing
     /// the outputs' elements there and adding to `sums`.
+    /// Returns the partial results of its blocked reductions.
     #[inline(always)]
     fn run_task<T: Lane>(
         &self,
@@ -532,7 +561,7 @@ impl Program {
         sums: &mut [f64],
         (rows, cols): (usize, usize),
         c: std::ops::Range<usize>,
-    ) {
+    ) -> smallvec::SmallVec<[Option<Vec<f64>>; 2]> {
         // whole rows are one run of elements
         let whole = rows == 1 || c.len() == cols;
         let (first, seg, n_segs) = if rows == 1 {
@@ -572,9 +601,7 @@ impl Program {
                 start += n;
             }
         }
-        for (st, out) in states.iter().zip(parts) {
-            st.finish(out.get());
-        }
+        states.into_iter().zip(parts).map(|(st, out)| st.finish(out.get())).collect()
     }
 
     /// Runs the body once, on elements `start..start + n`.

@@ -23,6 +23,16 @@
 //!   interleaved lanes per block plus the remainder, blocks added in `f64`;
 //!   here a row's elements stream through the same lanes, blocks and `f64`
 //!   total (tasks hold whole rows), and `max`/`min` fold each row in order.
+//!
+//! **Blocked: the one reassociation.** A group too large for one thread
+//! whose reduction over leading axes has few outputs (a convolution's
+//! bias gradient: `[n, h, w, c] -> [c]`) splits its rows among the tasks
+//! instead; each task folds its rows into its own partial results (sums
+//! in `f64`), combined in task order afterwards. `max` and `min` stay
+//! exact (a fold over blocks, then over the blocks' results in order,
+//! keeps the same element of a tie as the fold over all); a sum adds in
+//! another order (in `f64`, rounded once: as the fused sums of all
+//! elements do).
 
 use crate::tensor::Float;
 
@@ -83,6 +93,8 @@ pub(crate) enum Axis {
     Leading(usize),
     /// The trailing ones: element `j` goes to output `j / q` (rows of `q`).
     Trailing(usize),
+    /// The leading ones, `p` outputs, with tasks owning rows (blocked).
+    Blocked(usize),
 }
 
 /// Fills `out` with elements `start..start + out.len()` of an input
@@ -119,6 +131,8 @@ const BLOCK: usize = 4096;
 pub(crate) enum State<T> {
     /// Leading axes: the task's output columns `c0..c0 + acc.len()`.
     Leading { fold: Fold, p: usize, c0: usize, acc: Vec<T> },
+    /// Leading axes, blocked: this task's partial results (sums in `f64`).
+    Blocked { fold: Fold, p: usize, acc: Vec<f64> },
     /// Trailing axes: the row being reduced (rows never span tasks).
     Trailing {
         fold: Fold,
@@ -147,6 +161,11 @@ impl<T: Float> State<T> {
                     acc: vec![fold.init(); n],
                 }
             }
+            Axis::Blocked(p) => State::Blocked {
+                fold,
+                p,
+                acc: vec![fold.init_f64(); p],
+            },
             Axis::Trailing(q) => State::Trailing {
                 fold,
                 q,
@@ -173,6 +192,17 @@ impl<T: Float> State<T> {
                     fold_into(fold, a, &xs[i..i + run]);
                     i += run;
                     k = 0;
+                }
+            }
+            State::Blocked { fold, p, acc } => {
+                let (fold, p) = (*fold, *p);
+                let mut k = start % p;
+                for &v in xs {
+                    acc[k] = fold.combine_f64(acc[k], v.to_f64());
+                    k += 1;
+                    if k == p {
+                        k = 0;
+                    }
                 }
             }
             State::Trailing {
@@ -214,14 +244,45 @@ impl<T: Float> State<T> {
         }
     }
 
-    /// Writes a task's folded columns (leading axes) to `out`.
-    pub(crate) fn finish(&self, out: *mut T) {
-        if let State::Leading { c0, acc, .. } = self {
-            for (k, &a) in acc.iter().enumerate() {
-                // SAFETY: the task owns output columns `c0..c0 + acc.len()`.
-                unsafe { out.add(c0 + k).write(a) };
+    /// Writes a task's folded columns (leading axes) to `out`; returns
+    /// its partial results (blocked), which [`combine`] adds up.
+    pub(crate) fn finish(self, out: *mut T) -> Option<Vec<f64>> {
+        match self {
+            State::Leading { c0, acc, .. } => {
+                for (k, &a) in acc.iter().enumerate() {
+                    // SAFETY: the task owns output columns `c0..c0 + acc.len()`.
+                    unsafe { out.add(c0 + k).write(a) };
+                }
+                None
             }
+            State::Blocked { acc, .. } => Some(acc),
+            State::Trailing { .. } => None,
         }
+    }
+}
+
+/// The result of a blocked reduction from its tasks' partial results, in
+/// task order.
+pub(crate) fn combine<T: Float>(fold: Fold, parts: &[&[f64]], out: &mut [T]) {
+    for (k, o) in out.iter_mut().enumerate() {
+        let mut a = fold.init_f64();
+        for part in parts {
+            a = fold.combine_f64(a, part[k]);
+        }
+        *o = T::from_f64(a);
+    }
+}
+
+impl Fold {
+    /// [`init`](Self::init) in `f64` (where blocked reductions fold).
+    fn init_f64(self) -> f64 {
+        self.init::<f64>()
+    }
+
+    /// [`combine`](Self::combine) in `f64`: exact for a max or min of
+    /// `f32` values (widening keeps order and signed zeros).
+    fn combine_f64(self, a: f64, v: f64) -> f64 {
+        self.combine(a, v)
     }
 }
 
