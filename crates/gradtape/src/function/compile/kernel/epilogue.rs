@@ -197,12 +197,30 @@ impl<T: Float> State<T> {
             State::Blocked { fold, p, acc } => {
                 let (fold, p) = (*fold, *p);
                 let mut k = start % p;
-                for &v in xs {
-                    acc[k] = fold.combine_f64(acc[k], v.to_f64());
-                    k += 1;
-                    if k == p {
-                        k = 0;
+                let mut i = 0;
+                while i < xs.len() {
+                    let run = (p - k).min(xs.len() - i);
+                    let (a, x) = (&mut acc[k..k + run], &xs[i..i + run]);
+                    // (one loop per fold, each vectorisable)
+                    match fold {
+                        Fold::Sum => {
+                            for (a, &v) in a.iter_mut().zip(x) {
+                                *a += v.to_f64();
+                            }
+                        }
+                        Fold::Max => {
+                            for (a, &v) in a.iter_mut().zip(x) {
+                                *a = Fold::Max.combine(*a, v.to_f64());
+                            }
+                        }
+                        Fold::Min => {
+                            for (a, &v) in a.iter_mut().zip(x) {
+                                *a = Fold::Min.combine(*a, v.to_f64());
+                            }
+                        }
                     }
+                    i += run;
+                    k = 0;
                 }
             }
             State::Trailing {
