@@ -47,7 +47,11 @@ fn a_bias_row_and_its_activation_fuse_into_one_kernel() -> Result<()> {
         assert_eq!(g.count("Fused"), 1, "{g}");
         assert_eq!(g.len(), 1, "{g}");
         assert_eq!(g.count("Add") + g.count("Relu") + g.count("Tanh"), 0, "{g}");
-        assert_eq!(all_bits(&f.call(&args)?), all_bits(&body(&args)?), "bias {bias_shape:?}");
+        assert_eq!(
+            all_bits(&f.call(&args)?),
+            all_bits(&body(&args)?),
+            "bias {bias_shape:?}"
+        );
     }
     Ok(())
 }
@@ -151,7 +155,10 @@ fn partial_reductions_are_epilogues_with_the_eager_bits() -> Result<()> {
         assert_eq!(all_bits(&got), all_bits(&want), "{shape:?}");
         // the f64 kernel too
         let args64 = (args.0.cast(gradtape::DType::F64)?, args.1.cast(gradtape::DType::F64)?);
-        assert_eq!(all_bits(&f.call(&args64)?), all_bits(&reductions(&args64.0, &args64.1)?));
+        assert_eq!(
+            all_bits(&f.call(&args64)?),
+            all_bits(&reductions(&args64.0, &args64.1)?)
+        );
     }
     Ok(())
 }
@@ -227,7 +234,12 @@ fn dense_step((x, w, b): &(Tensor, Tensor, Tensor)) -> Result<Vec<Tensor>> {
     })?;
     let g = tape.gradient(&loss, &[w.clone(), b.clone()][..])?;
     let (gw, gb) = (g[0].clone().expect("connected"), g[1].clone().expect("connected"));
-    Ok(vec![loss, w.sub(&gw.mul_scalar(0.1)?)?, b.sub(&gb.mul_scalar(0.1)?)?, gb])
+    Ok(vec![
+        loss,
+        w.sub(&gw.mul_scalar(0.1)?)?,
+        b.sub(&gb.mul_scalar(0.1)?)?,
+        gb,
+    ])
 }
 
 #[test]

@@ -133,7 +133,9 @@ fn member_kind(g: &Graph, n: &Node) -> Option<Member> {
             Some(Member::Binary(b.clone()))
         }
         // `x + bias` along the last axis: an add of a row, as eager adds it
-        Op::Nn(NnOp::BiasAdd) if same_dtype && n.inputs.len() == 2 => Some(Member::Binary(crate::ops::desc::Binary::Add)),
+        Op::Nn(NnOp::BiasAdd) if same_dtype && n.inputs.len() == 2 => {
+            Some(Member::Binary(crate::ops::desc::Binary::Add))
+        }
         Op::Shape(ShapeOp::FullLike(v)) => Some(Member::Fill(v.0)),
         Op::Shape(ShapeOp::BroadcastTo(_))
             if same_dtype && n.inputs.len() == 1 && numel(&g.values[n.inputs[0] as usize].shape) == 1 =>

@@ -29,8 +29,8 @@ use crate::ops::desc::{Binary, Unary};
 use crate::tensor::{alloc, DType, Float, Tensor};
 
 mod epilogue;
-pub(crate) use epilogue::{Axis, Fold};
 use epilogue::{combine, gather, State};
+pub(crate) use epilogue::{Axis, Fold};
 
 /// Elements per register (a chunk): 1 KiB of `f32`.
 pub(crate) const CHUNK: usize = 256;
@@ -592,65 +592,56 @@ impl Program {
                 _ => None,
             })
             .collect();
+        // (the body inline here: registers and sums stay locals, which the
+        // compiler keeps in registers across the output writes)
         for s in 0..n_segs {
             let mut start = first + s * cols;
             let end = start + seg;
             while start < end {
                 let n = stride.min(end - start);
-                self.step(srcs, outs, parts, sums, &mut regs, &mut states, start, n);
+                for ins in &self.body {
+                    match *ins {
+                        Instr::Load { dst, input } => regs
+                            .get_mut(dst, n)
+                            .copy_from_slice(&srcs[input as usize][start..start + n]),
+                        Instr::Gather { dst, input, q, p } => {
+                            gather(srcs[input as usize], q, p, start, regs.get_mut(dst, n))
+                        }
+                        Instr::Unary { ref op, dst, a } => {
+                            let (d, x, _) = regs.split(dst, a, a, n);
+                            T::unary(op, x, d);
+                        }
+                        Instr::Binary { ref op, dst, a, b } => {
+                            let (d, x, y) = regs.split(dst, a, b, n);
+                            binary(op, x, y, d);
+                        }
+                        Instr::Store { out, src } => {
+                            let s = regs.get(src, n);
+                            // SAFETY: `start..start + n` lies in this task's
+                            // elements of an output buffer of `len` elements.
+                            let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(start), n) };
+                            o.copy_from_slice(s);
+                        }
+                        Instr::Accumulate { acc, src } => {
+                            let s = regs.get(src, n);
+                            let mut t = 0.0f64;
+                            for &v in s {
+                                t += v.to_f64();
+                            }
+                            sums[acc as usize] += t;
+                        }
+                        Instr::Reduce { out, src, .. } => {
+                            states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());
+                        }
+                    }
+                }
                 start += n;
             }
         }
-        states.into_iter().zip(parts).map(|(st, out)| st.finish(out.get())).collect()
-    }
-
-    /// Runs the body once, on elements `start..start + n`.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn step<T: Lane>(
-        &self,
-        srcs: &[&[T]],
-        outs: &[SendPtr<T>],
-        parts: &[SendPtr<T>],
-        sums: &mut [f64],
-        regs: &mut Regs<'_, T>,
-        states: &mut [State<T>],
-        start: usize,
-        n: usize,
-    ) {
-        for ins in &self.body {
-            match *ins {
-                Instr::Load { dst, input } => regs
-                    .get_mut(dst, n)
-                    .copy_from_slice(&srcs[input as usize][start..start + n]),
-                Instr::Gather { dst, input, q, p } => gather(srcs[input as usize], q, p, start, regs.get_mut(dst, n)),
-                Instr::Unary { ref op, dst, a } => {
-                    let (d, x, _) = regs.split(dst, a, a, n);
-                    T::unary(op, x, d);
-                }
-                Instr::Binary { ref op, dst, a, b } => {
-                    let (d, x, y) = regs.split(dst, a, b, n);
-                    binary(op, x, y, d);
-                }
-                Instr::Store { out, src } => {
-                    let s = regs.get(src, n);
-                    // SAFETY: `start..start + n` lies in this task's
-                    // elements of an output buffer of `len` elements.
-                    let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(start), n) };
-                    o.copy_from_slice(s);
-                }
-                Instr::Accumulate { acc, src } => {
-                    let s = regs.get(src, n);
-                    let mut t = 0.0f64;
-                    for &v in s {
-                        t += v.to_f64();
-                    }
-                    sums[acc as usize] += t;
-                }
-                Instr::Reduce { out, src, .. } => {
-                    states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());
-                }
-            }
-        }
+        states
+            .into_iter()
+            .zip(parts)
+            .map(|(st, out)| st.finish(out.get()))
+            .collect()
     }
 }

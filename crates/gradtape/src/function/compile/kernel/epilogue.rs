@@ -130,7 +130,12 @@ const BLOCK: usize = 4096;
 /// One partial reduction's state within one task.
 pub(crate) enum State<T> {
     /// Leading axes: the task's output columns `c0..c0 + acc.len()`.
-    Leading { fold: Fold, p: usize, c0: usize, acc: Vec<T> },
+    Leading {
+        fold: Fold,
+        p: usize,
+        c0: usize,
+        acc: Vec<T>,
+    },
     /// Leading axes, blocked: this task's partial results (sums in `f64`).
     Blocked { fold: Fold, p: usize, acc: Vec<f64> },
     /// Trailing axes: the row being reduced (rows never span tasks).
