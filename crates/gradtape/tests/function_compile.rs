@@ -111,11 +111,12 @@ fn non_finite_values_propagate_as_in_eager() -> Result<()> {
 
 #[test]
 fn broadcast_operands_that_do_not_fit_stay_outside_a_kernel() -> Result<()> {
-    // a [3] row added to [2, 3]: not the kernel's shape, not one element
+    // [2, 1, 2] added to [2, 3, 2]: not the kernel's shape, not one element,
+    // not a row or column broadcast (those fuse: tests/function_fuse.rs)
     let body = |(a, b): &(Tensor, Tensor)| a.exp()?.add(b)?.mul_scalar(2.0)?.tanh()?.mul(&Tensor::scalar(3.0f32));
     let f = function(move |ab: &(Tensor, Tensor)| body(ab));
-    let a = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6], &[2, 3])?;
-    let b = Tensor::vector(&[1.0f32, -1.0, 0.5]);
+    let a = Tensor::from_vec((1..=12).map(|i| i as f32 * 0.1).collect(), &[2, 3, 2])?;
+    let b = Tensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.25], &[2, 1, 2])?;
     let args = (a, b);
     let g = f.concrete(&args)?.optimized_graph().clone();
     assert_eq!(g.count("Add"), 1, "{g}");

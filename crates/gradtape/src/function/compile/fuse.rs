@@ -3,13 +3,22 @@
 //!
 //! **Members.** A node can join a group when it is a float (`f32`/`f64`)
 //! elementwise op the kernel computes ([`kernel::fusible_unary`],
-//! [`kernel::fusible_binary`]), a `FullLike` (a constant register) or a
+//! [`kernel::fusible_binary`], and `BiasAdd`, an add), a `FullLike` (a constant register) or a
 //! `BroadcastTo` of one element, and its output has the group's shape.
 //! Each input of a member is made inside the group or comes from outside
-//! with the group's shape or one element (splatted: a scalar operand). A
-//! sum of all elements of a group value joins as an epilogue (a trailing
-//! reduction: the kernel adds it up chunk by chunk, and the summed tensor
-//! is never made).
+//! with the group's shape, one element (splatted: a scalar operand), or a
+//! shape that broadcasts to the group's as `ones, equal dims, ones` (a
+//! bias row `[k]` into `[n, k]`, a column `[n, 1]`: read by index, see
+//! `kernel::epilogue`). Reductions of a group value join as epilogues (the
+//! reduced tensor is never made): a sum of all elements (the kernel adds
+//! it up chunk by chunk, in `f64`: a reassociation), and a sum, max or
+//! min over the leading or the trailing axes (`[n, k] -> [k]` or `[n]`,
+//! keepdims or not), in the eager kernels' order, bit for bit, except
+//! for a sum over leading axes to few outputs in a group large enough for
+//! several threads (blocked, see `kernel::epilogue`). A group large
+//! enough for several threads has partial reductions of one kind of axes
+//! and one size (they decide how its elements are split into tasks; see
+//! `split_after`).
 //!
 //! A node joins a group that makes one of its inputs, or else one of the
 //! latest groups of its shape (a sibling: `cos(x)` beside `sin(x)`).
@@ -32,10 +41,10 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use super::kernel::{self, Instr, Program, Reg, Splat};
+use super::kernel::{self, Axis, Fold, Instr, Output, Program, Reg, Splat};
 use crate::error::Result;
 use crate::function::graph::{Graph, Node, ValueId};
-use crate::ops::desc::{DynOp, Op, Outputs, ReduceKind, ShapeOp};
+use crate::ops::desc::{DynOp, NnOp, Op, Outputs, ReduceKind, ShapeOp};
 use crate::tensor::{DType, Tensor};
 
 /// A fused group as a graph node.
@@ -74,6 +83,22 @@ enum Member {
     Broadcast,
     /// the sum of all elements of its input (an epilogue)
     Sum,
+    /// a reduction over leading or trailing axes (an epilogue)
+    Reduce(Fold, Axis),
+}
+
+/// How a group's partial reductions split its elements.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// none yet
+    Free,
+    /// over leading axes, to this many outputs
+    Leading(usize),
+    /// over trailing axes, of rows of this many elements
+    Trailing(usize),
+    /// over leading axes, to this many outputs, tasks owning rows
+    /// (`Axis::Blocked`)
+    Blocked(usize),
 }
 
 /// A group under construction.
@@ -86,6 +111,8 @@ struct Group {
     nodes: Vec<usize>,
     /// number of members that are ops (not epilogues, fills, broadcasts)
     ops: usize,
+    /// what its partial reductions fix
+    split: Split,
 }
 
 /// The member kind of node `n`, if it can be one in a group of `dtype`
@@ -105,6 +132,10 @@ fn member_kind(g: &Graph, n: &Node) -> Option<Member> {
         Op::Binary(b) if kernel::fusible_binary(b) && same_dtype && n.inputs.len() == 2 => {
             Some(Member::Binary(b.clone()))
         }
+        // `x + bias` along the last axis: an add of a row, as eager adds it
+        Op::Nn(NnOp::BiasAdd) if same_dtype && n.inputs.len() == 2 => {
+            Some(Member::Binary(crate::ops::desc::Binary::Add))
+        }
         Op::Shape(ShapeOp::FullLike(v)) => Some(Member::Fill(v.0)),
         Op::Shape(ShapeOp::BroadcastTo(_))
             if same_dtype && n.inputs.len() == 1 && numel(&g.values[n.inputs[0] as usize].shape) == 1 =>
@@ -114,8 +145,81 @@ fn member_kind(g: &Graph, n: &Node) -> Option<Member> {
         Op::Reduce(r) if r.kind == ReduceKind::Sum && same_dtype && n.inputs.len() == 1 && numel(&info.shape) == 1 => {
             Some(Member::Sum)
         }
+        Op::Reduce(r) if same_dtype && n.inputs.len() == 1 => {
+            let fold = match r.kind {
+                ReduceKind::Sum => Fold::Sum,
+                ReduceKind::Max => Fold::Max,
+                ReduceKind::Min => Fold::Min,
+                _ => return None,
+            };
+            partial_axis(&g.values[n.inputs[0] as usize].shape, &r.axes).map(|a| Member::Reduce(fold, a))
+        }
         _ => None,
     }
+}
+
+/// The axes of a reduction of `shape` over `axes`, if it is a partial
+/// one the kernel makes: over the leading or the trailing axes (at least
+/// one), to more than one output, of a non-empty tensor.
+fn partial_axis(shape: &[usize], axes: &[isize]) -> Option<Axis> {
+    let rank = shape.len() as isize;
+    let mut ax: SmallVec<[usize; 4]> = SmallVec::new();
+    for &a in axes {
+        let a = if a < 0 { a + rank } else { a };
+        if !(0..rank).contains(&a) || ax.contains(&(a as usize)) {
+            return None;
+        }
+        ax.push(a as usize);
+    }
+    ax.sort_unstable();
+    let (len, r) = (numel(shape), shape.len());
+    let reduced: usize = ax.iter().map(|&a| shape[a]).product();
+    if ax.is_empty() || len == 0 || len / reduced <= 1 {
+        return None;
+    }
+    if ax.iter().enumerate().all(|(i, &a)| a == i) {
+        Some(Axis::Leading(len / reduced))
+    } else if ax.iter().enumerate().all(|(i, &a)| a == r - ax.len() + i) {
+        Some(Axis::Trailing(reduced))
+    } else {
+        None
+    }
+}
+
+/// How an operand of shape `s` is read in a group of shape `group` (not
+/// empty) when it broadcasts as `ones, equal dims, ones`: element `j`
+/// reads `(j / q) % p`; `None` for any other shape.
+fn broadcast_index(s: &[usize], group: &[usize]) -> Option<(usize, usize)> {
+    if s.len() > group.len() || numel(group) == 0 {
+        return None;
+    }
+    let pad = group.len() - s.len();
+    // 0: leading broadcast dims, 1: equal dims, 2: trailing broadcast dims
+    let (mut phase, mut q, mut p) = (0, 1, 1);
+    for (d, &gd) in group.iter().enumerate() {
+        let sd = if d < pad { 1 } else { s[d - pad] };
+        if gd == 1 {
+            if sd != 1 {
+                return None;
+            }
+        } else if sd == gd {
+            if phase == 2 {
+                return None;
+            }
+            phase = 1;
+            p *= gd;
+        } else if sd == 1 {
+            if phase == 1 {
+                phase = 2;
+            }
+            if phase == 2 {
+                q *= gd;
+            }
+        } else {
+            return None;
+        }
+    }
+    Some((q, p))
 }
 
 fn numel(shape: &[usize]) -> usize {
@@ -155,12 +259,21 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
             let external_ok = |grp: &Group, v: ValueId| {
                 let vi = &g.values[v as usize];
                 vi.dtype == grp.dtype
-                    && (vi.shape[..] == grp.shape[..] || numel(&vi.shape) == 1)
+                    && (vi.shape[..] == grp.shape[..]
+                        || numel(&vi.shape) == 1
+                        || broadcast_index(&vi.shape, &grp.shape).is_some())
                     && avail[v as usize] < grp.first as i64
             };
-            // (a sum is complete only after the kernel: never an operand in it)
+            // (a reduction is complete only after the kernel: never an operand in it)
             let in_group = |grp: usize, v: ValueId| {
-                producer[v as usize].is_some_and(|p| group_of[p] == Some(grp) && !matches!(kinds[p], Some(Member::Sum)))
+                producer[v as usize].is_some_and(|p| {
+                    group_of[p] == Some(grp) && !matches!(kinds[p], Some(Member::Sum | Member::Reduce(..)))
+                })
+            };
+            // (a partial reduction reads an op's output: a fresh,
+            // contiguous tensor in eager runs, which fixes their order)
+            let op_output = |v: ValueId| {
+                producer[v as usize].is_some_and(|p| matches!(kinds[p], Some(Member::Unary(_) | Member::Binary(_))))
             };
             // candidate groups: those that make one of the inputs
             let mut candidates: SmallVec<[usize; 2]> = SmallVec::new();
@@ -173,7 +286,7 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
             }
             // then the latest groups of the same shape (siblings: a node that
             // reads only values made before one of them can run in it)
-            if !matches!(kind, Member::Sum) {
+            if !matches!(kind, Member::Sum | Member::Reduce(..)) {
                 for (gi, grp) in groups.iter().enumerate().rev().take(8) {
                     if grp.dtype == info.dtype && grp.shape[..] == info.shape[..] && !candidates.contains(&gi) {
                         candidates.push(gi);
@@ -185,6 +298,12 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
                 let fits = match kind {
                     // a sum's input is the group's; its output is a scalar
                     Member::Sum => info.dtype == grp.dtype && in_group(gi, n.inputs[0]),
+                    Member::Reduce(_, axis) => {
+                        info.dtype == grp.dtype
+                            && in_group(gi, n.inputs[0])
+                            && op_output(n.inputs[0])
+                            && split_after(grp, *axis).is_some()
+                    }
                     _ => {
                         info.dtype == grp.dtype
                             && info.shape[..] == grp.shape[..]
@@ -198,13 +317,14 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
                     break;
                 }
             }
-            if joined.is_none() && !matches!(kind, Member::Sum) {
+            if joined.is_none() && !matches!(kind, Member::Sum | Member::Reduce(..)) {
                 let grp = Group {
                     first: i,
                     dtype: info.dtype,
                     shape: info.shape.to_vec(),
                     nodes: Vec::new(),
                     ops: 0,
+                    split: Split::Free,
                 };
                 if operands(kind, n).iter().all(|&v| external_ok(&grp, v)) {
                     groups.push(grp);
@@ -216,6 +336,7 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
                 grp.nodes.push(i);
                 match kind {
                     Member::Unary(_) | Member::Binary(_) => grp.ops += 1,
+                    Member::Reduce(_, axis) => grp.split = split_after(grp, *axis).expect("checked on joining"),
                     _ => {}
                 }
                 group_of[i] = Some(gi);
@@ -242,7 +363,11 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
         sums += grp
             .nodes
             .iter()
-            .filter(|&&i| matches!(kinds[i], Some(Member::Sum)))
+            .filter(|&&i| match kinds[i] {
+                Some(Member::Sum) => true,
+                Some(Member::Reduce(Fold::Sum, _)) => matches!(grp.split, Split::Blocked(_)),
+                _ => false,
+            })
             .count();
         for &i in &grp.nodes {
             removed[i] = true;
@@ -263,6 +388,27 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
         }
     }
     (fused_away, sums)
+}
+
+/// The split of `grp` once a partial reduction over `axis` joins it, if
+/// it can. A group too small for several threads runs as one task in
+/// element order, which suits every reduction; a larger one splits its
+/// work by the reductions' outputs, so they share one kind of axes and
+/// one size; over leading axes with too few outputs to split by columns,
+/// it splits by rows (blocked: sums then add in another order).
+fn split_after(grp: &Group, axis: Axis) -> Option<Split> {
+    let new = match axis {
+        Axis::Leading(p) | Axis::Blocked(p) => Split::Leading(p),
+        Axis::Trailing(q) => Split::Trailing(q),
+    };
+    if numel(&grp.shape) < crate::kernels::cpu::PAR_MIN {
+        return Some(if grp.split == Split::Free { new } else { grp.split });
+    }
+    let new = match new {
+        Split::Leading(p) if p < 4 * kernel::COLUMNS => Split::Blocked(p),
+        other => other,
+    };
+    (grp.split == Split::Free || grp.split == new).then_some(new)
 }
 
 /// Per value: whether a node outside its producer's group reads it, or the
@@ -353,20 +499,20 @@ fn build(
     }
     let len = numel(&grp.shape);
     let mut inputs: Vec<ValueId> = Vec::new();
-    let mut input_is_scalar: Vec<bool> = Vec::new();
+    let mut input_len: Vec<usize> = Vec::new();
     let mut splats: Vec<(Reg, Splat)> = Vec::new();
     let mut body: Vec<Instr> = Vec::new();
-    let mut outputs_spec: Vec<Option<Vec<usize>>> = Vec::new();
+    let mut outputs_spec: Vec<Output> = Vec::new();
     let mut out_values: Vec<ValueId> = Vec::new();
-    let (mut n_stores, mut n_sums) = (0u16, 0u16);
+    let (mut n_stores, mut n_sums, mut n_parts) = (0u16, 0u16, 0u16);
     let mut regs = Alloc::default();
     let mut reg_of: FxHashMap<ValueId, Reg> = FxHashMap::default();
-    let mut input_index = |v: ValueId, scalar: bool| -> u16 {
+    let mut input_index = |v: ValueId| -> u16 {
         if let Some(k) = inputs.iter().position(|&x| x == v) {
             return k as u16;
         }
         inputs.push(v);
-        input_is_scalar.push(scalar);
+        input_len.push(numel(&g.values[v as usize].shape));
         (inputs.len() - 1) as u16
     };
     for (k, &i) in grp.nodes.iter().enumerate() {
@@ -379,7 +525,8 @@ fn build(
                 ops.push(r);
                 continue;
             }
-            let one = numel(&g.values[v as usize].shape) == 1;
+            let shape = &g.values[v as usize].shape;
+            let one = numel(shape) == 1;
             let r = match (const_scalar(g, producer, v), one && len != 1) {
                 (Some(c), _) => {
                     let r = regs.take(true);
@@ -388,14 +535,15 @@ fn build(
                 }
                 (None, true) => {
                     let r = regs.take(true);
-                    splats.push((r, Splat::Input(input_index(v, true))));
+                    splats.push((r, Splat::Input(input_index(v))));
                     r
                 }
                 (None, false) => {
                     let r = regs.take(false);
-                    body.push(Instr::Load {
-                        dst: r,
-                        input: input_index(v, false),
+                    let input = input_index(v);
+                    body.push(match broadcast_index(shape, &grp.shape) {
+                        Some((q, p)) if shape[..] != grp.shape[..] => Instr::Gather { dst: r, input, q, p },
+                        _ => Instr::Load { dst: r, input },
                     });
                     r
                 }
@@ -438,7 +586,23 @@ fn build(
                     src: ops[0],
                 });
                 n_sums += 1;
-                outputs_spec.push(Some(g.values[out as usize].shape.to_vec()));
+                outputs_spec.push(Output::Sum(g.values[out as usize].shape.to_vec()));
+                out_values.push(out);
+                None
+            }
+            Member::Reduce(fold, axis) => {
+                let axis = match (axis, grp.split) {
+                    (Axis::Leading(p), Split::Blocked(_)) => Axis::Blocked(*p),
+                    (a, _) => *a,
+                };
+                body.push(Instr::Reduce {
+                    out: n_parts,
+                    src: ops[0],
+                    fold: *fold,
+                    axis,
+                });
+                n_parts += 1;
+                outputs_spec.push(Output::Reduced(g.values[out as usize].shape.to_vec()));
                 out_values.push(out);
                 None
             }
@@ -449,7 +613,7 @@ fn build(
             if needed_outside[out as usize] {
                 body.push(Instr::Store { out: n_stores, src: d });
                 n_stores += 1;
-                outputs_spec.push(None);
+                outputs_spec.push(Output::Elementwise);
                 out_values.push(out);
             }
         }
@@ -469,7 +633,7 @@ fn build(
         dtype: grp.dtype,
         len,
         shape: grp.shape.clone(),
-        input_is_scalar,
+        input_len,
         splats,
         body,
         n_regs: regs.users.len(),

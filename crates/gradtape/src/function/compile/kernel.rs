@@ -14,8 +14,10 @@
 //! Each op computes what its eager kernel computes, element by element and
 //! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
 //! `sin`, `cos`, `tanh` and `sigmoid`), so a fused graph gives the eager
-//! values bit for bit; only the fused sums add in another order (in `f64`
-//! per chunk, then the chunks in order), which is the one reassociation.
+//! values bit for bit; only the fused sums of all elements add in another
+//! order (in `f64` per chunk, then the chunks in order), which is the one
+//! reassociation. Broadcast inputs and partial reductions (bit for bit
+//! too) are in [`epilogue`].
 
 use std::fmt;
 
@@ -26,8 +28,16 @@ use crate::kernels::cpu::PAR_MIN;
 use crate::ops::desc::{Binary, Unary};
 use crate::tensor::{alloc, DType, Float, Tensor};
 
+mod epilogue;
+use epilogue::{combine, gather, State};
+pub(crate) use epilogue::{Axis, Fold};
+
 /// Elements per register (a chunk): 1 KiB of `f32`.
 pub(crate) const CHUNK: usize = 256;
+
+/// The columns of a task of a kernel with a reduction over leading axes
+/// come in multiples of this.
+pub(crate) const COLUMNS: usize = 64;
 
 /// A register index.
 pub(crate) type Reg = u16;
@@ -37,6 +47,9 @@ pub(crate) type Reg = u16;
 pub(crate) enum Instr {
     /// Register `dst` takes the chunk of full-size input `input`.
     Load { dst: Reg, input: u16 },
+    /// Register `dst` takes the chunk of input `input` broadcast to the
+    /// group: element `j` reads the input's element `(j / q) % p`.
+    Gather { dst: Reg, input: u16, q: usize, p: usize },
     /// `dst = op(a)`.
     Unary { op: Unary, dst: Reg, a: Reg },
     /// `dst = op(a, b)`.
@@ -45,6 +58,8 @@ pub(crate) enum Instr {
     Store { out: u16, src: Reg },
     /// Sum number `acc` adds register `src`'s chunk.
     Accumulate { acc: u16, src: Reg },
+    /// Partial reduction number `out` folds register `src`'s chunk.
+    Reduce { out: u16, src: Reg, fold: Fold, axis: Axis },
 }
 
 /// What fills a register before the first chunk (it holds one value for
@@ -66,17 +81,37 @@ pub(crate) struct Program {
     pub len: usize,
     /// The group's shape (of every elementwise output).
     pub shape: Vec<usize>,
-    /// Per input: whether it has one element (splatted) rather than `len`.
-    pub input_is_scalar: Vec<bool>,
+    /// Per input: its number of elements (`len`; one, splatted; or a
+    /// broadcast input's, gathered).
+    pub input_len: Vec<usize>,
     /// Registers filled once, before the chunks.
     pub splats: Vec<(Reg, Splat)>,
     /// The code run on every chunk.
     pub body: Vec<Instr>,
     /// Registers the program uses.
     pub n_regs: usize,
-    /// Per output: `None` for an elementwise output (shape `shape`), or the
-    /// shape of a sum of all elements.
-    pub outputs: Vec<Option<Vec<usize>>>,
+    /// Per output, in order: what it is.
+    pub outputs: Vec<Output>,
+}
+
+/// One output of a program.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Output {
+    /// An elementwise value (shape `shape`), the next `Store`'s.
+    Elementwise,
+    /// A sum of all elements (of this shape), the next `Accumulate`'s.
+    Sum(Vec<usize>),
+    /// A partial reduction (of this shape), the next `Reduce`'s.
+    Reduced(Vec<usize>),
+}
+
+impl Output {
+    fn shape<'a>(&'a self, group: &'a [usize]) -> &'a [usize] {
+        match self {
+            Output::Elementwise => group,
+            Output::Sum(s) | Output::Reduced(s) => s,
+        }
+    }
 }
 
 impl fmt::Display for Program {
@@ -94,6 +129,12 @@ impl fmt::Display for Program {
                 Instr::Binary { op, dst, a, b } => writeln!(f, "r{dst} = {}(r{a}, r{b})", op.name())?,
                 Instr::Store { out, src } => writeln!(f, "out{out} = r{src}")?,
                 Instr::Accumulate { acc, src } => writeln!(f, "sum{acc} += r{src}")?,
+                Instr::Gather { dst, input, q, p } => writeln!(f, "r{dst} = gather in{input}[j / {q} % {p}]")?,
+                Instr::Reduce { out, src, fold, axis } => match axis {
+                    Axis::Leading(p) => writeln!(f, "part{out}[j % {p}] {}= r{src}", fold.name())?,
+                    Axis::Trailing(q) => writeln!(f, "part{out}[j / {q}] {}= r{src}", fold.name())?,
+                    Axis::Blocked(p) => writeln!(f, "part{out}[j % {p}] {}= r{src} (blocked)", fold.name())?,
+                },
             }
         }
         Ok(())
@@ -245,6 +286,16 @@ fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
     }
 }
 
+/// The first `n` elements of `b`'s capacity, as a slice to write (every
+/// element written before `set_len`).
+fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
+    debug_assert!(b.capacity() >= n);
+    // SAFETY: `b` holds `n` elements of capacity, and the elements are
+    // plain floats (any bits are a value); the caller writes all `n`
+    // before `set_len(n)`.
+    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr(), n) }
+}
+
 /// The registers as one buffer: `n` live elements per register.
 struct Regs<'a, T> {
     buf: &'a mut [T],
@@ -291,19 +342,18 @@ impl<T: Copy> Regs<'_, T> {
 impl Program {
     /// Runs the program on `inputs`; returns its outputs in order.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        if inputs.len() != self.input_is_scalar.len() {
+        if inputs.len() != self.input_len.len() {
             return Err(Error::invalid(
                 "Fused",
-                format!("expects {} inputs, got {}", self.input_is_scalar.len(), inputs.len()),
+                format!("expects {} inputs, got {}", self.input_len.len(), inputs.len()),
             ));
         }
-        for (i, (t, &scalar)) in inputs.iter().zip(&self.input_is_scalar).enumerate() {
-            let want = if scalar { 1 } else { self.len };
+        for (i, (t, &want)) in inputs.iter().zip(&self.input_len).enumerate() {
             if t.dtype() != self.dtype || t.numel() != want {
                 return Err(Error::invalid(
                     "Fused",
                     format!(
-                        "input {i} is {} {:?}; the kernel was planned for {} of {want} elements (shape {:?})",
+                        "input {i} is {} {:?}; the kernel was planned for {} of {want} elements (group shape {:?})",
                         t.dtype(),
                         t.shape(),
                         self.dtype,
@@ -319,64 +369,125 @@ impl Program {
         }
     }
 
+    /// How the elements are split into tasks: a `rows x cols` view of the
+    /// group, tasks owning ranges of columns (all rows) in multiples of
+    /// `unit`. Without partial reductions, one row; with a reduction over
+    /// leading axes, its outputs are the columns (each task folds its
+    /// columns in row order); over trailing axes, tasks hold whole rows.
+    fn layout(&self) -> (usize, usize, usize) {
+        let mut axes = self.body.iter().filter_map(|ins| match ins {
+            Instr::Reduce { axis, .. } => Some(*axis),
+            _ => None,
+        });
+        let Some(first) = axes.next() else {
+            return (1, self.len, CHUNK);
+        };
+        if axes.any(|a| a != first) {
+            // reductions of several kinds: one task, in element order
+            return (1, self.len, self.len.max(1));
+        }
+        match first {
+            Axis::Leading(p) => (self.len / p, p, COLUMNS),
+            Axis::Trailing(q) => (1, self.len, q),
+            Axis::Blocked(p) => (1, self.len, p),
+        }
+    }
+
     fn run_typed<T: Lane>(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        if self.len == 1 {
+        let partial = self.outputs.iter().any(|o| matches!(o, Output::Reduced(_)));
+        if self.len == 1 && !partial {
             return self.run_one::<T>(inputs);
         }
         let data: Vec<std::borrow::Cow<'_, [T]>> =
             inputs.iter().map(|t| t.values::<T>("Fused")).collect::<Result<_>>()?;
         let srcs: Vec<&[T]> = data.iter().map(|d| &d[..]).collect();
-        let n_sums = self.outputs.iter().filter(|o| o.is_some()).count();
-        let mut bufs = Vec::with_capacity(self.outputs.len() - n_sums);
-        for _ in 0..self.outputs.len() - n_sums {
-            bufs.push(alloc::try_buf::<T>("Fused", self.len)?);
-        }
-        let ptrs: Vec<SendPtr<T>> = bufs.iter_mut().map(|b| SendPtr(b.as_mut_ptr())).collect();
-        let len = self.len;
-        let task = |range: std::ops::Range<usize>| -> smallvec::SmallVec<[f64; 2]> {
-            let mut sums = smallvec::smallvec![0.0; n_sums];
-            // SAFETY (of `outs`): each task writes its own range of every
-            // output buffer, which holds `len` elements of capacity.
-            // (inlined into `with_simd`'s wide-vector function, so that the
-            // op loops are compiled for AVX2 or AVX-512)
-            with_simd(
-                #[inline(always)]
-                || self.run_range::<T>(&srcs, &ptrs, &mut sums, range),
-            );
-            sums
-        };
-        let partials: Vec<smallvec::SmallVec<[f64; 2]>> = if len >= PAR_MIN && workers::threads() > 1 {
-            let per = (len / (workers::threads() * 4))
-                .max(PAR_MIN / 2)
-                .next_multiple_of(CHUNK);
-            let n_tasks = len.div_ceil(per);
-            workers::map(n_tasks, |t| task(t * per..((t + 1) * per).min(len)))
-        } else {
-            vec![task(0..len)]
-        };
-        // SAFETY: every task wrote its whole range of every output buffer.
-        for b in bufs.iter_mut() {
-            unsafe { b.set_len(len) };
-        }
-        let mut bufs = bufs.into_iter();
-        let mut acc = 0;
-        let mut outs = Vec::with_capacity(self.outputs.len());
+        let n_sums = self.outputs.iter().filter(|o| matches!(o, Output::Sum(_))).count();
+        // elementwise outputs of `len`, and partial reductions
+        let mut ebufs = Vec::new();
+        let mut rbufs = Vec::new();
         for o in &self.outputs {
             match o {
-                None => {
-                    let b = bufs.next().expect("one buffer per elementwise output");
-                    outs.push(Tensor::from_storage(T::buf_into_storage(b), &self.shape));
+                Output::Elementwise => ebufs.push((alloc::try_buf::<T>("Fused", self.len)?, self.len)),
+                Output::Reduced(shape) => {
+                    let n = shape.iter().product();
+                    rbufs.push((alloc::try_buf::<T>("Fused", n)?, n));
                 }
-                Some(shape) => {
-                    let total: f64 = partials.iter().map(|p| p[acc]).sum();
+                Output::Sum(_) => {}
+            }
+        }
+        let outs: Vec<SendPtr<T>> = ebufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
+        let parts: Vec<SendPtr<T>> = rbufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
+        let (outs, parts) = (&outs[..], &parts[..]);
+        let (rows, cols, unit) = self.layout();
+        type Partials = smallvec::SmallVec<[Option<Vec<f64>>; 2]>;
+        let task = |c: std::ops::Range<usize>| -> (smallvec::SmallVec<[f64; 2]>, Partials) {
+            let mut sums = smallvec::smallvec![0.0; n_sums];
+            // SAFETY (of `outs`, `parts`): each task writes its own
+            // elements of every output buffer, which holds its length of
+            // capacity.
+            // (inlined into `with_simd`'s wide-vector function, so that the
+            // op loops are compiled for AVX2 or AVX-512)
+            let blocked = with_simd(
+                #[inline(always)]
+                || self.run_task::<T>(&srcs, outs, parts, &mut sums, (rows, cols), c),
+            );
+            (sums, blocked)
+        };
+        let partials: Vec<(smallvec::SmallVec<[f64; 2]>, Partials)> =
+            if self.len >= PAR_MIN && workers::threads() > 1 && cols > unit {
+                let per = (cols / (workers::threads() * 4))
+                    .max((PAR_MIN / 2).div_ceil(rows.max(1)))
+                    .next_multiple_of(unit);
+                let n_tasks = cols.div_ceil(per);
+                workers::map(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)))
+            } else {
+                vec![task(0..cols)]
+            };
+        // blocked reductions: the tasks' partial results, in order
+        let folds: Vec<Fold> = self
+            .body
+            .iter()
+            .filter_map(|ins| match ins {
+                Instr::Reduce { fold, .. } => Some(*fold),
+                _ => None,
+            })
+            .collect();
+        for (k, (b, n)) in rbufs.iter_mut().enumerate() {
+            let from: Vec<&[f64]> = partials.iter().filter_map(|(_, p)| p[k].as_deref()).collect();
+            if !from.is_empty() {
+                combine(folds[k], &from, &mut spare(b, *n)[..]);
+            }
+        }
+        let mut ebufs = ebufs.into_iter();
+        let mut rbufs = rbufs.into_iter();
+        let mut acc = 0;
+        let mut results = Vec::with_capacity(self.outputs.len());
+        for o in &self.outputs {
+            let b = match o {
+                Output::Elementwise | Output::Reduced(_) => {
+                    let next = if matches!(o, Output::Elementwise) {
+                        ebufs.next()
+                    } else {
+                        rbufs.next()
+                    };
+                    let (mut b, n) = next.expect("one buffer per output");
+                    // SAFETY: the tasks wrote every element of every
+                    // output buffer (elementwise: their ranges; reductions:
+                    // their rows or columns).
+                    unsafe { b.set_len(n) };
+                    b
+                }
+                Output::Sum(_) => {
+                    let total: f64 = partials.iter().map(|p| p.0[acc]).sum();
                     acc += 1;
                     let mut b = crate::tensor::Buf::<T>::new();
                     b.push(T::from_f64(total));
-                    outs.push(Tensor::from_storage(T::buf_into_storage(b), shape));
+                    b
                 }
-            }
+            };
+            results.push(Tensor::from_storage(T::buf_into_storage(b), o.shape(&self.shape)));
         }
-        Ok(outs)
+        Ok(results)
     }
 
     /// [`run_typed`](Self::run_typed) for one element.
@@ -393,12 +504,13 @@ impl Program {
             .iter()
             .map(|o| {
                 let x = match o {
-                    None => v.next().unwrap_or(T::zero()),
-                    Some(_) => T::from_f64(s.next().unwrap_or(0.0)),
+                    Output::Sum(_) => T::from_f64(s.next().unwrap_or(0.0)),
+                    // (a partial reduction has more than one element: never here)
+                    _ => v.next().unwrap_or(T::zero()),
                 };
                 let mut b = crate::tensor::Buf::<T>::new();
                 b.push(x);
-                Tensor::from_storage(T::buf_into_storage(b), o.as_deref().unwrap_or(&self.shape))
+                Tensor::from_storage(T::buf_into_storage(b), o.shape(&self.shape))
             })
             .collect())
     }
@@ -415,7 +527,9 @@ impl Program {
         }
         for ins in &self.body {
             match *ins {
-                Instr::Load { dst, input } => r[dst as usize] = srcs[input as usize][0],
+                Instr::Load { dst, input } | Instr::Gather { dst, input, .. } => {
+                    r[dst as usize] = srcs[input as usize][0]
+                }
                 Instr::Unary { ref op, dst, a } => {
                     let mut y = [T::zero()];
                     T::unary(op, &[r[a as usize]], &mut y);
@@ -428,15 +542,36 @@ impl Program {
                 }
                 Instr::Store { out, src } => outs[out as usize] = r[src as usize],
                 Instr::Accumulate { acc, src } => sums[acc as usize] += r[src as usize].to_f64(),
+                // (`run_typed` runs programs with partial reductions)
+                Instr::Reduce { .. } => {}
             }
         }
     }
 
-    /// Runs the program over elements `range`, writing the outputs' ranges
-    /// and adding to `sums`.
+    /// Runs the program over the columns `c` of every row of the group
+    /// viewed as `rows x cols` (see [`layout`](Self::layout)), writing
+    /// the outputs' elements there and adding to `sums`.
+    /// Returns the partial results of its blocked reductions.
     #[inline(always)]
-    fn run_range<T: Lane>(&self, srcs: &[&[T]], outs: &[SendPtr<T>], sums: &mut [f64], range: std::ops::Range<usize>) {
-        let stride = CHUNK.min(range.len()).max(1);
+    fn run_task<T: Lane>(
+        &self,
+        srcs: &[&[T]],
+        outs: &[SendPtr<T>],
+        parts: &[SendPtr<T>],
+        sums: &mut [f64],
+        (rows, cols): (usize, usize),
+        c: std::ops::Range<usize>,
+    ) -> smallvec::SmallVec<[Option<Vec<f64>>; 2]> {
+        // whole rows are one run of elements
+        let whole = rows == 1 || c.len() == cols;
+        let (first, seg, n_segs) = if rows == 1 {
+            (c.start, c.len(), 1)
+        } else if whole {
+            (0, rows * cols, 1)
+        } else {
+            (c.start, c.len(), rows)
+        };
+        let stride = CHUNK.min(seg).max(1);
         let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
         let mut regs = Regs {
             buf: &mut store,
@@ -449,40 +584,64 @@ impl Program {
             };
             regs.get_mut(*r, stride).fill(v);
         }
-        let mut start = range.start;
-        while start < range.end {
-            let n = stride.min(range.end - start);
-            for ins in &self.body {
-                match *ins {
-                    Instr::Load { dst, input } => regs
-                        .get_mut(dst, n)
-                        .copy_from_slice(&srcs[input as usize][start..start + n]),
-                    Instr::Unary { ref op, dst, a } => {
-                        let (d, x, _) = regs.split(dst, a, a, n);
-                        T::unary(op, x, d);
-                    }
-                    Instr::Binary { ref op, dst, a, b } => {
-                        let (d, x, y) = regs.split(dst, a, b, n);
-                        binary(op, x, y, d);
-                    }
-                    Instr::Store { out, src } => {
-                        let s = regs.get(src, n);
-                        // SAFETY: `start..start + n` lies in this task's
-                        // range of an output buffer of `len` elements.
-                        let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(start), n) };
-                        o.copy_from_slice(s);
-                    }
-                    Instr::Accumulate { acc, src } => {
-                        let s = regs.get(src, n);
-                        let mut t = 0.0f64;
-                        for &v in s {
-                            t += v.to_f64();
+        let mut states: smallvec::SmallVec<[State<T>; 2]> = self
+            .body
+            .iter()
+            .filter_map(|ins| match *ins {
+                Instr::Reduce { fold, axis, .. } => Some(State::new(fold, axis, c.clone(), c.len() == cols)),
+                _ => None,
+            })
+            .collect();
+        // (the body inline here: registers and sums stay locals, which the
+        // compiler keeps in registers across the output writes)
+        for s in 0..n_segs {
+            let mut start = first + s * cols;
+            let end = start + seg;
+            while start < end {
+                let n = stride.min(end - start);
+                for ins in &self.body {
+                    match *ins {
+                        Instr::Load { dst, input } => regs
+                            .get_mut(dst, n)
+                            .copy_from_slice(&srcs[input as usize][start..start + n]),
+                        Instr::Gather { dst, input, q, p } => {
+                            gather(srcs[input as usize], q, p, start, regs.get_mut(dst, n))
                         }
-                        sums[acc as usize] += t;
+                        Instr::Unary { ref op, dst, a } => {
+                            let (d, x, _) = regs.split(dst, a, a, n);
+                            T::unary(op, x, d);
+                        }
+                        Instr::Binary { ref op, dst, a, b } => {
+                            let (d, x, y) = regs.split(dst, a, b, n);
+                            binary(op, x, y, d);
+                        }
+                        Instr::Store { out, src } => {
+                            let s = regs.get(src, n);
+                            // SAFETY: `start..start + n` lies in this task's
+                            // elements of an output buffer of `len` elements.
+                            let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(start), n) };
+                            o.copy_from_slice(s);
+                        }
+                        Instr::Accumulate { acc, src } => {
+                            let s = regs.get(src, n);
+                            let mut t = 0.0f64;
+                            for &v in s {
+                                t += v.to_f64();
+                            }
+                            sums[acc as usize] += t;
+                        }
+                        Instr::Reduce { out, src, .. } => {
+                            states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());
+                        }
                     }
                 }
+                start += n;
             }
-            start += n;
         }
+        states
+            .into_iter()
+            .zip(parts)
+            .map(|(st, out)| st.finish(out.get()))
+            .collect()
     }
 }

@@ -15,9 +15,9 @@
 //! 4. `pair` — nodes that share work merged: a max pool and the
 //!    positions of its maxima (which its gradient reads) from one pass.
 //! 5. `fuse` — elementwise fusion: chains and trees of elementwise ops
-//!    (with scalar operands, broadcasts of one element and trailing sums)
-//!    become one kernel (`kernel`) that reads each input once and writes
-//!    each output once.
+//!    (with scalar operands, row and column broadcasts, and sums, maxima
+//!    and minima over all, the leading or the trailing axes) become one
+//!    kernel (`kernel`) that reads each input once and writes each output once.
 //!
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced

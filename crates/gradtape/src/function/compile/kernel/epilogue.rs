@@ -1,0 +1,416 @@
+//! What a fused kernel does beside elementwise ops: reading broadcast
+//! inputs by index arithmetic, and partial reductions (over the leading or
+//! the trailing axes of the group's shape) as epilogues.
+//!
+//! **Broadcast inputs.** An input whose shape broadcasts to the group's
+//! shape as `ones, equal dims, ones` (a row `[k]` or `[1, k]` into
+//! `[n, k]`, a column `[n, 1]` into `[n, k]`, or both, as `[m, 1]` into
+//! `[b, m, k]`) is read in place: element `j` of the group reads element
+//! `(j / q) % p` of the input, where `q` is the size of the trailing
+//! broadcast dims and `p` the input's size. No broadcast tensor is made.
+//!
+//! **Partial reductions, bit for bit.** They reproduce the eager kernels'
+//! order (`kernels::cpu::reduce`) exactly, so they are not a
+//! reassociation:
+//! - over the *leading* axes (`[n, k] -> [k]`, a bias gradient), the eager
+//!   kernel folds the rows into the output one after the other, in the
+//!   element type; here each task owns a range of output columns and folds
+//!   its rows in the same order (the sum starts from `-0.0`, which adds
+//!   nothing to any value, `-0.0` included; `max` from `-inf`, `min` from
+//!   `+inf`);
+//! - over the *trailing* axes (`[n, k] -> [n]`, softmax's row max and
+//!   sum), the eager sum adds each row in blocks of 4096 elements, eight
+//!   interleaved lanes per block plus the remainder, blocks added in `f64`;
+//!   here a row's elements stream through the same lanes, blocks and `f64`
+//!   total (tasks hold whole rows), and `max`/`min` fold each row in order.
+//!
+//! **Blocked: the one reassociation.** A group too large for one thread
+//! whose reduction over leading axes has few outputs (a convolution's
+//! bias gradient: `[n, h, w, c] -> [c]`) splits its rows among the tasks
+//! instead; each task folds its rows into its own partial results (sums
+//! in `f64`), combined in task order afterwards. `max` and `min` stay
+//! exact (a fold over blocks, then over the blocks' results in order,
+//! keeps the same element of a tie as the fold over all); a sum adds in
+//! another order (in `f64`, rounded once: as the fused sums of all
+//! elements do).
+
+use crate::tensor::Float;
+
+/// What a partial reduction combines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fold {
+    Sum,
+    Max,
+    Min,
+}
+
+impl Fold {
+    /// The value a fold starts from (adds nothing to the first element).
+    #[inline(always)]
+    pub(crate) fn init<T: Float>(self) -> T {
+        match self {
+            Fold::Sum => T::neg_zero(),
+            Fold::Max => T::neg_infinity(),
+            Fold::Min => T::infinity(),
+        }
+    }
+
+    /// One step, as the eager reducers take it (a NaN always wins).
+    #[inline(always)]
+    pub(crate) fn combine<T: Float>(self, a: T, v: T) -> T {
+        match self {
+            Fold::Sum => a + v,
+            Fold::Max => {
+                if v > a || v.is_nan() {
+                    v
+                } else {
+                    a
+                }
+            }
+            Fold::Min => {
+                if v < a || v.is_nan() {
+                    v
+                } else {
+                    a
+                }
+            }
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Fold::Sum => "sum",
+            Fold::Max => "max",
+            Fold::Min => "min",
+        }
+    }
+}
+
+/// Which axes a partial reduction removes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Axis {
+    /// The leading ones: element `j` goes to output `j % p` (`p` outputs).
+    Leading(usize),
+    /// The trailing ones: element `j` goes to output `j / q` (rows of `q`).
+    Trailing(usize),
+    /// The leading ones, `p` outputs, with tasks owning rows (blocked).
+    Blocked(usize),
+}
+
+/// Fills `out` with elements `start..start + out.len()` of an input
+/// broadcast to the group: element `j` is `src[(j / q) % p]`.
+#[inline(always)]
+pub(crate) fn gather<T: Copy>(src: &[T], q: usize, p: usize, start: usize, out: &mut [T]) {
+    let n = out.len();
+    let mut i = 0;
+    if q == 1 {
+        // a row repeated: copies of runs of the row
+        let mut k = start % p;
+        while i < n {
+            let run = (p - k).min(n - i);
+            out[i..i + run].copy_from_slice(&src[k..k + run]);
+            i += run;
+            k = 0;
+        }
+    } else {
+        // each element repeated q times (and the whole repeated)
+        let mut j = start;
+        while i < n {
+            let run = (q - j % q).min(n - i);
+            out[i..i + run].fill(src[(j / q) % p]);
+            i += run;
+            j += run;
+        }
+    }
+}
+
+/// Elements per block of the eager row sum.
+const BLOCK: usize = 4096;
+
+/// One partial reduction's state within one task.
+pub(crate) enum State<T> {
+    /// Leading axes: the task's output columns `c0..c0 + acc.len()`.
+    Leading {
+        fold: Fold,
+        p: usize,
+        c0: usize,
+        acc: Vec<T>,
+    },
+    /// Leading axes, blocked: this task's partial results (sums in `f64`).
+    Blocked { fold: Fold, p: usize, acc: Vec<f64> },
+    /// Trailing axes: the row being reduced (rows never span tasks).
+    Trailing {
+        fold: Fold,
+        q: usize,
+        /// the eager sum's lanes, block remainder and total
+        lanes: [T; 8],
+        rem: T,
+        total: f64,
+        /// a max or min so far
+        acc: T,
+    },
+}
+
+impl<T: Float> State<T> {
+    /// A fresh state for a task owning output columns `cols` (leading
+    /// axes) or whole rows (trailing); `all`: the task runs every element
+    /// in order (it then owns all of a reduction's outputs).
+    pub(crate) fn new(fold: Fold, axis: Axis, cols: std::ops::Range<usize>, all: bool) -> Self {
+        match axis {
+            Axis::Leading(p) => {
+                let (c0, n) = if all { (0, p) } else { (cols.start, cols.len()) };
+                State::Leading {
+                    fold,
+                    p,
+                    c0,
+                    acc: vec![fold.init(); n],
+                }
+            }
+            Axis::Blocked(p) => State::Blocked {
+                fold,
+                p,
+                acc: vec![fold.init_f64(); p],
+            },
+            Axis::Trailing(q) => State::Trailing {
+                fold,
+                q,
+                lanes: [T::zero(); 8],
+                rem: T::zero(),
+                total: 0.0,
+                acc: fold.init(),
+            },
+        }
+    }
+
+    /// Folds in `xs`, elements `start..` of the group. A finished row (of
+    /// trailing axes) is written to `out`, the output's buffer.
+    #[inline(always)]
+    pub(crate) fn feed(&mut self, start: usize, xs: &[T], out: *mut T) {
+        match self {
+            State::Leading { fold, p, c0, acc } => {
+                let (fold, p, c0) = (*fold, *p, *c0);
+                let mut k = start % p;
+                let mut i = 0;
+                while i < xs.len() {
+                    let run = (p - k).min(xs.len() - i);
+                    let a = &mut acc[k - c0..k - c0 + run];
+                    fold_into(fold, a, &xs[i..i + run]);
+                    i += run;
+                    k = 0;
+                }
+            }
+            State::Blocked { fold, p, acc } => {
+                let (fold, p) = (*fold, *p);
+                let mut k = start % p;
+                let mut i = 0;
+                while i < xs.len() {
+                    let run = (p - k).min(xs.len() - i);
+                    let (a, x) = (&mut acc[k..k + run], &xs[i..i + run]);
+                    // (one loop per fold, each vectorisable)
+                    match fold {
+                        Fold::Sum => {
+                            for (a, &v) in a.iter_mut().zip(x) {
+                                *a += v.to_f64();
+                            }
+                        }
+                        Fold::Max => {
+                            for (a, &v) in a.iter_mut().zip(x) {
+                                *a = Fold::Max.combine(*a, v.to_f64());
+                            }
+                        }
+                        Fold::Min => {
+                            for (a, &v) in a.iter_mut().zip(x) {
+                                *a = Fold::Min.combine(*a, v.to_f64());
+                            }
+                        }
+                    }
+                    i += run;
+                    k = 0;
+                }
+            }
+            State::Trailing {
+                fold,
+                q,
+                lanes,
+                rem,
+                total,
+                acc,
+            } => {
+                let (fold, q) = (*fold, *q);
+                let mut j = start;
+                let mut i = 0;
+                while i < xs.len() {
+                    let o = j % q;
+                    let run = (q - o).min(xs.len() - i);
+                    let seg = &xs[i..i + run];
+                    if fold == Fold::Sum {
+                        row_sum(q, o, seg, lanes, rem, total);
+                    } else {
+                        for &v in seg {
+                            *acc = fold.combine(*acc, v);
+                        }
+                    }
+                    if o + run == q {
+                        let y = if fold == Fold::Sum {
+                            T::from_f64(std::mem::replace(total, 0.0))
+                        } else {
+                            std::mem::replace(acc, fold.init())
+                        };
+                        // SAFETY: row `j / q` is this task's (tasks own
+                        // whole rows) and lies in the output's buffer.
+                        unsafe { out.add(j / q).write(y) };
+                    }
+                    i += run;
+                    j += run;
+                }
+            }
+        }
+    }
+
+    /// Writes a task's folded columns (leading axes) to `out`; returns
+    /// its partial results (blocked), which [`combine`] adds up.
+    pub(crate) fn finish(self, out: *mut T) -> Option<Vec<f64>> {
+        match self {
+            State::Leading { c0, acc, .. } => {
+                for (k, &a) in acc.iter().enumerate() {
+                    // SAFETY: the task owns output columns `c0..c0 + acc.len()`.
+                    unsafe { out.add(c0 + k).write(a) };
+                }
+                None
+            }
+            State::Blocked { acc, .. } => Some(acc),
+            State::Trailing { .. } => None,
+        }
+    }
+}
+
+/// The result of a blocked reduction from its tasks' partial results, in
+/// task order.
+pub(crate) fn combine<T: Float>(fold: Fold, parts: &[&[f64]], out: &mut [T]) {
+    for (k, o) in out.iter_mut().enumerate() {
+        let mut a = fold.init_f64();
+        for part in parts {
+            a = fold.combine_f64(a, part[k]);
+        }
+        *o = T::from_f64(a);
+    }
+}
+
+impl Fold {
+    /// [`init`](Self::init) in `f64` (where blocked reductions fold).
+    fn init_f64(self) -> f64 {
+        self.init::<f64>()
+    }
+
+    /// [`combine`](Self::combine) in `f64`: exact for a max or min of
+    /// `f32` values (widening keeps order and signed zeros).
+    fn combine_f64(self, a: f64, v: f64) -> f64 {
+        self.combine(a, v)
+    }
+}
+
+/// `a[i] = fold(a[i], x[i])`, one vectorisable loop per fold.
+#[inline(always)]
+fn fold_into<T: Float>(fold: Fold, a: &mut [T], x: &[T]) {
+    match fold {
+        Fold::Sum => {
+            for (a, &v) in a.iter_mut().zip(x) {
+                *a = *a + v;
+            }
+        }
+        Fold::Max => {
+            for (a, &v) in a.iter_mut().zip(x) {
+                *a = Fold::Max.combine(*a, v);
+            }
+        }
+        Fold::Min => {
+            for (a, &v) in a.iter_mut().zip(x) {
+                *a = Fold::Min.combine(*a, v);
+            }
+        }
+    }
+}
+
+/// Adds `xs`, elements `o..o + xs.len()` of a row of `q`, as the eager
+/// row sum does: blocks of [`BLOCK`]; in each, element `b` goes to lane
+/// `b % 8` while a whole group of eight remains, the rest to `rem` in
+/// order; a finished block adds `rem + lanes[0] + ... + lanes[7]` to the
+/// `f64` total.
+#[inline(always)]
+fn row_sum<T: Float>(q: usize, mut o: usize, mut xs: &[T], lanes: &mut [T; 8], rem: &mut T, total: &mut f64) {
+    while !xs.is_empty() {
+        let b0 = o / BLOCK * BLOCK;
+        let blen = (q - b0).min(BLOCK);
+        let full = blen - blen % 8;
+        let bo = o - b0;
+        let take = (blen - bo).min(xs.len());
+        let (part, rest) = xs.split_at(take);
+        let nl = full.saturating_sub(bo).min(take);
+        let (in_lanes, tail) = part.split_at(nl);
+        // lanes: a head up to a multiple of eight, then whole groups
+        let head = ((8 - bo % 8) % 8).min(in_lanes.len());
+        for (i, &v) in in_lanes[..head].iter().enumerate() {
+            let l = (bo + i) % 8;
+            lanes[l] = lanes[l] + v;
+        }
+        let mut groups = in_lanes[head..].chunks_exact(8);
+        for c in &mut groups {
+            for k in 0..8 {
+                lanes[k] = lanes[k] + c[k];
+            }
+        }
+        for (k, &v) in groups.remainder().iter().enumerate() {
+            lanes[k] = lanes[k] + v;
+        }
+        for &v in tail {
+            *rem = *rem + v;
+        }
+        if bo + take == blen {
+            let mut s = *rem;
+            for l in lanes.iter() {
+                s = s + *l;
+            }
+            *total += s.to_f64();
+            *lanes = [T::zero(); 8];
+            *rem = T::zero();
+        }
+        o += take;
+        xs = rest;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_reads_rows_and_columns_by_index() {
+        let src = [1.0f64, 2.0, 3.0];
+        let mut out = [0.0; 7];
+        gather(&src, 1, 3, 2, &mut out);
+        assert_eq!(out, [3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+        gather(&src, 2, 3, 1, &mut out);
+        assert_eq!(out, [1.0, 2.0, 2.0, 3.0, 3.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn a_streamed_row_sum_matches_the_eager_sum_bit_for_bit() {
+        // rows longer than a block, fed in pieces that cut lanes and blocks
+        for q in [1usize, 7, 8, 9, 4095, 4096, 4100, 9001] {
+            let row: Vec<f32> = (0..q).map(|i| ((i as f32) * 0.37).sin() * 1e3 + 0.1).collect();
+            let x = crate::Tensor::from_vec(row.clone(), &[1, q]).unwrap();
+            let want = x.sum(&[1], false).unwrap().to_vec::<f32>().unwrap()[0];
+            for piece in [1usize, 3, 256, 5000] {
+                let mut st = State::<f32>::new(Fold::Sum, Axis::Trailing(q), 0..0, true);
+                let mut got = [f32::NAN];
+                let mut s = 0;
+                while s < q {
+                    let e = (s + piece).min(q);
+                    st.feed(s, &row[s..e], got.as_mut_ptr());
+                    s = e;
+                }
+                assert_eq!(got[0].to_bits(), want.to_bits(), "q = {q}, pieces of {piece}");
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Fusion of row and column broadcasts and of partial reductions (issue
+//! 13.1): what the bench workloads ran unfused. Each pattern is checked
+//! for fusing (the optimised graph's nodes) and for values: an optimised
+//! run gives the eager values bit for bit (broadcasts are read by index,
+//! partial reductions fold in the eager kernels' order).
+
+use gradtape::{function, GradientTape, Result, Tensor};
+
+fn bits(t: &Tensor) -> Vec<u64> {
+    t.to_vec_f64().iter().map(|v| v.to_bits()).collect()
+}
+
+/// Bit patterns of all tensors, with their shapes.
+fn all_bits(ts: &[Tensor]) -> Vec<(Vec<usize>, Vec<u64>)> {
+    ts.iter().map(|t| (t.shape().to_vec(), bits(t))).collect()
+}
+
+/// Deterministic test data of `shape`, with a few signed zeros.
+fn data_f32(shape: &[usize], seed: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|i| match i % 17 {
+            5 => -0.0,
+            11 => 0.0,
+            _ => ((i as f64 * 0.731 + seed).sin() * 2.5) as f32,
+        })
+        .collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+fn data_f64(shape: &[usize], seed: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.377 + seed).cos() * 3.0).collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+type Pair = (Tensor, Tensor);
+
+#[test]
+fn a_bias_row_and_its_activation_fuse_into_one_kernel() -> Result<()> {
+    for bias_shape in [vec![5usize], vec![1, 5]] {
+        let body = |(x, b): &Pair| -> Result<Vec<Tensor>> { Ok(vec![x.add(b)?.relu()?, x.add(b)?.tanh()?]) };
+        let f = function(move |p: &Pair| body(p));
+        let args = (data_f32(&[4, 5], 0.3), data_f32(&bias_shape, 1.1));
+        let c = f.concrete(&args)?;
+        let g = c.optimized_graph();
+        assert_eq!(g.count("Fused"), 1, "{g}");
+        assert_eq!(g.len(), 1, "{g}");
+        assert_eq!(g.count("Add") + g.count("Relu") + g.count("Tanh"), 0, "{g}");
+        assert_eq!(
+            all_bits(&f.call(&args)?),
+            all_bits(&body(&args)?),
+            "bias {bias_shape:?}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn columns_and_rows_broadcast_together_fuse_and_give_eager_bits() -> Result<()> {
+    // [n, 1] and [k] into [n, k]; [m, 1] into [b, m, k] (ones on both sides)
+    let body = |(x, y): &Pair| -> Result<Vec<Tensor>> {
+        let col = y.sum(&[1], true)?; // [3, 1] (eager: a separate node)
+        let z = x.sub(&col)?.exp()?.mul(&y.reshape(&[3, 4])?.sum(&[0], false)?)?;
+        Ok(vec![z])
+    };
+    let f = function(move |p: &Pair| body(p));
+    let args = (data_f64(&[3, 4], 0.2), data_f64(&[3, 4], 0.9));
+    let c = f.concrete(&args)?;
+    let g = c.optimized_graph();
+    assert_eq!(g.count("Sub") + g.count("Exp") + g.count("Mul"), 0, "{g}");
+    assert_eq!(all_bits(&f.call(&args)?), all_bits(&body(&args)?));
+
+    let body3 = |(x, m): &Pair| -> Result<Vec<Tensor>> { Ok(vec![x.mul(m)?.sigmoid()?.add(x)?]) };
+    let f3 = function(move |p: &Pair| body3(p));
+    let args3 = (data_f32(&[2, 3, 70], 0.5), data_f32(&[3, 1], 0.1));
+    let g3 = f3.concrete(&args3)?.optimized_graph().clone();
+    assert_eq!(g3.len(), 1, "{g3}");
+    assert_eq!(all_bits(&f3.call(&args3)?), all_bits(&body3(&args3)?));
+    Ok(())
+}
+
+#[test]
+fn broadcasts_that_are_not_rows_or_columns_stay_outside_and_stay_right() -> Result<()> {
+    // [2, 1, 4] into [2, 3, 4]: broadcast in the middle, equal dims around it
+    let body = |(x, y): &Pair| -> Result<Vec<Tensor>> { Ok(vec![x.exp()?.add(y)?.mul_scalar(2.0)?.tanh()?]) };
+    let f = function(move |p: &Pair| body(p));
+    let args = (data_f32(&[2, 3, 4], 0.4), data_f32(&[2, 1, 4], 0.8));
+    let g = f.concrete(&args)?.optimized_graph().clone();
+    assert_eq!(g.count("Add"), 1, "{g}");
+    assert_eq!(all_bits(&f.call(&args)?), all_bits(&body(&args)?));
+    // and two operands that broadcast to a shape neither has: [2, 1] + [1, 3]
+    let body2 = |(x, y): &Pair| -> Result<Vec<Tensor>> { Ok(vec![x.neg()?.add(&y.abs()?)?.square()?]) };
+    let f2 = function(move |p: &Pair| body2(p));
+    let args2 = (data_f64(&[2, 1], 0.4), data_f64(&[1, 3], 0.8));
+    assert_eq!(all_bits(&f2.call(&args2)?), all_bits(&body2(&args2)?));
+    Ok(())
+}
+
+/// Sums, maxima and minima over the leading and the trailing axes of a
+/// fused value, keepdims or not.
+fn reductions(x: &Tensor, y: &Tensor) -> Result<Vec<Tensor>> {
+    let z = x.mul(y)?.add(x)?;
+    Ok(vec![
+        z.sum(&[0], false)?,
+        z.max(&[0], true)?,
+        z.min(&[0], false)?,
+        z.exp()?.sum(&[-1], true)?,
+        z.exp()?.max(&[1], false)?,
+    ])
+}
+
+#[test]
+fn partial_reductions_are_epilogues_with_the_eager_bits() -> Result<()> {
+    // shapes: small; rows longer than the eager sum's block of 4096;
+    // several threads (leading: columns per task; trailing: rows per task)
+    // (a group large enough for several threads takes reductions of one
+    // kind only; over leading axes to few outputs, blocked: its rows split
+    // among the threads, a sum then added in f64)
+    for (shape, unfused, blocked) in [
+        (vec![7usize, 13], 0, false),
+        (vec![3, 9001], 0, false),
+        (vec![64, 2048], 2, false),
+        (vec![300, 257], 2, false),
+        (vec![1000, 100], 2, true),
+        // (the max over axis 1 of three: middle axes, left to eager)
+        (vec![2, 3, 5], 1, false),
+    ] {
+        let f = function(move |p: &Pair| {
+            let (x, y) = p;
+            reductions(x, y)
+        });
+        let args = (data_f32(&shape, 0.25), data_f32(&shape, 2.0));
+        let c = f.concrete(&args)?;
+        let g = c.optimized_graph();
+        let left = g.count("Sum") + g.count("Max") + g.count("Min");
+        assert_eq!(left, unfused, "{shape:?}: {g}");
+        assert_eq!(g.count("Fused"), 1, "{shape:?}: {g}");
+        let got = f.call(&args)?;
+        let want = reductions(&args.0, &args.1)?;
+        if blocked {
+            // the blocked sum: the f64 sum of the eager elements, rounded once
+            let z = args.0.mul(&args.1)?.add(&args.0)?.to_vec_f64();
+            let p = shape[1];
+            let mut exact = vec![0.0f64; p];
+            for (j, v) in z.iter().enumerate() {
+                exact[j % p] += v;
+            }
+            let exact: Vec<f32> = exact.iter().map(|&v| v as f32).collect();
+            assert_eq!(got[0].to_vec::<f32>()?, exact, "{shape:?}");
+            assert!(c.compile_stats().fused > 0);
+            assert_eq!(all_bits(&got[1..]), all_bits(&want[1..]), "{shape:?}");
+            continue;
+        }
+        assert_eq!(all_bits(&got), all_bits(&want), "{shape:?}");
+        // the f64 kernel too
+        let args64 = (args.0.cast(gradtape::DType::F64)?, args.1.cast(gradtape::DType::F64)?);
+        assert_eq!(
+            all_bits(&f.call(&args64)?),
+            all_bits(&reductions(&args64.0, &args64.1)?)
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn reductions_over_leading_axes_of_a_rank_three_value() -> Result<()> {
+    // [b, m, k] -> [k] over axes (0, 1), and -> [b, m] over axis 2
+    let body = |(x, y): &Pair| -> Result<Vec<Tensor>> {
+        let z = x.sub(y)?.square()?;
+        Ok(vec![z.sum(&[0, 1], false)?, z.sum(&[1, 0], true)?])
+    };
+    let f = function(move |p: &Pair| body(p));
+    let args = (data_f64(&[4, 3, 6], 0.1), data_f64(&[4, 3, 6], 0.7));
+    let g = f.concrete(&args)?.optimized_graph().clone();
+    assert_eq!(g.len(), 1, "{g}");
+    assert_eq!(all_bits(&f.call(&args)?), all_bits(&body(&args)?));
+    // middle axes are not a partial epilogue: computed outside, still right
+    let mid = |(x, y): &Pair| -> Result<Vec<Tensor>> { Ok(vec![x.sub(y)?.square()?.sum(&[1], false)?]) };
+    let fm = function(move |p: &Pair| mid(p));
+    let gm = fm.concrete(&args)?.optimized_graph().clone();
+    assert_eq!(gm.count("Sum"), 1, "{gm}");
+    assert_eq!(all_bits(&fm.call(&args)?), all_bits(&mid(&args)?));
+    Ok(())
+}
+
+#[test]
+fn nan_infinities_and_signed_zeros_reduce_as_in_eager() -> Result<()> {
+    let nan = f64::NAN;
+    let inf = f64::INFINITY;
+    #[rustfmt::skip]
+    let x = Tensor::from_vec(vec![
+        -0.0, 0.0, nan, 1.0, -inf,
+        -0.0, -0.0, 2.0, nan, -inf,
+        0.0, -0.0, -1.0, 3.0, inf,
+    ], &[3, 5])?;
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        // (times -1, not `neg`: eager `neg` is `0 - x`, which makes +0 of -0)
+        let z = x.mul_scalar(-1.0)?;
+        Ok(vec![
+            z.sum(&[0], false)?,
+            z.max(&[0], false)?,
+            z.min(&[0], false)?,
+            z.sum(&[1], false)?,
+            z.max(&[1], false)?,
+            z.min(&[1], true)?,
+        ])
+    };
+    let f = function(move |x: &Tensor| body(x));
+    let g = f.concrete(&x)?.optimized_graph().clone();
+    assert_eq!(g.len(), 1, "{g}");
+    let got = f.call(&x)?;
+    assert_eq!(all_bits(&got), all_bits(&body(&x)?));
+    // the signed zeros, spelled out: +0 + +0 + -0 = +0 down column 0
+    // (column sums in order from the first row), and the max of column 1,
+    // {-0, +0, +0}, keeps the first of the equal zeros
+    assert_eq!(got[0].to_vec::<f64>()?[0].to_bits(), 0.0f64.to_bits());
+    assert_eq!(got[1].to_vec::<f64>()?[1].to_bits(), (-0.0f64).to_bits());
+    assert!(got[0].to_vec::<f64>()?[2].is_nan() && got[4].to_vec::<f64>()?[0].is_nan());
+    Ok(())
+}
+
+/// A dense layer's training step: `relu(x w + b)`, a squared error, the
+/// gradients of `w` and `b` (the bias gradient a sum over the batch axis),
+/// and the SGD updates.
+fn dense_step((x, w, b): &(Tensor, Tensor, Tensor)) -> Result<Vec<Tensor>> {
+    let (w, b) = (w.stop_gradient(), b.stop_gradient());
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(&w);
+        tape.watch(&b);
+        let h = x.matmul(&w)?.add(&b)?.relu()?;
+        h.sub_scalar(0.5)?.square()?.mean_all()
+    })?;
+    let g = tape.gradient(&loss, &[w.clone(), b.clone()][..])?;
+    let (gw, gb) = (g[0].clone().expect("connected"), g[1].clone().expect("connected"));
+    Ok(vec![
+        loss,
+        w.sub(&gw.mul_scalar(0.1)?)?,
+        b.sub(&gb.mul_scalar(0.1)?)?,
+        gb,
+    ])
+}
+
+#[test]
+fn a_dense_layer_step_fuses_its_bias_and_bias_gradient() -> Result<()> {
+    let f = function(|a: &(Tensor, Tensor, Tensor)| dense_step(a));
+    let args = (data_f32(&[16, 8], 0.1), data_f32(&[8, 6], 0.6), data_f32(&[6], 1.7));
+    let c = f.concrete(&args)?;
+    let g = c.optimized_graph();
+    assert_eq!(g.count("Add") + g.count("Relu") + g.count("ReluGrad"), 0, "{g}");
+    assert_eq!(g.count("Sum"), 0, "{g}");
+    let got = f.call(&args)?;
+    let want = dense_step(&args)?;
+    // the loss: a mean of all elements, summed in f64 by the kernel
+    let (a, e) = (got[0].to_scalar::<f32>()? as f64, want[0].to_scalar::<f32>()? as f64);
+    assert!((a - e).abs() <= 1e-6 * e.abs(), "loss {a} vs {e}");
+    // the rest: the same bits
+    assert_eq!(all_bits(&got[1..]), all_bits(&want[1..]));
+    Ok(())
+}
+
+#[test]
+fn gradients_flow_through_fused_broadcasts_and_reductions() -> Result<()> {
+    // d/dx and d/db of sum(max(tanh(x + b), axis=1)) + sum(sum(x * b, axis=0)^2)
+    let loss = |x: &Tensor, b: &Tensor| -> Result<Tensor> {
+        let t = x.add(b)?.tanh()?;
+        let r = x.mul(b)?.sum(&[0], false)?;
+        t.max(&[1], false)?.sum_all()?.add(&r.square()?.sum_all()?)
+    };
+    let grads = move |(x, b): &Pair| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let l = tape.record(|| {
+            tape.watch(x);
+            tape.watch(b);
+            loss(x, b)
+        })?;
+        let g = tape.gradient(&l, &[x.clone(), b.clone()][..])?;
+        Ok(g.into_iter().map(|g| g.expect("connected")).collect())
+    };
+    let f = function(move |p: &Pair| grads(p));
+    let args = (data_f64(&[5, 4], 0.3), data_f64(&[4], 1.3));
+    let got = f.call(&args)?;
+    let want = grads(&args)?;
+    for (a, e) in got.iter().zip(&want) {
+        assert_eq!(a.shape(), e.shape());
+        for (u, v) in a.to_vec_f64().iter().zip(e.to_vec_f64()) {
+            assert!((u - v).abs() <= 1e-12 * v.abs().max(1.0), "{u} vs {v}");
+        }
+    }
+    // and against central differences of the eager loss
+    let h = 1e-6;
+    let xs = args.0.to_vec_f64();
+    for k in [0usize, 7, 19] {
+        let shifted = |d: f64| -> Result<f64> {
+            let mut v = xs.clone();
+            v[k] += d;
+            loss(&Tensor::from_vec(v, &[5, 4])?, &args.1)?.to_scalar::<f64>()
+        };
+        let fd = (shifted(h)? - shifted(-h)?) / (2.0 * h);
+        let an = got[0].to_vec_f64()[k];
+        assert!((fd - an).abs() <= 1e-6 * an.abs().max(1.0), "dx[{k}]: {an} vs {fd}");
+    }
+    Ok(())
+}
