@@ -288,9 +288,130 @@ impl<T: Copy> Regs<'_, T> {
     }
 }
 
+/// An input's elements, read through a raw pointer: an input whose buffer
+/// an output takes is written while the kernel reads it (each chunk loaded
+/// before the same chunk is stored), so no reference to them may live.
+struct Src<T> {
+    ptr: *const T,
+    len: usize,
+}
+
+impl<T> Clone for Src<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Src<T> {}
+// SAFETY: the elements are only read, by the tasks of one kernel run, each
+// of its own chunks, while the tensors they belong to are held by the run.
+unsafe impl<T: Send> Send for Src<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Src<T> {}
+
+impl<T: Copy> Src<T> {
+    /// Copies elements `start..start + out.len()` into `out`.
+    #[inline(always)]
+    fn copy_to(&self, start: usize, out: &mut [T]) {
+        assert!(start + out.len() <= self.len, "a fused load past its input");
+        // SAFETY: the range lies in the input (checked), and `out` is a
+        // register, another allocation.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) }
+    }
+    /// The first element (of a one-element input).
+    #[inline(always)]
+    fn first(&self) -> T {
+        assert!(self.len > 0, "a fused splat of an empty input");
+        // SAFETY: the input has an element (checked).
+        unsafe { *self.ptr }
+    }
+}
+
+/// An elementwise output written into an input's buffer.
+struct Donor<T> {
+    /// the output's number among the stores
+    out: usize,
+    /// the input whose buffer it takes
+    input: usize,
+    /// the input's elements
+    ptr: SendPtr<T>,
+}
+
 impl Program {
     /// Runs the program on `inputs`; returns its outputs in order.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        match self.dtype {
+            DType::F32 => self.run_typed::<f32>(inputs, &[]),
+            DType::F64 => self.run_typed::<f64>(inputs, &[]),
+            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
+        }
+    }
+
+    /// [`run`](Self::run), writing elementwise outputs into the buffers of
+    /// inputs that nothing else holds (the caller's handle in `inputs` is
+    /// the only one: no other handle, no view) instead of new buffers.
+    /// Such an input takes a fresh id, and `inputs` then holds the output
+    /// in its place. An output may take the buffer of an input that the
+    /// program loads before it stores that output (each chunk of the input
+    /// is read into a register before the same chunk of the output is
+    /// written), and of the group's shape.
+    pub(crate) fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        match self.dtype {
+            DType::F32 => {
+                let donors = self.donors::<f32>(inputs);
+                self.run_typed::<f32>(inputs, &donors)
+            }
+            DType::F64 => {
+                let donors = self.donors::<f64>(inputs);
+                self.run_typed::<f64>(inputs, &donors)
+            }
+            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
+        }
+    }
+
+    /// Per elementwise output that can be written in place: `(output
+    /// number among the stores, input, the input's elements)`. Taking an
+    /// input's elements here gives it a fresh id.
+    fn donors<T: Lane>(&self, inputs: &mut [Tensor]) -> smallvec::SmallVec<[Donor<T>; 2]> {
+        let mut donors = smallvec::SmallVec::new();
+        // tiny tensors hold their elements inline, in the handle: left alone
+        if self.len == 1 || self.len * std::mem::size_of::<T>() <= 64 {
+            return donors;
+        }
+        let mut taken: smallvec::SmallVec<[bool; 4]> = smallvec::smallvec![false; inputs.len()];
+        for (at, ins) in self.body.iter().enumerate() {
+            let Instr::Store { out, .. } = *ins else { continue };
+            let loaded_once_before = |i: usize| {
+                let mut loads = self
+                    .body
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| matches!(x, Instr::Load { input, .. } if *input as usize == i));
+                matches!((loads.next(), loads.next()), (Some((l, _)), None) if l < at)
+            };
+            for i in 0..inputs.len() {
+                if taken[i] || self.input_is_scalar[i] || inputs[i].shape() != &self.shape[..] || !loaded_once_before(i)
+                {
+                    continue;
+                }
+                if let Some(v) = inputs[i].unique_values_mut::<T>() {
+                    if v.len() == self.len {
+                        taken[i] = true;
+                        donors.push(Donor {
+                            out: out as usize,
+                            input: i,
+                            ptr: SendPtr(v.as_mut_ptr()),
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+        donors
+    }
+
+    fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
         if inputs.len() != self.input_is_scalar.len() {
             return Err(Error::invalid(
                 "Fused",
@@ -312,26 +433,57 @@ impl Program {
                 ));
             }
         }
-        match self.dtype {
-            DType::F32 => self.run_typed::<f32>(inputs),
-            DType::F64 => self.run_typed::<f64>(inputs),
-            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
-        }
+        Ok(())
     }
 
-    fn run_typed<T: Lane>(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    fn run_typed<T: Lane>(&self, inputs: &[Tensor], donors: &[Donor<T>]) -> Result<Vec<Tensor>> {
         if self.len == 1 {
             return self.run_one::<T>(inputs);
         }
-        let data: Vec<std::borrow::Cow<'_, [T]>> =
-            inputs.iter().map(|t| t.values::<T>("Fused")).collect::<Result<_>>()?;
-        let srcs: Vec<&[T]> = data.iter().map(|d| &d[..]).collect();
+        // a donor's elements are read through its pointer only (the kernel
+        // writes them): no reference to them is made while it runs
+        let donor_of_input = |i: usize| donors.iter().find(|d| d.input == i);
+        let data: Vec<Option<std::borrow::Cow<'_, [T]>>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match donor_of_input(i) {
+                Some(_) => Ok(None),
+                None => t.values::<T>("Fused").map(Some),
+            })
+            .collect::<Result<_>>()?;
+        let srcs: Vec<Src<T>> = data
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match (d, donor_of_input(i)) {
+                (Some(d), _) => Src {
+                    ptr: d.as_ptr(),
+                    len: d.len(),
+                },
+                (None, Some(dn)) => Src {
+                    ptr: dn.ptr.get() as *const T,
+                    len: self.len,
+                },
+                (None, None) => unreachable!("an input without elements has a donor"),
+            })
+            .collect();
         let n_sums = self.outputs.iter().filter(|o| o.is_some()).count();
-        let mut bufs = Vec::with_capacity(self.outputs.len() - n_sums);
-        for _ in 0..self.outputs.len() - n_sums {
-            bufs.push(alloc::try_buf::<T>("Fused", self.len)?);
+        let n_stores = self.outputs.len() - n_sums;
+        // per store: a new buffer, or the donor's
+        let mut bufs: Vec<Option<crate::tensor::Buf<T>>> = Vec::with_capacity(n_stores);
+        let mut ptrs: Vec<SendPtr<T>> = Vec::with_capacity(n_stores);
+        for k in 0..n_stores {
+            match donors.iter().find(|d| d.out == k) {
+                Some(d) => {
+                    bufs.push(None);
+                    ptrs.push(d.ptr);
+                }
+                None => {
+                    let mut b = alloc::try_buf::<T>("Fused", self.len)?;
+                    ptrs.push(SendPtr(b.as_mut_ptr()));
+                    bufs.push(Some(b));
+                }
+            }
         }
-        let ptrs: Vec<SendPtr<T>> = bufs.iter_mut().map(|b| SendPtr(b.as_mut_ptr())).collect();
         let len = self.len;
         let task = |range: std::ops::Range<usize>| -> smallvec::SmallVec<[f64; 2]> {
             let mut sums = smallvec::smallvec![0.0; n_sums];
@@ -355,18 +507,25 @@ impl Program {
             vec![task(0..len)]
         };
         // SAFETY: every task wrote its whole range of every output buffer.
-        for b in bufs.iter_mut() {
+        for b in bufs.iter_mut().flatten() {
             unsafe { b.set_len(len) };
         }
-        let mut bufs = bufs.into_iter();
+        let mut bufs = bufs.into_iter().enumerate();
         let mut acc = 0;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             match o {
-                None => {
-                    let b = bufs.next().expect("one buffer per elementwise output");
-                    outs.push(Tensor::from_storage(T::buf_into_storage(b), &self.shape));
-                }
+                None => match bufs.next() {
+                    Some((_, Some(b))) => outs.push(Tensor::from_storage(T::buf_into_storage(b), &self.shape)),
+                    Some((k, None)) => {
+                        let d = donors
+                            .iter()
+                            .find(|d| d.out == k)
+                            .expect("a store without a buffer has a donor");
+                        outs.push(inputs[d.input].clone());
+                    }
+                    None => unreachable!("one buffer per elementwise output"),
+                },
                 Some(shape) => {
                     let total: f64 = partials.iter().map(|p| p[acc]).sum();
                     acc += 1;
@@ -435,7 +594,13 @@ impl Program {
     /// Runs the program over elements `range`, writing the outputs' ranges
     /// and adding to `sums`.
     #[inline(always)]
-    fn run_range<T: Lane>(&self, srcs: &[&[T]], outs: &[SendPtr<T>], sums: &mut [f64], range: std::ops::Range<usize>) {
+    fn run_range<T: Lane>(
+        &self,
+        srcs: &[Src<T>],
+        outs: &[SendPtr<T>],
+        sums: &mut [f64],
+        range: std::ops::Range<usize>,
+    ) {
         let stride = CHUNK.min(range.len()).max(1);
         let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
         let mut regs = Regs {
@@ -444,7 +609,7 @@ impl Program {
         };
         for (r, s) in &self.splats {
             let v = match s {
-                Splat::Input(i) => srcs[*i as usize][0],
+                Splat::Input(i) => srcs[*i as usize].first(),
                 Splat::Value(v) => T::from_f64(*v),
             };
             regs.get_mut(*r, stride).fill(v);
@@ -454,9 +619,7 @@ impl Program {
             let n = stride.min(range.end - start);
             for ins in &self.body {
                 match *ins {
-                    Instr::Load { dst, input } => regs
-                        .get_mut(dst, n)
-                        .copy_from_slice(&srcs[input as usize][start..start + n]),
+                    Instr::Load { dst, input } => srcs[input as usize].copy_to(start, regs.get_mut(dst, n)),
                     Instr::Unary { ref op, dst, a } => {
                         let (d, x, _) = regs.split(dst, a, a, n);
                         T::unary(op, x, d);
