@@ -16,6 +16,14 @@
 //! `sin`, `cos`, `tanh` and `sigmoid`), so a fused graph gives the eager
 //! values bit for bit; only the fused sums add in another order (in `f64`
 //! per chunk, then the chunks in order), which is the one reassociation.
+//!
+//! Outputs go to new buffers ([`Program::run`]), or, when the executor
+//! hands the kernel inputs that nothing else holds
+//! ([`Program::run_in_place`]), into those inputs' buffers: an input of the
+//! group's shape that the program loads before it stores an output (so each
+//! chunk is read before the same chunk is written) gives that output its
+//! buffer. Inputs are read through raw pointers ([`Src`]), never through
+//! references, since a buffer may be written while it is read.
 
 use std::fmt;
 
@@ -470,20 +478,28 @@ impl Program {
         let n_stores = self.outputs.len() - n_sums;
         // per store: a new buffer, or the donor's
         let mut bufs: Vec<Option<crate::tensor::Buf<T>>> = Vec::with_capacity(n_stores);
-        let mut ptrs: Vec<SendPtr<T>> = Vec::with_capacity(n_stores);
         for k in 0..n_stores {
-            match donors.iter().find(|d| d.out == k) {
-                Some(d) => {
-                    bufs.push(None);
-                    ptrs.push(d.ptr);
-                }
-                None => {
-                    let mut b = alloc::try_buf::<T>("Fused", self.len)?;
-                    ptrs.push(SendPtr(b.as_mut_ptr()));
-                    bufs.push(Some(b));
-                }
-            }
+            bufs.push(match donors.iter().any(|d| d.out == k) {
+                true => None,
+                false => Some(alloc::try_buf::<T>("Fused", self.len)?),
+            });
         }
+        // (pointers taken once the buffers are in place: a small buffer's
+        // elements live inside it, and move with it)
+        let ptrs: Vec<SendPtr<T>> = bufs
+            .iter_mut()
+            .enumerate()
+            .map(|(k, b)| match b {
+                Some(b) => SendPtr(b.as_mut_ptr()),
+                None => {
+                    donors
+                        .iter()
+                        .find(|d| d.out == k)
+                        .expect("a store without a buffer has a donor")
+                        .ptr
+                }
+            })
+            .collect();
         let len = self.len;
         let task = |range: std::ops::Range<usize>| -> smallvec::SmallVec<[f64; 2]> {
             let mut sums = smallvec::smallvec![0.0; n_sums];
