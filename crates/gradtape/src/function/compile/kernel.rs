@@ -15,7 +15,8 @@
 //! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
 //! `sin`, `cos`, `tanh` and `sigmoid`), so a fused graph gives the eager
 //! values bit for bit; only the fused sums add in another order (in `f64`
-//! per chunk, then the chunks in order), which is the one reassociation.
+//! per chunk, in eight running sums, then the chunks in order), which is
+//! the one reassociation.
 //!
 //! Outputs go to new buffers ([`Program::run`]), or, when the executor
 //! hands the kernel inputs that nothing else holds
@@ -653,11 +654,22 @@ impl Program {
                     }
                     Instr::Accumulate { acc, src } => {
                         let s = regs.get(src, n);
-                        let mut t = 0.0f64;
-                        for &v in s {
-                            t += v.to_f64();
+                        // eight running sums (two vectors): one chain of
+                        // dependent adds ran at the adder's latency, slower
+                        // than the eager sum (the `jacobian` bench)
+                        let mut t = [0.0f64; 8];
+                        let mut groups = s.chunks_exact(8);
+                        for q in &mut groups {
+                            for (tk, &v) in t.iter_mut().zip(q) {
+                                *tk += v.to_f64();
+                            }
                         }
-                        sums[acc as usize] += t;
+                        let mut rest = 0.0f64;
+                        for &v in groups.remainder() {
+                            rest += v.to_f64();
+                        }
+                        let lanes = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+                        sums[acc as usize] += lanes + rest;
                     }
                 }
             }
