@@ -41,8 +41,11 @@
 //! of the machine (`GRADTAPE_NUM_THREADS` overrides).
 //!
 //! For profiling, `GRADTAPE_BENCH_REPEAT=N` runs N times as many timed steps
-//! (the JSON line reports the count actually timed).
+//! (the JSON line reports the count actually timed), and
+//! `GRADTAPE_BENCH_ALLOCS=1` adds the heap allocations per timed step to each
+//! line (`"allocs_per_step"`, see [`allocs`]).
 
+mod allocs;
 mod cnn_step;
 mod hessian;
 mod jacobian;
@@ -58,11 +61,16 @@ use std::time::Instant;
 use gradtape::{GradientTape, Result, Tensor};
 use traced::{measure, Mode, Timing};
 
+#[global_allocator]
+static ALLOC: allocs::Counting = allocs::Counting;
+
 /// What one workload reports.
 struct Report {
     median_s: f64,
     iters: usize,
     checksum: Vec<f64>,
+    /// heap allocations per timed step (see [`allocs`])
+    allocs_per_step: f64,
 }
 
 /// A workload: its name in WORKLOADS.md and its runner (`None`: not yet implemented).
@@ -154,14 +162,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Runs `step` `warmup` times, then `iters` timed times; returns the median
-/// wall time of one step and the output of the last one.
-fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -> Result<(f64, T)> {
+/// wall time of one step, the output of the last one and the allocations
+/// per timed step (those of dropping the previous output included).
+fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -> Result<(f64, T, f64)> {
     let iters = iters * repeat();
     let mut out = None;
     for _ in 0..warmup {
         out = Some(step()?);
     }
     let mut times = Vec::with_capacity(iters);
+    let allocs_before = allocs::count();
     for _ in 0..iters {
         let t = Instant::now();
         let o = step()?;
@@ -169,7 +179,8 @@ fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -
         // the previous output drops here, outside the timed region
         out = Some(o);
     }
-    Ok((median(times), out.expect("at least one step")))
+    let allocs = (allocs::count() - allocs_before) as f64 / iters as f64;
+    Ok((median(times), out.expect("at least one step"), allocs))
 }
 
 /// The `GRADTAPE_BENCH_REPEAT` multiplier of timed steps (1 when unset).
@@ -222,6 +233,10 @@ fn emit(mode: Mode, name: &str, r: &Report) {
         return;
     }
     let cs: Vec<String> = r.checksum.iter().map(|&c| json_num(c)).collect();
+    let mut extra = extra;
+    if allocs::enabled() {
+        extra.push(("allocs_per_step", r.allocs_per_step));
+    }
     let extra: String = extra
         .iter()
         .map(|(k, v)| format!(", {}: {}", json_str(k), json_num(*v)))

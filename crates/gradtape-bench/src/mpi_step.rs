@@ -79,7 +79,7 @@ pub(crate) fn mlp_step_adam_mpi(mode: crate::traced::Mode) -> Result<Report> {
     let mut opt = DistributedOptimizer::new(Adam::new(0.001), universe.world());
     let mut apply_s = Vec::new();
     let (loss, s) = step(&model, &vars, &mut opt, &x, &y, &mut apply_s)?;
-    let (median_s, _) = timeit(|| step(&model, &vars, &mut opt, &x, &y, &mut apply_s), ITERS, 2)?;
+    let (median_s, _, allocs_per_step) = timeit(|| step(&model, &vars, &mut opt, &x, &y, &mut apply_s), ITERS, 2)?;
     // the timed steps' share
     let timed = apply_s.split_off(apply_s.len() - ITERS * repeat());
     let traffic = opt.last_traffic();
@@ -95,5 +95,6 @@ pub(crate) fn mlp_step_adam_mpi(mode: crate::traced::Mode) -> Result<Report> {
         median_s,
         iters: ITERS * repeat(),
         checksum: vec![loss, s],
+        allocs_per_step,
     })
 }

@@ -110,10 +110,11 @@ fn time_steps(mut step: impl FnMut() -> Result<Vec<Tensor>>, timing: Timing) -> 
     } else {
         None
     };
-    let (median_s, last) = timeit(&mut step, timing.iters, timing.warmup)?;
+    let (median_s, last, allocs_per_step) = timeit(&mut step, timing.iters, timing.warmup)?;
     Ok(Report {
         median_s,
         iters: timing.iters * repeat(),
         checksum: first.unwrap_or(last),
+        allocs_per_step,
     })
 }

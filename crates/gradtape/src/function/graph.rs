@@ -123,6 +123,9 @@ impl Graph {
     /// order, each value dropped after its last reader. Ops run through the
     /// public ops, so whatever tapes, accumulators and traces are active see
     /// them; callers hide those they must not.
+    ///
+    /// Compiled graphs run on their own executor instead
+    /// (`compile::exec`: a plan made once, buffers reused in place).
     pub(crate) fn run(&self, args: &[Tensor], plan: &RunPlan) -> Result<Vec<Tensor>> {
         if args.len() != self.inputs.len() {
             return Err(Error::invalid(

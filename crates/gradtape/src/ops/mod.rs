@@ -66,6 +66,7 @@ pub use linalg::{EinsumPath, MatrixNorm};
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
 pub(crate) use nn::max_pool2d_with_argmax;
+pub(crate) use nn::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub use nn::{DataFormat, Padding};
 pub(crate) use sorting::segment;
 

@@ -18,6 +18,14 @@
 //! order (in `f64` per chunk, then the chunks in order), which is the one
 //! reassociation. Broadcast inputs and partial reductions (bit for bit
 //! too) are in [`epilogue`].
+//!
+//! Outputs go to new buffers ([`Program::run`]), or, when the executor
+//! hands the kernel inputs that nothing else holds
+//! ([`Program::run_in_place`]), into those inputs' buffers: an input of the
+//! group's shape that the program loads before it stores an output (so each
+//! chunk is read before the same chunk is written) gives that output its
+//! buffer. Inputs are read through raw pointers ([`Src`]), never through
+//! references, since a buffer may be written while it is read.
 
 use std::fmt;
 
@@ -339,9 +347,146 @@ impl<T: Copy> Regs<'_, T> {
     }
 }
 
+/// An input's elements, read through a raw pointer: an input whose buffer
+/// an output takes is written while the kernel reads it (each chunk loaded
+/// before the same chunk is stored), so no reference to them may live.
+struct Src<T> {
+    ptr: *const T,
+    len: usize,
+}
+
+impl<T> Clone for Src<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Src<T> {}
+// SAFETY: the elements are only read, by the tasks of one kernel run, each
+// of its own chunks, while the tensors they belong to are held by the run.
+unsafe impl<T: Send> Send for Src<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Src<T> {}
+
+impl<T: Copy> Src<T> {
+    /// Copies elements `start..start + out.len()` into `out`.
+    #[inline(always)]
+    fn copy_to(&self, start: usize, out: &mut [T]) {
+        assert!(start + out.len() <= self.len, "a fused load past its input");
+        // SAFETY: the range lies in the input (checked), and `out` is a
+        // register, another allocation.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) }
+    }
+    /// The first element (of a one-element input).
+    #[inline(always)]
+    fn first(&self) -> T {
+        assert!(self.len > 0, "a fused splat of an empty input");
+        // SAFETY: the input has an element (checked).
+        unsafe { *self.ptr }
+    }
+    /// The elements as a slice, for the broadcast reads of [`gather`].
+    ///
+    /// # Safety
+    /// No output may write these elements while the slice lives: true of
+    /// every input that gives no output its buffer, and a broadcast input
+    /// never does (a donor has the group's length, a broadcast input fewer
+    /// elements).
+    #[inline(always)]
+    unsafe fn as_slice<'a>(&self) -> &'a [T] {
+        std::slice::from_raw_parts(self.ptr, self.len)
+    }
+}
+
+/// An elementwise output written into an input's buffer.
+struct Donor<T> {
+    /// the output's number among the elementwise outputs
+    out: usize,
+    /// the input whose buffer it takes
+    input: usize,
+    /// the input's elements
+    ptr: SendPtr<T>,
+}
+
 impl Program {
     /// Runs the program on `inputs`; returns its outputs in order.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        match self.dtype {
+            DType::F32 => self.run_typed::<f32>(inputs, &[]),
+            DType::F64 => self.run_typed::<f64>(inputs, &[]),
+            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
+        }
+    }
+
+    /// [`run`](Self::run), writing elementwise outputs into the buffers of
+    /// inputs that nothing else holds (the caller's handle in `inputs` is
+    /// the only one: no other handle, no view) instead of new buffers.
+    /// Such an input takes a fresh id, and `inputs` then holds the output
+    /// in its place. An output may take the buffer of an input of the
+    /// group's length that the program loads (once) before it stores that
+    /// output (each chunk of the input is read into a register before the
+    /// same chunk of the output is written).
+    pub(crate) fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        match self.dtype {
+            DType::F32 => {
+                let donors = self.donors::<f32>(inputs);
+                self.run_typed::<f32>(inputs, &donors)
+            }
+            DType::F64 => {
+                let donors = self.donors::<f64>(inputs);
+                self.run_typed::<f64>(inputs, &donors)
+            }
+            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
+        }
+    }
+
+    /// Per elementwise output that can be written in place: the output's
+    /// number among the elementwise outputs, the input, the input's
+    /// elements. Taking an input's elements here gives it a fresh id.
+    fn donors<T: Lane>(&self, inputs: &mut [Tensor]) -> smallvec::SmallVec<[Donor<T>; 2]> {
+        let mut donors = smallvec::SmallVec::new();
+        // tiny tensors hold their elements inline, in the handle: left alone
+        if self.len == 1 || self.len * std::mem::size_of::<T>() <= 64 {
+            return donors;
+        }
+        let mut taken: smallvec::SmallVec<[bool; 4]> = smallvec::smallvec![false; inputs.len()];
+        for (at, ins) in self.body.iter().enumerate() {
+            let Instr::Store { out, .. } = *ins else { continue };
+            let loaded_once_before = |i: usize| {
+                let mut reads = self.body.iter().enumerate().filter(|(_, x)| {
+                    matches!(x, Instr::Load { input, .. } | Instr::Gather { input, .. } if *input as usize == i)
+                });
+                matches!(
+                    (reads.next(), reads.next()),
+                    (Some((l, Instr::Load { .. })), None) if l < at
+                )
+            };
+            for i in 0..inputs.len() {
+                if taken[i]
+                    || self.input_len[i] != self.len
+                    || inputs[i].shape() != &self.shape[..]
+                    || self.splats.iter().any(|(_, s)| *s == Splat::Input(i as u16))
+                    || !loaded_once_before(i)
+                {
+                    continue;
+                }
+                if let Some(v) = inputs[i].unique_values_mut::<T>() {
+                    if v.len() == self.len {
+                        taken[i] = true;
+                        donors.push(Donor {
+                            out: out as usize,
+                            input: i,
+                            ptr: SendPtr(v.as_mut_ptr()),
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+        donors
+    }
+
+    fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
         if inputs.len() != self.input_len.len() {
             return Err(Error::invalid(
                 "Fused",
@@ -362,11 +507,7 @@ impl Program {
                 ));
             }
         }
-        match self.dtype {
-            DType::F32 => self.run_typed::<f32>(inputs),
-            DType::F64 => self.run_typed::<f64>(inputs),
-            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
-        }
+        Ok(())
     }
 
     /// How the elements are split into tasks: a `rows x cols` view of the
@@ -393,21 +534,52 @@ impl Program {
         }
     }
 
-    fn run_typed<T: Lane>(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    fn run_typed<T: Lane>(&self, inputs: &[Tensor], donors: &[Donor<T>]) -> Result<Vec<Tensor>> {
         let partial = self.outputs.iter().any(|o| matches!(o, Output::Reduced(_)));
         if self.len == 1 && !partial {
             return self.run_one::<T>(inputs);
         }
-        let data: Vec<std::borrow::Cow<'_, [T]>> =
-            inputs.iter().map(|t| t.values::<T>("Fused")).collect::<Result<_>>()?;
-        let srcs: Vec<&[T]> = data.iter().map(|d| &d[..]).collect();
+        // a donor's elements are read through its pointer only (the kernel
+        // writes them): no reference to them is made while it runs
+        let donor_of_input = |i: usize| donors.iter().find(|d| d.input == i);
+        let data: Vec<Option<std::borrow::Cow<'_, [T]>>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match donor_of_input(i) {
+                Some(_) => Ok(None),
+                None => t.values::<T>("Fused").map(Some),
+            })
+            .collect::<Result<_>>()?;
+        let srcs: Vec<Src<T>> = data
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(i, (d, _))| match (d, donor_of_input(i)) {
+                (Some(d), _) => Src {
+                    ptr: d.as_ptr(),
+                    len: d.len(),
+                },
+                (None, Some(dn)) => Src {
+                    ptr: dn.ptr.get() as *const T,
+                    len: self.len,
+                },
+                (None, None) => unreachable!("an input without elements has a donor"),
+            })
+            .collect();
         let n_sums = self.outputs.iter().filter(|o| matches!(o, Output::Sum(_))).count();
         // elementwise outputs of `len`, and partial reductions
         let mut ebufs = Vec::new();
         let mut rbufs = Vec::new();
         for o in &self.outputs {
             match o {
-                Output::Elementwise => ebufs.push((alloc::try_buf::<T>("Fused", self.len)?, self.len)),
+                Output::Elementwise => {
+                    // a new buffer, or the donor's
+                    let k = ebufs.len();
+                    ebufs.push(match donors.iter().any(|d| d.out == k) {
+                        true => None,
+                        false => Some(alloc::try_buf::<T>("Fused", self.len)?),
+                    })
+                }
                 Output::Reduced(shape) => {
                     let n = shape.iter().product();
                     rbufs.push((alloc::try_buf::<T>("Fused", n)?, n));
@@ -415,7 +587,22 @@ impl Program {
                 Output::Sum(_) => {}
             }
         }
-        let outs: Vec<SendPtr<T>> = ebufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
+        // (pointers taken once the buffers are in place: a small buffer's
+        // elements live inside it, and move with it)
+        let outs: Vec<SendPtr<T>> = ebufs
+            .iter_mut()
+            .enumerate()
+            .map(|(k, b)| match b {
+                Some(b) => SendPtr(b.as_mut_ptr()),
+                None => {
+                    donors
+                        .iter()
+                        .find(|d| d.out == k)
+                        .expect("a store without a buffer has a donor")
+                        .ptr
+                }
+            })
+            .collect();
         let parts: Vec<SendPtr<T>> = rbufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
         let (outs, parts) = (&outs[..], &parts[..]);
         let (rows, cols, unit) = self.layout();
@@ -458,22 +645,34 @@ impl Program {
                 combine(folds[k], &from, &mut spare(b, *n)[..]);
             }
         }
-        let mut ebufs = ebufs.into_iter();
+        let mut ebufs = ebufs.into_iter().enumerate();
         let mut rbufs = rbufs.into_iter();
         let mut acc = 0;
         let mut results = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             let b = match o {
-                Output::Elementwise | Output::Reduced(_) => {
-                    let next = if matches!(o, Output::Elementwise) {
-                        ebufs.next()
-                    } else {
-                        rbufs.next()
-                    };
-                    let (mut b, n) = next.expect("one buffer per output");
-                    // SAFETY: the tasks wrote every element of every
-                    // output buffer (elementwise: their ranges; reductions:
-                    // their rows or columns).
+                Output::Elementwise => match ebufs.next() {
+                    Some((_, Some(mut b))) => {
+                        // SAFETY: the tasks wrote every element of the
+                        // buffer (each its range).
+                        unsafe { b.set_len(self.len) };
+                        b
+                    }
+                    Some((k, None)) => {
+                        // written into the donor input's buffer
+                        let d = donors
+                            .iter()
+                            .find(|d| d.out == k)
+                            .expect("a store without a buffer has a donor");
+                        results.push(inputs[d.input].clone());
+                        continue;
+                    }
+                    None => unreachable!("one buffer per elementwise output"),
+                },
+                Output::Reduced(_) => {
+                    let (mut b, n) = rbufs.next().expect("one buffer per partial reduction");
+                    // SAFETY: the tasks wrote every element of the buffer
+                    // (their rows or columns).
                     unsafe { b.set_len(n) };
                     b
                 }
@@ -555,7 +754,7 @@ impl Program {
     #[inline(always)]
     fn run_task<T: Lane>(
         &self,
-        srcs: &[&[T]],
+        srcs: &[Src<T>],
         outs: &[SendPtr<T>],
         parts: &[SendPtr<T>],
         sums: &mut [f64],
@@ -579,7 +778,7 @@ impl Program {
         };
         for (r, s) in &self.splats {
             let v = match s {
-                Splat::Input(i) => srcs[*i as usize][0],
+                Splat::Input(i) => srcs[*i as usize].first(),
                 Splat::Value(v) => T::from_f64(*v),
             };
             regs.get_mut(*r, stride).fill(v);
@@ -601,11 +800,13 @@ impl Program {
                 let n = stride.min(end - start);
                 for ins in &self.body {
                     match *ins {
-                        Instr::Load { dst, input } => regs
-                            .get_mut(dst, n)
-                            .copy_from_slice(&srcs[input as usize][start..start + n]),
+                        Instr::Load { dst, input } => srcs[input as usize].copy_to(start, regs.get_mut(dst, n)),
                         Instr::Gather { dst, input, q, p } => {
-                            gather(srcs[input as usize], q, p, start, regs.get_mut(dst, n))
+                            // SAFETY: a broadcast input gives no output its
+                            // buffer (`donors` takes only inputs read by a
+                            // `Load`), so nothing writes it during the run.
+                            let src = unsafe { srcs[input as usize].as_slice() };
+                            gather(src, q, p, start, regs.get_mut(dst, n))
                         }
                         Instr::Unary { ref op, dst, a } => {
                             let (d, x, _) = regs.split(dst, a, a, n);
@@ -624,11 +825,22 @@ impl Program {
                         }
                         Instr::Accumulate { acc, src } => {
                             let s = regs.get(src, n);
-                            let mut t = 0.0f64;
-                            for &v in s {
-                                t += v.to_f64();
+                            // eight running sums (two vectors): one chain of
+                            // dependent adds ran at the adder's latency, slower
+                            // than the eager sum (the `jacobian` bench)
+                            let mut t = [0.0f64; 8];
+                            let mut groups = s.chunks_exact(8);
+                            for q in &mut groups {
+                                for (tk, &v) in t.iter_mut().zip(q) {
+                                    *tk += v.to_f64();
+                                }
                             }
-                            sums[acc as usize] += t;
+                            let mut rest = 0.0f64;
+                            for &v in groups.remainder() {
+                                rest += v.to_f64();
+                            }
+                            let lanes = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+                            sums[acc as usize] += lanes + rest;
                         }
                         Instr::Reduce { out, src, .. } => {
                             states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());

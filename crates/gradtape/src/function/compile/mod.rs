@@ -18,6 +18,14 @@
 //!    (with scalar operands, row and column broadcasts, and sums, maxima
 //!    and minima over all, the leading or the trailing axes) become one
 //!    kernel (`kernel`) that reads each input once and writes each output once.
+//! 6. `keep` — a dense convolution hands its im2col matrix to the filter
+//!    gradient of the same input (as the tape's rule does), which then
+//!    does not build it again.
+//!
+//! The result runs on the `exec` executor: a plan made here, once (which
+//! slot each node reads, and whether for the last time), values moved out
+//! at their last read, and fused kernels writing into the buffers of
+//! inputs that nothing else holds.
 //!
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced
@@ -49,13 +57,15 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 
+pub(crate) mod exec;
 pub(crate) mod fold;
 pub(crate) mod fuse;
+pub(crate) mod keep;
 pub(crate) mod kernel;
 pub(crate) mod pair;
 pub(crate) mod simplify;
 
-use super::graph::{Graph, RunPlan};
+use super::graph::Graph;
 use super::passes;
 use crate::error::Result;
 use crate::ops::desc::Op;
@@ -78,12 +88,14 @@ pub struct CompileStats {
     pub fused: usize,
     /// Fused kernels made.
     pub kernels: usize,
+    /// Convolutions whose im2col matrix their filter gradient reuses.
+    pub kept: usize,
 }
 
 /// A graph ready to run: the optimised copy and its run plan.
 pub(crate) struct Executable {
     pub(crate) graph: Graph,
-    pub(crate) plan: RunPlan,
+    pub(crate) plan: exec::Plan,
     pub(crate) stats: CompileStats,
     /// the input shapes it was planned for
     shapes: Vec<Shape>,
@@ -105,6 +117,7 @@ impl Executable {
         passes::dce(&mut g);
         stats.merged = pair::pair(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
+        stats.kept = keep::keep_cols(&mut g);
         // values renumbered: a run's slots are only those still made
         let all: Vec<usize> = (0..g.len()).collect();
         let g = passes::extract(&g, &all, &g.inputs, &g.outputs);
@@ -113,7 +126,7 @@ impl Executable {
         stats.nodes_after = g.len();
         let shapes = g.inputs.iter().map(|&v| g.values[v as usize].shape.clone()).collect();
         Executable {
-            plan: RunPlan::new(&g),
+            plan: exec::Plan::new(&g),
             graph: g,
             stats,
             shapes,
@@ -128,7 +141,7 @@ impl Executable {
 
     /// Runs the executable graph.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        self.graph.run(inputs, &self.plan)
+        self.plan.run(&self.graph, inputs)
     }
 
     /// Whether a run may add numbers in another order than the traced

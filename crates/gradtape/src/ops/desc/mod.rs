@@ -77,7 +77,10 @@ pub type Outputs = smallvec::SmallVec<[Tensor; 1]>;
 
 /// An op defined above the op layer (function calls, control flow, variable
 /// reads and writes): it evaluates itself and says whether it has effects.
-pub trait DynOp: Send + Sync {
+///
+/// `Any` lets an executor recognise the ops it runs its own way (a fused
+/// kernel it lets write into a dying input's buffer).
+pub trait DynOp: Send + Sync + std::any::Any {
     /// The op's name (as in a listing).
     fn name(&self) -> &'static str;
     /// Runs the op on its inputs.

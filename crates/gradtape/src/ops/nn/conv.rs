@@ -26,7 +26,7 @@ use super::bilinear::{
     bind_filter, bind_fwd, bind_input, check_dy, check_operands, expect_floats, sizes, Conv, Window,
 };
 use super::via_f32;
-use crate::error::Result;
+use crate::error::{Error, Result};
 pub use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv::{self as k, Geom};
 use crate::tensor::dtype::with_types;
@@ -238,6 +238,52 @@ fn bwd_filter_value(
     }, [F32: f32, F64: f64], _ => {
         via_f32(&[x, dy], |w| bwd_filter_value(op, &w[0], fs, &w[1], cfg, None))?
     }))
+}
+
+/// The validated attributes of a dense convolution node.
+fn dense_cfg(op: &'static str, a: ConvAttrs) -> Result<Cfg> {
+    if a.depthwise {
+        return Err(Error::invalid(op, "expects a dense convolution, got a depthwise one"));
+    }
+    Cfg::new(
+        op,
+        Kind::Dense,
+        a.strides.map(|s| s as i64),
+        a.padding,
+        a.dilations.map(|d| d as i64),
+    )
+}
+
+/// For the graph compiler: a dense `conv2d`'s value, and the im2col matrix
+/// its kernel built (`None` when it built none: direct kernels, inputs
+/// convolved in chunks, empty shapes), which
+/// [`conv2d_backprop_filter_from_cols`] reuses as the tape's rule does.
+/// Records nothing (a compiled graph runs under no tape).
+pub(crate) fn conv2d_with_cols(x: &Tensor, f: &Tensor, a: ConvAttrs) -> Result<(Tensor, Option<Tensor>)> {
+    const OP: &str = "conv2d";
+    expect_floats(OP, x, f)?;
+    fwd_value(OP, x, f, dense_cfg(OP, a)?)
+}
+
+/// For the graph compiler: `conv2d_backprop_filter(x, dy)` of the given
+/// filter sizes, from `cols`, `x`'s im2col matrix kept by
+/// [`conv2d_with_cols`], when given and of the right shape and dtype (from
+/// `x` otherwise). Records nothing.
+pub(crate) fn conv2d_backprop_filter_from_cols(
+    x: &Tensor,
+    filter_sizes: &[usize],
+    dy: &Tensor,
+    a: ConvAttrs,
+    cols: Option<&Tensor>,
+) -> Result<Tensor> {
+    const OP: &str = "conv2d_backprop_filter";
+    expect_floats(OP, x, dy)?;
+    let cfg = dense_cfg(OP, a)?;
+    let fs = sizes::<4>(OP, "filter_sizes", filter_sizes)?;
+    let g = cfg.geom(OP, x.shape(), &fs)?;
+    check_dy(OP, dy, &cfg.out_shape(&g))?;
+    let cols = cols.filter(|c| c.dtype() == x.dtype() && c.shape() == [g.n * g.rows(), g.kdim()]);
+    bwd_filter_value(OP, x, fs, dy, cfg, cols)
 }
 
 impl Tensor {

@@ -38,6 +38,7 @@ mod pool3d;
 mod softmax;
 
 pub use conv::Padding;
+pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};

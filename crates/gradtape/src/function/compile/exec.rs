@@ -1,0 +1,234 @@
+//! The executor of compiled graphs: a run plan made once, and buffers
+//! reused in place.
+//!
+//! [`Graph::run`](crate::function::Graph) (which runs traced graphs) looks
+//! up each node's inputs in per-value slots, clones them, and checks each
+//! value's last use as it goes. An [`Executable`](super::Executable) runs
+//! the same graph many times, so this module works that out once, at
+//! compile time, into a [`Plan`]: per node, which slots it reads and
+//! whether it reads each for the last time (then the value is *moved* out
+//! of its slot, not cloned), and which of its outputs are kept.
+//!
+//! **Memory plan.** A value moved out at its last reader is held by that
+//! reader alone (unless the caller or a view still holds it: graph inputs,
+//! constants, values of views are shared and never written). A fused kernel
+//! whose input is held by it alone writes its elementwise output into that
+//! input's buffer ([`Program::run_in_place`]), so that a chain of
+//! elementwise groups runs in the buffers it was given rather than new ones.
+//! Whether a buffer is held alone is decided when the node runs, from the
+//! reference counts (`Arc::get_mut`): a tensor the caller still holds, or a
+//! value another node reads later, is never written.
+//!
+//! Recording: compiled graphs run with no tape, accumulator or trace active
+//! (a caller hides them, or none is active), so the nodes' ops record
+//! nothing; a fused kernel and the compiler's own nodes call kernels
+//! directly.
+
+use smallvec::SmallVec;
+
+use super::fuse::Fused;
+use super::kernel::Program;
+use crate::error::{Error, Result};
+use crate::function::graph::Graph;
+use crate::ops::desc::Op;
+use crate::tensor::Tensor;
+
+/// How a node's operand is fetched.
+#[derive(Clone, Copy, Debug)]
+struct Read {
+    slot: u32,
+    /// the node is the value's last reader (and reads it no later in its
+    /// own operand list): the value is moved out of its slot
+    last: bool,
+}
+
+/// One node's run.
+struct Step {
+    reads: SmallVec<[Read; 3]>,
+    /// per output: its slot, or `None` when nothing reads it
+    writes: SmallVec<[Option<u32>; 1]>,
+}
+
+/// What a compiled graph's runs share: per node, where its operands come
+/// from and where its results go.
+pub(crate) struct Plan {
+    steps: Vec<Step>,
+    inputs: Vec<u32>,
+    outputs: Vec<u32>,
+    n_slots: usize,
+}
+
+impl Plan {
+    /// The plan of `g`, whose values are numbered densely (one slot each).
+    pub(crate) fn new(g: &Graph) -> Plan {
+        let n = g.values.len();
+        let mut returned = vec![false; n];
+        for &o in &g.outputs {
+            returned[o as usize] = true;
+        }
+        let mut read = vec![false; n];
+        let mut steps: Vec<Step> = Vec::with_capacity(g.nodes.len());
+        // backwards: the first read seen of a value is its last
+        for node in g.nodes.iter().rev() {
+            let mut reads: SmallVec<[Read; 3]> = SmallVec::with_capacity(node.inputs.len());
+            for &v in node.inputs.iter().rev() {
+                let last = !returned[v as usize] && !read[v as usize];
+                read[v as usize] = true;
+                reads.push(Read { slot: v, last });
+            }
+            reads.reverse();
+            let writes = node
+                .outputs
+                .iter()
+                .map(|&v| (read[v as usize] || returned[v as usize]).then_some(v))
+                .collect();
+            steps.push(Step { reads, writes });
+        }
+        steps.reverse();
+        Plan {
+            steps,
+            inputs: g.inputs.clone(),
+            outputs: g.outputs.clone(),
+            n_slots: n,
+        }
+    }
+
+    /// Runs `g` (the graph this plan was made for) on `args`.
+    pub(crate) fn run(&self, g: &Graph, args: &[Tensor]) -> Result<Vec<Tensor>> {
+        if args.len() != self.inputs.len() {
+            return Err(Error::invalid(
+                "function",
+                format!("the graph takes {} inputs, got {}", self.inputs.len(), args.len()),
+            ));
+        }
+        let mut slots: Vec<Option<Tensor>> = vec![None; self.n_slots];
+        for (&v, a) in self.inputs.iter().zip(args) {
+            slots[v as usize] = Some(a.clone());
+        }
+        let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();
+        for (node, step) in g.nodes.iter().zip(&self.steps) {
+            ins.clear();
+            for r in &step.reads {
+                let s = &mut slots[r.slot as usize];
+                let t = if r.last { s.take() } else { s.clone() };
+                ins.push(
+                    t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?,
+                );
+            }
+            let outs = match fused_program(&node.op) {
+                Some(p) => p.run_in_place(&mut ins)?.into_iter().collect(),
+                None => node.op.eval(&ins)?,
+            };
+            // the operands go now: a buffer no output took is free for the
+            // next node
+            ins.clear();
+            if outs.len() != step.writes.len() {
+                return Err(Error::invalid(
+                    node.op.name(),
+                    format!("gave {} outputs, the graph expects {}", outs.len(), step.writes.len()),
+                ));
+            }
+            for (w, t) in step.writes.iter().zip(outs) {
+                if let Some(v) = w {
+                    slots[*v as usize] = Some(t);
+                }
+            }
+        }
+        self.outputs
+            .iter()
+            .map(|&o| {
+                slots[o as usize]
+                    .clone()
+                    .ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))
+            })
+            .collect()
+    }
+}
+
+/// The program of a fused node.
+fn fused_program(op: &Op) -> Option<&Program> {
+    match op {
+        Op::Dyn(d) => {
+            let any: &dyn std::any::Any = &**d;
+            any.downcast_ref::<Fused>().map(|f| &f.program)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::function::compile::Executable;
+    use crate::tensor::DType;
+
+    /// `exp(sin(x) * 2) + 1`, traced and compiled: one fused node.
+    fn compiled() -> (Executable, Tensor) {
+        let x = Tensor::from_vec((0..1000).map(|i| i as f64 * 1e-3).collect::<Vec<_>>(), &[1000]).unwrap();
+        let f = crate::function::function(|x: &Tensor| x.sin()?.mul_scalar(2.0)?.exp()?.add_scalar(1.0));
+        let c = f.concrete(&x).unwrap();
+        (Executable::compile(c.graph()), x)
+    }
+
+    #[test]
+    fn a_plan_moves_values_at_their_last_read() {
+        let (e, _) = compiled();
+        let plan = Plan::new(&e.graph);
+        let fused: Vec<&Step> = e
+            .graph
+            .nodes
+            .iter()
+            .zip(&plan.steps)
+            .filter(|(n, _)| n.op.name() == "Fused")
+            .map(|(_, s)| s)
+            .collect();
+        assert_eq!(fused.len(), 1);
+        // the graph input is read last here, and moved (the caller still
+        // holds it, so it is never written)
+        assert!(fused[0].reads[0].last);
+        assert!(fused[0].writes[0].is_some());
+    }
+
+    #[test]
+    fn a_fused_node_writes_into_a_buffer_held_alone_and_never_a_shared_one() {
+        let (e, x) = compiled();
+        let want: Vec<f64> = x
+            .to_vec::<f64>()
+            .unwrap()
+            .iter()
+            .map(|v| (v.sin() * 2.0).exp() + 1.0)
+            .collect();
+        // shared: the caller holds x, which stays as it was
+        let before = x.to_vec::<f64>().unwrap();
+        let y = e.run(std::slice::from_ref(&x)).unwrap();
+        assert_eq!(x.to_vec::<f64>().unwrap(), before);
+        assert_eq!(y[0].to_vec::<f64>().unwrap(), want);
+        // held alone: the program writes into its buffer
+        let node = e.graph.nodes.iter().find(|n| n.op.name() == "Fused").unwrap();
+        let p = fused_program(&node.op).unwrap();
+        let mut alone = [Tensor::from_vec(before.clone(), &[1000]).unwrap()];
+        let ptr = alone[0].buffer::<f64>().as_ptr();
+        let id = alone[0].id();
+        let out = p.run_in_place(&mut alone).unwrap();
+        assert_eq!(out[0].buffer::<f64>().as_ptr(), ptr, "written in place");
+        assert_ne!(out[0].id(), id, "a new value has a new id");
+        assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
+        // a second handle: a new buffer, the input unchanged
+        let held = Tensor::from_vec(before.clone(), &[1000]).unwrap();
+        let mut shared = [held.clone()];
+        let out = p.run_in_place(&mut shared).unwrap();
+        assert_ne!(out[0].buffer::<f64>().as_ptr(), held.buffer::<f64>().as_ptr());
+        assert_eq!(held.to_vec::<f64>().unwrap(), before);
+        assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
+        // a view sharing the buffer: not written either
+        let base = Tensor::from_vec(before.clone(), &[1000]).unwrap();
+        let mut view = [base.reshape(&[1000]).unwrap().alias()];
+        let out = p.run_in_place(&mut view).unwrap();
+        assert_eq!(base.to_vec::<f64>().unwrap(), before);
+        assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
+        // wrong dtype: an error naming the kernel
+        let mut bad = [Tensor::zeros(&[1000], DType::F32)];
+        let err = p.run_in_place(&mut bad).unwrap_err().to_string();
+        assert!(err.contains("Fused"), "{err}");
+    }
+}

@@ -1,0 +1,184 @@
+//! The compiled graphs' executor: buffers written in place only when
+//! nothing else holds them, allocations saved by it, and convolutions whose
+//! filter gradients reuse the forward's im2col matrix.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use gradtape::{function, FunctionOptions, GradientTape, Padding, Result, Tensor};
+
+/// The system allocator, counting this thread's allocations of one size.
+struct Counting;
+
+thread_local! {
+    /// (the size counted, allocations of that size so far)
+    static SIZED: Cell<(usize, usize)> = const { Cell::new((usize::MAX, 0)) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = SIZED.try_with(|c| {
+            let (size, n) = c.get();
+            if layout.size() == size {
+                c.set((size, n + 1));
+            }
+        });
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// How many buffers of `bytes` bytes `f` allocates on this thread.
+fn buffers_of<T>(bytes: usize, f: impl FnOnce() -> T) -> (usize, T) {
+    SIZED.with(|c| c.set((bytes, 0)));
+    let out = f();
+    let n = SIZED.with(|c| c.replace((usize::MAX, 0)).1);
+    (n, out)
+}
+
+fn init(shape: &[usize], k: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec(
+        (0..n)
+            .map(|i| (0.37 * i as f64 + k).sin() as f32 * 0.3)
+            .collect::<Vec<_>>(),
+        shape,
+    )
+    .unwrap()
+}
+
+fn bits(t: &Tensor) -> Vec<u64> {
+    t.to_vec_f64().iter().map(|v| v.to_bits()).collect()
+}
+
+/// A dense layer, its activation and an affine map after it: a matmul
+/// and one fused group of three ops over [32, 128] (16 KiB, below the
+/// buffer cache's sizes, so each new buffer is one `malloc`).
+fn layer((a, w): &(Tensor, Tensor)) -> Result<Tensor> {
+    a.matmul(w)?.tanh()?.mul_scalar(2.0)?.add_scalar(1.0)
+}
+
+#[test]
+fn a_fused_group_writes_into_the_product_it_reads() -> Result<()> {
+    let args = (init(&[32, 64], 0.1), init(&[64, 128], 0.7));
+    let bytes = 32 * 128 * 4;
+    let compiled = function(layer);
+    let off = FunctionOptions {
+        optimize: false,
+        ..FunctionOptions::default()
+    };
+    let traced = gradtape::Function::with_options(layer, off);
+    let c = compiled.concrete(&args)?;
+    assert_eq!(c.optimized_graph().count("Fused"), 1, "{}", c.optimized_graph());
+    let want = layer(&args)?;
+    for _ in 0..2 {
+        compiled.call(&args)?;
+        traced.call(&args)?;
+    }
+    let (n_compiled, got) = buffers_of(bytes, || compiled.call(&args));
+    let (n_traced, got_traced) = buffers_of(bytes, || traced.call(&args));
+    // the product's buffer, and nothing else: the group wrote into it
+    assert_eq!(n_compiled, 1, "compiled");
+    // the product and one per op
+    assert_eq!(n_traced, 4, "as traced");
+    assert_eq!(bits(&got?), bits(&want));
+    assert_eq!(bits(&got_traced?), bits(&want));
+    Ok(())
+}
+
+#[test]
+fn values_still_held_elsewhere_are_never_written() -> Result<()> {
+    // the product is returned *and* read by the fused group: kept as made
+    let f = function(|(a, w): &(Tensor, Tensor)| {
+        let p = a.matmul(w)?;
+        let y = p.tanh()?.mul_scalar(2.0)?;
+        Ok(vec![p, y])
+    });
+    let args = (init(&[32, 64], 0.2), init(&[64, 128], 0.9));
+    let p = args.0.matmul(&args.1)?;
+    let y = p.tanh()?.mul_scalar(2.0)?;
+    for _ in 0..3 {
+        let got = f.call(&args)?;
+        assert_eq!(bits(&got[0]), bits(&p));
+        assert_eq!(bits(&got[1]), bits(&y));
+    }
+    // an argument the caller holds (read last by the group) is not written
+    let g = function(|x: &Tensor| x.sin()?.mul_scalar(3.0)?.exp());
+    let x = init(&[4096], 0.3);
+    let before = bits(&x);
+    let got = g.call(&x)?;
+    assert_eq!(bits(&x), before);
+    assert_eq!(bits(&got), bits(&x.sin()?.mul_scalar(3.0)?.exp()?));
+    // nor a second handle on it, taken before the call
+    let x2 = x.clone();
+    let again = g.call(&x2)?;
+    assert_eq!(bits(&x), before);
+    assert_eq!(bits(&again), bits(&got));
+    Ok(())
+}
+
+/// A convolution and its filter gradient, taken on a tape inside the
+/// traced function, as the `cnn_step` bench does.
+fn conv_grad((x, k): &(Tensor, Tensor)) -> Result<Vec<Tensor>> {
+    let k = k.stop_gradient();
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(&k);
+        x.conv2d(&k, [1, 1], Padding::Same, [1, 1])?.relu()?.sum_all()
+    })?;
+    let dk = tape.gradient(&loss, &k)?.expect("connected");
+    Ok(vec![loss, dk])
+}
+
+#[test]
+fn a_filter_gradient_reuses_the_forward_im2col_matrix() -> Result<()> {
+    let args = (init(&[4, 9, 9, 3], 0.4), init(&[3, 3, 3, 5], 1.3));
+    let f = function(conv_grad);
+    let c = f.concrete(&args)?;
+    let g = c.optimized_graph();
+    assert_eq!(c.compile_stats().kept, 1, "{g}");
+    assert_eq!(g.count("Conv2DKeepCols"), 1, "{g}");
+    assert_eq!(g.count("Conv2DBackpropFilterCols"), 1, "{g}");
+    assert_eq!(g.count("Conv2D") + g.count("Conv2DBackpropFilter"), 0, "{g}");
+    // the eager step's values (its tape reuses the matrix too), bit for bit
+    let want = conv_grad(&args)?;
+    for _ in 0..2 {
+        let got = f.call(&args)?;
+        assert_eq!(bits(&got[0]), bits(&want[0]));
+        assert_eq!(bits(&got[1]), bits(&want[1]));
+    }
+    // another filter shape: a new trace, and the same agreement
+    let args = (init(&[2, 6, 7, 2], 0.1), init(&[2, 3, 2, 4], 0.8));
+    let got = f.call(&args)?;
+    let want = conv_grad(&args)?;
+    assert_eq!(bits(&got[1]), bits(&want[1]));
+    Ok(())
+}
+
+#[test]
+fn a_fixed_signature_refuses_other_dtypes_with_an_error() {
+    let opts = FunctionOptions {
+        input_signature: Some(vec![
+            gradtape::TensorSpec::new(gradtape::DType::F32, &[Some(32), Some(64)]),
+            gradtape::TensorSpec::new(gradtape::DType::F32, &[Some(64), Some(128)]),
+        ]),
+        ..FunctionOptions::default()
+    };
+    let f = gradtape::Function::with_options(layer, opts);
+    let args = (init(&[32, 64], 0.1), init(&[64, 128], 0.7));
+    f.call(&args).unwrap();
+    let bad = (Tensor::zeros(&[32, 64], gradtape::DType::F64), init(&[64, 128], 0.7));
+    let err = f.call(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("f64") || err.contains("F64") || err.contains("signature"),
+        "{err}"
+    );
+}
