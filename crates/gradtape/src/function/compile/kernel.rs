@@ -37,8 +37,10 @@ use crate::ops::desc::{Binary, Unary};
 use crate::tensor::{alloc, DType, Float, Tensor};
 
 mod epilogue;
+mod in_place;
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
+use in_place::{Donor, Src};
 
 /// Elements per register (a chunk): 1 KiB of `f32`.
 pub(crate) const CHUNK: usize = 256;
@@ -347,65 +349,6 @@ impl<T: Copy> Regs<'_, T> {
     }
 }
 
-/// An input's elements, read through a raw pointer: an input whose buffer
-/// an output takes is written while the kernel reads it (each chunk loaded
-/// before the same chunk is stored), so no reference to them may live.
-struct Src<T> {
-    ptr: *const T,
-    len: usize,
-}
-
-impl<T> Clone for Src<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Src<T> {}
-// SAFETY: the elements are only read, by the tasks of one kernel run, each
-// of its own chunks, while the tensors they belong to are held by the run.
-unsafe impl<T: Send> Send for Src<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Sync for Src<T> {}
-
-impl<T: Copy> Src<T> {
-    /// Copies elements `start..start + out.len()` into `out`.
-    #[inline(always)]
-    fn copy_to(&self, start: usize, out: &mut [T]) {
-        assert!(start + out.len() <= self.len, "a fused load past its input");
-        // SAFETY: the range lies in the input (checked), and `out` is a
-        // register, another allocation.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) }
-    }
-    /// The first element (of a one-element input).
-    #[inline(always)]
-    fn first(&self) -> T {
-        assert!(self.len > 0, "a fused splat of an empty input");
-        // SAFETY: the input has an element (checked).
-        unsafe { *self.ptr }
-    }
-    /// The elements as a slice, for the broadcast reads of [`gather`].
-    ///
-    /// # Safety
-    /// No output may write these elements while the slice lives: true of
-    /// every input that gives no output its buffer, and a broadcast input
-    /// never does (a donor has the group's length, a broadcast input fewer
-    /// elements).
-    #[inline(always)]
-    unsafe fn as_slice<'a>(&self) -> &'a [T] {
-        std::slice::from_raw_parts(self.ptr, self.len)
-    }
-}
-
-/// An elementwise output written into an input's buffer.
-struct Donor<T> {
-    /// the output's number among the elementwise outputs
-    out: usize,
-    /// the input whose buffer it takes
-    input: usize,
-    /// the input's elements
-    ptr: SendPtr<T>,
-}
-
 impl Program {
     /// Runs the program on `inputs`; returns its outputs in order.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -415,75 +358,6 @@ impl Program {
             DType::F64 => self.run_typed::<f64>(inputs, &[]),
             d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
         }
-    }
-
-    /// [`run`](Self::run), writing elementwise outputs into the buffers of
-    /// inputs that nothing else holds (the caller's handle in `inputs` is
-    /// the only one: no other handle, no view) instead of new buffers.
-    /// Such an input takes a fresh id, and `inputs` then holds the output
-    /// in its place. An output may take the buffer of an input of the
-    /// group's length that the program loads (once) before it stores that
-    /// output (each chunk of the input is read into a register before the
-    /// same chunk of the output is written).
-    pub(crate) fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<Vec<Tensor>> {
-        self.check_inputs(inputs)?;
-        match self.dtype {
-            DType::F32 => {
-                let donors = self.donors::<f32>(inputs);
-                self.run_typed::<f32>(inputs, &donors)
-            }
-            DType::F64 => {
-                let donors = self.donors::<f64>(inputs);
-                self.run_typed::<f64>(inputs, &donors)
-            }
-            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
-        }
-    }
-
-    /// Per elementwise output that can be written in place: the output's
-    /// number among the elementwise outputs, the input, the input's
-    /// elements. Taking an input's elements here gives it a fresh id.
-    fn donors<T: Lane>(&self, inputs: &mut [Tensor]) -> smallvec::SmallVec<[Donor<T>; 2]> {
-        let mut donors = smallvec::SmallVec::new();
-        // tiny tensors hold their elements inline, in the handle: left alone
-        if self.len == 1 || self.len * std::mem::size_of::<T>() <= 64 {
-            return donors;
-        }
-        let mut taken: smallvec::SmallVec<[bool; 4]> = smallvec::smallvec![false; inputs.len()];
-        for (at, ins) in self.body.iter().enumerate() {
-            let Instr::Store { out, .. } = *ins else { continue };
-            let loaded_once_before = |i: usize| {
-                let mut reads = self.body.iter().enumerate().filter(|(_, x)| {
-                    matches!(x, Instr::Load { input, .. } | Instr::Gather { input, .. } if *input as usize == i)
-                });
-                matches!(
-                    (reads.next(), reads.next()),
-                    (Some((l, Instr::Load { .. })), None) if l < at
-                )
-            };
-            for i in 0..inputs.len() {
-                if taken[i]
-                    || self.input_len[i] != self.len
-                    || inputs[i].shape() != &self.shape[..]
-                    || self.splats.iter().any(|(_, s)| *s == Splat::Input(i as u16))
-                    || !loaded_once_before(i)
-                {
-                    continue;
-                }
-                if let Some(v) = inputs[i].unique_values_mut::<T>() {
-                    if v.len() == self.len {
-                        taken[i] = true;
-                        donors.push(Donor {
-                            out: out as usize,
-                            input: i,
-                            ptr: SendPtr(v.as_mut_ptr()),
-                        });
-                        break;
-                    }
-                }
-            }
-        }
-        donors
     }
 
     fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {

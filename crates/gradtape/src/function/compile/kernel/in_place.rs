@@ -1,0 +1,137 @@
+//! Fused kernels that write into their inputs' buffers: which input may
+//! give an output its buffer, and how inputs are read when one does.
+
+use super::{Instr, Lane, Program, Splat};
+use crate::error::{Error, Result};
+use crate::kernels::cpu::workers::SendPtr;
+use crate::tensor::{DType, Tensor};
+
+/// An input's elements, read through a raw pointer: an input whose buffer
+/// an output takes is written while the kernel reads it (each chunk loaded
+/// before the same chunk is stored), so no reference to them may live.
+pub(super) struct Src<T> {
+    pub(super) ptr: *const T,
+    pub(super) len: usize,
+}
+
+impl<T> Clone for Src<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Src<T> {}
+// SAFETY: the elements are only read, by the tasks of one kernel run, each
+// of its own chunks, while the tensors they belong to are held by the run.
+unsafe impl<T: Send> Send for Src<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Src<T> {}
+
+impl<T: Copy> Src<T> {
+    /// Copies elements `start..start + out.len()` into `out`.
+    #[inline(always)]
+    pub(super) fn copy_to(&self, start: usize, out: &mut [T]) {
+        assert!(start + out.len() <= self.len, "a fused load past its input");
+        // SAFETY: the range lies in the input (checked), and `out` is a
+        // register, another allocation.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) }
+    }
+    /// The first element (of a one-element input).
+    #[inline(always)]
+    pub(super) fn first(&self) -> T {
+        assert!(self.len > 0, "a fused splat of an empty input");
+        // SAFETY: the input has an element (checked).
+        unsafe { *self.ptr }
+    }
+    /// The elements as a slice, for the broadcast reads of [`gather`](super::epilogue::gather).
+    ///
+    /// # Safety
+    /// No output may write these elements while the slice lives: true of
+    /// every input that gives no output its buffer, and a broadcast input
+    /// never does (a donor has the group's length, a broadcast input fewer
+    /// elements).
+    #[inline(always)]
+    pub(super) unsafe fn as_slice<'a>(&self) -> &'a [T] {
+        std::slice::from_raw_parts(self.ptr, self.len)
+    }
+}
+
+/// An elementwise output written into an input's buffer.
+pub(super) struct Donor<T> {
+    /// the output's number among the elementwise outputs
+    pub(super) out: usize,
+    /// the input whose buffer it takes
+    pub(super) input: usize,
+    /// the input's elements
+    pub(super) ptr: SendPtr<T>,
+}
+
+impl Program {
+    /// [`run`](Self::run), writing elementwise outputs into the buffers of
+    /// inputs that nothing else holds (the caller's handle in `inputs` is
+    /// the only one: no other handle, no view) instead of new buffers.
+    /// Such an input takes a fresh id, and `inputs` then holds the output
+    /// in its place. An output may take the buffer of an input of the
+    /// group's length that the program loads (once) before it stores that
+    /// output (each chunk of the input is read into a register before the
+    /// same chunk of the output is written).
+    pub(crate) fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        match self.dtype {
+            DType::F32 => {
+                let donors = self.donors::<f32>(inputs);
+                self.run_typed::<f32>(inputs, &donors)
+            }
+            DType::F64 => {
+                let donors = self.donors::<f64>(inputs);
+                self.run_typed::<f64>(inputs, &donors)
+            }
+            d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
+        }
+    }
+
+    /// Per elementwise output that can be written in place: the output's
+    /// number among the elementwise outputs, the input, the input's
+    /// elements. Taking an input's elements here gives it a fresh id.
+    fn donors<T: Lane>(&self, inputs: &mut [Tensor]) -> smallvec::SmallVec<[Donor<T>; 2]> {
+        let mut donors = smallvec::SmallVec::new();
+        // tiny tensors hold their elements inline, in the handle: left alone
+        if self.len == 1 || self.len * std::mem::size_of::<T>() <= 64 {
+            return donors;
+        }
+        let mut taken: smallvec::SmallVec<[bool; 4]> = smallvec::smallvec![false; inputs.len()];
+        for (at, ins) in self.body.iter().enumerate() {
+            let Instr::Store { out, .. } = *ins else { continue };
+            let loaded_once_before = |i: usize| {
+                let mut reads = self.body.iter().enumerate().filter(|(_, x)| {
+                    matches!(x, Instr::Load { input, .. } | Instr::Gather { input, .. } if *input as usize == i)
+                });
+                matches!(
+                    (reads.next(), reads.next()),
+                    (Some((l, Instr::Load { .. })), None) if l < at
+                )
+            };
+            for i in 0..inputs.len() {
+                if taken[i]
+                    || self.input_len[i] != self.len
+                    || inputs[i].shape() != &self.shape[..]
+                    || self.splats.iter().any(|(_, s)| *s == Splat::Input(i as u16))
+                    || !loaded_once_before(i)
+                {
+                    continue;
+                }
+                if let Some(v) = inputs[i].unique_values_mut::<T>() {
+                    if v.len() == self.len {
+                        taken[i] = true;
+                        donors.push(Donor {
+                            out: out as usize,
+                            input: i,
+                            ptr: SendPtr(v.as_mut_ptr()),
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+        donors
+    }
+}
