@@ -164,14 +164,7 @@ impl Graph {
                 }
             }
         }
-        self.outputs
-            .iter()
-            .map(|&o| {
-                slots[o as usize]
-                    .clone()
-                    .ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))
-            })
-            .collect()
+        returned_values(&self.outputs, &slots)
     }
 
     /// The graphs nested in this one's nodes (branches, bodies, calls).
@@ -184,6 +177,19 @@ impl Graph {
             })
             .collect()
     }
+}
+
+/// The values `outputs` names, from an executor's `slots` (shared by the
+/// traced graph's executor and the compiled one's).
+pub(crate) fn returned_values(outputs: &[ValueId], slots: &[Option<Tensor>]) -> Result<Vec<Tensor>> {
+    outputs
+        .iter()
+        .map(|&o| {
+            slots[o as usize]
+                .clone()
+                .ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))
+        })
+        .collect()
 }
 
 /// What the executor precomputes once per graph.

@@ -29,7 +29,7 @@ use smallvec::SmallVec;
 use super::fuse::Fused;
 use super::kernel::Program;
 use crate::error::{Error, Result};
-use crate::function::graph::Graph;
+use crate::function::graph::{returned_values, Graph};
 use crate::ops::desc::Op;
 use crate::tensor::Tensor;
 
@@ -134,14 +134,7 @@ impl Plan {
                 }
             }
         }
-        self.outputs
-            .iter()
-            .map(|&o| {
-                slots[o as usize]
-                    .clone()
-                    .ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))
-            })
-            .collect()
+        returned_values(&self.outputs, &slots)
     }
 }
 
