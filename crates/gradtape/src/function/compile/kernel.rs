@@ -2,7 +2,8 @@
 //!
 //! A [`Program`] is what [`fuse`](super::fuse) makes of a group of
 //! elementwise nodes: straight-line code over *registers*, each holding one
-//! chunk of [`CHUNK`] elements of the group's shape. The kernel walks the
+//! chunk of the group's shape (whole [`CHUNK`]s of elements, as many as
+//! the program's registers fit in the L1 cache). The kernel walks the
 //! elements chunk by chunk (chunks of a large tensor spread over the
 //! compute threads): it loads each input chunk once, runs every instruction
 //! as a short vectorised loop over the chunk (the registers stay in the L1
@@ -42,8 +43,28 @@ use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
 
-/// Elements per register (a chunk): 1 KiB of `f32`.
+/// The unit of the chunks: tasks start at multiples of it, and the fused
+/// sums add each run of this many elements on their own (in eight running
+/// `f64` sums), so the sums do not depend on the register width.
 pub(crate) const CHUNK: usize = 256;
+
+/// The most elements a register holds: a chunk of [`CHUNK`]s.
+const MAX_WIDTH: usize = 4 * CHUNK;
+
+/// Bytes of registers a task aims at (within the L1 cache, with room for
+/// the inputs and outputs streaming through).
+const REG_BYTES: usize = 24 * 1024;
+
+/// Elements per register for a program of `n_regs` registers of `T` over
+/// runs of `seg` elements: whole [`CHUNK`]s, as many as fit in
+/// [`REG_BYTES`] (at most [`MAX_WIDTH`]), so that the per-chunk costs
+/// (dispatch, slice bounds) are paid once per several `CHUNK`s; a shorter
+/// run is one register.
+fn register_width<T>(n_regs: usize, seg: usize) -> usize {
+    let fit = REG_BYTES / (n_regs.max(1) * std::mem::size_of::<T>().max(1));
+    let width = (fit / CHUNK * CHUNK).clamp(CHUNK, MAX_WIDTH);
+    width.min(seg).max(1)
+}
 
 /// The columns of a task of a kernel with a reduction over leading axes
 /// come in multiples of this.
@@ -296,6 +317,27 @@ fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
     }
 }
 
+/// The sum of a run of at most [`CHUNK`] elements, in `f64`: eight running
+/// sums (two vectors; one chain of dependent adds ran at the adder's
+/// latency, slower than the eager sum, the `jacobian` bench), then the
+/// rest.
+#[inline(always)]
+fn chunk_sum<T: Float>(s: &[T]) -> f64 {
+    let mut t = [0.0f64; 8];
+    let mut groups = s.chunks_exact(8);
+    for q in &mut groups {
+        for (tk, &v) in t.iter_mut().zip(q) {
+            *tk += v.to_f64();
+        }
+    }
+    let mut rest = 0.0f64;
+    for &v in groups.remainder() {
+        rest += v.to_f64();
+    }
+    let lanes = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+    lanes + rest
+}
+
 /// The first `n` elements of `b`'s capacity, as a slice to write (every
 /// element written before `set_len`).
 fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
@@ -309,7 +351,7 @@ fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
 /// The registers as one buffer: `n` live elements per register.
 struct Regs<'a, T> {
     buf: &'a mut [T],
-    /// elements per register: `CHUNK`, or fewer for a short tensor
+    /// elements per register (see `register_width`)
     stride: usize,
 }
 
@@ -337,7 +379,7 @@ impl<T: Copy> Regs<'_, T> {
         let (d, a, b) = (dst as usize * w, a as usize * w, b as usize * w);
         assert!(d + n <= total && a + n <= total && b + n <= total && d != a && d != b);
         // SAFETY: the three ranges lie in `buf`, and `dst`'s range is
-        // disjoint from `a`'s and `b`'s (distinct registers of CHUNK
+        // disjoint from `a`'s and `b`'s (distinct registers of `stride`
         // elements, n <= stride); `a` and `b` are only read.
         unsafe {
             (
@@ -644,7 +686,7 @@ impl Program {
         } else {
             (c.start, c.len(), rows)
         };
-        let stride = CHUNK.min(seg).max(1);
+        let stride = register_width::<T>(self.n_regs, seg);
         let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
         let mut regs = Regs {
             buf: &mut store,
@@ -698,23 +740,9 @@ impl Program {
                             o.copy_from_slice(s);
                         }
                         Instr::Accumulate { acc, src } => {
-                            let s = regs.get(src, n);
-                            // eight running sums (two vectors): one chain of
-                            // dependent adds ran at the adder's latency, slower
-                            // than the eager sum (the `jacobian` bench)
-                            let mut t = [0.0f64; 8];
-                            let mut groups = s.chunks_exact(8);
-                            for q in &mut groups {
-                                for (tk, &v) in t.iter_mut().zip(q) {
-                                    *tk += v.to_f64();
-                                }
+                            for piece in regs.get(src, n).chunks(CHUNK) {
+                                sums[acc as usize] += chunk_sum(piece);
                             }
-                            let mut rest = 0.0f64;
-                            for &v in groups.remainder() {
-                                rest += v.to_f64();
-                            }
-                            let lanes = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-                            sums[acc as usize] += lanes + rest;
                         }
                         Instr::Reduce { out, src, .. } => {
                             states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());
