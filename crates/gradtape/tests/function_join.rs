@@ -2,7 +2,8 @@
 //! gradient of a weight used at every step of a loop, `Σ_t a_tᵀ b_t`, runs
 //! as one `MatMul` of concatenated operands. Checked for the rewrite (the
 //! optimised graph's nodes) and for values: equal to the eager ones to
-//! rounding (the joined sum adds in another order).
+//! rounding (the joined sum adds in another order). And a weight read
+//! transposed by many small products, transposed once (bit for bit).
 
 use gradtape::{function, GradientTape, Result, Tensor};
 
@@ -151,5 +152,46 @@ fn a_product_read_elsewhere_or_a_single_one_is_not_joined() -> Result<()> {
     for (x, y) in got.iter().zip(&want) {
         assert!(rel_err(x, y) < 1e-6, "{x} vs {y}");
     }
+    Ok(())
+}
+
+type Steps = (Vec<Tensor>, Tensor);
+
+/// Whether `f32` products run on gradtape's AVX-512 kernel here.
+fn avx512_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    let cpu = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let cpu = false;
+    cpu && std::env::var("GRADTAPE_SGEMM").map_or(true, |v| v != "0")
+}
+
+#[test]
+fn a_weight_read_transposed_by_many_products_is_transposed_once() -> Result<()> {
+    // `g_t Uᵀ` at every step, as an RNN's backward pass: no sum, so the
+    // copy changes no bit
+    let body = |(gs, u): &Steps| -> Result<Vec<Tensor>> { gs.iter().map(|g| g.matmul_with(u, false, true)).collect() };
+    for f64_data in [false, true] {
+        let mk = |s: &[usize], seed| if f64_data { data_f64(s, seed) } else { data(s, seed) };
+        let args: Steps = ((0..4).map(|t| mk(&[6, 5], t as f64)).collect(), mk(&[40, 5], 9.0));
+        let f = function(body);
+        let c = f.concrete(&args)?;
+        let g = c.optimized_graph();
+        // f32 products on the AVX-512 kernel only (the one that reads
+        // operands in place, and adds in one order for every layout)
+        let want_copies = usize::from(!f64_data && avx512_kernel());
+        assert_eq!(c.compile_stats().transposed, want_copies, "{g}");
+        assert_eq!(g.count("Contiguous"), want_copies, "{g}");
+        let got = f.call(&args)?;
+        let want = body(&args)?;
+        for (x, y) in got.iter().zip(&want) {
+            assert_eq!(x.shape(), y.shape());
+            assert_eq!(x.to_vec_f64(), y.to_vec_f64());
+        }
+    }
+    // a single such product keeps its flag
+    let one = |(gs, u): &Steps| -> Result<Tensor> { gs[0].matmul_with(u, false, true) };
+    let args: Steps = (vec![data(&[6, 5], 0.0)], data(&[40, 5], 9.0));
+    assert_eq!(function(one).concrete(&args)?.compile_stats().transposed, 0);
     Ok(())
 }

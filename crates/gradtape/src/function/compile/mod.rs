@@ -18,6 +18,9 @@
 //!    steps of a loop) becomes one product of operands joined along the
 //!    shared dimension: one long product split over the threads instead of
 //!    a small product and an addition per step.
+//!    `transpose` — a weight read transposed by many small products (an
+//!    RNN's `g Uᵀ` at every step) is transposed once, and the products read
+//!    the copy as is (the GEMM kernel reads such an operand in place).
 //! 6. `fuse` — elementwise fusion: chains and trees of elementwise ops
 //!    (with scalar operands, row and column broadcasts, and sums, maxima
 //!    and minima over all, the leading or the trailing axes) become one
@@ -69,6 +72,7 @@ pub(crate) mod keep;
 pub(crate) mod kernel;
 pub(crate) mod pair;
 pub(crate) mod simplify;
+pub(crate) mod transpose;
 
 use super::graph::Graph;
 use super::passes;
@@ -91,6 +95,8 @@ pub struct CompileStats {
     pub merged: usize,
     /// Sums of matrix products computed as one product of joined operands.
     pub joined: usize,
+    /// Operands of products given a transposed copy, made once per run.
+    pub transposed: usize,
     /// Nodes merged into fused kernels.
     pub fused: usize,
     /// Fused kernels made.
@@ -128,6 +134,7 @@ impl Executable {
         if stats.joined > 0 {
             passes::dce(&mut g);
         }
+        stats.transposed = transpose::transpose_once(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
         stats.kept = keep::keep_cols(&mut g);
         // values renumbered: a run's slots are only those still made

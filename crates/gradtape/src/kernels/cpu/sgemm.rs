@@ -39,8 +39,27 @@ const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of `B` packed at once (a multiple of every tile's `NR`).
 const NC: usize = 1536;
-/// Products with fewer multiply-adds than this run on one thread.
+/// Products with fewer multiply-adds than this are not split over the
+/// shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
+/// Products with fewer multiply-adds than this run on one thread (by
+/// default; `GRADTAPE_SGEMM_PAR` sets another bound, read once). An RNN
+/// step's products (`[32,128] @ [128,128]`: 2^19) are split too: the
+/// helpers spin between the products of a compiled graph's run, so a split
+/// costs a hand-off of well under a microsecond, and the `rnn_grad` bench's
+/// chain of such products is most of its time.
+const PAR_FLOPS_OUTPUT: usize = 1 << 18;
+
+/// The bound below which products run on one thread.
+fn par_flops() -> usize {
+    static P: OnceLock<usize> = OnceLock::new();
+    *P.get_or_init(|| {
+        std::env::var("GRADTAPE_SGEMM_PAR")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(PAR_FLOPS_OUTPUT)
+    })
+}
 
 /// Whether this CPU runs the kernel (checked once).
 pub(crate) fn available() -> bool {
@@ -154,7 +173,7 @@ unsafe fn run<const MR: usize, const NV: usize>(
     let cp = workers::SendPtr(c);
     if par
         && threads > 1
-        && m * n * k >= PAR_FLOPS
+        && m * n * k >= par_flops()
         && workers::split_output(m, n, (MR, nr), |r, cols| {
             let (av, bv) = (
                 View {
@@ -224,6 +243,11 @@ unsafe fn serial<const MR: usize, const NV: usize>(
     let mc = MC / MR * MR;
     let mc_max = mc.min(m.next_multiple_of(MR));
     let nc_max = NC.min(n.next_multiple_of(nr));
+    // a row-major B multiplied by few rows of A is read in place, one row
+    // of a panel per step of k, and only a part-width panel at its right
+    // edge is packed: packing it whole cost a third of the arithmetic's
+    // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`)
+    let direct = b.cs == 1 && b.rs > 0 && m <= MC;
     PACK.with(|cell| {
         let mut local = (Vec::new(), Vec::new());
         let mut borrowed = cell.try_borrow_mut();
@@ -238,19 +262,34 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         let bp = room(bbuf, nc_max * kc_max);
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
+            // columns read in place: whole panels
+            let in_place = if direct { nc / nr * nr } else { 0 };
             let mut pc = 0;
             while pc < k {
                 let kc = kc_max.min(k - pc);
-                pack_b::<NV>(kc, nc, b.at(pc, jc), b.rs, b.cs, bp);
+                if in_place < nc {
+                    pack_b::<NV>(
+                        kc,
+                        nc - in_place,
+                        b.at(pc, jc + in_place),
+                        b.rs,
+                        b.cs,
+                        bp.add(in_place * kc),
+                    );
+                }
                 for ic in (0..m).step_by(mc) {
                     let mc = mc.min(m - ic);
                     pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
                     for jr in (0..nc).step_by(nr) {
+                        let (panel, ldb) = match jr < in_place {
+                            true => (b.at(pc, jc + jr), b.rs as usize),
+                            false => (bp.add(jr * kc) as *const f32, nr),
+                        };
                         for ir in (0..mc).step_by(MR) {
                             kernel::<MR, NV>(
                                 kc,
                                 ap.add(ir * kc),
-                                bp.add(jr * kc),
+                                (panel, ldb),
                                 c.add((ic + ir) * ldc + jc + jr),
                                 ldc,
                                 MR.min(mc - ir),
@@ -438,12 +477,13 @@ pub(crate) fn mask(nr: usize, v: usize) -> __mmask16 {
     ((1u32 << left) - 1) as __mmask16
 }
 
-/// One step of k: the tile += column `ap` (MR values) x row `bp` (16*NV).
+/// One step of k: the tile += column `ap` (MR values) x row `bp` (16*NV,
+/// packed or in place: not necessarily aligned).
 #[inline(always)]
 unsafe fn step<const MR: usize, const NV: usize>(acc: &mut [[__m512; NV]; MR], ap: *const f32, bp: *const f32) {
     let mut bv = [_mm512_setzero_ps(); NV];
     for (v, x) in bv.iter_mut().enumerate() {
-        *x = _mm512_load_ps(bp.add(16 * v));
+        *x = _mm512_loadu_ps(bp.add(16 * v));
     }
     for (i, row) in acc.iter_mut().enumerate() {
         let av = _mm512_set1_ps(*ap.add(i));
@@ -453,13 +493,14 @@ unsafe fn step<const MR: usize, const NV: usize>(acc: &mut [[__m512; NV]; MR], a
     }
 }
 
-/// The `MR`×`NR` tile: `C[..mr, ..nr] (+)= Apanel @ Bpanel` over `kc`.
+/// The `MR`×`NR` tile: `C[..mr, ..nr] (+)= Apanel @ Bpanel` over `kc`;
+/// the B panel's rows (16*NV readable floats each) are `ldb` floats apart.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel<const MR: usize, const NV: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    (b, ldb): (*const f32, usize),
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -471,12 +512,12 @@ unsafe fn kernel<const MR: usize, const NV: usize>(
     let mut p = 0;
     while p + 4 <= kc {
         for q in p..p + 4 {
-            step::<MR, NV>(&mut acc, a.add(q * MR), b.add(q * 16 * NV));
+            step::<MR, NV>(&mut acc, a.add(q * MR), b.add(q * ldb));
         }
         p += 4;
     }
     while p < kc {
-        step::<MR, NV>(&mut acc, a.add(p * MR), b.add(p * 16 * NV));
+        step::<MR, NV>(&mut acc, a.add(p * MR), b.add(p * ldb));
         p += 1;
     }
     let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
@@ -515,6 +556,10 @@ mod tests {
             (9, 16, 2000),
             (40, 24, 700),
             (300, 10, 9),
+            // B read in place (few rows of A), with an edge panel
+            (32, 128, 128),
+            (16, 100, 64),
+            (96, 1600, 33),
         ];
         for &(m, n, k) in &shapes {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
