@@ -161,6 +161,11 @@ impl Executable {
 
     /// Runs the executable graph.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        // (its products are back to back: smaller ones are worth splitting
+        // over the threads than in eager code)
+        #[cfg(target_arch = "x86_64")]
+        return crate::kernels::cpu::sgemm::split_small(|| self.plan.run(&self.graph, inputs));
+        #[cfg(not(target_arch = "x86_64"))]
         self.plan.run(&self.graph, inputs)
     }
 

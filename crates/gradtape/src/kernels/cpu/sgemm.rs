@@ -39,25 +39,43 @@ const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of `B` packed at once (a multiple of every tile's `NR`).
 const NC: usize = 1536;
-/// Products with fewer multiply-adds than this are not split over the
-/// shared dimension.
+/// Products with fewer multiply-adds than this run on one thread (but see
+/// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
-/// Products with fewer multiply-adds than this run on one thread (by
-/// default; `GRADTAPE_SGEMM_PAR` sets another bound, read once). An RNN
-/// step's products (`[32,128] @ [128,128]`: 2^19) are split too: the
-/// helpers spin between the products of a compiled graph's run, so a split
-/// costs a hand-off of well under a microsecond, and the `rnn_grad` bench's
-/// chain of such products is most of its time.
-const PAR_FLOPS_OUTPUT: usize = 1 << 18;
+/// Products with fewer multiply-adds than this run on one thread while a
+/// compiled graph runs ([`split_small`]; `PAR_FLOPS` otherwise), unless
+/// `GRADTAPE_SGEMM_PAR` sets another bound for all (read once). An RNN
+/// step's products (`[32,128] @ [128,128]`: 2^19) are split then: the
+/// helpers spin between the back-to-back products of a compiled run, and
+/// the `rnn_grad` bench's traced step went from about 2.6 to 2.5 ms. An
+/// eager step has more work between its products, and went from 3.1 to
+/// 3.5 ms with them split, so it keeps the larger bound.
+const PAR_FLOPS_COMPILED: usize = 1 << 18;
+
+thread_local! {
+    static SPLIT_SMALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with products from `PAR_FLOPS_COMPILED` multiply-adds split
+/// over the threads (the compiled executor's runs).
+pub(crate) fn split_small<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SPLIT_SMALL.with(|s| s.set(self.0));
+        }
+    }
+    let _reset = Reset(SPLIT_SMALL.with(|s| s.replace(true)));
+    f()
+}
 
 /// The bound below which products run on one thread.
 fn par_flops() -> usize {
-    static P: OnceLock<usize> = OnceLock::new();
-    *P.get_or_init(|| {
-        std::env::var("GRADTAPE_SGEMM_PAR")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(PAR_FLOPS_OUTPUT)
+    static P: OnceLock<Option<usize>> = OnceLock::new();
+    let set = *P.get_or_init(|| std::env::var("GRADTAPE_SGEMM_PAR").ok().and_then(|v| v.parse().ok()));
+    set.unwrap_or_else(|| match SPLIT_SMALL.with(|s| s.get()) {
+        true => PAR_FLOPS_COMPILED,
+        false => PAR_FLOPS,
     })
 }
 
