@@ -7,7 +7,8 @@
 //! multiply-adds are split over gradtape's compute threads
 //! ([`super::workers`]), one piece per thread; smaller ones (an RNN step's)
 //! run on the calling thread, where the synchronisation would cost more
-//! than it saves.
+//! than it saves, except in a compiled graph's run, where the `f32` kernel
+//! splits products from a quarter of that size (see `super::sgemm`).
 
 use crate::error::{Error, Result};
 use crate::tensor::dtype::with_types;

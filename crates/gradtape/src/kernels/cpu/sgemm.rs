@@ -19,9 +19,12 @@
 //! once (or adding it, for later slices) with masked stores at the edges.
 //! The tile's width follows the output's: 48 columns (8 rows), 32 (12 rows)
 //! or 16 (16 rows), so conv layers with 16 or 32 channels waste no lanes.
-//! A transposed `B` and a row-major `A` are packed through 16×16 transposes
-//! in registers (a gather per vector cost more: the bench MLP's `g @ W^T`
-//! went from 0.43 to 0.34 ms). A thin output with a long shared dimension
+//! A row-major `B` multiplied by few rows of `A` (at most `MC`) is not
+//! packed but read in place, its part-width right edge aside: packing it
+//! would cost as much as a large share of the arithmetic (an RNN step's
+//! `[32,128] @ [128,128]`). A transposed `B` and a row-major `A` are
+//! packed through 16×16 transposes in registers (a gather per vector cost
+//! more: the bench MLP's `g @ W^T` went from 0.43 to 0.34 ms). A thin output with a long shared dimension
 //! (a filter gradient) is split over the shared dimension.
 //!
 //! Set `GRADTAPE_SGEMM=0` to route every product to `gemm` instead (for
