@@ -168,12 +168,21 @@ fn avx512_kernel() -> bool {
 
 #[test]
 fn a_weight_read_transposed_by_many_products_is_transposed_once() -> Result<()> {
-    // `g_t Uᵀ` at every step, as an RNN's backward pass: no sum, so the
-    // copy changes no bit
-    let body = |(gs, u): &Steps| -> Result<Vec<Tensor>> { gs.iter().map(|g| g.matmul_with(u, false, true)).collect() };
+    // `g_{t+1} = tanh(g_t Uᵀ)`, as an RNN's backward pass: no sum, so the
+    // copy changes no bit (and each left operand comes from the product
+    // before: nothing to stack)
+    let body = |(gs, u): &Steps| -> Result<Vec<Tensor>> {
+        let mut g = gs[0].clone();
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            g = g.matmul_with(u, false, true)?.tanh()?;
+            out.push(g.clone());
+        }
+        Ok(out)
+    };
     for f64_data in [false, true] {
         let mk = |s: &[usize], seed| if f64_data { data_f64(s, seed) } else { data(s, seed) };
-        let args: Steps = ((0..4).map(|t| mk(&[6, 5], t as f64)).collect(), mk(&[40, 5], 9.0));
+        let args: Steps = (vec![mk(&[6, 40], 1.0)], mk(&[40, 40], 9.0));
         let f = function(body);
         let c = f.concrete(&args)?;
         let g = c.optimized_graph();
@@ -193,5 +202,35 @@ fn a_weight_read_transposed_by_many_products_is_transposed_once() -> Result<()> 
     let one = |(gs, u): &Steps| -> Result<Tensor> { gs[0].matmul_with(u, false, true) };
     let args: Steps = (vec![data(&[6, 5], 0.0)], data(&[40, 5], 9.0));
     assert_eq!(function(one).concrete(&args)?.compile_stats().transposed, 0);
+    Ok(())
+}
+
+#[test]
+fn products_by_one_weight_stack_into_one_and_give_the_same_bits() -> Result<()> {
+    // `x_t W` for inputs known up front, and one whose left operand is
+    // made after the first product (not stacked)
+    let body = |(xs, w): &Steps| -> Result<Vec<Tensor>> {
+        let mut out: Vec<Tensor> = xs.iter().map(|x| x.matmul(w)).collect::<Result<_>>()?;
+        let late = out[0].slice(&[0, 0], &[8, 16])?.exp()?;
+        out.push(late.matmul(w)?);
+        Ok(out)
+    };
+    for f64_data in [false, true] {
+        let mk = |s: &[usize], seed| if f64_data { data_f64(s, seed) } else { data(s, seed) };
+        let args: Steps = ((0..4).map(|t| mk(&[8, 16], t as f64)).collect(), mk(&[16, 40], 9.0));
+        let f = function(body);
+        let c = f.concrete(&args)?;
+        let g = c.optimized_graph();
+        let on = !f64_data && avx512_kernel();
+        assert_eq!(c.compile_stats().stacked, usize::from(on), "{g}");
+        assert_eq!(g.count("MatMul"), if on { 2 } else { 5 }, "{g}");
+        let got = f.call(&args)?;
+        let want = body(&args)?;
+        assert_eq!(got.len(), want.len());
+        for (x, y) in got.iter().zip(&want) {
+            assert_eq!(x.shape(), y.shape());
+            assert_eq!(x.to_vec_f64(), y.to_vec_f64());
+        }
+    }
     Ok(())
 }

@@ -35,6 +35,7 @@ use rustc_hash::FxHashMap;
 use smallvec::smallvec;
 
 use crate::function::graph::{Graph, Node, ValueId};
+use crate::kernels::cpu::matmul::on_sgemm;
 use crate::ops::desc::{Binary, Op, ShapeOp};
 use crate::tensor::DType;
 
@@ -228,4 +229,110 @@ fn joined(g: &mut Graph, uses: &[u32], producer: &[usize], leaves: &[ValueId], o
         acc = to;
     }
     Some(nodes)
+}
+
+/// The shared dimension from which the `f32` kernel may split a product
+/// over it (its `2 * KC`): stacked products stay below it.
+const SPLIT_K: usize = 512;
+
+/// Products of many left operands by one right operand (an RNN's `x_t W`
+/// at every step, whose `x_t` are all known before the loop) become one
+/// product of the stacked left operands, made where the first of them was,
+/// and each product a row slice of it (a view): one product split over
+/// the threads instead of one small one per step. Only products that the
+/// `f32` kernel runs, small and stacked (`on_sgemm`), with a shared
+/// dimension it never splits: it computes each element in the same order
+/// for any number of rows, so the values are the same, bit for bit.
+/// Returns how many groups were stacked.
+pub(crate) fn stack_products(g: &mut Graph) -> usize {
+    let mut producer = vec![usize::MAX; g.values.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for &v in &node.outputs {
+            producer[v as usize] = i;
+        }
+    }
+    // (right operand, its flag, left shape) -> the products, in order
+    type Key = (ValueId, bool, [usize; 2]);
+    let mut groups: FxHashMap<Key, Vec<usize>> = FxHashMap::default();
+    let mut order: Vec<Key> = Vec::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        let Op::MatMul {
+            transpose_a: false,
+            transpose_b,
+        } = node.op
+        else {
+            continue;
+        };
+        let [a, b] = node.inputs[..] else { continue };
+        let (va, vb) = (&g.values[a as usize], &g.values[b as usize]);
+        if va.dtype != DType::F32 || vb.dtype != DType::F32 || va.shape.len() != 2 || vb.shape.len() != 2 || a == b {
+            continue;
+        }
+        let key = (b, transpose_b, [va.shape[0], va.shape[1]]);
+        let e = groups.entry(key).or_default();
+        if e.is_empty() {
+            order.push(key);
+        }
+        e.push(i);
+    }
+    let mut insert: Vec<(usize, [Node; 2])> = Vec::new();
+    for key in order {
+        let (b, tb, [r, k]) = key;
+        let nodes = &groups[&key];
+        let first = nodes[0];
+        // left operands known before the first product
+        let members: Vec<usize> = nodes
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let p = producer[g.nodes[i].inputs[0] as usize];
+                p == usize::MAX || p < first
+            })
+            .collect();
+        let vb = &g.values[b as usize];
+        let n = if tb { vb.shape[0] } else { vb.shape[1] };
+        let total = r * members.len();
+        if members.len() < MIN_TERMS || k >= SPLIT_K || !on_sgemm(r, n, k, true) || !on_sgemm(total, n, k, true) {
+            continue;
+        }
+        let stacked = g.add_value(DType::F32, &[total, k]);
+        let product = g.add_value(DType::F32, &[total, n]);
+        let lefts = members.iter().map(|&i| g.nodes[i].inputs[0]).collect();
+        for (j, &i) in members.iter().enumerate() {
+            let node = &mut g.nodes[i];
+            node.op = Op::Shape(ShapeOp::Slice(smallvec![j * r, 0], smallvec![r, n]));
+            node.inputs = smallvec![product];
+        }
+        insert.push((
+            first,
+            [
+                Node {
+                    op: Op::Shape(ShapeOp::Concat(0)),
+                    inputs: lefts,
+                    outputs: smallvec![stacked],
+                },
+                Node {
+                    op: Op::MatMul {
+                        transpose_a: false,
+                        transpose_b: tb,
+                    },
+                    inputs: smallvec![stacked, b],
+                    outputs: smallvec![product],
+                },
+            ],
+        ));
+    }
+    let count = insert.len();
+    if count > 0 {
+        insert.sort_by_key(|(i, _)| *i);
+        let mut at = insert.into_iter().peekable();
+        let old = std::mem::take(&mut g.nodes);
+        for (i, node) in old.into_iter().enumerate() {
+            while let Some((_, pair)) = at.next_if(|(j, _)| *j == i) {
+                g.nodes.extend(pair);
+            }
+            g.nodes.push(node);
+        }
+    }
+    count
 }

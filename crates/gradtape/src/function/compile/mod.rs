@@ -18,6 +18,8 @@
 //!    steps of a loop) becomes one product of operands joined along the
 //!    shared dimension: one long product split over the threads instead of
 //!    a small product and an addition per step.
+//!    The same module stacks products of many left operands by one right
+//!    operand (an RNN's `x_t W`, all inputs) into one product, sliced.
 //!    `transpose` — a weight read transposed by many small products (an
 //!    RNN's `g Uᵀ` at every step) is transposed once, and the products read
 //!    the copy as is (the GEMM kernel reads such an operand in place).
@@ -95,6 +97,8 @@ pub struct CompileStats {
     pub merged: usize,
     /// Sums of matrix products computed as one product of joined operands.
     pub joined: usize,
+    /// Groups of products by one right operand stacked into one product.
+    pub stacked: usize,
     /// Operands of products given a transposed copy, made once per run.
     pub transposed: usize,
     /// Nodes merged into fused kernels.
@@ -134,6 +138,7 @@ impl Executable {
         if stats.joined > 0 {
             passes::dce(&mut g);
         }
+        stats.stacked = join::stack_products(&mut g);
         stats.transposed = transpose::transpose_once(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
         stats.kept = keep::keep_cols(&mut g);
