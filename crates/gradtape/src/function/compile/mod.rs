@@ -17,12 +17,12 @@
 //! 5. `join` — a sum of matrix products (a weight's gradient over the
 //!    steps of a loop) becomes one product of operands joined along the
 //!    shared dimension: one long product split over the threads instead of
-//!    a small product and an addition per step.
-//!    The same module stacks products of many left operands by one right
-//!    operand (an RNN's `x_t W`, all inputs) into one product, sliced.
-//!    `transpose` — a weight read transposed by many small products (an
-//!    RNN's `g Uᵀ` at every step) is transposed once, and the products read
-//!    the copy as is (the GEMM kernel reads such an operand in place).
+//!    a small product and an addition per step. The same module stacks
+//!    products of many left operands by one right operand (an RNN's
+//!    `x_t W`, all inputs) into one product, sliced (bit for bit).
+//!    Then `transpose`: a weight read transposed by many small products
+//!    (an RNN's `g Uᵀ` at every step) is transposed once, and the products
+//!    read the copy as is (the GEMM kernel reads such an operand in place).
 //! 6. `fuse` — elementwise fusion: chains and trees of elementwise ops
 //!    (with scalar operands, row and column broadcasts, and sums, maxima
 //!    and minima over all, the leading or the trailing axes) become one
