@@ -14,11 +14,20 @@
 //!    simplification expose more).
 //! 4. `pair` — nodes that share work merged: a max pool and the
 //!    positions of its maxima (which its gradient reads) from one pass.
-//! 5. `fuse` — elementwise fusion: chains and trees of elementwise ops
+//! 5. `join` — a sum of matrix products (a weight's gradient over the
+//!    steps of a loop) becomes one product of operands joined along the
+//!    shared dimension: one long product split over the threads instead of
+//!    a small product and an addition per step. The same module stacks
+//!    products of many left operands by one right operand (an RNN's
+//!    `x_t W`, all inputs) into one product, sliced (bit for bit).
+//!    Then `transpose`: a weight read transposed by many small products
+//!    (an RNN's `g Uᵀ` at every step) is transposed once, and the products
+//!    read the copy as is (the GEMM kernel reads such an operand in place).
+//! 6. `fuse` — elementwise fusion: chains and trees of elementwise ops
 //!    (with scalar operands, row and column broadcasts, and sums, maxima
 //!    and minima over all, the leading or the trailing axes) become one
 //!    kernel (`kernel`) that reads each input once and writes each output once.
-//! 6. `keep` — a dense convolution hands its im2col matrix to the filter
+//! 7. `keep` — a dense convolution hands its im2col matrix to the filter
 //!    gradient of the same input (as the tape's rule does), which then
 //!    does not build it again.
 //!
@@ -40,8 +49,8 @@
 //! Values: folding runs the same kernels ahead of time, simplification
 //! removes only exact identities, and a fused kernel computes each op as
 //! its own kernel does, so an optimised graph gives the traced graph's
-//! values bit for bit, except for fused sums, which add in another order
-//! (`Executable::reassociates`).
+//! values bit for bit, except for fused sums and joined sums of products,
+//! which add in another order (`Executable::reassociates`).
 //!
 //! ```
 //! use gradtape::{function, Tensor};
@@ -60,10 +69,12 @@
 pub(crate) mod exec;
 pub(crate) mod fold;
 pub(crate) mod fuse;
+pub(crate) mod join;
 pub(crate) mod keep;
 pub(crate) mod kernel;
 pub(crate) mod pair;
 pub(crate) mod simplify;
+pub(crate) mod transpose;
 
 use super::graph::Graph;
 use super::passes;
@@ -84,6 +95,12 @@ pub struct CompileStats {
     pub simplified: usize,
     /// Pairs of nodes merged into one (a max pool and its positions).
     pub merged: usize,
+    /// Sums of matrix products computed as one product of joined operands.
+    pub joined: usize,
+    /// Groups of products by one right operand stacked into one product.
+    pub stacked: usize,
+    /// Operands of products given a transposed copy, made once per run.
+    pub transposed: usize,
     /// Nodes merged into fused kernels.
     pub fused: usize,
     /// Fused kernels made.
@@ -99,7 +116,8 @@ pub(crate) struct Executable {
     pub(crate) stats: CompileStats,
     /// the input shapes it was planned for
     shapes: Vec<Shape>,
-    /// sums computed by fused kernels (in another order)
+    /// sums computed by fused kernels or joined products (in another
+    /// order)
     fused_sums: usize,
 }
 
@@ -116,6 +134,12 @@ impl Executable {
         passes::cse(&mut g);
         passes::dce(&mut g);
         stats.merged = pair::pair(&mut g);
+        stats.joined = join::join_products(&mut g);
+        if stats.joined > 0 {
+            passes::dce(&mut g);
+        }
+        stats.stacked = join::stack_products(&mut g);
+        stats.transposed = transpose::transpose_once(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
         stats.kept = keep::keep_cols(&mut g);
         // values renumbered: a run's slots are only those still made
@@ -124,13 +148,14 @@ impl Executable {
         stats.kernels = g.count("Fused");
         stats.fused = fused;
         stats.nodes_after = g.len();
+        let reordered = fused_sums + stats.joined;
         let shapes = g.inputs.iter().map(|&v| g.values[v as usize].shape.clone()).collect();
         Executable {
             plan: exec::Plan::new(&g),
             graph: g,
             stats,
             shapes,
-            fused_sums,
+            fused_sums: reordered,
         }
     }
 
@@ -141,11 +166,16 @@ impl Executable {
 
     /// Runs the executable graph.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        // (its products are back to back: smaller ones are worth splitting
+        // over the threads than in eager code)
+        #[cfg(target_arch = "x86_64")]
+        return crate::kernels::cpu::sgemm::split_small(|| self.plan.run(&self.graph, inputs));
+        #[cfg(not(target_arch = "x86_64"))]
         self.plan.run(&self.graph, inputs)
     }
 
     /// Whether a run may add numbers in another order than the traced
-    /// graph (a fused sum).
+    /// graph (a fused sum, a joined sum of products).
     pub(crate) fn reassociates(&self) -> bool {
         self.fused_sums > 0
     }

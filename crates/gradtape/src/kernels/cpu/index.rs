@@ -139,7 +139,10 @@ pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: 
     let n: usize = shape.iter().product();
     let dtype = tensors.first().map_or(DType::F32, |t| t.dtype());
     with_dtype!(dtype, T => {
-        let mut out: Vec<T> = alloc::try_vec(op, n)?;
+        // (from the buffer cache when a large one of this size is free: a
+        // compiled graph's joined products concatenate the same sizes every
+        // run, and fresh pages cost more than the copy)
+        let mut out = alloc::try_buf::<T>(op, n)?;
         let vals: Vec<_> = tensors.iter().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
         let chunks: Vec<usize> = tensors.iter().map(|t| t.shape()[axis..].iter().product()).collect();
         // (nothing to copy: an empty result is not walked row by row, however
@@ -150,6 +153,6 @@ pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: 
                 out.extend_from_slice(&v[o * c..(o + 1) * c]);
             }
         }
-        Ok(Tensor::from_storage(T::into_storage(out), shape))
+        Ok(Tensor::from_storage(T::buf_into_storage(out), shape))
     })
 }

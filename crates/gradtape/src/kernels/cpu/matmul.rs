@@ -7,7 +7,8 @@
 //! multiply-adds are split over gradtape's compute threads
 //! ([`super::workers`]), one piece per thread; smaller ones (an RNN step's)
 //! run on the calling thread, where the synchronisation would cost more
-//! than it saves.
+//! than it saves, except in a compiled graph's run, where the `f32` kernel
+//! splits products from a quarter of that size (see `super::sgemm`).
 
 use crate::error::{Error, Result};
 use crate::tensor::dtype::with_types;
@@ -176,7 +177,8 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     if nb > 1 && flops < PAR_FLOPS * 4 && nb * flops >= PAR_FLOPS {
         super::workers::for_each_chunk_mut(dst, m * n, |i, d| one(d, i, false));
     } else {
-        let par = flops >= PAR_FLOPS && threads > 1;
+        // (each kernel decides from the product's size whether to split)
+        let par = threads > 1;
         for (i, d) in dst.chunks_mut(m * n).enumerate() {
             one(d, i, par);
         }
@@ -185,6 +187,22 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
     // above (read_dst = false, so nothing uninitialised was read).
     unsafe { out.set_len(total) };
     Ok(Tensor::from_storage(T::buf_into_storage(out), &out_shape))
+}
+
+/// Whether an `f32` product of `m×k` by `k×n` into a row-major output runs
+/// on [`super::sgemm`] (`a_row_major`: `a`'s columns are adjacent), as
+/// [`gemm_raw`] decides. That kernel computes each element in one order
+/// whatever the operands' layouts, which the `gemm` crate does not promise.
+pub(crate) fn on_sgemm(m: usize, n: usize, k: usize, a_row_major: bool) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        !(a_row_major && n <= 32) && super::sgemm::suits(m, n, k)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (m, n, k, a_row_major);
+        false
+    }
 }
 
 /// `dst = (acc ? dst : 0) + a @ b` on raw strided matrices (`rs`/`cs`: row
@@ -218,12 +236,7 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
     // (thin products of a row-major `a` go to `gemm`, which reads `a` in
     // place where this kernel would pack it: the packing costs as much as
     // the arithmetic when `n` is a few vectors wide)
-    if T::DTYPE == crate::DType::F32
-        && d_cs == 1
-        && d_rs >= n as isize
-        && !(a_cs == 1 && n <= 32)
-        && super::sgemm::suits(m, n, k)
-    {
+    if T::DTYPE == crate::DType::F32 && d_cs == 1 && d_rs >= n as isize && on_sgemm(m, n, k, a_cs == 1) {
         use super::sgemm::{sgemm, View};
         let va = View {
             ptr: a as *const f32,

@@ -19,9 +19,12 @@
 //! once (or adding it, for later slices) with masked stores at the edges.
 //! The tile's width follows the output's: 48 columns (8 rows), 32 (12 rows)
 //! or 16 (16 rows), so conv layers with 16 or 32 channels waste no lanes.
-//! A transposed `B` and a row-major `A` are packed through 16×16 transposes
-//! in registers (a gather per vector cost more: the bench MLP's `g @ W^T`
-//! went from 0.43 to 0.34 ms). A thin output with a long shared dimension
+//! A row-major `B` multiplied by few rows of `A` (at most `MC`) is not
+//! packed but read in place, its part-width right edge aside: packing it
+//! would cost as much as a large share of the arithmetic (an RNN step's
+//! `[32,128] @ [128,128]`). A transposed `B` and a row-major `A` are
+//! packed through 16×16 transposes in registers (a gather per vector cost
+//! more: the bench MLP's `g @ W^T` went from 0.43 to 0.34 ms). A thin output with a long shared dimension
 //! (a filter gradient) is split over the shared dimension.
 //!
 //! Set `GRADTAPE_SGEMM=0` to route every product to `gemm` instead (for
@@ -39,8 +42,45 @@ const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of `B` packed at once (a multiple of every tile's `NR`).
 const NC: usize = 1536;
-/// Products with fewer multiply-adds than this run on one thread.
+/// Products with fewer multiply-adds than this run on one thread (but see
+/// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
+/// Products with fewer multiply-adds than this run on one thread while a
+/// compiled graph runs ([`split_small`]; `PAR_FLOPS` otherwise), unless
+/// `GRADTAPE_SGEMM_PAR` sets another bound for all (read once). An RNN
+/// step's products (`[32,128] @ [128,128]`: 2^19) are split then: the
+/// helpers spin between the back-to-back products of a compiled run, and
+/// the `rnn_grad` bench's traced step went from about 2.6 to 2.5 ms. An
+/// eager step has more work between its products, and went from 3.1 to
+/// 3.5 ms with them split, so it keeps the larger bound.
+const PAR_FLOPS_COMPILED: usize = 1 << 18;
+
+thread_local! {
+    static SPLIT_SMALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with products from `PAR_FLOPS_COMPILED` multiply-adds split
+/// over the threads (the compiled executor's runs).
+pub(crate) fn split_small<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SPLIT_SMALL.with(|s| s.set(self.0));
+        }
+    }
+    let _reset = Reset(SPLIT_SMALL.with(|s| s.replace(true)));
+    f()
+}
+
+/// The bound below which products run on one thread.
+fn par_flops() -> usize {
+    static P: OnceLock<Option<usize>> = OnceLock::new();
+    let set = *P.get_or_init(|| std::env::var("GRADTAPE_SGEMM_PAR").ok().and_then(|v| v.parse().ok()));
+    set.unwrap_or_else(|| match SPLIT_SMALL.with(|s| s.get()) {
+        true => PAR_FLOPS_COMPILED,
+        false => PAR_FLOPS,
+    })
+}
 
 /// Whether this CPU runs the kernel (checked once).
 pub(crate) fn available() -> bool {
@@ -154,7 +194,7 @@ unsafe fn run<const MR: usize, const NV: usize>(
     let cp = workers::SendPtr(c);
     if par
         && threads > 1
-        && m * n * k >= PAR_FLOPS
+        && m * n * k >= par_flops()
         && workers::split_output(m, n, (MR, nr), |r, cols| {
             let (av, bv) = (
                 View {
@@ -224,6 +264,11 @@ unsafe fn serial<const MR: usize, const NV: usize>(
     let mc = MC / MR * MR;
     let mc_max = mc.min(m.next_multiple_of(MR));
     let nc_max = NC.min(n.next_multiple_of(nr));
+    // a row-major B multiplied by few rows of A is read in place, one row
+    // of a panel per step of k, and only a part-width panel at its right
+    // edge is packed: packing it whole cost a third of the arithmetic's
+    // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`)
+    let direct = b.cs == 1 && b.rs > 0 && m <= MC;
     PACK.with(|cell| {
         let mut local = (Vec::new(), Vec::new());
         let mut borrowed = cell.try_borrow_mut();
@@ -238,19 +283,34 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         let bp = room(bbuf, nc_max * kc_max);
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
+            // columns read in place: whole panels
+            let in_place = if direct { nc / nr * nr } else { 0 };
             let mut pc = 0;
             while pc < k {
                 let kc = kc_max.min(k - pc);
-                pack_b::<NV>(kc, nc, b.at(pc, jc), b.rs, b.cs, bp);
+                if in_place < nc {
+                    pack_b::<NV>(
+                        kc,
+                        nc - in_place,
+                        b.at(pc, jc + in_place),
+                        b.rs,
+                        b.cs,
+                        bp.add(in_place * kc),
+                    );
+                }
                 for ic in (0..m).step_by(mc) {
                     let mc = mc.min(m - ic);
                     pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
                     for jr in (0..nc).step_by(nr) {
+                        let (panel, ldb) = match jr < in_place {
+                            true => (b.at(pc, jc + jr), b.rs as usize),
+                            false => (bp.add(jr * kc) as *const f32, nr),
+                        };
                         for ir in (0..mc).step_by(MR) {
                             kernel::<MR, NV>(
                                 kc,
                                 ap.add(ir * kc),
-                                bp.add(jr * kc),
+                                (panel, ldb),
                                 c.add((ic + ir) * ldc + jc + jr),
                                 ldc,
                                 MR.min(mc - ir),
@@ -438,12 +498,13 @@ pub(crate) fn mask(nr: usize, v: usize) -> __mmask16 {
     ((1u32 << left) - 1) as __mmask16
 }
 
-/// One step of k: the tile += column `ap` (MR values) x row `bp` (16*NV).
+/// One step of k: the tile += column `ap` (MR values) x row `bp` (16*NV,
+/// packed or in place: not necessarily aligned).
 #[inline(always)]
 unsafe fn step<const MR: usize, const NV: usize>(acc: &mut [[__m512; NV]; MR], ap: *const f32, bp: *const f32) {
     let mut bv = [_mm512_setzero_ps(); NV];
     for (v, x) in bv.iter_mut().enumerate() {
-        *x = _mm512_load_ps(bp.add(16 * v));
+        *x = _mm512_loadu_ps(bp.add(16 * v));
     }
     for (i, row) in acc.iter_mut().enumerate() {
         let av = _mm512_set1_ps(*ap.add(i));
@@ -453,13 +514,14 @@ unsafe fn step<const MR: usize, const NV: usize>(acc: &mut [[__m512; NV]; MR], a
     }
 }
 
-/// The `MR`×`NR` tile: `C[..mr, ..nr] (+)= Apanel @ Bpanel` over `kc`.
+/// The `MR`×`NR` tile: `C[..mr, ..nr] (+)= Apanel @ Bpanel` over `kc`;
+/// the B panel's rows (16*NV readable floats each) are `ldb` floats apart.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel<const MR: usize, const NV: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    (b, ldb): (*const f32, usize),
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -471,12 +533,12 @@ unsafe fn kernel<const MR: usize, const NV: usize>(
     let mut p = 0;
     while p + 4 <= kc {
         for q in p..p + 4 {
-            step::<MR, NV>(&mut acc, a.add(q * MR), b.add(q * 16 * NV));
+            step::<MR, NV>(&mut acc, a.add(q * MR), b.add(q * ldb));
         }
         p += 4;
     }
     while p < kc {
-        step::<MR, NV>(&mut acc, a.add(p * MR), b.add(p * 16 * NV));
+        step::<MR, NV>(&mut acc, a.add(p * MR), b.add(p * ldb));
         p += 1;
     }
     let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
@@ -515,6 +577,10 @@ mod tests {
             (9, 16, 2000),
             (40, 24, 700),
             (300, 10, 9),
+            // B read in place (few rows of A), with an edge panel
+            (32, 128, 128),
+            (16, 100, 64),
+            (96, 1600, 33),
         ];
         for &(m, n, k) in &shapes {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {

@@ -321,8 +321,12 @@ pub(crate) fn for_each_chunk2_mut<T: Send, U: Send>(
 
 /// Splits an `m`×`n` output into one block per thread along its longer side
 /// (columns in multiples of `col_align`, rows in multiples of `row_align`)
-/// and runs `piece(rows, cols)` for each, in parallel. Returns false, doing
-/// nothing, when neither side holds two aligned blocks.
+/// and runs `piece(rows, cols)` for each, in parallel. The other side is
+/// split instead when the longer side's largest block is more than a
+/// quarter larger than the other side's (a `32×128` output in 48-column
+/// tiles splits 96 + 32 by columns, 16 + 16 by rows); a near tie keeps the
+/// longer side, whose split packs less of the operands twice. Returns
+/// false, doing nothing, when neither side holds two aligned blocks.
 pub(crate) fn split_output(
     m: usize,
     n: usize,
@@ -330,17 +334,24 @@ pub(crate) fn split_output(
     piece: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
 ) -> bool {
     let t = threads();
-    if n >= m && n >= 2 * col_align {
-        let w = n.div_ceil(t).next_multiple_of(col_align);
+    let w = n.div_ceil(t).next_multiple_of(col_align);
+    let h = m.div_ceil(t).next_multiple_of(row_align);
+    // the largest block of each split, in elements
+    let cols = (n >= 2 * col_align).then_some(m * w);
+    let rows = (m >= 2 * row_align).then_some(h * n);
+    let by_cols = match (cols, rows) {
+        (Some(c), Some(r)) if n >= m => 4 * c <= 5 * r,
+        (Some(c), Some(r)) => 4 * r > 5 * c,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (None, None) => return false,
+    };
+    if by_cols {
         parallel_for(n.div_ceil(w), |i| piece(0..m, i * w..((i + 1) * w).min(n)));
-        return true;
-    }
-    if m >= 2 * row_align {
-        let h = m.div_ceil(t).next_multiple_of(row_align);
+    } else {
         parallel_for(m.div_ceil(h), |i| piece(i * h..((i + 1) * h).min(m), 0..n));
-        return true;
     }
-    false
+    true
 }
 
 /// `(0..n).map(f).collect()`, spread over the compute threads.
