@@ -323,16 +323,9 @@ pub(crate) fn stack_products(g: &mut Graph) -> usize {
         ));
     }
     let count = insert.len();
-    if count > 0 {
-        insert.sort_by_key(|(i, _)| *i);
-        let mut at = insert.into_iter().peekable();
-        let old = std::mem::take(&mut g.nodes);
-        for (i, node) in old.into_iter().enumerate() {
-            while let Some((_, pair)) = at.next_if(|(j, _)| *j == i) {
-                g.nodes.extend(pair);
-            }
-            g.nodes.push(node);
-        }
-    }
+    super::insert_before(
+        g,
+        insert.into_iter().flat_map(|(i, pair)| pair.map(|n| (i, n))).collect(),
+    );
     count
 }

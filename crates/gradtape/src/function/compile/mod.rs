@@ -201,3 +201,20 @@ pub(crate) fn enabled_by_env() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("GRADTAPE_GRAPH_OPT").map_or(true, |v| v != "0"))
 }
+
+/// Puts each `(i, node)` of `new` before the graph's node `i` (nodes for
+/// one `i` in the order given), the passes' one way of inserting nodes.
+pub(crate) fn insert_before(g: &mut Graph, mut new: Vec<(usize, super::graph::Node)>) {
+    if new.is_empty() {
+        return;
+    }
+    new.sort_by_key(|(i, _)| *i); // stable: keeps the order within one `i`
+    let mut at = new.into_iter().peekable();
+    let old = std::mem::take(&mut g.nodes);
+    for (i, node) in old.into_iter().enumerate() {
+        while let Some((_, n)) = at.next_if(|(j, _)| *j == i) {
+            g.nodes.push(n);
+        }
+        g.nodes.push(node);
+    }
+}

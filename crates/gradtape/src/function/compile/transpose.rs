@@ -93,17 +93,7 @@ pub(crate) fn transpose_once(g: &mut Graph) -> usize {
         ));
     }
     let n = copies.len() / 2;
-    if n > 0 {
-        // each pair goes before its first reader, in that order
-        copies.sort_by_key(|(i, _)| *i);
-        let mut at = copies.into_iter().peekable();
-        let old = std::mem::take(&mut g.nodes);
-        for (i, node) in old.into_iter().enumerate() {
-            while let Some((_, c)) = at.next_if(|(j, _)| *j == i) {
-                g.nodes.push(c);
-            }
-            g.nodes.push(node);
-        }
-    }
+    // each pair goes before its first reader, in that order
+    super::insert_before(g, copies);
     n
 }
