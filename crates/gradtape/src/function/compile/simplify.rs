@@ -11,7 +11,11 @@
 //!   to the same dtype, a reshape or broadcast to the same shape, a
 //!   transpose by the identity permutation → its input;
 //! - a reshape of a reshape → one reshape; a transpose of a transpose →
-//!   one transpose (or none).
+//!   one transpose (or none);
+//! - `relu_grad(dy, x)` where the graph also computes `relu(x)` reads
+//!   `relu(x)` instead of `x` (`relu(x) > 0` exactly when `x > 0`, NaN and
+//!   `-0` included), so the pre-activation need not be kept: a fused
+//!   bias-add and relu then writes one tensor, not two.
 //!
 //! Rewritten values are renamed in every later node and in the outputs;
 //! the nodes left unused are removed by dead-code elimination.
@@ -39,10 +43,25 @@ pub(crate) fn simplify(g: &mut Graph) -> usize {
     let mut splat: FxHashMap<ValueId, f64> = FxHashMap::default();
     // the node making each value (index into g.nodes)
     let mut made_by: FxHashMap<ValueId, usize> = FxHashMap::default();
+    // the output of `relu(x)`, by `x`
+    let mut relu_of: FxHashMap<ValueId, ValueId> = FxHashMap::default();
     let mut rewrites = 0;
     for i in 0..g.nodes.len() {
         for v in g.nodes[i].inputs.iter_mut() {
             *v = rename[*v as usize];
+        }
+        let node = &mut g.nodes[i];
+        match (&node.op, &node.inputs[..], &node.outputs[..]) {
+            (Op::Unary(Unary::Relu), &[x], &[y]) => {
+                relu_of.insert(x, y);
+            }
+            (Op::Binary(Binary::ReluGrad), &[_, x], _) => {
+                if let Some(&y) = relu_of.get(&x) {
+                    node.inputs[1] = y;
+                    rewrites += 1;
+                }
+            }
+            _ => {}
         }
         let n = &g.nodes[i];
         let Some(&out) = n.outputs.first() else { continue };
@@ -163,5 +182,39 @@ mod tests {
         assert_eq!(simplify(&mut g), 2);
         assert_eq!(g.outputs[0], 0, "x * 1, transposed twice, is x");
         assert_eq!(g.nodes[5].inputs[0], 0, "x + 0 reads x and stays");
+    }
+
+    #[test]
+    fn relu_grad_reads_the_rectified_value() {
+        let mut g = Graph::default();
+        g.add_value(DType::F32, &[4]); // 0: x
+        g.add_value(DType::F32, &[4]); // 1: dy
+        g.add_value(DType::F32, &[4]); // 2: relu(x)
+        g.add_value(DType::F32, &[4]); // 3: relu_grad(dy, x)
+        g.add_value(DType::F32, &[4]); // 4: relu_grad(dy, dy): no relu of dy
+        g.inputs = vec![0, 1];
+        g.nodes = vec![
+            node(Op::Unary(Unary::Relu), &[0], &[2]),
+            node(Op::Binary(Binary::ReluGrad), &[1, 0], &[3]),
+            node(Op::Binary(Binary::ReluGrad), &[1, 1], &[4]),
+        ];
+        g.outputs = vec![2, 3, 4];
+        assert_eq!(simplify(&mut g), 1);
+        assert_eq!(&g.nodes[1].inputs[..], &[1, 2]);
+        assert_eq!(&g.nodes[2].inputs[..], &[1, 1]);
+        // and the values agree, at the edge cases included
+        let x = Tensor::from_vec(
+            vec![-1.0f32, -0.0, 0.0, f32::NAN, 2.0, 1e-45, -1e-45, f32::INFINITY],
+            &[8],
+        )
+        .unwrap();
+        let dy = Tensor::from_vec(vec![3.0f32; 8], &[8]).unwrap();
+        let via_x = crate::ops::relu_grad(&dy, &x).unwrap().to_vec::<f32>().unwrap();
+        let via_y = crate::ops::relu_grad(&dy, &x.relu().unwrap())
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(via_x, via_y);
+        assert_eq!(via_x, vec![0.0, 0.0, 0.0, 0.0, 3.0, 3.0, 0.0, 3.0]);
     }
 }
