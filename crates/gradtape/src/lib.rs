@@ -58,6 +58,7 @@ pub mod tensor;
 mod autodiff;
 mod kernels;
 mod ops;
+mod scoped;
 
 pub use autodiff::backprop::Unconnected;
 pub use autodiff::check::{check_gradients, CheckOptions, CheckReport};

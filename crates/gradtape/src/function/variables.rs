@@ -132,18 +132,7 @@ pub(crate) fn scratch_of(v: &Variable) -> Variable {
 /// Runs `f`, which writes scratch variables, with writes applied directly
 /// (not shadowed), recording paused and tapes hidden.
 pub(crate) fn on_scratch<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            SHADOWING.with(|s| s.set(self.0));
-        }
-    }
-    trace::paused(|| {
-        tape::without_tapes(|| {
-            let _reset = Reset(SHADOWING.with(|s| s.replace(true)));
-            f()
-        })
-    })
+    trace::paused(|| tape::without_tapes(|| crate::scoped::with_flag(&SHADOWING, true, f)))
 }
 
 /// The hook at the top of every variable write: inside a trace the write

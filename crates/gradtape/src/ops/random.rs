@@ -267,14 +267,7 @@ thread_local! {
 /// `tf.random.Generator` inside a `tf.function`), not as draws with a fixed
 /// seed. Outside traces it only runs `f`.
 pub(crate) fn fresh<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            FRESH.with(|c| c.set(self.0));
-        }
-    }
-    let _reset = Reset(FRESH.with(|c| c.replace(true)));
-    f()
+    crate::scoped::with_flag(&FRESH, true, f)
 }
 
 /// Offers a draw to the active traces: a node holding its seed (a

@@ -62,14 +62,7 @@ thread_local! {
 /// Runs `f` with products from `PAR_FLOPS_COMPILED` multiply-adds split
 /// over the threads (the compiled executor's runs).
 pub(crate) fn split_small<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            SPLIT_SMALL.with(|s| s.set(self.0));
-        }
-    }
-    let _reset = Reset(SPLIT_SMALL.with(|s| s.replace(true)));
-    f()
+    crate::scoped::with_flag(&SPLIT_SMALL, true, f)
 }
 
 /// The bound below which products run on one thread.
