@@ -36,8 +36,12 @@ pub struct ConcreteFunction {
     name: String,
     graph: Arc<Graph>,
     plan: RunPlan,
-    /// the optimised copy that runs (`None`: the compiler is off)
+    /// the optimised copy that runs (`None`: the compiler is off, or the
+    /// graph is not static)
     exec: Option<Executable>,
+    /// whether the compiler is on for it (then the sub-graphs of its
+    /// control flow run compiled too, where static)
+    optimize: bool,
     /// tensors of an enclosing trace, passed after the arguments
     captures: Vec<Tensor>,
     /// the variables the graph reads (gradients reach the trainable ones)
@@ -68,13 +72,14 @@ impl ConcreteFunction {
     ) -> Self {
         passes::optimize(&mut graph);
         let plan = RunPlan::new(&graph);
-        let exec =
-            (optimize && compile::enabled_by_env() && compile::is_static(&graph)).then(|| Executable::compile(&graph));
+        let optimize = optimize && compile::enabled_by_env();
+        let exec = (optimize && compile::is_static(&graph)).then(|| Executable::compile(&graph));
         ConcreteFunction {
             name,
             graph: Arc::new(graph),
             plan,
             exec,
+            optimize,
             captures,
             variables,
             flat_fn,
@@ -122,10 +127,10 @@ impl ConcreteFunction {
     /// shapes, else the traced one. The caller hides tapes and traces (a
     /// fused kernel records nothing).
     fn run_graph(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        match &self.exec {
+        compile::with_compiled_subgraphs(self.optimize, || match &self.exec {
             Some(e) if e.fits(inputs) => e.run(inputs),
             _ => self.graph.run(inputs, &self.plan),
-        }
+        })
     }
 
     /// Runs the traced graph on flat arguments (the captures added), never
@@ -134,7 +139,9 @@ impl ConcreteFunction {
         let mut inputs: Vec<Tensor> = args.to_vec();
         inputs.extend(self.captures.iter().cloned());
         self.check_inputs(&inputs)?;
-        trace::paused(|| tape::without_tapes(|| self.graph.run(&inputs, &self.plan)))
+        trace::paused(|| {
+            tape::without_tapes(|| compile::with_compiled_subgraphs(false, || self.graph.run(&inputs, &self.plan)))
+        })
     }
 
     /// Runs the optimised graph (the traced one if there is none), with
@@ -344,5 +351,8 @@ impl DynOp for Call {
     }
     fn subgraphs(&self) -> Vec<(String, Arc<Graph>)> {
         vec![(self.0.name.clone(), self.0.graph.clone())]
+    }
+    fn static_shapes(&self) -> bool {
+        compile::is_static(&self.0.graph)
     }
 }

@@ -24,8 +24,9 @@
 //!   mode goes through them too.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use super::compile::{self, Executable};
 use super::graph::{Graph, RunPlan};
 use super::structure::{tensors_of, TensorStruct};
 use super::{func::TensorSpec, trace};
@@ -55,10 +56,12 @@ fn pred_value(op: &'static str, p: &Tensor) -> Result<bool> {
     Ok(p.values::<bool>(op)?[0])
 }
 
-/// A sub-graph with the plan to run it.
+/// A sub-graph with the plan to run it, and its compiled copy (made on
+/// the first run that asks for it).
 struct Sub {
     graph: Arc<Graph>,
     plan: RunPlan,
+    exec: OnceLock<Option<Executable>>,
 }
 
 impl Sub {
@@ -68,11 +71,39 @@ impl Sub {
         Sub {
             graph: Arc::new(graph),
             plan,
+            exec: OnceLock::new(),
         }
     }
 
+    /// Runs the graph: compiled where the enclosing graph runs compiled
+    /// (see [`compile::with_compiled_subgraphs`]), the graph is static and
+    /// the inputs have its traced shapes, and nothing records (a gradient
+    /// of the sub-graph runs it under a tape); traced otherwise.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        if compile::subgraphs_compiled()
+            && !trace::recording()
+            && !tape::any_active()
+            && !crate::autodiff::forward::any_active()
+        {
+            let exec = self.exec.get_or_init(|| {
+                (compile::enabled_by_env() && compile::is_static(&self.graph)).then(|| Executable::compile(&self.graph))
+            });
+            if let Some(e) = exec.as_ref().filter(|e| e.fits(inputs)) {
+                return e.run(inputs);
+            }
+        }
         self.graph.run(inputs, &self.plan)
+    }
+
+    /// Whether the graph is static and returns these shapes.
+    fn returns_shapes(&self, shapes: &[&[usize]]) -> bool {
+        let g = &self.graph;
+        compile::is_static(g)
+            && g.outputs.len() == shapes.len()
+            && g.outputs
+                .iter()
+                .zip(shapes)
+                .all(|(&o, s)| g.values[o as usize].shape[..] == s[..])
     }
 }
 
@@ -237,6 +268,17 @@ impl DynOp for CondOp {
             ("true".into(), self.branches[0].graph.clone()),
             ("false".into(), self.branches[1].graph.clone()),
         ]
+    }
+    /// Both branches static and returning the same shapes.
+    fn static_shapes(&self) -> bool {
+        let [a, b] = &*self.branches;
+        let shapes: Vec<&[usize]> = a
+            .graph
+            .outputs
+            .iter()
+            .map(|&o| &a.graph.values[o as usize].shape[..])
+            .collect();
+        a.returns_shapes(&shapes) && b.returns_shapes(&shapes)
     }
 }
 
@@ -415,6 +457,16 @@ impl DynOp for WhileOp {
             ("cond".into(), self.cond.graph.clone()),
             ("body".into(), self.body.graph.clone()),
         ]
+    }
+    /// A loop keeping no history (whose length is the iteration count),
+    /// with static graphs, whose body returns its variables' shapes.
+    fn static_shapes(&self) -> bool {
+        let b = &self.body.graph;
+        let shapes: Vec<&[usize]> = b.inputs[..self.n_vars]
+            .iter()
+            .map(|&v| &b.values[v as usize].shape[..])
+            .collect();
+        !self.keep_history && compile::is_static(&self.cond.graph) && self.body.returns_shapes(&shapes)
     }
 }
 
@@ -656,3 +708,7 @@ fn check_body(opts: &WhileOptions, vars: &[Tensor], next: &[Tensor]) -> Result<(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "control_tests.rs"]
+mod tests;

@@ -39,8 +39,13 @@
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced
 //! graph instead, and a graph whose inner shapes may change from call to
-//! call (control flow, calls, data-dependent shapes; see `is_static`) is
-//! not compiled. [`CompileStats`] says what each pass did, and
+//! call (data-dependent shapes, a loop that changes its variables' shapes
+//! or keeps a history, branches of other shapes; see `is_static`) is not
+//! compiled. Control flow is compiled at two levels: a static `cond` or
+//! `while_loop` is one node of the compiled graph, and its branches or
+//! body are compiled on their own (where static) the first time they run
+//! in a function whose compiler is on, also when the enclosing graph is
+//! not static. [`CompileStats`] says what each pass did, and
 //! [`ConcreteFunction::optimized_graph`](super::ConcreteFunction::optimized_graph)
 //! shows the result. Setting `GRADTAPE_GRAPH_OPT=0` in the environment (or
 //! [`FunctionOptions::optimize`](super::FunctionOptions::optimize) to
@@ -182,17 +187,37 @@ impl Executable {
 }
 
 /// Whether every value of `g` has its traced shape whenever the inputs
-/// have theirs: no control flow or calls (a loop's count, a branch taken,
-/// may change the shapes after them) and no op whose output shape depends
-/// on input values (sorting, searching and segment ops: `unique`,
-/// `boolean_mask`, `segment_sum`, ...). Only such graphs are compiled: the
-/// passes plan with the traced shapes.
+/// have theirs: no op whose output shape depends on input values (sorting,
+/// searching and segment ops: `unique`, `boolean_mask`, `segment_sum`,
+/// ...), and control flow and calls only where their shapes are fixed
+/// ([`DynOp::static_shapes`](crate::ops::desc::DynOp::static_shapes): a
+/// loop that keeps its variables' shapes and keeps no history, branches
+/// that return the same shapes, calls of static graphs). Only such graphs
+/// are compiled: the passes plan with the traced shapes.
 pub(crate) fn is_static(g: &Graph) -> bool {
     g.nodes.iter().all(|n| match &n.op {
-        Op::Dyn(d) => !matches!(d.name(), "Cond" | "While" | "WhileWithHistory" | "Call"),
+        Op::Dyn(d) => d.static_shapes(),
         Op::Sort(_) | Op::Opaque(_) => false,
         _ => true,
     })
+}
+
+thread_local! {
+    static SUBGRAPHS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the sub-graphs of control flow (branches, loop bodies)
+/// compiled (`on`) or run as traced: a function's graph runs them as it
+/// runs itself (the traced graph, which the compiler is checked against,
+/// runs traced ones).
+pub(crate) fn with_compiled_subgraphs<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    crate::scoped::with_flag(&SUBGRAPHS, on, f)
+}
+
+/// Whether control-flow sub-graphs run compiled now (see
+/// [`with_compiled_subgraphs`]).
+pub(crate) fn subgraphs_compiled() -> bool {
+    SUBGRAPHS.with(|s| s.get())
 }
 
 /// Whether graphs are optimised (the `GRADTAPE_GRAPH_OPT` variable: `0`

@@ -97,6 +97,13 @@ pub trait DynOp: Send + Sync + std::any::Any {
     fn subgraphs(&self) -> Vec<(String, Arc<crate::function::Graph>)> {
         Vec::new()
     }
+    /// Whether its outputs' shapes follow from its inputs' shapes alone, so
+    /// that a graph compiler may plan with the shapes seen when tracing. A
+    /// loop whose variables change shape, or branches that return different
+    /// shapes, do not.
+    fn static_shapes(&self) -> bool {
+        true
+    }
 }
 
 /// What an op computes: its family, variant and attributes.
