@@ -14,10 +14,11 @@
 //!
 //! Each op computes what its eager kernel computes, element by element and
 //! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
-//! `sin`, `cos`, `tanh` and `sigmoid`), so a fused graph gives the eager
-//! values bit for bit; only the fused sums of all elements add in another
-//! order (in `f64` per chunk, then the chunks in order), which is the one
-//! reassociation. Broadcast inputs and partial reductions (bit for bit
+//! `sin`, `cos`, `tanh` and `sigmoid`: see [`lanes`]), so a fused graph
+//! gives the eager values bit for bit (a sine and a cosine of one value
+//! are one [`Instr::SinCos`], one range reduction, the same bits); only
+//! the fused sums of all elements add in another order (in `f64` per
+//! chunk, then the chunks in order), which is the one reassociation. Broadcast inputs and partial reductions (bit for bit
 //! too) are in [`epilogue`].
 //!
 //! Outputs go to new buffers ([`Program::run`]), or, when the executor
@@ -31,7 +32,7 @@
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::kernels::cpu::math::{self, with_simd};
+use crate::kernels::cpu::math::with_simd;
 use crate::kernels::cpu::workers::{self, SendPtr};
 use crate::kernels::cpu::PAR_MIN;
 use crate::ops::desc::{Binary, Unary};
@@ -39,9 +40,12 @@ use crate::tensor::{alloc, DType, Float, Tensor};
 
 mod epilogue;
 mod in_place;
+mod lanes;
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
+use lanes::binary;
+pub(crate) use lanes::Lane;
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
 /// sums add each run of this many elements on their own (in eight running
@@ -83,6 +87,9 @@ pub(crate) enum Instr {
     Gather { dst: Reg, input: u16, q: usize, p: usize },
     /// `dst = op(a)`.
     Unary { op: Unary, dst: Reg, a: Reg },
+    /// `sin = Sin(a)` and `cos = Cos(a)` (the bits of those two ops), from
+    /// one range reduction.
+    SinCos { sin: Reg, cos: Reg, a: Reg },
     /// `dst = op(a, b)`.
     Binary { op: Binary, dst: Reg, a: Reg, b: Reg },
     /// Output `out` takes register `src`'s chunk.
@@ -157,6 +164,7 @@ impl fmt::Display for Program {
             match ins {
                 Instr::Load { dst, input } => writeln!(f, "r{dst} = load in{input}")?,
                 Instr::Unary { op, dst, a } => writeln!(f, "r{dst} = {}(r{a})", op.name())?,
+                Instr::SinCos { sin, cos, a } => writeln!(f, "r{sin}, r{cos} = SinCos(r{a})")?,
                 Instr::Binary { op, dst, a, b } => writeln!(f, "r{dst} = {}(r{a}, r{b})", op.name())?,
                 Instr::Store { out, src } => writeln!(f, "out{out} = r{src}")?,
                 Instr::Accumulate { acc, src } => writeln!(f, "sum{acc} += r{src}")?,
@@ -202,119 +210,6 @@ pub(crate) fn fusible_binary(op: &Binary) -> bool {
         op,
         Add | Sub | Mul | Div | Maximum | Minimum | SquaredDifference | ReluGrad | TanhGrad
     )
-}
-
-/// The element types a program runs on, with each op as its eager kernel
-/// computes it.
-pub(crate) trait Lane: Float {
-    /// `out[i] = op(x[i])`.
-    fn unary(op: &Unary, x: &[Self], out: &mut [Self]);
-}
-
-/// `out[i] = f(x[i])`.
-#[inline(always)]
-fn each<T: Copy>(x: &[T], out: &mut [T], f: impl Fn(T) -> T) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = f(v);
-    }
-}
-
-/// The ops whose kernels are the same generic code for `f32` and `f64`.
-#[inline(always)]
-fn unary_common<T: Float>(op: &Unary, x: &[T], out: &mut [T]) {
-    let zero = T::zero();
-    match op {
-        Unary::Neg => each(x, out, |v| zero - v),
-        Unary::Abs => each(x, out, |v| if v < zero { zero - v } else { v }),
-        Unary::Square => each(x, out, |v| v * v),
-        Unary::Sqrt => each(x, out, |v| v.sqrt()),
-        Unary::Reciprocal => each(x, out, |v| T::one() / v),
-        Unary::Log => each(x, out, |v| v.ln()),
-        Unary::Relu => each(x, out, |v| if v < zero { zero } else { v }),
-        Unary::PowScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v.powf(c))
-        }
-        Unary::MulScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v * c)
-        }
-        Unary::DivScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v / c)
-        }
-        Unary::AddScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v + c)
-        }
-        // never fused (see `fusible_unary`); computed as the f64 evaluator does
-        other => each(x, out, |v| T::from_f64(other.apply_f64(v.to_f64()))),
-    }
-}
-
-impl Lane for f32 {
-    #[inline(always)]
-    fn unary(op: &Unary, x: &[f32], out: &mut [f32]) {
-        match op {
-            Unary::Exp => each(x, out, math::exp_f32),
-            // (one arm each: a function pointer would not inline)
-            Unary::Sin if math::sin_cos_in_range(x) => each(x, out, math::sin_f32),
-            Unary::Sin => each(x, out, f32::sin),
-            Unary::Cos if math::sin_cos_in_range(x) => each(x, out, math::cos_f32),
-            Unary::Cos => each(x, out, f32::cos),
-            Unary::Tanh => each(x, out, math::tanh_f32),
-            Unary::Sigmoid => each(x, out, math::sigmoid_f32),
-            _ => unary_common(op, x, out),
-        }
-    }
-}
-
-impl Lane for f64 {
-    #[inline(always)]
-    fn unary(op: &Unary, x: &[f64], out: &mut [f64]) {
-        match op {
-            Unary::Exp => each(x, out, f64::exp),
-            Unary::Sin => each(x, out, f64::sin),
-            Unary::Cos => each(x, out, f64::cos),
-            Unary::Tanh => each(x, out, f64::tanh),
-            Unary::Sigmoid => each(x, out, |v| {
-                if v >= 0.0 {
-                    1.0 / (1.0 + (-v).exp())
-                } else {
-                    let e = v.exp();
-                    e / (1.0 + e)
-                }
-            }),
-            _ => unary_common(op, x, out),
-        }
-    }
-}
-
-/// `out[i] = op(a[i], b[i])`, as the eager kernels compute it.
-#[inline(always)]
-fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
-    let zero = T::zero();
-    // (a closure per op, so that each loop is its own vectorised loop)
-    macro_rules! zip {
-        (|$x:ident, $y:ident| $e:expr) => {
-            for ((o, &$x), &$y) in out.iter_mut().zip(a).zip(b) {
-                *o = $e;
-            }
-        };
-    }
-    match op {
-        Binary::Add => zip!(|x, y| x + y),
-        Binary::Sub => zip!(|x, y| x - y),
-        Binary::Mul => zip!(|x, y| x * y),
-        Binary::Div => zip!(|x, y| x / y),
-        Binary::Maximum => zip!(|x, y| if x >= y || x.is_nan() { x } else { y }),
-        Binary::Minimum => zip!(|x, y| if x <= y || x.is_nan() { x } else { y }),
-        Binary::SquaredDifference => zip!(|x, y| (x - y) * (x - y)),
-        Binary::ReluGrad => zip!(|x, y| if y > zero { x } else { zero }),
-        Binary::TanhGrad => zip!(|x, y| y * (T::one() - x * x)),
-        // never fused (see `fusible_binary`)
-        other => zip!(|x, y| T::from_f64(other.apply_f64(x.to_f64(), y.to_f64()))),
-    }
 }
 
 /// The sum of a run of at most [`CHUNK`] elements, in `f64`: eight running
@@ -386,6 +281,26 @@ impl<T: Copy> Regs<'_, T> {
                 std::slice::from_raw_parts_mut(ptr.add(d), n),
                 std::slice::from_raw_parts(ptr.add(a), n),
                 std::slice::from_raw_parts(ptr.add(b), n),
+            )
+        }
+    }
+    /// Registers `d1` and `d2` (written) and register `a` (read), three
+    /// distinct registers.
+    #[inline(always)]
+    fn split2(&mut self, d1: Reg, d2: Reg, a: Reg, n: usize) -> (&mut [T], &mut [T], &[T]) {
+        let total = self.buf.len();
+        let ptr = self.buf.as_mut_ptr();
+        let w = self.stride;
+        debug_assert!(n <= w);
+        let (d1, d2, a) = (d1 as usize * w, d2 as usize * w, a as usize * w);
+        assert!(d1 + n <= total && d2 + n <= total && a + n <= total && d1 != d2 && d1 != a && d2 != a);
+        // SAFETY: the three ranges lie in `buf` and are disjoint (distinct
+        // registers of `stride` elements, n <= stride); `a` is only read.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(ptr.add(d1), n),
+                std::slice::from_raw_parts_mut(ptr.add(d2), n),
+                std::slice::from_raw_parts(ptr.add(a), n),
             )
         }
     }
@@ -650,6 +565,11 @@ impl Program {
                     T::unary(op, &[r[a as usize]], &mut y);
                     r[dst as usize] = y[0];
                 }
+                Instr::SinCos { sin, cos, a } => {
+                    let (mut s, mut c) = ([T::zero()], [T::zero()]);
+                    T::sin_and_cos(&[r[a as usize]], &mut s, &mut c);
+                    (r[sin as usize], r[cos as usize]) = (s[0], c[0]);
+                }
                 Instr::Binary { ref op, dst, a, b } => {
                     let mut y = [T::zero()];
                     binary(op, &[r[a as usize]], &[r[b as usize]], &mut y);
@@ -727,6 +647,10 @@ impl Program {
                         Instr::Unary { ref op, dst, a } => {
                             let (d, x, _) = regs.split(dst, a, a, n);
                             T::unary(op, x, d);
+                        }
+                        Instr::SinCos { sin, cos, a } => {
+                            let (s, c, x) = regs.split2(sin, cos, a, n);
+                            T::sin_and_cos(x, s, c);
                         }
                         Instr::Binary { ref op, dst, a, b } => {
                             let (d, x, y) = regs.split(dst, a, b, n);
