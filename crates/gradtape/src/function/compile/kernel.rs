@@ -5,9 +5,10 @@
 //! chunk of the group's shape (whole [`CHUNK`]s of elements, as many as
 //! the program's registers fit in the L1 cache). The kernel walks the
 //! elements chunk by chunk (chunks of a large tensor spread over the
-//! compute threads): it loads each input chunk once, runs every instruction
-//! as a short vectorised loop over the chunk (the registers stay in the L1
-//! cache), stores each output chunk once and adds the chunks of reduced
+//! compute threads): it loads each input chunk once (a register reads it
+//! in place, see [`regs`], unless an output is written into that input's
+//! buffer), runs every instruction as a short vectorised loop over the
+//! chunk (the registers stay in the L1 cache), stores each output chunk once and adds the chunks of reduced
 //! values into per-task partial sums. A tensor of one element (a scalar
 //! chain) is a chunk of one: the program then costs one dispatch per op,
 //! with no tensor made between ops.
@@ -41,11 +42,13 @@ use crate::tensor::{alloc, DType, Float, Tensor};
 mod epilogue;
 mod in_place;
 mod lanes;
+mod regs;
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
 use lanes::binary;
 pub(crate) use lanes::Lane;
+use regs::Regs;
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
 /// sums add each run of this many elements on their own (in eight running
@@ -243,69 +246,6 @@ fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
     unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr(), n) }
 }
 
-/// The registers as one buffer: `n` live elements per register.
-struct Regs<'a, T> {
-    buf: &'a mut [T],
-    /// elements per register (see `register_width`)
-    stride: usize,
-}
-
-impl<T: Copy> Regs<'_, T> {
-    #[inline(always)]
-    fn get(&self, r: Reg, n: usize) -> &[T] {
-        let s = r as usize * self.stride;
-        &self.buf[s..s + n]
-    }
-    #[inline(always)]
-    fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
-        let s = r as usize * self.stride;
-        &mut self.buf[s..s + n]
-    }
-    /// Register `dst` (written) and registers `a`, `b` (read); `dst` is
-    /// never `a` or `b` (the allocator gives an instruction a register
-    /// that none of its operands holds).
-    #[inline(always)]
-    fn split(&mut self, dst: Reg, a: Reg, b: Reg, n: usize) -> (&mut [T], &[T], &[T]) {
-        debug_assert!(dst != a && dst != b);
-        let total = self.buf.len();
-        let ptr = self.buf.as_mut_ptr();
-        let w = self.stride;
-        debug_assert!(n <= w);
-        let (d, a, b) = (dst as usize * w, a as usize * w, b as usize * w);
-        assert!(d + n <= total && a + n <= total && b + n <= total && d != a && d != b);
-        // SAFETY: the three ranges lie in `buf`, and `dst`'s range is
-        // disjoint from `a`'s and `b`'s (distinct registers of `stride`
-        // elements, n <= stride); `a` and `b` are only read.
-        unsafe {
-            (
-                std::slice::from_raw_parts_mut(ptr.add(d), n),
-                std::slice::from_raw_parts(ptr.add(a), n),
-                std::slice::from_raw_parts(ptr.add(b), n),
-            )
-        }
-    }
-    /// Registers `d1` and `d2` (written) and register `a` (read), three
-    /// distinct registers.
-    #[inline(always)]
-    fn split2(&mut self, d1: Reg, d2: Reg, a: Reg, n: usize) -> (&mut [T], &mut [T], &[T]) {
-        let total = self.buf.len();
-        let ptr = self.buf.as_mut_ptr();
-        let w = self.stride;
-        debug_assert!(n <= w);
-        let (d1, d2, a) = (d1 as usize * w, d2 as usize * w, a as usize * w);
-        assert!(d1 + n <= total && d2 + n <= total && a + n <= total && d1 != d2 && d1 != a && d2 != a);
-        // SAFETY: the three ranges lie in `buf` and are disjoint (distinct
-        // registers of `stride` elements, n <= stride); `a` is only read.
-        unsafe {
-            (
-                std::slice::from_raw_parts_mut(ptr.add(d1), n),
-                std::slice::from_raw_parts_mut(ptr.add(d2), n),
-                std::slice::from_raw_parts(ptr.add(a), n),
-            )
-        }
-    }
-}
-
 impl Program {
     /// Runs the program on `inputs`; returns its outputs in order.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -389,10 +329,12 @@ impl Program {
                 (Some(d), _) => Src {
                     ptr: d.as_ptr(),
                     len: d.len(),
+                    fixed: true,
                 },
                 (None, Some(dn)) => Src {
                     ptr: dn.ptr.get() as *const T,
                     len: self.len,
+                    fixed: false,
                 },
                 (None, None) => unreachable!("an input without elements has a donor"),
             })
@@ -608,10 +550,7 @@ impl Program {
         };
         let stride = register_width::<T>(self.n_regs, seg);
         let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
-        let mut regs = Regs {
-            buf: &mut store,
-            stride,
-        };
+        let mut regs = Regs::new(&mut store, stride);
         for (r, s) in &self.splats {
             let v = match s {
                 Splat::Input(i) => srcs[*i as usize].first(),
@@ -636,7 +575,17 @@ impl Program {
                 let n = stride.min(end - start);
                 for ins in &self.body {
                     match *ins {
-                        Instr::Load { dst, input } => srcs[input as usize].copy_to(start, regs.get_mut(dst, n)),
+                        Instr::Load { dst, input } => {
+                            let src = &srcs[input as usize];
+                            if src.fixed {
+                                // read in place: SAFETY: the input's
+                                // elements live through the run, and no
+                                // output takes its buffer (`fixed`)
+                                unsafe { regs.view(dst, src.at(start, n), n) }
+                            } else {
+                                src.copy_to(start, regs.get_mut(dst, n))
+                            }
+                        }
                         Instr::Gather { dst, input, q, p } => {
                             // SAFETY: a broadcast input gives no output its
                             // buffer (`donors` takes only inputs read by a
