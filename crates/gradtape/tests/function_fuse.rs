@@ -303,3 +303,37 @@ fn gradients_flow_through_fused_broadcasts_and_reductions() -> Result<()> {
     }
     Ok(())
 }
+
+/// Sines and cosines of the same values, in either order, beside other
+/// uses (a program computes each pair in one `SinCos`).
+fn trig(x: &Tensor, y: &Tensor) -> Result<Vec<Tensor>> {
+    let (sx, cy) = (x.sin()?, y.cos()?);
+    let e = sx.exp()?.mul(x)?;
+    let (cx, sy) = (x.cos()?, y.sin()?);
+    Ok(vec![e.mul(&cx)?.add(&cy)?, sx, sy.mul(&cy)?, cx.abs()?])
+}
+
+#[test]
+fn a_sine_and_a_cosine_of_one_value_are_one_instruction_with_the_eager_bits() -> Result<()> {
+    // f32 (several registers), f64, and f32 out of the polynomials' range
+    // (libm)
+    let far = |t: Tensor| t.mul(&Tensor::scalar(1.0e5f32)).unwrap();
+    let cases = [
+        (data_f32(&[3, 3000], 0.3), data_f32(&[3, 3000], 1.7)),
+        (data_f64(&[700], 0.3), data_f64(&[700], 1.7)),
+        (far(data_f32(&[600], 0.3)), data_f32(&[600], 1.7)),
+    ];
+    for args in cases {
+        let f = function(move |(x, y): &Pair| trig(x, y));
+        let c = f.concrete(&args)?;
+        let g = c.optimized_graph();
+        assert_eq!(g.count("Fused"), 1, "{g}");
+        assert_eq!(g.to_string().matches("SinCos").count(), 2, "{g}");
+        assert!(
+            !g.to_string().contains("= Sin(") && !g.to_string().contains("= Cos("),
+            "{g}"
+        );
+        assert_eq!(all_bits(&f.call(&args)?), all_bits(&trig(&args.0, &args.1)?), "{g}");
+    }
+    Ok(())
+}

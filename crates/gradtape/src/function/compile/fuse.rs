@@ -481,6 +481,32 @@ impl Alloc {
     }
 }
 
+/// Pairs of members `(k, k2)`, `k < k2` (indices into the group's
+/// members), that take the sine and the cosine of the same value: the
+/// program computes both at `k` ([`Instr::SinCos`], one range reduction,
+/// the same bits), and member `k2` then only names the second register.
+fn sin_cos_pairs(g: &Graph, grp: &Group, kinds: &[Option<Member>]) -> FxHashMap<usize, usize> {
+    use crate::ops::desc::Unary::{Cos, Sin};
+    let trig = |k: usize| match &kinds[grp.nodes[k]] {
+        Some(Member::Unary(op @ (Sin | Cos))) => Some((*op == Sin, g.nodes[grp.nodes[k]].inputs[0])),
+        _ => None,
+    };
+    let mut pairs = FxHashMap::default();
+    let mut paired = vec![false; grp.nodes.len()];
+    for k in 0..grp.nodes.len() {
+        let Some((is_sin, v)) = trig(k).filter(|_| !paired[k]) else {
+            continue;
+        };
+        let partner = (k + 1..grp.nodes.len()).find(|&k2| !paired[k2] && trig(k2) == Some((!is_sin, v)));
+        if let Some(k2) = partner {
+            paired[k] = true;
+            paired[k2] = true;
+            pairs.insert(k, k2);
+        }
+    }
+    pairs
+}
+
 /// The register program of one group, as a node.
 fn build(
     g: &Graph,
@@ -489,10 +515,19 @@ fn build(
     producer: &[Option<usize>],
     needed_outside: &[bool],
 ) -> Node {
-    // last use of each value inside the program (member index)
+    // sines and cosines of one value, computed together at the first
+    let pairs = sin_cos_pairs(g, grp, kinds);
+    let second: FxHashMap<usize, usize> = pairs.iter().map(|(&k, &k2)| (k2, k)).collect();
+    // (the register of the second of a pair, from its first until then)
+    let mut pending: FxHashMap<usize, Reg> = FxHashMap::default();
+    // last use of each value inside the program (member index; the second
+    // of a pair reads nothing)
     let mut last_use: FxHashMap<ValueId, usize> = FxHashMap::default();
     for (k, &i) in grp.nodes.iter().enumerate() {
         let kind = kinds[i].as_ref().expect("a member has a kind");
+        if second.contains_key(&k) {
+            continue;
+        }
         for &v in operands(kind, &g.nodes[i]) {
             last_use.insert(v, k);
         }
@@ -518,9 +553,14 @@ fn build(
     for (k, &i) in grp.nodes.iter().enumerate() {
         let n = &g.nodes[i];
         let kind = kinds[i].as_ref().expect("a member has a kind");
-        // the operands, in registers
+        // the operands, in registers (none for the second of a pair)
         let mut ops: SmallVec<[Reg; 2]> = SmallVec::new();
-        for &v in operands(kind, n) {
+        let reads = if second.contains_key(&k) {
+            &[][..]
+        } else {
+            operands(kind, n)
+        };
+        for &v in reads {
             if let Some(&r) = reg_of.get(&v) {
                 ops.push(r);
                 continue;
@@ -554,6 +594,20 @@ fn build(
         }
         let out = n.outputs[0];
         let dst = match kind {
+            // computed with its partner
+            Member::Unary(_) if second.contains_key(&k) => Some(pending.remove(&k).expect("the first of a pair ran")),
+            Member::Unary(op) if pairs.contains_key(&k) => {
+                // both registers taken now; the partner's holds no value
+                // (no users) until its member takes it
+                let (d, d2) = (regs.take(false), regs.take(false));
+                let (sin, cos) = match op {
+                    crate::ops::desc::Unary::Sin => (d, d2),
+                    _ => (d2, d),
+                };
+                body.push(Instr::SinCos { sin, cos, a: ops[0] });
+                pending.insert(pairs[&k], d2);
+                Some(d)
+            }
             Member::Unary(op) => {
                 let d = regs.take(false);
                 body.push(Instr::Unary {
@@ -619,7 +673,7 @@ fn build(
         }
         // release the values not read again
         let mut seen: SmallVec<[ValueId; 3]> = SmallVec::new();
-        for &v in operands(kind, n).iter().chain(dst.map(|_| out).as_slice()) {
+        for &v in reads.iter().chain(dst.map(|_| out).as_slice()) {
             if seen.contains(&v) || last_use.get(&v).is_some_and(|&l| l > k) {
                 continue;
             }

@@ -5,19 +5,21 @@
 //! chunk of the group's shape (whole [`CHUNK`]s of elements, as many as
 //! the program's registers fit in the L1 cache). The kernel walks the
 //! elements chunk by chunk (chunks of a large tensor spread over the
-//! compute threads): it loads each input chunk once, runs every instruction
-//! as a short vectorised loop over the chunk (the registers stay in the L1
-//! cache), stores each output chunk once and adds the chunks of reduced
+//! compute threads): it loads each input chunk once (a register reads it
+//! in place, see [`regs`], unless an output is written into that input's
+//! buffer), runs every instruction as a short vectorised loop over the
+//! chunk (the registers stay in the L1 cache), stores each output chunk once and adds the chunks of reduced
 //! values into per-task partial sums. A tensor of one element (a scalar
 //! chain) is a chunk of one: the program then costs one dispatch per op,
 //! with no tensor made between ops.
 //!
 //! Each op computes what its eager kernel computes, element by element and
 //! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
-//! `sin`, `cos`, `tanh` and `sigmoid`), so a fused graph gives the eager
-//! values bit for bit; only the fused sums of all elements add in another
-//! order (in `f64` per chunk, then the chunks in order), which is the one
-//! reassociation. Broadcast inputs and partial reductions (bit for bit
+//! `sin`, `cos`, `tanh` and `sigmoid`: see [`lanes`]), so a fused graph
+//! gives the eager values bit for bit (a sine and a cosine of one value
+//! are one [`Instr::SinCos`], one range reduction, the same bits); only
+//! the fused sums of all elements add in another order (in `f64` per
+//! chunk, then the chunks in order), which is the one reassociation. Broadcast inputs and partial reductions (bit for bit
 //! too) are in [`epilogue`].
 //!
 //! Outputs go to new buffers ([`Program::run`]), or, when the executor
@@ -31,7 +33,7 @@
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::kernels::cpu::math::{self, with_simd};
+use crate::kernels::cpu::math::with_simd;
 use crate::kernels::cpu::workers::{self, SendPtr};
 use crate::kernels::cpu::PAR_MIN;
 use crate::ops::desc::{Binary, Unary};
@@ -39,9 +41,14 @@ use crate::tensor::{alloc, DType, Float, Tensor};
 
 mod epilogue;
 mod in_place;
+mod lanes;
+mod regs;
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
+use lanes::binary;
+pub(crate) use lanes::Lane;
+use regs::Regs;
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
 /// sums add each run of this many elements on their own (in eight running
@@ -83,6 +90,9 @@ pub(crate) enum Instr {
     Gather { dst: Reg, input: u16, q: usize, p: usize },
     /// `dst = op(a)`.
     Unary { op: Unary, dst: Reg, a: Reg },
+    /// `sin = Sin(a)` and `cos = Cos(a)` (the bits of those two ops), from
+    /// one range reduction.
+    SinCos { sin: Reg, cos: Reg, a: Reg },
     /// `dst = op(a, b)`.
     Binary { op: Binary, dst: Reg, a: Reg, b: Reg },
     /// Output `out` takes register `src`'s chunk.
@@ -157,6 +167,7 @@ impl fmt::Display for Program {
             match ins {
                 Instr::Load { dst, input } => writeln!(f, "r{dst} = load in{input}")?,
                 Instr::Unary { op, dst, a } => writeln!(f, "r{dst} = {}(r{a})", op.name())?,
+                Instr::SinCos { sin, cos, a } => writeln!(f, "r{sin}, r{cos} = SinCos(r{a})")?,
                 Instr::Binary { op, dst, a, b } => writeln!(f, "r{dst} = {}(r{a}, r{b})", op.name())?,
                 Instr::Store { out, src } => writeln!(f, "out{out} = r{src}")?,
                 Instr::Accumulate { acc, src } => writeln!(f, "sum{acc} += r{src}")?,
@@ -204,119 +215,6 @@ pub(crate) fn fusible_binary(op: &Binary) -> bool {
     )
 }
 
-/// The element types a program runs on, with each op as its eager kernel
-/// computes it.
-pub(crate) trait Lane: Float {
-    /// `out[i] = op(x[i])`.
-    fn unary(op: &Unary, x: &[Self], out: &mut [Self]);
-}
-
-/// `out[i] = f(x[i])`.
-#[inline(always)]
-fn each<T: Copy>(x: &[T], out: &mut [T], f: impl Fn(T) -> T) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = f(v);
-    }
-}
-
-/// The ops whose kernels are the same generic code for `f32` and `f64`.
-#[inline(always)]
-fn unary_common<T: Float>(op: &Unary, x: &[T], out: &mut [T]) {
-    let zero = T::zero();
-    match op {
-        Unary::Neg => each(x, out, |v| zero - v),
-        Unary::Abs => each(x, out, |v| if v < zero { zero - v } else { v }),
-        Unary::Square => each(x, out, |v| v * v),
-        Unary::Sqrt => each(x, out, |v| v.sqrt()),
-        Unary::Reciprocal => each(x, out, |v| T::one() / v),
-        Unary::Log => each(x, out, |v| v.ln()),
-        Unary::Relu => each(x, out, |v| if v < zero { zero } else { v }),
-        Unary::PowScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v.powf(c))
-        }
-        Unary::MulScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v * c)
-        }
-        Unary::DivScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v / c)
-        }
-        Unary::AddScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v + c)
-        }
-        // never fused (see `fusible_unary`); computed as the f64 evaluator does
-        other => each(x, out, |v| T::from_f64(other.apply_f64(v.to_f64()))),
-    }
-}
-
-impl Lane for f32 {
-    #[inline(always)]
-    fn unary(op: &Unary, x: &[f32], out: &mut [f32]) {
-        match op {
-            Unary::Exp => each(x, out, math::exp_f32),
-            // (one arm each: a function pointer would not inline)
-            Unary::Sin if math::sin_cos_in_range(x) => each(x, out, math::sin_f32),
-            Unary::Sin => each(x, out, f32::sin),
-            Unary::Cos if math::sin_cos_in_range(x) => each(x, out, math::cos_f32),
-            Unary::Cos => each(x, out, f32::cos),
-            Unary::Tanh => each(x, out, math::tanh_f32),
-            Unary::Sigmoid => each(x, out, math::sigmoid_f32),
-            _ => unary_common(op, x, out),
-        }
-    }
-}
-
-impl Lane for f64 {
-    #[inline(always)]
-    fn unary(op: &Unary, x: &[f64], out: &mut [f64]) {
-        match op {
-            Unary::Exp => each(x, out, f64::exp),
-            Unary::Sin => each(x, out, f64::sin),
-            Unary::Cos => each(x, out, f64::cos),
-            Unary::Tanh => each(x, out, f64::tanh),
-            Unary::Sigmoid => each(x, out, |v| {
-                if v >= 0.0 {
-                    1.0 / (1.0 + (-v).exp())
-                } else {
-                    let e = v.exp();
-                    e / (1.0 + e)
-                }
-            }),
-            _ => unary_common(op, x, out),
-        }
-    }
-}
-
-/// `out[i] = op(a[i], b[i])`, as the eager kernels compute it.
-#[inline(always)]
-fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
-    let zero = T::zero();
-    // (a closure per op, so that each loop is its own vectorised loop)
-    macro_rules! zip {
-        (|$x:ident, $y:ident| $e:expr) => {
-            for ((o, &$x), &$y) in out.iter_mut().zip(a).zip(b) {
-                *o = $e;
-            }
-        };
-    }
-    match op {
-        Binary::Add => zip!(|x, y| x + y),
-        Binary::Sub => zip!(|x, y| x - y),
-        Binary::Mul => zip!(|x, y| x * y),
-        Binary::Div => zip!(|x, y| x / y),
-        Binary::Maximum => zip!(|x, y| if x >= y || x.is_nan() { x } else { y }),
-        Binary::Minimum => zip!(|x, y| if x <= y || x.is_nan() { x } else { y }),
-        Binary::SquaredDifference => zip!(|x, y| (x - y) * (x - y)),
-        Binary::ReluGrad => zip!(|x, y| if y > zero { x } else { zero }),
-        Binary::TanhGrad => zip!(|x, y| y * (T::one() - x * x)),
-        // never fused (see `fusible_binary`)
-        other => zip!(|x, y| T::from_f64(other.apply_f64(x.to_f64(), y.to_f64()))),
-    }
-}
-
 /// The sum of a run of at most [`CHUNK`] elements, in `f64`: eight running
 /// sums (two vectors; one chain of dependent adds ran at the adder's
 /// latency, slower than the eager sum, the `jacobian` bench), then the
@@ -334,8 +232,53 @@ fn chunk_sum<T: Float>(s: &[T]) -> f64 {
     for &v in groups.remainder() {
         rest += v.to_f64();
     }
-    let lanes = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-    lanes + rest
+    lanes_sum(&t) + rest
+}
+
+/// The eight running sums of [`chunk_sum`] added up.
+#[inline(always)]
+fn lanes_sum(t: &[f64; 8]) -> f64 {
+    ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]))
+}
+
+/// `N` whole [`CHUNK`]s' sums, each as [`chunk_sum`] computes it, but
+/// interleaved: `N` independent chains of adds instead of one after the
+/// other (one chain of eight `f64` lanes is a single AVX-512 vector, which
+/// ran at the adder's latency).
+#[inline(always)]
+fn chunk_sums<T: Float, const N: usize>(s: &[T]) -> [f64; N] {
+    let pieces: [&[T]; N] = std::array::from_fn(|p| &s[p * CHUNK..(p + 1) * CHUNK]);
+    let mut t = [[0.0f64; 8]; N];
+    for g in 0..CHUNK / 8 {
+        for (tp, piece) in t.iter_mut().zip(&pieces) {
+            for (tk, &v) in tp.iter_mut().zip(&piece[g * 8..g * 8 + 8]) {
+                *tk += v.to_f64();
+            }
+        }
+    }
+    // (a whole chunk has no rest: `+ 0.0` as `chunk_sum` adds it)
+    std::array::from_fn(|p| lanes_sum(&t[p]) + 0.0)
+}
+
+/// Adds the sums of the [`CHUNK`]s of `s` (the last may be short) to
+/// `acc`, in order: the bits of adding each [`chunk_sum`] in turn.
+#[inline(always)]
+fn add_chunk_sums<T: Float>(s: &[T], acc: &mut f64) {
+    let mut quads = s.chunks_exact(4 * CHUNK);
+    for q in &mut quads {
+        for v in chunk_sums::<T, 4>(q) {
+            *acc += v;
+        }
+    }
+    let mut pairs = quads.remainder().chunks_exact(2 * CHUNK);
+    for q in &mut pairs {
+        for v in chunk_sums::<T, 2>(q) {
+            *acc += v;
+        }
+    }
+    for piece in pairs.remainder().chunks(CHUNK) {
+        *acc += chunk_sum(piece);
+    }
 }
 
 /// The first `n` elements of `b`'s capacity, as a slice to write (every
@@ -346,49 +289,6 @@ fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
     // plain floats (any bits are a value); the caller writes all `n`
     // before `set_len(n)`.
     unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr(), n) }
-}
-
-/// The registers as one buffer: `n` live elements per register.
-struct Regs<'a, T> {
-    buf: &'a mut [T],
-    /// elements per register (see `register_width`)
-    stride: usize,
-}
-
-impl<T: Copy> Regs<'_, T> {
-    #[inline(always)]
-    fn get(&self, r: Reg, n: usize) -> &[T] {
-        let s = r as usize * self.stride;
-        &self.buf[s..s + n]
-    }
-    #[inline(always)]
-    fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
-        let s = r as usize * self.stride;
-        &mut self.buf[s..s + n]
-    }
-    /// Register `dst` (written) and registers `a`, `b` (read); `dst` is
-    /// never `a` or `b` (the allocator gives an instruction a register
-    /// that none of its operands holds).
-    #[inline(always)]
-    fn split(&mut self, dst: Reg, a: Reg, b: Reg, n: usize) -> (&mut [T], &[T], &[T]) {
-        debug_assert!(dst != a && dst != b);
-        let total = self.buf.len();
-        let ptr = self.buf.as_mut_ptr();
-        let w = self.stride;
-        debug_assert!(n <= w);
-        let (d, a, b) = (dst as usize * w, a as usize * w, b as usize * w);
-        assert!(d + n <= total && a + n <= total && b + n <= total && d != a && d != b);
-        // SAFETY: the three ranges lie in `buf`, and `dst`'s range is
-        // disjoint from `a`'s and `b`'s (distinct registers of `stride`
-        // elements, n <= stride); `a` and `b` are only read.
-        unsafe {
-            (
-                std::slice::from_raw_parts_mut(ptr.add(d), n),
-                std::slice::from_raw_parts(ptr.add(a), n),
-                std::slice::from_raw_parts(ptr.add(b), n),
-            )
-        }
-    }
 }
 
 impl Program {
@@ -474,10 +374,12 @@ impl Program {
                 (Some(d), _) => Src {
                     ptr: d.as_ptr(),
                     len: d.len(),
+                    fixed: true,
                 },
                 (None, Some(dn)) => Src {
                     ptr: dn.ptr.get() as *const T,
                     len: self.len,
+                    fixed: false,
                 },
                 (None, None) => unreachable!("an input without elements has a donor"),
             })
@@ -650,6 +552,11 @@ impl Program {
                     T::unary(op, &[r[a as usize]], &mut y);
                     r[dst as usize] = y[0];
                 }
+                Instr::SinCos { sin, cos, a } => {
+                    let (mut s, mut c) = ([T::zero()], [T::zero()]);
+                    T::sin_and_cos(&[r[a as usize]], &mut s, &mut c);
+                    (r[sin as usize], r[cos as usize]) = (s[0], c[0]);
+                }
                 Instr::Binary { ref op, dst, a, b } => {
                     let mut y = [T::zero()];
                     binary(op, &[r[a as usize]], &[r[b as usize]], &mut y);
@@ -688,10 +595,7 @@ impl Program {
         };
         let stride = register_width::<T>(self.n_regs, seg);
         let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
-        let mut regs = Regs {
-            buf: &mut store,
-            stride,
-        };
+        let mut regs = Regs::new(&mut store, stride);
         for (r, s) in &self.splats {
             let v = match s {
                 Splat::Input(i) => srcs[*i as usize].first(),
@@ -716,7 +620,17 @@ impl Program {
                 let n = stride.min(end - start);
                 for ins in &self.body {
                     match *ins {
-                        Instr::Load { dst, input } => srcs[input as usize].copy_to(start, regs.get_mut(dst, n)),
+                        Instr::Load { dst, input } => {
+                            let src = &srcs[input as usize];
+                            if src.fixed {
+                                // read in place: SAFETY: the input's
+                                // elements live through the run, and no
+                                // output takes its buffer (`fixed`)
+                                unsafe { regs.view(dst, src.at(start, n), n) }
+                            } else {
+                                src.copy_to(start, regs.get_mut(dst, n))
+                            }
+                        }
                         Instr::Gather { dst, input, q, p } => {
                             // SAFETY: a broadcast input gives no output its
                             // buffer (`donors` takes only inputs read by a
@@ -727,6 +641,10 @@ impl Program {
                         Instr::Unary { ref op, dst, a } => {
                             let (d, x, _) = regs.split(dst, a, a, n);
                             T::unary(op, x, d);
+                        }
+                        Instr::SinCos { sin, cos, a } => {
+                            let (s, c, x) = regs.split2(sin, cos, a, n);
+                            T::sin_and_cos(x, s, c);
                         }
                         Instr::Binary { ref op, dst, a, b } => {
                             let (d, x, y) = regs.split(dst, a, b, n);
@@ -740,9 +658,7 @@ impl Program {
                             o.copy_from_slice(s);
                         }
                         Instr::Accumulate { acc, src } => {
-                            for piece in regs.get(src, n).chunks(CHUNK) {
-                                sums[acc as usize] += chunk_sum(piece);
-                            }
+                            add_chunk_sums(regs.get(src, n), &mut sums[acc as usize]);
                         }
                         Instr::Reduce { out, src, .. } => {
                             states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());
@@ -763,6 +679,26 @@ impl Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interleaved_chunk_sums_give_the_bits_of_one_chunk_after_another() {
+        for n in [1usize, 255, 256, 300, 512, 700, 1024, 1025, 1500, 2048] {
+            let xs: Vec<f32> = (0..n)
+                .map(|i| ((i as f32 * 0.37).sin() * 1e3 + 1e-3 * i as f32) * if i % 7 == 0 { -1e4 } else { 1.0 })
+                .collect();
+            let mut want = 0.25f64;
+            for piece in xs.chunks(CHUNK) {
+                want += chunk_sum(piece);
+            }
+            let mut got = 0.25f64;
+            add_chunk_sums(&xs, &mut got);
+            assert_eq!(got.to_bits(), want.to_bits(), "{n}");
+        }
+        // (a chunk summing to -0 gives +0, as `chunk_sum`'s `+ rest` does)
+        let mut got = -0.0f64;
+        add_chunk_sums(&[-0.0f32; 1024], &mut got);
+        assert_eq!(got.to_bits(), 0.0f64.to_bits());
+    }
 
     #[test]
     fn registers_are_whole_chunks_within_the_budget_or_one_short_run() {

@@ -10,9 +10,12 @@
 //! references in the tests below (errors against the exact value, so 0.5 ulp
 //! is correct rounding): at most 1 ulp for `exp` over all finite inputs
 //! (subnormal results included; 0.98 ulp was the worst seen over every 7th
-//! `f32`), at most 0.6 ulp for `sin`/`cos` on `|x| <= SIN_COS_MAX` (0.57
-//! seen; their range reduction and polynomial run in `f64`, still
-//! vectorised); beyond that callers fall back to libm (see [`SIN_COS_MAX`]).
+//! `f32`), at most 1 ulp for `sin`/`cos` on `|x| <= SIN_COS_MAX` (0.82
+//! and 0.84 seen over every 5th `f32` of the range, subnormals included;
+//! the range reduction runs in `f64` and leaves the remainder as two
+//! `f32`s, the polynomials run in `f32`, all vectorised; [`sin_cos_f32`]
+//! gives both from one reduction); beyond that callers fall back to libm
+//! (see [`SIN_COS_MAX`]).
 //! `tanh` and `sigmoid` are built on `exp` (and, for `tanh` near 0, an odd
 //! polynomial): at most 1.5 and 2.5 ulp over all inputs (1.29 and 2.32
 //! seen over every 89th `f32`). NaN and infinities follow IEEE (and libm).
@@ -108,57 +111,69 @@ pub(crate) fn sigmoid_f32(x: f32) -> f32 {
     }
 }
 
-/// `sin r` and `cos r` for `|r| <= pi/4`, in `f64` (the Cephes `f32`
-/// minimax polynomials: relative error far below an `f32` ulp).
+/// `sin r` and `cos r` for `r = hi + lo`, `|hi| <= pi/4` (a little more
+/// where `q` rounded the other way) and `|lo| <= ulp(hi) / 2`, in `f32`
+/// (the Cephes `f32` minimax polynomials in `hi`, corrected to first order
+/// for `lo`: `sin r ~ sin hi + lo cos hi`, `cos r ~ cos hi - lo hi`). The
+/// `1 - z/2` of the cosine is kept exactly (its rounding error is added
+/// back), which keeps its error near half an ulp.
 #[inline(always)]
-fn sin_cos_poly(r: f64) -> (f64, f64) {
-    let z = r * r;
-    let s = ((-1.951_529_589_1e-4 * z + 8.332_160_873_6e-3) * z - 1.666_665_461_1e-1) * z * r + r;
-    let c = ((2.443_315_711_809_948e-5 * z - 1.388_731_625_493_765e-3) * z + 4.166_664_568_298_827e-2) * z * z
-        - 0.5 * z
-        + 1.0;
+fn sin_cos_poly(hi: f32, lo: f32) -> (f32, f32) {
+    let z = hi * hi;
+    let p = (-1.951_529_6e-4 * z + 8.332_161e-3) * z - 1.666_665_5e-1;
+    let q = ((2.443_315_7e-5 * z - 1.388_731_6e-3) * z + 4.166_664_6e-2) * z * z;
+    let hz = 0.5 * z;
+    let w = 1.0 - hz;
+    let c = w + (((1.0 - w) - hz) + (q - hi * lo));
+    let s = hi + (hi * z * p + lo * c);
     (s, c)
 }
 
-/// `(r, q)` with `x = q pi/2 + r`, `|r| <= pi/4`, for `|x| <= SIN_COS_MAX`.
-/// Done in `f64` with pi/2 in two parts (`q * PIO2_HI` exact for `|q| <
-/// 2^20`), so `r` is accurate even where `sin x` or `cos x` is tiny.
+/// `(hi, lo, q)` with `x = q pi/2 + hi + lo`, `|hi| <= pi/4` (a hair more
+/// at the rounding boundaries of `q`) and `hi = (hi + lo) as f32`, for
+/// `|x| <= SIN_COS_MAX`. `q` is rounded in `f32`; `x - q pi/2` is taken in
+/// `f64` with pi/2 in two parts (`q * PIO2_HI` exact for `|q| < 2^20`), so
+/// the remainder is accurate even where `sin x` or `cos x` is tiny, and is
+/// then split into two `f32`s for the polynomials.
 #[inline(always)]
-fn reduce_pio2(x: f32) -> (f64, i64) {
-    const MAGIC: f64 = 6755399441055744.0; // 1.5 * 2^52
+fn reduce_pio2(x: f32) -> (f32, f32, i32) {
     const PIO2_HI: f64 = 1.570_796_326_734_125_6; // 0x1.921fb544p0: 33 bits
     const PIO2_LO: f64 = 6.077_100_506_506_192e-11; // pi/2 - PIO2_HI
-    let x = x as f64;
-    let t = x * std::f64::consts::FRAC_2_PI + MAGIC;
-    let q = (t.to_bits() as i64) - (MAGIC.to_bits() as i64);
-    let qf = t - MAGIC;
-    ((x - qf * PIO2_HI) - qf * PIO2_LO, q)
+    let t = x * std::f32::consts::FRAC_2_PI + ROUND_MAGIC;
+    let q = (t.to_bits() as i32) - (ROUND_MAGIC.to_bits() as i32);
+    let qf = (t - ROUND_MAGIC) as f64;
+    let r = (x as f64 - qf * PIO2_HI) - qf * PIO2_LO;
+    let hi = r as f32;
+    let lo = (r - hi as f64) as f32;
+    (hi, lo, q)
 }
 
-/// `sin x` for `|x| <= SIN_COS_MAX` (at most 0.6 ulp, see the module docs).
+/// `(sin x, cos x)` for `|x| <= SIN_COS_MAX` (at most 1 ulp each, see the
+/// module docs), sharing one range reduction and one pair of polynomials.
+/// [`sin_f32`] and [`cos_f32`] are its halves, so they give the same bits.
+#[inline(always)]
+pub(crate) fn sin_cos_f32(x: f32) -> (f32, f32) {
+    let (hi, lo, q) = reduce_pio2(x);
+    let (s, c) = sin_cos_poly(hi, lo);
+    // sin(x) = sin r, cos r, -sin r, -cos r for q = 0, 1, 2, 3 (mod 4);
+    // cos(x) = cos r, -sin r, -cos r, sin r
+    let (vs, vc) = if q & 1 == 0 { (s, c) } else { (c, s) };
+    let ys = if q & 2 == 0 { vs } else { -vs };
+    let yc = if (q + 1) & 2 == 0 { vc } else { -vc };
+    // keep the sign of zero (sin -0 = -0)
+    (if x == 0.0 { x } else { ys }, yc)
+}
+
+/// `sin x` for `|x| <= SIN_COS_MAX` (at most 1 ulp, see the module docs).
 #[inline(always)]
 pub(crate) fn sin_f32(x: f32) -> f32 {
-    let (r, q) = reduce_pio2(x);
-    let (s, c) = sin_cos_poly(r);
-    // sin(x) = sin r, cos r, -sin r, -cos r for q = 0, 1, 2, 3 (mod 4)
-    let v = if q & 1 == 0 { s } else { c };
-    let y = (if q & 2 == 0 { v } else { -v }) as f32;
-    // keep the sign of zero (sin -0 = -0)
-    if x == 0.0 {
-        x
-    } else {
-        y
-    }
+    sin_cos_f32(x).0
 }
 
-/// `cos x` for `|x| <= SIN_COS_MAX` (at most 0.6 ulp, see the module docs).
+/// `cos x` for `|x| <= SIN_COS_MAX` (at most 1 ulp, see the module docs).
 #[inline(always)]
 pub(crate) fn cos_f32(x: f32) -> f32 {
-    let (r, q) = reduce_pio2(x);
-    let (s, c) = sin_cos_poly(r);
-    // cos(x) = cos r, -sin r, -cos r, sin r for q = 0, 1, 2, 3 (mod 4)
-    let v = if q & 1 == 0 { c } else { s };
-    (if (q + 1) & 2 == 0 { v } else { -v }) as f32
+    sin_cos_f32(x).1
 }
 
 /// Whether every element of `xs` is in the range where `sin_f32`/`cos_f32`
@@ -349,24 +364,48 @@ mod tests {
     }
 
     #[test]
-    fn sin_and_cos_are_within_0_6_ulp_in_range() {
+    fn sin_and_cos_are_within_one_ulp_in_range() {
         let mut worst_s = (0.0f64, 0.0f32);
         let mut worst_c = (0.0f64, 0.0f32);
-        for x in sweep(1e-30, SIN_COS_MAX, 61) {
-            let s = ulps(sin_f32(x), (x as f64).sin());
-            let c = ulps(cos_f32(x), (x as f64).cos());
-            if s > worst_s.0 {
-                worst_s = (s, x);
+        // every 61st f32 of the range, subnormals included, both signs
+        for x in sweep(f32::from_bits(1), SIN_COS_MAX, 61).chain([SIN_COS_MAX, -SIN_COS_MAX]) {
+            let (s, c) = sin_cos_f32(x);
+            assert_eq!(
+                (s.to_bits(), c.to_bits()),
+                (sin_f32(x).to_bits(), cos_f32(x).to_bits()),
+                "{x:e}"
+            );
+            let es = ulps(s, (x as f64).sin());
+            let ec = ulps(c, (x as f64).cos());
+            if es > worst_s.0 {
+                worst_s = (es, x);
             }
-            if c > worst_c.0 {
-                worst_c = (c, x);
+            if ec > worst_c.0 {
+                worst_c = (ec, x);
             }
         }
-        assert!(worst_s.0 <= 0.6, "sin: worst {} ulp at x = {:e}", worst_s.0, worst_s.1);
-        assert!(worst_c.0 <= 0.6, "cos: worst {} ulp at x = {:e}", worst_c.0, worst_c.1);
-        assert_eq!(sin_f32(0.0), 0.0);
-        assert_eq!(cos_f32(0.0), 1.0);
-        assert!(sin_f32(-0.0).is_sign_negative());
+        assert!(worst_s.0 <= 0.85, "sin: worst {} ulp at x = {:e}", worst_s.0, worst_s.1);
+        assert!(worst_c.0 <= 0.85, "cos: worst {} ulp at x = {:e}", worst_c.0, worst_c.1);
+        // near the multiples of pi/2, where the result is tiny
+        for k in 1..=41721i32 {
+            let m = k as f64 * std::f64::consts::FRAC_PI_2;
+            let b = (m as f32).to_bits();
+            for x in (b - 2..=b + 2).map(f32::from_bits) {
+                let (s, c) = sin_cos_f32(x);
+                assert!(ulps(s, (x as f64).sin()) <= 1.0, "sin({x:e}) = {s:e}");
+                assert!(ulps(c, (x as f64).cos()) <= 1.0, "cos({x:e}) = {c:e}");
+            }
+        }
+        assert_eq!(sin_f32(0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(sin_f32(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!((cos_f32(0.0), cos_f32(-0.0)), (1.0, 1.0));
+        let tiny = f32::from_bits(1);
+        assert_eq!((sin_f32(tiny), sin_f32(-tiny), cos_f32(tiny)), (tiny, -tiny, 1.0));
+        assert_eq!(sin_f32(f32::MIN_POSITIVE), f32::MIN_POSITIVE);
+        // (callers use libm beyond the range; these are NaN, as libm's)
+        for x in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            assert!(sin_f32(x).is_nan() && cos_f32(x).is_nan(), "{x}");
+        }
         assert!(sin_cos_in_range(&[0.0, -SIN_COS_MAX, SIN_COS_MAX]));
         assert!(!sin_cos_in_range(&[0.0, SIN_COS_MAX * 1.001]));
         assert!(!sin_cos_in_range(&[f32::NAN]));
@@ -392,8 +431,8 @@ mod tests {
                 assert_eq!(s[i].to_bits(), x.sin().to_bits(), "sin({x}) falls back to libm");
                 assert_eq!(c[i].to_bits(), x.cos().to_bits(), "cos({x}) falls back to libm");
             } else {
-                assert!(ulps(s[i], (x as f64).sin()) <= 0.6, "sin({x})");
-                assert!(ulps(c[i], (x as f64).cos()) <= 0.6, "cos({x})");
+                assert!(ulps(s[i], (x as f64).sin()) <= 1.0, "sin({x})");
+                assert!(ulps(c[i], (x as f64).cos()) <= 1.0, "cos({x})");
             }
             if x.is_finite() {
                 assert!(ulps(e[i], (x as f64).exp()) <= 1.0, "exp({x})");

@@ -12,6 +12,9 @@ use crate::tensor::{DType, Tensor};
 pub(super) struct Src<T> {
     pub(super) ptr: *const T,
     pub(super) len: usize,
+    /// nothing writes the elements during the run (no output takes the
+    /// buffer), so a register may read them in place
+    pub(super) fixed: bool,
 }
 
 impl<T> Clone for Src<T> {
@@ -34,6 +37,13 @@ impl<T: Copy> Src<T> {
         // SAFETY: the range lies in the input (checked), and `out` is a
         // register, another allocation.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len()) }
+    }
+    /// Where elements `start..start + n` begin (checked to lie in the input).
+    #[inline(always)]
+    pub(super) fn at(&self, start: usize, n: usize) -> *const T {
+        assert!(start + n <= self.len, "a fused load past its input");
+        // SAFETY: `start` is within the input (checked).
+        unsafe { self.ptr.add(start) }
     }
     /// The first element (of a one-element input).
     #[inline(always)]

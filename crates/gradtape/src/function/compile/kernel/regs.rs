@@ -1,0 +1,144 @@
+//! The registers of a running program: one buffer of `stride` elements per
+//! register, where a register loaded from an input that nothing writes
+//! during the run reads that input's elements in place (no copy).
+
+use smallvec::SmallVec;
+
+use super::Reg;
+
+/// The registers as one buffer: `n` live elements per register.
+pub(super) struct Regs<'a, T> {
+    buf: &'a mut [T],
+    /// elements per register (see `register_width`)
+    stride: usize,
+    /// per register: the input elements it stands for (set by a load of an
+    /// input that nothing writes during the run, until the register is
+    /// next written), or null for its own elements in `buf`
+    views: SmallVec<[*const T; 16]>,
+}
+
+impl<'a, T: Copy> Regs<'a, T> {
+    /// `buf.len() / stride` registers of `stride` elements.
+    pub(super) fn new(buf: &'a mut [T], stride: usize) -> Self {
+        let n_regs = buf.len() / stride.max(1);
+        Regs {
+            buf,
+            stride,
+            views: smallvec::smallvec![std::ptr::null(); n_regs],
+        }
+    }
+
+    /// Where register `r`'s elements are read (its own in `buf`, checked
+    /// to hold `n`, or the input elements it stands for).
+    #[inline(always)]
+    fn read_ptr(&self, r: Reg, n: usize) -> *const T {
+        let s = r as usize * self.stride;
+        assert!(
+            n <= self.stride && s + n <= self.buf.len(),
+            "a register past the registers"
+        );
+        let v = self.views[r as usize];
+        if v.is_null() {
+            // SAFETY: `s + n` is within `buf` (checked)
+            unsafe { self.buf.as_ptr().add(s) }
+        } else {
+            v
+        }
+    }
+
+    /// Register `r`'s first `n` elements, to read.
+    #[inline(always)]
+    pub(super) fn get(&self, r: Reg, n: usize) -> &[T] {
+        // SAFETY: `read_ptr` gives `n` elements of `buf` (checked) or of an
+        // input that nothing writes during the run (see `view`).
+        unsafe { std::slice::from_raw_parts(self.read_ptr(r, n), n) }
+    }
+
+    /// Register `r`'s first `n` elements, to write (its own again).
+    #[inline(always)]
+    pub(super) fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
+        self.views[r as usize] = std::ptr::null();
+        let s = r as usize * self.stride;
+        &mut self.buf[s..s + n]
+    }
+
+    /// Register `r` stands for the `n` elements at `p` until it is next
+    /// written.
+    ///
+    /// # Safety
+    /// `p` is valid for reads of `n` elements while the registers live, and
+    /// nothing writes those elements meanwhile.
+    #[inline(always)]
+    pub(super) unsafe fn view(&mut self, r: Reg, p: *const T, n: usize) {
+        assert!(n <= self.stride && (r as usize + 1) * self.stride <= self.buf.len());
+        self.views[r as usize] = p;
+    }
+
+    /// Register `dst` (written) and registers `a`, `b` (read); `dst` is
+    /// never `a` or `b` (the allocator gives an instruction a register
+    /// that none of its operands holds).
+    #[inline(always)]
+    pub(super) fn split(&mut self, dst: Reg, a: Reg, b: Reg, n: usize) -> (&mut [T], &[T], &[T]) {
+        assert!(dst != a && dst != b);
+        let (pa, pb) = (self.read_ptr(a, n), self.read_ptr(b, n));
+        let d = self.get_mut(dst, n).as_mut_ptr();
+        // SAFETY: `dst`'s own range (in `buf`) is disjoint from `a`'s and
+        // `b`'s (other registers of `stride` elements, or input elements
+        // outside `buf`), each valid for `n` elements; `a` and `b` are only
+        // read.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(d, n),
+                std::slice::from_raw_parts(pa, n),
+                std::slice::from_raw_parts(pb, n),
+            )
+        }
+    }
+
+    /// Registers `d1` and `d2` (written) and register `a` (read), three
+    /// distinct registers.
+    #[inline(always)]
+    pub(super) fn split2(&mut self, d1: Reg, d2: Reg, a: Reg, n: usize) -> (&mut [T], &mut [T], &[T]) {
+        assert!(d1 != d2 && d1 != a && d2 != a);
+        let pa = self.read_ptr(a, n);
+        let p1 = self.get_mut(d1, n).as_mut_ptr();
+        let p2 = self.get_mut(d2, n).as_mut_ptr();
+        // SAFETY: as in `split`: `d1` and `d2` are distinct registers'
+        // own ranges, disjoint from each other and from `a`'s elements.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(p1, n),
+                std::slice::from_raw_parts_mut(p2, n),
+                std::slice::from_raw_parts(pa, n),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loaded_register_reads_the_input_in_place_until_it_is_written() {
+        let input = [1.0f32, 2.0, 3.0, 4.0];
+        let mut buf = [0.0f32; 12];
+        let mut regs = Regs::new(&mut buf, 4);
+        // SAFETY: `input` outlives `regs` and is not written
+        unsafe { regs.view(1, input.as_ptr(), 4) };
+        assert_eq!(regs.get(1, 4), &input);
+        let (d, a, b) = regs.split(0, 1, 1, 3);
+        for ((d, a), b) in d.iter_mut().zip(a).zip(b) {
+            *d = a + b;
+        }
+        assert_eq!(regs.get(0, 4), &[2.0, 4.0, 6.0, 0.0]);
+        let (s, c, x) = regs.split2(2, 0, 1, 4);
+        s.copy_from_slice(x);
+        c.fill(5.0);
+        assert_eq!((regs.get(2, 4), regs.get(0, 4)), (&input[..], &[5.0; 4][..]));
+        // written: its own elements again, the input untouched
+        regs.get_mut(1, 4).fill(9.0);
+        assert_eq!(regs.get(1, 4), &[9.0; 4]);
+        assert_eq!(input, [1.0, 2.0, 3.0, 4.0]);
+    }
+}
