@@ -318,7 +318,14 @@ fn a_sine_and_a_cosine_of_one_value_are_one_instruction_with_the_eager_bits() ->
     // f32 (several registers), f64, and f32 out of the polynomials' range
     // (libm)
     let far = |t: Tensor| t.mul(&Tensor::scalar(1.0e5f32)).unwrap();
+    // values in and out of that range side by side (each element's own)
+    let mixed: Vec<f32> = (0..2500)
+        .map(|i| (i as f32 * 0.37).sin() * if i % 7 == 3 { 3.0e5 } else { 20.0 })
+        .chain([f32::NAN, f32::INFINITY, -f32::INFINITY])
+        .collect();
+    let mixed = Tensor::from_vec(mixed, &[2503])?;
     let cases = [
+        (mixed.clone(), mixed.mul_scalar(0.5)?),
         (data_f32(&[3, 3000], 0.3), data_f32(&[3, 3000], 1.7)),
         (data_f64(&[700], 0.3), data_f64(&[700], 1.7)),
         (far(data_f32(&[600], 0.3)), data_f32(&[600], 1.7)),

@@ -53,9 +53,11 @@ pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl 
 /// Elements per block of [`map_guarded`].
 const GUARD_BLOCK: usize = 256;
 
-/// Like [`map`], for a `fast` function valid only on some inputs: each block
-/// of elements for which `ok(block)` holds goes through `fast` (vectorised),
-/// any other block through `slow`.
+/// Like [`map`], for a `fast` function valid only on some inputs: every
+/// element goes through `fast` (vectorised), and then, in a block of
+/// elements where `ok(block)` fails, each element `v` for which `ok(&[v])`
+/// fails through `slow`: an element's value never depends on its
+/// neighbours.
 pub(crate) fn map_guarded<T: Element>(
     op: &'static str,
     x: &Tensor,
@@ -71,13 +73,15 @@ pub(crate) fn map_guarded<T: Element>(
             #[inline(always)]
             || {
                 for (o, s) in out.chunks_mut(GUARD_BLOCK).zip(src.chunks(GUARD_BLOCK)) {
-                    if ok(s) {
-                        for (o, &v) in o.iter_mut().zip(s) {
-                            o.write(fast(v));
-                        }
-                    } else {
-                        for (o, &v) in o.iter_mut().zip(s) {
-                            o.write(slow(v));
+                    for (o, &v) in o.iter_mut().zip(s) {
+                        o.write(fast(v));
+                    }
+                    if !ok(s) {
+                        // each element on its own (see `math::patch_out_of_range`)
+                        for (o, v) in o.iter_mut().zip(s) {
+                            if !ok(std::slice::from_ref(v)) {
+                                o.write(slow(*v));
+                            }
                         }
                     }
                 }

@@ -63,10 +63,14 @@ impl Lane for f32 {
         match op {
             Unary::Exp => each(x, out, math::exp_f32),
             // (one arm each: a function pointer would not inline)
-            Unary::Sin if math::sin_cos_in_range(x) => each(x, out, math::sin_f32),
-            Unary::Sin => each(x, out, f32::sin),
-            Unary::Cos if math::sin_cos_in_range(x) => each(x, out, math::cos_f32),
-            Unary::Cos => each(x, out, f32::cos),
+            Unary::Sin => {
+                each(x, out, math::sin_f32);
+                math::patch_out_of_range(x, out, f32::sin);
+            }
+            Unary::Cos => {
+                each(x, out, math::cos_f32);
+                math::patch_out_of_range(x, out, f32::cos);
+            }
             Unary::Tanh => each(x, out, math::tanh_f32),
             Unary::Sigmoid => each(x, out, math::sigmoid_f32),
             _ => unary_common(op, x, out),
@@ -75,14 +79,11 @@ impl Lane for f32 {
 
     #[inline(always)]
     fn sin_and_cos(x: &[f32], s: &mut [f32], c: &mut [f32]) {
-        if math::sin_cos_in_range(x) {
-            for ((s, c), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
-                (*s, *c) = math::sin_cos_f32(v);
-            }
-        } else {
-            each(x, s, f32::sin);
-            each(x, c, f32::cos);
+        for ((s, c), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
+            (*s, *c) = math::sin_cos_f32(v);
         }
+        math::patch_out_of_range(x, s, f32::sin);
+        math::patch_out_of_range(x, c, f32::cos);
     }
 }
 
