@@ -13,14 +13,18 @@
 //!
 //! Values: bit for bit those of the product. The product's element
 //! `Σ_j D[i][j] W[j][c]` adds `D[i][i] W[i][c]` to products `0 · W[j][c]`,
-//! which are `±0` when `W` is finite, to a sum started at `+0`. Adding
-//! `±0` leaves a nonzero sum as it is, and `+0 + -0` is `+0`; so the
-//! product equals the rounded `D[i][i] W[i][c]`, with a `-0` made `+0`:
-//! exactly `D[i][i] * W[i][c] + 0.0`, which is what the node computes
-//! (under the product's denormal flushing). A non-finite element in the
-//! other operand (where `0 · inf` is NaN), or an off-diagonal element that
-//! is not `±0` (a denormal included), sends the node to the product.
+//! which are `±0` when `W` is finite. Adding `±0` leaves a nonzero number
+//! as it is (with or without a fused multiply-add, in any order), so where
+//! the rounded `D[i][i] W[i][c]` is not zero it is the product's element.
+//! Where it is zero, the sign of the product's zero depends on the signs of
+//! all the terms and the kernel's order of adding them: a scaling with a
+//! zero anywhere in its result is thrown away, and the product runs. So
+//! does a product with a non-finite element in the other operand (where
+//! `0 · inf` is NaN) or an off-diagonal element that is not `±0` (a
+//! denormal included). The scaling runs under the product's flushing of
+//! denormals to zero (a flushed result is a zero: the product runs).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -105,7 +109,7 @@ fn all_finite(xs: &[f32]) -> bool {
 impl DiagMatMul {
     /// The product computed as a scaling, or `None` where it cannot be
     /// (an operand not `f32` or not a matrix, an operand not diagonal, the
-    /// other not finite).
+    /// other not finite, a zero in the result).
     fn scaled(&self, a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
         if a.dtype() != DType::F32 || b.dtype() != DType::F32 || a.rank() != 2 || b.rank() != 2 {
             return Ok(None);
@@ -145,39 +149,55 @@ impl DiagMatMul {
         // the product's flushing of denormals (the compute threads take on
         // the caller's setting)
         let _flush = crate::kernels::cpu::denormal::flush_guard();
+        // a zero anywhere: the product's sign of zero is not known here
+        let zeros = AtomicBool::new(false);
         let y = build_rows("DiagMatMul", m, n, |rows, out| {
-            with_simd(|| {
-                for (r, row) in rows.zip(out.chunks_exact_mut(n)) {
-                    // the other operand's row `r` of the product's view (when
-                    // not transposed)
-                    let plain = || &o[r * cols..(r + 1) * cols];
-                    match (left, trans) {
-                        (true, false) => {
-                            let s = diag[r];
-                            for (y, &w) in row.iter_mut().zip(plain()) {
-                                y.write(s * w + 0.0);
+            let zero = with_simd(
+                #[inline(always)]
+                || {
+                    let mut zero = false;
+                    for (r, row) in rows.zip(out.chunks_exact_mut(n)) {
+                        // the other operand's row `r` (when not transposed)
+                        let plain = || &o[r * cols..(r + 1) * cols];
+                        let mut put = |y: &mut std::mem::MaybeUninit<f32>, v: f32| {
+                            zero |= v == 0.0;
+                            y.write(v);
+                        };
+                        match (left, trans) {
+                            (true, false) => {
+                                let s = diag[r];
+                                for (y, &w) in row.iter_mut().zip(plain()) {
+                                    put(y, s * w);
+                                }
                             }
-                        }
-                        (false, false) => {
-                            for ((y, &w), &s) in row.iter_mut().zip(plain()).zip(&diag) {
-                                y.write(w * s + 0.0);
+                            (false, false) => {
+                                for ((y, &w), &s) in row.iter_mut().zip(plain()).zip(&diag) {
+                                    put(y, w * s);
+                                }
                             }
-                        }
-                        (true, true) => {
-                            let s = diag[r];
-                            for (c, y) in row.iter_mut().enumerate() {
-                                y.write(s * o[c * cols + r] + 0.0);
+                            (true, true) => {
+                                let s = diag[r];
+                                for (c, y) in row.iter_mut().enumerate() {
+                                    put(y, s * o[c * cols + r]);
+                                }
                             }
-                        }
-                        (false, true) => {
-                            for (c, y) in row.iter_mut().enumerate() {
-                                y.write(o[c * cols + r] * diag[c] + 0.0);
+                            (false, true) => {
+                                for (c, y) in row.iter_mut().enumerate() {
+                                    put(y, o[c * cols + r] * diag[c]);
+                                }
                             }
                         }
                     }
-                }
-            })
+                    zero
+                },
+            );
+            if zero {
+                zeros.store(true, Ordering::Relaxed);
+            }
         })?;
+        if zeros.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         Ok(Some(Tensor::from_storage(f32::buf_into_storage(y), &[m, n])))
     }
 }
@@ -266,22 +286,28 @@ mod tests {
         t.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()
     }
 
-    /// A diagonal `n × n` matrix with entries that make `-0`, denormal
-    /// and large products, and a dense one with negative entries.
+    /// A diagonal `n × n` matrix (with `-0` off the diagonal too) and a
+    /// dense `n × k` one, with negative entries and no zero products.
     fn operands(n: usize, k: usize) -> (Tensor, Tensor) {
         let mut d = vec![0.0f32; n * n];
         for i in 0..n {
-            d[i * n + i] = match i % 4 {
-                0 => -0.0,
+            d[i * n + i] = match i % 3 {
+                0 => -3.5,
                 1 => 1e-30,
-                2 => -3.5,
                 _ => (i as f32).sin(),
             };
         }
-        // -0 off the diagonal too
         d[1] = -0.0;
-        let w: Vec<f32> = (0..n * k).map(|i| ((i as f32) * 0.37).sin() * 1e-10).collect();
+        let w: Vec<f32> = (0..n * k).map(|i| ((i as f32) * 0.37 + 0.1).sin() * 1e-3).collect();
         (mat(d, n, n), mat(w, n, k))
+    }
+
+    fn op(side: Side, ta: bool, tb: bool) -> DiagMatMul {
+        DiagMatMul {
+            transpose_a: ta,
+            transpose_b: tb,
+            side,
+        }
     }
 
     #[test]
@@ -291,12 +317,7 @@ mod tests {
         let (_, wt) = operands(k, n);
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             let w_used = if tb { &wt } else { &w };
-            let left = DiagMatMul {
-                transpose_a: ta,
-                transpose_b: tb,
-                side: Side::Left,
-            };
-            let got = left.scaled(&d, w_used).unwrap().expect("scaled");
+            let got = op(Side::Left, ta, tb).scaled(&d, w_used).unwrap().expect("scaled");
             assert_eq!(
                 bits(&got),
                 bits(&d.matmul_with(w_used, ta, tb).unwrap()),
@@ -304,12 +325,7 @@ mod tests {
             );
             // the other side: a dense `k × n` (or `n × k`) times `d`
             let a_used = if ta { &w } else { &wt };
-            let right = DiagMatMul {
-                transpose_a: ta,
-                transpose_b: tb,
-                side: Side::Right,
-            };
-            let got = right.scaled(a_used, &d).unwrap().expect("scaled");
+            let got = op(Side::Right, ta, tb).scaled(a_used, &d).unwrap().expect("scaled");
             assert_eq!(
                 bits(&got),
                 bits(&a_used.matmul_with(&d, ta, tb).unwrap()),
@@ -319,33 +335,47 @@ mod tests {
     }
 
     #[test]
-    fn not_diagonal_or_not_finite_runs_the_product() {
+    fn zeros_infinities_and_denormals_run_the_product() {
         let (n, k) = (16, 8);
         let (d, w) = operands(n, k);
-        let op = DiagMatMul {
-            transpose_a: false,
-            transpose_b: false,
-            side: Side::Left,
+        let left = op(Side::Left, false, false);
+        assert!(left.scaled(&d, &w).unwrap().is_some());
+        let with = |t: &Tensor, at: usize, v: f32| {
+            let mut x = t.to_vec::<f32>().unwrap();
+            x[at] = v;
+            mat(x, t.shape()[0], t.shape()[1])
         };
-        // an infinity in `w`: 0 · inf is NaN in the product
-        let mut wv = w.to_vec::<f32>().unwrap();
-        wv[5 * k + 3] = f32::INFINITY;
-        let winf = mat(wv, n, k);
-        assert!(op.scaled(&d, &winf).unwrap().is_none());
-        let y = op.eval(&[d.clone(), winf.clone()]).unwrap();
-        let want = d.matmul(&winf).unwrap();
-        assert_eq!(bits(&y[0]), bits(&want));
-        assert!(y[0].to_vec::<f32>().unwrap().iter().any(|x| x.is_nan()));
-        // a denormal off the diagonal is not taken for zero
-        let mut dv = d.to_vec::<f32>().unwrap();
-        dv[2 * n + 7] = 1e-41;
-        assert!(op.scaled(&mat(dv, n, n), &w).unwrap().is_none());
+        // 0 · inf is NaN in the product; a zero or denormal product has
+        // the product's sign of zero; a denormal off the diagonal is not 0
+        let cases = [
+            (d.clone(), with(&w, 5 * k + 3, f32::INFINITY)),
+            (d.clone(), with(&w, 4 * k + 1, f32::NAN)),
+            (d.clone(), with(&w, 2 * k + 2, 0.0)),
+            (d.clone(), with(&w, 3 * k + 2, -1e-41)),
+            (with(&d, 2 * n + 2, 0.0), w.clone()),
+            // 1e-30 · 1e-12: a denormal, flushed to zero
+            (d.clone(), with(&w, k + 6, 1e-12)),
+            (with(&d, 2 * n + 7, 1e-41), w.clone()),
+        ];
+        for (i, (dd, ww)) in cases.iter().enumerate() {
+            assert!(left.scaled(dd, ww).unwrap().is_none(), "case {i}");
+            let y = left.eval(&[dd.clone(), ww.clone()]).unwrap();
+            let want = dd.matmul(ww).unwrap();
+            let canon = |t: &Tensor| -> Vec<u32> {
+                t.to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+                    .collect()
+            };
+            assert_eq!(canon(&y[0]), canon(&want), "case {i}");
+        }
         // mismatched shapes: the product's error
-        assert!(op.eval(&[d.clone(), mat(vec![1.0; 3 * k], 3, k)]).is_err());
+        assert!(left.eval(&[d.clone(), mat(vec![1.0; 3 * k], 3, k)]).is_err());
         // f64: the product
         let d64 = d.cast(DType::F64).unwrap();
         let w64 = w.cast(DType::F64).unwrap();
-        let y = op.eval(&[d64.clone(), w64.clone()]).unwrap();
+        let y = left.eval(&[d64.clone(), w64.clone()]).unwrap();
         assert_eq!(y[0].to_vec_f64(), d64.matmul(&w64).unwrap().to_vec_f64());
     }
 }
