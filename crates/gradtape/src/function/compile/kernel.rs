@@ -44,8 +44,8 @@ pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
-/// sums add each run of this many elements on their own (in eight running
-/// `f64` sums), so the sums do not depend on the register width.
+/// sums add each run of this many elements on their own (in `SUM_LANES`
+/// running `f64` sums), so the sums do not depend on the register width.
 pub(crate) const CHUNK: usize = 256;
 
 /// The most elements a register holds: a chunk of [`CHUNK`]s.
@@ -317,14 +317,21 @@ fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
     }
 }
 
-/// The sum of a run of at most [`CHUNK`] elements, in `f64`: eight running
-/// sums (two vectors; one chain of dependent adds ran at the adder's
-/// latency, slower than the eager sum, the `jacobian` bench), then the
-/// rest.
+/// Running sums of [`chunk_sum`]: four AVX-512 vectors of `f64` (eight
+/// AVX2 ones), so that the adds of one vector do not wait for each other
+/// (one vector's chain ran at the adder's latency: the fused sum of
+/// `mlp_step`'s gradient and of `elementwise` spent most of their time
+/// there).
+const SUM_LANES: usize = 32;
+
+/// The sum of a run of at most [`CHUNK`] elements, in `f64`:
+/// [`SUM_LANES`] running sums (element `i` of each group of `SUM_LANES` to
+/// sum `i`), added pairwise (sums `k` and `k + 16`, then `k + 8`, ...), then
+/// the rest in order.
 #[inline(always)]
 fn chunk_sum<T: Float>(s: &[T]) -> f64 {
-    let mut t = [0.0f64; 8];
-    let mut groups = s.chunks_exact(8);
+    let mut t = [0.0f64; SUM_LANES];
+    let mut groups = s.chunks_exact(SUM_LANES);
     for q in &mut groups {
         for (tk, &v) in t.iter_mut().zip(q) {
             *tk += v.to_f64();
@@ -334,8 +341,14 @@ fn chunk_sum<T: Float>(s: &[T]) -> f64 {
     for &v in groups.remainder() {
         rest += v.to_f64();
     }
-    let lanes = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-    lanes + rest
+    let mut w = SUM_LANES;
+    while w > 1 {
+        w /= 2;
+        for k in 0..w {
+            t[k] += t[k + w];
+        }
+    }
+    t[0] + rest
 }
 
 /// The first `n` elements of `b`'s capacity, as a slice to write (every
