@@ -23,6 +23,11 @@
 //!    Then `transpose`: a weight read transposed by many small products
 //!    (an RNN's `g Uᵀ` at every step) is transposed once, and the products
 //!    read the copy as is (the GEMM kernel reads such an operand in place).
+//!    Then `diag`: a product with an operand made elementwise from a
+//!    constant diagonal matrix (a Jacobian's seed, the identity) becomes a
+//!    node that scales the other operand's rows or columns when the operand
+//!    is diagonal at run time (bit for bit the product's values), and runs
+//!    the product otherwise.
 //! 6. `fuse` — elementwise fusion: chains and trees of elementwise ops
 //!    (with scalar operands, row and column broadcasts, and sums, maxima
 //!    and minima over all, the leading or the trailing axes) become one
@@ -71,6 +76,7 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 
+pub(crate) mod diag;
 pub(crate) mod exec;
 pub(crate) mod fold;
 pub(crate) mod fuse;
@@ -106,6 +112,8 @@ pub struct CompileStats {
     pub stacked: usize,
     /// Operands of products given a transposed copy, made once per run.
     pub transposed: usize,
+    /// Products with a likely diagonal operand, run as a scaling when it is.
+    pub diagonal: usize,
     /// Nodes merged into fused kernels.
     pub fused: usize,
     /// Fused kernels made.
@@ -145,6 +153,7 @@ impl Executable {
         }
         stats.stacked = join::stack_products(&mut g);
         stats.transposed = transpose::transpose_once(&mut g);
+        stats.diagonal = diag::diagonal_products(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
         stats.kept = keep::keep_cols(&mut g);
         // values renumbered: a run's slots are only those still made
