@@ -379,7 +379,7 @@ impl Program {
                 (None, Some(dn)) => Src {
                     ptr: dn.ptr.get() as *const T,
                     len: self.len,
-                    fixed: false,
+                    fixed: self.load_dies_before_store(i, dn.out),
                 },
                 (None, None) => unreachable!("an input without elements has a donor"),
             })
@@ -625,7 +625,8 @@ impl Program {
                             if src.fixed {
                                 // read in place: SAFETY: the input's
                                 // elements live through the run, and no
-                                // output takes its buffer (`fixed`)
+                                // output writes them while this register
+                                // stands for them (`fixed`)
                                 unsafe { regs.view(dst, src.at(start, n), n) }
                             } else {
                                 src.copy_to(start, regs.get_mut(dst, n))

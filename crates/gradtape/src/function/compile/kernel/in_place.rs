@@ -1,7 +1,7 @@
 //! Fused kernels that write into their inputs' buffers: which input may
 //! give an output its buffer, and how inputs are read when one does.
 
-use super::{Instr, Lane, Program, Splat};
+use super::{Instr, Lane, Program, Reg, Splat};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::workers::SendPtr;
 use crate::tensor::{DType, Tensor};
@@ -12,8 +12,10 @@ use crate::tensor::{DType, Tensor};
 pub(super) struct Src<T> {
     pub(super) ptr: *const T,
     pub(super) len: usize,
-    /// nothing writes the elements during the run (no output takes the
-    /// buffer), so a register may read them in place
+    /// a register loaded from the input may read its elements in place:
+    /// nothing writes them during the run (no output takes the buffer), or
+    /// the output that does is stored after the last read of that register
+    /// in each chunk (see [`Program::load_dies_before_store`])
     pub(super) fixed: bool,
 }
 
@@ -97,6 +99,45 @@ impl Program {
             }
             d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
         }
+    }
+
+    /// Whether the register loaded from `input` (which the program loads
+    /// once) is read by no instruction from the store of elementwise output
+    /// `out` on, that store included: then, within each chunk, every read of
+    /// the input's elements comes before the output writes them, and the
+    /// register may read them in place although `out` takes the buffer.
+    pub(super) fn load_dies_before_store(&self, input: usize, out: usize) -> bool {
+        let Some(at) = self
+            .body
+            .iter()
+            .position(|x| matches!(x, Instr::Load { input: i, .. } if *i as usize == input))
+        else {
+            return false;
+        };
+        let Instr::Load { dst: r, .. } = self.body[at] else {
+            return false;
+        };
+        let mut stored = false;
+        for ins in &self.body[at + 1..] {
+            let (reads, writes): (&[Reg], &[Reg]) = match ins {
+                Instr::Load { dst, .. } | Instr::Gather { dst, .. } => (&[], std::slice::from_ref(dst)),
+                Instr::Unary { dst, a, .. } => (std::slice::from_ref(a), std::slice::from_ref(dst)),
+                Instr::SinCos { sin, cos, a } => (std::slice::from_ref(a), &[*sin, *cos][..]),
+                Instr::Binary { dst, a, b, .. } => (&[*a, *b][..], std::slice::from_ref(dst)),
+                Instr::Store { out: o, src } => {
+                    stored |= *o as usize == out;
+                    (std::slice::from_ref(src), &[])
+                }
+                Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => (std::slice::from_ref(src), &[]),
+            };
+            if stored && reads.contains(&r) {
+                return false;
+            }
+            if writes.contains(&r) {
+                return true;
+            }
+        }
+        true
     }
 
     /// Per elementwise output that can be written in place: the output's
