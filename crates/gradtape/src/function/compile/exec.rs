@@ -27,7 +27,7 @@
 use smallvec::SmallVec;
 
 use super::fuse::Fused;
-use super::kernel::Program;
+use super::kernel::{Outs, Program};
 use crate::error::{Error, Result};
 use crate::function::graph::{returned_values, Graph};
 use crate::ops::desc::Op;
@@ -115,9 +115,9 @@ impl Plan {
                     t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?,
                 );
             }
-            let outs = match fused_program(&node.op) {
-                Some(p) => p.run_in_place(&mut ins)?.into_iter().collect(),
-                None => node.op.eval(&ins)?,
+            let outs: Outs = match fused_program(&node.op) {
+                Some(p) => p.run_in_place(&mut ins)?,
+                None => node.op.eval(&ins)?.into_iter().collect(),
             };
             // the operands go now: a buffer no output took is free for the
             // next node
