@@ -115,6 +115,7 @@ impl Bin {
     }
 
     /// Tensors the bin holds (for tests of its bound).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.full.len() + self.shells.len() + self.bare.len() + self.returned.len()
     }

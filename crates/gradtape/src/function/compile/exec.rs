@@ -31,7 +31,7 @@ use smallvec::SmallVec;
 use super::fuse::Fused;
 use super::kernel::{Outs, Program};
 use crate::error::{Error, Result};
-use crate::function::graph::{returned_values, Graph};
+use crate::function::graph::Graph;
 use crate::ops::desc::Op;
 use crate::tensor::recycle::{self, Bin};
 use crate::tensor::Tensor;
@@ -110,26 +110,35 @@ impl Plan {
 
     /// Runs `g` (the graph this plan was made for) on `args`, in the
     /// memory of the last run where it can.
-    pub(crate) fn run(&self, g: &Graph, args: &[Tensor]) -> Result<Vec<Tensor>> {
+    /// Its outputs are appended to `out`.
+    pub(crate) fn run_into(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
         let Ok(mut reuse) = self.reuse.try_lock() else {
-            return self.run_with(g, args, &mut Vec::new());
+            return self.run_with(g, args, &mut Vec::new(), out);
         };
         let Reuse { slots, bin } = &mut *reuse;
-        let out = bin.scope(|| {
-            let out = self.run_with(g, args, slots);
+        let start = out.len();
+        let done = bin.scope(|| {
+            let done = self.run_with(g, args, slots, out);
             // (the returned values' handles in the slots go, so that the
             // caller's handles are the only ones but the bin's)
             slots.iter_mut().for_each(|s| *s = None);
-            out
+            done
         });
-        if let Ok(outs) = &out {
-            bin.returned(outs);
+        if done.is_ok() {
+            bin.returned(&out[start..]);
         }
-        out
+        done
     }
 
-    /// [`run`](Self::run) with these slots (any length: they are resized).
-    fn run_with(&self, g: &Graph, args: &[Tensor], slots: &mut Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
+    /// [`run_into`](Self::run_into) with these slots (any length: they are
+    /// resized).
+    fn run_with(
+        &self,
+        g: &Graph,
+        args: &[Tensor],
+        slots: &mut Vec<Option<Tensor>>,
+        out: &mut Vec<Tensor>,
+    ) -> Result<()> {
         if args.len() != self.inputs.len() {
             return Err(Error::invalid(
                 "function",
@@ -173,7 +182,11 @@ impl Plan {
                 }
             }
         }
-        returned_values(&self.outputs, slots)
+        for &o in &self.outputs {
+            let t = slots[o as usize].clone();
+            out.push(t.ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))?);
+        }
+        Ok(())
     }
 }
 
