@@ -69,6 +69,8 @@ pub(crate) struct Plan {
 #[derive(Default)]
 struct Reuse {
     slots: Vec<Option<Tensor>>,
+    /// a node's operands (a join of many products has many)
+    ins: Vec<Tensor>,
     bin: Bin,
 }
 
@@ -113,15 +115,16 @@ impl Plan {
     /// Its outputs are appended to `out`.
     pub(crate) fn run_into(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
         let Ok(mut reuse) = self.reuse.try_lock() else {
-            return self.run_with(g, args, &mut Vec::new(), out);
+            return self.run_with(g, args, &mut Vec::new(), &mut Vec::new(), out);
         };
-        let Reuse { slots, bin } = &mut *reuse;
+        let Reuse { slots, ins, bin } = &mut *reuse;
         let start = out.len();
         let done = bin.scope(|| {
-            let done = self.run_with(g, args, slots, out);
+            let done = self.run_with(g, args, slots, ins, out);
             // (the returned values' handles in the slots go, so that the
             // caller's handles are the only ones but the bin's)
             slots.iter_mut().for_each(|s| *s = None);
+            ins.clear();
             done
         });
         if done.is_ok() {
@@ -137,6 +140,7 @@ impl Plan {
         g: &Graph,
         args: &[Tensor],
         slots: &mut Vec<Option<Tensor>>,
+        ins: &mut Vec<Tensor>,
         out: &mut Vec<Tensor>,
     ) -> Result<()> {
         if args.len() != self.inputs.len() {
@@ -150,7 +154,6 @@ impl Plan {
         for (&v, a) in self.inputs.iter().zip(args) {
             slots[v as usize] = Some(a.clone());
         }
-        let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             ins.clear();
             for r in &step.reads {
@@ -161,7 +164,7 @@ impl Plan {
                 );
             }
             let outs: Outs = match fused_program(&node.op) {
-                Some(p) => p.run_in_place(&mut ins)?,
+                Some(p) => p.run_in_place(ins)?,
                 None => node.op.eval(&ins)?.into_iter().collect(),
             };
             // the operands go now: a buffer no output took is free for the
