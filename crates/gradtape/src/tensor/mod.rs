@@ -89,7 +89,18 @@ impl TensorId {
 /// ```
 #[derive(Clone)]
 pub struct Tensor {
-    inner: Arc<Inner>,
+    /// (dropped by `Drop`, which may keep it for reuse: see [`recycle`])
+    inner: std::mem::ManuallyDrop<Arc<Inner>>,
+}
+
+impl Drop for Tensor {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken once, here, and the handle is never used
+        // again (it is being dropped).
+        let inner = unsafe { std::mem::ManuallyDrop::take(&mut self.inner) };
+        recycle::dropped(inner);
+    }
 }
 
 struct Inner {
@@ -148,11 +159,11 @@ impl Tensor {
             Err(back) => back,
         };
         Tensor {
-            inner: Arc::new(Inner {
+            inner: std::mem::ManuallyDrop::new(Arc::new(Inner {
                 id: TensorId::fresh(),
                 layout,
                 data,
-            }),
+            })),
         }
     }
 

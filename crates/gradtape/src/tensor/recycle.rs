@@ -22,6 +22,7 @@
 //! caller has dropped since (the bin's handle is then the only one).
 
 use std::cell::{Cell, RefCell};
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use super::{Buf, Data, Element, Inner, Layout, Storage, Tensor, TensorId};
@@ -61,7 +62,7 @@ struct Restore<'a>(&'a mut Bin);
 impl Drop for Restore<'_> {
     fn drop(&mut self) {
         ON.with(|on| on.set(false));
-        if let Some(b) = ACTIVE.with(|a| a.borrow_mut().take()) {
+        if let Some(b) = ACTIVE.try_with(|a| a.try_borrow_mut().ok()?.take()).ok().flatten() {
             *self.0 = b;
         }
     }
@@ -127,16 +128,35 @@ fn with_bin<R>(f: impl FnOnce(&mut Bin) -> R) -> Option<R> {
     if !ON.with(Cell::get) {
         return None;
     }
-    ACTIVE.with(|a| a.try_borrow_mut().ok()?.as_mut().map(f))
+    ACTIVE
+        .try_with(|a| a.try_borrow_mut().ok()?.as_mut().map(f))
+        .ok()
+        .flatten()
 }
 
 /// Gives a dead value's tensor to the active bin, when nothing else holds
-/// its handle; otherwise (or without a bin) drops it.
-pub(crate) fn give(mut t: Tensor) {
+/// its handle; otherwise (or without a bin) drops it. (What dropping it
+/// does: see [`dropped`].)
+pub(crate) fn give(t: Tensor) {
+    drop(t)
+}
+
+/// Where a dropped tensor's handle goes: to the active bin when nothing
+/// else holds it (no other handle, no weak one) and a run is active on this
+/// thread, so that tensors a run's ops make and drop within it (a kernel's
+/// temporaries) are reused as the graph's dead values are; otherwise it is
+/// released.
+#[inline]
+pub(super) fn dropped(inner: Arc<Inner>) {
     if !ON.with(Cell::get) {
         return;
     }
-    let Some(inner) = Arc::get_mut(&mut t.inner) else {
+    keep(inner);
+}
+
+/// [`dropped`] within a run: sorts a handle held alone into the bin.
+fn keep(mut arc: Arc<Inner>) {
+    let Some(inner) = Arc::get_mut(&mut arc) else {
         return;
     };
     let kind = match &mut inner.data {
@@ -151,8 +171,12 @@ pub(crate) fn give(mut t: Tensor) {
         },
         Data::Inline(_) => 2,
     };
-    // (a tensor the bin cannot take drops after the borrow ends)
+    // (a handle the bin cannot take, its slot busy, is released: dropping
+    // an `Arc` of the bin's thread never comes back here)
     let _ = with_bin(move |b| {
+        let t = Tensor {
+            inner: ManuallyDrop::new(arc),
+        };
         let held = Held { t, run: b.run };
         match kind {
             0 => b.full.push(held),
@@ -172,11 +196,11 @@ fn renew(mut t: Tensor, layout: Layout, data: Data) -> Tensor {
     }
     // (never: the bin holds handles held alone)
     Tensor {
-        inner: Arc::new(Inner {
+        inner: ManuallyDrop::new(Arc::new(Inner {
             id: TensorId::fresh(),
             layout,
             data,
-        }),
+        })),
     }
 }
 
