@@ -172,10 +172,14 @@ fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -
     }
     let mut times = Vec::with_capacity(iters);
     let allocs_before = allocs::count();
+    let mut trace = allocs::trace_wanted();
     for _ in 0..iters {
+        allocs::set_tracing(trace);
         let t = Instant::now();
         let o = step()?;
         times.push(t.elapsed().as_secs_f64());
+        allocs::set_tracing(false);
+        trace = false;
         // the previous output drops here, outside the timed region
         out = Some(o);
     }

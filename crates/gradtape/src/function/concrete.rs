@@ -173,11 +173,23 @@ impl ConcreteFunction {
         &self.captures
     }
 
-    /// Calls the function on its flat arguments (tensor leaves, in order).
-    pub(crate) fn call_flat(self: &Arc<Self>, args: &[Tensor]) -> Result<Vec<Tensor>> {
-        let mut inputs: Vec<Tensor> = args.to_vec();
-        inputs.extend(self.captures.iter().cloned());
-        self.call_inputs(&inputs)
+    /// [`call_inputs`](Self::call_inputs) into `out` (emptied first): a
+    /// call outside tapes and traces appends the graph's outputs to it
+    /// without a vector of its own.
+    pub(crate) fn call_inputs_into(self: &Arc<Self>, inputs: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
+        out.clear();
+        if trace::recording() || tape::any_active() || crate::autodiff::forward::any_active() {
+            *out = self.call_inputs(inputs)?;
+            return Ok(());
+        }
+        self.check_inputs(inputs)?;
+        match &self.exec {
+            Some(e) if e.fits(inputs) => e.run_into(inputs, out),
+            _ => {
+                out.extend(self.graph.run(inputs, &self.plan)?);
+                Ok(())
+            }
+        }
     }
 
     /// Calls the function on all its graph inputs (arguments and captures).

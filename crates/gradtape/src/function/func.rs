@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::concrete::{ConcreteFunction, FlatFn};
 use super::graph::Graph;
-use super::structure::{tensors_of, Leaf, TensorStruct};
+use super::structure::{reuse_leaves, tensors_of, Leaf, TensorStruct};
 use super::trace;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor, TensorId};
@@ -122,7 +122,19 @@ pub struct Function<I, O, F> {
     f: Arc<F>,
     options: FunctionOptions,
     cache: Mutex<Cache<O>>,
+    /// vectors a call fills and empties, kept for the next one
+    reuse: Mutex<CallVecs>,
     _input: std::marker::PhantomData<fn(&I)>,
+}
+
+/// The vectors of a call: its arguments' leaves, the graph's inputs and
+/// its outputs (empty between calls; a call that finds them busy, on
+/// another thread, makes its own).
+#[derive(Default)]
+struct CallVecs {
+    leaves: Vec<Leaf<'static>>,
+    inputs: Vec<Tensor>,
+    outputs: Vec<Tensor>,
 }
 
 /// Makes a [`Function`] of a closure over a [`TensorStruct`] of tensors and
@@ -166,6 +178,7 @@ where
                 entries: Vec::new(),
                 traces: 0,
             }),
+            reuse: Mutex::new(CallVecs::default()),
             _input: std::marker::PhantomData,
         }
     }
@@ -229,7 +242,24 @@ where
     fn lookup(&self, args: &I) -> Result<(Arc<ConcreteFunction>, Arc<O>)> {
         let mut leaves = Vec::new();
         args.leaves(&mut leaves);
-        let key = self.key(&leaves)?;
+        self.lookup_leaves(args, &leaves)
+    }
+
+    /// [`lookup`](Self::lookup) given the arguments' leaves. A cached
+    /// graph is found without making its key (no allocation).
+    fn lookup_leaves(&self, args: &I, leaves: &[Leaf<'_>]) -> Result<(Arc<ConcreteFunction>, Arc<O>)> {
+        {
+            // a key's specs are the traced shapes, or the signature's (which
+            // these leaves fit exactly when `key` would make that key)
+            let mut cache = self.lock();
+            if let Some(i) = cache.entries.iter().position(|e| fits(&e.key, leaves)) {
+                let e = cache.entries.remove(i);
+                let hit = (e.concrete.clone(), e.template.clone());
+                cache.entries.push(e);
+                return Ok(hit);
+            }
+        }
+        let key = self.key(leaves)?;
         {
             let mut cache = self.lock();
             if let Some(i) = cache.entries.iter().position(|e| e.key == key) {
@@ -299,10 +329,34 @@ where
     /// Calls the function: traces it first if no graph fits the arguments'
     /// signature, then runs the graph.
     pub fn call(&self, args: &I) -> Result<O> {
-        let (concrete, template) = self.lookup(args)?;
-        let flat = tensors_of(args);
-        let outs = concrete.call_flat(&flat)?;
-        template.rebuild(&mut outs.into_iter())
+        let mut held = self.reuse.try_lock().ok();
+        let mut vecs = held.as_deref_mut().map(std::mem::take).unwrap_or_default();
+        let out = self.call_with(args, &mut vecs);
+        if let Some(h) = held.as_deref_mut() {
+            *h = vecs;
+        }
+        out
+    }
+
+    /// [`call`](Self::call) with these vectors (left empty).
+    fn call_with(&self, args: &I, vecs: &mut CallVecs) -> Result<O> {
+        let mut leaves = reuse_leaves(std::mem::take(&mut vecs.leaves));
+        args.leaves(&mut leaves);
+        let found = self.lookup_leaves(args, &leaves);
+        let inputs = &mut vecs.inputs;
+        inputs.extend(leaves.iter().filter_map(|l| match l {
+            Leaf::Tensor(t) => Some((*t).clone()),
+            Leaf::Variable(_) => None,
+        }));
+        vecs.leaves = reuse_leaves(leaves);
+        let out = found.and_then(|(concrete, template)| {
+            inputs.extend(concrete.captures().iter().cloned());
+            concrete.call_inputs_into(inputs, &mut vecs.outputs)?;
+            template.rebuild(&mut vecs.outputs.drain(..))
+        });
+        vecs.inputs.clear();
+        vecs.outputs.clear();
+        out
     }
 
     /// The concrete function that serves these arguments (tracing if
@@ -332,4 +386,15 @@ where
 /// The tensor put in structure templates.
 fn placeholder() -> Tensor {
     Tensor::scalar(0.0f32)
+}
+
+/// Whether leaves fit a cache key: tensors of its specs' dtypes and shapes,
+/// the same variables.
+fn fits(key: &[LeafKey], leaves: &[Leaf<'_>]) -> bool {
+    key.len() == leaves.len()
+        && key.iter().zip(leaves).all(|(k, l)| match (k, l) {
+            (LeafKey::Tensor(spec), Leaf::Tensor(t)) => spec.accepts(t),
+            (LeafKey::Variable(h), Leaf::Variable(v)) => *h == v.handle(),
+            _ => false,
+        })
 }

@@ -127,6 +127,15 @@ tuple_struct!(A.0, B.1, C.2, D.3);
 tuple_struct!(A.0, B.1, C.2, D.3, E.4);
 tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5);
 
+/// An empty vector of leaves, in the allocation of `v` (emptied), of
+/// another lifetime: how a caller keeps one vector for the leaves of many
+/// calls' arguments. (Collecting a vector's own iterator into a vector of
+/// an element of the same size reuses its allocation.)
+pub(crate) fn reuse_leaves<'b>(mut v: Vec<Leaf<'_>>) -> Vec<Leaf<'b>> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
+}
+
 /// The tensor leaves of a structure, in order.
 pub(crate) fn tensors_of<S: TensorStruct>(s: &S) -> Vec<Tensor> {
     let mut leaves = Vec::new();

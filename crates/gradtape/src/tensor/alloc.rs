@@ -14,7 +14,7 @@
 //! a request within it that the machine then cannot back ends in the
 //! system's out-of-memory killer, as for any program.
 
-use super::{pool, Buf, Element};
+use super::{pool, recycle, Buf, Element};
 use crate::error::{Error, Result};
 
 /// The error for `n` elements of `size` bytes each.
@@ -48,9 +48,14 @@ pub(crate) fn try_collect<T>(op: &'static str, items: impl ExactSizeIterator<Ite
     Ok(v)
 }
 
-/// An empty element buffer with room for exactly `n` elements: a freed one
-/// from the buffer cache when it holds one of that size, else a new one.
+/// An empty element buffer with room for exactly `n` elements: one of a
+/// dead value of the compiled graph running on this thread
+/// ([`recycle`]), else a freed one from the buffer cache when it holds one
+/// of that size, else a new one.
 pub(crate) fn try_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T>> {
+    if let Some(b) = recycle::take_buf(n) {
+        return Ok(b);
+    }
     if let Some(b) = pool::take(n) {
         return Ok(b);
     }

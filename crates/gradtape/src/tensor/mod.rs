@@ -18,6 +18,7 @@ pub(crate) mod display;
 pub mod dtype;
 pub(crate) mod layout;
 pub(crate) mod pool;
+pub(crate) mod recycle;
 pub use pool::{buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit};
 
 use std::borrow::Cow;
@@ -88,7 +89,18 @@ impl TensorId {
 /// ```
 #[derive(Clone)]
 pub struct Tensor {
-    inner: Arc<Inner>,
+    /// (dropped by `Drop`, which may keep it for reuse: see [`recycle`])
+    inner: std::mem::ManuallyDrop<Arc<Inner>>,
+}
+
+impl Drop for Tensor {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken once, here, and the handle is never used
+        // again (it is being dropped).
+        let inner = unsafe { std::mem::ManuallyDrop::take(&mut self.inner) };
+        recycle::dropped(inner);
+    }
 }
 
 struct Inner {
@@ -132,19 +144,26 @@ impl Tensor {
         let data = if storage.is_inline() {
             Data::Inline(storage)
         } else {
-            Data::Shared(Arc::new(storage))
+            match recycle::shared(storage, shape) {
+                Ok(t) => return t,
+                Err(storage) => Data::Shared(Arc::new(storage)),
+            }
         };
         Tensor::from_data(data, Layout::contiguous(shape))
     }
 
     #[inline]
     fn from_data(data: Data, layout: Layout) -> Tensor {
+        let (data, layout) = match recycle::handle(data, layout) {
+            Ok(t) => return t,
+            Err(back) => back,
+        };
         Tensor {
-            inner: Arc::new(Inner {
+            inner: std::mem::ManuallyDrop::new(Arc::new(Inner {
                 id: TensorId::fresh(),
                 layout,
                 data,
-            }),
+            })),
         }
     }
 

@@ -89,7 +89,7 @@ static POOL: Mutex<Pool> = Mutex::new(Pool {
 
 impl Storage {
     /// Bytes of the heap buffer (0 when the elements are inline).
-    fn heap_bytes(&self) -> usize {
+    pub(super) fn heap_bytes(&self) -> usize {
         fn b<T>(v: &Buf<T>) -> usize {
             if v.spilled() {
                 v.capacity() * std::mem::size_of::<T>()
@@ -111,7 +111,7 @@ impl Storage {
     }
 
     /// An empty storage of the same dtype (no allocation).
-    fn empty(dtype: DType) -> Storage {
+    pub(super) fn empty(dtype: DType) -> Storage {
         match dtype {
             DType::F32 => Storage::F32(Buf::new()),
             DType::F64 => Storage::F64(Buf::new()),

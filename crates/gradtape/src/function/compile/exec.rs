@@ -24,13 +24,16 @@
 //! nothing; a fused kernel and the compiler's own nodes call kernels
 //! directly.
 
+use std::sync::Mutex;
+
 use smallvec::SmallVec;
 
 use super::fuse::Fused;
-use super::kernel::Program;
+use super::kernel::{Outs, Program};
 use crate::error::{Error, Result};
-use crate::function::graph::{returned_values, Graph};
+use crate::function::graph::Graph;
 use crate::ops::desc::Op;
+use crate::tensor::recycle::{self, Bin};
 use crate::tensor::Tensor;
 
 /// How a node's operand is fetched.
@@ -56,6 +59,19 @@ pub(crate) struct Plan {
     inputs: Vec<u32>,
     outputs: Vec<u32>,
     n_slots: usize,
+    /// what runs reuse (a run that finds it busy, on another thread, goes
+    /// without)
+    reuse: Mutex<Reuse>,
+}
+
+/// What one run leaves to the next: the value slots, and the tensors of
+/// dead values (see [`recycle`]).
+#[derive(Default)]
+struct Reuse {
+    slots: Vec<Option<Tensor>>,
+    /// a node's operands (a join of many products has many)
+    ins: Vec<Tensor>,
+    bin: Bin,
 }
 
 impl Plan {
@@ -90,22 +106,54 @@ impl Plan {
             inputs: g.inputs.clone(),
             outputs: g.outputs.clone(),
             n_slots: n,
+            reuse: Mutex::new(Reuse::default()),
         }
     }
 
-    /// Runs `g` (the graph this plan was made for) on `args`.
-    pub(crate) fn run(&self, g: &Graph, args: &[Tensor]) -> Result<Vec<Tensor>> {
+    /// Runs `g` (the graph this plan was made for) on `args`, in the
+    /// memory of the last run where it can.
+    /// Its outputs are appended to `out`.
+    pub(crate) fn run_into(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
+        let Ok(mut reuse) = self.reuse.try_lock() else {
+            return self.run_with(g, args, &mut Vec::new(), &mut Vec::new(), out);
+        };
+        let Reuse { slots, ins, bin } = &mut *reuse;
+        let start = out.len();
+        let done = bin.scope(|| {
+            let done = self.run_with(g, args, slots, ins, out);
+            // (the returned values' handles in the slots go, so that the
+            // caller's handles are the only ones but the bin's)
+            slots.iter_mut().for_each(|s| *s = None);
+            ins.clear();
+            done
+        });
+        if done.is_ok() {
+            bin.returned(&out[start..]);
+        }
+        done
+    }
+
+    /// [`run_into`](Self::run_into) with these slots (any length: they are
+    /// resized).
+    fn run_with(
+        &self,
+        g: &Graph,
+        args: &[Tensor],
+        slots: &mut Vec<Option<Tensor>>,
+        ins: &mut Vec<Tensor>,
+        out: &mut Vec<Tensor>,
+    ) -> Result<()> {
         if args.len() != self.inputs.len() {
             return Err(Error::invalid(
                 "function",
                 format!("the graph takes {} inputs, got {}", self.inputs.len(), args.len()),
             ));
         }
-        let mut slots: Vec<Option<Tensor>> = vec![None; self.n_slots];
+        slots.clear();
+        slots.resize(self.n_slots, None);
         for (&v, a) in self.inputs.iter().zip(args) {
             slots[v as usize] = Some(a.clone());
         }
-        let mut ins: SmallVec<[Tensor; 4]> = SmallVec::new();
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             ins.clear();
             for r in &step.reads {
@@ -115,13 +163,15 @@ impl Plan {
                     t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?,
                 );
             }
-            let outs = match fused_program(&node.op) {
-                Some(p) => p.run_in_place(&mut ins)?.into_iter().collect(),
-                None => node.op.eval(&ins)?,
+            let outs: Outs = match fused_program(&node.op) {
+                Some(p) => p.run_in_place(ins)?,
+                None => node.op.eval(&ins)?.into_iter().collect(),
             };
             // the operands go now: a buffer no output took is free for the
             // next node
-            ins.clear();
+            for t in ins.drain(..) {
+                recycle::give(t);
+            }
             if outs.len() != step.writes.len() {
                 return Err(Error::invalid(
                     node.op.name(),
@@ -129,12 +179,17 @@ impl Plan {
                 ));
             }
             for (w, t) in step.writes.iter().zip(outs) {
-                if let Some(v) = w {
-                    slots[*v as usize] = Some(t);
+                match w {
+                    Some(v) => slots[*v as usize] = Some(t),
+                    None => recycle::give(t),
                 }
             }
         }
-        returned_values(&self.outputs, &slots)
+        for &o in &self.outputs {
+            let t = slots[o as usize].clone();
+            out.push(t.ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))?);
+        }
+        Ok(())
     }
 }
 
@@ -180,6 +235,36 @@ mod tests {
         // holds it, so it is never written)
         assert!(fused[0].reads[0].last);
         assert!(fused[0].writes[0].is_some());
+    }
+
+    #[test]
+    fn runs_reuse_dead_tensors_never_one_the_caller_holds_and_hold_a_bounded_number() {
+        let (e, x) = compiled();
+        let args = std::slice::from_ref(&x);
+        let first = e.run(args).unwrap();
+        let want = first[0].to_vec::<f64>().unwrap();
+        let second = e.run(args).unwrap();
+        let p2 = second[0].buffer::<f64>().as_ptr();
+        assert_ne!(
+            p2,
+            first[0].buffer::<f64>().as_ptr(),
+            "the caller holds the first result"
+        );
+        drop(second);
+        // dropped by the caller: the next run writes its result there
+        let third = e.run(args).unwrap();
+        assert_eq!(third[0].buffer::<f64>().as_ptr(), p2);
+        for _ in 0..20 {
+            let again = e.run(args).unwrap();
+            assert_eq!(again[0].to_vec::<f64>().unwrap(), want);
+            let held = e.plan.reuse.lock().unwrap().bin.len();
+            assert!(held <= e.graph.values.len() + e.graph.outputs.len(), "{held}");
+        }
+        // the results the caller kept are as they were made
+        assert_eq!(first[0].to_vec::<f64>().unwrap(), want);
+        assert_eq!(third[0].to_vec::<f64>().unwrap(), want);
+        // the input was never written
+        assert_eq!(x.to_vec::<f64>().unwrap()[1], 1e-3);
     }
 
     #[test]

@@ -43,6 +43,7 @@ mod epilogue;
 mod in_place;
 mod lanes;
 mod regs;
+mod scratch;
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
@@ -76,6 +77,12 @@ fn register_width<T>(n_regs: usize, seg: usize) -> usize {
 /// The columns of a task of a kernel with a reduction over leading axes
 /// come in multiples of this.
 pub(crate) const COLUMNS: usize = 64;
+
+/// A kernel's output tensors (inline up to four: no allocation).
+pub(crate) type Outs = smallvec::SmallVec<[Tensor; 4]>;
+
+/// Per-input or per-output lists of a run (inline up to eight).
+type List<T> = smallvec::SmallVec<[T; 8]>;
 
 /// A register index.
 pub(crate) type Reg = u16;
@@ -293,7 +300,7 @@ fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
 
 impl Program {
     /// Runs the program on `inputs`; returns its outputs in order.
-    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Outs> {
         self.check_inputs(inputs)?;
         match self.dtype {
             DType::F32 => self.run_typed::<f32>(inputs, &[]),
@@ -350,7 +357,7 @@ impl Program {
         }
     }
 
-    fn run_typed<T: Lane>(&self, inputs: &[Tensor], donors: &[Donor<T>]) -> Result<Vec<Tensor>> {
+    fn run_typed<T: Lane>(&self, inputs: &[Tensor], donors: &[Donor<T>]) -> Result<Outs> {
         let partial = self.outputs.iter().any(|o| matches!(o, Output::Reduced(_)));
         if self.len == 1 && !partial {
             return self.run_one::<T>(inputs);
@@ -358,7 +365,7 @@ impl Program {
         // a donor's elements are read through its pointer only (the kernel
         // writes them): no reference to them is made while it runs
         let donor_of_input = |i: usize| donors.iter().find(|d| d.input == i);
-        let data: Vec<Option<std::borrow::Cow<'_, [T]>>> = inputs
+        let data: List<Option<std::borrow::Cow<'_, [T]>>> = inputs
             .iter()
             .enumerate()
             .map(|(i, t)| match donor_of_input(i) {
@@ -366,7 +373,7 @@ impl Program {
                 None => t.values::<T>("Fused").map(Some),
             })
             .collect::<Result<_>>()?;
-        let srcs: Vec<Src<T>> = data
+        let srcs: List<Src<T>> = data
             .iter()
             .zip(inputs)
             .enumerate()
@@ -386,8 +393,8 @@ impl Program {
             .collect();
         let n_sums = self.outputs.iter().filter(|o| matches!(o, Output::Sum(_))).count();
         // elementwise outputs of `len`, and partial reductions
-        let mut ebufs = Vec::new();
-        let mut rbufs = Vec::new();
+        let mut ebufs: List<_> = List::new();
+        let mut rbufs: List<_> = List::new();
         for o in &self.outputs {
             match o {
                 Output::Elementwise => {
@@ -407,7 +414,7 @@ impl Program {
         }
         // (pointers taken once the buffers are in place: a small buffer's
         // elements live inside it, and move with it)
-        let outs: Vec<SendPtr<T>> = ebufs
+        let outs: List<SendPtr<T>> = ebufs
             .iter_mut()
             .enumerate()
             .map(|(k, b)| match b {
@@ -421,7 +428,7 @@ impl Program {
                 }
             })
             .collect();
-        let parts: Vec<SendPtr<T>> = rbufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
+        let parts: List<SendPtr<T>> = rbufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
         let (outs, parts) = (&outs[..], &parts[..]);
         let (rows, cols, unit) = self.layout();
         type Partials = smallvec::SmallVec<[Option<Vec<f64>>; 2]>;
@@ -438,18 +445,18 @@ impl Program {
             );
             (sums, blocked)
         };
-        let partials: Vec<(smallvec::SmallVec<[f64; 2]>, Partials)> =
+        let mut partials: smallvec::SmallVec<[(smallvec::SmallVec<[f64; 2]>, Partials); 16]> =
             if self.len >= PAR_MIN && workers::threads() > 1 && cols > unit {
                 let per = (cols / (workers::threads() * 4))
                     .max((PAR_MIN / 2).div_ceil(rows.max(1)))
                     .next_multiple_of(unit);
                 let n_tasks = cols.div_ceil(per);
-                workers::map(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)))
+                workers::map_small(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)))
             } else {
-                vec![task(0..cols)]
+                smallvec::smallvec![task(0..cols)]
             };
         // blocked reductions: the tasks' partial results, in order
-        let folds: Vec<Fold> = self
+        let folds: List<Fold> = self
             .body
             .iter()
             .filter_map(|ins| match ins {
@@ -458,15 +465,23 @@ impl Program {
             })
             .collect();
         for (k, (b, n)) in rbufs.iter_mut().enumerate() {
-            let from: Vec<&[f64]> = partials.iter().filter_map(|(_, p)| p[k].as_deref()).collect();
+            let from: smallvec::SmallVec<[&[f64]; 16]> = partials.iter().filter_map(|(_, p)| p[k].as_deref()).collect();
             if !from.is_empty() {
                 combine(folds[k], &from, &mut spare(b, *n)[..]);
+            }
+        }
+        // the partial results' vectors go back to the free list
+        for (_, p) in partials.iter_mut() {
+            for v in p.iter_mut() {
+                if let Some(v) = v.take() {
+                    scratch::give(v);
+                }
             }
         }
         let mut ebufs = ebufs.into_iter().enumerate();
         let mut rbufs = rbufs.into_iter();
         let mut acc = 0;
-        let mut results = Vec::with_capacity(self.outputs.len());
+        let mut results = Outs::new();
         for o in &self.outputs {
             let b = match o {
                 Output::Elementwise => match ebufs.next() {
@@ -508,7 +523,7 @@ impl Program {
     }
 
     /// [`run_typed`](Self::run_typed) for one element.
-    fn run_one<T: Lane>(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    fn run_one<T: Lane>(&self, inputs: &[Tensor]) -> Result<Outs> {
         let data: smallvec::SmallVec<[std::borrow::Cow<'_, [T]>; 4]> =
             inputs.iter().map(|t| t.values::<T>("Fused")).collect::<Result<_>>()?;
         let srcs: smallvec::SmallVec<[&[T]; 4]> = data.iter().map(|d| &d[..]).collect();
@@ -594,7 +609,7 @@ impl Program {
             (c.start, c.len(), rows)
         };
         let stride = register_width::<T>(self.n_regs, seg);
-        let mut store: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::zero(); self.n_regs.max(1) * stride];
+        let mut store = scratch::take(self.n_regs.max(1) * stride, T::zero());
         let mut regs = Regs::new(&mut store, stride);
         for (r, s) in &self.splats {
             let v = match s {
@@ -669,6 +684,7 @@ impl Program {
                 start += n;
             }
         }
+        scratch::give(store);
         states
             .into_iter()
             .zip(parts)

@@ -180,12 +180,19 @@ impl Executable {
 
     /// Runs the executable graph.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut out = Vec::new();
+        self.run_into(inputs, &mut out)?;
+        Ok(out)
+    }
+
+    /// Runs the executable graph, appending its outputs to `out`.
+    pub(crate) fn run_into(&self, inputs: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
         // (its products are back to back: smaller ones are worth splitting
         // over the threads than in eager code)
         #[cfg(target_arch = "x86_64")]
-        return crate::kernels::cpu::sgemm::split_small(|| self.plan.run(&self.graph, inputs));
+        return crate::kernels::cpu::sgemm::split_small(|| self.plan.run_into(&self.graph, inputs, out));
         #[cfg(not(target_arch = "x86_64"))]
-        self.plan.run(&self.graph, inputs)
+        self.plan.run_into(&self.graph, inputs, out)
     }
 
     /// Whether a run may add numbers in another order than the traced

@@ -143,11 +143,22 @@ pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: 
         // compiled graph's joined products concatenate the same sizes every
         // run, and fresh pages cost more than the copy)
         let mut out = alloc::try_buf::<T>(op, n)?;
+        let outer = if n == 0 { 0 } else { outer };
+        if tensors.iter().all(|t| t.is_contiguous()) {
+            // (read in place: no list of the operands' elements)
+            for o in 0..outer {
+                for t in tensors {
+                    let c: usize = t.shape()[axis..].iter().product();
+                    let at = t.layout().offset + o * c;
+                    out.extend_from_slice(&t.buffer::<T>()[at..at + c]);
+                }
+            }
+            return Ok(Tensor::from_storage(T::buf_into_storage(out), shape));
+        }
         let vals: Vec<_> = tensors.iter().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
         let chunks: Vec<usize> = tensors.iter().map(|t| t.shape()[axis..].iter().product()).collect();
         // (nothing to copy: an empty result is not walked row by row, however
-        // many empty rows a huge outer dim gives)
-        let outer = if n == 0 { 0 } else { outer };
+        // many empty rows a huge outer dim gives: `outer` is 0 then)
         for o in 0..outer {
             for (v, &c) in vals.iter().zip(&chunks) {
                 out.extend_from_slice(&v[o * c..(o + 1) * c]);

@@ -150,7 +150,7 @@ pub(crate) fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceK
 fn reduce_with<T: Num, R: Reducer<T>>(op: &'static str, x: &Tensor, axes: &[usize], r: R) -> Result<Tensor> {
     let l = x.layout();
     let rank = l.shape.len();
-    let kept: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
+    let kept: Shape = (0..rank).filter(|d| !axes.contains(d)).collect();
     let out_shape: Shape = kept.iter().map(|&d| l.shape[d]).collect();
     let n_out: usize = out_shape.iter().product();
     let row: usize = axes.iter().map(|&d| l.shape[d]).product();
@@ -163,7 +163,7 @@ fn reduce_with<T: Num, R: Reducer<T>>(op: &'static str, x: &Tensor, axes: &[usiz
         let src = &buf[l.offset..l.offset + row * n_out];
         columns(op, src, row, n_out, r)?
     } else {
-        let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+        let perm: Shape = kept.iter().chain(axes).copied().collect();
         let pl = Layout {
             shape: perm.iter().map(|&d| l.shape[d]).collect(),
             strides: perm.iter().map(|&d| l.strides[d]).collect(),
@@ -202,6 +202,10 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
             )
         });
         return Ok(Buf::from_vec(out));
+    }
+    if n_out <= Buf::<T>::new().inline_size() {
+        // (held inline: no allocation)
+        return Ok(src.chunks(row).map(|c| r.slice(c)).collect());
     }
     Ok(Buf::from_vec(alloc::try_collect(
         op,

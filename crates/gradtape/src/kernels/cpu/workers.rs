@@ -366,6 +366,14 @@ pub(crate) fn map<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
     out
 }
 
+/// [`map`] into a vector that holds up to 16 results inline (no
+/// allocation for as many tasks).
+pub(crate) fn map_small<R: Send + Default>(n: usize, f: impl Fn(usize) -> R + Sync) -> smallvec::SmallVec<[R; 16]> {
+    let mut out: smallvec::SmallVec<[R; 16]> = (0..n).map(|_| R::default()).collect();
+    for_each_chunk_mut(&mut out, 1, |i, slot| slot[0] = f(i));
+    out
+}
+
 /// A raw pointer that may cross threads (the callers guarantee disjoint use).
 pub(crate) struct SendPtr<T>(pub(crate) *mut T);
 impl<T> Clone for SendPtr<T> {

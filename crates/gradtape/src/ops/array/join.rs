@@ -41,8 +41,9 @@ impl Tensor {
                 });
             }
         }
-        let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[ax]).collect();
-        let mut shape = first.shape().to_vec();
+        // (kept for the gradient; inline up to 16 operands)
+        let sizes: smallvec::SmallVec<[usize; 16]> = tensors.iter().map(|t| t.shape()[ax]).collect();
+        let mut shape: crate::tensor::Shape = first.shape().into();
         // (a saturated sum is refused just below)
         shape[ax] = sizes.iter().fold(0usize, |a, &s| a.saturating_add(s));
         checked_numel(OP, &shape)?;

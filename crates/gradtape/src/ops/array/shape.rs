@@ -10,7 +10,7 @@ use crate::kernels::cpu::elementwise::cast;
 use crate::ops::ct;
 use crate::ops::{bind_jvp, grads, only};
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, norm_axis};
-use crate::tensor::{with_dtype, DType, Element, Layout, Tensor};
+use crate::tensor::{with_dtype, DType, Element, Layout, Shape, Tensor};
 
 impl Tensor {
     /// The same elements in another shape (a view when contiguous, else a copy).
@@ -35,7 +35,7 @@ impl Tensor {
             offset: src.layout().offset,
             ..Layout::contiguous(shape)
         });
-        let old = self.shape().to_vec();
+        let old: Shape = self.shape().into();
         Ok(bind_jvp(
             Lazy("Reshape", || Op::Shape(ShapeOp::Reshape(shape.into()))),
             &[self],
@@ -79,7 +79,7 @@ impl Tensor {
     /// ```
     pub fn permute(&self, perm: &[usize]) -> Result<Tensor> {
         let r = self.rank();
-        let mut seen = vec![false; r];
+        let mut seen: smallvec::SmallVec<[bool; 8]> = smallvec::smallvec![false; r];
         if perm.len() != r || perm.iter().any(|&p| p >= r || std::mem::replace(&mut seen[p], true)) {
             return Err(Error::invalid(
                 "permute",
@@ -92,7 +92,7 @@ impl Tensor {
             strides: perm.iter().map(|&p| l.strides[p]).collect(),
             offset: l.offset,
         });
-        let mut inv = vec![0; r];
+        let mut inv: Shape = smallvec::smallvec![0; r];
         for (i, &p) in perm.iter().enumerate() {
             inv[p] = i;
         }

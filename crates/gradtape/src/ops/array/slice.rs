@@ -43,7 +43,7 @@ impl Tensor {
             // an empty view may point past the end; it is never read
             offset: if size.contains(&0) { l.offset } else { offset as usize },
         });
-        let pads: Vec<(usize, usize)> = (0..shape.len())
+        let pads: smallvec::SmallVec<[(usize, usize); 4]> = (0..shape.len())
             .map(|i| (begin[i], shape[i] - begin[i] - size[i]))
             .collect();
         Ok(bind_jvp(

@@ -72,8 +72,8 @@ impl fmt::Display for F64 {
     }
 }
 
-/// Outputs of one op (most have one).
-pub type Outputs = smallvec::SmallVec<[Tensor; 1]>;
+/// Outputs of one op (most have one; up to two are held inline).
+pub type Outputs = smallvec::SmallVec<[Tensor; 2]>;
 
 /// An op defined above the op layer (function calls, control flow, variable
 /// reads and writes): it evaluates itself and says whether it has effects.

@@ -253,7 +253,7 @@ impl ShapeOp {
         };
         let y = match self {
             ShapeOp::Concat(axis) => {
-                let refs: Vec<&Tensor> = inputs.iter().collect();
+                let refs: SmallVec<[&Tensor; 16]> = inputs.iter().collect();
                 Tensor::concat(&refs, *axis)?
             }
             ShapeOp::Gather(axis) => {

@@ -26,11 +26,11 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::reduce::{reduce, ReduceKind};
 use crate::ops::{ct, unsupported};
 use crate::tensor::layout::norm_axis;
-use crate::tensor::{alloc, DType, Element, Layout, Tensor};
+use crate::tensor::{alloc, DType, Element, Layout, Shape, Tensor};
 
 /// Normalised, sorted axes; an error for out-of-range or repeated axes.
-pub(crate) fn norm_axes(op: &'static str, axes: &[isize], shape: &[usize]) -> Result<Vec<usize>> {
-    let mut out = Vec::with_capacity(axes.len());
+pub(crate) fn norm_axes(op: &'static str, axes: &[isize], shape: &[usize]) -> Result<Shape> {
+    let mut out = Shape::with_capacity(axes.len());
     for &a in axes {
         let n = norm_axis(op, a, shape)?;
         if out.contains(&n) {
@@ -48,7 +48,7 @@ pub(crate) fn norm_axes(op: &'static str, axes: &[isize], shape: &[usize]) -> Re
 }
 
 /// The shape with reduced axes set to 1.
-fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+fn kept_shape(shape: &[usize], axes: &[usize]) -> Shape {
     shape
         .iter()
         .enumerate()
@@ -92,12 +92,12 @@ fn unreduce_ct(g: &Tensor, shape: &[usize], axes: &[usize]) -> Result<Tensor> {
     ct::broadcast_to(&ct::reshape(g, &kept_shape(shape, axes))?, shape)
 }
 
-fn all_axes(t: &Tensor) -> Vec<isize> {
+fn all_axes(t: &Tensor) -> smallvec::SmallVec<[isize; 4]> {
     (0..t.rank() as isize).collect()
 }
 
 /// The shape without the reduced axes.
-fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
+fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Shape {
     if keepdims {
         return kept_shape(shape, axes);
     }

@@ -17,7 +17,7 @@ impl Tensor {
     pub fn sum(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = norm_axes("sum", axes, self.shape())?;
         let y = raw_reduce("sum", self, &ax, keepdims, ReduceKind::Sum)?;
-        let shape = self.shape().to_vec();
+        let shape: crate::tensor::Shape = self.shape().into();
         Ok(bind_jvp(
             Lazy("Sum", || Op::Reduce(Reduce::new(DescKind::Sum, axes, keepdims))),
             &[self],

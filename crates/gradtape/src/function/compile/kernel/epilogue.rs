@@ -34,6 +34,8 @@
 //! another order (in `f64`, rounded once: as the fused sums of all
 //! elements do).
 
+use super::scratch;
+use super::Lane;
 use crate::tensor::Float;
 
 /// What a partial reduction combines.
@@ -151,7 +153,7 @@ pub(crate) enum State<T> {
     },
 }
 
-impl<T: Float> State<T> {
+impl<T: Lane> State<T> {
     /// A fresh state for a task owning output columns `cols` (leading
     /// axes) or whole rows (trailing); `all`: the task runs every element
     /// in order (it then owns all of a reduction's outputs).
@@ -163,13 +165,13 @@ impl<T: Float> State<T> {
                     fold,
                     p,
                     c0,
-                    acc: vec![fold.init(); n],
+                    acc: scratch::take(n, fold.init()),
                 }
             }
             Axis::Blocked(p) => State::Blocked {
                 fold,
                 p,
-                acc: vec![fold.init_f64(); p],
+                acc: scratch::take(p, fold.init_f64()),
             },
             Axis::Trailing(q) => State::Trailing {
                 fold,
@@ -276,6 +278,7 @@ impl<T: Float> State<T> {
                     // SAFETY: the task owns output columns `c0..c0 + acc.len()`.
                     unsafe { out.add(c0 + k).write(a) };
                 }
+                scratch::give(acc);
                 None
             }
             State::Blocked { acc, .. } => Some(acc),

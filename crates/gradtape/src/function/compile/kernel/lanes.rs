@@ -8,7 +8,7 @@ use crate::tensor::Float;
 
 /// The element types a program runs on, with each op as its eager kernel
 /// computes it.
-pub(crate) trait Lane: Float {
+pub(crate) trait Lane: Float + super::scratch::Scratch {
     /// `out[i] = op(x[i])`.
     fn unary(op: &Unary, x: &[Self], out: &mut [Self]);
     /// `s[i] = sin x[i]` and `c[i] = cos x[i]`, the bits of the `Sin` and

@@ -1,0 +1,100 @@
+//! Vectors the fused kernels reuse from run to run: the registers of a
+//! task, the columns a partial reduction folds, the partial results of a
+//! blocked one.
+//!
+//! A kernel run needs a few such vectors per task, sized by the program
+//! (registers of up to 24 KiB, see `REG_BYTES`); allocating them per run
+//! was most of a compiled step's allocations. They come from a free list
+//! per element type ([`take`]) and go back to it ([`give`]), which keeps
+//! at most [`MAX_KEPT`] vectors of at most [`MAX_LEN`] elements, so the
+//! memory it holds is bounded (a few MiB at most). The list is shared by
+//! the threads (a partial result made by a worker is given back by the
+//! caller's thread), behind a lock taken twice per task.
+
+use std::sync::Mutex;
+
+/// At most this many vectors wait on each free list.
+pub(crate) const MAX_KEPT: usize = 64;
+/// Vectors longer than this are not kept.
+pub(crate) const MAX_LEN: usize = 1 << 16;
+
+/// An element type with a free list.
+pub(crate) trait Scratch: Copy + Send + 'static {
+    /// The type's free list.
+    fn free() -> &'static Mutex<Vec<Vec<Self>>>;
+}
+
+impl Scratch for f32 {
+    fn free() -> &'static Mutex<Vec<Vec<f32>>> {
+        static FREE: Mutex<Vec<Vec<f32>>> = Mutex::new(Vec::new());
+        &FREE
+    }
+}
+
+impl Scratch for f64 {
+    fn free() -> &'static Mutex<Vec<Vec<f64>>> {
+        static FREE: Mutex<Vec<Vec<f64>>> = Mutex::new(Vec::new());
+        &FREE
+    }
+}
+
+/// A vector of `n` copies of `fill`: a kept one when one has the room
+/// (else the longest kept one, grown), or a new one.
+pub(crate) fn take<T: Scratch>(n: usize, fill: T) -> Vec<T> {
+    let mut v = T::free()
+        .lock()
+        .ok()
+        .and_then(|mut free| {
+            let i = free
+                .iter()
+                .position(|v| v.capacity() >= n)
+                .or_else(|| (0..free.len()).max_by_key(|&i| free[i].capacity()))?;
+            Some(free.swap_remove(i))
+        })
+        .unwrap_or_default();
+    v.clear();
+    v.resize(n, fill);
+    v
+}
+
+/// Keeps `v` for a later [`take`] (or frees it: too long, or the list is
+/// full).
+pub(crate) fn give<T: Scratch>(v: Vec<T>) {
+    if v.capacity() == 0 || v.capacity() > MAX_LEN {
+        return;
+    }
+    if let Ok(mut free) = T::free().lock() {
+        if free.len() < MAX_KEPT {
+            free.push(v);
+        }
+    }
+}
+
+/// How many vectors wait on `T`'s free list (for tests).
+#[cfg(test)]
+pub(crate) fn kept<T: Scratch>() -> usize {
+    T::free().lock().map(|f| f.len()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_come_back_filled_and_the_list_stays_bounded() {
+        // f64 lists are shared with concurrent tests: check only what this
+        // test can see alone
+        let v = take::<f64>(100, 1.5);
+        assert_eq!(v, vec![1.5; 100]);
+        give(v);
+        let w = take::<f64>(50, 0.0);
+        assert_eq!(w, vec![0.0; 50]);
+        give(w);
+        for _ in 0..2 * MAX_KEPT {
+            give(vec![0.0f64; 8]);
+        }
+        assert!(kept::<f64>() <= MAX_KEPT);
+        give(vec![0.0f64; MAX_LEN + 1]);
+        assert!(kept::<f64>() <= MAX_KEPT);
+    }
+}

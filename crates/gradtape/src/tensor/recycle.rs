@@ -1,0 +1,256 @@
+//! Tensors' allocations reused from run to run of a compiled graph.
+//!
+//! A tensor costs up to three allocations: its handle (the `Arc` of id,
+//! layout and data), the `Arc` of a heap storage, and the buffer. A
+//! compiled graph's run makes the same tensors at every call and drops
+//! them at their last reader, so its executor keeps them in a [`Bin`]
+//! instead: a value whose handle nothing else holds (no other handle, no
+//! weak one) is given to the bin when it dies ([`give`]), and the tensors
+//! the run makes next take their handle, storage `Arc` and buffer from it
+//! ([`Tensor::from_storage`], [`Tensor::view`] and
+//! [`try_buf`](super::alloc::try_buf) ask it first). A reused tensor gets a
+//! fresh id: it is a new value in old memory.
+//!
+//! The bin is active on one thread while a run uses it ([`Bin::scope`]);
+//! kernels that make tensors on other threads, and every tensor made
+//! outside a run, allocate as usual. What a bin holds is bounded: a
+//! tensor given during one run and not taken by the end of the next is
+//! freed, so a bin never holds more than one run gave it.
+//!
+//! Returned values escape to the caller; the bin keeps a handle on each
+//! ([`Bin::returned`]) and, at the start of the next run, takes those the
+//! caller has dropped since (the bin's handle is then the only one).
+
+use std::cell::{Cell, RefCell};
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+use super::{Buf, Data, Element, Inner, Layout, Storage, Tensor, TensorId};
+
+/// A tensor waiting for reuse, with the run that gave it.
+struct Held {
+    t: Tensor,
+    run: u32,
+}
+
+/// Tensors of dead values, sorted by what they still have.
+#[derive(Default)]
+pub(crate) struct Bin {
+    /// handle, storage `Arc` and heap buffer, all held alone
+    full: Vec<Held>,
+    /// handle and storage `Arc` (held alone), the buffer taken
+    shells: Vec<Held>,
+    /// a handle alone (its data inline, or shared with a view)
+    bare: Vec<Held>,
+    /// the last run's returned values
+    returned: Vec<Tensor>,
+    /// runs so far
+    run: u32,
+}
+
+thread_local! {
+    /// The bin of the run on this thread, if any.
+    static ACTIVE: RefCell<Option<Bin>> = const { RefCell::new(None) };
+    /// Whether `ACTIVE` holds a bin (read first: no borrow on the common
+    /// path, tensors made outside runs).
+    static ON: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Puts the bin back where it came from when the run ends (or unwinds).
+struct Restore<'a>(&'a mut Bin);
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        ON.with(|on| on.set(false));
+        if let Some(b) = ACTIVE.try_with(|a| a.try_borrow_mut().ok()?.take()).ok().flatten() {
+            *self.0 = b;
+        }
+    }
+}
+
+impl Bin {
+    /// Runs `f` with this bin active on this thread. Within a run already
+    /// using a bin (or when the thread's slot is busy), `f` runs without.
+    pub(crate) fn scope<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        if ON.with(Cell::get) {
+            return f();
+        }
+        self.run = self.run.wrapping_add(1);
+        // what the caller dropped of the last run's results
+        let returned = std::mem::take(&mut self.returned);
+        let installed = ACTIVE.with(|a| match a.try_borrow_mut() {
+            Ok(mut slot) => {
+                *slot = Some(std::mem::take(self));
+                true
+            }
+            Err(_) => false,
+        });
+        if !installed {
+            self.returned = returned;
+            return f();
+        }
+        ON.with(|on| on.set(true));
+        let restore = Restore(self);
+        let mut returned = returned;
+        for t in returned.drain(..) {
+            give(t);
+        }
+        let out = f();
+        drop(restore);
+        // (the drained vector keeps its room for the next results)
+        self.returned = returned;
+        // what earlier runs gave and this one did not take is freed
+        let run = self.run;
+        let recent = |h: &Held| h.run == run;
+        self.full.retain(recent);
+        self.shells.retain(recent);
+        self.bare.retain(recent);
+        out
+    }
+
+    /// Keeps a handle on each of a run's returned values, to reuse them
+    /// once the caller drops them (see [`scope`](Self::scope)).
+    pub(crate) fn returned(&mut self, outputs: &[Tensor]) {
+        self.returned.clear();
+        self.returned.extend(outputs.iter().cloned());
+    }
+
+    /// Tensors the bin holds (for tests of its bound).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.full.len() + self.shells.len() + self.bare.len() + self.returned.len()
+    }
+}
+
+/// Runs `f` on the active bin, if this thread has one.
+#[inline]
+fn with_bin<R>(f: impl FnOnce(&mut Bin) -> R) -> Option<R> {
+    if !ON.with(Cell::get) {
+        return None;
+    }
+    ACTIVE
+        .try_with(|a| a.try_borrow_mut().ok()?.as_mut().map(f))
+        .ok()
+        .flatten()
+}
+
+/// Gives a dead value's tensor to the active bin, when nothing else holds
+/// its handle; otherwise (or without a bin) drops it. (What dropping it
+/// does: see [`dropped`].)
+pub(crate) fn give(t: Tensor) {
+    drop(t)
+}
+
+/// Where a dropped tensor's handle goes: to the active bin when nothing
+/// else holds it (no other handle, no weak one) and a run is active on this
+/// thread, so that tensors a run's ops make and drop within it (a kernel's
+/// temporaries) are reused as the graph's dead values are; otherwise it is
+/// released.
+#[inline]
+pub(super) fn dropped(inner: Arc<Inner>) {
+    if !ON.with(Cell::get) {
+        return;
+    }
+    keep(inner);
+}
+
+/// [`dropped`] within a run: sorts a handle held alone into the bin.
+fn keep(mut arc: Arc<Inner>) {
+    let Some(inner) = Arc::get_mut(&mut arc) else {
+        return;
+    };
+    let kind = match &mut inner.data {
+        Data::Shared(s) => match Arc::get_mut(s) {
+            Some(s) if s.heap_bytes() == 0 => 1,
+            Some(_) => 0,
+            None => {
+                // a view still holds the buffer: keep the handle alone
+                inner.data = Data::Inline(Storage::empty(s.dtype()));
+                2
+            }
+        },
+        Data::Inline(_) => 2,
+    };
+    // (a handle the bin cannot take, its slot busy, is released: dropping
+    // an `Arc` of the bin's thread never comes back here)
+    let _ = with_bin(move |b| {
+        let t = Tensor {
+            inner: ManuallyDrop::new(arc),
+        };
+        let held = Held { t, run: b.run };
+        match kind {
+            0 => b.full.push(held),
+            1 => b.shells.push(held),
+            _ => b.bare.push(held),
+        }
+    });
+}
+
+/// The handle of a reused tensor, given a fresh id, `layout` and `data`.
+fn renew(mut t: Tensor, layout: Layout, data: Data) -> Tensor {
+    if let Some(inner) = Arc::get_mut(&mut t.inner) {
+        inner.id = TensorId::fresh();
+        inner.layout = layout;
+        inner.data = data;
+        return t;
+    }
+    // (never: the bin holds handles held alone)
+    Tensor {
+        inner: ManuallyDrop::new(Arc::new(Inner {
+            id: TensorId::fresh(),
+            layout,
+            data,
+        })),
+    }
+}
+
+/// A tensor of a heap `storage` in a reused handle and storage `Arc`, or
+/// the storage back when the bin has none.
+pub(super) fn shared(storage: Storage, shape: &[usize]) -> std::result::Result<Tensor, Storage> {
+    let Some(Some(held)) = with_bin(|b| b.shells.pop().or_else(|| b.bare.pop())) else {
+        return Err(storage);
+    };
+    let mut t = held.t;
+    if let Some(inner) = Arc::get_mut(&mut t.inner) {
+        if let Data::Shared(arc) = &mut inner.data {
+            if let Some(s) = Arc::get_mut(arc) {
+                *s = storage;
+                inner.id = TensorId::fresh();
+                inner.layout = Layout::contiguous(shape);
+                return Ok(t);
+            }
+        }
+    }
+    Ok(renew(t, Layout::contiguous(shape), Data::Shared(Arc::new(storage))))
+}
+
+/// A tensor of `data` and `layout` in a reused handle, or both back when
+/// the bin has none.
+pub(super) fn handle(data: Data, layout: Layout) -> std::result::Result<Tensor, (Data, Layout)> {
+    match with_bin(|b| b.bare.pop().or_else(|| b.shells.pop())) {
+        Some(Some(held)) => Ok(renew(held.t, layout, data)),
+        _ => Err((data, layout)),
+    }
+}
+
+/// An empty buffer with room for exactly `n` elements of `T`, taken from a
+/// dead tensor of the active bin (which keeps its handle and storage `Arc`
+/// for the next tensor).
+pub(crate) fn take_buf<T: Element>(n: usize) -> Option<Buf<T>> {
+    with_bin(|b| {
+        let i = b.full.iter().position(|h| {
+            let s = h.t.inner.data.storage();
+            s.dtype() == T::DTYPE && Some(s.heap_bytes()) == n.checked_mul(std::mem::size_of::<T>())
+        })?;
+        let mut held = b.full.swap_remove(i);
+        let inner = Arc::get_mut(&mut held.t.inner)?;
+        let Data::Shared(arc) = &mut inner.data else {
+            return None;
+        };
+        let mut buf = T::take_buf(Arc::get_mut(arc)?)?;
+        buf.clear();
+        b.shells.push(held);
+        Some(buf)
+    })
+    .flatten()
+}
