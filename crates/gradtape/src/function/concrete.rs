@@ -183,13 +183,13 @@ impl ConcreteFunction {
             return Ok(());
         }
         self.check_inputs(inputs)?;
-        match &self.exec {
+        compile::with_compiled_subgraphs(self.optimize, || match &self.exec {
             Some(e) if e.fits(inputs) => e.run_into(inputs, out),
             _ => {
                 out.extend(self.graph.run(inputs, &self.plan)?);
                 Ok(())
             }
-        }
+        })
     }
 
     /// Calls the function on all its graph inputs (arguments and captures).
