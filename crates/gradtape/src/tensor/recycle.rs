@@ -225,7 +225,8 @@ pub(super) fn shared(storage: Storage, shape: &[usize]) -> std::result::Result<T
 }
 
 /// A tensor of `data` and `layout` in a reused handle, or both back when
-/// the bin has none.
+/// the bin has none (not an error: the caller makes a new handle of them).
+#[allow(clippy::result_large_err)]
 pub(super) fn handle(data: Data, layout: Layout) -> std::result::Result<Tensor, (Data, Layout)> {
     match with_bin(|b| b.bare.pop().or_else(|| b.shells.pop())) {
         Some(Some(held)) => Ok(renew(held.t, layout, data)),

@@ -165,7 +165,7 @@ impl Plan {
             }
             let outs: Outs = match fused_program(&node.op) {
                 Some(p) => p.run_in_place(ins)?,
-                None => node.op.eval(&ins)?.into_iter().collect(),
+                None => node.op.eval(ins)?.into_iter().collect(),
             };
             // the operands go now: a buffer no output took is free for the
             // next node
