@@ -147,7 +147,7 @@ fn a_training_step_with_variables_allocates_a_bounded_number_per_call() -> Resul
         counts.push(n);
     }
     // nothing grows from call to call (a call may make one more now and
-    // then: a worker thread's first use of a buffer)
+    // then, seen once in CI; its source is not traced yet)
     assert!(counts[4] <= counts[0], "{counts:?}");
     // at most: the returned `Vec`; the variable's new value, computed by
     // the eager `sub` of `assign_sub`, whose kernel allocates its buffer
