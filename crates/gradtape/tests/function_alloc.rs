@@ -14,6 +14,9 @@ use std::cell::Cell;
 
 use gradtape::{function, GradientTape, Result, Tensor, Variable};
 
+mod common;
+use common::values::{bits, init};
+
 /// The system allocator, counting this thread's allocations.
 struct Counting;
 
@@ -52,21 +55,6 @@ fn allocations<T>(f: impl FnOnce() -> T) -> (usize, T) {
     let before = COUNT.with(Cell::get);
     let out = f();
     (COUNT.with(Cell::get) - before, out)
-}
-
-fn init(shape: &[usize], k: f64) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec(
-        (0..n)
-            .map(|i| (0.37 * i as f64 + k).sin() as f32 * 0.3)
-            .collect::<Vec<_>>(),
-        shape,
-    )
-    .unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u64> {
-    t.to_vec_f64().iter().map(|v| v.to_bits()).collect()
 }
 
 /// A two-layer model's loss and the gradient of its first weight, taken on

@@ -7,6 +7,9 @@ use std::cell::Cell;
 
 use gradtape::{function, FunctionOptions, GradientTape, Padding, Result, Tensor};
 
+mod common;
+use common::values::{bits, init};
+
 /// The system allocator, counting this thread's allocations of one size.
 struct Counting;
 
@@ -42,21 +45,6 @@ fn buffers_of<T>(bytes: usize, f: impl FnOnce() -> T) -> (usize, T) {
     let out = f();
     let n = SIZED.with(|c| c.replace((usize::MAX, 0)).1);
     (n, out)
-}
-
-fn init(shape: &[usize], k: f64) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec(
-        (0..n)
-            .map(|i| (0.37 * i as f64 + k).sin() as f32 * 0.3)
-            .collect::<Vec<_>>(),
-        shape,
-    )
-    .unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u64> {
-    t.to_vec_f64().iter().map(|v| v.to_bits()).collect()
 }
 
 /// A dense layer, its activation and an affine map after it: a matmul

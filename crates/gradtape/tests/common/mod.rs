@@ -3,6 +3,8 @@
 //! ops keeps its own table in its own file and calls [`run_table`].
 #![allow(dead_code)]
 
+pub mod values;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use gradtape::{check_gradients, check_traced, CheckOptions, Result, Tensor, TracedCheckOptions};
@@ -90,6 +92,7 @@ impl Case {
     }
 }
 
+#[allow(unused_imports)]
 pub use Dom::*;
 
 /// Composes an op with `square`, so that second order sees the op's rule.
