@@ -50,6 +50,18 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
+/// Held by each test: the tests of this file run one at a time. The fused
+/// kernels' scratch vectors come from a free list that the process's
+/// threads share, so a test running beside another could find it emptied
+/// by the other's kernels and allocate (seen in CI as one or two
+/// allocations more now and then).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits for the other tests of this file (see [`SERIAL`]).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// How many allocations `f` makes on this thread, and its result.
 fn allocations<T>(f: impl FnOnce() -> T) -> (usize, T) {
     let before = COUNT.with(Cell::get);
@@ -74,6 +86,7 @@ fn step((x, w1, w2): &(Tensor, Tensor, Tensor)) -> Result<Vec<Tensor>> {
 
 #[test]
 fn a_traced_step_allocates_only_its_returned_vec_after_the_first_calls() -> Result<()> {
+    let _serial = serial();
     let args = (init(&[8, 40], 0.1), init(&[40, 48], 0.7), init(&[48, 40], 1.3));
     let f = function(step);
     let want: Vec<Vec<u64>> = f.call(&args)?.iter().map(bits).collect();
@@ -95,6 +108,7 @@ fn a_traced_step_allocates_only_its_returned_vec_after_the_first_calls() -> Resu
 
 #[test]
 fn results_the_caller_keeps_are_never_written_by_later_calls() -> Result<()> {
+    let _serial = serial();
     let args = (init(&[8, 40], 0.2), init(&[40, 48], 0.5), init(&[48, 40], 0.9));
     let f = function(step);
     let kept: Vec<Vec<Tensor>> = (0..4).map(|_| f.call(&args)).collect::<Result<_>>()?;
@@ -113,6 +127,7 @@ fn results_the_caller_keeps_are_never_written_by_later_calls() -> Result<()> {
 
 #[test]
 fn a_training_step_with_variables_allocates_a_bounded_number_per_call() -> Result<()> {
+    let _serial = serial();
     // an update of a variable in the graph: its new value escapes to the
     // variable; the old value dies in the run
     let w = Variable::new(init(&[40, 48], 0.3));
@@ -134,14 +149,13 @@ fn a_training_step_with_variables_allocates_a_bounded_number_per_call() -> Resul
         out?;
         counts.push(n);
     }
-    // nothing grows from call to call (a call may make one more now and
-    // then, seen once in CI; its source is not traced yet)
+    // nothing grows from call to call
     assert!(counts[4] <= counts[0], "{counts:?}");
     // at most: the returned `Vec`; the variable's new value, computed by
     // the eager `sub` of `assign_sub`, whose kernel allocates its buffer
     // outside the bin (and then its storage `Arc`); the gathered copy of a
     // transposed operand that a fused kernel reads (a plain vector, freed
     // as such)
-    assert!(counts.iter().all(|&n| n <= 5), "{counts:?}");
+    assert!(counts.iter().all(|&n| n <= 4), "{counts:?}");
     Ok(())
 }

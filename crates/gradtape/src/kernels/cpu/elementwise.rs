@@ -91,6 +91,44 @@ pub(crate) fn map_guarded<T: Element>(
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
+/// Like [`map`], for a function with a `short` form that gives its bits
+/// on some inputs: a block of elements where `ok(block)` holds goes
+/// through `short`, any other through `full` (an element's value never
+/// depends on its neighbours).
+pub(crate) fn map_either<T: Element>(
+    op: &'static str,
+    x: &Tensor,
+    short: impl Fn(T) -> T + Sync,
+    full: impl Fn(T) -> T + Sync,
+    ok: impl Fn(&[T]) -> bool + Sync,
+) -> Result<Tensor> {
+    let src = x.values::<T>(op)?;
+    let data = build(op, src.len(), |start, out| {
+        let src = &src[start..start + out.len()];
+        simd_if_long(
+            out.len(),
+            #[inline(always)]
+            || {
+                for (o, s) in out.chunks_mut(EITHER_BLOCK).zip(src.chunks(EITHER_BLOCK)) {
+                    if ok(s) {
+                        for (o, &v) in o.iter_mut().zip(s) {
+                            o.write(short(v));
+                        }
+                    } else {
+                        for (o, &v) in o.iter_mut().zip(s) {
+                            o.write(full(v));
+                        }
+                    }
+                }
+            },
+        )
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
+}
+
+/// Elements per block of [`map_either`].
+const EITHER_BLOCK: usize = 64;
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn zip_row<A: Element, B: Element, O: Element>(

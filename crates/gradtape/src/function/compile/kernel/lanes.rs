@@ -61,7 +61,7 @@ impl Lane for f32 {
     #[inline(always)]
     fn unary(op: &Unary, x: &[f32], out: &mut [f32]) {
         match op {
-            Unary::Exp => each(x, out, math::exp_f32),
+            Unary::Exp => math::exp_slice(x, out),
             // (one arm each: a function pointer would not inline)
             Unary::Sin => {
                 each(x, out, math::sin_f32);
@@ -82,8 +82,10 @@ impl Lane for f32 {
         for ((s, c), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
             (*s, *c) = math::sin_cos_f32(v);
         }
-        math::patch_out_of_range(x, s, f32::sin);
-        math::patch_out_of_range(x, c, f32::cos);
+        if !math::sin_cos_in_range(x) {
+            math::patch_out_of_range(x, s, f32::sin);
+            math::patch_out_of_range(x, c, f32::cos);
+        }
     }
 }
 
