@@ -5,15 +5,16 @@
 //!   kept node reads, or when its op is stateful (a variable write, a call
 //!   that writes): an unused branch of the traced code costs nothing.
 //! - **CSE** merges a node into an earlier one with an equal descriptor
-//!   ([`Op`]'s `Eq`: same op, same attributes) and the same inputs; stateful
-//!   ops are never merged. Small constants (up to 16 elements) are merged
-//!   by value.
+//!   ([`Op`]'s `Eq`: same op, same attributes) and the same inputs (for
+//!   `Add` and `Mul`, the same two inputs in either order: IEEE sums and
+//!   products do not depend on it); stateful ops are never merged. Small
+//!   constants (up to 16 elements) are merged by value.
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::graph::{Graph, Node, ValueId};
-use crate::ops::desc::Op;
+use crate::ops::desc::{Binary, Op};
 use crate::tensor::{with_dtype, DType, Element, Tensor};
 
 /// The passes every traced graph goes through, in order.
@@ -54,6 +55,12 @@ fn const_key(t: &Tensor) -> Option<(DType, Vec<usize>, Vec<u64>)> {
 /// A node's identity for CSE: its descriptor and its inputs.
 type NodeKey = (Op, SmallVec<[ValueId; 2]>);
 
+/// Whether `op`'s two inputs may be swapped without changing a bit of its
+/// result (the sign of a zero and infinities included).
+fn commutes(op: &Op) -> bool {
+    matches!(op, Op::Binary(Binary::Add | Binary::Mul))
+}
+
 /// Merges nodes that compute the same thing from the same values.
 pub(crate) fn cse(g: &mut Graph) {
     let mut replace: Vec<ValueId> = (0..g.values.len() as ValueId).collect();
@@ -74,7 +81,11 @@ pub(crate) fn cse(g: &mut Graph) {
             }
         }
         if !n.op.is_stateful() {
-            let key = (n.op.clone(), n.inputs.clone());
+            let mut inputs = n.inputs.clone();
+            if commutes(&n.op) && inputs.len() == 2 && inputs[0] > inputs[1] {
+                inputs.swap(0, 1);
+            }
+            let key = (n.op.clone(), inputs);
             if let Some(prev) = seen.get(&key) {
                 if prev.len() == n.outputs.len() {
                     for (&o, &p) in n.outputs.iter().zip(prev) {
@@ -163,6 +174,30 @@ mod tests {
         assert_eq!(g.count("Neg"), 0);
         assert_eq!(g.len(), 2);
         assert_eq!(g.values.len(), 3);
+    }
+
+    #[test]
+    fn sums_and_products_merge_in_either_order_differences_do_not() {
+        // x, y -> x*y, y*x, x+y, y+x, x-y, y-x
+        let mut g = Graph::default();
+        for _ in 0..8 {
+            g.add_value(DType::F32, &[3]);
+        }
+        g.inputs = vec![0, 1];
+        g.nodes = vec![
+            node(Op::Binary(Binary::Mul), &[0, 1], &[2]),
+            node(Op::Binary(Binary::Mul), &[1, 0], &[3]),
+            node(Op::Binary(Binary::Add), &[1, 0], &[4]),
+            node(Op::Binary(Binary::Add), &[0, 1], &[5]),
+            node(Op::Binary(Binary::Sub), &[0, 1], &[6]),
+            node(Op::Binary(Binary::Sub), &[1, 0], &[7]),
+        ];
+        g.outputs = vec![2, 3, 4, 5, 6, 7];
+        cse(&mut g);
+        assert_eq!((g.count("Mul"), g.count("Add"), g.count("Sub")), (1, 1, 2));
+        assert_eq!(g.outputs, vec![2, 2, 4, 4, 6, 7]);
+        // the kept nodes read their inputs in their own order
+        assert_eq!(g.nodes[1].inputs.as_slice(), &[1, 0]);
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! `sin`, `cos`, `tanh` and `sigmoid`: see [`lanes`]), so a fused graph
 //! gives the eager values bit for bit (a sine and a cosine of one value
 //! are one [`Instr::SinCos`], one range reduction, the same bits); only
-//! the fused sums of all elements add in another order (in `f64` per
-//! chunk, then the chunks in order), which is the one reassociation. Broadcast inputs and partial reductions (bit for bit
+//! the fused sums of all elements add in another order (per chunk, in
+//! `f32` columns and then in `f64`, see [`sums`]; the chunks in order),
+//! which is the one reassociation. Broadcast inputs and partial reductions (bit for bit
 //! too) are in [`epilogue`].
 //!
 //! Outputs go to new buffers ([`Program::run`]), or, when the executor
@@ -44,12 +45,14 @@ mod in_place;
 mod lanes;
 mod regs;
 mod scratch;
+mod sums;
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
 use lanes::binary;
 pub(crate) use lanes::Lane;
 use regs::Regs;
+use sums::add_chunk_sums;
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
 /// sums add each run of this many elements on their own (see
@@ -220,70 +223,6 @@ pub(crate) fn fusible_binary(op: &Binary) -> bool {
         op,
         Add | Sub | Mul | Div | Maximum | Minimum | SquaredDifference | ReluGrad | TanhGrad
     )
-}
-
-/// Columns of a chunk in the fused sums: a [`CHUNK`] is rows of this many.
-const SUM_LANES: usize = 64;
-
-/// The sum of a run of at most [`CHUNK`] elements, as an `f64`: the run's
-/// 64 columns (elements `k`, `k + 64`, ... of the run) each summed in `T`
-/// from zero, at most four terms, then those 64 in `f64` by a fixed tree
-/// ([`lanes_tree`]). Each column's sum rounds at most three times, so the
-/// result is closer to the exact sum than the eager kernel's (long `f32`
-/// lanes); adding in `f32` first needs a quarter of the conversions to
-/// `f64`, which bound an earlier all-`f64` version.
-#[inline(always)]
-fn chunk_sum<T: Float>(s: &[T]) -> f64 {
-    let mut u = [T::zero(); SUM_LANES];
-    for row in s.chunks(SUM_LANES) {
-        for (uk, &v) in u.iter_mut().zip(row) {
-            *uk = *uk + v;
-        }
-    }
-    lanes_tree(&u)
-}
-
-/// [`chunk_sum`] of a whole chunk (the same bits, fixed-length loops).
-#[inline(always)]
-fn whole_chunk_sum<T: Float>(s: &[T; CHUNK]) -> f64 {
-    let mut u = [T::zero(); SUM_LANES];
-    for j in 0..CHUNK / SUM_LANES {
-        for (k, uk) in u.iter_mut().enumerate() {
-            *uk = *uk + s[j * SUM_LANES + k];
-        }
-    }
-    lanes_tree(&u)
-}
-
-/// The 64 column sums of [`chunk_sum`] added in `f64`: eight lanes of
-/// eight by a tree of depth three, then the lanes by [`lanes_sum`].
-#[inline(always)]
-fn lanes_tree<T: Float>(u: &[T; SUM_LANES]) -> f64 {
-    let d: [f64; SUM_LANES] = std::array::from_fn(|k| u[k].to_f64());
-    let t: [f64; 8] = std::array::from_fn(|k| {
-        ((d[k] + d[k + 8]) + (d[k + 16] + d[k + 24])) + ((d[k + 32] + d[k + 40]) + (d[k + 48] + d[k + 56]))
-    });
-    lanes_sum(&t)
-}
-
-/// Eight `f64` lanes added up by a fixed tree.
-#[inline(always)]
-fn lanes_sum(t: &[f64; 8]) -> f64 {
-    ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]))
-}
-
-/// Adds the sums of the [`CHUNK`]s of `s` (the last may be short) to
-/// `acc`, in order: the bits of adding each [`chunk_sum`] in turn.
-#[inline(always)]
-fn add_chunk_sums<T: Float>(s: &[T], acc: &mut f64) {
-    let mut whole = s.chunks_exact(CHUNK);
-    for q in &mut whole {
-        let q: &[T; CHUNK] = q.try_into().expect("chunks_exact gives whole chunks");
-        *acc += whole_chunk_sum(q);
-    }
-    if !whole.remainder().is_empty() {
-        *acc += chunk_sum(whole.remainder());
-    }
 }
 
 /// The first `n` elements of `b`'s capacity, as a slice to write (every
@@ -694,33 +633,6 @@ impl Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn whole_chunk_sums_give_the_bits_of_the_general_one() {
-        for n in [1usize, 255, 256, 300, 512, 700, 1024, 1025, 1500, 2048] {
-            let xs: Vec<f32> = (0..n)
-                .map(|i| ((i as f32 * 0.37).sin() * 1e3 + 1e-3 * i as f32) * if i % 7 == 0 { -1e4 } else { 1.0 })
-                .collect();
-            let mut want = 0.25f64;
-            for piece in xs.chunks(CHUNK) {
-                want += chunk_sum(piece);
-            }
-            let mut got = 0.25f64;
-            add_chunk_sums(&xs, &mut got);
-            assert_eq!(got.to_bits(), want.to_bits(), "{n}");
-            // within three f32 roundings of each term of the exact sum
-            let exact = 0.25 + xs.iter().map(|&v| v as f64).sum::<f64>();
-            let scale: f64 = xs.iter().map(|&v| (v as f64).abs()).sum();
-            assert!(
-                (got - exact).abs() <= 3.0 * f32::EPSILON as f64 * scale,
-                "{n}: {got} vs {exact}"
-            );
-        }
-        // (a chunk summing to -0 gives +0: its columns start from +0)
-        let mut got = -0.0f64;
-        add_chunk_sums(&[-0.0f32; 1024], &mut got);
-        assert_eq!(got.to_bits(), 0.0f64.to_bits());
-    }
 
     #[test]
     fn registers_are_whole_chunks_within_the_budget_or_one_short_run() {

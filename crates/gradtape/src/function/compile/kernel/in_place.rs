@@ -1,7 +1,7 @@
 //! Fused kernels that write into their inputs' buffers: which input may
 //! give an output its buffer, and how inputs are read when one does.
 
-use super::{Instr, Lane, Program, Reg, Splat};
+use super::{Instr, Lane, Program, Splat};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::workers::SendPtr;
 use crate::tensor::{DType, Tensor};
@@ -119,17 +119,10 @@ impl Program {
         };
         let mut stored = false;
         for ins in &self.body[at + 1..] {
-            let (reads, writes): (&[Reg], &[Reg]) = match ins {
-                Instr::Load { dst, .. } | Instr::Gather { dst, .. } => (&[], std::slice::from_ref(dst)),
-                Instr::Unary { dst, a, .. } => (std::slice::from_ref(a), std::slice::from_ref(dst)),
-                Instr::SinCos { sin, cos, a } => (std::slice::from_ref(a), &[*sin, *cos][..]),
-                Instr::Binary { dst, a, b, .. } => (&[*a, *b][..], std::slice::from_ref(dst)),
-                Instr::Store { out: o, src } => {
-                    stored |= *o as usize == out;
-                    (std::slice::from_ref(src), &[])
-                }
-                Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => (std::slice::from_ref(src), &[]),
-            };
+            if let Instr::Store { out: o, .. } = ins {
+                stored |= *o as usize == out;
+            }
+            let (reads, writes) = super::sums::operands(ins);
             if stored && reads.contains(&r) {
                 return false;
             }
