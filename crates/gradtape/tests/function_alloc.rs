@@ -107,6 +107,35 @@ fn a_traced_step_allocates_only_its_returned_vec_after_the_first_calls() -> Resu
 }
 
 #[test]
+fn a_step_returning_an_array_allocates_nothing_after_the_first_calls() -> Result<()> {
+    let _serial = serial();
+    // the elementwise bench's step: loss = sum(exp(sin x) * x) and the sum
+    // of |dloss/dx|, both returned as an array (no `Vec` to make)
+    let f = function(|x: &Tensor| -> Result<[Tensor; 2]> {
+        let x = x.stop_gradient();
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            tape.watch(&x);
+            x.sin()?.exp()?.mul(&x)?.sum_all()
+        })?;
+        let g = tape.gradient(&loss, &x)?.expect("connected");
+        Ok([loss, g.abs()?.sum_all()?])
+    });
+    let x = init(&[5000], 0.4);
+    let want: Vec<Vec<u64>> = f.call(&x)?.iter().map(bits).collect();
+    for _ in 0..3 {
+        f.call(&x)?;
+    }
+    for _ in 0..5 {
+        let (n, out) = allocations(|| f.call(&x));
+        let got: Vec<Vec<u64>> = out?.iter().map(bits).collect();
+        assert_eq!(got, want);
+        assert_eq!(n, 0);
+    }
+    Ok(())
+}
+
+#[test]
 fn results_the_caller_keeps_are_never_written_by_later_calls() -> Result<()> {
     let _serial = serial();
     let args = (init(&[8, 40], 0.2), init(&[40, 48], 0.5), init(&[48, 40], 0.9));

@@ -91,9 +91,19 @@ impl<T: TensorStruct, const N: usize> TensorStruct for [T; N] {
             x.leaves(out);
         }
     }
+    /// (in place: no vector, so a function returning an array of tensors
+    /// allocates nothing for its results)
     fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
-        let v: Vec<T> = self.iter().map(|x| x.rebuild(tensors)).collect::<Result<_>>()?;
-        v.try_into().map_err(|_| ran_out())
+        let mut err = None;
+        let parts: [Option<T>; N] = std::array::from_fn(|i| match err {
+            Some(_) => None,
+            None => self[i].rebuild(tensors).map_err(|e| err = Some(e)).ok(),
+        });
+        match err {
+            Some(e) => Err(e),
+            // (no error: every part was rebuilt)
+            None => Ok(parts.map(|p| p.expect("every part is rebuilt when none failed"))),
+        }
     }
 }
 

@@ -466,7 +466,12 @@ impl Program {
         let srcs: smallvec::SmallVec<[&[T]; 4]> = data.iter().map(|d| &d[..]).collect();
         let mut vals: smallvec::SmallVec<[T; 4]> = smallvec::smallvec![T::zero(); self.outputs.len()];
         let mut sums: smallvec::SmallVec<[f64; 2]> = smallvec::smallvec![0.0; self.outputs.len()];
-        self.run_scalar::<T>(&srcs, &mut vals, &mut sums);
+        // (compiled for the CPU's vector extensions: the `f32` exp, sin and
+        // cos use fused multiply-adds, which are libm calls without them)
+        with_simd(
+            #[inline(always)]
+            || self.run_scalar::<T>(&srcs, &mut vals, &mut sums),
+        );
         let (mut v, mut s) = (vals.into_iter(), sums.into_iter());
         Ok(self
             .outputs
@@ -486,6 +491,7 @@ impl Program {
 
     /// Runs the program on one element (a scalar graph): registers of one
     /// number, no chunk loops.
+    #[inline(always)]
     fn run_scalar<T: Lane>(&self, srcs: &[&[T]], outs: &mut [T], sums: &mut [f64]) {
         let mut r: smallvec::SmallVec<[T; 32]> = smallvec::smallvec![T::zero(); self.n_regs.max(1)];
         for (reg, s) in &self.splats {

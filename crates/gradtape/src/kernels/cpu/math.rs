@@ -7,8 +7,9 @@
 //! that the compiler vectorises when they are inlined into a loop. Their
 //! polynomials use fused multiply-adds (`mul_add`), which round once by
 //! definition, so every build and every instruction set gives the same bits;
-//! on a CPU without FMA (x86_64 before 2013) `mul_add` is a libm call, right
-//! but slow. Accuracy, checked against `f64` references in the tests below
+//! where the code is not compiled for FMA (a CPU without it, x86_64 before
+//! 2013, or an eager tensor of fewer than 64 elements, whose loop skips
+//! [`with_simd`]) `mul_add` is a libm call, right but slower. Accuracy, checked against `f64` references in the tests below
 //! (errors against the exact value, so 0.5 ulp is correct rounding): at most
 //! 1 ulp for `exp` over all finite inputs (subnormal results included; 0.99
 //! ulp was the worst seen over every 97th `f32`), at most 0.8 ulp for
