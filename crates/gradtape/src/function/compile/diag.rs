@@ -141,7 +141,8 @@ impl DiagMatMul {
         if !with_simd(|| all_finite(&o)) {
             return Ok(None);
         }
-        let diag: Vec<f32> = (0..k).map(|i| d[i * k + i]).collect();
+        // (inline up to 256: the jacobian bench's identity allocates nothing)
+        let diag: smallvec::SmallVec<[f32; 256]> = (0..k).map(|i| d[i * k + i]).collect();
         // the other operand as stored: `rows × cols`, read transposed when
         // `trans`
         let cols = ov.shape()[1];

@@ -1,5 +1,7 @@
 //! Gather along an axis and its adjoint, scatter-add; concatenation.
 
+use std::borrow::Borrow;
+
 use crate::error::{Error, Result};
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{alloc, with_dtype, DType, Element, Num, Shape, Tensor};
@@ -134,20 +136,26 @@ pub(crate) fn update_rows<T: Num>(
 /// Joins tensors of one dtype along `axis` into a new tensor of `shape`
 /// (their shapes agree off `axis`, and `shape[axis]` is the sum; the caller
 /// checks both, and that `shape` is valid).
-pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: &[usize]) -> Result<Tensor> {
+pub(crate) fn concat<B: std::borrow::Borrow<Tensor>>(
+    op: &'static str,
+    tensors: &[B],
+    axis: usize,
+    shape: &[usize],
+) -> Result<Tensor> {
     let outer: usize = shape[..axis].iter().product();
     let n: usize = shape.iter().product();
-    let dtype = tensors.first().map_or(DType::F32, |t| t.dtype());
+    let dtype = tensors.first().map_or(DType::F32, |t| t.borrow().dtype());
+    let tensors = || tensors.iter().map(Borrow::borrow);
     with_dtype!(dtype, T => {
         // (from the buffer cache when a large one of this size is free: a
         // compiled graph's joined products concatenate the same sizes every
         // run, and fresh pages cost more than the copy)
         let mut out = alloc::try_buf::<T>(op, n)?;
         let outer = if n == 0 { 0 } else { outer };
-        if tensors.iter().all(|t| t.is_contiguous()) {
+        if tensors().all(|t| t.is_contiguous()) {
             // (read in place: no list of the operands' elements)
             for o in 0..outer {
-                for t in tensors {
+                for t in tensors() {
                     let c: usize = t.shape()[axis..].iter().product();
                     let at = t.layout().offset + o * c;
                     out.extend_from_slice(&t.buffer::<T>()[at..at + c]);
@@ -155,8 +163,8 @@ pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: 
             }
             return Ok(Tensor::from_storage(T::buf_into_storage(out), shape));
         }
-        let vals: Vec<_> = tensors.iter().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
-        let chunks: Vec<usize> = tensors.iter().map(|t| t.shape()[axis..].iter().product()).collect();
+        let vals: Vec<_> = tensors().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
+        let chunks: Vec<usize> = tensors().map(|t| t.shape()[axis..].iter().product()).collect();
         // (nothing to copy: an empty result is not walked row by row, however
         // many empty rows a huge outer dim gives: `outer` is 0 then)
         for o in 0..outer {

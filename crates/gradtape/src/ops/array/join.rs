@@ -9,7 +9,47 @@ use crate::kernels::cpu::index;
 use crate::ops::bind;
 use crate::ops::desc::{Op, ShapeOp};
 use crate::tensor::layout::{checked_numel, norm_axis};
-use crate::tensor::{alloc, Tensor};
+use crate::tensor::{alloc, Shape, Tensor};
+use std::borrow::Borrow;
+
+const CONCAT: &str = "concat";
+
+/// The axis and the shape of the concatenation of `tensors` along `axis`,
+/// checked: a common dtype, rank and every other dimension.
+fn concat_shape<B: Borrow<Tensor>>(tensors: &[B], axis: isize) -> Result<(usize, Shape)> {
+    let Some(first) = tensors.first().map(Borrow::borrow) else {
+        return Err(Error::invalid(CONCAT, "needs at least one tensor"));
+    };
+    let ax = norm_axis(CONCAT, axis, first.shape())?;
+    for t in tensors {
+        let t = t.borrow();
+        crate::ops::expect_same_dtype(CONCAT, first, t)?;
+        let ok = t.rank() == first.rank() && (0..t.rank()).all(|d| d == ax || t.shape()[d] == first.shape()[d]);
+        if !ok {
+            return Err(Error::ShapeMismatch {
+                op: CONCAT,
+                lhs: first.shape().to_vec(),
+                rhs: t.shape().to_vec(),
+            });
+        }
+    }
+    let mut shape: Shape = first.shape().into();
+    // (a saturated sum is refused just below)
+    shape[ax] = tensors
+        .iter()
+        .fold(0usize, |a, t| a.saturating_add(t.borrow().shape()[ax]));
+    checked_numel(CONCAT, &shape)?;
+    Ok((ax, shape))
+}
+
+/// [`Tensor::concat`] of a slice of tensors, for a compiled graph's run
+/// while nothing records (no tape, accumulator or trace): no list of the
+/// operands and nothing kept for a gradient, so a run allocates only the
+/// result (the `rnn_grad` bench's step joins 64 operands three times).
+pub(crate) fn concat_unrecorded(tensors: &[Tensor], axis: isize) -> Result<Tensor> {
+    let (ax, shape) = concat_shape(tensors, axis)?;
+    index::concat(CONCAT, tensors, ax, &shape)
+}
 
 impl Tensor {
     /// Joins tensors along an existing `axis`; all must share dtype, rank
@@ -25,29 +65,10 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
-        const OP: &str = "concat";
-        let Some(first) = tensors.first() else {
-            return Err(Error::invalid(OP, "needs at least one tensor"));
-        };
-        let ax = norm_axis(OP, axis, first.shape())?;
-        for t in tensors {
-            crate::ops::expect_same_dtype(OP, first, t)?;
-            let ok = t.rank() == first.rank() && (0..t.rank()).all(|d| d == ax || t.shape()[d] == first.shape()[d]);
-            if !ok {
-                return Err(Error::ShapeMismatch {
-                    op: OP,
-                    lhs: first.shape().to_vec(),
-                    rhs: t.shape().to_vec(),
-                });
-            }
-        }
+        let (ax, shape) = concat_shape(tensors, axis)?;
         // (kept for the gradient; inline up to 16 operands)
         let sizes: smallvec::SmallVec<[usize; 16]> = tensors.iter().map(|t| t.shape()[ax]).collect();
-        let mut shape: crate::tensor::Shape = first.shape().into();
-        // (a saturated sum is refused just below)
-        shape[ax] = sizes.iter().fold(0usize, |a, &s| a.saturating_add(s));
-        checked_numel(OP, &shape)?;
-        let y = index::concat(OP, tensors, ax, &shape)?;
+        let y = index::concat(CONCAT, tensors, ax, &shape)?;
         Ok(bind(Op::Shape(ShapeOp::Concat(axis)), tensors, y, move |_| {
             vjp_batched(move |g, needs| {
                 let mut start = 0;
@@ -179,5 +200,36 @@ impl Tensor {
                 part
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unrecorded_concat_gives_concat_values_and_errors() {
+        // more operands than the recorded path keeps inline, and a strided one
+        let parts: Vec<Tensor> = (0..40)
+            .map(|i| Tensor::from_vec((0..6).map(|v| (v * 40 + i) as f32).collect(), &[2, 3]).unwrap())
+            .chain([Tensor::from_vec((0..6).map(|v| v as f32).collect(), &[3, 2])
+                .unwrap()
+                .transpose()
+                .unwrap()])
+            .collect();
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        for axis in [0, 1, -1] {
+            let want = Tensor::concat(&refs, axis).unwrap();
+            let got = concat_unrecorded(&parts, axis).unwrap();
+            assert_eq!(got.shape(), want.shape());
+            assert_eq!(got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        }
+        let odd = [parts[0].clone(), Tensor::zeros(&[3, 3], crate::tensor::DType::F32)];
+        let e = concat_unrecorded(&odd, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("concat") && e.contains("[2, 3]") && e.contains("[3, 3]"),
+            "{e}"
+        );
+        assert!(concat_unrecorded(&[], 0).is_err());
     }
 }

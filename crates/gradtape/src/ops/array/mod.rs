@@ -11,7 +11,7 @@
 //! - `fill.rs`: constructors (`eye`, `linspace`, `range`, `one_hot`)
 
 mod fill;
-mod join;
+pub(crate) mod join;
 mod shape;
 mod slice;
 pub(crate) mod strided;

@@ -253,8 +253,15 @@ impl ShapeOp {
         };
         let y = match self {
             ShapeOp::Concat(axis) => {
-                let refs: SmallVec<[&Tensor; 16]> = inputs.iter().collect();
-                Tensor::concat(&refs, *axis)?
+                if crate::autodiff::tape::any_active()
+                    || crate::autodiff::forward::any_active()
+                    || crate::function::trace::recording()
+                {
+                    let refs: SmallVec<[&Tensor; 16]> = inputs.iter().collect();
+                    Tensor::concat(&refs, *axis)?
+                } else {
+                    crate::ops::array::join::concat_unrecorded(inputs, *axis)?
+                }
             }
             ShapeOp::Gather(axis) => {
                 let (x, i) = two()?;
