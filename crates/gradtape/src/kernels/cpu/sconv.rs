@@ -175,8 +175,9 @@ struct Plan {
     ow: usize,
     o: usize,
     /// Offset of each window tap from its pixel in the padded input, in
-    /// elements, in filter order.
-    taps: Vec<usize>,
+    /// elements, in filter order (inline up to a 5x5 window: a plan is
+    /// made per call, and a compiled step makes several).
+    taps: smallvec::SmallVec<[usize; 25]>,
 }
 
 /// Zeros after the padded input, so that a tile's pixels past the last
@@ -393,7 +394,8 @@ fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32
     let kd = d.taps.len() * c;
     let nr = 16 * NV;
     // each filter row's offset from its pixel in the padded input
-    let offs: Vec<usize> = d.taps.iter().flat_map(|&t| (0..c).map(move |ci| t + ci)).collect();
+    // (inline up to a 3x3 window over 16 channels: the `cnn_step` bench)
+    let offs: smallvec::SmallVec<[usize; 144]> = d.taps.iter().flat_map(|&t| (0..c).map(move |ci| t + ci)).collect();
     let (row_tiles, col_tiles) = (kd.div_ceil(MR), o.div_ceil(nr));
     let tiles = row_tiles * col_tiles;
     // too few tiles for the threads: split the batch too, and add up
