@@ -50,11 +50,34 @@ pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl 
     Ok(Tensor::from_storage(O::buf_into_storage(data), x.shape()))
 }
 
-/// Elements per block of [`map_guarded`].
-const GUARD_BLOCK: usize = 256;
+/// `each(block of x, its block of the output)` over blocks of `block`
+/// elements; the output is contiguous with `x`'s shape, every element
+/// written by `each`.
+#[inline(always)]
+fn map_blocks<T: Element>(
+    op: &'static str,
+    x: &Tensor,
+    block: usize,
+    each: impl Fn(&[T], &mut [MaybeUninit<T>]) + Sync,
+) -> Result<Tensor> {
+    let src = x.values::<T>(op)?;
+    let data = build(op, src.len(), |start, out| {
+        let src = &src[start..start + out.len()];
+        simd_if_long(
+            out.len(),
+            #[inline(always)]
+            || {
+                for (o, s) in out.chunks_mut(block).zip(src.chunks(block)) {
+                    each(s, o)
+                }
+            },
+        )
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
+}
 
 /// Like [`map`], for a `fast` function valid only on some inputs: every
-/// element goes through `fast` (vectorised), and then, in a block of
+/// element goes through `fast` (vectorised), and then, in a block of 256
 /// elements where `ok(block)` fails, each element `v` for which `ok(&[v])`
 /// fails through `slow`: an element's value never depends on its
 /// neighbours.
@@ -65,34 +88,23 @@ pub(crate) fn map_guarded<T: Element>(
     slow: impl Fn(T) -> T + Sync,
     ok: impl Fn(&[T]) -> bool + Sync,
 ) -> Result<Tensor> {
-    let src = x.values::<T>(op)?;
-    let data = build(op, src.len(), |start, out| {
-        let src = &src[start..start + out.len()];
-        simd_if_long(
-            out.len(),
-            #[inline(always)]
-            || {
-                for (o, s) in out.chunks_mut(GUARD_BLOCK).zip(src.chunks(GUARD_BLOCK)) {
-                    for (o, &v) in o.iter_mut().zip(s) {
-                        o.write(fast(v));
-                    }
-                    if !ok(s) {
-                        // each element on its own (see `math::patch_out_of_range`)
-                        for (o, v) in o.iter_mut().zip(s) {
-                            if !ok(std::slice::from_ref(v)) {
-                                o.write(slow(*v));
-                            }
-                        }
-                    }
+    map_blocks(op, x, 256, |s, o| {
+        for (o, &v) in o.iter_mut().zip(s) {
+            o.write(fast(v));
+        }
+        if !ok(s) {
+            // each element on its own (see `math::patch_out_of_range`)
+            for (o, v) in o.iter_mut().zip(s) {
+                if !ok(std::slice::from_ref(v)) {
+                    o.write(slow(*v));
                 }
-            },
-        )
-    })?;
-    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
+            }
+        }
+    })
 }
 
 /// Like [`map`], for a function with a `short` form that gives its bits
-/// on some inputs: a block of elements where `ok(block)` holds goes
+/// on some inputs: a block of 64 elements where `ok(block)` holds goes
 /// through `short`, any other through `full` (an element's value never
 /// depends on its neighbours).
 pub(crate) fn map_either<T: Element>(
@@ -102,32 +114,18 @@ pub(crate) fn map_either<T: Element>(
     full: impl Fn(T) -> T + Sync,
     ok: impl Fn(&[T]) -> bool + Sync,
 ) -> Result<Tensor> {
-    let src = x.values::<T>(op)?;
-    let data = build(op, src.len(), |start, out| {
-        let src = &src[start..start + out.len()];
-        simd_if_long(
-            out.len(),
-            #[inline(always)]
-            || {
-                for (o, s) in out.chunks_mut(EITHER_BLOCK).zip(src.chunks(EITHER_BLOCK)) {
-                    if ok(s) {
-                        for (o, &v) in o.iter_mut().zip(s) {
-                            o.write(short(v));
-                        }
-                    } else {
-                        for (o, &v) in o.iter_mut().zip(s) {
-                            o.write(full(v));
-                        }
-                    }
-                }
-            },
-        )
-    })?;
-    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
+    map_blocks(op, x, 64, |s, o| {
+        if ok(s) {
+            for (o, &v) in o.iter_mut().zip(s) {
+                o.write(short(v));
+            }
+        } else {
+            for (o, &v) in o.iter_mut().zip(s) {
+                o.write(full(v));
+            }
+        }
+    })
 }
-
-/// Elements per block of [`map_either`].
-const EITHER_BLOCK: usize = 64;
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
