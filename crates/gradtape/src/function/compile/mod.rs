@@ -38,8 +38,10 @@
 //!
 //! The result runs on the `exec` executor: a plan made here, once (which
 //! slot each node reads, and whether for the last time), values moved out
-//! at their last read, and fused kernels writing into the buffers of
-//! inputs that nothing else holds.
+//! at their last read, fused kernels writing into the buffers of
+//! inputs that nothing else holds, and adjacent independent products (a
+//! layer's input and weight gradients) run at the same time, one per
+//! thread (`together`), bit for bit as one after the other.
 //!
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced
@@ -85,6 +87,7 @@ pub(crate) mod keep;
 pub(crate) mod kernel;
 pub(crate) mod pair;
 pub(crate) mod simplify;
+pub(crate) mod together;
 pub(crate) mod transpose;
 
 use super::graph::Graph;
