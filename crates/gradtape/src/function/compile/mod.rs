@@ -35,6 +35,9 @@
 //! 7. `keep` — a dense convolution hands its im2col matrix to the filter
 //!    gradient of the same input (as the tape's rule does), which then
 //!    does not build it again.
+//! 8. `hoist` — a fused reduction of a gradient (a norm, a checksum)
+//!    traced after variable updates runs before them, while the gradient
+//!    its product made is still in cache.
 //!
 //! The result runs on the `exec` executor: a plan made here, once (which
 //! slot each node reads, and whether for the last time), values moved out
@@ -82,6 +85,7 @@ pub(crate) mod diag;
 pub(crate) mod exec;
 pub(crate) mod fold;
 pub(crate) mod fuse;
+pub(crate) mod hoist;
 pub(crate) mod join;
 pub(crate) mod keep;
 pub(crate) mod kernel;
@@ -159,6 +163,7 @@ impl Executable {
         stats.diagonal = diag::diagonal_products(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
         stats.kept = keep::keep_cols(&mut g);
+        hoist::hoist_reductions(&mut g);
         // values renumbered: a run's slots are only those still made
         let all: Vec<usize> = (0..g.len()).collect();
         let g = passes::extract(&g, &all, &g.inputs, &g.outputs);
