@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use gradtape::{function, FunctionOptions, GradientTape, Padding, Result, Tensor};
+use gradtape::{function, FunctionOptions, GradientTape, Padding, Result, Tensor, Variable};
 
 mod common;
 use common::values::{bits, init};
@@ -200,4 +200,50 @@ fn a_fixed_signature_refuses_other_dtypes_with_an_error() {
         err.contains("f64") || err.contains("F64") || err.contains("signature"),
         "{err}"
     );
+}
+
+/// Three calls of a training step that updates two weights and then sums
+/// the absolute values of the first one's gradient (the bench's
+/// checksum), compiled or as traced: its optimised listing, the calls'
+/// results and the variables after them.
+fn sgd_steps(optimize: bool, x: &Tensor) -> Result<(String, Vec<Vec<Tensor>>, [Variable; 2])> {
+    let vars = [Variable::new(init(&[64, 48], 0.3)), Variable::new(init(&[48, 8], 0.7))];
+    let [w1, w2] = vars.clone();
+    let step = move |x: &Tensor| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| x.matmul(&w1.read())?.tanh()?.matmul(&w2.read())?.sum_all())?;
+        let (g1, g2) = tape.gradient(&loss, &(w1.clone(), w2.clone()))?;
+        let (g1, g2) = (g1.expect("w1"), g2.expect("w2"));
+        w1.apply_gradient_descent(0.01, &g1)?;
+        w2.apply_gradient_descent(0.01, &g2)?;
+        Ok(vec![loss, g1.abs()?.sum_all()?])
+    };
+    let options = FunctionOptions {
+        optimize,
+        ..FunctionOptions::default()
+    };
+    let f = gradtape::Function::with_options(step, options);
+    let listing = f.concrete(x)?.optimized_graph().to_string();
+    let results = (0..3).map(|_| f.call(x)).collect::<Result<_>>()?;
+    Ok((listing, results, vars))
+}
+
+#[test]
+fn a_reduction_of_a_gradient_runs_before_the_variable_updates_with_the_same_values() -> Result<()> {
+    let x = init(&[32, 64], 0.1);
+    let (listing, got, vars) = sgd_steps(true, &x)?;
+    let (_, want, vars_traced) = sgd_steps(false, &x)?;
+    let at = |pat: &str| listing.lines().position(|l| l.contains(pat)).expect(pat);
+    assert!(at("Abs") < at("ApplyGradientDescent"), "{listing}");
+    for (got, want) in got.iter().zip(&want) {
+        // (the sums, fused, add in another order)
+        for (g, w) in got.iter().zip(want) {
+            let (a, b) = (g.to_scalar::<f32>()?, w.to_scalar::<f32>()?);
+            assert!((a - b).abs() <= 1e-5 * b.abs(), "{a} vs {b}");
+        }
+    }
+    for (v, w) in vars.iter().zip(&vars_traced) {
+        assert_eq!(bits(&v.read()), bits(&w.read()), "the variables' values");
+    }
+    Ok(())
 }

@@ -19,17 +19,24 @@
 //! reference counts (`Arc::get_mut`): a tensor the caller still holds, or a
 //! value another node reads later, is never written.
 //!
+//! **Pairs.** Two adjacent independent products (a layer's input and
+//! weight gradients) run at the same time, each on one thread
+//! ([`together`](super::together)), with the bits of a run one after the
+//! other.
+//!
 //! Recording: compiled graphs run with no tape, accumulator or trace active
 //! (a caller hides them, or none is active), so the nodes' ops record
 //! nothing; a fused kernel and the compiler's own nodes call kernels
 //! directly.
 
+use std::cell::Cell;
 use std::sync::Mutex;
 
 use smallvec::SmallVec;
 
 use super::fuse::Fused;
 use super::kernel::{Outs, Program};
+use super::together::{one_thread, pairs, PAIRS};
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
 use crate::ops::desc::Op;
@@ -50,6 +57,8 @@ struct Step {
     reads: SmallVec<[Read; 3]>,
     /// per output: its slot, or `None` when nothing reads it
     writes: SmallVec<[Option<u32>; 1]>,
+    /// the node runs at the same time as the next one (see [`pairs`])
+    paired: bool,
 }
 
 /// What a compiled graph's runs share: per node, where its operands come
@@ -71,6 +80,8 @@ struct Reuse {
     slots: Vec<Option<Tensor>>,
     /// a node's operands (a join of many products has many)
     ins: Vec<Tensor>,
+    /// the operands of the second node of a pair
+    ins2: Vec<Tensor>,
     bin: Bin,
 }
 
@@ -98,9 +109,18 @@ impl Plan {
                 .iter()
                 .map(|&v| (read[v as usize] || returned[v as usize]).then_some(v))
                 .collect();
-            steps.push(Step { reads, writes });
+            steps.push(Step {
+                reads,
+                writes,
+                paired: false,
+            });
         }
         steps.reverse();
+        if PAIRS.with(Cell::get) && crate::kernels::cpu::workers::threads() > 1 {
+            for i in pairs(g) {
+                steps[i].paired = true;
+            }
+        }
         Plan {
             steps,
             inputs: g.inputs.clone(),
@@ -115,16 +135,17 @@ impl Plan {
     /// Its outputs are appended to `out`.
     pub(crate) fn run_into(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
         let Ok(mut reuse) = self.reuse.try_lock() else {
-            return self.run_with(g, args, &mut Vec::new(), &mut Vec::new(), out);
+            return self.run_with(g, args, &mut Vec::new(), [&mut Vec::new(), &mut Vec::new()], out);
         };
-        let Reuse { slots, ins, bin } = &mut *reuse;
+        let Reuse { slots, ins, ins2, bin } = &mut *reuse;
         let start = out.len();
         let done = bin.scope(|| {
-            let done = self.run_with(g, args, slots, ins, out);
+            let done = self.run_with(g, args, slots, [&mut *ins, &mut *ins2], out);
             // (the returned values' handles in the slots go, so that the
             // caller's handles are the only ones but the bin's)
             slots.iter_mut().for_each(|s| *s = None);
             ins.clear();
+            ins2.clear();
             done
         });
         if done.is_ok() {
@@ -134,13 +155,13 @@ impl Plan {
     }
 
     /// [`run_into`](Self::run_into) with these slots (any length: they are
-    /// resized).
+    /// resized) and operand lists (the second for a pair's second node).
     fn run_with(
         &self,
         g: &Graph,
         args: &[Tensor],
         slots: &mut Vec<Option<Tensor>>,
-        ins: &mut Vec<Tensor>,
+        [ins, ins2]: [&mut Vec<Tensor>; 2],
         out: &mut Vec<Tensor>,
     ) -> Result<()> {
         if args.len() != self.inputs.len() {
@@ -154,36 +175,33 @@ impl Plan {
         for (&v, a) in self.inputs.iter().zip(args) {
             slots[v as usize] = Some(a.clone());
         }
-        for (node, step) in g.nodes.iter().zip(&self.steps) {
-            ins.clear();
-            for r in &step.reads {
-                let s = &mut slots[r.slot as usize];
-                let t = if r.last { s.take() } else { s.clone() };
-                ins.push(
-                    t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?,
-                );
+        let mut i = 0;
+        while i < self.steps.len() {
+            let (node, step) = (&g.nodes[i], &self.steps[i]);
+            fetch(step, slots, ins)?;
+            if step.paired && i + 1 < self.steps.len() {
+                let (next, step2) = (&g.nodes[i + 1], &self.steps[i + 1]);
+                fetch(step2, slots, ins2)?;
+                let (a, b) = (&node.op, &next.op);
+                let (x, y): (&[Tensor], &[Tensor]) = (ins, ins2);
+                let mut done = crate::kernels::cpu::workers::map_small(2, |t| {
+                    let (op, ins) = if t == 0 { (a, x) } else { (b, y) };
+                    Some(one_thread(|| op.eval(ins).map(|o| o.into_iter().collect::<Outs>())))
+                });
+                let second = done[1].take();
+                let first = done[0].take();
+                let unran = || Error::invalid("function", "a node of a pair did not run");
+                store(node, step, first.ok_or_else(unran)??, ins, slots)?;
+                store(next, step2, second.ok_or_else(unran)??, ins2, slots)?;
+                i += 2;
+                continue;
             }
             let outs: Outs = match fused_program(&node.op) {
                 Some(p) => p.run_in_place(ins)?,
                 None => node.op.eval(ins)?.into_iter().collect(),
             };
-            // the operands go now: a buffer no output took is free for the
-            // next node
-            for t in ins.drain(..) {
-                recycle::give(t);
-            }
-            if outs.len() != step.writes.len() {
-                return Err(Error::invalid(
-                    node.op.name(),
-                    format!("gave {} outputs, the graph expects {}", outs.len(), step.writes.len()),
-                ));
-            }
-            for (w, t) in step.writes.iter().zip(outs) {
-                match w {
-                    Some(v) => slots[*v as usize] = Some(t),
-                    None => recycle::give(t),
-                }
-            }
+            store(node, step, outs, ins, slots)?;
+            i += 1;
         }
         for &o in &self.outputs {
             let t = slots[o as usize].clone();
@@ -191,6 +209,45 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// Takes a step's operands from their slots into `ins`.
+fn fetch(step: &Step, slots: &mut [Option<Tensor>], ins: &mut Vec<Tensor>) -> Result<()> {
+    ins.clear();
+    for r in &step.reads {
+        let s = &mut slots[r.slot as usize];
+        let t = if r.last { s.take() } else { s.clone() };
+        ins.push(t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?);
+    }
+    Ok(())
+}
+
+/// Puts a node's results in their slots, and lets its operands go.
+fn store(
+    node: &crate::function::graph::Node,
+    step: &Step,
+    outs: Outs,
+    ins: &mut Vec<Tensor>,
+    slots: &mut [Option<Tensor>],
+) -> Result<()> {
+    // the operands go now: a buffer no output took is free for the
+    // next node
+    for t in ins.drain(..) {
+        recycle::give(t);
+    }
+    if outs.len() != step.writes.len() {
+        return Err(Error::invalid(
+            node.op.name(),
+            format!("gave {} outputs, the graph expects {}", outs.len(), step.writes.len()),
+        ));
+    }
+    for (w, t) in step.writes.iter().zip(outs) {
+        match w {
+            Some(v) => slots[*v as usize] = Some(t),
+            None => recycle::give(t),
+        }
+    }
+    Ok(())
 }
 
 /// The program of a fused node.
@@ -216,6 +273,66 @@ mod tests {
         let f = crate::function::function(|x: &Tensor| x.sin()?.mul_scalar(2.0)?.exp()?.add_scalar(1.0));
         let c = f.concrete(&x).unwrap();
         (Executable::compile(c.graph()), x)
+    }
+
+    /// A two-layer model's gradients with respect to its input and both
+    /// weights, compiled with products paired or not (`PAIRS`), and its
+    /// arguments: a batch of `b` rows of `d` features, weights `[d, h]` and
+    /// `[h, o]`.
+    fn gradients(pairs: bool, (b, d, h, o): (usize, usize, usize, usize)) -> (Executable, Vec<Tensor>) {
+        let val = |n: usize, s: f32| (0..n).map(|i| ((i * 7919 % 101) as f32 - 50.0) * s).collect::<Vec<_>>();
+        let args = vec![
+            Tensor::from_vec(val(b * d, 0.01), &[b, d]).unwrap(),
+            Tensor::from_vec(val(d * h, 0.003), &[d, h]).unwrap(),
+            Tensor::from_vec(val(h * o, 0.002), &[h, o]).unwrap(),
+        ];
+        let f = crate::function::function(|(x, w1, w2): &(Tensor, Tensor, Tensor)| -> Result<Vec<Tensor>> {
+            let tape = crate::GradientTape::new();
+            let loss = tape.record(|| {
+                tape.watch(x);
+                tape.watch(w1);
+                tape.watch(w2);
+                let y = x.matmul(w1)?.tanh()?.matmul(w2)?;
+                y.mul(&y)?.sum_all()
+            })?;
+            let (gx, g1, g2) = tape.gradient(&loss, &(x.clone(), w1.clone(), w2.clone()))?;
+            Ok(vec![gx.expect("x"), g1.expect("w1"), g2.expect("w2")])
+        });
+        let t = (args[0].clone(), args[1].clone(), args[2].clone());
+        let c = f.concrete(&t).unwrap();
+        let e = crate::scoped::with_flag(&PAIRS, pairs, || Executable::compile(c.graph()));
+        (e, args)
+    }
+
+    #[test]
+    fn paired_products_give_the_bits_of_the_sequential_plan() {
+        // (dX and dW of each layer pair; the second shape's weight
+        // gradients are thin products with a long shared dimension, split
+        // over it, and its input gradients go to the `gemm` crate)
+        for dims in [(640, 96, 80, 48), (8192, 12, 16, 10)] {
+            let (on, args) = gradients(true, dims);
+            let (off, _) = gradients(false, dims);
+            let paired = on.plan.steps.iter().filter(|s| s.paired).count();
+            if crate::kernels::cpu::workers::threads() > 1 {
+                assert_eq!(paired, 2, "{dims:?}: {}", on.graph);
+            }
+            assert!(off.plan.steps.iter().all(|s| !s.paired));
+            let want: Vec<Vec<u32>> = off
+                .run(&args)
+                .unwrap()
+                .iter()
+                .map(|t| t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect())
+                .collect();
+            for _ in 0..4 {
+                let got: Vec<Vec<u32>> = on
+                    .run(&args)
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect())
+                    .collect();
+                assert!(got == want, "{dims:?}: the paired plan's gradients differ");
+            }
+        }
     }
 
     #[test]

@@ -35,11 +35,16 @@
 //! 7. `keep` — a dense convolution hands its im2col matrix to the filter
 //!    gradient of the same input (as the tape's rule does), which then
 //!    does not build it again.
+//! 8. `hoist` — a fused reduction of a gradient (a norm, a checksum)
+//!    traced after variable updates runs before them, while the gradient
+//!    its product made is still in cache.
 //!
 //! The result runs on the `exec` executor: a plan made here, once (which
 //! slot each node reads, and whether for the last time), values moved out
-//! at their last read, and fused kernels writing into the buffers of
-//! inputs that nothing else holds.
+//! at their last read, fused kernels writing into the buffers of
+//! inputs that nothing else holds, and adjacent independent products (a
+//! layer's input and weight gradients) run at the same time, one per
+//! thread (`together`), bit for bit as one after the other.
 //!
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced
@@ -80,11 +85,13 @@ pub(crate) mod diag;
 pub(crate) mod exec;
 pub(crate) mod fold;
 pub(crate) mod fuse;
+pub(crate) mod hoist;
 pub(crate) mod join;
 pub(crate) mod keep;
 pub(crate) mod kernel;
 pub(crate) mod pair;
 pub(crate) mod simplify;
+pub(crate) mod together;
 pub(crate) mod transpose;
 
 use super::graph::Graph;
@@ -156,6 +163,7 @@ impl Executable {
         stats.diagonal = diag::diagonal_products(&mut g);
         let (fused, fused_sums) = fuse::fuse(&mut g);
         stats.kept = keep::keep_cols(&mut g);
+        hoist::hoist_reductions(&mut g);
         // values renumbered: a run's slots are only those still made
         let all: Vec<usize> = (0..g.len()).collect();
         let g = passes::extract(&g, &all, &g.inputs, &g.outputs);

@@ -57,6 +57,18 @@ const PAR_FLOPS_COMPILED: usize = 1 << 18;
 
 thread_local! {
     static SPLIT_SMALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static ONE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with products whose output would be split by rows or columns
+/// over the threads computed whole on the calling thread (the compiled
+/// executor's pairs of products, each on its own thread). Each element is
+/// the same sum in the same order either way: the slices of the shared
+/// dimension follow from `k` alone. A split of the shared dimension (a
+/// thin output) changes the order of the sums, so it is kept (its pieces
+/// run one after the other within a pair's job).
+pub(crate) fn one_thread<R>(f: impl FnOnce() -> R) -> R {
+    crate::scoped::with_flag(&ONE_THREAD, true, f)
 }
 
 /// Runs `f` with products from `PAR_FLOPS_COMPILED` multiply-adds split
@@ -185,10 +197,15 @@ unsafe fn run<const MR: usize, const NV: usize>(
     let nr = 16 * NV;
     let threads = workers::threads();
     let cp = workers::SendPtr(c);
-    if par
-        && threads > 1
-        && m * n * k >= par_flops()
-        && workers::split_output(m, n, (MR, nr), |r, cols| {
+    // (`split_output` finds two aligned blocks on one side exactly when
+    // this holds; otherwise a long shared dimension is split, below)
+    let blocks = n >= 2 * nr || m >= 2 * MR;
+    if par && threads > 1 && m * n * k >= par_flops() && blocks {
+        if ONE_THREAD.with(|o| o.get()) {
+            // each element as the split computes it: whole, on this thread
+            return serial::<MR, NV>(m, n, k, a, b, c, ldc, acc);
+        }
+        let split = workers::split_output(m, n, (MR, nr), |r, cols| {
             let (av, bv) = (
                 View {
                     ptr: a.at(r.start, 0),
@@ -202,8 +219,8 @@ unsafe fn run<const MR: usize, const NV: usize>(
             let dst = cp.get().wrapping_add(r.start * ldc + cols.start);
             // SAFETY: each piece writes its own block of C.
             unsafe { serial::<MR, NV>(r.len(), cols.len(), k, av, bv, dst, ldc, acc) }
-        })
-    {
+        });
+        debug_assert!(split, "an output of two aligned blocks splits");
         return;
     }
     if par && threads > 1 && m * n * k >= PAR_FLOPS && k >= 2 * KC {

@@ -1,0 +1,83 @@
+//! Independent products run at the same time, one per thread.
+//!
+//! A backward pass computes, per layer, the gradient of the layer's input
+//! (`dY·Wᵀ`) and of its weight (`Xᵀ·dY`): two products that read the same
+//! operands and do not depend on each other. Run one after the other, each
+//! is split over the compute threads, with a fork and a join per product
+//! and the shared operand packed by every thread. The executor runs such a
+//! pair as one parallel job of two tasks instead ([`pairs`] finds them,
+//! adjacent in the plan): each product runs on one thread, whole.
+//!
+//! **Values.** A product's kernels run inside the pair's job, so the
+//! thread pool runs their own splits on the calling thread
+//! ([`parallel_for`](crate::kernels::cpu::workers::parallel_for) within a
+//! job runs alone): every split is the one the product would have used
+//! alone (it follows the pool's size, not who runs it), done piece after
+//! piece. Under [`one_thread`] the `f32` GEMM kernel computes an output
+//! split by rows or columns in one piece instead, which gives each element
+//! the same sums in the same order; a split of the shared dimension is kept.
+//! So a pair's results are those of its products run one after the other,
+//! bit for bit.
+//!
+//! **Memory.** The product run on a helper thread allocates outside the
+//! run's bin of recycled tensors (the bin is the calling thread's); its
+//! large buffers come from the process's buffer cache (`tensor::pool`),
+//! where the bin's unused buffers go at the end of each run.
+
+use std::cell::Cell;
+
+use crate::function::graph::{Graph, Node};
+
+thread_local! {
+    /// Whether plans made on this thread pair products (tests turn it off
+    /// to compare with the sequential plan).
+    pub(crate) static PAIRS: Cell<bool> = const { Cell::new(true) };
+}
+
+/// The ops that pair: products and convolutions' gradients, whose kernels
+/// split themselves over the threads.
+const HEAVY: [&str; 5] = [
+    "MatMul",
+    "Conv2D",
+    "Conv2DBackpropInput",
+    "Conv2DBackpropFilter",
+    "Conv2DBackpropFilterCols",
+];
+
+/// Operands and results smaller than this, in elements all together, are
+/// not worth a job of their own.
+const MIN_ELEMENTS: usize = 1 << 14;
+
+/// Whether `node` of `g` is a product worth running on its own thread.
+fn heavy(g: &Graph, node: &Node) -> bool {
+    let numel = |v: &u32| -> usize { g.values[*v as usize].shape.iter().product() };
+    HEAVY.contains(&node.op.name()) && node.inputs.iter().chain(&node.outputs).map(numel).sum::<usize>() >= MIN_ELEMENTS
+}
+
+/// The indices `i` of `g`'s nodes that run together with node `i + 1`:
+/// both heavy, the second reading nothing the first makes; pairs do not
+/// overlap.
+pub(crate) fn pairs(g: &Graph) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 1 < g.nodes.len() {
+        let (a, b) = (&g.nodes[i], &g.nodes[i + 1]);
+        if heavy(g, a) && heavy(g, b) && !b.inputs.iter().any(|v| a.outputs.contains(v)) {
+            out.push(i);
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Runs `f` with products computed on the calling thread alone (see the
+/// module's notes on values), and the GEMM kernel's bounds of a compiled
+/// run (which the helper thread that runs `f` does not have set).
+pub(crate) fn one_thread<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    return crate::kernels::cpu::sgemm::split_small(|| crate::kernels::cpu::sgemm::one_thread(f));
+    #[cfg(not(target_arch = "x86_64"))]
+    f()
+}
