@@ -88,19 +88,27 @@ pub(crate) fn map_guarded<T: Element>(
     slow: impl Fn(T) -> T + Sync,
     ok: impl Fn(&[T]) -> bool + Sync,
 ) -> Result<Tensor> {
-    map_blocks(op, x, 256, |s, o| {
-        for (o, &v) in o.iter_mut().zip(s) {
-            o.write(fast(v));
-        }
-        if !ok(s) {
-            // each element on its own (see `math::patch_out_of_range`)
-            for (o, v) in o.iter_mut().zip(s) {
-                if !ok(std::slice::from_ref(v)) {
-                    o.write(slow(*v));
+    // (inlined into `with_simd`'s function, or `fast`'s fused multiply-adds
+    // become libm calls: 6x slower)
+    map_blocks(
+        op,
+        x,
+        256,
+        #[inline(always)]
+        |s, o| {
+            for (o, &v) in o.iter_mut().zip(s) {
+                o.write(fast(v));
+            }
+            if !ok(s) {
+                // each element on its own (see `math::patch_out_of_range`)
+                for (o, v) in o.iter_mut().zip(s) {
+                    if !ok(std::slice::from_ref(v)) {
+                        o.write(slow(*v));
+                    }
                 }
             }
-        }
-    })
+        },
+    )
 }
 
 /// Like [`map`], for a function with a `short` form that gives its bits
@@ -114,17 +122,24 @@ pub(crate) fn map_either<T: Element>(
     full: impl Fn(T) -> T + Sync,
     ok: impl Fn(&[T]) -> bool + Sync,
 ) -> Result<Tensor> {
-    map_blocks(op, x, 64, |s, o| {
-        if ok(s) {
-            for (o, &v) in o.iter_mut().zip(s) {
-                o.write(short(v));
+    // (inlined, as in `map_guarded`)
+    map_blocks(
+        op,
+        x,
+        64,
+        #[inline(always)]
+        |s, o| {
+            if ok(s) {
+                for (o, &v) in o.iter_mut().zip(s) {
+                    o.write(short(v));
+                }
+            } else {
+                for (o, &v) in o.iter_mut().zip(s) {
+                    o.write(full(v));
+                }
             }
-        } else {
-            for (o, &v) in o.iter_mut().zip(s) {
-                o.write(full(v));
-            }
-        }
-    })
+        },
+    )
 }
 
 #[inline(always)]
