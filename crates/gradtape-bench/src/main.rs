@@ -43,7 +43,9 @@
 //! For profiling, `GRADTAPE_BENCH_REPEAT=N` runs N times as many timed steps
 //! (the JSON line reports the count actually timed), and
 //! `GRADTAPE_BENCH_ALLOCS=1` adds the heap allocations per timed step to each
-//! line (`"allocs_per_step"`, see [`allocs`]).
+//! line (`"allocs_per_step"`, see [`allocs`]). `GRADTAPE_BENCH_CPU=1` times
+//! the calling thread's CPU time instead of wall time (with
+//! `GRADTAPE_NUM_THREADS=1`: for comparing builds on a busy machine).
 
 mod allocs;
 mod cnn_step;
@@ -175,9 +177,12 @@ fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -
     let mut trace = allocs::trace_wanted();
     for _ in 0..iters {
         allocs::set_tracing(trace);
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_time());
         let o = step()?;
-        times.push(t.elapsed().as_secs_f64());
+        times.push(match (c, cpu_time()) {
+            (Some(a), Some(b)) => b - a,
+            _ => t.elapsed().as_secs_f64(),
+        });
         allocs::set_tracing(false);
         trace = false;
         // the previous output drops here, outside the timed region
@@ -185,6 +190,41 @@ fn timeit<T>(mut step: impl FnMut() -> Result<T>, iters: usize, warmup: usize) -
     }
     let allocs = (allocs::count() - allocs_before) as f64 / iters as f64;
     Ok((median(times), out.expect("at least one step"), allocs))
+}
+
+/// With `GRADTAPE_BENCH_CPU=1` (Linux), the calling thread's CPU time in
+/// seconds (`CLOCK_THREAD_CPUTIME_ID`), which a busy machine inflates less
+/// than wall time; meaningful with `GRADTAPE_NUM_THREADS=1` only. `None`
+/// otherwise.
+fn cpu_time() -> Option<f64> {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*WANTED.get_or_init(|| std::env::var("GRADTAPE_BENCH_CPU").is_ok_and(|v| v == "1")) {
+        return None;
+    }
+    thread_cpu_time()
+}
+
+#[cfg(target_os = "linux")]
+fn thread_cpu_time() -> Option<f64> {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec (two 64-bit fields on
+    // 64-bit Linux); the C library is linked by std.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then_some(ts.sec as f64 + ts.nsec as f64 * 1e-9)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_time() -> Option<f64> {
+    None
 }
 
 /// The `GRADTAPE_BENCH_REPEAT` multiplier of timed steps (1 when unset).
