@@ -52,7 +52,9 @@ fn is_worker() -> bool {
                 // (not one while finding out: an allocation made by
                 // `current` comes back here)
                 w.set(Some(false));
-                let named = std::thread::current().name().is_some_and(|n| n.starts_with("gradtape-"));
+                let named = std::thread::current()
+                    .name()
+                    .is_some_and(|n| n.starts_with("gradtape-"));
                 w.set(Some(named));
                 named
             }
@@ -266,7 +268,10 @@ fn settles(mut step: impl FnMut() -> Result<Vec<Tensor>>, want: usize) -> Result
     if own_products() {
         assert!(counts.iter().all(|&n| n == want), "allocations per call: {counts:?}");
     } else {
-        assert!(counts.iter().all(|&n| n <= counts[0]), "allocations per call: {counts:?}");
+        assert!(
+            counts.iter().all(|&n| n <= counts[0]),
+            "allocations per call: {counts:?}"
+        );
     }
     Ok(())
 }
@@ -358,7 +363,11 @@ fn a_traced_rnn_gradient_allocates_only_its_returned_vec() -> Result<()> {
     // the bench's rnn_grad, 16 steps: many small products, the gradient of
     // a mean (a broadcast the compiler folds), concatenations
     let xs: Vec<Tensor> = (0..16).map(|t| init(&[8, 32], t as f64)).collect();
-    let params = [init(&[32, 64], 1.0), init(&[64, 64], 2.0), Tensor::zeros(&[64], DType::F32)];
+    let params = [
+        init(&[32, 64], 1.0),
+        init(&[64, 64], 2.0),
+        Tensor::zeros(&[64], DType::F32),
+    ];
     let f = function(|(xs, params): &(Vec<Tensor>, [Tensor; 3])| -> Result<Vec<Tensor>> {
         let params = params.each_ref().map(Tensor::stop_gradient);
         let tape = GradientTape::new();
