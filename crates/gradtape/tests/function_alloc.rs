@@ -4,15 +4,18 @@
 //! vectors. What remains per call is the structure returned to the caller
 //! (here a `Vec` of the results).
 //!
-//! Allocations are counted on the calling thread only (a counting global
-//! allocator with a thread-local count), so tests running beside each
-//! other do not disturb the counts; the tensors here are small enough that
-//! every kernel runs on the calling thread.
+//! Allocations are counted on the calling thread (a counting global
+//! allocator with a thread-local count) and, while a test measures, on
+//! gradtape's compute threads (named `gradtape-N`), where the compiled
+//! executor runs one product of a pair and the kernels their pieces; the
+//! tests of this file run one at a time ([`SERIAL`]), so nothing else uses
+//! those threads meanwhile.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use gradtape::{function, GradientTape, Result, Tensor, Variable};
+use gradtape::{function, DType, GradientTape, Padding, Result, Tensor, Variable};
 
 mod common;
 use common::values::{bits, init};
@@ -22,22 +25,57 @@ struct Counting;
 
 thread_local! {
     static COUNT: Cell<usize> = const { Cell::new(0) };
+    /// Whether this thread is one of gradtape's compute threads (found
+    /// from its name at its first allocation).
+    static WORKER: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Allocations on gradtape's compute threads while [`MEASURING`].
+static WORKERS: AtomicUsize = AtomicUsize::new(0);
+/// Whether the compute threads' allocations are counted now.
+static MEASURING: AtomicBool = AtomicBool::new(false);
+
+/// Counts an allocation of this thread.
+fn count() {
+    let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+    if MEASURING.load(Ordering::Relaxed) && is_worker() {
+        WORKERS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether this thread is a compute thread (`gradtape-N`).
+fn is_worker() -> bool {
+    WORKER
+        .try_with(|w| match w.get() {
+            Some(known) => known,
+            None => {
+                // (not one while finding out: an allocation made by
+                // `current` comes back here)
+                w.set(Some(false));
+                let named = std::thread::current()
+                    .name()
+                    .is_some_and(|n| n.starts_with("gradtape-"));
+                w.set(Some(named));
+                named
+            }
+        })
+        .unwrap_or(false)
 }
 
 // SAFETY: every call is forwarded unchanged to the system allocator.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        count();
         // SAFETY: the caller's contract is the system allocator's.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        count();
         // SAFETY: as above.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        count();
         // SAFETY: as above.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -67,6 +105,16 @@ fn allocations<T>(f: impl FnOnce() -> T) -> (usize, T) {
     let before = COUNT.with(Cell::get);
     let out = f();
     (COUNT.with(Cell::get) - before, out)
+}
+
+/// How many allocations `f` makes on this thread and on the compute
+/// threads, and its result.
+fn allocations_all<T>(f: impl FnOnce() -> T) -> (usize, T) {
+    let workers = WORKERS.load(Ordering::Relaxed);
+    MEASURING.store(true, Ordering::Relaxed);
+    let (n, out) = allocations(f);
+    MEASURING.store(false, Ordering::Relaxed);
+    (n + WORKERS.load(Ordering::Relaxed) - workers, out)
 }
 
 /// A two-layer model's loss and the gradient of its first weight, taken on
@@ -186,5 +234,159 @@ fn a_training_step_with_variables_allocates_a_bounded_number_per_call() -> Resul
     // transposed operand that a fused kernel reads (a plain vector, freed
     // as such)
     assert!(counts.iter().all(|&n| n <= 4), "{counts:?}");
+    Ok(())
+}
+
+/// Whether every product of the steps below runs on gradtape's own `f32`
+/// kernel (AVX-512), which allocates nothing once its per-thread packing
+/// buffers have grown; elsewhere products go to the `gemm` crate, which
+/// allocates its packing buffers at each call, and the tests below check
+/// only that the count does not grow.
+fn own_products() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f") && std::env::var("GRADTAPE_SGEMM").map_or(true, |v| v != "0")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Calls `step` a few times, then checks that each of five more calls
+/// allocates `want` times on the calling and compute threads (the returned
+/// `Vec`), or, where products go to the `gemm` crate, no more than the
+/// first of them.
+fn settles(mut step: impl FnMut() -> Result<Vec<Tensor>>, want: usize) -> Result<()> {
+    for _ in 0..6 {
+        step()?;
+    }
+    let mut counts = Vec::new();
+    for _ in 0..5 {
+        let (n, out) = allocations_all(&mut step);
+        out?;
+        counts.push(n);
+    }
+    if own_products() {
+        assert!(counts.iter().all(|&n| n == want), "allocations per call: {counts:?}");
+    } else {
+        assert!(
+            counts.iter().all(|&n| n <= counts[0]),
+            "allocations per call: {counts:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Labels `i % classes` for `n` rows.
+fn labels(n: usize, classes: usize) -> Tensor {
+    Tensor::vector(&(0..n as i64).map(|i| i % classes as i64).collect::<Vec<_>>())
+}
+
+/// Updates each variable by its gradient (SGD, rate 0.01).
+fn descend(params: &[Variable], grads: Vec<Option<Tensor>>) -> Result<()> {
+    for (v, g) in params.iter().zip(grads) {
+        v.apply_gradient_descent(0.01, &g.expect("connected"))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_traced_mlp_training_step_allocates_only_its_returned_vec() -> Result<()> {
+    let _serial = serial();
+    // the bench's mlp_step, smaller, with 40 classes (a product 10 columns
+    // wide goes to the `gemm` crate); its weight and input gradients are
+    // large enough to run as pairs, one on a compute thread
+    let dims = [256, 128, 64, 40];
+    let params: Vec<Variable> = (0..3)
+        .flat_map(|l| {
+            [
+                Variable::new(init(&[dims[l], dims[l + 1]], l as f64)),
+                Variable::new(Tensor::zeros(&[dims[l + 1]], DType::F32)),
+            ]
+        })
+        .collect();
+    let f = function(move |(x, y): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            let p: Vec<Tensor> = params.iter().map(Variable::read).collect();
+            let h = x.matmul(&p[0])?.bias_add(&p[1])?.relu()?;
+            let h = h.matmul(&p[2])?.bias_add(&p[3])?.relu()?;
+            let logits = h.matmul(&p[4])?.bias_add(&p[5])?;
+            Tensor::sparse_softmax_cross_entropy_with_logits(y, &logits)?.mean_all()
+        })?;
+        descend(&params, tape.gradient(&loss, &params[..])?)?;
+        Ok(vec![loss])
+    });
+    let args = (init(&[64, 256], 0.1), labels(64, 40));
+    settles(|| f.call(&args), 1)?;
+    assert_eq!(f.trace_count(), 1);
+    Ok(())
+}
+
+#[test]
+fn a_traced_conv_training_step_allocates_only_its_returned_vec() -> Result<()> {
+    let _serial = serial();
+    // the bench's cnn_step on 8 images, with 40 classes: convolutions,
+    // max pools (and their gradients), a dense layer, sparse softmax
+    // cross-entropy; the second convolution's input and filter gradients
+    // run as a pair
+    let params = [
+        Variable::new(init(&[3, 3, 1, 16], 1.0)),
+        Variable::new(Tensor::zeros(&[16], DType::F32)),
+        Variable::new(init(&[3, 3, 16, 32], 2.0)),
+        Variable::new(Tensor::zeros(&[32], DType::F32)),
+        Variable::new(init(&[1568, 40], 3.0)),
+        Variable::new(Tensor::zeros(&[40], DType::F32)),
+    ];
+    let f = function(move |(x, y): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            let p: Vec<Tensor> = params.iter().map(Variable::read).collect();
+            let h = x.conv2d(&p[0], [1, 1], Padding::Same, [1, 1])?.add(&p[1])?.relu()?;
+            let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+            let h = h.conv2d(&p[2], [1, 1], Padding::Same, [1, 1])?.add(&p[3])?.relu()?;
+            let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+            let logits = h.reshape(&[8, 1568])?.matmul(&p[4])?.add(&p[5])?;
+            Tensor::sparse_softmax_cross_entropy_with_logits(y, &logits)?.mean_all()
+        })?;
+        descend(&params, tape.gradient(&loss, &params[..])?)?;
+        Ok(vec![loss])
+    });
+    let args = (init(&[8, 28, 28, 1], 0.1), labels(8, 40));
+    settles(|| f.call(&args), 1)?;
+    assert_eq!(f.trace_count(), 1);
+    Ok(())
+}
+
+#[test]
+fn a_traced_rnn_gradient_allocates_only_its_returned_vec() -> Result<()> {
+    let _serial = serial();
+    // the bench's rnn_grad, 16 steps: many small products, the gradient of
+    // a mean (a broadcast the compiler folds), concatenations
+    let xs: Vec<Tensor> = (0..16).map(|t| init(&[8, 32], t as f64)).collect();
+    let params = [
+        init(&[32, 64], 1.0),
+        init(&[64, 64], 2.0),
+        Tensor::zeros(&[64], DType::F32),
+    ];
+    let f = function(|(xs, params): &(Vec<Tensor>, [Tensor; 3])| -> Result<Vec<Tensor>> {
+        let params = params.each_ref().map(Tensor::stop_gradient);
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            tape.watch(&params);
+            let [w, u, b] = &params;
+            let mut h = Tensor::zeros(&[8, 64], DType::F32);
+            for xt in xs {
+                h = xt.matmul(w)?.add(&h.matmul(u)?)?.add(b)?.tanh()?;
+            }
+            h.mul(&h)?.mean_all()
+        })?;
+        let [_, du, _] = tape.gradient(&loss, &params)?;
+        Ok(vec![loss, du.expect("connected").abs()?.sum_all()?])
+    });
+    let args = (xs, params);
+    let want: Vec<Vec<u64>> = f.call(&args)?.iter().map(bits).collect();
+    settles(|| f.call(&args), 1)?;
+    let got: Vec<Vec<u64>> = f.call(&args)?.iter().map(bits).collect();
+    assert_eq!(got, want, "the same values, bit for bit");
     Ok(())
 }

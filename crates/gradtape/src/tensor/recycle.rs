@@ -20,12 +20,21 @@
 //! Returned values escape to the caller; the bin keeps a handle on each
 //! ([`Bin::returned`]) and, at the start of the next run, takes those the
 //! caller has dropped since (the bin's handle is then the only one).
+//!
+//! A kernel's scratch buffer (one not made into a tensor: a padded copy,
+//! partial sums) goes back to the bin with [`put`], into a handle whose
+//! buffer was taken, so that the next run's [`take_buf`] of its size finds
+//! it. A task of a parallel job that runs a whole node on another thread
+//! (the executor's pairs) runs with a bin of its own ([`Bin::task_scope`]),
+//! kept from run to run, which the run's bin lends the buffers of the
+//! node's outputs ([`lend`]): the outputs die on the run's thread, in its
+//! bin.
 
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use super::{Buf, Data, Element, Inner, Layout, Storage, Tensor, TensorId};
+use super::{Buf, DType, Data, Element, Inner, Layout, Storage, Tensor, TensorId};
 
 /// A tensor waiting for reuse, with the run that gave it.
 struct Held {
@@ -64,6 +73,32 @@ impl Drop for Restore<'_> {
         ON.with(|on| on.set(false));
         if let Some(b) = ACTIVE.try_with(|a| a.try_borrow_mut().ok()?.take()).ok().flatten() {
             *self.0 = b;
+        }
+    }
+}
+
+/// Puts a task's bin back where it came from, and the thread's own bin
+/// (if any) back in its place, when the task ends (or unwinds).
+struct Back<'a> {
+    bin: &'a mut Bin,
+    prev: Option<Bin>,
+    was_on: bool,
+}
+
+impl Drop for Back<'_> {
+    fn drop(&mut self) {
+        ON.with(|on| on.set(self.was_on));
+        let prev = self.prev.take();
+        let mine = ACTIVE
+            .try_with(|a| {
+                a.try_borrow_mut()
+                    .ok()
+                    .and_then(|mut slot| std::mem::replace(&mut *slot, prev))
+            })
+            .ok()
+            .flatten();
+        if let Some(b) = mine {
+            *self.bin = b;
         }
     }
 }
@@ -113,6 +148,37 @@ impl Bin {
     pub(crate) fn returned(&mut self, outputs: &[Tensor]) {
         self.returned.clear();
         self.returned.extend(outputs.iter().cloned());
+    }
+
+    /// Runs `f` (a task of a parallel job, on whichever thread runs it) with
+    /// this bin active on this thread in place of the thread's own, which
+    /// is put back afterwards. What the task gives and does not take back
+    /// stays here for its next run (see [`lend`]); what this bin held from
+    /// an earlier run and the task did not take is freed, as in
+    /// [`scope`](Self::scope).
+    pub(crate) fn task_scope<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        self.run = self.run.wrapping_add(1);
+        let installed = ACTIVE.with(|a| match a.try_borrow_mut() {
+            Ok(mut slot) => Some(slot.replace(std::mem::take(self))),
+            Err(_) => None,
+        });
+        let Some(prev) = installed else {
+            return f();
+        };
+        let was_on = ON.with(|on| on.replace(true));
+        let back = Back {
+            bin: self,
+            prev,
+            was_on,
+        };
+        let out = f();
+        drop(back);
+        let run = self.run;
+        let recent = |h: &Held| h.run == run;
+        self.full.retain(recent);
+        self.shells.retain(recent);
+        self.bare.retain(recent);
+        out
     }
 
     /// Tensors the bin holds (for tests of its bound).
@@ -254,4 +320,138 @@ pub(crate) fn take_buf<T: Element>(n: usize) -> Option<Buf<T>> {
         Some(buf)
     })
     .flatten()
+}
+
+/// Gives a kernel's scratch `storage`, done with, to the active bin: into a
+/// handle whose buffer was taken (a new handle when it holds none, once),
+/// so that the next run's [`take_buf`] of that size finds it. Without a
+/// bin, and for elements held inline, the storage is dropped (a large
+/// buffer goes to the buffer cache).
+pub(crate) fn put(storage: Storage) {
+    if storage.heap_bytes() == 0 || !ON.with(Cell::get) {
+        return;
+    }
+    let _ = with_bin(move |b| {
+        let layout = Layout::contiguous(&[storage.len()]);
+        let t = match b.shells.pop() {
+            Some(mut held) => match Arc::get_mut(&mut held.t.inner) {
+                Some(inner) => {
+                    let dst = match &mut inner.data {
+                        Data::Shared(arc) => Arc::get_mut(arc),
+                        Data::Inline(_) => None,
+                    };
+                    match dst {
+                        // (the shell's storage is empty: nothing is freed)
+                        Some(dst) => *dst = storage,
+                        None => inner.data = Data::Shared(Arc::new(storage)),
+                    }
+                    inner.layout = layout;
+                    held.t
+                }
+                // (never: the bin holds handles held alone)
+                None => return,
+            },
+            None => Tensor {
+                inner: ManuallyDrop::new(Arc::new(Inner {
+                    id: TensorId::fresh(),
+                    layout,
+                    data: Data::Shared(Arc::new(storage)),
+                })),
+            },
+        };
+        b.full.push(Held { t, run: b.run });
+    });
+}
+
+/// Moves to `side`, the bin of a job's task (see [`Bin::task_scope`]),
+/// for each of `wants` (a dtype and a byte count: an output of the node the
+/// task runs) a tensor of the active bin with a buffer of exactly that
+/// many bytes of that dtype, or, when it holds none, a handle, for the task
+/// to make its output with.
+pub(crate) fn lend(side: &mut Bin, wants: impl Iterator<Item = (DType, usize)>) {
+    let _ = with_bin(|b| {
+        // (tagged with the task's coming run: what it does not take then
+        // is freed at the end of the one after)
+        let run = side.run.wrapping_add(1);
+        for (dtype, bytes) in wants {
+            let sized = |h: &Held| {
+                let s = h.t.inner.data.storage();
+                s.dtype() == dtype && s.heap_bytes() == bytes
+            };
+            if let Some(i) = b.full.iter().position(sized) {
+                let mut h = b.full.swap_remove(i);
+                h.run = run;
+                side.full.push(h);
+            } else if let Some(mut h) = b.shells.pop() {
+                h.run = run;
+                side.shells.push(h);
+            } else if let Some(mut h) = b.bare.pop() {
+                h.run = run;
+                side.bare.push(h);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::alloc::try_buf;
+
+    /// A storage of a new buffer of exactly `n` `f32`s (from the active
+    /// bin, if it holds one), and the buffer's address.
+    fn scratch(n: usize) -> (Storage, usize) {
+        let b: Buf<f32> = try_buf("t", n).unwrap();
+        let p = b.as_ptr() as usize;
+        (f32::buf_into_storage(b), p)
+    }
+
+    #[test]
+    fn a_scratch_buffer_put_back_is_taken_by_the_next_run_and_freed_after_one_without() {
+        let mut bin = Bin::default();
+        let first = bin.scope(|| {
+            let (s, p) = scratch(1000);
+            put(s);
+            p
+        });
+        let second = bin.scope(|| {
+            let b = take_buf::<f32>(1000).expect("the buffer put back");
+            let p = b.as_ptr() as usize;
+            put(f32::buf_into_storage(b));
+            p
+        });
+        assert_eq!(first, second);
+        assert_eq!(bin.len(), 1);
+        // a run that does not take it: kept for one run, then freed
+        bin.scope(|| ());
+        assert_eq!(bin.len(), 0);
+        // without a bin, put drops the storage
+        put(scratch(1000).0);
+    }
+
+    #[test]
+    fn a_task_runs_with_its_own_bin_lent_a_buffer_and_the_threads_bin_comes_back() {
+        let (mut run, mut task) = (Bin::default(), Bin::default());
+        let (lent, taken) = run.scope(|| {
+            let (s, p) = scratch(64);
+            put(s);
+            lend(&mut task, [(DType::F32, 64 * 4)].into_iter());
+            let taken = task.task_scope(|| {
+                let b = take_buf::<f32>(64).expect("lent to the task");
+                let p = b.as_ptr() as usize;
+                put(f32::buf_into_storage(b));
+                p
+            });
+            // the run's bin is active again: the lent buffer is not in it
+            assert!(take_buf::<f32>(64).is_none());
+            put(scratch(32).0);
+            (p, taken)
+        });
+        assert_eq!(lent, taken);
+        assert_eq!(run.len(), 1, "the run's own scratch buffer");
+        assert_eq!(task.len(), 1, "the lent buffer, back in the task's bin");
+        // the task's next run takes it again
+        let again = task.task_scope(|| take_buf::<f32>(64).map(|b| b.as_ptr() as usize));
+        assert_eq!(again, Some(lent));
+    }
 }

@@ -83,6 +83,8 @@ struct Reuse {
     /// the operands of the second node of a pair
     ins2: Vec<Tensor>,
     bin: Bin,
+    /// per step, the bin of a paired node's task (see [`Bin::task_scope`])
+    sides: Vec<Bin>,
 }
 
 impl Plan {
@@ -135,12 +137,19 @@ impl Plan {
     /// Its outputs are appended to `out`.
     pub(crate) fn run_into(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
         let Ok(mut reuse) = self.reuse.try_lock() else {
-            return self.run_with(g, args, &mut Vec::new(), [&mut Vec::new(), &mut Vec::new()], out);
+            let fresh = [&mut Vec::new(), &mut Vec::new()];
+            return self.run_with(g, args, &mut Vec::new(), fresh, &mut Vec::new(), out);
         };
-        let Reuse { slots, ins, ins2, bin } = &mut *reuse;
+        let Reuse {
+            slots,
+            ins,
+            ins2,
+            bin,
+            sides,
+        } = &mut *reuse;
         let start = out.len();
         let done = bin.scope(|| {
-            let done = self.run_with(g, args, slots, [&mut *ins, &mut *ins2], out);
+            let done = self.run_with(g, args, slots, [&mut *ins, &mut *ins2], sides, out);
             // (the returned values' handles in the slots go, so that the
             // caller's handles are the only ones but the bin's)
             slots.iter_mut().for_each(|s| *s = None);
@@ -155,13 +164,15 @@ impl Plan {
     }
 
     /// [`run_into`](Self::run_into) with these slots (any length: they are
-    /// resized) and operand lists (the second for a pair's second node).
+    /// resized), operand lists (the second for a pair's second node) and
+    /// bins of paired nodes' tasks (per step; resized).
     fn run_with(
         &self,
         g: &Graph,
         args: &[Tensor],
         slots: &mut Vec<Option<Tensor>>,
         [ins, ins2]: [&mut Vec<Tensor>; 2],
+        sides: &mut Vec<Bin>,
         out: &mut Vec<Tensor>,
     ) -> Result<()> {
         if args.len() != self.inputs.len() {
@@ -184,10 +195,27 @@ impl Plan {
                 fetch(step2, slots, ins2)?;
                 let (a, b) = (&node.op, &next.op);
                 let (x, y): (&[Tensor], &[Tensor]) = (ins, ins2);
+                // each task makes its outputs in the buffers of the last
+                // run's, lent by the run's bin, whichever thread runs it
+                if sides.len() < self.steps.len() {
+                    sides.resize_with(self.steps.len(), Bin::default);
+                }
+                let (sa, sb) = sides[i..].split_at_mut(1);
+                let (sa, sb) = (&mut sa[0], &mut sb[0]);
+                recycle::lend(sa, output_bytes(g, node));
+                recycle::lend(sb, output_bytes(g, next));
+                let bins = [Mutex::new(std::mem::take(sa)), Mutex::new(std::mem::take(sb))];
                 let mut done = crate::kernels::cpu::workers::map_small(2, |t| {
                     let (op, ins) = if t == 0 { (a, x) } else { (b, y) };
-                    Some(one_thread(|| op.eval(ins).map(|o| o.into_iter().collect::<Outs>())))
+                    let run = || one_thread(|| op.eval(ins).map(|o| o.into_iter().collect::<Outs>()));
+                    Some(match bins[t].lock() {
+                        Ok(mut bin) => bin.task_scope(run),
+                        Err(_) => run(),
+                    })
                 });
+                let [ba, bb] = bins;
+                *sa = ba.into_inner().unwrap_or_default();
+                *sb = bb.into_inner().unwrap_or_default();
                 let second = done[1].take();
                 let first = done[0].take();
                 let unran = || Error::invalid("function", "a node of a pair did not run");
@@ -209,6 +237,21 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// The dtype and bytes of each output of `node` (the buffers its kernel
+/// asks for, see [`recycle::lend`]).
+fn output_bytes<'a>(
+    g: &'a Graph,
+    node: &'a crate::function::graph::Node,
+) -> impl Iterator<Item = (crate::DType, usize)> + 'a {
+    node.outputs.iter().map(|&v| {
+        let info = &g.values[v as usize];
+        (
+            info.dtype,
+            info.shape.iter().product::<usize>() * info.dtype.size_in_bytes(),
+        )
+    })
 }
 
 /// Takes a step's operands from their slots into `ins`.

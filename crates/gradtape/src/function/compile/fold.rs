@@ -8,7 +8,8 @@
 //! stays a broadcast, which fusion turns into a register). Ops with effects,
 //! calls and control flow, and random draws are never folded; an op that
 //! fails on its constants is left in place, to fail at run time as it would
-//! have.
+//! have. A folded result that is a strided view (a broadcast within the
+//! bound) is stored row-major.
 
 use rustc_hash::FxHashMap;
 
@@ -76,7 +77,13 @@ fn fold_node(g: &Graph, n: &Node, consts: &FxHashMap<ValueId, Tensor>) -> Option
         if outs.iter().any(|t| t.numel() > FOLD_MAX.max(biggest_in)) {
             return None;
         }
-        outs.into_vec()
+        // a strided result (a broadcast) is kept row-major: a fused kernel
+        // reading it would copy it at every run
+        let row_major = |t: Tensor| match t.is_contiguous() {
+            true => Some(t),
+            false => trace::paused(|| tape::without_tapes(|| t.contiguous())).ok(),
+        };
+        outs.into_iter().map(row_major).collect::<Option<Vec<Tensor>>>()?
     };
     // the plan's dtypes and shapes must hold
     let fits = outs.len() == n.outputs.len()

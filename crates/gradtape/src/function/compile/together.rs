@@ -19,10 +19,12 @@
 //! So a pair's results are those of its products run one after the other,
 //! bit for bit.
 //!
-//! **Memory.** The product run on a helper thread allocates outside the
-//! run's bin of recycled tensors (the bin is the calling thread's); its
-//! large buffers come from the process's buffer cache (`tensor::pool`),
-//! where the bin's unused buffers go at the end of each run.
+//! **Memory.** Each product of a pair runs with a bin of recycled tensors
+//! of its own, kept by the plan from run to run whichever thread runs it
+//! (`Bin::task_scope`): its kernel's scratch buffers come back there.
+//! Its output dies on the calling thread, in the run's bin, which lends
+//! the task a tensor with a buffer of the output's size before the job
+//! (`recycle::lend`): after the first runs, a pair allocates nothing.
 
 use std::cell::Cell;
 

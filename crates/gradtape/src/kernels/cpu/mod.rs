@@ -114,9 +114,16 @@ pub(crate) fn uninit_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T
     alloc::try_buf(op, n)
 }
 
-/// Hands a scratch buffer back to the cache (large ones are kept there).
+/// Hands a scratch buffer back: to the bin of the compiled run on this
+/// thread, if any (`tensor::recycle::put`), else to the buffer cache
+/// (large ones are kept there).
 pub(crate) fn recycle<T: Element>(v: Vec<T>) {
-    drop(T::into_storage(v));
+    crate::tensor::recycle::put(T::into_storage(v));
+}
+
+/// [`recycle`] for a buffer of [`uninit_buf`].
+pub(crate) fn recycle_buf<T: Element>(v: Buf<T>) {
+    crate::tensor::recycle::put(T::buf_into_storage(v));
 }
 
 /// Like [`build`], split by whole rows of `row_len` elements: `fill(rows, out)`

@@ -85,10 +85,15 @@ pub(crate) fn softmax<T: Float>(op: &'static str, x: &Tensor, axis: usize, log: 
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
-/// Labels as `i64`, checked against `0..classes`.
-pub(crate) fn checked_labels<I: Element>(op: &'static str, labels: &Tensor, classes: usize) -> Result<Vec<i64>> {
-    let v: Vec<i64> = alloc::try_collect(op, labels.values::<I>(op)?.iter().map(|l| l.to_f64() as i64))?;
-    if let Some(&bad) = v.iter().find(|&&l| l < 0 || l as usize >= classes) {
+/// Checks labels of type `I` against `0..classes` (in place: a step's
+/// labels are read, not copied).
+pub(crate) fn checked_labels<I: Element>(op: &'static str, labels: &Tensor, classes: usize) -> Result<()> {
+    let v = labels.values::<I>(op)?;
+    if let Some(bad) = v
+        .iter()
+        .map(|l| l.to_f64() as i64)
+        .find(|&l| l < 0 || l as usize >= classes)
+    {
         return Err(Error::IndexOutOfRange {
             op,
             index: bad,
@@ -96,22 +101,25 @@ pub(crate) fn checked_labels<I: Element>(op: &'static str, labels: &Tensor, clas
             shape: labels.shape().to_vec(),
         });
     }
-    Ok(v)
+    Ok(())
 }
 
 /// Fused sparse softmax cross-entropy over the last axis of `logits`
-/// (`[rows.., classes]`): returns the per-row losses (shape `out_shape`) and
+/// (`[rows.., classes]`) with labels of type `I` (checked by
+/// [`checked_labels`]): returns the per-row losses (shape `out_shape`) and
 /// the softmax (logits' shape), for the backward pass.
-pub(crate) fn sparse_xent<T: Float>(
+pub(crate) fn sparse_xent<T: Float, I: Element>(
     op: &'static str,
     logits: &Tensor,
-    labels: &[i64],
+    labels: &Tensor,
     out_shape: &[usize],
 ) -> Result<(Tensor, Tensor)> {
     let c = *logits.shape().last().unwrap_or(&1);
+    let labels = labels.values::<I>(op)?;
     let rows = labels.len();
     let src = logits.values::<T>(op)?;
-    let mut loss = alloc::try_filled(op, rows, T::zero())?;
+    let mut loss = alloc::try_buf(op, rows)?;
+    loss.resize(rows, T::zero());
     let data = build_rows::<T>(op, rows, c, |rs, out| {
         for (r, o) in rs.clone().zip(out.chunks_mut(c.max(1))) {
             softmax_row(&src[r * c..(r + 1) * c], o, true);
@@ -120,13 +128,13 @@ pub(crate) fn sparse_xent<T: Float>(
     let mut p = data;
     for (r, l) in loss.iter_mut().enumerate() {
         let row = &mut p[r * c..(r + 1) * c];
-        *l = -row[labels[r] as usize];
+        *l = -row[labels[r].to_f64() as i64 as usize];
         for v in row.iter_mut() {
             *v = v.exp();
         }
     }
     Ok((
-        Tensor::from_storage(T::into_storage(loss), out_shape),
+        Tensor::from_storage(T::buf_into_storage(loss), out_shape),
         Tensor::from_storage(T::buf_into_storage(p), logits.shape()),
     ))
 }

@@ -126,7 +126,9 @@ pub(crate) fn backprop_input<T: Element>(dy: &[T], f: &[T], g: &Geom) -> Option<
         return None;
     }
     // the filter flipped in both spatial dims, [kh, kw, o, c]
-    let mut ff = vec![0.0f32; kh * kw * o * c];
+    // (every element is written below; zeros first keep the loop safe)
+    let mut ff = super::uninit_buf::<f32>("conv2d_backprop_input", kh * kw * o * c).ok()?;
+    ff.resize(kh * kw * o * c, 0.0);
     for (t, dst) in ff.chunks_exact_mut(o * c).enumerate() {
         let (a, b) = (t / kw, t % kw);
         let src = &f[((kh - 1 - a) * kw + (kw - 1 - b)) * c * o..][..c * o];
@@ -139,6 +141,7 @@ pub(crate) fn backprop_input<T: Element>(dy: &[T], f: &[T], g: &Geom) -> Option<
     let dyp = pad(dy, [g.n, g.oh, g.ow, o], &d, pads)?;
     let dx = conv(&dyp, &d, &ff);
     super::recycle(dyp);
+    super::recycle_buf(ff);
     Some(from_f32(dx?))
 }
 
@@ -156,7 +159,7 @@ pub(crate) fn backprop_filter<T: Element>(x: &[T], dy: &[T], g: &Geom) -> Option
         _ => filter_grad::<8, 3>(&xp, &d, dy),
     };
     super::recycle(xp);
-    Some(from_f32(df))
+    Some(from_f32(df?))
 }
 
 /// A stride-1 convolution on a padded input `[n, hp, wp, cs]` (`c` channels
@@ -388,8 +391,9 @@ unsafe fn conv_tile<const MR: usize, const NV: usize, const PS: usize>(
     }
 }
 
-/// The filter gradient on padded `xp`: `[taps * c, o]`, summed over pixels.
-fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32]) -> Vec<f32> {
+/// The filter gradient on padded `xp`: `[taps * c, o]`, summed over
+/// pixels; `None` when a buffer cannot be allocated.
+fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32]) -> Option<Vec<f32>> {
     let (c, o) = (d.c, d.o);
     let kd = d.taps.len() * c;
     let nr = 16 * NV;
@@ -402,7 +406,8 @@ fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32
     let parts = (4 * workers::threads()).div_ceil(tiles).clamp(1, d.n);
     let per = d.n.div_ceil(parts);
     let parts = d.n.div_ceil(per);
-    let mut partial = vec![0.0f32; parts * kd * o];
+    let mut partial = super::uninit_buf::<f32>("conv2d_backprop_filter", parts * kd * o).ok()?;
+    partial.resize(parts * kd * o, 0.0);
     let pp = SendPtr(partial.as_mut_ptr());
     let _flush = super::denormal::flush_guard();
     workers::parallel_for(parts * tiles, |t| {
@@ -433,8 +438,15 @@ fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32
             *a += b;
         }
     }
-    partial.truncate(kd * o);
-    partial
+    if parts == 1 {
+        return Some(partial.into_vec());
+    }
+    // the sum in a buffer of its own size (which the next step's is then),
+    // the partial sums back to the scratch buffers
+    let mut df = super::uninit_buf::<f32>("conv2d_backprop_filter", kd * o).ok()?;
+    df.extend_from_slice(&partial[..kd * o]);
+    super::recycle_buf(partial);
+    Some(df.into_vec())
 }
 
 /// One filter-gradient tile: rows `i < rows` (input element at offset

@@ -132,10 +132,21 @@ thread_local! {
     static PACK: RefCell<(Vec<Line>, Vec<Line>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
+/// The fewest lines a packing buffer grows to (64 KiB).
+const MIN_ROOM: usize = 1024;
+/// The most lines a packing buffer grows to unasked (a `KC`×`NC` panel).
+const MAX_ROOM: usize = KC * NC / 16;
+
+/// A packing buffer of at least `floats` elements, grown (when it must)
+/// at least twofold, from [`MIN_ROOM`] lines, so that a thread that packs
+/// products of several sizes in turn settles after a few growths, and
+/// allocates nothing after.
 fn room(v: &mut Vec<Line>, floats: usize) -> *mut f32 {
     let lines = floats.div_ceil(16);
     if v.len() < lines {
-        v.resize(lines, Line([0.0; 16]));
+        let grown = lines.max((2 * v.len()).min(MAX_ROOM)).max(MIN_ROOM);
+        // (the old contents are scratch: not copied)
+        *v = vec![Line([0.0; 16]); grown];
     }
     v.as_mut_ptr() as *mut f32
 }

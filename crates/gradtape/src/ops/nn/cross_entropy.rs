@@ -68,12 +68,17 @@ impl Tensor {
             });
         }
         let classes = logits.shape()[logits.rank() - 1];
-        let lab = match labels.dtype() {
-            DType::I32 => k::checked_labels::<i32>(OP, labels, classes)?,
-            DType::I64 => k::checked_labels::<i64>(OP, labels, classes)?,
+        let (loss, p) = match labels.dtype() {
+            DType::I32 => {
+                k::checked_labels::<i32>(OP, labels, classes)?;
+                with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i32>(OP, logits, labels, labels.shape()), _ => unreachable!())?
+            }
+            DType::I64 => {
+                k::checked_labels::<i64>(OP, labels, classes)?;
+                with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i64>(OP, logits, labels, labels.shape()), _ => unreachable!())?
+            }
             d => return Err(unsupported(OP, d, "i32 or i64 labels")),
         };
-        let (loss, p) = with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T>(OP, logits, &lab, labels.shape()), _ => unreachable!())?;
         let (x, labels_t) = (logits.clone(), labels.clone());
         Ok(bind(
             NnOp::SparseSoftmaxCrossEntropy,

@@ -72,7 +72,8 @@ pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Resu
     let img = nx.checked_div(n).unwrap_or(0);
     let idx = arg.values::<i64>(op)?;
     let dx = scatter_value(op, dy, &idx, n, img, xshape)?;
-    let (argc, yshape) = (arg.clone(), dy.shape().to_vec());
+    // (the shape inline: a compiled step makes this op without a tape)
+    let (argc, yshape) = (arg.clone(), crate::tensor::Shape::from(dy.shape()));
     Ok(bind(desc, &[dy, arg], dx, move |_| {
         vjp(move |g, _| {
             let ddy = g[0].reshape(&[nx])?.gather(&argc, 0)?.reshape(&yshape)?;
