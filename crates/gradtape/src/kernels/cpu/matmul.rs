@@ -208,7 +208,8 @@ pub(crate) fn on_sgemm(m: usize, n: usize, k: usize, a_row_major: bool) -> bool 
 /// `dst = (acc ? dst : 0) + a @ b` on raw strided matrices (`rs`/`cs`: row
 /// and column strides), `a` m x k, `b` k x n, `dst` m x n. `f32` products
 /// with a unit column stride in `dst` go to [`super::sgemm`] where the CPU
-/// has it; the rest to the `gemm` crate. With `par`, a product of at least
+/// has it, or to [`super::thin`] when at most `thin::MAX_N` columns wide;
+/// the rest to the `gemm` crate. With `par`, a product of at least
 /// `PAR_FLOPS` multiply-adds is split over the compute threads, one piece
 /// per thread along the output's longer side.
 ///
@@ -253,9 +254,27 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
     }
     let threads = super::workers::threads();
     let (d, a, b) = (super::workers::SendPtr(dst), a as usize, b as usize);
+    // (thin f32 products on their own kernel: the `gemm` crate allocates
+    // on every call)
+    let thin = T::DTYPE == crate::DType::F32 && d_cs == 1 && d_rs >= n as isize && n <= super::thin::MAX_N;
     // one piece: a block of rows and columns of dst
     let piece = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         let (i, j) = (rows.start as isize, cols.start as isize);
+        if thin {
+            // SAFETY: as below; T is f32.
+            return unsafe {
+                super::thin::thin(
+                    (rows.len(), cols.len(), k),
+                    d.get().offset(i * d_rs + j) as *mut f32,
+                    d_rs,
+                    acc,
+                    (a as *const f32).offset(i * a_rs),
+                    (a_rs, a_cs),
+                    (b as *const f32).offset(j * b_cs),
+                    (b_rs, b_cs),
+                )
+            };
+        }
         // SAFETY: a sub-block of the caller's matrices; pieces write
         // disjoint blocks of dst.
         unsafe {

@@ -36,6 +36,7 @@ pub(crate) mod resize;
 pub(crate) mod sconv;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
+pub(crate) mod thin;
 pub(crate) mod workers;
 
 use std::mem::MaybeUninit;

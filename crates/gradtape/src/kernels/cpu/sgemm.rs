@@ -132,21 +132,17 @@ thread_local! {
     static PACK: RefCell<(Vec<Line>, Vec<Line>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// The fewest lines a packing buffer grows to (64 KiB).
-const MIN_ROOM: usize = 1024;
-/// The most lines a packing buffer grows to unasked (a `KC`×`NC` panel).
-const MAX_ROOM: usize = KC * NC / 16;
-
-/// A packing buffer of at least `floats` elements, grown (when it must)
-/// at least twofold, from [`MIN_ROOM`] lines, so that a thread that packs
-/// products of several sizes in turn settles after a few growths, and
-/// allocates nothing after.
-fn room(v: &mut Vec<Line>, floats: usize) -> *mut f32 {
+/// A packing buffer of at least `floats` elements, and at first use all
+/// of `cap` (the most that [`sgemm`] packs into it: an `MC`×`KC` block of
+/// `A`, a `KC`×`NC` panel of `B`; 1.6 MB per thread for the two). Grown
+/// by need instead, a thread allocated again whenever it first packed a
+/// larger product, which in a compiled run depends on which thread takes
+/// which product of a pair: allocations at random calls.
+fn room(v: &mut Vec<Line>, floats: usize, cap: usize) -> *mut f32 {
     let lines = floats.div_ceil(16);
     if v.len() < lines {
-        let grown = lines.max((2 * v.len()).min(MAX_ROOM)).max(MIN_ROOM);
         // (the old contents are scratch: not copied)
-        *v = vec![Line([0.0; 16]); grown];
+        *v = vec![Line([0.0; 16]); lines.max(cap.div_ceil(16))];
     }
     v.as_mut_ptr() as *mut f32
 }
@@ -300,8 +296,8 @@ unsafe fn serial<const MR: usize, const NV: usize>(
             }
             Err(_) => (&mut local.0, &mut local.1),
         };
-        let ap = room(abuf, mc_max * kc_max);
-        let bp = room(bbuf, nc_max * kc_max);
+        let ap = room(abuf, mc_max * kc_max, MC * KC);
+        let bp = room(bbuf, nc_max * kc_max, NC * KC);
         for jc in (0..n).step_by(NC) {
             let nc = NC.min(n - jc);
             // columns read in place: whole panels

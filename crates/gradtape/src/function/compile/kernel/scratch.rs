@@ -53,6 +53,12 @@ pub(crate) fn take<T: Scratch>(n: usize, fill: T) -> Vec<T> {
         })
         .unwrap_or_default();
     v.clear();
+    if v.capacity() < n {
+        // (grown to a power of two: the threads take the kept vectors in
+        // an order that depends on timing, and with few sizes in use a
+        // vector grown once fits the others' needs too)
+        v.reserve_exact(n.next_power_of_two().clamp(4096, MAX_LEN.max(n)));
+    }
     v.resize(n, fill);
     v
 }

@@ -1,0 +1,261 @@
+//! Thin `f32` products: `a` (m×k) times `b` (k×n) for `n` up to
+//! [`MAX_N`], such as a classifier's logits (`[batch, features] @
+//! [features, 10]`).
+//!
+//! They went to the `gemm` crate before (the blocked [`super::sgemm`]
+//! packs `a`, which costs as much as the arithmetic when `n` is a vector
+//! or two wide), which allocates two buffers on every call: the last
+//! allocations of a compiled training step. Here `b` is copied, [`KB`]
+//! rows at a time, into a buffer on the stack, its rows padded to 8, 16 or
+//! 32 lanes, and four rows of the output are summed at a time in
+//! fixed-width registers, reading `a` in place: nothing is allocated.
+//!
+//! Each element is `Σ_p a[i,p] b[p,j]`, added in order of `p` with a
+//! rounded product and a rounded sum per term (no fused multiply-add),
+//! starting from zero (or from `dst` when accumulating): the same bits in
+//! every build, for every layout of the operands and every split of the
+//! rows. (Between blocks of `b` the running sums wait in `dst`, as `f32`:
+//! no change to their bits.)
+
+use super::math::with_simd;
+
+/// The widest product this kernel takes.
+pub(crate) const MAX_N: usize = 32;
+
+/// Rows of `b` copied at a time (`KB × MAX_N` floats: 32 KiB of stack).
+const KB: usize = 256;
+
+/// Rows of the output summed together (independent chains of additions).
+const ROWS: usize = 4;
+
+/// `dst = (acc ? dst : 0) + a @ b`, for `1 <= n <= MAX_N`, on strided
+/// matrices (`*_rs`/`*_cs`: row and column strides; `dst`'s columns are
+/// adjacent).
+///
+/// # Safety
+/// The pointers and strides must describe matrices inside live buffers,
+/// and `dst` (m×n, row stride `d_rs >= n`) must not overlap `a` or `b`;
+/// without `acc`, `dst` may be uninitialised.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn thin(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut f32,
+    d_rs: isize,
+    acc: bool,
+    a: *const f32,
+    (a_rs, a_cs): (isize, isize),
+    b: *const f32,
+    (b_rs, b_cs): (isize, isize),
+) {
+    debug_assert!((1..=MAX_N).contains(&n));
+    let mut x = Mats {
+        m,
+        n,
+        dst,
+        d_rs,
+        acc,
+        a,
+        a_rs,
+        a_cs,
+    };
+    let mut packed = [0.0f32; KB * MAX_N];
+    let mut p0 = 0;
+    // (one pass with zero rows of `b` when k = 0: dst = acc ? dst : 0)
+    loop {
+        let kl = KB.min(k - p0);
+        let bk = b.offset(p0 as isize * b_rs);
+        // SAFETY: the caller's guarantees; rows p0..p0 + kl of b and
+        // columns p0..p0 + kl of a
+        unsafe {
+            match n {
+                0..=8 => run::<8>(x, &mut packed, kl, bk, b_rs, b_cs),
+                9..=16 => run::<16>(x, &mut packed, kl, bk, b_rs, b_cs),
+                _ => run::<32>(x, &mut packed, kl, bk, b_rs, b_cs),
+            }
+        }
+        p0 += kl;
+        if p0 >= k {
+            break;
+        }
+        // the next block adds to the running sums
+        x.acc = true;
+        x.a = x.a.offset(kl as isize * a_cs);
+    }
+}
+
+/// The output and `a`, as [`thin`] takes them.
+#[derive(Clone, Copy)]
+struct Mats {
+    m: usize,
+    n: usize,
+    dst: *mut f32,
+    d_rs: isize,
+    acc: bool,
+    a: *const f32,
+    a_rs: isize,
+    a_cs: isize,
+}
+
+/// `dst (+)= a[:, ..kl] @ b[..kl, :]` with rows of `W` lanes.
+unsafe fn run<const W: usize>(
+    x: Mats,
+    packed: &mut [f32; KB * MAX_N],
+    kl: usize,
+    b: *const f32,
+    b_rs: isize,
+    b_cs: isize,
+) {
+    let packed = &mut packed[..kl * W];
+    for (p, row) in packed.chunks_exact_mut(W).enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            // SAFETY: (p, j) lies in b for j < n
+            *v = if j < x.n {
+                unsafe { *b.offset(p as isize * b_rs + j as isize * b_cs) }
+            } else {
+                0.0
+            };
+        }
+    }
+    let packed = &packed[..];
+    with_simd(
+        #[inline(always)]
+        || {
+            let mut i = 0;
+            while i + ROWS <= x.m {
+                // SAFETY: rows i..i + ROWS lie in a and dst
+                unsafe { rows::<W, ROWS>(x, packed, i) };
+                i += ROWS;
+            }
+            while i < x.m {
+                // SAFETY: row i lies in a and dst
+                unsafe { rows::<W, 1>(x, packed, i) };
+                i += 1;
+            }
+        },
+    )
+}
+
+/// Output rows `i0..i0 + R`.
+#[inline(always)]
+unsafe fn rows<const W: usize, const R: usize>(x: Mats, packed: &[f32], i0: usize) {
+    let mut s = [[0.0f32; W]; R];
+    if x.acc {
+        for (r, sr) in s.iter_mut().enumerate() {
+            for (j, v) in sr.iter_mut().enumerate().take(x.n) {
+                // SAFETY: (i0 + r, j) lies in dst, initialised when accumulating
+                *v = unsafe { *x.dst.offset((i0 + r) as isize * x.d_rs + j as isize) };
+            }
+        }
+    }
+    for (p, bp) in packed.chunks_exact(W).enumerate() {
+        let Ok(bp) = <&[f32; W]>::try_from(bp) else {
+            unreachable!("chunks_exact gives whole rows")
+        };
+        for (r, sr) in s.iter_mut().enumerate() {
+            // SAFETY: (i0 + r, p) lies in a
+            let av = unsafe { *x.a.offset((i0 + r) as isize * x.a_rs + p as isize * x.a_cs) };
+            for (v, &w) in sr.iter_mut().zip(bp) {
+                *v += av * w;
+            }
+        }
+    }
+    for (r, sr) in s.iter().enumerate() {
+        for (j, &v) in sr.iter().enumerate().take(x.n) {
+            // SAFETY: (i0 + r, j) lies in dst
+            unsafe { *x.dst.offset((i0 + r) as isize * x.d_rs + j as isize) = v };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sum as the kernel defines it, element by element.
+    fn reference(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), init: &[f32], acc: bool) -> Vec<f32> {
+        let mut out = vec![0.0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = if acc { init[i * n + j] } else { 0.0f32 };
+                for p in 0..k {
+                    s += a[i * k + p] * b[p * n + j];
+                }
+                out[i * n + j] = s;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_width_and_row_count_gives_the_reference_bits() {
+        for (m, n, k) in [
+            (1, 1, 1),
+            (3, 5, 7),
+            (4, 8, 3),
+            (9, 10, 33),
+            (13, 16, 20),
+            (6, 17, 9),
+            (5, 32, 64),
+            (64, 10, 256),
+        ] {
+            let a: Vec<f32> = (0..m * k).map(|i| ((i as f32) * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| ((i as f32) * 0.53).cos() * 0.5).collect();
+            let init: Vec<f32> = (0..m * n).map(|i| i as f32 * 0.25).collect();
+            for acc in [false, true] {
+                let want = reference(&a, &b, (m, n, k), &init, acc);
+                let mut got = init.clone();
+                unsafe {
+                    thin(
+                        (m, n, k),
+                        got.as_mut_ptr(),
+                        n as isize,
+                        acc,
+                        a.as_ptr(),
+                        (k as isize, 1),
+                        b.as_ptr(),
+                        (n as isize, 1),
+                    )
+                };
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} acc {acc}");
+                // the same with `b` stored transposed (column-major)
+                let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+                let mut got_t = init.clone();
+                unsafe {
+                    thin(
+                        (m, n, k),
+                        got_t.as_mut_ptr(),
+                        n as isize,
+                        acc,
+                        a.as_ptr(),
+                        (k as isize, 1),
+                        bt.as_ptr(),
+                        (1, k as isize),
+                    )
+                };
+                assert_eq!(bits(&got_t), bits(&want), "{m}x{n}x{k} acc {acc}, b transposed");
+            }
+        }
+    }
+
+    #[test]
+    fn nan_and_infinity_propagate() {
+        let a = [f32::NAN, 1.0, f32::INFINITY, 1.0];
+        let b = [1.0f32, 2.0];
+        let mut out = [0.0f32; 4];
+        unsafe {
+            thin(
+                (2, 2, 1),
+                out.as_mut_ptr(),
+                2,
+                false,
+                a.as_ptr(),
+                (2, 1),
+                b.as_ptr(),
+                (2, 1),
+            )
+        };
+        assert!(out[0].is_nan() && out[1].is_nan());
+        assert_eq!(out[2..], [f32::INFINITY, f32::INFINITY]);
+    }
+}
