@@ -22,6 +22,10 @@ use super::math::with_simd;
 /// The widest product this kernel takes.
 pub(crate) const MAX_N: usize = 32;
 
+/// The narrowest product its callers give it (narrower ones fill too
+/// little of a vector; it computes them right all the same).
+pub(crate) const MIN_N: usize = 8;
+
 /// Rows of `b` copied at a time (`KB × MAX_N` floats: 32 KiB of stack).
 const KB: usize = 256;
 
