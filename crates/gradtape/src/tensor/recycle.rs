@@ -135,12 +135,18 @@ impl Bin {
         // (the drained vector keeps its room for the next results)
         self.returned = returned;
         // what earlier runs gave and this one did not take is freed
+        self.drop_stale();
+        out
+    }
+
+    /// Frees what the bin held from before the current run and the run did
+    /// not take.
+    fn drop_stale(&mut self) {
         let run = self.run;
         let recent = |h: &Held| h.run == run;
         self.full.retain(recent);
         self.shells.retain(recent);
         self.bare.retain(recent);
-        out
     }
 
     /// Keeps a handle on each of a run's returned values, to reuse them
@@ -173,11 +179,7 @@ impl Bin {
         };
         let out = f();
         drop(back);
-        let run = self.run;
-        let recent = |h: &Held| h.run == run;
-        self.full.retain(recent);
-        self.shells.retain(recent);
-        self.bare.retain(recent);
+        self.drop_stale();
         out
     }
 

@@ -207,37 +207,25 @@ mod tests {
             let init: Vec<f32> = (0..m * n).map(|i| i as f32 * 0.25).collect();
             for acc in [false, true] {
                 let want = reference(&a, &b, (m, n, k), &init, acc);
-                let mut got = init.clone();
-                unsafe {
-                    thin(
-                        (m, n, k),
-                        got.as_mut_ptr(),
-                        n as isize,
-                        acc,
-                        a.as_ptr(),
-                        (k as isize, 1),
-                        b.as_ptr(),
-                        (n as isize, 1),
-                    )
-                };
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} acc {acc}");
-                // the same with `b` stored transposed (column-major)
+                // `b` row-major, and stored transposed (column-major)
                 let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-                let mut got_t = init.clone();
-                unsafe {
-                    thin(
-                        (m, n, k),
-                        got_t.as_mut_ptr(),
-                        n as isize,
-                        acc,
-                        a.as_ptr(),
-                        (k as isize, 1),
-                        bt.as_ptr(),
-                        (1, k as isize),
-                    )
-                };
-                assert_eq!(bits(&got_t), bits(&want), "{m}x{n}x{k} acc {acc}, b transposed");
+                for (bm, strides) in [(&b, (n as isize, 1)), (&bt, (1, k as isize))] {
+                    let mut got = init.clone();
+                    unsafe {
+                        thin(
+                            (m, n, k),
+                            got.as_mut_ptr(),
+                            n as isize,
+                            acc,
+                            a.as_ptr(),
+                            (k as isize, 1),
+                            bm.as_ptr(),
+                            strides,
+                        )
+                    };
+                    assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} acc {acc}, b strides {strides:?}");
+                }
             }
         }
     }
