@@ -63,14 +63,8 @@ impl Lane for f32 {
         match op {
             Unary::Exp => math::exp_slice(x, out),
             // (one arm each: a function pointer would not inline)
-            Unary::Sin => {
-                each(x, out, math::sin_f32);
-                math::patch_out_of_range(x, out, f32::sin);
-            }
-            Unary::Cos => {
-                each(x, out, math::cos_f32);
-                math::patch_out_of_range(x, out, f32::cos);
-            }
+            Unary::Sin => math::sin_or_cos_slice::<false>(x, out),
+            Unary::Cos => math::sin_or_cos_slice::<true>(x, out),
             Unary::Tanh => each(x, out, math::tanh_f32),
             Unary::Sigmoid => each(x, out, math::sigmoid_f32),
             _ => unary_common(op, x, out),
@@ -79,13 +73,7 @@ impl Lane for f32 {
 
     #[inline(always)]
     fn sin_and_cos(x: &[f32], s: &mut [f32], c: &mut [f32]) {
-        for ((s, c), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
-            (*s, *c) = math::sin_cos_f32(v);
-        }
-        if !math::sin_cos_in_range(x) {
-            math::patch_out_of_range(x, s, f32::sin);
-            math::patch_out_of_range(x, c, f32::cos);
-        }
+        math::sin_cos_slice(x, s, c);
     }
 }
 
