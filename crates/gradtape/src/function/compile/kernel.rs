@@ -52,11 +52,11 @@ use in_place::{Donor, Src};
 use lanes::binary;
 pub(crate) use lanes::Lane;
 use regs::Regs;
-use sums::add_chunk_sums;
+use sums::{add_chunk_sums, lanes_total, Lanes};
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
 /// sums add each run of this many elements on their own (see
-/// [`chunk_sum`]), so the sums do not depend on the register width.
+/// [`sums`]), so the sums do not depend on the register width.
 pub(crate) const CHUNK: usize = 256;
 
 /// The most elements a register holds: a chunk of [`CHUNK`]s.
@@ -370,7 +370,7 @@ impl Program {
         let (rows, cols, unit) = self.layout();
         type Partials = smallvec::SmallVec<[Option<Vec<f64>>; 2]>;
         let task = |c: std::ops::Range<usize>| -> (smallvec::SmallVec<[f64; 2]>, Partials) {
-            let mut sums = smallvec::smallvec![0.0; n_sums];
+            let mut sums: smallvec::SmallVec<[Lanes; 2]> = smallvec::smallvec![[0.0; 8]; n_sums];
             // SAFETY (of `outs`, `parts`): each task writes its own
             // elements of every output buffer, which holds its length of
             // capacity.
@@ -380,7 +380,7 @@ impl Program {
                 #[inline(always)]
                 || self.run_task::<T>(&srcs, outs, parts, &mut sums, (rows, cols), c),
             );
-            (sums, blocked)
+            (sums.iter().map(lanes_total).collect(), blocked)
         };
         let mut partials: smallvec::SmallVec<[(smallvec::SmallVec<[f64; 2]>, Partials); 16]> =
             if self.len >= PAR_MIN && workers::threads() > 1 && cols > unit {
@@ -538,7 +538,7 @@ impl Program {
         srcs: &[Src<T>],
         outs: &[SendPtr<T>],
         parts: &[SendPtr<T>],
-        sums: &mut [f64],
+        sums: &mut [Lanes],
         (rows, cols): (usize, usize),
         c: std::ops::Range<usize>,
     ) -> smallvec::SmallVec<[Option<Vec<f64>>; 2]> {
