@@ -683,7 +683,7 @@ fn build(
             }
         }
     }
-    let program = Program {
+    let mut program = Program {
         dtype: grp.dtype,
         len,
         shape: grp.shape.clone(),
@@ -693,6 +693,7 @@ fn build(
         n_regs: regs.users.len(),
         outputs: outputs_spec,
     };
+    program.merge_sums();
     Node {
         op: Op::Dyn(Arc::new(Fused { program, ops: grp.ops })),
         inputs: inputs.into(),

@@ -52,7 +52,7 @@ use in_place::{Donor, Src};
 use lanes::binary;
 pub(crate) use lanes::Lane;
 use regs::Regs;
-use sums::{add_chunk_sums, lanes_total, Lanes};
+use sums::{add_chunk_sums, binary_sum, lanes_total, unary_sum, Lanes};
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
 /// sums add each run of this many elements on their own (see
@@ -109,6 +109,23 @@ pub(crate) enum Instr {
     Store { out: u16, src: Reg },
     /// Sum number `acc` adds register `src`'s chunk.
     Accumulate { acc: u16, src: Reg },
+    /// `Unary` and the `Accumulate` of its result in one pass (see
+    /// [`sums::merge_sums`]): sum number `acc` adds `op(a)`, which `dst`
+    /// keeps where a later instruction reads it.
+    UnarySum {
+        op: Unary,
+        dst: Option<Reg>,
+        a: Reg,
+        acc: u16,
+    },
+    /// `Binary` and the `Accumulate` of its result in one pass.
+    BinarySum {
+        op: Binary,
+        dst: Option<Reg>,
+        a: Reg,
+        b: Reg,
+        acc: u16,
+    },
     /// Partial reduction number `out` folds register `src`'s chunk.
     Reduce { out: u16, src: Reg, fold: Fold, axis: Axis },
 }
@@ -181,6 +198,18 @@ impl fmt::Display for Program {
                 Instr::Binary { op, dst, a, b } => writeln!(f, "r{dst} = {}(r{a}, r{b})", op.name())?,
                 Instr::Store { out, src } => writeln!(f, "out{out} = r{src}")?,
                 Instr::Accumulate { acc, src } => writeln!(f, "sum{acc} += r{src}")?,
+                Instr::UnarySum { op, dst, a, acc } => {
+                    if let Some(d) = dst {
+                        write!(f, "r{d} = ")?;
+                    }
+                    writeln!(f, "sum{acc} += {}(r{a})", op.name())?
+                }
+                Instr::BinarySum { op, dst, a, b, acc } => {
+                    if let Some(d) = dst {
+                        write!(f, "r{d} = ")?;
+                    }
+                    writeln!(f, "sum{acc} += {}(r{a}, r{b})", op.name())?
+                }
                 Instr::Gather { dst, input, q, p } => writeln!(f, "r{dst} = gather in{input}[j / {q} % {p}]")?,
                 Instr::Reduce { out, src, fold, axis } => match axis {
                     Axis::Leading(p) => writeln!(f, "part{out}[j % {p}] {}= r{src}", fold.name())?,
@@ -236,6 +265,12 @@ fn spare<T: Float>(b: &mut crate::tensor::Buf<T>, n: usize) -> &mut [T] {
 }
 
 impl Program {
+    /// Merges each sum of a cheap op's result into that op (see
+    /// [`sums::merge_sums`]); returns how many it merged.
+    pub(crate) fn merge_sums(&mut self) -> usize {
+        sums::merge_sums(&mut self.body)
+    }
+
     /// Runs the program on `inputs`; returns its outputs in order.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Outs> {
         self.check_inputs(inputs)?;
@@ -522,6 +557,22 @@ impl Program {
                 }
                 Instr::Store { out, src } => outs[out as usize] = r[src as usize],
                 Instr::Accumulate { acc, src } => sums[acc as usize] += r[src as usize].to_f64(),
+                Instr::UnarySum { ref op, dst, a, acc } => {
+                    let mut y = [T::zero()];
+                    T::unary(op, &[r[a as usize]], &mut y);
+                    if let Some(d) = dst {
+                        r[d as usize] = y[0];
+                    }
+                    sums[acc as usize] += y[0].to_f64();
+                }
+                Instr::BinarySum { ref op, dst, a, b, acc } => {
+                    let mut y = [T::zero()];
+                    binary(op, &[r[a as usize]], &[r[b as usize]], &mut y);
+                    if let Some(d) = dst {
+                        r[d as usize] = y[0];
+                    }
+                    sums[acc as usize] += y[0].to_f64();
+                }
                 // (`run_typed` runs programs with partial reductions)
                 Instr::Reduce { .. } => {}
             }
@@ -624,6 +675,26 @@ impl Program {
                         }
                         Instr::Accumulate { acc, src } => {
                             add_chunk_sums(regs.get(src, n), &mut sums[acc as usize]);
+                        }
+                        Instr::UnarySum { ref op, dst, a, acc } => {
+                            let sum = &mut sums[acc as usize];
+                            match dst {
+                                Some(d) => {
+                                    let (d, x, _) = regs.split(d, a, a, n);
+                                    unary_sum(op, x, Some(d), sum)
+                                }
+                                None => unary_sum(op, regs.get(a, n), None, sum),
+                            }
+                        }
+                        Instr::BinarySum { ref op, dst, a, b, acc } => {
+                            let sum = &mut sums[acc as usize];
+                            match dst {
+                                Some(d) => {
+                                    let (d, x, y) = regs.split(d, a, b, n);
+                                    binary_sum(op, x, y, Some(d), sum)
+                                }
+                                None => binary_sum(op, regs.get(a, n), regs.get(b, n), None, sum),
+                            }
                         }
                         Instr::Reduce { out, src, .. } => {
                             states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());

@@ -24,37 +24,85 @@ fn each<T: Copy>(x: &[T], out: &mut [T], f: impl Fn(T) -> T) {
     }
 }
 
+/// Runs `$body` with `$f` bound to the element function of a one-input op
+/// whose kernel is the same generic code for `f32` and `f64` (a closure
+/// per op, so that each use is its own vectorised loop), or `$other` for
+/// any other op.
+macro_rules! with_elem_unary {
+    ($op:expr, $T:ty, |$f:ident| $body:expr, $other:expr) => {{
+        let zero = <$T>::zero();
+        match $op {
+            Unary::Neg => {
+                let $f = |v: $T| zero - v;
+                $body
+            }
+            Unary::Abs => {
+                let $f = |v: $T| if v < zero { zero - v } else { v };
+                $body
+            }
+            Unary::Square => {
+                let $f = |v: $T| v * v;
+                $body
+            }
+            Unary::Sqrt => {
+                let $f = |v: $T| v.sqrt();
+                $body
+            }
+            Unary::Reciprocal => {
+                let $f = |v: $T| <$T>::one() / v;
+                $body
+            }
+            Unary::Relu => {
+                let $f = |v: $T| if v < zero { zero } else { v };
+                $body
+            }
+            Unary::MulScalar(c) => {
+                let c = <$T>::from_f64(c.0);
+                let $f = |v: $T| v * c;
+                $body
+            }
+            Unary::DivScalar(c) => {
+                let c = <$T>::from_f64(c.0);
+                let $f = |v: $T| v / c;
+                $body
+            }
+            Unary::AddScalar(c) => {
+                let c = <$T>::from_f64(c.0);
+                let $f = |v: $T| v + c;
+                $body
+            }
+            _ => $other,
+        }
+    }};
+}
+pub(super) use with_elem_unary;
+
+/// Whether [`with_elem_unary`] has an element function for `op` (ops cheap
+/// enough that a pass over a register costs more than the op).
+pub(super) fn elem_unary(op: &Unary) -> bool {
+    fn has<T: Float>(op: &Unary) -> bool {
+        with_elem_unary!(op, T, |_f| true, false)
+    }
+    has::<f32>(op)
+}
+
 /// The ops whose kernels are the same generic code for `f32` and `f64`.
 #[inline(always)]
 fn unary_common<T: Float>(op: &Unary, x: &[T], out: &mut [T]) {
-    let zero = T::zero();
-    match op {
-        Unary::Neg => each(x, out, |v| zero - v),
-        Unary::Abs => each(x, out, |v| if v < zero { zero - v } else { v }),
-        Unary::Square => each(x, out, |v| v * v),
-        Unary::Sqrt => each(x, out, |v| v.sqrt()),
-        Unary::Reciprocal => each(x, out, |v| T::one() / v),
-        Unary::Log => each(x, out, |v| v.ln()),
-        Unary::Relu => each(x, out, |v| if v < zero { zero } else { v }),
-        Unary::PowScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v.powf(c))
+    with_elem_unary!(
+        op,
+        T,
+        |f| each(x, out, f),
+        match op {
+            Unary::Log => each(x, out, |v| v.ln()),
+            Unary::PowScalar(c) => {
+                let c = T::from_f64(c.0);
+                each(x, out, |v| v.powf(c))
+            }
+            // never fused (see `fusible_unary`); computed as the f64 evaluator does
+            other => each(x, out, |v| T::from_f64(other.apply_f64(v.to_f64()))),
         }
-        Unary::MulScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v * c)
-        }
-        Unary::DivScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v / c)
-        }
-        Unary::AddScalar(c) => {
-            let c = T::from_f64(c.0);
-            each(x, out, |v| v + c)
-        }
-        // never fused (see `fusible_unary`); computed as the f64 evaluator does
-        other => each(x, out, |v| T::from_f64(other.apply_f64(v.to_f64()))),
-    }
+    )
 }
 
 impl Lane for f32 {
@@ -104,29 +152,65 @@ impl Lane for f64 {
     }
 }
 
+/// Runs `$body` with `$f` bound to the element function of a two-input
+/// op, as the eager kernels compute it (a closure per op, so that each use
+/// is its own vectorised loop).
+macro_rules! with_elem_binary {
+    ($op:expr, $T:ty, |$f:ident| $body:expr) => {{
+        let zero = <$T>::zero();
+        match $op {
+            Binary::Add => {
+                let $f = |x: $T, y: $T| x + y;
+                $body
+            }
+            Binary::Sub => {
+                let $f = |x: $T, y: $T| x - y;
+                $body
+            }
+            Binary::Mul => {
+                let $f = |x: $T, y: $T| x * y;
+                $body
+            }
+            Binary::Div => {
+                let $f = |x: $T, y: $T| x / y;
+                $body
+            }
+            Binary::Maximum => {
+                let $f = |x: $T, y: $T| if x >= y || x.is_nan() { x } else { y };
+                $body
+            }
+            Binary::Minimum => {
+                let $f = |x: $T, y: $T| if x <= y || x.is_nan() { x } else { y };
+                $body
+            }
+            Binary::SquaredDifference => {
+                let $f = |x: $T, y: $T| (x - y) * (x - y);
+                $body
+            }
+            Binary::ReluGrad => {
+                let $f = |x: $T, y: $T| if y > zero { x } else { zero };
+                $body
+            }
+            Binary::TanhGrad => {
+                let $f = |x: $T, y: $T| y * (<$T>::one() - x * x);
+                $body
+            }
+            // never fused (see `fusible_binary`)
+            other => {
+                let $f = |x: $T, y: $T| <$T>::from_f64(other.apply_f64(x.to_f64(), y.to_f64()));
+                $body
+            }
+        }
+    }};
+}
+pub(super) use with_elem_binary;
+
 /// `out[i] = op(a[i], b[i])`, as the eager kernels compute it.
 #[inline(always)]
 pub(super) fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
-    let zero = T::zero();
-    // (a closure per op, so that each loop is its own vectorised loop)
-    macro_rules! zip {
-        (|$x:ident, $y:ident| $e:expr) => {
-            for ((o, &$x), &$y) in out.iter_mut().zip(a).zip(b) {
-                *o = $e;
-            }
-        };
-    }
-    match op {
-        Binary::Add => zip!(|x, y| x + y),
-        Binary::Sub => zip!(|x, y| x - y),
-        Binary::Mul => zip!(|x, y| x * y),
-        Binary::Div => zip!(|x, y| x / y),
-        Binary::Maximum => zip!(|x, y| if x >= y || x.is_nan() { x } else { y }),
-        Binary::Minimum => zip!(|x, y| if x <= y || x.is_nan() { x } else { y }),
-        Binary::SquaredDifference => zip!(|x, y| (x - y) * (x - y)),
-        Binary::ReluGrad => zip!(|x, y| if y > zero { x } else { zero }),
-        Binary::TanhGrad => zip!(|x, y| y * (T::one() - x * x)),
-        // never fused (see `fusible_binary`)
-        other => zip!(|x, y| T::from_f64(other.apply_f64(x.to_f64(), y.to_f64()))),
-    }
+    with_elem_binary!(op, T, |f| {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = f(x, y);
+        }
+    })
 }

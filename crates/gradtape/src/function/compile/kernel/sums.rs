@@ -12,7 +12,9 @@
 //! 2.2 to 2.8 ms, the rows' per-op dispatch costing more than the pass it
 //! saved.)
 
+use super::lanes::{elem_unary, with_elem_binary, with_elem_unary, Lane};
 use super::{Instr, Reg, CHUNK};
+use crate::ops::desc::{Binary, Unary};
 use crate::tensor::Float;
 
 /// Columns of a chunk in the fused sums: a [`CHUNK`] is rows of this many.
@@ -91,6 +93,146 @@ fn add_lanes(acc: &mut Lanes, t: &Lanes) {
     }
 }
 
+/// `op(a[i], b[i])` into `out` (if any) and added to `acc` as
+/// [`add_chunk_sums`] adds a register: the bits of a pass writing the
+/// values and a pass summing them, in one pass (no store where the value
+/// has no other use, no second read where it has).
+#[inline(always)]
+pub(super) fn zip_sum<T: Float>(a: &[T], b: &[T], mut out: Option<&mut [T]>, acc: &mut Lanes, f: impl Fn(T, T) -> T) {
+    let n = a.len();
+    assert!(b.len() == n && out.as_ref().is_none_or(|o| o.len() == n));
+    let mut start = 0;
+    while start + CHUNK <= n {
+        let (Ok(ca), Ok(cb)) = (
+            <&[T; CHUNK]>::try_from(&a[start..start + CHUNK]),
+            <&[T; CHUNK]>::try_from(&b[start..start + CHUNK]),
+        ) else {
+            unreachable!("whole chunks")
+        };
+        let mut u = [T::zero(); SUM_LANES];
+        match out.as_deref_mut() {
+            Some(o) => {
+                let Ok(co) = <&mut [T; CHUNK]>::try_from(&mut o[start..start + CHUNK]) else {
+                    unreachable!("whole chunks")
+                };
+                for j in 0..CHUNK / SUM_LANES {
+                    for (k, uk) in u.iter_mut().enumerate() {
+                        let i = j * SUM_LANES + k;
+                        let v = f(ca[i], cb[i]);
+                        co[i] = v;
+                        *uk = *uk + v;
+                    }
+                }
+            }
+            None => {
+                for j in 0..CHUNK / SUM_LANES {
+                    for (k, uk) in u.iter_mut().enumerate() {
+                        let i = j * SUM_LANES + k;
+                        *uk = *uk + f(ca[i], cb[i]);
+                    }
+                }
+            }
+        }
+        add_lanes(acc, &lanes_tree(&u));
+        start += CHUNK;
+    }
+    if start < n {
+        // the last, short run, as `chunk_lanes` adds it
+        let mut u = [T::zero(); SUM_LANES];
+        for (r, i) in (start..n).enumerate() {
+            let v = f(a[i], b[i]);
+            if let Some(o) = out.as_deref_mut() {
+                o[i] = v;
+            }
+            u[r % SUM_LANES] = u[r % SUM_LANES] + v;
+        }
+        add_lanes(acc, &lanes_tree(&u));
+    }
+}
+
+/// [`zip_sum`] of a one-input op (any: one without an element function
+/// goes through its kernel, a run at a time).
+#[inline(always)]
+pub(super) fn unary_sum<T: Lane>(op: &Unary, x: &[T], out: Option<&mut [T]>, acc: &mut Lanes) {
+    with_elem_unary!(op, T, |f| zip_sum(x, x, out, acc, |v, _| f(v)), {
+        let mut out = out;
+        let mut tmp = [T::zero(); CHUNK];
+        for (k, run) in x.chunks(CHUNK).enumerate() {
+            let t = &mut tmp[..run.len()];
+            T::unary(op, run, t);
+            if let Some(o) = out.as_deref_mut() {
+                o[k * CHUNK..k * CHUNK + run.len()].copy_from_slice(t);
+            }
+            add_lanes(acc, &chunk_lanes(t));
+        }
+    })
+}
+
+/// [`zip_sum`] of a two-input op.
+#[inline(always)]
+pub(super) fn binary_sum<T: Float>(op: &Binary, a: &[T], b: &[T], out: Option<&mut [T]>, acc: &mut Lanes) {
+    with_elem_binary!(op, T, |f| zip_sum(a, b, out, acc, f))
+}
+
+/// Merges each `Accumulate` of the result of an earlier `Unary` (with an
+/// element function, see [`elem_unary`]) or `Binary` into that
+/// instruction (`UnarySum`, `BinarySum`), which then keeps its result in
+/// its register only where a later instruction reads it. The sums do not
+/// move past a write of the register, so they add the same values.
+pub(super) fn merge_sums(body: &mut Vec<Instr>) -> usize {
+    let mut merged = 0;
+    let mut i = 0;
+    while i < body.len() {
+        let d = match &body[i] {
+            Instr::Unary { op, dst, .. } if elem_unary(op) => *dst,
+            Instr::Binary { dst, .. } => *dst,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        // the first sum of `d` before `d` is written again
+        let mut found = None;
+        for (j, ins) in body.iter().enumerate().skip(i + 1) {
+            if let Instr::Accumulate { acc, src } = *ins {
+                if src == d {
+                    found = Some((j, acc));
+                    break;
+                }
+            }
+            if operands(ins).1.contains(&d) {
+                break;
+            }
+        }
+        let Some((j, acc)) = found else {
+            i += 1;
+            continue;
+        };
+        body.remove(j);
+        // kept where read again before it is next written
+        let mut kept = false;
+        for ins in &body[i + 1..] {
+            let (reads, writes) = operands(ins);
+            if reads.contains(&d) {
+                kept = true;
+                break;
+            }
+            if writes.contains(&d) {
+                break;
+            }
+        }
+        let dst = kept.then_some(d);
+        body[i] = match body[i].clone() {
+            Instr::Unary { op, a, .. } => Instr::UnarySum { op, dst, a, acc },
+            Instr::Binary { op, a, b, .. } => Instr::BinarySum { op, dst, a, b, acc },
+            _ => unreachable!("a unary or binary instruction"),
+        };
+        merged += 1;
+        i += 1;
+    }
+    merged
+}
+
 /// The registers `ins` reads and the ones it writes.
 pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 2]>, smallvec::SmallVec<[Reg; 2]>) {
     use smallvec::smallvec;
@@ -99,6 +241,8 @@ pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 2]>, smallvec::
         Instr::Unary { dst, a, .. } => (smallvec![a], smallvec![dst]),
         Instr::SinCos { sin, cos, a } => (smallvec![a], smallvec![sin, cos]),
         Instr::Binary { dst, a, b, .. } => (smallvec![a, b], smallvec![dst]),
+        Instr::UnarySum { dst, a, .. } => (smallvec![a], dst.into_iter().collect()),
+        Instr::BinarySum { dst, a, b, .. } => (smallvec![a, b], dst.into_iter().collect()),
         Instr::Store { src, .. } | Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => {
             (smallvec![src], smallvec![])
         }
@@ -107,7 +251,160 @@ pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 2]>, smallvec::
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Output, Program};
     use super::*;
+    use crate::ops::desc::{Binary as B, Unary as U};
+    use crate::tensor::{DType, Tensor};
+
+    /// `out0 = a * b` (also summed), `sum1 += |a * b|`, `sum2 += exp(b)`
+    /// and `sum3 += -a` (whose register held `a - b` first), over `len`.
+    fn program(len: usize) -> Program {
+        use Instr::*;
+        Program {
+            dtype: DType::F32,
+            len,
+            shape: vec![len],
+            input_len: vec![len, len],
+            splats: vec![],
+            body: vec![
+                Load { dst: 0, input: 0 },
+                Load { dst: 1, input: 1 },
+                Binary {
+                    op: B::Mul,
+                    dst: 2,
+                    a: 0,
+                    b: 1,
+                },
+                Store { out: 0, src: 2 },
+                Accumulate { acc: 0, src: 2 },
+                Unary {
+                    op: U::Abs,
+                    dst: 3,
+                    a: 2,
+                },
+                Accumulate { acc: 1, src: 3 },
+                Unary {
+                    op: U::Exp,
+                    dst: 2,
+                    a: 1,
+                },
+                Accumulate { acc: 2, src: 2 },
+                Binary {
+                    op: B::Sub,
+                    dst: 3,
+                    a: 0,
+                    b: 1,
+                },
+                Unary {
+                    op: U::Neg,
+                    dst: 3,
+                    a: 0,
+                },
+                Accumulate { acc: 3, src: 3 },
+            ],
+            n_regs: 4,
+            outputs: vec![
+                Output::Elementwise,
+                Output::Sum(vec![]),
+                Output::Sum(vec![]),
+                Output::Sum(vec![]),
+                Output::Sum(vec![]),
+            ],
+        }
+    }
+
+    #[test]
+    fn sums_merge_into_the_cheap_op_before_them() {
+        let mut p = program(8);
+        assert_eq!(p.merge_sums(), 3);
+        use Instr::*;
+        assert_eq!(
+            p.body[2..],
+            [
+                // kept: stored and read again
+                BinarySum {
+                    op: B::Mul,
+                    dst: Some(2),
+                    a: 0,
+                    b: 1,
+                    acc: 0
+                },
+                Store { out: 0, src: 2 },
+                // read by nothing else: not kept
+                UnarySum {
+                    op: U::Abs,
+                    dst: None,
+                    a: 2,
+                    acc: 1
+                },
+                // exp has no element function: left alone
+                Unary {
+                    op: U::Exp,
+                    dst: 2,
+                    a: 1
+                },
+                Accumulate { acc: 2, src: 2 },
+                // the sum reads the later value of r3, not the difference
+                Binary {
+                    op: B::Sub,
+                    dst: 3,
+                    a: 0,
+                    b: 1
+                },
+                UnarySum {
+                    op: U::Neg,
+                    dst: None,
+                    a: 0,
+                    acc: 3
+                },
+            ]
+        );
+        let text = format!("{p}");
+        assert!(
+            text.contains("r2 = sum0 += Mul(r0, r1)\n") && text.contains("\nsum1 += Abs(r2)\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn merged_sums_give_the_bits_of_the_separate_passes() {
+        // lengths around the runs and registers, and one spread over tasks
+        for len in [1usize, 3, 255, 256, 300, 1024, 5000, 300_001] {
+            let a: Vec<f32> = (0..len).map(|i| ((i as f32) * 0.37).sin() * 3.0).collect();
+            let b: Vec<f32> = (0..len).map(|i| ((i as f32) * 0.11).cos() - 0.2).collect();
+            let inputs = [
+                Tensor::from_vec(a, &[len]).unwrap(),
+                Tensor::from_vec(b, &[len]).unwrap(),
+            ];
+            let plain = program(len);
+            let mut merged = plain.clone();
+            assert_eq!(merged.merge_sums(), 3);
+            let (want, got) = (plain.run(&inputs).unwrap(), merged.run(&inputs).unwrap());
+            assert_eq!(want.len(), 5);
+            for (w, g) in want.iter().zip(&got) {
+                let (w, g) = (w.to_vec::<f32>().unwrap(), g.to_vec::<f32>().unwrap());
+                assert_eq!(
+                    w.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{len}"
+                );
+            }
+            // and the values are the sums they name
+            let (a, b) = (inputs[0].to_vec::<f32>().unwrap(), inputs[1].to_vec::<f32>().unwrap());
+            let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| (x * y) as f64).sum();
+            let s0 = got[1].to_vec::<f32>().unwrap()[0] as f64;
+            assert!(
+                (s0 - exact).abs() <= 1e-5 * (1.0 + exact.abs()) + 1e-6 * len as f64,
+                "{len}: {s0} vs {exact}"
+            );
+            let neg: f64 = a.iter().map(|&x| -(x as f64)).sum();
+            let s3 = got[4].to_vec::<f32>().unwrap()[0] as f64;
+            assert!(
+                (s3 - neg).abs() <= 1e-5 * (1.0 + neg.abs()) + 1e-6 * len as f64,
+                "{len}: {s3} vs {neg}"
+            );
+        }
+    }
 
     #[test]
     fn whole_chunk_sums_give_the_bits_of_the_general_one() {
