@@ -693,7 +693,7 @@ fn build(
         n_regs: regs.users.len(),
         outputs: outputs_spec,
     };
-    program.merge_sums();
+    program.merge_passes();
     Node {
         op: Op::Dyn(Arc::new(Fused { program, ops: grp.ops })),
         inputs: inputs.into(),

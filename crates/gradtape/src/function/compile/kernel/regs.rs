@@ -115,6 +115,45 @@ impl<'a, T: Copy> Regs<'a, T> {
     }
 }
 
+/// The registers of a [`Instr::Chain`](super::Instr::Chain): where its
+/// result goes relative to its inputs.
+pub(super) enum ChainRegs<'r, T> {
+    /// `dst` apart from `a`, `b`, `c`.
+    Fresh(&'r mut [T], &'r [T], &'r [T], &'r [T]),
+    /// `dst` is `a`'s own elements (written after each is read); `b`, `c`.
+    OverA(&'r mut [T], &'r [T], &'r [T]),
+    /// `a`; `dst` is `b`'s own elements; `c`.
+    OverB(&'r [T], &'r mut [T], &'r [T]),
+}
+
+impl<T: Copy> Regs<'_, T> {
+    /// A chain's registers: `dst` written, `a`, `b`, `c` read, where `dst`
+    /// may be `a` or `b` (not both) but not `c`. A register that stands for
+    /// input elements is read there, so `dst` over it is a fresh register.
+    #[inline(always)]
+    pub(super) fn chain(&mut self, dst: Reg, a: Reg, b: Reg, c: Reg, n: usize) -> ChainRegs<'_, T> {
+        assert!(dst != c && !(dst == a && dst == b));
+        let (pa, pb, pc) = (self.read_ptr(a, n), self.read_ptr(b, n), self.read_ptr(c, n));
+        let own = self.get_mut(dst, n).as_mut_ptr();
+        // SAFETY: each pointer is valid for `n` elements (`read_ptr`,
+        // `get_mut`); registers are disjoint ranges of `buf`, and inputs lie
+        // outside it, so `own` equals at most one of `pa`, `pb` (not both:
+        // checked) and never `pc` (`dst != c`), and overlaps none it does
+        // not equal. The one written slice is never read through another.
+        unsafe {
+            let r = |p: *const T| std::slice::from_raw_parts(p, n);
+            let w = std::slice::from_raw_parts_mut(own, n);
+            if std::ptr::eq(pa, own) {
+                ChainRegs::OverA(w, r(pb), r(pc))
+            } else if std::ptr::eq(pb, own) {
+                ChainRegs::OverB(r(pa), w, r(pc))
+            } else {
+                ChainRegs::Fresh(w, r(pa), r(pb), r(pc))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -234,7 +234,7 @@ pub(super) fn merge_sums(body: &mut Vec<Instr>) -> usize {
 }
 
 /// The registers `ins` reads and the ones it writes.
-pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 2]>, smallvec::SmallVec<[Reg; 2]>) {
+pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 3]>, smallvec::SmallVec<[Reg; 2]>) {
     use smallvec::smallvec;
     match *ins {
         Instr::Load { dst, .. } | Instr::Gather { dst, .. } => (smallvec![], smallvec![dst]),
@@ -243,6 +243,7 @@ pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 2]>, smallvec::
         Instr::Binary { dst, a, b, .. } => (smallvec![a, b], smallvec![dst]),
         Instr::UnarySum { dst, a, .. } => (smallvec![a], dst.into_iter().collect()),
         Instr::BinarySum { dst, a, b, .. } => (smallvec![a, b], dst.into_iter().collect()),
+        Instr::Chain { dst, a, b, c, .. } => (smallvec![a, b, c], smallvec![dst]),
         Instr::Store { src, .. } | Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => {
             (smallvec![src], smallvec![])
         }
@@ -316,7 +317,7 @@ mod tests {
     #[test]
     fn sums_merge_into_the_cheap_op_before_them() {
         let mut p = program(8);
-        assert_eq!(p.merge_sums(), 3);
+        assert_eq!(merge_sums(&mut p.body), 3);
         use Instr::*;
         assert_eq!(
             p.body[2..],
@@ -378,7 +379,7 @@ mod tests {
             ];
             let plain = program(len);
             let mut merged = plain.clone();
-            assert_eq!(merged.merge_sums(), 3);
+            assert_eq!(merge_sums(&mut merged.body), 3);
             let (want, got) = (plain.run(&inputs).unwrap(), merged.run(&inputs).unwrap());
             assert_eq!(want.len(), 5);
             for (w, g) in want.iter().zip(&got) {
