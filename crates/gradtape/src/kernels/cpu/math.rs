@@ -211,9 +211,10 @@ fn sin_cos_poly(hi: f32, lo: f32) -> (f32, f32) {
         .mul_add(z, -1.388_731_6e-3)
         .mul_add(z, 4.166_664_6e-2)
         * (z * z);
-    let hz = 0.5 * z;
-    let w = 1.0 - hz;
-    let c = w + (((1.0 - w) - hz) + (-hi).mul_add(lo, q));
+    // w = 1 - z/2 rounded, and its rounding error `(1 - w) - z/2` (exact:
+    // `1 - w` is, and z/2 is a multiply-add's exact product)
+    let w = z.mul_add(-0.5, 1.0);
+    let c = w + (z.mul_add(-0.5, 1.0 - w) + (-hi).mul_add(lo, q));
     let s = hi + (hi * z).mul_add(p, lo * c);
     (s, c)
 }
