@@ -771,6 +771,47 @@ impl Program {
     }
 }
 
+/// Test helpers: hand-written programs, and comparing two programs' bits.
+#[cfg(test)]
+pub(super) mod testing {
+    use super::*;
+
+    /// An `f32` program of `len` elements over `n_inputs` full-size inputs,
+    /// with `n_regs` registers and `outputs`.
+    pub(in crate::function::compile) fn program(
+        len: usize,
+        n_inputs: usize,
+        body: Vec<Instr>,
+        n_regs: usize,
+        outputs: Vec<Output>,
+    ) -> Program {
+        Program {
+            dtype: DType::F32,
+            len,
+            shape: vec![len],
+            input_len: vec![len; n_inputs],
+            splats: vec![],
+            body,
+            n_regs,
+            outputs,
+        }
+    }
+
+    /// Runs both programs on `inputs` and checks that every output has the
+    /// same bits; returns the outputs' values.
+    pub(in crate::function::compile) fn same_bits(a: &Program, b: &Program, inputs: &[Tensor]) -> Vec<Vec<f32>> {
+        let (want, got) = (a.run(inputs).unwrap(), b.run(inputs).unwrap());
+        assert_eq!(want.len(), got.len());
+        let vals = |o: &Outs| -> Vec<Vec<f32>> { o.iter().map(|t| t.to_vec::<f32>().unwrap()).collect() };
+        let (want, got) = (vals(&want), vals(&got));
+        for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(w), bits(g), "output {k} of {} elements", a.len);
+        }
+        got
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

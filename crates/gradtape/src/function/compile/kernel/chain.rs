@@ -149,9 +149,9 @@ pub(super) fn one<T: Float>(op1: &Binary, op2: &Binary, swap: bool, a: T, b: T, 
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Output, Program};
+    use super::super::{testing, Output, Program};
     use super::*;
-    use crate::tensor::{DType, Tensor};
+    use crate::tensor::Tensor;
     use Binary::{Add, Mul, Sub};
 
     /// Three chains: `(x - y) * z` into a fresh register; `z - x * r5`
@@ -160,13 +160,10 @@ mod tests {
     /// stay apart because their first result is read again.
     fn program(len: usize) -> Program {
         use Instr::*;
-        Program {
-            dtype: DType::F32,
+        testing::program(
             len,
-            shape: vec![len],
-            input_len: vec![len, len, len],
-            splats: vec![],
-            body: vec![
+            3,
+            vec![
                 Load { dst: 0, input: 0 },
                 Load { dst: 1, input: 1 },
                 Load { dst: 2, input: 2 },
@@ -230,9 +227,9 @@ mod tests {
                 },
                 Store { out: 4, src: 3 },
             ],
-            n_regs: 6,
-            outputs: vec![Output::Elementwise; 5],
-        }
+            6,
+            vec![Output::Elementwise; 5],
+        )
     }
 
     #[test]
@@ -312,15 +309,10 @@ mod tests {
             let plain = program(len);
             let mut merged = plain.clone();
             assert_eq!(merge_chains(&mut merged.body), 3);
-            let (want, got) = (plain.run(&xs).unwrap(), merged.run(&xs).unwrap());
-            assert_eq!(want.len(), 5);
-            for (w, g) in want.iter().zip(&got) {
-                let (w, g) = (w.to_vec::<f32>().unwrap(), g.to_vec::<f32>().unwrap());
-                assert!(w.iter().zip(&g).all(|(w, g)| w.to_bits() == g.to_bits()), "{len}");
-            }
+            let out = testing::same_bits(&plain, &merged, &xs);
+            assert_eq!(out.len(), 5);
             // and they are the values named
             let v: Vec<Vec<f32>> = xs.iter().map(|t| t.to_vec::<f32>().unwrap()).collect();
-            let out: Vec<Vec<f32>> = got.iter().map(|t| t.to_vec::<f32>().unwrap()).collect();
             for i in (0..len).step_by(97) {
                 let (x, y, z) = (v[0][i], v[1][i], v[2][i]);
                 assert_eq!(out[0][i], (x - y) * z, "{len} {i}");

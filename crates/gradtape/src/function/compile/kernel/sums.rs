@@ -252,22 +252,19 @@ pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 3]>, smallvec::
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Output, Program};
+    use super::super::{testing, Output, Program};
     use super::*;
     use crate::ops::desc::{Binary as B, Unary as U};
-    use crate::tensor::{DType, Tensor};
+    use crate::tensor::Tensor;
 
     /// `out0 = a * b` (also summed), `sum1 += |a * b|`, `sum2 += exp(b)`
     /// and `sum3 += -a` (whose register held `a - b` first), over `len`.
     fn program(len: usize) -> Program {
         use Instr::*;
-        Program {
-            dtype: DType::F32,
+        testing::program(
             len,
-            shape: vec![len],
-            input_len: vec![len, len],
-            splats: vec![],
-            body: vec![
+            2,
+            vec![
                 Load { dst: 0, input: 0 },
                 Load { dst: 1, input: 1 },
                 Binary {
@@ -303,15 +300,15 @@ mod tests {
                 },
                 Accumulate { acc: 3, src: 3 },
             ],
-            n_regs: 4,
-            outputs: vec![
+            4,
+            vec![
                 Output::Elementwise,
                 Output::Sum(vec![]),
                 Output::Sum(vec![]),
                 Output::Sum(vec![]),
                 Output::Sum(vec![]),
             ],
-        }
+        )
     }
 
     #[test]
@@ -380,26 +377,18 @@ mod tests {
             let plain = program(len);
             let mut merged = plain.clone();
             assert_eq!(merge_sums(&mut merged.body), 3);
-            let (want, got) = (plain.run(&inputs).unwrap(), merged.run(&inputs).unwrap());
-            assert_eq!(want.len(), 5);
-            for (w, g) in want.iter().zip(&got) {
-                let (w, g) = (w.to_vec::<f32>().unwrap(), g.to_vec::<f32>().unwrap());
-                assert_eq!(
-                    w.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                    g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                    "{len}"
-                );
-            }
+            let got = testing::same_bits(&plain, &merged, &inputs);
+            assert_eq!(got.len(), 5);
             // and the values are the sums they name
             let (a, b) = (inputs[0].to_vec::<f32>().unwrap(), inputs[1].to_vec::<f32>().unwrap());
             let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| (x * y) as f64).sum();
-            let s0 = got[1].to_vec::<f32>().unwrap()[0] as f64;
+            let s0 = got[1][0] as f64;
             assert!(
                 (s0 - exact).abs() <= 1e-5 * (1.0 + exact.abs()) + 1e-6 * len as f64,
                 "{len}: {s0} vs {exact}"
             );
             let neg: f64 = a.iter().map(|&x| -(x as f64)).sum();
-            let s3 = got[4].to_vec::<f32>().unwrap()[0] as f64;
+            let s3 = got[4][0] as f64;
             assert!(
                 (s3 - neg).abs() <= 1e-5 * (1.0 + neg.abs()) + 1e-6 * len as f64,
                 "{len}: {s3} vs {neg}"
