@@ -378,32 +378,17 @@ where
 }
 
 /// `out[i] = sin x[i]` (`COS` false) or `cos x[i]` (true), the values of
-/// [`sin_cos_slice`] (the other half is computed into a local block and
-/// dropped, which the compiler removes).
+/// [`sin_cos_slice`], a block at a time (the other half goes to a local block and is
+/// dropped).
 #[inline(always)]
 pub(crate) fn sin_or_cos_slice<const COS: bool>(x: &[f32], out: &mut [f32]) {
-    let n = x.len().min(out.len());
-    let (x, out) = (&x[..n], &mut out[..n]);
-    let mut xs = x.chunks_exact(SIN_COS_BLOCK);
-    let mut os = out.chunks_exact_mut(SIN_COS_BLOCK);
     let mut other = [0.0f32; SIN_COS_BLOCK];
-    for (x, o) in (&mut xs).zip(&mut os) {
-        let (Ok(x), Ok(o)) = (
-            <&[f32; SIN_COS_BLOCK]>::try_from(x),
-            <&mut [f32; SIN_COS_BLOCK]>::try_from(o),
-        ) else {
-            unreachable!("chunks_exact gives whole blocks")
-        };
+    for (x, o) in x.chunks(SIN_COS_BLOCK).zip(out.chunks_mut(SIN_COS_BLOCK)) {
+        let other = &mut other[..x.len()];
         match COS {
-            false => sin_cos_block(x, o, &mut other),
-            true => sin_cos_block(x, &mut other, o),
+            false => sin_cos_slice(x, o, other),
+            true => sin_cos_slice(x, other, o),
         }
-    }
-    let (x, o) = (xs.remainder(), os.into_remainder());
-    let other = &mut other[..x.len()];
-    match COS {
-        false => sin_cos_block(x, o, other),
-        true => sin_cos_block(x, other, o),
     }
 }
 
