@@ -227,7 +227,7 @@ where
             ),
         ));
     }
-    let outs: Vec<Tensor> = outs.iter().map(|o| o.alias()).collect();
+    let outs: Vec<Tensor> = outs.iter().map(crate::function::trace::recorded_alias).collect();
     record_checked(name, inputs, &[], &outs, backward);
     Ok(outs)
 }
@@ -267,7 +267,7 @@ where
     B: Fn(&[Tensor], &[Variable]) -> Result<(Vec<Option<Tensor>>, Vec<Option<Tensor>>)> + Send + Sync + 'static,
 {
     let ((outs, backward), vars) = variables_read(|| f(inputs))?;
-    let outs: Vec<Tensor> = outs.iter().map(|o| o.alias()).collect();
+    let outs: Vec<Tensor> = outs.iter().map(crate::function::trace::recorded_alias).collect();
     let (n_in, n_var) = (inputs.len(), vars.len());
     let vs = vars.clone();
     let flat = move |dys: &[Tensor]| {

@@ -11,7 +11,7 @@
 //! nested tapes give higher derivatives through calls.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use super::compile::{self, CompileStats, Executable};
 use super::grad::{self, Backward};
@@ -24,7 +24,10 @@ use crate::autodiff::tape::{vjp, Grads};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::ops::desc::{DynOp, Op, Outputs};
-use crate::tensor::{DType, Tensor, TensorId};
+use crate::tensor::{layout, DType, Shape, Tensor, TensorId};
+
+/// How many gradient splits (one per input shape) a concrete function keeps.
+const MAX_BACKWARDS: usize = 8;
 
 /// The flat form of a traced closure: tensors in, tensors out (run again to
 /// trace the function's gradient).
@@ -48,8 +51,11 @@ pub struct ConcreteFunction {
     variables: Vec<Variable>,
     /// the closure, to trace the gradient from
     flat_fn: FlatFn,
-    /// the gradient split, built on the first differentiated call
-    backward: OnceLock<std::result::Result<Arc<Backward>, Error>>,
+    /// the gradient splits, built on the first differentiated call with
+    /// each input shape (a graph that serves several sizes of a `None` dim
+    /// has a gradient traced for each: its shapes are fixed in it), most
+    /// recently used last
+    backward: Mutex<Vec<(Vec<Shape>, std::result::Result<Arc<Backward>, Error>)>>,
 }
 
 impl fmt::Debug for ConcreteFunction {
@@ -83,7 +89,7 @@ impl ConcreteFunction {
             captures,
             variables,
             flat_fn,
-            backward: OnceLock::new(),
+            backward: Mutex::new(Vec::new()),
         }
     }
 
@@ -274,11 +280,36 @@ impl ConcreteFunction {
         Ok(())
     }
 
-    /// The gradient split, built on first use from this call's inputs.
+    /// The gradient split for these inputs' shapes, built on first use.
     fn backward_for(&self, inputs: &[Tensor]) -> Result<Arc<Backward>> {
-        self.backward
-            .get_or_init(|| grad::build_backward(self, inputs).map(Arc::new))
-            .clone()
+        let lock = || self.backward.lock().unwrap_or_else(|e| e.into_inner());
+        let same = |shapes: &[Shape]| shapes.iter().map(|s| &s[..]).eq(inputs.iter().map(Tensor::shape));
+        {
+            let mut built = lock();
+            if let Some(i) = built.iter().position(|(s, _)| same(s)) {
+                let hit = built.remove(i);
+                let out = hit.1.clone();
+                built.push(hit);
+                return out;
+            }
+        }
+        // built without the lock: tracing the gradient may call this function
+        let made = grad::build_backward(self, inputs).map(Arc::new);
+        let mut built = lock();
+        if built.len() >= MAX_BACKWARDS {
+            drop(built.remove(0));
+        }
+        built.push((inputs.iter().map(|t| layout::small_copy(t.shape())).collect(), made.clone()));
+        made
+    }
+
+    /// Why the gradient split for these inputs' shapes failed, if it did.
+    fn backward_failure(&self, inputs: &[Tensor]) -> Option<Error> {
+        let built = self.backward.lock().unwrap_or_else(|e| e.into_inner());
+        built
+            .iter()
+            .find(|(s, _)| s.iter().map(|s| &s[..]).eq(inputs.iter().map(Tensor::shape)))
+            .and_then(|(_, b)| b.as_ref().err().cloned())
     }
 
     /// Records the call as one op on the active tapes (and accumulators):
@@ -301,7 +332,7 @@ impl ConcreteFunction {
         ids.extend(vars.iter().map(|v| (v.handle(), v.dtype())));
         let Some((bw, saved)) = saved else {
             let name = self.name.clone();
-            let failure = self.backward.get().and_then(|b| b.as_ref().err().cloned());
+            let failure = self.backward_failure(inputs);
             let rule = move || {
                 vjp(move |_, _| {
                     Err(Error::invalid(
@@ -330,8 +361,8 @@ impl ConcreteFunction {
                 let filled: Vec<Tensor> = cts
                     .iter()
                     .zip(&metas)
-                    .map(|(c, (shape, dtype))| c.clone().unwrap_or_else(|| Tensor::zeros(shape, *dtype)))
-                    .collect();
+                    .map(|(c, (shape, dtype))| c.clone().map_or_else(|| Tensor::try_zeros(shape, *dtype), Ok))
+                    .collect::<Result<_>>()?;
                 let grads = if cts[n_out..].iter().all(Option::is_none) {
                     bw.pull(&saved, &filled[..n_out])?
                 } else {

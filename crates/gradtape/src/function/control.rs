@@ -229,8 +229,8 @@ fn optional_rule(f: impl Fn(&[Option<Tensor>]) -> Result<Grads> + Send + Sync + 
 
 /// A cotangent, or zeros shaped like the output (traced from it, so the
 /// shape follows the output when a graph runs).
-fn or_zeros(ct: &Option<Tensor>, output: &Tensor) -> Tensor {
-    ct.clone().unwrap_or_else(|| output.zeros_like())
+fn or_zeros(ct: &Option<Tensor>, output: &Tensor) -> Result<Tensor> {
+    ct.clone().map_or_else(|| output.try_zeros_like(), Ok)
 }
 
 /// Checks that two lists of dtypes agree.
@@ -300,7 +300,7 @@ impl Control for CondOp {
                 .zip(&outputs)
                 .filter(|(_, o)| o.dtype().is_differentiable())
                 .map(|(c, o)| or_zeros(c, o))
-                .collect();
+                .collect::<Result<_>>()?;
             let branch = |k: usize| {
                 let (me, caps, cts) = (self.clone(), caps.to_vec(), diff_cts.clone());
                 move || graph_vjp(&me.branches[k], &caps, &cts, &me.vars)
@@ -501,7 +501,7 @@ impl Control for WhileOp {
                 vars.push(if h.is_empty() {
                     let mut shape = vec![0];
                     shape.extend_from_slice(v0.shape());
-                    Tensor::zeros(&shape, v0.dtype())
+                    Tensor::try_zeros(&shape, v0.dtype())?
                 } else {
                     let refs: Vec<&Tensor> = h.iter().collect();
                     Tensor::stack(&refs, 0)?
@@ -532,16 +532,16 @@ impl Control for WhileOp {
             let mut bvars: Vec<Tensor> = vec![count];
             for (k, &d) in diff_var.iter().enumerate() {
                 if d {
-                    bvars.push(or_zeros(&cts[k], &outputs[k]));
+                    bvars.push(or_zeros(&cts[k], &outputs[k])?);
                 }
             }
             for (c, &d) in caps.iter().zip(&diff_cap) {
                 if d {
-                    bvars.push(c.zeros_like());
+                    bvars.push(c.try_zeros_like()?);
                 }
             }
             for v in &self.vars {
-                bvars.push(Tensor::zeros(&v.shape(), v.dtype()));
+                bvars.push(Tensor::try_zeros(&v.shape(), v.dtype())?);
             }
             let me = self.clone();
             let caps_v = caps.to_vec();

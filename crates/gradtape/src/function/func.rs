@@ -5,8 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use super::concrete::{ConcreteFunction, FlatFn};
 use super::graph::Graph;
+use super::sizes;
 use super::structure::{reuse_leaves, tensors_of, Leaf, TensorStruct};
 use super::trace;
+use crate::autodiff::tape;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor, TensorId};
 
@@ -59,6 +61,8 @@ impl TensorSpec {
 enum LeafKey {
     Tensor(TensorSpec),
     Variable(TensorId),
+    /// a structure tag ([`Leaf::Tag`])
+    Tag(u64),
 }
 
 /// Settings of a [`Function`].
@@ -101,6 +105,9 @@ struct Cache<O> {
     /// most recently used last
     entries: Vec<Entry<O>>,
     traces: usize,
+    /// keys with `None` dims whose graphs depend on those dims' sizes (see
+    /// [`sizes`](super::sizes)): each size is traced on its own
+    sized: Vec<Vec<LeafKey>>,
 }
 
 /// A closure traced into a graph on its first call with each input
@@ -177,6 +184,7 @@ where
             cache: Mutex::new(Cache {
                 entries: Vec::new(),
                 traces: 0,
+                sized: Vec::new(),
             }),
             reuse: Mutex::new(CallVecs::default()),
             _input: std::marker::PhantomData,
@@ -184,6 +192,11 @@ where
     }
 
     /// How many times the closure has been traced.
+    ///
+    /// The first trace of a signature with `None` dims runs the closure
+    /// once more, at other sizes, to find out whether its graph serves
+    /// every size (see [`FunctionOptions::input_signature`]); that probe is
+    /// not counted.
     pub fn trace_count(&self) -> usize {
         self.lock().traces
     }
@@ -196,13 +209,7 @@ where
     fn key(&self, leaves: &[Leaf<'_>]) -> Result<Vec<LeafKey>> {
         let name = &self.options.name;
         let Some(sig) = &self.options.input_signature else {
-            return Ok(leaves
-                .iter()
-                .map(|l| match l {
-                    Leaf::Tensor(t) => LeafKey::Tensor(TensorSpec::of(t)),
-                    Leaf::Variable(v) => LeafKey::Variable(v.handle()),
-                })
-                .collect());
+            return Ok(exact_key(leaves));
         };
         let n_tensors = leaves.iter().filter(|l| matches!(l, Leaf::Tensor(_))).count();
         if n_tensors != sig.len() {
@@ -232,6 +239,7 @@ where
                     LeafKey::Tensor(spec.clone())
                 }
                 Leaf::Variable(v) => LeafKey::Variable(v.handle()),
+                Leaf::Tag(t) => LeafKey::Tag(*t),
             });
         }
         Ok(key)
@@ -259,9 +267,12 @@ where
                 return Ok(hit);
             }
         }
-        let key = self.key(leaves)?;
+        let mut key = self.key(leaves)?;
         {
             let mut cache = self.lock();
+            if cache.sized.contains(&key) {
+                key = exact_key(leaves);
+            }
             if let Some(i) = cache.entries.iter().position(|e| e.key == key) {
                 let e = cache.entries.remove(i);
                 let hit = (e.concrete.clone(), e.template.clone());
@@ -283,9 +294,17 @@ where
             }
         }
         // trace without holding the lock (the closure may call this function)
-        let (concrete, template) = self.trace(args)?;
+        let traced = self.trace(args)?;
+        let sized = has_unknown_dims(&key) && !self.serves_every_size(args, leaves, &key, &traced);
+        let (concrete, template) = self.finish(args, traced)?;
         let template = Arc::new(template);
         let mut cache = self.lock();
+        if sized {
+            if !cache.sized.contains(&key) {
+                cache.sized.push(key);
+            }
+            key = exact_key(leaves);
+        }
         cache.traces += 1;
         cache.entries.push(Entry {
             key,
@@ -298,15 +317,52 @@ where
         Ok((concrete, template))
     }
 
-    fn trace(&self, args: &I) -> Result<(Arc<ConcreteFunction>, O)> {
+    /// Traces the closure on `args` (nested in the current trace, if one
+    /// is recording).
+    fn trace(&self, args: &I) -> Result<trace::Traced<O>> {
         let flat = tensors_of(args);
         let f = self.f.clone();
-        let traced = trace::trace(&flat, &[], trace::recording(), |aliases| {
+        trace::trace(&flat, &[], trace::recording(), |aliases| {
             let a = args.rebuild(&mut aliases.iter().cloned())?;
             let o = f(&a)?;
             let outs = tensors_of(&o);
             Ok((o, outs))
-        })?;
+        })
+    }
+
+    /// Whether the graph `traced` (traced on `args`, whose key has `None`
+    /// dims) serves every size of those dims: the closure traced again on
+    /// tensors one larger there gives the same graph (see
+    /// [`sizes`](super::sizes)).
+    fn serves_every_size(&self, args: &I, leaves: &[Leaf<'_>], key: &[LeafKey], traced: &trace::Traced<O>) -> bool {
+        let specs: Vec<Option<&TensorSpec>> = key
+            .iter()
+            .filter_map(|k| match k {
+                LeafKey::Tensor(s) => Some(sizes::has_unknown_dims(s).then_some(s)),
+                _ => None,
+            })
+            .collect();
+        // (made outside any trace or tape: the probe's inputs are no ops of theirs)
+        let probe = trace::paused(|| {
+            tape::without_tapes(|| {
+                sizes::probe_tensors(leaves, &specs).and_then(|t| args.rebuild(&mut t.into_iter()))
+            })
+        });
+        let Ok(probe) = probe else { return false };
+        let Ok(other) = self.trace(&probe) else { return false };
+        sizes::same_graph(&traced.graph, &other.graph)
+            && traced.captures.len() == other.captures.len()
+            && traced.captures.iter().zip(&other.captures).all(|(a, b)| a.id() == b.id())
+            && traced.variables.len() == other.variables.len()
+            && traced
+                .variables
+                .iter()
+                .zip(&other.variables)
+                .all(|(a, b)| a.handle() == b.handle())
+    }
+
+    /// The concrete function of a finished trace, and its output structure.
+    fn finish(&self, args: &I, traced: trace::Traced<O>) -> Result<(Arc<ConcreteFunction>, O)> {
         // the structure alone: tensors replaced by placeholders
         let template = traced.value.rebuild(&mut std::iter::repeat_with(placeholder))?;
         let arg_template = args.rebuild(&mut std::iter::repeat_with(placeholder))?;
@@ -346,7 +402,7 @@ where
         let inputs = &mut vecs.inputs;
         inputs.extend(leaves.iter().filter_map(|l| match l {
             Leaf::Tensor(t) => Some((*t).clone()),
-            Leaf::Variable(_) => None,
+            Leaf::Variable(_) | Leaf::Tag(_) => None,
         }));
         vecs.leaves = reuse_leaves(leaves);
         let out = found.and_then(|(concrete, template)| {
@@ -383,6 +439,24 @@ where
     }
 }
 
+/// Whether a key has a tensor of a signature with `None` dims.
+fn has_unknown_dims(key: &[LeafKey]) -> bool {
+    key.iter()
+        .any(|k| matches!(k, LeafKey::Tensor(s) if sizes::has_unknown_dims(s)))
+}
+
+/// The key of these leaves with every tensor's own dtype and shape.
+fn exact_key(leaves: &[Leaf<'_>]) -> Vec<LeafKey> {
+    leaves
+        .iter()
+        .map(|l| match l {
+            Leaf::Tensor(t) => LeafKey::Tensor(TensorSpec::of(t)),
+            Leaf::Variable(v) => LeafKey::Variable(v.handle()),
+            Leaf::Tag(t) => LeafKey::Tag(*t),
+        })
+        .collect()
+}
+
 /// The tensor put in structure templates.
 fn placeholder() -> Tensor {
     Tensor::scalar(0.0f32)
@@ -395,6 +469,7 @@ fn fits(key: &[LeafKey], leaves: &[Leaf<'_>]) -> bool {
         && key.iter().zip(leaves).all(|(k, l)| match (k, l) {
             (LeafKey::Tensor(spec), Leaf::Tensor(t)) => spec.accepts(t),
             (LeafKey::Variable(h), Leaf::Variable(v)) => *h == v.handle(),
+            (LeafKey::Tag(a), Leaf::Tag(b)) => a == b,
             _ => false,
         })
 }

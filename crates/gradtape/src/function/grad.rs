@@ -140,7 +140,7 @@ fn trace_gradient(
     for (&o, &m) in like.outputs.iter().zip(&ct_mask) {
         if m {
             let v = &like.values[o as usize];
-            args.push(Tensor::ones(&v.shape, v.dtype));
+            args.push(Tensor::try_ones(&v.shape, v.dtype)?);
         }
     }
     let n_x = xs.len();

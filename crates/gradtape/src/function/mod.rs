@@ -70,6 +70,7 @@ mod func;
 mod grad;
 mod graph;
 mod passes;
+mod sizes;
 mod structure;
 pub(crate) mod trace;
 pub(crate) mod variables;

@@ -6,6 +6,10 @@
 //! `(Tensor, Vec<Tensor>)` and return `(Tensor, [Tensor; 2])`. A struct of
 //! your own implements it by listing its fields in a fixed order:
 //!
+//! An enum of your own pushes a [`Leaf::Tag`] naming its variant before the
+//! variant's fields, so that calls with different variants get their own
+//! traces.
+//!
 //! ```
 //! use gradtape::{Leaf, Result, Tensor, TensorStruct};
 //! struct Batch { x: Tensor, y: Tensor }
@@ -31,6 +35,13 @@ pub enum Leaf<'a> {
     Tensor(&'a Tensor),
     /// A variable: captured by reference, read and written by the graph.
     Variable(&'a Variable),
+    /// A mark of the structure's form that is no tensor: whether an
+    /// `Option` is `Some` (1) or `None` (0), a `Vec`'s length, an enum's
+    /// variant (an impl for an enum of your own pushes one). Part of a
+    /// traced function's cache key, so calls whose structures differ never
+    /// share a trace (`(Some(a), None)` and `(None, Some(b))` have the same
+    /// tensors but not the same tags); not a graph input.
+    Tag(u64),
 }
 
 /// A structure of tensors and variables, flattened in a fixed order.
@@ -76,6 +87,7 @@ impl TensorStruct for () {
 
 impl<T: TensorStruct> TensorStruct for Vec<T> {
     fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        out.push(Leaf::Tag(self.len() as u64));
         for x in self {
             x.leaves(out);
         }
@@ -109,8 +121,12 @@ impl<T: TensorStruct, const N: usize> TensorStruct for [T; N] {
 
 impl<T: TensorStruct> TensorStruct for Option<T> {
     fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
-        if let Some(x) = self {
-            x.leaves(out);
+        match self {
+            Some(x) => {
+                out.push(Leaf::Tag(1));
+                x.leaves(out);
+            }
+            None => out.push(Leaf::Tag(0)),
         }
     }
     fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
@@ -157,7 +173,7 @@ pub(crate) fn tensors_of<S: TensorStruct>(s: &S) -> Vec<Tensor> {
         .into_iter()
         .filter_map(|l| match l {
             Leaf::Tensor(t) => Some(t.clone()),
-            Leaf::Variable(_) => None,
+            Leaf::Variable(_) | Leaf::Tag(_) => None,
         })
         .collect()
 }

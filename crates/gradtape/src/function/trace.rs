@@ -269,8 +269,13 @@ pub(crate) fn set_shadow(v: &Variable, value: Tensor) {
 
 /// Notes a read of `v` in the innermost trace (its tape watches it, so that
 /// `gradients` can reach variables).
+///
+/// The read is noted in every enclosing trace too: a variable read only in
+/// a `cond` branch or a `while_loop` body is read by the function around
+/// it, whose gradient must reach it.
 pub(crate) fn variable_read(v: &Variable) {
-    if let Some(t) = current() {
+    let mut next = current();
+    while let Some(t) = next {
         let mut st = t.state.borrow_mut();
         if !st.variables.iter().any(|w| w.handle() == v.handle()) {
             st.variables.push(v.clone());
@@ -279,7 +284,20 @@ pub(crate) fn variable_read(v: &Variable) {
         if v.dtype().is_differentiable() {
             t.tape.watch(v);
         }
+        next = t.parent.clone();
     }
+}
+
+/// A fresh tensor sharing `t`'s storage (a new id, as an op's output must
+/// have), recorded as `Identity(t)` when a trace is recording: the alias
+/// custom gradients return is then a value of the graph, not an unknown
+/// tensor the trace would refuse.
+pub(crate) fn recorded_alias(t: &Tensor) -> Tensor {
+    let a = t.alias();
+    if recording() {
+        record(Op::Shape(crate::ops::desc::ShapeOp::Identity), &[t], std::slice::from_ref(&a));
+    }
+    a
 }
 
 /// What a finished trace gives.

@@ -71,9 +71,15 @@ pub(crate) fn values_only(t: &Tensor) -> String {
     Vals(t).to_string()
 }
 
+/// A value a traced function computes prints as `Tensor(<traced>, shape=[2],
+/// dtype=f32)` while it is traced: its elements are known only when the
+/// graph runs (as TensorFlow prints a symbolic tensor).
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Tensor(")?;
+        if crate::function::trace::is_traced_value(self) {
+            return write!(f, "<traced>, shape={:?}, dtype={})", self.shape(), self.dtype());
+        }
         let summarise = self.numel() > SUMMARISE_ABOVE;
         let l = self.layout();
         with_dtype!(self.dtype(), T => {

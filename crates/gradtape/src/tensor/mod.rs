@@ -314,7 +314,7 @@ impl Tensor {
 
     /// Fails for a tensor whose value a trace only knows when its graph
     /// runs (reading it would freeze this run's value into the graph).
-    fn expect_readable(&self, op: &'static str) -> Result<()> {
+    pub(crate) fn expect_readable(&self, op: &'static str) -> Result<()> {
         if crate::function::trace::is_traced_value(self) {
             return Err(Error::invalid(
                 op,
@@ -356,13 +356,28 @@ impl Tensor {
     ///
     /// # Panics
     /// If the copy cannot be allocated (a broadcast view of more elements
-    /// than fit in memory); [`to_vec`](Self::to_vec) returns an error instead.
+    /// than fit in memory), or for a value a traced function computes (known
+    /// only when its graph runs); [`to_vec`](Self::to_vec) and
+    /// [`try_to_vec_f64`](Self::try_to_vec_f64) return these as errors.
     #[track_caller]
     pub fn to_vec_f64(&self) -> Vec<f64> {
-        match self.f64_values("to_vec_f64") {
+        match self.try_to_vec_f64() {
             Ok(v) => v,
             Err(e) => panic!("{e}"),
         }
+    }
+
+    /// The elements as `f64`, whatever the dtype (the real parts of a complex
+    /// tensor); an error where [`to_vec_f64`](Self::to_vec_f64) panics.
+    ///
+    /// ```
+    /// let t = gradtape::Tensor::vector(&[1i64, 2]);
+    /// assert_eq!(t.try_to_vec_f64()?, vec![1.0, 2.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn try_to_vec_f64(&self) -> Result<Vec<f64>> {
+        self.expect_readable("to_vec_f64")?;
+        self.f64_values("to_vec_f64")
     }
 
     /// The single element of a tensor with one element. `T` must be the dtype.

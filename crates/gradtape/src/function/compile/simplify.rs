@@ -31,7 +31,7 @@ fn splat_of(t: &Tensor) -> Option<f64> {
     if t.dtype().is_complex() || t.numel() == 0 || t.numel() > 4096 {
         return None;
     }
-    let v = t.to_vec_f64();
+    let v = t.f64_values("simplify").ok()?;
     let first = v[0];
     v.iter().all(|x| x.to_bits() == first.to_bits()).then_some(first)
 }

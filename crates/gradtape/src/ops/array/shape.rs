@@ -234,7 +234,8 @@ impl Tensor {
     /// and display.
     ///
     /// # Panics
-    /// As [`to_vec_f64`](Self::to_vec_f64), if the copy cannot be allocated.
+    /// As [`to_vec_f64`](Self::to_vec_f64): if the copy cannot be allocated,
+    /// or for a value a traced function computes.
     pub fn to_vec_as<T: Element>(&self) -> Vec<T> {
         self.to_vec_f64().into_iter().map(T::from_f64).collect()
     }
