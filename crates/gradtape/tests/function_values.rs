@@ -206,7 +206,7 @@ fn host_reads_of_traced_values_are_refused() -> Result<()> {
     let g = function(|x: &Tensor| {
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| x.to_vec_f64()));
         assert!(caught.is_err(), "to_vec_f64 of a traced value must not give the trace's numbers");
-        x.identity()
+        Ok(x.identity())
     });
     g.call(&x)?;
     Ok(())
@@ -222,7 +222,7 @@ fn a_variable_read_only_in_a_branch_gets_its_gradient_through_the_call() -> Resu
         cond(
             &x.gt(&Tensor::scalar(0.0f64))?,
             || vf.read().mul(x),
-            || x.identity(),
+            || Ok(x.identity()),
         )
     });
     for (x, want) in [(2.0, 2.0), (-2.0, 0.0)] {
@@ -322,4 +322,17 @@ fn a_call_under_a_tape_with_a_huge_output_is_an_error_or_a_value_never_a_panic()
         assert_eq!(y.shape(), &[1 << 40, 1 << 20]);
         assert!(tape.gradient(&y, &x).is_err(), "ones of 2^60 elements cannot be made");
     }
+}
+
+#[test]
+fn files_of_traced_values_are_refused() -> Result<()> {
+    let f = function(|x: &Tensor| {
+        let y = x.mul_scalar(3.0)?;
+        let e = gradtape::io::npy_to_bytes(&y).unwrap_err().to_string();
+        assert!(e.contains("inside a traced function"), "{e}");
+        Ok(y)
+    });
+    assert_eq!(f.call(&Tensor::vector(&[1.0f32]))?.to_vec::<f32>()?, vec![3.0]);
+    assert_eq!(f.call(&Tensor::vector(&[2.0f32]))?.to_vec::<f32>()?, vec![6.0]);
+    Ok(())
 }

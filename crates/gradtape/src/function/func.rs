@@ -74,8 +74,13 @@ pub struct FunctionOptions {
     pub max_cached: usize,
     /// Tracing more often than this is an error (a retracing storm).
     pub max_traces: Option<usize>,
-    /// A fixed signature: one trace serves every call that fits it, and a
-    /// call that does not fit is an error (never a retrace).
+    /// A fixed signature: a call that does not fit it is an error (never a
+    /// retrace). Where it has `None` dims, the first trace is checked by a
+    /// second at other sizes (see the [`function`](mod@crate::function)
+    /// module): a graph whose numbers do not depend on those sizes serves
+    /// every call that fits; one that does (a mean divides by the count, a
+    /// reshape target read from a shape) is traced once per size, so no call
+    /// gets another size's numbers.
     pub input_signature: Option<Vec<TensorSpec>>,
     /// Whether traced graphs go through the compiler (constant folding,
     /// simplification, fusion; see the `compile` module) before they run.

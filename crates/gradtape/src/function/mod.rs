@@ -11,13 +11,19 @@
 //! calls with the same signature run the graph; the closure is not called.
 //!
 //! **When it retraces.** A call whose tensors differ in dtype or shape from
-//! every cached trace, or that passes other variables, traces again
+//! every cached trace, that passes other variables, or whose arguments have
+//! another structure (an `Option` that is `None` where it was `Some`, a
+//! `Vec` of another length: see [`Leaf::Tag`]) traces again
 //! ([`Function::trace_count`] counts them; the cache keeps the
 //! [`FunctionOptions::max_cached`] most recently used graphs). To prevent a
 //! retracing storm give an [`input_signature`](FunctionOptions::input_signature)
-//! with `None` for dims that vary: one trace then serves every call that
-//! fits and other calls are errors; [`FunctionOptions::max_traces`] turns a
-//! storm into an error too.
+//! with `None` for dims that vary: calls that do not fit are errors, and
+//! one trace serves every call that fits unless the graph depends on the
+//! sizes of those dims. That is checked by tracing once more at other
+//! sizes: a graph with a number derived from them (a mean's count, a
+//! reshape or broadcast target, a constant of that size) is traced once per
+//! size instead, never run with the traced size's numbers.
+//! [`FunctionOptions::max_traces`] turns a storm into an error too.
 //!
 //! **What a function captures.** Rust code in the closure runs only while
 //! tracing: a `println!`, a Rust `if` on a shape, a loop count, are fixed

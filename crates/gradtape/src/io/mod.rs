@@ -52,8 +52,10 @@ pub(crate) fn elem_size(dtype: DType) -> usize {
 }
 
 /// The elements of `t` in row-major order, little-endian (bools as 0/1
-/// bytes, complex numbers as real then imaginary part).
+/// bytes, complex numbers as real then imaginary part). An error for a
+/// value a traced function computes (known only when its graph runs).
 pub(crate) fn to_le_bytes(t: &Tensor) -> Result<Vec<u8>> {
+    t.expect_readable("save")?;
     fn flat<T: crate::tensor::Element, const N: usize>(t: &Tensor, f: impl Fn(T) -> [u8; N]) -> Result<Vec<u8>> {
         Ok(t.values::<T>("save")?.iter().flat_map(|&x| f(x)).collect())
     }

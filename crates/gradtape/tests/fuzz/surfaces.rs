@@ -1,0 +1,266 @@
+//! The public surfaces outside the op library, as entries of the op table:
+//! file formats (`.npy` headers and safetensors bytes made from the case,
+//! well-formed or not), layer constructors and layers with the case's sizes
+//! (huge ones included), `Rng` and mini-batches, optimizers with the case's
+//! hyper-parameters, `cond` / `while_loop`, `gradients()`, and functions
+//! with `None`-dim signatures. Each returns `Ok` or `Err`; a panic, abort
+//! or a result that contradicts the input (a round trip that changes bits,
+//! a permutation that is not one) is a failure.
+
+use gradtape::nn::{Dense, Embedding, GRUCell, LSTMCell, Layer, LayerNorm};
+use gradtape::optim::{Adam, Optimizer, RmsProp, Sgd};
+use gradtape::{cond, function, while_loop, DType, Function, FunctionOptions, Result, Rng, Tensor, TensorSpec};
+use gradtape::{io, Variable, WhileOptions};
+
+use crate::ops::{Env, OpFn};
+
+/// A scalar standing for "accepted" (the entries that make no tensor).
+fn done() -> Result<Tensor> {
+    Ok(Tensor::scalar(0.0f32))
+}
+
+/// `.npy` descriptors, valid and not.
+const DESCRS: [&str; 12] = [
+    "<f4", "<f8", "<i8", "|b1", "<c16", ">f8", "", "é", "<f2", "<u4", "<f4'", "<<f4",
+];
+
+/// A `.npy` file made from the case: a header of a chosen descriptor,
+/// order and shape text (tuples well-formed or not, extra or missing
+/// keys), then payload bytes from the operand (too few, exact or extra).
+fn npy_bytes(e: &Env) -> Vec<u8> {
+    let descr = DESCRS[e.size(0) % DESCRS.len()];
+    let dims: Vec<String> = e.k.shape.iter().map(usize::to_string).collect();
+    let shape = match e.int(0).rem_euclid(6) {
+        0 => format!("({},)", dims.join(", ")),
+        1 => format!("({})", dims.join(", ")),
+        2 => format!("(({}),)", dims.join(", ")),
+        3 => "()".to_string(),
+        4 => format!("({}, -1)", dims.join(", ")),
+        _ => format!("[{}]", dims.join(", ")),
+    };
+    let order = if e.flag(0) { "False" } else { "True" };
+    let header = match e.int(1).rem_euclid(5) {
+        0 => format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}"),
+        1 => format!("{{'descr': '{descr}', 'shape': {shape}}}"),
+        2 => format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, 'x': 'shape': (1, 2)}}"),
+        3 => format!("{{'shape': {shape}, 'fortran_order': {order}, 'descr': '{descr}'}}"),
+        _ => format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}"),
+    };
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    let len = header.len() as u16 + 1;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.push(b'\n');
+    let payload = e.a.to_vec_as::<f64>();
+    let n = payload.len().min(64) * 8 + e.size(1) % 9;
+    out.extend((0..n).map(|i| payload.get(i / 8).map_or(0x3f, |v| v.to_le_bytes()[i % 8])));
+    out
+}
+
+/// safetensors bytes made from the case: an 8-byte header length (true,
+/// short, long or huge), a JSON header naming one tensor with a dtype,
+/// shape and offsets from the case, then data.
+fn safetensors_bytes(e: &Env) -> Vec<u8> {
+    let dtype = ["F32", "F64", "I64", "BOOL", "F16", "X9", ""][e.size(0) % 7];
+    let shape: Vec<String> = e.k.shape.iter().map(usize::to_string).collect();
+    let (lo, hi) = (e.size(1), e.size(2));
+    let name = if e.flag(1) { "__metadata__" } else { "w" };
+    let json = format!(
+        "{{\"{name}\":{{\"dtype\":\"{dtype}\",\"shape\":[{}],\"data_offsets\":[{lo},{hi}]}}}}",
+        shape.join(",")
+    );
+    let len = match e.int(0).rem_euclid(4) {
+        0 => json.len() as u64,
+        1 => json.len() as u64 / 2,
+        2 => json.len() as u64 + 7,
+        _ => u64::MAX - e.int(1).unsigned_abs(),
+    };
+    let mut out = len.to_le_bytes().to_vec();
+    out.extend_from_slice(json.as_bytes());
+    out.extend((0..(hi.min(256))).map(|i| i as u8));
+    out
+}
+
+fn npy_read(e: &Env) -> Result<Tensor> {
+    let t = io::npy_from_bytes(&npy_bytes(e))?;
+    // an accepted file's tensor has the elements its header promises
+    let _ = t.contiguous()?;
+    Ok(t)
+}
+
+fn npy_round_trip(e: &Env) -> Result<Tensor> {
+    let bytes = io::npy_to_bytes(e.a)?;
+    let back = io::npy_from_bytes(&bytes)?;
+    assert_eq!(back.shape(), e.a.shape(), "npy round trip: shape");
+    assert_eq!(back.dtype(), e.a.dtype(), "npy round trip: dtype");
+    if e.a.numel() <= 64 && !e.a.dtype().is_complex() {
+        let (x, y) = (e.a.to_vec_as::<f64>(), back.to_vec_as::<f64>());
+        assert!(
+            x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())),
+            "npy round trip changed values: {x:?} vs {y:?}"
+        );
+    }
+    Ok(back)
+}
+
+fn safetensors_read(e: &Env) -> Result<Tensor> {
+    let w = Variable::new(e.b.clone());
+    io::safetensors_from_bytes(&safetensors_bytes(e), std::slice::from_ref(&w))?;
+    Ok(w.read())
+}
+
+fn safetensors_round_trip(e: &Env) -> Result<Tensor> {
+    let name = if e.flag(1) { "__metadata__" } else { "layer/w" };
+    let w = Variable::builder(e.a.clone()).name(name).build();
+    let bytes = io::safetensors_to_bytes(std::slice::from_ref(&w))?;
+    let v = Variable::builder(e.a.zeros_like()).name(name).build();
+    io::safetensors_from_bytes(&bytes, std::slice::from_ref(&v))?;
+    assert_eq!(v.read().shape(), e.a.shape(), "safetensors round trip: shape");
+    Ok(v.read())
+}
+
+fn rng(e: &Env) -> Rng {
+    Rng::new(e.int(0) as u64)
+}
+
+fn layers(e: &Env) -> Result<Tensor> {
+    let mut r = rng(e);
+    let (i, u) = (e.size(0), e.size(1));
+    let y = match e.int(1).rem_euclid(6) {
+        0 => Dense::new(i, u, &mut r)?.forward(e.a, e.flag(0))?,
+        1 => LayerNorm::new(i, e.k.dtype)?.forward(e.a, e.flag(0))?,
+        2 => {
+            let emb = Embedding::new(i, u, &mut r)?;
+            emb.forward(e.a, e.flag(0))?
+        }
+        3 => {
+            let cell = LSTMCell::with_dtype(i, u, e.k.dtype, &mut r)?;
+            let s = cell.zero_state(e.size(2))?;
+            cell.call(e.a, &s)?.h
+        }
+        4 => {
+            let cell = GRUCell::with_dtype(i, u, e.k.dtype, &mut r)?;
+            let h = cell.zero_state(e.size(2))?;
+            cell.call(e.a, &h)?
+        }
+        _ => gradtape::nn::BatchNorm::new(i, e.k.dtype)?.forward(e.a, e.flag(0))?,
+    };
+    Ok(y)
+}
+
+fn random(e: &Env) -> Result<Tensor> {
+    let mut r = rng(e);
+    match e.int(1).rem_euclid(5) {
+        0 => r.normal(&e.k.shape, e.f(0), e.f(1), e.k.dtype),
+        1 => r.uniform(&e.k.shape, e.f(0), e.f(1), e.k.dtype),
+        2 => r.truncated_normal(&e.k.shape, e.f(0), e.f(1), e.k.dtype),
+        3 => {
+            let n = e.size(0);
+            let p = r.permutation(n)?;
+            let mut seen = vec![false; n];
+            for &i in &p {
+                assert!(i < n && !seen[i], "permutation({n}) is not one: {p:?}");
+                seen[i] = true;
+            }
+            done()
+        }
+        _ => {
+            let (n, b) = (e.size(0), e.size(1));
+            let parts = gradtape::random::batches(n, b, e.flag(0).then_some(&mut r))?;
+            let total: usize = parts.iter().map(Vec::len).sum();
+            assert_eq!(total, n, "batches({n}, {b}) lose rows");
+            done()
+        }
+    }
+}
+
+fn optimizer(e: &Env) -> Result<Tensor> {
+    let w = Variable::new(e.a.clone());
+    let lr = e.f(0);
+    let mut opt: Box<dyn Optimizer> = match e.int(1).rem_euclid(3) {
+        0 => Box::new(Sgd::new(lr)),
+        1 => Box::new(Adam::new(lr)),
+        _ => Box::new(RmsProp::new(lr)),
+    };
+    opt.apply(vec![(Some(e.b.clone().into()), w.clone())])?;
+    let v = w.read();
+    assert_eq!(v.shape(), e.a.shape(), "an update changed the variable's shape");
+    Ok(v)
+}
+
+fn control(e: &Env) -> Result<Tensor> {
+    let pred = e.c.clone();
+    let traced = e.flag(2);
+    let body = move |(a, b): &(Tensor, Tensor)| -> Result<Tensor> {
+        if e_flag_cond(b) {
+            cond(&pred, || a.mul(b), || a.sub(b))
+        } else {
+            let n = Tensor::scalar(3i64);
+            let out = while_loop(
+                |s: &(Tensor, Tensor)| s.0.lt(&n),
+                |s: &(Tensor, Tensor)| Ok((s.0.add(&Tensor::scalar(1i64))?, s.1.mul(b)?)),
+                (Tensor::scalar(0i64), a.clone()),
+                WhileOptions::default(),
+            )?;
+            Ok(out.1)
+        }
+    };
+    let args = (e.a.clone(), e.b.clone());
+    if traced {
+        function(body).call(&args)
+    } else {
+        body(&args)
+    }
+}
+
+/// Which control-flow form [`control`] takes: by the operand's rank.
+fn e_flag_cond(b: &Tensor) -> bool {
+    b.rank() % 2 == 0
+}
+
+fn traced_gradients(e: &Env) -> Result<Tensor> {
+    let f = function(|(a, b): &(Tensor, Tensor)| {
+        let y = a.mul(b)?.sum_all()?;
+        let g = gradtape::gradients(&[y], a, gradtape::GradientsOptions::default())?;
+        Ok(g.unwrap_or_else(|| a.zeros_like()))
+    });
+    f.call(&(e.a.clone(), e.b.clone()))
+}
+
+fn signature(e: &Env) -> Result<Tensor> {
+    let spec: Vec<Option<usize>> = e
+        .k
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| (!e.k.flags[i % 3]).then_some(d))
+        .collect();
+    let opts = FunctionOptions {
+        input_signature: Some(vec![TensorSpec::new(e.k.dtype, &spec)]),
+        max_traces: Some(2),
+        ..Default::default()
+    };
+    let f = Function::with_options(|x: &Tensor| x.mul(x)?.mean_all(), opts);
+    let y = f.call(e.a)?;
+    // a fitting call gives the eager value
+    if e.a.numel() <= 64 && e.a.dtype() == DType::F64 {
+        let want = e.a.mul(e.a)?.mean_all()?;
+        let (p, q) = (y.to_scalar::<f64>()?, want.to_scalar::<f64>()?);
+        assert!(p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()), "{p} vs eager {q}");
+    }
+    Ok(y)
+}
+
+/// The surfaces, as op-table entries.
+pub static SURFACES: &[(&str, OpFn)] = &[
+    ("npy_read", npy_read),
+    ("npy_round_trip", npy_round_trip),
+    ("safetensors_read", safetensors_read),
+    ("safetensors_round_trip", safetensors_round_trip),
+    ("layers", layers),
+    ("random", random),
+    ("optimizer", optimizer),
+    ("control", control),
+    ("traced_gradients", traced_gradients),
+    ("signature", signature),
+];
