@@ -213,7 +213,10 @@ pub fn batches(n: usize, batch_size: usize, rng: Option<&mut Rng>) -> Result<Vec
         return Err(Error::invalid(OP, "batch_size must be positive, got 0"));
     }
     if i64::try_from(n).is_err() {
-        return Err(Error::invalid(OP, format!("{n} rows do not fit i64 indices (at most i64::MAX)")));
+        return Err(Error::invalid(
+            OP,
+            format!("{n} rows do not fit i64 indices (at most i64::MAX)"),
+        ));
     }
     let mut order: Vec<i64> = alloc::try_collect(OP, (0..n).map(|i| i as i64))?;
     if let Some(rng) = rng {

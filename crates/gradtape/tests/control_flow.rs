@@ -274,10 +274,18 @@ fn shape_invariant_errors_name_the_real_shapes() {
     };
     let small = |v: &Tensor| Ok(Tensor::scalar(v.numel() < 64));
     // the invariant rejects the shape the loop starts from
-    let e = while_loop(small, |v: &Tensor| Ok(v.clone()), Tensor::ones(&[1], DType::F64), spec(&[Some(2)]))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("enters the loop with shape [1]") && e.contains("[2] of f64"), "{e}");
+    let e = while_loop(
+        small,
+        |v: &Tensor| Ok(v.clone()),
+        Tensor::ones(&[1], DType::F64),
+        spec(&[Some(2)]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("enters the loop with shape [1]") && e.contains("[2] of f64"),
+        "{e}"
+    );
     // [1] -> [2] -> [4], then the rank changes: the error names [4] and [2, 2]
     let body = |v: &Tensor| {
         if v.numel() < 4 {
@@ -289,7 +297,10 @@ fn shape_invariant_errors_name_the_real_shapes() {
     let e = while_loop(small, body, Tensor::ones(&[1], DType::F64), spec(&[None]))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("from shape [4] to [2, 2]") && e.contains("[?] of f64"), "{e}");
+    assert!(
+        e.contains("from shape [4] to [2, 2]") && e.contains("[?] of f64"),
+        "{e}"
+    );
     // traced: the body's input and output shapes
     let f = function(move |x: &Tensor| {
         while_loop(

@@ -585,7 +585,9 @@ fn peers_lengths_and_group_sizes_are_validated() {
         let e = allreduce_gradients(&Liar::new(3, 0, lie), &g).unwrap_err().to_string();
         assert!(e.contains("allreduce_gradients") && e.contains("words"), "{lie}: {e}");
         let v = Variable::new(Tensor::scalar(1.0f64));
-        let e = broadcast_variables(&Liar::new(2, 0, lie), &[v], 0).unwrap_err().to_string();
+        let e = broadcast_variables(&Liar::new(2, 0, lie), &[v], 0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("broadcast_variables"), "{lie}: {e}");
     }
     // the descriptions agree, then a peer reports a bogus sparse row count

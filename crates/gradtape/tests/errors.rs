@@ -362,7 +362,11 @@ fn matmul_errors_name_both_shapes() {
     let q = Tensor::ones(&[2, 4, 8, 32], DType::F32);
     let e = err(
         q.matmul(&q),
-        &["matmul", "inner dimensions differ: a's 32 (axis 3) vs b's 8 (axis 2)", "[2, 4, 8, 32]"],
+        &[
+            "matmul",
+            "inner dimensions differ: a's 32 (axis 3) vs b's 8 (axis 2)",
+            "[2, 4, 8, 32]",
+        ],
     );
     assert!(matches!(e, Error::InnerDimMismatch { .. }), "{e:?}");
     assert_eq!(q.matmul_with(&q, false, true).unwrap().shape(), &[2, 4, 8, 8]);

@@ -322,12 +322,24 @@ fn malformed_npy_headers_are_errors() -> Result<()> {
     // what NumPy accepts: any key order, no trailing comma, double quotes,
     // spacing, Python 2's `L` suffix, a key repeated (the last value wins)
     let good = [
-        ("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", vec![2, 3]),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+            vec![2, 3],
+        ),
         ("{'shape': (6,), 'fortran_order': False, 'descr': '<f4'}", vec![6]),
-        ("{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(1,2,3,)}", vec![1, 2, 3]),
-        ("{ 'descr' : 'f4' ,\n 'fortran_order' : False , 'shape' : ( 3 , 2 ) }", vec![3, 2]),
+        (
+            "{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(1,2,3,)}",
+            vec![1, 2, 3],
+        ),
+        (
+            "{ 'descr' : 'f4' ,\n 'fortran_order' : False , 'shape' : ( 3 , 2 ) }",
+            vec![3, 2],
+        ),
         ("{'descr': '<f4', 'fortran_order': False, 'shape': (6L,), }", vec![6]),
-        ("{'descr': '<f4', 'fortran_order': False, 'shape': (1_2,), 'shape': (6,)}", vec![6]),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1_2,), 'shape': (6,)}",
+            vec![6],
+        ),
     ];
     for (h, shape) in good {
         let t = io::npy_from_bytes(&npy_with_header(h, &f4x6))?;
@@ -345,9 +357,13 @@ fn malformed_npy_headers_are_errors() -> Result<()> {
 /// variable of that name made a file that could not be loaded back.
 #[test]
 fn the_reserved_safetensors_name_is_refused_on_save() {
-    let v = Variable::builder(Tensor::vector(&[1.0f32])).name("__metadata__").build();
+    let v = Variable::builder(Tensor::vector(&[1.0f32]))
+        .name("__metadata__")
+        .build();
     let dir = scratch("reserved");
-    let e = save_safetensors(dir.join("m.safetensors"), &[v]).unwrap_err().to_string();
+    let e = save_safetensors(dir.join("m.safetensors"), &[v])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("save_safetensors") && e.contains("__metadata__"), "{e}");
     assert!(!dir.join("m.safetensors").exists());
     let t = Tensor::scalar(1.0f32);

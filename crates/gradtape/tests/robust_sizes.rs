@@ -356,6 +356,14 @@ fn layer_constructors_with_huge_sizes_are_errors() {
         let gru = GRUCell::new(3, 4, rng).unwrap();
         assert!(gru.zero_state(1 << 60).is_err());
         assert_eq!(lstm.zero_state(2).unwrap().c.shape(), &[2, 4]);
+        // a sequence of 2^40 steps (a view): its outputs' list is refused
+        let xs = view(1.0, &[1, 1 << 40, 3]);
+        let r = lstm.run_sequence(&xs, lstm.zero_state(1).unwrap());
+        assert!(
+            matches!(r, Err(Error::OutOfMemory { op: "run_sequence", .. })),
+            "{:?}",
+            r.err()
+        );
     });
 }
 

@@ -279,7 +279,9 @@ pub(crate) fn num_ranks(comm: &dyn Collectives, op: &'static str) -> Result<usiz
     if size == 0 || me >= size {
         return Err(Error::invalid(
             op,
-            format!("the communicator reports rank {me} of {size} ranks (expected at least one rank, this one among them)"),
+            format!(
+                "the communicator reports rank {me} of {size} ranks (expected at least one rank, this one among them)"
+            ),
         ));
     }
     Ok(size)

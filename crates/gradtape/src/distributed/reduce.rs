@@ -255,7 +255,11 @@ fn sparse(
         .checked_mul(k)
         .ok_or_else(|| Error::invalid(OP, format!("{size} ranks are too many")))?;
     let mut counts = try_filled(OP, words, 0i64)?;
-    comm.all_gather(Buffer::I64(&mine), &try_filled(OP, size, k)?, BufferMut::I64(&mut counts))?;
+    comm.all_gather(
+        Buffer::I64(&mine),
+        &try_filled(OP, size, k)?,
+        BufferMut::I64(&mut counts),
+    )?;
     traffic.calls += 1;
     // every rank sees the same counts, so a bad one fails every rank alike
     if let Some(at) = counts.iter().position(|&c| c < 0) {

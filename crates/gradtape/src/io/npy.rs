@@ -187,7 +187,11 @@ impl Parser<'_> {
         if matches!(self.text.get(self.pos), Some(b'L' | b'l')) {
             self.pos += 1;
         }
-        if self.text.get(self.pos).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'.') {
+        if self
+            .text
+            .get(self.pos)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'.')
+        {
             return Err(self.err("expected a non-negative int"));
         }
         std::str::from_utf8(&digits)
@@ -223,7 +227,10 @@ impl Parser<'_> {
         self.skip_ws();
         let rest = &self.text[self.pos..];
         let word = |w: &[u8]| {
-            rest.starts_with(w) && !rest.get(w.len()).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            rest.starts_with(w)
+                && !rest
+                    .get(w.len())
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
         };
         match rest.first() {
             Some(b'\'' | b'"') => self.string().map(Value::Str),
@@ -318,7 +325,11 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
         .checked_add(hlen)
         .and_then(|end| bytes.get(start..end))
         .ok_or_else(|| Error::invalid(OP, format!("truncated header ({hlen} bytes announced)")))?;
-    let Header { descr: d, fortran, shape } = parse_header(text)?;
+    let Header {
+        descr: d,
+        fortran,
+        shape,
+    } = parse_header(text)?;
     let (big, code) = match d.as_bytes().first() {
         Some(b'<' | b'|' | b'=') => (false, &d[1..]),
         Some(b'>') => (true, &d[1..]),

@@ -139,7 +139,7 @@ fn unroll<S>(
             format!("expected inputs [batch, time, features], got shape {:?}", xs.shape()),
         ));
     }
-    let mut outs = Vec::with_capacity(xs.shape()[1]);
+    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xs.shape()[1])?;
     for x in xs.unstack(1)? {
         let (h, s) = step(&x, state)?;
         outs.push(h);
