@@ -605,7 +605,7 @@ fn peers_lengths_and_group_sizes_are_validated() {
     let e = allreduce_gradients(&none, &g).unwrap_err().to_string();
     assert!(e.contains("0 ranks"), "{e}");
     let v = Variable::new(Tensor::scalar(1.0f32));
-    assert!(broadcast_variables(&none, &[v.clone()], 0).is_err());
+    assert!(broadcast_variables(&none, std::slice::from_ref(&v), 0).is_err());
     let mut opt = DistributedOptimizer::new(Sgd::new(1.0), none);
     let e = opt.apply_gradients([(Some(Tensor::scalar(1.0f32)), &v)]).unwrap_err();
     assert!(e.to_string().contains("0 ranks"), "{e}");

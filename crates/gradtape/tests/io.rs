@@ -255,7 +255,7 @@ fn tensors_of_every_stored_dtype_round_trip() -> Result<()> {
 /// `data`.
 fn npy_with_header(header: &str, data: &[u8]) -> Vec<u8> {
     let mut h = header.to_string();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');

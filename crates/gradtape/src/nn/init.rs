@@ -153,7 +153,7 @@ fn orthogonal(shape: &[usize], gain: f64, dtype: DType, rng: &mut Rng) -> Result
     }
     let cols = shape[shape.len() - 1];
     let total = checked_numel(OP, shape)?;
-    let rows = if cols == 0 { 0 } else { total / cols };
+    let rows = total.checked_div(cols).unwrap_or(0);
     if total == 0 {
         return Tensor::try_zeros(shape, dtype);
     }
