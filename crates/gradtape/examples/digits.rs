@@ -115,7 +115,7 @@ pub fn build_model(rng: &mut Rng) -> Result<Sequential> {
 /// Test-time accuracy of `model` on `(x, y)`, in batches.
 pub fn accuracy(model: &impl Layer, x: &Tensor, y: &Tensor) -> Result<f64> {
     let mut acc = metrics::SparseCategoricalAccuracy::default();
-    for rows in random::batches(x.shape()[0], 256, None) {
+    for rows in random::batches(x.shape()[0], 256, None)? {
         let idx = Tensor::vector(&rows);
         acc.update(&y.gather(&idx, 0)?, &model.forward(&x.gather(&idx, 0)?, false)?)?;
     }
@@ -128,7 +128,7 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     let n = x.shape()[0];
     // a shuffled 80/20 split (1,437 / 360 images)
     let mut rng = Rng::new(cfg.seed);
-    let order: Vec<i64> = rng.permutation(n).into_iter().map(|i| i as i64).collect();
+    let order: Vec<i64> = rng.permutation(n)?.into_iter().map(|i| i as i64).collect();
     let n_test = n / 5;
     let (test_idx, train_idx) = order.split_at(n_test);
     let (x_test, y_test) = (
@@ -159,7 +159,7 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     let mut losses_per_epoch = Vec::with_capacity(cfg.epochs);
     let mut train_accuracy = 0.0;
     for epoch in 1..=cfg.epochs {
-        let batches = random::batches(n - n_test, cfg.batch_size, Some(&mut rng));
+        let batches = random::batches(n - n_test, cfg.batch_size, Some(&mut rng))?;
         let bar = if cfg.verbose {
             let bar = ProgressBar::new(batches.len() as u64);
             let style = ProgressStyle::with_template("epoch {prefix:>2} [{bar:30}] {pos:>2}/{len} {msg}")

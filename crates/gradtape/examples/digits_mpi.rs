@@ -63,7 +63,7 @@ fn train(world: &SimpleCommunicator) -> Result<()> {
     let n = x.shape()[0];
     // the same split and batch order on every rank
     let mut data_rng = Rng::new(cfg.seed);
-    let order: Vec<i64> = data_rng.permutation(n).into_iter().map(|i| i as i64).collect();
+    let order: Vec<i64> = data_rng.permutation(n)?.into_iter().map(|i| i as i64).collect();
     let n_test = n / 5;
     let (test_idx, train_idx) = order.split_at(n_test);
     let (x_test, y_test) = (
@@ -94,7 +94,7 @@ fn train(world: &SimpleCommunicator) -> Result<()> {
     for epoch in 1..=cfg.epochs {
         // [loss · rows, correct, rows] of this rank's shards, summed over ranks
         let mut sums = [0.0f64; 3];
-        for rows in random::batches(n - n_test, cfg.batch_size, Some(&mut data_rng)) {
+        for rows in random::batches(n - n_test, cfg.batch_size, Some(&mut data_rng))? {
             let mine = shard(&rows, rank, size);
             if mine.is_empty() {
                 return Err(bad("digits_mpi", "a batch smaller than the number of ranks"));

@@ -22,6 +22,29 @@ pub enum Error {
         /// The second shape.
         rhs: ShapeVec,
     },
+    /// The contracted (inner) dimensions of a matrix product differ: `a`'s
+    /// columns against `b`'s rows, each after its transpose flag (so the
+    /// axes named are those of the shapes as given).
+    #[error(
+        "{op}: inner dimensions differ: a's {lhs_dim} (axis {lhs_axis}) vs b's {rhs_dim} (axis {rhs_axis}), \
+         shapes {lhs:?} and {rhs:?}"
+    )]
+    InnerDimMismatch {
+        /// The operation that failed.
+        op: &'static str,
+        /// The first operand's shape.
+        lhs: ShapeVec,
+        /// The second operand's shape.
+        rhs: ShapeVec,
+        /// The first operand's contracted axis.
+        lhs_axis: usize,
+        /// The second operand's contracted axis.
+        rhs_axis: usize,
+        /// The first operand's contracted dimension.
+        lhs_dim: usize,
+        /// The second operand's contracted dimension.
+        rhs_dim: usize,
+    },
     /// Two dtypes that must agree do not.
     #[error("{op}: dtype mismatch, {lhs} vs {rhs}")]
     DTypeMismatch {
@@ -187,6 +210,7 @@ impl Error {
     pub(crate) fn for_op(mut self, op: &'static str) -> Self {
         match &mut self {
             Error::ShapeMismatch { op: o, .. }
+            | Error::InnerDimMismatch { op: o, .. }
             | Error::DTypeMismatch { op: o, .. }
             | Error::UnsupportedDType { op: o, .. }
             | Error::BadAxis { op: o, .. }

@@ -34,7 +34,7 @@
 //! are made once, at trace time.
 
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{alloc, DType, Tensor};
 
 /// SplitMix64's finaliser: a bijection of `u64` with good avalanche.
 #[inline]
@@ -50,10 +50,11 @@ fn mix(mut z: u64) -> u64 {
 /// ```
 /// use gradtape::Rng;
 /// let mut rng = Rng::new(7);
-/// let p = rng.permutation(5);
+/// let p = rng.permutation(5)?;
 /// let mut sorted = p.clone();
 /// sorted.sort();
 /// assert_eq!(sorted, vec![0, 1, 2, 3, 4]);
+/// # Ok::<(), gradtape::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rng {
@@ -154,11 +155,19 @@ impl Rng {
         }
     }
 
-    /// A random permutation of `0..n` (advances).
-    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
-        let mut p: Vec<usize> = (0..n).collect();
+    /// A random permutation of `0..n` (advances), or
+    /// [`Error::OutOfMemory`] when `n` indices cannot be allocated.
+    ///
+    /// ```
+    /// use gradtape::{Error, Rng};
+    /// assert_eq!(Rng::new(0).permutation(1).unwrap(), vec![0]);
+    /// let e = Rng::new(0).permutation(usize::MAX).unwrap_err();
+    /// assert!(matches!(e, Error::OutOfMemory { op: "permutation", .. }));
+    /// ```
+    pub fn permutation(&mut self, n: usize) -> Result<Vec<usize>> {
+        let mut p: Vec<usize> = alloc::try_collect("permutation", 0..n)?;
         self.shuffle(&mut p);
-        p
+        Ok(p)
     }
 
     /// The rows of `t` (axis 0) in a random order, TensorFlow's
@@ -177,28 +186,49 @@ impl Rng {
         if t.rank() == 0 {
             return Err(Error::invalid("shuffle_rows", "cannot shuffle the rows of a scalar"));
         }
-        let p: Vec<i64> = self.permutation(t.shape()[0]).into_iter().map(|i| i as i64).collect();
-        t.gather(&Tensor::vector(&p), 0)
+        let p = self.permutation(t.shape()[0]).map_err(|e| e.for_op("shuffle_rows"))?;
+        let p: Vec<i64> = alloc::try_collect("shuffle_rows", p.into_iter().map(|i| i as i64))?;
+        t.gather(&Tensor::from_vec(p, &[t.shape()[0]])?, 0)
     }
 }
 
 /// Mini-batches of row indices `0..n`: `batch_size` at a time, the last one
 /// shorter, in a random order when given a generator (one shuffle per call,
-/// so one per epoch).
+/// so one per epoch). A zero `batch_size`, an `n` beyond `i64::MAX` (the
+/// indices are `i64`) or one whose indices cannot be allocated is an error.
 ///
 /// ```
 /// use gradtape::{random::batches, Rng};
-/// let b = batches(5, 2, None);
+/// let b = batches(5, 2, None)?;
 /// assert_eq!(b, vec![vec![0, 1], vec![2, 3], vec![4]]);
-/// let b = batches(5, 2, Some(&mut Rng::new(9)));
+/// let b = batches(5, 2, Some(&mut Rng::new(9)))?;
 /// assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 1]);
+/// assert!(batches(5, 0, None).is_err());
+/// assert!(batches(usize::MAX, 2, None).is_err());
+/// # Ok::<(), gradtape::Error>(())
 /// ```
-pub fn batches(n: usize, batch_size: usize, rng: Option<&mut Rng>) -> Vec<Vec<i64>> {
-    let mut order: Vec<i64> = (0..n as i64).collect();
+pub fn batches(n: usize, batch_size: usize, rng: Option<&mut Rng>) -> Result<Vec<Vec<i64>>> {
+    const OP: &str = "batches";
+    if batch_size == 0 {
+        return Err(Error::invalid(OP, "batch_size must be positive, got 0"));
+    }
+    if i64::try_from(n).is_err() {
+        return Err(Error::invalid(
+            OP,
+            format!("{n} rows do not fit i64 indices (at most i64::MAX)"),
+        ));
+    }
+    let mut order: Vec<i64> = alloc::try_collect(OP, (0..n).map(|i| i as i64))?;
     if let Some(rng) = rng {
         rng.shuffle(&mut order);
     }
-    order.chunks(batch_size.max(1)).map(<[i64]>::to_vec).collect()
+    let mut out = alloc::try_vec(OP, n.div_ceil(batch_size))?;
+    for c in order.chunks(batch_size) {
+        let mut b = alloc::try_vec(OP, c.len())?;
+        b.extend_from_slice(c);
+        out.push(b);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

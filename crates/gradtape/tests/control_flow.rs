@@ -260,3 +260,56 @@ fn control_flow_errors_are_clear() -> Result<()> {
     assert!(e.contains("while_loop") && e.contains("dtypes"), "{e}");
     Ok(())
 }
+
+/// The shape-invariant error named the same shape twice ("from shape [1]
+/// to [1]"): an invariant that does not accept the initial shape is now
+/// reported as such, and a change names the shapes before and after the
+/// iteration that made it (not the loop's initial shape).
+#[test]
+fn shape_invariant_errors_name_the_real_shapes() {
+    use gradtape::DType;
+    let spec = |dims: &[Option<usize>]| WhileOptions {
+        shape_invariants: Some(vec![TensorSpec::new(DType::F64, dims)]),
+        ..Default::default()
+    };
+    let small = |v: &Tensor| Ok(Tensor::scalar(v.numel() < 64));
+    // the invariant rejects the shape the loop starts from
+    let e = while_loop(
+        small,
+        |v: &Tensor| Ok(v.clone()),
+        Tensor::ones(&[1], DType::F64),
+        spec(&[Some(2)]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("enters the loop with shape [1]") && e.contains("[2] of f64"),
+        "{e}"
+    );
+    // [1] -> [2] -> [4], then the rank changes: the error names [4] and [2, 2]
+    let body = |v: &Tensor| {
+        if v.numel() < 4 {
+            Tensor::concat(&[v, v], 0)
+        } else {
+            v.reshape(&[2, v.numel() / 2])
+        }
+    };
+    let e = while_loop(small, body, Tensor::ones(&[1], DType::F64), spec(&[None]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("from shape [4] to [2, 2]") && e.contains("[?] of f64"),
+        "{e}"
+    );
+    // traced: the body's input and output shapes
+    let f = function(move |x: &Tensor| {
+        while_loop(
+            |v: &Tensor| v.sum_all()?.lt_scalar(10.0),
+            |v: &Tensor| Tensor::concat(&[v, v], 0),
+            x.clone(),
+            WhileOptions::default(),
+        )
+    });
+    let e = f.call(&Tensor::ones(&[3], DType::F64)).unwrap_err().to_string();
+    assert!(e.contains("from shape [3] to [6]"), "{e}");
+}

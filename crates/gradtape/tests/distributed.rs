@@ -514,3 +514,120 @@ fn distributed_adam_takes_the_whole_batch_steps() {
     // SGD wraps the same way
     let _ = DistributedOptimizer::new(Sgd::new(0.1), gradtape::distributed::SingleProcess);
 }
+
+/// Rank 0 of a group of `size` whose peers echo its buffers, except that
+/// at the `lie_at`-th all-gather (counting from 0) every peer reports
+/// `lie` for each of its words (a corrupt or hostile peer).
+struct Liar {
+    size: usize,
+    lie_at: usize,
+    lie: i64,
+    calls: std::cell::Cell<usize>,
+}
+
+impl Liar {
+    fn new(size: usize, lie_at: usize, lie: i64) -> Liar {
+        Liar {
+            size,
+            lie_at,
+            lie,
+            calls: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl Collectives for Liar {
+    fn this_rank(&self) -> usize {
+        0
+    }
+
+    fn num_ranks(&self) -> usize {
+        self.size
+    }
+
+    fn all_reduce_sum(&self, _buf: BufferMut<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    fn all_gather(&self, send: Buffer<'_>, counts: &[usize], recv: BufferMut<'_>) -> Result<()> {
+        let call = self.calls.get();
+        self.calls.set(call + 1);
+        assert_eq!(counts.len(), self.size);
+        assert_eq!(recv.len(), counts.iter().sum::<usize>(), "recv holds the counts' sum");
+        let (Buffer::I64(s), BufferMut::I64(r)) = (send, recv) else {
+            return Ok(());
+        };
+        r[..s.len()].copy_from_slice(s);
+        for chunk in r[s.len()..].chunks_mut(s.len().max(1)) {
+            if call == self.lie_at {
+                chunk.fill(self.lie);
+            } else {
+                chunk.copy_from_slice(&s[..chunk.len()]);
+            }
+        }
+        Ok(())
+    }
+
+    fn broadcast(&self, _buf: BufferMut<'_>, _root: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A peer's description length or sparse row count sized buffers
+/// unchecked (`vec![0; n]`: an abort for 2^40, a capacity-overflow panic
+/// for i64::MAX); a group of zero ranks scaled the gradients by 1/0.
+/// Each is now an error, the same on every rank.
+#[test]
+fn peers_lengths_and_group_sizes_are_validated() {
+    let g = vec![dense(Tensor::vector(&[1.0f32, 2.0]))];
+    for lie in [1i64 << 40, i64::MAX, -1] {
+        // the description headers differ, with a bogus length
+        let e = allreduce_gradients(&Liar::new(3, 0, lie), &g).unwrap_err().to_string();
+        assert!(e.contains("allreduce_gradients") && e.contains("words"), "{lie}: {e}");
+        let v = Variable::new(Tensor::scalar(1.0f64));
+        let e = broadcast_variables(&Liar::new(2, 0, lie), &[v], 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("broadcast_variables"), "{lie}: {e}");
+    }
+    // the descriptions agree, then a peer reports a bogus sparse row count
+    let sparse = vec![Some(slices(vec![1.0, 2.0], vec![3]))];
+    for lie in [i64::MAX, -3] {
+        let r = allreduce_gradients(&Liar::new(2, 1, lie), &sparse);
+        let e = r.as_ref().unwrap_err().to_string();
+        assert!(e.contains("allreduce_gradients"), "{lie}: {e}");
+    }
+    // (an honest peer: the same gradients twice over)
+    let avg = allreduce_gradients(&Liar::new(2, usize::MAX, 0), &sparse).unwrap();
+    assert_eq!(avg[0].as_ref().unwrap().to_dense().unwrap().shape(), &[5, 2]);
+    // no ranks at all, or this rank outside the group
+    let none = Liar::new(0, usize::MAX, 0);
+    let e = allreduce_gradients(&none, &g).unwrap_err().to_string();
+    assert!(e.contains("0 ranks"), "{e}");
+    let v = Variable::new(Tensor::scalar(1.0f32));
+    assert!(broadcast_variables(&none, std::slice::from_ref(&v), 0).is_err());
+    let mut opt = DistributedOptimizer::new(Sgd::new(1.0), none);
+    let e = opt.apply_gradients([(Some(Tensor::scalar(1.0f32)), &v)]).unwrap_err();
+    assert!(e.to_string().contains("0 ranks"), "{e}");
+    assert_eq!(v.read().to_scalar::<f32>().unwrap(), 1.0, "not scaled by infinity");
+    struct Outside(Liar);
+    impl Collectives for Outside {
+        fn this_rank(&self) -> usize {
+            1
+        }
+        fn num_ranks(&self) -> usize {
+            1
+        }
+        fn all_reduce_sum(&self, b: BufferMut<'_>) -> Result<()> {
+            self.0.all_reduce_sum(b)
+        }
+        fn all_gather(&self, s: Buffer<'_>, c: &[usize], r: BufferMut<'_>) -> Result<()> {
+            self.0.all_gather(s, c, r)
+        }
+        fn broadcast(&self, b: BufferMut<'_>, root: usize) -> Result<()> {
+            self.0.broadcast(b, root)
+        }
+    }
+    let e = allreduce_gradients(&Outside(Liar::new(1, usize::MAX, 0)), &g).unwrap_err();
+    assert!(e.to_string().contains("rank 1 of 1 ranks"), "{e}");
+}

@@ -339,10 +339,14 @@ fn matmul_errors_name_both_shapes() {
     );
     assert_eq!(
         e,
-        Error::ShapeMismatch {
+        Error::InnerDimMismatch {
             op: "matmul",
             lhs: vec![2, 3],
-            rhs: vec![4, 5]
+            rhs: vec![4, 5],
+            lhs_axis: 1,
+            rhs_axis: 0,
+            lhs_dim: 3,
+            rhs_dim: 4,
         }
     );
     // the transpose flags change which dims must agree
@@ -350,8 +354,31 @@ fn matmul_errors_name_both_shapes() {
         a.matmul_with(&Tensor::ones(&[2, 3], DType::F64), false, false),
         &["matmul", "[2, 3]"],
     );
-    assert!(matches!(e, Error::ShapeMismatch { op: "matmul", .. }), "{e:?}");
+    assert!(matches!(e, Error::InnerDimMismatch { op: "matmul", .. }), "{e:?}");
     assert!(a.matmul_with(&Tensor::ones(&[2, 3], DType::F64), true, false).is_ok());
+    // a batched mismatch names the contracted dims, not only the shapes
+    // (which were printed alike: "incompatible shapes [2, 4, 8, 32] and
+    // [2, 4, 8, 32]"), following the transpose flags
+    let q = Tensor::ones(&[2, 4, 8, 32], DType::F32);
+    let e = err(
+        q.matmul(&q),
+        &[
+            "matmul",
+            "inner dimensions differ: a's 32 (axis 3) vs b's 8 (axis 2)",
+            "[2, 4, 8, 32]",
+        ],
+    );
+    assert!(matches!(e, Error::InnerDimMismatch { .. }), "{e:?}");
+    assert_eq!(q.matmul_with(&q, false, true).unwrap().shape(), &[2, 4, 8, 8]);
+    err(
+        q.matmul_with(&q, true, true),
+        &["inner dimensions differ: a's 8 (axis 2) vs b's 32 (axis 3)"],
+    );
+    let r = Tensor::ones(&[2, 4, 8, 16], DType::F32);
+    err(
+        q.matmul_with(&r, true, true),
+        &["inner dimensions differ: a's 8 (axis 2) vs b's 16 (axis 3)"],
+    );
     // batch dims that do not broadcast
     let e = err(
         Tensor::ones(&[2, 3, 4], DType::F64).matmul(&Tensor::ones(&[3, 4, 5], DType::F64)),

@@ -160,8 +160,8 @@ impl SeqModel {
     fn loss(&self, ids: &Tensor, onehot: &Tensor, target: &Tensor) -> Result<Tensor> {
         let e = self.emb.forward(ids, true)?; // [batch, time, 3]
         let batch = ids.shape()[0];
-        let (_, s) = self.lstm.run_sequence(&e, self.lstm.zero_state(batch))?;
-        let (_, h) = self.gru.run_sequence(&e, self.gru.zero_state(batch))?;
+        let (_, s) = self.lstm.run_sequence(&e, self.lstm.zero_state(batch)?)?;
+        let (_, h) = self.gru.run_sequence(&e, self.gru.zero_state(batch)?)?;
         let z = Tensor::concat(&[&s.h, &h], -1)?;
         let z = self.dense.forward(&z, true)?;
         let z = self.ln.forward(&z, true)?;

@@ -250,3 +250,43 @@ fn sparse_gradients_in_a_traced_step_match_eager() -> Result<()> {
     }
     Ok(())
 }
+
+/// Dynamic loss scaling decides eagerly whether to skip a step: inside a
+/// trace `minimize` and `apply_gradients` are errors (they used to panic
+/// reading the scale); `scale_loss` is traced and reads the scale when the
+/// graph runs.
+#[test]
+fn loss_scaling_inside_a_trace_is_an_error_not_a_panic() -> Result<()> {
+    use gradtape::optim::LossScaleOptimizer;
+    let w = Variable::new(Tensor::scalar(2.0f32));
+    let opt = Arc::new(Mutex::new(LossScaleOptimizer::new(Sgd::new(0.1))));
+    for use_minimize in [true, false] {
+        let (w2, opt2) = (w.clone(), opt.clone());
+        let f = function(move |x: &Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| w2.read().mul(x)?.square())?;
+            let mut opt = opt2.lock().unwrap();
+            assert_eq!(opt.loss_scale(), 32768.0, "the stored scale, read inside the trace");
+            if use_minimize {
+                opt.minimize(&tape, &loss, std::slice::from_ref(&w2))?;
+            } else {
+                let g = tape.gradient(&loss, std::slice::from_ref(&w2))?;
+                opt.apply_gradients(g.into_iter().zip([&w2]))?;
+            }
+            Ok(loss)
+        });
+        let e = f.call(&Tensor::scalar(1.0f32)).unwrap_err().to_string();
+        assert!(e.contains("LossScaleOptimizer") && e.contains("eagerly"), "{e}");
+        assert_eq!(w.read().to_scalar::<f32>()?, 2.0, "nothing applied");
+    }
+    // scale_loss traces a read of the scale: a changed scale is seen
+    let opt2 = opt.clone();
+    let f = function(move |x: &Tensor| opt2.lock().unwrap().scale_loss(x));
+    assert_eq!(f.call(&Tensor::scalar(3.0f32))?.to_scalar::<f32>()?, 3.0 * 32768.0);
+    opt.lock()
+        .unwrap()
+        .apply_gradients([(Some(Tensor::scalar(f32::INFINITY)), &w)])?; // halves the scale
+    assert_eq!(f.call(&Tensor::scalar(3.0f32))?.to_scalar::<f32>()?, 3.0 * 16384.0);
+    assert_eq!(f.trace_count(), 1);
+    Ok(())
+}

@@ -111,7 +111,7 @@ fn bad_npy_input_is_an_error_naming_the_problem() {
     huge.extend_from_slice(header.as_bytes());
     huge.extend_from_slice(&[0u8; 24]);
     let err = io::npy_from_bytes(&huge).unwrap_err();
-    assert!(err.to_string().contains("too large"), "{err}");
+    assert!(matches!(err, Error::ShapeOverflow { op: "read_npy", .. }), "{err}");
 }
 
 fn model(seed: u64) -> Result<Sequential> {
@@ -249,4 +249,124 @@ fn tensors_of_every_stored_dtype_round_trip() -> Result<()> {
     assert!(err.to_string().contains("missing.safetensors"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
     Ok(())
+}
+
+/// A version 1.0 `.npy` file with `header` (padded as NumPy does) and
+/// `data`.
+fn npy_with_header(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = header.to_string();
+    while !(10 + h.len() + 1).is_multiple_of(64) {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    b.extend_from_slice(h.as_bytes());
+    b.extend_from_slice(data);
+    b
+}
+
+/// The header is a Python dict literal read as NumPy reads it: exactly the
+/// keys 'descr', 'fortran_order' and 'shape', the shape a tuple of
+/// non-negative ints. Before, keys were found by substring search (an
+/// extra key whose value held `'shape': (1, 2)` set the shape), `(3)` and
+/// `((2,3),)` were read as shapes, and an empty or multi-byte descr
+/// panicked in `str::split_at`. Each header below is refused by NumPy 2
+/// (`np.lib.format.read_array`), except the accepted ones at the end.
+#[test]
+fn malformed_npy_headers_are_errors() -> Result<()> {
+    let f4x6 = [0u8; 24];
+    let bad = [
+        "",
+        "{}",
+        "{'descr': '', 'fortran_order': False, 'shape': (6,), }",
+        "{'descr': 'é', 'fortran_order': False, 'shape': (6,), }",
+        "{'descr': '\u{1F600}f4', 'fortran_order': False, 'shape': (6,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (3), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': ((2, 3),), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': \"'shape': (1, 2)\"}",
+        "{'descr': '<f4', 'fortran_order': False, 'note': 'x', 'shape': (6,)}",
+        "{'descr': '<f4', 'fortran_order': False}",
+        "{'descr': '<f4', 'shape': (6,)}",
+        "{'fortran_order': False, 'shape': (6,)}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': [6], }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (-6,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6.0,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (06,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2 3,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }",
+        "{'descr': '<f4', 'fortran_order': 0, 'shape': (6,), }",
+        "{'descr': '<f4', 'fortran_order': Falsey, 'shape': (6,), }",
+        "{'descr': <f4, 'fortran_order': False, 'shape': (6,), }",
+        "{'descr': '<f4, 'fortran_order': False, 'shape': (6,), }",
+        "{'descr': '<f4' 'fortran_order': False, 'shape': (6,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), ,}",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), } x",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), ",
+        "['descr', '<f4']",
+        "'shape': (6,)",
+    ];
+    for h in bad {
+        let r = io::npy_from_bytes(&npy_with_header(h, &f4x6));
+        let e = r.as_ref().err().unwrap_or_else(|| panic!("accepted {h:?}: {r:?}"));
+        assert!(e.to_string().contains("read_npy"), "{h:?}: {e}");
+    }
+    // the shape's element count is checked
+    let r = io::npy_from_bytes(&npy_with_header(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4), }",
+        &[],
+    ));
+    assert!(matches!(r, Err(Error::ShapeOverflow { .. })), "{r:?}");
+    // what NumPy accepts: any key order, no trailing comma, double quotes,
+    // spacing, Python 2's `L` suffix, a key repeated (the last value wins)
+    let good = [
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+            vec![2, 3],
+        ),
+        ("{'shape': (6,), 'fortran_order': False, 'descr': '<f4'}", vec![6]),
+        (
+            "{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(1,2,3,)}",
+            vec![1, 2, 3],
+        ),
+        (
+            "{ 'descr' : 'f4' ,\n 'fortran_order' : False , 'shape' : ( 3 , 2 ) }",
+            vec![3, 2],
+        ),
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (6L,), }", vec![6]),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1_2,), 'shape': (6,)}",
+            vec![6],
+        ),
+    ];
+    for (h, shape) in good {
+        let t = io::npy_from_bytes(&npy_with_header(h, &f4x6))?;
+        assert_eq!(t.shape(), shape.as_slice(), "{h:?}");
+    }
+    let t = io::npy_from_bytes(&npy_with_header(
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (), }",
+        &2.5f64.to_le_bytes(),
+    ))?;
+    assert_eq!((t.shape(), t.to_scalar::<f64>()?), (&[] as &[usize], 2.5));
+    Ok(())
+}
+
+/// safetensors reserves `__metadata__` for the header's metadata: a
+/// variable of that name made a file that could not be loaded back.
+#[test]
+fn the_reserved_safetensors_name_is_refused_on_save() {
+    let v = Variable::builder(Tensor::vector(&[1.0f32]))
+        .name("__metadata__")
+        .build();
+    let dir = scratch("reserved");
+    let e = save_safetensors(dir.join("m.safetensors"), &[v])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("save_safetensors") && e.contains("__metadata__"), "{e}");
+    assert!(!dir.join("m.safetensors").exists());
+    let t = Tensor::scalar(1.0f32);
+    let e = io::write_safetensors(dir.join("t.safetensors"), &[("__metadata__", &t)]).unwrap_err();
+    assert!(e.to_string().contains("reserves"), "{e}");
 }

@@ -302,3 +302,108 @@ fn display_walks_strided_views() {
     // TensorFlow 2.21: print(tf.zeros([3, 0])) is `tf.Tensor([], shape=(3, 0), ...)`
     assert_eq!(e.to_string(), "Tensor([], shape=[3, 0], dtype=f32)");
 }
+
+/// Layer constructors with huge or overflowing sizes: the constant
+/// initialisers, `LayerNorm`, `BatchNorm`, `Dense`, `GRUCell` and
+/// `LSTMCell` (whose `vec![0.0; 4 * units]` aborted, or wrapped and then
+/// panicked slicing) and `zero_state` return errors; zero units are
+/// refused as in Keras ("units must be positive").
+#[test]
+fn layer_constructors_with_huge_sizes_are_errors() {
+    use gradtape::nn::{BatchNorm, Dense, Embedding, GRUCell, Initializer, LSTMCell, LayerNorm};
+    use gradtape::Rng;
+    isolated("layer_constructors_with_huge_sizes_are_errors", || {
+        let rng = &mut Rng::new(0);
+        for init in [Initializer::Zeros, Initializer::Ones, Initializer::Constant(2.0)] {
+            assert!(matches!(
+                init.init(&[1 << 40], DType::F32, rng),
+                Err(Error::OutOfMemory { .. })
+            ));
+            assert!(matches!(
+                init.init(&[1 << 40, 1 << 40], DType::F32, rng),
+                Err(Error::ShapeOverflow { .. })
+            ));
+        }
+        let orth = Initializer::Orthogonal { gain: 1.0 };
+        assert!(matches!(
+            orth.init(&[1 << 40, 1 << 40, 1 << 40], DType::F32, rng),
+            Err(Error::ShapeOverflow { .. })
+        ));
+        for n in [1usize << 40, 1 << 60, usize::MAX] {
+            assert!(LayerNorm::new(n, DType::F32).is_err(), "LayerNorm {n}");
+            assert!(BatchNorm::new(n, DType::F64).is_err(), "BatchNorm {n}");
+            assert!(Dense::builder(3, n).build(rng).is_err(), "Dense {n}");
+            assert!(Dense::builder(n, n).build(rng).is_err(), "Dense {n}");
+            assert!(Embedding::new(n, 2, rng).is_err(), "Embedding {n}");
+            for units in [n, n / 3 + 1, n / 4 + 1] {
+                let e = LSTMCell::new(3, units, rng).err().expect("LSTMCell refuses it");
+                assert!(e.to_string().contains("LSTMCell"), "{e}");
+                let e = GRUCell::new(3, units, rng).err().expect("GRUCell refuses it");
+                assert!(e.to_string().contains("GRUCell"), "{e}");
+            }
+        }
+        // zero sizes, as Keras
+        let e = Dense::new(3, 0, rng).err().expect("Dense refuses 0 units").to_string();
+        assert!(e.contains("units must be a positive integer"), "{e}");
+        assert!(LSTMCell::new(3, 0, rng).is_err());
+        assert!(GRUCell::new(3, 0, rng).is_err());
+        assert!(Embedding::new(0, 4, rng).is_err());
+        assert!(gradtape::nn::Conv2D::builder(1, 0, [3, 3]).build(rng).is_err());
+        // the zero state of a huge batch
+        let lstm = LSTMCell::new(3, 4, rng).unwrap();
+        assert!(matches!(lstm.zero_state(1 << 40), Err(Error::OutOfMemory { .. })));
+        assert!(matches!(lstm.zero_state(usize::MAX), Err(Error::ShapeOverflow { .. })));
+        let gru = GRUCell::new(3, 4, rng).unwrap();
+        assert!(gru.zero_state(1 << 60).is_err());
+        assert_eq!(lstm.zero_state(2).unwrap().c.shape(), &[2, 4]);
+        // a sequence of 2^40 steps (a view): its outputs' list is refused
+        let xs = view(1.0, &[1, 1 << 40, 3]);
+        let r = lstm.run_sequence(&xs, lstm.zero_state(1).unwrap());
+        assert!(
+            matches!(r, Err(Error::OutOfMemory { op: "run_sequence", .. })),
+            "{:?}",
+            r.err()
+        );
+    });
+}
+
+/// Host-side buffers sized by a user's count: a segment op's `seen` flags
+/// (`vec![false; num_segments]`), `Rng::permutation`, `random::batches`
+/// (whose `n as i64` wrapped to no batches at all) and the `.npy` /
+/// safetensors bytes of a huge view (`Vec::with_capacity`) aborted or
+/// panicked; each is now an error.
+#[test]
+fn host_buffers_sized_by_user_counts_fail_cleanly() {
+    use gradtape::random::batches;
+    use gradtape::Rng;
+    isolated("host_buffers_sized_by_user_counts_fail_cleanly", || {
+        // an empty row per segment: the output is empty, the flags are not
+        let data = Tensor::zeros(&[2, 0], DType::F32);
+        let ids = Tensor::vector(&[0i64, 1]);
+        for n in [1usize << 40, 1 << 62] {
+            let r = data.unsorted_segment_max(&ids, n);
+            assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{n}: {r:?}");
+        }
+        let far = Tensor::vector(&[0i64, 1 << 40]);
+        let r = data.segment_min(&far);
+        assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{r:?}");
+        oom(Rng::new(0).permutation(1 << 40), "permutation", 1 << 43);
+        assert!(matches!(
+            Rng::new(0).permutation(usize::MAX),
+            Err(Error::OutOfMemory { op: "permutation", .. })
+        ));
+        assert!(Rng::new(0).shuffle_rows(&view(1.0, &[1 << 40])).is_err());
+        oom(batches(1 << 40, 8, None), "batches", 1 << 43);
+        let e = batches((1usize << 63) + 5, 8, None).unwrap_err().to_string();
+        assert!(e.contains("i64"), "{e}");
+        assert!(batches(usize::MAX, 1, None).is_err());
+        assert_eq!(batches(3, 2, None).unwrap().len(), 2);
+        // the bytes of a huge view
+        let big = view(1.0, &[1 << 40]);
+        let r = gradtape::io::npy_to_bytes(&big);
+        assert!(matches!(r, Err(Error::OutOfMemory { op: "save_npy", .. })), "{r:?}");
+        let v = Variable::builder(big).name("big").build();
+        let r = gradtape::io::safetensors_to_bytes(&[v]);
+        assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{r:?}");
+    });
+}

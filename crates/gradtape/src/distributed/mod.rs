@@ -58,7 +58,7 @@ use crate::autodiff::gradient::Gradient;
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{alloc, DType, Tensor};
 
 /// A buffer handed to a collective.
 #[derive(Debug)]
@@ -265,23 +265,74 @@ fn entry_text(e: Option<&(i64, i64, &[i64])>) -> String {
     }
 }
 
+/// The most words of a peer's description [`agree`] gathers (2^24, 128
+/// MiB per rank; a list of variables takes `3 + rank` words each): a longer
+/// one, as a negative one, is refused on every rank alike (each sees the
+/// same lengths) instead of sizing a buffer that cannot be allocated.
+const MAX_DESC_WORDS: usize = 1 << 24;
+
+/// The communicator's number of ranks, checked: at least one, with this
+/// rank among them (a group of zero ranks would make the average of the
+/// gradients a division by zero).
+pub(crate) fn num_ranks(comm: &dyn Collectives, op: &'static str) -> Result<usize> {
+    let (size, me) = (comm.num_ranks(), comm.this_rank());
+    if size == 0 || me >= size {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "the communicator reports rank {me} of {size} ranks (expected at least one rank, this one among them)"
+            ),
+        ));
+    }
+    Ok(size)
+}
+
+/// The sum of buffer lengths, or an error when it overflows `usize`.
+pub(crate) fn total_len(op: &'static str, lens: impl IntoIterator<Item = usize>) -> Result<usize> {
+    lens.into_iter()
+        .try_fold(0usize, usize::checked_add)
+        .ok_or_else(|| Error::invalid(op, "the buffers' total length overflows usize"))
+}
+
 /// Exchanges `desc` (this rank's description of its list of `what`s) and
 /// fails on every rank alike when the ranks' descriptions differ, naming
 /// the first entry that differs. Two small collectives.
 fn agree(comm: &dyn Collectives, op: &'static str, what: &str, desc: &[i64]) -> Result<()> {
-    let size = comm.num_ranks();
+    let size = num_ranks(comm, op)?;
     let hash = desc.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
         (h ^ x as u64).wrapping_mul(0x0100_0000_01b3) // FNV-1a over words
     });
     let header = [hash as i64, desc.len() as i64];
-    let mut all = vec![0i64; 2 * size];
-    comm.all_gather(Buffer::I64(&header), &vec![2; size], BufferMut::I64(&mut all))?;
+    let words = size
+        .checked_mul(2)
+        .ok_or_else(|| Error::invalid(op, format!("{size} ranks are too many")))?;
+    let mut all = alloc::try_filled(op, words, 0i64)?;
+    comm.all_gather(
+        Buffer::I64(&header),
+        &alloc::try_filled(op, size, 2)?,
+        BufferMut::I64(&mut all),
+    )?;
     if all.chunks(2).all(|h| h == header) {
         return Ok(());
     }
-    // they differ: gather the descriptions themselves, to say where
-    let counts: Vec<usize> = all.chunks(2).map(|h| h[1].max(0) as usize).collect();
-    let mut descs = vec![0i64; counts.iter().sum()];
+    // they differ: gather the descriptions themselves, to say where (each
+    // rank sees the same lengths, so all refuse a bad one alike)
+    let counts = all
+        .chunks(2)
+        .enumerate()
+        .map(|(r, h)| match usize::try_from(h[1]) {
+            Ok(c) if c <= MAX_DESC_WORDS => Ok(c),
+            _ => Err(Error::invalid(
+                op,
+                format!(
+                    "the ranks' {what}s differ, and rank {r} describes its {what}s in {} words \
+                     (expected 0 to {MAX_DESC_WORDS})",
+                    h[1]
+                ),
+            )),
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let mut descs = alloc::try_filled(op, total_len(op, counts.iter().copied())?, 0i64)?;
     comm.all_gather(Buffer::I64(desc), &counts, BufferMut::I64(&mut descs))?;
     let mut per_rank = Vec::with_capacity(size);
     let mut off = 0;
@@ -327,7 +378,7 @@ fn agree(comm: &dyn Collectives, op: &'static str, what: &str, desc: &[i64]) -> 
 /// ```
 pub fn broadcast_variables(comm: &impl Collectives, vars: &[Variable], root: usize) -> Result<()> {
     const OP: &str = "broadcast_variables";
-    let size = comm.num_ranks();
+    let size = num_ranks(comm, OP)?;
     if root >= size {
         return Err(Error::invalid(OP, format!("root {root} out of range for {size} ranks")));
     }
@@ -354,7 +405,7 @@ pub fn broadcast_variables(comm: &impl Collectives, vars: &[Variable], root: usi
                 .filter(|&i| values[i].dtype() == <$ty as crate::tensor::Element>::DTYPE)
                 .collect();
             if !picked.is_empty() {
-                let total: usize = picked.iter().map(|&i| values[i].numel()).sum();
+                let total = total_len(OP, picked.iter().map(|&i| values[i].numel()))?;
                 let mut buf: Vec<$ty> = crate::tensor::alloc::try_vec(OP, total)?;
                 for &i in &picked {
                     buf.extend_from_slice(&values[i].values::<$ty>(OP)?);

@@ -1,10 +1,10 @@
 //! Averaging gradients over ranks: tensor fusion for the dense ones,
 //! all-gathers for the sparse ones.
 
-use super::{agree, describe, Buffer, BufferMut, Collectives};
+use super::{agree, describe, num_ranks, total_len, Buffer, BufferMut, Collectives};
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
 use crate::error::{Error, Result};
-use crate::tensor::alloc::try_vec;
+use crate::tensor::alloc::{try_filled, try_vec};
 use crate::tensor::{DType, Element, Tensor};
 
 const OP: &str = "allreduce_gradients";
@@ -135,7 +135,7 @@ pub(super) fn reduce(
             expected: "f32 or f64 gradients",
         });
     }
-    let size = comm.num_ranks();
+    let size = num_ranks(comm, OP)?;
     let scale = if options.average { 1.0 / size as f64 } else { 1.0 };
     let mut out: Vec<Option<Gradient>> = vec![None; grads.len()];
     dense::<f32>(comm, &grads, scale, &mut out, &mut traffic)?;
@@ -198,7 +198,7 @@ fn dense<T: Wire>(
     if picked.is_empty() {
         return Ok(());
     }
-    let total: usize = picked.iter().map(|(_, t)| t.numel()).sum();
+    let total = total_len(OP, picked.iter().map(|(_, t)| t.numel()))?;
     let mut buf: Vec<T> = try_vec(OP, total)?;
     for (_, t) in &picked {
         buf.extend_from_slice(&t.values::<T>(OP)?);
@@ -238,7 +238,7 @@ fn sparse(
     if slices.is_empty() {
         return Ok(());
     }
-    let size = comm.num_ranks();
+    let size = num_ranks(comm, OP)?;
     let k = slices.len();
     let rows: Vec<Rows> = slices
         .iter()
@@ -251,19 +251,40 @@ fn sparse(
         .collect();
     // counts[r * k + j]: rows of sparse gradient j on rank r
     let mine: Vec<i64> = slices.iter().map(|(_, s)| s.indices().numel() as i64).collect();
-    let mut counts = vec![0i64; size * k];
-    comm.all_gather(Buffer::I64(&mine), &vec![k; size], BufferMut::I64(&mut counts))?;
+    let words = size
+        .checked_mul(k)
+        .ok_or_else(|| Error::invalid(OP, format!("{size} ranks are too many")))?;
+    let mut counts = try_filled(OP, words, 0i64)?;
+    comm.all_gather(
+        Buffer::I64(&mine),
+        &try_filled(OP, size, k)?,
+        BufferMut::I64(&mut counts),
+    )?;
     traffic.calls += 1;
-    let count = |r: usize, j: usize| counts[r * k + j].max(0) as usize;
+    // every rank sees the same counts, so a bad one fails every rank alike
+    if let Some(at) = counts.iter().position(|&c| c < 0) {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "rank {} reports {} rows for its sparse gradient {}",
+                at / k,
+                counts[at],
+                at % k
+            ),
+        ));
+    }
+    let count = |r: usize, j: usize| counts[r * k + j] as usize;
 
     // indices, all as i64, one call
-    let mut idx: Vec<i64> = try_vec(OP, mine.iter().sum::<i64>().max(0) as usize)?;
+    let mut idx: Vec<i64> = try_vec(OP, total_len(OP, mine.iter().map(|&c| c as usize))?)?;
     for (_, s) in &slices {
         let i = s.indices().cast(DType::I64)?;
         idx.extend_from_slice(&i.values::<i64>(OP)?);
     }
-    let per_rank: Vec<usize> = (0..size).map(|r| (0..k).map(|j| count(r, j)).sum()).collect();
-    let mut all_idx = vec![0i64; per_rank.iter().sum()];
+    let per_rank = (0..size)
+        .map(|r| total_len(OP, (0..k).map(|j| count(r, j))))
+        .collect::<Result<Vec<usize>>>()?;
+    let mut all_idx = try_filled(OP, total_len(OP, per_rank.iter().copied())?, 0i64)?;
     comm.all_gather(Buffer::I64(&idx), &per_rank, BufferMut::I64(&mut all_idx))?;
     traffic.allgather_bytes += all_idx.len() * 8;
     traffic.calls += 1;
@@ -307,10 +328,15 @@ fn sparse_values<T: Wire>(
     if picked.is_empty() {
         return Ok(());
     }
-    let size = comm.num_ranks();
-    let per_rank: Vec<usize> = (0..size)
-        .map(|r| picked.iter().map(|&j| count(r, j) * rows[j].row).sum())
-        .collect();
+    let size = num_ranks(comm, OP)?;
+    let elems = |r: usize, j: usize| {
+        count(r, j)
+            .checked_mul(rows[j].row)
+            .ok_or_else(|| Error::invalid(OP, format!("rank {r}'s sparse gradient {j} has too many rows")))
+    };
+    let per_rank = (0..size)
+        .map(|r| total_len(OP, picked.iter().map(|&j| elems(r, j)).collect::<Result<Vec<_>>>()?))
+        .collect::<Result<Vec<usize>>>()?;
     let mut send: Vec<T> = try_vec(OP, per_rank[comm.this_rank()])?;
     for &j in &picked {
         send.extend_from_slice(&slices[j].1.values().values::<T>(OP)?);
@@ -318,7 +344,7 @@ fn sparse_values<T: Wire>(
     if send.len() != per_rank[comm.this_rank()] {
         return Err(Error::invalid(OP, "internal: sparse values of an unexpected length"));
     }
-    let mut all: Vec<T> = vec![T::from_f64(0.0); per_rank.iter().sum()];
+    let mut all: Vec<T> = try_filled(OP, total_len(OP, per_rank.iter().copied())?, T::from_f64(0.0))?;
     comm.all_gather(T::buf(&send), &per_rank, T::buf_mut(&mut all))?;
     traffic.allgather_bytes += all.len() * std::mem::size_of::<T>();
     traffic.calls += 1;
@@ -326,13 +352,13 @@ fn sparse_values<T: Wire>(
     let mut off = 0;
     for r in 0..size {
         for &j in &picked {
-            let n = count(r, j) * rows[j].row;
+            let n = elems(r, j)?;
             gathered[j].extend(scaled(&all[off..off + n], scale)?);
             off += n;
         }
     }
     for &j in &picked {
-        let n: usize = (0..size).map(|r| count(r, j)).sum();
+        let n = total_len(OP, (0..size).map(|r| count(r, j)))?;
         let mut shape = vec![n];
         shape.extend_from_slice(&rows[j].dense_shape[1..]);
         values[j] = Some(Tensor::from_vec(std::mem::take(&mut gathered[j]), &shape)?);

@@ -630,6 +630,18 @@ where
                 format!("{} shape_invariants for {} loop variables", sig.len(), vars.len()),
             ));
         }
+        if let Some((i, v)) = vars.iter().enumerate().find(|(i, v)| !sig[*i].accepts(v)) {
+            return Err(Error::invalid(
+                "while_loop",
+                format!(
+                    "loop variable {i} enters the loop with shape {:?} and dtype {}, which its shape \
+                     invariant {} does not accept",
+                    v.shape(),
+                    v.dtype(),
+                    spec_text(&sig[i])
+                ),
+            ));
+        }
     }
     if !trace::recording() {
         let mut v = loop_vars;
@@ -642,7 +654,7 @@ where
                 return Ok(v);
             }
             let next = body_fn(&v)?;
-            check_body(&opts, &vars, &tensors_of(&next))?;
+            check_body(&opts, &tensors_of(&v), &tensors_of(&next))?;
             v = next;
             count += 1;
         }
@@ -680,31 +692,44 @@ where
     loop_vars.rebuild(&mut outs.into_iter().take(n))
 }
 
-/// Fails unless the body's outputs match the loop variables in number,
-/// dtypes and (where not declared variable) shapes.
-fn check_body(opts: &WhileOptions, vars: &[Tensor], next: &[Tensor]) -> Result<()> {
+/// A shape invariant as text: its dims (`?` for one of any size) and dtype.
+fn spec_text(spec: &TensorSpec) -> String {
+    let dims: Vec<String> = spec
+        .shape
+        .iter()
+        .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
+        .collect();
+    format!("[{}] of {}", dims.join(", "), spec.dtype)
+}
+
+/// Fails unless the body's outputs `next` match the variables it was given,
+/// `prev`, in number, dtypes and (where not declared variable) shapes.
+fn check_body(opts: &WhileOptions, prev: &[Tensor], next: &[Tensor]) -> Result<()> {
     let dtypes = |ts: &[Tensor]| ts.iter().map(Tensor::dtype).collect::<Vec<_>>();
     same_dtypes(
         "while_loop",
         "the body changes the loop variables' number or dtypes",
-        &dtypes(vars),
+        &dtypes(prev),
         &dtypes(next),
     )?;
-    for (i, (v, n)) in vars.iter().zip(next).enumerate() {
-        let ok = match &opts.shape_invariants {
-            Some(sig) => sig[i].accepts(n),
-            None => v.shape() == n.shape(),
+    for (i, (v, n)) in prev.iter().zip(next).enumerate() {
+        let msg = match &opts.shape_invariants {
+            Some(sig) if !sig[i].accepts(n) => format!(
+                "the body changes loop variable {i} from shape {:?} to {:?}, which its shape invariant {} \
+                 does not accept",
+                v.shape(),
+                n.shape(),
+                spec_text(&sig[i])
+            ),
+            None if v.shape() != n.shape() => format!(
+                "the body changes loop variable {i} from shape {:?} to {:?}; declare the dims that vary in \
+                 shape_invariants",
+                v.shape(),
+                n.shape()
+            ),
+            _ => continue,
         };
-        if !ok {
-            return Err(Error::invalid(
-                "while_loop",
-                format!(
-                    "the body changes loop variable {i} from shape {:?} to {:?}; declare the dims that vary in shape_invariants",
-                    v.shape(),
-                    n.shape()
-                ),
-            ));
-        }
+        return Err(Error::invalid("while_loop", msg));
     }
     Ok(())
 }

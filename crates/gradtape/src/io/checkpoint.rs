@@ -57,11 +57,26 @@ fn our_dtype(op: &'static str, name: &str, d: Dtype) -> Result<DType> {
     })
 }
 
-/// Serialises named tensors (names must be distinct).
+/// The key safetensors reserves for the file's metadata: a tensor of that
+/// name would be written into the header where readers expect a map of
+/// strings, so that the file could not be read back.
+const RESERVED: &str = "__metadata__";
+
+/// Serialises named tensors (names must be distinct, and not the reserved
+/// `__metadata__`).
 fn serialize(op: &'static str, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
     let mut seen = HashSet::new();
     let mut data = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
+        if *name == RESERVED {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "a tensor cannot be named '{RESERVED}': safetensors reserves that key for the \
+                     file's metadata (rename the variable)"
+                ),
+            ));
+        }
         if !seen.insert(*name) {
             return Err(Error::invalid(
                 op,
@@ -162,7 +177,8 @@ fn assign_all(
 }
 
 /// Saves the variables' values to `path` (safetensors), keyed by name.
-/// Names must be distinct; a complex128 variable is an error (safetensors
+/// Names must be distinct and not `__metadata__` (the key safetensors
+/// reserves for metadata); a complex128 variable is an error (safetensors
 /// has no such dtype).
 pub fn save_safetensors(path: impl AsRef<Path>, vars: &[Variable]) -> Result<()> {
     let path = path.as_ref();

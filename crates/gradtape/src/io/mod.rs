@@ -55,29 +55,51 @@ pub(crate) fn elem_size(dtype: DType) -> usize {
 /// bytes, complex numbers as real then imaginary part). An error for a
 /// value a traced function computes (known only when its graph runs).
 pub(crate) fn to_le_bytes(t: &Tensor) -> Result<Vec<u8>> {
-    t.expect_readable("save")?;
-    fn flat<T: crate::tensor::Element, const N: usize>(t: &Tensor, f: impl Fn(T) -> [u8; N]) -> Result<Vec<u8>> {
-        Ok(t.values::<T>("save")?.iter().flat_map(|&x| f(x)).collect())
+    let mut out = Vec::new();
+    append_le_bytes("save", t, &mut out)?;
+    Ok(out)
+}
+
+/// Appends [`to_le_bytes`]'s bytes to `out`, reserving their room
+/// fallibly first ([`Error::OutOfMemory`] naming `op` for a tensor, or a
+/// huge view of one, whose bytes cannot be allocated).
+pub(crate) fn append_le_bytes(op: &'static str, t: &Tensor, out: &mut Vec<u8>) -> Result<()> {
+    t.expect_readable(op)?;
+    fn flat<T: crate::tensor::Element, const N: usize>(
+        op: &'static str,
+        t: &Tensor,
+        out: &mut Vec<u8>,
+        f: impl Fn(T) -> [u8; N],
+    ) -> Result<()> {
+        let oom = || crate::tensor::alloc::oom(op, t.numel(), N);
+        let bytes = t.numel().checked_mul(N).ok_or_else(oom)?;
+        out.try_reserve_exact(bytes).map_err(|_| oom())?;
+        out.extend(t.values::<T>(op)?.iter().flat_map(|&x| f(x)));
+        Ok(())
     }
-    Ok(match t.dtype() {
-        DType::F32 => flat(t, f32::to_le_bytes)?,
-        DType::F64 => flat(t, f64::to_le_bytes)?,
-        DType::F16 => flat(t, crate::tensor::f16::to_le_bytes)?,
-        DType::BF16 => flat(t, crate::tensor::bf16::to_le_bytes)?,
-        DType::I32 => flat(t, i32::to_le_bytes)?,
-        DType::I64 => flat(t, i64::to_le_bytes)?,
-        DType::Bool => flat(t, |b: bool| [b as u8])?,
-        DType::C64 => t
-            .values::<Complex<f32>>("save")?
-            .iter()
-            .flat_map(|c| c.re.to_le_bytes().into_iter().chain(c.im.to_le_bytes()))
-            .collect(),
-        DType::C128 => t
-            .values::<Complex<f64>>("save")?
-            .iter()
-            .flat_map(|c| c.re.to_le_bytes().into_iter().chain(c.im.to_le_bytes()))
-            .collect(),
-    })
+    fn c64(c: Complex<f32>) -> [u8; 8] {
+        let mut b = [0; 8];
+        b[..4].copy_from_slice(&c.re.to_le_bytes());
+        b[4..].copy_from_slice(&c.im.to_le_bytes());
+        b
+    }
+    fn c128(c: Complex<f64>) -> [u8; 16] {
+        let mut b = [0; 16];
+        b[..8].copy_from_slice(&c.re.to_le_bytes());
+        b[8..].copy_from_slice(&c.im.to_le_bytes());
+        b
+    }
+    match t.dtype() {
+        DType::F32 => flat(op, t, out, f32::to_le_bytes),
+        DType::F64 => flat(op, t, out, f64::to_le_bytes),
+        DType::F16 => flat(op, t, out, crate::tensor::f16::to_le_bytes),
+        DType::BF16 => flat(op, t, out, crate::tensor::bf16::to_le_bytes),
+        DType::I32 => flat(op, t, out, i32::to_le_bytes),
+        DType::I64 => flat(op, t, out, i64::to_le_bytes),
+        DType::Bool => flat(op, t, out, |b: bool| [b as u8]),
+        DType::C64 => flat(op, t, out, c64),
+        DType::C128 => flat(op, t, out, c128),
+    }
 }
 
 /// A tensor from row-major element bytes (`big_endian` for `>` NumPy

@@ -19,8 +19,10 @@
 
 use std::path::Path;
 
-use super::{elem_size, from_bytes, io_error, to_le_bytes};
+use super::{append_le_bytes, elem_size, from_bytes, io_error};
 use crate::error::{Error, Result};
+use crate::tensor::alloc::{oom, try_vec};
+use crate::tensor::layout::checked_numel;
 use crate::tensor::{DType, Tensor};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
@@ -64,7 +66,12 @@ pub fn npy_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
     let total = MAGIC.len() + 2 + len_field + header.len() + 1;
     header.push_str(&" ".repeat(total.next_multiple_of(64) - total));
     header.push('\n');
-    let mut out = Vec::with_capacity(total + 64 + t.numel() * elem_size(t.dtype()));
+    let cap = t
+        .numel()
+        .checked_mul(elem_size(t.dtype()))
+        .and_then(|n| n.checked_add(header.len() + 12))
+        .ok_or_else(|| oom("save_npy", t.numel(), elem_size(t.dtype())))?;
+    let mut out = try_vec("save_npy", cap)?;
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[version, 0]);
     if version == 1 {
@@ -73,29 +80,231 @@ pub fn npy_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&to_le_bytes(t)?);
+    append_le_bytes("save_npy", t, &mut out)?;
     Ok(out)
 }
 
-/// The value of `key` in the header dict: the text after `'key':` up to
-/// the end of the value.
-fn field<'a>(header: &'a str, key: &str) -> Result<&'a str> {
-    let bad = || Error::invalid("read_npy", format!("header has no '{key}': {header}"));
-    let start = header.find(&format!("'{key}'")).ok_or_else(bad)? + key.len() + 2;
-    let rest = header[start..]
-        .trim_start()
-        .strip_prefix(':')
-        .ok_or_else(bad)?
-        .trim_start();
-    let end = if rest.starts_with('(') {
-        rest.find(')').map(|i| i + 1)
-    } else if let Some(q) = rest.strip_prefix('\'') {
-        q.find('\'').map(|i| i + 2)
-    } else {
-        rest.find([',', '}'])
+/// The three fields of a `.npy` header.
+struct Header {
+    descr: String,
+    fortran: bool,
+    shape: Vec<usize>,
+}
+
+/// A value of the header dict: the subset of Python literals a `.npy`
+/// header holds.
+enum Value {
+    Str(String),
+    Bool(bool),
+    Tuple(Vec<usize>),
+}
+
+/// A parser of the header text, a Python dict literal, as NumPy reads it
+/// (`ast.literal_eval`, then its checks): exactly the keys `'descr'` (a
+/// string), `'fortran_order'` (`True` or `False`) and `'shape'` (a tuple of
+/// non-negative ints: `()`, `(3,)`, `(2, 3)`), in any order, a trailing
+/// comma allowed. As in Python, a key given twice keeps its last value.
+/// Ints may carry the `L` suffix of headers written by Python 2 (NumPy
+/// strips it for versions 1 and 2).
+struct Parser<'a> {
+    text: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn err(&self, what: &str) -> Error {
+        Error::invalid(
+            "read_npy",
+            format!(
+                "malformed header ({what} at byte {}): {}",
+                self.pos,
+                String::from_utf8_lossy(self.text).trim_end()
+            ),
+        )
     }
-    .ok_or_else(bad)?;
-    Ok(&rest[..end])
+
+    fn skip_ws(&mut self) {
+        while self.text.get(self.pos).is_some_and(|c| c.is_ascii_whitespace()) {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips whitespace, then consumes `c` if it comes next.
+    fn eat(&mut self, c: u8) -> bool {
+        self.skip_ws();
+        let hit = self.text.get(self.pos) == Some(&c);
+        self.pos += hit as usize;
+        hit
+    }
+
+    fn expect(&mut self, c: u8) -> Result<()> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.err(&format!("expected '{}'", c as char)))
+        }
+    }
+
+    /// A quoted string without escapes.
+    fn string(&mut self) -> Result<String> {
+        self.skip_ws();
+        let q = match self.text.get(self.pos) {
+            Some(&q @ (b'\'' | b'"')) => q,
+            _ => return Err(self.err("expected a string")),
+        };
+        let body = self.pos + 1;
+        let len = self.text[body..]
+            .iter()
+            .position(|&c| c == q || c == b'\\' || c == b'\n')
+            .filter(|&i| self.text[body + i] == q)
+            .ok_or_else(|| self.err("unterminated string (or one with escapes)"))?;
+        self.pos = body + len + 1;
+        std::str::from_utf8(&self.text[body..body + len])
+            .map(str::to_string)
+            .map_err(|_| self.err("a non-UTF-8 string"))
+    }
+
+    /// A non-negative decimal int (as Python writes it: no leading zeros,
+    /// `_` between digits), optionally with Python 2's `L` suffix.
+    fn int(&mut self) -> Result<usize> {
+        self.skip_ws();
+        let start = self.pos;
+        while self
+            .text
+            .get(self.pos)
+            .is_some_and(|c| c.is_ascii_digit() || *c == b'_')
+        {
+            self.pos += 1;
+        }
+        let raw = &self.text[start..self.pos];
+        let digits: Vec<u8> = raw.iter().copied().filter(|&c| c != b'_').collect();
+        let leading_zero = digits.len() > 1 && digits[0] == b'0' && digits.iter().any(|&c| c != b'0');
+        let bad_sep = raw.first() == Some(&b'_') || raw.last() == Some(&b'_') || raw.windows(2).any(|w| w == b"__");
+        if digits.is_empty() || leading_zero || bad_sep {
+            self.pos = start;
+            return Err(self.err("expected a non-negative int"));
+        }
+        if matches!(self.text.get(self.pos), Some(b'L' | b'l')) {
+            self.pos += 1;
+        }
+        if self
+            .text
+            .get(self.pos)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'.')
+        {
+            return Err(self.err("expected a non-negative int"));
+        }
+        std::str::from_utf8(&digits)
+            .ok()
+            .and_then(|d| d.parse::<usize>().ok())
+            .ok_or_else(|| self.err("a dimension too large for usize"))
+    }
+
+    /// A tuple of ints: `()`, `(n,)`, `(n, m, ...)` (a trailing comma
+    /// allowed once there are two). `(n)` is an int, not a tuple.
+    fn tuple(&mut self) -> Result<Vec<usize>> {
+        self.expect(b'(')?;
+        let mut dims = Vec::new();
+        if self.eat(b')') {
+            return Ok(dims);
+        }
+        loop {
+            dims.push(self.int()?);
+            if self.eat(b')') {
+                if dims.len() == 1 {
+                    return Err(self.err("a parenthesised int is not a tuple (write (n,))"));
+                }
+                return Ok(dims);
+            }
+            self.expect(b',')?;
+            if self.eat(b')') {
+                return Ok(dims);
+            }
+        }
+    }
+
+    fn value(&mut self) -> Result<Value> {
+        self.skip_ws();
+        let rest = &self.text[self.pos..];
+        let word = |w: &[u8]| {
+            rest.starts_with(w)
+                && !rest
+                    .get(w.len())
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        };
+        match rest.first() {
+            Some(b'\'' | b'"') => self.string().map(Value::Str),
+            Some(b'(') => self.tuple().map(Value::Tuple),
+            _ if word(b"True") => {
+                self.pos += 4;
+                Ok(Value::Bool(true))
+            }
+            _ if word(b"False") => {
+                self.pos += 5;
+                Ok(Value::Bool(false))
+            }
+            _ => Err(self.err("expected a string, True, False or a tuple")),
+        }
+    }
+
+    fn header(mut self) -> Result<Header> {
+        self.expect(b'{')?;
+        let (mut descr, mut fortran, mut shape) = (None, None, None);
+        while !self.eat(b'}') {
+            let key_at = self.pos;
+            let key = self.string()?;
+            self.expect(b':')?;
+            let value = self.value()?;
+            match (key.as_str(), value) {
+                ("descr", Value::Str(s)) => descr = Some(s),
+                ("fortran_order", Value::Bool(b)) => fortran = Some(b),
+                ("shape", Value::Tuple(t)) => shape = Some(t),
+                ("descr" | "fortran_order" | "shape", _) => {
+                    self.pos = key_at;
+                    return Err(self.err(&format!(
+                        "'{key}' must be {}",
+                        match key.as_str() {
+                            "descr" => "a string",
+                            "fortran_order" => "True or False",
+                            _ => "a tuple of non-negative ints",
+                        }
+                    )));
+                }
+                _ => {
+                    self.pos = key_at;
+                    return Err(self.err(&format!(
+                        "unexpected key '{key}' (a header has exactly 'descr', 'fortran_order', 'shape')"
+                    )));
+                }
+            }
+            if !self.eat(b',') {
+                self.expect(b'}')?;
+                break;
+            }
+        }
+        self.skip_ws();
+        if self.pos != self.text.len() {
+            return Err(self.err("text after the dict"));
+        }
+        match (descr, fortran, shape) {
+            (Some(descr), Some(fortran), Some(shape)) => Ok(Header { descr, fortran, shape }),
+            (d, f, _) => {
+                let missing = if d.is_none() {
+                    "descr"
+                } else if f.is_none() {
+                    "fortran_order"
+                } else {
+                    "shape"
+                };
+                Err(self.err(&format!("missing key '{missing}'")))
+            }
+        }
+    }
+}
+
+/// The header text parsed (see [`Parser`]).
+fn parse_header(text: &[u8]) -> Result<Header> {
+    Parser { text, pos: 0 }.header()
 }
 
 /// A tensor from a `.npy` file's bytes.
@@ -105,22 +314,26 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
         return Err(Error::invalid(OP, "not a .npy file (no \\x93NUMPY magic)"));
     }
     let (hlen, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
         2 | 3 if bytes.len() >= 12 => (
             u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
             12,
         ),
         v => return Err(Error::invalid(OP, format!("unsupported .npy version {v}.{}", bytes[7]))),
     };
-    let header = bytes
-        .get(start..start + hlen)
-        .and_then(|h| std::str::from_utf8(h).ok())
-        .ok_or_else(|| Error::invalid(OP, "truncated or non-UTF-8 header"))?;
-    let d = field(header, "descr")?.trim_matches('\'');
-    let (big, code) = match d.split_at(1) {
-        ("<" | "|" | "=", c) => (false, c),
-        (">", c) => (true, c),
-        _ => (false, d),
+    let text = start
+        .checked_add(hlen)
+        .and_then(|end| bytes.get(start..end))
+        .ok_or_else(|| Error::invalid(OP, format!("truncated header ({hlen} bytes announced)")))?;
+    let Header {
+        descr: d,
+        fortran,
+        shape,
+    } = parse_header(text)?;
+    let (big, code) = match d.as_bytes().first() {
+        Some(b'<' | b'|' | b'=') => (false, &d[1..]),
+        Some(b'>') => (true, &d[1..]),
+        _ => (false, d.as_str()),
     };
     let dtype = match code {
         "f2" => DType::F16,
@@ -138,21 +351,7 @@ pub fn npy_from_bytes(bytes: &[u8]) -> Result<Tensor> {
             ))
         }
     };
-    let fortran = match field(header, "fortran_order")? {
-        "True" => true,
-        "False" => false,
-        v => return Err(Error::invalid(OP, format!("bad fortran_order {v}"))),
-    };
-    let shape: Vec<usize> = field(header, "shape")?
-        .trim_matches(|c| c == '(' || c == ')')
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| Error::invalid(OP, format!("bad shape entry '{s}' in {header}")))
-        })
-        .collect::<Result<_>>()?;
+    checked_numel(OP, &shape)?;
     let data = &bytes[start + hlen..];
     if !fortran {
         return from_bytes(OP, dtype, &shape, data, big);

@@ -117,6 +117,9 @@ impl<L> Conv2DBuilder<L> {
 
     fn make(self, base: &'static str, kernel_shape: [usize; 4], rng: &mut Rng) -> Result<Conv> {
         expect_float_dtype(base, self.dtype)?;
+        if self.filters == 0 {
+            return Err(Error::invalid(base, "filters must be a positive integer, got 0"));
+        }
         if self.kernel_size.contains(&0) || self.strides.iter().chain(&self.dilations).any(|&s| s < 1) {
             return Err(Error::invalid(
                 base,

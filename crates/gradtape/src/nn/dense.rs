@@ -43,8 +43,20 @@ pub struct DenseBuilder {
 impl DenseBuilder {
     super::kernel_layer_options!("dense");
     /// Creates the layer's variables, drawing from `rng`.
+    ///
+    /// Zero `units` is an error (as in Keras), as are sizes whose kernel
+    /// cannot be shaped or allocated:
+    ///
+    /// ```
+    /// use gradtape::{nn::Dense, Rng};
+    /// assert!(Dense::new(3, 0, &mut Rng::new(0)).is_err());
+    /// assert!(Dense::builder(1 << 40, 1 << 40).build(&mut Rng::new(0)).is_err());
+    /// ```
     pub fn build(self, rng: &mut Rng) -> Result<Dense> {
         expect_float_dtype("Dense", self.dtype)?;
+        if self.units == 0 {
+            return Err(Error::invalid("Dense", "units must be a positive integer, got 0"));
+        }
         let name = self.name.unwrap_or_else(|| unique_name("dense"));
         let kernel = new_weight(
             &name,

@@ -43,6 +43,12 @@ impl Embedding {
     /// A table with a chosen initialiser and dtype.
     pub fn with_init(vocab: usize, dim: usize, init: Initializer, dtype: DType, rng: &mut Rng) -> Result<Embedding> {
         expect_float_dtype("Embedding", dtype)?;
+        if vocab == 0 || dim == 0 {
+            return Err(Error::invalid(
+                "Embedding",
+                format!("the vocabulary size and the dimension must be positive, got {vocab} and {dim}"),
+            ));
+        }
         let name = unique_name("embedding");
         let table = new_weight(&name, "embeddings", &[vocab, dim], dtype, &init, rng, true)?;
         Ok(Embedding { name, table })

@@ -19,6 +19,8 @@
 
 use crate::error::{Error, Result};
 use crate::random::Rng;
+use crate::tensor::alloc::{try_collect, try_filled, try_vec};
+use crate::tensor::layout::checked_numel;
 use crate::tensor::{DType, Tensor};
 
 /// The standard deviation of a standard normal truncated to `[-2, 2]`,
@@ -76,7 +78,14 @@ pub enum Initializer {
     },
 }
 
-/// `(fan_in, fan_out)` of a weight shape, as Keras computes them.
+/// `(fan_in, fan_out)` of a weight shape, as Keras computes them (in
+/// `f64`, so that no product of dimensions can overflow).
+///
+/// ```
+/// use gradtape::nn::init::fans;
+/// assert_eq!(fans(&[3, 3, 2, 8]), (18.0, 72.0));
+/// assert_eq!(fans(&[1 << 40, 1 << 40, 1, 1]).0, 2f64.powi(80));
+/// ```
 pub fn fans(shape: &[usize]) -> (f64, f64) {
     match shape {
         [] => (1.0, 1.0),
@@ -84,8 +93,8 @@ pub fn fans(shape: &[usize]) -> (f64, f64) {
         [i, o] => (*i as f64, *o as f64),
         _ => {
             let r = shape.len();
-            let receptive: usize = shape[..r - 2].iter().product();
-            ((shape[r - 2] * receptive) as f64, (shape[r - 1] * receptive) as f64)
+            let receptive: f64 = shape[..r - 2].iter().map(|&d| d as f64).product();
+            (shape[r - 2] as f64 * receptive, shape[r - 1] as f64 * receptive)
         }
     }
 }
@@ -116,9 +125,9 @@ impl Initializer {
             }
         };
         match *self {
-            Initializer::Zeros => Ok(Tensor::zeros(shape, dtype)),
-            Initializer::Ones => Ok(Tensor::ones(shape, dtype)),
-            Initializer::Constant(v) => Ok(Tensor::full(shape, v, dtype)),
+            Initializer::Zeros => Tensor::try_zeros(shape, dtype),
+            Initializer::Ones => Tensor::try_ones(shape, dtype),
+            Initializer::Constant(v) => Tensor::try_full(shape, v, dtype),
             Initializer::RandomUniform { lo, hi } => rng.uniform(shape, lo, hi, dtype),
             Initializer::RandomNormal { mean, std } => rng.normal(shape, mean, std, dtype),
             Initializer::TruncatedNormal { mean, std } => rng.truncated_normal(shape, mean, std, dtype),
@@ -143,13 +152,17 @@ fn orthogonal(shape: &[usize], gain: f64, dtype: DType, rng: &mut Rng) -> Result
         return Err(Error::invalid(OP, format!("needs a shape of rank >= 2, got {shape:?}")));
     }
     let cols = shape[shape.len() - 1];
-    let rows: usize = shape[..shape.len() - 1].iter().product();
+    let total = checked_numel(OP, shape)?;
+    let rows = total.checked_div(cols).unwrap_or(0);
+    if total == 0 {
+        return Tensor::try_zeros(shape, dtype);
+    }
     let (m, n) = (rows.max(cols), rows.min(cols));
     let a = rng.normal(&[m, n], 0.0, 1.0, DType::F64)?.to_vec::<f64>()?;
     // column j of the m x n matrix, orthonormalised against the earlier ones
-    let mut q: Vec<Vec<f64>> = Vec::with_capacity(n);
+    let mut q: Vec<Vec<f64>> = try_vec(OP, n)?;
     for j in 0..n {
-        let mut v: Vec<f64> = (0..m).map(|i| a[i * n + j]).collect();
+        let mut v: Vec<f64> = try_collect(OP, (0..m).map(|i| a[i * n + j]))?;
         for u in &q {
             let d: f64 = u.iter().zip(&v).map(|(a, b)| a * b).sum();
             v.iter_mut().zip(u).for_each(|(x, u)| *x -= d * u);
@@ -162,7 +175,7 @@ fn orthogonal(shape: &[usize], gain: f64, dtype: DType, rng: &mut Rng) -> Result
         q.push(v);
     }
     // the rows x cols result: Q (m x n) when rows >= cols, else its transpose
-    let mut out = vec![0.0f64; rows * cols];
+    let mut out = try_filled(OP, total, 0.0f64)?;
     for (j, col) in q.iter().enumerate() {
         for (i, &x) in col.iter().enumerate() {
             let (r, c) = if rows >= cols { (i, j) } else { (j, i) };

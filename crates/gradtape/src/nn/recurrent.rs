@@ -14,7 +14,25 @@ use super::{expect_float_dtype, expect_input, new_weight, unique_name, Initializ
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::random::Rng;
+use crate::tensor::alloc::try_filled;
+use crate::tensor::layout::checked_numel;
 use crate::tensor::{DType, Tensor};
+
+/// `gates · units`, the width of a cell's kernels: an error for zero units
+/// (Keras: "units must be positive") or a width whose `[in_features, width]`
+/// or `[units, width]` kernel would overflow.
+fn gate_width(op: &'static str, in_features: usize, units: usize, gates: usize) -> Result<usize> {
+    if units == 0 {
+        return Err(Error::invalid(op, "units must be a positive integer, got 0"));
+    }
+    let width = units.checked_mul(gates).ok_or_else(|| Error::ShapeOverflow {
+        op,
+        shape: vec![units, gates],
+    })?;
+    checked_numel(op, &[in_features, width])?;
+    checked_numel(op, &[units, width])?;
+    Ok(width)
+}
 
 /// An LSTM cell's state: output `h` and carry `c`, each `[batch, units]`.
 #[derive(Clone, Debug)]
@@ -103,8 +121,8 @@ impl CellWeights {
     }
 
     /// Zeros `[batch, units]`.
-    fn zeros(&self, batch: usize) -> Tensor {
-        Tensor::zeros(&[batch, self.units], self.kernel.dtype())
+    fn zeros(&self, batch: usize) -> Result<Tensor> {
+        Tensor::try_zeros(&[batch, self.units], self.kernel.dtype())
     }
 }
 
@@ -121,7 +139,7 @@ fn unroll<S>(
             format!("expected inputs [batch, time, features], got shape {:?}", xs.shape()),
         ));
     }
-    let mut outs = Vec::with_capacity(xs.shape()[1]);
+    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xs.shape()[1])?;
     for x in xs.unstack(1)? {
         let (h, s) = step(&x, state)?;
         outs.push(h);
@@ -139,7 +157,7 @@ fn unroll<S>(
 /// ```
 /// use gradtape::{nn::{LSTMCell, Module}, DType, Rng, Tensor};
 /// let cell = LSTMCell::new(3, 5, &mut Rng::new(0))?;
-/// let s0 = cell.zero_state(2);
+/// let s0 = cell.zero_state(2)?;
 /// let s1 = cell.step(&Tensor::ones(&[2, 3], DType::F32), &s0)?;
 /// assert_eq!(s1.h.shape(), &[2, 5]);
 /// let (ys, last) = cell.run_sequence(&Tensor::ones(&[2, 7, 3], DType::F32), s0)?;
@@ -156,10 +174,22 @@ impl LSTMCell {
     }
 
     /// A cell of the given float dtype.
+    ///
+    /// Zero `units`, or sizes whose kernels cannot be shaped or allocated,
+    /// are errors:
+    ///
+    /// ```
+    /// use gradtape::{nn::LSTMCell, DType, Rng};
+    /// assert!(LSTMCell::with_dtype(3, 0, DType::F32, &mut Rng::new(0)).is_err());
+    /// assert!(LSTMCell::with_dtype(3, 1 << 60, DType::F32, &mut Rng::new(0)).is_err());
+    /// ```
     pub fn with_dtype(in_features: usize, units: usize, dtype: DType, rng: &mut Rng) -> Result<LSTMCell> {
-        let mut b = vec![0.0f64; 4 * units];
+        const OP: &str = "LSTMCell";
+        expect_float_dtype(OP, dtype)?;
+        let width = gate_width(OP, in_features, units, 4)?;
+        let mut b = try_filled(OP, width, 0.0f64)?;
         b[units..2 * units].iter_mut().for_each(|v| *v = 1.0);
-        let bias = Tensor::from_vec(b, &[4 * units])?;
+        let bias = Tensor::from_vec(b, &[width])?;
         Ok(LSTMCell(CellWeights::new(
             "lstm_cell",
             in_features,
@@ -176,12 +206,13 @@ impl LSTMCell {
         &self.0.name
     }
 
-    /// The zero state for a batch.
-    pub fn zero_state(&self, batch: usize) -> LSTMState {
-        LSTMState {
-            h: self.0.zeros(batch),
-            c: self.0.zeros(batch),
-        }
+    /// The zero state for a batch (an error when `[batch, units]` cannot
+    /// be shaped or allocated).
+    pub fn zero_state(&self, batch: usize) -> Result<LSTMState> {
+        Ok(LSTMState {
+            h: self.0.zeros(batch)?,
+            c: self.0.zeros(batch)?,
+        })
     }
 
     /// One step: input `x` `[batch, in]` and the previous state give the
@@ -225,7 +256,7 @@ impl Module for LSTMCell {
 /// ```
 /// use gradtape::{nn::GRUCell, DType, Rng, Tensor};
 /// let cell = GRUCell::new(3, 4, &mut Rng::new(0))?;
-/// let h = cell.step(&Tensor::ones(&[2, 3], DType::F32), &cell.zero_state(2))?;
+/// let h = cell.step(&Tensor::ones(&[2, 3], DType::F32), &cell.zero_state(2)?)?;
 /// assert_eq!(h.shape(), &[2, 4]);
 /// # Ok::<(), gradtape::Error>(())
 /// ```
@@ -239,7 +270,10 @@ impl GRUCell {
 
     /// A cell of the given float dtype.
     pub fn with_dtype(in_features: usize, units: usize, dtype: DType, rng: &mut Rng) -> Result<GRUCell> {
-        let bias = Tensor::zeros(&[2, 3 * units], DType::F64);
+        const OP: &str = "GRUCell";
+        expect_float_dtype(OP, dtype)?;
+        let width = gate_width(OP, in_features, units, 3)?;
+        let bias = Tensor::try_zeros(&[2, width], dtype)?;
         Ok(GRUCell(CellWeights::new(
             "gru_cell",
             in_features,
@@ -256,8 +290,9 @@ impl GRUCell {
         &self.0.name
     }
 
-    /// The zero state `[batch, units]`.
-    pub fn zero_state(&self, batch: usize) -> Tensor {
+    /// The zero state `[batch, units]` (an error when it cannot be shaped
+    /// or allocated).
+    pub fn zero_state(&self, batch: usize) -> Result<Tensor> {
         self.0.zeros(batch)
     }
 

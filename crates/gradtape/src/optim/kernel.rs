@@ -66,8 +66,8 @@ fn sparse_rows<T: Float>(s: &IndexedSlices) -> Result<Rows<'static, T>> {
     let idx: Vec<usize> = s.indices().f64_values("optimizer")?.into_iter().map(|i| i as usize).collect();
     let mut order: Vec<usize> = (0..idx.len()).collect();
     order.sort_by_key(|&k| idx[k]); // stable: duplicates add in their order
-    let mut rows: Vec<usize> = Vec::with_capacity(idx.len());
-    let mut vals: Vec<T> = Vec::with_capacity(idx.len() * width);
+    let mut rows: Vec<usize> = crate::tensor::alloc::try_vec("optimizer", idx.len())?;
+    let mut vals: Vec<T> = crate::tensor::alloc::try_vec("optimizer", v.len())?;
     for k in order {
         let src = &v[k * width..(k + 1) * width];
         if rows.last() == Some(&idx[k]) {

@@ -53,8 +53,10 @@
 //! ```
 //!
 //! The wrapper runs eagerly: whether a step is skipped depends on the
-//! gradients' values, so calling it inside a traced
-//! [`function`](crate::function()) is an error.
+//! gradients' values, so calling `apply`, `apply_gradients` or `minimize`
+//! inside a traced [`function`](crate::function()) is an error
+//! ([`Error::InvalidArgument`]). [`scale_loss`](LossScaleOptimizer::scale_loss)
+//! may be traced: the graph reads the scale when it runs.
 
 use super::Optimizer;
 use crate::autodiff::gradient::Gradient;
@@ -169,17 +171,32 @@ impl<O: Optimizer> LossScaleOptimizer<O> {
     }
 
     /// `loss · scale`, in `loss`'s dtype (a differentiable op: call it
-    /// under the tape that differentiates it).
+    /// under the tape that differentiates it). Inside a traced function
+    /// the scale is read from its variable when the graph runs, so a later
+    /// change of the scale is seen by the same trace.
     pub fn scale_loss(&self, loss: &Tensor) -> Result<Tensor> {
+        if crate::function::trace::recording() {
+            return loss.mul(&self.scale.read().cast(loss.dtype())?);
+        }
         loss.mul_scalar(self.loss_scale())
     }
 }
 
-/// The value of a scalar variable.
+/// The error for calling the eager-only wrapper inside a trace.
+fn traced_error(op: &'static str) -> Error {
+    Error::invalid(
+        op,
+        "dynamic loss scaling decides from the gradients' values whether to skip a step, \
+         so it runs eagerly only (call it outside the traced function)",
+    )
+}
+
+/// The stored value of a scalar state variable (also inside a trace,
+/// where a read would give a symbolic tensor): the scale and the count are
+/// only ever assigned eagerly, always as real scalars, so `item` cannot
+/// fail; NaN stands for the impossible case instead of a panic.
 fn scalar(v: &Variable) -> f64 {
-    v.read()
-        .item()
-        .expect("a loss-scale state variable holds a real scalar")
+    v.value_untraced().item().unwrap_or(f64::NAN)
 }
 
 /// Whether every element of a gradient is finite.
@@ -211,11 +228,7 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
     fn apply(&mut self, pairs: Vec<(Option<Gradient>, Variable)>) -> Result<()> {
         const OP: &str = "LossScaleOptimizer::apply";
         if crate::function::trace::recording() {
-            return Err(Error::invalid(
-                OP,
-                "dynamic loss scaling decides from the gradients' values whether to skip a step, \
-                 so it runs eagerly only (call it outside the traced function)",
-            ));
+            return Err(traced_error(OP));
         }
         let mut finite = true;
         for g in pairs.iter().filter_map(|(g, _)| g.as_ref()) {
@@ -272,6 +285,9 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
     /// Scales `loss` on `tape` (recorded there), differentiates the scaled
     /// loss with respect to `vars` and [`apply`](Self::apply)s the result.
     fn minimize(&mut self, tape: &GradientTape, loss: &Tensor, vars: &[Variable]) -> Result<()> {
+        if crate::function::trace::recording() {
+            return Err(traced_error("LossScaleOptimizer::minimize"));
+        }
         let scaled = tape.record(|| self.scale_loss(loss))?;
         let grads = tape.sparse_gradient(&scaled, vars)?;
         self.apply(grads.into_iter().zip(vars.iter().cloned()).collect())

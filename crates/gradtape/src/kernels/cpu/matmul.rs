@@ -70,10 +70,16 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tenso
     }
     let (ma, mb) = (operand(a, ta), operand(b, tb));
     if ma.cols != mb.rows {
-        return Err(Error::ShapeMismatch {
+        // the contracted axes: a's columns (its rows when transposed), b's
+        // rows (its columns when transposed)
+        return Err(Error::InnerDimMismatch {
             op: OP,
             lhs: a.shape().to_vec(),
             rhs: b.shape().to_vec(),
+            lhs_axis: a.rank() - if ta { 2 } else { 1 },
+            rhs_axis: b.rank() - if tb { 1 } else { 2 },
+            lhs_dim: ma.cols,
+            rhs_dim: mb.rows,
         });
     }
     let batch = broadcast_shapes(OP, ma.batch, mb.batch).map_err(|_| Error::ShapeMismatch {

@@ -110,11 +110,13 @@ impl Tensor {
 /// Renames a matmul error to the calling op.
 fn rename(e: Error, op: &'static str, a: &Tensor, b: &Tensor) -> Error {
     match e {
-        Error::ShapeMismatch { .. } | Error::InvalidArgument { .. } => Error::ShapeMismatch {
-            op,
-            lhs: a.shape().to_vec(),
-            rhs: b.shape().to_vec(),
-        },
+        Error::ShapeMismatch { .. } | Error::InnerDimMismatch { .. } | Error::InvalidArgument { .. } => {
+            Error::ShapeMismatch {
+                op,
+                lhs: a.shape().to_vec(),
+                rhs: b.shape().to_vec(),
+            }
+        }
         Error::UnsupportedDType { dtype, expected, .. } => Error::UnsupportedDType { op, dtype, expected },
         Error::DTypeMismatch { lhs, rhs, .. } => Error::DTypeMismatch { op, lhs, rhs },
         other => other,

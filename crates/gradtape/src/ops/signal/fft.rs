@@ -20,7 +20,7 @@ use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
 use crate::ops::desc::{FftOp, Lazy, Op};
 use crate::ops::{bind_jvp, grads, only, unsupported};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{alloc, DType, Tensor};
 
 /// Transforms every length-`n` row of `data` in place (rows of a contiguous
 /// buffer), unnormalised.
@@ -38,13 +38,19 @@ fn rows<T: FftNum>(data: &mut [Complex<T>], n: usize, inverse: bool) {
 }
 
 /// The transform of the last `rank` axes of a contiguous buffer of
-/// `shape`, scaled by `1/N` when `inverse`.
-fn transform<T>(x: &[Complex<T>], shape: &[usize], rank: usize, inverse: bool) -> Vec<Complex<T>>
+/// `shape` (transformed in place), scaled by `1/N` when `inverse`. The
+/// scratch for the columns of a 2-D transform is allocated fallibly.
+fn transform<T>(
+    op: &'static str,
+    mut out: Vec<Complex<T>>,
+    shape: &[usize],
+    rank: usize,
+    inverse: bool,
+) -> Result<Vec<Complex<T>>>
 where
     T: FftNum + num_traits::Float,
 {
     let r = shape.len();
-    let mut out = x.to_vec();
     let n = shape[r - 1];
     rows(&mut out, n, inverse);
     let mut count = n;
@@ -53,7 +59,7 @@ where
         let m = shape[r - 2];
         count *= m;
         if m > 0 && n > 0 {
-            let mut col = vec![Complex::new(T::zero(), T::zero()); m * n];
+            let mut col = alloc::try_filled(op, m * n, Complex::new(T::zero(), T::zero()))?;
             for mat in out.chunks_mut(m * n) {
                 // transpose into `col` (n rows of length m), transform, back
                 for i in 0..m {
@@ -76,7 +82,7 @@ where
             *v = *v * s;
         }
     }
-    out
+    Ok(out)
 }
 
 fn kernel(op: &'static str, x: &Tensor, rank: usize, inverse: bool) -> Result<Tensor> {
@@ -89,11 +95,11 @@ fn kernel(op: &'static str, x: &Tensor, rank: usize, inverse: bool) -> Result<Te
     let shape = x.shape();
     match x.dtype() {
         DType::C64 => {
-            let v = transform::<f32>(&x.values::<Complex<f32>>(op)?, shape, rank, inverse);
+            let v = transform::<f32>(op, x.owned_values::<Complex<f32>>(op)?, shape, rank, inverse)?;
             Tensor::from_vec(v, shape)
         }
         DType::C128 => {
-            let v = transform::<f64>(&x.values::<Complex<f64>>(op)?, shape, rank, inverse);
+            let v = transform::<f64>(op, x.owned_values::<Complex<f64>>(op)?, shape, rank, inverse)?;
             Tensor::from_vec(v, shape)
         }
         d => Err(unsupported(op, d, "complex64 or complex128 (use rfft for real input)")),

@@ -105,7 +105,7 @@ fn reduce_kernel<T: Num>(
     };
     let mut out = alloc::try_vec::<T>(op, n)?;
     out.resize(n, init);
-    let mut seen = vec![false; num];
+    let mut seen = alloc::try_filled(op, num, false)?;
     #[allow(clippy::eq_op)]
     let is_nan = |x: T| x != x;
     for (i, &s) in ids.iter().enumerate() {

@@ -421,25 +421,27 @@ fn unique_kernel<T: Num>(op: &'static str, x: &Tensor) -> Result<(Tensor, Tensor
     let v = x.values::<T>(op)?;
     let n = v.len();
     // sort positions by value, group runs of equal values, then number the
-    // groups by their first appearance
-    let mut pos: Vec<usize> = (0..n).collect();
+    // groups by their first appearance (every buffer allocated fallibly)
+    let mut pos: Vec<usize> = alloc::try_collect(op, 0..n)?;
     pos.sort_by(|&p, &q| order(&v[p], &v[q]).then(p.cmp(&q)));
-    let mut group = vec![0usize; n];
-    let mut firsts: Vec<usize> = Vec::new();
+    let mut group = alloc::try_filled(op, n, 0usize)?;
+    let groups = pos.windows(2).filter(|w| v[w[0]] != v[w[1]]).count() + usize::from(n > 0);
+    let mut firsts: Vec<usize> = alloc::try_vec(op, groups)?;
     for (r, &p) in pos.iter().enumerate() {
         if r == 0 || v[pos[r - 1]] != v[p] {
             firsts.push(p);
         }
         group[p] = firsts.len() - 1;
     }
-    let mut rank: Vec<usize> = (0..firsts.len()).collect();
+    drop(pos);
+    let mut rank: Vec<usize> = alloc::try_collect(op, 0..firsts.len())?;
     rank.sort_by_key(|&g| firsts[g]);
-    let mut number = vec![0usize; firsts.len()];
+    let mut number = alloc::try_filled(op, firsts.len(), 0usize)?;
     for (k, &g) in rank.iter().enumerate() {
         number[g] = k;
     }
-    let values: Vec<T> = rank.iter().map(|&g| v[firsts[g]]).collect();
-    let idx: Vec<i64> = group.iter().map(|&g| number[g] as i64).collect();
+    let values: Vec<T> = alloc::try_collect(op, rank.iter().map(|&g| v[firsts[g]]))?;
+    let idx: Vec<i64> = alloc::try_collect(op, group.iter().map(|&g| number[g] as i64))?;
     Ok((Tensor::from_vec(values, &[firsts.len()])?, Tensor::from_vec(idx, &[n])?))
 }
 
