@@ -49,6 +49,7 @@ mod case;
 mod fit;
 mod ops;
 mod run;
+mod surfaces;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
