@@ -8,7 +8,7 @@ use super::graph::Graph;
 use super::sizes;
 use super::structure::{reuse_leaves, tensors_of, Leaf, TensorStruct};
 use super::trace;
-use crate::autodiff::tape;
+use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor, TensorId};
 
@@ -75,12 +75,13 @@ pub struct FunctionOptions {
     /// Tracing more often than this is an error (a retracing storm).
     pub max_traces: Option<usize>,
     /// A fixed signature: a call that does not fit it is an error (never a
-    /// retrace). Where it has `None` dims, the first trace is checked by a
-    /// second at other sizes (see the [`function`](mod@crate::function)
-    /// module): a graph whose numbers do not depend on those sizes serves
-    /// every call that fits; one that does (a mean divides by the count, a
-    /// reshape target read from a shape) is traced once per size, so no call
-    /// gets another size's numbers.
+    /// retrace). Where it has `None` dims, a call at a size not seen before
+    /// is traced as a check (see the [`function`](mod@crate::function)
+    /// module): a graph already made that the check reproduces serves it,
+    /// so one graph serves every size of a function whose numbers do not
+    /// depend on those sizes; one whose numbers do (a mean divides by the
+    /// count, a reshape target read from a shape) gets a graph per size, so
+    /// no call gets another size's numbers.
     pub input_signature: Option<Vec<TensorSpec>>,
     /// Whether traced graphs go through the compiler (constant folding,
     /// simplification, fusion; see the `compile` module) before they run.
@@ -101,18 +102,39 @@ impl Default for FunctionOptions {
 }
 
 struct Entry<O> {
+    /// the calls it may serve: the traced dtypes and shapes, or the
+    /// signature's (with `None` dims)
     key: Vec<LeafKey>,
+    /// for a key with `None` dims, the exact keys (sizes) checked to trace
+    /// to this graph, most recently used last; the calls it serves
+    sizes: Vec<Vec<LeafKey>>,
+    /// the trace as recorded, to compare other sizes' traces with
+    traced: Option<Traced>,
     concrete: Arc<ConcreteFunction>,
     template: Arc<O>,
 }
+
+/// What a trace at another size must match (see [`sizes`](super::sizes)).
+struct Traced {
+    graph: Graph,
+    captures: Vec<TensorId>,
+    variables: Vec<TensorId>,
+}
+
+impl<O> Entry<O> {
+    /// Whether the entry serves these leaves without a new trace.
+    fn serves(&self, leaves: &[Leaf<'_>]) -> bool {
+        fits(&self.key, leaves) && (self.traced.is_none() || self.sizes.iter().any(|k| fits(k, leaves)))
+    }
+}
+
+/// How many sizes an entry of a signature with `None` dims remembers.
+const MAX_SIZES: usize = 64;
 
 struct Cache<O> {
     /// most recently used last
     entries: Vec<Entry<O>>,
     traces: usize,
-    /// keys with `None` dims whose graphs depend on those dims' sizes (see
-    /// [`sizes`](super::sizes)): each size is traced on its own
-    sized: Vec<Vec<LeafKey>>,
 }
 
 /// A closure traced into a graph on its first call with each input
@@ -189,7 +211,6 @@ where
             cache: Mutex::new(Cache {
                 entries: Vec::new(),
                 traces: 0,
-                sized: Vec::new(),
             }),
             reuse: Mutex::new(CallVecs::default()),
             _input: std::marker::PhantomData,
@@ -198,10 +219,10 @@ where
 
     /// How many times the closure has been traced.
     ///
-    /// The first trace of a signature with `None` dims runs the closure
-    /// once more, at other sizes, to find out whether its graph serves
-    /// every size (see [`FunctionOptions::input_signature`]); that probe is
-    /// not counted.
+    /// With a signature that has `None` dims, a call at a size not seen
+    /// before traces the closure to check that it gives a graph already
+    /// made (see [`FunctionOptions::input_signature`]); such a check is not
+    /// counted, only traces that make a new graph.
     pub fn trace_count(&self) -> usize {
         self.lock().traces
     }
@@ -262,57 +283,53 @@ where
     /// graph is found without making its key (no allocation).
     fn lookup_leaves(&self, args: &I, leaves: &[Leaf<'_>]) -> Result<(Arc<ConcreteFunction>, Arc<O>)> {
         {
-            // a key's specs are the traced shapes, or the signature's (which
-            // these leaves fit exactly when `key` would make that key)
             let mut cache = self.lock();
-            if let Some(i) = cache.entries.iter().position(|e| fits(&e.key, leaves)) {
+            if let Some(i) = cache.entries.iter().position(|e| e.serves(leaves)) {
                 let e = cache.entries.remove(i);
                 let hit = (e.concrete.clone(), e.template.clone());
                 cache.entries.push(e);
                 return Ok(hit);
             }
         }
-        let mut key = self.key(leaves)?;
-        {
-            let mut cache = self.lock();
-            if cache.sized.contains(&key) {
-                key = exact_key(leaves);
-            }
-            if let Some(i) = cache.entries.iter().position(|e| e.key == key) {
-                let e = cache.entries.remove(i);
-                let hit = (e.concrete.clone(), e.template.clone());
-                cache.entries.push(e);
-                return Ok(hit);
-            }
-            if let Some(max) = self.options.max_traces {
-                if cache.traces >= max {
-                    return Err(Error::invalid(
-                        "function",
-                        format!(
-                            "'{}' would be traced a {}th time (max_traces = {max}); calls with new shapes or \
-                             dtypes retrace: give it an input_signature with None dims",
-                            self.options.name,
-                            max + 1
-                        ),
-                    ));
-                }
-            }
+        // (fails for calls that do not fit the signature)
+        let key = self.key(leaves)?;
+        let sized = has_unknown_dims(&key);
+        if !sized {
+            self.check_max_traces()?;
         }
         // trace without holding the lock (the closure may call this function)
         let traced = self.trace(args)?;
-        let sized = has_unknown_dims(&key) && !self.serves_every_size(args, leaves, &key, &traced);
+        let exact = exact_key(leaves);
+        if sized {
+            // another size of a signature with `None` dims: an entry whose
+            // trace is this one's serves it too
+            let mut cache = self.lock();
+            let found = cache
+                .entries
+                .iter()
+                .position(|e| e.key == key && e.traced.as_ref().is_some_and(|t| t.matches(&traced)));
+            if let Some(i) = found {
+                let mut e = cache.entries.remove(i);
+                if e.sizes.len() >= MAX_SIZES {
+                    e.sizes.remove(0);
+                }
+                e.sizes.push(exact);
+                let hit = (e.concrete.clone(), e.template.clone());
+                cache.entries.push(e);
+                return Ok(hit);
+            }
+            drop(cache);
+            self.check_max_traces()?;
+        }
+        let record = sized.then(|| Traced::of(&traced));
         let (concrete, template) = self.finish(args, traced)?;
         let template = Arc::new(template);
         let mut cache = self.lock();
-        if sized {
-            if !cache.sized.contains(&key) {
-                cache.sized.push(key);
-            }
-            key = exact_key(leaves);
-        }
         cache.traces += 1;
         cache.entries.push(Entry {
             key,
+            sizes: vec![exact],
+            traced: record,
             concrete: concrete.clone(),
             template: template.clone(),
         });
@@ -320,6 +337,25 @@ where
             cache.entries.remove(0);
         }
         Ok((concrete, template))
+    }
+
+    /// Fails if one more trace would pass [`FunctionOptions::max_traces`].
+    fn check_max_traces(&self) -> Result<()> {
+        let Some(max) = self.options.max_traces else {
+            return Ok(());
+        };
+        if self.lock().traces >= max {
+            return Err(Error::invalid(
+                "function",
+                format!(
+                    "'{}' would be traced a {}th time (max_traces = {max}); calls with new shapes or \
+                     dtypes retrace: give it an input_signature with None dims",
+                    self.options.name,
+                    max + 1
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Traces the closure on `args` (nested in the current trace, if one
@@ -333,37 +369,6 @@ where
             let outs = tensors_of(&o);
             Ok((o, outs))
         })
-    }
-
-    /// Whether the graph `traced` (traced on `args`, whose key has `None`
-    /// dims) serves every size of those dims: the closure traced again on
-    /// tensors one larger there gives the same graph (see
-    /// [`sizes`](super::sizes)).
-    fn serves_every_size(&self, args: &I, leaves: &[Leaf<'_>], key: &[LeafKey], traced: &trace::Traced<O>) -> bool {
-        let specs: Vec<Option<&TensorSpec>> = key
-            .iter()
-            .filter_map(|k| match k {
-                LeafKey::Tensor(s) => Some(sizes::has_unknown_dims(s).then_some(s)),
-                _ => None,
-            })
-            .collect();
-        // (made outside any trace or tape: the probe's inputs are no ops of theirs)
-        let probe = trace::paused(|| {
-            tape::without_tapes(|| {
-                sizes::probe_tensors(leaves, &specs).and_then(|t| args.rebuild(&mut t.into_iter()))
-            })
-        });
-        let Ok(probe) = probe else { return false };
-        let Ok(other) = self.trace(&probe) else { return false };
-        sizes::same_graph(&traced.graph, &other.graph)
-            && traced.captures.len() == other.captures.len()
-            && traced.captures.iter().zip(&other.captures).all(|(a, b)| a.id() == b.id())
-            && traced.variables.len() == other.variables.len()
-            && traced
-                .variables
-                .iter()
-                .zip(&other.variables)
-                .all(|(a, b)| a.handle() == b.handle())
     }
 
     /// The concrete function of a finished trace, and its output structure.
@@ -460,6 +465,23 @@ fn exact_key(leaves: &[Leaf<'_>]) -> Vec<LeafKey> {
             Leaf::Tag(t) => LeafKey::Tag(*t),
         })
         .collect()
+}
+
+impl Traced {
+    fn of<O>(t: &trace::Traced<O>) -> Traced {
+        Traced {
+            graph: t.graph.clone(),
+            captures: t.captures.iter().map(Tensor::id).collect(),
+            variables: t.variables.iter().map(Variable::handle).collect(),
+        }
+    }
+
+    /// Whether `t` recorded this graph, capturing and reading the same.
+    fn matches<O>(&self, t: &trace::Traced<O>) -> bool {
+        sizes::same_graph(&self.graph, &t.graph)
+            && self.captures.iter().copied().eq(t.captures.iter().map(Tensor::id))
+            && self.variables.iter().copied().eq(t.variables.iter().map(Variable::handle))
+    }
 }
 
 /// The tensor put in structure templates.

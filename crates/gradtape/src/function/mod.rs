@@ -18,11 +18,12 @@
 //! [`FunctionOptions::max_cached`] most recently used graphs). To prevent a
 //! retracing storm give an [`input_signature`](FunctionOptions::input_signature)
 //! with `None` for dims that vary: calls that do not fit are errors, and
-//! one trace serves every call that fits unless the graph depends on the
-//! sizes of those dims. That is checked by tracing once more at other
-//! sizes: a graph with a number derived from them (a mean's count, a
-//! reshape or broadcast target, a constant of that size) is traced once per
-//! size instead, never run with the traced size's numbers.
+//! one graph serves every call that fits unless its numbers depend on the
+//! sizes of those dims. A call at a size not seen before is traced as a
+//! check, and runs a graph already made only if its trace is that graph; a
+//! graph with a number derived from the sizes (a mean's count, a reshape
+//! or broadcast target, a constant of that size) is made once per size
+//! instead, never run with another size's numbers.
 //! [`FunctionOptions::max_traces`] turns a storm into an error too.
 //!
 //! **What a function captures.** Rust code in the closure runs only while

@@ -1,77 +1,35 @@
-//! Whether one traced graph serves every size of a signature's `None` dims.
+//! Whether one traced graph serves several sizes of a signature's `None`
+//! dims.
 //!
 //! A trace runs the closure on the call's own tensors, so every number the
 //! closure derives from a shape (a mean's count, a reshape's or a
 //! broadcast's target, the shape of a constant it makes, a Rust branch on a
-//! size) is fixed in the graph. A graph with no such number serves every
-//! size of an [`input_signature`](super::FunctionOptions::input_signature)'s
+//! size) is fixed in the graph. A graph with no such number serves other
+//! sizes of an [`input_signature`](super::FunctionOptions::input_signature)'s
 //! `None` dims: its nodes re-derive their shapes from their inputs when it
 //! runs, as eager ops do. A graph with one would give the traced number at
 //! other sizes: a mean dividing by the traced count, a silently wrong
 //! answer.
 //!
-//! **How it is decided.** After the first trace of a signature with `None`
-//! dims, the closure is traced once more (the *probe*) on tensors whose
-//! `None` dims are one larger (rows repeated from the call's own tensors, so
-//! indices and labels stay valid). If the two graphs are the same node for
-//! node (same ops, same attributes, same constants, values connected the
-//! same way; shapes aside), no number in them depends on those dims, and
-//! the graph serves every size. Otherwise (or if the probe fails) the
-//! function is *specialised*: each size gets a trace of its own, as without
-//! a signature, so the answer is always the eager one.
-//!
-//! A size can still hide from two probes (a Rust `if` comparing a size
-//! with a threshold between them): the module docs of
-//! [`function`](mod@crate::function) say that Rust code on shapes is fixed
-//! at trace time.
+//! **How it is decided.** A call at a size no graph of its signature has
+//! served yet traces the closure at that size, as a check. If that trace
+//! is the same graph as one already made, node for node (same ops, same
+//! attributes, same constants, values connected the same way; shapes
+//! aside), that graph serves the size from then on: no number in it
+//! depends on the difference, whatever the closure does with sizes. If
+//! not, the new trace becomes a graph of its own. So one graph serves every
+//! size of a function whose graph does not depend on them (one trace
+//! counted, one check per new size), each size of a mean gets its own
+//! graph, and no call ever runs a graph traced for numbers of another size.
 
 use super::graph::Graph;
-use super::structure::Leaf;
 use super::TensorSpec;
-use crate::error::Result;
 use crate::ops::desc::Op;
 use crate::tensor::{Element, Tensor};
 
 /// Whether a signature has a dim of any size.
 pub(crate) fn has_unknown_dims(spec: &TensorSpec) -> bool {
     spec.shape.iter().any(Option::is_none)
-}
-
-/// The probe's tensors: each tensor leaf grown by one along the dims its
-/// spec leaves unknown (`specs` has one entry per tensor leaf, `None` for a
-/// leaf kept as it is).
-pub(crate) fn probe_tensors(leaves: &[Leaf<'_>], specs: &[Option<&TensorSpec>]) -> Result<Vec<Tensor>> {
-    let tensors = leaves.iter().filter_map(|l| match l {
-        Leaf::Tensor(t) => Some(*t),
-        _ => None,
-    });
-    tensors
-        .zip(specs)
-        .map(|(t, spec)| {
-            let mut t = t.clone();
-            let Some(spec) = spec else { return Ok(t) };
-            for (axis, d) in spec.shape.iter().enumerate() {
-                if d.is_none() {
-                    t = grow(&t, axis)?;
-                }
-            }
-            Ok(t)
-        })
-        .collect()
-}
-
-/// `t` with one more row along `axis`: its first row again, or zeros when
-/// it has none.
-fn grow(t: &Tensor, axis: usize) -> Result<Tensor> {
-    let ax = axis as isize;
-    let row = if t.shape()[axis] == 0 {
-        let mut shape = t.shape().to_vec();
-        shape[axis] = 1;
-        Tensor::try_zeros(&shape, t.dtype())?
-    } else {
-        t.narrow(ax, 0, 1)?
-    };
-    Tensor::concat(&[t, &row], ax)
 }
 
 /// Whether two traces of one closure are the same graph, shapes aside:
@@ -125,17 +83,6 @@ fn same_const(x: &Tensor, y: &Tensor) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DType;
-
-    #[test]
-    fn grow_repeats_the_first_row_or_adds_zeros() -> Result<()> {
-        let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
-        assert_eq!(grow(&t, 0)?.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0, 1.0, 2.0]);
-        assert_eq!(grow(&t, 1)?.to_vec::<f32>()?, vec![1.0, 2.0, 1.0, 3.0, 4.0, 3.0]);
-        let empty = Tensor::try_zeros(&[0, 3], DType::I64)?;
-        assert_eq!(grow(&empty, 0)?.shape(), &[1, 3]);
-        Ok(())
-    }
 
     #[test]
     fn constants_compare_by_bits() {
