@@ -401,9 +401,7 @@ fn segment_prod_is_exact_at_zeros_to_second_order() -> Result<()> {
     let r = check_gradients(sorted, &[x.clone()], &opts)?;
     assert!(r.max_err_second.is_some());
     // unsorted: the segments interleaved, a dropped row, an empty segment
-    let unsorted = |x: &[Tensor]| {
-        sq(x[0].unsorted_segment_prod(&ids(&[2, 0, 2, 0, 1, 3, 1, 5, 3, 3, -1, 0, 1]), 6))
-    };
+    let unsorted = |x: &[Tensor]| sq(x[0].unsorted_segment_prod(&ids(&[2, 0, 2, 0, 1, 3, 1, 5, 3, 3, -1, 0, 1]), 6));
     check_gradients(unsorted, &[x.clone()], &opts)?;
     // 2-D data and 2-D ids
     let x2 = Tensor::from_vec(vec![0.0f64, 1.5, 0.0, 2.0, -1.0, 0.0, 0.0, 0.5], &[2, 2, 2])?;
@@ -419,7 +417,11 @@ fn segment_prod_is_exact_at_zeros_to_second_order() -> Result<()> {
         let h = hessian(
             |x| {
                 let s = ids(&[0, 0, 0, 1, 1, 2, 2]);
-                let p = if unsorted { x.unsorted_segment_prod(&s, 3)? } else { x.segment_prod(&s)? };
+                let p = if unsorted {
+                    x.unsorted_segment_prod(&s, 3)?
+                } else {
+                    x.segment_prod(&s)?
+                };
                 p.mul(&w)?.sum_all()
             },
             &x,
@@ -490,7 +492,13 @@ fn empty_segment_fills_match_tensorflow_for_every_dtype() -> Result<()> {
     }
     // the integer fills exactly
     let xi = Tensor::vector(&[1i64, 2]);
-    assert_eq!(xi.unsorted_segment_max(&ids(&[0, 0]), 2)?.to_vec::<i64>()?, [2, i64::MIN]);
-    assert_eq!(xi.unsorted_segment_min(&ids(&[0, 0]), 2)?.to_vec::<i64>()?, [1, i64::MAX]);
+    assert_eq!(
+        xi.unsorted_segment_max(&ids(&[0, 0]), 2)?.to_vec::<i64>()?,
+        [2, i64::MIN]
+    );
+    assert_eq!(
+        xi.unsorted_segment_min(&ids(&[0, 0]), 2)?.to_vec::<i64>()?,
+        [1, i64::MAX]
+    );
     Ok(())
 }

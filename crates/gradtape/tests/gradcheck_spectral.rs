@@ -44,7 +44,9 @@ fn table() -> Vec<Case> {
             "qr wide Q and R",
             |x| {
                 let (q, r) = x[0].qr()?;
-                q.square()?.sum_all()?.add(&r.matmul_with(&r, true, false)?.square()?.sum_all()?)
+                q.square()?
+                    .sum_all()?
+                    .add(&r.matmul_with(&r, true, false)?.square()?.sum_all()?)
             },
             &[2, 2, 3],
         ),

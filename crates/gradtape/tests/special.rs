@@ -386,7 +386,10 @@ fn betainc_gradient_at_the_endpoints_matches_tensorflow() -> Result<()> {
         let g = grad(&x, |x| Tensor::betainc(&v(&[a, a]), &v(&[b, b]), x))?;
         same(&g.to_vec::<f64>()?, &want, 1e-13);
         // the values themselves: 0 and 1
-        assert_eq!(Tensor::betainc(&v(&[a, a]), &v(&[b, b]), &x)?.to_vec::<f64>()?, [0.0, 1.0]);
+        assert_eq!(
+            Tensor::betainc(&v(&[a, a]), &v(&[b, b]), &x)?.to_vec::<f64>()?,
+            [0.0, 1.0]
+        );
     }
     Ok(())
 }
@@ -399,7 +402,11 @@ fn digamma_and_polygamma_at_the_poles_match_tensorflow() -> Result<()> {
     // TF 2.21: tf.math.digamma(x) and tf.math.polygamma(n, x), float64
     // (JAX's digamma is NaN at the poles too)
     let (d_m25, d_1) = (1.1031566406452433, -0.5772156649015329);
-    same(&x.digamma()?.to_vec::<f64>()?, &[nan, nan, nan, nan, nan, d_m25, d_1], 1e-13);
+    same(
+        &x.digamma()?.to_vec::<f64>()?,
+        &[nan, nan, nan, nan, nan, d_m25, d_1],
+        1e-13,
+    );
     let want: [(f64, [f64; 7]); 5] = [
         (0.0, [nan, nan, nan, nan, nan, d_m25, d_1]),
         (1.0, [inf, inf, inf, inf, inf, 9.53924664, 1.64493407]),
@@ -414,7 +421,11 @@ fn digamma_and_polygamma_at_the_poles_match_tensorflow() -> Result<()> {
     }
     // TF 2.21: gradients of lgamma (digamma: NaN at the poles) and of
     // digamma (polygamma(1, ·): +inf at the poles)
-    same(&grad(&x, |x| x.lgamma())?.to_vec::<f64>()?, &[nan, nan, nan, nan, nan, d_m25, d_1], 1e-13);
+    same(
+        &grad(&x, |x| x.lgamma())?.to_vec::<f64>()?,
+        &[nan, nan, nan, nan, nan, d_m25, d_1],
+        1e-13,
+    );
     same(
         &grad(&x, |x| x.digamma())?.to_vec::<f64>()?,
         &[inf, inf, inf, inf, inf, 9.53924664, 1.64493407],
@@ -454,7 +465,11 @@ fn igamma_gradient_in_a_matches_tensorflow_and_mpmath() -> Result<()> {
     };
     let a = v(&[0.7, 2.5, 4.0, 1.2]);
     let x = v(&[0.4, 3.5, 2.0, 6.0]);
-    gradtape::check_gradients(|t| Tensor::igamma(&t[0], &t[1])?.square(), &[a.clone(), x.clone()], &opts)?;
+    gradtape::check_gradients(
+        |t| Tensor::igamma(&t[0], &t[1])?.square(),
+        &[a.clone(), x.clone()],
+        &opts,
+    )?;
     gradtape::check_gradients(|t| Tensor::igammac(&t[0], &t[1])?.square(), &[a, x], &opts)?;
     Ok(())
 }

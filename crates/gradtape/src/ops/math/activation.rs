@@ -127,7 +127,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn elu(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| fmap!("elu", x, |v| if v > T::zero() { v } else { v.expm1_() }))?;
+        let y = in_f32(self, |x| {
+            fmap!("elu", x, |v| if v > T::zero() { v } else { v.expm1_() })
+        })?;
         Ok(bind_jvp(
             Unary::Elu,
             &[self],

@@ -67,7 +67,11 @@ fn hurwitz_zeta(s: f64, q: f64) -> f64 {
     ];
     if q <= 0.0 && (q.fract() == 0.0 || s.fract() != 0.0) {
         let even_s = s.fract() == 0.0 && (s % 2.0) == 0.0;
-        return if q.fract() == 0.0 && even_s { f64::INFINITY } else { f64::NAN };
+        return if q.fract() == 0.0 && even_s {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     // direct terms until the argument is large (a negative q included:
     // (q + k)^-s with an integer s)
@@ -315,8 +319,8 @@ impl Tensor {
             let lbeta = a.lgamma()?.add(&b.lgamma()?)?.sub(&a.add(b)?.lgamma()?)?;
             // xlogy / xlog1py (as TF): at x = 0 with a = 1 (x = 1 with b = 1)
             // the term is 0, not 0 · -inf = NaN
-            let log_density = Tensor::xlogy(&a.add_scalar(-1.0)?, x)?
-                .add(&Tensor::xlog1py(&b.add_scalar(-1.0)?, &x.neg()?)?)?;
+            let log_density =
+                Tensor::xlogy(&a.add_scalar(-1.0)?, x)?.add(&Tensor::xlog1py(&b.add_scalar(-1.0)?, &x.neg()?)?)?;
             Ok(vec![None, None, Some(g.mul(&log_density.sub(&lbeta)?.exp()?)?)])
         })
     }
@@ -448,7 +452,9 @@ fn igamma_da(a: f64, x: f64) -> f64 {
             (pkm2, pkm1, qkm2, qkm1) = (pkm1, pk, qkm1, qk);
             (dpkm2, dpkm1, dqkm2, dqkm1) = (dpkm1, dpk, dqkm1, dqk);
             if pk.abs() > BIG {
-                for t in [&mut pkm2, &mut pkm1, &mut qkm2, &mut qkm1, &mut dpkm2, &mut dpkm1, &mut dqkm2, &mut dqkm1] {
+                for t in [
+                    &mut pkm2, &mut pkm1, &mut qkm2, &mut qkm1, &mut dpkm2, &mut dpkm1, &mut dqkm2, &mut dqkm1,
+                ] {
                     *t /= BIG;
                 }
             }

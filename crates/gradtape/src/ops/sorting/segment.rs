@@ -91,9 +91,15 @@ fn reduce_kernel<T: Num>(
     let (lowest, highest) = if T::DTYPE == DType::F32 {
         (T::from_f64(f32::MIN as f64), T::from_f64(f32::MAX as f64))
     } else if T::DTYPE == DType::F16 {
-        (T::from_f64(half::f16::MIN.to_f64()), T::from_f64(half::f16::MAX.to_f64()))
+        (
+            T::from_f64(half::f16::MIN.to_f64()),
+            T::from_f64(half::f16::MAX.to_f64()),
+        )
     } else if T::DTYPE == DType::BF16 {
-        (T::from_f64(half::bf16::MIN.to_f64()), T::from_f64(half::bf16::MAX.to_f64()))
+        (
+            T::from_f64(half::bf16::MIN.to_f64()),
+            T::from_f64(half::bf16::MAX.to_f64()),
+        )
     } else if T::DTYPE == DType::F64 {
         (T::from_f64(f64::MIN), T::from_f64(f64::MAX))
     } else if T::DTYPE == DType::I32 {
@@ -184,7 +190,10 @@ fn others_product(d: &Tensor, ids: &Tensor, num: usize) -> Result<Tensor> {
     let step = |p: &Tensor, by: usize, back: bool| -> Result<Tensor> {
         let (o, inside) = if back {
             let o = pos.add_scalar(-(by as f64))?;
-            (o.maximum(&o.scalar_like(0.0)?)?, pos.lt_scalar(by as f64)?.logical_not()?)
+            (
+                o.maximum(&o.scalar_like(0.0)?)?,
+                pos.lt_scalar(by as f64)?.logical_not()?,
+            )
         } else {
             let o = pos.add_scalar(by as f64)?;
             (o.minimum(&o.scalar_like((n - 1) as f64)?)?, o.lt_scalar(n as f64)?)
