@@ -398,11 +398,11 @@ fn segment_prod_is_exact_at_zeros_to_second_order() -> Result<()> {
     let x = Tensor::vector(&[3.0f64, 0.0, 0.0, 2.0, 0.0, 5.0, 4.0, 0.0, 0.0, 0.0, 1.5, -2.0, 0.5]);
     let opts = CheckOptions::default();
     let sorted = |x: &[Tensor]| sq(x[0].segment_prod(&ids(&[0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4])));
-    let r = check_gradients(sorted, &[x.clone()], &opts)?;
+    let r = check_gradients(sorted, std::slice::from_ref(&x), &opts)?;
     assert!(r.max_err_second.is_some());
     // unsorted: the segments interleaved, a dropped row, an empty segment
     let unsorted = |x: &[Tensor]| sq(x[0].unsorted_segment_prod(&ids(&[2, 0, 2, 0, 1, 3, 1, 5, 3, 3, -1, 0, 1]), 6));
-    check_gradients(unsorted, &[x.clone()], &opts)?;
+    check_gradients(unsorted, std::slice::from_ref(&x), &opts)?;
     // 2-D data and 2-D ids
     let x2 = Tensor::from_vec(vec![0.0f64, 1.5, 0.0, 2.0, -1.0, 0.0, 0.0, 0.5], &[2, 2, 2])?;
     let two_d = |x: &[Tensor]| sq(x[0].unsorted_segment_prod(&idx(&[1, 1, 0, 1], &[2, 2]), 2));
@@ -453,14 +453,15 @@ fn forward_mode_of_segment_max_min_gives_empty_segments_a_zero_tangent() -> Resu
     let x = Tensor::vector(&[1.0f64, 3.0, 2.0]);
     let t = Tensor::vector(&[1.0f64, 1.0, 1.0]);
     let s = ids(&[0, 0, 2]);
-    let fs: [&dyn Fn(&Tensor) -> Result<Tensor>; 4] = [
+    type SegmentFn<'a> = &'a dyn Fn(&Tensor) -> Result<Tensor>;
+    let fs: [SegmentFn; 4] = [
         &|x| x.segment_max(&s),
         &|x| x.segment_min(&s),
         &|x| x.unsorted_segment_max(&s, 3),
         &|x| x.unsorted_segment_min(&s, 3),
     ];
     for (k, f) in fs.iter().enumerate() {
-        let (_, dy) = gradtape::jvp(|p| f(&p[0]), &[x.clone()], &[t.clone()])?;
+        let (_, dy) = gradtape::jvp(|p| f(&p[0]), std::slice::from_ref(&x), std::slice::from_ref(&t))?;
         assert_eq!(dy.to_vec::<f64>()?, [1.0, 0.0, 1.0], "case {k}");
     }
     Ok(())
