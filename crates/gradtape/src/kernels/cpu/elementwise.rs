@@ -313,7 +313,11 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     if x.dtype().is_complex() || to.is_complex() {
         return super::complex::cast(x, to);
     }
-    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| D::from_f64(v.to_f64()))))
+    // (the `Element` conversions by name: `D::from_f64` would pick the half
+    // types' inherent `from_f64`, which rounds to bf16 from the top 32 bits
+    // of the f64 only: an f32 just above a bf16 tie became a tie, rounded
+    // to even, e.g. 0xbe408002 to 0xbe40 instead of 0xbe41)
+    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| <D as Element>::from_f64(<S as Element>::to_f64(v)))))
 }
 
 /// `x - alpha * g` for two float tensors of one shape and dtype (the
