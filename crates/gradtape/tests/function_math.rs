@@ -206,7 +206,7 @@ fn float_scalar_and_binary_ops_trace() {
             x[0].squared_difference(&x[1])
         }),
         ("logsumexp", "Exp", |x| x[0].logsumexp(&[0], false)),
-        ("softsign", "Abs", |x| x[0].softsign()),
+        ("softsign", "Softsign", |x| x[0].softsign()),
         ("gelu", "Erf", |x| x[0].gelu(false)),
     ];
     for &(name, op, f) in cases {

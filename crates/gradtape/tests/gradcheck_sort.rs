@@ -388,3 +388,118 @@ fn jacobians_and_forward_mode_go_through_segments_and_sorts() -> Result<()> {
     assert_eq!(t.to_vec::<f64>()?, want);
     Ok(())
 }
+
+#[test]
+fn segment_prod_is_exact_at_zeros_to_second_order() -> Result<()> {
+    use gradtape::{check_gradients, hessian, CheckOptions};
+    // segments with 0, 1 and 2 zeros (and 3 zeros): the products are
+    // polynomials, so central differences of the gradient are exact up to
+    // rounding and the checker compares first and second order tightly
+    let x = Tensor::vector(&[3.0f64, 0.0, 0.0, 2.0, 0.0, 5.0, 4.0, 0.0, 0.0, 0.0, 1.5, -2.0, 0.5]);
+    let opts = CheckOptions::default();
+    let sorted = |x: &[Tensor]| sq(x[0].segment_prod(&ids(&[0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4])));
+    let r = check_gradients(sorted, std::slice::from_ref(&x), &opts)?;
+    assert!(r.max_err_second.is_some());
+    // unsorted: the segments interleaved, a dropped row, an empty segment
+    let unsorted = |x: &[Tensor]| sq(x[0].unsorted_segment_prod(&ids(&[2, 0, 2, 0, 1, 3, 1, 5, 3, 3, -1, 0, 1]), 6));
+    check_gradients(unsorted, std::slice::from_ref(&x), &opts)?;
+    // 2-D data and 2-D ids
+    let x2 = Tensor::from_vec(vec![0.0f64, 1.5, 0.0, 2.0, -1.0, 0.0, 0.0, 0.5], &[2, 2, 2])?;
+    let two_d = |x: &[Tensor]| sq(x[0].unsorted_segment_prod(&idx(&[1, 1, 0, 1], &[2, 2]), 2));
+    check_gradients(two_d, &[x2], &opts)?;
+    // exact Hessian of y = p0 + 2 p1 + 3 p2 (p = segment_prod(x, [0,0,0,1,1,2,2]))
+    // at [3, 0, 0, 2, 0, 5, 4], by hand: H[1,2] = x0 = 3, H[3,4] = 2, H[5,6] =
+    // 3, the rest 0; so H·e2 = [0, 3, 0, 0, 0, 0, 0] (TF 2.21 gives 0 for the
+    // two-zero segment; JAX refuses scatter_mul gradients)
+    let x = Tensor::vector(&[3.0f64, 0.0, 0.0, 2.0, 0.0, 5.0, 4.0]);
+    let w = Tensor::vector(&[1.0f64, 2.0, 3.0]);
+    for unsorted in [false, true] {
+        let h = hessian(
+            |x| {
+                let s = ids(&[0, 0, 0, 1, 1, 2, 2]);
+                let p = if unsorted {
+                    x.unsorted_segment_prod(&s, 3)?
+                } else {
+                    x.segment_prod(&s)?
+                };
+                p.mul(&w)?.sum_all()
+            },
+            &x,
+        )?;
+        let mut want = vec![0.0; 49];
+        for (i, j, v) in [(1, 2, 3.0), (3, 4, 2.0), (5, 6, 3.0)] {
+            want[i * 7 + j] = v;
+            want[j * 7 + i] = v;
+        }
+        assert_eq!(h.to_vec::<f64>()?, want, "unsorted: {unsorted}");
+    }
+    // first order at the same point: TF 2.21 tf.math.segment_prod gradient
+    // (hand-checked: products of the other rows)
+    let g = grad_of(
+        &Tensor::vector(&[3.0f32, 0.0, 0.0, 2.0, 0.0, 5.0, 4.0]),
+        |x| x.segment_prod(&ids(&[0, 0, 0, 1, 1, 2, 2])),
+        &[1.0, 2.0, 3.0],
+    )?;
+    assert_eq!(g, [0.0, 0.0, 0.0, 0.0, 4.0, 12.0, 15.0]);
+    Ok(())
+}
+
+#[test]
+fn forward_mode_of_segment_max_min_gives_empty_segments_a_zero_tangent() -> Result<()> {
+    // JAX (float64): jax.jvp of jax.ops.segment_max / segment_min with ids
+    // [0, 0, 2], 3 segments, x = [1, 3, 2], tangent ones: [1, 0, 1] (the
+    // empty segment's value is a constant fill). TF 2.21's
+    // ForwardAccumulator gives NaN there (its double VJP of the same rule).
+    let x = Tensor::vector(&[1.0f64, 3.0, 2.0]);
+    let t = Tensor::vector(&[1.0f64, 1.0, 1.0]);
+    let s = ids(&[0, 0, 2]);
+    type SegmentFn<'a> = &'a dyn Fn(&Tensor) -> Result<Tensor>;
+    let fs: [SegmentFn; 4] = [
+        &|x| x.segment_max(&s),
+        &|x| x.segment_min(&s),
+        &|x| x.unsorted_segment_max(&s, 3),
+        &|x| x.unsorted_segment_min(&s, 3),
+    ];
+    for (k, f) in fs.iter().enumerate() {
+        let (_, dy) = gradtape::jvp(|p| f(&p[0]), std::slice::from_ref(&x), std::slice::from_ref(&t))?;
+        assert_eq!(dy.to_vec::<f64>()?, [1.0, 0.0, 1.0], "case {k}");
+    }
+    Ok(())
+}
+
+#[test]
+fn empty_segment_fills_match_tensorflow_for_every_dtype() -> Result<()> {
+    // TF 2.21: tf.math.unsorted_segment_max/min([1, 2, 3], [0, 0, 2], 3) and
+    // tf.math.segment_max/min(...) per dtype: the unsorted forms fill the
+    // dtype's lowest / highest finite value (f16 ∓65504, bf16 ∓3.38953e38,
+    // f32 ∓3.4028235e38, f64 ∓1.79769313e308, i32/i64 MIN/MAX), the sorted
+    // ones 0
+    let lim: [(DType, f64, f64); 6] = [
+        (DType::F16, -65504.0, 65504.0),
+        (DType::BF16, -3.3895313892515355e38, 3.3895313892515355e38),
+        (DType::F32, f32::MIN as f64, f32::MAX as f64),
+        (DType::F64, f64::MIN, f64::MAX),
+        (DType::I32, i32::MIN as f64, i32::MAX as f64),
+        (DType::I64, i64::MIN as f64, i64::MAX as f64),
+    ];
+    let s = ids(&[0, 0, 2]);
+    for (dt, lo, hi) in lim {
+        let x = Tensor::vector(&[1.0f64, 2.0, 3.0]).cast(dt)?;
+        let f = |t: Tensor| t.to_vec_f64();
+        assert_eq!(f(x.unsorted_segment_max(&s, 3)?), [2.0, lo, 3.0], "{dt:?}");
+        assert_eq!(f(x.unsorted_segment_min(&s, 3)?), [1.0, hi, 3.0], "{dt:?}");
+        assert_eq!(f(x.segment_max(&s)?), [2.0, 0.0, 3.0], "{dt:?}");
+        assert_eq!(f(x.segment_min(&s)?), [1.0, 0.0, 3.0], "{dt:?}");
+    }
+    // the integer fills exactly
+    let xi = Tensor::vector(&[1i64, 2]);
+    assert_eq!(
+        xi.unsorted_segment_max(&ids(&[0, 0]), 2)?.to_vec::<i64>()?,
+        [2, i64::MIN]
+    );
+    assert_eq!(
+        xi.unsorted_segment_min(&ids(&[0, 0]), 2)?.to_vec::<i64>()?,
+        [1, i64::MAX]
+    );
+    Ok(())
+}

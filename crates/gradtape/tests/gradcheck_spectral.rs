@@ -37,6 +37,19 @@ fn table() -> Vec<Case> {
         ),
         ("qr Q squared", |x| sq(x[0].qr().map(|p| p.0)), &[4, 3]),
         ("qr R squared", |x| sq(x[0].qr().map(|p| p.1)), &[3, 3]),
+        // wide (m < n): TF's split A = [X | Y]
+        ("qr wide Q squared", |x| sq(x[0].qr().map(|p| p.0)), &[2, 4]),
+        ("qr wide R squared", |x| sq(x[0].qr().map(|p| p.1)), &[3, 5]),
+        (
+            "qr wide Q and R",
+            |x| {
+                let (q, r) = x[0].qr()?;
+                q.square()?
+                    .sum_all()?
+                    .add(&r.matmul_with(&r, true, false)?.square()?.sum_all()?)
+            },
+            &[2, 2, 3],
+        ),
         ("lu L", |x| sq(x[0].lu().map(|p| p.0)), &[3, 3]),
         ("lu U", |x| sq(x[0].lu().map(|p| p.1)), &[3, 3]),
         ("matrix_exp", |x| sq(x[0].matrix_exp()), &[3, 3]),
@@ -252,14 +265,34 @@ fn bad_input_is_an_error_naming_the_op() {
     assert!(err(b32().lstsq(&m(&[1.0, 2.0], 2, 1), 0.0)).contains("lstsq"));
     assert!(err(m(&[0.0, 0.0, 0.0, 0.0], 2, 2).lstsq(&m(&[1.0, 2.0], 2, 1), 0.0)).contains("lstsq"));
     assert!(err(v.matrix_norm(MatrixNorm::Fro)).contains("matrix_norm"));
-    // the gradient of a wide QR is refused, not wrong
-    let x = m(&[1.0, 2.0, 3.0, 4.0, 5.0, 7.0], 2, 3);
-    let tape = GradientTape::new();
-    let l = tape
-        .record(|| {
-            tape.watch(&x);
-            x.qr()?.1.sum_all()
-        })
-        .unwrap();
-    assert!(tape.gradient(&l, &x).unwrap_err().to_string().contains("qr"));
+}
+
+#[test]
+fn wide_qr_gradient_matches_tensorflow() -> Result<()> {
+    // TF 2.21: gradient of sum(wq·Q²) + sum(wr·R²) for Q, R =
+    // tf.linalg.qr(A), A 3×4 (float64); squares make it independent of the
+    // signs of R's diagonal
+    let a = m(&[1.0, 2.0, 3.0, 0.5, 4.0, 5.0, 7.0, -1.0, 0.3, -2.0, 1.0, 2.0], 3, 4);
+    let wq = m(&[1.0, -2.0, 0.5, 0.3, 1.5, -1.0, 2.0, 0.7, 0.1], 3, 3);
+    let wr = m(&[0.5, 1.0, -1.0, 2.0, 1.5, -0.5, 0.2, 0.3, 0.4, 0.6, -0.8, 1.1], 3, 4);
+    let g = grad(&a, |x| {
+        let (q, r) = x.qr()?;
+        wq.mul(&q)?.mul(&q)?.sum_all()?.add(&wr.mul(&r)?.mul(&r)?.sum_all()?)
+    })?;
+    let tf = [
+        2.1226003675442136,
+        2.395177164711016,
+        -5.579290338210138,
+        1.637213459388029,
+        4.5401226535647545,
+        9.851557992443908,
+        -14.1298205359365,
+        -3.4316574349693436,
+        -10.643636606010784,
+        3.328636218377837,
+        -1.6714250601461853,
+        1.631387601631143,
+    ];
+    close(&g, &tf, 1e-10);
+    Ok(())
 }

@@ -536,3 +536,149 @@ fn a_model_computed_in_f16_trains_with_loss_scaling() -> Result<()> {
     assert!(scaled[29] < 1e-2 * scaled[0], "{scaled:?}");
     Ok(())
 }
+
+// ------------------------------------------------- one rounding from f32
+
+/// Every f16 bit pattern (`f16`) or bf16 bit pattern (`bf16`) as a tensor.
+fn every_half(dt: DType) -> Tensor {
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    match dt {
+        DType::F16 => f16s(&all, &[all.len()]),
+        _ => bf16s(&all, &[all.len()]),
+    }
+}
+
+/// The elements (as bit patterns) where `f` of a half tensor differs from
+/// `f` of its `f32` copy rounded once to the half dtype (NaNs all alike).
+fn double_roundings(x: &Tensor, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<Vec<u16>> {
+    let got = bits(&f(x)?);
+    let want = bits(&f(&x.cast(DType::F32)?)?.cast(x.dtype())?);
+    let nan = |b: u16| match x.dtype() {
+        DType::F16 => f16::from_bits(b).is_nan(),
+        _ => bf16::from_bits(b).is_nan(),
+    };
+    Ok((0..got.len())
+        .filter(|&i| got[i] != want[i] && !(nan(got[i]) && nan(want[i])))
+        .map(|i| i as u16)
+        .collect())
+}
+
+#[test]
+fn half_unary_ops_round_once_from_f32_over_every_value() -> Result<()> {
+    // The half kernels compute in f32 and round once, as TensorFlow's (TF
+    // 2.21: for rsqrt, sqrt, exp, expm1, log, log1p, sin, cos, tan, sinh,
+    // cosh, tanh, asinh, acosh, erf, erfc, reciprocal, square its f16 and
+    // bf16 results equal its f32 results cast, over all 65536 patterns):
+    // so each half op must give exactly the f32 op's result rounded once.
+    type F = fn(&Tensor) -> Result<Tensor>;
+    let ops: &[(&str, F)] = &[
+        ("neg", |x| x.neg()),
+        ("abs", |x| x.abs()),
+        ("sign", |x| x.sign()),
+        ("square", |x| x.square()),
+        ("sqrt", |x| x.sqrt()),
+        ("rsqrt", |x| x.rsqrt()),
+        ("reciprocal", |x| x.reciprocal()),
+        ("exp", |x| x.exp()),
+        ("expm1", |x| x.expm1()),
+        ("log", |x| x.log()),
+        ("log1p", |x| x.log1p()),
+        ("sin", |x| x.sin()),
+        ("cos", |x| x.cos()),
+        ("tan", |x| x.tan()),
+        ("asin", |x| x.asin()),
+        ("acos", |x| x.acos()),
+        ("atan", |x| x.atan()),
+        ("sinh", |x| x.sinh()),
+        ("cosh", |x| x.cosh()),
+        ("tanh", |x| x.tanh()),
+        ("asinh", |x| x.asinh()),
+        ("acosh", |x| x.acosh()),
+        ("atanh", |x| x.atanh()),
+        ("erf", |x| x.erf()),
+        ("erfc", |x| x.erfc()),
+        ("floor", |x| x.floor()),
+        ("ceil", |x| x.ceil()),
+        ("round", |x| x.round()),
+        ("sigmoid", |x| x.sigmoid()),
+        ("relu", |x| x.relu()),
+        ("relu6", |x| x.relu6()),
+        ("elu", |x| x.elu()),
+        ("selu", |x| x.selu()),
+        ("softplus", |x| x.softplus()),
+        ("softsign", |x| x.softsign()),
+        ("pow_scalar 2", |x| x.pow_scalar(2.0)),
+        ("pow_scalar 0.5", |x| x.pow_scalar(0.5)),
+        ("mul_scalar 0.25", |x| x.mul_scalar(0.25)),
+        ("lgamma", |x| x.lgamma()),
+        ("digamma", |x| x.digamma()),
+        ("erfinv", |x| x.erfinv()),
+        ("ndtri", |x| x.ndtri()),
+        ("bessel_i0e", |x| x.bessel_i0e()),
+        ("bessel_i1e", |x| x.bessel_i1e()),
+    ];
+    // (the reference's f32 -> bf16 cast must round to nearest even from all
+    // of the f32's bits: it once took half's f64 -> bf16, which drops the
+    // f64's low 32 bits, so tan(248) = 0xbe408002 became 0xbe40)
+    let mut bad = Vec::new();
+    for dt in [DType::F16, DType::BF16] {
+        let x = every_half(dt);
+        for (name, f) in ops {
+            let d = double_roundings(&x, f)?;
+            if !d.is_empty() {
+                bad.push(format!(
+                    "{dt:?} {name}: {} values, e.g. bits {:?}",
+                    d.len(),
+                    &d[..d.len().min(4)]
+                ));
+            }
+        }
+    }
+    // f32 0xbe408002 (tan(248)) is just above a bf16 tie: 0xbe41 (TF 2.21:
+    // tf.cast(tf.bitcast(0xbe408002, tf.float32), tf.bfloat16))
+    let t = Tensor::vector(&[f32::from_bits(0xbe408002)]).cast(DType::BF16)?;
+    assert_eq!(bits(&t), [0xbe41]);
+    assert!(bad.is_empty(), "not rounded once from f32:\n{}", bad.join("\n"));
+    Ok(())
+}
+
+#[test]
+fn half_rsqrt_and_sigmoid_match_tensorflow_on_64_values() -> Result<()> {
+    // TF 2.21: tf.math.rsqrt / tf.sigmoid of 64 f16 values
+    // np.linspace(0.05, 8, 64).astype(np.float16) (and the same cast to
+    // bf16), as bits; TF's rsqrt is its f32 rsqrt rounded once
+    let x32: Vec<f32> = (0..64)
+        .map(|i| (0.05 + (8.0 - 0.05) * i as f64 / 63.0) as f32)
+        .collect();
+    let xh = Tensor::vector(&x32).cast(DType::F16)?;
+    let xb = Tensor::vector(&x32).cast(DType::BF16)?;
+    assert_eq!(bits(&xh.rsqrt()?), TF_RSQRT_F16);
+    assert_eq!(bits(&xb.rsqrt()?), TF_RSQRT_BF16);
+    // TF's half sigmoid is computed in half steps (not f32 rounded once):
+    // ours is within one ulp of it
+    for (g, w) in bits(&xh.sigmoid()?).into_iter().zip(TF_SIGMOID_F16) {
+        assert!(ulps(g, w) <= 1, "sigmoid {g} vs {w}");
+    }
+    Ok(())
+}
+/// TF 2.21 bits for `half_rsqrt_and_sigmoid_match_tensorflow_on_64_values`.
+const TF_RSQRT_F16: [u16; 64] = [
+    17529, 16580, 16198, 15900, 15711, 15577, 15476, 15396, 15302, 15193, 15100, 15020, 14949, 14887, 14832, 14781,
+    14736, 14694, 14656, 14621, 14588, 14559, 14530, 14504, 14479, 14456, 14434, 14413, 14394, 14375, 14358, 14341,
+    14313, 14283, 14254, 14226, 14199, 14174, 14149, 14125, 14102, 14080, 14059, 14038, 14019, 13999, 13981, 13963,
+    13946, 13928, 13912, 13897, 13881, 13866, 13851, 13837, 13823, 13810, 13797, 13784, 13772, 13760, 13748, 13736,
+];
+/// (bf16 rsqrt)
+const TF_RSQRT_BF16: [u16; 64] = [
+    16527, 16409, 16361, 16324, 16300, 16283, 16270, 16260, 16248, 16235, 16223, 16214, 16205, 16197, 16190, 16184,
+    16178, 16173, 16168, 16163, 16159, 16156, 16152, 16149, 16146, 16143, 16140, 16138, 16135, 16133, 16131, 16129,
+    16125, 16121, 16118, 16114, 16111, 16108, 16105, 16102, 16099, 16096, 16093, 16091, 16088, 16086, 16084, 16082,
+    16079, 16077, 16075, 16073, 16071, 16069, 16067, 16066, 16064, 16062, 16061, 16059, 16057, 16056, 16054, 16053,
+];
+/// (f16 sigmoid)
+const TF_SIGMOID_F16: [u16; 64] = [
+    14361, 14426, 14490, 14552, 14612, 14672, 14728, 14782, 14833, 14881, 14925, 14967, 15006, 15041, 15074, 15103,
+    15131, 15155, 15177, 15197, 15215, 15231, 15245, 15258, 15270, 15280, 15289, 15297, 15305, 15311, 15317, 15322,
+    15326, 15330, 15334, 15337, 15339, 15342, 15344, 15346, 15348, 15349, 15350, 15351, 15352, 15353, 15354, 15355,
+    15355, 15356, 15356, 15357, 15357, 15358, 15358, 15358, 15358, 15359, 15359, 15359, 15359, 15360, 15358, 15360,
+];

@@ -488,3 +488,143 @@ fn max_pool_exact_values_ties_and_nan() -> gradtape::Result<()> {
     );
     Ok(())
 }
+
+/// First and second derivatives of `f` at each element of `x`
+/// (elementwise ops: the gradient of the sum, then of the gradient's sum).
+fn grads_1_2(x: &Tensor, f: fn(&Tensor) -> Result<Tensor>) -> (Vec<f64>, Vec<f64>) {
+    let outer = GradientTape::new();
+    let (g, h) = {
+        let g = outer
+            .record(|| {
+                outer.watch(x);
+                let inner = GradientTape::new();
+                let y = inner.record(|| {
+                    inner.watch(x);
+                    f(x)?.sum_all()
+                })?;
+                Ok(inner.gradient(&y, x)?.unwrap())
+            })
+            .unwrap();
+        let s = outer.record(|| g.sum_all()).unwrap();
+        let h = outer.gradient(&s, x).unwrap();
+        (g, h)
+    };
+    let h = h.map_or(vec![0.0; x.numel()], |h| h.to_vec::<f64>().unwrap());
+    (g.to_vec::<f64>().unwrap(), h)
+}
+
+/// `a` and `b` agree elementwise: both NaN, equal infinities, or close.
+fn agree(what: &str, a: &[f64], b: &[f64]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (x, y) in a.iter().zip(b) {
+        let ok = if y.is_nan() {
+            x.is_nan()
+        } else if y.is_infinite() {
+            x == y
+        } else {
+            (x - y).abs() <= 1e-12 * (1.0 + y.abs())
+        };
+        assert!(ok, "{what}: {a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn activation_gradients_at_infinity_match_tensorflow() {
+    let inf = f64::INFINITY;
+    let nan = f64::NAN;
+    let x = v(&[-inf, -1000.0, -2.0, 2.0, 1000.0, inf]);
+    // TF 2.21 (float64), tf.GradientTape over tf.nn.* at x: the gradient
+    // and the gradient of the gradient. softsign's second derivative: TF
+    // has no gradient for SoftsignGrad, so the exact -2 sign(x)/(1+|x|)³
+    // (JAX gives NaN at ±inf through its composite, and 0 is the limit).
+    // gelu (both forms): the finite values are JAX's (float64, jax.grad of
+    // jax.nn.gelu), as TF's float64 gelu gradients are off by ~4e-9
+    // relative (-0.08523180477 vs -0.08523180108 at x = -2); TF and JAX
+    // agree on the NaN at -inf and +inf (inf · 0 in x · Φ(x)).
+    type F = fn(&Tensor) -> Result<Tensor>;
+    let cases: [(&str, F, [f64; 6], [f64; 6]); 9] = [
+        (
+            "softsign",
+            |x| x.softsign(),
+            [
+                0.0,
+                9.98002996004994e-07,
+                1.0 / 9.0,
+                1.0 / 9.0,
+                9.98002996004994e-07,
+                0.0,
+            ],
+            [
+                0.0,
+                2.0 / 1001f64.powi(3),
+                2.0 / 27.0,
+                -2.0 / 27.0,
+                -2.0 / 1001f64.powi(3),
+                0.0,
+            ],
+        ),
+        (
+            "softplus",
+            |x| x.softplus(),
+            [0.0, 0.0, 0.11920292202211755, 0.8807970779778824, 1.0, 1.0],
+            [0.0, 0.0, 0.1049935854035065, 0.10499358540350653, 0.0, 0.0],
+        ),
+        (
+            "elu",
+            |x| x.elu(),
+            [0.0, 0.0, 0.1353352832366127, 1.0, 1.0, 1.0],
+            [0.0, 0.0, 0.1353352832366127, 0.0, 0.0, 0.0],
+        ),
+        (
+            "selu",
+            |x| x.selu(),
+            [
+                0.0,
+                0.0,
+                0.2379328722516818,
+                1.0507009873554805,
+                1.0507009873554805,
+                1.0507009873554805,
+            ],
+            [0.0, 0.0, 0.2379328722516818, 0.0, 0.0, 0.0],
+        ),
+        (
+            "gelu",
+            |x| x.gelu(false),
+            [nan, 0.0, -0.08523180107819688, 1.085231801078197, 1.0, nan],
+            [nan, 0.0, -0.10798193302637608, -0.10798193302637608, 0.0, nan],
+        ),
+        (
+            "gelu approximate",
+            |x| x.gelu(true),
+            [nan, 0.0, -0.08609925662361839, 1.0860992566236183, 1.0, nan],
+            [nan, 0.0, -0.1078750799510784, -0.10787507995107838, 0.0, nan],
+        ),
+        (
+            "silu",
+            |x| x.silu(),
+            [nan, 0.0, -0.09078424878489547, 1.0907842487848955, 1.0, nan],
+            [nan, 0.0, 0.050062168694706914, 0.05006216869470693, 0.0, nan],
+        ),
+        (
+            "tanh",
+            |x| x.tanh(),
+            [0.0, 0.0, 0.07065082485316443, 0.07065082485316443, 0.0, 0.0],
+            [0.0, 0.0, 0.13621868742711296, -0.13621868742711296, 0.0, 0.0],
+        ),
+        (
+            "sigmoid",
+            |x| x.sigmoid(),
+            [0.0, 0.0, 0.1049935854035065, 0.10499358540350653, 0.0, 0.0],
+            [0.0, 0.0, 0.07996250105615305, -0.07996250105615307, 0.0, 0.0],
+        ),
+    ];
+    for (name, f, g1, g2) in cases {
+        let (a, b) = grads_1_2(&x, f);
+        agree(&format!("{name}'"), &a, &g1);
+        agree(&format!("{name}''"), &b, &g2);
+    }
+    // softsign's value at ±inf: NaN, as TF's kernel (inf / inf)
+    let y = x.softsign().unwrap().to_vec::<f64>().unwrap();
+    assert!(y[0].is_nan() && y[5].is_nan() && (y[2] + 2.0 / 3.0).abs() < 1e-15);
+}

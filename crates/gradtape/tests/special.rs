@@ -332,14 +332,144 @@ fn tests_and_errors() {
     assert!(err(Tensor::vector(&[1i32]).lgamma()).contains("lgamma"));
     assert!(err(Tensor::igamma(&v(&[1.0, 2.0]), &v(&[1.0, 2.0, 3.0]))).contains("igamma"));
     assert!(err(Tensor::betainc(&v(&[1.0]), &Tensor::vector(&[1.0f32]), &v(&[0.5]))).contains("betainc"));
-    // the gradient in `a` is refused, not silently zero
+    // the second derivative in `a` is refused, not silently zero (TF has
+    // no gradient for IgammaGradA either)
     let a = v(&[1.5]);
-    let tape = GradientTape::new();
-    let l = tape
-        .record(|| {
-            tape.watch(&a);
+    let outer = GradientTape::new();
+    let r = outer.record(|| {
+        outer.watch(&a);
+        let inner = GradientTape::new();
+        let l = inner.record(|| {
+            inner.watch(&a);
             Tensor::igamma(&a, &v(&[2.0]))?.sum_all()
-        })
-        .unwrap();
-    assert!(tape.gradient(&l, &a).unwrap_err().to_string().contains("igamma"));
+        })?;
+        inner.gradient(&l, &a).map(|g| g.unwrap())
+    });
+    let g = r.unwrap();
+    let s = outer.record(|| g.sum_all()).unwrap();
+    assert!(outer.gradient(&s, &a).unwrap_err().to_string().contains("igamma"));
+}
+
+/// `got` and `want` agree: the same non-finite value (inf, -inf or NaN), or
+/// finite values within `tol` relative.
+fn same(got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            g == w
+        } else {
+            (g - w).abs() <= tol * (1.0 + w.abs())
+        };
+        assert!(ok, "{got:?} vs {want:?}");
+    }
+}
+
+#[test]
+fn betainc_gradient_at_the_endpoints_matches_tensorflow() -> Result<()> {
+    // TF 2.21: tf.GradientTape gradient of tf.math.betainc(a, b, x) in x
+    // (float64), for x = 0 and x = 1; TF's rule uses xlogy / xlog1py, so a
+    // = 1 (b = 1) gives the finite density 1/B(a, b) at x = 0 (x = 1), a
+    // < 1 gives +inf and a > 1 gives 0
+    let cases: [(f64, f64, [f64; 2]); 7] = [
+        (0.5, 2.0, [f64::INFINITY, 0.0]),
+        (1.0, 2.0, [2.0, 0.0]),
+        (2.0, 3.0, [0.0, 0.0]),
+        (2.0, 0.5, [0.0, f64::INFINITY]),
+        (2.0, 1.0, [0.0, 2.0]),
+        (1.0, 1.0, [1.0, 1.0]),
+        (0.5, 0.5, [f64::INFINITY, f64::INFINITY]),
+    ];
+    for (a, b, want) in cases {
+        let x = v(&[0.0, 1.0]);
+        let g = grad(&x, |x| Tensor::betainc(&v(&[a, a]), &v(&[b, b]), x))?;
+        same(&g.to_vec::<f64>()?, &want, 1e-13);
+        // the values themselves: 0 and 1
+        assert_eq!(
+            Tensor::betainc(&v(&[a, a]), &v(&[b, b]), &x)?.to_vec::<f64>()?,
+            [0.0, 1.0]
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn digamma_and_polygamma_at_the_poles_match_tensorflow() -> Result<()> {
+    let x = v(&[0.0, -0.0, -1.0, -2.0, -3.0, -2.5, 1.0]);
+    let nan = f64::NAN;
+    let inf = f64::INFINITY;
+    // TF 2.21: tf.math.digamma(x) and tf.math.polygamma(n, x), float64
+    // (JAX's digamma is NaN at the poles too)
+    let (d_m25, d_1) = (1.1031566406452433, -0.5772156649015329);
+    same(
+        &x.digamma()?.to_vec::<f64>()?,
+        &[nan, nan, nan, nan, nan, d_m25, d_1],
+        1e-13,
+    );
+    let want: [(f64, [f64; 7]); 5] = [
+        (0.0, [nan, nan, nan, nan, nan, d_m25, d_1]),
+        (1.0, [inf, inf, inf, inf, inf, 9.53924664, 1.64493407]),
+        (2.0, [nan, nan, nan, nan, nan, -0.10820405, -2.40411381]),
+        (3.0, [inf, inf, inf, inf, inf, 194.74787622, 6.4939394]),
+        (4.0, [nan, nan, nan, nan, nan, -0.067996, -24.88626612]),
+    ];
+    for (n, w) in want {
+        let y = Tensor::polygamma(&x.scalar_like(n)?.broadcast_to(&[7])?, &x)?;
+        // (TF printed to 8 decimals)
+        same(&y.to_vec::<f64>()?, &w, 1e-7);
+    }
+    // TF 2.21: gradients of lgamma (digamma: NaN at the poles) and of
+    // digamma (polygamma(1, ·): +inf at the poles)
+    same(
+        &grad(&x, |x| x.lgamma())?.to_vec::<f64>()?,
+        &[nan, nan, nan, nan, nan, d_m25, d_1],
+        1e-13,
+    );
+    same(
+        &grad(&x, |x| x.digamma())?.to_vec::<f64>()?,
+        &[inf, inf, inf, inf, inf, 9.53924664, 1.64493407],
+        1e-7,
+    );
+    Ok(())
+}
+
+#[test]
+fn igamma_gradient_in_a_matches_tensorflow_and_mpmath() -> Result<()> {
+    // points in the series region (x <= 1 or x <= a) and in the continued
+    // fraction's (x > 1 and x > a), and x = 0
+    let a = v(&[0.5, 2.0, 3.0, 10.0, 0.2, 30.0, 1.5]);
+    let x = v(&[0.2, 3.0, 0.5, 12.0, 5.0, 25.0, 0.0]);
+    // mpmath (30 digits): mp.diff(lambda s: mp.gammainc(s, 0, x,
+    // regularized=True), a); TF 2.21's tf.math.igamma gradient in a agrees
+    // to 1e-14 relative ([-0.8201614064863386, -0.19742541957920223,
+    // -0.02852023587882894, -0.09717797203717947, -0.0025090884820016795,
+    // -0.04995487742583447, 0.0])
+    let want = [
+        -0.8201614064863388,
+        -0.19742541957920248,
+        -0.02852023587882894,
+        -0.09717797203717965,
+        -0.0025090884820016843,
+        -0.049954877425834855,
+        0.0,
+    ];
+    close(&grad(&a, |a| Tensor::igamma(a, &x))?, &want, 1e-12);
+    let neg: Vec<f64> = want.iter().map(|w| -w).collect();
+    close(&grad(&a, |a| Tensor::igammac(a, &x))?, &neg, 1e-12);
+    // both inputs at once, through the checker (first order: the gradient
+    // in a has no gradient itself)
+    let opts = gradtape::CheckOptions {
+        second_order: false,
+        ..Default::default()
+    };
+    let a = v(&[0.7, 2.5, 4.0, 1.2]);
+    let x = v(&[0.4, 3.5, 2.0, 6.0]);
+    gradtape::check_gradients(
+        |t| Tensor::igamma(&t[0], &t[1])?.square(),
+        &[a.clone(), x.clone()],
+        &opts,
+    )?;
+    gradtape::check_gradients(|t| Tensor::igammac(&t[0], &t[1])?.square(), &[a, x], &opts)?;
+    Ok(())
 }

@@ -23,6 +23,21 @@ fn simd_if_long(len: usize, body: impl FnOnce()) {
     }
 }
 
+/// `kernel(x)` where `x` is not a half tensor; for an f16/bf16 `x`, the
+/// kernel runs on the f32 copy of `x` and its (f32) result is rounded once
+/// to `x`'s dtype, as TensorFlow's half kernels compute most functions (a
+/// function computed in half steps rounds at every step and is up to an ulp
+/// off the rounded f32 value). Kernels only: nothing is recorded.
+pub(crate) fn in_f32(x: &Tensor, kernel: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    use crate::tensor::{bf16, f16};
+    const OP: &str = "half via f32";
+    match x.dtype() {
+        DType::F16 => map::<f32, f16>(OP, &kernel(&map::<f16, f32>(OP, x, f16::to_f32)?)?, f16::from_f32),
+        DType::BF16 => map::<f32, bf16>(OP, &kernel(&map::<bf16, f32>(OP, x, bf16::to_f32)?)?, bf16::from_f32),
+        _ => kernel(x),
+    }
+}
+
 /// `f` applied to every element; the output is contiguous with `x`'s shape.
 /// Errors (allocation failures) name `op`.
 pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) -> O + Sync) -> Result<Tensor> {
@@ -298,7 +313,11 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     if x.dtype().is_complex() || to.is_complex() {
         return super::complex::cast(x, to);
     }
-    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| D::from_f64(v.to_f64()))))
+    // (the `Element` conversions by name: `D::from_f64` would pick the half
+    // types' inherent `from_f64`, which rounds to bf16 from the top 32 bits
+    // of the f64 only: an f32 just above a bf16 tie became a tie, rounded
+    // to even, e.g. 0xbe408002 to 0xbe40 instead of 0xbe41)
+    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| <D as Element>::from_f64(<S as Element>::to_f64(v)))))
 }
 
 /// `x - alpha * g` for two float tensors of one shape and dtype (the

@@ -24,6 +24,8 @@ pub enum SpecialOp {
     Igammac,
     /// `I_x(a, b)` (`a`, `b`, `x`)
     Betainc,
+    /// `∂P(a, x)/∂a` (`a`, `x`; TF's `IgammaGradA`)
+    IgammaGradA,
     /// `erf⁻¹(x)`
     Erfinv,
     /// `Φ⁻¹(p)`
@@ -44,6 +46,7 @@ impl SpecialOp {
             SpecialOp::Igamma => "Igamma",
             SpecialOp::Igammac => "Igammac",
             SpecialOp::Betainc => "Betainc",
+            SpecialOp::IgammaGradA => "IgammaGradA",
             SpecialOp::Erfinv => "Erfinv",
             SpecialOp::Ndtri => "Ndtri",
             SpecialOp::I0e => "BesselI0e",
@@ -60,6 +63,7 @@ impl SpecialOp {
             SpecialOp::Igamma => "igamma",
             SpecialOp::Igammac => "igammac",
             SpecialOp::Betainc => "betainc",
+            SpecialOp::IgammaGradA => "igamma_grad_a",
             SpecialOp::Erfinv => "erfinv",
             SpecialOp::Ndtri => "ndtri",
             SpecialOp::I0e => "bessel_i0e",
@@ -80,6 +84,7 @@ impl SpecialOp {
             (SpecialOp::Igamma, [a, x]) => Tensor::igamma(a, x)?,
             (SpecialOp::Igammac, [a, x]) => Tensor::igammac(a, x)?,
             (SpecialOp::Betainc, [a, b, x]) => Tensor::betainc(a, b, x)?,
+            (SpecialOp::IgammaGradA, [a, x]) => crate::ops::math::special::igamma_grad_a(a, x)?,
             _ => {
                 return Err(Error::invalid(
                     self.name(),

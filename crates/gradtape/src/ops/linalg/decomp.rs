@@ -17,9 +17,11 @@ use crate::kernels::cpu::decomp;
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
 
-/// A float tensor of `shape` from f64 values, converted to `dtype`.
+/// A float tensor of `shape` from f64 values, converted to `dtype` (through
+/// f32 for the half types, by `Element`: their inherent `from_f64` rounds
+/// from the top 32 bits of the f64 only).
 pub(crate) fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor> {
-    with_float_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(T::from_f64).collect::<Vec<T>>(), shape),
+    with_float_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(<T as Element>::from_f64).collect::<Vec<T>>(), shape),
         _ => Err(super::super::unsupported("from_f64s", dtype, "f32 or f64")))
 }
 

@@ -193,8 +193,8 @@ impl Tensor {
     /// The thin QR decomposition `A = Q R` of `[..., m, n]` matrices: `Q`
     /// (`[..., m, k]`, orthonormal columns) and `R` (`[..., k, n]`, upper
     /// triangular), `k = min(m, n)` (`tf.linalg.qr`; `R`'s diagonal may be
-    /// negative, as LAPACK's). Differentiable for `m >= n` (as TensorFlow;
-    /// the gradient of a wide QR is an error).
+    /// negative, as LAPACK's). Differentiable (a wide matrix, `m < n`, as
+    /// TensorFlow's `qr_grad`: by splitting `A = [X | Y]`).
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -217,40 +217,56 @@ impl Tensor {
         }
         let q = from_f64s(qs, &with_batch(self, &[m, k]), self.dtype())?;
         let r = from_f64s(rs, &with_batch(self, &[k, n]), self.dtype())?;
-        let wide = m < n;
-        let no_wide = || {
-            Err(Error::invalid(
-                OP,
-                "the gradient of a QR of a wide matrix (m < n) is not implemented",
-            ))
-        };
         // x R⁻ᵀ
         let solve_rt = |x: &Tensor, r: &Tensor| -> Result<Tensor> {
             r.triangular_solve(&x.transpose()?, false, false)?.transpose()
         };
+        // the square/tall rule, split by cotangent (each part linear in its
+        // own): Q̄'s part Q tril(QᵀQ̄ - Q̄ᵀQ) R⁻ᵀ + (Q̄ - Q QᵀQ̄) R⁻ᵀ, and R̄'s
+        // part Q (R̄ + tril(R R̄ᵀ - R̄ Rᵀ) R⁻ᵀ)
+        let q_part = move |q: &Tensor, r: &Tensor, dq: &Tensor| -> Result<Tensor> {
+            let qdq = q.matmul_with(dq, true, false)?;
+            let low = qdq.sub(&qdq.transpose()?)?.band_part(-1, 0)?;
+            let a = q.matmul(&solve_rt(&low, r)?)?;
+            let b = solve_rt(&dq.sub(&q.matmul(&qdq)?)?, r)?;
+            a.add(&b)
+        };
+        let r_part = move |q: &Tensor, r: &Tensor, dr: &Tensor| -> Result<Tensor> {
+            let rdr = r.matmul_with(dr, false, true)?;
+            let low = rdr.sub(&rdr.transpose()?)?.band_part(-1, 0)?;
+            q.matmul(&dr.add(&solve_rt(&low, r)?)?)
+        };
+        // A wide matrix (m < n, as TF's qr_grad): A = [X | Y] with X the
+        // first m columns, R = [U | V]; X = Q U is a square QR and Y = Q V,
+        // so Ȳ = Q V̄, and X̄ is the square rule with Q̄ + Y V̄ᵀ and Ū. Here
+        // R's cotangent [Ū | V̄] gives X̄ = (Q̄ part of Y V̄ᵀ) + (R̄ part of
+        // Ū) and Ȳ; Q's cotangent gives X̄ = its Q̄ part and Ȳ = 0.
+        let wide = m < n;
+        let x = self.clone();
         let (q1, r1) = (q.clone(), r.clone());
-        // Q̄'s part: Q tril(QᵀQ̄ - Q̄ᵀQ) R⁻ᵀ + (Q̄ - Q QᵀQ̄) R⁻ᵀ
         let qo = output(self, DecompOp::Qr(0), q.clone(), move |_| {
             vjp(move |g, _| {
-                if wide {
-                    return no_wide();
+                if !wide {
+                    return Ok(grads![Some(q_part(&q1, &r1, &g[0])?)]);
                 }
-                let qdq = q1.matmul_with(&g[0], true, false)?;
-                let low = qdq.sub(&qdq.transpose()?)?.band_part(-1, 0)?;
-                let a = q1.matmul(&solve_rt(&low, &r1)?)?;
-                let b = solve_rt(&g[0].sub(&q1.matmul(&qdq)?)?, &r1)?;
-                Ok(grads![Some(a.add(&b)?)])
+                let u = r1.narrow(-1, 0, m)?;
+                let dx = q_part(&q1, &u, &g[0])?;
+                let dy = Tensor::try_zeros(&with_batch(&x, &[m, n - m]), dx.dtype())?;
+                Ok(grads![Some(Tensor::concat(&[&dx, &dy], -1)?)])
             })
         });
-        // R̄'s part: Q (R̄ + tril(R R̄ᵀ - R̄ Rᵀ) R⁻ᵀ)
+        let x = self.clone();
         let ro = output(self, DecompOp::Qr(1), r.clone(), move |_| {
             vjp(move |g, _| {
-                if wide {
-                    return no_wide();
+                if !wide {
+                    return Ok(grads![Some(r_part(&q, &r, &g[0])?)]);
                 }
-                let rdr = r.matmul_with(&g[0], false, true)?;
-                let low = rdr.sub(&rdr.transpose()?)?.band_part(-1, 0)?;
-                Ok(grads![Some(q.matmul(&g[0].add(&solve_rt(&low, &r)?)?)?)])
+                let u = r.narrow(-1, 0, m)?;
+                let (du, dv) = (g[0].narrow(-1, 0, m)?, g[0].narrow(-1, m, n - m)?);
+                let y = x.narrow(-1, m, n - m)?;
+                let dx = q_part(&q, &u, &y.matmul_with(&dv, false, true)?)?.add(&r_part(&q, &u, &du)?)?;
+                let dy = q.matmul(&dv)?;
+                Ok(grads![Some(Tensor::concat(&[&dx, &dy], -1)?)])
             })
         });
         Ok((qo, ro))

@@ -8,7 +8,7 @@
 use super::elementary::{elementwise, fmap};
 use crate::autodiff::tape::vjp_batched;
 use crate::error::{Error, Result};
-use crate::kernels::cpu::elementwise::map;
+use crate::kernels::cpu::elementwise::{in_f32, map};
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind, bind_jvp, expect_float, grads, only, unsupported};
 use crate::tensor::{with_num_dtype, Element, Tensor};
@@ -41,15 +41,20 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn softplus(&self) -> Result<Tensor> {
-        let y = fmap!("softplus", self, |v| if v > T::zero() {
-            v + (-v).exp().log1p_()
-        } else {
-            v.exp().log1p_()
+        let y = in_f32(self, |x| {
+            fmap!("softplus", x, |v| if v > T::zero() {
+                v + (-v).exp().log1p_()
+            } else {
+                v.exp().log1p_()
+            })
         })?;
         Ok(elementwise(Unary::Softplus, self, y, |x, _| x.sigmoid()))
     }
 
-    /// `x / (1 + |x|)`. d/dx = 1 / (1 + |x|)².
+    /// `x / (1 + |x|)` (NaN at ±inf, as TensorFlow's kernel: inf / inf).
+    /// d/dx = r² with `r = 1 / (1 + |x|)` (TF's `SoftsignGrad`): 0 at ±inf,
+    /// and written with `reciprocal` (whose rule is `-r²`) so that the
+    /// second derivative `-2 sign(x) r³` is 0 there too, not `0 · inf`.
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[1.0f64, -3.0]);
@@ -58,7 +63,10 @@ impl Tensor {
     /// ```
     pub fn softsign(&self) -> Result<Tensor> {
         expect_float("softsign", self)?;
-        self.div(&self.abs()?.add_scalar(1.0)?)
+        let y = in_f32(self, |x| fmap!("softsign", x, |v| v / (v.abs() + T::one())))?;
+        Ok(elementwise(Unary::Softsign, self, y, |x, _| {
+            x.abs()?.add_scalar(1.0)?.reciprocal()?.square()
+        }))
     }
 
     /// `min(max(x, 0), 6)`. d/dx = 1 for 0 < x < 6, else 0 (0 at both kinks,
@@ -119,7 +127,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn elu(&self) -> Result<Tensor> {
-        let y = fmap!("elu", self, |v| if v > T::zero() { v } else { v.expm1_() })?;
+        let y = in_f32(self, |x| {
+            fmap!("elu", x, |v| if v > T::zero() { v } else { v.expm1_() })
+        })?;
         Ok(bind_jvp(
             Unary::Elu,
             &[self],
@@ -143,10 +153,12 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn selu(&self) -> Result<Tensor> {
-        let y = fmap!("selu", self, |v| if v > T::zero() {
-            T::from_f64(SELU_SCALE) * v
-        } else {
-            T::from_f64(SELU_SCALE * SELU_ALPHA) * v.expm1_()
+        let y = in_f32(self, |x| {
+            fmap!("selu", x, |v| if v > T::zero() {
+                T::from_f64(SELU_SCALE) * v
+            } else {
+                T::from_f64(SELU_SCALE * SELU_ALPHA) * v.expm1_()
+            })
         })?;
         const SA: f64 = SELU_SCALE * SELU_ALPHA;
         Ok(bind_jvp(

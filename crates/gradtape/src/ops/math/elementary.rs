@@ -7,6 +7,7 @@
 
 use crate::autodiff::tape::vjp_batched;
 use crate::error::Result;
+use crate::kernels::cpu::elementwise::in_f32;
 use crate::ops::desc::Unary;
 use crate::ops::{bind, grads};
 use crate::tensor::Tensor;
@@ -126,7 +127,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn expm1(&self) -> Result<Tensor> {
-        let y = fmap!("expm1", self, |v| v.expm1_())?;
+        let y = in_f32(self, |x| fmap!("expm1", x, |v| v.expm1_()))?;
         Ok(elementwise(Unary::Expm1, self, y, |x, _| x.exp()))
     }
 
@@ -138,7 +139,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn log1p(&self) -> Result<Tensor> {
-        let y = fmap!("log1p", self, |v| v.log1p_())?;
+        let y = in_f32(self, |x| fmap!("log1p", x, |v| v.log1p_()))?;
         Ok(elementwise(Unary::Log1p, self, y, |x, _| {
             x.add_scalar(1.0)?.reciprocal()
         }))
@@ -155,7 +156,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::rsqrt(self);
         }
-        let y = fmap!("rsqrt", self, |v| T::one() / v.sqrt())?;
+        let y = in_f32(self, |x| fmap!("rsqrt", x, |v| T::one() / v.sqrt()))?;
         Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
             y.square()?.mul(y)?.mul_scalar(-0.5)
         }))
@@ -185,7 +186,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn erf(&self) -> Result<Tensor> {
-        let y = fmap!("erf", self, |v| v.erf_())?;
+        let y = in_f32(self, |x| fmap!("erf", x, |v| v.erf_()))?;
         Ok(elementwise(Unary::Erf, self, y, |x, _| {
             x.square()?.neg()?.exp()?.mul_scalar(TWO_OVER_SQRT_PI)
         }))
@@ -200,7 +201,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn erfc(&self) -> Result<Tensor> {
-        let y = fmap!("erfc", self, |v| v.erfc_())?;
+        let y = in_f32(self, |x| fmap!("erfc", x, |v| v.erfc_()))?;
         Ok(elementwise(Unary::Erfc, self, y, |x, _| {
             x.square()?.neg()?.exp()?.mul_scalar(-TWO_OVER_SQRT_PI)
         }))

@@ -38,6 +38,6 @@ mod floor_div;
 mod logical;
 mod operators;
 mod rounding;
-mod special;
+pub(crate) mod special;
 mod trig;
 mod unary;

@@ -9,10 +9,10 @@
 //! zeta by Euler–Maclaurin) and the scaled Bessel functions (power series,
 //! asymptotic expansion for large arguments) are written here. Gradients
 //! are TensorFlow's, written with these same ops: `lgamma' = digamma`,
-//! `digamma' = polygamma(1, ·)`, `polygamma(n)' = polygamma(n + 1)`; the
-//! incomplete gamma and beta functions are differentiable in `x` only (as
-//! TF's `betainc`; TF's `igamma` also differentiates in `a`, which is not
-//! implemented here and is an error naming the op). Outside a function's
+//! `digamma' = polygamma(1, ·)`, `polygamma(n)' = polygamma(n + 1)`;
+//! `betainc` is differentiable in `x` only (as TF's), `igamma`/`igammac` in
+//! `x` and, to first order, in `a` (TF's `IgammaGradA`, here in f64; its
+//! own gradient is an error, as TF has none). Outside a function's
 //! domain the value is NaN, as TensorFlow (e.g. `igamma` with `a <= 0`,
 //! `erfinv` beyond `[-1, 1]`).
 
@@ -32,16 +32,27 @@ fn polygamma(n: f64, x: f64) -> f64 {
         return f64::NAN;
     }
     if n == 0.0 {
-        return statrs::function::gamma::digamma(x);
+        return digamma(x);
     }
     // (-1)^(n+1) n! ζ(n + 1, x)
     let sign = if (n as u64).is_multiple_of(2) { -1.0 } else { 1.0 };
     sign * libm::tgamma(n + 1.0) * hurwitz_zeta(n + 1.0, x)
 }
 
+/// `ψ(x)`: NaN at the poles 0, -0 and the negative integers (as
+/// TensorFlow's and JAX's; `statrs` gives -inf there).
+fn digamma(x: f64) -> f64 {
+    if x <= 0.0 && x.floor() == x {
+        return f64::NAN;
+    }
+    statrs::function::gamma::digamma(x)
+}
+
 /// `ζ(s, q) = Σₖ (q + k)^-s` for `s > 1` (Euler–Maclaurin with ten or more
 /// direct terms and eight Bernoulli corrections); a negative `q` needs an
-/// integer `s` (NaN otherwise), a non-positive integer `q` gives +inf.
+/// integer `s` (NaN otherwise); at a non-positive integer `q` (a pole) it
+/// is +inf for an even `s` and NaN otherwise, as TensorFlow's (Eigen's)
+/// `zeta`, so that `polygamma(n, 0)` is +inf for odd `n` and NaN for even.
 fn hurwitz_zeta(s: f64, q: f64) -> f64 {
     // B_2k / (2k)!
     const B: [f64; 8] = [
@@ -55,7 +66,12 @@ fn hurwitz_zeta(s: f64, q: f64) -> f64 {
         -3617.0 / 10670622842880000.0,
     ];
     if q <= 0.0 && (q.fract() == 0.0 || s.fract() != 0.0) {
-        return if q.fract() == 0.0 { f64::INFINITY } else { f64::NAN };
+        let even_s = s.fract() == 0.0 && (s % 2.0) == 0.0;
+        return if q.fract() == 0.0 && even_s {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     // direct terms until the argument is large (a negative q included:
     // (q + k)^-s with an integer s)
@@ -125,7 +141,7 @@ pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
     use statrs::function::{beta, erf, gamma};
     match op {
         SpecialOp::Lgamma => libm::lgamma(a),
-        SpecialOp::Digamma => gamma::digamma(a),
+        SpecialOp::Digamma => digamma(a),
         SpecialOp::Erfinv => {
             if a.abs() > 1.0 || a.is_nan() {
                 f64::NAN
@@ -171,6 +187,7 @@ pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
                 gamma::checked_gamma_lr(a, b).unwrap_or(f64::NAN)
             }
         }
+        SpecialOp::IgammaGradA => igamma_da(a, b),
         SpecialOp::Betainc => {
             if a.is_nan() || b.is_nan() || c.is_nan() {
                 f64::NAN
@@ -263,8 +280,8 @@ impl Tensor {
     }
 
     /// The regularised lower incomplete gamma function `P(a, x)`
-    /// (`tf.math.igamma`), differentiable in `x` (a gradient in `a` is an
-    /// error).
+    /// (`tf.math.igamma`), differentiable in `x`, and in `a` to first order
+    /// (TF's `IgammaGradA`; a second derivative through it is an error).
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -274,15 +291,15 @@ impl Tensor {
     /// ```
     pub fn igamma(a: &Tensor, x: &Tensor) -> Result<Tensor> {
         apply(SpecialOp::Igamma, &[a, x], |v, _, g, needs| {
-            igamma_grad("igamma", v, g, needs, 1.0)
+            igamma_grad(v, g, needs, 1.0)
         })
     }
 
     /// The regularised upper incomplete gamma function `Q(a, x) = 1 - P(a, x)`
-    /// (`tf.math.igammac`), differentiable in `x`.
+    /// (`tf.math.igammac`), differentiable as [`igamma`](Self::igamma).
     pub fn igammac(a: &Tensor, x: &Tensor) -> Result<Tensor> {
         apply(SpecialOp::Igammac, &[a, x], |v, _, g, needs| {
-            igamma_grad("igammac", v, g, needs, -1.0)
+            igamma_grad(v, g, needs, -1.0)
         })
     }
 
@@ -300,10 +317,10 @@ impl Tensor {
         apply(SpecialOp::Betainc, &[a, b, x], |v, _, g, _| {
             let (a, b, x) = (&v[0], &v[1], &v[2]);
             let lbeta = a.lgamma()?.add(&b.lgamma()?)?.sub(&a.add(b)?.lgamma()?)?;
-            let log_density = a
-                .add_scalar(-1.0)?
-                .mul(&x.log()?)?
-                .add(&b.add_scalar(-1.0)?.mul(&x.neg()?.log1p()?)?)?;
+            // xlogy / xlog1py (as TF): at x = 0 with a = 1 (x = 1 with b = 1)
+            // the term is 0, not 0 · -inf = NaN
+            let log_density =
+                Tensor::xlogy(&a.add_scalar(-1.0)?, x)?.add(&Tensor::xlog1py(&b.add_scalar(-1.0)?, &x.neg()?)?)?;
             Ok(vec![None, None, Some(g.mul(&log_density.sub(&lbeta)?.exp()?)?)])
         })
     }
@@ -356,18 +373,114 @@ impl Tensor {
     }
 }
 
-/// d/dx P(a, x) = x^(a-1) e^-x / Γ(a) (`sign` -1 for Q); `a` gets an error
-/// when asked for.
-fn igamma_grad(op: &'static str, v: &[Tensor], g: &Tensor, needs: &[bool], sign: f64) -> Result<Vec<Option<Tensor>>> {
-    if needs[0] {
-        return Err(Error::invalid(
-            op,
-            "the gradient with respect to `a` is not implemented (only `x`)",
-        ));
-    }
+/// d/dx P(a, x) = x^(a-1) e^-x / Γ(a), and d/da P(a, x) by
+/// [`igamma_grad_a`] (`sign` -1 for Q = 1 - P), as TensorFlow's
+/// `IgammaGrad`/`IgammaGradA`.
+fn igamma_grad(v: &[Tensor], g: &Tensor, needs: &[bool], sign: f64) -> Result<Vec<Option<Tensor>>> {
     let (a, x) = (&v[0], &v[1]);
+    let da = if needs[0] {
+        Some(g.mul(&igamma_grad_a(a, x)?.mul_scalar(sign)?)?)
+    } else {
+        None
+    };
     let log_density = a.add_scalar(-1.0)?.mul(&x.log()?)?.sub(x)?.sub(&a.lgamma()?)?;
-    Ok(vec![None, Some(g.mul(&log_density.exp()?.mul_scalar(sign)?)?)])
+    Ok(vec![da, Some(g.mul(&log_density.exp()?.mul_scalar(sign)?)?)])
+}
+
+/// `∂P(a, x)/∂a` elementwise (TF's `IgammaGradA`, computed in f64). Its
+/// own derivatives are not implemented (TF has none either): asking for
+/// one is an error naming the op.
+pub(crate) fn igamma_grad_a(a: &Tensor, x: &Tensor) -> Result<Tensor> {
+    apply(SpecialOp::IgammaGradA, &[a, x], |_, _, _, _| {
+        Err(Error::invalid(
+            "igamma",
+            "the second derivative with respect to `a` (the gradient of IgammaGradA) is not implemented",
+        ))
+    })
+}
+
+/// `e^(a ln x - x - lgamma(a + shift))`: the leading factor of the
+/// incomplete gamma series (`shift` 1) and continued fraction (`shift` 0).
+fn igamma_term(a: f64, x: f64, shift: f64) -> f64 {
+    (a * x.ln() - x - libm::lgamma(a + shift)).exp()
+}
+
+/// `∂P(a, x)/∂a` in f64, as Eigen's `igamma_der_a` (Cephes' algorithms
+/// carried through forward-mode derivatives): for `x > 1` and `x > a`, minus
+/// the derivative of `Q = x^a e^-x / Γ(a) · CF` with the continued
+/// fraction's derivative by its recurrences; otherwise the derivative of the
+/// series `P = x^a e^-x / Γ(a + 1) · Σ xⁿ / ((a+1)…(a+n))`. 0 at `x = 0` and
+/// `x = inf`; NaN outside the domain (`a <= 0`, `x < 0`, NaN).
+fn igamma_da(a: f64, x: f64) -> f64 {
+    if a.is_nan() || x.is_nan() || a <= 0.0 || x < 0.0 || a.is_infinite() {
+        return f64::NAN;
+    }
+    if x == 0.0 || x.is_infinite() {
+        return 0.0;
+    }
+    const EPS: f64 = f64::EPSILON / 2.0;
+    if x > 1.0 && x > a {
+        let ax = igamma_term(a, x, 0.0);
+        if ax == 0.0 {
+            return 0.0;
+        }
+        const BIG: f64 = 4.503599627370496e15;
+        let mut y = 1.0 - a;
+        let mut z = x + y + 1.0;
+        let mut c = 0.0;
+        let (mut pkm2, mut qkm2, mut pkm1, mut qkm1) = (1.0, x, x + 1.0, z * x);
+        let mut ans = pkm1 / qkm1;
+        let (mut dpkm2, mut dqkm2, mut dpkm1, mut dqkm1) = (0.0, 0.0, 0.0, -x);
+        let mut dans = (dpkm1 - ans * dqkm1) / qkm1;
+        for _ in 0..2000 {
+            c += 1.0;
+            y += 1.0;
+            z += 2.0;
+            let yc = y * c;
+            let pk = pkm1 * z - pkm2 * yc;
+            let qk = qkm1 * z - qkm2 * yc;
+            let dpk = dpkm1 * z - pkm1 - dpkm2 * yc + pkm2 * c;
+            let dqk = dqkm1 * z - qkm1 - dqkm2 * yc + qkm2 * c;
+            if qk != 0.0 {
+                ans = pk / qk;
+                let prev = dans;
+                dans = (dpk - ans * dqk) / qk;
+                if (dans - prev).abs() <= EPS {
+                    break;
+                }
+            }
+            (pkm2, pkm1, qkm2, qkm1) = (pkm1, pk, qkm1, qk);
+            (dpkm2, dpkm1, dqkm2, dqkm1) = (dpkm1, dpk, dqkm1, dqk);
+            if pk.abs() > BIG {
+                for t in [
+                    &mut pkm2, &mut pkm1, &mut qkm2, &mut qkm1, &mut dpkm2, &mut dpkm1, &mut dqkm2, &mut dqkm1,
+                ] {
+                    *t /= BIG;
+                }
+            }
+        }
+        let dlogax = x.ln() - digamma(a);
+        -(ax * (ans * dlogax + dans))
+    } else {
+        let ax = igamma_term(a, x, 1.0);
+        if ax == 0.0 {
+            return 0.0;
+        }
+        let (mut r, mut c, mut ans, mut dc, mut dans) = (a, 1.0, 1.0, 0.0, 0.0);
+        for _ in 0..2000 {
+            r += 1.0;
+            let term = x / r;
+            dc = term * dc - x / (r * r) * c;
+            dans += dc;
+            c *= term;
+            ans += c;
+            if dc.abs() <= EPS * dans.abs() {
+                break;
+            }
+        }
+        let dlogax = x.ln() - digamma(a + 1.0);
+        ax * (ans * dlogax + dans)
+    }
 }
 
 impl Tensor {

@@ -5,7 +5,7 @@
 // (the half types take their math from `num_traits::Float`)
 use crate::autodiff::tape::{self, vjp_batched};
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::map;
+use crate::kernels::cpu::elementwise::{in_f32, map};
 use crate::kernels::cpu::math;
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
@@ -107,7 +107,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::sqrt(self);
         }
-        let y = float_map!("sqrt", self, |v| v.sqrt())?;
+        let y = in_f32(self, |x| float_map!("sqrt", x, |v| v.sqrt()))?;
         Ok(bind_jvp(
             Unary::Sqrt,
             &[self],
@@ -126,7 +126,7 @@ impl Tensor {
             return super::complex_fns::exp(self);
         }
         expect_float("exp", self)?;
-        let y = math::exp(self)?;
+        let y = in_f32(self, math::exp)?;
         Ok(bind_jvp(
             Unary::Exp,
             &[self],
@@ -144,7 +144,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::log(self);
         }
-        let y = float_map!("log", self, |v| v.ln())?;
+        let y = in_f32(self, |x| float_map!("log", x, |v| v.ln()))?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Log,
@@ -161,7 +161,7 @@ impl Tensor {
             return super::complex_fns::sin(self);
         }
         expect_float("sin", self)?;
-        let y = math::sin(self)?;
+        let y = in_f32(self, math::sin)?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Sin,
@@ -178,7 +178,7 @@ impl Tensor {
             return super::complex_fns::cos(self);
         }
         expect_float("cos", self)?;
-        let y = math::cos(self)?;
+        let y = in_f32(self, math::cos)?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Cos,
@@ -194,10 +194,10 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::tanh(self);
         }
-        let y = match self.dtype() {
-            DType::F32 => math::tanh(self)?,
-            _ => float_map!("tanh", self, |v| v.tanh())?,
-        };
+        let y = in_f32(self, |x| match x.dtype() {
+            DType::F32 => math::tanh(x),
+            _ => float_map!("tanh", x, |v| v.tanh()),
+        })?;
         Ok(bind_jvp(
             Unary::Tanh,
             &[self],
@@ -215,15 +215,15 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::sigmoid(self);
         }
-        let y = match self.dtype() {
-            DType::F32 => math::sigmoid(self)?,
-            _ => float_map!("sigmoid", self, |v| if v >= T::zero() {
+        let y = in_f32(self, |x| match x.dtype() {
+            DType::F32 => math::sigmoid(x),
+            _ => float_map!("sigmoid", x, |v| if v >= T::zero() {
                 T::one() / (T::one() + (-v).exp())
             } else {
                 let e = v.exp();
                 e / (T::one() + e)
-            })?,
-        };
+            }),
+        })?;
         Ok(bind_jvp(
             Unary::Sigmoid,
             &[self],

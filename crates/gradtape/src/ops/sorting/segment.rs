@@ -7,8 +7,8 @@
 //! `s`. The gradients are TensorFlow's, written with differentiable ops (so
 //! they differentiate again): a sum's cotangent is gathered back to the
 //! rows; a max/min's goes to the rows equal to the result, shared among
-//! ties; a product's is the product of the other rows (zeros handled as TF
-//! does). Empty segments give 0 (sum, mean and the sorted max/min), 1
+//! ties; a product's is the product of the other rows (by segmented
+//! exclusive product scans, exact at zeros to any order). Empty segments give 0 (sum, mean and the sorted max/min), 1
 //! (product), or the dtype's lowest/highest finite value (unsorted
 //! max/min: `f32::MIN` rather than -inf), as TensorFlow. Unsorted ids that are negative are dropped, as TF.
 
@@ -90,6 +90,16 @@ fn reduce_kernel<T: Num>(
     // highest finite value (not -inf/+inf)
     let (lowest, highest) = if T::DTYPE == DType::F32 {
         (T::from_f64(f32::MIN as f64), T::from_f64(f32::MAX as f64))
+    } else if T::DTYPE == DType::F16 {
+        (
+            T::from_f64(half::f16::MIN.to_f64()),
+            T::from_f64(half::f16::MAX.to_f64()),
+        )
+    } else if T::DTYPE == DType::BF16 {
+        (
+            T::from_f64(half::bf16::MIN.to_f64()),
+            T::from_f64(half::bf16::MAX.to_f64()),
+        )
     } else if T::DTYPE == DType::F64 {
         (T::from_f64(f64::MIN), T::from_f64(f64::MAX))
     } else if T::DTYPE == DType::I32 {
@@ -146,6 +156,71 @@ fn gather_rows(t: &Tensor, ids: &Tensor, batched: bool) -> Result<Tensor> {
     ext.gather(&safe, a as isize)
 }
 
+/// For each row of `d` (its first `ids.rank()` dims flattened), the
+/// product of the other rows of its segment (0 for a row with a negative
+/// id): the gradient of a segment product. It is built from gathers,
+/// concatenations and products only (no division, no mask taken from the
+/// values), so it is exact at zeros and differentiates again to any order,
+/// as `prod`'s exclusive cumulative products: the rows are ordered by
+/// segment, and a segmented exclusive product scan from each side runs in
+/// `⌈log₂ n⌉` doubling steps, each multiplying a row by the row `2ᵏ` before
+/// it when that one is in the same segment. The orderings are computed
+/// from `ids` with tensor ops (so a traced function follows its ids).
+fn others_product(d: &Tensor, ids: &Tensor, num: usize) -> Result<Tensor> {
+    let k = ids.rank();
+    let n = ids.numel();
+    if n == 0 {
+        return d.try_zeros_like();
+    }
+    let rest = &d.shape()[k..];
+    let rows_shape: Vec<usize> = std::iter::once(n).chain(rest.iter().copied()).collect();
+    let one_shape: Vec<usize> = std::iter::once(1).chain(rest.iter().copied()).collect();
+    let ones = Tensor::try_ones(&one_shape, d.dtype())?;
+    let flat = ids.reshape(&[n])?.cast(DType::I64)?;
+    // negative ids: a segment of their own, `num` (their results are dropped)
+    let dropped = flat.lt_scalar(0.0)?;
+    let seg_ids = Tensor::where_(&dropped, &flat.scalar_like(num as f64)?, &flat)?;
+    let order = seg_ids.argsort(0, false)?;
+    let seg = seg_ids.gather(&order, 0)?;
+    let xs = d.reshape(&rows_shape)?.gather(&order, 0)?;
+    let pos = Tensor::arange(0.0, n as f64, 1.0, DType::I64)?;
+    let none = pos.scalar_like(n as f64)?;
+    // row `j` times the row `j ∓ by` when that one is in the same segment
+    // (the appended ones row, index n, otherwise)
+    let step = |p: &Tensor, by: usize, back: bool| -> Result<Tensor> {
+        let (o, inside) = if back {
+            let o = pos.add_scalar(-(by as f64))?;
+            (
+                o.maximum(&o.scalar_like(0.0)?)?,
+                pos.lt_scalar(by as f64)?.logical_not()?,
+            )
+        } else {
+            let o = pos.add_scalar(by as f64)?;
+            (o.minimum(&o.scalar_like((n - 1) as f64)?)?, o.lt_scalar(n as f64)?)
+        };
+        let same = seg.gather(&o, 0)?.eq(&seg)?.logical_and(&inside)?;
+        Tensor::concat(&[p, &ones], 0)?.gather(&Tensor::where_(&same, &o, &none)?, 0)
+    };
+    // exclusive scans: a shift by one within the segment, then inclusive
+    // scans by doubling
+    let scan = |back: bool| -> Result<Tensor> {
+        let mut p = step(&xs, 1, back)?;
+        let mut by = 1;
+        while by < n {
+            p = p.mul(&step(&p, by, back)?)?;
+            by *= 2;
+        }
+        Ok(p)
+    };
+    let others_sorted = scan(true)?.mul(&scan(false)?)?;
+    // back to the rows' order (the inverse permutation); dropped rows get 0
+    let others = others_sorted.gather(&order.argsort(0, false)?, 0)?;
+    let mut mask_shape = vec![1; rows_shape.len()];
+    mask_shape[0] = n;
+    let others = Tensor::where_(&dropped.reshape(&mask_shape)?, &others.try_zeros_like()?, &others)?;
+    others.reshape(d.shape())
+}
+
 /// A segment reduction, recorded with its gradient.
 pub(crate) fn segment_reduce(
     kind: SegmentKind,
@@ -172,22 +247,14 @@ pub(crate) fn segment_reduce(
                 SegmentKind::Max | SegmentKind::Min => {
                     let selected = d.eq(&gather_rows(&y, &i, false)?)?;
                     let count = segment_reduce(SegmentKind::Sum, &selected.cast(d.dtype())?, &i, Some(num))?;
+                    // an empty segment counts 0: 1 instead, so that the
+                    // transpose of this rule (forward mode's double VJP)
+                    // gives its tangent 0, not 0/0
+                    let count = count.maximum(&count.scalar_like(1.0)?)?;
                     let share = gather_rows(&g.div(&count)?, &i, true)?;
                     Tensor::where_(&selected, &share, &d.try_zeros_like()?)?
                 }
-                SegmentKind::Prod => {
-                    let is_zero = d.eq(&d.try_zeros_like()?)?;
-                    let zeros = segment_reduce(SegmentKind::Sum, &is_zero.cast(d.dtype())?, &i, Some(num))?;
-                    let g = Tensor::where_(&zeros.gt_scalar(1.0)?, &g.try_zeros_like()?, g)?;
-                    let non_zero = Tensor::where_(&is_zero, &d.try_ones_like()?, &d)?;
-                    let non_zero_prod = segment_reduce(SegmentKind::Prod, &non_zero, &i, Some(num))?;
-                    let others = Tensor::where_(
-                        &is_zero,
-                        &gather_rows(&non_zero_prod, &i, false)?,
-                        &gather_rows(&y, &i, false)?.div(&non_zero)?,
-                    )?;
-                    gather_rows(&g, &i, true)?.mul(&others)?
-                }
+                SegmentKind::Prod => gather_rows(g, &i, true)?.mul(&others_product(&d, &i, num)?)?,
             };
             Ok(grads![Some(dx), None])
         })
