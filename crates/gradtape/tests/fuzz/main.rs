@@ -46,9 +46,11 @@
 //! replays one case.)
 
 mod case;
+mod extra;
 mod fit;
 mod ops;
 mod run;
+mod traced;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
