@@ -38,6 +38,13 @@ fn inspect_grad(g: Result<Option<Tensor>>, x: &Tensor, what: &str) {
     }
 }
 
+/// `GRADTAPE_FUZZ_MODE=<0..=5>`: every case in that mode (a campaign on
+/// one mode, say 5, traced); by default each case's own.
+fn forced_mode() -> Option<u8> {
+    static MODE: std::sync::OnceLock<Option<u8>> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| std::env::var("GRADTAPE_FUZZ_MODE").ok()?.trim().parse().ok())
+}
+
 /// Runs the case; panics (caught by the caller) on a library panic or a
 /// result of the wrong shape.
 pub fn run_case(k: &Case) {
@@ -46,7 +53,7 @@ pub fn run_case(k: &Case) {
     let Ok(c) = materialize(&k.c, Some(&a)) else { return };
     let f: OpFn = OPS[k.op].1;
     let env = Env { a: &a, b: &b, c: &c, k };
-    match k.mode {
+    match forced_mode().unwrap_or(k.mode) {
         0 | 1 => {
             if let Ok(y) = call(f, &env) {
                 inspect(&y);
