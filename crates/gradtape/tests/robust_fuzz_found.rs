@@ -245,3 +245,19 @@ fn conv_input_gradients_of_empty_inputs_with_huge_channels() {
     });
     assert_eq!(r.unwrap(), Some(vec![0, 3, 3, 1]));
 }
+
+/// `Tensor::linspace` inside a traced function was refused ("computed
+/// inside the traced function by an op that bypasses tracing"): it made
+/// its tensor without registering it as a constant (as `arange` does).
+/// The traced fuzz mode found it (eager gave `[0.0]` for `linspace(0, 0,
+/// 1)`, the traced call an error).
+#[test]
+fn linspace_inside_a_traced_function() -> gradtape::Result<()> {
+    let x = Tensor::scalar(1.0f32);
+    let g = gradtape::function(|_: &Tensor| Tensor::linspace(0.0, 0.0, 1, DType::F32));
+    assert_eq!(g.call(&x)?.to_vec::<f32>()?, vec![0.0]);
+    let f = gradtape::function(|x: &Tensor| Tensor::linspace(0.0, 1.0, 3, DType::F64)?.add(&x.cast(DType::F64)?));
+    assert_eq!(f.call(&x)?.to_vec::<f64>()?, vec![1.0, 1.5, 2.0]);
+    assert_eq!(f.call(&Tensor::scalar(2.0f32))?.to_vec::<f64>()?, vec![2.0, 2.5, 3.0]);
+    Ok(())
+}
