@@ -261,3 +261,25 @@ fn linspace_inside_a_traced_function() -> gradtape::Result<()> {
     assert_eq!(f.call(&Tensor::scalar(2.0f32))?.to_vec::<f64>()?, vec![2.0, 2.5, 3.0]);
     Ok(())
 }
+
+/// A traced batch normalization whose mean is also its scale compiled to a
+/// fused kernel whose chained instruction wrote over both operands of its
+/// first op (`t = m * m` over `m`), which the chain's registers do not
+/// allow: a panic in the compiler (`regs.rs`: `dst != c && !(dst == a &&
+/// dst == b)`). Found by the traced fuzz mode; the expected value is the
+/// eager one.
+#[test]
+fn traced_batch_norm_with_its_mean_as_scale() -> gradtape::Result<()> {
+    let body = |(x, m, v): &(Tensor, Tensor, Tensor)| Tensor::batch_normalization(x, m, v, None, Some(m), 0.0);
+    let args = (
+        Tensor::vector(&[0.0f32, 3.0]),
+        Tensor::scalar(0.0f32),
+        Tensor::scalar(0.0f32),
+    );
+    let want = body(&args)?.to_vec::<f32>()?;
+    let f = gradtape::function(body);
+    let got = f.call(&args)?.to_vec::<f32>()?;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&want), "traced {got:?}, eager {want:?}");
+    Ok(())
+}
