@@ -57,7 +57,7 @@ type Plain = (Tensor, Tensor, Tensor);
 pub fn traced_calls(e: &Env, f: OpFn) {
     let k = Arc::new(e.k.clone());
     let orig: Plain = (e.a.clone(), e.b.clone(), e.c.clone());
-    let other = resized(&orig, e.k.a.seed % 2 == 0);
+    let other = resized(&orig, e.k.a.seed.is_multiple_of(2));
     // (the signature's calls only grow: one row more is the size the
     // probe traces at when only leading dims are `None`, and between the
     // traced and the probe's sizes otherwise, so that a Rust branch of the
@@ -186,7 +186,7 @@ where
         if let Ok(y) = &got {
             inspect(y);
         }
-        if let Some(why) = differs(&got, &want, 0.0) {
+        if let Some(why) = differs(&got, &want, 0.0).filter(|_| !known_refusal(&got, &want)) {
             let tol = want.as_ref().map_or(0.0, |w| tolerance(w.dtype()));
             let excused = tol > 0.0
                 && reassociates(&g, args)
@@ -407,3 +407,15 @@ const KNOWN_GRADIENT_REFUSALS: &[&str] = &[
     // inputs the tape does not watch (igamma's `a`, which has none)
     "is not implemented (only",
 ];
+
+/// A known difference, reported and not yet fixed, that the campaign steps
+/// over (to be removed with its fix): eager returns a huge broadcast view
+/// (`broadcast_to` of one element to 2^31 elements costs nothing), the
+/// traced call refuses with out-of-memory, because the compiled graph
+/// fuses the broadcast into a kernel that writes every element.
+fn known_refusal(got: &Result<Tensor>, want: &Result<Tensor>) -> bool {
+    match (got, want) {
+        (Err(err), Ok(w)) => w.numel() > MAX_COMPARED && err.to_string().contains("out of memory"),
+        _ => false,
+    }
+}
