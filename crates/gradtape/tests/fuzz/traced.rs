@@ -183,6 +183,10 @@ where
         let where_ = || format!("{what} call {i} of {} ({})", seq.len(), describe(args));
         let got = g.call(args);
         let want = body(args);
+        // (with a signature, a refused first call leaves the next, larger
+        // one to trace first: a Rust branch of the closure on a size could
+        // then flip unseen at the smaller size, see `traced_calls`)
+        let last = opts.input_signature.is_some() && got.is_err();
         if let Ok(y) = &got {
             inspect(y);
         }
@@ -192,6 +196,9 @@ where
                 && reassociates(&g, args)
                 && (differs(&got, &want, tol).is_none() || differs(&plain().call(args), &want, 0.0).is_none());
             assert!(excused, "traced vs eager: {}: {why}", where_());
+        }
+        if last {
+            break;
         }
         // the gradient of the sum, through the call
         let (Ok(y), Ok(_)) = (&want, &got) else { continue };
