@@ -51,7 +51,10 @@ fn counts_of_a_none_dim_are_the_run_sizes_not_the_traced_one() -> Result<()> {
     };
     let f = Function::with_options(|x: &Tensor| x.mean_all(), opts);
     assert_eq!(f.call(&Tensor::vector(&[1.0f64, 2.0]))?.to_scalar::<f64>()?, 1.5);
-    assert_eq!(f.call(&Tensor::vector(&[1.0f64, 2.0, 3.0, 4.0]))?.to_scalar::<f64>()?, 2.5);
+    assert_eq!(
+        f.call(&Tensor::vector(&[1.0f64, 2.0, 3.0, 4.0]))?.to_scalar::<f64>()?,
+        2.5
+    );
     assert_eq!(f.call(&Tensor::vector(&[5.0f64]))?.to_scalar::<f64>()?, 5.0);
     traced_matches_eager("mean", 3, |x| x.mean(&[0], false))?;
     traced_matches_eager("variance", 3, |x| x.moments(&[0], false).map(|(_, v)| v))?;
@@ -151,7 +154,11 @@ fn the_gradient_through_a_call_has_the_run_shape() -> Result<()> {
             tape.watch(&x);
             f.call(&x)
         })?;
-        close(&tape.gradient(&y, &x)?.expect("connected"), &x.mul_scalar(2.0)?, "sum of squares");
+        close(
+            &tape.gradient(&y, &x)?.expect("connected"),
+            &x.mul_scalar(2.0)?,
+            "sum of squares",
+        );
     }
     assert_eq!(f.trace_count(), 1);
     Ok(())
@@ -201,7 +208,10 @@ fn host_reads_of_traced_values_are_refused() -> Result<()> {
     });
     let x = Tensor::vector(&[1.0f64, 2.0]);
     assert_eq!(f.call(&x)?.to_vec::<f64>()?, vec![2.0, 4.0]);
-    assert_eq!(f.call(&Tensor::vector(&[5.0f64, 6.0]))?.to_vec::<f64>()?, vec![10.0, 12.0]);
+    assert_eq!(
+        f.call(&Tensor::vector(&[5.0f64, 6.0]))?.to_vec::<f64>()?,
+        vec![10.0, 12.0]
+    );
     // to_vec_f64 is the panicking form
     let g = function(|x: &Tensor| {
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| x.to_vec_f64()));
@@ -249,7 +259,10 @@ fn a_variable_read_only_in_a_branch_gets_its_gradient_through_the_call() -> Resu
     let y = tape.record(|| h.call(&x))?;
     assert_eq!(y.to_scalar::<f64>()?, 12.0);
     // d(x w^3)/dw = 3 x w^2 = 18
-    assert_eq!(tape.gradient(&y, &w)?.expect("read in the body").to_scalar::<f64>()?, 18.0);
+    assert_eq!(
+        tape.gradient(&y, &w)?.expect("read in the body").to_scalar::<f64>()?,
+        18.0
+    );
     Ok(())
 }
 

@@ -245,3 +245,41 @@ fn conv_input_gradients_of_empty_inputs_with_huge_channels() {
     });
     assert_eq!(r.unwrap(), Some(vec![0, 3, 3, 1]));
 }
+
+/// `Tensor::linspace` inside a traced function was refused ("computed
+/// inside the traced function by an op that bypasses tracing"): it made
+/// its tensor without registering it as a constant (as `arange` does).
+/// The traced fuzz mode found it (eager gave `[0.0]` for `linspace(0, 0,
+/// 1)`, the traced call an error).
+#[test]
+fn linspace_inside_a_traced_function() -> gradtape::Result<()> {
+    let x = Tensor::scalar(1.0f32);
+    let g = gradtape::function(|_: &Tensor| Tensor::linspace(0.0, 0.0, 1, DType::F32));
+    assert_eq!(g.call(&x)?.to_vec::<f32>()?, vec![0.0]);
+    let f = gradtape::function(|x: &Tensor| Tensor::linspace(0.0, 1.0, 3, DType::F64)?.add(&x.cast(DType::F64)?));
+    assert_eq!(f.call(&x)?.to_vec::<f64>()?, vec![1.0, 1.5, 2.0]);
+    assert_eq!(f.call(&Tensor::scalar(2.0f32))?.to_vec::<f64>()?, vec![2.0, 2.5, 3.0]);
+    Ok(())
+}
+
+/// A traced batch normalization whose mean is also its scale compiled to a
+/// fused kernel whose chained instruction wrote over both operands of its
+/// first op (`t = m * m` over `m`), which the chain's registers do not
+/// allow: a panic in the compiler (`regs.rs`: `dst != c && !(dst == a &&
+/// dst == b)`). Found by the traced fuzz mode; the expected value is the
+/// eager one.
+#[test]
+fn traced_batch_norm_with_its_mean_as_scale() -> gradtape::Result<()> {
+    let body = |(x, m, v): &(Tensor, Tensor, Tensor)| Tensor::batch_normalization(x, m, v, None, Some(m), 0.0);
+    let args = (
+        Tensor::vector(&[0.0f32, 3.0]),
+        Tensor::scalar(0.0f32),
+        Tensor::scalar(0.0f32),
+    );
+    let want = body(&args)?.to_vec::<f32>()?;
+    let f = gradtape::function(body);
+    let got = f.call(&args)?.to_vec::<f32>()?;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&want), "traced {got:?}, eager {want:?}");
+    Ok(())
+}

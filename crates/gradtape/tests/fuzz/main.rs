@@ -20,12 +20,18 @@
 //! `GradientTape` watching the operands, then `gradient` and (when small)
 //! `jacobian`; under a `ForwardAccumulator` with a tangent, then `jvp`; on
 //! a `Variable` read under a tape, with `assign`/`assign_add`/`assign_sub`;
-//! traced by `function` and called. Every accepted result is printed
-//! (`Display`, `Debug`) and made contiguous.
+//! traced by `function` and called over a sequence of argument sets
+//! (other leading dims, `Option`/`Vec` structures, `None`-dim signatures;
+//! `traced.rs`). Every accepted result is printed (`Display`, `Debug`) and
+//! made contiguous.
 //!
 //! **What it asserts**: each call returns `Ok` with the shape the op's rule
 //! gives (where that is predictable) or an `Err`; never a panic, an abort
-//! or a crash. The cases run in child processes (this test binary
+//! or a crash. In the traced mode, each traced call agrees with the same
+//! closure run eagerly on the same arguments: the same outcome, shape,
+//! dtype and values (bit for bit, or within a tight tolerance where the
+//! compiler sums in another order), and the same gradient of the result's
+//! sum through the call. The cases run in child processes (this test binary
 //! re-executed with `GRADTAPE_FUZZ_CHILD` set, for a batch of cases, under
 //! a 2 GiB address-space cap so that "too large for memory" is
 //! deterministic): a panic in a child is caught with `catch_unwind` and
@@ -43,13 +49,16 @@
 //!
 //! (`GRADTAPE_FUZZ_SEED` is optional; a failure names the seed and case
 //! index, and `GRADTAPE_FUZZ_FIRST=<index>` with `GRADTAPE_FUZZ_CASES=1`
-//! replays one case.)
+//! replays one case; `GRADTAPE_FUZZ_MODE=5` runs every case in mode 5,
+//! traced, which compares traced functions with eager calls.)
 
 mod case;
+mod extra;
 mod fit;
 mod ops;
 mod run;
 mod surfaces;
+mod traced;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};

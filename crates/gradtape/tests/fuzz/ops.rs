@@ -607,6 +607,7 @@ pub static OPS: std::sync::LazyLock<Vec<(&'static str, OpFn)>> = std::sync::Lazy
         .chain(REDUCE.iter())
         .chain(OTHER.iter())
         .chain(crate::fit::FIT.iter())
+        .chain(crate::extra::EXTRA.iter())
         .chain(crate::surfaces::SURFACES.iter())
         .copied()
         .collect()

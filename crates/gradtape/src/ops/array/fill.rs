@@ -99,7 +99,9 @@ impl Tensor {
                     o.write(T::from_f64(if i + 1 == num && num > 1 { stop } else { start + step * i as f64 }));
                 }
             })?;
-            Ok(Tensor::from_storage(T::buf_into_storage(v), &[num]))
+            // (a constant: inside a traced function, frozen into the graph
+            // like `arange`'s, not refused as an op that bypasses tracing)
+            Ok(Tensor::constant(T::buf_into_storage(v), &[num]))
         }, _ => unreachable!("checked above"))
     }
 

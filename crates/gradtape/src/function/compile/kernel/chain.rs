@@ -46,7 +46,9 @@ pub(super) fn merge_chains(body: &mut Vec<Instr>) -> usize {
         let (t, a, b, dst, x, y) = (*t, *a, *b, *dst, *x, *y);
         let fits = arith(op1) && arith(op2) && (x == t) != (y == t) && dst != t;
         let c = if x == t { y } else { x };
-        if !fits || dst == c || !dead_after(body, i + 1, t) {
+        // (`dst` over both operands of the first op, `t = a * a` written
+        // over `a`, is no case of `ChainRegs`: left as two instructions)
+        if !fits || dst == c || (dst == a && dst == b) || !dead_after(body, i + 1, t) {
             i += 1;
             continue;
         }
