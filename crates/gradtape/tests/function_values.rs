@@ -215,7 +215,10 @@ fn host_reads_of_traced_values_are_refused() -> Result<()> {
     // to_vec_f64 is the panicking form
     let g = function(|x: &Tensor| {
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| x.to_vec_f64()));
-        assert!(caught.is_err(), "to_vec_f64 of a traced value must not give the trace's numbers");
+        assert!(
+            caught.is_err(),
+            "to_vec_f64 of a traced value must not give the trace's numbers"
+        );
         Ok(x.identity())
     });
     g.call(&x)?;
@@ -347,5 +350,56 @@ fn files_of_traced_values_are_refused() -> Result<()> {
     });
     assert_eq!(f.call(&Tensor::vector(&[1.0f32]))?.to_vec::<f32>()?, vec![3.0]);
     assert_eq!(f.call(&Tensor::vector(&[2.0f32]))?.to_vec::<f32>()?, vec![6.0]);
+    Ok(())
+}
+
+#[test]
+fn the_gradient_of_a_vector_output_through_a_call_at_another_size() -> Result<()> {
+    // found by the traced fuzz: the cotangent example took the traced size
+    let opts = FunctionOptions {
+        input_signature: Some(vec![TensorSpec::new(DType::F32, &[None])]),
+        ..Default::default()
+    };
+    let f = Function::with_options(|x: &Tensor| x.mul_scalar(2.0), opts);
+    for n in [1usize, 2, 5] {
+        let x = Tensor::from_vec(vec![1.5f32; n], &[n])?;
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(&x);
+            f.call(&x)?.sum_all()
+        })?;
+        // d sum(2 x) / dx = 2
+        assert_eq!(
+            tape.gradient(&y, &x)?.expect("connected").to_vec::<f32>()?,
+            vec![2.0; n]
+        );
+    }
+    assert_eq!(f.trace_count(), 1);
+    Ok(())
+}
+
+#[test]
+fn sizes_whose_graphs_differ_are_never_run_on_another_sizes_graph() -> Result<()> {
+    // rfft's output length n/2 + 1 is the same at n = 2 and 3 but not at 4
+    let opts = FunctionOptions {
+        input_signature: Some(vec![TensorSpec::new(DType::F32, &[None])]),
+        ..Default::default()
+    };
+    let f = Function::with_options(|x: &Tensor| x.rfft(None), opts.clone());
+    for n in [2usize, 3, 4, 5, 1] {
+        let x = Tensor::from_vec((0..n).map(|i| i as f32 - 0.5).collect(), &[n])?;
+        let (got, want) = (f.call(&x)?, x.rfft(None)?);
+        assert_eq!(got.shape(), want.shape(), "rfft at {n}");
+    }
+    // an op that refuses a shape eagerly refuses it traced
+    let all_none = FunctionOptions {
+        input_signature: Some(vec![TensorSpec::new(DType::F32, &[None, None])]),
+        ..Default::default()
+    };
+    let g = Function::with_options(|x: &Tensor| Tensor::einsum("ii->i", &[x]), all_none);
+    g.call(&Tensor::ones(&[3, 3], DType::F32))?;
+    let bad = Tensor::ones(&[4, 3], DType::F32);
+    assert!(Tensor::einsum("ii->i", &[&bad]).is_err());
+    assert!(g.call(&bad).is_err(), "eager refuses [4, 3]");
     Ok(())
 }

@@ -26,6 +26,10 @@ use crate::error::{Error, Result};
 use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::tensor::{layout, DType, Shape, Tensor, TensorId};
 
+/// A gradient split built for calls with these input shapes (or why it
+/// could not be).
+type BuiltBackward = (Vec<Shape>, std::result::Result<Arc<Backward>, Error>);
+
 /// How many gradient splits (one per input shape) a concrete function keeps.
 const MAX_BACKWARDS: usize = 8;
 
@@ -55,7 +59,7 @@ pub struct ConcreteFunction {
     /// each input shape (a graph that serves several sizes of a `None` dim
     /// has a gradient traced for each: its shapes are fixed in it), most
     /// recently used last
-    backward: Mutex<Vec<(Vec<Shape>, std::result::Result<Arc<Backward>, Error>)>>,
+    backward: Mutex<Vec<BuiltBackward>>,
 }
 
 impl fmt::Debug for ConcreteFunction {
@@ -299,7 +303,10 @@ impl ConcreteFunction {
         if built.len() >= MAX_BACKWARDS {
             drop(built.remove(0));
         }
-        built.push((inputs.iter().map(|t| layout::small_copy(t.shape())).collect(), made.clone()));
+        built.push((
+            inputs.iter().map(|t| layout::small_copy(t.shape())).collect(),
+            made.clone(),
+        ));
         made
     }
 

@@ -480,7 +480,11 @@ impl Traced {
     fn matches<O>(&self, t: &trace::Traced<O>) -> bool {
         sizes::same_graph(&self.graph, &t.graph)
             && self.captures.iter().copied().eq(t.captures.iter().map(Tensor::id))
-            && self.variables.iter().copied().eq(t.variables.iter().map(Variable::handle))
+            && self
+                .variables
+                .iter()
+                .copied()
+                .eq(t.variables.iter().map(Variable::handle))
     }
 }
 

@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock};
 use rustc_hash::FxHashSet;
 
 use super::concrete::ConcreteFunction;
-use super::graph::{Graph, ValueId};
+use super::graph::{Graph, ValueId, ValueInfo};
 use super::passes;
 use super::trace;
 use crate::autodiff::backprop::Unconnected;
@@ -103,7 +103,12 @@ impl Backward {
 
     fn build_full(&self, inputs: &[Tensor]) -> Result<Full> {
         let forward = self.forward.graph();
-        let (gg, grad_slots, ct_mask) = trace_gradient(self.forward.flat_fn(), inputs, &[], &self.vars, forward)?;
+        let outs: Vec<ValueInfo> = forward
+            .outputs
+            .iter()
+            .map(|&o| forward.values[o as usize].clone())
+            .collect();
+        let (gg, grad_slots, ct_mask) = trace_gradient(self.forward.flat_fn(), inputs, &[], &self.vars, &outs)?;
         // the function's outputs stay outputs of `gg` (after the gradients'
         // slots are counted from them): drop them, keep the gradients
         let n_out = forward.outputs.len();
@@ -119,7 +124,7 @@ impl Backward {
 }
 
 /// Traces the gradient of `flat_fn` (a function of `xs`, reading
-/// `captures` and `vars`, whose outputs are those of `like`): a graph with
+/// `captures` and `vars`, whose outputs have the dtypes and shapes `outs`): a graph with
 /// inputs `[xs, cotangents of the differentiable outputs, captures]` and
 /// outputs `[the function's outputs, the gradients that exist]`; with, per
 /// `xs ++ captures ++ vars`, the index of its gradient among the gradients,
@@ -129,17 +134,12 @@ fn trace_gradient(
     xs: &[Tensor],
     captures: &[Tensor],
     vars: &[Variable],
-    like: &Graph,
+    outs: &[ValueInfo],
 ) -> Result<(Graph, Vec<Option<usize>>, Vec<bool>)> {
-    let ct_mask: Vec<bool> = like
-        .outputs
-        .iter()
-        .map(|&o| like.values[o as usize].dtype.is_differentiable())
-        .collect();
+    let ct_mask: Vec<bool> = outs.iter().map(|v| v.dtype.is_differentiable()).collect();
     let mut args: Vec<Tensor> = xs.to_vec();
-    for (&o, &m) in like.outputs.iter().zip(&ct_mask) {
+    for (v, &m) in outs.iter().zip(&ct_mask) {
         if m {
-            let v = &like.values[o as usize];
             args.push(Tensor::try_ones(&v.shape, v.dtype)?);
         }
     }
@@ -188,7 +188,25 @@ pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor]) -> Result
         .filter(|v| v.trainable() && v.dtype().is_differentiable())
         .cloned()
         .collect();
-    let (gg, grad_slots, ct_mask) = trace_gradient(cf.flat_fn(), &inputs[..n_args], cf.captures(), &vars, g)?;
+    // the outputs' shapes on these inputs: the graph's, or (for a graph
+    // that serves other sizes of a signature's `None` dims) a run's
+    let traced_shapes = g
+        .inputs
+        .iter()
+        .map(|&v| &g.values[v as usize].shape[..])
+        .eq(inputs.iter().map(Tensor::shape));
+    let outs: Vec<ValueInfo> = if traced_shapes {
+        g.outputs.iter().map(|&o| g.values[o as usize].clone()).collect()
+    } else {
+        cf.run_optimized(inputs)?
+            .iter()
+            .map(|t| ValueInfo {
+                dtype: t.dtype(),
+                shape: crate::tensor::layout::small_copy(t.shape()),
+            })
+            .collect()
+    };
+    let (gg, grad_slots, ct_mask) = trace_gradient(cf.flat_fn(), &inputs[..n_args], cf.captures(), &vars, &outs)?;
     let n_ct = ct_mask.iter().filter(|&&m| m).count();
     let n_out = g.outputs.len();
     // which values depend on a cotangent

@@ -40,11 +40,15 @@ pub(crate) fn same_graph(a: &Graph, b: &Graph) -> bool {
     a.inputs == b.inputs
         && a.outputs == b.outputs
         && a.values.len() == b.values.len()
-        && a.values.iter().zip(&b.values).all(|(x, y)| x.dtype == y.dtype && x.shape.len() == y.shape.len())
+        && a.values
+            .iter()
+            .zip(&b.values)
+            .all(|(x, y)| x.dtype == y.dtype && x.shape.len() == y.shape.len())
         && a.nodes.len() == b.nodes.len()
-        && a.nodes.iter().zip(&b.nodes).all(|(m, n)| {
-            m.inputs == n.inputs && m.outputs == n.outputs && same_op(&m.op, &n.op)
-        })
+        && a.nodes
+            .iter()
+            .zip(&b.nodes)
+            .all(|(m, n)| m.inputs == n.inputs && m.outputs == n.outputs && same_op(&m.op, &n.op))
 }
 
 fn same_op(a: &Op, b: &Op) -> bool {
@@ -55,7 +59,10 @@ fn same_op(a: &Op, b: &Op) -> bool {
             x.name() == y.name()
                 && a.to_string() == b.to_string()
                 && sx.len() == sy.len()
-                && sx.iter().zip(&sy).all(|((lx, gx), (ly, gy))| lx == ly && same_graph(gx, gy))
+                && sx
+                    .iter()
+                    .zip(&sy)
+                    .all(|((lx, gx), (ly, gy))| lx == ly && same_graph(gx, gy))
         }
         _ => a == b,
     }

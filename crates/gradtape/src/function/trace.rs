@@ -295,7 +295,11 @@ pub(crate) fn variable_read(v: &Variable) {
 pub(crate) fn recorded_alias(t: &Tensor) -> Tensor {
     let a = t.alias();
     if recording() {
-        record(Op::Shape(crate::ops::desc::ShapeOp::Identity), &[t], std::slice::from_ref(&a));
+        record(
+            Op::Shape(crate::ops::desc::ShapeOp::Identity),
+            &[t],
+            std::slice::from_ref(&a),
+        );
     }
     a
 }

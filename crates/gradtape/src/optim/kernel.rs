@@ -63,7 +63,12 @@ enum Rows<'a, T: Clone> {
 fn sparse_rows<T: Float>(s: &IndexedSlices) -> Result<Rows<'static, T>> {
     let width: usize = s.dense_shape()[1..].iter().product();
     let v = s.values().values::<T>("optimizer")?;
-    let idx: Vec<usize> = s.indices().f64_values("optimizer")?.into_iter().map(|i| i as usize).collect();
+    let idx: Vec<usize> = s
+        .indices()
+        .f64_values("optimizer")?
+        .into_iter()
+        .map(|i| i as usize)
+        .collect();
     let mut order: Vec<usize> = (0..idx.len()).collect();
     order.sort_by_key(|&k| idx[k]); // stable: duplicates add in their order
     let mut rows: Vec<usize> = crate::tensor::alloc::try_vec("optimizer", idx.len())?;

@@ -51,7 +51,11 @@ fn npy_bytes(e: &Env) -> Vec<u8> {
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     out.push(b'\n');
-    let payload = if e.a.numel() <= 64 { e.a.try_to_vec_f64().unwrap_or_default() } else { Vec::new() };
+    let payload = if e.a.numel() <= 64 {
+        e.a.try_to_vec_f64().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let n = payload.len() * 8 + e.size(1) % 9;
     out.extend((0..n).map(|i| payload.get(i / 8).map_or(0x3f, |v| v.to_le_bytes()[i % 8])));
     out
@@ -96,7 +100,9 @@ fn npy_round_trip(e: &Env) -> Result<Tensor> {
     if e.a.numel() <= 64 && !e.a.dtype().is_complex() {
         let (x, y) = (e.a.try_to_vec_f64()?, back.try_to_vec_f64()?);
         assert!(
-            x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())),
+            x.iter()
+                .zip(&y)
+                .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())),
             "npy round trip changed values: {x:?} vs {y:?}"
         );
     }
@@ -228,13 +234,12 @@ fn traced_gradients(e: &Env) -> Result<Tensor> {
 }
 
 fn signature(e: &Env) -> Result<Tensor> {
-    let spec: Vec<Option<usize>> = e
-        .k
-        .shape
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| (!e.k.flags[i % 3]).then_some(d))
-        .collect();
+    let spec: Vec<Option<usize>> =
+        e.k.shape
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| (!e.k.flags[i % 3]).then_some(d))
+            .collect();
     let opts = FunctionOptions {
         input_signature: Some(vec![TensorSpec::new(e.k.dtype, &spec)]),
         max_traces: Some(2),
@@ -246,7 +251,10 @@ fn signature(e: &Env) -> Result<Tensor> {
     if e.a.numel() <= 64 && e.a.dtype() == DType::F64 {
         let want = e.a.mul(e.a)?.mean_all()?;
         let (p, q) = (y.to_scalar::<f64>()?, want.to_scalar::<f64>()?);
-        assert!(p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()), "{p} vs eager {q}");
+        assert!(
+            p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
+            "{p} vs eager {q}"
+        );
     }
     Ok(y)
 }

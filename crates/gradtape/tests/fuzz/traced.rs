@@ -214,7 +214,6 @@ where
             continue;
         };
         match grad_of(&srcs, || g.call(args)) {
-            Err(err) if KNOWN_GRADIENT_REFUSALS.iter().any(|m| err.to_string().contains(m)) => {}
             Err(err) => panic!(
                 "traced vs eager: {}: the eager gradient is computed, through the call it is refused: {err}",
                 where_()
@@ -402,19 +401,6 @@ fn values(t: &Tensor) -> String {
         Err(_) => "?".into(),
     }
 }
-
-/// Known bugs, reported and not yet fixed, that the campaign steps over
-/// (each to be removed with its fix): a gradient through the call refused
-/// with one of these messages, where the eager tape computes it.
-const KNOWN_GRADIENT_REFUSALS: &[&str] = &[
-    // a graph that serves every size of a `None`-dim signature, called at
-    // another size than traced: its symbolic gradient checks the
-    // cotangent against the traced output shape
-    "but its target has shape",
-    // the call's gradient asks every input's gradient of its ops, also of
-    // inputs the tape does not watch (igamma's `a`, which has none)
-    "is not implemented (only",
-];
 
 /// A known difference, reported and not yet fixed, that the campaign steps
 /// over (to be removed with its fix): eager returns a huge broadcast view
