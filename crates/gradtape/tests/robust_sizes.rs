@@ -407,3 +407,15 @@ fn host_buffers_sized_by_user_counts_fail_cleanly() {
         assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{r:?}");
     });
 }
+
+/// Sorting an empty tensor with a huge axis reserved a scratch row of that
+/// axis's length (an abort under the fuzz's memory cap): nothing is sorted,
+/// so nothing is reserved.
+#[test]
+fn sorting_an_empty_tensor_with_a_huge_axis_reserves_nothing() {
+    isolated("sorting_an_empty_tensor_with_a_huge_axis_reserves_nothing", || {
+        let x = Tensor::zeros(&[0, 2, 1 << 33], DType::F32);
+        assert_eq!(x.argsort(-1, false).unwrap().shape(), &[0, 2, 1 << 33]);
+        assert_eq!(x.sort(-1, true).unwrap().shape(), &[0, 2, 1 << 33]);
+    });
+}

@@ -221,7 +221,7 @@ fn control(e: &Env) -> Result<Tensor> {
 
 /// Which control-flow form [`control`] takes: by the operand's rank.
 fn uses_cond(b: &Tensor) -> bool {
-    b.rank() % 2 == 0
+    b.rank().is_multiple_of(2)
 }
 
 fn traced_gradients(e: &Env) -> Result<Tensor> {

@@ -181,6 +181,8 @@ pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
                 } else {
                     0.0
                 }
+            } else if a > HUGE_A {
+                wilson_hilferty(a, b, upper)
             } else if upper {
                 gamma::checked_gamma_ur(a, b).unwrap_or(f64::NAN)
             } else {
@@ -385,6 +387,23 @@ fn igamma_grad(v: &[Tensor], g: &Tensor, needs: &[bool], sign: f64) -> Result<Ve
     };
     let log_density = a.add_scalar(-1.0)?.mul(&x.log()?)?.sub(x)?.sub(&a.lgamma()?)?;
     Ok(vec![da, Some(g.mul(&log_density.exp()?.mul_scalar(sign)?)?)])
+}
+
+/// Above this `a` the incomplete gamma functions come from the
+/// Wilson–Hilferty normal approximation: `statrs`'s series and continued
+/// fraction take of the order of `sqrt(a)` steps (a `1e30` would never
+/// return), and the approximation's error, `O(a^-1)` relative to the
+/// spread `sqrt(a)`, is below f64's resolution there.
+const HUGE_A: f64 = 1e15;
+
+/// `P(a, x)` (or `Q(a, x)` when `upper`) by the Wilson–Hilferty
+/// approximation: `(x/a)^(1/3)` is nearly normal with mean `1 - 1/(9a)`
+/// and variance `1/(9a)`.
+fn wilson_hilferty(a: f64, x: f64, upper: bool) -> f64 {
+    let v = 1.0 / (9.0 * a);
+    let z = ((x / a).cbrt() - (1.0 - v)) / v.sqrt();
+    let z = if upper { z } else { -z };
+    0.5 * libm::erfc(z / std::f64::consts::SQRT_2)
 }
 
 /// `∂P(a, x)/∂a` elementwise (TF's `IgammaGradA`, computed in f64). Its
