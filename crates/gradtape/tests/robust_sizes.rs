@@ -419,3 +419,24 @@ fn sorting_an_empty_tensor_with_a_huge_axis_reserves_nothing() {
         assert_eq!(x.sort(-1, true).unwrap().shape(), &[0, 2, 1 << 33]);
     });
 }
+
+/// Decompositions of 2^31 empty matrices walked them one by one (the fuzz
+/// saw them hang): every output is empty, so none is walked.
+#[test]
+fn decompositions_of_many_empty_matrices_return_at_once() {
+    let nb = 1usize << 31;
+    let wide = Tensor::zeros(&[nb, 2, 0], DType::F64);
+    let (q, r) = wide.qr().unwrap();
+    assert_eq!((q.shape(), r.shape()), (&[nb, 2, 0][..], &[nb, 0, 0][..]));
+    let (s, u, v) = wide.svd().unwrap();
+    assert_eq!(
+        (s.shape(), u.shape(), v.shape()),
+        (&[nb, 0][..], &[nb, 2, 0][..], &[nb, 0, 0][..])
+    );
+    let square = Tensor::zeros(&[nb, 0, 0], DType::F64);
+    let (e, w) = square.eigh().unwrap();
+    assert_eq!((e.shape(), w.shape()), (&[nb, 0][..], &[nb, 0, 0][..]));
+    assert_eq!(square.matrix_exp().unwrap().shape(), &[nb, 0, 0]);
+    let (l, _, p) = square.lu().unwrap();
+    assert_eq!((l.shape(), p.shape()), (&[nb, 0, 0][..], &[nb, 0][..]));
+}

@@ -23,7 +23,7 @@
 //! Eigenvectors and singular vectors are unique only up to sign; each is
 //! signed so that its largest entry is positive.
 
-use super::decomp::from_f64s;
+use super::decomp::{busy, from_f64s};
 use crate::autodiff::tape::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::eig;
@@ -97,7 +97,7 @@ impl Tensor {
         let (nb, n) = square(OP, self)?;
         let a = self.f64_values(OP)?;
         let (mut es, mut vs) = (Vec::with_capacity(nb * n), Vec::with_capacity(nb * n * n));
-        for b in 0..nb {
+        for b in 0..busy(nb, n) {
             let (e, v) = eig::eigh(&a[b * n * n..(b + 1) * n * n], n);
             es.extend(e);
             vs.extend(v);
@@ -147,7 +147,8 @@ impl Tensor {
         let k = m.min(n);
         let a = self.f64_values(OP)?;
         let (mut ss, mut us, mut vs) = (Vec::new(), Vec::new(), Vec::new());
-        for b in 0..nb {
+        // (k = 0: every output is empty, however many matrices)
+        for b in 0..busy(nb, k) {
             let (s, u, v) = eig::svd(&a[b * m * n..(b + 1) * m * n], m, n);
             ss.extend(s);
             us.extend(u);
@@ -210,7 +211,7 @@ impl Tensor {
         let k = m.min(n);
         let a = self.f64_values(OP)?;
         let (mut qs, mut rs) = (Vec::new(), Vec::new());
-        for b in 0..nb {
+        for b in 0..busy(nb, k) {
             let (q, r) = eig::qr(&a[b * m * n..(b + 1) * m * n], m, n);
             qs.extend(q);
             rs.extend(r);
@@ -291,7 +292,7 @@ impl Tensor {
         let (nb, n) = square(OP, self)?;
         let a = self.f64_values(OP)?;
         let (mut ls, mut us, mut ps) = (Vec::new(), Vec::new(), Vec::new());
-        for b in 0..nb {
+        for b in 0..busy(nb, n) {
             let f = crate::kernels::cpu::decomp::lu(&a[b * n * n..(b + 1) * n * n], n);
             for i in 0..n {
                 for j in 0..n {
@@ -352,7 +353,7 @@ impl Tensor {
         let (nb, n) = square(OP, self)?;
         let a = self.f64_values(OP)?;
         let mut out = Vec::with_capacity(a.len());
-        for b in 0..nb {
+        for b in 0..busy(nb, n) {
             let e = eig::expm(&a[b * n * n..(b + 1) * n * n], n).ok_or_else(|| {
                 Error::invalid(
                     OP,
