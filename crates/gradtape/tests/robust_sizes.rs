@@ -440,3 +440,19 @@ fn decompositions_of_many_empty_matrices_return_at_once() {
     let (l, _, p) = square.lu().unwrap();
     assert_eq!((l.shape(), p.shape()), (&[nb, 0, 0][..], &[nb, 0][..]));
 }
+
+/// An optimizer's slots for a huge variable (a broadcast view) were made
+/// with the panicking `Tensor::full` (found by the fuzz's surfaces): now an
+/// error.
+#[test]
+fn optimizer_slots_of_a_huge_variable_are_an_error() {
+    use gradtape::optim::{Adam, Optimizer, RmsProp};
+    isolated("optimizer_slots_of_a_huge_variable_are_an_error", || {
+        let w = Variable::new(view(1.0, &[1 << 40]));
+        let g = view(0.5, &[1 << 40]);
+        let r = Adam::new(0.1).apply(vec![(Some(g.clone().into()), w.clone())]);
+        assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{r:?}");
+        let r = RmsProp::new(0.1).apply(vec![(Some(g.into()), w)]);
+        assert!(matches!(r, Err(Error::OutOfMemory { .. })), "{r:?}");
+    });
+}

@@ -203,12 +203,13 @@ impl Core {
                 .slots()
                 .into_iter()
                 .map(|(slot, init)| {
-                    Variable::builder(Tensor::full(&v.shape(), init, v.dtype()))
+                    // (fallible: a slot of a huge variable is an error)
+                    Ok(Variable::builder(Tensor::try_full(&v.shape(), init, v.dtype())?)
                         .name(format!("{}/{}/{slot}", self.name, v.name()))
                         .trainable(false)
-                        .build()
+                        .build())
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             self.slots.insert(v.handle(), slots);
             self.order.push(v.handle());
         }
