@@ -400,8 +400,11 @@ const HUGE_A: f64 = 1e15;
 /// approximation: `(x/a)^(1/3)` is nearly normal with mean `1 - 1/(9a)`
 /// and variance `1/(9a)`.
 fn wilson_hilferty(a: f64, x: f64, upper: bool) -> f64 {
-    let v = 1.0 / (9.0 * a);
-    let z = ((x / a).cbrt() - (1.0 - v)) / v.sqrt();
+    // (1/9 / a: no overflow to a zero variance up to f64::MAX)
+    let v = (1.0 / 9.0) / a;
+    // (x/a)^(1/3) - 1 without cancellation, from (x - a) / a
+    let c = (((x - a) / a).ln_1p() / 3.0).exp_m1();
+    let z = (c + v) / v.sqrt();
     let z = if upper { z } else { -z };
     0.5 * libm::erfc(z / std::f64::consts::SQRT_2)
 }
