@@ -4,6 +4,8 @@
 //! out by hand or taken from Python's `math` module (an independent
 //! implementation), never from this crate's output.
 
+mod common;
+
 use gradtape::{DType, GradientTape, Result, Tensor};
 
 fn v(x: &[f64]) -> Tensor {
@@ -515,17 +517,7 @@ fn grads_1_2(x: &Tensor, f: fn(&Tensor) -> Result<Tensor>) -> (Vec<f64>, Vec<f64
 
 /// `a` and `b` agree elementwise: both NaN, equal infinities, or close.
 fn agree(what: &str, a: &[f64], b: &[f64]) {
-    assert_eq!(a.len(), b.len(), "{what}");
-    for (x, y) in a.iter().zip(b) {
-        let ok = if y.is_nan() {
-            x.is_nan()
-        } else if y.is_infinite() {
-            x == y
-        } else {
-            (x - y).abs() <= 1e-12 * (1.0 + y.abs())
-        };
-        assert!(ok, "{what}: {a:?} vs {b:?}");
-    }
+    common::values::agree(what, a, b, 1e-12);
 }
 
 #[test]

@@ -353,17 +353,7 @@ fn tests_and_errors() {
 /// `got` and `want` agree: the same non-finite value (inf, -inf or NaN), or
 /// finite values within `tol` relative.
 fn same(got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-    for (g, w) in got.iter().zip(want) {
-        let ok = if w.is_nan() {
-            g.is_nan()
-        } else if w.is_infinite() {
-            g == w
-        } else {
-            (g - w).abs() <= tol * (1.0 + w.abs())
-        };
-        assert!(ok, "{got:?} vs {want:?}");
-    }
+    common::values::agree("special", got, want, tol);
 }
 
 #[test]

@@ -14,6 +14,23 @@ pub fn init(shape: &[usize], k: f64) -> Tensor {
     .unwrap()
 }
 
+/// `got` and `want` agree elementwise: NaN where `want` is NaN, the same
+/// infinity where it is infinite, else within `rel` relative
+/// (`|g - w| <= rel (1 + |w|)`).
+pub fn agree(what: &str, got: &[f64], want: &[f64], rel: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            g == w
+        } else {
+            (g - w).abs() <= rel * (1.0 + w.abs())
+        };
+        assert!(ok, "{what}: {got:?} vs {want:?}");
+    }
+}
+
 /// The values' bits (as `f64`), to compare bit for bit.
 pub fn bits(t: &Tensor) -> Vec<u64> {
     t.to_vec_f64().iter().map(|v| v.to_bits()).collect()
