@@ -283,3 +283,86 @@ fn traced_batch_norm_with_its_mean_as_scale() -> gradtape::Result<()> {
     assert_eq!(bits(&got), bits(&want), "traced {got:?}, eager {want:?}");
     Ok(())
 }
+
+/// The traced fuzz's value checks (traced against eager, bit for bit):
+/// - a constant's transpose was folded into a row-major copy, so the
+///   product after it summed in another order than eager's (the `gemm`
+///   crate's order depends on the layout), 6 away from eager by
+///   cancellation; a reshape to its own shape copied eagerly but not in a
+///   compiled graph, the same way (`tensordot` with no axes);
+/// - `neg(0)` was `+0` (TensorFlow: `-0`), in the kernels and the fused
+///   lanes alike, and `|-0|` was `-0`; a compiled graph that kept a `neg`
+///   out of a product then gave another zero than eager (`xlog1py`);
+/// - `x · 1`, `x / 1` and `x^1` were dropped for complex `x`, but eager
+///   computes them as complex products and powers (`(4 + i)^1` is
+///   `3.9999998 + i` in f32, as in TensorFlow).
+/// Expected signs and values from TensorFlow 2.21.
+#[test]
+fn traced_values_equal_eager_bits_where_layouts_and_zeros_differ() -> gradtape::Result<()> {
+    use gradtape::{Complex, Function, FunctionOptions};
+    let bits = |t: &Tensor| -> Vec<u64> { t.to_vec_f64().iter().map(|v| v.to_bits()).collect() };
+    // a transposed constant times a constant, with cancellation
+    let a = Tensor::from_vec(vec![3.0f32, 1.0, -9.223372e18, -3.0], &[1, 4])?;
+    let b_rows = Tensor::from_vec(vec![2.0f32, -9.223372e18, -1.0, 2.0, 1.0, 1.0, 1.0, 1.0], &[2, 4])?;
+    let eager = a.matmul(&b_rows.permute(&[1, 0])?)?;
+    let f = gradtape::function(move |_x: &Tensor| a.matmul(&b_rows.permute(&[1, 0])?));
+    let traced = f.call(&Tensor::scalar(0.0f32))?;
+    assert_eq!(bits(&traced), bits(&eager), "folded product {traced} vs eager {eager}");
+    // tensordot with no axes of a transposed operand (TF: [0, 0, 0, 0, 1, -2, 0, -2, 4], -0 at 5 and 7)
+    let x = Tensor::from_vec(vec![0.0f32, 1.0, -2.0], &[3, 1])?.permute(&[1, 0])?;
+    let eager = x.tensordot(&x, &[], &[])?;
+    let traced = gradtape::function(|x: &Tensor| x.tensordot(x, &[], &[])).call(&x)?;
+    assert_eq!(bits(&traced), bits(&eager), "tensordot {traced} vs eager {eager}");
+    // signed zeros: neg, abs, xlog1py (TF: -0, +0, 2, -3 | +0, +0 | +0, -0)
+    let z = Tensor::vector(&[0.0f32, -0.0, -2.0, 3.0]);
+    let signs = |t: &Tensor| {
+        t.to_vec::<f32>()
+            .map(|v| v.iter().map(|x| x.is_sign_negative()).collect::<Vec<_>>())
+    };
+    assert_eq!(signs(&z.neg()?)?, vec![true, false, false, true]);
+    assert_eq!(signs(&z.abs()?)?, vec![false, false, false, false]);
+    let (p, q) = (Tensor::vector(&[-27.4f32, 3.0]), Tensor::vector(&[-0.0f32, -0.0]));
+    assert_eq!(signs(&Tensor::xlog1py(&p, &q)?)?, vec![false, true]);
+    let g = gradtape::function(|(p, q): &(Tensor, Tensor)| Tensor::xlog1py(p, &q.neg()?.neg()?));
+    assert_eq!(signs(&g.call(&(p, q))?)?, vec![false, true]);
+    // complex by a real scalar: TF's products (Annex G infinities)
+    let inf = f32::INFINITY;
+    let c = Tensor::vector(&[
+        Complex::new(inf, inf),
+        Complex::new(inf, 1.0),
+        Complex::new(4.0f32, 1.0),
+    ]);
+    let parts = |t: &Tensor| -> gradtape::Result<Vec<(f32, f32)>> {
+        Ok(t.to_vec::<Complex<f32>>()?.iter().map(|z| (z.re, z.im)).collect())
+    };
+    let shows = |v: Vec<(f32, f32)>| format!("{v:?}");
+    assert_eq!(
+        shows(parts(&c.mul_scalar(2.0)?)?),
+        "[(inf, inf), (inf, NaN), (8.0, 2.0)]"
+    );
+    assert_eq!(
+        shows(parts(&c.div_scalar(2.0)?)?),
+        "[(inf, inf), (inf, NaN), (2.0, 0.5)]"
+    );
+    assert_eq!(shows(parts(&c.narrow(0, 0, 2)?.mean(&[0], false)?)?), "[(inf, inf)]");
+    for (name, op) in [
+        (
+            "mul_scalar",
+            (|z: &Tensor| z.mul_scalar(1.0)) as fn(&Tensor) -> gradtape::Result<Tensor>,
+        ),
+        ("div_scalar", |z| z.div_scalar(1.0)),
+        ("pow_scalar", |z| z.pow_scalar(1.0)),
+    ] {
+        let eager = op(&c)?;
+        let f = Function::with_options(move |z: &Tensor| op(z), FunctionOptions::default());
+        assert_eq!(
+            shows(parts(&f.call(&c)?)?),
+            shows(parts(&eager)?),
+            "{name}: traced vs eager"
+        );
+    }
+    // (4 + i)^1 in f32: TF gives 3.9999998 + i
+    let w = Tensor::scalar(Complex::new(4.0f32, 1.0)).pow_scalar(1.0)?;
+    assert_eq!(w.to_vec::<Complex<f32>>()?[0], Complex::new(3.9999998f32, 1.0));
+    Ok(())
+}

@@ -392,6 +392,12 @@ pub trait Num: Element + PartialOrd + num_traits::Num + num_traits::NumCast + De
     fn sub_wrap(self, o: Self) -> Self;
     /// `self * o`, wrapping for integers.
     fn mul_wrap(self, o: Self) -> Self;
+    /// `-self`: the sign flipped for floats (`-0` of `0`, as IEEE and
+    /// TensorFlow's `negative`), wrapping for integers.
+    fn neg_wrap(self) -> Self;
+    /// `|self|`: the sign cleared for floats (`|-0| = 0`, as TensorFlow's
+    /// `abs`), wrapping for integers (`|i64::MIN|` is itself).
+    fn abs_wrap(self) -> Self;
 }
 
 macro_rules! num_float {
@@ -403,6 +409,10 @@ macro_rules! num_float {
             fn sub_wrap(self, o: Self) -> Self { self - o }
             #[inline(always)]
             fn mul_wrap(self, o: Self) -> Self { self * o }
+            #[inline(always)]
+            fn neg_wrap(self) -> Self { -self }
+            #[inline(always)]
+            fn abs_wrap(self) -> Self { num_traits::Float::abs(self) }
         }
     )*};
 }
@@ -415,6 +425,10 @@ macro_rules! num_int {
             fn sub_wrap(self, o: Self) -> Self { self.wrapping_sub(o) }
             #[inline(always)]
             fn mul_wrap(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)]
+            fn neg_wrap(self) -> Self { self.wrapping_neg() }
+            #[inline(always)]
+            fn abs_wrap(self) -> Self { self.wrapping_abs() }
         }
     )*};
 }

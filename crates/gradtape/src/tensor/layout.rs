@@ -71,6 +71,12 @@ impl Layout {
         true
     }
 
+    /// Whether some dim of more than one element has stride 0 (a
+    /// broadcast: elements share memory).
+    pub fn is_broadcast(&self) -> bool {
+        self.shape.iter().zip(&self.strides).any(|(&d, &s)| d > 1 && s == 0)
+    }
+
     /// Row-major with no gaps (offset may be non-zero).
     pub fn is_contiguous(&self) -> bool {
         let mut expected = 1isize;

@@ -2,15 +2,22 @@
 //! file formats (`.npy` headers and safetensors bytes made from the case,
 //! well-formed or not), layer constructors and layers with the case's sizes
 //! (huge ones included), `Rng` and mini-batches, optimizers with the case's
-//! hyper-parameters, `cond` / `while_loop`, `gradients()`, and functions
-//! with `None`-dim signatures. Each returns `Ok` or `Err`; a panic, abort
+//! hyper-parameters, `cond` / `while_loop`, `gradients()`, functions
+//! with `None`-dim signatures, and the data-parallel reductions over a fake
+//! transport whose peers send what the case says (honest copies, bogus
+//! lengths and row indices, NaN, a group of 0 or 2^40 ranks, failures). Each returns `Ok` or `Err`; a panic, abort
 //! or a result that contradicts the input (a round trip that changes bits,
 //! a permutation that is not one) is a failure.
 
+use gradtape::distributed::{
+    allreduce_gradients_with, broadcast_variables, AllreduceOptions, Buffer, BufferMut, Collectives,
+    DistributedOptimizer,
+};
 use gradtape::nn::{Dense, Embedding, GRUCell, LSTMCell, Layer, LayerNorm};
 use gradtape::optim::{Adam, Optimizer, RmsProp, Sgd};
 use gradtape::{cond, function, while_loop, DType, Function, FunctionOptions, Result, Rng, Tensor, TensorSpec};
-use gradtape::{io, Variable, WhileOptions};
+use gradtape::{io, Gradient, IndexedSlices, Variable, WhileOptions};
+use std::cell::Cell;
 
 use crate::ops::{Env, OpFn};
 
@@ -259,6 +266,178 @@ fn signature(e: &Env) -> Result<Tensor> {
     Ok(y)
 }
 
+/// A transport whose peers do what the case says: `ranks` of them (maybe
+/// 0 or huge), this process at `rank` (maybe outside), and at call number
+/// `lie_at` every other rank's words (or this rank's sum) become `lie`;
+/// a call may fail (`fail_at`).
+struct FakePeers {
+    ranks: usize,
+    rank: usize,
+    lie_at: usize,
+    lie: i64,
+    fail_at: usize,
+    calls: Cell<usize>,
+}
+
+impl FakePeers {
+    fn from_case(e: &Env) -> FakePeers {
+        let ranks = match e.int(2).rem_euclid(4) {
+            0 => 1 + e.size(0) % 4,
+            1 => e.size(0),
+            _ => 2,
+        };
+        let rank = if e.flag(1) { e.size(1) } else { 0 };
+        FakePeers {
+            ranks,
+            rank,
+            lie_at: e.int(3).rem_euclid(6) as usize,
+            lie: e.int(4),
+            fail_at: if e.flag(2) {
+                e.int(5).rem_euclid(6) as usize
+            } else {
+                usize::MAX
+            },
+            calls: Cell::new(0),
+        }
+    }
+
+    /// The call's number, or the transport's failure.
+    fn call(&self) -> Result<usize> {
+        let n = self.calls.get();
+        self.calls.set(n + 1);
+        if n == self.fail_at {
+            return Err(gradtape::Error::InvalidArgument {
+                op: "FakePeers",
+                msg: "the link dropped".into(),
+            });
+        }
+        Ok(n)
+    }
+}
+
+/// Fills `r` with `lie` (as each type takes it).
+fn fill(r: BufferMut<'_>, lie: i64) {
+    match r {
+        BufferMut::F32(r) => r.fill(lie as f32),
+        BufferMut::F64(r) => r.fill(f64::from_bits(lie as u64)),
+        BufferMut::I32(r) => r.fill(lie as i32),
+        BufferMut::I64(r) => r.fill(lie),
+    }
+}
+
+impl Collectives for FakePeers {
+    fn this_rank(&self) -> usize {
+        self.rank
+    }
+
+    fn num_ranks(&self) -> usize {
+        self.ranks
+    }
+
+    fn all_reduce_sum(&self, buf: BufferMut<'_>) -> Result<()> {
+        if self.call()? == self.lie_at {
+            fill(buf, self.lie);
+        }
+        Ok(())
+    }
+
+    fn all_gather(&self, send: Buffer<'_>, counts: &[usize], recv: BufferMut<'_>) -> Result<()> {
+        let call = self.call()?;
+        // the library must ask for what it says: one count per rank, a
+        // receive buffer of their sum
+        assert_eq!(counts.len(), self.ranks, "all_gather: one count per rank");
+        assert_eq!(
+            recv.len(),
+            counts.iter().sum::<usize>(),
+            "all_gather: recv holds the counts' sum"
+        );
+        let lie = call == self.lie_at;
+        macro_rules! gather {
+            ($s:expr, $r:expr, $v:expr) => {{
+                let n = $s.len().min($r.len());
+                $r[..n].copy_from_slice(&$s[..n]);
+                for chunk in $r[n..].chunks_mut($s.len().max(1)) {
+                    if lie {
+                        chunk.fill($v);
+                    } else {
+                        chunk.copy_from_slice(&$s[..chunk.len()]);
+                    }
+                }
+            }};
+        }
+        match (send, recv) {
+            (Buffer::F32(s), BufferMut::F32(r)) => gather!(s, r, self.lie as f32),
+            (Buffer::F64(s), BufferMut::F64(r)) => gather!(s, r, f64::from_bits(self.lie as u64)),
+            (Buffer::I32(s), BufferMut::I32(r)) => gather!(s, r, self.lie as i32),
+            (Buffer::I64(s), BufferMut::I64(r)) => gather!(s, r, self.lie),
+            _ => {
+                return Err(gradtape::Error::InvalidArgument {
+                    op: "FakePeers",
+                    msg: "buffers of two types".into(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    fn broadcast(&self, buf: BufferMut<'_>, _root: usize) -> Result<()> {
+        if self.call()? == self.lie_at {
+            fill(buf, self.lie);
+        }
+        Ok(())
+    }
+}
+
+/// Data-parallel reductions, broadcasts and a distributed optimizer step
+/// over [`FakePeers`], with a dense gradient (`a`) and, when `b` is an
+/// integer vector, sparse rows of `a` at `b`'s indices.
+fn distributed(e: &Env) -> Result<Tensor> {
+    let peers = FakePeers::from_case(e);
+    let dense = Gradient::Dense(e.a.clone());
+    let sparse = |n: usize| -> Result<Gradient> {
+        let mut dense_shape = e.a.shape().to_vec();
+        if let Some(d) = dense_shape.first_mut() {
+            *d = n;
+        }
+        Ok(Gradient::Sparse(IndexedSlices::new(
+            e.a.clone(),
+            e.b.clone(),
+            &dense_shape,
+        )?))
+    };
+    match e.int(1).rem_euclid(3) {
+        0 => {
+            let mut grads = vec![Some(dense)];
+            if e.b.dtype().is_int() {
+                grads.push(Some(sparse(e.size(2))?));
+            }
+            let opts = AllreduceOptions {
+                average: e.flag(0),
+                sparse_as_dense: e.k.flags[0] && e.k.flags[1],
+            };
+            let (out, _) = allreduce_gradients_with(&peers, &grads, &opts)?;
+            assert_eq!(out.len(), grads.len(), "allreduce_gradients: one result per gradient");
+            match &out[0] {
+                Some(g) => g.to_dense(),
+                None => done(),
+            }
+        }
+        1 => {
+            let v = Variable::new(e.a.clone());
+            broadcast_variables(&peers, std::slice::from_ref(&v), e.size(3))?;
+            let y = v.read();
+            assert_eq!(y.shape(), e.a.shape(), "a broadcast changed the variable's shape");
+            Ok(y)
+        }
+        _ => {
+            let v = Variable::new(e.a.clone());
+            let mut opt = DistributedOptimizer::new(Sgd::new(e.f(0)), peers);
+            opt.apply(vec![(Some(e.b.clone().into()), v.clone())])?;
+            Ok(v.read())
+        }
+    }
+}
+
 /// The surfaces, as op-table entries.
 pub static SURFACES: &[(&str, OpFn)] = &[
     ("npy_read", npy_read),
@@ -271,4 +450,5 @@ pub static SURFACES: &[(&str, OpFn)] = &[
     ("control", control),
     ("traced_gradients", traced_gradients),
     ("signature", signature),
+    ("distributed", distributed),
 ];

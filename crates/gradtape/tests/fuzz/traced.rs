@@ -196,7 +196,7 @@ where
             let excused = tol > 0.0
                 && reassociates(&g, args)
                 && (differs(&got, &want, tol).is_none() || differs(&plain().call(args), &want, 0.0).is_none());
-            assert!(excused, "traced vs eager: {}: {why}", where_());
+            assert!(excused, "traced vs eager: {}: {why}\n{}", where_(), listing(&g, args));
         }
         if last {
             break;
@@ -219,11 +219,18 @@ where
                 where_()
             ),
             Ok(gt) => {
-                if let Some(why) = grads_differ(&gt, &ge).filter(|_| !cancels(&gt, &ge, &srcs)) {
+                // a gradient is as precise as the least precise float in
+                // its computation: an f64 operand's gradient through an f32
+                // result is f32's rounding, cast up
+                let floor = srcs
+                    .iter()
+                    .map(|t| tolerance(t.dtype()))
+                    .fold(tolerance(y.dtype()), f64::max);
+                if let Some(why) = grads_differ(&gt, &ge, floor).filter(|_| !cancels(&gt, &ge, &srcs)) {
                     // (a compiled gradient graph may add in another order)
                     let p = plain();
                     let again = grad_of(&srcs, || p.call(args));
-                    let excused = again.is_ok_and(|gp| grads_differ(&gp, &ge).is_none());
+                    let excused = again.is_ok_and(|gp| grads_differ(&gp, &ge, floor).is_none());
                     assert!(excused, "traced vs eager gradient: {}: {why}", where_());
                 }
             }
@@ -246,6 +253,18 @@ where
             .starts_with(" += ")
     });
     c.compile_stats().joined > 0 || fused_sum || text.contains("(blocked)")
+}
+
+/// The optimized graph that serves `args`, for a failure's message.
+fn listing<I, F>(g: &Function<I, Tensor, F>, args: &I) -> String
+where
+    I: TensorStruct + Send + Sync + 'static,
+    F: Fn(&I) -> Result<Tensor> + Send + Sync + 'static,
+{
+    match g.concrete(args) {
+        Ok(c) => format!("the graph that served it:\n{}", c.optimized_graph()),
+        Err(err) => format!("(no graph: {err})"),
+    }
 }
 
 /// The f32 and f64 tensors of a structure, in order.
@@ -275,8 +294,9 @@ fn grad_of(srcs: &Vec<Tensor>, run: impl FnOnce() -> Result<Tensor>) -> Result<V
     tape.gradient_with(&l, srcs, opts)
 }
 
-/// Why two gradient lists differ beyond their dtypes' tolerances, if they do.
-fn grads_differ(got: &[Option<Tensor>], want: &[Option<Tensor>]) -> Option<String> {
+/// Why two gradient lists differ beyond their dtypes' tolerances (and at
+/// least `floor`), if they do.
+fn grads_differ(got: &[Option<Tensor>], want: &[Option<Tensor>], floor: f64) -> Option<String> {
     if got.len() != want.len() {
         return Some(format!("{} gradients, eager {}", got.len(), want.len()));
     }
@@ -287,7 +307,7 @@ fn grads_differ(got: &[Option<Tensor>], want: &[Option<Tensor>]) -> Option<Strin
             (Some(g), None) => (g.clone(), g.zeros_like()),
             (None, Some(w)) => (w.zeros_like(), w.clone()),
         };
-        if let Some(why) = differs(&Ok(g), &Ok(w.clone()), tolerance(w.dtype())) {
+        if let Some(why) = differs(&Ok(g), &Ok(w.clone()), tolerance(w.dtype()).max(floor)) {
             return Some(format!("operand {j}: {why}"));
         }
     }

@@ -8,8 +8,8 @@
 //! stays a broadcast, which fusion turns into a register). Ops with effects,
 //! calls and control flow, and random draws are never folded; an op that
 //! fails on its constants is left in place, to fail at run time as it would
-//! have. A folded result that is a strided view (a broadcast within the
-//! bound) is stored row-major.
+//! have. A folded result that is a broadcast view (within the bound) is
+//! stored row-major; other views keep the layout eager gives them.
 
 use rustc_hash::FxHashMap;
 
@@ -77,9 +77,14 @@ fn fold_node(g: &Graph, n: &Node, consts: &FxHashMap<ValueId, Tensor>) -> Option
         if outs.iter().any(|t| t.numel() > FOLD_MAX.max(biggest_in)) {
             return None;
         }
-        // a strided result (a broadcast) is kept row-major: a fused kernel
-        // reading it would copy it at every run
-        let row_major = |t: Tensor| match t.is_contiguous() {
+        // a broadcast result is kept row-major: a fused kernel reading it
+        // would copy it at every run. Any other view (a transpose, a slice)
+        // keeps its strides: the ops after it (folded or run) then see the
+        // layout eager sees, and a product's order of additions may depend
+        // on it (the `gemm` crate's does), so that a row-major copy could
+        // change the bits (the traced fuzz found a transposed constant's
+        // folded product 6 away from eager's, by cancellation)
+        let row_major = |t: Tensor| match t.is_contiguous() || !t.layout().is_broadcast() {
             true => Some(t),
             false => trace::paused(|| tape::without_tapes(|| t.contiguous())).ok(),
         };

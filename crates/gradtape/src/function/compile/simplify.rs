@@ -71,6 +71,7 @@ pub(crate) fn simplify(g: &mut Graph) -> usize {
         let info = |v: ValueId| &g.values[v as usize];
         let same = |v: ValueId| info(v).dtype == info(out).dtype && info(v).shape == info(out).shape;
         let is = |v: ValueId, c: f64| splat.get(&v).is_some_and(|s| s.to_bits() == c.to_bits());
+        let real = !info(out).dtype.is_complex();
         // the input this node gives back unchanged, if any
         let passes: Option<ValueId> = match &n.op {
             Op::Const(t) => {
@@ -88,12 +89,16 @@ pub(crate) fn simplify(g: &mut Graph) -> usize {
                 Some(n.inputs[0])
             }
             Op::Shape(ShapeOp::Transpose(p)) if p.iter().enumerate().all(|(k, &d)| k == d) => Some(n.inputs[0]),
-            Op::Unary(Unary::MulScalar(c) | Unary::DivScalar(c) | Unary::PowScalar(c)) if c.0 == 1.0 => {
+            // (not for complex numbers: a complex product by `1 + 0i` makes
+            // `inf + i` into `inf + NaN i`, and a complex power is
+            // `exp(c log z)`: `(4 + i)^1` is `3.9999998 + i` in f32, as in
+            // TensorFlow)
+            Op::Unary(Unary::MulScalar(c) | Unary::DivScalar(c) | Unary::PowScalar(c)) if c.0 == 1.0 && real => {
                 Some(n.inputs[0])
             }
-            Op::Binary(Binary::Mul) if is(n.inputs[1], 1.0) && same(n.inputs[0]) => Some(n.inputs[0]),
-            Op::Binary(Binary::Mul) if is(n.inputs[0], 1.0) && same(n.inputs[1]) => Some(n.inputs[1]),
-            Op::Binary(Binary::Div) if is(n.inputs[1], 1.0) && same(n.inputs[0]) => Some(n.inputs[0]),
+            Op::Binary(Binary::Mul) if real && is(n.inputs[1], 1.0) && same(n.inputs[0]) => Some(n.inputs[0]),
+            Op::Binary(Binary::Mul) if real && is(n.inputs[0], 1.0) && same(n.inputs[1]) => Some(n.inputs[1]),
+            Op::Binary(Binary::Div) if real && is(n.inputs[1], 1.0) && same(n.inputs[0]) => Some(n.inputs[0]),
             Op::Binary(Binary::Sub) if is(n.inputs[1], 0.0) && same(n.inputs[0]) => Some(n.inputs[0]),
             _ => None,
         };

@@ -103,14 +103,42 @@ pub(crate) fn square(x: &Tensor) -> Result<Tensor> {
     cmap!("square", x, |z| z * z)
 }
 
-/// `z · c` for a real constant `c`.
+/// `z · c` for a real constant `c`: the complex product by `c + 0i`, with
+/// C99's (Annex G) recovery of infinities, as TensorFlow: `(inf + inf i) · 2`
+/// is `inf + inf i` (the plain product is NaN + NaN i), `(inf + i) · 2` is
+/// `inf + NaN i`.
 pub(crate) fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
-    cmap!("mul_scalar", x, |z| z * C::from_f64(c))
+    cmap!("mul_scalar", x, |z| by_real(z, C::from_f64(c), false))
 }
 
-/// `z / c` for a real constant `c`.
+/// `z / c` for a real constant `c` (see [`mul_scalar`]).
 pub(crate) fn div_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
-    cmap!("div_scalar", x, |z| z / C::from_f64(c))
+    cmap!("div_scalar", x, |z| by_real(z, C::from_f64(c), true))
+}
+
+/// `z · k` or `z / k` for `k = c + 0i`, where a result that is NaN in both
+/// parts from an infinite `z` and a finite non-zero `c` is infinite in the
+/// infinite parts of `z` (signs multiplied), NaN in the others.
+fn by_real<F: num_traits::Float>(z: Complex<F>, k: Complex<F>, div: bool) -> Complex<F> {
+    let p = if div { z / k } else { z * k };
+    let c = k.re;
+    let recover =
+        p.re.is_nan() && p.im.is_nan() && (z.re.is_infinite() || z.im.is_infinite()) && c.is_finite() && c != F::zero();
+    if !recover {
+        return p;
+    }
+    let part = |v: F| {
+        if v.is_infinite() {
+            if (v < F::zero()) == (c < F::zero()) {
+                F::infinity()
+            } else {
+                F::neg_infinity()
+            }
+        } else {
+            F::nan()
+        }
+    };
+    Complex::new(part(z.re), part(z.im))
 }
 
 /// `z + c` for a real constant `c`.
@@ -204,6 +232,7 @@ pub(crate) fn scatter_add(
     fn run<C: Element + Zero>(u: &[C], idx: &[i64], outer: usize, inner: usize, dim: usize) -> Result<Vec<C>> {
         // (the caller checked the shape `[outer, dim, inner]`)
         let mut out = super::filled_vec("scatter_add", outer * dim * inner, C::zero())?;
+        let outer = if out.is_empty() || u.is_empty() { 0 } else { outer };
         for o in 0..outer {
             for (j, &i) in idx.iter().enumerate() {
                 let src = &u[(o * idx.len() + j) * inner..][..inner];

@@ -48,6 +48,8 @@ pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<T
     Ok(with_dtype!(params.dtype(), T => {
         let src = params.values::<T>("gather")?;
         let mut out: Vec<T> = alloc::try_vec("gather", n)?;
+        // (an empty result is not walked, however many empty rows it has)
+        let outer = if n == 0 { 0 } else { outer };
         for o in 0..outer {
             for &i in &idx {
                 let start = (o * dim + i as usize) * inner;
@@ -79,6 +81,7 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
     let inner: usize = us[axis + ir..].iter().product();
     fn run<T: Num>(u: &[T], idx: &[i64], outer: usize, inner: usize, dim: usize, n: usize) -> Result<Vec<T>> {
         let mut out = super::filled_vec("scatter_add", n, T::zero())?;
+        let outer = if n == 0 || u.is_empty() { 0 } else { outer };
         for o in 0..outer {
             for (j, &i) in idx.iter().enumerate() {
                 let src = &u[(o * idx.len() + j) * inner..][..inner];

@@ -162,6 +162,8 @@ impl Tensor {
         let y = with_dtype!(dtype, T => {
             let (on, off) = (T::from_f64(on), T::from_f64(off));
             let mut v = filled_vec(OP, numel, off)?;
+            // (an empty input is not walked, however many empty rows it has)
+            let outer = if idx.is_empty() { 0 } else { outer };
             for o in 0..outer {
                 for i in 0..inner {
                     let k = idx[o * inner + i];

@@ -30,11 +30,18 @@ impl Tensor {
                 shape: shape.to_vec(),
             });
         }
-        let src = self.contiguous_raw("reshape")?;
-        let y = src.view(Layout {
-            offset: src.layout().offset,
-            ..Layout::contiguous(shape)
-        });
+        // (to its own shape: a view with the same strides, no copy; a
+        // compiled graph drops such a reshape, so eager must not change the
+        // layout either: a product's order of additions may depend on it)
+        let y = if shape == self.shape() {
+            self.view(self.layout().clone())
+        } else {
+            let src = self.contiguous_raw("reshape")?;
+            src.view(Layout {
+                offset: src.layout().offset,
+                ..Layout::contiguous(shape)
+            })
+        };
         let old: Shape = self.shape().into();
         Ok(bind_jvp(
             Lazy("Reshape", || Op::Shape(ShapeOp::Reshape(shape.into()))),

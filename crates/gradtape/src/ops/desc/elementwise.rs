@@ -222,15 +222,9 @@ impl Unary {
     pub fn apply_f64(&self, x: f64) -> f64 {
         use crate::ops::{SELU_ALPHA, SELU_SCALE};
         match self {
-            // as the kernels: `0 - x` (so `-0` gives `0`), and `|-0| = -0`
-            Unary::Neg => 0.0 - x,
-            Unary::Abs | Unary::ComplexAbs => {
-                if x < 0.0 {
-                    0.0 - x
-                } else {
-                    x
-                }
-            }
+            // as the kernels: the sign flipped (`-0` of `0`) or cleared
+            Unary::Neg => -x,
+            Unary::Abs | Unary::ComplexAbs => x.abs(),
             Unary::Sign => {
                 if x > 0.0 {
                     1.0

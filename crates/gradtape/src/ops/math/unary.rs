@@ -37,7 +37,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::neg(self);
         }
-        let y = num_map!("neg", self, |v| T::zero().sub_wrap(v))?;
+        let y = num_map!("neg", self, |v| v.neg_wrap())?;
         Ok(bind_jvp(
             Unary::Neg,
             &[self],
@@ -52,7 +52,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::abs(self);
         }
-        let y = num_map!("abs", self, |v| if v < T::zero() { T::zero().sub_wrap(v) } else { v })?;
+        let y = num_map!("abs", self, |v| v.abs_wrap())?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Abs,

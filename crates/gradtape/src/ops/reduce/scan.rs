@@ -28,6 +28,8 @@ fn scan<T: Num>(
     let inner: usize = shape[a + 1..].iter().product();
     let src = x.values::<T>(op)?;
     let mut out = filled_vec(op, src.len(), init)?;
+    // (an empty tensor is not walked, however many empty rows it has)
+    let outer = if src.is_empty() { 0 } else { outer };
     for o in 0..outer {
         for i in 0..inner {
             let base = o * n * inner + i;

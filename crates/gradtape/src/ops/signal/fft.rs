@@ -58,7 +58,8 @@ where
         // the second-to-last axis: through each matrix's columns
         let m = shape[r - 2];
         count *= m;
-        if m > 0 && n > 0 {
+        // (no scratch for an empty batch: `[0, 2^32, 4]` has no column)
+        if m > 0 && n > 0 && !out.is_empty() {
             let mut col = alloc::try_filled(op, m * n, Complex::new(T::zero(), T::zero()))?;
             for mat in out.chunks_mut(m * n) {
                 // transpose into `col` (n rows of length m), transform, back

@@ -115,7 +115,15 @@ fn reduce_kernel<T: Num>(
     };
     let mut out = alloc::try_vec::<T>(op, n)?;
     out.resize(n, init);
-    let mut seen = alloc::try_filled(op, num, false)?;
+    // which segments got a row: only the sorted max / min need it (their
+    // empty segments are 0, not the fill); never sized for the others, whose
+    // `num` may be huge with an empty output (`[2^40, 0, 2]`)
+    let track = sorted && n > 0 && matches!(kind, SegmentKind::Max | SegmentKind::Min);
+    let mut seen = if track {
+        alloc::try_filled(op, num, false)?
+    } else {
+        Vec::new()
+    };
     #[allow(clippy::eq_op)]
     let is_nan = |x: T| x != x;
     for (i, &s) in ids.iter().enumerate() {
@@ -123,7 +131,9 @@ fn reduce_kernel<T: Num>(
             continue;
         }
         let s = s as usize;
-        seen[s] = true;
+        if track {
+            seen[s] = true;
+        }
         let (dst, src) = (&mut out[s * inner..(s + 1) * inner], &v[i * inner..(i + 1) * inner]);
         for (d, &x) in dst.iter_mut().zip(src) {
             *d = match kind {
@@ -135,7 +145,7 @@ fn reduce_kernel<T: Num>(
             };
         }
     }
-    if sorted && matches!(kind, SegmentKind::Max | SegmentKind::Min) {
+    if track {
         for (s, _) in seen.iter().enumerate().filter(|(_, &b)| !b) {
             out[s * inner..(s + 1) * inner].fill(T::zero());
         }

@@ -48,12 +48,12 @@ fn argsort_kernel<T: Num>(op: &'static str, x: &Tensor, a: usize, descending: bo
     let (outer, n, inner) = split_at_axis(x.shape(), a);
     let mut out = alloc::try_vec::<i64>(op, v.len())?;
     out.resize(v.len(), 0);
-    // (an empty tensor may have a huge axis: no row to sort, no scratch)
-    let mut idx: Vec<usize> = if v.is_empty() {
-        Vec::new()
-    } else {
-        alloc::try_vec(op, n)?
-    };
+    // an empty tensor may have huge dims (`[2^63 - 1, 0]`): no row to sort,
+    // no scratch, and no walk over its empty batches
+    if v.is_empty() {
+        return Tensor::from_vec(out, x.shape());
+    }
+    let mut idx: Vec<usize> = alloc::try_vec(op, n)?;
     for o in 0..outer {
         for j in 0..inner {
             let at = |i: usize| v[(o * n + i) * inner + j];

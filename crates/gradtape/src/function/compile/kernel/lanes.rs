@@ -33,11 +33,11 @@ macro_rules! with_elem_unary {
         let zero = <$T>::zero();
         match $op {
             Unary::Neg => {
-                let $f = |v: $T| zero - v;
+                let $f = |v: $T| -v;
                 $body
             }
             Unary::Abs => {
-                let $f = |v: $T| if v < zero { zero - v } else { v };
+                let $f = |v: $T| v.abs();
                 $body
             }
             Unary::Square => {
