@@ -296,6 +296,7 @@ fn traced_batch_norm_with_its_mean_as_scale() -> gradtape::Result<()> {
 /// - `x · 1`, `x / 1` and `x^1` were dropped for complex `x`, but eager
 ///   computes them as complex products and powers (`(4 + i)^1` is
 ///   `3.9999998 + i` in f32, as in TensorFlow).
+///
 /// Expected signs and values from TensorFlow 2.21.
 #[test]
 fn traced_values_equal_eager_bits_where_layouts_and_zeros_differ() -> gradtape::Result<()> {
