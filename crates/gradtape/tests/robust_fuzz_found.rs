@@ -367,3 +367,61 @@ fn traced_values_equal_eager_bits_where_layouts_and_zeros_differ() -> gradtape::
     assert_eq!(w.to_vec::<Complex<f32>>()?[0], Complex::new(3.9999998f32, 1.0));
     Ok(())
 }
+
+/// A function made with `optimize: false` still had its symbolic gradient
+/// compiled, so its gradient added in another order than the eager tape's:
+/// with a variance that overflows f32 (a value of 1e30), the fused sum's
+/// rounding left a non-zero that became `inf · 0 = NaN` where the tape
+/// gives 0 (found by the traced fuzz, `batch_normalization`). The gradient
+/// graphs now follow the function's `optimize`: not compiled, they run
+/// the tape's ops in its order, bit for bit.
+#[test]
+fn uncompiled_functions_have_uncompiled_gradients() -> gradtape::Result<()> {
+    use gradtape::{Function, FunctionOptions, GradientTape};
+    let a = Tensor::from_vec(vec![0.0f32, -3.0, 1.0, 1e30], &[4, 1])?;
+    let body = |a: &Tensor| -> gradtape::Result<Tensor> {
+        let (m, v) = a.moments(&[0], false)?;
+        let g = Tensor::vector(&[1e30f32]);
+        Tensor::batch_normalization(a, &m, &v, Some(&g), Some(&g), 1e-3)?.sum_all()
+    };
+    let grad = |run: &dyn Fn(&Tensor) -> gradtape::Result<Tensor>| -> gradtape::Result<Vec<u32>> {
+        let tape = GradientTape::new();
+        tape.watch(&a);
+        let y = tape.record(|| run(&a))?;
+        let g = tape.gradient(&y, &a)?.expect("connected");
+        Ok(g.to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect())
+    };
+    let eager = grad(&body)?;
+    let f = Function::with_options(
+        body,
+        FunctionOptions {
+            optimize: false,
+            ..Default::default()
+        },
+    );
+    let traced = grad(&|x| f.call(x))?;
+    assert_eq!(traced, eager, "uncompiled gradient vs the tape's");
+    assert!(eager.iter().all(|&b| f32::from_bits(b) == 0.0), "{eager:?}");
+    Ok(())
+}
+
+/// The compiler fused a lone broadcast of one value into a kernel that
+/// wrote every element: a product of an empty matrix with a `[1, 2^40]`
+/// broadcast (a view eagerly) was "out of memory" traced (the traced fuzz
+/// found it with 2^31 columns: 8 GiB). A group with no arithmetic is no
+/// longer a kernel: the broadcast stays a view, as in eager runs.
+#[test]
+fn a_traced_broadcast_that_feeds_a_product_stays_a_view() -> gradtape::Result<()> {
+    let wide = 1usize << 40;
+    let run = move |x: &Tensor| -> gradtape::Result<Tensor> {
+        let b = x.broadcast_to(&[1, wide])?;
+        Tensor::zeros(&[0, 1], DType::F32).matmul(&b)
+    };
+    let x = Tensor::scalar(f32::NEG_INFINITY);
+    assert_eq!(run(&x)?.shape(), &[0, wide]);
+    let f = gradtape::function(run);
+    assert_eq!(f.call(&x)?.shape(), &[0, wide]);
+    let c = f.concrete(&x)?;
+    assert_eq!(c.optimized_graph().count("Fused"), 0, "{}", c.optimized_graph());
+    Ok(())
+}

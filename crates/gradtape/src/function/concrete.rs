@@ -99,11 +99,19 @@ impl ConcreteFunction {
 
     /// A concrete function whose closure replays a graph (a gradient
     /// function: differentiating it again traces its own nodes again).
-    pub(crate) fn from_graph(name: String, graph: Graph) -> Self {
+    /// (`optimize`: whether it is compiled, as the function it derives
+    /// from: a symbolic gradient of a function made with `optimize: false`
+    /// is not compiled either, so that it adds in the eager tape's order.)
+    pub(crate) fn from_graph(name: String, graph: Graph, optimize: bool) -> Self {
         let replay = Arc::new(graph.clone());
         let plan = RunPlan::new(&replay);
         let flat_fn: FlatFn = Arc::new(move |args: &[Tensor]| replay.run(args, &plan));
-        ConcreteFunction::new(name, graph, Vec::new(), Vec::new(), flat_fn, true)
+        ConcreteFunction::new(name, graph, Vec::new(), Vec::new(), flat_fn, optimize)
+    }
+
+    /// Whether the function is compiled (`FunctionOptions::optimize`).
+    pub(crate) fn optimizes(&self) -> bool {
+        self.optimize
     }
 
     /// The traced graph (after dead-code and common-subexpression

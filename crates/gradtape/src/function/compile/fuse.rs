@@ -352,13 +352,26 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
         kinds.push(kind);
     }
     // every group becomes a node (a group left as it was would run its
-    // members where they were, later than the values it made available)
-    let mut fused_at: FxHashMap<usize, Node> = FxHashMap::default();
+    // members where they were, later than the values it made available),
+    // except a group of no arithmetic (fills and broadcasts of one value
+    // only): its members run unfused, in order, where it would have, so
+    // that a broadcast stays a view as in eager runs (a kernel would
+    // materialise it: 8 GiB for a `[1, 2^31]` broadcast that a product
+    // with an empty operand never reads; found by the traced fuzz)
+    let mut fused_at: FxHashMap<usize, Vec<Node>> = FxHashMap::default();
     let mut removed = vec![false; n_nodes];
     let mut fused_away = 0;
     let mut sums = 0;
     let readers = readers_outside(g, &group_of);
     for grp in &groups {
+        if grp.ops == 0 {
+            let members = grp.nodes.iter().map(|&i| g.nodes[i].clone()).collect();
+            for &i in &grp.nodes {
+                removed[i] = true;
+            }
+            fused_at.insert(grp.first, members);
+            continue;
+        }
         let node = build(g, grp, &kinds, &producer, &readers);
         sums += grp
             .nodes
@@ -373,7 +386,7 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
             removed[i] = true;
         }
         fused_away += grp.nodes.len();
-        fused_at.insert(grp.first, node);
+        fused_at.insert(grp.first, vec![node]);
     }
     if fused_at.is_empty() {
         return (0, 0);
@@ -381,7 +394,7 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
     let old = std::mem::take(&mut g.nodes);
     for (i, n) in old.into_iter().enumerate() {
         if let Some(f) = fused_at.remove(&i) {
-            g.nodes.push(f);
+            g.nodes.extend(f);
         }
         if !removed[i] {
             g.nodes.push(n);
