@@ -5,7 +5,9 @@
 //! `log_sigmoid`, with the tests `is_nan`, `is_finite`, `is_inf`.
 //!
 //! Values come from `libm` (`lgamma`) and `statrs` (digamma, incomplete
-//! gamma and beta, inverse erf), computed in f64; `polygamma` (Hurwitz
+//! gamma and beta, inverse erf), computed in f64, except the incomplete
+//! gamma functions for `a >= 100` (`igamma_large`: without `statrs`'s loss
+//! of `a · ε`) and above `1e15` (Wilson–Hilferty); `polygamma` (Hurwitz
 //! zeta by Euler–Maclaurin) and the scaled Bessel functions (power series,
 //! asymptotic expansion for large arguments) are written here. Gradients
 //! are TensorFlow's, written with these same ops: `lgamma' = digamma`,
@@ -183,6 +185,8 @@ pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
                 }
             } else if a > HUGE_A {
                 wilson_hilferty(a, b, upper)
+            } else if a >= super::igamma_large::LARGE_A {
+                super::igamma_large::igamma(a, b, upper)
             } else if upper {
                 gamma::checked_gamma_ur(a, b).unwrap_or(f64::NAN)
             } else {
@@ -424,6 +428,10 @@ pub(crate) fn igamma_grad_a(a: &Tensor, x: &Tensor) -> Result<Tensor> {
 /// `e^(a ln x - x - lgamma(a + shift))`: the leading factor of the
 /// incomplete gamma series (`shift` 1) and continued fraction (`shift` 0).
 fn igamma_term(a: f64, x: f64, shift: f64) -> f64 {
+    if a >= super::igamma_large::LARGE_A {
+        // (without the cancellation of `a ln x` against `lgamma(a)`)
+        return super::igamma_large::log_factor(a, x, shift).exp();
+    }
     (a * x.ln() - x - libm::lgamma(a + shift)).exp()
 }
 
