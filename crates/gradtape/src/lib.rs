@@ -35,10 +35,12 @@
 //! (`Tensor::zeros` and the other constructors that have a `try_` form,
 //! `to_vec_f64`, the operators) panics instead.
 //!
-//! Layers, each knowing only those below it: [`tensor`] (values),
-//! `kernels` (raw compute), `ops` (the differentiable operations, methods on
-//! [`Tensor`]), `autodiff` (tapes, backprop, variables, the checker),
-//! [`function`](mod@function) (traced graph functions); and for training,
+//! Layers, each knowing only those below it: [`tensor`] and `kernels`
+//! (values and raw compute, with [`error`]), `dispatch` (the one point every
+//! op passes, where the transformations that watch ops register themselves
+//! as interpreters), `ops` (the differentiable operations, methods on
+//! [`Tensor`]), `autodiff` (tapes, forward mode, backprop, variables, the
+//! checker), [`function`](mod@function) (traced graph functions); and for training,
 //! on top of them: [`random`] (a seeded generator that advances), [`nn`]
 //! (layers, initialisers, losses, metrics), [`optim`] (optimizers,
 //! schedules, clipping), [`io`] (checkpoints, `.npy`) and [`distributed`]
@@ -56,6 +58,7 @@ pub mod random;
 pub mod tensor;
 
 mod autodiff;
+mod dispatch;
 mod kernels;
 mod ops;
 mod scoped;
@@ -74,8 +77,8 @@ pub use autodiff::gradient_tape::{GradientOptions, GradientTape, RecordingGuard}
 pub use autodiff::jacobian::JacobianOptions;
 pub use autodiff::recompute::{recompute_grad, Recompute};
 pub use autodiff::sources::{SourceRef, Sources, Targets};
-pub use autodiff::tape::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use autodiff::variable::{Variable, VariableBuilder};
+pub use dispatch::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use error::{Error, Result};
 pub use function::{
     check_traced, cond, function, gradients, while_loop, CompileStats, ConcreteFunction, Function, FunctionOptions,

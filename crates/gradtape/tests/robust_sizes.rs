@@ -511,3 +511,24 @@ fn empty_outputs_with_huge_dims_allocate_nothing() {
         assert_eq!(w.gather(&none, 1).unwrap().shape(), &[rows, 0]);
     });
 }
+
+/// `gather_with` without batch dims walked every index to build batch
+/// coordinates it did not need: 3 * 2^40 steps for a broadcast index (a
+/// hang the fuzz found once the optimiser stopped deleting the empty loop).
+/// Now the index's 24 TiB `i64` copy is refused at once (TensorFlow has no
+/// broadcast views: its index would be that big already), and with batch
+/// dims the coordinates are refused before any walk.
+#[test]
+fn gather_with_a_huge_broadcast_index_returns_at_once() {
+    isolated("gather_with_a_huge_broadcast_index_returns_at_once", || {
+        let n = 1usize << 40;
+        let p = Tensor::zeros(&[n, 0], DType::F32);
+        let i = Tensor::scalar(0i64).broadcast_to(&[n, 3]).unwrap();
+        let e = p.gather_with(&i, 0, 0).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+        let p = Tensor::zeros(&[2, 3], DType::F32);
+        let i = Tensor::scalar(0i64).broadcast_to(&[2, 1 << 40]).unwrap();
+        let e = p.gather_with(&i, 1, 1).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+    });
+}

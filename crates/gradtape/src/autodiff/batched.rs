@@ -13,7 +13,7 @@
 
 use smallvec::SmallVec;
 
-use crate::autodiff::tape::{vjp_batched, Grads, VjpFn};
+use crate::autodiff::tape::{Grads, VjpFn};
 use crate::error::{Error, Result};
 use crate::ops::ct;
 use crate::tensor::{DType, Tensor};
@@ -126,57 +126,12 @@ pub(crate) fn stack_rows(rows: Vec<Option<Tensor>>) -> Result<Option<Tensor>> {
     stack(&rows).map(Some)
 }
 
-/// Stacks tensors of one shape and dtype along a new axis 0 (recorded, with
-/// a batched rule: row `i` of the cotangent goes to input `i`).
-pub(crate) fn stack(rows: &[Tensor]) -> Result<Tensor> {
-    let first = rows
-        .first()
-        .ok_or_else(|| Error::invalid("stack", "nothing to stack"))?;
-    let row_shape = first.shape().to_vec();
-    for r in rows {
-        if r.shape() != first.shape() || r.dtype() != first.dtype() {
-            return Err(Error::invalid(
-                "stack",
-                format!(
-                    "rows differ: {} {:?} and {} {:?}",
-                    first.dtype(),
-                    first.shape(),
-                    r.dtype(),
-                    r.shape()
-                ),
-            ));
-        }
-    }
-    let mut shape = vec![rows.len()];
-    shape.extend_from_slice(&row_shape);
-    crate::tensor::layout::checked_numel("stack", &shape)?;
-    let inputs: Vec<&Tensor> = rows.iter().collect();
-    let y = crate::kernels::cpu::index::concat("stack", &inputs, 0, &shape)?;
-    let n = rows.len();
-    Ok(crate::ops::bind(
-        crate::ops::desc::Op::Shape(crate::ops::desc::ShapeOp::Stack),
-        &inputs,
-        y,
-        move |_| {
-            vjp_batched(move |g, needs| {
-                let g = &g[0];
-                let mut out = Grads::with_capacity(n);
-                for (i, &need) in needs.iter().enumerate().take(n) {
-                    out.push(
-                        need.then(|| ct::reshape(&g.narrow(ct::axis(0), i, 1)?, &row_shape))
-                            .transpose()?,
-                    );
-                }
-                Ok(out)
-            })
-        },
-    ))
-}
+pub(crate) use crate::ops::array::join::stack;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::autodiff::tape::vjp;
+    use crate::dispatch::{vjp, vjp_batched};
     use crate::ops::grads;
     use crate::{GradientTape, JacobianOptions};
 

@@ -25,9 +25,11 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crate::autodiff::gradient_tape::GradientTape;
-use crate::autodiff::tape::{self, vjp, Grads, VjpFn};
+use crate::autodiff::tape::{vjp, Grads, VjpFn};
 use crate::autodiff::variable::Variable;
+use crate::dispatch::{self, Call, Operands};
 use crate::error::{Error, Result};
+use crate::ops::desc::{Op, ShapeOp};
 use crate::tensor::{DType, Tensor, TensorId};
 
 /// Shape and dtype of an input, what a returned gradient is checked against.
@@ -80,7 +82,7 @@ pub(crate) fn record_checked(
     outputs: &[Tensor],
     backward: impl Fn(&[Tensor]) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
 ) {
-    if !tape::any_active() && !crate::autodiff::forward::any_active() {
+    if !dispatch::differentiating() {
         return;
     }
     let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
@@ -112,19 +114,19 @@ pub(crate) fn record_rule(
     outputs: &[Tensor],
     rule: impl FnOnce() -> VjpFn,
 ) {
-    let forward = crate::autodiff::forward::any_active();
-    if !tape::any_active() && !forward {
-        return;
-    }
-    if forward {
-        // forward accumulators get tangents from the rule (the double-VJP
-        // construction: it is built from differentiable ops)
-        let mut once = Some(rule);
-        let mut make = || (once.take().expect("built once"))();
-        crate::autodiff::forward::bind_slow(name, ids, outputs, &mut make, None);
-    } else {
-        tape::record(name, ids, outputs, rule);
-    }
+    // forward accumulators get tangents from the rule (the double-VJP
+    // construction: it is built from differentiable ops)
+    let mut once = Some(rule);
+    let mut make = || (once.take().expect("built once"))();
+    dispatch::bind_untraced(name, Operands::Ids(ids), outputs, &mut make, None);
+}
+
+/// A fresh tensor sharing `t`'s storage (a new id, as an op's output must
+/// have), bound as an `Identity` of `t` that only a trace sees: the alias
+/// a custom gradient returns is then a value of the graph, not an unknown
+/// tensor the trace would refuse.
+pub(crate) fn traced_alias(t: &Tensor) -> Tensor {
+    dispatch::bind_nondiff(Op::Shape(ShapeOp::Identity), &[t], t.alias())
 }
 
 /// Runs `f` and lists the trainable variables it read, in creation order.
@@ -227,7 +229,7 @@ where
             ),
         ));
     }
-    let outs: Vec<Tensor> = outs.iter().map(crate::function::trace::recorded_alias).collect();
+    let outs: Vec<Tensor> = outs.iter().map(traced_alias).collect();
     record_checked(name, inputs, &[], &outs, backward);
     Ok(outs)
 }
@@ -267,7 +269,7 @@ where
     B: Fn(&[Tensor], &[Variable]) -> Result<(Vec<Option<Tensor>>, Vec<Option<Tensor>>)> + Send + Sync + 'static,
 {
     let ((outs, backward), vars) = variables_read(|| f(inputs))?;
-    let outs: Vec<Tensor> = outs.iter().map(crate::function::trace::recorded_alias).collect();
+    let outs: Vec<Tensor> = outs.iter().map(traced_alias).collect();
     let (n_in, n_var) = (inputs.len(), vars.len());
     let vs = vars.clone();
     let flat = move |dys: &[Tensor]| {
@@ -339,10 +341,19 @@ where
     f()
 }
 
-/// The rule an override in force gives the op `name` being recorded, if any
-/// (called by `ops::bind` when a tape records a single-output op).
+/// The rule an override in force gives the op of `call`, if any: the tape
+/// and forward mode build a call's rule with it (for single-output ops of
+/// tensors, bound through `dispatch::bind`).
+pub(crate) fn overridden_for(call: &Call<'_>) -> Option<VjpFn> {
+    match (call.inputs.tensors(), call.outputs) {
+        (Some(inputs), [output]) => overridden(call.name, inputs, output),
+        _ => None,
+    }
+}
+
+/// The rule an override in force gives the op `name` being recorded, if any.
 #[inline]
-pub(crate) fn overridden(name: &'static str, inputs: &[&Tensor], output: &Tensor) -> Option<VjpFn> {
+fn overridden(name: &'static str, inputs: &[&Tensor], output: &Tensor) -> Option<VjpFn> {
     if N_OVERRIDES.with(|n| n.get()) == 0 {
         return None;
     }

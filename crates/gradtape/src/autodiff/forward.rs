@@ -3,8 +3,8 @@
 //! [`hessian`](crate::hessian) are in `forward_helpers`).
 //!
 //! An accumulator maps the ids of the tensors it watches (*primals*) to their
-//! *tangents*. While it is active, every op that `ops::bind`
-//! dispatches with an input that has a tangent gets an output tangent, the
+//! *tangents*. While it is active, every op bound through the dispatch layer
+//! with an input that has a tangent gets an output tangent, the
 //! Jacobian-vector product `J · t` of the op:
 //!
 //! - by the op's own JVP rule where it has one (`bind_jvp`: elementwise ops,
@@ -23,9 +23,9 @@
 //! map itself (`conj(dz)` for `conj`, `Re(conj(z)·dz)/|z|` for `abs`), as
 //! TensorFlow's `ForwardAccumulator` does.
 //!
-//! The active accumulators form a thread-local stack beside the tape stack;
-//! with none active the cost in `bind` is one thread-local read. The rule of
-//! an op is built at most once and shared by the tapes and the accumulators.
+//! The active accumulators form a thread-local stack beside the tape stack.
+//! The rule of an op is built at most once, by the dispatch layer's `Call`,
+//! and shared by the tapes and the accumulators.
 //!
 //! **Nesting** (as in TensorFlow): tapes and accumulators are ordered by when
 //! they were last entered. An accumulator computes its tangents with itself,
@@ -47,10 +47,11 @@
 //! entries whose primal died are swept whenever the map has doubled since the
 //! last sweep, and dropping the accumulator frees every tangent.
 //!
-//! Multi-output ops: an op that records itself with `tape::record` directly
-//! (not through `bind`) must also call [`bind_slow`] (or be switched to it),
-//! otherwise its outputs get no tangents; `bind_slow` takes any number of
-//! outputs and uses the double-VJP construction for them.
+//! Forward mode is an interpreter of the dispatch layer (`crate::dispatch`):
+//! it registers itself there when an accumulator is first entered and
+//! listens while one is visible. Ops with several outputs (bound with
+//! `dispatch::bind_untraced`) get their tangents by the double-VJP
+//! construction.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -61,15 +62,11 @@ use smallvec::{smallvec, SmallVec};
 use crate::autodiff::backprop::Unconnected;
 use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
 use crate::autodiff::sources::{SourceRef, Sources};
-use crate::autodiff::tape::{self, TapeInput, VjpFn};
+use crate::autodiff::tape;
+use crate::dispatch::{self, Call, Interpreter, Kind, Operands, VjpFn};
 use crate::error::{Error, Result};
 use crate::ops::ct;
 use crate::tensor::{Tensor, TensorId, WeakTensor};
-
-/// A JVP rule: `(input tangents, None = zero; the op's output) -> output
-/// tangent`. At least one tangent is `Some`. The result may have a shape
-/// that broadcasts to the output's (it is broadcast).
-pub(crate) type JvpRule<'a> = dyn Fn(&[Option<Tensor>], &Tensor) -> Result<Tensor> + 'a;
 
 /// One watched or computed tangent.
 struct Entry {
@@ -123,15 +120,52 @@ thread_local! {
     static STACK: RefCell<Vec<Rc<AccCell>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether any accumulator is active on this thread: the one check every op
-/// makes for forward mode.
+/// Whether any accumulator is active on this thread.
 #[inline(always)]
 pub(crate) fn any_active() -> bool {
     DEPTH.with(|d| d.get() != 0)
 }
 
+/// Sets how many accumulators are visible, and so whether forward mode
+/// listens to the dispatch layer on this thread.
+#[inline]
+fn set_depth(n: usize) {
+    DEPTH.with(|d| d.set(n));
+    dispatch::listen(Kind::Forward, n != 0);
+}
+
+/// Forward mode as an interpreter of the dispatch layer: each op with a
+/// rule gets output tangents in the visible accumulators ([`record`]).
+struct Accumulators;
+
+impl Interpreter for Accumulators {
+    fn process(&self, call: &Call<'_>) {
+        if call.differentiable() {
+            let mut rule = || {
+                call.rule_or(crate::autodiff::custom::overridden_for)
+                    .expect("a differentiable call has a rule")
+            };
+            record(call.name, call.inputs, call.outputs, &mut rule, call.jvp);
+        }
+    }
+
+    fn suspend(&self, on: bool) {
+        thread_local! {
+            static SUSPENDED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+        }
+        if on {
+            SUSPENDED.with(|x| x.borrow_mut().push(DEPTH.with(Cell::get)));
+            set_depth(0);
+        } else if let Some(d) = SUSPENDED.with(|x| x.borrow_mut().pop()) {
+            let n = STACK.with(|s| s.borrow().len());
+            set_depth(d.min(n));
+        }
+    }
+}
+
 /// Puts `acc` among the visible accumulators at its place by entry.
 fn insert(acc: &Rc<AccCell>) {
+    dispatch::register(Kind::Forward, &Accumulators);
     STACK.with(|s| {
         let mut s = s.borrow_mut();
         let d = DEPTH.with(Cell::get).min(s.len());
@@ -140,7 +174,7 @@ fn insert(acc: &Rc<AccCell>) {
             .position(|a| a.entered.get() > acc.entered.get())
             .unwrap_or(d);
         s.insert(at, acc.clone());
-        DEPTH.with(|x| x.set(d + 1));
+        set_depth(d + 1);
     });
     acc.recording.set(true);
 }
@@ -151,11 +185,10 @@ fn remove(acc: &Rc<AccCell>) {
         let mut s = s.borrow_mut();
         if let Some(i) = s.iter().rposition(|a| Rc::ptr_eq(a, acc)) {
             s.remove(i);
-            DEPTH.with(|d| {
-                if i < d.get() {
-                    d.set(d.get() - 1)
-                }
-            });
+            let d = DEPTH.with(Cell::get);
+            if i < d {
+                set_depth(d - 1);
+            }
         }
     });
     acc.recording.set(false);
@@ -167,10 +200,11 @@ fn with_depth<T>(depth: usize, f: impl FnOnce() -> T) -> T {
     impl Drop for Restore {
         fn drop(&mut self) {
             let n = STACK.with(|s| s.borrow().len());
-            DEPTH.with(|d| d.set(self.0.min(n)));
+            set_depth(self.0.min(n));
         }
     }
-    let _restore = Restore(DEPTH.with(|d| d.replace(depth)));
+    let _restore = Restore(DEPTH.with(Cell::get));
+    set_depth(depth);
     f()
 }
 
@@ -182,40 +216,16 @@ pub(crate) fn paused<T>(f: impl FnOnce() -> T) -> T {
     with_depth(0, f)
 }
 
-/// The slow path of `ops::bind` (some accumulator is active), also for ops
-/// with several outputs: records the op on the active tapes, then computes
-/// output tangents for the active accumulators. `make` builds the VJP rule;
-/// it is called at most once and the rule is shared.
-#[inline(never)]
-pub(crate) fn bind_slow<I: TapeInput>(
-    name: &'static str,
-    inputs: &[I],
-    outputs: &[Tensor],
-    make: &mut dyn FnMut() -> VjpFn,
-    jvp: Option<&JvpRule<'_>>,
-) {
-    let mut cache: Option<VjpFn> = None;
-    let mut rule = || cache.get_or_insert_with(&mut *make).clone();
-    if tape::any_active() {
-        // tapes first: a tangent computation that uses an output must find
-        // it already recorded (reverse over forward)
-        tape::record(name, inputs, outputs, &mut rule);
-    }
-    record(name, inputs, outputs, &mut rule, jvp);
-}
-
 /// Gives the outputs of an op tangents in every visible accumulator that has
 /// a tangent for one of its float or complex inputs.
-fn record<I: TapeInput>(
+fn record(
     name: &'static str,
-    inputs: &[I],
+    inputs: Operands<'_>,
     outputs: &[Tensor],
     rule: &mut dyn FnMut() -> VjpFn,
-    jvp: Option<&JvpRule<'_>>,
+    jvp: Option<&dispatch::JvpRule<'_>>,
 ) {
-    if !outputs.iter().any(|o| o.dtype().is_differentiable())
-        || !inputs.iter().any(|i| i.tape_dtype().is_differentiable())
-    {
+    if !outputs.iter().any(|o| o.dtype().is_differentiable()) || !inputs.iter().any(|(_, d)| d.is_differentiable()) {
         return;
     }
     let accs: SmallVec<[Rc<AccCell>; 2]> = STACK.with(|s| {
@@ -228,12 +238,7 @@ fn record<I: TapeInput>(
     for (i, acc) in accs.iter().enumerate() {
         let tangents: SmallVec<[Option<Tensor>; 2]> = inputs
             .iter()
-            .map(|x| {
-                x.tape_dtype()
-                    .is_differentiable()
-                    .then(|| acc.tangent(x.tape_id()))
-                    .flatten()
-            })
+            .map(|(id, dtype)| dtype.is_differentiable().then(|| acc.tangent(id)).flatten())
             .collect();
         if tangents.iter().all(Option::is_none) {
             continue;
@@ -261,7 +266,7 @@ fn output_tangents(
     outputs: &[Tensor],
     tangents: &[Option<Tensor>],
     rule: &mut dyn FnMut() -> VjpFn,
-    jvp: Option<&JvpRule<'_>>,
+    jvp: Option<&dispatch::JvpRule<'_>>,
 ) -> Result<SmallVec<[Option<Tensor>; 1]>> {
     if let (Some(jvp), [out]) = (jvp, outputs) {
         let t = jvp(tangents, out)?;
@@ -639,7 +644,7 @@ mod tests {
     use super::*;
     use crate::autodiff::tape::vjp;
 
-    /// A two-output op `(2x, x²)` offered through `bind_slow` without a JVP
+    /// A two-output op `(2x, x²)` offered through `bind_untraced` without a JVP
     /// rule: its tangents come from the double-VJP construction.
     fn two_outputs(x: &Tensor) -> Result<(Tensor, Tensor)> {
         let (a, b) = tape::without_tapes(|| Ok::<_, Error>((x.mul_scalar(2.0)?, x.square()?)))?;
@@ -652,7 +657,13 @@ mod tests {
                 )])
             })
         };
-        bind_slow("TwoOutputs", &[x], &[a.clone(), b.clone()], &mut make, None);
+        dispatch::bind_untraced(
+            "TwoOutputs",
+            Operands::Tensors(&[x]),
+            &[a.clone(), b.clone()],
+            &mut make,
+            None,
+        );
         Ok((a, b))
     }
 
@@ -685,7 +696,13 @@ mod tests {
             let y = tape::without_tapes(|| x.add(&x))?;
             // a rule that returns one gradient for two inputs
             let mut make = || vjp(|g, _| Ok(smallvec![Some(g[0].clone())]));
-            bind_slow("Broken", &[&x, &x], std::slice::from_ref(&y), &mut make, None);
+            dispatch::bind_untraced(
+                "Broken",
+                Operands::Tensors(&[&x, &x]),
+                std::slice::from_ref(&y),
+                &mut make,
+                None,
+            );
             Ok(y)
         })?;
         let e = acc.jvp(&y).unwrap_err();

@@ -23,30 +23,12 @@
 
 use smallvec::SmallVec;
 
-use crate::autodiff::tape::{OutMeta, VjpFn};
+use crate::autodiff::tape::OutMeta;
+use crate::dispatch::VjpFn;
+pub use crate::dispatch::{Gradient, IndexedSlices, SparseClosure, SparseGrads};
 use crate::error::{Error, Result};
 use crate::ops::ct;
 use crate::tensor::{DType, Tensor};
-
-/// A sparse gradient: rows `values[i]` of a tensor of shape `dense_shape`
-/// at row `indices[i]`; rows not listed are zero and a repeated index adds.
-///
-/// ```
-/// use gradtape::{IndexedSlices, Tensor};
-/// let s = IndexedSlices::new(
-///     Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?,
-///     Tensor::vector(&[2i64, 2]),
-///     &[3, 2],
-/// )?;
-/// assert_eq!(s.to_dense()?.to_vec::<f32>()?, vec![0.0, 0.0, 0.0, 0.0, 4.0, 6.0]);
-/// # Ok::<(), gradtape::Error>(())
-/// ```
-#[derive(Clone, Debug)]
-pub struct IndexedSlices {
-    values: Tensor,
-    indices: Tensor,
-    dense_shape: Vec<usize>,
-}
 
 impl IndexedSlices {
     /// Builds and checks one: `indices` is a 1-D integer tensor of length
@@ -173,26 +155,6 @@ impl IndexedSlices {
     }
 }
 
-/// A gradient: a dense tensor, or a sparse set of rows.
-///
-/// ```
-/// use gradtape::{Gradient, GradientTape, Tensor};
-/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
-/// let tape = GradientTape::new();
-/// let y = tape.record(|| { tape.watch(&x); x.gather(&Tensor::vector(&[1i64]), 0)?.sum_all() })?;
-/// let g: Gradient = tape.sparse_gradient(&y, &x)?.unwrap();
-/// assert!(g.is_sparse());
-/// assert_eq!(g.to_dense()?.to_vec::<f32>()?, vec![0.0, 0.0, 1.0, 1.0]);
-/// # Ok::<(), gradtape::Error>(())
-/// ```
-#[derive(Clone, Debug)]
-pub enum Gradient {
-    /// A dense tensor.
-    Dense(Tensor),
-    /// Rows of a tensor, the rest zero.
-    Sparse(IndexedSlices),
-}
-
 impl Gradient {
     /// Whether this is an [`IndexedSlices`].
     pub fn is_sparse(&self) -> bool {
@@ -271,14 +233,6 @@ impl From<IndexedSlices> for Gradient {
         Gradient::Sparse(s)
     }
 }
-
-/// Input gradients of a sparse-aware rule, one per input.
-pub type SparseGrads = SmallVec<[Option<Gradient>; 2]>;
-
-/// The sparse-aware form of a rule: takes cotangents that may be sparse and
-/// may return sparse input gradients. Used by backprop when no batch dims
-/// are active; the dense form is used otherwise.
-pub type SparseClosure = dyn Fn(&[Gradient], &[bool]) -> Result<SparseGrads> + Send + Sync;
 
 /// Runs `vjp` on accumulated cotangents: the sparse-aware form when the
 /// rule has one and the pass has no batch dims (`batch_dims`), with missing

@@ -3,6 +3,8 @@
 
 pub(crate) mod backprop;
 pub(crate) mod batched;
+#[cfg(test)]
+mod batched_rules;
 pub mod check;
 pub(crate) mod custom;
 pub(crate) mod forward;

@@ -69,7 +69,7 @@ where
         for v in &vars {
             tape::variable_accessed(v);
         }
-        let outs: Vec<Tensor> = outs.iter().map(crate::function::trace::recorded_alias).collect();
+        let outs: Vec<Tensor> = outs.iter().map(crate::autodiff::custom::traced_alias).collect();
         let f = self.f.clone();
         let xs: Vec<Tensor> = inputs.to_vec();
         let vs = vars.clone();

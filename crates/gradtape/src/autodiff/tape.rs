@@ -17,145 +17,23 @@
 //!   once, when the op is recorded), so backprop walks indices rather than
 //!   hashing ids again.
 //! - The **stack** is per thread: ops run on another thread never see this
-//!   thread's tapes. Its depth is mirrored in a `Cell` so that the common case,
-//!   no tape active, costs one thread-local read per op.
+//!   thread's tapes. The tapes are an interpreter of the dispatch layer
+//!   (`crate::dispatch`): they register there when a tape is first entered
+//!   and listen on a thread while its stack is not empty, so with no tape
+//!   (and nothing else) active an op costs one thread-local read.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::autodiff::gradient::{Gradient, SparseClosure, SparseGrads};
 use crate::autodiff::variable::Variable;
-use crate::error::Result;
 use crate::tensor::{DType, Shape, Tensor, TensorId};
 
-/// Input cotangents returned by a VJP rule, one per op input; `None` is a
-/// symbolic zero ("no gradient"), which costs nothing.
-pub type Grads = SmallVec<[Option<Tensor>; 2]>;
-
-/// The closure inside a [`VjpFn`].
-pub type VjpClosure = dyn Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync;
-
-/// The form of a rule that is told which outputs got no cotangent (`None`)
-/// instead of receiving zeros for them.
-pub(crate) type OptionalClosure = dyn Fn(&[Option<Tensor>], &[bool]) -> Result<Grads> + Send + Sync;
-
-/// A VJP rule: `(output cotangents, which inputs need a gradient) -> input
-/// cotangents`. It is written with ordinary differentiable ops, so running it
-/// under another tape records it there (which is how higher orders work).
-///
-/// A rule is *batched* when it also accepts cotangents that carry extra
-/// leading batch dimensions (see [`crate::ct`]) and returns input
-/// cotangents with the same leading dimensions. A vectorized Jacobian runs
-/// batched rules once for all rows; other rules are run once per row.
-#[derive(Clone)]
-pub struct VjpFn {
-    f: Arc<VjpClosure>,
-    batched: bool,
-    /// the sparse-aware form, for rules that take or give `IndexedSlices`
-    sparse: Option<Arc<SparseClosure>>,
-    /// the form told which cotangents are zero
-    optional: Option<Arc<OptionalClosure>>,
-}
-
-impl VjpFn {
-    /// Calls the rule.
-    #[inline]
-    pub fn call(&self, cotangents: &[Tensor], needs: &[bool]) -> Result<Grads> {
-        (self.f)(cotangents, needs)
-    }
-
-    /// Whether the rule accepts cotangents with leading batch dimensions.
-    #[inline]
-    pub fn is_batched(&self) -> bool {
-        self.batched
-    }
-
-    /// Adds a sparse-aware form: backprop calls it instead of the dense
-    /// form (outside batched passes), with cotangents that may be
-    /// [`IndexedSlices`](crate::IndexedSlices), and it may return sparse
-    /// input gradients. It must agree with the dense form.
-    pub fn with_sparse(
-        mut self,
-        f: impl Fn(&[Gradient], &[bool]) -> Result<SparseGrads> + Send + Sync + 'static,
-    ) -> Self {
-        self.sparse = Some(Arc::new(f));
-        self
-    }
-
-    /// The sparse-aware form, if any.
-    #[inline]
-    pub(crate) fn sparse_form(&self) -> Option<&SparseClosure> {
-        self.sparse.as_deref()
-    }
-
-    /// Adds a form that backprop calls (outside batched passes) with `None`
-    /// for the outputs that got no cotangent, so a rule can skip work that
-    /// only those would need. It must agree with the dense form.
-    pub(crate) fn with_optional(
-        mut self,
-        f: impl Fn(&[Option<Tensor>], &[bool]) -> Result<Grads> + Send + Sync + 'static,
-    ) -> Self {
-        self.optional = Some(Arc::new(f));
-        self
-    }
-
-    /// The form told which cotangents are zero, if any.
-    #[inline]
-    pub(crate) fn optional_form(&self) -> Option<&OptionalClosure> {
-        self.optional.as_deref()
-    }
-}
-
-impl std::fmt::Debug for VjpFn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VjpFn")
-            .field("batched", &self.batched)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Wraps a closure as a [`VjpFn`] that expects plain (unbatched)
-/// cotangents, one per output, each of its output's shape.
-#[inline]
-pub fn vjp(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
-    VjpFn {
-        f: Arc::new(f),
-        batched: false,
-        sparse: None,
-        optional: None,
-    }
-}
-
-/// Wraps a closure as a batched [`VjpFn`]: it promises to accept
-/// cotangents with [`ct::batch_dims`](crate::ct::batch_dims) extra
-/// leading dimensions and to return input cotangents with those same leading
-/// dimensions (write it with the helpers of [`crate::ct`]).
-#[inline]
-pub fn vjp_batched(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
-    VjpFn {
-        f: Arc::new(f),
-        batched: true,
-        sparse: None,
-        optional: None,
-    }
-}
-
-/// The rule of a one-input op whose derivative is the identity (identity,
-/// `x + c`, a variable read): the cotangent passes through unchanged. One
-/// shared closure, so recording such an op allocates no rule.
-pub(crate) fn pass_through() -> VjpFn {
-    // sparse cotangents pass through too (a gather of a variable read stays sparse)
-    static PASS: std::sync::LazyLock<VjpFn> = std::sync::LazyLock::new(|| {
-        vjp_batched(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
-            .with_sparse(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
-    });
-    PASS.clone()
-}
+use crate::dispatch::{self, Call, Interpreter, Kind, Operands};
+pub(crate) use crate::dispatch::{pass_through, vjp, Grads, VjpFn};
 
 /// Metadata of one op output, enough to materialise zeros for it.
 #[derive(Debug, Clone)]
@@ -336,16 +214,54 @@ thread_local! {
     static STACK: RefCell<Vec<Rc<TapeCell>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether any tape is active on this thread: the one check every op makes.
+/// Whether any tape is active on this thread.
 #[inline(always)]
 pub(crate) fn any_active() -> bool {
     DEPTH.with(|d| d.get() != 0)
 }
 
+/// Sets the number of active tapes, and so whether tapes listen to the
+/// dispatch layer on this thread.
+#[inline]
+fn set_depth(n: usize) {
+    DEPTH.with(|d| d.set(n));
+    dispatch::listen(Kind::Tape, n != 0);
+}
+
+/// The tapes as an interpreter of the dispatch layer: each op with a rule
+/// is offered to [`record`].
+struct Tapes;
+
+impl Interpreter for Tapes {
+    fn process(&self, call: &Call<'_>) {
+        if call.differentiable() {
+            record(call.name, call.inputs, call.outputs, || {
+                call.rule_or(crate::autodiff::custom::overridden_for)
+                    .expect("a differentiable call has a rule")
+            });
+        }
+    }
+
+    fn suspend(&self, on: bool) {
+        thread_local! {
+            static SUSPENDED: RefCell<Vec<(Vec<Rc<TapeCell>>, usize)>> = const { RefCell::new(Vec::new()) };
+        }
+        if on {
+            let saved = STACK.with(|s| std::mem::take(&mut *s.borrow_mut()));
+            SUSPENDED.with(|x| x.borrow_mut().push((saved, DEPTH.with(Cell::get))));
+            set_depth(0);
+        } else if let Some((saved, depth)) = SUSPENDED.with(|x| x.borrow_mut().pop()) {
+            STACK.with(|s| *s.borrow_mut() = saved);
+            set_depth(depth);
+        }
+    }
+}
+
 pub(crate) fn push(tape: &Rc<TapeCell>) {
+    dispatch::register(Kind::Tape, &Tapes);
     tape.entered.set(next_entry());
     STACK.with(|s| s.borrow_mut().push(tape.clone()));
-    DEPTH.with(|d| d.set(d.get() + 1));
+    set_depth(DEPTH.with(Cell::get) + 1);
     tape.recording.set(true);
 }
 
@@ -370,7 +286,7 @@ pub(crate) fn hiding_tapes_after<T>(entered: u64, f: impl FnOnce() -> T) -> T {
     impl Drop for Restore {
         fn drop(&mut self) {
             let hidden = std::mem::take(&mut self.0);
-            DEPTH.with(|d| d.set(d.get() + hidden.len()));
+            set_depth(DEPTH.with(Cell::get) + hidden.len());
             STACK.with(|s| s.borrow_mut().extend(hidden));
         }
     }
@@ -388,7 +304,7 @@ pub(crate) fn hiding_tapes_after<T>(entered: u64, f: impl FnOnce() -> T) -> T {
     if hidden.is_empty() {
         return f();
     }
-    DEPTH.with(|d| d.set(d.get() - hidden.len()));
+    set_depth(DEPTH.with(Cell::get) - hidden.len());
     let _restore = Restore(hidden);
     f()
 }
@@ -399,45 +315,16 @@ pub(crate) fn pop(tape: &Rc<TapeCell>) {
         let mut s = s.borrow_mut();
         if let Some(i) = s.iter().rposition(|t| Rc::ptr_eq(t, tape)) {
             s.remove(i);
-            DEPTH.with(|d| d.set(d.get() - 1));
+            set_depth(DEPTH.with(Cell::get) - 1);
         }
     });
     tape.recording.set(false);
 }
 
-/// What [`record`] needs to know of an op input: a tensor, or a variable's
-/// handle id with its value's dtype.
-pub(crate) trait TapeInput {
-    fn tape_id(&self) -> TensorId;
-    fn tape_dtype(&self) -> DType;
-}
-
-impl TapeInput for &Tensor {
-    #[inline]
-    fn tape_id(&self) -> TensorId {
-        self.id()
-    }
-    #[inline]
-    fn tape_dtype(&self) -> DType {
-        self.dtype()
-    }
-}
-
-impl TapeInput for (TensorId, DType) {
-    #[inline]
-    fn tape_id(&self) -> TensorId {
-        self.0
-    }
-    #[inline]
-    fn tape_dtype(&self) -> DType {
-        self.1
-    }
-}
-
 /// Records an op on every active tape that watches one of its float inputs,
 /// and marks its float outputs watched there. `rule` builds the VJP closure;
 /// it runs at most once, and only when some tape records the op.
-pub(crate) fn record<I: TapeInput>(name: &'static str, inputs: &[I], outputs: &[Tensor], rule: impl FnOnce() -> VjpFn) {
+pub(crate) fn record(name: &'static str, inputs: Operands<'_>, outputs: &[Tensor], rule: impl FnOnce() -> VjpFn) {
     if !outputs.iter().any(|o| o.dtype().is_differentiable()) {
         return;
     }
@@ -453,10 +340,10 @@ pub(crate) fn record<I: TapeInput>(name: &'static str, inputs: &[I], outputs: &[
             let st = tape.state.borrow();
             let mut watched = false;
             let mut producers: SmallVec<[u32; 2]> = SmallVec::new();
-            for i in inputs {
-                producers.push(match st.tensors.get(&i.tape_id()) {
+            for (id, dtype) in inputs.iter() {
+                producers.push(match st.tensors.get(&id) {
                     Some(&p) => {
-                        watched |= i.tape_dtype().is_differentiable();
+                        watched |= dtype.is_differentiable();
                         p
                     }
                     None => NO_OP,
@@ -479,10 +366,10 @@ pub(crate) fn record<I: TapeInput>(name: &'static str, inputs: &[I], outputs: &[
 }
 
 /// Appends a record to `tape` and marks its float outputs as produced there.
-fn push_record<I: TapeInput>(
+fn push_record(
     tape: &TapeCell,
     name: &'static str,
-    inputs: &[I],
+    inputs: Operands<'_>,
     outputs: &[Tensor],
     producers: SmallVec<[u32; 2]>,
     vjp: VjpFn,
@@ -490,8 +377,8 @@ fn push_record<I: TapeInput>(
     let mut st = tape.state.borrow_mut();
     let idx = st.ops.len() as u32;
     let mut ids: SmallVec<[TensorId; 2]> = SmallVec::new();
-    for i in inputs {
-        ids.push(i.tape_id());
+    for (id, _) in inputs.iter() {
+        ids.push(id);
     }
     let mut outs: SmallVec<[OutMeta; 1]> = SmallVec::new();
     for o in outputs {
@@ -550,11 +437,12 @@ pub(crate) fn without_tapes<T>(f: impl FnOnce() -> T) -> T {
         fn drop(&mut self) {
             let saved = std::mem::take(&mut self.0);
             STACK.with(|s| *s.borrow_mut() = saved);
-            DEPTH.with(|d| d.set(self.1));
+            set_depth(self.1);
         }
     }
     let saved = STACK.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    let depth = DEPTH.with(|d| d.replace(0));
+    let depth = DEPTH.with(Cell::get);
+    set_depth(0);
     let _restore = Restore(saved, depth);
     crate::autodiff::forward::paused(f)
 }

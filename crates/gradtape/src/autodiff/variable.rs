@@ -5,14 +5,14 @@
 //! the variable under a tape records a `ReadVariable` op from the handle to a
 //! fresh tensor, so gradients w.r.t. the variable arrive at the handle.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::autodiff::gradient::IndexedSlices;
 use crate::autodiff::tape;
+use crate::dispatch::{self, Kind, Operands};
 use crate::error::{Error, Result};
-use crate::function::trace as traced;
-use crate::function::variables::{traced_write, Write};
 use crate::kernels::cpu::index::update_rows;
+use crate::ops::desc::F64;
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Element, Num, Tensor, TensorId};
 
 /// A mutable, named tensor slot, like `tf.Variable`.
@@ -133,33 +133,25 @@ impl Variable {
     /// gradients flow back to the variable; a trainable variable is watched
     /// by tapes that watch accessed variables.
     pub fn read(&self) -> Tensor {
-        let value = traced::shadow_of(self).unwrap_or_else(|| self.current());
-        let forward = crate::autodiff::forward::any_active();
-        let tracing = traced::recording();
-        if !tape::any_active() && !forward && !tracing {
+        let value = hook().and_then(|h| h.shadow(self)).unwrap_or_else(|| self.current());
+        if !dispatch::listening() {
             return value;
         }
         let out = value.alias();
-        if tracing {
-            crate::function::variables::traced_read(self, &out);
+        if dispatch::listens(Kind::Trace) {
+            if let Some(h) = hook() {
+                h.read(self, &out);
+            }
         }
         tape::variable_accessed(self);
-        if forward {
-            // forward accumulators too: the read's tangent is the variable's
-            crate::autodiff::forward::bind_slow(
-                "ReadVariable",
-                &[(self.handle(), value.dtype())],
-                std::slice::from_ref(&out),
-                &mut tape::pass_through,
-                Some(&|t: &[Option<Tensor>], o: &Tensor| crate::ops::tangent_or_zero(&t[0], o)),
-            );
-            return out;
-        }
-        tape::record(
+        // the read's tangent is the variable's
+        let jvp = |t: &[Option<Tensor>], o: &Tensor| crate::ops::tangent_or_zero(&t[0], o);
+        dispatch::bind_untraced(
             "ReadVariable",
-            &[(self.handle(), value.dtype())],
+            Operands::Ids(&[(self.handle(), value.dtype())]),
             std::slice::from_ref(&out),
-            tape::pass_through,
+            &mut tape::pass_through,
+            Some(&jvp),
         );
         out
     }
@@ -231,7 +223,7 @@ impl Variable {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn apply_gradient_descent(&self, lr: f64, grad: &Tensor) -> Result<()> {
-        if let Some(r) = traced_write(self, Write::GradientDescent(crate::ops::desc::F64(lr)), &[grad]) {
+        if let Some(r) = traced_write(self, Write::GradientDescent(F64(lr)), &[grad]) {
             return r;
         }
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
@@ -312,7 +304,7 @@ impl Variable {
     /// ```
     pub fn apply_sparse_gradient_descent(&self, lr: f64, rows: &IndexedSlices) -> Result<()> {
         const OP: &str = "apply_sparse_gradient_descent";
-        let w = Write::SparseGradientDescent(crate::ops::desc::F64(lr), rows.dense_shape().to_vec());
+        let w = Write::SparseGradientDescent(F64(lr), rows.dense_shape().to_vec());
         if let Some(r) = traced_write(self, w, &[rows.values(), rows.indices()]) {
             return r;
         }
@@ -356,6 +348,83 @@ fn add_rows(op: &'static str, slot: &mut Tensor, rows: &IndexedSlices, negate: b
 impl std::fmt::Debug for Variable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Variable('{}', {})", self.inner.name, self.current())
+    }
+}
+
+/// What a tracer does with variables: installed by the layer above
+/// (`function`, which this one cannot name) when it first traces. Without
+/// it, or outside a trace, reads and writes go to the variable itself.
+pub(crate) trait VariableHook: Sync {
+    /// The value `v` has for the active trace (its shadow, if written in it).
+    fn shadow(&self, v: &Variable) -> Option<Tensor>;
+    /// Records a read of `v` whose output is `out` (while a trace records).
+    fn read(&self, v: &Variable, out: &Tensor);
+    /// A write inside a trace: recorded and applied to the shadow
+    /// (`Some(result)`); `None` outside one (the write goes ahead).
+    fn write(&self, v: &Variable, w: Write, args: &[&Tensor]) -> Option<Result<()>>;
+}
+
+static HOOK: OnceLock<&'static dyn VariableHook> = OnceLock::new();
+
+/// Installs the tracer's hook (the first installation stands).
+pub(crate) fn install_hook(h: &'static dyn VariableHook) {
+    let _ = HOOK.set(h);
+}
+
+#[inline]
+fn hook() -> Option<&'static dyn VariableHook> {
+    HOOK.get().copied()
+}
+
+/// The hook at the top of every write (see [`VariableHook::write`]).
+fn traced_write(v: &Variable, w: Write, args: &[&Tensor]) -> Option<Result<()>> {
+    hook()?.write(v, w, args)
+}
+
+/// Which write a node makes.
+#[derive(Clone, Debug)]
+pub(crate) enum Write {
+    /// `v = x`
+    Assign,
+    /// `v += x`
+    AssignAdd,
+    /// `v -= x`
+    AssignSub,
+    /// `v -= lr · g`
+    GradientDescent(F64),
+    /// rows added (inputs: values, indices)
+    ScatterAdd(Vec<usize>),
+    /// rows subtracted (inputs: values, indices)
+    ScatterSub(Vec<usize>),
+    /// rows times `lr` subtracted (inputs: values, indices)
+    SparseGradientDescent(F64, Vec<usize>),
+}
+
+impl Write {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Write::Assign => "AssignVariable",
+            Write::AssignAdd => "AssignAddVariable",
+            Write::AssignSub => "AssignSubVariable",
+            Write::GradientDescent(_) => "ApplyGradientDescent",
+            Write::ScatterAdd(_) => "ScatterAddVariable",
+            Write::ScatterSub(_) => "ScatterSubVariable",
+            Write::SparseGradientDescent(..) => "SparseApplyGradientDescent",
+        }
+    }
+
+    /// Applies the write to `v` through its public method.
+    pub(crate) fn apply(&self, v: &Variable, args: &[Tensor]) -> Result<()> {
+        let rows = |shape: &[usize]| IndexedSlices::new(args[0].clone(), args[1].clone(), shape);
+        match self {
+            Write::Assign => v.assign(&args[0]),
+            Write::AssignAdd => v.assign_add(&args[0]),
+            Write::AssignSub => v.assign_sub(&args[0]),
+            Write::GradientDescent(lr) => v.apply_gradient_descent(lr.0, &args[0]),
+            Write::ScatterAdd(s) => v.scatter_add(&rows(s)?),
+            Write::ScatterSub(s) => v.scatter_sub(&rows(s)?),
+            Write::SparseGradientDescent(lr, s) => v.apply_sparse_gradient_descent(lr.0, &rows(s)?),
+        }
     }
 }
 

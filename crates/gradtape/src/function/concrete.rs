@@ -196,7 +196,7 @@ impl ConcreteFunction {
     /// without a vector of its own.
     pub(crate) fn call_inputs_into(self: &Arc<Self>, inputs: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
         out.clear();
-        if trace::recording() || tape::any_active() || crate::autodiff::forward::any_active() {
+        if crate::dispatch::listening() {
             *out = self.call_inputs(inputs)?;
             return Ok(());
         }
@@ -214,7 +214,7 @@ impl ConcreteFunction {
     pub(crate) fn call_inputs(self: &Arc<Self>, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
         let tracing = trace::recording();
-        let taped = tape::any_active() || crate::autodiff::forward::any_active();
+        let taped = crate::dispatch::differentiating();
         if !tracing && !taped {
             return self.run_graph(inputs);
         }
@@ -407,8 +407,8 @@ impl DynOp for Call {
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "['{}']", self.0.name)
     }
-    fn subgraphs(&self) -> Vec<(String, Arc<Graph>)> {
-        vec![(self.0.name.clone(), self.0.graph.clone())]
+    fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
+        vec![(self.0.name.clone(), self.0.graph.clone() as crate::ops::desc::Erased)]
     }
     fn static_shapes(&self) -> bool {
         compile::is_static(&self.0.graph)

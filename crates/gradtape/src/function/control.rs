@@ -80,11 +80,7 @@ impl Sub {
     /// the inputs have its traced shapes, and nothing records (a gradient
     /// of the sub-graph runs it under a tape); traced otherwise.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        if compile::subgraphs_compiled()
-            && !trace::recording()
-            && !tape::any_active()
-            && !crate::autodiff::forward::any_active()
-        {
+        if compile::subgraphs_compiled() && !crate::dispatch::listening() {
             let exec = self.exec.get_or_init(|| {
                 (compile::enabled_by_env() && compile::is_static(&self.graph)).then(|| Executable::compile(&self.graph))
             });
@@ -161,7 +157,7 @@ fn bind_control<C: Control + 'static>(op: Arc<C>, inputs: &[Tensor]) -> Result<V
         let refs: Vec<&Tensor> = inputs.iter().collect();
         trace::record(Op::Dyn(op.clone()), &refs, &outs);
     }
-    if tape::any_active() || crate::autodiff::forward::any_active() {
+    if crate::dispatch::differentiating() {
         for v in op.variables() {
             tape::variable_accessed(v);
         }
@@ -263,10 +259,16 @@ impl DynOp for CondOp {
             .iter()
             .any(|b| b.graph.nodes.iter().any(|n| n.op.is_stateful()))
     }
-    fn subgraphs(&self) -> Vec<(String, Arc<Graph>)> {
+    fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
         vec![
-            ("true".into(), self.branches[0].graph.clone()),
-            ("false".into(), self.branches[1].graph.clone()),
+            (
+                "true".into(),
+                self.branches[0].graph.clone() as crate::ops::desc::Erased,
+            ),
+            (
+                "false".into(),
+                self.branches[1].graph.clone() as crate::ops::desc::Erased,
+            ),
         ]
     }
     /// Both branches static and returning the same shapes.
@@ -452,10 +454,10 @@ impl DynOp for WhileOp {
             None => Ok(()),
         }
     }
-    fn subgraphs(&self) -> Vec<(String, Arc<Graph>)> {
+    fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
         vec![
-            ("cond".into(), self.cond.graph.clone()),
-            ("body".into(), self.body.graph.clone()),
+            ("cond".into(), self.cond.graph.clone() as crate::ops::desc::Erased),
+            ("body".into(), self.body.graph.clone() as crate::ops::desc::Erased),
         ]
     }
     /// A loop keeping no history (whose length is the iteration count),

@@ -172,7 +172,7 @@ impl Graph {
         self.nodes
             .iter()
             .flat_map(|n| match &n.op {
-                Op::Dyn(d) => d.subgraphs(),
+                Op::Dyn(d) => nested(&**d),
                 _ => Vec::new(),
             })
             .collect()
@@ -254,7 +254,7 @@ impl Graph {
             write_list(f, &n.inputs)?;
             f.write_str(")\n")?;
             if let Op::Dyn(d) = &n.op {
-                for (label, sub) in d.subgraphs() {
+                for (label, sub) in nested(&**d) {
                     write!(f, "{pad}    {label}: ")?;
                     sub.fmt_indented(f, indent + 2)?;
                     f.write_str("\n")?;
@@ -277,4 +277,13 @@ impl fmt::Debug for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
+}
+
+/// The graphs nested in a dynamic op (its branches, body or callee), which
+/// it hands over type-erased.
+pub(crate) fn nested(d: &dyn crate::ops::desc::DynOp) -> Vec<(String, Arc<Graph>)> {
+    d.subgraphs()
+        .into_iter()
+        .filter_map(|(label, g)| g.downcast::<Graph>().ok().map(|g| (label, g)))
+        .collect()
 }

@@ -55,7 +55,7 @@ fn same_op(a: &Op, b: &Op) -> bool {
     match (a, b) {
         (Op::Const(x), Op::Const(y)) => same_const(x, y),
         (Op::Dyn(x), Op::Dyn(y)) => {
-            let (sx, sy) = (x.subgraphs(), y.subgraphs());
+            let (sx, sy) = (super::graph::nested(&**x), super::graph::nested(&**y));
             x.name() == y.name()
                 && a.to_string() == b.to_string()
                 && sx.len() == sy.len()

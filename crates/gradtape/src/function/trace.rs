@@ -1,8 +1,9 @@
 //! Tracing: ops recorded into a graph as they run.
 //!
 //! A trace runs the user's closure *eagerly*, on the call's own arguments
-//! (the example values), while a hook in `ops::bind` records every op into a
-//! [`Graph`]: the op's descriptor, the values it read and the values it made.
+//! (the example values), and, as an interpreter of the dispatch layer
+//! (`crate::dispatch`), records every op into a [`Graph`]: the op's
+//! descriptor, the values it read and the values it made.
 //! Terms:
 //!
 //! - A tensor is **traced** when the trace knows it as a value: an input, a
@@ -33,6 +34,7 @@ use smallvec::SmallVec;
 use super::graph::{Graph, Node, ValueId};
 use crate::autodiff::gradient_tape::GradientTape;
 use crate::autodiff::variable::Variable;
+use crate::dispatch::{self, Call, Interpreter, Kind};
 use crate::error::{Error, Result};
 use crate::ops::desc::Op;
 use crate::tensor::{Tensor, TensorId};
@@ -66,8 +68,6 @@ pub(crate) struct TraceState {
 
 thread_local! {
     static STACK: RefCell<Vec<Rc<Trace>>> = const { RefCell::new(Vec::new()) };
-    /// Whether ops are being recorded: a trace is active and not paused.
-    static RECORDING: Cell<bool> = const { Cell::new(false) };
     static PAUSED: Cell<usize> = const { Cell::new(0) };
     /// The first id that may belong to a tensor made during the outermost
     /// trace on this thread (ids increase within a thread).
@@ -76,15 +76,54 @@ thread_local! {
     static CONSTS: RefCell<FxHashSet<TensorId>> = RefCell::new(FxHashSet::default());
 }
 
+/// Sets whether the trace listens to the dispatch layer (and observes the
+/// tensors made) on this thread: a trace is active and not paused.
 fn refresh() {
     let active = STACK.with(|s| !s.borrow().is_empty()) && PAUSED.with(Cell::get) == 0;
-    RECORDING.with(|r| r.set(active));
+    dispatch::listen(Kind::Trace, active);
+    crate::tensor::observe::observe(active);
 }
 
-/// Whether ops are being recorded into a trace: the check `bind` makes.
+/// Whether ops are being recorded into a trace.
 #[inline(always)]
 pub(crate) fn recording() -> bool {
-    RECORDING.with(Cell::get)
+    dispatch::listens(Kind::Trace)
+}
+
+/// Tracing as an interpreter of the dispatch layer, and as the observer of
+/// the tensors made and read below it.
+struct Traces;
+
+impl Interpreter for Traces {
+    fn process(&self, call: &Call<'_>) {
+        // ops bound without a descriptor (custom gradients, variable reads)
+        // are recorded by the trace its own way
+        if let (Some(d), Some(inputs)) = (call.descriptor(), call.inputs.tensors()) {
+            let op = d.0.downcast::<Op>().expect("a descriptor is an ops::desc::Op");
+            record(*op, inputs, call.outputs);
+        }
+    }
+
+    fn suspend(&self, on: bool) {
+        if on {
+            PAUSED.with(|p| p.set(p.get() + 1));
+        } else {
+            PAUSED.with(|p| p.set(p.get().saturating_sub(1)));
+        }
+        refresh();
+    }
+}
+
+impl crate::tensor::observe::Observer for Traces {
+    fn constant(&self, t: &Tensor) {
+        constant_made(t);
+    }
+    fn filled_like(&self, like: &Tensor, value: f64, t: &Tensor) {
+        made_like(like, value, t);
+    }
+    fn unreadable(&self, t: &Tensor) -> bool {
+        is_traced_value(t)
+    }
 }
 
 /// The innermost trace, if any (recording or paused).
@@ -94,23 +133,12 @@ pub(crate) fn current() -> Option<Rc<Trace>> {
 
 /// Runs `f` with recording paused (shadows still apply).
 pub(crate) fn paused<T>(f: impl FnOnce() -> T) -> T {
-    struct Resume;
-    impl Drop for Resume {
-        fn drop(&mut self) {
-            PAUSED.with(|p| p.set(p.get() - 1));
-            refresh();
-        }
-    }
-    PAUSED.with(|p| p.set(p.get() + 1));
-    refresh();
-    let _resume = Resume;
-    f()
+    dispatch::paused(Kind::Trace, f)
 }
 
 /// Notes a tensor made by a constructor, so that a trace takes it for a
-/// constant. Free when no trace is active.
-#[inline]
-pub(crate) fn constant_made(t: &Tensor) {
+/// constant.
+fn constant_made(t: &Tensor) {
     if recording() {
         CONSTS.with(|c| c.borrow_mut().insert(t.id()));
     }
@@ -118,9 +146,8 @@ pub(crate) fn constant_made(t: &Tensor) {
 
 /// Notes `t`, `value` everywhere in the shape and dtype of `like`: a trace
 /// records it as a node of `like` (so the shape follows it when the graph
-/// runs). Free when no trace is active.
-#[inline]
-pub(crate) fn made_like(like: &Tensor, value: f64, t: &Tensor) {
+/// runs).
+fn made_like(like: &Tensor, value: f64, t: &Tensor) {
     if recording() {
         let op = Op::Shape(crate::ops::desc::ShapeOp::FullLike(crate::ops::desc::F64(value)));
         record(op, &[like], std::slice::from_ref(t));
@@ -228,7 +255,7 @@ impl Trace {
 
 /// Whether `t` is a value a recording trace knows (not a constant): its
 /// value is known only when the graph runs.
-pub(crate) fn is_traced_value(t: &Tensor) -> bool {
+fn is_traced_value(t: &Tensor) -> bool {
     recording()
         && current().is_some_and(|tr| {
             tr.is_traced(t) && !tr.state.borrow().ids.get(&t.id()).is_some_and(|&v| tr.is_constant(v))
@@ -288,22 +315,6 @@ pub(crate) fn variable_read(v: &Variable) {
     }
 }
 
-/// A fresh tensor sharing `t`'s storage (a new id, as an op's output must
-/// have), recorded as `Identity(t)` when a trace is recording: the alias
-/// custom gradients return is then a value of the graph, not an unknown
-/// tensor the trace would refuse.
-pub(crate) fn recorded_alias(t: &Tensor) -> Tensor {
-    let a = t.alias();
-    if recording() {
-        record(
-            Op::Shape(crate::ops::desc::ShapeOp::Identity),
-            &[t],
-            std::slice::from_ref(&a),
-        );
-    }
-    a
-}
-
 /// What a finished trace gives.
 pub(crate) struct Traced<T> {
     /// The recorded graph (inputs: the arguments, then the captures;
@@ -329,6 +340,9 @@ pub(crate) fn trace<T>(
     nested: bool,
     f: impl FnOnce(&[Tensor]) -> Result<(T, Vec<Tensor>)>,
 ) -> Result<Traced<T>> {
+    dispatch::register(Kind::Trace, &Traces);
+    crate::tensor::observe::install(&Traces);
+    crate::autodiff::variable::install_hook(&super::variables::TracedVariables);
     let parent = if nested { current() } else { None };
     let tape = GradientTape::internal();
     let trace = Rc::new(Trace {

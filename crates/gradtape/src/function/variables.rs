@@ -12,11 +12,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::trace;
-use crate::autodiff::gradient::IndexedSlices;
 use crate::autodiff::tape;
-use crate::autodiff::variable::Variable;
+use crate::autodiff::variable::{Variable, Write};
 use crate::error::Result;
-use crate::ops::desc::{DynOp, Op, Outputs, F64};
+use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::tensor::Tensor;
 
 /// A read of a variable (its value at that point of the run).
@@ -34,53 +33,6 @@ impl DynOp for ReadVariable {
     }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "['{}']", self.0.name())
-    }
-}
-
-/// Which write a node makes.
-#[derive(Clone, Debug)]
-pub(crate) enum Write {
-    /// `v = x`
-    Assign,
-    /// `v += x`
-    AssignAdd,
-    /// `v -= x`
-    AssignSub,
-    /// `v -= lr · g`
-    GradientDescent(F64),
-    /// rows added (inputs: values, indices)
-    ScatterAdd(Vec<usize>),
-    /// rows subtracted (inputs: values, indices)
-    ScatterSub(Vec<usize>),
-    /// rows times `lr` subtracted (inputs: values, indices)
-    SparseGradientDescent(F64, Vec<usize>),
-}
-
-impl Write {
-    fn name(&self) -> &'static str {
-        match self {
-            Write::Assign => "AssignVariable",
-            Write::AssignAdd => "AssignAddVariable",
-            Write::AssignSub => "AssignSubVariable",
-            Write::GradientDescent(_) => "ApplyGradientDescent",
-            Write::ScatterAdd(_) => "ScatterAddVariable",
-            Write::ScatterSub(_) => "ScatterSubVariable",
-            Write::SparseGradientDescent(..) => "SparseApplyGradientDescent",
-        }
-    }
-
-    /// Applies the write to `v` through its public method.
-    fn apply(&self, v: &Variable, args: &[Tensor]) -> Result<()> {
-        let rows = |shape: &[usize]| IndexedSlices::new(args[0].clone(), args[1].clone(), shape);
-        match self {
-            Write::Assign => v.assign(&args[0]),
-            Write::AssignAdd => v.assign_add(&args[0]),
-            Write::AssignSub => v.assign_sub(&args[0]),
-            Write::GradientDescent(lr) => v.apply_gradient_descent(lr.0, &args[0]),
-            Write::ScatterAdd(s) => v.scatter_add(&rows(s)?),
-            Write::ScatterSub(s) => v.scatter_sub(&rows(s)?),
-            Write::SparseGradientDescent(lr, s) => v.apply_sparse_gradient_descent(lr.0, &rows(s)?),
-        }
     }
 }
 
@@ -163,4 +115,20 @@ pub(crate) fn traced_read(v: &Variable, out: &Tensor) {
         &[],
         std::slice::from_ref(out),
     );
+}
+
+/// The trace's handling of variables, installed into `autodiff::variable`
+/// (which cannot name the trace) when a trace starts.
+pub(crate) struct TracedVariables;
+
+impl crate::autodiff::variable::VariableHook for TracedVariables {
+    fn shadow(&self, v: &Variable) -> Option<Tensor> {
+        trace::shadow_of(v)
+    }
+    fn read(&self, v: &Variable, out: &Tensor) {
+        traced_read(v, out);
+    }
+    fn write(&self, v: &Variable, w: Write, args: &[&Tensor]) -> Option<Result<()>> {
+        traced_write(v, w, args)
+    }
 }

@@ -15,29 +15,17 @@
 //! - `desc/`: the op descriptors a trace records and a graph re-runs
 //! - `ct.rs`: cotangent helpers for batched (Jacobian) VJP rules
 //!
-//! Every op passes through [`bind`]: the forward kernel has already run, and
-//! `bind` offers the result to the active tapes, which record it (with its
-//! name and its rule) when they watch an input. The rule is built lazily, so
-//! an op that no tape records captures nothing; with no tape active the whole
-//! cost of `bind` is one thread-local read. `bind` is the one place where
-//! later transformations (forward mode, tracing, batching) hook in.
-//!
-//! Forward mode hooks in there too: while a forward accumulator is active
-//! (one more thread-local read otherwise), [`bind_jvp`] gives the op's JVP
-//! rule (`input tangents, output -> output tangent`, written with public
-//! ops, free to borrow the op's arguments); ops bound with plain [`bind`]
-//! get their tangents from their VJP rule (see `autodiff::forward`). The
-//! VJP rule is then built once and shared by the tapes and the accumulators.
-//!
-//! Departure from the design sketch: op *attributes* (axes, flags, scalars)
-//! are not passed to `bind` as data but captured by the rule closure, which
-//! is what the tape needs and keeps the untaped path allocation-free. A hook
-//! that needs to re-run an op can be given a replay closure the same way.
-//!
-//! Layering: ops sit below `autodiff`, yet `bind` must reach the tape
-//! stack. Only the recording half (`autodiff::tape`: the stack and
-//! `record`) is used here; the backward algorithm and the user-facing tape
-//! stay above, as in TensorFlow, where ops call `record_gradient`.
+//! Every op passes through [`bind`] (the dispatch layer, `crate::dispatch`):
+//! the forward kernel has already run, and `bind` offers the result to the
+//! interpreters listening on the thread (a trace, tapes, forward
+//! accumulators), with a name, a descriptor ([`desc`]), the VJP rule as a
+//! closure built only when one of them asks for it, and, where the op has
+//! one, a JVP rule (`input tangents, output -> output tangent`, written
+//! with public ops, free to borrow the op's arguments). With nothing
+//! listening, the whole cost of `bind` is one thread-local read. Op
+//! *attributes* (axes, flags, scalars) are captured by the rule closure
+//! rather than passed as data, which is what the tape needs and keeps the
+//! untaped path allocation-free. This layer knows no interpreter by name.
 //!
 //! Rules are written with these same public ops, never raw kernels, so
 //! running a rule under another tape records it there: that is what makes
@@ -60,7 +48,6 @@ pub(crate) mod sorting;
 pub use math::activation::{SELU_ALPHA, SELU_SCALE};
 // the old module paths, for the ops outside `math` that use them
 pub(crate) use array::strided;
-use desc::Describe;
 pub use image::ResizeMethod;
 pub use linalg::{EinsumPath, MatrixNorm};
 pub(crate) use math::binary::{relu_grad, tanh_grad};
@@ -70,78 +57,9 @@ pub(crate) use nn::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub use nn::{DataFormat, Padding};
 pub(crate) use sorting::segment;
 
-use crate::autodiff::forward;
-use crate::autodiff::tape::{self, VjpFn};
+pub(crate) use crate::dispatch::{bind, bind_jvp, bind_nondiff};
 use crate::error::{Error, Result};
-use crate::function::trace;
 use crate::tensor::{DType, Tensor};
-
-/// Offers a single-output op to the active traces, tapes and forward
-/// accumulators, and returns its output.
-///
-/// `op` names the op (tapes record the name) and describes it (a trace
-/// records the descriptor, built only then; see [`desc`]). `rule` receives
-/// the output and builds the VJP closure; it runs only if some tape records
-/// the op or an accumulator needs it (an op without a JVP rule gets its
-/// tangents from its VJP rule). A gradient override in force for the name
-/// (`with_gradient_override`) replaces the rule.
-#[inline]
-pub(crate) fn bind(
-    op: impl Describe,
-    inputs: &[&Tensor],
-    output: Tensor,
-    rule: impl FnOnce(&Tensor) -> VjpFn,
-) -> Tensor {
-    bind_impl(op, inputs, output, rule, None)
-}
-
-/// [`bind`] for an op with a JVP rule: `jvp(input tangents, output)` gives
-/// the output tangent (`None` tangents are zeros; at least one is `Some`).
-/// It runs only while a forward accumulator has a tangent for an input, and
-/// may borrow the op's arguments.
-#[inline]
-pub(crate) fn bind_jvp(
-    op: impl Describe,
-    inputs: &[&Tensor],
-    output: Tensor,
-    rule: impl FnOnce(&Tensor) -> VjpFn,
-    jvp: impl Fn(&[Option<Tensor>], &Tensor) -> Result<Tensor>,
-) -> Tensor {
-    bind_impl(op, inputs, output, rule, Some(&jvp))
-}
-
-/// Offers a non-differentiable op (comparisons, `sign`, `argmax`, ...) to
-/// the active traces only: tapes never record it.
-#[inline]
-pub(crate) fn bind_nondiff(op: impl Describe, inputs: &[&Tensor], output: Tensor) -> Tensor {
-    if trace::recording() {
-        trace::record(op.describe(), inputs, std::slice::from_ref(&output));
-    }
-    output
-}
-
-#[inline]
-fn bind_impl(
-    op: impl Describe,
-    inputs: &[&Tensor],
-    output: Tensor,
-    rule: impl FnOnce(&Tensor) -> VjpFn,
-    jvp: Option<&forward::JvpRule<'_>>,
-) -> Tensor {
-    let name = op.name();
-    if trace::recording() {
-        trace::record(op.describe(), inputs, std::slice::from_ref(&output));
-    }
-    let rule = |out: &Tensor| crate::autodiff::custom::overridden(name, inputs, out).unwrap_or_else(|| rule(out));
-    if forward::any_active() {
-        let mut rule = Some(rule);
-        let mut make = || (rule.take().expect("built once"))(&output);
-        forward::bind_slow(name, inputs, std::slice::from_ref(&output), &mut make, jvp);
-    } else if tape::any_active() {
-        tape::record(name, inputs, std::slice::from_ref(&output), || rule(&output));
-    }
-    output
-}
 
 /// The tangent of a one-input op's input (always present when its JVP rule runs).
 pub(crate) fn only(t: &[Option<Tensor>]) -> Result<&Tensor> {

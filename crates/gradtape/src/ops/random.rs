@@ -282,12 +282,12 @@ fn bound(dist: Distribution, shape: &[usize], a: f64, b: f64, dtype: DType, seed
         dtype,
         seed,
     };
-    if crate::function::trace::recording() && FRESH.with(Cell::get) {
+    if crate::dispatch::listens(crate::dispatch::Kind::Trace) && FRESH.with(Cell::get) {
         let node = FreshDraw {
             op: op(),
             runs: AtomicU64::new(0),
         };
-        crate::function::trace::record(Op::Dyn(Arc::new(node)), &[], std::slice::from_ref(&y));
+        crate::dispatch::announce(&Op::Dyn(Arc::new(node)), &[], std::slice::from_ref(&y));
         return y;
     }
     let name = op().name();

@@ -22,7 +22,7 @@ impl Tensor {
     #[inline]
     pub(crate) fn constant(storage: super::Storage, shape: &[usize]) -> Tensor {
         let t = Tensor::from_storage(storage, shape);
-        crate::function::trace::constant_made(&t);
+        super::observe::constant(&t);
         t
     }
 
@@ -109,14 +109,14 @@ impl Tensor {
     /// (`self` may be a broadcast view of more elements than fit in memory).
     pub fn try_zeros_like(&self) -> Result<Tensor> {
         let t = Tensor::filled("zeros_like", self.shape(), 0.0, self.dtype())?;
-        crate::function::trace::made_like(self, 0.0, &t);
+        super::observe::filled_like(self, 0.0, &t);
         Ok(t)
     }
 
     /// Ones with this tensor's shape and dtype, or [`Error::OutOfMemory`].
     pub fn try_ones_like(&self) -> Result<Tensor> {
         let t = Tensor::filled("ones_like", self.shape(), 1.0, self.dtype())?;
-        crate::function::trace::made_like(self, 1.0, &t);
+        super::observe::filled_like(self, 1.0, &t);
         Ok(t)
     }
 
@@ -125,7 +125,7 @@ impl Tensor {
     /// this tensor each time the graph runs (as for the other `_like` forms).
     pub fn try_full_like(&self, value: f64) -> Result<Tensor> {
         let t = Tensor::filled("full_like", self.shape(), value, self.dtype())?;
-        crate::function::trace::made_like(self, value, &t);
+        super::observe::filled_like(self, value, &t);
         Ok(t)
     }
 

@@ -77,7 +77,7 @@ pub(crate) fn values_only(t: &Tensor) -> String {
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Tensor(")?;
-        if crate::function::trace::is_traced_value(self) {
+        if super::observe::unreadable(self) {
             return write!(f, "<traced>, shape={:?}, dtype={})", self.shape(), self.dtype());
         }
         let summarise = self.numel() > SUMMARISE_ABOVE;

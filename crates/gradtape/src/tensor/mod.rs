@@ -17,6 +17,7 @@ mod create;
 pub(crate) mod display;
 pub mod dtype;
 pub(crate) mod layout;
+pub(crate) mod observe;
 pub(crate) mod pool;
 pub(crate) mod recycle;
 pub use pool::{buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit};
@@ -315,7 +316,7 @@ impl Tensor {
     /// Fails for a tensor whose value a trace only knows when its graph
     /// runs (reading it would freeze this run's value into the graph).
     pub(crate) fn expect_readable(&self, op: &'static str) -> Result<()> {
-        if crate::function::trace::is_traced_value(self) {
+        if observe::unreadable(self) {
             return Err(Error::invalid(
                 op,
                 format!(

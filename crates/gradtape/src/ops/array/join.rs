@@ -2,8 +2,8 @@
 //! whose rule slices the cotangent (a view per input); the others are made
 //! of concat, expand_dims, narrow and squeeze.
 
-use crate::autodiff::tape::{vjp_batched, Grads};
 use crate::ct;
+use crate::dispatch::{vjp_batched, Grads};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::ops::bind;
@@ -201,6 +201,48 @@ impl Tensor {
             })
             .collect()
     }
+}
+
+/// Stacks tensors of one shape and dtype along a new axis 0 (recorded, with
+/// a batched rule: row `i` of the cotangent goes to input `i`).
+pub(crate) fn stack(rows: &[Tensor]) -> Result<Tensor> {
+    let first = rows
+        .first()
+        .ok_or_else(|| Error::invalid("stack", "nothing to stack"))?;
+    let row_shape = first.shape().to_vec();
+    for r in rows {
+        if r.shape() != first.shape() || r.dtype() != first.dtype() {
+            return Err(Error::invalid(
+                "stack",
+                format!(
+                    "rows differ: {} {:?} and {} {:?}",
+                    first.dtype(),
+                    first.shape(),
+                    r.dtype(),
+                    r.shape()
+                ),
+            ));
+        }
+    }
+    let mut shape = vec![rows.len()];
+    shape.extend_from_slice(&row_shape);
+    crate::tensor::layout::checked_numel("stack", &shape)?;
+    let inputs: Vec<&Tensor> = rows.iter().collect();
+    let y = crate::kernels::cpu::index::concat("stack", &inputs, 0, &shape)?;
+    let n = rows.len();
+    Ok(bind(Op::Shape(ShapeOp::Stack), &inputs, y, move |_| {
+        vjp_batched(move |g, needs| {
+            let g = &g[0];
+            let mut out = Grads::with_capacity(n);
+            for (i, &need) in needs.iter().enumerate().take(n) {
+                out.push(
+                    need.then(|| ct::reshape(&g.narrow(ct::axis(0), i, 1)?, &row_shape))
+                        .transpose()?,
+                );
+            }
+            Ok(out)
+        })
+    }))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Slicing (a view, no copy) and zero padding, each the other's adjoint.
 
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
 use crate::ops::ct;

@@ -7,8 +7,8 @@
 //! rule (gradients of any order). tile, repeat and the reflecting pads are
 //! compositions of views, broadcasts, reshapes and concat.
 
-use crate::autodiff::tape::vjp_batched;
 use crate::ct;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
 use crate::ops::desc::{Lazy, Op, ShapeOp};

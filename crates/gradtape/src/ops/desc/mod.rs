@@ -72,6 +72,9 @@ impl fmt::Display for F64 {
     }
 }
 
+/// A value of a type this layer cannot name (a graph nested in an op).
+pub type Erased = Arc<dyn std::any::Any + Send + Sync>;
+
 /// Outputs of one op (most have one; up to two are held inline).
 pub type Outputs = smallvec::SmallVec<[Tensor; 2]>;
 
@@ -93,8 +96,9 @@ pub trait DynOp: Send + Sync + std::any::Any {
         Ok(())
     }
     /// Graphs nested in the op (a branch, a loop body, a called function),
-    /// with a label each, for listings.
-    fn subgraphs(&self) -> Vec<(String, Arc<crate::function::Graph>)> {
+    /// with a label each, for listings. A graph is a type of the layer above
+    /// (`function::Graph`), so it is handed over type-erased.
+    fn subgraphs(&self) -> Vec<(String, Erased)> {
         Vec::new()
     }
     /// Whether its outputs' shapes follow from its inputs' shapes alone, so
@@ -375,13 +379,13 @@ impl fmt::Debug for Op {
     }
 }
 
-/// What `bind` is given to name and describe an op: its name is read on
-/// every call (tapes record it), the descriptor is made only for a trace.
-pub(crate) trait Describe {
-    /// The op's name, as tapes record it.
-    fn name(&self) -> &'static str;
-    /// The descriptor.
-    fn describe(self) -> Op;
+pub(crate) use crate::dispatch::Describe;
+use crate::dispatch::Descriptor;
+
+impl From<Op> for Descriptor {
+    fn from(op: Op) -> Self {
+        Descriptor(Box::new(op))
+    }
 }
 
 impl Describe for Op {
@@ -389,9 +393,8 @@ impl Describe for Op {
     fn name(&self) -> &'static str {
         Op::name(self)
     }
-    #[inline]
-    fn describe(self) -> Op {
-        self
+    fn descriptor(&self) -> Descriptor {
+        self.clone().into()
     }
 }
 
@@ -401,9 +404,8 @@ impl Describe for &'static str {
     fn name(&self) -> &'static str {
         self
     }
-    #[inline]
-    fn describe(self) -> Op {
-        Op::Opaque(self)
+    fn descriptor(&self) -> Descriptor {
+        Op::Opaque(self).into()
     }
 }
 
@@ -411,14 +413,13 @@ impl Describe for &'static str {
 /// copy attributes, built only when traced).
 pub(crate) struct Lazy<F>(pub &'static str, pub F);
 
-impl<F: FnOnce() -> Op> Describe for Lazy<F> {
+impl<F: Fn() -> Op> Describe for Lazy<F> {
     #[inline]
     fn name(&self) -> &'static str {
         self.0
     }
-    #[inline]
-    fn describe(self) -> Op {
-        (self.1)()
+    fn descriptor(&self) -> Descriptor {
+        (self.1)().into()
     }
 }
 
@@ -429,9 +430,8 @@ macro_rules! describe_family {
             fn name(&self) -> &'static str {
                 $t::name(self)
             }
-            #[inline]
-            fn describe(self) -> Op {
-                Op::$v(self)
+            fn descriptor(&self) -> Descriptor {
+                Op::$v(self.clone()).into()
             }
         }
     )*};

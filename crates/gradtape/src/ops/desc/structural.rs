@@ -253,10 +253,7 @@ impl ShapeOp {
         };
         let y = match self {
             ShapeOp::Concat(axis) => {
-                if crate::autodiff::tape::any_active()
-                    || crate::autodiff::forward::any_active()
-                    || crate::function::trace::recording()
-                {
+                if crate::dispatch::listening() {
                     let refs: SmallVec<[&Tensor; 16]> = inputs.iter().collect();
                     Tensor::concat(&refs, *axis)?
                 } else {
@@ -291,7 +288,7 @@ impl ShapeOp {
                 let (a, b) = two()?;
                 crate::ops::index::concat_rows(a, b)?
             }
-            ShapeOp::Stack => crate::autodiff::batched::stack(inputs)?,
+            ShapeOp::Stack => crate::ops::array::join::stack(inputs)?,
             _ => return self.eval_one(super::one_input(self.name(), inputs)?),
         };
         Ok(smallvec::smallvec![y])

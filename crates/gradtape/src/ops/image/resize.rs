@@ -22,7 +22,7 @@
 //! `float32` result rounded to the half type. Nearest-neighbour keeps the
 //! dtype (`f32`, `f64`, `f16`, `bf16`, `i32`, `i64`), as TensorFlow does.
 
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::resize::{self as k, Coords, Dims};
 use crate::ops::desc::{ImageOp, ResizeAttrs};

@@ -1,7 +1,7 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
-use crate::autodiff::gradient::{Gradient, IndexedSlices};
-use crate::autodiff::tape::{vjp, vjp_batched, VjpFn};
+use crate::dispatch::{vjp, vjp_batched, VjpFn};
+use crate::dispatch::{Gradient, IndexedSlices};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::ops::ct;

@@ -1,7 +1,7 @@
 //! N-d indexing: gather_nd and its adjoint scatter_nd (each the other's
 //! rule), and gather with batch dims (a permute around gather_nd).
 
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
 use crate::kernels::cpu::index::int_values;
@@ -187,19 +187,25 @@ impl Tensor {
         let mut nd_shape = is.to_vec();
         nd_shape.push(b);
         let per_batch: usize = is[b..].iter().product();
-        let mut coords = alloc::try_vec(OP, checked_numel(OP, &nd_shape)?)?;
-        for j in 0..checked_numel(OP, is)? {
-            let mut rem = j / per_batch.max(1);
-            let start = coords.len();
-            coords.resize(start + b, 0i64);
-            for d in (0..b).rev() {
-                coords[start + d] = (rem % is[d]) as i64;
-                rem /= is[d];
-            }
-        }
-        let coords = Tensor::from_vec(coords, &nd_shape)?;
         let last = indices.cast(crate::DType::I64)?.expand_dims(-1)?;
-        let nd = Tensor::concat(&[&coords, &last], -1)?;
+        // (no batch dims: the index alone; the loop would walk every index
+        // for nothing, 2^40 of them for a broadcast index)
+        let nd = if b == 0 {
+            last
+        } else {
+            let mut coords = alloc::try_vec(OP, checked_numel(OP, &nd_shape)?)?;
+            for j in 0..checked_numel(OP, is)? {
+                let mut rem = j / per_batch.max(1);
+                let start = coords.len();
+                coords.resize(start + b, 0i64);
+                for d in (0..b).rev() {
+                    coords[start + d] = (rem % is[d]) as i64;
+                    rem /= is[d];
+                }
+            }
+            let coords = Tensor::from_vec(coords, &nd_shape)?;
+            Tensor::concat(&[&coords, &last], -1)?
+        };
         let g = p.gather_nd(&nd).map_err(|e| match e {
             Error::IndexOutOfRange { index, dim, .. } => Error::IndexOutOfRange {
                 op: OP,

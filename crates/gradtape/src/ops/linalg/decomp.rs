@@ -10,8 +10,8 @@
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, bind_nondiff, expect_float, expect_same_dtype, grads};
-use crate::autodiff::tape::vjp_batched;
 use crate::ct;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
 use crate::tensor::layout::broadcast_shapes;

@@ -7,7 +7,7 @@
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads, unsupported};
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Layout, Tensor};
 

@@ -2,7 +2,7 @@
 
 use super::super::desc::Op;
 use super::super::{bind_jvp, grads, sum_terms};
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::matmul::matmul;
 use crate::ops::ct;

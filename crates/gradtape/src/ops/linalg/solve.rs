@@ -10,7 +10,7 @@
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads};
 use super::decomp::{broadcast_pair, from_f64s, square};
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
 use crate::tensor::{alloc, DType, Tensor};

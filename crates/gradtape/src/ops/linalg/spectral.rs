@@ -24,7 +24,7 @@
 //! signed so that its largest entry is positive.
 
 use super::decomp::{busy, from_f64s};
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::eig;
 use crate::ops::desc::{DecompOp, Lazy, Op};
@@ -75,7 +75,7 @@ fn inverse_gaps(d: &Tensor) -> Result<Tensor> {
 }
 
 /// The bound output `k` of a decomposition of `a`.
-fn output(a: &Tensor, op: DecompOp, y: Tensor, rule: impl FnOnce(&Tensor) -> crate::autodiff::tape::VjpFn) -> Tensor {
+fn output(a: &Tensor, op: DecompOp, y: Tensor, rule: impl FnOnce(&Tensor) -> crate::dispatch::VjpFn) -> Tensor {
     bind(Lazy(op.name(), move || Op::Decomp(op)), &[a], y, rule)
 }
 

@@ -6,7 +6,7 @@
 //! `lo <= x <= hi` (boundaries included).
 
 use super::elementary::{elementwise, fmap};
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{in_f32, map};
 use crate::ops::desc::{Unary, F64};

@@ -7,7 +7,7 @@
 // (the half types take their math from `num_traits::Float`)
 use super::compare::is_nan;
 pub(crate) use super::compare::scalar_for;
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
 use crate::ops::ct;

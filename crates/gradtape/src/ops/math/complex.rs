@@ -14,7 +14,7 @@
 //! so gradients of gradients work as for real tensors. Rules apply `conj`
 //! where the real rule multiplies by a saved operand.
 
-use crate::autodiff::tape::{self, vjp, vjp_batched};
+use crate::dispatch::{vjp, vjp_batched};
 use crate::error::Result;
 use crate::kernels::cpu::complex::{self as kc, BinKind};
 use crate::kernels::cpu::elementwise::map;
@@ -245,7 +245,9 @@ pub(crate) fn div_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 /// `z + c` for a real constant `c`.
 pub(crate) fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     let y = kc::add_scalar(x, c)?;
-    Ok(bind(Unary::AddScalar(F64(c)), &[x], y, |_| tape::pass_through()))
+    Ok(bind(Unary::AddScalar(F64(c)), &[x], y, |_| {
+        crate::dispatch::pass_through()
+    }))
 }
 
 /// Mean over `axes` of a complex tensor: the sum divided by the count.

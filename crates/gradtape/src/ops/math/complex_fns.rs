@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::complex as kc;
 use crate::kernels::cpu::complex_fns::{self as kf, Fn1};

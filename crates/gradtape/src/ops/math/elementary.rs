@@ -5,7 +5,7 @@
 //! to an ulp or so in both precisions, which the gradient checker needs).
 //! Every rule here is elementwise, `g · f'(x)`, hence batched.
 
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::in_f32;
 use crate::ops::desc::Unary;

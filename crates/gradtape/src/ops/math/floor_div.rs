@@ -5,7 +5,7 @@
 //! [`ct::unbroadcast`]).
 
 // (the half types take their math from `num_traits::Float`)
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::ops::desc::Binary;

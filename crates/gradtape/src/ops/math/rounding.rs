@@ -2,7 +2,7 @@
 //! their gradient is zero (recorded, as TensorFlow's `None`). Integer
 //! tensors are returned unchanged.
 
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::map;
 use crate::ops::desc::Unary;

@@ -20,7 +20,7 @@
 
 use std::f64::consts::PI;
 
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::ops::desc::{Op, SpecialOp};
 use crate::ops::linalg::decomp::from_f64s;

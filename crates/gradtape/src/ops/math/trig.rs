@@ -6,7 +6,7 @@
 
 // (the half types take their math from `num_traits::Float`)
 use super::elementary::{elementwise, fmap};
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::zip;
 use crate::ops::desc::{Binary, Unary};

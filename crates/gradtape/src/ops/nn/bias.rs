@@ -2,7 +2,7 @@
 
 use super::super::desc::NnOp;
 use super::super::{bind, ct, expect_same_dtype, grads, unsupported};
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::tensor::Tensor;

@@ -13,7 +13,7 @@
 
 use super::super::desc::NnOp;
 use super::super::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms};
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Padding};
 use crate::tensor::Tensor;

@@ -6,7 +6,7 @@
 // (the half types take their math from `num_traits::Float`)
 use super::super::desc::NnOp;
 use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
-use crate::autodiff::tape::{self, vjp_batched};
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::kernels::cpu::nn as k;
@@ -98,7 +98,11 @@ impl Tensor {
                     // Under an outer tape (or a trace, which records on its own
                     // tape) the softmax must be a differentiable function of the
                     // logits (second order); otherwise the saved one is exact.
-                    let p = if tape::any_active() { x.softmax(-1)? } else { p.clone() };
+                    let p = if crate::dispatch::listens(crate::dispatch::Kind::Tape) {
+                        x.softmax(-1)?
+                    } else {
+                        p.clone()
+                    };
                     let onehot = one_hot_like(&labels_t, &x)?;
                     let d = p.sub(&onehot)?;
                     Ok(grads![None, Some(g[0].expand_dims(-1)?.mul(&d)?)])

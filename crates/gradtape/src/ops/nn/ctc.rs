@@ -17,7 +17,7 @@
 
 use super::super::desc::NnOp;
 use super::super::{bind, expect_float, grads, unsupported};
-use crate::autodiff::tape::{self, vjp};
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::ctc::{self as k, Example};
 use crate::kernels::cpu::elementwise::cast;
@@ -280,7 +280,7 @@ impl Tensor {
                     }
                     // recorded (outer tape, trace): recomputed from the logits by an
                     // op of its own; otherwise the gradient of the forward pass
-                    let d = if tape::any_active() {
+                    let d = if crate::dispatch::listens(crate::dispatch::Kind::Tape) {
                         ctc_loss_grad(&lab, &x, &ll, &tl, blank)?
                     } else {
                         grad.clone()

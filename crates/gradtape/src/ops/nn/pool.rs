@@ -20,7 +20,7 @@
 use super::super::desc::{NnOp, PoolAttrs};
 use super::super::{bind, bind_nondiff, expect_float, grads, unsupported};
 use super::via_f32;
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Geom, Padding};
 use crate::kernels::cpu::pooling as k;

@@ -14,7 +14,7 @@ use super::super::desc::{NnOp, Pool3Attrs};
 use super::super::{bind_jvp, bind_nondiff, expect_float, grads, only, unsupported};
 use super::pool::{max_pool_grad, FLOATS};
 use super::via_f32;
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Padding};
 use crate::kernels::cpu::conv3d::{self as k, Geom3};

@@ -6,7 +6,7 @@
 
 use super::super::desc::NnOp;
 use super::super::{bind, ct, expect_float, grads};
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::nn as k;
 use crate::tensor::layout::norm_axis;

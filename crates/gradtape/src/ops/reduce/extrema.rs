@@ -3,7 +3,7 @@
 //! one axis.
 
 use super::*;
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind as DescKind};
 use crate::ops::{bind, bind_nondiff, expect_float, grads};
 use crate::tensor::with_num_dtype;

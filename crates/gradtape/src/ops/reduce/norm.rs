@@ -1,7 +1,7 @@
 //! The Euclidean norm over any set of axes.
 
 use super::*;
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind};
 use crate::ops::{bind, expect_float, grads};
@@ -22,7 +22,9 @@ impl Tensor {
         let ax = norm_axes("norm", axes, self.shape())?;
         // computed on an unwatched alias, untraced: nothing here is recorded
         // but the one `Norm` node
-        let y = crate::function::trace::paused(|| self.stop_gradient().square()?.sum(&iaxes(&ax), keepdims)?.sqrt())?;
+        let y = crate::dispatch::paused(crate::dispatch::Kind::Trace, || {
+            self.stop_gradient().square()?.sum(&iaxes(&ax), keepdims)?.sqrt()
+        })?;
         let x = self.clone();
         let desc = Lazy("Norm", || Op::Reduce(Reduce::new(ReduceKind::Norm, axes, keepdims)));
         Ok(bind(desc, &[self], y, move |y| {

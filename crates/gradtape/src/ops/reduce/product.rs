@@ -1,7 +1,7 @@
 //! Products over any set of axes, with a gradient that is right at zeros.
 
 use super::*;
-use crate::autodiff::tape::vjp;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind};
 use crate::ops::{bind, grads, unsupported};

@@ -1,7 +1,7 @@
 //! Sums and means over any set of axes.
 
 use super::*;
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind as DescKind};
 use crate::ops::{bind_jvp, grads, only};
 

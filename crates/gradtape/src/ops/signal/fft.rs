@@ -16,7 +16,7 @@
 use num_complex::Complex;
 use rustfft::{FftNum, FftPlanner};
 
-use crate::autodiff::tape::vjp_batched;
+use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
 use crate::ops::desc::{FftOp, Lazy, Op};
 use crate::ops::{bind_jvp, grads, only, unsupported};

@@ -12,8 +12,8 @@
 //! (product), or the dtype's lowest/highest finite value (unsorted
 //! max/min: `f32::MIN` rather than -inf), as TensorFlow. Unsorted ids that are negative are dropped, as TF.
 
-use crate::autodiff::tape::{vjp, vjp_batched};
 use crate::ct;
+use crate::dispatch::{vjp, vjp_batched};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index::int_values;
 use crate::ops::desc::{Lazy, Op, SegmentKind, SortOp};
