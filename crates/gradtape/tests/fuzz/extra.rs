@@ -18,16 +18,6 @@ fn big(ts: &[&Tensor]) -> bool {
     ts.iter().any(|t| t.numel() > 1 << 20)
 }
 
-/// `t` clipped to ±1e4 (NaN kept): `igamma(a, x)` with `a = x` huge
-/// (1e30, 2^62) runs for minutes (found by this fuzz, reported).
-fn tame(t: &Tensor) -> Result<Tensor> {
-    if t.dtype().is_float() {
-        t.clip_by_value(-1e4, 1e4)
-    } else {
-        Ok(t.clone())
-    }
-}
-
 /// Skips the call (returns `a`) when an operand is [`big`].
 fn small(e: &Env, ts: &[&Tensor], f: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
     if big(ts) {
@@ -258,11 +248,11 @@ pub const EXTRA: &[(&str, OpFn)] = &[
         let n = e.b.abs()?.floor()?.cast(e.a.dtype())?;
         Tensor::polygamma(&n.clip_by_value(0.0, 3.0)?, e.a)
     }),
-    ("igamma", |e| Tensor::igamma(&tame(e.a)?, &tame(e.b)?)),
-    ("igammac", |e| Tensor::igammac(&tame(e.a)?, &tame(e.b)?)),
+    ("igamma", |e| Tensor::igamma(e.a, e.b)),
+    ("igammac", |e| Tensor::igammac(e.a, e.b)),
     ("fit_igamma", |e| {
-        let x = tame(&e.b.cast(e.a.dtype())?.abs()?)?;
-        let a = tame(&e.a.abs()?)?;
+        let x = e.b.cast(e.a.dtype())?.abs()?;
+        let a = e.a.abs()?;
         if e.flag(0) {
             Tensor::igamma(&a, &x)
         } else {

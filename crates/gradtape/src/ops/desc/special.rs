@@ -26,6 +26,9 @@ pub enum SpecialOp {
     Betainc,
     /// `∂P(a, x)/∂a` (`a`, `x`; TF's `IgammaGradA`)
     IgammaGradA,
+    /// `∂P(a, x)/∂x = x^(a-1) e^-x / Γ(a)` (`a`, `x`; TF's `igamma` gradient
+    /// in `x`, formed in f64)
+    IgammaGradX,
     /// `erf⁻¹(x)`
     Erfinv,
     /// `Φ⁻¹(p)`
@@ -47,6 +50,7 @@ impl SpecialOp {
             SpecialOp::Igammac => "Igammac",
             SpecialOp::Betainc => "Betainc",
             SpecialOp::IgammaGradA => "IgammaGradA",
+            SpecialOp::IgammaGradX => "IgammaGradX",
             SpecialOp::Erfinv => "Erfinv",
             SpecialOp::Ndtri => "Ndtri",
             SpecialOp::I0e => "BesselI0e",
@@ -64,6 +68,7 @@ impl SpecialOp {
             SpecialOp::Igammac => "igammac",
             SpecialOp::Betainc => "betainc",
             SpecialOp::IgammaGradA => "igamma_grad_a",
+            SpecialOp::IgammaGradX => "igamma_grad_x",
             SpecialOp::Erfinv => "erfinv",
             SpecialOp::Ndtri => "ndtri",
             SpecialOp::I0e => "bessel_i0e",
@@ -85,6 +90,7 @@ impl SpecialOp {
             (SpecialOp::Igammac, [a, x]) => Tensor::igammac(a, x)?,
             (SpecialOp::Betainc, [a, b, x]) => Tensor::betainc(a, b, x)?,
             (SpecialOp::IgammaGradA, [a, x]) => crate::ops::math::special::igamma_grad_a(a, x)?,
+            (SpecialOp::IgammaGradX, [a, x]) => crate::ops::math::special::igamma_grad_x(a, x)?,
             _ => {
                 return Err(Error::invalid(
                     self.name(),

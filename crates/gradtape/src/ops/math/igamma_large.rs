@@ -1,33 +1,39 @@
 //! The regularised incomplete gamma functions `P(a, x)` and `Q(a, x)` for
-//! large `a` (from [`LARGE_A`] up to the Wilson–Hilferty range), in f64.
+//! large `a` (from [`LARGE_A`] up to `f64::MAX`), in f64.
 //!
-//! The series and the continued fraction (as in `statrs`, Cephes and
-//! TensorFlow) multiply by the factor `x^a e^-x / Γ(a)`. Computed as
-//! `exp(a ln x - x - lgamma(a))`, it is a difference of numbers near
-//! `a ln a`, and its relative error grows like `a ε`: `P(1e12, 1e12)` came
-//! out as 0.49898 and `P(1e15, 1e15)` as 0.0065, where the value is
-//! 0.5000001 and 0.500000004 (scipy; TensorFlow 2.21 is further off still,
-//! 0.0008 at 1e12). Here the factor's logarithm is formed without that
-//! cancellation: with `t = (x - a) / a` and Stirling's series for
-//! `lgamma(a)`,
+//! Near `x = a` (`|x - a| / a < TEMME_RATIO`) they come from Temme's
+//! uniform expansion (`igamma_temme`), in a fixed number of steps. Away
+//! from it, the series (`x < a`) and the continued fraction (`x > a`) of
+//! `statrs`, Cephes and TensorFlow converge fast (the series' terms shrink
+//! by `x / a <= 0.7` at each step, the fraction takes a few dozen steps),
+//! and for `a` beyond a few 1e4 their factor `x^a e^-x / Γ(a)` underflows,
+//! so they return at once: no `(a, x)` takes more than about a hundred
+//! steps.
+//!
+//! That factor, computed as `exp(a ln x - x - lgamma(a))`, is a difference
+//! of numbers near `a ln a`, and its relative error grows like `a ε`
+//! (`statrs`'s `P(1e15, 1e15)` was 0.0065 for 0.500000004). Here its
+//! logarithm is formed without that cancellation: with `t = (x - a) / a`
+//! and Stirling's series for `lgamma(a)`,
 //!
 //! ```text
 //! ln(x^a e^-x / Γ(a)) = a (ln(1 + t) - t) + ln(a) / 2 - ln(2π) / 2 - s(a)
 //! ```
 //!
 //! (`s(a) = 1/(12a) - 1/(360a³) + …`, `ln(1 + t) - t` by its series for
-//! small `t`). The series and the fraction themselves take of the order
-//! of `sqrt(a)` steps, each rounding once: the result is within about
-//! `4e-17 sqrt(a)` relative (5e-10 at `a = 1e15`, where `statrs` was 99%
-//! off).
+//! small `t`). It also gives the `x`-derivative `x^(a-1) e^-x / Γ(a)`
+//! (`special::igamma_dx`).
+
+use super::igamma_temme::TEMME_RATIO;
 
 /// From this `a` on, the functions come from here (below it `statrs`'s
 /// factor loses less than `LARGE_A · ε`, about 1e-14).
 pub(crate) const LARGE_A: f64 = 100.0;
 
-/// `ln(1 + t) - t`, accurate for small `t` too.
-fn log1pmx(t: f64) -> f64 {
-    if t.abs() > 0.25 {
+/// `ln(1 + t) - t`, accurate for small `t` too (the series up to
+/// `|t| = 1/2`, as Cephes').
+pub(crate) fn log1pmx(t: f64) -> f64 {
+    if t.abs() >= 0.5 {
         return t.ln_1p() - t;
     }
     // -t²/2 + t³/3 - t⁴/4 + …
@@ -58,10 +64,14 @@ pub(crate) fn log_factor(a: f64, x: f64, shift: f64) -> f64 {
     a * log1pmx(t) + 0.5 * log_a - 0.5 * (2.0 * std::f64::consts::PI).ln() - s - shift * log_a
 }
 
-/// `P(a, x)` (or `Q(a, x)` when `upper`) for `a >= LARGE_A`, `x > 0`
-/// finite: the series below `x = a + 1`, the continued fraction above.
+/// `P(a, x)` (or `Q(a, x)` when `upper`) for `a >= LARGE_A` and `x > 0`,
+/// both finite: Temme's expansion near `x = a`, the series below, the
+/// continued fraction above.
 pub(crate) fn igamma(a: f64, x: f64, upper: bool) -> f64 {
-    if x < a + 1.0 {
+    if ((x - a) / a).abs() < TEMME_RATIO {
+        return super::igamma_temme::igamma(a, x, upper);
+    }
+    if x < a {
         let p = series(a, x);
         if upper {
             1.0 - p
@@ -78,6 +88,10 @@ pub(crate) fn igamma(a: f64, x: f64, upper: bool) -> f64 {
     }
 }
 
+/// A bound on the steps of [`series`] and [`fraction`], never reached
+/// (they take at most about a hundred with `|x - a| >= 0.3 a`).
+const MAX_STEPS: usize = 1000;
+
 /// `P(a, x) = x^a e^-x / Γ(a + 1) · Σ xⁿ / ((a + 1)…(a + n))`.
 fn series(a: f64, x: f64) -> f64 {
     let f = log_factor(a, x, 1.0).exp();
@@ -85,9 +99,7 @@ fn series(a: f64, x: f64) -> f64 {
         return 0.0;
     }
     let (mut term, mut sum, mut ap) = (1.0, 1.0, a);
-    // (terms shrink like e^(-n²/2a): of the order of 9 sqrt(a) of them)
-    let max_steps = (20.0 * a.sqrt()) as u64 + 1000;
-    for _ in 0..max_steps {
+    for _ in 0..MAX_STEPS {
         ap += 1.0;
         term *= x / ap;
         sum += term;
@@ -110,8 +122,7 @@ fn fraction(a: f64, x: f64) -> f64 {
     let mut c = 1.0 / TINY;
     let mut d = 1.0 / b;
     let mut h = d;
-    let max_steps = (20.0 * a.sqrt()) as u64 + 1000;
-    for i in 1..max_steps {
+    for i in 1..MAX_STEPS {
         let an = -(i as f64) * (i as f64 - a);
         b += 2.0;
         d = an * d + b;
@@ -136,14 +147,9 @@ fn fraction(a: f64, x: f64) -> f64 {
 mod tests {
     use super::*;
 
-    /// The sums' rounding: about `9 sqrt(a)` terms (measured: 1.5e-13 at
-    /// `a = 1e8`, 4.8e-10 at `1e15`; `statrs` was 2.6e-7 and 0.99 off).
-    fn tolerance(a: f64) -> f64 {
-        (4e-17 * a.sqrt()).max(1e-14)
-    }
-
     /// Values from scipy 1.17.1 (`gammainc`, `gammaincc`, Temme's
-    /// expansion there), to [`tolerance`].
+    /// expansion there), to 1e-14 relative (before Temme's expansion here,
+    /// the sums' rounding over `9 sqrt(a)` terms cost `4e-17 sqrt(a)`).
     #[test]
     fn large_a_matches_scipy() {
         let cases = [
@@ -162,10 +168,36 @@ mod tests {
         for (a, x, want, upper) in cases {
             let got = igamma(a, x, upper);
             assert!(
-                ((got - want) / want).abs() < tolerance(a),
+                ((got - want) / want).abs() < 1e-14,
                 "{} ({a:e}, {x:e}) = {got}, scipy {want}",
                 if upper { "Q" } else { "P" }
             );
+        }
+    }
+
+    /// On both sides of the switch to Temme's expansion the methods agree.
+    #[test]
+    fn temme_meets_the_series_and_the_fraction() {
+        for a in [100.0, 1e3, 1e4] {
+            for (x, upper) in [(0.7 * a, false), (0.7 * a, true), (1.3 * a, true), (1.3 * a, false)] {
+                let temme = super::super::igamma_temme::igamma(a, x, upper);
+                let sums = if x < a {
+                    let p = series(a, x);
+                    if upper {
+                        1.0 - p
+                    } else {
+                        p
+                    }
+                } else {
+                    let q = fraction(a, x);
+                    if upper {
+                        q
+                    } else {
+                        1.0 - q
+                    }
+                };
+                assert!(((temme - sums) / sums).abs() < 1e-13, "{a} {x} {upper}: {temme} {sums}");
+            }
         }
     }
 

@@ -36,6 +36,7 @@ mod complex_fns;
 pub(crate) mod elementary;
 mod floor_div;
 mod igamma_large;
+mod igamma_temme;
 mod logical;
 mod operators;
 mod rounding;

@@ -7,13 +7,15 @@
 //! Values come from `libm` (`lgamma`) and `statrs` (digamma, incomplete
 //! gamma and beta, inverse erf), computed in f64, except the incomplete
 //! gamma functions for `a >= 100` (`igamma_large`: without `statrs`'s loss
-//! of `a · ε`) and above `1e15` (Wilson–Hilferty); `polygamma` (Hurwitz
+//! of `a · ε`, Temme's expansion near `x = a`); `polygamma` (Hurwitz
 //! zeta by Euler–Maclaurin) and the scaled Bessel functions (power series,
 //! asymptotic expansion for large arguments) are written here. Gradients
 //! are TensorFlow's, written with these same ops: `lgamma' = digamma`,
 //! `digamma' = polygamma(1, ·)`, `polygamma(n)' = polygamma(n + 1)`;
 //! `betainc` is differentiable in `x` only (as TF's), `igamma`/`igammac` in
-//! `x` and, to first order, in `a` (TF's `IgammaGradA`, here in f64; its
+//! `x` (`IgammaGradX`, TF's `x^(a-1) e^-x / Γ(a)` formed in f64, without
+//! the loss of `a · ε` for large `a`; differentiable again in `a` and `x`)
+//! and, to first order, in `a` (TF's `IgammaGradA`, here in f64; its
 //! own gradient is an error, as TF has none). Outside a function's
 //! domain the value is NaN, as TensorFlow (e.g. `igamma` with `a <= 0`,
 //! `erfinv` beyond `[-1, 1]`).
@@ -183,8 +185,6 @@ pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
                 } else {
                     0.0
                 }
-            } else if a > HUGE_A {
-                wilson_hilferty(a, b, upper)
             } else if a >= super::igamma_large::LARGE_A {
                 super::igamma_large::igamma(a, b, upper)
             } else if upper {
@@ -194,6 +194,7 @@ pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
             }
         }
         SpecialOp::IgammaGradA => igamma_da(a, b),
+        SpecialOp::IgammaGradX => igamma_dx(a, b),
         SpecialOp::Betainc => {
             if a.is_nan() || b.is_nan() || c.is_nan() {
                 f64::NAN
@@ -379,8 +380,8 @@ impl Tensor {
     }
 }
 
-/// d/dx P(a, x) = x^(a-1) e^-x / Γ(a), and d/da P(a, x) by
-/// [`igamma_grad_a`] (`sign` -1 for Q = 1 - P), as TensorFlow's
+/// d/dx P(a, x) = x^(a-1) e^-x / Γ(a) by [`igamma_grad_x`], and d/da
+/// P(a, x) by [`igamma_grad_a`] (`sign` -1 for Q = 1 - P), as TensorFlow's
 /// `IgammaGrad`/`IgammaGradA`.
 fn igamma_grad(v: &[Tensor], g: &Tensor, needs: &[bool], sign: f64) -> Result<Vec<Option<Tensor>>> {
     let (a, x) = (&v[0], &v[1]);
@@ -389,28 +390,34 @@ fn igamma_grad(v: &[Tensor], g: &Tensor, needs: &[bool], sign: f64) -> Result<Ve
     } else {
         None
     };
-    let log_density = a.add_scalar(-1.0)?.mul(&x.log()?)?.sub(x)?.sub(&a.lgamma()?)?;
-    Ok(vec![da, Some(g.mul(&log_density.exp()?.mul_scalar(sign)?)?)])
+    let dx = if needs[1] {
+        Some(g.mul(&igamma_grad_x(a, x)?.mul_scalar(sign)?)?)
+    } else {
+        None
+    };
+    Ok(vec![da, dx])
 }
 
-/// Above this `a` the incomplete gamma functions come from the
-/// Wilson–Hilferty normal approximation: `statrs`'s series and continued
-/// fraction take of the order of `sqrt(a)` steps (a `1e30` would never
-/// return), and the approximation's error, `O(a^-1)` relative to the
-/// spread `sqrt(a)`, is below f64's resolution there.
-const HUGE_A: f64 = 1e15;
-
-/// `P(a, x)` (or `Q(a, x)` when `upper`) by the Wilson–Hilferty
-/// approximation: `(x/a)^(1/3)` is nearly normal with mean `1 - 1/(9a)`
-/// and variance `1/(9a)`.
-fn wilson_hilferty(a: f64, x: f64, upper: bool) -> f64 {
-    // (1/9 / a: no overflow to a zero variance up to f64::MAX)
-    let v = (1.0 / 9.0) / a;
-    // (x/a)^(1/3) - 1 without cancellation, from (x - a) / a
-    let c = (((x - a) / a).ln_1p() / 3.0).exp_m1();
-    let z = (c + v) / v.sqrt();
-    let z = if upper { z } else { -z };
-    0.5 * libm::erfc(z / std::f64::consts::SQRT_2)
+/// `∂P(a, x)/∂x = x^(a-1) e^-x / Γ(a)` elementwise (in f64, see
+/// [`igamma_dx`]), differentiable again: its derivatives are itself times
+/// `(a - 1)/x - 1` in `x` and `ln x - ψ(a)` in `a` (those of TF's
+/// `exp((a - 1) ln x - x - lgamma(a))`).
+pub(crate) fn igamma_grad_x(a: &Tensor, x: &Tensor) -> Result<Tensor> {
+    apply(SpecialOp::IgammaGradX, &[a, x], |v, y, g, needs| {
+        let (a, x) = (&v[0], &v[1]);
+        let gy = g.mul(y)?;
+        let da = if needs[0] {
+            Some(gy.mul(&x.log()?.sub(&a.digamma()?)?)?)
+        } else {
+            None
+        };
+        let dx = if needs[1] {
+            Some(gy.mul(&a.add_scalar(-1.0)?.div(x)?.add_scalar(-1.0)?)?)
+        } else {
+            None
+        };
+        Ok(vec![da, dx])
+    })
 }
 
 /// `∂P(a, x)/∂a` elementwise (TF's `IgammaGradA`, computed in f64). Its
@@ -423,6 +430,25 @@ pub(crate) fn igamma_grad_a(a: &Tensor, x: &Tensor) -> Result<Tensor> {
             "the second derivative with respect to `a` (the gradient of IgammaGradA) is not implemented",
         ))
     })
+}
+
+/// `x^(a-1) e^-x / Γ(a)`, TF's `exp((a - 1) ln x - x - lgamma(a))` (NaN
+/// at `x = 0` with `a = 1` and at `x = inf`, as TF's), but for finite
+/// `a >= LARGE_A` and `0 < x < inf` from the factor of `igamma_large`,
+/// which keeps full precision where that loses `a · ε` (at `a = x = 1e15`
+/// it was 3% off).
+fn igamma_dx(a: f64, x: f64) -> f64 {
+    if a >= super::igamma_large::LARGE_A && a.is_finite() && x > 0.0 && x.is_finite() {
+        let log_f = super::igamma_large::log_factor(a, x, 0.0);
+        let f = log_f.exp();
+        // (f / x: one rounding; where f is subnormal, in the exponent)
+        return if f >= f64::MIN_POSITIVE {
+            f / x
+        } else {
+            (log_f - x.ln()).exp()
+        };
+    }
+    ((a - 1.0) * x.ln() - x - libm::lgamma(a)).exp()
 }
 
 /// `e^(a ln x - x - lgamma(a + shift))`: the leading factor of the
@@ -439,14 +465,20 @@ fn igamma_term(a: f64, x: f64, shift: f64) -> f64 {
 /// carried through forward-mode derivatives): for `x > 1` and `x > a`, minus
 /// the derivative of `Q = x^a e^-x / Γ(a) · CF` with the continued
 /// fraction's derivative by its recurrences; otherwise the derivative of the
-/// series `P = x^a e^-x / Γ(a + 1) · Σ xⁿ / ((a+1)…(a+n))`. 0 at `x = 0` and
-/// `x = inf`; NaN outside the domain (`a <= 0`, `x < 0`, NaN).
+/// series `P = x^a e^-x / Γ(a + 1) · Σ xⁿ / ((a+1)…(a+n))`; for large `a`
+/// near `x` (where those take `√a` steps), Temme's expansion differentiated
+/// (`igamma_temme::igamma_da`). 0 at `x = 0` and `x = inf`; NaN outside the
+/// domain (`a <= 0`, `x < 0`, NaN).
 fn igamma_da(a: f64, x: f64) -> f64 {
     if a.is_nan() || x.is_nan() || a <= 0.0 || x < 0.0 || a.is_infinite() {
         return f64::NAN;
     }
     if x == 0.0 || x.is_infinite() {
         return 0.0;
+    }
+    if a >= super::igamma_large::LARGE_A && ((x - a) / a).abs() < super::igamma_temme::TEMME_RATIO {
+        // (the recurrences below take of the order of √a steps here)
+        return super::igamma_temme::igamma_da(a, x);
     }
     const EPS: f64 = f64::EPSILON / 2.0;
     if x > 1.0 && x > a {
