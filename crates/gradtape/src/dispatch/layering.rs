@@ -153,7 +153,8 @@ fn no_file_imports_a_layer_above_its_own() {
 /// re-export, and not a comment.
 #[test]
 fn the_layer_check_can_fail() {
-    let src = code("use crate::{tensor::Tensor, function::trace};\n// crate::optim\nlet g = crate::GradientTape::new();");
+    let src =
+        code("use crate::{tensor::Tensor, function::trace};\n// crate::optim\nlet g = crate::GradientTape::new();");
     let refs = crate_refs(&src);
     assert_eq!(
         refs.into_iter().collect::<Vec<_>>(),

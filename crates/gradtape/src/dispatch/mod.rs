@@ -45,7 +45,7 @@ mod layering;
 mod rule;
 
 use std::any::Any;
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 pub(crate) use rule::pass_through;
@@ -205,8 +205,15 @@ pub(crate) struct Call<'a> {
     pub inputs: Operands<'a>,
     /// Its outputs.
     pub outputs: &'a [Tensor],
-    make: Option<RefCell<&'a mut dyn FnMut() -> VjpFn>>,
-    rule: OnceCell<VjpFn>,
+    /// Builds the rule (taken out when used: it runs once); `None` for a
+    /// non-differentiable op.
+    make: Cell<Option<&'a mut dyn FnMut() -> VjpFn>>,
+    differentiable: bool,
+    /// The rule once built, while an interpreter after the current one
+    /// listens and may ask for it too.
+    rule: Cell<Option<VjpFn>>,
+    /// The kinds after the one being offered the call that listen.
+    later: Cell<u8>,
     /// Its JVP rule, if it has one.
     pub jvp: Option<&'a JvpRule<'a>>,
 }
@@ -222,19 +229,29 @@ impl Call<'_> {
     /// ignore the others.
     #[inline]
     pub(crate) fn differentiable(&self) -> bool {
-        self.make.is_some()
+        self.differentiable
     }
 
     /// The op's rule, built on the first call and shared after it; on that
     /// first call `first` may supply a rule instead (a gradient override).
+    /// The last interpreter to ask gets the rule itself, earlier ones a
+    /// clone (so the usual case, one tape, costs no reference count).
     /// `None` for a non-differentiable op.
     pub(crate) fn rule_or(&self, first: impl FnOnce(&Self) -> Option<VjpFn>) -> Option<VjpFn> {
-        let make = self.make.as_ref()?;
-        Some(
-            self.rule
-                .get_or_init(|| first(self).unwrap_or_else(|| (make.borrow_mut())()))
-                .clone(),
-        )
+        if !self.differentiable {
+            return None;
+        }
+        let rule = match self.rule.take() {
+            Some(r) => r,
+            None => match first(self) {
+                Some(r) => r,
+                None => (self.make.take().expect("a rule is built once"))(),
+            },
+        };
+        if self.later.get() != 0 {
+            self.rule.set(Some(rule.clone()));
+        }
+        Some(rule)
     }
 }
 
@@ -245,6 +262,7 @@ fn offer(call: &Call<'_>) {
     for (k, slot) in REGISTERED.iter().enumerate() {
         if mask & (1 << k) != 0 {
             if let Some(interp) = slot.get() {
+                call.later.set(mask >> (k + 1));
                 interp.process(call);
             }
         }
@@ -301,8 +319,10 @@ fn bind_one(
         op: Some(op),
         inputs: Operands::Tensors(inputs),
         outputs: std::slice::from_ref(output),
-        make: Some(RefCell::new(&mut make)),
-        rule: OnceCell::new(),
+        make: Cell::new(Some(&mut make)),
+        differentiable: true,
+        rule: Cell::new(None),
+        later: Cell::new(0),
         jvp,
     });
 }
@@ -326,8 +346,10 @@ pub(crate) fn announce(op: &dyn Describe, inputs: &[&Tensor], outputs: &[Tensor]
             op: Some(op),
             inputs: Operands::Tensors(inputs),
             outputs,
-            make: None,
-            rule: OnceCell::new(),
+            make: Cell::new(None),
+            differentiable: false,
+            rule: Cell::new(None),
+            later: Cell::new(0),
             jvp: None,
         });
     }
@@ -350,8 +372,10 @@ pub(crate) fn bind_untraced(
             op: None,
             inputs,
             outputs,
-            make: Some(RefCell::new(make)),
-            rule: OnceCell::new(),
+            make: Cell::new(Some(make)),
+            differentiable: true,
+            rule: Cell::new(None),
+            later: Cell::new(0),
             jvp,
         });
     }
