@@ -141,9 +141,15 @@ struct Accumulators;
 impl Interpreter for Accumulators {
     fn process(&self, call: &Call<'_>) {
         if call.differentiable() {
+            // (several accumulators may each need it: kept here once taken)
+            let mut cache: Option<VjpFn> = None;
             let mut rule = || {
-                call.rule_or(crate::autodiff::custom::overridden_for)
-                    .expect("a differentiable call has a rule")
+                cache
+                    .get_or_insert_with(|| {
+                        call.rule_or(crate::autodiff::custom::overridden_for)
+                            .expect("a differentiable call has a rule")
+                    })
+                    .clone()
             };
             record(call.name, call.inputs, call.outputs, &mut rule, call.jvp);
         }
