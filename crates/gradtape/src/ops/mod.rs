@@ -38,7 +38,7 @@ pub mod desc;
 mod image;
 pub(crate) mod index;
 pub(crate) mod linalg;
-pub(crate) mod math;
+mod math;
 mod nn;
 pub(crate) mod random;
 pub(crate) mod reduce;
