@@ -22,7 +22,7 @@
 //! times too small there); here it serves every `a >= LARGE_A` within
 //! 0.3, which bounds the steps of the sums outside.
 
-use super::igamma_large::log1pmx;
+use super::igamma::log1pmx;
 
 /// Up to this `|x - a| / a` (SciPy's `SMALLRATIO`) the truncated `cₖ(η)`
 /// keep f64 accuracy; beyond it the series or the continued fraction

@@ -35,7 +35,7 @@ pub(crate) mod complex;
 mod complex_fns;
 pub(crate) mod elementary;
 mod floor_div;
-mod igamma_large;
+mod igamma;
 mod igamma_temme;
 mod logical;
 mod operators;

@@ -5,9 +5,10 @@
 //! `log_sigmoid`, with the tests `is_nan`, `is_finite`, `is_inf`.
 //!
 //! Values come from `libm` (`lgamma`) and `statrs` (digamma, incomplete
-//! gamma and beta, inverse erf), computed in f64, except the incomplete
-//! gamma functions for `a >= 100` (`igamma_large`: without `statrs`'s loss
-//! of `a · ε`, Temme's expansion near `x = a`); `polygamma` (Hurwitz
+//! beta, inverse erf), computed in f64, except the incomplete gamma
+//! functions (`igamma.rs`: the series and continued fraction with
+//! SciPy's choice between them, Temme's expansion near `x = a` for large
+//! `a`; `statrs`'s lost `a · ε` and read tiny arguments as 0); `polygamma` (Hurwitz
 //! zeta by Euler–Maclaurin) and the scaled Bessel functions (power series,
 //! asymptotic expansion for large arguments) are written here. Gradients
 //! are TensorFlow's, written with these same ops: `lgamma' = digamma`,
@@ -142,7 +143,7 @@ fn bessel_ie(nu: u32, x: f64) -> f64 {
 
 /// The function a descriptor names, on f64 arguments.
 pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
-    use statrs::function::{beta, erf, gamma};
+    use statrs::function::{beta, erf};
     match op {
         SpecialOp::Lgamma => libm::lgamma(a),
         SpecialOp::Digamma => digamma(a),
@@ -185,12 +186,8 @@ pub(crate) fn scalar(op: &SpecialOp, a: f64, b: f64, c: f64) -> f64 {
                 } else {
                     0.0
                 }
-            } else if a >= super::igamma_large::LARGE_A {
-                super::igamma_large::igamma(a, b, upper)
-            } else if upper {
-                gamma::checked_gamma_ur(a, b).unwrap_or(f64::NAN)
             } else {
-                gamma::checked_gamma_lr(a, b).unwrap_or(f64::NAN)
+                super::igamma::igamma(a, b, upper)
             }
         }
         SpecialOp::IgammaGradA => igamma_da(a, b),
@@ -434,12 +431,12 @@ pub(crate) fn igamma_grad_a(a: &Tensor, x: &Tensor) -> Result<Tensor> {
 
 /// `x^(a-1) e^-x / Γ(a)`, TF's `exp((a - 1) ln x - x - lgamma(a))` (NaN
 /// at `x = 0` with `a = 1` and at `x = inf`, as TF's), but for finite
-/// `a >= LARGE_A` and `0 < x < inf` from the factor of `igamma_large`,
+/// `a >= LARGE_A` and `0 < x < inf` from the factor of `igamma.rs`,
 /// which keeps full precision where that loses `a · ε` (at `a = x = 1e15`
 /// it was 3% off).
 fn igamma_dx(a: f64, x: f64) -> f64 {
-    if a >= super::igamma_large::LARGE_A && a.is_finite() && x > 0.0 && x.is_finite() {
-        let log_f = super::igamma_large::log_factor(a, x, 0.0);
+    if a >= super::igamma::LARGE_A && a.is_finite() && x > 0.0 && x.is_finite() {
+        let log_f = super::igamma::log_factor(a, x, 0.0);
         let f = log_f.exp();
         // (f / x: one rounding; where f is subnormal, in the exponent)
         return if f >= f64::MIN_POSITIVE {
@@ -449,16 +446,6 @@ fn igamma_dx(a: f64, x: f64) -> f64 {
         };
     }
     ((a - 1.0) * x.ln() - x - libm::lgamma(a)).exp()
-}
-
-/// `e^(a ln x - x - lgamma(a + shift))`: the leading factor of the
-/// incomplete gamma series (`shift` 1) and continued fraction (`shift` 0).
-fn igamma_term(a: f64, x: f64, shift: f64) -> f64 {
-    if a >= super::igamma_large::LARGE_A {
-        // (without the cancellation of `a ln x` against `lgamma(a)`)
-        return super::igamma_large::log_factor(a, x, shift).exp();
-    }
-    (a * x.ln() - x - libm::lgamma(a + shift)).exp()
 }
 
 /// `∂P(a, x)/∂a` in f64, as Eigen's `igamma_der_a` (Cephes' algorithms
@@ -476,13 +463,13 @@ fn igamma_da(a: f64, x: f64) -> f64 {
     if x == 0.0 || x.is_infinite() {
         return 0.0;
     }
-    if a >= super::igamma_large::LARGE_A && ((x - a) / a).abs() < super::igamma_temme::TEMME_RATIO {
+    if a >= super::igamma::LARGE_A && ((x - a) / a).abs() < super::igamma_temme::TEMME_RATIO {
         // (the recurrences below take of the order of √a steps here)
         return super::igamma_temme::igamma_da(a, x);
     }
     const EPS: f64 = f64::EPSILON / 2.0;
     if x > 1.0 && x > a {
-        let ax = igamma_term(a, x, 0.0);
+        let ax = super::igamma::factor(a, x, 0.0);
         if ax == 0.0 {
             return 0.0;
         }
@@ -524,7 +511,7 @@ fn igamma_da(a: f64, x: f64) -> f64 {
         let dlogax = x.ln() - digamma(a);
         -(ax * (ans * dlogax + dans))
     } else {
-        let ax = igamma_term(a, x, 1.0);
+        let ax = super::igamma::factor(a, x, 1.0);
         if ax == 0.0 {
             return 0.0;
         }
