@@ -40,7 +40,9 @@
 //! Threads: gradtape's kernels run on its compute pool, one thread per core
 //! of the machine (`GRADTAPE_NUM_THREADS` overrides).
 //!
-//! For profiling, `GRADTAPE_BENCH_REPEAT=N` runs N times as many timed steps
+//! For profiling (build it with line tables: `cargo run --profile
+//! profiling -p gradtape-bench -- WORKLOAD`), `GRADTAPE_BENCH_REPEAT=N`
+//! runs N times as many timed steps
 //! (the JSON line reports the count actually timed), and
 //! `GRADTAPE_BENCH_ALLOCS=1` adds the heap allocations per timed step to each
 //! line (`"allocs_per_step"`, see [`allocs`]). `GRADTAPE_BENCH_CPU=1` times
@@ -211,7 +213,7 @@ fn thread_cpu_time() -> Option<f64> {
         sec: i64,
         nsec: i64,
     }
-    extern "C" {
+    unsafe extern "C" {
         fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
     }
     const CLOCK_THREAD_CPUTIME_ID: i32 = 3;

@@ -622,16 +622,16 @@ fn gradient_of(call: &Call) -> std::result::Result<bool, String> {
             return Ok(false);
         };
         for (g, x) in gs.iter().zip(&call.inputs) {
-            if let Some(g) = g {
-                if g.shape() != x.shape() || g.dtype() != x.dtype() {
-                    return Err(format!(
-                        "gradient {}{:?} for source {}{:?}",
-                        g.dtype(),
-                        g.shape(),
-                        x.dtype(),
-                        x.shape()
-                    ));
-                }
+            if let Some(g) = g
+                && (g.shape() != x.shape() || g.dtype() != x.dtype())
+            {
+                return Err(format!(
+                    "gradient {}{:?} for source {}{:?}",
+                    g.dtype(),
+                    g.shape(),
+                    x.dtype(),
+                    x.shape()
+                ));
             }
         }
         Ok(true)

@@ -319,11 +319,11 @@ fn double_vjp(rule: &VjpFn, outputs: &[Tensor], tangents: &[Option<Tensor>]) -> 
     }
     let (mut targets, mut seeds) = (Vec::new(), Vec::new());
     for (c, t) in cots.into_iter().zip(tangents) {
-        if let (Some(c), Some(t)) = (c, t) {
-            if c.dtype().is_differentiable() {
-                targets.push(c);
-                seeds.push(t.clone());
-            }
+        if let (Some(c), Some(t)) = (c, t)
+            && c.dtype().is_differentiable()
+        {
+            targets.push(c);
+            seeds.push(t.clone());
         }
     }
     if targets.is_empty() {

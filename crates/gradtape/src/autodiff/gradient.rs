@@ -246,27 +246,29 @@ pub(crate) fn call_rule(
     batch_dims: usize,
     dense_call: impl FnOnce(&VjpFn, SmallVec<[Option<Tensor>; 1]>, &[bool]) -> Result<crate::Grads>,
 ) -> Result<SparseGrads> {
-    if let Some(optional) = vjp.optional_form() {
-        if batch_dims == 0 && ct::batch_dims() == 0 {
-            let dense: SmallVec<[Option<Tensor>; 1]> = cots
-                .into_iter()
-                .map(|c| c.map(Gradient::into_dense).transpose())
-                .collect::<Result<_>>()?;
-            return Ok(optional(&dense, needs)?
-                .into_iter()
-                .map(|g| g.map(Gradient::Dense))
-                .collect());
-        }
+    if let Some(optional) = vjp.optional_form()
+        && batch_dims == 0
+        && ct::batch_dims() == 0
+    {
+        let dense: SmallVec<[Option<Tensor>; 1]> = cots
+            .into_iter()
+            .map(|c| c.map(Gradient::into_dense).transpose())
+            .collect::<Result<_>>()?;
+        return Ok(optional(&dense, needs)?
+            .into_iter()
+            .map(|g| g.map(Gradient::Dense))
+            .collect());
     }
-    if let Some(sparse) = vjp.sparse_form() {
-        if batch_dims == 0 && ct::batch_dims() == 0 {
-            let full: SmallVec<[Gradient; 1]> = cots
-                .into_iter()
-                .zip(outputs)
-                .map(|(c, o)| c.map_or_else(|| Tensor::try_zeros(&o.shape, o.dtype).map(Gradient::Dense), Ok))
-                .collect::<Result<_>>()?;
-            return sparse(&full, needs);
-        }
+    if let Some(sparse) = vjp.sparse_form()
+        && batch_dims == 0
+        && ct::batch_dims() == 0
+    {
+        let full: SmallVec<[Gradient; 1]> = cots
+            .into_iter()
+            .zip(outputs)
+            .map(|(c, o)| c.map_or_else(|| Tensor::try_zeros(&o.shape, o.dtype).map(Gradient::Dense), Ok))
+            .collect::<Result<_>>()?;
+        return sparse(&full, needs);
     }
     let mut dense: SmallVec<[Option<Tensor>; 1]> = SmallVec::new();
     for c in cots {

@@ -163,11 +163,11 @@ impl TapeState {
         if self.tensors.len() == self.tensors.capacity() {
             // about to grow: continue in a pooled map if there is a bigger one
             let spare = SPARE_MAPS.try_with(|p| p.borrow_mut().pop()).ok().flatten();
-            if let Some(mut m) = spare {
-                if m.capacity() > self.tensors.capacity() {
-                    m.extend(self.tensors.drain());
-                    self.tensors = m;
-                }
+            if let Some(mut m) = spare
+                && m.capacity() > self.tensors.capacity()
+            {
+                m.extend(self.tensors.drain());
+                self.tensors = m;
             }
         }
         self.tensors.insert(id, idx);

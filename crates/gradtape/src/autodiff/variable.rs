@@ -138,10 +138,10 @@ impl Variable {
             return value;
         }
         let out = value.alias();
-        if dispatch::listens(Kind::Trace) {
-            if let Some(h) = hook() {
-                h.read(self, &out);
-            }
+        if dispatch::listens(Kind::Trace)
+            && let Some(h) = hook()
+        {
+            h.read(self, &out);
         }
         tape::variable_accessed(self);
         // the read's tangent is the variable's

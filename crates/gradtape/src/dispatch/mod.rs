@@ -260,11 +260,11 @@ impl Call<'_> {
 fn offer(call: &Call<'_>) {
     let mask = LISTENING.with(Cell::get);
     for (k, slot) in REGISTERED.iter().enumerate() {
-        if mask & (1 << k) != 0 {
-            if let Some(interp) = slot.get() {
-                call.later.set(mask >> (k + 1));
-                interp.process(call);
-            }
+        if mask & (1 << k) != 0
+            && let Some(interp) = slot.get()
+        {
+            call.later.set(mask >> (k + 1));
+            interp.process(call);
         }
     }
 }

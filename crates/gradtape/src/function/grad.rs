@@ -75,7 +75,7 @@ impl Backward {
         ins.extend(
             cts.iter()
                 .zip(&self.ct_mask)
-                .filter(|(_, &m)| m)
+                .filter(|&(_, &m)| m)
                 .map(|(c, _)| c.clone()),
         );
         let outs = self.backward.call_inputs(&ins)?;
@@ -94,7 +94,7 @@ impl Backward {
         ins.extend(
             cts.iter()
                 .zip(&full.ct_mask)
-                .filter(|(_, &m)| m)
+                .filter(|&(_, &m)| m)
                 .map(|(c, _)| c.clone()),
         );
         let outs = full.function.call_inputs(&ins)?;
@@ -162,7 +162,7 @@ fn trace_gradient(
         let targets: Vec<Tensor> = outs
             .iter()
             .zip(&mask)
-            .filter(|(_, &m)| m)
+            .filter(|&(_, &m)| m)
             .map(|(t, _)| t.clone())
             .collect();
         let mut sources: Vec<SourceRef<'_>> = xs.iter().chain(&caps).map(SourceRef::Tensor).collect();

@@ -71,14 +71,14 @@ pub(crate) fn cse(g: &mut Graph) {
         for v in n.inputs.iter_mut() {
             *v = replace[*v as usize];
         }
-        if let Op::Const(t) = &n.op {
-            if let Some(k) = const_key(t) {
-                if let Some(&prev) = consts.get(&k) {
-                    replace[n.outputs[0] as usize] = prev;
-                    continue;
-                }
-                consts.insert(k, n.outputs[0]);
+        if let Op::Const(t) = &n.op
+            && let Some(k) = const_key(t)
+        {
+            if let Some(&prev) = consts.get(&k) {
+                replace[n.outputs[0] as usize] = prev;
+                continue;
             }
+            consts.insert(k, n.outputs[0]);
         }
         if !n.op.is_stateful() {
             let mut inputs = n.inputs.clone();
@@ -86,13 +86,13 @@ pub(crate) fn cse(g: &mut Graph) {
                 inputs.swap(0, 1);
             }
             let key = (n.op.clone(), inputs);
-            if let Some(prev) = seen.get(&key) {
-                if prev.len() == n.outputs.len() {
-                    for (&o, &p) in n.outputs.iter().zip(prev) {
-                        replace[o as usize] = p;
-                    }
-                    continue;
+            if let Some(prev) = seen.get(&key)
+                && prev.len() == n.outputs.len()
+            {
+                for (&o, &p) in n.outputs.iter().zip(prev) {
+                    replace[o as usize] = p;
                 }
+                continue;
             }
             seen.insert(key, n.outputs.clone());
         }

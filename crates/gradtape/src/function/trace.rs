@@ -210,10 +210,10 @@ impl Trace {
     fn push(&self, op: Op, inputs: &[&Tensor], outputs: &[Tensor]) {
         let ins: SmallVec<[ValueId; 2]> = inputs.iter().map(|t| self.value_of(t)).collect();
         let mut st = self.state.borrow_mut();
-        if let Op::Opaque(name) = op {
-            if st.error.is_none() {
-                st.error = Some(Error::invalid(name, "this op cannot be traced into a graph yet"));
-            }
+        if let Op::Opaque(name) = op
+            && st.error.is_none()
+        {
+            st.error = Some(Error::invalid(name, "this op cannot be traced into a graph yet"));
         }
         let mut outs: SmallVec<[ValueId; 1]> = SmallVec::new();
         for o in outputs {

@@ -132,19 +132,19 @@ impl Dense {
                 format!("the kernel must be [in, units], got shape {:?}", kernel.shape()),
             ));
         }
-        if let Some(b) = &bias {
-            if b.shape() != [kernel.shape()[1]] || b.dtype() != kernel.dtype() {
-                return Err(Error::invalid(
-                    OP,
-                    format!(
-                        "the bias must have shape [{}] and dtype {}, got {:?} and {}",
-                        kernel.shape()[1],
-                        kernel.dtype(),
-                        b.shape(),
-                        b.dtype()
-                    ),
-                ));
-            }
+        if let Some(b) = &bias
+            && (b.shape() != [kernel.shape()[1]] || b.dtype() != kernel.dtype())
+        {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "the bias must have shape [{}] and dtype {}, got {:?} and {}",
+                    kernel.shape()[1],
+                    kernel.dtype(),
+                    b.shape(),
+                    b.dtype()
+                ),
+            ));
         }
         Ok(Dense {
             name: name.to_string(),

@@ -43,7 +43,7 @@ fn count_sparse(op: &'static str, labels: &Tensor, preds: &Tensor) -> Result<(us
     }
     let arg = preds.argmax(-1)?.to_vec::<i64>()?;
     let lab = labels.try_to_vec_f64()?;
-    let correct = arg.iter().zip(&lab).filter(|(&a, &l)| a as f64 == l).count();
+    let correct = arg.iter().zip(&lab).filter(|&(&a, &l)| a as f64 == l).count();
     Ok((correct, arg.len()))
 }
 
@@ -94,7 +94,11 @@ pub fn binary_accuracy(y_true: &Tensor, y_pred: &Tensor, threshold: f64) -> Resu
         });
     }
     let (t, p) = (y_true.try_to_vec_f64()?, y_pred.try_to_vec_f64()?);
-    let c = t.iter().zip(&p).filter(|(&t, &p)| (p > threshold) == (t > 0.5)).count();
+    let c = t
+        .iter()
+        .zip(&p)
+        .filter(|&(&t, &p)| (p > threshold) == (t > 0.5))
+        .count();
     Ok(ratio(c, t.len()))
 }
 

@@ -365,10 +365,10 @@ fn shortest_f32(x: f32, same: impl Fn(f32) -> bool) -> f32 {
         return x;
     }
     for digits in 0..9 {
-        if let Ok(v) = format!("{x:.digits$e}").parse::<f32>() {
-            if same(v) {
-                return v;
-            }
+        if let Ok(v) = format!("{x:.digits$e}").parse::<f32>()
+            && same(v)
+        {
+            return v;
         }
     }
     x

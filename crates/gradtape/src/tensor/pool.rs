@@ -132,12 +132,13 @@ impl Drop for Storage {
         if bytes < MIN_BYTES {
             return;
         }
-        if let Ok(mut p) = POOL.lock() {
-            if p.bufs.len() < MAX_BUFFERS && p.bytes + bytes <= LIMIT.load(Ordering::Relaxed) {
-                let buf = std::mem::replace(self, Storage::empty(self.dtype()));
-                p.bytes += bytes;
-                p.bufs.push(buf);
-            }
+        if let Ok(mut p) = POOL.lock()
+            && p.bufs.len() < MAX_BUFFERS
+            && p.bytes + bytes <= LIMIT.load(Ordering::Relaxed)
+        {
+            let buf = std::mem::replace(self, Storage::empty(self.dtype()));
+            p.bytes += bytes;
+            p.bufs.push(buf);
         }
     }
 }

@@ -279,15 +279,14 @@ pub(super) fn shared(storage: Storage, shape: &[usize]) -> std::result::Result<T
         return Err(storage);
     };
     let mut t = held.t;
-    if let Some(inner) = Arc::get_mut(&mut t.inner) {
-        if let Data::Shared(arc) = &mut inner.data {
-            if let Some(s) = Arc::get_mut(arc) {
-                *s = storage;
-                inner.id = TensorId::fresh();
-                inner.layout = Layout::contiguous(shape);
-                return Ok(t);
-            }
-        }
+    if let Some(inner) = Arc::get_mut(&mut t.inner)
+        && let Data::Shared(arc) = &mut inner.data
+        && let Some(s) = Arc::get_mut(arc)
+    {
+        *s = storage;
+        inner.id = TensorId::fresh();
+        inner.layout = Layout::contiguous(shape);
+        return Ok(t);
     }
     Ok(renew(t, Layout::contiguous(shape), Data::Shared(Arc::new(storage))))
 }

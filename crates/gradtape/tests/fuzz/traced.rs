@@ -147,7 +147,10 @@ fn resized(args: &Plain, grow: bool) -> Option<Plain> {
     changed.then_some(out)
 }
 
-fn make<I>(body: &Body<I>, opts: FunctionOptions) -> Function<I, Tensor, impl Fn(&I) -> Result<Tensor> + Send + Sync>
+fn make<I>(
+    body: &Body<I>,
+    opts: FunctionOptions,
+) -> Function<I, Tensor, impl Fn(&I) -> Result<Tensor> + Send + Sync + use<I>>
 where
     I: TensorStruct + Send + Sync + 'static,
 {

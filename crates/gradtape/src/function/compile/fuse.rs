@@ -278,10 +278,10 @@ pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
             // candidate groups: those that make one of the inputs
             let mut candidates: SmallVec<[usize; 2]> = SmallVec::new();
             for &v in &n.inputs {
-                if let Some(gi) = producer[v as usize].and_then(|p| group_of[p]) {
-                    if !candidates.contains(&gi) {
-                        candidates.push(gi);
-                    }
+                if let Some(gi) = producer[v as usize].and_then(|p| group_of[p])
+                    && !candidates.contains(&gi)
+                {
+                    candidates.push(gi);
                 }
             }
             // then the latest groups of the same shape (siblings: a node that

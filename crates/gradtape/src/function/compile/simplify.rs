@@ -111,10 +111,10 @@ pub(crate) fn simplify(g: &mut Graph) -> usize {
             continue;
         }
         // broadcasts and reshapes of a splat are splats
-        if let Op::Shape(ShapeOp::Reshape(_) | ShapeOp::BroadcastTo(_)) = &n.op {
-            if let Some(&s) = splat.get(&n.inputs[0]) {
-                splat.insert(out, s);
-            }
+        if let Op::Shape(ShapeOp::Reshape(_) | ShapeOp::BroadcastTo(_)) = &n.op
+            && let Some(&s) = splat.get(&n.inputs[0])
+        {
+            splat.insert(out, s);
         }
         // chains of shape ops
         let inner = made_by.get(&n.inputs.first().copied().unwrap_or(ValueId::MAX)).copied();

@@ -362,30 +362,32 @@ unsafe fn conv_tile<const MR: usize, const NV: usize, const PS: usize>(
     dst: &[*mut f32; MR],
     jb: usize,
 ) {
-    let cs = if PS == 0 { cs } else { PS };
-    let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
-    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-    let mut bt = b;
-    for &t in taps {
-        let at = a.add(t);
-        for ci in 0..c {
-            let mut bv = [_mm512_setzero_ps(); NV];
-            for (v, x) in bv.iter_mut().enumerate() {
-                *x = _mm512_maskz_loadu_ps(masks[v], bt.add(16 * v));
-            }
-            for (i, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*at.add(i * cs + ci));
-                for v in 0..NV {
-                    row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
+    unsafe {
+        let cs = if PS == 0 { cs } else { PS };
+        let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
+        let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+        let mut bt = b;
+        for &t in taps {
+            let at = a.add(t);
+            for ci in 0..c {
+                let mut bv = [_mm512_setzero_ps(); NV];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = _mm512_maskz_loadu_ps(masks[v], bt.add(16 * v));
                 }
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*at.add(i * cs + ci));
+                    for v in 0..NV {
+                        row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
+                    }
+                }
+                bt = bt.add(ldb);
             }
-            bt = bt.add(ldb);
         }
-    }
-    for (row, &p) in acc.iter().zip(dst) {
-        if !p.is_null() {
-            for v in 0..NV {
-                _mm512_mask_storeu_ps(p.add(jb + 16 * v), masks[v], row[v]);
+        for (row, &p) in acc.iter().zip(dst) {
+            if !p.is_null() {
+                for v in 0..NV {
+                    _mm512_mask_storeu_ps(p.add(jb + 16 * v), masks[v], row[v]);
+                }
             }
         }
     }
@@ -464,31 +466,33 @@ unsafe fn filter_tile<const MR: usize, const NV: usize>(
     dst: *mut f32,
     rows: usize,
 ) {
-    let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
-    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-    for n in imgs {
-        for r in 0..d.oh {
-            let mut a = xp.add((n * d.hp + r) * d.wp * d.cs);
-            let mut b = dy.add((n * d.oh + r) * d.ow * d.o);
-            for _ in 0..d.ow {
-                let mut bv = [_mm512_setzero_ps(); NV];
-                for (v, x) in bv.iter_mut().enumerate() {
-                    *x = _mm512_maskz_loadu_ps(masks[v], b.add(16 * v));
-                }
-                for (row, &k) in acc.iter_mut().zip(off) {
-                    let av = _mm512_set1_ps(*a.add(k));
-                    for v in 0..NV {
-                        row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
+    unsafe {
+        let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
+        let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+        for n in imgs {
+            for r in 0..d.oh {
+                let mut a = xp.add((n * d.hp + r) * d.wp * d.cs);
+                let mut b = dy.add((n * d.oh + r) * d.ow * d.o);
+                for _ in 0..d.ow {
+                    let mut bv = [_mm512_setzero_ps(); NV];
+                    for (v, x) in bv.iter_mut().enumerate() {
+                        *x = _mm512_maskz_loadu_ps(masks[v], b.add(16 * v));
                     }
+                    for (row, &k) in acc.iter_mut().zip(off) {
+                        let av = _mm512_set1_ps(*a.add(k));
+                        for v in 0..NV {
+                            row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
+                        }
+                    }
+                    a = a.add(d.cs);
+                    b = b.add(d.o);
                 }
-                a = a.add(d.cs);
-                b = b.add(d.o);
             }
         }
-    }
-    for (i, row) in acc.iter().enumerate().take(rows) {
-        for v in 0..NV {
-            _mm512_mask_storeu_ps(dst.add(i * d.o + 16 * v), masks[v], row[v]);
+        for (i, row) in acc.iter().enumerate().take(rows) {
+            for v in 0..NV {
+                _mm512_mask_storeu_ps(dst.add(i * d.o + 16 * v), masks[v], row[v]);
+            }
         }
     }
 }

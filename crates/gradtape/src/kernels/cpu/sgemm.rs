@@ -119,7 +119,7 @@ impl View {
     /// The element at (`r`, `c`) as a pointer.
     #[inline(always)]
     unsafe fn at(self, r: usize, c: usize) -> *const f32 {
-        self.ptr.offset(r as isize * self.rs + c as isize * self.cs)
+        unsafe { self.ptr.offset(r as isize * self.rs + c as isize * self.cs) }
     }
 }
 
@@ -167,24 +167,26 @@ pub(crate) unsafe fn sgemm(
     acc: bool,
     par: bool,
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        if acc {
+    unsafe {
+        if m == 0 || n == 0 {
             return;
         }
-        for i in 0..m {
-            std::ptr::write_bytes(c.add(i * ldc), 0, n);
+        if k == 0 {
+            if acc {
+                return;
+            }
+            for i in 0..m {
+                std::ptr::write_bytes(c.add(i * ldc), 0, n);
+            }
+            return;
         }
-        return;
-    }
-    // the tile: MR rows by 16*NV columns, sized to the output's width
-    // (24 or 16 accumulators of the 32 vector registers)
-    match n {
-        0..=16 => run::<16, 1>(m, n, k, a, b, c, ldc, acc, par),
-        17..=32 => run::<12, 2>(m, n, k, a, b, c, ldc, acc, par),
-        _ => run::<8, 3>(m, n, k, a, b, c, ldc, acc, par),
+        // the tile: MR rows by 16*NV columns, sized to the output's width
+        // (24 or 16 accumulators of the 32 vector registers)
+        match n {
+            0..=16 => run::<16, 1>(m, n, k, a, b, c, ldc, acc, par),
+            17..=32 => run::<12, 2>(m, n, k, a, b, c, ldc, acc, par),
+            _ => run::<8, 3>(m, n, k, a, b, c, ldc, acc, par),
+        }
     }
 }
 
@@ -201,64 +203,66 @@ unsafe fn run<const MR: usize, const NV: usize>(
     acc: bool,
     par: bool,
 ) {
-    let nr = 16 * NV;
-    let threads = workers::threads();
-    let cp = workers::SendPtr(c);
-    // (`split_output` finds two aligned blocks on one side exactly when
-    // this holds; otherwise a long shared dimension is split, below)
-    let blocks = n >= 2 * nr || m >= 2 * MR;
-    if par && threads > 1 && m * n * k >= par_flops() && blocks {
-        if ONE_THREAD.with(|o| o.get()) {
-            // each element as the split computes it: whole, on this thread
-            return serial::<MR, NV>(m, n, k, a, b, c, ldc, acc);
-        }
-        let split = workers::split_output(m, n, (MR, nr), |r, cols| {
-            let (av, bv) = (
-                View {
-                    ptr: a.at(r.start, 0),
-                    ..a
-                },
-                View {
-                    ptr: b.at(0, cols.start),
-                    ..b
-                },
-            );
-            let dst = cp.get().wrapping_add(r.start * ldc + cols.start);
-            // SAFETY: each piece writes its own block of C.
-            unsafe { serial::<MR, NV>(r.len(), cols.len(), k, av, bv, dst, ldc, acc) }
-        });
-        debug_assert!(split, "an output of two aligned blocks splits");
-        return;
-    }
-    if par && threads > 1 && m * n * k >= PAR_FLOPS && k >= 2 * KC {
-        // thin output, long shared dimension (a filter gradient): each
-        // thread sums a slice of k; the first writes C, the others their
-        // own buffers, added afterwards
-        let kp = k.div_ceil(threads);
-        let parts = workers::map(k.div_ceil(kp), |i| {
-            let (p0, p1) = (i * kp, ((i + 1) * kp).min(k));
-            let (av, bv) = (View { ptr: a.at(0, p0), ..a }, View { ptr: b.at(p0, 0), ..b });
-            if i == 0 {
-                // SAFETY: only this piece writes C.
-                unsafe { serial::<MR, NV>(m, n, p1 - p0, av, bv, cp.get(), ldc, acc) };
-                return Vec::new();
+    unsafe {
+        let nr = 16 * NV;
+        let threads = workers::threads();
+        let cp = workers::SendPtr(c);
+        // (`split_output` finds two aligned blocks on one side exactly when
+        // this holds; otherwise a long shared dimension is split, below)
+        let blocks = n >= 2 * nr || m >= 2 * MR;
+        if par && threads > 1 && m * n * k >= par_flops() && blocks {
+            if ONE_THREAD.with(|o| o.get()) {
+                // each element as the split computes it: whole, on this thread
+                return serial::<MR, NV>(m, n, k, a, b, c, ldc, acc);
             }
-            let mut t = vec![0.0f32; m * n];
-            // SAFETY: `t` holds m rows of n.
-            unsafe { serial::<MR, NV>(m, n, p1 - p0, av, bv, t.as_mut_ptr(), n, false) };
-            t
-        });
-        for t in parts.iter().filter(|t| !t.is_empty()) {
-            for i in 0..m {
-                let row = std::slice::from_raw_parts_mut(c.add(i * ldc), n);
-                for (x, y) in row.iter_mut().zip(&t[i * n..(i + 1) * n]) {
-                    *x += y;
+            let split = workers::split_output(m, n, (MR, nr), |r, cols| {
+                let (av, bv) = (
+                    View {
+                        ptr: a.at(r.start, 0),
+                        ..a
+                    },
+                    View {
+                        ptr: b.at(0, cols.start),
+                        ..b
+                    },
+                );
+                let dst = cp.get().wrapping_add(r.start * ldc + cols.start);
+                // SAFETY: each piece writes its own block of C.
+                serial::<MR, NV>(r.len(), cols.len(), k, av, bv, dst, ldc, acc)
+            });
+            debug_assert!(split, "an output of two aligned blocks splits");
+            return;
+        }
+        if par && threads > 1 && m * n * k >= PAR_FLOPS && k >= 2 * KC {
+            // thin output, long shared dimension (a filter gradient): each
+            // thread sums a slice of k; the first writes C, the others their
+            // own buffers, added afterwards
+            let kp = k.div_ceil(threads);
+            let parts = workers::map(k.div_ceil(kp), |i| {
+                let (p0, p1) = (i * kp, ((i + 1) * kp).min(k));
+                let (av, bv) = (View { ptr: a.at(0, p0), ..a }, View { ptr: b.at(p0, 0), ..b });
+                if i == 0 {
+                    // SAFETY: only this piece writes C.
+                    serial::<MR, NV>(m, n, p1 - p0, av, bv, cp.get(), ldc, acc);
+                    return Vec::new();
+                }
+                let mut t = vec![0.0f32; m * n];
+                // SAFETY: `t` holds m rows of n.
+                serial::<MR, NV>(m, n, p1 - p0, av, bv, t.as_mut_ptr(), n, false);
+                t
+            });
+            for t in parts.iter().filter(|t| !t.is_empty()) {
+                for i in 0..m {
+                    let row = std::slice::from_raw_parts_mut(c.add(i * ldc), n);
+                    for (x, y) in row.iter_mut().zip(&t[i * n..(i + 1) * n]) {
+                        *x += y;
+                    }
                 }
             }
+            return;
         }
-        return;
+        serial::<MR, NV>(m, n, k, a, b, c, ldc, acc)
     }
-    serial::<MR, NV>(m, n, k, a, b, c, ldc, acc)
 }
 
 /// The blocked product on the calling thread.
@@ -274,129 +278,133 @@ unsafe fn serial<const MR: usize, const NV: usize>(
     ldc: usize,
     acc: bool,
 ) {
-    let nr = 16 * NV;
-    // slices of the shared dimension of (nearly) equal length
-    let kb = k.div_ceil(KC);
-    let kc_max = k.div_ceil(kb);
-    let mc = MC / MR * MR;
-    let mc_max = mc.min(m.next_multiple_of(MR));
-    let nc_max = NC.min(n.next_multiple_of(nr));
-    // a row-major B multiplied by few rows of A is read in place, one row
-    // of a panel per step of k, and only a part-width panel at its right
-    // edge is packed: packing it whole cost a third of the arithmetic's
-    // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`)
-    let direct = b.cs == 1 && b.rs > 0 && m <= MC;
-    PACK.with(|cell| {
-        let mut local = (Vec::new(), Vec::new());
-        let mut borrowed = cell.try_borrow_mut();
-        let (abuf, bbuf) = match borrowed.as_mut() {
-            Ok(b) => {
-                let b = &mut **b;
-                (&mut b.0, &mut b.1)
-            }
-            Err(_) => (&mut local.0, &mut local.1),
-        };
-        let ap = room(abuf, mc_max * kc_max, MC * KC);
-        let bp = room(bbuf, nc_max * kc_max, NC * KC);
-        for jc in (0..n).step_by(NC) {
-            let nc = NC.min(n - jc);
-            // columns read in place: whole panels
-            let in_place = if direct { nc / nr * nr } else { 0 };
-            let mut pc = 0;
-            while pc < k {
-                let kc = kc_max.min(k - pc);
-                if in_place < nc {
-                    pack_b::<NV>(
-                        kc,
-                        nc - in_place,
-                        b.at(pc, jc + in_place),
-                        b.rs,
-                        b.cs,
-                        bp.add(in_place * kc),
-                    );
+    unsafe {
+        let nr = 16 * NV;
+        // slices of the shared dimension of (nearly) equal length
+        let kb = k.div_ceil(KC);
+        let kc_max = k.div_ceil(kb);
+        let mc = MC / MR * MR;
+        let mc_max = mc.min(m.next_multiple_of(MR));
+        let nc_max = NC.min(n.next_multiple_of(nr));
+        // a row-major B multiplied by few rows of A is read in place, one row
+        // of a panel per step of k, and only a part-width panel at its right
+        // edge is packed: packing it whole cost a third of the arithmetic's
+        // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`)
+        let direct = b.cs == 1 && b.rs > 0 && m <= MC;
+        PACK.with(|cell| {
+            let mut local = (Vec::new(), Vec::new());
+            let mut borrowed = cell.try_borrow_mut();
+            let (abuf, bbuf) = match borrowed.as_mut() {
+                Ok(b) => {
+                    let b = &mut **b;
+                    (&mut b.0, &mut b.1)
                 }
-                for ic in (0..m).step_by(mc) {
-                    let mc = mc.min(m - ic);
-                    pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
-                    for jr in (0..nc).step_by(nr) {
-                        let (panel, ldb) = match jr < in_place {
-                            true => (b.at(pc, jc + jr), b.rs as usize),
-                            false => (bp.add(jr * kc) as *const f32, nr),
-                        };
-                        for ir in (0..mc).step_by(MR) {
-                            kernel::<MR, NV>(
-                                kc,
-                                ap.add(ir * kc),
-                                (panel, ldb),
-                                c.add((ic + ir) * ldc + jc + jr),
-                                ldc,
-                                MR.min(mc - ir),
-                                nr.min(nc - jr),
-                                acc || pc > 0,
-                            );
+                Err(_) => (&mut local.0, &mut local.1),
+            };
+            let ap = room(abuf, mc_max * kc_max, MC * KC);
+            let bp = room(bbuf, nc_max * kc_max, NC * KC);
+            for jc in (0..n).step_by(NC) {
+                let nc = NC.min(n - jc);
+                // columns read in place: whole panels
+                let in_place = if direct { nc / nr * nr } else { 0 };
+                let mut pc = 0;
+                while pc < k {
+                    let kc = kc_max.min(k - pc);
+                    if in_place < nc {
+                        pack_b::<NV>(
+                            kc,
+                            nc - in_place,
+                            b.at(pc, jc + in_place),
+                            b.rs,
+                            b.cs,
+                            bp.add(in_place * kc),
+                        );
+                    }
+                    for ic in (0..m).step_by(mc) {
+                        let mc = mc.min(m - ic);
+                        pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
+                        for jr in (0..nc).step_by(nr) {
+                            let (panel, ldb) = match jr < in_place {
+                                true => (b.at(pc, jc + jr), b.rs as usize),
+                                false => (bp.add(jr * kc) as *const f32, nr),
+                            };
+                            for ir in (0..mc).step_by(MR) {
+                                kernel::<MR, NV>(
+                                    kc,
+                                    ap.add(ir * kc),
+                                    (panel, ldb),
+                                    c.add((ic + ir) * ldc + jc + jr),
+                                    ldc,
+                                    MR.min(mc - ir),
+                                    nr.min(nc - jr),
+                                    acc || pc > 0,
+                                );
+                            }
                         }
                     }
+                    pc += kc;
                 }
-                pc += kc;
             }
-        }
-    })
+        })
+    }
 }
 
 /// Packs `mc×kc` of `A` into `MR`-row panels: panel `q` holds, for each
 /// `p`, rows `q*MR..q*MR+MR` of column `p` (zero past `mc`).
 #[target_feature(enable = "avx512f")]
 unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize, cs: isize, dst: *mut f32) {
-    for r0 in (0..mc).step_by(MR) {
-        let rows = MR.min(mc - r0);
-        let d = dst.add(r0 * kc);
-        let src = a.offset(r0 as isize * rs);
-        if rows == MR && rs == 1 && MR <= 16 {
-            // one masked vector per k (a memcpy call per 8-16 floats costs
-            // more than the copy)
-            let all = mask(MR, 0);
-            for p in 0..kc {
-                let x = _mm512_maskz_loadu_ps(all, src.offset(p as isize * cs));
-                _mm512_mask_storeu_ps(d.add(p * MR), all, x);
-            }
-        } else if rows == MR && rs == 1 {
-            for p in 0..kc {
-                std::ptr::copy_nonoverlapping(src.offset(p as isize * cs), d.add(p * MR), MR);
-            }
-        } else if cs == 1 && MR <= 16 {
-            // a row-major A: 16 rows by 16 columns at a time, transposed in
-            // registers (rows past the panel's load nothing: mask 0)
-            let all = mask(MR, 0);
-            for p in (0..kc).step_by(16) {
-                let kv = 16.min(kc - p);
-                let mut r: [__m512; 16] = std::array::from_fn(|i| {
-                    let m = if i < rows { mask(kv, 0) } else { 0 };
-                    _mm512_maskz_loadu_ps(m, src.wrapping_offset(i as isize * rs).wrapping_add(p))
-                });
-                transpose16(&mut r);
-                for (t, x) in r.iter().enumerate() {
-                    if t < kv {
-                        _mm512_mask_storeu_ps(d.add((p + t) * MR), all, *x);
+    unsafe {
+        for r0 in (0..mc).step_by(MR) {
+            let rows = MR.min(mc - r0);
+            let d = dst.add(r0 * kc);
+            let src = a.offset(r0 as isize * rs);
+            if rows == MR && rs == 1 && MR <= 16 {
+                // one masked vector per k (a memcpy call per 8-16 floats costs
+                // more than the copy)
+                let all = mask(MR, 0);
+                for p in 0..kc {
+                    let x = _mm512_maskz_loadu_ps(all, src.offset(p as isize * cs));
+                    _mm512_mask_storeu_ps(d.add(p * MR), all, x);
+                }
+            } else if rows == MR && rs == 1 {
+                for p in 0..kc {
+                    std::ptr::copy_nonoverlapping(src.offset(p as isize * cs), d.add(p * MR), MR);
+                }
+            } else if cs == 1 && MR <= 16 {
+                // a row-major A: 16 rows by 16 columns at a time, transposed in
+                // registers (rows past the panel's load nothing: mask 0)
+                let all = mask(MR, 0);
+                for p in (0..kc).step_by(16) {
+                    let kv = 16.min(kc - p);
+                    let mut r: [__m512; 16] = std::array::from_fn(|i| {
+                        let m = if i < rows { mask(kv, 0) } else { 0 };
+                        _mm512_maskz_loadu_ps(m, src.wrapping_offset(i as isize * rs).wrapping_add(p))
+                    });
+                    transpose16(&mut r);
+                    for (t, x) in r.iter().enumerate() {
+                        if t < kv {
+                            _mm512_mask_storeu_ps(d.add((p + t) * MR), all, *x);
+                        }
                     }
                 }
-            }
-        } else if cs == 1 {
-            for i in 0..rows {
-                let s = src.offset(i as isize * rs);
-                for p in 0..kc {
-                    *d.add(p * MR + i) = *s.add(p);
+            } else if cs == 1 {
+                for i in 0..rows {
+                    let s = src.offset(i as isize * rs);
+                    for p in 0..kc {
+                        *d.add(p * MR + i) = *s.add(p);
+                    }
                 }
-            }
-            for i in rows..MR {
-                for p in 0..kc {
-                    *d.add(p * MR + i) = 0.0;
+                for i in rows..MR {
+                    for p in 0..kc {
+                        *d.add(p * MR + i) = 0.0;
+                    }
                 }
-            }
-        } else {
-            for p in 0..kc {
-                let s = src.offset(p as isize * cs);
-                for i in 0..MR {
-                    *d.add(p * MR + i) = if i < rows { *s.offset(i as isize * rs) } else { 0.0 };
+            } else {
+                for p in 0..kc {
+                    let s = src.offset(p as isize * cs);
+                    for i in 0..MR {
+                        *d.add(p * MR + i) = if i < rows { *s.offset(i as isize * rs) } else { 0.0 };
+                    }
                 }
             }
         }
@@ -407,70 +415,72 @@ unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize
 /// `p`, columns `q*NR..q*NR+NR` of row `p` (zero past `nc`).
 #[target_feature(enable = "avx512f")]
 unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst: *mut f32) {
-    const { assert!(NV > 0) };
-    let nr = 16 * NV;
-    for j0 in (0..nc).step_by(nr) {
-        let cols = nr.min(nc - j0);
-        let d = dst.add(j0 * kc);
-        let src = b.offset(j0 as isize * cs);
-        if cs == 1 {
-            // whole vectors (masked at the right edge, zeros past it): a
-            // memcpy call per 48-float row costs more than the copy
-            let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
-            for p in 0..kc {
-                let s = src.offset(p as isize * rs);
-                for (v, &mk) in masks.iter().enumerate() {
-                    _mm512_store_ps(d.add(p * nr + 16 * v), _mm512_maskz_loadu_ps(mk, s.add(16 * v)));
+    unsafe {
+        const { assert!(NV > 0) };
+        let nr = 16 * NV;
+        for j0 in (0..nc).step_by(nr) {
+            let cols = nr.min(nc - j0);
+            let d = dst.add(j0 * kc);
+            let src = b.offset(j0 as isize * cs);
+            if cs == 1 {
+                // whole vectors (masked at the right edge, zeros past it): a
+                // memcpy call per 48-float row costs more than the copy
+                let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
+                for p in 0..kc {
+                    let s = src.offset(p as isize * rs);
+                    for (v, &mk) in masks.iter().enumerate() {
+                        _mm512_store_ps(d.add(p * nr + 16 * v), _mm512_maskz_loadu_ps(mk, s.add(16 * v)));
+                    }
                 }
-            }
-        } else if rs == 1 {
-            // a column-major (transposed) B: 16 columns by 16 rows at a
-            // time, transposed in registers (columns past the panel's load
-            // nothing: mask 0)
-            for p in (0..kc).step_by(16) {
-                let kv = 16.min(kc - p);
-                for v in 0..NV {
-                    let mut r: [__m512; 16] = std::array::from_fn(|i| {
-                        let m = if 16 * v + i < cols { mask(kv, 0) } else { 0 };
-                        _mm512_maskz_loadu_ps(m, src.wrapping_offset((16 * v + i) as isize * cs).wrapping_add(p))
-                    });
-                    transpose16(&mut r);
-                    for (t, x) in r.iter().enumerate() {
-                        if t < kv {
-                            _mm512_store_ps(d.add((p + t) * nr + 16 * v), *x);
+            } else if rs == 1 {
+                // a column-major (transposed) B: 16 columns by 16 rows at a
+                // time, transposed in registers (columns past the panel's load
+                // nothing: mask 0)
+                for p in (0..kc).step_by(16) {
+                    let kv = 16.min(kc - p);
+                    for v in 0..NV {
+                        let mut r: [__m512; 16] = std::array::from_fn(|i| {
+                            let m = if 16 * v + i < cols { mask(kv, 0) } else { 0 };
+                            _mm512_maskz_loadu_ps(m, src.wrapping_offset((16 * v + i) as isize * cs).wrapping_add(p))
+                        });
+                        transpose16(&mut r);
+                        for (t, x) in r.iter().enumerate() {
+                            if t < kv {
+                                _mm512_store_ps(d.add((p + t) * nr + 16 * v), *x);
+                            }
                         }
                     }
                 }
-            }
-        } else if cs.unsigned_abs() < (i32::MAX as usize) / 16 {
-            // other strides: gather 16 columns per vector
-            let idx = _mm512_mullo_epi32(
-                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                _mm512_set1_epi32(cs as i32),
-            );
-            let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
-            for p in 0..kc {
-                let s = src.offset(p as isize * rs);
-                for (v, &mk) in masks.iter().enumerate() {
-                    let x = _mm512_mask_i32gather_ps::<4>(
-                        _mm512_setzero_ps(),
-                        mk,
-                        idx,
-                        s.wrapping_offset(16 * v as isize * cs),
-                    );
-                    _mm512_store_ps(d.add(p * nr + 16 * v), x);
-                }
-            }
-        } else {
-            for j in 0..cols {
-                let s = src.offset(j as isize * cs);
+            } else if cs.unsigned_abs() < (i32::MAX as usize) / 16 {
+                // other strides: gather 16 columns per vector
+                let idx = _mm512_mullo_epi32(
+                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                    _mm512_set1_epi32(cs as i32),
+                );
+                let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
                 for p in 0..kc {
-                    *d.add(p * nr + j) = *s.offset(p as isize * rs);
+                    let s = src.offset(p as isize * rs);
+                    for (v, &mk) in masks.iter().enumerate() {
+                        let x = _mm512_mask_i32gather_ps::<4>(
+                            _mm512_setzero_ps(),
+                            mk,
+                            idx,
+                            s.wrapping_offset(16 * v as isize * cs),
+                        );
+                        _mm512_store_ps(d.add(p * nr + 16 * v), x);
+                    }
                 }
-            }
-            for j in cols..nr {
-                for p in 0..kc {
-                    *d.add(p * nr + j) = 0.0;
+            } else {
+                for j in 0..cols {
+                    let s = src.offset(j as isize * cs);
+                    for p in 0..kc {
+                        *d.add(p * nr + j) = *s.offset(p as isize * rs);
+                    }
+                }
+                for j in cols..nr {
+                    for p in 0..kc {
+                        *d.add(p * nr + j) = 0.0;
+                    }
                 }
             }
         }
@@ -481,30 +491,32 @@ unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize
 /// `i`): pairs, then quads, then 128-bit lanes, then 256-bit halves.
 #[inline(always)]
 unsafe fn transpose16(r: &mut [__m512; 16]) {
-    let (lo, hi) = (
-        |a: __m512, b: __m512| _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
-        |a: __m512, b: __m512| _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
-    );
-    let mut t = [_mm512_setzero_ps(); 16];
-    for i in 0..8 {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for i in 0..4 {
-        r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for h in 0..2 {
-        for i in 0..4 {
-            t[8 * h + i] = _mm512_shuffle_f32x4::<0x88>(r[8 * h + i], r[8 * h + 4 + i]);
-            t[8 * h + 4 + i] = _mm512_shuffle_f32x4::<0xdd>(r[8 * h + i], r[8 * h + 4 + i]);
+    unsafe {
+        let (lo, hi) = (
+            |a: __m512, b: __m512| _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
+            |a: __m512, b: __m512| _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
+        );
+        let mut t = [_mm512_setzero_ps(); 16];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
         }
-    }
-    for i in 0..8 {
-        r[i] = _mm512_shuffle_f32x4::<0x88>(t[i], t[8 + i]);
-        r[8 + i] = _mm512_shuffle_f32x4::<0xdd>(t[i], t[8 + i]);
+        for i in 0..4 {
+            r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+            r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+            r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+        }
+        for h in 0..2 {
+            for i in 0..4 {
+                t[8 * h + i] = _mm512_shuffle_f32x4::<0x88>(r[8 * h + i], r[8 * h + 4 + i]);
+                t[8 * h + 4 + i] = _mm512_shuffle_f32x4::<0xdd>(r[8 * h + i], r[8 * h + 4 + i]);
+            }
+        }
+        for i in 0..8 {
+            r[i] = _mm512_shuffle_f32x4::<0x88>(t[i], t[8 + i]);
+            r[8 + i] = _mm512_shuffle_f32x4::<0xdd>(t[i], t[8 + i]);
+        }
     }
 }
 
@@ -519,14 +531,16 @@ pub(crate) fn mask(nr: usize, v: usize) -> __mmask16 {
 /// packed or in place: not necessarily aligned).
 #[inline(always)]
 unsafe fn step<const MR: usize, const NV: usize>(acc: &mut [[__m512; NV]; MR], ap: *const f32, bp: *const f32) {
-    let mut bv = [_mm512_setzero_ps(); NV];
-    for (v, x) in bv.iter_mut().enumerate() {
-        *x = _mm512_loadu_ps(bp.add(16 * v));
-    }
-    for (i, row) in acc.iter_mut().enumerate() {
-        let av = _mm512_set1_ps(*ap.add(i));
-        for v in 0..NV {
-            row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
+    unsafe {
+        let mut bv = [_mm512_setzero_ps(); NV];
+        for (v, x) in bv.iter_mut().enumerate() {
+            *x = _mm512_loadu_ps(bp.add(16 * v));
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(i));
+            for v in 0..NV {
+                row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
+            }
         }
     }
 }
@@ -545,29 +559,31 @@ unsafe fn kernel<const MR: usize, const NV: usize>(
     nr: usize,
     add: bool,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-    // four steps of k per trip (fewer loop instructions between the FMAs)
-    let mut p = 0;
-    while p + 4 <= kc {
-        for q in p..p + 4 {
-            step::<MR, NV>(&mut acc, a.add(q * MR), b.add(q * ldb));
-        }
-        p += 4;
-    }
-    while p < kc {
-        step::<MR, NV>(&mut acc, a.add(p * MR), b.add(p * ldb));
-        p += 1;
-    }
-    let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
-    for (i, row) in acc.iter().enumerate().take(mr) {
-        let cr = c.add(i * ldc);
-        for v in 0..NV {
-            let dst = cr.add(16 * v);
-            let mut x = row[v];
-            if add {
-                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(masks[v], dst));
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+        // four steps of k per trip (fewer loop instructions between the FMAs)
+        let mut p = 0;
+        while p + 4 <= kc {
+            for q in p..p + 4 {
+                step::<MR, NV>(&mut acc, a.add(q * MR), b.add(q * ldb));
             }
-            _mm512_mask_storeu_ps(dst, masks[v], x);
+            p += 4;
+        }
+        while p < kc {
+            step::<MR, NV>(&mut acc, a.add(p * MR), b.add(p * ldb));
+            p += 1;
+        }
+        let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
+        for (i, row) in acc.iter().enumerate().take(mr) {
+            let cr = c.add(i * ldc);
+            for v in 0..NV {
+                let dst = cr.add(16 * v);
+                let mut x = row[v];
+                if add {
+                    x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(masks[v], dst));
+                }
+                _mm512_mask_storeu_ps(dst, masks[v], x);
+            }
         }
     }
 }

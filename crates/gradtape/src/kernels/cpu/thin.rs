@@ -51,39 +51,39 @@ pub(crate) unsafe fn thin(
     b: *const f32,
     (b_rs, b_cs): (isize, isize),
 ) {
-    debug_assert!((1..=MAX_N).contains(&n));
-    let mut x = Mats {
-        m,
-        n,
-        dst,
-        d_rs,
-        acc,
-        a,
-        a_rs,
-        a_cs,
-    };
-    let mut packed = [0.0f32; KB * MAX_N];
-    let mut p0 = 0;
-    // (one pass with zero rows of `b` when k = 0: dst = acc ? dst : 0)
-    loop {
-        let kl = KB.min(k - p0);
-        let bk = b.offset(p0 as isize * b_rs);
-        // SAFETY: the caller's guarantees; rows p0..p0 + kl of b and
-        // columns p0..p0 + kl of a
-        unsafe {
+    unsafe {
+        debug_assert!((1..=MAX_N).contains(&n));
+        let mut x = Mats {
+            m,
+            n,
+            dst,
+            d_rs,
+            acc,
+            a,
+            a_rs,
+            a_cs,
+        };
+        let mut packed = [0.0f32; KB * MAX_N];
+        let mut p0 = 0;
+        // (one pass with zero rows of `b` when k = 0: dst = acc ? dst : 0)
+        loop {
+            let kl = KB.min(k - p0);
+            let bk = b.offset(p0 as isize * b_rs);
+            // SAFETY: the caller's guarantees; rows p0..p0 + kl of b and
+            // columns p0..p0 + kl of a
             match n {
                 0..=8 => run::<8>(x, &mut packed, kl, bk, b_rs, b_cs),
                 9..=16 => run::<16>(x, &mut packed, kl, bk, b_rs, b_cs),
                 _ => run::<32>(x, &mut packed, kl, bk, b_rs, b_cs),
             }
+            p0 += kl;
+            if p0 >= k {
+                break;
+            }
+            // the next block adds to the running sums
+            x.acc = true;
+            x.a = x.a.offset(kl as isize * a_cs);
         }
-        p0 += kl;
-        if p0 >= k {
-            break;
-        }
-        // the next block adds to the running sums
-        x.acc = true;
-        x.a = x.a.offset(kl as isize * a_cs);
     }
 }
 

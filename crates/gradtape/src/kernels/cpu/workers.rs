@@ -191,12 +191,12 @@ fn helper() {
         // SAFETY: we joined an open job, so its caller is still inside
         // `parallel_for`, keeping the function alive until we leave.
         let f = unsafe { (*POOL.task.get()).map(|p| &*p) };
-        if let Some(f) = f {
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| drain(f))) {
-                POOL.next.store(usize::MAX / 2, Relaxed);
-                if let Ok(mut slot) = POOL.panic.lock() {
-                    *slot = Some(p);
-                }
+        if let Some(f) = f
+            && let Err(p) = catch_unwind(AssertUnwindSafe(|| drain(f)))
+        {
+            POOL.next.store(usize::MAX / 2, Relaxed);
+            if let Ok(mut slot) = POOL.panic.lock() {
+                *slot = Some(p);
             }
         }
         set_csr(old);

@@ -358,7 +358,7 @@ impl Tensor {
         let parts: Vec<Tensor> = repeats
             .iter()
             .enumerate()
-            .filter(|(_, &c)| c > 0)
+            .filter(|&(_, &c)| c > 0)
             .map(|(i, &c)| self.narrow(ax as isize, i, 1)?.repeat(c, ax as isize))
             .collect::<Result<_>>()?;
         if parts.is_empty() {

@@ -193,13 +193,13 @@ impl Spec {
         let mut sizes: Vec<(char, usize, usize)> = Vec::new(); // (letter, size, first term)
         for (ti, (letters, shape)) in terms.iter().zip(shapes).enumerate() {
             for (p, (&c, &n)) in letters.iter().zip(shape.iter()).enumerate() {
-                if let Some(q) = letters[..p].iter().position(|&x| x == c) {
-                    if shape[q] != n {
-                        return Err(bad(
-                            spec,
-                            format!("letter {c:?} has sizes {} and {n} in shape {shape:?}", shape[q]),
-                        ));
-                    }
+                if let Some(q) = letters[..p].iter().position(|&x| x == c)
+                    && shape[q] != n
+                {
+                    return Err(bad(
+                        spec,
+                        format!("letter {c:?} has sizes {} and {n} in shape {shape:?}", shape[q]),
+                    ));
                 }
                 match sizes.iter_mut().find(|(x, _, _)| *x == c) {
                     None => sizes.push((c, n, ti)),

@@ -146,7 +146,7 @@ fn reduce_kernel<T: Num>(
         }
     }
     if track {
-        for (s, _) in seen.iter().enumerate().filter(|(_, &b)| !b) {
+        for (s, _) in seen.iter().enumerate().filter(|&(_, &b)| !b) {
             out[s * inner..(s + 1) * inner].fill(T::zero());
         }
     }

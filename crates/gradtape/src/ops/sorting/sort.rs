@@ -340,7 +340,7 @@ impl Tensor {
         let count = nz.iter().filter(|&&b| b).count();
         let mut out = alloc::try_vec::<i64>(OP, count * r)?;
         let shape = self.shape();
-        for (flat, _) in nz.iter().enumerate().filter(|(_, &b)| b) {
+        for (flat, _) in nz.iter().enumerate().filter(|&(_, &b)| b) {
             let start = out.len();
             out.resize(start + r, 0);
             let mut rem = flat;

@@ -63,7 +63,7 @@ impl<T: Copy> Src<T> {
     /// elements).
     #[inline(always)]
     pub(super) unsafe fn as_slice<'a>(&self) -> &'a [T] {
-        std::slice::from_raw_parts(self.ptr, self.len)
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
@@ -163,16 +163,16 @@ impl Program {
                 {
                     continue;
                 }
-                if let Some(v) = inputs[i].unique_values_mut::<T>() {
-                    if v.len() == self.len {
-                        taken[i] = true;
-                        donors.push(Donor {
-                            out: out as usize,
-                            input: i,
-                            ptr: SendPtr(v.as_mut_ptr()),
-                        });
-                        break;
-                    }
+                if let Some(v) = inputs[i].unique_values_mut::<T>()
+                    && v.len() == self.len
+                {
+                    taken[i] = true;
+                    donors.push(Donor {
+                        out: out as usize,
+                        input: i,
+                        ptr: SendPtr(v.as_mut_ptr()),
+                    });
+                    break;
                 }
             }
         }

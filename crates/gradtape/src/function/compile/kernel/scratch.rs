@@ -69,10 +69,10 @@ pub(crate) fn give<T: Scratch>(v: Vec<T>) {
     if v.capacity() == 0 || v.capacity() > MAX_LEN {
         return;
     }
-    if let Ok(mut free) = T::free().lock() {
-        if free.len() < MAX_KEPT {
-            free.push(v);
-        }
+    if let Ok(mut free) = T::free().lock()
+        && free.len() < MAX_KEPT
+    {
+        free.push(v);
     }
 }
 

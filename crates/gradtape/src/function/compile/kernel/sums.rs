@@ -194,11 +194,11 @@ pub(super) fn merge_sums(body: &mut Vec<Instr>) -> usize {
         // the first sum of `d` before `d` is written again
         let mut found = None;
         for (j, ins) in body.iter().enumerate().skip(i + 1) {
-            if let Instr::Accumulate { acc, src } = *ins {
-                if src == d {
-                    found = Some((j, acc));
-                    break;
-                }
+            if let Instr::Accumulate { acc, src } = *ins
+                && src == d
+            {
+                found = Some((j, acc));
+                break;
             }
             if operands(ins).1.contains(&d) {
                 break;
