@@ -2,7 +2,7 @@
 
 use std::mem::MaybeUninit;
 
-use super::math::with_simd;
+use super::math::{baseline, with_simd};
 use super::{build, build_rows};
 use crate::error::Result;
 use crate::tensor::layout::{self, broadcast_shapes, broadcast_strides, contiguous_strides, Shape};
@@ -19,7 +19,7 @@ fn simd_if_long(len: usize, body: impl FnOnce()) {
     if len >= SIMD_MIN {
         with_simd(body)
     } else {
-        body()
+        baseline(body)
     }
 }
 

@@ -489,11 +489,22 @@ pub(crate) fn with_simd<R>(f: impl FnOnce() -> R) -> R {
         }
         match level() {
             // SAFETY: `level` checked that the CPU has these features.
-            Level::Avx512 => return unsafe { avx512(f) },
-            Level::Avx2 => return unsafe { avx2(f) },
-            Level::Base => {}
+            Level::Avx512 => unsafe { avx512(f) },
+            Level::Avx2 => unsafe { avx2(f) },
+            Level::Base => baseline(f),
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    f()
+}
+
+/// Runs `f` as compiled for the baseline CPU, in one copy that every
+/// caller shares (never inlined: inlined, each call site of a generic
+/// kernel held one more copy of its loop, beside [`with_simd`]'s AVX2 and
+/// AVX-512 ones). For loops too short to be worth the feature check, and
+/// for CPUs without AVX2.
+#[inline(never)]
+pub(crate) fn baseline<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 

@@ -228,14 +228,23 @@ impl Drop for Close {
 
 /// Runs `f(i)` for every `i` in `0..n`, spread over the compute threads;
 /// returns when all have run. Tasks may run in any order and concurrently.
+#[inline]
 pub(crate) fn parallel_for(n: usize, f: impl Fn(usize) + Sync) {
     if n == 0 {
         return;
     }
-    let alone = || (0..n).for_each(&f);
     if n == 1 || threads() == 1 {
-        return alone();
+        return (0..n).for_each(f);
     }
+    spread(n, &f)
+}
+
+/// [`parallel_for`]'s job for the pool, in one copy for every task type
+/// (generic, the pool's machinery was compiled into each of the ~900
+/// kernels that call it, an eighth of the library's code).
+#[inline(never)]
+fn spread(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    let alone = || (0..n).for_each(f);
     // a poisoned lock only means an earlier job's task panicked
     let _busy = match POOL.busy.try_lock() {
         Ok(g) => g,
@@ -246,7 +255,6 @@ pub(crate) fn parallel_for(n: usize, f: impl Fn(usize) + Sync) {
     if slots.is_empty() {
         return alone();
     }
-    let f: &(dyn Fn(usize) + Sync + '_) = &f;
     // SAFETY: we hold `busy` and the previous job is closed with no helper
     // inside, so nobody reads `task`. The lifetime is erased only while
     // this call lasts: `Close` waits for every helper that joined.
