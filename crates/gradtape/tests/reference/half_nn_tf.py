@@ -1,4 +1,4 @@
-"""Writes the TensorFlow 2.21 reference values of tests/half_nn.rs,
+"""Writes the TensorFlow 2.21 reference values of tests/nn/half_nn.rs,
 tests/data/half_nn_tf.txt: one line per case, `name: shape: bits`, the bit
 patterns of f16/bf16 results (tf.bitcast(t, tf.uint16)).
 

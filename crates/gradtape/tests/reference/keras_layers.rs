@@ -1,5 +1,5 @@
 //! Keras 3.15.1 (TensorFlow 2.21) outputs printed by `layers.py` beside
-//! this file; used by `tests/nn.rs`.
+//! this file; used by `tests/nn/nn.rs`.
 
 pub const CONV_TRANSPOSE_SAME: [f64; 72] = [
     0.614360716089014,

@@ -1,4 +1,4 @@
-"""Reference values for tests/nn.rs: Keras 3.15.1 (TensorFlow 2.21
+"""Reference values for tests/nn/nn.rs: Keras 3.15.1 (TensorFlow 2.21
 backend) layers, losses and schedules, float64 where Keras allows.
 
 Run: ~/.cache/gradtape-peers/bin/python layers.py

@@ -1,4 +1,4 @@
-"""Writes the .npy fixtures of tests/io.rs with NumPy (np.save).
+"""Writes the .npy fixtures of tests/nn/io.rs with NumPy (np.save).
 
 Run: ~/.cache/gradtape-peers/bin/python npy_fixtures.py
 """

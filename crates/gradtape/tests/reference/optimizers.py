@@ -1,4 +1,4 @@
-"""Reference values for tests/optimizers.rs, from Keras 3 (TensorFlow
+"""Reference values for tests/nn/optimizers.rs, from Keras 3 (TensorFlow
 backend) in float64, and PyTorch's SparseAdam for the lazy sparse Adam.
 
 Run: ~/.cache/gradtape-peers/bin/python optimizers.py

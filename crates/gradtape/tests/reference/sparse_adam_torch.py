@@ -1,4 +1,4 @@
-"""Reference for the lazy sparse Adam in tests/optimizers.rs: PyTorch's
+"""Reference for the lazy sparse Adam in tests/nn/optimizers.rs: PyTorch's
 SparseAdam in float64 (a separate script: TensorFlow and PyTorch do not
 load into one process here).
 

@@ -1,0 +1,206 @@
+//! The graph compiler: constant folding, simplification and fusion of
+//! traced graphs, checked against the graph as traced and against eager
+//! runs (bit for bit except where a fused kernel sums in another order).
+
+use gradtape::{function, DType, FunctionOptions, GradientTape, Result, Tensor, TensorSpec};
+
+/// The bench's scalar chain: `y = y * 1.0001 + 0.001`, `n` times, and dy/dx.
+fn chain(x: &Tensor, n: usize) -> Result<(Tensor, Tensor)> {
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(x);
+        let mut y = x.clone();
+        for _ in 0..n {
+            y = y.mul_scalar(1.0001)?.add_scalar(0.001)?;
+        }
+        Ok(y)
+    })?;
+    let d = tape.gradient(&y, x)?.expect("connected");
+    Ok((y, d))
+}
+
+fn bits(t: &Tensor) -> Vec<u64> {
+    t.to_vec_f64().iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn a_scalar_chain_becomes_one_kernel_and_its_gradient_a_constant() -> Result<()> {
+    let f = function(|x: &Tensor| {
+        let (y, d) = chain(x, 100)?;
+        Ok(vec![y, d])
+    });
+    let x = Tensor::scalar(0.5f32);
+    let c = f.concrete(&x)?;
+    let stats = c.compile_stats();
+    // 200 forward ops fused; the gradient (a chain of constants) folded
+    assert_eq!(c.optimized_graph().count("Fused"), 1, "{}", c.optimized_graph());
+    assert_eq!(c.optimized_graph().len(), 2, "{}", c.optimized_graph());
+    assert_eq!(stats.fused, 200);
+    assert!(stats.folded >= 100, "{stats:?}");
+    for v in [0.5f32, -3.25, 1e6] {
+        let x = Tensor::scalar(v);
+        let got = f.call(&x)?;
+        let (y, d) = chain(&x, 100)?;
+        assert_eq!(bits(&got[0]), bits(&y), "value at {v}");
+        assert_eq!(bits(&got[1]), bits(&d), "gradient at {v}");
+    }
+    Ok(())
+}
+
+/// The bench's elementwise workload on a small tensor: forward sum,
+/// gradient, and the sum of its absolute values.
+fn elementwise(x0: &Tensor) -> Result<Vec<Tensor>> {
+    let x = x0.stop_gradient();
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(&x);
+        x.sin()?.exp()?.mul(&x)?.sum_all()
+    })?;
+    let g = tape.gradient(&loss, &x)?.expect("connected");
+    Ok(vec![loss, g.abs()?.sum_all()?, g])
+}
+
+#[test]
+fn forward_and_backward_of_an_elementwise_loss_fuse_into_one_pass() -> Result<()> {
+    let f = function(|x: &Tensor| elementwise(x));
+    // large enough to run on several threads
+    let n = 100_003;
+    let xs: Vec<f32> = (0..n).map(|i| (0.37 * i as f64).sin() as f32 * 3.0).collect();
+    let x = Tensor::from_vec(xs, &[n])?;
+    let c = f.concrete(&x)?;
+    let g = c.optimized_graph();
+    assert_eq!(g.count("Fused"), 1, "{g}");
+    assert_eq!(
+        g.count("Sin") + g.count("Exp") + g.count("Cos") + g.count("Mul"),
+        0,
+        "{g}"
+    );
+    let got = f.call(&x)?;
+    let want = elementwise(&x)?;
+    // the gradient, elementwise: the same bits as eager
+    assert_eq!(bits(&got[2]), bits(&want[2]));
+    // the sums: added in another order
+    for k in 0..2 {
+        let (a, b) = (got[k].to_scalar::<f32>()? as f64, want[k].to_scalar::<f32>()? as f64);
+        assert!((a - b).abs() <= 1e-5 * b.abs(), "sum {k}: fused {a}, eager {b}");
+    }
+    // and exactly the f64 sum of the eager elements, rounded once
+    let exact: f64 = want[2].to_vec_f64().iter().map(|v| v.abs()).sum();
+    assert_eq!(got[1].to_scalar::<f32>()?, exact as f32);
+    Ok(())
+}
+
+#[test]
+fn non_finite_values_propagate_as_in_eager() -> Result<()> {
+    let body = |x: &Tensor| x.log()?.mul(x)?.sqrt()?.maximum(&x.neg()?)?.div_scalar(0.5)?.relu();
+    let f = function(move |x: &Tensor| body(x));
+    let x = Tensor::vector(&[
+        0.0f64,
+        -0.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        2.5,
+        1e-310,
+    ]);
+    assert_eq!(f.concrete(&x)?.optimized_graph().count("Fused"), 1);
+    assert_eq!(bits(&f.call(&x)?), bits(&body(&x)?));
+    Ok(())
+}
+
+#[test]
+fn broadcast_operands_that_do_not_fit_stay_outside_a_kernel() -> Result<()> {
+    // [2, 1, 2] added to [2, 3, 2]: not the kernel's shape, not one element,
+    // not a row or column broadcast (those fuse: tests/function/function_fuse.rs)
+    let body = |(a, b): &(Tensor, Tensor)| a.exp()?.add(b)?.mul_scalar(2.0)?.tanh()?.mul(&Tensor::scalar(3.0f32));
+    let f = function(move |ab: &(Tensor, Tensor)| body(ab));
+    let a = Tensor::from_vec((1..=12).map(|i| i as f32 * 0.1).collect(), &[2, 3, 2])?;
+    let b = Tensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.25], &[2, 1, 2])?;
+    let args = (a, b);
+    let g = f.concrete(&args)?.optimized_graph().clone();
+    assert_eq!(g.count("Add"), 1, "{g}");
+    assert_eq!(g.count("Fused"), 2, "{g}");
+    assert_eq!(bits(&f.call(&args)?), bits(&body(&args)?));
+    Ok(())
+}
+
+#[test]
+fn a_signature_with_unknown_dims_runs_the_traced_graph_for_other_shapes() -> Result<()> {
+    let opts = FunctionOptions {
+        input_signature: Some(vec![TensorSpec::new(DType::F64, &[None])]),
+        ..FunctionOptions::default()
+    };
+    let f = gradtape::Function::with_options(|x: &Tensor| x.sin()?.mul(x)?.sum_all(), opts);
+    for n in [3usize, 5, 1] {
+        let x = Tensor::from_vec((0..n).map(|i| i as f64 * 0.7 - 1.0).collect(), &[n])?;
+        let want: f64 = x.to_vec_f64().iter().map(|v| v.sin() * v).sum();
+        let got = f.call(&x)?.to_scalar::<f64>()?;
+        assert!((got - want).abs() <= 1e-14, "n = {n}: {got} vs {want}");
+    }
+    assert_eq!(f.trace_count(), 1);
+    Ok(())
+}
+
+#[test]
+fn the_compiler_can_be_turned_off() -> Result<()> {
+    let opts = FunctionOptions {
+        optimize: false,
+        ..FunctionOptions::default()
+    };
+    let f = gradtape::Function::with_options(|x: &Tensor| x.sin()?.exp(), opts);
+    let c = f.concrete(&Tensor::vector(&[1.0f32]))?;
+    assert_eq!(c.optimized_graph().count("Fused"), 0);
+    assert_eq!(c.compile_stats(), gradtape::CompileStats::default());
+    Ok(())
+}
+
+#[test]
+fn simplification_removes_multiplications_by_one_and_identities() -> Result<()> {
+    let f = function(|x: &Tensor| {
+        let ones = Tensor::ones(&[2, 2], DType::F64);
+        x.mul(&ones)?
+            .permute(&[1, 0])?
+            .permute(&[1, 0])?
+            .reshape(&[4])?
+            .reshape(&[2, 2])?
+            .div_scalar(1.0)
+    });
+    let x = Tensor::from_vec(vec![1.0f64, -2.0, 3.0, -4.0], &[2, 2])?;
+    let c = f.concrete(&x)?;
+    assert!(c.compile_stats().simplified >= 4, "{:?}", c.compile_stats());
+    assert_eq!(c.optimized_graph().len(), 0, "{}", c.optimized_graph());
+    assert_eq!(f.call(&x)?.to_vec::<f64>()?, vec![1.0, -2.0, 3.0, -4.0]);
+    Ok(())
+}
+
+#[test]
+fn a_training_step_gives_the_same_losses_optimised_or_not() -> Result<()> {
+    use gradtape::Variable;
+    let run = |optimize: bool| -> Result<Vec<f32>> {
+        let w = Variable::new(Tensor::from_vec(vec![0.5f32, -0.25, 0.125, 1.0], &[2, 2])?);
+        let w2 = w.clone();
+        let opts = FunctionOptions {
+            optimize,
+            ..FunctionOptions::default()
+        };
+        let step = gradtape::Function::with_options(
+            move |x: &Tensor| {
+                let tape = GradientTape::new();
+                let loss = tape.record(|| x.matmul(&w2.read())?.tanh()?.square()?.mean_all())?;
+                let g = tape.gradient(&loss, &w2)?.expect("connected");
+                w2.apply_gradient_descent(0.5, &g)?;
+                Ok(loss)
+            },
+            opts,
+        );
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, -1.0, 0.5], &[2, 2])?;
+        (0..4).map(|_| step.call(&x)?.to_scalar::<f32>()).collect()
+    };
+    let (on, off) = (run(true)?, run(false)?);
+    for (a, b) in on.iter().zip(&off) {
+        assert!((a - b).abs() <= 1e-6 * b.abs(), "{on:?} vs {off:?}");
+    }
+    assert!(on[3] < on[0]);
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! Training: layers, losses and metrics, optimizers (against Keras and
+//! PyTorch), f16/bf16 (with the helpers of `half_util.rs`), checkpoints
+//! and `.npy` files, the digits example, and data-parallel training
+//! (threads as ranks, and MPI when it is installed).
+//!
+//! One test binary (`cargo test --release --test nn`) for the files
+//! below, each a module: `cargo test --release --test nn <file>::` runs
+//! one of them.
+
+mod half_util;
+
+mod digits;
+mod distributed;
+mod distributed_mpi;
+mod half;
+mod half_nn;
+mod io;
+mod nn;
+mod optimizers;

@@ -1,0 +1,24 @@
+//! The values of the ops, eager: math ops at special points, special
+//! functions, complex tensors, FFTs, einsum, image resizing, conv3d and
+//! the pools, CTC, seeded random tensors, the `f32` kernels against `f64`,
+//! and the table of ops and dtypes (`docs/dtypes.md`).
+//!
+//! One test binary (`cargo test --release --test ops`) for the files
+//! below, each a module: `cargo test --release --test ops <file>::` runs
+//! one of them.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod complex;
+mod complex_fns;
+mod conv3d_values;
+mod ctc;
+mod dtype_table;
+mod einsum;
+mod f32_kernels;
+mod fft;
+mod image;
+mod math_values;
+mod random_ops;
+mod special;

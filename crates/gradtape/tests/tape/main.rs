@@ -1,0 +1,26 @@
+//! Automatic differentiation itself: `GradientTape` (recording, watching,
+//! persistent and nested tapes, what a tape keeps alive), forward mode,
+//! Jacobians, the functional API, custom gradients, recompute_grad,
+//! `cond`/`while_loop`, sparse (IndexedSlices) gradients, the documented
+//! `tf.GradientTape` examples and the cases a differential test against
+//! TensorFlow found.
+//!
+//! One test binary (`cargo test --release --test tape`) for the files
+//! below, each a module: `cargo test --release --test tape <file>::` runs
+//! one of them.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod control_flow;
+mod conv2d_forward;
+mod custom_gradient;
+mod differential;
+mod forward;
+mod functional;
+mod jacobian;
+mod memory;
+mod recompute;
+mod seed_examples;
+mod sparse;
+mod tape;
