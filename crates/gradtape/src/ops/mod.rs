@@ -38,7 +38,7 @@ pub mod desc;
 mod image;
 pub(crate) mod index;
 pub(crate) mod linalg;
-mod math;
+pub(crate) mod math;
 mod nn;
 pub(crate) mod random;
 pub(crate) mod reduce;

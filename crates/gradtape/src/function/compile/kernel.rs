@@ -51,15 +51,19 @@ use crate::tensor::{alloc, DType, Float, Tensor};
 mod chain;
 mod epilogue;
 mod in_place;
-mod lanes;
 mod regs;
 mod scratch;
 mod sums;
+use crate::ops::math::table::binary;
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
-use lanes::binary;
-pub(crate) use lanes::Lane;
+
+/// The element types a fused program runs on: the elementwise table's
+/// (`ops::math::table`, which defines each op's function once, for eager
+/// kernels and fused ones alike) with the kernel's scratch buffers.
+pub(crate) trait Lane: crate::ops::math::table::Lane + scratch::Scratch {}
+impl<T: crate::ops::math::table::Lane + scratch::Scratch> Lane for T {}
 use regs::Regs;
 use sums::{add_chunk_sums, binary_sum, lanes_total, unary_sum, Lanes};
 
@@ -259,36 +263,15 @@ impl fmt::Display for Program {
     }
 }
 
-/// Whether the fused kernel computes this one-input op.
+/// Whether the fused kernel computes this one-input op: whether the
+/// elementwise table defines its function.
 pub(crate) fn fusible_unary(op: &Unary) -> bool {
-    use Unary::*;
-    matches!(
-        op,
-        Neg | Abs
-            | Square
-            | Sqrt
-            | Reciprocal
-            | Exp
-            | Log
-            | Sin
-            | Cos
-            | Tanh
-            | Sigmoid
-            | Relu
-            | PowScalar(_)
-            | MulScalar(_)
-            | DivScalar(_)
-            | AddScalar(_)
-    )
+    crate::ops::math::table::defined(op)
 }
 
 /// Whether the fused kernel computes this two-input op.
 pub(crate) fn fusible_binary(op: &Binary) -> bool {
-    use Binary::*;
-    matches!(
-        op,
-        Add | Sub | Mul | Div | Maximum | Minimum | SquaredDifference | ReluGrad | TanhGrad
-    )
+    crate::ops::math::table::defined_binary(op)
 }
 
 /// The first `n` elements of `b`'s capacity, as a slice to write (every

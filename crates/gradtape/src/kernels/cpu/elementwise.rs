@@ -91,68 +91,35 @@ fn map_blocks<T: Element>(
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
-/// Like [`map`], for a `fast` function valid only on some inputs: every
-/// element goes through `fast` (vectorised), and then, in a block of 256
-/// elements where `ok(block)` fails, each element `v` for which `ok(&[v])`
-/// fails through `slow`: an element's value never depends on its
-/// neighbours.
-pub(crate) fn map_guarded<T: Element>(
-    op: &'static str,
-    x: &Tensor,
-    fast: impl Fn(T) -> T + Sync,
-    slow: impl Fn(T) -> T + Sync,
-    ok: impl Fn(&[T]) -> bool + Sync,
-) -> Result<Tensor> {
-    // (inlined into `with_simd`'s function, or `fast`'s fused multiply-adds
-    // become libm calls: 6x slower)
+/// `f(block of x, its block of the output)` over blocks of `x` (whole
+/// blocks of 1024 elements, from the start of each parallel chunk), the
+/// output contiguous with `x`'s shape: how the slice functions of the
+/// elementwise table (`ops::math::table`) run eagerly. `f` must write every
+/// element of its output block.
+pub(crate) fn map_slices<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T], &mut [T]) + Sync) -> Result<Tensor> {
+    if x.numel() <= 2 {
+        // a scalar or so: no threads, no dispatch, an inline buffer
+        let src = x.values::<T>(op)?;
+        let mut out = [T::zero(); 2];
+        let out = &mut out[..src.len()];
+        f(&src, out);
+        let mut data: Buf<T> = Buf::new();
+        for &v in out.iter() {
+            data.push(v);
+        }
+        return Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()));
+    }
     map_blocks(
         op,
         x,
-        256,
+        1024,
         #[inline(always)]
         |s, o| {
-            for (o, &v) in o.iter_mut().zip(s) {
-                o.write(fast(v));
-            }
-            if !ok(s) {
-                // each element on its own (see `math::patch_out_of_range`)
-                for (o, v) in o.iter_mut().zip(s) {
-                    if !ok(std::slice::from_ref(v)) {
-                        o.write(slow(*v));
-                    }
-                }
-            }
-        },
-    )
-}
-
-/// Like [`map`], for a function with a `short` form that gives its bits
-/// on some inputs: a block of 64 elements where `ok(block)` holds goes
-/// through `short`, any other through `full` (an element's value never
-/// depends on its neighbours).
-pub(crate) fn map_either<T: Element>(
-    op: &'static str,
-    x: &Tensor,
-    short: impl Fn(T) -> T + Sync,
-    full: impl Fn(T) -> T + Sync,
-    ok: impl Fn(&[T]) -> bool + Sync,
-) -> Result<Tensor> {
-    // (inlined, as in `map_guarded`)
-    map_blocks(
-        op,
-        x,
-        64,
-        #[inline(always)]
-        |s, o| {
-            if ok(s) {
-                for (o, &v) in o.iter_mut().zip(s) {
-                    o.write(short(v));
-                }
-            } else {
-                for (o, &v) in o.iter_mut().zip(s) {
-                    o.write(full(v));
-                }
-            }
+            // SAFETY: `T` is `f32` or `f64`, for which every bit pattern is
+            // a value, and `f` writes the whole block before it is read
+            // (the buffer's length is set after `build`'s fill).
+            let o = unsafe { std::slice::from_raw_parts_mut(o.as_mut_ptr() as *mut T, o.len()) };
+            f(s, o)
         },
     )
 }

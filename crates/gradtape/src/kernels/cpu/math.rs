@@ -36,10 +36,6 @@
 //! CPU has them, so that the default `x86_64` build (SSE2 only) still uses
 //! the machine's full vector width. Dispatch costs one cached feature check.
 
-use super::elementwise::{map, map_either, map_guarded};
-use crate::error::Result;
-use crate::tensor::{bf16, f16, DType, Tensor};
-
 /// `sin_f32`/`cos_f32` are accurate for `|x|` up to this; beyond it (and for
 /// non-finite inputs) callers use libm.
 pub(crate) const SIN_COS_MAX: f32 = 65536.0;
@@ -284,18 +280,18 @@ fn sin_cos_with<const SMALL: bool>(x: f32) -> (f32, f32) {
 }
 
 /// `sin x` for `|x| <= SIN_COS_MAX` (at most 1 ulp, see the module docs).
-#[inline(always)]
-pub(crate) fn sin_f32(x: f32) -> f32 {
+#[cfg(test)]
+fn sin_f32(x: f32) -> f32 {
     sin_cos_f32(x).0
 }
 
-/// `cos x` for `|x| <= SIN_COS_MAX` (at most 1 ulp, see the module docs).
-#[inline(always)]
-pub(crate) fn cos_f32(x: f32) -> f32 {
+/// `cos x` for `|x| <= SIN_COS_MAX`.
+#[cfg(test)]
+fn cos_f32(x: f32) -> f32 {
     sin_cos_f32(x).1
 }
 
-/// Whether every element of `xs` is in the range where `sin_f32`/`cos_f32`
+/// Whether every element of `xs` is in the range where [`sin_cos_f32`]
 /// are accurate (a vectorisable scan, no early exit).
 #[inline(always)]
 pub(crate) fn sin_cos_in_range(xs: &[f32]) -> bool {
@@ -390,50 +386,6 @@ pub(crate) fn sin_or_cos_slice<const COS: bool>(x: &[f32], out: &mut [f32]) {
             true => sin_cos_slice(x, other, o),
         }
     }
-}
-
-/// `e^x` elementwise on a float tensor (vectorised for `f32`, libm for `f64`).
-pub(crate) fn exp(x: &Tensor) -> Result<Tensor> {
-    match x.dtype() {
-        DType::F32 => map_either::<f32>("exp", x, exp_normal, exp_f32, exp_all_normal),
-        DType::F64 => map::<f64, f64>("exp", x, f64::exp),
-        DType::F16 => map::<f16, f16>("exp", x, num_traits::Float::exp),
-        DType::BF16 => map::<bf16, bf16>("exp", x, num_traits::Float::exp),
-        d => unreachable!("exp of {d}: the op checks for floats"),
-    }
-}
-
-/// `sin x` elementwise on a float tensor (vectorised for `f32` where
-/// `|x| <= SIN_COS_MAX`, libm elsewhere and for `f64`).
-pub(crate) fn sin(x: &Tensor) -> Result<Tensor> {
-    match x.dtype() {
-        DType::F32 => map_guarded::<f32>("sin", x, sin_f32, f32::sin, sin_cos_in_range),
-        DType::F64 => map::<f64, f64>("sin", x, f64::sin),
-        DType::F16 => map::<f16, f16>("sin", x, num_traits::Float::sin),
-        DType::BF16 => map::<bf16, bf16>("sin", x, num_traits::Float::sin),
-        d => unreachable!("sin of {d}: the op checks for floats"),
-    }
-}
-
-/// `cos x` elementwise on a float tensor, as [`sin`].
-pub(crate) fn cos(x: &Tensor) -> Result<Tensor> {
-    match x.dtype() {
-        DType::F32 => map_guarded::<f32>("cos", x, cos_f32, f32::cos, sin_cos_in_range),
-        DType::F64 => map::<f64, f64>("cos", x, f64::cos),
-        DType::F16 => map::<f16, f16>("cos", x, num_traits::Float::cos),
-        DType::BF16 => map::<bf16, bf16>("cos", x, num_traits::Float::cos),
-        d => unreachable!("cos of {d}: the op checks for floats"),
-    }
-}
-
-/// `tanh x` elementwise on an `f32` tensor (vectorised).
-pub(crate) fn tanh(x: &Tensor) -> Result<Tensor> {
-    map::<f32, f32>("tanh", x, tanh_f32)
-}
-
-/// The logistic sigmoid elementwise on an `f32` tensor (vectorised).
-pub(crate) fn sigmoid(x: &Tensor) -> Result<Tensor> {
-    map::<f32, f32>("sigmoid", x, sigmoid_f32)
 }
 
 /// Which vector extensions [`with_simd`] compiles for.
@@ -731,11 +683,12 @@ mod tests {
         xs[600] = 1.0e6;
         xs[601] = f32::NAN;
         xs[602] = f32::INFINITY;
-        let t = Tensor::from_vec(xs.clone(), &[1000]).unwrap();
+        // (the eager ops, whose f32 kernels are these slice functions)
+        let t = crate::tensor::Tensor::from_vec(xs.clone(), &[1000]).unwrap();
         let (s, c, e) = (
-            sin(&t).unwrap().to_vec::<f32>().unwrap(),
-            cos(&t).unwrap().to_vec::<f32>().unwrap(),
-            exp(&t).unwrap().to_vec::<f32>().unwrap(),
+            t.sin().unwrap().to_vec::<f32>().unwrap(),
+            t.cos().unwrap().to_vec::<f32>().unwrap(),
+            t.exp().unwrap().to_vec::<f32>().unwrap(),
         );
         for (i, &x) in xs.iter().enumerate() {
             if (600..603).contains(&i) {
@@ -755,8 +708,15 @@ mod tests {
     #[test]
     fn dispatch_gives_the_same_bits() {
         let xs: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.173).collect();
-        let plain: Vec<f32> = xs.iter().map(|&x| exp_f32(x) + sin_f32(x) * cos_f32(x)).collect();
-        let simd: Vec<f32> = with_simd(|| xs.iter().map(|&x| exp_f32(x) + sin_f32(x) * cos_f32(x)).collect());
+        let plain: Vec<f32> = xs
+            .iter()
+            .map(|&x| exp_f32(x) + sin_cos_f32(x).0 * sin_cos_f32(x).1)
+            .collect();
+        let simd: Vec<f32> = with_simd(|| {
+            xs.iter()
+                .map(|&x| exp_f32(x) + sin_cos_f32(x).0 * sin_cos_f32(x).1)
+                .collect()
+        });
         assert_eq!(plain, simd);
     }
 }

@@ -222,9 +222,24 @@ impl Unary {
     pub fn apply_f64(&self, x: f64) -> f64 {
         use crate::ops::{SELU_ALPHA, SELU_SCALE};
         match self {
-            // as the kernels: the sign flipped (`-0` of `0`) or cleared
-            Unary::Neg => -x,
-            Unary::Abs | Unary::ComplexAbs => x.abs(),
+            // the functions of the elementwise table: its `f64` kernel's
+            Unary::Neg
+            | Unary::Abs
+            | Unary::Square
+            | Unary::Sqrt
+            | Unary::Reciprocal
+            | Unary::Exp
+            | Unary::Log
+            | Unary::Sin
+            | Unary::Cos
+            | Unary::Tanh
+            | Unary::Sigmoid
+            | Unary::Relu
+            | Unary::PowScalar(_)
+            | Unary::MulScalar(_)
+            | Unary::DivScalar(_)
+            | Unary::AddScalar(_) => crate::ops::math::table::unary_f64(self, x),
+            Unary::ComplexAbs => x.abs(),
             Unary::Sign => {
                 if x > 0.0 {
                     1.0
@@ -234,23 +249,15 @@ impl Unary {
                     x
                 }
             }
-            Unary::Square => x * x,
-            Unary::Sqrt => x.sqrt(),
             Unary::Rsqrt => 1.0 / x.sqrt(),
-            Unary::Reciprocal => 1.0 / x,
-            Unary::Exp => x.exp(),
             Unary::Expm1 => x.expm1_(),
-            Unary::Log => x.ln(),
             Unary::Log1p => x.log1p_(),
-            Unary::Sin => x.sin(),
-            Unary::Cos => x.cos(),
             Unary::Tan => x.tan(),
             Unary::Asin => x.asin(),
             Unary::Acos => x.acos(),
             Unary::Atan => x.atan(),
             Unary::Sinh => x.sinh(),
             Unary::Cosh => x.cosh(),
-            Unary::Tanh => x.tanh(),
             Unary::Asinh => x.asinh(),
             Unary::Acosh => x.acosh(),
             Unary::Atanh => x.atanh(),
@@ -259,21 +266,6 @@ impl Unary {
             Unary::Floor => x.floor(),
             Unary::Ceil => x.ceil(),
             Unary::Round => x.round_ties_even(),
-            Unary::Sigmoid => {
-                if x >= 0.0 {
-                    1.0 / (1.0 + (-x).exp())
-                } else {
-                    let e = x.exp();
-                    e / (1.0 + e)
-                }
-            }
-            Unary::Relu => {
-                if x < 0.0 {
-                    0.0
-                } else {
-                    x
-                }
-            }
             // not `clamp`: the kernel maps -0 to +0
             #[allow(clippy::manual_clamp)]
             Unary::Relu6 => {
@@ -323,10 +315,6 @@ impl Unary {
                     x
                 }
             }
-            Unary::PowScalar(c) => x.powf(c.0),
-            Unary::MulScalar(c) => x * c.0,
-            Unary::DivScalar(c) => x / c.0,
-            Unary::AddScalar(c) => x + c.0,
             Unary::LogicalNot => f64::from(x == 0.0),
             Unary::Real | Unary::Conj => x,
             Unary::Imag => 0.0,
@@ -350,26 +338,17 @@ impl Binary {
     pub fn apply_f64(&self, a: f64, b: f64) -> f64 {
         let truth = |c: bool| f64::from(c);
         match self {
-            Binary::Add => a + b,
-            Binary::Sub => a - b,
-            Binary::Mul => a * b,
-            Binary::Div => a / b,
+            // the functions of the elementwise table: its `f64` kernel's
+            Binary::Add
+            | Binary::Sub
+            | Binary::Mul
+            | Binary::Div
+            | Binary::Maximum
+            | Binary::Minimum
+            | Binary::SquaredDifference
+            | Binary::ReluGrad
+            | Binary::TanhGrad => crate::ops::math::table::binary_f64(self, a, b),
             Binary::Pow => a.powf(b),
-            Binary::Maximum => {
-                if a >= b || a.is_nan() {
-                    a
-                } else {
-                    b
-                }
-            }
-            Binary::Minimum => {
-                if a <= b || a.is_nan() {
-                    a
-                } else {
-                    b
-                }
-            }
-            Binary::SquaredDifference => (a - b) * (a - b),
             Binary::Atan2 => a.atan2(b),
             Binary::FloorDiv => (a / b).floor(),
             Binary::FloorMod => {
@@ -390,14 +369,6 @@ impl Binary {
             Binary::LogicalOr => truth(a != 0.0 || b != 0.0),
             Binary::LogicalXor => truth((a != 0.0) != (b != 0.0)),
             Binary::Complex => f64::NAN,
-            Binary::ReluGrad => {
-                if b > 0.0 {
-                    a
-                } else {
-                    0.0
-                }
-            }
-            Binary::TanhGrad => b * (1.0 - a * a),
         }
     }
 }

@@ -33,8 +33,10 @@ macro_rules! num_zip {
 pub(crate) fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
     const OP: &str = "ReluGrad";
     expect_same_dtype(OP, g, x)?;
-    let y = with_num_dtype!(g.dtype(), T => zip::<T, T, T>(OP, g, x, |gv: T, xv: T| if xv > <T as num_traits::Zero>::zero() { gv } else { <T as num_traits::Zero>::zero() }),
-        _ => Err(unsupported(OP, g.dtype(), "a numeric dtype")))?;
+    let y = super::table::binary_or(Binary::ReluGrad, OP, g, x, || {
+        with_num_dtype!(g.dtype(), T => zip::<T, T, T>(OP, g, x, |gv: T, xv: T| if xv > <T as num_traits::Zero>::zero() { gv } else { <T as num_traits::Zero>::zero() }),
+        _ => Err(unsupported(OP, g.dtype(), "a numeric dtype")))
+    })?;
     let x = x.clone();
     Ok(bind_jvp(
         Binary::ReluGrad,
@@ -58,8 +60,10 @@ pub(crate) fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
 pub(crate) fn tanh_grad(y: &Tensor, g: &Tensor) -> Result<Tensor> {
     const OP: &str = "TanhGrad";
     expect_same_dtype(OP, y, g)?;
-    let out = with_float_dtype!(g.dtype(), T => zip::<T, T, T>(OP, y, g, |yv: T, gv: T| gv * (<T as num_traits::One>::one() - yv * yv)),
-        _ => Err(unsupported(OP, g.dtype(), "f32 or f64")))?;
+    let out = super::table::binary_or(Binary::TanhGrad, OP, y, g, || {
+        with_float_dtype!(g.dtype(), T => zip::<T, T, T>(OP, y, g, |yv: T, gv: T| gv * (<T as num_traits::One>::one() - yv * yv)),
+        _ => Err(unsupported(OP, g.dtype(), "f32 or f64")))
+    })?;
     let (yc, gc) = (y.clone(), g.clone());
     Ok(bind_jvp(
         Binary::TanhGrad,
@@ -128,7 +132,9 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::add(self, rhs);
         }
-        let y = num_zip!("add", self, rhs, |x, y| x.add_wrap(y))?;
+        let y = super::table::binary_or(Binary::Add, "add", self, rhs, || {
+            num_zip!("add", self, rhs, |x, y| x.add_wrap(y))
+        })?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind_jvp(
             Binary::Add,
@@ -151,7 +157,9 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::sub(self, rhs);
         }
-        let y = num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))?;
+        let y = super::table::binary_or(Binary::Sub, "sub", self, rhs, || {
+            num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))
+        })?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind_jvp(
             Binary::Sub,
@@ -174,7 +182,9 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::mul(self, rhs);
         }
-        let y = num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))?;
+        let y = super::table::binary_or(Binary::Mul, "mul", self, rhs, || {
+            num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))
+        })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
             Binary::Mul,
@@ -222,7 +232,9 @@ impl Tensor {
         let y = match self.dtype() {
             DType::I32 => zip::<i32, i32, i32>("div", self, rhs, i32::wrapping_div),
             DType::I64 => zip::<i64, i64, i64>("div", self, rhs, i64::wrapping_div),
-            _ => num_zip!("div", self, rhs, |x, y| x / y),
+            _ => super::table::binary_or(Binary::Div, "div", self, rhs, || {
+                num_zip!("div", self, rhs, |x, y| x / y)
+            }),
         }?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
@@ -298,7 +310,9 @@ impl Tensor {
     /// TensorFlow and NumPy). The gradient goes to `a` where `a >= b` (ties
     /// included), else to `b`, so at a NaN it goes to `b` (as TensorFlow).
     pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
-        let y = num_zip!("maximum", self, rhs, |x, y| if x >= y || is_nan(x) { x } else { y })?;
+        let y = super::table::binary_or(Binary::Maximum, "maximum", self, rhs, || {
+            num_zip!("maximum", self, rhs, |x, y| if x >= y || is_nan(x) { x } else { y })
+        })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
             Binary::Maximum,
@@ -319,7 +333,9 @@ impl Tensor {
     /// gradient goes to `a` where `a <= b` (ties included), else to `b` (as
     /// TensorFlow, also at a NaN).
     pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
-        let y = num_zip!("minimum", self, rhs, |x, y| if x <= y || is_nan(x) { x } else { y })?;
+        let y = super::table::binary_or(Binary::Minimum, "minimum", self, rhs, || {
+            num_zip!("minimum", self, rhs, |x, y| if x <= y || is_nan(x) { x } else { y })
+        })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
             Binary::Minimum,
@@ -348,7 +364,13 @@ impl Tensor {
     pub fn squared_difference(&self, rhs: &Tensor) -> Result<Tensor> {
         expect_float("squared_difference", self)?;
         expect_same_dtype("squared_difference", self, rhs)?;
-        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("squared_difference", self, rhs, |x: T, y: T| (x - y) * (x - y)), _ => unreachable!())?;
+        let y = super::table::binary_or(
+            Binary::SquaredDifference,
+            "squared_difference",
+            self,
+            rhs,
+            || with_float_dtype!(self.dtype(), T => zip::<T, T, T>("squared_difference", self, rhs, |x: T, y: T| (x - y) * (x - y)), _ => unreachable!()),
+        )?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind(Binary::SquaredDifference, &[self, rhs], y, move |_| {
             vjp_batched(move |g, needs| {

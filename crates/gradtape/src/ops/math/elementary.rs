@@ -173,7 +173,9 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::reciprocal(self);
         }
-        let y = fmap!("reciprocal", self, |v| T::one() / v)?;
+        let y = super::table::unary_or(Unary::Reciprocal, "reciprocal", self, || {
+            fmap!("reciprocal", self, |v| T::one() / v)
+        })?;
         Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
     }
 

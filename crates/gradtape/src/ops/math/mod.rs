@@ -41,5 +41,6 @@ mod logical;
 mod operators;
 mod rounding;
 pub(crate) mod special;
+pub(crate) mod table;
 mod trig;
 mod unary;

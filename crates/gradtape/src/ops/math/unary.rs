@@ -6,7 +6,6 @@
 use crate::dispatch::vjp_batched;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map};
-use crate::kernels::cpu::math;
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
 #[allow(unused_imports)]
@@ -37,7 +36,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::neg(self);
         }
-        let y = num_map!("neg", self, |v| v.neg_wrap())?;
+        let y = super::table::unary_or(Unary::Neg, "neg", self, || num_map!("neg", self, |v| v.neg_wrap()))?;
         Ok(bind_jvp(
             Unary::Neg,
             &[self],
@@ -52,7 +51,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::abs(self);
         }
-        let y = num_map!("abs", self, |v| v.abs_wrap())?;
+        let y = super::table::unary_or(Unary::Abs, "abs", self, || num_map!("abs", self, |v| v.abs_wrap()))?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Abs,
@@ -81,7 +80,9 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::square(self);
         }
-        let y = num_map!("square", self, |v| v.mul_wrap(v))?;
+        let y = super::table::unary_or(Unary::Square, "square", self, || {
+            num_map!("square", self, |v| v.mul_wrap(v))
+        })?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Square,
@@ -107,7 +108,11 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::sqrt(self);
         }
-        let y = in_f32(self, |x| float_map!("sqrt", x, |v| v.sqrt()))?;
+        let y = in_f32(self, |x| {
+            super::table::unary_or(Unary::Sqrt, "sqrt", x, || {
+                Err(unsupported("sqrt", x.dtype(), "f32 or f64"))
+            })
+        })?;
         Ok(bind_jvp(
             Unary::Sqrt,
             &[self],
@@ -126,7 +131,11 @@ impl Tensor {
             return super::complex_fns::exp(self);
         }
         expect_float("exp", self)?;
-        let y = in_f32(self, math::exp)?;
+        let y = in_f32(self, |x| {
+            super::table::unary_or(Unary::Exp, "exp", x, || {
+                Err(unsupported("exp", x.dtype(), "f32 or f64"))
+            })
+        })?;
         Ok(bind_jvp(
             Unary::Exp,
             &[self],
@@ -144,7 +153,11 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::log(self);
         }
-        let y = in_f32(self, |x| float_map!("log", x, |v| v.ln()))?;
+        let y = in_f32(self, |x| {
+            super::table::unary_or(Unary::Log, "log", x, || {
+                Err(unsupported("log", x.dtype(), "f32 or f64"))
+            })
+        })?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Log,
@@ -161,7 +174,11 @@ impl Tensor {
             return super::complex_fns::sin(self);
         }
         expect_float("sin", self)?;
-        let y = in_f32(self, math::sin)?;
+        let y = in_f32(self, |x| {
+            super::table::unary_or(Unary::Sin, "sin", x, || {
+                Err(unsupported("sin", x.dtype(), "f32 or f64"))
+            })
+        })?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Sin,
@@ -178,7 +195,11 @@ impl Tensor {
             return super::complex_fns::cos(self);
         }
         expect_float("cos", self)?;
-        let y = in_f32(self, math::cos)?;
+        let y = in_f32(self, |x| {
+            super::table::unary_or(Unary::Cos, "cos", x, || {
+                Err(unsupported("cos", x.dtype(), "f32 or f64"))
+            })
+        })?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Cos,
@@ -194,9 +215,10 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::tanh(self);
         }
-        let y = in_f32(self, |x| match x.dtype() {
-            DType::F32 => math::tanh(x),
-            _ => float_map!("tanh", x, |v| v.tanh()),
+        let y = in_f32(self, |x| {
+            super::table::unary_or(Unary::Tanh, "tanh", x, || {
+                Err(unsupported("tanh", x.dtype(), "f32 or f64"))
+            })
         })?;
         Ok(bind_jvp(
             Unary::Tanh,
@@ -215,14 +237,10 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::sigmoid(self);
         }
-        let y = in_f32(self, |x| match x.dtype() {
-            DType::F32 => math::sigmoid(x),
-            _ => float_map!("sigmoid", x, |v| if v >= T::zero() {
-                T::one() / (T::one() + (-v).exp())
-            } else {
-                let e = v.exp();
-                e / (T::one() + e)
-            }),
+        let y = in_f32(self, |x| {
+            super::table::unary_or(Unary::Sigmoid, "sigmoid", x, || {
+                Err(unsupported("sigmoid", x.dtype(), "f32 or f64"))
+            })
         })?;
         Ok(bind_jvp(
             Unary::Sigmoid,
@@ -243,7 +261,9 @@ impl Tensor {
     /// else 0 (0 at 0 and at NaN, as TensorFlow).
     pub fn relu(&self) -> Result<Tensor> {
         // `v < 0` is false for NaN (and for -0, kept as TensorFlow keeps it)
-        let y = num_map!("relu", self, |v| if v < T::zero() { T::zero() } else { v })?;
+        let y = super::table::unary_or(Unary::Relu, "relu", self, || {
+            num_map!("relu", self, |v| if v < T::zero() { T::zero() } else { v })
+        })?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Relu,
@@ -261,7 +281,9 @@ impl Tensor {
             return super::complex_fns::pow_scalar(self, c);
         }
         expect_float("pow_scalar", self)?;
-        let y = float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))?;
+        let y = super::table::unary_or(Unary::PowScalar(F64(c)), "pow_scalar", self, || {
+            float_map!("pow_scalar", self, |v| v.powf(T::from_f64(c)))
+        })?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::PowScalar(F64(c)),
@@ -286,7 +308,9 @@ impl Tensor {
             return super::complex::mul_scalar(self, c);
         }
         check_scalar("mul_scalar", self, c)?;
-        let y = num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))?;
+        let y = super::table::unary_or(Unary::MulScalar(F64(c)), "mul_scalar", self, || {
+            num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))
+        })?;
         Ok(bind_jvp(
             Unary::MulScalar(F64(c)),
             &[self],
@@ -317,7 +341,9 @@ impl Tensor {
             // truncating toward zero; MIN / -1 wraps instead of panicking
             DType::I32 => map::<i32, i32>("div_scalar", self, |v| v.wrapping_div(c as i32)),
             DType::I64 => map::<i64, i64>("div_scalar", self, |v| v.wrapping_div(c as i64)),
-            _ => num_map!("div_scalar", self, |v| v / T::from_f64(c)),
+            _ => super::table::unary_or(Unary::DivScalar(F64(c)), "div_scalar", self, || {
+                num_map!("div_scalar", self, |v| v / T::from_f64(c))
+            }),
         }?;
         Ok(bind_jvp(
             Unary::DivScalar(F64(c)),
@@ -335,7 +361,9 @@ impl Tensor {
             return super::complex::add_scalar(self, c);
         }
         check_scalar("add_scalar", self, c)?;
-        let y = num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))?;
+        let y = super::table::unary_or(Unary::AddScalar(F64(c)), "add_scalar", self, || {
+            num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))
+        })?;
         Ok(bind_jvp(
             Unary::AddScalar(F64(c)),
             &[self],

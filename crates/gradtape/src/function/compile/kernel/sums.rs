@@ -12,9 +12,10 @@
 //! 2.2 to 2.8 ms, the rows' per-op dispatch costing more than the pass it
 //! saved.)
 
-use super::lanes::{elem_unary, with_elem_binary, with_elem_unary, Lane};
+use super::Lane;
 use super::{Instr, Reg, CHUNK};
 use crate::ops::desc::{Binary, Unary};
+use crate::ops::math::table::{elem_unary, with_elem_binary, with_elem_unary};
 use crate::tensor::Float;
 
 /// Columns of a chunk in the fused sums: a [`CHUNK`] is rows of this many.
