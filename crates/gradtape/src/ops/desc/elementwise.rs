@@ -210,9 +210,6 @@ elementwise_family! {
     }
 }
 
-// the `libm` functions the kernels use
-use crate::ops::math::elementary::LibmExt as _;
-
 impl Unary {
     /// The op on one real number, as the `f64` kernel computes it (for an
     /// interpreter of fused elementwise graphs). Booleans are `0.0` and
@@ -220,101 +217,10 @@ impl Unary {
     /// (`Real`, `Conj`: `x`; `Imag`: 0; `ComplexAbs`: `|x|`; `Angle`: π
     /// for negative `x`, else 0). E.g. `Square.apply_f64(3.0) == 9.0`.
     pub fn apply_f64(&self, x: f64) -> f64 {
-        use crate::ops::{SELU_ALPHA, SELU_SCALE};
         match self {
-            // the functions of the elementwise table: its `f64` kernel's
-            Unary::Neg
-            | Unary::Abs
-            | Unary::Square
-            | Unary::Sqrt
-            | Unary::Reciprocal
-            | Unary::Exp
-            | Unary::Log
-            | Unary::Sin
-            | Unary::Cos
-            | Unary::Tanh
-            | Unary::Sigmoid
-            | Unary::Relu
-            | Unary::PowScalar(_)
-            | Unary::MulScalar(_)
-            | Unary::DivScalar(_)
-            | Unary::AddScalar(_) => crate::ops::math::table::unary_f64(self, x),
+            // the functions of the elementwise table, as its `f64` kernel
+            op if crate::ops::math::table::defined(op) => crate::ops::math::table::unary_f64(op, x),
             Unary::ComplexAbs => x.abs(),
-            Unary::Sign => {
-                if x > 0.0 {
-                    1.0
-                } else if x < 0.0 {
-                    -1.0
-                } else {
-                    x
-                }
-            }
-            Unary::Rsqrt => 1.0 / x.sqrt(),
-            Unary::Expm1 => x.expm1_(),
-            Unary::Log1p => x.log1p_(),
-            Unary::Tan => x.tan(),
-            Unary::Asin => x.asin(),
-            Unary::Acos => x.acos(),
-            Unary::Atan => x.atan(),
-            Unary::Sinh => x.sinh(),
-            Unary::Cosh => x.cosh(),
-            Unary::Asinh => x.asinh(),
-            Unary::Acosh => x.acosh(),
-            Unary::Atanh => x.atanh(),
-            Unary::Erf => x.erf_(),
-            Unary::Erfc => x.erfc_(),
-            Unary::Floor => x.floor(),
-            Unary::Ceil => x.ceil(),
-            Unary::Round => x.round_ties_even(),
-            // not `clamp`: the kernel maps -0 to +0
-            #[allow(clippy::manual_clamp)]
-            Unary::Relu6 => {
-                if x <= 0.0 {
-                    0.0
-                } else if x >= 6.0 {
-                    6.0
-                } else {
-                    x
-                }
-            }
-            Unary::LeakyRelu(a) => {
-                if x > 0.0 {
-                    x
-                } else {
-                    x * a.0
-                }
-            }
-            Unary::Elu => {
-                if x > 0.0 {
-                    x
-                } else {
-                    x.expm1_()
-                }
-            }
-            Unary::Selu => {
-                if x > 0.0 {
-                    SELU_SCALE * x
-                } else {
-                    SELU_SCALE * SELU_ALPHA * x.expm1_()
-                }
-            }
-            Unary::Softplus => {
-                if x > 0.0 {
-                    x + (-x).exp().log1p_()
-                } else {
-                    x.exp().log1p_()
-                }
-            }
-            Unary::Softsign => x / (x.abs() + 1.0),
-            Unary::ClipByValue(lo, hi) => {
-                if x < lo.0 {
-                    lo.0
-                } else if x > hi.0 {
-                    hi.0
-                } else {
-                    x
-                }
-            }
             Unary::LogicalNot => f64::from(x == 0.0),
             Unary::Real | Unary::Conj => x,
             Unary::Imag => 0.0,
@@ -325,6 +231,7 @@ impl Unary {
                     0.0
                 }
             }
+            op => unreachable!("{op:?} is neither in the elementwise table nor a complex or logical op"),
         }
     }
 }
@@ -338,27 +245,8 @@ impl Binary {
     pub fn apply_f64(&self, a: f64, b: f64) -> f64 {
         let truth = |c: bool| f64::from(c);
         match self {
-            // the functions of the elementwise table: its `f64` kernel's
-            Binary::Add
-            | Binary::Sub
-            | Binary::Mul
-            | Binary::Div
-            | Binary::Maximum
-            | Binary::Minimum
-            | Binary::SquaredDifference
-            | Binary::ReluGrad
-            | Binary::TanhGrad => crate::ops::math::table::binary_f64(self, a, b),
-            Binary::Pow => a.powf(b),
-            Binary::Atan2 => a.atan2(b),
-            Binary::FloorDiv => (a / b).floor(),
-            Binary::FloorMod => {
-                let r = a % b;
-                if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
-                    r + b
-                } else {
-                    r
-                }
-            }
+            // the functions of the elementwise table, as its `f64` kernel
+            op if crate::ops::math::table::defined_binary(op) => crate::ops::math::table::binary_f64(op, a, b),
             Binary::Equal => truth(a == b),
             Binary::NotEqual => truth(a != b),
             Binary::Less => truth(a < b),
@@ -369,6 +257,7 @@ impl Binary {
             Binary::LogicalOr => truth(a != 0.0 || b != 0.0),
             Binary::LogicalXor => truth((a != 0.0) != (b != 0.0)),
             Binary::Complex => f64::NAN,
+            op => unreachable!("{op:?} is in the elementwise table"),
         }
     }
 }

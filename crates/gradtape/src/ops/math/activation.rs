@@ -8,7 +8,7 @@
 use super::elementary::{elementwise, fmap};
 use crate::dispatch::vjp_batched;
 use crate::error::{Error, Result};
-use crate::kernels::cpu::elementwise::{in_f32, map};
+use crate::kernels::cpu::elementwise::map;
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind, bind_jvp, expect_float, grads, only, unsupported};
 use crate::tensor::{with_num_dtype, Element, Tensor};
@@ -41,13 +41,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn softplus(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| {
-            fmap!("softplus", x, |v| if v > T::zero() {
-                v + (-v).exp().log1p_()
-            } else {
-                v.exp().log1p_()
-            })
-        })?;
+        let y = super::table::float_unary(Unary::Softplus, "softplus", self)?;
         Ok(elementwise(Unary::Softplus, self, y, |x, _| x.sigmoid()))
     }
 
@@ -63,7 +57,7 @@ impl Tensor {
     /// ```
     pub fn softsign(&self) -> Result<Tensor> {
         expect_float("softsign", self)?;
-        let y = in_f32(self, |x| fmap!("softsign", x, |v| v / (v.abs() + T::one())))?;
+        let y = super::table::float_unary(Unary::Softsign, "softsign", self)?;
         Ok(elementwise(Unary::Softsign, self, y, |x, _| {
             x.abs()?.add_scalar(1.0)?.reciprocal()?.square()
         }))
@@ -78,13 +72,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn relu6(&self) -> Result<Tensor> {
-        let y = fmap!("relu6", self, |v| if v <= T::zero() {
-            T::zero()
-        } else if v >= T::from_f64(6.0) {
-            T::from_f64(6.0)
-        } else {
-            v
-        })?;
+        let y = super::table::float_unary(Unary::Relu6, "relu6", self)?;
         let x = self.clone();
         Ok(bind(Unary::Relu6, &[self], y, move |_| {
             vjp_batched(move |g, _| {
@@ -103,10 +91,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn leaky_relu(&self, alpha: f64) -> Result<Tensor> {
-        let y = fmap!("leaky_relu", self, |v| if v > T::zero() {
-            v
-        } else {
-            v * T::from_f64(alpha)
+        let y = // (the half types natively, as TensorFlow: alpha rounded to the type)
+        super::table::unary_or(Unary::LeakyRelu(F64(alpha)), "leaky_relu", self, || {
+            fmap!("leaky_relu", self, |v| if v > T::zero() { v } else { v * T::from_f64(alpha) })
         })?;
         let x = self.clone();
         Ok(bind(Unary::LeakyRelu(F64(alpha)), &[self], y, move |_| {
@@ -127,9 +114,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn elu(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| {
-            fmap!("elu", x, |v| if v > T::zero() { v } else { v.expm1_() })
-        })?;
+        let y = super::table::float_unary(Unary::Elu, "elu", self)?;
         Ok(bind_jvp(
             Unary::Elu,
             &[self],
@@ -153,13 +138,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn selu(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| {
-            fmap!("selu", x, |v| if v > T::zero() {
-                T::from_f64(SELU_SCALE) * v
-            } else {
-                T::from_f64(SELU_SCALE * SELU_ALPHA) * v.expm1_()
-            })
-        })?;
+        let y = super::table::float_unary(Unary::Selu, "selu", self)?;
         const SA: f64 = SELU_SCALE * SELU_ALPHA;
         Ok(bind_jvp(
             Unary::Selu,
@@ -231,10 +210,12 @@ impl Tensor {
         }
         crate::ops::check_scalar("clip_by_value", self, lo)?;
         crate::ops::check_scalar("clip_by_value", self, hi)?;
-        let y = with_num_dtype!(self.dtype(), T => {
-            let (l, h) = (T::from_f64(lo), T::from_f64(hi));
-            map::<T, T>("clip_by_value", self, move |v: T| if v < l { l } else if v > h { h } else { v })?
-        }, _ => return Err(unsupported("clip_by_value", self.dtype(), "a numeric dtype")));
+        let y = super::table::unary_or(Unary::ClipByValue(F64(lo), F64(hi)), "clip_by_value", self, || {
+            with_num_dtype!(self.dtype(), T => {
+                let (l, h) = (T::from_f64(lo), T::from_f64(hi));
+                map::<T, T>("clip_by_value", self, move |v: T| if v < l { l } else if v > h { h } else { v })
+            }, _ => Err(unsupported("clip_by_value", self.dtype(), "a numeric dtype")))
+        })?;
         let x = self.clone();
         Ok(bind(Unary::ClipByValue(F64(lo), F64(hi)), &[self], y, move |_| {
             vjp_batched(move |g, _| {

@@ -270,7 +270,9 @@ impl Tensor {
         }
         expect_float("pow", self)?;
         expect_same_dtype("pow", self, rhs)?;
-        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("pow", self, rhs, |x: T, y: T| x.powf(y)), _ => unreachable!())?;
+        let y = super::table::binary_or(Binary::Pow, "pow", self, rhs, || {
+            unreachable!("pow of {}: checked above", self.dtype())
+        })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
             Binary::Pow,

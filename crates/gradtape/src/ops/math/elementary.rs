@@ -7,7 +7,6 @@
 
 use crate::dispatch::vjp_batched;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::in_f32;
 use crate::ops::desc::Unary;
 use crate::ops::{bind, grads};
 use crate::tensor::Tensor;
@@ -35,6 +34,8 @@ pub(crate) trait LibmExt: Sized {
     fn erfc_(self) -> Self;
     fn expm1_(self) -> Self;
     fn log1p_(self) -> Self;
+    /// The nearest integer, halves to even.
+    fn round_even_(self) -> Self;
 }
 
 impl LibmExt for f64 {
@@ -54,6 +55,10 @@ impl LibmExt for f64 {
     fn log1p_(self) -> f64 {
         libm::log1p(self)
     }
+    #[inline]
+    fn round_even_(self) -> f64 {
+        self.round_ties_even()
+    }
 }
 
 impl LibmExt for f32 {
@@ -72,6 +77,10 @@ impl LibmExt for f32 {
     #[inline]
     fn log1p_(self) -> f32 {
         libm::log1pf(self)
+    }
+    #[inline]
+    fn round_even_(self) -> f32 {
+        self.round_ties_even()
     }
 }
 
@@ -95,6 +104,10 @@ macro_rules! libm_half {
             #[inline]
             fn log1p_(self) -> $t {
                 <$t>::from_f32(libm::log1pf(self.to_f32()))
+            }
+            #[inline]
+            fn round_even_(self) -> $t {
+                <$t>::from_f32(self.to_f32().round_ties_even())
             }
         }
     )*};
@@ -127,7 +140,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn expm1(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| fmap!("expm1", x, |v| v.expm1_()))?;
+        let y = super::table::float_unary(Unary::Expm1, "expm1", self)?;
         Ok(elementwise(Unary::Expm1, self, y, |x, _| x.exp()))
     }
 
@@ -139,7 +152,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn log1p(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| fmap!("log1p", x, |v| v.log1p_()))?;
+        let y = super::table::float_unary(Unary::Log1p, "log1p", self)?;
         Ok(elementwise(Unary::Log1p, self, y, |x, _| {
             x.add_scalar(1.0)?.reciprocal()
         }))
@@ -156,7 +169,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::rsqrt(self);
         }
-        let y = in_f32(self, |x| fmap!("rsqrt", x, |v| T::one() / v.sqrt()))?;
+        let y = super::table::float_unary(Unary::Rsqrt, "rsqrt", self)?;
         Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
             y.square()?.mul(y)?.mul_scalar(-0.5)
         }))
@@ -173,9 +186,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::reciprocal(self);
         }
-        let y = super::table::unary_or(Unary::Reciprocal, "reciprocal", self, || {
-            fmap!("reciprocal", self, |v| T::one() / v)
-        })?;
+        let y = super::table::float_unary(Unary::Reciprocal, "reciprocal", self)?;
         Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
     }
 
@@ -188,7 +199,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn erf(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| fmap!("erf", x, |v| v.erf_()))?;
+        let y = super::table::float_unary(Unary::Erf, "erf", self)?;
         Ok(elementwise(Unary::Erf, self, y, |x, _| {
             x.square()?.neg()?.exp()?.mul_scalar(TWO_OVER_SQRT_PI)
         }))
@@ -203,7 +214,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn erfc(&self) -> Result<Tensor> {
-        let y = in_f32(self, |x| fmap!("erfc", x, |v| v.erfc_()))?;
+        let y = super::table::float_unary(Unary::Erfc, "erfc", self)?;
         Ok(elementwise(Unary::Erfc, self, y, |x, _| {
             x.square()?.neg()?.exp()?.mul_scalar(-TWO_OVER_SQRT_PI)
         }))

@@ -10,10 +10,9 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::ops::desc::Binary;
 use crate::ops::{bind_jvp, bind_nondiff, ct, expect_same_dtype, grads, sum_terms, unsupported};
-use crate::tensor::{with_float_dtype, DType, Tensor};
+use crate::tensor::{DType, Tensor};
 #[allow(unused_imports)]
 use num_traits::Float as _;
-use num_traits::Zero;
 
 /// Integer floor division: rounds toward -inf; `MIN / -1` wraps. The
 /// divisor is non-zero (checked by the caller).
@@ -75,8 +74,9 @@ impl Tensor {
         let y = match self.dtype() {
             DType::I32 => zip::<i32, i32, i32>("floor_div", self, rhs, |x, y| int_floor_div!(x, y)),
             DType::I64 => zip::<i64, i64, i64>("floor_div", self, rhs, |x, y| int_floor_div!(x, y)),
-            dt => with_float_dtype!(dt, T => zip::<T, T, T>("floor_div", self, rhs, |x: T, y: T| (x / y).floor()),
-                _ => Err(unsupported("floor_div", dt, "a numeric dtype"))),
+            dt => super::table::binary_or(Binary::FloorDiv, "floor_div", self, rhs, || {
+                Err(unsupported("floor_div", dt, "a numeric dtype"))
+            }),
         }?;
         Ok(bind_nondiff(Binary::FloorDiv, &[self, rhs], y))
     }
@@ -105,10 +105,9 @@ impl Tensor {
                 let y = zip::<i64, i64, i64>("floor_mod", self, rhs, |x, y| int_floor_mod!(x, y))?;
                 return Ok(bind_nondiff(Binary::FloorMod, &[self, rhs], y));
             }
-            dt => with_float_dtype!(dt, T => zip::<T, T, T>("floor_mod", self, rhs, |x: T, y: T| {
-                let r = x % y;
-                if r != T::zero() && ((r < T::zero()) != (y < T::zero())) { r + y } else { r }
-            }), _ => Err(unsupported("floor_mod", dt, "a numeric dtype"))),
+            dt => super::table::binary_or(Binary::FloorMod, "floor_mod", self, rhs, || {
+                Err(unsupported("floor_mod", dt, "a numeric dtype"))
+            }),
         }?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(

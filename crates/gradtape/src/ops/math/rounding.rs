@@ -4,10 +4,9 @@
 
 use crate::dispatch::vjp_batched;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::map;
 use crate::ops::desc::Unary;
 use crate::ops::{bind, grads};
-use crate::tensor::{bf16, f16, Tensor};
+use crate::tensor::Tensor;
 
 /// Records an op whose gradient is zero (a step function).
 fn stepwise(op: Unary, x: &Tensor, y: Tensor) -> Tensor {
@@ -24,7 +23,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn floor(&self) -> Result<Tensor> {
-        self.rounding("floor", Unary::Floor, |v| v.floor(), |v| v.floor())
+        self.rounding("floor", Unary::Floor)
     }
 
     /// Smallest integer not below x. Integers unchanged; gradient zero.
@@ -35,7 +34,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn ceil(&self) -> Result<Tensor> {
-        self.rounding("ceil", Unary::Ceil, |v| v.ceil(), |v| v.ceil())
+        self.rounding("ceil", Unary::Ceil)
     }
 
     /// Nearest integer, halves to even (as TensorFlow's `round`: 0.5 → 0,
@@ -47,16 +46,13 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn round(&self) -> Result<Tensor> {
-        self.rounding("round", Unary::Round, |v| v.round_ties_even(), |v| v.round_ties_even())
+        self.rounding("round", Unary::Round)
     }
 
-    fn rounding(&self, op: &'static str, desc: Unary, f32_: fn(f32) -> f32, f64_: fn(f64) -> f64) -> Result<Tensor> {
+    fn rounding(&self, op: &'static str, desc: Unary) -> Result<Tensor> {
         let y = match self.dtype() {
-            crate::DType::F32 => map::<f32, f32>(op, self, f32_)?,
-            crate::DType::F64 => map::<f64, f64>(op, self, f64_)?,
-            // half values round exactly through f32
-            crate::DType::F16 => map::<f16, f16>(op, self, |v| f16::from_f32(f32_(v.to_f32())))?,
-            crate::DType::BF16 => map::<bf16, bf16>(op, self, |v| bf16::from_f32(f32_(v.to_f32())))?,
+            // (half values round exactly through f32)
+            dt if dt.is_float() => super::table::float_unary(desc.clone(), op, self)?,
             dt if dt.is_int() => return Ok(self.clone()),
             dt => return Err(crate::ops::unsupported(op, dt, "a numeric dtype")),
         };

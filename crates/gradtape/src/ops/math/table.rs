@@ -1,26 +1,45 @@
-//! The elementwise functions that both run eagerly and fuse, each defined
-//! once, on slices of `f32` or `f64`: [`Lane::unary`] and [`binary`].
+//! The elementwise table: every real elementwise function, defined once,
+//! on slices of `f32` or `f64` ([`Lane::unary`] and [`binary`]).
 //!
-//! The eager ops (`sqrt`, `exp`, `sin`, `add`, `maximum`, ...) compute
-//! their `f32` and `f64` results by running these functions over blocks of
-//! their input ([`unary_map`], [`binary_zip`]); the graph compiler's fused
-//! kernels run the same functions over the registers of a program; constant
-//! folding takes the `f64` values from them (`Unary::apply_f64`). So an
-//! eager call, a traced call and a folded constant give the same bits by
-//! construction, and a new fusible function is one arm here (beside its
-//! descriptor variant and its public op with its rules). The ops whose
-//! functions are here are those of [`defined`] and [`defined_binary`]; the
-//! others run their own kernels and never fuse. Half-precision tensors go
-//! through `f32`, integers through their own wrapping kernels.
+//! Three readers make their code from it:
+//!
+//! - the **eager ops** (`sqrt`, `exp`, `erf`, `softplus`, `floor`, `add`,
+//!   `pow`, `floor_mod`, ...) compute their `f32` and `f64` results by
+//!   running these functions over blocks of their input ([`unary_map`],
+//!   [`float_unary`], [`binary_zip`]);
+//! - the graph compiler's **fused kernels** run the same functions over the
+//!   registers of a program (every op here fuses: `kernel::fusible_unary`
+//!   is [`defined`]);
+//! - **constant folding** and the `f64` evaluator take their values from
+//!   them (`Unary::apply_f64` and `Binary::apply_f64` call [`unary_f64`]
+//!   and [`binary_f64`] for every op here).
+//!
+//! So an eager call, a traced call and a folded constant give the same bits
+//! by construction, and a new elementwise function is one arm here, beside
+//! its descriptor variant (`ops::desc::elementwise`) and its public op with
+//! its rules. [`defined`] and [`defined_binary`] are read off the arms, so
+//! they cannot disagree with them.
+//!
+//! The arms come in three groups: [`with_elem_unary`] (ops cheap enough
+//! that a fused kernel composes them per element rather than making a pass
+//! over a register), [`with_float_unary`] (the other generic ones), and the
+//! `f32` forms with vectorised code of their own (`exp`, `sin`, `cos`,
+//! `tanh`, `sigmoid`, in [`Lane::unary`]). Outside the table are only the
+//! complex and logical ops. Half-precision tensors compute the one-input
+//! functions through `f32` (as TensorFlow's half kernels) and the
+//! two-input ones in their own arithmetic; integers run their own wrapping
+//! kernels.
 
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::{map_slices, zip};
+use crate::kernels::cpu::elementwise::{in_f32, map_slices, zip};
 use crate::kernels::cpu::math;
 use crate::ops::desc::{Binary, Unary};
-use crate::tensor::{DType, Float, Tensor};
+use crate::ops::math::elementary::LibmExt;
+use crate::ops::unsupported;
+use crate::tensor::{bf16, f16, DType, Float, Tensor};
 
 /// The element types the functions run on (`f32`, `f64`).
-pub(crate) trait Lane: Float {
+pub(crate) trait Lane: Float + LibmExt {
     /// `out[i] = op(x[i])`.
     fn unary(op: &Unary, x: &[Self], out: &mut [Self]);
     /// `s[i] = sin x[i]` and `c[i] = cos x[i]`, the bits of the `Sin` and
@@ -98,22 +117,181 @@ pub(crate) fn elem_unary(op: &Unary) -> bool {
     has::<f32>(op)
 }
 
+/// Runs `$body` with `$f` bound to the element function of a one-input op
+/// that is not cheap enough for [`with_elem_unary`] (a pass of its own over
+/// a register in a fused kernel), the same generic code for `f32` and
+/// `f64`, or `$other` for any other op. (`exp`, `sin`, `cos`, `tanh` and
+/// `sigmoid` are in [`Lane::unary`]: their `f32` forms are vectorised.)
+macro_rules! with_float_unary {
+    ($op:expr, $T:ty, |$f:ident| $body:expr, $other:expr) => {{
+        #[allow(unused_imports)]
+        use $crate::ops::math::elementary::LibmExt as _;
+        let (zero, one) = (<$T>::zero(), <$T>::one());
+        match $op {
+            Unary::Sign => {
+                let $f = |v: $T| {
+                    if v > zero {
+                        one
+                    } else if v < zero {
+                        -one
+                    } else {
+                        v
+                    }
+                };
+                $body
+            }
+            Unary::Rsqrt => {
+                let $f = |v: $T| one / v.sqrt();
+                $body
+            }
+            Unary::Expm1 => {
+                let $f = |v: $T| v.expm1_();
+                $body
+            }
+            Unary::Log => {
+                let $f = |v: $T| v.ln();
+                $body
+            }
+            Unary::Log1p => {
+                let $f = |v: $T| v.log1p_();
+                $body
+            }
+            Unary::Tan => {
+                let $f = |v: $T| v.tan();
+                $body
+            }
+            Unary::Asin => {
+                let $f = |v: $T| v.asin();
+                $body
+            }
+            Unary::Acos => {
+                let $f = |v: $T| v.acos();
+                $body
+            }
+            Unary::Atan => {
+                let $f = |v: $T| v.atan();
+                $body
+            }
+            Unary::Sinh => {
+                let $f = |v: $T| v.sinh();
+                $body
+            }
+            Unary::Cosh => {
+                let $f = |v: $T| v.cosh();
+                $body
+            }
+            Unary::Asinh => {
+                let $f = |v: $T| v.asinh();
+                $body
+            }
+            Unary::Acosh => {
+                let $f = |v: $T| v.acosh();
+                $body
+            }
+            Unary::Atanh => {
+                let $f = |v: $T| v.atanh();
+                $body
+            }
+            Unary::Erf => {
+                let $f = |v: $T| v.erf_();
+                $body
+            }
+            Unary::Erfc => {
+                let $f = |v: $T| v.erfc_();
+                $body
+            }
+            Unary::Floor => {
+                let $f = |v: $T| v.floor();
+                $body
+            }
+            Unary::Ceil => {
+                let $f = |v: $T| v.ceil();
+                $body
+            }
+            Unary::Round => {
+                let $f = |v: $T| v.round_even_();
+                $body
+            }
+            Unary::Relu6 => {
+                let six = <$T>::from_f64(6.0);
+                let $f = |v: $T| {
+                    if v <= zero {
+                        zero
+                    } else if v >= six {
+                        six
+                    } else {
+                        v
+                    }
+                };
+                $body
+            }
+            Unary::LeakyRelu(a) => {
+                let a = <$T>::from_f64(a.0);
+                let $f = |v: $T| if v > zero { v } else { v * a };
+                $body
+            }
+            Unary::Elu => {
+                let $f = |v: $T| if v > zero { v } else { v.expm1_() };
+                $body
+            }
+            Unary::Selu => {
+                use $crate::ops::{SELU_ALPHA, SELU_SCALE};
+                let (s, sa) = (<$T>::from_f64(SELU_SCALE), <$T>::from_f64(SELU_SCALE * SELU_ALPHA));
+                let $f = |v: $T| if v > zero { s * v } else { sa * v.expm1_() };
+                $body
+            }
+            Unary::Softplus => {
+                // max(x, 0) + ln(1 + e^-|x|), without overflow
+                let $f = |v: $T| {
+                    if v > zero {
+                        v + (-v).exp().log1p_()
+                    } else {
+                        v.exp().log1p_()
+                    }
+                };
+                $body
+            }
+            Unary::Softsign => {
+                let $f = |v: $T| v / (v.abs() + one);
+                $body
+            }
+            Unary::ClipByValue(lo, hi) => {
+                let (l, h) = (<$T>::from_f64(lo.0), <$T>::from_f64(hi.0));
+                let $f = |v: $T| {
+                    if v < l {
+                        l
+                    } else if v > h {
+                        h
+                    } else {
+                        v
+                    }
+                };
+                $body
+            }
+            Unary::PowScalar(c) => {
+                let c = <$T>::from_f64(c.0);
+                let $f = |v: $T| v.powf(c);
+                $body
+            }
+            _ => $other,
+        }
+    }};
+}
+
 /// The ops whose kernels are the same generic code for `f32` and `f64`.
 #[inline(always)]
-fn unary_common<T: Float>(op: &Unary, x: &[T], out: &mut [T]) {
+fn unary_common<T: Float + LibmExt>(op: &Unary, x: &[T], out: &mut [T]) {
     with_elem_unary!(
         op,
         T,
         |f| each(x, out, f),
-        match op {
-            Unary::Log => each(x, out, |v| v.ln()),
-            Unary::PowScalar(c) => {
-                let c = T::from_f64(c.0);
-                each(x, out, |v| v.powf(c))
-            }
+        with_float_unary!(
+            op,
+            T,
+            |f| each(x, out, f),
             // not defined here (see `defined`): computed as the f64 evaluator does
-            other => each(x, out, |v| T::from_f64(other.apply_f64(v.to_f64()))),
-        }
+            each(x, out, |v| T::from_f64(op.apply_f64(v.to_f64())))
+        )
     )
 }
 
@@ -168,7 +346,15 @@ impl Lane for f64 {
 /// op, as the eager kernels compute it (a closure per op, so that each use
 /// is its own vectorised loop).
 macro_rules! with_elem_binary {
-    ($op:expr, $T:ty, |$f:ident| $body:expr) => {{
+    ($op:expr, $T:ty, |$f:ident| $body:expr) => {
+        with_elem_binary!($op, $T, |$f| $body, {
+            // not defined here (see `defined_binary`)
+            let op = $op;
+            let $f = |x: $T, y: $T| <$T>::from_f64(op.apply_f64(x.to_f64(), y.to_f64()));
+            $body
+        })
+    };
+    ($op:expr, $T:ty, |$f:ident| $body:expr, $other:expr) => {{
         let zero = <$T>::zero();
         match $op {
             Binary::Add => {
@@ -207,11 +393,31 @@ macro_rules! with_elem_binary {
                 let $f = |x: $T, y: $T| y * (<$T>::one() - x * x);
                 $body
             }
-            // not defined here (see `defined_binary`)
-            other => {
-                let $f = |x: $T, y: $T| <$T>::from_f64(other.apply_f64(x.to_f64(), y.to_f64()));
+            Binary::Pow => {
+                let $f = |x: $T, y: $T| x.powf(y);
                 $body
             }
+            Binary::Atan2 => {
+                let $f = |x: $T, y: $T| x.atan2(y);
+                $body
+            }
+            Binary::FloorDiv => {
+                let $f = |x: $T, y: $T| (x / y).floor();
+                $body
+            }
+            Binary::FloorMod => {
+                // the remainder with the divisor's sign
+                let $f = |x: $T, y: $T| {
+                    let r = x % y;
+                    if r != zero && ((r < zero) != (y < zero)) {
+                        r + y
+                    } else {
+                        r
+                    }
+                };
+                $body
+            }
+            _ => $other,
         }
     }};
 }
@@ -227,36 +433,22 @@ pub(crate) fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
     })
 }
 
-/// Whether `op`'s function is defined here (and so fuses).
+/// Whether `op`'s function is defined here (and so fuses): whether one of
+/// the table's arms names it.
 pub(crate) fn defined(op: &Unary) -> bool {
-    use Unary::*;
-    matches!(
-        op,
-        Neg | Abs
-            | Square
-            | Sqrt
-            | Reciprocal
-            | Exp
-            | Log
-            | Sin
-            | Cos
-            | Tanh
-            | Sigmoid
-            | Relu
-            | PowScalar(_)
-            | MulScalar(_)
-            | DivScalar(_)
-            | AddScalar(_)
-    )
+    fn has<T: Float + LibmExt>(op: &Unary) -> bool {
+        let vectorised = matches!(op, Unary::Exp | Unary::Sin | Unary::Cos | Unary::Tanh | Unary::Sigmoid);
+        with_elem_unary!(op, T, |_f| true, with_float_unary!(op, T, |_f| true, vectorised))
+    }
+    has::<f64>(op)
 }
 
 /// Whether the two-input `op`'s function is defined here (and so fuses).
 pub(crate) fn defined_binary(op: &Binary) -> bool {
-    use Binary::*;
-    matches!(
-        op,
-        Add | Sub | Mul | Div | Maximum | Minimum | SquaredDifference | ReluGrad | TanhGrad
-    )
+    fn has<T: Float>(op: &Binary) -> bool {
+        with_elem_binary!(op, T, |_f| true, false)
+    }
+    has::<f64>(op)
 }
 
 /// `op` of one `f64` (constant folding), as the `f64` kernels compute it.
@@ -296,8 +488,10 @@ pub(crate) fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Re
     }
 }
 
-/// The eager kernel of a [`defined_binary`] op on two `f32` or two `f64`
-/// tensors, broadcasting (`None` for another dtype, or two dtypes).
+/// The eager kernel of a [`defined_binary`] op on two tensors of one float
+/// dtype, broadcasting (`None` for another dtype, or two dtypes). The half
+/// types run the same functions in their own arithmetic (each operation
+/// rounded to the type, as TensorFlow's half kernels).
 pub(crate) fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
     debug_assert!(defined_binary(op), "{op:?} has no function in the table");
     fn typed<T: Float>(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
@@ -310,6 +504,8 @@ pub(crate) fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor
     match a.dtype() {
         DType::F32 => Some(typed::<f32>(name, op, a, b)),
         DType::F64 => Some(typed::<f64>(name, op, a, b)),
+        DType::F16 => Some(typed::<f16>(name, op, a, b)),
+        DType::BF16 => Some(typed::<bf16>(name, op, a, b)),
         _ => None,
     }
 }
@@ -326,7 +522,16 @@ pub(crate) fn unary_or(
     unary_map(name, &op, x).unwrap_or_else(other)
 }
 
-/// [`binary_zip`] for `f32` or `f64` tensors, else `other()`.
+/// The eager kernel of a [`defined`] op on a float tensor: [`unary_map`],
+/// and for the half types the `f32` function rounded back (as TensorFlow's
+/// half kernels compute); any other dtype is an error naming `name`.
+pub(crate) fn float_unary(op: Unary, name: &'static str, x: &Tensor) -> Result<Tensor> {
+    in_f32(x, |x| {
+        unary_or(op, name, x, || Err(unsupported(name, x.dtype(), "a float dtype")))
+    })
+}
+
+/// [`binary_zip`] for float tensors, else `other()`.
 #[inline]
 pub(crate) fn binary_or(
     op: Binary,
@@ -343,55 +548,159 @@ mod tests {
     use super::*;
     use crate::ops::desc::F64;
 
-    /// Every op the table defines has its own function for both types (one
-    /// that fell back to `apply_f64` would come back here for ever), and the
-    /// eager kernel, the slice function and the folded `f64` value agree.
-    #[test]
-    fn defined_ops_run_their_own_functions_everywhere() {
-        let ops = [
-            Unary::Neg,
-            Unary::Abs,
-            Unary::Square,
-            Unary::Sqrt,
-            Unary::Reciprocal,
-            Unary::Exp,
-            Unary::Log,
-            Unary::Sin,
-            Unary::Cos,
-            Unary::Tanh,
-            Unary::Sigmoid,
-            Unary::Relu,
-            Unary::PowScalar(F64(1.5)),
-            Unary::MulScalar(F64(-3.0)),
-            Unary::DivScalar(F64(7.0)),
-            Unary::AddScalar(F64(0.25)),
-        ];
-        let xs: Vec<f64> = (0..300).map(|i| (i as f64 - 150.0) * 0.0731).collect();
-        let t = Tensor::from_vec(xs.clone(), &[300]).unwrap();
-        for op in &ops {
-            assert!(defined(op), "{op:?}");
-            let eager = unary_map("test", op, &t).unwrap().unwrap().to_vec::<f64>().unwrap();
-            let mut slice = vec![0.0; xs.len()];
-            f64::unary(op, &xs, &mut slice);
-            for (i, &x) in xs.iter().enumerate() {
-                let folded = op.apply_f64(x);
-                assert_eq!(eager[i].to_bits(), slice[i].to_bits(), "{op:?}({x})");
-                assert_eq!(folded.to_bits(), slice[i].to_bits(), "{op:?}({x})");
+    /// Every one-input op of the table (all but the complex and logical
+    /// ones), with its attributes.
+    fn table_ops() -> Vec<Unary> {
+        use Unary::*;
+        vec![
+            Neg,
+            Abs,
+            Sign,
+            Square,
+            Sqrt,
+            Rsqrt,
+            Reciprocal,
+            Exp,
+            Expm1,
+            Log,
+            Log1p,
+            Sin,
+            Cos,
+            Tan,
+            Asin,
+            Acos,
+            Atan,
+            Sinh,
+            Cosh,
+            Tanh,
+            Asinh,
+            Acosh,
+            Atanh,
+            Erf,
+            Erfc,
+            Floor,
+            Ceil,
+            Round,
+            Sigmoid,
+            Relu,
+            Relu6,
+            LeakyRelu(F64(0.2)),
+            Elu,
+            Selu,
+            Softplus,
+            Softsign,
+            ClipByValue(F64(-1.0), F64(2.0)),
+            PowScalar(F64(1.5)),
+            MulScalar(F64(-3.0)),
+            DivScalar(F64(7.0)),
+            AddScalar(F64(0.25)),
+        ]
+    }
+
+    /// Inputs across every branch of the functions: both signs, zeros,
+    /// halves (rounding), the domains' edges, large values, non-finite ones.
+    fn inputs() -> Vec<f64> {
+        let mut xs: Vec<f64> = (0..300).map(|i| (i as f64 - 150.0) * 0.0731).collect();
+        xs.extend([
+            -0.0, 0.0, 0.5, 1.5, 2.5, -2.5, 1.0, -1.0, 6.0, 1e-30, -1e-30, 300.0, -300.0, 1e5,
+        ]);
+        xs.extend([f64::INFINITY, f64::NEG_INFINITY, f64::NAN]);
+        xs
+    }
+
+    fn same_bits<T: Float>(a: T, b: T) -> bool {
+        a.to_f64().to_bits() == b.to_f64().to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    /// The eager kernel of `op` on `xs` (as `T`) against the slice function
+    /// the fused kernels run, bit for bit; and for `f64`, the folded value.
+    fn check_unary<T: Lane>(op: &Unary, xs: &[f64]) {
+        let xs: Vec<T> = xs.iter().map(|&x| T::from_f64(x)).collect();
+        let t = Tensor::from_vec(xs.clone(), &[xs.len()]).unwrap();
+        let eager = unary_map("test", op, &t).unwrap().unwrap().to_vec::<T>().unwrap();
+        let mut slice = vec![T::zero(); xs.len()];
+        T::unary(op, &xs, &mut slice);
+        for (i, &x) in xs.iter().enumerate() {
+            assert!(same_bits(eager[i], slice[i]), "{op:?}({x:?}) {}", T::DTYPE);
+            // one element at a time (a block's tail: the scalar path)
+            let mut one = [T::zero()];
+            T::unary(op, &[x], &mut one);
+            assert!(same_bits(one[0], slice[i]), "{op:?}({x:?}) alone {}", T::DTYPE);
+            if T::DTYPE == DType::F64 {
+                assert!(
+                    same_bits(T::from_f64(op.apply_f64(x.to_f64())), slice[i]),
+                    "{op:?}({x:?}) folded"
+                );
             }
         }
-        assert!(!defined(&Unary::Erf) && !defined_binary(&Binary::Pow));
-        for op in [Binary::Add, Binary::Maximum, Binary::TanhGrad, Binary::ReluGrad] {
-            assert!(defined_binary(&op));
-            let a = Tensor::vector(&[1.5f64, -2.0, f64::NAN]);
-            let b = Tensor::vector(&[0.5f64, 3.0, 1.0]);
+    }
+
+    /// Every op the table defines has its own function for both types (one
+    /// that fell back to `apply_f64` would come back here for ever), and the
+    /// eager kernel, the slice function (one block or one element) and the
+    /// folded `f64` value agree bit for bit.
+    #[test]
+    fn defined_ops_run_their_own_functions_everywhere() {
+        let xs = inputs();
+        for op in &table_ops() {
+            assert!(defined(op), "{op:?}");
+            check_unary::<f32>(op, &xs);
+            check_unary::<f64>(op, &xs);
+        }
+        for op in [
+            Unary::Real,
+            Unary::Imag,
+            Unary::Conj,
+            Unary::Angle,
+            Unary::ComplexAbs,
+            Unary::LogicalNot,
+        ] {
+            assert!(!defined(&op), "{op:?}");
+        }
+        use Binary::*;
+        for op in [
+            Add,
+            Sub,
+            Mul,
+            Div,
+            Pow,
+            Maximum,
+            Minimum,
+            SquaredDifference,
+            Atan2,
+            FloorDiv,
+            FloorMod,
+            ReluGrad,
+            TanhGrad,
+        ] {
+            assert!(defined_binary(&op), "{op:?}");
+            let (xa, xb) = (xs.clone(), xs.iter().rev().map(|v| v * 0.7 + 0.1).collect::<Vec<_>>());
+            let (a, b) = (Tensor::vector(&xa), Tensor::vector(&xb));
             let z = binary_zip("test", &op, &a, &b)
                 .unwrap()
                 .unwrap()
                 .to_vec::<f64>()
                 .unwrap();
-            for (i, (x, y)) in [(1.5, 0.5), (-2.0, 3.0), (f64::NAN, 1.0)].into_iter().enumerate() {
-                assert_eq!(z[i].to_bits(), op.apply_f64(x, y).to_bits(), "{op:?}");
+            let mut slice = vec![0.0; xa.len()];
+            binary(&op, &xa, &xb, &mut slice);
+            for i in 0..xa.len() {
+                assert!(same_bits(z[i], slice[i]), "{op:?}({}, {})", xa[i], xb[i]);
+                assert!(same_bits(op.apply_f64(xa[i], xb[i]), slice[i]), "{op:?} folded");
             }
         }
+        for op in [Equal, Less, LogicalAnd, Complex] {
+            assert!(!defined_binary(&op), "{op:?}");
+        }
+    }
+
+    /// Every op outside the table is a complex or logical one: `apply_f64`
+    /// covers the rest without reaching its `unreachable!`.
+    #[test]
+    fn apply_f64_covers_every_op() {
+        for op in table_ops() {
+            let _ = op.apply_f64(0.5);
+        }
+        assert_eq!(Unary::Angle.apply_f64(-1.0), std::f64::consts::PI);
+        assert_eq!(Unary::LogicalNot.apply_f64(0.0), 1.0);
     }
 }

@@ -5,13 +5,12 @@
 //! function gives NaN, as in TensorFlow.
 
 // (the half types take their math from `num_traits::Float`)
-use super::elementary::{elementwise, fmap};
+use super::elementary::elementwise;
 use crate::dispatch::vjp_batched;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::zip;
 use crate::ops::desc::{Binary, Unary};
 use crate::ops::{bind, ct, expect_float, expect_same_dtype, grads};
-use crate::tensor::{with_float_dtype, Tensor};
+use crate::tensor::Tensor;
 #[allow(unused_imports)]
 use num_traits::Float as _;
 
@@ -32,7 +31,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::tan(self);
         }
-        let y = fmap!("tan", self, |v| v.tan())?;
+        let y = super::table::float_unary(Unary::Tan, "tan", self)?;
         Ok(elementwise(Unary::Tan, self, y, |_, y| y.square()?.add_scalar(1.0)))
     }
 
@@ -44,7 +43,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn asin(&self) -> Result<Tensor> {
-        let y = fmap!("asin", self, |v| v.asin())?;
+        let y = super::table::float_unary(Unary::Asin, "asin", self)?;
         Ok(elementwise(Unary::Asin, self, y, |x, _| one_minus_sq(x)?.rsqrt()))
     }
 
@@ -56,7 +55,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn acos(&self) -> Result<Tensor> {
-        let y = fmap!("acos", self, |v| v.acos())?;
+        let y = super::table::float_unary(Unary::Acos, "acos", self)?;
         Ok(elementwise(Unary::Acos, self, y, |x, _| {
             one_minus_sq(x)?.rsqrt()?.neg()
         }))
@@ -70,7 +69,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn atan(&self) -> Result<Tensor> {
-        let y = fmap!("atan", self, |v| v.atan())?;
+        let y = super::table::float_unary(Unary::Atan, "atan", self)?;
         Ok(elementwise(Unary::Atan, self, y, |x, _| {
             x.square()?.add_scalar(1.0)?.reciprocal()
         }))
@@ -87,7 +86,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::sinh(self);
         }
-        let y = fmap!("sinh", self, |v| v.sinh())?;
+        let y = super::table::float_unary(Unary::Sinh, "sinh", self)?;
         Ok(elementwise(Unary::Sinh, self, y, |x, _| x.cosh()))
     }
 
@@ -102,7 +101,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::cosh(self);
         }
-        let y = fmap!("cosh", self, |v| v.cosh())?;
+        let y = super::table::float_unary(Unary::Cosh, "cosh", self)?;
         Ok(elementwise(Unary::Cosh, self, y, |x, _| x.sinh()))
     }
 
@@ -114,7 +113,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn asinh(&self) -> Result<Tensor> {
-        let y = fmap!("asinh", self, |v| v.asinh())?;
+        let y = super::table::float_unary(Unary::Asinh, "asinh", self)?;
         Ok(elementwise(Unary::Asinh, self, y, |x, _| {
             x.square()?.add_scalar(1.0)?.rsqrt()
         }))
@@ -128,7 +127,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn acosh(&self) -> Result<Tensor> {
-        let y = fmap!("acosh", self, |v| v.acosh())?;
+        let y = super::table::float_unary(Unary::Acosh, "acosh", self)?;
         Ok(elementwise(Unary::Acosh, self, y, |x, _| {
             x.square()?.add_scalar(-1.0)?.rsqrt()
         }))
@@ -142,7 +141,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn atanh(&self) -> Result<Tensor> {
-        let y = fmap!("atanh", self, |v| v.atanh())?;
+        let y = super::table::float_unary(Unary::Atanh, "atanh", self)?;
         Ok(elementwise(Unary::Atanh, self, y, |x, _| one_minus_sq(x)?.reciprocal()))
     }
 
@@ -159,7 +158,9 @@ impl Tensor {
     pub fn atan2(&self, rhs: &Tensor) -> Result<Tensor> {
         expect_float("atan2", self)?;
         expect_same_dtype("atan2", self, rhs)?;
-        let y = with_float_dtype!(self.dtype(), T => zip::<T, T, T>("atan2", self, rhs, |y: T, x: T| y.atan2(x)), _ => unreachable!())?;
+        let y = super::table::binary_or(Binary::Atan2, "atan2", self, rhs, || {
+            unreachable!("atan2 of {}: checked above", self.dtype())
+        })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind(Binary::Atan2, &[self, rhs], y, move |_| {
             vjp_batched(move |g, needs| {
