@@ -28,6 +28,21 @@ fn table() -> Vec<Case> {
         };
         t.push(case(format!("log_softmax {s:?} axis {ax}"), f, &[(s, Any)]));
     }
+    // fused attention: q, k, v differentiable (first order through the
+    // fused backward op, second order through the composite)
+    t.push(case(
+        "scaled_dot_product_attention [2,3,4] causal",
+        |x| sq(x[0].scaled_dot_product_attention(&x[1], &x[2], None, true, None)),
+        &[(&[2, 3, 4], Any), (&[2, 3, 4], Any), (&[2, 3, 4], Any)],
+    ));
+    t.push(case(
+        "scaled_dot_product_attention cross [2,1,2,3] x [2,1,5,3] -> dv 2, mask",
+        |x| {
+            let m = Tensor::from_vec((0..10).map(|i| (i as f64 * 0.7).sin()).collect(), &[2, 5]).unwrap();
+            sq(x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&m), false, Some(0.8)))
+        },
+        &[(&[2, 1, 2, 3], Any), (&[2, 1, 5, 3], Any), (&[2, 1, 5, 2], Any)],
+    ));
     // dense xent: both arguments differentiable
     for s in [&[3usize][..], &[2, 3], &[2, 2, 3], &[0, 3]] {
         t.push(case(

@@ -9,6 +9,7 @@
 
 mod half_util;
 
+mod attention;
 mod digits;
 mod distributed;
 mod distributed_mpi;

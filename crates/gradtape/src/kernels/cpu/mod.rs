@@ -14,6 +14,7 @@
 //! recycled through `tensor::pool`; every kernel that allocates takes the
 //! name of the op the user called and returns a `Result`.
 
+pub(crate) mod attention;
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
 pub(crate) mod complex;

@@ -139,6 +139,24 @@ pub enum NnOp {
     AvgPool3D(Pool3Attrs),
     /// `avg_pool3d_grad(dy)` for the given input shape.
     AvgPool3DGrad(Pool3Attrs, [usize; 5]),
+    /// Fused scaled dot-product attention `(q, k, v[, additive mask])`: the
+    /// packed rows `[..., tq, dv + 1]` (each output row, then its
+    /// log-sum-exp), kept whole by the compiler.
+    Attention {
+        /// Query `i` sees keys `j <= i` only.
+        causal: bool,
+        /// The factor of `q·k`.
+        scale: super::F64,
+    },
+    /// Attention's fused backward pass `(q, k, v, packed rows, output
+    /// cotangent[, mask])`: `dq`, `dk`, `dv` flattened per batch element
+    /// (differentiable again, through the unfused composite).
+    AttentionGrad {
+        /// As [`NnOp::Attention`].
+        causal: bool,
+        /// As [`NnOp::Attention`].
+        scale: super::F64,
+    },
 }
 
 impl NnOp {
@@ -171,6 +189,8 @@ impl NnOp {
             NnOp::MaxPool3DGrad(_) => "MaxPool3DGrad",
             NnOp::AvgPool3D(_) => "AvgPool3D",
             NnOp::AvgPool3DGrad(..) => "AvgPool3DGrad",
+            NnOp::Attention { .. } => "Attention",
+            NnOp::AttentionGrad { .. } => "AttentionGrad",
         }
     }
 
@@ -217,6 +237,18 @@ impl NnOp {
             (NnOp::MaxPool3DGrad(s), [dy, arg]) => crate::ops::nn::max_pool_grad(dy, arg, s)?,
             (NnOp::AvgPool3D(p), [x]) => x.avg_pool3d(p.ksize, p.strides, p.padding)?,
             (NnOp::AvgPool3DGrad(p, s), [dy]) => dy.avg_pool3d_grad(s, p.ksize, p.strides, p.padding)?,
+            (NnOp::Attention { causal, scale }, [q, k, v]) => {
+                crate::ops::nn::attention_packed(q, k, v, None, *causal, scale.0)?
+            }
+            (NnOp::Attention { causal, scale }, [q, k, v, m]) => {
+                crate::ops::nn::attention_packed(q, k, v, Some(m), *causal, scale.0)?
+            }
+            (NnOp::AttentionGrad { causal, scale }, [q, k, v, p, g]) => {
+                crate::ops::nn::attention_grad_packed(q, k, v, None, *causal, scale.0, p, g)?
+            }
+            (NnOp::AttentionGrad { causal, scale }, [q, k, v, p, g, m]) => {
+                crate::ops::nn::attention_grad_packed(q, k, v, Some(m), *causal, scale.0, p, g)?
+            }
             _ => {
                 return Err(Error::invalid(
                     self.name(),
@@ -258,6 +290,9 @@ impl NnOp {
         };
         match self {
             NnOp::Softmax(a) | NnOp::LogSoftmax(a) => write!(f, "[axis={a}]"),
+            NnOp::Attention { causal, scale } | NnOp::AttentionGrad { causal, scale } => {
+                write!(f, "[causal={causal}, scale={scale}]")
+            }
             NnOp::SparseSoftmaxCrossEntropy | NnOp::SigmoidCrossEntropy | NnOp::BiasAdd => Ok(()),
             NnOp::Conv(c) => {
                 f.write_str("[")?;

@@ -1,5 +1,7 @@
 //! Neural-network ops, one file per kind:
 //!
+//! - `attention.rs`: `scaled_dot_product_attention` (fused, with its
+//!   fused backward op);
 //! - `softmax.rs`: `softmax`, `log_softmax`;
 //! - `cross_entropy.rs`: `softmax_cross_entropy_with_logits` (dense labels),
 //!   `sparse_softmax_cross_entropy_with_logits`,
@@ -25,6 +27,7 @@
 //! Each op with a kernel of its own binds with an [`NnOp`](super::desc::NnOp)
 //! descriptor, so that it can be traced into a graph and run again there.
 
+mod attention;
 mod bias;
 mod bilinear;
 mod conv;
@@ -37,6 +40,7 @@ mod pool;
 mod pool3d;
 mod softmax;
 
+pub(crate) use attention::{attention_grad_packed, attention_packed};
 pub use conv::Padding;
 pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use ctc::ctc_loss_grad;

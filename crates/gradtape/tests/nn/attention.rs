@@ -1,0 +1,442 @@
+//! `scaled_dot_product_attention`: values against the definition in numpy
+//! f64 (`/work/scratch/attn_ref.py`, cross-checked there against
+//! `jax.nn.dot_product_attention`, which computes its softmax in f32 and
+//! so agrees to 1e-6 only; TensorFlow has no such op), the fused kernel
+//! against the unfused composite over many shapes (several key blocks,
+//! masks of every broadcast, fully masked blocks), gradients, forward
+//! mode, tracing, half precision and bad input. The gradient checks (first
+//! order through the fused backward op, second order through the
+//! composite) are in the checker's table (`gradcheck/gradcheck_nn.rs`).
+
+use gradtape::{function, DType, ForwardAccumulator, GradientTape, Result, Tensor};
+
+/// `scale · sin(0.37 i + k)` (the bench's `init`), in f64.
+fn init(shape: &[usize], k: f64, scale: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec((0..n).map(|i| scale * (0.37 * i as f64 + k).sin()).collect(), shape).unwrap()
+}
+
+/// `(Σ o, Σ o[i] sin(0.1 i))`.
+fn wsum(o: &Tensor) -> (f64, f64) {
+    let v = o.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
+    let w = v.iter().enumerate().map(|(i, x)| x * (0.1 * i as f64).sin()).sum();
+    (v.iter().sum(), w)
+}
+
+fn close(got: (f64, f64), want: (f64, f64), tol: f64, what: &str) {
+    assert!(
+        (got.0 - want.0).abs() <= tol * (1.0 + want.0.abs()) && (got.1 - want.1).abs() <= tol * (1.0 + want.1.abs()),
+        "{what}: got {got:?}, want {want:?}"
+    );
+}
+
+/// The unfused definition with public ops.
+fn composite(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool, scale: f64) -> Result<Tensor> {
+    let r = k.rank();
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    let mut s = q.matmul(&k.permute(&perm)?)?.mul_scalar(scale)?;
+    if let Some(m) = mask {
+        s = s.add(m)?;
+    }
+    if causal {
+        let (tq, tk) = (q.shape()[r - 2], k.shape()[r - 2]);
+        let c: Vec<f64> = (0..tq * tk)
+            .map(|x| if x % tk > x / tk { f64::NEG_INFINITY } else { 0.0 })
+            .collect();
+        s = s.add(&Tensor::from_vec(c, &[tq, tk])?.cast(q.dtype())?)?;
+    }
+    s.softmax(-1)?.matmul(v)
+}
+
+#[test]
+fn values_match_the_definition() {
+    let (q, k, v) = (
+        init(&[2, 3, 5, 4], 1.0, 0.8),
+        init(&[2, 3, 5, 4], 2.0, 0.9),
+        init(&[2, 3, 5, 4], 3.0, 1.0),
+    );
+    let (q2, k2, v2) = (
+        init(&[2, 2, 3, 4], 4.0, 0.7),
+        init(&[2, 2, 7, 4], 5.0, 0.6),
+        init(&[2, 2, 7, 4], 6.0, 1.1),
+    );
+    let m = init(&[3, 7], 7.0, 2.0);
+    let mut pad = vec![true; 14];
+    pad[12..].fill(false);
+    let pad = Tensor::from_vec(pad, &[2, 1, 1, 7]).unwrap();
+    let (v3, q3) = (init(&[2, 2, 7, 6], 8.0, 1.2), init(&[2, 2, 9, 4], 9.0, 0.5));
+    type Case<'a> = (&'a str, Box<dyn Fn() -> Result<Tensor> + 'a>, (f64, f64));
+    let cases: Vec<Case> = vec![
+        (
+            "plain",
+            Box::new(|| q.scaled_dot_product_attention(&k, &v, None, false, None)),
+            (0.21439186189752868, 1.1848754925888083),
+        ),
+        (
+            "causal",
+            Box::new(|| q.scaled_dot_product_attention(&k, &v, None, true, None)),
+            (-0.9761211581643972, -0.28914011254511296),
+        ),
+        (
+            "causal scale 0.3",
+            Box::new(|| q.scaled_dot_product_attention(&k, &v, None, true, Some(0.3))),
+            (-1.2132519462475495, 0.05929799336811259),
+        ),
+        (
+            "cross additive mask",
+            Box::new(|| q2.scaled_dot_product_attention(&k2, &v2, Some(&m), false, None)),
+            (2.9166906027344863, -1.8801805836065508),
+        ),
+        (
+            "cross bool mask",
+            Box::new(|| q2.scaled_dot_product_attention(&k2, &v2, Some(&pad), false, None)),
+            (2.651919403621694, 0.18658538584405848),
+        ),
+        (
+            "dv 6 causal tq 9",
+            Box::new(|| q3.scaled_dot_product_attention(&k2, &v3, None, true, None)),
+            (-0.9314045729228662, -0.7212733102407387),
+        ),
+    ];
+    for (name, f, want) in &cases {
+        close(wsum(&f().unwrap()), *want, 1e-13, name);
+    }
+    // f32: the same to f32's precision
+    let f32s = |t: &Tensor| t.cast(DType::F32).unwrap();
+    let o = f32s(&q)
+        .scaled_dot_product_attention(&f32s(&k), &f32s(&v), None, true, None)
+        .unwrap();
+    assert_eq!(o.dtype(), DType::F32);
+    close(
+        wsum(&o),
+        (-0.9761211581643972, -0.28914011254511296),
+        1e-5,
+        "causal f32",
+    );
+}
+
+/// The fused kernel equals the composite on shapes with several key
+/// blocks (64 keys each), masks of every broadcast, a first block that
+/// is wholly masked, and rows that see no key at all.
+#[test]
+fn fused_equals_composite_across_shapes() {
+    let shapes: &[(&[usize], usize, usize, usize, usize)] = &[
+        // (batch dims, tq, tk, d, dv)
+        (&[1], 1, 1, 1, 1),
+        (&[3], 4, 200, 8, 5),
+        (&[2, 2], 130, 130, 16, 16),
+        (&[], 65, 64, 3, 7),
+        (&[2, 1, 2], 5, 129, 4, 2),
+    ];
+    for (n, &(batch, tq, tk, d, dv)) in shapes.iter().enumerate() {
+        let sh = |t, w| batch.iter().copied().chain([t, w]).collect::<Vec<_>>();
+        let q = init(&sh(tq, d), n as f64, 1.5);
+        let k = init(&sh(tk, d), n as f64 + 0.5, 1.5);
+        let v = init(&sh(tk, dv), n as f64 + 0.25, 1.0);
+        // masks: [tq, tk]; [..batch, 1, tk] with the first 64 keys hidden
+        let m1 = init(&[tq, tk], 3.0, 4.0);
+        let mut hide = vec![0.0; tk];
+        for h in hide.iter_mut().take(64.min(tk.saturating_sub(1))) {
+            *h = f64::NEG_INFINITY;
+        }
+        let mut shape2 = vec![1; batch.len()];
+        shape2.extend([1, tk]);
+        let m2 = Tensor::from_vec(hide.repeat(1), &shape2).unwrap();
+        for (mask, causal) in [
+            (None, false),
+            (None, true),
+            (Some(&m1), false),
+            (Some(&m2), false),
+            (Some(&m1), true),
+        ] {
+            for scale in [0.7, 1.0 / (d as f64).sqrt()] {
+                let got = q
+                    .scaled_dot_product_attention(&k, &v, mask, causal, Some(scale))
+                    .unwrap();
+                let want = composite(&q, &k, &v, mask, causal, scale).unwrap();
+                assert_eq!(got.shape(), want.shape());
+                let (g, w) = (got.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
+                for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-12 * (1.0 + b.abs()) || (a.is_nan() && b.is_nan()),
+                        "shape {n} mask {} causal {causal} at {i}: {a} vs {b}",
+                        mask.is_some()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// First-order gradients through the fused backward op equal the
+/// composite's, with and without a mask, causal or not.
+#[test]
+fn gradients_equal_the_composites() {
+    let (q, k, v) = (
+        init(&[2, 3, 70, 8], 1.0, 1.2),
+        init(&[2, 3, 90, 8], 2.0, 1.1),
+        init(&[2, 3, 90, 5], 3.0, 1.0),
+    );
+    let m = init(&[70, 90], 4.0, 3.0);
+    let w = init(&[2, 3, 70, 5], 5.0, 1.0);
+    for (mask, causal) in [(None, false), (None, true), (Some(&m), true)] {
+        let grads = |fused: bool| {
+            let tape = GradientTape::new();
+            let loss = tape
+                .record(|| {
+                    tape.watch(&[q.clone(), k.clone(), v.clone()]);
+                    let o = if fused {
+                        q.scaled_dot_product_attention(&k, &v, mask, causal, None)?
+                    } else {
+                        composite(&q, &k, &v, mask, causal, 1.0 / 8f64.sqrt())?
+                    };
+                    o.mul(&w)?.sum_all()
+                })
+                .unwrap();
+            tape.gradient(&loss, &[q.clone(), k.clone(), v.clone()]).unwrap()
+        };
+        let (a, b) = (grads(true), grads(false));
+        for (i, (ga, gb)) in a.iter().zip(&b).enumerate() {
+            let (ga, gb) = (
+                ga.as_ref().unwrap().to_vec::<f64>().unwrap(),
+                gb.as_ref().unwrap().to_vec::<f64>().unwrap(),
+            );
+            for (x, y) in ga.iter().zip(&gb) {
+                assert!(
+                    (x - y).abs() <= 1e-11 * (1.0 + y.abs()),
+                    "input {i} causal {causal}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}
+
+/// Forward mode: the tangent of the output is the composite's.
+#[test]
+fn forward_mode_matches_the_composite() {
+    let (q, k, v) = (
+        init(&[2, 6, 4], 1.0, 1.0),
+        init(&[2, 9, 4], 2.0, 1.0),
+        init(&[2, 9, 3], 3.0, 1.0),
+    );
+    let (tq, tk, tv) = (
+        init(&[2, 6, 4], 4.0, 1.0),
+        init(&[2, 9, 4], 5.0, 1.0),
+        init(&[2, 9, 3], 6.0, 1.0),
+    );
+    let tangent = |fused: bool| {
+        let acc = ForwardAccumulator::new();
+        acc.watch(&q, &tq).unwrap();
+        acc.watch(&k, &tk).unwrap();
+        acc.watch(&v, &tv).unwrap();
+        let o = acc
+            .record(|| {
+                if fused {
+                    q.scaled_dot_product_attention(&k, &v, None, true, None)
+                } else {
+                    composite(&q, &k, &v, None, true, 0.5)
+                }
+            })
+            .unwrap();
+        acc.jvp(&o).unwrap().unwrap().to_vec::<f64>().unwrap()
+    };
+    let (a, b) = (tangent(true), tangent(false));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 1e-12 * (1.0 + y.abs()), "{x} vs {y}");
+    }
+}
+
+/// A traced function gives eager's values and gradients (the fused ops are
+/// graph nodes, run again at each call), also at new inputs.
+#[test]
+fn traced_equals_eager() {
+    let step = |q: &Tensor, k: &Tensor, v: &Tensor| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            tape.watch(&[q.clone(), k.clone(), v.clone()]);
+            q.scaled_dot_product_attention(k, v, None, true, None)?
+                .square()?
+                .sum_all()
+        })?;
+        let g = tape.gradient(&loss, &[q.clone(), k.clone(), v.clone()])?;
+        let mut out = vec![loss];
+        out.extend(g.into_iter().map(|g| g.unwrap()));
+        Ok(out)
+    };
+    let f = function(move |(q, k, v): &(Tensor, Tensor, Tensor)| step(q, k, v));
+    for s in [1.0, 2.0] {
+        let args = (
+            init(&[2, 66, 8], s, 1.0),
+            init(&[2, 66, 8], s + 1.0, 1.0),
+            init(&[2, 66, 8], s + 2.0, 1.0),
+        );
+        let traced = f.call(&args).unwrap();
+        let eager = step(&args.0, &args.1, &args.2).unwrap();
+        // a compiled graph may add the loss's sum and the cotangent's terms
+        // in another order (to rounding); the attention ops run as eagerly
+        for (i, (t, e)) in traced.iter().zip(&eager).enumerate() {
+            let (t, e) = (t.to_vec::<f64>().unwrap(), e.to_vec::<f64>().unwrap());
+            assert_eq!(t.len(), e.len());
+            for (j, (a, b)) in t.iter().zip(&e).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-13 * (1.0 + b.abs()),
+                    "output {i} [{j}]: {a} vs {b}, seed {s}"
+                );
+            }
+        }
+    }
+    let graph = f.graph(&(
+        init(&[2, 66, 8], 0.0, 1.0),
+        init(&[2, 66, 8], 0.0, 1.0),
+        init(&[2, 66, 8], 0.0, 1.0),
+    ));
+    let graph = graph.unwrap();
+    assert_eq!(
+        (graph.count("Attention"), graph.count("AttentionGrad")),
+        (1, 1),
+        "{graph}"
+    );
+}
+
+/// Half precision computes in f32 and rounds once.
+#[test]
+fn half_precision_goes_through_f32() {
+    let (q, k, v) = (
+        init(&[1, 5, 4], 1.0, 1.0),
+        init(&[1, 5, 4], 2.0, 1.0),
+        init(&[1, 5, 4], 3.0, 1.0),
+    );
+    for dt in [DType::F16, DType::BF16] {
+        let c = |t: &Tensor| t.cast(dt).unwrap();
+        let o = c(&q)
+            .scaled_dot_product_attention(&c(&k), &c(&v), None, true, None)
+            .unwrap();
+        assert_eq!(o.dtype(), dt);
+        let c32 = |t: &Tensor| t.cast(dt).unwrap().cast(DType::F32).unwrap();
+        let want = c32(&q)
+            .scaled_dot_product_attention(&c32(&k), &c32(&v), None, true, None)
+            .unwrap();
+        assert_eq!(
+            o.cast(DType::F32).unwrap().to_vec::<f32>().unwrap(),
+            want.cast(dt)
+                .unwrap()
+                .cast(DType::F32)
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap()
+        );
+    }
+}
+
+/// Bad input is an error naming the op and the shapes or dtypes.
+#[test]
+fn bad_input_is_a_clear_error() {
+    let q = init(&[2, 3, 4], 1.0, 1.0);
+    let err = |r: Result<Tensor>, want: &str| {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("scaled_dot_product_attention") && e.contains(want), "{e}");
+    };
+    err(
+        q.scaled_dot_product_attention(&init(&[2, 3, 5], 1.0, 1.0), &q, None, false, None),
+        "[2, 3, 5]",
+    );
+    err(
+        q.scaled_dot_product_attention(&q, &init(&[2, 4, 4], 1.0, 1.0), None, false, None),
+        "[2, 4, 4]",
+    );
+    err(
+        q.scaled_dot_product_attention(&q, &q, Some(&init(&[4, 3], 1.0, 1.0)), false, None),
+        "[4, 3]",
+    );
+    err(
+        q.scaled_dot_product_attention(&q, &q.cast(DType::F32).unwrap(), None, false, None),
+        "f32",
+    );
+    err(
+        q.scaled_dot_product_attention(&q, &q, None, false, Some(f64::NAN)),
+        "scale",
+    );
+    let i = Tensor::from_vec(vec![1i64; 6], &[1, 2, 3]).unwrap();
+    err(i.scaled_dot_product_attention(&i, &i, None, false, None), "i64");
+    err(
+        Tensor::vector(&[1.0f64]).scaled_dot_product_attention(&q, &q, None, false, None),
+        "rank",
+    );
+}
+
+/// Second order (the gradient of a gradient, through `AttentionGrad`'s own
+/// rule) and forward-over-reverse equal the composite's.
+#[test]
+fn second_order_matches_the_composite() {
+    let (q, k, v) = (
+        init(&[2, 5, 3], 1.0, 1.0),
+        init(&[2, 7, 3], 2.0, 1.0),
+        init(&[2, 7, 4], 3.0, 1.0),
+    );
+    let m = init(&[5, 7], 4.0, 1.0);
+    let (w, u) = (init(&[2, 5, 4], 5.0, 1.0), init(&[2, 5, 3], 6.0, 1.0));
+    let xs = [q.clone(), k.clone(), v.clone()];
+    let second = |fused: bool| {
+        let outer = GradientTape::new();
+        let inner = GradientTape::new();
+        let z = outer
+            .record(|| {
+                outer.watch(&xs);
+                let loss = inner.record(|| {
+                    inner.watch(&xs);
+                    let o = if fused {
+                        q.scaled_dot_product_attention(&k, &v, Some(&m), true, Some(0.6))?
+                    } else {
+                        composite(&q, &k, &v, Some(&m), true, 0.6)?
+                    };
+                    o.mul(&w)?.sum_all()
+                })?;
+                let g = inner.gradient(&loss, &xs)?;
+                // a scalar of all three first derivatives
+                g[0].as_ref()
+                    .unwrap()
+                    .mul(&u)?
+                    .sum_all()?
+                    .add(&g[1].as_ref().unwrap().square()?.sum_all()?)?
+                    .add(&g[2].as_ref().unwrap().sum_all()?)
+            })
+            .unwrap();
+        outer.gradient(&z, &xs).unwrap()
+    };
+    let (a, b) = (second(true), second(false));
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let (x, y) = (
+            x.as_ref().unwrap().to_vec::<f64>().unwrap(),
+            y.as_ref().unwrap().to_vec::<f64>().unwrap(),
+        );
+        for (p, r) in x.iter().zip(&y) {
+            assert!((p - r).abs() <= 1e-11 * (1.0 + r.abs()), "input {i}: {p} vs {r}");
+        }
+    }
+    // forward over reverse: the tangent of the gradient
+    let hvp = |fused: bool| {
+        let acc = ForwardAccumulator::new();
+        acc.watch(&q, &u).unwrap();
+        let g = acc
+            .record(|| {
+                let tape = GradientTape::new();
+                let loss = tape.record(|| {
+                    tape.watch(&xs);
+                    let o = if fused {
+                        q.scaled_dot_product_attention(&k, &v, None, false, Some(0.6))?
+                    } else {
+                        composite(&q, &k, &v, None, false, 0.6)?
+                    };
+                    o.mul(&w)?.sum_all()
+                })?;
+                Ok(tape.gradient(&loss, &xs)?[1].clone().unwrap())
+            })
+            .unwrap();
+        acc.jvp(&g).unwrap().unwrap().to_vec::<f64>().unwrap()
+    };
+    for (p, r) in hvp(true).iter().zip(&hvp(false)) {
+        assert!((p - r).abs() <= 1e-11 * (1.0 + r.abs()), "hvp: {p} vs {r}");
+    }
+}
