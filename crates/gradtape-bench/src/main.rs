@@ -58,6 +58,7 @@ mod mlp_step;
 mod mpi_step;
 mod rnn_grad;
 mod traced;
+mod transformer_step;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -112,6 +113,10 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         name: "rnn_grad",
         run: Some(rnn_grad::rnn_grad),
+    },
+    Workload {
+        name: "transformer_step",
+        run: Some(transformer_step::transformer_step),
     },
     // gradtape's own, beyond WORKLOADS.md: mlp_step through the layer and
     // optimizer API (with SGD, then with Adam)

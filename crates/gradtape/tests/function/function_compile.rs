@@ -204,3 +204,46 @@ fn a_training_step_gives_the_same_losses_optimised_or_not() -> Result<()> {
     assert!(on[3] < on[0]);
     Ok(())
 }
+
+/// The functions the elementwise table defines all fuse, not only the
+/// bench's: an exact GELU (erf), softplus, ELU, a rounding, `floor_mod`
+/// and `atan2` with their gradients become fused kernels with no
+/// elementwise node left beside them, and give eager's bits (f32 and f64)
+/// by construction: the fused lanes are the eager kernels' functions.
+#[test]
+fn every_tabled_function_fuses_with_eagers_bits() -> Result<()> {
+    fn body(x: &Tensor) -> Result<Vec<Tensor>> {
+        let x = x.stop_gradient();
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            tape.watch(&x);
+            let a = x.gelu(false)?.add(&x.softplus()?)?.mul(&x.elu()?)?;
+            let b = x
+                .atan2(&x.square()?.add_scalar(1.0)?)?
+                .add(&x.floor_mod(&x.scalar_like(0.75)?)?)?;
+            a.add(&b)?.add(&x.mul_scalar(3.0)?.round()?)?.sum_all()
+        })?;
+        let g = tape.gradient(&loss, &x)?.expect("connected");
+        Ok(vec![loss, g])
+    }
+    let f = function(|x: &Tensor| body(x));
+    for dt in [DType::F32, DType::F64] {
+        let x = Tensor::from_vec(
+            (0..999).map(|i| (0.37 * i as f64).sin() * 3.0).collect::<Vec<f64>>(),
+            &[999],
+        )?
+        .cast(dt)?;
+        let c = f.concrete(&x)?;
+        let g = c.optimized_graph();
+        assert!(g.count("Fused") >= 1, "{g}");
+        for op in ["Erf", "Softplus", "Elu", "Atan2", "FloorMod", "Round", "Mul", "Add"] {
+            assert_eq!(g.count(op), 0, "{op} left unfused:\n{g}");
+        }
+        let (got, want) = (f.call(&x)?, body(&x)?);
+        assert_eq!(bits(&got[1]), bits(&want[1]), "gradient, {dt}");
+        // (the loss is a sum, which the fused kernel may add in another order)
+        let (l, w) = (got[0].cast(DType::F64)?.item()?, want[0].cast(DType::F64)?.item()?);
+        assert!((l - w).abs() <= 1e-5 * w.abs().max(1.0), "loss {l} vs {w}, {dt}");
+    }
+    Ok(())
+}

@@ -54,7 +54,7 @@ mod in_place;
 mod regs;
 mod scratch;
 mod sums;
-use crate::ops::math::table::binary;
+use crate::ops::math::table::{binary, unary_one};
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
@@ -561,11 +561,7 @@ impl Program {
                 Instr::Load { dst, input } | Instr::Gather { dst, input, .. } => {
                     r[dst as usize] = srcs[input as usize][0]
                 }
-                Instr::Unary { ref op, dst, a } => {
-                    let mut y = [T::zero()];
-                    T::unary(op, &[r[a as usize]], &mut y);
-                    r[dst as usize] = y[0];
-                }
+                Instr::Unary { ref op, dst, a } => r[dst as usize] = unary_one(op, r[a as usize]),
                 Instr::SinCos { sin, cos, a } => {
                     let (mut s, mut c) = ([T::zero()], [T::zero()]);
                     T::sin_and_cos(&[r[a as usize]], &mut s, &mut c);
@@ -579,12 +575,11 @@ impl Program {
                 Instr::Store { out, src } => outs[out as usize] = r[src as usize],
                 Instr::Accumulate { acc, src } => sums[acc as usize] += r[src as usize].to_f64(),
                 Instr::UnarySum { ref op, dst, a, acc } => {
-                    let mut y = [T::zero()];
-                    T::unary(op, &[r[a as usize]], &mut y);
+                    let y = unary_one(op, r[a as usize]);
                     if let Some(d) = dst {
-                        r[d as usize] = y[0];
+                        r[d as usize] = y;
                     }
-                    sums[acc as usize] += y[0].to_f64();
+                    sums[acc as usize] += y.to_f64();
                 }
                 Instr::BinarySum { ref op, dst, a, b, acc } => {
                     let mut y = [T::zero()];

@@ -20,11 +20,12 @@
 //! its rules. [`defined`] and [`defined_binary`] are read off the arms, so
 //! they cannot disagree with them.
 //!
-//! The arms come in three groups: [`with_elem_unary`] (ops cheap enough
+//! The arms come in four groups: [`with_elem_unary`] (ops cheap enough
 //! that a fused kernel composes them per element rather than making a pass
-//! over a register), [`with_float_unary`] (the other generic ones), and the
-//! `f32` forms with vectorised code of their own (`exp`, `sin`, `cos`,
-//! `tanh`, `sigmoid`, in [`Lane::unary`]). Outside the table are only the
+//! over a register), `ln` and `powf` (in `unary_common`), the `f32` forms
+//! with vectorised code of their own (`exp`, `sin`, `cos`, `tanh`,
+//! `sigmoid`, in [`Lane::unary`]), all inline in the kernels' loops; and
+//! [`with_float_unary`], the rarer ones, behind one call (`unary_rare`). Outside the table are only the
 //! complex and logical ops. Half-precision tensors compute the one-input
 //! functions through `f32` (as TensorFlow's half kernels) and the
 //! two-input ones in their own arithmetic; integers run their own wrapping
@@ -148,10 +149,6 @@ macro_rules! with_float_unary {
                 let $f = |v: $T| v.expm1_();
                 $body
             }
-            Unary::Log => {
-                let $f = |v: $T| v.ln();
-                $body
-            }
             Unary::Log1p => {
                 let $f = |v: $T| v.log1p_();
                 $body
@@ -268,30 +265,43 @@ macro_rules! with_float_unary {
                 };
                 $body
             }
-            Unary::PowScalar(c) => {
-                let c = <$T>::from_f64(c.0);
-                let $f = |v: $T| v.powf(c);
-                $body
-            }
             _ => $other,
         }
     }};
 }
 
-/// The ops whose kernels are the same generic code for `f32` and `f64`.
+/// The ops whose kernels are the same generic code for `f32` and `f64`:
+/// the cheap ones and `ln`, `powf` inline (in the fused kernels' loop over
+/// registers, as in the eager kernels), the others behind one call
+/// ([`unary_rare`]), which keeps that loop small enough for the compiler to
+/// treat the hot ops well.
 #[inline(always)]
 fn unary_common<T: Float + LibmExt>(op: &Unary, x: &[T], out: &mut [T]) {
     with_elem_unary!(
         op,
         T,
         |f| each(x, out, f),
-        with_float_unary!(
-            op,
-            T,
-            |f| each(x, out, f),
-            // not defined here (see `defined`): computed as the f64 evaluator does
-            each(x, out, |v| T::from_f64(op.apply_f64(v.to_f64())))
-        )
+        match op {
+            Unary::Log => each(x, out, |v| v.ln()),
+            Unary::PowScalar(c) => {
+                let c = T::from_f64(c.0);
+                each(x, out, |v| v.powf(c))
+            }
+            _ => unary_rare(op, x, out),
+        }
+    )
+}
+
+/// [`with_float_unary`]'s ops (and, for an op the table does not define,
+/// the `f64` evaluator's value), out of line.
+#[inline(never)]
+fn unary_rare<T: Float + LibmExt>(op: &Unary, x: &[T], out: &mut [T]) {
+    with_float_unary!(
+        op,
+        T,
+        |f| each(x, out, f),
+        // not defined here (see `defined`): computed as the f64 evaluator does
+        each(x, out, |v| T::from_f64(op.apply_f64(v.to_f64())))
     )
 }
 
@@ -340,6 +350,19 @@ impl Lane for f64 {
         each(x, s, f64::sin);
         each(x, c, f64::cos);
     }
+}
+
+/// `op(x)` of one element, as [`Lane::unary`] gives it: the cheap ops as
+/// their element function itself (no one-element loop: a scalar graph's
+/// program runs thousands of them), the others through their slice
+/// function.
+#[inline(always)]
+pub(crate) fn unary_one<T: Lane>(op: &Unary, x: T) -> T {
+    with_elem_unary!(op, T, |f| f(x), {
+        let mut y = [T::zero()];
+        T::unary(op, &[x], &mut y);
+        y[0]
+    })
 }
 
 /// Runs `$body` with `$f` bound to the element function of a two-input
@@ -437,8 +460,12 @@ pub(crate) fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
 /// the table's arms names it.
 pub(crate) fn defined(op: &Unary) -> bool {
     fn has<T: Float + LibmExt>(op: &Unary) -> bool {
-        let vectorised = matches!(op, Unary::Exp | Unary::Sin | Unary::Cos | Unary::Tanh | Unary::Sigmoid);
-        with_elem_unary!(op, T, |_f| true, with_float_unary!(op, T, |_f| true, vectorised))
+        // (the arms of `unary_common` and `Lane::unary`)
+        let own = matches!(
+            op,
+            Unary::Log | Unary::PowScalar(_) | Unary::Exp | Unary::Sin | Unary::Cos | Unary::Tanh | Unary::Sigmoid
+        );
+        with_elem_unary!(op, T, |_f| true, with_float_unary!(op, T, |_f| true, own))
     }
     has::<f64>(op)
 }
