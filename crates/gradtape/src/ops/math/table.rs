@@ -32,7 +32,7 @@
 //! kernels.
 
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::{in_f32, map_slices, zip};
+use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip};
 use crate::kernels::cpu::math;
 use crate::ops::desc::{Binary, Unary};
 use crate::ops::math::elementary::LibmExt;
@@ -496,6 +496,15 @@ pub(crate) fn binary_f64(op: &Binary, a: f64, b: f64) -> f64 {
 /// (`None` for another dtype); errors name `name`.
 pub(crate) fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Tensor>> {
     debug_assert!(defined(op), "{op:?} has no function in the table");
+    if x.numel() <= 2 {
+        // a scalar or so (a chain of scalar ops costs per op): element by
+        // element, no block dispatch
+        return match x.dtype() {
+            DType::F32 => Some(map::<f32, f32>(name, x, |v| unary_one(op, v))),
+            DType::F64 => Some(map::<f64, f64>(name, x, |v| unary_one(op, v))),
+            _ => None,
+        };
+    }
     match x.dtype() {
         // (inlined into the vectorised loop's function, or the `f32`
         // functions' fused multiply-adds become libm calls: 10x slower)
