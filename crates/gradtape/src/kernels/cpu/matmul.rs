@@ -260,18 +260,18 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
     }
     let threads = super::workers::threads();
     let (d, a, b) = (super::workers::SendPtr(dst), a as usize, b as usize);
-    // (thin f32 products on their own kernel: the `gemm` crate allocates
+    // (narrow f32 products on their own kernel: the `gemm` crate allocates
     // on every call for them; not products with a few columns, which it
     // runs as matrix-vector products without allocating, faster than
-    // `thin`'s part-empty vectors)
-    let thin = T::DTYPE == crate::DType::F32
+    // `narrow_matmul`'s part-empty vectors)
+    let narrow = T::DTYPE == crate::DType::F32
         && d_cs == 1
         && d_rs >= n as isize
         && (super::narrow_matmul::MIN_N..=super::narrow_matmul::MAX_N).contains(&n);
     // one piece: a block of rows and columns of dst
     let piece = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         let (i, j) = (rows.start as isize, cols.start as isize);
-        if thin {
+        if narrow {
             // SAFETY: as below; T is f32.
             return unsafe {
                 super::narrow_matmul::matmul(
