@@ -81,8 +81,9 @@ pub use autodiff::variable::{Variable, VariableBuilder};
 pub use dispatch::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
 pub use error::{Error, Result};
 pub use function::{
-    check_traced, cond, function, gradients, while_loop, CompileStats, ConcreteFunction, Function, FunctionOptions,
-    GradientsOptions, Graph, Leaf, TensorSpec, TensorStruct, TracedCheckOptions, TracedCheckReport, WhileOptions,
+    check_traced, cond, function, gradients, while_loop, CompileOptions, CompileStats, ConcreteFunction, Function,
+    FunctionOptions, GradientsOptions, Graph, Leaf, TensorSpec, TensorStruct, TracedCheckOptions, TracedCheckReport,
+    WhileOptions,
 };
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::array::strided::{PadMode, Slice};

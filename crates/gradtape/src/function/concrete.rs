@@ -13,7 +13,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use super::compile::{self, CompileStats, Executable};
+use super::compile::{self, CompileOptions, CompileStats, Executable};
 use super::grad::{self, Backward};
 use super::graph::{Graph, RunPlan};
 use super::passes;
@@ -49,6 +49,8 @@ pub struct ConcreteFunction {
     /// whether the compiler is on for it (then the sub-graphs of its
     /// control flow run compiled too, where static)
     optimize: bool,
+    /// its compiler's settings (its symbolic gradients get them too)
+    compile: CompileOptions,
     /// tensors of an enclosing trace, passed after the arguments
     captures: Vec<Tensor>,
     /// the variables the graph reads (gradients reach the trainable ones)
@@ -70,48 +72,57 @@ impl fmt::Debug for ConcreteFunction {
 }
 
 impl ConcreteFunction {
-    /// Optimises a traced graph and wraps it; `optimize` also compiles an
-    /// executable copy (see [`compile`](super::compile)).
+    /// Optimises a traced graph and wraps it; `compile` (the compiler on,
+    /// with these settings) also compiles an executable copy (see
+    /// [`compile`](super::compile)), which fails only where a pass broke
+    /// the graph and the compiler checks it.
     pub(crate) fn new(
         name: String,
         mut graph: Graph,
         captures: Vec<Tensor>,
         variables: Vec<Variable>,
         flat_fn: FlatFn,
-        optimize: bool,
-    ) -> Self {
+        compile: Option<CompileOptions>,
+    ) -> Result<Self> {
         passes::optimize(&mut graph);
         let plan = RunPlan::new(&graph);
-        let optimize = optimize && compile::enabled_by_env();
-        let exec = (optimize && compile::is_static(&graph)).then(|| Executable::compile(&graph));
-        ConcreteFunction {
+        let optimize = compile.is_some() && compile::enabled_by_env();
+        let compile = compile.unwrap_or_default();
+        let exec = match optimize && compile::is_static(&graph) {
+            true => Some(Executable::compile(&graph, &compile)?),
+            false => None,
+        };
+        Ok(ConcreteFunction {
             name,
             graph: Arc::new(graph),
             plan,
             exec,
             optimize,
+            compile,
             captures,
             variables,
             flat_fn,
             backward: Mutex::new(Vec::new()),
-        }
+        })
     }
 
     /// A concrete function whose closure replays a graph (a gradient
     /// function: differentiating it again traces its own nodes again).
-    /// (`optimize`: whether it is compiled, as the function it derives
-    /// from: a symbolic gradient of a function made with `optimize: false`
-    /// is not compiled either, so that it adds in the eager tape's order.)
-    pub(crate) fn from_graph(name: String, graph: Graph, optimize: bool) -> Self {
+    /// (`compile`: whether it is compiled and how, as the function it
+    /// derives from: a symbolic gradient of a function made with
+    /// `optimize: false` is not compiled either, so that it adds in the
+    /// eager tape's order.)
+    pub(crate) fn from_graph(name: String, graph: Graph, compile: Option<CompileOptions>) -> Result<Self> {
         let replay = Arc::new(graph.clone());
         let plan = RunPlan::new(&replay);
         let flat_fn: FlatFn = Arc::new(move |args: &[Tensor]| replay.run(args, &plan));
-        ConcreteFunction::new(name, graph, Vec::new(), Vec::new(), flat_fn, optimize)
+        ConcreteFunction::new(name, graph, Vec::new(), Vec::new(), flat_fn, compile)
     }
 
-    /// Whether the function is compiled (`FunctionOptions::optimize`).
-    pub(crate) fn optimizes(&self) -> bool {
-        self.optimize
+    /// The compiler's settings where the function is compiled
+    /// (`FunctionOptions::optimize`), for the functions derived from it.
+    pub(crate) fn compile_options(&self) -> Option<CompileOptions> {
+        self.optimize.then_some(self.compile)
     }
 
     /// The traced graph (after dead-code and common-subexpression

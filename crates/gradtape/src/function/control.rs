@@ -62,6 +62,9 @@ struct Sub {
     graph: Arc<Graph>,
     plan: RunPlan,
     exec: OnceLock<Option<Executable>>,
+    /// why `exec` is `None`, where a compiler pass broke the graph (and the
+    /// compiler checks it)
+    broken: OnceLock<Error>,
 }
 
 impl Sub {
@@ -72,6 +75,7 @@ impl Sub {
             graph: Arc::new(graph),
             plan,
             exec: OnceLock::new(),
+            broken: OnceLock::new(),
         }
     }
 
@@ -82,8 +86,18 @@ impl Sub {
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         if compile::subgraphs_compiled() && !crate::dispatch::listening() {
             let exec = self.exec.get_or_init(|| {
-                (compile::enabled_by_env() && compile::is_static(&self.graph)).then(|| Executable::compile(&self.graph))
+                let on = compile::enabled_by_env() && compile::is_static(&self.graph);
+                match on.then(|| Executable::compile(&self.graph, &Default::default())) {
+                    Some(Err(e)) => {
+                        let _ = self.broken.set(e);
+                        None
+                    }
+                    compiled => compiled.and_then(Result::ok),
+                }
             });
+            if let Some(e) = self.broken.get() {
+                return Err(e.clone());
+            }
             if let Some(e) = exec.as_ref().filter(|e| e.fits(inputs)) {
                 return e.run(inputs);
             }

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::compile::CompileOptions;
 use super::concrete::{ConcreteFunction, FlatFn};
 use super::graph::Graph;
 use super::sizes;
@@ -87,6 +88,10 @@ pub struct FunctionOptions {
     /// simplification, fusion; see the `compile` module) before they run.
     /// On by default; `GRADTAPE_GRAPH_OPT=0` turns it off everywhere.
     pub optimize: bool,
+    /// Which of the compiler's passes run, and whether the graph is checked
+    /// after each (see [`CompileOptions`]; also for the function's symbolic
+    /// gradients, not for the branches and bodies of its control flow).
+    pub compile: CompileOptions,
 }
 
 impl Default for FunctionOptions {
@@ -97,7 +102,28 @@ impl Default for FunctionOptions {
             max_traces: None,
             input_signature: None,
             optimize: true,
+            compile: CompileOptions::default(),
         }
+    }
+}
+
+impl FunctionOptions {
+    /// These options with the compiler pass `name` off (see
+    /// [`CompileOptions::pass_names`]); an unknown name is an error that
+    /// lists the known ones.
+    ///
+    /// ```
+    /// use gradtape::{Function, FunctionOptions, Tensor};
+    /// let opts = FunctionOptions::default().disable_pass("fold")?;
+    /// let f = Function::with_options(|x: &Tensor| x.add(&Tensor::scalar(1.0f32).exp()?), opts);
+    /// let c = f.concrete(&Tensor::vector(&[0.5f32]))?;
+    /// assert_eq!(c.compile_stats().folded, 0); // exp(1) is not folded
+    /// assert!(FunctionOptions::default().disable_pass("folding").is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn disable_pass(mut self, name: &str) -> Result<Self> {
+        self.compile = self.compile.disable_pass(name)?;
+        Ok(self)
     }
 }
 
@@ -387,8 +413,8 @@ where
             traced.captures,
             traced.variables,
             flat_fn,
-            self.options.optimize,
-        );
+            self.options.optimize.then_some(self.options.compile),
+        )?;
         Ok((Arc::new(concrete), template))
     }
 

@@ -117,8 +117,8 @@ impl Backward {
         let function = Arc::new(ConcreteFunction::from_graph(
             "full_grad".into(),
             g,
-            self.forward.optimizes(),
-        ));
+            self.forward.compile_options(),
+        )?);
         Ok(Full {
             function,
             ct_mask,
@@ -248,17 +248,17 @@ pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor]) -> Result
     let mut bwd_inputs = saved.clone();
     bwd_inputs.extend_from_slice(&gg.inputs[n_args..n_args + n_ct]);
     let backward = passes::extract(&gg, &bwd_nodes, &bwd_inputs, &gg.outputs[n_out..]);
-    let opt = cf.optimizes();
+    let opt = cf.compile_options();
     let backward = Arc::new(ConcreteFunction::from_graph(
         format!("{}_grad", cf.name()),
         backward,
         opt,
-    ));
+    )?);
     let forward = Arc::new(ConcreteFunction::from_graph(
         format!("{}_forward", cf.name()),
         forward,
         opt,
-    ));
+    )?);
     Ok(Backward {
         forward,
         backward,

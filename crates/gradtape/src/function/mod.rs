@@ -81,9 +81,10 @@ mod sizes;
 mod structure;
 pub(crate) mod trace;
 pub(crate) mod variables;
+mod verify;
 
 pub use check::{check_traced, TracedCheckOptions, TracedCheckReport};
-pub use compile::CompileStats;
+pub use compile::{CompileOptions, CompileStats};
 pub use concrete::ConcreteFunction;
 pub use control::{cond, while_loop, WhileOptions};
 pub use func::{function, Function, FunctionOptions, TensorSpec};

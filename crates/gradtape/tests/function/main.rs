@@ -6,6 +6,9 @@
 //! One test binary (`cargo test --release --test function`) for the files
 //! below, each a module: `cargo test --release --test function <file>::` runs
 //! one of them.
+//!
+//! Process-wide: every graph compiled in this binary is checked after each
+//! compiler pass (`GRADTAPE_VERIFY_PASSES=1`, set below before `main`).
 
 mod function;
 mod function_compile;
@@ -15,5 +18,22 @@ mod function_join;
 mod function_math;
 mod function_nn;
 mod function_optim;
+mod function_passes;
 mod function_shape;
 mod function_values;
+
+/// Sets `GRADTAPE_VERIFY_PASSES=1` before `main` runs (the library reads it
+/// once, at the first compile), so that every graph any test compiles is
+/// checked after every pass (`Graph::verify`; a pass that breaks the graph
+/// fails the call that compiles it).
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static VERIFY_PASSES: extern "C" fn() = {
+    extern "C" fn verify_passes() {
+        // SAFETY: runs before `main`, while the process has one thread and
+        // nothing reads the environment.
+        unsafe { std::env::set_var("GRADTAPE_VERIFY_PASSES", "1") };
+    }
+    verify_passes
+};

@@ -21,7 +21,7 @@
 //!
 //! **Pairs.** Two adjacent independent products (a layer's input and
 //! weight gradients) run at the same time, each on one thread
-//! ([`together`](super::together)), with the bits of a run one after the
+//! ([`pair_products`](super::pair_products)), with the bits of a run one after the
 //! other.
 //!
 //! Recording: compiled graphs run with no tape, accumulator or trace active
@@ -36,7 +36,7 @@ use smallvec::SmallVec;
 
 use super::fuse::Fused;
 use super::kernel::{Outs, Program};
-use super::together::{one_thread, pairs, PAIRS};
+use super::pair_products::{one_thread, pairs, PAIRS};
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
 use crate::ops::desc::Op;
@@ -88,8 +88,10 @@ struct Reuse {
 }
 
 impl Plan {
-    /// The plan of `g`, whose values are numbered densely (one slot each).
-    pub(crate) fn new(g: &Graph) -> Plan {
+    /// The plan of `g`, whose values are numbered densely (one slot each),
+    /// running adjacent independent products together where `pair`
+    /// (the `pair_products` pass is on).
+    pub(crate) fn new(g: &Graph, pair: bool) -> Plan {
         let n = g.values.len();
         let mut returned = vec![false; n];
         for &o in &g.outputs {
@@ -118,7 +120,7 @@ impl Plan {
             });
         }
         steps.reverse();
-        if PAIRS.with(Cell::get) && crate::kernels::cpu::workers::threads() > 1 {
+        if pair && PAIRS.with(Cell::get) && crate::kernels::cpu::workers::threads() > 1 {
             for i in pairs(g) {
                 steps[i].paired = true;
             }
@@ -295,13 +297,7 @@ fn store(
 
 /// The program of a fused node.
 fn fused_program(op: &Op) -> Option<&Program> {
-    match op {
-        Op::Dyn(d) => {
-            let any: &dyn std::any::Any = &**d;
-            any.downcast_ref::<Fused>().map(|f| &f.program)
-        }
-        _ => None,
-    }
+    op.as_dyn::<Fused>().map(|f| &f.program)
 }
 
 #[cfg(test)]
@@ -315,7 +311,7 @@ mod tests {
         let x = Tensor::from_vec((0..1000).map(|i| i as f64 * 1e-3).collect::<Vec<_>>(), &[1000]).unwrap();
         let f = crate::function::function(|x: &Tensor| x.sin()?.mul_scalar(2.0)?.exp()?.add_scalar(1.0));
         let c = f.concrete(&x).unwrap();
-        (Executable::compile(c.graph()), x)
+        (Executable::compile(c.graph(), &Default::default()).unwrap(), x)
     }
 
     /// A two-layer model's gradients with respect to its input and both
@@ -343,7 +339,9 @@ mod tests {
         });
         let t = (args[0].clone(), args[1].clone(), args[2].clone());
         let c = f.concrete(&t).unwrap();
-        let e = crate::scoped::with_flag(&PAIRS, pairs, || Executable::compile(c.graph()));
+        let e = crate::scoped::with_flag(&PAIRS, pairs, || {
+            Executable::compile(c.graph(), &Default::default()).unwrap()
+        });
         (e, args)
     }
 
@@ -381,13 +379,13 @@ mod tests {
     #[test]
     fn a_plan_moves_values_at_their_last_read() {
         let (e, _) = compiled();
-        let plan = Plan::new(&e.graph);
+        let plan = Plan::new(&e.graph, true);
         let fused: Vec<&Step> = e
             .graph
             .nodes
             .iter()
             .zip(&plan.steps)
-            .filter(|(n, _)| n.op.name() == "Fused")
+            .filter(|(n, _)| n.op.as_dyn::<Fused>().is_some())
             .map(|(_, s)| s)
             .collect();
         assert_eq!(fused.len(), 1);
@@ -442,7 +440,7 @@ mod tests {
         assert_eq!(x.to_vec::<f64>().unwrap(), before);
         assert_eq!(y[0].to_vec::<f64>().unwrap(), want);
         // held alone: the program writes into its buffer
-        let node = e.graph.nodes.iter().find(|n| n.op.name() == "Fused").unwrap();
+        let node = e.graph.nodes.iter().find(|n| n.op.as_dyn::<Fused>().is_some()).unwrap();
         let p = fused_program(&node.op).unwrap();
         let mut alone = [Tensor::from_vec(before.clone(), &[1000]).unwrap()];
         let ptr = alone[0].buffer::<f64>().as_ptr();

@@ -1,5 +1,15 @@
-//! Constant folding: a node whose inputs are all constants is run once,
-//! when the graph is compiled, and becomes a constant.
+//! Constant folding (the `fold` pass): a node whose inputs are all
+//! constants is run once, when the graph is compiled, and becomes a
+//! constant.
+//!
+//! ```text
+//! before:                                after:
+//!   %1: f64[3] = Const[1, 2, 3]            %1: f64[3] = Const[1, 2, 3]
+//!   %2: f64[3] = Sqrt(%1)                  %2: f64[3] = Const[1, 1.414.., 1.732..]
+//!   %3: f64[4, 3] = Mul(%0, %2)            %3: f64[4, 3] = Mul(%0, %2)
+//! ```
+//!
+//! (the constant `%1`, now unread, goes at the next dead-code elimination.)
 //!
 //! A `FullLike` node (a value everywhere, in the shape and dtype of its
 //! input) folds whatever its input is: the shape is fixed by the plan.
@@ -13,6 +23,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::pipeline::PassCx;
 use crate::autodiff::tape;
 use crate::function::graph::{Graph, Node, ValueId};
 use crate::function::trace;
@@ -29,7 +40,7 @@ fn foldable(op: &Op) -> bool {
 }
 
 /// Folds constant nodes in place; returns how many were folded.
-pub(crate) fn fold(g: &mut Graph) -> usize {
+pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     let mut consts: FxHashMap<ValueId, Tensor> = FxHashMap::default();
     let mut folded = 0;
     let old = std::mem::take(&mut g.nodes);
@@ -124,7 +135,7 @@ mod tests {
             node(Op::Unary(Unary::Exp), &[0], &[4]),
         ];
         g.outputs = vec![2, 3, 4];
-        assert_eq!(fold(&mut g), 2);
+        assert_eq!(run(&mut g, &mut PassCx::default()), 2);
         assert_eq!(g.count("Const"), 3);
         assert_eq!(g.count("Exp"), 1);
         let Op::Const(t) = &g.nodes[1].op else {

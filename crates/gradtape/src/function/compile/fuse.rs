@@ -1,5 +1,13 @@
-//! Fusion: groups of elementwise nodes become one [`Fused`] node that
-//! reads each input once and writes each output once.
+//! Fusion (the `fuse` pass): groups of elementwise nodes become one
+//! [`Fused`] node that reads each input once and writes each output once.
+//!
+//! ```text
+//! before:                                after:
+//!   %2: f64[6, 10] = Add(%0, %1)           %5: f64[6] = Fused[4 ops, f64 x [6, 10]] { .. }(%0, %1)
+//!   %3: f64[6, 10] = Tanh(%2)
+//!   %4: f64[6, 10] = Square(%3)
+//!   %5: f64[6] = Sum[axes=[1]](%4)
+//! ```
 //!
 //! **Members.** A node can join a group when it is a float (`f32`/`f64`)
 //! elementwise op the kernel computes ([`kernel::fusible_unary`],
@@ -42,6 +50,7 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::kernel::{self, Axis, Fold, Instr, Output, Program, Reg, Splat};
+use super::pipeline::PassCx;
 use crate::error::Result;
 use crate::function::graph::{Graph, Node, ValueId};
 use crate::ops::desc::{DynOp, NnOp, Op, Outputs, ReduceKind, ShapeOp};
@@ -70,6 +79,41 @@ impl DynOp for Fused {
         let listing = p.to_string();
         let lines: Vec<&str> = listing.lines().collect();
         write!(f, "{} }}", lines.join("; "))
+    }
+}
+
+impl Fused {
+    /// Whether `node` (this op's node in `g`) takes inputs of the sizes and
+    /// makes outputs of the dtype and shapes its program does.
+    pub(crate) fn check(&self, g: &Graph, node: &Node) -> std::result::Result<(), String> {
+        let p = &self.program;
+        if node.inputs.len() != p.input_len.len() || node.outputs.len() != p.outputs.len() {
+            return Err(format!(
+                "takes {} inputs and makes {} outputs, its program {} and {}",
+                node.inputs.len(),
+                node.outputs.len(),
+                p.input_len.len(),
+                p.outputs.len()
+            ));
+        }
+        for (&v, &len) in node.inputs.iter().zip(&p.input_len) {
+            if numel(&g.values[v as usize].shape) != len {
+                return Err(format!("input %{v} is not of the {len} elements its program reads"));
+            }
+        }
+        for (&v, out) in node.outputs.iter().zip(&p.outputs) {
+            let info = &g.values[v as usize];
+            if info.dtype != p.dtype || info.shape[..] != *out.shape(&p.shape) {
+                return Err(format!(
+                    "output %{v} is {}{:?}, its program makes {}{:?}",
+                    info.dtype,
+                    &info.shape[..],
+                    p.dtype,
+                    out.shape(&p.shape)
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -226,10 +270,19 @@ fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// The `fuse` pass: groups the graph's elementwise nodes and replaces each
+/// group by a [`Fused`] node; returns how many nodes were fused. The sums
+/// the kernels compute add in another order (`PassCx::reassociated`).
+pub(crate) fn run(g: &mut Graph, cx: &mut PassCx) -> usize {
+    let (fused, sums) = fuse(g);
+    cx.reassociated += sums;
+    fused
+}
+
 /// Groups the graph's elementwise nodes and replaces each group by a
 /// [`Fused`] node. Returns how many nodes were fused, and how many sums the
 /// kernels compute.
-pub(crate) fn fuse(g: &mut Graph) -> (usize, usize) {
+fn fuse(g: &mut Graph) -> (usize, usize) {
     // constants first (they read nothing), so that any group may use them
     let (consts, rest): (Vec<Node>, Vec<Node>) = std::mem::take(&mut g.nodes)
         .into_iter()

@@ -4,47 +4,56 @@
 //! *traced* graph (after dead-code and common-subexpression elimination)
 //! is the one users print and the one symbolic differentiation reads: its
 //! nodes are the ops the closure ran. The *executable* graph is a copy
-//! that only runs, made by these passes, each in its own module:
+//! that only runs, made by a list of passes (`pipeline::PASSES`), each
+//! named after what it does, each in the module of that name (the
+//! `pipeline` module runs them, counts their rewrites into
+//! [`CompileStats`], and checks the graph after each):
 //!
 //! 1. `fold` — constant folding: nodes of constants run once, here.
 //! 2. `simplify` — algebraic simplification: `x * 1`, identities,
 //!    casts and reshapes to the same type and shape, transpose and reshape
 //!    chains.
-//! 3. common-subexpression and dead-code elimination again (folding and
-//!    simplification expose more).
-//! 4. `pair` — nodes that share work merged: a max pool and the
-//!    positions of its maxima (which its gradient reads) from one pass.
-//! 5. `join` — a sum of matrix products (a weight's gradient over the
-//!    steps of a loop) becomes one product of operands joined along the
-//!    shared dimension: one long product split over the threads instead of
-//!    a small product and an addition per step. The same module stacks
-//!    products of many left operands by one right operand (an RNN's
-//!    `x_t W`, all inputs) into one product, sliced (bit for bit).
-//!    Then `transpose`: a weight read transposed by many small products
+//! 3. `cse` and `dce` — common-subexpression and dead-code elimination
+//!    again (folding and simplification expose more).
+//! 4. `pool_argmax` — a max pool and the positions of its maxima (which
+//!    its gradient reads) from one pass of the pooling kernel.
+//! 5. `join_products` — a sum of matrix products (a weight's gradient over
+//!    the steps of a loop) becomes one product of operands joined along
+//!    the shared dimension. `stack_products` — products of many left
+//!    operands by one right operand (an RNN's `x_t W`) become one product,
+//!    sliced (bit for bit).
+//! 6. `transpose_once` — a weight read transposed by many small products
 //!    (an RNN's `g Uᵀ` at every step) is transposed once, and the products
-//!    read the copy as is (the GEMM kernel reads such an operand in place).
-//!    Then `diag`: a product with an operand made elementwise from a
-//!    constant diagonal matrix (a Jacobian's seed, the identity) becomes a
-//!    node that scales the other operand's rows or columns when the operand
-//!    is diagonal at run time (bit for bit the product's values), and runs
-//!    the product otherwise.
-//! 6. `fuse` — elementwise fusion: chains and trees of elementwise ops
+//!    read the copy as is.
+//! 7. `diag_matmul` — a product with an operand made elementwise from a
+//!    constant diagonal matrix (a Jacobian's seed, the identity) scales
+//!    the other operand's rows or columns when the operand is diagonal at
+//!    run time (bit for bit the product's values), and runs the product
+//!    otherwise.
+//! 8. `fuse` — elementwise fusion: chains and trees of elementwise ops
 //!    (with scalar operands, row and column broadcasts, and sums, maxima
 //!    and minima over all, the leading or the trailing axes) become one
 //!    kernel (`kernel`) that reads each input once and writes each output once.
-//! 7. `keep` — a dense convolution hands its im2col matrix to the filter
-//!    gradient of the same input (as the tape's rule does), which then
-//!    does not build it again.
-//! 8. `hoist` — a fused reduction of a gradient (a norm, a checksum)
-//!    traced after variable updates runs before them, while the gradient
-//!    its product made is still in cache.
+//! 9. `share_im2col` — a dense convolution hands its im2col matrix to the
+//!    filter gradient of the same input (as the tape's rule does), which
+//!    then does not build it again.
+//! 10. `hoist_reductions` — a fused reduction (a norm, a checksum) traced
+//!     after variable updates runs before them, while its operand is still
+//!     in cache.
+//! 11. `pair_products` — rewrites nothing: adjacent independent products
+//!     (a layer's input and weight gradients) run at the same time, one per
+//!     thread, bit for bit as one after the other.
+//!
+//! Each pass can be switched off by name
+//! ([`CompileOptions::disable_pass`], on
+//! [`FunctionOptions::compile`](super::FunctionOptions::compile)), and
+//! [`CompileStats::count`] gives its count by name.
 //!
 //! The result runs on the `exec` executor: a plan made here, once (which
 //! slot each node reads, and whether for the last time), values moved out
 //! at their last read, fused kernels writing into the buffers of
-//! inputs that nothing else holds, and adjacent independent products (a
-//! layer's input and weight gradients) run at the same time, one per
-//! thread (`together`), bit for bit as one after the other.
+//! inputs that nothing else holds, and the pairs of `pair_products` run
+//! at the same time.
 //!
 //! The executable graph is planned for the traced shapes of the inputs; a
 //! call with other shapes (a signature with `None` dims) runs the traced
@@ -81,26 +90,42 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 
-pub(crate) mod diag;
+pub(crate) mod diag_matmul;
 pub(crate) mod exec;
 pub(crate) mod fold;
 pub(crate) mod fuse;
-pub(crate) mod hoist;
-pub(crate) mod join;
-pub(crate) mod keep;
+pub(crate) mod hoist_reductions;
+pub(crate) mod join_products;
 pub(crate) mod kernel;
-pub(crate) mod pair;
+pub(crate) mod pair_products;
+pub(crate) mod pipeline;
+pub(crate) mod pool_argmax;
+pub(crate) mod share_im2col;
 pub(crate) mod simplify;
-pub(crate) mod together;
-pub(crate) mod transpose;
+pub(crate) mod transpose_once;
 
-use super::graph::Graph;
+pub use pipeline::CompileOptions;
+
+use super::graph::{Graph, Node};
 use super::passes;
 use crate::error::Result;
 use crate::ops::desc::Op;
 use crate::tensor::{Shape, Tensor};
 
-/// What the compiler's passes did to one graph.
+/// What the compiler's passes did to one graph: per pass, by name, how
+/// many rewrites it made ([`count`](CompileStats::count)), and the counts
+/// of some passes in fields of their own.
+///
+/// ```
+/// use gradtape::{function, Tensor};
+/// let f = function(|x: &Tensor| x.mul_scalar(1.0)?.exp()?.sin());
+/// let s = f.concrete(&Tensor::vector(&[0.5f32, 1.0]))?.compile_stats();
+/// assert_eq!(s.count("simplify"), Some(1)); // x * 1 is x
+/// assert_eq!(s.count("fuse"), Some(2)); // exp and sin in one kernel
+/// assert_eq!(s.count("fuse"), Some(s.fused));
+/// assert_eq!(s.count("nonesuch"), None);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CompileStats {
     /// Nodes of the traced graph.
@@ -127,6 +152,17 @@ pub struct CompileStats {
     pub kernels: usize,
     /// Convolutions whose im2col matrix their filter gradient reuses.
     pub kept: usize,
+    /// Every pass that ran, in order, with the number of rewrites it made.
+    pub passes: Vec<(&'static str, usize)>,
+}
+
+impl CompileStats {
+    /// How many rewrites the pass `name` made (`None`: it did not run, or
+    /// no pass has that name; see
+    /// [`CompileOptions::pass_names`]).
+    pub fn count(&self, name: &str) -> Option<usize> {
+        self.passes.iter().find(|(n, _)| *n == name).map(|&(_, c)| c)
+    }
 }
 
 /// A graph ready to run: the optimised copy and its run plan.
@@ -142,43 +178,37 @@ pub(crate) struct Executable {
 }
 
 impl Executable {
-    /// Runs the passes on a copy of `traced`.
-    pub(crate) fn compile(traced: &Graph) -> Executable {
+    /// Runs the passes `opts` leaves on over a copy of `traced`. Fails
+    /// only where the graph is checked after each pass
+    /// ([`CompileOptions::verify`]) and a pass broke it.
+    pub(crate) fn compile(traced: &Graph, opts: &CompileOptions) -> Result<Executable> {
         let mut g = traced.clone();
         let mut stats = CompileStats {
             nodes_before: traced.len(),
             ..CompileStats::default()
         };
-        stats.folded = fold::fold(&mut g);
-        stats.simplified = simplify::simplify(&mut g);
-        passes::cse(&mut g);
-        passes::dce(&mut g);
-        stats.merged = pair::pair(&mut g);
-        stats.joined = join::join_products(&mut g);
-        if stats.joined > 0 {
-            passes::dce(&mut g);
-        }
-        stats.stacked = join::stack_products(&mut g);
-        stats.transposed = transpose::transpose_once(&mut g);
-        stats.diagonal = diag::diagonal_products(&mut g);
-        let (fused, fused_sums) = fuse::fuse(&mut g);
-        stats.kept = keep::keep_cols(&mut g);
-        hoist::hoist_reductions(&mut g);
+        let mut cx = pipeline::PassCx::default();
+        pipeline::run(&mut g, opts, &mut stats, &mut cx)?;
         // values renumbered: a run's slots are only those still made
         let all: Vec<usize> = (0..g.len()).collect();
         let g = passes::extract(&g, &all, &g.inputs, &g.outputs);
-        stats.kernels = g.count("Fused");
-        stats.fused = fused;
+        if opts.verifies() {
+            pipeline::checked(&g, "(renumbering)")?;
+        }
+        stats.kernels = g
+            .nodes
+            .iter()
+            .filter(|n| n.op.as_dyn::<fuse::Fused>().is_some())
+            .count();
         stats.nodes_after = g.len();
-        let reordered = fused_sums + stats.joined;
         let shapes = g.inputs.iter().map(|&v| g.values[v as usize].shape.clone()).collect();
-        Executable {
-            plan: exec::Plan::new(&g),
+        Ok(Executable {
+            plan: exec::Plan::new(&g, cx.pair_products),
             graph: g,
             stats,
             shapes,
-            fused_sums: reordered,
-        }
+            fused_sums: cx.reassociated,
+        })
     }
 
     /// Whether these inputs have the shapes the graph was planned for.
@@ -251,9 +281,18 @@ pub(crate) fn enabled_by_env() -> bool {
     *ON.get_or_init(|| std::env::var("GRADTAPE_GRAPH_OPT").map_or(true, |v| v != "0"))
 }
 
+/// The checks of `Graph::verify` for the compiler's own nodes: a fused
+/// kernel takes and makes what its program does.
+pub(crate) fn check_node(g: &Graph, node: &Node) -> std::result::Result<(), String> {
+    match node.op.as_dyn::<fuse::Fused>() {
+        Some(f) => f.check(g, node),
+        None => Ok(()),
+    }
+}
+
 /// Puts each `(i, node)` of `new` before the graph's node `i` (nodes for
 /// one `i` in the order given), the passes' one way of inserting nodes.
-pub(crate) fn insert_before(g: &mut Graph, mut new: Vec<(usize, super::graph::Node)>) {
+pub(crate) fn insert_before(g: &mut Graph, mut new: Vec<(usize, Node)>) {
     if new.is_empty() {
         return;
     }

@@ -18,10 +18,18 @@
 //!   bias-add and relu then writes one tensor, not two.
 //!
 //! Rewritten values are renamed in every later node and in the outputs;
-//! the nodes left unused are removed by dead-code elimination.
+//! the nodes left unused are removed by dead-code elimination:
+//!
+//! ```text
+//! before:                                after:
+//!   %1: f32[3, 4] = MulScalar[1](%0)       %1: f32[3, 4] = MulScalar[1](%0)   (unread)
+//!   %2: f32[2, 6] = Reshape(%1)            %2: f32[2, 6] = Reshape(%0)
+//!   %3: f32[2, 6] = Exp(%2)                %3: f32[2, 6] = Exp(%2)
+//! ```
 
 use rustc_hash::FxHashMap;
 
+use super::pipeline::PassCx;
 use crate::function::graph::{Graph, ValueId};
 use crate::ops::desc::{Binary, Op, ShapeOp, Unary};
 use crate::tensor::Tensor;
@@ -37,7 +45,7 @@ fn splat_of(t: &Tensor) -> Option<f64> {
 }
 
 /// Simplifies `g` in place; returns how many nodes were rewritten.
-pub(crate) fn simplify(g: &mut Graph) -> usize {
+pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     let mut rename: Vec<ValueId> = (0..g.values.len() as ValueId).collect();
     // values known to hold one number everywhere
     let mut splat: FxHashMap<ValueId, f64> = FxHashMap::default();
@@ -184,7 +192,7 @@ mod tests {
             node(Op::Unary(Unary::AddScalar(F64(0.0))), &[5], &[6]),
         ];
         g.outputs = vec![5, 6];
-        assert_eq!(simplify(&mut g), 2);
+        assert_eq!(run(&mut g, &mut PassCx::default()), 2);
         assert_eq!(g.outputs[0], 0, "x * 1, transposed twice, is x");
         assert_eq!(g.nodes[5].inputs[0], 0, "x + 0 reads x and stays");
     }
@@ -204,7 +212,7 @@ mod tests {
             node(Op::Binary(Binary::ReluGrad), &[1, 1], &[4]),
         ];
         g.outputs = vec![2, 3, 4];
-        assert_eq!(simplify(&mut g), 1);
+        assert_eq!(run(&mut g, &mut PassCx::default()), 1);
         assert_eq!(&g.nodes[1].inputs[..], &[1, 2]);
         assert_eq!(&g.nodes[2].inputs[..], &[1, 1]);
         // and the values agree, at the edge cases included

@@ -1,6 +1,6 @@
 //! Convolution kernels on NHWC buffers: im2col + GEMM for the dense
 //! convolution and its two adjoints (after handing `f32` stride-1 ones to
-//! the direct kernels of [`super::sconv`] where the CPU has AVX-512),
+//! the direct kernels of [`super::direct_conv`] where the CPU has AVX-512),
 //! direct channel-vectorised loops for the depthwise convolution. Rows and
 //! images run in parallel on the compute threads ([`super::workers`]);
 //! scratch buffers come from the buffer cache and are written without a
@@ -396,7 +396,7 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> R
         return Ok((super::filled_vec(g.op, total, T::zero())?, None));
     }
     #[cfg(target_arch = "x86_64")]
-    if let Some(y) = super::sconv::forward(x, f, g) {
+    if let Some(y) = super::direct_conv::forward(x, f, g) {
         return Ok((y, None));
     }
     // the products below write every element of `out` (no accumulation)
@@ -432,7 +432,7 @@ pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Re
         return super::filled_vec(g.op, g.n * g.h * g.w * g.c, T::zero());
     }
     #[cfg(target_arch = "x86_64")]
-    if let Some(dx) = super::sconv::backprop_input(dy, f, g) {
+    if let Some(dx) = super::direct_conv::backprop_input(dy, f, g) {
         return Ok(dx);
     }
     let mut dx = super::filled_vec(g.op, g.n * g.h * g.w * g.c, T::zero())?;
@@ -465,7 +465,7 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> R
         return super::filled_vec(g.op, kd * o, T::zero());
     }
     #[cfg(target_arch = "x86_64")]
-    if let Some(df) = super::sconv::backprop_filter(x, dy, g) {
+    if let Some(df) = super::direct_conv::backprop_filter(x, dy, g) {
         return Ok(df);
     }
     let mut df = super::filled_vec(g.op, kd * o, T::zero())?;

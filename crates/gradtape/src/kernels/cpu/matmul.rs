@@ -214,7 +214,7 @@ pub(crate) fn on_sgemm(m: usize, n: usize, k: usize, a_row_major: bool) -> bool 
 /// `dst = (acc ? dst : 0) + a @ b` on raw strided matrices (`rs`/`cs`: row
 /// and column strides), `a` m x k, `b` k x n, `dst` m x n. `f32` products
 /// with a unit column stride in `dst` go to [`super::sgemm`] where the CPU
-/// has it, or to [`super::thin`] when `thin::MIN_N` to `thin::MAX_N` columns wide;
+/// has it, or to [`super::narrow_matmul`] when `narrow_matmul::MIN_N` to `narrow_matmul::MAX_N` columns wide;
 /// the rest to the `gemm` crate. With `par`, a product of at least
 /// `PAR_FLOPS` multiply-adds is split over the compute threads, one piece
 /// per thread along the output's longer side.
@@ -260,21 +260,21 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
     }
     let threads = super::workers::threads();
     let (d, a, b) = (super::workers::SendPtr(dst), a as usize, b as usize);
-    // (thin f32 products on their own kernel: the `gemm` crate allocates
+    // (narrow f32 products on their own kernel: the `gemm` crate allocates
     // on every call for them; not products with a few columns, which it
     // runs as matrix-vector products without allocating, faster than
-    // `thin`'s part-empty vectors)
-    let thin = T::DTYPE == crate::DType::F32
+    // `narrow_matmul`'s part-empty vectors)
+    let narrow = T::DTYPE == crate::DType::F32
         && d_cs == 1
         && d_rs >= n as isize
-        && (super::thin::MIN_N..=super::thin::MAX_N).contains(&n);
+        && (super::narrow_matmul::MIN_N..=super::narrow_matmul::MAX_N).contains(&n);
     // one piece: a block of rows and columns of dst
     let piece = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         let (i, j) = (rows.start as isize, cols.start as isize);
-        if thin {
+        if narrow {
             // SAFETY: as below; T is f32.
             return unsafe {
-                super::thin::thin(
+                super::narrow_matmul::matmul(
                     (rows.len(), cols.len(), k),
                     d.get().offset(i * d_rs + j) as *mut f32,
                     d_rs,

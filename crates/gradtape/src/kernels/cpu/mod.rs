@@ -24,20 +24,20 @@ pub(crate) mod conv3d;
 pub(crate) mod ctc;
 pub(crate) mod decomp;
 pub(crate) mod denormal;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod direct_conv;
 pub(crate) mod eig;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod narrow_matmul;
 pub(crate) mod nn;
 pub(crate) mod pooling;
 pub(crate) mod reduce;
 pub(crate) mod resize;
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod sconv;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
-pub(crate) mod thin;
 pub(crate) mod workers;
 
 use std::mem::MaybeUninit;

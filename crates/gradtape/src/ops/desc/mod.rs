@@ -160,6 +160,19 @@ pub enum Op {
 }
 
 impl Op {
+    /// The descriptor of a dynamic op of type `T` (a graph compiler's own
+    /// nodes, a variable write), if this is one: the typed way to recognise
+    /// an op a layer above defines, instead of comparing names.
+    pub(crate) fn as_dyn<T: DynOp>(&self) -> Option<&T> {
+        match self {
+            Op::Dyn(d) => {
+                let any: &dyn std::any::Any = &**d;
+                any.downcast_ref::<T>()
+            }
+            _ => None,
+        }
+    }
+
     /// The op's name, as recorded on tapes.
     pub fn name(&self) -> &'static str {
         match self {

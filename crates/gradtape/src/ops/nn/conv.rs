@@ -17,7 +17,7 @@
 //! + op(a, t_b)`, so tangents do not go through the reverse-mode rules.
 //!
 //! The dense convolution runs as direct register-tiled kernels for `f32`
-//! at stride 1 on AVX-512 CPUs (`kernels::cpu::sconv`) and as im2col +
+//! at stride 1 on AVX-512 CPUs (`kernels::cpu::direct_conv`) and as im2col +
 //! GEMM otherwise; the depthwise one as direct channel-vectorised loops;
 //! all in parallel.
 

@@ -8,9 +8,8 @@
 //! ([`lanes_total`]); the tasks' totals are added in order.
 //!
 //! (Folding a value whose only use is a sum into the sum, row by row with
-//! no register, was tried: the elementwise bench's traced step went from
-//! 2.2 to 2.8 ms, the rows' per-op dispatch costing more than the pass it
-//! saved.)
+//! no register, was tried and was slower: the rows' per-op dispatch cost
+//! more than the pass it saved.)
 
 use super::Lane;
 use super::{Instr, Reg, CHUNK};

@@ -1,10 +1,24 @@
-//! Sums of matrix products as one product over a joined shared dimension.
+//! Sums of matrix products as one product over a joined shared dimension
+//! (the `join_products` pass), and products by one right operand stacked
+//! into one (`stack_products`).
+//!
+//! ```text
+//! join_products, before:                 after:
+//!   %6 = MatMul(%0, %1)                    %11 = Concat[axis=1](%0, %2, %4)
+//!   %7 = MatMul(%2, %3)                    %12 = Concat[axis=0](%1, %3, %5)
+//!   %8 = Add(%6, %7)                       %10 = MatMul(%11, %12)
+//!   %9 = MatMul(%4, %5)
+//!   %10 = Add(%8, %9)
+//! stack_products, before:                after:
+//!   %2 = MatMul(%0, %w)                    %4 = Concat[axis=0](%0, %1)
+//!   %3 = MatMul(%1, %w)                    %5 = MatMul(%4, %w)
+//!                                          %2 = Slice(%5), %3 = Slice(%5)
+//! ```
 //!
 //! The gradient of a weight used at every step of a loop (an RNN's `W` and
 //! `U`) is a sum of one small product per step, `Σ_t a_tᵀ b_t`, which a
 //! traced graph computes as a chain of `MatMul` and `Add` nodes: per step a
-//! product with a short shared dimension (the batch, 32 rows in the
-//! `rnn_grad` bench) on one thread, and an addition of the whole
+//! product with a short shared dimension (the batch) on one thread, and an addition of the whole
 //! accumulator. The same sum is one product of the operands joined along
 //! the shared dimension,
 //!
@@ -34,6 +48,7 @@
 use rustc_hash::FxHashMap;
 use smallvec::smallvec;
 
+use super::pipeline::PassCx;
 use crate::function::graph::{Graph, Node, ValueId};
 use crate::kernels::cpu::matmul::on_sgemm;
 use crate::ops::desc::{Binary, Op, ShapeOp};
@@ -51,10 +66,27 @@ struct Term {
     k: usize,
 }
 
+/// The `join_products` pass: [`join_products`], then dead-code elimination
+/// where it joined a sum. A joined sum adds in another order
+/// (`PassCx::reassociated`).
+pub(crate) fn run_join(g: &mut Graph, cx: &mut PassCx) -> usize {
+    let joined = join_products(g);
+    if joined > 0 {
+        crate::function::passes::dce(g);
+    }
+    cx.reassociated += joined;
+    joined
+}
+
+/// The `stack_products` pass: [`stack_products`].
+pub(crate) fn run_stack(g: &mut Graph, _: &mut PassCx) -> usize {
+    stack_products(g)
+}
+
 /// Joins the products of every sum tree that has enough of them; returns
 /// how many sums were joined. Leaves dead nodes behind (the caller runs
 /// dead-code elimination).
-pub(crate) fn join_products(g: &mut Graph) -> usize {
+fn join_products(g: &mut Graph) -> usize {
     let n_vals = g.values.len();
     let mut uses = vec![0u32; n_vals];
     for node in &g.nodes {
@@ -244,7 +276,7 @@ const SPLIT_K: usize = 512;
 /// dimension it never splits: it computes each element in the same order
 /// for any number of rows, so the values are the same, bit for bit.
 /// Returns how many groups were stacked.
-pub(crate) fn stack_products(g: &mut Graph) -> usize {
+fn stack_products(g: &mut Graph) -> usize {
     let mut producer = vec![usize::MAX; g.values.len()];
     for (i, node) in g.nodes.iter().enumerate() {
         for &v in &node.outputs {

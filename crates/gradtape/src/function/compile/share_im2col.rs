@@ -4,11 +4,20 @@
 //! the filter gradient on the tape (`cols^T @ dy`) reuses it instead of
 //! building it again. A traced graph has the two as separate nodes,
 //! `Conv2D(x, f)` and `Conv2DBackpropFilter(x, dy)`, so the gradient node
-//! rebuilt the matrix on every run: on the `cnn_step` bench that was most of
-//! what made the compiled step slower than the eager one (callgrind: the
-//! filter gradients cost twice their eager instructions).
+//! would build the matrix again on every run: twice the work of the eager
+//! filter gradient.
 //!
-//! This pass gives the pair back its sharing: the convolution becomes a
+//! This pass (`share_im2col`) gives the pair back its sharing, for any
+//! dense `f32` or `f64` convolution (any strides, padding and dilations):
+//!
+//! ```text
+//! before:                                after:
+//!   %2 = Conv2D(%x, %f)                    %2, %c = Conv2DKeepCols(%x, %f)
+//!   ...                                    ...
+//!   %9 = Conv2DBackpropFilter(%x, %8)      %9 = Conv2DBackpropFilterCols(%x, %8, %c)
+//! ```
+//!
+//! In it the convolution becomes a
 //! [`ConvKeepCols`] node with a second output, the matrix, and the filter
 //! gradient of the same `x`, attributes and filter shape a
 //! [`ConvBackpropFilterCols`] node that also reads it. The matrix lives from
@@ -20,6 +29,7 @@
 
 use std::sync::Arc;
 
+use super::pipeline::PassCx;
 use crate::error::Result;
 use crate::function::graph::Graph;
 use crate::ops::desc::{ConvAttrs, DynOp, NnOp, Op, Outputs};
@@ -90,7 +100,7 @@ impl DynOp for ConvBackpropFilterCols {
 /// Pairs each dense `f32`/`f64` convolution with the first later filter
 /// gradient of the same input, attributes and filter shape; returns how
 /// many pairs now share their matrix.
-pub(crate) fn keep_cols(g: &mut Graph) -> usize {
+pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     let mut pairs = 0;
     for i in 0..g.nodes.len() {
         let (Op::Nn(NnOp::Conv(a)), [x, f]) = (&g.nodes[i].op, &g.nodes[i].inputs[..]) else {

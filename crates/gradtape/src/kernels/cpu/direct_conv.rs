@@ -38,16 +38,12 @@ use crate::tensor::Element;
 
 /// Channel counts up to which the direct kernels beat im2col + GEMM. Past
 /// them the filter no longer stays in L1 while a tile sums over it, and the
-/// GEMM's cache blocking wins. Measured on 3×3 windows (2 threads): the
-/// direct forward is 1.5× faster at 64 → 64 channels and 1.4× slower at
-/// 128 → 128; the direct filter gradient 2.1× faster at 3 → 32, 1.1× at
-/// 32 → 48 (5×5) and 1.1× slower at 64 → 64.
+/// GEMM's cache blocking wins (measured: `docs/compiler-notes.md`).
 const MAX_CHANNELS: usize = 64;
 /// Input channels up to which the direct filter gradient is used.
 const MAX_FILTER_GRAD_CHANNELS: usize = 32;
 /// Output channels below which a tile's vectors are mostly idle lanes and
-/// the direct forward and input gradient lose (1.5× slower for a 3×3
-/// input gradient with 3 channels).
+/// the direct forward and input gradient lose.
 const MIN_OUT_CHANNELS: usize = 8;
 
 /// Whether the direct kernels take geometry `g` at all.

@@ -1,4 +1,12 @@
-//! Operands read transposed by many small products, transposed once.
+//! Operands read transposed by many small products, transposed once (the
+//! `transpose_once` pass).
+//!
+//! ```text
+//! before:                                after:
+//!   %2 = MatMul[transpose_b](%0, %u)       %4 = Contiguous(Transpose(%u))
+//!   %3 = MatMul[transpose_b](%1, %u)       %2 = MatMul(%0, %4)
+//!                                          %3 = MatMul(%1, %4)
+//! ```
 //!
 //! The backward pass of a loop multiplies by a weight transposed at every
 //! step (an RNN's `dh = g Uᵀ`, `MatMul[transpose_b=true](g, U)`). The `f32`
@@ -16,6 +24,7 @@
 
 use smallvec::smallvec;
 
+use super::pipeline::PassCx;
 use crate::function::graph::{Graph, Node};
 use crate::kernels::cpu::matmul::on_sgemm;
 use crate::ops::desc::{Op, ShapeOp};
@@ -30,7 +39,7 @@ const MAX_ROWS: usize = 96;
 /// Gives the right operands of `f32` products with few rows (run by the
 /// `f32` kernel), read transposed by several of them, a transposed copy;
 /// returns how many operands got one.
-pub(crate) fn transpose_once(g: &mut Graph) -> usize {
+pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     // per right operand: the products that read it transposed
     let mut readers: rustc_hash::FxHashMap<u32, Vec<usize>> = Default::default();
     for (i, n) in g.nodes.iter().enumerate() {

@@ -1,4 +1,11 @@
-//! Independent products run at the same time, one per thread.
+//! Independent products run at the same time, one per thread (the
+//! `pair_products` pass, which rewrites no node: it marks the pairs for
+//! the run plan).
+//!
+//! ```text
+//!   %3 = MatMul(%0, %1)    -- one job of two tasks: each product on a thread
+//!   %4 = MatMul(%0, %2)    --
+//! ```
 //!
 //! A backward pass computes, per layer, the gradient of the layer's input
 //! (`dY·Wᵀ`) and of its weight (`Xᵀ·dY`): two products that read the same
@@ -28,7 +35,10 @@
 
 use std::cell::Cell;
 
+use super::pipeline::PassCx;
+use super::share_im2col::ConvBackpropFilterCols;
 use crate::function::graph::{Graph, Node};
+use crate::ops::desc::{NnOp, Op};
 
 thread_local! {
     /// Whether plans made on this thread pair products (tests turn it off
@@ -36,15 +46,15 @@ thread_local! {
     pub(crate) static PAIRS: Cell<bool> = const { Cell::new(true) };
 }
 
-/// The ops that pair: products and convolutions' gradients, whose kernels
-/// split themselves over the threads.
-const HEAVY: [&str; 5] = [
-    "MatMul",
-    "Conv2D",
-    "Conv2DBackpropInput",
-    "Conv2DBackpropFilter",
-    "Conv2DBackpropFilterCols",
-];
+/// Whether `op` pairs: products and dense convolutions and their
+/// gradients, whose kernels split themselves over the threads.
+fn pairs_op(op: &Op) -> bool {
+    match op {
+        Op::MatMul { .. } => true,
+        Op::Nn(NnOp::Conv(c) | NnOp::ConvBackpropInput(c, _) | NnOp::ConvBackpropFilter(c, _)) => !c.depthwise,
+        _ => op.as_dyn::<ConvBackpropFilterCols>().is_some(),
+    }
+}
 
 /// Operands and results smaller than this, in elements all together, are
 /// not worth a job of their own.
@@ -53,7 +63,18 @@ const MIN_ELEMENTS: usize = 1 << 14;
 /// Whether `node` of `g` is a product worth running on its own thread.
 fn heavy(g: &Graph, node: &Node) -> bool {
     let numel = |v: &u32| -> usize { g.values[*v as usize].shape.iter().product() };
-    HEAVY.contains(&node.op.name()) && node.inputs.iter().chain(&node.outputs).map(numel).sum::<usize>() >= MIN_ELEMENTS
+    pairs_op(&node.op) && node.inputs.iter().chain(&node.outputs).map(numel).sum::<usize>() >= MIN_ELEMENTS
+}
+
+/// The `pair_products` pass, which rewrites nothing: turns pairing on for
+/// the plan, and counts the pairs it will run together (none with one
+/// compute thread, or where a test turned [`PAIRS`] off).
+pub(crate) fn run(g: &mut Graph, cx: &mut PassCx) -> usize {
+    cx.pair_products = true;
+    match PAIRS.with(Cell::get) && crate::kernels::cpu::workers::threads() > 1 {
+        true => pairs(g).len(),
+        false => 0,
+    }
 }
 
 /// The indices `i` of `g`'s nodes that run together with node `i + 1`:

@@ -1,4 +1,4 @@
-//! Thin `f32` products: `a` (m×k) times `b` (k×n) for `n` up to
+//! Narrow `f32` products (few columns): `a` (m×k) times `b` (k×n) for `n` up to
 //! [`MAX_N`], such as a classifier's logits (`[batch, features] @
 //! [features, 10]`).
 //!
@@ -41,7 +41,7 @@ const ROWS: usize = 4;
 /// and `dst` (m×n, row stride `d_rs >= n`) must not overlap `a` or `b`;
 /// without `acc`, `dst` may be uninitialised.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn thin(
+pub(crate) unsafe fn matmul(
     (m, n, k): (usize, usize, usize),
     dst: *mut f32,
     d_rs: isize,
@@ -87,7 +87,7 @@ pub(crate) unsafe fn thin(
     }
 }
 
-/// The output and `a`, as [`thin`] takes them.
+/// The output and `a`, as [`matmul`] takes them.
 #[derive(Clone, Copy)]
 struct Mats {
     m: usize,
@@ -213,7 +213,7 @@ mod tests {
                 for (bm, strides) in [(&b, (n as isize, 1)), (&bt, (1, k as isize))] {
                     let mut got = init.clone();
                     unsafe {
-                        thin(
+                        matmul(
                             (m, n, k),
                             got.as_mut_ptr(),
                             n as isize,
@@ -236,7 +236,7 @@ mod tests {
         let b = [1.0f32, 2.0];
         let mut out = [0.0f32; 4];
         unsafe {
-            thin(
+            matmul(
                 (2, 2, 1),
                 out.as_mut_ptr(),
                 2,

@@ -1,12 +1,22 @@
-//! Merging nodes that share their work: a `MaxPool` and a `MaxPoolArgmax`
-//! of one input (the output, and the positions its gradient reads) come
-//! from one pass of the pooling kernel, so the pair becomes one node with
-//! both outputs, where the first of the two was.
+//! Merging nodes that share their work (the `pool_argmax` pass): a
+//! `MaxPool` and a `MaxPoolArgmax` of one input and attributes (the
+//! output, and the positions its gradient reads) come from one pass of the
+//! pooling kernel, so the pair becomes one node with both outputs, where
+//! the first of the two was. Any such pair merges (any window, stride,
+//! padding and dtype), wherever the traced gradient put its second node:
+//!
+//! ```text
+//! before:                                after:
+//!   %1 = MaxPool[ksize=[3, 3], ..](%0)     %1, %2 = MaxPoolWithArgmax[ksize=[3, 3], ..](%0)
+//!   ...                                    ...
+//!   %2 = MaxPoolArgmax[ksize=[3, 3], ..](%0)
+//! ```
 
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::pipeline::PassCx;
 use crate::error::Result;
 use crate::function::graph::{Graph, Node, ValueId};
 use crate::ops::desc::{DynOp, NnOp, Op, Outputs, PoolAttrs};
@@ -37,7 +47,7 @@ impl DynOp for MaxPoolWithArgmax {
 }
 
 /// Merges pairs in place; returns how many pairs were merged.
-pub(crate) fn pair(g: &mut Graph) -> usize {
+pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     // (input, attributes) -> (node index of the pool, of the argmax)
     let mut pairs: FxHashMap<(ValueId, PoolAttrs), (Option<usize>, Option<usize>)> = FxHashMap::default();
     for (i, n) in g.nodes.iter().enumerate() {

@@ -1,4 +1,12 @@
-//! Products by a diagonal matrix, computed as a row or column scaling.
+//! Products by a diagonal matrix, computed as a row or column scaling (the
+//! `diag_matmul` pass).
+//!
+//! ```text
+//! before:                                after:
+//!   %2: f32[12, 12] = Const[eye]           %2: f32[12, 12] = Const[eye]
+//!   %3: f32[12, 12] = Mul(%2, %v)          %3: f32[12, 12] = Mul(%2, %v)
+//!   %4: f32[7, 12] = MatMul(%w, %3)        %4: f32[7, 12] = DiagMatMul[right](%w, %3)
+//! ```
 //!
 //! A Jacobian by reverse mode seeds its rows with the identity, and the
 //! first gradient step turns the identity into a diagonal matrix
@@ -29,6 +37,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::pipeline::PassCx;
 use crate::error::Result;
 use crate::function::graph::{Graph, ValueId};
 use crate::kernels::cpu::build_rows;
@@ -221,7 +230,7 @@ fn const_diagonal(t: &Tensor) -> bool {
 
 /// Rewrites products with a likely diagonal operand into [`DiagMatMul`]
 /// nodes; returns how many.
-pub(crate) fn diagonal_products(g: &mut Graph) -> usize {
+pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     // values likely diagonal: square `f32` matrices up to dimensions of
     // one, from a diagonal constant by elementwise ops and shape ops that
     // keep them square

@@ -1,0 +1,299 @@
+//! The compiler's passes one by one: each fires (its count in
+//! `CompileStats`, by name) on a small graph unlike the bench workload it
+//! was written for, and gives the values of the uncompiled graph; with the
+//! pass switched off by name it does not run and the values are the same.
+//! (This binary checks every compiled graph after every pass: `main.rs`
+//! sets `GRADTAPE_VERIFY_PASSES=1`.)
+
+use gradtape::{
+    function, CompileOptions, CompileStats, DType, Function, FunctionOptions, GradientTape, Padding, Result, Tensor,
+    TensorStruct, Variable,
+};
+
+fn data(shape: &[usize], seed: f64, dtype: DType) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.613 + seed).sin() * 0.5).collect();
+    Tensor::from_vec(v, shape).unwrap().cast(dtype).unwrap()
+}
+
+/// The largest difference between `a` and `b`, relative to the largest
+/// magnitude of `b` (at least 1).
+fn rel_diff(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
+    let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / scale
+}
+
+/// Compiles `body` on `args`; checks that the pass `pass` made `want`
+/// rewrites (at least one where `want` is `None`) and that the compiled
+/// graph gives the values of the uncompiled one to `tol`; then the same
+/// with the pass off (it does not run). Returns the stats.
+fn fires<I, F>(pass: &str, body: F, args: &I, want: Option<usize>, tol: f64) -> Result<CompileStats>
+where
+    I: TensorStruct + Send + Sync + 'static,
+    F: Fn(&I) -> Result<Vec<Tensor>> + Send + Sync + Clone + 'static,
+{
+    let with = |opts: FunctionOptions| Function::with_options(body.clone(), opts);
+    let plain = with(FunctionOptions {
+        optimize: false,
+        ..Default::default()
+    })
+    .call(args)?;
+    let on = with(FunctionOptions::default());
+    let stats = on.concrete(args)?.compile_stats();
+    let n = stats
+        .count(pass)
+        .unwrap_or_else(|| panic!("{pass} did not run: {stats:?}"));
+    match want {
+        Some(w) => assert_eq!(n, w, "{pass}: {stats:?}"),
+        None => assert!(n > 0, "{pass} made no rewrite: {stats:?}"),
+    }
+    let off = with(FunctionOptions::default().disable_pass(pass)?);
+    assert_eq!(off.concrete(args)?.compile_stats().count(pass), None);
+    for f in [on, off] {
+        let got = f.call(args)?;
+        assert_eq!(got.len(), plain.len());
+        for (i, (g, p)) in got.iter().zip(&plain).enumerate() {
+            let d = rel_diff(g, p);
+            assert!(d <= tol, "{pass}: output {i} differs by {d:e}");
+        }
+    }
+    Ok(stats)
+}
+
+/// Whether `f32` products run on gradtape's AVX-512 kernel here (the
+/// passes that rewrite for that kernel fire only then).
+fn avx512_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    let cpu = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let cpu = false;
+    cpu && std::env::var("GRADTAPE_SGEMM").map_or(true, |v| v != "0")
+}
+
+/// The compute threads gradtape uses (as `kernels::cpu::workers` counts).
+fn threads() -> usize {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok());
+    env("GRADTAPE_NUM_THREADS")
+        .or_else(|| env("RAYON_NUM_THREADS"))
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+#[test]
+fn this_binary_checks_every_graph_after_every_pass() {
+    assert_eq!(std::env::var("GRADTAPE_VERIFY_PASSES").as_deref(), Ok("1"));
+}
+
+#[test]
+fn the_pass_list_names_every_pass_once_and_refuses_unknown_names() -> Result<()> {
+    let names = CompileOptions::pass_names();
+    assert_eq!(
+        names,
+        [
+            "fold",
+            "simplify",
+            "cse",
+            "dce",
+            "pool_argmax",
+            "join_products",
+            "stack_products",
+            "transpose_once",
+            "diag_matmul",
+            "fuse",
+            "share_im2col",
+            "hoist_reductions",
+            "pair_products"
+        ]
+    );
+    let e = FunctionOptions::default().disable_pass("keep").unwrap_err().to_string();
+    assert!(e.contains("'keep'") && e.contains("share_im2col"), "{e}");
+    // every pass runs by default, and is counted in order
+    let f = function(|x: &Tensor| x.exp());
+    let stats = f.concrete(&Tensor::vector(&[1.0f32]))?.compile_stats();
+    let ran: Vec<&str> = stats.passes.iter().map(|(n, _)| *n).collect();
+    assert_eq!(ran, names);
+    Ok(())
+}
+
+#[test]
+fn fold_runs_constant_subgraphs_once() -> Result<()> {
+    // constants of f64 vectors (the bench's scalar chain folds scalars)
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let c = Tensor::vector(&[1.0f64, 2.0, 3.0]).sqrt()?.exp()?;
+        Ok(vec![x.mul(&c)?])
+    };
+    let s = fires("fold", body, &data(&[4, 3], 0.0, DType::F64), None, 0.0)?;
+    assert_eq!(s.count("fold"), Some(s.folded));
+    Ok(())
+}
+
+#[test]
+fn simplify_cse_and_dce_remove_identities_and_what_they_expose() -> Result<()> {
+    // `exp(reshape(x * 1))` is `exp(x)`, which the graph also computes
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let a = x.mul_scalar(1.0)?.reshape(&[2, 6])?.exp()?;
+        let b = x.reshape(&[2, 6])?.exp()?;
+        Ok(vec![a.sub(&b.sin()?)?])
+    };
+    let x = data(&[3, 4], 1.0, DType::F32);
+    for pass in ["simplify", "cse", "dce"] {
+        let s = fires(pass, body, &x, None, 0.0)?;
+        assert_eq!(s.count("simplify"), Some(s.simplified));
+    }
+    Ok(())
+}
+
+#[test]
+fn pool_argmax_merges_a_pool_and_its_positions() -> Result<()> {
+    // an overlapping 3x3 pool of stride 1 in f64 (the bench: 2x2 of stride
+    // 2 in f32)
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(x);
+            x.max_pool2d([3, 3], [1, 1], Padding::Same)?.square()?.sum_all()
+        })?;
+        Ok(vec![y.clone(), tape.gradient(&y, x)?.expect("connected")])
+    };
+    let s = fires(
+        "pool_argmax",
+        body,
+        &data(&[2, 5, 6, 3], 2.0, DType::F64),
+        Some(1),
+        1e-12,
+    )?;
+    assert_eq!(s.merged, 1);
+    Ok(())
+}
+
+#[test]
+fn join_products_joins_a_sum_of_products_outside_any_loop() -> Result<()> {
+    // `Σ x_i W_i` of f64 operands written out (the bench: an RNN's weight
+    // gradient, f32, summed over the steps of a loop)
+    let body = |(xs, ws): &(Vec<Tensor>, Vec<Tensor>)| -> Result<Vec<Tensor>> {
+        let mut s = xs[0].matmul(&ws[0])?;
+        for (x, w) in xs.iter().zip(ws).skip(1) {
+            s = s.add(&x.matmul(w)?)?;
+        }
+        Ok(vec![s.tanh()?])
+    };
+    let xs = (0..4).map(|i| data(&[16, 4], i as f64, DType::F64)).collect();
+    let ws = (0..4).map(|i| data(&[4, 12], 10.0 + i as f64, DType::F64)).collect();
+    let s = fires("join_products", body, &(xs, ws), Some(1), 1e-12)?;
+    assert_eq!(s.joined, 1);
+    Ok(())
+}
+
+#[test]
+fn stack_products_stacks_inputs_by_one_weight() -> Result<()> {
+    // three batches through one layer (the bench: an RNN's `x_t W`)
+    let body =
+        |(xs, w): &(Vec<Tensor>, Tensor)| -> Result<Vec<Tensor>> { xs.iter().map(|x| x.matmul(w)?.relu()).collect() };
+    let xs = (0..3).map(|i| data(&[5, 24], i as f64, DType::F32)).collect();
+    let on = usize::from(avx512_kernel());
+    let s = fires(
+        "stack_products",
+        body,
+        &(xs, data(&[24, 48], 7.0, DType::F32)),
+        Some(on),
+        0.0,
+    )?;
+    assert_eq!(s.stacked, on);
+    Ok(())
+}
+
+#[test]
+fn transpose_once_serves_products_of_independent_inputs() -> Result<()> {
+    // `x_i Wᵀ` for inputs that do not chain (the bench: an RNN's backward
+    // `g_t Uᵀ`, each step reading the one before)
+    let body = |(xs, w): &(Vec<Tensor>, Tensor)| -> Result<Vec<Tensor>> {
+        xs.iter().map(|x| x.matmul_with(w, false, true)).collect()
+    };
+    let xs = (0..2).map(|i| data(&[3 + i, 36], i as f64, DType::F32)).collect();
+    let on = usize::from(avx512_kernel());
+    let s = fires(
+        "transpose_once",
+        body,
+        &(xs, data(&[44, 36], 5.0, DType::F32)),
+        Some(on),
+        0.0,
+    )?;
+    assert_eq!(s.transposed, on);
+    Ok(())
+}
+
+#[test]
+fn diag_matmul_scales_columns_by_a_traced_vector() -> Result<()> {
+    // `W (I * v)`: a column scaling, the diagonal on the right, from a
+    // vector argument (the bench: a Jacobian's identity seed on the left)
+    let body = |(w, v): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let d = Tensor::eye(12, DType::F32).mul(v)?;
+        Ok(vec![w.matmul(&d)?])
+    };
+    let args = (data(&[7, 12], 1.0, DType::F32), data(&[12], 3.0, DType::F32));
+    let s = fires("diag_matmul", body, &args, Some(1), 0.0)?;
+    assert_eq!(s.diagonal, 1);
+    Ok(())
+}
+
+#[test]
+fn fuse_makes_one_kernel_of_a_row_reduction() -> Result<()> {
+    let body =
+        |(x, b): &(Tensor, Tensor)| -> Result<Vec<Tensor>> { Ok(vec![x.add(b)?.tanh()?.square()?.sum(&[1], false)?]) };
+    let args = (data(&[6, 10], 0.0, DType::F64), data(&[10], 4.0, DType::F64));
+    let s = fires("fuse", body, &args, Some(4), 1e-12)?;
+    assert_eq!((s.fused, s.kernels), (4, 1));
+    Ok(())
+}
+
+#[test]
+fn share_im2col_serves_a_strided_convolution_in_f64() -> Result<()> {
+    // stride 2, three input channels, f64 (the bench: stride 1, SAME, f32)
+    let body = |(x, k): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(k);
+            x.conv2d(k, [2, 2], Padding::Valid, [1, 1])?.tanh()?.sum_all()
+        })?;
+        Ok(vec![y.clone(), tape.gradient(&y, k)?.expect("connected")])
+    };
+    let args = (
+        data(&[2, 9, 9, 3], 0.0, DType::F64),
+        data(&[3, 3, 3, 4], 6.0, DType::F64),
+    );
+    let s = fires("share_im2col", body, &args, Some(1), 1e-12)?;
+    assert_eq!(s.kept, 1);
+    Ok(())
+}
+
+#[test]
+fn hoist_reductions_moves_a_column_sum_before_an_assignment() -> Result<()> {
+    // a column sum of an input traced after the variable it is assigned
+    // to is written (the bench: a gradient's norm after the SGD updates)
+    let v = Variable::new(Tensor::zeros(&[64, 32], DType::F32));
+    let vc = v.clone();
+    let body = move |x: &Tensor| -> Result<Vec<Tensor>> {
+        vc.assign(x)?;
+        Ok(vec![x.abs()?.sum(&[0], false)?])
+    };
+    let x = data(&[64, 32], 2.0, DType::F32);
+    fires("hoist_reductions", body, &x, Some(1), 1e-6)?;
+    assert_eq!(v.read().to_vec::<f32>()?, x.to_vec::<f32>()?);
+    Ok(())
+}
+
+#[test]
+fn pair_products_runs_a_layers_two_heads_together() -> Result<()> {
+    // two independent products of one forward pass (the bench: a layer's
+    // input and weight gradients)
+    let body = |(x, a, b): &(Tensor, Tensor, Tensor)| -> Result<Vec<Tensor>> { Ok(vec![x.matmul(a)?, x.matmul(b)?]) };
+    let args = (
+        data(&[64, 96], 0.0, DType::F32),
+        data(&[96, 80], 1.0, DType::F32),
+        data(&[96, 72], 2.0, DType::F32),
+    );
+    fires("pair_products", body, &args, Some(usize::from(threads() > 1)), 0.0)?;
+    Ok(())
+}
