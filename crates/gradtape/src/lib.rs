@@ -84,6 +84,7 @@ pub use function::{
     check_traced, cond, function, gradients, while_loop, CompileStats, ConcreteFunction, Function, FunctionOptions,
     GradientsOptions, Graph, Leaf, TensorSpec, TensorStruct, TracedCheckOptions, TracedCheckReport, WhileOptions,
 };
+pub use function::{vmap, vmap_fallbacks, Vmap, VmapFallback};
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::array::strided::{PadMode, Slice};
 pub use ops::ct;

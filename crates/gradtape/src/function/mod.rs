@@ -81,6 +81,7 @@ mod sizes;
 mod structure;
 pub(crate) mod trace;
 pub(crate) mod variables;
+pub mod vmap;
 
 pub use check::{check_traced, TracedCheckOptions, TracedCheckReport};
 pub use compile::CompileStats;
@@ -90,3 +91,4 @@ pub use func::{function, Function, FunctionOptions, TensorSpec};
 pub use grad::{gradients, GradientsOptions};
 pub use graph::{Graph, Node, ValueId, ValueInfo};
 pub use structure::{Leaf, TensorStruct};
+pub use vmap::{vmap, vmap_fallbacks, Vmap, VmapFallback};

@@ -17,3 +17,4 @@ mod function_nn;
 mod function_optim;
 mod function_shape;
 mod function_values;
+mod vmap;
