@@ -428,7 +428,11 @@ where
             },
             e => e,
         })?;
-        let graph = Arc::new(traced.graph);
+        // dead nodes (a tape's or accumulator's work on captured tensors,
+        // traced along) would be batched for nothing
+        let mut graph = traced.graph;
+        super::passes::optimize(&mut graph);
+        let graph = Arc::new(graph);
         let captures: Vec<BVal> = traced.captures.into_iter().map(BVal::unbatched).collect();
         let mut st = lock(&self.state);
         st.traces += 1;

@@ -21,7 +21,8 @@
 //!   gather* (one batched operand): axes are normalised against one
 //!   example's rank and shifted by one;
 //! - *reshape, broadcast, slices, pads*: the batch dim is prepended to the
-//!   target shape, spec or padding;
+//!   target shape, spec or padding; `gather_nd` of a batched tensor gets
+//!   each example's index prepended to its index tuples;
 //! - *products*: a batched left operand times an unbatched matrix is one
 //!   product with the batch folded into the rows; otherwise a batched
 //!   (broadcasting) product of the lifted operands;
@@ -271,6 +272,26 @@ fn shape(s: &ShapeOp, ins: &[BVal], b: usize) -> Rule {
                 (false, true) => one(move_axis(&x.t.gather(&i.t, a as isize)?, a, 0)),
                 _ => Ok(None),
             }
+        }
+        (ShapeOp::GatherNd, [x, i]) => {
+            if !x.batched {
+                // one tuple list per example, into the shared tensor
+                return one(x.t.gather_nd(&i.t));
+            }
+            let ir = i.example_rank();
+            if ir == 0 {
+                return Ok(None);
+            }
+            // each tuple gets its example's index in front
+            let idx = full(i, b)?;
+            let mut col_to: SmallVec<[usize; 6]> = idx.shape().into();
+            col_to[ir] = 1;
+            let mut col_shape: SmallVec<[usize; 6]> = smallvec::smallvec![1; ir + 1];
+            col_shape[0] = b;
+            let col = Tensor::arange(0.0, b as f64, 1.0, idx.dtype())?
+                .reshape(&col_shape)?
+                .broadcast_to(&col_to)?;
+            one(x.t.gather_nd(&Tensor::concat(&[&col, &idx], -1)?))
         }
         (ShapeOp::ScatterAdd(axis, dim), [x, i]) if *axis >= 0 && x.batched && !i.batched => {
             one(x.t.scatter_add(&i.t, axis + 1, *dim))
