@@ -21,8 +21,8 @@
 //!   interpreter the batch axis of a batched value is always axis 0 (the
 //!   canonical position): arguments have theirs moved there on entry, and
 //!   outputs have theirs moved to `out_axes` on exit.
-//! - A node whose inputs are all unbatched runs once, as the op itself
-//!   ([`Op::eval`](crate::function::Node)): its outputs are unbatched.
+//! - A node whose inputs are all unbatched runs once, as the op itself:
+//!   its outputs are unbatched.
 //! - A **batching rule** computes a node's batched outputs from its
 //!   (batched or unbatched) inputs with ordinary ops on the whole batch:
 //!   elementwise ops pad the ranks of batched operands so that unbatched
@@ -175,12 +175,12 @@ static FALLBACKS: Mutex<BTreeMap<&'static str, (usize, usize)>> = Mutex::new(BTr
 ///
 /// ```
 /// use gradtape::{vmap, vmap_fallbacks, Tensor};
-/// // `argsort` has no batching rule: it runs once per example
-/// let f = vmap(|a: &[Tensor]| Ok(vec![a[0].argsort(0, false)?]), &[Some(0)], &[Some(0)]);
-/// let y = f.call(&[Tensor::from_vec(vec![3.0f32, 1.0, 2.0, 0.0, 5.0, 4.0], &[2, 3])?])?;
-/// assert_eq!(y[0].to_vec::<i64>()?, vec![1, 2, 0, 0, 2, 1]);
+/// // `bincount` has no batching rule: it runs once per example
+/// let f = vmap(|a: &[Tensor]| Ok(vec![a[0].bincount(None, 3)?]), &[Some(0)], &[Some(0)]);
+/// let y = f.call(&[Tensor::from_vec(vec![0i64, 1, 1, 2, 2, 2], &[2, 3])?])?;
+/// assert_eq!(y[0].to_vec::<i64>()?, vec![1, 2, 0, 0, 0, 3]);
 /// let fell_back = vmap_fallbacks();
-/// assert!(fell_back.iter().any(|f| f.op == "ArgSort" && f.logged == 1));
+/// assert!(fell_back.iter().any(|f| f.op == "Bincount" && f.logged == 1));
 /// # Ok::<(), gradtape::Error>(())
 /// ```
 pub fn vmap_fallbacks() -> Vec<VmapFallback> {

@@ -12,13 +12,12 @@
 //!
 //! The rules, in short:
 //!
-//! - *elementwise* ([`Unary`](crate::function::Node), binary ops,
-//!   comparisons, `Select`, casts, special functions): batched operands get
-//!   unit dims after the batch axis up to the largest per-example rank, so
-//!   that unbatched operands broadcast against them as they would against
-//!   one example ("lift");
-//! - *reductions, scans, softmax, `one_hot`, reverse, concat, stack,
-//!   gather* (one batched operand): axes are normalised against one
+//! - *elementwise* (unary and binary ops, comparisons, `Select`, casts,
+//!   special functions): batched operands get unit dims after the batch
+//!   axis up to the largest per-example rank, so that unbatched operands
+//!   broadcast against them as they would against one example ("lift");
+//! - *reductions, scans, softmax, argsort, `one_hot`, reverse, concat,
+//!   stack, gather* (one batched operand): axes are normalised against one
 //!   example's rank and shifted by one;
 //! - *reshape, broadcast, slices, pads*: the batch dim is prepended to the
 //!   target shape, spec or padding; `gather_nd` of a batched tensor gets
@@ -26,16 +25,24 @@
 //! - *products*: a batched left operand times an unbatched matrix is one
 //!   product with the batch folded into the rows; otherwise a batched
 //!   (broadcasting) product of the lifted operands;
-//! - *convolutions and pooling* with only the input batched: the batch is
-//!   folded into `N` (and into the sizes attribute of the gradients that
-//!   have one);
-//! - *linear algebra* on matrices: the ops take leading batch dims already.
+//! - *convolutions, pooling and image resizing* with only the input
+//!   batched: the batch is folded into `N` (and into the sizes attribute of
+//!   the gradients that have one);
+//! - *linear algebra, decompositions, FFTs* on the innermost dims: the ops
+//!   take leading batch dims already.
+//!
+//! Without a rule: convolutions with a batched filter, their filter
+//! gradients, max pooling's gradient and positions, gathers and scatters
+//! where both operands are batched (`gather_nd` aside), segment, unique,
+//! bincount, searchsorted, CTC, the 3-D filter gradient, control flow
+//! (`cond`, `while_loop`: one branch or loop per example is what they
+//! mean), and ops defined above the op layer other than calls.
 
 use smallvec::SmallVec;
 
 use super::interp::{move_axis, BVal};
 use crate::error::Result;
-use crate::ops::desc::{CreateOp, LinalgOp, NnOp, Op, Outputs, Reduce, ReduceKind, Scan, ShapeOp};
+use crate::ops::desc::{CreateOp, LinalgOp, NnOp, Op, Outputs, Reduce, ReduceKind, Scan, ShapeOp, SortOp};
 use crate::tensor::Tensor;
 
 type Rule = Result<Option<Outputs>>;
@@ -147,6 +154,18 @@ pub(super) fn batch(op: &Op, ins: &[BVal], b: usize) -> Rule {
         (Op::Shape(s), _) => shape(s, ins, b),
         (Op::Nn(n), _) => nn(n, ins, b),
         (Op::Linalg(l), _) => linalg(l, ins, b),
+        (Op::Decomp(d), [x]) if x.example_rank() >= 2 => d.eval(std::slice::from_ref(&x.t)).map(Some),
+        (Op::Fft(f), [x]) if x.example_rank() >= f.rank as usize => f.eval(std::slice::from_ref(&x.t)).map(Some),
+        (Op::Image(_), [x]) if x.example_rank() == 4 => fold_n(op, ins, 0, b),
+        (Op::Sort(SortOp::ArgSort { axis, descending }), [x]) => match norm(*axis, x.example_rank()) {
+            Some(a) => SortOp::ArgSort {
+                axis: a as isize + 1,
+                descending: *descending,
+            }
+            .eval(std::slice::from_ref(&x.t))
+            .map(Some),
+            None => Ok(None),
+        },
         (
             Op::Create(CreateOp::OneHot {
                 depth,
