@@ -761,7 +761,7 @@ fn fallback_loop_is_correct_and_reported_once() -> Result<()> {
     );
     let x = make(&inp(&[4, 6], Idx(5)), 61);
     for _ in 0..3 {
-        let out = f.call(&[x.clone()])?;
+        let out = f.call(std::slice::from_ref(&x))?;
         for k in 0..4 {
             let xk = x.narrow(0, k, 1)?.reshape(&[6])?;
             assert_eq!(
@@ -853,7 +853,7 @@ fn errors_name_vmap_and_the_shapes() -> Result<()> {
         &[Some(0)],
         &[Some(0)],
     );
-    let m = message(w.call(&[x.clone()]));
+    let m = message(w.call(std::slice::from_ref(&x)));
     assert!(
         m.contains("vmap:") && m.contains("cannot be given batched inputs") && m.contains("[4] (batched)"),
         "{m}"
@@ -901,13 +901,13 @@ fn calls_variables_and_control_flow() -> Result<()> {
     let x = make(&inp(&[4, 3], Any), 91);
     for scale in [1.0, -2.0] {
         w.assign(&Tensor::vector(&[1.0f64, 2.0, 3.0]).mul_scalar(scale)?)?;
-        let got = f.call(&[x.clone()])?;
+        let got = f.call(std::slice::from_ref(&x))?;
         let want = x.sin()?.mul(&x)?.mul(&w.read())?;
         assert_close(&got[0], &want, true, &format!("call and variable, scale {scale}"));
     }
     assert_eq!(f.trace_count(), 1);
     assert!(f.fallbacks().is_empty(), "{:?}", f.fallbacks());
-    assert!(f.graph(&[x.clone()])?.count("Call") == 1);
+    assert!(f.graph(std::slice::from_ref(&x))?.count("Call") == 1);
 
     let c = vmap(
         |a: &[Tensor]| {
@@ -918,7 +918,7 @@ fn calls_variables_and_control_flow() -> Result<()> {
         &[Some(0)],
         &[Some(0)],
     );
-    let got = c.call(&[x.clone()])?;
+    let got = c.call(std::slice::from_ref(&x))?;
     for k in 0..4 {
         let xk = x.narrow(0, k, 1)?.reshape(&[3])?;
         let want = if xk.sum(&[0], false)?.to_scalar::<f64>()? > 0.0 {
