@@ -48,6 +48,11 @@
 //! symbolic gradient, itself a traced function (built once): nested tapes,
 //! `jacobian` and `hessian` work through calls.
 //!
+//! **Batching.** [`vmap`](vmap()) runs a closure written for one example
+//! over a batch: it traces the closure at one example's shapes and
+//! evaluates that graph on the whole batch with per-op batching rules (see
+//! the [`vmap`](mod@vmap) module).
+//!
 //! ```
 //! use gradtape::{function, GradientTape, Tensor, Variable};
 //!
