@@ -85,6 +85,7 @@ pub use function::{
     FunctionOptions, GradientsOptions, Graph, Leaf, TensorSpec, TensorStruct, TracedCheckOptions, TracedCheckReport,
     WhileOptions,
 };
+pub use function::{vmap, vmap_fallbacks, Vmap, VmapFallback};
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::array::strided::{PadMode, Slice};
 pub use ops::ct;

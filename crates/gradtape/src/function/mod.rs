@@ -48,6 +48,11 @@
 //! symbolic gradient, itself a traced function (built once): nested tapes,
 //! `jacobian` and `hessian` work through calls.
 //!
+//! **Batching.** [`vmap`](vmap()) runs a closure written for one example
+//! over a batch: it traces the closure at one example's shapes and
+//! evaluates that graph on the whole batch with per-op batching rules (see
+//! the [`vmap`](mod@vmap) module).
+//!
 //! ```
 //! use gradtape::{function, GradientTape, Tensor, Variable};
 //!
@@ -82,6 +87,7 @@ mod structure;
 pub(crate) mod trace;
 pub(crate) mod variables;
 mod verify;
+pub mod vmap;
 
 pub use check::{check_traced, TracedCheckOptions, TracedCheckReport};
 pub use compile::{CompileOptions, CompileStats};
@@ -91,3 +97,4 @@ pub use func::{function, Function, FunctionOptions, TensorSpec};
 pub use grad::{gradients, GradientsOptions};
 pub use graph::{Graph, Node, ValueId, ValueInfo};
 pub use structure::{Leaf, TensorStruct};
+pub use vmap::{vmap, vmap_fallbacks, Vmap, VmapFallback};

@@ -21,6 +21,7 @@ mod function_optim;
 mod function_passes;
 mod function_shape;
 mod function_values;
+mod vmap;
 
 /// Sets `GRADTAPE_VERIFY_PASSES=1` before `main` runs (the library reads it
 /// once, at the first compile), so that every graph any test compiles is

@@ -1,0 +1,229 @@
+//! The batching interpreter: a per-example graph evaluated on batched
+//! values, node by node (see the [module docs](super)).
+
+use std::collections::BTreeMap;
+
+use smallvec::SmallVec;
+
+use super::super::concrete::Call;
+use super::super::graph::{Graph, Node, ValueInfo};
+use super::rules;
+use crate::error::{Error, Result};
+use crate::ops::desc::{Op, Outputs};
+use crate::tensor::Tensor;
+
+/// A value of the interpreter: a tensor, batched along axis 0 or the same
+/// for every example.
+#[derive(Clone, Debug)]
+pub(crate) struct BVal {
+    /// The tensor (of the batch, when `batched`).
+    pub t: Tensor,
+    /// Whether axis 0 of `t` is the batch axis.
+    pub batched: bool,
+}
+
+impl BVal {
+    pub(crate) fn batched(t: Tensor) -> Self {
+        BVal { t, batched: true }
+    }
+    pub(crate) fn unbatched(t: Tensor) -> Self {
+        BVal { t, batched: false }
+    }
+    /// The shape of one example's value.
+    pub(crate) fn example_shape(&self) -> &[usize] {
+        if self.batched {
+            &self.t.shape()[1..]
+        } else {
+            self.t.shape()
+        }
+    }
+    /// The rank of one example's value.
+    pub(crate) fn example_rank(&self) -> usize {
+        self.example_shape().len()
+    }
+}
+
+/// What one interpretation noted: per op name, how many node evaluations
+/// fell back to the loop.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub fallbacks: BTreeMap<&'static str, usize>,
+}
+
+/// `t` with axis `from` moved to position `to` (the others in order).
+pub(crate) fn move_axis(t: &Tensor, from: usize, to: usize) -> Result<Tensor> {
+    if from == to {
+        return Ok(t.clone());
+    }
+    let mut perm: SmallVec<[usize; 6]> = (0..t.rank()).filter(|&a| a != from).collect();
+    perm.insert(to, from);
+    t.permute(&perm)
+}
+
+/// Evaluates `g` on `args` (one batched value per graph input), with `b`
+/// examples. Nodes whose inputs are all unbatched run as themselves; the
+/// others through their batching rule, or the fallback loop.
+pub(crate) fn interpret(g: &Graph, args: Vec<BVal>, b: usize, stats: &mut Stats) -> Result<Vec<BVal>> {
+    if args.len() != g.inputs.len() {
+        return Err(Error::invalid(
+            "vmap",
+            format!("the graph takes {} inputs, got {}", g.inputs.len(), args.len()),
+        ));
+    }
+    let last_use = g.last_uses();
+    let mut slots: Vec<Option<BVal>> = vec![None; g.values.len()];
+    for (&v, a) in g.inputs.iter().zip(args) {
+        check_value(g, "an argument", v, &a, b)?;
+        slots[v as usize] = Some(a);
+    }
+    for (i, node) in g.nodes.iter().enumerate() {
+        let ins: Vec<BVal> = node
+            .inputs
+            .iter()
+            .map(|&v| {
+                slots[v as usize]
+                    .clone()
+                    .ok_or_else(|| Error::invalid("vmap", format!("value %{v} read before it is made")))
+            })
+            .collect::<Result<_>>()?;
+        for &v in &node.inputs {
+            if last_use[v as usize] == i {
+                slots[v as usize] = None;
+            }
+        }
+        let outs = eval_node(g, node, &ins, b, stats)?;
+        if outs.len() != node.outputs.len() {
+            return Err(Error::invalid(
+                "vmap",
+                format!(
+                    "{} gave {} outputs, the graph expects {}",
+                    node.op.name(),
+                    outs.len(),
+                    node.outputs.len()
+                ),
+            ));
+        }
+        for (&v, o) in node.outputs.iter().zip(outs) {
+            check_value(g, node.op.name(), v, &o, b)?;
+            slots[v as usize] = Some(o);
+        }
+    }
+    g.outputs
+        .iter()
+        .map(|&o| {
+            slots[o as usize]
+                .clone()
+                .ok_or_else(|| Error::invalid("vmap", format!("output %{o} is never made")))
+        })
+        .collect()
+}
+
+/// Checks that a value has the dtype and per-example shape the graph
+/// traced (a batching rule that got a shape wrong is an error, never a
+/// wrong value).
+fn check_value(g: &Graph, what: &str, v: u32, x: &BVal, b: usize) -> Result<()> {
+    let ValueInfo { dtype, shape } = &g.values[v as usize];
+    let batch_ok = !x.batched || x.t.shape().first() == Some(&b);
+    if x.t.dtype() != *dtype || x.example_shape() != &shape[..] || !batch_ok {
+        return Err(Error::invalid(
+            "vmap",
+            format!(
+                "{what} gave a {} tensor of shape {:?} ({}), where the graph traced one example's value \
+                 %{v} as {dtype} {:?} with {b} examples",
+                x.t.dtype(),
+                x.t.shape(),
+                if x.batched { "batched on axis 0" } else { "unbatched" },
+                &shape[..]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One node on batched values.
+fn eval_node(g: &Graph, node: &Node, ins: &[BVal], b: usize, stats: &mut Stats) -> Result<Vec<BVal>> {
+    let op = &node.op;
+    if ins.iter().all(|v| !v.batched) {
+        let ts: SmallVec<[Tensor; 4]> = ins.iter().map(|v| v.t.clone()).collect();
+        return Ok(op.eval(&ts)?.into_iter().map(BVal::unbatched).collect());
+    }
+    if let Op::Dyn(d) = op {
+        let any: &dyn std::any::Any = &**d;
+        // a call of a traced function: its graph, interpreted in place
+        if let Some(call) = any.downcast_ref::<Call>() {
+            return interpret(call.0.graph(), ins.to_vec(), b, stats);
+        }
+        if d.stateful() {
+            let shapes: Vec<String> = ins
+                .iter()
+                .map(|v| format!("{:?}{}", v.example_shape(), if v.batched { " (batched)" } else { "" }))
+                .collect();
+            return Err(Error::invalid(
+                "vmap",
+                format!(
+                    "{} reads or writes state (a variable) and cannot be given batched inputs; its inputs, \
+                     per example: {}",
+                    d.name(),
+                    shapes.join(", ")
+                ),
+            ));
+        }
+    }
+    if let Some(outs) = rules::batch(op, ins, b)? {
+        return Ok(outs.into_iter().map(BVal::batched).collect());
+    }
+    *stats.fallbacks.entry(op.name()).or_insert(0) += 1;
+    super::note_fallback(op.name());
+    let infos: SmallVec<[&ValueInfo; 2]> = node.outputs.iter().map(|&v| &g.values[v as usize]).collect();
+    Ok(fallback(op, ins, b, &infos)?.into_iter().map(BVal::batched).collect())
+}
+
+/// The fallback: the op once per example, the outputs stacked.
+fn fallback(op: &Op, ins: &[BVal], b: usize, outs: &[&ValueInfo]) -> Result<Outputs> {
+    if b == 0 {
+        return outs
+            .iter()
+            .map(|info| {
+                let mut s = vec![0];
+                s.extend_from_slice(&info.shape);
+                Tensor::try_zeros(&s, info.dtype)
+            })
+            .collect();
+    }
+    let cols: Vec<Option<Vec<Tensor>>> = ins
+        .iter()
+        .map(|v| v.batched.then(|| v.t.unstack(0)).transpose())
+        .collect::<Result<_>>()?;
+    let mut per_output: Vec<Vec<Tensor>> = vec![Vec::with_capacity(b); outs.len()];
+    let mut args: SmallVec<[Tensor; 4]> = SmallVec::new();
+    for i in 0..b {
+        args.clear();
+        args.extend(
+            ins.iter()
+                .zip(&cols)
+                .map(|(v, c)| c.as_ref().map_or_else(|| v.t.clone(), |c| c[i].clone())),
+        );
+        let ys = op.eval(&args)?;
+        if ys.len() != outs.len() {
+            return Err(Error::invalid(
+                "vmap",
+                format!(
+                    "{} gave {} outputs, the graph expects {}",
+                    op.name(),
+                    ys.len(),
+                    outs.len()
+                ),
+            ));
+        }
+        for (acc, y) in per_output.iter_mut().zip(ys) {
+            acc.push(y);
+        }
+    }
+    per_output
+        .iter()
+        .map(|ys| {
+            let refs: Vec<&Tensor> = ys.iter().collect();
+            Tensor::stack(&refs, 0)
+        })
+        .collect()
+}

@@ -1,0 +1,938 @@
+//! `vmap`: the batched evaluation of a per-example graph against the loop
+//! it replaces (the eager closure on each example, stacked), over a table
+//! of ops, shapes and in/out axes; and its composition with tapes, `grad`,
+//! forward mode, `function` and itself; the fallback loop; its errors.
+
+use std::sync::Mutex;
+
+use gradtape::{
+    function, grad, jvp, vmap, vmap_fallbacks, DType, Error, GradientTape, Padding, Result, Slice, Tensor, Variable,
+};
+
+/// What an input holds.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// any value in [-2, 2)
+    Any,
+    /// in [0.1, 2.1)
+    Pos,
+    /// in (-0.9, 0.9)
+    Unit,
+    /// in [1.1, 3.1)
+    Gt1,
+    /// booleans
+    Bool,
+    /// i64 indices in [0, n)
+    Idx(u64),
+    /// a symmetric positive definite matrix (shape [n, n])
+    Spd,
+}
+
+#[derive(Clone)]
+struct Input {
+    shape: Vec<usize>,
+    kind: Kind,
+}
+
+fn inp(shape: &[usize], kind: Kind) -> Input {
+    Input {
+        shape: shape.to_vec(),
+        kind,
+    }
+}
+
+/// A deterministic stream of numbers in [0, 1).
+struct Lcg(u64);
+
+impl Lcg {
+    fn new(seed: u64) -> Self {
+        Lcg(seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1)
+    }
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// One example's value of an input.
+fn make(input: &Input, seed: u64) -> Tensor {
+    let mut r = Lcg::new(seed);
+    let n: usize = input.shape.iter().product();
+    let s = &input.shape[..];
+    let floats = |f: &mut dyn FnMut(f64) -> f64, r: &mut Lcg| -> Tensor {
+        Tensor::from_vec((0..n).map(|_| f(r.next())).collect::<Vec<f64>>(), s).unwrap()
+    };
+    match input.kind {
+        Kind::Any => floats(&mut |u| 4.0 * u - 2.0, &mut r),
+        Kind::Pos => floats(&mut |u| u * 2.0 + 0.1, &mut r),
+        Kind::Unit => floats(&mut |u| 1.8 * u - 0.9, &mut r),
+        Kind::Gt1 => floats(&mut |u| u * 2.0 + 1.1, &mut r),
+        Kind::Bool => Tensor::from_vec((0..n).map(|_| r.next() < 0.5).collect::<Vec<bool>>(), s).unwrap(),
+        Kind::Idx(m) => {
+            Tensor::from_vec((0..n).map(|_| (r.next() * m as f64) as i64).collect::<Vec<i64>>(), s).unwrap()
+        }
+        Kind::Spd => {
+            let k = s[0];
+            let a = floats(&mut |u| 2.0 * u - 1.0, &mut r);
+            let eye = Tensor::eye(k, DType::F64).mul_scalar(k as f64).unwrap();
+            a.matmul_with(&a, false, true).unwrap().add(&eye).unwrap()
+        }
+    }
+}
+
+type F = fn(&[Tensor]) -> Result<Vec<Tensor>>;
+
+struct Case {
+    name: &'static str,
+    inputs: Vec<Input>,
+    f: F,
+    /// bit-equal to the loop (else within 1e-12, relative)
+    exact: bool,
+}
+
+macro_rules! case {
+    ($name:literal, [$($i:expr),+], $exact:expr, |$a:ident| $body:expr) => {
+        Case {
+            name: $name,
+            inputs: vec![$($i),+],
+            f: {
+                fn f($a: &[Tensor]) -> Result<Vec<Tensor>> {
+                    Ok(vec![$body?])
+                }
+                f
+            },
+            exact: $exact,
+        }
+    };
+}
+
+use Kind::*;
+
+fn cases() -> Vec<Case> {
+    let m = || inp(&[3, 4], Any);
+    vec![
+        // unary elementwise, every float variant
+        case!("neg", [m()], true, |a| a[0].neg()),
+        case!("abs", [m()], true, |a| a[0].abs()),
+        case!("sign", [m()], true, |a| a[0].sign()),
+        case!("square", [m()], true, |a| a[0].square()),
+        case!("sqrt", [inp(&[3, 4], Pos)], true, |a| a[0].sqrt()),
+        case!("rsqrt", [inp(&[5], Pos)], true, |a| a[0].rsqrt()),
+        case!("reciprocal", [m()], true, |a| a[0].reciprocal()),
+        case!("exp", [m()], true, |a| a[0].exp()),
+        case!("expm1", [m()], true, |a| a[0].expm1()),
+        case!("log", [inp(&[2, 3, 2], Pos)], true, |a| a[0].log()),
+        case!("log1p", [inp(&[4], Pos)], true, |a| a[0].log1p()),
+        case!("sin", [m()], true, |a| a[0].sin()),
+        case!("cos", [m()], true, |a| a[0].cos()),
+        case!("tan", [inp(&[3, 4], Unit)], true, |a| a[0].tan()),
+        case!("asin", [inp(&[3, 4], Unit)], true, |a| a[0].asin()),
+        case!("acos", [inp(&[3, 4], Unit)], true, |a| a[0].acos()),
+        case!("atan", [m()], true, |a| a[0].atan()),
+        case!("sinh", [m()], true, |a| a[0].sinh()),
+        case!("cosh", [m()], true, |a| a[0].cosh()),
+        case!("tanh", [m()], true, |a| a[0].tanh()),
+        case!("asinh", [m()], true, |a| a[0].asinh()),
+        case!("acosh", [inp(&[3, 4], Gt1)], true, |a| a[0].acosh()),
+        case!("atanh", [inp(&[3, 4], Unit)], true, |a| a[0].atanh()),
+        case!("erf", [m()], true, |a| a[0].erf()),
+        case!("erfc", [m()], true, |a| a[0].erfc()),
+        case!("floor", [m()], true, |a| a[0].floor()),
+        case!("ceil", [m()], true, |a| a[0].ceil()),
+        case!("round", [m()], true, |a| a[0].round()),
+        case!("sigmoid", [m()], true, |a| a[0].sigmoid()),
+        case!("relu", [m()], true, |a| a[0].relu()),
+        case!("relu6", [inp(&[3, 4], Any)], true, |a| a[0].mul_scalar(4.0)?.relu6()),
+        case!("leaky_relu", [m()], true, |a| a[0].leaky_relu(0.2)),
+        case!("elu", [m()], true, |a| a[0].elu()),
+        case!("selu", [m()], true, |a| a[0].selu()),
+        case!("softplus", [m()], true, |a| a[0].softplus()),
+        case!("softsign", [m()], true, |a| a[0].softsign()),
+        case!("clip_by_value", [m()], true, |a| a[0].clip_by_value(-0.5, 1.0)),
+        case!("pow_scalar", [inp(&[3, 4], Pos)], true, |a| a[0].pow_scalar(1.7)),
+        case!("scalar arithmetic", [m()], true, |a| a[0]
+            .mul_scalar(3.0)?
+            .div_scalar(7.0)?
+            .add_scalar(0.25)),
+        case!("logical_not", [inp(&[3, 4], Bool)], true, |a| a[0].logical_not()),
+        case!("scalar example", [inp(&[], Any)], true, |a| a[0].exp()?.mul(&a[0])),
+        // binary elementwise, same shapes and broadcasting either way
+        case!("add", [m(), m()], true, |a| a[0].add(&a[1])),
+        case!("sub broadcast", [m(), inp(&[4], Any)], true, |a| a[0].sub(&a[1])),
+        case!("mul broadcast", [inp(&[4], Any), m()], true, |a| a[0].mul(&a[1])),
+        case!("div", [m(), inp(&[3, 1], Pos)], true, |a| a[0].div(&a[1])),
+        case!("pow", [inp(&[3, 4], Pos), inp(&[4], Any)], true, |a| a[0].pow(&a[1])),
+        case!("maximum", [m(), m()], true, |a| a[0].maximum(&a[1])),
+        case!("minimum", [inp(&[2, 1, 3], Any), inp(&[4, 3], Any)], true, |a| a[0]
+            .minimum(&a[1])),
+        case!("squared_difference", [m(), m()], true, |a| a[0]
+            .squared_difference(&a[1])),
+        case!("atan2", [m(), m()], true, |a| a[0].atan2(&a[1])),
+        case!("floor_div", [m(), inp(&[3, 4], Pos)], true, |a| a[0].floor_div(&a[1])),
+        case!("floor_mod", [m(), inp(&[4], Pos)], true, |a| a[0].floor_mod(&a[1])),
+        case!("scalar and matrix", [inp(&[], Any), m()], true, |a| a[0]
+            .mul(&a[1])?
+            .add(&a[0])),
+        // comparisons, logic, select, cast
+        case!("eq", [inp(&[3, 4], Idx(3)), inp(&[4], Idx(3))], true, |a| a[0]
+            .eq(&a[1])),
+        case!("ne", [inp(&[3, 4], Idx(3)), inp(&[3, 4], Idx(3))], true, |a| a[0]
+            .ne(&a[1])),
+        case!("lt", [m(), m()], true, |a| a[0].lt(&a[1])),
+        case!("le", [m(), inp(&[4], Any)], true, |a| a[0].le(&a[1])),
+        case!("gt", [m(), m()], true, |a| a[0].gt(&a[1])),
+        case!("ge", [inp(&[4], Any), m()], true, |a| a[0].ge(&a[1])),
+        case!("logical ops", [inp(&[3, 4], Bool), inp(&[4], Bool)], true, |a| a[0]
+            .logical_and(&a[1])?
+            .logical_or(&a[0].logical_xor(&a[1])?)),
+        case!("where", [m(), m(), inp(&[4], Any)], true, |a| Tensor::where_(
+            &a[0].gt(&a[1])?,
+            &a[2],
+            &a[1]
+        )),
+        case!("cast", [m()], true, |a| a[0].cast(DType::F32)?.cast(DType::F64)),
+        case!("cast to int", [inp(&[3, 4], Idx(9))], true, |a| a[0].cast(DType::F64)),
+        // reductions and scans
+        case!("sum axis", [m()], false, |a| a[0].sum(&[1], false)),
+        case!("sum negative axis keepdims", [inp(&[2, 3, 4], Any)], false, |a| a[0]
+            .sum(&[-1, 0], true)),
+        case!("sum all", [m()], false, |a| a[0].sum(&[0, 1], false)),
+        case!("mean", [inp(&[2, 3, 4], Any)], false, |a| a[0].mean(&[1], false)),
+        case!("max", [m()], true, |a| a[0].max(&[0], false)),
+        case!("min keepdims", [m()], true, |a| a[0].min(&[-1], true)),
+        case!("prod", [m()], false, |a| a[0].prod(&[1], false)),
+        case!("norm", [m()], false, |a| a[0].norm(&[0, 1], false)),
+        case!("all any", [inp(&[3, 4], Bool)], true, |a| a[0]
+            .all(&[1], false)?
+            .logical_xor(&a[0].any(&[0], true)?.reshape(&[4])?.narrow(0, 0, 3)?)),
+        case!("argmax", [m()], true, |a| a[0].argmax(1)),
+        case!("argmin", [m()], true, |a| a[0].argmin(-2)),
+        case!("cumsum", [m()], false, |a| a[0].cumsum(1, false, false)),
+        case!("cumprod exclusive reverse", [m()], false, |a| a[0]
+            .cumprod(-2, true, true)),
+        // shape ops
+        case!("reshape", [inp(&[2, 3, 2], Any)], true, |a| a[0].reshape(&[3, 4])),
+        case!("permute", [inp(&[2, 3, 4], Any)], true, |a| a[0]
+            .permute(&[2, 0, 1])?
+            .contiguous()),
+        case!("transpose", [m()], true, |a| a[0].transpose()),
+        case!("expand and squeeze", [m()], true, |a| a[0]
+            .expand_dims(1)?
+            .expand_dims(-1)?
+            .squeeze(&[1])),
+        case!("slice", [inp(&[4, 5], Any)], true, |a| a[0].slice(&[1, 2], &[2, 3])),
+        case!("narrow", [inp(&[4, 5], Any)], true, |a| a[0].narrow(1, 1, 3)),
+        case!("strided slice", [inp(&[5, 6], Any)], true, |a| a[0].strided_slice(&[
+            Slice::new(Some(1), None, 2),
+            Slice::new(None, None, -2)
+        ])),
+        case!("pad", [m()], true, |a| a[0].pad(&[(1, 0), (2, 1)])),
+        case!("reverse", [m()], true, |a| a[0].reverse(&[-1])),
+        case!("concat", [m(), inp(&[3, 2], Any)], true, |a| Tensor::concat(
+            &[&a[0], &a[1]],
+            -1
+        )),
+        case!("stack", [m(), m()], true, |a| Tensor::stack(&[&a[0], &a[1]], 1)),
+        case!("split", [inp(&[4, 3], Any)], true, |a| a[0].split(2, 0)?[1]
+            .mul_scalar(2.0)),
+        case!("broadcast_to", [inp(&[3, 1], Any)], true, |a| a[0]
+            .broadcast_to(&[2, 3, 4])),
+        case!("gather", [inp(&[5, 3], Any), inp(&[4], Idx(5))], true, |a| a[0]
+            .gather(&a[1], 0)),
+        case!("gather axis 1", [inp(&[2, 5], Any), inp(&[2, 2], Idx(5))], true, |a| a
+            [0]
+        .gather(&a[1], 1)),
+        case!(
+            "take_along_axis",
+            [inp(&[3, 5], Any), inp(&[3, 2], Idx(5))],
+            true,
+            |a| a[0].take_along_axis(&a[1], 1)
+        ),
+        case!("one_hot", [inp(&[3], Idx(4))], true, |a| a[0].one_hot(
+            4,
+            1.0,
+            0.0,
+            -1,
+            DType::F64
+        )),
+        case!("one_hot axis 0", [inp(&[3], Idx(4))], true, |a| a[0].one_hot(
+            4,
+            2.0,
+            -1.0,
+            0,
+            DType::F64
+        )),
+        // products
+        case!("matmul", [inp(&[3, 4], Any), inp(&[4, 2], Any)], false, |a| a[0]
+            .matmul(&a[1])),
+        case!(
+            "matmul transposed",
+            [inp(&[4, 3], Any), inp(&[2, 4], Any)],
+            false,
+            |a| a[0].matmul_with(&a[1], true, true)
+        ),
+        case!(
+            "batched matmul",
+            [inp(&[2, 3, 4], Any), inp(&[4, 2], Any)],
+            false,
+            |a| a[0].matmul(&a[1])
+        ),
+        case!(
+            "matmul by batched",
+            [inp(&[3, 4], Any), inp(&[2, 4, 2], Any)],
+            false,
+            |a| a[0].matmul(&a[1])
+        ),
+        case!(
+            "einsum",
+            [inp(&[3, 4], Any), inp(&[4], Any)],
+            false,
+            |a| Tensor::einsum("ij,j->i", &[&a[0], &a[1]])
+        ),
+        // neural-network ops
+        case!("softmax", [m()], false, |a| a[0].softmax(-1)),
+        case!("log_softmax", [m()], false, |a| a[0].log_softmax(0)),
+        case!("layer_normalization", [m(), inp(&[4], Any)], false, |a| a[0]
+            .layer_normalization(&[-1], Some(&a[1]), None, 1e-5)),
+        case!("bias_add", [m(), inp(&[4], Any)], true, |a| a[0].bias_add(&a[1])),
+        case!("sparse cross-entropy", [inp(&[3], Idx(4)), m()], false, |a| {
+            Tensor::sparse_softmax_cross_entropy_with_logits(&a[0], &a[1])
+        }),
+        case!("sigmoid cross-entropy", [inp(&[3, 4], Unit), m()], false, |a| {
+            Tensor::sigmoid_cross_entropy_with_logits(&a[0].abs()?, &a[1])
+        }),
+        case!(
+            "conv2d",
+            [inp(&[2, 5, 5, 2], Any), inp(&[3, 3, 2, 3], Any)],
+            false,
+            |a| a[0].conv2d(&a[1], [1, 1], Padding::Same, [1, 1])
+        ),
+        case!("max_pool2d", [inp(&[1, 4, 4, 2], Any)], true, |a| a[0].max_pool2d(
+            [2, 2],
+            [2, 2],
+            Padding::Valid
+        )),
+        case!("avg_pool2d", [inp(&[2, 4, 4, 1], Any)], false, |a| a[0].avg_pool2d(
+            [2, 2],
+            [1, 1],
+            Padding::Same
+        )),
+        // linear algebra
+        case!("det", [inp(&[3, 3], Any)], false, |a| a[0].det()),
+        case!("inverse", [inp(&[3, 3], Spd)], false, |a| a[0].inverse()),
+        case!("cholesky", [inp(&[3, 3], Spd)], false, |a| a[0].cholesky()),
+        case!("solve", [inp(&[3, 3], Spd), inp(&[3, 2], Any)], false, |a| a[0]
+            .solve_with(&a[1], false)),
+        case!("eigh values", [inp(&[3, 3], Spd)], false, |a| Ok::<_, Error>(
+            a[0].eigh()?.0
+        )),
+        case!("qr", [inp(&[4, 3], Any)], false, |a| {
+            let (q, r) = a[0].qr()?;
+            q.abs()?.add(&r.abs()?.sum(&[0], false)?)
+        }),
+        case!("matrix_exp", [inp(&[3, 3], Unit)], false, |a| a[0].matrix_exp()),
+        case!("complex fft", [m(), m()], false, |a| Tensor::complex(&a[0], &a[1])?
+            .fft()?
+            .abs()),
+        case!("argsort", [m()], true, |a| a[0].argsort(-1, true)),
+        case!("resize_bilinear", [inp(&[1, 3, 3, 2], Any)], false, |a| a[0]
+            .resize_bilinear([5, 4], false, true)),
+        case!("resize_nearest", [inp(&[2, 2, 3, 1], Any)], true, |a| a[0]
+            .resize_nearest_neighbor([4, 5], false, false)),
+        // compositions
+        case!(
+            "mlp layer",
+            [inp(&[2, 4], Any), inp(&[4, 3], Any), inp(&[3], Any)],
+            false,
+            |a| a[0].matmul(&a[1])?.add(&a[2])?.tanh()?.sum(&[-1], false)
+        ),
+        case!("constants inside", [m()], true, |a| a[0]
+            .mul(&Tensor::vector(&[1.0f64, 2.0, 3.0, 4.0]))?
+            .add(&Tensor::ones(&[3, 4], DType::F64))),
+    ]
+}
+
+/// `x` and `y` are the same (bit for bit when `exact`, else within 1e-12
+/// relative).
+fn assert_close(x: &Tensor, y: &Tensor, exact: bool, what: &str) {
+    assert_eq!(x.shape(), y.shape(), "{what}: shapes");
+    assert_eq!(x.dtype(), y.dtype(), "{what}: dtypes");
+    let (a, b) = (x.to_vec_f64(), y.to_vec_f64());
+    for (i, (u, v)) in a.iter().zip(&b).enumerate() {
+        let ok = if exact {
+            u.to_bits() == v.to_bits() || (u.is_nan() && v.is_nan())
+        } else {
+            (u - v).abs() <= 1e-12 * v.abs().max(1.0) || (u.is_nan() && v.is_nan())
+        };
+        assert!(ok, "{what}: element {i}: vmap {u:e}, loop {v:e}");
+    }
+}
+
+/// All the in_axes to try for inputs of these per-example ranks: each
+/// input batched on axis 0, 1 or last, or not batched; at least one
+/// batched.
+fn all_in_axes(ranks: &[usize]) -> Vec<Vec<Option<usize>>> {
+    let mut out: Vec<Vec<Option<usize>>> = vec![vec![]];
+    for &r in ranks {
+        let mut opts = vec![None, Some(0)];
+        for a in [1.min(r), r] {
+            if !opts.contains(&Some(a)) {
+                opts.push(Some(a));
+            }
+        }
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                opts.iter().map(move |&o| {
+                    let mut p = prefix.clone();
+                    p.push(o);
+                    p
+                })
+            })
+            .collect();
+    }
+    out.retain(|axes| axes.iter().any(Option::is_some));
+    out
+}
+
+/// The nodes of the table's cases that have no batching rule for these
+/// in_axes: a gather whose tensor and indices are both batched, a
+/// convolution whose filter is batched.
+fn expected_fallbacks(name: &str, in_axes: &[Option<usize>]) -> Vec<(&'static str, usize)> {
+    match name {
+        "gather" | "gather axis 1" if in_axes.iter().all(Option::is_some) => vec![("Gather", 1)],
+        "conv2d" if in_axes[1].is_some() => vec![("Conv2D", 1)],
+        _ => vec![],
+    }
+}
+
+/// The vmap of each case against the loop of its eager closure over the
+/// examples, for every in_axes choice and out_axes 0 and 1.
+#[test]
+fn vmap_matches_the_loop_over_a_table_of_ops() -> Result<()> {
+    const B: usize = 3;
+    let mut checked = 0;
+    for (ci, case) in cases().into_iter().enumerate() {
+        // examples[k][i]: input i of example k; shared[i]: its unbatched value
+        let examples: Vec<Vec<Tensor>> = (0..B)
+            .map(|k| {
+                case.inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, inp)| make(inp, (ci * 1000 + i * 10 + k) as u64))
+                    .collect()
+            })
+            .collect();
+        let shared: Vec<Tensor> = case
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, inp)| make(inp, (ci * 1000 + i * 10 + 7) as u64))
+            .collect();
+        let ranks: Vec<usize> = case.inputs.iter().map(|i| i.shape.len()).collect();
+        for in_axes in all_in_axes(&ranks) {
+            let args: Vec<Tensor> = in_axes
+                .iter()
+                .enumerate()
+                .map(|(i, ax)| match ax {
+                    None => shared[i].clone(),
+                    Some(a) => {
+                        let col: Vec<&Tensor> = examples.iter().map(|e| &e[i]).collect();
+                        Tensor::stack(&col, *a as isize).unwrap()
+                    }
+                })
+                .collect();
+            let per_example: Vec<Vec<Tensor>> = (0..B)
+                .map(|k| {
+                    let a: Vec<Tensor> = in_axes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, ax)| {
+                            if ax.is_some() {
+                                examples[k][i].clone()
+                            } else {
+                                shared[i].clone()
+                            }
+                        })
+                        .collect();
+                    (case.f)(&a)
+                })
+                .collect::<Result<_>>()?;
+            let min_rank = per_example[0].iter().map(Tensor::rank).min().unwrap();
+            for out_axis in [0, 1].into_iter().filter(|&o| o <= min_rank) {
+                let v = vmap(case.f, &in_axes, &[Some(out_axis)]);
+                let what = format!("{} (in_axes {in_axes:?}, out_axes [{out_axis}])", case.name);
+                let got = v.call(&args).map_err(|e| {
+                    eprintln!("{what}: {e}");
+                    e
+                })?;
+                assert_eq!(got.len(), per_example[0].len(), "{what}: outputs");
+                for (j, g) in got.iter().enumerate() {
+                    let col: Vec<&Tensor> = per_example.iter().map(|o| &o[j]).collect();
+                    let want = Tensor::stack(&col, out_axis as isize)?;
+                    assert_close(g, &want, case.exact, &what);
+                }
+                assert_eq!(
+                    v.fallbacks(),
+                    expected_fallbacks(case.name, &in_axes),
+                    "{what}: fallbacks"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500, "{checked} combinations checked");
+    Ok(())
+}
+
+/// An empty batch gives an empty result of the right shape; a batch of one
+/// gives the one example.
+#[test]
+fn empty_and_single_batches() -> Result<()> {
+    let f = vmap(
+        |a: &[Tensor]| Ok(vec![a[0].matmul(&a[1])?.softmax(-1)?]),
+        &[Some(0), None],
+        &[Some(1)],
+    );
+    let w = make(&inp(&[4, 2], Any), 1);
+    let y = f.call(&[Tensor::zeros(&[0, 3, 4], DType::F64), w.clone()])?;
+    assert_eq!(y[0].shape(), &[3, 0, 2]);
+    let x = make(&inp(&[3, 4], Any), 2);
+    let y = f.call(&[x.expand_dims(0)?, w.clone()])?;
+    assert_close(&y[0], &x.matmul(&w)?.softmax(-1)?.expand_dims(1)?, false, "one example");
+    Ok(())
+}
+
+/// Parameters and data of a small MLP: `(w1 [4, 3], b1 [3], w2 [3, 2])` and
+/// `B` examples `x [4]`, `y [2]`.
+fn mlp(b: usize) -> (Vec<Tensor>, Tensor, Tensor) {
+    let params = vec![
+        make(&inp(&[4, 3], Any), 11),
+        make(&inp(&[3], Any), 12),
+        make(&inp(&[3, 2], Any), 13),
+    ];
+    (params, make(&inp(&[b, 4], Any), 14), make(&inp(&[b, 2], Any), 15))
+}
+
+/// The loss of one example: `a = [w1, b1, w2, x, y]`.
+fn mlp_loss(a: &[Tensor]) -> Result<Tensor> {
+    let h = a[3].reshape(&[1, 4])?.matmul(&a[0])?.add(&a[1])?.tanh()?;
+    h.matmul(&a[2])?.reshape(&[2])?.sub(&a[4])?.square()?.sum(&[0], false)
+}
+
+/// Per-example gradients, `vmap(grad(loss))`, with a tape inside the
+/// vmapped closure and with `grad`, equal a loop of tape gradients.
+#[test]
+fn per_example_gradients() -> Result<()> {
+    const B: usize = 5;
+    let (params, xs, ys) = mlp(B);
+    let axes = [None, None, None, Some(0), Some(0)];
+    let with_tape = vmap(
+        |a: &[Tensor]| {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| {
+                for p in &a[..3] {
+                    tape.watch(p);
+                }
+                mlp_loss(a)
+            })?;
+            let g = tape.gradient(&loss, &a[..3].to_vec())?;
+            Ok(g.into_iter().map(|g| g.unwrap()).collect())
+        },
+        &axes,
+        &[Some(0)],
+    );
+    let g = grad(mlp_loss).params(&[0, 1, 2]);
+    let with_grad = vmap(
+        move |a: &[Tensor]| Ok(g.call(a)?.into_iter().map(|g| g.unwrap()).collect()),
+        &axes,
+        &[Some(0)],
+    );
+    let mut args = params.clone();
+    args.extend([xs.clone(), ys.clone()]);
+    let by_tape = with_tape.call(&args)?;
+    let by_grad = with_grad.call(&args)?;
+    assert_eq!(by_tape.len(), 3);
+    // the loop: one tape per example
+    let mut want: Vec<Vec<Tensor>> = vec![vec![]; 3];
+    for k in 0..B {
+        let tape = GradientTape::new();
+        let x = xs.narrow(0, k, 1)?.reshape(&[4])?;
+        let y = ys.narrow(0, k, 1)?.reshape(&[2])?;
+        let loss = tape.record(|| {
+            for p in &params {
+                tape.watch(p);
+            }
+            mlp_loss(&[params[0].clone(), params[1].clone(), params[2].clone(), x, y])
+        })?;
+        for (w, g) in want.iter_mut().zip(tape.gradient(&loss, &params)?) {
+            w.push(g.unwrap());
+        }
+    }
+    for i in 0..3 {
+        let refs: Vec<&Tensor> = want[i].iter().collect();
+        let w = Tensor::stack(&refs, 0)?;
+        assert_eq!(w.shape()[0], B);
+        assert_close(&by_tape[i], &w, false, &format!("tape inside vmap, parameter {i}"));
+        assert_close(&by_grad[i], &w, false, &format!("vmap(grad), parameter {i}"));
+    }
+    // the gradients differ between examples (they are per example)
+    assert_ne!(
+        by_tape[2].narrow(0, 0, 1)?.to_vec_f64(),
+        by_tape[2].narrow(0, 1, 1)?.to_vec_f64()
+    );
+    Ok(())
+}
+
+/// A tape around a call differentiates the vmapped function, w.r.t. batched
+/// and shared arguments alike.
+#[test]
+fn gradient_of_a_vmapped_function() -> Result<()> {
+    const B: usize = 4;
+    let (params, xs, ys) = mlp(B);
+    let f = vmap(
+        |a: &[Tensor]| Ok(vec![mlp_loss(a)?]),
+        &[None, None, None, Some(0), Some(0)],
+        &[Some(0)],
+    );
+    let mut args = params.clone();
+    args.extend([xs.clone(), ys.clone()]);
+    let tape = GradientTape::new();
+    let total = tape.record(|| {
+        for t in &args {
+            tape.watch(t);
+        }
+        f.call(&args)?[0].sum(&[0], false)
+    })?;
+    let got = tape.gradient(&total, &args)?;
+    // the loop
+    let tape2 = GradientTape::new();
+    let total2 = tape2.record(|| {
+        for t in &args {
+            tape2.watch(t);
+        }
+        let mut acc = Tensor::scalar(0.0f64);
+        for k in 0..B {
+            let mut a = params.clone();
+            a.push(xs.narrow(0, k, 1)?.reshape(&[4])?);
+            a.push(ys.narrow(0, k, 1)?.reshape(&[2])?);
+            acc = acc.add(&mlp_loss(&a)?)?;
+        }
+        Ok(acc)
+    })?;
+    let want = tape2.gradient(&total2, &args)?;
+    assert_close(&total, &total2, false, "value");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_close(
+            g.as_ref().unwrap(),
+            w.as_ref().unwrap(),
+            false,
+            &format!("gradient {i}"),
+        );
+    }
+    Ok(())
+}
+
+/// Forward mode through vmap: the JVP of the vmapped function equals the
+/// stacked JVPs of the examples.
+#[test]
+fn forward_mode_through_vmap() -> Result<()> {
+    const B: usize = 3;
+    let f = vmap(
+        |a: &[Tensor]| Ok(vec![a[0].matmul(&a[1])?.sin()?.softmax(-1)?]),
+        &[Some(1), None],
+        &[Some(0)],
+    );
+    let x = make(&inp(&[2, B, 4], Any), 21);
+    let w = make(&inp(&[4, 3], Any), 22);
+    let (tx, tw) = (make(&inp(&[2, B, 4], Any), 23), make(&inp(&[4, 3], Any), 24));
+    let (y, dy) = jvp(
+        |p| Ok(f.call(p)?.remove(0)),
+        &[x.clone(), w.clone()],
+        &[tx.clone(), tw.clone()],
+    )?;
+    let (mut ys, mut dys) = (vec![], vec![]);
+    for k in 0..B {
+        let xk = x.narrow(1, k, 1)?.squeeze(&[1])?;
+        let tk = tx.narrow(1, k, 1)?.squeeze(&[1])?;
+        let (yk, dk) = jvp(
+            |p| p[0].matmul(&p[1])?.sin()?.softmax(-1),
+            &[xk, w.clone()],
+            &[tk, tw.clone()],
+        )?;
+        ys.push(yk);
+        dys.push(dk);
+    }
+    let stack = |v: &[Tensor]| Tensor::stack(&v.iter().collect::<Vec<_>>(), 0);
+    assert_close(&y, &stack(&ys)?, false, "primal");
+    assert_close(&dy, &stack(&dys)?, false, "tangent");
+    Ok(())
+}
+
+/// vmap inside a traced function: the same values as eager vmap, and the
+/// graph holds the batched ops.
+#[test]
+fn vmap_inside_function() -> Result<()> {
+    let v = vmap(
+        |a: &[Tensor]| Ok(vec![a[0].matmul(&a[1])?.relu()?.sum(&[-1], false)?]),
+        &[Some(0), None],
+        &[Some(0)],
+    );
+    let eager = v.call(&[make(&inp(&[5, 2, 4], Any), 31), make(&inp(&[4, 3], Any), 32)])?;
+    let v = std::sync::Arc::new(v);
+    let v2 = v.clone();
+    let f = function(move |(x, w): &(Tensor, Tensor)| Ok(v2.call(&[x.clone(), w.clone()])?.remove(0)));
+    for seed in [31, 41] {
+        let (x, w) = (make(&inp(&[5, 2, 4], Any), seed), make(&inp(&[4, 3], Any), 32));
+        let traced = f.call(&(x.clone(), w.clone()))?;
+        let again = v.call(&[x, w])?;
+        assert_close(&traced, &again[0], true, "function(vmap) against vmap");
+        if seed == 31 {
+            assert_close(&traced, &eager[0], true, "function(vmap) against the first eager call");
+        }
+    }
+    assert_eq!(f.trace_count(), 1);
+    let g = f.graph(&(make(&inp(&[5, 2, 4], Any), 31), make(&inp(&[4, 3], Any), 32)))?;
+    assert_eq!(g.values[g.outputs[0] as usize].shape.as_slice(), &[5, 2]);
+    Ok(())
+}
+
+/// vmap of vmap: a pairwise function over two batches (rows of `x` against
+/// rows of `y`) equals the double loop.
+#[test]
+fn vmap_of_vmap() -> Result<()> {
+    let inner = vmap(
+        |a: &[Tensor]| Ok(vec![a[0].squared_difference(&a[1])?.sum(&[0], false)?.sqrt()?]),
+        &[None, Some(0)],
+        &[Some(0)],
+    );
+    let outer = vmap(move |a: &[Tensor]| inner.call(a), &[Some(1), None], &[Some(1)]);
+    let x = make(&inp(&[3, 4], Any), 51); // 4 rows of 3, batch on axis 1
+    let y = make(&inp(&[5, 3], Any), 52); // 5 rows of 3
+    let d = outer.call(&[x.clone(), y.clone()])?.remove(0);
+    assert_eq!(d.shape(), &[5, 4]);
+    for i in 0..4 {
+        for j in 0..5 {
+            let xi = x.narrow(1, i, 1)?.reshape(&[3])?;
+            let yj = y.narrow(0, j, 1)?.reshape(&[3])?;
+            let want = xi
+                .squared_difference(&yj)?
+                .sum(&[0], false)?
+                .sqrt()?
+                .to_scalar::<f64>()?;
+            let got = d.narrow(0, j, 1)?.narrow(1, i, 1)?.reshape(&[])?.to_scalar::<f64>()?;
+            assert!(
+                (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                "({i}, {j}): {got} vs {want}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Captures the warnings logged.
+struct Capture(Mutex<Vec<String>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::Level::Warn
+    }
+    fn log(&self, r: &log::Record) {
+        self.0.lock().unwrap().push(format!("{}", r.args()));
+    }
+    fn flush(&self) {}
+}
+
+static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
+
+/// An op without a batching rule runs in the loop: correct, reported by
+/// the vmap and process-wide, and logged once however often it runs.
+#[test]
+fn fallback_loop_is_correct_and_reported_once() -> Result<()> {
+    let _ = log::set_logger(&CAPTURE);
+    log::set_max_level(log::LevelFilter::Warn);
+    let f = vmap(
+        |a: &[Tensor]| Ok(vec![a[0].bincount(None, 5)?, a[0].cast(DType::F64)?.exp()?]),
+        &[Some(0)],
+        &[Some(0)],
+    );
+    let x = make(&inp(&[4, 6], Idx(5)), 61);
+    for _ in 0..3 {
+        let out = f.call(std::slice::from_ref(&x))?;
+        for k in 0..4 {
+            let xk = x.narrow(0, k, 1)?.reshape(&[6])?;
+            assert_eq!(
+                out[0].narrow(0, k, 1)?.reshape(&[5])?.to_vec::<i64>()?,
+                xk.bincount(None, 5)?.to_vec::<i64>()?
+            );
+        }
+        assert_close(&out[1], &x.cast(DType::F64)?.exp()?, true, "exp beside the fallback");
+    }
+    assert_eq!(f.fallbacks(), vec![("Bincount", 3)]);
+    let all = vmap_fallbacks();
+    let entry = all.iter().find(|e| e.op == "Bincount").expect("Bincount reported");
+    assert!(entry.runs >= 3, "{entry:?}");
+    assert_eq!(entry.logged, 1);
+    let logged: Vec<String> = CAPTURE
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m.contains("Bincount"))
+        .cloned()
+        .collect();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(
+        logged[0].starts_with("vmap: Bincount has no batching rule"),
+        "{}",
+        logged[0]
+    );
+    Ok(())
+}
+
+/// The message of an error vmap itself reports (an invalid argument).
+fn message(r: Result<Vec<Tensor>>) -> String {
+    match r {
+        Err(e @ Error::InvalidArgument { .. }) => e.to_string(),
+        Err(e) => panic!("another error: {e}"),
+        Ok(v) => panic!("no error: {v:?}"),
+    }
+}
+
+/// The message of any error.
+fn any_message(r: Result<Vec<Tensor>>) -> String {
+    match r {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("no error: {v:?}"),
+    }
+}
+
+/// Bad axes and sizes are errors naming vmap and the shapes.
+#[test]
+fn errors_name_vmap_and_the_shapes() -> Result<()> {
+    let x = make(&inp(&[3, 4], Any), 71);
+    let y = make(&inp(&[5, 4], Any), 72);
+    let add = |in_axes: &[Option<usize>], out_axes: &[Option<usize>]| {
+        vmap(|a: &[Tensor]| Ok(vec![a[0].add(&a[1])?]), in_axes, out_axes)
+    };
+    let m = message(add(&[Some(0), Some(0)], &[Some(0)]).call(&[x.clone(), y.clone()]));
+    assert!(m.starts_with("vmap: batch sizes differ"), "{m}");
+    assert!(m.contains("[3, 4]") && m.contains("[5, 4]"), "{m}");
+    let m = message(add(&[Some(2), None], &[Some(0)]).call(&[x.clone(), y.clone()]));
+    assert!(
+        m.contains("in_axes[0] = 2 is out of range") && m.contains("[3, 4]"),
+        "{m}"
+    );
+    let m = message(add(&[None, None], &[Some(0)]).call(&[x.clone(), y.clone()]));
+    assert!(
+        m.contains("vmap: no argument is batched") && m.contains("[5, 4]"),
+        "{m}"
+    );
+    let m = message(add(&[Some(0), None, None], &[Some(0)]).call(&[x.clone(), y.clone()]));
+    assert!(m.contains("vmap: in_axes has 3 entries for 2 arguments"), "{m}");
+    let m = message(add(&[Some(1), Some(1)], &[Some(2)]).call(&[x.clone(), x.clone()]));
+    assert!(
+        m.contains("vmap: out_axes[0] = 2 is out of range") && m.contains("[3]"),
+        "{m}"
+    );
+    let m = message(add(&[Some(0), None], &[None]).call(&[x.clone(), make(&inp(&[4], Any), 74)]));
+    assert!(m.contains("vmap: output 0") && m.contains("out_axes[0] is None"), "{m}");
+    // an op's own error on the batch names the op and shapes
+    let m = any_message(add(&[Some(0), Some(0)], &[Some(0)]).call(&[x.clone(), make(&inp(&[3, 5], Any), 73)]));
+    assert!(m.starts_with("add:") && m.contains("[4]") && m.contains("[5]"), "{m}");
+    // a write with a batched value
+    let v = Variable::new(Tensor::zeros(&[4], DType::F64));
+    let w = vmap(
+        move |a: &[Tensor]| {
+            v.assign(&a[0])?;
+            Ok(vec![v.read()])
+        },
+        &[Some(0)],
+        &[Some(0)],
+    );
+    let m = message(w.call(std::slice::from_ref(&x)));
+    assert!(
+        m.contains("vmap:") && m.contains("cannot be given batched inputs") && m.contains("[4] (batched)"),
+        "{m}"
+    );
+    Ok(())
+}
+
+/// Unbatched outputs are broadcast to the batch (out_axes given) or
+/// returned as they are (out_axes None); a shared argument stays shared.
+#[test]
+fn unbatched_outputs() -> Result<()> {
+    let x = make(&inp(&[3, 2], Any), 81);
+    let w = make(&inp(&[2], Any), 82);
+    let f = vmap(
+        |a: &[Tensor]| Ok(vec![a[0].exp()?, a[1].sin()?, a[1].cos()?]),
+        &[Some(0), None],
+        &[Some(1), Some(1), None],
+    );
+    let out = f.call(&[x.clone(), w.clone()])?;
+    assert_close(&out[0], &x.exp()?.transpose()?, true, "batched output on axis 1");
+    assert_close(
+        &out[1],
+        &Tensor::stack(&[&w.sin()?, &w.sin()?, &w.sin()?], 1)?,
+        true,
+        "broadcast",
+    );
+    assert_close(&out[2], &w.cos()?, true, "unbatched");
+    Ok(())
+}
+
+/// A traced function called inside the vmapped closure is batched through
+/// its graph (no fallback); a variable read is shared and read afresh at
+/// each call; a `cond` on a batched predicate runs in the fallback loop,
+/// one branch per example.
+#[test]
+fn calls_variables_and_control_flow() -> Result<()> {
+    let g = std::sync::Arc::new(function(|x: &Tensor| x.sin()?.mul(x)));
+    let w = Variable::new(Tensor::vector(&[1.0f64, 2.0, 3.0]));
+    let (g2, w2) = (g.clone(), w.clone());
+    let f = vmap(
+        move |a: &[Tensor]| Ok(vec![g2.call(&a[0])?.mul(&w2.read())?]),
+        &[Some(0)],
+        &[Some(0)],
+    );
+    let x = make(&inp(&[4, 3], Any), 91);
+    for scale in [1.0, -2.0] {
+        w.assign(&Tensor::vector(&[1.0f64, 2.0, 3.0]).mul_scalar(scale)?)?;
+        let got = f.call(std::slice::from_ref(&x))?;
+        let want = x.sin()?.mul(&x)?.mul(&w.read())?;
+        assert_close(&got[0], &want, true, &format!("call and variable, scale {scale}"));
+    }
+    assert_eq!(f.trace_count(), 1);
+    assert!(f.fallbacks().is_empty(), "{:?}", f.fallbacks());
+    assert!(f.graph(std::slice::from_ref(&x))?.count("Call") == 1);
+
+    let c = vmap(
+        |a: &[Tensor]| {
+            let s = a[0].sum(&[0], false)?;
+            let pred = s.gt(&Tensor::scalar(0.0f64))?;
+            Ok(vec![gradtape::cond(&pred, || a[0].exp(), || a[0].neg())?])
+        },
+        &[Some(0)],
+        &[Some(0)],
+    );
+    let got = c.call(std::slice::from_ref(&x))?;
+    for k in 0..4 {
+        let xk = x.narrow(0, k, 1)?.reshape(&[3])?;
+        let want = if xk.sum(&[0], false)?.to_scalar::<f64>()? > 0.0 {
+            xk.exp()?
+        } else {
+            xk.neg()?
+        };
+        assert_close(
+            &got[0].narrow(0, k, 1)?.reshape(&[3])?,
+            &want,
+            true,
+            &format!("cond, example {k}"),
+        );
+    }
+    assert_eq!(c.fallbacks().len(), 1, "{:?}", c.fallbacks());
+    Ok(())
+}
