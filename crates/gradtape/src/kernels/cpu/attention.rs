@@ -87,7 +87,7 @@ impl<T: Float> Mask<'_, T> {
 
 /// `a·b` in eight interleaved partial sums (independent lanes, which
 /// vectorise; one dependent chain of adds would not), added pairwise.
-#[inline]
+#[inline(always)]
 fn dot<T: Float>(a: &[T], b: &[T]) -> T {
     let mut acc = [T::zero(); 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -103,24 +103,66 @@ fn dot<T: Float>(a: &[T], b: &[T]) -> T {
     ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
 
-#[inline]
+/// `y += a x`.
+#[inline(always)]
 fn axpy<T: Float>(y: &mut [T], a: T, x: &[T]) {
     for (y, &x) in y.iter_mut().zip(x) {
         *y = *y + a * x;
     }
 }
 
-/// The score `s[i, j]` of batch element `b`.
-#[inline]
+/// `rows` (`len` rows of `w` starting at row `j0` of `m`) transposed into
+/// `out` (`w` rows of `len`): a block of keys or values laid out so that a
+/// query's scores against the whole block are a sum of `w` vector updates.
+#[inline(always)]
+fn transpose_block<T: Float>(m: &[T], j0: usize, len: usize, w: usize, out: &mut [T]) {
+    for jj in 0..len {
+        let row = &m[(j0 + jj) * w..][..w];
+        for (c, &x) in row.iter().enumerate() {
+            out[c * len + jj] = x;
+        }
+    }
+}
+
+/// `s[jj] = Σ_c x[c] · t[c, jj]` for a block transposed by
+/// [`transpose_block`] (`s.len()` columns of a block of `len`).
+#[inline(always)]
+fn block_products<T: Float>(x: &[T], t: &[T], len: usize, s: &mut [T]) {
+    s.fill(T::zero());
+    let n = s.len();
+    for (c, &xc) in x.iter().enumerate() {
+        axpy(s, xc, &t[c * len..][..n]);
+    }
+}
+
+/// The scores of query row `i` of batch element `b` against keys
+/// `j0..j0 + s.len()`, from the key block transposed into `kt`.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn score<T: Float>(dims: &Dims, q: &[T], k: &[T], mask: Option<&Mask<'_, T>>, b: usize, i: usize, j: usize) -> T {
-    let (d, scale) = (dims.d, T::from_f64(dims.scale));
-    let qi = &q[(b * dims.tq + i) * d..][..d];
-    let kj = &k[(b * dims.tk + j) * d..][..d];
-    let s = scale * dot(qi, kj);
+fn block_scores<T: Float>(
+    dims: &Dims,
+    qi: &[T],
+    kt: &[T],
+    len: usize,
+    mask: Option<&Mask<'_, T>>,
+    b: usize,
+    i: usize,
+    j0: usize,
+    s: &mut [T],
+) {
+    block_products(qi, kt, len, s);
+    let scale = T::from_f64(dims.scale);
     match mask {
-        Some(m) => s + m.at(b, i, j),
-        None => s,
+        Some(m) => {
+            for (jj, x) in s.iter_mut().enumerate() {
+                *x = scale * *x + m.at(b, i, j0 + jj);
+            }
+        }
+        None => {
+            for x in s.iter_mut() {
+                *x = scale * *x;
+            }
+        }
     }
 }
 
@@ -128,6 +170,10 @@ fn score<T: Float>(dims: &Dims, q: &[T], k: &[T], mask: Option<&Mask<'_, T>>, b:
 /// log-sum-exp (`batch · tq` rows of `dv + 1`). A row that sees no key has
 /// output 0 and log-sum-exp `-inf`; a row whose scores are all `-inf` has
 /// a NaN output (as the softmax of such a row).
+///
+/// A task takes a run of rows; for each block of keys (transposed once
+/// for all its rows) it updates each row's online-softmax state, which
+/// lives in the row's output (the accumulator) and two small arrays.
 pub(crate) fn forward<T: Float>(
     op: &'static str,
     dims: &Dims,
@@ -136,61 +182,84 @@ pub(crate) fn forward<T: Float>(
     v: &[T],
     mask: Option<&Mask<'_, T>>,
 ) -> Result<Vec<T>> {
-    let (tq, dv) = (dims.tq, dims.dv);
+    let (tq, tk, d, dv) = (dims.tq, dims.tk, dims.d, dims.dv);
     let width = dv + 1;
     let mut out = alloc::try_filled(op, dims.batch * tq * width, T::zero())?;
-    // rows per task: enough work per task to pay for the hand-off
-    let per_row = dims.tk.max(1) * (dims.d + dv).max(1);
-    let rows = (16384 / per_row).clamp(1, 64);
+    // rows per task: enough work per task to pay for the hand-off and the
+    // block transposes, at most ROWS
+    const ROWS: usize = 64;
+    let per_row = tk.max(1) * (d + dv).max(1);
+    let rows = (65536 / per_row).clamp(8, ROWS);
     workers::for_each_chunk_mut(&mut out, rows * width, |c, part| {
-        let mut s = [T::zero(); BLOCK];
-        for (r, row) in part.chunks_mut(width).enumerate() {
-            let flat = c * rows + r;
-            let (b, i) = (flat / tq, flat % tq);
-            let (acc, lse) = row.split_at_mut(dv);
-            let mut m = T::neg_infinity();
-            let mut l = T::zero();
-            let n = dims.keys(i);
-            let mut j0 = 0;
-            while j0 < n {
-                let len = BLOCK.min(n - j0);
-                let mut bm = T::neg_infinity();
-                for (jj, sj) in s[..len].iter_mut().enumerate() {
-                    *sj = score(dims, q, k, mask, b, i, j0 + jj);
-                    if *sj > bm {
-                        bm = *sj;
+        crate::kernels::cpu::math::with_simd(
+            #[inline(always)]
+            || {
+                let mut kt = vec![T::zero(); BLOCK * d];
+                let mut s = [T::zero(); BLOCK];
+                let (mut m, mut l) = ([T::neg_infinity(); ROWS], [T::zero(); ROWS]);
+                let n_rows = part.len() / width;
+                let first = c * rows;
+                // runs of rows of one batch element
+                let mut r0 = 0;
+                while r0 < n_rows {
+                    let b = (first + r0) / tq;
+                    let r1 = n_rows.min(r0 + (tq - (first + r0) % tq));
+                    let last_i = (first + r1 - 1) % tq;
+                    let n_keys = dims.keys(last_i);
+                    let mut j0 = 0;
+                    while j0 < n_keys {
+                        let len = BLOCK.min(n_keys - j0);
+                        transpose_block(&k[b * tk * d..], j0, len, d, &mut kt);
+                        for r in r0..r1 {
+                            let i = (first + r) % tq;
+                            let n = dims.keys(i);
+                            if j0 >= n {
+                                continue;
+                            }
+                            let cols = len.min(n - j0);
+                            let s = &mut s[..cols];
+                            block_scores(dims, &q[(b * tq + i) * d..][..d], &kt, len, mask, b, i, j0, s);
+                            let acc = &mut part[r * width..][..dv];
+                            let bm = s.iter().fold(T::neg_infinity(), |a, &x| if x > a { x } else { a });
+                            if bm > m[r] {
+                                // a larger maximum: the state so far shrinks by e^(m - bm)
+                                let shrink = (m[r] - bm).exp();
+                                l[r] = l[r] * shrink;
+                                for a in acc.iter_mut() {
+                                    *a = *a * shrink;
+                                }
+                                m[r] = bm;
+                            }
+                            // (while every score so far is -inf, nothing adds: a row
+                            // of only -inf ends with l = 0 and a NaN output, 0/0)
+                            if m[r] > T::neg_infinity() {
+                                for (jj, &sj) in s.iter().enumerate() {
+                                    let p = (sj - m[r]).exp();
+                                    l[r] = l[r] + p;
+                                    axpy(acc, p, &v[(b * tk + j0 + jj) * dv..][..dv]);
+                                }
+                            }
+                        }
+                        j0 += len;
                     }
-                }
-                if bm > m {
-                    // a larger maximum: the state so far shrinks by e^(m - bm)
-                    let shrink = (m - bm).exp();
-                    l = l * shrink;
-                    for a in acc.iter_mut() {
-                        *a = *a * shrink;
+                    for r in r0..r1 {
+                        let i = (first + r) % tq;
+                        let row = &mut part[r * width..][..width];
+                        if dims.keys(i) == 0 {
+                            row[dv] = T::neg_infinity();
+                        } else {
+                            let inv = T::one() / l[r];
+                            for a in row[..dv].iter_mut() {
+                                *a = *a * inv;
+                            }
+                            row[dv] = m[r] + l[r].ln();
+                        }
+                        (m[r], l[r]) = (T::neg_infinity(), T::zero());
                     }
-                    m = bm;
+                    r0 = r1;
                 }
-                // (while every score so far is -inf, nothing adds: a row
-                // of only -inf ends with l = 0 and a NaN output, 0/0)
-                if m > T::neg_infinity() {
-                    for (jj, &sj) in s[..len].iter().enumerate() {
-                        let p = (sj - m).exp();
-                        l = l + p;
-                        axpy(acc, p, &v[(b * dims.tk + j0 + jj) * dv..][..dv]);
-                    }
-                }
-                j0 += len;
-            }
-            if n == 0 {
-                lse[0] = T::neg_infinity();
-                continue;
-            }
-            let inv = T::one() / l;
-            for a in acc.iter_mut() {
-                *a = *a * inv;
-            }
-            lse[0] = m + l.ln();
-        }
+            },
+        )
     });
     Ok(out)
 }
@@ -198,7 +267,9 @@ pub(crate) fn forward<T: Float>(
 /// The backward pass from the output cotangent `dout` (`[batch, tq, dv]`)
 /// and the forward pass's packed rows `fwd` (output and log-sum-exp): per
 /// batch element, `dq` (`tq · d`), then `dk` (`tk · d`), then `dv`
-/// (`tk · dv`), concatenated.
+/// (`tk · dv`), concatenated. A task takes a batch element (its key
+/// gradients sum over its rows); for each block of keys (keys and values
+/// transposed once) it walks the rows that see it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn backward<T: Float>(
     op: &'static str,
@@ -215,24 +286,52 @@ pub(crate) fn backward<T: Float>(
     let scale = T::from_f64(dims.scale);
     let mut out = alloc::try_filled(op, dims.batch * per, T::zero())?;
     workers::for_each_chunk_mut(&mut out, per.max(1), |b, part| {
-        let (dq, rest) = part.split_at_mut(tq * d);
-        let (dk, dvv) = rest.split_at_mut(tk * d);
-        for i in 0..tq {
-            let row = &fwd[(b * tq + i) * (dv + 1)..][..dv + 1];
-            let (o, lse) = (&row[..dv], row[dv]);
-            let g = &dout[(b * tq + i) * dv..][..dv];
-            let di = dot(g, o);
-            let qi = &q[(b * tq + i) * d..][..d];
-            let dqi = &mut dq[i * d..][..d];
-            for j in 0..dims.keys(i) {
-                let p = (score(dims, q, k, mask, b, i, j) - lse).exp();
-                let vj = &v[(b * tk + j) * dv..][..dv];
-                axpy(&mut dvv[j * dv..][..dv], p, g);
-                let ds = p * (dot(g, vj) - di) * scale;
-                axpy(dqi, ds, &k[(b * tk + j) * d..][..d]);
-                axpy(&mut dk[j * d..][..d], ds, qi);
-            }
-        }
+        crate::kernels::cpu::math::with_simd(
+            #[inline(always)]
+            || {
+                let (dq, rest) = part.split_at_mut(tq * d);
+                let (dk, dvv) = rest.split_at_mut(tk * d);
+                // D[i] = dO[i]·o[i]
+                let dd: Vec<T> = (0..tq)
+                    .map(|i| {
+                        let row = &fwd[(b * tq + i) * (dv + 1)..][..dv];
+                        dot(&dout[(b * tq + i) * dv..][..dv], row)
+                    })
+                    .collect();
+                let (mut kt, mut vt) = (vec![T::zero(); BLOCK * d], vec![T::zero(); BLOCK * dv]);
+                let (mut s, mut dp) = ([T::zero(); BLOCK], [T::zero(); BLOCK]);
+                let n_keys = (0..tq).map(|i| dims.keys(i)).max().unwrap_or(0);
+                let mut j0 = 0;
+                while j0 < n_keys {
+                    let len = BLOCK.min(n_keys - j0);
+                    transpose_block(&k[b * tk * d..], j0, len, d, &mut kt);
+                    transpose_block(&v[b * tk * dv..], j0, len, dv, &mut vt);
+                    for i in 0..tq {
+                        let n = dims.keys(i);
+                        if j0 >= n {
+                            continue;
+                        }
+                        let cols = len.min(n - j0);
+                        let lse = fwd[(b * tq + i) * (dv + 1) + dv];
+                        let g = &dout[(b * tq + i) * dv..][..dv];
+                        let qi = &q[(b * tq + i) * d..][..d];
+                        let (s, dp) = (&mut s[..cols], &mut dp[..cols]);
+                        block_scores(dims, qi, &kt, len, mask, b, i, j0, s);
+                        block_products(g, &vt, len, dp);
+                        let dqi = &mut dq[i * d..][..d];
+                        for jj in 0..cols {
+                            let j = j0 + jj;
+                            let p = (s[jj] - lse).exp();
+                            axpy(&mut dvv[j * dv..][..dv], p, g);
+                            let ds = p * (dp[jj] - dd[i]) * scale;
+                            axpy(dqi, ds, &k[(b * tk + j) * d..][..d]);
+                            axpy(&mut dk[j * d..][..d], ds, qi);
+                        }
+                    }
+                    j0 += len;
+                }
+            },
+        )
     });
     Ok(out)
 }
