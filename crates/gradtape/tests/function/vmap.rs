@@ -936,3 +936,55 @@ fn calls_variables_and_control_flow() -> Result<()> {
     assert_eq!(c.fallbacks().len(), 1, "{:?}", c.fallbacks());
     Ok(())
 }
+
+/// Attention (and, under a tape, its fused backward op) batches without
+/// the loop: queries batched, keys and values shared or batched, a shared
+/// or a batched mask; values and per-example gradients as the loop's.
+#[test]
+fn attention_batches_without_the_loop() -> Result<()> {
+    const B: usize = 3;
+    let t = |shape: &[usize], k: f64| {
+        let n: usize = shape.iter().product();
+        Tensor::from_vec((0..n).map(|i| (0.37 * i as f64 + k).sin()).collect::<Vec<f64>>(), shape).unwrap()
+    };
+    let (q, k, v) = (t(&[B, 2, 5, 4], 1.0), t(&[2, 7, 4], 2.0), t(&[B, 2, 7, 3], 3.0));
+    let (shared_mask, batched_mask) = (t(&[5, 7], 4.0), t(&[B, 1, 7], 5.0));
+    for (mask, mask_axis) in [(&shared_mask, None), (&batched_mask, Some(0))] {
+        let f = vmap(
+            |a: &[Tensor]| {
+                let tape = GradientTape::new();
+                let y = tape.record(|| {
+                    tape.watch(&a[0]);
+                    a[0].scaled_dot_product_attention(&a[1], &a[2], Some(&a[3]), true, None)?
+                        .square()?
+                        .sum_all()
+                })?;
+                let g = tape.gradient(&y, &a[0])?.unwrap();
+                Ok(vec![y, g])
+            },
+            &[Some(0), None, Some(0), mask_axis],
+            &[Some(0)],
+        );
+        let got = f.call(&[q.clone(), k.clone(), v.clone(), mask.clone()])?;
+        assert!(f.fallbacks().is_empty(), "{:?}", f.fallbacks());
+        for e in 0..B {
+            let one = |x: &Tensor| -> Result<Tensor> {
+                let s = x.shape()[1..].to_vec();
+                x.narrow(0, e, 1)?.reshape(&s)
+            };
+            let (qe, ve) = (one(&q)?, one(&v)?);
+            let me = if mask_axis.is_some() { one(mask)? } else { mask.clone() };
+            let tape = GradientTape::new();
+            let y = tape.record(|| {
+                tape.watch(&qe);
+                qe.scaled_dot_product_attention(&k, &ve, Some(&me), true, None)?
+                    .square()?
+                    .sum_all()
+            })?;
+            let g = tape.gradient(&y, &qe)?.unwrap();
+            assert_close(&one(&got[0])?, &y, false, &format!("value of example {e}"));
+            assert_close(&one(&got[1])?, &g, false, &format!("gradient of example {e}"));
+        }
+    }
+    Ok(())
+}

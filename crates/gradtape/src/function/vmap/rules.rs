@@ -28,8 +28,8 @@
 //! - *convolutions, pooling and image resizing* with only the input
 //!   batched: the batch is folded into `N` (and into the sizes attribute of
 //!   the gradients that have one);
-//! - *linear algebra, decompositions, FFTs* on the innermost dims: the ops
-//!   take leading batch dims already.
+//! - *linear algebra, decompositions, FFTs, attention* on the innermost
+//!   dims: the ops take leading batch dims already.
 //!
 //! Without a rule: convolutions with a batched filter, their filter
 //! gradients, max pooling's gradient and positions, gathers and scatters
@@ -396,8 +396,27 @@ fn nn(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
         }
         (NnOp::AvgPoolGrad(p, s), [_]) => fold_n(&Op::Nn(NnOp::AvgPoolGrad(*p, times_b(s, b))), ins, 0, b),
         (NnOp::AvgPool3DGrad(p, s), [_]) => fold_n(&Op::Nn(NnOp::AvgPool3DGrad(*p, times_b(s, b))), ins, 0, b),
+        (NnOp::Attention { .. }, [_, _, _] | [_, _, _, _])
+        | (NnOp::AttentionGrad { .. }, [_, _, _, _, _] | [_, _, _, _, _, _]) => attention(n, ins, b),
         _ => Ok(None),
     }
+}
+
+/// Attention and its backward op take leading dims: the tensor operands
+/// get the batch dim in front (shared ones broadcast); the mask, which
+/// broadcasts against the scores from the right, keeps its shape when
+/// shared and is lifted past the per-example dims when batched.
+fn attention(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
+    let tensors = if matches!(n, NnOp::Attention { .. }) { 3 } else { 5 };
+    let r = ins[0].example_rank();
+    let mut args: SmallVec<[Tensor; 6]> = ins[..tensors].iter().map(|v| full(v, b)).collect::<Result<_>>()?;
+    if let Some(m) = ins.get(tensors) {
+        if m.example_rank() > r {
+            return Ok(None);
+        }
+        args.push(lift(m, r)?);
+    }
+    n.eval(&args).map(Some)
 }
 
 /// Linear algebra: the ops take leading batch dims.
