@@ -185,8 +185,8 @@ pub(crate) fn attention_packed(
 }
 
 /// The backward kernel as an op (`AttentionGrad`): `[..., tq·d + tk·d +
-/// tk·dv]`, each batch element's `dq`, `dk`, `dv` flattened. Not
-/// differentiable (a higher order takes the composite rule).
+/// tk·dv]`, each batch element's `dq`, `dk`, `dv` flattened. Its own rule
+/// (a higher order) is the composite's ([`backward_vjp`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_grad_packed(
     q: &Tensor,
@@ -230,12 +230,7 @@ pub(crate) fn attention_grad_packed(
     Ok(bind(desc, &inputs, out, move |_| {
         vjp(move |g, _| {
             // the cotangents of dq, dk, dv, out of the packed rows
-            let all = &g[0];
-            let last2 = |x: &Tensor| x.shape()[x.rank() - 2] * x.shape()[x.rank() - 1];
-            let (nq, nk, nv) = (last2(&qc), last2(&kc), last2(&vc));
-            let gq = all.narrow(-1, 0, nq)?.reshape(qc.shape())?;
-            let gk = all.narrow(-1, nq, nk)?.reshape(kc.shape())?;
-            let gv = all.narrow(-1, nq + nk, nv)?.reshape(vc.shape())?;
+            let [gq, gk, gv] = unpack(&g[0], &qc, &kc, &vc)?;
             let [a, b, c, d] = backward_vjp(&qc, &kc, &vc, mc.as_ref(), causal, scale, &gc, [&gq, &gk, &gv])?;
             // (the packed rows are functions of q, k, v: their part is in
             // the composite's derivative; the mask gets none)
@@ -260,8 +255,18 @@ fn fused_vjp(
     packed: &Tensor,
     dout: &Tensor,
 ) -> Result<[Tensor; 3]> {
-    let all = attention_grad_packed(q, k, v, mask, causal, scale, packed, dout)?;
-    // each batch element's block sizes
+    unpack(
+        &attention_grad_packed(q, k, v, mask, causal, scale, packed, dout)?,
+        q,
+        k,
+        v,
+    )
+}
+
+/// The three parts of a tensor laid out as `AttentionGrad`'s output (each
+/// batch element's `q`-, `k`- and `v`-shaped blocks, flattened), shaped as
+/// `q`, `k` and `v`.
+fn unpack(all: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<[Tensor; 3]> {
     let last2 = |x: &Tensor| x.shape()[x.rank() - 2] * x.shape()[x.rank() - 1];
     let (nq, nk, nv) = (last2(q), last2(k), last2(v));
     Ok([
