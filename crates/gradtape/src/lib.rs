@@ -89,7 +89,7 @@ pub use function::{vmap, vmap_fallbacks, Vmap, VmapFallback};
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::array::strided::{PadMode, Slice};
 pub use ops::ct;
-pub use ops::{DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
+pub use ops::{AttentionDropout, DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
 pub use tensor::{bf16, f16, Complex};

@@ -54,7 +54,7 @@ pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
 pub(crate) use nn::max_pool2d_with_argmax;
 pub(crate) use nn::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
-pub use nn::{DataFormat, Padding};
+pub use nn::{AttentionDropout, DataFormat, Padding};
 pub(crate) use sorting::segment;
 
 pub(crate) use crate::dispatch::{bind, bind_jvp, bind_nondiff};

@@ -43,6 +43,24 @@ fn table() -> Vec<Case> {
         },
         &[(&[2, 1, 2, 3], Any), (&[2, 1, 5, 3], Any), (&[2, 1, 5, 2], Any)],
     ));
+    // with dropout: a fixed seed fixes the dropped probabilities, so the op
+    // is a smooth function of q, k, v (rate 0.4 drops some of the 2·3·6)
+    t.push(case(
+        "scaled_dot_product_attention dropout 0.4 [2,3,4] x [2,6,4]",
+        |x| {
+            let drop = gradtape::AttentionDropout { rate: 0.4, seed: 11 };
+            sq(x[0].scaled_dot_product_attention_dropout(&x[1], &x[2], None, false, None, drop))
+        },
+        &[(&[2, 3, 4], Any), (&[2, 6, 4], Any), (&[2, 6, 3], Any)],
+    ));
+    t.push(case(
+        "scaled_dot_product_attention dropout 0.3 causal [1,5,3]",
+        |x| {
+            let drop = gradtape::AttentionDropout { rate: 0.3, seed: 5 };
+            sq(x[0].scaled_dot_product_attention_dropout(&x[1], &x[2], None, true, Some(0.7), drop))
+        },
+        &[(&[1, 5, 3], Any), (&[1, 5, 3], Any), (&[1, 5, 3], Any)],
+    ));
     // dense xent: both arguments differentiable
     for s in [&[3usize][..], &[2, 3], &[2, 2, 3], &[0, 3]] {
         t.push(case(

@@ -10,6 +10,7 @@
 mod half_util;
 
 mod attention;
+mod attention_dropout;
 mod digits;
 mod distributed;
 mod distributed_mpi;

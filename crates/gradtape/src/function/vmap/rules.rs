@@ -396,6 +396,9 @@ fn nn(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
         }
         (NnOp::AvgPoolGrad(p, s), [_]) => fold_n(&Op::Nn(NnOp::AvgPoolGrad(*p, times_b(s, b))), ins, 0, b),
         (NnOp::AvgPool3DGrad(p, s), [_]) => fold_n(&Op::Nn(NnOp::AvgPool3DGrad(*p, times_b(s, b))), ins, 0, b),
+        // (with dropout, the decisions depend on the flat batch index: the
+        // per-example loop keeps each example's)
+        (NnOp::Attention { dropout, .. } | NnOp::AttentionGrad { dropout, .. }, _) if dropout.0 > 0.0 => Ok(None),
         (NnOp::Attention { .. }, [_, _, _] | [_, _, _, _])
         | (NnOp::AttentionGrad { .. }, [_, _, _, _, _] | [_, _, _, _, _, _]) => attention(n, ins, b),
         _ => Ok(None),

@@ -24,12 +24,21 @@
 //!
 //! So memory is linear in the sequence lengths, forward and backward.
 //!
+//! **Dropout** of the probabilities (rate `r`, training): a probability
+//! is kept, and scaled by `1/(1 - r)`, when the counter-based generator's
+//! draw for its index `(b·tq + i)·tk + j` is at least `r` ([`Dropout`]);
+//! the log-sum-exp is the undropped one. Both passes recompute each
+//! decision from its index, so no mask is stored either. With `f` that
+//! factor, the output sums `p f v[j]`; the backward pass uses `p f` for
+//! `dv` and `dp = f · dO[i]·v[j]`, and `D[i] = dO[i]·o[i]` still holds.
+//!
 //! Both passes accumulate in the element type (`f32` or `f64`; the op
 //! layer runs half-precision tensors through `f32`). Work is spread over
 //! rows (forward) and over batch elements (backward, whose key gradients
 //! sum over a batch element's rows).
 
 use crate::error::Result;
+use crate::kernels::cpu::counter::CounterRng;
 use crate::kernels::cpu::workers;
 use crate::tensor::{alloc, Float};
 
@@ -53,6 +62,40 @@ pub(crate) struct Dims {
     pub scale: f64,
     /// Whether row `i` sees only the keys `j <= i`.
     pub causal: bool,
+    /// Dropout of the probabilities, if any.
+    pub dropout: Option<Dropout>,
+}
+
+/// The generator's stream for attention's dropout.
+const DROPOUT_STREAM: u64 = 0xA77E;
+
+/// Dropout of the probabilities: which are kept, from a seed and each
+/// probability's flat index `(b·tq + i)·tk + j`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dropout {
+    rng: CounterRng,
+    rate: f64,
+}
+
+impl Dropout {
+    /// Drops with probability `rate` (in `[0, 1)`), decided by `seed`.
+    pub(crate) fn new(seed: u64, rate: f64) -> Dropout {
+        Dropout {
+            rng: CounterRng::new(seed, DROPOUT_STREAM),
+            rate,
+        }
+    }
+
+    /// The factor of the probability at flat index `at`: 0 if dropped,
+    /// `1 / (1 - rate)` if kept.
+    #[inline(always)]
+    pub(crate) fn factor(&self, at: usize) -> f64 {
+        if self.rng.unit(at as u64) >= self.rate {
+            1.0 / (1.0 - self.rate)
+        } else {
+            0.0
+        }
+    }
 }
 
 impl Dims {
@@ -233,10 +276,16 @@ pub(crate) fn forward<T: Float>(
                             // (while every score so far is -inf, nothing adds: a row
                             // of only -inf ends with l = 0 and a NaN output, 0/0)
                             if m[r] > T::neg_infinity() {
+                                let at = (b * tq + i) * tk + j0;
                                 for (jj, &sj) in s.iter().enumerate() {
                                     let p = (sj - m[r]).exp();
                                     l[r] = l[r] + p;
-                                    axpy(acc, p, &v[(b * tk + j0 + jj) * dv..][..dv]);
+                                    // (the sum is of the undropped probabilities)
+                                    let pf = match &dims.dropout {
+                                        Some(dr) => p * T::from_f64(dr.factor(at + jj)),
+                                        None => p,
+                                    };
+                                    axpy(acc, pf, &v[(b * tk + j0 + jj) * dv..][..dv]);
                                 }
                             }
                         }
@@ -319,11 +368,16 @@ pub(crate) fn backward<T: Float>(
                         block_scores(dims, qi, &kt, len, mask, b, i, j0, s);
                         block_products(g, &vt, len, dp);
                         let dqi = &mut dq[i * d..][..d];
+                        let at = (b * tq + i) * tk;
                         for jj in 0..cols {
                             let j = j0 + jj;
                             let p = (s[jj] - lse).exp();
-                            axpy(&mut dvv[j * dv..][..dv], p, g);
-                            let ds = p * (dp[jj] - dd[i]) * scale;
+                            let f = match &dims.dropout {
+                                Some(dr) => T::from_f64(dr.factor(at + j)),
+                                None => T::one(),
+                            };
+                            axpy(&mut dvv[j * dv..][..dv], p * f, g);
+                            let ds = p * (dp[jj] * f - dd[i]) * scale;
                             axpy(dqi, ds, &k[(b * tk + j) * d..][..d]);
                             axpy(&mut dk[j * d..][..d], ds, qi);
                         }

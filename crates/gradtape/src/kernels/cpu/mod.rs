@@ -21,6 +21,7 @@ pub(crate) mod complex;
 pub(crate) mod complex_fns;
 pub(crate) mod conv;
 pub(crate) mod conv3d;
+pub(crate) mod counter;
 pub(crate) mod ctc;
 pub(crate) mod decomp;
 pub(crate) mod denormal;

@@ -16,6 +16,7 @@ use std::fmt;
 use super::Outputs;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::Padding;
+use crate::ops::nn::AttentionSpec;
 use crate::tensor::Tensor;
 
 /// The attributes of a 2-D convolution (dense or depthwise), validated.
@@ -147,6 +148,9 @@ pub enum NnOp {
         causal: bool,
         /// The factor of `q·k`.
         scale: super::F64,
+        /// The dropout rate of the probabilities; above 0, the last input
+        /// is the seed (an `i64` scalar).
+        dropout: super::F64,
     },
     /// Attention's fused backward pass `(q, k, v, packed rows, output
     /// cotangent[, mask])`: `dq`, `dk`, `dv` flattened per batch element
@@ -156,6 +160,8 @@ pub enum NnOp {
         causal: bool,
         /// As [`NnOp::Attention`].
         scale: super::F64,
+        /// As [`NnOp::Attention`].
+        dropout: super::F64,
     },
 }
 
@@ -237,17 +243,13 @@ impl NnOp {
             (NnOp::MaxPool3DGrad(s), [dy, arg]) => crate::ops::nn::max_pool_grad(dy, arg, s)?,
             (NnOp::AvgPool3D(p), [x]) => x.avg_pool3d(p.ksize, p.strides, p.padding)?,
             (NnOp::AvgPool3DGrad(p, s), [dy]) => dy.avg_pool3d_grad(s, p.ksize, p.strides, p.padding)?,
-            (NnOp::Attention { causal, scale }, [q, k, v]) => {
-                crate::ops::nn::attention_packed(q, k, v, None, *causal, scale.0)?
+            (NnOp::Attention { causal, scale, dropout }, [q, k, v, rest @ ..]) => {
+                let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0)?;
+                crate::ops::nn::attention_packed(q, k, v, &a)?
             }
-            (NnOp::Attention { causal, scale }, [q, k, v, m]) => {
-                crate::ops::nn::attention_packed(q, k, v, Some(m), *causal, scale.0)?
-            }
-            (NnOp::AttentionGrad { causal, scale }, [q, k, v, p, g]) => {
-                crate::ops::nn::attention_grad_packed(q, k, v, None, *causal, scale.0, p, g)?
-            }
-            (NnOp::AttentionGrad { causal, scale }, [q, k, v, p, g, m]) => {
-                crate::ops::nn::attention_grad_packed(q, k, v, Some(m), *causal, scale.0, p, g)?
+            (NnOp::AttentionGrad { causal, scale, dropout }, [q, k, v, p, g, rest @ ..]) => {
+                let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0)?;
+                crate::ops::nn::attention_grad_packed(q, k, v, &a, p, g)?
             }
             _ => {
                 return Err(Error::invalid(
@@ -290,8 +292,8 @@ impl NnOp {
         };
         match self {
             NnOp::Softmax(a) | NnOp::LogSoftmax(a) => write!(f, "[axis={a}]"),
-            NnOp::Attention { causal, scale } | NnOp::AttentionGrad { causal, scale } => {
-                write!(f, "[causal={causal}, scale={scale}]")
+            NnOp::Attention { causal, scale, dropout } | NnOp::AttentionGrad { causal, scale, dropout } => {
+                write!(f, "[causal={causal}, scale={scale}, dropout={dropout}]")
             }
             NnOp::SparseSoftmaxCrossEntropy | NnOp::SigmoidCrossEntropy | NnOp::BiasAdd => Ok(()),
             NnOp::Conv(c) => {

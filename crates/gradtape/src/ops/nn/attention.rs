@@ -18,12 +18,22 @@
 //! - the JVP is the composite's.
 //!
 //! The mask is a constant: no gradient flows to it.
+//!
+//! Dropout of the probabilities (PyTorch's `dropout_p`) is decided inside
+//! the kernels from a seed and each probability's index, so no mask is
+//! stored; the seed is an operand (an `i64` scalar, drawn by a random op),
+//! so a traced step that draws it afresh at each run drops afresh too. The
+//! composite (second order, JVP) builds the same decisions as a dense
+//! tensor ([`DropoutFactors`]).
+
+use std::fmt;
+use std::sync::Arc;
 
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
-use crate::kernels::cpu::attention::{self as kernel, Dims, Mask};
-use crate::ops::desc::{NnOp, F64};
-use crate::ops::{bind, bind_jvp, grads};
+use crate::kernels::cpu::attention::{self as kernel, Dims, Dropout, Mask};
+use crate::ops::desc::{DynOp, Lazy, NnOp, Op, Outputs, F64};
+use crate::ops::{bind, bind_jvp, bind_nondiff, grads};
 use crate::tensor::{with_float_dtype, DType, Float, Tensor};
 
 const OP: &str = "scaled_dot_product_attention";
@@ -38,8 +48,164 @@ fn shape_err(msg: String) -> Error {
     Error::invalid(OP, msg)
 }
 
-/// Checks `q`, `k`, `v` (and the mask) and returns their sizes.
-fn check(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool, scale: f64) -> Result<Shapes> {
+/// A call's attributes and optional operands (the mask in the computing
+/// dtype, additive; the dropout seed).
+#[derive(Clone)]
+pub(crate) struct Spec {
+    /// The additive mask, broadcasting to the scores.
+    pub mask: Option<Tensor>,
+    /// Query `i` sees keys `j <= i` only.
+    pub causal: bool,
+    /// The factor of `q·k`.
+    pub scale: f64,
+    /// The dropout rate of the probabilities, in `[0, 1)`.
+    pub rate: f64,
+    /// The dropout seed, an `i64` scalar (present when `rate > 0`).
+    pub seed: Option<Tensor>,
+}
+
+impl Spec {
+    /// From a descriptor's attributes and the operands after its tensors
+    /// (`[mask][, seed]`, the seed present when `rate > 0`).
+    pub(crate) fn from_operands(
+        op: &'static str,
+        rest: &[Tensor],
+        causal: bool,
+        scale: f64,
+        rate: f64,
+    ) -> Result<Spec> {
+        let seeded = usize::from(rate > 0.0);
+        if rest.len() < seeded || rest.len() > seeded + 1 {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "expected {} operand(s) after q, k and v{}, got {}",
+                    seeded,
+                    if seeded == 1 {
+                        " (the dropout seed, after an optional mask)"
+                    } else {
+                        " (an optional mask)"
+                    },
+                    rest.len()
+                ),
+            ));
+        }
+        let (mask, seed) = rest.split_at(rest.len() - seeded);
+        Ok(Spec {
+            mask: mask.first().cloned(),
+            causal,
+            scale,
+            rate,
+            seed: seed.first().cloned(),
+        })
+    }
+
+    /// The operands after the tensors: the mask, then the seed.
+    fn operands(&self) -> impl Iterator<Item = &Tensor> {
+        self.mask.iter().chain(&self.seed)
+    }
+
+    /// The kernels' dropout, read off the seed.
+    fn dropout(&self) -> Result<Option<Dropout>> {
+        match (&self.seed, self.rate > 0.0) {
+            (Some(seed), true) => Ok(Some(Dropout::new(seed_value(seed)?, self.rate))),
+            (None, false) => Ok(None),
+            _ => Err(shape_err(format!(
+                "a dropout rate above 0 needs a seed (and only then): rate {}, seed {}",
+                self.rate,
+                if self.seed.is_some() { "given" } else { "missing" }
+            ))),
+        }
+    }
+
+    /// The dropout factors of the probabilities (`[..., tq, tk]`, 0 or
+    /// `1 / (1 - rate)`) as a tensor, for the composite; `None` without
+    /// dropout.
+    fn factors(&self, q: &Tensor, k: &Tensor) -> Result<Option<Tensor>> {
+        let Some(seed) = &self.seed else {
+            return Ok(None);
+        };
+        let mut shape = q.shape().to_vec();
+        let r = shape.len();
+        shape[r - 1] = k.shape()[r - 2];
+        let op = DropoutFactors {
+            rate: self.rate,
+            shape: shape.clone(),
+            dtype: q.dtype(),
+        };
+        let y = op.run(seed)?;
+        Ok(Some(bind_nondiff(
+            Lazy("AttentionDropoutFactors", move || Op::Dyn(Arc::new(op.clone()))),
+            &[seed],
+            y,
+        )))
+    }
+}
+
+/// The seed held by a dropout seed tensor (an `i64` scalar).
+fn seed_value(seed: &Tensor) -> Result<u64> {
+    if seed.dtype() != DType::I64 || seed.rank() != 0 {
+        return Err(shape_err(format!(
+            "the dropout seed must be an i64 scalar, got {} {:?}",
+            seed.dtype(),
+            seed.shape()
+        )));
+    }
+    Ok(seed.values::<i64>(OP)?[0] as u64)
+}
+
+/// The dense form of the kernels' dropout decisions (`[..., tq, tk]`, 0
+/// where dropped, `1 / (1 - rate)` where kept) from the seed: the
+/// composite's (second order, JVP) dropout, an op of the seed so that a
+/// trace recomputes it from each run's seed.
+#[derive(Clone)]
+struct DropoutFactors {
+    rate: f64,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl DropoutFactors {
+    fn run(&self, seed: &Tensor) -> Result<Tensor> {
+        let dr = Dropout::new(seed_value(seed)?, self.rate);
+        let n = crate::tensor::layout::checked_numel(OP, &self.shape)?;
+        let v: Vec<f64> = (0..n).map(|i| dr.factor(i)).collect();
+        Tensor::from_vec(v, &self.shape)?.cast(self.dtype)
+    }
+}
+
+impl DynOp for DropoutFactors {
+    fn name(&self) -> &'static str {
+        "AttentionDropoutFactors"
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        match inputs {
+            [seed] => Ok(smallvec::smallvec![self.run(seed)?]),
+            _ => Err(Error::invalid(
+                self.name(),
+                format!("takes the seed only, got {} inputs", inputs.len()),
+            )),
+        }
+    }
+    fn stateful(&self) -> bool {
+        false
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[rate={}, shape={:?}]", self.rate, self.shape)
+    }
+}
+
+/// Checks `q`, `k`, `v` (and the mask and dropout rate) and returns their
+/// sizes.
+fn check(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    causal: bool,
+    scale: f64,
+    rate: f64,
+) -> Result<Shapes> {
     let dt = q.dtype();
     if !dt.is_float() || k.dtype() != dt || v.dtype() != dt {
         return Err(shape_err(format!(
@@ -66,6 +232,9 @@ fn check(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool
     }
     if !scale.is_finite() {
         return Err(shape_err(format!("scale must be finite, got {scale}")));
+    }
+    if !(0.0..1.0).contains(&rate) {
+        return Err(shape_err(format!("the dropout rate must lie in [0, 1), got {rate}")));
     }
     let batch = qs[..r - 2].to_vec();
     let (tq, tk) = (qs[r - 2], ks[r - 2]);
@@ -95,6 +264,7 @@ fn check(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool
         dv: vs[r - 1],
         scale,
         causal,
+        dropout: None,
     };
     Ok(Shapes { batch, dims })
 }
@@ -130,19 +300,21 @@ fn mask_layout<'a, T: Float>(m: &'a [T], shape: &[usize], s: &Shapes) -> Mask<'a
     }
 }
 
+/// Checks a call's operands and returns its sizes, with the kernels'
+/// dropout.
+fn check_spec(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> Result<Shapes> {
+    let mut s = check(q, k, v, a.mask.as_ref(), a.causal, a.scale, a.rate)?;
+    s.dims.dropout = a.dropout()?;
+    Ok(s)
+}
+
 /// The fused forward op: the packed rows `[..., tq, dv + 1]` (output, then
 /// log-sum-exp) of `q`, `k`, `v` of one float type (not half), with an
 /// additive mask of that type.
-pub(crate) fn attention_packed(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    mask: Option<&Tensor>,
-    causal: bool,
-    scale: f64,
-) -> Result<Tensor> {
-    let s = check(q, k, v, mask, causal, scale)?;
+pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> Result<Tensor> {
+    let s = check_spec(q, k, v, a)?;
     let d = s.dims;
+    let mask = a.mask.as_ref();
     let packed = with_float_dtype!(q.dtype(), T => {
         let (qv, kv, vv) = (q.values::<T>(OP)?, k.values::<T>(OP)?, v.values::<T>(OP)?);
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
@@ -152,11 +324,13 @@ pub(crate) fn attention_packed(
         Tensor::from_vec(out, &shape)
     }, _ => unreachable!("checked: a float dtype"))?;
     let mut inputs = vec![q, k, v];
-    inputs.extend(mask);
-    let (qc, kc, vc, mc) = (q.clone(), k.clone(), v.clone(), mask.cloned());
+    inputs.extend(a.operands());
+    let extra = inputs.len() - 3;
+    let (qc, kc, vc, ac) = (q.clone(), k.clone(), v.clone(), a.clone());
     let desc = NnOp::Attention {
-        causal,
-        scale: F64(scale),
+        causal: a.causal,
+        scale: F64(a.scale),
+        dropout: F64(a.rate),
     };
     Ok(bind_jvp(
         desc,
@@ -166,11 +340,10 @@ pub(crate) fn attention_packed(
             let packed = packed.clone();
             vjp(move |g, _| {
                 let dout = g[0].narrow(-1, 0, d.dv)?;
-                let [dq, dk, dv] = fused_vjp(&qc, &kc, &vc, mc.as_ref(), causal, scale, &packed, &dout)?;
+                let [dq, dk, dv] = fused_vjp(&qc, &kc, &vc, &ac, &packed, &dout)?;
                 let mut gs = grads![Some(dq), Some(dk), Some(dv)];
-                if mc.is_some() {
-                    gs.push(None);
-                }
+                // (the mask and the seed get none)
+                gs.extend((0..extra).map(|_| None));
                 Ok(gs)
             })
         },
@@ -179,7 +352,7 @@ pub(crate) fn attention_packed(
                 // only the mask has a tangent, and it gets no derivative
                 return packed.try_zeros_like();
             }
-            composite_jvp(q, k, v, mask, causal, scale, t)
+            composite_jvp(q, k, v, a, t)
         },
     ))
 }
@@ -187,18 +360,15 @@ pub(crate) fn attention_packed(
 /// The backward kernel as an op (`AttentionGrad`): `[..., tq·d + tk·d +
 /// tk·dv]`, each batch element's `dq`, `dk`, `dv` flattened. Its own rule
 /// (a higher order) is the composite's ([`backward_vjp`]).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_grad_packed(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    mask: Option<&Tensor>,
-    causal: bool,
-    scale: f64,
+    a: &Spec,
     packed: &Tensor,
     dout: &Tensor,
 ) -> Result<Tensor> {
-    let s = check(q, k, v, mask, causal, scale)?;
+    let s = check_spec(q, k, v, a)?;
     let d = s.dims;
     let want: Vec<usize> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
     let want_g: Vec<usize> = s.batch.iter().copied().chain([d.tq, d.dv]).collect();
@@ -211,6 +381,7 @@ pub(crate) fn attention_grad_packed(
             dout.dtype()
         )));
     }
+    let mask = a.mask.as_ref();
     let out = with_float_dtype!(q.dtype(), T => {
         let (qv, kv, vv) = (q.values::<T>(OP)?, k.values::<T>(OP)?, v.values::<T>(OP)?);
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
@@ -221,46 +392,31 @@ pub(crate) fn attention_grad_packed(
         Tensor::from_vec(out, &shape)
     }, _ => unreachable!("checked: a float dtype"))?;
     let mut inputs = vec![q, k, v, packed, dout];
-    inputs.extend(mask);
-    let (qc, kc, vc, mc, gc) = (q.clone(), k.clone(), v.clone(), mask.cloned(), dout.clone());
+    inputs.extend(a.operands());
+    let extra = inputs.len() - 5;
+    let (qc, kc, vc, ac, gc) = (q.clone(), k.clone(), v.clone(), a.clone(), dout.clone());
     let desc = NnOp::AttentionGrad {
-        causal,
-        scale: F64(scale),
+        causal: a.causal,
+        scale: F64(a.scale),
+        dropout: F64(a.rate),
     };
     Ok(bind(desc, &inputs, out, move |_| {
         vjp(move |g, _| {
             // the cotangents of dq, dk, dv, out of the packed rows
             let [gq, gk, gv] = unpack(&g[0], &qc, &kc, &vc)?;
-            let [a, b, c, d] = backward_vjp(&qc, &kc, &vc, mc.as_ref(), causal, scale, &gc, [&gq, &gk, &gv])?;
+            let [a, b, c, d] = backward_vjp(&qc, &kc, &vc, &ac, &gc, [&gq, &gk, &gv])?;
             // (the packed rows are functions of q, k, v: their part is in
-            // the composite's derivative; the mask gets none)
+            // the composite's derivative; the mask and the seed get none)
             let mut gs = grads![Some(a), Some(b), Some(c), None, Some(d)];
-            if mc.is_some() {
-                gs.push(None);
-            }
+            gs.extend((0..extra).map(|_| None));
             Ok(gs)
         })
     }))
 }
 
 /// `dq`, `dk`, `dv` from the fused backward op.
-#[allow(clippy::too_many_arguments)]
-fn fused_vjp(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    mask: Option<&Tensor>,
-    causal: bool,
-    scale: f64,
-    packed: &Tensor,
-    dout: &Tensor,
-) -> Result<[Tensor; 3]> {
-    unpack(
-        &attention_grad_packed(q, k, v, mask, causal, scale, packed, dout)?,
-        q,
-        k,
-        v,
-    )
+fn fused_vjp(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec, packed: &Tensor, dout: &Tensor) -> Result<[Tensor; 3]> {
+    unpack(&attention_grad_packed(q, k, v, a, packed, dout)?, q, k, v)
 }
 
 /// The three parts of a tensor laid out as `AttentionGrad`'s output (each
@@ -286,12 +442,12 @@ fn swap_last(x: &Tensor) -> Result<Tensor> {
 
 /// The unfused scores `q kᵀ · scale + mask`, with `-inf` above the
 /// diagonal when causal.
-fn scores(q: &Tensor, k: &Tensor, mask: Option<&Tensor>, causal: bool, scale: f64) -> Result<Tensor> {
-    let mut s = q.matmul(&swap_last(k)?)?.mul_scalar(scale)?;
-    if let Some(m) = mask {
+fn scores(q: &Tensor, k: &Tensor, a: &Spec) -> Result<Tensor> {
+    let mut s = q.matmul(&swap_last(k)?)?.mul_scalar(a.scale)?;
+    if let Some(m) = &a.mask {
         s = s.add(m)?;
     }
-    if causal {
+    if a.causal {
         let (tq, tk) = (q.shape()[q.rank() - 2], k.shape()[k.rank() - 2]);
         let c: Vec<f64> = (0..tq * tk)
             .map(|x| if x % tk > x / tk { f64::NEG_INFINITY } else { 0.0 })
@@ -301,31 +457,39 @@ fn scores(q: &Tensor, k: &Tensor, mask: Option<&Tensor>, causal: bool, scale: f6
     Ok(s)
 }
 
+/// `x · f`, or `x` without dropout.
+fn times(x: Tensor, f: Option<&Tensor>) -> Result<Tensor> {
+    match f {
+        Some(f) => x.mul(f),
+        None => Ok(x),
+    }
+}
+
 /// The VJP of the backward pass (a second order): the backward pass
 /// written on the unfused composite, with `p = softmax(s)`,
-/// `s = q kᵀ · c + mask`,
+/// `s = q kᵀ · c + mask` and `f` the dropout factors (1 without dropout),
 ///
 /// ```text
-/// dv = pᵀ dO    dp = dO vᵀ    ds = c p (dp - Σ dp·p)    dq = ds k    dk = dsᵀ q
+/// dv = (p f)ᵀ dO    dp = (dO vᵀ) f    ds = c p (dp - Σ dp·p)    dq = ds k    dk = dsᵀ q
 /// ```
 ///
 /// differentiated by hand, step by step backwards, from the cotangents
 /// `(gq, gk, gv)` of `(dq, dk, dv)`: `[ḡq, ḡk, ḡv, ḡdO]`. Made of
 /// differentiable ops, so it differentiates again (and serves forward
 /// mode through its double VJP).
-#[allow(clippy::too_many_arguments)]
 fn backward_vjp(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    mask: Option<&Tensor>,
-    causal: bool,
-    c: f64,
+    a: &Spec,
     dout: &Tensor,
     [gq, gk, gv]: [&Tensor; 3],
 ) -> Result<[Tensor; 4]> {
-    let p = scores(q, k, mask, causal, c)?.softmax(-1)?;
-    let dp = dout.matmul(&swap_last(v)?)?;
+    let c = a.scale;
+    let f = a.factors(q, k)?;
+    let f = f.as_ref();
+    let p = scores(q, k, a)?.softmax(-1)?;
+    let dp = times(dout.matmul(&swap_last(v)?)?, f)?;
     let t = dp.mul(&p)?.sum(&[-1], true)?;
     let dpt = dp.sub(&t)?;
     let ds = p.mul(&dpt)?.mul_scalar(c)?;
@@ -333,9 +497,9 @@ fn backward_vjp(
     let g_ds = gq.matmul(&swap_last(k)?)?.add(&q.matmul(&swap_last(gk)?)?)?;
     let mut g_k = swap_last(&ds)?.matmul(gq)?;
     let mut g_q = ds.matmul(gk)?;
-    // dv = pᵀ dO
-    let mut g_p = dout.matmul(&swap_last(gv)?)?;
-    let mut g_dout = p.matmul(gv)?;
+    // dv = (p f)ᵀ dO
+    let mut g_p = times(dout.matmul(&swap_last(gv)?)?, f)?;
+    let mut g_dout = times(p.clone(), f)?.matmul(gv)?;
     // ds = c p (dp - t), t = Σ dp·p
     let cg = g_ds.mul_scalar(c)?;
     g_p = g_p.add(&cg.mul(&dpt)?)?;
@@ -343,7 +507,8 @@ fn backward_vjp(
     let g_t = cgp.sum(&[-1], true)?.neg()?;
     let g_dp = cgp.add(&g_t.mul(&p)?)?;
     g_p = g_p.add(&g_t.mul(&dp)?)?;
-    // dp = dO vᵀ
+    // dp = (dO vᵀ) f
+    let g_dp = times(g_dp, f)?;
     g_dout = g_dout.add(&g_dp.matmul(v)?)?;
     let g_v = swap_last(&g_dp)?.matmul(dout)?;
     // p = softmax(s), s = c q kᵀ + mask
@@ -354,18 +519,12 @@ fn backward_vjp(
 }
 
 /// The JVP (of the packed rows) written with differentiable ops: the
-/// output's tangent `ṗ v + p v̇` with `ṗ = p (ṡ - Σ p ṡ)`, then the
-/// log-sum-exp's, `Σ p ṡ`.
-fn composite_jvp(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    mask: Option<&Tensor>,
-    causal: bool,
-    scale: f64,
-    t: &[Option<Tensor>],
-) -> Result<Tensor> {
-    let p = scores(q, k, mask, causal, scale)?.softmax(-1)?;
+/// output's tangent `(ṗ f) v + (p f) v̇` with `ṗ = p (ṡ - Σ p ṡ)` and `f`
+/// the dropout factors, then the log-sum-exp's, `Σ p ṡ`.
+fn composite_jvp(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec, t: &[Option<Tensor>]) -> Result<Tensor> {
+    let f = a.factors(q, k)?;
+    let f = f.as_ref();
+    let p = scores(q, k, a)?.softmax(-1)?;
     let mut ts: Option<Tensor> = None;
     if let Some(tq) = &t[0] {
         ts = Some(tq.matmul(&swap_last(k)?)?);
@@ -379,19 +538,19 @@ fn composite_jvp(
     }
     let (tout, tlse) = match ts {
         Some(ts) => {
-            let ts = ts.mul_scalar(scale)?;
+            let ts = ts.mul_scalar(a.scale)?;
             // (0 where p is: a masked score's tangent must not meet its -inf)
             let pts = p.mul(&ts)?;
             let tlse = pts.sum(&[-1], true)?;
             let tp = pts.sub(&p.mul(&tlse)?)?;
-            (Some(tp.matmul(v)?), Some(tlse))
+            (Some(times(tp, f)?.matmul(v)?), Some(tlse))
         }
         None => (None, None),
     };
     let tout = match (&t[2], tout) {
-        (Some(tv), Some(a)) => a.add(&p.matmul(tv)?)?,
-        (Some(tv), None) => p.matmul(tv)?,
-        (None, Some(a)) => a,
+        (Some(tv), Some(x)) => x.add(&times(p, f)?.matmul(tv)?)?,
+        (Some(tv), None) => times(p, f)?.matmul(tv)?,
+        (None, Some(x)) => x,
         (None, None) => unreachable!("some tangent is given (the mask has none)"),
     };
     let tlse = match tlse {
@@ -401,13 +560,27 @@ fn composite_jvp(
     Tensor::concat(&[&tout, &tlse], -1)
 }
 
+/// Dropout of attention's probabilities, for
+/// [`Tensor::scaled_dot_product_attention_dropout`]: each probability is
+/// zeroed with probability `rate` and the others scaled by
+/// `1 / (1 − rate)`, decided from `seed` (the same seed, the same
+/// decisions, as [`Tensor::dropout`]'s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionDropout {
+    /// The probability of dropping, in `[0, 1)`.
+    pub rate: f64,
+    /// The seed of the decisions.
+    pub seed: u64,
+}
+
 impl Tensor {
     /// Scaled dot-product attention, `softmax(q kᵀ · scale + mask) v`, over
     /// `q: [..., tq, d]`, `k: [..., tk, d]`, `v: [..., tk, dv]` (the leading
     /// dims, e.g. `[batch, heads]`, equal), fused: the scores are computed
     /// block by block with an online softmax and never stored, so memory
     /// grows linearly with the sequence lengths (PyTorch's
-    /// `scaled_dot_product_attention`, without dropout).
+    /// `scaled_dot_product_attention`; with dropout, see
+    /// [`scaled_dot_product_attention_dropout`](Self::scaled_dot_product_attention_dropout)).
     ///
     /// - `mask`: added to the scores if of `q`'s dtype, or if `bool`, `true`
     ///   where a query may attend (PyTorch's convention); it broadcasts to
@@ -439,33 +612,99 @@ impl Tensor {
         causal: bool,
         scale: Option<f64>,
     ) -> Result<Tensor> {
-        let q = self;
-        let d = q.shape().last().copied().unwrap_or(0);
-        let scale = scale.unwrap_or(1.0 / (d.max(1) as f64).sqrt());
-        check(q, k, v, mask, causal, scale)?;
-        let dt = q.dtype();
-        // a bool mask as 0 / -inf; half precision through f32
-        let work = if matches!(dt, DType::F16 | DType::BF16) {
-            DType::F32
-        } else {
-            dt
-        };
-        let mask = match mask {
-            Some(m) if m.dtype() == DType::Bool => {
-                let zero = Tensor::scalar(0.0f64).cast(work)?;
-                let ninf = Tensor::scalar(f64::NEG_INFINITY).cast(work)?;
-                Some(Tensor::where_(m, &zero, &ninf)?)
-            }
-            Some(m) => Some(m.cast(work)?),
-            None => None,
-        };
-        let (qw, kw, vw) = (q.cast(work)?, k.cast(work)?, v.cast(work)?);
-        let dv = v.shape()[v.rank() - 1];
-        let out = attention_packed(&qw, &kw, &vw, mask.as_ref(), causal, scale)?.narrow(-1, 0, dv)?;
-        if work == dt {
-            Ok(out)
-        } else {
-            out.cast(dt)
+        attention(self, k, v, mask, causal, scale, None)
+    }
+
+    /// [`scaled_dot_product_attention`](Self::scaled_dot_product_attention)
+    /// with dropout of the probabilities (PyTorch's `dropout_p`, for
+    /// training): `softmax(q kᵀ · scale + mask) ⊙ keep / (1 − rate) · v`.
+    /// The keep decisions are recomputed from the seed in the backward
+    /// pass, never stored. The seed is drawn by a random op: a traced
+    /// function that calls this with a fixed seed drops the same way at
+    /// every run (as [`dropout`](Self::dropout) with a seed); the layers
+    /// that use it (e.g. [`nn::MultiHeadAttention`](crate::nn)) draw a new
+    /// one per run. A rate of 0 is the op without dropout.
+    ///
+    /// ```
+    /// use gradtape::{AttentionDropout, DType, Tensor};
+    /// let q = Tensor::random_normal(&[2, 8, 4], 0.0, 1.0, DType::F64, 1)?;
+    /// let v = Tensor::ones(&[2, 8, 3], DType::F64);
+    /// let drop = AttentionDropout { rate: 0.5, seed: 7 };
+    /// let o = q.scaled_dot_product_attention_dropout(&q, &v, None, false, None, drop)?;
+    /// // rows of ones, each a kept share of 1 / (1 - 0.5)
+    /// assert!(o.to_vec::<f64>()?.iter().all(|&x| (0.0..=2.0).contains(&x)));
+    /// let again = q.scaled_dot_product_attention_dropout(&q, &v, None, false, None, drop)?;
+    /// assert_eq!(o.to_vec::<f64>()?, again.to_vec::<f64>()?);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn scaled_dot_product_attention_dropout(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+        causal: bool,
+        scale: Option<f64>,
+        dropout: AttentionDropout,
+    ) -> Result<Tensor> {
+        attention(self, k, v, mask, causal, scale, Some(dropout))
+    }
+}
+
+/// The public ops: checks, the bool mask as `0 / -inf`, half precision
+/// through `f32`, the seed as an operand.
+fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    causal: bool,
+    scale: Option<f64>,
+    dropout: Option<AttentionDropout>,
+) -> Result<Tensor> {
+    let d = q.shape().last().copied().unwrap_or(0);
+    let scale = scale.unwrap_or(1.0 / (d.max(1) as f64).sqrt());
+    let rate = dropout.map_or(0.0, |x| x.rate);
+    check(q, k, v, mask, causal, scale, rate)?;
+    let dt = q.dtype();
+    let work = if matches!(dt, DType::F16 | DType::BF16) {
+        DType::F32
+    } else {
+        dt
+    };
+    let mask = match mask {
+        Some(m) if m.dtype() == DType::Bool => {
+            let zero = Tensor::scalar(0.0f64).cast(work)?;
+            let ninf = Tensor::scalar(f64::NEG_INFINITY).cast(work)?;
+            Some(Tensor::where_(m, &zero, &ninf)?)
         }
+        Some(m) => Some(m.cast(work)?),
+        None => None,
+    };
+    // the seed as an i64 scalar drawn by a random op (53 bits), so traces
+    // see where it comes from
+    let seed = match dropout {
+        Some(x) if x.rate > 0.0 => Some(Tensor::random_uniform(
+            &[],
+            0.0,
+            (1u64 << 53) as f64,
+            DType::I64,
+            x.seed,
+        )?),
+        _ => None,
+    };
+    let spec = Spec {
+        mask,
+        causal,
+        scale,
+        rate: if seed.is_some() { rate } else { 0.0 },
+        seed,
+    };
+    let (qw, kw, vw) = (q.cast(work)?, k.cast(work)?, v.cast(work)?);
+    let dv = v.shape()[v.rank() - 1];
+    let out = attention_packed(&qw, &kw, &vw, &spec)?.narrow(-1, 0, dv)?;
+    if work == dt {
+        Ok(out)
+    } else {
+        out.cast(dt)
     }
 }
