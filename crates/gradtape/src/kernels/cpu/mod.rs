@@ -29,6 +29,7 @@ pub(crate) mod denormal;
 pub(crate) mod direct_conv;
 pub(crate) mod eig;
 pub(crate) mod elementwise;
+pub(crate) mod erf;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;

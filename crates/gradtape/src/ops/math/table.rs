@@ -315,6 +315,7 @@ impl Lane for f32 {
             Unary::Cos => math::sin_or_cos_slice::<true>(x, out),
             Unary::Tanh => each(x, out, math::tanh_f32),
             Unary::Sigmoid => each(x, out, math::sigmoid_f32),
+            Unary::Erf => crate::kernels::cpu::erf::erf_slice(x, out),
             _ => unary_common(op, x, out),
         }
     }
