@@ -18,3 +18,4 @@ mod half_nn;
 mod io;
 mod nn;
 mod optimizers;
+mod transformer;
