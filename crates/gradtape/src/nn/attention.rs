@@ -375,6 +375,13 @@ impl MultiHeadAttention {
     }
 
     /// The number of heads.
+    ///
+    /// ```
+    /// use gradtape::{nn::MultiHeadAttention, Rng};
+    /// let mha = MultiHeadAttention::builder(4, 8).value_dim(16).build(32, &mut Rng::new(0))?;
+    /// assert_eq!((mha.num_heads(), mha.key_dim(), mha.value_dim()), (4, 8, 16));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn num_heads(&self) -> usize {
         self.num_heads
     }

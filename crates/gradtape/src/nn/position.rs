@@ -94,6 +94,18 @@ impl PositionalEmbeddingBuilder {
 impl PositionalEmbedding {
     /// Starts a table for sequences of up to `sequence_length` positions of
     /// `features` values.
+    ///
+    /// ```
+    /// use gradtape::{nn::{Initializer, PositionalEmbedding}, DType, Rng};
+    /// let pe = PositionalEmbedding::builder(128, 16)
+    ///     .initializer(Initializer::RandomNormal { mean: 0.0, std: 0.02 })
+    ///     .dtype(DType::F64)
+    ///     .name("wpe")
+    ///     .build(&mut Rng::new(0))?;
+    /// assert_eq!(pe.table().name(), "wpe/embeddings");
+    /// assert_eq!(pe.sequence_length(), 128);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn builder(sequence_length: usize, features: usize) -> PositionalEmbeddingBuilder {
         PositionalEmbeddingBuilder {
             sequence_length,
@@ -128,6 +140,16 @@ impl PositionalEmbedding {
 
     /// The vectors of positions `start..start + t` broadcast to the shape
     /// of `x` `[..., t, features]` (keras_hub's `start_index`).
+    ///
+    /// ```
+    /// use gradtape::{nn::{Initializer, PositionalEmbedding}, DType, Rng, Tensor};
+    /// let pe = PositionalEmbedding::builder(4, 2).initializer(Initializer::Zeros).build(&mut Rng::new(0))?;
+    /// pe.table().assign(&Tensor::from_vec((0..8).map(|i| i as f32).collect::<Vec<_>>(), &[4, 2])?)?;
+    /// // one new position (decoding), at position 2
+    /// let y = pe.forward_from(&Tensor::zeros(&[3, 1, 2], DType::F32), 2)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![4.0, 5.0, 4.0, 5.0, 4.0, 5.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn forward_from(&self, x: &Tensor, start: usize) -> Result<Tensor> {
         let f = self.table.shape()[1];
         let r = x.rank();

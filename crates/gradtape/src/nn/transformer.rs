@@ -193,6 +193,23 @@ impl TransformerBlockBuilder {
 impl TransformerBlock {
     /// Starts a block of width `d_model` with `num_heads` attention heads
     /// and a feed-forward of `ff_dim` hidden units.
+    ///
+    /// ```
+    /// use gradtape::nn::{Activation, Layer, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let block = TransformerBlock::builder(32, 4, 128)
+    ///     .causal(true)
+    ///     .dropout(0.1)
+    ///     .activation(Activation::Relu)
+    ///     .layer_norm_epsilon(1e-6)
+    ///     .dtype(DType::F64)
+    ///     .name("h0")
+    ///     .build(&mut Rng::new(0))?;
+    /// assert!(block.is_causal());
+    /// assert_eq!(block.attention().name(), "h0/self_attention");
+    /// assert_eq!(block.attention().key_dim(), 8);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn builder(d_model: usize, num_heads: usize, ff_dim: usize) -> TransformerBlockBuilder {
         TransformerBlockBuilder {
             d_model,
@@ -249,7 +266,26 @@ impl TransformerBlock {
     /// sequence whose earlier positions are in `cache` (which it extends;
     /// see [`MultiHeadAttention::call_cached`]): the rows of the whole
     /// sequence's output at those positions. Inference only; the block
-    /// must be causal.
+    /// must be causal. A model keeps one cache per block:
+    ///
+    /// ```
+    /// use gradtape::nn::{KvCache, TransformerBlock};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let blocks: Vec<TransformerBlock> = (0..2)
+    ///     .map(|_| TransformerBlock::builder(8, 2, 32).causal(true).build(&mut rng))
+    ///     .collect::<Result<_, _>>()?;
+    /// let mut caches = vec![KvCache::new(); blocks.len()];
+    /// let mut h = rng.normal(&[1, 4, 8], 0.0, 1.0, DType::F32)?;   // a prompt
+    /// for step in 0..3 {
+    ///     for (b, c) in blocks.iter().zip(&mut caches) {
+    ///         h = b.call_cached(&h, c)?;
+    ///     }
+    ///     h = h.narrow(1, h.shape()[1] - 1, 1)?;                  // feed the last back
+    /// }
+    /// assert_eq!(caches[0].len(), 4 + 2);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn call_cached(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         if !self.causal {
             return Err(Error::invalid(

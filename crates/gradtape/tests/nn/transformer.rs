@@ -206,6 +206,15 @@ fn dropout_takes_keras_path_while_training() -> Result<()> {
     assert_ne!(a, b);
     assert_ne!(a, m.call(&x)?.to_vec::<f32>()?);
     assert_close("inference", &m.call(&x)?, &MHA_SELF_F32, 1e-5);
+    // traced: each call of the graph draws a new mask (as Dropout), and the
+    // kept probabilities still give a finite output
+    let m = std::sync::Arc::new(m);
+    let mt = m.clone();
+    let f = function(move |x: &Tensor| mt.forward(x, true));
+    let (a, b) = (f.call(&x)?.to_vec::<f32>()?, f.call(&x)?.to_vec::<f32>()?);
+    assert_ne!(a, b);
+    assert!(a.iter().chain(&b).all(|v| v.is_finite()));
+    assert_eq!(f.trace_count(), 1);
     Ok(())
 }
 
