@@ -17,7 +17,7 @@ use crate::tensor::{DType, Tensor};
 /// let emb = Embedding::new(100, 4, &mut Rng::new(0))?;
 /// let ids = Tensor::from_vec(vec![3i64, 7, 3], &[3])?;
 /// let tape = GradientTape::new();
-/// let y = tape.record(|| emb.forward(&ids, true)?.sum_all())?;
+/// let y = tape.record(|| emb.call(&ids)?.sum_all())?;
 /// let g = tape.sparse_gradient(&y, emb.table())?.unwrap();
 /// assert!(g.is_sparse());
 /// assert_eq!(g.as_sparse().unwrap().values().shape(), &[3, 4]);
@@ -28,35 +28,121 @@ pub struct Embedding {
     table: Variable,
 }
 
-impl Embedding {
-    /// A `[vocab, dim]` f32 table, uniform in `[-0.05, 0.05)` as Keras.
-    pub fn new(vocab: usize, dim: usize, rng: &mut Rng) -> Result<Embedding> {
-        Embedding::with_init(
-            vocab,
-            dim,
-            Initializer::RandomUniform { lo: -0.05, hi: 0.05 },
-            DType::F32,
-            rng,
-        )
-    }
+/// Options for an [`Embedding`]; see [`Embedding::builder`].
+pub struct EmbeddingBuilder {
+    vocab: usize,
+    dim: usize,
+    init: Initializer,
+    dtype: DType,
+    name: Option<String>,
+}
 
-    /// A table with a chosen initialiser and dtype.
-    pub fn with_init(vocab: usize, dim: usize, init: Initializer, dtype: DType, rng: &mut Rng) -> Result<Embedding> {
-        expect_float_dtype("Embedding", dtype)?;
+impl EmbeddingBuilder {
+    /// The table's initialiser (default uniform in `[-0.05, 0.05)`, as
+    /// Keras).
+    pub fn initializer(mut self, i: Initializer) -> Self {
+        self.init = i;
+        self
+    }
+    /// The table's dtype (default f32).
+    pub fn dtype(mut self, d: DType) -> Self {
+        self.dtype = d;
+        self
+    }
+    /// The layer's name (default `embedding`, made unique).
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = Some(n.into());
+        self
+    }
+    /// Creates the table, drawing from `rng`. Zero sizes are errors:
+    ///
+    /// ```
+    /// use gradtape::{nn::Embedding, Rng};
+    /// assert!(Embedding::builder(0, 4).build(&mut Rng::new(0)).is_err());
+    /// ```
+    pub fn build(self, rng: &mut Rng) -> Result<Embedding> {
+        let (vocab, dim) = (self.vocab, self.dim);
+        expect_float_dtype("Embedding", self.dtype)?;
         if vocab == 0 || dim == 0 {
             return Err(Error::invalid(
                 "Embedding",
                 format!("the vocabulary size and the dimension must be positive, got {vocab} and {dim}"),
             ));
         }
-        let name = unique_name("embedding");
-        let table = new_weight(&name, "embeddings", &[vocab, dim], dtype, &init, rng, true)?;
+        let name = self.name.unwrap_or_else(|| unique_name("embedding"));
+        let table = new_weight(&name, "embeddings", &[vocab, dim], self.dtype, &self.init, rng, true)?;
         Ok(Embedding { name, table })
+    }
+}
+
+impl Embedding {
+    /// A `[vocab, dim]` f32 table, uniform in `[-0.05, 0.05)` as Keras.
+    pub fn new(vocab: usize, dim: usize, rng: &mut Rng) -> Result<Embedding> {
+        Embedding::builder(vocab, dim).build(rng)
+    }
+
+    /// A table with a chosen initialiser and dtype (the builder's
+    /// [`initializer`](EmbeddingBuilder::initializer) and
+    /// [`dtype`](EmbeddingBuilder::dtype)).
+    pub fn with_init(vocab: usize, dim: usize, init: Initializer, dtype: DType, rng: &mut Rng) -> Result<Embedding> {
+        Embedding::builder(vocab, dim).initializer(init).dtype(dtype).build(rng)
+    }
+
+    /// Starts a `[vocab, dim]` table with options of its own.
+    ///
+    /// ```
+    /// use gradtape::{nn::{Embedding, Initializer}, DType, Rng};
+    /// let emb = Embedding::builder(10, 4)
+    ///     .initializer(Initializer::RandomNormal { mean: 0.0, std: 0.02 })
+    ///     .dtype(DType::F64)
+    ///     .name("tokens")
+    ///     .build(&mut Rng::new(0))?;
+    /// assert_eq!(emb.table().name(), "tokens/embeddings");
+    /// assert_eq!(emb.table().shape(), vec![10, 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn builder(vocab: usize, dim: usize) -> EmbeddingBuilder {
+        EmbeddingBuilder {
+            vocab,
+            dim,
+            init: Initializer::RandomUniform { lo: -0.05, hi: 0.05 },
+            dtype: DType::F32,
+            name: None,
+        }
     }
 
     /// The table variable.
     pub fn table(&self) -> &Variable {
         &self.table
+    }
+
+    /// The reverse of the lookup: `x [..., dim]` times the table's
+    /// transpose, `[..., vocab]` (keras_hub's `ReversibleEmbedding` with
+    /// `reverse=True`, Flax's `Embed.attend`). Used as a language model's
+    /// output projection it ties the two: the table's gradient collects the
+    /// lookup's rows and this product's.
+    ///
+    /// ```
+    /// use gradtape::{nn::{Embedding, Initializer}, Rng, Tensor};
+    /// let emb = Embedding::builder(3, 2).initializer(Initializer::Ones).build(&mut Rng::new(0))?;
+    /// let h = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 1, 2])?;
+    /// let logits = emb.attend(&h)?;
+    /// assert_eq!(logits.shape(), &[1, 1, 3]);
+    /// assert_eq!(logits.to_vec::<f32>()?, vec![3.0, 3.0, 3.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn attend(&self, x: &Tensor) -> Result<Tensor> {
+        let table = self.table.read();
+        let (vocab, dim) = (table.shape()[0], table.shape()[1]);
+        super::expect_input("Embedding::attend", x, None, Some(dim), table.dtype())?;
+        if x.rank() == 2 {
+            return x.matmul_with(&table, false, true);
+        }
+        let mut shape = x.shape().to_vec();
+        let rows: usize = shape[..shape.len() - 1].iter().product();
+        let y = x.reshape(&[rows, dim])?.matmul_with(&table, false, true)?;
+        *shape.last_mut().expect("rank >= 1") = vocab;
+        y.reshape(&shape)
     }
 }
 

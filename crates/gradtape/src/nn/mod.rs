@@ -30,7 +30,7 @@
 //!     first.get_or_insert(loss.item()?);
 //!     opt.minimize(&tape, &loss, &vars)?;
 //! }
-//! let last = losses::mean_squared_error(&y, &model.forward(&x, false)?)?.item()?;
+//! let last = losses::mean_squared_error(&y, &model.call(&x)?)?.item()?;
 //! assert!(last < 0.1 * first.unwrap());
 //! # Ok::<(), gradtape::Error>(())
 //! ```
@@ -43,6 +43,7 @@
 //! weights saved by the old one.
 
 mod activation;
+mod attention;
 mod conv;
 mod dense;
 mod embedding;
@@ -50,19 +51,25 @@ pub mod init;
 pub mod losses;
 pub mod metrics;
 mod norm;
+mod position;
 mod recurrent;
+pub mod sampling;
 mod sequential;
 mod simple;
+mod transformer;
 
 pub use activation::Activation;
+pub use attention::{AttentionArgs, KvCache, MultiHeadAttention, MultiHeadAttentionBuilder};
 pub use conv::{Conv2D, Conv2DBuilder, Conv2DTranspose};
 pub use dense::{Dense, DenseBuilder};
-pub use embedding::Embedding;
+pub use embedding::{Embedding, EmbeddingBuilder};
 pub use init::Initializer;
-pub use norm::{BatchNorm, LayerNorm};
+pub use norm::{BatchNorm, LayerNorm, LayerNormBuilder};
+pub use position::{sine_position_encoding, PositionalEmbedding, PositionalEmbeddingBuilder};
 pub use recurrent::{GRUCell, LSTMCell, LSTMState};
 pub use sequential::Sequential;
 pub use simple::{Dropout, Flatten, Pool2D, PoolKind};
+pub use transformer::{TransformerBlock, TransformerBlockBuilder};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -110,6 +117,24 @@ pub trait Layer: Module + Send + Sync {
 
     /// Applies the layer.
     fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor>;
+
+    /// Applies the layer at inference, `forward(x, false)`: Keras's
+    /// `layer(x)`, for layers without training behaviour (or to run a model
+    /// for prediction).
+    ///
+    /// ```
+    /// use gradtape::{nn::{Dense, Dropout, Layer}, DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let x = Tensor::ones(&[2, 3], DType::F32);
+    /// let d = Dense::new(3, 4, &mut rng)?;
+    /// assert_eq!(d.call(&x)?.shape(), &[2, 4]);
+    /// // dropout is the identity at inference
+    /// assert_eq!(Dropout::new(0.5, &mut rng)?.call(&x)?.to_vec::<f32>()?, vec![1.0; 6]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    fn call(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward(x, false)
+    }
 }
 
 impl<L: Module + ?Sized> Module for Box<L> {

@@ -46,7 +46,7 @@ fn check_eps(op: &'static str, eps: f64) -> Result<()> {
 /// ```
 /// use gradtape::{nn::{Layer, LayerNorm}, DType, Tensor};
 /// let ln = LayerNorm::new(2, DType::F64)?;
-/// let y = ln.forward(&Tensor::from_vec(vec![1.0f64, 3.0], &[1, 2])?, false)?;
+/// let y = ln.call(&Tensor::from_vec(vec![1.0f64, 3.0], &[1, 2])?)?;
 /// let v = y.to_vec::<f64>()?;
 /// assert!((v[0] + v[1]).abs() < 1e-12 && v[1] > 0.99);
 /// # Ok::<(), gradtape::Error>(())
@@ -59,26 +59,102 @@ pub struct LayerNorm {
     beta: Option<Variable>,
 }
 
+/// Options for a [`LayerNorm`]; see [`LayerNorm::builder`].
+pub struct LayerNormBuilder {
+    features: usize,
+    epsilon: f64,
+    center: bool,
+    scale: bool,
+    dtype: DType,
+    name: Option<String>,
+}
+
+impl LayerNormBuilder {
+    /// The constant added to the variance (default `1e-3`, Keras's).
+    pub fn epsilon(mut self, eps: f64) -> Self {
+        self.epsilon = eps;
+        self
+    }
+    /// Whether to add the offset `beta` (default true).
+    pub fn center(mut self, center: bool) -> Self {
+        self.center = center;
+        self
+    }
+    /// Whether to multiply by the scale `gamma` (default true).
+    pub fn scale(mut self, scale: bool) -> Self {
+        self.scale = scale;
+        self
+    }
+    /// The weights' dtype (default f32).
+    pub fn dtype(mut self, d: DType) -> Self {
+        self.dtype = d;
+        self
+    }
+    /// The layer's name (default `layer_normalization`, made unique).
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = Some(n.into());
+        self
+    }
+    /// Creates the layer (`gamma` ones, `beta` zeros). A negative or
+    /// non-finite epsilon is an error:
+    ///
+    /// ```
+    /// use gradtape::nn::LayerNorm;
+    /// assert!(LayerNorm::builder(4).epsilon(-1.0).build().is_err());
+    /// ```
+    pub fn build(self) -> Result<LayerNorm> {
+        check_eps("LayerNorm", self.epsilon)?;
+        let name = self.name.unwrap_or_else(|| unique_name("layer_normalization"));
+        let (gamma, beta) = affine(&name, self.features, self.dtype, self.scale, self.center)?;
+        Ok(LayerNorm {
+            name,
+            features: self.features,
+            epsilon: self.epsilon,
+            gamma,
+            beta,
+        })
+    }
+}
+
 impl LayerNorm {
     /// Normalises `features` values, with `gamma` and `beta`, `epsilon =
     /// 1e-3`.
     pub fn new(features: usize, dtype: DType) -> Result<LayerNorm> {
-        LayerNorm::with_options(features, 1e-3, true, true, dtype)
+        LayerNorm::builder(features).dtype(dtype).build()
     }
 
     /// With a chosen `epsilon`, and `center` / `scale` switching `beta` /
-    /// `gamma` on or off.
+    /// `gamma` on or off (the builder's options, positionally).
     pub fn with_options(features: usize, epsilon: f64, center: bool, scale: bool, dtype: DType) -> Result<LayerNorm> {
-        check_eps("LayerNorm", epsilon)?;
-        let name = unique_name("layer_normalization");
-        let (gamma, beta) = affine(&name, features, dtype, scale, center)?;
-        Ok(LayerNorm {
-            name,
+        LayerNorm::builder(features)
+            .epsilon(epsilon)
+            .center(center)
+            .scale(scale)
+            .dtype(dtype)
+            .build()
+    }
+
+    /// Starts a layer normalising `features` values, with options of its
+    /// own.
+    ///
+    /// ```
+    /// use gradtape::{nn::{Layer, LayerNorm, Module}, DType, Tensor};
+    /// let ln = LayerNorm::builder(2).epsilon(1e-5).center(false).dtype(DType::F64).name("ln_f").build()?;
+    /// assert_eq!(ln.variables().len(), 1); // gamma only
+    /// assert_eq!(ln.variables()[0].name(), "ln_f/gamma");
+    /// let y = ln.call(&Tensor::from_vec(vec![1.0f64, 3.0], &[1, 2])?)?;
+    /// assert!((y.to_vec::<f64>()?[1] - 1.0).abs() < 1e-5);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn builder(features: usize) -> LayerNormBuilder {
+        LayerNormBuilder {
             features,
-            epsilon,
-            gamma,
-            beta,
-        })
+            epsilon: 1e-3,
+            center: true,
+            scale: true,
+            dtype: DType::F32,
+            name: None,
+        }
     }
 }
 

@@ -19,3 +19,4 @@ mod half_nn;
 mod io;
 mod nn;
 mod optimizers;
+mod transformer;

@@ -1,0 +1,623 @@
+//! `MultiHeadAttention`, Keras's layer of the same name (weights laid out
+//! as Keras's), and the [`KvCache`] that lets it decode one position at a
+//! time.
+
+use std::sync::Mutex;
+
+use super::{expect_float_dtype, new_weight, unique_name, Initializer, Layer, Module};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::random::Rng;
+use crate::tensor::{DType, Tensor};
+
+const OP: &str = "MultiHeadAttention";
+
+/// One of the four projections: a kernel `[in, heads, dim]` (the output
+/// projection's is `[heads, dim, out]`) and an optional bias.
+struct Projection {
+    kernel: Variable,
+    bias: Option<Variable>,
+}
+
+impl Projection {
+    /// `x [b, t, in]` to `[b, heads, t, dim]`.
+    fn heads(&self, x: &Tensor, heads: usize, dim: usize) -> Result<Tensor> {
+        let (b, t, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+        let k = self.kernel.read().reshape(&[d, heads * dim])?;
+        let mut y = x.reshape(&[b * t, d])?.matmul(&k)?;
+        if let Some(bias) = &self.bias {
+            y = y.bias_add(&bias.read().reshape(&[heads * dim])?)?;
+        }
+        y.reshape(&[b, t, heads, dim])?.permute(&[0, 2, 1, 3])
+    }
+
+    /// `o [b, heads, t, dim]` to `[b, t, out]`.
+    fn merge(&self, o: &Tensor) -> Result<Tensor> {
+        let (b, h, t, dv) = (o.shape()[0], o.shape()[1], o.shape()[2], o.shape()[3]);
+        let k = self.kernel.read();
+        let out = k.shape()[2];
+        let mut y = o
+            .permute(&[0, 2, 1, 3])?
+            .reshape(&[b * t, h * dv])?
+            .matmul(&k.reshape(&[h * dv, out])?)?;
+        if let Some(bias) = &self.bias {
+            y = y.bias_add(&bias.read())?;
+        }
+        y.reshape(&[b, t, out])
+    }
+}
+
+/// The optional arguments of [`MultiHeadAttention::call_with`], Keras's
+/// keyword arguments of `MultiHeadAttention.__call__`.
+///
+/// ```
+/// use gradtape::{nn::AttentionArgs, Tensor};
+/// let k = Tensor::zeros(&[1, 2, 3], gradtape::DType::F32);
+/// let args = AttentionArgs::new().key(&k).use_causal_mask(true).training(true);
+/// assert!(args.use_causal_mask && args.training && args.attention_mask.is_none());
+/// ```
+#[derive(Clone, Copy, Default, Debug)]
+pub struct AttentionArgs<'a> {
+    /// The keys' input `[batch, t_k, key_features]`; `None`: the value
+    /// input (Keras's default).
+    pub key: Option<&'a Tensor>,
+    /// A bool mask, `true` where a query may attend to a key: `[batch,
+    /// t_q, t_k]` as in Keras (or `[1, t_q, t_k]`, `[t_q, t_k]`,
+    /// broadcast over the batch). Rows it masks entirely are not supported
+    /// (their output is unspecified).
+    pub attention_mask: Option<&'a Tensor>,
+    /// Also masks keys after the query's position (query `i` sees keys
+    /// `j <= i`, counted from the start of both, as Keras's causal mask).
+    pub use_causal_mask: bool,
+    /// Applies the attention dropout (when the layer has one).
+    pub training: bool,
+}
+
+impl<'a> AttentionArgs<'a> {
+    /// No key, no mask, not causal, inference.
+    pub fn new() -> AttentionArgs<'a> {
+        AttentionArgs::default()
+    }
+    /// Sets [`key`](Self::key).
+    pub fn key(mut self, key: &'a Tensor) -> Self {
+        self.key = Some(key);
+        self
+    }
+    /// Sets [`attention_mask`](Self::attention_mask).
+    pub fn attention_mask(mut self, mask: &'a Tensor) -> Self {
+        self.attention_mask = Some(mask);
+        self
+    }
+    /// Sets [`use_causal_mask`](Self::use_causal_mask).
+    pub fn use_causal_mask(mut self, causal: bool) -> Self {
+        self.use_causal_mask = causal;
+        self
+    }
+    /// Sets [`training`](Self::training).
+    pub fn training(mut self, training: bool) -> Self {
+        self.training = training;
+        self
+    }
+}
+
+/// The keys and values a [`MultiHeadAttention`] layer has seen so far while
+/// decoding, `[batch, heads, t, key_dim]` and `[batch, heads, t,
+/// value_dim]` (after the projections), so that each new position attends
+/// to them without recomputing the context. One cache per attention layer.
+///
+/// ```
+/// use gradtape::nn::KvCache;
+/// let cache = KvCache::new();
+/// assert_eq!(cache.len(), 0);
+/// assert!(cache.keys().is_none());
+/// ```
+#[derive(Clone, Default, Debug)]
+pub struct KvCache {
+    keys: Option<Tensor>,
+    values: Option<Tensor>,
+}
+
+impl KvCache {
+    /// An empty cache.
+    pub fn new() -> KvCache {
+        KvCache::default()
+    }
+
+    /// The number of positions cached (the absolute position of the next
+    /// one).
+    pub fn len(&self) -> usize {
+        self.keys.as_ref().map_or(0, |k| k.shape()[2])
+    }
+
+    /// Whether no position is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cached keys, `[batch, heads, t, key_dim]`.
+    pub fn keys(&self) -> Option<&Tensor> {
+        self.keys.as_ref()
+    }
+
+    /// The cached values, `[batch, heads, t, value_dim]`.
+    pub fn values(&self) -> Option<&Tensor> {
+        self.values.as_ref()
+    }
+
+    /// Forgets every position (to start a new sequence).
+    pub fn clear(&mut self) {
+        self.keys = None;
+        self.values = None;
+    }
+}
+
+/// Multi-head attention, Keras's `MultiHeadAttention`: the query, key and
+/// value inputs are projected to `num_heads` heads (`query/kernel
+/// [query_features, heads, key_dim]`, `query/bias [heads, key_dim]`, the
+/// same for `key` and for `value` with `value_dim`), each head computes
+/// `softmax(q kᵀ / sqrt(key_dim) + mask) v`, and `attention_output/kernel
+/// [heads, value_dim, out]` with `attention_output/bias [out]` maps the
+/// heads back. Inputs are `[batch, time, features]`.
+///
+/// The weights are created at [`build`](MultiHeadAttentionBuilder::build),
+/// which takes the query's feature size (Keras creates them at the first
+/// call); the key and value inputs have the query's unless
+/// [`value_features`](MultiHeadAttentionBuilder::value_features) /
+/// [`key_features`](MultiHeadAttentionBuilder::key_features) say otherwise
+/// (cross-attention).
+///
+/// Without dropout (or at inference) the heads run the fused
+/// [`Tensor::scaled_dot_product_attention`]; while training with dropout
+/// they run the unfused composite, with dropout on the attention
+/// probabilities as Keras.
+///
+/// As a [`Layer`], `forward(x, training)` is unmasked self-attention; use
+/// [`call_with`](Self::call_with) for masks, causal attention and
+/// cross-attention, and [`call_cached`](Self::call_cached) to decode.
+///
+/// ```
+/// use gradtape::nn::{AttentionArgs, Layer, Module, MultiHeadAttention};
+/// use gradtape::{DType, Rng, Tensor};
+/// let mut rng = Rng::new(0);
+/// let mha = MultiHeadAttention::builder(2, 4).build(8, &mut rng)?;
+/// let x = rng.normal(&[3, 5, 8], 0.0, 1.0, DType::F32)?;
+/// let y = mha.call_with(&x, &x, AttentionArgs::new().use_causal_mask(true))?;
+/// assert_eq!(y.shape(), &[3, 5, 8]);
+/// assert_eq!(mha.call(&x)?.shape(), &[3, 5, 8]);
+/// assert_eq!(mha.variables()[0].name(), format!("{}/query/kernel", mha.name()));
+/// assert_eq!(mha.variables()[0].shape(), vec![8, 2, 4]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct MultiHeadAttention {
+    name: String,
+    num_heads: usize,
+    key_dim: usize,
+    value_dim: usize,
+    /// query, key and value input features
+    features: [usize; 3],
+    dropout: f64,
+    rng: Mutex<Rng>,
+    query: Projection,
+    key: Projection,
+    value: Projection,
+    output: Projection,
+}
+
+/// Options for a [`MultiHeadAttention`] layer; see
+/// [`MultiHeadAttention::builder`].
+pub struct MultiHeadAttentionBuilder {
+    num_heads: usize,
+    key_dim: usize,
+    value_dim: Option<usize>,
+    dropout: f64,
+    use_bias: bool,
+    output_shape: Option<usize>,
+    kernel_init: Initializer,
+    bias_init: Initializer,
+    dtype: DType,
+    name: Option<String>,
+    value_features: Option<usize>,
+    key_features: Option<usize>,
+}
+
+impl MultiHeadAttentionBuilder {
+    /// The size of each head's values (default `key_dim`).
+    pub fn value_dim(mut self, d: usize) -> Self {
+        self.value_dim = Some(d);
+        self
+    }
+    /// The dropout rate on the attention probabilities while training
+    /// (default 0), in `[0, 1)`.
+    pub fn dropout(mut self, rate: f64) -> Self {
+        self.dropout = rate;
+        self
+    }
+    /// Whether the four projections have biases (default true).
+    pub fn use_bias(mut self, b: bool) -> Self {
+        self.use_bias = b;
+        self
+    }
+    /// The output's feature size (default the query's).
+    pub fn output_shape(mut self, out: usize) -> Self {
+        self.output_shape = Some(out);
+        self
+    }
+    /// The kernels' initialiser (default Glorot uniform).
+    pub fn kernel_initializer(mut self, i: Initializer) -> Self {
+        self.kernel_init = i;
+        self
+    }
+    /// The biases' initialiser (default zeros).
+    pub fn bias_initializer(mut self, i: Initializer) -> Self {
+        self.bias_init = i;
+        self
+    }
+    /// The weights' dtype (default f32).
+    pub fn dtype(mut self, d: DType) -> Self {
+        self.dtype = d;
+        self
+    }
+    /// The layer's name (default `multi_head_attention`, made unique).
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = Some(n.into());
+        self
+    }
+    /// The feature size of the `value` input (default the query's).
+    pub fn value_features(mut self, n: usize) -> Self {
+        self.value_features = Some(n);
+        self
+    }
+    /// The feature size of the `key` input (default the value's).
+    pub fn key_features(mut self, n: usize) -> Self {
+        self.key_features = Some(n);
+        self
+    }
+
+    /// Creates the weights for queries of `query_features` features,
+    /// drawing from `rng`. Zero sizes and a dropout rate outside `[0, 1)`
+    /// are errors:
+    ///
+    /// ```
+    /// use gradtape::{nn::MultiHeadAttention, Rng};
+    /// let mut rng = Rng::new(0);
+    /// assert!(MultiHeadAttention::builder(0, 4).build(8, &mut rng).is_err());
+    /// assert!(MultiHeadAttention::builder(2, 4).dropout(1.0).build(8, &mut rng).is_err());
+    /// ```
+    pub fn build(self, query_features: usize, rng: &mut Rng) -> Result<MultiHeadAttention> {
+        expect_float_dtype(OP, self.dtype)?;
+        let value_dim = self.value_dim.unwrap_or(self.key_dim);
+        let value_features = self.value_features.unwrap_or(query_features);
+        let key_features = self.key_features.unwrap_or(value_features);
+        let out = self.output_shape.unwrap_or(query_features);
+        let sizes = [
+            ("num_heads", self.num_heads),
+            ("key_dim", self.key_dim),
+            ("value_dim", value_dim),
+            ("query features", query_features),
+            ("key features", key_features),
+            ("value features", value_features),
+            ("output_shape", out),
+        ];
+        if let Some((what, _)) = sizes.iter().find(|(_, n)| *n == 0) {
+            return Err(Error::invalid(OP, format!("{what} must be positive, got 0")));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(Error::invalid(
+                OP,
+                format!("dropout must lie in [0, 1), got {}", self.dropout),
+            ));
+        }
+        let name = self.name.unwrap_or_else(|| unique_name("multi_head_attention"));
+        let heads = self.num_heads;
+        let mut proj = |part: &str, kernel: &[usize], bias: &[usize]| -> Result<Projection> {
+            let layer = format!("{name}/{part}");
+            Ok(Projection {
+                kernel: new_weight(&layer, "kernel", kernel, self.dtype, &self.kernel_init, rng, true)?,
+                bias: self
+                    .use_bias
+                    .then(|| new_weight(&layer, "bias", bias, self.dtype, &self.bias_init, rng, true))
+                    .transpose()?,
+            })
+        };
+        let query = proj("query", &[query_features, heads, self.key_dim], &[heads, self.key_dim])?;
+        let key = proj("key", &[key_features, heads, self.key_dim], &[heads, self.key_dim])?;
+        let value = proj("value", &[value_features, heads, value_dim], &[heads, value_dim])?;
+        let output = proj("attention_output", &[heads, value_dim, out], &[out])?;
+        Ok(MultiHeadAttention {
+            name,
+            num_heads: heads,
+            key_dim: self.key_dim,
+            value_dim,
+            features: [query_features, key_features, value_features],
+            dropout: self.dropout,
+            rng: Mutex::new(rng.split()),
+            query,
+            key,
+            value,
+            output,
+        })
+    }
+}
+
+impl MultiHeadAttention {
+    /// Starts a layer of `num_heads` heads whose queries and keys have
+    /// `key_dim` features each.
+    ///
+    /// ```
+    /// use gradtape::{nn::{Module, MultiHeadAttention}, DType, Rng};
+    /// let mha = MultiHeadAttention::builder(4, 8)
+    ///     .value_dim(6)
+    ///     .value_features(10)
+    ///     .output_shape(12)
+    ///     .use_bias(false)
+    ///     .dtype(DType::F64)
+    ///     .name("cross")
+    ///     .build(16, &mut Rng::new(0))?;
+    /// let shapes: Vec<Vec<usize>> = mha.variables().iter().map(|v| v.shape()).collect();
+    /// assert_eq!(shapes, vec![vec![16, 4, 8], vec![10, 4, 8], vec![10, 4, 6], vec![4, 6, 12]]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn builder(num_heads: usize, key_dim: usize) -> MultiHeadAttentionBuilder {
+        MultiHeadAttentionBuilder {
+            num_heads,
+            key_dim,
+            value_dim: None,
+            dropout: 0.0,
+            use_bias: true,
+            output_shape: None,
+            kernel_init: Initializer::GlorotUniform,
+            bias_init: Initializer::Zeros,
+            dtype: DType::F32,
+            name: None,
+            value_features: None,
+            key_features: None,
+        }
+    }
+
+    /// The number of heads.
+    ///
+    /// ```
+    /// use gradtape::{nn::MultiHeadAttention, Rng};
+    /// let mha = MultiHeadAttention::builder(4, 8).value_dim(16).build(32, &mut Rng::new(0))?;
+    /// assert_eq!((mha.num_heads(), mha.key_dim(), mha.value_dim()), (4, 8, 16));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn num_heads(&self) -> usize {
+        self.num_heads
+    }
+
+    /// The size of each head's queries and keys.
+    pub fn key_dim(&self) -> usize {
+        self.key_dim
+    }
+
+    /// The size of each head's values.
+    pub fn value_dim(&self) -> usize {
+        self.value_dim
+    }
+
+    fn dtype(&self) -> DType {
+        self.query.kernel.dtype()
+    }
+
+    /// Checks an input `[batch, t, features]`.
+    fn check_input(&self, what: &str, x: &Tensor, features: usize) -> Result<()> {
+        if x.dtype() != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                lhs: x.dtype(),
+                rhs: self.dtype(),
+            });
+        }
+        if x.rank() != 3 || x.shape()[2] != features {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "the {what} input must be [batch, time, {features}], got {:?}",
+                    x.shape()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Attention of `query` `[batch, t_q, query_features]` to `value`
+    /// `[batch, t_k, value_features]` (and `args.key`, `[batch, t_k,
+    /// key_features]`, by default `value`), Keras's `mha(query, value,
+    /// key=..., attention_mask=..., use_causal_mask=..., training=...)`;
+    /// gives `[batch, t_q, output_shape]`.
+    ///
+    /// ```
+    /// use gradtape::nn::{AttentionArgs, MultiHeadAttention};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let mha = MultiHeadAttention::builder(2, 3).value_features(5).build(4, &mut rng)?;
+    /// let q = rng.normal(&[2, 3, 4], 0.0, 1.0, DType::F32)?;
+    /// let v = rng.normal(&[2, 6, 5], 0.0, 1.0, DType::F32)?;
+    /// // every query sees the first four keys only
+    /// let mask = Tensor::from_vec((0..36).map(|i| i % 6 < 4).collect::<Vec<_>>(), &[2, 3, 6])?;
+    /// let y = mha.call_with(&q, &v, AttentionArgs::new().attention_mask(&mask))?;
+    /// assert_eq!(y.shape(), &[2, 3, 4]);
+    /// assert!(mha.call_with(&v, &v, AttentionArgs::new()).is_err()); // 5 query features, not 4
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn call_with(&self, query: &Tensor, value: &Tensor, args: AttentionArgs<'_>) -> Result<Tensor> {
+        let key = args.key.unwrap_or(value);
+        self.check_input("query", query, self.features[0])?;
+        self.check_input("key", key, self.features[1])?;
+        self.check_input("value", value, self.features[2])?;
+        let (b, tq, tk) = (query.shape()[0], query.shape()[1], value.shape()[1]);
+        if key.shape()[..2] != value.shape()[..2] || value.shape()[0] != b {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "query [batch, t_q, _], key and value [batch, t_k, _] must agree, got {:?}, {:?} and {:?}",
+                    query.shape(),
+                    key.shape(),
+                    value.shape()
+                ),
+            ));
+        }
+        let mask = args.attention_mask.map(|m| self.heads_mask(m, b, tq, tk)).transpose()?;
+        let q = self.query.heads(query, self.num_heads, self.key_dim)?;
+        let k = self.key.heads(key, self.num_heads, self.key_dim)?;
+        let v = self.value.heads(value, self.num_heads, self.value_dim)?;
+        let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
+        self.output.merge(&o)
+    }
+
+    /// A bool mask `[b, tq, tk]` (or broadcastable) as `[b|1, 1, tq, tk]`.
+    fn heads_mask(&self, m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tensor> {
+        let s = m.shape();
+        let ok = m.dtype() == DType::Bool
+            && match s.len() {
+                2 => s == [tq, tk],
+                3 => (s[0] == b || s[0] == 1) && s[1..] == [tq, tk],
+                _ => false,
+            };
+        if !ok {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "the attention mask must be bool [batch, t_q, t_k] = [{b}, {tq}, {tk}] (or [1, {tq}, {tk}], [{tq}, {tk}]), got {} {:?}",
+                    m.dtype(),
+                    s
+                ),
+            ));
+        }
+        if s.len() == 3 {
+            m.expand_dims(1)
+        } else {
+            Ok(m.clone())
+        }
+    }
+
+    /// The heads' attention, `[b, h, tq, dv]`.
+    fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+        causal: bool,
+        training: bool,
+    ) -> Result<Tensor> {
+        let scale = 1.0 / (self.key_dim as f64).sqrt();
+        if !training || self.dropout == 0.0 {
+            return q.scaled_dot_product_attention(k, v, mask, causal, Some(scale));
+        }
+        // Keras's path: scores, masked softmax, dropout, then the values
+        let mut s = q.matmul_with(k, false, true)?.mul_scalar(scale)?;
+        let neg = Tensor::full(&[1], -1e9, s.dtype());
+        if let Some(m) = mask {
+            s = Tensor::where_(m, &s, &neg)?;
+        }
+        if causal {
+            let (tq, tk) = (q.shape()[2], k.shape()[2]);
+            s = Tensor::where_(&causal_mask(tq, tk, 0)?, &s, &neg)?;
+        }
+        let p = s.softmax(-1)?;
+        let seed = self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_seed();
+        let p = crate::ops::random::fresh(|| p.dropout(self.dropout, seed))?;
+        p.matmul(v)
+    }
+
+    /// Self-attention of the new positions `x` `[batch, t_new, features]`
+    /// to themselves and to the positions in `cache`, which it then
+    /// extends: new query `i` sits at absolute position `cache.len() + i`
+    /// and sees the keys at positions up to its own (causal). Feeding a
+    /// sequence in pieces (a prompt, then one position at a time) gives the
+    /// rows of the causal [`call_with`](Self::call_with) on the whole
+    /// sequence, each piece costing attention to the cached keys only.
+    /// Inference only (no dropout); needs a self-attention layer (the
+    /// key and value features the query's).
+    ///
+    /// ```
+    /// use gradtape::nn::{AttentionArgs, KvCache, MultiHeadAttention};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let mha = MultiHeadAttention::builder(2, 4).dtype(DType::F64).build(8, &mut rng)?;
+    /// let x = rng.normal(&[1, 5, 8], 0.0, 1.0, DType::F64)?;
+    /// let full = mha.call_with(&x, &x, AttentionArgs::new().use_causal_mask(true))?;
+    /// let mut cache = KvCache::new();
+    /// let prompt = mha.call_cached(&x.narrow(1, 0, 3)?, &mut cache)?;
+    /// let fourth = mha.call_cached(&x.narrow(1, 3, 1)?, &mut cache)?;
+    /// assert_eq!(cache.len(), 4);
+    /// let want = full.narrow(1, 3, 1)?.to_vec::<f64>()?;
+    /// let got = fourth.to_vec::<f64>()?;
+    /// assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn call_cached(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let [fq, fk, fv] = self.features;
+        if fk != fq || fv != fq {
+            return Err(Error::invalid(
+                OP,
+                format!("call_cached is self-attention: the layer's query, key and value features must agree, got {fq}, {fk} and {fv}"),
+            ));
+        }
+        self.check_input("query", x, fq)?;
+        let (b, t) = (x.shape()[0], x.shape()[1]);
+        let q = self.query.heads(x, self.num_heads, self.key_dim)?;
+        let mut k = self.key.heads(x, self.num_heads, self.key_dim)?;
+        let mut v = self.value.heads(x, self.num_heads, self.value_dim)?;
+        let past = cache.len();
+        if let (Some(ck), Some(cv)) = (&cache.keys, &cache.values) {
+            let want = [b, self.num_heads, past, self.key_dim];
+            if ck.shape() != want
+                || cv.shape()[..3] != want[..3]
+                || cv.shape()[3] != self.value_dim
+                || ck.dtype() != q.dtype()
+            {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "the cache holds keys {:?} and values {:?}, which do not fit a batch of {b} for this layer ({} heads, key_dim {}, value_dim {})",
+                        ck.shape(),
+                        cv.shape(),
+                        self.num_heads,
+                        self.key_dim,
+                        self.value_dim
+                    ),
+                ));
+            }
+            k = Tensor::concat(&[ck, &k], 2)?;
+            v = Tensor::concat(&[cv, &v], 2)?;
+        }
+        // one new query sees every key; several see those up to their own
+        // position (the op's causal flag counts from the start of both)
+        let mask = (t > 1).then(|| causal_mask(t, past + t, past)).transpose()?;
+        let o = self.attend(&q, &k, &v, mask.as_ref(), false, false)?;
+        cache.keys = Some(k);
+        cache.values = Some(v);
+        self.output.merge(&o)
+    }
+}
+
+/// `[tq, tk]`, true where key `j <= i + offset` (query `i`).
+pub(crate) fn causal_mask(tq: usize, tk: usize, offset: usize) -> Result<Tensor> {
+    let m: Vec<bool> = (0..tq * tk).map(|x| x % tk <= x / tk + offset).collect();
+    Tensor::from_vec(m, &[tq, tk])
+}
+
+impl Module for MultiHeadAttention {
+    /// `query/kernel`, `query/bias`, `key/...`, `value/...`,
+    /// `attention_output/...`: Keras's order.
+    fn variables(&self) -> Vec<Variable> {
+        [&self.query, &self.key, &self.value, &self.output]
+            .iter()
+            .flat_map(|p| std::iter::once(p.kernel.clone()).chain(p.bias.clone()))
+            .collect()
+    }
+}
+
+impl Layer for MultiHeadAttention {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Unmasked self-attention of `x` `[batch, t, features]`.
+    fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
+        self.call_with(x, x, AttentionArgs::new().training(training))
+    }
+}

@@ -1,0 +1,328 @@
+//! `TransformerBlock`: a pre-LayerNorm Transformer block (GPT-2's), for
+//! encoders or, causal, for decoders.
+
+use super::{
+    unique_name, Activation, AttentionArgs, Dense, Dropout, KvCache, Layer, LayerNorm, Module, MultiHeadAttention,
+};
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::random::Rng;
+use crate::tensor::{DType, Tensor};
+
+const OP: &str = "TransformerBlock";
+
+/// A pre-LayerNorm Transformer block on `x [batch, time, d_model]`:
+///
+/// ```text
+/// x = x + dropout(attention(ln_1(x)))          self-attention, causal or not
+/// x = x + dropout(ff_2(activation(ff_1(ln_2(x)))))
+/// ```
+///
+/// with `ff_1` a `Dense(d_model, ff_dim)` (GELU by default) and `ff_2` a
+/// `Dense(ff_dim, d_model)`; the dropout rate also applies to the attention
+/// probabilities (keras_hub's `TransformerDecoder`, which puts the norms
+/// after instead). The sublayers are named after keras_hub's
+/// (`{name}/self_attention`, `{name}/self_attention_layer_norm`,
+/// `{name}/feedforward_intermediate_dense`, ...).
+///
+/// ```
+/// use gradtape::nn::{KvCache, Layer, Module, TransformerBlock};
+/// use gradtape::{DType, Rng};
+/// let mut rng = Rng::new(0);
+/// let block = TransformerBlock::builder(16, 4, 64).causal(true).dropout(0.1).build(&mut rng)?;
+/// let x = rng.normal(&[2, 5, 16], 0.0, 1.0, DType::F32)?;
+/// assert_eq!(block.forward(&x, true)?.shape(), &[2, 5, 16]);   // training: dropout
+/// let y = block.call(&x)?;                                     // inference
+/// // decoding: the last position from the cached first four
+/// let mut cache = KvCache::new();
+/// block.call_cached(&x.narrow(1, 0, 4)?, &mut cache)?;
+/// let last = block.call_cached(&x.narrow(1, 4, 1)?, &mut cache)?;
+/// let (a, b) = (last.to_vec::<f32>()?, y.narrow(1, 4, 1)?.to_vec::<f32>()?);
+/// assert!(a.iter().zip(&b).all(|(a, b)| (a - b).abs() < 1e-5));
+/// assert_eq!(block.variables().len(), 2 + 8 + 2 + 2 + 2);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct TransformerBlock {
+    name: String,
+    d_model: usize,
+    causal: bool,
+    ln_1: LayerNorm,
+    attention: MultiHeadAttention,
+    ln_2: LayerNorm,
+    ff_1: Dense,
+    ff_2: Dense,
+    dropout: Option<Dropout>,
+}
+
+/// Options for a [`TransformerBlock`]; see [`TransformerBlock::builder`].
+pub struct TransformerBlockBuilder {
+    d_model: usize,
+    num_heads: usize,
+    ff_dim: usize,
+    key_dim: Option<usize>,
+    dropout: f64,
+    causal: bool,
+    activation: Activation,
+    epsilon: f64,
+    use_bias: bool,
+    dtype: DType,
+    name: Option<String>,
+}
+
+impl TransformerBlockBuilder {
+    /// The size of each attention head (default `d_model / num_heads`,
+    /// which must then divide exactly).
+    pub fn key_dim(mut self, d: usize) -> Self {
+        self.key_dim = Some(d);
+        self
+    }
+    /// The dropout rate, on the attention probabilities and on both
+    /// residual branches, while training (default 0).
+    pub fn dropout(mut self, rate: f64) -> Self {
+        self.dropout = rate;
+        self
+    }
+    /// Whether each position attends only to itself and those before it
+    /// (a decoder, GPT's; default false).
+    pub fn causal(mut self, causal: bool) -> Self {
+        self.causal = causal;
+        self
+    }
+    /// The feed-forward's inner activation (default exact GELU).
+    pub fn activation(mut self, a: Activation) -> Self {
+        self.activation = a;
+        self
+    }
+    /// The layer norms' epsilon (default `1e-5`, keras_hub's and
+    /// PyTorch's).
+    pub fn layer_norm_epsilon(mut self, eps: f64) -> Self {
+        self.epsilon = eps;
+        self
+    }
+    /// Whether the attention and feed-forward layers have biases (default
+    /// true).
+    pub fn use_bias(mut self, b: bool) -> Self {
+        self.use_bias = b;
+        self
+    }
+    /// The weights' dtype (default f32).
+    pub fn dtype(mut self, d: DType) -> Self {
+        self.dtype = d;
+        self
+    }
+    /// The block's name (default `transformer_block`, made unique).
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = Some(n.into());
+        self
+    }
+
+    /// Creates the block's layers (Glorot-uniform kernels, zero biases),
+    /// drawing from `rng`.
+    ///
+    /// ```
+    /// use gradtape::{nn::TransformerBlock, Rng};
+    /// let mut rng = Rng::new(0);
+    /// assert!(TransformerBlock::builder(10, 4, 32).build(&mut rng).is_err()); // 4 does not divide 10
+    /// assert!(TransformerBlock::builder(10, 4, 32).key_dim(3).build(&mut rng).is_ok());
+    /// ```
+    pub fn build(self, rng: &mut Rng) -> Result<TransformerBlock> {
+        let (d, h) = (self.d_model, self.num_heads);
+        if d == 0 || h == 0 || self.ff_dim == 0 {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "d_model, num_heads and ff_dim must be positive, got {d}, {h} and {}",
+                    self.ff_dim
+                ),
+            ));
+        }
+        let key_dim = match self.key_dim {
+            Some(k) => k,
+            None if d % h == 0 => d / h,
+            None => {
+                return Err(Error::invalid(
+                    OP,
+                    format!("num_heads = {h} does not divide d_model = {d}; set key_dim"),
+                ));
+            }
+        };
+        let name = self.name.unwrap_or_else(|| unique_name("transformer_block"));
+        let ln = |part: &str| {
+            LayerNorm::builder(d)
+                .epsilon(self.epsilon)
+                .dtype(self.dtype)
+                .name(format!("{name}/{part}"))
+                .build()
+        };
+        let ln_1 = ln("self_attention_layer_norm")?;
+        let attention = MultiHeadAttention::builder(h, key_dim)
+            .dropout(self.dropout)
+            .use_bias(self.use_bias)
+            .dtype(self.dtype)
+            .name(format!("{name}/self_attention"))
+            .build(d, rng)?;
+        let ln_2 = ln("feedforward_layer_norm")?;
+        let ff_1 = Dense::builder(d, self.ff_dim)
+            .activation(self.activation)
+            .use_bias(self.use_bias)
+            .dtype(self.dtype)
+            .name(format!("{name}/feedforward_intermediate_dense"))
+            .build(rng)?;
+        let ff_2 = Dense::builder(self.ff_dim, d)
+            .use_bias(self.use_bias)
+            .dtype(self.dtype)
+            .name(format!("{name}/feedforward_output_dense"))
+            .build(rng)?;
+        let dropout = (self.dropout > 0.0)
+            .then(|| Dropout::new(self.dropout, rng))
+            .transpose()?;
+        Ok(TransformerBlock {
+            name,
+            d_model: d,
+            causal: self.causal,
+            ln_1,
+            attention,
+            ln_2,
+            ff_1,
+            ff_2,
+            dropout,
+        })
+    }
+}
+
+impl TransformerBlock {
+    /// Starts a block of width `d_model` with `num_heads` attention heads
+    /// and a feed-forward of `ff_dim` hidden units.
+    ///
+    /// ```
+    /// use gradtape::nn::{Activation, Layer, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let block = TransformerBlock::builder(32, 4, 128)
+    ///     .causal(true)
+    ///     .dropout(0.1)
+    ///     .activation(Activation::Relu)
+    ///     .layer_norm_epsilon(1e-6)
+    ///     .dtype(DType::F64)
+    ///     .name("h0")
+    ///     .build(&mut Rng::new(0))?;
+    /// assert!(block.is_causal());
+    /// assert_eq!(block.attention().name(), "h0/self_attention");
+    /// assert_eq!(block.attention().key_dim(), 8);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn builder(d_model: usize, num_heads: usize, ff_dim: usize) -> TransformerBlockBuilder {
+        TransformerBlockBuilder {
+            d_model,
+            num_heads,
+            ff_dim,
+            key_dim: None,
+            dropout: 0.0,
+            causal: false,
+            activation: Activation::Gelu,
+            epsilon: 1e-5,
+            use_bias: true,
+            dtype: DType::F32,
+            name: None,
+        }
+    }
+
+    /// Whether the block's attention is causal.
+    pub fn is_causal(&self) -> bool {
+        self.causal
+    }
+
+    /// The attention layer.
+    pub fn attention(&self) -> &MultiHeadAttention {
+        &self.attention
+    }
+
+    fn residual_dropout(&self, x: Tensor, training: bool) -> Result<Tensor> {
+        match &self.dropout {
+            Some(d) if training => d.forward(&x, true),
+            _ => Ok(x),
+        }
+    }
+
+    fn check(&self, x: &Tensor) -> Result<()> {
+        if x.rank() != 3 || x.shape()[2] != self.d_model {
+            return Err(Error::invalid(
+                OP,
+                format!("expected an input [batch, time, {}], got {:?}", self.d_model, x.shape()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The feed-forward half, `x + dropout(ff(ln_2(x)))`.
+    fn feed_forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
+        let h = self.ff_2.forward(
+            &self.ff_1.forward(&self.ln_2.forward(x, training)?, training)?,
+            training,
+        )?;
+        x.add(&self.residual_dropout(h, training)?)
+    }
+
+    /// The block on the new positions `x [batch, t_new, d_model]` of a
+    /// sequence whose earlier positions are in `cache` (which it extends;
+    /// see [`MultiHeadAttention::call_cached`]): the rows of the whole
+    /// sequence's output at those positions. Inference only; the block
+    /// must be causal. A model keeps one cache per block:
+    ///
+    /// ```
+    /// use gradtape::nn::{KvCache, TransformerBlock};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let blocks: Vec<TransformerBlock> = (0..2)
+    ///     .map(|_| TransformerBlock::builder(8, 2, 32).causal(true).build(&mut rng))
+    ///     .collect::<Result<_, _>>()?;
+    /// let mut caches = vec![KvCache::new(); blocks.len()];
+    /// let mut h = rng.normal(&[1, 4, 8], 0.0, 1.0, DType::F32)?;   // a prompt
+    /// for step in 0..3 {
+    ///     for (b, c) in blocks.iter().zip(&mut caches) {
+    ///         h = b.call_cached(&h, c)?;
+    ///     }
+    ///     h = h.narrow(1, h.shape()[1] - 1, 1)?;                  // feed the last back
+    /// }
+    /// assert_eq!(caches[0].len(), 4 + 2);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn call_cached(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        if !self.causal {
+            return Err(Error::invalid(
+                OP,
+                "call_cached decodes: it needs a causal block (builder's causal(true))",
+            ));
+        }
+        self.check(x)?;
+        let a = self.attention.call_cached(&self.ln_1.forward(x, false)?, cache)?;
+        self.feed_forward(&x.add(&a)?, false)
+    }
+}
+
+impl Module for TransformerBlock {
+    /// The first norm's, the attention's (Keras's order), the second
+    /// norm's, then the feed-forward's.
+    fn variables(&self) -> Vec<Variable> {
+        let mut v = self.ln_1.variables();
+        v.extend(self.attention.variables());
+        v.extend(self.ln_2.variables());
+        v.extend(self.ff_1.variables());
+        v.extend(self.ff_2.variables());
+        v
+    }
+}
+
+impl Layer for TransformerBlock {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
+        self.check(x)?;
+        let h = self.ln_1.forward(x, training)?;
+        let args = AttentionArgs::new().use_causal_mask(self.causal).training(training);
+        let a = self.attention.call_with(&h, &h, args)?;
+        let x = x.add(&self.residual_dropout(a, training)?)?;
+        self.feed_forward(&x, training)
+    }
+}
