@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use super::{expect_float_dtype, new_weight, unique_name, Initializer, Layer, Module};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
+use crate::ops::AttentionDropout;
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
@@ -166,10 +167,10 @@ impl KvCache {
 /// [`key_features`](MultiHeadAttentionBuilder::key_features) say otherwise
 /// (cross-attention).
 ///
-/// Without dropout (or at inference) the heads run the fused
-/// [`Tensor::scaled_dot_product_attention`]; while training with dropout
-/// they run the unfused composite, with dropout on the attention
-/// probabilities as Keras.
+/// The heads run the fused [`Tensor::scaled_dot_product_attention`];
+/// while training with dropout,
+/// [`Tensor::scaled_dot_product_attention_dropout`], which drops attention
+/// probabilities as Keras does, inside the fused kernels.
 ///
 /// As a [`Layer`], `forward(x, training)` is unmasked self-attention; use
 /// [`call_with`](Self::call_with) for masks, causal attention and
@@ -506,20 +507,13 @@ impl MultiHeadAttention {
         if !training || self.dropout == 0.0 {
             return q.scaled_dot_product_attention(k, v, mask, causal, Some(scale));
         }
-        // Keras's path: scores, masked softmax, dropout, then the values
-        let mut s = q.matmul_with(k, false, true)?.mul_scalar(scale)?;
-        let neg = Tensor::full(&[1], -1e9, s.dtype());
-        if let Some(m) = mask {
-            s = Tensor::where_(m, &s, &neg)?;
-        }
-        if causal {
-            let (tq, tk) = (q.shape()[2], k.shape()[2]);
-            s = Tensor::where_(&causal_mask(tq, tk, 0)?, &s, &neg)?;
-        }
-        let p = s.softmax(-1)?;
-        let seed = self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_seed();
-        let p = crate::ops::random::fresh(|| p.dropout(self.dropout, seed))?;
-        p.matmul(v)
+        // dropout on the probabilities inside the fused kernels, with a new
+        // seed per call (and per run of a traced step)
+        let drop = AttentionDropout {
+            rate: self.dropout,
+            seed: self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_seed(),
+        };
+        crate::ops::random::fresh(|| q.scaled_dot_product_attention_dropout(k, v, mask, causal, Some(scale), drop))
     }
 
     /// Self-attention of the new positions `x` `[batch, t_new, features]`

@@ -185,18 +185,18 @@ fn gradients_match_tensorflow_and_finite_differences() -> Result<()> {
 }
 
 #[test]
-fn dropout_takes_keras_path_while_training() -> Result<()> {
+fn dropout_while_training_keeps_keras_values() -> Result<()> {
     let x = fill(&[2, 4, 6], 0.3, DType::F32);
     let mask = keras_mask();
-    // a rate so small that no probability is dropped: the unfused path
-    // (scores, masked softmax, dropout, values) gives Keras's values
+    // a rate so small that no probability is dropped: the dropout path
+    // (the fused op with dropout) gives Keras's values
     let tiny = self_mha(DType::F32, 1e-12)?;
     let args = AttentionArgs::new().training(true);
-    assert_close("unfused", &tiny.call_with(&x, &x, args)?, &MHA_SELF_F32, 1e-5);
+    assert_close("dropout path", &tiny.call_with(&x, &x, args)?, &MHA_SELF_F32, 1e-5);
     let y = tiny.call_with(&x, &x, args.attention_mask(&mask))?;
-    assert_close("unfused masked", &y, &MHA_MASKED_F32, 1e-5);
+    assert_close("dropout path masked", &y, &MHA_MASKED_F32, 1e-5);
     let y = tiny.call_with(&x, &x, args.use_causal_mask(true))?;
-    assert_close("unfused causal", &y, &MHA_CAUSAL_F32, 1e-5);
+    assert_close("dropout path causal", &y, &MHA_CAUSAL_F32, 1e-5);
     // a real rate: a new draw at each training call, none at inference
     let m = self_mha(DType::F32, 0.5)?;
     let (a, b) = (

@@ -1,6 +1,7 @@
 //! Kernels of the neural-network ops: softmax and log-softmax along an axis,
 //! and the fused sparse softmax cross-entropy (loss and softmax in one pass).
 
+use std::any::TypeId;
 use std::mem::MaybeUninit;
 
 use super::build_rows;
@@ -33,14 +34,12 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
             return;
         }
     }
-    let mut s = T::zero();
     for (o, &v) in out.iter_mut().zip(x) {
-        let e = (v - m).exp();
-        s = s + e;
-        o.write(e);
+        o.write(v - m);
     }
     // SAFETY: every element of `out` was written just above.
     let out: &mut [T] = unsafe { &mut *(out as *mut [MaybeUninit<T>] as *mut [T]) };
+    let s = exp_in_place(out);
     if log {
         let ls = s.ln() + m;
         for (o, &v) in out.iter_mut().zip(x) {
@@ -54,12 +53,52 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
     }
 }
 
+/// `x[i] = e^x[i]` and their sum: `f32` through the vectorised
+/// `math::exp_slice` (a block at a time), other types element by element.
+#[inline(always)]
+fn exp_in_place<T: Float>(x: &mut [T]) -> T {
+    if TypeId::of::<T>() == TypeId::of::<f32>() {
+        // SAFETY: T is f32 (same layout).
+        let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
+        let mut tmp = [0.0f32; 64];
+        for c in xf.chunks_mut(64) {
+            let t = &mut tmp[..c.len()];
+            t.copy_from_slice(c);
+            super::math::exp_slice(t, c);
+        }
+    } else {
+        for v in x.iter_mut() {
+            *v = v.exp();
+        }
+    }
+    x.iter().fold(T::zero(), |s, &e| s + e)
+}
+
 /// Softmax or log-softmax of `x` along `axis` (already normalised), computed
 /// stably (the row maximum is subtracted first).
 pub(crate) fn softmax<T: Float>(op: &'static str, x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
     let (outer, n, inner) = split(x.shape(), axis);
     let src = x.values::<T>(op)?;
     let data = build_rows::<T>(op, outer, n * inner, |rows, out| {
+        super::math::with_simd(
+            #[inline(always)]
+            || softmax_rows(&src, n, inner, rows, out, log),
+        )
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
+}
+
+/// The rows `rows` of [`softmax`] (each `n · inner` values) into `out`.
+#[inline(always)]
+fn softmax_rows<T: Float>(
+    src: &[T],
+    n: usize,
+    inner: usize,
+    rows: std::ops::Range<usize>,
+    out: &mut [MaybeUninit<T>],
+    log: bool,
+) {
+    {
         if inner == 1 {
             for (r, o) in rows.clone().zip(out.chunks_mut(n.max(1))) {
                 softmax_row(&src[r * n..(r + 1) * n], o, log);
@@ -81,8 +120,7 @@ pub(crate) fn softmax<T: Float>(op: &'static str, x: &Tensor, axis: usize, log: 
                 }
             }
         }
-    })?;
-    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
+    }
 }
 
 /// Checks labels of type `I` against `0..classes` (in place: a step's
@@ -121,18 +159,26 @@ pub(crate) fn sparse_xent<T: Float, I: Element>(
     let mut loss = alloc::try_buf(op, rows)?;
     loss.resize(rows, T::zero());
     let data = build_rows::<T>(op, rows, c, |rs, out| {
-        for (r, o) in rs.clone().zip(out.chunks_mut(c.max(1))) {
-            softmax_row(&src[r * c..(r + 1) * c], o, true);
-        }
+        super::math::with_simd(
+            #[inline(always)]
+            || {
+                for (r, o) in rs.clone().zip(out.chunks_mut(c.max(1))) {
+                    softmax_row(&src[r * c..(r + 1) * c], o, true);
+                }
+            },
+        )
     })?;
     let mut p = data;
-    for (r, l) in loss.iter_mut().enumerate() {
-        let row = &mut p[r * c..(r + 1) * c];
-        *l = -row[labels[r].to_f64() as i64 as usize];
-        for v in row.iter_mut() {
-            *v = v.exp();
-        }
-    }
+    super::math::with_simd(
+        #[inline(always)]
+        || {
+            for (r, l) in loss.iter_mut().enumerate() {
+                let row = &mut p[r * c..(r + 1) * c];
+                *l = -row[labels[r].to_f64() as i64 as usize];
+                exp_in_place(row);
+            }
+        },
+    );
     Ok((
         Tensor::from_storage(T::buf_into_storage(loss), out_shape),
         Tensor::from_storage(T::buf_into_storage(p), logits.shape()),
