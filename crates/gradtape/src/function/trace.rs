@@ -54,8 +54,6 @@ pub(crate) struct TraceState {
     pub graph: Graph,
     /// tensor id -> value
     ids: FxHashMap<TensorId, ValueId>,
-    /// per value, its example tensor
-    pub examples: Vec<Tensor>,
     /// tensors of enclosing traces, captured as the trailing inputs
     pub captures: Vec<Tensor>,
     /// variable handle -> value written during this trace
@@ -167,7 +165,6 @@ impl Trace {
         let v = st.graph.add_value(t.dtype(), t.shape());
         st.graph.inputs.push(v);
         st.captures.push(t.clone());
-        st.examples.push(t.clone());
         st.ids.insert(t.id(), v);
         drop(st);
         self.tape.watch(t);
@@ -199,7 +196,6 @@ impl Trace {
             inputs: SmallVec::new(),
             outputs: smallvec::smallvec![v],
         });
-        st.examples.push(t.clone());
         st.ids.insert(t.id(), v);
         drop(st);
         self.tape.watch(t);
@@ -219,7 +215,6 @@ impl Trace {
         for o in outputs {
             let v = st.graph.add_value(o.dtype(), o.shape());
             st.ids.insert(o.id(), v);
-            st.examples.push(o.clone());
             outs.push(v);
         }
         st.graph.nodes.push(Node {
@@ -357,7 +352,6 @@ pub(crate) fn trace<T>(
             let v = st.graph.add_value(a.dtype(), a.shape());
             st.graph.inputs.push(v);
             st.ids.insert(a.id(), v);
-            st.examples.push(a.clone());
         }
     }
     for a in aliases.iter().chain(extras) {
