@@ -32,6 +32,9 @@
 //! factor, the output sums `p f v[j]`; the backward pass uses `p f` for
 //! `dv` and `dp = f · dO[i]·v[j]`, and `D[i] = dO[i]·o[i]` still holds.
 //!
+//! Each block's probabilities are exponentiated together
+//! (`nn::exp_in_place`: `f32` through the vectorised `math::exp_slice`).
+//!
 //! Both passes accumulate in the element type (`f32` or `f64`; the op
 //! layer runs half-precision tensors through `f32`). Work is spread over
 //! rows (forward) and over batch elements (backward, whose key gradients
@@ -39,6 +42,7 @@
 
 use crate::error::Result;
 use crate::kernels::cpu::counter::CounterRng;
+use crate::kernels::cpu::nn::exp_in_place;
 use crate::kernels::cpu::workers;
 use crate::tensor::{alloc, Float};
 
@@ -277,8 +281,11 @@ pub(crate) fn forward<T: Float>(
                             // of only -inf ends with l = 0 and a NaN output, 0/0)
                             if m[r] > T::neg_infinity() {
                                 let at = (b * tq + i) * tk + j0;
-                                for (jj, &sj) in s.iter().enumerate() {
-                                    let p = (sj - m[r]).exp();
+                                for x in s.iter_mut() {
+                                    *x = *x - m[r];
+                                }
+                                exp_in_place(s);
+                                for (jj, &p) in s.iter().enumerate() {
                                     l[r] = l[r] + p;
                                     // (the sum is of the undropped probabilities)
                                     let pf = match &dims.dropout {
@@ -367,11 +374,15 @@ pub(crate) fn backward<T: Float>(
                         let (s, dp) = (&mut s[..cols], &mut dp[..cols]);
                         block_scores(dims, qi, &kt, len, mask, b, i, j0, s);
                         block_products(g, &vt, len, dp);
+                        for x in s.iter_mut() {
+                            *x = *x - lse;
+                        }
+                        exp_in_place(s);
                         let dqi = &mut dq[i * d..][..d];
                         let at = (b * tq + i) * tk;
                         for jj in 0..cols {
                             let j = j0 + jj;
-                            let p = (s[jj] - lse).exp();
+                            let p = s[jj];
                             let f = match &dims.dropout {
                                 Some(dr) => T::from_f64(dr.factor(at + j)),
                                 None => T::one(),

@@ -56,7 +56,7 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
 /// `x[i] = e^x[i]` and their sum: `f32` through the vectorised
 /// `math::exp_slice` (a block at a time), other types element by element.
 #[inline(always)]
-fn exp_in_place<T: Float>(x: &mut [T]) -> T {
+pub(crate) fn exp_in_place<T: Float>(x: &mut [T]) -> T {
     if TypeId::of::<T>() == TypeId::of::<f32>() {
         // SAFETY: T is f32 (same layout).
         let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
