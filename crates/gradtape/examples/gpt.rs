@@ -19,9 +19,12 @@
 //!
 //! By default the training step (forward, loss, gradients, clipping, the
 //! AdamW update) is one traced [`gradtape::function`]: traced at its first
-//! call, then run as a graph. The first 10 steps run eagerly (op by op
-//! under the tape) to measure both: the median time per step of each is
-//! printed. `--eager` (or `Config::traced = false`) runs every step eagerly.
+//! call, then run as a graph. Every 10th step (9, 19, 29, ...) runs
+//! eagerly instead, op by op under the tape, to time both the same way
+//! while the machine does the same things: the median time per step of
+//! each is printed. The two compute the same step, so which steps run
+//! eagerly does not change the result beyond rounding. `--eager` (or
+//! `Config::traced = false`) runs every step eagerly.
 //!
 //! It prints: the data and model sizes; a progress bar with the running
 //! loss; the loss, learning rate and gradient norm every 50 steps; the
@@ -79,8 +82,9 @@ pub struct Config {
     pub clip_norm: f64,
     /// Run the training step as a traced function (else every step eagerly).
     pub traced: bool,
-    /// With `traced`, how many steps run eagerly first, to time both.
-    pub eager_steps: usize,
+    /// With `traced`, one step in this many runs eagerly (steps `n - 1`,
+    /// `2n - 1`, ...), to time both ways (0: none).
+    pub eager_every: usize,
     /// Print the loss every this many steps (0: never).
     pub log_every: usize,
     /// Characters to generate at the end.
@@ -110,7 +114,7 @@ impl Default for Config {
             weight_decay: 0.01,
             clip_norm: 1.0,
             traced: true,
-            eager_steps: 10,
+            eager_every: 10,
             log_every: 50,
             generate: 400,
             prompt: "The tape ".into(),
@@ -513,7 +517,10 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
             cfg.warmup_steps,
             cfg.clip_norm,
             if cfg.traced {
-                format!("the first {} steps eager, then traced", cfg.eager_steps.min(cfg.steps))
+                match cfg.eager_every {
+                    0 => "every step traced".to_string(),
+                    n => format!("traced, one step in {n} eager (to time both)"),
+                }
             } else {
                 "every step eager".into()
             }
@@ -546,7 +553,7 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     for step in 0..cfg.steps {
         let (x, y) = random_batch(&corpus.train, cfg.batch_size, cfg.context, &mut rng)?;
         let lr = opt.lock().unwrap_or_else(|e| e.into_inner()).learning_rate();
-        let eager = !cfg.traced || step < cfg.eager_steps;
+        let eager = !cfg.traced || (cfg.eager_every > 0 && step % cfg.eager_every == cfg.eager_every - 1);
         let t = Instant::now();
         let (loss, norm) = if eager {
             train_step(&model, &vars, &opt, cfg.clip_norm, &x, &y)?
