@@ -53,7 +53,7 @@ fn the_gpt_example_learns_reloads_and_decodes_with_caches() -> gradtape::Result<
     assert!(out.eager_ms.is_some() && out.traced_ms.is_some());
     assert_eq!(out.sample.chars().count(), cfg.generate);
 
-    // greedy decoding of 40 characters (the window of 16 slides 3 times)
+    // greedy decoding of 40 characters (the window of 16 slides 4 times)
     // with the caches and by rerunning the window: the same characters
     let prompt = out.corpus.encode("The ")?;
     let decode = |cached| example::generate(&out.model, &prompt, 40, 1.0, Some(1), &mut Rng::new(5), cached);
