@@ -1,6 +1,6 @@
 //! Training: layers, losses and metrics, optimizers (against Keras and
 //! PyTorch), f16/bf16 (with the helpers of `half_util.rs`), checkpoints
-//! and `.npy` files, the digits example, and data-parallel training
+//! and `.npy` files, the digits and GPT examples, and data-parallel training
 //! (threads as ranks, and MPI when it is installed).
 //!
 //! One test binary (`cargo test --release --test nn`) for the files
@@ -14,6 +14,7 @@ mod attention_dropout;
 mod digits;
 mod distributed;
 mod distributed_mpi;
+mod gpt;
 mod half;
 mod half_nn;
 mod io;

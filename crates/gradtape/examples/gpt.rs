@@ -1,0 +1,723 @@
+//! A character-level GPT trained on the repository's own documentation
+//! (`docs/*.md` and `README.md` at the workspace root, read at run time:
+//! no data file ships for it), then sampled from with a key/value cache.
+//!
+//! ```text
+//! cargo run --release --example gpt                 # 500 steps: 20-45 s on 2 cores
+//! cargo run --release --example gpt -- --eager      # every step op by op (no tracing)
+//! cargo run --release --example gpt -- --steps 1000 --generate 600 --prompt "The tape"
+//! ```
+//!
+//! The model is GPT-2's shape, small: token and learned position
+//! embeddings, 2 pre-LayerNorm causal Transformer blocks (width 128, 4
+//! heads, a GELU feed-forward of 4 × 128), a final LayerNorm and the output
+//! projection tied to the token embedding (logits = h · tableᵀ), on windows
+//! of 64 characters, 16 windows per batch. It trains with AdamW (linear
+//! warm-up then cosine decay, decoupled weight decay except on biases and
+//! norms) on gradients clipped to global norm 1. The last 10 % of the text
+//! (the end of the README) is held out for the validation loss. Everything is seeded.
+//!
+//! By default the training step (forward, loss, gradients, clipping, the
+//! AdamW update) is one traced [`gradtape::function`]: traced at its first
+//! call, then run as a graph. Every 10th step (9, 19, 29, ...) runs
+//! eagerly instead, op by op under the tape, to time both the same way
+//! while the machine does the same things: the median time per step of
+//! each is printed. The two compute the same step, so which steps run
+//! eagerly does not change the result beyond rounding. `--eager` (or
+//! `Config::traced = false`) runs every step eagerly.
+//!
+//! It prints: the data and model sizes; a progress bar with the running
+//! loss; the loss, learning rate and gradient norm every 50 steps; the
+//! validation loss before and after; the time per step eagerly and traced;
+//! the checkpoint (`target/gpt/gpt.safetensors`), loaded back into a fresh
+//! model whose validation loss must equal the trained one's; and text
+//! sampled from a prompt (temperature 0.8, top-k 10). Sampling uses one
+//! [`KvCache`] per block: the prompt goes in once, then each new character
+//! attends from its one position to the cached keys and values of those
+//! before it. When the window of 64 is full it slides: the last 32
+//! characters are kept and fed again as a new prompt (positions restart at
+//! 0), so the cost is one 32-position pass every 32 characters. The same
+//! text is then generated again without the cache (the whole window rerun
+//! at each character) to compare the time per character.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use gradtape::nn::sampling::sample_next;
+use gradtape::nn::{
+    losses, Embedding, Initializer, KvCache, Layer, LayerNorm, Module, PositionalEmbedding, TransformerBlock,
+};
+use gradtape::optim::{clip_gradients_by_global_norm, AdamW, CosineDecay, Optimizer};
+use gradtape::{function, io, Error, GradientTape, Result, Rng, Tensor, Variable};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// The workspace root, whose Markdown files are the training text.
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+
+fn invalid(msg: String) -> Error {
+    Error::InvalidArgument { op: "gpt", msg }
+}
+
+/// What a run does.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Transformer blocks.
+    pub layers: usize,
+    /// The model width (embedding size).
+    pub width: usize,
+    pub heads: usize,
+    /// The context: characters per window, and positions in the model.
+    pub context: usize,
+    pub batch_size: usize,
+    /// Dropout in the blocks while training (0: none).
+    pub dropout: f64,
+    pub steps: usize,
+    /// The peak learning rate, reached after `warmup_steps`, then cosine
+    /// decay to a tenth of it at the last step.
+    pub learning_rate: f64,
+    pub warmup_steps: usize,
+    pub weight_decay: f64,
+    /// The global norm the gradients are clipped to.
+    pub clip_norm: f64,
+    /// Run the training step as a traced function (else every step eagerly).
+    pub traced: bool,
+    /// With `traced`, one step in this many runs eagerly (steps `n - 1`,
+    /// `2n - 1`, ...), to time both ways (0: none).
+    pub eager_every: usize,
+    /// Print the loss every this many steps (0: never).
+    pub log_every: usize,
+    /// Characters to generate at the end.
+    pub generate: usize,
+    pub prompt: String,
+    pub temperature: f64,
+    pub top_k: Option<usize>,
+    pub seed: u64,
+    /// Show the progress bar and print the results.
+    pub verbose: bool,
+    /// Where the checkpoint goes.
+    pub out_dir: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            layers: 2,
+            width: 128,
+            heads: 4,
+            context: 64,
+            batch_size: 16,
+            dropout: 0.0,
+            steps: 500,
+            learning_rate: 3e-3,
+            warmup_steps: 50,
+            weight_decay: 0.01,
+            clip_norm: 1.0,
+            traced: true,
+            eager_every: 10,
+            log_every: 50,
+            generate: 400,
+            prompt: "The tape ".into(),
+            temperature: 0.8,
+            top_k: Some(10),
+            seed: 0,
+            verbose: true,
+            out_dir: PathBuf::from("target/gpt"),
+        }
+    }
+}
+
+/// The text as character ids, split 90/10 into training and validation.
+pub struct Corpus {
+    /// The vocabulary: every distinct character of the text, sorted.
+    pub chars: Vec<char>,
+    pub train: Vec<i64>,
+    pub valid: Vec<i64>,
+}
+
+impl Corpus {
+    /// `docs/*.md` (by name) then `README.md`, from the workspace root
+    /// (the held-out tail is the README's last section: prose and code,
+    /// like the rest, where the docs end in a table).
+    pub fn load() -> Result<Corpus> {
+        let root = PathBuf::from(ROOT);
+        let read = |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| invalid(format!("{}: {e}", p.display())));
+        let docs = root.join("docs");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&docs)
+            .map_err(|e| invalid(format!("{}: {e}", docs.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        files.sort();
+        files.push(root.join("README.md"));
+        let mut text = String::new();
+        for f in &files {
+            text.push_str(&read(f)?);
+            text.push('\n');
+        }
+        Ok(Corpus::new(&text))
+    }
+
+    /// The vocabulary of `text` and its 90/10 split.
+    pub fn new(text: &str) -> Corpus {
+        let mut chars: Vec<char> = text.chars().collect();
+        chars.sort_unstable();
+        chars.dedup();
+        let ids: Vec<i64> = text
+            .chars()
+            .map(|c| chars.binary_search(&c).expect("in the vocabulary") as i64)
+            .collect();
+        let n_train = ids.len() * 9 / 10;
+        Corpus {
+            chars,
+            train: ids[..n_train].to_vec(),
+            valid: ids[n_train..].to_vec(),
+        }
+    }
+
+    pub fn vocab(&self) -> usize {
+        self.chars.len()
+    }
+
+    /// The ids of `s`; a character not in the vocabulary is an error.
+    pub fn encode(&self, s: &str) -> Result<Vec<i64>> {
+        s.chars()
+            .map(|c| {
+                self.chars
+                    .binary_search(&c)
+                    .map(|i| i as i64)
+                    .map_err(|_| invalid(format!("{c:?} is not in the vocabulary")))
+            })
+            .collect()
+    }
+
+    pub fn decode(&self, ids: &[i64]) -> String {
+        ids.iter().map(|&i| self.chars[i as usize]).collect()
+    }
+}
+
+/// `batch` windows of `context + 1` characters from random offsets of
+/// `data`: the inputs (the first `context`) and the targets (the last
+/// `context`), `[batch, context]` each.
+pub fn random_batch(data: &[i64], batch: usize, context: usize, rng: &mut Rng) -> Result<(Tensor, Tensor)> {
+    if data.len() <= context + 1 {
+        return Err(invalid(format!(
+            "{} characters: too few for windows of {}",
+            data.len(),
+            context + 1
+        )));
+    }
+    let (mut x, mut y) = (Vec::with_capacity(batch * context), Vec::with_capacity(batch * context));
+    for _ in 0..batch {
+        let at = rng.below((data.len() - context) as u64) as usize;
+        x.extend_from_slice(&data[at..at + context]);
+        y.extend_from_slice(&data[at + 1..at + context + 1]);
+    }
+    Ok((
+        Tensor::from_vec(x, &[batch, context])?,
+        Tensor::from_vec(y, &[batch, context])?,
+    ))
+}
+
+/// The validation windows: `data` cut into consecutive windows of
+/// `context + 1` characters (overlapping by one), inputs and targets.
+pub fn windows(data: &[i64], context: usize) -> Result<(Tensor, Tensor)> {
+    let n = (data.len().saturating_sub(1)) / context;
+    if n == 0 {
+        return Err(invalid(format!(
+            "{} characters: too few for a window of {}",
+            data.len(),
+            context + 1
+        )));
+    }
+    let x: Vec<i64> = (0..n)
+        .flat_map(|i| data[i * context..(i + 1) * context].to_vec())
+        .collect();
+    let y: Vec<i64> = (0..n)
+        .flat_map(|i| data[i * context + 1..(i + 1) * context + 1].to_vec())
+        .collect();
+    Ok((Tensor::from_vec(x, &[n, context])?, Tensor::from_vec(y, &[n, context])?))
+}
+
+/// The model: token and position embeddings, causal pre-LayerNorm blocks,
+/// a final LayerNorm and the tied output projection.
+pub struct Gpt {
+    tokens: Embedding,
+    positions: PositionalEmbedding,
+    blocks: Vec<TransformerBlock>,
+    norm: LayerNorm,
+    vocab: usize,
+}
+
+impl Gpt {
+    /// A model for `vocab` characters with `cfg`'s shape, its weights drawn
+    /// from `rng`. The layers have fixed names, so that a model built again
+    /// loads the checkpoint of another.
+    pub fn new(cfg: &Config, vocab: usize, rng: &mut Rng) -> Result<Gpt> {
+        let init = Initializer::RandomNormal { mean: 0.0, std: 0.02 };
+        let tokens = Embedding::builder(vocab, cfg.width)
+            .initializer(init.clone())
+            .name("gpt/tokens")
+            .build(rng)?;
+        let positions = PositionalEmbedding::builder(cfg.context, cfg.width)
+            .initializer(init)
+            .name("gpt/positions")
+            .build(rng)?;
+        let blocks = (0..cfg.layers)
+            .map(|i| {
+                TransformerBlock::builder(cfg.width, cfg.heads, 4 * cfg.width)
+                    .causal(true)
+                    .dropout(cfg.dropout)
+                    .name(format!("gpt/block_{i}"))
+                    .build(rng)
+            })
+            .collect::<Result<_>>()?;
+        let norm = LayerNorm::builder(cfg.width).name("gpt/final_norm").build()?;
+        Ok(Gpt {
+            tokens,
+            positions,
+            blocks,
+            norm,
+            vocab,
+        })
+    }
+
+    /// The positions the model covers.
+    pub fn context(&self) -> usize {
+        self.positions.sequence_length()
+    }
+
+    pub fn variables(&self) -> Vec<Variable> {
+        let mut v = self.tokens.variables();
+        v.extend(self.positions.variables());
+        self.blocks.iter().for_each(|b| v.extend(b.variables()));
+        v.extend(self.norm.variables());
+        v
+    }
+
+    pub fn count_params(&self) -> usize {
+        self.variables()
+            .iter()
+            .map(|v| v.shape().iter().product::<usize>())
+            .sum()
+    }
+
+    /// Logits `[batch, t, vocab]` of the ids `[batch, t]` at positions
+    /// `start..start + t`. With `caches` (one per block; inference) the
+    /// positions attend to the cached keys and values too and are added to
+    /// them.
+    pub fn logits(&self, ids: &Tensor, start: usize, caches: Option<&mut [KvCache]>, training: bool) -> Result<Tensor> {
+        let mut h = self.positions.add_to(&self.tokens.call(ids)?, start)?;
+        match caches {
+            Some(caches) => {
+                for (block, cache) in self.blocks.iter().zip(caches) {
+                    h = block.call_cached(&h, cache)?;
+                }
+            }
+            None => {
+                for block in &self.blocks {
+                    h = block.forward(&h, training)?;
+                }
+            }
+        }
+        self.tokens.attend(&self.norm.call(&h)?)
+    }
+
+    /// The mean cross-entropy of predicting `targets` from `ids`.
+    pub fn loss(&self, ids: &Tensor, targets: &Tensor, training: bool) -> Result<Tensor> {
+        let logits = self.logits(ids, 0, None, training)?;
+        let n = ids.shape().iter().product::<usize>();
+        losses::sparse_categorical_crossentropy(&targets.reshape(&[n])?, &logits.reshape(&[n, self.vocab])?, true)
+    }
+
+    /// The loss on `(x, y)` at inference, in batches of 16 windows (the
+    /// token-weighted mean).
+    pub fn evaluate(&self, x: &Tensor, y: &Tensor) -> Result<f64> {
+        let n = x.shape()[0];
+        let mut total = 0.0;
+        for start in (0..n).step_by(16) {
+            let len = 16.min(n - start);
+            total += self
+                .loss(&x.narrow(0, start, len)?, &y.narrow(0, start, len)?, false)?
+                .item()?
+                * len as f64;
+        }
+        Ok(total / n as f64)
+    }
+}
+
+/// One training step: the loss, its gradients (the embedding's sparse
+/// rows kept sparse), clipped to global norm `clip`, and the AdamW update.
+/// Returns the loss and the gradients' global norm before clipping.
+pub fn train_step(
+    model: &Gpt,
+    vars: &[Variable],
+    opt: &Mutex<AdamW>,
+    clip: f64,
+    x: &Tensor,
+    y: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let tape = GradientTape::new();
+    let loss = tape.record(|| model.loss(x, y, true))?;
+    let grads = tape.sparse_gradient(&loss, vars)?;
+    let (grads, norm) = clip_gradients_by_global_norm(&grads, clip)?;
+    let mut opt = opt.lock().unwrap_or_else(|e| e.into_inner());
+    opt.apply(grads.into_iter().zip(vars.iter().cloned()).collect())?;
+    Ok((loss, norm))
+}
+
+/// AdamW with `cfg`'s schedule: linear warm-up to the peak, then cosine
+/// decay to a tenth of it; no weight decay on biases and norms.
+pub fn optimizer(cfg: &Config) -> AdamW {
+    let warmup = cfg.warmup_steps.max(1);
+    let decay = cfg.steps.saturating_sub(warmup).max(1);
+    let schedule = CosineDecay::new(cfg.learning_rate / warmup as f64, decay as u64)
+        .warmup(cfg.learning_rate, warmup as u64)
+        .alpha(0.1);
+    AdamW::new(schedule)
+        .weight_decay(cfg.weight_decay)
+        .exclude_from_weight_decay(&["bias", "gamma", "beta"])
+        .with_name("adamw")
+}
+
+/// `n` new characters after `prompt`, each drawn by [`sample_next`] from
+/// the logits of the last position. With `cached`, one [`KvCache`] per
+/// block: the prompt is fed once and then each new character alone, at its
+/// position. Without, the whole window is rerun for each character (the
+/// reference). Both slide the same way: when the window (the characters
+/// since its start) would pass the model's context, it restarts at the last
+/// half of the context (positions from 0 again; the caches are refilled
+/// from those characters).
+pub fn generate(
+    model: &Gpt,
+    prompt: &[i64],
+    n: usize,
+    temperature: f64,
+    top_k: Option<usize>,
+    rng: &mut Rng,
+    cached: bool,
+) -> Result<Vec<i64>> {
+    let context = model.context();
+    if prompt.is_empty() {
+        return Err(invalid("the prompt is empty".into()));
+    }
+    let mut tokens = prompt.to_vec();
+    let mut start = tokens.len().saturating_sub(context);
+    let mut caches: Vec<KvCache> = model.blocks.iter().map(|_| KvCache::new()).collect();
+    // the window's characters already in the caches
+    let mut fed = 0;
+    for _ in 0..n {
+        if tokens.len() - start > context {
+            start = tokens.len() - context / 2;
+            caches.iter_mut().for_each(KvCache::clear);
+            fed = 0;
+        }
+        let window = &tokens[start..];
+        let logits = if cached {
+            let new = &window[fed..];
+            let ids = Tensor::from_vec(new.to_vec(), &[1, new.len()])?;
+            let l = model.logits(&ids, fed, Some(&mut caches[..]), false)?;
+            fed = window.len();
+            l
+        } else {
+            let ids = Tensor::from_vec(window.to_vec(), &[1, window.len()])?;
+            model.logits(&ids, 0, None, false)?
+        };
+        let t = logits.shape()[1];
+        let last = logits.narrow(1, t - 1, 1)?.reshape(&[1, model.vocab])?;
+        tokens.push(sample_next(&last, temperature, top_k, rng)?.to_vec::<i64>()?[0]);
+    }
+    Ok(tokens[prompt.len()..].to_vec())
+}
+
+/// The median of `v` (0 when empty).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// The first step's loss eagerly and traced, each on a model built from
+/// `cfg.seed` with a fresh optimizer, on the same batch; and the largest
+/// difference between the two models' weights after it.
+pub fn first_step_eager_and_traced(cfg: &Config) -> Result<(f64, f64, f64)> {
+    let corpus = Corpus::load()?;
+    let (x, y) = random_batch(&corpus.train, cfg.batch_size, cfg.context, &mut Rng::new(cfg.seed))?;
+    let eager = Gpt::new(cfg, corpus.vocab(), &mut Rng::new(cfg.seed))?;
+    let eager_vars = eager.variables();
+    let (eager_loss, _) = train_step(&eager, &eager_vars, &Mutex::new(optimizer(cfg)), cfg.clip_norm, &x, &y)?;
+    let traced = Arc::new(Gpt::new(cfg, corpus.vocab(), &mut Rng::new(cfg.seed))?);
+    let traced_vars = traced.variables();
+    let step = {
+        let (model, vars, opt, clip) = (
+            traced.clone(),
+            traced_vars.clone(),
+            Mutex::new(optimizer(cfg)),
+            cfg.clip_norm,
+        );
+        function(move |(x, y): &(Tensor, Tensor)| train_step(&model, &vars, &opt, clip, x, y))
+    };
+    let (traced_loss, _) = step.call(&(x, y))?;
+    let mut worst = 0.0f64;
+    for (a, b) in eager_vars.iter().zip(&traced_vars) {
+        for (p, q) in a.read().to_vec_f64().iter().zip(b.read().to_vec_f64()) {
+            worst = worst.max((p - q).abs());
+        }
+    }
+    Ok((eager_loss.item()?, traced_loss.item()?, worst))
+}
+
+/// What a run measured.
+pub struct Outcome {
+    pub corpus: Corpus,
+    /// The trained model.
+    pub model: Gpt,
+    /// The training loss at each step.
+    pub losses: Vec<f64>,
+    pub initial_valid_loss: f64,
+    pub valid_loss: f64,
+    /// The validation loss of a fresh model loaded from the checkpoint.
+    pub reloaded_valid_loss: f64,
+    /// Median milliseconds per step eagerly and traced (the call that
+    /// traces excluded), where steps ran that way.
+    pub eager_ms: Option<f64>,
+    pub traced_ms: Option<f64>,
+    pub trace_count: usize,
+    pub checkpoint: PathBuf,
+    /// The generated text (the prompt not included).
+    pub sample: String,
+}
+
+/// Trains, evaluates, checkpoints, reloads and generates.
+pub fn train(cfg: &Config) -> Result<Outcome> {
+    let corpus = Corpus::load()?;
+    let (valid_x, valid_y) = windows(&corpus.valid, cfg.context)?;
+    let mut rng = Rng::new(cfg.seed);
+    let model = Arc::new(Gpt::new(cfg, corpus.vocab(), &mut rng)?);
+    let vars = model.variables();
+    let opt = Arc::new(Mutex::new(optimizer(cfg)));
+    if cfg.verbose {
+        println!(
+            "gpt: {} characters of Markdown ({} to train on, {} held out), a vocabulary of {}",
+            corpus.train.len() + corpus.valid.len(),
+            corpus.train.len(),
+            corpus.valid.len(),
+            corpus.vocab()
+        );
+        println!(
+            "model: {} blocks, width {}, {} heads, context {}, {} weights; {} steps of {} windows, AdamW {:.0e} (warm-up {}), clip {}; {}",
+            cfg.layers,
+            cfg.width,
+            cfg.heads,
+            cfg.context,
+            model.count_params(),
+            cfg.steps,
+            cfg.batch_size,
+            cfg.learning_rate,
+            cfg.warmup_steps,
+            cfg.clip_norm,
+            if cfg.traced {
+                match cfg.eager_every {
+                    0 => "every step traced".to_string(),
+                    n => format!("traced, one step in {n} eager (to time both)"),
+                }
+            } else {
+                "every step eager".into()
+            }
+        );
+    }
+    let initial_valid_loss = model.evaluate(&valid_x, &valid_y)?;
+    if cfg.verbose {
+        println!(
+            "validation loss before training {initial_valid_loss:.4} (uniform: ln {} = {:.4})",
+            corpus.vocab(),
+            (corpus.vocab() as f64).ln()
+        );
+    }
+
+    let traced_step = {
+        let (model, vars, opt, clip) = (model.clone(), vars.clone(), opt.clone(), cfg.clip_norm);
+        function(move |(x, y): &(Tensor, Tensor)| train_step(&model, &vars, &opt, clip, x, y))
+    };
+    let bar = if cfg.verbose {
+        let style = ProgressStyle::with_template("[{bar:30}] {pos:>4}/{len} {elapsed} {msg}")
+            .map_err(|e| invalid(e.to_string()))?
+            .progress_chars("=> ");
+        ProgressBar::new(cfg.steps as u64).with_style(style)
+    } else {
+        ProgressBar::hidden()
+    };
+    let (mut eager_times, mut traced_times) = (Vec::new(), Vec::new());
+    let mut losses = Vec::with_capacity(cfg.steps);
+    let started = Instant::now();
+    for step in 0..cfg.steps {
+        let (x, y) = random_batch(&corpus.train, cfg.batch_size, cfg.context, &mut rng)?;
+        let lr = opt.lock().unwrap_or_else(|e| e.into_inner()).learning_rate();
+        let eager = !cfg.traced || (cfg.eager_every > 0 && step % cfg.eager_every == cfg.eager_every - 1);
+        let t = Instant::now();
+        let (loss, norm) = if eager {
+            train_step(&model, &vars, &opt, cfg.clip_norm, &x, &y)?
+        } else {
+            traced_step.call(&(x, y))?
+        };
+        let loss = loss.item()?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        if eager {
+            eager_times.push(ms);
+        } else {
+            traced_times.push(ms);
+        }
+        if !loss.is_finite() {
+            return Err(invalid(format!("the loss is {loss} at step {step}")));
+        }
+        losses.push(loss);
+        let recent = &losses[losses.len().saturating_sub(20)..];
+        bar.set_message(format!("loss {:.4}", recent.iter().sum::<f64>() / recent.len() as f64));
+        bar.inc(1);
+        if cfg.verbose && cfg.log_every > 0 && (step % cfg.log_every == 0 || step + 1 == cfg.steps) {
+            let line = format!(
+                "step {step:>4}: loss {loss:.4}, lr {lr:.2e}, gradient norm {:.3}, {ms:.1} ms ({})",
+                norm.item()?,
+                if eager { "eager" } else { "traced" }
+            );
+            // above the bar on a terminal; plain lines when piped
+            if bar.is_hidden() {
+                println!("{line}");
+            } else {
+                bar.println(line);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let valid_loss = model.evaluate(&valid_x, &valid_y)?;
+    // the call that traced is not a step's time
+    let eager_ms = (!eager_times.is_empty()).then(|| median(&eager_times));
+    let traced_ms = (traced_times.len() > 1).then(|| median(&traced_times[1..]));
+    if cfg.verbose {
+        println!("trained in {seconds:.1} s: validation loss {valid_loss:.4}");
+        let show = |ms: Option<f64>, n: usize| ms.map_or("-".to_string(), |ms| format!("{ms:.1} ms ({n} steps)"));
+        println!(
+            "time per step (median): eager {}, traced {}{}",
+            show(eager_ms, eager_times.len()),
+            show(traced_ms, traced_times.len().saturating_sub(1)),
+            traced_times.first().map_or(String::new(), |t| format!(
+                "; the first traced call (tracing) {t:.0} ms"
+            ))
+        );
+    }
+
+    // checkpoint: the weights, loaded back into a model built with other
+    // random weights (the optimizer's state is not saved)
+    std::fs::create_dir_all(&cfg.out_dir).map_err(|e| invalid(format!("{}: {e}", cfg.out_dir.display())))?;
+    let checkpoint = cfg.out_dir.join("gpt.safetensors");
+    io::save_safetensors(&checkpoint, &vars)?;
+    let fresh = Gpt::new(cfg, corpus.vocab(), &mut Rng::new(cfg.seed + 1))?;
+    let unused = io::load_safetensors(&checkpoint, &fresh.variables())?;
+    if !unused.is_empty() {
+        return Err(invalid(format!("checkpoint entries not loaded: {unused:?}")));
+    }
+    let reloaded_valid_loss = fresh.evaluate(&valid_x, &valid_y)?;
+    if cfg.verbose {
+        println!(
+            "checkpoint {} ({} tensors) loaded into a fresh model: validation loss {reloaded_valid_loss:.4}",
+            checkpoint.display(),
+            vars.len()
+        );
+    }
+
+    // generation, with the caches and then (to time it) without
+    let prompt = corpus.encode(&cfg.prompt)?;
+    let t = Instant::now();
+    let ids = generate(
+        &model,
+        &prompt,
+        cfg.generate,
+        cfg.temperature,
+        cfg.top_k,
+        &mut Rng::new(cfg.seed),
+        true,
+    )?;
+    let cached_ms = t.elapsed().as_secs_f64() * 1e3 / cfg.generate.max(1) as f64;
+    let sample = corpus.decode(&ids);
+    if cfg.verbose {
+        println!(
+            "\n{} characters after {:?} (temperature {}, top-k {:?}):\n\n{}{sample}\n",
+            cfg.generate, cfg.prompt, cfg.temperature, cfg.top_k, cfg.prompt
+        );
+        let t = Instant::now();
+        let rerun = generate(
+            &model,
+            &prompt,
+            cfg.generate,
+            cfg.temperature,
+            cfg.top_k,
+            &mut Rng::new(cfg.seed),
+            false,
+        )?;
+        let full_ms = t.elapsed().as_secs_f64() * 1e3 / cfg.generate.max(1) as f64;
+        println!(
+            "time per character: {cached_ms:.2} ms with the key/value caches, {full_ms:.2} ms rerunning the window ({})",
+            if rerun == ids {
+                "the same text"
+            } else {
+                "a different text: rounding changed a draw"
+            }
+        );
+    }
+    let trace_count = traced_step.trace_count();
+    drop(traced_step);
+    let model = Arc::into_inner(model).ok_or_else(|| invalid("the model is still shared".into()))?;
+    Ok(Outcome {
+        corpus,
+        model,
+        losses,
+        initial_valid_loss,
+        valid_loss,
+        reloaded_valid_loss,
+        eager_ms,
+        traced_ms,
+        trace_count,
+        checkpoint,
+        sample,
+    })
+}
+
+/// `Config::default()` with the command line's options.
+fn parse_args() -> std::result::Result<Config, String> {
+    let mut cfg = Config::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--eager" => cfg.traced = false,
+            "--steps" => cfg.steps = value("--steps")?.parse().map_err(|e| format!("--steps: {e}"))?,
+            "--generate" => cfg.generate = value("--generate")?.parse().map_err(|e| format!("--generate: {e}"))?,
+            "--lr" => cfg.learning_rate = value("--lr")?.parse().map_err(|e| format!("--lr: {e}"))?,
+            "--seed" => cfg.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--prompt" => cfg.prompt = value("--prompt")?,
+            _ => {
+                return Err(format!(
+                "unknown argument {a:?}; options: --eager, --steps N, --lr RATE, --generate N, --seed N, --prompt TEXT"
+            ))
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let cfg = parse_args()?;
+    let out = train(&cfg)?;
+    if out.reloaded_valid_loss != out.valid_loss {
+        return Err(format!(
+            "the reloaded model's validation loss {} differs from the trained model's {}",
+            out.reloaded_valid_loss, out.valid_loss
+        )
+        .into());
+    }
+    if cfg.traced && out.trace_count > 1 {
+        return Err(format!("the step was traced {} times, expected once", out.trace_count).into());
+    }
+    Ok(())
+}
