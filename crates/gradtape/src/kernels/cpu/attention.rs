@@ -104,7 +104,7 @@ impl Dropout {
 
 impl Dims {
     /// How many keys row `i` sees.
-    fn keys(&self, i: usize) -> usize {
+    pub(crate) fn keys(&self, i: usize) -> usize {
         if self.causal {
             (i + 1).min(self.tk)
         } else {
@@ -127,7 +127,7 @@ pub(crate) struct Mask<'a, T> {
 
 impl<T: Float> Mask<'_, T> {
     #[inline]
-    fn at(&self, b: usize, i: usize, j: usize) -> T {
+    pub(crate) fn at(&self, b: usize, i: usize, j: usize) -> T {
         self.data[self.base[b] + i * self.row + j * self.col]
     }
 }
@@ -214,6 +214,46 @@ fn block_scores<T: Float>(
 }
 
 /// The forward pass: per query row, the output row followed by its
+/// log-sum-exp (`batch · tq` rows of `dv + 1`). Keys up to
+/// [`GEMM_MAX_KEYS`](super::attention_gemm::GEMM_MAX_KEYS) go to the
+/// kernels on matrix products ([`attention_gemm`](super::attention_gemm)),
+/// longer ones to [`forward_online`].
+pub(crate) fn forward<T: Float>(
+    op: &'static str,
+    dims: &Dims,
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    mask: Option<&Mask<'_, T>>,
+) -> Result<Vec<T>> {
+    if dims.tk <= super::attention_gemm::GEMM_MAX_KEYS {
+        super::attention_gemm::forward(op, dims, q, k, v, mask)
+    } else {
+        forward_online(op, dims, q, k, v, mask)
+    }
+}
+
+/// The backward pass, on the kernel [`forward`] chose: [`backward_online`]
+/// or [`attention_gemm::backward`](super::attention_gemm::backward).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward<T: Float>(
+    op: &'static str,
+    dims: &Dims,
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    mask: Option<&Mask<'_, T>>,
+    fwd: &[T],
+    dout: &[T],
+) -> Result<Vec<T>> {
+    if dims.tk <= super::attention_gemm::GEMM_MAX_KEYS {
+        super::attention_gemm::backward(op, dims, q, k, v, mask, fwd, dout)
+    } else {
+        backward_online(op, dims, q, k, v, mask, fwd, dout)
+    }
+}
+
+/// The online forward pass: per query row, the output row followed by its
 /// log-sum-exp (`batch · tq` rows of `dv + 1`). A row that sees no key has
 /// output 0 and log-sum-exp `-inf`; a row whose scores are all `-inf` has
 /// a NaN output (as the softmax of such a row).
@@ -221,7 +261,7 @@ fn block_scores<T: Float>(
 /// A task takes a run of rows; for each block of keys (transposed once
 /// for all its rows) it updates each row's online-softmax state, which
 /// lives in the row's output (the accumulator) and two small arrays.
-pub(crate) fn forward<T: Float>(
+pub(crate) fn forward_online<T: Float>(
     op: &'static str,
     dims: &Dims,
     q: &[T],
@@ -320,14 +360,14 @@ pub(crate) fn forward<T: Float>(
     Ok(out)
 }
 
-/// The backward pass from the output cotangent `dout` (`[batch, tq, dv]`)
+/// The online backward pass from the output cotangent `dout` (`[batch, tq, dv]`)
 /// and the forward pass's packed rows `fwd` (output and log-sum-exp): per
 /// batch element, `dq` (`tq · d`), then `dk` (`tk · d`), then `dv`
 /// (`tk · dv`), concatenated. A task takes a batch element (its key
 /// gradients sum over its rows); for each block of keys (keys and values
 /// transposed once) it walks the rows that see it.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn backward<T: Float>(
+pub(crate) fn backward_online<T: Float>(
     op: &'static str,
     dims: &Dims,
     q: &[T],

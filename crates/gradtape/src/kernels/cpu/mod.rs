@@ -15,6 +15,7 @@
 //! name of the op the user called and returns a `Result`.
 
 pub(crate) mod attention;
+pub(crate) mod attention_gemm;
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
 pub(crate) mod complex;

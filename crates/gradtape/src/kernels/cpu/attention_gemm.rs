@@ -1,0 +1,370 @@
+//! Fused attention on matrix products: the kernels of
+//! [`attention`](super::attention) for key lengths up to
+//! [`GEMM_MAX_KEYS`], which is every self-attention a CPU trains.
+//!
+//! The online kernel walks scores one query row at a time (a
+//! matrix-vector product per row and block): a few GFLOP/s. Here a block
+//! of up to [`ROWS`] query rows of one batch element takes its scores
+//! against all the keys it sees as one product into a scratch block
+//! (`ROWS × tk`, per task, reused: memory stays linear in the sequence
+//! lengths, and nothing of size `[tq, tk]` outlives the block), then the
+//! softmax row by row, then the output as a second product. The backward
+//! pass, per batch element, recomputes each block's probabilities from the
+//! saved log-sum-exp (one product) and makes its four gradient products:
+//!
+//! ```text
+//! S = scale·Q_b Kᵀ + mask        P = e^(S − lse)           (hidden keys: 0)
+//! dP = (dO_b Vᵀ) ∘ F             dS = scale·P ∘ (dP − D)   D[i] = dO[i]·o[i]
+//! dV += (P∘F)ᵀ dO_b   dQ_b = dS K   dK += dSᵀ Q_b
+//! ```
+//!
+//! (`F` the dropout factors, 1 without dropout.) The products are those of
+//! [`matmul::gemm_raw`](super::matmul::gemm_raw), single-threaded: the
+//! tasks (blocks of rows forward, batch elements backward) are spread over
+//! the compute threads. Values agree with the online kernel to rounding.
+
+use super::attention::{Dims, Mask};
+use super::matmul::gemm_raw;
+use super::nn::exp_in_place;
+use super::workers;
+use crate::error::Result;
+use crate::tensor::{alloc, Float};
+
+/// Query rows per block.
+pub(crate) const ROWS: usize = 64;
+
+/// The longest key length these kernels take (a task's scratch holds
+/// `ROWS · tk` scores); longer ones go to the online kernel.
+pub(crate) const GEMM_MAX_KEYS: usize = 4096;
+
+/// `dst (m×n) = [dst +] a (m×k) · b (k×n)`, strided, on this thread.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn product<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [T],
+    d_rs: usize,
+    acc: bool,
+    a: &[T],
+    a_strides: (usize, usize),
+    b: &[T],
+    b_strides: (usize, usize),
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
+    assert!(
+        dst.len() > last(d_rs, 1, m, n)
+            && (k == 0
+                || a.len() > last(a_strides.0, a_strides.1, m, k) && b.len() > last(b_strides.0, b_strides.1, k, n)),
+        "attention product out of bounds"
+    );
+    let s = |(r, c): (usize, usize)| (r as isize, c as isize);
+    // SAFETY: the bounds are checked above; `dst` is a distinct mutable
+    // slice, so it overlaps neither operand.
+    unsafe {
+        gemm_raw(
+            (m, n, k),
+            dst.as_mut_ptr(),
+            (d_rs as isize, 1),
+            acc,
+            a.as_ptr(),
+            s(a_strides),
+            b.as_ptr(),
+            s(b_strides),
+            false,
+        )
+    }
+}
+
+/// The scores of rows `i0..i0 + n` of batch element `b` against keys
+/// `0..nk` into `s` (`n × nk`): `scale · q kᵀ + mask`, `-inf` where a
+/// causal row may not look.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn scores<T: Float>(
+    dims: &Dims,
+    q: &[T],
+    k: &[T],
+    mask: Option<&Mask<'_, T>>,
+    b: usize,
+    i0: usize,
+    n: usize,
+    nk: usize,
+    s: &mut [T],
+) {
+    let (tq, tk, d) = (dims.tq, dims.tk, dims.d);
+    product(
+        (n, nk, d),
+        s,
+        nk,
+        false,
+        &q[(b * tq + i0) * d..],
+        (d, 1),
+        &k[b * tk * d..],
+        (1, d),
+    );
+    let scale = T::from_f64(dims.scale);
+    for r in 0..n {
+        let i = i0 + r;
+        let row = &mut s[r * nk..][..nk];
+        let seen = dims.keys(i).min(nk);
+        match mask {
+            Some(m) => {
+                for (j, x) in row[..seen].iter_mut().enumerate() {
+                    *x = scale * *x + m.at(b, i, j);
+                }
+            }
+            None => {
+                for x in row[..seen].iter_mut() {
+                    *x = scale * *x;
+                }
+            }
+        }
+        row[seen..].fill(T::neg_infinity());
+    }
+}
+
+/// The forward pass, as [`attention::forward`](super::attention::forward):
+/// per query row, the output row and its log-sum-exp.
+pub(crate) fn forward<T: Float>(
+    op: &'static str,
+    dims: &Dims,
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    mask: Option<&Mask<'_, T>>,
+) -> Result<Vec<T>> {
+    let (tq, tk, dv) = (dims.tq, dims.tk, dims.dv);
+    let width = dv + 1;
+    let mut out = alloc::try_filled(op, dims.batch * tq * width, T::zero())?;
+    workers::for_each_chunk_mut(&mut out, ROWS * width, |c, part| {
+        super::math::with_simd(
+            #[inline(always)]
+            || {
+                let mut s = vec![T::zero(); ROWS * tk];
+                let n_rows = part.len() / width;
+                let first = c * ROWS;
+                // runs of rows of one batch element
+                let mut r0 = 0;
+                while r0 < n_rows {
+                    let b = (first + r0) / tq;
+                    let i0 = (first + r0) % tq;
+                    let n = (n_rows - r0).min(tq - i0);
+                    let nk = dims.keys(i0 + n - 1);
+                    let s = &mut s[..n * nk];
+                    scores(dims, q, k, mask, b, i0, n, nk, s);
+                    let mut lse = [T::zero(); ROWS];
+                    for r in 0..n {
+                        let i = i0 + r;
+                        let row = &mut s[r * nk..][..nk];
+                        let m = row.iter().fold(T::neg_infinity(), |a, &x| if x > a { x } else { a });
+                        if dims.keys(i) == 0 || m == T::neg_infinity() {
+                            // no key (output 0), or only -inf scores (NaN, as
+                            // the softmax of such a row)
+                            let fill = if dims.keys(i) == 0 { T::zero() } else { T::nan() };
+                            row.fill(fill);
+                            lse[r] = T::neg_infinity();
+                            continue;
+                        }
+                        for x in row.iter_mut() {
+                            *x = *x - m;
+                        }
+                        let l = exp_in_place(row);
+                        lse[r] = m + l.ln();
+                        let inv = T::one() / l;
+                        match &dims.dropout {
+                            Some(dr) => {
+                                let at = (b * tq + i) * tk;
+                                for (j, x) in row.iter_mut().enumerate() {
+                                    *x = *x * inv * T::from_f64(dr.factor(at + j));
+                                }
+                            }
+                            None => {
+                                for x in row.iter_mut() {
+                                    *x = *x * inv;
+                                }
+                            }
+                        }
+                    }
+                    let rows = &mut part[r0 * width..];
+                    product((n, dv, nk), rows, width, false, s, (nk, 1), &v[b * tk * dv..], (dv, 1));
+                    for r in 0..n {
+                        rows[r * width + dv] = lse[r];
+                    }
+                    r0 += n;
+                }
+            },
+        )
+    });
+    Ok(out)
+}
+
+/// The backward pass, as [`attention::backward`](super::attention::backward):
+/// per batch element, `dq`, `dk`, `dv` concatenated.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward<T: Float>(
+    op: &'static str,
+    dims: &Dims,
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    mask: Option<&Mask<'_, T>>,
+    fwd: &[T],
+    dout: &[T],
+) -> Result<Vec<T>> {
+    let Dims { tq, tk, d, dv, .. } = *dims;
+    let per = tq * d + tk * d + tk * dv;
+    let scale = T::from_f64(dims.scale);
+    let mut out = alloc::try_filled(op, dims.batch * per, T::zero())?;
+    workers::for_each_chunk_mut(&mut out, per.max(1), |b, part| {
+        super::math::with_simd(
+            #[inline(always)]
+            || {
+                let (dq, rest) = part.split_at_mut(tq * d);
+                let (dk, dvv) = rest.split_at_mut(tk * d);
+                let mut s = vec![T::zero(); ROWS * tk];
+                let mut dp = vec![T::zero(); ROWS * tk];
+                let mut i0 = 0;
+                while i0 < tq {
+                    let n = ROWS.min(tq - i0);
+                    let nk = dims.keys(i0 + n - 1);
+                    if nk == 0 {
+                        i0 += n;
+                        continue;
+                    }
+                    let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
+                    scores(dims, q, k, mask, b, i0, n, nk, s);
+                    let g = &dout[(b * tq + i0) * dv..];
+                    // dP = dO Vᵀ
+                    product((n, nk, dv), dp, nk, false, g, (dv, 1), &v[b * tk * dv..], (1, dv));
+                    for r in 0..n {
+                        let i = i0 + r;
+                        let f = &fwd[(b * tq + i) * (dv + 1)..][..dv + 1];
+                        let lse = f[dv];
+                        let dd = f[..dv]
+                            .iter()
+                            .zip(&g[r * dv..][..dv])
+                            .fold(T::zero(), |a, (&o, &y)| a + o * y);
+                        let (srow, dprow) = (&mut s[r * nk..][..nk], &mut dp[r * nk..][..nk]);
+                        for x in srow.iter_mut() {
+                            *x = *x - lse;
+                        }
+                        exp_in_place(srow);
+                        // srow: P, then P∘F (for dV); dprow: dS
+                        match &dims.dropout {
+                            Some(dr) => {
+                                let at = (b * tq + i) * tk;
+                                for (j, (p, y)) in srow.iter_mut().zip(dprow.iter_mut()).enumerate() {
+                                    let fj = T::from_f64(dr.factor(at + j));
+                                    *y = *p * (*y * fj - dd) * scale;
+                                    *p = *p * fj;
+                                }
+                            }
+                            None => {
+                                for (p, y) in srow.iter().zip(dprow.iter_mut()) {
+                                    *y = *p * (*y - dd) * scale;
+                                }
+                            }
+                        }
+                    }
+                    // dV += (P∘F)ᵀ dO, dQ = dS K, dK += dSᵀ Q
+                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (dv, 1));
+                    product(
+                        (n, d, nk),
+                        &mut dq[i0 * d..],
+                        d,
+                        false,
+                        dp,
+                        (nk, 1),
+                        &k[b * tk * d..],
+                        (d, 1),
+                    );
+                    product((nk, d, n), dk, d, true, dp, (1, nk), &q[(b * tq + i0) * d..], (d, 1));
+                    i0 += n;
+                }
+            },
+        )
+    });
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::attention::{backward_online, forward_online, Dropout};
+    use super::*;
+
+    fn vals(n: usize, k: f64) -> Vec<f64> {
+        (0..n).map(|i| (0.37 * i as f64 + k).sin() * 1.3).collect()
+    }
+
+    fn close(a: &[f64], b: &[f64], what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let ok = (x - y).abs() <= 1e-12 * (1.0 + y.abs()) || (x.is_nan() && y.is_nan()) || x == y;
+            assert!(ok, "{what} [{i}]: {x} vs {y}");
+        }
+    }
+
+    /// The product kernels give the online kernels' values (to rounding),
+    /// forward and backward: row blocks across batch elements, causal rows
+    /// that see part of a block, fewer and more keys than queries, masks
+    /// with -inf entries, dropout.
+    #[test]
+    fn products_equal_the_online_kernels() {
+        for &(batch, tq, tk, d, dv) in &[
+            (3, 70, 70, 8, 5),
+            (2, 130, 40, 4, 6),
+            (1, 9, 200, 5, 3),
+            (4, 1, 1, 2, 2),
+            (2, 64, 64, 16, 16),
+        ] {
+            let (q, k, v) = (
+                vals(batch * tq * d, 1.0),
+                vals(batch * tk * d, 2.0),
+                vals(batch * tk * dv, 3.0),
+            );
+            let g = vals(batch * tq * dv, 4.0);
+            let mut m = vals(batch * tq * tk, 5.0);
+            for (i, x) in m.iter_mut().enumerate() {
+                if i % 7 == 3 {
+                    *x = f64::NEG_INFINITY;
+                }
+            }
+            let mask = Mask {
+                data: &m,
+                base: (0..batch).map(|b| b * tq * tk).collect(),
+                row: tk,
+                col: 1,
+            };
+            for causal in [false, true] {
+                for masked in [false, true] {
+                    for dropout in [None, Some(Dropout::new(9, 0.3))] {
+                        let dims = Dims {
+                            batch,
+                            tq,
+                            tk,
+                            d,
+                            dv,
+                            scale: 0.4,
+                            causal,
+                            dropout,
+                        };
+                        let what = format!(
+                            "{batch}x{tq}x{tk} causal {causal} mask {masked} dropout {}",
+                            dropout.is_some()
+                        );
+                        let mk = masked.then_some(&mask);
+                        let a = forward("t", &dims, &q, &k, &v, mk).unwrap();
+                        let b = forward_online("t", &dims, &q, &k, &v, mk).unwrap();
+                        close(&a, &b, &format!("forward {what}"));
+                        let ga = super::backward("t", &dims, &q, &k, &v, mk, &b, &g).unwrap();
+                        let gb = backward_online("t", &dims, &q, &k, &v, mk, &b, &g).unwrap();
+                        close(&ga, &gb, &format!("backward {what}"));
+                    }
+                }
+            }
+        }
+    }
+}
