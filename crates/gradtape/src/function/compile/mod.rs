@@ -13,6 +13,8 @@
 //! 2. `simplify` — algebraic simplification: `x * 1`, identities,
 //!    casts and reshapes to the same type and shape, transpose and reshape
 //!    chains.
+//!    `pads_to_concat` — a sum of zero-padded parts that do not overlap
+//!    (the gradient of a `split`) becomes one concatenation of the parts.
 //! 3. `cse` and `dce` — common-subexpression and dead-code elimination
 //!    again (folding and simplification expose more).
 //! 4. `pool_argmax` — a max pool and the positions of its maxima (which
@@ -97,6 +99,7 @@ pub(crate) mod fuse;
 pub(crate) mod hoist_reductions;
 pub(crate) mod join_products;
 pub(crate) mod kernel;
+pub(crate) mod pads_to_concat;
 pub(crate) mod pair_products;
 pub(crate) mod pipeline;
 pub(crate) mod pool_argmax;
