@@ -149,3 +149,56 @@ fn the_gradient_of_split_is_one_concatenation() -> Result<()> {
     }
     Ok(())
 }
+
+/// The bits of each output of `out`.
+fn bits(out: &[Tensor]) -> Vec<Vec<u64>> {
+    out.iter()
+        .map(|t| t.to_vec_f64().iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn pairs_of_products_are_tried_both_ways_with_the_same_bits() -> Result<()> {
+    // the attention block's and the LSTM's input and weight gradients
+    // pair (with more than one thread); their first runs alternate
+    // between the pair together and one after the other, then keep the
+    // faster: every run gives the bits of the first
+    let lstm_vars = || {
+        vec![
+            Variable::new(data(&[96, 32], 3.0)),
+            Variable::new(data(&[96, 256], 4.0)),
+        ]
+    };
+    type Case = (&'static str, fn() -> Vec<Variable>, fn(&[Tensor]) -> Result<Tensor>);
+    let cases: [Case; 2] = [
+        ("attention", attention_vars, attention_loss),
+        ("lstm", lstm_vars, lstm_big_loss),
+    ];
+    for (name, vars, loss) in cases {
+        let vars = vars();
+        let f = gradtape::function(move |_: &Tensor| step(&vars, loss));
+        let arg = Tensor::scalar(0.0f32);
+        let first = bits(&f.call(&arg)?);
+        for run in 1..12 {
+            assert!(bits(&f.call(&arg)?) == first, "{name}: run {run} differs");
+        }
+        assert!(f.concrete(&arg)?.compile_stats().count("pair_products").is_some());
+    }
+    Ok(())
+}
+
+/// [`lstm_loss`] at a size whose products pair (batch 32, 64 units).
+fn lstm_big_loss(p: &[Tensor]) -> Result<Tensor> {
+    let [x, w] = p else { unreachable!() };
+    let mut h = Tensor::zeros(&[32, 64], gradtape::DType::F32);
+    let mut c = h.clone();
+    for s in 0..3 {
+        let xs = x.narrow(0, 32 * s, 32)?;
+        let z = Tensor::concat(&[&xs, &h], 1)?.matmul(w)?;
+        let g = z.split(4, 1)?;
+        let (i, f, o) = (g[0].sigmoid()?, g[1].sigmoid()?, g[3].sigmoid()?);
+        c = f.mul(&c)?.add(&i.mul(&g[2].tanh()?)?)?;
+        h = o.mul(&c.tanh()?)?;
+    }
+    h.square()?.sum_all()
+}
