@@ -128,6 +128,11 @@ const WORKLOADS: &[Workload] = &[
         name: "mlp_step_adam",
         run: Some(mlp_step::mlp_step_adam),
     },
+    // transformer_step at the shape of issue 28's char-level GPT
+    Workload {
+        name: "gpt_small",
+        run: Some(transformer_step::gpt_small),
+    },
     // mlp_step_adam data-parallel over MPI (feature `mpi`; run under mpirun)
     #[cfg(feature = "mpi")]
     Workload {

@@ -17,9 +17,11 @@
 //! construction up to the order of floating-point operations. A traced run
 //! that traces more than once is an error: tracing belongs outside the
 //! timed steps. `GRADTAPE_BENCH_GRAPH=1` prints each traced graph, and
-//! the optimised graph that runs, to stderr.
+//! the optimised graph that runs, to stderr; `GRADTAPE_BENCH_DISABLE=a,b`
+//! compiles with the passes `a` and `b` off (to time what a pass gains,
+//! in one build).
 
-use gradtape::{function, Error, Result, Tensor, TensorStruct};
+use gradtape::{CompileOptions, Error, Function, FunctionOptions, Result, Tensor, TensorStruct};
 
 use crate::{repeat, timeit, Report};
 
@@ -85,7 +87,7 @@ where
     match mode {
         Mode::Eager => time_steps(|| body(&args), timing),
         Mode::Traced => {
-            let f = function(body);
+            let f = Function::with_options(body, options()?);
             let report = time_steps(|| f.call(&args), timing)?;
             if std::env::var_os("GRADTAPE_BENCH_GRAPH").is_some() {
                 let c = f.concrete(&args)?;
@@ -101,6 +103,21 @@ where
             }
         }
     }
+}
+
+/// The traced function's options: the compiler without the passes
+/// `GRADTAPE_BENCH_DISABLE` names (comma-separated).
+fn options() -> Result<FunctionOptions> {
+    let mut compile = CompileOptions::default();
+    for name in std::env::var("GRADTAPE_BENCH_DISABLE").unwrap_or_default().split(',') {
+        if !name.trim().is_empty() {
+            compile = compile.disable_pass(name.trim())?;
+        }
+    }
+    Ok(FunctionOptions {
+        compile,
+        ..Default::default()
+    })
 }
 
 fn time_steps(mut step: impl FnMut() -> Result<Vec<Tensor>>, timing: Timing) -> Result<Report> {

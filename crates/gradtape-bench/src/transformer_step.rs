@@ -4,20 +4,56 @@
 //! gradient w.r.t. the 25 variables. Written with the library's ops as a
 //! user writes it (attention, LayerNorm and the head split by hand), as the
 //! peers' implementations are.
+//!
+//! `gpt_small` (gradtape's own, NOT one of WORKLOADS.md's): the same model
+//! at the shape of issue 28's char-level GPT (tokens [16, 64], width 128,
+//! 4 heads of 32, MLP 512, 65 tokens), a second shape on which traced must
+//! not lose to eager.
 
 use gradtape::{GradientTape, Result, Tensor, Variable};
 
 use crate::traced::{measure, Mode, Timing};
 use crate::{init, Report};
 
-const B: usize = 8;
-const T: usize = 128;
-const V: usize = 256;
-const D: usize = 256;
-const H: usize = 4;
+/// The sizes of one GPT.
+#[derive(Clone, Copy)]
+struct Gpt {
+    /// batch
+    b: usize,
+    /// context
+    t: usize,
+    /// vocabulary
+    v: usize,
+    /// width
+    d: usize,
+    /// heads
+    h: usize,
+    /// MLP width
+    mlp: usize,
+}
+
+/// The blocks of every GPT here.
 const L: usize = 2;
-const HD: usize = D / H;
-const MLP: usize = 1024;
+
+/// WORKLOADS.md's transformer_step.
+const TRANSFORMER_STEP: Gpt = Gpt {
+    b: 8,
+    t: 128,
+    v: 256,
+    d: 256,
+    h: 4,
+    mlp: 1024,
+};
+
+/// Issue 28's char-level GPT.
+const GPT_SMALL: Gpt = Gpt {
+    b: 16,
+    t: 64,
+    v: 65,
+    d: 128,
+    h: 4,
+    mlp: 512,
+};
 
 /// `(x - mean) / sqrt(var + 1e-5) * gain + bias` over the last axis (the
 /// biased variance).
@@ -29,37 +65,40 @@ fn layer_norm(x: &Tensor, gain: &Tensor, bias: &Tensor) -> Result<Tensor> {
 }
 
 /// `[B*T, D]` to `[B, H, T, HD]`.
-fn heads(t: &Tensor) -> Result<Tensor> {
-    t.reshape(&[B, T, H, HD])?.permute(&[0, 2, 1, 3])
+fn heads(c: Gpt, t: &Tensor) -> Result<Tensor> {
+    t.reshape(&[c.b, c.t, c.h, c.d / c.h])?.permute(&[0, 2, 1, 3])
 }
 
 /// The variables in the peers' order: per block `Wqkv, Wo, ln1 gain, ln1
 /// bias, ln2 gain, ln2 bias, W1, b1, W2, b2`, then `E, P, lnf gain, lnf
 /// bias, Wout` (so the first gradient is block 0's `dWqkv`).
-fn variables() -> Vec<Variable> {
-    let ones = || Variable::new(Tensor::ones(&[D], gradtape::DType::F32));
+fn variables(c: Gpt) -> Vec<Variable> {
+    let Gpt { t, v, d, mlp, .. } = c;
+    let ones = || Variable::new(Tensor::ones(&[d], gradtape::DType::F32));
     let zeros = |n| Variable::new(Tensor::zeros(&[n], gradtape::DType::F32));
     let mut p = Vec::new();
     for blk in 0..L {
         let k0 = 10.0 + 10.0 * blk as f64;
-        p.push(Variable::new(init(&[D, 3 * D], k0 + 1.0, 1.0 / 16.0)));
-        p.push(Variable::new(init(&[D, D], k0 + 2.0, 1.0 / 16.0)));
-        p.extend([ones(), zeros(D), ones(), zeros(D)]);
-        p.push(Variable::new(init(&[D, MLP], k0 + 3.0, 1.0 / 16.0)));
-        p.push(zeros(MLP));
-        p.push(Variable::new(init(&[MLP, D], k0 + 4.0, 1.0 / 32.0)));
-        p.push(zeros(D));
+        p.push(Variable::new(init(&[d, 3 * d], k0 + 1.0, 1.0 / 16.0)));
+        p.push(Variable::new(init(&[d, d], k0 + 2.0, 1.0 / 16.0)));
+        p.extend([ones(), zeros(d), ones(), zeros(d)]);
+        p.push(Variable::new(init(&[d, mlp], k0 + 3.0, 1.0 / 16.0)));
+        p.push(zeros(mlp));
+        p.push(Variable::new(init(&[mlp, d], k0 + 4.0, 1.0 / 32.0)));
+        p.push(zeros(d));
     }
-    p.push(Variable::new(init(&[V, D], 1.0, 0.02)));
-    p.push(Variable::new(init(&[T, D], 2.0, 0.02)));
-    p.extend([ones(), zeros(D)]);
-    p.push(Variable::new(init(&[D, V], 3.0, 1.0 / 16.0)));
+    p.push(Variable::new(init(&[v, d], 1.0, 0.02)));
+    p.push(Variable::new(init(&[t, d], 2.0, 0.02)));
+    p.extend([ones(), zeros(d)]);
+    p.push(Variable::new(init(&[d, v], 3.0, 1.0 / 16.0)));
     p
 }
 
 /// The loss of the model with variables `p` on tokens `tok` [B, T] and
 /// labels `lab` [B*T], causal mask `mask` [T, T].
-fn loss(p: &[Tensor], tok: &Tensor, lab: &Tensor, mask: &Tensor) -> Result<Tensor> {
+fn loss(c: Gpt, p: &[Tensor], tok: &Tensor, lab: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let Gpt { b, t, d, .. } = c;
+    let scale = ((d / c.h) as f64).sqrt();
     let (e, pos, lnf_g, lnf_b, w_out) = (
         &p[10 * L],
         &p[10 * L + 1],
@@ -67,20 +106,20 @@ fn loss(p: &[Tensor], tok: &Tensor, lab: &Tensor, mask: &Tensor) -> Result<Tenso
         &p[10 * L + 3],
         &p[10 * L + 4],
     );
-    let mut x = e.gather(tok, 0)?.add(pos)?.reshape(&[B * T, D])?;
+    let mut x = e.gather(tok, 0)?.add(pos)?.reshape(&[b * t, d])?;
     for blk in p[..10 * L].chunks(10) {
         let [wqkv, wo, ln1_g, ln1_b, ln2_g, ln2_b, w1, b1, w2, b2] = blk else {
             unreachable!("chunks of 10")
         };
         let h = layer_norm(&x, ln1_g, ln1_b)?;
         let qkv = h.matmul(wqkv)?.split(3, -1)?;
-        let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
-        let s = q.matmul(&k.permute(&[0, 1, 3, 2])?)?.div_scalar(8.0)?.add(mask)?;
+        let (q, k, v) = (heads(c, &qkv[0])?, heads(c, &qkv[1])?, heads(c, &qkv[2])?);
+        let s = q.matmul(&k.permute(&[0, 1, 3, 2])?)?.div_scalar(scale)?.add(mask)?;
         let a = s
             .softmax(-1)?
             .matmul(&v)?
             .permute(&[0, 2, 1, 3])?
-            .reshape(&[B * T, D])?;
+            .reshape(&[b * t, d])?;
         x = x.add(&a.matmul(wo)?)?;
         let h = layer_norm(&x, ln2_g, ln2_b)?;
         let m = h.matmul(w1)?.bias_add(b1)?.gelu(false)?.matmul(w2)?.bias_add(b2)?;
@@ -93,16 +132,28 @@ fn loss(p: &[Tensor], tok: &Tensor, lab: &Tensor, mask: &Tensor) -> Result<Tenso
 /// The workload of WORKLOADS.md; checksum `[loss, sum|dWqkv of block 0|]`
 /// of the first step.
 pub(crate) fn transformer_step(mode: Mode) -> Result<Report> {
-    let tok = Tensor::from_vec((0..(B * T) as i64).map(|i| (7 * i + 3) % V as i64).collect(), &[B, T])?;
-    let lab = Tensor::from_vec((0..(B * T) as i64).map(|i| (11 * i + 5) % V as i64).collect(), &[B * T])?;
-    let mask: Vec<f32> = (0..T * T).map(|i| if i % T > i / T { -1e9 } else { 0.0 }).collect();
-    let mask = Tensor::from_vec(mask, &[T, T])?;
-    let params = variables();
+    gpt_step(TRANSFORMER_STEP, mode)
+}
+
+/// Issue 28's char-level GPT (not a workload of WORKLOADS.md); checksum as
+/// transformer_step's.
+pub(crate) fn gpt_small(mode: Mode) -> Result<Report> {
+    gpt_step(GPT_SMALL, mode)
+}
+
+/// One SGD step of the GPT `c`.
+fn gpt_step(c: Gpt, mode: Mode) -> Result<Report> {
+    let Gpt { b, t, v, .. } = c;
+    let tok = Tensor::from_vec((0..(b * t) as i64).map(|i| (7 * i + 3) % v as i64).collect(), &[b, t])?;
+    let lab = Tensor::from_vec((0..(b * t) as i64).map(|i| (11 * i + 5) % v as i64).collect(), &[b * t])?;
+    let mask: Vec<f32> = (0..t * t).map(|i| if i % t > i / t { -1e9 } else { 0.0 }).collect();
+    let mask = Tensor::from_vec(mask, &[t, t])?;
+    let params = variables(c);
     let body = move |(tok, lab, mask): &(Tensor, Tensor, Tensor)| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();
         let loss = tape.record(|| {
             let p: Vec<Tensor> = params.iter().map(Variable::read).collect();
-            loss(&p, tok, lab, mask)
+            loss(c, &p, tok, lab, mask)
         })?;
         let grads = tape.gradient(&loss, &params[..])?;
         let mut first = None;

@@ -21,6 +21,7 @@ mod function_optim;
 mod function_passes;
 mod function_shape;
 mod function_values;
+mod function_wins;
 mod vmap;
 
 /// Sets `GRADTAPE_VERIFY_PASSES=1` before `main` runs (the library reads it

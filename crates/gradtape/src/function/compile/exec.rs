@@ -22,7 +22,8 @@
 //! **Pairs.** Two adjacent independent products (a layer's input and
 //! weight gradients) run at the same time, each on one thread
 //! ([`pair_products`](super::pair_products)), with the bits of a run one after the
-//! other.
+//! other, where their first runs found that faster than one after the
+//! other ([`PairTrial`]).
 //!
 //! Recording: compiled graphs run with no tape, accumulator or trace active
 //! (a caller hides them, or none is active), so the nodes' ops record
@@ -36,7 +37,7 @@ use smallvec::SmallVec;
 
 use super::fuse::Fused;
 use super::kernel::{Outs, Program};
-use super::pair_products::{one_thread, pairs, PAIRS};
+use super::pair_products::{one_thread, pairs, PairTrial, PAIRS};
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
 use crate::ops::desc::Op;
@@ -57,8 +58,9 @@ struct Step {
     reads: SmallVec<[Read; 3]>,
     /// per output: its slot, or `None` when nothing reads it
     writes: SmallVec<[Option<u32>; 1]>,
-    /// the node runs at the same time as the next one (see [`pairs`])
-    paired: bool,
+    /// the node may run at the same time as the next one (see [`pairs`]),
+    /// as its trial decides
+    paired: Option<Box<PairTrial>>,
 }
 
 /// What a compiled graph's runs share: per node, where its operands come
@@ -116,13 +118,13 @@ impl Plan {
             steps.push(Step {
                 reads,
                 writes,
-                paired: false,
+                paired: None,
             });
         }
         steps.reverse();
         if pair && PAIRS.with(Cell::get) && crate::kernels::cpu::workers::threads() > 1 {
             for i in pairs(g) {
-                steps[i].paired = true;
+                steps[i].paired = Some(Box::default());
             }
         }
         Plan {
@@ -191,8 +193,21 @@ impl Plan {
         let mut i = 0;
         while i < self.steps.len() {
             let (node, step) = (&g.nodes[i], &self.steps[i]);
-            fetch(step, slots, ins)?;
-            if step.paired && i + 1 < self.steps.len() {
+            let trial = step.paired.as_deref().filter(|_| i + 1 < self.steps.len());
+            let (together, timed) = trial.map_or((false, false), PairTrial::next);
+            let t0 = timed.then(std::time::Instant::now);
+            if trial.is_some() && !together {
+                // the pair one node after the other (timed on a trial run)
+                run_one(node, step, slots, ins)?;
+                run_one(&g.nodes[i + 1], &self.steps[i + 1], slots, ins)?;
+                if let (Some(t), Some(t0)) = (trial, t0) {
+                    t.record(false, t0.elapsed());
+                }
+                i += 2;
+                continue;
+            }
+            if together {
+                fetch(step, slots, ins)?;
                 let (next, step2) = (&g.nodes[i + 1], &self.steps[i + 1]);
                 fetch(step2, slots, ins2)?;
                 let (a, b) = (&node.op, &next.op);
@@ -223,14 +238,13 @@ impl Plan {
                 let unran = || Error::invalid("function", "a node of a pair did not run");
                 store(node, step, first.ok_or_else(unran)??, ins, slots)?;
                 store(next, step2, second.ok_or_else(unran)??, ins2, slots)?;
+                if let (Some(t), Some(t0)) = (trial, t0) {
+                    t.record(true, t0.elapsed());
+                }
                 i += 2;
                 continue;
             }
-            let outs: Outs = match fused_program(&node.op) {
-                Some(p) => p.run_in_place(ins)?,
-                None => node.op.eval(ins)?.into_iter().collect(),
-            };
-            store(node, step, outs, ins, slots)?;
+            run_one(node, step, slots, ins)?;
             i += 1;
         }
         for &o in &self.outputs {
@@ -254,6 +268,22 @@ fn output_bytes<'a>(
             info.shape.iter().product::<usize>() * info.dtype.size_in_bytes(),
         )
     })
+}
+
+/// Runs one node (not as part of a pair): its operands from their slots
+/// (through `ins`), its results into them.
+fn run_one(
+    node: &crate::function::graph::Node,
+    step: &Step,
+    slots: &mut [Option<Tensor>],
+    ins: &mut Vec<Tensor>,
+) -> Result<()> {
+    fetch(step, slots, ins)?;
+    let outs: Outs = match fused_program(&node.op) {
+        Some(p) => p.run_in_place(ins)?,
+        None => node.op.eval(ins)?.into_iter().collect(),
+    };
+    store(node, step, outs, ins, slots)
 }
 
 /// Takes a step's operands from their slots into `ins`.
@@ -353,18 +383,19 @@ mod tests {
         for dims in [(640, 96, 80, 48), (8192, 12, 16, 10)] {
             let (on, args) = gradients(true, dims);
             let (off, _) = gradients(false, dims);
-            let paired = on.plan.steps.iter().filter(|s| s.paired).count();
+            let paired = on.plan.steps.iter().filter(|s| s.paired.is_some()).count();
             if crate::kernels::cpu::workers::threads() > 1 {
                 assert_eq!(paired, 2, "{dims:?}: {}", on.graph);
             }
-            assert!(off.plan.steps.iter().all(|s| !s.paired));
+            assert!(off.plan.steps.iter().all(|s| s.paired.is_none()));
             let want: Vec<Vec<u32>> = off
                 .run(&args)
                 .unwrap()
                 .iter()
                 .map(|t| t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect())
                 .collect();
-            for _ in 0..4 {
+            // (the trials run each pair both ways, then the faster way)
+            for _ in 0..2 + 2 * super::super::pair_products::TRIALS + 2 {
                 let got: Vec<Vec<u32>> = on
                     .run(&args)
                     .unwrap()
@@ -372,6 +403,9 @@ mod tests {
                     .map(|t| t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect())
                     .collect();
                 assert!(got == want, "{dims:?}: the paired plan's gradients differ");
+            }
+            for s in on.plan.steps.iter().filter_map(|s| s.paired.as_deref()) {
+                assert!(s.decision().is_some(), "{dims:?}: a pair is still on trial");
             }
         }
     }

@@ -13,6 +13,8 @@
 //! 2. `simplify` — algebraic simplification: `x * 1`, identities,
 //!    casts and reshapes to the same type and shape, transpose and reshape
 //!    chains.
+//!    `pads_to_concat` — a sum of zero-padded parts that do not overlap
+//!    (the gradient of a `split`) becomes one concatenation of the parts.
 //! 3. `cse` and `dce` — common-subexpression and dead-code elimination
 //!    again (folding and simplification expose more).
 //! 4. `pool_argmax` — a max pool and the positions of its maxima (which
@@ -42,7 +44,8 @@
 //!     in cache.
 //! 11. `pair_products` — rewrites nothing: adjacent independent products
 //!     (a layer's input and weight gradients) run at the same time, one per
-//!     thread, bit for bit as one after the other.
+//!     thread, bit for bit as one after the other, where their first runs
+//!     find that faster (each pair is timed both ways).
 //!
 //! Each pass can be switched off by name
 //! ([`CompileOptions::disable_pass`], on
@@ -97,6 +100,7 @@ pub(crate) mod fuse;
 pub(crate) mod hoist_reductions;
 pub(crate) mod join_products;
 pub(crate) mod kernel;
+pub(crate) mod pads_to_concat;
 pub(crate) mod pair_products;
 pub(crate) mod pipeline;
 pub(crate) mod pool_argmax;

@@ -15,6 +15,16 @@
 //! pair as one parallel job of two tasks instead ([`pairs`] finds them,
 //! adjacent in the plan): each product runs on one thread, whole.
 //!
+//! **Measured, not assumed.** Whether a pair gains depends on the machine
+//! and the shapes: two products of equal arithmetic may run at unequal
+//! speeds on one thread each (different kernels, a long shared dimension),
+//! and one thread then waits for the other, where each product split over
+//! all threads would have kept them all busy. So each pair is tried both
+//! ways on its first runs ([`PairTrial`]: one untimed run each way, then
+//! [`TRIALS`] timed runs each way, alternating) and runs the faster way
+//! from then on. Either way gives the same bits (below), so the choice
+//! changes only the time.
+//!
 //! **Values.** A product's kernels run inside the pair's job, so the
 //! thread pool runs their own splits on the calling thread
 //! ([`parallel_for`](crate::kernels::cpu::workers::parallel_for) within a
@@ -34,6 +44,8 @@
 //! (`recycle::lend`): after the first runs, a pair allocates nothing.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::time::Duration;
 
 use super::pipeline::PassCx;
 use super::share_im2col::ConvBackpropFilterCols;
@@ -103,4 +115,65 @@ pub(crate) fn one_thread<R>(f: impl FnOnce() -> R) -> R {
     return crate::kernels::cpu::sgemm::split_small(|| crate::kernels::cpu::sgemm::one_thread(f));
     #[cfg(not(target_arch = "x86_64"))]
     f()
+}
+
+/// Timed runs of a pair each way before it is decided.
+pub(crate) const TRIALS: u32 = 3;
+
+/// How one pair of products runs: both ways on its first runs, then the
+/// way whose fastest timed run was the faster (see the module's notes).
+#[derive(Default)]
+pub(crate) struct PairTrial {
+    /// runs started before the decision
+    runs: AtomicU32,
+    /// timed runs finished
+    timed: AtomicU32,
+    /// the fastest timed run, in nanoseconds, one after the other
+    /// (`[0]`) and together (`[1]`); 0: none yet
+    best: [AtomicU64; 2],
+    /// 0: undecided; 1: one after the other; 2: together
+    decided: AtomicU8,
+}
+
+impl PairTrial {
+    /// How this run runs the pair: together or not, and whether it is
+    /// timed (then [`record`](Self::record) gets its time).
+    pub(crate) fn next(&self) -> (bool, bool) {
+        match self.decided.load(Relaxed) {
+            1 => return (false, false),
+            2 => return (true, false),
+            _ => {}
+        }
+        let n = self.runs.fetch_add(1, Relaxed);
+        // runs 0 and 1 (together, then not) warm up; then timed runs
+        // alternate; runs past the trials (concurrent calls before the
+        // decision) go together, untimed
+        match n {
+            0 => (true, false),
+            1 => (false, false),
+            n if n < 2 + 2 * TRIALS => (n % 2 == 0, true),
+            _ => (true, false),
+        }
+    }
+
+    /// Records a timed run; the last of the trials decides.
+    pub(crate) fn record(&self, together: bool, took: Duration) {
+        let ns = (took.as_nanos() as u64).max(1);
+        let best = &self.best[together as usize];
+        let _ = best.fetch_update(Relaxed, Relaxed, |b| (b == 0 || ns < b).then_some(ns));
+        if self.timed.fetch_add(1, Relaxed) + 1 == 2 * TRIALS {
+            let (apart, joint) = (self.best[0].load(Relaxed), self.best[1].load(Relaxed));
+            self.decided.store(if joint <= apart { 2 } else { 1 }, Relaxed);
+        }
+    }
+
+    /// Whether the trials are over and the pair runs together (`Some`).
+    #[cfg(test)]
+    pub(crate) fn decision(&self) -> Option<bool> {
+        match self.decided.load(Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
 }

@@ -15,8 +15,8 @@
 //! the environment has `GRADTAPE_VERIFY_PASSES=1` (read once).
 
 use super::{
-    diag_matmul, fold, fuse, hoist_reductions, join_products, pair_products, pool_argmax, share_im2col, simplify,
-    transpose_once, CompileStats,
+    diag_matmul, fold, fuse, hoist_reductions, join_products, pads_to_concat, pair_products, pool_argmax, share_im2col,
+    simplify, transpose_once, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -45,7 +45,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 13] = [
+pub(crate) static PASSES: [Pass; 14] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -55,6 +55,11 @@ pub(crate) static PASSES: [Pass; 13] = [
         name: "simplify",
         run: simplify::run,
         stat: Some(|s| &mut s.simplified),
+    },
+    Pass {
+        name: "pads_to_concat",
+        run: pads_to_concat::run,
+        stat: None,
     },
     // folding and simplification expose more of both
     Pass {
