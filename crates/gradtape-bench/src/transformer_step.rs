@@ -2,8 +2,11 @@
 //! [8, 128], width 256, 4 causal heads of 64, a GELU MLP of 1024, final
 //! LayerNorm, logits over 256 tokens, mean sparse softmax cross-entropy;
 //! gradient w.r.t. the 25 variables. Written with the library's ops as a
-//! user writes it (attention, LayerNorm and the head split by hand), as the
-//! peers' implementations are.
+//! user writes it: LayerNorm and the head split by hand, as the peers'
+//! implementations are, and the attention of the heads by the library's
+//! fused `scaled_dot_product_attention` (the peers write it by hand:
+//! `GRADTAPE_BENCH_BY_HAND=1` does too, with three products, the mask and
+//! a softmax).
 //!
 //! `gpt_small` (gradtape's own, NOT one of WORKLOADS.md's): the same model
 //! at the shape of issue 28's char-level GPT (tokens [16, 64], width 128,
@@ -64,6 +67,13 @@ fn layer_norm(x: &Tensor, gain: &Tensor, bias: &Tensor) -> Result<Tensor> {
     d.mul(&var.add_scalar(1e-5)?.rsqrt()?)?.mul(gain)?.add(bias)
 }
 
+/// Whether the heads' attention is written by hand
+/// (`GRADTAPE_BENCH_BY_HAND=1`) rather than by the fused op.
+fn by_hand() -> bool {
+    static BY_HAND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BY_HAND.get_or_init(|| std::env::var("GRADTAPE_BENCH_BY_HAND").is_ok_and(|v| v == "1"))
+}
+
 /// `[B*T, D]` to `[B, H, T, HD]`.
 fn heads(c: Gpt, t: &Tensor) -> Result<Tensor> {
     t.reshape(&[c.b, c.t, c.h, c.d / c.h])?.permute(&[0, 2, 1, 3])
@@ -114,12 +124,13 @@ fn loss(c: Gpt, p: &[Tensor], tok: &Tensor, lab: &Tensor, mask: &Tensor) -> Resu
         let h = layer_norm(&x, ln1_g, ln1_b)?;
         let qkv = h.matmul(wqkv)?.split(3, -1)?;
         let (q, k, v) = (heads(c, &qkv[0])?, heads(c, &qkv[1])?, heads(c, &qkv[2])?);
-        let s = q.matmul(&k.permute(&[0, 1, 3, 2])?)?.div_scalar(scale)?.add(mask)?;
-        let a = s
-            .softmax(-1)?
-            .matmul(&v)?
-            .permute(&[0, 2, 1, 3])?
-            .reshape(&[b * t, d])?;
+        let a = if by_hand() {
+            let s = q.matmul(&k.permute(&[0, 1, 3, 2])?)?.div_scalar(scale)?.add(mask)?;
+            s.softmax(-1)?.matmul(&v)?
+        } else {
+            q.scaled_dot_product_attention(&k, &v, None, true, Some(1.0 / scale))?
+        };
+        let a = a.permute(&[0, 2, 1, 3])?.reshape(&[b * t, d])?;
         x = x.add(&a.matmul(wo)?)?;
         let h = layer_norm(&x, ln2_g, ln2_b)?;
         let m = h.matmul(w1)?.bias_add(b1)?.gelu(false)?.matmul(w2)?.bias_add(b2)?;
