@@ -13,5 +13,6 @@
 mod common;
 mod counting;
 
+mod buffer_cache;
 mod function_alloc;
 mod function_exec;

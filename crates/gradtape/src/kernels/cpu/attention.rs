@@ -44,7 +44,7 @@ use crate::error::Result;
 use crate::kernels::cpu::counter::CounterRng;
 use crate::kernels::cpu::nn::exp_in_place;
 use crate::kernels::cpu::workers;
-use crate::tensor::{alloc, Float};
+use crate::tensor::Float;
 
 /// Keys per block of the online softmax.
 pub(crate) const BLOCK: usize = 64;
@@ -271,7 +271,7 @@ pub(crate) fn forward_online<T: Float>(
 ) -> Result<Vec<T>> {
     let (tq, tk, d, dv) = (dims.tq, dims.tk, dims.d, dims.dv);
     let width = dv + 1;
-    let mut out = alloc::try_filled(op, dims.batch * tq * width, T::zero())?;
+    let mut out = super::filled_vec(op, dims.batch * tq * width, T::zero())?;
     // rows per task: enough work per task to pay for the hand-off and the
     // block transposes, at most ROWS
     const ROWS: usize = 64;
@@ -380,7 +380,7 @@ pub(crate) fn backward_online<T: Float>(
     let Dims { tq, tk, d, dv, .. } = *dims;
     let per = tq * d + tk * d + tk * dv;
     let scale = T::from_f64(dims.scale);
-    let mut out = alloc::try_filled(op, dims.batch * per, T::zero())?;
+    let mut out = super::filled_vec(op, dims.batch * per, T::zero())?;
     workers::for_each_chunk_mut(&mut out, per.max(1), |b, part| {
         crate::kernels::cpu::math::with_simd(
             #[inline(always)]

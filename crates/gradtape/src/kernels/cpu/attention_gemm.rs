@@ -28,7 +28,7 @@ use super::matmul::gemm_raw;
 use super::nn::exp_in_place;
 use super::workers;
 use crate::error::Result;
-use crate::tensor::{alloc, Float};
+use crate::tensor::Float;
 
 /// Query rows per block.
 pub(crate) const ROWS: usize = 64;
@@ -138,7 +138,7 @@ pub(crate) fn forward<T: Float>(
 ) -> Result<Vec<T>> {
     let (tq, tk, dv) = (dims.tq, dims.tk, dims.dv);
     let width = dv + 1;
-    let mut out = alloc::try_filled(op, dims.batch * tq * width, T::zero())?;
+    let mut out = super::filled_vec(op, dims.batch * tq * width, T::zero())?;
     workers::for_each_chunk_mut(&mut out, ROWS * width, |c, part| {
         super::math::with_simd(
             #[inline(always)]
@@ -217,7 +217,7 @@ pub(crate) fn backward<T: Float>(
     let Dims { tq, tk, d, dv, .. } = *dims;
     let per = tq * d + tk * d + tk * dv;
     let scale = T::from_f64(dims.scale);
-    let mut out = alloc::try_filled(op, dims.batch * per, T::zero())?;
+    let mut out = super::filled_vec(op, dims.batch * per, T::zero())?;
     workers::for_each_chunk_mut(&mut out, per.max(1), |b, part| {
         super::math::with_simd(
             #[inline(always)]

@@ -47,7 +47,9 @@ pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<T
     let n = checked_numel("gather", &shape)?;
     Ok(with_dtype!(params.dtype(), T => {
         let src = params.values::<T>("gather")?;
-        let mut out: Vec<T> = alloc::try_vec("gather", n)?;
+        // (from the buffer cache: a step's lookups free and ask for the
+        // same sizes each time)
+        let mut out = alloc::try_buf::<T>("gather", n)?;
         // (an empty result is not walked, however many empty rows it has)
         let outer = if n == 0 { 0 } else { outer };
         for o in 0..outer {
@@ -56,7 +58,7 @@ pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<T
                 out.extend_from_slice(&src[start..start + inner]);
             }
         }
-        Tensor::from_storage(T::into_storage(out), &shape)
+        Tensor::from_storage(T::buf_into_storage(out), &shape)
     }))
 }
 
