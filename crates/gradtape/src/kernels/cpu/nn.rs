@@ -15,8 +15,10 @@ fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     (outer, shape[axis], inner)
 }
 
-/// Softmax (or log-softmax when `log`) of one contiguous row of length `n`.
-#[inline]
+/// Softmax (or log-softmax when `log`) of one contiguous row of length `n`
+/// (inlined into its caller's `with_simd`: out of it, the `f32` exp's
+/// fused multiply-adds become library calls).
+#[inline(always)]
 fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
     let mut m = T::neg_infinity();
     for &v in x {
