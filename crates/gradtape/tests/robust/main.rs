@@ -25,3 +25,4 @@ mod robust_math;
 mod robust_nn;
 mod robust_shape;
 mod robust_sizes;
+mod robust_transformer;

@@ -1,0 +1,169 @@
+//! Never-panic property test for attention and the transformer layers:
+//! random (often empty or mismatched) shapes, dtypes, masks, causal flags,
+//! dropout rates, cache misuse, positions past the table, and sampling with
+//! degenerate logits, temperatures and top-k. Every call returns a result
+//! or an error, never a panic.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use gradtape::nn::{
+    sampling, AttentionArgs, KvCache, Layer, MultiHeadAttention, PositionalEmbedding, TransformerBlock,
+};
+use gradtape::{AttentionDropout, DType, Result, Rng, Tensor};
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn coin(&mut self) -> bool {
+        self.below(2) == 0
+    }
+    fn shape(&mut self, rank: usize) -> Vec<usize> {
+        (0..rank).map(|_| self.below(5) as usize).collect()
+    }
+    fn dtype(&mut self) -> DType {
+        [DType::F32, DType::F64, DType::F16, DType::I64, DType::Bool][self.below(5) as usize]
+    }
+    fn tensor(&mut self, shape: &[usize], dtype: DType) -> Tensor {
+        let n: usize = shape.iter().product();
+        let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, 1e30];
+        let v: Vec<f64> = (0..n)
+            .map(|i| {
+                if self.below(10) == 0 {
+                    special[self.below(5) as usize]
+                } else {
+                    ((i as f64) * 0.37 + self.below(7) as f64).sin()
+                }
+            })
+            .collect();
+        Tensor::from_vec(v, shape).unwrap().cast(dtype).unwrap()
+    }
+    fn float(&mut self) -> f64 {
+        [0.0, 0.5, 1.0, -1.0, f64::NAN, f64::INFINITY, 1e-300, 0.999_999][self.below(8) as usize]
+    }
+}
+
+/// Runs `f`, failing the test if it panics; whether it returned `Ok`.
+fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> bool {
+    let r = catch_unwind(AssertUnwindSafe(f));
+    assert!(r.is_ok(), "{what} panicked");
+    r.is_ok_and(|r| r.is_ok())
+}
+
+#[test]
+fn attention_and_transformer_layers_never_panic() {
+    let mut g = Lcg(0x7a11);
+    let mut rng = Rng::new(1);
+    // calls that returned a result, per kind (the cases must reach the
+    // kernels, not only the checks)
+    let mut ok = [0usize; 5];
+    for case in 0..400 {
+        // the op, on random operands
+        let rank = 1 + g.below(4) as usize;
+        let dt = if g.coin() { DType::F32 } else { g.dtype() };
+        // mostly agreeing shapes (q [.., tq, d], k [.., tk, d], v [.., tk, dv]),
+        // sometimes independent ones
+        let (qs, ks, vs) = if g.below(4) == 0 {
+            (g.shape(rank), g.shape(rank), g.shape(rank))
+        } else {
+            let qs = g.shape(rank.max(2));
+            let r = qs.len();
+            let (tk, dv) = (g.below(5) as usize, g.below(5) as usize);
+            let mut ks = qs.clone();
+            ks[r - 2] = tk;
+            let mut vs = ks.clone();
+            vs[r - 1] = dv;
+            (qs, ks, vs)
+        };
+        let (q, k, v) = (g.tensor(&qs, dt), g.tensor(&ks, dt), g.tensor(&vs, dt));
+        let mask = if g.coin() {
+            let mrank = g.below(rank as u64 + 1) as usize;
+            let ms = g.shape(mrank);
+            let mdt = if g.coin() { DType::Bool } else { dt };
+            Some(g.tensor(&ms, mdt))
+        } else {
+            None
+        };
+        let causal = g.coin();
+        let scale = if g.coin() { Some(g.float()) } else { None };
+        ok[0] += usize::from(no_panic(
+            &format!("case {case}: attention {qs:?} {ks:?} {vs:?}"),
+            || q.scaled_dot_product_attention(&k, &v, mask.as_ref(), causal, scale),
+        ));
+        let drop = AttentionDropout {
+            rate: g.float(),
+            seed: g.next(),
+        };
+        ok[1] += usize::from(no_panic(&format!("case {case}: attention dropout {drop:?}"), || {
+            q.scaled_dot_product_attention_dropout(&k, &v, mask.as_ref(), causal, scale, drop)
+        }));
+        // the layers, on inputs of random rank and width
+        let heads = g.below(3) as usize;
+        let key_dim = g.below(4) as usize;
+        let feat = g.below(5) as usize;
+        let xrank = 1 + g.below(3) as usize;
+        let mut xs = g.shape(xrank);
+        if g.below(4) != 0 {
+            // mostly [batch, time, feat]
+            xs = vec![g.below(4) as usize, g.below(5) as usize, feat];
+        }
+        let xdt = if g.below(4) != 0 { DType::F32 } else { g.dtype() };
+        let x = g.tensor(&xs, xdt);
+        ok[2] += usize::from(no_panic(
+            &format!("case {case}: MultiHeadAttention {heads}x{key_dim} on {:?}", x.shape()),
+            || {
+                let mha = MultiHeadAttention::builder(heads, key_dim)
+                    .dropout(g.float())
+                    .build(feat, &mut rng)?;
+                let args = AttentionArgs::new().use_causal_mask(g.coin()).training(g.coin());
+                let y = mha.call_with(&x, &x, args);
+                let mut cache = KvCache::new();
+                let _ = mha.call_cached(&x, &mut cache);
+                // a second call with another batch size
+                let x2 = Tensor::zeros(&[1 + x.shape().first().copied().unwrap_or(0), 1, feat], DType::F32);
+                let _ = mha.call_cached(&x2, &mut cache);
+                y
+            },
+        ));
+        ok[3] += usize::from(no_panic(&format!("case {case}: TransformerBlock"), || {
+            let block = TransformerBlock::builder(feat, heads, 1 + g.below(4) as usize)
+                .causal(g.coin())
+                .build(&mut rng)?;
+            let mut cache = KvCache::new();
+            let _ = block.call_cached(&x, &mut cache);
+            block.call(&x)
+        }));
+        no_panic(&format!("case {case}: PositionalEmbedding"), || {
+            let pe = PositionalEmbedding::builder(g.below(5) as usize, feat).build(&mut rng)?;
+            let start = g.below(8) as usize;
+            let _ = pe.positions(start, g.below(8) as usize);
+            let _ = pe.add_to(&x, start);
+            pe.forward_from(&x, start)
+        });
+        // sampling
+        let lrank = g.below(3) as usize;
+        let ls = g.shape(lrank);
+        let ldt = g.dtype();
+        let logits = g.tensor(&ls, ldt);
+        let t = g.float();
+        let k = if g.coin() { Some(g.below(6) as usize) } else { None };
+        ok[4] += usize::from(no_panic(
+            &format!("case {case}: sampling {:?} t={t} k={k:?}", logits.shape()),
+            || {
+                let _ = sampling::categorical(&logits, g.below(4) as usize, &mut rng);
+                sampling::sample_next(&logits, t, k, &mut rng)
+            },
+        ));
+    }
+    eprintln!("results per kind: {ok:?}");
+    assert!(ok.iter().all(|&n| n >= 20), "too few cases got past the checks: {ok:?}");
+}
