@@ -213,11 +213,20 @@ fn block_scores<T: Float>(
     }
 }
 
+/// Whether a call runs on the kernels on matrix products
+/// ([`attention_gemm`](super::attention_gemm)): keys up to
+/// [`GEMM_MAX_KEYS`](super::attention_gemm::GEMM_MAX_KEYS), and heads and
+/// blocks wide enough for the products to pay (64: at head width 32 or
+/// 16, or 32 keys, the online kernel was faster, from 1.2× to 1.7×, at
+/// every length measured up to 512; at width 64 and 64 to 1024 keys the
+/// products were 1.8× to 3.7× faster).
+fn on_products(dims: &Dims) -> bool {
+    (64..=super::attention_gemm::GEMM_MAX_KEYS).contains(&dims.tk) && dims.d >= 64 && dims.dv >= 64
+}
+
 /// The forward pass: per query row, the output row followed by its
-/// log-sum-exp (`batch · tq` rows of `dv + 1`). Keys up to
-/// [`GEMM_MAX_KEYS`](super::attention_gemm::GEMM_MAX_KEYS) go to the
-/// kernels on matrix products ([`attention_gemm`](super::attention_gemm)),
-/// longer ones to [`forward_online`].
+/// log-sum-exp (`batch · tq` rows of `dv + 1`), on the kernels on matrix
+/// products where [`on_products`], else [`forward_online`].
 pub(crate) fn forward<T: Float>(
     op: &'static str,
     dims: &Dims,
@@ -226,7 +235,7 @@ pub(crate) fn forward<T: Float>(
     v: &[T],
     mask: Option<&Mask<'_, T>>,
 ) -> Result<Vec<T>> {
-    if dims.tk <= super::attention_gemm::GEMM_MAX_KEYS {
+    if on_products(dims) {
         super::attention_gemm::forward(op, dims, q, k, v, mask)
     } else {
         forward_online(op, dims, q, k, v, mask)
@@ -246,7 +255,7 @@ pub(crate) fn backward<T: Float>(
     fwd: &[T],
     dout: &[T],
 ) -> Result<Vec<T>> {
-    if dims.tk <= super::attention_gemm::GEMM_MAX_KEYS {
+    if on_products(dims) {
         super::attention_gemm::backward(op, dims, q, k, v, mask, fwd, dout)
     } else {
         backward_online(op, dims, q, k, v, mask, fwd, dout)
