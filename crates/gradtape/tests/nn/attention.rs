@@ -170,16 +170,23 @@ fn fused_equals_composite_across_shapes() {
 }
 
 /// First-order gradients through the fused backward op equal the
-/// composite's, with and without a mask, causal or not.
+/// composite's, with and without a mask, causal or not, on both kernels
+/// (heads of 8: the online kernel; of 64: the kernel on products).
 #[test]
 fn gradients_equal_the_composites() {
+    for width in [8, 64] {
+        gradients_equal_the_composites_at(width);
+    }
+}
+
+fn gradients_equal_the_composites_at(width: usize) {
     let (q, k, v) = (
-        init(&[2, 3, 70, 8], 1.0, 1.2),
-        init(&[2, 3, 90, 8], 2.0, 1.1),
-        init(&[2, 3, 90, 5], 3.0, 1.0),
+        init(&[2, 3, 70, width], 1.0, 1.2),
+        init(&[2, 3, 90, width], 2.0, 1.1),
+        init(&[2, 3, 90, width + 5], 3.0, 1.0),
     );
     let m = init(&[70, 90], 4.0, 3.0);
-    let w = init(&[2, 3, 70, 5], 5.0, 1.0);
+    let w = init(&[2, 3, 70, width + 5], 5.0, 1.0);
     for (mask, causal) in [(None, false), (None, true), (Some(&m), true)] {
         let grads = |fused: bool| {
             let tape = GradientTape::new();
@@ -189,7 +196,7 @@ fn gradients_equal_the_composites() {
                     let o = if fused {
                         q.scaled_dot_product_attention(&k, &v, mask, causal, None)?
                     } else {
-                        composite(&q, &k, &v, mask, causal, 1.0 / 8f64.sqrt())?
+                        composite(&q, &k, &v, mask, causal, 1.0 / (width as f64).sqrt())?
                     };
                     o.mul(&w)?.sum_all()
                 })
@@ -205,7 +212,7 @@ fn gradients_equal_the_composites() {
             for (x, y) in ga.iter().zip(&gb) {
                 assert!(
                     (x - y).abs() <= 1e-11 * (1.0 + y.abs()),
-                    "input {i} causal {causal}: {x} vs {y}"
+                    "width {width} input {i} causal {causal}: {x} vs {y}"
                 );
             }
         }
@@ -249,9 +256,16 @@ fn forward_mode_matches_the_composite() {
 }
 
 /// A traced function gives eager's values and gradients (the fused ops are
-/// graph nodes, run again at each call), also at new inputs.
+/// graph nodes, run again at each call), also at new inputs, on both
+/// kernels (heads of 8 and of 64).
 #[test]
 fn traced_equals_eager() {
+    for width in [8, 64] {
+        traced_equals_eager_at(width);
+    }
+}
+
+fn traced_equals_eager_at(width: usize) {
     let step = |q: &Tensor, k: &Tensor, v: &Tensor| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();
         let loss = tape.record(|| {
@@ -268,9 +282,9 @@ fn traced_equals_eager() {
     let f = function(move |(q, k, v): &(Tensor, Tensor, Tensor)| step(q, k, v));
     for s in [1.0, 2.0] {
         let args = (
-            init(&[2, 66, 8], s, 1.0),
-            init(&[2, 66, 8], s + 1.0, 1.0),
-            init(&[2, 66, 8], s + 2.0, 1.0),
+            init(&[2, 66, width], s, 1.0),
+            init(&[2, 66, width], s + 1.0, 1.0),
+            init(&[2, 66, width], s + 2.0, 1.0),
         );
         let traced = f.call(&args).unwrap();
         let eager = step(&args.0, &args.1, &args.2).unwrap();
@@ -282,15 +296,15 @@ fn traced_equals_eager() {
             for (j, (a, b)) in t.iter().zip(&e).enumerate() {
                 assert!(
                     (a - b).abs() <= 1e-13 * (1.0 + b.abs()),
-                    "output {i} [{j}]: {a} vs {b}, seed {s}"
+                    "width {width} output {i} [{j}]: {a} vs {b}, seed {s}"
                 );
             }
         }
     }
     let graph = f.graph(&(
-        init(&[2, 66, 8], 0.0, 1.0),
-        init(&[2, 66, 8], 0.0, 1.0),
-        init(&[2, 66, 8], 0.0, 1.0),
+        init(&[2, 66, width], 0.0, 1.0),
+        init(&[2, 66, width], 0.0, 1.0),
+        init(&[2, 66, width], 0.0, 1.0),
     ));
     let graph = graph.unwrap();
     assert_eq!(
