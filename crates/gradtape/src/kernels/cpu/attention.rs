@@ -33,7 +33,7 @@
 //! `dv` and `dp = f · dO[i]·v[j]`, and `D[i] = dO[i]·o[i]` still holds.
 //!
 //! Each block's probabilities are exponentiated together
-//! (`nn::exp_in_place`: `f32` through the vectorised `math::exp_slice`).
+//! (`math::exp_in_place`: `f32` through the vectorised `math::exp_slice`).
 //!
 //! Both passes accumulate in the element type (`f32` or `f64`; the op
 //! layer runs half-precision tensors through `f32`). Work is spread over
@@ -42,7 +42,7 @@
 
 use crate::error::Result;
 use crate::kernels::cpu::counter::CounterRng;
-use crate::kernels::cpu::nn::exp_in_place;
+use crate::kernels::cpu::math::exp_in_place;
 use crate::kernels::cpu::workers;
 use crate::tensor::Float;
 

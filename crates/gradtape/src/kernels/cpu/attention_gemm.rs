@@ -25,8 +25,8 @@
 //! the compute threads. Values agree with the online kernel to rounding.
 
 use super::attention::{Dims, Mask};
+use super::math::exp_in_place;
 use super::matmul::gemm_raw;
-use super::nn::exp_in_place;
 use super::workers;
 use crate::error::Result;
 use crate::tensor::Float;

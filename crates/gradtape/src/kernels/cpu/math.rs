@@ -154,6 +154,27 @@ pub(crate) fn exp_slice(x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// `x[i] = e^x[i]` and their sum: `f32` through the vectorised
+/// [`exp_slice`] (a block at a time), other types element by element.
+#[inline(always)]
+pub(crate) fn exp_in_place<T: crate::tensor::Float>(x: &mut [T]) -> T {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        // SAFETY: T is f32 (same layout).
+        let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
+        let mut tmp = [0.0f32; 64];
+        for c in xf.chunks_mut(64) {
+            let t = &mut tmp[..c.len()];
+            t.copy_from_slice(c);
+            exp_slice(t, c);
+        }
+    } else {
+        for v in x.iter_mut() {
+            *v = v.exp();
+        }
+    }
+    x.iter().fold(T::zero(), |s, &e| s + e)
+}
+
 /// `tanh x`, within 1.5 ulp for every `x`. For `|x| < 0.625` the odd Cephes
 /// polynomial `x + x³ P(x²)`; above, `1 - 2 / (e^{2|x|} + 1)` (where the
 /// cancellation costs little: the result is above 0.55; `2|x|` is capped

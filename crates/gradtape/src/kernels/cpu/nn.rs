@@ -1,7 +1,6 @@
 //! Kernels of the neural-network ops: softmax and log-softmax along an axis,
 //! and the fused sparse softmax cross-entropy (loss and softmax in one pass).
 
-use std::any::TypeId;
 use std::mem::MaybeUninit;
 
 use super::build_rows;
@@ -41,7 +40,7 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
     }
     // SAFETY: every element of `out` was written just above.
     let out: &mut [T] = unsafe { &mut *(out as *mut [MaybeUninit<T>] as *mut [T]) };
-    let s = exp_in_place(out);
+    let s = super::math::exp_in_place(out);
     if log {
         let ls = s.ln() + m;
         for (o, &v) in out.iter_mut().zip(x) {
@@ -53,27 +52,6 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
             *o = *o * r;
         }
     }
-}
-
-/// `x[i] = e^x[i]` and their sum: `f32` through the vectorised
-/// `math::exp_slice` (a block at a time), other types element by element.
-#[inline(always)]
-pub(crate) fn exp_in_place<T: Float>(x: &mut [T]) -> T {
-    if TypeId::of::<T>() == TypeId::of::<f32>() {
-        // SAFETY: T is f32 (same layout).
-        let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
-        let mut tmp = [0.0f32; 64];
-        for c in xf.chunks_mut(64) {
-            let t = &mut tmp[..c.len()];
-            t.copy_from_slice(c);
-            super::math::exp_slice(t, c);
-        }
-    } else {
-        for v in x.iter_mut() {
-            *v = v.exp();
-        }
-    }
-    x.iter().fold(T::zero(), |s, &e| s + e)
 }
 
 /// Softmax or log-softmax of `x` along `axis` (already normalised), computed
@@ -177,7 +155,7 @@ pub(crate) fn sparse_xent<T: Float, I: Element>(
             for (r, l) in loss.iter_mut().enumerate() {
                 let row = &mut p[r * c..(r + 1) * c];
                 *l = -row[labels[r].to_f64() as i64 as usize];
-                exp_in_place(row);
+                super::math::exp_in_place(row);
             }
         },
     );
