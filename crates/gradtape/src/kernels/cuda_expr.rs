@@ -1,0 +1,1 @@
+//! The CUDA C of the elementwise table's functions (to be written).
