@@ -6,7 +6,7 @@
 //! gradients w.r.t. the six variables; SGD with lr 0.01. The checksum is the
 //! first step's [loss, sum(|dK1|)].
 
-use gradtape::{DType, GradientTape, Padding, Result, Tensor, Variable};
+use gradtape::{GradientTape, Padding, Result, Tensor, Variable};
 
 use crate::traced::{measure, Mode, Timing};
 use crate::{init, Report};
@@ -16,14 +16,17 @@ const ITERS: usize = 10;
 
 pub(crate) fn cnn_step(mode: Mode) -> Result<Report> {
     let x = init(&[BATCH, 28, 28, 1], 0.1, 0.5);
-    let labels = Tensor::from_vec((0..BATCH as i64).map(|i| i % 10).collect::<Vec<_>>(), &[BATCH])?;
+    let labels = crate::on_device(Tensor::from_vec(
+        (0..BATCH as i64).map(|i| i % 10).collect::<Vec<_>>(),
+        &[BATCH],
+    )?);
     let params = [
         Variable::new(init(&[3, 3, 1, 16], 1.0, (2.0f64 / 9.0).sqrt())),
-        Variable::new(Tensor::zeros(&[16], DType::F32)),
+        Variable::new(crate::zeros(&[16])),
         Variable::new(init(&[3, 3, 16, 32], 2.0, (2.0f64 / 144.0).sqrt())),
-        Variable::new(Tensor::zeros(&[32], DType::F32)),
+        Variable::new(crate::zeros(&[32])),
         Variable::new(init(&[1568, 10], 3.0, (2.0f64 / 1568.0).sqrt())),
-        Variable::new(Tensor::zeros(&[10], DType::F32)),
+        Variable::new(crate::zeros(&[10])),
     ];
     let body = move |(x, labels): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();

@@ -156,12 +156,30 @@ fn set_extra(print: bool, fields: Vec<(&'static str, f64)>) {
 // ---------------------------------------------------------------------------
 // Shared helpers: inputs, timing, JSON.
 
+/// The device the workloads run on (`--device cuda:0`; the CPU by default).
+static DEVICE: std::sync::OnceLock<gradtape::Device> = std::sync::OnceLock::new();
+
+/// The device the workloads run on.
+pub(crate) fn device() -> gradtape::Device {
+    DEVICE.get().copied().unwrap_or_default()
+}
+
+/// `t` on the workloads' device.
+pub(crate) fn on_device(t: Tensor) -> Tensor {
+    t.to(device()).expect("the device was checked at start")
+}
+
+/// Zeros of `shape` (f32) on the workloads' device.
+pub(crate) fn zeros(shape: &[usize]) -> Tensor {
+    on_device(Tensor::zeros(shape, gradtape::DType::F32))
+}
+
 /// `init(shape, k, scale)[i] = scale * sin(0.37 * i + k)`, computed in f64 and
-/// stored as f32, `i` being the row-major flat index.
+/// stored as f32, `i` being the row-major flat index (on the workloads' device).
 fn init(shape: &[usize], k: f64, scale: f64) -> Tensor {
     let n: usize = shape.iter().product();
     let data: Vec<f32> = (0..n).map(|i| (scale * (0.37 * i as f64 + k).sin()) as f32).collect();
-    Tensor::from_vec(data, shape).expect("numel matches shape")
+    on_device(Tensor::from_vec(data, shape).expect("numel matches shape"))
 }
 
 /// Median as numpy computes it (mean of the two middle values for an even count).
@@ -297,6 +315,11 @@ fn emit(mode: Mode, name: &str, r: &Report) {
         .iter()
         .map(|(k, v)| format!(", {}: {}", json_str(k), json_num(*v)))
         .collect();
+    let extra = if device().is_cuda() {
+        format!("{extra}, \"device\": {}", json_str(&device().to_string()))
+    } else {
+        extra
+    };
     println!(
         "{{\"impl\": {}, \"workload\": {}, \"median_s\": {}, \"iters\": {}, \"checksum\": [{}]{extra}}}",
         json_str(mode.impl_name()),
@@ -384,11 +407,38 @@ fn main() -> ExitCode {
         (false, true) => &[Mode::Traced],
         _ => &[Mode::Eager, Mode::Traced],
     };
+    let mut device_arg: Option<String> = None;
+    let mut rest: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--device" {
+            device_arg = it.next().cloned();
+        } else if let Some(d) = a.strip_prefix("--device=") {
+            device_arg = Some(d.to_string());
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    let args = rest;
+    if let Some(d) = device_arg {
+        let device = match d.parse::<gradtape::Device>() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("gradtape-bench: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if let Err(e) = Tensor::scalar(0.0f32).to(device) {
+            eprintln!("gradtape-bench: {e}");
+            return ExitCode::from(2);
+        }
+        let _ = DEVICE.set(device);
+    }
     if let Some(f) = args
         .iter()
         .find(|a| a.starts_with("--") && *a != "--eager" && *a != "--traced")
     {
-        eprintln!("gradtape-bench: unknown flag {f:?}; flags: --eager, --traced (default: both)");
+        eprintln!("gradtape-bench: unknown flag {f:?}; flags: --eager, --traced (default: both), --device DEVICE (cpu, cuda:N)");
         return ExitCode::from(2);
     }
     let wanted: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();

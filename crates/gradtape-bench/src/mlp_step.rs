@@ -18,18 +18,18 @@ const TIMING: Timing = Timing::first(20, 2);
 
 /// Labels `i % 10` for a batch of `n`.
 pub(crate) fn labels(n: usize) -> Tensor {
-    Tensor::vector(&(0..n as i64).map(|i| i % 10).collect::<Vec<_>>())
+    crate::on_device(Tensor::vector(&(0..n as i64).map(|i| i % 10).collect::<Vec<_>>()))
 }
 
 /// The workload of WORKLOADS.md; checksum `[loss, sum|dW1|]` of the first step.
 pub(crate) fn mlp_step(mode: Mode) -> Result<Report> {
     let params: Vec<Variable> = vec![
         Variable::new(init(&[784, 512], 1.0, (2.0f64 / 784.0).sqrt())),
-        Variable::new(Tensor::zeros(&[512], gradtape::DType::F32)),
+        Variable::new(crate::zeros(&[512])),
         Variable::new(init(&[512, 512], 2.0, (2.0f64 / 512.0).sqrt())),
-        Variable::new(Tensor::zeros(&[512], gradtape::DType::F32)),
+        Variable::new(crate::zeros(&[512])),
         Variable::new(init(&[512, 10], 3.0, (2.0f64 / 512.0).sqrt())),
-        Variable::new(Tensor::zeros(&[10], gradtape::DType::F32)),
+        Variable::new(crate::zeros(&[10])),
     ];
     let body = move |(x, y): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();

@@ -11,7 +11,7 @@ pub(crate) fn rnn_grad(mode: Mode) -> Result<Report> {
     let x = init(&[64, 32, 64], 0.1, 0.5);
     let w = init(&[64, 128], 1.0, 1.0 / 8.0);
     let u = init(&[128, 128], 2.0, 0.5 / 128f64.sqrt());
-    let b = Tensor::zeros(&[128], gradtape::DType::F32);
+    let b = crate::zeros(&[128]);
     // the time steps' inputs, sliced once outside the timed steps
     let xs: Vec<Tensor> = (0..64)
         .map(|t| x.narrow(0, t, 1)?.reshape(&[32, 64]))
@@ -22,7 +22,7 @@ pub(crate) fn rnn_grad(mode: Mode) -> Result<Report> {
         let loss = tape.record(|| {
             tape.watch(&params);
             let [w, u, b] = &params;
-            let mut h = Tensor::zeros(&[32, 128], gradtape::DType::F32);
+            let mut h = crate::zeros(&[32, 128]);
             for xt in xs {
                 h = xt.matmul(w)?.add(&h.matmul(u)?)?.add(b)?.tanh()?;
             }

@@ -4,7 +4,7 @@
 //! the operation that failed (`op`) and the shapes or dtypes involved, so that a
 //! message read in a log is enough to find the faulty call.
 
-use crate::tensor::DType;
+use crate::tensor::{DType, Device};
 
 /// Shapes in error messages are plain vectors of dimension sizes.
 pub type ShapeVec = Vec<usize>;
@@ -189,6 +189,28 @@ pub enum Error {
         got: ShapeVec,
         /// The dtype given.
         got_dtype: DType,
+    },
+    /// An op's inputs live on two devices (no copy is made behind the
+    /// caller's back: move one with `Tensor::to`).
+    #[error("{op}: inputs on two devices, {lhs} and {rhs} (move one with .to(device))")]
+    DeviceMismatch {
+        /// The op.
+        op: &'static str,
+        /// The device of its first input.
+        lhs: Device,
+        /// The first other device among its inputs.
+        rhs: Device,
+    },
+    /// An op cannot run on a device: no GPU there, a CUDA library missing,
+    /// no kernel for this op or dtype on that device, or a CUDA error.
+    #[error("{op} on {device}: {msg}")]
+    Device {
+        /// The op.
+        op: &'static str,
+        /// The device.
+        device: Device,
+        /// What went wrong.
+        msg: String,
     },
     /// A gradient check found analytic and numeric derivatives that disagree.
     #[error("check_gradients: {0}")]

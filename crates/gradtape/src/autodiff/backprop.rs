@@ -43,6 +43,7 @@ pub(crate) struct SourceInfo {
     pub id: TensorId,
     pub shape: Shape,
     pub dtype: DType,
+    pub device: crate::tensor::Device,
 }
 
 /// What to return for a source no gradient reaches.
@@ -377,7 +378,7 @@ pub(crate) fn backprop(
             let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs, batch_dims, |vjp, cots, needs| {
                 let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
                 for (c, o) in cots.into_iter().zip(&rec.outputs) {
-                    full.push(c.map_or_else(|| batched::zeros(&batch, &o.shape, o.dtype), Ok)?);
+                    full.push(c.map_or_else(|| batched::zeros(&batch, &o.shape, o.dtype, o.device), Ok)?);
                 }
                 batched::call_rule(rec.name, vjp, &full, needs, batch_dims)
             })?;
@@ -428,7 +429,7 @@ pub(crate) fn backprop(
                 Some(g) if s.dtype.is_differentiable() => Some(g.clone()),
                 _ => match unconnected {
                     Unconnected::None => None,
-                    Unconnected::Zero => Some(Gradient::Dense(batched::zeros(&batch, &s.shape, s.dtype)?)),
+                    Unconnected::Zero => Some(Gradient::Dense(batched::zeros(&batch, &s.shape, s.dtype, s.device)?)),
                 },
             })
         })

@@ -20,13 +20,10 @@ use crate::tensor::{DType, Tensor};
 
 /// Zeros of shape `batch ++ shape`: the cotangent of an output no
 /// cotangent reached.
-pub(crate) fn zeros(batch: &[usize], shape: &[usize], dtype: DType) -> Result<Tensor> {
-    if batch.is_empty() {
-        return Tensor::try_zeros(shape, dtype);
-    }
+pub(crate) fn zeros(batch: &[usize], shape: &[usize], dtype: DType, device: crate::tensor::Device) -> Result<Tensor> {
     let mut s = batch.to_vec();
     s.extend_from_slice(shape);
-    Tensor::try_zeros(&s, dtype)
+    crate::kernels::gpu::filled("zeros", &s, 0.0, dtype, device)
 }
 
 /// Calls `rule` on cotangents with `k` leading batch dims (`k = 0`: a plain

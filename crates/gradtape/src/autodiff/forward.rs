@@ -618,7 +618,13 @@ impl ForwardAccumulator {
                 match (self.cell.tangent(id), unconnected) {
                     (Some(t), _) => Ok(Some(t)),
                     (None, Unconnected::None) => Ok(None),
-                    (None, Unconnected::Zero) => Tensor::try_zeros(&shape, dtype).map(Some),
+                    (None, Unconnected::Zero) => {
+                        let device = match r {
+                            SourceRef::Tensor(t) => t.device(),
+                            SourceRef::Variable(v) => v.device(),
+                        };
+                        crate::kernels::gpu::filled("zeros", &shape, 0.0, dtype, device).map(Some)
+                    }
                 }
             })
             .collect::<Result<Vec<_>>>()?;

@@ -142,5 +142,8 @@ where
     })?;
     let opts = crate::JacobianOptions::default().unconnected(Unconnected::Zero);
     let h = outer.jacobian_with(&g, x, opts).map_err(|e| e.for_op("hessian"))?;
-    h.map_or_else(|| Tensor::try_zeros(&shape, x.dtype()), Ok)
+    h.map_or_else(
+        || crate::kernels::gpu::filled("hessian", &shape, 0.0, x.dtype(), x.device()),
+        Ok,
+    )
 }

@@ -266,7 +266,12 @@ pub(crate) fn call_rule(
         let full: SmallVec<[Gradient; 1]> = cots
             .into_iter()
             .zip(outputs)
-            .map(|(c, o)| c.map_or_else(|| Tensor::try_zeros(&o.shape, o.dtype).map(Gradient::Dense), Ok))
+            .map(|(c, o)| {
+                c.map_or_else(
+                    || crate::kernels::gpu::filled("zeros", &o.shape, 0.0, o.dtype, o.device).map(Gradient::Dense),
+                    Ok,
+                )
+            })
             .collect::<Result<_>>()?;
         return sparse(&full, needs);
     }

@@ -367,11 +367,13 @@ impl GradientTape {
                     id: t.id(),
                     shape: t.shape().into(),
                     dtype: t.dtype(),
+                    device: t.device(),
                 },
                 SourceRef::Variable(v) => SourceInfo {
                     id: v.handle(),
                     shape: v.shape().into(),
                     dtype: v.dtype(),
+                    device: v.device(),
                 },
             })
             .collect();

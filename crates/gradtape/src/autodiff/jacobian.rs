@@ -84,11 +84,13 @@ fn source_infos<S: Sources + ?Sized>(sources: &S) -> Vec<SourceInfo> {
                 id: t.id(),
                 shape: t.shape().into(),
                 dtype: t.dtype(),
+                device: t.device(),
             },
             SourceRef::Variable(v) => SourceInfo {
                 id: v.handle(),
                 shape: v.shape().into(),
                 dtype: v.dtype(),
+                device: v.device(),
             },
         })
         .collect()
@@ -96,7 +98,8 @@ fn source_infos<S: Sources + ?Sized>(sources: &S) -> Vec<SourceInfo> {
 
 /// `n` one-hot rows: an identity of shape `[n, n]` in `t`'s dtype.
 fn eye_like(op: &'static str, t: &Tensor, n: usize) -> Result<Tensor> {
-    Tensor::try_eye(n, t.dtype()).map_err(|e| e.for_op(op))
+    let eye = Tensor::try_eye(n, t.dtype()).map_err(|e| e.for_op(op))?;
+    crate::kernels::gpu::to_device(op, &eye, t.device())
 }
 
 /// Checks that every source's result shape (`shape(s)`) is valid.
@@ -284,7 +287,9 @@ impl GradientTape {
             // no rows: nothing to differentiate; `finish` gives empty zeros
             return infos
                 .iter()
-                .map(|s| Tensor::try_zeros(&concat(&[0], &s.shape), s.dtype).map(Some))
+                .map(|s| {
+                    crate::kernels::gpu::filled("zeros", &concat(&[0], &s.shape), 0.0, s.dtype, s.device).map(Some)
+                })
                 .collect();
         }
         let targets = std::slice::from_ref(target);
@@ -375,7 +380,7 @@ fn finish(
         Some(r) => shape_rows(&r).map(Some),
         None => match opts.unconnected {
             Unconnected::None => Ok(None),
-            Unconnected::Zero => Tensor::try_zeros(shape, s.dtype).map(Some),
+            Unconnected::Zero => crate::kernels::gpu::filled("zeros", shape, 0.0, s.dtype, s.device).map(Some),
         },
     }
 }

@@ -41,6 +41,7 @@ pub(crate) struct OutMeta {
     pub id: TensorId,
     pub shape: Shape,
     pub dtype: DType,
+    pub device: crate::tensor::Device,
 }
 
 /// One recorded op. Each tape that records an op keeps its own copy in its
@@ -386,6 +387,7 @@ fn push_record(
             id: o.id(),
             shape: crate::tensor::layout::small_copy(o.shape()),
             dtype: o.dtype(),
+            device: o.device(),
         });
         if o.dtype().is_differentiable() {
             st.produced(o.id(), idx);

@@ -124,6 +124,11 @@ impl Variable {
         self.current().shape().to_vec()
     }
 
+    /// Where the current value lives.
+    pub fn device(&self) -> crate::tensor::Device {
+        self.current().device()
+    }
+
     /// The current value's dtype.
     pub fn dtype(&self) -> DType {
         self.current().dtype()
@@ -228,6 +233,11 @@ impl Variable {
         }
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
         self.mismatch("apply_gradient_descent", &slot, grad)?;
+        if slot.device().is_cuda() || grad.device().is_cuda() {
+            let new = tape::without_tapes(|| slot.sub(&grad.mul_scalar(lr)?))?;
+            *slot = new;
+            return Ok(());
+        }
         crate::tensor::with_float_dtype!(slot.dtype(), T => {
             crate::kernels::cpu::elementwise::sub_scaled_in_place::<T>("apply_gradient_descent", &mut slot, <T as crate::tensor::Element>::from_f64(lr), grad)
         }, _ => {

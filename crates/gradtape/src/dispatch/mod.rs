@@ -40,6 +40,7 @@
 //! it imports nothing above it. The descriptor a trace stores is an `ops`
 //! type, so it crosses this layer type-erased ([`Descriptor`]).
 
+pub(crate) mod device;
 #[cfg(test)]
 mod layering;
 mod rule;

@@ -156,10 +156,19 @@ impl ConcreteFunction {
     /// shapes, else the traced one. The caller hides tapes and traces (a
     /// fused kernel records nothing).
     fn run_graph(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        compile::with_compiled_subgraphs(self.optimize, || match &self.exec {
-            Some(e) if e.fits(inputs) => e.run(inputs),
+        let compiled = self.optimize && !self.on_gpu(inputs);
+        compile::with_compiled_subgraphs(compiled, || match &self.exec {
+            Some(e) if compiled && e.fits(inputs) => e.run(inputs),
             _ => self.graph.run(inputs, &self.plan),
         })
+    }
+
+    /// Whether the function runs on a GPU: an input or a variable is there.
+    /// The compiled executable's fused kernels are the CPU's, so on a GPU
+    /// the traced graph runs node by node, each op on its GPU kernel (the
+    /// compiler's CUDA programs are not written yet).
+    fn on_gpu(&self, inputs: &[Tensor]) -> bool {
+        inputs.iter().any(|t| t.device().is_cuda()) || self.variables.iter().any(|v| v.device().is_cuda())
     }
 
     /// Runs the traced graph on flat arguments (the captures added), never
@@ -212,8 +221,9 @@ impl ConcreteFunction {
             return Ok(());
         }
         self.check_inputs(inputs)?;
-        compile::with_compiled_subgraphs(self.optimize, || match &self.exec {
-            Some(e) if e.fits(inputs) => e.run_into(inputs, out),
+        let compiled = self.optimize && !self.on_gpu(inputs);
+        compile::with_compiled_subgraphs(compiled, || match &self.exec {
+            Some(e) if compiled && e.fits(inputs) => e.run_into(inputs, out),
             _ => {
                 out.extend(self.graph.run(inputs, &self.plan)?);
                 Ok(())

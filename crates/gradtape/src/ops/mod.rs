@@ -35,6 +35,7 @@
 pub(crate) mod array;
 pub mod ct;
 pub mod desc;
+pub(crate) mod device;
 mod image;
 pub(crate) mod index;
 pub(crate) mod linalg;

@@ -108,14 +108,14 @@ impl Tensor {
     /// Zeros with this tensor's shape and dtype, or [`Error::OutOfMemory`]
     /// (`self` may be a broadcast view of more elements than fit in memory).
     pub fn try_zeros_like(&self) -> Result<Tensor> {
-        let t = Tensor::filled("zeros_like", self.shape(), 0.0, self.dtype())?;
+        let t = crate::kernels::gpu::filled("zeros_like", self.shape(), 0.0, self.dtype(), self.device())?;
         super::observe::filled_like(self, 0.0, &t);
         Ok(t)
     }
 
     /// Ones with this tensor's shape and dtype, or [`Error::OutOfMemory`].
     pub fn try_ones_like(&self) -> Result<Tensor> {
-        let t = Tensor::filled("ones_like", self.shape(), 1.0, self.dtype())?;
+        let t = crate::kernels::gpu::filled("ones_like", self.shape(), 1.0, self.dtype(), self.device())?;
         super::observe::filled_like(self, 1.0, &t);
         Ok(t)
     }
@@ -124,13 +124,13 @@ impl Tensor {
     /// [`Error::OutOfMemory`]. In a traced function the shape is taken from
     /// this tensor each time the graph runs (as for the other `_like` forms).
     pub fn try_full_like(&self, value: f64) -> Result<Tensor> {
-        let t = Tensor::filled("full_like", self.shape(), value, self.dtype())?;
+        let t = crate::kernels::gpu::filled("full_like", self.shape(), value, self.dtype(), self.device())?;
         super::observe::filled_like(self, value, &t);
         Ok(t)
     }
 
     /// `value` everywhere in a new tensor of `shape`; errors name `op`.
-    fn filled(op: &'static str, shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
+    pub(crate) fn filled(op: &'static str, shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
         let n = checked_numel(op, shape)?;
         with_dtype!(dtype, T => {
             let data = crate::kernels::cpu::filled_buf(op, n, T::from_f64(value))?;

@@ -59,6 +59,12 @@ fn write_nested<T: Element>(
 /// The elements of a small tensor, nested as in `Display`, without the
 /// `Tensor(...)` wrapper.
 pub(crate) fn values_only(t: &Tensor) -> String {
+    if t.device().is_cuda() {
+        return match crate::kernels::gpu::to_host("Display", t) {
+            Ok(h) => values_only(&h),
+            Err(e) => format!("<{e}>"),
+        };
+    }
     struct Vals<'a>(&'a Tensor);
     impl fmt::Display for Vals<'_> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,6 +77,9 @@ pub(crate) fn values_only(t: &Tensor) -> String {
     Vals(t).to_string()
 }
 
+/// A tensor on a GPU prints its values (copied to the host) and its device:
+/// `Tensor([1.0, 2.0], shape=[2], dtype=f32, device=cuda:0)`.
+///
 /// A value a traced function computes prints as `Tensor(<traced>, shape=[2],
 /// dtype=f32)` while it is traced: its elements are known only when the
 /// graph runs (as TensorFlow prints a symbolic tensor).
@@ -79,6 +88,15 @@ impl fmt::Display for Tensor {
         f.write_str("Tensor(")?;
         if super::observe::unreadable(self) {
             return write!(f, "<traced>, shape={:?}, dtype={})", self.shape(), self.dtype());
+        }
+        if self.device().is_cuda() {
+            return match crate::kernels::gpu::to_host("Display", self) {
+                Ok(h) => {
+                    let s = h.to_string();
+                    write!(f, "{}, device={})", &s["Tensor(".len()..s.len() - 1], self.device())
+                }
+                Err(e) => write!(f, "<{e}>, shape={:?}, dtype={})", self.shape(), self.dtype()),
+            };
         }
         let summarise = self.numel() > SUMMARISE_ABOVE;
         let l = self.layout();

@@ -14,6 +14,7 @@
 
 pub(crate) mod alloc;
 mod create;
+pub(crate) mod device;
 pub(crate) mod display;
 pub mod dtype;
 pub(crate) mod layout;
@@ -26,6 +27,8 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use device::{cuda_device_count, cuda_is_available, emulate_cuda_on_host, Device};
+pub(crate) use device::{DeviceBuffer, Mem};
 pub use dtype::{bf16, f16, Complex, DType, Element, Float, Num};
 pub(crate) use dtype::{with_complex_dtype, with_real_dtype};
 pub(crate) use dtype::{with_dtype, with_float_dtype, with_num_dtype};
@@ -116,14 +119,40 @@ enum Data {
     Inline(Storage),
     /// A heap buffer, shared by views.
     Shared(Arc<Storage>),
+    /// A device's memory, shared by views.
+    Device(Arc<DeviceBuffer>),
 }
 
 impl Data {
+    /// The host buffer.
+    ///
+    /// # Panics
+    /// For a tensor on a device: a CPU kernel reached it, past the checks
+    /// every op makes (`dispatch::device::placement`, [`Tensor::values`]).
     #[inline]
     fn storage(&self) -> &Storage {
         match self {
             Data::Inline(s) => s,
             Data::Shared(s) => s,
+            Data::Device(b) => panic!("gradtape internal error: a CPU kernel reached a tensor on {}", b.device),
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            Data::Inline(s) => s.len(),
+            Data::Shared(s) => s.len(),
+            Data::Device(b) => b.len,
+        }
+    }
+
+    #[inline]
+    fn dtype(&self) -> DType {
+        match self {
+            Data::Inline(s) => s.dtype(),
+            Data::Shared(s) => s.dtype(),
+            Data::Device(b) => b.dtype,
         }
     }
 }
@@ -175,13 +204,14 @@ impl Tensor {
     /// before anything reads through it (see [`Layout::fits_in`]).
     pub(crate) fn view(&self, layout: Layout) -> Tensor {
         assert!(
-            layout.fits_in(self.inner.data.storage().len()),
+            layout.fits_in(self.inner.data.len()),
             "gradtape internal error: the view {layout:?} reaches outside a buffer of {} elements",
-            self.inner.data.storage().len()
+            self.inner.data.len()
         );
         let data = match &self.inner.data {
             Data::Inline(s) => Data::Inline(s.clone()),
             Data::Shared(s) => Data::Shared(s.clone()),
+            Data::Device(b) => Data::Device(b.clone()),
         };
         Tensor::from_data(data, layout)
     }
@@ -200,7 +230,48 @@ impl Tensor {
     /// The element type.
     #[inline]
     pub fn dtype(&self) -> DType {
-        self.inner.data.storage().dtype()
+        self.inner.data.dtype()
+    }
+
+    /// Where the elements live ([`Device::Cpu`] unless moved with
+    /// [`to`](Self::to) or made from tensors on a GPU).
+    #[inline]
+    pub fn device(&self) -> Device {
+        match &self.inner.data {
+            Data::Device(b) => b.device,
+            _ => Device::Cpu,
+        }
+    }
+
+    /// The device buffer of a tensor on a device.
+    #[inline]
+    pub(crate) fn device_buffer(&self) -> Option<&Arc<DeviceBuffer>> {
+        match &self.inner.data {
+            Data::Device(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// A tensor of a device buffer (contiguous, `shape`).
+    ///
+    /// # Panics
+    /// If `shape` does not hold exactly the buffer's elements (a kernel's
+    /// bug, as in [`from_storage`](Self::from_storage)).
+    pub(crate) fn from_device_buffer(buffer: DeviceBuffer, shape: &[usize]) -> Tensor {
+        Tensor::device_view(Arc::new(buffer), Layout::contiguous(shape))
+    }
+
+    /// A view of a device buffer.
+    ///
+    /// # Panics
+    /// If the layout reaches outside the buffer (a kernel's bug).
+    pub(crate) fn device_view(buffer: Arc<DeviceBuffer>, layout: Layout) -> Tensor {
+        assert!(
+            layout.fits_in(buffer.len),
+            "gradtape internal error: the view {layout:?} reaches outside a device buffer of {} elements",
+            buffer.len
+        );
+        Tensor::from_data(Data::Device(buffer), layout)
     }
 
     /// Dimension sizes; empty for a scalar.
@@ -248,6 +319,17 @@ impl Tensor {
         WeakTensor(Arc::downgrade(&self.inner))
     }
 
+    /// The elements in the buffer (host or device), not only this view's.
+    #[inline]
+    pub(crate) fn host_len(&self) -> usize {
+        self.inner.data.len()
+    }
+
+    /// A copy of a host tensor's whole buffer.
+    pub(crate) fn storage_clone(&self) -> Storage {
+        self.inner.data.storage().clone()
+    }
+
     #[inline]
     pub(crate) fn layout(&self) -> &Layout {
         &self.inner.layout
@@ -272,6 +354,7 @@ impl Tensor {
         let storage = match &mut inner.data {
             Data::Inline(s) => s,
             Data::Shared(s) => Arc::get_mut(s)?,
+            Data::Device(_) => return None,
         };
         let values = T::slice_mut(storage)?;
         if values.len() != n {
@@ -285,6 +368,7 @@ impl Tensor {
     /// gathered otherwise (an [`Error::OutOfMemory`] naming `op` when the
     /// copy cannot be allocated: a large broadcast view, say).
     pub(crate) fn values<T: Element>(&self, op: &'static str) -> Result<Cow<'_, [T]>> {
+        crate::kernels::gpu::expect_host(op, self)?;
         let buf = self.buffer::<T>();
         let l = self.layout();
         let n = l.numel();
@@ -349,6 +433,9 @@ impl Tensor {
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.expect_dtype::<T>("to_vec")?;
         self.expect_readable("to_vec")?;
+        if self.device().is_cuda() {
+            return crate::kernels::gpu::to_host("to_vec", self)?.owned_values("to_vec");
+        }
         self.owned_values("to_vec")
     }
 
@@ -378,6 +465,9 @@ impl Tensor {
     /// ```
     pub fn try_to_vec_f64(&self) -> Result<Vec<f64>> {
         self.expect_readable("to_vec_f64")?;
+        if self.device().is_cuda() {
+            return crate::kernels::gpu::to_host("to_vec_f64", self)?.f64_values("to_vec_f64");
+        }
         self.f64_values("to_vec_f64")
     }
 
@@ -400,6 +490,9 @@ impl Tensor {
                     self.numel()
                 ),
             ));
+        }
+        if self.device().is_cuda() {
+            return crate::kernels::gpu::to_host("to_scalar", self)?.to_scalar();
         }
         Ok(self.buffer::<T>()[self.layout().offset])
     }
@@ -424,6 +517,9 @@ impl Tensor {
                     self.numel()
                 ),
             ));
+        }
+        if self.device().is_cuda() {
+            return crate::kernels::gpu::to_host("item", self)?.item();
         }
         Ok(with_dtype!(self.dtype(), T => self.buffer::<T>()[self.layout().offset].to_f64()))
     }

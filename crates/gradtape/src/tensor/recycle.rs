@@ -238,6 +238,11 @@ fn keep(mut arc: Arc<Inner>) {
             }
         },
         Data::Inline(_) => 2,
+        Data::Device(b) => {
+            // (device memory goes back to its own allocator)
+            inner.data = Data::Inline(Storage::empty(b.dtype));
+            2
+        }
     };
     // (a handle the bin cannot take, its slot busy, is released: dropping
     // an `Arc` of the bin's thread never comes back here)
@@ -339,7 +344,7 @@ pub(crate) fn put(storage: Storage) {
                 Some(inner) => {
                     let dst = match &mut inner.data {
                         Data::Shared(arc) => Arc::get_mut(arc),
-                        Data::Inline(_) => None,
+                        Data::Inline(_) | Data::Device(_) => None,
                     };
                     match dst {
                         // (the shell's storage is empty: nothing is freed)

@@ -179,6 +179,8 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
     f: impl Fn(A, B) -> O + Sync,
 ) -> Result<Tensor> {
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    crate::kernels::gpu::expect_host(op, a)?;
+    crate::kernels::gpu::expect_host(op, b)?;
     let (la, lb) = (a.layout(), b.layout());
     let sa = broadcast_strides(&la.shape, &la.strides, &shape);
     let sb = broadcast_strides(&lb.shape, &lb.strides, &shape);
@@ -244,6 +246,9 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
 /// `where(cond, a, b)` with broadcasting of all three.
 pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let shape: Shape = broadcast_shapes(op, &broadcast_shapes(op, cond.shape(), a.shape())?, b.shape())?;
+    for t in [cond, a, b] {
+        crate::kernels::gpu::expect_host(op, t)?;
+    }
     let so = contiguous_strides(&shape);
     let bs = |t: &Tensor| broadcast_strides(t.shape(), t.strides(), &shape);
     let (cs, sa, sb) = (bs(cond), bs(a), bs(b));

@@ -151,6 +151,9 @@ pub(crate) fn concat<B: std::borrow::Borrow<Tensor>>(
     let n: usize = shape.iter().product();
     let dtype = tensors.first().map_or(DType::F32, |t| t.borrow().dtype());
     let tensors = || tensors.iter().map(Borrow::borrow);
+    for t in tensors() {
+        crate::kernels::gpu::expect_host(op, t)?;
+    }
     with_dtype!(dtype, T => {
         // (from the buffer cache when a large one of this size is free: a
         // compiled graph's joined products concatenate the same sizes every

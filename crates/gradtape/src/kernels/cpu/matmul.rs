@@ -49,7 +49,18 @@ fn operand(t: &Tensor, transpose: bool) -> Mat<'_> {
 }
 
 /// `op(a) @ op(b)` where `op` transposes the last two dims when its flag is set.
-pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+/// The output shape of `op(a) @ op(b)`, or the error [`matmul`] gives for
+/// operands that do not multiply.
+pub(crate) fn matmul_shape(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Shape> {
+    let (ma, mb, batch) = checked(a, b, ta, tb)?;
+    let mut out: Shape = batch;
+    out.push(ma.rows);
+    out.push(mb.cols);
+    Ok(out)
+}
+
+/// The operands as matrices and the broadcast batch shape, checked.
+fn checked<'a>(a: &'a Tensor, b: &'a Tensor, ta: bool, tb: bool) -> Result<(Mat<'a>, Mat<'a>, Shape)> {
     const OP: &str = "matmul";
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
@@ -87,6 +98,12 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tenso
         lhs: a.shape().to_vec(),
         rhs: b.shape().to_vec(),
     })?;
+    Ok((ma, mb, batch))
+}
+
+pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+    const OP: &str = "matmul";
+    let (ma, mb, batch) = checked(a, b, ta, tb)?;
     if a.dtype().is_half() {
         // f32 copies of the operands, an f32 product (f32 accumulation, as
         // TensorFlow's CPU kernel for half types), rounded once
@@ -137,6 +154,8 @@ fn run<T: Element + num_traits::Zero + num_traits::One>(
         }
         (oa, ob)
     };
+    crate::kernels::gpu::expect_host(OP, a)?;
+    crate::kernels::gpu::expect_host(OP, b)?;
     let (pa, pb) = (a.buffer::<T>().as_ptr() as usize, b.buffer::<T>().as_ptr() as usize);
     let flops = m * n * k;
     let one = |dst: &mut [std::mem::MaybeUninit<T>], i: usize, par: bool| {

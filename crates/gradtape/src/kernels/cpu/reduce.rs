@@ -148,6 +148,7 @@ pub(crate) fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceK
 }
 
 fn reduce_with<T: Num, R: Reducer<T>>(op: &'static str, x: &Tensor, axes: &[usize], r: R) -> Result<Tensor> {
+    crate::kernels::gpu::expect_host(op, x)?;
     let l = x.layout();
     let rank = l.shape.len();
     let kept: Shape = (0..rank).filter(|d| !axes.contains(d)).collect();

@@ -57,6 +57,8 @@ impl Tensor {
     fn contiguous_raw(&self, op: &'static str) -> Result<Tensor> {
         if self.is_contiguous() {
             Ok(self.clone())
+        } else if self.device().is_cuda() {
+            crate::kernels::gpu::contiguous(op, self)
         } else {
             with_dtype!(self.dtype(), T => Tensor::from_vec(self.owned_values::<T>(op)?, self.shape()))
         }
@@ -201,7 +203,15 @@ impl Tensor {
         if self.dtype().is_complex() || dtype.is_complex() {
             return crate::ops::complex::cast(self, dtype);
         }
-        let y = cast(self, dtype)?;
+        let y = match crate::dispatch::device::offload(
+            "cast",
+            &[self],
+            |_| crate::kernels::cuda::cast("cast", self, dtype),
+            |h| cast(&h[0], dtype),
+        ) {
+            Some(r) => r?,
+            None => cast(self, dtype)?,
+        };
         let from = self.dtype();
         Ok(bind_jvp(
             Op::Cast(dtype),

@@ -399,7 +399,20 @@ impl Tensor {
             return Err(unsupported("where", cond.dtype(), "bool condition"));
         }
         expect_same_dtype("where", a, b)?;
-        let y = select("where", cond, a, b)?;
+        let y = match crate::dispatch::device::offload(
+            "where",
+            &[cond, a, b],
+            |_| {
+                let op = "where";
+                let shape = crate::tensor::layout::broadcast_shapes(op, cond.shape(), a.shape())?;
+                let shape = crate::tensor::layout::broadcast_shapes(op, &shape, b.shape())?;
+                crate::kernels::cuda::select(op, cond, a, b, &shape)
+            },
+            |h| select("where", &h[0], &h[1], &h[2]),
+        ) {
+            Some(r) => r?,
+            None => select("where", cond, a, b)?,
+        };
         let (c, sa, sb) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
         Ok(bind_jvp(
             crate::ops::desc::Op::Select,

@@ -13,8 +13,14 @@ use crate::tensor::{with_dtype, with_real_dtype, Element, Tensor};
 macro_rules! compare {
     ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
         expect_same_dtype($op, $a, $b)?;
-        with_real_dtype!($a.dtype(), T => zip::<T, T, bool>($op, $a, $b, |$x: T, $y: T| $body),
-            _ => Err(unsupported($op, $a.dtype(), "a real (ordered) dtype")))
+        let cpu = |a: &Tensor, b: &Tensor| -> Result<Tensor> {
+            with_real_dtype!(a.dtype(), T => zip::<T, T, bool>($op, a, b, |$x: T, $y: T| $body),
+                _ => Err(unsupported($op, a.dtype(), "a real (ordered) dtype")))
+        };
+        match on_device($op, $a, $b, |h| cpu(&h[0], &h[1])) {
+            Some(r) => r,
+            None => cpu($a, $b),
+        }
     }};
 }
 
@@ -22,7 +28,13 @@ macro_rules! compare {
 macro_rules! equality {
     ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
         expect_same_dtype($op, $a, $b)?;
-        with_dtype!($a.dtype(), T => zip::<T, T, bool>($op, $a, $b, |$x: T, $y: T| $body))
+        let cpu = |a: &Tensor, b: &Tensor| -> Result<Tensor> {
+            with_dtype!(a.dtype(), T => zip::<T, T, bool>($op, a, b, |$x: T, $y: T| $body))
+        };
+        match on_device($op, $a, $b, |h| cpu(&h[0], &h[1])) {
+            Some(r) => r,
+            None => cpu($a, $b),
+        }
     }};
 }
 
@@ -111,11 +123,56 @@ impl Tensor {
     }
 }
 
-/// `c` as a rank-0 tensor of `x`'s dtype, checked for `op` (see
-/// [`check_scalar`](super::check_scalar)).
+/// `c` as a rank-0 tensor of `x`'s dtype on `x`'s device, checked for
+/// `op` (see [`check_scalar`](super::check_scalar)).
 pub(crate) fn scalar_for(op: &'static str, x: &Tensor, c: f64) -> Result<Tensor> {
     crate::ops::check_scalar_for(op, x.dtype(), x.shape(), c)?;
+    if x.device().is_cuda() {
+        return crate::kernels::gpu::filled(op, &[], c, x.dtype(), x.device());
+    }
     Ok(with_dtype!(x.dtype(), T => Tensor::scalar(T::from_f64(c))))
+}
+
+/// The descriptor of a comparison, by its op's name.
+fn compare_desc(op: &'static str) -> Binary {
+    match op {
+        "eq" => Binary::Equal,
+        "ne" => Binary::NotEqual,
+        "lt" => Binary::Less,
+        "le" => Binary::LessEqual,
+        "gt" => Binary::Greater,
+        _ => Binary::GreaterEqual,
+    }
+}
+
+/// A comparison on its inputs' GPU (`None` on the CPU): the CUDA kernel,
+/// or `host` on an emulated GPU.
+fn on_device(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    host: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+) -> Option<Result<Tensor>> {
+    if a.device_buffer().is_none() && b.device_buffer().is_none() {
+        return None;
+    }
+    crate::dispatch::device::offload(
+        op,
+        &[a, b],
+        |_| {
+            let shape = crate::tensor::layout::broadcast_shapes(op, a.shape(), b.shape())?;
+            let expr = match compare_desc(op) {
+                Binary::Equal => "a == b",
+                Binary::NotEqual => "a != b",
+                Binary::Less => "a < b",
+                Binary::LessEqual => "a <= b",
+                Binary::Greater => "a > b",
+                _ => "a >= b",
+            };
+            crate::kernels::cuda::binary(op, a, b, &shape, "", expr, crate::tensor::DType::Bool)
+        },
+        |h| host(h),
+    )
 }
 
 /// Whether `v` is NaN (never for integers): it is unordered with itself.

@@ -47,14 +47,37 @@ impl Tensor {
     /// ```
     pub fn logical_not(&self) -> Result<Tensor> {
         expect_bool("logical_not", self)?;
-        let y = map::<bool, bool>("logical_not", self, |v| !v)?;
+        let on_gpu = crate::dispatch::device::offload(
+            "logical_not",
+            &[self],
+            |_| crate::kernels::cuda::map_bool("logical_not", self, &super::cuda_expr::logical_not_expr("v")),
+            |h| map::<bool, bool>("logical_not", &h[0], |v| !v),
+        );
+        let y = match on_gpu {
+            Some(r) => r?,
+            None => map::<bool, bool>("logical_not", self, |v| !v)?,
+        };
         Ok(bind_nondiff(Unary::LogicalNot, &[self], y))
     }
 
     fn logical(&self, op: &'static str, desc: Binary, rhs: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
         expect_bool(op, self)?;
         expect_bool(op, rhs)?;
-        let y = zip::<bool, bool, bool>(op, self, rhs, f)?;
+        let on_gpu = crate::dispatch::device::offload(
+            op,
+            &[self, rhs],
+            |_| {
+                let shape = crate::tensor::layout::broadcast_shapes(op, self.shape(), rhs.shape())?;
+                let expr = super::cuda_expr::logical_expr(&desc, "a", "b")
+                    .ok_or_else(|| crate::kernels::gpu::no_kernel(op, self.device(), self.dtype()))?;
+                crate::kernels::cuda::binary(op, self, rhs, &shape, "", &expr, crate::tensor::DType::Bool)
+            },
+            |h| zip::<bool, bool, bool>(op, &h[0], &h[1], f),
+        );
+        let y = match on_gpu {
+            Some(r) => r?,
+            None => zip::<bool, bool, bool>(op, self, rhs, f)?,
+        };
         Ok(bind_nondiff(desc, &[self, rhs], y))
     }
 }

@@ -33,6 +33,8 @@ pub(crate) mod binary;
 pub(crate) mod compare;
 pub(crate) mod complex;
 mod complex_fns;
+#[allow(dead_code)]
+pub(crate) mod cuda_expr;
 pub(crate) mod elementary;
 mod floor_div;
 mod igamma;

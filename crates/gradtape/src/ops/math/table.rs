@@ -31,12 +31,17 @@
 //! two-input ones in their own arithmetic; integers run their own wrapping
 //! kernels.
 
+use super::cuda_expr::{self, CType};
+use crate::dispatch::device::offload;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip};
 use crate::kernels::cpu::math;
+use crate::kernels::cuda;
+use crate::kernels::gpu::no_kernel;
 use crate::ops::desc::{Binary, Unary};
 use crate::ops::math::elementary::LibmExt;
 use crate::ops::unsupported;
+use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::{bf16, f16, DType, Float, Tensor};
 
 /// The element types the functions run on (`f32`, `f64`).
@@ -497,6 +502,14 @@ pub(crate) fn binary_f64(op: &Binary, a: f64, b: f64) -> f64 {
 /// (`None` for another dtype); errors name `name`.
 pub(crate) fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Tensor>> {
     debug_assert!(defined(op), "{op:?} has no function in the table");
+    if x.device_buffer().is_some() && matches!(x.dtype(), DType::F32 | DType::F64) {
+        return offload(
+            name,
+            &[x],
+            |_| cuda_unary(name, op, x),
+            |h| unary_map(name, op, &h[0]).unwrap_or_else(|| Err(unsupported(name, x.dtype(), "f32 or f64"))),
+        );
+    }
     if x.numel() <= 2 {
         // a scalar or so (a chain of scalar ops costs per op): element by
         // element, no block dispatch
@@ -538,6 +551,14 @@ pub(crate) fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor
         // (the caller's kernel reports the mismatch)
         return None;
     }
+    if (a.device_buffer().is_some() || b.device_buffer().is_some()) && matches!(a.dtype(), DType::F32 | DType::F64) {
+        return offload(
+            name,
+            &[a, b],
+            |_| cuda_binary(name, op, a, b),
+            |h| binary_zip(name, op, &h[0], &h[1]).unwrap_or_else(|| Err(unsupported(name, a.dtype(), "f32 or f64"))),
+        );
+    }
     match a.dtype() {
         DType::F32 => Some(typed::<f32>(name, op, a, b)),
         DType::F64 => Some(typed::<f64>(name, op, a, b)),
@@ -545,6 +566,31 @@ pub(crate) fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor
         DType::BF16 => Some(typed::<bf16>(name, op, a, b)),
         _ => None,
     }
+}
+
+/// The CUDA kernel of a float one-input op of the table.
+fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
+    let ty = if x.dtype() == DType::F32 {
+        CType::F32
+    } else {
+        CType::F64
+    };
+    let expr = cuda_expr::unary_expr(op, ty, "v").ok_or_else(|| no_kernel(name, x.device(), x.dtype()))?;
+    let attrs = cuda_expr::unary_attrs(op);
+    let at = |i: usize| attrs.get(i).copied().unwrap_or(0.0);
+    cuda::unary(name, x, cuda_expr::PRELUDE, &expr, [at(0), at(1)])
+}
+
+/// The CUDA kernel of a float two-input op of the table, broadcasting.
+fn cuda_binary(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let shape = broadcast_shapes(name, a.shape(), b.shape())?;
+    let ty = if a.dtype() == DType::F32 {
+        CType::F32
+    } else {
+        CType::F64
+    };
+    let expr = cuda_expr::binary_expr(op, ty, "a", "b").ok_or_else(|| no_kernel(name, a.device(), a.dtype()))?;
+    cuda::binary(name, a, b, &shape, cuda_expr::PRELUDE, &expr, a.dtype())
 }
 
 /// [`unary_map`] for an `f32` or `f64` tensor, else `other()` (integers,

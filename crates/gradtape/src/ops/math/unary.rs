@@ -65,6 +65,10 @@ impl Tensor {
     /// `-1, 0, 1` by the sign of each element (0 for 0). Not differentiable:
     /// its gradient is zero almost everywhere, so it is not recorded.
     pub fn sign(&self) -> Result<Tensor> {
+        if self.device().is_cuda() && matches!(self.dtype(), crate::tensor::DType::F32 | crate::tensor::DType::F64) {
+            let y = super::table::float_unary(Unary::Sign, "sign", self)?;
+            return Ok(crate::ops::bind_nondiff(Unary::Sign, &[self], y));
+        }
         let y = num_map!("sign", self, |v| if v > T::zero() {
             T::one()
         } else if v < T::zero() {

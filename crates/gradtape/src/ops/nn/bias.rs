@@ -44,6 +44,12 @@ impl Tensor {
 /// The raw (untaped) broadcast sum of bias_add.
 fn with_dtype_num(op: &'static str, x: &Tensor, b: &Tensor) -> Result<Tensor> {
     use crate::tensor::{with_num_dtype, Num};
+    if x.device().is_cuda() || b.device().is_cuda() {
+        // (the float add of the elementwise table, on the inputs' GPU)
+        if let Some(r) = crate::ops::math::table::binary_zip(op, &crate::ops::desc::Binary::Add, x, b) {
+            return r;
+        }
+    }
     with_num_dtype!(x.dtype(), T => zip::<T, T, T>(op, x, b, |u: T, v: T| u.add_wrap(v)),
         _ => Err(unsupported(op, x.dtype(), "a numeric dtype")))
 }

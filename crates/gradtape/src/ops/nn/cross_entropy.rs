@@ -68,17 +68,45 @@ impl Tensor {
             });
         }
         let classes = logits.shape()[logits.rank() - 1];
-        let (loss, p) = match labels.dtype() {
-            DType::I32 => {
-                k::checked_labels::<i32>(OP, labels, classes)?;
-                with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i32>(OP, logits, labels, labels.shape()), _ => unreachable!())?
-            }
-            DType::I64 => {
-                k::checked_labels::<i64>(OP, labels, classes)?;
-                with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i64>(OP, logits, labels, labels.shape()), _ => unreachable!())?
-            }
-            d => return Err(unsupported(OP, d, "i32 or i64 labels")),
+        let cpu = |labels: &Tensor, logits: &Tensor| -> Result<Vec<Tensor>> {
+            let (loss, p) = match labels.dtype() {
+                DType::I32 => {
+                    k::checked_labels::<i32>(OP, labels, classes)?;
+                    with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i32>(OP, logits, labels, labels.shape()), _ => unreachable!())?
+                }
+                DType::I64 => {
+                    k::checked_labels::<i64>(OP, labels, classes)?;
+                    with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i64>(OP, logits, labels, labels.shape()), _ => unreachable!())?
+                }
+                d => return Err(unsupported(OP, d, "i32 or i64 labels")),
+            };
+            Ok(vec![loss, p])
         };
+        let on_gpu = crate::dispatch::device::offload_n(
+            OP,
+            &[labels, logits],
+            |_| {
+                if !matches!(labels.dtype(), DType::I32 | DType::I64) {
+                    return Err(unsupported(OP, labels.dtype(), "i32 or i64 labels"));
+                }
+                // (the labels are checked on the host, as on the CPU: a
+                // label out of range is an error, not a NaN loss)
+                let host = crate::kernels::gpu::to_host(OP, labels)?;
+                match host.dtype() {
+                    DType::I32 => k::checked_labels::<i32>(OP, &host, classes)?,
+                    _ => k::checked_labels::<i64>(OP, &host, classes)?,
+                }
+                let (loss, p) = crate::kernels::cuda::sparse_xent(OP, labels, logits)?;
+                Ok(vec![loss, p])
+            },
+            |h| cpu(&h[0], &h[1]),
+        );
+        let mut v = match on_gpu {
+            Some(r) => r?,
+            None => cpu(labels, logits)?,
+        };
+        let p = v.pop().expect("two outputs");
+        let loss = v.pop().expect("two outputs");
         let (x, labels_t) = (logits.clone(), labels.clone());
         Ok(bind(
             NnOp::SparseSoftmaxCrossEntropy,
@@ -93,7 +121,7 @@ impl Tensor {
                     // without building the one-hot classes (possibly a huge
                     // `0..classes` for no rows at all)
                     if x.numel() == 0 {
-                        return Ok(grads![None, Some(Tensor::try_zeros(x.shape(), x.dtype())?)]);
+                        return Ok(grads![None, Some(x.try_zeros_like()?)]);
                     }
                     // Under an outer tape (or a trace, which records on its own
                     // tape) the softmax must be a differentiable function of the
@@ -156,6 +184,7 @@ fn one_hot_like(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
     const OP: &str = "sparse_softmax_cross_entropy_with_logits";
     let c = logits.shape()[logits.rank() - 1];
     let classes = Tensor::from_vec(alloc::try_collect(OP, (0..c).map(|i| i as i64))?, &[c])?;
+    let classes = crate::kernels::gpu::to_device(OP, &classes, logits.device())?;
     labels
         .cast(DType::I64)?
         .expand_dims(-1)?

@@ -25,7 +25,16 @@ impl Tensor {
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         expect_float("softmax", self)?;
         let ax = norm_axis("softmax", axis, self.shape())?;
-        let y = with_float_dtype!(self.dtype(), T => k::softmax::<T>("softmax", self, ax, false), _ => unreachable!())?;
+        let cpu = |x: &Tensor| with_float_dtype!(x.dtype(), T => k::softmax::<T>("softmax", x, ax, false), _ => unreachable!());
+        let y = match crate::dispatch::device::offload(
+            "softmax",
+            &[self],
+            |_| crate::kernels::cuda::softmax("softmax", self, ax, false),
+            |h| cpu(&h[0]),
+        ) {
+            Some(r) => r?,
+            None => cpu(self)?,
+        };
         Ok(bind(NnOp::Softmax(ax as isize), &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {
@@ -49,8 +58,16 @@ impl Tensor {
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         expect_float("log_softmax", self)?;
         let ax = norm_axis("log_softmax", axis, self.shape())?;
-        let y =
-            with_float_dtype!(self.dtype(), T => k::softmax::<T>("log_softmax", self, ax, true), _ => unreachable!())?;
+        let cpu = |x: &Tensor| with_float_dtype!(x.dtype(), T => k::softmax::<T>("log_softmax", x, ax, true), _ => unreachable!());
+        let y = match crate::dispatch::device::offload(
+            "log_softmax",
+            &[self],
+            |_| crate::kernels::cuda::softmax("log_softmax", self, ax, true),
+            |h| cpu(&h[0]),
+        ) {
+            Some(r) => r?,
+            None => cpu(self)?,
+        };
         Ok(bind(NnOp::LogSoftmax(ax as isize), &[self], y, move |y| {
             let y = y.clone();
             vjp_batched(move |g, _| {

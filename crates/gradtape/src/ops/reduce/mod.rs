@@ -63,7 +63,22 @@ fn raw_reduce(op: &'static str, x: &Tensor, axes: &[usize], keepdims: bool, kind
     if x.dtype().is_complex() && kind != ReduceKind::Sum {
         return Err(unsupported(op, x.dtype(), "a real numeric dtype"));
     }
-    let y = reduce(op, x, axes, kind)?;
+    let y = match crate::dispatch::device::offload(
+        op,
+        &[x],
+        |_| {
+            let name = match kind {
+                ReduceKind::Sum => "sum",
+                ReduceKind::Max => "max",
+                ReduceKind::Min => "min",
+            };
+            crate::kernels::cuda::reduce(op, name, x, axes)
+        },
+        |h| reduce(op, &h[0], axes, kind),
+    ) {
+        Some(r) => r?,
+        None => reduce(op, x, axes, kind)?,
+    };
     if keepdims {
         Ok(reshaped_raw(&y, &kept_shape(x.shape(), axes)))
     } else {

@@ -1,0 +1,580 @@
+//! The GPU kernels' entry points: each takes tensors on one GPU (the
+//! caller checked the placement), launches the kernel of
+//! [`source`](super::source) for their dtype, and returns a new contiguous
+//! tensor on that GPU. Copies between host and device are here too.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use super::runtime::{gpu, grid_for, CudaMem, Gpu};
+use super::source::{self, ctype, Lay};
+use crate::error::Result;
+use crate::tensor::{with_dtype, DType, Device, DeviceBuffer, Layout, Mem, Tensor};
+
+const BLOCK: u32 = 256;
+
+/// A GPU tensor's memory and GPU.
+fn mem_of(t: &Tensor) -> (&CudaMem, &'static Gpu) {
+    match t.device_buffer().map(|b| &b.mem) {
+        Some(Mem::Cuda(m)) => (m, m.gpu),
+        _ => unreachable!("gradtape internal error: a CUDA kernel given a tensor not on a GPU"),
+    }
+}
+
+/// A pointer argument for a kernel (the device address as a value).
+fn ptr_of(t: &Tensor) -> u64 {
+    mem_of(t).0.ptr
+}
+
+/// A new contiguous tensor of `shape` and `dtype` on `g` (uninitialised
+/// memory: the caller's kernel writes every element).
+fn alloc(op: &'static str, g: &'static Gpu, shape: &[usize], dtype: DType) -> Result<(Tensor, u64)> {
+    let n: usize = shape.iter().product();
+    let mem = g.alloc(op, n * dtype.size_in_bytes())?;
+    let ptr = mem.ptr;
+    let t = Tensor::from_device_buffer(
+        DeviceBuffer {
+            device: Device::Cuda(g.ordinal),
+            dtype,
+            len: n,
+            mem: Mem::Cuda(mem),
+        },
+        shape,
+    );
+    Ok((t, ptr))
+}
+
+/// The C type of `t`'s dtype, or the error of an op with no GPU kernel for it.
+fn ct(op: &'static str, t: &Tensor) -> Result<&'static str> {
+    ctype(t.dtype()).ok_or_else(|| crate::kernels::gpu::no_kernel(op, t.device(), t.dtype()))
+}
+
+/// `t`'s view as kernels read it over `shape`.
+fn lay(op: &'static str, g: &Gpu, t: &Tensor, shape: &[usize]) -> Result<Lay> {
+    Lay::of(t.layout(), shape).ok_or_else(|| {
+        g.err(
+            op,
+            format!(
+                "views of more than {} dims are not supported on the GPU (shape {shape:?})",
+                source::MAX_RANK
+            ),
+        )
+    })
+}
+
+macro_rules! args {
+    ($($a:expr),* $(,)?) => {
+        [$(&$a as *const _ as *mut c_void),*]
+    };
+}
+
+/// The GPU number of the (first) tensor on a GPU.
+fn ordinal(t: &Tensor) -> usize {
+    mem_of(t).1.ordinal
+}
+
+/// A host copy of a GPU tensor (contiguous).
+pub(crate) fn download(op: &'static str, t: &Tensor) -> Result<Tensor> {
+    let t = contiguous(op, t)?;
+    let (m, g) = mem_of(&t);
+    with_dtype!(t.dtype(), T => {
+        let mut v: Vec<T> = crate::tensor::alloc::try_vec(op, t.numel())?;
+        // SAFETY: `T` is plain data of the dtype; every element is written
+        // by the copy before it is read
+        unsafe { v.set_len(t.numel()) };
+        g.download(op, &mut v, m.ptr + (t.layout().offset * t.dtype().size_in_bytes()) as u64)?;
+        Tensor::from_vec(v, t.shape())
+    })
+}
+
+/// A GPU copy of a host tensor.
+pub(crate) fn upload(op: &'static str, t: &Tensor, ordinal: usize) -> Result<Tensor> {
+    let g = gpu(op, ordinal)?;
+    let (out, _) = alloc(op, g, t.shape(), t.dtype())?;
+    with_dtype!(t.dtype(), T => {
+        let v = t.values::<T>(op)?;
+        g.upload(op, mem_of(&out).0, &v)?;
+    });
+    Ok(out)
+}
+
+/// `value` everywhere.
+pub(crate) fn filled(op: &'static str, shape: &[usize], value: f64, dtype: DType, ordinal: usize) -> Result<Tensor> {
+    let g = gpu(op, ordinal)?;
+    let c = ctype(dtype).ok_or_else(|| crate::kernels::gpu::no_kernel(op, Device::Cuda(ordinal), dtype))?;
+    let (out, y) = alloc(op, g, shape, dtype)?;
+    let n = out.numel() as i64;
+    g.launch(
+        op,
+        &source::fill(c),
+        "k",
+        grid_for(n as usize, BLOCK),
+        BLOCK,
+        &mut args![y, n, value],
+    )?;
+    Ok(out)
+}
+
+/// `f(v)` of every element, `f` the C expression `expr` of `v` (with the
+/// attributes `c0`, `c1`), from dtype `from` to `to`.
+fn map_expr(op: &'static str, x: &Tensor, prelude: &str, to: DType, expr: &str, attrs: [f64; 2]) -> Result<Tensor> {
+    let g = mem_of(x).1;
+    g.bind_for(op)?;
+    let (from_c, to_c) = (
+        ct(op, x)?,
+        ctype(to).ok_or_else(|| crate::kernels::gpu::no_kernel(op, x.device(), to))?,
+    );
+    let (out, y) = alloc(op, g, x.shape(), to)?;
+    let lx = lay(op, g, x, x.shape())?;
+    let (px, n) = (ptr_of(x), out.numel() as i64);
+    let src = source::map(prelude, from_c, to_c, expr);
+    g.launch(
+        op,
+        &src,
+        "k",
+        grid_for(n as usize, BLOCK),
+        BLOCK,
+        &mut args![lx, px, y, n, attrs[0], attrs[1]],
+    )?;
+    Ok(out)
+}
+
+/// A bool one-input op: `expr` is its C expression of `v`.
+pub(crate) fn map_bool(op: &'static str, x: &Tensor, expr: &str) -> Result<Tensor> {
+    map_expr(op, x, "", DType::Bool, expr, [0.0; 2])
+}
+
+/// A contiguous copy (the tensor itself when it already is one covering
+/// its buffer).
+pub(crate) fn contiguous(op: &'static str, t: &Tensor) -> Result<Tensor> {
+    let l = t.layout();
+    if l.is_contiguous() && l.offset == 0 && t.device_buffer().is_some_and(|b| b.len == l.numel()) {
+        return Ok(t.clone());
+    }
+    map_expr(op, t, "", t.dtype(), "v", [0.0; 2])
+}
+
+/// `t` converted to `dtype` (C's conversions: float to integer truncates;
+/// to bool, non-zero is true).
+pub(crate) fn cast(op: &'static str, t: &Tensor, dtype: DType) -> Result<Tensor> {
+    let expr = if dtype == DType::Bool { "v != 0" } else { "v" };
+    map_expr(op, t, "", dtype, expr, [0.0; 2])
+}
+
+/// A float one-input op: `expr` is its C expression of `v` (with the
+/// attributes `c0`, `c1`, and the functions of `prelude`).
+pub(crate) fn unary(op: &'static str, x: &Tensor, prelude: &str, expr: &str, attrs: [f64; 2]) -> Result<Tensor> {
+    float_only(op, x)?;
+    map_expr(op, x, prelude, x.dtype(), expr, attrs)
+}
+
+fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
+    match x.dtype() {
+        DType::F32 | DType::F64 => Ok(()),
+        d => Err(crate::kernels::gpu::no_kernel(op, x.device(), d)),
+    }
+}
+
+/// A two-input elementwise op broadcasting to `shape`: `expr` is its C
+/// expression of `a` and `b` (and the functions of `prelude`), of dtype `to`.
+pub(crate) fn binary(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    shape: &[usize],
+    prelude: &str,
+    expr: &str,
+    to: DType,
+) -> Result<Tensor> {
+    let g = mem_of(a).1;
+    g.bind_for(op)?;
+    let tc = ct(op, a)?;
+    let to_c = ctype(to).ok_or_else(|| crate::kernels::gpu::no_kernel(op, a.device(), to))?;
+    let (out, y) = alloc(op, g, shape, to)?;
+    let (la, lb) = (lay(op, g, a, shape)?, lay(op, g, b, shape)?);
+    let (pa, pb, n) = (ptr_of(a), ptr_of(b), out.numel() as i64);
+    let src = source::zip(prelude, tc, to_c, expr);
+    g.launch(
+        op,
+        &src,
+        "k",
+        grid_for(n as usize, BLOCK),
+        BLOCK,
+        &mut args![la, pa, lb, pb, y, n],
+    )?;
+    Ok(out)
+}
+
+/// `cond ? a : b`, broadcasting the three to `shape`.
+pub(crate) fn select(op: &'static str, c: &Tensor, a: &Tensor, b: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let g = mem_of(a).1;
+    g.bind_for(op)?;
+    let t = ct(op, a)?;
+    let (out, y) = alloc(op, g, shape, a.dtype())?;
+    let (lc, la, lb) = (lay(op, g, c, shape)?, lay(op, g, a, shape)?, lay(op, g, b, shape)?);
+    let (pc, pa, pb, n) = (ptr_of(c), ptr_of(a), ptr_of(b), out.numel() as i64);
+    g.launch(
+        op,
+        &source::select(t),
+        "k",
+        grid_for(n as usize, BLOCK),
+        BLOCK,
+        &mut args![lc, pc, la, pa, lb, pb, y, n],
+    )?;
+    Ok(out)
+}
+
+/// `x` with its dims in the order `perm`, copied contiguous.
+fn permuted(op: &'static str, x: &Tensor, perm: &[usize]) -> Result<Tensor> {
+    let l = x.layout();
+    let layout = Layout {
+        shape: perm.iter().map(|&p| l.shape[p]).collect(),
+        strides: perm.iter().map(|&p| l.strides[p]).collect(),
+        offset: l.offset,
+    };
+    let b = x.device_buffer().expect("on a GPU");
+    contiguous(op, &Tensor::device_view(Arc::clone(b), layout))
+}
+
+/// A reduction (`sum`, `prod`, `max`, `min`) of `x` over the sorted,
+/// distinct `axes`, giving the kept dims in order (`out_shape`, without
+/// keepdims' ones: the caller reshapes).
+pub(crate) fn reduce(op: &'static str, kind: &str, x: &Tensor, axes: &[usize]) -> Result<Tensor> {
+    let g = mem_of(x).1;
+    g.bind_for(op)?;
+    let t = ct(op, x)?;
+    let rank = x.rank();
+    let kept: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
+    let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+    let rows: usize = kept.iter().map(|&d| x.shape()[d]).product();
+    let r: usize = axes.iter().map(|&d| x.shape()[d]).product();
+    let xs = permuted(op, x, &perm)?;
+    let out_shape: Vec<usize> = kept.iter().map(|&d| x.shape()[d]).collect();
+    let (out, y) = alloc(op, g, &out_shape, x.dtype())?;
+    if rows == 0 {
+        return Ok(out);
+    }
+    if r == 0 {
+        // (an empty reduction: the identity)
+        let v = match kind {
+            "sum" => 0.0,
+            "prod" => 1.0,
+            "max" => f64::NEG_INFINITY,
+            _ => f64::INFINITY,
+        };
+        return filled(op, &out_shape, v, x.dtype(), g.ordinal);
+    }
+    let acc = if t == "float" && kind == "sum" { "double" } else { t };
+    let (px, rows_i, r_i) = (ptr_of(&xs), rows as i64, r as i64);
+    let grid = rows.min(65_535 * 8) as u32;
+    g.launch(
+        op,
+        &source::reduce_rows(t, acc, kind),
+        "k",
+        grid,
+        BLOCK,
+        &mut args![px, y, rows_i, r_i],
+    )?;
+    Ok(out)
+}
+
+/// Softmax or log-softmax along `axis` (moved last for the kernel, which
+/// works on rows; the result is viewed back in the input's dim order).
+pub(crate) fn softmax(op: &'static str, x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
+    let g = mem_of(x).1;
+    g.bind_for(op)?;
+    float_only(op, x)?;
+    let t = ct(op, x)?;
+    let rank = x.rank();
+    let perm: Vec<usize> = (0..rank).filter(|&d| d != axis).chain(std::iter::once(axis)).collect();
+    let xs = permuted(op, x, &perm)?;
+    let r = if rank == 0 { 1 } else { x.shape()[axis] };
+    let rows = x.numel().checked_div(r).unwrap_or(0);
+    let (out, y) = alloc(op, g, xs.shape(), x.dtype())?;
+    if rows > 0 {
+        let (px, rows_i, r_i) = (ptr_of(&xs), rows as i64, r as i64);
+        let grid = rows.min(65_535 * 8) as u32;
+        g.launch(
+            op,
+            &source::softmax_rows(t, log),
+            "k",
+            grid,
+            BLOCK,
+            &mut args![px, y, rows_i, r_i],
+        )?;
+    }
+    if axis + 1 == rank || rank == 0 {
+        return Ok(out);
+    }
+    // out is in `perm` order: dim `perm[i]` of x has out's stride `i`
+    let so = crate::tensor::layout::contiguous_strides(out.shape());
+    let mut strides = vec![0isize; rank];
+    for (i, &p) in perm.iter().enumerate() {
+        strides[p] = so[i];
+    }
+    let layout = Layout {
+        shape: x.shape().into(),
+        strides: strides.as_slice().into(),
+        offset: 0,
+    };
+    Ok(Tensor::device_view(
+        Arc::clone(out.device_buffer().expect("on a GPU")),
+        layout,
+    ))
+}
+
+/// Sparse softmax cross-entropy of `logits` `[rows, r]` against integer
+/// `labels` `[rows]`: `(loss [rows], softmax [rows, r])`, as the CPU
+/// kernel returns them.
+pub(crate) fn sparse_xent(op: &'static str, labels: &Tensor, logits: &Tensor) -> Result<(Tensor, Tensor)> {
+    let g = mem_of(logits).1;
+    g.bind_for(op)?;
+    float_only(op, logits)?;
+    let (t, l) = (ct(op, logits)?, ct(op, labels)?);
+    let (xs, ls) = (contiguous(op, logits)?, contiguous(op, labels)?);
+    let r = *logits.shape().last().unwrap_or(&1);
+    let rows = labels.numel();
+    let (loss, pl) = alloc(op, g, labels.shape(), logits.dtype())?;
+    let (grad, pg) = alloc(op, g, logits.shape(), logits.dtype())?;
+    if rows == 0 || r == 0 {
+        return Ok((loss, grad));
+    }
+    let (px, plab, rows_i, r_i) = (ptr_of(&xs), ptr_of(&ls), rows as i64, r as i64);
+    let grid = rows.min(65_535 * 8) as u32;
+    g.launch(
+        op,
+        &source::sparse_xent_rows(t, l),
+        "k",
+        grid,
+        BLOCK,
+        &mut args![px, plab, pl, pg, rows_i, r_i],
+    )?;
+    Ok((loss, grad))
+}
+
+/// A matrix operand as cuBLAS reads it: the pointer, whether its last two
+/// dims are stored transposed (column-major), its leading dimension and
+/// its batch stride (0: one matrix for every batch).
+struct Operand {
+    ptr: u64,
+    transposed: bool,
+    ld: i32,
+    batch_stride: i64,
+    _keep: Option<Tensor>,
+}
+
+/// `t` `[batch..., r, c]` as a cuBLAS operand over `batch` matrices (its
+/// batch dims flattened; a copy when its layout is neither row- nor
+/// column-major per matrix with one batch stride).
+fn operand(op: &'static str, t: &Tensor, batch: usize) -> Result<Operand> {
+    let l = t.layout();
+    let k = l.shape.len();
+    let (r, c) = (l.shape[k - 2], l.shape[k - 1]);
+    let (sr, sc) = (l.strides[k - 2], l.strides[k - 1]);
+    let size = t.dtype().size_in_bytes() as u64;
+    // one batch stride over the flattened batch dims (0 for a broadcast)
+    let tb: usize = l.shape[..k - 2].iter().product();
+    let batch_stride = if tb <= 1 {
+        Some(0)
+    } else {
+        let mut s: Option<isize> = None;
+        let mut ok = true;
+        let mut expect = None;
+        for d in (0..k - 2).rev() {
+            if l.shape[d] == 1 {
+                continue;
+            }
+            match (s, expect) {
+                (None, _) => {
+                    s = Some(l.strides[d]);
+                    expect = Some(l.strides[d] * l.shape[d] as isize);
+                }
+                (Some(_), Some(e)) => {
+                    if l.strides[d] != e {
+                        ok = false;
+                    }
+                    expect = Some(e * l.shape[d] as isize);
+                }
+                _ => {}
+            }
+        }
+        if ok {
+            s
+        } else {
+            None
+        }
+    };
+    let row_major = sc == 1 || c == 1;
+    let col_major = sr == 1 || r == 1;
+    let fits = |ld: isize, min: usize| ld >= min.max(1) as isize && ld <= i32::MAX as isize;
+    if let Some(bs) = batch_stride
+        && bs >= 0
+        && (tb == batch || tb <= 1)
+    {
+        let bs = if tb <= 1 { 0 } else { bs as i64 };
+        let base = mem_of(t).0.ptr + l.offset as u64 * size;
+        if row_major && fits(if r == 1 { c as isize } else { sr }, c) {
+            let ld = if r == 1 { c.max(1) as i32 } else { sr as i32 };
+            return Ok(Operand {
+                ptr: base,
+                transposed: false,
+                ld,
+                batch_stride: bs,
+                _keep: None,
+            });
+        }
+        if col_major && fits(if c == 1 { r as isize } else { sc }, r) {
+            let ld = if c == 1 { r.max(1) as i32 } else { sc as i32 };
+            return Ok(Operand {
+                ptr: base,
+                transposed: true,
+                ld,
+                batch_stride: bs,
+                _keep: None,
+            });
+        }
+    }
+    let copy = contiguous(op, t)?;
+    let bs = if tb <= 1 { 0 } else { (r * c) as i64 };
+    Ok(Operand {
+        ptr: mem_of(&copy).0.ptr,
+        transposed: false,
+        ld: c.max(1) as i32,
+        batch_stride: bs,
+        _keep: Some(copy),
+    })
+}
+
+/// `op(a) @ op(b)` over broadcast batch dims, through cuBLAS
+/// (`f32`: plain single precision, no TF32; `f64`).
+pub(crate) fn matmul(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    ta: bool,
+    tb: bool,
+    out_shape: &[usize],
+) -> Result<Tensor> {
+    let g = mem_of(a).1;
+    g.bind_for(op)?;
+    let dtype = a.dtype();
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return Err(crate::kernels::gpu::no_kernel(op, a.device(), dtype));
+    }
+    let k = out_shape.len();
+    let (m, n) = (out_shape[k - 2], out_shape[k - 1]);
+    let inner = if ta {
+        a.shape()[a.rank() - 2]
+    } else {
+        a.shape()[a.rank() - 1]
+    };
+    let batch: usize = out_shape[..k - 2].iter().product();
+    let (out, y) = alloc(op, g, out_shape, dtype)?;
+    if m == 0 || n == 0 || batch == 0 {
+        return Ok(out);
+    }
+    if inner == 0 {
+        return filled(op, out_shape, 0.0, dtype, g.ordinal);
+    }
+    // broadcast the operands' batch dims to the output's
+    let bcast = |t: &Tensor| -> Result<Tensor> {
+        let r = t.rank();
+        let mut shape = out_shape[..k - 2].to_vec();
+        shape.extend_from_slice(&t.shape()[r - 2..]);
+        if t.shape() == shape.as_slice() {
+            return Ok(t.clone());
+        }
+        let l = t.layout();
+        let strides = crate::tensor::layout::broadcast_strides(&l.shape, &l.strides, &shape);
+        let view = Layout {
+            shape: shape.as_slice().into(),
+            strides,
+            offset: l.offset,
+        };
+        Ok(Tensor::device_view(
+            Arc::clone(t.device_buffer().expect("on a GPU")),
+            view,
+        ))
+    };
+    let (a, b) = (bcast(a)?, bcast(b)?);
+    let oa = operand(op, &a, batch)?;
+    let ob = operand(op, &b, batch)?;
+    // row-major C [m, n] = op(A) op(B) is column-major Cᵀ [n, m] = op(B)ᵀ op(A)ᵀ:
+    // cuBLAS's first operand is B (as stored: row-major B is column-major Bᵀ)
+    use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+    let op_of = |stored_transposed: bool, logical_t: bool| {
+        if stored_transposed != logical_t {
+            CUBLAS_OP_T
+        } else {
+            CUBLAS_OP_N
+        }
+    };
+    let (opb, opa) = (op_of(ob.transposed, tb), op_of(oa.transposed, ta));
+    let (mi, ni, ki) = (m as i32, n as i32, inner as i32);
+    let (sc, bt) = ((m * n) as i64, batch as i32);
+    let handle = *g.blas.lock().map_err(|_| g.err(op, "cuBLAS handle poisoned"))?;
+    // SAFETY: pointers are live device memory of this GPU holding the
+    // operands' matrices at the given leading dims and batch strides
+    let r = unsafe {
+        if dtype == DType::F32 {
+            let (one, zero) = (1.0f32, 0.0f32);
+            cudarc::cublas::result::sgemm_strided_batched(
+                handle,
+                opb,
+                opa,
+                ni,
+                mi,
+                ki,
+                &one,
+                ob.ptr as *const f32,
+                ob.ld,
+                ob.batch_stride,
+                oa.ptr as *const f32,
+                oa.ld,
+                oa.batch_stride,
+                &zero,
+                y as *mut f32,
+                ni,
+                sc,
+                bt,
+            )
+        } else {
+            let (one, zero) = (1.0f64, 0.0f64);
+            cudarc::cublas::result::dgemm_strided_batched(
+                handle,
+                opb,
+                opa,
+                ni,
+                mi,
+                ki,
+                &one,
+                ob.ptr as *const f64,
+                ob.ld,
+                ob.batch_stride,
+                oa.ptr as *const f64,
+                oa.ld,
+                oa.batch_stride,
+                &zero,
+                y as *mut f64,
+                ni,
+                sc,
+                bt,
+            )
+        }
+    };
+    r.map_err(|e| g.err(op, format!("cuBLAS gemm failed: {e:?}")))?;
+    Ok(out)
+}
+
+impl Gpu {
+    /// Binds this GPU's context on the calling thread.
+    fn bind_for(&self, op: &'static str) -> Result<()> {
+        gpu(op, self.ordinal).map(|_| ())
+    }
+}
+
+/// The GPU number of a tensor on a GPU.
+#[allow(dead_code)]
+pub(crate) fn gpu_of(t: &Tensor) -> usize {
+    ordinal(t)
+}

@@ -1,0 +1,90 @@
+//! The CUDA backend (feature `cuda`): the runtime ([`runtime`]: GPUs,
+//! memory, NVRTC, launches), the kernels' CUDA C ([`source`]) and their
+//! entry points ([`launch`]). Without the feature, the same entry points
+//! answer that the build has no CUDA.
+
+#[cfg(feature = "cuda")]
+mod launch;
+#[cfg(feature = "cuda")]
+pub(crate) mod runtime;
+#[cfg(feature = "cuda")]
+pub(crate) mod source;
+
+#[cfg(feature = "cuda")]
+pub(crate) use launch::*;
+#[cfg(feature = "cuda")]
+pub(crate) use runtime::{device_count, CudaMem};
+
+#[cfg(not(feature = "cuda"))]
+mod absent {
+    use crate::error::{Error, Result};
+    use crate::tensor::{DType, Device, Tensor};
+
+    fn absent(op: &'static str, ordinal: usize) -> Error {
+        Error::Device {
+            op,
+            device: Device::Cuda(ordinal),
+            msg: "this build of gradtape has no GPU support (build it with the `cuda` feature)".into(),
+        }
+    }
+
+    pub(crate) fn device_count() -> Result<usize> {
+        Err(absent("cuda_device_count", 0))
+    }
+
+    pub(crate) fn upload(op: &'static str, _: &Tensor, ordinal: usize) -> Result<Tensor> {
+        Err(absent(op, ordinal))
+    }
+
+    pub(crate) fn filled(op: &'static str, _: &[usize], _: f64, _: DType, ordinal: usize) -> Result<Tensor> {
+        Err(absent(op, ordinal))
+    }
+
+    // (never reached: without the feature every device tensor is on an
+    // emulated GPU, whose ops take the host path)
+    pub(crate) fn unary(op: &'static str, _: &Tensor, _: &str, _: &str, _: [f64; 2]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn binary(
+        op: &'static str,
+        _: &Tensor,
+        _: &Tensor,
+        _: &[usize],
+        _: &str,
+        _: &str,
+        _: DType,
+    ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn map_bool(op: &'static str, _: &Tensor, _: &str) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn cast(op: &'static str, _: &Tensor, _: DType) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn select(op: &'static str, _: &Tensor, _: &Tensor, _: &Tensor, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn reduce(op: &'static str, _: &str, _: &Tensor, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn softmax(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn sparse_xent(op: &'static str, _: &Tensor, _: &Tensor) -> Result<(Tensor, Tensor)> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn matmul(op: &'static str, _: &Tensor, _: &Tensor, _: bool, _: bool, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+}
+#[cfg(not(feature = "cuda"))]
+pub(crate) use absent::*;

@@ -1,0 +1,314 @@
+//! The CUDA runtime under the GPU kernels: one context, stream, cuBLAS
+//! handle and kernel cache per GPU, device memory, copies, NVRTC
+//! compilation and launches, on cudarc's thin `result` layer (raw device
+//! pointers; the typed `safe` layer's per-buffer event tracking is work
+//! every op would pay for nothing: all of a GPU's work goes to one stream,
+//! in order).
+//!
+//! Everything is loaded at first use: the driver (`libcuda`), NVRTC and
+//! cuBLAS are found at run time (cudarc's `dynamic-loading`), and a missing
+//! one is an [`Error::Device`] naming it, never a panic. Kernels are CUDA C
+//! compiled by NVRTC for the GPU's own architecture (a cubin: no PTX JIT,
+//! whose PTX version an older driver may not know), cached by their source.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Mutex, OnceLock};
+
+use cudarc::cublas::{result as blas, sys as blas_sys};
+use cudarc::driver::{result as drv, sys};
+use cudarc::nvrtc::{result as rtc, sys as rtc_sys};
+
+use crate::error::{Error, Result};
+use crate::tensor::Device;
+
+/// The most GPUs one process drives.
+const MAX_GPUS: usize = 16;
+
+/// One GPU's context, stream, cuBLAS handle and compiled kernels.
+pub(crate) struct Gpu {
+    pub(crate) ordinal: usize,
+    ctx: sys::CUcontext,
+    pub(crate) stream: sys::CUstream,
+    pub(crate) blas: Mutex<blas_sys::cublasHandle_t>,
+    arch: (i32, i32),
+    kernels: Mutex<HashMap<String, Kernel>>,
+}
+
+/// A compiled kernel (its module stays loaded for the process).
+#[derive(Clone, Copy)]
+struct Kernel(sys::CUfunction);
+
+// SAFETY: the driver's handles may be used from any thread once the
+// context is current there (`Gpu::bind` makes it so before every call);
+// the cuBLAS handle is behind a mutex.
+unsafe impl Send for Gpu {}
+unsafe impl Sync for Gpu {}
+unsafe impl Send for Kernel {}
+
+static GPUS: [OnceLock<std::result::Result<Gpu, String>>; MAX_GPUS] = [const { OnceLock::new() }; MAX_GPUS];
+
+fn err(op: &'static str, ordinal: usize, msg: impl Into<String>) -> Error {
+    Error::Device {
+        op,
+        device: Device::Cuda(ordinal),
+        msg: msg.into(),
+    }
+}
+
+/// Whether the CUDA driver library can be loaded.
+fn driver_present() -> bool {
+    // SAFETY: only looks the library up (cudarc's loader)
+    unsafe { sys::is_culib_present() }
+}
+
+/// The number of GPUs the driver reports.
+pub(crate) fn device_count() -> Result<usize> {
+    if !driver_present() {
+        return Err(err(
+            "cuda_device_count",
+            0,
+            "the CUDA driver (libcuda.so) was not found: no NVIDIA GPU driver is installed here",
+        ));
+    }
+    drv::init().map_err(|e| err("cuda_device_count", 0, format!("cuInit failed: {e:?}")))?;
+    let n = drv::device::get_count().map_err(|e| err("cuda_device_count", 0, format!("{e:?}")))?;
+    Ok(n.max(0) as usize)
+}
+
+/// The GPU of `ordinal`, set up at first use (and bound to this thread).
+pub(crate) fn gpu(op: &'static str, ordinal: usize) -> Result<&'static Gpu> {
+    let slot = GPUS
+        .get(ordinal)
+        .ok_or_else(|| err(op, ordinal, format!("at most {MAX_GPUS} GPUs are supported")))?;
+    let g = slot
+        .get_or_init(|| Gpu::open(ordinal))
+        .as_ref()
+        .map_err(|m| err(op, ordinal, m.clone()))?;
+    g.bind(op)?;
+    Ok(g)
+}
+
+impl Gpu {
+    fn open(ordinal: usize) -> std::result::Result<Gpu, String> {
+        let n = device_count().map_err(|e| e.to_string())?;
+        if ordinal >= n {
+            return Err(format!("no such GPU: the driver reports {n}"));
+        }
+        // SAFETY: plain driver calls on a device that exists; the primary
+        // context is retained for the process
+        unsafe {
+            let dev = drv::device::get(ordinal as i32).map_err(|e| format!("{e:?}"))?;
+            let ctx = drv::primary_ctx::retain(dev).map_err(|e| format!("{e:?}"))?;
+            drv::ctx::set_current(ctx).map_err(|e| format!("{e:?}"))?;
+            let stream = drv::stream::create(drv::stream::StreamKind::NonBlocking).map_err(|e| format!("{e:?}"))?;
+            let major = drv::device::get_attribute(
+                dev,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            )
+            .map_err(|e| format!("{e:?}"))?;
+            let minor = drv::device::get_attribute(
+                dev,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+            )
+            .map_err(|e| format!("{e:?}"))?;
+            if !blas_sys::is_culib_present() {
+                return Err("cuBLAS (libcublas.so) was not found; add its folder to LD_LIBRARY_PATH".into());
+            }
+            let handle = blas::create_handle().map_err(|e| format!("cublasCreate failed: {e:?}"))?;
+            blas::set_stream(handle, stream as _).map_err(|e| format!("cublasSetStream failed: {e:?}"))?;
+            Ok(Gpu {
+                ordinal,
+                ctx,
+                stream,
+                blas: Mutex::new(handle),
+                arch: (major, minor),
+                kernels: Mutex::new(HashMap::new()),
+            })
+        }
+    }
+
+    /// Makes this GPU's context current on the calling thread.
+    fn bind(&self, op: &'static str) -> Result<()> {
+        thread_local! {
+            static CURRENT: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+        }
+        if CURRENT.with(|c| c.get()) == self.ordinal {
+            return Ok(());
+        }
+        // SAFETY: the context was retained in `open` and is never released
+        unsafe { drv::ctx::set_current(self.ctx) }.map_err(|e| err(op, self.ordinal, format!("{e:?}")))?;
+        CURRENT.with(|c| c.set(self.ordinal));
+        Ok(())
+    }
+
+    pub(crate) fn err(&self, op: &'static str, msg: impl Into<String>) -> Error {
+        err(op, self.ordinal, msg)
+    }
+
+    /// `bytes` of device memory (stream-ordered: freed on the same stream).
+    pub(crate) fn alloc(&'static self, op: &'static str, bytes: usize) -> Result<CudaMem> {
+        let ptr = if bytes == 0 {
+            0
+        } else {
+            // SAFETY: the stream is this GPU's; the memory is only used on it
+            unsafe { drv::malloc_async(self.stream, bytes) }
+                .map_err(|e| self.err(op, format!("cannot allocate {bytes} bytes of device memory: {e:?}")))?
+        };
+        Ok(CudaMem { ptr, bytes, gpu: self })
+    }
+
+    /// Copies host `src` into `dst` (which holds at least as many bytes).
+    pub(crate) fn upload<T>(&self, op: &'static str, dst: &CudaMem, src: &[T]) -> Result<()> {
+        assert!(
+            std::mem::size_of_val(src) <= dst.bytes,
+            "gradtape internal error: upload past a buffer"
+        );
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: `dst` holds the bytes; the copy is synchronous with
+        // respect to the host buffer (waited for below)
+        unsafe {
+            drv::memcpy_htod_async(dst.ptr, src, self.stream).map_err(|e| self.err(op, format!("{e:?}")))?;
+        }
+        self.sync(op)
+    }
+
+    /// Copies `src` (which holds at least `dst`'s bytes) to the host.
+    pub(crate) fn download<T>(&self, op: &'static str, dst: &mut [T], src: u64) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the caller's `src` holds the bytes; waited for below
+        unsafe {
+            drv::memcpy_dtoh_async(dst, src, self.stream).map_err(|e| self.err(op, format!("{e:?}")))?;
+        }
+        self.sync(op)
+    }
+
+    /// Waits for all work queued on this GPU.
+    pub(crate) fn sync(&self, op: &'static str) -> Result<()> {
+        // SAFETY: the stream is live
+        unsafe { drv::stream::synchronize(self.stream) }.map_err(|e| self.err(op, format!("{e:?}")))
+    }
+
+    /// The kernel `name` of `source`, compiled at its first use.
+    fn kernel(&self, op: &'static str, source: &str, name: &str) -> Result<Kernel> {
+        let key = format!("{name}\n{source}");
+        if let Some(&k) = self
+            .kernels
+            .lock()
+            .map_err(|_| self.err(op, "kernel cache poisoned"))?
+            .get(&key)
+        {
+            return Ok(k);
+        }
+        let cubin = compile(source, self.arch).map_err(|m| self.err(op, m))?;
+        let cname = CString::new(name).map_err(|_| self.err(op, "bad kernel name"))?;
+        // SAFETY: a cubin NVRTC made for this GPU; the module stays loaded
+        let f = unsafe {
+            let module = drv::module::load_data(cubin.as_ptr() as *const c_void)
+                .map_err(|e| self.err(op, format!("loading a compiled kernel failed: {e:?}")))?;
+            drv::module::get_function(module, cname).map_err(|e| self.err(op, format!("{e:?}")))?
+        };
+        let k = Kernel(f);
+        self.kernels
+            .lock()
+            .map_err(|_| self.err(op, "kernel cache poisoned"))?
+            .insert(key, k);
+        Ok(k)
+    }
+
+    /// Launches kernel `name` of `source` over `n` threads (a grid-stride
+    /// loop inside covers any `n`), blocks of `block` threads, with `args`
+    /// (pointers to each argument's value, in order).
+    pub(crate) fn launch(
+        &self,
+        op: &'static str,
+        source: &str,
+        name: &str,
+        grid: u32,
+        block: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        let k = self.kernel(op, source, name)?;
+        if grid == 0 {
+            return Ok(());
+        }
+        // SAFETY: the arguments match the kernel's parameters (each caller
+        // passes them in the order of its source); memory is this GPU's
+        unsafe { drv::launch_kernel(k.0, (grid, 1, 1), (block, 1, 1), 0, self.stream, args) }
+            .map_err(|e| self.err(op, format!("kernel launch failed: {e:?}")))
+    }
+}
+
+/// Grid size for `n` elements, blocks of `block` (capped: kernels loop).
+pub(crate) fn grid_for(n: usize, block: u32) -> u32 {
+    n.div_ceil(block as usize).min(65_535 * 8) as u32
+}
+
+/// Compiles CUDA C `source` to a cubin for `arch` with NVRTC.
+pub(crate) fn compile(source: &str, arch: (i32, i32)) -> std::result::Result<Vec<u8>, String> {
+    compile_with(source, &format!("--gpu-architecture=sm_{}{}", arch.0, arch.1), true)
+}
+
+/// Compiles `source` with NVRTC under `arch_flag`, returning the cubin
+/// (`cubin`) or the PTX; an error carries NVRTC's log.
+pub(crate) fn compile_with(source: &str, arch_flag: &str, cubin: bool) -> std::result::Result<Vec<u8>, String> {
+    // SAFETY: only looks the library up
+    if !unsafe { rtc_sys::is_culib_present() } {
+        return Err("NVRTC (libnvrtc.so) was not found; add its folder to LD_LIBRARY_PATH".into());
+    }
+    let src = CString::new(source).map_err(|_| "a kernel source holds a NUL byte".to_string())?;
+    let prog = rtc::create_program(&src, None).map_err(|e| format!("nvrtcCreateProgram: {e:?}"))?;
+    let opts = [arch_flag.to_string(), "--std=c++17".to_string()];
+    // SAFETY: `prog` is live until destroyed below
+    unsafe {
+        let compiled = rtc::compile_program(prog, &opts);
+        let out = match compiled {
+            Err(e) => {
+                let log = rtc::get_program_log(prog)
+                    .map(|l| {
+                        let bytes: Vec<u8> = l.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
+                        String::from_utf8_lossy(&bytes).into_owned()
+                    })
+                    .unwrap_or_default();
+                Err(format!("NVRTC could not compile a kernel ({e:?}):\n{log}"))
+            }
+            Ok(()) if cubin => {
+                let mut size = 0usize;
+                rtc_sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|e| format!("nvrtcGetCUBINSize: {e:?}"))?;
+                let mut buf = vec![0u8; size];
+                rtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut _)
+                    .result()
+                    .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))?;
+                Ok(buf)
+            }
+            Ok(()) => rtc::get_ptx(prog)
+                .map(|p| p.iter().map(|&c| c as u8).collect())
+                .map_err(|e| format!("nvrtcGetPTX: {e:?}")),
+        };
+        let _ = rtc::destroy_program(prog);
+        out
+    }
+}
+
+/// Device memory of one GPU, freed (on its stream) when dropped.
+pub(crate) struct CudaMem {
+    pub(crate) ptr: u64,
+    pub(crate) bytes: usize,
+    pub(crate) gpu: &'static Gpu,
+}
+
+impl Drop for CudaMem {
+    fn drop(&mut self) {
+        if self.ptr != 0 && self.gpu.bind("free").is_ok() {
+            // SAFETY: allocated on this stream, freed once; later work on
+            // the stream cannot use it (nothing holds the pointer)
+            let _ = unsafe { drv::free_async(self.ptr, self.gpu.stream) };
+        }
+    }
+}

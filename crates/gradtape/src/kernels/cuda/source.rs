@@ -1,0 +1,310 @@
+//! The CUDA C of the GPU kernels, as sources built per dtype and op (each
+//! distinct source is compiled once per process, at its first use).
+//!
+//! Every kernel reads its inputs through a [`Lay`]: the view's shape,
+//! strides and offset, so that a transposed, sliced or broadcast input is
+//! read in place, as the CPU kernels read views; outputs are contiguous.
+//! Kernels loop grid-stride, so any grid covers any size.
+
+use crate::tensor::{DType, Layout};
+
+/// The most dimensions a view read by a GPU kernel may have.
+pub(crate) const MAX_RANK: usize = 8;
+
+/// A view as kernels read it (`struct Lay` in [`COMMON`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lay {
+    shape: [i64; MAX_RANK],
+    stride: [i64; MAX_RANK],
+    offset: i64,
+    rank: i32,
+    contig: i32,
+}
+
+impl Lay {
+    /// The view `l` read over `shape` (its own, or one it broadcasts to:
+    /// missing leading dims and stretched ones read with stride 0).
+    /// `None` past [`MAX_RANK`] dims.
+    pub(crate) fn of(l: &Layout, shape: &[usize]) -> Option<Lay> {
+        let rank = shape.len();
+        if rank > MAX_RANK {
+            return None;
+        }
+        let strides = crate::tensor::layout::broadcast_strides(&l.shape, &l.strides, shape);
+        let mut lay = Lay {
+            shape: [1; MAX_RANK],
+            stride: [0; MAX_RANK],
+            offset: l.offset as i64,
+            rank: rank as i32,
+            contig: 0,
+        };
+        for d in 0..rank {
+            lay.shape[d] = shape[d] as i64;
+            lay.stride[d] = strides[d] as i64;
+        }
+        let same = l.shape.as_slice() == shape;
+        lay.contig = i32::from(same && l.is_contiguous());
+        Some(lay)
+    }
+}
+
+/// The C type of a dtype's elements, where GPU kernels handle it.
+pub(crate) fn ctype(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::I32 => "int",
+        DType::I64 => "long long",
+        DType::Bool => "bool",
+        _ => return None,
+    })
+}
+
+/// What every kernel source starts with: the view type and its walk.
+pub(crate) const COMMON: &str = r#"
+struct Lay { long long shape[8]; long long stride[8]; long long offset; int rank; int contig; };
+__device__ __forceinline__ long long gt_at(const Lay& l, long long i) {
+    if (l.contig) return l.offset + i;
+    long long at = l.offset;
+    for (int d = l.rank - 1; d >= 0; --d) {
+        long long s = l.shape[d];
+        long long q = i / s;
+        at += (i - q * s) * l.stride[d];
+        i = q;
+    }
+    return at;
+}
+#define GT_LOOP(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+template <typename T> __device__ __forceinline__ bool gt_nan(T v) { return v != v; }
+"#;
+
+/// `out[i] = (To)(f(x[at(i)]))` where `f` is the C expression `expr` of `v`.
+pub(crate) fn map(prelude: &str, from: &str, to: &str, expr: &str) -> String {
+    format!(
+        "{COMMON}{prelude}\ntypedef {from} TX; typedef {to} TY;\n\
+         extern \"C\" __global__ void k(Lay lx, const TX* x, TY* y, long long n, double c0, double c1) {{\n\
+         GT_LOOP(i, n) {{ TX v = x[gt_at(lx, i)]; y[i] = (TY)({expr}); }}\n}}\n"
+    )
+}
+
+/// `out[i] = f(a[at(i)], b[at(i)])` where `f` is the C expression `expr`
+/// of `a` and `b`.
+pub(crate) fn zip(prelude: &str, from: &str, to: &str, expr: &str) -> String {
+    format!(
+        "{COMMON}{prelude}\ntypedef {from} TX; typedef {to} TY;\n\
+         extern \"C\" __global__ void k(Lay la, const TX* pa, Lay lb, const TX* pb, TY* y, long long n) {{\n\
+         GT_LOOP(i, n) {{ TX a = pa[gt_at(la, i)]; TX b = pb[gt_at(lb, i)]; y[i] = (TY)({expr}); }}\n}}\n"
+    )
+}
+
+/// `out[i] = c[at(i)] ? a[at(i)] : b[at(i)]`.
+pub(crate) fn select(t: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(Lay lc, const bool* c, Lay la, const T* pa, Lay lb, const T* pb, T* y, long long n) {{\n\
+         GT_LOOP(i, n) {{ y[i] = c[gt_at(lc, i)] ? pa[gt_at(la, i)] : pb[gt_at(lb, i)]; }}\n}}\n"
+    )
+}
+
+/// `y[i] = v` (the value as a double, converted).
+pub(crate) fn fill(t: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(T* y, long long n, double v) {{ GT_LOOP(i, n) {{ y[i] = (T)v; }} }}\n"
+    )
+}
+
+/// How a reduction combines (`a` the running value, `b` the next).
+pub(crate) fn combine(kind: &str) -> (&'static str, &'static str) {
+    match kind {
+        "sum" => ("0", "a + b"),
+        "prod" => ("1", "a * b"),
+        // NaN wins, as on the CPU
+        "max" => ("gt_lowest<T>()", "(gt_nan(a) || a >= b) ? a : b"),
+        _ => ("gt_highest<T>()", "(gt_nan(a) || a <= b) ? a : b"),
+    }
+}
+
+/// Rows of `r` contiguous elements reduced to one each: a block per row.
+/// `ACC` accumulates (`double` for `f32` sums: one rounding at the end).
+pub(crate) fn reduce_rows(t: &str, acc: &str, kind: &str) -> String {
+    let (init, comb) = combine(kind);
+    format!(
+        "{COMMON}\ntypedef {t} T; typedef {acc} ACC;\n{LIMITS}\n\
+         __device__ __forceinline__ ACC gt_comb(ACC a, ACC b) {{ return {comb}; }}\n\
+         extern \"C\" __global__ void k(const T* x, T* y, long long rows, long long r) {{\n\
+           __shared__ ACC sh[256];\n\
+           for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
+             ACC acc = (ACC)({init_t});\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) acc = gt_comb(acc, (ACC)x[row * r + j]);\n\
+             sh[threadIdx.x] = acc; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) sh[threadIdx.x] = gt_comb(sh[threadIdx.x], sh[threadIdx.x + s]);\n\
+               __syncthreads();\n\
+             }}\n\
+             if (threadIdx.x == 0) y[row] = (T)sh[0];\n\
+             __syncthreads();\n\
+           }}\n\
+         }}\n",
+        init_t = init.replace("<T>", "<ACC>"),
+    )
+}
+
+/// Extreme values by type, for max and min.
+const LIMITS: &str = r#"
+template <typename T> __device__ __forceinline__ T gt_lowest();
+template <typename T> __device__ __forceinline__ T gt_highest();
+template <> __device__ __forceinline__ float gt_lowest<float>() { return -__int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ float gt_highest<float>() { return __int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double gt_lowest<double>() { return -__longlong_as_double(0x7ff0000000000000LL); }
+template <> __device__ __forceinline__ double gt_highest<double>() { return __longlong_as_double(0x7ff0000000000000LL); }
+template <> __device__ __forceinline__ int gt_lowest<int>() { return -2147483647 - 1; }
+template <> __device__ __forceinline__ int gt_highest<int>() { return 2147483647; }
+template <> __device__ __forceinline__ long long gt_lowest<long long>() { return -9223372036854775807LL - 1; }
+template <> __device__ __forceinline__ long long gt_highest<long long>() { return 9223372036854775807LL; }
+template <> __device__ __forceinline__ bool gt_lowest<bool>() { return false; }
+template <> __device__ __forceinline__ bool gt_highest<bool>() { return true; }
+"#;
+
+/// Softmax (or log-softmax) of rows of `r` contiguous elements: a block
+/// per row (the row's max, then the sum of exponentials, in `double` for
+/// `f32`'s sum as for the reductions).
+pub(crate) fn softmax_rows(t: &str, log: bool) -> String {
+    let (exp, lg) = if t == "float" { ("expf", "logf") } else { ("exp", "log") };
+    let write = if log {
+        format!("y[row * r + j] = (T)((double)(x[row * r + j] - m) - {lg}(s));")
+    } else {
+        format!("y[row * r + j] = (T)((double){exp}(x[row * r + j] - m) / s);")
+    };
+    format!(
+        "{COMMON}\ntypedef {t} T;\n{LIMITS}\n\
+         extern \"C\" __global__ void k(const T* x, T* y, long long rows, long long r) {{\n\
+           __shared__ T shm[256]; __shared__ double shs[256];\n\
+           for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
+             T m = gt_lowest<T>();\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ T v = x[row * r + j]; m = (gt_nan(m) || m >= v) ? m : v; }}\n\
+             shm[threadIdx.x] = m; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) {{ T a = shm[threadIdx.x], b = shm[threadIdx.x + s]; shm[threadIdx.x] = (gt_nan(a) || a >= b) ? a : b; }}\n\
+               __syncthreads();\n\
+             }}\n\
+             m = shm[0];\n\
+             if (m == gt_lowest<T>()) m = 0;\n\
+             double acc = 0;\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) acc += (double){exp}(x[row * r + j] - m);\n\
+             shs[threadIdx.x] = acc; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) shs[threadIdx.x] += shs[threadIdx.x + s];\n\
+               __syncthreads();\n\
+             }}\n\
+             double s = shs[0];\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ {write} }}\n\
+             __syncthreads();\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// Sparse softmax cross-entropy of rows of `r` logits against integer
+/// labels `lab` (type `L`): `loss[row] = logsumexp(x) - x[label]` and
+/// the softmax `p[row, j]` (written to `grad`: the rule's `p - onehot`
+/// is ops). A label outside `[0, r)` gives NaN for its row (the op checks
+/// the labels on the host first, so it never reaches here).
+pub(crate) fn sparse_xent_rows(t: &str, label: &str) -> String {
+    let (exp, lg) = if t == "float" { ("expf", "logf") } else { ("exp", "log") };
+    format!(
+        "{COMMON}\ntypedef {t} T; typedef {label} L;\n{LIMITS}\n\
+         extern \"C\" __global__ void k(const T* x, const L* lab, T* loss, T* grad, long long rows, long long r) {{\n\
+           __shared__ T shm[256]; __shared__ double shs[256];\n\
+           for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
+             T m = gt_lowest<T>();\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ T v = x[row * r + j]; m = (gt_nan(m) || m >= v) ? m : v; }}\n\
+             shm[threadIdx.x] = m; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) {{ T a = shm[threadIdx.x], b = shm[threadIdx.x + s]; shm[threadIdx.x] = (gt_nan(a) || a >= b) ? a : b; }}\n\
+               __syncthreads();\n\
+             }}\n\
+             m = shm[0];\n\
+             if (m == gt_lowest<T>()) m = 0;\n\
+             double acc = 0;\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) acc += (double){exp}(x[row * r + j] - m);\n\
+             shs[threadIdx.x] = acc; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) shs[threadIdx.x] += shs[threadIdx.x + s];\n\
+               __syncthreads();\n\
+             }}\n\
+             double s = shs[0];\n\
+             long long l = (long long)lab[row];\n\
+             bool ok = l >= 0 && l < r;\n\
+             double nan = __longlong_as_double(0x7ff8000000000000LL);\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{\n\
+               grad[row * r + j] = (T)(ok ? (double){exp}(x[row * r + j] - m) / s : nan);\n\
+             }}\n\
+             if (threadIdx.x == 0) loss[row] = (T)(ok ? {lg}(s) - (double)(x[row * r + l] - m) : nan);\n\
+             __syncthreads();\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// Every fixed kernel source (for the NVRTC check in CI: the generated
+/// elementwise ones are checked by `cuda_expr`'s tests).
+#[cfg(test)]
+pub(crate) fn all_fixed() -> Vec<String> {
+    let mut out = Vec::new();
+    for t in ["float", "double", "int", "long long", "bool"] {
+        out.push(fill(t));
+        out.push(select(t));
+        out.push(map("", t, t, "v"));
+        for kind in ["sum", "prod", "max", "min"] {
+            let acc = if t == "float" && kind == "sum" { "double" } else { t };
+            out.push(reduce_rows(t, acc, kind));
+        }
+    }
+    for t in ["float", "double"] {
+        out.push(softmax_rows(t, false));
+        out.push(softmax_rows(t, true));
+        for l in ["int", "long long"] {
+            out.push(sparse_xent_rows(t, l));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every fixed kernel source compiles with NVRTC (to PTX for Hopper:
+    /// no GPU needed), where the NVRTC library is found; the generated
+    /// elementwise kernels are compiled by `ops::math::cuda_expr`'s tests.
+    #[test]
+    fn every_kernel_source_compiles_with_nvrtc() {
+        // SAFETY: only looks the library up
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            println!("skipped: NVRTC (libnvrtc.so) not found; set LD_LIBRARY_PATH to its folder to check the kernels");
+            return;
+        }
+        let sources = all_fixed();
+        assert!(sources.len() > 30);
+        for src in &sources {
+            if let Err(log) = super::super::runtime::compile_with(src, "--gpu-architecture=compute_90", false) {
+                panic!("{log}\nsource:\n{src}");
+            }
+        }
+        println!("compiled {} kernel sources with NVRTC", sources.len());
+    }
+
+    #[test]
+    fn a_views_lay_reads_its_broadcast_strides() {
+        let l = Layout::contiguous(&[3, 1]);
+        let lay = Lay::of(&l, &[2, 3, 4]).unwrap();
+        assert_eq!((lay.rank, lay.contig), (3, 0));
+        assert_eq!(&lay.shape[..3], &[2, 3, 4]);
+        assert_eq!(&lay.stride[..3], &[0, 1, 0]);
+        let same = Lay::of(&l, &[3, 1]).unwrap();
+        assert_eq!(same.contig, 1);
+        assert!(Lay::of(&Layout::contiguous(&[1; 9]), &[1; 9]).is_none());
+    }
+}

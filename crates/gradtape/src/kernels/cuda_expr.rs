@@ -1,1 +1,0 @@
-//! The CUDA C of the elementwise table's functions (to be written).

@@ -1,0 +1,59 @@
+//! Moving tensors between devices ([`Tensor::to`]).
+
+use crate::dispatch::{bind_untraced, listens, vjp, Kind, Operands};
+use crate::error::{Error, Result};
+use crate::kernels::gpu;
+use crate::ops::grads;
+use crate::tensor::{Device, Tensor};
+
+impl Tensor {
+    /// This tensor on `device`: itself (the same tensor, same id) when it
+    /// is there already, else a copy. Differentiable: the gradient goes
+    /// back to the source's device.
+    ///
+    /// On a machine without a GPU (or a build without the `cuda` feature)
+    /// moving to `Device::Cuda(n)` is an error saying so, never a panic.
+    ///
+    /// ```
+    /// use gradtape::{Device, Tensor};
+    /// let x = Tensor::vector(&[1.0f32, 2.0]);
+    /// assert_eq!(x.to(Device::Cpu)?.id(), x.id());
+    /// match x.to(Device::Cuda(0)) {
+    ///     Ok(g) => assert_eq!(g.device(), Device::Cuda(0)),
+    ///     Err(e) => println!("no GPU here: {e}"),
+    /// }
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn to(&self, device: Device) -> Result<Tensor> {
+        const OP: &str = "to";
+        let from = self.device();
+        if from == device {
+            return Ok(self.clone());
+        }
+        if listens(Kind::Trace) {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "moving a tensor from {from} to {device} inside a traced function is not supported yet: \
+                     move the inputs before calling it"
+                ),
+            ));
+        }
+        self.expect_readable(OP)?;
+        let y = gpu::to_device(OP, self, device)?;
+        let mut make = move || vjp(move |g, _| Ok(grads![Some(g[0].to(from)?)]));
+        bind_untraced(
+            OP,
+            Operands::Tensors(&[self]),
+            std::slice::from_ref(&y),
+            &mut make,
+            Some(&|t, _| crate::ops::only(t)?.to(device)),
+        );
+        Ok(y)
+    }
+
+    /// This tensor on the CPU ([`to(Device::Cpu)`](Self::to)).
+    pub fn cpu(&self) -> Result<Tensor> {
+        self.to(Device::Cpu)
+    }
+}

@@ -1,0 +1,370 @@
+//! Devices, on an emulated GPU: everything above the GPU kernels (device
+//! placement, the mixed-device errors, moving tensors, the tape, forward
+//! mode, Jacobians, variables and optimizers on a GPU) checked on machines
+//! without one. `gradtape::emulate_cuda_on_host()` makes `Device::Cuda(0)`
+//! host memory behind the GPU's dispatch, so an op runs where a GPU would
+//! run it or fails as it would there (a binary of its own: emulation is
+//! process-wide). The CUDA kernels themselves are checked by `tests/gpu`
+//! on a machine with a GPU.
+
+mod ops_table;
+
+use gradtape::{DType, Device, Error, GradientTape, Tensor, Variable};
+
+const GPU: Device = Device::Cuda(0);
+
+fn emulate() {
+    gradtape::emulate_cuda_on_host();
+}
+
+fn t(v: &[f64], shape: &[usize]) -> Tensor {
+    Tensor::from_vec(v.iter().map(|&x| x as f32).collect(), shape).unwrap()
+}
+
+/// Deterministic values in (-1, 1).
+fn vals(n: usize, seed: u64) -> Vec<f64> {
+    (0..n)
+        .map(|i| (((i as u64 * 2654435761 + seed * 97) % 1000) as f64 / 500.0) - 1.0)
+        .collect()
+}
+
+fn close(a: &Tensor, b: &Tensor, tol: f64) {
+    assert_eq!(a.shape(), b.shape());
+    let (x, y) = (a.to_vec_f64(), b.to_vec_f64());
+    for (i, (p, q)) in x.iter().zip(&y).enumerate() {
+        assert!((p - q).abs() <= tol * (1.0 + q.abs()), "element {i}: {p} vs {q}");
+    }
+}
+
+#[test]
+fn tensors_move_between_devices_and_print_their_device() {
+    emulate();
+    let x = t(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    assert_eq!(x.device(), Device::Cpu);
+    let g = x.to(GPU).unwrap();
+    assert_eq!(g.device(), GPU);
+    assert_eq!((g.shape(), g.dtype()), (x.shape(), x.dtype()));
+    assert_eq!(g.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(g.to(GPU).unwrap().id(), g.id(), "already there: the same tensor");
+    let back = g.cpu().unwrap();
+    assert_eq!(back.device(), Device::Cpu);
+    assert_eq!(back.to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
+    assert!(g.to_string().ends_with("dtype=f32, device=cuda:0)"), "{g}");
+    assert_eq!(
+        g.transpose().unwrap().to_vec::<f32>().unwrap(),
+        vec![1.0, 3.0, 2.0, 4.0]
+    );
+    let s = Tensor::scalar(2.5f64).to(GPU).unwrap();
+    assert_eq!(s.item().unwrap(), 2.5);
+    assert_eq!(s.to_scalar::<f64>().unwrap(), 2.5);
+    for d in [DType::I32, DType::I64, DType::Bool, DType::F64] {
+        let y = x.cast(d).unwrap().to(GPU).unwrap();
+        assert_eq!(y.dtype(), d);
+        assert_eq!(y.to_vec_f64(), x.cast(d).unwrap().to_vec_f64());
+    }
+}
+
+#[test]
+fn inputs_on_two_devices_are_an_error_naming_the_op_and_both() {
+    emulate();
+    let a = t(&[1.0, 2.0], &[2]);
+    let b = a.to(GPU).unwrap();
+    for r in [a.add(&b), b.add(&a), a.matmul(&b.reshape(&[2, 1]).unwrap()), b.lt(&a)] {
+        match r {
+            Err(Error::DeviceMismatch { lhs, rhs, .. }) => assert_ne!(lhs, rhs),
+            other => panic!("expected a device mismatch, got {other:?}"),
+        }
+    }
+    let e = a.mul(&b).unwrap_err().to_string();
+    assert!(e.contains("mul") && e.contains("cpu") && e.contains("cuda:0"), "{e}");
+    let w = Tensor::where_(&b.gt(&b).unwrap(), &a, &a).unwrap_err();
+    assert!(matches!(w, Error::DeviceMismatch { op: "where", .. }), "{w:?}");
+}
+
+#[test]
+fn an_op_without_a_gpu_kernel_is_an_error_not_a_panic() {
+    emulate();
+    let x = Tensor::from_vec(vals(16, 1).iter().map(|&v| v as f32).collect(), &[1, 4, 4, 1])
+        .unwrap()
+        .to(GPU)
+        .unwrap();
+    let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
+    let e = x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).unwrap_err();
+    match &e {
+        Error::Device { device, msg, .. } => {
+            assert_eq!(*device, GPU);
+            assert!(msg.contains("no kernel"), "{e}");
+        }
+        other => panic!("expected a device error, got {other:?}"),
+    }
+    // integer math has no GPU kernel yet either (f32 and f64 have)
+    let i = Tensor::vector(&[1i64, 2]).to(GPU).unwrap();
+    assert!(matches!(i.add(&i), Err(Error::Device { .. })));
+}
+
+#[test]
+fn ops_on_the_gpu_give_the_cpus_values_and_stay_there() {
+    emulate();
+    let a = t(&vals(12, 1), &[3, 4]);
+    let b = t(&vals(4, 2), &[4]);
+    let m = t(&vals(20, 3), &[4, 5]);
+    let (ga, gb, gm) = (a.to(GPU).unwrap(), b.to(GPU).unwrap(), m.to(GPU).unwrap());
+    type F = fn(&Tensor, &Tensor, &Tensor) -> gradtape::Result<Tensor>;
+    let cases: Vec<(&str, F)> = vec![
+        ("add", |a, b, _| a.add(b)),
+        ("mul", |a, b, _| a.mul(b)),
+        ("div", |a, b, _| a.div(&b.add_scalar(3.0)?)),
+        ("exp", |a, _, _| a.exp()),
+        ("tanh", |a, _, _| a.tanh()),
+        ("relu", |a, _, _| a.relu()),
+        ("mul_scalar", |a, _, _| a.mul_scalar(-1.5)),
+        ("sum", |a, _, _| a.sum(&[0], false)),
+        ("sum_keep", |a, _, _| a.sum(&[1], true)),
+        ("mean", |a, _, _| a.mean_all()),
+        ("max", |a, _, _| a.max(&[1], false)),
+        ("matmul", |a, _, m| a.matmul(m)),
+        ("matmul_t", |a, _, _| a.matmul_with(a, false, true)),
+        ("softmax", |a, _, _| a.softmax(-1)),
+        ("softmax0", |a, _, _| a.softmax(0)),
+        ("log_softmax", |a, _, _| a.log_softmax(-1)),
+        ("transpose_reshape", |a, _, _| a.transpose()?.reshape(&[12])),
+        ("where", |a, b, _| {
+            Tensor::where_(&a.gt(&a.zeros_like())?, a, &b.broadcast_to(&[3, 4])?)
+        }),
+        ("cast", |a, _, _| a.cast(DType::F64)),
+    ];
+    for (name, f) in cases {
+        let cpu = f(&a, &b, &m).unwrap();
+        let gpu = f(&ga, &gb, &gm).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(gpu.device(), GPU, "{name}");
+        close(&gpu, &cpu, 1e-6);
+    }
+    let labels = Tensor::vector(&[0i64, 3, 1]);
+    let cpu = Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &a).unwrap();
+    let gpu = Tensor::sparse_softmax_cross_entropy_with_logits(&labels.to(GPU).unwrap(), &ga).unwrap();
+    assert_eq!(gpu.device(), GPU);
+    close(&gpu, &cpu, 1e-6);
+    let bad = Tensor::vector(&[0i64, 9, 1]).to(GPU).unwrap();
+    assert!(Tensor::sparse_softmax_cross_entropy_with_logits(&bad, &ga).is_err());
+}
+
+/// The MLP of the `mlp_step` workload, smaller: logits = relu(x W1 + b1) W2 + b2,
+/// mean sparse softmax cross-entropy.
+fn mlp_loss(x: &Tensor, labels: &Tensor, w: &[Tensor]) -> gradtape::Result<Tensor> {
+    let h = x.matmul(&w[0])?.add(&w[1])?.relu()?;
+    let logits = h.matmul(&w[2])?.add(&w[3])?;
+    Tensor::sparse_softmax_cross_entropy_with_logits(labels, &logits)?.mean_all()
+}
+
+#[test]
+fn the_tape_differentiates_on_the_gpu_as_on_the_cpu() {
+    emulate();
+    let x = t(&vals(8 * 6, 4), &[8, 6]);
+    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
+    let w = vec![
+        t(&vals(6 * 5, 5), &[6, 5]),
+        t(&vals(5, 6), &[5]),
+        t(&vals(5 * 4, 7), &[5, 4]),
+        t(&vals(4, 8), &[4]),
+    ];
+    let grads = |x: &Tensor, labels: &Tensor, w: &[Tensor]| {
+        let tape = GradientTape::new();
+        let loss = tape
+            .record(|| {
+                for v in w {
+                    tape.watch(v);
+                }
+                mlp_loss(x, labels, w)
+            })
+            .unwrap();
+        let g = tape.gradient(&loss, w).unwrap();
+        (loss, g)
+    };
+    let (loss, g) = grads(&x, &labels, &w);
+    let gw: Vec<Tensor> = w.iter().map(|v| v.to(GPU).unwrap()).collect();
+    let (gloss, gg) = grads(&x.to(GPU).unwrap(), &labels.to(GPU).unwrap(), &gw);
+    assert_eq!(gloss.device(), GPU);
+    close(&gloss, &loss, 1e-6);
+    for (c, d) in g.iter().zip(&gg) {
+        let (c, d) = (c.as_ref().unwrap(), d.as_ref().unwrap());
+        assert_eq!(d.device(), GPU, "gradients live where their sources do");
+        close(d, c, 1e-5);
+    }
+}
+
+#[test]
+fn moving_is_differentiable_and_gradients_come_back_to_the_source_device() {
+    emulate();
+    let x = t(&[1.0, -2.0, 3.0], &[3]);
+    let tape = GradientTape::persistent();
+    let y = tape
+        .record(|| {
+            tape.watch(&x);
+            x.to(GPU)?.square()?.sum_all()
+        })
+        .unwrap();
+    assert_eq!(y.device(), GPU);
+    let g = tape.gradient(&y, &x).unwrap().unwrap();
+    assert_eq!(g.device(), Device::Cpu);
+    assert_eq!(g.to_vec::<f32>().unwrap(), vec![2.0, -4.0, 6.0]);
+}
+
+#[test]
+fn second_order_forward_mode_and_jacobians_on_the_gpu() {
+    emulate();
+    let x = t(&[0.5, -1.0], &[2]).to(GPU).unwrap();
+    // d²/dx² of sum(x³) = 6x, by nested tapes
+    let outer = GradientTape::new();
+    let g2 = outer
+        .record(|| {
+            outer.watch(&x);
+            let inner = GradientTape::new();
+            let y = inner.record(|| {
+                inner.watch(&x);
+                x.mul(&x)?.mul(&x)?.sum_all()
+            })?;
+            inner.gradient(&y, &x).map(|g| g.unwrap())
+        })
+        .unwrap();
+    let h = outer.gradient(&g2, &x).unwrap().unwrap();
+    assert_eq!(h.device(), GPU);
+    close(&h, &t(&[3.0, -6.0], &[2]), 1e-6);
+    // forward mode: d tanh(x) · v
+    let v = t(&[1.0, 2.0], &[2]).to(GPU).unwrap();
+    let (y, dy) = gradtape::jvp(|p| p[0].tanh(), std::slice::from_ref(&x), std::slice::from_ref(&v)).unwrap();
+    assert_eq!((y.device(), dy.device()), (GPU, GPU));
+    let xc = x.cpu().unwrap();
+    let want = xc
+        .tanh()
+        .unwrap()
+        .square()
+        .unwrap()
+        .neg()
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap()
+        .mul(&v.cpu().unwrap())
+        .unwrap();
+    close(&dy, &want, 1e-6);
+    // a Jacobian of tanh(W x)
+    let w = t(&vals(6, 9), &[3, 2]).to(GPU).unwrap();
+    let tape = GradientTape::persistent();
+    let y = tape
+        .record(|| {
+            tape.watch(&x);
+            w.matmul(&x.reshape(&[2, 1])?)?.reshape(&[3])?.tanh()
+        })
+        .unwrap();
+    let j = tape.jacobian(&y, &x).unwrap().unwrap();
+    assert_eq!(j.shape(), &[3, 2]);
+    let (wc, yc) = (w.cpu().unwrap(), y.cpu().unwrap());
+    let d = yc
+        .square()
+        .unwrap()
+        .neg()
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap()
+        .reshape(&[3, 1])
+        .unwrap();
+    close(&j.cpu().unwrap(), &wc.mul(&d).unwrap(), 1e-5);
+}
+
+#[test]
+fn variables_and_sgd_train_on_the_gpu() {
+    emulate();
+    let x = t(&vals(8 * 6, 4), &[8, 6]);
+    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
+    let init = [
+        t(&vals(6 * 5, 5), &[6, 5]),
+        t(&vals(5, 6), &[5]),
+        t(&vals(5 * 4, 7), &[5, 4]),
+        t(&vals(4, 8), &[4]),
+    ];
+    let train = |device: Device| {
+        let vars: Vec<Variable> = init.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
+        let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());
+        let mut losses = vec![];
+        for _ in 0..5 {
+            let tape = GradientTape::new();
+            let loss = tape
+                .record(|| {
+                    let w: Vec<Tensor> = vars.iter().map(|v| v.read()).collect();
+                    mlp_loss(&x, &labels, &w)
+                })
+                .unwrap();
+            let g = tape.gradient(&loss, &vars).unwrap();
+            for (v, g) in vars.iter().zip(g) {
+                v.apply_gradient_descent(0.5, &g.unwrap()).unwrap();
+            }
+            losses.push(loss.item().unwrap());
+        }
+        assert!(vars.iter().all(|v| v.read().device() == device));
+        losses
+    };
+    let (cpu, gpu) = (train(Device::Cpu), train(GPU));
+    assert!(cpu[4] < cpu[0], "the loss falls: {cpu:?}");
+    for (a, b) in cpu.iter().zip(&gpu) {
+        assert!((a - b).abs() < 1e-5, "{cpu:?} vs {gpu:?}");
+    }
+}
+
+#[test]
+fn parsing_devices() {
+    assert_eq!("cpu".parse::<Device>().unwrap(), Device::Cpu);
+    assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
+    assert_eq!("cuda:3".parse::<Device>().unwrap(), Device::Cuda(3));
+    assert!("tpu".parse::<Device>().is_err());
+    assert!("cuda:x".parse::<Device>().is_err());
+}
+
+#[test]
+fn every_op_of_the_table_reaches_its_gpu_kernel_with_its_gradient() {
+    emulate();
+    let failures = ops_table::run_all(GPU);
+    assert!(
+        failures.is_empty(),
+        "{} cases did not agree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_traced_training_step_runs_on_the_gpu_as_eagerly() {
+    emulate();
+    let x = t(&vals(8 * 6, 4), &[8, 6]);
+    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
+    let init = [t(&vals(6 * 5, 5), &[6, 5]), t(&vals(5, 6), &[5]), t(&vals(5 * 4, 7), &[5, 4]), t(&vals(4, 8), &[4])];
+    let run = |device: Device| -> Vec<f64> {
+        let vars: Vec<Variable> = init.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
+        let step = move |(x, labels): &(Tensor, Tensor)| -> gradtape::Result<Vec<Tensor>> {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| {
+                let w: Vec<Tensor> = vars.iter().map(|v| v.read()).collect();
+                mlp_loss(x, labels, &w)
+            })?;
+            let g = tape.gradient(&loss, &vars)?;
+            for (v, g) in vars.iter().zip(g) {
+                v.apply_gradient_descent(0.5, &g.expect("connected"))?;
+            }
+            Ok(vec![loss])
+        };
+        let args = (x.to(device).unwrap(), labels.to(device).unwrap());
+        let f = gradtape::function(step);
+        let losses = (0..4)
+            .map(|_| {
+                let out = f.call(&args).unwrap();
+                assert_eq!(out[0].device(), device);
+                out[0].item().unwrap()
+            })
+            .collect();
+        assert_eq!(f.trace_count(), 1);
+        losses
+    };
+    let (cpu, gpu) = (run(Device::Cpu), run(GPU));
+    assert!(cpu[3] < cpu[0], "{cpu:?}");
+    for (a, b) in cpu.iter().zip(&gpu) {
+        assert!((a - b).abs() < 1e-5, "traced on the CPU {cpu:?} vs on the GPU {gpu:?}");
+    }
+}

@@ -1,0 +1,328 @@
+//! The ops checked on a GPU against the CPU: each case's value and, where
+//! it is differentiable, its tape gradient (the rules run on the GPU too),
+//! in `f32` and `f64`. Shared by `tests/device` (an emulated GPU: every case
+//! must find its way to a GPU kernel) and `tests/gpu` (a real one: every
+//! kernel must give the CPU's numbers).
+
+use gradtape::{DType, Device, GradientTape, Result, Tensor};
+
+/// Where a case's inputs come from.
+#[derive(Clone, Copy)]
+pub enum Domain {
+    /// (-3, 3)
+    Any,
+    /// (0.1, 3)
+    Positive,
+    /// (-0.9, 0.9)
+    Unit,
+    /// (1.1, 4)
+    AboveOne,
+}
+
+/// One op to check.
+pub struct Case {
+    pub name: &'static str,
+    pub f: fn(&[Tensor]) -> Result<Tensor>,
+    /// Input shapes (broadcasting ones included).
+    pub shapes: &'static [&'static [usize]],
+    pub domain: Domain,
+    /// Whether to compare tape gradients too.
+    pub grad: bool,
+}
+
+fn case(
+    name: &'static str,
+    f: fn(&[Tensor]) -> Result<Tensor>,
+    shapes: &'static [&'static [usize]],
+    domain: Domain,
+    grad: bool,
+) -> Case {
+    Case {
+        name,
+        f,
+        shapes,
+        domain,
+        grad,
+    }
+}
+
+const U: &[&[usize]] = &[&[3, 5]];
+const B: &[&[usize]] = &[&[3, 5], &[5]];
+
+/// The cases.
+pub fn cases() -> Vec<Case> {
+    use Domain::*;
+    vec![
+        case("neg", |x| x[0].neg(), U, Any, true),
+        case("abs", |x| x[0].abs(), U, Any, true),
+        case("sign", |x| x[0].sign(), U, Any, false),
+        case("square", |x| x[0].square(), U, Any, true),
+        case("sqrt", |x| x[0].sqrt(), U, Positive, true),
+        case("rsqrt", |x| x[0].rsqrt(), U, Positive, true),
+        case("reciprocal", |x| x[0].reciprocal(), U, Positive, true),
+        case("exp", |x| x[0].exp(), U, Any, true),
+        case("expm1", |x| x[0].expm1(), U, Any, true),
+        case("log", |x| x[0].log(), U, Positive, true),
+        case("log1p", |x| x[0].log1p(), U, Positive, true),
+        case("sin", |x| x[0].sin(), U, Any, true),
+        case("cos", |x| x[0].cos(), U, Any, true),
+        case("tan", |x| x[0].tan(), U, Unit, true),
+        case("asin", |x| x[0].asin(), U, Unit, true),
+        case("acos", |x| x[0].acos(), U, Unit, true),
+        case("atan", |x| x[0].atan(), U, Any, true),
+        case("sinh", |x| x[0].sinh(), U, Any, true),
+        case("cosh", |x| x[0].cosh(), U, Any, true),
+        case("tanh", |x| x[0].tanh(), U, Any, true),
+        case("asinh", |x| x[0].asinh(), U, Any, true),
+        case("acosh", |x| x[0].acosh(), U, AboveOne, true),
+        case("atanh", |x| x[0].atanh(), U, Unit, true),
+        case("erf", |x| x[0].erf(), U, Any, true),
+        case("erfc", |x| x[0].erfc(), U, Any, true),
+        case("floor", |x| x[0].floor(), U, Any, false),
+        case("ceil", |x| x[0].ceil(), U, Any, false),
+        case("round", |x| x[0].round(), U, Any, false),
+        case("sigmoid", |x| x[0].sigmoid(), U, Any, true),
+        case("relu", |x| x[0].relu(), U, Any, true),
+        case("relu6", |x| x[0].mul_scalar(3.0)?.relu6(), U, Any, true),
+        case("leaky_relu", |x| x[0].leaky_relu(0.2), U, Any, true),
+        case("elu", |x| x[0].elu(), U, Any, true),
+        case("selu", |x| x[0].selu(), U, Any, true),
+        case("softplus", |x| x[0].softplus(), U, Any, true),
+        case("softsign", |x| x[0].softsign(), U, Any, true),
+        case("clip_by_value", |x| x[0].clip_by_value(-1.0, 0.5), U, Any, true),
+        case("pow_scalar", |x| x[0].pow_scalar(2.5), U, Positive, true),
+        case("mul_scalar", |x| x[0].mul_scalar(-1.75), U, Any, true),
+        case("div_scalar", |x| x[0].div_scalar(3.0), U, Any, true),
+        case("add_scalar", |x| x[0].add_scalar(0.5), U, Any, true),
+        case("add", |x| x[0].add(&x[1]), B, Any, true),
+        case("sub", |x| x[0].sub(&x[1]), B, Any, true),
+        case("mul", |x| x[0].mul(&x[1]), B, Any, true),
+        case("div", |x| x[0].div(&x[1]), B, Positive, true),
+        case("pow", |x| x[0].pow(&x[1]), B, Positive, true),
+        case("maximum", |x| x[0].maximum(&x[1]), B, Any, true),
+        case("minimum", |x| x[0].minimum(&x[1]), B, Any, true),
+        case("squared_difference", |x| x[0].squared_difference(&x[1]), B, Any, true),
+        case("atan2", |x| x[0].atan2(&x[1]), B, Any, true),
+        case("floor_div", |x| x[0].floor_div(&x[1]), B, Positive, false),
+        case("floor_mod", |x| x[0].floor_mod(&x[1]), B, Positive, false),
+        case("lt", |x| x[0].lt(&x[1])?.cast(x[0].dtype()), B, Any, false),
+        case("ge", |x| x[0].ge(&x[1])?.cast(x[0].dtype()), B, Any, false),
+        case("eq", |x| x[0].eq(&x[0])?.cast(x[0].dtype()), U, Any, false),
+        case(
+            "where",
+            |x| Tensor::where_(&x[0].gt(&x[1])?, &x[0], &x[1].broadcast_to(&[3, 5])?),
+            B,
+            Any,
+            true,
+        ),
+        case("sum_rows", |x| x[0].sum(&[1], false), U, Any, true),
+        case("sum_cols_keep", |x| x[0].sum(&[0], true), U, Any, true),
+        case("sum_all", |x| x[0].sum_all(), U, Any, true),
+        case("mean", |x| x[0].mean(&[0], false), U, Any, true),
+        case("max", |x| x[0].max(&[1], false), U, Any, true),
+        case("min", |x| x[0].min(&[0], true), U, Any, true),
+        case("matmul", |x| x[0].matmul(&x[1]), &[&[3, 5], &[5, 4]], Any, true),
+        case(
+            "matmul_ta",
+            |x| x[0].matmul_with(&x[1], true, false),
+            &[&[5, 3], &[5, 4]],
+            Any,
+            true,
+        ),
+        case(
+            "matmul_tb",
+            |x| x[0].matmul_with(&x[1], false, true),
+            &[&[3, 5], &[4, 5]],
+            Any,
+            true,
+        ),
+        case(
+            "matmul_batch",
+            |x| x[0].matmul(&x[1]),
+            &[&[2, 3, 5], &[5, 4]],
+            Any,
+            true,
+        ),
+        case(
+            "matmul_view",
+            |x| x[0].transpose()?.matmul(&x[1]),
+            &[&[5, 3], &[5, 4]],
+            Any,
+            true,
+        ),
+        case("softmax", |x| x[0].softmax(-1), U, Any, true),
+        case("softmax_axis0", |x| x[0].softmax(0), U, Any, true),
+        case("log_softmax", |x| x[0].log_softmax(-1), U, Any, true),
+        case(
+            "transpose_reshape",
+            |x| x[0].transpose()?.reshape(&[15])?.mul(&x[0].reshape(&[15])?),
+            U,
+            Any,
+            true,
+        ),
+        case("bias_add", |x| x[0].bias_add(&x[1]), B, Any, true),
+        case(
+            "cast",
+            |x| {
+                x[0].cast(if x[0].dtype() == DType::F32 {
+                    DType::F64
+                } else {
+                    DType::F32
+                })
+            },
+            U,
+            Any,
+            true,
+        ),
+        case(
+            "sparse_xent",
+            |x| {
+                let labels = Tensor::vector(&[0i64, 4, 2]).to(x[0].device())?;
+                Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &x[0])
+            },
+            U,
+            Any,
+            true,
+        ),
+    ]
+}
+
+/// Deterministic inputs of `shape` in `domain`, of `dtype`, on `device`.
+pub fn input(shape: &[usize], domain: Domain, seed: usize, dtype: DType, device: Device) -> Tensor {
+    let n: usize = shape.iter().product();
+    let (lo, hi) = match domain {
+        Domain::Any => (-3.0, 3.0),
+        Domain::Positive => (0.1, 3.0),
+        Domain::Unit => (-0.9, 0.9),
+        Domain::AboveOne => (1.1, 4.0),
+    };
+    let v: Vec<f64> = (0..n)
+        .map(|i| {
+            let u = (((i + 1) * 7919 + seed * 104_729) % 1009) as f64 / 1009.0;
+            lo + (hi - lo) * u
+        })
+        .collect();
+    Tensor::from_vec(v, shape)
+        .unwrap()
+        .cast(dtype)
+        .unwrap()
+        .to(device)
+        .unwrap()
+}
+
+/// What one case gave on the device.
+pub enum Outcome {
+    /// Value and gradient agree with the CPU within the tolerance.
+    Agrees,
+    /// The device's numbers differ: the worst relative difference.
+    Differs(String),
+    /// The op failed on the device (no kernel, say).
+    Failed(String),
+}
+
+fn worst(a: &Tensor, b: &Tensor) -> Result<f64> {
+    if a.shape() != b.shape() {
+        return Ok(f64::INFINITY);
+    }
+    let (x, y) = (a.try_to_vec_f64()?, b.try_to_vec_f64()?);
+    Ok(x.iter()
+        .zip(&y)
+        .map(|(p, q)| {
+            if p.is_nan() && q.is_nan() {
+                0.0
+            } else {
+                (p - q).abs() / (1.0 + q.abs())
+            }
+        })
+        .fold(0.0, f64::max))
+}
+
+/// The value and (where asked) the gradient of `c` on `inputs`.
+fn eval(c: &Case, inputs: &[Tensor]) -> Result<(Tensor, Vec<Tensor>)> {
+    if !c.grad {
+        return Ok(((c.f)(inputs)?, vec![]));
+    }
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        for x in inputs {
+            tape.watch(x);
+        }
+        (c.f)(inputs)
+    })?;
+    // a non-trivial cotangent: sum(y * w)
+    let w = input(y.shape(), Domain::Any, 99, y.dtype(), y.device());
+    let target = tape.record(|| y.mul(&w)?.sum_all())?;
+    let g = tape.gradient(&target, inputs)?;
+    Ok((y, g.into_iter().map(|g| g.expect("connected")).collect()))
+}
+
+/// Runs `c` on the CPU and on `device` in `dtype`.
+pub fn check(c: &Case, dtype: DType, device: Device) -> Outcome {
+    let tol = if dtype == DType::F32 { 2e-5 } else { 1e-12 };
+    let cpu: Vec<Tensor> = c
+        .shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| input(s, c.domain, i, dtype, Device::Cpu))
+        .collect();
+    let dev: Vec<Tensor> = c
+        .shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| input(s, c.domain, i, dtype, device))
+        .collect();
+    let (want_y, want_g) = match eval(c, &cpu) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Failed(format!("on the CPU: {e}")),
+    };
+    let (y, g) = match eval(c, &dev) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    if y.device() != device || g.iter().any(|g| g.device() != device) {
+        return Outcome::Differs(format!(
+            "a result left the device ({} / {:?})",
+            y.device(),
+            g.iter().map(|g| g.device()).collect::<Vec<_>>()
+        ));
+    }
+    let mut bad = vec![];
+    match worst(&y, &want_y) {
+        Ok(w) if w <= tol => {}
+        Ok(w) => bad.push(format!("value off by {w:.2e}")),
+        Err(e) => return Outcome::Failed(e.to_string()),
+    }
+    for (i, (a, b)) in g.iter().zip(&want_g).enumerate() {
+        match worst(a, b) {
+            Ok(w) if w <= tol * 10.0 => {}
+            Ok(w) => bad.push(format!("gradient {i} off by {w:.2e}")),
+            Err(e) => return Outcome::Failed(e.to_string()),
+        }
+    }
+    if bad.is_empty() {
+        Outcome::Agrees
+    } else {
+        Outcome::Differs(bad.join(", "))
+    }
+}
+
+/// Runs every case in `f32` and `f64` on `device`; prints one line per
+/// case and returns the lines of those that did not agree.
+pub fn run_all(device: Device) -> Vec<String> {
+    let mut failures = vec![];
+    for c in cases() {
+        for dtype in [DType::F32, DType::F64] {
+            let line = match check(&c, dtype, device) {
+                Outcome::Agrees => {
+                    println!("ok      {:<20} {dtype}", c.name);
+                    continue;
+                }
+                Outcome::Differs(m) => format!("DIFFERS {:<20} {dtype}: {m}", c.name),
+                Outcome::Failed(m) => format!("FAILED  {:<20} {dtype}: {m}", c.name),
+            };
+            println!("{line}");
+            failures.push(line);
+        }
+    }
+    failures
+}

@@ -1,0 +1,180 @@
+//! The CUDA backend on a real GPU, against the CPU: every op of
+//! `device/ops_table.rs` (value and tape gradient, `f32` and `f64`), views
+//! and broadcasting, the MLP of `mlp_step` trained for a few steps, and the
+//! errors a GPU gives. Skipped, with a printed line, where no GPU is found
+//! (CI); `scripts/gpu-check.sh` runs it on a machine with one.
+
+#[path = "../device/ops_table.rs"]
+mod ops_table;
+
+use gradtape::{DType, Device, GradientTape, Tensor, Variable};
+
+const GPU: Device = Device::Cuda(0);
+
+/// Whether a GPU is here; prints why not.
+fn gpu_here() -> bool {
+    match gradtape::cuda_device_count() {
+        Ok(n) if n > 0 => true,
+        Ok(_) => {
+            println!("skipped: the CUDA driver reports no GPU");
+            false
+        }
+        Err(e) => {
+            println!("skipped: no GPU ({e})");
+            false
+        }
+    }
+}
+
+#[test]
+fn without_a_gpu_moving_to_one_is_an_error_not_a_panic() {
+    if gradtape::cuda_is_available() {
+        return;
+    }
+    let e = Tensor::scalar(1.0f32).to(GPU).unwrap_err();
+    assert!(matches!(e, gradtape::Error::Device { .. }), "{e:?}");
+    println!("without a GPU: {e}");
+}
+
+#[test]
+fn every_op_agrees_with_the_cpu_on_the_gpu() {
+    if !gpu_here() {
+        return;
+    }
+    let failures = ops_table::run_all(GPU);
+    assert!(
+        failures.is_empty(),
+        "{} cases did not agree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn large_and_strided_tensors_move_and_reduce_as_on_the_cpu() {
+    if !gpu_here() {
+        return;
+    }
+    let n = 1 << 20;
+    let x = Tensor::from_vec(
+        (0..n).map(|i| ((i % 1000) as f32) / 1000.0 - 0.5).collect(),
+        &[1024, 1024],
+    )
+    .unwrap();
+    let g = x.to(GPU).unwrap();
+    assert_eq!(g.to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
+    // a transposed view, reduced over each axis; a sliced view copied back
+    for axes in [&[0isize][..], &[1], &[0, 1]] {
+        let c = x.transpose().unwrap().sum(axes, false).unwrap().to_vec_f64();
+        let d = g.transpose().unwrap().sum(axes, false).unwrap().to_vec_f64();
+        for (a, b) in c.iter().zip(&d) {
+            assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "sum over {axes:?}: {a} vs {b}");
+        }
+    }
+    let m = x.matmul(&x.transpose().unwrap()).unwrap();
+    let gm = g.matmul(&g.transpose().unwrap()).unwrap();
+    let (m, gm) = (m.to_vec_f64(), gm.to_vec_f64());
+    let worst = m
+        .iter()
+        .zip(&gm)
+        .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
+        .fold(0.0, f64::max);
+    assert!(worst < 1e-4, "1024² product off by {worst:.2e}");
+    // an empty tensor and a scalar
+    let e = Tensor::zeros(&[0, 3], DType::F32).to(GPU).unwrap();
+    assert_eq!(e.sum(&[0], false).unwrap().to_vec::<f32>().unwrap(), vec![0.0; 3]);
+    assert_eq!(
+        Tensor::scalar(3.0f64)
+            .to(GPU)
+            .unwrap()
+            .square()
+            .unwrap()
+            .item()
+            .unwrap(),
+        9.0
+    );
+}
+
+#[test]
+fn the_mlp_trains_on_the_gpu_as_on_the_cpu() {
+    if !gpu_here() {
+        return;
+    }
+    let init = |shape: &[usize], k: f64, scale: f64| {
+        let n: usize = shape.iter().product();
+        Tensor::from_vec(
+            (0..n).map(|i| (scale * (0.37 * i as f64 + k).sin()) as f32).collect(),
+            shape,
+        )
+        .unwrap()
+    };
+    let x = init(&[128, 784], 0.1, 0.5);
+    let labels = Tensor::vector(&(0..128i64).map(|i| i % 10).collect::<Vec<_>>());
+    let weights = [
+        init(&[784, 512], 1.0, (2.0f64 / 784.0).sqrt()),
+        Tensor::zeros(&[512], DType::F32),
+        init(&[512, 512], 2.0, (2.0f64 / 512.0).sqrt()),
+        Tensor::zeros(&[512], DType::F32),
+        init(&[512, 10], 3.0, (2.0f64 / 512.0).sqrt()),
+        Tensor::zeros(&[10], DType::F32),
+    ];
+    let train = |device: Device| -> Vec<(f64, f64)> {
+        let vars: Vec<Variable> = weights.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
+        let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());
+        (0..5)
+            .map(|_| {
+                let tape = GradientTape::new();
+                let loss = tape
+                    .record(|| {
+                        let p: Vec<Tensor> = vars.iter().map(Variable::read).collect();
+                        let h = x.matmul(&p[0])?.bias_add(&p[1])?.relu()?;
+                        let h = h.matmul(&p[2])?.bias_add(&p[3])?.relu()?;
+                        let logits = h.matmul(&p[4])?.bias_add(&p[5])?;
+                        Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &logits)?.mean_all()
+                    })
+                    .unwrap();
+                let grads = tape.gradient(&loss, &vars[..]).unwrap();
+                let dw1 = grads[0]
+                    .as_ref()
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .item()
+                    .unwrap();
+                for (v, g) in vars.iter().zip(grads) {
+                    v.apply_gradient_descent(0.01, &g.unwrap()).unwrap();
+                }
+                assert!(vars.iter().all(|v| v.read().device() == device));
+                (loss.item().unwrap(), dw1)
+            })
+            .collect()
+    };
+    let (cpu, gpu) = (train(Device::Cpu), train(GPU));
+    println!("mlp_step losses and sum|dW1|, CPU: {cpu:?}\n                             GPU: {gpu:?}");
+    for ((a, b), (c, d)) in cpu.iter().zip(&gpu) {
+        assert!((a - c).abs() <= 1e-5 * a.abs().max(1.0), "loss {a} vs {c}");
+        assert!((b - d).abs() <= 1e-4 * b.abs().max(1.0), "sum|dW1| {b} vs {d}");
+    }
+}
+
+#[test]
+fn a_gpu_gives_clear_errors() {
+    if !gpu_here() {
+        return;
+    }
+    let a = Tensor::vector(&[1.0f32, 2.0]);
+    let g = a.to(GPU).unwrap();
+    let e = a.add(&g).unwrap_err().to_string();
+    assert!(e.contains("cpu") && e.contains("cuda:0"), "{e}");
+    let far = Tensor::scalar(1.0f32).to(Device::Cuda(999)).unwrap_err().to_string();
+    assert!(far.contains("cuda:999"), "{far}");
+    let x = Tensor::ones(&[1, 4, 4, 1], DType::F32).to(GPU).unwrap();
+    let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
+    let c = x
+        .conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1])
+        .unwrap_err()
+        .to_string();
+    assert!(c.contains("cuda:0"), "{c}");
+}
