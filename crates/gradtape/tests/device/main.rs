@@ -335,7 +335,12 @@ fn a_traced_training_step_runs_on_the_gpu_as_eagerly() {
     emulate();
     let x = t(&vals(8 * 6, 4), &[8, 6]);
     let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
-    let init = [t(&vals(6 * 5, 5), &[6, 5]), t(&vals(5, 6), &[5]), t(&vals(5 * 4, 7), &[5, 4]), t(&vals(4, 8), &[4])];
+    let init = [
+        t(&vals(6 * 5, 5), &[6, 5]),
+        t(&vals(5, 6), &[5]),
+        t(&vals(5 * 4, 7), &[5, 4]),
+        t(&vals(4, 8), &[4]),
+    ];
     let run = |device: Device| -> Vec<f64> {
         let vars: Vec<Variable> = init.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
         let step = move |(x, labels): &(Tensor, Tensor)| -> gradtape::Result<Vec<Tensor>> {

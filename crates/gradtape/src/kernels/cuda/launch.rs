@@ -106,8 +106,8 @@ pub(crate) fn filled(op: &'static str, shape: &[usize], value: f64, dtype: DType
     let n = out.numel() as i64;
     g.launch(
         op,
-        &source::fill(c),
-        "k",
+        &format!("fill|{c}"),
+        &|| source::fill(c),
         grid_for(n as usize, BLOCK),
         BLOCK,
         &mut args![y, n, value],
@@ -127,11 +127,10 @@ fn map_expr(op: &'static str, x: &Tensor, prelude: &str, to: DType, expr: &str, 
     let (out, y) = alloc(op, g, x.shape(), to)?;
     let lx = lay(op, g, x, x.shape())?;
     let (px, n) = (ptr_of(x), out.numel() as i64);
-    let src = source::map(prelude, from_c, to_c, expr);
     g.launch(
         op,
-        &src,
-        "k",
+        &format!("map|{}|{from_c}|{to_c}|{expr}", prelude.len()),
+        &|| source::map(prelude, from_c, to_c, expr),
         grid_for(n as usize, BLOCK),
         BLOCK,
         &mut args![lx, px, y, n, attrs[0], attrs[1]],
@@ -193,11 +192,10 @@ pub(crate) fn binary(
     let (out, y) = alloc(op, g, shape, to)?;
     let (la, lb) = (lay(op, g, a, shape)?, lay(op, g, b, shape)?);
     let (pa, pb, n) = (ptr_of(a), ptr_of(b), out.numel() as i64);
-    let src = source::zip(prelude, tc, to_c, expr);
     g.launch(
         op,
-        &src,
-        "k",
+        &format!("zip|{}|{tc}|{to_c}|{expr}", prelude.len()),
+        &|| source::zip(prelude, tc, to_c, expr),
         grid_for(n as usize, BLOCK),
         BLOCK,
         &mut args![la, pa, lb, pb, y, n],
@@ -215,8 +213,8 @@ pub(crate) fn select(op: &'static str, c: &Tensor, a: &Tensor, b: &Tensor, shape
     let (pc, pa, pb, n) = (ptr_of(c), ptr_of(a), ptr_of(b), out.numel() as i64);
     g.launch(
         op,
-        &source::select(t),
-        "k",
+        &format!("select|{t}"),
+        &|| source::select(t),
         grid_for(n as usize, BLOCK),
         BLOCK,
         &mut args![lc, pc, la, pa, lb, pb, y, n],
@@ -269,8 +267,8 @@ pub(crate) fn reduce(op: &'static str, kind: &str, x: &Tensor, axes: &[usize]) -
     let grid = rows.min(65_535 * 8) as u32;
     g.launch(
         op,
-        &source::reduce_rows(t, acc, kind),
-        "k",
+        &format!("reduce|{t}|{acc}|{kind}"),
+        &|| source::reduce_rows(t, acc, kind),
         grid,
         BLOCK,
         &mut args![px, y, rows_i, r_i],
@@ -296,8 +294,8 @@ pub(crate) fn softmax(op: &'static str, x: &Tensor, axis: usize, log: bool) -> R
         let grid = rows.min(65_535 * 8) as u32;
         g.launch(
             op,
-            &source::softmax_rows(t, log),
-            "k",
+            &format!("softmax|{t}|{log}"),
+            &|| source::softmax_rows(t, log),
             grid,
             BLOCK,
             &mut args![px, y, rows_i, r_i],
@@ -343,8 +341,8 @@ pub(crate) fn sparse_xent(op: &'static str, labels: &Tensor, logits: &Tensor) ->
     let grid = rows.min(65_535 * 8) as u32;
     g.launch(
         op,
-        &source::sparse_xent_rows(t, l),
-        "k",
+        &format!("xent|{t}|{l}"),
+        &|| source::sparse_xent_rows(t, l),
         grid,
         BLOCK,
         &mut args![px, plab, pl, pg, rows_i, r_i],

@@ -193,19 +193,16 @@ impl Gpu {
         unsafe { drv::stream::synchronize(self.stream) }.map_err(|e| self.err(op, format!("{e:?}")))
     }
 
-    /// The kernel `name` of `source`, compiled at its first use.
-    fn kernel(&self, op: &'static str, source: &str, name: &str) -> Result<Kernel> {
-        let key = format!("{name}\n{source}");
-        if let Some(&k) = self
-            .kernels
-            .lock()
-            .map_err(|_| self.err(op, "kernel cache poisoned"))?
-            .get(&key)
-        {
+    /// The kernel `k` of the source `source()` makes, compiled at its first
+    /// use and cached under `key` (which names the source: its kind, types
+    /// and expression, cheaper to make and hash than the source itself).
+    fn kernel(&self, op: &'static str, key: &str, source: &dyn Fn() -> String) -> Result<Kernel> {
+        let poisoned = || self.err(op, "kernel cache poisoned");
+        if let Some(&k) = self.kernels.lock().map_err(|_| poisoned())?.get(key) {
             return Ok(k);
         }
-        let cubin = compile(source, self.arch).map_err(|m| self.err(op, m))?;
-        let cname = CString::new(name).map_err(|_| self.err(op, "bad kernel name"))?;
+        let cubin = compile(&source(), self.arch).map_err(|m| self.err(op, m))?;
+        let cname = CString::new("k").map_err(|_| self.err(op, "bad kernel name"))?;
         // SAFETY: a cubin NVRTC made for this GPU; the module stays loaded
         let f = unsafe {
             let module = drv::module::load_data(cubin.as_ptr() as *const c_void)
@@ -213,26 +210,24 @@ impl Gpu {
             drv::module::get_function(module, cname).map_err(|e| self.err(op, format!("{e:?}")))?
         };
         let k = Kernel(f);
-        self.kernels
-            .lock()
-            .map_err(|_| self.err(op, "kernel cache poisoned"))?
-            .insert(key, k);
+        self.kernels.lock().map_err(|_| poisoned())?.insert(key.to_string(), k);
         Ok(k)
     }
 
-    /// Launches kernel `name` of `source` over `n` threads (a grid-stride
-    /// loop inside covers any `n`), blocks of `block` threads, with `args`
-    /// (pointers to each argument's value, in order).
+    /// Launches the kernel `k` of the source `source()` makes (cached
+    /// under `key`: see [`kernel`](Self::kernel)) on `grid` blocks of
+    /// `block` threads (kernels loop grid-stride, so any grid covers any
+    /// size), with `args` (pointers to each argument's value, in order).
     pub(crate) fn launch(
         &self,
         op: &'static str,
-        source: &str,
-        name: &str,
+        key: &str,
+        source: &dyn Fn() -> String,
         grid: u32,
         block: u32,
         args: &mut [*mut c_void],
     ) -> Result<()> {
-        let k = self.kernel(op, source, name)?;
+        let k = self.kernel(op, key, source)?;
         if grid == 0 {
             return Ok(());
         }
