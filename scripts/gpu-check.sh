@@ -45,13 +45,13 @@ run)
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     echo "== GPU tests"
-    timeout 300 "$out/gpu-tests" --test-threads=1 --nocapture
+    timeout "${GPU_TESTS_TIMEOUT:-150}" "$out/gpu-tests" --test-threads=1 --nocapture
     echo "== gradtape on the GPU"
-    for w in mlp_step rnn_grad elementwise jacobian hessian cnn_step mlp_step_layers; do
-        timeout 60 "$out/gradtape-bench" --device cuda:0 "$w"
+    for w in ${GPU_WORKLOADS:-mlp_step rnn_grad elementwise jacobian hessian cnn_step mlp_step_layers}; do
+        timeout 40 "$out/gradtape-bench" --device cuda:0 "$w"
     done
     echo "== PyTorch on the GPU"
-    timeout 180 python3 scripts/gpu_peers_torch.py
+    timeout 90 python3 scripts/gpu_peers_torch.py ${GPU_WORKLOADS:-}
     ;;
 *)
     echo "usage: scripts/gpu-check.sh build|run" >&2

@@ -31,10 +31,15 @@ impl Tensor {
             return Ok(self.clone());
         }
         if listens(Kind::Trace) {
+            // a constant (made inside the function from data) moves as a
+            // constant of the graph; a value the graph computes cannot
+            if !crate::tensor::observe::unreadable(self) {
+                return gpu::to_device(OP, self, device);
+            }
             return Err(Error::invalid(
                 OP,
                 format!(
-                    "moving a tensor from {from} to {device} inside a traced function is not supported yet: \
+                    "moving a value the traced function computes from {from} to {device} is not supported yet: \
                      move the inputs before calling it"
                 ),
             ));

@@ -119,6 +119,9 @@ pub fn cases() -> Vec<Case> {
         case("sum_cols_keep", |x| x[0].sum(&[0], true), U, Any, true),
         case("sum_all", |x| x[0].sum_all(), U, Any, true),
         case("mean", |x| x[0].mean(&[0], false), U, Any, true),
+        // few long rows: the reduction's two-pass path on a GPU
+        case("sum_long_rows", |x| x[0].sum(&[1], false), &[&[2, 8192]], Any, true),
+        case("max_long_rows", |x| x[0].max(&[1], true), &[&[2, 8192]], Any, true),
         case("max", |x| x[0].max(&[1], false), U, Any, true),
         case("min", |x| x[0].min(&[0], true), U, Any, true),
         case("matmul", |x| x[0].matmul(&x[1]), &[&[3, 5], &[5, 4]], Any, true),

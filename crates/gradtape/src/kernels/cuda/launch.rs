@@ -264,11 +264,47 @@ pub(crate) fn reduce(op: &'static str, kind: &str, x: &Tensor, axes: &[usize]) -
     }
     let acc = if t == "float" && kind == "sum" { "double" } else { t };
     let (px, rows_i, r_i) = (ptr_of(&xs), rows as i64, r as i64);
+    // few long rows: a first pass spreads each row over `parts` blocks
+    // (else one block per row would leave the GPU idle), the second
+    // reduces the partials
+    let parts = if rows < 512 && r >= 16 * BLOCK as usize {
+        (r / (8 * BLOCK as usize))
+            .clamp(2, 1024)
+            .min(65_535 * 8 / rows.max(1))
+            .max(1)
+    } else {
+        1
+    };
+    if parts > 1 {
+        let acc_dtype = if acc == "double" { DType::F64 } else { x.dtype() };
+        let (partial, pp) = alloc(op, g, &[rows, parts], acc_dtype)?;
+        let parts_i = parts as i64;
+        let grid = (rows * parts).min(65_535 * 8) as u32;
+        g.launch(
+            op,
+            &format!("reduce_split|{t}|{acc}|{kind}"),
+            &|| source::reduce_split(t, acc, kind),
+            grid,
+            BLOCK,
+            &mut args![px, pp, rows_i, r_i, parts_i],
+        )?;
+        let grid = rows.min(65_535 * 8) as u32;
+        g.launch(
+            op,
+            &format!("reduce|{acc}|{t}|{acc}|{kind}"),
+            &|| source::reduce_rows(acc, t, acc, kind),
+            grid,
+            BLOCK,
+            &mut args![pp, y, rows_i, parts_i],
+        )?;
+        drop(partial);
+        return Ok(out);
+    }
     let grid = rows.min(65_535 * 8) as u32;
     g.launch(
         op,
-        &format!("reduce|{t}|{acc}|{kind}"),
-        &|| source::reduce_rows(t, acc, kind),
+        &format!("reduce|{t}|{t}|{acc}|{kind}"),
+        &|| source::reduce_rows(t, t, acc, kind),
         grid,
         BLOCK,
         &mut args![px, y, rows_i, r_i],

@@ -126,14 +126,15 @@ pub(crate) fn combine(kind: &str) -> (&'static str, &'static str) {
     }
 }
 
-/// Rows of `r` contiguous elements reduced to one each: a block per row.
-/// `ACC` accumulates (`double` for `f32` sums: one rounding at the end).
-pub(crate) fn reduce_rows(t: &str, acc: &str, kind: &str) -> String {
+/// Rows of `r` contiguous elements of type `t` reduced to one each, of
+/// type `out`: a block per row. `ACC` accumulates (`double` for `f32`
+/// sums: one rounding at the end).
+pub(crate) fn reduce_rows(t: &str, out: &str, acc: &str, kind: &str) -> String {
     let (init, comb) = combine(kind);
     format!(
-        "{COMMON}\ntypedef {t} T; typedef {acc} ACC;\n{LIMITS}\n\
+        "{COMMON}\ntypedef {t} T; typedef {out} TO; typedef {acc} ACC;\n{LIMITS}\n\
          __device__ __forceinline__ ACC gt_comb(ACC a, ACC b) {{ return {comb}; }}\n\
-         extern \"C\" __global__ void k(const T* x, T* y, long long rows, long long r) {{\n\
+         extern \"C\" __global__ void k(const T* x, TO* y, long long rows, long long r) {{\n\
            __shared__ ACC sh[256];\n\
            for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
              ACC acc = (ACC)({init_t});\n\
@@ -143,7 +144,35 @@ pub(crate) fn reduce_rows(t: &str, acc: &str, kind: &str) -> String {
                if (threadIdx.x < s) sh[threadIdx.x] = gt_comb(sh[threadIdx.x], sh[threadIdx.x + s]);\n\
                __syncthreads();\n\
              }}\n\
-             if (threadIdx.x == 0) y[row] = (T)sh[0];\n\
+             if (threadIdx.x == 0) y[row] = (TO)sh[0];\n\
+             __syncthreads();\n\
+           }}\n\
+         }}\n",
+        init_t = init.replace("<T>", "<ACC>"),
+    )
+}
+
+/// The first pass of a reduction of few long rows: row `row`'s elements
+/// split over `parts` blocks, block `(row, b)` reducing every
+/// `parts`-th stretch of 256 into `partial[row * parts + b]` (type `ACC`);
+/// [`reduce_rows`] then reduces the partials.
+pub(crate) fn reduce_split(t: &str, acc: &str, kind: &str) -> String {
+    let (init, comb) = combine(kind);
+    format!(
+        "{COMMON}\ntypedef {t} T; typedef {acc} ACC;\n{LIMITS}\n\
+         __device__ __forceinline__ ACC gt_comb(ACC a, ACC b) {{ return {comb}; }}\n\
+         extern \"C\" __global__ void k(const T* x, ACC* partial, long long rows, long long r, long long parts) {{\n\
+           __shared__ ACC sh[256];\n\
+           for (long long id = blockIdx.x; id < rows * parts; id += gridDim.x) {{\n\
+             long long row = id / parts, b = id % parts;\n\
+             ACC acc = (ACC)({init_t});\n\
+             for (long long j = b * blockDim.x + threadIdx.x; j < r; j += parts * blockDim.x) acc = gt_comb(acc, (ACC)x[row * r + j]);\n\
+             sh[threadIdx.x] = acc; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) sh[threadIdx.x] = gt_comb(sh[threadIdx.x], sh[threadIdx.x + s]);\n\
+               __syncthreads();\n\
+             }}\n\
+             if (threadIdx.x == 0) partial[id] = sh[0];\n\
              __syncthreads();\n\
            }}\n\
          }}\n",
@@ -259,7 +288,9 @@ pub(crate) fn all_fixed() -> Vec<String> {
         out.push(map("", t, t, "v"));
         for kind in ["sum", "prod", "max", "min"] {
             let acc = if t == "float" && kind == "sum" { "double" } else { t };
-            out.push(reduce_rows(t, acc, kind));
+            out.push(reduce_rows(t, t, acc, kind));
+            out.push(reduce_split(t, acc, kind));
+            out.push(reduce_rows(acc, t, acc, kind));
         }
     }
     for t in ["float", "double"] {
