@@ -66,7 +66,7 @@ pub(crate) fn mlp_step(mode: Mode) -> Result<Report> {
 pub(crate) fn layers_model() -> Result<Sequential> {
     let dense = |name: &str, shape: [usize; 2], k: f64, act| {
         let w = init(&shape, k, (2.0f64 / shape[0] as f64).sqrt());
-        Dense::from_weights(name, w, Some(Tensor::zeros(&[shape[1]], gradtape::DType::F32)), act)
+        Dense::from_weights(name, w, Some(crate::zeros(&[shape[1]])), act)
     };
     Ok(Sequential::new()
         .add(dense("dense", [784, 512], 1.0, Activation::Relu)?)

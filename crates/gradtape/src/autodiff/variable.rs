@@ -129,6 +129,35 @@ impl Variable {
         self.current().device()
     }
 
+    /// Moves the value to `device` (a copy there; nothing when it is there
+    /// already): reads and writes then happen on that device, as PyTorch's
+    /// `module.to(device)` moves parameters. Not inside a traced function.
+    ///
+    /// ```
+    /// use gradtape::{Device, Tensor, Variable};
+    /// let v = Variable::new(Tensor::vector(&[1.0f32]));
+    /// v.move_to(Device::Cpu)?;
+    /// if gradtape::cuda_is_available() {
+    ///     v.move_to(Device::Cuda(0))?;
+    ///     assert_eq!(v.read().device(), Device::Cuda(0));
+    /// }
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn move_to(&self, device: crate::tensor::Device) -> Result<()> {
+        const OP: &str = "Variable::move_to";
+        if crate::dispatch::listens(crate::dispatch::Kind::Trace) {
+            return Err(Error::invalid(
+                OP,
+                "variables cannot move between devices inside a traced function",
+            ));
+        }
+        let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
+        if slot.device() != device {
+            *slot = crate::kernels::gpu::to_device(OP, &slot, device)?;
+        }
+        Ok(())
+    }
+
     /// The current value's dtype.
     pub fn dtype(&self) -> DType {
         self.current().dtype()
@@ -191,6 +220,14 @@ impl Variable {
         if let Some(r) = traced_write(self, Write::Assign, &[value]) {
             return r;
         }
+        // (a value on another device is copied to the variable's, as
+        // PyTorch's `copy_` and TensorFlow's `assign` do)
+        let device = self.device();
+        let value = &if value.device() != device {
+            crate::kernels::gpu::to_device("assign", value, device)?
+        } else {
+            value.clone()
+        };
         self.update("assign", value, |_| Ok(value.clone()))
     }
 

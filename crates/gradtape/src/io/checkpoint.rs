@@ -65,6 +65,12 @@ const RESERVED: &str = "__metadata__";
 /// Serialises named tensors (names must be distinct, and not the reserved
 /// `__metadata__`).
 fn serialize(op: &'static str, tensors: &[(&str, &Tensor)]) -> Result<Vec<u8>> {
+    let host: Vec<Tensor> = tensors
+        .iter()
+        .map(|(_, t)| crate::kernels::gpu::to_host(op, t))
+        .collect::<Result<_>>()?;
+    let tensors: Vec<(&str, &Tensor)> = tensors.iter().zip(&host).map(|((n, _), t)| (*n, t)).collect();
+    let tensors = tensors.as_slice();
     let mut seen = HashSet::new();
     let mut data = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {

@@ -96,6 +96,12 @@ pub trait Module {
         self.variables().into_iter().filter(|v| !v.trainable()).collect()
     }
 
+    /// Moves every variable to `device` (PyTorch's `module.to(device)`);
+    /// see [`Variable::move_to`].
+    fn move_to(&self, device: crate::tensor::Device) -> crate::error::Result<()> {
+        self.variables().iter().try_for_each(|v| v.move_to(device))
+    }
+
     /// The number of scalar weights in [`variables`](Self::variables).
     fn count_params(&self) -> usize {
         self.variables()

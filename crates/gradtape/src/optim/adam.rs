@@ -120,11 +120,11 @@ macro_rules! adam_options {
 adam_options!(Adam, "adam", None);
 adam_options!(AdamW, "adamw", Some(0.004));
 
-struct Elem {
-    alpha: f64,
-    b1: f64,
-    b2: f64,
-    eps: f64,
+pub(crate) struct Elem {
+    pub(crate) alpha: f64,
+    pub(crate) b1: f64,
+    pub(crate) b2: f64,
+    pub(crate) eps: f64,
 }
 
 /// Slots `[m, v]`, or `[m, v, v̂]` (AMSGrad) when `K` is 3.
@@ -143,6 +143,14 @@ impl<const K: usize> ElemRule<K> for Elem {
         // the last slot: v itself, or v̂ = max(v̂, v)
         s[K - 1] = s[K - 1].max(s[1]);
         *w = *w - s[0] * alpha / (s[K - 1].sqrt() + eps);
+    }
+    fn cuda(&self) -> (&'static str, Vec<f64>) {
+        (
+            "T alpha = (T)p[0], b1 = (T)p[1], b2 = (T)p[2], eps = (T)p[3]; \
+             s[0] = s[0] + (g - s[0]) * b1; s[1] = s[1] + (g * g - s[1]) * b2; \
+             s[K - 1] = fmax(s[K - 1], s[1]); w = w - s[0] * alpha / (sqrt(s[K - 1]) + eps);",
+            vec![self.alpha, self.b1, self.b2, self.eps],
+        )
     }
 }
 

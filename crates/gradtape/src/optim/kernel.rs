@@ -47,6 +47,11 @@ pub(crate) trait ElemRule<const K: usize> {
     const ZERO_GRAD_IS_NOOP: bool;
     /// Updates one element.
     fn apply<T: Float>(&self, w: &mut T, s: &mut [T; K], g: T);
+    /// The same update in CUDA C, for variables on a GPU: statements over
+    /// `T w`, `T s[K]`, `T g` and the `double` parameters `p[0..]` (the
+    /// values this returns), computed as [`apply`](Self::apply) computes
+    /// them (each `T::from_f64(x)` a `(T)` of its parameter).
+    fn cuda(&self) -> (&'static str, Vec<f64>);
 }
 
 /// A gradient's values, as the rows a pass visits.
@@ -150,6 +155,13 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
             format!("expected {K} slots, got {}", slots.len()),
         ));
     }
+    if var.device().is_cuda() {
+        return with_float_dtype!(var.dtype(), T => run_on_gpu::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {
+            op: "apply_gradients",
+            dtype: var.dtype(),
+            expected: "f32 or f64 variables",
+        }));
+    }
     with_float_dtype!(var.dtype(), T => run_typed::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {
         op: "apply_gradients",
         dtype: var.dtype(),
@@ -186,6 +198,77 @@ fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(
                 None => pass(rule, decay, w, &mut s, |_| T::zero()),
             }
         });
+        Ok(())
+    })
+}
+
+/// [`run`] for a variable on a GPU: the rule's CUDA form over the weight,
+/// its slots and the gradient (made dense: a lazy sparse update is not
+/// done on a GPU yet), in one kernel; on an emulated GPU, [`pass`] on host
+/// copies.
+fn run_on_gpu<T: Float, R: ElemRule<K>, const K: usize>(
+    rule: &R,
+    step: &Step,
+    var: &Variable,
+    slots: &[Variable],
+    grad: &Gradient,
+) -> Result<()> {
+    const OP: &str = "apply_gradients";
+    let g = match grad {
+        Gradient::Dense(g) => g.clone(),
+        Gradient::Sparse(s) => s.to_dense()?,
+    };
+    let (body, params) = rule.cuda();
+    with_locked(var, slots, |w, s| {
+        let mut inputs: Vec<&Tensor> = vec![&*w];
+        inputs.extend(s.iter().map(|t| &**t));
+        inputs.push(&g);
+        let host = |h: &[Tensor]| -> Result<Vec<Tensor>> {
+            let mut wv = h[0].owned_values::<T>(OP)?;
+            let mut sv: Vec<Vec<T>> = h[1..=K]
+                .iter()
+                .map(|t| t.owned_values::<T>(OP))
+                .collect::<Result<_>>()?;
+            let gv = h[K + 1].values::<T>(OP)?;
+            let decay = (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr)));
+            {
+                let mut refs: Vec<&mut [T]> = sv.iter_mut().map(|v| v.as_mut_slice()).collect();
+                let refs: &mut [&mut [T]; K] = refs
+                    .as_mut_slice()
+                    .try_into()
+                    .map_err(|_| Error::invalid(OP, "slot count"))?;
+                pass(rule, decay, &mut wv, refs, |i| gv[i]);
+            }
+            let shape = h[0].shape();
+            let mut out = vec![Tensor::from_vec(wv, shape)?];
+            for v in sv {
+                out.push(Tensor::from_vec(v, shape)?);
+            }
+            Ok(out)
+        };
+        let outs = crate::dispatch::device::offload_n(
+            OP,
+            &inputs,
+            |_| {
+                crate::kernels::cuda::optimizer_update(
+                    OP,
+                    &inputs[0].clone(),
+                    &inputs[1..=K],
+                    &g,
+                    body,
+                    &params,
+                    step.wd,
+                    step.lr,
+                )
+            },
+            host,
+        )
+        .unwrap_or_else(|| Err(Error::invalid(OP, "a variable on a GPU with its slots on the CPU")))?;
+        let mut outs = outs.into_iter();
+        *w = outs.next().expect("the weight");
+        for (slot, new) in s.into_iter().zip(outs) {
+            *slot = new;
+        }
         Ok(())
     })
 }
@@ -246,5 +329,170 @@ mod tests {
         opt.apply_gradients([(Some(x.clone()), &w)])?;
         assert_eq!(addr(m), m_addr);
         Ok(())
+    }
+
+    /// A rule and its CUDA form compute the same update: the CUDA C body
+    /// compiled as host C++ (g++), over random weights, slots and
+    /// gradients, against `apply` in `f64` and `f32`; and (with NVRTC)
+    /// the whole kernel compiles for the GPU.
+    fn cuda_form_agrees<R: ElemRule<K>, const K: usize>(name: &str, rule: &R) {
+        let (body, params) = rule.cuda();
+        let n = 40;
+        let val = |i: usize, k: usize| ((i * 37 + k * 11) % 97) as f64 / 97.0 * 2.0 - 0.7;
+        // (slots start non-negative: second moments and accumulators are)
+        let inputs: Vec<(f64, [f64; 3], f64)> = (0..n)
+            .map(|i| {
+                (
+                    val(i, 0),
+                    [val(i, 1).abs(), val(i, 2).abs(), val(i, 3).abs()],
+                    val(i, 4),
+                )
+            })
+            .collect();
+        #[cfg(feature = "cuda")]
+        if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            for t in ["float", "double"] {
+                let src = crate::kernels::cuda::source::optimizer(t, K, body);
+                if let Err(log) =
+                    crate::kernels::cuda::runtime::compile_with(&src, "--gpu-architecture=compute_90", false)
+                {
+                    panic!("{name}: {log}");
+                }
+            }
+        }
+        let Some(cxx) = crate::ops::math::cuda_expr::tests::cxx() else {
+            println!("skipped: no C++ compiler for the host check of {name}");
+            return;
+        };
+        let mut prog = String::from("#include <cmath>\n#include <cstdio>\nusing std::fmax; using std::sqrt;\n");
+        for t in ["float", "double"] {
+            prog += &format!(
+                "static void run_{t}(double w0, double s0, double s1, double s2, double g0, const double* p) {{\n\
+                 typedef {t} T; const int K = {K}; T w = (T)w0, g = (T)g0; T s[3] = {{(T)s0, (T)s1, (T)s2}}; (void)K;\n\
+                 {{ {body} }}\n\
+                 printf(\"%a %a %a %a\\n\", (double)w, (double)s[0], (double)s[1], (double)s[2]); }}\n"
+            );
+        }
+        let p: Vec<String> = params.iter().map(|x| format!("{x:e}")).collect();
+        prog += &format!(
+            "int main() {{ const double p[6] = {{{}}};\n",
+            [p.clone(), vec!["0".into(); 6 - p.len()]].concat().join(", ")
+        );
+        for (w, s, g) in &inputs {
+            for t in ["float", "double"] {
+                prog += &format!("run_{t}({w:e}, {:e}, {:e}, {:e}, {g:e}, p);\n", s[0], s[1], s[2]);
+            }
+        }
+        prog += "return 0; }\n";
+        let dir = crate::ops::math::cuda_expr::tests::temp_dir("optim");
+        std::fs::write(dir.join("o.cpp"), &prog).unwrap();
+        let exe = dir.join("o");
+        let built = std::process::Command::new(cxx)
+            .args(["-O1", "-std=c++17", "-ffp-contract=off", "-o"])
+            .arg(&exe)
+            .arg(dir.join("o.cpp"))
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{name}: {}\n{prog}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let out = std::process::Command::new(&exe).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut lines = text.lines();
+        let parse = |l: &str| -> Vec<f64> { l.split(' ').map(hexf).collect() };
+        for (w, s, g) in &inputs {
+            // f32
+            let mut wf = *w as f32;
+            let mut sf: [f32; K] = std::array::from_fn(|k| s[k] as f32);
+            rule.apply(&mut wf, &mut sf, *g as f32);
+            let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+            let got = parse(lines.next().unwrap());
+            assert!(same(got[0], wf as f64), "{name} f32: w {} vs {wf}", got[0]);
+            for k in 0..K {
+                assert!(same(got[1 + k], sf[k] as f64), "{name} f32: slot {k}");
+            }
+            // f64
+            let mut wd = *w;
+            let mut sd: [f64; K] = std::array::from_fn(|k| s[k]);
+            rule.apply(&mut wd, &mut sd, *g);
+            let got = parse(lines.next().unwrap());
+            assert!(same(got[0], wd), "{name} f64: w {} vs {wd}", got[0]);
+            for k in 0..K {
+                assert!(same(got[1 + k], sd[k]), "{name} f64: slot {k}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A C99 hexadecimal float (`%a`).
+    fn hexf(s: &str) -> f64 {
+        let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
+        if s.starts_with("nan") {
+            return f64::NAN;
+        }
+        if s.starts_with("inf") {
+            return if neg { f64::NEG_INFINITY } else { f64::INFINITY };
+        }
+        let s = s.strip_prefix("0x").expect("hex float");
+        let (mant, exp) = s.split_once('p').expect("exponent");
+        let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+        let mut v = u64::from_str_radix(int, 16).unwrap() as f64;
+        let mut scale = 1.0 / 16.0;
+        for c in frac.chars() {
+            v += c.to_digit(16).unwrap() as f64 * scale;
+            scale /= 16.0;
+        }
+        let v = v * 2f64.powi(exp.parse::<i32>().unwrap());
+        if neg {
+            -v
+        } else {
+            v
+        }
+    }
+
+    #[test]
+    fn every_rules_cuda_form_computes_its_update() {
+        cuda_form_agrees("sgd", &crate::optim::sgd::Plain { lr: 0.1 });
+        for nesterov in [false, true] {
+            cuda_form_agrees(
+                "momentum",
+                &crate::optim::sgd::Momentum {
+                    lr: 0.1,
+                    mu: 0.9,
+                    nesterov,
+                },
+            );
+        }
+        let adam = crate::optim::adam::Elem {
+            alpha: 0.01,
+            b1: 0.1,
+            b2: 0.001,
+            eps: 1e-7,
+        };
+        cuda_form_agrees::<_, 2>("adam", &adam);
+        cuda_form_agrees::<_, 3>("amsgrad", &adam);
+        let rms = crate::optim::rmsprop::RmsElem {
+            lr: 0.01,
+            rho: 0.9,
+            eps: 1e-7,
+            mu: 0.5,
+        };
+        cuda_form_agrees::<_, 1>("rmsprop", &rms);
+        cuda_form_agrees::<_, 3>("rmsprop centered momentum", &rms);
+        for centered in [false, true] {
+            let r2 = crate::optim::rmsprop::Rms2 {
+                e: crate::optim::rmsprop::RmsElem {
+                    lr: 0.01,
+                    rho: 0.9,
+                    eps: 1e-7,
+                    mu: 0.5,
+                },
+                centered,
+            };
+            cuda_form_agrees("rmsprop (2 slots)", &r2);
+        }
+        cuda_form_agrees("adagrad", &crate::optim::rmsprop::AdagradElem { lr: 0.1, eps: 1e-7 });
     }
 }

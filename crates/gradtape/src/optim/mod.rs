@@ -90,13 +90,13 @@
 //! Adam, seen with a repeated row, differs there from its own dense result;
 //! gradtape and PyTorch's `SparseAdam` do not).
 
-mod adam;
+pub(crate) mod adam;
 mod clip;
 mod kernel;
 pub mod loss_scale;
-mod rmsprop;
+pub(crate) mod rmsprop;
 pub mod schedule;
-mod sgd;
+pub(crate) mod sgd;
 mod traced;
 
 pub use adam::{Adam, AdamW};
@@ -204,10 +204,16 @@ impl Core {
                 .into_iter()
                 .map(|(slot, init)| {
                     // (fallible: a slot of a huge variable is an error)
-                    Ok(Variable::builder(Tensor::try_full(&v.shape(), init, v.dtype())?)
-                        .name(format!("{}/{}/{slot}", self.name, v.name()))
-                        .trainable(false)
-                        .build())
+                    Ok(Variable::builder(crate::kernels::gpu::filled(
+                        "apply_gradients",
+                        &v.shape(),
+                        init,
+                        v.dtype(),
+                        v.device(),
+                    )?)
+                    .name(format!("{}/{}/{slot}", self.name, v.name()))
+                    .trainable(false)
+                    .build())
                 })
                 .collect::<Result<_>>()?;
             self.slots.insert(v.handle(), slots);

@@ -99,14 +99,32 @@ impl RmsProp {
 
 optimizer_common!(RmsProp);
 
-struct RmsElem {
-    lr: f64,
-    rho: f64,
-    eps: f64,
-    mu: f64,
+pub(crate) struct RmsElem {
+    pub(crate) lr: f64,
+    pub(crate) rho: f64,
+    pub(crate) eps: f64,
+    pub(crate) mu: f64,
+}
+
+/// [`RmsElem::delta`] in CUDA C (a lambda `delta(a, avg or null, g)`),
+/// with the parameters of [`RmsElem::params`].
+macro_rules! rms_c {
+    () => {
+        "T rho = (T)p[1], om = (T)(1.0 - p[1]), eps = (T)p[2], lr = (T)p[0]; \
+         auto delta = [&](T* a, T* avg, T g) -> T { \
+           *a = rho * *a + om * (g * g); \
+           T denom; \
+           if (avg) { *avg = rho * *avg + om * g; denom = *a - *avg * *avg + eps; } else { denom = *a + eps; } \
+           return lr * g / sqrt(denom); }; "
+    };
 }
 
 impl RmsElem {
+    /// The parameters of the CUDA form: `[lr, rho, eps, mu]`.
+    fn params(&self) -> Vec<f64> {
+        vec![self.lr, self.rho, self.eps, self.mu]
+    }
+
     /// Updates the averages and returns the increment δ.
     #[inline(always)]
     fn delta<T: Float>(&self, a: &mut T, avg: Option<&mut T>, g: T) -> T {
@@ -135,12 +153,15 @@ impl ElemRule<1> for RmsElem {
     fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 1], g: T) {
         *w = *w - self.delta(&mut s[0], None, g);
     }
+    fn cuda(&self) -> (&'static str, Vec<f64>) {
+        (concat!(rms_c!(), "w = w - delta(&s[0], (T*)0, g);"), self.params())
+    }
 }
 
 /// velocity and momentum, or velocity and average gradient
-struct Rms2 {
-    e: RmsElem,
-    centered: bool,
+pub(crate) struct Rms2 {
+    pub(crate) e: RmsElem,
+    pub(crate) centered: bool,
 }
 
 impl ElemRule<2> for Rms2 {
@@ -155,6 +176,18 @@ impl ElemRule<2> for Rms2 {
             *w = *w - *b;
         }
     }
+    fn cuda(&self) -> (&'static str, Vec<f64>) {
+        let mut p = self.e.params();
+        p.push(f64::from(u8::from(self.centered)));
+        (
+            concat!(
+                rms_c!(),
+                "if (p[4] != 0) { w = w - delta(&s[0], &s[1], g); } \
+                 else { s[1] = (T)p[3] * s[1] + delta(&s[0], (T*)0, g); w = w - s[1]; }"
+            ),
+            p,
+        )
+    }
 }
 
 /// velocity, momentum, average gradient
@@ -165,6 +198,15 @@ impl ElemRule<3> for RmsElem {
         let [a, m, avg] = s;
         *m = T::from_f64(self.mu) * *m + self.delta(a, Some(avg), g);
         *w = *w - *m;
+    }
+    fn cuda(&self) -> (&'static str, Vec<f64>) {
+        (
+            concat!(
+                rms_c!(),
+                "s[1] = (T)p[3] * s[1] + delta(&s[0], &s[2], g); w = w - s[1];"
+            ),
+            self.params(),
+        )
     }
 }
 
@@ -251,9 +293,9 @@ impl Adagrad {
 
 optimizer_common!(Adagrad);
 
-struct AdagradElem {
-    lr: f64,
-    eps: f64,
+pub(crate) struct AdagradElem {
+    pub(crate) lr: f64,
+    pub(crate) eps: f64,
 }
 
 impl ElemRule<1> for AdagradElem {
@@ -262,6 +304,12 @@ impl ElemRule<1> for AdagradElem {
     fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 1], g: T) {
         s[0] = s[0] + g * g;
         *w = *w - T::from_f64(self.lr) * g / (s[0] + T::from_f64(self.eps)).sqrt();
+    }
+    fn cuda(&self) -> (&'static str, Vec<f64>) {
+        (
+            "s[0] = s[0] + g * g; w = w - (T)p[0] * g / sqrt(s[0] + (T)p[1]);",
+            vec![self.lr, self.eps],
+        )
     }
 }
 

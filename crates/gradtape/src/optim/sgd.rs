@@ -67,8 +67,8 @@ impl Sgd {
 
 optimizer_common!(Sgd);
 
-struct Plain {
-    lr: f64,
+pub(crate) struct Plain {
+    pub(crate) lr: f64,
 }
 
 impl ElemRule<0> for Plain {
@@ -77,12 +77,15 @@ impl ElemRule<0> for Plain {
     fn apply<T: Float>(&self, w: &mut T, _: &mut [T; 0], g: T) {
         *w = *w - g * T::from_f64(self.lr);
     }
+    fn cuda(&self) -> (&'static str, Vec<f64>) {
+        ("w = w - g * (T)p[0];", vec![self.lr])
+    }
 }
 
-struct Momentum {
-    lr: f64,
-    mu: f64,
-    nesterov: bool,
+pub(crate) struct Momentum {
+    pub(crate) lr: f64,
+    pub(crate) mu: f64,
+    pub(crate) nesterov: bool,
 }
 
 impl ElemRule<1> for Momentum {
@@ -96,6 +99,13 @@ impl ElemRule<1> for Momentum {
         } else {
             *w = *w + s[0];
         }
+    }
+    fn cuda(&self) -> (&'static str, Vec<f64>) {
+        (
+            "T lr = (T)p[0], mu = (T)p[1]; s[0] = s[0] * mu - g * lr; \
+             if (p[2] != 0) w = w + (s[0] * mu - g * lr); else w = w + s[0];",
+            vec![self.lr, self.mu, f64::from(u8::from(self.nesterov))],
+        )
     }
 }
 

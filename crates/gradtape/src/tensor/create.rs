@@ -129,6 +129,30 @@ impl Tensor {
         Ok(t)
     }
 
+    /// `value` everywhere, a new tensor of `shape` and `dtype` made on
+    /// `device` (no copy from the host); an error where that device is
+    /// not here.
+    ///
+    /// ```
+    /// use gradtape::{DType, Device, Tensor};
+    /// let t = Tensor::full_on(&[2], 3.0, DType::F32, Device::Cpu)?;
+    /// assert_eq!(t.to_vec::<f32>()?, vec![3.0, 3.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: super::Device) -> Result<Tensor> {
+        crate::kernels::gpu::filled("full_on", shape, value, dtype, device)
+    }
+
+    /// Zeros on `device` ([`full_on`](Self::full_on)).
+    pub fn zeros_on(shape: &[usize], dtype: DType, device: super::Device) -> Result<Tensor> {
+        crate::kernels::gpu::filled("zeros_on", shape, 0.0, dtype, device)
+    }
+
+    /// Ones on `device` ([`full_on`](Self::full_on)).
+    pub fn ones_on(shape: &[usize], dtype: DType, device: super::Device) -> Result<Tensor> {
+        crate::kernels::gpu::filled("ones_on", shape, 1.0, dtype, device)
+    }
+
     /// `value` everywhere in a new tensor of `shape`; errors name `op`.
     pub(crate) fn filled(op: &'static str, shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
         let n = checked_numel(op, shape)?;

@@ -373,3 +373,125 @@ fn a_traced_training_step_runs_on_the_gpu_as_eagerly() {
         assert!((a - b).abs() < 1e-5, "traced on the CPU {cpu:?} vs on the GPU {gpu:?}");
     }
 }
+
+/// Three steps of the small MLP with the optimizer `make` gives, on the
+/// CPU and on the GPU: the losses and the first weight agree.
+fn optimizer_agrees<O: gradtape::optim::Optimizer>(name: &str, make: impl Fn() -> O) {
+    let x = t(&vals(8 * 6, 4), &[8, 6]);
+    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
+    let init = [
+        t(&vals(6 * 5, 5), &[6, 5]),
+        t(&vals(5, 6), &[5]),
+        t(&vals(5 * 4, 7), &[5, 4]),
+        t(&vals(4, 8), &[4]),
+    ];
+    let train = |device: Device| -> Vec<f64> {
+        let vars: Vec<Variable> = init.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
+        let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());
+        let mut opt = make();
+        let mut out = vec![];
+        for _ in 0..3 {
+            let tape = GradientTape::new();
+            let loss = tape
+                .record(|| {
+                    let w: Vec<Tensor> = vars.iter().map(|v| v.read()).collect();
+                    mlp_loss(&x, &labels, &w)
+                })
+                .unwrap();
+            let g = tape.gradient(&loss, &vars).unwrap();
+            opt.apply_gradients(g.into_iter().zip(vars.iter())).unwrap();
+            out.push(loss.item().unwrap());
+        }
+        assert!(vars.iter().all(|v| v.read().device() == device), "{name}");
+        out.extend(vars[0].read().to_vec_f64());
+        out
+    };
+    let (cpu, gpu) = (train(Device::Cpu), train(GPU));
+    assert!(cpu[2] != cpu[0], "{name}: the loss moves");
+    for (a, b) in cpu.iter().zip(&gpu) {
+        assert!((a - b).abs() < 1e-5, "{name}: {a} vs {b}");
+    }
+}
+
+#[test]
+fn every_optimizer_trains_on_the_gpu_as_on_the_cpu() {
+    use gradtape::optim::{Adagrad, Adam, AdamW, RmsProp, Sgd};
+    emulate();
+    optimizer_agrees("sgd", || Sgd::new(0.1));
+    optimizer_agrees("momentum", || Sgd::new(0.1).momentum(0.9).unwrap());
+    optimizer_agrees("nesterov", || Sgd::new(0.1).momentum(0.9).unwrap().nesterov(true));
+    optimizer_agrees("adam", || Adam::new(0.01));
+    optimizer_agrees("amsgrad", || Adam::new(0.01).amsgrad(true));
+    optimizer_agrees("adamw", || AdamW::new(0.01));
+    optimizer_agrees("rmsprop", || RmsProp::new(0.01));
+    optimizer_agrees("rmsprop_centered", || RmsProp::new(0.01).centered(true));
+    optimizer_agrees("rmsprop_momentum", || RmsProp::new(0.01).momentum(0.5).unwrap());
+    optimizer_agrees("adagrad", || Adagrad::new(0.1));
+}
+
+#[test]
+fn layers_move_to_the_gpu_train_and_checkpoint() {
+    use gradtape::nn::{Activation, Dense, Layer, Module, Sequential};
+    use gradtape::optim::{Adam, Optimizer};
+    emulate();
+    let model = |_: ()| {
+        Sequential::new()
+            .add(
+                Dense::from_weights(
+                    "d0",
+                    t(&vals(6 * 5, 5), &[6, 5]),
+                    Some(t(&vals(5, 6), &[5])),
+                    Activation::Relu,
+                )
+                .unwrap(),
+            )
+            .add(Dense::from_weights("d1", t(&vals(5 * 4, 7), &[5, 4]), None, Activation::Linear).unwrap())
+    };
+    let x = t(&vals(8 * 6, 4), &[8, 6]);
+    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
+    let train = |device: Device| -> (Vec<f64>, Sequential) {
+        let m = model(());
+        m.move_to(device).unwrap();
+        assert!(m.variables().iter().all(|v| v.device() == device));
+        let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());
+        let mut opt = Adam::new(0.05);
+        let losses = (0..4)
+            .map(|_| {
+                let vars = m.trainable_variables();
+                let tape = GradientTape::new();
+                let loss = tape
+                    .record(|| Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &m.call(&x)?)?.mean_all())
+                    .unwrap();
+                let g = tape.gradient(&loss, &vars).unwrap();
+                opt.apply_gradients(g.into_iter().zip(vars.iter())).unwrap();
+                loss.item().unwrap()
+            })
+            .collect();
+        (losses, m)
+    };
+    let ((cpu, _), (gpu, m)) = (train(Device::Cpu), train(GPU));
+    assert!(cpu[3] < cpu[0], "{cpu:?}");
+    for (a, b) in cpu.iter().zip(&gpu) {
+        assert!((a - b).abs() < 1e-5, "{cpu:?} vs {gpu:?}");
+    }
+    // a checkpoint of GPU variables is written from host copies, and loads
+    // back into variables on the GPU, which stay there
+    let bytes = gradtape::io::safetensors_to_bytes(&m.variables()).unwrap();
+    let fresh = model(());
+    fresh.move_to(GPU).unwrap();
+    gradtape::io::safetensors_from_bytes(&bytes, &fresh.variables()).unwrap();
+    for (a, b) in m.variables().iter().zip(fresh.variables()) {
+        assert_eq!(b.device(), GPU);
+        assert_eq!(a.read().to_vec_f64(), b.read().to_vec_f64());
+    }
+    // creation on a device
+    let z = Tensor::zeros_on(&[2, 3], DType::F32, GPU).unwrap();
+    assert_eq!((z.device(), z.to_vec::<f32>().unwrap()), (GPU, vec![0.0; 6]));
+    assert_eq!(
+        Tensor::full_on(&[2], 1.5, DType::F64, GPU)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap(),
+        vec![1.5, 1.5]
+    );
+}

@@ -159,7 +159,10 @@ fn the_mlp_trains_on_the_gpu_as_on_the_cpu() {
     for (i, ((a, b), (c, d))) in cpu.iter().zip(&gpu).enumerate() {
         let tol = if i == 0 { 1e-5 } else { 2e-3 };
         assert!((a - c).abs() <= tol * a.abs().max(1.0), "step {i}: loss {a} vs {c}");
-        assert!((b - d).abs() <= 10.0 * tol * b.abs().max(1.0), "step {i}: sum|dW1| {b} vs {d}");
+        assert!(
+            (b - d).abs() <= 10.0 * tol * b.abs().max(1.0),
+            "step {i}: sum|dW1| {b} vs {d}"
+        );
     }
 }
 

@@ -612,3 +612,52 @@ impl Gpu {
 pub(crate) fn gpu_of(t: &Tensor) -> usize {
     ordinal(t)
 }
+
+/// One optimizer step on a GPU: the new weight and slots (fresh tensors)
+/// from `w`, `slots` and the dense gradient `g` (all of one shape and
+/// float dtype), `body` being the rule's CUDA form with its `params` (at
+/// most six) and `wd`/`lr` the weight decay (0: none) and learning rate.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn optimizer_update(
+    op: &'static str,
+    w: &Tensor,
+    slots: &[&Tensor],
+    g: &Tensor,
+    body: &str,
+    params: &[f64],
+    wd: f64,
+    lr: f64,
+) -> Result<Vec<Tensor>> {
+    let gpu_ = mem_of(w).1;
+    gpu_.bind_for(op)?;
+    float_only(op, w)?;
+    let t = ct(op, w)?;
+    let k = slots.len();
+    if k > 3 || params.len() > 6 {
+        return Err(gpu_.err(op, "at most three slots and six parameters per optimizer rule"));
+    }
+    let w_in = contiguous(op, w)?;
+    let g_in = contiguous(op, g)?;
+    let s_in: Vec<Tensor> = slots.iter().map(|s| contiguous(op, s)).collect::<Result<_>>()?;
+    let (w_out, pwo) = alloc(op, gpu_, w.shape(), w.dtype())?;
+    let mut outs = vec![w_out];
+    let (mut si, mut so) = ([0u64; 3], [0u64; 3]);
+    for (i, s) in s_in.iter().enumerate() {
+        let (o, p) = alloc(op, gpu_, w.shape(), w.dtype())?;
+        si[i] = ptr_of(s);
+        so[i] = p;
+        outs.push(o);
+    }
+    let p = |i: usize| params.get(i).copied().unwrap_or(0.0);
+    let (p0, p1, p2, p3, p4, p5) = (p(0), p(1), p(2), p(3), p(4), p(5));
+    let (pwi, pg, n) = (ptr_of(&w_in), ptr_of(&g_in), w.numel() as i64);
+    gpu_.launch(
+        op,
+        &format!("optimizer|{t}|{k}|{body}"),
+        &|| source::optimizer(t, k, body),
+        grid_for(n as usize, BLOCK),
+        BLOCK,
+        &mut args![pwi, pwo, si[0], so[0], si[1], so[1], si[2], so[2], pg, n, p0, p1, p2, p3, p4, p5, wd, lr],
+    )?;
+    Ok(outs)
+}

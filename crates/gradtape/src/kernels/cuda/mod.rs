@@ -82,6 +82,20 @@ mod absent {
         Err(absent(op, 0))
     }
 
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn optimizer_update(
+        op: &'static str,
+        _: &Tensor,
+        _: &[&Tensor],
+        _: &Tensor,
+        _: &str,
+        _: &[f64],
+        _: f64,
+        _: f64,
+    ) -> Result<Vec<Tensor>> {
+        Err(absent(op, 0))
+    }
+
     pub(crate) fn matmul(op: &'static str, _: &Tensor, _: &Tensor, _: bool, _: bool, _: &[usize]) -> Result<Tensor> {
         Err(absent(op, 0))
     }

@@ -277,6 +277,29 @@ pub(crate) fn sparse_xent_rows(t: &str, label: &str) -> String {
     )
 }
 
+/// One optimizer step for `K` slots: `w`, `s[K]` and `g` read per
+/// element, the weight decay (`w -= w * wd * lr`, as Keras), then `body`
+/// (an `ElemRule`'s CUDA form: statements over `w`, `s`, `g` and the
+/// parameters `p[0..6]`), the new values written to fresh buffers.
+pub(crate) fn optimizer(t: &str, k: usize, body: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T;\n#define K {k}\n\
+         extern \"C\" __global__ void k(const T* wi, T* wo, const T* s0i, T* s0o, const T* s1i, T* s1o, const T* s2i, T* s2o,\n\
+             const T* gi, long long n, double p0, double p1, double p2, double p3, double p4, double p5, double wd, double lr) {{\n\
+           const double p[6] = {{p0, p1, p2, p3, p4, p5}};\n\
+           const T* si[3] = {{s0i, s1i, s2i}}; T* so[3] = {{s0o, s1o, s2o}};\n\
+           GT_LOOP(i, n) {{\n\
+             T w = wi[i], g = gi[i]; T s[K > 0 ? K : 1];\n\
+             for (int k = 0; k < K; ++k) s[k] = si[k][i];\n\
+             if (wd != 0) w = w - w * (T)wd * (T)lr;\n\
+             {{ {body} }}\n\
+             wo[i] = w;\n\
+             for (int k = 0; k < K; ++k) so[k][i] = s[k];\n\
+           }}\n\
+         }}\n"
+    )
+}
+
 /// Every fixed kernel source (for the NVRTC check in CI: the generated
 /// elementwise ones are checked by `cuda_expr`'s tests).
 #[cfg(test)]

@@ -326,7 +326,7 @@ pub(crate) fn logical_not_expr(x: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ops::desc::F64;
     use crate::ops::math::table;
@@ -675,7 +675,7 @@ mod tests {
     }
 
     /// The first of `c++` and `g++` that runs.
-    fn cxx() -> Option<&'static str> {
+    pub(crate) fn cxx() -> Option<&'static str> {
         ["c++", "g++"].into_iter().find(|c| {
             std::process::Command::new(c)
                 .arg("--version")
@@ -685,7 +685,7 @@ mod tests {
     }
 
     /// A fresh directory under the system's temporary one.
-    fn temp_dir(what: &str) -> std::path::PathBuf {
+    pub(crate) fn temp_dir(what: &str) -> std::path::PathBuf {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let nanos = std::time::SystemTime::now()
