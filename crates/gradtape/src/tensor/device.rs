@@ -89,6 +89,26 @@ impl Device {
 }
 
 static EMULATE: AtomicBool = AtomicBool::new(false);
+static TF32: AtomicBool = AtomicBool::new(false);
+
+/// Lets `f32` matrix products on a GPU use TF32 tensor cores (inputs
+/// rounded to 10 mantissa bits, accumulation in `f32`: several times
+/// faster, about 1e-3 relative error), as `torch.backends.cuda.matmul.
+/// allow_tf32` does. Off by default: products are plain `f32`, matching
+/// the CPU to rounding.
+///
+/// ```
+/// gradtape::allow_tf32(false);
+/// assert!(!gradtape::tf32_allowed());
+/// ```
+pub fn allow_tf32(on: bool) {
+    TF32.store(on, Ordering::Relaxed);
+}
+
+/// Whether [`allow_tf32`] is on.
+pub fn tf32_allowed() -> bool {
+    TF32.load(Ordering::Relaxed)
+}
 
 /// Makes `Device::Cuda(n)` (every `n`) an emulated device in this process:
 /// host memory and the CPU's kernels behind the GPU's dispatch (see the

@@ -11,6 +11,12 @@ use gradtape::{DType, Device, GradientTape, Tensor, Variable};
 
 const GPU: Device = Device::Cuda(0);
 
+/// The tests take turns (one toggles TF32 for the process).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether a GPU is here; prints why not.
 fn gpu_here() -> bool {
     match gradtape::cuda_device_count() {
@@ -38,6 +44,7 @@ fn without_a_gpu_moving_to_one_is_an_error_not_a_panic() {
 
 #[test]
 fn every_op_agrees_with_the_cpu_on_the_gpu() {
+    let _serial = serial();
     if !gpu_here() {
         return;
     }
@@ -52,6 +59,7 @@ fn every_op_agrees_with_the_cpu_on_the_gpu() {
 
 #[test]
 fn large_and_strided_tensors_move_and_reduce_as_on_the_cpu() {
+    let _serial = serial();
     if !gpu_here() {
         return;
     }
@@ -97,6 +105,7 @@ fn large_and_strided_tensors_move_and_reduce_as_on_the_cpu() {
 
 #[test]
 fn the_mlp_trains_on_the_gpu_as_on_the_cpu() {
+    let _serial = serial();
     if !gpu_here() {
         return;
     }
@@ -168,6 +177,7 @@ fn the_mlp_trains_on_the_gpu_as_on_the_cpu() {
 
 #[test]
 fn a_gpu_gives_clear_errors() {
+    let _serial = serial();
     if !gpu_here() {
         return;
     }
@@ -184,4 +194,26 @@ fn a_gpu_gives_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(c.contains("cuda:0"), "{c}");
+}
+
+#[test]
+fn tf32_products_are_opt_in() {
+    let _serial = serial();
+    if !gpu_here() {
+        return;
+    }
+    let n = 512;
+    let a = Tensor::from_vec((0..n * n).map(|i| ((i * 7919 % 1013) as f32) / 1013.0 - 0.5).collect(), &[n, n]).unwrap();
+    let want = a.matmul(&a).unwrap().to_vec_f64();
+    let g = a.to(GPU).unwrap();
+    let err = |on: bool| {
+        gradtape::allow_tf32(on);
+        let got = g.matmul(&g).unwrap().to_vec_f64();
+        gradtape::allow_tf32(false);
+        got.iter().zip(&want).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max)
+    };
+    let (plain, tf32) = (err(false), err(true));
+    println!("512² product vs the CPU: f32 {plain:.2e}, TF32 {tf32:.2e}");
+    assert!(plain < 1e-5, "plain f32 products match the CPU to rounding: {plain:.2e}");
+    assert!(tf32 > plain && tf32 < 1e-1, "TF32 rounds its inputs: {tf32:.2e}");
 }

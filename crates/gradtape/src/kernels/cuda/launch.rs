@@ -547,6 +547,18 @@ pub(crate) fn matmul(
     let (mi, ni, ki) = (m as i32, n as i32, inner as i32);
     let (sc, bt) = ((m * n) as i64, batch as i32);
     let handle = *g.blas.lock().map_err(|_| g.err(op, "cuBLAS handle poisoned"))?;
+    {
+        use cudarc::cublas::sys::{cublasMath_t, cublasSetMathMode};
+        let mode = if dtype == DType::F32 && crate::tensor::tf32_allowed() {
+            cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+        } else {
+            cublasMath_t::CUBLAS_DEFAULT_MATH
+        };
+        // SAFETY: a live handle of this GPU
+        unsafe { cublasSetMathMode(handle, mode) }
+            .result()
+            .map_err(|e| g.err(op, format!("cublasSetMathMode failed: {e:?}")))?;
+    }
     // SAFETY: pointers are live device memory of this GPU holding the
     // operands' matrices at the given leading dims and batch strides
     let r = unsafe {
