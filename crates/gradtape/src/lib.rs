@@ -92,11 +92,11 @@ pub use ops::ct;
 pub use ops::{AttentionDropout, DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
+pub use tensor::{allow_tf32, cuda_device_count, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device};
 pub use tensor::{bf16, f16, Complex};
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
 };
-pub use tensor::{allow_tf32, cuda_device_count, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device};
 
 /// The README's example, compiled and run as a doc test.
 #[cfg(doctest)]

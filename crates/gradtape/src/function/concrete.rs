@@ -11,7 +11,7 @@
 //! nested tapes give higher derivatives through calls.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::compile::{self, CompileOptions, CompileStats, Executable};
 use super::grad::{self, Backward};
@@ -46,6 +46,9 @@ pub struct ConcreteFunction {
     /// the optimised copy that runs (`None`: the compiler is off, or the
     /// graph is not static)
     exec: Option<Executable>,
+    /// the optimised copy that runs on a GPU (made at the first run there,
+    /// where `exec` is made: see [`gpu_executable`](Self::gpu_executable))
+    gpu_exec: OnceLock<std::result::Result<Executable, Error>>,
     /// whether the compiler is on for it (then the sub-graphs of its
     /// control flow run compiled too, where static)
     optimize: bool,
@@ -97,6 +100,7 @@ impl ConcreteFunction {
             graph: Arc::new(graph),
             plan,
             exec,
+            gpu_exec: OnceLock::new(),
             optimize,
             compile,
             captures,
@@ -152,21 +156,78 @@ impl ConcreteFunction {
         self.exec.as_ref().map(|e| e.stats.clone()).unwrap_or_default()
     }
 
+    /// What the compiler did to the graph that runs on a GPU (its
+    /// [`CompileStats::cuda_kernels`]: the fused kernels that run as CUDA
+    /// kernels there), once a call has run on one (`None` before, and
+    /// where the compiler is off or the graph is not static).
+    ///
+    /// A call whose inputs or variables are on a GPU runs a copy of the
+    /// traced graph compiled for it: simplified and fused as on the CPU
+    /// (without the passes for the CPU's kernels, and without fused
+    /// partial reductions, which stay nodes), each fused kernel a CUDA
+    /// kernel generated from its program, every other node its op on its
+    /// GPU kernel.
+    pub fn gpu_compile_stats(&self) -> Option<CompileStats> {
+        match self.gpu_exec.get() {
+            Some(Ok(e)) => Some(e.stats.clone()),
+            _ => None,
+        }
+    }
+
+    /// The graph that runs on a GPU (see
+    /// [`gpu_compile_stats`](Self::gpu_compile_stats)), once a call has
+    /// run on one.
+    pub fn gpu_optimized_graph(&self) -> Option<&Graph> {
+        match self.gpu_exec.get() {
+            Some(Ok(e)) => Some(&e.graph),
+            _ => None,
+        }
+    }
+
+    /// The executable for a GPU, compiled at its first use (`None` where
+    /// the function has no executable: compiler off, graph not static).
+    fn gpu_executable(&self) -> Option<Result<&Executable>> {
+        self.exec.as_ref()?;
+        let made = self
+            .gpu_exec
+            .get_or_init(|| Executable::compile_for_gpu(&self.graph, &self.compile));
+        Some(made.as_ref().map_err(Clone::clone))
+    }
+
     /// Runs the executable graph when it was planned for these inputs'
-    /// shapes, else the traced one. The caller hides tapes and traces (a
-    /// fused kernel records nothing).
+    /// shapes (the one for a GPU when the function runs on one), else the
+    /// traced one. The caller hides tapes and traces (a fused kernel
+    /// records nothing).
     fn run_graph(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let compiled = self.optimize && !self.on_gpu(inputs);
-        compile::with_compiled_subgraphs(compiled, || match &self.exec {
-            Some(e) if compiled && e.fits(inputs) => e.run(inputs),
-            _ => self.graph.run(inputs, &self.plan),
+        let mut out = Vec::new();
+        self.run_graph_into(inputs, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`run_graph`](Self::run_graph), appending the outputs to `out`.
+    fn run_graph_into(&self, inputs: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
+        let gpu = self.optimize && self.on_gpu(inputs);
+        // (control flow's sub-graphs run as traced on a GPU: their
+        // compiled copies are the CPU's)
+        let compiled = self.optimize && !gpu;
+        compile::with_compiled_subgraphs(compiled, || {
+            let exec = match gpu {
+                true => self.gpu_executable().transpose()?,
+                false => self.exec.as_ref().filter(|_| compiled),
+            };
+            match exec {
+                Some(e) if e.fits(inputs) => e.run_into(inputs, out),
+                _ => {
+                    out.extend(self.graph.run(inputs, &self.plan)?);
+                    Ok(())
+                }
+            }
         })
     }
 
     /// Whether the function runs on a GPU: an input or a variable is there.
     /// The compiled executable's fused kernels are the CPU's, so on a GPU
-    /// the traced graph runs node by node, each op on its GPU kernel (the
-    /// compiler's CUDA programs are not written yet).
+    /// the executable compiled for a GPU runs instead.
     fn on_gpu(&self, inputs: &[Tensor]) -> bool {
         inputs.iter().any(|t| t.device().is_cuda()) || self.variables.iter().any(|v| v.device().is_cuda())
     }
@@ -221,14 +282,7 @@ impl ConcreteFunction {
             return Ok(());
         }
         self.check_inputs(inputs)?;
-        let compiled = self.optimize && !self.on_gpu(inputs);
-        compile::with_compiled_subgraphs(compiled, || match &self.exec {
-            Some(e) if compiled && e.fits(inputs) => e.run_into(inputs, out),
-            _ => {
-                out.extend(self.graph.run(inputs, &self.plan)?);
-                Ok(())
-            }
-        })
+        self.run_graph_into(inputs, out)
     }
 
     /// Calls the function on all its graph inputs (arguments and captures).

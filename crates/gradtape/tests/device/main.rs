@@ -365,6 +365,16 @@ fn a_traced_training_step_runs_on_the_gpu_as_eagerly() {
             })
             .collect();
         assert_eq!(f.trace_count(), 1);
+        // on the GPU, the graph compiled for it ran, with fused kernels
+        let c = f.concrete(&args).unwrap();
+        match device {
+            Device::Cpu => assert!(c.gpu_compile_stats().is_none()),
+            _ => {
+                let s = c.gpu_compile_stats().expect("compiled for the GPU");
+                assert!(s.cuda_kernels > 0 && s.cuda_kernels == s.kernels, "{s:?}");
+                assert!(s.count("pair_products").is_none(), "{s:?}");
+            }
+        }
         losses
     };
     let (cpu, gpu) = (run(Device::Cpu), run(GPU));
@@ -493,5 +503,120 @@ fn layers_move_to_the_gpu_train_and_checkpoint() {
             .to_vec::<f64>()
             .unwrap(),
         vec![1.5, 1.5]
+    );
+}
+
+/// A traced function of `args` run on the CPU and on the (emulated) GPU:
+/// the GPU's values are the CPU's (within `tol`), it was traced once,
+/// and its graph compiled for the GPU has `fused` CUDA kernels (all its
+/// fused kernels) and `sums` partial sums left as nodes.
+fn traced_on_both<F>(name: &str, f: F, args: &[Tensor], tol: f64, fused: usize, sums: usize)
+where
+    F: Fn(&[Tensor]) -> gradtape::Result<Vec<Tensor>> + Send + Sync + 'static,
+{
+    let f = std::sync::Arc::new(f);
+    let run = |device: Device| -> Vec<Tensor> {
+        let on: Vec<Tensor> = args.iter().map(|a| a.to(device).unwrap()).collect();
+        let g = f.clone();
+        let traced = gradtape::function(move |xs: &Vec<Tensor>| g(xs));
+        let mut out = Vec::new();
+        for _ in 0..2 {
+            out = traced.call(&on).unwrap();
+            for o in &out {
+                assert_eq!(o.device(), device, "{name}");
+            }
+        }
+        assert_eq!(traced.trace_count(), 1, "{name}");
+        let c = traced.concrete(&on).unwrap();
+        if device.is_cuda() {
+            let s = c.gpu_compile_stats().expect("compiled for the GPU");
+            assert_eq!((s.kernels, s.cuda_kernels), (fused, fused), "{name}: {s:?}");
+            let g = c.gpu_optimized_graph().unwrap();
+            assert_eq!(g.count("Sum"), sums, "{name}: {g}");
+            assert!(c.optimized_graph().count("Fused") >= 1, "{name}");
+        }
+        out
+    };
+    let (cpu, gpu) = (run(Device::Cpu), run(GPU));
+    // and eagerly, on the GPU
+    let eager = f(&args.iter().map(|a| a.to(GPU).unwrap()).collect::<Vec<_>>()).unwrap();
+    assert_eq!(cpu.len(), gpu.len());
+    for ((c, g), e) in cpu.iter().zip(&gpu).zip(&eager) {
+        close(&g.cpu().unwrap(), c, tol);
+        close(&g.cpu().unwrap(), &e.cpu().unwrap(), tol);
+    }
+}
+
+#[test]
+fn traced_functions_run_fused_kernels_compiled_for_the_gpu() {
+    emulate();
+    let x = t(&vals(12 * 5, 21), &[12, 5]);
+    let bias = t(&vals(5, 22), &[5]);
+    let col = t(&vals(12, 23), &[12, 1]);
+    // a chain of unary ops: one kernel
+    traced_on_both(
+        "unary chain",
+        |xs: &[Tensor]| {
+            let y = xs[0]
+                .sin()?
+                .exp()?
+                .mul_scalar(0.5)?
+                .add_scalar(0.25)?
+                .tanh()?
+                .sigmoid()?;
+            Ok(vec![y])
+        },
+        std::slice::from_ref(&x),
+        1e-6,
+        1,
+        0,
+    );
+    // broadcasting binary ops with a bias row and a column, and a scalar
+    traced_on_both(
+        "broadcasts",
+        |xs: &[Tensor]| {
+            let y = xs[0].bias_add(&xs[1])?.relu()?.mul(&xs[2])?.sub(&xs[0].square()?)?;
+            Ok(vec![y.clone(), y.maximum(&xs[3])?])
+        },
+        &[x.clone(), bias.clone(), col.clone(), Tensor::scalar(0.1f32)],
+        1e-6,
+        1,
+        0,
+    );
+    // sums of all elements (in the kernel: added in double)
+    traced_on_both(
+        "sum of all",
+        |xs: &[Tensor]| {
+            let d = xs[0].sub(&xs[1])?;
+            Ok(vec![d.square()?.sum_all()?, d.abs()?.mean_all()?])
+        },
+        &[x.clone(), t(&vals(12 * 5, 24), &[12, 5])],
+        1e-5,
+        2, // (the mean's division: a kernel of one element)
+        0,
+    );
+    // a partial reduction: the kernel stops before it, the sum runs on
+    // its own GPU kernel, and what reads it is fused again
+    traced_on_both(
+        "partial reduction",
+        |xs: &[Tensor]| {
+            let e = xs[0].exp()?.mul(&xs[0].square()?.add_scalar(1.0)?)?;
+            let rows = e.sum(&[1], true)?;
+            Ok(vec![e.div(&rows)?.log1p()?])
+        },
+        std::slice::from_ref(&x),
+        1e-5,
+        2,
+        1,
+    );
+    // f64, with a sine and a cosine of one value
+    let x64 = Tensor::from_vec(vals(40, 25), &[8, 5]).unwrap();
+    traced_on_both(
+        "sincos f64",
+        |xs: &[Tensor]| Ok(vec![xs[0].sin()?.add(&xs[0].cos()?)?.mul(&xs[0])?.sum_all()?]),
+        std::slice::from_ref(&x64),
+        1e-12,
+        1,
+        0,
     );
 }

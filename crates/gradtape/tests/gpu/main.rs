@@ -203,17 +203,84 @@ fn tf32_products_are_opt_in() {
         return;
     }
     let n = 512;
-    let a = Tensor::from_vec((0..n * n).map(|i| ((i * 7919 % 1013) as f32) / 1013.0 - 0.5).collect(), &[n, n]).unwrap();
+    let a = Tensor::from_vec(
+        (0..n * n).map(|i| ((i * 7919 % 1013) as f32) / 1013.0 - 0.5).collect(),
+        &[n, n],
+    )
+    .unwrap();
     let want = a.matmul(&a).unwrap().to_vec_f64();
     let g = a.to(GPU).unwrap();
     let err = |on: bool| {
         gradtape::allow_tf32(on);
         let got = g.matmul(&g).unwrap().to_vec_f64();
         gradtape::allow_tf32(false);
-        got.iter().zip(&want).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max)
+        got.iter()
+            .zip(&want)
+            .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+            .fold(0.0, f64::max)
     };
     let (plain, tf32) = (err(false), err(true));
     println!("512² product vs the CPU: f32 {plain:.2e}, TF32 {tf32:.2e}");
-    assert!(plain < 1e-5, "plain f32 products match the CPU to rounding: {plain:.2e}");
+    assert!(
+        plain < 1e-5,
+        "plain f32 products match the CPU to rounding: {plain:.2e}"
+    );
     assert!(tf32 > plain && tf32 < 1e-1, "TF32 rounds its inputs: {tf32:.2e}");
+}
+
+#[test]
+fn traced_functions_run_their_fused_kernels_as_cuda_kernels() {
+    let _serial = serial();
+    if !gpu_here() {
+        return;
+    }
+    // (large enough for many blocks: the sums add blocks atomically)
+    let (n, k) = (3000, 37);
+    let vals = |len: usize, seed: usize| -> Vec<f64> {
+        (0..len)
+            .map(|i| (((i * 7919 + seed * 104729) % 2001) as f64 / 1000.0) - 1.0)
+            .collect()
+    };
+    for dtype in [DType::F32, DType::F64] {
+        let x = Tensor::from_vec(vals(n * k, 1), &[n, k]).unwrap().cast(dtype).unwrap();
+        let b = Tensor::from_vec(vals(k, 2), &[k]).unwrap().cast(dtype).unwrap();
+        let run = |device: Device| -> Vec<Vec<f64>> {
+            let f = gradtape::function(|(x, b): &(Tensor, Tensor)| -> gradtape::Result<Vec<Tensor>> {
+                let y = x
+                    .bias_add(b)?
+                    .tanh()?
+                    .mul(x)?
+                    .sigmoid()?
+                    .add(&x.sin()?.mul_scalar(0.5)?)?;
+                let rows = y.sum(&[1], true)?;
+                Ok(vec![
+                    y.square()?.sum_all()?,
+                    y.div(&rows)?.exp()?,
+                    y.relu()?.mean_all()?,
+                ])
+            });
+            let args = (x.to(device).unwrap(), b.to(device).unwrap());
+            let out = f.call(&args).unwrap();
+            if device.is_cuda() {
+                let s = f
+                    .concrete(&args)
+                    .unwrap()
+                    .gpu_compile_stats()
+                    .expect("compiled for the GPU");
+                assert!(s.cuda_kernels >= 2 && s.cuda_kernels == s.kernels, "{s:?}");
+            }
+            out.iter().map(|t| t.cpu().unwrap().to_vec_f64()).collect()
+        };
+        let (cpu, gpu) = (run(Device::Cpu), run(GPU));
+        let tol = if dtype == DType::F32 { 1e-4 } else { 1e-10 };
+        for (o, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+            assert_eq!(c.len(), g.len());
+            for (i, (p, q)) in c.iter().zip(g).enumerate() {
+                assert!(
+                    (p - q).abs() <= tol * (1.0 + p.abs()),
+                    "{dtype} output {o} element {i}: cpu {p} gpu {q}"
+                );
+            }
+        }
+    }
 }

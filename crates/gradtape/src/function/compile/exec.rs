@@ -279,9 +279,10 @@ fn run_one(
     ins: &mut Vec<Tensor>,
 ) -> Result<()> {
     fetch(step, slots, ins)?;
+    // (a fused node on a GPU runs its CUDA kernel, through its op)
     let outs: Outs = match fused_program(&node.op) {
-        Some(p) => p.run_in_place(ins)?,
-        None => node.op.eval(ins)?.into_iter().collect(),
+        Some(p) if ins.iter().all(|t| t.device_buffer().is_none()) => p.run_in_place(ins)?,
+        _ => node.op.eval(ins)?.into_iter().collect(),
     };
     store(node, step, outs, ins, slots)
 }

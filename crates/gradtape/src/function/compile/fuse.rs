@@ -44,7 +44,7 @@
 //! (computing what the op's kernel computes): a group left as it was would
 //! run later than the point its values were taken to be available.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -53,6 +53,7 @@ use super::kernel::{self, Axis, Fold, Instr, Output, Program, Reg, Splat};
 use super::pipeline::PassCx;
 use crate::error::Result;
 use crate::function::graph::{Graph, Node, ValueId};
+use crate::kernels::cuda::fused::FusedKernel;
 use crate::ops::desc::{DynOp, NnOp, Op, Outputs, ReduceKind, ShapeOp};
 use crate::tensor::{DType, Tensor};
 
@@ -61,6 +62,27 @@ pub(crate) struct Fused {
     pub(crate) program: Program,
     /// how many ops it replaced (for listings)
     pub(crate) ops: usize,
+    /// its CUDA kernel (made at its first GPU run, or when a graph is
+    /// compiled for a GPU; `None`: the program has none)
+    pub(crate) cuda: OnceLock<Option<Arc<FusedKernel>>>,
+}
+
+impl Fused {
+    pub(crate) fn new(program: Program, ops: usize) -> Fused {
+        Fused {
+            program,
+            ops,
+            cuda: OnceLock::new(),
+        }
+    }
+
+    /// The program's CUDA kernel, made once (`None`: it has none, see
+    /// `Program::cuda_kernel`).
+    pub(crate) fn cuda_kernel(&self) -> Option<&Arc<FusedKernel>> {
+        self.cuda
+            .get_or_init(|| self.program.cuda_kernel().map(Arc::new))
+            .as_ref()
+    }
 }
 
 impl DynOp for Fused {
@@ -68,6 +90,24 @@ impl DynOp for Fused {
         "Fused"
     }
     fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        // on a GPU: its CUDA kernel, or the program on host copies where
+        // the GPU is emulated
+        let refs: SmallVec<[&Tensor; 8]> = inputs.iter().collect();
+        let gpu = crate::dispatch::device::offload_n(
+            "Fused",
+            &refs,
+            |_| match self.cuda_kernel() {
+                Some(k) => crate::kernels::cuda::run_fused("Fused", k, inputs),
+                None => Err(crate::error::Error::invalid(
+                    "Fused",
+                    "this fused program has no GPU kernel (a partial reduction)",
+                )),
+            },
+            |host| Ok(self.program.run(host)?.into_vec()),
+        );
+        if let Some(outs) = gpu {
+            return Ok(outs?.into_iter().collect());
+        }
         Ok(self.program.run(inputs)?.into_iter().collect())
     }
     fn stateful(&self) -> bool {
@@ -160,8 +200,10 @@ struct Group {
 }
 
 /// The member kind of node `n`, if it can be one in a group of `dtype`
-/// and `shape` (or in a new group: any float dtype and its own shape).
-fn member_kind(g: &Graph, n: &Node) -> Option<Member> {
+/// and `shape` (or in a new group: any float dtype and its own shape);
+/// partial reductions only where `partial` (not in graphs for a GPU,
+/// whose fused kernels have none).
+fn member_kind(g: &Graph, n: &Node, partial: bool) -> Option<Member> {
     let out = *n.outputs.first()?;
     if n.outputs.len() != 1 {
         return None;
@@ -189,7 +231,7 @@ fn member_kind(g: &Graph, n: &Node) -> Option<Member> {
         Op::Reduce(r) if r.kind == ReduceKind::Sum && same_dtype && n.inputs.len() == 1 && numel(&info.shape) == 1 => {
             Some(Member::Sum)
         }
-        Op::Reduce(r) if same_dtype && n.inputs.len() == 1 => {
+        Op::Reduce(r) if partial && same_dtype && n.inputs.len() == 1 => {
             let fold = match r.kind {
                 ReduceKind::Sum => Fold::Sum,
                 ReduceKind::Max => Fold::Max,
@@ -274,7 +316,7 @@ fn numel(shape: &[usize]) -> usize {
 /// group by a [`Fused`] node; returns how many nodes were fused. The sums
 /// the kernels compute add in another order (`PassCx::reassociated`).
 pub(crate) fn run(g: &mut Graph, cx: &mut PassCx) -> usize {
-    let (fused, sums) = fuse(g);
+    let (fused, sums) = fuse(g, !cx.gpu);
     cx.reassociated += sums;
     fused
 }
@@ -282,7 +324,7 @@ pub(crate) fn run(g: &mut Graph, cx: &mut PassCx) -> usize {
 /// Groups the graph's elementwise nodes and replaces each group by a
 /// [`Fused`] node. Returns how many nodes were fused, and how many sums the
 /// kernels compute.
-fn fuse(g: &mut Graph) -> (usize, usize) {
+fn fuse(g: &mut Graph, partial: bool) -> (usize, usize) {
     // constants first (they read nothing), so that any group may use them
     let (consts, rest): (Vec<Node>, Vec<Node>) = std::mem::take(&mut g.nodes)
         .into_iter()
@@ -303,7 +345,7 @@ fn fuse(g: &mut Graph) -> (usize, usize) {
     let mut groups: Vec<Group> = Vec::new();
     let mut kinds: Vec<Option<Member>> = Vec::with_capacity(n_nodes);
     for (i, n) in g.nodes.iter().enumerate() {
-        let kind = member_kind(g, n);
+        let kind = member_kind(g, n, partial);
         let mut joined = None;
         if let Some(kind) = &kind {
             let out = n.outputs[0];
@@ -761,7 +803,7 @@ fn build(
     };
     program.merge_passes();
     Node {
-        op: Op::Dyn(Arc::new(Fused { program, ops: grp.ops })),
+        op: Op::Dyn(Arc::new(Fused::new(program, grp.ops))),
         inputs: inputs.into(),
         outputs: out_values.into(),
     }

@@ -48,6 +48,7 @@ use crate::ops::desc::{Binary, Unary};
 use crate::tensor::{alloc, DType, Float, Tensor};
 
 mod chain;
+mod cuda;
 mod epilogue;
 mod in_place;
 mod regs;

@@ -73,6 +73,16 @@
 //! [`FunctionOptions::optimize`](super::FunctionOptions::optimize) to
 //! `false`) runs traced graphs as traced.
 //!
+//! **On a GPU.** A call whose inputs or variables are on a GPU runs
+//! another executable copy, compiled at the first such call
+//! (`Executable::compile_for_gpu`): the same traced graph through the
+//! passes that run anywhere (`pipeline::GPU_PASSES`: simplification,
+//! `cse`, `dce` and fusion, the last without partial reductions, which
+//! stay nodes). Each fused kernel is then a CUDA kernel generated from its
+//! program (`kernel::cuda`, run by `kernels::cuda::fused`), made once per
+//! compiled graph; every other node runs its op, on its GPU kernel.
+//! `ConcreteFunction::gpu_compile_stats` says what was made.
+//!
 //! Values: folding runs the same kernels ahead of time, simplification
 //! removes only exact identities, and a fused kernel computes each op as
 //! its own kernel does, so an optimised graph gives the traced graph's
@@ -154,6 +164,9 @@ pub struct CompileStats {
     pub fused: usize,
     /// Fused kernels made.
     pub kernels: usize,
+    /// Fused kernels given a CUDA program (in a graph compiled for a GPU:
+    /// see [`ConcreteFunction::gpu_compile_stats`](super::ConcreteFunction::gpu_compile_stats)).
+    pub cuda_kernels: usize,
     /// Convolutions whose im2col matrix their filter gradient reuses.
     pub kept: usize,
     /// Every pass that ran, in order, with the number of rewrites it made.
@@ -186,12 +199,27 @@ impl Executable {
     /// only where the graph is checked after each pass
     /// ([`CompileOptions::verify`]) and a pass broke it.
     pub(crate) fn compile(traced: &Graph, opts: &CompileOptions) -> Result<Executable> {
+        Executable::compile_for(traced, opts, false)
+    }
+
+    /// The executable of `traced` for a GPU: made by the passes of
+    /// `pipeline::GPU_PASSES` that `opts` leaves on, its fused nodes given
+    /// their CUDA kernels now (see `kernel::cuda`); its other nodes run
+    /// their ops, on their GPU kernels.
+    pub(crate) fn compile_for_gpu(traced: &Graph, opts: &CompileOptions) -> Result<Executable> {
+        Executable::compile_for(traced, opts, true)
+    }
+
+    fn compile_for(traced: &Graph, opts: &CompileOptions, gpu: bool) -> Result<Executable> {
         let mut g = traced.clone();
         let mut stats = CompileStats {
             nodes_before: traced.len(),
             ..CompileStats::default()
         };
-        let mut cx = pipeline::PassCx::default();
+        let mut cx = pipeline::PassCx {
+            gpu,
+            ..Default::default()
+        };
         pipeline::run(&mut g, opts, &mut stats, &mut cx)?;
         // values renumbered: a run's slots are only those still made
         let all: Vec<usize> = (0..g.len()).collect();
@@ -204,6 +232,14 @@ impl Executable {
             .iter()
             .filter(|n| n.op.as_dyn::<fuse::Fused>().is_some())
             .count();
+        if gpu {
+            stats.cuda_kernels = g
+                .nodes
+                .iter()
+                .filter_map(|n| n.op.as_dyn::<fuse::Fused>())
+                .filter(|f| f.cuda_kernel().is_some())
+                .count();
+        }
         stats.nodes_after = g.len();
         let shapes = g.inputs.iter().map(|&v| g.values[v as usize].shape.clone()).collect();
         Ok(Executable {

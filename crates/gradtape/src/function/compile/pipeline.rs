@@ -31,7 +31,20 @@ pub(crate) struct PassCx {
     /// whether the plan runs adjacent independent products together
     /// (`pair_products` is on)
     pub(crate) pair_products: bool,
+    /// whether the graph is compiled for a GPU (see [`GPU_PASSES`])
+    pub(crate) gpu: bool,
 }
+
+/// The passes a graph compiled for a GPU goes through: those that only
+/// rewrite the graph into nodes that run anywhere (simplification, common
+/// subexpressions, dead code) and elementwise fusion, whose fused kernels
+/// run as CUDA kernels there (without partial reductions:
+/// [`PassCx::gpu`]). The others make nodes of CPU kernels (`diag_matmul`,
+/// `pool_argmax`, `share_im2col`), plan for the CPU's threads and caches
+/// (`pair_products`, `hoist_reductions`, `transpose_once`), or make host
+/// tensors or ops a GPU may not have (`fold`'s host constants,
+/// `pads_to_concat`, `join_products`, `stack_products`).
+pub(crate) const GPU_PASSES: [&str; 4] = ["simplify", "cse", "dce", "fuse"];
 
 /// One pass of the compiler.
 pub(crate) struct Pass {
@@ -231,7 +244,11 @@ pub(crate) fn run(g: &mut Graph, opts: &CompileOptions, stats: &mut CompileStats
     if verify {
         checked(g, "(none: the traced graph)")?;
     }
-    for pass in PASSES.iter().filter(|p| opts.runs(p.name)) {
+    let gpu = cx.gpu;
+    for pass in PASSES
+        .iter()
+        .filter(|p| opts.runs(p.name) && (!gpu || GPU_PASSES.contains(&p.name)))
+    {
         let n = (pass.run)(g, cx);
         if let Some(field) = pass.stat {
             *field(stats) += n;

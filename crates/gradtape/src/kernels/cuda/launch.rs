@@ -22,7 +22,7 @@ fn mem_of(t: &Tensor) -> (&CudaMem, &'static Gpu) {
 }
 
 /// A pointer argument for a kernel (the device address as a value).
-fn ptr_of(t: &Tensor) -> u64 {
+pub(super) fn ptr_of(t: &Tensor) -> u64 {
     mem_of(t).0.ptr
 }
 
@@ -42,6 +42,16 @@ fn alloc(op: &'static str, g: &'static Gpu, shape: &[usize], dtype: DType) -> Re
         shape,
     );
     Ok((t, ptr))
+}
+
+/// [`alloc`], for the kernels of sibling modules.
+pub(super) fn alloc_on(op: &'static str, g: &'static Gpu, shape: &[usize], dtype: DType) -> Result<(Tensor, u64)> {
+    alloc(op, g, shape, dtype)
+}
+
+/// The GPU of a tensor on a GPU.
+pub(super) fn tensor_gpu(t: &Tensor) -> &'static Gpu {
+    mem_of(t).1
 }
 
 /// The C type of `t`'s dtype, or the error of an op with no GPU kernel for it.

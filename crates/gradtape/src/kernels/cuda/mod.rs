@@ -1,8 +1,10 @@
 //! The CUDA backend (feature `cuda`): the runtime ([`runtime`]: GPUs,
 //! memory, NVRTC, launches), the kernels' CUDA C ([`source`]) and their
-//! entry points ([`launch`]). Without the feature, the same entry points
+//! entry points ([`launch`]); the graph compiler's fused elementwise
+//! programs run as kernels of [`fused`]. Without the feature, the same entry points
 //! answer that the build has no CUDA.
 
+pub(crate) mod fused;
 #[cfg(feature = "cuda")]
 mod launch;
 #[cfg(feature = "cuda")]
@@ -10,6 +12,8 @@ pub(crate) mod runtime;
 #[cfg(feature = "cuda")]
 pub(crate) mod source;
 
+#[cfg(feature = "cuda")]
+pub(crate) use fused::run_fused;
 #[cfg(feature = "cuda")]
 pub(crate) use launch::*;
 #[cfg(feature = "cuda")]
@@ -97,6 +101,10 @@ mod absent {
     }
 
     pub(crate) fn matmul(op: &'static str, _: &Tensor, _: &Tensor, _: bool, _: bool, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn run_fused(op: &'static str, _: &super::fused::FusedKernel, _: &[Tensor]) -> Result<Vec<Tensor>> {
         Err(absent(op, 0))
     }
 }
