@@ -89,7 +89,11 @@ fn an_op_without_a_gpu_kernel_is_an_error_not_a_panic() {
         .to(GPU)
         .unwrap();
     let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
-    let e = x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).unwrap_err();
+    // (the depthwise convolution has no GPU kernel yet; the dense one has)
+    assert!(x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).is_ok());
+    let e = x
+        .depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1])
+        .unwrap_err();
     match &e {
         Error::Device { device, msg, .. } => {
             assert_eq!(*device, GPU);
@@ -619,4 +623,115 @@ fn traced_functions_run_fused_kernels_compiled_for_the_gpu() {
         1,
         0,
     );
+}
+
+/// The network of the `cnn_step` workload (WORKLOADS.md), smaller batch:
+/// conv 3x3 SAME 1->16 + bias, relu, maxpool 2x2; conv 3x3 SAME 16->32 +
+/// bias, relu, maxpool 2x2; flatten; dense to 10 + bias; mean sparse
+/// softmax cross-entropy.
+fn cnn_loss(x: &Tensor, labels: &Tensor, p: &[Tensor]) -> gradtape::Result<Tensor> {
+    use gradtape::Padding;
+    let batch = x.shape()[0];
+    let h = x.conv2d(&p[0], [1, 1], Padding::Same, [1, 1])?.add(&p[1])?.relu()?;
+    let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+    let h = h.conv2d(&p[2], [1, 1], Padding::Same, [1, 1])?.add(&p[3])?.relu()?;
+    let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+    let logits = h.reshape(&[batch, 1568])?.matmul(&p[4])?.add(&p[5])?;
+    Tensor::sparse_softmax_cross_entropy_with_logits(labels, &logits)?.mean_all()
+}
+
+/// WORKLOADS.md's `init`: `scale * sin(0.37 i + k)`.
+fn init(shape: &[usize], k: f64, scale: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    t(
+        &(0..n).map(|i| scale * (0.37 * i as f64 + k).sin()).collect::<Vec<_>>(),
+        shape,
+    )
+}
+
+#[test]
+fn the_cnn_step_network_trains_on_the_gpu_as_on_the_cpu() {
+    emulate();
+    let batch = 4;
+    let x = init(&[batch, 28, 28, 1], 0.1, 0.5);
+    let labels = Tensor::from_vec((0..batch as i64).map(|i| i % 10).collect(), &[batch]).unwrap();
+    let init_p = [
+        init(&[3, 3, 1, 16], 1.0, (2.0f64 / 9.0).sqrt()),
+        init(&[16], 4.0, 0.01),
+        init(&[3, 3, 16, 32], 2.0, (2.0f64 / 144.0).sqrt()),
+        init(&[32], 5.0, 0.01),
+        init(&[1568, 10], 3.0, (2.0f64 / 1568.0).sqrt()),
+        init(&[10], 6.0, 0.01),
+    ];
+    let step = |device: Device| {
+        let vars: Vec<Variable> = init_p.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
+        let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());
+        let mut out = vec![];
+        for _ in 0..2 {
+            let tape = GradientTape::new();
+            let loss = tape
+                .record(|| {
+                    let p: Vec<Tensor> = vars.iter().map(|v| v.read()).collect();
+                    cnn_loss(&x, &labels, &p)
+                })
+                .unwrap_or_else(|e| panic!("on {device}: {e}"));
+            let g = tape.gradient(&loss, &vars).unwrap();
+            let g: Vec<Tensor> = g.into_iter().map(|g| g.unwrap()).collect();
+            for (v, g) in vars.iter().zip(&g) {
+                assert_eq!(g.device(), device);
+                v.apply_gradient_descent(0.01, g).unwrap();
+            }
+            out.push((loss, g));
+        }
+        out
+    };
+    let (cpu, gpu) = (step(Device::Cpu), step(GPU));
+    for ((lc, gc), (lg, gg)) in cpu.iter().zip(&gpu) {
+        assert_eq!(lg.device(), GPU);
+        close(lg, lc, 1e-5);
+        for (a, b) in gg.iter().zip(gc) {
+            close(&a.cpu().unwrap(), b, 1e-4);
+        }
+    }
+}
+
+#[test]
+fn a_layer_norm_layer_runs_forward_and_backward_on_the_gpu() {
+    use gradtape::nn::{Layer, LayerNorm, Module};
+    emulate();
+    let x = t(&vals(4 * 6, 3), &[4, 6]);
+    let run = |device: Device| {
+        let ln = LayerNorm::new(6, DType::F32).unwrap();
+        let vars = ln.trainable_variables();
+        for (i, v) in vars.iter().enumerate() {
+            let w = t(&vals(6, 10 + i as u64), &[6]);
+            // (assign copies to the variable's device: move it first)
+            v.move_to(device).unwrap();
+            v.assign(&w).unwrap();
+            assert_eq!(v.device(), device);
+        }
+        let x = x.to(device).unwrap();
+        let tape = GradientTape::new();
+        let y = tape
+            .record(|| {
+                tape.watch(&x);
+                let y = ln.forward(&x, true)?;
+                y.mul(&y.sin()?)?.sum_all()
+            })
+            .unwrap_or_else(|e| panic!("on {device}: {e}"));
+        let mut sources: Vec<Tensor> = vec![x.clone()];
+        sources.extend(vars.iter().map(|v| v.read()));
+        let g = tape.gradient(&y, &vars).unwrap();
+        let gx = g.into_iter().map(|g| g.unwrap()).collect::<Vec<_>>();
+        (y, gx)
+    };
+    let (yc, gc) = run(Device::Cpu);
+    let (yg, gg) = run(GPU);
+    assert_eq!(yg.device(), GPU);
+    close(&yg, &yc, 1e-5);
+    assert_eq!(gc.len(), 2);
+    for (a, b) in gg.iter().zip(&gc) {
+        assert_eq!(a.device(), GPU);
+        close(&a.cpu().unwrap(), b, 1e-4);
+    }
 }

@@ -4,7 +4,7 @@
 //! must find its way to a GPU kernel) and `tests/gpu` (a real one: every
 //! kernel must give the CPU's numbers).
 
-use gradtape::{DType, Device, GradientTape, Result, Tensor};
+use gradtape::{DType, Device, GradientTape, Padding, Result, Slice, Tensor};
 
 /// Where a case's inputs come from.
 #[derive(Clone, Copy)]
@@ -184,6 +184,220 @@ pub fn cases() -> Vec<Case> {
                 Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &x[0])
             },
             U,
+            Any,
+            true,
+        ),
+        case(
+            "softmax_xent_dense",
+            |x| Tensor::softmax_cross_entropy_with_logits(&x[1].softmax(-1)?, &x[0]),
+            &[&[3, 5], &[3, 5]],
+            Any,
+            true,
+        ),
+        case(
+            "conv2d_same",
+            |x| x[0].conv2d(&x[1], [1, 1], Padding::Same, [1, 1]),
+            &[&[2, 5, 5, 3], &[3, 3, 3, 4]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_valid_s2",
+            |x| x[0].conv2d(&x[1], [2, 2], Padding::Valid, [1, 1]),
+            &[&[2, 7, 6, 2], &[3, 2, 2, 3]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_same_s2",
+            |x| x[0].conv2d(&x[1], [2, 2], Padding::Same, [1, 1]),
+            &[&[1, 6, 7, 2], &[3, 3, 2, 3]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_dilated",
+            |x| x[0].conv2d(&x[1], [1, 2], Padding::Same, [2, 1]),
+            &[&[1, 7, 6, 2], &[2, 3, 2, 2]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_1x1",
+            |x| x[0].conv2d(&x[1], [1, 1], Padding::Valid, [1, 1]),
+            &[&[2, 3, 3, 4], &[1, 1, 4, 2]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_view",
+            |x| {
+                x[0].transpose()?
+                    .reshape(&[1, 4, 5, 3])?
+                    .conv2d(&x[1], [1, 1], Padding::Same, [1, 1])
+            },
+            &[&[20, 3], &[3, 3, 3, 2]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv1d",
+            |x| x[0].conv1d(&x[1], 2, Padding::Same, 1),
+            &[&[2, 9, 3], &[3, 3, 2]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_backprop_input",
+            |x| Tensor::conv2d_backprop_input(&[2, 5, 5, 3], &x[1], &x[0], [2, 2], Padding::Same, [1, 1]),
+            &[&[2, 3, 3, 4], &[3, 3, 3, 4]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_backprop_filter",
+            |x| Tensor::conv2d_backprop_filter(&x[0], &[3, 3, 3, 4], &x[1], [2, 2], Padding::Same, [1, 1]),
+            &[&[2, 5, 5, 3], &[2, 3, 3, 4]],
+            Unit,
+            true,
+        ),
+        case(
+            "max_pool2d",
+            |x| x[0].max_pool2d([2, 2], [2, 2], Padding::Same),
+            &[&[2, 5, 5, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "max_pool2d_overlap",
+            |x| x[0].max_pool2d([3, 3], [2, 1], Padding::Valid),
+            &[&[2, 6, 5, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "avg_pool2d_same",
+            |x| x[0].avg_pool2d([3, 3], [2, 2], Padding::Same),
+            &[&[2, 5, 6, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "avg_pool2d_valid",
+            |x| x[0].avg_pool2d([2, 3], [1, 2], Padding::Valid),
+            &[&[1, 5, 7, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "gather_rows",
+            |x| x[0].gather(&Tensor::vector(&[4i64, 0, 2, 2]).to(x[0].device())?, 0),
+            &[&[5, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "gather_axis1",
+            |x| {
+                let i = Tensor::from_vec(vec![1i32, 0, 4, 4, 2, 3], &[2, 3])?.to(x[0].device())?;
+                x[0].gather(&i, 1)
+            },
+            &[&[2, 5, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "embedding_lookup",
+            |x| {
+                let ids = Tensor::from_vec(vec![3i64, 1, 3, 0, 6, 2], &[2, 3])?.to(x[0].device())?;
+                x[0].embedding_lookup(&ids)
+            },
+            &[&[7, 4]],
+            Any,
+            true,
+        ),
+        case(
+            "scatter_add",
+            |x| x[0].scatter_add(&Tensor::vector(&[2i64, 0, 2, 5]).to(x[0].device())?, 1, 6),
+            &[&[3, 4, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "unsorted_segment_sum",
+            |x| {
+                let ids = Tensor::vector(&[1i64, 0, -1, 1, 3]).to(x[0].device())?;
+                x[0].unsorted_segment_sum(&ids, 4)
+            },
+            &[&[5, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "segment_sum",
+            |x| x[0].segment_sum(&Tensor::vector(&[0i32, 0, 2, 2, 3]).to(x[0].device())?),
+            &[&[5, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "concat_axis0",
+            |x| Tensor::concat(&[&x[0], &x[1]], 0),
+            &[&[3, 5], &[2, 5]],
+            Any,
+            true,
+        ),
+        case(
+            "concat_axis1_views",
+            |x| {
+                Tensor::concat(
+                    &[&x[0].transpose()?, &x[1], &x[0].transpose()?.slice(&[0, 1], &[5, 2])?],
+                    1,
+                )
+            },
+            &[&[3, 5], &[5, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "stack",
+            |x| Tensor::stack(&[&x[0], &x[1]], 1),
+            &[&[3, 5], &[3, 5]],
+            Any,
+            true,
+        ),
+        case(
+            "slice_then_square",
+            |x| x[0].slice(&[1, 1], &[2, 3])?.square(),
+            U,
+            Any,
+            true,
+        ),
+        case("pad", |x| x[0].pad(&[(1, 0), (2, 3)]), U, Any, true),
+        case(
+            "strided_slice",
+            |x| {
+                x[0].strided_slice(&[Slice::new(None, None, 2), Slice::new(Some(4), Some(0), -2)])?
+                    .square()
+            },
+            U,
+            Any,
+            true,
+        ),
+        case(
+            "one_hot",
+            |x| {
+                let i = Tensor::from_vec(vec![0i64, 3, 7, -1, 2, 2], &[2, 3])?.to(x[0].device())?;
+                i.one_hot(5, 1.0, -0.5, 1, x[0].dtype())?.mul(&x[0])
+            },
+            &[&[2, 5, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "layer_normalization",
+            |x| x[0].layer_normalization(&[-1], Some(&x[1]), Some(&x[2]), 1e-5),
+            &[&[3, 5], &[5], &[5]],
             Any,
             true,
         ),

@@ -189,8 +189,11 @@ fn a_gpu_gives_clear_errors() {
     assert!(far.contains("cuda:999"), "{far}");
     let x = Tensor::ones(&[1, 4, 4, 1], DType::F32).to(GPU).unwrap();
     let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
+    // (the dense convolution has a GPU kernel; the depthwise one not yet)
+    let y = x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).unwrap();
+    assert_eq!((y.device(), y.to_vec::<f32>().unwrap()), (GPU, vec![4.0; 9]));
     let c = x
-        .conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1])
+        .depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1])
         .unwrap_err()
         .to_string();
     assert!(c.contains("cuda:0"), "{c}");
@@ -283,4 +286,79 @@ fn traced_functions_run_their_fused_kernels_as_cuda_kernels() {
             }
         }
     }
+}
+
+/// The `cnn_step` network of WORKLOADS.md (batch 8): conv 3x3 SAME 1->16 +
+/// bias, relu, maxpool 2x2; conv 3x3 SAME 16->32 + bias, relu, maxpool;
+/// flatten; dense to 10 + bias; mean sparse softmax cross-entropy; two SGD
+/// steps on the GPU against the CPU.
+#[test]
+fn the_cnn_step_network_trains_on_the_gpu_as_on_the_cpu() {
+    use gradtape::Padding;
+    if !gpu_here() {
+        return;
+    }
+    let init = |shape: &[usize], k: f64, scale: f64| {
+        let n: usize = shape.iter().product();
+        Tensor::from_vec(
+            (0..n).map(|i| (scale * (0.37 * i as f64 + k).sin()) as f32).collect(),
+            shape,
+        )
+        .unwrap()
+    };
+    let batch = 8;
+    let x = init(&[batch, 28, 28, 1], 0.1, 0.5);
+    let labels = Tensor::vector(&(0..batch as i64).map(|i| i % 10).collect::<Vec<_>>());
+    let weights = [
+        init(&[3, 3, 1, 16], 1.0, (2.0f64 / 9.0).sqrt()),
+        init(&[16], 4.0, 0.01),
+        init(&[3, 3, 16, 32], 2.0, (2.0f64 / 144.0).sqrt()),
+        init(&[32], 5.0, 0.01),
+        init(&[1568, 10], 3.0, (2.0f64 / 1568.0).sqrt()),
+        init(&[10], 6.0, 0.01),
+    ];
+    let train = |device: Device| -> Vec<(f64, Vec<Vec<f64>>)> {
+        let vars: Vec<Variable> = weights.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
+        let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());
+        (0..2)
+            .map(|_| {
+                let tape = GradientTape::new();
+                let loss = tape
+                    .record(|| {
+                        let p: Vec<Tensor> = vars.iter().map(Variable::read).collect();
+                        let h = x.conv2d(&p[0], [1, 1], Padding::Same, [1, 1])?.add(&p[1])?.relu()?;
+                        let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+                        let h = h.conv2d(&p[2], [1, 1], Padding::Same, [1, 1])?.add(&p[3])?.relu()?;
+                        let h = h.max_pool2d([2, 2], [2, 2], Padding::Valid)?;
+                        let logits = h.reshape(&[batch, 1568])?.matmul(&p[4])?.add(&p[5])?;
+                        Tensor::sparse_softmax_cross_entropy_with_logits(&labels, &logits)?.mean_all()
+                    })
+                    .unwrap();
+                let grads = tape.gradient(&loss, &vars[..]).unwrap();
+                let gs: Vec<Vec<f64>> = grads.iter().map(|g| g.as_ref().unwrap().to_vec_f64()).collect();
+                for (v, g) in vars.iter().zip(grads) {
+                    v.apply_gradient_descent(0.01, &g.unwrap()).unwrap();
+                }
+                assert!(vars.iter().all(|v| v.read().device() == device));
+                (loss.item().unwrap(), gs)
+            })
+            .collect()
+    };
+    let (cpu, gpu) = (train(Device::Cpu), train(GPU));
+    for ((a, ga), (b, gb)) in cpu.iter().zip(&gpu) {
+        assert!((a - b).abs() <= 1e-5 * a.abs().max(1.0), "loss {a} vs {b}");
+        for (i, (u, v)) in ga.iter().zip(gb).enumerate() {
+            let worst = u
+                .iter()
+                .zip(v)
+                .map(|(p, q)| (p - q).abs() / (1e-3 + p.abs()))
+                .fold(0.0, f64::max);
+            assert!(worst <= 1e-3, "gradient {i}: worst relative difference {worst:.2e}");
+        }
+    }
+    println!(
+        "cnn_step losses, CPU {:?} GPU {:?}",
+        cpu.iter().map(|c| c.0).collect::<Vec<_>>(),
+        gpu.iter().map(|c| c.0).collect::<Vec<_>>()
+    );
 }

@@ -37,6 +37,25 @@ pub(crate) fn checked_indices(op: &'static str, indices: &Tensor, dim: usize, sh
 /// position of the gathered dimension.
 pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
     let ps = params.shape();
+    let gpu = crate::dispatch::device::offload(
+        "gather",
+        &[params, indices],
+        |_| {
+            // (the indices checked on the host, as on the CPU: an index out
+            // of range is an error, not a zero)
+            let host = crate::kernels::gpu::to_host("gather", indices)?;
+            checked_indices("gather", &host, ps[axis], ps)?;
+            let mut shape: Shape = ps[..axis].into();
+            shape.extend_from_slice(indices.shape());
+            shape.extend_from_slice(&ps[axis + 1..]);
+            checked_numel("gather", &shape)?;
+            crate::kernels::cuda::gather("gather", params, indices, axis, &shape)
+        },
+        |h| gather(&h[0], &h[1], axis),
+    );
+    if let Some(r) = gpu {
+        return r;
+    }
     let idx = checked_indices("gather", indices, ps[axis], ps)?;
     let outer: usize = ps[..axis].iter().product();
     let inner: usize = ps[axis + 1..].iter().product();
@@ -78,9 +97,31 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
     shape.push(dim);
     shape.extend_from_slice(&us[axis + ir..]);
     let n = checked_numel("scatter_add", &shape)?;
-    let idx = checked_indices("scatter_add", indices, dim, &shape)?;
     let outer: usize = us[..axis].iter().product();
     let inner: usize = us[axis + ir..].iter().product();
+    let gpu = crate::dispatch::device::offload(
+        "scatter_add",
+        &[updates, indices],
+        |_| {
+            let host = crate::kernels::gpu::to_host("scatter_add", indices)?;
+            checked_indices("scatter_add", &host, dim, &shape)?;
+            crate::kernels::cuda::scatter_add(
+                "scatter_add",
+                updates,
+                indices,
+                outer,
+                indices.numel(),
+                inner,
+                dim,
+                &shape,
+            )
+        },
+        |h| scatter_add(&h[0], &h[1], axis, dim),
+    );
+    if let Some(r) = gpu {
+        return r;
+    }
+    let idx = checked_indices("scatter_add", indices, dim, &shape)?;
     fn run<T: Num>(u: &[T], idx: &[i64], outer: usize, inner: usize, dim: usize, n: usize) -> Result<Vec<T>> {
         let mut out = super::filled_vec("scatter_add", n, T::zero())?;
         let outer = if n == 0 || u.is_empty() { 0 } else { outer };
@@ -151,6 +192,17 @@ pub(crate) fn concat<B: std::borrow::Borrow<Tensor>>(
     let n: usize = shape.iter().product();
     let dtype = tensors.first().map_or(DType::F32, |t| t.borrow().dtype());
     let tensors = || tensors.iter().map(Borrow::borrow);
+    let all: Vec<&Tensor> = tensors().collect();
+    if !all.is_empty()
+        && let Some(r) = crate::dispatch::device::offload(
+            op,
+            &all,
+            |_| crate::kernels::cuda::concat(op, &all, axis, shape),
+            |h| concat(op, h, axis, shape),
+        )
+    {
+        return r;
+    }
     for t in tensors() {
         crate::kernels::gpu::expect_host(op, t)?;
     }

@@ -3,7 +3,6 @@
 //! [`source`](super::source) for their dtype, and returns a new contiguous
 //! tensor on that GPU. Copies between host and device are here too.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use super::runtime::{gpu, grid_for, CudaMem, Gpu};
@@ -11,10 +10,10 @@ use super::source::{self, ctype, Lay};
 use crate::error::Result;
 use crate::tensor::{with_dtype, DType, Device, DeviceBuffer, Layout, Mem, Tensor};
 
-const BLOCK: u32 = 256;
+pub(super) const BLOCK: u32 = 256;
 
 /// A GPU tensor's memory and GPU.
-fn mem_of(t: &Tensor) -> (&CudaMem, &'static Gpu) {
+pub(super) fn mem_of(t: &Tensor) -> (&CudaMem, &'static Gpu) {
     match t.device_buffer().map(|b| &b.mem) {
         Some(Mem::Cuda(m)) => (m, m.gpu),
         _ => unreachable!("gradtape internal error: a CUDA kernel given a tensor not on a GPU"),
@@ -28,7 +27,7 @@ pub(super) fn ptr_of(t: &Tensor) -> u64 {
 
 /// A new contiguous tensor of `shape` and `dtype` on `g` (uninitialised
 /// memory: the caller's kernel writes every element).
-fn alloc(op: &'static str, g: &'static Gpu, shape: &[usize], dtype: DType) -> Result<(Tensor, u64)> {
+pub(super) fn alloc(op: &'static str, g: &'static Gpu, shape: &[usize], dtype: DType) -> Result<(Tensor, u64)> {
     let n: usize = shape.iter().product();
     let mem = g.alloc(op, n * dtype.size_in_bytes())?;
     let ptr = mem.ptr;
@@ -55,12 +54,12 @@ pub(super) fn tensor_gpu(t: &Tensor) -> &'static Gpu {
 }
 
 /// The C type of `t`'s dtype, or the error of an op with no GPU kernel for it.
-fn ct(op: &'static str, t: &Tensor) -> Result<&'static str> {
+pub(super) fn ct(op: &'static str, t: &Tensor) -> Result<&'static str> {
     ctype(t.dtype()).ok_or_else(|| crate::kernels::gpu::no_kernel(op, t.device(), t.dtype()))
 }
 
 /// `t`'s view as kernels read it over `shape`.
-fn lay(op: &'static str, g: &Gpu, t: &Tensor, shape: &[usize]) -> Result<Lay> {
+pub(super) fn lay(op: &'static str, g: &Gpu, t: &Tensor, shape: &[usize]) -> Result<Lay> {
     Lay::of(t.layout(), shape).ok_or_else(|| {
         g.err(
             op,
@@ -70,12 +69,6 @@ fn lay(op: &'static str, g: &Gpu, t: &Tensor, shape: &[usize]) -> Result<Lay> {
             ),
         )
     })
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => {
-        [$(&$a as *const _ as *mut c_void),*]
-    };
 }
 
 /// The GPU number of the (first) tensor on a GPU.
@@ -177,7 +170,7 @@ pub(crate) fn unary(op: &'static str, x: &Tensor, prelude: &str, expr: &str, att
     map_expr(op, x, prelude, x.dtype(), expr, attrs)
 }
 
-fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
+pub(super) fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
     match x.dtype() {
         DType::F32 | DType::F64 => Ok(()),
         d => Err(crate::kernels::gpu::no_kernel(op, x.device(), d)),
@@ -230,6 +223,16 @@ pub(crate) fn select(op: &'static str, c: &Tensor, a: &Tensor, b: &Tensor, shape
         &mut args![lc, pc, la, pa, lb, pb, y, n],
     )?;
     Ok(out)
+}
+
+/// `t` (on a GPU) as a contiguous tensor of `shape` (same element count):
+/// a view of `t` itself when it is contiguous over its whole buffer, else of
+/// a contiguous copy.
+pub(super) fn reshaped(op: &'static str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    debug_assert_eq!(t.numel(), shape.iter().product::<usize>());
+    let c = contiguous(op, t)?;
+    let b = c.device_buffer().expect("on a GPU");
+    Ok(Tensor::device_view(Arc::clone(b), Layout::contiguous(shape)))
 }
 
 /// `x` with its dims in the order `perm`, copied contiguous.
@@ -624,7 +627,7 @@ pub(crate) fn matmul(
 
 impl Gpu {
     /// Binds this GPU's context on the calling thread.
-    fn bind_for(&self, op: &'static str) -> Result<()> {
+    pub(super) fn bind_for(&self, op: &'static str) -> Result<()> {
         gpu(op, self.ordinal).map(|_| ())
     }
 }

@@ -4,7 +4,19 @@
 //! programs run as kernels of [`fused`]. Without the feature, the same entry points
 //! answer that the build has no CUDA.
 
+/// Kernel arguments: pointers to each value, in the kernel's order.
+#[cfg(feature = "cuda")]
+macro_rules! args {
+    ($($a:expr),* $(,)?) => {
+        [$(&$a as *const _ as *mut std::ffi::c_void),*]
+    };
+}
+
+#[cfg(feature = "cuda")]
+pub(crate) mod conv;
 pub(crate) mod fused;
+#[cfg(feature = "cuda")]
+pub(crate) mod index;
 #[cfg(feature = "cuda")]
 mod launch;
 #[cfg(feature = "cuda")]
@@ -13,7 +25,11 @@ pub(crate) mod runtime;
 pub(crate) mod source;
 
 #[cfg(feature = "cuda")]
+pub(crate) use conv::{avg_pool, conv2d, conv2d_backprop_filter, conv2d_backprop_input, max_pool, max_pool_grad};
+#[cfg(feature = "cuda")]
 pub(crate) use fused::run_fused;
+#[cfg(feature = "cuda")]
+pub(crate) use index::{concat, gather, one_hot, pad, scatter_add, strided_embed};
 #[cfg(feature = "cuda")]
 pub(crate) use launch::*;
 #[cfg(feature = "cuda")]
@@ -105,6 +121,87 @@ mod absent {
     }
 
     pub(crate) fn run_fused(op: &'static str, _: &super::fused::FusedKernel, _: &[Tensor]) -> Result<Vec<Tensor>> {
+        Err(absent(op, 0))
+    }
+
+    use crate::kernels::cpu::conv::Geom;
+
+    pub(crate) fn conv2d(op: &'static str, _: &Tensor, _: &Tensor, _: &Geom) -> Result<(Tensor, Tensor)> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn conv2d_backprop_input(op: &'static str, _: &Tensor, _: &Tensor, _: &Geom) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn conv2d_backprop_filter(
+        op: &'static str,
+        _: &Tensor,
+        _: Option<&Tensor>,
+        _: &Tensor,
+        _: &Geom,
+    ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn max_pool(op: &'static str, _: &Tensor, _: &Geom) -> Result<(Tensor, Tensor)> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn max_pool_grad(op: &'static str, _: &Tensor, _: &Tensor, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn avg_pool(op: &'static str, _: &Tensor, _: &Geom, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn gather(op: &'static str, _: &Tensor, _: &Tensor, _: usize, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scatter_add(
+        op: &'static str,
+        _: &Tensor,
+        _: &Tensor,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: &[usize],
+    ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn concat(op: &'static str, _: &[&Tensor], _: usize, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn pad(op: &'static str, _: &Tensor, _: &[(usize, usize)], _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn strided_embed(
+        op: &'static str,
+        _: &Tensor,
+        _: &[usize],
+        _: &[(usize, isize, usize)],
+    ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn one_hot(
+        op: &'static str,
+        _: &Tensor,
+        _: usize,
+        _: usize,
+        _: f64,
+        _: f64,
+        _: &[usize],
+        _: DType,
+    ) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 }

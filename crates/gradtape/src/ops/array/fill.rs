@@ -158,22 +158,33 @@ impl Tensor {
         shape.insert(ax, depth);
         let numel = checked_numel(OP, &shape)?;
         // any index is allowed (out-of-range ones give a row of `off`)
-        let idx = int_values(OP, self)?;
-        let y = with_dtype!(dtype, T => {
-            let (on, off) = (T::from_f64(on), T::from_f64(off));
-            let mut v = filled_vec(OP, numel, off)?;
-            // (an empty input is not walked, however many empty rows it has)
-            let outer = if idx.is_empty() { 0 } else { outer };
-            for o in 0..outer {
-                for i in 0..inner {
-                    let k = idx[o * inner + i];
-                    if k >= 0 && (k as u64) < depth as u64 {
-                        v[(o * depth + k as usize) * inner + i] = on;
+        let cpu = |x: &Tensor| -> Result<Tensor> {
+            let idx = int_values(OP, x)?;
+            Ok(with_dtype!(dtype, T => {
+                let (on, off) = (T::from_f64(on), T::from_f64(off));
+                let mut v = filled_vec(OP, numel, off)?;
+                // (an empty input is not walked, however many empty rows it has)
+                let outer = if idx.is_empty() { 0 } else { outer };
+                for o in 0..outer {
+                    for i in 0..inner {
+                        let k = idx[o * inner + i];
+                        if k >= 0 && (k as u64) < depth as u64 {
+                            v[(o * depth + k as usize) * inner + i] = on;
+                        }
                     }
                 }
-            }
-            Tensor::from_storage(T::into_storage(v), &shape)
-        });
+                Tensor::from_storage(T::into_storage(v), &shape)
+            }))
+        };
+        let y = match crate::dispatch::device::offload(
+            OP,
+            &[self],
+            |_| crate::kernels::cuda::one_hot(OP, self, depth, ax, on, off, &shape, dtype),
+            |h| cpu(&h[0]),
+        ) {
+            Some(r) => r?,
+            None => cpu(self)?,
+        };
         let desc = || {
             Op::Create(CreateOp::OneHot {
                 depth,

@@ -96,7 +96,25 @@ impl Tensor {
                 format!("{} paddings given for shape {:?}", pads.len(), self.shape()),
             ));
         }
-        let y = with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads))?;
+        let gpu = crate::dispatch::device::offload(
+            "pad",
+            &[self],
+            |_| {
+                let out_shape: Vec<usize> = self
+                    .shape()
+                    .iter()
+                    .zip(pads)
+                    .map(|(d, p)| d.saturating_add(p.0).saturating_add(p.1))
+                    .collect();
+                checked_numel("pad", &out_shape)?;
+                crate::kernels::cuda::pad("pad", self, pads, &out_shape)
+            },
+            |h| with_dtype!(h[0].dtype(), T => pad_kernel::<T>(&h[0], pads)),
+        );
+        let y = match gpu {
+            Some(r) => r?,
+            None => with_dtype!(self.dtype(), T => pad_kernel::<T>(self, pads))?,
+        };
         let (begin, size) = (pads.iter().map(|p| p.0).collect::<Vec<_>>(), self.shape().to_vec());
         Ok(bind_jvp(
             Lazy("Pad", || Op::Shape(ShapeOp::Pad(pads.into()))),

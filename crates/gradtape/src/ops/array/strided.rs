@@ -167,7 +167,8 @@ pub(crate) fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize
     for i in (0..r.saturating_sub(1)).rev() {
         ostrides[i] = ostrides[i + 1] * shape[i + 1];
     }
-    let y = with_dtype!(g.dtype(), T => {
+    let embed = |g: &Tensor| -> Result<Tensor> {
+        Ok(with_dtype!(g.dtype(), T => {
         let src = g.values::<T>(OP)?;
         let mut out = filled_vec(OP, n, T::from_f64(0.0))?;
         let gs = g.shape();
@@ -186,7 +187,17 @@ pub(crate) fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize
             }
         }
         Tensor::from_vec(out, shape)?
-    });
+        }))
+    };
+    let y = match crate::dispatch::device::offload(
+        OP,
+        &[g],
+        |_| crate::kernels::cuda::strided_embed(OP, g, shape, &spec),
+        |h| embed(&h[0]),
+    ) {
+        Some(r) => r?,
+        None => embed(g)?,
+    };
     let desc = Lazy("StridedSliceGrad", || {
         Op::Shape(ShapeOp::StridedSliceGrad(shape.into(), spec.as_slice().into()))
     });

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 pub use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv::{self as k, Geom};
 use crate::tensor::dtype::with_types;
-use crate::tensor::{Float, Tensor};
+use crate::tensor::{DType, Float, Tensor};
 
 /// Dense or depthwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +133,28 @@ fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> 
     Ok(None)
 }
 
+/// A dense convolution op on a GPU (`None` for operands on the CPU):
+/// `cuda` there, or `host` on host copies on an emulated GPU. The
+/// depthwise convolution and the half types have no GPU kernel: they take
+/// the CPU path, which refuses device tensors.
+fn on_gpu(
+    op: &'static str,
+    cfg: Cfg,
+    inputs: &[&Tensor],
+    host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
+    cuda: impl FnOnce() -> Result<Vec<Tensor>>,
+) -> Option<Result<Vec<Tensor>>> {
+    if cfg.kind != Kind::Dense || !inputs.iter().all(|t| matches!(t.dtype(), DType::F32 | DType::F64)) {
+        return None;
+    }
+    crate::dispatch::device::offload_n(op, inputs, |_| cuda(), host)
+}
+
+/// Zeros of `shape` on `like`'s device.
+fn gpu_zeros(op: &'static str, shape: &[usize], like: &Tensor) -> Result<Tensor> {
+    crate::kernels::gpu::filled(op, shape, 0.0, like.dtype(), like.device())
+}
+
 /// The forward convolution's value (operands checked by the caller), and
 /// the dense kernel's im2col matrix. Half operands are convolved as `f32`
 /// copies (an `f32` accumulator, as TensorFlow's CPU kernels for half
@@ -140,6 +162,26 @@ fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> 
 fn fwd_value(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<(Tensor, Option<Tensor>)> {
     let g = cfg.geom(op, x.shape(), f.shape())?;
     let shape = cfg.out_shape(&g);
+    if let Some(r) = on_gpu(
+        op,
+        cfg,
+        &[x, f],
+        |h| {
+            let (y, cols) = fwd_value(op, &h[0], &h[1], cfg)?;
+            Ok(std::iter::once(y).chain(cols).collect())
+        },
+        || {
+            if shape.contains(&0) || x.numel() == 0 || f.numel() == 0 {
+                return Ok(vec![gpu_zeros(op, &shape, x)?]);
+            }
+            let (y, cols) = crate::kernels::cuda::conv2d(op, x, f, &g)?;
+            Ok(vec![y, cols])
+        },
+    ) {
+        let mut v = r?;
+        let y = v.remove(0);
+        return Ok((y, v.pop()));
+    }
     // the dense im2col forward keeps its im2col matrix for the filter
     // gradient (as PyTorch's unfolded convolution does): dropped unused when
     // no tape records this op, freed when the rule has run on a
@@ -171,6 +213,20 @@ fn fwd(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<Tensor> {
 /// [`fwd_value`]).
 fn bwd_input_value(op: &'static str, xs: [usize; 4], f: &Tensor, dy: &Tensor, cfg: Cfg) -> Result<Tensor> {
     let g = cfg.geom(op, &xs, f.shape())?;
+    if let Some(r) = on_gpu(
+        op,
+        cfg,
+        &[f, dy],
+        |h| Ok(vec![bwd_input_value(op, xs, &h[0], &h[1], cfg)?]),
+        || {
+            if xs.contains(&0) || f.numel() == 0 || dy.numel() == 0 {
+                return Ok(vec![gpu_zeros(op, &xs, f)?]);
+            }
+            Ok(vec![crate::kernels::cuda::conv2d_backprop_input(op, dy, f, &g)?])
+        },
+    ) {
+        return r.map(|mut v| v.remove(0));
+    }
     if let Some(z) = zeros_if_empty(op, &xs, f, dy)? {
         return Ok(z);
     }
@@ -228,6 +284,25 @@ fn bwd_filter_value(
     cols: Option<&Tensor>,
 ) -> Result<Tensor> {
     let g = cfg.geom(op, x.shape(), &fs)?;
+    let gpu_cols = cols.filter(|c| c.dtype() == x.dtype() && c.shape() == [g.n * g.rows(), g.kdim()]);
+    let mut ins = vec![x, dy];
+    ins.extend(gpu_cols);
+    if let Some(r) = on_gpu(
+        op,
+        cfg,
+        &ins,
+        |h| Ok(vec![bwd_filter_value(op, &h[0], fs, &h[1], cfg, h.get(2))?]),
+        || {
+            if fs.contains(&0) || x.numel() == 0 || dy.numel() == 0 {
+                return Ok(vec![gpu_zeros(op, &fs, x)?]);
+            }
+            Ok(vec![crate::kernels::cuda::conv2d_backprop_filter(
+                op, x, gpu_cols, dy, &g,
+            )?])
+        },
+    ) {
+        return r.map(|mut v| v.remove(0));
+    }
     if let Some(z) = zeros_if_empty(op, &fs, x, dy)? {
         return Ok(z);
     }

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Geom, Padding};
 use crate::kernels::cpu::pooling as k;
 use crate::tensor::dtype::with_types;
-use crate::tensor::{with_float_dtype, Element, Tensor};
+use crate::tensor::{with_float_dtype, DType, Element, Tensor};
 
 /// The pooling geometry of an NHWC input shape `x`.
 fn geom(op: &'static str, x: &[usize], ksize: [i64; 2], strides: [i64; 2], padding: Padding) -> Result<Geom> {
@@ -70,8 +70,21 @@ pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Resu
     }
     let nx: usize = xshape.iter().product();
     let img = nx.checked_div(n).unwrap_or(0);
-    let idx = arg.values::<i64>(op)?;
-    let dx = scatter_value(op, dy, &idx, n, img, xshape)?;
+    let gpu = crate::dispatch::device::offload(
+        op,
+        &[dy, arg],
+        |_| {
+            if !matches!(dy.dtype(), DType::F32 | DType::F64) {
+                return Err(crate::kernels::gpu::no_kernel(op, dy.device(), dy.dtype()));
+            }
+            crate::kernels::cuda::max_pool_grad(op, dy, arg, xshape)
+        },
+        |h| scatter_value(op, &h[0], &h[1].values::<i64>(op)?, n, img, xshape),
+    );
+    let dx = match gpu {
+        Some(r) => r?,
+        None => scatter_value(op, dy, &arg.values::<i64>(op)?, n, img, xshape)?,
+    };
     // (the shape inline: a compiled step makes this op without a tape)
     let (argc, yshape) = (arg.clone(), crate::tensor::Shape::from(dy.shape()));
     Ok(bind(desc, &[dy, arg], dx, move |_| {
@@ -102,6 +115,16 @@ pub(crate) const FLOATS: &str = "f32, f64, f16 or bf16";
 /// true: `x` is the pooled cotangent) with geometry `g`, shaped `shape`.
 /// Half types are averaged in `f32` and rounded once.
 fn avg_value(op: &'static str, x: &Tensor, g: &Geom, grad: bool, shape: &[usize]) -> Result<Tensor> {
+    if matches!(x.dtype(), DType::F32 | DType::F64)
+        && let Some(r) = crate::dispatch::device::offload(
+            op,
+            &[x],
+            |_| crate::kernels::cuda::avg_pool(op, x, g, grad),
+            |h| avg_value(op, &h[0], g, grad, shape),
+        )
+    {
+        return r;
+    }
     if x.dtype().is_half() {
         return via_f32(&[x], |w| avg_value(op, &w[0], g, grad, shape));
     }
@@ -119,13 +142,31 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
     expect_float(op, x)?;
     let g = geom(op, x.shape(), p.ksize, p.strides, p.padding)?;
     let shape = [g.n, g.oh, g.ow, g.c];
-    // (a maximum is exact in every float type: half types need no f32 copy)
-    let (y, arg) = with_float_dtype!(x.dtype(), T => {
-        let (y, arg) = k::max_pool::<T>(&x.values::<T>(op)?, &g)?;
-        (Tensor::from_storage(T::into_storage(y), &shape), arg)
-    }, _ => return Err(unsupported(op, x.dtype(), FLOATS)));
-    let ny = arg.len();
-    let arg = Tensor::from_storage(i64::into_storage(arg), &[ny]);
+    let cpu = |x: &Tensor| -> Result<Vec<Tensor>> {
+        // (a maximum is exact in every float type: half types need no f32 copy)
+        let (y, arg) = with_float_dtype!(x.dtype(), T => {
+            let (y, arg) = k::max_pool::<T>(&x.values::<T>(op)?, &g)?;
+            (Tensor::from_storage(T::into_storage(y), &shape), arg)
+        }, _ => return Err(unsupported(op, x.dtype(), FLOATS)));
+        let ny = arg.len();
+        Ok(vec![y, Tensor::from_storage(i64::into_storage(arg), &[ny])])
+    };
+    let gpu = if matches!(x.dtype(), DType::F32 | DType::F64) {
+        crate::dispatch::device::offload_n(
+            op,
+            &[x],
+            |_| crate::kernels::cuda::max_pool(op, x, &g).map(|(y, a)| vec![y, a]),
+            |h| cpu(&h[0]),
+        )
+    } else {
+        None
+    };
+    let mut v = match gpu {
+        Some(r) => r?,
+        None => cpu(x)?,
+    };
+    let arg = v.pop().expect("two outputs");
+    let y = v.pop().expect("two outputs");
     Ok((y, bind_nondiff(NnOp::MaxPoolArgmax(p), &[x], arg)))
 }
 

@@ -161,7 +161,8 @@ fn gather_rows(t: &Tensor, ids: &Tensor, batched: bool) -> Result<Tensor> {
     let num = t.shape()[a];
     let mut zero_shape = t.shape().to_vec();
     zero_shape[a] = 1;
-    let ext = Tensor::concat(&[t, &Tensor::try_zeros(&zero_shape, t.dtype())?], a as isize)?;
+    let zeros = crate::kernels::gpu::filled("segment_sum", &zero_shape, 0.0, t.dtype(), t.device())?;
+    let ext = Tensor::concat(&[t, &zeros], a as isize)?;
     let safe = Tensor::where_(&ids.lt_scalar(0.0)?, &ids.scalar_like(num as f64)?, ids)?;
     ext.gather(&safe, a as isize)
 }
@@ -239,11 +240,37 @@ pub(crate) fn segment_reduce(
     num_segments: Option<usize>,
 ) -> Result<Tensor> {
     let op = op_name(kind, num_segments.is_none());
-    let ids_v = int_values(op, ids)?;
+    // (ids on a GPU are checked on a host copy, as on the CPU)
+    let ids_v = int_values(op, &crate::kernels::gpu::to_host(op, ids)?)?;
     let num = check_ids(op, data, ids, &ids_v, num_segments)?;
     let sorted = num_segments.is_none();
-    let y = with_num_dtype!(data.dtype(), T => reduce_kernel::<T>(op, kind, sorted, data, &ids_v, num, ids.rank())?,
-        _ => return Err(unsupported(op, data.dtype(), "a real numeric dtype")));
+    let cpu = |data: &Tensor, ids_v: &[i64]| -> Result<Tensor> {
+        Ok(
+            with_num_dtype!(data.dtype(), T => reduce_kernel::<T>(op, kind, sorted, data, ids_v, num, ids.rank())?,
+            _ => return Err(unsupported(op, data.dtype(), "a real numeric dtype"))),
+        )
+    };
+    // sums have a GPU kernel (a scatter-add; negative ids dropped)
+    let gpu = if kind == SegmentKind::Sum && data.dtype() != DType::Bool {
+        crate::dispatch::device::offload(
+            op,
+            &[data, ids],
+            |_| {
+                let inner: usize = data.shape()[ids.rank()..].iter().product();
+                let mut shape = vec![num];
+                shape.extend_from_slice(&data.shape()[ids.rank()..]);
+                checked_numel(op, &shape)?;
+                crate::kernels::cuda::scatter_add(op, data, ids, 1, ids.numel(), inner, num, &shape)
+            },
+            |h| cpu(&h[0], &ids_v),
+        )
+    } else {
+        None
+    };
+    let y = match gpu {
+        Some(r) => r?,
+        None => cpu(data, &ids_v)?,
+    };
     let desc = Lazy(desc_name(kind, num_segments), move || {
         Op::Sort(SortOp::Segment { kind, num_segments })
     });

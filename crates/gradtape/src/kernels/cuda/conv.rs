@@ -1,0 +1,569 @@
+//! Convolutions and pools on the GPU, NHWC data with HWIO filters as the
+//! CPU kernels (`kernels::cpu::conv`, `kernels::cpu::pooling`) take them.
+//!
+//! The dense convolution is im2col + a cuBLAS product: [`IM2COL`] lays the
+//! windows of `x` out as the rows of a `[n·oh·ow, kh·kw·c]` matrix (zeros
+//! where a window reaches into the padding), which one GEMM multiplies by
+//! the filter seen as `[kh·kw·c, o]`. Its adjoints are the two other
+//! products: the input gradient multiplies `dy` by the filter transposed
+//! and folds the columns back with [`COL2IM`] (one thread per input
+//! element gathering the window taps that read it: no atomics, the same
+//! result on every run); the filter gradient is `colsᵀ · dy`, from the
+//! forward pass's columns when the tape kept them.
+//!
+//! Pools run one thread per output element (max, average) or per input
+//! element (the average's adjoint, gathering as col2im does); max
+//! pooling's adjoint is a scatter-add at the recorded positions
+//! (`index::scatter_add`).
+
+use std::sync::Arc;
+
+use super::index;
+use super::launch::{alloc, ct, float_only, lay, matmul, mem_of, ptr_of, reshaped, BLOCK};
+use super::runtime::grid_for;
+use super::source::{COMMON, LIMITS};
+use crate::error::Result;
+use crate::kernels::cpu::conv::Geom;
+use crate::tensor::{DType, Layout, Tensor};
+
+/// The geometry as kernels read it (`struct Geo` in [`GEO`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geo {
+    n: i64,
+    h: i64,
+    w: i64,
+    c: i64,
+    kh: i64,
+    kw: i64,
+    o: i64,
+    oh: i64,
+    ow: i64,
+    sh: i64,
+    sw: i64,
+    dh: i64,
+    dw: i64,
+    pt: i64,
+    pl: i64,
+}
+
+impl Geo {
+    pub(crate) fn of(g: &Geom) -> Geo {
+        let i = |v: usize| v as i64;
+        Geo {
+            n: i(g.n),
+            h: i(g.h),
+            w: i(g.w),
+            c: i(g.c),
+            kh: i(g.kh),
+            kw: i(g.kw),
+            o: i(g.o),
+            oh: i(g.oh),
+            ow: i(g.ow),
+            sh: i(g.sh),
+            sw: i(g.sw),
+            dh: i(g.dh),
+            dw: i(g.dw),
+            pt: i(g.pt),
+            pl: i(g.pl),
+        }
+    }
+
+    /// A C initializer of this geometry (for the host checks).
+    #[cfg(test)]
+    pub(crate) fn c_init(&self) -> String {
+        let v = [
+            self.n, self.h, self.w, self.c, self.kh, self.kw, self.o, self.oh, self.ow, self.sh, self.sw, self.dh,
+            self.dw, self.pt, self.pl,
+        ];
+        format!("{{{}}}", v.map(|x| format!("{x}LL")).join(", "))
+    }
+}
+
+/// The geometry struct and the window arithmetic every kernel here shares.
+pub(crate) const GEO: &str = r#"
+struct Geo { long long n, h, w, c, kh, kw, o, oh, ow, sh, sw, dh, dw, pt, pl; };
+// how many taps of the window of output `o` along one dim (window size
+// `k`, stride `s`, dilation `d`, padding before `p`) land inside an input
+// of size `n`
+__device__ __forceinline__ long long gt_count_valid(long long o, long long k, long long s, long long d, long long p, long long n) {
+    long long c = 0;
+    for (long long t = 0; t < k; ++t) { long long i = o * s + t * d - p; if (i >= 0 && i < n) ++c; }
+    return c;
+}
+"#;
+
+/// `cols[row, (ky·kw + kx)·c + ci] = x[b, oy·sh + ky·dh − pt, ox·sw + kx·dw − pl, ci]`
+/// (0 in the padding), `row = (b·oh + oy)·ow + ox`; `x` read through its view.
+pub(crate) fn im2col_source(t: &str) -> String {
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(Lay lx, const T* x, T* cols, Geo g, long long total) {{\n\
+           long long kd = g.kh * g.kw * g.c;\n\
+           GT_LOOP(i, total) {{\n\
+             long long row = i / kd, col = i - row * kd;\n\
+             long long ci = col % g.c, tap = col / g.c;\n\
+             long long kx = tap % g.kw, ky = tap / g.kw;\n\
+             long long ox = row % g.ow, r2 = row / g.ow;\n\
+             long long oy = r2 % g.oh, b = r2 / g.oh;\n\
+             long long iy = oy * g.sh + ky * g.dh - g.pt, ix = ox * g.sw + kx * g.dw - g.pl;\n\
+             T v = (T)0;\n\
+             if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)];\n\
+             cols[i] = v;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// The adjoint of im2col: `dx[b, iy, ix, ci]` is the sum of the columns
+/// of every window tap that reads it (contiguous `cols`).
+pub(crate) fn col2im_source(t: &str) -> String {
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(const T* cols, T* dx, Geo g, long long total) {{\n\
+           long long kd = g.kh * g.kw * g.c;\n\
+           GT_LOOP(i, total) {{\n\
+             long long ci = i % g.c, r = i / g.c;\n\
+             long long ix = r % g.w; r /= g.w;\n\
+             long long iy = r % g.h, b = r / g.h;\n\
+             T acc = (T)0;\n\
+             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+               long long ty = iy + g.pt - ky * g.dh;\n\
+               if (ty < 0) break;\n\
+               if (ty % g.sh != 0) continue;\n\
+               long long oy = ty / g.sh;\n\
+               if (oy >= g.oh) continue;\n\
+               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                 long long tx = ix + g.pl - kx * g.dw;\n\
+                 if (tx < 0) break;\n\
+                 if (tx % g.sw != 0) continue;\n\
+                 long long ox = tx / g.sw;\n\
+                 if (ox >= g.ow) continue;\n\
+                 acc += cols[((b * g.oh + oy) * g.ow + ox) * kd + (ky * g.kw + kx) * g.c + ci];\n\
+               }}\n\
+             }}\n\
+             dx[i] = acc;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// Max pool: each output the maximum of its window's valid inputs (the
+/// first on ties; NaN skipped unless the window holds nothing else; −inf
+/// and position 0 for a window of padding only) and its flat position in
+/// `x`, as `kernels::cpu::pooling::max_pool`.
+pub(crate) fn max_pool_source(t: &str) -> String {
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T;\n{LIMITS}\n\
+         extern \"C\" __global__ void k(Lay lx, const T* x, T* y, long long* arg, Geo g, long long total) {{\n\
+           GT_LOOP(i, total) {{\n\
+             long long ci = i % g.c, r = i / g.c;\n\
+             long long ox = r % g.ow; r /= g.ow;\n\
+             long long oy = r % g.oh, b = r / g.oh;\n\
+             bool first = true; T m = (T)0; long long a = 0;\n\
+             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+               long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
+               if (iy < 0 || iy >= g.h) continue;\n\
+               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                 long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
+                 if (ix < 0 || ix >= g.w) continue;\n\
+                 long long off = ((b * g.h + iy) * g.w + ix) * g.c + ci;\n\
+                 T v = x[gt_at(lx, off)];\n\
+                 if (first || v > m || (gt_nan(m) && !gt_nan(v))) {{ m = v; a = off; first = false; }}\n\
+               }}\n\
+             }}\n\
+             if (first) {{ m = gt_lowest<T>(); a = 0; }}\n\
+             y[i] = m; arg[i] = a;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// Average pool: each output the mean of its window's valid inputs.
+pub(crate) fn avg_pool_source(t: &str) -> String {
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(Lay lx, const T* x, T* y, Geo g, long long total) {{\n\
+           GT_LOOP(i, total) {{\n\
+             long long ci = i % g.c, r = i / g.c;\n\
+             long long ox = r % g.ow; r /= g.ow;\n\
+             long long oy = r % g.oh, b = r / g.oh;\n\
+             T s = (T)0;\n\
+             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+               long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
+               if (iy < 0 || iy >= g.h) continue;\n\
+               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                 long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
+                 if (ix < 0 || ix >= g.w) continue;\n\
+                 s += x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)];\n\
+               }}\n\
+             }}\n\
+             long long cnt = gt_count_valid(oy, g.kh, g.sh, g.dh, g.pt, g.h) * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
+             y[i] = s * ((T)1 / (T)(cnt > 0 ? cnt : 1));\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// The adjoint of the average pool: `dx[b, iy, ix, ci]` gathers each
+/// window that reads it, its cotangent over the window's valid count.
+pub(crate) fn avg_pool_grad_source(t: &str) -> String {
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(Lay ld, const T* dy, T* dx, Geo g, long long total) {{\n\
+           GT_LOOP(i, total) {{\n\
+             long long ci = i % g.c, r = i / g.c;\n\
+             long long ix = r % g.w; r /= g.w;\n\
+             long long iy = r % g.h, b = r / g.h;\n\
+             T acc = (T)0;\n\
+             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+               long long ty = iy + g.pt - ky * g.dh;\n\
+               if (ty < 0) break;\n\
+               if (ty % g.sh != 0) continue;\n\
+               long long oy = ty / g.sh;\n\
+               if (oy >= g.oh) continue;\n\
+               long long ch = gt_count_valid(oy, g.kh, g.sh, g.dh, g.pt, g.h);\n\
+               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                 long long tx = ix + g.pl - kx * g.dw;\n\
+                 if (tx < 0) break;\n\
+                 if (tx % g.sw != 0) continue;\n\
+                 long long ox = tx / g.sw;\n\
+                 if (ox >= g.ow) continue;\n\
+                 long long cnt = ch * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
+                 T inv = (T)1 / (T)(cnt > 0 ? cnt : 1);\n\
+                 acc += dy[gt_at(ld, ((b * g.oh + oy) * g.ow + ox) * g.c + ci)] * inv;\n\
+               }}\n\
+             }}\n\
+             dx[i] = acc;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// Every source of this file (for the NVRTC check).
+#[cfg(test)]
+pub(crate) fn all_sources() -> Vec<String> {
+    let mut v = vec![];
+    for t in ["float", "double"] {
+        v.push(im2col_source(t));
+        v.push(col2im_source(t));
+        v.push(max_pool_source(t));
+        v.push(avg_pool_source(t));
+        v.push(avg_pool_grad_source(t));
+    }
+    v
+}
+
+/// A view of a fresh contiguous tensor as another shape of its elements.
+fn view_as(t: &Tensor, shape: &[usize]) -> Tensor {
+    Tensor::device_view(
+        Arc::clone(t.device_buffer().expect("on a GPU")),
+        Layout::contiguous(shape),
+    )
+}
+
+/// The im2col matrix `[n·oh·ow, kh·kw·c]` of `x`.
+fn im2col(op: &'static str, x: &Tensor, g: &Geom) -> Result<Tensor> {
+    let gpu = mem_of(x).1;
+    let t = ct(op, x)?;
+    let (cols, pc) = alloc(op, gpu, &[g.n * g.rows(), g.kdim()], x.dtype())?;
+    let lx = lay(op, gpu, x, x.shape())?;
+    let (px, geo, total) = (ptr_of(x), Geo::of(g), cols.numel() as i64);
+    gpu.launch(
+        op,
+        &format!("im2col|{t}"),
+        &|| im2col_source(t),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![lx, px, pc, geo, total],
+    )?;
+    Ok(cols)
+}
+
+/// Dense conv2d of `x` `[n,h,w,c]` and `f` `[kh,kw,c,o]` (f32 or f64, on
+/// one GPU; the caller checked the shapes and that nothing is empty):
+/// `(y [n,oh,ow,o], cols)`, `cols` the im2col matrix for the filter gradient.
+pub(crate) fn conv2d(op: &'static str, x: &Tensor, f: &Tensor, g: &Geom) -> Result<(Tensor, Tensor)> {
+    let gpu = mem_of(x).1;
+    gpu.bind_for(op)?;
+    float_only(op, x)?;
+    let cols = im2col(op, x, g)?;
+    let fm = reshaped(op, f, &[g.kdim(), g.o])?;
+    let y = matmul(op, &cols, &fm, false, false, &[g.n * g.rows(), g.o])?;
+    Ok((view_as(&y, &[g.n, g.oh, g.ow, g.o]), cols))
+}
+
+/// The input gradient of [`conv2d`]: `dy` `[n,oh,ow,o]`, `f` -> `[n,h,w,c]`.
+pub(crate) fn conv2d_backprop_input(op: &'static str, dy: &Tensor, f: &Tensor, g: &Geom) -> Result<Tensor> {
+    let gpu = mem_of(dy).1;
+    gpu.bind_for(op)?;
+    float_only(op, dy)?;
+    let t = ct(op, dy)?;
+    let dym = reshaped(op, dy, &[g.n * g.rows(), g.o])?;
+    let fm = reshaped(op, f, &[g.kdim(), g.o])?;
+    let dcols = matmul(op, &dym, &fm, false, true, &[g.n * g.rows(), g.kdim()])?;
+    let (dx, pdx) = alloc(op, gpu, &[g.n, g.h, g.w, g.c], dy.dtype())?;
+    let (pc, geo, total) = (ptr_of(&dcols), Geo::of(g), dx.numel() as i64);
+    gpu.launch(
+        op,
+        &format!("col2im|{t}"),
+        &|| col2im_source(t),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![pc, pdx, geo, total],
+    )?;
+    Ok(dx)
+}
+
+/// The filter gradient of [`conv2d`]: `x` `[n,h,w,c]` (or its im2col
+/// matrix `cols`, when the forward pass kept it) and `dy` `[n,oh,ow,o]` ->
+/// `[kh,kw,c,o]`.
+pub(crate) fn conv2d_backprop_filter(
+    op: &'static str,
+    x: &Tensor,
+    cols: Option<&Tensor>,
+    dy: &Tensor,
+    g: &Geom,
+) -> Result<Tensor> {
+    let gpu = mem_of(dy).1;
+    gpu.bind_for(op)?;
+    float_only(op, dy)?;
+    let cols = match cols {
+        Some(c) => c.clone(),
+        None => im2col(op, x, g)?,
+    };
+    let dym = reshaped(op, dy, &[g.n * g.rows(), g.o])?;
+    let df = matmul(op, &cols, &dym, true, false, &[g.kdim(), g.o])?;
+    Ok(view_as(&df, &[g.kh, g.kw, g.c, g.o]))
+}
+
+/// Max pooling: `(y [n,oh,ow,c], positions)`, the flat position in `x` of
+/// each window's maximum (`i64`, `[numel of y]`).
+pub(crate) fn max_pool(op: &'static str, x: &Tensor, g: &Geom) -> Result<(Tensor, Tensor)> {
+    let gpu = mem_of(x).1;
+    gpu.bind_for(op)?;
+    float_only(op, x)?;
+    let t = ct(op, x)?;
+    let (y, py) = alloc(op, gpu, &[g.n, g.oh, g.ow, g.c], x.dtype())?;
+    let (arg, pa) = alloc(op, gpu, &[y.numel()], DType::I64)?;
+    let lx = lay(op, gpu, x, x.shape())?;
+    let (px, geo, total) = (ptr_of(x), Geo::of(g), y.numel() as i64);
+    gpu.launch(
+        op,
+        &format!("max_pool|{t}"),
+        &|| max_pool_source(t),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![lx, px, py, pa, geo, total],
+    )?;
+    Ok((y, arg))
+}
+
+/// Average pooling (`grad` false: `x` is the input, the result
+/// `[n,oh,ow,c]`) or its adjoint (`grad` true: `x` is the pooled
+/// cotangent, the result `[n,h,w,c]`).
+pub(crate) fn avg_pool(op: &'static str, x: &Tensor, g: &Geom, grad: bool) -> Result<Tensor> {
+    let gpu = mem_of(x).1;
+    gpu.bind_for(op)?;
+    float_only(op, x)?;
+    let t = ct(op, x)?;
+    let shape = if grad {
+        [g.n, g.h, g.w, g.c]
+    } else {
+        [g.n, g.oh, g.ow, g.c]
+    };
+    let (y, py) = alloc(op, gpu, &shape, x.dtype())?;
+    let lx = lay(op, gpu, x, x.shape())?;
+    let (px, geo, total) = (ptr_of(x), Geo::of(g), y.numel() as i64);
+    let (key, src): (String, fn(&str) -> String) = if grad {
+        (format!("avg_pool_grad|{t}"), avg_pool_grad_source)
+    } else {
+        (format!("avg_pool|{t}"), avg_pool_source)
+    };
+    gpu.launch(
+        op,
+        &key,
+        &|| src(t),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![lx, px, py, geo, total],
+    )?;
+    Ok(y)
+}
+
+/// Max pooling's adjoint: `dy` added at the flat positions `arg` of
+/// zeros of `xshape`.
+pub(crate) fn max_pool_grad(op: &'static str, dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Result<Tensor> {
+    let nx: usize = xshape.iter().product();
+    let flat = reshaped(op, dy, &[dy.numel()])?;
+    let out = index::scatter_add(op, &flat, arg, 1, arg.numel(), 1, nx, &[nx])?;
+    Ok(view_as(&out, xshape))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The kernels' index arithmetic, run as host C++ (`source::host`),
+    //! against the CPU kernels, in `f64` over geometries with strides,
+    //! dilations and both paddings.
+    use super::*;
+    use crate::kernels::cpu::conv as cpu;
+    use crate::kernels::cpu::conv::Padding;
+    use crate::kernels::cpu::pooling;
+    use crate::kernels::cuda::source::{host, Lay};
+
+    fn vals(n: usize, seed: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed * 104_729) % 1009) as f64 / 1009.0) * 2.0 - 1.0)
+            .collect()
+    }
+
+    /// Values with ties and NaNs (for max pooling).
+    fn tied(n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                if i % 13 == 5 {
+                    f64::NAN
+                } else {
+                    ((i * 37) % 7) as f64 - 3.0
+                }
+            })
+            .collect()
+    }
+
+    fn same(a: &[f64], b: &[f64], what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-12 * (1.0 + y.abs());
+            assert!(ok, "{what}: element {i}: {x} (kernel) vs {y} (CPU)");
+        }
+    }
+
+    fn geoms() -> Vec<Geom> {
+        let g = |x: [usize; 4], k: [usize; 2], o, s: [usize; 2], d: [usize; 2], p| {
+            Geom::new("test", &x, k, o, s, d, p).unwrap()
+        };
+        vec![
+            g([2, 5, 5, 3], [3, 3], 4, [1, 1], [1, 1], Padding::Same),
+            g([2, 7, 6, 2], [3, 2], 3, [2, 2], [1, 1], Padding::Valid),
+            g([1, 6, 7, 2], [3, 3], 3, [2, 2], [1, 1], Padding::Same),
+            g([1, 7, 6, 2], [2, 3], 2, [1, 2], [2, 1], Padding::Same),
+            g([2, 9, 8, 1], [3, 2], 2, [3, 2], [2, 3], Padding::Valid),
+            g([1, 4, 5, 2], [4, 4], 2, [3, 1], [1, 1], Padding::Same),
+        ]
+    }
+
+    fn lay(shape: &[usize]) -> String {
+        Lay::of(&Layout::contiguous(shape), shape).unwrap().c_init()
+    }
+
+    #[test]
+    fn im2col_and_col2im_agree_with_the_cpu_kernels_as_host_cxx() {
+        if host::cxx().is_none() {
+            println!("skipped: no C++ compiler");
+            return;
+        }
+        for g in geoms() {
+            let xs = [g.n, g.h, g.w, g.c];
+            let x = vals(xs.iter().product(), 1);
+            let f = vals(g.kdim() * g.o, 2);
+            let (_, cols) = cpu::conv2d_keep(&x, &f, &g, true).unwrap();
+            let cols = cols.expect("the CPU kept its im2col matrix");
+            let total = g.n * g.rows() * g.kdim();
+            let body = format!(
+                "{}static double cols[{total}];\nLay lx = {}; Geo g = {};\nk(lx, x, cols, g, {total}LL);\ngt_put(cols, {total});",
+                host::array("double", "x", &x),
+                lay(&xs),
+                Geo::of(&g).c_init()
+            );
+            let got = host::run(&im2col_source("double"), &body).unwrap();
+            same(&got, &cols, &format!("im2col {g:?}"));
+            // col2im of dcols = dy fᵀ is the CPU's input gradient
+            let rows = g.n * g.rows();
+            let dy = vals(rows * g.o, 3);
+            let mut dcols = vec![0.0; rows * g.kdim()];
+            for r in 0..rows {
+                for j in 0..g.kdim() {
+                    dcols[r * g.kdim() + j] = (0..g.o).map(|o| dy[r * g.o + o] * f[j * g.o + o]).sum();
+                }
+            }
+            let want = cpu::conv2d_backprop_input(&dy, &f, &g).unwrap();
+            let nx = want.len();
+            let body = format!(
+                "{}static double dx[{nx}];\nGeo g = {};\nk(dcols, dx, g, {nx}LL);\ngt_put(dx, {nx});",
+                host::array("double", "dcols", &dcols),
+                Geo::of(&g).c_init()
+            );
+            let got = host::run(&col2im_source("double"), &body).unwrap();
+            assert_eq!(got.len(), want.len());
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-9 * (1.0 + b.abs()),
+                    "col2im {g:?} element {i}: {a} vs {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pools_agree_with_the_cpu_kernels_as_host_cxx() {
+        if host::cxx().is_none() {
+            println!("skipped: no C++ compiler");
+            return;
+        }
+        let pools = |x: [usize; 4], k: [usize; 2], s: [usize; 2], p| Geom::new("test", &x, k, 1, s, [1, 1], p).unwrap();
+        for g in [
+            pools([2, 5, 5, 3], [2, 2], [2, 2], Padding::Same),
+            pools([2, 6, 5, 2], [3, 3], [2, 1], Padding::Valid),
+            pools([1, 5, 7, 2], [2, 3], [1, 2], Padding::Valid),
+            pools([1, 4, 4, 1], [3, 3], [3, 3], Padding::Same),
+            pools([1, 3, 3, 2], [5, 5], [1, 1], Padding::Same),
+        ] {
+            let xs = [g.n, g.h, g.w, g.c];
+            let nx: usize = xs.iter().product();
+            let ny = g.n * g.oh * g.ow * g.c;
+            let x = tied(nx);
+            let (want_y, want_a) = pooling::max_pool(&x, &g).unwrap();
+            let body = format!(
+                "{}static double y[{ny}]; static long long a[{ny}];\nLay lx = {}; Geo g = {};\nk(lx, x, y, a, g, {ny}LL);\ngt_put(y, {ny}); gt_put(a, {ny});",
+                host::array("double", "x", &x),
+                lay(&xs),
+                Geo::of(&g).c_init()
+            );
+            let got = host::run(&max_pool_source("double"), &body).unwrap();
+            same(&got[..ny], &want_y, &format!("max_pool {g:?}"));
+            let want_a: Vec<f64> = want_a.iter().map(|&a| a as f64).collect();
+            same(&got[ny..], &want_a, &format!("max_pool positions {g:?}"));
+
+            let x = vals(nx, 4);
+            let want = pooling::avg_pool(&x, &g).unwrap();
+            let body = format!(
+                "{}static double y[{ny}];\nLay lx = {}; Geo g = {};\nk(lx, x, y, g, {ny}LL);\ngt_put(y, {ny});",
+                host::array("double", "x", &x),
+                lay(&xs),
+                Geo::of(&g).c_init()
+            );
+            same(
+                &host::run(&avg_pool_source("double"), &body).unwrap(),
+                &want,
+                &format!("avg_pool {g:?}"),
+            );
+
+            let dy = vals(ny, 5);
+            let want = pooling::avg_pool_grad(&dy, &g).unwrap();
+            let body = format!(
+                "{}static double dx[{nx}];\nLay ld = {}; Geo g = {};\nk(ld, dy, dx, g, {nx}LL);\ngt_put(dx, {nx});",
+                host::array("double", "dy", &dy),
+                lay(&[g.n, g.oh, g.ow, g.c]),
+                Geo::of(&g).c_init()
+            );
+            let got = host::run(&avg_pool_grad_source("double"), &body).unwrap();
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
+                    "avg_pool_grad {g:?} element {i}: {a} vs {b}"
+                );
+            }
+            assert_eq!(got.len(), want.len());
+        }
+    }
+}

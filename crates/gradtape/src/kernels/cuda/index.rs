@@ -1,0 +1,439 @@
+//! Index kernels on the GPU: gather along an axis (embedding lookups
+//! included), scatter-add (its adjoint, segment sums, max pooling's
+//! gradient), one-hot, and the copies into a region of a new tensor that
+//! concatenation, padding and the strided-slice gradient are made of.
+//!
+//! Every kernel runs one thread per element it reads or writes (indices in
+//! `long long`). Indices are checked on the host by the ops before they
+//! reach here (as on the CPU: an index out of range is an error); the
+//! kernels still skip one (a gather reads 0, a scatter drops it) rather
+//! than touch memory outside a buffer. Scatter-add accumulates with
+//! atomics, so the order of a repeated index's float sums may differ
+//! between runs.
+
+use super::launch::{alloc, ct, filled, lay, mem_of, ptr_of, BLOCK};
+use super::runtime::grid_for;
+use super::source::{ctype, COMMON};
+use crate::error::Result;
+use crate::tensor::{DType, Layout, Tensor};
+
+/// `y[o, j, r] = p[o, idx[j], r]` (0 for an index outside `[0, dim)`), `p`
+/// read through its view as `[outer, dim, inner]`.
+pub(crate) fn gather_source(t: &str, it: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T; typedef {it} I;\n\
+         extern \"C\" __global__ void k(Lay lp, const T* p, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total) {{\n\
+           GT_LOOP(i, total) {{\n\
+             long long r = i % inner, q = i / inner;\n\
+             long long j = q % nidx, o = q / nidx;\n\
+             long long s = (long long)idx[j];\n\
+             y[i] = (s >= 0 && s < dim) ? p[gt_at(lp, (o * dim + s) * inner + r)] : (T)0;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// Atomic `*p += v` by type.
+const ATOMIC_ADD: &str = r#"
+__device__ __forceinline__ void gt_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void gt_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void gt_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void gt_add(long long* p, long long v) { atomicAdd((unsigned long long*)p, (unsigned long long)v); }
+"#;
+
+/// `y[o, idx[j], r] += u[o, j, r]` into a zeroed `y` `[outer, dim, inner]`
+/// (indices outside `[0, dim)`, negative segment ids among them, dropped),
+/// `u` read through its view.
+pub(crate) fn scatter_add_source(t: &str, it: &str) -> String {
+    format!(
+        "{COMMON}{ATOMIC_ADD}\ntypedef {t} T; typedef {it} I;\n\
+         extern \"C\" __global__ void k(Lay lu, const T* u, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total) {{\n\
+           GT_LOOP(i, total) {{\n\
+             long long r = i % inner, q = i / inner;\n\
+             long long j = q % nidx, o = q / nidx;\n\
+             long long s = (long long)idx[j];\n\
+             if (s >= 0 && s < dim) gt_add(&y[(o * dim + s) * inner + r], u[gt_at(lu, i)]);\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// `y[at_y(i)] = x[at_x(i)]`: `x` copied into the region of `y` that the
+/// view `ly` (of `x`'s shape) covers.
+pub(crate) fn copy_source(t: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(Lay lx, const T* x, Lay ly, T* y, long long total) {{\n\
+           GT_LOOP(i, total) {{ y[gt_at(ly, i)] = x[gt_at(lx, i)]; }}\n\
+         }}\n"
+    )
+}
+
+/// `y[o, d, r] = idx[o, r] == d ? on : off`, `y` `[outer, depth, inner]`.
+pub(crate) fn one_hot_source(t: &str, it: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T; typedef {it} I;\n\
+         extern \"C\" __global__ void k(const I* idx, T* y, long long depth, long long inner, double on, double off, long long total) {{\n\
+           GT_LOOP(i, total) {{\n\
+             long long r = i % inner, q = i / inner;\n\
+             long long d = q % depth, o = q / depth;\n\
+             y[i] = (T)((long long)idx[o * inner + r] == d ? on : off);\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// Every source of this file (for the NVRTC check).
+#[cfg(test)]
+pub(crate) fn all_sources() -> Vec<String> {
+    let mut v = vec![];
+    for t in ["float", "double", "int", "long long", "bool"] {
+        v.push(copy_source(t));
+        for it in ["int", "long long"] {
+            v.push(gather_source(t, it));
+            v.push(one_hot_source(t, it));
+            if t != "bool" {
+                v.push(scatter_add_source(t, it));
+            }
+        }
+    }
+    v
+}
+
+/// The C type of integer indices (or the error of an op with none for them).
+fn index_type(op: &'static str, idx: &Tensor) -> Result<&'static str> {
+    match idx.dtype() {
+        DType::I32 => Ok("int"),
+        DType::I64 => Ok("long long"),
+        d => Err(crate::error::Error::UnsupportedDType {
+            op,
+            dtype: d,
+            expected: "i32 or i64 indices",
+        }),
+    }
+}
+
+/// `params` gathered along `axis` at `idx` (checked by the caller), shaped
+/// `out_shape`.
+pub(crate) fn gather(
+    op: &'static str,
+    params: &Tensor,
+    idx: &Tensor,
+    axis: usize,
+    out_shape: &[usize],
+) -> Result<Tensor> {
+    let g = mem_of(params).1;
+    g.bind_for(op)?;
+    let (t, it) = (ct(op, params)?, index_type(op, idx)?);
+    let ps = params.shape();
+    let (dim, inner) = (ps[axis] as i64, ps[axis + 1..].iter().product::<usize>() as i64);
+    let (y, py) = alloc(op, g, out_shape, params.dtype())?;
+    let total = y.numel() as i64;
+    if total == 0 {
+        return Ok(y);
+    }
+    let idx = super::launch::contiguous(op, idx)?;
+    let lp = lay(op, g, params, ps)?;
+    let (pp, pi, nidx) = (ptr_of(params), ptr_of(&idx) + elem_offset(&idx), idx.numel() as i64);
+    g.launch(
+        op,
+        &format!("gather|{t}|{it}"),
+        &|| gather_source(t, it),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![lp, pp, pi, py, nidx, dim, inner, total],
+    )?;
+    Ok(y)
+}
+
+/// The byte offset of a contiguous tensor's first element in its buffer.
+fn elem_offset(t: &Tensor) -> u64 {
+    (t.layout().offset * t.dtype().size_in_bytes()) as u64
+}
+
+/// Zeros of `out_shape` (`[outer, dim, inner]` flattened) with `updates`
+/// (`[outer, nidx, inner]` as it is viewed) added at the indices `idx`
+/// (`nidx` of them; ones outside `[0, dim)` dropped).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scatter_add(
+    op: &'static str,
+    updates: &Tensor,
+    idx: &Tensor,
+    outer: usize,
+    nidx: usize,
+    inner: usize,
+    dim: usize,
+    out_shape: &[usize],
+) -> Result<Tensor> {
+    let g = mem_of(updates).1;
+    g.bind_for(op)?;
+    let (t, it) = (ct(op, updates)?, index_type(op, idx)?);
+    if updates.dtype() == DType::Bool {
+        return Err(crate::kernels::gpu::no_kernel(op, updates.device(), updates.dtype()));
+    }
+    let y = filled(op, out_shape, 0.0, updates.dtype(), g.ordinal)?;
+    let total = (outer * nidx * inner) as i64;
+    if total == 0 || y.numel() == 0 {
+        return Ok(y);
+    }
+    let idx = super::launch::contiguous(op, idx)?;
+    let lu = lay(op, g, updates, updates.shape())?;
+    let (pu, pi, py) = (ptr_of(updates), ptr_of(&idx) + elem_offset(&idx), ptr_of(&y));
+    let (nidx, dim, inner) = (nidx as i64, dim as i64, inner as i64);
+    g.launch(
+        op,
+        &format!("scatter_add|{t}|{it}"),
+        &|| scatter_add_source(t, it),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![lu, pu, pi, py, nidx, dim, inner, total],
+    )?;
+    Ok(y)
+}
+
+/// Copies `x` into the region of `y` (a fresh contiguous tensor) that
+/// `region` (a view of `y`'s buffer of `x`'s shape) covers.
+fn copy_into(op: &'static str, x: &Tensor, y: &Tensor, region: &Layout) -> Result<()> {
+    let g = mem_of(y).1;
+    let t = ct(op, x)?;
+    let total = x.numel() as i64;
+    if total == 0 {
+        return Ok(());
+    }
+    let lx = lay(op, g, x, x.shape())?;
+    let ly = super::source::Lay::of(region, x.shape())
+        .ok_or_else(|| g.err(op, "views of more than 8 dims are not supported on the GPU"))?;
+    let (px, py) = (ptr_of(x), ptr_of(y));
+    g.launch(
+        op,
+        &format!("copy|{t}"),
+        &|| copy_source(t),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![lx, px, ly, py, total],
+    )
+}
+
+/// `tensors` (one dtype, on one GPU) joined along `axis` into `shape`.
+pub(crate) fn concat(op: &'static str, tensors: &[&Tensor], axis: usize, shape: &[usize]) -> Result<Tensor> {
+    let g = mem_of(tensors[0]).1;
+    g.bind_for(op)?;
+    let (y, _) = alloc(op, g, shape, tensors[0].dtype())?;
+    let strides = crate::tensor::layout::contiguous_strides(shape);
+    let mut at = 0usize;
+    for t in tensors {
+        let region = Layout {
+            shape: t.shape().into(),
+            strides: strides.clone(),
+            offset: if t.numel() == 0 { 0 } else { at * strides[axis] as usize },
+        };
+        copy_into(op, t, &y, &region)?;
+        at += t.shape()[axis];
+    }
+    Ok(y)
+}
+
+/// `x` padded with `pads[d]` zeros before and after each dim `d`, giving `shape`.
+pub(crate) fn pad(op: &'static str, x: &Tensor, pads: &[(usize, usize)], shape: &[usize]) -> Result<Tensor> {
+    let g = mem_of(x).1;
+    g.bind_for(op)?;
+    let y = filled(op, shape, 0.0, x.dtype(), g.ordinal)?;
+    let strides = crate::tensor::layout::contiguous_strides(shape);
+    let offset = pads.iter().zip(strides.iter()).map(|(p, &s)| p.0 * s as usize).sum();
+    let region = Layout {
+        shape: x.shape().into(),
+        strides,
+        offset: if x.numel() == 0 { 0 } else { offset },
+    };
+    copy_into(op, x, &y, &region)?;
+    Ok(y)
+}
+
+/// Zeros of `shape` with `x` written at the strided positions `spec`
+/// (`(start, step, count)` per dim), the strided slice's adjoint.
+pub(crate) fn strided_embed(
+    op: &'static str,
+    x: &Tensor,
+    shape: &[usize],
+    spec: &[(usize, isize, usize)],
+) -> Result<Tensor> {
+    let g = mem_of(x).1;
+    g.bind_for(op)?;
+    let y = filled(op, shape, 0.0, x.dtype(), g.ordinal)?;
+    if x.numel() == 0 {
+        return Ok(y);
+    }
+    let cs = crate::tensor::layout::contiguous_strides(shape);
+    let offset: usize = spec.iter().zip(cs.iter()).map(|(s, &c)| s.0 * c as usize).sum();
+    let region = Layout {
+        shape: x.shape().into(),
+        strides: spec.iter().zip(cs.iter()).map(|(s, &c)| s.1 * c).collect(),
+        offset,
+    };
+    copy_into(op, x, &y, &region)?;
+    Ok(y)
+}
+
+/// One-hot rows of integer `idx` (depth inserted at `axis`), `on` where
+/// the index is, `off` elsewhere (an index outside `[0, depth)` gives a
+/// row of `off`), of `dtype`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn one_hot(
+    op: &'static str,
+    idx: &Tensor,
+    depth: usize,
+    axis: usize,
+    on: f64,
+    off: f64,
+    shape: &[usize],
+    dtype: DType,
+) -> Result<Tensor> {
+    let g = mem_of(idx).1;
+    g.bind_for(op)?;
+    let it = index_type(op, idx)?;
+    let t = ctype(dtype).ok_or_else(|| crate::kernels::gpu::no_kernel(op, idx.device(), dtype))?;
+    let (y, py) = alloc(op, g, shape, dtype)?;
+    let total = y.numel() as i64;
+    if total == 0 {
+        return Ok(y);
+    }
+    let idx = super::launch::contiguous(op, idx)?;
+    let inner = idx.shape()[axis..].iter().product::<usize>() as i64;
+    let (pi, depth) = (ptr_of(&idx) + elem_offset(&idx), depth as i64);
+    g.launch(
+        op,
+        &format!("one_hot|{t}|{it}"),
+        &|| one_hot_source(t, it),
+        grid_for(total as usize, BLOCK),
+        BLOCK,
+        &mut args![pi, py, depth, inner, on, off, total],
+    )?;
+    Ok(y)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The kernels' index arithmetic, run as host C++ (`source::host`),
+    //! against the CPU kernels.
+    use super::*;
+    use crate::kernels::cuda::source::{host, Lay};
+
+    fn vals(n: usize, seed: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed * 104_729) % 1009) as f64 / 1009.0) * 2.0 - 1.0)
+            .collect()
+    }
+
+    fn t(v: &[f64], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(v.to_vec(), shape).unwrap()
+    }
+
+    fn i64s(v: &[i64], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(v.to_vec(), shape).unwrap()
+    }
+
+    fn lay_of(x: &Tensor) -> String {
+        Lay::of(x.layout(), x.shape()).unwrap().c_init()
+    }
+
+    fn same(a: &[f64], b: &[f64], what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
+                "{what}: element {i}: {x} vs {y}"
+            );
+        }
+    }
+
+    #[test]
+    fn gather_and_scatter_agree_with_the_cpu_kernels_as_host_cxx() {
+        if host::cxx().is_none() {
+            println!("skipped: no C++ compiler");
+            return;
+        }
+        // params [3, 5, 2] read through a transposed view, gathered along each axis
+        let base = t(&vals(30, 1), &[5, 3, 2]);
+        let p = base.permute(&[1, 0, 2]).unwrap();
+        let flat_p = base.to_vec_f64();
+        for (axis, idx) in [(0usize, vec![2i64, 0, 2]), (1, vec![4, 0, 3, 3]), (2, vec![1, 0])] {
+            let it = i64s(&idx, &[idx.len()]);
+            let want = crate::kernels::cpu::index::gather(&p, &it, axis).unwrap();
+            let ps = p.shape();
+            let (dim, inner) = (ps[axis], ps[axis + 1..].iter().product::<usize>());
+            let n = want.numel();
+            let body = format!(
+                "{}{}static double y[{n}];\nLay lp = {};\nk(lp, p, idx, y, {}LL, {dim}LL, {inner}LL, {n}LL);\ngt_put(y, {n});",
+                host::array("double", "p", &flat_p),
+                host::array("long long", "idx", &idx.iter().map(|&v| v as f64).collect::<Vec<_>>()),
+                lay_of(&p),
+                idx.len()
+            );
+            let got = host::run(&gather_source("double", "long long"), &body).unwrap();
+            same(&got, &want.to_vec_f64(), &format!("gather along {axis}"));
+
+            // its adjoint: the gathered values scattered back
+            let u = t(&vals(n, 2), want.shape());
+            let want_s = crate::kernels::cpu::index::scatter_add(&u, &it, axis, dim).unwrap();
+            let outer: usize = ps[..axis].iter().product();
+            let ns = want_s.numel();
+            let body = format!(
+                "{}{}static double y[{ns}];\nLay lu = {};\nk(lu, u, idx, y, {}LL, {dim}LL, {inner}LL, {}LL);\ngt_put(y, {ns});",
+                host::array("double", "u", &u.to_vec_f64()),
+                host::array("int", "idx", &idx.iter().map(|&v| v as f64).collect::<Vec<_>>()),
+                lay_of(&u),
+                idx.len(),
+                outer * idx.len() * inner
+            );
+            let got = host::run(&scatter_add_source("double", "int"), &body).unwrap();
+            same(&got, &want_s.to_vec_f64(), &format!("scatter_add along {axis}"));
+        }
+    }
+
+    #[test]
+    fn copies_and_one_hot_agree_with_the_cpu_as_host_cxx() {
+        if host::cxx().is_none() {
+            println!("skipped: no C++ compiler");
+            return;
+        }
+        // pad: the copy into the interior region of zeros
+        let x = t(&vals(12, 3), &[3, 4]);
+        let pads = [(1usize, 2usize), (0, 3)];
+        let want = x.pad(&pads).unwrap();
+        let shape = want.shape().to_vec();
+        let strides = crate::tensor::layout::contiguous_strides(&shape);
+        let region = Layout {
+            shape: x.shape().into(),
+            strides: strides.clone(),
+            offset: strides[0] as usize,
+        };
+        let n = want.numel();
+        let body = format!(
+            "{}static double y[{n}];\nLay lx = {}; Lay ly = {};\nk(lx, x, ly, y, 12LL);\ngt_put(y, {n});",
+            host::array("double", "x", &x.to_vec_f64()),
+            lay_of(&x),
+            Lay::of(&region, x.shape()).unwrap().c_init()
+        );
+        same(
+            &host::run(&copy_source("double"), &body).unwrap(),
+            &want.to_vec_f64(),
+            "pad",
+        );
+
+        // one_hot along the middle axis, with indices out of range
+        let idx = [0i64, 3, 7, -1, 2, 2];
+        let want = i64s(&idx, &[2, 3])
+            .one_hot(5, 1.0, -0.5, 1, crate::tensor::DType::F64)
+            .unwrap();
+        let n = want.numel();
+        let body = format!(
+            "{}static double y[{n}];\nk(idx, y, 5LL, 3LL, 1.0, -0.5, {n}LL);\ngt_put(y, {n});",
+            host::array("long long", "idx", &idx.map(|v| v as f64))
+        );
+        same(
+            &host::run(&one_hot_source("double", "long long"), &body).unwrap(),
+            &want.to_vec_f64(),
+            "one_hot",
+        );
+    }
+}
