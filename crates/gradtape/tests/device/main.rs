@@ -152,6 +152,25 @@ fn ops_on_the_gpu_give_the_cpus_values_and_stay_there() {
     assert!(Tensor::sparse_softmax_cross_entropy_with_logits(&bad, &ga).is_err());
 }
 
+/// The small MLP's weights: `[W1 6x5, b1, W2 5x4, b2]`.
+fn mlp_init() -> [Tensor; 4] {
+    [
+        t(&vals(6 * 5, 5), &[6, 5]),
+        t(&vals(5, 6), &[5]),
+        t(&vals(5 * 4, 7), &[5, 4]),
+        t(&vals(4, 8), &[4]),
+    ]
+}
+
+/// The small MLP's batch of 8 inputs and their labels.
+fn mlp_x() -> Tensor {
+    t(&vals(8 * 6, 4), &[8, 6])
+}
+
+fn mlp_labels() -> Tensor {
+    Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3])
+}
+
 /// The MLP of the `mlp_step` workload, smaller: logits = relu(x W1 + b1) W2 + b2,
 /// mean sparse softmax cross-entropy.
 fn mlp_loss(x: &Tensor, labels: &Tensor, w: &[Tensor]) -> gradtape::Result<Tensor> {
@@ -277,14 +296,7 @@ fn second_order_forward_mode_and_jacobians_on_the_gpu() {
 #[test]
 fn variables_and_sgd_train_on_the_gpu() {
     emulate();
-    let x = t(&vals(8 * 6, 4), &[8, 6]);
-    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
-    let init = [
-        t(&vals(6 * 5, 5), &[6, 5]),
-        t(&vals(5, 6), &[5]),
-        t(&vals(5 * 4, 7), &[5, 4]),
-        t(&vals(4, 8), &[4]),
-    ];
+    let (x, labels, init) = (mlp_x(), mlp_labels(), mlp_init());
     let train = |device: Device| {
         let vars: Vec<Variable> = init.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
         let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());
@@ -337,14 +349,7 @@ fn every_op_of_the_table_reaches_its_gpu_kernel_with_its_gradient() {
 #[test]
 fn a_traced_training_step_runs_on_the_gpu_as_eagerly() {
     emulate();
-    let x = t(&vals(8 * 6, 4), &[8, 6]);
-    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
-    let init = [
-        t(&vals(6 * 5, 5), &[6, 5]),
-        t(&vals(5, 6), &[5]),
-        t(&vals(5 * 4, 7), &[5, 4]),
-        t(&vals(4, 8), &[4]),
-    ];
+    let (x, labels, init) = (mlp_x(), mlp_labels(), mlp_init());
     let run = |device: Device| -> Vec<f64> {
         let vars: Vec<Variable> = init.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
         let step = move |(x, labels): &(Tensor, Tensor)| -> gradtape::Result<Vec<Tensor>> {
@@ -391,14 +396,7 @@ fn a_traced_training_step_runs_on_the_gpu_as_eagerly() {
 /// Three steps of the small MLP with the optimizer `make` gives, on the
 /// CPU and on the GPU: the losses and the first weight agree.
 fn optimizer_agrees<O: gradtape::optim::Optimizer>(name: &str, make: impl Fn() -> O) {
-    let x = t(&vals(8 * 6, 4), &[8, 6]);
-    let labels = Tensor::vector(&[0i64, 1, 2, 3, 0, 1, 2, 3]);
-    let init = [
-        t(&vals(6 * 5, 5), &[6, 5]),
-        t(&vals(5, 6), &[5]),
-        t(&vals(5 * 4, 7), &[5, 4]),
-        t(&vals(4, 8), &[4]),
-    ];
+    let (x, labels, init) = (mlp_x(), mlp_labels(), mlp_init());
     let train = |device: Device| -> Vec<f64> {
         let vars: Vec<Variable> = init.iter().map(|w| Variable::new(w.to(device).unwrap())).collect();
         let (x, labels) = (x.to(device).unwrap(), labels.to(device).unwrap());

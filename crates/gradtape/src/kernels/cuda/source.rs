@@ -305,6 +305,33 @@ template <> __device__ __forceinline__ bool gt_lowest<bool>() { return false; }
 template <> __device__ __forceinline__ bool gt_highest<bool>() { return true; }
 "#;
 
+/// The start of a kernel over rows of `r` logits, a block per row: the
+/// loop over rows, and in it the row's max `m` (NaN wins; 0 for a row of
+/// `-inf`) and the sum `s` of `exp(x - m)` in `double`.
+fn row_max_and_sum(exp: &str) -> String {
+    format!(
+        "__shared__ T shm[256]; __shared__ double shs[256];\n\
+           for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
+             T m = gt_lowest<T>();\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ T v = x[row * r + j]; m = (gt_nan(m) || m >= v) ? m : v; }}\n\
+             shm[threadIdx.x] = m; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) {{ T a = shm[threadIdx.x], b = shm[threadIdx.x + s]; shm[threadIdx.x] = (gt_nan(a) || a >= b) ? a : b; }}\n\
+               __syncthreads();\n\
+             }}\n\
+             m = shm[0];\n\
+             if (m == gt_lowest<T>()) m = 0;\n\
+             double acc = 0;\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) acc += (double){exp}(x[row * r + j] - m);\n\
+             shs[threadIdx.x] = acc; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) shs[threadIdx.x] += shs[threadIdx.x + s];\n\
+               __syncthreads();\n\
+             }}\n\
+             double s = shs[0];\n"
+    )
+}
+
 /// Softmax (or log-softmax) of rows of `r` contiguous elements: a block
 /// per row (the row's max, then the sum of exponentials, in `double` for
 /// `f32`'s sum as for the reductions).
@@ -318,29 +345,11 @@ pub(crate) fn softmax_rows(t: &str, log: bool) -> String {
     format!(
         "{COMMON}\ntypedef {t} T;\n{LIMITS}\n\
          extern \"C\" __global__ void k(const T* x, T* y, long long rows, long long r) {{\n\
-           __shared__ T shm[256]; __shared__ double shs[256];\n\
-           for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
-             T m = gt_lowest<T>();\n\
-             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ T v = x[row * r + j]; m = (gt_nan(m) || m >= v) ? m : v; }}\n\
-             shm[threadIdx.x] = m; __syncthreads();\n\
-             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
-               if (threadIdx.x < s) {{ T a = shm[threadIdx.x], b = shm[threadIdx.x + s]; shm[threadIdx.x] = (gt_nan(a) || a >= b) ? a : b; }}\n\
-               __syncthreads();\n\
-             }}\n\
-             m = shm[0];\n\
-             if (m == gt_lowest<T>()) m = 0;\n\
-             double acc = 0;\n\
-             for (long long j = threadIdx.x; j < r; j += blockDim.x) acc += (double){exp}(x[row * r + j] - m);\n\
-             shs[threadIdx.x] = acc; __syncthreads();\n\
-             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
-               if (threadIdx.x < s) shs[threadIdx.x] += shs[threadIdx.x + s];\n\
-               __syncthreads();\n\
-             }}\n\
-             double s = shs[0];\n\
-             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ {write} }}\n\
+{rows}for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ {write} }}\n\
              __syncthreads();\n\
            }}\n\
-         }}\n"
+         }}\n",
+        rows = row_max_and_sum(exp)
     )
 }
 
@@ -354,26 +363,7 @@ pub(crate) fn sparse_xent_rows(t: &str, label: &str) -> String {
     format!(
         "{COMMON}\ntypedef {t} T; typedef {label} L;\n{LIMITS}\n\
          extern \"C\" __global__ void k(const T* x, const L* lab, T* loss, T* grad, long long rows, long long r) {{\n\
-           __shared__ T shm[256]; __shared__ double shs[256];\n\
-           for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
-             T m = gt_lowest<T>();\n\
-             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ T v = x[row * r + j]; m = (gt_nan(m) || m >= v) ? m : v; }}\n\
-             shm[threadIdx.x] = m; __syncthreads();\n\
-             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
-               if (threadIdx.x < s) {{ T a = shm[threadIdx.x], b = shm[threadIdx.x + s]; shm[threadIdx.x] = (gt_nan(a) || a >= b) ? a : b; }}\n\
-               __syncthreads();\n\
-             }}\n\
-             m = shm[0];\n\
-             if (m == gt_lowest<T>()) m = 0;\n\
-             double acc = 0;\n\
-             for (long long j = threadIdx.x; j < r; j += blockDim.x) acc += (double){exp}(x[row * r + j] - m);\n\
-             shs[threadIdx.x] = acc; __syncthreads();\n\
-             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
-               if (threadIdx.x < s) shs[threadIdx.x] += shs[threadIdx.x + s];\n\
-               __syncthreads();\n\
-             }}\n\
-             double s = shs[0];\n\
-             long long l = (long long)lab[row];\n\
+{rows}long long l = (long long)lab[row];\n\
              bool ok = l >= 0 && l < r;\n\
              double nan = __longlong_as_double(0x7ff8000000000000LL);\n\
              for (long long j = threadIdx.x; j < r; j += blockDim.x) {{\n\
@@ -382,7 +372,8 @@ pub(crate) fn sparse_xent_rows(t: &str, label: &str) -> String {
              if (threadIdx.x == 0) loss[row] = (T)(ok ? {lg}(s) - (double)(x[row * r + l] - m) : nan);\n\
              __syncthreads();\n\
            }}\n\
-         }}\n"
+         }}\n",
+        rows = row_max_and_sum(exp)
     )
 }
 
