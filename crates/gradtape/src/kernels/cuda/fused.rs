@@ -19,6 +19,9 @@
 //! that the compiler's tests can check a program's kernel body on the host
 //! with the system C++ compiler.
 
+// (without the `cuda` feature the kernel is built but never launched)
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+
 use crate::tensor::DType;
 
 /// Threads per block of a fused kernel (the block reduction's tree
