@@ -37,7 +37,7 @@ pub(crate) fn checked_indices(op: &'static str, indices: &Tensor, dim: usize, sh
 /// position of the gathered dimension.
 pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
     let ps = params.shape();
-    let gpu = crate::dispatch::device::offload(
+    let gpu = crate::kernels::gpu::offload_in(
         "gather",
         &[params, indices],
         |_| {
@@ -99,7 +99,7 @@ pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: 
     let n = checked_numel("scatter_add", &shape)?;
     let outer: usize = us[..axis].iter().product();
     let inner: usize = us[axis + ir..].iter().product();
-    let gpu = crate::dispatch::device::offload(
+    let gpu = crate::kernels::gpu::offload_in(
         "scatter_add",
         &[updates, indices],
         |_| {
@@ -194,7 +194,7 @@ pub(crate) fn concat<B: std::borrow::Borrow<Tensor>>(
     let tensors = || tensors.iter().map(Borrow::borrow);
     let all: Vec<&Tensor> = tensors().collect();
     if !all.is_empty()
-        && let Some(r) = crate::dispatch::device::offload(
+        && let Some(r) = crate::kernels::gpu::offload_in(
             op,
             &all,
             |_| crate::kernels::cuda::concat(op, &all, axis, shape),
