@@ -360,10 +360,6 @@ mod tests {
                 }
             }
         }
-        let Some(cxx) = crate::ops::math::cuda_expr::tests::cxx() else {
-            println!("skipped: no C++ compiler for the host check of {name}");
-            return;
-        };
         let mut prog = String::from("#include <cmath>\n#include <cstdio>\nusing std::fmax; using std::sqrt;\n");
         for t in ["float", "double"] {
             prog += &format!(
@@ -384,22 +380,9 @@ mod tests {
             }
         }
         prog += "return 0; }\n";
-        let dir = crate::ops::math::cuda_expr::tests::temp_dir("optim");
-        std::fs::write(dir.join("o.cpp"), &prog).unwrap();
-        let exe = dir.join("o");
-        let built = std::process::Command::new(cxx)
-            .args(["-O1", "-std=c++17", "-ffp-contract=off", "-o"])
-            .arg(&exe)
-            .arg(dir.join("o.cpp"))
-            .output()
-            .unwrap();
-        assert!(
-            built.status.success(),
-            "{name}: {}\n{prog}",
-            String::from_utf8_lossy(&built.stderr)
-        );
-        let out = std::process::Command::new(&exe).output().unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
+        let Some(text) = crate::ops::math::cuda_expr::tests::run_host_cxx(name, &prog, "") else {
+            return;
+        };
         let mut lines = text.lines();
         let parse = |l: &str| -> Vec<f64> { l.split(' ').map(hexf).collect() };
         for (w, s, g) in &inputs {
@@ -423,7 +406,6 @@ mod tests {
                 assert!(same(got[1 + k], sd[k]), "{name} f64: slot {k}");
             }
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A C99 hexadecimal float (`%a`).

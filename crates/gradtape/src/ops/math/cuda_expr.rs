@@ -675,7 +675,7 @@ pub(crate) mod tests {
     }
 
     /// The first of `c++` and `g++` that runs.
-    pub(crate) fn cxx() -> Option<&'static str> {
+    fn cxx() -> Option<&'static str> {
         ["c++", "g++"].into_iter().find(|c| {
             std::process::Command::new(c)
                 .arg("--version")
@@ -685,7 +685,7 @@ pub(crate) mod tests {
     }
 
     /// A fresh directory under the system's temporary one.
-    pub(crate) fn temp_dir(what: &str) -> std::path::PathBuf {
+    fn temp_dir(what: &str) -> std::path::PathBuf {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let nanos = std::time::SystemTime::now()
@@ -698,6 +698,44 @@ pub(crate) mod tests {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// Compiles the C++ `program` with the host's compiler (plain IEEE:
+    /// no contraction into fused multiply-adds) and runs it on `stdin`,
+    /// returning its output; `None` (after a printed line) where there is
+    /// no C++ compiler. The host check of CUDA C: the expressions here,
+    /// the fused programs' kernels and the optimizers' rules use it.
+    pub(crate) fn run_host_cxx(what: &str, program: &str, stdin: &str) -> Option<String> {
+        use std::io::Write as _;
+        let Some(cxx) = cxx() else {
+            println!("skipped: no C++ compiler for the host check of {what}");
+            return None;
+        };
+        let dir = temp_dir(what);
+        let (src, exe) = (dir.join("host.cpp"), dir.join("host"));
+        std::fs::write(&src, program).unwrap();
+        let out = std::process::Command::new(cxx)
+            .args(["-O1", "-std=c++17", "-ffp-contract=off", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{what}: {cxx} failed on {}:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut child = std::process::Command::new(&exe)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let run = child.wait_with_output().unwrap();
+        assert!(run.status.success(), "{what}: the host program failed");
+        let _ = std::fs::remove_dir_all(&dir);
+        Some(String::from_utf8(run.stdout).unwrap())
     }
 
     /// Distance in ulps between two non-NaN floats (of one type, as f64
@@ -799,44 +837,16 @@ pub(crate) mod tests {
     /// inputs, against the table: every op, both types.
     #[test]
     fn host_cxx_agrees_with_the_table() {
-        let Some(cxx) = cxx() else {
-            println!("skipped: no C++ compiler");
-            return;
-        };
         let cases = cases();
-        let dir = temp_dir("cuda-expr");
-        let (src, exe) = (dir.join("exprs.cpp"), dir.join("exprs"));
-        std::fs::write(&src, host_program(&cases)).unwrap();
-        let out = std::process::Command::new(cxx)
-            .args(["-O1", "-std=c++17", "-ffp-contract=off", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{cxx} failed on {}:\n{}",
-            src.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
         let xs = unary_inputs();
         let (a, b) = binary_inputs();
         let mut input = format!("{} {}\n", xs.len(), a.len());
         for v in xs.iter().chain(&a).chain(&b) {
             input.push_str(&format!("{:x}\n", v.to_bits()));
         }
-        let run = {
-            use std::io::Write as _;
-            let mut child = std::process::Command::new(&exe)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-            child.wait_with_output().unwrap()
+        let Some(text) = run_host_cxx("cuda-expr", &host_program(&cases), &input) else {
+            return;
         };
-        assert!(run.status.success(), "the host program failed");
-        let text = String::from_utf8(run.stdout).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), cases.len());
         let mut bad = Vec::new();
@@ -868,7 +878,6 @@ pub(crate) mod tests {
             }
         }
         println!("ulps from the table, where not 0: {}", worst.join(", "));
-        let _ = std::fs::remove_dir_all(&dir);
         assert!(bad.is_empty(), "{} disagreements:\n{}", bad.len(), bad.join("\n"));
     }
 

@@ -137,16 +137,6 @@ fn host_program(p: &Program, k: &FusedKernel) -> String {
     s
 }
 
-/// The first of `c++` and `g++` that runs.
-fn cxx() -> Option<&'static str> {
-    ["c++", "g++"].into_iter().find(|c| {
-        std::process::Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
 fn inputs(p: &Program, seed: u64) -> Vec<Tensor> {
     p.input_len
         .iter()
@@ -207,28 +197,8 @@ fn programs_compiled_for_a_gpu_have_kernels_and_a_partial_reduction_stays_a_node
 /// order).
 #[test]
 fn the_kernels_run_on_the_host_give_the_cpu_programs_values() {
-    let Some(cxx) = cxx() else {
-        println!("skipped: no C++ compiler");
-        return;
-    };
-    let dir = std::env::temp_dir().join(format!("gradtape-fused-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     for (c, (name, p)) in cases().iter().enumerate() {
         let k = p.cuda_kernel().unwrap();
-        let (src, exe) = (dir.join(format!("k{c}.cpp")), dir.join(format!("k{c}")));
-        std::fs::write(&src, host_program(p, &k)).unwrap();
-        let out = std::process::Command::new(cxx)
-            .args(["-O1", "-std=c++17", "-ffp-contract=off", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {cxx} failed on {}:\n{}",
-            src.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
         let ins = inputs(p, 11 + c as u64);
         let mut stdin = String::new();
         for t in &ins {
@@ -236,18 +206,9 @@ fn the_kernels_run_on_the_host_give_the_cpu_programs_values() {
                 stdin.push_str(&format!("{:x}\n", v.to_bits()));
             }
         }
-        let run = {
-            use std::io::Write as _;
-            let mut child = std::process::Command::new(&exe)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-            child.wait_with_output().unwrap()
+        let Some(text) = crate::ops::math::cuda_expr::tests::run_host_cxx("fused", &host_program(p, &k), &stdin) else {
+            return;
         };
-        assert!(run.status.success(), "{name}: the host program failed");
-        let text = String::from_utf8(run.stdout).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         let want = p.run(&ins).unwrap();
         assert_eq!(lines.len(), want.len(), "{name}");
@@ -276,7 +237,6 @@ fn the_kernels_run_on_the_host_give_the_cpu_programs_values() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every case's kernel source compiles with NVRTC (to PTX for Hopper: no
