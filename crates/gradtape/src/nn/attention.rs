@@ -443,6 +443,74 @@ impl MultiHeadAttention {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn call_with(&self, query: &Tensor, value: &Tensor, args: AttentionArgs<'_>) -> Result<Tensor> {
+        let (q, k, v, mask) = self.project(query, value, &args)?;
+        let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
+        self.output.merge(&o)
+    }
+
+    /// [`call_with`](Self::call_with) that also gives the attention
+    /// scores, Keras's `return_attention_scores=True`: the output `[batch,
+    /// t_q, output_shape]` and the heads' probabilities `[batch, heads,
+    /// t_q, t_k]`, each row a softmax over the keys (zero where masked),
+    /// taken before the attention dropout, as Keras returns them. The
+    /// output is [`call_with`](Self::call_with)'s (the same fused kernel
+    /// and dropout); the scores are computed beside it, a `[t_q, t_k]`
+    /// matrix per head, so ask for them only when they are wanted. Both
+    /// are differentiable.
+    ///
+    /// ```
+    /// use gradtape::nn::{AttentionArgs, MultiHeadAttention};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let mha = MultiHeadAttention::builder(2, 3).dtype(DType::F64).build(4, &mut rng)?;
+    /// let x = rng.normal(&[1, 3, 4], 0.0, 1.0, DType::F64)?;
+    /// let (y, scores) = mha.call_with_scores(&x, &x, AttentionArgs::new().use_causal_mask(true))?;
+    /// assert_eq!((y.shape(), scores.shape()), (&[1, 3, 4][..], &[1, 2, 3, 3][..]));
+    /// let p = scores.to_vec::<f64>()?;
+    /// // the first query sees the first key only; every row sums to one
+    /// assert_eq!((p[0], p[1], p[2]), (1.0, 0.0, 0.0));
+    /// assert!(p.chunks(3).all(|row| (row.iter().sum::<f64>() - 1.0).abs() < 1e-12));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn call_with_scores(
+        &self,
+        query: &Tensor,
+        value: &Tensor,
+        args: AttentionArgs<'_>,
+    ) -> Result<(Tensor, Tensor)> {
+        let (q, k, v, mask) = self.project(query, value, &args)?;
+        let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
+        let scores = self.scores(&q, &k, mask.as_ref(), args.use_causal_mask)?;
+        Ok((self.output.merge(&o)?, scores))
+    }
+
+    /// The heads' probabilities `softmax(q kᵀ / √key_dim)` `[b, h, tq,
+    /// tk]`, masked as Keras's softmax masks (adding a large negative
+    /// number where a key is hidden: -1e9, -3e4 in f16).
+    fn scores(&self, q: &Tensor, k: &Tensor, mask: Option<&Tensor>, causal: bool) -> Result<Tensor> {
+        let scale = 1.0 / (self.key_dim as f64).sqrt();
+        let s = q.matmul_with(k, false, true)?.mul_scalar(scale)?;
+        let (tq, tk) = (q.shape()[2], k.shape()[2]);
+        let keep = match (mask, causal) {
+            (None, false) => return s.softmax(-1),
+            (Some(m), false) => m.clone(),
+            (None, true) => causal_mask(tq, tk, 0)?,
+            (Some(m), true) => m.logical_and(&causal_mask(tq, tk, 0)?)?,
+        };
+        let dtype = s.dtype();
+        let hidden = if dtype == DType::F16 { -3e4 } else { -1e9 };
+        let adder = Tensor::where_(&keep, &Tensor::full(&[], 0.0, dtype), &Tensor::full(&[], hidden, dtype))?;
+        s.add(&adder)?.softmax(-1)
+    }
+
+    /// Checks the inputs and projects them into the heads: `q`, `k`, `v`
+    /// `[b, h, t, dim]` and the mask `[b|1, 1, tq, tk]`.
+    fn project(
+        &self,
+        query: &Tensor,
+        value: &Tensor,
+        args: &AttentionArgs<'_>,
+    ) -> Result<(Tensor, Tensor, Tensor, Option<Tensor>)> {
         let key = args.key.unwrap_or(value);
         self.check_input("query", query, self.features[0])?;
         self.check_input("key", key, self.features[1])?;
@@ -463,8 +531,7 @@ impl MultiHeadAttention {
         let q = self.query.heads(query, self.num_heads, self.key_dim)?;
         let k = self.key.heads(key, self.num_heads, self.key_dim)?;
         let v = self.value.heads(value, self.num_heads, self.value_dim)?;
-        let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
-        self.output.merge(&o)
+        Ok((q, k, v, mask))
     }
 
     /// A bool mask `[b, tq, tk]` (or broadcastable) as `[b|1, 1, tq, tk]`.

@@ -3,7 +3,8 @@
 //! gradients against `tf.GradientTape`'s, all printed by
 //! `tests/reference/transformer.py` (every weight and input there and here
 //! is `fill(shape, k)`); incremental decoding with a `KvCache` against the
-//! full causal forward; positions (learned, and keras_hub's sinusoidal
+//! full causal forward; the attention scores (`call_with_scores`, Keras's
+//! `return_attention_scores=True`); positions (learned, and keras_hub's sinusoidal
 //! formula); a pre-LayerNorm `TransformerBlock` against the same block
 //! written with Keras layers, and traced against eager; weight tying; the
 //! sampling helpers.
@@ -215,6 +216,51 @@ fn dropout_while_training_keeps_keras_values() -> Result<()> {
     assert_ne!(a, b);
     assert!(a.iter().chain(&b).all(|v| v.is_finite()));
     assert_eq!(f.trace_count(), 1);
+    Ok(())
+}
+
+#[test]
+fn attention_scores_match_keras_and_differentiate() -> Result<()> {
+    // Keras's return_attention_scores=True: self-attention with the bool
+    // mask (f32), causal cross-attention (f64); the output is call_with's
+    let m = self_mha(DType::F32, 0.0)?;
+    let x = fill(&[2, 4, 6], 0.3, DType::F32);
+    let mask = keras_mask();
+    let args = AttentionArgs::new().attention_mask(&mask);
+    let (y, scores) = m.call_with_scores(&x, &x, args)?;
+    assert_eq!(scores.shape(), &[2, 2, 4, 4]);
+    assert_close("scores masked", &scores, &MHA_SCORES_MASKED_F32, 1e-5);
+    assert_eq!(y.to_vec::<f32>()?, m.call_with(&x, &x, args)?.to_vec::<f32>()?);
+    let c = MultiHeadAttention::builder(3, 2)
+        .value_dim(3)
+        .output_shape(4)
+        .value_features(4)
+        .key_features(7)
+        .dtype(DType::F64)
+        .build(5, &mut Rng::new(0))?;
+    set_weights(&c.variables(), 10.0);
+    let q = fill(&[2, 3, 5], 0.1, DType::F64);
+    let v = fill(&[2, 6, 4], 0.2, DType::F64);
+    let k = fill(&[2, 6, 7], 0.4, DType::F64);
+    let args = AttentionArgs::new().key(&k).use_causal_mask(true);
+    let (y, scores) = c.call_with_scores(&q, &v, args)?;
+    assert_eq!(scores.shape(), &[2, 3, 3, 6]);
+    assert_close("scores cross causal", &scores, &MHA_SCORES_CROSS_CAUSAL_F64, 1e-12);
+    assert_close("output cross causal", &y, &MHA_CROSS_CAUSAL_F64, 1e-12);
+    // with dropout while training: the output is the dropout path's, the
+    // scores are taken before the dropout (unchanged by it)
+    let d = self_mha(DType::F32, 0.5)?;
+    let (_, dropped) = d.call_with_scores(&x, &x, AttentionArgs::new().attention_mask(&mask).training(true))?;
+    assert_close("scores with dropout", &dropped, &MHA_SCORES_MASKED_F32, 1e-5);
+    // the scores differentiate (first and second order, against finite
+    // differences) in the query, key and value inputs, with a mask
+    let cmask = Tensor::from_vec((0..2 * 3 * 6).map(|i| i % 6 != 4).collect::<Vec<_>>(), &[2, 3, 6])?;
+    let f = |t: &[Tensor]| {
+        let args = AttentionArgs::new().key(&t[2]).attention_mask(&cmask);
+        weighted(&c.call_with_scores(&t[0], &t[1], args)?.1)
+    };
+    let report = check_gradients(f, &[q, v, k], &CheckOptions::default())?;
+    assert!(report.compared > 0, "{report:?}");
     Ok(())
 }
 

@@ -128,3 +128,15 @@ z = np.asarray(ln2(xb1)) @ k1 + b1
 gelu = 0.5 * z * (1.0 + np.vectorize(erf)(z / np.sqrt(2.0)))
 yb = np.asarray(xb1) + ff2(gelu)
 show("block_causal_f64", yb)
+
+# 8. return_attention_scores=True: the probabilities [B, heads, Tq, Tk]
+# (before dropout), self-attention with the bool mask (f32) and causal
+# cross-attention (f64)
+o, s = m(x, x, attention_mask=mask, return_attention_scores=True)
+show("mha_scores_masked_f32", s)
+c, _ = mha(3, 2, 3, 4, 5, 7, 4, "float64", 10.0)
+q = fill((2, 3, 5), 0.1)
+v = fill((2, 6, 4), 0.2)
+k = fill((2, 6, 7), 0.4)
+o, s = c(q, v, key=k, use_causal_mask=True, return_attention_scores=True)
+show("mha_scores_cross_causal_f64", s)
