@@ -210,7 +210,7 @@ impl ConcreteFunction {
         // (control flow's sub-graphs run as traced on a GPU: their
         // compiled copies are the CPU's)
         let compiled = self.optimize && !gpu;
-        compile::with_compiled_subgraphs(compiled, || {
+        compile::with_compiled_subgraphs(compiled.then_some(self.compile), || {
             let exec = match gpu {
                 true => self.gpu_executable().transpose()?,
                 false => self.exec.as_ref().filter(|_| compiled),
@@ -239,7 +239,7 @@ impl ConcreteFunction {
         inputs.extend(self.captures.iter().cloned());
         self.check_inputs(&inputs)?;
         trace::paused(|| {
-            tape::without_tapes(|| compile::with_compiled_subgraphs(false, || self.graph.run(&inputs, &self.plan)))
+            tape::without_tapes(|| compile::with_compiled_subgraphs(None, || self.graph.run(&inputs, &self.plan)))
         })
     }
 

@@ -79,15 +79,16 @@ impl Sub {
         }
     }
 
-    /// Runs the graph: compiled where the enclosing graph runs compiled
-    /// (see [`compile::with_compiled_subgraphs`]), the graph is static and
+    /// Runs the graph: compiled, with the enclosing function's compiler
+    /// options, where the enclosing graph runs compiled (see
+    /// [`compile::with_compiled_subgraphs`]), the graph is static and
     /// the inputs have its traced shapes, and nothing records (a gradient
     /// of the sub-graph runs it under a tape); traced otherwise.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        if compile::subgraphs_compiled() && !crate::dispatch::listening() {
+        if let Some(opts) = compile::subgraphs_compiled().filter(|_| !crate::dispatch::listening()) {
             let exec = self.exec.get_or_init(|| {
                 let on = compile::enabled_by_env() && compile::is_static(&self.graph);
-                match on.then(|| Executable::compile(&self.graph, &Default::default())) {
+                match on.then(|| Executable::compile(&self.graph, &opts)) {
                     Some(Err(e)) => {
                         let _ = self.broken.set(e);
                         None

@@ -49,8 +49,9 @@
 //!
 //! Each pass can be switched off by name
 //! ([`CompileOptions::disable_pass`], on
-//! [`FunctionOptions::compile`](super::FunctionOptions::compile)), and
-//! [`CompileStats::count`] gives its count by name.
+//! [`FunctionOptions::compile`](super::FunctionOptions::compile); the
+//! function's `cond` branches and loop bodies compile with its options
+//! too), and [`CompileStats::count`] gives its count by name.
 //!
 //! The result runs on the `exec` executor: a plan made here, once (which
 //! slot each node reads, and whether for the last time), values moved out
@@ -297,20 +298,28 @@ pub(crate) fn is_static(g: &Graph) -> bool {
 }
 
 thread_local! {
-    static SUBGRAPHS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static SUBGRAPHS: std::cell::Cell<Option<CompileOptions>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `f` with the sub-graphs of control flow (branches, loop bodies)
-/// compiled (`on`) or run as traced: a function's graph runs them as it
-/// runs itself (the traced graph, which the compiler is checked against,
-/// runs traced ones).
-pub(crate) fn with_compiled_subgraphs<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    crate::scoped::with_flag(&SUBGRAPHS, on, f)
+/// compiled with `opts` (the enclosing function's options, so a pass it
+/// switches off is off in its branches and bodies too) or, with `None`,
+/// run as traced: a function's graph runs them as it runs itself (the
+/// traced graph, which the compiler is checked against, runs traced ones).
+pub(crate) fn with_compiled_subgraphs<R>(opts: Option<CompileOptions>, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<CompileOptions>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SUBGRAPHS.with(|s| s.set(self.0));
+        }
+    }
+    let _reset = Reset(SUBGRAPHS.with(|s| s.replace(opts)));
+    f()
 }
 
-/// Whether control-flow sub-graphs run compiled now (see
-/// [`with_compiled_subgraphs`]).
-pub(crate) fn subgraphs_compiled() -> bool {
+/// The options control-flow sub-graphs compile with now, `None` when they
+/// run as traced (see [`with_compiled_subgraphs`]).
+pub(crate) fn subgraphs_compiled() -> Option<CompileOptions> {
     SUBGRAPHS.with(|s| s.get())
 }
 

@@ -81,7 +81,7 @@ fn transform(
     if inverse && count > 0 {
         let s = 1.0 / count as f64;
         for v in &mut out {
-            *v = *v * s;
+            *v *= s;
         }
     }
     Ok(out)
