@@ -21,8 +21,8 @@ case "${1:-}" in
 build)
     set -e
     target=${CARGO_TARGET_DIR:-target}
-    cargo build --release -p gradtape-bench
-    bin=$(cargo test --release -p gradtape --test gpu --no-run --message-format=json 2>/dev/null |
+    cargo build --release -p gradtape-bench --features cuda
+    bin=$(cargo test --release -p gradtape --features cuda --test gpu --no-run --message-format=json 2>/dev/null |
         python3 -c 'import sys, json
 for line in sys.stdin:
     m = json.loads(line)
