@@ -98,6 +98,325 @@ pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
 };
 
+/// The crate's internals, for its own test binaries (`tests/internals`
+/// holds the tests that were unit tests of the library, so that `cargo
+/// test` compiles the library once): not API, no stability, hidden from the
+/// docs. Each module mirrors the crate module of its path, re-exporting its
+/// `pub` items; an item is `pub` there only where a test names it.
+#[doc(hidden)]
+pub mod __internals {
+    use std::borrow::Cow;
+
+    use crate::function::graph::RunPlan;
+    use crate::ops::desc::{DynOp, Op};
+    use crate::tensor::layout::Layout;
+    use crate::{DType, Element, Graph, Result, Tensor, Variable, VjpFn};
+
+    /// `dispatch::bind` for an op named by a string: offers it to the
+    /// listening interpreters and returns its output.
+    pub fn bind(op: &'static str, inputs: &[&Tensor], output: Tensor, rule: impl FnOnce(&Tensor) -> VjpFn) -> Tensor {
+        crate::dispatch::bind(op, inputs, output, rule)
+    }
+
+    /// The crate-private methods of [`Tensor`] the tests call.
+    pub trait TensorInternals {
+        /// `Tensor::alias`.
+        fn alias(&self) -> Tensor;
+        /// `Tensor::layout`.
+        fn layout(&self) -> &Layout;
+        /// `Tensor::buffer`.
+        fn buffer<T: Element>(&self) -> &[T];
+        /// `Tensor::values`.
+        fn values<T: Element>(&self, op: &'static str) -> Result<Cow<'_, [T]>>;
+    }
+
+    impl TensorInternals for Tensor {
+        fn alias(&self) -> Tensor {
+            Tensor::alias(self)
+        }
+        fn layout(&self) -> &Layout {
+            Tensor::layout(self)
+        }
+        fn buffer<T: Element>(&self) -> &[T] {
+            Tensor::buffer(self)
+        }
+        fn values<T: Element>(&self, op: &'static str) -> Result<Cow<'_, [T]>> {
+            Tensor::values(self, op)
+        }
+    }
+
+    /// The crate-private methods of [`Variable`] the tests call.
+    pub trait VariableInternals {
+        /// `Variable::current`.
+        fn current(&self) -> Tensor;
+        /// `Variable::with_value_mut`.
+        fn with_value_mut<R>(&self, f: impl FnOnce(&mut Tensor) -> Result<R>) -> Result<R>;
+    }
+
+    impl VariableInternals for Variable {
+        fn current(&self) -> Tensor {
+            Variable::current(self)
+        }
+        fn with_value_mut<R>(&self, f: impl FnOnce(&mut Tensor) -> Result<R>) -> Result<R> {
+            Variable::with_value_mut(self, f)
+        }
+    }
+
+    /// The crate-private methods of [`Graph`] the tests call.
+    pub trait GraphInternals {
+        /// `Graph::add_value`.
+        fn add_value(&mut self, dtype: DType, shape: &[usize]) -> crate::function::ValueId;
+        /// `Graph::run`.
+        fn run(&self, args: &[Tensor], plan: &RunPlan) -> Result<Vec<Tensor>>;
+        /// `Graph::verify`.
+        fn verify(&self) -> Result<()>;
+    }
+
+    impl GraphInternals for Graph {
+        fn add_value(&mut self, dtype: DType, shape: &[usize]) -> crate::function::ValueId {
+            Graph::add_value(self, dtype, shape)
+        }
+        fn run(&self, args: &[Tensor], plan: &RunPlan) -> Result<Vec<Tensor>> {
+            Graph::run(self, args, plan)
+        }
+        fn verify(&self) -> Result<()> {
+            Graph::verify(self)
+        }
+    }
+
+    /// The crate-private methods of [`Op`] the tests call.
+    pub trait OpInternals {
+        /// `Op::as_dyn`.
+        fn as_dyn<T: DynOp>(&self) -> Option<&T>;
+    }
+
+    impl OpInternals for Op {
+        fn as_dyn<T: DynOp>(&self) -> Option<&T> {
+            Op::as_dyn(self)
+        }
+    }
+
+    pub mod autodiff {
+        pub mod batched {
+            pub use crate::autodiff::batched::*;
+        }
+        pub mod forward {
+            pub use crate::autodiff::forward::*;
+        }
+        pub mod tape {
+            pub use crate::autodiff::tape::*;
+        }
+        pub mod variable {
+            pub use crate::autodiff::variable::*;
+        }
+    }
+    pub mod dispatch {
+        pub use crate::dispatch::*;
+    }
+    pub mod function {
+        pub mod compile {
+            pub mod diag_matmul {
+                pub use crate::function::compile::diag_matmul::*;
+            }
+            pub mod exec {
+                pub use crate::function::compile::exec::*;
+            }
+            pub mod fold {
+                pub use crate::function::compile::fold::*;
+            }
+            pub mod fuse {
+                pub use crate::function::compile::fuse::*;
+            }
+            pub mod kernel {
+                pub use crate::function::compile::kernel::*;
+                pub mod chain {
+                    pub use crate::function::compile::kernel::chain::*;
+                }
+                pub mod epilogue {
+                    pub use crate::function::compile::kernel::epilogue::*;
+                }
+                pub mod regs {
+                    pub use crate::function::compile::kernel::regs::*;
+                }
+                pub mod scratch {
+                    pub use crate::function::compile::kernel::scratch::*;
+                }
+                pub mod sums {
+                    pub use crate::function::compile::kernel::sums::*;
+                }
+            }
+            pub mod pads_to_concat {
+                pub use crate::function::compile::pads_to_concat::*;
+            }
+            pub mod pair_products {
+                pub use crate::function::compile::pair_products::*;
+            }
+            pub mod pipeline {
+                pub use crate::function::compile::pipeline::*;
+            }
+            pub mod simplify {
+                pub use crate::function::compile::simplify::*;
+            }
+        }
+        pub mod control {
+            pub use crate::function::control::*;
+        }
+        pub mod graph {
+            pub use crate::function::graph::*;
+        }
+        pub mod passes {
+            pub use crate::function::passes::*;
+        }
+        pub mod sizes {
+            pub use crate::function::sizes::*;
+        }
+        pub mod verify {
+            pub use crate::function::verify::*;
+        }
+    }
+    pub mod kernels {
+        pub mod cpu {
+            pub mod attention {
+                pub use crate::kernels::cpu::attention::*;
+            }
+            pub mod attention_gemm {
+                pub use crate::kernels::cpu::attention_gemm::*;
+            }
+            pub mod complex_fns {
+                pub use crate::kernels::cpu::complex_fns::*;
+            }
+            pub mod conv {
+                pub use crate::kernels::cpu::conv::*;
+            }
+            pub mod decomp {
+                pub use crate::kernels::cpu::decomp::*;
+            }
+            pub mod eig {
+                pub use crate::kernels::cpu::eig::*;
+            }
+            pub mod erf {
+                pub use crate::kernels::cpu::erf::*;
+            }
+            pub mod index {
+                pub use crate::kernels::cpu::index::*;
+            }
+            pub mod math {
+                pub use crate::kernels::cpu::math::*;
+            }
+            pub mod matmul {
+                pub use crate::kernels::cpu::matmul::*;
+            }
+            pub mod narrow_matmul {
+                pub use crate::kernels::cpu::narrow_matmul::*;
+            }
+            pub mod pooling {
+                pub use crate::kernels::cpu::pooling::*;
+            }
+            pub mod reduce {
+                pub use crate::kernels::cpu::reduce::*;
+            }
+            pub mod sgemm {
+                pub use crate::kernels::cpu::sgemm::*;
+            }
+            pub mod workers {
+                pub use crate::kernels::cpu::workers::*;
+            }
+        }
+        pub mod cuda {
+            #[cfg(feature = "cuda")]
+            pub mod conv {
+                pub use crate::kernels::cuda::conv::*;
+            }
+            pub mod fused {
+                pub use crate::kernels::cuda::fused::*;
+            }
+            #[cfg(feature = "cuda")]
+            pub mod index {
+                pub use crate::kernels::cuda::index::*;
+            }
+            #[cfg(feature = "cuda")]
+            pub mod runtime {
+                pub use crate::kernels::cuda::runtime::*;
+            }
+            #[cfg(feature = "cuda")]
+            pub mod source {
+                pub use crate::kernels::cuda::source::*;
+            }
+        }
+    }
+    pub mod ops {
+        pub mod array {
+            pub mod join {
+                pub use crate::ops::array::join::*;
+            }
+        }
+        pub mod desc {
+            pub use crate::ops::desc::*;
+            pub mod elementwise {
+                pub use crate::ops::desc::elementwise::*;
+            }
+        }
+        pub mod linalg {
+            pub mod einsum_path {
+                pub use crate::ops::linalg::einsum_path::*;
+            }
+        }
+        pub mod math {
+            pub mod binary {
+                pub use crate::ops::math::binary::*;
+            }
+            pub mod cuda_expr {
+                pub use crate::ops::math::cuda_expr::*;
+            }
+            pub mod igamma {
+                pub use crate::ops::math::igamma::*;
+            }
+            pub mod igamma_temme {
+                pub use crate::ops::math::igamma_temme::*;
+            }
+            pub mod table {
+                pub use crate::ops::math::table::*;
+            }
+        }
+        pub mod sorting {
+            pub mod sort {
+                pub use crate::ops::sorting::sort::*;
+            }
+        }
+    }
+    pub mod optim {
+        pub mod adam {
+            pub use crate::optim::adam::*;
+        }
+        pub mod kernel {
+            pub use crate::optim::kernel::*;
+        }
+        pub mod rmsprop {
+            pub use crate::optim::rmsprop::*;
+        }
+        pub mod sgd {
+            pub use crate::optim::sgd::*;
+        }
+    }
+    pub mod scoped {
+        pub use crate::scoped::*;
+    }
+    pub mod tensor {
+        pub mod alloc {
+            pub use crate::tensor::alloc::*;
+        }
+        pub mod layout {
+            pub use crate::tensor::layout::*;
+        }
+        pub mod pool {
+            pub use crate::tensor::pool::*;
+        }
+        pub mod recycle {
+            pub use crate::tensor::recycle::*;
+        }
+    }
+}
+
 /// The README's example, compiled and run as a doc test.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

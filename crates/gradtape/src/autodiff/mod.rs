@@ -3,8 +3,6 @@
 
 pub(crate) mod backprop;
 pub(crate) mod batched;
-#[cfg(test)]
-mod batched_rules;
 pub mod check;
 pub(crate) mod custom;
 pub(crate) mod forward;
@@ -15,5 +13,6 @@ pub(crate) mod gradient_tape;
 pub(crate) mod jacobian;
 pub(crate) mod recompute;
 pub(crate) mod sources;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod tape;
 pub(crate) mod variable;

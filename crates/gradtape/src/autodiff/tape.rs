@@ -37,7 +37,7 @@ pub(crate) use crate::dispatch::{pass_through, vjp, Grads, VjpFn};
 
 /// Metadata of one op output, enough to materialise zeros for it.
 #[derive(Debug, Clone)]
-pub(crate) struct OutMeta {
+pub struct OutMeta {
     pub id: TensorId,
     pub shape: Shape,
     pub dtype: DType,
@@ -47,11 +47,11 @@ pub(crate) struct OutMeta {
 /// One recorded op. Each tape that records an op keeps its own copy in its
 /// [`OpList`] (no allocation per record); the rule is shared.
 #[derive(Clone)]
-pub(crate) struct OpRecord {
+pub struct OpRecord {
     pub name: &'static str,
     pub inputs: SmallVec<[TensorId; 2]>,
     /// Per input, the index in this tape's `ops` of the op that produced it
-    /// when this op ran, or [`NO_OP`] (a watched leaf, or not on this tape).
+    /// when this op ran, or `NO_OP` (a watched leaf, or not on this tape).
     /// Backprop walks these instead of looking ids up.
     pub producers: SmallVec<[u32; 2]>,
     pub outputs: SmallVec<[OutMeta; 1]>,
@@ -68,9 +68,9 @@ pub(crate) struct OpRecord {
 /// every step would take its chunks fresh from the system (the allocator
 /// returns the freed top of the heap), paying a page fault per 4 KiB.
 #[derive(Default)]
-pub(crate) struct OpList {
-    chunks: Vec<Vec<OpRecord>>,
-    len: usize,
+pub struct OpList {
+    pub chunks: Vec<Vec<OpRecord>>,
+    pub len: usize,
 }
 
 thread_local! {
@@ -83,7 +83,8 @@ impl OpList {
     /// Chunks kept in the pool at most (about 2 MiB).
     const SPARE: usize = 64;
 
-    pub(crate) fn len(&self) -> usize {
+    #[allow(clippy::len_without_is_empty)] // (pub for the tests only)
+    pub fn len(&self) -> usize {
         self.len
     }
 
@@ -138,7 +139,7 @@ pub(crate) const NO_OP: u32 = u32::MAX;
 
 /// The contents of one tape.
 #[derive(Default)]
-pub(crate) struct TapeState {
+pub struct TapeState {
     /// tensor id -> index of the producing op in `ops`, or `WATCHED`.
     pub tensors: FxHashMap<TensorId, u32>,
     /// records in execution order (a topological order).
@@ -154,7 +155,7 @@ thread_local! {
 }
 
 impl TapeState {
-    pub(crate) fn watch_id(&mut self, id: TensorId) {
+    pub fn watch_id(&mut self, id: TensorId) {
         self.tensors.entry(id).or_insert(WATCHED);
     }
 
@@ -196,14 +197,14 @@ impl Drop for TapeState {
 }
 
 /// A tape together with its settings and recording flags.
-pub(crate) struct TapeCell {
+pub struct TapeCell {
     pub state: RefCell<TapeState>,
     pub persistent: bool,
     pub watch_accessed_variables: bool,
     pub recording: Cell<bool>,
     /// A one-shot tape that already computed gradients.
     pub used: Cell<bool>,
-    /// When it was last entered (see [`next_entry`]): forward accumulators
+    /// When it was last entered (see `next_entry`): forward accumulators
     /// entered before it do not show it their tangent computations.
     pub entered: Cell<u64>,
     /// A trace's own tape (see `function::trace`), not the user's.
@@ -258,7 +259,7 @@ impl Interpreter for Tapes {
     }
 }
 
-pub(crate) fn push(tape: &Rc<TapeCell>) {
+pub fn push(tape: &Rc<TapeCell>) {
     dispatch::register(Kind::Tape, &Tapes);
     tape.entered.set(next_entry());
     STACK.with(|s| s.borrow_mut().push(tape.clone()));
@@ -311,7 +312,7 @@ pub(crate) fn hiding_tapes_after<T>(entered: u64, f: impl FnOnce() -> T) -> T {
 }
 
 /// Removes `tape` from the stack wherever it is (tapes may exit out of order).
-pub(crate) fn pop(tape: &Rc<TapeCell>) {
+pub fn pop(tape: &Rc<TapeCell>) {
     STACK.with(|s| {
         let mut s = s.borrow_mut();
         if let Some(i) = s.iter().rposition(|t| Rc::ptr_eq(t, tape)) {
@@ -433,7 +434,7 @@ pub(crate) fn variable_accessed(v: &Variable) {
 
 /// Runs `f` with every tape and forward accumulator of this thread paused
 /// (used by internal helpers whose ops must not be recorded).
-pub(crate) fn without_tapes<T>(f: impl FnOnce() -> T) -> T {
+pub fn without_tapes<T>(f: impl FnOnce() -> T) -> T {
     struct Restore(Vec<Rc<TapeCell>>, usize);
     impl Drop for Restore {
         fn drop(&mut self) {

@@ -41,8 +41,6 @@
 //! type, so it crosses this layer type-erased ([`Descriptor`]).
 
 pub(crate) mod device;
-#[cfg(test)]
-mod layering;
 mod rule;
 
 use std::any::Any;
@@ -155,7 +153,7 @@ pub(crate) fn paused<T>(kind: Kind, f: impl FnOnce() -> T) -> T {
 /// An op's operands as interpreters see them: tensors, or variable handles
 /// with their values' dtypes (a variable read, a custom gradient's sources).
 #[derive(Clone, Copy)]
-pub(crate) enum Operands<'a> {
+pub enum Operands<'a> {
     /// Tensors.
     Tensors(&'a [&'a Tensor]),
     /// Ids (of tensors or variable handles) with dtypes.
@@ -360,7 +358,7 @@ pub(crate) fn announce(op: &dyn Describe, inputs: &[&Tensor], outputs: &[Tensor]
 /// (a custom gradient, a variable read): the tapes and accumulators see it,
 /// a trace does not (it records such ops its own way). `make` builds the
 /// rule, at most once.
-pub(crate) fn bind_untraced(
+pub fn bind_untraced(
     name: &'static str,
     inputs: Operands<'_>,
     outputs: &[Tensor],

@@ -58,10 +58,11 @@ fn pred_value(op: &'static str, p: &Tensor) -> Result<bool> {
 
 /// A sub-graph with the plan to run it, and its compiled copy (made on
 /// the first run that asks for it).
-struct Sub {
+pub struct Sub {
     graph: Arc<Graph>,
     plan: RunPlan,
-    exec: OnceLock<Option<Executable>>,
+    /// The compiled copy: `None` where it is not compiled.
+    pub exec: OnceLock<Option<Executable>>,
     /// why `exec` is `None`, where a compiler pass broke the graph (and the
     /// compiler checks it)
     broken: OnceLock<Error>,
@@ -416,16 +417,18 @@ pub struct WhileOptions {
 /// `while_loop`'s node: condition and body graphs over the loop variables
 /// then the captures. Cheap to clone.
 #[derive(Clone)]
-struct WhileOp {
-    loop_: Arc<Loop>,
+pub struct WhileOp {
+    /// The loop it runs.
+    pub loop_: Arc<Loop>,
     /// also output the iteration count and each variable's history
     keep_history: bool,
 }
 
 /// The parts of a loop.
-struct Loop {
+pub struct Loop {
     cond: Sub,
-    body: Sub,
+    /// The loop's body.
+    pub body: Sub,
     vars: Vec<Variable>,
     n_vars: usize,
     max_iterations: Option<usize>,
@@ -750,7 +753,3 @@ fn check_body(opts: &WhileOptions, prev: &[Tensor], next: &[Tensor]) -> Result<(
     }
     Ok(())
 }
-
-#[cfg(test)]
-#[path = "control_tests.rs"]
-mod tests;

@@ -193,7 +193,7 @@ pub(crate) fn returned_values(outputs: &[ValueId], slots: &[Option<Tensor>]) -> 
 }
 
 /// What the executor precomputes once per graph.
-pub(crate) struct RunPlan {
+pub struct RunPlan {
     /// per value, the last node that reads it (`usize::MAX`: kept)
     last_use: Vec<usize>,
     /// per value, whether the graph returns it
@@ -201,7 +201,8 @@ pub(crate) struct RunPlan {
 }
 
 impl RunPlan {
-    pub(crate) fn new(g: &Graph) -> Self {
+    /// The plan of running `g`.
+    pub fn new(g: &Graph) -> Self {
         let mut returned = vec![false; g.values.len()];
         for &o in &g.outputs {
             returned[o as usize] = true;

@@ -77,16 +77,16 @@
 mod check;
 pub mod compile;
 mod concrete;
-mod control;
+pub(crate) mod control;
 mod func;
 mod grad;
-mod graph;
-mod passes;
-mod sizes;
+pub(crate) mod graph;
+pub(crate) mod passes;
+pub(crate) mod sizes;
 mod structure;
 pub(crate) mod trace;
 pub(crate) mod variables;
-mod verify;
+pub(crate) mod verify;
 pub mod vmap;
 
 pub use check::{check_traced, TracedCheckOptions, TracedCheckReport};

@@ -184,15 +184,3 @@ fn orthogonal(shape: &[usize], gain: f64, dtype: DType, rng: &mut Rng) -> Result
     }
     Tensor::from_vec(out, shape)?.cast(dtype)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fans_follow_keras() {
-        assert_eq!(fans(&[3, 4]), (3.0, 4.0));
-        assert_eq!(fans(&[3, 3, 2, 8]), (18.0, 72.0));
-        assert_eq!(fans(&[5]), (5.0, 5.0));
-    }
-}

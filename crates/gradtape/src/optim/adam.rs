@@ -120,11 +120,16 @@ macro_rules! adam_options {
 adam_options!(Adam, "adam", None);
 adam_options!(AdamW, "adamw", Some(0.004));
 
-pub(crate) struct Elem {
-    pub(crate) alpha: f64,
-    pub(crate) b1: f64,
-    pub(crate) b2: f64,
-    pub(crate) eps: f64,
+/// Adam's update of one element (slots `m`, `v`, and `v̂` for AMSGrad).
+pub struct Elem {
+    /// The step's bias-corrected learning rate.
+    pub alpha: f64,
+    /// `1 - beta_1`: the first moment's weight of the gradient.
+    pub b1: f64,
+    /// `1 - beta_2`: the second moment's weight of the squared gradient.
+    pub b2: f64,
+    /// Added to the root of the second moment.
+    pub eps: f64,
 }
 
 /// Slots `[m, v]`, or `[m, v, v̂]` (AMSGrad) when `K` is 3.

@@ -92,7 +92,7 @@
 
 pub(crate) mod adam;
 mod clip;
-mod kernel;
+pub(crate) mod kernel;
 pub mod loss_scale;
 pub(crate) mod rmsprop;
 pub mod schedule;

@@ -99,11 +99,16 @@ impl RmsProp {
 
 optimizer_common!(RmsProp);
 
-pub(crate) struct RmsElem {
-    pub(crate) lr: f64,
-    pub(crate) rho: f64,
-    pub(crate) eps: f64,
-    pub(crate) mu: f64,
+/// RMSprop's update of one element.
+pub struct RmsElem {
+    /// The learning rate.
+    pub lr: f64,
+    /// The decay of the average of squared gradients.
+    pub rho: f64,
+    /// Added to the root of that average.
+    pub eps: f64,
+    /// The momentum.
+    pub mu: f64,
 }
 
 /// [`RmsElem::delta`] in CUDA C (a lambda `delta(a, avg or null, g)`),
@@ -159,9 +164,12 @@ impl ElemRule<1> for RmsElem {
 }
 
 /// velocity and momentum, or velocity and average gradient
-pub(crate) struct Rms2 {
-    pub(crate) e: RmsElem,
-    pub(crate) centered: bool,
+pub struct Rms2 {
+    /// The update's parameters.
+    pub e: RmsElem,
+    /// Whether the second slot is the average gradient (centered), or the
+    /// momentum.
+    pub centered: bool,
 }
 
 impl ElemRule<2> for Rms2 {
@@ -293,9 +301,12 @@ impl Adagrad {
 
 optimizer_common!(Adagrad);
 
-pub(crate) struct AdagradElem {
-    pub(crate) lr: f64,
-    pub(crate) eps: f64,
+/// Adagrad's update of one element.
+pub struct AdagradElem {
+    /// The learning rate.
+    pub lr: f64,
+    /// Added to the root of the accumulator.
+    pub eps: f64,
 }
 
 impl ElemRule<1> for AdagradElem {

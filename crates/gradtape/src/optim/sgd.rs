@@ -67,8 +67,10 @@ impl Sgd {
 
 optimizer_common!(Sgd);
 
-pub(crate) struct Plain {
-    pub(crate) lr: f64,
+/// Plain SGD's update of one element.
+pub struct Plain {
+    /// The learning rate.
+    pub lr: f64,
 }
 
 impl ElemRule<0> for Plain {
@@ -82,10 +84,14 @@ impl ElemRule<0> for Plain {
     }
 }
 
-pub(crate) struct Momentum {
-    pub(crate) lr: f64,
-    pub(crate) mu: f64,
-    pub(crate) nesterov: bool,
+/// SGD with momentum's update of one element (slot: the velocity).
+pub struct Momentum {
+    /// The learning rate.
+    pub lr: f64,
+    /// The momentum.
+    pub mu: f64,
+    /// Whether the step is Nesterov's.
+    pub nesterov: bool,
 }
 
 impl ElemRule<1> for Momentum {

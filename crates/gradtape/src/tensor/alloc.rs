@@ -26,7 +26,7 @@ pub(crate) fn oom(op: &'static str, n: usize, size: usize) -> Error {
 }
 
 /// An empty `Vec` with room for exactly `n` elements.
-pub(crate) fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+pub fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
@@ -34,7 +34,7 @@ pub(crate) fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
 }
 
 /// `n` copies of `value` in a new `Vec`.
-pub(crate) fn try_filled<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
+pub fn try_filled<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
     let mut v = try_vec(op, n)?;
     v.resize(n, value);
     Ok(v)
@@ -42,7 +42,7 @@ pub(crate) fn try_filled<T: Clone>(op: &'static str, n: usize, value: T) -> Resu
 
 /// The items of an iterator of known length in a new `Vec`, allocated
 /// fallibly up front.
-pub(crate) fn try_collect<T>(op: &'static str, items: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>> {
+pub fn try_collect<T>(op: &'static str, items: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>> {
     let mut v = try_vec(op, items.len())?;
     v.extend(items);
     Ok(v)
@@ -50,9 +50,9 @@ pub(crate) fn try_collect<T>(op: &'static str, items: impl ExactSizeIterator<Ite
 
 /// An empty element buffer with room for exactly `n` elements: one of a
 /// dead value of the compiled graph running on this thread
-/// ([`recycle`]), else a freed one from the buffer cache when it holds one
+/// (`recycle`), else a freed one from the buffer cache when it holds one
 /// of that size, else a new one.
-pub(crate) fn try_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T>> {
+pub fn try_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T>> {
     if let Some(b) = recycle::take_buf(n) {
         return Ok(b);
     }
@@ -63,25 +63,4 @@ pub(crate) fn try_buf<T: Element>(op: &'static str, n: usize) -> Result<Buf<T>> 
     b.try_reserve_exact(n)
         .map_err(|_| oom(op, n, std::mem::size_of::<T>()))?;
     Ok(b)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn impossible_sizes_are_errors() {
-        let e = try_vec::<f64>("t", usize::MAX / 4).unwrap_err();
-        assert_eq!(
-            e,
-            Error::OutOfMemory {
-                op: "t",
-                bytes: (usize::MAX / 4) as u128 * 8
-            }
-        );
-        assert!(try_buf::<f32>("t", isize::MAX as usize).is_err());
-        assert!(try_filled("t", 1 << 62, 0u32).is_err());
-        assert_eq!(try_collect("t", 0..3).unwrap(), vec![0, 1, 2]);
-        assert_eq!(try_buf::<f32>("t", 10).unwrap().capacity(), 10);
-    }
 }

@@ -21,13 +21,17 @@ pub type Strides = SmallVec<[isize; 4]>;
 
 /// Where a view's elements live in its buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Layout {
+pub struct Layout {
+    /// The view's shape.
     pub shape: Shape,
+    /// Per dim, the step between elements in the buffer.
     pub strides: Strides,
+    /// Where the first element is.
     pub offset: usize,
 }
 
 impl Layout {
+    /// The row-major layout of a buffer of exactly `shape`.
     pub fn contiguous(shape: &[usize]) -> Self {
         Layout {
             shape: small_copy(shape),
@@ -36,6 +40,7 @@ impl Layout {
         }
     }
 
+    /// The view's element count.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -115,7 +120,7 @@ pub fn small_copy<T: Copy + Default>(xs: &[T]) -> SmallVec<[T; 4]> {
 /// shape such as `[0, 2^62, 2^62]`; gradtape refuses it, so that every
 /// partial product of a valid shape (the sizes kernels compute) and every
 /// stride fits in `isize`.
-pub(crate) fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     let mut n = 1usize;
     let mut empty = false;
     for &d in shape {
@@ -285,58 +290,5 @@ pub(crate) fn for_rows<const N: usize>(
             }
             idx[d] = 0;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn element_counts_are_checked() {
-        assert_eq!(checked_numel("t", &[]).unwrap(), 1);
-        assert_eq!(checked_numel("t", &[2, 3, 4]).unwrap(), 24);
-        assert_eq!(checked_numel("t", &[0, 1 << 62]).unwrap(), 0);
-        assert_eq!(checked_numel("t", &[isize::MAX as usize]).unwrap(), isize::MAX as usize);
-        for bad in [
-            &[4, (1 << 62) + 1][..],
-            &[1 << 32, 1 << 32],
-            &[isize::MAX as usize + 1],
-            &[0, 1 << 62, 1 << 62],
-            &[usize::MAX, usize::MAX, 0],
-        ] {
-            assert_eq!(
-                checked_numel("t", bad),
-                Err(Error::ShapeOverflow {
-                    op: "t",
-                    shape: bad.to_vec()
-                })
-            );
-        }
-        assert!(broadcast_shapes("t", &[1 << 40, 1], &[1, 1 << 40]).is_err());
-        assert!(broadcast_shapes("t", &[1 << 20, 1], &[1, 1 << 20]).is_ok());
-    }
-
-    #[test]
-    fn views_inside_and_outside_their_buffer() {
-        let l = |shape: &[usize], strides: &[isize], offset| Layout {
-            shape: small_copy(shape),
-            strides: small_copy(strides),
-            offset,
-        };
-        assert!(Layout::contiguous(&[2, 3]).fits_in(6));
-        assert!(!Layout::contiguous(&[2, 3]).fits_in(5));
-        // a reversed view: offsets 5, 4, ..., 0
-        assert!(l(&[6], &[-1], 5).fits_in(6));
-        assert!(l(&[], &[], 5).fits_in(6));
-        assert!(!l(&[], &[], 6).fits_in(6));
-        assert!(!l(&[6], &[-1], 4).fits_in(6));
-        // broadcast, and empty views anywhere
-        assert!(l(&[1 << 40, 3], &[0, 1], 0).fits_in(3));
-        assert!(l(&[0, 5], &[5, 1], 100).fits_in(1));
-        // a stride that only a length-1 dim carries is never applied
-        assert!(l(&[1, 2], &[isize::MAX, 1], 0).fits_in(2));
-        assert!(!l(&[2, 2], &[isize::MAX, 1], 0).fits_in(2));
-        assert!(!l(&[4, (1 << 62) + 1], &[(1 << 62) + 1, 1], 0).fits_in(4));
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use super::dtype::{Buf, DType, Element, Storage};
 
 /// Buffers smaller than this are not cached.
-pub(crate) const MIN_BYTES: usize = 64 << 10;
+pub const MIN_BYTES: usize = 64 << 10;
 /// At most this many bytes are cached at once, by default.
 pub(crate) const MAX_BYTES: usize = 256 << 20;
 
@@ -145,7 +145,7 @@ impl Drop for Storage {
 
 /// An empty buffer with capacity for exactly `n` elements of `T` from the
 /// cache, if it holds one.
-pub(crate) fn take<T: Element>(n: usize) -> Option<Buf<T>> {
+pub fn take<T: Element>(n: usize) -> Option<Buf<T>> {
     let bytes = n.checked_mul(std::mem::size_of::<T>())?;
     if bytes < MIN_BYTES {
         return None;
@@ -162,27 +162,4 @@ pub(crate) fn take<T: Element>(n: usize) -> Option<Buf<T>> {
     let mut b = T::take_buf(&mut s)?;
     b.clear();
     Some(b)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn large_buffers_are_reused_small_ones_are_not() {
-        // a size no other test uses, so that concurrent tests do not interfere
-        let n = (MIN_BYTES / 4) + 12345;
-        let mut b: Buf<f32> = Buf::with_capacity(n);
-        b.resize(n, 1.5);
-        let ptr = b.as_ptr();
-        drop(f32::buf_into_storage(b));
-        let again = take::<f32>(n).expect("cached");
-        assert_eq!(again.as_ptr(), ptr);
-        assert_eq!((again.len(), again.capacity()), (0, n));
-        assert!(take::<f32>(n).is_none(), "taken once");
-        assert!(take::<f64>(n / 2).is_none(), "typed");
-        let small: Buf<f32> = Buf::from_elem(0.0, 1000);
-        drop(f32::buf_into_storage(small));
-        assert!(take::<f32>(1000).is_none(), "small buffers are left to malloc");
-    }
 }

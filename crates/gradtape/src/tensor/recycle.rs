@@ -44,7 +44,7 @@ struct Held {
 
 /// Tensors of dead values, sorted by what they still have.
 #[derive(Default)]
-pub(crate) struct Bin {
+pub struct Bin {
     /// handle, storage `Arc` and heap buffer, all held alone
     full: Vec<Held>,
     /// handle and storage `Arc` (held alone), the buffer taken
@@ -106,7 +106,7 @@ impl Drop for Back<'_> {
 impl Bin {
     /// Runs `f` with this bin active on this thread. Within a run already
     /// using a bin (or when the thread's slot is busy), `f` runs without.
-    pub(crate) fn scope<R>(&mut self, f: impl FnOnce() -> R) -> R {
+    pub fn scope<R>(&mut self, f: impl FnOnce() -> R) -> R {
         if ON.with(Cell::get) {
             return f();
         }
@@ -162,7 +162,7 @@ impl Bin {
     /// stays here for its next run (see [`lend`]); what this bin held from
     /// an earlier run and the task did not take is freed, as in
     /// [`scope`](Self::scope).
-    pub(crate) fn task_scope<R>(&mut self, f: impl FnOnce() -> R) -> R {
+    pub fn task_scope<R>(&mut self, f: impl FnOnce() -> R) -> R {
         self.run = self.run.wrapping_add(1);
         let installed = ACTIVE.with(|a| match a.try_borrow_mut() {
             Ok(mut slot) => Some(slot.replace(std::mem::take(self))),
@@ -184,8 +184,8 @@ impl Bin {
     }
 
     /// Tensors the bin holds (for tests of its bound).
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    #[allow(clippy::len_without_is_empty)] // (pub for the tests only)
+    pub fn len(&self) -> usize {
         self.full.len() + self.shells.len() + self.bare.len() + self.returned.len()
     }
 }
@@ -309,7 +309,7 @@ pub(super) fn handle(data: Data, layout: Layout) -> std::result::Result<Tensor, 
 /// An empty buffer with room for exactly `n` elements of `T`, taken from a
 /// dead tensor of the active bin (which keeps its handle and storage `Arc`
 /// for the next tensor).
-pub(crate) fn take_buf<T: Element>(n: usize) -> Option<Buf<T>> {
+pub fn take_buf<T: Element>(n: usize) -> Option<Buf<T>> {
     with_bin(|b| {
         let i = b.full.iter().position(|h| {
             let s = h.t.inner.data.storage();
@@ -333,7 +333,7 @@ pub(crate) fn take_buf<T: Element>(n: usize) -> Option<Buf<T>> {
 /// so that the next run's [`take_buf`] of that size finds it. Without a
 /// bin, and for elements held inline, the storage is dropped (a large
 /// buffer goes to the buffer cache).
-pub(crate) fn put(storage: Storage) {
+pub fn put(storage: Storage) {
     if storage.heap_bytes() == 0 || !ON.with(Cell::get) {
         return;
     }
@@ -374,7 +374,7 @@ pub(crate) fn put(storage: Storage) {
 /// task runs) a tensor of the active bin with a buffer of exactly that
 /// many bytes of that dtype, or, when it holds none, a handle, for the task
 /// to make its output with.
-pub(crate) fn lend(side: &mut Bin, wants: impl Iterator<Item = (DType, usize)>) {
+pub fn lend(side: &mut Bin, wants: impl Iterator<Item = (DType, usize)>) {
     let _ = with_bin(|b| {
         // (tagged with the task's coming run: what it does not take then
         // is freed at the end of the one after)
@@ -397,67 +397,4 @@ pub(crate) fn lend(side: &mut Bin, wants: impl Iterator<Item = (DType, usize)>) 
             }
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tensor::alloc::try_buf;
-
-    /// A storage of a new buffer of exactly `n` `f32`s (from the active
-    /// bin, if it holds one), and the buffer's address.
-    fn scratch(n: usize) -> (Storage, usize) {
-        let b: Buf<f32> = try_buf("t", n).unwrap();
-        let p = b.as_ptr() as usize;
-        (f32::buf_into_storage(b), p)
-    }
-
-    #[test]
-    fn a_scratch_buffer_put_back_is_taken_by_the_next_run_and_freed_after_one_without() {
-        let mut bin = Bin::default();
-        let first = bin.scope(|| {
-            let (s, p) = scratch(1000);
-            put(s);
-            p
-        });
-        let second = bin.scope(|| {
-            let b = take_buf::<f32>(1000).expect("the buffer put back");
-            let p = b.as_ptr() as usize;
-            put(f32::buf_into_storage(b));
-            p
-        });
-        assert_eq!(first, second);
-        assert_eq!(bin.len(), 1);
-        // a run that does not take it: kept for one run, then freed
-        bin.scope(|| ());
-        assert_eq!(bin.len(), 0);
-        // without a bin, put drops the storage
-        put(scratch(1000).0);
-    }
-
-    #[test]
-    fn a_task_runs_with_its_own_bin_lent_a_buffer_and_the_threads_bin_comes_back() {
-        let (mut run, mut task) = (Bin::default(), Bin::default());
-        let (lent, taken) = run.scope(|| {
-            let (s, p) = scratch(64);
-            put(s);
-            lend(&mut task, [(DType::F32, 64 * 4)].into_iter());
-            let taken = task.task_scope(|| {
-                let b = take_buf::<f32>(64).expect("lent to the task");
-                let p = b.as_ptr() as usize;
-                put(f32::buf_into_storage(b));
-                p
-            });
-            // the run's bin is active again: the lent buffer is not in it
-            assert!(take_buf::<f32>(64).is_none());
-            put(scratch(32).0);
-            (p, taken)
-        });
-        assert_eq!(lent, taken);
-        assert_eq!(run.len(), 1, "the run's own scratch buffer");
-        assert_eq!(task.len(), 1, "the lent buffer, back in the task's bin");
-        // the task's next run takes it again
-        let again = task.task_scope(|| take_buf::<f32>(64).map(|b| b.as_ptr() as usize));
-        assert_eq!(again, Some(lent));
-    }
 }

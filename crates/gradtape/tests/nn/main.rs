@@ -1,4 +1,4 @@
-//! Training: layers, losses and metrics, optimizers (against Keras and
+//! Training: layers, initialisers' fans, losses and metrics, optimizers (against Keras and
 //! PyTorch), f16/bf16 (with the helpers of `half_util.rs`), checkpoints
 //! and `.npy` files, the digits and GPT examples, and data-parallel training
 //! (threads as ranks, and MPI when it is installed).
@@ -17,6 +17,7 @@ mod distributed_mpi;
 mod gpt;
 mod half;
 mod half_nn;
+mod init_fans;
 mod io;
 mod nn;
 mod optimizers;

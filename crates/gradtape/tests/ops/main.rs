@@ -1,7 +1,8 @@
 //! The values of the ops, eager: math ops at special points, special
 //! functions, complex tensors, FFTs, einsum, image resizing, conv3d and
 //! the pools, CTC, seeded random tensors, the `f32` kernels against `f64`,
-//! and the table of ops and dtypes (`docs/dtypes.md`).
+//! and the table of ops and dtypes (`docs/dtypes.md`); tensor ids and
+//! printing, and the seeded `Rng`.
 //!
 //! One test binary (`cargo test --release --test ops`) for the files
 //! below, each a module: `cargo test --release --test ops <file>::` runs
@@ -21,4 +22,7 @@ mod fft;
 mod image;
 mod math_values;
 mod random_ops;
+mod rng;
 mod special;
+mod tensor_display;
+mod tensor_ids;

@@ -1,6 +1,7 @@
 //! Automatic differentiation itself: `GradientTape` (recording, watching,
 //! persistent and nested tapes, what a tape keeps alive), forward mode,
-//! Jacobians, the functional API, custom gradients, recompute_grad,
+//! Jacobians, the functional API, custom gradients (and the `ct` helpers),
+//! recompute_grad, long tapes across record chunks,
 //! `cond`/`while_loop`, sparse (IndexedSlices) gradients, the documented
 //! `tf.GradientTape` examples and the cases a differential test against
 //! TensorFlow found.
@@ -12,8 +13,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod backprop_chunks;
 mod control_flow;
 mod conv2d_forward;
+mod ct_helpers;
 mod custom_gradient;
 mod differential;
 mod forward;

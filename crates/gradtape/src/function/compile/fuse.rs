@@ -58,8 +58,8 @@ use crate::ops::desc::{DynOp, NnOp, Op, Outputs, ReduceKind, ShapeOp};
 use crate::tensor::{DType, Tensor};
 
 /// A fused group as a graph node.
-pub(crate) struct Fused {
-    pub(crate) program: Program,
+pub struct Fused {
+    pub program: Program,
     /// how many ops it replaced (for listings)
     pub(crate) ops: usize,
     /// its CUDA kernel (made at its first GPU run, or when a graph is
@@ -78,7 +78,7 @@ impl Fused {
 
     /// The program's CUDA kernel, made once (`None`: it has none, see
     /// `Program::cuda_kernel`).
-    pub(crate) fn cuda_kernel(&self) -> Option<&Arc<FusedKernel>> {
+    pub fn cuda_kernel(&self) -> Option<&Arc<FusedKernel>> {
         self.cuda
             .get_or_init(|| self.program.cuda_kernel().map(Arc::new))
             .as_ref()

@@ -47,13 +47,15 @@ use crate::kernels::cpu::PAR_MIN;
 use crate::ops::desc::{Binary, Unary};
 use crate::tensor::{alloc, DType, Float, Tensor};
 
-mod chain;
-mod cuda;
-mod epilogue;
+pub(crate) mod chain;
+pub(crate) mod cuda;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod epilogue;
 mod in_place;
-mod regs;
-mod scratch;
-mod sums;
+pub(crate) mod regs;
+pub(crate) mod scratch;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod sums;
 use crate::ops::math::table::{binary, unary_one};
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
@@ -62,29 +64,29 @@ use in_place::{Donor, Src};
 /// The element types a fused program runs on: the elementwise table's
 /// (`ops::math::table`, which defines each op's function once, for eager
 /// kernels and fused ones alike) with the kernel's scratch buffers.
-pub(crate) trait Lane: crate::ops::math::table::Lane + scratch::Scratch {}
+pub trait Lane: crate::ops::math::table::Lane + scratch::Scratch {}
 impl<T: crate::ops::math::table::Lane + scratch::Scratch> Lane for T {}
 use regs::Regs;
 use sums::{add_chunk_sums, binary_sum, lanes_total, unary_sum, Lanes};
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
 /// sums add each run of this many elements on their own (see
-/// [`sums`]), so the sums do not depend on the register width.
-pub(crate) const CHUNK: usize = 256;
+/// `sums`), so the sums do not depend on the register width.
+pub const CHUNK: usize = 256;
 
 /// The most elements a register holds: a chunk of [`CHUNK`]s.
-const MAX_WIDTH: usize = 4 * CHUNK;
+pub const MAX_WIDTH: usize = 4 * CHUNK;
 
 /// Bytes of registers a task aims at (within the L1 cache, with room for
 /// the inputs and outputs streaming through).
-const REG_BYTES: usize = 24 * 1024;
+pub const REG_BYTES: usize = 24 * 1024;
 
 /// Elements per register for a program of `n_regs` registers of `T` over
 /// runs of `seg` elements: whole [`CHUNK`]s, as many as fit in
 /// [`REG_BYTES`] (at most [`MAX_WIDTH`]), so that the per-chunk costs
 /// (dispatch, slice bounds) are paid once per several `CHUNK`s; a shorter
 /// run is one register.
-fn register_width<T>(n_regs: usize, seg: usize) -> usize {
+pub fn register_width<T>(n_regs: usize, seg: usize) -> usize {
     let fit = REG_BYTES / (n_regs.max(1) * std::mem::size_of::<T>().max(1));
     let width = (fit / CHUNK * CHUNK).clamp(CHUNK, MAX_WIDTH);
     width.min(seg).max(1)
@@ -95,7 +97,7 @@ fn register_width<T>(n_regs: usize, seg: usize) -> usize {
 pub(crate) const COLUMNS: usize = 64;
 
 /// A kernel's output tensors (inline up to four: no allocation).
-pub(crate) type Outs = smallvec::SmallVec<[Tensor; 4]>;
+pub type Outs = smallvec::SmallVec<[Tensor; 4]>;
 
 /// Per-input or per-output lists of a run (inline up to eight).
 type List<T> = smallvec::SmallVec<[T; 8]>;
@@ -105,7 +107,7 @@ pub(crate) type Reg = u16;
 
 /// One step of a program.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Instr {
+pub enum Instr {
     /// Register `dst` takes the chunk of full-size input `input`.
     Load { dst: Reg, input: u16 },
     /// Register `dst` takes the chunk of input `input` broadcast to the
@@ -140,7 +142,7 @@ pub(crate) enum Instr {
         acc: u16,
     },
     /// `dst = op2(op1(a, b), c)` (`op2(c, op1(a, b))` where `swap`): two
-    /// arithmetic `Binary`s in one pass (see [`chain`]).
+    /// arithmetic `Binary`s in one pass (see `chain`).
     Chain {
         op1: Binary,
         op2: Binary,
@@ -157,7 +159,7 @@ pub(crate) enum Instr {
 /// What fills a register before the first chunk (it holds one value for
 /// the whole run).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Splat {
+pub enum Splat {
     /// The one element of input `input`.
     Input(u16),
     /// A constant.
@@ -166,7 +168,7 @@ pub(crate) enum Splat {
 
 /// A fused kernel: its inputs, its register program and its outputs.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Program {
+pub struct Program {
     /// `F32` or `F64`.
     pub dtype: DType,
     /// Elements of the group's shape.
@@ -188,7 +190,7 @@ pub(crate) struct Program {
 
 /// One output of a program.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Output {
+pub enum Output {
     /// An elementwise value (shape `shape`), the next `Store`'s.
     Elementwise,
     /// A sum of all elements (of this shape), the next `Accumulate`'s.
@@ -293,7 +295,7 @@ impl Program {
     }
 
     /// Runs the program on `inputs`; returns its outputs in order.
-    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Outs> {
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Outs> {
         self.check_inputs(inputs)?;
         match self.dtype {
             DType::F32 => self.run_typed::<f32>(inputs, &[]),
@@ -746,69 +748,5 @@ impl Program {
             .zip(parts)
             .map(|(st, out)| st.finish(out.get()))
             .collect()
-    }
-}
-
-/// Test helpers: hand-written programs, and comparing two programs' bits.
-#[cfg(test)]
-pub(super) mod testing {
-    use super::*;
-
-    /// An `f32` program of `len` elements over `n_inputs` full-size inputs,
-    /// with `n_regs` registers and `outputs`.
-    pub(in crate::function::compile) fn program(
-        len: usize,
-        n_inputs: usize,
-        body: Vec<Instr>,
-        n_regs: usize,
-        outputs: Vec<Output>,
-    ) -> Program {
-        Program {
-            dtype: DType::F32,
-            len,
-            shape: vec![len],
-            input_len: vec![len; n_inputs],
-            splats: vec![],
-            body,
-            n_regs,
-            outputs,
-        }
-    }
-
-    /// Runs both programs on `inputs` and checks that every output has the
-    /// same bits; returns the outputs' values.
-    pub(in crate::function::compile) fn same_bits(a: &Program, b: &Program, inputs: &[Tensor]) -> Vec<Vec<f32>> {
-        let (want, got) = (a.run(inputs).unwrap(), b.run(inputs).unwrap());
-        assert_eq!(want.len(), got.len());
-        let vals = |o: &Outs| -> Vec<Vec<f32>> { o.iter().map(|t| t.to_vec::<f32>().unwrap()).collect() };
-        let (want, got) = (vals(&want), vals(&got));
-        for (k, (w, g)) in want.iter().zip(&got).enumerate() {
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(w), bits(g), "output {k} of {} elements", a.len);
-        }
-        got
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn registers_are_whole_chunks_within_the_budget_or_one_short_run() {
-        // (whole chunks keep the fused sums' runs of `CHUNK` where they were)
-        for n_regs in [1usize, 2, 3, 7, 12, 40] {
-            for seg in [1usize, 5, 255, 256, 300, 1000, 4096, 1 << 20] {
-                let w32 = register_width::<f32>(n_regs, seg);
-                let w64 = register_width::<f64>(n_regs, seg);
-                for w in [w32, w64] {
-                    assert!(w >= 1 && w <= seg && w <= MAX_WIDTH, "{n_regs} {seg} {w}");
-                    assert!(w == seg || w % CHUNK == 0, "{n_regs} {seg} {w}");
-                }
-                if seg >= MAX_WIDTH && n_regs * MAX_WIDTH * 4 <= REG_BYTES {
-                    assert_eq!(w32, MAX_WIDTH);
-                }
-            }
-        }
     }
 }

@@ -104,12 +104,16 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod diag_matmul;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod exec;
 pub(crate) mod fold;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod fuse;
 pub(crate) mod hoist_reductions;
 pub(crate) mod join_products;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod kernel;
 pub(crate) mod pads_to_concat;
 pub(crate) mod pair_products;
@@ -125,7 +129,7 @@ use super::graph::{Graph, Node};
 use super::passes;
 use crate::error::Result;
 use crate::ops::desc::Op;
-use crate::tensor::{Shape, Tensor};
+use crate::tensor::Tensor;
 
 /// What the compiler's passes did to one graph: per pass, by name, how
 /// many rewrites it made ([`count`](CompileStats::count)), and the counts
@@ -183,23 +187,15 @@ impl CompileStats {
     }
 }
 
-/// A graph ready to run: the optimised copy and its run plan.
-pub(crate) struct Executable {
-    pub(crate) graph: Graph,
-    pub(crate) plan: exec::Plan,
-    pub(crate) stats: CompileStats,
-    /// the input shapes it was planned for
-    shapes: Vec<Shape>,
-    /// sums computed by fused kernels or joined products (in another
-    /// order)
-    fused_sums: usize,
-}
+// (the struct is in `exec`, a private module, so that the test binaries
+// can reach it through `__internals` without it being API)
+pub(crate) use exec::Executable;
 
 impl Executable {
     /// Runs the passes `opts` leaves on over a copy of `traced`. Fails
     /// only where the graph is checked after each pass
     /// ([`CompileOptions::verify`]) and a pass broke it.
-    pub(crate) fn compile(traced: &Graph, opts: &CompileOptions) -> Result<Executable> {
+    pub fn compile(traced: &Graph, opts: &CompileOptions) -> Result<Executable> {
         Executable::compile_for(traced, opts, false)
     }
 
@@ -207,7 +203,7 @@ impl Executable {
     /// `pipeline::GPU_PASSES` that `opts` leaves on, its fused nodes given
     /// their CUDA kernels now (see `kernel::cuda`); its other nodes run
     /// their ops, on their GPU kernels.
-    pub(crate) fn compile_for_gpu(traced: &Graph, opts: &CompileOptions) -> Result<Executable> {
+    pub fn compile_for_gpu(traced: &Graph, opts: &CompileOptions) -> Result<Executable> {
         Executable::compile_for(traced, opts, true)
     }
 
@@ -258,7 +254,7 @@ impl Executable {
     }
 
     /// Runs the executable graph.
-    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut out = Vec::new();
         self.run_into(inputs, &mut out)?;
         Ok(out)

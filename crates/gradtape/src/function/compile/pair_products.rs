@@ -55,7 +55,7 @@ use crate::ops::desc::{NnOp, Op};
 thread_local! {
     /// Whether plans made on this thread pair products (tests turn it off
     /// to compare with the sequential plan).
-    pub(crate) static PAIRS: Cell<bool> = const { Cell::new(true) };
+    pub static PAIRS: Cell<bool> = const { Cell::new(true) };
 }
 
 /// Whether `op` pairs: products and dense convolutions and their
@@ -118,21 +118,21 @@ pub(crate) fn one_thread<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Timed runs of a pair each way before it is decided.
-pub(crate) const TRIALS: u32 = 3;
+pub const TRIALS: u32 = 3;
 
 /// How one pair of products runs: both ways on its first runs, then the
 /// way whose fastest timed run was the faster (see the module's notes).
 #[derive(Default)]
-pub(crate) struct PairTrial {
+pub struct PairTrial {
     /// runs started before the decision
-    runs: AtomicU32,
+    pub runs: AtomicU32,
     /// timed runs finished
-    timed: AtomicU32,
+    pub timed: AtomicU32,
     /// the fastest timed run, in nanoseconds, one after the other
     /// (`[0]`) and together (`[1]`); 0: none yet
-    best: [AtomicU64; 2],
+    pub best: [AtomicU64; 2],
     /// 0: undecided; 1: one after the other; 2: together
-    decided: AtomicU8,
+    pub decided: AtomicU8,
 }
 
 impl PairTrial {
@@ -168,8 +168,7 @@ impl PairTrial {
     }
 
     /// Whether the trials are over and the pair runs together (`Some`).
-    #[cfg(test)]
-    pub(crate) fn decision(&self) -> Option<bool> {
+    pub fn decision(&self) -> Option<bool> {
         match self.decided.load(Relaxed) {
             1 => Some(false),
             2 => Some(true),

@@ -10,9 +10,10 @@
 //! invariants (`Graph::verify`) after every pass: a pass that breaks one is
 //! named in the error.
 //!
-//! Verification is on in debug builds, in the library's unit tests, for a
-//! function whose [`CompileOptions::verify`] is set, and everywhere when
-//! the environment has `GRADTAPE_VERIFY_PASSES=1` (read once).
+//! Verification is on in debug builds, for a function whose
+//! [`CompileOptions::verify`] is set, and everywhere when the environment
+//! has `GRADTAPE_VERIFY_PASSES=1` (read once; the test binaries `function`
+//! and `internals` set it).
 
 use super::{
     diag_matmul, fold, fuse, hoist_reductions, join_products, pads_to_concat, pair_products, pool_argmax, share_im2col,
@@ -24,7 +25,7 @@ use crate::function::passes;
 
 /// What passes tell the driver besides their counts.
 #[derive(Default)]
-pub(crate) struct PassCx {
+pub struct PassCx {
     /// sums now computed in another order than the traced graph's (fused
     /// sums, joined sums of products)
     pub(crate) reassociated: usize,
@@ -217,7 +218,7 @@ impl CompileOptions {
 
     /// Whether graphs are checked after every pass.
     pub(crate) fn verifies(&self) -> bool {
-        self.verify || cfg!(debug_assertions) || cfg!(test) || verify_by_env()
+        self.verify || cfg!(debug_assertions) || verify_by_env()
     }
 }
 
@@ -262,61 +263,7 @@ pub(crate) fn run(g: &mut Graph, opts: &CompileOptions, stats: &mut CompileStats
 }
 
 /// `g.verify()`, its error naming the pass that ran last.
-pub(crate) fn checked(g: &Graph, pass: &str) -> Result<()> {
+pub fn checked(g: &Graph, pass: &str) -> Result<()> {
     g.verify()
         .map_err(|e| Error::invalid("compile", format!("the graph is broken after pass {pass}: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_pass_has_its_own_name_and_a_bit() {
-        let names = CompileOptions::pass_names();
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), names.len());
-        assert!(names.len() <= 32);
-    }
-
-    #[test]
-    fn unknown_names_are_errors_that_list_the_known_ones() {
-        let e = CompileOptions::default()
-            .disable_pass("fusion")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("'fusion'") && e.contains("fuse") && e.contains("hoist_reductions"),
-            "{e}"
-        );
-        let o = CompileOptions::default().disable_pass("fuse").unwrap();
-        assert!(!o.runs("fuse") && o.runs("fold") && !o.runs("nonesuch"));
-        assert_eq!(
-            format!("{o:?}"),
-            "CompileOptions { disabled: [\"fuse\"], verify: false }"
-        );
-    }
-
-    #[test]
-    fn a_pass_that_breaks_the_graph_is_named() {
-        // a graph whose one node reads a value nothing makes
-        let mut g = Graph::default();
-        g.add_value(crate::tensor::DType::F32, &[2]);
-        g.add_value(crate::tensor::DType::F32, &[2]);
-        g.add_value(crate::tensor::DType::F32, &[2]);
-        g.inputs = vec![0];
-        g.nodes.push(crate::function::graph::Node {
-            op: crate::ops::desc::Op::Unary(crate::ops::desc::Unary::Exp),
-            inputs: smallvec::smallvec![1],
-            outputs: smallvec::smallvec![2],
-        });
-        g.outputs = vec![2];
-        let e = checked(&g, "fuse").unwrap_err().to_string();
-        assert!(
-            e.contains("after pass fuse") && e.contains("reads %1 before it is made"),
-            "{e}"
-        );
-    }
 }

@@ -51,7 +51,7 @@ pub(crate) const BLOCK: usize = 64;
 
 /// The sizes of one attention call.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Dims {
+pub struct Dims {
     /// Batch elements (the leading dims, flattened).
     pub batch: usize,
     /// Query rows per batch element.
@@ -76,14 +76,14 @@ const DROPOUT_STREAM: u64 = 0xA77E;
 /// Dropout of the probabilities: which are kept, from a seed and each
 /// probability's flat index `(b·tq + i)·tk + j`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Dropout {
+pub struct Dropout {
     rng: CounterRng,
     rate: f64,
 }
 
 impl Dropout {
     /// Drops with probability `rate` (in `[0, 1)`), decided by `seed`.
-    pub(crate) fn new(seed: u64, rate: f64) -> Dropout {
+    pub fn new(seed: u64, rate: f64) -> Dropout {
         Dropout {
             rng: CounterRng::new(seed, DROPOUT_STREAM),
             rate,
@@ -115,7 +115,7 @@ impl Dims {
 
 /// An additive mask, read in its own (broadcast) shape: the element of
 /// batch element `b`, row `i`, key `j` is `data[base[b] + i·row + j·col]`.
-pub(crate) struct Mask<'a, T> {
+pub struct Mask<'a, T> {
     pub data: &'a [T],
     /// The offset of each batch element (`batch` entries).
     pub base: Vec<usize>,
@@ -270,7 +270,7 @@ pub(crate) fn backward<T: Float>(
 /// A task takes a run of rows; for each block of keys (transposed once
 /// for all its rows) it updates each row's online-softmax state, which
 /// lives in the row's output (the accumulator) and two small arrays.
-pub(crate) fn forward_online<T: Float>(
+pub fn forward_online<T: Float>(
     op: &'static str,
     dims: &Dims,
     q: &[T],
@@ -376,7 +376,7 @@ pub(crate) fn forward_online<T: Float>(
 /// gradients sum over its rows); for each block of keys (keys and values
 /// transposed once) it walks the rows that see it.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn backward_online<T: Float>(
+pub fn backward_online<T: Float>(
     op: &'static str,
     dims: &Dims,
     q: &[T],

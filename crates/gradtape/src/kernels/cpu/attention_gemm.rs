@@ -127,9 +127,9 @@ fn scores<T: Float>(
     }
 }
 
-/// The forward pass, as [`attention::forward`](super::attention::forward):
+/// The forward pass, as `attention::forward`:
 /// per query row, the output row and its log-sum-exp.
-pub(crate) fn forward<T: Float>(
+pub fn forward<T: Float>(
     op: &'static str,
     dims: &Dims,
     q: &[T],
@@ -202,10 +202,10 @@ pub(crate) fn forward<T: Float>(
     Ok(out)
 }
 
-/// The backward pass, as [`attention::backward`](super::attention::backward):
+/// The backward pass, as `attention::backward`:
 /// per batch element, `dq`, `dk`, `dv` concatenated.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn backward<T: Float>(
+pub fn backward<T: Float>(
     op: &'static str,
     dims: &Dims,
     q: &[T],
@@ -289,83 +289,4 @@ pub(crate) fn backward<T: Float>(
         )
     });
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::attention::{backward_online, forward_online, Dropout};
-    use super::*;
-
-    fn vals(n: usize, k: f64) -> Vec<f64> {
-        (0..n).map(|i| (0.37 * i as f64 + k).sin() * 1.3).collect()
-    }
-
-    fn close(a: &[f64], b: &[f64], what: &str) {
-        assert_eq!(a.len(), b.len(), "{what}");
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            let ok = (x - y).abs() <= 1e-12 * (1.0 + y.abs()) || (x.is_nan() && y.is_nan()) || x == y;
-            assert!(ok, "{what} [{i}]: {x} vs {y}");
-        }
-    }
-
-    /// The product kernels give the online kernels' values (to rounding),
-    /// forward and backward: row blocks across batch elements, causal rows
-    /// that see part of a block, fewer and more keys than queries, masks
-    /// with -inf entries, dropout.
-    #[test]
-    fn products_equal_the_online_kernels() {
-        for &(batch, tq, tk, d, dv) in &[
-            (3, 70, 70, 8, 5),
-            (2, 130, 40, 4, 6),
-            (1, 9, 200, 5, 3),
-            (4, 1, 1, 2, 2),
-            (2, 64, 64, 16, 16),
-        ] {
-            let (q, k, v) = (
-                vals(batch * tq * d, 1.0),
-                vals(batch * tk * d, 2.0),
-                vals(batch * tk * dv, 3.0),
-            );
-            let g = vals(batch * tq * dv, 4.0);
-            let mut m = vals(batch * tq * tk, 5.0);
-            for (i, x) in m.iter_mut().enumerate() {
-                if i % 7 == 3 {
-                    *x = f64::NEG_INFINITY;
-                }
-            }
-            let mask = Mask {
-                data: &m,
-                base: (0..batch).map(|b| b * tq * tk).collect(),
-                row: tk,
-                col: 1,
-            };
-            for causal in [false, true] {
-                for masked in [false, true] {
-                    for dropout in [None, Some(Dropout::new(9, 0.3))] {
-                        let dims = Dims {
-                            batch,
-                            tq,
-                            tk,
-                            d,
-                            dv,
-                            scale: 0.4,
-                            causal,
-                            dropout,
-                        };
-                        let what = format!(
-                            "{batch}x{tq}x{tk} causal {causal} mask {masked} dropout {}",
-                            dropout.is_some()
-                        );
-                        let mk = masked.then_some(&mask);
-                        let a = forward("t", &dims, &q, &k, &v, mk).unwrap();
-                        let b = forward_online("t", &dims, &q, &k, &v, mk).unwrap();
-                        close(&a, &b, &format!("forward {what}"));
-                        let ga = super::backward("t", &dims, &q, &k, &v, mk, &b, &g).unwrap();
-                        let gb = backward_online("t", &dims, &q, &k, &v, mk, &b, &g).unwrap();
-                        close(&ga, &gb, &format!("backward {what}"));
-                    }
-                }
-            }
-        }
-    }
 }

@@ -19,7 +19,7 @@ use super::complex::{c_abs, c_exp, c_ln};
 /// The principal square root (branch cut on the negative real axis; the
 /// sign of the imaginary part follows that of `im`, zeros included).
 #[inline]
-pub(crate) fn c_sqrt<T: Float>(z: Complex<T>) -> Complex<T> {
+pub fn c_sqrt<T: Float>(z: Complex<T>) -> Complex<T> {
     let zero = T::zero();
     if z.re == zero && z.im == zero {
         return Complex::new(zero, z.im);
@@ -40,19 +40,19 @@ pub(crate) fn c_sqrt<T: Float>(z: Complex<T>) -> Complex<T> {
 
 /// `sin z = sin x cosh y + i cos x sinh y`.
 #[inline]
-pub(crate) fn c_sin<T: Float>(z: Complex<T>) -> Complex<T> {
+pub fn c_sin<T: Float>(z: Complex<T>) -> Complex<T> {
     Complex::new(z.re.sin() * z.im.cosh(), z.re.cos() * z.im.sinh())
 }
 
 /// `cos z = cos x cosh y - i sin x sinh y`.
 #[inline]
-pub(crate) fn c_cos<T: Float>(z: Complex<T>) -> Complex<T> {
+pub fn c_cos<T: Float>(z: Complex<T>) -> Complex<T> {
     Complex::new(z.re.cos() * z.im.cosh(), -(z.re.sin() * z.im.sinh()))
 }
 
 /// `sinh z = sinh x cos y + i cosh x sin y`.
 #[inline]
-pub(crate) fn c_sinh<T: Float>(z: Complex<T>) -> Complex<T> {
+pub fn c_sinh<T: Float>(z: Complex<T>) -> Complex<T> {
     if z.im == T::zero() {
         // exact for real arguments (and no NaN from inf * 0)
         return Complex::new(z.re.sinh(), z.im);
@@ -62,7 +62,7 @@ pub(crate) fn c_sinh<T: Float>(z: Complex<T>) -> Complex<T> {
 
 /// `cosh z = cosh x cos y + i sinh x sin y`.
 #[inline]
-pub(crate) fn c_cosh<T: Float>(z: Complex<T>) -> Complex<T> {
+pub fn c_cosh<T: Float>(z: Complex<T>) -> Complex<T> {
     if z.im == T::zero() {
         return Complex::new(z.re.cosh(), z.im * z.re.sinh().signum());
     }
@@ -74,7 +74,7 @@ pub(crate) fn c_cosh<T: Float>(z: Complex<T>) -> Complex<T> {
 /// for `|x|` past the point where `s²` overflows in the formula's terms, the
 /// limit `±1 + i·4 sin y cos y e^{-2|x|}`.
 #[inline]
-pub(crate) fn c_tanh<T: Float>(z: Complex<T>) -> Complex<T> {
+pub fn c_tanh<T: Float>(z: Complex<T>) -> Complex<T> {
     let (x, y) = (z.re, z.im);
     // beyond this |x|, tanh x rounds to ±1 in f64 (and f32)
     if x.abs() > T::from_f64(22.0) {
@@ -92,7 +92,7 @@ pub(crate) fn c_tanh<T: Float>(z: Complex<T>) -> Complex<T> {
 
 /// `tan z = -i tanh(iz)`.
 #[inline]
-pub(crate) fn c_tan<T: Float>(z: Complex<T>) -> Complex<T> {
+pub fn c_tan<T: Float>(z: Complex<T>) -> Complex<T> {
     let w = c_tanh(Complex::new(-z.im, z.re));
     Complex::new(w.im, -w.re)
 }
@@ -191,32 +191,4 @@ pub(crate) fn pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     expect_complex("pow", a)?;
     with_complex_dtype!(a.dtype(), C => zip::<C, C, C>("pow", a, b, c_pow), _ => unreachable!("checked"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    type C = Complex<f64>;
-
-    #[test]
-    fn identities_hold() {
-        for &(x, y) in &[(0.3, -1.2), (-2.0, 0.7), (1.5, 2.5), (-0.1, -0.4)] {
-            let z = C::new(x, y);
-            let s = c_sqrt(z);
-            assert!((s * s - z).norm() < 1e-14, "sqrt({z})² = {}", s * s);
-            assert!(s.re >= 0.0);
-            let (sn, cs) = (c_sin(z), c_cos(z));
-            assert!((sn * sn + cs * cs - C::new(1.0, 0.0)).norm() < 1e-12);
-            let (sh, ch) = (c_sinh(z), c_cosh(z));
-            assert!((ch * ch - sh * sh - C::new(1.0, 0.0)).norm() < 1e-12);
-            assert!((c_tanh(z) - sh / ch).norm() < 1e-13);
-            assert!((c_tan(z) - sn / cs).norm() < 1e-13);
-        }
-        // large real parts: tanh saturates instead of overflowing
-        assert_eq!(c_tanh(C::new(400.0, 1.0)), C::new(1.0, 0.0));
-        assert_eq!(c_tanh(C::new(-400.0, 0.5)).re, -1.0);
-        // sign of a zero imaginary part on the cut
-        assert_eq!(c_sqrt(C::new(-4.0, -0.0)), C::new(0.0, -2.0));
-        assert_eq!(c_sqrt(C::new(-4.0, 0.0)), C::new(0.0, 2.0));
-    }
 }

@@ -27,7 +27,7 @@ pub enum Padding {
 
 /// The geometry of one 2-D window op on NHWC data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Geom {
+pub struct Geom {
     /// The op the user called, for the kernels' errors (allocation failures).
     pub op: &'static str,
     /// Batch, input height, input width, input channels.
@@ -103,7 +103,7 @@ impl Geom {
     /// The geometry of a window `k` over an NHWC input of shape `x`, with `o`
     /// output channels (or multiplier).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
+    pub fn new(
         op: &'static str,
         x: &[usize],
         k: [usize; 2],
@@ -170,12 +170,12 @@ impl Geom {
     }
 
     /// Rows of the im2col matrix of one image.
-    pub(crate) fn rows(&self) -> usize {
+    pub fn rows(&self) -> usize {
         self.oh * self.ow
     }
 
     /// Columns of the im2col matrix: `kh * kw * c`.
-    pub(crate) fn kdim(&self) -> usize {
+    pub fn kdim(&self) -> usize {
         self.kh * self.kw * self.c
     }
 
@@ -385,11 +385,11 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
     });
 }
 
-/// Dense conv2d: `x` [n,h,w,c], `f` [kh,kw,c,o] -> [n,oh,ow,o]; also gives
+/// Dense conv2d: `x` \[n,h,w,c\], `f` \[kh,kw,c,o\] -> \[n,oh,ow,o\]; also gives
 /// its im2col matrix ([n*oh*ow, kh*kw*c]) when `keep` and it was built whole
 /// (the images fit one chunk), for the filter gradient to reuse instead of
 /// building it again.
-pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> Result<(Vec<T>, Option<Vec<T>>)> {
+pub fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> Result<(Vec<T>, Option<Vec<T>>)> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let total = g.n * rows * o;
     if total == 0 || kd == 0 {
@@ -425,8 +425,8 @@ pub(crate) fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> R
     Ok((out, None))
 }
 
-/// The input gradient of [`conv2d_keep`]: `dy` [n,oh,ow,o], `f` [kh,kw,c,o] -> [n,h,w,c].
-pub(crate) fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
+/// The input gradient of [`conv2d_keep`]: `dy` \[n,oh,ow,o\], `f` \[kh,kw,c,o\] -> \[n,h,w,c\].
+pub fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     if g.n * g.h * g.w * g.c == 0 || rows == 0 || o == 0 {
         return super::filled_vec(g.op, g.n * g.h * g.w * g.c, T::zero());

@@ -9,7 +9,7 @@
 /// An LU factorisation `P A = L U` stored compactly: `lu` holds `U` on and
 /// above the diagonal and the multipliers of `L` (unit diagonal) below it;
 /// `perm[i]` is the row of `A` that ended in row `i`.
-pub(crate) struct Lu {
+pub struct Lu {
     pub lu: Vec<f64>,
     pub perm: Vec<usize>,
     /// `+1` or `-1`: the sign of the permutation.
@@ -22,7 +22,7 @@ pub(crate) struct Lu {
 /// Factorises the `n x n` row-major matrix `a`. Never fails: a singular
 /// matrix is flagged (`singular`) and its factorisation is completed with the
 /// zero pivots skipped, which still gives the right (zero) determinant.
-pub(crate) fn lu(a: &[f64], n: usize) -> Lu {
+pub fn lu(a: &[f64], n: usize) -> Lu {
     let mut m = a.to_vec();
     let mut perm: Vec<usize> = (0..n).collect();
     let mut sign = 1.0;
@@ -171,7 +171,7 @@ impl Lu {
 /// The lower Cholesky factor of the `n x n` matrix `a` (only its lower
 /// triangle is read). `Err(k)` when the leading `k+1` minor is not positive
 /// definite.
-pub(crate) fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
+pub fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
     let mut l = vec![0.0; n * n];
     for j in 0..n {
         let mut d = a[j * n + j];
@@ -198,7 +198,7 @@ pub(crate) fn cholesky(a: &[f64], n: usize) -> Result<Vec<f64>, usize> {
 /// the lower (`lower`) or upper triangle of the `n x n` matrix `a` (the other
 /// triangle is not read) and `op` transposes when `adjoint`. A zero on the
 /// diagonal gives infinities, as a division by zero does (TF's behaviour).
-pub(crate) fn triangular_solve(a: &[f64], b: &mut [f64], n: usize, m: usize, lower: bool, adjoint: bool) {
+pub fn triangular_solve(a: &[f64], b: &mut [f64], n: usize, m: usize, lower: bool, adjoint: bool) {
     // entry (i, k) of op(T)
     let t = |i: usize, k: usize| if adjoint { a[k * n + i] } else { a[i * n + k] };
     // op(T) is lower triangular iff exactly one of (lower, adjoint) holds
@@ -222,41 +222,5 @@ pub(crate) fn triangular_solve(a: &[f64], b: &mut [f64], n: usize, m: usize, low
         for j in 0..m {
             b[i * m + j] /= d;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lu_solves_and_gives_the_determinant() {
-        // [[0, 2], [3, 4]]: needs a pivot swap; det = -6
-        let a = [0.0, 2.0, 3.0, 4.0];
-        let f = lu(&a, 2);
-        assert!(!f.singular);
-        assert_eq!(f.det(), -6.0);
-        let mut b = [2.0, 7.0]; // x = [1, 1]
-        f.solve(&mut b, 1, false);
-        assert_eq!(b, [1.0, 1.0]);
-        let mut b = [3.0, 6.0]; // Aᵀ x: [[0,3],[2,4]] x = [3, 6] -> x = [1, 1]
-        f.solve(&mut b, 1, true);
-        assert_eq!(b, [1.0, 1.0]);
-        assert!(lu(&[1.0, 2.0, 2.0, 4.0], 2).singular);
-        assert_eq!(lu(&[1.0, 2.0, 2.0, 4.0], 2).det(), 0.0);
-    }
-
-    #[test]
-    fn cholesky_and_triangular_solves() {
-        // [[4, 2], [2, 5]] = L Lᵀ with L = [[2, 0], [1, 2]]
-        let l = cholesky(&[4.0, 99.0, 2.0, 5.0], 2).unwrap();
-        assert_eq!(l, vec![2.0, 0.0, 1.0, 2.0]);
-        assert_eq!(cholesky(&[1.0, 0.0, 2.0, 1.0], 2), Err(1));
-        let mut b = [2.0, 5.0];
-        triangular_solve(&l, &mut b, 2, 1, true, false); // [[2,0],[1,2]] x = [2,5]
-        assert_eq!(b, [1.0, 2.0]);
-        let mut b = [4.0, 2.0];
-        triangular_solve(&l, &mut b, 2, 1, true, true); // [[2,1],[0,2]] x = [4,2]
-        assert_eq!(b, [1.5, 1.0]);
     }
 }

@@ -8,7 +8,7 @@
 /// Eigenvalues (ascending) and eigenvectors (the columns of the row-major
 /// `n x n` result) of the symmetric matrix whose lower triangle is `a`'s
 /// (the upper triangle is not read, as LAPACK's `syevd` with 'L').
-pub(crate) fn eigh(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
+pub fn eigh(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
     let mut m = vec![0.0; n * n];
     for i in 0..n {
         for j in 0..=i {
@@ -82,7 +82,7 @@ pub(crate) fn eigh(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
 /// The thin SVD of the row-major `m x n` matrix `a`: singular values
 /// (descending, `k = min(m, n)`), `U` (`m x k`) and `V` (`n x k`), by
 /// one-sided Jacobi on the columns (of `aᵀ` when `m < n`).
-pub(crate) fn svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+pub fn svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     if m < n {
         let mut t = vec![0.0; m * n];
         for i in 0..m {
@@ -199,7 +199,7 @@ fn complete_zero_columns(u: &mut [f64], m: usize, n: usize, s: &[f64]) {
 /// reflections: `Q` (`m x k`, orthonormal columns) and `R` (`k x n`, upper
 /// triangular), `k = min(m, n)`. `R`'s diagonal may be negative (as
 /// LAPACK's `geqrf`).
-pub(crate) fn qr(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
+pub fn qr(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
     let k = m.min(n);
     let mut r = a.to_vec();
     let mut vs: Vec<Vec<f64>> = Vec::with_capacity(k);
@@ -266,7 +266,7 @@ fn matmul(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
 /// `exp(a)` of the row-major `n x n` matrix `a` (Higham's scaling and
 /// squaring with the degree-13 Padé approximant). `None` if the Padé
 /// denominator is singular (a non-finite input).
-pub(crate) fn expm(a: &[f64], n: usize) -> Option<Vec<f64>> {
+pub fn expm(a: &[f64], n: usize) -> Option<Vec<f64>> {
     const B: [f64; 14] = [
         64764752532480000.0,
         32382376266240000.0,
@@ -335,54 +335,4 @@ pub(crate) fn expm(a: &[f64], n: usize) -> Option<Vec<f64>> {
         x = matmul(&x, &x, n);
     }
     Some(x)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eigh_reconstructs_a_symmetric_matrix() {
-        let a = [4.0, 1.0, -2.0, 1.0, 3.0, 0.5, -2.0, 0.5, 1.0];
-        let (e, v) = eigh(&a, 3);
-        assert!(e[0] <= e[1] && e[1] <= e[2]);
-        for i in 0..3 {
-            for j in 0..3 {
-                let r: f64 = (0..3).map(|k| v[i * 3 + k] * e[k] * v[j * 3 + k]).sum();
-                assert!((r - a[i * 3 + j]).abs() < 1e-13, "{r} vs {}", a[i * 3 + j]);
-            }
-        }
-    }
-
-    #[test]
-    fn svd_and_qr_reconstruct_tall_and_wide_matrices() {
-        for (m, n) in [(4, 3), (3, 4), (3, 3)] {
-            let a: Vec<f64> = (0..m * n).map(|i| ((i * 7 % 11) as f64 - 5.0) * 0.3).collect();
-            let (s, u, v) = svd(&a, m, n);
-            let k = m.min(n);
-            for i in 0..m {
-                for j in 0..n {
-                    let r: f64 = (0..k).map(|c| u[i * k + c] * s[c] * v[j * k + c]).sum();
-                    assert!((r - a[i * n + j]).abs() < 1e-13);
-                }
-            }
-            let (q, r) = qr(&a, m, n);
-            for i in 0..m {
-                for j in 0..n {
-                    let x: f64 = (0..k).map(|c| q[i * k + c] * r[c * n + j]).sum();
-                    assert!((x - a[i * n + j]).abs() < 1e-13);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn expm_of_a_rotation_generator_is_a_rotation() {
-        let t: f64 = 20.0; // large: exercises the squarings
-        let e = expm(&[0.0, -t, t, 0.0], 2).unwrap();
-        let want = [t.cos(), -t.sin(), t.sin(), t.cos()];
-        for (x, y) in e.iter().zip(want) {
-            assert!((x - y).abs() < 1e-12, "{e:?}");
-        }
-    }
 }

@@ -35,7 +35,7 @@ pub(crate) fn checked_indices(op: &'static str, indices: &Tensor, dim: usize, sh
 
 /// `out[a.., i.., b..] = params[a.., indices[i..], b..]` with `axis` the
 /// position of the gathered dimension.
-pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
+pub fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
     let ps = params.shape();
     let gpu = crate::kernels::gpu::offload_in(
         "gather",
@@ -83,7 +83,7 @@ pub(crate) fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<T
 
 /// The adjoint of [`gather`]: zeros of `[a.., dim, b..]` with each slice of
 /// `updates` added at its index (duplicates accumulate).
-pub(crate) fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: usize) -> Result<Tensor> {
+pub fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: usize) -> Result<Tensor> {
     let us = updates.shape();
     let ir = indices.rank();
     if us.len() < axis + ir || us[axis..axis + ir] != *indices.shape() {

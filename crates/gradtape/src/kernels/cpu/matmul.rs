@@ -101,7 +101,7 @@ fn checked<'a>(a: &'a Tensor, b: &'a Tensor, ta: bool, tb: bool) -> Result<(Mat<
     Ok((ma, mb, batch))
 }
 
-pub(crate) fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     const OP: &str = "matmul";
     let (ma, mb, batch) = checked(a, b, ta, tb)?;
     if a.dtype().is_half() {
@@ -335,31 +335,4 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
         return;
     }
     piece(0..m, 0..n)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn matmul_with_flags_and_batches() {
-        let a = Tensor::from_vec(vec![1.0f64, 2., 3., 4., 5., 6.], &[2, 3]).unwrap();
-        let b = Tensor::from_vec(vec![1.0f64, 0., 0., 1., 1., 1.], &[3, 2]).unwrap();
-        let c = matmul(&a, &b, false, false).unwrap();
-        assert_eq!(c.to_vec::<f64>().unwrap(), vec![4., 5., 10., 11.]);
-        // a^T a : [3,3]
-        let g = matmul(&a, &a, true, false).unwrap();
-        assert_eq!(g.shape(), &[3, 3]);
-        assert_eq!(g.to_vec::<f64>().unwrap()[..3], [17., 22., 27.]);
-        // batch broadcast: [2,2,3] @ [3,2]
-        let ab = Tensor::from_vec(
-            [a.to_vec::<f64>().unwrap(), a.to_vec::<f64>().unwrap()].concat(),
-            &[2, 2, 3],
-        )
-        .unwrap();
-        let cb = matmul(&ab, &b, false, false).unwrap();
-        assert_eq!(cb.shape(), &[2, 2, 2]);
-        assert_eq!(cb.to_vec::<f64>().unwrap(), vec![4., 5., 10., 11., 4., 5., 10., 11.]);
-        assert!(matmul(&a, &a, false, false).is_err());
-    }
 }

@@ -14,16 +14,19 @@
 //! recycled through `tensor::pool`; every kernel that allocates takes the
 //! name of the op the user called and returns a `Result`.
 
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod attention;
 pub(crate) mod attention_gemm;
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
 pub(crate) mod complex;
 pub(crate) mod complex_fns;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod conv;
 pub(crate) mod conv3d;
 pub(crate) mod counter;
 pub(crate) mod ctc;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod decomp;
 pub(crate) mod denormal;
 #[cfg(target_arch = "x86_64")]
@@ -32,14 +35,18 @@ pub(crate) mod eig;
 pub(crate) mod elementwise;
 pub(crate) mod erf;
 pub(crate) mod index;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod math;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod matmul;
 pub(crate) mod narrow_matmul;
 pub(crate) mod nn;
 pub(crate) mod pooling;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod reduce;
 pub(crate) mod resize;
 #[cfg(target_arch = "x86_64")]
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sgemm;
 pub(crate) mod workers;
 

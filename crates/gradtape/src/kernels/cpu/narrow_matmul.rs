@@ -41,7 +41,7 @@ const ROWS: usize = 4;
 /// and `dst` (m×n, row stride `d_rs >= n`) must not overlap `a` or `b`;
 /// without `acc`, `dst` may be uninitialised.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmul(
+pub unsafe fn matmul(
     (m, n, k): (usize, usize, usize),
     dst: *mut f32,
     d_rs: isize,
@@ -168,86 +168,5 @@ unsafe fn rows<const W: usize, const R: usize>(x: Mats, packed: &[f32], i0: usiz
             // SAFETY: (i0 + r, j) lies in dst
             unsafe { *x.dst.offset((i0 + r) as isize * x.d_rs + j as isize) = v };
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The sum as the kernel defines it, element by element.
-    fn reference(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), init: &[f32], acc: bool) -> Vec<f32> {
-        let mut out = vec![0.0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                let mut s = if acc { init[i * n + j] } else { 0.0f32 };
-                for p in 0..k {
-                    s += a[i * k + p] * b[p * n + j];
-                }
-                out[i * n + j] = s;
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn every_width_and_row_count_gives_the_reference_bits() {
-        for (m, n, k) in [
-            (1, 1, 1),
-            (3, 5, 7),
-            (4, 8, 3),
-            (9, 10, 33),
-            (13, 16, 20),
-            (6, 17, 9),
-            (5, 32, 64),
-            (64, 10, 256),
-        ] {
-            let a: Vec<f32> = (0..m * k).map(|i| ((i as f32) * 0.37).sin()).collect();
-            let b: Vec<f32> = (0..k * n).map(|i| ((i as f32) * 0.53).cos() * 0.5).collect();
-            let init: Vec<f32> = (0..m * n).map(|i| i as f32 * 0.25).collect();
-            for acc in [false, true] {
-                let want = reference(&a, &b, (m, n, k), &init, acc);
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                // `b` row-major, and stored transposed (column-major)
-                let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-                for (bm, strides) in [(&b, (n as isize, 1)), (&bt, (1, k as isize))] {
-                    let mut got = init.clone();
-                    unsafe {
-                        matmul(
-                            (m, n, k),
-                            got.as_mut_ptr(),
-                            n as isize,
-                            acc,
-                            a.as_ptr(),
-                            (k as isize, 1),
-                            bm.as_ptr(),
-                            strides,
-                        )
-                    };
-                    assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} acc {acc}, b strides {strides:?}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn nan_and_infinity_propagate() {
-        let a = [f32::NAN, 1.0, f32::INFINITY, 1.0];
-        let b = [1.0f32, 2.0];
-        let mut out = [0.0f32; 4];
-        unsafe {
-            matmul(
-                (2, 2, 1),
-                out.as_mut_ptr(),
-                2,
-                false,
-                a.as_ptr(),
-                (2, 1),
-                b.as_ptr(),
-                (2, 1),
-            )
-        };
-        assert!(out[0].is_nan() && out[1].is_nan());
-        assert_eq!(out[2..], [f32::INFINITY, f32::INFINITY]);
     }
 }

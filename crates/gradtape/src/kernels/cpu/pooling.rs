@@ -27,11 +27,11 @@ pub(crate) fn max_pool_grad<T: Float>(op: &'static str, dy: &[T], arg: &[i64], n
     Ok(dx)
 }
 
-/// Max pool: the output [n,oh,ow,c] and, for each output element, the flat
+/// Max pool: the output \[n,oh,ow,c\] and, for each output element, the flat
 /// index into `x` of its maximum (the first one in window order on ties;
 /// padding never wins). NaN is skipped, as TensorFlow does: it is output
 /// only by a window of NaN only.
-pub(crate) fn max_pool<T: Float>(x: &[T], g: &Geom) -> Result<(Vec<T>, Vec<i64>)> {
+pub fn max_pool<T: Float>(x: &[T], g: &Geom) -> Result<(Vec<T>, Vec<i64>)> {
     let row = g.ow * g.c;
     let rows = g.n * g.oh;
     let total = rows * row;
@@ -126,7 +126,7 @@ fn count(g: &Geom, oh: usize, ow: usize) -> usize {
 }
 
 /// Average pool: each output is the mean of the valid inputs of its window.
-pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Result<Vec<T>> {
+pub fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Result<Vec<T>> {
     let c = g.c;
     let total = g.n * g.oh * g.ow * c;
     let mut y = super::filled_vec(g.op, total, T::zero())?;
@@ -159,8 +159,8 @@ pub(crate) fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Result<Vec<T>> {
 }
 
 /// The adjoint of [`avg_pool`]: spreads each `dy` element evenly over the
-/// valid inputs of its window; returns [n,h,w,c].
-pub(crate) fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Result<Vec<T>> {
+/// valid inputs of its window; returns \[n,h,w,c\].
+pub fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let c = g.c;
     let img = g.h * g.w * c;
     let mut dx = super::filled_vec(g.op, g.n * img, T::zero())?;

@@ -13,7 +13,7 @@ use crate::tensor::{alloc, with_num_dtype, Buf, Layout, Num, Shape, Tensor};
 
 /// Which reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReduceKind {
+pub enum ReduceKind {
     Sum,
     Max,
     Min,
@@ -131,7 +131,7 @@ impl<T: Num> Reducer<T> for MinR {
 /// Half types are reduced through an `f32` copy, the result rounded once
 /// (TensorFlow accumulates them in `f32` too): a sum of 4096 ones is 4096,
 /// where an `f16` accumulator stops at 2048.
-pub(crate) fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceKind) -> Result<Tensor> {
+pub fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceKind) -> Result<Tensor> {
     if x.dtype().is_half() {
         let y = reduce(op, &super::elementwise::cast(x, crate::DType::F32)?, axes, kind)?;
         return super::elementwise::cast(&y, x.dtype());
@@ -229,26 +229,4 @@ fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out
             o.write(a);
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sum_max_min_over_axes() {
-        let x = Tensor::from_vec((0..24).map(|v| v as f64).collect(), &[2, 3, 4]).unwrap();
-        let s = reduce("t", &x, &[1], ReduceKind::Sum).unwrap();
-        assert_eq!(s.shape(), &[2, 4]);
-        assert_eq!(s.to_vec::<f64>().unwrap(), vec![12., 15., 18., 21., 48., 51., 54., 57.]);
-        let m = reduce("t", &x, &[0, 2], ReduceKind::Max).unwrap();
-        assert_eq!(m.to_vec::<f64>().unwrap(), vec![15., 19., 23.]);
-        let c = reduce("t", &x, &[0], ReduceKind::Min).unwrap();
-        assert_eq!(
-            c.to_vec::<f64>().unwrap(),
-            (0..12).map(|v| v as f64).collect::<Vec<_>>()
-        );
-        let all = reduce("t", &x, &[0, 1, 2], ReduceKind::Sum).unwrap();
-        assert_eq!(all.to_vec::<f64>().unwrap(), vec![276.0]);
-    }
 }

@@ -78,7 +78,7 @@ static POOL: Pool = Pool {
 };
 
 /// Number of threads a kernel may use, the caller included.
-pub(crate) fn threads() -> usize {
+pub fn threads() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
     *N.get_or_init(|| {
         let env = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok());
@@ -229,7 +229,7 @@ impl Drop for Close {
 /// Runs `f(i)` for every `i` in `0..n`, spread over the compute threads;
 /// returns when all have run. Tasks may run in any order and concurrently.
 #[inline]
-pub(crate) fn parallel_for(n: usize, f: impl Fn(usize) + Sync) {
+pub fn parallel_for(n: usize, f: impl Fn(usize) + Sync) {
     if n == 0 {
         return;
     }
@@ -289,7 +289,7 @@ fn spread(n: usize, f: &(dyn Fn(usize) + Sync)) {
 
 /// `out.chunks_mut(chunk).enumerate().for_each(f)`, spread over the
 /// compute threads.
-pub(crate) fn for_each_chunk_mut<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+pub fn for_each_chunk_mut<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     let chunk = chunk.max(1);
     let len = out.len();
     let ptr = SendPtr(out.as_mut_ptr());
@@ -399,59 +399,5 @@ impl<T> SendPtr<T> {
     #[inline]
     pub(crate) fn get(self) -> *mut T {
         self.0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_index_runs_once() {
-        for n in [0usize, 1, 2, 3, 17, 1000] {
-            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-            parallel_for(n, |i| {
-                hits[i].fetch_add(1, Relaxed);
-            });
-            assert!(hits.iter().all(|h| h.load(Relaxed) == 1), "n = {n}");
-        }
-    }
-
-    #[test]
-    fn nested_and_concurrent_jobs_complete() {
-        let total = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..3 {
-                s.spawn(|| {
-                    for _ in 0..50 {
-                        parallel_for(4, |_| {
-                            parallel_for(3, |_| {
-                                total.fetch_add(1, Relaxed);
-                            })
-                        });
-                    }
-                });
-            }
-        });
-        assert_eq!(total.load(Relaxed), 3 * 50 * 12);
-    }
-
-    #[test]
-    fn chunks_cover_the_slice() {
-        let mut v = vec![0usize; 1003];
-        for_each_chunk_mut(&mut v, 100, |i, c| c.iter_mut().for_each(|x| *x = i + 1));
-        assert!(v.iter().enumerate().all(|(j, &x)| x == j / 100 + 1));
-    }
-
-    #[test]
-    fn a_panicking_task_reaches_the_caller() {
-        let r = catch_unwind(|| parallel_for(8, |i| assert!(i != 5, "task five")));
-        assert!(r.is_err());
-        // the pool still works afterwards
-        let c = AtomicUsize::new(0);
-        parallel_for(8, |_| {
-            c.fetch_add(1, Relaxed);
-        });
-        assert_eq!(c.load(Relaxed), 8);
     }
 }

@@ -30,19 +30,19 @@ pub(crate) const BLOCK: u32 = 256;
 
 /// One output of a [`FusedKernel`].
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum FusedOut {
+pub enum FusedOut {
     /// An elementwise value of the group's shape (the next `outK`).
     Elementwise,
     /// A sum of all elements, of this shape (one element; the next `sK`).
     Sum(Vec<usize>),
 }
 
-/// A fused kernel, ready to launch: its CUDA source (from [`source`]) and
+/// A fused kernel, ready to launch: its CUDA source (from `source`) and
 /// what it reads and makes.
 #[derive(Clone, Debug)]
-pub(crate) struct FusedKernel {
+pub struct FusedKernel {
     /// The kernel's CUDA C (kernel `k`).
-    pub(crate) source: String,
+    pub source: String,
     /// The kernel cache's key for it (names the source, made once).
     pub(crate) key: String,
     /// `F32` or `F64`: every input's and output's.
@@ -52,7 +52,7 @@ pub(crate) struct FusedKernel {
     /// Per input, its number of elements.
     pub(crate) input_len: Vec<usize>,
     /// Per output, in order.
-    pub(crate) outputs: Vec<FusedOut>,
+    pub outputs: Vec<FusedOut>,
 }
 
 impl FusedKernel {
@@ -84,7 +84,7 @@ impl FusedKernel {
     }
 
     /// How many full sums it makes.
-    pub(crate) fn n_sums(&self) -> usize {
+    pub fn n_sums(&self) -> usize {
         self.outputs.iter().filter(|o| matches!(o, FusedOut::Sum(_))).count()
     }
 }
@@ -164,7 +164,7 @@ inline double gt_from_bits(long long b) { double d; memcpy(&d, &b, 8); return d;
 
 /// The kernel converting the `double` accumulators of sums to the dtype.
 #[cfg(feature = "cuda")]
-fn sums_source(t: &str) -> String {
+pub fn sums_source(t: &str) -> String {
     format!(
         "{FUSED_COMMON}\ntypedef {t} T;\n\
          extern \"C\" __global__ void k(const double* acc, T* y, long long n) {{ GT_FUSED_LOOP(i, n) {{ y[i] = (T)acc[i]; }} }}\n"
@@ -268,25 +268,4 @@ pub(crate) fn run_fused(
     // (the accumulators are freed on the stream, after the conversions)
     drop(acc);
     Ok(result)
-}
-
-#[cfg(all(test, feature = "cuda"))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sums_kernel_compiles_with_nvrtc() {
-        // SAFETY: only looks the library up
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            println!("skipped: NVRTC (libnvrtc.so) not found");
-            return;
-        }
-        for t in ["float", "double"] {
-            if let Err(log) =
-                super::super::runtime::compile_with(&sums_source(t), "--gpu-architecture=compute_90", false)
-            {
-                panic!("{log}");
-            }
-        }
-    }
 }

@@ -19,7 +19,7 @@ use crate::tensor::{DType, Layout, Tensor};
 
 /// `y[o, j, r] = p[o, idx[j], r]` (0 for an index outside `[0, dim)`), `p`
 /// read through its view as `[outer, dim, inner]`.
-pub(crate) fn gather_source(t: &str, it: &str) -> String {
+pub fn gather_source(t: &str, it: &str) -> String {
     format!(
         "{COMMON}\ntypedef {t} T; typedef {it} I;\n\
          extern \"C\" __global__ void k(Lay lp, const T* p, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total) {{\n\
@@ -44,7 +44,7 @@ __device__ __forceinline__ void gt_add(long long* p, long long v) { atomicAdd((u
 /// `y[o, idx[j], r] += u[o, j, r]` into a zeroed `y` `[outer, dim, inner]`
 /// (indices outside `[0, dim)`, negative segment ids among them, dropped),
 /// `u` read through its view.
-pub(crate) fn scatter_add_source(t: &str, it: &str) -> String {
+pub fn scatter_add_source(t: &str, it: &str) -> String {
     format!(
         "{COMMON}{ATOMIC_ADD}\ntypedef {t} T; typedef {it} I;\n\
          extern \"C\" __global__ void k(Lay lu, const T* u, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total) {{\n\
@@ -60,7 +60,7 @@ pub(crate) fn scatter_add_source(t: &str, it: &str) -> String {
 
 /// `y[at_y(i)] = x[at_x(i)]`: `x` copied into the region of `y` that the
 /// view `ly` (of `x`'s shape) covers.
-pub(crate) fn copy_source(t: &str) -> String {
+pub fn copy_source(t: &str) -> String {
     format!(
         "{COMMON}\ntypedef {t} T;\n\
          extern \"C\" __global__ void k(Lay lx, const T* x, Lay ly, T* y, long long total) {{\n\
@@ -70,7 +70,7 @@ pub(crate) fn copy_source(t: &str) -> String {
 }
 
 /// `y[o, d, r] = idx[o, r] == d ? on : off`, `y` `[outer, depth, inner]`.
-pub(crate) fn one_hot_source(t: &str, it: &str) -> String {
+pub fn one_hot_source(t: &str, it: &str) -> String {
     format!(
         "{COMMON}\ntypedef {t} T; typedef {it} I;\n\
          extern \"C\" __global__ void k(const I* idx, T* y, long long depth, long long inner, double on, double off, long long total) {{\n\
@@ -84,8 +84,7 @@ pub(crate) fn one_hot_source(t: &str, it: &str) -> String {
 }
 
 /// Every source of this file (for the NVRTC check).
-#[cfg(test)]
-pub(crate) fn all_sources() -> Vec<String> {
+pub fn all_sources() -> Vec<String> {
     let mut v = vec![];
     for t in ["float", "double", "int", "long long", "bool"] {
         v.push(copy_source(t));
@@ -309,131 +308,4 @@ pub(crate) fn one_hot(
         &mut args![pi, py, depth, inner, on, off, total],
     )?;
     Ok(y)
-}
-
-#[cfg(test)]
-mod tests {
-    //! The kernels' index arithmetic, run as host C++ (`source::host`),
-    //! against the CPU kernels.
-    use super::*;
-    use crate::kernels::cuda::source::{host, Lay};
-
-    fn vals(n: usize, seed: usize) -> Vec<f64> {
-        (0..n)
-            .map(|i| (((i * 7919 + seed * 104_729) % 1009) as f64 / 1009.0) * 2.0 - 1.0)
-            .collect()
-    }
-
-    fn t(v: &[f64], shape: &[usize]) -> Tensor {
-        Tensor::from_vec(v.to_vec(), shape).unwrap()
-    }
-
-    fn i64s(v: &[i64], shape: &[usize]) -> Tensor {
-        Tensor::from_vec(v.to_vec(), shape).unwrap()
-    }
-
-    fn lay_of(x: &Tensor) -> String {
-        Lay::of(x.layout(), x.shape()).unwrap().c_init()
-    }
-
-    fn same(a: &[f64], b: &[f64], what: &str) {
-        assert_eq!(a.len(), b.len(), "{what}: lengths");
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
-                "{what}: element {i}: {x} vs {y}"
-            );
-        }
-    }
-
-    #[test]
-    fn gather_and_scatter_agree_with_the_cpu_kernels_as_host_cxx() {
-        if host::cxx().is_none() {
-            println!("skipped: no C++ compiler");
-            return;
-        }
-        // params [3, 5, 2] read through a transposed view, gathered along each axis
-        let base = t(&vals(30, 1), &[5, 3, 2]);
-        let p = base.permute(&[1, 0, 2]).unwrap();
-        let flat_p = base.to_vec_f64();
-        for (axis, idx) in [(0usize, vec![2i64, 0, 2]), (1, vec![4, 0, 3, 3]), (2, vec![1, 0])] {
-            let it = i64s(&idx, &[idx.len()]);
-            let want = crate::kernels::cpu::index::gather(&p, &it, axis).unwrap();
-            let ps = p.shape();
-            let (dim, inner) = (ps[axis], ps[axis + 1..].iter().product::<usize>());
-            let n = want.numel();
-            let body = format!(
-                "{}{}static double y[{n}];\nLay lp = {};\nk(lp, p, idx, y, {}LL, {dim}LL, {inner}LL, {n}LL);\ngt_put(y, {n});",
-                host::array("double", "p", &flat_p),
-                host::array("long long", "idx", &idx.iter().map(|&v| v as f64).collect::<Vec<_>>()),
-                lay_of(&p),
-                idx.len()
-            );
-            let got = host::run(&gather_source("double", "long long"), &body).unwrap();
-            same(&got, &want.to_vec_f64(), &format!("gather along {axis}"));
-
-            // its adjoint: the gathered values scattered back
-            let u = t(&vals(n, 2), want.shape());
-            let want_s = crate::kernels::cpu::index::scatter_add(&u, &it, axis, dim).unwrap();
-            let outer: usize = ps[..axis].iter().product();
-            let ns = want_s.numel();
-            let body = format!(
-                "{}{}static double y[{ns}];\nLay lu = {};\nk(lu, u, idx, y, {}LL, {dim}LL, {inner}LL, {}LL);\ngt_put(y, {ns});",
-                host::array("double", "u", &u.to_vec_f64()),
-                host::array("int", "idx", &idx.iter().map(|&v| v as f64).collect::<Vec<_>>()),
-                lay_of(&u),
-                idx.len(),
-                outer * idx.len() * inner
-            );
-            let got = host::run(&scatter_add_source("double", "int"), &body).unwrap();
-            same(&got, &want_s.to_vec_f64(), &format!("scatter_add along {axis}"));
-        }
-    }
-
-    #[test]
-    fn copies_and_one_hot_agree_with_the_cpu_as_host_cxx() {
-        if host::cxx().is_none() {
-            println!("skipped: no C++ compiler");
-            return;
-        }
-        // pad: the copy into the interior region of zeros
-        let x = t(&vals(12, 3), &[3, 4]);
-        let pads = [(1usize, 2usize), (0, 3)];
-        let want = x.pad(&pads).unwrap();
-        let shape = want.shape().to_vec();
-        let strides = crate::tensor::layout::contiguous_strides(&shape);
-        let region = Layout {
-            shape: x.shape().into(),
-            strides: strides.clone(),
-            offset: strides[0] as usize,
-        };
-        let n = want.numel();
-        let body = format!(
-            "{}static double y[{n}];\nLay lx = {}; Lay ly = {};\nk(lx, x, ly, y, 12LL);\ngt_put(y, {n});",
-            host::array("double", "x", &x.to_vec_f64()),
-            lay_of(&x),
-            Lay::of(&region, x.shape()).unwrap().c_init()
-        );
-        same(
-            &host::run(&copy_source("double"), &body).unwrap(),
-            &want.to_vec_f64(),
-            "pad",
-        );
-
-        // one_hot along the middle axis, with indices out of range
-        let idx = [0i64, 3, 7, -1, 2, 2];
-        let want = i64s(&idx, &[2, 3])
-            .one_hot(5, 1.0, -0.5, 1, crate::tensor::DType::F64)
-            .unwrap();
-        let n = want.numel();
-        let body = format!(
-            "{}static double y[{n}];\nk(idx, y, 5LL, 3LL, 1.0, -0.5, {n}LL);\ngt_put(y, {n});",
-            host::array("long long", "idx", &idx.map(|v| v as f64))
-        );
-        same(
-            &host::run(&one_hot_source("double", "long long"), &body).unwrap(),
-            &want.to_vec_f64(),
-            "one_hot",
-        );
-    }
 }

@@ -13,6 +13,7 @@ macro_rules! args {
 }
 
 #[cfg(feature = "cuda")]
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod conv;
 pub(crate) mod fused;
 #[cfg(feature = "cuda")]
@@ -22,6 +23,7 @@ mod launch;
 #[cfg(feature = "cuda")]
 pub(crate) mod runtime;
 #[cfg(feature = "cuda")]
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod source;
 
 #[cfg(feature = "cuda")]

@@ -250,7 +250,7 @@ pub(crate) fn compile(source: &str, arch: (i32, i32)) -> std::result::Result<Vec
 
 /// Compiles `source` with NVRTC under `arch_flag`, returning the cubin
 /// (`cubin`) or the PTX; an error carries NVRTC's log.
-pub(crate) fn compile_with(source: &str, arch_flag: &str, cubin: bool) -> std::result::Result<Vec<u8>, String> {
+pub fn compile_with(source: &str, arch_flag: &str, cubin: bool) -> std::result::Result<Vec<u8>, String> {
     // SAFETY: only looks the library up
     if !unsafe { rtc_sys::is_culib_present() } {
         return Err("NVRTC (libnvrtc.so) was not found; add its folder to LD_LIBRARY_PATH".into());

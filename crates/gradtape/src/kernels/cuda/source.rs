@@ -11,22 +11,22 @@ use crate::tensor::{DType, Layout};
 /// The most dimensions a view read by a GPU kernel may have.
 pub(crate) const MAX_RANK: usize = 8;
 
-/// A view as kernels read it (`struct Lay` in [`COMMON`]).
+/// A view as kernels read it (`struct Lay` in `COMMON`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Lay {
-    shape: [i64; MAX_RANK],
-    stride: [i64; MAX_RANK],
-    offset: i64,
-    rank: i32,
-    contig: i32,
+pub struct Lay {
+    pub shape: [i64; MAX_RANK],
+    pub stride: [i64; MAX_RANK],
+    pub offset: i64,
+    pub rank: i32,
+    pub contig: i32,
 }
 
 impl Lay {
     /// The view `l` read over `shape` (its own, or one it broadcasts to:
     /// missing leading dims and stretched ones read with stride 0).
     /// `None` past [`MAX_RANK`] dims.
-    pub(crate) fn of(l: &Layout, shape: &[usize]) -> Option<Lay> {
+    pub fn of(l: &Layout, shape: &[usize]) -> Option<Lay> {
         let rank = shape.len();
         if rank > MAX_RANK {
             return None;
@@ -49,10 +49,9 @@ impl Lay {
     }
 }
 
-#[cfg(test)]
 impl Lay {
     /// A C initializer of this view (for the host checks).
-    pub(crate) fn c_init(&self) -> String {
+    pub fn c_init(&self) -> String {
         let list = |v: &[i64]| v.iter().map(|x| format!("{x}LL")).collect::<Vec<_>>().join(", ");
         format!(
             "{{{{{}}}, {{{}}}, {}LL, {}, {}}}",
@@ -61,99 +60,6 @@ impl Lay {
             self.offset,
             self.rank,
             self.contig
-        )
-    }
-}
-
-/// Running kernel sources as host C++ (one thread: the grid-stride loops
-/// cover every element), to check their index arithmetic against the CPU
-/// kernels on machines without a GPU.
-#[cfg(test)]
-pub(crate) mod host {
-    /// What makes CUDA C host C++: the qualifiers away, one thread of one
-    /// block, the intrinsics the kernels use.
-    const EMU: &str = r#"
-#include <cstdio>
-#include <cstring>
-struct gt_dim3 { unsigned x; };
-static gt_dim3 blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline double __longlong_as_double(long long i) { double f; memcpy(&f, &i, 8); return f; }
-template <typename T> static inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
-"#;
-
-    /// The first of `c++` and `g++` that runs.
-    pub(crate) fn cxx() -> Option<&'static str> {
-        ["c++", "g++"].into_iter().find(|c| {
-            std::process::Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-    }
-
-    /// A C array definition `static T name[] = {..};` (one element at least).
-    pub(crate) fn array(ty: &str, name: &str, v: &[f64]) -> String {
-        let items: Vec<String> = if v.is_empty() {
-            vec!["0".into()]
-        } else {
-            v.iter()
-                .map(|x| {
-                    if x.is_nan() {
-                        "NAN".into()
-                    } else {
-                        format!("({ty})({x:?})")
-                    }
-                })
-                .collect()
-        };
-        format!("static {ty} {name}[] = {{{}}};\n", items.join(", "))
-    }
-
-    /// Compiles `source` (a kernel `k`) with `main`'s `body` as host C++,
-    /// runs it and returns the numbers it prints (`None` without a C++
-    /// compiler). `body` prints with `gt_put(ptr, n)`.
-    pub(crate) fn run(source: &str, body: &str) -> Option<Vec<f64>> {
-        let cxx = cxx()?;
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "gradtape-hostk-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let prog = format!(
-            "{EMU}\n#include <cmath>\n{source}\n\
-             template <typename T> static void gt_put(const T* p, long long n) {{ for (long long i = 0; i < n; ++i) printf(\"%.17g \", (double)p[i]); printf(\"\\n\"); }}\n\
-             int main() {{\n{body}\nreturn 0;\n}}\n"
-        );
-        let (src, exe) = (dir.join("k.cpp"), dir.join("k"));
-        std::fs::write(&src, &prog).unwrap();
-        let out = std::process::Command::new(cxx)
-            .args(["-std=c++17", "-O1", "-w", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}\n{prog}", String::from_utf8_lossy(&out.stderr));
-        let run = std::process::Command::new(&exe).output().unwrap();
-        assert!(run.status.success());
-        let _ = std::fs::remove_dir_all(&dir);
-        Some(
-            String::from_utf8_lossy(&run.stdout)
-                .split_whitespace()
-                .map(|w| match w {
-                    "nan" | "-nan" => f64::NAN,
-                    "inf" => f64::INFINITY,
-                    "-inf" => f64::NEG_INFINITY,
-                    _ => w.parse().unwrap(),
-                })
-                .collect(),
         )
     }
 }
@@ -381,7 +287,7 @@ pub(crate) fn sparse_xent_rows(t: &str, label: &str) -> String {
 /// element, the weight decay (`w -= w * wd * lr`, as Keras), then `body`
 /// (an `ElemRule`'s CUDA form: statements over `w`, `s`, `g` and the
 /// parameters `p[0..6]`), the new values written to fresh buffers.
-pub(crate) fn optimizer(t: &str, k: usize, body: &str) -> String {
+pub fn optimizer(t: &str, k: usize, body: &str) -> String {
     format!(
         "{COMMON}\ntypedef {t} T;\n#define K {k}\n\
          extern \"C\" __global__ void k(const T* wi, T* wo, const T* s0i, T* s0o, const T* s1i, T* s1o, const T* s2i, T* s2o,\n\
@@ -402,8 +308,7 @@ pub(crate) fn optimizer(t: &str, k: usize, body: &str) -> String {
 
 /// Every fixed kernel source (for the NVRTC check in CI: the generated
 /// elementwise ones are checked by `cuda_expr`'s tests).
-#[cfg(test)]
-pub(crate) fn all_fixed() -> Vec<String> {
+pub fn all_fixed() -> Vec<String> {
     let mut out = Vec::new();
     for t in ["float", "double", "int", "long long", "bool"] {
         out.push(fill(t));
@@ -426,41 +331,4 @@ pub(crate) fn all_fixed() -> Vec<String> {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every fixed kernel source compiles with NVRTC (to PTX for Hopper:
-    /// no GPU needed), where the NVRTC library is found; the generated
-    /// elementwise kernels are compiled by `ops::math::cuda_expr`'s tests.
-    #[test]
-    fn every_kernel_source_compiles_with_nvrtc() {
-        // SAFETY: only looks the library up
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            println!("skipped: NVRTC (libnvrtc.so) not found; set LD_LIBRARY_PATH to its folder to check the kernels");
-            return;
-        }
-        let sources = all_fixed();
-        assert!(sources.len() > 30);
-        for src in &sources {
-            if let Err(log) = super::super::runtime::compile_with(src, "--gpu-architecture=compute_90", false) {
-                panic!("{log}\nsource:\n{src}");
-            }
-        }
-        println!("compiled {} kernel sources with NVRTC", sources.len());
-    }
-
-    #[test]
-    fn a_views_lay_reads_its_broadcast_strides() {
-        let l = Layout::contiguous(&[3, 1]);
-        let lay = Lay::of(&l, &[2, 3, 4]).unwrap();
-        assert_eq!((lay.rank, lay.contig), (3, 0));
-        assert_eq!(&lay.shape[..3], &[2, 3, 4]);
-        assert_eq!(&lay.stride[..3], &[0, 1, 0]);
-        let same = Lay::of(&l, &[3, 1]).unwrap();
-        assert_eq!(same.contig, 1);
-        assert!(Lay::of(&Layout::contiguous(&[1; 9]), &[1; 9]).is_none());
-    }
 }

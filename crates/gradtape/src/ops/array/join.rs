@@ -46,7 +46,7 @@ fn concat_shape<B: Borrow<Tensor>>(tensors: &[B], axis: isize) -> Result<(usize,
 /// while nothing records (no tape, accumulator or trace): no list of the
 /// operands and nothing kept for a gradient, so a run allocates only the
 /// result (the `rnn_grad` bench's step joins 64 operands three times).
-pub(crate) fn concat_unrecorded(tensors: &[Tensor], axis: isize) -> Result<Tensor> {
+pub fn concat_unrecorded(tensors: &[Tensor], axis: isize) -> Result<Tensor> {
     let (ax, shape) = concat_shape(tensors, axis)?;
     index::concat(CONCAT, tensors, ax, &shape)
 }
@@ -243,35 +243,4 @@ pub(crate) fn stack(rows: &[Tensor]) -> Result<Tensor> {
             Ok(out)
         })
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_unrecorded_concat_gives_concat_values_and_errors() {
-        // more operands than the recorded path keeps inline, and a strided one
-        let parts: Vec<Tensor> = (0..40)
-            .map(|i| Tensor::from_vec((0..6).map(|v| (v * 40 + i) as f32).collect(), &[2, 3]).unwrap())
-            .chain([Tensor::from_vec((0..6).map(|v| v as f32).collect(), &[3, 2])
-                .unwrap()
-                .transpose()
-                .unwrap()])
-            .collect();
-        let refs: Vec<&Tensor> = parts.iter().collect();
-        for axis in [0, 1, -1] {
-            let want = Tensor::concat(&refs, axis).unwrap();
-            let got = concat_unrecorded(&parts, axis).unwrap();
-            assert_eq!(got.shape(), want.shape());
-            assert_eq!(got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
-        }
-        let odd = [parts[0].clone(), Tensor::zeros(&[3, 3], crate::tensor::DType::F32)];
-        let e = concat_unrecorded(&odd, 1).unwrap_err().to_string();
-        assert!(
-            e.contains("concat") && e.contains("[2, 3]") && e.contains("[3, 3]"),
-            "{e}"
-        );
-        assert!(concat_unrecorded(&[], 0).is_err());
-    }
 }

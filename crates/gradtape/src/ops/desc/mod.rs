@@ -24,7 +24,7 @@
 
 mod create;
 mod decomp;
-mod elementwise;
+pub(crate) mod elementwise;
 mod fft;
 mod image;
 mod linalg;

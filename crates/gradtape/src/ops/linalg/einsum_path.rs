@@ -16,7 +16,7 @@
 //! share a letter, then the cheaper step.
 
 /// Up to this many operands the order is searched exhaustively.
-const OPTIMAL_MAX: usize = 10;
+pub const OPTIMAL_MAX: usize = 10;
 
 /// The pairwise contraction order of an einsum and its cost; see
 /// [`Tensor::einsum_path`](crate::Tensor::einsum_path).
@@ -44,7 +44,7 @@ pub struct EinsumPath {
 /// plus the ellipsis dims, so a `u128` holds them all).
 type Set = u128;
 
-struct Problem {
+pub struct Problem {
     /// The letter set of each operand.
     terms: Vec<Set>,
     out: Set,
@@ -53,7 +53,7 @@ struct Problem {
 }
 
 impl Problem {
-    fn new(terms: &[Vec<char>], out: &[char], size: &dyn Fn(char) -> u128) -> Problem {
+    pub fn new(terms: &[Vec<char>], out: &[char], size: &dyn Fn(char) -> u128) -> Problem {
         let mut letters: Vec<char> = terms.iter().flatten().chain(out).copied().collect();
         letters.sort_unstable();
         letters.dedup();
@@ -95,7 +95,7 @@ impl Problem {
 
 /// The order (NumPy's step convention) and cost of contracting operands
 /// with letters `terms` into `out`, `size` giving each letter's size.
-pub(crate) fn best_path(terms: &[Vec<char>], out: &[char], size: &dyn Fn(char) -> u128) -> (Vec<(usize, usize)>, u128) {
+pub fn best_path(terms: &[Vec<char>], out: &[char], size: &dyn Fn(char) -> u128) -> (Vec<(usize, usize)>, u128) {
     let p = Problem::new(terms, out, size);
     let n = terms.len();
     if n < 2 {
@@ -168,7 +168,7 @@ fn optimal(p: &Problem) -> (Vec<(usize, usize)>, u128) {
 }
 
 /// Greedy pairing for many operands.
-fn greedy(p: &Problem) -> (Vec<(usize, usize)>, u128) {
+pub fn greedy(p: &Problem) -> (Vec<(usize, usize)>, u128) {
     let n = p.terms.len();
     // each operand of the current list: the operands it holds and its letters
     let mut list: Vec<(u64, Set)> = (0..n).map(|i| (1 << i, p.letters(1 << i))).collect();
@@ -202,53 +202,4 @@ fn greedy(p: &Problem) -> (Vec<(usize, usize)>, u128) {
         flops = flops.saturating_add(cost);
     }
     (steps, flops)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The textbook matrix-chain order: least multiply-adds over every
-    /// parenthesisation of `M_0 ... M_{n-1}`, `M_i: [d_i, d_{i+1}]`.
-    fn matrix_chain(d: &[u128]) -> u128 {
-        let n = d.len() - 1;
-        let mut c = vec![vec![0u128; n]; n];
-        for len in 2..=n {
-            for i in 0..=n - len {
-                let j = i + len - 1;
-                c[i][j] = (i..j)
-                    .map(|k| c[i][k] + c[k + 1][j] + d[i] * d[k + 1] * d[j + 1])
-                    .min()
-                    .unwrap();
-            }
-        }
-        c[0][n - 1]
-    }
-
-    fn chain(n: usize) -> (Vec<Vec<char>>, Vec<char>) {
-        let l = |i: usize| (b'a' + i as u8) as char;
-        ((0..n).map(|i| vec![l(i), l(i + 1)]).collect(), vec![l(0), l(n)])
-    }
-
-    #[test]
-    fn the_optimal_order_of_a_chain_is_the_matrix_chain_optimum() {
-        let dims = [3u128, 40, 2, 25, 7, 30, 2, 50, 4, 9, 60, 3, 5];
-        let size = |c: char| dims[(c as u8 - b'a') as usize];
-        for n in 2..=OPTIMAL_MAX {
-            let (terms, out) = chain(n);
-            let (steps, cost) = best_path(&terms, &out, &size);
-            assert_eq!(steps.len(), n - 1);
-            assert_eq!(cost, matrix_chain(&dims[..=n]), "chain of {n}");
-            // greedy is never better than optimal
-            let (_, g) = greedy(&Problem::new(&terms, &out, &size));
-            assert!(g >= cost, "chain of {n}: greedy {g} < optimal {cost}");
-        }
-        // twelve matrices: greedy, a valid order within 3x of the optimum here
-        let (terms, out) = chain(12);
-        let (steps, cost) = best_path(&terms, &out, &size);
-        assert_eq!(steps.len(), 11);
-        assert!(steps.iter().enumerate().all(|(k, &(i, j))| i < j && j < 12 - k));
-        let best = matrix_chain(&dims);
-        assert!(cost >= best && cost <= 3 * best, "greedy {cost}, optimum {best}");
-    }
 }

@@ -18,7 +18,8 @@
 pub(crate) mod decomp;
 mod diag;
 mod einsum;
-mod einsum_path;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod einsum_path;
 mod lstsq;
 mod matmul;
 mod products;

@@ -30,7 +30,7 @@ macro_rules! num_zip {
 /// `x > 0`, else 0, with `x` broadcast against `g`'s leading batch dims.
 /// Linear in `g`, so its own gradient is `relu_grad` again; `x` gets none
 /// (the mask is piecewise constant).
-pub(crate) fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
+pub fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
     const OP: &str = "ReluGrad";
     expect_same_dtype(OP, g, x)?;
     let y = super::table::binary_or(Binary::ReluGrad, OP, g, x, || {

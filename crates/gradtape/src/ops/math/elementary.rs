@@ -31,7 +31,7 @@ pub(crate) use fmap;
 
 /// The `libm` functions that `std` lacks (or computes less portably), for
 /// both float types.
-pub(crate) trait LibmExt: Sized {
+pub trait LibmExt: Sized {
     fn erf_(self) -> Self;
     fn erfc_(self) -> Self;
     fn expm1_(self) -> Self;

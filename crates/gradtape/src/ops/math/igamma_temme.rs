@@ -294,7 +294,7 @@ fn parts(a: f64, x: f64) -> Parts {
 
 /// `P(a, x)` (or `Q(a, x)` when `upper`) for finite `a >= LARGE_A` and
 /// `|x - a| / a < TEMME_RATIO`.
-pub(crate) fn igamma(a: f64, x: f64, upper: bool) -> f64 {
+pub fn igamma(a: f64, x: f64, upper: bool) -> f64 {
     let p = parts(a, x);
     let sign = if upper { 1.0 } else { -1.0 };
     0.5 * libm::erfc(sign * p.eta * (0.5 * a).sqrt()) + sign * p.scale * p.sum

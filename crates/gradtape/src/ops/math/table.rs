@@ -45,7 +45,7 @@ use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::{bf16, f16, DType, Float, Tensor};
 
 /// The element types the functions run on (`f32`, `f64`).
-pub(crate) trait Lane: Float + LibmExt {
+pub trait Lane: Float + LibmExt {
     /// `out[i] = op(x[i])`.
     fn unary(op: &Unary, x: &[Self], out: &mut [Self]);
     /// `s[i] = sin x[i]` and `c[i] = cos x[i]`, the bits of the `Sin` and
@@ -363,7 +363,7 @@ impl Lane for f64 {
 /// program runs thousands of them), the others through their slice
 /// function.
 #[inline(always)]
-pub(crate) fn unary_one<T: Lane>(op: &Unary, x: T) -> T {
+pub fn unary_one<T: Lane>(op: &Unary, x: T) -> T {
     with_elem_unary!(op, T, |f| f(x), {
         let mut y = [T::zero()];
         T::unary(op, &[x], &mut y);
@@ -454,7 +454,7 @@ pub(crate) use with_elem_binary;
 
 /// `out[i] = op(a[i], b[i])`, as the eager kernels compute it.
 #[inline(always)]
-pub(crate) fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
+pub fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
     with_elem_binary!(op, T, |f| {
         for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
             *o = f(x, y);
@@ -464,7 +464,7 @@ pub(crate) fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
 
 /// Whether `op`'s function is defined here (and so fuses): whether one of
 /// the table's arms names it.
-pub(crate) fn defined(op: &Unary) -> bool {
+pub fn defined(op: &Unary) -> bool {
     fn has<T: Float + LibmExt>(op: &Unary) -> bool {
         // (the arms of `unary_common` and `Lane::unary`)
         let own = matches!(
@@ -477,7 +477,7 @@ pub(crate) fn defined(op: &Unary) -> bool {
 }
 
 /// Whether the two-input `op`'s function is defined here (and so fuses).
-pub(crate) fn defined_binary(op: &Binary) -> bool {
+pub fn defined_binary(op: &Binary) -> bool {
     fn has<T: Float>(op: &Binary) -> bool {
         with_elem_binary!(op, T, |_f| true, false)
     }
@@ -485,14 +485,14 @@ pub(crate) fn defined_binary(op: &Binary) -> bool {
 }
 
 /// `op` of one `f64` (constant folding), as the `f64` kernels compute it.
-pub(crate) fn unary_f64(op: &Unary, x: f64) -> f64 {
+pub fn unary_f64(op: &Unary, x: f64) -> f64 {
     let mut out = [0.0];
     f64::unary(op, &[x], &mut out);
     out[0]
 }
 
 /// `op` of two `f64`s, as the `f64` kernels compute it.
-pub(crate) fn binary_f64(op: &Binary, a: f64, b: f64) -> f64 {
+pub fn binary_f64(op: &Binary, a: f64, b: f64) -> f64 {
     let mut out = [0.0];
     binary(op, &[a], &[b], &mut out);
     out[0]
@@ -500,7 +500,7 @@ pub(crate) fn binary_f64(op: &Binary, a: f64, b: f64) -> f64 {
 
 /// The eager kernel of a [`defined`] op on an `f32` or `f64` tensor
 /// (`None` for another dtype); errors name `name`.
-pub(crate) fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Tensor>> {
+pub fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Tensor>> {
     debug_assert!(defined(op), "{op:?} has no function in the table");
     if x.device_buffer().is_some() && matches!(x.dtype(), DType::F32 | DType::F64) {
         return offload(
@@ -542,7 +542,7 @@ pub(crate) fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Re
 /// dtype, broadcasting (`None` for another dtype, or two dtypes). The half
 /// types run the same functions in their own arithmetic (each operation
 /// rounded to the type, as TensorFlow's half kernels).
-pub(crate) fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
+pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
     debug_assert!(defined_binary(op), "{op:?} has no function in the table");
     fn typed<T: Float>(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         with_elem_binary!(op, T, |f| zip::<T, T, T>(name, a, b, f))
@@ -624,166 +624,4 @@ pub(crate) fn binary_or(
     other: impl FnOnce() -> Result<Tensor>,
 ) -> Result<Tensor> {
     binary_zip(name, &op, a, b).unwrap_or_else(other)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ops::desc::F64;
-
-    /// Every one-input op of the table (all but the complex and logical
-    /// ones), with its attributes.
-    fn table_ops() -> Vec<Unary> {
-        use Unary::*;
-        vec![
-            Neg,
-            Abs,
-            Sign,
-            Square,
-            Sqrt,
-            Rsqrt,
-            Reciprocal,
-            Exp,
-            Expm1,
-            Log,
-            Log1p,
-            Sin,
-            Cos,
-            Tan,
-            Asin,
-            Acos,
-            Atan,
-            Sinh,
-            Cosh,
-            Tanh,
-            Asinh,
-            Acosh,
-            Atanh,
-            Erf,
-            Erfc,
-            Floor,
-            Ceil,
-            Round,
-            Sigmoid,
-            Relu,
-            Relu6,
-            LeakyRelu(F64(0.2)),
-            Elu,
-            Selu,
-            Softplus,
-            Softsign,
-            ClipByValue(F64(-1.0), F64(2.0)),
-            PowScalar(F64(1.5)),
-            MulScalar(F64(-3.0)),
-            DivScalar(F64(7.0)),
-            AddScalar(F64(0.25)),
-        ]
-    }
-
-    /// Inputs across every branch of the functions: both signs, zeros,
-    /// halves (rounding), the domains' edges, large values, non-finite ones.
-    fn inputs() -> Vec<f64> {
-        let mut xs: Vec<f64> = (0..300).map(|i| (i as f64 - 150.0) * 0.0731).collect();
-        xs.extend([
-            -0.0, 0.0, 0.5, 1.5, 2.5, -2.5, 1.0, -1.0, 6.0, 1e-30, -1e-30, 300.0, -300.0, 1e5,
-        ]);
-        xs.extend([f64::INFINITY, f64::NEG_INFINITY, f64::NAN]);
-        xs
-    }
-
-    fn same_bits<T: Float>(a: T, b: T) -> bool {
-        a.to_f64().to_bits() == b.to_f64().to_bits() || (a.is_nan() && b.is_nan())
-    }
-
-    /// The eager kernel of `op` on `xs` (as `T`) against the slice function
-    /// the fused kernels run, bit for bit; and for `f64`, the folded value.
-    fn check_unary<T: Lane>(op: &Unary, xs: &[f64]) {
-        let xs: Vec<T> = xs.iter().map(|&x| T::from_f64(x)).collect();
-        let t = Tensor::from_vec(xs.clone(), &[xs.len()]).unwrap();
-        let eager = unary_map("test", op, &t).unwrap().unwrap().to_vec::<T>().unwrap();
-        let mut slice = vec![T::zero(); xs.len()];
-        T::unary(op, &xs, &mut slice);
-        for (i, &x) in xs.iter().enumerate() {
-            assert!(same_bits(eager[i], slice[i]), "{op:?}({x:?}) {}", T::DTYPE);
-            // one element at a time (a block's tail: the scalar path)
-            let mut one = [T::zero()];
-            T::unary(op, &[x], &mut one);
-            assert!(same_bits(one[0], slice[i]), "{op:?}({x:?}) alone {}", T::DTYPE);
-            if T::DTYPE == DType::F64 {
-                assert!(
-                    same_bits(T::from_f64(op.apply_f64(x.to_f64())), slice[i]),
-                    "{op:?}({x:?}) folded"
-                );
-            }
-        }
-    }
-
-    /// Every op the table defines has its own function for both types (one
-    /// that fell back to `apply_f64` would come back here for ever), and the
-    /// eager kernel, the slice function (one block or one element) and the
-    /// folded `f64` value agree bit for bit.
-    #[test]
-    fn defined_ops_run_their_own_functions_everywhere() {
-        let xs = inputs();
-        for op in &table_ops() {
-            assert!(defined(op), "{op:?}");
-            check_unary::<f32>(op, &xs);
-            check_unary::<f64>(op, &xs);
-        }
-        for op in [
-            Unary::Real,
-            Unary::Imag,
-            Unary::Conj,
-            Unary::Angle,
-            Unary::ComplexAbs,
-            Unary::LogicalNot,
-        ] {
-            assert!(!defined(&op), "{op:?}");
-        }
-        use Binary::*;
-        for op in [
-            Add,
-            Sub,
-            Mul,
-            Div,
-            Pow,
-            Maximum,
-            Minimum,
-            SquaredDifference,
-            Atan2,
-            FloorDiv,
-            FloorMod,
-            ReluGrad,
-            TanhGrad,
-        ] {
-            assert!(defined_binary(&op), "{op:?}");
-            let (xa, xb) = (xs.clone(), xs.iter().rev().map(|v| v * 0.7 + 0.1).collect::<Vec<_>>());
-            let (a, b) = (Tensor::vector(&xa), Tensor::vector(&xb));
-            let z = binary_zip("test", &op, &a, &b)
-                .unwrap()
-                .unwrap()
-                .to_vec::<f64>()
-                .unwrap();
-            let mut slice = vec![0.0; xa.len()];
-            binary(&op, &xa, &xb, &mut slice);
-            for i in 0..xa.len() {
-                assert!(same_bits(z[i], slice[i]), "{op:?}({}, {})", xa[i], xb[i]);
-                assert!(same_bits(op.apply_f64(xa[i], xb[i]), slice[i]), "{op:?} folded");
-            }
-        }
-        for op in [Equal, Less, LogicalAnd, Complex] {
-            assert!(!defined_binary(&op), "{op:?}");
-        }
-    }
-
-    /// Every op outside the table is a complex or logical one: `apply_f64`
-    /// covers the rest without reaching its `unreachable!`.
-    #[test]
-    fn apply_f64_covers_every_op() {
-        for op in table_ops() {
-            let _ = op.apply_f64(0.5);
-        }
-        assert_eq!(Unary::Angle.apply_f64(-1.0), std::f64::consts::PI);
-        assert_eq!(Unary::LogicalNot.apply_f64(0.0), 1.0);
-    }
 }

@@ -6,4 +6,4 @@
 //!   segment ids, `tensor_scatter_nd_update`/`add`
 
 pub(crate) mod segment;
-mod sort;
+pub(crate) mod sort;

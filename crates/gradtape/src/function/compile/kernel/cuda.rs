@@ -59,7 +59,7 @@ fn binary(op: &Binary, ty: CType, a: &str, b: &str) -> Option<String> {
 impl Program {
     /// The CUDA kernel of this program (`None` for a program with a
     /// partial reduction, or an op with no CUDA expression).
-    pub(crate) fn cuda_kernel(&self) -> Option<FusedKernel> {
+    pub fn cuda_kernel(&self) -> Option<FusedKernel> {
         let (ty, t) = match self.dtype {
             DType::F32 => (CType::F32, "float"),
             DType::F64 => (CType::F64, "double"),
@@ -170,6 +170,3 @@ impl Program {
         Some((setup, body))
     }
 }
-
-#[cfg(test)]
-mod tests;

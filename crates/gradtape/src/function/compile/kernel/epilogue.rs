@@ -40,7 +40,7 @@ use crate::tensor::Float;
 
 /// What a partial reduction combines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fold {
+pub enum Fold {
     Sum,
     Max,
     Min,
@@ -90,7 +90,7 @@ impl Fold {
 
 /// Which axes a partial reduction removes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Axis {
+pub enum Axis {
     /// The leading ones: element `j` goes to output `j % p` (`p` outputs).
     Leading(usize),
     /// The trailing ones: element `j` goes to output `j / q` (rows of `q`).
@@ -102,7 +102,7 @@ pub(crate) enum Axis {
 /// Fills `out` with elements `start..start + out.len()` of an input
 /// broadcast to the group: element `j` is `src[(j / q) % p]`.
 #[inline(always)]
-pub(crate) fn gather<T: Copy>(src: &[T], q: usize, p: usize, start: usize, out: &mut [T]) {
+pub fn gather<T: Copy>(src: &[T], q: usize, p: usize, start: usize, out: &mut [T]) {
     let n = out.len();
     let mut i = 0;
     if q == 1 {
@@ -130,7 +130,7 @@ pub(crate) fn gather<T: Copy>(src: &[T], q: usize, p: usize, start: usize, out: 
 const BLOCK: usize = 4096;
 
 /// One partial reduction's state within one task.
-pub(crate) enum State<T> {
+pub enum State<T> {
     /// Leading axes: the task's output columns `c0..c0 + acc.len()`.
     Leading {
         fold: Fold,
@@ -157,7 +157,7 @@ impl<T: Lane> State<T> {
     /// A fresh state for a task owning output columns `cols` (leading
     /// axes) or whole rows (trailing); `all`: the task runs every element
     /// in order (it then owns all of a reduction's outputs).
-    pub(crate) fn new(fold: Fold, axis: Axis, cols: std::ops::Range<usize>, all: bool) -> Self {
+    pub fn new(fold: Fold, axis: Axis, cols: std::ops::Range<usize>, all: bool) -> Self {
         match axis {
             Axis::Leading(p) => {
                 let (c0, n) = if all { (0, p) } else { (cols.start, cols.len()) };
@@ -186,8 +186,9 @@ impl<T: Lane> State<T> {
 
     /// Folds in `xs`, elements `start..` of the group. A finished row (of
     /// trailing axes) is written to `out`, the output's buffer.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // (pub for the tests only: `out` is the output's buffer)
     #[inline(always)]
-    pub(crate) fn feed(&mut self, start: usize, xs: &[T], out: *mut T) {
+    pub fn feed(&mut self, start: usize, xs: &[T], out: *mut T) {
         match self {
             State::Leading { fold, p, c0, acc } => {
                 let (fold, p, c0) = (*fold, *p, *c0);
@@ -379,41 +380,5 @@ fn row_sum<T: Float>(q: usize, mut o: usize, mut xs: &[T], lanes: &mut [T; 8], r
         }
         o += take;
         xs = rest;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gather_reads_rows_and_columns_by_index() {
-        let src = [1.0f64, 2.0, 3.0];
-        let mut out = [0.0; 7];
-        gather(&src, 1, 3, 2, &mut out);
-        assert_eq!(out, [3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
-        gather(&src, 2, 3, 1, &mut out);
-        assert_eq!(out, [1.0, 2.0, 2.0, 3.0, 3.0, 1.0, 1.0]);
-    }
-
-    #[test]
-    fn a_streamed_row_sum_matches_the_eager_sum_bit_for_bit() {
-        // rows longer than a block, fed in pieces that cut lanes and blocks
-        for q in [1usize, 7, 8, 9, 4095, 4096, 4100, 9001] {
-            let row: Vec<f32> = (0..q).map(|i| ((i as f32) * 0.37).sin() * 1e3 + 0.1).collect();
-            let x = crate::Tensor::from_vec(row.clone(), &[1, q]).unwrap();
-            let want = x.sum(&[1], false).unwrap().to_vec::<f32>().unwrap()[0];
-            for piece in [1usize, 3, 256, 5000] {
-                let mut st = State::<f32>::new(Fold::Sum, Axis::Trailing(q), 0..0, true);
-                let mut got = [f32::NAN];
-                let mut s = 0;
-                while s < q {
-                    let e = (s + piece).min(q);
-                    st.feed(s, &row[s..e], got.as_mut_ptr());
-                    s = e;
-                }
-                assert_eq!(got[0].to_bits(), want.to_bits(), "q = {q}, pieces of {piece}");
-            }
-        }
     }
 }

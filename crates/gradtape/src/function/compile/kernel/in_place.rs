@@ -86,7 +86,7 @@ impl Program {
     /// group's length that the program loads (once) before it stores that
     /// output (each chunk of the input is read into a register before the
     /// same chunk of the output is written).
-    pub(crate) fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<super::Outs> {
+    pub fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<super::Outs> {
         self.check_inputs(inputs)?;
         match self.dtype {
             DType::F32 => {

@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use super::Reg;
 
 /// The registers as one buffer: `n` live elements per register.
-pub(super) struct Regs<'a, T> {
+pub struct Regs<'a, T> {
     buf: &'a mut [T],
     /// elements per register (see `register_width`)
     stride: usize,
@@ -19,7 +19,7 @@ pub(super) struct Regs<'a, T> {
 
 impl<'a, T: Copy> Regs<'a, T> {
     /// `buf.len() / stride` registers of `stride` elements.
-    pub(super) fn new(buf: &'a mut [T], stride: usize) -> Self {
+    pub fn new(buf: &'a mut [T], stride: usize) -> Self {
         let n_regs = buf.len() / stride.max(1);
         Regs {
             buf,
@@ -48,7 +48,7 @@ impl<'a, T: Copy> Regs<'a, T> {
 
     /// Register `r`'s first `n` elements, to read.
     #[inline(always)]
-    pub(super) fn get(&self, r: Reg, n: usize) -> &[T] {
+    pub fn get(&self, r: Reg, n: usize) -> &[T] {
         // SAFETY: `read_ptr` gives `n` elements of `buf` (checked) or of an
         // input that nothing writes during the run (see `view`).
         unsafe { std::slice::from_raw_parts(self.read_ptr(r, n), n) }
@@ -56,7 +56,7 @@ impl<'a, T: Copy> Regs<'a, T> {
 
     /// Register `r`'s first `n` elements, to write (its own again).
     #[inline(always)]
-    pub(super) fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
+    pub fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
         self.views[r as usize] = std::ptr::null();
         let s = r as usize * self.stride;
         &mut self.buf[s..s + n]
@@ -69,7 +69,7 @@ impl<'a, T: Copy> Regs<'a, T> {
     /// `p` is valid for reads of `n` elements while the registers live, and
     /// nothing writes those elements meanwhile.
     #[inline(always)]
-    pub(super) unsafe fn view(&mut self, r: Reg, p: *const T, n: usize) {
+    pub unsafe fn view(&mut self, r: Reg, p: *const T, n: usize) {
         assert!(n <= self.stride && (r as usize + 1) * self.stride <= self.buf.len());
         self.views[r as usize] = p;
     }
@@ -78,7 +78,7 @@ impl<'a, T: Copy> Regs<'a, T> {
     /// never `a` or `b` (the allocator gives an instruction a register
     /// that none of its operands holds).
     #[inline(always)]
-    pub(super) fn split(&mut self, dst: Reg, a: Reg, b: Reg, n: usize) -> (&mut [T], &[T], &[T]) {
+    pub fn split(&mut self, dst: Reg, a: Reg, b: Reg, n: usize) -> (&mut [T], &[T], &[T]) {
         assert!(dst != a && dst != b);
         let (pa, pb) = (self.read_ptr(a, n), self.read_ptr(b, n));
         let d = self.get_mut(dst, n).as_mut_ptr();
@@ -98,7 +98,7 @@ impl<'a, T: Copy> Regs<'a, T> {
     /// Registers `d1` and `d2` (written) and register `a` (read), three
     /// distinct registers.
     #[inline(always)]
-    pub(super) fn split2(&mut self, d1: Reg, d2: Reg, a: Reg, n: usize) -> (&mut [T], &mut [T], &[T]) {
+    pub fn split2(&mut self, d1: Reg, d2: Reg, a: Reg, n: usize) -> (&mut [T], &mut [T], &[T]) {
         assert!(d1 != d2 && d1 != a && d2 != a);
         let pa = self.read_ptr(a, n);
         let p1 = self.get_mut(d1, n).as_mut_ptr();
@@ -151,33 +151,5 @@ impl<T: Copy> Regs<'_, T> {
                 ChainRegs::Fresh(w, r(pa), r(pb), r(pc))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_loaded_register_reads_the_input_in_place_until_it_is_written() {
-        let input = [1.0f32, 2.0, 3.0, 4.0];
-        let mut buf = [0.0f32; 12];
-        let mut regs = Regs::new(&mut buf, 4);
-        // SAFETY: `input` outlives `regs` and is not written
-        unsafe { regs.view(1, input.as_ptr(), 4) };
-        assert_eq!(regs.get(1, 4), &input);
-        let (d, a, b) = regs.split(0, 1, 1, 3);
-        for ((d, a), b) in d.iter_mut().zip(a).zip(b) {
-            *d = a + b;
-        }
-        assert_eq!(regs.get(0, 4), &[2.0, 4.0, 6.0, 0.0]);
-        let (s, c, x) = regs.split2(2, 0, 1, 4);
-        s.copy_from_slice(x);
-        c.fill(5.0);
-        assert_eq!((regs.get(2, 4), regs.get(0, 4)), (&input[..], &[5.0; 4][..]));
-        // written: its own elements again, the input untouched
-        regs.get_mut(1, 4).fill(9.0);
-        assert_eq!(regs.get(1, 4), &[9.0; 4]);
-        assert_eq!(input, [1.0, 2.0, 3.0, 4.0]);
     }
 }

@@ -14,12 +14,12 @@
 use std::sync::Mutex;
 
 /// At most this many vectors wait on each free list.
-pub(crate) const MAX_KEPT: usize = 64;
+pub const MAX_KEPT: usize = 64;
 /// Vectors longer than this are not kept.
-pub(crate) const MAX_LEN: usize = 1 << 16;
+pub const MAX_LEN: usize = 1 << 16;
 
 /// An element type with a free list.
-pub(crate) trait Scratch: Copy + Send + 'static {
+pub trait Scratch: Copy + Send + 'static {
     /// The type's free list.
     fn free() -> &'static Mutex<Vec<Vec<Self>>>;
 }
@@ -40,7 +40,7 @@ impl Scratch for f64 {
 
 /// A vector of `n` copies of `fill`: a kept one when one has the room
 /// (else the longest kept one, grown), or a new one.
-pub(crate) fn take<T: Scratch>(n: usize, fill: T) -> Vec<T> {
+pub fn take<T: Scratch>(n: usize, fill: T) -> Vec<T> {
     let mut v = T::free()
         .lock()
         .ok()
@@ -65,7 +65,7 @@ pub(crate) fn take<T: Scratch>(n: usize, fill: T) -> Vec<T> {
 
 /// Keeps `v` for a later [`take`] (or frees it: too long, or the list is
 /// full).
-pub(crate) fn give<T: Scratch>(v: Vec<T>) {
+pub fn give<T: Scratch>(v: Vec<T>) {
     if v.capacity() == 0 || v.capacity() > MAX_LEN {
         return;
     }
@@ -77,30 +77,6 @@ pub(crate) fn give<T: Scratch>(v: Vec<T>) {
 }
 
 /// How many vectors wait on `T`'s free list (for tests).
-#[cfg(test)]
-pub(crate) fn kept<T: Scratch>() -> usize {
+pub fn kept<T: Scratch>() -> usize {
     T::free().lock().map(|f| f.len()).unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vectors_come_back_filled_and_the_list_stays_bounded() {
-        // f64 lists are shared with concurrent tests: check only what this
-        // test can see alone
-        let v = take::<f64>(100, 1.5);
-        assert_eq!(v, vec![1.5; 100]);
-        give(v);
-        let w = take::<f64>(50, 0.0);
-        assert_eq!(w, vec![0.0; 50]);
-        give(w);
-        for _ in 0..2 * MAX_KEPT {
-            give(vec![0.0f64; 8]);
-        }
-        assert!(kept::<f64>() <= MAX_KEPT);
-        give(vec![0.0f64; MAX_LEN + 1]);
-        assert!(kept::<f64>() <= MAX_KEPT);
-    }
 }

@@ -4,13 +4,13 @@
 
 use std::rc::Rc;
 
-use crate::autodiff::tape::{self, TapeCell};
-use crate::ops::ct;
-use crate::tensor::Tensor;
+use gradtape::__internals::autodiff::tape::{self, TapeCell};
+use gradtape::ct;
+use gradtape::Tensor;
 
 /// Runs `f` on a fresh tape watching `xs` and returns the last op's rule
 /// and output shape.
-fn last_rule(xs: &[Tensor], f: &dyn Fn(&[Tensor]) -> crate::Result<Tensor>) -> (crate::VjpFn, Vec<usize>) {
+fn last_rule(xs: &[Tensor], f: &dyn Fn(&[Tensor]) -> gradtape::Result<Tensor>) -> (gradtape::VjpFn, Vec<usize>) {
     let cell = Rc::new(TapeCell {
         state: Default::default(),
         persistent: true,
@@ -38,7 +38,7 @@ fn values(shape: &[usize], seed: f64) -> Tensor {
     Tensor::from_vec(v, shape).unwrap()
 }
 
-fn check(name: &str, xs: &[Tensor], f: &dyn Fn(&[Tensor]) -> crate::Result<Tensor>) {
+fn check(name: &str, xs: &[Tensor], f: &dyn Fn(&[Tensor]) -> gradtape::Result<Tensor>) {
     let (rule, yshape) = last_rule(xs, f);
     assert!(rule.is_batched(), "{name}: rule is not batched");
     let rows = 3;
@@ -70,7 +70,7 @@ fn check(name: &str, xs: &[Tensor], f: &dyn Fn(&[Tensor]) -> crate::Result<Tenso
 
 #[test]
 fn batched_rules_match_row_by_row() {
-    type F = fn(&[Tensor]) -> crate::Result<Tensor>;
+    type F = fn(&[Tensor]) -> gradtape::Result<Tensor>;
     let unary: &[(&str, F)] = &[
         ("expm1", |x| x[0].expm1()),
         ("log1p", |x| x[0].log1p()),

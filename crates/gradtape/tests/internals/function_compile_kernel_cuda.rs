@@ -3,12 +3,17 @@
 //! the host (the skeleton is host C++ too: one loop over the elements)
 //! against the CPU program.
 
-use super::*;
-use crate::error::Result;
-use crate::function::compile::fuse::Fused;
-use crate::function::compile::Executable;
-use crate::function::function;
-use crate::tensor::Tensor;
+use gradtape::__internals::function::compile::exec::Executable;
+use gradtape::__internals::function::compile::fuse::Fused;
+use gradtape::__internals::function::compile::kernel::Output;
+use gradtape::__internals::function::compile::kernel::Program;
+use gradtape::__internals::kernels::cuda::fused::FusedKernel;
+use gradtape::__internals::OpInternals;
+use gradtape::function;
+use gradtape::DType;
+use gradtape::Result;
+use gradtape::Tensor;
+use std::fmt::Write as _;
 
 fn f32s(n: usize, seed: u64) -> Vec<f32> {
     (0..n)
@@ -21,7 +26,7 @@ fn f64s(n: usize, seed: u64) -> Vec<f64> {
 }
 
 /// The fused programs of the graph compiled for a GPU from `graph`.
-fn gpu_programs(graph: &crate::function::Graph) -> Vec<Program> {
+fn gpu_programs(graph: &gradtape::Graph) -> Vec<Program> {
     let e = Executable::compile_for_gpu(graph, &Default::default()).unwrap();
     let progs: Vec<Program> = e
         .graph
@@ -206,7 +211,7 @@ fn the_kernels_run_on_the_host_give_the_cpu_programs_values() {
                 stdin.push_str(&format!("{:x}\n", v.to_bits()));
             }
         }
-        let Some(text) = crate::ops::math::cuda_expr::tests::run_host_cxx("fused", &host_program(p, &k), &stdin) else {
+        let Some(text) = crate::ops_math_cuda_expr::run_host_cxx("fused", &host_program(p, &k), &stdin) else {
             return;
         };
         let lines: Vec<&str> = text.lines().collect();
@@ -252,8 +257,11 @@ fn the_kernels_compile_with_nvrtc() {
     let cases = cases();
     for (name, p) in &cases {
         let k = p.cuda_kernel().unwrap();
-        if let Err(log) = crate::kernels::cuda::runtime::compile_with(&k.source, "--gpu-architecture=compute_90", false)
-        {
+        if let Err(log) = gradtape::__internals::kernels::cuda::runtime::compile_with(
+            &k.source,
+            "--gpu-architecture=compute_90",
+            false,
+        ) {
             panic!("{name}: {log}\nsource:\n{}", k.source);
         }
     }

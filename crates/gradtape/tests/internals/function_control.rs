@@ -2,8 +2,17 @@
 //! static, and sub-graphs that run compiled exactly where the enclosing
 //! graph runs compiled, with the traced graph's values.
 
-use super::*;
-use crate::function::{function, FunctionOptions};
+use gradtape::__internals::function::control::*;
+use gradtape::__internals::ops::desc::DynOp;
+use gradtape::__internals::ops::desc::Op;
+use gradtape::__internals::TensorInternals;
+use gradtape::function::Graph;
+use gradtape::Error;
+use gradtape::GradientTape;
+use gradtape::Result;
+use gradtape::Tensor;
+use gradtape::{function, FunctionOptions};
+use std::sync::Arc;
 
 /// The control nodes of a graph's top level, as their ops.
 fn control_nodes(g: &Graph) -> Vec<Arc<dyn DynOp>> {
@@ -56,7 +65,7 @@ fn bits(t: &Tensor) -> Vec<u32> {
 fn a_loop_that_keeps_its_shapes_is_compiled_with_its_body() -> Result<()> {
     let body = |(x, n): &(Tensor, Tensor)| stepped(x, n)?.mul(x);
     let fast = function(body);
-    let slow = crate::function::Function::with_options(body, unoptimized());
+    let slow = gradtape::Function::with_options(body, unoptimized());
     let x = Tensor::from_vec((0..300).map(|i| i as f32 * 0.37 - 50.0).collect(), &[300])?;
     for n in [0, 1, 4] {
         let args = (x.clone(), Tensor::scalar(n));
@@ -91,7 +100,7 @@ fn branches_of_other_shapes_keep_the_graph_traced_and_right() -> Result<()> {
     // the same shapes: static, compiled, the traced graph's bits
     let same = |x: &Tensor| cond(&x.sum(&[0], false)?.gt_scalar(0.0)?, || x.sin()?.exp(), || x.cos());
     let fast = function(same);
-    let slow = crate::function::Function::with_options(same, unoptimized());
+    let slow = gradtape::Function::with_options(same, unoptimized());
     for sign in [1.0f32, -1.0] {
         let x = Tensor::from_vec((0..64).map(|i| sign * (i as f32 * 0.1 + 0.05)).collect(), &[64])?;
         assert_eq!(bits(&fast.call(&x)?), bits(&slow.call(&x)?));
@@ -118,11 +127,13 @@ fn a_loop_under_a_tape_keeps_a_history_and_compiles_only_its_body() -> Result<()
             tape.watch(x);
             stepped(x, n)?.sum(&[0], false)
         })?;
-        tape.gradient(&y, x)?
-            .ok_or_else(|| Error::invalid("test", "not connected"))
+        tape.gradient(&y, x)?.ok_or_else(|| Error::InvalidArgument {
+            op: "test",
+            msg: "not connected".into(),
+        })
     };
     let fast = function(grad);
-    let slow = crate::function::Function::with_options(grad, unoptimized());
+    let slow = gradtape::Function::with_options(grad, unoptimized());
     let x = Tensor::from_vec((0..50).map(|i| i as f32 * 0.21 - 5.0).collect(), &[50])?;
     let args = (x.clone(), Tensor::scalar(3));
     let (a, b) = (fast.call(&args)?, slow.call(&args)?);

@@ -1,0 +1,82 @@
+//! The unit tests of `src/kernels/cpu/attention_gemm.rs`, moved out of the library.
+
+use gradtape::__internals::kernels::cpu::attention::Dims;
+use gradtape::__internals::kernels::cpu::attention::Mask;
+use gradtape::__internals::kernels::cpu::attention::{backward_online, forward_online, Dropout};
+use gradtape::__internals::kernels::cpu::attention_gemm::*;
+
+fn vals(n: usize, k: f64) -> Vec<f64> {
+    (0..n).map(|i| (0.37 * i as f64 + k).sin() * 1.3).collect()
+}
+
+fn close(a: &[f64], b: &[f64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let ok = (x - y).abs() <= 1e-12 * (1.0 + y.abs()) || (x.is_nan() && y.is_nan()) || x == y;
+        assert!(ok, "{what} [{i}]: {x} vs {y}");
+    }
+}
+
+/// The product kernels give the online kernels' values (to rounding),
+/// forward and backward: row blocks across batch elements, causal rows
+/// that see part of a block, fewer and more keys than queries, masks
+/// with -inf entries, dropout.
+#[test]
+fn products_equal_the_online_kernels() {
+    for &(batch, tq, tk, d, dv) in &[
+        (3, 70, 70, 8, 5),
+        (2, 130, 40, 4, 6),
+        (1, 9, 200, 5, 3),
+        (4, 1, 1, 2, 2),
+        (2, 64, 64, 16, 16),
+    ] {
+        let (q, k, v) = (
+            vals(batch * tq * d, 1.0),
+            vals(batch * tk * d, 2.0),
+            vals(batch * tk * dv, 3.0),
+        );
+        let g = vals(batch * tq * dv, 4.0);
+        let mut m = vals(batch * tq * tk, 5.0);
+        for (i, x) in m.iter_mut().enumerate() {
+            if i % 7 == 3 {
+                *x = f64::NEG_INFINITY;
+            }
+        }
+        let mask = Mask {
+            data: &m,
+            base: (0..batch).map(|b| b * tq * tk).collect(),
+            row: tk,
+            col: 1,
+        };
+        for causal in [false, true] {
+            for masked in [false, true] {
+                for dropout in [None, Some(Dropout::new(9, 0.3))] {
+                    let dims = Dims {
+                        batch,
+                        tq,
+                        tk,
+                        d,
+                        dv,
+                        scale: 0.4,
+                        causal,
+                        dropout,
+                    };
+                    let what = format!(
+                        "{batch}x{tq}x{tk} causal {causal} mask {masked} dropout {}",
+                        dropout.is_some()
+                    );
+                    let mk = masked.then_some(&mask);
+                    let a = forward("t", &dims, &q, &k, &v, mk).unwrap();
+                    let b = forward_online("t", &dims, &q, &k, &v, mk).unwrap();
+                    close(&a, &b, &format!("forward {what}"));
+                    let ga = gradtape::__internals::kernels::cpu::attention_gemm::backward(
+                        "t", &dims, &q, &k, &v, mk, &b, &g,
+                    )
+                    .unwrap();
+                    let gb = backward_online("t", &dims, &q, &k, &v, mk, &b, &g).unwrap();
+                    close(&ga, &gb, &format!("backward {what}"));
+                }
+            }
+        }
+    }
+}

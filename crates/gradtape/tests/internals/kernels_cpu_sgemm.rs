@@ -1,0 +1,92 @@
+//! The unit tests of `src/kernels/cpu/sgemm.rs`, moved out of the library.
+
+use gradtape::__internals::kernels::cpu::sgemm::*;
+
+/// Compares with a plain triple loop over shapes that hit every edge
+/// (partial tiles, several K slices, both thread splits, transposes).
+#[test]
+fn matches_the_naive_product() {
+    if !available() {
+        return;
+    }
+    let shapes = [
+        (1usize, 1usize, 1usize),
+        (5, 17, 3),
+        (8, 48, 8),
+        (13, 50, 300),
+        (128, 130, 784),
+        (200, 40, 513),
+        (37, 1600, 20),
+        (9, 16, 2000),
+        (40, 24, 700),
+        (300, 10, 9),
+        // B read in place (few rows of A), with an edge panel
+        (32, 128, 128),
+        (16, 100, 64),
+        (96, 1600, 33),
+    ];
+    for &(m, n, k) in &shapes {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 23) as f32 * 0.25 - 2.5).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| ((i * 104729) % 19) as f32 * 0.5 - 4.0).collect();
+            // logical A[r][c] at r*rs + c*cs
+            let av = if ta {
+                View {
+                    ptr: a.as_ptr(),
+                    rs: 1,
+                    cs: m as isize,
+                }
+            } else {
+                View {
+                    ptr: a.as_ptr(),
+                    rs: k as isize,
+                    cs: 1,
+                }
+            };
+            let bv = if tb {
+                View {
+                    ptr: b.as_ptr(),
+                    rs: 1,
+                    cs: k as isize,
+                }
+            } else {
+                View {
+                    ptr: b.as_ptr(),
+                    rs: n as isize,
+                    cs: 1,
+                }
+            };
+            let ldc = n + 3;
+            let mut c = vec![f32::NAN; m * ldc];
+            // SAFETY: the views cover the vectors; `c` has m rows of ldc.
+            unsafe { sgemm(m, n, k, av, bv, c.as_mut_ptr(), ldc, false, true) };
+            // accumulating doubles it
+            let mut c2 = c.clone();
+            // SAFETY: as above.
+            unsafe { sgemm(m, n, k, av, bv, c2.as_mut_ptr(), ldc, true, true) };
+            for i in 0..m {
+                for j in 0..n {
+                    assert_eq!(c2[i * ldc + j], 2.0 * c[i * ldc + j]);
+                }
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let mut s = 0.0f64;
+                    for p in 0..k {
+                        // SAFETY: in bounds by construction.
+                        let (x, y) = unsafe { (*av.at(i, p), *bv.at(p, j)) };
+                        s += x as f64 * y as f64;
+                    }
+                    let got = c[i * ldc + j] as f64;
+                    assert!(
+                        (got - s).abs() <= 1e-4 * (1.0 + s.abs()),
+                        "{m}x{n}x{k} ta={ta} tb={tb} at ({i},{j}): {got} vs {s}"
+                    );
+                }
+                for j in n..ldc {
+                    assert!(c[i * ldc + j].is_nan(), "wrote past n");
+                }
+            }
+        }
+    }
+}
