@@ -96,6 +96,27 @@ fn a_loop_that_keeps_its_shapes_is_compiled_with_its_body() -> Result<()> {
 }
 
 #[test]
+fn a_loop_body_compiles_with_the_functions_options() -> Result<()> {
+    // fusion off for the function: off in its loop body too (which
+    // compiled with the default options, fusion on, before)
+    let body = |(x, n): &(Tensor, Tensor)| stepped(x, n)?.mul(x);
+    let opts = FunctionOptions::default().disable_pass("fuse")?;
+    let unfused = gradtape::Function::with_options(body, opts);
+    let slow = gradtape::Function::with_options(body, unoptimized());
+    let x = Tensor::from_vec((0..300).map(|i| i as f32 * 0.37 - 50.0).collect(), &[300])?;
+    let args = (x.clone(), Tensor::scalar(3));
+    assert_eq!(bits(&unfused.call(&args)?), bits(&slow.call(&args)?));
+    let c = unfused.concrete(&args)?;
+    assert_eq!(c.compile_stats().count("fuse"), None, "fusion did not run");
+    let loops = control_nodes(c.optimized_graph());
+    let body_exec = loop_of(&loops[0]).body.exec.get().expect("the body ran compiled");
+    let stats = &body_exec.as_ref().expect("a compiled body").stats;
+    assert_eq!((stats.kernels, stats.count("fuse")), (0, None), "no fusion in the body");
+    assert!(stats.nodes_before > 0);
+    Ok(())
+}
+
+#[test]
 fn branches_of_other_shapes_keep_the_graph_traced_and_right() -> Result<()> {
     // the same shapes: static, compiled, the traced graph's bits
     let same = |x: &Tensor| cond(&x.sum(&[0], false)?.gt_scalar(0.0)?, || x.sin()?.exp(), || x.cos());
