@@ -108,8 +108,9 @@ fn mm(x: &Tensor, tx: bool, y: &Tensor, ty: bool) -> Result<Tensor> {
     x.matmul_with(y, tx, ty)
 }
 
-/// `x @ op(w)` for a matrix `w`, with all leading dims of `x` as rows.
-fn fold_rows(x: &Tensor, w: &Tensor, tw: bool) -> Result<Tensor> {
+/// `x @ op(w)` for a matrix `w`, with all leading dims of `x` as rows (also
+/// vmap's batching rule of a product with one operand shared).
+pub(crate) fn fold_rows(x: &Tensor, w: &Tensor, tw: bool) -> Result<Tensor> {
     let s = x.shape();
     let r = s.len();
     let rows: usize = s[..r - 1].iter().product();

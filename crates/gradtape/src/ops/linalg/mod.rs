@@ -20,7 +20,7 @@ mod diag;
 mod einsum;
 mod einsum_path;
 mod lstsq;
-mod matmul;
+pub(crate) mod matmul;
 mod products;
 mod solve;
 mod spectral;
