@@ -2,9 +2,6 @@
 //! variables and the gradient checker.
 
 pub(crate) mod backprop;
-pub(crate) mod batched;
-#[cfg(test)]
-mod batched_rules;
 pub mod check;
 pub(crate) mod custom;
 pub(crate) mod forward;

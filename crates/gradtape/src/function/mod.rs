@@ -81,6 +81,7 @@ mod control;
 mod func;
 mod grad;
 mod graph;
+mod jacobian;
 mod passes;
 mod sizes;
 mod structure;
