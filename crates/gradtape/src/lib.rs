@@ -78,7 +78,7 @@ pub use autodiff::jacobian::JacobianOptions;
 pub use autodiff::recompute::{recompute_grad, Recompute};
 pub use autodiff::sources::{SourceRef, Sources, Targets};
 pub use autodiff::variable::{Variable, VariableBuilder};
-pub use dispatch::{vjp, vjp_batched, Grads, VjpClosure, VjpFn};
+pub use dispatch::{vjp, Grads, VjpClosure, VjpFn};
 pub use error::{Error, Result};
 pub use function::{
     check_traced, cond, function, gradients, while_loop, CompileOptions, CompileStats, ConcreteFunction, Function,
@@ -88,7 +88,6 @@ pub use function::{
 pub use function::{vmap, vmap_fallbacks, Vmap, VmapFallback};
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::array::strided::{PadMode, Slice};
-pub use ops::ct;
 pub use ops::{AttentionDropout, DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
@@ -197,9 +196,6 @@ pub mod __internals {
     }
 
     pub mod autodiff {
-        pub mod batched {
-            pub use crate::autodiff::batched::*;
-        }
         pub mod forward {
             pub use crate::autodiff::forward::*;
         }
@@ -263,6 +259,9 @@ pub mod __internals {
         }
         pub mod graph {
             pub use crate::function::graph::*;
+        }
+        pub mod jacobian {
+            pub use crate::function::jacobian::*;
         }
         pub mod passes {
             pub use crate::function::passes::*;

@@ -32,7 +32,6 @@
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::autodiff::batched;
 use crate::autodiff::gradient::{call_rule, Gradient};
 use crate::autodiff::tape::{OpList, TapeState, NO_OP};
 use crate::error::{Error, Result};
@@ -250,19 +249,15 @@ fn accumulate(slot: &mut Option<Gradient>, g: Gradient) -> Result<()> {
 }
 
 /// Fails unless gradient `g` (for input `i` of op `op`) has the shape of
-/// the value it is the gradient of (after the leading batch dims).
-fn check_shape(op: &'static str, i: usize, g: &Gradient, batch: &[usize], expected: &[usize]) -> Result<()> {
+/// the value it is the gradient of.
+fn check_shape(op: &'static str, i: usize, g: &Gradient, expected: &[usize]) -> Result<()> {
     let got = g.shape();
-    let ok = got.len() == batch.len() + expected.len() && got[batch.len()..] == *expected;
-    if ok {
+    if got == expected {
         return Ok(());
     }
     Err(Error::invalid(
         op,
-        format!(
-            "the gradient computed for input {i} has shape {:?}, but that input has shape {expected:?}",
-            &got[batch.len().min(got.len())..]
-        ),
+        format!("the gradient computed for input {i} has shape {got:?}, but that input has shape {expected:?}"),
     ))
 }
 
@@ -271,26 +266,21 @@ fn check_shape(op: &'static str, i: usize, g: &Gradient, batch: &[usize], expect
 pub(crate) struct Pass<'a> {
     /// What sources no gradient reaches get.
     pub unconnected: Unconnected,
-    /// Leading batch dims of the cotangents (0 for a plain gradient).
-    pub batch_dims: usize,
     /// Tensors treated as constants.
     pub stop: &'a [TensorId],
 }
 
 impl Pass<'_> {
-    /// A plain pass: `None` for unconnected sources, no batch dims.
+    /// A plain pass: `None` for unconnected sources.
     pub(crate) fn plain() -> Self {
         Pass {
             unconnected: Unconnected::None,
-            batch_dims: 0,
             stop: &[],
         }
     }
 }
 
-/// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`,
-/// with `batch_dims` leading batch dims (0 for a plain gradient; see
-/// [`batched`](super::batched)), which every cotangent then carries.
+/// Runs reverse accumulation. `seeds[i]` is the cotangent of `targets[i]`.
 pub(crate) fn backprop(
     state: &std::cell::RefCell<TapeState>,
     take_state: bool,
@@ -299,15 +289,7 @@ pub(crate) fn backprop(
     sources: &[SourceInfo],
     pass: Pass<'_>,
 ) -> Result<Vec<Option<Gradient>>> {
-    let Pass {
-        unconnected,
-        batch_dims,
-        stop,
-    } = pass;
-    let batch: Vec<usize> = match seeds.first() {
-        Some(s) if batch_dims > 0 => s.shape()[..batch_dims.min(s.rank())].to_vec(),
-        _ => Vec::new(),
-    };
+    let Pass { unconnected, stop } = pass;
     let source_set = SourceSet::new(sources, stop);
     let (plan, target_at) = {
         let mut owned;
@@ -375,13 +357,7 @@ pub(crate) fn backprop(
             for e in &edges {
                 needs.push(!matches!(e, Edge::Nothing));
             }
-            let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs, batch_dims, |vjp, cots, needs| {
-                let mut full: SmallVec<[Tensor; 1]> = SmallVec::new();
-                for (c, o) in cots.into_iter().zip(&rec.outputs) {
-                    full.push(c.map_or_else(|| batched::zeros(&batch, &o.shape, o.dtype, o.device), Ok)?);
-                }
-                batched::call_rule(rec.name, vjp, &full, needs, batch_dims)
-            })?;
+            let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs)?;
             if in_grads.len() != edges.len() {
                 return Err(Error::invalid(
                     rec.name,
@@ -399,7 +375,7 @@ pub(crate) fn backprop(
                     Edge::Source(s) => &source_set.shapes[s as usize],
                     Edge::Nothing => continue,
                 };
-                check_shape(rec_name, i, &g, &batch, expected)?;
+                check_shape(rec_name, i, &g, expected)?;
                 match *edge {
                     Edge::Op { op, slot } => accumulate(&mut steps[op as usize].cots[slot as usize], g)?,
                     Edge::Source(i) => accumulate(&mut source_grads[i as usize], g)?,
@@ -429,7 +405,9 @@ pub(crate) fn backprop(
                 Some(g) if s.dtype.is_differentiable() => Some(g.clone()),
                 _ => match unconnected {
                     Unconnected::None => None,
-                    Unconnected::Zero => Some(Gradient::Dense(batched::zeros(&batch, &s.shape, s.dtype, s.device)?)),
+                    Unconnected::Zero => Some(Gradient::Dense(crate::kernels::gpu::filled(
+                        "zeros", &s.shape, 0.0, s.dtype, s.device,
+                    )?)),
                 },
             })
         })

@@ -8,11 +8,12 @@
 //! whose gradient is a Hessian-vector product computed with nested tapes;
 //! that checks the gradient rules' own gradients.
 //!
-//! Batching: the vectorized Jacobian of `f` w.r.t. every float input (one
-//! backward pass with batched cotangents, see [`ct`](crate::ct)) is compared
+//! Batching: the vectorized Jacobian of `f` w.r.t. every float input (the
+//! backward pass traced and batched by vmap's interpreter, see
+//! [`GradientTape::jacobian`](crate::GradientTape::jacobian)) is compared
 //! with the same rows computed one backward pass at a time (all rows, or
 //! an evenly spaced sample of them for outputs with many elements). That
-//! checks every rule made with [`vjp_batched`](crate::vjp_batched) on the way.
+//! checks the batching rules of every op the rules use on the way.
 //!
 //! Float inputs are cast to f64 first; integer inputs (indices) are passed
 //! through unchanged and not differentiated.
@@ -240,7 +241,7 @@ fn compare(
 
 /// Checks the gradients of `f` at `inputs` against central finite
 /// differences in f64, at first order and (by default) second order, and
-/// the vectorized Jacobian against row-by-row gradients (the batched rules).
+/// the vectorized Jacobian against row-by-row gradients (the batching rules).
 /// Returns an error naming the input and element where they disagree.
 ///
 /// ```

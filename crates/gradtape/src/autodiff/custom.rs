@@ -15,8 +15,9 @@
 //!   recorded with a user rule instead of their own (looked up when an op is
 //!   recorded, so the override sticks to the ops run in the scope).
 //!
-//! User backward closures are unbatched rules ([`crate::vjp`]): a vectorized
-//! Jacobian calls them once per row. What they return is checked: one entry
+//! User backward closures are rules like any other ([`crate::vjp`]): a
+//! vectorized Jacobian traces them with the rest of the backward pass and
+//! batches their ops. What they return is checked: one entry
 //! per input, each `None` or of its input's shape and dtype; anything else
 //! is an error naming the function (a gradient for an integer input is
 //! dropped).

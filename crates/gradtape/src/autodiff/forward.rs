@@ -65,7 +65,6 @@ use crate::autodiff::sources::{SourceRef, Sources};
 use crate::autodiff::tape;
 use crate::dispatch::{self, Call, Interpreter, Kind, Operands, VjpFn};
 use crate::error::{Error, Result};
-use crate::ops::ct;
 use crate::tensor::{Tensor, TensorId, WeakTensor};
 
 /// One watched or computed tangent.
@@ -251,7 +250,7 @@ fn record(
         }
         let result = with_depth(i, || {
             tape::hiding_tapes_after(acc.entered.get(), || {
-                ct::with_batch_dims(0, || output_tangents(outputs, &tangents, &mut *rule, jvp))
+                output_tangents(outputs, &tangents, &mut *rule, jvp)
             })
         });
         match result {

@@ -101,7 +101,7 @@ where
 
 /// The Hessian of a scalar function `f` at `x`, of shape `x.shape ++
 /// x.shape`: entry `[i, j]` is `∂²f / ∂xᵢ ∂xⱼ`. Computed as the vectorized
-/// Jacobian of the gradient under nested tapes (one batched backward pass
+/// Jacobian of the gradient under nested tapes (one vectorized backward pass
 /// over the gradient computation, not one pass per element); differentiable
 /// by outer tapes. [`hvp`] gives single Hessian-vector products in forward
 /// over reverse mode.

@@ -27,7 +27,6 @@ use crate::autodiff::tape::OutMeta;
 use crate::dispatch::VjpFn;
 pub use crate::dispatch::{Gradient, IndexedSlices, SparseClosure, SparseGrads};
 use crate::error::{Error, Result};
-use crate::ops::ct;
 use crate::tensor::{DType, Tensor};
 
 impl IndexedSlices {
@@ -234,22 +233,17 @@ impl From<IndexedSlices> for Gradient {
     }
 }
 
-/// Runs `vjp` on accumulated cotangents: the sparse-aware form when the
-/// rule has one and the pass has no batch dims (`batch_dims`), with missing
-/// cotangents as dense zeros of the output's shape; else `dense_call` on the
-/// densified cotangents (`None` where an output got none).
+/// Runs `vjp` on accumulated cotangents: the form told which outputs got
+/// none when the rule has one; else the sparse-aware form when it has one,
+/// or the dense form, with missing cotangents as dense zeros of the
+/// output's shape.
 pub(crate) fn call_rule(
     vjp: &VjpFn,
     cots: SmallVec<[Option<Gradient>; 1]>,
     outputs: &[OutMeta],
     needs: &[bool],
-    batch_dims: usize,
-    dense_call: impl FnOnce(&VjpFn, SmallVec<[Option<Tensor>; 1]>, &[bool]) -> Result<crate::Grads>,
 ) -> Result<SparseGrads> {
-    if let Some(optional) = vjp.optional_form()
-        && batch_dims == 0
-        && ct::batch_dims() == 0
-    {
+    if let Some(optional) = vjp.optional_form() {
         let dense: SmallVec<[Option<Tensor>; 1]> = cots
             .into_iter()
             .map(|c| c.map(Gradient::into_dense).transpose())
@@ -259,27 +253,21 @@ pub(crate) fn call_rule(
             .map(|g| g.map(Gradient::Dense))
             .collect());
     }
-    if let Some(sparse) = vjp.sparse_form()
-        && batch_dims == 0
-        && ct::batch_dims() == 0
-    {
+    let zeros = |o: &OutMeta| crate::kernels::gpu::filled("zeros", &o.shape, 0.0, o.dtype, o.device);
+    if let Some(sparse) = vjp.sparse_form() {
         let full: SmallVec<[Gradient; 1]> = cots
             .into_iter()
             .zip(outputs)
-            .map(|(c, o)| {
-                c.map_or_else(
-                    || crate::kernels::gpu::filled("zeros", &o.shape, 0.0, o.dtype, o.device).map(Gradient::Dense),
-                    Ok,
-                )
-            })
+            .map(|(c, o)| c.map_or_else(|| zeros(o).map(Gradient::Dense), Ok))
             .collect::<Result<_>>()?;
         return sparse(&full, needs);
     }
-    let mut dense: SmallVec<[Option<Tensor>; 1]> = SmallVec::new();
-    for c in cots {
-        dense.push(c.map(Gradient::into_dense).transpose()?);
+    let mut dense: SmallVec<[Tensor; 1]> = SmallVec::new();
+    for (c, o) in cots.into_iter().zip(outputs) {
+        dense.push(c.map_or_else(|| zeros(o), Gradient::into_dense)?);
     }
-    Ok(dense_call(vjp, dense, needs)?
+    Ok(vjp
+        .call(&dense, needs)?
         .into_iter()
         .map(|g| g.map(Gradient::Dense))
         .collect())

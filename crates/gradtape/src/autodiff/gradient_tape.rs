@@ -388,7 +388,6 @@ impl GradientTape {
             &infos,
             Pass {
                 unconnected: opts.unconnected,
-                batch_dims: 0,
                 stop: &opts.stop_gradients.iter().map(Tensor::id).collect::<Vec<_>>(),
             },
         )

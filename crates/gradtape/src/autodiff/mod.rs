@@ -2,7 +2,6 @@
 //! variables and the gradient checker.
 
 pub(crate) mod backprop;
-pub(crate) mod batched;
 pub mod check;
 pub(crate) mod custom;
 pub(crate) mod forward;

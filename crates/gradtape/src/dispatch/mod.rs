@@ -48,7 +48,7 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 
 pub(crate) use rule::pass_through;
-pub use rule::{vjp, vjp_batched, Gradient, Grads, IndexedSlices, SparseClosure, SparseGrads, VjpClosure, VjpFn};
+pub use rule::{vjp, Gradient, Grads, IndexedSlices, SparseClosure, SparseGrads, VjpClosure, VjpFn};
 
 use crate::error::Result;
 use crate::tensor::{DType, Tensor, TensorId};

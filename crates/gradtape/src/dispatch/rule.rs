@@ -28,16 +28,12 @@ pub(crate) type OptionalClosure = dyn Fn(&[Option<Tensor>], &[bool]) -> Result<G
 
 /// A VJP rule: `(output cotangents, which inputs need a gradient) -> input
 /// cotangents`. It is written with ordinary differentiable ops, so running it
-/// under another tape records it there (which is how higher orders work).
-///
-/// A rule is *batched* when it also accepts cotangents that carry extra
-/// leading batch dimensions (see [`crate::ct`]) and returns input
-/// cotangents with the same leading dimensions. A vectorized Jacobian runs
-/// batched rules once for all rows; other rules are run once per row.
+/// under another tape records it there (which is how higher orders work),
+/// and running it under a trace makes it a graph (which is how a vectorized
+/// Jacobian batches it, see [`GradientTape::jacobian`](crate::GradientTape::jacobian)).
 #[derive(Clone)]
 pub struct VjpFn {
     f: Arc<VjpClosure>,
-    batched: bool,
     /// the sparse-aware form, for rules that take or give `IndexedSlices`
     sparse: Option<Arc<SparseClosure>>,
     /// the form told which cotangents are zero
@@ -51,14 +47,8 @@ impl VjpFn {
         (self.f)(cotangents, needs)
     }
 
-    /// Whether the rule accepts cotangents with leading batch dimensions.
-    #[inline]
-    pub fn is_batched(&self) -> bool {
-        self.batched
-    }
-
     /// Adds a sparse-aware form: backprop calls it instead of the dense
-    /// form (outside batched passes), with cotangents that may be
+    /// form, with cotangents that may be
     /// [`IndexedSlices`](crate::IndexedSlices), and it may return sparse
     /// input gradients. It must agree with the dense form.
     pub fn with_sparse(
@@ -75,7 +65,7 @@ impl VjpFn {
         self.sparse.as_deref()
     }
 
-    /// Adds a form that backprop calls (outside batched passes) with `None`
+    /// Adds a form that backprop calls with `None`
     /// for the outputs that got no cotangent, so a rule can skip work that
     /// only those would need. It must agree with the dense form.
     pub(crate) fn with_optional(
@@ -95,33 +85,16 @@ impl VjpFn {
 
 impl std::fmt::Debug for VjpFn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VjpFn")
-            .field("batched", &self.batched)
-            .finish_non_exhaustive()
+        f.debug_struct("VjpFn").finish_non_exhaustive()
     }
 }
 
-/// Wraps a closure as a [`VjpFn`] that expects plain (unbatched)
-/// cotangents, one per output, each of its output's shape.
+/// Wraps a closure as a [`VjpFn`]: it gets one cotangent per output, each
+/// of its output's shape, and returns one per input.
 #[inline]
 pub fn vjp(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
     VjpFn {
         f: Arc::new(f),
-        batched: false,
-        sparse: None,
-        optional: None,
-    }
-}
-
-/// Wraps a closure as a batched [`VjpFn`]: it promises to accept
-/// cotangents with [`ct::batch_dims`](crate::ct::batch_dims) extra
-/// leading dimensions and to return input cotangents with those same leading
-/// dimensions (write it with the helpers of [`crate::ct`]).
-#[inline]
-pub fn vjp_batched(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
-    VjpFn {
-        f: Arc::new(f),
-        batched: true,
         sparse: None,
         optional: None,
     }
@@ -133,7 +106,7 @@ pub fn vjp_batched(f: impl Fn(&[Tensor], &[bool]) -> Result<Grads> + Send + Sync
 pub(crate) fn pass_through() -> VjpFn {
     // sparse cotangents pass through too (a gather of a variable read stays sparse)
     static PASS: std::sync::LazyLock<VjpFn> = std::sync::LazyLock::new(|| {
-        vjp_batched(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
+        vjp(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
             .with_sparse(|g, _| Ok(smallvec::smallvec![Some(g[0].clone())]))
     });
     PASS.clone()

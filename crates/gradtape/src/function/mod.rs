@@ -81,6 +81,7 @@ pub(crate) mod control;
 mod func;
 mod grad;
 pub(crate) mod graph;
+pub(crate) mod jacobian;
 pub(crate) mod passes;
 pub(crate) mod sizes;
 mod structure;

@@ -13,7 +13,6 @@
 //! - `image/`: image resizing
 //! - `random.rs`: seeded random tensors and dropout
 //! - `desc/`: the op descriptors a trace records and a graph re-runs
-//! - `ct.rs`: cotangent helpers for batched (Jacobian) VJP rules
 //!
 //! Every op passes through [`bind`] (the dispatch layer, `crate::dispatch`):
 //! the forward kernel has already run, and `bind` offers the result to the
@@ -33,7 +32,6 @@
 //! [`Tensor::sum_to_shape`].
 
 pub(crate) mod array;
-pub mod ct;
 pub mod desc;
 pub(crate) mod device;
 mod image;

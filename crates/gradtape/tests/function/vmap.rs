@@ -287,6 +287,14 @@ fn cases() -> Vec<Case> {
             |a| a[0].matmul(&a[1])
         ),
         case!(
+            "matmul transposed, batch dims either side",
+            [inp(&[2, 4, 3], Any), inp(&[2, 4], Any), inp(&[2, 5, 4], Any)],
+            false,
+            |a| a[0]
+                .matmul_with(&a[1], true, true)?
+                .add(&a[1].matmul_with(&a[2], false, true)?.sum(&[0], false)?.sum_all()?)
+        ),
+        case!(
             "einsum",
             [inp(&[3, 4], Any), inp(&[4], Any)],
             false,

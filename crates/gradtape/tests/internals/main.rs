@@ -11,8 +11,6 @@
 //! compiler pass (`GRADTAPE_VERIFY_PASSES=1`, set below before `main`), as
 //! the library's unit tests did.
 
-mod autodiff_batched;
-mod autodiff_batched_rules;
 mod autodiff_forward;
 mod autodiff_variable;
 mod dispatch_layering;
@@ -31,6 +29,7 @@ mod function_compile_pads_to_concat;
 mod function_compile_pipeline;
 mod function_compile_simplify;
 mod function_control;
+mod function_jacobian;
 mod function_passes;
 mod function_sizes;
 mod function_verify;

@@ -16,7 +16,6 @@ mod common;
 mod backprop_chunks;
 mod control_flow;
 mod conv2d_forward;
-mod ct_helpers;
 mod custom_gradient;
 mod differential;
 mod forward;

@@ -214,6 +214,65 @@ fn hidden<T>(f: impl FnOnce() -> T) -> T {
     })
 }
 
+/// A one-shot vmap for the crate's own transformations (the tape's
+/// vectorized Jacobians): traces `f` at the first example of `batch` (each
+/// argument's axis 0 is its batch axis, `b` examples), with tapes and
+/// accumulators paused so that only the trace sees that example, then
+/// interprets the graph on the whole batch. Tensors `f` reads besides its
+/// arguments are constants of the graph (or captures of an enclosing
+/// trace): the interpreter reads those very tensors, so a tape recording
+/// around the call differentiates through them.
+/// Returns what `f` returned beside its tensors, and its tensors batched
+/// on axis 0 (one that depends on no batched argument broadcast along
+/// it). Fallbacks are noted and logged as for [`Vmap::call`].
+pub(crate) fn batch_once<T>(
+    batch: &[Tensor],
+    b: usize,
+    f: impl FnOnce(&[Tensor]) -> Result<(T, Vec<Tensor>)>,
+) -> Result<(T, Vec<Tensor>)> {
+    let examples: Vec<Tensor> = hidden(|| {
+        batch
+            .iter()
+            .map(|t| {
+                if b == 0 {
+                    Tensor::try_zeros(&t.shape()[1..], t.dtype())
+                } else {
+                    t.narrow(0, 0, 1)?.squeeze(&[0])
+                }
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    // tapes paused outside the trace (the caller's) and inside it (the
+    // trace's own, which only `gradients` inside a trace needs)
+    let traced = dispatch::paused(Kind::Tape, || {
+        dispatch::paused(Kind::Forward, || {
+            trace::trace(&examples, &[], trace::recording(), |xs| {
+                dispatch::paused(Kind::Tape, || f(xs))
+            })
+        })
+    })?;
+    let mut graph = traced.graph;
+    super::passes::optimize(&mut graph);
+    let ins: Vec<BVal> = batch
+        .iter()
+        .map(|t| BVal::batched(t.clone()))
+        .chain(traced.captures.into_iter().map(BVal::unbatched))
+        .collect();
+    let outs = interp::interpret(&graph, ins, b, &mut Stats::default())?;
+    let outs = outs
+        .into_iter()
+        .map(|v| {
+            if v.batched {
+                return Ok(v.t);
+            }
+            let mut s: SmallVec<[usize; 4]> = smallvec::smallvec![b];
+            s.extend_from_slice(v.t.shape());
+            v.t.expand_dims(0)?.broadcast_to(&s)
+        })
+        .collect::<Result<_>>()?;
+    Ok((traced.value, outs))
+}
+
 /// The entry of `axes` for position `i` of `n` (one entry: for all).
 fn axis_for(what: &str, axes: &[Option<usize>], i: usize, n: usize) -> Result<Option<usize>> {
     match axes {

@@ -22,9 +22,10 @@
 //! - *reshape, broadcast, slices, pads*: the batch dim is prepended to the
 //!   target shape, spec or padding; `gather_nd` of a batched tensor gets
 //!   each example's index prepended to its index tuples;
-//! - *products*: a batched left operand times an unbatched matrix is one
-//!   product with the batch folded into the rows; otherwise a batched
-//!   (broadcasting) product of the lifted operands;
+//! - *products*: a batched operand times an unbatched matrix is one
+//!   product with the batch folded into the rows (of the left operand, or
+//!   of the transposed right one); otherwise a batched (broadcasting)
+//!   product of the lifted operands;
 //! - *convolutions, pooling and image resizing* with only the input
 //!   batched: the batch is folded into `N` (and into the sizes attribute of
 //!   the gradients that have one);
@@ -43,6 +44,7 @@ use smallvec::SmallVec;
 use super::interp::{move_axis, BVal};
 use crate::error::Result;
 use crate::ops::desc::{CreateOp, LinalgOp, NnOp, Op, Outputs, Reduce, ReduceKind, Scan, ShapeOp, SortOp};
+use crate::ops::linalg::matmul::fold_rows;
 use crate::tensor::Tensor;
 
 type Rule = Result<Option<Outputs>>;
@@ -118,7 +120,18 @@ pub(super) fn batch(op: &Op, ins: &[BVal], b: usize) -> Rule {
         (Op::Binary(f), [x, y]) => {
             use crate::ops::desc::Binary;
             if matches!(f, Binary::ReluGrad | Binary::TanhGrad | Binary::Complex) {
-                // these take operands of one shape
+                // these take operands of one shape, except that the forward
+                // value of a gradient (tanh's output, relu's input) may
+                // broadcast against a batch of cotangents (as in a
+                // vectorized Jacobian): no copy of it per example
+                let value = match f {
+                    Binary::TanhGrad => Some(x),
+                    Binary::ReluGrad => Some(y),
+                    _ => None,
+                };
+                if value.is_some_and(|v| !v.batched) && x.example_shape() == y.example_shape() {
+                    return one(f.eval(&x.t, &y.t));
+                }
                 return match full_same(ins, b)? {
                     Some(t) => one(f.eval(&t[0], &t[1])),
                     None => Ok(None),
@@ -150,7 +163,7 @@ pub(super) fn batch(op: &Op, ins: &[BVal], b: usize) -> Rule {
                 transpose_b,
             },
             [x, y],
-        ) => matmul(x, y, *transpose_a, *transpose_b, b),
+        ) => matmul(x, y, *transpose_a, *transpose_b),
         (Op::Shape(s), _) => shape(s, ins, b),
         (Op::Nn(n), _) => nn(n, ins, b),
         (Op::Linalg(l), _) => linalg(l, ins, b),
@@ -208,18 +221,21 @@ fn reduce(r: &Reduce, x: &BVal) -> Rule {
 }
 
 /// Matrix products (operands of rank >= 2 per example).
-fn matmul(x: &BVal, y: &BVal, ta: bool, tb: bool, b: usize) -> Rule {
+fn matmul(x: &BVal, y: &BVal, ta: bool, tb: bool) -> Rule {
     let (rx, ry) = (x.example_rank(), y.example_rank());
     if rx < 2 || ry < 2 {
         return Ok(None);
     }
-    if x.batched && !y.batched && rx == 2 && ry == 2 && !ta {
+    if x.batched && !y.batched && ry == 2 {
         // one product: the examples' rows stacked
-        let s = x.t.shape();
-        let (m, k) = (s[1], s[2]);
-        let p = x.t.reshape(&[b * m, k])?.matmul_with(&y.t, false, tb)?;
-        let n = p.shape()[1];
-        return one(p.reshape(&[b, m, n]));
+        let xt = if ta { x.t.transpose()? } else { x.t.clone() };
+        return one(fold_rows(&xt, &y.t, tb));
+    }
+    if !x.batched && y.batched && rx == 2 {
+        // op(x) op(y) = (op(y)ᵀ op(x)ᵀ)ᵀ: one product, the examples' columns
+        // stacked as rows (a vectorized Jacobian's `Wᵀ g`)
+        let yt = if tb { y.t.clone() } else { y.t.transpose()? };
+        return one(fold_rows(&yt, &x.t, !ta)?.transpose());
     }
     let r = rx.max(ry);
     one(lift(x, r)?.matmul_with(&lift(y, r)?, ta, tb))

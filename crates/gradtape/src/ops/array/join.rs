@@ -2,8 +2,7 @@
 //! whose rule slices the cotangent (a view per input); the others are made
 //! of concat, expand_dims, narrow and squeeze.
 
-use crate::ct;
-use crate::dispatch::{vjp_batched, Grads};
+use crate::dispatch::{vjp, Grads};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::ops::bind;
@@ -70,11 +69,11 @@ impl Tensor {
         let sizes: smallvec::SmallVec<[usize; 16]> = tensors.iter().map(|t| t.shape()[ax]).collect();
         let y = index::concat(CONCAT, tensors, ax, &shape)?;
         Ok(bind(Op::Shape(ShapeOp::Concat(axis)), tensors, y, move |_| {
-            vjp_batched(move |g, needs| {
+            vjp(move |g, needs| {
                 let mut start = 0;
                 let mut out = Grads::new();
                 for (i, &s) in sizes.iter().enumerate() {
-                    out.push(needs[i].then(|| g[0].narrow(ct::axis(ax), start, s)).transpose()?);
+                    out.push(needs[i].then(|| g[0].narrow(ax as isize, start, s)).transpose()?);
                     start += s;
                 }
                 Ok(out)
@@ -203,8 +202,8 @@ impl Tensor {
     }
 }
 
-/// Stacks tensors of one shape and dtype along a new axis 0 (recorded, with
-/// a batched rule: row `i` of the cotangent goes to input `i`).
+/// Stacks tensors of one shape and dtype along a new axis 0 (recorded: row
+/// `i` of the cotangent goes to input `i`).
 pub(crate) fn stack(rows: &[Tensor]) -> Result<Tensor> {
     let first = rows
         .first()
@@ -231,14 +230,11 @@ pub(crate) fn stack(rows: &[Tensor]) -> Result<Tensor> {
     let y = crate::kernels::cpu::index::concat("stack", &inputs, 0, &shape)?;
     let n = rows.len();
     Ok(bind(Op::Shape(ShapeOp::Stack), &inputs, y, move |_| {
-        vjp_batched(move |g, needs| {
+        vjp(move |g, needs| {
             let g = &g[0];
             let mut out = Grads::with_capacity(n);
             for (i, &need) in needs.iter().enumerate().take(n) {
-                out.push(
-                    need.then(|| ct::reshape(&g.narrow(ct::axis(0), i, 1)?, &row_shape))
-                        .transpose()?,
-                );
+                out.push(need.then(|| g.narrow(0, i, 1)?.reshape(&row_shape)).transpose()?);
             }
             Ok(out)
         })

@@ -4,10 +4,9 @@
 use crate::ops::desc::{Lazy, Op, ShapeOp};
 use smallvec::SmallVec;
 
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::cast;
-use crate::ops::ct;
 use crate::ops::{bind_jvp, grads, only};
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, norm_axis};
 use crate::tensor::{with_dtype, DType, Element, Layout, Shape, Tensor};
@@ -47,7 +46,7 @@ impl Tensor {
             Lazy("Reshape", || Op::Shape(ShapeOp::Reshape(shape.into()))),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::reshape(&g[0], &old)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].reshape(&old)?)])),
             |t, _| only(t)?.reshape(shape),
         ))
     }
@@ -109,7 +108,7 @@ impl Tensor {
             Lazy("Transpose", || Op::Shape(ShapeOp::Transpose(perm.into()))),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].permute(&ct::perm(&inv))?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].permute(&inv)?)])),
             |t, _| only(t)?.permute(perm),
         ))
     }
@@ -153,7 +152,7 @@ impl Tensor {
             Lazy("BroadcastTo", || Op::Shape(ShapeOp::BroadcastTo(shape.into()))),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(ct::unbroadcast(&g[0], &old)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&old)?)])),
             |t, _| only(t)?.broadcast_to(shape),
         ))
     }
@@ -217,7 +216,7 @@ impl Tensor {
             Op::Cast(dtype),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].cast(from)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].cast(from)?)])),
             |t, _| only(t)?.cast(dtype),
         ))
     }

@@ -1,9 +1,8 @@
 //! Slicing (a view, no copy) and zero padding, each the other's adjoint.
 
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
-use crate::ops::ct;
 use crate::ops::desc::{Lazy, Op, ShapeOp};
 use crate::ops::{bind_jvp, grads, only};
 use crate::tensor::layout::{checked_numel, contiguous_strides, norm_axis};
@@ -50,13 +49,7 @@ impl Tensor {
             Lazy("Slice", || Op::Shape(ShapeOp::Slice(begin.into(), size.into()))),
             &[self],
             y,
-            move |_| {
-                vjp_batched(move |g, _| {
-                    let mut p: Vec<(usize, usize)> = vec![(0, 0); ct::batch_shape(&g[0]).len()];
-                    p.extend_from_slice(&pads);
-                    Ok(grads![Some(g[0].pad(&p)?)])
-                })
-            },
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)])),
             |t, _| only(t)?.slice(begin, size),
         ))
     }
@@ -120,14 +113,7 @@ impl Tensor {
             Lazy("Pad", || Op::Shape(ShapeOp::Pad(pads.into()))),
             &[self],
             y,
-            move |_| {
-                vjp_batched(move |g, _| {
-                    let batch = ct::batch_shape(&g[0]);
-                    let mut b = vec![0; batch.len()];
-                    b.extend_from_slice(&begin);
-                    Ok(grads![Some(g[0].slice(&b, &ct::with_batch(&g[0], &size))?)])
-                })
-            },
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].slice(&begin, &size)?)])),
             |t, _| only(t)?.pad(pads),
         ))
     }

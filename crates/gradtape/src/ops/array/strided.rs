@@ -7,8 +7,7 @@
 //! rule (gradients of any order). tile, repeat and the reflecting pads are
 //! compositions of views, broadcasts, reshapes and concat.
 
-use crate::ct;
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::filled_vec;
 use crate::ops::desc::{Lazy, Op, ShapeOp};
@@ -95,15 +94,6 @@ fn strided_view(x: &Tensor, spec: &[(usize, isize, usize)]) -> Tensor {
     })
 }
 
-/// The spec extended with whole-axis entries for a cotangent's batch dims.
-fn batched_spec(g: &Tensor, spec: &[(usize, isize, usize)]) -> Vec<(usize, isize, usize)> {
-    ct::batch_shape(g)
-        .iter()
-        .map(|&d| (0, 1, d))
-        .chain(spec.iter().copied())
-        .collect()
-}
-
 /// Fails unless every entry a strided view with `spec` reads lies inside
 /// `shape` (a spec replayed from a graph on a tensor of another shape).
 fn check_spec(op: &'static str, shape: &[usize], spec: &[(usize, isize, usize)]) -> Result<()> {
@@ -140,10 +130,7 @@ fn strided_op(x: &Tensor, spec: Vec<(usize, isize, usize)>) -> Tensor {
     });
     bind(desc, &[x], y, |_| {
         let spec = spec.clone();
-        vjp_batched(move |g, _| {
-            let full = ct::with_batch(&g[0], &shape);
-            Ok(grads![Some(strided_embed(&g[0], &full, batched_spec(&g[0], &spec))?)])
-        })
+        vjp(move |g, _| Ok(grads![Some(strided_embed(&g[0], &shape, spec.clone())?)]))
     })
 }
 
@@ -203,7 +190,7 @@ pub(crate) fn strided_embed(g: &Tensor, shape: &[usize], spec: Vec<(usize, isize
     });
     Ok(bind(desc, &[g], y, |_| {
         let spec = spec.clone();
-        vjp_batched(move |gg, _| Ok(grads![Some(strided_op(&gg[0], batched_spec(&gg[0], &spec)))]))
+        vjp(move |gg, _| Ok(grads![Some(strided_op(&gg[0], spec.clone()))]))
     }))
 }
 
@@ -288,8 +275,8 @@ impl Tensor {
         });
         Ok(bind(desc, &[self], y, |_| {
             let ax = ax.clone();
-            vjp_batched(move |g, _| {
-                let axes: Vec<isize> = ax.iter().map(|&a| ct::axis(a)).collect();
+            vjp(move |g, _| {
+                let axes: Vec<isize> = ax.iter().map(|&a| a as isize).collect();
                 Ok(grads![Some(g[0].reverse(&axes)?)])
             })
         }))

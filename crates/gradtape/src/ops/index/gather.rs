@@ -1,10 +1,9 @@
 //! Indexing: gather along an axis and its adjoint, scatter-add.
 
-use crate::dispatch::{vjp, vjp_batched, VjpFn};
+use crate::dispatch::{vjp, VjpFn};
 use crate::dispatch::{Gradient, IndexedSlices};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
-use crate::ops::ct;
 use crate::ops::desc::{Op, ShapeOp};
 use crate::ops::{bind, bind_jvp, expect_same_dtype, grads, only};
 use crate::tensor::layout::{checked_numel, norm_axis};
@@ -17,13 +16,7 @@ use smallvec::smallvec;
 /// has its indices composed, staying one `IndexedSlices`.
 fn gather_rows_rule(idx: Tensor, params_shape: Vec<usize>) -> VjpFn {
     let (idx2, shape2) = (idx.clone(), params_shape.clone());
-    vjp_batched(move |g, _| {
-        Ok(grads![
-            Some(g[0].scatter_add(&idx, ct::axis(0), params_shape[0])?),
-            None
-        ])
-    })
-    .with_sparse(move |g, _| {
+    vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, 0, params_shape[0])?), None])).with_sparse(move |g, _| {
         let rest = &shape2[1..];
         let flat = idx2.reshape(&[idx2.numel()])?;
         let densified;
@@ -118,7 +111,7 @@ impl Tensor {
             Op::Shape(ShapeOp::Gather(axis)),
             &[self, indices],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ct::axis(ax), dim)?), None])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].scatter_add(&idx, ax as isize, dim)?), None])),
             |t, _| only(t)?.gather(indices, axis),
         ))
     }
@@ -163,7 +156,7 @@ impl Tensor {
             Op::Shape(ShapeOp::ScatterAdd(axis, dim)),
             &[self, indices],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].gather(&idx, ct::axis(ax))?), None])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].gather(&idx, ax as isize)?), None])),
             |t, _| only(t)?.scatter_add(indices, axis, dim),
         ))
     }

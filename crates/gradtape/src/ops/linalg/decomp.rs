@@ -4,14 +4,11 @@
 //!
 //! The kernels (`kernels/cpu/decomp.rs`) work in f64 on one matrix at a
 //! time. Every rule is written with differentiable public ops (matmul,
-//! solves, masks), so second derivatives work, and with matmul's batch
-//! broadcasting, so the rules also accept cotangents with leading batch
-//! dims (`vjp_batched`).
+//! solves, masks), so second derivatives work.
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, bind_nondiff, expect_float, expect_same_dtype, grads};
-use crate::ct;
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
 use crate::tensor::layout::broadcast_shapes;
@@ -78,7 +75,7 @@ pub(super) fn broadcast_pair(op: &'static str, a: &Tensor, b: &Tensor) -> Result
 fn expand2(t: &Tensor, batch: &[usize]) -> Result<Tensor> {
     let mut s = batch.to_vec();
     s.extend([1, 1]);
-    ct::reshape(t, &s)
+    t.reshape(&s)
 }
 
 impl Tensor {
@@ -115,7 +112,7 @@ impl Tensor {
         let y = from_f64s(out, self.shape(), self.dtype())?;
         Ok(bind(LinalgOp::Cholesky, &[self], y, |l| {
             let l = l.clone();
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let n = l.shape()[l.rank() - 1];
                 let phi = phi_mask(n, l.dtype());
                 let middle = l.matmul_with(&g[0], true, false)?.mul(&phi)?;
@@ -149,7 +146,7 @@ impl Tensor {
         let a = self.clone();
         Ok(bind(LinalgOp::Det, &[self], y, move |y| {
             let y = y.clone();
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let batch = &a.shape()[..a.rank() - 2];
                 let scale = expand2(&g[0], batch)?.mul(&y.reshape(&[batch, &[1, 1]].concat())?)?;
                 Ok(grads![Some(scale.mul(&a.inverse()?.transpose()?)?)])
@@ -183,7 +180,7 @@ impl Tensor {
         let y = from_f64s(logs, &batch, self.dtype())?;
         let a = self.clone();
         let logabs = bind(LinalgOp::LogAbsDet, &[self], y, move |_| {
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let batch = &a.shape()[..a.rank() - 2];
                 Ok(grads![Some(expand2(&g[0], batch)?.mul(&a.inverse()?.transpose()?)?)])
             })

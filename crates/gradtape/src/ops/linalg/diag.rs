@@ -7,7 +7,7 @@
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads, unsupported};
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Layout, Tensor};
 
@@ -66,7 +66,7 @@ impl Tensor {
             offset: l.offset,
         });
         Ok(bind(LinalgOp::DiagPart, &[self], y, move |_| {
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let d = g[0].diag()?;
                 let mut pads = vec![(0, 0); d.rank()];
                 let r = pads.len();

@@ -2,10 +2,9 @@
 
 use super::super::desc::Op;
 use super::super::{bind_jvp, grads, sum_terms};
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::matmul::matmul;
-use crate::ops::ct;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -54,7 +53,7 @@ impl Tensor {
             &[self, rhs],
             y,
             move |_| {
-                vjp_batched(move |g, needs| {
+                vjp(move |g, needs| {
                     let g = &g[0];
                     let ga = needs[0]
                         .then(|| {
@@ -64,7 +63,7 @@ impl Tensor {
                                 (true, false) => mm(&b, false, g, true),
                                 (true, true) => mm(&b, true, g, true),
                             }
-                            .and_then(|t| ct::unbroadcast(&t, a.shape()))
+                            .and_then(|t| t.sum_to_shape(a.shape()))
                         })
                         .transpose()?;
                     let gb = needs[1]
@@ -75,7 +74,7 @@ impl Tensor {
                                 (true, false) => mm(&a, false, g, false),
                                 (true, true) => mm(g, true, &a, true),
                             }
-                            .and_then(|t| ct::unbroadcast(&t, b.shape()))
+                            .and_then(|t| t.sum_to_shape(b.shape()))
                         })
                         .transpose()?;
                     Ok(grads![ga, gb])
@@ -92,9 +91,9 @@ impl Tensor {
 }
 
 /// `op(x) @ op(y)` for a rule: when one operand is a matrix and the other
-/// has batch dims (batched cotangents, or a batch sharing one weight), the
-/// batch dims are folded into the rows of one large product instead of one
-/// small product per batch entry.
+/// has batch dims (a batch sharing one weight), the batch dims are folded
+/// into the rows of one large product instead of one small product per
+/// batch entry.
 fn mm(x: &Tensor, tx: bool, y: &Tensor, ty: bool) -> Result<Tensor> {
     if y.rank() == 2 && x.rank() > 2 {
         let x = if tx { x.transpose()? } else { x.clone() };
@@ -108,8 +107,9 @@ fn mm(x: &Tensor, tx: bool, y: &Tensor, ty: bool) -> Result<Tensor> {
     x.matmul_with(y, tx, ty)
 }
 
-/// `x @ op(w)` for a matrix `w`, with all leading dims of `x` as rows.
-fn fold_rows(x: &Tensor, w: &Tensor, tw: bool) -> Result<Tensor> {
+/// `x @ op(w)` for a matrix `w`, with all leading dims of `x` as rows (also
+/// vmap's batching rule of a product with one operand shared).
+pub(crate) fn fold_rows(x: &Tensor, w: &Tensor, tw: bool) -> Result<Tensor> {
     let s = x.shape();
     let r = s.len();
     let rows: usize = s[..r - 1].iter().product();

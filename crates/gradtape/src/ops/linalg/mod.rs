@@ -21,7 +21,7 @@ mod einsum;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod einsum_path;
 mod lstsq;
-mod matmul;
+pub(crate) mod matmul;
 mod products;
 mod solve;
 mod spectral;

@@ -4,13 +4,12 @@
 //! The kernels (`kernels/cpu/decomp.rs`: triangular substitution, LU with
 //! partial pivoting) work in f64 on one matrix at a time. The rules are
 //! written with differentiable public ops (the solves again, matmul, a
-//! constant mask), so second derivatives work and cotangents may carry
-//! leading batch dims (`vjp_batched`).
+//! constant mask), so second derivatives work.
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads};
 use super::decomp::{broadcast_pair, from_f64s, square};
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
 use crate::tensor::{alloc, DType, Tensor};
@@ -52,7 +51,7 @@ impl Tensor {
             y,
             move |c| {
                 let (a, c) = (saved, c.clone());
-                vjp_batched(move |g, needs| {
+                vjp(move |g, needs| {
                     let gb = a.triangular_solve(&g[0], lower, !adjoint)?;
                     let ga = needs[0]
                         .then(|| {
@@ -104,7 +103,7 @@ impl Tensor {
         let saved = a.clone();
         Ok(bind(LinalgOp::Solve { adjoint }, &[&a, &b], y, move |x| {
             let (a, x) = (saved, x.clone());
-            vjp_batched(move |g, needs| {
+            vjp(move |g, needs| {
                 let gb = a.solve_with(&g[0], !adjoint)?;
                 let ga = needs[0]
                     .then(|| {
@@ -148,7 +147,7 @@ impl Tensor {
         let y = from_f64s(out, self.shape(), self.dtype())?;
         Ok(bind(LinalgOp::Inverse, &[self], y, |y| {
             let y = y.clone();
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 Ok(grads![Some(
                     y.matmul_with(&g[0], true, false)?.matmul_with(&y, false, true)?.neg()?
                 )])

@@ -6,7 +6,7 @@
 //! `lo <= x <= hi` (boundaries included).
 
 use super::elementary::{elementwise, fmap};
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::map;
 use crate::ops::desc::{Unary, F64};
@@ -75,7 +75,7 @@ impl Tensor {
         let y = super::table::float_unary(Unary::Relu6, "relu6", self)?;
         let x = self.clone();
         Ok(bind(Unary::Relu6, &[self], y, move |_| {
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let inside = x.gt_scalar(0.0)?.logical_and(&x.lt_scalar(6.0)?)?;
                 Ok(grads![Some(masked(&g[0], &inside)?)])
             })
@@ -97,7 +97,7 @@ impl Tensor {
         })?;
         let x = self.clone();
         Ok(bind(Unary::LeakyRelu(F64(alpha)), &[self], y, move |_| {
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let pos = x.gt_scalar(0.0)?;
                 Ok(grads![Some(Tensor::where_(&pos, &g[0], &g[0].mul_scalar(alpha)?)?)])
             })
@@ -121,7 +121,7 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&elu_slope(&y, 1.0, 1.0)?)?)]))
+                vjp(move |g, _| Ok(grads![Some(g[0].mul(&elu_slope(&y, 1.0, 1.0)?)?)]))
             },
             |t, y| only(t)?.mul(&elu_slope(y, 1.0, 1.0)?),
         ))
@@ -146,7 +146,7 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&elu_slope(&y, SA, SELU_SCALE)?)?)]))
+                vjp(move |g, _| Ok(grads![Some(g[0].mul(&elu_slope(&y, SA, SELU_SCALE)?)?)]))
             },
             |t, y| only(t)?.mul(&elu_slope(y, SA, SELU_SCALE)?),
         ))
@@ -218,7 +218,7 @@ impl Tensor {
         })?;
         let x = self.clone();
         Ok(bind(Unary::ClipByValue(F64(lo), F64(hi)), &[self], y, move |_| {
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let inside = x.ge(&x.scalar_like(lo)?)?.logical_and(&x.le(&x.scalar_like(hi)?)?)?;
                 Ok(grads![Some(masked(&g[0], &inside)?)])
             })

@@ -1,16 +1,14 @@
 //! Elementwise arithmetic of two tensors, with NumPy broadcasting
 //! (`add`, `sub`, `mul`, `div`, `pow`, `maximum`, `minimum`,
 //! `squared_difference`), `where_`, and the fused gradients of relu and
-//! tanh. Each rule ends in `ct::unbroadcast` (the batched
-//! `sum_to_shape`), which undoes broadcasting.
+//! tanh. Each rule ends in `sum_to_shape`, which undoes broadcasting.
 
 // (the half types take their math from `num_traits::Float`)
 use super::compare::is_nan;
 pub(crate) use super::compare::scalar_for;
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
-use crate::ops::ct;
 use crate::ops::desc::Binary;
 use crate::ops::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Num, Tensor};
@@ -27,7 +25,7 @@ macro_rules! num_zip {
 }
 
 /// Relu's gradient in one pass (TensorFlow's `ReluGrad`): `g` where
-/// `x > 0`, else 0, with `x` broadcast against `g`'s leading batch dims.
+/// `x > 0`, else 0 (`x` may broadcast against `g`).
 /// Linear in `g`, so its own gradient is `relu_grad` again; `x` gets none
 /// (the mask is piecewise constant).
 pub fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
@@ -44,7 +42,7 @@ pub fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
         y,
         {
             let x = x.clone();
-            move |_| vjp_batched(move |gg, _| Ok(grads![Some(relu_grad(&gg[0], &x)?), None]))
+            move |_| vjp(move |gg, _| Ok(grads![Some(relu_grad(&gg[0], &x)?), None]))
         },
         |t, y| match &t[0] {
             Some(tg) => relu_grad(tg, &x),
@@ -54,9 +52,8 @@ pub fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
 }
 
 /// Tanh's gradient in one pass (TensorFlow's `TanhGrad`): `g * (1 - y²)`
-/// from tanh's output `y`, broadcast against `g`'s leading batch dims (four
-/// kernels and three temporaries as separate ops; an RNN runs it every
-/// step). Its own rule: `g` gets `tanh_grad(y, gg)`, `y` gets `-2 y g gg`.
+/// from tanh's output `y`, which may broadcast against `g` (four kernels
+/// and three temporaries as separate ops; an RNN runs it every step). Its own rule: `g` gets `tanh_grad(y, gg)`, `y` gets `-2 y g gg`.
 pub(crate) fn tanh_grad(y: &Tensor, g: &Tensor) -> Result<Tensor> {
     const OP: &str = "TanhGrad";
     expect_same_dtype(OP, y, g)?;
@@ -70,9 +67,9 @@ pub(crate) fn tanh_grad(y: &Tensor, g: &Tensor) -> Result<Tensor> {
         &[y, g],
         out,
         move |_| {
-            vjp_batched(move |gg, needs| {
+            vjp(move |gg, needs| {
                 let dy = needs[0]
-                    .then(|| ct::unbroadcast(&gg[0].mul(&gc)?.mul(&yc)?.mul_scalar(-2.0)?, yc.shape()))
+                    .then(|| gg[0].mul(&gc)?.mul(&yc)?.mul_scalar(-2.0)?.sum_to_shape(yc.shape()))
                     .transpose()?;
                 let dg = needs[1].then(|| tanh_grad(&yc, &gg[0])).transpose()?;
                 Ok(grads![dy, dg])
@@ -140,14 +137,7 @@ impl Tensor {
             Binary::Add,
             &[self, rhs],
             y,
-            move |_| {
-                vjp_batched(move |g, _| {
-                    Ok(grads![
-                        Some(ct::unbroadcast(&g[0], &sa)?),
-                        Some(ct::unbroadcast(&g[0], &sb)?)
-                    ])
-                })
-            },
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].sum_to_shape(&sa)?), Some(g[0].sum_to_shape(&sb)?)])),
             |t, _| sum_terms([Ok(t[0].clone()), Ok(t[1].clone())]),
         ))
     }
@@ -166,10 +156,10 @@ impl Tensor {
             &[self, rhs],
             y,
             move |_| {
-                vjp_batched(move |g, _| {
+                vjp(move |g, _| {
                     Ok(grads![
-                        Some(ct::unbroadcast(&g[0], &sa)?),
-                        Some(ct::unbroadcast(&g[0].neg()?, &sb)?)
+                        Some(g[0].sum_to_shape(&sa)?),
+                        Some(g[0].neg()?.sum_to_shape(&sb)?)
                     ])
                 })
             },
@@ -191,13 +181,9 @@ impl Tensor {
             &[self, rhs],
             y,
             move |_| {
-                vjp_batched(move |g, needs| {
-                    let ga = needs[0]
-                        .then(|| ct::unbroadcast(&g[0].mul(&b)?, a.shape()))
-                        .transpose()?;
-                    let gb = needs[1]
-                        .then(|| ct::unbroadcast(&g[0].mul(&a)?, b.shape()))
-                        .transpose()?;
+                vjp(move |g, needs| {
+                    let ga = needs[0].then(|| g[0].mul(&b)?.sum_to_shape(a.shape())).transpose()?;
+                    let gb = needs[1].then(|| g[0].mul(&a)?.sum_to_shape(b.shape())).transpose()?;
                     Ok(grads![ga, gb])
                 })
             },
@@ -242,12 +228,10 @@ impl Tensor {
             &[self, rhs],
             y,
             move |_| {
-                vjp_batched(move |g, needs| {
-                    let ga = needs[0]
-                        .then(|| ct::unbroadcast(&g[0].div(&b)?, a.shape()))
-                        .transpose()?;
+                vjp(move |g, needs| {
+                    let ga = needs[0].then(|| g[0].div(&b)?.sum_to_shape(a.shape())).transpose()?;
                     let gb = needs[1]
-                        .then(|| ct::unbroadcast(&g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?, b.shape()))
+                        .then(|| g[0].mul(&a.div(&b)?.div(&b)?)?.neg()?.sum_to_shape(b.shape()))
                         .transpose()?;
                     Ok(grads![ga, gb])
                 })
@@ -280,16 +264,16 @@ impl Tensor {
             y,
             move |y| {
                 let y = y.clone();
-                vjp_batched(move |g, needs| {
+                vjp(move |g, needs| {
                     let ga = needs[0]
-                        .then(|| ct::unbroadcast(&g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?, a.shape()))
+                        .then(|| g[0].mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?.sum_to_shape(a.shape()))
                         .transpose()?;
                     let gb = needs[1]
                         .then(|| {
                             let pos = a.gt_scalar(0.0)?;
                             let safe = Tensor::where_(&pos, &a, &a.scalar_like(1.0)?)?;
                             let log_a = Tensor::where_(&pos, &safe.log()?, &a.scalar_like(0.0)?)?;
-                            ct::unbroadcast(&g[0].mul(&y)?.mul(&log_a)?, b.shape())
+                            g[0].mul(&y)?.mul(&log_a)?.sum_to_shape(b.shape())
                         })
                         .transpose()?;
                     Ok(grads![ga, gb])
@@ -320,7 +304,7 @@ impl Tensor {
             Binary::Maximum,
             &[self, rhs],
             y,
-            move |_| vjp_batched(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b)),
+            move |_| vjp(move |g, _| route(&a.ge(&b)?, &g[0], &a, &b)),
             |t, _| {
                 Tensor::where_(
                     &self.ge(rhs)?,
@@ -343,7 +327,7 @@ impl Tensor {
             Binary::Minimum,
             &[self, rhs],
             y,
-            move |_| vjp_batched(move |g, _| route(&a.le(&b)?, &g[0], &a, &b)),
+            move |_| vjp(move |g, _| route(&a.le(&b)?, &g[0], &a, &b)),
             |t, _| {
                 Tensor::where_(
                     &self.le(rhs)?,
@@ -375,10 +359,10 @@ impl Tensor {
         )?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind(Binary::SquaredDifference, &[self, rhs], y, move |_| {
-            vjp_batched(move |g, needs| {
+            vjp(move |g, needs| {
                 let d = g[0].mul(&a.sub(&b)?.mul_scalar(2.0)?)?;
-                let ga = needs[0].then(|| ct::unbroadcast(&d, a.shape())).transpose()?;
-                let gb = needs[1].then(|| ct::unbroadcast(&d.neg()?, b.shape())).transpose()?;
+                let ga = needs[0].then(|| d.sum_to_shape(a.shape())).transpose()?;
+                let gb = needs[1].then(|| d.neg()?.sum_to_shape(b.shape())).transpose()?;
                 Ok(grads![ga, gb])
             })
         }))
@@ -419,13 +403,13 @@ impl Tensor {
             &[cond, a, b],
             y,
             move |_| {
-                vjp_batched(move |g, needs| {
+                vjp(move |g, needs| {
                     let zero = g[0].scalar_like(0.0)?;
                     let ga = needs[1]
-                        .then(|| ct::unbroadcast(&Tensor::where_(&c, &g[0], &zero)?, &sa))
+                        .then(|| Tensor::where_(&c, &g[0], &zero)?.sum_to_shape(&sa))
                         .transpose()?;
                     let gb = needs[2]
-                        .then(|| ct::unbroadcast(&Tensor::where_(&c, &zero, &g[0])?, &sb))
+                        .then(|| Tensor::where_(&c, &zero, &g[0])?.sum_to_shape(&sb))
                         .transpose()?;
                     Ok(grads![None, ga, gb])
                 })
@@ -446,7 +430,7 @@ fn log_where_positive(a: &Tensor) -> Result<Tensor> {
 fn route(to_a: &Tensor, g: &Tensor, a: &Tensor, b: &Tensor) -> Result<crate::Grads> {
     let zero = g.scalar_like(0.0)?;
     Ok(grads![
-        Some(ct::unbroadcast(&Tensor::where_(to_a, g, &zero)?, a.shape())?),
-        Some(ct::unbroadcast(&Tensor::where_(to_a, &zero, g)?, b.shape())?)
+        Some(Tensor::where_(to_a, g, &zero)?.sum_to_shape(a.shape())?),
+        Some(Tensor::where_(to_a, &zero, g)?.sum_to_shape(b.shape())?)
     ])
 }

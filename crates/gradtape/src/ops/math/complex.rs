@@ -14,12 +14,11 @@
 //! so gradients of gradients work as for real tensors. Rules apply `conj`
 //! where the real rule multiplies by a saved operand.
 
-use crate::dispatch::{vjp, vjp_batched};
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::complex::{self as kc, BinKind};
 use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cpu::matmul::matmul;
-use crate::ops::ct;
 use crate::ops::desc::{Binary, Op, Unary, F64};
 use crate::ops::{bind, grads, unsupported};
 use crate::tensor::{with_float_dtype, DType, Element, Tensor};
@@ -40,9 +39,9 @@ impl Tensor {
         let y = kc::from_parts("complex", re, im)?;
         let (sr, si) = (re.shape().to_vec(), im.shape().to_vec());
         Ok(bind(Binary::Complex, &[re, im], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let gr = needs[0].then(|| ct::unbroadcast(&g[0].real()?, &sr)).transpose()?;
-                let gi = needs[1].then(|| ct::unbroadcast(&g[0].imag()?, &si)).transpose()?;
+            vjp(move |g, needs| {
+                let gr = needs[0].then(|| g[0].real()?.sum_to_shape(&sr)).transpose()?;
+                let gi = needs[1].then(|| g[0].imag()?.sum_to_shape(&si)).transpose()?;
                 Ok(grads![gr, gi])
             })
         }))
@@ -64,7 +63,7 @@ impl Tensor {
         }
         let y = kc::re(self)?;
         Ok(bind(Unary::Real, &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?)]))
+            vjp(|g, _| Ok(grads![Some(Tensor::complex(&g[0], &g[0].scalar_like(0.0)?)?)]))
         }))
     }
 
@@ -83,7 +82,7 @@ impl Tensor {
         }
         let y = kc::im(self)?;
         Ok(bind(Unary::Imag, &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?)]))
+            vjp(|g, _| Ok(grads![Some(Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?)]))
         }))
     }
 
@@ -102,7 +101,7 @@ impl Tensor {
         }
         let y = kc::conj(self)?;
         Ok(bind(Unary::Conj, &[self], y, |_| {
-            vjp_batched(|g, _| Ok(grads![Some(g[0].conj()?)]))
+            vjp(|g, _| Ok(grads![Some(g[0].conj()?)]))
         }))
     }
 
@@ -128,7 +127,7 @@ impl Tensor {
         let y = kc::angle(self)?;
         let z = self.clone();
         Ok(bind(Unary::Angle, &[self], y, move |_| {
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let ig = Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?;
                 Ok(grads![Some(ig.div(&z.conj()?)?)])
             })
@@ -141,9 +140,9 @@ pub(crate) fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("add", a, b, BinKind::Add)?;
     let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
     Ok(bind(Binary::Add, &[a, b], y, move |_| {
-        vjp_batched(move |g, needs| {
-            let ga = needs[0].then(|| ct::unbroadcast(&g[0], &sa)).transpose()?;
-            let gb = needs[1].then(|| ct::unbroadcast(&g[0], &sb)).transpose()?;
+        vjp(move |g, needs| {
+            let ga = needs[0].then(|| g[0].sum_to_shape(&sa)).transpose()?;
+            let gb = needs[1].then(|| g[0].sum_to_shape(&sb)).transpose()?;
             Ok(grads![ga, gb])
         })
     }))
@@ -154,9 +153,9 @@ pub(crate) fn sub(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("sub", a, b, BinKind::Sub)?;
     let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
     Ok(bind(Binary::Sub, &[a, b], y, move |_| {
-        vjp_batched(move |g, needs| {
-            let ga = needs[0].then(|| ct::unbroadcast(&g[0], &sa)).transpose()?;
-            let gb = needs[1].then(|| ct::unbroadcast(&g[0].neg()?, &sb)).transpose()?;
+        vjp(move |g, needs| {
+            let ga = needs[0].then(|| g[0].sum_to_shape(&sa)).transpose()?;
+            let gb = needs[1].then(|| g[0].neg()?.sum_to_shape(&sb)).transpose()?;
             Ok(grads![ga, gb])
         })
     }))
@@ -167,12 +166,12 @@ pub(crate) fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("mul", a, b, BinKind::Mul)?;
     let (ca, cb) = (a.clone(), b.clone());
     Ok(bind(Binary::Mul, &[a, b], y, move |_| {
-        vjp_batched(move |g, needs| {
+        vjp(move |g, needs| {
             let ga = needs[0]
-                .then(|| ct::unbroadcast(&g[0].mul(&cb.conj()?)?, ca.shape()))
+                .then(|| g[0].mul(&cb.conj()?)?.sum_to_shape(ca.shape()))
                 .transpose()?;
             let gb = needs[1]
-                .then(|| ct::unbroadcast(&g[0].mul(&ca.conj()?)?, cb.shape()))
+                .then(|| g[0].mul(&ca.conj()?)?.sum_to_shape(cb.shape()))
                 .transpose()?;
             Ok(grads![ga, gb])
         })
@@ -184,14 +183,14 @@ pub(crate) fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let y = kc::binary("div", a, b, BinKind::Div)?;
     let (ca, cb) = (a.clone(), b.clone());
     Ok(bind(Binary::Div, &[a, b], y, move |_| {
-        vjp_batched(move |g, needs| {
+        vjp(move |g, needs| {
             let ga = needs[0]
-                .then(|| ct::unbroadcast(&g[0].div(&cb.conj()?)?, ca.shape()))
+                .then(|| g[0].div(&cb.conj()?)?.sum_to_shape(ca.shape()))
                 .transpose()?;
             let gb = needs[1]
                 .then(|| {
                     let q = ca.div(&cb)?.div(&cb)?.conj()?;
-                    ct::unbroadcast(&g[0].mul(&q)?.neg()?, cb.shape())
+                    g[0].mul(&q)?.neg()?.sum_to_shape(cb.shape())
                 })
                 .transpose()?;
             Ok(grads![ga, gb])
@@ -202,9 +201,7 @@ pub(crate) fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `-z`.
 pub(crate) fn neg(x: &Tensor) -> Result<Tensor> {
     let y = kc::neg(x)?;
-    Ok(bind(Unary::Neg, &[x], y, |_| {
-        vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)]))
-    }))
+    Ok(bind(Unary::Neg, &[x], y, |_| vjp(|g, _| Ok(grads![Some(g[0].neg()?)]))))
 }
 
 /// `|z|` (real): `complex(g, 0) · z / |z|`, and 0 where `z = 0` (as
@@ -214,7 +211,7 @@ pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
     let z = x.clone();
     Ok(bind(Unary::ComplexAbs, &[x], y, move |y| {
         let y = y.clone();
-        vjp_batched(move |g, _| {
+        vjp(move |g, _| {
             let zero = y.eq(&y.scalar_like(0.0)?)?;
             // divide by 1 where |z| = 0, so that no NaN reaches the gradient of this rule
             let safe = Tensor::complex(&Tensor::where_(&zero, &y.scalar_like(1.0)?, &y)?, &y.scalar_like(0.0)?)?;
@@ -229,7 +226,7 @@ pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
 pub(crate) fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     let y = kc::mul_scalar(x, c)?;
     Ok(bind(Unary::MulScalar(F64(c)), &[x], y, move |_| {
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
+        vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)]))
     }))
 }
 
@@ -238,7 +235,7 @@ pub(crate) fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 pub(crate) fn div_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     let y = kc::div_scalar(x, c)?;
     Ok(bind(Unary::DivScalar(F64(c)), &[x], y, move |_| {
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
+        vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)]))
     }))
 }
 
@@ -310,7 +307,7 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     let y = kc::cast(x, to)?;
     let from = x.dtype();
     Ok(bind(Op::Cast(to), &[x], y, move |_| {
-        vjp_batched(move |g, _| {
+        vjp(move |g, _| {
             let g = if from.is_complex() {
                 g[0].cast(from)?
             } else {

@@ -11,12 +11,12 @@
 
 use std::sync::Arc;
 
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::complex as kc;
 use crate::kernels::cpu::complex_fns::{self as kf, Fn1};
 use crate::ops::desc::{Binary, Unary, F64};
-use crate::ops::{bind_jvp, ct, grads, only, sum_terms};
+use crate::ops::{bind_jvp, grads, only, sum_terms};
 use crate::tensor::Tensor;
 
 /// `f'(z)` from the input `z` and the output `y`.
@@ -38,7 +38,7 @@ fn holomorphic(
         y,
         move |y| {
             let y = y.clone();
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&dr(&xc, &y)?.conj()?)?)]))
+            vjp(move |g, _| Ok(grads![Some(g[0].mul(&dr(&xc, &y)?.conj()?)?)]))
         },
         move |t, y| only(t)?.mul(&d(x, y)?),
     )
@@ -164,12 +164,12 @@ pub(crate) fn pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         y,
         move |y| {
             let y = y.clone();
-            vjp_batched(move |g, needs| {
+            vjp(move |g, needs| {
                 let ga = needs[0]
-                    .then(|| ct::unbroadcast(&g[0].mul(&da(&ca, &cb)?.conj()?)?, ca.shape()))
+                    .then(|| g[0].mul(&da(&ca, &cb)?.conj()?)?.sum_to_shape(ca.shape()))
                     .transpose()?;
                 let gb = needs[1]
-                    .then(|| ct::unbroadcast(&g[0].mul(&db(&ca, &y)?.conj()?)?, cb.shape()))
+                    .then(|| g[0].mul(&db(&ca, &y)?.conj()?)?.sum_to_shape(cb.shape()))
                     .transpose()?;
                 Ok(grads![ga, gb])
             })

@@ -5,9 +5,9 @@
 //! to an ulp or so in both precisions, which the gradient checker needs),
 //! except `erf` in `f32` (and the half types), which is the crate's own
 //! vectorisable `kernels::cpu::erf` (within 2 ulp).
-//! Every rule here is elementwise, `g · f'(x)`, hence batched.
+//! Every rule here is elementwise, `g · f'(x)`.
 
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::ops::desc::Unary;
 use crate::ops::{bind, grads};
@@ -129,7 +129,7 @@ pub(crate) fn elementwise(
     let xc = x.clone();
     bind(op, &[x], y, move |y| {
         let y = y.clone();
-        vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&d(&xc, &y)?)?)]))
+        vjp(move |g, _| Ok(grads![Some(g[0].mul(&d(&xc, &y)?)?)]))
     })
 }
 

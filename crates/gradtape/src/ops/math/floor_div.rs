@@ -1,15 +1,14 @@
 //! Floor division and floor modulo of two tensors, broadcasting, on every
 //! numeric dtype (integers round toward -inf, as TensorFlow and Python;
 //! integer division by zero is an error). `floor_mod` is differentiable
-//! for floats (batched rule, undoing broadcasting with
-//! [`ct::unbroadcast`]).
+//! for floats (its rule undoes broadcasting with `sum_to_shape`).
 
 // (the half types take their math from `num_traits::Float`)
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::ops::desc::Binary;
-use crate::ops::{bind_jvp, bind_nondiff, ct, expect_same_dtype, grads, sum_terms, unsupported};
+use crate::ops::{bind_jvp, bind_nondiff, expect_same_dtype, grads, sum_terms, unsupported};
 use crate::tensor::{DType, Tensor};
 #[allow(unused_imports)]
 use num_traits::Float as _;
@@ -115,10 +114,10 @@ impl Tensor {
             &[self, rhs],
             y,
             move |_| {
-                vjp_batched(move |g, needs| {
-                    let ga = needs[0].then(|| ct::unbroadcast(&g[0], a.shape())).transpose()?;
+                vjp(move |g, needs| {
+                    let ga = needs[0].then(|| g[0].sum_to_shape(a.shape())).transpose()?;
                     let gb = needs[1]
-                        .then(|| ct::unbroadcast(&g[0].mul(&a.floor_div(&b)?)?.neg()?, b.shape()))
+                        .then(|| g[0].mul(&a.floor_div(&b)?)?.neg()?.sum_to_shape(b.shape()))
                         .transpose()?;
                     Ok(grads![ga, gb])
                 })

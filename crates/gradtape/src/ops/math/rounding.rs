@@ -2,7 +2,7 @@
 //! their gradient is zero (recorded, as TensorFlow's `None`). Integer
 //! tensors are returned unchanged.
 
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::ops::desc::Unary;
 use crate::ops::{bind, grads};
@@ -10,7 +10,7 @@ use crate::tensor::Tensor;
 
 /// Records an op whose gradient is zero (a step function).
 fn stepwise(op: Unary, x: &Tensor, y: Tensor) -> Tensor {
-    bind(op, &[x], y, |_| vjp_batched(|_, _| Ok(grads![None])))
+    bind(op, &[x], y, |_| vjp(|_, _| Ok(grads![None])))
 }
 
 impl Tensor {

@@ -1,15 +1,15 @@
 //! Trigonometric and hyperbolic functions beyond `sin`, `cos` and `tanh`:
 //! `tan`, `asin`, `acos`, `atan`, `sinh`, `cosh`, `asinh`, `acosh`,
 //! `atanh` (floats), and `atan2` of two tensors (broadcasting). Every rule
-//! is elementwise, `g · f'(x)`, hence batched. Outside its domain a
+//! is elementwise, `g · f'(x)`. Outside its domain a
 //! function gives NaN, as in TensorFlow.
 
 // (the half types take their math from `num_traits::Float`)
 use super::elementary::elementwise;
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::ops::desc::{Binary, Unary};
-use crate::ops::{bind, ct, expect_float, expect_same_dtype, grads};
+use crate::ops::{bind, expect_float, expect_same_dtype, grads};
 use crate::tensor::Tensor;
 #[allow(unused_imports)]
 use num_traits::Float as _;
@@ -163,11 +163,11 @@ impl Tensor {
         })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind(Binary::Atan2, &[self, rhs], y, move |_| {
-            vjp_batched(move |g, needs| {
+            vjp(move |g, needs| {
                 let r = g[0].div(&a.square()?.add(&b.square()?)?)?;
-                let ga = needs[0].then(|| ct::unbroadcast(&r.mul(&b)?, a.shape())).transpose()?;
+                let ga = needs[0].then(|| r.mul(&b)?.sum_to_shape(a.shape())).transpose()?;
                 let gb = needs[1]
-                    .then(|| ct::unbroadcast(&r.mul(&a)?.neg()?, b.shape()))
+                    .then(|| r.mul(&a)?.neg()?.sum_to_shape(b.shape()))
                     .transpose()?;
                 Ok(grads![ga, gb])
             })

@@ -3,7 +3,7 @@
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
 // (the half types take their math from `num_traits::Float`)
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map};
 use crate::ops::desc::{Unary, F64};
@@ -41,7 +41,7 @@ impl Tensor {
             Unary::Neg,
             &[self],
             y,
-            |_| vjp_batched(|g, _| Ok(grads![Some(g[0].neg()?)])),
+            |_| vjp(|g, _| Ok(grads![Some(g[0].neg()?)])),
             |t, _| only(t)?.neg(),
         ))
     }
@@ -57,7 +57,7 @@ impl Tensor {
             Unary::Abs,
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sign()?)?)])),
             |t, _| only(t)?.mul(&self.sign()?),
         ))
     }
@@ -92,7 +92,7 @@ impl Tensor {
             Unary::Square,
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.mul_scalar(2.0)?)?)])),
             |t, _| only(t)?.mul(&self.mul_scalar(2.0)?),
         ))
     }
@@ -123,7 +123,7 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
+                vjp(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
             },
             |t, y| only(t)?.div(&y.mul_scalar(2.0)?),
         ))
@@ -146,7 +146,7 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
+                vjp(move |g, _| Ok(grads![Some(g[0].mul(&y)?)]))
             },
             |t, y| only(t)?.mul(y),
         ))
@@ -167,7 +167,7 @@ impl Tensor {
             Unary::Log,
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].div(&x)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].div(&x)?)])),
             |t, _| only(t)?.div(self),
         ))
     }
@@ -188,7 +188,7 @@ impl Tensor {
             Unary::Sin,
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.cos()?)?)])),
             |t, _| only(t)?.mul(&self.cos()?),
         ))
     }
@@ -209,7 +209,7 @@ impl Tensor {
             Unary::Cos,
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.sin()?.neg()?)?)])),
             |t, _| only(t)?.mul(&self.sin()?.neg()?),
         ))
     }
@@ -230,7 +230,7 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| Ok(grads![Some(super::binary::tanh_grad(&y, &g[0])?)]))
+                vjp(move |g, _| Ok(grads![Some(super::binary::tanh_grad(&y, &g[0])?)]))
             },
             |t, y| super::binary::tanh_grad(y, only(t)?),
         ))
@@ -252,7 +252,7 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| {
+                vjp(move |g, _| {
                     let dy = y.mul(&y.neg()?.add_scalar(1.0)?)?;
                     Ok(grads![Some(g[0].mul(&dy)?)])
                 })
@@ -273,7 +273,7 @@ impl Tensor {
             Unary::Relu,
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(super::binary::relu_grad(&g[0], &x)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(super::binary::relu_grad(&g[0], &x)?)])),
             |t, _| super::binary::relu_grad(only(t)?, self),
         ))
     }
@@ -293,7 +293,7 @@ impl Tensor {
             Unary::PowScalar(F64(c)),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul(&x.pow_scalar(c - 1.0)?.mul_scalar(c)?)?)])),
             |t, _| only(t)?.mul(&self.pow_scalar(c - 1.0)?.mul_scalar(c)?),
         ))
     }
@@ -319,7 +319,7 @@ impl Tensor {
             Unary::MulScalar(F64(c)),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].mul_scalar(c)?)])),
             |t, _| only(t)?.mul_scalar(c),
         ))
     }
@@ -353,7 +353,7 @@ impl Tensor {
             Unary::DivScalar(F64(c)),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(g[0].div_scalar(c)?)])),
             |t, _| only(t)?.div_scalar(c),
         ))
     }

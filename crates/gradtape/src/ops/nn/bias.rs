@@ -1,8 +1,8 @@
 //! `bias_add`: a vector added along the last axis.
 
 use super::super::desc::NnOp;
-use super::super::{bind, ct, expect_same_dtype, grads, unsupported};
-use crate::dispatch::vjp_batched;
+use super::super::{bind, expect_same_dtype, grads, unsupported};
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::tensor::Tensor;
@@ -32,9 +32,9 @@ impl Tensor {
         let y = with_dtype_num(OP, self, bias)?;
         let (sx, sb) = (self.shape().to_vec(), bias.shape().to_vec());
         Ok(bind(NnOp::BiasAdd, &[self, bias], y, move |_| {
-            vjp_batched(move |g, needs| {
-                let gx = needs[0].then(|| ct::unbroadcast(&g[0], &sx)).transpose()?;
-                let gb = needs[1].then(|| ct::unbroadcast(&g[0], &sb)).transpose()?;
+            vjp(move |g, needs| {
+                let gx = needs[0].then(|| g[0].sum_to_shape(&sx)).transpose()?;
+                let gb = needs[1].then(|| g[0].sum_to_shape(&sb)).transpose()?;
                 Ok(grads![gx, gb])
             })
         }))

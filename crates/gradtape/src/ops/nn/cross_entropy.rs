@@ -6,7 +6,7 @@
 // (the half types take their math from `num_traits::Float`)
 use super::super::desc::NnOp;
 use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::zip;
 use crate::kernels::cpu::nn as k;
@@ -113,7 +113,7 @@ impl Tensor {
             &[labels, logits],
             loss,
             move |_| {
-                vjp_batched(move |g, needs| {
+                vjp(move |g, needs| {
                     if !needs[1] {
                         return Ok(grads![None, None]);
                     }
@@ -168,7 +168,7 @@ impl Tensor {
         })?, _ => unreachable!());
         let (x, z) = (logits.clone(), labels.clone());
         Ok(bind(NnOp::SigmoidCrossEntropy, &[labels, logits], y, move |_| {
-            vjp_batched(move |g, needs| {
+            vjp(move |g, needs| {
                 let gz = needs[0].then(|| g[0].mul(&x)?.neg()).transpose()?;
                 let gx = needs[1].then(|| g[0].mul(&x.sigmoid()?.sub(&z)?)).transpose()?;
                 Ok(grads![gz, gx])

@@ -5,8 +5,8 @@
 //! ops, so they differentiate again.
 
 use super::super::desc::NnOp;
-use super::super::{bind, ct, expect_float, grads};
-use crate::dispatch::vjp_batched;
+use super::super::{bind, expect_float, grads};
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::nn as k;
 use crate::tensor::layout::norm_axis;
@@ -37,9 +37,9 @@ impl Tensor {
         };
         Ok(bind(NnOp::Softmax(ax as isize), &[self], y, move |y| {
             let y = y.clone();
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let gy = g[0].mul(&y)?;
-                let a = ct::axis(ax);
+                let a = ax as isize;
                 let s = gy.sum(&[a], false)?.expand_dims(a)?;
                 Ok(grads![Some(gy.sub(&s.mul(&y)?)?)])
             })
@@ -70,8 +70,8 @@ impl Tensor {
         };
         Ok(bind(NnOp::LogSoftmax(ax as isize), &[self], y, move |y| {
             let y = y.clone();
-            vjp_batched(move |g, _| {
-                let a = ct::axis(ax);
+            vjp(move |g, _| {
+                let a = ax as isize;
                 let s = g[0].sum(&[a], false)?.expand_dims(a)?;
                 Ok(grads![Some(g[0].sub(&s.mul(&y.exp()?)?)?)])
             })

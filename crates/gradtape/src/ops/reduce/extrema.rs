@@ -3,7 +3,7 @@
 //! one axis.
 
 use super::*;
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind as DescKind};
 use crate::ops::{bind, bind_nondiff, expect_float, grads};
 use crate::tensor::with_num_dtype;
@@ -47,12 +47,12 @@ impl Tensor {
             y,
             move |y| {
                 let y = y.clone();
-                vjp_batched(move |g, _| {
+                vjp(move |g, _| {
                     let shape = x.shape();
                     let hit = x.eq(&unreduce(&y, shape, &ax)?)?.cast(x.dtype())?;
                     let count = hit.sum(&ax.iter().map(|&a| a as isize).collect::<Vec<_>>(), true)?;
                     let share = hit.div(&count)?;
-                    Ok(grads![Some(unreduce_ct(&g[0], shape, &ax)?.mul(&share)?)])
+                    Ok(grads![Some(unreduce(&g[0], shape, &ax)?.mul(&share)?)])
                 })
             },
         ))

@@ -24,7 +24,7 @@ mod sum;
 
 use crate::error::{Error, Result};
 use crate::kernels::cpu::reduce::{reduce, ReduceKind};
-use crate::ops::{ct, unsupported};
+use crate::ops::unsupported;
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{alloc, DType, Element, Layout, Shape, Tensor};
 
@@ -101,11 +101,6 @@ pub(crate) fn reshaped_raw(y: &Tensor, shape: &[usize]) -> Tensor {
 /// Broadcasts a tensor of a reduction's output shape back over the reduced axes.
 fn unreduce(g: &Tensor, shape: &[usize], axes: &[usize]) -> Result<Tensor> {
     g.reshape(&kept_shape(shape, axes))?.broadcast_to(shape)
-}
-
-/// [`unreduce`] for a cotangent (batch dims kept in front).
-fn unreduce_ct(g: &Tensor, shape: &[usize], axes: &[usize]) -> Result<Tensor> {
-    ct::broadcast_to(&ct::reshape(g, &kept_shape(shape, axes))?, shape)
 }
 
 fn all_axes(t: &Tensor) -> smallvec::SmallVec<[isize; 4]> {

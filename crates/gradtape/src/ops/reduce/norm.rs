@@ -1,7 +1,7 @@
 //! The Euclidean norm over any set of axes.
 
 use super::*;
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind};
 use crate::ops::{bind, expect_float, grads};
@@ -30,11 +30,11 @@ impl Tensor {
         Ok(bind(desc, &[self], y, move |y| {
             // the output itself (not a copy), so that the rule is differentiable
             let y = y.clone();
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let yk = y.reshape(&kept_shape(x.shape(), &ax))?;
                 let zero = yk.eq(&yk.scalar_like(0.0)?)?;
                 let safe = Tensor::where_(&zero, &yk.scalar_like(1.0)?, &yk)?;
-                let gx = unreduce_ct(&g[0], x.shape(), &ax)?;
+                let gx = unreduce(&g[0], x.shape(), &ax)?;
                 Ok(grads![Some(gx.mul(&x.div(&safe)?)?)])
             })
         }))

@@ -1,11 +1,11 @@
 //! Cumulative sums and products along one axis, with TensorFlow's
 //! `exclusive` and `reverse` flags.
 
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::filled_vec;
 use crate::ops::desc::{Scan, ScanKind};
-use crate::ops::{bind, ct, grads, unsupported};
+use crate::ops::{bind, grads, unsupported};
 use crate::tensor::layout::norm_axis;
 use crate::tensor::{with_num_dtype, Num, Tensor};
 use num_traits::{One, Zero};
@@ -71,7 +71,7 @@ impl Tensor {
             reverse,
         };
         Ok(bind(desc, &[self], y, move |_| {
-            vjp_batched(move |g, _| Ok(grads![Some(g[0].cumsum(ct::axis(a), exclusive, !reverse)?)]))
+            vjp(move |g, _| Ok(grads![Some(g[0].cumsum(a as isize, exclusive, !reverse)?)]))
         }))
     }
 
@@ -104,9 +104,9 @@ impl Tensor {
         };
         Ok(bind(desc, &[self], y, move |y| {
             let y = y.clone();
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let zero = x.eq(&x.scalar_like(0.0)?)?;
-                let s = g[0].mul(&y)?.cumsum(ct::axis(a), exclusive, !reverse)?;
+                let s = g[0].mul(&y)?.cumsum(a as isize, exclusive, !reverse)?;
                 // Eagerly, inputs without zeros take the short form. Inside a
                 // trace the values are not known (the graph runs on others), so
                 // the rule always takes the general form, which gives the same
@@ -122,7 +122,7 @@ impl Tensor {
                 let first = before.eq(&before.scalar_like(0.0)?)?.logical_and(&zero)?;
                 let safe = Tensor::where_(&zero, &ones, &x)?;
                 let y1 = Tensor::where_(&first, &ones, &x)?.cumprod(a as isize, exclusive, reverse)?;
-                let s1 = g[0].mul(&y1)?.cumsum(ct::axis(a), exclusive, !reverse)?;
+                let s1 = g[0].mul(&y1)?.cumsum(a as isize, exclusive, !reverse)?;
                 let at_first = Tensor::where_(&first, &s1, &s1.scalar_like(0.0)?)?;
                 Ok(grads![Some(Tensor::where_(&zero, &at_first, &s.div(&safe)?)?)])
             })

@@ -1,7 +1,7 @@
 //! Sums and means over any set of axes.
 
 use super::*;
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::ops::desc::{Lazy, Op, Reduce, ReduceKind as DescKind};
 use crate::ops::{bind_jvp, grads, only};
 
@@ -22,7 +22,7 @@ impl Tensor {
             Lazy("Sum", || Op::Reduce(Reduce::new(DescKind::Sum, axes, keepdims))),
             &[self],
             y,
-            move |_| vjp_batched(move |g, _| Ok(grads![Some(unreduce_ct(&g[0], &shape, &ax)?)])),
+            move |_| vjp(move |g, _| Ok(grads![Some(unreduce(&g[0], &shape, &ax)?)])),
             |t, _| only(t)?.sum(axes, keepdims),
         ))
     }

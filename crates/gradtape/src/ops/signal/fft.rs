@@ -20,7 +20,7 @@
 use num_complex::Complex;
 use rustfft::FftPlanner;
 
-use crate::dispatch::vjp_batched;
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::ops::desc::{FftOp, Lazy, Op};
 use crate::ops::{bind_jvp, grads, only, unsupported};
@@ -134,7 +134,7 @@ fn fft_op(x: &Tensor, rank: usize, inverse: bool) -> Result<Tensor> {
         &[x],
         y,
         move |_| {
-            vjp_batched(move |g, _| {
+            vjp(move |g, _| {
                 let n = size(&g[0], rank);
                 let gx = if inverse {
                     fft_op(&g[0], rank, false)?.div_scalar(n)?

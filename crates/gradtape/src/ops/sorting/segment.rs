@@ -12,8 +12,7 @@
 //! (product), or the dtype's lowest/highest finite value (unsorted
 //! max/min: `f32::MIN` rather than -inf), as TensorFlow. Unsorted ids that are negative are dropped, as TF.
 
-use crate::ct;
-use crate::dispatch::{vjp, vjp_batched};
+use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index::int_values;
 use crate::ops::desc::{Lazy, Op, SegmentKind, SortOp};
@@ -154,17 +153,15 @@ fn reduce_kernel<T: Num>(
 }
 
 /// Rows of `t` picked by `ids` (zeros for negative ids): the adjoint of a
-/// segment sum. `t`'s segment axis follows the batch dims of a cotangent
-/// when `batched` (see [`ct`](crate::ct)).
-fn gather_rows(t: &Tensor, ids: &Tensor, batched: bool) -> Result<Tensor> {
-    let a = if batched { ct::batch_shape(t).len() } else { 0 };
-    let num = t.shape()[a];
+/// segment sum.
+fn gather_rows(t: &Tensor, ids: &Tensor) -> Result<Tensor> {
+    let num = t.shape()[0];
     let mut zero_shape = t.shape().to_vec();
-    zero_shape[a] = 1;
+    zero_shape[0] = 1;
     let zeros = crate::kernels::gpu::filled("segment_sum", &zero_shape, 0.0, t.dtype(), t.device())?;
-    let ext = Tensor::concat(&[t, &zeros], a as isize)?;
+    let ext = Tensor::concat(&[t, &zeros], 0)?;
     let safe = Tensor::where_(&ids.lt_scalar(0.0)?, &ids.scalar_like(num as f64)?, ids)?;
-    ext.gather(&safe, a as isize)
+    ext.gather(&safe, 0)
 }
 
 /// For each row of `d` (its first `ids.rank()` dims flattened), the
@@ -277,21 +274,21 @@ pub(crate) fn segment_reduce(
     let (d, i) = (data.clone(), ids.clone());
     Ok(bind(desc, &[data, ids], y, move |y| {
         let y = y.clone();
-        vjp_batched(move |g, _| {
+        vjp(move |g, _| {
             let g = &g[0];
             let dx = match kind {
-                SegmentKind::Sum => gather_rows(g, &i, true)?,
+                SegmentKind::Sum => gather_rows(g, &i)?,
                 SegmentKind::Max | SegmentKind::Min => {
-                    let selected = d.eq(&gather_rows(&y, &i, false)?)?;
+                    let selected = d.eq(&gather_rows(&y, &i)?)?;
                     let count = segment_reduce(SegmentKind::Sum, &selected.cast(d.dtype())?, &i, Some(num))?;
                     // an empty segment counts 0: 1 instead, so that the
                     // transpose of this rule (forward mode's double VJP)
                     // gives its tangent 0, not 0/0
                     let count = count.maximum(&count.scalar_like(1.0)?)?;
-                    let share = gather_rows(&g.div(&count)?, &i, true)?;
+                    let share = gather_rows(&g.div(&count)?, &i)?;
                     Tensor::where_(&selected, &share, &d.try_zeros_like()?)?
                 }
-                SegmentKind::Prod => gather_rows(g, &i, true)?.mul(&others_product(&d, &i, num)?)?,
+                SegmentKind::Prod => gather_rows(g, &i)?.mul(&others_product(&d, &i, num)?)?,
             };
             Ok(grads![Some(dx), None])
         })
