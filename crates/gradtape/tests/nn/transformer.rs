@@ -261,6 +261,19 @@ fn attention_scores_match_keras_and_differentiate() -> Result<()> {
     };
     let report = check_gradients(f, &[q, v, k], &CheckOptions::default())?;
     assert!(report.compared > 0, "{report:?}");
+    // traced: the output and the scores are the eager call's
+    let m = std::sync::Arc::new(m);
+    let mt = m.clone();
+    let traced = function(move |x: &Tensor| {
+        let mask = keras_mask();
+        let (y, s) = mt.call_with_scores(x, x, AttentionArgs::new().attention_mask(&mask).use_causal_mask(true))?;
+        Ok(vec![y, s])
+    });
+    let args = AttentionArgs::new().attention_mask(&mask).use_causal_mask(true);
+    let (y, s) = m.call_with_scores(&x, &x, args)?;
+    let got = traced.call(&x)?;
+    assert_close("traced output", &got[0], &y.to_vec_f64(), 1e-6);
+    assert_close("traced scores", &got[1], &s.to_vec_f64(), 1e-6);
     Ok(())
 }
 
