@@ -375,7 +375,10 @@ fn shortest_f32(x: f32, same: impl Fn(f32) -> bool) -> f32 {
 }
 
 /// A floating-point element: the types gradients flow through.
-pub trait Float: Element + num_traits::Float + std::iter::Sum + Default {}
+pub trait Float:
+    Element + num_traits::Float + std::iter::Sum + Default + crate::kernels::cpu::gemm_crates::Gemm
+{
+}
 impl Float for f32 {}
 impl Float for f64 {}
 impl Float for f16 {}

@@ -2,22 +2,23 @@
 
 use std::mem::MaybeUninit;
 
-use super::math::{baseline, with_simd};
+use super::math::{baseline, with_simd_for};
 use super::{build, build_rows};
 use crate::error::Result;
 use crate::tensor::layout::{self, broadcast_shapes, broadcast_strides, contiguous_strides, Shape};
 use crate::tensor::{with_dtype, Buf, DType, Element, Float, Tensor};
 
 /// Below this many elements a loop runs as compiled for the baseline CPU;
-/// above, through [`with_simd`] (the feature check is not worth it for tiny
+/// above, through [`with_simd_for`] (the feature check is not worth it for tiny
 /// tensors, whose cost is per-op overhead anyway).
 const SIMD_MIN: usize = 64;
 
-/// Runs a loop over `len` elements through [`with_simd`] when it is long.
+/// Runs a loop over `len` elements (from `A`s to `O`s) through
+/// [`with_simd_for`] when it is long.
 #[inline(always)]
-fn simd_if_long(len: usize, body: impl FnOnce()) {
+fn simd_if_long<A: Element, O: Element>(len: usize, body: impl FnOnce()) {
     if len >= SIMD_MIN {
-        with_simd(body)
+        with_simd_for::<A, O, ()>(body)
     } else {
         baseline(body)
     }
@@ -52,7 +53,7 @@ pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl 
     let src = x.values::<T>(op)?;
     let data = build(op, src.len(), |start, out| {
         let src = &src[start..start + out.len()];
-        simd_if_long(
+        simd_if_long::<T, O>(
             out.len(),
             #[inline(always)]
             || {
@@ -78,7 +79,7 @@ fn map_blocks<T: Element>(
     let src = x.values::<T>(op)?;
     let data = build(op, src.len(), |start, out| {
         let src = &src[start..start + out.len()];
-        simd_if_long(
+        simd_if_long::<T, T>(
             out.len(),
             #[inline(always)]
             || {
@@ -193,7 +194,7 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
         let (oa, ob) = (la.offset as isize, lb.offset as isize);
         build(op, n, |start, out| {
             let s = start as isize;
-            simd_if_long(
+            simd_if_long::<A, O>(
                 out.len(),
                 #[inline(always)]
                 || zip_row(out, ba, oa + s * sa, sa, bb, ob + s * sb, sb, &f),
@@ -207,7 +208,7 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
         let (ra, rb) = (csa[0], csb[0]);
         let (oa, ob) = (la.offset as isize, lb.offset as isize);
         build_rows(op, cshape[0], row_len, |rows, out| {
-            simd_if_long(
+            simd_if_long::<A, O>(
                 out.len(),
                 #[inline(always)]
                 || {
@@ -228,7 +229,7 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
         let strides = [csa.clone(), csb.clone()];
         build_rows(op, n / row_len.max(1), row_len, |rows, out| {
             let first = rows.start;
-            simd_if_long(
+            simd_if_long::<A, O>(
                 out.len(),
                 #[inline(always)]
                 || {
@@ -301,7 +302,7 @@ pub(crate) fn sub_scaled_in_place<T: Float>(op: &'static str, x: &mut Tensor, al
     if let Some(xs) = x.unique_values_mut::<T>() {
         let body = |start: usize, out: &mut [T]| {
             let g = &gs[start..start + out.len()];
-            simd_if_long(
+            simd_if_long::<T, T>(
                 out.len(),
                 #[inline(always)]
                 || {
@@ -323,7 +324,7 @@ pub(crate) fn sub_scaled_in_place<T: Float>(op: &'static str, x: &mut Tensor, al
     let xs: &[T] = &xv;
     let data = build(op, xs.len(), |start, out| {
         let (a, b) = (&xs[start..start + out.len()], &gs[start..start + out.len()]);
-        simd_if_long(
+        simd_if_long::<T, T>(
             out.len(),
             #[inline(always)]
             || {

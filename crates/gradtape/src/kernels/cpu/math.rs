@@ -459,6 +459,29 @@ pub fn with_simd<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether loops over elements of `dtype` get [`with_simd`]'s wide copies:
+/// f32 and f64, whose arithmetic and functions the model's hot loops run.
+/// Loops over the other dtypes (integers, bools, halves, complex) run as
+/// compiled for the baseline CPU (still vectorised, with SSE2): an AVX2
+/// and an AVX-512 copy of each of their kernels tripled the library's
+/// kernel code, and so its build time, for loops that are rarely hot.
+const fn wide(dtype: crate::tensor::DType) -> bool {
+    use crate::tensor::DType;
+    matches!(dtype, DType::F32 | DType::F64)
+}
+
+/// [`with_simd`] for a loop over `A`s giving `O`s, or [`baseline`] when
+/// neither is [`wide`]. The choice is made when the function is
+/// instantiated: the other branch's copies of `f` are never compiled.
+#[inline(always)]
+pub(crate) fn with_simd_for<A: crate::tensor::Element, O: crate::tensor::Element, R>(f: impl FnOnce() -> R) -> R {
+    if const { wide(A::DTYPE) || wide(O::DTYPE) } {
+        with_simd(f)
+    } else {
+        baseline(f)
+    }
+}
+
 /// Runs `f` as compiled for the baseline CPU, in one copy that every
 /// caller shares (never inlined: inlined, each call site of a generic
 /// kernel held one more copy of its loop, beside [`with_simd`]'s AVX2 and

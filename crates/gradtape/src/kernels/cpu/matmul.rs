@@ -10,10 +10,11 @@
 //! than it saves, except in a compiled graph's run, where the `f32` kernel
 //! splits products from a quarter of that size (see `super::sgemm`).
 
+use super::gemm_crates::Gemm;
 use crate::error::{Error, Result};
 use crate::tensor::dtype::with_types;
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, contiguous_strides};
-use crate::tensor::{alloc, Buf, Complex, Element, Shape, Tensor};
+use crate::tensor::{alloc, Buf, Complex, Shape, Tensor};
 
 /// Products below this many multiply-adds run on one thread.
 const PAR_FLOPS: usize = 1 << 20;
@@ -119,13 +120,7 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     }))
 }
 
-fn run<T: Element + num_traits::Zero + num_traits::One>(
-    a: &Tensor,
-    b: &Tensor,
-    ma: &Mat,
-    mb: &Mat,
-    batch: &[usize],
-) -> Result<Tensor> {
+fn run<T: Gemm>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) -> Result<Tensor> {
     const OP: &str = "matmul";
     let _flush = super::denormal::flush_guard();
     let (m, k, n) = (ma.rows, ma.cols, mb.cols);
@@ -234,7 +229,7 @@ pub(crate) fn on_sgemm(m: usize, n: usize, k: usize, a_row_major: bool) -> bool 
 /// and column strides), `a` m x k, `b` k x n, `dst` m x n. `f32` products
 /// with a unit column stride in `dst` go to [`super::sgemm`] where the CPU
 /// has it, or to [`super::narrow_matmul`] when `narrow_matmul::MIN_N` to `narrow_matmul::MAX_N` columns wide;
-/// the rest to the `gemm` crate. With `par`, a product of at least
+/// the rest to the `gemm` kernel crates ([`super::gemm_crates`]). With `par`, a product of at least
 /// `PAR_FLOPS` multiply-adds is split over the compute threads, one piece
 /// per thread along the output's longer side.
 ///
@@ -243,7 +238,7 @@ pub(crate) fn on_sgemm(m: usize, n: usize, k: usize, a_row_major: bool) -> bool 
 /// `dst` must not overlap `a` or `b`; without `acc`, `dst` may be
 /// uninitialised.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
+pub(crate) unsafe fn gemm_raw<T: Gemm>(
     (m, n, k): (usize, usize, usize),
     dst: *mut T,
     (d_rs, d_cs): (isize, isize),
@@ -308,26 +303,12 @@ pub(crate) unsafe fn gemm_raw<T: Element + num_traits::Zero + num_traits::One>(
         // SAFETY: a sub-block of the caller's matrices; pieces write
         // disjoint blocks of dst.
         unsafe {
-            gemm::gemm(
-                rows.len(),
-                cols.len(),
-                k,
-                d.get().offset(i * d_rs + j * d_cs),
-                d_cs,
-                d_rs,
+            T::gemm(
+                (rows.len(), cols.len(), k),
+                (d.get().offset(i * d_rs + j * d_cs), d_rs, d_cs),
                 acc,
-                (a as *const T).offset(i * a_rs),
-                a_cs,
-                a_rs,
-                (b as *const T).offset(j * b_cs),
-                b_cs,
-                b_rs,
-                T::one(),
-                T::one(),
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
+                ((a as *const T).offset(i * a_rs), a_rs, a_cs),
+                ((b as *const T).offset(j * b_cs), b_rs, b_cs),
             )
         }
     };

@@ -34,6 +34,7 @@ pub(crate) mod direct_conv;
 pub(crate) mod eig;
 pub(crate) mod elementwise;
 pub(crate) mod erf;
+pub(crate) mod gemm_crates;
 pub(crate) mod index;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod math;

@@ -6,7 +6,7 @@
 //! (rows), and reduced axes first on a contiguous input (columns, e.g. a bias
 //! gradient), which accumulates whole rows into the output.
 
-use super::math::with_simd;
+use super::math::with_simd_for;
 use super::{build, gather_strided, PAR_MIN};
 use crate::error::Result;
 use crate::tensor::{alloc, with_num_dtype, Buf, Layout, Num, Shape, Tensor};
@@ -186,7 +186,7 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
     if n_out == 1 && row >= PAR_MIN {
         let parts: Vec<T> = super::workers::map(src.len().div_ceil(PAR_MIN), |i| {
             let c = &src[i * PAR_MIN..((i + 1) * PAR_MIN).min(src.len())];
-            with_simd(
+            with_simd_for::<T, T, _>(
                 #[inline(always)]
                 || r.slice(c),
             )
@@ -197,7 +197,7 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
         // (n_out <= src.len(): the output is no larger than the input)
         let out = super::workers::map(n_out, |i| {
             let c = &src[i * row..(i + 1) * row];
-            with_simd(
+            with_simd_for::<T, T, _>(
                 #[inline(always)]
                 || r.slice(c),
             )
