@@ -3,7 +3,7 @@
 //! never-panic property tests (`robust_*`, with the reference shape rules
 //! of `tests/common/shapes.rs`), huge and overflowing sizes
 //! (`robust_sizes`, whose cases run in child processes of this binary) and
-//! the regressions the fuzz test (`tests/fuzz/`) found.
+//! the regressions the fuzz test (`crates/gradtape-fuzz/tests/fuzz/`) found.
 //!
 //! One test binary (`cargo test --release --test robust`) for the files
 //! below, each a module: `cargo test --release --test robust <file>::` runs

@@ -1,4 +1,4 @@
-//! Regression tests for what the never-panic fuzz test (`tests/fuzz/`)
+//! Regression tests for what the never-panic fuzz test (`crates/gradtape-fuzz/tests/fuzz/`)
 //! found: each failed (hung, panicked or aborted) before its fix.
 
 use std::sync::mpsc;

@@ -44,7 +44,7 @@
 //!
 //! ```text
 //! GRADTAPE_FUZZ_CASES=200000 GRADTAPE_FUZZ_SEED=12345 \
-//!     cargo test --release -p gradtape --test fuzz -- --nocapture
+//!     cargo test --release -p gradtape-fuzz --test fuzz -- --nocapture
 //! ```
 //!
 //! (`GRADTAPE_FUZZ_SEED` is optional; a failure names the seed and case
