@@ -14,6 +14,18 @@ pub fn init(shape: &[usize], k: f64) -> Tensor {
     .unwrap()
 }
 
+/// `n` deterministic values in `[-1, 1)` (a linear congruential sequence
+/// from `seed`).
+pub fn uniform(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
 /// `got` and `want` agree elementwise: NaN where `want` is NaN, the same
 /// infinity where it is infinite, else within `rel` relative
 /// (`|g - w| <= rel (1 + |w|)`).

@@ -10,16 +10,7 @@
 
 use gradtape::{DType, GradientTape, Padding, Result, Tensor};
 
-/// Deterministic values in [-1, 1].
-fn vals(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
-}
+use crate::common::values::uniform as vals;
 
 fn pair(shape: &[usize], seed: u64) -> Result<(Tensor, Tensor)> {
     let x = Tensor::from_vec(vals(shape.iter().product(), seed), shape)?;

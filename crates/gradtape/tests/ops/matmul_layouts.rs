@@ -9,18 +9,9 @@
 
 use gradtape::{Complex, DType, Tensor};
 
-type C64 = Complex<f64>;
+use crate::common::values::uniform as values;
 
-/// `n` deterministic values in [-1, 1) (a linear congruential sequence).
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
-}
+type C64 = Complex<f64>;
 
 /// A `[rows, cols]` tensor of `dt` (complex: real and imaginary parts
 /// from the sequence), with its values as complex f64 in row-major order.

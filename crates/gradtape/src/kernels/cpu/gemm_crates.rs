@@ -90,81 +90,46 @@ unsafe fn real<R: Real>(
     }
 }
 
+/// A `gemm` crate's kernel: `(m, n, k, dst, dst_cs, dst_rs, read_dst,
+/// lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, alpha, beta, conj_dst,
+/// conj_lhs, conj_rhs, parallelism)`, computing `dst = alpha dst + beta lhs
+/// rhs` (`alpha dst` only when `read_dst`).
+pub type GemmFn<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    *mut T,
+    isize,
+    isize,
+    bool,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    T,
+    bool,
+    bool,
+    bool,
+    Parallelism,
+);
+
 /// The real dtypes with a `gemm` kernel crate.
 pub trait Real: Copy + num_traits::One + std::ops::Neg<Output = Self> + 'static {
     /// The crate's kernel for this dtype, picked for the CPU.
-    #[allow(clippy::type_complexity)]
-    fn kernel() -> unsafe fn(
-        usize,
-        usize,
-        usize,
-        *mut Self,
-        isize,
-        isize,
-        bool,
-        *const Self,
-        isize,
-        isize,
-        *const Self,
-        isize,
-        isize,
-        Self,
-        Self,
-        bool,
-        bool,
-        bool,
-        Parallelism,
-    );
+    fn kernel() -> GemmFn<Self>;
 }
 
 impl Real for f32 {
-    fn kernel() -> unsafe fn(
-        usize,
-        usize,
-        usize,
-        *mut f32,
-        isize,
-        isize,
-        bool,
-        *const f32,
-        isize,
-        isize,
-        *const f32,
-        isize,
-        isize,
-        f32,
-        f32,
-        bool,
-        bool,
-        bool,
-        Parallelism,
-    ) {
+    fn kernel() -> GemmFn<f32> {
         gemm_f32::gemm::f32::get_gemm_fn()
     }
 }
 
 impl Real for f64 {
-    fn kernel() -> unsafe fn(
-        usize,
-        usize,
-        usize,
-        *mut f64,
-        isize,
-        isize,
-        bool,
-        *const f64,
-        isize,
-        isize,
-        *const f64,
-        isize,
-        isize,
-        f64,
-        f64,
-        bool,
-        bool,
-        bool,
-        Parallelism,
-    ) {
+    fn kernel() -> GemmFn<f64> {
         gemm_f64::gemm::f64::get_gemm_fn()
     }
 }
