@@ -424,3 +424,10 @@ fn finish(
         },
     }
 }
+
+/// How many vectorized Jacobians on this thread ran a graph kept from an
+/// earlier trace of the same structure, and how many optimized their own
+/// (see `vmap::cache`; for tests).
+pub fn graph_cache_counts() -> (usize, usize) {
+    super::vmap::cache::counts()
+}
