@@ -22,9 +22,10 @@
 //!   so the interpreter reads this trace's tensors, as it would have
 //!   through its own optimized graph (and a tape recording around the call
 //!   sees the same ops on the same tensors).
-//! - Not kept: graphs that captured values of an enclosing trace (they are
-//!   that trace's) and graphs with an op defined above the op layer (their
-//!   descriptors compare by identity).
+//! - Not kept: graphs traced inside an enclosing trace (a Jacobian in a
+//!   `function`: its graph may capture that trace's values, and runs once,
+//!   recorded into it) and graphs with an op defined above the op layer
+//!   (their descriptors compare by identity).
 //!
 //! The cache is per thread (traces are), holds a few graphs, least
 //! recently used first out, and none of them holds a tensor.
