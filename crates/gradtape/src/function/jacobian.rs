@@ -23,6 +23,14 @@
 //! pass per row (logged once). VJP rules are thus written for one plain
 //! cotangent only: batching is the interpreter's business.
 //!
+//! The one-row pass runs on every call, because only running the rules
+//! says which forward tensors they read (each rule holds its own). The
+//! trace wants only its graph, so products of the cotangent are not
+//! computed in it (see `trace::graph_only`), and the optimized graph is
+//! kept by the traced graph's structure (see `vmap::cache`): a Jacobian of
+//! a tape like an earlier one runs the kept graph on its own forward
+//! tensors instead of optimizing again.
+//!
 //! **Non-vectorized**, one backward pass runs per row, spread over threads
 //! when no tape is recording on this thread (else sequentially, so the
 //! recording tapes see every row); as in TensorFlow that needs a persistent
@@ -423,4 +431,11 @@ fn finish(
             Unconnected::Zero => crate::kernels::gpu::filled("zeros", shape, 0.0, s.dtype, s.device).map(Some),
         },
     }
+}
+
+/// How many vectorized Jacobians on this thread ran a graph kept from an
+/// earlier trace of the same structure, and how many optimized their own
+/// (see `vmap::cache`; for tests).
+pub fn graph_cache_counts() -> (usize, usize) {
+    super::vmap::cache::counts()
 }

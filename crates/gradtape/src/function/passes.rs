@@ -10,10 +10,12 @@
 //!   products do not depend on it); stateful ops are never merged. Small
 //!   constants (up to 16 elements) are merged by value.
 
-use rustc_hash::FxHashMap;
+use std::hash::BuildHasher;
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use smallvec::SmallVec;
 
-use super::graph::{Graph, Node, ValueId};
+use super::graph::{Graph, Node, ValueId, ValueInfo};
 use crate::ops::desc::{Binary, Op};
 use crate::tensor::{with_dtype, DType, Element, Tensor};
 
@@ -39,12 +41,23 @@ pub fn dce(g: &mut Graph) {
             }
         }
     }
-    let kept: Vec<usize> = (0..g.nodes.len()).filter(|&i| keep[i]).collect();
-    *g = extract(g, &kept, &g.inputs.clone(), &g.outputs.clone());
+    // the kept nodes move to the new graph (no descriptor is cloned)
+    let nodes: Vec<Node> = std::mem::take(&mut g.nodes)
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(n, k)| k.then_some(n))
+        .collect();
+    let (inputs, outputs) = (std::mem::take(&mut g.inputs), std::mem::take(&mut g.outputs));
+    *g = renumbered(&g.values, nodes, &inputs, &outputs);
 }
 
-/// The bits of a small constant, to merge equal ones.
-fn const_key(t: &Tensor) -> Option<(DType, Vec<usize>, Vec<u64>)> {
+/// A small constant's identity for CSE: dtype, shape and the bits of its
+/// elements.
+pub(crate) type ConstKey = (DType, Vec<usize>, Vec<u64>);
+
+/// The bits of a small constant, to merge equal ones (`None`: too large,
+/// or complex, to merge by value).
+pub(crate) fn const_key(t: &Tensor) -> Option<ConstKey> {
     if t.numel() > 16 || t.dtype().is_complex() {
         return None;
     }
@@ -52,21 +65,32 @@ fn const_key(t: &Tensor) -> Option<(DType, Vec<usize>, Vec<u64>)> {
     Some((t.dtype(), t.shape().to_vec(), bits))
 }
 
-/// A node's identity for CSE: its descriptor and its inputs.
-type NodeKey = (Op, SmallVec<[ValueId; 2]>);
-
 /// Whether `op`'s two inputs may be swapped without changing a bit of its
 /// result (the sign of a zero and infinities included).
 fn commutes(op: &Op) -> bool {
     matches!(op, Op::Binary(Binary::Add | Binary::Mul))
 }
 
+/// A node's inputs as CSE compares them: for an op whose two inputs
+/// commute, in increasing order.
+fn cse_inputs(n: &Node) -> SmallVec<[ValueId; 2]> {
+    let mut inputs = n.inputs.clone();
+    if commutes(&n.op) && inputs.len() == 2 && inputs[0] > inputs[1] {
+        inputs.swap(0, 1);
+    }
+    inputs
+}
+
 /// Merges nodes that compute the same thing from the same values.
 pub fn cse(g: &mut Graph) {
     let mut replace: Vec<ValueId> = (0..g.values.len() as ValueId).collect();
-    let mut seen: FxHashMap<NodeKey, SmallVec<[ValueId; 1]>> = FxHashMap::default();
-    let mut consts: FxHashMap<(DType, Vec<usize>, Vec<u64>), ValueId> = FxHashMap::default();
-    let mut nodes = Vec::with_capacity(g.nodes.len());
+    // a node's identity (its descriptor and its inputs) is
+    // hashed, and the kept nodes with that hash are compared with it in
+    // place: no descriptor is cloned. Of the kept nodes with one identity,
+    // the latest stands for it.
+    let mut seen: FxHashMap<u64, SmallVec<[u32; 1]>> = FxHashMap::default();
+    let mut consts: FxHashMap<ConstKey, ValueId> = FxHashMap::default();
+    let mut nodes: Vec<Node> = Vec::with_capacity(g.nodes.len());
     for mut n in std::mem::take(&mut g.nodes) {
         for v in n.inputs.iter_mut() {
             *v = replace[*v as usize];
@@ -81,20 +105,23 @@ pub fn cse(g: &mut Graph) {
             consts.insert(k, n.outputs[0]);
         }
         if !n.op.is_stateful() {
-            let mut inputs = n.inputs.clone();
-            if commutes(&n.op) && inputs.len() == 2 && inputs[0] > inputs[1] {
-                inputs.swap(0, 1);
-            }
-            let key = (n.op.clone(), inputs);
-            if let Some(prev) = seen.get(&key)
-                && prev.len() == n.outputs.len()
-            {
-                for (&o, &p) in n.outputs.iter().zip(prev) {
-                    replace[o as usize] = p;
+            let inputs = cse_inputs(&n);
+            let hash = FxBuildHasher.hash_one((&n.op, &inputs));
+            let same = seen.entry(hash).or_default();
+            let at = same.iter().position(|&p| {
+                let m = &nodes[p as usize];
+                m.op == n.op && cse_inputs(m) == inputs
+            });
+            match at {
+                Some(i) if nodes[same[i] as usize].outputs.len() == n.outputs.len() => {
+                    for (&o, &p) in n.outputs.iter().zip(&nodes[same[i] as usize].outputs) {
+                        replace[o as usize] = p;
+                    }
+                    continue;
                 }
-                continue;
+                Some(i) => same[i] = nodes.len() as u32,
+                None => same.push(nodes.len() as u32),
             }
-            seen.insert(key, n.outputs.clone());
         }
         nodes.push(n);
     }
@@ -108,28 +135,34 @@ pub fn cse(g: &mut Graph) {
 /// given inputs and outputs, its values renumbered in order of appearance.
 /// Every value a kept node reads must be an input or a kept node's output.
 pub(crate) fn extract(g: &Graph, nodes: &[usize], inputs: &[ValueId], outputs: &[ValueId]) -> Graph {
-    let mut map: FxHashMap<ValueId, ValueId> = FxHashMap::default();
+    let nodes = nodes.iter().map(|&i| g.nodes[i].clone()).collect();
+    renumbered(&g.values, nodes, inputs, outputs)
+}
+
+/// A graph of `nodes` (over values described by `values`), with the given
+/// inputs and outputs, its values renumbered in order of appearance.
+fn renumbered(values: &[ValueInfo], mut nodes: Vec<Node>, inputs: &[ValueId], outputs: &[ValueId]) -> Graph {
+    const NEW: ValueId = ValueId::MAX;
+    let mut map: Vec<ValueId> = vec![NEW; values.len()];
     let mut out = Graph::default();
-    let add = |out: &mut Graph, map: &mut FxHashMap<ValueId, ValueId>, v: ValueId| -> ValueId {
-        *map.entry(v).or_insert_with(|| {
-            let info = &g.values[v as usize];
-            out.add_value(info.dtype, &info.shape)
-        })
+    let mut add = |out: &mut Graph, v: ValueId| -> ValueId {
+        let m = &mut map[v as usize];
+        if *m == NEW {
+            out.values.push(values[v as usize].clone());
+            *m = (out.values.len() - 1) as ValueId;
+        }
+        *m
     };
     for &v in inputs {
-        let nv = add(&mut out, &mut map, v);
+        let nv = add(&mut out, v);
         out.inputs.push(nv);
     }
-    for &i in nodes {
-        let n = &g.nodes[i];
-        let ins = n.inputs.iter().map(|&v| add(&mut out, &mut map, v)).collect();
-        let outs = n.outputs.iter().map(|&v| add(&mut out, &mut map, v)).collect();
-        out.nodes.push(Node {
-            op: n.op.clone(),
-            inputs: ins,
-            outputs: outs,
-        });
+    for n in nodes.iter_mut() {
+        for v in n.inputs.iter_mut().chain(n.outputs.iter_mut()) {
+            *v = add(&mut out, *v);
+        }
     }
-    out.outputs = outputs.iter().map(|&v| add(&mut out, &mut map, v)).collect();
+    out.nodes = nodes;
+    out.outputs = outputs.iter().map(|&v| add(&mut out, v)).collect();
     out
 }

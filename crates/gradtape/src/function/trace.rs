@@ -46,6 +46,10 @@ pub(crate) struct Trace {
     parent: Option<Rc<Trace>>,
     /// The trace's own tape, recording every traced op.
     pub(crate) tape: GradientTape,
+    /// Whether only the graph is wanted: the example values of traced
+    /// values are never read, so ops may give placeholders for them (see
+    /// [`graph_only`]).
+    graph_only: Cell<bool>,
 }
 
 /// What a trace has recorded so far.
@@ -122,11 +126,27 @@ impl crate::tensor::observe::Observer for Traces {
     fn unreadable(&self, t: &Tensor) -> bool {
         is_traced_value(t)
     }
+    fn placeholder(&self, t: &Tensor) -> bool {
+        recording() && current().is_some_and(|tr| tr.graph_only.get()) && is_traced_value(t)
+    }
 }
 
 /// The innermost trace, if any (recording or paused).
 pub(crate) fn current() -> Option<Rc<Trace>> {
     STACK.with(|s| s.borrow().last().cloned())
+}
+
+/// Declares that the innermost trace is run for its graph only: the
+/// example values of its traced values (those of its arguments and what is
+/// computed from them) are never read, neither by the traced code (reading
+/// them is an error anyway) nor by its caller, which drops the example
+/// outputs. Ops whose cost grows faster than their output's size (products)
+/// then give zeros of the right shape for a result computed from such a
+/// value, instead of computing it. Nested traces are not affected.
+pub(crate) fn graph_only() {
+    if let Some(t) = current() {
+        t.graph_only.set(true);
+    }
 }
 
 /// Runs `f` with recording paused (shadows still apply).
@@ -344,6 +364,7 @@ pub(crate) fn trace<T>(
         state: RefCell::new(TraceState::default()),
         parent,
         tape,
+        graph_only: Cell::new(false),
     });
     let aliases: Vec<Tensor> = args.iter().map(Tensor::alias).collect();
     {

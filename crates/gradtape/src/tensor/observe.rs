@@ -22,6 +22,10 @@ pub(crate) trait Observer: Sync {
     /// Whether `t`'s values may not be read now (they are known only when
     /// a graph runs).
     fn unreadable(&self, t: &Tensor) -> bool;
+    /// Whether `t`'s values will never be read (a trace that only wants
+    /// its graph knows `t` as a graph value): an op with such an input may
+    /// give a placeholder of the right shape and dtype instead of computing.
+    fn placeholder(&self, t: &Tensor) -> bool;
 }
 
 static OBSERVER: OnceLock<&'static dyn Observer> = OnceLock::new();
@@ -69,4 +73,11 @@ pub(crate) fn filled_like(like: &Tensor, value: f64, t: &Tensor) {
 #[inline]
 pub(crate) fn unreadable(t: &Tensor) -> bool {
     observer().is_some_and(|o| o.unreadable(t))
+}
+
+/// Whether `t`'s values will never be read, so that an op reading it may
+/// make a placeholder (zeros of its result's shape) instead of computing.
+#[inline]
+pub(crate) fn placeholder(t: &Tensor) -> bool {
+    observer().is_some_and(|o| o.placeholder(t))
 }

@@ -33,6 +33,7 @@ mod function_jacobian;
 mod function_passes;
 mod function_sizes;
 mod function_verify;
+mod function_vmap_cache;
 mod kernels_cpu_attention_gemm;
 mod kernels_cpu_complex_fns;
 mod kernels_cpu_decomp;

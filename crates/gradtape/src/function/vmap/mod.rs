@@ -78,6 +78,7 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 
+pub(crate) mod cache;
 mod interp;
 mod rules;
 
@@ -218,7 +219,11 @@ fn hidden<T>(f: impl FnOnce() -> T) -> T {
 /// vectorized Jacobians): traces `f` at the first example of `batch` (each
 /// argument's axis 0 is its batch axis, `b` examples), with tapes and
 /// accumulators paused so that only the trace sees that example, then
-/// interprets the graph on the whole batch. Tensors `f` reads besides its
+/// interprets the graph on the whole batch. `f` may run twice: the trace
+/// wants only the graph ([`trace::graph_only`]), and is made again without
+/// placeholders if `f` fails with them. The optimized graph is kept by
+/// structure ([`cache`]): a later trace of the same structure runs it with
+/// its own constants instead of optimizing again. Tensors `f` reads besides its
 /// arguments are constants of the graph (or captures of an enclosing
 /// trace): the interpreter reads those very tensors, so a tape recording
 /// around the call differentiates through them.
@@ -228,7 +233,7 @@ fn hidden<T>(f: impl FnOnce() -> T) -> T {
 pub(crate) fn batch_once<T>(
     batch: &[Tensor],
     b: usize,
-    f: impl FnOnce(&[Tensor]) -> Result<(T, Vec<Tensor>)>,
+    f: impl Fn(&[Tensor]) -> Result<(T, Vec<Tensor>)>,
 ) -> Result<(T, Vec<Tensor>)> {
     let examples: Vec<Tensor> = hidden(|| {
         batch
@@ -243,22 +248,46 @@ pub(crate) fn batch_once<T>(
             .collect::<Result<Vec<_>>>()
     })?;
     // tapes paused outside the trace (the caller's) and inside it (the
-    // trace's own, which only `gradients` inside a trace needs)
-    let traced = dispatch::paused(Kind::Tape, || {
-        dispatch::paused(Kind::Forward, || {
-            trace::trace(&examples, &[], trace::recording(), |xs| {
-                dispatch::paused(Kind::Tape, || f(xs))
+    // trace's own, which only `gradients` inside a trace needs); only the
+    // graph is wanted (the example outputs are dropped), so products of
+    // the example's values are placeholders, unless that made `f` fail (a
+    // kernel that rejects the placeholder's values): then it is traced again
+    // on the example's values throughout
+    let run = |graph_only: bool| {
+        dispatch::paused(Kind::Tape, || {
+            dispatch::paused(Kind::Forward, || {
+                trace::trace(&examples, &[], trace::recording(), |xs| {
+                    if graph_only {
+                        trace::graph_only();
+                    }
+                    dispatch::paused(Kind::Tape, || f(xs))
+                })
             })
         })
-    })?;
-    let mut graph = traced.graph;
-    super::passes::optimize(&mut graph);
-    let ins: Vec<BVal> = batch
-        .iter()
-        .map(|t| BVal::batched(t.clone()))
-        .chain(traced.captures.into_iter().map(BVal::unbatched))
-        .collect();
-    let outs = interp::interpret(&graph, ins, b, &mut Stats::default())?;
+    };
+    let traced = run(true).or_else(|_| run(false))?;
+    let batched = batch.iter().map(|t| BVal::batched(t.clone()));
+    let outs = if trace::recording() || !traced.captures.is_empty() {
+        // a graph of an enclosing trace's values: that trace's, not kept
+        let mut graph = traced.graph;
+        super::passes::optimize(&mut graph);
+        let ins = batched
+            .chain(traced.captures.into_iter().map(BVal::unbatched))
+            .collect();
+        interp::interpret(&graph, ins, b, &mut Stats::default())?
+    } else {
+        // the graph optimized for an earlier trace of this structure, or
+        // this one's, kept; this trace's constants fed in
+        let consts = cache::constants(&traced.graph);
+        let kept = match cache::find(&traced.graph) {
+            Some(k) => k,
+            None => cache::optimize_and_keep(traced.graph),
+        };
+        let ins = batched
+            .chain(kept.consts.iter().map(|&i| BVal::unbatched(consts[i].clone())))
+            .collect();
+        interp::interpret(&kept.graph, ins, b, &mut Stats::default())?
+    };
     let outs = outs
         .into_iter()
         .map(|v| {

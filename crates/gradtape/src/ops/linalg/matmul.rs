@@ -32,17 +32,26 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::super::complex::matmul_with(self, rhs, ta, tb);
         }
-        let y = match crate::dispatch::device::offload(
-            "matmul",
-            &[self, rhs],
-            |_| {
-                let shape = crate::kernels::cpu::matmul::matmul_shape(self, rhs, ta, tb)?;
-                crate::kernels::cuda::matmul("matmul", self, rhs, ta, tb, &shape)
-            },
-            |h| matmul(&h[0], &h[1], ta, tb),
-        ) {
-            Some(r) => r?,
-            None => matmul(self, rhs, ta, tb)?,
+        let placeholder = self.dtype().is_float()
+            && self.device() == rhs.device()
+            && (crate::tensor::observe::placeholder(self) || crate::tensor::observe::placeholder(rhs));
+        let y = if placeholder {
+            // a trace that wants only its graph never reads this product
+            let shape = crate::kernels::cpu::matmul::matmul_shape(self, rhs, ta, tb)?;
+            crate::kernels::gpu::filled("matmul", &shape, 0.0, self.dtype(), self.device())?
+        } else {
+            match crate::dispatch::device::offload(
+                "matmul",
+                &[self, rhs],
+                |_| {
+                    let shape = crate::kernels::cpu::matmul::matmul_shape(self, rhs, ta, tb)?;
+                    crate::kernels::cuda::matmul("matmul", self, rhs, ta, tb, &shape)
+                },
+                |h| matmul(&h[0], &h[1], ta, tb),
+            ) {
+                Some(r) => r?,
+                None => matmul(self, rhs, ta, tb)?,
+            }
         };
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
