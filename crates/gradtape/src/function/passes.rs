@@ -19,7 +19,11 @@ use super::graph::{Graph, Node, ValueId, ValueInfo};
 use crate::ops::desc::{Binary, Op};
 use crate::tensor::{with_dtype, DType, Element, Tensor};
 
-/// The passes every traced graph goes through, in order.
+/// The passes every traced graph goes through, in order. (vmap's graph
+/// cache, `vmap/cache.rs`, keeps their result for graphs of one structure:
+/// it relies on them deciding from the structure and from which small
+/// constants are equal, never from other values of constants. A pass that
+/// reads constants' values must add what it reads to that cache's key.)
 pub(crate) fn optimize(g: &mut Graph) {
     cse(g);
     dce(g);
