@@ -151,21 +151,30 @@ pub(super) fn zip_sum<T: Float>(a: &[T], b: &[T], mut out: Option<&mut [T]>, acc
 }
 
 /// [`zip_sum`] of a one-input op (any: one without an element function
-/// goes through its kernel, a run at a time).
+/// goes through [`unary_sum_by_runs`]).
 #[inline(always)]
 pub(super) fn unary_sum<T: Lane>(op: &Unary, x: &[T], out: Option<&mut [T]>, acc: &mut Lanes) {
     with_elem_unary!(op, T, |f| zip_sum(x, x, out, acc, |v, _| f(v)), {
-        let mut out = out;
-        let mut tmp = [T::zero(); CHUNK];
-        for (k, run) in x.chunks(CHUNK).enumerate() {
-            let t = &mut tmp[..run.len()];
-            T::unary(op, run, t);
-            if let Some(o) = out.as_deref_mut() {
-                o[k * CHUNK..k * CHUNK + run.len()].copy_from_slice(t);
-            }
-            add_lanes(acc, &chunk_lanes(t));
-        }
+        unary_sum_by_runs(op, x, out, acc)
     })
+}
+
+/// [`unary_sum`] of an op without an element function: its kernel over a
+/// run at a time, then the run's sum. Out of line, in one copy per type:
+/// [`merge_sums`] makes sums only of ops with an element function, so this
+/// is for other callers, and inlined it put one more copy of every
+/// kernel of the elementwise table into each fused kernel's loop.
+#[inline(never)]
+fn unary_sum_by_runs<T: Lane>(op: &Unary, x: &[T], mut out: Option<&mut [T]>, acc: &mut Lanes) {
+    let mut tmp = [T::zero(); CHUNK];
+    for (k, run) in x.chunks(CHUNK).enumerate() {
+        let t = &mut tmp[..run.len()];
+        T::unary(op, run, t);
+        if let Some(o) = out.as_deref_mut() {
+            o[k * CHUNK..k * CHUNK + run.len()].copy_from_slice(t);
+        }
+        add_lanes(acc, &chunk_lanes(t));
+    }
 }
 
 /// [`zip_sum`] of a two-input op.
