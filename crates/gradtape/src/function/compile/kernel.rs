@@ -56,7 +56,7 @@ pub(crate) mod regs;
 pub(crate) mod scratch;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sums;
-use crate::ops::math::table::{binary, unary_one};
+use crate::ops::math::table::{binary, unary_one, unary_run};
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
@@ -76,6 +76,9 @@ pub const CHUNK: usize = 256;
 
 /// The most elements a register holds: a chunk of [`CHUNK`]s.
 pub const MAX_WIDTH: usize = 4 * CHUNK;
+// a register is one run of the table's functions (`table::unary_run`
+// splits longer inputs), as the eager maps' blocks are
+const _: () = assert!(MAX_WIDTH <= crate::ops::math::table::RUN);
 
 /// Bytes of registers a task aims at (within the L1 cache, with room for
 /// the inputs and outputs streaming through).
@@ -685,7 +688,7 @@ impl Program {
                         }
                         Instr::Unary { ref op, dst, a } => {
                             let (d, x, _) = regs.split(dst, a, a, n);
-                            T::unary(op, x, d);
+                            unary_run(op, x, d);
                         }
                         Instr::SinCos { sin, cos, a } => {
                             let (s, c, x) = regs.split2(sin, cos, a, n);

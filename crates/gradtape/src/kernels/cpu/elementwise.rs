@@ -66,37 +66,11 @@ pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl 
     Ok(Tensor::from_storage(O::buf_into_storage(data), x.shape()))
 }
 
-/// `each(block of x, its block of the output)` over blocks of `block`
-/// elements; the output is contiguous with `x`'s shape, every element
-/// written by `each`.
-#[inline(always)]
-fn map_blocks<T: Element>(
-    op: &'static str,
-    x: &Tensor,
-    block: usize,
-    each: impl Fn(&[T], &mut [MaybeUninit<T>]) + Sync,
-) -> Result<Tensor> {
-    let src = x.values::<T>(op)?;
-    let data = build(op, src.len(), |start, out| {
-        let src = &src[start..start + out.len()];
-        simd_if_long::<T, T>(
-            out.len(),
-            #[inline(always)]
-            || {
-                for (o, s) in out.chunks_mut(block).zip(src.chunks(block)) {
-                    each(s, o)
-                }
-            },
-        )
-    })?;
-    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
-}
-
-/// `f(block of x, its block of the output)` over blocks of `x` (whole
-/// blocks of 1024 elements, from the start of each parallel chunk), the
-/// output contiguous with `x`'s shape: how the slice functions of the
-/// elementwise table (`ops::math::table`) run eagerly. `f` must write every
-/// element of its output block.
+/// `f(part of x, its part of the output)` over the parallel chunks of `x`
+/// (all of it when small), the output contiguous with `x`'s shape: how the
+/// slice functions of the elementwise table (`ops::math::table`) run
+/// eagerly. `f` must write every element of its output part, and
+/// vectorises itself (`table::unary_run`): this runs no SIMD dispatch.
 pub(crate) fn map_slices<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T], &mut [T]) + Sync) -> Result<Tensor> {
     if x.numel() <= 2 {
         // a scalar or so: no threads, no dispatch, an inline buffer
@@ -110,19 +84,15 @@ pub(crate) fn map_slices<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T]
         }
         return Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()));
     }
-    map_blocks(
-        op,
-        x,
-        1024,
-        #[inline(always)]
-        |s, o| {
-            // SAFETY: `T` is `f32` or `f64`, for which every bit pattern is
-            // a value, and `f` writes the whole block before it is read
-            // (the buffer's length is set after `build`'s fill).
-            let o = unsafe { std::slice::from_raw_parts_mut(o.as_mut_ptr() as *mut T, o.len()) };
-            f(s, o)
-        },
-    )
+    let src = x.values::<T>(op)?;
+    let data = build(op, src.len(), |start, out| {
+        // SAFETY: `T` is `f32` or `f64`, for which every bit pattern is a
+        // value, and `f` writes the whole part before it is read (the
+        // buffer's length is set after `build`'s fill).
+        let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T, out.len()) };
+        f(&src[start..start + o.len()], o)
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
 #[inline(always)]

@@ -520,22 +520,35 @@ pub fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Te
         };
     }
     match x.dtype() {
-        // (inlined into the vectorised loop's function, or the `f32`
-        // functions' fused multiply-adds become libm calls: 10x slower)
-        DType::F32 => Some(map_slices::<f32>(
-            name,
-            x,
-            #[inline(always)]
-            |s, o| f32::unary(op, s, o),
-        )),
-        DType::F64 => Some(map_slices::<f64>(
-            name,
-            x,
-            #[inline(always)]
-            |s, o| f64::unary(op, s, o),
-        )),
+        DType::F32 => Some(map_slices::<f32>(name, x, |s, o| unary_run(op, s, o))),
+        DType::F64 => Some(map_slices::<f64>(name, x, |s, o| unary_run(op, s, o))),
         _ => None,
     }
+}
+
+/// The runs of elements the table's functions are handed: a fused kernel's
+/// register (at most `kernel::MAX_WIDTH`, this many) or a block of an
+/// eager map's input, from the start of its parallel chunk.
+pub(crate) const RUN: usize = 1024;
+
+/// [`Lane::unary`] over `x`, a run of at most [`RUN`] elements at a time,
+/// compiled for the CPU's widest vector extension ([`math::with_simd`];
+/// without it, the `f32` functions' fused multiply-adds are libm calls,
+/// 10x slower), in one copy per type that both readers call: the eager
+/// maps (a call per parallel chunk) and each fused kernel's loop (a call
+/// per register run). Inlined into each reader instead, every vectorised
+/// function of the table was compiled once more per reader, type and
+/// vector level.
+#[inline(never)]
+pub(crate) fn unary_run<T: Lane>(op: &Unary, x: &[T], out: &mut [T]) {
+    math::with_simd(
+        #[inline(always)]
+        || {
+            for (x, out) in x.chunks(RUN).zip(out.chunks_mut(RUN)) {
+                T::unary(op, x, out)
+            }
+        },
+    )
 }
 
 /// The eager kernel of a [`defined_binary`] op on two tensors of one float

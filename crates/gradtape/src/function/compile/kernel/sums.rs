@@ -14,7 +14,7 @@
 use super::Lane;
 use super::{Instr, Reg, CHUNK};
 use crate::ops::desc::{Binary, Unary};
-use crate::ops::math::table::{elem_unary, with_elem_binary, with_elem_unary};
+use crate::ops::math::table::{elem_unary, unary_run, with_elem_binary, with_elem_unary};
 use crate::tensor::Float;
 
 /// Columns of a chunk in the fused sums: a [`CHUNK`] is rows of this many.
@@ -169,7 +169,7 @@ fn unary_sum_by_runs<T: Lane>(op: &Unary, x: &[T], mut out: Option<&mut [T]>, ac
     let mut tmp = [T::zero(); CHUNK];
     for (k, run) in x.chunks(CHUNK).enumerate() {
         let t = &mut tmp[..run.len()];
-        T::unary(op, run, t);
+        unary_run(op, run, t);
         if let Some(o) = out.as_deref_mut() {
             o[k * CHUNK..k * CHUNK + run.len()].copy_from_slice(t);
         }
