@@ -2,7 +2,7 @@
 //!
 //! The Jacobians themselves are computed in the function layer
 //! (`function/jacobian.rs`): vectorized, they are a use of
-//! [`vmap`](crate::vmap)'s batching interpreter on the traced backward
+//! [`vmap`](crate::vmap())'s batching interpreter on the traced backward
 //! pass, and vmap sits above the tape.
 
 use crate::autodiff::backprop::Unconnected;

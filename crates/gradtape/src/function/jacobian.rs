@@ -7,7 +7,7 @@
 //! target, each seeded with a one-hot cotangent (a row of an identity).
 //!
 //! **Vectorized** (the default), the Jacobian is a use of
-//! [`vmap`](crate::vmap)'s machinery, as `vmap(vjp)` is in JAX: the
+//! [`vmap`](crate::vmap())'s machinery, as `vmap(vjp)` is in JAX: the
 //! backward pass for *one* cotangent is traced into a graph whose input is
 //! that cotangent (the same tracing by which [`function`](crate::function())
 //! differentiates: the rules run on the first one-hot row, their ops
@@ -106,7 +106,7 @@ impl GradientTape {
     /// unconnected and integer sources give `None`.
     ///
     /// Vectorized: all rows at once, the backward pass for one row traced
-    /// and batched over the rows by [`vmap`](crate::vmap)'s interpreter. On
+    /// and batched over the rows by [`vmap`](crate::vmap())'s interpreter. On
     /// a one-shot tape it can be called once.
     ///
     /// ```
