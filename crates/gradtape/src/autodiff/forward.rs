@@ -199,26 +199,40 @@ fn remove(acc: &Rc<AccCell>) {
     acc.recording.set(false);
 }
 
+/// Restores the number of visible accumulators when dropped (to what it
+/// was when [`Restore::enter`] made it, or to how many there are now, if
+/// fewer).
+struct Restore(usize);
+
+impl Restore {
+    /// Shows only the first `depth` accumulators until the guard drops.
+    fn enter(depth: usize) -> Restore {
+        let r = Restore(DEPTH.with(Cell::get));
+        set_depth(depth);
+        r
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let n = STACK.with(|s| s.borrow().len());
+        set_depth(self.0.min(n));
+    }
+}
+
 /// Runs `f` with only the first `depth` accumulators visible.
 fn with_depth<T>(depth: usize, f: impl FnOnce() -> T) -> T {
-    struct Restore(usize);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let n = STACK.with(|s| s.borrow().len());
-            set_depth(self.0.min(n));
-        }
-    }
-    let _restore = Restore(DEPTH.with(Cell::get));
-    set_depth(depth);
+    let _restore = Restore::enter(depth);
     f()
 }
 
-/// Runs `f` with every accumulator of this thread paused.
+/// Runs `f` with every accumulator of this thread paused. (`f` is called
+/// in one place, so that each caller's closure is compiled once into this
+/// wrapper, not once per branch: the wrappers are instantiated for
+/// hundreds of closures.)
 pub(crate) fn paused<T>(f: impl FnOnce() -> T) -> T {
-    if !any_active() {
-        return f();
-    }
-    with_depth(0, f)
+    let _restore = any_active().then(|| Restore::enter(0));
+    f()
 }
 
 /// Gives the outputs of an op tangents in every visible accumulator that has

@@ -136,17 +136,17 @@ pub(crate) fn differentiating() -> bool {
 
 /// Runs `f` with the interpreter of `kind` paused on this thread.
 pub(crate) fn paused<T>(kind: Kind, f: impl FnOnce() -> T) -> T {
-    let Some(&interp) = REGISTERED[kind as usize].get() else {
-        return f();
-    };
     struct Resume(&'static dyn Interpreter);
     impl Drop for Resume {
         fn drop(&mut self) {
             self.0.suspend(false);
         }
     }
-    interp.suspend(true);
-    let _resume = Resume(interp);
+    // (`f` called in one place: one copy of each caller's closure here)
+    let _resume = REGISTERED[kind as usize].get().map(|&interp| {
+        interp.suspend(true);
+        Resume(interp)
+    });
     f()
 }
 
