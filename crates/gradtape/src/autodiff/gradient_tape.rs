@@ -8,9 +8,9 @@ use std::rc::Rc;
 
 use smallvec::SmallVec;
 
-use crate::autodiff::backprop::{backprop, Pass, SourceInfo, Unconnected};
+use crate::autodiff::backprop::{backprop, Pass, Unconnected};
 use crate::autodiff::gradient::{densify, Gradient};
-use crate::autodiff::sources::{SourceRef, Sources, Targets};
+use crate::autodiff::sources::{source_infos, SourceRef, Sources, Targets};
 use crate::autodiff::tape::{self, TapeCell, TapeState};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
@@ -358,25 +358,7 @@ impl GradientTape {
                 g
             }
         };
-        let mut refs: SmallVec<[SourceRef<'_>; 4]> = SmallVec::new();
-        sources.collect(&mut refs);
-        let infos: Vec<SourceInfo> = refs
-            .iter()
-            .map(|r| match r {
-                SourceRef::Tensor(t) => SourceInfo {
-                    id: t.id(),
-                    shape: t.shape().into(),
-                    dtype: t.dtype(),
-                    device: t.device(),
-                },
-                SourceRef::Variable(v) => SourceInfo {
-                    id: v.handle(),
-                    shape: v.shape().into(),
-                    dtype: v.dtype(),
-                    device: v.device(),
-                },
-            })
-            .collect();
+        let infos = source_infos(sources);
         if !cell.persistent {
             cell.used.set(true);
         }

@@ -3,6 +3,7 @@
 
 use smallvec::SmallVec;
 
+use crate::autodiff::backprop::SourceInfo;
 use crate::autodiff::gradient::Gradient;
 use crate::autodiff::variable::Variable;
 use crate::tensor::Tensor;
@@ -210,4 +211,27 @@ impl<T: Targets, const N: usize> Targets for [T; N] {
     fn collect_targets(&self, out: &mut Vec<Tensor>) {
         self.as_slice().collect_targets(out)
     }
+}
+
+/// What the backward pass needs of each source (id, shape, dtype, device),
+/// in the order `sources` lists them.
+pub(crate) fn source_infos<S: Sources + ?Sized>(sources: &S) -> Vec<SourceInfo> {
+    let mut refs: SmallVec<[SourceRef<'_>; 4]> = SmallVec::new();
+    sources.collect(&mut refs);
+    refs.iter()
+        .map(|r| match r {
+            SourceRef::Tensor(t) => SourceInfo {
+                id: t.id(),
+                shape: t.shape().into(),
+                dtype: t.dtype(),
+                device: t.device(),
+            },
+            SourceRef::Variable(v) => SourceInfo {
+                id: v.handle(),
+                shape: v.shape().into(),
+                dtype: v.dtype(),
+                device: v.device(),
+            },
+        })
+        .collect()
 }

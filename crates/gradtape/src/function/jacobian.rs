@@ -45,38 +45,16 @@
 use std::cell::RefCell;
 
 use rayon::prelude::*;
-use smallvec::SmallVec;
 
 use crate::autodiff::backprop::{backprop, Pass, SourceInfo, Unconnected};
 use crate::autodiff::gradient::densify;
 use crate::autodiff::gradient_tape::GradientTape;
 use crate::autodiff::jacobian::JacobianOptions;
-use crate::autodiff::sources::{SourceRef, Sources};
+use crate::autodiff::sources::{source_infos, Sources};
 use crate::autodiff::tape::{self, OpRecord, TapeState};
 use crate::error::{Error, Result};
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{Tensor, TensorId};
-
-fn source_infos<S: Sources + ?Sized>(sources: &S) -> Vec<SourceInfo> {
-    let mut refs: SmallVec<[SourceRef<'_>; 4]> = SmallVec::new();
-    sources.collect(&mut refs);
-    refs.iter()
-        .map(|r| match r {
-            SourceRef::Tensor(t) => SourceInfo {
-                id: t.id(),
-                shape: t.shape().into(),
-                dtype: t.dtype(),
-                device: t.device(),
-            },
-            SourceRef::Variable(v) => SourceInfo {
-                id: v.handle(),
-                shape: v.shape().into(),
-                dtype: v.dtype(),
-                device: v.device(),
-            },
-        })
-        .collect()
-}
 
 /// `n` one-hot rows: an identity of shape `[n, n]` in `t`'s dtype.
 fn eye_like(op: &'static str, t: &Tensor, n: usize) -> Result<Tensor> {
