@@ -32,7 +32,10 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::super::complex::matmul_with(self, rhs, ta, tb);
         }
-        let placeholder = self.dtype().is_float()
+        // (one thread-local bit first: the per-op path asks the trace
+        // nothing when no trace listens)
+        let placeholder = crate::dispatch::listens(crate::dispatch::Kind::Trace)
+            && self.dtype().is_float()
             && self.device() == rhs.device()
             && (crate::tensor::observe::placeholder(self) || crate::tensor::observe::placeholder(rhs));
         let y = if placeholder {
