@@ -16,3 +16,14 @@ pub fn with_flag<R>(key: &'static LocalKey<Cell<bool>>, value: bool, f: impl FnO
     let _reset = Reset(key, key.with(|c| c.replace(value)));
     f()
 }
+
+/// `f()`, run by `around` (a wrapper compiled once, which calls its
+/// argument once): how a wrapper generic over its closure keeps its own
+/// code out of each instance.
+#[inline]
+pub(crate) fn once<T>(f: impl FnOnce() -> T, around: impl FnOnce(&mut dyn FnMut())) -> T {
+    let mut f = Some(f);
+    let mut out = None;
+    around(&mut || out = f.take().map(|f| f()));
+    out.expect("the wrapper calls its closure once")
+}

@@ -226,11 +226,15 @@ fn with_depth<T>(depth: usize, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// Runs `f` with every accumulator of this thread paused. (`f` is called
-/// in one place, so that each caller's closure is compiled once into this
-/// wrapper, not once per branch: the wrappers are instantiated for
-/// hundreds of closures.)
+/// Runs `f` with every accumulator of this thread paused. (The wrapper is
+/// instantiated for hundreds of closures: each instance is only a call of
+/// [`scoped::once`](crate::scoped::once), the pausing compiled once.)
 pub(crate) fn paused<T>(f: impl FnOnce() -> T) -> T {
+    crate::scoped::once(f, paused_dyn)
+}
+
+#[inline(never)]
+pub(crate) fn paused_dyn(f: &mut dyn FnMut()) {
     let _restore = any_active().then(|| Restore::enter(0));
     f()
 }

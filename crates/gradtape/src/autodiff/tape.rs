@@ -435,6 +435,11 @@ pub(crate) fn variable_accessed(v: &Variable) {
 /// Runs `f` with every tape and forward accumulator of this thread paused
 /// (used by internal helpers whose ops must not be recorded).
 pub fn without_tapes<T>(f: impl FnOnce() -> T) -> T {
+    crate::scoped::once(f, without_tapes_dyn)
+}
+
+#[inline(never)]
+fn without_tapes_dyn(f: &mut dyn FnMut()) {
     struct Restore(Vec<Rc<TapeCell>>, usize);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -447,5 +452,5 @@ pub fn without_tapes<T>(f: impl FnOnce() -> T) -> T {
     let depth = DEPTH.with(Cell::get);
     set_depth(0);
     let _restore = Restore(saved, depth);
-    crate::autodiff::forward::paused(f)
+    crate::autodiff::forward::paused_dyn(f)
 }

@@ -326,7 +326,8 @@ impl Variable {
     /// it. `f` must keep the shape and dtype.
     pub(crate) fn with_value_mut<R>(&self, f: impl FnOnce(&mut Tensor) -> Result<R>) -> Result<R> {
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
-        tape::without_tapes(|| f(&mut slot))
+        let slot = &mut *slot;
+        tape::without_tapes(move || f(slot))
     }
 
     /// One step of gradient descent on sparse rows: `value[indices[j]] -=

@@ -134,15 +134,20 @@ pub(crate) fn differentiating() -> bool {
     LISTENING.with(Cell::get) & (1 << Kind::Tape as u8 | 1 << Kind::Forward as u8) != 0
 }
 
-/// Runs `f` with the interpreter of `kind` paused on this thread.
+/// Runs `f` with the interpreter of `kind` paused on this thread (the
+/// pausing compiled once, see [`scoped::once`](crate::scoped::once)).
 pub(crate) fn paused<T>(kind: Kind, f: impl FnOnce() -> T) -> T {
+    crate::scoped::once(f, |f| paused_dyn(kind, f))
+}
+
+#[inline(never)]
+fn paused_dyn(kind: Kind, f: &mut dyn FnMut()) {
     struct Resume(&'static dyn Interpreter);
     impl Drop for Resume {
         fn drop(&mut self) {
             self.0.suspend(false);
         }
     }
-    // (`f` called in one place: one copy of each caller's closure here)
     let _resume = REGISTERED[kind as usize].get().map(|&interp| {
         interp.suspend(true);
         Resume(interp)

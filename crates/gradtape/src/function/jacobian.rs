@@ -417,3 +417,10 @@ fn finish(
 pub fn graph_cache_counts() -> (usize, usize) {
     super::vmap::cache::counts()
 }
+
+/// How many matrix products on this thread were placeholders (zeros of
+/// their shape, not computed) in traces that want only their graphs, as
+/// the vectorized Jacobians' traces do (for tests).
+pub fn placeholder_products() -> usize {
+    crate::ops::linalg::matmul::placeholders()
+}

@@ -5,7 +5,7 @@
 //! and optimizes its own graph. Also the trace's placeholders for products:
 //! Jacobians through products have the values of the row-by-row ones.
 
-use gradtape::__internals::function::jacobian::graph_cache_counts;
+use gradtape::__internals::function::jacobian::{graph_cache_counts, placeholder_products};
 use gradtape::{DType, GradientTape, JacobianOptions, Result, Tensor};
 
 /// `n` values of a smooth pattern, shifted by `k`.
@@ -224,5 +224,32 @@ fn jacobians_through_products_agree_with_the_row_by_row_ones() -> Result<()> {
     for (p, q) in j.iter().zip(&jn) {
         assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{p} vs {q}");
     }
+    Ok(())
+}
+
+#[test]
+fn the_vectorized_traces_make_their_products_placeholders() -> Result<()> {
+    // the trace of a vectorized Jacobian wants only its graph: its products
+    // of the example's values are zeros of their shape, not computed; the
+    // row-by-row Jacobian and a plain gradient compute every product
+    let before = placeholder_products();
+    let (j, want) = tanh_layer(6, 3.0)?;
+    close(&j, &want);
+    assert!(
+        placeholder_products() > before,
+        "no product of the trace was a placeholder"
+    );
+    let before = placeholder_products();
+    let w = Tensor::from_vec(data(9, 0.5), &[3, 3])?;
+    let x = Tensor::vector(&data(3, 1.5));
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        tape.watch(&x);
+        w.matmul(&x.reshape(&[3, 1])?)?.tanh()
+    })?;
+    tape.jacobian_with(&y, &x, JacobianOptions::default().vectorized(false))?
+        .expect("connected");
+    tape.gradient(&y.sum_all()?, &x)?.expect("connected");
+    assert_eq!(placeholder_products(), before, "an eager product was a placeholder");
     Ok(())
 }

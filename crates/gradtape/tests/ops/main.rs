@@ -11,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod broadcast_layouts;
 mod complex;
 mod complex_fns;
 mod conv3d_values;

@@ -56,7 +56,7 @@ pub(crate) mod regs;
 pub(crate) mod scratch;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sums;
-use crate::ops::math::table::{binary, unary_one, unary_run};
+use crate::ops::math::table::{binary, binary_run, unary_one, unary_run};
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
@@ -696,7 +696,7 @@ impl Program {
                         }
                         Instr::Binary { ref op, dst, a, b } => {
                             let (d, x, y) = regs.split(dst, a, b, n);
-                            binary(op, x, y, d);
+                            binary_run(op, x, y, d);
                         }
                         Instr::Store { out, src } => {
                             let s = regs.get(src, n);

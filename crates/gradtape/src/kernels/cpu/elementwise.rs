@@ -42,6 +42,34 @@ pub(crate) fn in_f32(x: &Tensor, kernel: impl FnOnce(&Tensor) -> Result<Tensor>)
 /// `f` applied to every element; the output is contiguous with `x`'s shape.
 /// Errors (allocation failures) name `op`.
 pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) -> O + Sync) -> Result<Tensor> {
+    if const { by_ref(&[T::DTYPE, O::DTYPE]) } {
+        map_with::<T, O>(op, x, &f as &(dyn Fn(T) -> O + Sync))
+    } else {
+        map_with(op, x, f)
+    }
+}
+
+/// Whether the elementwise kernels over these dtypes (a kernel's inputs
+/// and output) call their element function through a reference: half
+/// kernels, with nothing but halves and bools, whose element functions are
+/// software conversions either side of an `f32` operation anyway. Their
+/// loops are then compiled once per dtype, not once per op; an indirect
+/// call per element is what it costs them. Conversions to and from halves keep their loops.
+const fn by_ref(dtypes: &[DType]) -> bool {
+    let (mut half, mut i) = (false, 0);
+    while i < dtypes.len() {
+        match dtypes[i] {
+            DType::F16 | DType::BF16 => half = true,
+            DType::Bool => {}
+            _ => return false,
+        }
+        i += 1;
+    }
+    half
+}
+
+#[inline]
+fn map_with<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) -> O + Sync) -> Result<Tensor> {
     if x.numel() <= 2 {
         // a scalar or so: no threads, no dispatch, an inline buffer
         let mut data: Buf<O> = Buf::new();
@@ -95,6 +123,144 @@ pub(crate) fn map_slices<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T]
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
+/// `f(run of a, run of b, its run of the output)` with NumPy broadcasting,
+/// over contiguous runs of at most [`RUN`] elements: how the two-input
+/// functions of the elementwise table run eagerly, through one kernel per
+/// type that all of them share (`table::binary_run`), not a [`zip`] per op
+/// and type. Long rows (of the coalesced shape) are cut into runs; short
+/// rows of a matrix are taken many to a run, so that a bias add over a few
+/// channels costs no call per row. An operand whose run is not a slice of
+/// its buffer (broadcast, strided, rows apart) is copied into a run first,
+/// and not again while the next run is the same (a broadcast bias or
+/// scalar). `f` must write every element of its output run. Dtypes are
+/// the caller's to check.
+pub(crate) fn zip_slices<T: Float>(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(&[T], &[T], &mut [T]) + Sync,
+) -> Result<Tensor> {
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    crate::kernels::gpu::expect_host(op, a)?;
+    crate::kernels::gpu::expect_host(op, b)?;
+    let (la, lb) = (a.layout(), b.layout());
+    let sa = broadcast_strides(&la.shape, &la.strides, &shape);
+    let sb = broadcast_strides(&lb.shape, &lb.strides, &shape);
+    let so = contiguous_strides(&shape);
+    let (cshape, [_, csa, csb]) = layout::coalesce(&shape, [&so, &sa, &sb]);
+    let srcs = [a.buffer::<T>(), b.buffer::<T>()];
+    let offs = [la.offset as isize, lb.offset as isize];
+    let n: usize = shape.iter().product(); // checked by broadcast_shapes
+    let d = cshape.len();
+    let row_len = cshape[d - 1];
+    let inner = [csa[d - 1], csb[d - 1]];
+    // `f` over the runs of rows `r` (`m` rows, `len` elements each) from
+    // `bases`, each operand's rows `outer` apart
+    let call = |runs: &mut [Run<T>; 2], bases: [isize; 2], outer: [isize; 2], (m, len): (usize, usize), o: &mut [T]| {
+        let [ra, rb] = runs;
+        let x = ra.get(srcs[0], bases[0], outer[0], inner[0], m, len);
+        let y = rb.get(srcs[1], bases[1], outer[1], inner[1], m, len);
+        f(x, y, o)
+    };
+    let data = if d == 1 {
+        // one row: parallel chunks of it, cut into runs
+        build(op, n, |start, out| {
+            // SAFETY: as below.
+            let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T, out.len()) };
+            let mut runs = [Run::new(), Run::new()];
+            for (k, o) in out.chunks_mut(RUN).enumerate() {
+                let at = (start + k * RUN) as isize;
+                let bases = [0, 1].map(|j| offs[j] + at * inner[j]);
+                call(&mut runs, bases, [0, 0], (1, o.len()), o);
+            }
+        })
+    } else {
+        let strides = [csa.clone(), csb.clone()];
+        // rows per run: whole rows of a matrix when they are short
+        let per = match d {
+            2 => (RUN / row_len.max(1)).max(1),
+            _ => 1,
+        };
+        build_rows(op, n / row_len.max(1), row_len, |rows, out| {
+            // SAFETY: `T` is `f32` or `f64`, for which every bit pattern is
+            // a value, and `f` writes each run before it is read (the
+            // buffer's length is set after the fill).
+            let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T, out.len()) };
+            let first = rows.start;
+            let mut runs = [Run::new(), Run::new()];
+            if per > 1 {
+                let outer = [csa[0], csb[0]];
+                for r0 in rows.clone().step_by(per) {
+                    let m = per.min(rows.end - r0);
+                    let bases = [0, 1].map(|j| offs[j] + r0 as isize * outer[j]);
+                    let o = &mut out[(r0 - first) * row_len..(r0 - first + m) * row_len];
+                    call(&mut runs, bases, outer, (m, row_len), o);
+                }
+                return;
+            }
+            layout::for_rows(&cshape, &strides, [la.offset, lb.offset], rows, |row, bases| {
+                for at in (0..row_len).step_by(RUN) {
+                    let len = RUN.min(row_len - at);
+                    let bases = [0, 1].map(|j| bases[j] + at as isize * inner[j]);
+                    let o = (row - first) * row_len + at;
+                    call(&mut runs, bases, [0, 0], (1, len), &mut out[o..o + len]);
+                }
+            });
+        })
+    }?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), &shape))
+}
+
+/// The runs of elements [`zip_slices`] hands its function, and the
+/// elementwise table's functions are handed (`ops::math::table::RUN`).
+pub(crate) const RUN: usize = 1024;
+
+/// One operand's runs in [`zip_slices`]: a slice of the operand's buffer
+/// where its elements follow each other there, else a copy, kept while the
+/// next run is the same (same rows of the same elements).
+struct Run<T> {
+    /// (inline for the runs of small tensors: no allocation per op)
+    buf: smallvec::SmallVec<[T; 32]>,
+    /// What `buf` holds: the run of these [`get`](Self::get) arguments.
+    kept: Option<(isize, isize, isize, usize, usize)>,
+}
+
+impl<T: Float> Run<T> {
+    fn new() -> Self {
+        Run {
+            buf: smallvec::SmallVec::new(),
+            kept: None,
+        }
+    }
+
+    /// The run of `m` rows of `len` elements of `src`, from `base`, rows
+    /// `outer` apart and elements `inner` apart.
+    #[inline]
+    fn get<'a>(&'a mut self, src: &'a [T], base: isize, outer: isize, inner: isize, m: usize, len: usize) -> &'a [T] {
+        let total = m * len;
+        if inner == 1 && (m == 1 || outer == len as isize) {
+            return &src[base as usize..base as usize + total];
+        }
+        let key = (base, outer, inner, m, len);
+        if self.kept != Some(key) {
+            self.buf.clear();
+            for j in 0..m as isize {
+                let row = base + j * outer;
+                let r = row as usize;
+                match inner {
+                    1 => self.buf.extend_from_slice(&src[r..r + len]),
+                    0 => self.buf.extend(std::iter::repeat_n(src[r], len)),
+                    _ => self
+                        .buf
+                        .extend((0..len as isize).map(|i| src[(row + i * inner) as usize])),
+                }
+            }
+            self.kept = Some(key);
+        }
+        &self.buf[..total]
+    }
+}
+
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn zip_row<A: Element, B: Element, O: Element>(
@@ -144,6 +310,20 @@ fn zip_row<A: Element, B: Element, O: Element>(
 
 /// `f(a, b)` with NumPy broadcasting. Dtypes are the caller's to check.
 pub(crate) fn zip<A: Element, B: Element, O: Element>(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(A, B) -> O + Sync,
+) -> Result<Tensor> {
+    if const { by_ref(&[A::DTYPE, B::DTYPE, O::DTYPE]) } {
+        zip_with::<A, B, O>(op, a, b, &f as &(dyn Fn(A, B) -> O + Sync))
+    } else {
+        zip_with(op, a, b, f)
+    }
+}
+
+#[inline]
+fn zip_with<A: Element, B: Element, O: Element>(
     op: &'static str,
     a: &Tensor,
     b: &Tensor,

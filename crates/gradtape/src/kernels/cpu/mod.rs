@@ -85,12 +85,10 @@ pub(crate) fn build<O: Element>(
 ) -> Result<Buf<O>> {
     let mut v: Buf<O> = alloc::try_buf(op, n)?;
     let spare = &mut spare(&mut v)[..n];
-    if n >= PAR_MIN {
-        let c = chunk_len(n);
-        workers::for_each_chunk_mut(spare, c, |i, out| fill(i * c, out));
-    } else {
-        fill(0, spare);
-    }
+    // one call of `fill` (through the task's `&dyn`, see
+    // `workers::parallel_for`), so that its loop is compiled once
+    let c = if n >= PAR_MIN { chunk_len(n) } else { n.max(1) };
+    workers::for_each_chunk_mut(spare, c, |i, out| fill(i * c, out));
     // SAFETY: `fill` wrote all `n` elements (each caller's loop covers its
     // whole `out` slice), and `O: Copy` has no drop obligations.
     unsafe { v.set_len(n) };
@@ -151,14 +149,16 @@ pub(crate) fn build_rows<O: Element>(
     let n = n_rows * row_len;
     let mut v: Buf<O> = alloc::try_buf(op, n)?;
     let spare = &mut spare(&mut v)[..n];
-    if n >= PAR_MIN && n_rows > 1 && row_len > 0 {
-        let rows_per = (chunk_len(n) / row_len).max(1);
+    if n > 0 {
+        // (one call of `fill`, as in `build`)
+        let rows_per = match n >= PAR_MIN && n_rows > 1 {
+            true => (chunk_len(n) / row_len).max(1),
+            false => n_rows,
+        };
         workers::for_each_chunk_mut(spare, rows_per * row_len, |i, out| {
             let start = i * rows_per;
             fill(start..start + out.len() / row_len, out)
         });
-    } else if n > 0 {
-        fill(0..n_rows, spare);
     }
     // SAFETY: as in `build`, every row range handed out is written whole.
     unsafe { v.set_len(n) };

@@ -228,15 +228,26 @@ impl Drop for Close {
 
 /// Runs `f(i)` for every `i` in `0..n`, spread over the compute threads;
 /// returns when all have run. Tasks may run in any order and concurrently.
+///
+/// `f` is called through one `&dyn` reference whether it runs here or on
+/// the pool: its body is compiled once per task type (an inline call for
+/// the one-task case besides was a second copy of every kernel loop); one
+/// indirect call per task is all it costs.
 #[inline]
 pub fn parallel_for(n: usize, f: impl Fn(usize) + Sync) {
+    run_tasks(n, &f)
+}
+
+/// [`parallel_for`] for its `&dyn` task.
+#[inline(never)]
+fn run_tasks(n: usize, f: &(dyn Fn(usize) + Sync)) {
     if n == 0 {
         return;
     }
     if n == 1 || threads() == 1 {
         return (0..n).for_each(f);
     }
-    spread(n, &f)
+    spread(n, f)
 }
 
 /// [`parallel_for`]'s job for the pool, in one copy for every task type

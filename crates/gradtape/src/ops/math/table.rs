@@ -34,7 +34,7 @@
 use super::cuda_expr::{self, CType};
 use crate::dispatch::device::offload;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip};
+use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip, zip_slices};
 use crate::kernels::cpu::math;
 use crate::kernels::cuda;
 use crate::kernels::gpu::no_kernel;
@@ -112,7 +112,6 @@ macro_rules! with_elem_unary {
         }
     }};
 }
-pub(crate) use with_elem_unary;
 
 /// Whether [`with_elem_unary`] has an element function for `op` (ops cheap
 /// enough that a pass over a register costs more than the op).
@@ -450,7 +449,6 @@ macro_rules! with_elem_binary {
         }
     }};
 }
-pub(crate) use with_elem_binary;
 
 /// `out[i] = op(a[i], b[i])`, as the eager kernels compute it.
 #[inline(always)]
@@ -529,7 +527,7 @@ pub fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Te
 /// The runs of elements the table's functions are handed: a fused kernel's
 /// register (at most `kernel::MAX_WIDTH`, this many) or a block of an
 /// eager map's input, from the start of its parallel chunk.
-pub(crate) const RUN: usize = 1024;
+pub(crate) const RUN: usize = crate::kernels::cpu::elementwise::RUN;
 
 /// [`Lane::unary`] over `x`, a run of at most [`RUN`] elements at a time,
 /// compiled for the CPU's widest vector extension ([`math::with_simd`];
@@ -546,6 +544,23 @@ pub(crate) fn unary_run<T: Lane>(op: &Unary, x: &[T], out: &mut [T]) {
         || {
             for (x, out) in x.chunks(RUN).zip(out.chunks_mut(RUN)) {
                 T::unary(op, x, out)
+            }
+        },
+    )
+}
+
+/// [`binary`] over runs of at most [`RUN`] elements, compiled for the
+/// CPU's widest vector extension, in one copy per type, as [`unary_run`]:
+/// the fused kernels' loop calls it for each register run (inlined there,
+/// each of the table's two-input functions was compiled into the loop once
+/// per type and vector level, and again into its sums).
+#[inline(never)]
+pub(crate) fn binary_run<T: Lane>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
+    math::with_simd(
+        #[inline(always)]
+        || {
+            for ((a, b), out) in a.chunks(RUN).zip(b.chunks(RUN)).zip(out.chunks_mut(RUN)) {
+                binary(op, a, b, out)
             }
         },
     )
@@ -573,8 +588,8 @@ pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Op
         );
     }
     match a.dtype() {
-        DType::F32 => Some(typed::<f32>(name, op, a, b)),
-        DType::F64 => Some(typed::<f64>(name, op, a, b)),
+        DType::F32 => Some(zip_slices::<f32>(name, a, b, |x, y, o| binary_run(op, x, y, o))),
+        DType::F64 => Some(zip_slices::<f64>(name, a, b, |x, y, o| binary_run(op, x, y, o))),
         DType::F16 => Some(typed::<f16>(name, op, a, b)),
         DType::BF16 => Some(typed::<bf16>(name, op, a, b)),
         _ => None,

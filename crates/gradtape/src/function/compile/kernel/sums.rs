@@ -12,9 +12,9 @@
 //! more than the pass it saved.)
 
 use super::Lane;
-use super::{Instr, Reg, CHUNK};
+use super::{Instr, Reg, CHUNK, MAX_WIDTH};
 use crate::ops::desc::{Binary, Unary};
-use crate::ops::math::table::{elem_unary, unary_run, with_elem_binary, with_elem_unary};
+use crate::ops::math::table::{binary_run, elem_unary, unary_run};
 use crate::tensor::Float;
 
 /// Columns of a chunk in the fused sums: a [`CHUNK`] is rows of this many.
@@ -93,94 +93,54 @@ pub fn add_lanes(acc: &mut Lanes, t: &Lanes) {
     }
 }
 
-/// `op(a[i], b[i])` into `out` (if any) and added to `acc` as
-/// [`add_chunk_sums`] adds a register: the bits of a pass writing the
-/// values and a pass summing them, in one pass (no store where the value
-/// has no other use, no second read where it has).
-#[inline(always)]
-pub(super) fn zip_sum<T: Float>(a: &[T], b: &[T], mut out: Option<&mut [T]>, acc: &mut Lanes, f: impl Fn(T, T) -> T) {
-    let n = a.len();
-    assert!(b.len() == n && out.as_ref().is_none_or(|o| o.len() == n));
-    let mut start = 0;
-    while start + CHUNK <= n {
-        let (Ok(ca), Ok(cb)) = (
-            <&[T; CHUNK]>::try_from(&a[start..start + CHUNK]),
-            <&[T; CHUNK]>::try_from(&b[start..start + CHUNK]),
-        ) else {
-            unreachable!("whole chunks")
-        };
-        let mut u = [T::zero(); SUM_LANES];
-        match out.as_deref_mut() {
-            Some(o) => {
-                let Ok(co) = <&mut [T; CHUNK]>::try_from(&mut o[start..start + CHUNK]) else {
-                    unreachable!("whole chunks")
-                };
-                for j in 0..CHUNK / SUM_LANES {
-                    for (k, uk) in u.iter_mut().enumerate() {
-                        let i = j * SUM_LANES + k;
-                        let v = f(ca[i], cb[i]);
-                        co[i] = v;
-                        *uk = *uk + v;
-                    }
-                }
-            }
-            None => {
-                for j in 0..CHUNK / SUM_LANES {
-                    for (k, uk) in u.iter_mut().enumerate() {
-                        let i = j * SUM_LANES + k;
-                        *uk = *uk + f(ca[i], cb[i]);
-                    }
-                }
-            }
-        }
-        add_lanes(acc, &lanes_tree(&u));
-        start += CHUNK;
-    }
-    if start < n {
-        // the last, short run, as `chunk_lanes` adds it
-        let mut u = [T::zero(); SUM_LANES];
-        for (r, i) in (start..n).enumerate() {
-            let v = f(a[i], b[i]);
-            if let Some(o) = out.as_deref_mut() {
-                o[i] = v;
-            }
-            u[r % SUM_LANES] = u[r % SUM_LANES] + v;
-        }
-        add_lanes(acc, &lanes_tree(&u));
-    }
-}
-
-/// [`zip_sum`] of a one-input op (any: one without an element function
-/// goes through [`unary_sum_by_runs`]).
-#[inline(always)]
-pub(super) fn unary_sum<T: Lane>(op: &Unary, x: &[T], out: Option<&mut [T]>, acc: &mut Lanes) {
-    with_elem_unary!(op, T, |f| zip_sum(x, x, out, acc, |v, _| f(v)), {
-        unary_sum_by_runs(op, x, out, acc)
-    })
-}
-
-/// [`unary_sum`] of an op without an element function: its kernel over a
-/// run at a time, then the run's sum. Out of line, in one copy per type:
-/// [`merge_sums`] makes sums only of ops with an element function, so this
-/// is for other callers, and inlined it put one more copy of every
-/// kernel of the elementwise table into each fused kernel's loop.
+/// `op(x[i])` into `out` (if any) and added to `acc` as [`add_chunk_sums`]
+/// adds a register: [`unary_run`] over a run of at most [`MAX_WIDTH`]
+/// elements (a register's), then the run's sum. Out of line, in one copy
+/// per type, the table's functions in their own copy (`unary_run`'s): an
+/// element loop per op with the sum inside, as before, put one more copy
+/// of every function of the table into each fused kernel's loop, to save
+/// a pass over a run in the first-level cache.
 #[inline(never)]
-fn unary_sum_by_runs<T: Lane>(op: &Unary, x: &[T], mut out: Option<&mut [T]>, acc: &mut Lanes) {
-    let mut tmp = [T::zero(); CHUNK];
-    for (k, run) in x.chunks(CHUNK).enumerate() {
-        let t = &mut tmp[..run.len()];
-        unary_run(op, run, t);
-        if let Some(o) = out.as_deref_mut() {
-            o[k * CHUNK..k * CHUNK + run.len()].copy_from_slice(t);
-        }
-        add_lanes(acc, &chunk_lanes(t));
-    }
+pub(super) fn unary_sum<T: Lane>(op: &Unary, x: &[T], out: Option<&mut [T]>, acc: &mut Lanes) {
+    by_runs(x.len(), out, acc, |r, t| unary_run(op, &x[r], t))
 }
 
-/// [`zip_sum`] of a two-input op.
+/// [`unary_sum`] of a two-input op, through [`binary_run`].
+#[inline(never)]
+pub(super) fn binary_sum<T: Lane>(op: &Binary, a: &[T], b: &[T], out: Option<&mut [T]>, acc: &mut Lanes) {
+    assert!(a.len() == b.len());
+    by_runs(a.len(), out, acc, |r, t| binary_run(op, &a[r.clone()], &b[r], t))
+}
+
+/// `run(elements, their values)` for each run of [`MAX_WIDTH`] of `n`
+/// elements, each run's values written to `out` (if any) and added to
+/// `acc` in order (the bits of [`add_chunk_sums`] over the whole register).
 #[inline(always)]
-pub(super) fn binary_sum<T: Float>(op: &Binary, a: &[T], b: &[T], out: Option<&mut [T]>, acc: &mut Lanes) {
-    with_elem_binary!(op, T, |f| zip_sum(a, b, out, acc, f))
+fn by_runs<T: Lane>(
+    n: usize,
+    mut out: Option<&mut [T]>,
+    acc: &mut Lanes,
+    run: impl Fn(std::ops::Range<usize>, &mut [T]),
+) {
+    assert!(out.as_ref().is_none_or(|o| o.len() == n));
+    // (not zeroed: a register's worth, written by `run` before the sum)
+    let mut tmp = std::mem::MaybeUninit::<[T; MAX_WIDTH]>::uninit();
+    for start in (0..n).step_by(MAX_WIDTH) {
+        let r = start..(start + MAX_WIDTH).min(n);
+        let t = match out.as_deref_mut() {
+            Some(o) => &mut o[r.clone()],
+            // SAFETY: `T` is `f32` or `f64`, for which every bit pattern is
+            // a value, and `run` writes the whole run before it is read.
+            None => unsafe { std::slice::from_raw_parts_mut(tmp.as_mut_ptr() as *mut T, r.len()) },
+        };
+        run(r, t);
+        // (the sum compiled for the CPU's vector extensions, as in the
+        // kernel's loop)
+        crate::kernels::cpu::math::with_simd(
+            #[inline(always)]
+            || add_chunk_sums(t, acc),
+        );
+    }
 }
 
 /// Merges each `Accumulate` of the result of an earlier `Unary` (with an
