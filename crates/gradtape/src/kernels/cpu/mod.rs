@@ -78,15 +78,25 @@ pub(crate) fn spare<O: Element>(v: &mut Buf<O>) -> &mut [MaybeUninit<O>] {
 /// `start..start + out.len()`. Runs in parallel chunks when `n` is large.
 /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) naming `op` when the
 /// buffer cannot be allocated.
+#[inline]
 pub(crate) fn build<O: Element>(
     op: &'static str,
     n: usize,
     fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync,
 ) -> Result<Buf<O>> {
+    build_dyn(op, n, &fill)
+}
+
+/// [`build`] for its `&dyn` fill: compiled once per element type, each
+/// caller's `fill` once (as the reference's function).
+fn build_dyn<O: Element>(
+    op: &'static str,
+    n: usize,
+    fill: &(dyn Fn(usize, &mut [MaybeUninit<O>]) + Sync),
+) -> Result<Buf<O>> {
     let mut v: Buf<O> = alloc::try_buf(op, n)?;
     let spare = &mut spare(&mut v)[..n];
-    // one call of `fill` (through the task's `&dyn`, see
-    // `workers::parallel_for`), so that its loop is compiled once
+    // (one call of `fill`, for any number of tasks)
     let c = if n >= PAR_MIN { chunk_len(n) } else { n.max(1) };
     workers::for_each_chunk_mut(spare, c, |i, out| fill(i * c, out));
     // SAFETY: `fill` wrote all `n` elements (each caller's loop covers its
@@ -139,11 +149,22 @@ pub(crate) fn recycle_buf<T: Element>(v: Buf<T>) {
 
 /// Like [`build`], split by whole rows of `row_len` elements: `fill(rows, out)`
 /// writes rows `rows.start..rows.end`.
+#[inline]
 pub(crate) fn build_rows<O: Element>(
     op: &'static str,
     n_rows: usize,
     row_len: usize,
     fill: impl Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync,
+) -> Result<Buf<O>> {
+    build_rows_dyn(op, n_rows, row_len, &fill)
+}
+
+/// [`build_rows`] for its `&dyn` fill (as [`build_dyn`]).
+fn build_rows_dyn<O: Element>(
+    op: &'static str,
+    n_rows: usize,
+    row_len: usize,
+    fill: &(dyn Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync),
 ) -> Result<Buf<O>> {
     // (the rows of a valid shape: the product fits)
     let n = n_rows * row_len;
