@@ -123,6 +123,21 @@ pub(crate) fn map_slices<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T]
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
+/// The broadcast shape of host tensors `a` and `b`, and the coalesced
+/// shape of the walk over it with each operand's strides (broadcast
+/// dimensions stride 0).
+fn broadcast_pair(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Shape, Shape, [layout::Strides; 2])> {
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    crate::kernels::gpu::expect_host(op, a)?;
+    crate::kernels::gpu::expect_host(op, b)?;
+    let (la, lb) = (a.layout(), b.layout());
+    let sa = broadcast_strides(&la.shape, &la.strides, &shape);
+    let sb = broadcast_strides(&lb.shape, &lb.strides, &shape);
+    let so = contiguous_strides(&shape);
+    let (cshape, [_, csa, csb]) = layout::coalesce(&shape, [&so, &sa, &sb]);
+    Ok((shape, cshape, [csa, csb]))
+}
+
 /// `f(run of a, run of b, its run of the output)` with NumPy broadcasting,
 /// over contiguous runs of at most [`RUN`] elements: how the two-input
 /// functions of the elementwise table run eagerly, through one kernel per
@@ -140,14 +155,8 @@ pub(crate) fn zip_slices<T: Float>(
     b: &Tensor,
     f: impl Fn(&[T], &[T], &mut [T]) + Sync,
 ) -> Result<Tensor> {
-    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    crate::kernels::gpu::expect_host(op, a)?;
-    crate::kernels::gpu::expect_host(op, b)?;
+    let (shape, cshape, [csa, csb]) = broadcast_pair(op, a, b)?;
     let (la, lb) = (a.layout(), b.layout());
-    let sa = broadcast_strides(&la.shape, &la.strides, &shape);
-    let sb = broadcast_strides(&lb.shape, &lb.strides, &shape);
-    let so = contiguous_strides(&shape);
-    let (cshape, [_, csa, csb]) = layout::coalesce(&shape, [&so, &sa, &sb]);
     let srcs = [a.buffer::<T>(), b.buffer::<T>()];
     let offs = [la.offset as isize, lb.offset as isize];
     let n: usize = shape.iter().product(); // checked by broadcast_shapes
@@ -329,14 +338,8 @@ fn zip_with<A: Element, B: Element, O: Element>(
     b: &Tensor,
     f: impl Fn(A, B) -> O + Sync,
 ) -> Result<Tensor> {
-    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    crate::kernels::gpu::expect_host(op, a)?;
-    crate::kernels::gpu::expect_host(op, b)?;
+    let (shape, cshape, [csa, csb]) = broadcast_pair(op, a, b)?;
     let (la, lb) = (a.layout(), b.layout());
-    let sa = broadcast_strides(&la.shape, &la.strides, &shape);
-    let sb = broadcast_strides(&lb.shape, &lb.strides, &shape);
-    let so = contiguous_strides(&shape);
-    let (cshape, [_, csa, csb]) = layout::coalesce(&shape, [&so, &sa, &sb]);
     let (ba, bb) = (a.buffer::<A>(), b.buffer::<B>());
     let n: usize = shape.iter().product(); // checked by broadcast_shapes
     let data = if cshape.len() == 1 {
