@@ -87,13 +87,16 @@ pub(crate) fn build<O: Element>(
     build_dyn(op, n, &fill)
 }
 
+/// [`build`]'s fill: writes the elements of its output part, which
+/// starts at the element given.
+type Fill<'a, O> = dyn Fn(usize, &mut [MaybeUninit<O>]) + Sync + 'a;
+
+/// [`build_rows`]'s fill: writes the rows given, its output part.
+type RowsFill<'a, O> = dyn Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync + 'a;
+
 /// [`build`] for its `&dyn` fill: compiled once per element type, each
 /// caller's `fill` once (as the reference's function).
-fn build_dyn<O: Element>(
-    op: &'static str,
-    n: usize,
-    fill: &(dyn Fn(usize, &mut [MaybeUninit<O>]) + Sync),
-) -> Result<Buf<O>> {
+fn build_dyn<O: Element>(op: &'static str, n: usize, fill: &Fill<'_, O>) -> Result<Buf<O>> {
     let mut v: Buf<O> = alloc::try_buf(op, n)?;
     let spare = &mut spare(&mut v)[..n];
     // (one call of `fill`, for any number of tasks)
@@ -164,7 +167,7 @@ fn build_rows_dyn<O: Element>(
     op: &'static str,
     n_rows: usize,
     row_len: usize,
-    fill: &(dyn Fn(std::ops::Range<usize>, &mut [MaybeUninit<O>]) + Sync),
+    fill: &RowsFill<'_, O>,
 ) -> Result<Buf<O>> {
     // (the rows of a valid shape: the product fits)
     let n = n_rows * row_len;
