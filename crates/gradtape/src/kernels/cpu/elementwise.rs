@@ -114,13 +114,19 @@ pub(crate) fn map_slices<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T]
     }
     let src = x.values::<T>(op)?;
     let data = build(op, src.len(), |start, out| {
-        // SAFETY: `T` is `f32` or `f64`, for which every bit pattern is a
-        // value, and `f` writes the whole part before it is read (the
-        // buffer's length is set after `build`'s fill).
-        let o = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T, out.len()) };
+        let o = to_be_written(out);
         f(&src[start..start + o.len()], o)
     })?;
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
+}
+
+/// An output part of a [`build`] of floats, as floats for a slice
+/// function to write: every bit pattern of an `f32` or `f64` is a value,
+/// and the slice functions (`map_slices`, `zip_slices`) write each element
+/// before anything reads it (the buffer's length is set after the fill).
+fn to_be_written<T: Float>(out: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: as above; `MaybeUninit<T>` has `T`'s layout.
+    unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T, out.len()) }
 }
 
 /// The broadcast shape of host tensors `a` and `b`, and the coalesced
@@ -155,14 +161,14 @@ pub(crate) fn zip_slices<T: Float>(
     b: &Tensor,
     f: impl Fn(&[T], &[T], &mut [T]) + Sync,
 ) -> Result<Tensor> {
-    let (shape, cshape, [csa, csb]) = broadcast_pair(op, a, b)?;
+    let (shape, cshape, strides) = broadcast_pair(op, a, b)?;
     let (la, lb) = (a.layout(), b.layout());
     let srcs = [a.buffer::<T>(), b.buffer::<T>()];
     let offs = [la.offset as isize, lb.offset as isize];
     let n: usize = shape.iter().product(); // checked by broadcast_shapes
     let d = cshape.len();
     let row_len = cshape[d - 1];
-    let inner = [csa[d - 1], csb[d - 1]];
+    let inner = [strides[0][d - 1], strides[1][d - 1]];
     // `f` over the runs of rows `r` (`m` rows, `len` elements each) from
     // `bases`, each operand's rows `outer` apart
     let call = |runs: &mut [Run<T>; 2], bases: [isize; 2], outer: [isize; 2], (m, len): (usize, usize), o: &mut [T]| {
@@ -174,8 +180,7 @@ pub(crate) fn zip_slices<T: Float>(
     let data = if d == 1 {
         // one row: parallel chunks of it, cut into runs
         build(op, n, |start, out| {
-            // SAFETY: as below.
-            let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T, out.len()) };
+            let out = to_be_written(out);
             let mut runs = [Run::new(), Run::new()];
             for (k, o) in out.chunks_mut(RUN).enumerate() {
                 let at = (start + k * RUN) as isize;
@@ -184,21 +189,17 @@ pub(crate) fn zip_slices<T: Float>(
             }
         })
     } else {
-        let strides = [csa.clone(), csb.clone()];
         // rows per run: whole rows of a matrix when they are short
         let per = match d {
             2 => (RUN / row_len.max(1)).max(1),
             _ => 1,
         };
         build_rows(op, n / row_len.max(1), row_len, |rows, out| {
-            // SAFETY: `T` is `f32` or `f64`, for which every bit pattern is
-            // a value, and `f` writes each run before it is read (the
-            // buffer's length is set after the fill).
-            let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut T, out.len()) };
+            let out = to_be_written(out);
             let first = rows.start;
             let mut runs = [Run::new(), Run::new()];
             if per > 1 {
-                let outer = [csa[0], csb[0]];
+                let outer = [strides[0][0], strides[1][0]];
                 for r0 in rows.clone().step_by(per) {
                     let m = per.min(rows.end - r0);
                     let bases = [0, 1].map(|j| offs[j] + r0 as isize * outer[j]);
