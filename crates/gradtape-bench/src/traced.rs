@@ -19,7 +19,8 @@
 //! timed steps. `GRADTAPE_BENCH_GRAPH=1` prints each traced graph, and
 //! the optimised graph that runs, to stderr; `GRADTAPE_BENCH_DISABLE=a,b`
 //! compiles with the passes `a` and `b` off (to time what a pass gains,
-//! in one build).
+//! in one build); `GRADTAPE_BENCH_PROFILE=1` prints where the traced
+//! step's time goes (per op and shape, over five extra steps) to stderr.
 
 use gradtape::{CompileOptions, Error, Function, FunctionOptions, Result, Tensor, TensorStruct};
 
@@ -94,6 +95,9 @@ where
                 eprintln!("{}", c.graph());
                 eprintln!("optimised ({:?}):\n{}", c.compile_stats(), c.optimized_graph());
             }
+            if std::env::var_os("GRADTAPE_BENCH_PROFILE").is_some() {
+                print_profile(|| f.call(&args).map(drop))?;
+            }
             match f.trace_count() {
                 1 => Ok(report),
                 n => Err(Error::InvalidArgument {
@@ -103,6 +107,30 @@ where
             }
         }
     }
+}
+
+/// Prints the profile of five calls of `step`, per op and shape, most
+/// time first, to stderr.
+fn print_profile(step: impl Fn() -> Result<()>) -> Result<()> {
+    const STEPS: u32 = 5;
+    let (done, lines) = gradtape::function::compile::profile(|| (0..STEPS).try_for_each(|_| step()));
+    done?;
+    let total: std::time::Duration = lines.iter().map(|l| l.total).sum();
+    eprintln!(
+        "profile, per step: {:.2} ms in nodes",
+        total.as_secs_f64() * 1e3 / f64::from(STEPS)
+    );
+    for l in &lines {
+        let ms = l.total.as_secs_f64() * 1e3 / f64::from(STEPS);
+        let share = 100.0 * l.total.as_secs_f64() / total.as_secs_f64().max(1e-12);
+        eprintln!(
+            "{ms:9.3} ms {share:5.1} % {:>4}x  {} {:?}",
+            l.calls / u64::from(STEPS),
+            l.op,
+            l.shape
+        );
+    }
+    Ok(())
 }
 
 /// The traced function's options: the compiler without the passes

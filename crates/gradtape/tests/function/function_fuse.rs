@@ -123,6 +123,9 @@ fn partial_reductions_are_epilogues_with_the_eager_bits() -> Result<()> {
         (vec![64, 2048], 2, false),
         (vec![300, 257], 2, false),
         (vec![1000, 100], 2, true),
+        // columns per task, many rows: tiles of rows through the program
+        (vec![1500, 320], 2, false),
+        (vec![129, 1000], 2, false),
         // (the max over axis 1 of three: middle axes, left to eager)
         (vec![2, 3, 5], 1, false),
     ] {

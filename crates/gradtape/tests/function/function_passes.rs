@@ -103,6 +103,7 @@ fn the_pass_list_names_every_pass_once_and_refuses_unknown_names() -> Result<()>
             "transpose_once",
             "diag_matmul",
             "fuse",
+            "remat",
             "share_im2col",
             "hoist_reductions",
             "pair_products"
@@ -246,6 +247,24 @@ fn fuse_makes_one_kernel_of_a_row_reduction() -> Result<()> {
     let args = (data(&[6, 10], 0.0, DType::F64), data(&[10], 4.0, DType::F64));
     let s = fires("fuse", body, &args, Some(4), 1e-12)?;
     assert_eq!((s.fused, s.kernels), (4, 1));
+    Ok(())
+}
+
+#[test]
+fn remat_recomputes_a_scaled_value_for_a_kernel_after_a_product() -> Result<()> {
+    // f64, a scale-and-shift of a wide input that both a product and the
+    // kernel after it read (the bench: LayerNorm's x̂ in f32)
+    let body = |(x, s, w): &(Tensor, Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let h = x.mul(s)?.sub_scalar(0.25)?;
+        let y = h.matmul(w)?;
+        Ok(vec![h.mul(&y)?.add(x)?.sum(&[0], false)?])
+    };
+    let args = (
+        data(&[600, 128], 0.0, DType::F64),
+        data(&[128], 1.0, DType::F64),
+        data(&[128, 128], 2.0, DType::F64),
+    );
+    fires("remat", body, &args, Some(1), 1e-12)?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ mod function_math;
 mod function_nn;
 mod function_optim;
 mod function_passes;
+mod function_remat;
 mod function_shape;
 mod function_values;
 mod function_wins;

@@ -38,6 +38,7 @@ use smallvec::SmallVec;
 use super::fuse::Fused;
 use super::kernel::{Outs, Program};
 use super::pair_products::{one_thread, pairs, PairTrial, PAIRS};
+use super::profile;
 use super::CompileStats;
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -213,8 +214,11 @@ impl Plan {
             let t0 = timed.then(std::time::Instant::now);
             if trial.is_some() && !together {
                 // the pair one node after the other (timed on a trial run)
-                run_one(node, step, slots, ins)?;
-                run_one(&g.nodes[i + 1], &self.steps[i + 1], slots, ins)?;
+                for (node, step) in g.nodes[i..i + 2].iter().zip(&self.steps[i..i + 2]) {
+                    let p0 = profile::start();
+                    run_one(node, step, slots, ins)?;
+                    profile::record(p0, || profile::label(&node.op), first_shape(g, node));
+                }
                 if let (Some(t), Some(t0)) = (trial, t0) {
                     t.record(false, t0.elapsed());
                 }
@@ -222,6 +226,7 @@ impl Plan {
                 continue;
             }
             if together {
+                let p0 = profile::start();
                 fetch(step, slots, ins)?;
                 let (next, step2) = (&g.nodes[i + 1], &self.steps[i + 1]);
                 fetch(step2, slots, ins2)?;
@@ -253,13 +258,17 @@ impl Plan {
                 let unran = || Error::invalid("function", "a node of a pair did not run");
                 store(node, step, first.ok_or_else(unran)??, ins, slots)?;
                 store(next, step2, second.ok_or_else(unran)??, ins2, slots)?;
+                let both = || format!("{} || {}", profile::label(a), profile::label(b));
+                profile::record(p0, both, first_shape(g, node));
                 if let (Some(t), Some(t0)) = (trial, t0) {
                     t.record(true, t0.elapsed());
                 }
                 i += 2;
                 continue;
             }
+            let t0 = profile::start();
             run_one(node, step, slots, ins)?;
+            profile::record(t0, || profile::label(&node.op), first_shape(g, node));
             i += 1;
         }
         for &o in &self.outputs {
@@ -268,6 +277,11 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// The shape of `node`'s first output (empty when it has none).
+fn first_shape<'a>(g: &'a Graph, node: &crate::function::graph::Node) -> &'a [usize] {
+    node.outputs.first().map_or(&[], |&v| &g.values[v as usize].shape[..])
 }
 
 /// The dtype and bytes of each output of `node` (the buffers its kernel

@@ -13,6 +13,15 @@
 //! chain) is a chunk of one: the program then costs one dispatch per op,
 //! with no tensor made between ops.
 //!
+//! A kernel with a reduction over leading axes (a bias gradient) splits
+//! its columns among the tasks, and each task walks its columns of every
+//! row in order (the eager order of the sums). Its rows are then short
+//! pieces, so several go through the program at once as a *tile*
+//! ([`Tile`]): each register holds the task's columns of several rows one
+//! after the other, loads and stores copy row by row, and the ops run once
+//! per tile, not once per row (a bias gradient of 256 columns had paid the
+//! per-instruction dispatch for every 64 elements).
+//!
 //! Each op computes what its eager kernel computes, element by element and
 //! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
 //! `sin`, `cos`, `tanh` and `sigmoid`: see [`lanes`]), so a fused graph
@@ -48,6 +57,7 @@ use crate::ops::desc::{Binary, Unary};
 use crate::tensor::{alloc, DType, Float, Tensor};
 
 pub(crate) mod chain;
+mod compact;
 pub(crate) mod cuda;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod epilogue;
@@ -67,6 +77,7 @@ use in_place::{Donor, Src};
 pub trait Lane: crate::ops::math::table::Lane + scratch::Scratch {}
 impl<T: crate::ops::math::table::Lane + scratch::Scratch> Lane for T {}
 use regs::Regs;
+pub(crate) use sums::operands as sums_operands;
 use sums::{add_chunk_sums, binary_sum, lanes_total, unary_sum, Lanes};
 
 /// The unit of the chunks: tasks start at multiples of it, and the fused
@@ -98,6 +109,27 @@ pub fn register_width<T>(n_regs: usize, seg: usize) -> usize {
 /// The columns of a task of a kernel with a reduction over leading axes
 /// come in multiples of this.
 pub(crate) const COLUMNS: usize = 64;
+
+/// A piece of a task's elements that goes through a program's body at
+/// once: `rows` runs of `len` elements, the first at element `start` of
+/// the group and each `pitch` after the last, held one after the other in
+/// the registers.
+#[derive(Clone, Copy)]
+struct Tile {
+    start: usize,
+    rows: usize,
+    len: usize,
+    pitch: usize,
+}
+
+impl Tile {
+    /// Per row: its first element in the group, and its elements' range
+    /// in a register.
+    #[inline(always)]
+    fn pieces(self) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
+        (0..self.rows).map(move |i| (self.start + i * self.pitch, i * self.len..(i + 1) * self.len))
+    }
+}
 
 /// A kernel's output tensors (inline up to four: no allocation).
 pub type Outs = smallvec::SmallVec<[Tensor; 4]>;
@@ -634,7 +666,16 @@ impl Program {
         } else {
             (c.start, c.len(), rows)
         };
-        let stride = register_width::<T>(self.n_regs, seg);
+        // short pieces of many rows (a task's columns of a reduction over
+        // leading axes) go through the body as tiles of several rows, so
+        // that the elementwise ops run once per tile, not once per row
+        let width = register_width::<T>(self.n_regs, seg.saturating_mul(n_segs));
+        let tile_rows = if n_segs > 1 && seg > 0 { width / seg } else { 1 };
+        let stride = if tile_rows > 1 {
+            tile_rows * seg
+        } else {
+            register_width::<T>(self.n_regs, seg)
+        };
         // (with a cache line of slack, so that the registers start on a
         // line: wide loads and stores across two lines made the register
         // passes about a tenth slower)
@@ -660,89 +701,138 @@ impl Program {
             .collect();
         // (the body inline here: registers and sums stay locals, which the
         // compiler keeps in registers across the output writes)
-        for s in 0..n_segs {
-            let mut start = first + s * cols;
-            let end = start + seg;
-            while start < end {
-                let n = stride.min(end - start);
-                for ins in &self.body {
-                    match *ins {
-                        Instr::Load { dst, input } => {
-                            let src = &srcs[input as usize];
-                            if src.fixed {
-                                // read in place: SAFETY: the input's
-                                // elements live through the run, and no
-                                // output writes them while this register
-                                // stands for them (`fixed`)
-                                unsafe { regs.view(dst, src.at(start, n), n) }
-                            } else {
-                                src.copy_to(start, regs.get_mut(dst, n))
+        let (mut s, mut off) = (0, 0);
+        while s < n_segs {
+            // the next tile: rows of a segment each, or a run of one
+            let tile = if tile_rows > 1 {
+                let k = tile_rows.min(n_segs - s);
+                s += k;
+                Tile {
+                    start: first + (s - k) * cols,
+                    rows: k,
+                    len: seg,
+                    pitch: cols,
+                }
+            } else {
+                let n = stride.min(seg - off);
+                let t = Tile {
+                    start: first + s * cols + off,
+                    rows: 1,
+                    len: n,
+                    pitch: cols,
+                };
+                off += n;
+                if off >= seg {
+                    (s, off) = (s + 1, 0);
+                }
+                t
+            };
+            let n = tile.rows * tile.len;
+            for ins in &self.body {
+                match *ins {
+                    Instr::Load { dst, input } => {
+                        let src = &srcs[input as usize];
+                        if src.fixed && tile.rows == 1 {
+                            // read in place: SAFETY: the input's elements
+                            // live through the run, and no output writes
+                            // them while this register stands for them
+                            // (`fixed`)
+                            unsafe { regs.view(dst, src.at(tile.start, n), n) }
+                        } else {
+                            let d = regs.get_mut(dst, n);
+                            for (j, r) in tile.pieces() {
+                                src.copy_to(j, &mut d[r]);
                             }
                         }
-                        Instr::Gather { dst, input, q, p } => {
-                            // SAFETY: a broadcast input gives no output its
-                            // buffer (`donors` takes only inputs read by a
-                            // `Load`), so nothing writes it during the run.
-                            let src = unsafe { srcs[input as usize].as_slice() };
-                            gather(src, q, p, start, regs.get_mut(dst, n))
+                    }
+                    Instr::Gather { dst, input, q, p } => {
+                        // SAFETY: a broadcast input gives no output its
+                        // buffer (`donors` takes only inputs read by a
+                        // `Load`), so nothing writes it during the run.
+                        let src = unsafe { srcs[input as usize].as_slice() };
+                        let d = regs.get_mut(dst, n);
+                        for (j, r) in tile.pieces() {
+                            gather(src, q, p, j, &mut d[r]);
                         }
-                        Instr::Unary { ref op, dst, a } => {
-                            let (d, x, _) = regs.split(dst, a, a, n);
-                            unary_run(op, x, d);
+                    }
+                    Instr::Unary { ref op, dst, a } => {
+                        let (d, x, _) = regs.split(dst, a, a, n);
+                        unary_run(op, x, d);
+                    }
+                    Instr::SinCos { sin, cos, a } => {
+                        let (s, c, x) = regs.split2(sin, cos, a, n);
+                        T::sin_and_cos(x, s, c);
+                    }
+                    Instr::Binary { ref op, dst, a, b } => {
+                        let (d, x, y) = regs.split(dst, a, b, n);
+                        binary_run(op, x, y, d);
+                    }
+                    Instr::Store { out, src } => {
+                        let s = regs.get(src, n);
+                        for (j, r) in tile.pieces() {
+                            // SAFETY: `j..j + r.len()` lies in this task's
+                            // elements of an output buffer of `len`
+                            // elements.
+                            let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(j), r.len()) };
+                            o.copy_from_slice(&s[r]);
                         }
-                        Instr::SinCos { sin, cos, a } => {
-                            let (s, c, x) = regs.split2(sin, cos, a, n);
-                            T::sin_and_cos(x, s, c);
+                    }
+                    Instr::Accumulate { acc, src } => {
+                        let s = regs.get(src, n);
+                        for (_, r) in tile.pieces() {
+                            add_chunk_sums(&s[r], &mut sums[acc as usize]);
                         }
-                        Instr::Binary { ref op, dst, a, b } => {
-                            let (d, x, y) = regs.split(dst, a, b, n);
-                            binary_run(op, x, y, d);
-                        }
-                        Instr::Store { out, src } => {
-                            let s = regs.get(src, n);
-                            // SAFETY: `start..start + n` lies in this task's
-                            // elements of an output buffer of `len` elements.
-                            let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(start), n) };
-                            o.copy_from_slice(s);
-                        }
-                        Instr::Accumulate { acc, src } => {
-                            add_chunk_sums(regs.get(src, n), &mut sums[acc as usize]);
-                        }
-                        Instr::UnarySum { ref op, dst, a, acc } => {
-                            let sum = &mut sums[acc as usize];
-                            match dst {
-                                Some(d) => {
-                                    let (d, x, _) = regs.split(d, a, a, n);
-                                    unary_sum(op, x, Some(d), sum)
+                    }
+                    Instr::UnarySum { ref op, dst, a, acc } => {
+                        let sum = &mut sums[acc as usize];
+                        match dst {
+                            Some(d) => {
+                                let (d, x, _) = regs.split(d, a, a, n);
+                                for (_, r) in tile.pieces() {
+                                    unary_sum(op, &x[r.clone()], Some(&mut d[r]), sum)
                                 }
-                                None => unary_sum(op, regs.get(a, n), None, sum),
                             }
-                        }
-                        Instr::BinarySum { ref op, dst, a, b, acc } => {
-                            let sum = &mut sums[acc as usize];
-                            match dst {
-                                Some(d) => {
-                                    let (d, x, y) = regs.split(d, a, b, n);
-                                    binary_sum(op, x, y, Some(d), sum)
+                            None => {
+                                let x = regs.get(a, n);
+                                for (_, r) in tile.pieces() {
+                                    unary_sum(op, &x[r], None, sum)
                                 }
-                                None => binary_sum(op, regs.get(a, n), regs.get(b, n), None, sum),
                             }
                         }
-                        Instr::Chain {
-                            ref op1,
-                            ref op2,
-                            swap,
-                            dst,
-                            a,
-                            b,
-                            c,
-                        } => chain::run(op1, op2, swap, &mut regs, dst, a, b, c, n),
-                        Instr::Reduce { out, src, .. } => {
-                            states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());
+                    }
+                    Instr::BinarySum { ref op, dst, a, b, acc } => {
+                        let sum = &mut sums[acc as usize];
+                        match dst {
+                            Some(d) => {
+                                let (d, x, y) = regs.split(d, a, b, n);
+                                for (_, r) in tile.pieces() {
+                                    binary_sum(op, &x[r.clone()], &y[r.clone()], Some(&mut d[r]), sum)
+                                }
+                            }
+                            None => {
+                                let (x, y) = (regs.get(a, n), regs.get(b, n));
+                                for (_, r) in tile.pieces() {
+                                    binary_sum(op, &x[r.clone()], &y[r], None, sum)
+                                }
+                            }
+                        }
+                    }
+                    Instr::Chain {
+                        ref op1,
+                        ref op2,
+                        swap,
+                        dst,
+                        a,
+                        b,
+                        c,
+                    } => chain::run(op1, op2, swap, &mut regs, dst, a, b, c, n),
+                    Instr::Reduce { out, src, .. } => {
+                        let x = regs.get(src, n);
+                        for (j, r) in tile.pieces() {
+                            states[out as usize].feed(j, &x[r], parts[out as usize].get());
                         }
                     }
                 }
-                start += n;
             }
         }
         scratch::give(store);

@@ -119,11 +119,14 @@ pub(crate) mod pads_to_concat;
 pub(crate) mod pair_products;
 pub(crate) mod pipeline;
 pub(crate) mod pool_argmax;
+mod profile;
+pub(crate) mod remat;
 pub(crate) mod share_im2col;
 pub(crate) mod simplify;
 pub(crate) mod transpose_once;
 
 pub use pipeline::CompileOptions;
+pub use profile::{profile, ProfileLine};
 
 use super::graph::{Graph, Node};
 use super::passes;

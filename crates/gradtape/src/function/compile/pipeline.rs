@@ -16,8 +16,8 @@
 //! and `internals` set it).
 
 use super::{
-    diag_matmul, fold, fuse, hoist_reductions, join_products, pads_to_concat, pair_products, pool_argmax, share_im2col,
-    simplify, transpose_once, CompileStats,
+    diag_matmul, fold, fuse, hoist_reductions, join_products, pads_to_concat, pair_products, pool_argmax, remat,
+    share_im2col, simplify, transpose_once, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -59,7 +59,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 14] = [
+pub(crate) static PASSES: [Pass; 15] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -115,6 +115,11 @@ pub(crate) static PASSES: [Pass; 14] = [
         name: "fuse",
         run: fuse::run,
         stat: Some(|s| &mut s.fused),
+    },
+    Pass {
+        name: "remat",
+        run: remat::run,
+        stat: None,
     },
     Pass {
         name: "share_im2col",

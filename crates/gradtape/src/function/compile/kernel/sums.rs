@@ -203,7 +203,7 @@ pub fn merge_sums(body: &mut Vec<Instr>) -> usize {
 }
 
 /// The registers `ins` reads and the ones it writes.
-pub(super) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 3]>, smallvec::SmallVec<[Reg; 2]>) {
+pub(crate) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 3]>, smallvec::SmallVec<[Reg; 2]>) {
     use smallvec::smallvec;
     match *ins {
         Instr::Load { dst, .. } | Instr::Gather { dst, .. } => (smallvec![], smallvec![dst]),

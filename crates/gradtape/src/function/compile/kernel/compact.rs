@@ -1,0 +1,223 @@
+//! Tidying a program after a pass edited it: one instruction per value
+//! (value numbering), no instruction whose result nothing reads, and as
+//! few registers as the values alive at once need.
+//!
+//! The registers matter for speed: a task's registers share
+//! [`REG_BYTES`](super::REG_BYTES), so each register more makes every
+//! register shorter and the per-instruction costs more frequent.
+
+use rustc_hash::FxHashMap;
+
+use super::sums::operands;
+use super::{Instr, Program, Reg, Splat};
+
+impl Program {
+    /// Merges instructions that compute the same value from the same
+    /// registers (loads of one input, one op of the same operands, equal
+    /// splats), removes those whose results nothing reads, and allocates
+    /// the registers again: a register is reused once its value is dead,
+    /// an instruction never writes a register it reads, and splatted
+    /// registers are never written. The program computes the same bits.
+    pub(crate) fn compact(&mut self) {
+        // (names are `u32`s kept in the instructions' `u16` fields until
+        // step 4 maps them to registers: at most one per instruction and
+        // splat, so a program that could overflow them is left as it is)
+        if self.body.len() * 2 + self.splats.len() >= usize::from(Reg::MAX) {
+            return;
+        }
+        // 1. every value its own name (splats first)
+        let mut name: FxHashMap<Reg, u32> = FxHashMap::default();
+        let mut splats: Vec<(u32, Splat)> = Vec::new();
+        let mut next = 0u32;
+        for (r, s) in &self.splats {
+            let same = splats.iter().find(|(_, t)| t == s).map(|(v, _)| *v);
+            let v = same.unwrap_or_else(|| {
+                next += 1;
+                splats.push((next - 1, s.clone()));
+                next - 1
+            });
+            name.insert(*r, v);
+        }
+        // 2. value numbering: a pure instruction seen before names its
+        // results after the earlier one's
+        // (keyed by the listing of the instruction with its results
+        // blanked: ops carry float attributes, which do not hash)
+        let mut seen: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        let mut body: Vec<Instr> = Vec::with_capacity(self.body.len());
+        for ins in &self.body {
+            let (_, writes) = operands(ins);
+            let mut ins = ins.clone();
+            map_reads(&mut ins, |r| name.get(&r).map_or(u32::from(r), |&v| v));
+            let pure = !matches!(
+                ins,
+                Instr::Store { .. }
+                    | Instr::Accumulate { .. }
+                    | Instr::Reduce { .. }
+                    | Instr::UnarySum { .. }
+                    | Instr::BinarySum { .. }
+            );
+            if pure {
+                let key = format!("{:?}", with_writes(&ins, &[0; 2]));
+                if let Some(vs) = seen.get(&key) {
+                    for (w, &v) in writes.iter().zip(vs) {
+                        name.insert(*w, v);
+                    }
+                    continue;
+                }
+                let vs: Vec<u32> = writes
+                    .iter()
+                    .map(|_| {
+                        next += 1;
+                        next - 1
+                    })
+                    .collect();
+                seen.insert(key, vs.clone());
+                for (w, &v) in writes.iter().zip(&vs) {
+                    name.insert(*w, v);
+                }
+                body.push(with_writes(&ins, &vs));
+            } else {
+                let vs: Vec<u32> = writes
+                    .iter()
+                    .map(|_| {
+                        next += 1;
+                        next - 1
+                    })
+                    .collect();
+                for (w, &v) in writes.iter().zip(&vs) {
+                    name.insert(*w, v);
+                }
+                body.push(with_writes(&ins, &vs));
+            }
+        }
+        // 3. last reads; results nothing reads go (backwards, so that a
+        // chain of them goes)
+        let n = next as usize;
+        let mut last: Vec<Option<usize>> = vec![None; n];
+        let mut keep = vec![true; body.len()];
+        for (i, ins) in body.iter_mut().enumerate().rev() {
+            let (reads, writes) = operands32(ins);
+            let effect = matches!(
+                ins,
+                Instr::Store { .. }
+                    | Instr::Accumulate { .. }
+                    | Instr::Reduce { .. }
+                    | Instr::UnarySum { .. }
+                    | Instr::BinarySum { .. }
+            );
+            if !effect && writes.iter().all(|&w| last[w as usize].is_none()) {
+                keep[i] = false;
+                continue;
+            }
+            if let Instr::UnarySum { dst, .. } | Instr::BinarySum { dst, .. } = ins
+                && dst.is_some_and(|d| last[d as usize].is_none())
+            {
+                *dst = None;
+            }
+            for r in reads {
+                last[r as usize].get_or_insert(i);
+            }
+        }
+        let mut k = keep.iter();
+        body.retain(|_| *k.next().unwrap_or(&true));
+        let mut last: Vec<Option<usize>> = vec![None; n];
+        for (i, ins) in body.iter().enumerate() {
+            for r in operands32(ins).0 {
+                last[r as usize] = Some(i);
+            }
+        }
+        // 4. registers: splats pinned, the others reused once dead
+        let mut reg: Vec<Option<Reg>> = vec![None; n];
+        let mut new_splats = Vec::new();
+        let mut n_regs: Reg = 0;
+        for (v, s) in splats {
+            if last[v as usize].is_some() {
+                reg[v as usize] = Some(n_regs);
+                new_splats.push((n_regs, s));
+                n_regs += 1;
+            }
+        }
+        let mut free: Vec<Reg> = Vec::new();
+        for (i, ins) in body.iter_mut().enumerate() {
+            let (reads, writes) = operands32(ins);
+            let mut out = [0 as Reg; 2];
+            for (k, &w) in writes.iter().enumerate() {
+                let r = free.pop().unwrap_or_else(|| {
+                    n_regs += 1;
+                    n_regs - 1
+                });
+                reg[w as usize] = Some(r);
+                out[k] = r;
+            }
+            map_reads(ins, |r| {
+                u32::from(reg[r as usize].expect("a value read after it is made"))
+            });
+            *ins = with_writes(ins, &[u32::from(out[0]), u32::from(out[1])]);
+            // registers whose values die here (not splats), and results
+            // nothing reads
+            for r in reads.iter().chain(&writes) {
+                let (v, dead) = (*r as usize, last[*r as usize].is_none_or(|l| l <= i));
+                if dead
+                    && let Some(rr) = reg[v].take()
+                    && !new_splats.iter().any(|(s, _)| *s == rr)
+                {
+                    free.push(rr);
+                }
+            }
+        }
+        self.splats = new_splats;
+        self.body = body;
+        self.n_regs = usize::from(n_regs).max(1);
+    }
+}
+
+/// The registers `ins` reads and writes, as names (see `compact`).
+fn operands32(ins: &Instr) -> (smallvec::SmallVec<[u32; 3]>, smallvec::SmallVec<[u32; 2]>) {
+    let (r, w) = operands(ins);
+    (
+        r.iter().map(|&x| u32::from(x)).collect(),
+        w.iter().map(|&x| u32::from(x)).collect(),
+    )
+}
+
+/// Maps the registers `ins` reads through `f`.
+fn map_reads(ins: &mut Instr, f: impl Fn(Reg) -> u32) {
+    let g = |r: &mut Reg| *r = f(*r) as Reg;
+    match ins {
+        Instr::Load { .. } | Instr::Gather { .. } => {}
+        Instr::Unary { a, .. } | Instr::SinCos { a, .. } | Instr::UnarySum { a, .. } => g(a),
+        Instr::Binary { a, b, .. } | Instr::BinarySum { a, b, .. } => {
+            g(a);
+            g(b)
+        }
+        Instr::Chain { a, b, c, .. } => {
+            g(a);
+            g(b);
+            g(c)
+        }
+        Instr::Store { src, .. } | Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => g(src),
+    }
+}
+
+/// `ins` writing `vs` (its first one or two results, in the order
+/// `operands` lists them).
+fn with_writes(ins: &Instr, vs: &[u32]) -> Instr {
+    let mut ins = ins.clone();
+    let v = |k: usize| vs.get(k).copied().unwrap_or(0) as Reg;
+    match &mut ins {
+        Instr::Load { dst, .. } | Instr::Gather { dst, .. } | Instr::Unary { dst, .. } | Instr::Binary { dst, .. } => {
+            *dst = v(0)
+        }
+        Instr::Chain { dst, .. } => *dst = v(0),
+        Instr::SinCos { sin, cos, .. } => {
+            (*sin, *cos) = (v(0), v(1));
+        }
+        Instr::UnarySum { dst, .. } | Instr::BinarySum { dst, .. } => {
+            if let Some(d) = dst {
+                *d = v(0)
+            }
+        }
+        Instr::Store { .. } | Instr::Accumulate { .. } | Instr::Reduce { .. } => {}
+    }
+    ins
+}
