@@ -28,6 +28,10 @@ fn every_width_and_row_count_gives_the_reference_bits() {
         (6, 17, 9),
         (5, 32, 64),
         (64, 10, 256),
+        // 32 lanes, an odd row count (two rows at a time on AVX2, four on
+        // AVX-512: the last one alone), past a block of b's rows
+        (7, 32, 300),
+        (3, 25, 520),
     ] {
         let a: Vec<f32> = (0..m * k).map(|i| ((i as f32) * 0.37).sin()).collect();
         let b: Vec<f32> = (0..k * n).map(|i| ((i as f32) * 0.53).cos() * 0.5).collect();
@@ -37,21 +41,30 @@ fn every_width_and_row_count_gives_the_reference_bits() {
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             // `b` row-major, and stored transposed (column-major)
             let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-            for (bm, strides) in [(&b, (n as isize, 1)), (&bt, (1, k as isize))] {
-                let mut got = init.clone();
-                unsafe {
-                    matmul(
-                        (m, n, k),
-                        got.as_mut_ptr(),
-                        n as isize,
-                        acc,
-                        a.as_ptr(),
-                        (k as isize, 1),
-                        bm.as_ptr(),
-                        strides,
-                    )
-                };
-                assert_eq!(bits(&got), bits(&want), "{m}x{n}x{k} acc {acc}, b strides {strides:?}");
+            // `a` row-major, and stored transposed (a filter gradient's
+            // im2col matrix)
+            let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+            for (am, a_strides) in [(&a, (k as isize, 1)), (&at, (1, m as isize))] {
+                for (bm, strides) in [(&b, (n as isize, 1)), (&bt, (1, k as isize))] {
+                    let mut got = init.clone();
+                    unsafe {
+                        matmul(
+                            (m, n, k),
+                            got.as_mut_ptr(),
+                            n as isize,
+                            acc,
+                            am.as_ptr(),
+                            a_strides,
+                            bm.as_ptr(),
+                            strides,
+                        )
+                    };
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{m}x{n}x{k} acc {acc}, a strides {a_strides:?}, b strides {strides:?}"
+                    );
+                }
             }
         }
     }

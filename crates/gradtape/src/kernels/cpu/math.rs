@@ -397,6 +397,16 @@ pub fn sin_or_cos_slice<const COS: bool>(x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Whether [`with_simd`] runs its AVX-512 copy: 32 vector registers of 16
+/// `f32`s, where AVX2 has 16 of 8 (a kernel keeping a block of sums in
+/// registers sizes the block by it).
+pub(crate) fn wide_vectors() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return level() == Level::Avx512;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Which vector extensions [`with_simd`] compiles for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[allow(dead_code)]

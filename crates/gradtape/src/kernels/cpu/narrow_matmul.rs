@@ -7,7 +7,8 @@
 //! or two wide), which allocates two buffers on every call: the last
 //! allocations of a compiled training step. Here `b` is copied, [`KB`]
 //! rows at a time, into a buffer on the stack, its rows padded to 8, 16 or
-//! 32 lanes, and four rows of the output are summed at a time in
+//! 32 lanes, and four rows of the output (two of 32 lanes on AVX2) are
+//! summed at a time in
 //! fixed-width registers, reading `a` in place: nothing is allocated.
 //!
 //! Each element is `Σ_p a[i,p] b[p,j]`, added in order of `p` with a
@@ -28,9 +29,6 @@ pub(crate) const MIN_N: usize = 8;
 
 /// Rows of `b` copied at a time (`KB × MAX_N` floats: 32 KiB of stack).
 const KB: usize = 256;
-
-/// Rows of the output summed together (independent chains of additions).
-const ROWS: usize = 4;
 
 /// `dst = (acc ? dst : 0) + a @ b`, for `1 <= n <= MAX_N`, on strided
 /// matrices (`*_rs`/`*_cs`: row and column strides; `dst`'s columns are
@@ -72,9 +70,13 @@ pub unsafe fn matmul(
             // SAFETY: the caller's guarantees; rows p0..p0 + kl of b and
             // columns p0..p0 + kl of a
             match n {
-                0..=8 => run::<8>(x, &mut packed, kl, bk, b_rs, b_cs),
-                9..=16 => run::<16>(x, &mut packed, kl, bk, b_rs, b_cs),
-                _ => run::<32>(x, &mut packed, kl, bk, b_rs, b_cs),
+                0..=8 => run::<8, 4>(x, &mut packed, kl, bk, b_rs, b_cs),
+                9..=16 => run::<16, 4>(x, &mut packed, kl, bk, b_rs, b_cs),
+                // (four rows of 32 sums are 16 AVX2 registers, all it has:
+                // the compiler then kept the sums on the stack, element by
+                // element, a sixth of the speed; two rows fit)
+                _ if super::math::wide_vectors() => run::<32, 4>(x, &mut packed, kl, bk, b_rs, b_cs),
+                _ => run::<32, 2>(x, &mut packed, kl, bk, b_rs, b_cs),
             }
             p0 += kl;
             if p0 >= k {
@@ -100,8 +102,9 @@ struct Mats {
     a_cs: isize,
 }
 
-/// `dst (+)= a[:, ..kl] @ b[..kl, :]` with rows of `W` lanes.
-unsafe fn run<const W: usize>(
+/// `dst (+)= a[:, ..kl] @ b[..kl, :]` with rows of `W` lanes, `R` rows
+/// at a time.
+unsafe fn run<const W: usize, const R: usize>(
     x: Mats,
     packed: &mut [f32; KB * MAX_N],
     kl: usize,
@@ -125,10 +128,10 @@ unsafe fn run<const W: usize>(
         #[inline(always)]
         || {
             let mut i = 0;
-            while i + ROWS <= x.m {
-                // SAFETY: rows i..i + ROWS lie in a and dst
-                unsafe { rows::<W, ROWS>(x, packed, i) };
-                i += ROWS;
+            while i + R <= x.m {
+                // SAFETY: rows i..i + R lie in a and dst
+                unsafe { rows::<W, R>(x, packed, i) };
+                i += R;
             }
             while i < x.m {
                 // SAFETY: row i lies in a and dst
@@ -142,13 +145,18 @@ unsafe fn run<const W: usize>(
 /// Output rows `i0..i0 + R`.
 #[inline(always)]
 unsafe fn rows<const W: usize, const R: usize>(x: Mats, packed: &[f32], i0: usize) {
+    // (the sums move to and from memory through whole-row copies: indexed
+    // by the run-time width `n`, the sums themselves would live in memory,
+    // element by element, and the loop below would not be vectorised)
     let mut s = [[0.0f32; W]; R];
     if x.acc {
         for (r, sr) in s.iter_mut().enumerate() {
-            for (j, v) in sr.iter_mut().enumerate().take(x.n) {
+            let mut t = [0.0f32; W];
+            for (j, v) in t.iter_mut().enumerate().take(x.n) {
                 // SAFETY: (i0 + r, j) lies in dst, initialised when accumulating
                 *v = unsafe { *x.dst.offset((i0 + r) as isize * x.d_rs + j as isize) };
             }
+            *sr = t;
         }
     }
     for (p, bp) in packed.chunks_exact(W).enumerate() {
@@ -164,7 +172,8 @@ unsafe fn rows<const W: usize, const R: usize>(x: Mats, packed: &[f32], i0: usiz
         }
     }
     for (r, sr) in s.iter().enumerate() {
-        for (j, &v) in sr.iter().enumerate().take(x.n) {
+        let t: [f32; W] = *sr;
+        for (j, &v) in t.iter().enumerate().take(x.n) {
             // SAFETY: (i0 + r, j) lies in dst
             unsafe { *x.dst.offset((i0 + r) as isize * x.d_rs + j as isize) = v };
         }
