@@ -48,47 +48,27 @@ impl Program {
             let (_, writes) = operands(ins);
             let mut ins = ins.clone();
             map_reads(&mut ins, |r| name.get(&r).map_or(u32::from(r), |&v| v));
-            let pure = !matches!(
-                ins,
-                Instr::Store { .. }
-                    | Instr::Accumulate { .. }
-                    | Instr::Reduce { .. }
-                    | Instr::UnarySum { .. }
-                    | Instr::BinarySum { .. }
-            );
-            if pure {
-                let key = format!("{:?}", with_writes(&ins, &[0; 2]));
-                if let Some(vs) = seen.get(&key) {
-                    for (w, &v) in writes.iter().zip(vs) {
-                        name.insert(*w, v);
-                    }
-                    continue;
-                }
-                let vs: Vec<u32> = writes
-                    .iter()
-                    .map(|_| {
-                        next += 1;
-                        next - 1
-                    })
-                    .collect();
-                seen.insert(key, vs.clone());
-                for (w, &v) in writes.iter().zip(&vs) {
+            let key = (!has_effect(&ins)).then(|| format!("{:?}", with_writes(&ins, &[0; 2])));
+            if let Some(vs) = key.as_ref().and_then(|k| seen.get(k)) {
+                for (w, &v) in writes.iter().zip(vs) {
                     name.insert(*w, v);
                 }
-                body.push(with_writes(&ins, &vs));
-            } else {
-                let vs: Vec<u32> = writes
-                    .iter()
-                    .map(|_| {
-                        next += 1;
-                        next - 1
-                    })
-                    .collect();
-                for (w, &v) in writes.iter().zip(&vs) {
-                    name.insert(*w, v);
-                }
-                body.push(with_writes(&ins, &vs));
+                continue;
             }
+            let vs: Vec<u32> = writes
+                .iter()
+                .map(|_| {
+                    next += 1;
+                    next - 1
+                })
+                .collect();
+            if let Some(key) = key {
+                seen.insert(key, vs.clone());
+            }
+            for (w, &v) in writes.iter().zip(&vs) {
+                name.insert(*w, v);
+            }
+            body.push(with_writes(&ins, &vs));
         }
         // 3. last reads; results nothing reads go (backwards, so that a
         // chain of them goes)
@@ -97,15 +77,7 @@ impl Program {
         let mut keep = vec![true; body.len()];
         for (i, ins) in body.iter_mut().enumerate().rev() {
             let (reads, writes) = operands32(ins);
-            let effect = matches!(
-                ins,
-                Instr::Store { .. }
-                    | Instr::Accumulate { .. }
-                    | Instr::Reduce { .. }
-                    | Instr::UnarySum { .. }
-                    | Instr::BinarySum { .. }
-            );
-            if !effect && writes.iter().all(|&w| last[w as usize].is_none()) {
+            if !has_effect(ins) && writes.iter().all(|&w| last[w as usize].is_none()) {
                 keep[i] = false;
                 continue;
             }
@@ -169,6 +141,19 @@ impl Program {
         self.body = body;
         self.n_regs = usize::from(n_regs).max(1);
     }
+}
+
+/// Whether `ins` does more than write its registers (an output, a sum or
+/// a reduction): never merged or removed.
+fn has_effect(ins: &Instr) -> bool {
+    matches!(
+        ins,
+        Instr::Store { .. }
+            | Instr::Accumulate { .. }
+            | Instr::Reduce { .. }
+            | Instr::UnarySum { .. }
+            | Instr::BinarySum { .. }
+    )
 }
 
 /// The registers `ins` reads and writes, as names (see `compact`).
