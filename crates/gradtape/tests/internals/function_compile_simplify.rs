@@ -83,3 +83,34 @@ fn relu_grad_reads_the_rectified_value() {
     assert_eq!(via_x, via_y);
     assert_eq!(via_x, vec![0.0, 0.0, 0.0, 0.0, 3.0, 3.0, 0.0, 3.0]);
 }
+
+#[test]
+fn a_slice_inside_a_padded_value_reads_the_value() {
+    let mut g = Graph::default();
+    g.add_value(DType::F32, &[4, 6]); // 0: x
+    g.add_value(DType::F32, &[5, 9]); // 1: pad (0, 1), (2, 1)
+    g.add_value(DType::F32, &[4, 6]); // 2: the slice that undoes it
+    g.add_value(DType::F32, &[2, 3]); // 3: a box inside x
+    g.add_value(DType::F32, &[3, 3]); // 4: a box reaching into the zeros (kept)
+    g.inputs = vec![0];
+    let dims = |v: &[usize]| -> smallvec::SmallVec<[usize; 4]> { v.into() };
+    g.nodes = vec![
+        node(
+            Op::Shape(ShapeOp::Pad([(0, 1), (2, 1)].into_iter().collect())),
+            &[0],
+            &[1],
+        ),
+        node(Op::Shape(ShapeOp::Slice(dims(&[0, 2]), dims(&[4, 6]))), &[1], &[2]),
+        node(Op::Shape(ShapeOp::Slice(dims(&[1, 4]), dims(&[2, 3]))), &[1], &[3]),
+        node(Op::Shape(ShapeOp::Slice(dims(&[2, 1]), dims(&[3, 3]))), &[1], &[4]),
+    ];
+    g.outputs = vec![2, 3, 4];
+    assert_eq!(run(&mut g, &mut PassCx::default()), 2);
+    assert_eq!(g.outputs[0], 0, "the slice that undoes the pad is x");
+    assert_eq!(g.nodes[2].inputs[0], 0, "a box inside x is sliced from x");
+    assert_eq!(g.nodes[2].op, Op::Shape(ShapeOp::Slice(dims(&[1, 2]), dims(&[2, 3]))));
+    assert_eq!(
+        g.nodes[3].inputs[0], 1,
+        "a box reaching into the zeros stays on the pad"
+    );
+}

@@ -11,7 +11,10 @@
 //!   to the same dtype, a reshape or broadcast to the same shape, a
 //!   transpose by the identity permutation → its input;
 //! - a reshape of a reshape → one reshape; a transpose of a transpose →
-//!   one transpose (or none);
+//!   one transpose (or none); a slice of a zero-padded value that lies
+//!   inside the value → a slice of the value, or the value itself (the
+//!   gradient of a slice is a pad: attention's packed output, sliced, gave
+//!   a pad to the full width that its gradient op sliced back);
 //! - `relu_grad(dy, x)` where the graph also computes `relu(x)` reads
 //!   `relu(x)` instead of `x` (`relu(x) > 0` exactly when `x > 0`, NaN and
 //!   `-0` included), so the pre-activation need not be kept: a fused
@@ -137,6 +140,26 @@ pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
                     g.nodes[i].inputs[0] = x;
                 }
                 rewrites += 1;
+            }
+            // a box of a zero-padded value inside the value: a box of the
+            // value (the value itself when it is the whole of it)
+            (Op::Shape(ShapeOp::Slice(begin, size)), Op::Shape(ShapeOp::Pad(pads))) => {
+                let xs = &g.values[x as usize].shape;
+                let rank = xs.len();
+                let inside = begin.len() == rank
+                    && size.len() == rank
+                    && pads.len() == rank
+                    && (0..rank).all(|d| begin[d] >= pads[d].0 && begin[d] + size[d] <= pads[d].0 + xs[d]);
+                if inside {
+                    let b: smallvec::SmallVec<[usize; 4]> = (0..rank).map(|d| begin[d] - pads[d].0).collect();
+                    if b.iter().all(|&v| v == 0) && size[..] == xs[..] {
+                        rename[out as usize] = x;
+                    } else {
+                        g.nodes[i].op = Op::Shape(ShapeOp::Slice(b, size.clone()));
+                        g.nodes[i].inputs[0] = x;
+                    }
+                    rewrites += 1;
+                }
             }
             (Op::Shape(ShapeOp::Transpose(outer)), Op::Shape(ShapeOp::Transpose(inner))) => {
                 let perm: smallvec::SmallVec<[usize; 4]> = outer.iter().map(|&k| inner[k]).collect();
