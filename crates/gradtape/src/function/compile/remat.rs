@@ -164,8 +164,9 @@ fn recompute(
     if !operands(last).1.contains(&top) {
         return None;
     }
+    let to_rg = |r: Reg| if r == top { rg } else { r };
     for ins in &mut cut.body {
-        rename(ins, top, rg);
+        ins.map_registers(to_rg, to_rg);
     }
     let Cut {
         mut prog, inputs, body, ..
@@ -394,48 +395,6 @@ fn cheap_binary(op: &Binary) -> bool {
             | Binary::ReluGrad
             | Binary::TanhGrad
     )
-}
-
-/// Renames register `from` to `to` wherever `ins` reads or writes it.
-fn rename(ins: &mut Instr, from: Reg, to: Reg) {
-    let f = |r: &mut Reg| {
-        if *r == from {
-            *r = to
-        }
-    };
-    match ins {
-        Instr::Load { dst, .. } | Instr::Gather { dst, .. } => f(dst),
-        Instr::Unary { dst, a, .. } => {
-            f(dst);
-            f(a)
-        }
-        Instr::SinCos { sin, cos, a } => {
-            f(sin);
-            f(cos);
-            f(a)
-        }
-        Instr::Binary { dst, a, b, .. } => {
-            f(dst);
-            f(a);
-            f(b)
-        }
-        Instr::Chain { dst, a, b, c, .. } => {
-            f(dst);
-            f(a);
-            f(b);
-            f(c)
-        }
-        Instr::UnarySum { dst, a, .. } => {
-            dst.iter_mut().for_each(f);
-            f(a)
-        }
-        Instr::BinarySum { dst, a, b, .. } => {
-            dst.iter_mut().for_each(f);
-            f(a);
-            f(b)
-        }
-        Instr::Store { src, .. } | Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => f(src),
-    }
 }
 
 /// Every fused node stops writing the elementwise outputs that no node

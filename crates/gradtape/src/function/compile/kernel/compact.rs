@@ -165,44 +165,67 @@ fn operands32(ins: &Instr) -> (smallvec::SmallVec<[u32; 3]>, smallvec::SmallVec<
     )
 }
 
+impl Instr {
+    /// Maps each register the instruction reads through `read` and each it
+    /// writes through `write` (results in the order `operands` lists them).
+    pub(crate) fn map_registers(&mut self, mut read: impl FnMut(Reg) -> Reg, mut write: impl FnMut(Reg) -> Reg) {
+        let mut r = |x: &mut Reg| *x = read(*x);
+        match self {
+            Instr::Load { dst, .. } | Instr::Gather { dst, .. } => *dst = write(*dst),
+            Instr::Unary { dst, a, .. } => {
+                r(a);
+                *dst = write(*dst)
+            }
+            Instr::SinCos { sin, cos, a } => {
+                r(a);
+                *sin = write(*sin);
+                *cos = write(*cos)
+            }
+            Instr::Binary { dst, a, b, .. } => {
+                r(a);
+                r(b);
+                *dst = write(*dst)
+            }
+            Instr::Chain { dst, a, b, c, .. } => {
+                r(a);
+                r(b);
+                r(c);
+                *dst = write(*dst)
+            }
+            Instr::UnarySum { dst, a, .. } => {
+                r(a);
+                if let Some(d) = dst {
+                    *d = write(*d)
+                }
+            }
+            Instr::BinarySum { dst, a, b, .. } => {
+                r(a);
+                r(b);
+                if let Some(d) = dst {
+                    *d = write(*d)
+                }
+            }
+            Instr::Store { src, .. } | Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => r(src),
+        }
+    }
+}
+
 /// Maps the registers `ins` reads through `f`.
 fn map_reads(ins: &mut Instr, f: impl Fn(Reg) -> u32) {
-    let g = |r: &mut Reg| *r = f(*r) as Reg;
-    match ins {
-        Instr::Load { .. } | Instr::Gather { .. } => {}
-        Instr::Unary { a, .. } | Instr::SinCos { a, .. } | Instr::UnarySum { a, .. } => g(a),
-        Instr::Binary { a, b, .. } | Instr::BinarySum { a, b, .. } => {
-            g(a);
-            g(b)
-        }
-        Instr::Chain { a, b, c, .. } => {
-            g(a);
-            g(b);
-            g(c)
-        }
-        Instr::Store { src, .. } | Instr::Accumulate { src, .. } | Instr::Reduce { src, .. } => g(src),
-    }
+    ins.map_registers(|r| f(r) as Reg, |w| w);
 }
 
 /// `ins` writing `vs` (its first one or two results, in the order
 /// `operands` lists them).
 fn with_writes(ins: &Instr, vs: &[u32]) -> Instr {
     let mut ins = ins.clone();
-    let v = |k: usize| vs.get(k).copied().unwrap_or(0) as Reg;
-    match &mut ins {
-        Instr::Load { dst, .. } | Instr::Gather { dst, .. } | Instr::Unary { dst, .. } | Instr::Binary { dst, .. } => {
-            *dst = v(0)
-        }
-        Instr::Chain { dst, .. } => *dst = v(0),
-        Instr::SinCos { sin, cos, .. } => {
-            (*sin, *cos) = (v(0), v(1));
-        }
-        Instr::UnarySum { dst, .. } | Instr::BinarySum { dst, .. } => {
-            if let Some(d) = dst {
-                *d = v(0)
-            }
-        }
-        Instr::Store { .. } | Instr::Accumulate { .. } | Instr::Reduce { .. } => {}
-    }
+    let mut k = 0;
+    ins.map_registers(
+        |r| r,
+        |_| {
+            k += 1;
+            vs.get(k - 1).copied().unwrap_or(0) as Reg
+        },
+    );
     ins
 }
