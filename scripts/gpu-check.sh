@@ -22,7 +22,7 @@ build)
     set -e
     target=${CARGO_TARGET_DIR:-target}
     cargo build --release -p gradtape-bench --features cuda
-    bin=$(cargo test --release -p gradtape --features cuda --test gpu --no-run --message-format=json 2>/dev/null |
+    bin=$(cargo test --release -p gradtape-tests --features cuda --test gpu --no-run --message-format=json 2>/dev/null |
         python3 -c 'import sys, json
 for line in sys.stdin:
     m = json.loads(line)

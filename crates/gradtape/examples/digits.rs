@@ -22,8 +22,9 @@ use gradtape::optim::{Adam, Optimizer};
 use gradtape::{io, nn, random, Error, GradientTape, Padding, Result, Rng, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// The data file, beside this example.
-pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data/digits.csv.gz");
+/// The data file, beside this example (named from the `crates/` folder, so
+/// that the path holds where the tests' package compiles this file too).
+pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../gradtape/examples/data/digits.csv.gz");
 
 /// What a run does.
 pub struct Config {

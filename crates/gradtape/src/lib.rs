@@ -97,9 +97,9 @@ pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
 };
 
-/// The crate's internals, for its own test binaries (`tests/internals`
-/// holds the tests that were unit tests of the library, so that `cargo
-/// test` compiles the library once): not API, no stability, hidden from the
+/// The crate's internals, for the test binaries (`tests/internals` of
+/// `crates/gradtape-tests` holds the tests that were unit tests of the
+/// library, so that `cargo test` compiles the library once): not API, no stability, hidden from the
 /// docs. Each module mirrors the crate module of its path, re-exporting its
 /// `pub` items; an item is `pub` there only where a test names it.
 #[doc(hidden)]

@@ -1,6 +1,6 @@
 //! The values of the ops, eager: math ops at special points, special
 //! functions, complex tensors, FFTs, einsum, image resizing, conv3d and
-//! the pools, matrix products on every layout, CTC, seeded random tensors, the `f32` kernels against `f64`,
+//! the pools, CTC, seeded random tensors, the `f32` kernels against `f64`,
 //! and the table of ops and dtypes (`docs/dtypes.md`); tensor ids and
 //! printing, and the seeded `Rng`.
 //!
@@ -11,7 +11,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod broadcast_layouts;
 mod complex;
 mod complex_fns;
 mod conv3d_values;
@@ -22,7 +21,6 @@ mod f32_kernels;
 mod fft;
 mod image;
 mod math_values;
-mod matmul_layouts;
 mod random_ops;
 mod rng;
 mod special;

@@ -6,7 +6,7 @@
 //! update.
 
 #[allow(dead_code)]
-#[path = "../../examples/gpt.rs"]
+#[path = "../../../gradtape/examples/gpt.rs"]
 mod example;
 
 use gradtape::Rng;

@@ -1,11 +1,11 @@
 //! The library's internals: the tests that were unit tests of the library
-//! (one module per source file, named after its path: `kernels_cpu_math`
-//! holds those of `src/kernels/cpu/math.rs`), moved here so that `cargo
+//! (one module per source file, named after its path: `function_compile_fold`
+//! holds those of `src/function/compile/fold.rs`), moved here so that `cargo
 //! test` compiles the library once. They reach crate-private items through
 //! `gradtape::__internals`, which exists for them only and is not API.
 //!
 //! One test binary (`cargo test --release --test internals`);
-//! `cargo test --release --test internals kernels_cpu_math::` runs one file.
+//! `cargo test --release --test internals function_compile_fold::` runs one file.
 //!
 //! Process-wide: every graph compiled in this binary is checked after each
 //! compiler pass (`GRADTAPE_VERIFY_PASSES=1`, set below before `main`), as
@@ -38,8 +38,6 @@ mod kernels_cpu_attention_gemm;
 mod kernels_cpu_complex_fns;
 mod kernels_cpu_decomp;
 mod kernels_cpu_eig;
-mod kernels_cpu_erf;
-mod kernels_cpu_math;
 mod kernels_cpu_matmul;
 mod kernels_cpu_narrow_matmul;
 mod kernels_cpu_reduce;

@@ -1,0 +1,1 @@
+//! Empty: this package holds gradtape's integration tests (`tests/`).
