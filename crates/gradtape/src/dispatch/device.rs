@@ -22,6 +22,9 @@ use crate::tensor::{Device, Tensor};
 /// emulated one, with the interpreters paused (the host code is the op's
 /// own CPU code: nothing in it is recorded); an error when the inputs are
 /// on two devices. (`kernels::gpu::offload_in` does the work.)
+///
+/// The work is compiled once (`offload_dyn`, through `&mut dyn`); only
+/// the two closures are the caller's own code.
 #[inline]
 pub(crate) fn offload(
     op: &'static str,
@@ -29,15 +32,48 @@ pub(crate) fn offload(
     cuda: impl FnOnce(Device) -> Result<Tensor>,
     host: impl FnOnce(&[Tensor]) -> Result<Tensor>,
 ) -> Option<Result<Tensor>> {
+    let (mut cuda, mut host) = (Some(cuda), Some(host));
+    offload_dyn(
+        op,
+        inputs,
+        &mut |d| cuda.take().expect("offload runs it once")(d),
+        &mut |h| host.take().expect("offload runs it once")(h),
+    )
+}
+
+#[inline(never)]
+fn offload_dyn(
+    op: &'static str,
+    inputs: &[&Tensor],
+    cuda: &mut dyn FnMut(Device) -> Result<Tensor>,
+    host: &mut dyn FnMut(&[Tensor]) -> Result<Tensor>,
+) -> Option<Result<Tensor>> {
     gpu::offload_in(op, inputs, cuda, |h| hidden(|| host(h)))
 }
 
 /// [`offload`] for an op of several outputs.
+#[inline]
 pub(crate) fn offload_n(
     op: &'static str,
     inputs: &[&Tensor],
     cuda: impl FnOnce(Device) -> Result<Vec<Tensor>>,
     host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
+) -> Option<Result<Vec<Tensor>>> {
+    let (mut cuda, mut host) = (Some(cuda), Some(host));
+    offload_n_dyn(
+        op,
+        inputs,
+        &mut |d| cuda.take().expect("offload_n runs it once")(d),
+        &mut |h| host.take().expect("offload_n runs it once")(h),
+    )
+}
+
+#[inline(never)]
+fn offload_n_dyn(
+    op: &'static str,
+    inputs: &[&Tensor],
+    cuda: &mut dyn FnMut(Device) -> Result<Vec<Tensor>>,
+    host: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Option<Result<Vec<Tensor>>> {
     gpu::offload_n_in(op, inputs, cuda, |h| hidden(|| host(h)))
 }

@@ -25,6 +25,7 @@ use std::ops::Range;
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
+use crate::tensor::dtype::with_types;
 use crate::tensor::{with_float_dtype, Element, Float, Tensor};
 
 /// The per-step constants of an update.
@@ -126,11 +127,30 @@ pub(crate) fn values_mut<T: Element>(t: &mut Tensor) -> Result<&mut [T]> {
 }
 
 /// Locks `var` and its `slots` (at most three) for writing and runs `f`.
+///
+/// The locking is compiled once ([`lock_all`], through `&mut dyn`), not
+/// once per rule, dtype and slot count: each of its four nestings would
+/// otherwise hold its own copy of the update loop.
 fn with_locked<R>(
     var: &Variable,
     slots: &[Variable],
     f: impl FnOnce(&mut Tensor, Vec<&mut Tensor>) -> Result<R>,
 ) -> Result<R> {
+    let (mut f, mut out) = (Some(f), None);
+    lock_all(var, slots, &mut |w, s| {
+        let f = f.take().expect("lock_all calls its function once");
+        out = Some(f(w, s)?);
+        Ok(())
+    })?;
+    Ok(out.expect("lock_all called its function"))
+}
+
+#[inline(never)]
+fn lock_all(
+    var: &Variable,
+    slots: &[Variable],
+    f: &mut dyn FnMut(&mut Tensor, Vec<&mut Tensor>) -> Result<()>,
+) -> Result<()> {
     var.with_value_mut(|w| match slots {
         [] => f(w, vec![]),
         [a] => a.with_value_mut(|a| f(w, vec![a])),
@@ -156,10 +176,12 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
         ));
     }
     if var.device().is_cuda() {
-        return with_float_dtype!(var.dtype(), T => run_on_gpu::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {
+        // (the GPU's update kernels are f32 and f64 ones, and so is the
+        // emulated GPU's host path)
+        return with_types!(var.dtype(), T => run_on_gpu::<T, R, K>(rule, step, var, slots, grad), [F32: f32, F64: f64], _ => Err(Error::UnsupportedDType {
             op: "apply_gradients",
             dtype: var.dtype(),
-            expected: "f32 or f64 variables",
+            expected: "f32 or f64 variables on a GPU",
         }));
     }
     with_float_dtype!(var.dtype(), T => run_typed::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {

@@ -34,7 +34,8 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::attention::{self as kernel, Dims, Dropout, Mask};
 use crate::ops::desc::{DynOp, Lazy, NnOp, Op, Outputs, F64};
 use crate::ops::{bind, bind_jvp, bind_nondiff, grads};
-use crate::tensor::{with_float_dtype, DType, Float, Tensor};
+use crate::tensor::dtype::with_types;
+use crate::tensor::{DType, Float, Tensor};
 
 const OP: &str = "scaled_dot_product_attention";
 
@@ -315,14 +316,14 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
     let s = check_spec(q, k, v, a)?;
     let d = s.dims;
     let mask = a.mask.as_ref();
-    let packed = with_float_dtype!(q.dtype(), T => {
+    let packed = with_types!(q.dtype(), T => {
         let (qv, kv, vv) = (q.values::<T>(OP)?, k.values::<T>(OP)?, v.values::<T>(OP)?);
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
         let out = kernel::forward::<T>(OP, &d, &qv, &kv, &vv, ml.as_ref())?;
         let shape: Vec<usize> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
         Tensor::from_vec(out, &shape)
-    }, _ => unreachable!("checked: a float dtype"))?;
+    }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
     let mut inputs = vec![q, k, v];
     inputs.extend(a.operands());
     let extra = inputs.len() - 3;
@@ -382,7 +383,7 @@ pub(crate) fn attention_grad_packed(
         )));
     }
     let mask = a.mask.as_ref();
-    let out = with_float_dtype!(q.dtype(), T => {
+    let out = with_types!(q.dtype(), T => {
         let (qv, kv, vv) = (q.values::<T>(OP)?, k.values::<T>(OP)?, v.values::<T>(OP)?);
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
@@ -390,7 +391,7 @@ pub(crate) fn attention_grad_packed(
         let out = kernel::backward::<T>(OP, &d, &qv, &kv, &vv, ml.as_ref(), &pv, &gv)?;
         let shape: Vec<usize> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
         Tensor::from_vec(out, &shape)
-    }, _ => unreachable!("checked: a float dtype"))?;
+    }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
     let mut inputs = vec![q, k, v, packed, dout];
     inputs.extend(a.operands());
     let extra = inputs.len() - 5;
