@@ -99,8 +99,8 @@ pub use tensor::{
 
 /// The crate's internals, for the test binaries (`tests/internals` of
 /// `crates/gradtape-tests` holds the tests that were unit tests of the
-/// library, so that `cargo test` compiles the library once): not API, no stability, hidden from the
-/// docs. Each module mirrors the crate module of its path, re-exporting its
+/// library, so that `cargo test` compiles the library once): not API, no
+/// stability, hidden from the docs. Each module mirrors the crate module of its path, re-exporting its
 /// `pub` items; an item is `pub` there only where a test names it.
 #[doc(hidden)]
 pub mod __internals {

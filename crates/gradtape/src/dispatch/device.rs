@@ -21,10 +21,10 @@ use crate::tensor::{Device, Tensor};
 /// `cuda(device)` on a GPU, or `host(host copies)` uploaded back on an
 /// emulated one, with the interpreters paused (the host code is the op's
 /// own CPU code: nothing in it is recorded); an error when the inputs are
-/// on two devices. (`kernels::gpu::offload_in` does the work.)
+/// on two devices. (`kernels::gpu::offload_n_in` does the work.)
 ///
-/// The work is compiled once (`offload_dyn`, through `&mut dyn`); only
-/// the two closures are the caller's own code.
+/// The work is compiled once ([`offload_n`]'s body, through `&mut dyn`);
+/// only the two closures are the caller's own code.
 #[inline]
 pub(crate) fn offload(
     op: &'static str,
@@ -32,23 +32,9 @@ pub(crate) fn offload(
     cuda: impl FnOnce(Device) -> Result<Tensor>,
     host: impl FnOnce(&[Tensor]) -> Result<Tensor>,
 ) -> Option<Result<Tensor>> {
-    let (mut cuda, mut host) = (Some(cuda), Some(host));
-    offload_dyn(
-        op,
-        inputs,
-        &mut |d| cuda.take().expect("offload runs it once")(d),
-        &mut |h| host.take().expect("offload runs it once")(h),
-    )
-}
-
-#[inline(never)]
-fn offload_dyn(
-    op: &'static str,
-    inputs: &[&Tensor],
-    cuda: &mut dyn FnMut(Device) -> Result<Tensor>,
-    host: &mut dyn FnMut(&[Tensor]) -> Result<Tensor>,
-) -> Option<Result<Tensor>> {
-    gpu::offload_in(op, inputs, cuda, |h| hidden(|| host(h)))
+    let one = |t: Tensor| vec![t];
+    let r = offload_n(op, inputs, |d| cuda(d).map(one), |h| host(h).map(one))?;
+    Some(r.map(|mut v| v.swap_remove(0)))
 }
 
 /// [`offload`] for an op of several outputs.
