@@ -99,6 +99,23 @@ fn table() -> Vec<Case> {
             },
             &[3, 2],
         ),
+        // reshapes of strided views (views themselves where strides can
+        // describe them: a head split of columns, a reversed axis)
+        (
+            "reshape of a column slice (head split)",
+            |x| sq(x[0].narrow(1, 2, 4)?.reshape(&[2, 3, 2, 2])?.permute(&[0, 2, 1, 3])),
+            &[6, 8],
+        ),
+        (
+            "reshape of a reversed axis",
+            |x| sq(x[0].strided_slice(&[Slice::rev(), Slice::all()])?.reshape(&[2, 3, 3])),
+            &[6, 3],
+        ),
+        (
+            "reshape of a transposed view (copied)",
+            |x| sq(x[0].transpose()?.reshape(&[6])),
+            &[2, 3],
+        ),
         ("strided_slice ::-1", |x| sq(x[0].strided_slice(&[Slice::rev()])), &[5]),
         (
             "strided_slice 8:1:-3",
@@ -400,5 +417,47 @@ fn index_ops_values() -> Result<()> {
         Tensor::range(0.0, 1.0, 0.25, DType::F64)?.to_vec::<f64>()?,
         vec![0., 0.25, 0.5, 0.75]
     );
+    Ok(())
+}
+
+/// Reshapes of slices, reversals, transposes and broadcasts (views where
+/// strides can describe the result) give the elements of a reshape of the
+/// same view made contiguous first, and so do ops that read them.
+#[test]
+fn reshapes_of_views_match_reshapes_of_copies() -> Result<()> {
+    let x = Tensor::arange(0.0, 96.0, 1.0, DType::F32)?.reshape(&[8, 12])?;
+    let views = [
+        x.narrow(1, 4, 4)?,
+        x.narrow(0, 2, 4)?,
+        x.strided_slice(&[Slice::rev(), Slice::step(3)])?,
+        x.transpose()?,
+        x.narrow(1, 5, 1)?.broadcast_to(&[8, 6])?,
+    ];
+    for v in &views {
+        let n = v.numel();
+        let c = v.contiguous()?;
+        for shape in [
+            vec![n],
+            vec![2, n / 2],
+            vec![v.shape()[0] / 2, 2, v.shape()[1]],
+            vec![1, n, 1],
+        ] {
+            let (a, b) = (v.reshape(&shape)?, c.reshape(&shape)?);
+            assert_eq!(a.shape(), &shape[..]);
+            assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?, "{:?} as {shape:?}", v.shape());
+            // read by a product, a reduction and an elementwise op
+            let m = a.reshape(&[n / 2, 2])?;
+            let mc = b.reshape(&[n / 2, 2])?;
+            assert_eq!(
+                m.matmul(&m.transpose()?)?.to_vec::<f32>()?,
+                mc.matmul(&mc.transpose()?)?.to_vec::<f32>()?
+            );
+            assert_eq!(
+                a.sum(&[0], false)?.to_vec::<f32>()?,
+                b.sum(&[0], false)?.to_vec::<f32>()?
+            );
+            assert_eq!(a.exp()?.to_vec::<f32>()?, b.exp()?.to_vec::<f32>()?);
+        }
+    }
     Ok(())
 }

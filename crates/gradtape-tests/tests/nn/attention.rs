@@ -454,3 +454,54 @@ fn second_order_matches_the_composite() {
         assert!((p - r).abs() <= 1e-11 * (1.0 + r.abs()), "hvp: {p} vs {r}");
     }
 }
+
+/// Operands that are views (the heads of slices of one fused QKV product,
+/// `[b, t, 3·h·d]` sliced, split into `[b, t, h, d]` and transposed to
+/// `[b, h, t, d]`: rows `3·h·d` apart, which the kernels read in place; and
+/// a view with a reversed axis, which they copy) give the values and
+/// gradients of the same operands made contiguous first, on both kernels
+/// (width 64: the kernels on matrix products; 8: the online one).
+#[test]
+fn strided_operands_equal_contiguous_ones() -> Result<()> {
+    for (width, t) in [(64, 80), (8, 40)] {
+        let (b, h) = (2, 3);
+        let qkv = init(&[b, t, 3 * h * width], 1.0, 1.0).cast(DType::F32)?;
+        let heads = |i: usize| -> Result<Tensor> {
+            qkv.narrow(2, i * h * width, h * width)?
+                .reshape(&[b, t, h, width])?
+                .permute(&[0, 2, 1, 3])
+        };
+        let (q, k, v) = (heads(0)?, heads(1)?, heads(2)?);
+        // a reversed time axis (negative strides: copied by the kernels)
+        let vr = v.strided_slice(&[gradtape::Slice::all(), gradtape::Slice::all(), gradtape::Slice::rev()])?;
+        let w = init(&[b, h, t, width], 5.0, 1.0).cast(DType::F32)?;
+        let run = |q: &Tensor, k: &Tensor, v: &Tensor| -> Result<Vec<Vec<f32>>> {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| {
+                tape.watch(&[q.clone(), k.clone(), v.clone()]);
+                q.scaled_dot_product_attention(k, v, None, true, None)?
+                    .mul(&w)?
+                    .sum_all()
+            })?;
+            let o = q.scaled_dot_product_attention(k, v, None, true, None)?;
+            let mut out = vec![o.to_vec::<f32>()?];
+            for g in tape.gradient(&loss, &[q.clone(), k.clone(), v.clone()])? {
+                out.push(g.unwrap().to_vec::<f32>()?);
+            }
+            Ok(out)
+        };
+        for v in [&v, &vr] {
+            let strided = run(&q, &k, v)?;
+            let copied = run(&q.contiguous()?, &k.contiguous()?, &v.contiguous()?)?;
+            for (i, (a, c)) in strided.iter().zip(&copied).enumerate() {
+                for (x, y) in a.iter().zip(c) {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                        "width {width}, result {i}: {x} vs {y}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -82,6 +82,81 @@ impl Layout {
         self.shape.iter().zip(&self.strides).any(|(&d, &s)| d > 1 && s == 0)
     }
 
+    /// The same elements, in the same order, viewed as `shape` without a
+    /// copy: `None` when no strides can do it (`shape` must have the same
+    /// element count). The view's dims are cut into runs that step through
+    /// memory evenly (each dim's stride is the next one's times its size);
+    /// the new dims must split each run exactly, and get strides within it.
+    /// A contiguous layout always reshapes; a transposed matrix does not
+    /// flatten (its elements are not in row-major order in memory); slices
+    /// and dims of size 1 need not get in the way: the middle 256 columns of a `[1024, 768]` matrix (strides
+    /// `[768, 1]`) view as `[8, 128, 4, 64]` with strides
+    /// `[128·768, 768, 64, 1]` (a head split of a fused QKV product).
+    pub fn reshaped(&self, shape: &[usize]) -> Option<Layout> {
+        let numel = self.numel();
+        if shape.iter().product::<usize>() != numel {
+            return None;
+        }
+        if numel == 0 || self.is_contiguous() {
+            return Some(Layout {
+                offset: self.offset,
+                ..Layout::contiguous(shape)
+            });
+        }
+        // the dims of more than one element, innermost first (size-1 dims
+        // may take any stride)
+        let old: SmallVec<[(usize, isize); 4]> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .rev()
+            .filter(|&(&d, _)| d != 1)
+            .map(|(&d, &s)| (d, s))
+            .collect();
+        let mut strides: Strides = SmallVec::from_elem(0, shape.len());
+        // the new dims still to place, innermost first
+        let mut new = shape.iter().enumerate().rev().peekable();
+        let mut i = 0;
+        while i < old.len() {
+            // one run of old dims: old[i..j] step evenly from old[i]'s stride
+            let base = old[i].1;
+            let mut run = old[i].0;
+            let mut j = i + 1;
+            while j < old.len() && old[j].1 == old[j - 1].1 * old[j - 1].0 as isize {
+                run *= old[j].0;
+                j += 1;
+            }
+            // the new dims that make up the run, innermost first
+            let mut covered = 1usize;
+            while covered < run {
+                let (k, &d) = new.next()?;
+                strides[k] = base * covered as isize;
+                covered *= d;
+            }
+            if covered != run {
+                return None;
+            }
+            // size-1 dims right after the run (their stride is arbitrary)
+            while let Some(&(k, &1)) = new.peek() {
+                strides[k] = base * run as isize;
+                new.next();
+            }
+            i = j;
+        }
+        // what is left are size-1 dims
+        for (k, &d) in new {
+            if d != 1 {
+                return None;
+            }
+            strides[k] = 1;
+        }
+        Some(Layout {
+            shape: small_copy(shape),
+            strides,
+            offset: self.offset,
+        })
+    }
+
     /// Row-major with no gaps (offset may be non-zero).
     pub fn is_contiguous(&self) -> bool {
         let mut expected = 1isize;

@@ -41,6 +41,7 @@
 //! sum over a batch element's rows).
 
 use crate::error::Result;
+use crate::kernels::cpu::attention_gemm::Rows;
 use crate::kernels::cpu::counter::CounterRng;
 use crate::kernels::cpu::math::exp_in_place;
 use crate::kernels::cpu::workers;
@@ -230,16 +231,21 @@ fn on_products(dims: &Dims) -> bool {
 pub(crate) fn forward<T: Float>(
     op: &'static str,
     dims: &Dims,
-    q: &[T],
-    k: &[T],
-    v: &[T],
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
+    v: &Rows<'_, T>,
     mask: Option<&Mask<'_, T>>,
 ) -> Result<Vec<T>> {
     if on_products(dims) {
-        super::attention_gemm::forward(op, dims, q, k, v, mask)
-    } else {
-        forward_online(op, dims, q, k, v, mask)
+        return super::attention_gemm::forward_rows(op, dims, q, k, v, mask);
     }
+    let Dims { tq, tk, d, dv, .. } = *dims;
+    let (q, k, v) = (
+        q.packed_values(op, tq, d)?,
+        k.packed_values(op, tk, d)?,
+        v.packed_values(op, tk, dv)?,
+    );
+    forward_online(op, dims, &q, &k, &v, mask)
 }
 
 /// The backward pass, on the kernel [`forward`] chose: [`backward_online`]
@@ -248,18 +254,24 @@ pub(crate) fn forward<T: Float>(
 pub(crate) fn backward<T: Float>(
     op: &'static str,
     dims: &Dims,
-    q: &[T],
-    k: &[T],
-    v: &[T],
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
+    v: &Rows<'_, T>,
     mask: Option<&Mask<'_, T>>,
     fwd: &[T],
-    dout: &[T],
+    dout: &Rows<'_, T>,
 ) -> Result<Vec<T>> {
     if on_products(dims) {
-        super::attention_gemm::backward(op, dims, q, k, v, mask, fwd, dout)
-    } else {
-        backward_online(op, dims, q, k, v, mask, fwd, dout)
+        return super::attention_gemm::backward_rows(op, dims, q, k, v, mask, fwd, dout);
     }
+    let Dims { tq, tk, d, dv, .. } = *dims;
+    let (q, k, v, g) = (
+        q.packed_values(op, tq, d)?,
+        k.packed_values(op, tk, d)?,
+        v.packed_values(op, tk, dv)?,
+        dout.packed_values(op, tq, dv)?,
+    );
+    backward_online(op, dims, &q, &k, &v, mask, fwd, &g)
 }
 
 /// The online forward pass: per query row, the output row followed by its

@@ -38,6 +38,71 @@ pub(crate) const ROWS: usize = 64;
 /// `ROWS · tk` scores); longer ones go to the online kernel.
 pub(crate) const GEMM_MAX_KEYS: usize = 4096;
 
+/// A batch of matrices inside one buffer, each row's elements adjacent:
+/// row `i` of batch element `b` starts at `offsets[b] + i · rs`. Packed
+/// matrices are one case ([`Rows::packed`]); the heads of a fused QKV
+/// product's slice, `[batch, time, heads · d]` read as `[batch, heads,
+/// time, d]`, are another (rows `3 · heads · d` apart), so the kernels read
+/// them where they lie instead of from a copy.
+pub struct Rows<'a, T> {
+    /// The buffer.
+    pub data: &'a [T],
+    /// Where each batch element's first row starts.
+    pub offsets: Vec<usize>,
+    /// The step from a row to the next.
+    pub rs: usize,
+}
+
+impl<'a, T: Copy> Rows<'a, T> {
+    /// `batch` matrices of `rows × width` one after the other in `data`.
+    pub fn packed(data: &'a [T], batch: usize, rows: usize, width: usize) -> Self {
+        Rows {
+            data,
+            offsets: (0..batch).map(|b| b * rows * width).collect(),
+            rs: width,
+        }
+    }
+
+    /// Row `i` of batch element `b` and everything after it.
+    #[inline(always)]
+    fn at(&self, b: usize, i: usize) -> &'a [T] {
+        &self.data[self.offsets[b] + i * self.rs..]
+    }
+
+    /// The matrices (`rows × width` each) packed one after the other:
+    /// borrowed when they already are.
+    pub(crate) fn packed_values(
+        &self,
+        op: &'static str,
+        rows: usize,
+        width: usize,
+    ) -> Result<std::borrow::Cow<'a, [T]>> {
+        let n = self.offsets.len() * rows * width;
+        if n == 0 {
+            return Ok(std::borrow::Cow::Borrowed(&[]));
+        }
+        let first = self.offsets.first().copied().unwrap_or(0);
+        let packed = (rows <= 1 || self.rs == width)
+            && self
+                .offsets
+                .iter()
+                .enumerate()
+                .all(|(b, &o)| o == first + b * rows * width);
+        if packed {
+            return Ok(std::borrow::Cow::Borrowed(
+                &self.data[first.min(self.data.len())..][..n],
+            ));
+        }
+        let mut out = crate::tensor::alloc::try_vec(op, n)?;
+        for b in 0..self.offsets.len() {
+            for i in 0..rows {
+                out.extend_from_slice(&self.at(b, i)[..width]);
+            }
+        }
+        Ok(std::borrow::Cow::Owned(out))
+    }
+}
+
 /// `dst (m×n) = [dst +] a (m×k) · b (k×n)`, strided, on this thread.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -86,8 +151,8 @@ fn product<T: Float>(
 #[inline(always)]
 fn scores<T: Float>(
     dims: &Dims,
-    q: &[T],
-    k: &[T],
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
     mask: Option<&Mask<'_, T>>,
     b: usize,
     i0: usize,
@@ -95,16 +160,15 @@ fn scores<T: Float>(
     nk: usize,
     s: &mut [T],
 ) {
-    let (tq, tk, d) = (dims.tq, dims.tk, dims.d);
     product(
-        (n, nk, d),
+        (n, nk, dims.d),
         s,
         nk,
         false,
-        &q[(b * tq + i0) * d..],
-        (d, 1),
-        &k[b * tk * d..],
-        (1, d),
+        q.at(b, i0),
+        (q.rs, 1),
+        k.at(b, 0),
+        (1, k.rs),
     );
     let scale = T::from_f64(dims.scale);
     for r in 0..n {
@@ -135,6 +199,26 @@ pub fn forward<T: Float>(
     q: &[T],
     k: &[T],
     v: &[T],
+    mask: Option<&Mask<'_, T>>,
+) -> Result<Vec<T>> {
+    let Dims {
+        batch, tq, tk, d, dv, ..
+    } = *dims;
+    let (q, k, v) = (
+        Rows::packed(q, batch, tq, d),
+        Rows::packed(k, batch, tk, d),
+        Rows::packed(v, batch, tk, dv),
+    );
+    forward_rows(op, dims, &q, &k, &v, mask)
+}
+
+/// [`forward`] on operands that lie anywhere ([`Rows`]).
+pub(crate) fn forward_rows<T: Float>(
+    op: &'static str,
+    dims: &Dims,
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
+    v: &Rows<'_, T>,
     mask: Option<&Mask<'_, T>>,
 ) -> Result<Vec<T>> {
     let (tq, tk, dv) = (dims.tq, dims.tk, dims.dv);
@@ -190,7 +274,7 @@ pub fn forward<T: Float>(
                         }
                     }
                     let rows = &mut part[r0 * width..];
-                    product((n, dv, nk), rows, width, false, s, (nk, 1), &v[b * tk * dv..], (dv, 1));
+                    product((n, dv, nk), rows, width, false, s, (nk, 1), v.at(b, 0), (v.rs, 1));
                     for r in 0..n {
                         rows[r * width + dv] = lse[r];
                     }
@@ -215,6 +299,31 @@ pub fn backward<T: Float>(
     fwd: &[T],
     dout: &[T],
 ) -> Result<Vec<T>> {
+    let Dims {
+        batch, tq, tk, d, dv, ..
+    } = *dims;
+    let (q, k, v, g) = (
+        Rows::packed(q, batch, tq, d),
+        Rows::packed(k, batch, tk, d),
+        Rows::packed(v, batch, tk, dv),
+        Rows::packed(dout, batch, tq, dv),
+    );
+    backward_rows(op, dims, &q, &k, &v, mask, fwd, &g)
+}
+
+/// [`backward`] on operands that lie anywhere ([`Rows`]; the forward
+/// pass's packed rows `fwd` are the kernel's own).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward_rows<T: Float>(
+    op: &'static str,
+    dims: &Dims,
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
+    v: &Rows<'_, T>,
+    mask: Option<&Mask<'_, T>>,
+    fwd: &[T],
+    dout: &Rows<'_, T>,
+) -> Result<Vec<T>> {
     let Dims { tq, tk, d, dv, .. } = *dims;
     let per = tq * d + tk * d + tk * dv;
     let scale = T::from_f64(dims.scale);
@@ -237,16 +346,16 @@ pub fn backward<T: Float>(
                     }
                     let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
                     scores(dims, q, k, mask, b, i0, n, nk, s);
-                    let g = &dout[(b * tq + i0) * dv..];
+                    let (g, gs) = (dout.at(b, i0), dout.rs);
                     // dP = dO Vᵀ
-                    product((n, nk, dv), dp, nk, false, g, (dv, 1), &v[b * tk * dv..], (1, dv));
+                    product((n, nk, dv), dp, nk, false, g, (gs, 1), v.at(b, 0), (1, v.rs));
                     for r in 0..n {
                         let i = i0 + r;
                         let f = &fwd[(b * tq + i) * (dv + 1)..][..dv + 1];
                         let lse = f[dv];
                         let dd = f[..dv]
                             .iter()
-                            .zip(&g[r * dv..][..dv])
+                            .zip(&g[r * gs..][..dv])
                             .fold(T::zero(), |a, (&o, &y)| a + o * y);
                         let (srow, dprow) = (&mut s[r * nk..][..nk], &mut dp[r * nk..][..nk]);
                         for x in srow.iter_mut() {
@@ -271,7 +380,7 @@ pub fn backward<T: Float>(
                         }
                     }
                     // dV += (P∘F)ᵀ dO, dQ = dS K, dK += dSᵀ Q
-                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (dv, 1));
+                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (gs, 1));
                     product(
                         (n, d, nk),
                         &mut dq[i0 * d..],
@@ -279,10 +388,10 @@ pub fn backward<T: Float>(
                         false,
                         dp,
                         (nk, 1),
-                        &k[b * tk * d..],
-                        (d, 1),
+                        k.at(b, 0),
+                        (k.rs, 1),
                     );
-                    product((nk, d, n), dk, d, true, dp, (1, nk), &q[(b * tq + i0) * d..], (d, 1));
+                    product((nk, d, n), dk, d, true, dp, (1, nk), q.at(b, i0), (q.rs, 1));
                     i0 += n;
                 }
             },

@@ -22,7 +22,7 @@
 //! Within 2 ulp of the exact value everywhere (the test below sweeps a
 //! dense sample of all `f32`s).
 
-use super::math::exp_f32;
+use super::math::{exp_normal, EXP_NORMAL};
 
 /// `P`'s coefficients, from `(x²)⁰` up.
 const SMALL: [f32; 7] = [
@@ -56,17 +56,23 @@ const LARGE: [f32; 11] = [
 pub fn erf_f32(x: f32) -> f32 {
     let a = x.abs();
     let x2 = a * a;
-    let mut p = SMALL[6];
-    for &c in SMALL[..6].iter().rev() {
-        p = p * x2 + c;
-    }
+    // both polynomials in Estrin's scheme (pairs of terms, then pairs of
+    // pairs): short dependency chains, where Horner's rule made a chain of
+    // 20 operations per element and the loop waited on it (a fifth
+    // slower)
+    let (s, x4) = (&SMALL, x2 * x2);
+    let p = (s[0] + s[1] * x2) + x4 * ((s[2] + s[3] * x2) + x4 * ((s[4] + s[5] * x2) + x4 * s[6]));
     let small = a + a * p;
     let u = (a - 2.5) * (2.0f32 / 3.0);
-    let mut q = LARGE[10];
-    for &c in LARGE[..10].iter().rev() {
-        q = q * u + c;
-    }
-    let large = 1.0 - exp_f32(-x2) * q;
+    let (l, u2) = (&LARGE, u * u);
+    let u4 = u2 * u2;
+    let lo = (l[0] + l[1] * u) + u2 * (l[2] + l[3] * u);
+    let mid = (l[4] + l[5] * u) + u2 * (l[6] + l[7] * u);
+    let hi = (l[8] + l[9] * u) + u2 * l[10];
+    let q = lo + u4 * (mid + u4 * hi);
+    // (e^(-x²) is a normal number wherever it is used, |x| < 3.92: the
+    // short form of exp, with the argument kept in its range elsewhere)
+    let large = 1.0 - exp_normal((-x2).max(EXP_NORMAL.0)) * q;
     let r = if a < 1.0 {
         small
     } else if a < 3.92 {

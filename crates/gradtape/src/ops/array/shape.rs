@@ -1,4 +1,4 @@
-//! Shape ops. Reshape (of a contiguous tensor), permute, broadcast, expand
+//! Shape ops. Reshape (where strides allow), permute, broadcast, expand
 //! and squeeze are views: new tensors over the same storage, no copy.
 
 use crate::ops::desc::{Lazy, Op, ShapeOp};
@@ -12,7 +12,8 @@ use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, 
 use crate::tensor::{with_dtype, DType, Element, Layout, Shape, Tensor};
 
 impl Tensor {
-    /// The same elements in another shape (a view when contiguous, else a copy).
+    /// The same elements in another shape: a view where strides can
+    /// describe it (always when contiguous), else a copy.
     ///
     /// ```
     /// let x = gradtape::Tensor::arange(0.0, 6.0, 1.0, gradtape::DType::F32)?;
@@ -32,8 +33,21 @@ impl Tensor {
         // (to its own shape: a view with the same strides, no copy; a
         // compiled graph drops such a reshape, so eager must not change the
         // layout either: a product's order of additions may depend on it)
+        // (a strided view on the host that strides can describe in the new
+        // shape stays a view, as PyTorch's `reshape`: a head split of a
+        // slice of a fused QKV product copies nothing; GPU kernels read
+        // contiguous buffers, so a GPU tensor is copied unless contiguous)
+        let view = match self.device().is_cuda() {
+            false => self.layout().reshaped(shape),
+            true => self.is_contiguous().then(|| Layout {
+                offset: self.layout().offset,
+                ..Layout::contiguous(shape)
+            }),
+        };
         let y = if shape == self.shape() {
             self.view(self.layout().clone())
+        } else if let Some(layout) = view {
+            self.view(layout)
         } else {
             let src = self.contiguous_raw("reshape")?;
             src.view(Layout {

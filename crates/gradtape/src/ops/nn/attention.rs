@@ -26,12 +26,14 @@
 //! composite (second order, JVP) builds the same decisions as a dense
 //! tensor ([`DropoutFactors`]).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::attention::{self as kernel, Dims, Dropout, Mask};
+use crate::kernels::cpu::attention_gemm::Rows;
 use crate::ops::desc::{DynOp, Lazy, NnOp, Op, Outputs, F64};
 use crate::ops::{bind, bind_jvp, bind_nondiff, grads};
 use crate::tensor::dtype::with_types;
@@ -301,6 +303,52 @@ fn mask_layout<'a, T: Float>(m: &'a [T], shape: &[usize], s: &Shapes) -> Mask<'a
     }
 }
 
+/// `t` (`[..., rows, width]`, host) as the kernels' batch of matrices
+/// ([`Rows`]): where it lies when each row's elements are adjacent and no
+/// stride is negative (a head split of a slice, a transposed view of
+/// heads), else a packed copy. The data, each batch element's offset and
+/// the row stride.
+fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Vec<usize>, usize)> {
+    crate::kernels::gpu::expect_host(OP, t)?;
+    let l = t.layout();
+    let r = l.shape.len();
+    let (rows, width) = (l.shape[r - 2], l.shape[r - 1]);
+    let rs = if rows <= 1 {
+        width
+    } else {
+        l.strides[r - 2].max(0) as usize
+    };
+    let strided = (width <= 1 || l.strides[r - 1] == 1)
+        && rs >= width
+        && l.strides.iter().zip(&l.shape).all(|(&s, &d)| s >= 0 || d <= 1);
+    let batch: usize = l.shape[..r - 2].iter().product();
+    if !strided || l.is_contiguous() || t.numel() == 0 {
+        let packed = t.values::<T>(OP)?;
+        return Ok((packed, (0..batch).map(|b| b * rows * width).collect(), width));
+    }
+    // each batch element's offset, walking the batch index
+    let offsets = (0..batch)
+        .map(|b| {
+            let (mut rem, mut off) = (b, l.offset);
+            for a in (0..r - 2).rev() {
+                off += (rem % l.shape[a]) * l.strides[a].max(0) as usize;
+                rem /= l.shape[a];
+            }
+            off
+        })
+        .collect();
+    Ok((Cow::Borrowed(t.buffer::<T>()), offsets, rs))
+}
+
+/// [`rows_of`]'s result as the kernels take it.
+fn rows<'a, T: Clone>((data, offsets, rs): &'a (Cow<'_, [T]>, Vec<usize>, usize)) -> Rows<'a, T> {
+    Rows {
+        data,
+        offsets: offsets.clone(),
+        rs: *rs,
+    }
+}
+
 /// Checks a call's operands and returns its sizes, with the kernels'
 /// dropout.
 fn check_spec(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> Result<Shapes> {
@@ -317,10 +365,10 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
     let d = s.dims;
     let mask = a.mask.as_ref();
     let packed = with_types!(q.dtype(), T => {
-        let (qv, kv, vv) = (q.values::<T>(OP)?, k.values::<T>(OP)?, v.values::<T>(OP)?);
+        let (qv, kv, vv) = (rows_of::<T>(q)?, rows_of::<T>(k)?, rows_of::<T>(v)?);
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
-        let out = kernel::forward::<T>(OP, &d, &qv, &kv, &vv, ml.as_ref())?;
+        let out = kernel::forward::<T>(OP, &d, &rows(&qv), &rows(&kv), &rows(&vv), ml.as_ref())?;
         let shape: Vec<usize> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
         Tensor::from_vec(out, &shape)
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
@@ -384,11 +432,12 @@ pub(crate) fn attention_grad_packed(
     }
     let mask = a.mask.as_ref();
     let out = with_types!(q.dtype(), T => {
-        let (qv, kv, vv) = (q.values::<T>(OP)?, k.values::<T>(OP)?, v.values::<T>(OP)?);
+        let (qv, kv, vv, gv) = (rows_of::<T>(q)?, rows_of::<T>(k)?, rows_of::<T>(v)?, rows_of::<T>(dout)?);
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
-        let (pv, gv) = (packed.values::<T>(OP)?, dout.values::<T>(OP)?);
-        let out = kernel::backward::<T>(OP, &d, &qv, &kv, &vv, ml.as_ref(), &pv, &gv)?;
+        let pv = packed.values::<T>(OP)?;
+        let (q, k, v, g) = (rows(&qv), rows(&kv), rows(&vv), rows(&gv));
+        let out = kernel::backward::<T>(OP, &d, &q, &k, &v, ml.as_ref(), &pv, &g)?;
         let shape: Vec<usize> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
         Tensor::from_vec(out, &shape)
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
