@@ -241,6 +241,9 @@ pub mod __internals {
                     pub use crate::function::compile::kernel::sums::*;
                 }
             }
+            pub mod concat_of_reshapes {
+                pub use crate::function::compile::concat_of_reshapes::*;
+            }
             pub mod pads_to_concat {
                 pub use crate::function::compile::pads_to_concat::*;
             }

@@ -95,6 +95,7 @@ fn the_pass_list_names_every_pass_once_and_refuses_unknown_names() -> Result<()>
             "fold",
             "simplify",
             "pads_to_concat",
+            "concat_of_reshapes",
             "cse",
             "dce",
             "pool_argmax",

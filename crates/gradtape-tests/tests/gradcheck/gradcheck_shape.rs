@@ -461,3 +461,34 @@ fn reshapes_of_views_match_reshapes_of_copies() -> Result<()> {
     }
     Ok(())
 }
+
+/// Concatenations of views (transposed, reversed, broadcast, sliced; each
+/// copied straight into its place) give the concatenations of the views
+/// made contiguous first, along every axis.
+#[test]
+fn concatenations_of_views_match_those_of_copies() -> Result<()> {
+    let x = Tensor::arange(0.0, 60.0, 1.0, DType::F32)?.reshape(&[3, 4, 5])?;
+    let views = [
+        x.clone(),
+        x.permute(&[2, 1, 0])?.permute(&[2, 1, 0])?.contiguous()?,
+        x.strided_slice(&[Slice::rev(), Slice::all(), Slice::step(1)])?,
+        x.narrow(2, 0, 1)?.broadcast_to(&[3, 4, 5])?,
+        Tensor::arange(100.0, 160.0, 1.0, DType::F32)?
+            .reshape(&[5, 4, 3])?
+            .permute(&[2, 1, 0])?,
+    ];
+    for axis in 0..3 {
+        for a in &views {
+            for b in &views {
+                // a part sliced along the axis, so the parts differ in size there
+                let b = b.narrow(axis as isize, 1, 2)?;
+                let got = Tensor::concat(&[a, &b, a], axis as isize)?;
+                let (ac, bc) = (a.contiguous()?, b.contiguous()?);
+                let want = Tensor::concat(&[&ac, &bc, &ac], axis as isize)?;
+                assert_eq!(got.shape(), want.shape());
+                assert_eq!(got.to_vec::<f32>()?, want.to_vec::<f32>()?, "axis {axis}");
+            }
+        }
+    }
+    Ok(())
+}

@@ -14,6 +14,7 @@
 mod autodiff_forward;
 mod autodiff_variable;
 mod dispatch_layering;
+mod function_compile_concat_of_reshapes;
 mod function_compile_diag_matmul;
 mod function_compile_exec;
 mod function_compile_fold;

@@ -15,6 +15,9 @@
 //!    chains.
 //!    `pads_to_concat` — a sum of zero-padded parts that do not overlap
 //!    (the gradient of a `split`) becomes one concatenation of the parts.
+//!    `concat_of_reshapes` — a concatenation of reshapes that copy (heads
+//!    merged back) concatenates their sources, and reshapes the result
+//!    without a copy.
 //! 3. `cse` and `dce` — common-subexpression and dead-code elimination
 //!    again (folding and simplification expose more).
 //! 4. `pool_argmax` — a max pool and the positions of its maxima (which
@@ -104,6 +107,7 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 
+pub(crate) mod concat_of_reshapes;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod diag_matmul;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API

@@ -16,8 +16,8 @@
 //! and `internals` set it).
 
 use super::{
-    diag_matmul, fold, fuse, hoist_reductions, join_products, pads_to_concat, pair_products, pool_argmax, remat,
-    share_im2col, simplify, transpose_once, CompileStats,
+    concat_of_reshapes, diag_matmul, fold, fuse, hoist_reductions, join_products, pads_to_concat, pair_products,
+    pool_argmax, remat, share_im2col, simplify, transpose_once, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -44,7 +44,8 @@ pub struct PassCx {
 /// `pool_argmax`, `share_im2col`), plan for the CPU's threads and caches
 /// (`pair_products`, `hoist_reductions`, `transpose_once`), or make host
 /// tensors or ops a GPU may not have (`fold`'s host constants,
-/// `pads_to_concat`, `join_products`, `stack_products`).
+/// `pads_to_concat`, `concat_of_reshapes`, `join_products`,
+/// `stack_products`).
 pub(crate) const GPU_PASSES: [&str; 4] = ["simplify", "cse", "dce", "fuse"];
 
 /// One pass of the compiler.
@@ -59,7 +60,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 15] = [
+pub(crate) static PASSES: [Pass; 16] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -73,6 +74,11 @@ pub(crate) static PASSES: [Pass; 15] = [
     Pass {
         name: "pads_to_concat",
         run: pads_to_concat::run,
+        stat: None,
+    },
+    Pass {
+        name: "concat_of_reshapes",
+        run: concat_of_reshapes::run,
         stat: None,
     },
     // folding and simplification expose more of both

@@ -3,7 +3,7 @@
 use std::borrow::Borrow;
 
 use crate::error::{Error, Result};
-use crate::tensor::layout::checked_numel;
+use crate::tensor::layout::{self, checked_numel};
 use crate::tensor::{alloc, with_dtype, DType, Element, Num, Shape, Tensor};
 
 /// Reads an integer tensor's elements as `i64` (an error for other dtypes).
@@ -181,7 +181,8 @@ pub(crate) fn update_rows<T: Num>(
 
 /// Joins tensors of one dtype along `axis` into a new tensor of `shape`
 /// (their shapes agree off `axis`, and `shape[axis]` is the sum; the caller
-/// checks both, and that `shape` is valid).
+/// checks both, and that `shape` is valid). Tensors one rank lower are the
+/// rows of a stack along `axis` (each a new dim of one there).
 pub(crate) fn concat<B: std::borrow::Borrow<Tensor>>(
     op: &'static str,
     tensors: &[B],
@@ -223,15 +224,59 @@ pub(crate) fn concat<B: std::borrow::Borrow<Tensor>>(
             }
             return Ok(Tensor::from_storage(T::buf_into_storage(out), shape));
         }
-        let vals: Vec<_> = tensors().map(|t| t.values::<T>(op)).collect::<Result<_>>()?;
-        let chunks: Vec<usize> = tensors().map(|t| t.shape()[axis..].iter().product()).collect();
-        // (nothing to copy: an empty result is not walked row by row, however
-        // many empty rows a huge outer dim gives: `outer` is 0 then)
-        for o in 0..outer {
-            for (v, &c) in vals.iter().zip(&chunks) {
-                out.extend_from_slice(&v[o * c..(o + 1) * c]);
+        // each operand copied from where it lies straight into its block of
+        // the output (one walk of two layouts, its rows spread over the
+        // compute threads; a strided operand gathered first was copied
+        // twice)
+        if n > 0 {
+            let dst = super::workers::SendPtr(super::spare(&mut out)[..n].as_mut_ptr() as *mut T);
+            let out_strides = layout::contiguous_strides(shape);
+            let mut at = 0;
+            for t in tensors() {
+                let mut l = t.layout().clone();
+                if l.shape.len() < shape.len() {
+                    // a row of a stack: a new dim of one at `axis`
+                    l.shape.insert(axis, 1);
+                    l.strides.insert(axis, 0);
+                }
+                let (buf, base) = (t.buffer::<T>(), at * out_strides[axis] as usize);
+                at += l.shape[axis];
+                if l.numel() == 0 {
+                    continue;
+                }
+                let (sh, [ss, ds]) = layout::coalesce(&l.shape, [&l.strides, &out_strides]);
+                let (len, si, di) = (sh[sh.len() - 1], ss[sh.len() - 1], ds[sh.len() - 1]);
+                let rows = l.numel() / len;
+                let per = (super::chunk_len(l.numel()) / len).max(1);
+                let strides = [ss, ds];
+                super::workers::parallel_for(rows.div_ceil(per), |c| {
+                    let range = c * per..((c + 1) * per).min(rows);
+                    layout::for_rows(&sh, &strides, [l.offset, base], range, |_, [s, d]| {
+                        let (s, d) = (s as usize, d as usize);
+                        // the row lies inside the operand's buffer and the
+                        // output's (the layouts fit them)
+                        let last = |at: usize, step: isize| at as isize + (len as isize - 1) * step;
+                        assert!(last(s, si) < buf.len() as isize && last(d, di) < n as isize && (si >= 0 || last(s, si) >= 0));
+                        if si == 1 && di == 1 {
+                            // SAFETY: both rows are in bounds (above); the
+                            // rows of distinct (operand, row) pairs are
+                            // disjoint blocks of the output, which is not
+                            // an operand's buffer.
+                            unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr().add(s), dst.get().add(d), len) };
+                        } else {
+                            for j in 0..len as isize {
+                                // SAFETY: as above, element by element.
+                                unsafe { *dst.get().offset(d as isize + j * di) = buf[(s as isize + j * si) as usize] };
+                            }
+                        }
+                    });
+                });
             }
         }
+        // SAFETY: the operands' blocks tile the output (their extents
+        // along `axis` sum to its extent, and they agree elsewhere), so
+        // every one of its `n` elements was written above.
+        unsafe { out.set_len(n) };
         Ok(Tensor::from_storage(T::buf_into_storage(out), shape))
     })
 }
