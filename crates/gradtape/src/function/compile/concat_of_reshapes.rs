@@ -36,22 +36,9 @@ use crate::ops::desc::{Op, ShapeOp};
 
 /// Rewrites each concatenation of such reshapes; returns how many.
 pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
-    // (dead nodes first: the pads `pads_to_concat` left still read the
-    // parts, and a part must be read by its concatenation alone)
-    crate::function::passes::dce(g);
-    let mut made_by = vec![usize::MAX; g.values.len()];
-    let mut reads = vec![0usize; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for &o in &n.outputs {
-            made_by[o as usize] = i;
-        }
-        for &v in &n.inputs {
-            reads[v as usize] += 1;
-        }
-    }
-    for &o in &g.outputs {
-        reads[o as usize] += 1;
-    }
+    // (the pads `pads_to_concat` left unused still read the parts: only
+    // live reads count)
+    let (made_by, reads) = super::makers_and_reads(g);
     let mut new = Vec::new();
     for i in 0..g.nodes.len() {
         let Op::Shape(ShapeOp::Concat(axis)) = g.nodes[i].op else {
@@ -78,9 +65,8 @@ pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
         n.inputs = smallvec![joined];
     }
     let rewrites = new.len();
+    // (the reshapes, now unread, go with dead-code elimination)
     super::insert_before(g, new);
-    // (the reshapes, now unread)
-    crate::function::passes::dce(g);
     rewrites
 }
 

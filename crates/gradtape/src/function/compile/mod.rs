@@ -342,6 +342,30 @@ pub(crate) fn check_node(g: &Graph, node: &Node) -> std::result::Result<(), Stri
     }
 }
 
+/// For each value of `g`, the index of the node that makes it
+/// (`usize::MAX` for the graph's inputs), and how many times the graph's
+/// outputs and its live nodes read it (as dead-code elimination sees them:
+/// a node is live when it has effects or a live read of an output; a node
+/// an earlier pass left unused does not count).
+pub(crate) fn makers_and_reads(g: &Graph) -> (Vec<usize>, Vec<usize>) {
+    let mut made_by = vec![usize::MAX; g.values.len()];
+    let mut reads = vec![0usize; g.values.len()];
+    for &o in &g.outputs {
+        reads[o as usize] += 1;
+    }
+    for (i, n) in g.nodes.iter().enumerate().rev() {
+        for &o in &n.outputs {
+            made_by[o as usize] = i;
+        }
+        if n.op.is_stateful() || n.outputs.iter().any(|&o| reads[o as usize] > 0) {
+            for &v in &n.inputs {
+                reads[v as usize] += 1;
+            }
+        }
+    }
+    (made_by, reads)
+}
+
 /// Puts each `(i, node)` of `new` before the graph's node `i` (nodes for
 /// one `i` in the order given), the passes' one way of inserting nodes.
 pub(crate) fn insert_before(g: &mut Graph, mut new: Vec<(usize, Node)>) {

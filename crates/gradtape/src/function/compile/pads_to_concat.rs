@@ -44,19 +44,7 @@ struct Piece {
 /// Rewrites every sum of disjoint pads along one axis into a concatenation;
 /// returns how many sums it rewrote.
 pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
-    let mut made_by = vec![usize::MAX; g.values.len()];
-    let mut reads = vec![0usize; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for &o in &n.outputs {
-            made_by[o as usize] = i;
-        }
-        for &v in &n.inputs {
-            reads[v as usize] += 1;
-        }
-    }
-    for &o in &g.outputs {
-        reads[o as usize] += 1;
-    }
+    let (made_by, reads) = super::makers_and_reads(g);
     let mut absorbed = vec![false; g.nodes.len()];
     let mut zeros: Vec<(usize, Node)> = Vec::new();
     let mut rewrites = 0;
