@@ -57,9 +57,8 @@ pub fn erf_f32(x: f32) -> f32 {
     let a = x.abs();
     let x2 = a * a;
     // both polynomials in Estrin's scheme (pairs of terms, then pairs of
-    // pairs): short dependency chains, where Horner's rule made a chain of
-    // 20 operations per element and the loop waited on it (a fifth
-    // slower)
+    // pairs): short dependency chains, where Horner's rule made one chain
+    // of 20 operations per element that the loop waited on
     let (s, x4) = (&SMALL, x2 * x2);
     let p = (s[0] + s[1] * x2) + x4 * ((s[2] + s[3] * x2) + x4 * ((s[4] + s[5] * x2) + x4 * s[6]));
     let small = a + a * p;
