@@ -318,3 +318,28 @@ fn pair_products_runs_a_layers_two_heads_together() -> Result<()> {
     fires("pair_products", body, &args, Some(usize::from(threads() > 1)), 0.0)?;
     Ok(())
 }
+
+#[test]
+fn concat_of_reshapes_merges_head_gradients_once() -> Result<()> {
+    // the gradient of a fused projection split into heads (rows of 6, 2
+    // heads of 5, three parts): each part's gradient merges heads back
+    // (a reshape that copies) and the split's gradient concatenates them
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(x);
+            let p = x.split(3, -1)?;
+            let heads = |t: &Tensor| t.reshape(&[2, 3, 2, 5])?.permute(&[0, 2, 1, 3]);
+            let (q, k, v) = (heads(&p[0])?, heads(&p[1])?, heads(&p[2])?);
+            q.mul(&k)?.add(&v.sin()?)?.square()?.sum_all()
+        })?;
+        Ok(vec![tape.gradient(&y, x)?.expect("connected")])
+    };
+    let x = data(&[6, 30], 3.0, DType::F64);
+    fires("concat_of_reshapes", body, &x, Some(1), 0.0)?;
+    // and the compiled step gives what the same code gives eagerly
+    let traced = function(body).call(&x)?;
+    let eager = body(&x)?;
+    assert!(rel_diff(&traced[0], &eager[0]) <= 1e-12);
+    Ok(())
+}
