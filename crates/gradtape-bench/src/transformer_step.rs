@@ -2,11 +2,12 @@
 //! [8, 128], width 256, 4 causal heads of 64, a GELU MLP of 1024, final
 //! LayerNorm, logits over 256 tokens, mean sparse softmax cross-entropy;
 //! gradient w.r.t. the 25 variables. Written with the library's ops as a
-//! user writes it: LayerNorm and the head split by hand, as the peers'
-//! implementations are, and the attention of the heads by the library's
-//! fused `scaled_dot_product_attention` (the peers write it by hand:
-//! `GRADTAPE_BENCH_BY_HAND=1` does too, with three products, the mask and
-//! a softmax).
+//! user writes it: the head split by hand, as the peers' implementations
+//! do, LayerNorm by the library's `layer_normalization` (PyTorch's peer
+//! calls `F.layer_norm`) and the attention of the heads by its fused
+//! `scaled_dot_product_attention` (the peers write both by hand:
+//! `GRADTAPE_BENCH_BY_HAND=1` does too, LayerNorm from the mean and
+//! variance, attention with three products, the mask and a softmax).
 //!
 //! `gpt_small` (gradtape's own, NOT one of WORKLOADS.md's): the same model
 //! at the shape of issue 28's char-level GPT (tokens [16, 64], width 128,
@@ -59,8 +60,13 @@ const GPT_SMALL: Gpt = Gpt {
 };
 
 /// `(x - mean) / sqrt(var + 1e-5) * gain + bias` over the last axis (the
-/// biased variance).
+/// biased variance): the library's `layer_normalization` (one fused op,
+/// as PyTorch's peer calls `F.layer_norm`), or written by hand as the JAX
+/// and TensorFlow peers do, with `GRADTAPE_BENCH_BY_HAND=1`.
 fn layer_norm(x: &Tensor, gain: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    if !by_hand() {
+        return x.layer_normalization(&[-1], Some(gain), Some(bias), 1e-5);
+    }
     let mean = x.mean(&[-1], true)?;
     let d = x.sub(&mean)?;
     let var = d.square()?.mean(&[-1], true)?;

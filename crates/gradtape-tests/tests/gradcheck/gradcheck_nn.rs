@@ -177,6 +177,23 @@ fn table() -> Vec<Case> {
         |x| x[0].layer_normalization(&[1, 2], None, None, 1e-3),
         &[(&[2, 3, 2], Any)],
     ));
+    // (the fused op: parameters of the normalised shape, broadcast within
+    // it, with a leading unit dim; then calls only the composite covers)
+    t.push(case(
+        "layer_normalization [2,3,4] axes 1,2 gamma [3,4] beta [4]",
+        |x| x[0].layer_normalization(&[1, 2], Some(&x[1]), Some(&x[2]), 1e-3),
+        &[(&[2, 3, 4], Any), (&[3, 4], Any), (&[4], Any)],
+    ));
+    t.push(case(
+        "layer_normalization [4,5] gamma [1,5]",
+        |x| x[0].layer_normalization(&[-1], Some(&x[1]), None, 1e-3),
+        &[(&[4, 5], Any), (&[1, 5], Any)],
+    ));
+    t.push(case(
+        "layer_normalization [4,3] axis 0 beta [4,1] (composite)",
+        |x| x[0].layer_normalization(&[0], None, Some(&x[1]), 1e-3),
+        &[(&[4, 3], Any), (&[4, 1], Any)],
+    ));
     // dropout (fixed mask), l2_loss, embedding_lookup
     t.push(case(
         "dropout [4,5] rate 0.3",

@@ -19,6 +19,7 @@ mod half;
 mod half_nn;
 mod init_fans;
 mod io;
+mod layer_norm;
 mod nn;
 mod optimizers;
 mod transformer;

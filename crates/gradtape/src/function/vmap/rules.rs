@@ -29,8 +29,9 @@
 //! - *convolutions, pooling and image resizing* with only the input
 //!   batched: the batch is folded into `N` (and into the sizes attribute of
 //!   the gradients that have one);
-//! - *linear algebra, decompositions, FFTs, attention* on the innermost
-//!   dims: the ops take leading batch dims already.
+//! - *linear algebra, decompositions, FFTs, attention, LayerNorm* on the
+//!   innermost dims: the ops take leading batch dims already (LayerNorm's
+//!   backward op sums `dgamma`, `dbeta` per example instead).
 //!
 //! Without a rule: convolutions with a batched filter, their filter
 //! gradients, max pooling's gradient and positions, gathers and scatters
@@ -417,7 +418,61 @@ fn nn(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
         (NnOp::Attention { dropout, .. } | NnOp::AttentionGrad { dropout, .. }, _) if dropout.0 > 0.0 => Ok(None),
         (NnOp::Attention { .. }, [_, _, _] | [_, _, _, _])
         | (NnOp::AttentionGrad { .. }, [_, _, _, _, _] | [_, _, _, _, _, _]) => attention(n, ins, b),
+        (NnOp::LayerNorm { .. } | NnOp::LayerNormGrad { .. }, _) => layer_norm(n, ins, b),
         _ => Ok(None),
+    }
+}
+
+/// LayerNorm and its backward op normalise trailing dims: the batch is one
+/// more leading dim. Shared `gamma` and `beta` (vectors of the normalised
+/// size) go to the ops as they are; batched ones broadcast from `[b, 1..,
+/// normalised dims]`, through the composite forward and a backward that
+/// sums `dgamma`, `dbeta` per example.
+fn layer_norm(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
+    let x = full(&ins[0], b)?;
+    let r = x.rank();
+    let (k, eps, has_gamma) = match n {
+        NnOp::LayerNorm { axes, eps, gamma, .. } | NnOp::LayerNormGrad { axes, eps, gamma } => (*axes, eps.0, *gamma),
+        _ => return Ok(None),
+    };
+    if k + 1 > r {
+        return Ok(None);
+    }
+    let tail = x.shape()[r - k..].to_vec();
+    // a parameter (a vector of the normalised size, or `b` of them) shaped
+    // to broadcast against `x`
+    let lifted = |p: &BVal| -> Result<Tensor> {
+        if p.batched {
+            let mut s = vec![b];
+            s.extend(std::iter::repeat_n(1, r - 1 - k));
+            s.extend(&tail);
+            p.t.reshape(&s)
+        } else {
+            p.t.reshape(&tail)
+        }
+    };
+    match n {
+        NnOp::LayerNorm { beta, .. } => {
+            let params = &ins[1..];
+            if params.iter().all(|p| !p.batched) {
+                let mut args = vec![x];
+                args.extend(params.iter().map(|p| p.t.clone()));
+                return n.eval(&args).map(Some);
+            }
+            let g = has_gamma.then(|| lifted(&params[0])).transpose()?;
+            let bt = beta.then(|| lifted(&params[has_gamma as usize])).transpose()?;
+            let axes: Vec<isize> = (r - k..r).map(|a| a as isize).collect();
+            one(x.layer_normalization(&axes, g.as_ref(), bt.as_ref(), eps))
+        }
+        _ => {
+            let dy = full(&ins[ins.len() - 1], b)?;
+            let g = match has_gamma.then(|| &ins[1]) {
+                Some(p) if p.batched => Some(p.t.reshape(&[b, 1, p.t.numel() / b.max(1)])?),
+                Some(p) => Some(p.t.clone()),
+                None => None,
+            };
+            one(crate::ops::layer_norm_grad_batched(&x, g.as_ref(), &dy, k, eps))
+        }
     }
 }
 

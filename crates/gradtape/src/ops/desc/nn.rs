@@ -2,7 +2,8 @@
 //! `bias_add`, 2-D and 3-D convolutions and their gradients, 2-D and 3-D
 //! pooling and their gradients, the CTC loss and its gradient.
 //!
-//! Normalisation (`moments`, `batch_normalization`, `layer_normalization`),
+//! Normalisation (`moments`, `batch_normalization`, and
+//! `layer_normalization` where it is not the fused [`NnOp::LayerNorm`]),
 //! `conv1d`, `conv2d_transpose`, `separable_conv2d`, 1-D pooling and the
 //! channels-first (`DataFormat::ChannelsFirst`) forms are compositions of
 //! these and other ops and have no descriptor of their own. Max pooling's gradient reads where
@@ -163,6 +164,28 @@ pub enum NnOp {
         /// As [`NnOp::Attention`].
         dropout: super::F64,
     },
+    /// Fused layer normalisation over the last `axes` dims `(x[, gamma][,
+    /// beta])`, `gamma` and `beta` vectors of those dims' size.
+    LayerNorm {
+        /// How many trailing dims are normalised.
+        axes: usize,
+        /// Added to the variance.
+        eps: super::F64,
+        /// Whether `gamma` is an input.
+        gamma: bool,
+        /// Whether `beta` is an input.
+        beta: bool,
+    },
+    /// LayerNorm's fused backward pass `(x[, gamma], dy)`: `dx`, `dgamma`,
+    /// `dbeta` in one vector (differentiable again).
+    LayerNormGrad {
+        /// As [`NnOp::LayerNorm`].
+        axes: usize,
+        /// As [`NnOp::LayerNorm`].
+        eps: super::F64,
+        /// As [`NnOp::LayerNorm`].
+        gamma: bool,
+    },
 }
 
 impl NnOp {
@@ -197,6 +220,8 @@ impl NnOp {
             NnOp::AvgPool3DGrad(..) => "AvgPool3DGrad",
             NnOp::Attention { .. } => "Attention",
             NnOp::AttentionGrad { .. } => "AttentionGrad",
+            NnOp::LayerNorm { .. } => "LayerNorm",
+            NnOp::LayerNormGrad { .. } => "LayerNormGrad",
         }
     }
 
@@ -251,6 +276,16 @@ impl NnOp {
                 let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0)?;
                 crate::ops::nn::attention_grad_packed(q, k, v, &a, p, g)?
             }
+            (NnOp::LayerNorm { axes, eps, gamma, beta }, [x, rest @ ..])
+                if rest.len() == *gamma as usize + *beta as usize =>
+            {
+                let (g, b) = (gamma.then(|| &rest[0]), beta.then(|| &rest[*gamma as usize]));
+                crate::ops::nn::layer_norm(x, g, b, *axes, eps.0)?
+            }
+            (NnOp::LayerNormGrad { axes, eps, gamma }, [x, rest @ ..]) if rest.len() == 1 + *gamma as usize => {
+                let g = gamma.then(|| &rest[0]);
+                crate::ops::nn::layer_norm_grad(x, g, &rest[*gamma as usize], *axes, eps.0)?
+            }
             _ => {
                 return Err(Error::invalid(
                     self.name(),
@@ -295,6 +330,10 @@ impl NnOp {
             NnOp::Attention { causal, scale, dropout } | NnOp::AttentionGrad { causal, scale, dropout } => {
                 write!(f, "[causal={causal}, scale={scale}, dropout={dropout}]")
             }
+            NnOp::LayerNorm { axes, eps, gamma, beta } => {
+                write!(f, "[axes={axes}, eps={eps}, gamma={gamma}, beta={beta}]")
+            }
+            NnOp::LayerNormGrad { axes, eps, gamma } => write!(f, "[axes={axes}, eps={eps}, gamma={gamma}]"),
             NnOp::SparseSoftmaxCrossEntropy | NnOp::SigmoidCrossEntropy | NnOp::BiasAdd => Ok(()),
             NnOp::Conv(c) => {
                 f.write_str("[")?;

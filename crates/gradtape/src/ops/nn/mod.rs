@@ -22,7 +22,9 @@
 //!   the channels-last ops), and `separable_conv2d` (depthwise then 1x1);
 //! - `ctc.rs`: `ctc_loss` (dense labels) and its gradient op;
 //! - `norm.rs`: `moments`, `batch_normalization`, `layer_normalization`,
-//!   `l2_loss`, `embedding_lookup` (compositions of other ops).
+//!   `l2_loss`, `embedding_lookup` (compositions of other ops);
+//! - `layer_norm.rs`: `layer_normalization` over trailing axes as one op
+//!   (`LayerNorm`, fused), with its fused backward op.
 //!
 //! Each op with a kernel of its own binds with an [`NnOp`](super::desc::NnOp)
 //! descriptor, so that it can be traced into a graph and run again there.
@@ -35,6 +37,7 @@ mod conv3d;
 mod cross_entropy;
 mod ctc;
 mod format;
+mod layer_norm;
 mod norm;
 mod pool;
 mod pool3d;
@@ -46,6 +49,7 @@ pub use conv::Padding;
 pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
+pub(crate) use layer_norm::{layer_norm, layer_norm_grad, layer_norm_grad_batched};
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};
 pub(crate) use pool3d::max_pool3d_argmax;
 

@@ -2,7 +2,8 @@
 //! batch and layer normalisation, l2_loss, embedding_lookup.
 //!
 //! These are compositions of public ops, so their gradients (of any order)
-//! come from the ops they are made of.
+//! come from the ops they are made of; `layer_normalization` over trailing
+//! axes runs as one fused op (`layer_norm.rs`) where its kernel applies.
 
 use super::super::reduce::norm_axes;
 use super::super::{expect_float, expect_same_dtype};
@@ -102,6 +103,11 @@ impl Tensor {
     /// with `eps` added to the variance), then `· gamma + beta` (optional,
     /// broadcasting against `x`).
     ///
+    /// Over the last axes of an `f32`/`f64` tensor on the CPU, with
+    /// `gamma` and `beta` varying along those axes only (a layer's), it
+    /// is one op, `LayerNorm`, with a row kernel each way; otherwise the
+    /// composite of `moments` and `batch_normalization`.
+    ///
     /// ```
     /// use gradtape::Tensor;
     /// let x = Tensor::from_vec(vec![1.0f64, 3.0, 10.0, 20.0], &[2, 2])?;
@@ -118,11 +124,15 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "layer_normalization";
         expect_float(OP, self)?;
-        norm_axes(OP, axes, self.shape())?;
+        let ax = norm_axes(OP, axes, self.shape())?;
         for t in [gamma, beta].into_iter().flatten() {
             expect_param(OP, self, self.shape(), t)?;
         }
         check_eps(OP, eps)?;
+        // one fused op where its kernel applies (see `layer_norm.rs`)
+        if let Some(y) = super::layer_norm::fused(self, &ax, gamma, beta, eps)? {
+            return Ok(y);
+        }
         let (mean, var) = self.moments(axes, true)?;
         Tensor::batch_normalization(self, &mean, &var, beta, gamma, eps)
     }

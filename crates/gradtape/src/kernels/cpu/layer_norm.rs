@@ -1,0 +1,214 @@
+//! LayerNorm's row kernels, forward and backward, each one sweep over the
+//! rows (a row stays in the L1 cache between its passes).
+//!
+//! Terms, per row of `n` values `x`: `mean`, the biased variance `var`
+//! of `x − mean`, `rstd = 1 / sqrt(var + eps)`, the normalised row
+//! `x̂ = (x − mean) · rstd`, and the output `y = x̂ · gamma + beta`
+//! (`gamma`, `beta` optional: 1 and 0). The row statistics add in `f64`
+//! (two passes: the mean, then the squares of the deviations), so a long
+//! row of `f32` loses no digits to cancellation; the row itself is
+//! computed in its own type.
+//!
+//! The backward pass, from the output's cotangent `dy`, with
+//! `g = dy · gamma`, `a = mean(g)` and `b = mean(g · x̂)`:
+//!
+//! ```text
+//! dx = rstd · (g − a − x̂ · b)     dgamma = Σ_rows dy · x̂     dbeta = Σ_rows dy
+//! ```
+//!
+//! It recomputes `mean` and `rstd` from `x` (the same bits as the
+//! forward's) rather than storing them. The column sums `dgamma`, `dbeta`
+//! add per block of rows, in `f64`, then the blocks in order: the block
+//! size depends on the shape alone, so the sums do not depend on the
+//! number of threads.
+
+use std::mem::MaybeUninit;
+
+use super::workers::{self, SendPtr};
+use super::{build_rows, uninit_buf};
+use crate::error::Result;
+use crate::tensor::{Buf, Float};
+
+/// Lanes of the row sums: independent accumulators, so that the sums
+/// vectorise (one accumulator is one long chain of dependent adds).
+const LANES: usize = 8;
+
+/// `Σ f(v)` over `x` in `f64`, in [`LANES`] accumulators (each adds the
+/// elements of its residue in order), then the tail.
+#[inline(always)]
+fn sum_lanes<T: Float>(x: &[T], f: impl Fn(T) -> f64) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += f(v);
+        }
+    }
+    let tail: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    acc.iter().sum::<f64>() + tail
+}
+
+/// `Σ a·b` over two rows in `f64`, as [`sum_lanes`].
+#[inline(always)]
+fn dot_lanes<T: Float>(x: &[T], y: &[T]) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let (mut cx, mut cy) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    for (a8, b8) in (&mut cx).zip(&mut cy) {
+        for ((a, &u), &v) in acc.iter_mut().zip(a8).zip(b8) {
+            *a += (u * v).to_f64();
+        }
+    }
+    let tail: f64 = cx
+        .remainder()
+        .iter()
+        .zip(cy.remainder())
+        .map(|(&u, &v)| (u * v).to_f64())
+        .sum();
+    acc.iter().sum::<f64>() + tail
+}
+
+/// A row's `(mean, rstd)`, in the row's type.
+#[inline(always)]
+fn stats<T: Float>(x: &[T], eps: f64) -> (T, T) {
+    let n = x.len().max(1) as f64;
+    let mean = sum_lanes(x, |v| v.to_f64()) / n;
+    let var = sum_lanes(x, |v| {
+        let d = v.to_f64() - mean;
+        d * d
+    }) / n;
+    (T::from_f64(mean), T::from_f64(1.0 / (var + eps).sqrt()))
+}
+
+/// `(x − mean) · rstd · gamma + beta` of one row.
+#[inline(always)]
+fn forward_row<T: Float>(x: &[T], gamma: Option<&[T]>, beta: Option<&[T]>, eps: f64, out: &mut [MaybeUninit<T>]) {
+    let (mean, rstd) = stats(x, eps);
+    for (j, (o, &v)) in out.iter_mut().zip(x).enumerate() {
+        let mut y = (v - mean) * rstd;
+        if let Some(g) = gamma {
+            y = y * g[j];
+        }
+        if let Some(b) = beta {
+            y = y + b[j];
+        }
+        o.write(y);
+    }
+}
+
+/// LayerNorm of the rows of `x` (`x.len() / n` rows of `n`), with `gamma`
+/// and `beta` of `n` values.
+pub(crate) fn forward<T: Float>(
+    op: &'static str,
+    x: &[T],
+    n: usize,
+    gamma: Option<&[T]>,
+    beta: Option<&[T]>,
+    eps: f64,
+) -> Result<Buf<T>> {
+    let rows = x.len().checked_div(n).unwrap_or(0);
+    build_rows::<T>(op, rows, n, |rs, out| {
+        super::math::with_simd(
+            #[inline(always)]
+            || {
+                for (r, o) in rs.clone().zip(out.chunks_mut(n)) {
+                    forward_row(&x[r * n..(r + 1) * n], gamma, beta, eps, o);
+                }
+            },
+        )
+    })
+}
+
+/// Rows per block of the column sums: about 64 blocks (at least 8 rows
+/// each), from the shape alone.
+fn block_rows(rows: usize) -> usize {
+    rows.div_ceil(64).max(8)
+}
+
+/// The backward pass: `dx` (as `x`, rows of `n`), then `dgamma` and
+/// `dbeta` (`n` each), in one buffer of `x.len() + 2n`.
+pub(crate) fn backward<T: Float>(
+    op: &'static str,
+    x: &[T],
+    n: usize,
+    gamma: Option<&[T]>,
+    dy: &[T],
+    eps: f64,
+) -> Result<Buf<T>> {
+    let rows = x.len().checked_div(n).unwrap_or(0);
+    let len = x.len() + 2 * n;
+    let mut out = uninit_buf::<T>(op, len)?;
+    let spare = &mut super::spare(&mut out)[..len];
+    let per = block_rows(rows);
+    let blocks = rows.div_ceil(per);
+    let dx = SendPtr(spare.as_mut_ptr());
+    // each block's column sums: dgamma's `n`, then dbeta's `n`
+    let partial = workers::map(blocks, |blk| {
+        let mut sums = vec![0.0f64; 2 * n];
+        // the row's `x̂` and `g = dy · gamma`
+        let mut scratch = vec![T::zero(); 2 * n];
+        super::math::with_simd(
+            #[inline(always)]
+            || {
+                for r in blk * per..((blk + 1) * per).min(rows) {
+                    let (xr, gr) = (&x[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n]);
+                    // SAFETY: rows are disjoint between blocks, and `out`
+                    // holds `x.len()` values before the sums.
+                    let o = unsafe { std::slice::from_raw_parts_mut(dx.get().add(r * n), n) };
+                    backward_row(xr, gamma, gr, eps, o, &mut sums, &mut scratch);
+                }
+            },
+        );
+        sums
+    });
+    let mut total = vec![0.0f64; 2 * n];
+    for p in &partial {
+        for (t, v) in total.iter_mut().zip(p) {
+            *t += v;
+        }
+    }
+    for (o, t) in spare[x.len()..].iter_mut().zip(&total) {
+        o.write(T::from_f64(*t));
+    }
+    // SAFETY: every row's `dx` was written by its block, and the sums just above.
+    unsafe { out.set_len(len) };
+    Ok(out)
+}
+
+/// One row of [`backward`]: its `dx` into `out`, and `dy · x̂`, `dy`
+/// added to the block's column sums (`scratch`: `2n` values).
+#[inline(always)]
+fn backward_row<T: Float>(
+    x: &[T],
+    gamma: Option<&[T]>,
+    dy: &[T],
+    eps: f64,
+    out: &mut [MaybeUninit<T>],
+    sums: &mut [f64],
+    scratch: &mut [T],
+) {
+    let n = x.len();
+    let (mean, rstd) = stats(x, eps);
+    let (sg, sb) = sums.split_at_mut(n);
+    let (xh, g) = scratch.split_at_mut(n);
+    for ((h, &v), (s, &d)) in xh.iter_mut().zip(x).zip(sg.iter_mut().zip(dy)) {
+        *h = (v - mean) * rstd;
+        *s += (d * *h).to_f64();
+    }
+    for (s, &d) in sb.iter_mut().zip(dy) {
+        *s += d.to_f64();
+    }
+    match gamma {
+        Some(gm) => {
+            for ((o, &d), &w) in g.iter_mut().zip(dy).zip(gm) {
+                *o = d * w;
+            }
+        }
+        None => g.copy_from_slice(dy),
+    }
+    let nf = n.max(1) as f64;
+    let a = T::from_f64(sum_lanes(g, |v| v.to_f64()) / nf);
+    let b = T::from_f64(dot_lanes(g, xh) / nf);
+    for ((o, &gv), &h) in out.iter_mut().zip(&*g).zip(&*xh) {
+        o.write(rstd * (gv - a - h * b));
+    }
+}
