@@ -207,7 +207,8 @@ fn float_scalar_and_binary_ops_trace() {
         }),
         ("logsumexp", "Exp", |x| x[0].logsumexp(&[0], false)),
         ("softsign", "Softsign", |x| x[0].softsign()),
-        ("gelu", "Erf", |x| x[0].gelu(false)),
+        ("gelu", "Gelu", |x| x[0].gelu(false)),
+        ("gelu_grad", "GeluGrad", |x| x[0].gelu_grad()),
     ];
     for &(name, op, f) in cases {
         traced_matches(name, op, f, x1(), x2());

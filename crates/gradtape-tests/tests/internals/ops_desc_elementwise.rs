@@ -45,6 +45,8 @@ fn unary_apply_f64_matches_eval() {
         Atanh,
         Erf,
         Erfc,
+        Gelu,
+        GeluGrad,
         Floor,
         Ceil,
         Round,

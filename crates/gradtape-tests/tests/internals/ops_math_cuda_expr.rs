@@ -35,6 +35,8 @@ fn all_unary() -> Vec<Unary> {
         Atanh,
         Erf,
         Erfc,
+        Gelu,
+        GeluGrad,
         Floor,
         Ceil,
         Round,
@@ -61,10 +63,10 @@ fn all_unary() -> Vec<Unary> {
     for op in &ops {
         match op {
             Neg | Abs | ComplexAbs | Sign | Square | Sqrt | Rsqrt | Reciprocal | Exp | Expm1 | Log | Log1p | Sin
-            | Cos | Tan | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Erf | Erfc | Floor
-            | Ceil | Round | Sigmoid | Relu | Relu6 | LeakyRelu(_) | Elu | Selu | Softplus | Softsign
-            | ClipByValue(..) | PowScalar(_) | MulScalar(_) | DivScalar(_) | AddScalar(_) | LogicalNot | Real
-            | Imag | Conj | Angle => {}
+            | Cos | Tan | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Erf | Erfc | Gelu
+            | GeluGrad | Floor | Ceil | Round | Sigmoid | Relu | Relu6 | LeakyRelu(_) | Elu | Selu | Softplus
+            | Softsign | ClipByValue(..) | PowScalar(_) | MulScalar(_) | DivScalar(_) | AddScalar(_) | LogicalNot
+            | Real | Imag | Conj | Angle => {}
         }
     }
     ops
@@ -170,7 +172,7 @@ fn every_table_op_has_an_expression() {
         };
         assert_eq!(attrs, want, "{op:?}");
     }
-    assert_eq!(n, 2 * 41);
+    assert_eq!(n, 2 * 43);
     for op in &all_binary() {
         for ty in TYPES {
             let e = binary_expr(op, ty, "a", "b");

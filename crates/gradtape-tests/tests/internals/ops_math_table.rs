@@ -37,6 +37,8 @@ fn table_ops() -> Vec<Unary> {
         Atanh,
         Erf,
         Erfc,
+        Gelu,
+        GeluGrad,
         Floor,
         Ceil,
         Round,

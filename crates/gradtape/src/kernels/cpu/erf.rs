@@ -96,3 +96,24 @@ pub(crate) fn erf_slice(x: &[f32], out: &mut [f32]) {
         *o = erf_f32(v);
     }
 }
+
+/// `out[i] = gelu(x[i])`, the exact GELU `x/2 · (1 + erf(x/√2))`, inlined
+/// into the caller's loop as [`erf_slice`].
+#[inline(always)]
+pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
+    let r = std::f32::consts::FRAC_1_SQRT_2;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = 0.5 * v * (1.0 + erf_f32(v * r));
+    }
+}
+
+/// `out[i]` = the exact GELU's derivative at `x[i]`,
+/// `(1 + erf(x/√2))/2 + x · e^(-x²/2) / √(2π)`, inlined as [`erf_slice`].
+#[inline(always)]
+pub(crate) fn gelu_grad_slice(x: &[f32], out: &mut [f32]) {
+    let r = std::f32::consts::FRAC_1_SQRT_2;
+    let c = (0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as f32;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = 0.5 * (1.0 + erf_f32(v * r)) + v * c * super::math::exp_f32(-(0.5 * v * v));
+    }
+}

@@ -113,6 +113,10 @@ elementwise_family! {
         Erf => "Erf", x.erf();
         /// complementary error function
         Erfc => "Erfc", x.erfc();
+        /// the exact GELU, `x · Φ(x)`
+        Gelu => "Gelu", x.gelu(false);
+        /// the exact GELU's derivative, `Φ(x) + x · φ(x)`
+        GeluGrad => "GeluGrad", x.gelu_grad();
         /// round down
         Floor => "Floor", x.floor();
         /// round up

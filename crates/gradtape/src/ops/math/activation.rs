@@ -1,5 +1,6 @@
 //! Activation functions (floats): `softplus`, `softsign`, `relu6`,
-//! `leaky_relu`, `elu`, `selu`, `gelu` (exact and tanh form), `silu`, and
+//! `leaky_relu`, `elu`, `selu`, `gelu` (exact and tanh form) and the
+//! exact form's derivative `gelu_grad`, `silu`, and
 //! `clip_by_value`. Kinks follow TensorFlow's gradient kernels:
 //! relu6'(0) = relu6'(6) = 0, leaky_relu'(0) = alpha, elu'(0) = 1,
 //! selu'(0) = scale, and `clip_by_value` passes the gradient where
@@ -152,10 +153,12 @@ impl Tensor {
         ))
     }
 
-    /// Gaussian error linear unit. Exact: `x · Φ(x) = x/2 · (1 + erf(x/√2))`;
-    /// with `approximate`, the tanh form
-    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`. Built from
-    /// differentiable ops, so every order of gradient is available.
+    /// Gaussian error linear unit. Exact: `x · Φ(x) = x/2 · (1 + erf(x/√2))`,
+    /// one elementwise op (`Gelu`) whose derivative `Φ(x) + x·φ(x)` is
+    /// another (`GeluGrad`, see [`gelu_grad`](Self::gelu_grad)); with
+    /// `approximate`, the tanh form
+    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`, built from
+    /// differentiable ops. Every order of gradient is available.
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[0.0f64, 1.0]);
@@ -165,14 +168,36 @@ impl Tensor {
     /// ```
     pub fn gelu(&self, approximate: bool) -> Result<Tensor> {
         expect_float("gelu", self)?;
-        let inner = if approximate {
+        if approximate {
             let c = (2.0 / std::f64::consts::PI).sqrt();
             let cube = self.square()?.mul(self)?.mul_scalar(0.044715)?;
-            self.add(&cube)?.mul_scalar(c)?.tanh()?
-        } else {
-            self.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?
-        };
-        self.mul(&inner.add_scalar(1.0)?)?.mul_scalar(0.5)
+            let inner = self.add(&cube)?.mul_scalar(c)?.tanh()?;
+            return self.mul(&inner.add_scalar(1.0)?)?.mul_scalar(0.5);
+        }
+        let y = super::table::float_unary(Unary::Gelu, "gelu", self)?;
+        Ok(elementwise(Unary::Gelu, self, y, |x, _| x.gelu_grad()))
+    }
+
+    /// The exact GELU's derivative, `Φ(x) + x·φ(x)` (`Φ`, `φ` the standard
+    /// normal's distribution and density), one elementwise op. d/dx =
+    /// `φ(x) · (2 − x²)`, written with differentiable ops.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64]);
+    /// assert_eq!(x.gelu_grad()?.to_vec::<f64>()?, vec![0.5]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn gelu_grad(&self) -> Result<Tensor> {
+        expect_float("gelu_grad", self)?;
+        let y = super::table::float_unary(Unary::GeluGrad, "gelu_grad", self)?;
+        Ok(elementwise(Unary::GeluGrad, self, y, |x, _| {
+            let c = 0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2;
+            let x2 = x.square()?;
+            x2.mul_scalar(-0.5)?
+                .exp()?
+                .mul_scalar(c)?
+                .mul(&x2.neg()?.add_scalar(2.0)?)
+        }))
     }
 
     /// `x · sigmoid(x)` (also called swish). Built from differentiable ops.

@@ -136,6 +136,12 @@ template <typename T> GT_FN T gt_softplus(T x) {
     return x > T(0) ? x + gt_log1p(gt_exp(-x)) : gt_log1p(gt_exp(x));
 }
 template <typename T> GT_FN T gt_softsign(T x) { return x / (gt_abs(x) + T(1)); }
+// the exact GELU and its derivative (c = 1/sqrt(2 pi)), with erfc (1 +
+// erf(x/sqrt 2) cancels for negative x)
+template <typename T> GT_FN T gt_gelu(T x, T h, T r) { return gt_mul(gt_mul(h, x), gt_erfc(-gt_mul(x, r))); }
+template <typename T> GT_FN T gt_gelu_grad(T x, T h, T r, T c) {
+    return gt_mul(h, gt_erfc(-gt_mul(x, r))) + gt_mul(gt_mul(x, c), gt_exp(-gt_mul(gt_mul(h, x), x)));
+}
 // 1 / (1 + e^-x) from e = e^-|x| (never overflowing)
 template <typename T> GT_FN T gt_sigmoid(T x) {
     T e = gt_exp(-gt_abs(x));
@@ -256,6 +262,20 @@ pub fn unary_expr_with(op: &Unary, ty: CType, x: &str, attrs: &[&str]) -> Option
         ),
         Unary::Softplus => call("softplus"),
         Unary::Softsign => call("softsign"),
+        Unary::Gelu => format!(
+            "gt_gelu(({x}), {}, {})",
+            literal(ty, 0.5),
+            literal(ty, std::f64::consts::FRAC_1_SQRT_2)
+        ),
+        Unary::GeluGrad => format!(
+            "gt_gelu_grad(({x}), {}, {}, {})",
+            literal(ty, 0.5),
+            literal(ty, std::f64::consts::FRAC_1_SQRT_2),
+            literal(
+                ty,
+                0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2
+            )
+        ),
         Unary::ClipByValue(..) => format!("gt_clip(({x}), {}, {})", c(0), c(1)),
         Unary::PowScalar(_) => format!("gt_pow(({x}), {})", c(0)),
         Unary::MulScalar(_) => format!("gt_mul(({x}), {})", c(0)),

@@ -201,6 +201,19 @@ macro_rules! with_float_unary {
                 let $f = |v: $T| v.erfc_();
                 $body
             }
+            // (with erfc, where 1 + erf(x/√2) cancels for negative x; the
+            // `f32` kernels take 1 + erf, see `Lane for f32`)
+            Unary::Gelu => {
+                let (h, r) = (<$T>::from_f64(0.5), <$T>::from_f64(std::f64::consts::FRAC_1_SQRT_2));
+                let $f = |v: $T| h * v * (-(v * r)).erfc_();
+                $body
+            }
+            Unary::GeluGrad => {
+                let (h, r) = (<$T>::from_f64(0.5), <$T>::from_f64(std::f64::consts::FRAC_1_SQRT_2));
+                let c = <$T>::from_f64(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2);
+                let $f = |v: $T| h * (-(v * r)).erfc_() + v * c * (-(h * v * v)).exp();
+                $body
+            }
             Unary::Floor => {
                 let $f = |v: $T| v.floor();
                 $body
@@ -320,6 +333,10 @@ impl Lane for f32 {
             Unary::Tanh => each(x, out, math::tanh_f32),
             Unary::Sigmoid => each(x, out, math::sigmoid_f32),
             Unary::Erf => crate::kernels::cpu::erf::erf_slice(x, out),
+            // (inlined here, in `with_simd`: out of line, erf's fused
+            // multiply-adds are library calls)
+            Unary::Gelu => crate::kernels::cpu::erf::gelu_slice(x, out),
+            Unary::GeluGrad => crate::kernels::cpu::erf::gelu_grad_slice(x, out),
             _ => unary_common(op, x, out),
         }
     }
