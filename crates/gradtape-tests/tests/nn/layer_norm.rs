@@ -351,3 +351,33 @@ fn per_example_gradients_batch_without_the_loop() -> Result<()> {
     }
     Ok(())
 }
+
+/// The fused op's rule keeps `x` and `gamma`, not its output nor any
+/// `[rows, n]` intermediate: with a persistent tape alive, the output is
+/// freed once the caller drops it, and a one-shot tape frees `x`'s extra
+/// reference as backward runs.
+#[test]
+fn the_tape_keeps_only_x_and_gamma() -> Result<()> {
+    let x = init(&[6, 16], 1.0, 2.0);
+    let (g, b) = (init(&[16], 2.0, 1.0), init(&[16], 3.0, 0.5));
+    let tape = GradientTape::persistent();
+    let (loss, weak_y) = tape.record(|| {
+        tape.watch(&x);
+        let y = x.layer_normalization(&[-1], Some(&g), Some(&b), 1e-3)?;
+        let w = y.downgrade();
+        Ok((y.sum_all()?, w))
+    })?;
+    assert!(!weak_y.is_alive(), "the output is not kept");
+    assert!(tape.gradient(&loss, &x)?.is_some());
+    drop(tape);
+    let once = GradientTape::new();
+    let before = x.ref_count();
+    let loss = once.record(|| {
+        once.watch(&x);
+        x.layer_normalization(&[-1], Some(&g), Some(&b), 1e-3)?.sum_all()
+    })?;
+    assert!(x.ref_count() > before, "the rule holds x while the tape may run");
+    once.gradient(&loss, &x)?;
+    assert_eq!(x.ref_count(), before, "a one-shot tape lets x go as backward runs");
+    Ok(())
+}
