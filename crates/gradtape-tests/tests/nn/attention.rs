@@ -10,25 +10,7 @@
 
 use gradtape::{function, DType, ForwardAccumulator, GradientTape, Result, Tensor};
 
-/// `scale · sin(0.37 i + k)` (the bench's `init`), in f64.
-fn init(shape: &[usize], k: f64, scale: f64) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| scale * (0.37 * i as f64 + k).sin()).collect(), shape).unwrap()
-}
-
-/// `(Σ o, Σ o[i] sin(0.1 i))`.
-fn wsum(o: &Tensor) -> (f64, f64) {
-    let v = o.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
-    let w = v.iter().enumerate().map(|(i, x)| x * (0.1 * i as f64).sin()).sum();
-    (v.iter().sum(), w)
-}
-
-fn close(got: (f64, f64), want: (f64, f64), tol: f64, what: &str) {
-    assert!(
-        (got.0 - want.0).abs() <= tol * (1.0 + want.0.abs()) && (got.1 - want.1).abs() <= tol * (1.0 + want.1.abs()),
-        "{what}: got {got:?}, want {want:?}"
-    );
-}
+use super::sums_util::{close_sums as close, init, wsum};
 
 /// The unfused definition with public ops.
 fn composite(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, causal: bool, scale: f64) -> Result<Tensor> {

@@ -10,11 +10,7 @@
 
 use gradtape::{function, vmap, AttentionDropout, DType, ForwardAccumulator, GradientTape, Result, Tensor};
 
-/// `scale · sin(0.37 i + k)`, in f64.
-fn init(shape: &[usize], k: f64, scale: f64) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| scale * (0.37 * i as f64 + k).sin()).collect(), shape).unwrap()
-}
+use super::sums_util::init;
 
 /// `[b, h, tk, tk]` identities.
 fn identity(lead: &[usize], tk: usize) -> Tensor {

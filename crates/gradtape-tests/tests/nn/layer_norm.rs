@@ -9,31 +9,13 @@
 
 use gradtape::{function, vmap, DType, ForwardAccumulator, GradientTape, Result, Tensor};
 
-/// `scale · sin(0.37 i + k)` (the bench's `init`), in f64.
-fn init(shape: &[usize], k: f64, scale: f64) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| scale * (0.37 * i as f64 + k).sin()).collect(), shape).unwrap()
-}
+use super::sums_util::{close_sums, init, wsum};
 
 /// `Σ y[i] sin(0.1 i)`, a loss whose gradient is no constant.
 fn weighted(y: &Tensor) -> Result<Tensor> {
     let n = y.numel();
     let w = Tensor::from_vec((0..n).map(|i| (0.1 * i as f64).sin()).collect(), &[n])?.cast(y.dtype())?;
     y.reshape(&[n])?.mul(&w)?.sum_all()
-}
-
-/// `(Σ t, Σ t[i] sin(0.1 i))` in f64.
-fn wsum(t: &Tensor) -> (f64, f64) {
-    let v = t.cast(DType::F64).unwrap().to_vec::<f64>().unwrap();
-    let w = v.iter().enumerate().map(|(i, x)| x * (0.1 * i as f64).sin()).sum();
-    (v.iter().sum(), w)
-}
-
-fn close_pair(got: (f64, f64), want: (f64, f64), tol: f64, what: &str) {
-    assert!(
-        (got.0 - want.0).abs() <= tol * (1.0 + want.0.abs()) && (got.1 - want.1).abs() <= tol * (1.0 + want.1.abs()),
-        "{what}: got {got:?}, want {want:?}"
-    );
 }
 
 fn close(a: &Tensor, b: &Tensor, tol: f64, what: &str) {
@@ -124,10 +106,10 @@ fn values_and_gradients_match_tensorflow() -> Result<()> {
     for (i, (x, axes, g, b, eps, want)) in cases.iter().enumerate() {
         let f = |x: &Tensor, g: Option<&Tensor>, b: Option<&Tensor>| x.layer_normalization(axes, g, b, *eps);
         let (y, grads) = loss_and_grads(f, x, g.as_ref(), b.as_ref())?;
-        close_pair(wsum(&y), want[0], 1e-12, &format!("case {i}: y"));
+        close_sums(wsum(&y), want[0], 1e-12, &format!("case {i}: y"));
         for (j, gr) in grads.iter().enumerate() {
             // (the sums of dx are 0 up to rounding: compared absolutely)
-            close_pair(wsum(gr), want[j + 1], 1e-12, &format!("case {i}: gradient {j}"));
+            close_sums(wsum(gr), want[j + 1], 1e-12, &format!("case {i}: gradient {j}"));
         }
         assert_eq!(grads.len(), 1 + g.is_some() as usize + b.is_some() as usize);
         for (gr, p) in grads

@@ -8,6 +8,7 @@
 //! one of them.
 
 mod half_util;
+mod sums_util;
 
 mod attention;
 mod attention_dropout;
