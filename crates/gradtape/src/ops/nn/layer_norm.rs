@@ -176,13 +176,13 @@ fn unpack(all: &Tensor, x: &Tensor) -> Result<[Tensor; 3]> {
     ])
 }
 
-/// `x` as rows `[m / n, n]`, its normalised rows `x̂` and their `rstd`
-/// (`[m / n, 1]`), with differentiable ops.
-fn normalised(x: &Tensor, n: usize, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
+/// The normalised rows `x̂` of `x` seen as rows `[m / n, n]`, and their
+/// `rstd` (`[m / n, 1]`), with differentiable ops.
+fn normalised(x: &Tensor, n: usize, eps: f64) -> Result<(Tensor, Tensor)> {
     let x2 = x.reshape(&[x.numel() / n, n])?;
     let xc = x2.sub(&x2.mean(&[-1], true)?)?;
     let rstd = xc.square()?.mean(&[-1], true)?.add_scalar(eps)?.rsqrt()?;
-    Ok((x2.clone(), xc.mul(&rstd)?, rstd))
+    Ok((xc.mul(&rstd)?, rstd))
 }
 
 /// `rstd · (v − mean(v) − x̂ · mean(x̂ v))` along rows: the normalisation's
@@ -197,7 +197,7 @@ fn through_norm(xh: &Tensor, rstd: &Tensor, v: &Tensor) -> Result<Tensor> {
 /// given).
 fn jvp(x: &Tensor, gamma: Option<&Tensor>, k: usize, eps: f64, t: &[Option<Tensor>]) -> Result<Tensor> {
     let n = row_len(x, k);
-    let (_, xh, rstd) = normalised(x, n, eps)?;
+    let (xh, rstd) = normalised(x, n, eps)?;
     let mut it = t.iter();
     let tx = it.next().cloned().flatten();
     let tg = if gamma.is_some() {
@@ -249,7 +249,7 @@ fn jvp(x: &Tensor, gamma: Option<&Tensor>, k: usize, eps: f64, t: &[Option<Tenso
 fn grad_vjp(x: &Tensor, gamma: Option<&Tensor>, dy: &Tensor, k: usize, eps: f64, all: &Tensor) -> Result<[Tensor; 3]> {
     let n = row_len(x, k);
     let [gx, gg, gb] = unpack(all, x)?;
-    let (_, xh, rstd) = normalised(x, n, eps)?;
+    let (xh, rstd) = normalised(x, n, eps)?;
     let gx = gx.reshape(xh.shape())?;
     let dy = dy.reshape(xh.shape())?;
     let g = match gamma {
@@ -291,7 +291,7 @@ pub(crate) fn layer_norm_grad_batched(
     let n = row_len(x, k);
     let m = x.numel() / b.max(1);
     let rows = [b, m / n.max(1), n];
-    let (_, xh, rstd) = normalised(x, n, eps)?;
+    let (xh, rstd) = normalised(x, n, eps)?;
     let (xh, rstd) = (xh.reshape(&rows)?, rstd.reshape(&[b, m / n.max(1), 1])?);
     let dy3 = dy.reshape(&rows)?;
     let g = match gamma {
