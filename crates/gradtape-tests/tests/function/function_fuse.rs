@@ -347,3 +347,66 @@ fn a_sine_and_a_cosine_of_one_value_are_one_instruction_with_the_eager_bits() ->
     }
     Ok(())
 }
+
+/// A GELU layer's training step, `gelu(x w + b)` under a tape (the forward
+/// keeps the derivative the backward pass multiplies in), with the GELU
+/// and its derivative also of a second value `y`, and a value whose GELU
+/// alone is taken.
+fn gelu_step((x, w, b, y): &(Tensor, Tensor, Tensor, Tensor)) -> Result<Vec<Tensor>> {
+    let w = w.stop_gradient();
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(&w);
+        x.matmul(&w)?.add(b)?.gelu(false)?.square()?.mean_all()
+    })?;
+    let gw = tape.gradient(&loss, &w)?.expect("connected");
+    let (gy, dy) = (y.gelu(false)?, y.gelu_grad()?);
+    Ok(vec![gw, gy.mul(&dy)?, y.mul_scalar(3.0)?.gelu(false)?])
+}
+
+#[test]
+fn a_gelu_and_its_derivative_of_one_value_are_one_instruction_with_the_eager_bits() -> Result<()> {
+    // f32 from several rows of tiles and a short tail, f64; y with NaN,
+    // infinities, signed zeros and values far out (each element's own
+    // branch of erf)
+    let wild = |n: usize| -> Tensor {
+        let v: Vec<f32> = (0..n)
+            .map(|i| (i as f32 * 0.37).sin() * if i % 7 == 3 { 40.0 } else { 4.0 })
+            .chain([f32::NAN, f32::INFINITY, -f32::INFINITY, -0.0, 0.0, -9.5, 9.5])
+            .collect();
+        Tensor::from_vec(v, &[n + 7]).unwrap()
+    };
+    let cases = [
+        (
+            data_f32(&[40, 24], 0.1),
+            data_f32(&[24, 70], 0.6),
+            data_f32(&[70], 1.7),
+            wild(2493),
+        ),
+        (
+            data_f32(&[3, 5], 0.2),
+            data_f32(&[5, 9], 0.4),
+            data_f32(&[9], 0.3),
+            wild(9),
+        ),
+        (
+            data_f64(&[6, 4], 0.2),
+            data_f64(&[4, 33], 0.5),
+            data_f64(&[33], 0.9),
+            data_f64(&[700], 1.1),
+        ),
+    ];
+    for args in cases {
+        let f = function(|a: &(Tensor, Tensor, Tensor, Tensor)| gelu_step(a));
+        let c = f.concrete(&args)?;
+        let g = c.optimized_graph();
+        let text = g.to_string();
+        // one pair for the layer's pre-activation, one for y; y·3's GELU
+        // alone
+        assert_eq!(text.matches("GeluAndGrad").count(), 2, "{g}");
+        assert_eq!(text.matches("= Gelu(").count(), 1, "{g}");
+        assert!(!text.contains("= GeluGrad("), "{g}");
+        assert_eq!(all_bits(&f.call(&args)?), all_bits(&gelu_step(&args)?), "{g}");
+    }
+    Ok(())
+}

@@ -79,6 +79,17 @@ fn cases() -> Vec<(String, Program)> {
         Ok(vec![s.mul(x)?.sub(x)?, s.relu()?.sum_all()?])
     });
     add("sincos f32", gpu_programs(f.concrete(&x).unwrap().graph()));
+    // and a GELU with its derivative (one pair), in f32 and f64
+    let f = function(|x: &Tensor| -> Result<Vec<Tensor>> {
+        let x = x.mul_scalar(3.0)?;
+        Ok(vec![x.gelu(false)?.mul(&x.gelu_grad()?)?])
+    });
+    let x64 = Tensor::from_vec(f64s(500, 9), &[500]).unwrap();
+    for (name, x) in [("gelu pair f32", x), ("gelu pair f64", x64)] {
+        let progs = gpu_programs(f.concrete(&x).unwrap().graph());
+        assert!(progs.iter().any(|p| p.to_string().contains("GeluAndGrad")), "{name}");
+        add(name, progs);
+    }
     // broadcasting: a row and a column, a scalar operand, two sums
     let x = Tensor::from_vec(f64s(6 * 10, 6), &[6, 10]).unwrap();
     let row = Tensor::from_vec(f64s(10, 7), &[10]).unwrap();

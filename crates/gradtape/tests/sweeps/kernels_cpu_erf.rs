@@ -40,3 +40,73 @@ fn erf_is_within_two_ulp_everywhere() {
     assert_eq!(erf_f32(1e30), 1.0);
     assert!(erf_f32(f32::NAN).is_nan());
 }
+
+/// Values around the magnitudes where the slice kernels switch a block of
+/// 16 to the small piece alone (`|x| < 1` for `erf`, `|x| < 1.414` for the
+/// GELU's `erf(x/√2)`; √2 and the float above it, where `x/√2` reaches 1),
+/// in blocks that are all below, all above, mixed, with a NaN or an
+/// infinity, and a tail shorter than a block.
+fn block_cases() -> Vec<f32> {
+    let (up, down) = (
+        |x: f32| f32::from_bits(x.to_bits() + 1),
+        |x: f32| f32::from_bits(x.to_bits() - 1),
+    );
+    let sqrt2 = std::f32::consts::SQRT_2;
+    let edges = [down(1.0), 1.0, up(1.0), down(1.414), 1.414, sqrt2, up(sqrt2)];
+    let mut v = Vec::new();
+    for k in 0..40 {
+        for j in 0..16 {
+            let t = (k * 16 + j) as f32;
+            let x = match k % 5 {
+                // all small
+                0 => (t * 0.618).sin() * 0.99,
+                // one edge value in a small block
+                1 if j == 7 => edges[(k / 5) % edges.len()],
+                1 => (t * 0.3).cos() * 0.5,
+                // the edges themselves, both signs
+                2 => edges[j % edges.len()] * if j % 2 == 0 { 1.0 } else { -1.0 },
+                // large
+                3 => (t * 0.7).sin() * 6.0,
+                // a NaN or an infinity among small values
+                _ if j == 3 => [f32::NAN, f32::INFINITY, -f32::INFINITY][k % 3],
+                _ => (t * 0.9).sin() * 0.3,
+            };
+            v.push(x);
+        }
+    }
+    v.extend([0.5f32, -0.25, 1.2, -0.0, 0.0, 3.0, 0.1]);
+    v
+}
+
+fn same_bits(got: &[f32], want: impl Fn(f32) -> f32, xs: &[f32], what: &str) {
+    for (&g, &x) in got.iter().zip(xs) {
+        let w = want(x);
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "{what}({x:e}): {g:e} vs {w:e}"
+        );
+    }
+}
+
+#[test]
+fn the_blocked_kernels_give_the_element_functions_bits() -> gradtape::Result<()> {
+    use gradtape::__internals::kernels::cpu::math::exp_f32;
+    use gradtape::Tensor;
+    let xs = block_cases();
+    let x = Tensor::from_vec(xs.clone(), &[xs.len()])?;
+    let r = std::f32::consts::FRAC_1_SQRT_2;
+    let c = (0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as f32;
+    let gelu = |v: f32| 0.5 * v * (1.0 + erf_f32(v * r));
+    let grad = |v: f32| 0.5 * (1.0 + erf_f32(v * r)) + v * c * exp_f32(-(0.5 * v * v));
+    same_bits(&x.erf()?.to_vec::<f32>()?, erf_f32, &xs, "erf");
+    same_bits(&x.gelu(false)?.to_vec::<f32>()?, gelu, &xs, "gelu");
+    same_bits(&x.gelu_grad()?.to_vec::<f32>()?, grad, &xs, "gelu_grad");
+    // the pair a traced program computes together
+    let f =
+        gradtape::function(|x: &Tensor| -> gradtape::Result<Vec<Tensor>> { Ok(vec![x.gelu(false)?, x.gelu_grad()?]) });
+    let both = f.call(&x)?;
+    assert!(f.concrete(&x)?.optimized_graph().to_string().contains("GeluAndGrad"));
+    same_bits(&both[0].to_vec::<f32>()?, gelu, &xs, "traced gelu");
+    same_bits(&both[1].to_vec::<f32>()?, grad, &xs, "traced gelu_grad");
+    Ok(())
+}

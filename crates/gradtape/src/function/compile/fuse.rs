@@ -49,7 +49,7 @@ use std::sync::{Arc, OnceLock};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use super::kernel::{self, Axis, Fold, Instr, Output, Program, Reg, Splat};
+use super::kernel::{self, Axis, Fold, Instr, Output, Pair, Program, Reg, Splat};
 use super::pipeline::PassCx;
 use crate::error::Result;
 use crate::function::graph::{Graph, Node, ValueId};
@@ -590,26 +590,30 @@ impl Alloc {
 }
 
 /// Pairs of members `(k, k2)`, `k < k2` (indices into the group's
-/// members), that take the sine and the cosine of the same value: the
-/// program computes both at `k` ([`Instr::SinCos`], one range reduction,
-/// the same bits), and member `k2` then only names the second register.
-fn sin_cos_pairs(g: &Graph, grp: &Group, kinds: &[Option<Member>]) -> FxHashMap<usize, usize> {
-    use crate::ops::desc::Unary::{Cos, Sin};
-    let trig = |k: usize| match &kinds[grp.nodes[k]] {
-        Some(Member::Unary(op @ (Sin | Cos))) => Some((*op == Sin, g.nodes[grp.nodes[k]].inputs[0])),
+/// members), that take the two ops of a [`Pair`] of the same value (a sine
+/// and a cosine, a GELU and its derivative): the program computes both at
+/// `k` ([`Instr::Pair`], the shared work once, the same bits), and member
+/// `k2` then only names the second register. Maps `k` to `k2` and the pair.
+fn op_pairs(g: &Graph, grp: &Group, kinds: &[Option<Member>]) -> FxHashMap<usize, (usize, Pair)> {
+    // (the pair, the op's place in it, the value it reads)
+    let member = |k: usize| match &kinds[grp.nodes[k]] {
+        Some(Member::Unary(op)) => Pair::ALL.iter().find_map(|&p| {
+            let at = p.ops().iter().position(|o| o == op)?;
+            Some((p, at, g.nodes[grp.nodes[k]].inputs[0]))
+        }),
         _ => None,
     };
     let mut pairs = FxHashMap::default();
     let mut paired = vec![false; grp.nodes.len()];
     for k in 0..grp.nodes.len() {
-        let Some((is_sin, v)) = trig(k).filter(|_| !paired[k]) else {
+        let Some((p, at, v)) = member(k).filter(|_| !paired[k]) else {
             continue;
         };
-        let partner = (k + 1..grp.nodes.len()).find(|&k2| !paired[k2] && trig(k2) == Some((!is_sin, v)));
+        let partner = (k + 1..grp.nodes.len()).find(|&k2| !paired[k2] && member(k2) == Some((p, 1 - at, v)));
         if let Some(k2) = partner {
             paired[k] = true;
             paired[k2] = true;
-            pairs.insert(k, k2);
+            pairs.insert(k, (k2, p));
         }
     }
     pairs
@@ -623,9 +627,9 @@ fn build(
     producer: &[Option<usize>],
     needed_outside: &[bool],
 ) -> Node {
-    // sines and cosines of one value, computed together at the first
-    let pairs = sin_cos_pairs(g, grp, kinds);
-    let second: FxHashMap<usize, usize> = pairs.iter().map(|(&k, &k2)| (k2, k)).collect();
+    // the two ops of a pair on one value, computed together at the first
+    let pairs = op_pairs(g, grp, kinds);
+    let second: FxHashMap<usize, usize> = pairs.iter().map(|(&k, &(k2, _))| (k2, k)).collect();
     // (the register of the second of a pair, from its first until then)
     let mut pending: FxHashMap<usize, Reg> = FxHashMap::default();
     // last use of each value inside the program (member index; the second
@@ -708,12 +712,15 @@ fn build(
                 // both registers taken now; the partner's holds no value
                 // (no users) until its member takes it
                 let (d, d2) = (regs.take(false), regs.take(false));
-                let (sin, cos) = match op {
-                    crate::ops::desc::Unary::Sin => (d, d2),
-                    _ => (d2, d),
-                };
-                body.push(Instr::SinCos { sin, cos, a: ops[0] });
-                pending.insert(pairs[&k], d2);
+                let (k2, pair) = pairs[&k];
+                let (x0, x1) = if pair.ops()[0] == *op { (d, d2) } else { (d2, d) };
+                body.push(Instr::Pair {
+                    pair,
+                    x0,
+                    x1,
+                    a: ops[0],
+                });
+                pending.insert(k2, d2);
                 Some(d)
             }
             Member::Unary(op) => {

@@ -26,7 +26,8 @@
 //! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
 //! `sin`, `cos`, `tanh` and `sigmoid`: see [`lanes`]), so a fused graph
 //! gives the eager values bit for bit (a sine and a cosine of one value
-//! are one [`Instr::SinCos`], one range reduction, the same bits); only
+//! are one [`Instr::Pair`], one range reduction, the same bits; so are a
+//! GELU and its derivative, one `erf`); only
 //! the fused sums of all elements add in another order (per chunk, in
 //! `f32` columns and then in `f64`, see [`sums`]; the chunks in order),
 //! which is the one reassociation. Broadcast inputs and partial reductions (bit for bit
@@ -66,6 +67,7 @@ pub(crate) mod regs;
 pub(crate) mod scratch;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sums;
+pub(crate) use crate::ops::math::table::Pair;
 use crate::ops::math::table::{binary, binary_run, unary_one, unary_run};
 use epilogue::{combine, gather, State};
 pub(crate) use epilogue::{Axis, Fold};
@@ -150,9 +152,10 @@ pub enum Instr {
     Gather { dst: Reg, input: u16, q: usize, p: usize },
     /// `dst = op(a)`.
     Unary { op: Unary, dst: Reg, a: Reg },
-    /// `sin = Sin(a)` and `cos = Cos(a)` (the bits of those two ops), from
-    /// one range reduction.
-    SinCos { sin: Reg, cos: Reg, a: Reg },
+    /// `x0, x1 = pair.ops()(a)` (the bits of those two ops), their shared
+    /// work done once ([`Pair`]: a sine and a cosine from one range
+    /// reduction, a GELU and its derivative from one `erf`).
+    Pair { pair: Pair, x0: Reg, x1: Reg, a: Reg },
     /// `dst = op(a, b)`.
     Binary { op: Binary, dst: Reg, a: Reg, b: Reg },
     /// Output `out` takes register `src`'s chunk.
@@ -255,7 +258,7 @@ impl fmt::Display for Program {
             match ins {
                 Instr::Load { dst, input } => writeln!(f, "r{dst} = load in{input}")?,
                 Instr::Unary { op, dst, a } => writeln!(f, "r{dst} = {}(r{a})", op.name())?,
-                Instr::SinCos { sin, cos, a } => writeln!(f, "r{sin}, r{cos} = SinCos(r{a})")?,
+                Instr::Pair { pair, x0, x1, a } => writeln!(f, "r{x0}, r{x1} = {}(r{a})", pair.name())?,
                 Instr::Binary { op, dst, a, b } => writeln!(f, "r{dst} = {}(r{a}, r{b})", op.name())?,
                 Instr::Store { out, src } => writeln!(f, "out{out} = r{src}")?,
                 Instr::Accumulate { acc, src } => writeln!(f, "sum{acc} += r{src}")?,
@@ -599,10 +602,10 @@ impl Program {
                     r[dst as usize] = srcs[input as usize][0]
                 }
                 Instr::Unary { ref op, dst, a } => r[dst as usize] = unary_one(op, r[a as usize]),
-                Instr::SinCos { sin, cos, a } => {
-                    let (mut s, mut c) = ([T::zero()], [T::zero()]);
-                    T::sin_and_cos(&[r[a as usize]], &mut s, &mut c);
-                    (r[sin as usize], r[cos as usize]) = (s[0], c[0]);
+                Instr::Pair { pair, x0, x1, a } => {
+                    let (mut y0, mut y1) = ([T::zero()], [T::zero()]);
+                    pair.run(&[r[a as usize]], &mut y0, &mut y1);
+                    (r[x0 as usize], r[x1 as usize]) = (y0[0], y1[0]);
                 }
                 Instr::Binary { ref op, dst, a, b } => {
                     let mut y = [T::zero()];
@@ -759,9 +762,9 @@ impl Program {
                         let (d, x, _) = regs.split(dst, a, a, n);
                         unary_run(op, x, d);
                     }
-                    Instr::SinCos { sin, cos, a } => {
-                        let (s, c, x) = regs.split2(sin, cos, a, n);
-                        T::sin_and_cos(x, s, c);
+                    Instr::Pair { pair, x0, x1, a } => {
+                        let (y0, y1, x) = regs.split2(x0, x1, a, n);
+                        pair.run(x, y0, y1);
                     }
                     Instr::Binary { ref op, dst, a, b } => {
                         let (d, x, y) = regs.split(dst, a, b, n);

@@ -51,6 +51,56 @@ pub trait Lane: Float + LibmExt {
     /// `s[i] = sin x[i]` and `c[i] = cos x[i]`, the bits of the `Sin` and
     /// `Cos` ops, from one range reduction where the type has one.
     fn sin_and_cos(x: &[Self], s: &mut [Self], c: &mut [Self]);
+    /// `g[i] = gelu(x[i])` and `d[i] = gelu'(x[i])`, the bits of the `Gelu`
+    /// and `GeluGrad` ops, with their shared `erf` computed once where the
+    /// type's kernels share one (`f32`).
+    #[inline(always)]
+    fn gelu_and_grad(x: &[Self], g: &mut [Self], d: &mut [Self]) {
+        Self::unary(&Unary::Gelu, x, g);
+        Self::unary(&Unary::GeluGrad, x, d);
+    }
+}
+
+/// Two one-input ops of one value that a fused program computes together
+/// (their shared work once, each op's bits): the members of a pair are
+/// [`Pair::ops`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pair {
+    /// `Sin` and `Cos` (one range reduction).
+    SinCos,
+    /// `Gelu` and `GeluGrad` (one `erf`): a traced GELU's forward and the
+    /// derivative its gradient needs.
+    GeluAndGrad,
+}
+
+impl Pair {
+    /// Every pair.
+    pub const ALL: [Pair; 2] = [Pair::SinCos, Pair::GeluAndGrad];
+
+    /// The two ops, in the order of the pair's outputs.
+    pub fn ops(self) -> [Unary; 2] {
+        match self {
+            Pair::SinCos => [Unary::Sin, Unary::Cos],
+            Pair::GeluAndGrad => [Unary::Gelu, Unary::GeluGrad],
+        }
+    }
+
+    /// The name a program prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pair::SinCos => "SinCos",
+            Pair::GeluAndGrad => "GeluAndGrad",
+        }
+    }
+
+    /// `a[i], b[i] = ops(x[i])`.
+    #[inline(always)]
+    pub fn run<T: Lane>(self, x: &[T], a: &mut [T], b: &mut [T]) {
+        match self {
+            Pair::SinCos => T::sin_and_cos(x, a, b),
+            Pair::GeluAndGrad => T::gelu_and_grad(x, a, b),
+        }
+    }
 }
 
 /// `out[i] = f(x[i])`.
@@ -344,6 +394,11 @@ impl Lane for f32 {
     #[inline(always)]
     fn sin_and_cos(x: &[f32], s: &mut [f32], c: &mut [f32]) {
         math::sin_cos_slice(x, s, c);
+    }
+
+    #[inline(always)]
+    fn gelu_and_grad(x: &[f32], g: &mut [f32], d: &mut [f32]) {
+        crate::kernels::cpu::erf::gelu_and_grad_slice(x, g, d);
     }
 }
 

@@ -176,10 +176,10 @@ impl Instr {
                 r(a);
                 *dst = write(*dst)
             }
-            Instr::SinCos { sin, cos, a } => {
+            Instr::Pair { x0, x1, a, .. } => {
                 r(a);
-                *sin = write(*sin);
-                *cos = write(*cos)
+                *x0 = write(*x0);
+                *x1 = write(*x1)
             }
             Instr::Binary { dst, a, b, .. } => {
                 r(a);

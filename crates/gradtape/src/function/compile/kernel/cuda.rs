@@ -116,12 +116,15 @@ impl Program {
                 Instr::Load { dst, input } => writeln!(b, "    r{dst} = in{input}[i];"),
                 Instr::Gather { dst, input, q, p } => writeln!(b, "    r{dst} = in{input}[(i / {q}LL) % {p}LL];"),
                 Instr::Unary { op, dst, a } => writeln!(b, "    r{dst} = {};", unary(op, ty, &format!("r{a}"))?),
-                Instr::SinCos { sin, cos, a } => writeln!(
-                    b,
-                    "    {{ const T x = r{a}; r{sin} = {}; r{cos} = {}; }}",
-                    unary(&Unary::Sin, ty, "x")?,
-                    unary(&Unary::Cos, ty, "x")?
-                ),
+                Instr::Pair { pair, x0, x1, a } => {
+                    let [op0, op1] = pair.ops();
+                    writeln!(
+                        b,
+                        "    {{ const T x = r{a}; r{x0} = {}; r{x1} = {}; }}",
+                        unary(&op0, ty, "x")?,
+                        unary(&op1, ty, "x")?
+                    )
+                }
                 Instr::Binary { op, dst, a, b: rb } => {
                     writeln!(
                         b,

@@ -208,7 +208,7 @@ pub(crate) fn operands(ins: &Instr) -> (smallvec::SmallVec<[Reg; 3]>, smallvec::
     match *ins {
         Instr::Load { dst, .. } | Instr::Gather { dst, .. } => (smallvec![], smallvec![dst]),
         Instr::Unary { dst, a, .. } => (smallvec![a], smallvec![dst]),
-        Instr::SinCos { sin, cos, a } => (smallvec![a], smallvec![sin, cos]),
+        Instr::Pair { x0, x1, a, .. } => (smallvec![a], smallvec![x0, x1]),
         Instr::Binary { dst, a, b, .. } => (smallvec![a, b], smallvec![dst]),
         Instr::UnarySum { dst, a, .. } => (smallvec![a], dst.into_iter().collect()),
         Instr::BinarySum { dst, a, b, .. } => (smallvec![a, b], dst.into_iter().collect()),
