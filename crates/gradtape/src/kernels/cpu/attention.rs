@@ -217,12 +217,17 @@ fn block_scores<T: Float>(
 /// Whether a call runs on the kernels on matrix products
 /// ([`attention_gemm`](super::attention_gemm)): keys up to
 /// [`GEMM_MAX_KEYS`](super::attention_gemm::GEMM_MAX_KEYS), and heads and
-/// blocks wide enough for the products to pay (64: at head width 32 or
-/// 16, or 32 keys, the online kernel was faster, from 1.2× to 1.7×, at
-/// every length measured up to 512; at width 64 and 64 to 1024 keys the
-/// products were 1.8× to 3.7× faster).
+/// blocks wide enough for the products to pay. On the `gemm` crate's
+/// products that is 64 (at head width 32 or 16, or 32 keys, the online
+/// kernel was faster, from 1.2× to 1.7×, at every length measured up to
+/// 512; at width 64 and 64 to 1024 keys the products were 1.8× to 3.7×
+/// faster); where the CPU takes [`small_gemm`](super::small_gemm)'s
+/// products, heads of 32 already gain (1.7× over the online kernel, a GPT
+/// of width 128 and 4 heads).
 fn on_products(dims: &Dims) -> bool {
-    (64..=super::attention_gemm::GEMM_MAX_KEYS).contains(&dims.tk) && dims.d >= 64 && dims.dv >= 64
+    let wide = |min: usize| dims.d >= min && dims.dv >= min;
+    (64..=super::attention_gemm::GEMM_MAX_KEYS).contains(&dims.tk)
+        && (wide(64) || super::small_gemm::suits() && wide(32))
 }
 
 /// The forward pass: per query row, the output row followed by its

@@ -27,6 +27,7 @@
 use super::attention::{Dims, Mask};
 use super::math::exp_in_place;
 use super::matmul::gemm_raw;
+use super::small_gemm;
 use super::workers;
 use crate::error::Result;
 use crate::tensor::Float;
@@ -103,7 +104,9 @@ impl<'a, T: Copy> Rows<'a, T> {
     }
 }
 
-/// `dst (m×n) = [dst +] a (m×k) · b (k×n)`, strided, on this thread.
+/// `dst (m×n) = [dst +] a (m×k) · b (k×n)`, strided, on this thread:
+/// [`small_gemm::product`] with a `pack` (its scratch; see [`packs`]),
+/// else [`gemm_raw`].
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn product<T: Float>(
@@ -115,6 +118,7 @@ fn product<T: Float>(
     a_strides: (usize, usize),
     b: &[T],
     b_strides: (usize, usize),
+    pack: Option<&mut Vec<T>>,
 ) {
     if m == 0 || n == 0 {
         return;
@@ -126,6 +130,23 @@ fn product<T: Float>(
                 || a.len() > last(a_strides.0, a_strides.1, m, k) && b.len() > last(b_strides.0, b_strides.1, k, n)),
         "attention product out of bounds"
     );
+    if let Some(pack) = pack {
+        // SAFETY: as below; `suits` holds (`packs`).
+        unsafe {
+            small_gemm::product(
+                (m, n, k),
+                dst.as_mut_ptr(),
+                d_rs,
+                acc,
+                a.as_ptr(),
+                a_strides,
+                b.as_ptr(),
+                b_strides,
+                pack,
+            )
+        };
+        return;
+    }
     let s = |(r, c): (usize, usize)| (r as isize, c as isize);
     // SAFETY: the bounds are checked above; `dst` is a distinct mutable
     // slice, so it overlaps neither operand.
@@ -144,6 +165,16 @@ fn product<T: Float>(
     }
 }
 
+/// The scratch of the products of a call with these dimensions: one for
+/// [`small_gemm`] where the CPU [`suits`](small_gemm::suits) it and the
+/// heads are narrower than 64 (at 32 its products made the forward and
+/// backward passes about 1.7× faster than the online kernel, where the
+/// `gemm` crate's were slower than it; at 64 and above, the `gemm` crate's
+/// were some 5 % faster than its), else none (the `gemm` crate).
+fn packs<T>(dims: &Dims) -> Option<Vec<T>> {
+    (small_gemm::suits() && dims.d < 64 && dims.dv < 64).then(Vec::new)
+}
+
 /// The scores of rows `i0..i0 + n` of batch element `b` against keys
 /// `0..nk` into `s` (`n × nk`): `scale · q kᵀ + mask`, `-inf` where a
 /// causal row may not look.
@@ -159,6 +190,7 @@ fn scores<T: Float>(
     n: usize,
     nk: usize,
     s: &mut [T],
+    pack: Option<&mut Vec<T>>,
 ) {
     product(
         (n, nk, dims.d),
@@ -169,6 +201,7 @@ fn scores<T: Float>(
         (q.rs, 1),
         k.at(b, 0),
         (1, k.rs),
+        pack,
     );
     let scale = T::from_f64(dims.scale);
     for r in 0..n {
@@ -229,6 +262,7 @@ pub(crate) fn forward_rows<T: Float>(
             #[inline(always)]
             || {
                 let mut s = vec![T::zero(); ROWS * tk];
+                let mut pack = packs::<T>(dims);
                 let n_rows = part.len() / width;
                 let first = c * ROWS;
                 // runs of rows of one batch element
@@ -239,7 +273,7 @@ pub(crate) fn forward_rows<T: Float>(
                     let n = (n_rows - r0).min(tq - i0);
                     let nk = dims.keys(i0 + n - 1);
                     let s = &mut s[..n * nk];
-                    scores(dims, q, k, mask, b, i0, n, nk, s);
+                    scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
                     let mut lse = [T::zero(); ROWS];
                     for r in 0..n {
                         let i = i0 + r;
@@ -274,7 +308,17 @@ pub(crate) fn forward_rows<T: Float>(
                         }
                     }
                     let rows = &mut part[r0 * width..];
-                    product((n, dv, nk), rows, width, false, s, (nk, 1), v.at(b, 0), (v.rs, 1));
+                    product(
+                        (n, dv, nk),
+                        rows,
+                        width,
+                        false,
+                        s,
+                        (nk, 1),
+                        v.at(b, 0),
+                        (v.rs, 1),
+                        pack.as_mut(),
+                    );
                     for r in 0..n {
                         rows[r * width + dv] = lse[r];
                     }
@@ -336,6 +380,7 @@ pub(crate) fn backward_rows<T: Float>(
                 let (dk, dvv) = rest.split_at_mut(tk * d);
                 let mut s = vec![T::zero(); ROWS * tk];
                 let mut dp = vec![T::zero(); ROWS * tk];
+                let mut pack = packs::<T>(dims);
                 let mut i0 = 0;
                 while i0 < tq {
                     let n = ROWS.min(tq - i0);
@@ -345,10 +390,20 @@ pub(crate) fn backward_rows<T: Float>(
                         continue;
                     }
                     let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
-                    scores(dims, q, k, mask, b, i0, n, nk, s);
+                    scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
                     let (g, gs) = (dout.at(b, i0), dout.rs);
                     // dP = dO Vᵀ
-                    product((n, nk, dv), dp, nk, false, g, (gs, 1), v.at(b, 0), (1, v.rs));
+                    product(
+                        (n, nk, dv),
+                        dp,
+                        nk,
+                        false,
+                        g,
+                        (gs, 1),
+                        v.at(b, 0),
+                        (1, v.rs),
+                        pack.as_mut(),
+                    );
                     for r in 0..n {
                         let i = i0 + r;
                         let f = &fwd[(b * tq + i) * (dv + 1)..][..dv + 1];
@@ -380,7 +435,7 @@ pub(crate) fn backward_rows<T: Float>(
                         }
                     }
                     // dV += (P∘F)ᵀ dO, dQ = dS K, dK += dSᵀ Q
-                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (gs, 1));
+                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (gs, 1), pack.as_mut());
                     product(
                         (n, d, nk),
                         &mut dq[i0 * d..],
@@ -390,8 +445,19 @@ pub(crate) fn backward_rows<T: Float>(
                         (nk, 1),
                         k.at(b, 0),
                         (k.rs, 1),
+                        pack.as_mut(),
                     );
-                    product((nk, d, n), dk, d, true, dp, (1, nk), q.at(b, i0), (q.rs, 1));
+                    product(
+                        (nk, d, n),
+                        dk,
+                        d,
+                        true,
+                        dp,
+                        (1, nk),
+                        q.at(b, i0),
+                        (q.rs, 1),
+                        pack.as_mut(),
+                    );
                     i0 += n;
                 }
             },

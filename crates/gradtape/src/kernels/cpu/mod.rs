@@ -50,6 +50,7 @@ pub(crate) mod resize;
 #[cfg(target_arch = "x86_64")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sgemm;
+pub(crate) mod small_gemm;
 pub(crate) mod workers;
 
 use std::mem::MaybeUninit;
