@@ -110,45 +110,68 @@ unsafe fn tiles<T: Float, const W: usize>(
             }
         }
     }
-    let bp = pack.as_ptr();
+    let ops = Operands {
+        k,
+        a,
+        a_strides: (a_rs, a_cs),
+        b: pack.as_ptr(),
+        np,
+        dst,
+        d_rs,
+        n,
+        acc,
+    };
+    // SAFETY (the row groups): rows i..i + R (or i) of `a` and `dst` lie in
+    // the caller's matrices; `pack` holds k rows of np.
     let mut i = 0;
-    // SAFETY (the tiles): rows i..i + R (or i) of `a` and `dst` and the
-    // tile's columns lie in the caller's matrices; `bp` holds k rows of np.
     while i + R <= m {
-        for jt in (0..n).step_by(W) {
-            unsafe {
-                tile::<T, R, W>(
-                    k,
-                    a.add(i * a_rs),
-                    (a_rs, a_cs),
-                    bp.add(jt),
-                    np,
-                    dst.add(i * d_rs + jt),
-                    d_rs,
-                    (n - jt).min(W),
-                    acc,
-                )
-            };
-        }
+        unsafe { ops.rows::<R, W>(i) };
         i += R;
     }
     while i < m {
-        for jt in (0..n).step_by(W) {
-            unsafe {
-                tile::<T, 1, W>(
-                    k,
-                    a.add(i * a_rs),
-                    (a_rs, a_cs),
-                    bp.add(jt),
-                    np,
-                    dst.add(i * d_rs + jt),
-                    d_rs,
-                    (n - jt).min(W),
-                    acc,
-                )
-            };
-        }
+        unsafe { ops.rows::<1, W>(i) };
         i += 1;
+    }
+}
+
+/// A product's operands as [`tiles`] runs it (`b` packed, rows `np`
+/// apart).
+struct Operands<T> {
+    k: usize,
+    a: *const T,
+    a_strides: (usize, usize),
+    b: *const T,
+    np: usize,
+    dst: *mut T,
+    d_rs: usize,
+    n: usize,
+    acc: bool,
+}
+
+impl<T: Float> Operands<T> {
+    /// Rows `i..i + ROWS` of the output, a tile `W` wide at a time.
+    ///
+    /// # Safety
+    /// Those rows lie in `a` and `dst`.
+    #[inline(always)]
+    unsafe fn rows<const ROWS: usize, const W: usize>(&self, i: usize) {
+        for jt in (0..self.n).step_by(W) {
+            // SAFETY: row i of `a` and `dst`, column tile jt of `b` and
+            // `dst` (the caller's contract and `tiles`').
+            unsafe {
+                tile::<T, ROWS, W>(
+                    self.k,
+                    self.a.add(i * self.a_strides.0),
+                    self.a_strides,
+                    self.b.add(jt),
+                    self.np,
+                    self.dst.add(i * self.d_rs + jt),
+                    self.d_rs,
+                    (self.n - jt).min(W),
+                    self.acc,
+                )
+            }
+        }
     }
 }
 
