@@ -119,8 +119,9 @@ fn drops_probabilities_at_the_rate() {
 /// composite inside the op's rules).
 #[test]
 fn gradients_equal_the_composites() {
-    // heads of 4 (the online kernel) and of 64 (the kernel on products)
-    for (d, dv) in [(4, 3), (64, 64)] {
+    // heads of 4 (the online kernel), of 16 (the products' small kernel
+    // where the CPU has it) and of 64 (the `gemm` crate's products)
+    for (d, dv) in [(4, 3), (16, 16), (64, 64)] {
         gradients_equal_the_composites_at(d, dv);
     }
 }

@@ -167,10 +167,10 @@ fn product<T: Float>(
 
 /// The scratch of the products of a call with these dimensions: one for
 /// [`small_gemm`] where the CPU [`suits`](small_gemm::suits) it and the
-/// heads are narrower than 64 (at 32 its products made the forward and
-/// backward passes about 1.7× faster than the online kernel, where the
-/// `gemm` crate's were slower than it; at 64 and above, the `gemm` crate's
-/// were some 5 % faster than its), else none (the `gemm` crate).
+/// heads are narrower than 64 (at 8 to 32 its products made the forward
+/// and backward passes faster than the online kernel, where the `gemm`
+/// crate's were slower than it; at 64 and above, the `gemm` crate's were
+/// some 5 % faster than its), else none (the `gemm` crate).
 fn packs<T>(dims: &Dims) -> Option<Vec<T>> {
     (small_gemm::suits() && dims.d < 64 && dims.dv < 64).then(Vec::new)
 }

@@ -1,7 +1,7 @@
 //! Small matrix products on one thread: the blocks of fused attention
-//! ([`attention_gemm`](super::attention_gemm)), whose products are a block
-//! of at most 64 query rows against the keys, at a head width (the shared
-//! dimension) of 16 to 128.
+//! ([`attention_gemm`](super::attention_gemm)) with heads 8 to 63 wide,
+//! whose products are a block of at most 64 query rows against the keys,
+//! the head width or the block's keys or rows their shared dimension.
 //!
 //! At those sizes the general kernels spend much of a product outside its
 //! arithmetic (the `gemm` crate packs both operands in buffers of its own
