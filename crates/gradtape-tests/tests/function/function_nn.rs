@@ -373,3 +373,59 @@ fn the_bench_model_steps_trace_with_their_sgd_update() -> Result<()> {
     }
     Ok(())
 }
+
+/// A causal self-attention block as a GPT writes it (one QKV projection
+/// split in three, heads by reshape and permute, the fused attention op,
+/// heads merged, an output projection) and its weight gradients: `[0]` the
+/// loss, then the gradients of `wqkv` and `wo`.
+fn attention_block_step((x, wqkv, wo): &(Tensor, Tensor, Tensor), heads: usize) -> Result<Vec<Tensor>> {
+    let (b, t, width) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+    let hd = width / heads;
+    let (wqkv, wo) = (wqkv.stop_gradient(), wo.stop_gradient());
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(&wqkv);
+        tape.watch(&wo);
+        let qkv = x.reshape(&[b * t, width])?.matmul(&wqkv)?.split(3, -1)?;
+        let split = |v: &Tensor| v.reshape(&[b, t, heads, hd])?.permute(&[0, 2, 1, 3]);
+        let (q, k, v) = (split(&qkv[0])?, split(&qkv[1])?, split(&qkv[2])?);
+        let a = q.scaled_dot_product_attention(&k, &v, None, true, None)?;
+        let merged = a.permute(&[0, 2, 1, 3])?.reshape(&[b * t, width])?;
+        merged.matmul(&wo)?.square()?.mean_all()
+    })?;
+    let g = tape.gradient(&loss, &[wqkv.clone(), wo.clone()][..])?;
+    Ok(vec![
+        loss,
+        g[0].clone().expect("connected"),
+        g[1].clone().expect("connected"),
+    ])
+}
+
+/// The block traced equals it eager, at every head width the attention
+/// kernels choose between: 4 (the online kernel), 8, 16 and 32 (the
+/// products' small kernel where the CPU has it) and 64 (the `gemm` crate),
+/// over 70 positions (a second block of keys, rows not a multiple of 4),
+/// in `f32` and `f64`; the traced graph keeps the fused op.
+#[test]
+fn an_attention_block_traced_equals_it_eager_at_every_head_width() -> Result<()> {
+    for (heads, hd) in [(2, 4), (3, 8), (2, 16), (2, 32), (1, 64)] {
+        for dtype in [DType::F32, DType::F64] {
+            let width = heads * hd;
+            let args = (
+                Tensor::random_normal(&[2, 70, width], 0.0, 1.0, dtype, 1)?,
+                Tensor::random_normal(&[width, 3 * width], 0.0, 0.3, dtype, 2)?,
+                Tensor::random_normal(&[width, width], 0.0, 0.3, dtype, 3)?,
+            );
+            let f = function(move |a: &(Tensor, Tensor, Tensor)| attention_block_step(a, heads));
+            let c = f.concrete(&args)?;
+            let g = c.optimized_graph();
+            assert_eq!(g.count("Attention"), 1, "{g}");
+            let (traced, eager) = (f.call(&args)?, attention_block_step(&args, heads)?);
+            let tol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+            for (i, (t, e)) in traced.iter().zip(&eager).enumerate() {
+                close(&format!("heads {heads} of {hd}, {dtype:?}, output {i}"), t, e, tol);
+            }
+        }
+    }
+    Ok(())
+}
