@@ -32,3 +32,39 @@ fn a_streamed_row_sum_matches_the_eager_sum_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn a_blocked_fold_adds_bands_of_rows_in_the_element_type_then_in_f64() {
+    // a task's partial results, fed in pieces that cut rows and bands:
+    // per column, each band of `BAND` rows folded in f32 from the fold's
+    // start, the bands' results folded in f64 in order
+    for (rows, p) in [(1usize, 5usize), (8, 3), (9, 7), (37, 64), (100, 33)] {
+        let x: Vec<f32> = (0..rows * p).map(|i| ((i as f32) * 0.73).sin() * 1e3 + 0.1).collect();
+        for fold in [Fold::Sum, Fold::Max, Fold::Min] {
+            let mut want = vec![fold.init::<f64>(); p];
+            for band in x.chunks(BAND * p) {
+                let mut b = vec![fold.init::<f32>(); p];
+                for (j, &v) in band.iter().enumerate() {
+                    b[j % p] = fold.combine(b[j % p], v);
+                }
+                for (w, v) in want.iter_mut().zip(b) {
+                    *w = fold.combine(*w, v as f64);
+                }
+            }
+            for piece in [1usize, 2, p, 3 * p + 1, 10_000] {
+                let mut st = State::<f32>::new(fold, Axis::Blocked(p), 0..0, true);
+                let mut s = 0;
+                while s < x.len() {
+                    let e = (s + piece).min(x.len());
+                    st.feed(s, &x[s..e], std::ptr::null_mut());
+                    s = e;
+                }
+                let got = st
+                    .finish(std::ptr::null_mut())
+                    .expect("a blocked fold's partial results");
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{rows} x {p}, {fold:?}, pieces of {piece}");
+            }
+        }
+    }
+}

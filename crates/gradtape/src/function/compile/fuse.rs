@@ -22,8 +22,9 @@
 //! it up chunk by chunk, in `f64`: a reassociation), and a sum, max or
 //! min over the leading or the trailing axes (`[n, k] -> [k]` or `[n]`,
 //! keepdims or not), in the eager kernels' order, bit for bit, except
-//! for a sum over leading axes to few outputs in a group large enough for
-//! several threads (blocked, see `kernel::epilogue`). A group large
+//! for a sum over leading axes to at most `BLOCKED_MAX` outputs in a
+//! group large enough for several threads (blocked, see
+//! `kernel::epilogue`: a bias gradient's). A group large
 //! enough for several threads has partial reductions of one kind of axes
 //! and one size (they decide how its elements are split into tasks; see
 //! `split_after`).
@@ -498,6 +499,15 @@ fn fuse(g: &mut Graph, partial: bool) -> (usize, usize) {
     (fused_away, sums)
 }
 
+/// The most outputs of a reduction over leading axes whose large group
+/// splits by rows (blocked), each task folding into partial results of
+/// its own (`f64`, a band of rows at a time in the element type). With
+/// more, tasks own columns instead (each folds its columns of every row,
+/// in order). Split by columns, a task reads a short piece of every row,
+/// which is slower to stream than whole rows and had made such kernels
+/// slower than the eager op and reduction they replace.
+const BLOCKED_MAX: usize = 4096;
+
 /// The split of `grp` once a partial reduction over `axis` joins it, if
 /// it can. A group too small for several threads runs as one task in
 /// element order, which suits every reduction; a larger one splits its
@@ -513,7 +523,7 @@ fn split_after(grp: &Group, axis: Axis) -> Option<Split> {
         return Some(if grp.split == Split::Free { new } else { grp.split });
     }
     let new = match new {
-        Split::Leading(p) if p < 4 * kernel::COLUMNS => Split::Blocked(p),
+        Split::Leading(p) if p <= BLOCKED_MAX => Split::Blocked(p),
         other => other,
     };
     (grp.split == Split::Free || grp.split == new).then_some(new)

@@ -14,13 +14,17 @@
 //! with no tensor made between ops.
 //!
 //! A kernel with a reduction over leading axes (a bias gradient) splits
-//! its columns among the tasks, and each task walks its columns of every
-//! row in order (the eager order of the sums). Its rows are then short
-//! pieces, so several go through the program at once as a *tile*
-//! ([`Tile`]): each register holds the task's columns of several rows one
-//! after the other, loads and stores copy row by row, and the ops run once
-//! per tile, not once per row (a bias gradient of 256 columns had paid the
-//! per-instruction dispatch for every 64 elements).
+//! its rows among the tasks (blocked, for at most a few thousand outputs:
+//! see [`epilogue`]), or else its columns: each task then walks its
+//! columns of every row in order (the eager order of the sums), a piece
+//! of at least [`COLUMNS`] elements per row. (Narrow column tasks, their
+//! rows copied into the registers as tiles, had made a bias gradient's
+//! kernel slower than the eager op and reduction it replaces.)
+//!
+//! An op whose result a store takes writes the output's elements in place
+//! of its register's (the register's *target*, see [`regs`]), so a store
+//! copies nothing, as a load of an input that nothing writes copies
+//! nothing.
 //!
 //! Each op computes what its eager kernel computes, element by element and
 //! in the same type (`f32` ops in `f32`, with the same vectorised `exp`,
@@ -108,30 +112,11 @@ pub fn register_width<T>(n_regs: usize, seg: usize) -> usize {
     width.min(seg).max(1)
 }
 
-/// The columns of a task of a kernel with a reduction over leading axes
-/// come in multiples of this.
-pub(crate) const COLUMNS: usize = 64;
-
-/// A piece of a task's elements that goes through a program's body at
-/// once: `rows` runs of `len` elements, the first at element `start` of
-/// the group and each `pitch` after the last, held one after the other in
-/// the registers.
-#[derive(Clone, Copy)]
-struct Tile {
-    start: usize,
-    rows: usize,
-    len: usize,
-    pitch: usize,
-}
-
-impl Tile {
-    /// Per row: its first element in the group, and its elements' range
-    /// in a register.
-    #[inline(always)]
-    fn pieces(self) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
-        (0..self.rows).map(move |i| (self.start + i * self.pitch, i * self.len..(i + 1) * self.len))
-    }
-}
+/// The fewest columns a task of a kernel with a reduction over leading
+/// axes owns (it runs them in every row, one piece per row: a short
+/// piece pays the body's per-instruction dispatch for few elements). Such
+/// a kernel has many columns (fewer make it blocked: see `fuse`).
+pub(crate) const COLUMNS: usize = 512;
 
 /// A kernel's output tensors (inline up to four: no allocation).
 pub type Outs = smallvec::SmallVec<[Tensor; 4]>;
@@ -367,10 +352,12 @@ impl Program {
     }
 
     /// How the elements are split into tasks: a `rows x cols` view of the
-    /// group, tasks owning ranges of columns (all rows) in multiples of
-    /// `unit`. Without partial reductions, one row; with a reduction over
-    /// leading axes, its outputs are the columns (each task folds its
-    /// columns in row order); over trailing axes, tasks hold whole rows.
+    /// group, tasks owning ranges of columns (all rows), in multiples of
+    /// `unit` where there is one row. Without partial reductions, one row;
+    /// with a reduction over leading axes, its outputs are the columns
+    /// (each task folds its columns in row order; at least [`COLUMNS`]
+    /// each); over trailing axes, and blocked, tasks hold whole rows (of
+    /// the reduction's, a band of them for blocked).
     fn layout(&self) -> (usize, usize, usize) {
         let mut axes = self.body.iter().filter_map(|ins| match ins {
             Instr::Reduce { axis, .. } => Some(*axis),
@@ -384,9 +371,10 @@ impl Program {
             return (1, self.len, self.len.max(1));
         }
         match first {
-            Axis::Leading(p) => (self.len / p, p, COLUMNS),
+            Axis::Leading(p) => (self.len / p, p, 1),
             Axis::Trailing(q) => (1, self.len, q),
-            Axis::Blocked(p) => (1, self.len, p),
+            // (tasks start on a band of rows: see `epilogue::BAND`)
+            Axis::Blocked(p) => (1, self.len, p * epilogue::BAND),
         }
     }
 
@@ -462,6 +450,8 @@ impl Program {
             })
             .collect();
         let parts: List<SendPtr<T>> = rbufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
+        let direct = self.direct_stores(|k| ebufs[k].is_some());
+        let direct = &direct[..];
         let (outs, parts) = (&outs[..], &parts[..]);
         let (rows, cols, unit) = self.layout();
         type Partials = smallvec::SmallVec<[Option<Vec<f64>>; 2]>;
@@ -474,14 +464,30 @@ impl Program {
             // op loops are compiled for AVX2 or AVX-512)
             let blocked = with_simd(
                 #[inline(always)]
-                || self.run_task::<T>(&srcs, outs, parts, &mut sums, (rows, cols), c),
+                || self.run_task::<T>(&srcs, (outs, direct), parts, &mut sums, (rows, cols), c),
             );
             (sums.iter().map(lanes_total).collect(), blocked)
         };
+        let parallel = self.len >= PAR_MIN && workers::threads() > 1;
         let mut partials: smallvec::SmallVec<[(smallvec::SmallVec<[f64; 2]>, Partials); 16]> =
-            if self.len >= PAR_MIN && workers::threads() > 1 && cols > unit {
+            if parallel && rows > 1 && cols >= 2 * COLUMNS {
+                // columns (of every row): as many tasks as hold `COLUMNS`
+                // and half of `PAR_MIN` elements each, their bounds on
+                // multiples of 16 (a cache line of `f32`)
+                let n_tasks = (cols / COLUMNS)
+                    .min(self.len / (PAR_MIN / 2))
+                    .clamp(1, workers::threads() * 4);
+                let bound = |t: usize| {
+                    if t == n_tasks {
+                        cols
+                    } else {
+                        t * cols / n_tasks / 16 * 16
+                    }
+                };
+                workers::map_small(n_tasks, |t| task(bound(t)..bound(t + 1)))
+            } else if parallel && rows == 1 && cols > unit {
                 let per = (cols / (workers::threads() * 4))
-                    .max((PAR_MIN / 2).div_ceil(rows.max(1)))
+                    .max(PAR_MIN / 2)
                     .next_multiple_of(unit);
                 let n_tasks = cols.div_ceil(per);
                 workers::map_small(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)))
@@ -646,15 +652,41 @@ impl Program {
         }
     }
 
+    /// The stores whose register may be written in the output's elements
+    /// (see [`Regs::target`]): per register, its first store, where the
+    /// output has a buffer of its own (`fresh`: not an input's, which a
+    /// register may still read) and an op of the body wrote the register
+    /// last (not a load, which reads in place, nor a splat). The op then
+    /// writes the output and the store copies nothing (a store had cost a
+    /// pass over the register, as much as the op it stores for a cheap op).
+    fn direct_stores(&self, fresh: impl Fn(usize) -> bool) -> smallvec::SmallVec<[(Reg, u16); 4]> {
+        let mut direct = smallvec::SmallVec::new();
+        let mut stored: smallvec::SmallVec<[Reg; 8]> = smallvec::SmallVec::new();
+        for (k, ins) in self.body.iter().enumerate() {
+            let Instr::Store { out, src } = *ins else { continue };
+            if stored.contains(&src) {
+                continue;
+            }
+            stored.push(src);
+            let writer = self.body[..k].iter().rev().find(|i| sums::operands(i).1.contains(&src));
+            let computed = writer.is_some_and(|w| !matches!(w, Instr::Load { .. } | Instr::Gather { .. }));
+            if computed && fresh(out as usize) {
+                direct.push((src, out));
+            }
+        }
+        direct
+    }
+
     /// Runs the program over the columns `c` of every row of the group
     /// viewed as `rows x cols` (see [`layout`](Self::layout)), writing
-    /// the outputs' elements there and adding to `sums`.
+    /// the outputs' elements there (the `direct` stores' registers
+    /// written there) and adding to `sums`.
     /// Returns the partial results of its blocked reductions.
     #[inline(always)]
     fn run_task<T: Lane>(
         &self,
         srcs: &[Src<T>],
-        outs: &[SendPtr<T>],
+        (outs, direct): (&[SendPtr<T>], &[(Reg, u16)]),
         parts: &[SendPtr<T>],
         sums: &mut [Lanes],
         (rows, cols): (usize, usize),
@@ -669,16 +701,7 @@ impl Program {
         } else {
             (c.start, c.len(), rows)
         };
-        // short pieces of many rows (a task's columns of a reduction over
-        // leading axes) go through the body as tiles of several rows, so
-        // that the elementwise ops run once per tile, not once per row
-        let width = register_width::<T>(self.n_regs, seg.saturating_mul(n_segs));
-        let tile_rows = if n_segs > 1 && seg > 0 { width / seg } else { 1 };
-        let stride = if tile_rows > 1 {
-            tile_rows * seg
-        } else {
-            register_width::<T>(self.n_regs, seg)
-        };
+        let stride = register_width::<T>(self.n_regs, seg);
         // (with a cache line of slack, so that the registers start on a
         // line: wide loads and stores across two lines made the register
         // passes about a tenth slower)
@@ -706,46 +729,33 @@ impl Program {
         // compiler keeps in registers across the output writes)
         let (mut s, mut off) = (0, 0);
         while s < n_segs {
-            // the next tile: rows of a segment each, or a run of one
-            let tile = if tile_rows > 1 {
-                let k = tile_rows.min(n_segs - s);
-                s += k;
-                Tile {
-                    start: first + (s - k) * cols,
-                    rows: k,
-                    len: seg,
-                    pitch: cols,
-                }
-            } else {
-                let n = stride.min(seg - off);
-                let t = Tile {
-                    start: first + s * cols + off,
-                    rows: 1,
-                    len: n,
-                    pitch: cols,
-                };
-                off += n;
-                if off >= seg {
-                    (s, off) = (s + 1, 0);
-                }
-                t
-            };
-            let n = tile.rows * tile.len;
+            // the next piece: up to a register's width of a segment
+            let n = stride.min(seg - off);
+            let start = first + s * cols + off;
+            off += n;
+            if off >= seg {
+                (s, off) = (s + 1, 0);
+            }
+            for &(r, out) in direct {
+                // SAFETY: elements `start..start + n` of a fresh output
+                // buffer (of `len` elements) are this task's, outside the
+                // registers and every input, and only this register
+                // writes them until its store (which untargets it); every
+                // access to it meanwhile is of `n` elements.
+                unsafe { regs.target(r, outs[out as usize].get().add(start), n) }
+            }
             for ins in &self.body {
                 match *ins {
                     Instr::Load { dst, input } => {
                         let src = &srcs[input as usize];
-                        if src.fixed && tile.rows == 1 {
+                        if src.fixed {
                             // read in place: SAFETY: the input's elements
                             // live through the run, and no output writes
                             // them while this register stands for them
                             // (`fixed`)
-                            unsafe { regs.view(dst, src.at(tile.start, n), n) }
+                            unsafe { regs.view(dst, src.at(start, n), n) }
                         } else {
-                            let d = regs.get_mut(dst, n);
-                            for (j, r) in tile.pieces() {
-                                src.copy_to(j, &mut d[r]);
-                            }
+                            src.copy_to(start, regs.get_mut(dst, n));
                         }
                     }
                     Instr::Gather { dst, input, q, p } => {
@@ -753,10 +763,7 @@ impl Program {
                         // buffer (`donors` takes only inputs read by a
                         // `Load`), so nothing writes it during the run.
                         let src = unsafe { srcs[input as usize].as_slice() };
-                        let d = regs.get_mut(dst, n);
-                        for (j, r) in tile.pieces() {
-                            gather(src, q, p, j, &mut d[r]);
-                        }
+                        gather(src, q, p, start, regs.get_mut(dst, n));
                     }
                     Instr::Unary { ref op, dst, a } => {
                         let (d, x, _) = regs.split(dst, a, a, n);
@@ -771,36 +778,30 @@ impl Program {
                         binary_run(op, x, y, d);
                     }
                     Instr::Store { out, src } => {
-                        let s = regs.get(src, n);
-                        for (j, r) in tile.pieces() {
-                            // SAFETY: `j..j + r.len()` lies in this task's
-                            // elements of an output buffer of `len`
-                            // elements.
-                            let o = unsafe { std::slice::from_raw_parts_mut(outs[out as usize].get().add(j), r.len()) };
-                            o.copy_from_slice(&s[r]);
+                        // (written there already: nothing to copy)
+                        // SAFETY: `start..start + n` lies in this task's
+                        // elements of an output buffer of `len` elements.
+                        let o = unsafe { outs[out as usize].get().add(start) };
+                        let there = regs.is_at(src, o);
+                        regs.untarget(src);
+                        if !there {
+                            // SAFETY: as above; the register is another
+                            // allocation, or an input's elements that no
+                            // output writes.
+                            unsafe { std::slice::from_raw_parts_mut(o, n) }.copy_from_slice(regs.get(src, n));
                         }
                     }
                     Instr::Accumulate { acc, src } => {
-                        let s = regs.get(src, n);
-                        for (_, r) in tile.pieces() {
-                            add_chunk_sums(&s[r], &mut sums[acc as usize]);
-                        }
+                        add_chunk_sums(regs.get(src, n), &mut sums[acc as usize]);
                     }
                     Instr::UnarySum { ref op, dst, a, acc } => {
                         let sum = &mut sums[acc as usize];
                         match dst {
                             Some(d) => {
                                 let (d, x, _) = regs.split(d, a, a, n);
-                                for (_, r) in tile.pieces() {
-                                    unary_sum(op, &x[r.clone()], Some(&mut d[r]), sum)
-                                }
+                                unary_sum(op, x, Some(d), sum)
                             }
-                            None => {
-                                let x = regs.get(a, n);
-                                for (_, r) in tile.pieces() {
-                                    unary_sum(op, &x[r], None, sum)
-                                }
-                            }
+                            None => unary_sum(op, regs.get(a, n), None, sum),
                         }
                     }
                     Instr::BinarySum { ref op, dst, a, b, acc } => {
@@ -808,16 +809,9 @@ impl Program {
                         match dst {
                             Some(d) => {
                                 let (d, x, y) = regs.split(d, a, b, n);
-                                for (_, r) in tile.pieces() {
-                                    binary_sum(op, &x[r.clone()], &y[r.clone()], Some(&mut d[r]), sum)
-                                }
+                                binary_sum(op, x, y, Some(d), sum)
                             }
-                            None => {
-                                let (x, y) = (regs.get(a, n), regs.get(b, n));
-                                for (_, r) in tile.pieces() {
-                                    binary_sum(op, &x[r.clone()], &y[r], None, sum)
-                                }
-                            }
+                            None => binary_sum(op, regs.get(a, n), regs.get(b, n), None, sum),
                         }
                     }
                     Instr::Chain {
@@ -830,10 +824,7 @@ impl Program {
                         c,
                     } => chain::run(op1, op2, swap, &mut regs, dst, a, b, c, n),
                     Instr::Reduce { out, src, .. } => {
-                        let x = regs.get(src, n);
-                        for (j, r) in tile.pieces() {
-                            states[out as usize].feed(j, &x[r], parts[out as usize].get());
-                        }
+                        states[out as usize].feed(start, regs.get(src, n), parts[out as usize].get());
                     }
                 }
             }

@@ -25,14 +25,17 @@
 //!   total (tasks hold whole rows), and `max`/`min` fold each row in order.
 //!
 //! **Blocked: the one reassociation.** A group too large for one thread
-//! whose reduction over leading axes has few outputs (a convolution's
-//! bias gradient: `[n, h, w, c] -> [c]`) splits its rows among the tasks
-//! instead; each task folds its rows into its own partial results (sums
-//! in `f64`), combined in task order afterwards. `max` and `min` stay
-//! exact (a fold over blocks, then over the blocks' results in order,
-//! keeps the same element of a tie as the fold over all); a sum adds in
-//! another order (in `f64`, rounded once: as the fused sums of all
-//! elements do).
+//! whose reduction over leading axes has at most a few thousand outputs
+//! (a bias gradient: `[n, k] -> [k]`, `[n, h, w, c] -> [c]`) splits its
+//! rows among the tasks instead, so that each task streams whole rows;
+//! each task folds its rows into its own partial results, a band of
+//! [`BAND`] rows at a time in the element type and the bands in `f64`,
+//! and the tasks' results are combined in task order afterwards. `max`
+//! and `min` stay exact (a fold over blocks, then over the blocks'
+//! results in order, keeps the same element of a tie as the fold over
+//! all); a sum adds in another order (each band's few terms in `T`, the
+//! rest in `f64`, rounded once: closer to the exact sum than the eager
+//! kernel's long fold in `T`).
 
 use super::scratch;
 use super::Lane;
@@ -49,7 +52,7 @@ pub enum Fold {
 impl Fold {
     /// The value a fold starts from (adds nothing to the first element).
     #[inline(always)]
-    pub(crate) fn init<T: Float>(self) -> T {
+    pub fn init<T: Float>(self) -> T {
         match self {
             Fold::Sum => T::neg_zero(),
             Fold::Max => T::neg_infinity(),
@@ -59,7 +62,7 @@ impl Fold {
 
     /// One step, as the eager reducers take it (a NaN always wins).
     #[inline(always)]
-    pub(crate) fn combine<T: Float>(self, a: T, v: T) -> T {
+    pub fn combine<T: Float>(self, a: T, v: T) -> T {
         match self {
             Fold::Sum => a + v,
             Fold::Max => {
@@ -138,8 +141,14 @@ pub enum State<T> {
         c0: usize,
         acc: Vec<T>,
     },
-    /// Leading axes, blocked: this task's partial results (sums in `f64`).
-    Blocked { fold: Fold, p: usize, acc: Vec<f64> },
+    /// Leading axes, blocked: this task's partial results (in `f64`),
+    /// and the fold of the rows since the last band's end (in `T`).
+    Blocked {
+        fold: Fold,
+        p: usize,
+        acc: Vec<f64>,
+        band: Vec<T>,
+    },
     /// Trailing axes: the row being reduced (rows never span tasks).
     Trailing {
         fold: Fold,
@@ -172,6 +181,7 @@ impl<T: Lane> State<T> {
                 fold,
                 p,
                 acc: scratch::take(p, fold.init_f64()),
+                band: scratch::take(p, fold.init()),
             },
             Axis::Trailing(q) => State::Trailing {
                 fold,
@@ -202,30 +212,18 @@ impl<T: Lane> State<T> {
                     k = 0;
                 }
             }
-            State::Blocked { fold, p, acc } => {
+            State::Blocked { fold, p, acc, band } => {
                 let (fold, p) = (*fold, *p);
                 let mut k = start % p;
                 let mut i = 0;
                 while i < xs.len() {
                     let run = (p - k).min(xs.len() - i);
-                    let (a, x) = (&mut acc[k..k + run], &xs[i..i + run]);
-                    // (one loop per fold, each vectorisable)
-                    match fold {
-                        Fold::Sum => {
-                            for (a, &v) in a.iter_mut().zip(x) {
-                                *a += v.to_f64();
-                            }
-                        }
-                        Fold::Max => {
-                            for (a, &v) in a.iter_mut().zip(x) {
-                                *a = Fold::Max.combine(*a, v.to_f64());
-                            }
-                        }
-                        Fold::Min => {
-                            for (a, &v) in a.iter_mut().zip(x) {
-                                *a = Fold::Min.combine(*a, v.to_f64());
-                            }
-                        }
+                    fold_into(fold, &mut band[k..k + run], &xs[i..i + run]);
+                    // a row that ends a band of the group's rows: the
+                    // band's fold into the task's partial results
+                    let row = (start + i) / p;
+                    if k + run == p && (row + 1).is_multiple_of(BAND) {
+                        end_band(fold, acc, band);
                     }
                     i += run;
                     k = 0;
@@ -272,7 +270,8 @@ impl<T: Lane> State<T> {
 
     /// Writes a task's folded columns (leading axes) to `out`; returns
     /// its partial results (blocked), which [`combine`] adds up.
-    pub(crate) fn finish(self, out: *mut T) -> Option<Vec<f64>> {
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // (pub for the tests only: `out` is the output's buffer)
+    pub fn finish(self, out: *mut T) -> Option<Vec<f64>> {
         match self {
             State::Leading { c0, acc, .. } => {
                 for (k, &a) in acc.iter().enumerate() {
@@ -282,7 +281,16 @@ impl<T: Lane> State<T> {
                 scratch::give(acc);
                 None
             }
-            State::Blocked { acc, .. } => Some(acc),
+            State::Blocked {
+                fold,
+                mut acc,
+                mut band,
+                ..
+            } => {
+                end_band(fold, &mut acc, &mut band);
+                scratch::give(band);
+                Some(acc)
+            }
             State::Trailing { .. } => None,
         }
     }
@@ -310,6 +318,22 @@ impl Fold {
     /// `f32` values (widening keeps order and signed zeros).
     fn combine_f64(self, a: f64, v: f64) -> f64 {
         self.combine(a, v)
+    }
+}
+
+/// Rows per band of a blocked reduction: a task folds the rows of a band
+/// in `T`, and the bands in `f64` (the group's bands, the same for any
+/// split into tasks, which start on a band). Folding every element in
+/// `f64` had cost as much as the elementwise op before it.
+pub const BAND: usize = 8;
+
+/// Folds a band's results into a task's partial results (exactly, for a
+/// max or min: widening keeps order and signed zeros), and starts the
+/// next band.
+fn end_band<T: Float>(fold: Fold, acc: &mut [f64], band: &mut [T]) {
+    for (a, b) in acc.iter_mut().zip(band.iter_mut()) {
+        *a = fold.combine_f64(*a, b.to_f64());
+        *b = fold.init();
     }
 }
 

@@ -1,6 +1,8 @@
 //! The registers of a running program: one buffer of `stride` elements per
 //! register, where a register loaded from an input that nothing writes
-//! during the run reads that input's elements in place (no copy).
+//! during the run reads that input's elements in place (no copy), and a
+//! register that a store will copy to an output may be written in that
+//! output's elements instead (its *target*: no copy either).
 
 use smallvec::SmallVec;
 
@@ -15,6 +17,10 @@ pub struct Regs<'a, T> {
     /// input that nothing writes during the run, until the register is
     /// next written), or null for its own elements in `buf`
     views: SmallVec<[*const T; 16]>,
+    /// per register: output elements its writes go to (set by
+    /// [`target`](Self::target) until [`untarget`](Self::untarget)), or
+    /// null for its own elements in `buf`
+    targets: SmallVec<[*mut T; 16]>,
 }
 
 impl<'a, T: Copy> Regs<'a, T> {
@@ -25,6 +31,7 @@ impl<'a, T: Copy> Regs<'a, T> {
             buf,
             stride,
             views: smallvec::smallvec![std::ptr::null(); n_regs],
+            targets: smallvec::smallvec![std::ptr::null_mut(); n_regs],
         }
     }
 
@@ -54,12 +61,52 @@ impl<'a, T: Copy> Regs<'a, T> {
         unsafe { std::slice::from_raw_parts(self.read_ptr(r, n), n) }
     }
 
-    /// Register `r`'s first `n` elements, to write (its own again).
+    /// Register `r`'s first `n` elements, to write: its own again, or
+    /// its target's (which it then reads too).
     #[inline(always)]
     pub fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
-        self.views[r as usize] = std::ptr::null();
         let s = r as usize * self.stride;
-        &mut self.buf[s..s + n]
+        let own = &mut self.buf[s..s + n];
+        let t = self.targets[r as usize];
+        if t.is_null() {
+            self.views[r as usize] = std::ptr::null();
+            own
+        } else {
+            self.views[r as usize] = t;
+            // SAFETY: a target holds `n` elements that only this register
+            // reads or writes until `untarget` (see `target`); `n` is
+            // within the register's width (checked by the slice above).
+            unsafe { std::slice::from_raw_parts_mut(t, n) }
+        }
+    }
+
+    /// Register `r`'s writes go to the `n` elements at `p` (and its reads
+    /// follow them) until [`untarget`](Self::untarget).
+    ///
+    /// # Safety
+    /// `p` is valid for reads and writes of `n` elements while the
+    /// registers live, outside `buf` and every input a register reads;
+    /// nothing else reads or writes them until `untarget`; and `n` is at
+    /// least the length of every access to `r` meanwhile.
+    #[inline(always)]
+    pub unsafe fn target(&mut self, r: Reg, p: *mut T, n: usize) {
+        assert!(n <= self.stride && (r as usize + 1) * self.stride <= self.buf.len());
+        self.targets[r as usize] = p;
+    }
+
+    /// Whether register `r`'s elements are now those at `p` (it was
+    /// targeted there and written since).
+    #[inline(always)]
+    pub fn is_at(&self, r: Reg, p: *const T) -> bool {
+        std::ptr::eq(self.views[r as usize], p)
+    }
+
+    /// Register `r` writes its own elements again (its value, if it was
+    /// written in its target, is still read there until it is next
+    /// written).
+    #[inline(always)]
+    pub fn untarget(&mut self, r: Reg) {
+        self.targets[r as usize] = std::ptr::null_mut();
     }
 
     /// Register `r` stands for the `n` elements at `p` until it is next
