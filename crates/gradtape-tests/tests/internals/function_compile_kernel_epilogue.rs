@@ -13,6 +13,48 @@ fn gather_reads_rows_and_columns_by_index() {
 }
 
 #[test]
+fn a_gather_is_the_broadcast_element_by_element_at_any_start_and_length() {
+    // rows (q = 1) shorter and longer than the piece, pieces starting
+    // inside a row; columns (q > 1)
+    for p in [1usize, 2, 3, 7, 64, 100, 1000] {
+        let src: Vec<f32> = (0..p).map(|i| i as f32 + 0.5).collect();
+        for q in [1usize, 3] {
+            for start in [0usize, 1, p / 2, p, 3 * p + 1] {
+                for n in [0usize, 1, 5, p, p + 1, 2 * p - 1, 1024, 4097] {
+                    let mut out = vec![f32::NAN; n];
+                    gather(&src, q, p, start, &mut out);
+                    let want: Vec<f32> = (start..start + n).map(|j| src[(j / q) % p]).collect();
+                    assert_eq!(out, want, "p {p}, q {q}, start {start}, n {n}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_periodic_broadcast_read_from_its_repeats_is_the_gather() {
+    // what a register reads in place of a gather: `n` repeats from
+    // `start % period`, for any start and any n up to the width
+    let width = 1024;
+    for (q, p) in [(1usize, 1usize), (1, 3), (1, 100), (1, 4096), (3, 7), (64, 5)] {
+        let src: Vec<f64> = (0..p).map(|i| i as f64 * 1.5 - 2.0).collect();
+        let (v, period) = periodic(&src, q, p, width).expect("a short period");
+        assert_eq!(period, q * p);
+        for start in [0usize, 1, period - 1, period, 5 * period + 2, 123_457] {
+            for n in [1usize, 7, width - 1, width] {
+                let at = start % period;
+                let mut want = vec![f64::NAN; n];
+                gather(&src, q, p, start, &mut want);
+                assert_eq!(&v[at..at + n], &want[..], "q {q}, p {p}, start {start}, n {n}");
+            }
+        }
+    }
+    // a long period is gathered, not repeated
+    assert!(periodic(&vec![0.0f32; PERIOD_MAX + 1], 1, PERIOD_MAX + 1, width).is_none());
+    assert!(periodic(&[0.0f32; 3], 0, 3, width).is_none());
+}
+
+#[test]
 fn a_streamed_row_sum_matches_the_eager_sum_bit_for_bit() {
     // rows longer than a block, fed in pieces that cut lanes and blocks
     for q in [1usize, 7, 8, 9, 4095, 4096, 4100, 9001] {

@@ -73,7 +73,7 @@ pub(crate) mod scratch;
 pub(crate) mod sums;
 pub(crate) use crate::ops::math::table::Pair;
 use crate::ops::math::table::{binary, binary_run, unary_one, unary_run};
-use epilogue::{combine, gather, State};
+use epilogue::{combine, gather, periodic, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
 
@@ -707,7 +707,7 @@ impl Program {
         // passes about a tenth slower)
         let len = self.n_regs.max(1) * stride;
         let slack = 64 / std::mem::size_of::<T>();
-        let mut store = scratch::take(len + slack, T::zero());
+        let mut store = scratch::take_written(len + slack, T::zero());
         let at = store.as_ptr().align_offset(64).min(slack);
         let mut regs = Regs::new(&mut store[at..at + len], stride);
         for (r, s) in &self.splats {
@@ -722,6 +722,14 @@ impl Program {
             .iter()
             .filter_map(|ins| match *ins {
                 Instr::Reduce { fold, axis, .. } => Some(State::new(fold, axis, c.clone(), c.len() == cols)),
+                _ => None,
+            })
+            .collect();
+        // per instruction, a broadcast input's repeats (see `periodic`)
+        let repeats: List<Option<(Vec<T>, usize)>> = (self.body.iter())
+            .map(|ins| match *ins {
+                // SAFETY: as for `Instr::Gather` below
+                Instr::Gather { input, q, p, .. } => periodic(unsafe { srcs[input as usize].as_slice() }, q, p, stride),
                 _ => None,
             })
             .collect();
@@ -744,7 +752,7 @@ impl Program {
                 // access to it meanwhile is of `n` elements.
                 unsafe { regs.target(r, outs[out as usize].get().add(start), n) }
             }
-            for ins in &self.body {
+            for (k, ins) in self.body.iter().enumerate() {
                 match *ins {
                     Instr::Load { dst, input } => {
                         let src = &srcs[input as usize];
@@ -758,13 +766,24 @@ impl Program {
                             src.copy_to(start, regs.get_mut(dst, n));
                         }
                     }
-                    Instr::Gather { dst, input, q, p } => {
-                        // SAFETY: a broadcast input gives no output its
-                        // buffer (`donors` takes only inputs read by a
-                        // `Load`), so nothing writes it during the run.
-                        let src = unsafe { srcs[input as usize].as_slice() };
-                        gather(src, q, p, start, regs.get_mut(dst, n));
-                    }
+                    Instr::Gather { dst, input, q, p } => match &repeats[k] {
+                        // SAFETY: `n <= stride` repeats from `start % period`
+                        // lie in the task's repeats, which nothing writes
+                        // and which live through the task.
+                        Some((v, period)) => unsafe { regs.view(dst, v.as_ptr().add(start % period), n) },
+                        None => {
+                            // SAFETY: a broadcast input gives no output its
+                            // buffer (`donors` takes only inputs read by a
+                            // `Load`), so nothing writes it during the run.
+                            let src = unsafe { srcs[input as usize].as_slice() };
+                            match start % p {
+                                // a piece of one long row: read in place
+                                // (SAFETY: as above; `k + n <= p` elements)
+                                k if q == 1 && k + n <= p => unsafe { regs.view(dst, src.as_ptr().add(k), n) },
+                                _ => gather(src, q, p, start, regs.get_mut(dst, n)),
+                            }
+                        }
+                    },
                     Instr::Unary { ref op, dst, a } => {
                         let (d, x, _) = regs.split(dst, a, a, n);
                         unary_run(op, x, d);
@@ -830,6 +849,7 @@ impl Program {
             }
         }
         scratch::give(store);
+        repeats.into_iter().flatten().for_each(|(v, _)| scratch::give(v));
         states
             .into_iter()
             .zip(parts)

@@ -109,13 +109,21 @@ pub fn gather<T: Copy>(src: &[T], q: usize, p: usize, start: usize, out: &mut [T
     let n = out.len();
     let mut i = 0;
     if q == 1 {
-        // a row repeated: copies of runs of the row
-        let mut k = start % p;
+        // a row repeated: the first period from the row (in two runs
+        // where it wraps), then copies of what is written, doubling
+        // (few long copies where a short row had taken one per row)
+        let k = start % p;
+        let head = (p - k).min(n);
+        out[..head].copy_from_slice(&src[k..k + head]);
+        let tail = (n - head).min(k);
+        out[head..head + tail].copy_from_slice(&src[..tail]);
+        i = head + tail;
         while i < n {
-            let run = (p - k).min(n - i);
-            out[i..i + run].copy_from_slice(&src[k..k + run]);
+            // (`i` is a whole number of periods: each element repeats
+            // the one `i` before it)
+            let run = i.min(n - i);
+            out.copy_within(..run, i);
             i += run;
-            k = 0;
         }
     } else {
         // each element repeated q times (and the whole repeated)
@@ -127,6 +135,22 @@ pub fn gather<T: Copy>(src: &[T], q: usize, p: usize, start: usize, out: &mut [T
             j += run;
         }
     }
+}
+
+/// The longest period (`q * p` elements) of a broadcast input that a task
+/// repeats once ([`periodic`]).
+pub const PERIOD_MAX: usize = 1 << 14;
+
+/// A broadcast input of a short period, repeated once for a task, so that
+/// a register reads any `width` of its elements in place (at offset
+/// `start % period` for elements from `start`), where [`gather`] had
+/// copied them for every register: the repeats and the period, or `None`
+/// for a long period.
+pub fn periodic<T: Lane>(src: &[T], q: usize, p: usize, width: usize) -> Option<(Vec<T>, usize)> {
+    let period = q.checked_mul(p).filter(|&n| n > 0 && n <= PERIOD_MAX)?;
+    let mut v = scratch::take_written(period + width, T::zero());
+    gather(src, q, p, 0, &mut v);
+    Some((v, period))
 }
 
 /// Elements per block of the eager row sum.

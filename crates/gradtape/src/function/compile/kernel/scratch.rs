@@ -41,6 +41,28 @@ impl Scratch for f64 {
 /// A vector of `n` copies of `fill`: a kept one when one has the room
 /// (else the longest kept one, grown), or a new one.
 pub fn take<T: Scratch>(n: usize, fill: T) -> Vec<T> {
+    let mut v = from_list(n);
+    v.clear();
+    v.resize(n, fill);
+    v
+}
+
+/// A vector of `n` elements to be written before they are read (a
+/// task's registers): a kept vector's old values where it has them, so
+/// that no pass fills them; `fill` past those.
+pub fn take_written<T: Scratch>(n: usize, fill: T) -> Vec<T> {
+    let mut v = from_list(n);
+    if v.len() >= n {
+        v.truncate(n);
+    } else {
+        v.resize(n, fill);
+    }
+    v
+}
+
+/// A kept vector with room for `n` elements (else the longest kept one,
+/// grown), or a new one; its elements as they were given back.
+fn from_list<T: Scratch>(n: usize) -> Vec<T> {
     let mut v = T::free()
         .lock()
         .ok()
@@ -52,14 +74,13 @@ pub fn take<T: Scratch>(n: usize, fill: T) -> Vec<T> {
             Some(free.swap_remove(i))
         })
         .unwrap_or_default();
-    v.clear();
     if v.capacity() < n {
         // (grown to a power of two: the threads take the kept vectors in
         // an order that depends on timing, and with few sizes in use a
         // vector grown once fits the others' needs too)
-        v.reserve_exact(n.next_power_of_two().clamp(4096, MAX_LEN.max(n)));
+        let want = n.next_power_of_two().clamp(4096, MAX_LEN.max(n));
+        v.reserve_exact(want - v.len());
     }
-    v.resize(n, fill);
     v
 }
 
