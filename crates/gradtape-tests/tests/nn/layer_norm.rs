@@ -363,3 +363,34 @@ fn the_tape_keeps_only_x_and_gamma() -> Result<()> {
     assert_eq!(x.ref_count(), before, "a one-shot tape lets x go as backward runs");
     Ok(())
 }
+
+/// Rows far from zero (mean 1000, spread about 1) in `f32`: the row
+/// statistics keep the digits that plain `f32` sums over the row lose
+/// (the mean's error would be about 1e-2 of the spread at 4096 columns),
+/// and the column sums of the gradients over 2000 rows keep theirs. The
+/// reference is the same op on the same values in `f64`. What `x − mean`
+/// in `f32` costs (half an ulp of 1000, 3e-5, over a spread of about 1)
+/// bounds the error of `y` (1.6e-5 of its scale here; a mean summed in
+/// `f32` runs of eight made it 3.2e-5), and of `dgamma`, that error
+/// summed over 2000 rows (8e-4).
+#[test]
+fn f32_rows_far_from_zero_keep_their_digits() -> Result<()> {
+    for (rows, cols) in [(3usize, 4096usize), (5, 300), (2000, 72)] {
+        let n = rows * cols;
+        let v: Vec<f32> = (0..n).map(|i| 1000.0 + ((i as f32) * 0.37).sin() * 1.5).collect();
+        let x32 = Tensor::from_vec(v, &[rows, cols])?;
+        let x64 = x32.cast(DType::F64)?;
+        let g = init(&[cols], 3.0, 1.3);
+        let b = init(&[cols], 4.0, 0.8);
+        let fused = |x: &Tensor, g: Option<&Tensor>, b: Option<&Tensor>| x.layer_normalization(&[1], g, b, 1e-5);
+        let (g32, b32) = (g.cast(DType::F32)?, b.cast(DType::F32)?);
+        let (y32, d32) = loss_and_grads(fused, &x32, Some(&g32), Some(&b32))?;
+        let (y64, d64) = loss_and_grads(fused, &x64, Some(&g), Some(&b))?;
+        let what = format!("{rows}x{cols}");
+        close(&y32, &y64, 2.5e-5, &format!("y {what}"));
+        for (k, (name, tol)) in [("dx", 2e-5), ("dgamma", 2e-3), ("dbeta", 2e-5)].iter().enumerate() {
+            close(&d32[k], &d64[k], *tol, &format!("{name} {what}"));
+        }
+    }
+    Ok(())
+}

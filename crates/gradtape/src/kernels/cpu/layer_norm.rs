@@ -5,9 +5,10 @@
 //! of `x − mean`, `rstd = 1 / sqrt(var + eps)`, the normalised row
 //! `x̂ = (x − mean) · rstd`, and the output `y = x̂ · gamma + beta`
 //! (`gamma`, `beta` optional: 1 and 0). The row statistics add in `f64`
-//! (two passes: the mean, then the squares of the deviations), so a long
-//! row of `f32` loses no digits to cancellation; the row itself is
-//! computed in its own type.
+//! (two passes: the mean, then the squares of the deviations, those a
+//! short run of terms at a time in the row's type), so a long row of
+//! `f32` loses no digits to cancellation; the row itself is computed in
+//! its own type.
 //!
 //! The backward pass, from the output's cotangent `dy`, with
 //! `g = dy · gamma`, `a = mean(g)` and `b = mean(g · x̂)`:
@@ -18,7 +19,8 @@
 //!
 //! It recomputes `mean` and `rstd` from `x` (the same bits as the
 //! forward's) rather than storing them. The column sums `dgamma`, `dbeta`
-//! add per block of rows, in `f64`, then the blocks in order: the block
+//! add per block of rows, in `f64` (a band of a few rows at a time in the
+//! row's type), then the blocks in order: the block
 //! size depends on the shape alone, so the sums do not depend on the
 //! number of threads.
 
@@ -33,18 +35,59 @@ use crate::tensor::{Buf, Float};
 /// vectorise (one accumulator is one long chain of dependent adds).
 const LANES: usize = 8;
 
-/// `Σ f(v)` over `x` in `f64`, in [`LANES`] accumulators (each adds the
-/// elements of its residue in order), then the tail.
+/// Elements each lane adds in the row's type before its sum goes to its
+/// `f64` lane: one conversion per run, where one per element had bounded
+/// the statistics' loops (a run's few terms lose no more than the one
+/// rounding of each).
+const RUN: usize = 8;
+
+/// Rows the backward pass's column sums add in the row's type before
+/// their sums go to the block's `f64` sums (for the reason of [`RUN`]).
+const BAND: usize = 8;
+
+/// `Σ f(v)` over `x` in `f64`: [`LANES`] accumulators, each adding runs
+/// of [`RUN`] elements of its residue in `T`, each run's sum then in
+/// `f64`; the elements past the last whole block of runs, and the tail,
+/// in `f64`.
 #[inline(always)]
-fn sum_lanes<T: Float>(x: &[T], f: impl Fn(T) -> f64) -> f64 {
+fn sum_lanes<T: Float>(x: &[T], f: impl Fn(T) -> T) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let mut blocks = x.chunks_exact(LANES * RUN);
+    for b in &mut blocks {
+        let mut t = [T::zero(); LANES];
+        for c in b.chunks_exact(LANES) {
+            for (a, &v) in t.iter_mut().zip(c) {
+                *a = *a + f(v);
+            }
+        }
+        for (a, v) in acc.iter_mut().zip(t) {
+            *a += v.to_f64();
+        }
+    }
+    let mut chunks = blocks.remainder().chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += f(v).to_f64();
+        }
+    }
+    let tail: f64 = chunks.remainder().iter().map(|&v| f(v).to_f64()).sum();
+    acc.iter().sum::<f64>() + tail
+}
+
+/// `Σ v` over `x` in `f64`, each element converted ([`LANES`]
+/// accumulators, then the tail): the mean's sum, whose terms all have the
+/// row's offset (runs of them in `T` would round at several times its
+/// magnitude).
+#[inline(always)]
+fn sum_f64<T: Float>(x: &[T]) -> f64 {
     let mut acc = [0.0f64; LANES];
     let mut chunks = x.chunks_exact(LANES);
     for c in &mut chunks {
         for (a, &v) in acc.iter_mut().zip(c) {
-            *a += f(v);
+            *a += v.to_f64();
         }
     }
-    let tail: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    let tail: f64 = chunks.remainder().iter().map(|&v| v.to_f64()).sum();
     acc.iter().sum::<f64>() + tail
 }
 
@@ -52,7 +95,19 @@ fn sum_lanes<T: Float>(x: &[T], f: impl Fn(T) -> f64) -> f64 {
 #[inline(always)]
 fn dot_lanes<T: Float>(x: &[T], y: &[T]) -> f64 {
     let mut acc = [0.0f64; LANES];
-    let (mut cx, mut cy) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let (mut bx, mut by) = (x.chunks_exact(LANES * RUN), y.chunks_exact(LANES * RUN));
+    for (u, v) in (&mut bx).zip(&mut by) {
+        let mut t = [T::zero(); LANES];
+        for (cu, cv) in u.chunks_exact(LANES).zip(v.chunks_exact(LANES)) {
+            for ((a, &p), &q) in t.iter_mut().zip(cu).zip(cv) {
+                *a = *a + p * q;
+            }
+        }
+        for (a, v) in acc.iter_mut().zip(t) {
+            *a += v.to_f64();
+        }
+    }
+    let (mut cx, mut cy) = (bx.remainder().chunks_exact(LANES), by.remainder().chunks_exact(LANES));
     for (a8, b8) in (&mut cx).zip(&mut cy) {
         for ((a, &u), &v) in acc.iter_mut().zip(a8).zip(b8) {
             *a += (u * v).to_f64();
@@ -71,12 +126,15 @@ fn dot_lanes<T: Float>(x: &[T], y: &[T]) -> f64 {
 #[inline(always)]
 fn stats<T: Float>(x: &[T], eps: f64) -> (T, T) {
     let n = x.len().max(1) as f64;
-    let mean = sum_lanes(x, |v| v.to_f64()) / n;
+    let mean = T::from_f64(sum_f64(x) / n);
+    // (the deviations from the mean in `T`, as the output takes them: the
+    // rounding of the mean adds its square's share, far below a rounding
+    // of the variance)
     let var = sum_lanes(x, |v| {
-        let d = v.to_f64() - mean;
+        let d = v - mean;
         d * d
     }) / n;
-    (T::from_f64(mean), T::from_f64(1.0 / (var + eps).sqrt()))
+    (mean, T::from_f64(1.0 / (var + eps).sqrt()))
 }
 
 /// `(x − mean) · rstd · gamma + beta` of one row.
@@ -144,18 +202,25 @@ pub(crate) fn backward<T: Float>(
     // each block's column sums: dgamma's `n`, then dbeta's `n`
     let partial = workers::map(blocks, |blk| {
         let mut sums = vec![0.0f64; 2 * n];
+        // the column sums of the band of rows, in `T`
+        let mut band = vec![T::zero(); 2 * n];
         // the row's `x̂` and `g = dy · gamma`
         let mut scratch = vec![T::zero(); 2 * n];
         super::math::with_simd(
             #[inline(always)]
             || {
-                for r in blk * per..((blk + 1) * per).min(rows) {
+                let first = blk * per;
+                for r in first..((blk + 1) * per).min(rows) {
                     let (xr, gr) = (&x[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n]);
                     // SAFETY: rows are disjoint between blocks, and `out`
                     // holds `x.len()` values before the sums.
                     let o = unsafe { std::slice::from_raw_parts_mut(dx.get().add(r * n), n) };
-                    backward_row(xr, gamma, gr, eps, o, &mut sums, &mut scratch);
+                    backward_row(xr, gamma, gr, eps, o, &mut band, &mut scratch);
+                    if (r + 1 - first).is_multiple_of(BAND) {
+                        end_band(&mut sums, &mut band);
+                    }
                 }
+                end_band(&mut sums, &mut band);
             },
         );
         sums
@@ -174,8 +239,17 @@ pub(crate) fn backward<T: Float>(
     Ok(out)
 }
 
+/// Adds a band's column sums to the block's, and starts the next band.
+#[inline(always)]
+fn end_band<T: Float>(sums: &mut [f64], band: &mut [T]) {
+    for (s, b) in sums.iter_mut().zip(band.iter_mut()) {
+        *s += b.to_f64();
+        *b = T::zero();
+    }
+}
+
 /// One row of [`backward`]: its `dx` into `out`, and `dy · x̂`, `dy`
-/// added to the block's column sums (`scratch`: `2n` values).
+/// added to the band's column sums (`scratch`: `2n` values).
 #[inline(always)]
 fn backward_row<T: Float>(
     x: &[T],
@@ -183,19 +257,19 @@ fn backward_row<T: Float>(
     dy: &[T],
     eps: f64,
     out: &mut [MaybeUninit<T>],
-    sums: &mut [f64],
+    band: &mut [T],
     scratch: &mut [T],
 ) {
     let n = x.len();
     let (mean, rstd) = stats(x, eps);
-    let (sg, sb) = sums.split_at_mut(n);
+    let (sg, sb) = band.split_at_mut(n);
     let (xh, g) = scratch.split_at_mut(n);
     for ((h, &v), (s, &d)) in xh.iter_mut().zip(x).zip(sg.iter_mut().zip(dy)) {
         *h = (v - mean) * rstd;
-        *s += (d * *h).to_f64();
+        *s = *s + d * *h;
     }
     for (s, &d) in sb.iter_mut().zip(dy) {
-        *s += d.to_f64();
+        *s = *s + d;
     }
     match gamma {
         Some(gm) => {
@@ -206,7 +280,7 @@ fn backward_row<T: Float>(
         None => g.copy_from_slice(dy),
     }
     let nf = n.max(1) as f64;
-    let a = T::from_f64(sum_lanes(g, |v| v.to_f64()) / nf);
+    let a = T::from_f64(sum_lanes(g, |v| v) / nf);
     let b = T::from_f64(dot_lanes(g, xh) / nf);
     for ((o, &gv), &h) in out.iter_mut().zip(&*g).zip(&*xh) {
         o.write(rstd * (gv - a - h * b));
