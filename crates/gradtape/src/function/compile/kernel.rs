@@ -776,11 +776,13 @@ impl Program {
                             // buffer (`donors` takes only inputs read by a
                             // `Load`), so nothing writes it during the run.
                             let src = unsafe { srcs[input as usize].as_slice() };
-                            match start % p {
+                            let at = start % p;
+                            if q == 1 && at + n <= p {
                                 // a piece of one long row: read in place
-                                // (SAFETY: as above; `k + n <= p` elements)
-                                k if q == 1 && k + n <= p => unsafe { regs.view(dst, src.as_ptr().add(k), n) },
-                                _ => gather(src, q, p, start, regs.get_mut(dst, n)),
+                                // (SAFETY: as above; `at + n <= p` elements)
+                                unsafe { regs.view(dst, src.as_ptr().add(at), n) }
+                            } else {
+                                gather(src, q, p, start, regs.get_mut(dst, n))
                             }
                         }
                     },
