@@ -3,7 +3,7 @@
 //! from its checkpoint.
 
 #[allow(dead_code)]
-#[path = "../../../gradtape/examples/digits.rs"]
+#[path = "../../../gradtape-examples/examples/digits.rs"]
 mod example;
 
 #[test]

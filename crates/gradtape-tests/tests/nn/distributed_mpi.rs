@@ -18,7 +18,7 @@ fn on_path(program: &str) -> bool {
 /// Builds the example; the path of its executable.
 fn build_example() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gradtape/Cargo.toml");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gradtape-examples/Cargo.toml");
     let out = Command::new(cargo)
         .args(["build", "--release", "--features", "mpi", "--example", "digits_mpi"])
         .args(["--message-format", "json-render-diagnostics", "--manifest-path"])

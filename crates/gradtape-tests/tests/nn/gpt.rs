@@ -6,7 +6,7 @@
 //! update.
 
 #[allow(dead_code)]
-#[path = "../../../gradtape/examples/gpt.rs"]
+#[path = "../../../gradtape-examples/examples/gpt.rs"]
 mod example;
 
 use gradtape::Rng;

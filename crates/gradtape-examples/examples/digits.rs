@@ -24,7 +24,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 /// The data file, beside this example (named from the `crates/` folder, so
 /// that the path holds where the tests' package compiles this file too).
-pub const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../gradtape/examples/data/digits.csv.gz");
+pub const DATA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../gradtape-examples/examples/data/digits.csv.gz"
+);
 
 /// What a run does.
 pub struct Config {
