@@ -24,3 +24,4 @@ mod layer_norm;
 mod nn;
 mod optimizers;
 mod transformer;
+mod transformer_sweep;

@@ -725,11 +725,15 @@ impl Program {
                 _ => None,
             })
             .collect();
-        // per instruction, a broadcast input's repeats (see `periodic`)
-        let repeats: List<Option<(Vec<T>, usize)>> = (self.body.iter())
-            .map(|ins| match *ins {
+        // per gather instruction (by its index in the body), its broadcast
+        // input's repeats (see `periodic`); only gathers have an entry, so
+        // that a long body allocates no list at each task
+        let repeats: List<(usize, Vec<T>, usize)> = (self.body.iter().enumerate())
+            .filter_map(|(k, ins)| match *ins {
                 // SAFETY: as for `Instr::Gather` below
-                Instr::Gather { input, q, p, .. } => periodic(unsafe { srcs[input as usize].as_slice() }, q, p, stride),
+                Instr::Gather { input, q, p, .. } => {
+                    periodic(unsafe { srcs[input as usize].as_slice() }, q, p, stride).map(|(v, period)| (k, v, period))
+                }
                 _ => None,
             })
             .collect();
@@ -766,11 +770,11 @@ impl Program {
                             src.copy_to(start, regs.get_mut(dst, n));
                         }
                     }
-                    Instr::Gather { dst, input, q, p } => match &repeats[k] {
+                    Instr::Gather { dst, input, q, p } => match repeats.iter().find(|r| r.0 == k) {
                         // SAFETY: `n <= stride` repeats from `start % period`
                         // lie in the task's repeats, which nothing writes
                         // and which live through the task.
-                        Some((v, period)) => unsafe { regs.view(dst, v.as_ptr().add(start % period), n) },
+                        Some((_, v, period)) => unsafe { regs.view(dst, v.as_ptr().add(start % period), n) },
                         None => {
                             // SAFETY: a broadcast input gives no output its
                             // buffer (`donors` takes only inputs read by a
@@ -851,7 +855,7 @@ impl Program {
             }
         }
         scratch::give(store);
-        repeats.into_iter().flatten().for_each(|(v, _)| scratch::give(v));
+        repeats.into_iter().for_each(|(_, v, _)| scratch::give(v));
         states
             .into_iter()
             .zip(parts)

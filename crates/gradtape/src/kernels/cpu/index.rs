@@ -193,16 +193,18 @@ pub(crate) fn concat<B: std::borrow::Borrow<Tensor>>(
     let n: usize = shape.iter().product();
     let dtype = tensors.first().map_or(DType::F32, |t| t.borrow().dtype());
     let tensors = || tensors.iter().map(Borrow::borrow);
-    let all: Vec<&Tensor> = tensors().collect();
-    if !all.is_empty()
-        && let Some(r) = crate::kernels::gpu::offload_in(
+    // (the list of operands only for device tensors: a traced step
+    // concatenates at every call, and host tensors need no list)
+    if tensors().any(|t| t.device_buffer().is_some()) {
+        let all: Vec<&Tensor> = tensors().collect();
+        if let Some(r) = crate::kernels::gpu::offload_in(
             op,
             &all,
             |_| crate::kernels::cuda::concat(op, &all, axis, shape),
             |h| concat(op, h, axis, shape),
-        )
-    {
-        return r;
+        ) {
+            return r;
+        }
     }
     for t in tensors() {
         crate::kernels::gpu::expect_host(op, t)?;

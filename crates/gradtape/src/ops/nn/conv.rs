@@ -285,12 +285,13 @@ fn bwd_filter_value(
 ) -> Result<Tensor> {
     let g = cfg.geom(op, x.shape(), &fs)?;
     let gpu_cols = cols.filter(|c| c.dtype() == x.dtype() && c.shape() == [g.n * g.rows(), g.kdim()]);
-    let mut ins = vec![x, dy];
-    ins.extend(gpu_cols);
+    // (no `Vec` of the inputs: a traced step runs this at every call)
+    let both = [x, dy, gpu_cols.unwrap_or(x)];
+    let ins = &both[..2 + usize::from(gpu_cols.is_some())];
     if let Some(r) = on_gpu(
         op,
         cfg,
-        &ins,
+        ins,
         |h| Ok(vec![bwd_filter_value(op, &h[0], fs, &h[1], cfg, h.get(2))?]),
         || {
             if fs.contains(&0) || x.numel() == 0 || dy.numel() == 0 {

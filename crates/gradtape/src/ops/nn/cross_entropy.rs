@@ -68,7 +68,8 @@ impl Tensor {
             });
         }
         let classes = logits.shape()[logits.rank() - 1];
-        let cpu = |labels: &Tensor, logits: &Tensor| -> Result<Vec<Tensor>> {
+        // (the CPU path builds no `Vec`: a traced step runs it at every call)
+        let cpu = |labels: &Tensor, logits: &Tensor| -> Result<(Tensor, Tensor)> {
             let (loss, p) = match labels.dtype() {
                 DType::I32 => {
                     k::checked_labels::<i32>(OP, labels, classes)?;
@@ -80,7 +81,7 @@ impl Tensor {
                 }
                 d => return Err(unsupported(OP, d, "i32 or i64 labels")),
             };
-            Ok(vec![loss, p])
+            Ok((loss, p))
         };
         let on_gpu = crate::dispatch::device::offload_n(
             OP,
@@ -99,14 +100,16 @@ impl Tensor {
                 let (loss, p) = crate::kernels::cuda::sparse_xent(OP, labels, logits)?;
                 Ok(vec![loss, p])
             },
-            |h| cpu(&h[0], &h[1]),
+            |h| cpu(&h[0], &h[1]).map(|(loss, p)| vec![loss, p]),
         );
-        let mut v = match on_gpu {
-            Some(r) => r?,
+        let (loss, p) = match on_gpu {
+            Some(r) => {
+                let mut v = r?;
+                let p = v.pop().expect("two outputs");
+                (v.pop().expect("two outputs"), p)
+            }
             None => cpu(labels, logits)?,
         };
-        let p = v.pop().expect("two outputs");
-        let loss = v.pop().expect("two outputs");
         let (x, labels_t) = (logits.clone(), labels.clone());
         Ok(bind(
             NnOp::SparseSoftmaxCrossEntropy,
