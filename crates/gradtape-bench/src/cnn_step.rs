@@ -1,6 +1,6 @@
 //! `cnn_step` of WORKLOADS.md: one SGD step of a small NHWC convnet.
 //!
-//! X [32,28,28,1]; conv 3x3 SAME 1->16 + bias, relu, maxpool 2x2; conv 3x3
+//! X `[32,28,28,1]`; conv 3x3 SAME 1->16 + bias, relu, maxpool 2x2; conv 3x3
 //! SAME 16->32 + bias, relu, maxpool 2x2; flatten (NHWC order, 1568); dense
 //! to 10 + bias; mean sparse softmax cross-entropy with labels `i % 10`;
 //! gradients w.r.t. the six variables; SGD with lr 0.01. The checksum is the

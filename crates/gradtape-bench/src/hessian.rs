@@ -7,7 +7,7 @@ use crate::jacobian::missing;
 use crate::traced::{measure, Mode, Timing};
 use crate::{init, Report};
 
-/// x = init([128],0.5,1), W = init([128,128],1,1/sqrt(128)); checksum sum(|H|).
+/// `x = init([128],0.5,1)`, `W = init([128,128],1,1/sqrt(128))`; checksum `sum(|H|)`.
 pub(crate) fn run(mode: Mode) -> Result<Report> {
     let args = (init(&[128], 0.5, 1.0), init(&[128, 128], 1.0, 1.0 / 128f64.sqrt()));
     let body = |(x, w): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {

@@ -6,7 +6,7 @@ use gradtape::{GradientTape, Result, Tensor};
 use crate::traced::{measure, Mode, Timing};
 use crate::{init, Report};
 
-/// x = init([256],0.5,1), W = init([256,256],1,1/16), b = init([256],2,0.1);
+/// `x = init([256],0.5,1)`, `W = init([256,256],1,1/16)`, `b = init([256],2,0.1)`;
 /// checksum sum(|J|).
 pub(crate) fn run(mode: Mode) -> Result<Report> {
     let args = (

@@ -8,7 +8,7 @@
 //! - **eagerly** ([`Mode::Eager`], impl `gradtape`): the body is called
 //!   at each step, ops run one by one on gradtape's tapes; or
 //! - **traced** ([`Mode::Traced`], impl `gradtape-traced`): the body is
-//!   wrapped in one [`gradtape::function`], traced on the first (untimed)
+//!   wrapped in one `gradtape::function`, traced on the first (untimed)
 //!   call, and each step is one call of the traced graph: forward, gradient
 //!   and, for the training workloads, the variables' update all run as
 //!   graph nodes.

@@ -111,7 +111,7 @@ fn variables(c: Gpt) -> Vec<Variable> {
 }
 
 /// The loss of the model with variables `p` on tokens `tok` [B, T] and
-/// labels `lab` [B*T], causal mask `mask` [T, T].
+/// labels `lab` `[B*T]`, causal mask `mask` `[T, T]`.
 fn loss(c: Gpt, p: &[Tensor], tok: &Tensor, lab: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let Gpt { b, t, d, .. } = c;
     let scale = ((d / c.h) as f64).sqrt();
