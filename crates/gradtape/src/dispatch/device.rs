@@ -37,6 +37,24 @@ pub(crate) fn offload(
     Some(r.map(|mut v| v.swap_remove(0)))
 }
 
+/// [`offload`] for an op of two outputs, as a pair: the usual path (every
+/// input on the CPU) builds no list of them, which a traced step would
+/// allocate at every call.
+#[inline]
+pub(crate) fn offload_pair(
+    op: &'static str,
+    inputs: &[&Tensor],
+    cuda: impl FnOnce(Device) -> Result<(Tensor, Tensor)>,
+    host: impl FnOnce(&[Tensor]) -> Result<(Tensor, Tensor)>,
+) -> Option<Result<(Tensor, Tensor)>> {
+    let two = |(a, b): (Tensor, Tensor)| vec![a, b];
+    let r = offload_n(op, inputs, |d| cuda(d).map(two), |h| host(h).map(two))?;
+    Some(r.map(|mut v| {
+        let b = v.pop().expect("two outputs");
+        (v.pop().expect("two outputs"), b)
+    }))
+}
+
 /// [`offload`] for an op of several outputs.
 #[inline]
 pub(crate) fn offload_n(

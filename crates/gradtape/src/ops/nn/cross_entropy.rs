@@ -68,7 +68,6 @@ impl Tensor {
             });
         }
         let classes = logits.shape()[logits.rank() - 1];
-        // (the CPU path builds no `Vec`: a traced step runs it at every call)
         let cpu = |labels: &Tensor, logits: &Tensor| -> Result<(Tensor, Tensor)> {
             let (loss, p) = match labels.dtype() {
                 DType::I32 => {
@@ -83,7 +82,7 @@ impl Tensor {
             };
             Ok((loss, p))
         };
-        let on_gpu = crate::dispatch::device::offload_n(
+        let on_gpu = crate::dispatch::device::offload_pair(
             OP,
             &[labels, logits],
             |_| {
@@ -97,17 +96,12 @@ impl Tensor {
                     DType::I32 => k::checked_labels::<i32>(OP, &host, classes)?,
                     _ => k::checked_labels::<i64>(OP, &host, classes)?,
                 }
-                let (loss, p) = crate::kernels::cuda::sparse_xent(OP, labels, logits)?;
-                Ok(vec![loss, p])
+                crate::kernels::cuda::sparse_xent(OP, labels, logits)
             },
-            |h| cpu(&h[0], &h[1]).map(|(loss, p)| vec![loss, p]),
+            |h| cpu(&h[0], &h[1]),
         );
         let (loss, p) = match on_gpu {
-            Some(r) => {
-                let mut v = r?;
-                let p = v.pop().expect("two outputs");
-                (v.pop().expect("two outputs"), p)
-            }
+            Some(r) => r?,
             None => cpu(labels, logits)?,
         };
         let (x, labels_t) = (logits.clone(), labels.clone());

@@ -142,7 +142,6 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
     expect_float(op, x)?;
     let g = geom(op, x.shape(), p.ksize, p.strides, p.padding)?;
     let shape = [g.n, g.oh, g.ow, g.c];
-    // (the CPU path builds no `Vec`: a traced step runs it at every call)
     let cpu = |x: &Tensor| -> Result<(Tensor, Tensor)> {
         // (a maximum is exact in every float type: half types need no f32 copy)
         let (y, arg) = with_float_dtype!(x.dtype(), T => {
@@ -153,21 +152,12 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
         Ok((y, Tensor::from_storage(i64::into_storage(arg), &[ny])))
     };
     let gpu = if matches!(x.dtype(), DType::F32 | DType::F64) {
-        crate::dispatch::device::offload_n(
-            op,
-            &[x],
-            |_| crate::kernels::cuda::max_pool(op, x, &g).map(|(y, a)| vec![y, a]),
-            |h| cpu(&h[0]).map(|(y, a)| vec![y, a]),
-        )
+        crate::dispatch::device::offload_pair(op, &[x], |_| crate::kernels::cuda::max_pool(op, x, &g), |h| cpu(&h[0]))
     } else {
         None
     };
     let (y, arg) = match gpu {
-        Some(r) => {
-            let mut v = r?;
-            let arg = v.pop().expect("two outputs");
-            (v.pop().expect("two outputs"), arg)
-        }
+        Some(r) => r?,
         None => cpu(x)?,
     };
     Ok((y, bind_nondiff(NnOp::MaxPoolArgmax(p), &[x], arg)))
