@@ -24,6 +24,9 @@ fn matches_the_naive_product() {
         (32, 128, 128),
         (16, 100, 64),
         (96, 1600, 33),
+        // outputs the 32-column tile takes (48 would pad the last panel)
+        (70, 256, 300),
+        (24, 1024, 40),
     ];
     for &(m, n, k) in &shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {

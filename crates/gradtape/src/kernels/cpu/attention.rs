@@ -136,7 +136,7 @@ impl<T: Float> Mask<'_, T> {
 /// `a·b` in eight interleaved partial sums (independent lanes, which
 /// vectorise; one dependent chain of adds would not), added pairwise.
 #[inline(always)]
-fn dot<T: Float>(a: &[T], b: &[T]) -> T {
+pub(crate) fn dot<T: Float>(a: &[T], b: &[T]) -> T {
     let mut acc = [T::zero(); 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ar, br) = (ac.remainder(), bc.remainder());

@@ -25,7 +25,7 @@
 //! the compute threads. Values agree with the online kernel to rounding.
 
 use super::attention::{Dims, Mask};
-use super::math::exp_in_place;
+use super::math::{exp_in_place, max_lanes};
 use super::matmul::gemm_raw;
 use super::small_gemm;
 use super::workers;
@@ -278,7 +278,7 @@ pub(crate) fn forward_rows<T: Float>(
                     for r in 0..n {
                         let i = i0 + r;
                         let row = &mut s[r * nk..][..nk];
-                        let m = row.iter().fold(T::neg_infinity(), |a, &x| if x > a { x } else { a });
+                        let m = max_lanes(row);
                         if dims.keys(i) == 0 || m == T::neg_infinity() {
                             // no key (output 0), or only -inf scores (NaN, as
                             // the softmax of such a row)
@@ -408,10 +408,7 @@ pub(crate) fn backward_rows<T: Float>(
                         let i = i0 + r;
                         let f = &fwd[(b * tq + i) * (dv + 1)..][..dv + 1];
                         let lse = f[dv];
-                        let dd = f[..dv]
-                            .iter()
-                            .zip(&g[r * gs..][..dv])
-                            .fold(T::zero(), |a, (&o, &y)| a + o * y);
+                        let dd = super::attention::dot(&f[..dv], &g[r * gs..][..dv]);
                         let (srow, dprow) = (&mut s[r * nk..][..nk], &mut dp[r * nk..][..nk]);
                         for x in srow.iter_mut() {
                             *x = *x - lse;

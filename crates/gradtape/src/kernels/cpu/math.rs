@@ -172,7 +172,46 @@ pub(crate) fn exp_in_place<T: crate::tensor::Float>(x: &mut [T]) -> T {
             *v = v.exp();
         }
     }
-    x.iter().fold(T::zero(), |s, &e| s + e)
+    sum_lanes(x)
+}
+
+/// `Σ x` in eight interleaved partial sums (independent lanes, which
+/// vectorise, where one dependent chain of adds takes the adds' latency per
+/// element), added pairwise.
+#[inline(always)]
+pub fn sum_lanes<T: crate::tensor::Float>(x: &[T]) -> T {
+    let mut acc = [T::zero(); 8];
+    let c = x.chunks_exact(8);
+    let rest = c.remainder();
+    for v in c {
+        for l in 0..8 {
+            acc[l] = acc[l] + v[l];
+        }
+    }
+    for (l, &v) in rest.iter().enumerate() {
+        acc[l] = acc[l] + v;
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// The largest element of `x` that is not NaN (`-inf` if none), in eight
+/// interleaved lanes: the same element as a fold in order, since a maximum
+/// does not depend on the order (NaN never wins a `>`).
+#[inline(always)]
+pub fn max_lanes<T: crate::tensor::Float>(x: &[T]) -> T {
+    let pick = |a: T, b: T| if b > a { b } else { a };
+    let mut acc = [T::neg_infinity(); 8];
+    let c = x.chunks_exact(8);
+    let rest = c.remainder();
+    for v in c {
+        for l in 0..8 {
+            acc[l] = pick(acc[l], v[l]);
+        }
+    }
+    for (l, &v) in rest.iter().enumerate() {
+        acc[l] = pick(acc[l], v);
+    }
+    acc.into_iter().fold(T::neg_infinity(), pick)
 }
 
 /// `tanh x`, within 1.5 ulp for every `x`. For `|x| < 0.625` the odd Cephes

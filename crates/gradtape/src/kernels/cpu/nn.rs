@@ -19,12 +19,7 @@ fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
 /// fused multiply-adds become library calls).
 #[inline(always)]
 fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
-    let mut m = T::neg_infinity();
-    for &v in x {
-        if v > m {
-            m = v;
-        }
-    }
+    let m = super::math::max_lanes(x);
     if !m.is_finite() {
         // all -inf (or +inf / NaN present): fall back to the plain formula's result
         if m == T::neg_infinity() {
