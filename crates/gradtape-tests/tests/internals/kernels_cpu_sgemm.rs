@@ -93,3 +93,40 @@ fn matches_the_naive_product() {
         }
     }
 }
+
+/// A row-major `A` is read where it lies: here a block of a wider matrix
+/// (rows `k + 7` apart, the buffer ending at the block's last element),
+/// with row counts that leave the last tile part-full.
+#[test]
+fn reads_a_strided_row_major_a_in_place() {
+    if !available() {
+        return;
+    }
+    for &(m, n, k) in &[(1usize, 40usize, 9usize), (13, 64, 300), (29, 48, 17), (100, 33, 64)] {
+        let rs = k + 7;
+        let a: Vec<f32> = (0..(m - 1) * rs + k)
+            .map(|i| ((i * 31) % 17) as f32 * 0.5 - 4.0)
+            .collect();
+        let b: Vec<f32> = (0..k * n).map(|i| ((i * 13) % 11) as f32 * 0.25 - 1.0).collect();
+        let av = View {
+            ptr: a.as_ptr(),
+            rs: rs as isize,
+            cs: 1,
+        };
+        let bv = View {
+            ptr: b.as_ptr(),
+            rs: n as isize,
+            cs: 1,
+        };
+        let mut c = vec![f32::NAN; m * n];
+        // SAFETY: the views cover the vectors; `c` has m rows of n.
+        unsafe { sgemm(m, n, k, av, bv, c.as_mut_ptr(), n, false, true) };
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k).map(|p| a[i * rs + p] as f64 * b[p * n + j] as f64).sum();
+                // (small integers and quarters: every product and sum is exact)
+                assert_eq!(c[i * n + j] as f64, s, "{m}x{n}x{k} at ({i},{j})");
+            }
+        }
+    }
+}

@@ -23,10 +23,15 @@
 //! A row-major `B` multiplied by few rows of `A` (at most `MC`) is not
 //! packed but read in place, its part-width right edge aside: packing it
 //! would cost as much as a large share of the arithmetic (an RNN step's
-//! `[32,128] @ [128,128]`). A transposed `B` and a row-major `A` are
-//! packed through 16×16 transposes in registers (a gather per vector cost
-//! more: the bench MLP's `g @ W^T` went from 0.43 to 0.34 ms). A thin output with a long shared dimension
-//! (a filter gradient) is split over the shared dimension.
+//! `[32,128] @ [128,128]`). A transposed `B` is packed through 16×16
+//! transposes in registers (a gather per vector cost more). A row-major
+//! `A` is not packed at all: the kernel broadcasts each step's `MR` values
+//! from the tile's rows where they lie, one pointer per row, which saves a
+//! pass over `A` and its transposes (those were a tenth of a transformer
+//! step's time, most of it waiting on `A`'s first reads); a column-major
+//! `A` is packed, a vector per step of k. A thin output with a long
+//! shared dimension (a filter gradient) is split over the shared
+//! dimension.
 //!
 //! Set `GRADTAPE_SGEMM=0` to route every product to `gemm` instead (for
 //! comparisons); the choice is read once.
@@ -298,6 +303,8 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         // edge is packed: packing it whole cost a third of the arithmetic's
         // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`)
         let direct = b.cs == 1 && b.rs > 0 && m <= MC;
+        // a row-major A is read where it lies (see `ARows`)
+        let a_in_place = a.cs == 1 && a.rs > 0;
         PACK.with(|cell| {
             let mut local = (Vec::new(), Vec::new());
             let mut borrowed = cell.try_borrow_mut();
@@ -329,16 +336,25 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                     }
                     for ic in (0..m).step_by(mc) {
                         let mc = mc.min(m - ic);
-                        pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
+                        if !a_in_place {
+                            pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
+                        }
                         for jr in (0..nc).step_by(nr) {
                             let (panel, ldb) = match jr < in_place {
                                 true => (b.at(pc, jc + jr), b.rs as usize),
                                 false => (bp.add(jr * kc) as *const f32, nr),
                             };
                             for ir in (0..mc).step_by(MR) {
+                                let rows = MR.min(mc - ir);
+                                let ar = match a_in_place {
+                                    true => {
+                                        ARows::InPlace(std::array::from_fn(|i| a.at(ic + ir + i.min(rows - 1), pc)))
+                                    }
+                                    false => ARows::Packed(ap.add(ir * kc)),
+                                };
                                 kernel::<MR, NV>(
                                     kc,
-                                    ap.add(ir * kc),
+                                    ar,
                                     (panel, ldb),
                                     c.add((ic + ir) * ldc + jc + jr),
                                     ldc,
@@ -376,23 +392,6 @@ unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize
             } else if rows == MR && rs == 1 {
                 for p in 0..kc {
                     std::ptr::copy_nonoverlapping(src.offset(p as isize * cs), d.add(p * MR), MR);
-                }
-            } else if cs == 1 && MR <= 16 {
-                // a row-major A: 16 rows by 16 columns at a time, transposed in
-                // registers (rows past the panel's load nothing: mask 0)
-                let all = mask(MR, 0);
-                for p in (0..kc).step_by(16) {
-                    let kv = 16.min(kc - p);
-                    let mut r: [__m512; 16] = std::array::from_fn(|i| {
-                        let m = if i < rows { mask(kv, 0) } else { 0 };
-                        _mm512_maskz_loadu_ps(m, src.wrapping_offset(i as isize * rs).wrapping_add(p))
-                    });
-                    transpose16(&mut r);
-                    for (t, x) in r.iter().enumerate() {
-                        if t < kv {
-                            _mm512_mask_storeu_ps(d.add((p + t) * MR), all, *x);
-                        }
-                    }
                 }
             } else if cs == 1 {
                 for i in 0..rows {
@@ -537,19 +536,33 @@ pub(crate) fn mask(nr: usize, v: usize) -> __mmask16 {
 /// One step of k: the tile += column `ap` (MR values) x row `bp` (16*NV,
 /// packed or in place: not necessarily aligned).
 #[inline(always)]
-unsafe fn step<const MR: usize, const NV: usize>(acc: &mut [[__m512; NV]; MR], ap: *const f32, bp: *const f32) {
+unsafe fn step<const MR: usize, const NV: usize>(
+    acc: &mut [[__m512; NV]; MR],
+    a: impl Fn(usize) -> f32,
+    bp: *const f32,
+) {
     unsafe {
         let mut bv = [_mm512_setzero_ps(); NV];
         for (v, x) in bv.iter_mut().enumerate() {
             *x = _mm512_loadu_ps(bp.add(16 * v));
         }
         for (i, row) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(*ap.add(i));
+            let av = _mm512_set1_ps(a(i));
             for v in 0..NV {
                 row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
             }
         }
     }
+}
+
+/// Where the kernel reads its `MR` rows of `A`: a packed panel (for each
+/// step of k, the `MR` values side by side), or the rows of a row-major
+/// `A` where they lie (one pointer per row; rows past the tile's last
+/// repeat it, their results unstored).
+#[derive(Clone, Copy)]
+enum ARows<const MR: usize> {
+    Packed(*const f32),
+    InPlace([*const f32; MR]),
 }
 
 /// The `MR`×`NR` tile: `C[..mr, ..nr] (+)= Apanel @ Bpanel` over `kc`;
@@ -558,7 +571,7 @@ unsafe fn step<const MR: usize, const NV: usize>(acc: &mut [[__m512; NV]; MR], a
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel<const MR: usize, const NV: usize>(
     kc: usize,
-    a: *const f32,
+    a: ARows<MR>,
     (b, ldb): (*const f32, usize),
     c: *mut f32,
     ldc: usize,
@@ -568,17 +581,34 @@ unsafe fn kernel<const MR: usize, const NV: usize>(
 ) {
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-        // four steps of k per trip (fewer loop instructions between the FMAs)
-        let mut p = 0;
-        while p + 4 <= kc {
-            for q in p..p + 4 {
-                step::<MR, NV>(&mut acc, a.add(q * MR), b.add(q * ldb));
+        match a {
+            ARows::Packed(a) => {
+                // four steps of k per trip (fewer loop instructions between the FMAs)
+                let mut p = 0;
+                while p + 4 <= kc {
+                    for q in p..p + 4 {
+                        step::<MR, NV>(&mut acc, |i| *a.add(q * MR + i), b.add(q * ldb));
+                    }
+                    p += 4;
+                }
+                while p < kc {
+                    step::<MR, NV>(&mut acc, |i| *a.add(p * MR + i), b.add(p * ldb));
+                    p += 1;
+                }
             }
-            p += 4;
-        }
-        while p < kc {
-            step::<MR, NV>(&mut acc, a.add(p * MR), b.add(p * ldb));
-            p += 1;
+            ARows::InPlace(rows) => {
+                let mut p = 0;
+                while p + 4 <= kc {
+                    for q in p..p + 4 {
+                        step::<MR, NV>(&mut acc, |i| *rows[i].add(q), b.add(q * ldb));
+                    }
+                    p += 4;
+                }
+                while p < kc {
+                    step::<MR, NV>(&mut acc, |i| *rows[i].add(p), b.add(p * ldb));
+                    p += 1;
+                }
+            }
         }
         let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
         for (i, row) in acc.iter().enumerate().take(mr) {
