@@ -52,7 +52,9 @@ fn products_equal_the_online_kernels() {
             row: tk,
             col: 1,
         };
-        for causal in [false, true] {
+        // (a positive scale without a mask is applied inside the
+        // exponential; a negative one, or a mask, on the scores first)
+        for (causal, scale) in [(false, 0.4), (true, 0.4), (true, -0.3)] {
             for masked in [false, true] {
                 for dropout in [None, Some(Dropout::new(9, 0.3))] {
                     let dims = Dims {
@@ -61,12 +63,12 @@ fn products_equal_the_online_kernels() {
                         tk,
                         d,
                         dv,
-                        scale: 0.4,
+                        scale,
                         causal,
                         dropout,
                     };
                     let what = format!(
-                        "{batch}x{tq}x{tk} causal {causal} mask {masked} dropout {}",
+                        "{batch}x{tq}x{tk} causal {causal} scale {scale} mask {masked} dropout {}",
                         dropout.is_some()
                     );
                     let mk = masked.then_some(&mask);

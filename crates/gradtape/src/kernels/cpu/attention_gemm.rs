@@ -14,7 +14,7 @@
 //! saved log-sum-exp (one product) and makes its four gradient products:
 //!
 //! ```text
-//! S = scale·Q_b Kᵀ + mask        P = e^(S − lse)           (hidden keys: 0)
+//! S = scale·Q_b Kᵀ + mask        P = e^(S − lse)           (hidden keys: P = 0)
 //! dP = (dO_b Vᵀ) ∘ F             dS = scale·P ∘ (dP − D)   D[i] = dO[i]·o[i]
 //! dV += (P∘F)ᵀ dO_b   dQ_b = dS K   dK += dSᵀ Q_b
 //! ```
@@ -25,7 +25,7 @@
 //! the compute threads. Values agree with the online kernel to rounding.
 
 use super::attention::{Dims, Mask};
-use super::math::{exp_in_place, max_lanes};
+use super::math::{exp_affine, max_lanes};
 use super::matmul::gemm_raw;
 use super::small_gemm;
 use super::workers;
@@ -176,8 +176,13 @@ fn packs<T>(dims: &Dims) -> Option<Vec<T>> {
 }
 
 /// The scores of rows `i0..i0 + n` of batch element `b` against keys
-/// `0..nk` into `s` (`n × nk`): `scale · q kᵀ + mask`, `-inf` where a
-/// causal row may not look.
+/// `0..nk` into `s` (`n × nk`): `scale · q kᵀ + mask`, and 0 (the
+/// probability) where a causal row may not look: the callers exponentiate
+/// only the keys a row sees. Returns the factor `a` still to be applied.
+/// Without a mask and with a positive scale the product is left unscaled
+/// (`a = scale`, taken by the exponential's argument, [`exp_affine`]:
+/// the same bits as scaling first, one pass over the scores fewer); else
+/// the scores are whole (`a = 1`).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn scores<T: Float>(
@@ -191,7 +196,7 @@ fn scores<T: Float>(
     nk: usize,
     s: &mut [T],
     pack: Option<&mut Vec<T>>,
-) {
+) -> T {
     product(
         (n, nk, dims.d),
         s,
@@ -204,6 +209,7 @@ fn scores<T: Float>(
         pack,
     );
     let scale = T::from_f64(dims.scale);
+    let deferred = mask.is_none() && scale > T::zero() && scale.is_finite();
     for r in 0..n {
         let i = i0 + r;
         let row = &mut s[r * nk..][..nk];
@@ -214,13 +220,19 @@ fn scores<T: Float>(
                     *x = scale * *x + m.at(b, i, j);
                 }
             }
-            None => {
+            None if !deferred => {
                 for x in row[..seen].iter_mut() {
                     *x = scale * *x;
                 }
             }
+            None => {}
         }
-        row[seen..].fill(T::neg_infinity());
+        row[seen..].fill(T::zero());
+    }
+    if deferred {
+        scale
+    } else {
+        T::one()
     }
 }
 
@@ -273,12 +285,18 @@ pub(crate) fn forward_rows<T: Float>(
                     let n = (n_rows - r0).min(tq - i0);
                     let nk = dims.keys(i0 + n - 1);
                     let s = &mut s[..n * nk];
-                    scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
-                    let mut lse = [T::zero(); ROWS];
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
+                    // per row: the log-sum-exp, and the factor of the output
+                    // row (1 / Σ e^(s − m) where the probabilities are left
+                    // unnormalised: the output's dv values scaled instead of
+                    // the row's nk probabilities)
+                    let (mut lse, mut post) = ([T::zero(); ROWS], [T::one(); ROWS]);
                     for r in 0..n {
                         let i = i0 + r;
                         let row = &mut s[r * nk..][..nk];
-                        let m = max_lanes(row);
+                        let seen = dims.keys(i).min(nk);
+                        // (a > 0: the largest raw score gives the largest score)
+                        let m = a * max_lanes(&row[..seen]);
                         if dims.keys(i) == 0 || m == T::neg_infinity() {
                             // no key (output 0), or only -inf scores (NaN, as
                             // the softmax of such a row)
@@ -287,10 +305,7 @@ pub(crate) fn forward_rows<T: Float>(
                             lse[r] = T::neg_infinity();
                             continue;
                         }
-                        for x in row.iter_mut() {
-                            *x = *x - m;
-                        }
-                        let l = exp_in_place(row);
+                        let l = exp_affine(&mut row[..seen], a, m);
                         lse[r] = m + l.ln();
                         let inv = T::one() / l;
                         match &dims.dropout {
@@ -300,11 +315,7 @@ pub(crate) fn forward_rows<T: Float>(
                                     *x = *x * inv * T::from_f64(dr.factor(at + j));
                                 }
                             }
-                            None => {
-                                for x in row.iter_mut() {
-                                    *x = *x * inv;
-                                }
-                            }
+                            None => post[r] = inv,
                         }
                     }
                     let rows = &mut part[r0 * width..];
@@ -320,7 +331,13 @@ pub(crate) fn forward_rows<T: Float>(
                         pack.as_mut(),
                     );
                     for r in 0..n {
-                        rows[r * width + dv] = lse[r];
+                        let row = &mut rows[r * width..][..width];
+                        if post[r] != T::one() {
+                            for o in row[..dv].iter_mut() {
+                                *o = *o * post[r];
+                            }
+                        }
+                        row[dv] = lse[r];
                     }
                     r0 += n;
                 }
@@ -390,7 +407,7 @@ pub(crate) fn backward_rows<T: Float>(
                         continue;
                     }
                     let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
-                    scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
                     let (g, gs) = (dout.at(b, i0), dout.rs);
                     // dP = dO Vᵀ
                     product(
@@ -410,10 +427,7 @@ pub(crate) fn backward_rows<T: Float>(
                         let lse = f[dv];
                         let dd = super::attention::dot(&f[..dv], &g[r * gs..][..dv]);
                         let (srow, dprow) = (&mut s[r * nk..][..nk], &mut dp[r * nk..][..nk]);
-                        for x in srow.iter_mut() {
-                            *x = *x - lse;
-                        }
-                        exp_in_place(srow);
+                        exp_affine(&mut srow[..dims.keys(i).min(nk)], a, lse);
                         // srow: P, then P∘F (for dV); dprow: dS
                         match &dims.dropout {
                             Some(dr) => {

@@ -175,6 +175,34 @@ pub(crate) fn exp_in_place<T: crate::tensor::Float>(x: &mut [T]) -> T {
     sum_lanes(x)
 }
 
+/// `x[i] = e^(a·x[i] − b)` and their sum (as [`sum_lanes`] of the
+/// results): [`exp_in_place`] with the shift and scale of a softmax's
+/// scores done on the way into the exponential (`f32`: in the block
+/// copy that [`exp_slice`] reads), where separate passes over the row
+/// cost about as much as the exponential. With `a = 1` the argument is
+/// `x − b` exactly.
+#[inline(always)]
+pub(crate) fn exp_affine<T: crate::tensor::Float>(x: &mut [T], a: T, b: T) -> T {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        // SAFETY: T is f32 (same layout).
+        let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
+        let (a, b) = (a.to_f64() as f32, b.to_f64() as f32);
+        let mut tmp = [0.0f32; 64];
+        for c in xf.chunks_mut(64) {
+            let t = &mut tmp[..c.len()];
+            for (t, &v) in t.iter_mut().zip(c.iter()) {
+                *t = a * v - b;
+            }
+            exp_slice(t, c);
+        }
+    } else {
+        for v in x.iter_mut() {
+            *v = (a * *v - b).exp();
+        }
+    }
+    sum_lanes(x)
+}
+
 /// `Σ x` in eight interleaved partial sums (independent lanes, which
 /// vectorise, where one dependent chain of adds takes the adds' latency per
 /// element), added pairwise.
