@@ -334,7 +334,7 @@ pub fn forward_online<T: Float>(
                             let s = &mut s[..cols];
                             block_scores(dims, &q[(b * tq + i) * d..][..d], &kt, len, mask, b, i, j0, s);
                             let acc = &mut part[r * width..][..dv];
-                            let bm = s.iter().fold(T::neg_infinity(), |a, &x| if x > a { x } else { a });
+                            let bm = crate::kernels::cpu::math::max_lanes(s);
                             if bm > m[r] {
                                 // a larger maximum: the state so far shrinks by e^(m - bm)
                                 let shrink = (m[r] - bm).exp();
