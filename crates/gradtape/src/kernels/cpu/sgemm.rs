@@ -186,20 +186,22 @@ pub unsafe fn sgemm(m: usize, n: usize, k: usize, a: View, b: View, c: *mut f32,
         match n {
             0..=16 => run::<16, 1>(m, n, k, a, b, c, ldc, acc, par),
             17..=32 => run::<12, 2>(m, n, k, a, b, c, ldc, acc, par),
-            _ if wide_tile(n) => run::<8, 3>(m, n, k, a, b, c, ldc, acc, par),
+            _ if wide_tile(m, n) => run::<8, 3>(m, n, k, a, b, c, ldc, acc, par),
             _ => run::<12, 2>(m, n, k, a, b, c, ldc, acc, par),
         }
     }
 }
 
-/// Whether an output `n > 32` columns wide takes the 48-column tile
-/// rather than the 32-column one: where it pads the last panel no more. A
-/// padded panel's lanes still take their multiply-adds, so 48 columns
-/// waste 11 % of an output 256 wide (6 panels for 5⅓ of work), where 32
-/// divide it. A 64-column tile never pads less than the 32-column one.
-fn wide_tile(n: usize) -> bool {
-    let pad = |nr: usize| n.next_multiple_of(nr) - n;
-    pad(48) <= pad(32)
+/// Whether an output of `m` rows and `n > 32` columns takes the 8×48
+/// tile rather than the 12×32 one: where its tiles cover no more padding
+/// (rows and columns past the output's, whose lanes still take their
+/// multiply-adds). With 48 columns an output 256 wide wastes 11 % of its
+/// work (6 panels for 5⅓), where 32 divide it; with 12 rows, 32 rows
+/// waste 11 % (3 tiles for 2⅔), where 8 divide them. A 64-column tile
+/// never pads less than the 32-column one.
+fn wide_tile(m: usize, n: usize) -> bool {
+    let area = |mr: usize, nr: usize| m.next_multiple_of(mr) * n.next_multiple_of(nr);
+    area(8, 48) <= area(12, 32)
 }
 
 /// [`sgemm`] with a given tile: split over the threads, then [`serial`].
