@@ -18,8 +18,9 @@
 //! `MR`×`NR` tile of `C` in registers over the whole `KC` slice, writing it
 //! once (or adding it, for later slices) with masked stores at the edges.
 //! The tile's width follows the output's: 48 columns (8 rows), 32 (12 rows)
-//! or 16 (16 rows), whichever pads the last panel least, so conv layers
-//! with 16 or 32 channels and outputs 256 or 1024 wide waste no lanes.
+//! or 16 (16 rows), whichever pads the output's edges least, so conv
+//! layers with 16 or 32 channels and outputs 256 or 1024 wide waste no
+//! lanes.
 //! A row-major `B` multiplied by few rows of `A` (at most `MC`) is not
 //! packed but read in place, its part-width right edge aside: packing it
 //! would cost as much as a large share of the arithmetic (an RNN step's
@@ -27,8 +28,8 @@
 //! transposes in registers (a gather per vector cost more). A row-major
 //! `A` is not packed at all: the kernel broadcasts each step's `MR` values
 //! from the tile's rows where they lie, one pointer per row, which saves a
-//! pass over `A` and its transposes (those were a tenth of a transformer
-//! step's time, most of it waiting on `A`'s first reads); a column-major
+//! pass over `A` and its transposes (most of whose time went to waiting on
+//! `A`'s first reads, out of the caches); a column-major
 //! `A` is packed, a vector per step of k. A thin output with a long
 //! shared dimension (a filter gradient) is split over the shared
 //! dimension.
@@ -535,8 +536,8 @@ pub(crate) fn mask(nr: usize, v: usize) -> __mmask16 {
     ((1u32 << left) - 1) as __mmask16
 }
 
-/// One step of k: the tile += column `ap` (MR values) x row `bp` (16*NV,
-/// packed or in place: not necessarily aligned).
+/// One step of k: the tile += the column of `MR` values `a(i)` x row `bp`
+/// (16*NV, packed or in place: not necessarily aligned).
 #[inline(always)]
 unsafe fn step<const MR: usize, const NV: usize>(
     acc: &mut [[__m512; NV]; MR],
@@ -585,8 +586,7 @@ unsafe fn kernel<const MR: usize, const NV: usize>(
         // C's lines, fetched for writing while the tile's steps run: a
         // compiled step's outputs are buffers no op has touched since the
         // last step, out of the caches, and the tile's stores waited for
-        // them (a transformer step's largest products ran a third slower
-        // than the same products on warm buffers)
+        // them
         for i in 0..mr {
             for v in (0..NV).take_while(|&v| 16 * v < nr) {
                 // (a prefetch never faults; the address is the tile's own)
