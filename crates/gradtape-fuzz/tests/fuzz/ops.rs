@@ -456,7 +456,9 @@ const OTHER: &[(&str, OpFn)] = &[
         e.a.matmul_with(e.b, e.flag(0), e.flag(1))
     }),
     ("matvec", |e| {
-        if heavy_matmul(e.a.shape(), e.b.shape(), false, false) {
+        // (the product `matvec` makes: the vector as a column)
+        let column: Vec<usize> = e.b.shape().iter().copied().chain([1]).collect();
+        if heavy_matmul(e.a.shape(), &column, false, false) {
             return Ok(e.a.clone());
         }
         e.a.matvec(e.b)
