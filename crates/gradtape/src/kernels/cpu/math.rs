@@ -154,25 +154,11 @@ pub fn exp_slice(x: &[f32], out: &mut [f32]) {
     }
 }
 
-/// `x[i] = e^x[i]` and their sum: `f32` through the vectorised
-/// [`exp_slice`] (a block at a time), other types element by element.
+/// `x[i] = e^x[i]` and their sum: [`exp_affine`] with `a = 1`, `b = 0`
+/// (`1·x − 0` is `x`, but for `-0`, whose exponential is also 1).
 #[inline(always)]
 pub(crate) fn exp_in_place<T: crate::tensor::Float>(x: &mut [T]) -> T {
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        // SAFETY: T is f32 (same layout).
-        let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
-        let mut tmp = [0.0f32; 64];
-        for c in xf.chunks_mut(64) {
-            let t = &mut tmp[..c.len()];
-            t.copy_from_slice(c);
-            exp_slice(t, c);
-        }
-    } else {
-        for v in x.iter_mut() {
-            *v = v.exp();
-        }
-    }
-    sum_lanes(x)
+    exp_affine(x, T::one(), T::zero())
 }
 
 /// `x[i] = e^(a·x[i] − b)` and their sum (as [`sum_lanes`] of the
