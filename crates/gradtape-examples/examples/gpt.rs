@@ -6,7 +6,11 @@
 //! cargo run --release --example gpt                 # 500 steps: 20-45 s on 2 cores
 //! cargo run --release --example gpt -- --eager      # every step op by op (no tracing)
 //! cargo run --release --example gpt -- --steps 1000 --generate 600 --prompt "The tape"
+//! cargo run --release --example gpt -- --width 256 --heads 8 --context 128 --batch 8
 //! ```
+//!
+//! (`--layers`, `--width`, `--heads`, `--context`, `--batch` and
+//! `--dropout` change the model's shape from the one below.)
 //!
 //! The model is GPT-2's shape, small: token and learned position
 //! embeddings, 2 pre-LayerNorm causal Transformer blocks (width 128, 4
@@ -696,9 +700,16 @@ fn parse_args() -> std::result::Result<Config, String> {
             "--lr" => cfg.learning_rate = value("--lr")?.parse().map_err(|e| format!("--lr: {e}"))?,
             "--seed" => cfg.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--prompt" => cfg.prompt = value("--prompt")?,
+            "--layers" => cfg.layers = value("--layers")?.parse().map_err(|e| format!("--layers: {e}"))?,
+            "--width" => cfg.width = value("--width")?.parse().map_err(|e| format!("--width: {e}"))?,
+            "--heads" => cfg.heads = value("--heads")?.parse().map_err(|e| format!("--heads: {e}"))?,
+            "--context" => cfg.context = value("--context")?.parse().map_err(|e| format!("--context: {e}"))?,
+            "--batch" => cfg.batch_size = value("--batch")?.parse().map_err(|e| format!("--batch: {e}"))?,
+            "--dropout" => cfg.dropout = value("--dropout")?.parse().map_err(|e| format!("--dropout: {e}"))?,
             _ => {
                 return Err(format!(
-                "unknown argument {a:?}; options: --eager, --steps N, --lr RATE, --generate N, --seed N, --prompt TEXT"
+                "unknown argument {a:?}; options: --eager, --steps N, --lr RATE, --generate N, --seed N, --prompt TEXT, \
+                 --layers N, --width N, --heads N, --context N, --batch N, --dropout RATE"
             ))
             }
         }

@@ -28,7 +28,7 @@ use std::mem::MaybeUninit;
 
 use super::workers::{self, SendPtr};
 use super::{build_rows, uninit_buf};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tensor::{Buf, Float};
 
 /// Lanes of the row sums: independent accumulators, so that the sums
@@ -141,15 +141,31 @@ fn stats<T: Float>(x: &[T], eps: f64) -> (T, T) {
 #[inline(always)]
 fn forward_row<T: Float>(x: &[T], gamma: Option<&[T]>, beta: Option<&[T]>, eps: f64, out: &mut [MaybeUninit<T>]) {
     let (mean, rstd) = stats(x, eps);
-    for (j, (o, &v)) in out.iter_mut().zip(x).enumerate() {
-        let mut y = (v - mean) * rstd;
-        if let Some(g) = gamma {
-            y = y * g[j];
+    let xh = |v: T| (v - mean) * rstd;
+    // (one loop per case, over zipped rows: a loop that indexed `gamma`
+    // and tested the options at each element ran scalar, most of the
+    // forward pass's time)
+    match (gamma, beta) {
+        (Some(g), Some(b)) => {
+            for ((o, &v), (&g, &b)) in out.iter_mut().zip(x).zip(g.iter().zip(b)) {
+                o.write(xh(v) * g + b);
+            }
         }
-        if let Some(b) = beta {
-            y = y + b[j];
+        (Some(g), None) => {
+            for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
+                o.write(xh(v) * g);
+            }
         }
-        o.write(y);
+        (None, Some(b)) => {
+            for ((o, &v), &b) in out.iter_mut().zip(x).zip(b) {
+                o.write(xh(v) + b);
+            }
+        }
+        (None, None) => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                o.write(xh(v));
+            }
+        }
     }
 }
 
@@ -164,6 +180,14 @@ pub(crate) fn forward<T: Float>(
     eps: f64,
 ) -> Result<Buf<T>> {
     let rows = x.len().checked_div(n).unwrap_or(0);
+    // (the rows' loops zip `gamma` and `beta` with each row: shorter, they
+    // would leave elements unwritten)
+    if let Some(p) = [gamma, beta].into_iter().flatten().find(|p| p.len() != n) {
+        return Err(Error::invalid(
+            op,
+            format!("gamma and beta must have the {n} values of a row, got {}", p.len()),
+        ));
+    }
     build_rows::<T>(op, rows, n, |rs, out| {
         super::math::with_simd(
             #[inline(always)]
@@ -193,6 +217,17 @@ pub(crate) fn backward<T: Float>(
     eps: f64,
 ) -> Result<Buf<T>> {
     let rows = x.len().checked_div(n).unwrap_or(0);
+    if gamma.is_some_and(|g| g.len() != n) || dy.len() != x.len() {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "gamma must have the {n} values of a row and dy the {} of x, got {:?} and {}",
+                x.len(),
+                gamma.map(<[T]>::len),
+                dy.len()
+            ),
+        ));
+    }
     let len = x.len() + 2 * n;
     let mut out = uninit_buf::<T>(op, len)?;
     let spare = &mut super::spare(&mut out)[..len];
