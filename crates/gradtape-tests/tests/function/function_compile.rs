@@ -47,6 +47,47 @@ fn a_scalar_chain_becomes_one_kernel_and_its_gradient_a_constant() -> Result<()>
     Ok(())
 }
 
+/// A one-element program runs decoded (`kernel::scalar`): ops with a
+/// constant (`* c`, `+ c`, `/ c`) and the four arithmetic ops of two
+/// values run from the decoded list, the rest (exp, a sine and cosine
+/// pair, tanh, maximum, an accumulated sum) as they are, in one loop that
+/// passes the last value along in a local. Reads of older values (`a`
+/// after `b` is made), of one value twice (`b * b`), and values written
+/// by the out-of-line instructions must all see the right numbers: the
+/// same bits as eager, in f32 and f64, for finite and non-finite inputs.
+#[test]
+fn a_scalar_program_runs_decoded_with_the_eager_bits() -> Result<()> {
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let a = x.mul_scalar(1.5)?.add_scalar(-0.25)?;
+        let b = a.div_scalar(3.0)?.mul(&a)?;
+        let c = b.mul(&b)?.sub(&a)?.add(x)?;
+        let d = c.exp()?.add(&c.sin()?)?.mul(&c.cos()?)?;
+        let e = d.div(&a)?.tanh()?.maximum(&b)?.sub(&x.mul_scalar(0.5)?)?;
+        let s = Tensor::stack(&[&e, &d, &a], 0)?.sum_all()?;
+        Ok(vec![e, s, b])
+    };
+    for dt in [DType::F32, DType::F64] {
+        let f = function(move |x: &Tensor| body(x));
+        let x0 = Tensor::scalar(0.7f64).cast(dt)?;
+        let c = f.concrete(&x0)?;
+        assert_eq!(c.optimized_graph().count("Fused"), 1, "{}", c.optimized_graph());
+        for v in [0.7, -2.5, 0.0, 1e3, f64::INFINITY, f64::NAN, -1e-30] {
+            let x = Tensor::scalar(v).cast(dt)?;
+            let (got, want) = (f.call(&x)?, body(&x)?);
+            for k in [0, 2] {
+                assert_eq!(bits(&got[k]), bits(&want[k]), "{dt:?} output {k} at {v}");
+            }
+            // (the sum: stacked and summed eagerly, accumulated in f64 fused)
+            let (g, w) = (got[1].to_vec_f64()[0], want[1].to_vec_f64()[0]);
+            assert!(
+                g == w || (g - w).abs() <= 1e-6 * w.abs() || g.is_nan() && w.is_nan(),
+                "{dt:?} sum at {v}: {g} vs {w}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The bench's elementwise workload on a small tensor: forward sum,
 /// gradient, and the sum of its absolute values.
 fn elementwise(x0: &Tensor) -> Result<Vec<Tensor>> {

@@ -18,6 +18,7 @@ pub fn program(len: usize, n_inputs: usize, body: Vec<Instr>, n_regs: usize, out
         body,
         n_regs,
         outputs,
+        scalar: Default::default(),
     }
 }
 

@@ -817,6 +817,7 @@ fn build(
         body,
         n_regs: regs.users.len(),
         outputs: outputs_spec,
+        scalar: Default::default(),
     };
     program.merge_passes();
     Node {

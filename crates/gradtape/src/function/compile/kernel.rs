@@ -68,6 +68,7 @@ pub(crate) mod cuda;
 pub(crate) mod epilogue;
 mod in_place;
 pub(crate) mod regs;
+mod scalar;
 pub(crate) mod scratch;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sums;
@@ -209,6 +210,9 @@ pub struct Program {
     pub n_regs: usize,
     /// Per output, in order: what it is.
     pub outputs: Vec<Output>,
+    /// The body decoded for one-element runs (see [`scalar`]), made at
+    /// the first: `Default::default()`.
+    pub scalar: scalar::Decoded,
 }
 
 /// One output of a program.
@@ -568,12 +572,8 @@ impl Program {
         let srcs: smallvec::SmallVec<[&[T]; 4]> = data.iter().map(|d| &d[..]).collect();
         let mut vals: smallvec::SmallVec<[T; 4]> = smallvec::smallvec![T::zero(); self.outputs.len()];
         let mut sums: smallvec::SmallVec<[f64; 2]> = smallvec::smallvec![0.0; self.outputs.len()];
-        // (compiled for the CPU's vector extensions: the `f32` exp, sin and
-        // cos use fused multiply-adds, which are libm calls without them)
-        with_simd(
-            #[inline(always)]
-            || self.run_scalar::<T>(&srcs, &mut vals, &mut sums),
-        );
+        // (see `scalar`)
+        self.run_scalar::<T>(&srcs, &mut vals, &mut sums);
         let (mut v, mut s) = (vals.into_iter(), sums.into_iter());
         Ok(self
             .outputs
@@ -589,67 +589,6 @@ impl Program {
                 Tensor::from_storage(T::buf_into_storage(b), o.shape(&self.shape))
             })
             .collect())
-    }
-
-    /// Runs the program on one element (a scalar graph): registers of one
-    /// number, no chunk loops.
-    #[inline(always)]
-    fn run_scalar<T: Lane>(&self, srcs: &[&[T]], outs: &mut [T], sums: &mut [f64]) {
-        let mut r: smallvec::SmallVec<[T; 32]> = smallvec::smallvec![T::zero(); self.n_regs.max(1)];
-        for (reg, s) in &self.splats {
-            r[*reg as usize] = match s {
-                Splat::Input(i) => srcs[*i as usize][0],
-                Splat::Value(v) => T::from_f64(*v),
-            };
-        }
-        for ins in &self.body {
-            match *ins {
-                Instr::Load { dst, input } | Instr::Gather { dst, input, .. } => {
-                    r[dst as usize] = srcs[input as usize][0]
-                }
-                Instr::Unary { ref op, dst, a } => r[dst as usize] = unary_one(op, r[a as usize]),
-                Instr::Pair { pair, x0, x1, a } => {
-                    let (mut y0, mut y1) = ([T::zero()], [T::zero()]);
-                    pair.run(&[r[a as usize]], &mut y0, &mut y1);
-                    (r[x0 as usize], r[x1 as usize]) = (y0[0], y1[0]);
-                }
-                Instr::Binary { ref op, dst, a, b } => {
-                    let mut y = [T::zero()];
-                    binary(op, &[r[a as usize]], &[r[b as usize]], &mut y);
-                    r[dst as usize] = y[0];
-                }
-                Instr::Store { out, src } => outs[out as usize] = r[src as usize],
-                Instr::Accumulate { acc, src } => sums[acc as usize] += r[src as usize].to_f64(),
-                Instr::UnarySum { ref op, dst, a, acc } => {
-                    let y = unary_one(op, r[a as usize]);
-                    if let Some(d) = dst {
-                        r[d as usize] = y;
-                    }
-                    sums[acc as usize] += y.to_f64();
-                }
-                Instr::BinarySum { ref op, dst, a, b, acc } => {
-                    let mut y = [T::zero()];
-                    binary(op, &[r[a as usize]], &[r[b as usize]], &mut y);
-                    if let Some(d) = dst {
-                        r[d as usize] = y[0];
-                    }
-                    sums[acc as usize] += y[0].to_f64();
-                }
-                Instr::Chain {
-                    ref op1,
-                    ref op2,
-                    swap,
-                    dst,
-                    a,
-                    b,
-                    c,
-                } => {
-                    r[dst as usize] = chain::one(op1, op2, swap, r[a as usize], r[b as usize], r[c as usize]);
-                }
-                // (`run_typed` runs programs with partial reductions)
-                Instr::Reduce { .. } => {}
-            }
-        }
     }
 
     /// The stores whose register may be written in the output's elements
