@@ -10,8 +10,8 @@
 //! buffer), runs every instruction as a short vectorised loop over the
 //! chunk (the registers stay in the L1 cache), stores each output chunk once and adds the chunks of reduced
 //! values into per-task partial sums. A tensor of one element (a scalar
-//! chain) is a chunk of one: the program then costs one dispatch per op,
-//! with no tensor made between ops.
+//! chain) runs on its own loop ([`scalar`]): one dispatch per op over
+//! instructions decoded once, with no tensor made between ops.
 //!
 //! A kernel with a reduction over leading axes (a bias gradient) splits
 //! its rows among the tasks (blocked, for at most a few thousand outputs:
