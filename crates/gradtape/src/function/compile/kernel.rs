@@ -210,7 +210,7 @@ pub struct Program {
     pub n_regs: usize,
     /// Per output, in order: what it is.
     pub outputs: Vec<Output>,
-    /// The body decoded for one-element runs (see [`scalar`]), made at
+    /// The body decoded for one-element runs (see the `scalar` module), made at
     /// the first: `Default::default()`.
     pub scalar: scalar::Decoded,
 }
