@@ -171,7 +171,7 @@ fn forward_row<T: Float>(x: &[T], gamma: Option<&[T]>, beta: Option<&[T]>, eps: 
 
 /// LayerNorm of the rows of `x` (`x.len() / n` rows of `n`), with `gamma`
 /// and `beta` of `n` values.
-pub(crate) fn forward<T: Float>(
+pub fn forward<T: Float>(
     op: &'static str,
     x: &[T],
     n: usize,
@@ -208,7 +208,7 @@ fn block_rows(rows: usize) -> usize {
 
 /// The backward pass: `dx` (as `x`, rows of `n`), then `dgamma` and
 /// `dbeta` (`n` each), in one buffer of `x.len() + 2n`.
-pub(crate) fn backward<T: Float>(
+pub fn backward<T: Float>(
     op: &'static str,
     x: &[T],
     n: usize,
