@@ -153,9 +153,33 @@ pub(crate) fn transformer_step(mode: Mode) -> Result<Report> {
 }
 
 /// Issue 28's char-level GPT (not a workload of WORKLOADS.md); checksum as
-/// transformer_step's.
+/// transformer_step's. `GRADTAPE_BENCH_GPT=b,t,d,h[,v]` runs the same model
+/// at another shape instead (batch, context, width, heads, vocabulary:
+/// 65 unless given; the MLP 4·d wide), to compare shapes.
 pub(crate) fn gpt_small(mode: Mode) -> Result<Report> {
-    gpt_step(GPT_SMALL, mode)
+    let c = match std::env::var("GRADTAPE_BENCH_GPT") {
+        Ok(spec) => shape(&spec)?,
+        Err(_) => GPT_SMALL,
+    };
+    gpt_step(c, mode)
+}
+
+/// The GPT of a `GRADTAPE_BENCH_GPT` value.
+fn shape(spec: &str) -> Result<Gpt> {
+    let bad = |msg: String| gradtape::Error::InvalidArgument { op: "GRADTAPE_BENCH_GPT", msg };
+    let n: Vec<usize> = spec
+        .split(',')
+        .map(|x| x.trim().parse::<usize>().map_err(|e| bad(format!("{x:?}: {e}"))))
+        .collect::<Result<_>>()?;
+    let (&[b, t, d, h], v) = match n.as_slice() {
+        [b, t, d, h] => (&[*b, *t, *d, *h], 65),
+        [b, t, d, h, v] => (&[*b, *t, *d, *h], *v),
+        _ => return Err(bad(format!("wants b,t,d,h[,v], got {spec:?}"))),
+    };
+    if n.contains(&0) || d % h != 0 {
+        return Err(bad(format!("wants sizes above 0 and heads dividing the width, got {spec:?}")));
+    }
+    Ok(Gpt { b, t, v, d, h, mlp: 4 * d })
 }
 
 /// One SGD step of the GPT `c`.

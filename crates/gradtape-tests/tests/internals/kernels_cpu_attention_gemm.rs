@@ -90,11 +90,19 @@ fn products_equal_the_online_kernels() {
 /// The same in `f32` (tiles of 16 columns where the small products run),
 /// to `f32` rounding: head widths either side of a tile and of 64, rows
 /// that are not a multiple of the tile's four, a causal block that sees
-/// part of the keys.
+/// part of the keys; and the short key lengths and narrow heads that take
+/// the products where the CPU has `sgemm` (from 8 keys and 8 wide).
 #[test]
 fn f32_products_equal_the_online_kernels() {
     let f32s = |n: usize, k: f64| -> Vec<f32> { vals(n, k).into_iter().map(|x| x as f32).collect() };
-    for &(batch, tq, tk, d, dv) in &[(2, 70, 100, 32, 33), (3, 66, 64, 48, 17), (1, 64, 129, 64, 64)] {
+    for &(batch, tq, tk, d, dv) in &[
+        (2, 70, 100, 32, 33),
+        (3, 66, 64, 48, 17),
+        (1, 64, 129, 64, 64),
+        (4, 20, 8, 16, 8),
+        (2, 40, 33, 8, 12),
+        (3, 17, 63, 64, 9),
+    ] {
         let (q, k, v, g) = (
             f32s(batch * tq * d, 1.0),
             f32s(batch * tk * d, 2.0),

@@ -215,20 +215,37 @@ fn block_scores<T: Float>(
 }
 
 /// Whether a call runs on the kernels on matrix products
-/// ([`attention_gemm`](super::attention_gemm)): keys up to
+/// ([`attention_gemm`](super::attention_gemm)) rather than the online
+/// kernel: keys up to
 /// [`GEMM_MAX_KEYS`](super::attention_gemm::GEMM_MAX_KEYS), and heads and
-/// blocks wide enough for the products to pay. On the `gemm` crate's
-/// products that is 64 (at head width 32 or 16, or 32 keys, the online
-/// kernel was faster, from 1.2× to 1.7×, at every length measured up to
-/// 512; at width 64 and 64 to 1024 keys the products were 1.8× to 3.7×
-/// faster); where the CPU takes [`small_gemm`](super::small_gemm)'s
-/// products, heads of 8 already gain (causal, batch 8, 8 heads of 8 and
-/// 16, 4 of 32: forward and backward together 1.1× to 2.2× faster than on
-/// the online kernel from 64 to 256 keys, more with more keys).
-fn on_products(dims: &Dims) -> bool {
+/// key lengths for which the products pay.
+/// - `f32` where the CPU has [`sgemm`](super::sgemm): heads and keys from
+///   8. Its products beat the online kernel (a matrix-vector product per
+///   row) from there on, narrow heads included; below 8 keys the online
+///   kernel's rows are too short to lose to it.
+/// - Where the CPU takes [`small_gemm`](super::small_gemm)'s products:
+///   heads from 8, keys from 64.
+/// - Elsewhere (the `gemm` crate's products): heads and keys from 64; on
+///   narrower heads the online kernel was the faster.
+fn on_products<T: Float>(dims: &Dims) -> bool {
     let wide = |min: usize| dims.d >= min && dims.dv >= min;
-    (64..=super::attention_gemm::GEMM_MAX_KEYS).contains(&dims.tk)
-        && (wide(64) || super::small_gemm::suits() && wide(8))
+    let keys = |min: usize| (min..=super::attention_gemm::GEMM_MAX_KEYS).contains(&dims.tk);
+    if T::DTYPE == crate::DType::F32 && sgemm_available() {
+        return wide(8) && keys(8);
+    }
+    keys(64) && (wide(64) || super::small_gemm::suits() && wide(8))
+}
+
+/// Whether this CPU runs [`sgemm`](super::sgemm)'s `f32` products.
+fn sgemm_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::sgemm::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// The forward pass: per query row, the output row followed by its
@@ -242,7 +259,7 @@ pub(crate) fn forward<T: Float>(
     v: &Rows<'_, T>,
     mask: Option<&Mask<'_, T>>,
 ) -> Result<Vec<T>> {
-    if on_products(dims) {
+    if on_products::<T>(dims) {
         return super::attention_gemm::forward_rows(op, dims, q, k, v, mask);
     }
     let Dims { tq, tk, d, dv, .. } = *dims;
@@ -267,7 +284,7 @@ pub(crate) fn backward<T: Float>(
     fwd: &[T],
     dout: &Rows<'_, T>,
 ) -> Result<Vec<T>> {
-    if on_products(dims) {
+    if on_products::<T>(dims) {
         return super::attention_gemm::backward_rows(op, dims, q, k, v, mask, fwd, dout);
     }
     let Dims { tq, tk, d, dv, .. } = *dims;

@@ -1,7 +1,7 @@
 //! Fused attention on matrix products: the kernels of
 //! [`attention`](super::attention) for key lengths up to
-//! [`GEMM_MAX_KEYS`] with heads at least 64 wide (narrower heads make
-//! products too small to pay; see `attention::on_products`).
+//! [`GEMM_MAX_KEYS`] and heads wide enough for the products to pay (which
+//! depends on the CPU's product kernels; see `attention::on_products`).
 //!
 //! The online kernel walks scores one query row at a time (a
 //! matrix-vector product per row and block): a few GFLOP/s. Here a block
