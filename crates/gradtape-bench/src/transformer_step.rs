@@ -166,7 +166,10 @@ pub(crate) fn gpt_small(mode: Mode) -> Result<Report> {
 
 /// The GPT of a `GRADTAPE_BENCH_GPT` value.
 fn shape(spec: &str) -> Result<Gpt> {
-    let bad = |msg: String| gradtape::Error::InvalidArgument { op: "GRADTAPE_BENCH_GPT", msg };
+    let bad = |msg: String| gradtape::Error::InvalidArgument {
+        op: "GRADTAPE_BENCH_GPT",
+        msg,
+    };
     let n: Vec<usize> = spec
         .split(',')
         .map(|x| x.trim().parse::<usize>().map_err(|e| bad(format!("{x:?}: {e}"))))
@@ -177,9 +180,18 @@ fn shape(spec: &str) -> Result<Gpt> {
         _ => return Err(bad(format!("wants b,t,d,h[,v], got {spec:?}"))),
     };
     if n.contains(&0) || d % h != 0 {
-        return Err(bad(format!("wants sizes above 0 and heads dividing the width, got {spec:?}")));
+        return Err(bad(format!(
+            "wants sizes above 0 and heads dividing the width, got {spec:?}"
+        )));
     }
-    Ok(Gpt { b, t, v, d, h, mlp: 4 * d })
+    Ok(Gpt {
+        b,
+        t,
+        v,
+        d,
+        h,
+        mlp: 4 * d,
+    })
 }
 
 /// One SGD step of the GPT `c`.

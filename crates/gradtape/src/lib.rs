@@ -290,6 +290,9 @@ pub mod __internals {
             pub mod layer_norm {
                 pub use crate::kernels::cpu::layer_norm::{backward, forward};
             }
+            pub mod scratch {
+                pub use crate::kernels::cpu::scratch::*;
+            }
             pub mod conv {
                 pub use crate::kernels::cpu::conv::*;
             }

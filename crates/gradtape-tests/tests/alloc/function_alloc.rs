@@ -320,3 +320,63 @@ fn a_traced_rnn_gradient_allocates_only_its_returned_vec() -> Result<()> {
     assert_eq!(got, want, "the same values, bit for bit");
     Ok(())
 }
+
+#[test]
+fn a_traced_transformer_training_step_allocates_only_its_returned_vec() -> Result<()> {
+    let _serial = serial();
+    // a pre-LayerNorm GPT block as the bench's transformer_step writes it,
+    // smaller: token embedding and positions (a gather), LayerNorm and its
+    // gradient, a fused QKV product split into heads, causal fused
+    // attention (heads of 16: the product kernels where the CPU has
+    // AVX-512, the online kernel elsewhere) and its gradient, a GELU MLP,
+    // a final LayerNorm, sparse softmax cross-entropy
+    let (b, t, d, h, vocab) = (2, 32, 32, 2, 40);
+    let params: Vec<Variable> = [
+        init(&[vocab, d], 1.0),
+        init(&[t, d], 2.0),
+        Tensor::ones(&[d], DType::F32),
+        Tensor::zeros(&[d], DType::F32),
+        init(&[d, 3 * d], 3.0),
+        init(&[d, d], 4.0),
+        Tensor::ones(&[d], DType::F32),
+        Tensor::zeros(&[d], DType::F32),
+        init(&[d, 4 * d], 5.0),
+        Tensor::zeros(&[4 * d], DType::F32),
+        init(&[4 * d, d], 6.0),
+        init(&[d, vocab], 7.0),
+    ]
+    .into_iter()
+    .map(Variable::new)
+    .collect();
+    let f = function(move |(tok, y): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            let p: Vec<Tensor> = params.iter().map(Variable::read).collect();
+            let heads = |x: &Tensor| x.reshape(&[b, t, h, d / h])?.permute(&[0, 2, 1, 3]);
+            let mut x = p[0].gather(tok, 0)?.add(&p[1])?.reshape(&[b * t, d])?;
+            let n = x.layer_normalization(&[-1], Some(&p[2]), Some(&p[3]), 1e-5)?;
+            let qkv = n.matmul(&p[4])?.split(3, -1)?;
+            let a =
+                heads(&qkv[0])?.scaled_dot_product_attention(&heads(&qkv[1])?, &heads(&qkv[2])?, None, true, None)?;
+            x = x.add(&a.permute(&[0, 2, 1, 3])?.reshape(&[b * t, d])?.matmul(&p[5])?)?;
+            let n = x.layer_normalization(&[-1], Some(&p[6]), Some(&p[7]), 1e-5)?;
+            x = x.add(&n.matmul(&p[8])?.bias_add(&p[9])?.gelu(false)?.matmul(&p[10])?)?;
+            let logits = x.layer_normalization(&[-1], None, None, 1e-5)?.matmul(&p[11])?;
+            Tensor::sparse_softmax_cross_entropy_with_logits(y, &logits)?.mean_all()
+        })?;
+        descend(&params, tape.gradient(&loss, &params[..])?)?;
+        Ok(vec![loss])
+    });
+    let tok = Tensor::from_vec(
+        (0..(b * t) as i64).map(|i| (7 * i + 3) % vocab as i64).collect(),
+        &[b, t],
+    )?;
+    let args = (tok, labels(b * t, vocab));
+    let want: Vec<Vec<u64>> = f.call(&args)?.iter().map(bits).collect();
+    settles(|| f.call(&args), 1)?;
+    assert_eq!(f.trace_count(), 1);
+    // (the steps update the variables: the loss changes, and is finite)
+    let last = f.call(&args)?[0].to_vec::<f32>()?[0];
+    assert!(last.is_finite() && last.to_bits() != want[0][0] as u32, "{last}");
+    Ok(())
+}

@@ -44,6 +44,7 @@ mod kernels_cpu_math;
 mod kernels_cpu_matmul;
 mod kernels_cpu_narrow_matmul;
 mod kernels_cpu_reduce;
+mod kernels_cpu_scratch;
 mod kernels_cpu_sgemm;
 mod kernels_cpu_workers;
 #[cfg(feature = "cuda")]

@@ -58,7 +58,7 @@ impl IndexedSlices {
                 rhs: want,
             });
         }
-        for i in crate::kernels::cpu::index::int_values(OP, &indices)? {
+        for &i in crate::kernels::cpu::index::int_values(OP, &indices)?.iter() {
             if i < 0 || i as u64 >= rows as u64 {
                 return Err(Error::IndexOutOfRange {
                     op: OP,

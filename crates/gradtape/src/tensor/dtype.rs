@@ -376,7 +376,12 @@ fn shortest_f32(x: f32, same: impl Fn(f32) -> bool) -> f32 {
 
 /// A floating-point element: the types gradients flow through.
 pub trait Float:
-    Element + num_traits::Float + std::iter::Sum + Default + crate::kernels::cpu::gemm_crates::Gemm
+    Element
+    + num_traits::Float
+    + std::iter::Sum
+    + Default
+    + crate::kernels::cpu::gemm_crates::Gemm
+    + crate::kernels::cpu::scratch::Local
 {
 }
 impl Float for f32 {}

@@ -44,6 +44,7 @@ use crate::error::Result;
 use crate::kernels::cpu::attention_gemm::Rows;
 use crate::kernels::cpu::counter::CounterRng;
 use crate::kernels::cpu::math::exp_in_place;
+use crate::kernels::cpu::scratch;
 use crate::kernels::cpu::workers;
 use crate::tensor::Float;
 
@@ -325,7 +326,7 @@ pub fn forward_online<T: Float>(
         crate::kernels::cpu::math::with_simd(
             #[inline(always)]
             || {
-                let mut kt = vec![T::zero(); BLOCK * d];
+                let mut kt = scratch::take(BLOCK * d, T::zero());
                 let mut s = [T::zero(); BLOCK];
                 let (mut m, mut l) = ([T::neg_infinity(); ROWS], [T::zero(); ROWS]);
                 let n_rows = part.len() / width;
@@ -432,13 +433,15 @@ pub fn backward_online<T: Float>(
                 let (dq, rest) = part.split_at_mut(tq * d);
                 let (dk, dvv) = rest.split_at_mut(tk * d);
                 // D[i] = dO[i]·o[i]
-                let dd: Vec<T> = (0..tq)
-                    .map(|i| {
-                        let row = &fwd[(b * tq + i) * (dv + 1)..][..dv];
-                        dot(&dout[(b * tq + i) * dv..][..dv], row)
-                    })
-                    .collect();
-                let (mut kt, mut vt) = (vec![T::zero(); BLOCK * d], vec![T::zero(); BLOCK * dv]);
+                let mut dd = scratch::take(tq, T::zero());
+                for (i, x) in dd.iter_mut().enumerate() {
+                    let row = &fwd[(b * tq + i) * (dv + 1)..][..dv];
+                    *x = dot(&dout[(b * tq + i) * dv..][..dv], row);
+                }
+                let (mut kt, mut vt) = (
+                    scratch::take(BLOCK * d, T::zero()),
+                    scratch::take(BLOCK * dv, T::zero()),
+                );
                 let (mut s, mut dp) = ([T::zero(); BLOCK], [T::zero(); BLOCK]);
                 let n_keys = (0..tq).map(|i| dims.keys(i)).max().unwrap_or(0);
                 let mut j0 = 0;

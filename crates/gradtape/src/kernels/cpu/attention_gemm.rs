@@ -27,6 +27,7 @@
 use super::attention::{Dims, Mask};
 use super::math::{exp_affine, max_lanes};
 use super::matmul::gemm_raw;
+use super::scratch;
 use super::small_gemm;
 use super::workers;
 use crate::error::Result;
@@ -40,18 +41,61 @@ pub(crate) const ROWS: usize = 64;
 pub(crate) const GEMM_MAX_KEYS: usize = 4096;
 
 /// A batch of matrices inside one buffer, each row's elements adjacent:
-/// row `i` of batch element `b` starts at `offsets[b] + i · rs`. Packed
-/// matrices are one case ([`Rows::packed`]); the heads of a fused QKV
-/// product's slice, `[batch, time, heads · d]` read as `[batch, heads,
+/// row `i` of batch element `b` starts at `batch.offset(b) + i · rs`.
+/// Packed matrices are one case ([`Rows::packed`]); the heads of a fused
+/// QKV product's slice, `[batch, time, heads · d]` read as `[batch, heads,
 /// time, d]`, are another (rows `3 · heads · d` apart), so the kernels read
 /// them where they lie instead of from a copy.
 pub struct Rows<'a, T> {
     /// The buffer.
     pub data: &'a [T],
     /// Where each batch element's first row starts.
-    pub offsets: Vec<usize>,
+    pub batch: Batch,
     /// The step from a row to the next.
     pub rs: usize,
+}
+
+/// Where the matrices of a batch start: batch element `b`, as an index
+/// into dims `[n0, n1, ..]` (the last fastest), starts at `base + Σ i_a ·
+/// stride_a`. Computed when asked (per block of rows), so that no list of
+/// offsets is made per call.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// `(size, stride)` of each batch dim, outermost first.
+    pub dims: smallvec::SmallVec<[(usize, usize); 4]>,
+    /// Where batch element 0 starts.
+    pub base: usize,
+}
+
+impl Batch {
+    /// `n` matrices `step` elements apart from `base`.
+    pub fn even(n: usize, step: usize, base: usize) -> Batch {
+        Batch {
+            dims: smallvec::smallvec![(n, step)],
+            base,
+        }
+    }
+
+    /// How many matrices.
+    pub fn len(&self) -> usize {
+        self.dims.iter().map(|&(n, _)| n).product()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where batch element `b` starts.
+    #[inline]
+    pub fn offset(&self, b: usize) -> usize {
+        let (mut rem, mut off) = (b, self.base);
+        for &(n, stride) in self.dims.iter().rev() {
+            off += (rem % n) * stride;
+            rem /= n;
+        }
+        off
+    }
 }
 
 impl<'a, T: Copy> Rows<'a, T> {
@@ -59,7 +103,7 @@ impl<'a, T: Copy> Rows<'a, T> {
     pub fn packed(data: &'a [T], batch: usize, rows: usize, width: usize) -> Self {
         Rows {
             data,
-            offsets: (0..batch).map(|b| b * rows * width).collect(),
+            batch: Batch::even(batch, rows * width, 0),
             rs: width,
         }
     }
@@ -67,7 +111,7 @@ impl<'a, T: Copy> Rows<'a, T> {
     /// Row `i` of batch element `b` and everything after it.
     #[inline(always)]
     fn at(&self, b: usize, i: usize) -> &'a [T] {
-        &self.data[self.offsets[b] + i * self.rs..]
+        &self.data[self.batch.offset(b) + i * self.rs..]
     }
 
     /// The matrices (`rows × width` each) packed one after the other:
@@ -78,24 +122,21 @@ impl<'a, T: Copy> Rows<'a, T> {
         rows: usize,
         width: usize,
     ) -> Result<std::borrow::Cow<'a, [T]>> {
-        let n = self.offsets.len() * rows * width;
+        let count = self.batch.len();
+        let n = count * rows * width;
         if n == 0 {
             return Ok(std::borrow::Cow::Borrowed(&[]));
         }
-        let first = self.offsets.first().copied().unwrap_or(0);
-        let packed = (rows <= 1 || self.rs == width)
-            && self
-                .offsets
-                .iter()
-                .enumerate()
-                .all(|(b, &o)| o == first + b * rows * width);
+        let first = self.batch.offset(0);
+        let packed =
+            (rows <= 1 || self.rs == width) && (0..count).all(|b| self.batch.offset(b) == first + b * rows * width);
         if packed {
             return Ok(std::borrow::Cow::Borrowed(
                 &self.data[first.min(self.data.len())..][..n],
             ));
         }
         let mut out = crate::tensor::alloc::try_vec(op, n)?;
-        for b in 0..self.offsets.len() {
+        for b in 0..count {
             for i in 0..rows {
                 out.extend_from_slice(&self.at(b, i)[..width]);
             }
@@ -171,8 +212,8 @@ fn product<T: Float>(
 /// and backward passes faster than the online kernel, where the `gemm`
 /// crate's were slower than it; at 64 and above, the `gemm` crate's were
 /// some 5 % faster than its), else none (the `gemm` crate).
-fn packs<T>(dims: &Dims) -> Option<Vec<T>> {
-    (small_gemm::suits() && dims.d < 64 && dims.dv < 64).then(Vec::new)
+fn packs<T: Float>(dims: &Dims) -> Option<scratch::Kept<T>> {
+    (small_gemm::suits() && dims.d < 64 && dims.dv < 64).then(|| scratch::take(0, T::zero()))
 }
 
 /// The scores of rows `i0..i0 + n` of batch element `b` against keys
@@ -273,7 +314,7 @@ pub(crate) fn forward_rows<T: Float>(
         super::math::with_simd(
             #[inline(always)]
             || {
-                let mut s = vec![T::zero(); ROWS * tk];
+                let mut s = scratch::take(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
                 let n_rows = part.len() / width;
                 let first = c * ROWS;
@@ -285,7 +326,7 @@ pub(crate) fn forward_rows<T: Float>(
                     let n = (n_rows - r0).min(tq - i0);
                     let nk = dims.keys(i0 + n - 1);
                     let s = &mut s[..n * nk];
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_deref_mut());
                     // per row: the log-sum-exp, and the factor of the output
                     // row (1 / Σ e^(s − m) where the probabilities are left
                     // unnormalised: the output's dv values scaled instead of
@@ -328,7 +369,7 @@ pub(crate) fn forward_rows<T: Float>(
                         (nk, 1),
                         v.at(b, 0),
                         (v.rs, 1),
-                        pack.as_mut(),
+                        pack.as_deref_mut(),
                     );
                     for r in 0..n {
                         let row = &mut rows[r * width..][..width];
@@ -395,8 +436,8 @@ pub(crate) fn backward_rows<T: Float>(
             || {
                 let (dq, rest) = part.split_at_mut(tq * d);
                 let (dk, dvv) = rest.split_at_mut(tk * d);
-                let mut s = vec![T::zero(); ROWS * tk];
-                let mut dp = vec![T::zero(); ROWS * tk];
+                let mut s = scratch::take(ROWS * tk, T::zero());
+                let mut dp = scratch::take(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
                 let mut i0 = 0;
                 while i0 < tq {
@@ -407,7 +448,7 @@ pub(crate) fn backward_rows<T: Float>(
                         continue;
                     }
                     let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_mut());
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_deref_mut());
                     let (g, gs) = (dout.at(b, i0), dout.rs);
                     // dP = dO Vᵀ
                     product(
@@ -419,7 +460,7 @@ pub(crate) fn backward_rows<T: Float>(
                         (gs, 1),
                         v.at(b, 0),
                         (1, v.rs),
-                        pack.as_mut(),
+                        pack.as_deref_mut(),
                     );
                     for r in 0..n {
                         let i = i0 + r;
@@ -446,7 +487,7 @@ pub(crate) fn backward_rows<T: Float>(
                         }
                     }
                     // dV += (P∘F)ᵀ dO, dQ = dS K, dK += dSᵀ Q
-                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (gs, 1), pack.as_mut());
+                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (gs, 1), pack.as_deref_mut());
                     product(
                         (n, d, nk),
                         &mut dq[i0 * d..],
@@ -456,7 +497,7 @@ pub(crate) fn backward_rows<T: Float>(
                         (nk, 1),
                         k.at(b, 0),
                         (k.rs, 1),
-                        pack.as_mut(),
+                        pack.as_deref_mut(),
                     );
                     product(
                         (nk, d, n),
@@ -467,7 +508,7 @@ pub(crate) fn backward_rows<T: Float>(
                         (1, nk),
                         q.at(b, i0),
                         (q.rs, 1),
-                        pack.as_mut(),
+                        pack.as_deref_mut(),
                     );
                     i0 += n;
                 }

@@ -1,16 +1,20 @@
 //! Gather along an axis and its adjoint, scatter-add; concatenation.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 
 use crate::error::{Error, Result};
 use crate::tensor::layout::{self, checked_numel};
 use crate::tensor::{alloc, with_dtype, DType, Element, Num, Shape, Tensor};
 
-/// Reads an integer tensor's elements as `i64` (an error for other dtypes).
-pub(crate) fn int_values(op: &'static str, indices: &Tensor) -> Result<Vec<i64>> {
+/// Reads an integer tensor's elements as `i64` (an error for other
+/// dtypes): borrowed where they are `i64` already and contiguous.
+pub(crate) fn int_values<'a>(op: &'static str, indices: &'a Tensor) -> Result<Cow<'a, [i64]>> {
     match indices.dtype() {
-        DType::I32 => alloc::try_collect(op, indices.values::<i32>(op)?.iter().map(|&v| v as i64)),
-        DType::I64 => indices.owned_values::<i64>(op),
+        DType::I32 => Ok(Cow::Owned(alloc::try_collect(
+            op,
+            indices.values::<i32>(op)?.iter().map(|&v| v as i64),
+        )?)),
+        DType::I64 => indices.values::<i64>(op),
         d => Err(Error::UnsupportedDType {
             op,
             dtype: d,
@@ -20,7 +24,12 @@ pub(crate) fn int_values(op: &'static str, indices: &Tensor) -> Result<Vec<i64>>
 }
 
 /// Reads integer indices as `i64`, checking each lies in `0..dim`.
-pub(crate) fn checked_indices(op: &'static str, indices: &Tensor, dim: usize, shape: &[usize]) -> Result<Vec<i64>> {
+pub(crate) fn checked_indices<'a>(
+    op: &'static str,
+    indices: &'a Tensor,
+    dim: usize,
+    shape: &[usize],
+) -> Result<Cow<'a, [i64]>> {
     let idx = int_values(op, indices)?;
     if let Some(&bad) = idx.iter().find(|&&i| i < 0 || i as usize >= dim) {
         return Err(Error::IndexOutOfRange {
@@ -72,7 +81,7 @@ pub fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> 
         // (an empty result is not walked, however many empty rows it has)
         let outer = if n == 0 { 0 } else { outer };
         for o in 0..outer {
-            for &i in &idx {
+            for &i in idx.iter() {
                 let start = (o * dim + i as usize) * inner;
                 out.extend_from_slice(&src[start..start + inner]);
             }

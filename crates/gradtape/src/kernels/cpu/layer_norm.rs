@@ -26,6 +26,7 @@
 
 use std::mem::MaybeUninit;
 
+use super::scratch;
 use super::workers::{self, SendPtr};
 use super::{build_rows, uninit_buf};
 use crate::error::{Error, Result};
@@ -234,13 +235,14 @@ pub fn backward<T: Float>(
     let per = block_rows(rows);
     let blocks = rows.div_ceil(per);
     let dx = SendPtr(spare.as_mut_ptr());
-    // each block's column sums: dgamma's `n`, then dbeta's `n`
-    let partial = workers::map(blocks, |blk| {
-        let mut sums = vec![0.0f64; 2 * n];
+    // each block's column sums (dgamma's `n`, then dbeta's `n`), side by
+    // side; the vectors of the tasks are the threads' kept scratch
+    let mut partial = scratch::take(blocks * 2 * n, 0.0f64);
+    workers::for_each_chunk_mut(&mut partial, 2 * n, |blk, sums| {
         // the column sums of the band of rows, in `T`
-        let mut band = vec![T::zero(); 2 * n];
+        let mut band = scratch::take(2 * n, T::zero());
         // the row's `x̂` and `g = dy · gamma`
-        let mut scratch = vec![T::zero(); 2 * n];
+        let mut row = scratch::take(2 * n, T::zero());
         super::math::with_simd(
             #[inline(always)]
             || {
@@ -250,24 +252,19 @@ pub fn backward<T: Float>(
                     // SAFETY: rows are disjoint between blocks, and `out`
                     // holds `x.len()` values before the sums.
                     let o = unsafe { std::slice::from_raw_parts_mut(dx.get().add(r * n), n) };
-                    backward_row(xr, gamma, gr, eps, o, &mut band, &mut scratch);
+                    backward_row(xr, gamma, gr, eps, o, &mut band, &mut row);
                     if (r + 1 - first).is_multiple_of(BAND) {
-                        end_band(&mut sums, &mut band);
+                        end_band(sums, &mut band);
                     }
                 }
-                end_band(&mut sums, &mut band);
+                end_band(sums, &mut band);
             },
         );
-        sums
     });
-    let mut total = vec![0.0f64; 2 * n];
-    for p in &partial {
-        for (t, v) in total.iter_mut().zip(p) {
-            *t += v;
-        }
-    }
-    for (o, t) in spare[x.len()..].iter_mut().zip(&total) {
-        o.write(T::from_f64(*t));
+    // the blocks' sums added in block order
+    for (j, o) in spare[x.len()..].iter_mut().enumerate() {
+        let total = partial.chunks(2 * n).fold(0.0f64, |t, p| t + p[j]);
+        o.write(T::from_f64(total));
     }
     // SAFETY: every row's `dx` was written by its block, and the sums just above.
     unsafe { out.set_len(len) };

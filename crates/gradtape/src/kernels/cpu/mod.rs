@@ -47,6 +47,8 @@ pub(crate) mod pooling;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod reduce;
 pub(crate) mod resize;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod scratch;
 #[cfg(target_arch = "x86_64")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sgemm;

@@ -216,17 +216,24 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
 
 fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: usize, r: R) -> Result<Buf<T>> {
     // split the output columns across threads; each walks all rows
+    // (a block of columns at a time, folded in a buffer on the stack:
+    // each column's rows in order, as one fold over all rows)
+    const BLOCK: usize = 256;
     build(op, n_out, |start, out| {
-        let w = out.len();
-        let mut acc: Vec<T> = src[start..start + w].to_vec();
-        for i in 1..row {
-            let s = &src[i * n_out + start..i * n_out + start + w];
-            for (a, &v) in acc.iter_mut().zip(s) {
-                *a = r.combine(*a, v);
+        let mut acc = [T::default(); BLOCK];
+        for (b, out) in out.chunks_mut(BLOCK).enumerate() {
+            let (c0, w) = (start + b * BLOCK, out.len());
+            let acc = &mut acc[..w];
+            acc.copy_from_slice(&src[c0..c0 + w]);
+            for i in 1..row {
+                let s = &src[i * n_out + c0..i * n_out + c0 + w];
+                for (a, &v) in acc.iter_mut().zip(s) {
+                    *a = r.combine(*a, v);
+                }
             }
-        }
-        for (o, a) in out.iter_mut().zip(acc) {
-            o.write(a);
+            for (o, &a) in out.iter_mut().zip(acc.iter()) {
+                o.write(a);
+            }
         }
     })
 }

@@ -98,12 +98,12 @@ impl Tensor {
         let y = index::gather(self, indices, ax)?;
         let (idx, dim) = (indices.clone(), self.shape()[ax]);
         if ax == 0 && self.rank() >= 1 {
-            let shape = self.shape().to_vec();
+            let shape: crate::tensor::Shape = self.shape().into();
             return Ok(bind_jvp(
                 Op::Shape(ShapeOp::Gather(axis)),
                 &[self, indices],
                 y,
-                move |_| gather_rows_rule(idx, shape),
+                move |_| gather_rows_rule(idx, shape.to_vec()),
                 |t, _| only(t)?.gather(indices, axis),
             ));
         }

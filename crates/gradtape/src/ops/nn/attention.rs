@@ -30,10 +30,12 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::attention::{self as kernel, Dims, Dropout, Mask};
-use crate::kernels::cpu::attention_gemm::Rows;
+use crate::kernels::cpu::attention_gemm::{Batch, Rows};
 use crate::ops::desc::{DynOp, Lazy, NnOp, Op, Outputs, F64};
 use crate::ops::{bind, bind_jvp, bind_nondiff, grads};
 use crate::tensor::dtype::with_types;
@@ -43,7 +45,7 @@ const OP: &str = "scaled_dot_product_attention";
 
 /// The shapes of a call, checked.
 struct Shapes {
-    batch: Vec<usize>,
+    batch: SmallVec<[usize; 4]>,
     dims: Dims,
 }
 
@@ -239,13 +241,13 @@ fn check(
     if !(0.0..1.0).contains(&rate) {
         return Err(shape_err(format!("the dropout rate must lie in [0, 1), got {rate}")));
     }
-    let batch = qs[..r - 2].to_vec();
+    let batch: SmallVec<[usize; 4]> = qs[..r - 2].into();
     let (tq, tk) = (qs[r - 2], ks[r - 2]);
     if let Some(m) = mask {
         if m.dtype() != dt && m.dtype() != DType::Bool {
             return Err(shape_err(format!("the mask must be bool or {dt}, got {}", m.dtype())));
         }
-        let full: Vec<usize> = batch.iter().copied().chain([tq, tk]).collect();
+        let full: SmallVec<[usize; 6]> = batch.iter().copied().chain([tq, tk]).collect();
         let ok = m.rank() <= r
             && m.shape()
                 .iter()
@@ -308,7 +310,7 @@ fn mask_layout<'a, T: Float>(m: &'a [T], shape: &[usize], s: &Shapes) -> Mask<'a
 /// stride is negative (a head split of a slice, a transposed view of
 /// heads), else a packed copy. The data, each batch element's offset and
 /// the row stride.
-fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Vec<usize>, usize)> {
+fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Batch, usize)> {
     crate::kernels::gpu::expect_host(OP, t)?;
     let l = t.layout();
     let r = l.shape.len();
@@ -324,27 +326,21 @@ fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Vec<u
     let batch: usize = l.shape[..r - 2].iter().product();
     if !strided || l.is_contiguous() || t.numel() == 0 {
         let packed = t.values::<T>(OP)?;
-        return Ok((packed, (0..batch).map(|b| b * rows * width).collect(), width));
+        return Ok((packed, Batch::even(batch, rows * width, 0), width));
     }
-    // each batch element's offset, walking the batch index
-    let offsets = (0..batch)
-        .map(|b| {
-            let (mut rem, mut off) = (b, l.offset);
-            for a in (0..r - 2).rev() {
-                off += (rem % l.shape[a]) * l.strides[a].max(0) as usize;
-                rem /= l.shape[a];
-            }
-            off
-        })
-        .collect();
-    Ok((Cow::Borrowed(t.buffer::<T>()), offsets, rs))
+    // each batch dim's size and stride (a dim of one adds nothing, whatever its stride)
+    let batch = Batch {
+        dims: (0..r - 2).map(|a| (l.shape[a], l.strides[a].max(0) as usize)).collect(),
+        base: l.offset,
+    };
+    Ok((Cow::Borrowed(t.buffer::<T>()), batch, rs))
 }
 
 /// [`rows_of`]'s result as the kernels take it.
-fn rows<'a, T: Clone>((data, offsets, rs): &'a (Cow<'_, [T]>, Vec<usize>, usize)) -> Rows<'a, T> {
+fn rows<'a, T: Clone>((data, batch, rs): &'a (Cow<'_, [T]>, Batch, usize)) -> Rows<'a, T> {
     Rows {
         data,
-        offsets: offsets.clone(),
+        batch: batch.clone(),
         rs: *rs,
     }
 }
@@ -369,10 +365,10 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
         let out = kernel::forward::<T>(OP, &d, &rows(&qv), &rows(&kv), &rows(&vv), ml.as_ref())?;
-        let shape: Vec<usize> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
+        let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
         Tensor::from_vec(out, &shape)
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
-    let mut inputs = vec![q, k, v];
+    let mut inputs: SmallVec<[&Tensor; 8]> = smallvec::smallvec![q, k, v];
     inputs.extend(a.operands());
     let extra = inputs.len() - 3;
     let (qc, kc, vc, ac) = (q.clone(), k.clone(), v.clone(), a.clone());
@@ -419,8 +415,8 @@ pub(crate) fn attention_grad_packed(
 ) -> Result<Tensor> {
     let s = check_spec(q, k, v, a)?;
     let d = s.dims;
-    let want: Vec<usize> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
-    let want_g: Vec<usize> = s.batch.iter().copied().chain([d.tq, d.dv]).collect();
+    let want: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
+    let want_g: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq, d.dv]).collect();
     if packed.shape() != want.as_slice() || dout.shape() != want_g.as_slice() || dout.dtype() != q.dtype() {
         return Err(shape_err(format!(
             "attention's gradient needs the packed rows {want:?} and a cotangent {want_g:?} of {}, got {:?} and {:?} of {}",
@@ -438,10 +434,10 @@ pub(crate) fn attention_grad_packed(
         let pv = packed.values::<T>(OP)?;
         let (q, k, v, g) = (rows(&qv), rows(&kv), rows(&vv), rows(&gv));
         let out = kernel::backward::<T>(OP, &d, &q, &k, &v, ml.as_ref(), &pv, &g)?;
-        let shape: Vec<usize> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
+        let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
         Tensor::from_vec(out, &shape)
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
-    let mut inputs = vec![q, k, v, packed, dout];
+    let mut inputs: SmallVec<[&Tensor; 8]> = smallvec::smallvec![q, k, v, packed, dout];
     inputs.extend(a.operands());
     let extra = inputs.len() - 5;
     let (qc, kc, vc, ac, gc) = (q.clone(), k.clone(), v.clone(), a.clone(), dout.clone());

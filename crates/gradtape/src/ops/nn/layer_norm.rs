@@ -104,7 +104,7 @@ pub(crate) fn layer_norm(
         let out = kernel::forward::<T>(OP, &xv, n, gv.as_deref(), bv.as_deref(), eps)?;
         Tensor::from_storage(T::buf_into_storage(out), x.shape())
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64"));
-    let inputs: Vec<&Tensor> = [Some(x), gamma, beta].into_iter().flatten().collect();
+    let inputs: smallvec::SmallVec<[&Tensor; 3]> = [Some(x), gamma, beta].into_iter().flatten().collect();
     let desc = NnOp::LayerNorm {
         axes: k,
         eps: F64(eps),
@@ -144,7 +144,7 @@ pub(crate) fn layer_norm_grad(x: &Tensor, gamma: Option<&Tensor>, dy: &Tensor, k
         let out = kernel::backward::<T>(OP, &xv, n, gv.as_deref(), &dv, eps)?;
         Tensor::from_storage(T::buf_into_storage(out), &[x.numel() + 2 * n])
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64"));
-    let inputs: Vec<&Tensor> = [Some(x), gamma, Some(dy)].into_iter().flatten().collect();
+    let inputs: smallvec::SmallVec<[&Tensor; 3]> = [Some(x), gamma, Some(dy)].into_iter().flatten().collect();
     let desc = NnOp::LayerNormGrad {
         axes: k,
         eps: F64(eps),

@@ -238,7 +238,8 @@ pub(crate) fn segment_reduce(
 ) -> Result<Tensor> {
     let op = op_name(kind, num_segments.is_none());
     // (ids on a GPU are checked on a host copy, as on the CPU)
-    let ids_v = int_values(op, &crate::kernels::gpu::to_host(op, ids)?)?;
+    let host = crate::kernels::gpu::to_host(op, ids)?;
+    let ids_v = int_values(op, &host)?;
     let num = check_ids(op, data, ids, &ids_v, num_segments)?;
     let sorted = num_segments.is_none();
     let cpu = |data: &Tensor, ids_v: &[i64]| -> Result<Tensor> {

@@ -287,7 +287,7 @@ impl Tensor {
             None => {
                 let mut out = alloc::try_vec::<i64>(OP, len)?;
                 out.resize(len, 0);
-                for &x in &v {
+                for &x in v.iter() {
                     out[x as usize] += 1;
                 }
                 Tensor::from_vec(out, &[len])?
