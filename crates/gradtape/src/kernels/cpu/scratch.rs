@@ -11,6 +11,11 @@
 //! first time a thread needs that much. Each thread keeps at most [`KEPT`]
 //! vectors per element type, of at most [`MAX_BYTES`] each: what the lists
 //! hold stays bounded whatever the kernels ask for.
+//!
+//! The fused kernels of compiled graphs keep their vectors on one list
+//! shared by the threads instead (`function::compile::kernel::scratch`),
+//! since a partial result one thread makes is given back by another; a
+//! task's scratch here never leaves its thread, so its list needs no lock.
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
