@@ -448,15 +448,28 @@ impl ConcreteFunction {
                 Ok(bw2.pull_full(&ins2, cts)?.into_iter().collect())
             };
             let optional = move |cts: &[Option<Tensor>], _: &[bool]| -> Result<Grads> {
-                let filled: Vec<Tensor> = cts
-                    .iter()
-                    .zip(&metas)
-                    .map(|(c, (shape, dtype))| c.clone().map_or_else(|| Tensor::try_zeros(shape, *dtype), Ok))
-                    .collect::<Result<_>>()?;
+                // zeros where no cotangent came, only for the values the
+                // pull reads: a saved `[t, t]` mask or a huge broadcast
+                // condition gets no buffer of zeros it would never read
+                let filled = |n: usize| -> Result<Vec<Tensor>> {
+                    cts[..n]
+                        .iter()
+                        .zip(&metas)
+                        .map(|(c, (shape, dtype))| match c {
+                            Some(c) => Ok(c.clone()),
+                            // (no gradient flows through an integer or
+                            // bool value: its zero is a broadcast view)
+                            None if !dtype.is_float() && !dtype.is_complex() => {
+                                Tensor::try_zeros(&[], *dtype)?.broadcast_to(shape)
+                            }
+                            None => Tensor::try_zeros(shape, *dtype),
+                        })
+                        .collect()
+                };
                 let grads = if cts[n_out..].iter().all(Option::is_none) {
-                    bw.pull(&saved, &filled[..n_out])?
+                    bw.pull(&saved, &filled(n_out)?)?
                 } else {
-                    bw.pull_full(&held_inputs, &filled)?
+                    bw.pull_full(&held_inputs, &filled(cts.len())?)?
                 };
                 Ok(grads.into_iter().collect())
             };
