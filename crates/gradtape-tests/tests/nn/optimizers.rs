@@ -689,3 +689,73 @@ fn skipped_variables_are_named_in_a_warning_once() -> Result<()> {
     );
     Ok(())
 }
+
+/// A learning rate (constant, or from a schedule at some step) or a weight
+/// decay that is NaN or infinite is refused when the step runs, naming the
+/// optimizer and the step, and nothing is updated: before, every weight
+/// became NaN or ±inf without a word. Eagerly and in a traced step alike.
+#[test]
+fn non_finite_learning_rates_and_decays_are_errors() -> Result<()> {
+    use gradtape::optim::LearningRateSchedule;
+    /// finite for two steps, then a 0/0 (a warm-up over 0 steps, say)
+    struct Broken;
+    impl LearningRateSchedule for Broken {
+        fn lr(&self, step: u64) -> f64 {
+            let warm = step.saturating_sub(2) as f64;
+            if step < 2 {
+                0.5
+            } else {
+                warm * 0.0 / 0.0
+            }
+        }
+    }
+    let g = || Some(Gradient::from(Tensor::vector(&[1.0f64, -1.0])));
+    for lr in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let w = Variable::new(Tensor::vector(&[1.0f64, 2.0]));
+        let e = Sgd::new(lr).apply(vec![(g(), w.clone())]).unwrap_err().to_string();
+        assert!(e.contains("learning rate at step 0") && e.contains("sgd"), "{e}");
+        assert_eq!(w.read().to_vec::<f64>()?, vec![1.0, 2.0], "nothing is updated");
+    }
+    // a negative rate is allowed (ascent), as in Keras
+    let w = Variable::new(Tensor::vector(&[1.0f64, 2.0]));
+    Sgd::new(-1.0).apply(vec![(g(), w.clone())])?;
+    assert_eq!(w.read().to_vec::<f64>()?, vec![2.0, 1.0]);
+    // a schedule that breaks at step 2
+    let w = Variable::new(Tensor::vector(&[1.0f64, 2.0]));
+    let mut adam = Adam::new(Broken);
+    adam.apply(vec![(g(), w.clone())])?;
+    adam.apply(vec![(g(), w.clone())])?;
+    let before = w.read().to_vec::<f64>()?;
+    let e = adam.apply(vec![(g(), w.clone())]).unwrap_err().to_string();
+    assert!(e.contains("learning rate at step 2") && e.contains("NaN"), "{e}");
+    assert_eq!(w.read().to_vec::<f64>()?, before);
+    assert_eq!(adam.iterations(), 2, "the failed step is not counted");
+    // a NaN weight decay
+    let w = Variable::new(Tensor::vector(&[1.0f64, 2.0]));
+    let e = AdamW::new(0.1)
+        .weight_decay(f64::NAN)
+        .apply(vec![(g(), w.clone())])
+        .unwrap_err();
+    assert!(e.to_string().contains("weight decay"), "{e}");
+    assert_eq!(w.read().to_vec::<f64>()?, vec![1.0, 2.0]);
+    // inside a traced step: the error comes out of the call
+    let w = Variable::new(Tensor::vector(&[1.0f64, 2.0]));
+    let opt = std::sync::Mutex::new(Sgd::new(Broken));
+    let step = {
+        let w = w.clone();
+        gradtape::function(move |x: &Tensor| {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| w.read().mul(x)?.sum_all())?;
+            let dw = tape.gradient(&loss, &w)?;
+            opt.lock().unwrap().apply(vec![(dw.map(Gradient::from), w.clone())])
+        })
+    };
+    let x = Tensor::vector(&[1.0f64, 1.0]);
+    step.call(&x)?;
+    step.call(&x)?;
+    assert_eq!(w.read().to_vec::<f64>()?, vec![0.0, 1.0]);
+    let e = step.call(&x).unwrap_err().to_string();
+    assert!(e.contains("learning rate at step 2"), "{e}");
+    assert_eq!(w.read().to_vec::<f64>()?, vec![0.0, 1.0]);
+    Ok(())
+}

@@ -425,6 +425,51 @@ fn host_buffers_sized_by_user_counts_fail_cleanly() {
     });
 }
 
+/// The transformer helpers sized by the caller's counts:
+/// `sine_position_encoding(length, features, start, ..)` multiplied
+/// `length * features` unchecked into `Vec::with_capacity` (`1 << 40`
+/// squared wrapped to 0 and its loop ran on; `1 << 33` rows of 4 aborted on
+/// the failed allocation) and `start + length` wrapped (a shape error about
+/// 0 elements); `categorical(logits, num_samples, ..)` panicked with
+/// "capacity overflow" for `usize::MAX` samples and aborted for `1 << 40`.
+/// Each is now a named error.
+#[test]
+fn sequence_helpers_sized_by_user_counts_fail_cleanly() {
+    use gradtape::nn::{sampling::categorical, sine_position_encoding};
+    use gradtape::Rng;
+    isolated("sequence_helpers_sized_by_user_counts_fail_cleanly", || {
+        overflow(
+            sine_position_encoding(1 << 40, 1 << 40, 0, 1e4, DType::F32),
+            "sine_position_encoding",
+        );
+        oom(
+            sine_position_encoding(1 << 33, 4, 0, 1e4, DType::F32),
+            "sine_position_encoding",
+            (1u128 << 35) * 8,
+        );
+        let e = sine_position_encoding(4, 4, usize::MAX - 1, 1e4, DType::F32).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    op: "sine_position_encoding",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // positions up to the last that fits are fine
+        let t = sine_position_encoding(2, 4, usize::MAX - 2, 1e4, DType::F32).unwrap();
+        assert_eq!(t.shape(), &[2, 4]);
+        let logits = Tensor::zeros(&[2, 3], DType::F32);
+        oom(categorical(&logits, 1 << 40, &mut Rng::new(0)), "categorical", 1 << 44);
+        overflow(categorical(&logits, usize::MAX, &mut Rng::new(0)), "categorical");
+        // no rows: an empty result, whatever the count (within isize::MAX)
+        let none = categorical(&Tensor::zeros(&[0, 3], DType::F32), 1 << 40, &mut Rng::new(0)).unwrap();
+        assert_eq!(none.shape(), &[0, 1 << 40]);
+    });
+}
+
 /// Sorting an empty tensor with a huge axis reserved a scratch row of that
 /// axis's length (an abort under the fuzz's memory cap): nothing is sorted,
 /// so nothing is reserved.

@@ -6,6 +6,8 @@ use super::{expect_float_dtype, new_weight, unique_name, Initializer, Layer, Mod
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::random::Rng;
+use crate::tensor::alloc::try_vec;
+use crate::tensor::layout::checked_numel;
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "PositionalEmbedding";
@@ -203,6 +205,9 @@ impl Layer for PositionalEmbedding {
 /// assert_eq!(&pe[..4], &[0.0, 1.0, 0.0, 1.0]);            // position 0
 /// assert!((pe[4] - 1f64.sin()).abs() < 1e-15 && (pe[6] - 0.01f64.sin()).abs() < 1e-15);
 /// assert!(sine_position_encoding(3, 4, 0, 0.0, DType::F64).is_err());
+/// // sizes beyond memory, and positions past usize::MAX, are errors
+/// assert!(sine_position_encoding(1 << 40, 1 << 40, 0, 10000.0, DType::F64).is_err());
+/// assert!(sine_position_encoding(4, 4, usize::MAX - 1, 10000.0, DType::F64).is_err());
 /// # Ok::<(), gradtape::Error>(())
 /// ```
 pub fn sine_position_encoding(
@@ -220,8 +225,14 @@ pub fn sine_position_encoding(
             format!("max_wavelength must be finite and positive, got {max_wavelength}"),
         ));
     }
-    let mut v = Vec::with_capacity(length * features);
-    for p in start..start + length {
+    let Some(end) = start.checked_add(length) else {
+        return Err(Error::invalid(
+            OP,
+            format!("positions {start}..{start}+{length} overflow usize"),
+        ));
+    };
+    let mut v = try_vec(OP, checked_numel(OP, &[length, features])?)?;
+    for p in start..end {
         for j in 0..features {
             let timescale = (1.0 / max_wavelength).powf((2 * (j / 2)) as f64 / features as f64);
             let angle = p as f64 * timescale;

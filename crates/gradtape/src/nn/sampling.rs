@@ -18,6 +18,8 @@
 
 use crate::error::{Error, Result};
 use crate::random::Rng;
+use crate::tensor::alloc::try_vec;
+use crate::tensor::layout::checked_numel;
 use crate::tensor::Tensor;
 
 /// The rows of `logits` `[batch, classes]` as f64, checked.
@@ -81,12 +83,15 @@ fn draw(op: &'static str, row: &[f64], temperature: f64, rng: &mut Rng) -> Resul
 /// let s = categorical(&logits, 5, &mut Rng::new(1))?;
 /// assert_eq!(s.to_vec::<i64>()?, vec![1; 5]);
 /// assert!(categorical(&Tensor::vector(&[0.0f32, 1.0]), 1, &mut Rng::new(1)).is_err()); // rank 1
+/// assert!(categorical(&logits, usize::MAX, &mut Rng::new(1)).is_err()); // more than memory
 /// # Ok::<(), gradtape::Error>(())
 /// ```
 pub fn categorical(logits: &Tensor, num_samples: usize, rng: &mut Rng) -> Result<Tensor> {
     const OP: &str = "categorical";
     let (v, b, n) = rows(OP, logits)?;
-    let mut out = Vec::with_capacity(b * num_samples);
+    // the output's size is the caller's to choose: checked, and allocated
+    // fallibly (an error, not an abort, for a count beyond memory)
+    let mut out = try_vec(OP, checked_numel(OP, &[b, num_samples])?)?;
     for row in v.chunks(n) {
         for _ in 0..num_samples {
             out.push(draw(OP, row, 1.0, rng)?);

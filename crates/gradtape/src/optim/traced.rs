@@ -67,6 +67,28 @@ impl Updates {
     fn run_now(&self, grads: &[Gradient]) -> Result<()> {
         let it = counter(&self.iterations);
         let lr = self.lr.at(it);
+        // a NaN or infinite rate (a schedule's 0/0, a typo) or decay would
+        // turn every weight into NaN or ±inf without a word
+        if !lr.is_finite() {
+            return Err(Error::invalid(
+                "apply_gradients",
+                format!(
+                    "{}: the learning rate at step {it} is {lr}; it must be finite",
+                    self.name
+                ),
+            ));
+        }
+        if let Some(t) = self.targets.iter().find(|t| !t.wd.is_finite()) {
+            return Err(Error::invalid(
+                "apply_gradients",
+                format!(
+                    "{}: the weight decay of '{}' is {}; it must be finite",
+                    self.name,
+                    t.var.name(),
+                    t.wd
+                ),
+            ));
+        }
         for (g, t) in grads.iter().zip(&self.targets) {
             let step = Step {
                 lr,
