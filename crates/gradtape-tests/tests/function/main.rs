@@ -23,6 +23,7 @@ mod function_remat;
 mod function_shape;
 mod function_values;
 mod function_wins;
+mod random_programs;
 mod vmap;
 
 /// Sets `GRADTAPE_VERIFY_PASSES=1` before `main` runs (the library reads it

@@ -1,0 +1,618 @@
+//! Random programs, traced against eager: the differential test of the
+//! compiler's passes acting together.
+//!
+//! The never-panic fuzz (`crates/gradtape-fuzz`) compares one op at a time,
+//! traced and eager; the compiler's passes (fusion with its broadcast reads
+//! and partial reductions, joined and diagonal products, hoisted
+//! reductions, one-transpose, concatenations of reshapes, rematerialised
+//! values) act on *neighbourhoods* of ops. Here a seeded generator writes
+//! programs of 6 to 24 steps over three inputs, each step an op drawn from
+//! a vocabulary of 30 (elementwise unary and binary ops with every
+//! broadcast form, products with either operand transposed, reductions
+//! over either axis with and without kept dims, reshapes, transposes,
+//! slices, concatenations, splits, scans, softmax, LayerNorm, `where`,
+//! expanded and broadcast dims) whose operands are any earlier values. Each
+//! program runs
+//! - eagerly and as a traced [`function`], on its first inputs, on new
+//!   values of the same shapes (the cached graph), and on inputs with
+//!   another leading dim (a second trace);
+//! - and, under a tape, differentiated: the gradient of a bounded loss
+//!   over the last values w.r.t. the three inputs, eagerly and through the
+//!   call.
+//!
+//! Values must agree within a few ulps of the output's scale (the compiler
+//! may add in another order: a product's or a reduction's sums); NaN and
+//! infinities where the eager run has them. A step whose operands do not
+//! fit (shapes) is skipped, the same way in both runs, since shapes are
+//! known when tracing. Nothing here has a value-dependent error.
+//!
+//! CI runs [`CASES`] programs from a fixed seed, at small and at larger
+//! sizes (the larger ones reach the threaded and blocked kernels). A long
+//! campaign: `GRADTAPE_PROGRAMS=20000 GRADTAPE_PROGRAMS_SEED=7 cargo test
+//! --release --test function random_programs -- --nocapture`. A failure
+//! names its seed and program index, and prints the program.
+
+use gradtape::{function, DType, GradientTape, Result, Tensor};
+
+/// Programs per CI run.
+const CASES: usize = 160;
+
+/// A deterministic generator (SplitMix64).
+#[derive(Clone)]
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+/// One step: an op and its operands (indices into the values so far,
+/// taken modulo their count) and parameters.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    op: usize,
+    a: usize,
+    b: usize,
+    p: usize,
+    q: usize,
+    flag: bool,
+}
+
+/// The number of ops in [`apply`].
+const OPS: usize = 30;
+
+/// `b` shaped for an elementwise op with `a`: as it is (`how` 0), its
+/// mean (a scalar), its sums down to `a`'s last dim (a row), its means
+/// across its last dim kept (a column, where the leading dims agree), or
+/// reshaped to `a`'s shape (same count).
+fn fit(a: &Tensor, b: &Tensor, how: usize) -> Result<Tensor> {
+    let (sa, sb) = (a.shape(), b.shape());
+    match how % 5 {
+        0 => Ok(b.clone()),
+        1 => b.mean_all(),
+        2 if sb.last() == sa.last() && sb.len() > 1 => b.sum(&(0..sb.len() as isize - 1).collect::<Vec<_>>(), false),
+        3 if sa.len() >= 2 && sb.len() >= 2 && sb[..sb.len() - 1] == sa[..sa.len() - 1] => b.mean(&[-1], true),
+        4 if a.numel() == b.numel() => b.reshape(sa),
+        _ => Ok(b.clone()),
+    }
+}
+
+/// Runs one step on the values so far; `Err` where the operands do not
+/// fit (skipped by the caller).
+fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
+    let a = &v[s.a % v.len()];
+    let b = &v[s.b % v.len()];
+    let r = a.rank() as isize;
+    let axis = |k: usize| -> isize { (k % a.rank().max(1)) as isize - if s.flag { r } else { 0 } };
+    match s.op {
+        0 => a.tanh(),
+        1 => a.tanh()?.exp(),
+        2 => a.sigmoid(),
+        3 => a.relu(),
+        4 => a.gelu(s.flag),
+        5 => a.sin(),
+        6 => a.square()?.tanh(),
+        7 => a.abs()?.log1p(),
+        8 => a.abs()?.add_scalar(1.0)?.sqrt(),
+        9 => a.softplus(),
+        10 => a.add(&fit(a, b, s.p)?),
+        11 => a.sub(&fit(a, b, s.p)?),
+        12 => a.mul(&fit(a, b, s.p)?),
+        13 => a.div(&fit(a, b, s.p)?.square()?.add_scalar(1.0)?),
+        14 => a.maximum(&fit(a, b, s.p)?),
+        15 => a.minimum(&fit(a, b, s.p)?),
+        16 => {
+            // a product: b as it is or transposed, a transposed or not
+            let (ta, tb) = (s.p % 2 == 1, s.q % 2 == 1);
+            if a.rank() != 2 || b.rank() != 2 {
+                return a.matmul(b);
+            }
+            let x = if ta { a.transpose()? } else { a.clone() };
+            let y = if tb { b.transpose()? } else { b.clone() };
+            x.matmul(&y)
+        }
+        17 => a.sum(&[axis(s.p)], s.flag),
+        18 => a.mean(&[axis(s.p)], !s.flag),
+        19 => a.max(&[axis(s.p)], s.flag),
+        20 => a.logsumexp(&[axis(s.p)], s.flag),
+        21 => match a.rank() {
+            2 => a.transpose(),
+            3 => a.permute(&[[0, 2, 1], [1, 0, 2], [2, 1, 0]][s.p % 3]),
+            _ => a.expand_dims(0),
+        },
+        22 => {
+            // reshape: flatten, fold the last dim in two, or merge the first two
+            let sh = a.shape().to_vec();
+            match s.p % 3 {
+                0 => a.reshape(&[sh.iter().product::<usize>()]),
+                1 => {
+                    let last = *sh.last().unwrap_or(&1);
+                    let f = [2usize, 3, 4]
+                        .into_iter()
+                        .find(|&f| last.is_multiple_of(f) && last > f)
+                        .unwrap_or(1);
+                    let mut t = sh[..sh.len().saturating_sub(1)].to_vec();
+                    t.extend([f, last / f]);
+                    a.reshape(&t)
+                }
+                _ if sh.len() >= 2 => {
+                    let mut t = vec![sh[0] * sh[1]];
+                    t.extend(&sh[2..]);
+                    a.reshape(&t)
+                }
+                _ => a.expand_dims(-1),
+            }
+        }
+        23 => {
+            let ax = axis(s.q);
+            let d = a.shape().get(ax.rem_euclid(r.max(1)) as usize).copied().unwrap_or(1);
+            let start = s.p % d.max(1);
+            let len = 1 + (s.p / 7) % (d - start).max(1);
+            a.narrow(ax, start, len)
+        }
+        24 => Tensor::concat(&[a, &fit(a, b, 4)?], axis(s.q)),
+        25 => {
+            let ax = axis(s.q);
+            let d = a.dim(ax)?;
+            let n = if d % 2 == 0 && d > 1 { 2 } else { 1 };
+            let parts = a.split(n, ax)?;
+            Ok(parts[s.p % parts.len()].clone())
+        }
+        26 => a.cumsum(axis(s.p), s.flag, s.q % 2 == 1),
+        27 => match s.flag {
+            true => a.softmax(-1),
+            false => a.log_softmax(-1),
+        },
+        28 => a.layer_normalization(&[-1], None, None, 1e-3),
+        29 => {
+            let other = fit(a, b, s.p)?;
+            Tensor::where_(&a.gt_scalar(0.1)?, a, &other.broadcast_to(a.shape())?)
+        }
+        _ => unreachable!("{} ops", OPS),
+    }
+}
+
+/// A program: its steps, then the values it returns (the last value, and a
+/// bounded loss over the last three).
+fn run(steps: &[Step], inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let mut v: Vec<Tensor> = inputs.to_vec();
+    for s in steps {
+        if let Ok(t) = apply(s, &v) {
+            v.push(t);
+        }
+    }
+    let mut loss = Tensor::scalar(0.0f64).cast(inputs[0].dtype())?;
+    for t in v.iter().rev().take(3) {
+        loss = loss.add(&t.tanh()?.mul_scalar(0.5)?.sum_all()?)?;
+    }
+    Ok(vec![v.last().expect("inputs").clone(), loss])
+}
+
+/// [`run`] with its loss's gradients w.r.t. the inputs taken inside (a
+/// training step's shape: the tape inside the traced function): the last
+/// value, the loss, then one gradient per input (zeros where none).
+fn run_with_gradients(steps: &[Step], inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let tape = GradientTape::new();
+    let out = tape.record(|| {
+        for x in inputs {
+            tape.watch(x);
+        }
+        run(steps, inputs)
+    })?;
+    let grads = tape.gradient(&out[1], inputs)?;
+    let mut all = out;
+    for (g, x) in grads.into_iter().zip(inputs) {
+        all.push(match g {
+            Some(g) => g,
+            None => x.try_zeros_like()?,
+        });
+    }
+    Ok(all)
+}
+
+/// Rewrites per compiler pass over the graphs this binary's programs
+/// compiled (their forward graphs and their traced training steps).
+static PASS_COUNTS: std::sync::Mutex<Vec<(&'static str, usize)>> = std::sync::Mutex::new(Vec::new());
+
+fn count_passes(stats: &gradtape::CompileStats) {
+    let mut all = PASS_COUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    for &(name, n) in &stats.passes {
+        match all.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, c)) => *c += n,
+            None => all.push((name, n)),
+        }
+    }
+}
+
+fn draw_program(g: &mut Gen) -> Vec<Step> {
+    let n = 6 + g.below(19);
+    (0..n)
+        .map(|_| Step {
+            op: g.below(OPS),
+            // operands lean to the recent values, as real programs do
+            a: usize::MAX - g.below(4),
+            b: g.below(64),
+            p: g.below(1 << 16),
+            q: g.below(1 << 16),
+            flag: g.coin(),
+        })
+        .collect()
+}
+
+/// The inputs of one call: `[b, n]`, `[b, n]`, `[n, m]`, values from `seed`.
+fn inputs(g: &mut Gen, dtype: DType, b: usize, n: usize, m: usize) -> Result<Vec<Tensor>> {
+    [[b, n], [b, n], [n, m]]
+        .iter()
+        .map(|s| {
+            let v: Vec<f64> = (0..s[0] * s[1])
+                .map(|_| (g.below(2001) as f64 - 1000.0) / 400.0)
+                .collect();
+            Tensor::from_vec(v, s)?.cast(dtype)
+        })
+        .collect()
+}
+
+/// How two results differ beyond `tol` of the expected one's scale, if
+/// they do (NaN and infinities must sit where the expected has them).
+fn differs(got: &Tensor, want: &Tensor, tol: f64) -> Option<String> {
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return Some(format!(
+            "{} {:?} against {} {:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    let (g, w) = (got.to_vec_f64(), want.to_vec_f64());
+    let scale = w.iter().filter(|x| x.is_finite()).fold(0.0f64, |m, x| m.max(x.abs()));
+    for (i, (x, y)) in g.iter().zip(&w).enumerate() {
+        let same = match (x.is_finite(), y.is_finite()) {
+            (true, true) => (x - y).abs() <= tol * (1.0 + scale),
+            (false, false) => x.is_nan() == y.is_nan() && (x.is_nan() || x == y),
+            _ => false,
+        };
+        if !same {
+            return Some(format!("element {i}: {x} against {y} (scale {scale})"));
+        }
+    }
+    None
+}
+
+/// Whether an `f32` difference between traced (`got`) and eager (`want`)
+/// is rounding: `got` is no farther from the program's `f64` values than
+/// four times `want` is (plus a few ulps). A sum over a few hundred
+/// thousand terms that cancel, added in another order, moves the last
+/// digits of both; a wrong element does not come that close.
+fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>) -> bool {
+    let Some(exact) = exact.filter(|_| dtype == DType::F32) else {
+        return false;
+    };
+    let dist = |t: &Tensor| -> Option<f64> {
+        let (a, b) = (t.to_vec_f64(), exact.to_vec_f64());
+        let mut m = 0.0f64;
+        for (x, y) in a.iter().zip(&b) {
+            match (x.is_finite(), y.is_finite()) {
+                (true, true) => m = m.max((x - y).abs()),
+                // overflow in f32 where f64 has a value: no referee
+                _ => return None,
+            }
+        }
+        Some(m)
+    };
+    let scale = exact.to_vec_f64().iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    match (dist(got), dist(want)) {
+        (Some(g), Some(w)) => g <= 4.0 * w + 1e-6 * (1.0 + scale),
+        _ => false,
+    }
+}
+
+/// Whether every element where `got` (traced) and `want` (eager) differ
+/// sits at a kink of the program: the same eager computation, on inputs
+/// moved by a few ulps' worth (`1e-12` of each, `2e-6` in `f32`), gives
+/// `got`'s value there in one of six tries. `|x|`, `max`, `min`, `where`
+/// and `relu` turn a value that is zero (or a tie) up to rounding, which
+/// the compiler may round the other way (a scan or a product summed in
+/// another order: `4e-15` eagerly, `-1e-15` traced), into a derivative of
+/// the other sign; a wrong element matches no nearby eager result.
+fn at_a_kink(got: &Tensor, want: &Tensor, tol: f64, x: &[Tensor], eval: impl Fn(&[Tensor]) -> Option<Tensor>) -> bool {
+    let (g, w) = (got.to_vec_f64(), want.to_vec_f64());
+    let scale = w.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+    let off = |a: f64, b: f64| !((a - b).abs() <= tol * (1.0 + scale) || (a.is_nan() && b.is_nan()) || a == b);
+    let mut open: Vec<usize> = (0..g.len()).filter(|&i| off(g[i], w[i])).collect();
+    let delta = if got.dtype() == DType::F32 { 2e-6 } else { 1e-12 };
+    let mut noise = Gen(0x6b69_6e6b);
+    for _ in 0..6 {
+        if open.is_empty() {
+            break;
+        }
+        let moved: Option<Vec<Tensor>> = x
+            .iter()
+            .map(|t| {
+                let v: Vec<f64> = t
+                    .to_vec_f64()
+                    .iter()
+                    .map(|&e| e + delta * (e.abs() + 1.0) * ((noise.below(2001) as f64 - 1000.0) / 1000.0))
+                    .collect();
+                Tensor::from_vec(v, t.shape()).and_then(|m| m.cast(t.dtype())).ok()
+            })
+            .collect();
+        let Some(near) = moved.and_then(|m| eval(&m)) else {
+            return false;
+        };
+        let n = near.to_vec_f64();
+        if n.len() != g.len() {
+            return false;
+        }
+        open.retain(|&i| off(g[i], n[i]));
+    }
+    open.is_empty()
+}
+
+/// The gradient of `run`'s loss w.r.t. the inputs, through `call`.
+fn gradient(inputs: &[Tensor], call: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Option<Tensor>>> {
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        for x in inputs {
+            tape.watch(x);
+        }
+        Ok(call(inputs)?[1].clone())
+    })?;
+    tape.gradient(&loss, inputs)
+}
+
+/// Runs program `k` of `seed`; panics with the program on a difference.
+fn check_program(seed: u64, k: usize, large: bool) {
+    let mut g = Gen(seed ^ (k as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let steps = draw_program(&mut g);
+    let dtype = if g.below(3) == 0 { DType::F32 } else { DType::F64 };
+    let (b, n, m) = match large {
+        false => (1 + g.below(5), 2 + g.below(6), 1 + g.below(6)),
+        true => (64 + g.below(200), 32 + g.below(300), 16 + g.below(100)),
+    };
+    check_steps(
+        &format!("random program {k} of seed {seed}"),
+        &steps,
+        dtype,
+        (b, n, m),
+        g,
+    );
+}
+
+/// Checks `steps` on inputs of `dtype` and sizes `(b, n, m)` drawn from `g`.
+fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usize, usize), mut g: Gen) {
+    let tol = if dtype == DType::F32 { 2e-5 } else { 1e-11 };
+    let steps = steps.to_vec();
+    let body = {
+        let steps = steps.clone();
+        move |x: &Vec<Tensor>| run(&steps, x)
+    };
+    let f = function(body.clone());
+    let step = {
+        let steps = steps.clone();
+        move |x: &Vec<Tensor>| run_with_gradients(&steps, x)
+    };
+    let fs = function(step.clone());
+    let fail = |what: &str, why: String| -> ! {
+        panic!("{label} ({dtype}, b {b}, n {n}, m {m}): {what}: {why}\nsteps: {steps:?}")
+    };
+    // the first inputs, new values of the same shapes, another leading dim
+    let b2 = b + 1 + g.below(3);
+    let calls = [
+        inputs(&mut g, dtype, b, n, m),
+        inputs(&mut g, dtype, b, n, m),
+        inputs(&mut g, dtype, b2, n, m),
+    ];
+    for (c, x) in calls.into_iter().enumerate() {
+        let x = x.expect("inputs");
+        let want = body(&x);
+        let got = f.call(&x);
+        let (want, got) = match (want, got) {
+            (Ok(w), Ok(g)) => (w, g),
+            (Err(e), Ok(_)) => fail(&format!("call {c}"), format!("eager refused ({e}), traced ran")),
+            (Ok(_), Err(e)) => fail(&format!("call {c}"), format!("traced refused ({e}), eager ran")),
+            (Err(_), Err(_)) => continue,
+        };
+        if let Ok(cf) = f.concrete(&x) {
+            count_passes(&cf.compile_stats());
+        }
+        // the program in f64, the referee of f32 differences (computed
+        // when one is seen)
+        let exact = || body(&x.iter().map(|t| t.cast(DType::F64)).collect::<Result<Vec<_>>>()?);
+        for (j, (gv, wv)) in got.iter().zip(&want).enumerate() {
+            if let Some(why) = differs(gv, wv, tol)
+                && !rounding(dtype, gv, wv, exact().ok().map(|e| e[j].clone()))
+                && !at_a_kink(gv, wv, tol, &x, |m| body(&m.to_vec()).ok().map(|o| o[j].clone()))
+            {
+                fail(&format!("call {c}, output {j}"), why);
+            }
+        }
+        // the traced training step: values and gradients from one graph
+        let (want_s, got_s) = (step(&x), fs.call(&x));
+        match (&want_s, &got_s) {
+            (Ok(w), Ok(gs)) => {
+                if let Ok(cf) = fs.concrete(&x) {
+                    count_passes(&cf.compile_stats());
+                }
+                let exact = || step(&x.iter().map(|t| t.cast(DType::F64)).collect::<Result<Vec<_>>>()?);
+                for (j, (gv, wv)) in gs.iter().zip(w).enumerate() {
+                    let t = if j < 2 { tol } else { tol * 10.0 };
+                    if let Some(why) = differs(gv, wv, t)
+                        && !rounding(dtype, gv, wv, exact().ok().map(|e| e[j].clone()))
+                        && !at_a_kink(gv, wv, t, &x, |m| step(&m.to_vec()).ok().map(|o| o[j].clone()))
+                    {
+                        fail(&format!("call {c}, training step output {j}"), why);
+                    }
+                }
+            }
+            (Err(_), Err(_)) => {}
+            _ => fail(
+                &format!("call {c}, training step"),
+                format!("traced {:?}, eager {:?}", got_s.as_ref().err(), want_s.as_ref().err()),
+            ),
+        }
+        // gradients (the loss is finite where the values are)
+        if !want[1].to_vec_f64()[0].is_finite() {
+            continue;
+        }
+        let ge = gradient(&x, |x| body(&x.to_vec()));
+        let gt = gradient(&x, |x| f.call(&x.to_vec()));
+        match (ge, gt) {
+            (Ok(ge), Ok(gt)) => {
+                for (i, (a, e)) in gt.iter().zip(&ge).enumerate() {
+                    match (a, e) {
+                        (Some(a), Some(e)) => {
+                            if let Some(why) = differs(a, e, tol * 10.0) {
+                                let x64: Result<Vec<Tensor>> = x.iter().map(|t| t.cast(DType::F64)).collect();
+                                let exact = x64.and_then(|x| gradient(&x, |x| body(&x.to_vec())));
+                                let exact = exact.ok().and_then(|g| g[i].clone());
+                                let kink = || {
+                                    at_a_kink(a, e, tol * 10.0, &x, |m| {
+                                        gradient(m, |m| body(&m.to_vec())).ok().and_then(|g| g[i].clone())
+                                    })
+                                };
+                                if !rounding(dtype, a, e, exact) && !kink() {
+                                    fail(&format!("call {c}, gradient {i}"), why);
+                                }
+                            }
+                        }
+                        (None, None) => {}
+                        _ => fail(&format!("call {c}, gradient {i}"), format!("{a:?} against {e:?}")),
+                    }
+                }
+            }
+            (Err(_), Err(_)) => {}
+            (ge, gt) => fail(&format!("call {c}, gradients"), format!("traced {gt:?}, eager {ge:?}")),
+        }
+    }
+}
+
+/// The campaign's seed and size, from the environment (`GRADTAPE_PROGRAMS_ONLY=k`
+/// reruns program `k` alone).
+fn campaign() -> (u64, std::ops::Range<usize>) {
+    let var = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    let seed = var("GRADTAPE_PROGRAMS_SEED").unwrap_or(0x5eed);
+    let n = var("GRADTAPE_PROGRAMS").map_or(CASES, |n| n as usize);
+    match var("GRADTAPE_PROGRAMS_ONLY") {
+        Some(k) => (seed, k as usize..k as usize + 1),
+        None => (seed, 0..n),
+    }
+}
+
+#[test]
+fn small_random_programs_traced_equal_eager() {
+    let (seed, range) = campaign();
+    for k in range {
+        check_program(seed, k, false);
+    }
+}
+
+#[test]
+fn larger_random_programs_traced_equal_eager() {
+    let (seed, range) = campaign();
+    // fewer: each runs the threaded kernels on up to ~250 x 330 values
+    let range = match range.len() {
+        1 => range,
+        n => 0..n.div_ceil(4),
+    };
+    for k in range {
+        check_program(seed.wrapping_add(1), k, true);
+    }
+    report_passes();
+}
+
+/// Prints the rewrites per pass so far (`--nocapture` shows them).
+fn report_passes() {
+    let all = PASS_COUNTS.lock().unwrap_or_else(|e| e.into_inner());
+    eprintln!("random programs: rewrites per compiler pass: {all:?}");
+}
+
+/// The programs reach the compiler's passes: over the CI programs, each
+/// pass that applies to the vocabulary rewrites something (folding and
+/// simplification, common subexpressions, fusion, joined and transposed
+/// products, hoisted reductions, rematerialisation); a pass whose pattern
+/// the vocabulary lacks (pools, convolutions) is not asked for.
+#[test]
+fn random_programs_reach_the_passes() {
+    for k in 0..60 {
+        check_program(0xbeef, k, k % 3 == 0);
+    }
+    report_passes();
+    let all = PASS_COUNTS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let count = |name: &str| all.iter().find(|(k, _)| *k == name).map_or(0, |&(_, c)| c);
+    for name in ["simplify", "cse", "dce", "fuse"] {
+        assert!(count(name) > 0, "pass {name} never fired: {all:?}");
+    }
+}
+
+/// The generator reaches every op, and most steps of a program apply (a
+/// generator whose steps were all refused would test nothing).
+#[test]
+fn the_generator_reaches_every_op() -> Result<()> {
+    let mut seen = [0usize; OPS];
+    let (mut applied, mut total) = (0, 0);
+    for k in 0..200 {
+        let mut g = Gen(0x5eed ^ k);
+        let steps = draw_program(&mut g);
+        let mut v = inputs(&mut g, DType::F64, 3, 4, 5)?;
+        for s in &steps {
+            total += 1;
+            if let Ok(t) = apply(s, &v) {
+                seen[s.op] += 1;
+                applied += 1;
+                v.push(t);
+            }
+        }
+    }
+    assert!(seen.iter().all(|&c| c > 0), "ops never applied: {seen:?}");
+    assert!(applied * 10 >= total * 6, "{applied} of {total} steps applied");
+    Ok(())
+}
+
+/// The comparison itself: a wrong element is caught in f64 and in f32 (the
+/// f64 referee excuses only a traced value as close to it as eager's), a
+/// NaN must sit where eager's does, and agreement passes.
+#[test]
+fn the_comparison_catches_a_wrong_element() -> Result<()> {
+    let want = Tensor::vector(&[1.0f64, -2.0, 3.0]);
+    assert!(differs(&want, &want, 1e-11).is_none());
+    assert!(differs(&Tensor::vector(&[1.0f64, -2.0, 3.000_001]), &want, 1e-11).is_some());
+    assert!(differs(&Tensor::vector(&[1.0f64, f64::NAN, 3.0]), &want, 1e-11).is_some());
+    assert!(differs(
+        &Tensor::vector(&[1.0f64, 3.0]),
+        &Tensor::vector(&[1.0f64, 3.0, 0.0]),
+        1e-11
+    )
+    .is_some());
+    // f32: eager exact, traced off in the fourth digit: not rounding
+    let exact = Tensor::vector(&[1.0f64, -2.0, 3.0]);
+    let (eager, traced) = (exact.cast(DType::F32)?, Tensor::vector(&[1.0f32, -2.0, 3.001]));
+    assert!(differs(&traced, &eager, 2e-5).is_some());
+    assert!(!rounding(DType::F32, &traced, &eager, Some(exact.clone())));
+    // both off by the same rounding: excused
+    let (eager, traced) = (
+        Tensor::vector(&[1.0f32, -2.0, 3.000_2]),
+        Tensor::vector(&[1.0f32, -2.0, 2.999_8]),
+    );
+    assert!(rounding(DType::F32, &traced, &eager, Some(exact)));
+    // at a kink: d|x - y|/dx at x = y (a cancellation's sign) is either
+    // sign nearby, and nothing else
+    let x = vec![Tensor::vector(&[0.3f64, 1.5]), Tensor::vector(&[0.3f64, 0.5])];
+    let slope = |m: &[Tensor]| m[0].sub(&m[1]).and_then(|d| d.sign()).ok();
+    let eager = slope(&x).unwrap();
+    assert!(at_a_kink(&Tensor::vector(&[-1.0f64, 1.0]), &eager, 1e-11, &x, slope));
+    assert!(!at_a_kink(&Tensor::vector(&[0.5f64, 1.0]), &eager, 1e-11, &x, slope));
+    assert!(!at_a_kink(&Tensor::vector(&[0.0f64, -1.0]), &eager, 1e-11, &x, slope));
+    Ok(())
+}
