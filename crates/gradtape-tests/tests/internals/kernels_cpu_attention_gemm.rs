@@ -48,7 +48,7 @@ fn products_equal_the_online_kernels() {
         }
         let mask = Mask {
             data: &m,
-            base: (0..batch).map(|b| b * tq * tk).collect(),
+            batch: Batch::even(batch, tq * tk, 0),
             row: tk,
             col: 1,
         };

@@ -116,11 +116,13 @@ impl Dims {
 }
 
 /// An additive mask, read in its own (broadcast) shape: the element of
-/// batch element `b`, row `i`, key `j` is `data[base[b] + i·row + j·col]`.
+/// batch element `b`, row `i`, key `j` is `data[batch.offset(b) + i·row +
+/// j·col]` (the batch's offsets computed, not listed: nothing is allocated
+/// per call).
 pub struct Mask<'a, T> {
     pub data: &'a [T],
-    /// The offset of each batch element (`batch` entries).
-    pub base: Vec<usize>,
+    /// Where each batch element's matrix starts (broadcast dims stride 0).
+    pub batch: super::attention_gemm::Batch,
     /// The stride of a query row (0 when broadcast).
     pub row: usize,
     /// The stride of a key (0 when broadcast).
@@ -128,9 +130,12 @@ pub struct Mask<'a, T> {
 }
 
 impl<T: Float> Mask<'_, T> {
+    /// Row `i` of batch element `b`: its key `j` is the returned function's
+    /// value at `j`.
     #[inline]
-    pub(crate) fn at(&self, b: usize, i: usize, j: usize) -> T {
-        self.data[self.base[b] + i * self.row + j * self.col]
+    pub(crate) fn row(&self, b: usize, i: usize) -> impl Fn(usize) -> T + '_ {
+        let start = self.batch.offset(b) + i * self.row;
+        move |j| self.data[start + j * self.col]
     }
 }
 
@@ -203,8 +208,9 @@ fn block_scores<T: Float>(
     let scale = T::from_f64(dims.scale);
     match mask {
         Some(m) => {
+            let at = m.row(b, i);
             for (jj, x) in s.iter_mut().enumerate() {
-                *x = scale * *x + m.at(b, i, j0 + jj);
+                *x = scale * *x + at(j0 + jj);
             }
         }
         None => {

@@ -257,8 +257,9 @@ fn scores<T: Float>(
         let seen = dims.keys(i).min(nk);
         match mask {
             Some(m) => {
+                let at = m.row(b, i);
                 for (j, x) in row[..seen].iter_mut().enumerate() {
-                    *x = scale * *x + m.at(b, i, j);
+                    *x = scale * *x + at(j);
                 }
             }
             None if !deferred => {

@@ -279,27 +279,21 @@ fn check(
 /// broadcast dims.
 fn mask_layout<'a, T: Float>(m: &'a [T], shape: &[usize], s: &Shapes) -> Mask<'a, T> {
     let r = s.batch.len() + 2;
-    let mut dims = vec![1; r - shape.len()];
+    let mut dims: SmallVec<[usize; 6]> = smallvec::smallvec![1; r - shape.len()];
     dims.extend_from_slice(shape);
-    let mut strides = vec![0; r];
+    let mut strides: SmallVec<[usize; 6]> = smallvec::smallvec![0; r];
     let mut acc = 1;
     for a in (0..r).rev() {
         strides[a] = if dims[a] == 1 { 0 } else { acc };
         acc *= dims[a];
     }
-    // each batch element's offset, walking the batch index
-    let mut base = Vec::with_capacity(s.dims.batch);
-    for b in 0..s.dims.batch {
-        let (mut rem, mut off) = (b, 0);
-        for a in (0..s.batch.len()).rev() {
-            off += (rem % s.batch[a]) * strides[a];
-            rem /= s.batch[a];
-        }
-        base.push(off);
-    }
     Mask {
         data: m,
-        base,
+        // the batch dims, with the mask's strides (0 where it broadcasts)
+        batch: Batch {
+            dims: s.batch.iter().zip(&strides).map(|(&n, &st)| (n, st)).collect(),
+            base: 0,
+        },
         row: strides[r - 2],
         col: strides[r - 1],
     }
