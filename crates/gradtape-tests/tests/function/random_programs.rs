@@ -7,11 +7,14 @@
 //! reductions, one-transpose, concatenations of reshapes, rematerialised
 //! values) act on *neighbourhoods* of ops. Here a seeded generator writes
 //! programs of 6 to 24 steps over three inputs, each step an op drawn from
-//! a vocabulary of 30 (elementwise unary and binary ops with every
+//! a vocabulary of 34 (elementwise unary and binary ops with every
 //! broadcast form, products with either operand transposed, reductions
 //! over either axis with and without kept dims, reshapes, transposes,
 //! slices, concatenations, splits, scans, softmax, LayerNorm, `where`,
-//! expanded and broadcast dims) whose operands are any earlier values. Each
+//! expanded and broadcast dims, and four motifs of models: a weight shared
+//! by several products, a value split into pieces used apart, a product by
+//! a diagonal, a dense layer with its bias) whose operands are any earlier
+//! values. Each
 //! program runs
 //! - eagerly and as a traced [`function`], on its first inputs, on new
 //!   values of the same shapes (the cached graph), and on inputs with
@@ -70,7 +73,7 @@ struct Step {
 }
 
 /// The number of ops in [`apply`].
-const OPS: usize = 30;
+const OPS: usize = 34;
 
 /// `b` shaped for an elementwise op with `a`: as it is (`how` 0), its
 /// mean (a scalar), its sums down to `a`'s last dim (a row), its means
@@ -178,6 +181,60 @@ fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
         29 => {
             let other = fit(a, b, s.p)?;
             Tensor::where_(&a.gt_scalar(0.1)?, a, &other.broadcast_to(a.shape())?)
+        }
+        // motifs of models, which the pattern passes look for:
+        30 => {
+            // a shared weight (the third input) read by two products, as an
+            // unrolled recurrence does (stacked products; its gradient a
+            // sum of products), the second maybe through its transpose
+            let w = &v[2];
+            let h = a.matmul(w)?.tanh()?;
+            let back = match s.flag {
+                true => h.matmul(&w.transpose()?)?,
+                false => h.matmul(&fit(&h, b, 4)?.transpose()?.matmul(&h)?)?,
+            };
+            a.matmul(w)?.add(&back.tanh()?.matmul(w)?)
+        }
+        31 => {
+            // a value split into pieces that are used apart (the gradient
+            // pads each piece back: the pieces' pads sum to a concatenation),
+            // maybe through reshapes of the pieces
+            let ax = axis(s.q);
+            let d = a.dim(ax)?;
+            let n = [3usize, 2].into_iter().find(|&n| d.is_multiple_of(n)).unwrap_or(1);
+            let parts = a.split(n, ax)?;
+            let shape = parts[0].shape().to_vec();
+            let mut acc = parts[0].sigmoid()?;
+            for p in &parts[1..] {
+                let p = match s.flag {
+                    true => p.reshape(&[p.numel()])?.tanh()?.reshape(&shape)?,
+                    false => p.tanh()?,
+                };
+                acc = acc.mul(&p)?;
+            }
+            Ok(acc)
+        }
+        32 => {
+            // a product by a diagonal matrix made from a row
+            let k = *a.shape().last().unwrap_or(&0);
+            if a.rank() != 2 || k > 512 {
+                // (no eye of a flattened value's length)
+                return Err(gradtape::Error::InvalidArgument {
+                    op: "diagonal motif",
+                    msg: format!("needs a matrix at most 512 wide, got {:?}", a.shape()),
+                });
+            }
+            let row = fit(a, b, 2)?;
+            let diag = Tensor::try_eye(k, a.dtype())?.mul(&row)?;
+            a.matmul(&diag)
+        }
+        33 => {
+            // a layer: a product plus a bias, an activation, and the bias's
+            // sum over the batch beside it (a gradient's shape)
+            let w = &v[2];
+            let z = a.matmul(w)?.add(&fit(&a.matmul(w)?, b, 2)?)?;
+            let y = z.gelu(false)?;
+            y.add(&y.sum(&[0], true)?.mul_scalar(1e-2)?)
         }
         _ => unreachable!("{} ops", OPS),
     }
@@ -290,12 +347,55 @@ fn differs(got: &Tensor, want: &Tensor, tol: f64) -> Option<String> {
     None
 }
 
-/// Whether an `f32` difference between traced (`got`) and eager (`want`)
-/// is rounding: `got` is no farther from the program's `f64` values than
-/// four times `want` is (plus a few ulps). A sum over a few hundred
-/// thousand terms that cancel, added in another order, moves the last
-/// digits of both; a wrong element does not come that close.
-fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>) -> bool {
+/// How far the program's eager `f32` run is from its `f64` run, the worst
+/// over the outputs of `run_with_gradients`, each relative to its scale:
+/// a program whose values cancel (a sum of terms near 700 that leaves
+/// 0.8) loses most of its `f32` digits, traced or not.
+fn f32_noise(steps: &[Step], x: &[Tensor]) -> f64 {
+    let x64: Result<Vec<Tensor>> = x.iter().map(|t| t.cast(DType::F64)).collect();
+    let (Ok(a), Ok(b)) = (
+        run_with_gradients(steps, x),
+        x64.and_then(|x| run_with_gradients(steps, &x)),
+    ) else {
+        return 0.0;
+    };
+    let mut worst = 0.0f64;
+    for (a, b) in a.iter().zip(&b) {
+        let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
+        let scale = b.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+        for (x, y) in a.iter().zip(&b) {
+            if x.is_finite() && y.is_finite() {
+                worst = worst.max((x - y).abs() / (1.0 + scale));
+            }
+        }
+    }
+    worst
+}
+
+/// Whether a difference between traced (`got`) and eager (`want`) is
+/// rounding. In `f32`: `got` is no farther from the program's `f64` values than
+/// four times `want` is, plus 16 times the program's own `f32` noise
+/// ([`f32_noise`]) and a few ulps, of the output's scale. A sum over a few
+/// hundred thousand terms that cancel, added in another order, moves the
+/// last digits of both, and where a program loses most of its `f32`
+/// digits (seed 20's program 820: eager `f32` is 36 off at one output,
+/// 4e-4 of its scale) one element of the traced run may land 16 times
+/// farther than eager's happened to; a wrong element (an `O(1)` error)
+/// does not come that close.
+///
+/// In `f64` there is no referee; the program's conditioning is measured
+/// instead, by its `f32` run (the noise of the inputs rounded to `f32`),
+/// and scaled down to `f64`'s precision (2^-29 of `f32`'s): a difference
+/// within 32 times that, of the output's scale, is rounding (seed 22's
+/// program 1170: a shared weight's gradient, a sum of four products whose
+/// terms cancel, 2.4e-9 apart relative).
+fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>, noise: f64) -> bool {
+    if dtype == DType::F64 {
+        let (g, w) = (got.to_vec_f64(), want.to_vec_f64());
+        let scale = w.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+        let bound = 32.0 * noise * (-29f64).exp2() * (1.0 + scale);
+        return g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= bound);
+    }
     let Some(exact) = exact.filter(|_| dtype == DType::F32) else {
         return false;
     };
@@ -313,7 +413,7 @@ fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>) ->
     };
     let scale = exact.to_vec_f64().iter().fold(0.0f64, |m, x| m.max(x.abs()));
     match (dist(got), dist(want)) {
-        (Some(g), Some(w)) => g <= 4.0 * w + 1e-6 * (1.0 + scale),
+        (Some(g), Some(w)) => g <= 4.0 * w + (1e-6 + 16.0 * noise) * (1.0 + scale),
         _ => false,
     }
 }
@@ -416,6 +516,14 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
     ];
     for (c, x) in calls.into_iter().enumerate() {
         let x = x.expect("inputs");
+        let noise = || match dtype {
+            DType::F32 => f32_noise(&steps, &x),
+            _ => x
+                .iter()
+                .map(|t| t.cast(DType::F32))
+                .collect::<Result<Vec<_>>>()
+                .map_or(0.0, |x| f32_noise(&steps, &x)),
+        };
         let want = body(&x);
         let got = f.call(&x);
         let (want, got) = match (want, got) {
@@ -432,7 +540,7 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
         let exact = || body(&x.iter().map(|t| t.cast(DType::F64)).collect::<Result<Vec<_>>>()?);
         for (j, (gv, wv)) in got.iter().zip(&want).enumerate() {
             if let Some(why) = differs(gv, wv, tol)
-                && !rounding(dtype, gv, wv, exact().ok().map(|e| e[j].clone()))
+                && !rounding(dtype, gv, wv, exact().ok().map(|e| e[j].clone()), noise())
                 && !at_a_kink(gv, wv, tol, &x, |m| body(&m.to_vec()).ok().map(|o| o[j].clone()))
             {
                 fail(&format!("call {c}, output {j}"), why);
@@ -449,7 +557,7 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
                 for (j, (gv, wv)) in gs.iter().zip(w).enumerate() {
                     let t = if j < 2 { tol } else { tol * 10.0 };
                     if let Some(why) = differs(gv, wv, t)
-                        && !rounding(dtype, gv, wv, exact().ok().map(|e| e[j].clone()))
+                        && !rounding(dtype, gv, wv, exact().ok().map(|e| e[j].clone()), noise())
                         && !at_a_kink(gv, wv, t, &x, |m| step(&m.to_vec()).ok().map(|o| o[j].clone()))
                     {
                         fail(&format!("call {c}, training step output {j}"), why);
@@ -482,7 +590,7 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
                                         gradient(m, |m| body(&m.to_vec())).ok().and_then(|g| g[i].clone())
                                     })
                                 };
-                                if !rounding(dtype, a, e, exact) && !kink() {
+                                if !rounding(dtype, a, e, exact, noise()) && !kink() {
                                     fail(&format!("call {c}, gradient {i}"), why);
                                 }
                             }
@@ -538,11 +646,17 @@ fn report_passes() {
     eprintln!("random programs: rewrites per compiler pass: {all:?}");
 }
 
-/// The programs reach the compiler's passes: over the CI programs, each
-/// pass that applies to the vocabulary rewrites something (folding and
-/// simplification, common subexpressions, fusion, joined and transposed
-/// products, hoisted reductions, rematerialisation); a pass whose pattern
-/// the vocabulary lacks (pools, convolutions) is not asked for.
+/// The programs reach the compiler's passes: over these 60 programs
+/// (their forward graphs and traced training steps) folding,
+/// simplification, pads summed into a concatenation, common
+/// subexpressions, dead code, joined products, diagonal products and
+/// fusion each rewrite something, and with two threads or more products
+/// are paired; so the passes are checked against eager on graphs of
+/// other shapes than the ones they were written for. Not reached: the
+/// pool and convolution passes (not in the vocabulary), the reductions
+/// hoisted above optimizer updates (no optimizer), stacked products,
+/// one transpose for many products, concatenations of reshapes and
+/// rematerialisation (their patterns are a model's, rarer at random).
 #[test]
 fn random_programs_reach_the_passes() {
     for k in 0..60 {
@@ -551,7 +665,26 @@ fn random_programs_reach_the_passes() {
     report_passes();
     let all = PASS_COUNTS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let count = |name: &str| all.iter().find(|(k, _)| *k == name).map_or(0, |&(_, c)| c);
-    for name in ["simplify", "cse", "dce", "fuse"] {
+    let mut wanted = vec![
+        "fold",
+        "simplify",
+        "pads_to_concat",
+        "cse",
+        "dce",
+        "join_products",
+        "diag_matmul",
+        "fuse",
+    ];
+    // (the library's thread count, as it reads it)
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok());
+    let threads = env("GRADTAPE_NUM_THREADS")
+        .or_else(|| env("RAYON_NUM_THREADS"))
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads > 1 {
+        wanted.push("pair_products");
+    }
+    for name in wanted {
         assert!(count(name) > 0, "pass {name} never fired: {all:?}");
     }
 }
@@ -599,13 +732,25 @@ fn the_comparison_catches_a_wrong_element() -> Result<()> {
     let exact = Tensor::vector(&[1.0f64, -2.0, 3.0]);
     let (eager, traced) = (exact.cast(DType::F32)?, Tensor::vector(&[1.0f32, -2.0, 3.001]));
     assert!(differs(&traced, &eager, 2e-5).is_some());
-    assert!(!rounding(DType::F32, &traced, &eager, Some(exact.clone())));
+    assert!(!rounding(DType::F32, &traced, &eager, Some(exact.clone()), 0.0));
+    // unless the program's own f32 run is that far off elsewhere
+    assert!(rounding(DType::F32, &traced, &eager, Some(exact.clone()), 1e-4));
     // both off by the same rounding: excused
     let (eager, traced) = (
         Tensor::vector(&[1.0f32, -2.0, 3.000_2]),
         Tensor::vector(&[1.0f32, -2.0, 2.999_8]),
     );
-    assert!(rounding(DType::F32, &traced, &eager, Some(exact)));
+    assert!(rounding(DType::F32, &traced, &eager, Some(exact), 0.0));
+    // f64: a sixth digit is never rounding, even where f32 loses three
+    let off = Tensor::vector(&[1.0f64, -2.0, 3.000_001]);
+    assert!(!rounding(DType::F64, &off, &want, None, 1e-3));
+    assert!(rounding(
+        DType::F64,
+        &Tensor::vector(&[1.0f64, -2.0, 3.0 + 1e-14]),
+        &want,
+        None,
+        1e-3
+    ));
     // at a kink: d|x - y|/dx at x = y (a cancellation's sign) is either
     // sign nearby, and nothing else
     let x = vec![Tensor::vector(&[0.3f64, 1.5]), Tensor::vector(&[0.3f64, 0.5])];

@@ -426,6 +426,34 @@ fn a_traced_broadcast_that_feeds_a_product_stays_a_view() -> gradtape::Result<()
     Ok(())
 }
 
+/// The gradients w.r.t. `a` and `b` of the sum of `body(a, b, c)`, run
+/// eagerly or through `f` (the same body traced), unconnected ones zero.
+fn where_grads(
+    traced: bool,
+    f: &gradtape::Function<
+        (Tensor, Tensor, Tensor),
+        Tensor,
+        impl Fn(&(Tensor, Tensor, Tensor)) -> gradtape::Result<Tensor> + Send + Sync + 'static,
+    >,
+    body: fn(&(Tensor, Tensor, Tensor)) -> gradtape::Result<Tensor>,
+    args: &(Tensor, Tensor, Tensor),
+) -> gradtape::Result<Vec<Option<Tensor>>> {
+    use gradtape::{GradientOptions, GradientTape, Unconnected};
+    let tape = GradientTape::new();
+    let l = tape.record(|| {
+        tape.watch(&args.0);
+        tape.watch(&args.1);
+        match traced {
+            true => f.call(args)?.sum_all(),
+            false => body(args)?.sum_all(),
+        }
+    })?;
+    let opts = GradientOptions::default().unconnected(Unconnected::Zero);
+    Ok(tape
+        .gradient_with(&l, &[args.0.clone(), args.1.clone()], opts)?
+        .to_vec())
+}
+
 /// Differentiating through a traced function's call filled every missing
 /// cotangent with a buffer of zeros, the saved values' too, which the pull
 /// then never read: `where(c, a, b)` with `c` a bool broadcast view of
@@ -436,58 +464,29 @@ fn a_traced_broadcast_that_feeds_a_product_stays_a_view() -> gradtape::Result<()
 /// value's zero is a broadcast view.
 #[test]
 fn a_call_s_gradient_makes_no_zeros_for_its_saved_values() -> gradtape::Result<()> {
-    use gradtape::{function, GradientOptions, GradientTape, Unconnected};
     let c = Tensor::from_vec(vec![true], &[1, 1])?.broadcast_to(&[1 << 40, 1])?;
-    let (a, b) = (Tensor::zeros(&[0], DType::F32), Tensor::zeros(&[0], DType::F32));
-    let f = function(|(a, b, c): &(Tensor, Tensor, Tensor)| Tensor::where_(c, a, b));
-    let mut shapes = Vec::new();
+    let args = (Tensor::zeros(&[0], DType::F32), Tensor::zeros(&[0], DType::F32), c);
+    let body: fn(&(Tensor, Tensor, Tensor)) -> gradtape::Result<Tensor> = |(a, b, c)| Tensor::where_(c, a, b);
+    assert_eq!(body(&args)?.shape(), &[1 << 40, 0]);
+    let f = gradtape::function(body);
     for traced in [false, true] {
-        let tape = GradientTape::new();
-        let l = tape.record(|| {
-            tape.watch(&a);
-            tape.watch(&b);
-            let y = match traced {
-                true => f.call(&(a.clone(), b.clone(), c.clone()))?,
-                false => Tensor::where_(&c, &a, &b)?,
-            };
-            assert_eq!(y.shape(), &[1 << 40, 0]);
-            y.sum_all()
-        })?;
-        let opts = GradientOptions::default().unconnected(Unconnected::Zero);
-        let g = tape.gradient_with(&l, &[a.clone(), b.clone()], opts)?;
-        shapes.push(
-            g.iter()
-                .map(|g| g.as_ref().map(|t| t.shape().to_vec()))
-                .collect::<Vec<_>>(),
-        );
+        let g = where_grads(traced, &f, body, &args)?;
+        let shapes: Vec<_> = g.iter().map(|g| g.as_ref().map(|t| t.shape().to_vec())).collect();
+        assert_eq!(shapes, vec![Some(vec![0]), Some(vec![0])], "traced {traced}");
     }
-    assert_eq!(shapes[0], vec![Some(vec![0]), Some(vec![0])]);
-    assert_eq!(shapes[1], shapes[0], "traced as eager");
-    // and with values: a small condition, through the call and eagerly
-    let c = Tensor::from_vec(vec![true, false, true], &[3, 1])?;
-    let (a, b) = (Tensor::vector(&[1.0f64, 2.0]), Tensor::vector(&[3.0f64, 4.0]));
-    let f = function(|(a, b, c): &(Tensor, Tensor, Tensor)| Tensor::where_(c, a, b)?.square());
-    let mut grads = Vec::new();
-    for traced in [false, true] {
-        let tape = GradientTape::new();
-        let l = tape.record(|| {
-            tape.watch(&a);
-            tape.watch(&b);
-            let y = match traced {
-                true => f.call(&(a.clone(), b.clone(), c.clone()))?,
-                false => Tensor::where_(&c, &a, &b)?.square()?,
-            };
-            y.sum_all()
-        })?;
-        let g = tape.gradient(&l, &[a.clone(), b.clone()])?;
-        grads.push(
-            g.iter()
-                .map(|g| g.as_ref().unwrap().to_vec::<f64>())
-                .collect::<gradtape::Result<Vec<_>>>()?,
-        );
-    }
+    // and with values: a small condition, through the call and eagerly;
     // rows 0 and 2 take a (2a each), row 1 takes b (2b)
-    assert_eq!(grads[0], vec![vec![4.0, 8.0], vec![6.0, 8.0]]);
-    assert_eq!(grads[1], grads[0]);
+    let c = Tensor::from_vec(vec![true, false, true], &[3, 1])?;
+    let args = (Tensor::vector(&[1.0f64, 2.0]), Tensor::vector(&[3.0f64, 4.0]), c);
+    let body: fn(&(Tensor, Tensor, Tensor)) -> gradtape::Result<Tensor> = |(a, b, c)| Tensor::where_(c, a, b)?.square();
+    let f = gradtape::function(body);
+    for traced in [false, true] {
+        let g = where_grads(traced, &f, body, &args)?;
+        let values: Vec<Vec<f64>> = g
+            .iter()
+            .map(|g| g.as_ref().unwrap().to_vec::<f64>())
+            .collect::<gradtape::Result<_>>()?;
+        assert_eq!(values, vec![vec![4.0, 8.0], vec![6.0, 8.0]], "traced {traced}");
+    }
     Ok(())
 }
