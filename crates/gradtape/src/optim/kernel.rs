@@ -187,7 +187,7 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
     with_float_dtype!(var.dtype(), T => run_typed::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {
         op: "apply_gradients",
         dtype: var.dtype(),
-        expected: "f32 or f64 variables",
+        expected: "float variables (f32, f64, f16 or bf16)",
     }))
 }
 

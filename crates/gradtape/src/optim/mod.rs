@@ -196,7 +196,7 @@ impl Core {
                 return Err(Error::UnsupportedDType {
                     op: "Optimizer::build",
                     dtype: v.dtype(),
-                    expected: "f32 or f64 variables",
+                    expected: "float variables (f32, f64, f16 or bf16)",
                 });
             }
             let slots = rule
