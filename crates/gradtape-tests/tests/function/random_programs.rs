@@ -38,6 +38,9 @@
 
 use gradtape::{function, DType, GradientTape, Result, Tensor};
 
+mod referees;
+use referees::{at_a_kink, differs, f32_noise, rounding};
+
 /// Programs per CI run.
 const CASES: usize = 160;
 
@@ -356,146 +359,6 @@ fn inputs(g: &mut Gen, dtype: DType, b: usize, n: usize, m: usize) -> Result<Vec
         .collect()
 }
 
-/// How two results differ beyond `tol` of the expected one's scale, if
-/// they do (NaN and infinities must sit where the expected has them).
-fn differs(got: &Tensor, want: &Tensor, tol: f64) -> Option<String> {
-    if got.shape() != want.shape() || got.dtype() != want.dtype() {
-        return Some(format!(
-            "{} {:?} against {} {:?}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    let (g, w) = (got.to_vec_f64(), want.to_vec_f64());
-    let scale = w.iter().filter(|x| x.is_finite()).fold(0.0f64, |m, x| m.max(x.abs()));
-    for (i, (x, y)) in g.iter().zip(&w).enumerate() {
-        let same = match (x.is_finite(), y.is_finite()) {
-            (true, true) => (x - y).abs() <= tol * (1.0 + scale),
-            (false, false) => x.is_nan() == y.is_nan() && (x.is_nan() || x == y),
-            _ => false,
-        };
-        if !same {
-            return Some(format!("element {i}: {x} against {y} (scale {scale})"));
-        }
-    }
-    None
-}
-
-/// How far the program's eager `f32` run is from its `f64` run, the worst
-/// over the outputs of `run_with_gradients`, each relative to its scale:
-/// a program whose values cancel (a sum of terms near 700 that leaves
-/// 0.8) loses most of its `f32` digits, traced or not.
-fn f32_noise(steps: &[Step], x: &[Tensor]) -> f64 {
-    let x64: Result<Vec<Tensor>> = x.iter().map(|t| t.cast(DType::F64)).collect();
-    let (Ok(a), Ok(b)) = (
-        run_with_gradients(steps, x),
-        x64.and_then(|x| run_with_gradients(steps, &x)),
-    ) else {
-        return 0.0;
-    };
-    let mut worst = 0.0f64;
-    for (a, b) in a.iter().zip(&b) {
-        let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
-        let scale = b.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
-        for (x, y) in a.iter().zip(&b) {
-            if x.is_finite() && y.is_finite() {
-                worst = worst.max((x - y).abs() / (1.0 + scale));
-            }
-        }
-    }
-    worst
-}
-
-/// Whether a difference between traced (`got`) and eager (`want`) is
-/// rounding. In `f32`: `got` is no farther from the program's `f64` values than
-/// four times `want` is, plus 16 times the program's own `f32` noise
-/// ([`f32_noise`]) and a few ulps, of the output's scale. A sum over a few
-/// hundred thousand terms that cancel, added in another order, moves the
-/// last digits of both, and where a program loses most of its `f32`
-/// digits (seed 20's program 820: eager `f32` is 36 off at one output,
-/// 4e-4 of its scale) one element of the traced run may land 16 times
-/// farther than eager's happened to; a wrong element (an `O(1)` error)
-/// does not come that close.
-///
-/// In `f64` there is no referee; the program's conditioning is measured
-/// instead, by its `f32` run (the noise of the inputs rounded to `f32`),
-/// and scaled down to `f64`'s precision (2^-29 of `f32`'s): a difference
-/// within 32 times that, of the output's scale, is rounding (seed 22's
-/// program 1170: a shared weight's gradient, a sum of four products whose
-/// terms cancel, 2.4e-9 apart relative).
-fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>, noise: f64) -> bool {
-    if dtype == DType::F64 {
-        let (g, w) = (got.to_vec_f64(), want.to_vec_f64());
-        let scale = w.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
-        let bound = 32.0 * noise * (-29f64).exp2() * (1.0 + scale);
-        return g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= bound);
-    }
-    let Some(exact) = exact.filter(|_| dtype == DType::F32) else {
-        return false;
-    };
-    let dist = |t: &Tensor| -> Option<f64> {
-        let (a, b) = (t.to_vec_f64(), exact.to_vec_f64());
-        let mut m = 0.0f64;
-        for (x, y) in a.iter().zip(&b) {
-            match (x.is_finite(), y.is_finite()) {
-                (true, true) => m = m.max((x - y).abs()),
-                // overflow in f32 where f64 has a value: no referee
-                _ => return None,
-            }
-        }
-        Some(m)
-    };
-    let scale = exact.to_vec_f64().iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    match (dist(got), dist(want)) {
-        (Some(g), Some(w)) => g <= 4.0 * w + (1e-6 + 16.0 * noise) * (1.0 + scale),
-        _ => false,
-    }
-}
-
-/// Whether every element where `got` (traced) and `want` (eager) differ
-/// sits at a kink of the program: the same eager computation, on inputs
-/// moved by a few ulps' worth (`1e-12` of each, `2e-6` in `f32`), gives
-/// `got`'s value there in one of six tries. `|x|`, `max`, `min`, `where`
-/// and `relu` turn a value that is zero (or a tie) up to rounding, which
-/// the compiler may round the other way (a scan or a product summed in
-/// another order: `4e-15` eagerly, `-1e-15` traced), into a derivative of
-/// the other sign; a wrong element matches no nearby eager result.
-fn at_a_kink(got: &Tensor, want: &Tensor, tol: f64, x: &[Tensor], eval: impl Fn(&[Tensor]) -> Option<Tensor>) -> bool {
-    let (g, w) = (got.to_vec_f64(), want.to_vec_f64());
-    let scale = w.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
-    let off = |a: f64, b: f64| !((a - b).abs() <= tol * (1.0 + scale) || (a.is_nan() && b.is_nan()) || a == b);
-    let mut open: Vec<usize> = (0..g.len()).filter(|&i| off(g[i], w[i])).collect();
-    let delta = if got.dtype() == DType::F32 { 2e-6 } else { 1e-12 };
-    let mut noise = Gen(0x6b69_6e6b);
-    for _ in 0..6 {
-        if open.is_empty() {
-            break;
-        }
-        let moved: Option<Vec<Tensor>> = x
-            .iter()
-            .map(|t| {
-                let v: Vec<f64> = t
-                    .to_vec_f64()
-                    .iter()
-                    .map(|&e| e + delta * (e.abs() + 1.0) * ((noise.below(2001) as f64 - 1000.0) / 1000.0))
-                    .collect();
-                Tensor::from_vec(v, t.shape()).and_then(|m| m.cast(t.dtype())).ok()
-            })
-            .collect();
-        let Some(near) = moved.and_then(|m| eval(&m)) else {
-            return false;
-        };
-        let n = near.to_vec_f64();
-        if n.len() != g.len() {
-            return false;
-        }
-        open.retain(|&i| off(g[i], n[i]));
-    }
-    open.is_empty()
-}
-
 /// The gradient of `run`'s loss w.r.t. the inputs, through `call`.
 fn gradient(inputs: &[Tensor], call: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Vec<Option<Tensor>>> {
     let tape = GradientTape::new();
@@ -552,13 +415,17 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
     ];
     for (c, x) in calls.into_iter().enumerate() {
         let x = x.expect("inputs");
-        let noise = || match dtype {
-            DType::F32 => f32_noise(&steps, &x),
-            _ => x
-                .iter()
-                .map(|t| t.cast(DType::F32))
-                .collect::<Result<Vec<_>>>()
-                .map_or(0.0, |x| f32_noise(&steps, &x)),
+        // (measured once, when a first difference asks for it)
+        let measured = std::cell::OnceCell::new();
+        let noise = || {
+            *measured.get_or_init(|| match dtype {
+                DType::F32 => f32_noise(&steps, &x),
+                _ => x
+                    .iter()
+                    .map(|t| t.cast(DType::F32))
+                    .collect::<Result<Vec<_>>>()
+                    .map_or(0.0, |x| f32_noise(&steps, &x)),
+            })
         };
         let want = body(&x);
         let got = f.call(&x);
@@ -714,18 +581,13 @@ fn random_programs_reach_the_passes() {
         "diag_matmul",
         "fuse",
     ];
-    let sgemm =
-        std::arch::is_x86_feature_detected!("avx512f") && std::env::var("GRADTAPE_SGEMM").map_or(true, |v| v != "0");
-    if sgemm {
+    // (the passes that need the AVX-512 f32 kernel, or two threads, as
+    // the library decides them)
+    use gradtape::__internals::kernels::cpu::{sgemm, workers};
+    if sgemm::available() {
         wanted.extend(["stack_products", "transpose_once"]);
     }
-    // (the library's thread count, as it reads it)
-    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok());
-    let threads = env("GRADTAPE_NUM_THREADS")
-        .or_else(|| env("RAYON_NUM_THREADS"))
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if threads > 1 {
+    if workers::threads() > 1 {
         wanted.push("pair_products");
     }
     for name in wanted {
@@ -754,54 +616,5 @@ fn the_generator_reaches_every_op() -> Result<()> {
     }
     assert!(seen.iter().all(|&c| c > 0), "ops never applied: {seen:?}");
     assert!(applied * 10 >= total * 6, "{applied} of {total} steps applied");
-    Ok(())
-}
-
-/// The comparison itself: a wrong element is caught in f64 and in f32 (the
-/// f64 referee excuses only a traced value as close to it as eager's), a
-/// NaN must sit where eager's does, and agreement passes.
-#[test]
-fn the_comparison_catches_a_wrong_element() -> Result<()> {
-    let want = Tensor::vector(&[1.0f64, -2.0, 3.0]);
-    assert!(differs(&want, &want, 1e-11).is_none());
-    assert!(differs(&Tensor::vector(&[1.0f64, -2.0, 3.000_001]), &want, 1e-11).is_some());
-    assert!(differs(&Tensor::vector(&[1.0f64, f64::NAN, 3.0]), &want, 1e-11).is_some());
-    assert!(differs(
-        &Tensor::vector(&[1.0f64, 3.0]),
-        &Tensor::vector(&[1.0f64, 3.0, 0.0]),
-        1e-11
-    )
-    .is_some());
-    // f32: eager exact, traced off in the fourth digit: not rounding
-    let exact = Tensor::vector(&[1.0f64, -2.0, 3.0]);
-    let (eager, traced) = (exact.cast(DType::F32)?, Tensor::vector(&[1.0f32, -2.0, 3.001]));
-    assert!(differs(&traced, &eager, 2e-5).is_some());
-    assert!(!rounding(DType::F32, &traced, &eager, Some(exact.clone()), 0.0));
-    // unless the program's own f32 run is that far off elsewhere
-    assert!(rounding(DType::F32, &traced, &eager, Some(exact.clone()), 1e-4));
-    // both off by the same rounding: excused
-    let (eager, traced) = (
-        Tensor::vector(&[1.0f32, -2.0, 3.000_2]),
-        Tensor::vector(&[1.0f32, -2.0, 2.999_8]),
-    );
-    assert!(rounding(DType::F32, &traced, &eager, Some(exact), 0.0));
-    // f64: a sixth digit is never rounding, even where f32 loses three
-    let off = Tensor::vector(&[1.0f64, -2.0, 3.000_001]);
-    assert!(!rounding(DType::F64, &off, &want, None, 1e-3));
-    assert!(rounding(
-        DType::F64,
-        &Tensor::vector(&[1.0f64, -2.0, 3.0 + 1e-14]),
-        &want,
-        None,
-        1e-3
-    ));
-    // at a kink: d|x - y|/dx at x = y (a cancellation's sign) is either
-    // sign nearby, and nothing else
-    let x = vec![Tensor::vector(&[0.3f64, 1.5]), Tensor::vector(&[0.3f64, 0.5])];
-    let slope = |m: &[Tensor]| m[0].sub(&m[1]).and_then(|d| d.sign()).ok();
-    let eager = slope(&x).unwrap();
-    assert!(at_a_kink(&Tensor::vector(&[-1.0f64, 1.0]), &eager, 1e-11, &x, slope));
-    assert!(!at_a_kink(&Tensor::vector(&[0.5f64, 1.0]), &eager, 1e-11, &x, slope));
-    assert!(!at_a_kink(&Tensor::vector(&[0.0f64, -1.0]), &eager, 1e-11, &x, slope));
     Ok(())
 }
