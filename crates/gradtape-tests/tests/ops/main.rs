@@ -22,6 +22,7 @@ mod fft;
 mod image;
 mod math_values;
 mod random_ops;
+mod reductions;
 mod rng;
 mod special;
 mod tensor_display;

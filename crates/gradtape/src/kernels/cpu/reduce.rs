@@ -51,6 +51,10 @@ impl<T: Num> Reducer<T> for SumR {
         if !T::DTYPE.is_float() {
             return xs.iter().fold(T::zero(), |a, &b| a.add_wrap(b));
         }
+        if xs.len() < 8 {
+            // (the loop below with no whole group of lanes: the same bits)
+            return T::from_f64(0.0 + xs.iter().fold(T::zero(), |a, &b| a + b).to_f64());
+        }
         let mut total = 0.0f64;
         for block in xs.chunks(4096) {
             let mut lanes = [T::zero(); 8];
@@ -183,6 +187,13 @@ fn reduce_with<T: Num, R: Reducer<T>>(op: &'static str, x: &Tensor, axes: &[usiz
 }
 
 fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: usize, r: R) -> Result<Buf<T>> {
+    if row == 1 {
+        // nothing reduced (no axes, or axes of size 1): each element is
+        // its own result, bit for bit (a -0.0 stays -0.0, as TensorFlow's)
+        let mut out: Buf<T> = alloc::try_buf(op, n_out)?;
+        out.extend_from_slice(&src[..n_out]);
+        return Ok(out);
+    }
     if n_out == 1 && row >= PAR_MIN {
         let parts: Vec<T> = super::workers::map(src.len().div_ceil(PAR_MIN), |i| {
             let c = &src[i * PAR_MIN..((i + 1) * PAR_MIN).min(src.len())];
@@ -194,15 +205,26 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
         return Ok(Buf::from_elem(r.slice(&parts), 1));
     }
     if n_out * row >= PAR_MIN && n_out > 1 {
-        // (n_out <= src.len(): the output is no larger than the input)
-        let out = super::workers::map(n_out, |i| {
-            let c = &src[i * row..(i + 1) * row];
+        // tasks of whole rows, a task's worth of input each (one row per
+        // task when rows are long; many when short, as a sum over a small
+        // last axis, or over none: a task per row cost a dispatch per
+        // element there)
+        let per = (super::chunk_len(n_out * row) / row).max(1);
+        let mut out: Buf<T> = alloc::try_buf(op, n_out)?;
+        super::workers::for_each_chunk_mut(&mut super::spare(&mut out)[..n_out], per, |t, part| {
             with_simd_for::<T, T, _>(
                 #[inline(always)]
-                || r.slice(c),
+                || {
+                    for (k, o) in part.iter_mut().enumerate() {
+                        let i = t * per + k;
+                        o.write(r.slice(&src[i * row..(i + 1) * row]));
+                    }
+                },
             )
         });
-        return Ok(Buf::from_vec(out));
+        // SAFETY: the chunks cover `0..n_out`, and each wrote all its slots.
+        unsafe { out.set_len(n_out) };
+        return Ok(out);
     }
     if n_out <= Buf::<T>::new().inline_size() {
         // (held inline: no allocation)

@@ -262,6 +262,9 @@ impl<T: Lane> State<T> {
                 acc,
             } => {
                 let (fold, q) = (*fold, *q);
+                if q < 8 {
+                    return short_rows(fold, q, start, xs, rem, acc, out);
+                }
                 let mut j = start;
                 let mut i = 0;
                 while i < xs.len() {
@@ -378,6 +381,47 @@ fn fold_into<T: Float>(fold: Fold, a: &mut [T], x: &[T]) {
         Fold::Min => {
             for (a, &v) in a.iter_mut().zip(x) {
                 *a = Fold::Min.combine(*a, v);
+            }
+        }
+    }
+}
+
+/// [`State::feed`] over trailing rows shorter than a group of the eager
+/// sum's lanes (`q < 8`): there every element of a row goes to the
+/// block's remainder, folded in `T` from zero, and the row's sum is that
+/// remainder added to zero lanes and to a zero `f64` total; here the
+/// same bits with one division per call, not per row (a sum over a last
+/// axis of 2 ran at half the eager kernel's speed through the lanes).
+#[inline(always)]
+fn short_rows<T: Float>(fold: Fold, q: usize, start: usize, xs: &[T], rem: &mut T, acc: &mut T, out: *mut T) {
+    let (mut o, mut row) = (start % q, start / q);
+    let put = |y: T, row: usize| {
+        // SAFETY: as in `State::feed`: the task owns row `row`, which lies
+        // in the output's buffer.
+        unsafe { out.add(row).write(y) };
+    };
+    if fold == Fold::Sum && q == 1 {
+        // a sum of one element is that element, -0.0 included (the eager
+        // kernel copies: TensorFlow reshapes where nothing is reduced)
+        for (k, &v) in xs.iter().enumerate() {
+            put(v, row + k);
+        }
+    } else if fold == Fold::Sum {
+        for &v in xs {
+            *rem = *rem + v;
+            o += 1;
+            if o == q {
+                put(T::from_f64(0.0 + std::mem::replace(rem, T::zero()).to_f64()), row);
+                (o, row) = (0, row + 1);
+            }
+        }
+    } else {
+        for &v in xs {
+            *acc = fold.combine(*acc, v);
+            o += 1;
+            if o == q {
+                put(std::mem::replace(acc, fold.init()), row);
+                (o, row) = (0, row + 1);
             }
         }
     }

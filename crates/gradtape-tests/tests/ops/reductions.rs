@@ -1,0 +1,136 @@
+//! Sums, maxima and minima of views (permuted, sliced, both) over every
+//! set of axes, against a plain loop in `f64` over the view's elements.
+//!
+//! The kernel walks a view in one of three ways (reduced axes leading on a
+//! contiguous input, reduced axes trailing, or a copy first) and splits the
+//! work over the threads by output elements, by whole rows or by parts of
+//! one row; the shapes below are large enough for the parallel splits and
+//! include short rows (a reduced axis of 2, or none at all, where each
+//! element is its own result), which once ran a task per element.
+
+use gradtape::{DType, Result, Tensor};
+
+use crate::common::values::uniform as vals;
+
+/// The reference: `op` folded in `f64` over the `axes` of `x`'s
+/// (row-major) elements, in the kept axes' order.
+fn reference(x: &[f64], shape: &[usize], axes: &[usize], op: &str) -> Vec<f64> {
+    let kept: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
+    let n_out: usize = kept.iter().map(|&d| shape[d]).product();
+    let init = match op {
+        "sum" => 0.0,
+        "max" => f64::NEG_INFINITY,
+        _ => f64::INFINITY,
+    };
+    let mut out = vec![init; n_out];
+    let mut idx = vec![0usize; shape.len()];
+    for &v in x {
+        let o = kept.iter().fold(0, |acc, &d| acc * shape[d] + idx[d]);
+        out[o] = match op {
+            "sum" => out[o] + v,
+            "max" => out[o].max(v),
+            _ => out[o].min(v),
+        };
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// Every subset of `0..rank` (as signed axes).
+fn subsets(rank: usize) -> Vec<Vec<usize>> {
+    (0..1usize << rank)
+        .map(|m| (0..rank).filter(|d| m >> d & 1 == 1).collect())
+        .collect()
+}
+
+/// `x` reduced every way, in `dtype`, against [`reference`].
+fn check(what: &str, x: &Tensor, dtype: DType) -> Result<()> {
+    let x = x.cast(dtype)?;
+    let shape = x.shape().to_vec();
+    let vals64 = x.cast(DType::F64)?.to_vec::<f64>()?;
+    for axes in subsets(shape.len()) {
+        let signed: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+        // the sum's bound: f32 rounding of the terms' magnitudes
+        let row: usize = axes.iter().map(|&a| shape[a]).product();
+        let tol = match dtype {
+            DType::F32 => 1e-6 * row.max(1) as f64,
+            _ => 1e-12 * row.max(1) as f64,
+        };
+        for op in ["sum", "max", "min"] {
+            let got = match op {
+                "sum" => x.sum(&signed, false)?,
+                "max" => x.max(&signed, false)?,
+                _ => x.min(&signed, false)?,
+            };
+            let want = reference(&vals64, &shape, &axes, op);
+            let kept: Vec<usize> = (0..shape.len())
+                .filter(|d| !axes.contains(d))
+                .map(|d| shape[d])
+                .collect();
+            assert_eq!(got.shape(), &kept[..], "{what} {op} over {axes:?}");
+            let got = got.cast(DType::F64)?.to_vec::<f64>()?;
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let ok = match op {
+                    "sum" => (g - w).abs() <= tol,
+                    _ => g == w,
+                };
+                assert!(ok, "{what} {dtype:?} {op} over {axes:?}: element {i}: {g} vs {w}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn reductions_of_views_over_every_set_of_axes_match_a_loop() -> Result<()> {
+    // (shape, the view's permutation, the view's slice start and size)
+    let cases: &[(&[usize], &[usize], &[usize], &[usize])] = &[
+        // attention's packed output [.., dv + 1], its first dv columns
+        (&[8, 4, 128, 65], &[0, 1, 2, 3], &[0, 0, 0, 0], &[8, 4, 128, 64]),
+        // a transposed matrix with a short axis
+        (&[20000, 2], &[1, 0], &[0, 0], &[2, 20000]),
+        (&[3, 17000, 2], &[2, 0, 1], &[0, 0, 0], &[2, 3, 17000]),
+        // permuted and cut on both sides
+        (&[40, 30, 50], &[2, 0, 1], &[3, 5, 1], &[40, 30, 20]),
+        (&[5, 6, 7, 8], &[3, 1, 0, 2], &[1, 2, 0, 3], &[6, 4, 5, 4]),
+        // no view: contiguous
+        (&[300, 2, 70], &[0, 1, 2], &[0, 0, 0], &[300, 2, 70]),
+    ];
+    for (k, &(shape, perm, begin, size)) in cases.iter().enumerate() {
+        let x = Tensor::from_vec(vals(shape.iter().product(), 40 + k as u64), shape)?;
+        let view = x.permute(perm)?.slice(begin, size)?;
+        let what = format!("{shape:?} permuted {perm:?} cut to {begin:?}+{size:?}");
+        for dtype in [DType::F32, DType::F64] {
+            check(&what, &view, dtype)?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_sum_over_no_axes_is_the_input_bit_for_bit() -> Result<()> {
+    // TensorFlow: reduce_sum over axis=[] returns its input (a -0.0
+    // stays -0.0); here contiguous and through a strided view.
+    let mut v = vals(4 * 40000, 7);
+    v[3] = -0.0;
+    v[40001] = f64::NAN;
+    let x = Tensor::from_vec(v.clone(), &[4, 40000])?.cast(DType::F32)?;
+    for t in [x.clone(), x.permute(&[1, 0])?.slice(&[0, 0], &[40000, 3])?] {
+        let want = t.to_vec::<f32>()?;
+        for got in [t.sum(&[], false)?, t.max(&[], false)?, t.min(&[], false)?] {
+            assert_eq!(got.shape(), t.shape());
+            let got = got.to_vec::<f32>()?;
+            assert!(
+                got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "an identity reduction changed bits"
+            );
+        }
+    }
+    Ok(())
+}
