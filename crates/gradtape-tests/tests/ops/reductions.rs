@@ -134,3 +134,62 @@ fn a_sum_over_no_axes_is_the_input_bit_for_bit() -> Result<()> {
     }
     Ok(())
 }
+
+/// Softmax and log-softmax of `[rows, n]` in `f64` from the definition.
+fn softmax_reference(x: &[f64], n: usize, log: bool) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(n) {
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        if m == f64::NEG_INFINITY {
+            out.extend(row.iter().map(|_| f64::NAN));
+            continue;
+        }
+        let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+        out.extend(row.iter().map(|v| if log { v - m - s.ln() } else { (v - m).exp() / s }));
+    }
+    out
+}
+
+#[test]
+fn softmax_of_short_and_long_rows_matches_the_definition() -> Result<()> {
+    // rows shorter than the f32 exponential's block of 64 are
+    // exponentiated many rows at a time; 64 and longer one row at a time;
+    // enough rows for several threads; a row of -inf (NaN out) and a row
+    // with one -inf among finite values
+    for n in [1usize, 2, 3, 7, 8, 9, 31, 63, 64, 65, 130] {
+        let rows = (50_000 / n).max(3);
+        let mut v = vals(rows * n, n as u64);
+        for x in v.iter_mut() {
+            *x *= 30.0;
+        }
+        v[n..2 * n].fill(f64::NEG_INFINITY);
+        v[2 * n] = f64::NEG_INFINITY;
+        let x64 = Tensor::from_vec(v.clone(), &[rows, n])?;
+        for log in [false, true] {
+            for dtype in [DType::F32, DType::F64] {
+                let x = x64.cast(dtype)?;
+                // (from the values as rounded to `dtype`)
+                let want = softmax_reference(&x.cast(DType::F64)?.to_vec::<f64>()?, n, log);
+                let y = if log { x.log_softmax(-1)? } else { x.softmax(-1)? };
+                let got = y.cast(DType::F64)?.to_vec::<f64>()?;
+                // a few ulp of the result, and for a probability the
+                // rounding of its shifted score `x - max` (up to 60 here:
+                // e^(x - max) then carries |x - max| ulp, about |ln p|)
+                let ulp = if dtype == DType::F32 { 1.2e-7 } else { 2.3e-16 };
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let ok = if w.is_nan() {
+                        g.is_nan()
+                    } else if w.is_infinite() {
+                        g == w
+                    } else if log {
+                        (g - w).abs() <= 8.0 * ulp * w.abs().max(1.0)
+                    } else {
+                        g == w || (g - w).abs() <= (8.0 + 2.0 * w.ln().abs()) * ulp * w.abs()
+                    };
+                    assert!(ok, "softmax(log={log}) {dtype:?} rows of {n}: element {i}: {g} vs {w}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
