@@ -149,6 +149,32 @@ fn simplify_cse_and_dce_remove_identities_and_what_they_expose() -> Result<()> {
 }
 
 #[test]
+fn simplify_lets_elementwise_ops_broadcast_their_own_operands() -> Result<()> {
+    // the gradients of a max over a middle axis and of a mean over the
+    // leading one broadcast their reduced values back; the elementwise
+    // ops that read those broadcasts read the reduced values instead
+    // (a row or column by index in a fused kernel), and no BroadcastTo
+    // is left; the same bits as uncompiled
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(x);
+            let a = x.max(&[1], false)?.square()?.sum_all()?;
+            a.add(&x.mean(&[0], false)?.sin()?.sum_all()?)
+        })?;
+        Ok(vec![tape.gradient(&y, x)?.expect("connected")])
+    };
+    for shape in [[4usize, 50, 6], [300, 2, 40]] {
+        let x = data(&shape, 0.5, DType::F32);
+        fires("simplify", body, &x, None, 0.0)?;
+        let f = function(body);
+        let g = f.concrete(&x)?.optimized_graph().clone();
+        assert_eq!(g.count("BroadcastTo"), 0, "{shape:?}: {g}");
+    }
+    Ok(())
+}
+
+#[test]
 fn pool_argmax_merges_a_pool_and_its_positions() -> Result<()> {
     // an overlapping 3x3 pool of stride 1 in f64 (the bench: 2x2 of stride
     // 2 in f32)

@@ -15,6 +15,11 @@
 //!   inside the value → a slice of the value, or the value itself (the
 //!   gradient of a slice is a pad: attention's packed output, sliced, gave
 //!   a pad to the full width that its gradient op sliced back);
+//! - a broadcast operand of a two-input elementwise op whose other operand
+//!   has the op's shape → the broadcast's input (the op broadcasts it
+//!   itself, and a fused kernel reads a row or column by index where it
+//!   would have read a broadcast copy: the gradient of a max or a mean
+//!   broadcasts its reduced values back);
 //! - `relu_grad(dy, x)` where the graph also computes `relu(x)` reads
 //!   `relu(x)` instead of `x` (`relu(x) > 0` exactly when `x > 0`, NaN and
 //!   `-0` included), so the pre-activation need not be kept: a fused
@@ -121,6 +126,25 @@ pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
             rewrites += 1;
             continue;
         }
+        // an elementwise op broadcasts its operands itself: a broadcast
+        // operand beside one of the full shape is read as it was before
+        // the broadcast (which is then unread, unless used elsewhere)
+        if let Op::Binary(b) = &n.op
+            && !matches!(b, Binary::ReluGrad | Binary::TanhGrad | Binary::Complex)
+            && n.inputs.len() == 2
+        {
+            for k in 0..2 {
+                let (this, other) = (g.nodes[i].inputs[k], g.nodes[i].inputs[1 - k]);
+                let Some(&j) = made_by.get(&this) else { continue };
+                if let (Op::Shape(ShapeOp::BroadcastTo(_)), &[x]) = (&g.nodes[j].op, &g.nodes[j].inputs[..])
+                    && g.values[other as usize].shape == g.values[out as usize].shape
+                {
+                    g.nodes[i].inputs[k] = x;
+                    rewrites += 1;
+                }
+            }
+        }
+        let n = &g.nodes[i];
         // broadcasts and reshapes of a splat are splats
         if let Op::Shape(ShapeOp::Reshape(_) | ShapeOp::BroadcastTo(_)) = &n.op
             && let Some(&s) = splat.get(&n.inputs[0])
