@@ -87,10 +87,13 @@ fn check(what: &str, x: &Tensor, dtype: DType) -> Result<()> {
     Ok(())
 }
 
+/// A view: the tensor's shape, the permutation, then the slice's start
+/// and size.
+type View<'a> = (&'a [usize], &'a [usize], &'a [usize], &'a [usize]);
+
 #[test]
 fn reductions_of_views_over_every_set_of_axes_match_a_loop() -> Result<()> {
-    // (shape, the view's permutation, the view's slice start and size)
-    let cases: &[(&[usize], &[usize], &[usize], &[usize])] = &[
+    let cases: &[View] = &[
         // attention's packed output [.., dv + 1], its first dv columns
         (&[8, 4, 128, 65], &[0, 1, 2, 3], &[0, 0, 0, 0], &[8, 4, 128, 64]),
         // a transposed matrix with a short axis
