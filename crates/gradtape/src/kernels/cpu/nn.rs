@@ -36,16 +36,23 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
     // SAFETY: every element of `out` was written just above.
     let out: &mut [T] = unsafe { &mut *(out as *mut [MaybeUninit<T>] as *mut [T]) };
     let s = super::math::exp_in_place(out);
+    finish_row(x, out, m, s, log);
+}
+
+/// A row `x`'s softmax from `e`, its exponentials `e^(x - m)`, which sum
+/// to `s`: `e / s`, or for log-softmax `(x - m) - ln s` (TensorFlow's
+/// order: near the maximum the result is small, and `x - (m + ln s)`
+/// would carry the rounding of `m`).
+#[inline(always)]
+fn finish_row<T: Float>(x: &[T], e: &mut [T], m: T, s: T, log: bool) {
     if log {
-        // (x - m) - ln s, TensorFlow's order: near the maximum the result
-        // is small, and x - (m + ln s) would carry the rounding of m
         let ls = s.ln();
-        for (o, &v) in out.iter_mut().zip(x) {
+        for (o, &v) in e.iter_mut().zip(x) {
             *o = (v - m) - ls;
         }
     } else {
         let r = T::one() / s;
-        for o in out.iter_mut() {
+        for o in e.iter_mut() {
             *o = *o * r;
         }
     }
@@ -138,17 +145,7 @@ fn short_softmax_rows<T: Float>(x: &[T], n: usize, out: &mut [MaybeUninit<T>], l
                 continue;
             }
             let s = super::math::sum_lanes(or);
-            if log {
-                let ls = s.ln();
-                for (o, &v) in or.iter_mut().zip(xr) {
-                    *o = (v - m) - ls;
-                }
-            } else {
-                let r = T::one() / s;
-                for o in or.iter_mut() {
-                    *o = *o * r;
-                }
-            }
+            finish_row(xr, or, m, s, log);
         }
     }
 }
