@@ -112,6 +112,50 @@ fn reductions_of_views_over_every_set_of_axes_match_a_loop() -> Result<()> {
         for dtype in [DType::F32, DType::F64] {
             check(&what, &view, dtype)?;
         }
+        check_arg(&what, &view)?;
+    }
+    Ok(())
+}
+
+/// `argmax` and `argmin` of `x` over each axis, and `prod` over each
+/// axis (of values near 1), against loops over the view's elements.
+fn check_arg(what: &str, x: &Tensor) -> Result<()> {
+    let shape = x.shape().to_vec();
+    let v = x.to_vec::<f64>()?;
+    let near_one = x.mul_scalar(0.01)?.add_scalar(1.0)?;
+    let w = near_one.to_vec::<f64>()?;
+    let strides: Vec<usize> = (0..shape.len()).map(|d| shape[d + 1..].iter().product()).collect();
+    for a in 0..shape.len() {
+        let kept: Vec<usize> = (0..shape.len()).filter(|&d| d != a).collect();
+        let n_out: usize = kept.iter().map(|&d| shape[d]).product();
+        let (mut amax, mut amin, mut prod) = (vec![0i64; n_out], vec![0i64; n_out], vec![1.0f64; n_out]);
+        for o in 0..n_out {
+            // the flat index of the row's first element
+            let (mut rem, mut base) = (o, 0);
+            for &d in kept.iter().rev() {
+                base += (rem % shape[d]) * strides[d];
+                rem /= shape[d];
+            }
+            let at = |k: usize| base + k * strides[a];
+            for k in 0..shape[a] {
+                if v[at(k)] > v[at(amax[o] as usize)] {
+                    amax[o] = k as i64;
+                }
+                if v[at(k)] < v[at(amin[o] as usize)] {
+                    amin[o] = k as i64;
+                }
+                prod[o] *= w[at(k)];
+            }
+        }
+        assert_eq!(x.argmax(a as isize)?.to_vec::<i64>()?, amax, "{what}: argmax over {a}");
+        assert_eq!(x.argmin(a as isize)?.to_vec::<i64>()?, amin, "{what}: argmin over {a}");
+        let got = near_one.prod(&[a as isize], false)?.to_vec::<f64>()?;
+        for (i, (g, e)) in got.iter().zip(&prod).enumerate() {
+            assert!(
+                (g - e).abs() <= 1e-12 * e.abs() * shape[a] as f64,
+                "{what}: prod over {a}: element {i}: {g} vs {e}"
+            );
+        }
     }
     Ok(())
 }

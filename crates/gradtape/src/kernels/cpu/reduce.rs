@@ -9,7 +9,7 @@
 use super::math::with_simd_for;
 use super::{build, gather_strided, PAR_MIN};
 use crate::error::Result;
-use crate::tensor::{alloc, with_num_dtype, Buf, Layout, Num, Shape, Tensor};
+use crate::tensor::{alloc, with_num_dtype, Buf, Element, Layout, Num, Shape, Tensor};
 
 /// Which reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,26 +205,12 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
         return Ok(Buf::from_elem(r.slice(&parts), 1));
     }
     if n_out * row >= PAR_MIN && n_out > 1 {
-        // tasks of whole rows, a task's worth of input each (one row per
-        // task when rows are long; many when short, as a sum over a small
-        // last axis, or over none: a task per row cost a dispatch per
-        // element there)
-        let per = (super::chunk_len(n_out * row) / row).max(1);
-        let mut out: Buf<T> = alloc::try_buf(op, n_out)?;
-        super::workers::for_each_chunk_mut(&mut super::spare(&mut out)[..n_out], per, |t, part| {
+        return map_rows(op, src, row, n_out, |c| {
             with_simd_for::<T, T, _>(
                 #[inline(always)]
-                || {
-                    for (k, o) in part.iter_mut().enumerate() {
-                        let i = t * per + k;
-                        o.write(r.slice(&src[i * row..(i + 1) * row]));
-                    }
-                },
+                || r.slice(c),
             )
         });
-        // SAFETY: the chunks cover `0..n_out`, and each wrote all its slots.
-        unsafe { out.set_len(n_out) };
-        return Ok(out);
     }
     if n_out <= Buf::<T>::new().inline_size() {
         // (held inline: no allocation)
@@ -234,6 +220,31 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
         op,
         src.chunks(row).map(|c| r.slice(c)),
     )?))
+}
+
+/// `f` of each of the `n_out` rows of `row` elements of `src`, over the
+/// compute threads in tasks of whole rows, a task's worth of input each
+/// (one row per task when rows are long; many when short, as a sum over a
+/// small last axis: a task per row had cost a dispatch per element
+/// there). Errors (allocation) name `op`.
+pub(crate) fn map_rows<T: Sync, O: Element>(
+    op: &'static str,
+    src: &[T],
+    row: usize,
+    n_out: usize,
+    f: impl Fn(&[T]) -> O + Sync,
+) -> Result<Buf<O>> {
+    let per = (super::chunk_len(n_out * row) / row.max(1)).max(1);
+    let mut out: Buf<O> = alloc::try_buf(op, n_out)?;
+    super::workers::for_each_chunk_mut(&mut super::spare(&mut out)[..n_out], per, |t, part| {
+        for (k, o) in part.iter_mut().enumerate() {
+            let i = t * per + k;
+            o.write(f(&src[i * row..(i + 1) * row]));
+        }
+    });
+    // SAFETY: the chunks cover `0..n_out`, and each wrote all its slots.
+    unsafe { out.set_len(n_out) };
+    Ok(out)
 }
 
 fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: usize, r: R) -> Result<Buf<T>> {

@@ -120,10 +120,10 @@ fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Shape {
         .collect()
 }
 
-/// The elements of `x` in the order kept axes first, reduced axes last,
-/// with the row length (product of the reduced dims). Each chunk of `row`
-/// elements is one output element's inputs.
-fn reduced_last<T: Element>(op: &'static str, x: &Tensor, axes: &[usize]) -> Result<(Vec<T>, usize)> {
+/// `x` viewed with its kept axes first and reduced axes last, with the
+/// row length (product of the reduced dims): each run of `row` elements
+/// of its values is one output element's inputs.
+fn reduced_last(x: &Tensor, axes: &[usize]) -> (Tensor, usize) {
     let l = x.layout();
     let kept = (0..l.shape.len()).filter(|d| !axes.contains(d));
     let perm: Vec<usize> = kept.chain(axes.iter().copied()).collect();
@@ -133,27 +133,29 @@ fn reduced_last<T: Element>(op: &'static str, x: &Tensor, axes: &[usize]) -> Res
         offset: l.offset,
     });
     let row: usize = axes.iter().map(|&d| l.shape[d]).product();
-    Ok((view.owned_values::<T>(op)?, row))
+    (view, row)
 }
 
-/// One output per row of [`reduced_last`]; `f` gets each row.
+/// One output per row of [`reduced_last`] (read in place when its rows
+/// are already contiguous, else from a copy); `f` gets each row, over the
+/// compute threads for a large input.
 fn reduce_rows<T: Element, O: Element>(
     op: &'static str,
     x: &Tensor,
     axes: &[usize],
     keepdims: bool,
-    f: impl Fn(&[T]) -> O,
+    f: impl Fn(&[T]) -> O + Sync,
 ) -> Result<Tensor> {
     let shape = out_shape(x.shape(), axes, keepdims);
     let n_out: usize = shape.iter().product();
-    let out: Vec<O> = if x.numel() == 0 {
+    if x.numel() == 0 {
         // no rows to read (or empty ones: `n_out` may be large)
-        alloc::try_filled(op, n_out, f(&[]))?
-    } else {
-        let (vals, row) = reduced_last::<T>(op, x, axes)?;
-        alloc::try_collect(op, vals.chunks(row).map(f))?
-    };
-    Tensor::from_vec(out, &shape)
+        return Tensor::from_vec(alloc::try_filled(op, n_out, f(&[]))?, &shape);
+    }
+    let (view, row) = reduced_last(x, axes);
+    let vals = view.values::<T>(op)?;
+    let out = crate::kernels::cpu::reduce::map_rows(op, &vals, row, n_out, f)?;
+    Ok(Tensor::from_storage(O::buf_into_storage(out), &shape))
 }
 
 fn iaxes(axes: &[usize]) -> Vec<isize> {
