@@ -212,21 +212,17 @@ fn rows<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out: u
             )
         });
     }
-    if n_out <= Buf::<T>::new().inline_size() {
-        // (held inline: no allocation)
-        return Ok(src.chunks(row).map(|c| r.slice(c)).collect());
-    }
-    Ok(Buf::from_vec(alloc::try_collect(
-        op,
-        src.chunks(row).map(|c| r.slice(c)),
-    )?))
+    // small: on this thread, without the SIMD dispatch (and held inline,
+    // with no allocation, for one or two outputs)
+    map_rows(op, src, row, n_out, |c| r.slice(c))
 }
 
 /// `f` of each of the `n_out` rows of `row` elements of `src`, over the
 /// compute threads in tasks of whole rows, a task's worth of input each
 /// (one row per task when rows are long; many when short, as a sum over a
 /// small last axis: a task per row had cost a dispatch per element
-/// there). Errors (allocation) name `op`.
+/// there); an input under `PAR_MIN` elements in one task, on this
+/// thread. Errors (allocation) name `op`.
 pub(crate) fn map_rows<T: Sync, O: Element>(
     op: &'static str,
     src: &[T],
@@ -234,7 +230,11 @@ pub(crate) fn map_rows<T: Sync, O: Element>(
     n_out: usize,
     f: impl Fn(&[T]) -> O + Sync,
 ) -> Result<Buf<O>> {
-    let per = (super::chunk_len(n_out * row) / row.max(1)).max(1);
+    let per = match n_out * row >= PAR_MIN {
+        true => (super::chunk_len(n_out * row) / row.max(1)).max(1),
+        // (small: one task, on this thread)
+        false => n_out.max(1),
+    };
     let mut out: Buf<O> = alloc::try_buf(op, n_out)?;
     super::workers::for_each_chunk_mut(&mut super::spare(&mut out)[..n_out], per, |t, part| {
         for (k, o) in part.iter_mut().enumerate() {
