@@ -2,7 +2,7 @@
 //! functions, complex tensors, FFTs, einsum, image resizing, conv3d and
 //! the pools, CTC, seeded random tensors, the `f32` kernels against `f64`,
 //! and the table of ops and dtypes (`docs/dtypes.md`); tensor ids and
-//! printing, and the seeded `Rng`.
+//! printing, the seeded `Rng`, and copies of strided views.
 //!
 //! One test binary (`cargo test --release --test ops`) for the files
 //! below, each a module: `cargo test --release --test ops <file>::` runs
@@ -25,5 +25,6 @@ mod random_ops;
 mod reductions;
 mod rng;
 mod special;
+mod strided_copies;
 mod tensor_display;
 mod tensor_ids;

@@ -195,6 +195,15 @@ fn build_rows_dyn<O: Element>(
 
 /// Copies a strided view into a new row-major `Vec` (an error naming `op`
 /// when it cannot be allocated).
+///
+/// Row by row, where the view's rows are runs of its buffer (a slice, a
+/// broadcast, heads split from a row). Where they are not (a transpose: a
+/// row of the copy is a column of the buffer, its elements a row apart),
+/// a walk along rows would read one element per cache line; the copy
+/// is then made in tiles of [`TILE_ROWS`] rows by [`TILE_COLS`] columns,
+/// read column by column (each column of a tile a short run of the
+/// buffer where the rows are near each other, as in a transpose) and
+/// written within a few lines of the copy.
 pub(crate) fn gather_strided<T: Element>(op: &'static str, buf: &[T], l: &Layout) -> Result<Vec<T>> {
     let contiguous = layout::contiguous_strides(&l.shape);
     let (shape, [_, s]) = layout::coalesce(&l.shape, [&contiguous, &l.strides]);
@@ -204,15 +213,73 @@ pub(crate) fn gather_strided<T: Element>(op: &'static str, buf: &[T], l: &Layout
         return Ok(Vec::new());
     }
     let strides = [s.clone()];
+    let inner = s[shape.len() - 1];
+    // (rows of the copy long enough to span more lines than a cache set
+    // holds, their elements at least TILE_FROM bytes apart in the buffer)
+    let tiled = shape.len() >= 2 && row_len >= 16 && inner.unsigned_abs() * std::mem::size_of::<T>() >= TILE_FROM;
     Ok(build_rows(op, n / row_len, row_len, |rows, out| {
-        let inner = strides[0][shape.len() - 1];
         let first = rows.start;
+        if !tiled {
+            layout::for_rows(&shape, &strides, [l.offset], rows, |r, [base]| {
+                let o = &mut out[(r - first) * row_len..(r - first + 1) * row_len];
+                if inner == 1 {
+                    let src = &buf[base as usize..][..row_len];
+                    for (slot, &x) in o.iter_mut().zip(src) {
+                        slot.write(x);
+                    }
+                } else {
+                    for (j, slot) in o.iter_mut().enumerate() {
+                        slot.write(buf[(base + j as isize * inner) as usize]);
+                    }
+                }
+            });
+            return;
+        }
+        // tiles: the bases of up to TILE_ROWS rows, then their columns
+        let mut bases = [0isize; TILE_ROWS];
+        let (mut k, mut r0) = (0, first);
+        let flush = |bases: &[isize], r0: usize, out: &mut [MaybeUninit<T>]| {
+            let block = &mut out[(r0 - first) * row_len..][..bases.len() * row_len];
+            for j0 in (0..row_len).step_by(TILE_COLS) {
+                for j in j0..(j0 + TILE_COLS).min(row_len) {
+                    let at = j as isize * inner;
+                    for (t, &b) in bases.iter().enumerate() {
+                        block[t * row_len + j].write(buf[(b + at) as usize]);
+                    }
+                }
+            }
+        };
         layout::for_rows(&shape, &strides, [l.offset], rows, |r, [base]| {
-            let o = &mut out[(r - first) * row_len..(r - first + 1) * row_len];
-            for (j, slot) in o.iter_mut().enumerate() {
-                slot.write(buf[(base + j as isize * inner) as usize]);
+            if k == 0 {
+                r0 = r;
+            }
+            bases[k] = base;
+            k += 1;
+            if k == TILE_ROWS {
+                flush(&bases[..k], r0, out);
+                k = 0;
             }
         });
+        if k > 0 {
+            flush(&bases[..k], r0, out);
+        }
     })?
     .into_vec())
 }
+
+/// Rows of a tile of [`gather_strided`]: a column of a tile of `f64`s is
+/// a cache line of a transposed buffer (of `f32`s, half of one).
+const TILE_ROWS: usize = 8;
+
+/// Columns of a tile of [`gather_strided`] (the tile's lines of the
+/// buffer, and of the copy, stay in the L1 cache while it is written).
+const TILE_COLS: usize = 32;
+
+/// The distance in bytes, in the buffer, between neighbours of a row of
+/// the copy from which [`gather_strided`] tiles: a row whose elements lie
+/// a multiple of 4 KiB apart (a transposed matrix with 1024 `f32`
+/// columns) falls into one set of the L1 cache, which holds 8 lines, so
+/// that the next row, reading the neighbours of those elements, finds
+/// them evicted; closer, the walk along rows reads each line from the L1
+/// or L2 cache in order, which the prefetchers follow.
+const TILE_FROM: usize = 1024;
