@@ -42,6 +42,7 @@ fn table() -> Vec<Case> {
         ("gelu exact", |x| x[0].mul_scalar(2.0)?.gelu(false), Any),
         ("gelu tanh", |x| x[0].mul_scalar(2.0)?.gelu(true), Any),
         ("gelu_grad", |x| x[0].mul_scalar(2.0)?.gelu_grad(), Any),
+        ("gelu_tanh_grad", |x| x[0].mul_scalar(2.0)?.gelu_tanh_grad(), Any),
         ("silu", |x| x[0].mul_scalar(2.0)?.silu(), Any),
         ("clip_by_value", |x| sq(x[0].clip_by_value(-0.55, 0.65)), Any),
     ];
@@ -248,6 +249,7 @@ const REQUIRED: &[&str] = &[
     "gelu exact",
     "gelu tanh",
     "gelu_grad",
+    "gelu_tanh_grad",
     "silu",
     "clip_by_value",
     "squared_difference",

@@ -47,6 +47,8 @@ fn unary_apply_f64_matches_eval() {
         Erfc,
         Gelu,
         GeluGrad,
+        GeluTanh,
+        GeluTanhGrad,
         Floor,
         Ceil,
         Round,

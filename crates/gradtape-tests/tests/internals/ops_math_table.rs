@@ -39,6 +39,8 @@ fn table_ops() -> Vec<Unary> {
         Erfc,
         Gelu,
         GeluGrad,
+        GeluTanh,
+        GeluTanhGrad,
         Floor,
         Ceil,
         Round,

@@ -249,6 +249,34 @@ pub fn tanh_f32(x: f32) -> f32 {
     f32::from_bits(t.to_bits() | (x.to_bits() & 0x8000_0000))
 }
 
+/// The constants of GELU's tanh form: `1/2`, `√(2/π)` and the cube's
+/// factor `0.044715`.
+pub(crate) const GELU_TANH: [f64; 3] = [0.5, 0.797_884_560_802_865_4, 0.044715];
+
+/// GELU's tanh form on [`tanh_f32`], as the table's `f64` kernel writes it
+/// (`ops::math::table`, `GeluTanh`).
+#[inline(always)]
+pub fn gelu_tanh_f32(x: f32) -> f32 {
+    let [h, c, a] = gelu_tanh_consts();
+    h * x * (1.0 + tanh_f32(c * (x + a * (x * x * x))))
+}
+
+/// The derivative of [`gelu_tanh_f32`], as the table's `f64` kernel writes
+/// it (`GeluTanhGrad`).
+#[inline(always)]
+pub fn gelu_tanh_grad_f32(x: f32) -> f32 {
+    let [h, c, a] = gelu_tanh_consts();
+    let a3 = (3.0 * GELU_TANH[2]) as f32;
+    let t = tanh_f32(c * (x + a * (x * x * x)));
+    h * (1.0 + t) + h * x * (1.0 - t * t) * c * (1.0 + a3 * (x * x))
+}
+
+/// `1/2`, `√(2/π)` and `0.044715` in `f32`.
+#[inline(always)]
+fn gelu_tanh_consts() -> [f32; 3] {
+    GELU_TANH.map(|c| c as f32)
+}
+
 /// The logistic sigmoid `1 / (1 + e^-x)`, within 2.5 ulp for every `x`:
 /// with `e = e^-|x|` (never overflowing), `1 / (1 + e)` for `x >= 0` and
 /// `e / (1 + e)` below.

@@ -117,6 +117,10 @@ elementwise_family! {
         Gelu => "Gelu", x.gelu(false);
         /// the exact GELU's derivative, `Φ(x) + x · φ(x)`
         GeluGrad => "GeluGrad", x.gelu_grad();
+        /// GELU's tanh form, `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`
+        GeluTanh => "GeluTanh", x.gelu(true);
+        /// the derivative of GELU's tanh form
+        GeluTanhGrad => "GeluTanhGrad", x.gelu_tanh_grad();
         /// round down
         Floor => "Floor", x.floor();
         /// round up

@@ -1,6 +1,6 @@
 //! Activation functions (floats): `softplus`, `softsign`, `relu6`,
 //! `leaky_relu`, `elu`, `selu`, `gelu` (exact and tanh form) and the
-//! exact form's derivative `gelu_grad`, `silu`, and
+//! derivatives of both forms (`gelu_grad`, `gelu_tanh_grad`), `silu`, and
 //! `clip_by_value`. Kinks follow TensorFlow's gradient kernels:
 //! relu6'(0) = relu6'(6) = 0, leaky_relu'(0) = alpha, elu'(0) = 1,
 //! selu'(0) = scale, and `clip_by_value` passes the gradient where
@@ -157,8 +157,10 @@ impl Tensor {
     /// one elementwise op (`Gelu`) whose derivative `Φ(x) + x·φ(x)` is
     /// another (`GeluGrad`, see [`gelu_grad`](Self::gelu_grad)); with
     /// `approximate`, the tanh form
-    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`, built from
-    /// differentiable ops. Every order of gradient is available.
+    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))` (TensorFlow's
+    /// formula), likewise one op (`GeluTanh`) with its derivative
+    /// (`GeluTanhGrad`, [`gelu_tanh_grad`](Self::gelu_tanh_grad)). Every
+    /// order of gradient is available.
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[0.0f64, 1.0]);
@@ -169,10 +171,8 @@ impl Tensor {
     pub fn gelu(&self, approximate: bool) -> Result<Tensor> {
         expect_float("gelu", self)?;
         if approximate {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            let cube = self.square()?.mul(self)?.mul_scalar(0.044715)?;
-            let inner = self.add(&cube)?.mul_scalar(c)?.tanh()?;
-            return self.mul(&inner.add_scalar(1.0)?)?.mul_scalar(0.5);
+            let y = super::table::float_unary(Unary::GeluTanh, "gelu", self)?;
+            return Ok(elementwise(Unary::GeluTanh, self, y, |x, _| x.gelu_tanh_grad()));
         }
         let y = super::table::float_unary(Unary::Gelu, "gelu", self)?;
         Ok(elementwise(Unary::Gelu, self, y, |x, _| x.gelu_grad()))
@@ -197,6 +197,34 @@ impl Tensor {
                 .exp()?
                 .mul_scalar(c)?
                 .mul(&x2.neg()?.add_scalar(2.0)?)
+        }))
+    }
+
+    /// The derivative of GELU's tanh form (`gelu(true)`), one elementwise
+    /// op: with `u = √(2/π)·(x + 0.044715 x³)` and `t = tanh u`,
+    /// `(1 + t)/2 + x/2 · (1 − t²) · u'`. d/dx, written with
+    /// differentiable ops: `√(2/π) · (1 − t²) · (1 + 6·0.044715 x² − x·t·u'·p)`
+    /// with `p = 1 + 3·0.044715 x²` and `u' = √(2/π)·p`.
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64]);
+    /// assert_eq!(x.gelu_tanh_grad()?.to_vec::<f64>()?, vec![0.5]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn gelu_tanh_grad(&self) -> Result<Tensor> {
+        expect_float("gelu_tanh_grad", self)?;
+        let y = super::table::float_unary(Unary::GeluTanhGrad, "gelu_tanh_grad", self)?;
+        Ok(elementwise(Unary::GeluTanhGrad, self, y, |x, _| {
+            let [_, c, a] = crate::kernels::cpu::math::GELU_TANH;
+            let x2 = x.square()?;
+            let p = x2.mul_scalar(3.0 * a)?.add_scalar(1.0)?;
+            let t = x.add(&x2.mul(x)?.mul_scalar(a)?)?.mul_scalar(c)?.tanh()?;
+            let s = t.square()?.neg()?.add_scalar(1.0)?;
+            let inner = x2
+                .mul_scalar(6.0 * a)?
+                .add_scalar(1.0)?
+                .sub(&x.mul(&t)?.mul(&p.square()?)?.mul_scalar(c)?)?;
+            s.mul(&inner)?.mul_scalar(c)
         }))
     }
 

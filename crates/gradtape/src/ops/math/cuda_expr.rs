@@ -142,6 +142,15 @@ template <typename T> GT_FN T gt_gelu(T x, T h, T r) { return gt_mul(gt_mul(h, x
 template <typename T> GT_FN T gt_gelu_grad(T x, T h, T r, T c) {
     return gt_mul(h, gt_erfc(-gt_mul(x, r))) + gt_mul(gt_mul(x, c), gt_exp(-gt_mul(gt_mul(h, x), x)));
 }
+// GELU's tanh form and its derivative (h = 1/2, c = sqrt(2/pi), a =
+// 0.044715, a3 = 3a), as the table writes them
+template <typename T> GT_FN T gt_gelu_tanh(T x, T h, T c, T a) {
+    return gt_mul(gt_mul(h, x), T(1) + gt_tanh(gt_mul(c, x + gt_mul(a, gt_mul(gt_mul(x, x), x)))));
+}
+template <typename T> GT_FN T gt_gelu_tanh_grad(T x, T h, T c, T a, T a3) {
+    T t = gt_tanh(gt_mul(c, x + gt_mul(a, gt_mul(gt_mul(x, x), x))));
+    return gt_mul(h, T(1) + t) + gt_mul(gt_mul(gt_mul(gt_mul(h, x), T(1) - gt_mul(t, t)), c), T(1) + gt_mul(a3, gt_mul(x, x)));
+}
 // 1 / (1 + e^-x) from e = e^-|x| (never overflowing)
 template <typename T> GT_FN T gt_sigmoid(T x) {
     T e = gt_exp(-gt_abs(x));
@@ -276,6 +285,16 @@ pub fn unary_expr_with(op: &Unary, ty: CType, x: &str, attrs: &[&str]) -> Option
                 0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2
             )
         ),
+        Unary::GeluTanh | Unary::GeluTanhGrad => {
+            let [h, gc, a] = crate::kernels::cpu::math::GELU_TANH.map(|v| literal(ty, v));
+            match op {
+                Unary::GeluTanh => format!("gt_gelu_tanh(({x}), {h}, {gc}, {a})"),
+                _ => format!(
+                    "gt_gelu_tanh_grad(({x}), {h}, {gc}, {a}, {})",
+                    literal(ty, 3.0 * crate::kernels::cpu::math::GELU_TANH[2])
+                ),
+            }
+        }
         Unary::ClipByValue(..) => format!("gt_clip(({x}), {}, {})", c(0), c(1)),
         Unary::PowScalar(_) => format!("gt_pow(({x}), {})", c(0)),
         Unary::MulScalar(_) => format!("gt_mul(({x}), {})", c(0)),

@@ -35,7 +35,7 @@ use super::cuda_expr::{self, CType};
 use crate::dispatch::device::offload;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip, zip_slices};
-use crate::kernels::cpu::math;
+use crate::kernels::cpu::math::{self, GELU_TANH};
 use crate::kernels::cuda;
 use crate::kernels::gpu::no_kernel;
 use crate::ops::desc::{Binary, Unary};
@@ -264,6 +264,23 @@ macro_rules! with_float_unary {
                 let $f = |v: $T| h * (-(v * r)).erfc_() + v * c * (-(h * v * v)).exp();
                 $body
             }
+            // (TensorFlow's formula; `t` the tanh, the derivative
+            // `(1 + t)/2 + x/2 · (1 − t²) · √(2/π) · (1 + 3 · 0.044715 x²)`)
+            Unary::GeluTanh => {
+                let [h, c, a] = GELU_TANH.map(<$T>::from_f64);
+                let $f = |v: $T| h * v * (<$T>::one() + (c * (v + a * (v * v * v))).tanh());
+                $body
+            }
+            Unary::GeluTanhGrad => {
+                let [h, c, a] = GELU_TANH.map(<$T>::from_f64);
+                let a3 = <$T>::from_f64(3.0 * GELU_TANH[2]);
+                let $f = |v: $T| {
+                    let t = (c * (v + a * (v * v * v))).tanh();
+                    let one = <$T>::one();
+                    h * (one + t) + h * v * (one - t * t) * c * (one + a3 * (v * v))
+                };
+                $body
+            }
             Unary::Floor => {
                 let $f = |v: $T| v.floor();
                 $body
@@ -387,6 +404,8 @@ impl Lane for f32 {
             // multiply-adds are library calls)
             Unary::Gelu => crate::kernels::cpu::erf::gelu_slice(x, out),
             Unary::GeluGrad => crate::kernels::cpu::erf::gelu_grad_slice(x, out),
+            Unary::GeluTanh => each(x, out, math::gelu_tanh_f32),
+            Unary::GeluTanhGrad => each(x, out, math::gelu_tanh_grad_f32),
             _ => unary_common(op, x, out),
         }
     }
