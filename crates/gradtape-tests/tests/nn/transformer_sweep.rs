@@ -3,7 +3,7 @@
 //! must give the eager step's numbers. Each case draws its model from a
 //! seeded generator, as a new user might write it:
 //!
-//! - a stack of `TransformerBlock`s (1 or 2; causal or not; GELU, ReLU,
+//! - a stack of `TransformerBlock`s (1 or 2; causal or not; GELU (either form), ReLU,
 //!   tanh or sigmoid; with or without biases; heads of the default width
 //!   or of `key_dim` 3) and a `Dense` head;
 //! - cross-attention (`MultiHeadAttention` from `[b, t, d]` queries to
@@ -81,7 +81,7 @@ impl Case {
             ff: r.pick(&[4, 7, 32, 64]),
             causal: r.below(2) == 0,
             bias: r.below(2) == 0,
-            activation: r.below(4) as usize,
+            activation: r.below(5) as usize,
             blocks: 1 + r.below(2) as usize,
         }
     }
@@ -97,6 +97,7 @@ fn model(c: &Case, rng: &mut Rng) -> Result<(Loss, Vec<Variable>)> {
         Activation::Relu,
         Activation::Tanh,
         Activation::Sigmoid,
+        Activation::GeluTanh,
     ][c.activation];
     match c.kind {
         0 => {

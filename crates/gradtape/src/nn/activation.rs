@@ -32,6 +32,8 @@ pub enum Activation {
     Softmax,
     /// GELU (exact, erf form).
     Gelu,
+    /// GELU's tanh form (GPT-2's; Keras's `gelu(x, approximate=True)`).
+    GeluTanh,
     /// `x · sigmoid(x)` (swish).
     Silu,
     /// `x` for `x > 0`, `e^x − 1` otherwise.
@@ -54,6 +56,7 @@ impl Activation {
             Activation::Tanh => x.tanh(),
             Activation::Softmax => x.softmax(-1),
             Activation::Gelu => x.gelu(false),
+            Activation::GeluTanh => x.gelu(true),
             Activation::Silu => x.silu(),
             Activation::Elu => x.elu(),
             Activation::Selu => x.selu(),
