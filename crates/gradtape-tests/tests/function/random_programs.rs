@@ -344,6 +344,16 @@ fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
                 }
                 _ => return a.sin(),
             };
+            // (a product of two large dims is skipped: chained, such
+            // products grew a program past memory)
+            let [d0, t, c] = [x.shape()[0], x.shape()[1], x.shape()[2]];
+            let out = if s.flag { d0 * t * t } else { t * c * c };
+            if out > 1 << 20 {
+                return Err(gradtape::Error::InvalidArgument {
+                    op: "batched products motif",
+                    msg: format!("{out} elements from {:?}", x.shape()),
+                });
+            }
             match s.flag {
                 true => x.matmul(&x.permute(&[0, 2, 1])?),
                 false => {

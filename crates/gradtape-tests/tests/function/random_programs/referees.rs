@@ -35,25 +35,48 @@ pub fn differs(got: &Tensor, want: &Tensor, tol: f64) -> Option<String> {
     None
 }
 
-/// How far the program's eager `f32` run is from its `f64` run, the worst
-/// over the outputs of `run_with_gradients`, each relative to its scale:
-/// a program whose values cancel (a sum of terms near 700 that leaves
-/// 0.8) loses most of its `f32` digits, traced or not.
+/// The program's `f32` noise, the worst over the outputs of
+/// `run_with_gradients`, each relative to its scale, of two measures:
+/// - how far its eager `f32` run is from its `f64` run: a program whose
+///   values cancel (a sum of terms near 700 that leaves 0.8) loses most of
+///   its `f32` digits, traced or not;
+/// - how far its eager `f32` run moves when every input moves by 2^-20 of
+///   itself (8 `f32` ulps, up or down by turns): the program's condition.
+///   A traced run that adds in another order moves its intermediate
+///   values by a few ulps, which such a program amplifies as it does the
+///   inputs' (seed 49's program 283, leaning: a value of 2.8e5, a few
+///   ulps of which are 0.1, goes through `sin`; eager `f32` lands 2.9 from
+///   the `f64` gradient, of scale 6,540, traced 94, both noise), where
+///   the first measure can be a lucky eager run.
 pub fn f32_noise(steps: &[Step], x: &[Tensor]) -> f64 {
     let x64: Result<Vec<Tensor>> = x.iter().map(|t| t.cast(DType::F64)).collect();
-    let (Ok(a), Ok(b)) = (
-        run_with_gradients(steps, x),
-        x64.and_then(|x| run_with_gradients(steps, &x)),
-    ) else {
+    let moved: Result<Vec<Tensor>> = x
+        .iter()
+        .map(|t| {
+            let f: Vec<f64> = (0..t.numel())
+                .map(|i| 1.0 + if i % 2 == 0 { 1.0 } else { -1.0 } * (-20f64).exp2())
+                .collect();
+            t.mul(&Tensor::from_vec(f, t.shape())?.cast(t.dtype())?)
+        })
+        .collect();
+    let Ok(a) = run_with_gradients(steps, x) else {
         return 0.0;
     };
     let mut worst = 0.0f64;
-    for (a, b) in a.iter().zip(&b) {
-        let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
-        let scale = b.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
-        for (x, y) in a.iter().zip(&b) {
-            if x.is_finite() && y.is_finite() {
-                worst = worst.max((x - y).abs() / (1.0 + scale));
+    for other in [
+        x64.and_then(|x| run_with_gradients(steps, &x)),
+        moved.and_then(|x| run_with_gradients(steps, &x)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        for (a, b) in a.iter().zip(&other) {
+            let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
+            let scale = b.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+            for (x, y) in a.iter().zip(&b) {
+                if x.is_finite() && y.is_finite() {
+                    worst = worst.max((x - y).abs() / (1.0 + scale));
+                }
             }
         }
     }
