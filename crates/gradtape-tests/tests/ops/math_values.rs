@@ -321,6 +321,62 @@ fn scans_with_exclusive_and_reverse() {
     );
 }
 
+/// Second derivatives of `cumprod` where a scan holds several zeros, and
+/// where its values span 60 orders of magnitude: the gradient rule divided
+/// by `x` (as TensorFlow's, which gives 0 for all of these second
+/// derivatives) and then set the elements after a scan's first zero to 0,
+/// losing their slope in that zero; the division also cancelled the row of
+/// ±1e30 to 0. Referee: JAX 0.8 in f64 (TensorFlow is wrong here), with
+/// `w = [[1, -2, 3, -4], [5, -6, 7, -8]]`, `L = Σ w · cumprod(x, 1,
+/// exclusive, reverse)`, `grad(L)` and `grad(Σ grad(L) · w / 2)` at
+/// `x = [[0, 0, 2, 0], [-1e30, -1e30, 1, 0.5]]`.
+#[test]
+fn cumprod_second_derivatives_at_zeros_and_far_apart_magnitudes() -> gradtape::Result<()> {
+    let x = Tensor::from_vec(vec![0.0f64, 0.0, 2.0, 0.0, -1e30, -1e30, 1.0, 0.5], &[2, 4])?;
+    let w = Tensor::from_vec(vec![1.0f64, -2.0, 3.0, -4.0, 5.0, -6.0, 7.0, -8.0], &[2, 4])?;
+    #[rustfmt::skip]
+    let cases: [(bool, bool, [f64; 8], [f64; 8]); 4] = [
+        (false, false,
+         [1.0, 0.0, 0.0, 0.0, 3e30, 3e30, 3e60, -8e60],
+         [-4.0, 2.0, 0.0, 0.0, -4.25e31, -4.25e31, 3.2e61, -2.8e61]),
+        (false, true,
+         [0.0, 0.0, 0.0, 2.0, -2.5e30, -2.5e30, 2.5e60, 5e60],
+         [0.0, 8.0, -6.0, 8.5, 1.125e31, 1.125e31, -2e61, 1.75e61]),
+        (true, false,
+         [-2.0, 0.0, 0.0, 0.0, 1e30, 1e30, -8e60, 0.0],
+         [5.0, -2.5, 0.0, 0.0, 2.8e31, 2.8e31, -4e30, 0.0]),
+        (true, true,
+         [0.0, 0.0, 0.0, -1.0, 0.0, 2.5, -2.5e30, -5e30],
+         [0.0, -4.0, 4.0, -5.0, 0.0, -11.25, 2e31, -1.75e31]),
+    ];
+    for (exclusive, reverse, want_g, want_h) in cases {
+        let outer = GradientTape::new();
+        let g = outer.record(|| {
+            outer.watch(&x);
+            let inner = GradientTape::new();
+            let l = inner.record(|| {
+                inner.watch(&x);
+                x.cumprod(1, exclusive, reverse)?.mul(&w)?.sum_all()
+            })?;
+            Ok(inner.gradient(&l, &x)?.expect("a gradient"))
+        })?;
+        let s = outer.record(|| g.mul(&w)?.mul_scalar(0.5)?.sum_all())?;
+        let h = outer.gradient(&s, &x)?.expect("a second derivative");
+        for (what, got, want) in [
+            ("gradient", g.to_vec::<f64>()?, want_g),
+            ("second", h.to_vec::<f64>()?, want_h),
+        ] {
+            for (a, b) in got.iter().zip(want) {
+                assert!(
+                    (a - b).abs() <= 1e-14 * b.abs(),
+                    "cumprod exclusive={exclusive} reverse={reverse} {what}: got {got:?}, want {want:?}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn norm_variance_logsumexp_values() {
     let x = v(&[3.0, 4.0]);

@@ -1,8 +1,12 @@
 //! Cases where a differential test against TensorFlow 2.21 found this crate
 //! wrong (issue 11), with TensorFlow's numbers: `gather` with a scalar index
 //! on a later axis, forward mode through the complex constructors and
-//! extractors, and `floor_mod`'s gradient. Each expected value is quoted
-//! with the TensorFlow call that gave it.
+//! extractors, and `floor_mod`'s gradient; and from the elementwise and
+//! reduction sweep at special points (0, ±1, ±inf, NaN, ties, zeros;
+//! values, gradients and second derivatives, f32 and f64) of 2026-12-02:
+//! `acosh`'s slope below 1, and `polygamma` (the gradient of `digamma`,
+//! the second of `lgamma`) at -inf and far left of 0. Each expected value
+//! is quoted with the TensorFlow call that gave it.
 
 use gradtape::{Complex, ForwardAccumulator, GradientTape, Result, Tensor};
 
@@ -128,5 +132,113 @@ fn floor_mod_has_tensorflows_gradient() -> Result<()> {
         "dx broadcast",
     );
     close(&dy.expect("dy").to_vec_f64(), &[-22.0, 0.0], 1e-12, "dy broadcast");
+    Ok(())
+}
+
+/// Equal as floats where NaN equals NaN and infinities match by sign;
+/// within `rel` of the larger magnitude otherwise.
+fn same(got: &[f64], want: &[f64], rel: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= rel * g.abs().max(w.abs());
+        assert!(ok, "{what}: got {got:?}, want {want:?}");
+    }
+}
+
+#[test]
+fn acosh_has_no_slope_below_one() -> Result<()> {
+    // TF 2.21: x = [-2, -1, 0.5, 1, 2, inf, -inf] (f64);
+    // tape.gradient(tf.math.acosh(x), x)
+    // -> [nan, nan, nan, inf, 0.5773502691896258, 0, nan]
+    // (1/sqrt(x^2 - 1) alone gave 0.577 at -2, where acosh is NaN)
+    let xs = [-2.0, -1.0, 0.5, 1.0, 2.0, f64::INFINITY, f64::NEG_INFINITY];
+    let want = [
+        f64::NAN,
+        f64::NAN,
+        f64::NAN,
+        f64::INFINITY,
+        0.5773502691896258,
+        0.0,
+        f64::NAN,
+    ];
+    for dtype in [gradtape::DType::F64, gradtape::DType::F32] {
+        let x = Tensor::vector(&xs).cast(dtype)?;
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(&x);
+            x.acosh()?.sum_all()
+        })?;
+        let g = tape.gradient(&y, &x)?.expect("a gradient");
+        let rel = if dtype == gradtape::DType::F64 { 1e-15 } else { 1e-6 };
+        same(&g.to_vec_f64(), &want, rel, &format!("acosh' {dtype:?}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn polygamma_at_minus_infinity_and_far_left_of_zero() -> Result<()> {
+    // TF 2.21: tf.math.polygamma([1, 2, 3, 5, 45, 1, 2],
+    //     [-70.3, -70.3, -65.7, -100.25, -80.6, -inf, -inf]) (f64)
+    // -> [15.065289643812129, 68.83734422881084, 769.0209074405332,
+    //     492231.2671105534, 2.4157515311528344e+74, inf, nan]
+    // (here computed by reflection left of -64; before, -inf was summed
+    // as 0, and -1e12 + 0.5 would have summed 1e12 terms)
+    let n = Tensor::vector(&[1.0f64, 2.0, 3.0, 5.0, 45.0, 1.0, 2.0]);
+    let x = Tensor::vector(&[
+        -70.3f64,
+        -70.3,
+        -65.7,
+        -100.25,
+        -80.6,
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+    ]);
+    let want = [
+        15.065289643812129,
+        68.83734422881084,
+        769.0209074405332,
+        492231.2671105534,
+        2.4157515311528344e+74,
+        f64::INFINITY,
+        f64::NAN,
+    ];
+    same(&Tensor::polygamma(&n, &x)?.to_vec_f64(), &want, 1e-13, "polygamma");
+    // trigamma(-1e12 + 0.5) = π²/sin²(πx) - trigamma(1 - x): mpmath at 30
+    // digits 9.8696044010883586 (TensorFlow's sum would take 1e12 terms)
+    let far = Tensor::polygamma(&Tensor::scalar(1.0f64), &Tensor::scalar(-1e12 + 0.5))?;
+    same(
+        &[far.to_scalar::<f64>()?],
+        &[9.869_604_401_088_358],
+        1e-14,
+        "trigamma far left",
+    );
+    // TF 2.21: x = [-inf, -2.5, 3] (f64); the gradient and second
+    // derivative of tf.math.lgamma(x) (nested tapes)
+    // -> [nan, 1.1031566406452433, 0.9227843350984675],
+    //    [inf, 9.539246644989124, 0.39493406684822646]
+    let x = Tensor::vector(&[f64::NEG_INFINITY, -2.5, 3.0]);
+    let outer = GradientTape::new();
+    let g = outer.record(|| {
+        outer.watch(&x);
+        let inner = GradientTape::new();
+        let y = inner.record(|| {
+            inner.watch(&x);
+            x.lgamma()?.sum_all()
+        })?;
+        Ok(inner.gradient(&y, &x)?.expect("a gradient"))
+    })?;
+    same(
+        &g.to_vec_f64(),
+        &[f64::NAN, 1.1031566406452433, 0.9227843350984675],
+        1e-14,
+        "lgamma'",
+    );
+    let g2 = outer.gradient(&g, &x)?.expect("a second derivative");
+    same(
+        &g2.to_vec_f64(),
+        &[f64::INFINITY, 9.539246644989124, 0.39493406684822646],
+        1e-14,
+        "lgamma''",
+    );
     Ok(())
 }

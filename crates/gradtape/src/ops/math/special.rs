@@ -57,7 +57,8 @@ fn digamma(x: f64) -> f64 {
 /// direct terms and eight Bernoulli corrections); a negative `q` needs an
 /// integer `s` (NaN otherwise); at a non-positive integer `q` (a pole) it
 /// is +inf for an even `s` and NaN otherwise, as TensorFlow's (Eigen's)
-/// `zeta`, so that `polygamma(n, 0)` is +inf for odd `n` and NaN for even.
+/// `zeta`, so that `polygamma(n, 0)` is +inf for odd `n` and NaN for even;
+/// `q = -inf` counts as such a pole (as Eigen's), `q = +inf` gives 0.
 fn hurwitz_zeta(s: f64, q: f64) -> f64 {
     // B_2k / (2k)!
     const B: [f64; 8] = [
@@ -70,13 +71,17 @@ fn hurwitz_zeta(s: f64, q: f64) -> f64 {
         1.0 / 74724249600.0,
         -3617.0 / 10670622842880000.0,
     ];
-    if q <= 0.0 && (q.fract() == 0.0 || s.fract() != 0.0) {
+    // (`floor`, not `fract`: -inf is a pole too, where `fract` is NaN and
+    // the count of direct terms below would overflow)
+    let pole = q.floor() == q;
+    if q <= 0.0 && (pole || s.fract() != 0.0) {
         let even_s = s.fract() == 0.0 && (s % 2.0) == 0.0;
-        return if q.fract() == 0.0 && even_s {
-            f64::INFINITY
-        } else {
-            f64::NAN
-        };
+        return if pole && even_s { f64::INFINITY } else { f64::NAN };
+    }
+    if q < -64.0 {
+        // (an integer s here) summed directly, -q terms: a long loop,
+        // hours for -1e12 + 0.5
+        return zeta_far_left(s, q);
     }
     // direct terms until the argument is large (a negative q included:
     // (q + k)^-s with an integer s)
@@ -98,6 +103,41 @@ fn hurwitz_zeta(s: f64, q: f64) -> f64 {
         pow /= a * a;
     }
     sum
+}
+
+/// [`hurwitz_zeta`] at an integer `s` and a `q` far left of 0, off the
+/// poles, by reflection: with `n = s - 1` and `c = cot(πq)`,
+/// `ζ(s, q) = (-1)ⁿ (ζ(s, 1 - q) + πˢ Pₙ(c) / n!)`, where
+/// `dⁿ/dqⁿ cot(πq) = πⁿ Pₙ(cot(πq))` (`P₀(c) = c`,
+/// `Pₖ₊₁(c) = -(1 + c²) Pₖ'(c)`); `1 - q` is far right, a few terms. For
+/// `s` past 40 (where `Pₙ`'s coefficients grow past `n!`), the terms
+/// within 6 of 0: the others add less than `6^(1-s)`, against at least
+/// `2^s` from the nearest.
+fn zeta_far_left(s: f64, q: f64) -> f64 {
+    if s > 40.0 {
+        let k0 = (-q).floor();
+        return (-6..=7).map(|k| (q + k0 + k as f64).powf(-s)).sum();
+    }
+    let n = s as usize - 1;
+    // Pₙ's coefficients, lowest power first
+    let mut p = vec![0.0, 1.0];
+    for _ in 0..n {
+        // -(1 + c²) P'(c)
+        let d: Vec<f64> = (1..p.len()).map(|i| i as f64 * p[i]).collect();
+        let mut next = vec![0.0; d.len() + 2];
+        for (i, &v) in d.iter().enumerate() {
+            next[i] -= v;
+            next[i + 2] -= v;
+        }
+        p = next;
+    }
+    // cot(πq) from q's distance to the nearest integer (exact), not πq
+    let r = q - q.round();
+    let c = 1.0 / (PI * r).tan();
+    let pn = p.iter().rev().fold(0.0, |acc, &v| acc * c + v);
+    let fact: f64 = (1..=n).map(|i| i as f64).product();
+    let sign = if n.is_multiple_of(2) { 1.0 } else { -1.0 };
+    sign * (hurwitz_zeta(s, 1.0 - q) + PI.powf(s) * pn / fact)
 }
 
 /// `exp(-|x|) I_ν(x)` for `ν` 0 or 1.

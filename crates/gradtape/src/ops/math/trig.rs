@@ -119,7 +119,10 @@ impl Tensor {
         }))
     }
 
-    /// Inverse hyperbolic cosine (NaN below 1). d/dx = 1 / √(x² - 1).
+    /// Inverse hyperbolic cosine (NaN below 1). d/dx = 1 / sinh(acosh x)
+    /// (= 1 / √(x² - 1) for x ≥ 1), NaN below 1 where the value is NaN,
+    /// as TensorFlow's `AcoshGrad` (`1 / √(x² - 1)` alone gave a finite
+    /// slope at -2, where there is no function to have one).
     ///
     /// ```
     /// let x = gradtape::Tensor::scalar(1.0f64);
@@ -128,9 +131,7 @@ impl Tensor {
     /// ```
     pub fn acosh(&self) -> Result<Tensor> {
         let y = super::table::float_unary(Unary::Acosh, "acosh", self)?;
-        Ok(elementwise(Unary::Acosh, self, y, |x, _| {
-            x.square()?.add_scalar(-1.0)?.rsqrt()
-        }))
+        Ok(elementwise(Unary::Acosh, self, y, |_, y| y.sinh()?.reciprocal()))
     }
 
     /// Inverse hyperbolic tangent (NaN outside `[-1, 1]`). d/dx = 1 / (1 - x²).

@@ -79,11 +79,13 @@ impl Tensor {
     /// the same flags as [`Tensor::cumsum`] (an exclusive product starts at
     /// 1).
     ///
-    /// The gradient is TensorFlow's `cumsum(y · g, exclusive, !reverse) / x`
-    /// where `x != 0`; unlike TensorFlow's it stays right where `x` has zeros:
-    /// the first zero along the scan gets the cumulative products with itself
-    /// replaced by 1, later zeros get 0. (Second derivatives are exact except
-    /// at points with two or more zeros in one scan.)
+    /// The gradient needs no division (TensorFlow's, `cumsum(y · g,
+    /// exclusive, !reverse) / x`, is wrong where `x` has zeros, and loses
+    /// everything to cancellation where `x` spans many magnitudes): element
+    /// `j` gets `Π_{m<j} x_m · r_j` with `r_j = Σ_{k≥j} g_k Π_{j<m≤k} x_m`,
+    /// the solution of `r_j = g_j + x_{j+1} r_{j+1}` found in `log₂ n`
+    /// doubling steps of differentiable ops ([`cumprod_vjp`]), so that its
+    /// own derivatives are exact too, at zeros included.
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[1.0f64, 2.0, 3.0]);
@@ -102,30 +104,53 @@ impl Tensor {
             exclusive,
             reverse,
         };
-        Ok(bind(desc, &[self], y, move |y| {
-            let y = y.clone();
-            vjp(move |g, _| {
-                let zero = x.eq(&x.scalar_like(0.0)?)?;
-                let s = g[0].mul(&y)?.cumsum(a as isize, exclusive, !reverse)?;
-                // Eagerly, inputs without zeros take the short form. Inside a
-                // trace the values are not known (the graph runs on others), so
-                // the rule always takes the general form, which gives the same
-                // values where `x` has no zeros.
-                if !crate::dispatch::listens(crate::dispatch::Kind::Trace) && !zero.to_vec::<bool>()?.contains(&true) {
-                    return Ok(grads![Some(s.div(&x)?)]);
-                }
-                // zeros: the division is valid where x != 0; the first zero
-                // (in scan order) gets the products with itself replaced by
-                // 1; elements after it get 0
-                let ones = x.scalar_like(1.0)?;
-                let before = zero.cast(x.dtype())?.cumsum(a as isize, true, reverse)?;
-                let first = before.eq(&before.scalar_like(0.0)?)?.logical_and(&zero)?;
-                let safe = Tensor::where_(&zero, &ones, &x)?;
-                let y1 = Tensor::where_(&first, &ones, &x)?.cumprod(a as isize, exclusive, reverse)?;
-                let s1 = g[0].mul(&y1)?.cumsum(a as isize, exclusive, !reverse)?;
-                let at_first = Tensor::where_(&first, &s1, &s1.scalar_like(0.0)?)?;
-                Ok(grads![Some(Tensor::where_(&zero, &at_first, &s.div(&safe)?)?)])
-            })
+        Ok(bind(desc, &[self], y, move |_| {
+            vjp(move |g, _| Ok(grads![Some(cumprod_vjp(&x, &g[0], a, exclusive, reverse)?)]))
         }))
     }
+}
+
+/// The gradient of `cumprod(x, a, exclusive, reverse)` for the output
+/// gradient `g`, in differentiable ops and without division (see
+/// [`Tensor::cumprod`]). For the forward scan, element `j` gets `P_j r_j`
+/// with `P` the exclusive cumulative product and `r` the solution of
+/// `r_j = b_j + x_{j+1} r_{j+1}` (0 past the end), where `b = g`, or `g`
+/// moved one step back for an exclusive scan (`r_j = Σ_{k>j} g_k
+/// Π_{j<m<k} x_m`). The recurrence is solved by doubling: after the step
+/// of width `d`, `(c_j, r_j)` hold the composition of the `2d` steps from
+/// `j` (coefficient and sum), combined with those from `j + d` as
+/// `r_j + c_j r_{j+d}`, `c_j c_{j+d}`. A reverse scan is the forward one
+/// of the reversed axis.
+fn cumprod_vjp(x: &Tensor, g: &Tensor, a: usize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+    let ax = a as isize;
+    if reverse {
+        let r = cumprod_vjp(&x.reverse(&[ax])?, &g.reverse(&[ax])?, a, exclusive, false)?;
+        return r.reverse(&[ax]);
+    }
+    let n = x.shape()[a];
+    // `t` moved one step back along the axis (element j is t_{j+1}), 0 at the end
+    let ahead = |t: &Tensor| -> Result<Tensor> {
+        let mut pads = vec![(0, 0); t.rank()];
+        pads[a] = (0, 1.min(n));
+        t.narrow(ax, 1.min(n), n - 1.min(n))?.pad(&pads)
+    };
+    let mut c = ahead(x)?;
+    let mut r = if exclusive { ahead(g)? } else { g.clone() };
+    let mut d = 1;
+    while d < n {
+        // the first n - d elements combine with those d ahead; the last d
+        // keep theirs (no product with padding: inf · 0 would be NaN)
+        let m = n - d;
+        let (head, ahead_d, tail) = (
+            |t: &Tensor| t.narrow(ax, 0, m),
+            |t: &Tensor| t.narrow(ax, d, m),
+            |t: &Tensor| t.narrow(ax, m, d),
+        );
+        let r_head = head(&r)?.add(&head(&c)?.mul(&ahead_d(&r)?)?)?;
+        let c_head = head(&c)?.mul(&ahead_d(&c)?)?;
+        r = Tensor::concat(&[&r_head, &tail(&r)?], ax)?;
+        c = Tensor::concat(&[&c_head, &tail(&c)?], ax)?;
+        d *= 2;
+    }
+    x.cumprod(ax, true, false)?.mul(&r)
 }
