@@ -75,6 +75,31 @@ fn singular_and_indefinite_matrices_are_rejected() {
     err(f64s(&[-1.], &[1, 1]).cholesky(), &["cholesky", "positive definite"]);
 }
 
+/// `det` and `slogdet` of a singular matrix have values (0 and -inf); their
+/// gradients (through the inverse, as TensorFlow's, which fails there too)
+/// fail with an error naming the op, not `inverse`.
+#[test]
+fn det_gradients_at_a_singular_matrix_name_their_op() -> Result<()> {
+    let s = f64s(&[1., 2., 2., 4.], &[2, 2]);
+    let tape = gradtape::GradientTape::new();
+    let d = tape.record(|| {
+        tape.watch(&s);
+        s.det()
+    })?;
+    assert_eq!(d.to_scalar::<f64>()?, 0.0);
+    let e = err(tape.gradient(&d, &s), &["det", "gradient", "singular"]);
+    assert!(matches!(e, Error::InvalidArgument { op: "det", .. }), "{e:?}");
+    let tape = gradtape::GradientTape::new();
+    let l = tape.record(|| {
+        tape.watch(&s);
+        Ok(s.slogdet()?.1)
+    })?;
+    assert_eq!(l.to_scalar::<f64>()?, f64::NEG_INFINITY);
+    let e = err(tape.gradient(&l, &s), &["slogdet", "gradient", "singular"]);
+    assert!(matches!(e, Error::InvalidArgument { op: "slogdet", .. }), "{e:?}");
+    Ok(())
+}
+
 #[test]
 fn integer_inputs_are_rejected_where_floats_are_required() {
     let i = Tensor::from_vec(vec![1i32, 0, 0, 1], &[2, 2]).unwrap();

@@ -149,7 +149,7 @@ impl Tensor {
             vjp(move |g, _| {
                 let batch = &a.shape()[..a.rank() - 2];
                 let scale = expand2(&g[0], batch)?.mul(&y.reshape(&[batch, &[1, 1]].concat())?)?;
-                Ok(grads![Some(scale.mul(&a.inverse()?.transpose()?)?)])
+                Ok(grads![Some(scale.mul(&inverse_for_gradient("det", &a)?.transpose()?)?)])
             })
         }))
     }
@@ -182,7 +182,9 @@ impl Tensor {
         let logabs = bind(LinalgOp::LogAbsDet, &[self], y, move |_| {
             vjp(move |g, _| {
                 let batch = &a.shape()[..a.rank() - 2];
-                Ok(grads![Some(expand2(&g[0], batch)?.mul(&a.inverse()?.transpose()?)?)])
+                Ok(grads![Some(
+                    expand2(&g[0], batch)?.mul(&inverse_for_gradient("slogdet", &a)?.transpose()?)?
+                )])
             })
         });
         Ok((sign, logabs))
@@ -205,4 +207,12 @@ fn phi_mask(n: usize, dtype: DType) -> Tensor {
         })
         .collect();
     from_f64s(v, &[n, n], dtype).expect("float dtype")
+}
+
+/// `a⁻¹` for the gradient of `op` (`det`, `slogdet`): at a singular matrix
+/// an error that names `op` and says it is the gradient that failed (the
+/// value was fine; TensorFlow's gradient fails there too).
+fn inverse_for_gradient(op: &'static str, a: &Tensor) -> Result<Tensor> {
+    a.inverse()
+        .map_err(|e| Error::invalid(op, format!("the gradient needs the inverse, and {e}")))
 }
