@@ -56,6 +56,13 @@ fn table() -> Vec<Case> {
         ("matrix_exp batch", |x| sq(x[0].matrix_exp()), &[2, 2, 2]),
         ("pinv tall", |x| sq(x[0].pinv(None)), &[3, 2]),
         ("pinv wide", |x| sq(x[0].pinv(None)), &[2, 3]),
+        // 2Q with Q orthogonal: every singular value 2 (through the SVD's
+        // rule, NaN)
+        (
+            "pinv at repeated singular values",
+            |x| sq(x[0].qr()?.0.mul_scalar(2.0)?.pinv(None)),
+            &[3, 3],
+        ),
         ("matrix_norm fro", |x| x[0].matrix_norm(MatrixNorm::Fro), &[2, 3]),
         ("matrix_norm nuc", |x| x[0].matrix_norm(MatrixNorm::Nuc), &[3, 2]),
         ("matrix_norm one", |x| x[0].matrix_norm(MatrixNorm::One), &[3, 3]),
@@ -103,6 +110,54 @@ fn a3() -> Tensor {
 
 fn b32() -> Tensor {
     m(&[1.0, 2.0, 3.0, -1.0, 0.5, 2.0], 3, 2)
+}
+
+/// `pinv`'s gradient and second derivative where the matrix is rank
+/// deficient (FD cannot check it there: a perturbation changes the rank,
+/// and `pinv` jumps) and at `2·I`. Referee: JAX 0.8 in f64 (its `pinv` has
+/// its own JVP; TensorFlow's, through the SVD, gives `[[-0.25, 0], [0,
+/// -0.25]]` at `2·I`, where the answer is `-0.25` everywhere; the SVD's
+/// rule here gave NaN), for `L = Σ pinv(A) · W`, `W = [[1, -2], [3, -4]]`:
+/// `grad(L)` and `grad(Σ grad(L)²)`, eagerly and traced.
+#[test]
+fn pinv_derivatives_at_rank_deficient_and_repeated_singular_values() -> Result<()> {
+    #[rustfmt::skip]
+    let cases: [([f64; 4], [f64; 4], [f64; 4]); 2] = [
+        ([2.0, 0.0, 0.0, 2.0], [-0.25, 0.5, -0.75, 1.0], [-0.9375, 0.1875, 0.1875, -2.8125]),
+        ([1.0, 2.0, 2.0, 4.0],
+         [0.0944, 0.1968, -0.0032, 0.0096],
+         [-0.00811008, -0.01499136, -0.01627136, -0.03008512]),
+    ];
+    fn grads(a: &Tensor) -> Result<(Tensor, Tensor)> {
+        let w = m(&[1.0, -2.0, 3.0, -4.0], 2, 2);
+        let outer = GradientTape::new();
+        let g = outer.record(|| {
+            outer.watch(a);
+            let inner = GradientTape::new();
+            let l = inner.record(|| {
+                inner.watch(a);
+                a.pinv(None)?.mul(&w)?.sum_all()
+            })?;
+            Ok(inner.gradient(&l, a)?.expect("a gradient"))
+        })?;
+        let s = outer.record(|| g.square()?.sum_all())?;
+        let h = outer.gradient(&s, a)?.expect("a second derivative");
+        Ok((g, h))
+    }
+    let traced = gradtape::function(|a: &Tensor| {
+        let (g, h) = grads(a)?;
+        Ok(vec![g, h])
+    });
+    for (a, want_g, want_h) in cases {
+        let a = m(&a, 2, 2);
+        let (g, h) = grads(&a)?;
+        close(&g.to_vec::<f64>()?, &want_g, 1e-13);
+        close(&h.to_vec::<f64>()?, &want_h, 1e-13);
+        let gh = traced.call(&a)?;
+        close(&gh[0].to_vec::<f64>()?, &want_g, 1e-13);
+        close(&gh[1].to_vec::<f64>()?, &want_h, 1e-13);
+    }
+    Ok(())
 }
 
 #[test]

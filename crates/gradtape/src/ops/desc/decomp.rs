@@ -1,6 +1,7 @@
 //! Descriptor of the decompositions with several outputs (each output is
 //! its own node, which recomputes the decomposition and picks its part)
-//! and of the matrix exponential; see `ops/spectral.rs`.
+//! and of the matrix exponential and the pseudo-inverse; see
+//! `ops/spectral.rs` and `ops/linalg/lstsq.rs`.
 
 use std::fmt;
 
@@ -21,6 +22,8 @@ pub enum DecompOp {
     Lu(u8),
     /// `matrix_exp`.
     MatrixExp,
+    /// `pinv`, with its `rcond` (the bits of the `f64`), if given.
+    Pinv(Option<u64>),
 }
 
 impl DecompOp {
@@ -32,6 +35,7 @@ impl DecompOp {
             DecompOp::Qr(_) => "Qr",
             DecompOp::Lu(_) => "Lu",
             DecompOp::MatrixExp => "MatrixExponential",
+            DecompOp::Pinv(_) => "Pinv",
         }
     }
 
@@ -63,6 +67,7 @@ impl DecompOp {
             }
             DecompOp::Lu(k) => pick3(a.lu()?, k),
             DecompOp::MatrixExp => a.matrix_exp()?,
+            DecompOp::Pinv(rcond) => a.pinv(rcond.map(f64::from_bits))?,
         };
         Ok(smallvec::smallvec![y])
     }
@@ -70,7 +75,8 @@ impl DecompOp {
     pub(crate) fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecompOp::Eigh(k) | DecompOp::Svd(k) | DecompOp::Qr(k) | DecompOp::Lu(k) => write!(f, "[output={k}]"),
-            DecompOp::MatrixExp => Ok(()),
+            DecompOp::MatrixExp | DecompOp::Pinv(None) => Ok(()),
+            DecompOp::Pinv(Some(r)) => write!(f, "[rcond={}]", f64::from_bits(*r)),
         }
     }
 }

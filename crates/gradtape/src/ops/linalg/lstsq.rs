@@ -2,8 +2,11 @@
 //! the decompositions (`cholesky`, `svd`) and reductions, so their
 //! gradients (any order) come from those ops' rules.
 
+use crate::dispatch::{paused, vjp, Kind};
 use crate::error::{Error, Result};
+use crate::ops::desc::{DecompOp, Op};
 use crate::ops::expect_float;
+use crate::ops::{bind, grads};
 use crate::tensor::{DType, Tensor};
 
 /// Which matrix norm [`Tensor::matrix_norm`] computes.
@@ -82,7 +85,11 @@ impl Tensor {
     /// The Moore–Penrose pseudo-inverse of `[..., m, n]` matrices through
     /// the SVD, singular values at or below `rcond · max(s)` taken as zero
     /// (`rcond` defaults to `10 · max(m, n) · ε` of the dtype, as
-    /// `tf.linalg.pinv`). Differentiable where the rank does not change.
+    /// `tf.linalg.pinv`). Differentiable where the rank does not change,
+    /// by its own rule (Golub and Pereyra's; see [`pinv_vjp`]), not
+    /// through the SVD's, which is NaN at repeated or zero singular values
+    /// (at `2·I`, or at any rank-deficient matrix). One op on tapes and in
+    /// traced graphs.
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -93,6 +100,24 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn pinv(&self, rcond: Option<f64>) -> Result<Tensor> {
+        // the value through the SVD, which no interpreter watches; the op
+        // is bound whole, with its own rule
+        let value = || self.pinv_value(rcond);
+        let y = paused(Kind::Trace, || paused(Kind::Tape, || paused(Kind::Forward, value)))?;
+        let a = self.clone();
+        Ok(bind(
+            Op::Decomp(DecompOp::Pinv(rcond.map(f64::to_bits))),
+            &[self],
+            y,
+            move |p| {
+                let (a, p) = (a.clone(), p.clone());
+                vjp(move |g, _| Ok(grads![Some(pinv_vjp(&a, &p, &g[0])?)]))
+            },
+        ))
+    }
+
+    /// [`pinv`](Self::pinv)'s value, through the SVD.
+    fn pinv_value(&self, rcond: Option<f64>) -> Result<Tensor> {
         const OP: &str = "pinv";
         let (s, u, v) = self.svd().map_err(|e| e.for_op(OP))?;
         let run = || {
@@ -147,4 +172,21 @@ impl Tensor {
         };
         run().map_err(|e| e.for_op(OP))
     }
+}
+
+/// The gradient of `P = pinv(A)` (`A`: `[..., m, n]`) for the cotangent
+/// `G` of `P`, from Golub and Pereyra's derivative of the pseudo-inverse
+/// where the rank is constant, `dP = −P dA P + P Pᵀ dAᵀ (I − A P) + (I −
+/// P A) dAᵀ Pᵀ P`, transposed: `−Pᵀ G Pᵀ + (I − A P) Gᵀ P Pᵀ + Pᵀ P Gᵀ
+/// (I − P A)`. In products of the op's own output, so that its own
+/// derivatives come through this rule again.
+fn pinv_vjp(a: &Tensor, p: &Tensor, g: &Tensor) -> Result<Tensor> {
+    let first = p.matmul_with(g, true, false)?.matmul_with(p, false, true)?;
+    // Gᵀ P Pᵀ, and (I − A P) times it
+    let x = g.matmul_with(p, true, false)?.matmul_with(p, false, true)?;
+    let second = x.sub(&a.matmul(&p.matmul(&x)?)?)?;
+    // Pᵀ P Gᵀ, and it times (I − P A)
+    let y = p.matmul_with(p, true, false)?.matmul_with(g, false, true)?;
+    let third = y.sub(&y.matmul(p)?.matmul(a)?)?;
+    second.add(&third)?.sub(&first)
 }
