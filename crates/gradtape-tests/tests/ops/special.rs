@@ -770,3 +770,46 @@ fn incomplete_gamma_of_tiny_arguments_matches_mpmath() -> Result<()> {
     rel_close("dP/dx", &dx, &grads.iter().map(|c| c.3).collect::<Vec<_>>(), 1e-12);
     Ok(())
 }
+
+/// `bessel_i1e`'s first and second derivatives near 0, where the exact
+/// form of its derivative, `i0e(x) - i1e(x)(sign(x) + 1/x)`, cancels in
+/// the second (two terms of size `1/(2x)`: f32 gave 0 at 1e-8, where the
+/// value is -1; TensorFlow 2.21 gives 8), and on either side of where the
+/// rule switches to the series (1e-4 in f64, 1e-2 in f32). Expected:
+/// mpmath at 40 digits, `diff(exp(-|x|) besseli(1, x), x, k)`.
+#[test]
+#[allow(clippy::excessive_precision)] // (mpmath's digits, as printed)
+fn bessel_i1e_derivatives_near_zero() -> gradtape::Result<()> {
+    let pts = [
+        (1e-8, 0.49999999000000009, -0.99999998125000017),
+        (-3e-5, 0.49997000084373425, 0.99994375157497047),
+        (9.9e-5, 0.49990100918787152, -0.99981439215068878),
+        (1.01e-4, 0.49989900956283652, -0.99981064285062316),
+        (0.0099, 0.49019132098410323, -0.9816079611700076),
+        (0.0101, 0.48999503620068088, -0.98123989595341331),
+        (0.5, 0.17577286089453498, -0.39024983720839651),
+    ];
+    for (dtype, rel) in [(gradtape::DType::F64, 1e-12), (gradtape::DType::F32, 2e-5)] {
+        let x = Tensor::vector(&pts.map(|p| p.0)).cast(dtype)?;
+        let outer = gradtape::GradientTape::new();
+        let d1 = outer.record(|| {
+            outer.watch(&x);
+            let inner = gradtape::GradientTape::new();
+            let y = inner.record(|| {
+                inner.watch(&x);
+                x.bessel_i1e()?.sum_all()
+            })?;
+            Ok(inner.gradient(&y, &x)?.expect("a gradient"))
+        })?;
+        let d2 = outer.gradient(&d1, &x)?.expect("a second derivative");
+        for (i, (d1, d2)) in d1.to_vec_f64().iter().zip(d2.to_vec_f64()).enumerate() {
+            let (x, w1, w2) = pts[i];
+            assert!((d1 - w1).abs() <= rel * w1.abs(), "{dtype:?} i1e' at {x}: {d1} vs {w1}");
+            assert!(
+                (d2 - w2).abs() <= rel * w2.abs(),
+                "{dtype:?} i1e'' at {x}: {d2} vs {w2}"
+            );
+        }
+    }
+    Ok(())
+}
