@@ -198,3 +198,27 @@ pub fn run_table(cases: &[Case], required: &[&str], min_cases: usize, min_entrie
         cases.len()
     );
 }
+
+/// First and second derivatives by nested tapes: the gradient `g` of
+/// `loss(x)` w.r.t. `x` (recorded by an outer tape), and the gradient of
+/// `outer(g)` w.r.t. `x`.
+pub fn nested_grads(
+    x: &Tensor,
+    loss: impl Fn(&Tensor) -> Result<Tensor>,
+    outer: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<(Tensor, Tensor)> {
+    let tape = gradtape::GradientTape::new();
+    let (g, s) = tape.record(|| {
+        tape.watch(x);
+        let inner = gradtape::GradientTape::new();
+        let l = inner.record(|| {
+            inner.watch(x);
+            loss(x)
+        })?;
+        let g = inner.gradient(&l, x)?.expect("a gradient");
+        let s = outer(&g)?;
+        Ok((g, s))
+    })?;
+    let h = tape.gradient(&s, x)?.expect("a second derivative");
+    Ok((g, h))
+}

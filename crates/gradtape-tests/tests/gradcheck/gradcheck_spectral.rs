@@ -130,19 +130,7 @@ fn pinv_derivatives_at_rank_deficient_and_repeated_singular_values() -> Result<(
     ];
     fn grads(a: &Tensor) -> Result<(Tensor, Tensor)> {
         let w = m(&[1.0, -2.0, 3.0, -4.0], 2, 2);
-        let outer = GradientTape::new();
-        let g = outer.record(|| {
-            outer.watch(a);
-            let inner = GradientTape::new();
-            let l = inner.record(|| {
-                inner.watch(a);
-                a.pinv(None)?.mul(&w)?.sum_all()
-            })?;
-            Ok(inner.gradient(&l, a)?.expect("a gradient"))
-        })?;
-        let s = outer.record(|| g.square()?.sum_all())?;
-        let h = outer.gradient(&s, a)?.expect("a second derivative");
-        Ok((g, h))
+        nested_grads(a, |a| a.pinv(None)?.mul(&w)?.sum_all(), |g| g.square()?.sum_all())
     }
     let traced = gradtape::function(|a: &Tensor| {
         let (g, h) = grads(a)?;

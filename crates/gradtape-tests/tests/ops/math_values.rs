@@ -350,18 +350,11 @@ fn cumprod_second_derivatives_at_zeros_and_far_apart_magnitudes() -> gradtape::R
          [0.0, -4.0, 4.0, -5.0, 0.0, -11.25, 2e31, -1.75e31]),
     ];
     for (exclusive, reverse, want_g, want_h) in cases {
-        let outer = GradientTape::new();
-        let g = outer.record(|| {
-            outer.watch(&x);
-            let inner = GradientTape::new();
-            let l = inner.record(|| {
-                inner.watch(&x);
-                x.cumprod(1, exclusive, reverse)?.mul(&w)?.sum_all()
-            })?;
-            Ok(inner.gradient(&l, &x)?.expect("a gradient"))
-        })?;
-        let s = outer.record(|| g.mul(&w)?.mul_scalar(0.5)?.sum_all())?;
-        let h = outer.gradient(&s, &x)?.expect("a second derivative");
+        let (g, h) = common::nested_grads(
+            &x,
+            |x| x.cumprod(1, exclusive, reverse)?.mul(&w)?.sum_all(),
+            |g| g.mul(&w)?.mul_scalar(0.5)?.sum_all(),
+        )?;
         for (what, got, want) in [
             ("gradient", g.to_vec::<f64>()?, want_g),
             ("second", h.to_vec::<f64>()?, want_h),

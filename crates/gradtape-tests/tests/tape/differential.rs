@@ -8,6 +8,8 @@
 //! the second of `lgamma`) at -inf and far left of 0. Each expected value
 //! is quoted with the TensorFlow call that gave it.
 
+use crate::common::nested_grads;
+use crate::common::values::agree;
 use gradtape::{Complex, ForwardAccumulator, GradientTape, Result, Tensor};
 
 fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
@@ -135,16 +137,6 @@ fn floor_mod_has_tensorflows_gradient() -> Result<()> {
     Ok(())
 }
 
-/// Equal as floats where NaN equals NaN and infinities match by sign;
-/// within `rel` of the larger magnitude otherwise.
-fn same(got: &[f64], want: &[f64], rel: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
-    for (g, w) in got.iter().zip(want) {
-        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= rel * g.abs().max(w.abs());
-        assert!(ok, "{what}: got {got:?}, want {want:?}");
-    }
-}
-
 #[test]
 fn acosh_has_no_slope_below_one() -> Result<()> {
     // TF 2.21: x = [-2, -1, 0.5, 1, 2, inf, -inf] (f64);
@@ -170,7 +162,7 @@ fn acosh_has_no_slope_below_one() -> Result<()> {
         })?;
         let g = tape.gradient(&y, &x)?.expect("a gradient");
         let rel = if dtype == gradtape::DType::F64 { 1e-15 } else { 1e-6 };
-        same(&g.to_vec_f64(), &want, rel, &format!("acosh' {dtype:?}"));
+        agree(&format!("acosh' {dtype:?}"), &g.to_vec_f64(), &want, rel);
     }
     Ok(())
 }
@@ -202,43 +194,33 @@ fn polygamma_at_minus_infinity_and_far_left_of_zero() -> Result<()> {
         f64::INFINITY,
         f64::NAN,
     ];
-    same(&Tensor::polygamma(&n, &x)?.to_vec_f64(), &want, 1e-13, "polygamma");
+    agree("polygamma", &Tensor::polygamma(&n, &x)?.to_vec_f64(), &want, 1e-13);
     // trigamma(-1e12 + 0.5) = π²/sin²(πx) - trigamma(1 - x): mpmath at 30
     // digits 9.8696044010883586 (TensorFlow's sum would take 1e12 terms)
     let far = Tensor::polygamma(&Tensor::scalar(1.0f64), &Tensor::scalar(-1e12 + 0.5))?;
-    same(
+    agree(
+        "trigamma far left",
         &[far.to_scalar::<f64>()?],
         &[9.869_604_401_088_358],
         1e-14,
-        "trigamma far left",
     );
     // TF 2.21: x = [-inf, -2.5, 3] (f64); the gradient and second
     // derivative of tf.math.lgamma(x) (nested tapes)
     // -> [nan, 1.1031566406452433, 0.9227843350984675],
     //    [inf, 9.539246644989124, 0.39493406684822646]
     let x = Tensor::vector(&[f64::NEG_INFINITY, -2.5, 3.0]);
-    let outer = GradientTape::new();
-    let g = outer.record(|| {
-        outer.watch(&x);
-        let inner = GradientTape::new();
-        let y = inner.record(|| {
-            inner.watch(&x);
-            x.lgamma()?.sum_all()
-        })?;
-        Ok(inner.gradient(&y, &x)?.expect("a gradient"))
-    })?;
-    same(
+    let (g, g2) = nested_grads(&x, |x| x.lgamma()?.sum_all(), |g| g.sum_all())?;
+    agree(
+        "lgamma'",
         &g.to_vec_f64(),
         &[f64::NAN, 1.1031566406452433, 0.9227843350984675],
         1e-14,
-        "lgamma'",
     );
-    let g2 = outer.gradient(&g, &x)?.expect("a second derivative");
-    same(
+    agree(
+        "lgamma''",
         &g2.to_vec_f64(),
         &[f64::INFINITY, 9.539246644989124, 0.39493406684822646],
         1e-14,
-        "lgamma''",
     );
     Ok(())
 }
