@@ -43,6 +43,19 @@ fn table() -> Vec<Case> {
         },
         &[(&[2, 1, 2, 3], Any), (&[2, 1, 5, 3], Any), (&[2, 1, 5, 2], Any)],
     ));
+    // a mask that hides every key from some rows (rows 1 and 4 of the
+    // first batch element): those rows are 0, their derivatives 0
+    t.push(case(
+        "scaled_dot_product_attention [2,5,3] x [2,4,3], rows that see no key",
+        |x| {
+            let keep: Vec<bool> = (0..40)
+                .map(|i| ![4, 5, 6, 7, 16, 17, 18, 19].contains(&i) && i % 3 != 1)
+                .collect();
+            let m = Tensor::from_vec(keep, &[2, 5, 4]).unwrap();
+            sq(x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&m), false, None))
+        },
+        &[(&[2, 5, 3], Any), (&[2, 4, 3], Any), (&[2, 4, 3], Any)],
+    ));
     // with dropout: a fixed seed fixes the dropped probabilities, so the op
     // is a smooth function of q, k, v (rate 0.4 drops some of the 2·3·6)
     t.push(case(

@@ -489,3 +489,232 @@ fn strided_operands_equal_contiguous_ones() -> Result<()> {
     }
     Ok(())
 }
+
+/// One case of [`rows_that_see_no_key_give_zeros`]: shapes of q, k, v,
+/// the mask, causal, and PyTorch's sums of the output and of the
+/// gradients of `Σ o[i] sin(0.1 i)` w.r.t. q, k and v.
+struct Hidden {
+    name: &'static str,
+    shapes: [&'static [usize]; 3],
+    mask: Tensor,
+    causal: bool,
+    want: [(f64, f64); 4],
+}
+
+/// PyTorch's keep pattern of `reference/attention_hidden_rows.py`: true
+/// where `(3i + 5j + b) % 4 != 0`, rows `hidden` all false; `[b, 1, tq, tk]`.
+fn keep_mask(b: usize, tq: usize, tk: usize, hidden: &[(usize, usize)]) -> Tensor {
+    let mut m = vec![false; b * tq * tk];
+    for bb in 0..b {
+        for i in 0..tq {
+            for j in 0..tk {
+                m[(bb * tq + i) * tk + j] = (i * 3 + j * 5 + bb) % 4 != 0 && !hidden.contains(&(bb, i));
+            }
+        }
+    }
+    Tensor::from_vec(m, &[b, 1, tq, tk]).unwrap()
+}
+
+fn hidden_cases() -> Vec<Hidden> {
+    let small: [&[usize]; 3] = [&[2, 2, 5, 4], &[2, 2, 7, 4], &[2, 2, 7, 3]];
+    let m = keep_mask(2, 5, 7, &[(0, 2), (1, 0), (1, 4)]);
+    let additive = Tensor::where_(&m, &Tensor::scalar(0.0f64), &Tensor::scalar(f64::NEG_INFINITY)).unwrap();
+    let key0: Vec<bool> = (0..35).map(|x| x % 7 != 0).collect();
+    let key0 = Tensor::from_vec(key0, &[5, 7]).unwrap();
+    // the numbers: PyTorch 2.15's scaled_dot_product_attention in f64,
+    // printed by tests/reference/attention_hidden_rows.py
+    let plain = [
+        (-1.2199982218801726, -2.130810364719187),
+        (0.00391555256358167, 2.199431161265683),
+        (0.0, -0.1614675062683042),
+        (3.1693717004995086, 3.1389182976917938),
+    ];
+    vec![
+        Hidden {
+            name: "bool mask",
+            shapes: small,
+            mask: m,
+            causal: false,
+            want: plain,
+        },
+        Hidden {
+            name: "additive mask, -inf where hidden",
+            shapes: small,
+            mask: additive,
+            causal: false,
+            want: plain,
+        },
+        Hidden {
+            // (PyTorch was given the mask and the causal band as one mask)
+            name: "causal with key 0 hidden: row 0 sees no key",
+            shapes: small,
+            mask: key0,
+            causal: true,
+            want: [
+                (1.3285461883868366, -5.4908184384538705),
+                (-0.6452060767881806, 3.8115434127845216),
+                (2.220446049250313e-16, -0.2027037802444818),
+                (0.09725461724283502, 11.555190129248281),
+            ],
+        },
+        Hidden {
+            name: "heads of 64, 70 keys, row 1 hidden",
+            shapes: [&[1, 2, 4, 64], &[1, 2, 70, 64], &[1, 2, 70, 64]],
+            mask: keep_mask(1, 4, 70, &[(0, 1)]),
+            causal: false,
+            want: [
+                (0.7608567885993778, 3.062996196418754),
+                (-0.10240964805234987, 0.3059200857190787),
+                (-5.204170427930421e-18, -0.09402231699787308),
+                (2.8543042260539133, 10.16695338119953),
+            ],
+        },
+        Hidden {
+            name: "heads of 8, 12 keys, rows 0 and 5 hidden",
+            shapes: [&[1, 2, 9, 8], &[1, 2, 12, 8], &[1, 2, 12, 8]],
+            mask: keep_mask(1, 9, 12, &[(0, 0), (0, 5)]),
+            causal: false,
+            want: [
+                (-1.794931023952799, 2.561993249822623),
+                (2.2308429438229354, 7.9964424618327055),
+                (-6.175615574477433e-16, -1.2845442836321563),
+                (15.908752123491656, -1.1061816278642813),
+            ],
+        },
+    ]
+}
+
+/// `Σ o[i] sin(0.1 i)`, the loss whose gradients the reference prints.
+fn sin_weighted(o: &Tensor) -> Result<Tensor> {
+    let w: Vec<f64> = (0..o.numel()).map(|i| (0.1 * i as f64).sin()).collect();
+    o.mul(&Tensor::from_vec(w, o.shape())?.cast(o.dtype())?)?.sum_all()
+}
+
+/// The output and the gradients of [`sin_weighted`] w.r.t. q, k, v.
+fn out_and_grads(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, causal: bool) -> Result<Vec<Tensor>> {
+    let tape = GradientTape::new();
+    let mut o = None;
+    let loss = tape.record(|| {
+        tape.watch(&[q.clone(), k.clone(), v.clone()]);
+        let y = q.scaled_dot_product_attention(k, v, Some(mask), causal, None)?;
+        o = Some(y.clone());
+        sin_weighted(&y)
+    })?;
+    let g = tape.gradient(&loss, &[q.clone(), k.clone(), v.clone()])?;
+    let mut out = vec![o.unwrap()];
+    out.extend(g.into_iter().map(|g| g.unwrap()));
+    Ok(out)
+}
+
+/// A query row whose mask hides every key gives zeros and zero
+/// gradients, as PyTorch's (since 2.5) and Keras's, not NaN: on both
+/// kernels (online, and on matrix products), bool and additive `-inf`
+/// masks, a mask that empties a causal row; in f64 against PyTorch, in
+/// f32 (the same to f32's precision), traced as eager, in forward mode
+/// as in reverse, and differentiated twice without a NaN.
+#[test]
+fn rows_that_see_no_key_give_zeros() -> Result<()> {
+    for c in hidden_cases() {
+        let [qs, ks, vs] = c.shapes;
+        let (q, k, v) = (init(qs, 1.0, 0.8), init(ks, 2.0, 0.9), init(vs, 3.0, 1.0));
+        let got = out_and_grads(&q, &k, &v, &c.mask, c.causal)?;
+        for (what, (g, w)) in ["out", "dq", "dk", "dv"].iter().zip(got.iter().zip(c.want)) {
+            close(wsum(g), w, 1e-12, &format!("{}: {what}", c.name));
+        }
+        // the hidden rows are exact zeros
+        let keep = match c.mask.dtype() {
+            DType::Bool => c.mask.clone(),
+            _ => c.mask.gt_scalar(f64::NEG_INFINITY)?,
+        };
+        let dead = keep.cast(DType::F64)?.max(&[-1], false)?.to_vec::<f64>()?;
+        let o = got[0].to_vec::<f64>()?;
+        let dv = *vs.last().unwrap();
+        let rows = o.len() / dv;
+        let per_mask = dead.len();
+        let mut hidden = 0;
+        for r in 0..rows {
+            // (a broadcast mask: rows of later heads repeat the mask's rows)
+            let (bq, i) = (r / qs[qs.len() - 2], r % qs[qs.len() - 2]);
+            let mrow = if c.mask.rank() == 2 {
+                i
+            } else {
+                (bq / qs[1] * qs[qs.len() - 2] + i) % per_mask
+            };
+            if dead[mrow] == 0.0 || (c.causal && c.mask.rank() == 2 && i == 0) {
+                hidden += 1;
+                assert!(o[r * dv..][..dv].iter().all(|&x| x == 0.0), "{}: row {r}", c.name);
+            }
+        }
+        assert!(hidden > 0, "{}: no hidden row", c.name);
+        // f32: the same sums to f32's precision
+        let f = |t: &Tensor| t.cast(DType::F32).unwrap();
+        let mask32 = if c.mask.dtype() == DType::Bool {
+            c.mask.clone()
+        } else {
+            f(&c.mask)
+        };
+        let got32 = out_and_grads(&f(&q), &f(&k), &f(&v), &mask32, c.causal)?;
+        for (what, (g, w)) in ["out", "dq", "dk", "dv"].iter().zip(got32.iter().zip(c.want)) {
+            close(wsum(g), w, 2e-5, &format!("{} f32: {what}", c.name));
+        }
+        // half precision (computed in f32): no NaN, the same zeros
+        let h = |t: &Tensor| t.cast(DType::BF16).unwrap();
+        let mask_h = if c.mask.dtype() == DType::Bool {
+            c.mask.clone()
+        } else {
+            h(&c.mask)
+        };
+        let oh = h(&q).scaled_dot_product_attention(&h(&k), &h(&v), Some(&mask_h), c.causal, None)?;
+        let oh = oh.to_vec_f64();
+        assert!(
+            oh.iter()
+                .zip(&o)
+                .all(|(a, b)| (*b == 0.0) == (*a == 0.0) && (a - b).abs() <= 0.02),
+            "{} bf16",
+            c.name
+        );
+        // traced: the same values and gradients
+        let (mask, causal) = (c.mask.clone(), c.causal);
+        let traced = function(move |(q, k, v): &(Tensor, Tensor, Tensor)| out_and_grads(q, k, v, &mask, causal));
+        let t = traced.call(&(q.clone(), k.clone(), v.clone()))?;
+        for (i, (a, b)) in t.iter().zip(&got).enumerate() {
+            let (a, b) = (a.to_vec::<f64>()?, b.to_vec::<f64>()?);
+            assert!(
+                a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-13 * (1.0 + y.abs())),
+                "{}: traced output {i}",
+                c.name
+            );
+        }
+        // forward mode: the tangent along (tq, tk, tv) is the reverse
+        // mode's directional derivative of the loss
+        let (tq, tk, tv) = (init(qs, 4.0, 1.0), init(ks, 5.0, 1.0), init(vs, 6.0, 1.0));
+        let acc = ForwardAccumulator::new();
+        acc.watch(&q, &tq)?;
+        acc.watch(&k, &tk)?;
+        acc.watch(&v, &tv)?;
+        let l =
+            acc.record(|| sin_weighted(&q.scaled_dot_product_attention(&k, &v, Some(&c.mask), c.causal, None)?))?;
+        let fwd = acc.jvp(&l)?.unwrap().item()?;
+        let mut rev = 0.0;
+        for (g, t) in got[1..].iter().zip([&tq, &tk, &tv]) {
+            rev += g.mul(t)?.sum_all()?.item()?;
+        }
+        assert!(
+            (fwd - rev).abs() <= 1e-11 * (1.0 + rev.abs()),
+            "{}: jvp {fwd} vs vjp {rev}",
+            c.name
+        );
+        // second order (through the composite): finite, and zero for the
+        // hidden rows' queries
+        let outer = GradientTape::new();
+        let s = outer.record(|| {
+            outer.watch(&q);
+            let g = out_and_grads(&q, &k, &v, &c.mask, c.causal)?;
+            g[1].square()?.sum_all()
+        })?;
+        let h = outer.gradient(&s, &q)?.unwrap().to_vec::<f64>()?;
+        assert!(h.iter().all(|x| x.is_finite()), "{}: second order {h:?}", c.name);
+        assert!(h.iter().any(|&x| x != 0.0), "{}: second order all zero", c.name);
+    }
+    Ok(())
+}

@@ -185,6 +185,82 @@ fn gradients_match_tensorflow_and_finite_differences() -> Result<()> {
     Ok(())
 }
 
+/// Padding as Keras masks it (query mask and key mask combined, so a
+/// padded query's row hides every key). Keras 3 answers such a row in two
+/// ways and the layer follows both: uniform probabilities over all keys
+/// on its default path (no dropout, no scores asked for), zero
+/// probabilities (the output projection's bias alone) with the scores or
+/// with dropout. Outputs and scores in f32, gradients in f64
+/// (TensorFlow's tape), against `reference/transformer.py`; traced as
+/// eager; first and second derivatives against finite differences.
+#[test]
+fn padding_masks_match_keras() -> Result<()> {
+    let pad: Vec<bool> = MHA_PAD_MASK.iter().map(|&v| v != 0.0).collect();
+    let pad = Tensor::from_vec(pad, &[2, 4, 4])?;
+    let args = AttentionArgs::new().attention_mask(&pad);
+    let m = self_mha(DType::F32, 0.0)?;
+    let x = fill(&[2, 4, 6], 0.3, DType::F32);
+    let y = m.call_with(&x, &x, args)?;
+    assert_close("padded", &y, &MHA_PADDED_F32, 1e-5);
+    let (y0, scores) = m.call_with_scores(&x, &x, args)?;
+    assert_close("padded, with scores", &y0, &MHA_PADDED_WITH_SCORES_F32, 1e-5);
+    assert_close("padded scores", &scores, &MHA_PADDED_SCORES_F32, 1e-5);
+    // there the padded queries (batch 1, rows 2 and 3) give the bias alone
+    let bias = m.variables()[7].read().to_vec::<f32>()?;
+    let y0 = y0.to_vec::<f32>()?;
+    for row in [6, 7] {
+        assert_eq!(&y0[row * 6..][..6], &bias[..], "padded row {row}");
+    }
+    // a layer with dropout takes Keras's other path, also at inference
+    let d = self_mha(DType::F32, 0.5)?;
+    assert_eq!(d.call_with(&x, &x, args)?.to_vec::<f32>()?, y0);
+    let traced = {
+        let (m, pad) = (self_mha(DType::F32, 0.0)?, pad.clone());
+        function(move |x: &Tensor| m.call_with(x, x, AttentionArgs::new().attention_mask(&pad)))
+    };
+    assert_eq!(traced.call(&x)?.to_vec::<f32>()?, y.to_vec::<f32>()?);
+    // gradients (f64) against TensorFlow's
+    let m = self_mha(DType::F64, 0.0)?;
+    let x = fill(&[2, 4, 6], 0.3, DType::F64);
+    let vars = m.variables();
+    let tape = GradientTape::new();
+    let l = tape.record(|| {
+        tape.watch(&x);
+        weighted(&m.call_with(&x, &x, args)?)
+    })?;
+    assert_close("loss", &l, &MHA_PADDED_GRAD_LOSS, 1e-12);
+    let mut sources: Vec<SourceRef> = vars.iter().map(SourceRef::from).collect();
+    sources.push(SourceRef::from(&x));
+    let grads = tape.gradient(&l, &sources[..])?;
+    let want: [&[f64]; 9] = [
+        &MHA_PADDED_GRAD_QUERY_KERNEL,
+        &MHA_PADDED_GRAD_QUERY_BIAS,
+        &MHA_PADDED_GRAD_KEY_KERNEL,
+        &MHA_PADDED_GRAD_KEY_BIAS,
+        &MHA_PADDED_GRAD_VALUE_KERNEL,
+        &MHA_PADDED_GRAD_VALUE_BIAS,
+        &MHA_PADDED_GRAD_OUTPUT_KERNEL,
+        &MHA_PADDED_GRAD_OUTPUT_BIAS,
+        &MHA_PADDED_GRAD_INPUT,
+    ];
+    for (i, (g, w)) in grads.iter().zip(want).enumerate() {
+        assert_close(
+            &format!("padded gradient {i} (TF)"),
+            g.as_ref().expect("a gradient"),
+            w,
+            1e-10,
+        );
+    }
+    // first and second derivatives in the input, the scores' too
+    let f = |t: &[Tensor]| weighted(&m.call_with(&t[0], &t[0], args)?);
+    let report = check_gradients(f, std::slice::from_ref(&x), &CheckOptions::default())?;
+    assert!(report.compared > 0, "{report:?}");
+    let f = |t: &[Tensor]| weighted(&m.call_with_scores(&t[0], &t[0], args)?.1);
+    let report = check_gradients(f, &[x], &CheckOptions::default())?;
+    assert!(report.compared > 0, "{report:?}");
+    Ok(())
+}
+
 #[test]
 fn dropout_while_training_keeps_keras_values() -> Result<()> {
     let x = fill(&[2, 4, 6], 0.3, DType::F32);

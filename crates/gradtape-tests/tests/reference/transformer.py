@@ -140,3 +140,27 @@ v = fill((2, 6, 4), 0.2)
 k = fill((2, 6, 7), 0.4)
 o, s = c(q, v, key=k, use_causal_mask=True, return_attention_scores=True)
 show("mha_scores_cross_causal_f64", s)
+
+# 9. padding: a query mask and a key mask (the last positions padded) as
+# Keras combines them, q_mask[:, :, None] & k_mask[:, None, :], so a padded
+# query's row hides every key. Keras 3 has two answers for such a row: its
+# default path (ops.dot_product_attention, a layer without dropout, no
+# scores asked for) gives it uniform probabilities over all keys; with
+# return_attention_scores (or dropout) its Softmax layer gives zeros. The
+# outputs of both and the scores in f32, the default path's gradients in f64
+q_mask = np.array([[True, True, True, True], [True, True, False, False]])
+k_mask = np.array([[True, True, True, False], [True, True, True, False]])
+pad = q_mask[:, :, None] & k_mask[:, None, :]
+show("mha_pad_mask", pad.astype(np.float64))
+show("mha_padded_f32", m(x, x, attention_mask=pad))
+o, s = m(x, x, attention_mask=pad, return_attention_scores=True)
+show("mha_padded_with_scores_f32", o)
+show("mha_padded_scores_f32", s)
+with tf.GradientTape() as tape:
+    tape.watch(x64)
+    o = m64(x64, x64, attention_mask=pad)
+    l = weighted(o)
+gs = tape.gradient(l, m64.trainable_weights + [x64])
+show("mha_padded_grad_loss", [l.numpy()])
+for n, g in zip(names, gs):
+    show("mha_padded_grad_" + n, g.numpy())

@@ -64,8 +64,12 @@ pub struct AttentionArgs<'a> {
     pub key: Option<&'a Tensor>,
     /// A bool mask, `true` where a query may attend to a key: `[batch,
     /// t_q, t_k]` as in Keras (or `[1, t_q, t_k]`, `[t_q, t_k]`,
-    /// broadcast over the batch). Rows it masks entirely are not supported
-    /// (their output is unspecified).
+    /// broadcast over the batch). A query row it masks entirely (a padded
+    /// query, with Keras's padding masks) gives what Keras gives: from a
+    /// layer without dropout, uniform probabilities over all the keys (the
+    /// mean of the values, projected); from a layer with dropout, and in
+    /// [`call_with_scores`](MultiHeadAttention::call_with_scores), zero
+    /// probabilities (the output projection's bias alone).
     pub attention_mask: Option<&'a Tensor>,
     /// Also masks keys after the query's position (query `i` sees keys
     /// `j <= i`, counted from the start of both, as Keras's causal mask).
@@ -444,7 +448,10 @@ impl MultiHeadAttention {
     /// ```
     pub fn call_with(&self, query: &Tensor, value: &Tensor, args: AttentionArgs<'_>) -> Result<Tensor> {
         let (q, k, v, mask) = self.project(query, value, &args)?;
-        let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
+        let mut o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
+        if let (Some(m), 0.0) = (&mask, self.dropout) {
+            o = uniform_where_hidden(o, &v, m, args.use_causal_mask)?;
+        }
         self.output.merge(&o)
     }
 
@@ -485,8 +492,10 @@ impl MultiHeadAttention {
     }
 
     /// The heads' probabilities `softmax(q kᵀ / √key_dim)` `[b, h, tq,
-    /// tk]`, masked as Keras's softmax masks (adding a large negative
-    /// number where a key is hidden: -1e9, -3e4 in f16).
+    /// tk]`, masked as Keras 3's softmax masks: a hidden key's score
+    /// replaced by a large negative number (-1e9, -3e4 in f16) before the
+    /// softmax and its probability by 0 after (so a row that sees no key
+    /// is all zeros).
     fn scores(&self, q: &Tensor, k: &Tensor, mask: Option<&Tensor>, causal: bool) -> Result<Tensor> {
         let scale = 1.0 / (self.key_dim as f64).sqrt();
         let s = q.matmul_with(k, false, true)?.mul_scalar(scale)?;
@@ -499,8 +508,8 @@ impl MultiHeadAttention {
         };
         let dtype = s.dtype();
         let hidden = if dtype == DType::F16 { -3e4 } else { -1e9 };
-        let adder = Tensor::where_(&keep, &Tensor::full(&[], 0.0, dtype), &Tensor::full(&[], hidden, dtype))?;
-        s.add(&adder)?.softmax(-1)
+        let p = Tensor::where_(&keep, &s, &Tensor::full(&[], hidden, dtype))?.softmax(-1)?;
+        Tensor::where_(&keep, &p, &Tensor::full(&[], 0.0, dtype))
     }
 
     /// Checks the inputs and projects them into the heads: `q`, `k`, `v`
@@ -561,6 +570,8 @@ impl MultiHeadAttention {
     }
 
     /// The heads' attention, `[b, h, tq, dv]`.
+    /// The heads' outputs `[b, h, tq, dv]`; a row that sees no key gives
+    /// zeros (the fused op's convention).
     fn attend(
         &self,
         q: &Tensor,
@@ -653,6 +664,26 @@ impl MultiHeadAttention {
         cache.values = Some(v);
         self.output.merge(&o)
     }
+}
+
+/// Keras's output for query rows that see no key, on its default path
+/// (`ops.dot_product_attention`, taken by a layer without dropout when no
+/// scores are asked for): every score of such a row is replaced by the
+/// same large negative number, so its probabilities are uniform over all
+/// the keys and its output is the mean of the values (no gradient to the
+/// queries and keys). `o` is the fused op's output (zeros on those rows),
+/// `mask` the bool mask `[b|1, 1, tq, tk]`. (Keras's other path, with
+/// dropout or with the scores, gives those rows zero probabilities: the
+/// fused op's zeros, kept there.)
+fn uniform_where_hidden(o: Tensor, v: &Tensor, mask: &Tensor, causal: bool) -> Result<Tensor> {
+    let (tq, tk) = (o.shape()[2], v.shape()[2]);
+    let keep = if causal {
+        mask.logical_and(&causal_mask(tq, tk, 0)?)?
+    } else {
+        mask.clone()
+    };
+    let hidden = keep.any(&[-1], true)?.logical_not()?;
+    Tensor::where_(&hidden, &v.mean(&[-2], true)?, &o)
 }
 
 /// `[tq, tk]`, true where key `j <= i + offset` (query `i`).

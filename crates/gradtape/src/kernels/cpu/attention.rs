@@ -24,6 +24,12 @@
 //!
 //! So memory is linear in the sequence lengths, forward and backward.
 //!
+//! A row whose mask hides every key it could see has no probabilities: its
+//! output is 0, as PyTorch's (since 2.5) and Keras's, not the NaN of a
+//! softmax over only `-inf`. Its log-sum-exp is stored as `+inf`, which
+//! makes each recomputed `p = e^(s - lse)` 0, so its gradients are 0 too
+//! (`D[i] = 0`, the output being 0).
+//!
 //! **Dropout** of the probabilities (rate `r`, training): a probability
 //! is kept, and scaled by `1/(1 - r)`, when the counter-based generator's
 //! draw for its index `(b·tq + i)·tk + j` is at least `r` ([`Dropout`]);
@@ -306,8 +312,10 @@ pub(crate) fn backward<T: Float>(
 
 /// The online forward pass: per query row, the output row followed by its
 /// log-sum-exp (`batch · tq` rows of `dv + 1`). A row that sees no key has
-/// output 0 and log-sum-exp `-inf`; a row whose scores are all `-inf` has
-/// a NaN output (as the softmax of such a row).
+/// output 0 and log-sum-exp `-inf`; a row whose scores are all `-inf` (a
+/// mask that hides every key) has output 0 and log-sum-exp `+inf`, so
+/// that the backward pass's `e^(s - lse)` is 0 on it (see the module
+/// docs).
 ///
 /// A task takes a run of rows; for each block of keys (transposed once
 /// for all its rows) it updates each row's online-softmax state, which
@@ -369,7 +377,7 @@ pub fn forward_online<T: Float>(
                                 m[r] = bm;
                             }
                             // (while every score so far is -inf, nothing adds: a row
-                            // of only -inf ends with l = 0 and a NaN output, 0/0)
+                            // of only -inf ends with l = 0, and output 0 below)
                             if m[r] > T::neg_infinity() {
                                 let at = (b * tq + i) * tk + j0;
                                 for x in s.iter_mut() {
@@ -394,6 +402,9 @@ pub fn forward_online<T: Float>(
                         let row = &mut part[r * width..][..width];
                         if dims.keys(i) == 0 {
                             row[dv] = T::neg_infinity();
+                        } else if l[r] == T::zero() {
+                            // every key hidden: no probability, output 0
+                            row[dv] = T::infinity();
                         } else {
                             let inv = T::one() / l[r];
                             for a in row[..dv].iter_mut() {

@@ -340,11 +340,15 @@ pub(crate) fn forward_rows<T: Float>(
                         // (a > 0: the largest raw score gives the largest score)
                         let m = a * max_lanes(&row[..seen]);
                         if dims.keys(i) == 0 || m == T::neg_infinity() {
-                            // no key (output 0), or only -inf scores (NaN, as
-                            // the softmax of such a row)
-                            let fill = if dims.keys(i) == 0 { T::zero() } else { T::nan() };
-                            row.fill(fill);
-                            lse[r] = T::neg_infinity();
+                            // no key, or every key hidden: no probability,
+                            // output 0; the log-sum-exp of a hidden row is
+                            // +inf, so that the backward pass's P is 0 there
+                            row.fill(T::zero());
+                            lse[r] = if dims.keys(i) == 0 {
+                                T::neg_infinity()
+                            } else {
+                                T::infinity()
+                            };
                             continue;
                         }
                         let l = exp_affine(&mut row[..seen], a, m);

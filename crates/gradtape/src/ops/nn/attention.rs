@@ -497,6 +497,19 @@ fn scores(q: &Tensor, k: &Tensor, a: &Spec) -> Result<Tensor> {
     Ok(s)
 }
 
+/// The probabilities `softmax(s)` over the last axis, 0 on a row whose
+/// scores are all `-inf` (a mask hides every key: the fused kernels' and
+/// PyTorch's convention) instead of the softmax's NaN. Such a row's scores
+/// are replaced by zeros before the softmax and its probabilities by zeros
+/// after, so no NaN arises on any path, derivatives included (its scores
+/// get no gradient: the probabilities do not depend on them).
+fn probabilities(s: &Tensor) -> Result<Tensor> {
+    let seen = s.stop_gradient().max(&[-1], true)?.gt_scalar(f64::NEG_INFINITY)?;
+    let zero = Tensor::scalar(0.0f64).cast(s.dtype())?;
+    let p = Tensor::where_(&seen, s, &zero)?.softmax(-1)?;
+    Tensor::where_(&seen, &p, &zero)
+}
+
 /// `x · f`, or `x` without dropout.
 fn times(x: Tensor, f: Option<&Tensor>) -> Result<Tensor> {
     match f {
@@ -528,7 +541,7 @@ fn backward_vjp(
     let c = a.scale;
     let f = a.factors(q, k)?;
     let f = f.as_ref();
-    let p = scores(q, k, a)?.softmax(-1)?;
+    let p = probabilities(&scores(q, k, a)?)?;
     let dp = times(dout.matmul(&swap_last(v)?)?, f)?;
     let t = dp.mul(&p)?.sum(&[-1], true)?;
     let dpt = dp.sub(&t)?;
@@ -564,7 +577,7 @@ fn backward_vjp(
 fn composite_jvp(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec, t: &[Option<Tensor>]) -> Result<Tensor> {
     let f = a.factors(q, k)?;
     let f = f.as_ref();
-    let p = scores(q, k, a)?.softmax(-1)?;
+    let p = probabilities(&scores(q, k, a)?)?;
     let mut ts: Option<Tensor> = None;
     if let Some(tq) = &t[0] {
         ts = Some(tq.matmul(&swap_last(k)?)?);
@@ -630,7 +643,9 @@ impl Tensor {
     /// - `scale`: the factor of `q·k`, `1/√d` when `None`.
     ///
     /// Half-precision inputs are computed in `f32`. A query row that may
-    /// attend to no key gives NaN (a softmax of only `-inf`). Gradients for
+    /// attend to no key (a mask that hides every key from it) gives zeros,
+    /// and zero gradients, as PyTorch's (since 2.5) and Keras's layer, not
+    /// the NaN of a softmax over only `-inf`. Gradients for
     /// `q`, `k` and `v` come from a fused backward pass (recomputing the
     /// scores); differentiated again, and in forward mode, through the
     /// unfused composite.
