@@ -141,9 +141,23 @@ fn tspec(own_shape: bool) -> impl Strategy<Value = TSpec> {
         })
 }
 
+/// The ops a campaign draws from: all of [`OPS`], or those whose names
+/// contain one of the comma-separated words of `GRADTAPE_FUZZ_OPS` (e.g.
+/// `attention,transformer`, to aim a campaign at one family).
+fn drawn_ops() -> Vec<usize> {
+    let words: Vec<String> = std::env::var("GRADTAPE_FUZZ_OPS")
+        .map(|v| v.split(',').filter(|w| !w.is_empty()).map(str::to_string).collect())
+        .unwrap_or_default();
+    let picked: Vec<usize> = (0..OPS.len())
+        .filter(|&i| words.is_empty() || words.iter().any(|w| OPS[i].0.contains(w.as_str())))
+        .collect();
+    assert!(!picked.is_empty(), "GRADTAPE_FUZZ_OPS={words:?} names no op");
+    picked
+}
+
 pub fn case() -> impl Strategy<Value = Case> {
     (
-        (0..OPS.len(), 0u8..6),
+        (proptest::sample::select(drawn_ops()), 0u8..6),
         (tspec(true), tspec(false), tspec(false)),
         (shape(), proptest::collection::vec(dim(), 0..=6)),
         (

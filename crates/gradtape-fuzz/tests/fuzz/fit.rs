@@ -312,4 +312,29 @@ pub const FIT: &[(&str, OpFn)] = &[
             e.a,
         )
     }),
+    ("fit_attention", |e| {
+        // q [b, tq, d], k [b, tk, d], v [b, tk, dv]; a mask (bool or of
+        // the dtype, broadcasting), causal or not, any scale and dropout
+        let (b, tq, tk, d, dv) = (e.s(0), e.s(1), e.s(2), e.s(3), e.s(4));
+        let q = e.make(&[b, tq, d], e.dt(), 1)?;
+        let k = e.make(&[b, tk, d], e.dt(), 2)?;
+        let v = e.make(&[b, tk, dv], e.dt(), 3)?;
+        let mask = match e.int(0).rem_euclid(4) {
+            0 => None,
+            1 => Some(e.make(&[tq, tk], DType::Bool, 4)?),
+            2 => Some(e.make(&[b, 1, tk], DType::Bool, 4)?),
+            _ => Some(e.make(&[b, tq, tk], e.dt(), 4)?),
+        };
+        let scale = e.flag(1).then(|| e.f(0));
+        let y = if e.int(1).rem_euclid(3) == 0 {
+            let drop = gradtape::AttentionDropout {
+                rate: e.f(1),
+                seed: e.int(2) as u64,
+            };
+            q.scaled_dot_product_attention_dropout(&k, &v, mask.as_ref(), e.flag(0), scale, drop)
+        } else {
+            q.scaled_dot_product_attention(&k, &v, mask.as_ref(), e.flag(0), scale)
+        };
+        want(y, &[b, tq, dv])
+    }),
 ];

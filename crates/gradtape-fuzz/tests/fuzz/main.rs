@@ -47,8 +47,9 @@
 //!     cargo test --release -p gradtape-fuzz --test fuzz -- --nocapture
 //! ```
 //!
-//! (`GRADTAPE_FUZZ_SEED` is optional; a failure names the seed and case
-//! index, and `GRADTAPE_FUZZ_FIRST=<index>` with `GRADTAPE_FUZZ_CASES=1`
+//! (`GRADTAPE_FUZZ_SEED` is optional; `GRADTAPE_FUZZ_OPS=attention,norm`
+//! draws only the ops whose names contain one of the words; a failure names
+//! the seed and case index, and `GRADTAPE_FUZZ_FIRST=<index>` with `GRADTAPE_FUZZ_CASES=1`
 //! replays one case; `GRADTAPE_FUZZ_MODE=5` runs every case in mode 5,
 //! traced, which compares traced functions with eager calls.)
 

@@ -501,6 +501,12 @@ const OTHER: &[(&str, OpFn)] = &[
         }
     }),
     // nn
+    ("attention", |e| {
+        e.a.scaled_dot_product_attention(e.b, e.c, None, e.flag(0), None)
+    }),
+    ("attention_masked", |e| {
+        e.a.scaled_dot_product_attention(e.b, e.b, Some(e.c), e.flag(0), Some(e.f(0)))
+    }),
     ("softmax", |e| same(e.a.softmax(e.ax(0)), e.a)),
     ("log_softmax", |e| same(e.a.log_softmax(e.ax(0)), e.a)),
     ("softmax_xent", |e| Tensor::softmax_cross_entropy_with_logits(e.b, e.a)),

@@ -13,7 +13,11 @@ use gradtape::distributed::{
     allreduce_gradients_with, broadcast_variables, AllreduceOptions, Buffer, BufferMut, Collectives,
     DistributedOptimizer,
 };
-use gradtape::nn::{Dense, Embedding, GRUCell, LSTMCell, Layer, LayerNorm};
+use gradtape::nn::sampling::{categorical, sample_next};
+use gradtape::nn::{
+    sine_position_encoding, AttentionArgs, Dense, Embedding, GRUCell, KvCache, LSTMCell, Layer, LayerNorm,
+    MultiHeadAttention, PositionalEmbedding, TransformerBlock,
+};
 use gradtape::optim::{Adam, Optimizer, RmsProp, Sgd};
 use gradtape::{cond, function, while_loop, DType, Function, FunctionOptions, Result, Rng, Tensor, TensorSpec};
 use gradtape::{io, Gradient, IndexedSlices, Variable, WhileOptions};
@@ -159,6 +163,59 @@ fn layers(e: &Env) -> Result<Tensor> {
         _ => gradtape::nn::BatchNorm::new(i, e.k.dtype)?.forward(e.a, e.flag(0))?,
     };
     Ok(y)
+}
+
+/// The transformer layers and helpers (issue 28): attention with a mask
+/// and a cache, a block, positions, sampling; sizes and operands from the
+/// case (huge, zero, mismatched), so most calls are argument errors.
+fn transformer_layers(e: &Env) -> Result<Tensor> {
+    let mut r = rng(e);
+    let (heads, dim, feats) = (e.size(0), e.size(1), e.size(2));
+    let dt = e.k.dtype;
+    match e.int(1).rem_euclid(7) {
+        0 => {
+            let m = MultiHeadAttention::builder(heads, dim)
+                .dropout(e.f(0))
+                .dtype(dt)
+                .build(feats, &mut r)?;
+            let args = AttentionArgs::new()
+                .attention_mask(e.c)
+                .use_causal_mask(e.flag(0))
+                .training(e.flag(1));
+            m.call_with(e.a, e.b, args)
+        }
+        1 => {
+            let m = MultiHeadAttention::builder(heads, dim).dtype(dt).build(feats, &mut r)?;
+            let args = AttentionArgs::new().key(e.c).use_causal_mask(e.flag(0));
+            Ok(m.call_with_scores(e.a, e.b, args)?.1)
+        }
+        2 => {
+            let m = MultiHeadAttention::builder(heads, dim).dtype(dt).build(feats, &mut r)?;
+            let mut cache = KvCache::new();
+            m.call_cached(e.a, &mut cache)?;
+            m.call_cached(e.b, &mut cache)
+        }
+        3 => {
+            let b = TransformerBlock::builder(feats, heads, e.size(3))
+                .causal(e.flag(0))
+                .dropout(e.f(0))
+                .dtype(dt)
+                .build(&mut r)?;
+            b.forward(e.a, e.flag(1))
+        }
+        4 => {
+            let p = PositionalEmbedding::builder(e.size(3), feats).dtype(dt).build(&mut r)?;
+            p.forward_from(e.a, e.size(4))
+        }
+        5 => sine_position_encoding(e.size(3), feats, e.size(4), e.f(0), dt),
+        _ => {
+            if e.flag(0) {
+                categorical(e.a, e.size(3), &mut r)
+            } else {
+                sample_next(e.a, e.f(0), e.flag(1).then(|| e.size(3)), &mut r)
+            }
+        }
+    }
 }
 
 fn random(e: &Env) -> Result<Tensor> {
@@ -445,6 +502,7 @@ pub static SURFACES: &[(&str, OpFn)] = &[
     ("safetensors_read", safetensors_read),
     ("safetensors_round_trip", safetensors_round_trip),
     ("layers", layers),
+    ("transformer_layers", transformer_layers),
     ("random", random),
     ("optimizer", optimizer),
     ("control", control),

@@ -167,3 +167,56 @@ fn attention_and_transformer_layers_never_panic() {
     eprintln!("results per kind: {ok:?}");
     assert!(ok.iter().all(|&n| n >= 20), "too few cases got past the checks: {ok:?}");
 }
+
+/// Cases the fuzz campaign (`GRADTAPE_FUZZ_OPS=attention,transformer`)
+/// found: a broadcast view too large to copy given to the sampling
+/// helpers (it panicked), a causal band of more elements than memory in
+/// the composite that forward mode runs (an allocation abort, even with an
+/// empty batch), and attention over 2³¹ keys of width 0 (it walked every
+/// key, for nothing). Each is now a result or an error, at once.
+#[test]
+fn huge_and_empty_shapes_are_results_or_errors() -> Result<()> {
+    let big = Tensor::scalar(0.5f32).broadcast_to(&[1, 1 << 61])?;
+    let mut rng = Rng::new(0);
+    assert!(sampling::categorical(&big, 2, &mut rng).is_err());
+    assert!(sampling::sample_next(&big, 1.0, Some(3), &mut rng).is_err());
+    // forward mode through the composite: a causal band of 2^62 + 1 rows
+    let q = Tensor::zeros(&[0, (1 << 62) + 1, 1], DType::F64);
+    let (k, v) = (
+        Tensor::zeros(&[0, 1, 1], DType::F64),
+        Tensor::zeros(&[0, 1, 1], DType::F64),
+    );
+    let acc = gradtape::ForwardAccumulator::new();
+    acc.watch(&q, &q.try_ones_like()?)?;
+    let y = acc.record(|| q.scaled_dot_product_attention(&k, &v, None, true, Some(0.5)));
+    if let Ok(y) = y {
+        assert_eq!(y.shape(), &[0, (1 << 62) + 1, 1]);
+        let _ = acc.jvp(&y);
+    }
+    // no width: an empty output and zero gradients, without a walk over
+    // the keys
+    let q = Tensor::zeros(&[1, 2, 0], DType::F32);
+    let kv = Tensor::zeros(&[1, 1 << 31, 0], DType::F32);
+    let tape = gradtape::GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(&q);
+        q.scaled_dot_product_attention(&kv, &kv, None, false, None)
+    })?;
+    assert_eq!(y.shape(), &[1, 2, 0]);
+    assert_eq!(tape.gradient(&y, &q)?.map(|g| g.shape().to_vec()), Some(vec![1, 2, 0]));
+    // keys of width 3, values of width 0: gradients of q and k are zeros
+    let (q, k, v) = (
+        Tensor::ones(&[2, 3, 3], DType::F64),
+        Tensor::ones(&[2, 4, 3], DType::F64),
+        Tensor::zeros(&[2, 4, 0], DType::F64),
+    );
+    let tape = gradtape::GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(&[q.clone(), k.clone()]);
+        q.scaled_dot_product_attention(&k, &v, None, true, None)
+    })?;
+    for g in tape.gradient(&y, &[q, k])? {
+        assert!(g.unwrap().to_vec::<f64>()?.iter().all(|&x| x == 0.0));
+    }
+    Ok(())
+}

@@ -138,7 +138,7 @@ fn compare(what: &str, traced: &[Tensor], eager: &[Tensor], rtol: f64) -> Result
                 b.shape()
             )));
         }
-        for (e, (x, y)) in a.to_vec_f64().iter().zip(b.to_vec_f64()).enumerate() {
+        for (e, (x, y)) in a.try_to_vec_f64()?.iter().zip(b.try_to_vec_f64()?).enumerate() {
             let same_nan = x.is_nan() && y.is_nan();
             let rel = (x - y).abs() / (1.0 + y.abs());
             let within = rel <= rtol;
@@ -159,7 +159,7 @@ fn compare(what: &str, traced: &[Tensor], eager: &[Tensor], rtol: f64) -> Result
 /// Compares values: bit for bit when `rtol` is 0, else to `rtol`
 /// relative (to `1 + |eager|`).
 fn same_values(what: &str, got: &Tensor, want: &Tensor, rtol: f64) -> Result<()> {
-    for (e, (x, y)) in got.to_vec_f64().iter().zip(want.to_vec_f64()).enumerate() {
+    for (e, (x, y)) in got.try_to_vec_f64()?.iter().zip(want.try_to_vec_f64()?).enumerate() {
         let equal = x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
         let close = rtol > 0.0 && (x - y).abs() <= rtol * (1.0 + y.abs());
         if !(equal || close) {

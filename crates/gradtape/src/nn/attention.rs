@@ -569,7 +569,6 @@ impl MultiHeadAttention {
         }
     }
 
-    /// The heads' attention, `[b, h, tq, dv]`.
     /// The heads' outputs `[b, h, tq, dv]`; a row that sees no key gives
     /// zeros (the fused op's convention).
     fn attend(
@@ -688,8 +687,7 @@ fn uniform_where_hidden(o: Tensor, v: &Tensor, mask: &Tensor, causal: bool) -> R
 
 /// `[tq, tk]`, true where key `j <= i + offset` (query `i`).
 pub(crate) fn causal_mask(tq: usize, tk: usize, offset: usize) -> Result<Tensor> {
-    let m: Vec<bool> = (0..tq * tk).map(|x| x % tk <= x / tk + offset).collect();
-    Tensor::from_vec(m, &[tq, tk])
+    crate::ops::causal_band(OP, tq, tk, offset)
 }
 
 impl Module for MultiHeadAttention {

@@ -35,7 +35,7 @@ fn rows(op: &'static str, logits: &Tensor) -> Result<(Vec<f64>, usize, usize)> {
         ));
     }
     let (b, n) = (logits.shape()[0], logits.shape()[1]);
-    let v = logits.to_vec_f64();
+    let v = logits.try_to_vec_f64().map_err(|e| e.for_op(op))?;
     if let Some(bad) = v.iter().find(|x| x.is_nan() || **x == f64::INFINITY) {
         return Err(Error::invalid(
             op,

@@ -272,6 +272,12 @@ pub(crate) fn forward<T: Float>(
     v: &Rows<'_, T>,
     mask: Option<&Mask<'_, T>>,
 ) -> Result<Vec<T>> {
+    if dims.dv == 0 {
+        // no output columns: nothing depends on the log-sum-exp (the
+        // backward pass's gradients are all 0, see `backward`), which is
+        // left 0 rather than walking keys that hold nothing
+        return super::filled_vec(op, dims.batch.saturating_mul(dims.tq), T::zero());
+    }
     if on_products::<T>(dims) {
         return super::attention_gemm::forward_rows(op, dims, q, k, v, mask);
     }
@@ -297,6 +303,12 @@ pub(crate) fn backward<T: Float>(
     fwd: &[T],
     dout: &Rows<'_, T>,
 ) -> Result<Vec<T>> {
+    if dims.dv == 0 {
+        // an empty output: its cotangent is empty, every gradient 0
+        let Dims { batch, tq, tk, d, .. } = *dims;
+        let per = tq.saturating_mul(d).saturating_add(tk.saturating_mul(d));
+        return super::filled_vec(op, batch.saturating_mul(per), T::zero());
+    }
     if on_products::<T>(dims) {
         return super::attention_gemm::backward_rows(op, dims, q, k, v, mask, fwd, dout);
     }

@@ -489,12 +489,21 @@ fn scores(q: &Tensor, k: &Tensor, a: &Spec) -> Result<Tensor> {
     }
     if a.causal {
         let (tq, tk) = (q.shape()[q.rank() - 2], k.shape()[k.rank() - 2]);
-        let c: Vec<f64> = (0..tq * tk)
-            .map(|x| if x % tk > x / tk { f64::NEG_INFINITY } else { 0.0 })
-            .collect();
-        s = s.add(&Tensor::from_vec(c, &[tq, tk])?.cast(q.dtype())?)?;
+        let dt = q.dtype();
+        let (zero, ninf) = (Tensor::full(&[], 0.0, dt), Tensor::full(&[], f64::NEG_INFINITY, dt));
+        s = s.add(&Tensor::where_(&causal_band(OP, tq, tk, 0)?, &zero, &ninf)?)?;
     }
     Ok(s)
+}
+
+/// `[tq, tk]` bool, true where key `j <= i + offset` (query `i`): the
+/// causal band, its size checked (sizes beyond memory are `op`'s error,
+/// not an abort).
+pub(crate) fn causal_band(op: &'static str, tq: usize, tk: usize, offset: usize) -> Result<Tensor> {
+    let n = crate::tensor::layout::checked_numel(op, &[tq, tk])?;
+    let mut m = crate::tensor::alloc::try_vec(op, n)?;
+    m.extend((0..n).map(|x| x % tk <= (x / tk).saturating_add(offset)));
+    Tensor::from_vec(m, &[tq, tk])
 }
 
 /// The probabilities `softmax(s)` over the last axis, 0 on a row whose
