@@ -218,6 +218,195 @@ fn transformer_layers(e: &Env) -> Result<Tensor> {
     }
 }
 
+/// The rest of `nn` and `optim` (the conv and pooling layers, `Flatten`,
+/// `Dropout`, `Sequential`, initialisers, losses, metrics, clipping,
+/// schedules), with the case's sizes and operands.
+fn nn_more(e: &Env) -> Result<Tensor> {
+    use gradtape::nn::{losses, metrics, Conv2D, Conv2DTranspose, Dropout, Flatten, Initializer, Pool2D, PoolKind};
+    use gradtape::optim::{
+        clip_by_global_norm, clip_by_norm, CosineDecay, ExponentialDecay, LearningRateSchedule, Warmup,
+    };
+    let mut r = rng(e);
+    let (i, f) = (e.size(0), e.size(1));
+    let kernel = [e.size(2), e.size(3)];
+    let dt = e.k.dtype;
+    let pad = if e.flag(0) {
+        gradtape::Padding::Same
+    } else {
+        gradtape::Padding::Valid
+    };
+    match e.int(1).rem_euclid(11) {
+        0 => Conv2D::builder(i, f, kernel)
+            .strides(e.pair(2))
+            .padding(pad)
+            .dilations(e.pair(4))
+            .build(&mut r)?
+            .forward(e.a, e.flag(1)),
+        1 => Conv2DTranspose::builder(i, f, kernel)
+            .strides(e.pair(2))
+            .padding(pad)
+            .build(&mut r)?
+            .forward(e.a, e.flag(1)),
+        2 => {
+            let kind = if e.flag(1) { PoolKind::Max } else { PoolKind::Avg };
+            Pool2D::new(kind, e.pair(2), e.pair(4), pad).forward(e.a, false)
+        }
+        3 => Flatten::new().forward(e.a, false),
+        4 => Dropout::new(e.f(0), &mut r)?.forward(e.a, e.flag(1)),
+        5 => {
+            let init = match e.int(2).rem_euclid(6) {
+                0 => Initializer::Constant(e.f(0)),
+                1 => Initializer::RandomUniform { lo: e.f(0), hi: e.f(1) },
+                2 => Initializer::TruncatedNormal {
+                    mean: e.f(0),
+                    std: e.f(1),
+                },
+                3 => Initializer::Orthogonal { gain: e.f(0) },
+                4 => Initializer::HeNormal,
+                _ => Initializer::GlorotUniform,
+            };
+            init.init(&e.k.shape, dt, &mut r)
+        }
+        6 => {
+            let loss = match e.int(2).rem_euclid(6) {
+                0 => losses::Loss::MeanSquaredError,
+                1 => losses::Loss::Huber { delta: e.f(0) },
+                2 => losses::Loss::BinaryCrossentropy {
+                    from_logits: e.flag(1),
+                    label_smoothing: e.f(0),
+                },
+                3 => losses::Loss::CategoricalCrossentropy {
+                    from_logits: e.flag(1),
+                    label_smoothing: e.f(0),
+                },
+                4 => losses::Loss::SparseCategoricalCrossentropy { from_logits: e.flag(1) },
+                _ => losses::Loss::MeanAbsoluteError,
+            };
+            let red = match e.int(3).rem_euclid(3) {
+                0 => losses::Reduction::None,
+                1 => losses::Reduction::Sum,
+                _ => losses::Reduction::SumOverBatchSize,
+            };
+            loss.compute(e.b, e.a, red)
+        }
+        7 => {
+            let v = match e.int(2).rem_euclid(3) {
+                0 => metrics::sparse_categorical_accuracy(e.b, e.a)?,
+                1 => metrics::categorical_accuracy(e.b, e.a)?,
+                _ => metrics::binary_accuracy(e.b, e.a, e.f(0))?,
+            };
+            Tensor::scalar(v).cast(DType::F32)
+        }
+        8 => {
+            let axes = e.axes();
+            clip_by_norm(e.a, e.f(0), e.flag(1).then_some(&axes[..]))
+        }
+        9 => {
+            let (clipped, norm) = clip_by_global_norm(&[Some(e.a.clone()), None, Some(e.b.clone())], e.f(0))?;
+            assert_eq!(clipped.len(), 3, "clip_by_global_norm lost an entry");
+            Ok(norm)
+        }
+        _ => {
+            let lr = match e.int(2).rem_euclid(3) {
+                0 => ExponentialDecay::new(e.f(0), e.size(2) as u64, e.f(1))
+                    .staircase(e.flag(1))
+                    .lr(e.int(3) as u64),
+                1 => CosineDecay::new(e.f(0), e.size(2) as u64)
+                    .alpha(e.f(1))
+                    .warmup(e.f(2), e.size(3) as u64)
+                    .lr(e.int(3) as u64),
+                _ => Warmup::new(
+                    ExponentialDecay::new(e.f(0), e.size(2) as u64, e.f(1)),
+                    e.f(2),
+                    e.size(3) as u64,
+                )
+                .lr(e.int(3) as u64),
+            };
+            Tensor::scalar(lr).cast(DType::F32)
+        }
+    }
+}
+
+/// The functional transformations on a small function of the operands:
+/// `hessian`, `hvp`, `jvp`, `grad`, `vmap` (any axes), `make_vjp` (any
+/// cotangents), `recompute_grad`, `custom_gradient` with a backward that
+/// returns too few or misshapen gradients, and the two checkers with any
+/// tolerances.
+fn transforms(e: &Env) -> Result<Tensor> {
+    use gradtape::{check_gradients, check_traced, custom_gradient, grad, hessian, hvp, jvp, make_vjp, recompute_grad};
+    use gradtape::{vmap, CheckOptions, TracedCheckOptions};
+    let f = |x: &Tensor| x.sin()?.mul(x)?.sum_all();
+    let g = |xs: &[Tensor]| xs[0].mul(&xs[1])?.tanh()?.sum_all();
+    let (a, b) = (e.a.clone(), e.b.clone());
+    match e.int(1).rem_euclid(10) {
+        0 => hessian(f, e.a),
+        1 => hvp(f, e.a, e.b),
+        2 => Ok(jvp(|p| f(&p[0]), std::slice::from_ref(e.a), std::slice::from_ref(e.b))?.1),
+        3 => first_some(grad(g).call(&[a, b])?),
+        4 => {
+            let axis = |i: usize| (e.int(i) >= 0).then(|| e.int(i) as usize);
+            let v = vmap(
+                |xs: &[Tensor]| Ok(vec![xs[0].sin()?.mul(&xs[1])?]),
+                &[axis(2), axis(3)],
+                &[axis(4)],
+            );
+            Ok(v.call(&[a, b])?.remove(0))
+        }
+        5 => {
+            let (y, vjp) = make_vjp(|p: &[Tensor]| f(&p[0]), std::slice::from_ref(e.a))?;
+            let _ = y;
+            first_some(vjp.call(std::slice::from_ref(e.c))?)
+        }
+        6 => Ok(recompute_grad(|xs: &[Tensor]| Ok(vec![xs[0].exp()?.mul(&xs[1])?]))
+            .call(&[a, b])?
+            .remove(0)),
+        7 => {
+            let tape = gradtape::GradientTape::new();
+            let bad = e.flag(1);
+            let c = e.c.clone();
+            let y = tape.record(|| {
+                tape.watch(e.a);
+                let ys = custom_gradient("fuzz_custom", std::slice::from_ref(e.a), |xs| {
+                    let y = xs[0].square()?;
+                    let back = move |dy: &[Tensor]| {
+                        Ok(if bad {
+                            vec![Some(c.clone()), None]
+                        } else {
+                            vec![Some(dy[0].mul(&c)?)]
+                        })
+                    };
+                    Ok((vec![y], back))
+                })?;
+                Ok(ys[0].clone())
+            })?;
+            Ok(tape.gradient(&y, e.a)?.unwrap_or_else(|| Tensor::scalar(0.0f32)))
+        }
+        8 => {
+            let opts = CheckOptions {
+                eps: e.f(0),
+                atol: e.f(1),
+                rtol: e.f(2),
+                second_order: e.flag(1),
+            };
+            let r = check_gradients(|p: &[Tensor]| f(&p[0]), std::slice::from_ref(e.a), &opts)?;
+            Tensor::scalar(r.compared as f64).cast(DType::F32)
+        }
+        _ => {
+            let opts = TracedCheckOptions {
+                rtol: e.f(0),
+                second_order: e.flag(1),
+            };
+            let r = check_traced(g, &[a, b], &opts)?;
+            Tensor::scalar(r.values as f64).cast(DType::F32)
+        }
+    }
+}
+
+/// The first gradient of a list (a scalar 0 when none).
+fn first_some(g: Vec<Option<Tensor>>) -> Result<Tensor> {
+    Ok(g.into_iter().flatten().next().unwrap_or_else(|| Tensor::scalar(0.0f32)))
+}
+
 fn random(e: &Env) -> Result<Tensor> {
     let mut r = rng(e);
     match e.int(1).rem_euclid(5) {
@@ -503,6 +692,8 @@ pub static SURFACES: &[(&str, OpFn)] = &[
     ("safetensors_round_trip", safetensors_round_trip),
     ("layers", layers),
     ("transformer_layers", transformer_layers),
+    ("nn_more", nn_more),
+    ("transforms", transforms),
     ("random", random),
     ("optimizer", optimizer),
     ("control", control),
