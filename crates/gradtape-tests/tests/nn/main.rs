@@ -24,4 +24,5 @@ mod layer_norm;
 mod nn;
 mod optimizers;
 mod transformer;
+mod transformer_padding;
 mod transformer_sweep;

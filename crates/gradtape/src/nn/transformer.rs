@@ -262,6 +262,59 @@ impl TransformerBlock {
         x.add(&self.residual_dropout(h, training)?)
     }
 
+    /// The block over `x`, attention masked by `mask` (bool `[b, t, t]`)
+    /// when given.
+    fn block(&self, x: &Tensor, mask: Option<&Tensor>, training: bool) -> Result<Tensor> {
+        self.check(x)?;
+        let h = self.ln_1.forward(x, training)?;
+        let mut args = AttentionArgs::new().use_causal_mask(self.causal).training(training);
+        if let Some(m) = mask {
+            args = args.attention_mask(m);
+        }
+        let a = self.attention.call_with(&h, &h, args)?;
+        let x = x.add(&self.residual_dropout(a, training)?)?;
+        self.feed_forward(&x, training)
+    }
+
+    /// The block on a padded batch: `padding_mask` `[batch, time]` (bool)
+    /// is true at the real tokens and false at the padding, which no
+    /// position attends to (keras_hub's `padding_mask` of its
+    /// `TransformerEncoder` and `TransformerDecoder`: it hides keys, the
+    /// padded positions' own outputs are computed but mean nothing). With
+    /// the padding at the end of each row, the real positions' outputs are
+    /// those of the block on the unpadded sequence:
+    ///
+    /// ```
+    /// use gradtape::nn::{Layer, TransformerBlock};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let block = TransformerBlock::builder(8, 2, 16).dtype(DType::F64).build(&mut rng)?;
+    /// let x = rng.normal(&[1, 5, 8], 0.0, 1.0, DType::F64)?;
+    /// let real = Tensor::from_vec(vec![true, true, true, false, false], &[1, 5])?;
+    /// let padded = block.forward_with_padding(&x, &real, false)?.narrow(1, 0, 3)?;
+    /// let alone = block.forward(&x.narrow(1, 0, 3)?, false)?;
+    /// let (a, b) = (padded.to_vec::<f64>()?, alone.to_vec::<f64>()?);
+    /// assert!(a.iter().zip(&b).all(|(a, b)| (a - b).abs() < 1e-12));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn forward_with_padding(&self, x: &Tensor, padding_mask: &Tensor, training: bool) -> Result<Tensor> {
+        self.check(x)?;
+        let (b, t) = (x.shape()[0], x.shape()[1]);
+        if padding_mask.dtype() != DType::Bool || padding_mask.shape() != [b, t] {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "the padding mask must be bool [batch, time] = [{b}, {t}], got {} {:?}",
+                    padding_mask.dtype(),
+                    padding_mask.shape()
+                ),
+            ));
+        }
+        // every query row hides the same keys
+        let keys = padding_mask.expand_dims(1)?.broadcast_to(&[b, t, t])?;
+        self.block(x, Some(&keys), training)
+    }
+
     /// The block on the new positions `x [batch, t_new, d_model]` of a
     /// sequence whose earlier positions are in `cache` (which it extends;
     /// see [`MultiHeadAttention::call_cached`]): the rows of the whole
@@ -318,11 +371,6 @@ impl Layer for TransformerBlock {
     }
 
     fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
-        self.check(x)?;
-        let h = self.ln_1.forward(x, training)?;
-        let args = AttentionArgs::new().use_causal_mask(self.causal).training(training);
-        let a = self.attention.call_with(&h, &h, args)?;
-        let x = x.add(&self.residual_dropout(a, training)?)?;
-        self.feed_forward(&x, training)
+        self.block(x, None, training)
     }
 }
