@@ -481,7 +481,11 @@ fn traced_gradients(e: &Env) -> Result<Tensor> {
     let f = function(|(a, b): &(Tensor, Tensor)| {
         let y = a.mul(b)?.sum_all()?;
         let g = gradtape::gradients(&[y], a, gradtape::GradientsOptions::default())?;
-        Ok(g.unwrap_or_else(|| a.zeros_like()))
+        // (the checked form: `zeros_like` panics where memory runs out)
+        match g {
+            Some(g) => Ok(g),
+            None => a.try_zeros_like(),
+        }
     });
     f.call(&(e.a.clone(), e.b.clone()))
 }
