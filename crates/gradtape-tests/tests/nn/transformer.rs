@@ -129,21 +129,35 @@ fn cross_attention_matches_keras_in_f32_and_f64() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn gradients_match_tensorflow_and_finite_differences() -> Result<()> {
+/// The script's f64 self-attention layer under `mask`: the loss
+/// `weighted(out)` and its gradients (every weight in Keras's order, then
+/// the input) against `tf.GradientTape`'s.
+fn masked_gradients_match_tensorflow(what: &str, mask: &Tensor, loss: &[f64], want: [&[f64]; 9]) -> Result<()> {
     let m = self_mha(DType::F64, 0.0)?;
     let x = fill(&[2, 4, 6], 0.3, DType::F64);
-    let mask = keras_mask();
-    let vars = m.variables();
     let tape = GradientTape::new();
     let l = tape.record(|| {
         tape.watch(&x);
-        weighted(&m.call_with(&x, &x, AttentionArgs::new().attention_mask(&mask))?)
+        weighted(&m.call_with(&x, &x, AttentionArgs::new().attention_mask(mask))?)
     })?;
-    assert_close("loss", &l, &MHA_GRAD_LOSS, 1e-12);
+    assert_close(&format!("{what} loss"), &l, loss, 1e-12);
+    let vars = m.variables();
     let mut sources: Vec<SourceRef> = vars.iter().map(SourceRef::from).collect();
     sources.push(SourceRef::from(&x));
     let grads = tape.gradient(&l, &sources[..])?;
+    for (i, (g, w)) in grads.iter().zip(want).enumerate() {
+        assert_close(
+            &format!("{what} gradient {i} (TF)"),
+            g.as_ref().expect("a gradient"),
+            w,
+            1e-10,
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn gradients_match_tensorflow_and_finite_differences() -> Result<()> {
     let want: [&[f64]; 9] = [
         &MHA_GRAD_QUERY_KERNEL,
         &MHA_GRAD_QUERY_BIAS,
@@ -155,9 +169,7 @@ fn gradients_match_tensorflow_and_finite_differences() -> Result<()> {
         &MHA_GRAD_OUTPUT_BIAS,
         &MHA_GRAD_INPUT,
     ];
-    for (i, (g, w)) in grads.iter().zip(want).enumerate() {
-        assert_close(&format!("gradient {i} (TF)"), g.as_ref().expect("a gradient"), w, 1e-10);
-    }
+    masked_gradients_match_tensorflow("masked", &keras_mask(), &MHA_GRAD_LOSS, want)?;
     // cross-attention, causal, with a mask: first and second derivatives
     // in the query, key and value inputs against finite differences
     let c = MultiHeadAttention::builder(2, 2)
@@ -220,18 +232,6 @@ fn padding_masks_match_keras() -> Result<()> {
     };
     assert_eq!(traced.call(&x)?.to_vec::<f32>()?, y.to_vec::<f32>()?);
     // gradients (f64) against TensorFlow's
-    let m = self_mha(DType::F64, 0.0)?;
-    let x = fill(&[2, 4, 6], 0.3, DType::F64);
-    let vars = m.variables();
-    let tape = GradientTape::new();
-    let l = tape.record(|| {
-        tape.watch(&x);
-        weighted(&m.call_with(&x, &x, args)?)
-    })?;
-    assert_close("loss", &l, &MHA_PADDED_GRAD_LOSS, 1e-12);
-    let mut sources: Vec<SourceRef> = vars.iter().map(SourceRef::from).collect();
-    sources.push(SourceRef::from(&x));
-    let grads = tape.gradient(&l, &sources[..])?;
     let want: [&[f64]; 9] = [
         &MHA_PADDED_GRAD_QUERY_KERNEL,
         &MHA_PADDED_GRAD_QUERY_BIAS,
@@ -243,14 +243,9 @@ fn padding_masks_match_keras() -> Result<()> {
         &MHA_PADDED_GRAD_OUTPUT_BIAS,
         &MHA_PADDED_GRAD_INPUT,
     ];
-    for (i, (g, w)) in grads.iter().zip(want).enumerate() {
-        assert_close(
-            &format!("padded gradient {i} (TF)"),
-            g.as_ref().expect("a gradient"),
-            w,
-            1e-10,
-        );
-    }
+    masked_gradients_match_tensorflow("padded", &pad, &MHA_PADDED_GRAD_LOSS, want)?;
+    let m = self_mha(DType::F64, 0.0)?;
+    let x = fill(&[2, 4, 6], 0.3, DType::F64);
     // first and second derivatives in the input, the scores' too
     let f = |t: &[Tensor]| weighted(&m.call_with(&t[0], &t[0], args)?);
     let report = check_gradients(f, std::slice::from_ref(&x), &CheckOptions::default())?;

@@ -181,17 +181,26 @@ fn huge_and_empty_shapes_are_results_or_errors() -> Result<()> {
     assert!(sampling::categorical(&big, 2, &mut rng).is_err());
     assert!(sampling::sample_next(&big, 1.0, Some(3), &mut rng).is_err());
     // forward mode through the composite: a causal band of 2^62 + 1 rows
+    // (values of width 0 and 1: the packed output [0, 2^62 + 1, 2] is
+    // itself too large a shape)
     let q = Tensor::zeros(&[0, (1 << 62) + 1, 1], DType::F64);
-    let (k, v) = (
-        Tensor::zeros(&[0, 1, 1], DType::F64),
-        Tensor::zeros(&[0, 1, 1], DType::F64),
-    );
-    let acc = gradtape::ForwardAccumulator::new();
-    acc.watch(&q, &q.try_ones_like()?)?;
-    let y = acc.record(|| q.scaled_dot_product_attention(&k, &v, None, true, Some(0.5)));
-    if let Ok(y) = y {
-        assert_eq!(y.shape(), &[0, (1 << 62) + 1, 1]);
-        let _ = acc.jvp(&y);
+    for dv in [0, 1] {
+        let (k, v) = (
+            Tensor::zeros(&[0, 1, 1], DType::F64),
+            Tensor::zeros(&[0, 1, dv], DType::F64),
+        );
+        let acc = gradtape::ForwardAccumulator::new();
+        acc.watch(&q, &q.try_ones_like()?)?;
+        let y = acc.record(|| q.scaled_dot_product_attention(&k, &v, None, true, Some(0.5)));
+        let outcome = y.and_then(|y| {
+            assert_eq!(y.shape(), &[0, (1 << 62) + 1, dv]);
+            acc.jvp(&y)
+        });
+        let e = outcome.expect_err("a causal band of 2^62 + 1 rows");
+        assert!(
+            e.to_string().contains("scaled_dot_product_attention"),
+            "width {dv}: {e}"
+        );
     }
     // no width: an empty output and zero gradients, without a walk over
     // the keys

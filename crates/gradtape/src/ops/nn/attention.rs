@@ -360,7 +360,7 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
         let out = kernel::forward::<T>(OP, &d, &rows(&qv), &rows(&kv), &rows(&vv), ml.as_ref())?;
         let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
-        Tensor::from_vec(out, &shape)
+        Tensor::from_vec(out, &shape).map_err(|e| e.for_op(OP))
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
     let mut inputs: SmallVec<[&Tensor; 8]> = smallvec::smallvec![q, k, v];
     inputs.extend(a.operands());
@@ -429,7 +429,7 @@ pub(crate) fn attention_grad_packed(
         let (q, k, v, g) = (rows(&qv), rows(&kv), rows(&vv), rows(&gv));
         let out = kernel::backward::<T>(OP, &d, &q, &k, &v, ml.as_ref(), &pv, &g)?;
         let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
-        Tensor::from_vec(out, &shape)
+        Tensor::from_vec(out, &shape).map_err(|e| e.for_op(OP))
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
     let mut inputs: SmallVec<[&Tensor; 8]> = smallvec::smallvec![q, k, v, packed, dout];
     inputs.extend(a.operands());
