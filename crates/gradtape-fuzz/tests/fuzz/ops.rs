@@ -507,6 +507,13 @@ const OTHER: &[(&str, OpFn)] = &[
     ("attention_masked", |e| {
         e.a.scaled_dot_product_attention(e.b, e.b, Some(e.c), e.flag(0), Some(e.f(0)))
     }),
+    ("grouped_query_attention", |e| {
+        let drop = e.flag(1).then(|| gradtape::AttentionDropout {
+            rate: e.f(1),
+            seed: e.k.a.seed,
+        });
+        e.a.grouped_query_attention(e.b, e.c, None, e.flag(0), Some(e.f(0)), drop)
+    }),
     ("softmax", |e| same(e.a.softmax(e.ax(0)), e.a)),
     ("log_softmax", |e| same(e.a.log_softmax(e.ax(0)), e.a)),
     ("softmax_xent", |e| Tensor::softmax_cross_entropy_with_logits(e.b, e.a)),
@@ -600,6 +607,10 @@ const OTHER: &[(&str, OpFn)] = &[
     ("batch_normalization", |e| {
         let off = e.flag(1).then_some(e.c);
         Tensor::batch_normalization(e.a, e.b, e.c, off, Some(e.b), e.f(0))
+    }),
+    ("rms_normalization", |e| {
+        let g = e.flag(1).then_some(e.b);
+        same(e.a.rms_normalization(&e.axes(), g, e.f(0)), e.a)
     }),
     ("layer_normalization", |e| {
         let g = e.flag(1).then_some(e.b);

@@ -16,7 +16,7 @@ use gradtape::distributed::{
 use gradtape::nn::sampling::{categorical, sample_next};
 use gradtape::nn::{
     sine_position_encoding, AttentionArgs, Dense, Embedding, GRUCell, KvCache, LSTMCell, Layer, LayerNorm,
-    MultiHeadAttention, PositionalEmbedding, TransformerBlock,
+    MultiHeadAttention, PositionalEmbedding, RMSNorm, RotaryEmbedding, TransformerBlock,
 };
 use gradtape::optim::{Adam, Optimizer, RmsProp, Sgd};
 use gradtape::{cond, function, while_loop, DType, Function, FunctionOptions, Result, Rng, Tensor, TensorSpec};
@@ -172,7 +172,39 @@ fn transformer_layers(e: &Env) -> Result<Tensor> {
     let mut r = rng(e);
     let (heads, dim, feats) = (e.size(0), e.size(1), e.size(2));
     let dt = e.k.dtype;
-    match e.int(1).rem_euclid(7) {
+    match e.int(1).rem_euclid(10) {
+        7 => {
+            // grouped, rotary attention (a Llama layer), and decoding
+            let rope = RotaryEmbedding::builder()
+                .max_wavelength(e.f(1))
+                .scaling_factor(e.f(2))
+                .build()?;
+            let m = MultiHeadAttention::builder(heads, dim)
+                .num_key_value_heads(e.size(3))
+                .rotary_embedding(rope)
+                .dtype(dt)
+                .build(feats, &mut r)?;
+            if e.flag(1) {
+                let mut cache = KvCache::new();
+                m.call_cached(e.a, &mut cache)?;
+                m.call_cached(e.b, &mut cache)
+            } else {
+                m.call_with(e.a, e.b, AttentionArgs::new().use_causal_mask(e.flag(0)))
+            }
+        }
+        8 => {
+            let rope = RotaryEmbedding::builder()
+                .max_wavelength(e.f(0))
+                .sequence_axis(e.int(2) as isize)
+                .feature_axis(e.int(3) as isize)
+                .build()?;
+            rope.call_at(e.a, e.size(4))
+        }
+        9 => RMSNorm::builder(feats)
+            .epsilon(e.f(0))
+            .dtype(dt)
+            .build()?
+            .forward(e.a, e.flag(0)),
         0 => {
             let m = MultiHeadAttention::builder(heads, dim)
                 .dropout(e.f(0))

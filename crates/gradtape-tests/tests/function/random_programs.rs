@@ -363,12 +363,14 @@ fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
             }
         }
         39 => {
-            // an RMS norm with a gain row, or a min over an axis
+            // an RMS norm with a gain row (written out, or the op), or a
+            // min over an axis
             match s.flag {
-                true => {
+                true if s.q.is_multiple_of(2) => {
                     let ms = a.square()?.mean(&[-1], true)?.add_scalar(1e-5)?;
                     a.mul(&ms.rsqrt()?)?.mul(&fit(a, b, 2)?)
                 }
+                true => a.rms_normalization(&[-1], Some(&fit(a, b, 2)?), 1e-5),
                 false => a.min(&[axis(s.p)], s.q % 2 == 1),
             }
         }

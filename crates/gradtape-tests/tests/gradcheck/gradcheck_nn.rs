@@ -4,6 +4,7 @@
 use crate::common;
 
 use common::*;
+use gradtape::nn::RotaryEmbedding;
 use gradtape::{DType, Error, GradientTape, Result, Tensor};
 
 fn labels_2x3() -> Tensor {
@@ -207,6 +208,33 @@ fn table() -> Vec<Case> {
         |x| x[0].layer_normalization(&[0], None, Some(&x[1]), 1e-3),
         &[(&[4, 3], Any), (&[4, 1], Any)],
     ));
+    t.push(case(
+        "rms_normalization [3,4] axis -1 scale [4]",
+        |x| x[0].rms_normalization(&[-1], Some(&x[1]), 1e-3),
+        &[(&[3, 4], Any), (&[4], Any)],
+    ));
+    t.push(case(
+        "rms_normalization [2,3,2] axes 0,2 no scale",
+        |x| x[0].rms_normalization(&[0, 2], None, 0.0),
+        &[(&[2, 3, 2], Pos)],
+    ));
+    // grouped-query attention: k and v summed over each group's copies
+    t.push(case(
+        "grouped_query_attention [1,4,3,2] x [1,2,5,2] causal",
+        |x| sq(x[0].grouped_query_attention(&x[1], &x[2], None, true, None, None)),
+        &[(&[1, 4, 3, 2], Any), (&[1, 2, 5, 2], Any), (&[1, 2, 5, 3], Any)],
+    ));
+    // rotary position embedding: a rotation (linear in x)
+    t.push(case(
+        "rotary_embedding [2,3,4] from 2",
+        |x| {
+            sq(RotaryEmbedding::builder()
+                .max_wavelength(50.0)
+                .build()?
+                .call_at(&x[0], 2))
+        },
+        &[(&[2, 3, 4], Any)],
+    ));
     // dropout (fixed mask), l2_loss, embedding_lookup
     t.push(case(
         "dropout [4,5] rate 0.3",
@@ -245,6 +273,9 @@ fn gradcheck_nn_table() {
             "moments variance",
             "batch_normalization",
             "layer_normalization",
+            "rms_normalization",
+            "grouped_query_attention",
+            "rotary_embedding",
             "dropout",
             "l2_loss",
             "embedding_lookup",

@@ -21,6 +21,7 @@ mod half_nn;
 mod init_fans;
 mod io;
 mod layer_norm;
+mod llama_parts;
 mod nn;
 mod optimizers;
 mod transformer;

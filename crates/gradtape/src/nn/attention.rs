@@ -1,15 +1,18 @@
 //! `MultiHeadAttention`, Keras's layer of the same name (weights laid out
-//! as Keras's), and the [`KvCache`] that lets it decode one position at a
-//! time.
+//! as Keras's; with fewer key/value heads, Keras's `GroupedQueryAttention`),
+//! and the [`KvCache`] that lets it decode one position at a time
+//! (`attention_args.rs`, with the call's [`AttentionArgs`]).
 
 use std::sync::Mutex;
 
-use super::{expect_float_dtype, new_weight, unique_name, Initializer, Layer, Module};
+use super::{expect_float_dtype, new_weight, unique_name, Initializer, Layer, Module, RotaryEmbedding};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::ops::AttentionDropout;
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
+
+pub use super::attention_args::{AttentionArgs, KvCache};
 
 const OP: &str = "MultiHeadAttention";
 
@@ -45,114 +48,6 @@ impl Projection {
             y = y.bias_add(&bias.read())?;
         }
         y.reshape(&[b, t, out])
-    }
-}
-
-/// The optional arguments of [`MultiHeadAttention::call_with`], Keras's
-/// keyword arguments of `MultiHeadAttention.__call__`.
-///
-/// ```
-/// use gradtape::{nn::AttentionArgs, Tensor};
-/// let k = Tensor::zeros(&[1, 2, 3], gradtape::DType::F32);
-/// let args = AttentionArgs::new().key(&k).use_causal_mask(true).training(true);
-/// assert!(args.use_causal_mask && args.training && args.attention_mask.is_none());
-/// ```
-#[derive(Clone, Copy, Default, Debug)]
-pub struct AttentionArgs<'a> {
-    /// The keys' input `[batch, t_k, key_features]`; `None`: the value
-    /// input (Keras's default).
-    pub key: Option<&'a Tensor>,
-    /// A bool mask, `true` where a query may attend to a key: `[batch,
-    /// t_q, t_k]` as in Keras (or `[1, t_q, t_k]`, `[t_q, t_k]`,
-    /// broadcast over the batch). A query row it masks entirely (a padded
-    /// query, with Keras's padding masks) gives what Keras gives: from a
-    /// layer without dropout, uniform probabilities over all the keys (the
-    /// mean of the values, projected); from a layer with dropout, and in
-    /// [`call_with_scores`](MultiHeadAttention::call_with_scores), zero
-    /// probabilities (the output projection's bias alone).
-    pub attention_mask: Option<&'a Tensor>,
-    /// Also masks keys after the query's position (query `i` sees keys
-    /// `j <= i`, counted from the start of both, as Keras's causal mask).
-    pub use_causal_mask: bool,
-    /// Applies the attention dropout (when the layer has one).
-    pub training: bool,
-}
-
-impl<'a> AttentionArgs<'a> {
-    /// No key, no mask, not causal, inference.
-    pub fn new() -> AttentionArgs<'a> {
-        AttentionArgs::default()
-    }
-    /// Sets [`key`](Self::key).
-    pub fn key(mut self, key: &'a Tensor) -> Self {
-        self.key = Some(key);
-        self
-    }
-    /// Sets [`attention_mask`](Self::attention_mask).
-    pub fn attention_mask(mut self, mask: &'a Tensor) -> Self {
-        self.attention_mask = Some(mask);
-        self
-    }
-    /// Sets [`use_causal_mask`](Self::use_causal_mask).
-    pub fn use_causal_mask(mut self, causal: bool) -> Self {
-        self.use_causal_mask = causal;
-        self
-    }
-    /// Sets [`training`](Self::training).
-    pub fn training(mut self, training: bool) -> Self {
-        self.training = training;
-        self
-    }
-}
-
-/// The keys and values a [`MultiHeadAttention`] layer has seen so far while
-/// decoding, `[batch, heads, t, key_dim]` and `[batch, heads, t,
-/// value_dim]` (after the projections), so that each new position attends
-/// to them without recomputing the context. One cache per attention layer.
-///
-/// ```
-/// use gradtape::nn::KvCache;
-/// let cache = KvCache::new();
-/// assert_eq!(cache.len(), 0);
-/// assert!(cache.keys().is_none());
-/// ```
-#[derive(Clone, Default, Debug)]
-pub struct KvCache {
-    keys: Option<Tensor>,
-    values: Option<Tensor>,
-}
-
-impl KvCache {
-    /// An empty cache.
-    pub fn new() -> KvCache {
-        KvCache::default()
-    }
-
-    /// The number of positions cached (the absolute position of the next
-    /// one).
-    pub fn len(&self) -> usize {
-        self.keys.as_ref().map_or(0, |k| k.shape()[2])
-    }
-
-    /// Whether no position is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The cached keys, `[batch, heads, t, key_dim]`.
-    pub fn keys(&self) -> Option<&Tensor> {
-        self.keys.as_ref()
-    }
-
-    /// The cached values, `[batch, heads, t, value_dim]`.
-    pub fn values(&self) -> Option<&Tensor> {
-        self.values.as_ref()
-    }
-
-    /// Forgets every position (to start a new sequence).
-    pub fn clear(&mut self) {
-        self.keys = None;
-        self.values = None;
     }
 }
 
@@ -196,11 +91,14 @@ impl KvCache {
 pub struct MultiHeadAttention {
     name: String,
     num_heads: usize,
+    /// key/value heads (fewer than `num_heads` in grouped-query attention)
+    kv_heads: usize,
     key_dim: usize,
     value_dim: usize,
     /// query, key and value input features
     features: [usize; 3],
     dropout: f64,
+    rotary: Option<RotaryEmbedding>,
     rng: Mutex<Rng>,
     query: Projection,
     key: Projection,
@@ -212,6 +110,7 @@ pub struct MultiHeadAttention {
 /// [`MultiHeadAttention::builder`].
 pub struct MultiHeadAttentionBuilder {
     num_heads: usize,
+    kv_heads: Option<usize>,
     key_dim: usize,
     value_dim: Option<usize>,
     dropout: f64,
@@ -223,12 +122,53 @@ pub struct MultiHeadAttentionBuilder {
     name: Option<String>,
     value_features: Option<usize>,
     key_features: Option<usize>,
+    rotary: Option<RotaryEmbedding>,
 }
 
 impl MultiHeadAttentionBuilder {
     /// The size of each head's values (default `key_dim`).
     pub fn value_dim(mut self, d: usize) -> Self {
         self.value_dim = Some(d);
+        self
+    }
+    /// The number of key/value heads (default `num_heads`): fewer makes
+    /// grouped-query attention, Keras's `GroupedQueryAttention` (its
+    /// `num_key_value_heads`; `key/kernel` and `value/kernel` are
+    /// `[features, n, dim]`), each key/value head shared by `num_heads / n`
+    /// consecutive query heads. It must divide `num_heads`.
+    ///
+    /// ```
+    /// use gradtape::{nn::{Module, MultiHeadAttention}, Rng};
+    /// let gqa = MultiHeadAttention::builder(8, 16).num_key_value_heads(2).build(64, &mut Rng::new(0))?;
+    /// let shapes: Vec<Vec<usize>> = gqa.variables().iter().map(|v| v.shape()).collect();
+    /// assert_eq!(shapes[0], vec![64, 8, 16]); // query/kernel
+    /// assert_eq!(shapes[2], vec![64, 2, 16]); // key/kernel
+    /// assert!(MultiHeadAttention::builder(8, 16).num_key_value_heads(3).build(64, &mut Rng::new(0)).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn num_key_value_heads(mut self, n: usize) -> Self {
+        self.kv_heads = Some(n);
+        self
+    }
+    /// Rotates each head's queries and keys by their positions with
+    /// `rope` (rotary position embedding, as Llama's attention), after the
+    /// projections; `rope`'s own axes are not used (the heads are
+    /// `[batch, heads, time, dim]`). Queries and keys count positions from
+    /// 0, and [`call_cached`](MultiHeadAttention::call_cached) from the
+    /// cache's length. `key_dim` must be even.
+    ///
+    /// ```
+    /// use gradtape::nn::{AttentionArgs, MultiHeadAttention, RotaryEmbedding};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let rope = RotaryEmbedding::builder().build()?;
+    /// let mha = MultiHeadAttention::builder(4, 8).rotary_embedding(rope).build(16, &mut rng)?;
+    /// let x = rng.normal(&[2, 5, 16], 0.0, 1.0, DType::F32)?;
+    /// assert_eq!(mha.call_with(&x, &x, AttentionArgs::new().use_causal_mask(true))?.shape(), &[2, 5, 16]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn rotary_embedding(mut self, rope: RotaryEmbedding) -> Self {
+        self.rotary = Some(rope);
         self
     }
     /// The dropout rate on the attention probabilities while training
@@ -294,8 +234,10 @@ impl MultiHeadAttentionBuilder {
         let value_features = self.value_features.unwrap_or(query_features);
         let key_features = self.key_features.unwrap_or(value_features);
         let out = self.output_shape.unwrap_or(query_features);
+        let kv_heads = self.kv_heads.unwrap_or(self.num_heads);
         let sizes = [
             ("num_heads", self.num_heads),
+            ("num_key_value_heads", kv_heads),
             ("key_dim", self.key_dim),
             ("value_dim", value_dim),
             ("query features", query_features),
@@ -305,6 +247,21 @@ impl MultiHeadAttentionBuilder {
         ];
         if let Some((what, _)) = sizes.iter().find(|(_, n)| *n == 0) {
             return Err(Error::invalid(OP, format!("{what} must be positive, got 0")));
+        }
+        if self.rotary.is_some() && !self.key_dim.is_multiple_of(2) {
+            return Err(Error::invalid(
+                OP,
+                format!("rotary position embedding needs an even key_dim, got {}", self.key_dim),
+            ));
+        }
+        if !self.num_heads.is_multiple_of(kv_heads) {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "num_key_value_heads ({kv_heads}) must divide num_heads ({})",
+                    self.num_heads
+                ),
+            ));
         }
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(Error::invalid(
@@ -325,16 +282,22 @@ impl MultiHeadAttentionBuilder {
             })
         };
         let query = proj("query", &[query_features, heads, self.key_dim], &[heads, self.key_dim])?;
-        let key = proj("key", &[key_features, heads, self.key_dim], &[heads, self.key_dim])?;
-        let value = proj("value", &[value_features, heads, value_dim], &[heads, value_dim])?;
+        let key = proj(
+            "key",
+            &[key_features, kv_heads, self.key_dim],
+            &[kv_heads, self.key_dim],
+        )?;
+        let value = proj("value", &[value_features, kv_heads, value_dim], &[kv_heads, value_dim])?;
         let output = proj("attention_output", &[heads, value_dim, out], &[out])?;
         Ok(MultiHeadAttention {
             name,
             num_heads: heads,
+            kv_heads,
             key_dim: self.key_dim,
             value_dim,
             features: [query_features, key_features, value_features],
             dropout: self.dropout,
+            rotary: self.rotary,
             rng: Mutex::new(rng.split()),
             query,
             key,
@@ -365,6 +328,7 @@ impl MultiHeadAttention {
     pub fn builder(num_heads: usize, key_dim: usize) -> MultiHeadAttentionBuilder {
         MultiHeadAttentionBuilder {
             num_heads,
+            kv_heads: None,
             key_dim,
             value_dim: None,
             dropout: 0.0,
@@ -376,6 +340,7 @@ impl MultiHeadAttention {
             name: None,
             value_features: None,
             key_features: None,
+            rotary: None,
         }
     }
 
@@ -389,6 +354,11 @@ impl MultiHeadAttention {
     /// ```
     pub fn num_heads(&self) -> usize {
         self.num_heads
+    }
+
+    /// The number of key/value heads (`num_heads` unless grouped).
+    pub fn num_key_value_heads(&self) -> usize {
+        self.kv_heads
     }
 
     /// The size of each head's queries and keys.
@@ -537,10 +507,29 @@ impl MultiHeadAttention {
             ));
         }
         let mask = args.attention_mask.map(|m| self.heads_mask(m, b, tq, tk)).transpose()?;
-        let q = self.query.heads(query, self.num_heads, self.key_dim)?;
-        let k = self.key.heads(key, self.num_heads, self.key_dim)?;
-        let v = self.value.heads(value, self.num_heads, self.value_dim)?;
-        Ok((q, k, v, mask))
+        let q = self.rotate(self.query.heads(query, self.num_heads, self.key_dim)?, 0)?;
+        let k = self.rotate(self.key.heads(key, self.kv_heads, self.key_dim)?, 0)?;
+        let v = self.value.heads(value, self.kv_heads, self.value_dim)?;
+        Ok((q, self.repeat_kv(&k)?, self.repeat_kv(&v)?, mask))
+    }
+
+    /// Heads `[b, h, t, dim]` of queries or keys at positions `start..`,
+    /// rotated by the layer's rotary embedding (as they are without one).
+    fn rotate(&self, x: Tensor, start: usize) -> Result<Tensor> {
+        match &self.rotary {
+            Some(rope) => rope.rotate(&x, 2, 3, start),
+            None => Ok(x),
+        }
+    }
+
+    /// Key/value heads `[b, kv_heads, t, dim]` repeated for the query heads
+    /// (Keras's `ops.repeat` along the heads: each one `num_heads /
+    /// kv_heads` times in a row), or as they are without grouping.
+    fn repeat_kv(&self, t: &Tensor) -> Result<Tensor> {
+        match self.num_heads / self.kv_heads {
+            1 => Ok(t.clone()),
+            g => t.repeat(g, 1),
+        }
     }
 
     /// A bool mask `[b, tq, tk]` (or broadcastable) as `[b|1, 1, tq, tk]`.
@@ -629,12 +618,12 @@ impl MultiHeadAttention {
         }
         self.check_input("query", x, fq)?;
         let (b, t) = (x.shape()[0], x.shape()[1]);
-        let q = self.query.heads(x, self.num_heads, self.key_dim)?;
-        let mut k = self.key.heads(x, self.num_heads, self.key_dim)?;
-        let mut v = self.value.heads(x, self.num_heads, self.value_dim)?;
         let past = cache.len();
+        let q = self.rotate(self.query.heads(x, self.num_heads, self.key_dim)?, past)?;
+        let mut k = self.rotate(self.key.heads(x, self.kv_heads, self.key_dim)?, past)?;
+        let mut v = self.value.heads(x, self.kv_heads, self.value_dim)?;
         if let (Some(ck), Some(cv)) = (&cache.keys, &cache.values) {
-            let want = [b, self.num_heads, past, self.key_dim];
+            let want = [b, self.kv_heads, past, self.key_dim];
             if ck.shape() != want
                 || cv.shape()[..3] != want[..3]
                 || cv.shape()[3] != self.value_dim
@@ -643,10 +632,10 @@ impl MultiHeadAttention {
                 return Err(Error::invalid(
                     OP,
                     format!(
-                        "the cache holds keys {:?} and values {:?}, which do not fit a batch of {b} for this layer ({} heads, key_dim {}, value_dim {})",
+                        "the cache holds keys {:?} and values {:?}, which do not fit a batch of {b} for this layer ({} key/value heads, key_dim {}, value_dim {})",
                         ck.shape(),
                         cv.shape(),
-                        self.num_heads,
+                        self.kv_heads,
                         self.key_dim,
                         self.value_dim
                     ),
@@ -658,7 +647,14 @@ impl MultiHeadAttention {
         // one new query sees every key; several see those up to their own
         // position (the op's causal flag counts from the start of both)
         let mask = (t > 1).then(|| causal_mask(t, past + t, past)).transpose()?;
-        let o = self.attend(&q, &k, &v, mask.as_ref(), false, false)?;
+        let o = self.attend(
+            &q,
+            &self.repeat_kv(&k)?,
+            &self.repeat_kv(&v)?,
+            mask.as_ref(),
+            false,
+            false,
+        )?;
         cache.keys = Some(k);
         cache.values = Some(v);
         self.output.merge(&o)

@@ -44,6 +44,7 @@
 
 mod activation;
 mod attention;
+mod attention_args;
 mod conv;
 mod dense;
 mod embedding;
@@ -53,6 +54,7 @@ pub mod metrics;
 mod norm;
 mod position;
 mod recurrent;
+mod rotary;
 pub mod sampling;
 mod sequential;
 mod simple;
@@ -64,9 +66,10 @@ pub use conv::{Conv2D, Conv2DBuilder, Conv2DTranspose};
 pub use dense::{Dense, DenseBuilder};
 pub use embedding::{Embedding, EmbeddingBuilder};
 pub use init::Initializer;
-pub use norm::{BatchNorm, LayerNorm, LayerNormBuilder};
+pub use norm::{BatchNorm, LayerNorm, LayerNormBuilder, RMSNorm, RMSNormBuilder};
 pub use position::{sine_position_encoding, PositionalEmbedding, PositionalEmbeddingBuilder};
 pub use recurrent::{GRUCell, LSTMCell, LSTMState};
+pub use rotary::{RotaryEmbedding, RotaryEmbeddingBuilder};
 pub use sequential::Sequential;
 pub use simple::{Dropout, Flatten, Pool2D, PoolKind};
 pub use transformer::{TransformerBlock, TransformerBlockBuilder};

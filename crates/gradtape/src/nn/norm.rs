@@ -1,6 +1,6 @@
-//! `LayerNorm` and `BatchNorm` over the last axis, as Keras's
-//! `LayerNormalization` and `BatchNormalization` (defaults included:
-//! `epsilon = 1e-3`, `momentum = 0.99`).
+//! `LayerNorm`, `RMSNorm` and `BatchNorm` over the last axis, as Keras's
+//! `LayerNormalization`, `RMSNormalization` and `BatchNormalization`
+//! (defaults included: `epsilon = 1e-3`, `1e-6`, `momentum = 0.99`).
 
 use super::{expect_float_dtype, expect_input, new_weight, unique_name, Initializer, Layer, Module};
 use crate::autodiff::variable::Variable;
@@ -179,6 +179,129 @@ impl Layer for LayerNorm {
         let g = self.gamma.as_ref().map(Variable::read);
         let b = self.beta.as_ref().map(Variable::read);
         x.layer_normalization(&[-1], g.as_ref(), b.as_ref(), self.epsilon)
+    }
+}
+
+/// RMS normalisation over the last axis, Keras's `RMSNormalization` (and
+/// PyTorch's `nn.RMSNorm`): `x / sqrt(mean(x²) + epsilon) · scale`, with
+/// one learned `scale` per feature (ones at first) and no offset; see
+/// [`Tensor::rms_normalization`]. It has no training behaviour: call it
+/// with [`Layer::call`].
+///
+/// ```
+/// use gradtape::{nn::{Layer, Module, RMSNorm}, DType, Tensor};
+/// let norm = RMSNorm::builder(2).epsilon(0.0).dtype(DType::F64).name("rms").build()?;
+/// assert_eq!(norm.variables()[0].name(), "rms/scale");
+/// let y = norm.call(&Tensor::from_vec(vec![3.0f64, 4.0], &[1, 2])?)?.to_vec::<f64>()?;
+/// let r = 2f64.sqrt() / 5.0; // 1 / rms([3, 4])
+/// assert!((y[0] - 3.0 * r).abs() < 1e-15 && (y[1] - 4.0 * r).abs() < 1e-15);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct RMSNorm {
+    name: String,
+    features: usize,
+    epsilon: f64,
+    scale: Variable,
+}
+
+/// Options for an [`RMSNorm`]; see [`RMSNorm::builder`].
+pub struct RMSNormBuilder {
+    features: usize,
+    epsilon: f64,
+    dtype: DType,
+    name: Option<String>,
+}
+
+impl RMSNormBuilder {
+    /// The constant added to the mean square (default `1e-6`, Keras's;
+    /// PyTorch's default is the dtype's machine epsilon).
+    pub fn epsilon(mut self, eps: f64) -> Self {
+        self.epsilon = eps;
+        self
+    }
+    /// The weight's dtype (default f32).
+    pub fn dtype(mut self, d: DType) -> Self {
+        self.dtype = d;
+        self
+    }
+    /// The layer's name (default `rms_normalization`, made unique).
+    pub fn name(mut self, n: impl Into<String>) -> Self {
+        self.name = Some(n.into());
+        self
+    }
+    /// Creates the layer (`scale` ones). A negative or non-finite epsilon,
+    /// or no features, is an error:
+    ///
+    /// ```
+    /// use gradtape::nn::RMSNorm;
+    /// assert!(RMSNorm::builder(4).epsilon(f64::NAN).build().is_err());
+    /// assert!(RMSNorm::builder(0).build().is_err());
+    /// ```
+    pub fn build(self) -> Result<RMSNorm> {
+        const OP: &str = "RMSNorm";
+        check_eps(OP, self.epsilon)?;
+        expect_float_dtype(OP, self.dtype)?;
+        if self.features == 0 {
+            return Err(Error::invalid(OP, "features must be positive, got 0"));
+        }
+        let name = self.name.unwrap_or_else(|| unique_name("rms_normalization"));
+        // a constant initialiser draws nothing
+        let mut rng = Rng::new(0);
+        let scale = new_weight(
+            &name,
+            "scale",
+            &[self.features],
+            self.dtype,
+            &Initializer::Ones,
+            &mut rng,
+            true,
+        )?;
+        Ok(RMSNorm {
+            name,
+            features: self.features,
+            epsilon: self.epsilon,
+            scale,
+        })
+    }
+}
+
+impl RMSNorm {
+    /// Normalises `features` values, `epsilon = 1e-6`.
+    pub fn new(features: usize, dtype: DType) -> Result<RMSNorm> {
+        RMSNorm::builder(features).dtype(dtype).build()
+    }
+
+    /// Starts a layer normalising `features` values, with options of its
+    /// own.
+    pub fn builder(features: usize) -> RMSNormBuilder {
+        RMSNormBuilder {
+            features,
+            epsilon: 1e-6,
+            dtype: DType::F32,
+            name: None,
+        }
+    }
+
+    /// The learned per-feature scale.
+    pub fn scale(&self) -> &Variable {
+        &self.scale
+    }
+}
+
+impl Module for RMSNorm {
+    fn variables(&self) -> Vec<Variable> {
+        vec![self.scale.clone()]
+    }
+}
+
+impl Layer for RMSNorm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
+        expect_input("RMSNorm", x, None, Some(self.features), self.scale.dtype())?;
+        x.rms_normalization(&[-1], Some(&self.scale.read()), self.epsilon)
     }
 }
 

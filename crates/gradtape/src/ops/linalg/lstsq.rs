@@ -86,7 +86,7 @@ impl Tensor {
     /// the SVD, singular values at or below `rcond · max(s)` taken as zero
     /// (`rcond` defaults to `10 · max(m, n) · ε` of the dtype, as
     /// `tf.linalg.pinv`). Differentiable where the rank does not change,
-    /// by its own rule (Golub and Pereyra's; see [`pinv_vjp`]), not
+    /// by its own rule (Golub and Pereyra's; see `pinv_vjp`), not
     /// through the SVD's, which is NaN at repeated or zero singular values
     /// (at `2·I`, or at any rank-deficient matrix). One op on tapes and in
     /// traced graphs.

@@ -2,6 +2,8 @@
 //!
 //! - `attention.rs`: `scaled_dot_product_attention` (fused, with its
 //!   fused backward op);
+//! - `gqa.rs`: `grouped_query_attention` (fewer key/value heads than
+//!   query heads, through the fused op);
 //! - `softmax.rs`: `softmax`, `log_softmax`;
 //! - `cross_entropy.rs`: `softmax_cross_entropy_with_logits` (dense labels),
 //!   `sparse_softmax_cross_entropy_with_logits`,
@@ -22,7 +24,8 @@
 //!   the channels-last ops), and `separable_conv2d` (depthwise then 1x1);
 //! - `ctc.rs`: `ctc_loss` (dense labels) and its gradient op;
 //! - `norm.rs`: `moments`, `batch_normalization`, `layer_normalization`,
-//!   `l2_loss`, `embedding_lookup` (compositions of other ops);
+//!   `rms_normalization`, `l2_loss`, `embedding_lookup` (compositions of
+//!   other ops);
 //! - `layer_norm.rs`: `layer_normalization` over trailing axes as one op
 //!   (`LayerNorm`, fused), with its fused backward op.
 //!
@@ -37,6 +40,7 @@ mod conv3d;
 mod cross_entropy;
 mod ctc;
 mod format;
+mod gqa;
 mod layer_norm;
 mod norm;
 mod pool;

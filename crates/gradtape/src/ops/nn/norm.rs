@@ -1,5 +1,5 @@
 //! Normalisation and losses built from differentiable ops: moments,
-//! batch and layer normalisation, l2_loss, embedding_lookup.
+//! batch, layer and RMS normalisation, l2_loss, embedding_lookup.
 //!
 //! These are compositions of public ops, so their gradients (of any order)
 //! come from the ops they are made of; `layer_normalization` over trailing
@@ -9,7 +9,7 @@ use super::super::reduce::norm_axes;
 use super::super::{expect_float, expect_same_dtype};
 use crate::error::{Error, Result};
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 /// Checks that `t` (named `what`) has `x`'s dtype and broadcasts against
 /// `shape` without changing it.
@@ -135,6 +135,55 @@ impl Tensor {
         }
         let (mean, var) = self.moments(axes, true)?;
         Tensor::batch_normalization(self, &mean, &var, beta, gamma, eps)
+    }
+
+    /// Root-mean-square normalisation (Zhang & Sennrich, 2019; Keras's
+    /// `ops.rms_normalization`, PyTorch's `F.rms_norm`):
+    /// `x / sqrt(mean(x², axes) + eps) · scale`, with no centring and no
+    /// offset. `scale` is optional and broadcasts against `x` (a layer's
+    /// is a vector over the last axis, see [`nn::RMSNorm`](crate::nn::RMSNorm)).
+    ///
+    /// `f16`/`bf16` inputs are computed in `f32` and the result cast back,
+    /// as Keras and PyTorch do (their squares overflow `f16` past 256).
+    /// A composite of differentiable ops, so its derivatives of any order
+    /// and its forward mode are theirs. A row of zeros with `eps = 0` is
+    /// `0 / 0`, NaN, as the formula says.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![3.0f64, 4.0, 0.0, -2.0], &[2, 2])?;
+    /// let y = x.rms_normalization(&[-1], None, 0.0)?;
+    /// // rms of [3, 4] is 5/√2; of [0, -2], √2
+    /// let r = 2f64.sqrt();
+    /// let want = [3.0 / 5.0 * r, 4.0 / 5.0 * r, 0.0, -r];
+    /// assert!(y.to_vec::<f64>()?.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-15));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn rms_normalization(&self, axes: &[isize], scale: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        const OP: &str = "rms_normalization";
+        expect_float(OP, self)?;
+        norm_axes(OP, axes, self.shape())?;
+        if let Some(s) = scale {
+            expect_param(OP, self, self.shape(), s)?;
+        }
+        check_eps(OP, eps)?;
+        let dtype = self.dtype();
+        let wide = matches!(dtype, DType::F16 | DType::BF16);
+        let work = |t: &Tensor| if wide { t.cast(DType::F32) } else { Ok(t.clone()) };
+        let run = || -> Result<Tensor> {
+            let x = work(self)?;
+            let inv = x.square()?.mean(axes, true)?.add_scalar(eps)?.rsqrt()?;
+            let mut y = x.mul(&inv)?;
+            if let Some(s) = scale {
+                y = y.mul(&work(s)?)?;
+            }
+            if wide {
+                y.cast(dtype)
+            } else {
+                Ok(y)
+            }
+        };
+        run().map_err(|e| e.for_op(OP))
     }
 
     /// `sum(x²) / 2`, a scalar (floats).

@@ -84,7 +84,7 @@ impl Tensor {
     /// everything to cancellation where `x` spans many magnitudes): element
     /// `j` gets `Π_{m<j} x_m · r_j` with `r_j = Σ_{k≥j} g_k Π_{j<m≤k} x_m`,
     /// the solution of `r_j = g_j + x_{j+1} r_{j+1}` found in `log₂ n`
-    /// doubling steps of differentiable ops ([`cumprod_vjp`]), so that its
+    /// doubling steps of differentiable ops (`cumprod_vjp`), so that its
     /// own derivatives are exact too, at zeros included.
     ///
     /// ```
