@@ -28,3 +28,4 @@ mod special;
 mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
+mod tf_elementwise;

@@ -180,7 +180,10 @@ impl Tensor {
 
     /// The exact GELU's derivative, `Φ(x) + x·φ(x)` (`Φ`, `φ` the standard
     /// normal's distribution and density), one elementwise op. d/dx =
-    /// `φ(x) · (2 − x²)`, written with differentiable ops.
+    /// `φ(x) · (2 − x²)`, written with differentiable ops on `x` clamped
+    /// to ±40 (where `φ` is 0 in every float type; beyond, `x²` overflows
+    /// and `0 · inf` would be NaN at ±1e300), NaN at ±inf as the
+    /// derivative itself.
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[0.0f64]);
@@ -192,7 +195,9 @@ impl Tensor {
         let y = super::table::float_unary(Unary::GeluGrad, "gelu_grad", self)?;
         Ok(elementwise(Unary::GeluGrad, self, y, |x, _| {
             let c = 0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2;
-            let x2 = x.square()?;
+            // (+ (x − x): NaN at ±inf, where the first derivative is NaN
+            // too, as TensorFlow's and JAX's; 0 at finite x)
+            let x2 = x.clip_by_value(-40.0, 40.0)?.add(&x.sub(x)?)?.square()?;
             x2.mul_scalar(-0.5)?
                 .exp()?
                 .mul_scalar(c)?

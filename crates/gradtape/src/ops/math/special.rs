@@ -415,9 +415,13 @@ impl Tensor {
             } else {
                 1e-2
             };
-            let (ax, x2) = (x.abs()?, x.square()?);
-            let small = ax.lt_scalar(near)?;
+            let small = x.abs()?.lt_scalar(near)?;
             let safe = Tensor::where_(&small, &x.scalar_like(1.0)?, x)?;
+            // the series on the small points only (0 elsewhere): at 1e300
+            // its x⁴ is inf, and a derivative through the branch `where`
+            // does not take would be 0 · inf
+            let near_x = Tensor::where_(&small, x, &x.scalar_like(0.0)?)?;
+            let (ax, x2) = (near_x.abs()?, near_x.square()?);
             let exact = safe
                 .bessel_i0e()?
                 .sub(&y.mul(&safe.sign()?.add(&safe.reciprocal()?)?)?)?;

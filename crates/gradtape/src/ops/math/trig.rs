@@ -105,7 +105,9 @@ impl Tensor {
         Ok(elementwise(Unary::Cosh, self, y, |x, _| x.sinh()))
     }
 
-    /// Inverse hyperbolic sine. d/dx = 1 / √(x² + 1).
+    /// Inverse hyperbolic sine. d/dx = 1 / √(x² + 1), computed as
+    /// `1 / cosh(y)` (TensorFlow's `AsinhGrad`), which does not overflow
+    /// where `x²` does (`1e-300` at `1e300`, not 0).
     ///
     /// ```
     /// let x = gradtape::Tensor::scalar(0.0f64);
@@ -114,9 +116,7 @@ impl Tensor {
     /// ```
     pub fn asinh(&self) -> Result<Tensor> {
         let y = super::table::float_unary(Unary::Asinh, "asinh", self)?;
-        Ok(elementwise(Unary::Asinh, self, y, |x, _| {
-            x.square()?.add_scalar(1.0)?.rsqrt()
-        }))
+        Ok(elementwise(Unary::Asinh, self, y, |_, y| y.cosh()?.reciprocal()))
     }
 
     /// Inverse hyperbolic cosine (NaN below 1). d/dx = 1 / sinh(acosh x)
