@@ -29,3 +29,4 @@ mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
 mod tf_elementwise;
+mod tf_vector;

@@ -114,9 +114,12 @@ impl Tensor {
 /// gradient `g`, in differentiable ops and without division (see
 /// [`Tensor::cumprod`]). For the forward scan, element `j` gets `P_j r_j`
 /// with `P` the exclusive cumulative product and `r` the solution of
-/// `r_j = b_j + x_{j+1} r_{j+1}` (0 past the end), where `b = g`, or `g`
-/// moved one step back for an exclusive scan (`r_j = Σ_{k>j} g_k
-/// Π_{j<m<k} x_m`). The recurrence is solved by doubling: after the step
+/// `r_j = b_j + x_{j+1} r_{j+1}` (0 past the end), where `b = g`; an
+/// exclusive scan's last element is in no product (gradient 0) and the
+/// others get the inclusive scan's gradient of the first `n - 1` elements
+/// with `b_j = g_{j+1}` (`r_j = Σ_{k>j} g_k Π_{j<m<k} x_m`), so that no
+/// element outside a product multiplies anything (at inf or NaN, 0 · inf
+/// would be NaN). The recurrence is solved by doubling: after the step
 /// of width `d`, `(c_j, r_j)` hold the composition of the `2d` steps from
 /// `j` (coefficient and sum), combined with those from `j + d` as
 /// `r_j + c_j r_{j+d}`, `c_j c_{j+d}`. A reverse scan is the forward one
@@ -128,6 +131,20 @@ fn cumprod_vjp(x: &Tensor, g: &Tensor, a: usize, exclusive: bool, reverse: bool)
         return r.reverse(&[ax]);
     }
     let n = x.shape()[a];
+    if exclusive {
+        // the last element is in no product: its gradient is 0, whatever it
+        // holds (not 0 · inf); the others follow the inclusive recurrence
+        // of the first n - 1 elements with b_j = g_{j+1}
+        if n == 0 {
+            return Ok(g.clone());
+        }
+        let last = x.narrow(ax, n - 1, 1)?.try_zeros_like()?;
+        if n == 1 {
+            return Ok(last);
+        }
+        let head = cumprod_vjp(&x.narrow(ax, 0, n - 1)?, &g.narrow(ax, 1, n - 1)?, a, false, false)?;
+        return Tensor::concat(&[&head, &last], ax);
+    }
     // `t` moved one step back along the axis (element j is t_{j+1}), 0 at the end
     let ahead = |t: &Tensor| -> Result<Tensor> {
         let mut pads = vec![(0, 0); t.rank()];
@@ -135,7 +152,7 @@ fn cumprod_vjp(x: &Tensor, g: &Tensor, a: usize, exclusive: bool, reverse: bool)
         t.narrow(ax, 1.min(n), n - 1.min(n))?.pad(&pads)
     };
     let mut c = ahead(x)?;
-    let mut r = if exclusive { ahead(g)? } else { g.clone() };
+    let mut r = g.clone();
     let mut d = 1;
     while d < n {
         // the first n - d elements combine with those d ahead; the last d
