@@ -612,6 +612,11 @@ const OTHER: &[(&str, OpFn)] = &[
         let g = e.flag(1).then_some(e.b);
         same(e.a.rms_normalization(&e.axes(), g, e.f(0)), e.a)
     }),
+    ("l2_normalize", |e| same(e.a.l2_normalize(&e.axes(), e.f(0)), e.a)),
+    ("weighted_xent", |e| {
+        Tensor::weighted_cross_entropy_with_logits(e.b, e.a, e.f(0))
+    }),
+    ("log_poisson_loss", |e| Tensor::log_poisson_loss(e.b, e.a, e.flag(0))),
     ("layer_normalization", |e| {
         let g = e.flag(1).then_some(e.b);
         same(e.a.layer_normalization(&e.axes(), g, Some(e.c), e.f(0)), e.a)

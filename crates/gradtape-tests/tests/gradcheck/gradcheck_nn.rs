@@ -218,6 +218,26 @@ fn table() -> Vec<Case> {
         |x| x[0].rms_normalization(&[0, 2], None, 0.0),
         &[(&[2, 3, 2], Pos)],
     ));
+    t.push(case(
+        "l2_normalize [3,4] axis -1",
+        |x| x[0].l2_normalize(&[-1], 1e-12),
+        &[(&[3, 4], Any)],
+    ));
+    t.push(case(
+        "l2_normalize [2,3] axes 0,1 epsilon above the norm",
+        |x| x[0].l2_normalize(&[0, 1], 1e3),
+        &[(&[2, 3], Any)],
+    ));
+    t.push(case(
+        "weighted_cross_entropy_with_logits [5] pos_weight 3",
+        |x| Tensor::weighted_cross_entropy_with_logits(&x[0], &x[1], 3.0),
+        &[(&[5], Pos), (&[5], Any)],
+    ));
+    t.push(case(
+        "log_poisson_loss [6] full",
+        |x| Tensor::log_poisson_loss(&x[0].add_scalar(1.0)?, &x[1], true),
+        &[(&[6], Pos), (&[6], Any)],
+    ));
     // grouped-query attention: k and v summed over each group's copies
     t.push(case(
         "grouped_query_attention [1,4,3,2] x [1,2,5,2] causal",
@@ -276,6 +296,9 @@ fn gradcheck_nn_table() {
             "rms_normalization",
             "grouped_query_attention",
             "rotary_embedding",
+            "l2_normalize",
+            "weighted_cross_entropy_with_logits",
+            "log_poisson_loss",
             "dropout",
             "l2_loss",
             "embedding_lookup",

@@ -29,4 +29,5 @@ mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
 mod tf_elementwise;
+mod tf_nn;
 mod tf_vector;

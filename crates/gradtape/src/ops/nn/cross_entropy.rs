@@ -1,7 +1,8 @@
-//! The cross-entropies: softmax (dense and sparse labels) and sigmoid.
+//! The cross-entropies: softmax (dense and sparse labels), sigmoid and
+//! weighted sigmoid, and the Poisson loss.
 //!
 //! The sparse and sigmoid ones have fused kernels; the dense one is made of
-//! `log_softmax`. Every rule is written with public ops.
+//! `log_softmax`, the weighted one and the Poisson loss of elementwise ops. Every rule is written with public ops.
 
 // (the half types take their math from `num_traits::Float`)
 use super::super::desc::NnOp;
@@ -138,8 +139,9 @@ impl Tensor {
 
     /// Logistic loss of `logits` against `labels` in `[0, 1]` (same shape and
     /// dtype), elementwise, in the stable form
-    /// `max(x, 0) − x·z + log(1 + e^(−|x|))`. d/dx = `sigmoid(x) − z`,
-    /// d/dz = `−x`.
+    /// `max(x, 0) − x·z + log(1 + e^(−|x|))`. d/dx = `sigmoid(x) − z`
+    /// (computed as `(1 − z)·σ(x) − z·σ(−x)`, exact where σ(x) rounds to
+    /// 1), d/dz = `−x`.
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -167,10 +169,98 @@ impl Tensor {
         Ok(bind(NnOp::SigmoidCrossEntropy, &[labels, logits], y, move |_| {
             vjp(move |g, needs| {
                 let gz = needs[0].then(|| g[0].mul(&x)?.neg()).transpose()?;
-                let gx = needs[1].then(|| g[0].mul(&x.sigmoid()?.sub(&z)?)).transpose()?;
+                // σ(x) − z as (1 − z)·σ(x) − z·σ(−x): no cancellation
+                // where σ(x) rounds to 1 (at z = 1, x = 30 it is −σ(−30),
+                // not 1 − 0.99999999999990643)
+                let gx = needs[1]
+                    .then(|| {
+                        let d = z.neg()?.add_scalar(1.0)?.mul(&x.sigmoid()?)?;
+                        g[0].mul(&d.sub(&z.mul(&x.neg()?.sigmoid()?)?)?)
+                    })
+                    .transpose()?;
                 Ok(grads![gz, gx])
             })
         }))
+    }
+}
+
+impl Tensor {
+    /// [`sigmoid_cross_entropy_with_logits`](Self::sigmoid_cross_entropy_with_logits)
+    /// with the positive term weighted by `pos_weight` (TensorFlow's
+    /// `tf.nn.weighted_cross_entropy_with_logits`): `pos_weight · z ·
+    /// −log σ(x) + (1 − z) · −log(1 − σ(x))`, computed as `(1 − z) ·
+    /// softplus(x) + pos_weight · z · softplus(−x)` (TensorFlow's `(1 −
+    /// z)·x + (1 + (pos_weight − 1)·z)·softplus(−x)`, the same function),
+    /// whose derivative `(1 − z)·σ(x) − pos_weight·z·σ(−x)` does not
+    /// cancel where σ(x) rounds to 0 or 1. Made of differentiable ops.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let (z, x) = (Tensor::vector(&[1.0f64, 0.0]), Tensor::vector(&[0.0f64, 0.0]));
+    /// let l = Tensor::weighted_cross_entropy_with_logits(&z, &x, 3.0)?.to_vec::<f64>()?;
+    /// let ln2 = 2f64.ln();
+    /// assert!((l[0] - 3.0 * ln2).abs() < 1e-15 && (l[1] - ln2).abs() < 1e-15);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn weighted_cross_entropy_with_logits(labels: &Tensor, logits: &Tensor, pos_weight: f64) -> Result<Tensor> {
+        const OP: &str = "weighted_cross_entropy_with_logits";
+        expect_float(OP, logits)?;
+        expect_same_dtype(OP, logits, labels)?;
+        if labels.shape() != logits.shape() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: labels.shape().to_vec(),
+                rhs: logits.shape().to_vec(),
+            });
+        }
+        if !pos_weight.is_finite() {
+            return Err(Error::invalid(
+                OP,
+                format!("pos_weight must be finite, got {pos_weight}"),
+            ));
+        }
+        let run = || -> Result<Tensor> {
+            let (x, z) = (logits, labels);
+            let negative = z.neg()?.add_scalar(1.0)?.mul(&x.softplus()?)?;
+            negative.add(&z.mul_scalar(pos_weight)?.mul(&x.neg()?.softplus()?)?)
+        };
+        run().map_err(|e| e.for_op(OP))
+    }
+
+    /// The Poisson negative log-likelihood of `targets` given `log_input`
+    /// (the log of the predicted rate; TensorFlow's
+    /// `tf.nn.log_poisson_loss`): `exp(log_input) − log_input · targets`,
+    /// plus, with `compute_full_loss`, Stirling's approximation of
+    /// `log(targets!)`, `t·log t − t + ½·log(2πt)`, where `targets > 1`
+    /// (0 elsewhere). Made of differentiable ops.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let (t, c) = (Tensor::vector(&[2.0f64]), Tensor::vector(&[0.0f64]));
+    /// assert_eq!(Tensor::log_poisson_loss(&t, &c, false)?.to_vec::<f64>()?, vec![1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn log_poisson_loss(targets: &Tensor, log_input: &Tensor, compute_full_loss: bool) -> Result<Tensor> {
+        const OP: &str = "log_poisson_loss";
+        expect_float(OP, log_input)?;
+        expect_same_dtype(OP, log_input, targets)?;
+        let run = || -> Result<Tensor> {
+            let loss = log_input.exp()?.sub(&log_input.mul(targets)?)?;
+            if !compute_full_loss {
+                return Ok(loss);
+            }
+            let t = targets;
+            // (the log of 1 where t <= 1, so that no log of 0 or below
+            // reaches the unused branch: its gradient would be NaN)
+            let safe = Tensor::where_(&t.gt_scalar(1.0)?, t, &t.try_ones_like()?)?;
+            let stirling = safe
+                .mul(&safe.log()?)?
+                .sub(&safe)?
+                .add(&safe.mul_scalar(2.0 * std::f64::consts::PI)?.log()?.mul_scalar(0.5)?)?;
+            let zero = Tensor::scalar(0.0).cast(t.dtype())?;
+            loss.add(&Tensor::where_(&t.gt_scalar(1.0)?, &stirling, &zero)?)
+        };
+        run().map_err(|e| e.for_op(OP))
     }
 }
 

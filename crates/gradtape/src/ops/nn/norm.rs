@@ -1,5 +1,5 @@
 //! Normalisation and losses built from differentiable ops: moments,
-//! batch, layer and RMS normalisation, l2_loss, embedding_lookup.
+//! batch, layer and RMS normalisation, l2_normalize, l2_loss, embedding_lookup.
 //!
 //! These are compositions of public ops, so their gradients (of any order)
 //! come from the ops they are made of; `layer_normalization` over trailing
@@ -182,6 +182,34 @@ impl Tensor {
             } else {
                 Ok(y)
             }
+        };
+        run().map_err(|e| e.for_op(OP))
+    }
+
+    /// `x / sqrt(max(sum(x², axes), epsilon))` (TensorFlow's
+    /// `tf.math.l2_normalize`, whose default `epsilon` is `1e-12`): unit
+    /// vectors along `axes`; a vector whose squared norm is below
+    /// `epsilon` is scaled by `1 / √epsilon` instead (the zero vector stays
+    /// zero, with a finite gradient). Made of differentiable ops.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![3.0f64, 4.0, 0.0, 0.0], &[2, 2])?;
+    /// let y = x.l2_normalize(&[-1], 1e-12)?;
+    /// let want = [0.6, 0.8, 0.0, 0.0];
+    /// assert!(y.to_vec::<f64>()?.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-15));
+    /// assert!(x.l2_normalize(&[-1], -1.0).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn l2_normalize(&self, axes: &[isize], epsilon: f64) -> Result<Tensor> {
+        const OP: &str = "l2_normalize";
+        expect_float(OP, self)?;
+        norm_axes(OP, axes, self.shape())?;
+        check_eps(OP, epsilon)?;
+        let run = || -> Result<Tensor> {
+            let sq = self.square()?.sum(axes, true)?;
+            let floor = Tensor::scalar(epsilon).cast(self.dtype())?;
+            self.mul(&sq.maximum(&floor)?.rsqrt()?)
         };
         run().map_err(|e| e.for_op(OP))
     }

@@ -1,0 +1,174 @@
+//! The losses and normalisations against TensorFlow 2.21 and Keras 3.15
+//! (f64) on rows with extreme logits (±inf, NaN, huge), constant rows,
+//! zeros and ties: values and the gradients of a weighted sum, for every
+//! operand. The numbers are TensorFlow's, printed by
+//! `tests/reference/tf_nn.py` into `tests/data/tf_nn.txt`; deliberate
+//! differences are listed in [`KNOWN`] with their reasons.
+
+use gradtape::{DType, GradientTape, Result, Tensor};
+
+const DATA: &str = include_str!("../data/tf_nn.txt");
+
+fn op(name: &str, a: &[Tensor]) -> Result<Tensor> {
+    match name {
+        "softmax_xent" => Tensor::softmax_cross_entropy_with_logits(&a[0], &a[1]),
+        "sparse_xent" => Tensor::sparse_softmax_cross_entropy_with_logits(&a[0].cast(DType::I64)?, &a[1]),
+        "l2_normalize" => a[0].l2_normalize(&[-1], 1e-12),
+        "layer_normalization" => a[0].layer_normalization(&[-1], None, None, 1e-3),
+        "rms_normalization" => a[0].rms_normalization(&[-1], None, 1e-6),
+        "moments_mean" => Ok(a[0].moments(&[1], false)?.0),
+        "moments_variance" => Ok(a[0].moments(&[1], false)?.1),
+        "sigmoid_xent" => Tensor::sigmoid_cross_entropy_with_logits(&a[0], &a[1]),
+        "weighted_xent" => Tensor::weighted_cross_entropy_with_logits(&a[0], &a[1], 3.0),
+        "log_poisson" => Tensor::log_poisson_loss(&a[0], &a[1], false),
+        "log_poisson_full" => Tensor::log_poisson_loss(&a[0], &a[1], true),
+        _ => panic!("no op {name}"),
+    }
+}
+
+fn floats(s: &str) -> Option<Vec<f64>> {
+    (s != "none").then(|| {
+        s.split(',')
+            .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number {v}")))
+            .collect()
+    })
+}
+
+/// Within 1e-12 relative, or of `scale` (the largest finite magnitude of a
+/// row op's output or gradient, for the roundoff of elements that should
+/// be 0: TensorFlow gives 7e-15 for a layer norm's middle gradient of a
+/// constant row, this crate 0).
+fn agrees(got: f64, want: f64, scale: f64) -> bool {
+    (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= 1e-12 * want.abs().max(scale)
+}
+
+#[test]
+fn losses_and_normalisations_match_tensorflow() -> Result<()> {
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for line in DATA.lines() {
+        let [name, shape, inputs, value, grads] = line.split('|').collect::<Vec<_>>()[..] else {
+            panic!("bad line {line}");
+        };
+        let shape: Vec<usize> = shape.split(',').map(|d| d.parse().unwrap()).collect();
+        let raw: Vec<Vec<f64>> = inputs.split(';').map(|s| floats(s).unwrap()).collect();
+        let xs: Vec<Tensor> = raw
+            .iter()
+            .map(|v| {
+                // sparse labels: one per row
+                let s = if v.len() == shape.iter().product::<usize>() {
+                    shape.clone()
+                } else {
+                    vec![v.len()]
+                };
+                Tensor::from_vec(v.clone(), &s)
+            })
+            .collect::<Result<_>>()?;
+        let diff: Vec<Tensor> = if name == "sparse_xent" {
+            vec![xs[1].clone()]
+        } else {
+            xs.clone()
+        };
+        let tape = GradientTape::new();
+        let (y, s) = tape.record(|| {
+            tape.watch(&diff);
+            let y = op(name, &xs)?;
+            let w: Vec<f64> = (0..y.numel()).map(|i| 1.0 + 0.5 * i as f64).collect();
+            let s = y.reshape(&[y.numel()])?.mul(&Tensor::vector(&w))?.sum_all()?;
+            Ok((y, s))
+        })?;
+        let mut g: Vec<Option<Tensor>> = tape.gradient(&s, &diff)?;
+        if name == "sparse_xent" {
+            g.insert(0, None);
+        }
+        let mut compare = |what: String, got: Option<Vec<f64>>, want: Option<Vec<f64>>| {
+            checked += 1;
+            let at = &raw;
+            match (&got, &want) {
+                (Some(gv), Some(wv)) => {
+                    let rows = shape.len() == 2;
+                    let scale = if rows {
+                        wv.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()))
+                    } else {
+                        0.0
+                    };
+                    for (i, (a, b)) in gv.iter().zip(wv).enumerate() {
+                        if !agrees(*a, *b, scale) && !known(name, &what, at, i) {
+                            // the operands of element i (of its row for row ops)
+                            let inputs: Vec<f64> = if rows {
+                                at[at.len() - 1].clone()
+                            } else {
+                                at.iter().map(|v| v[i]).collect()
+                            };
+                            bad.push(format!(
+                                "{name} {what} [{i}] at {inputs:?}: got {a:e}, TensorFlow {b:e}"
+                            ));
+                        }
+                    }
+                }
+                (None, None) => {}
+                (None, Some(v)) | (Some(v), None) if v.iter().all(|&x| x == 0.0) => {}
+                _ if known(name, &what, at, 0) => {}
+                _ => bad.push(format!("{name} {what}: got {got:?}, TensorFlow {want:?}")),
+            }
+        };
+        compare("value".into(), Some(y.to_vec::<f64>()?), floats(value));
+        for (i, w) in grads.split(';').enumerate() {
+            compare(
+                format!("d/dx{i}"),
+                g[i].as_ref().map(|t| t.to_vec::<f64>().unwrap()),
+                floats(w),
+            );
+        }
+    }
+    assert!(checked > 400, "{checked} comparisons");
+    assert!(
+        bad.is_empty(),
+        "{} differences from TensorFlow:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    Ok(())
+}
+
+/// Where this crate deliberately differs from TensorFlow: (op, what,
+/// which inputs and element, why).
+type Known = (&'static str, &'static str, fn(&[Vec<f64>], usize) -> bool, &'static str);
+const KNOWN: &[Known] = &[
+    (
+        "moments_variance",
+        "d/dx0",
+        |at, _| at[0].iter().any(|v| v.is_infinite()),
+        "the variance of a row holding ±inf is NaN, and so is this crate's gradient; TensorFlow's is ±inf at the finite elements",
+    ),
+    (
+        "weighted_xent",
+        "value",
+        |at, i| at[0][i] == 0.0 && at[1][i] == -30.0,
+        "softplus(-30) = 9.3576e-14, which this crate gives; TensorFlow's (1 - z)·x + ... cancels: -30 + (30 + 9.36e-14) = 9.237e-14",
+    ),
+    (
+        "weighted_xent",
+        "value",
+        |at, i| at[0][i] != 0.0 && at[1][i] == f64::NEG_INFINITY,
+        "-z·log σ(-inf) = inf; TensorFlow's (1 - z)·x is 0 · -inf = NaN at z = 1 and adds -inf + inf elsewhere",
+    ),
+    (
+        "weighted_xent",
+        "d/dx1",
+        |at, i| at[1][i] == 0.0,
+        "the derivative at x = 0 is (1 - z)/2 - pos_weight·z/2; TensorFlow's formula differentiates |x| and max(-x, 0) at their kinks, and gives 1 - z",
+    ),
+    (
+        "log_poisson_full",
+        "d/dx0",
+        |at, i| at[0][i] == 0.0,
+        "the Stirling term is 0 for targets <= 1; TensorFlow's where() takes the gradient of log(0) from the branch it does not take (0 · inf = NaN)",
+    ),
+];
+
+fn known(name: &str, what: &str, at: &[Vec<f64>], i: usize) -> bool {
+    KNOWN
+        .iter()
+        .any(|(n, w, which, _)| *n == name && *w == what && which(at, i))
+}
