@@ -29,5 +29,6 @@ mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
 mod tf_elementwise;
+mod tf_linalg;
 mod tf_nn;
 mod tf_vector;

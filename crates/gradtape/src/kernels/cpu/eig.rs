@@ -197,20 +197,25 @@ fn complete_zero_columns(u: &mut [f64], m: usize, n: usize, s: &[f64]) {
 
 /// The thin QR of the row-major `m x n` matrix `a` by Householder
 /// reflections: `Q` (`m x k`, orthonormal columns) and `R` (`k x n`, upper
-/// triangular), `k = min(m, n)`. `R`'s diagonal may be negative (as
-/// LAPACK's `geqrf`).
+/// triangular), `k = min(m, n)`, with LAPACK's signs (`geqrf`'s
+/// reflectors, as TensorFlow's): a column already zero below the diagonal
+/// (the last of a square matrix) is not reflected, so `R`'s diagonal keeps
+/// its sign there; elsewhere it is `-sign(a_jj)·‖column‖` (negative for
+/// `a_jj = 0`).
 pub fn qr(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
     let k = m.min(n);
     let mut r = a.to_vec();
     let mut vs: Vec<Vec<f64>> = Vec::with_capacity(k);
     for j in 0..k {
-        let norm = (j..m).map(|i| r[i * n + j].powi(2)).sum::<f64>().sqrt();
+        let below = (j + 1..m).map(|i| r[i * n + j].powi(2)).sum::<f64>();
         let mut v: Vec<f64> = (j..m).map(|i| r[i * n + j]).collect();
-        if norm == 0.0 {
+        if below == 0.0 {
+            // (LAPACK's dlarfg: tau = 0, the reflector is the identity)
             vs.push(vec![0.0; m - j]);
             continue;
         }
-        let alpha = if v[0] > 0.0 { -norm } else { norm };
+        let norm = (v[0] * v[0] + below).sqrt();
+        let alpha = if v[0] < 0.0 { norm } else { -norm };
         v[0] -= alpha;
         let vn = v.iter().map(|x| x * x).sum::<f64>().sqrt();
         for x in &mut v {
