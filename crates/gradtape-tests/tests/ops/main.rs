@@ -31,4 +31,5 @@ mod tensor_ids;
 mod tf_elementwise;
 mod tf_linalg;
 mod tf_nn;
+mod tf_segment;
 mod tf_vector;

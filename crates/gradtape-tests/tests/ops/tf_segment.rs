@@ -1,0 +1,107 @@
+//! The segment reductions (sorted and unsorted: sum, mean, max, min,
+//! prod) and gather with repeated indices against TensorFlow 2.21 (f64):
+//! ties, zeros, infinities, NaN and empty segments; values and the
+//! gradients of a weighted sum. The numbers are TensorFlow's, printed by
+//! `tests/reference/tf_segment.py` into `tests/data/tf_segment.txt`;
+//! where TensorFlow's product gradient is NaN by division, the product
+//! rule referees ([`prod_grad`]).
+
+use gradtape::{GradientTape, Result, Tensor};
+
+const DATA: &str = include_str!("../data/tf_segment.txt");
+
+fn op(name: &str, x: &Tensor) -> Result<Tensor> {
+    let sorted = Tensor::vector(&[0i64, 0, 1, 1, 1, 3]);
+    let unsorted = Tensor::vector(&[3i64, 0, 3, 1, 0, 1]);
+    match name {
+        "segment_sum" => x.segment_sum(&sorted),
+        "segment_mean" => x.segment_mean(&sorted),
+        "segment_max" => x.segment_max(&sorted),
+        "segment_min" => x.segment_min(&sorted),
+        "segment_prod" => x.segment_prod(&sorted),
+        "unsorted_segment_sum" => x.unsorted_segment_sum(&unsorted, 5),
+        "unsorted_segment_mean" => x.unsorted_segment_mean(&unsorted, 5),
+        "unsorted_segment_max" => x.unsorted_segment_max(&unsorted, 5),
+        "unsorted_segment_min" => x.unsorted_segment_min(&unsorted, 5),
+        "unsorted_segment_prod" => x.unsorted_segment_prod(&unsorted, 5),
+        "gather" => x.gather(&Tensor::vector(&[2i64, 0, 2, 5, 2]), 0),
+        _ => panic!("no op {name}"),
+    }
+}
+
+fn floats(s: &str) -> Vec<f64> {
+    s.split(',')
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number {v}")))
+        .collect()
+}
+
+fn agrees(got: f64, want: f64) -> bool {
+    (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= 1e-12 * want.abs()
+}
+
+#[test]
+fn segment_ops_match_tensorflow() -> Result<()> {
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for line in DATA.lines() {
+        let [name, x, value, grad] = line.split('|').collect::<Vec<_>>()[..] else {
+            panic!("bad line {line}");
+        };
+        let xv = floats(x);
+        let x = Tensor::from_vec(xv.clone(), &[6, 2])?;
+        let tape = GradientTape::new();
+        let (y, s) = tape.record(|| {
+            tape.watch(&x);
+            let y = op(name, &x)?;
+            let w: Vec<f64> = (0..y.numel()).map(|i| 1.0 + 0.5 * i as f64).collect();
+            let s = y.reshape(&[y.numel()])?.mul(&Tensor::vector(&w))?.sum_all()?;
+            Ok((y, s))
+        })?;
+        let g = tape.gradient(&s, &x)?.expect("a gradient").to_vec::<f64>()?;
+        for (what, got, want) in [("value", y.to_vec::<f64>()?, floats(value)), ("grad", g, floats(grad))] {
+            checked += 1;
+            let same = got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| agrees(*a, *b));
+            // TensorFlow's prod gradient divides by x (NaN at infinities):
+            // the product rule by brute force referees
+            let refereed = what == "grad" && name.ends_with("segment_prod") && close(&got, &prod_grad(name, &xv));
+            if !same && !refereed {
+                bad.push(format!("{name} {what} at {xv:?}: got {got:?}, TensorFlow {want:?}"));
+            }
+        }
+    }
+    assert!(checked > 150, "{checked} comparisons");
+    assert!(
+        bad.is_empty(),
+        "{} differences from TensorFlow:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    Ok(())
+}
+
+/// d/dx of Σ w·y for a segment product of `x` (`[6, 2]`, row-major) by
+/// the product rule: each element gets its output's weight times the
+/// product of the other elements of its segment and column, with no
+/// division (TensorFlow's gradient divides the product by the element, so
+/// a segment holding ±inf gives NaN where the rule gives a number).
+fn prod_grad(name: &str, x: &[f64]) -> Vec<f64> {
+    let ids: [usize; 6] = if name.starts_with("unsorted") {
+        [3, 0, 3, 1, 0, 1]
+    } else {
+        [0, 0, 1, 1, 1, 3]
+    };
+    (0..12)
+        .map(|e| {
+            let (row, col) = (e / 2, e % 2);
+            let others: f64 = (0..6)
+                .filter(|&r| r != row && ids[r] == ids[row])
+                .map(|r| x[r * 2 + col])
+                .product();
+            (1.0 + 0.5 * (ids[row] * 2 + col) as f64) * others
+        })
+        .collect()
+}
+
+fn close(got: &[f64], want: &[f64]) -> bool {
+    got.len() == want.len() && got.iter().zip(want).all(|(a, b)| agrees(*a, *b))
+}
