@@ -17,6 +17,7 @@ mod conv3d_values;
 mod ctc;
 mod dtype_table;
 mod einsum;
+mod f32_accuracy;
 mod f32_kernels;
 mod fft;
 mod image;

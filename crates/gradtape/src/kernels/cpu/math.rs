@@ -253,22 +253,40 @@ pub fn tanh_f32(x: f32) -> f32 {
 /// factor `0.044715`.
 pub(crate) const GELU_TANH: [f64; 3] = [0.5, 0.797_884_560_802_865_4, 0.044715];
 
-/// GELU's tanh form on [`tanh_f32`], as the table's `f64` kernel writes it
-/// (`ops::math::table`, `GeluTanh`).
+/// Where GELU's tanh form is saturated: beyond ±30, `σ(2u)·σ(−2u)`
+/// underflows to 0 in `f32` and `f64`, so its derivative is exactly 1 or
+/// 0; the derivative kernels clamp `x` there, which changes no value and
+/// keeps `x³` from overflowing (`x · 0 · inf` was NaN at 5e30 in `f32`);
+/// at ±inf they give NaN, as TensorFlow's and JAX's.
+pub(crate) const GELU_TANH_SATURATED: f64 = 30.0;
+
+/// GELU's tanh form, `x/2 · (1 + tanh u)` with `u = √(2/π)·(x + 0.044715
+/// x³)`, as `x · σ(2u)` on [`sigmoid_f32`] (the same function, without the
+/// cancellation of `1 + tanh u` where `u ≪ 0`: at x = -5.2 it was 0), as
+/// the table's `f64` kernel writes it (`ops::math::table`, `GeluTanh`).
 #[inline(always)]
 pub fn gelu_tanh_f32(x: f32) -> f32 {
-    let [h, c, a] = gelu_tanh_consts();
-    h * x * (1.0 + tanh_f32(c * (x + a * (x * x * x))))
+    let [_, c, a] = gelu_tanh_consts();
+    x * sigmoid_f32(2.0 * c * (x + a * (x * x * x)))
 }
 
-/// The derivative of [`gelu_tanh_f32`], as the table's `f64` kernel writes
-/// it (`GeluTanhGrad`).
+/// The derivative of [`gelu_tanh_f32`], `s + 2x · s · σ(−2u) · u'` with
+/// `s = σ(2u)` and `u' = √(2/π)·(1 + 3·0.044715 x²)`, as the table's `f64`
+/// kernel writes it (`GeluTanhGrad`).
 #[inline(always)]
 pub fn gelu_tanh_grad_f32(x: f32) -> f32 {
-    let [h, c, a] = gelu_tanh_consts();
+    let [_, c, a] = gelu_tanh_consts();
     let a3 = (3.0 * GELU_TANH[2]) as f32;
-    let t = tanh_f32(c * (x + a * (x * x * x)));
-    h * (1.0 + t) + h * x * (1.0 - t * t) * c * (1.0 + a3 * (x * x))
+    // (NaN at ±inf, as TensorFlow's and JAX's derivative there)
+    let bound = GELU_TANH_SATURATED as f32;
+    let x = if x.is_infinite() {
+        f32::NAN
+    } else {
+        x.clamp(-bound, bound)
+    };
+    let u2 = 2.0 * c * (x + a * (x * x * x));
+    let (s, sn) = (sigmoid_f32(u2), sigmoid_f32(-u2));
+    s + 2.0 * x * s * sn * c * (1.0 + a3 * (x * x))
 }
 
 /// `1/2`, `√(2/π)` and `0.044715` in `f32`.

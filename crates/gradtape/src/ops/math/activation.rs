@@ -158,7 +158,8 @@ impl Tensor {
     /// another (`GeluGrad`, see [`gelu_grad`](Self::gelu_grad)); with
     /// `approximate`, the tanh form
     /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))` (TensorFlow's
-    /// formula), likewise one op (`GeluTanh`) with its derivative
+    /// function, computed as `x · σ(2u)`, which does not cancel for
+    /// `x ≪ 0`), likewise one op (`GeluTanh`) with its derivative
     /// (`GeluTanhGrad`, [`gelu_tanh_grad`](Self::gelu_tanh_grad)). Every
     /// order of gradient is available.
     ///
@@ -206,10 +207,12 @@ impl Tensor {
     }
 
     /// The derivative of GELU's tanh form (`gelu(true)`), one elementwise
-    /// op: with `u = √(2/π)·(x + 0.044715 x³)` and `t = tanh u`,
-    /// `(1 + t)/2 + x/2 · (1 − t²) · u'`. d/dx, written with
-    /// differentiable ops: `√(2/π) · (1 − t²) · (1 + 6·0.044715 x² − x·t·u'·p)`
-    /// with `p = 1 + 3·0.044715 x²` and `u' = √(2/π)·p`.
+    /// op: with `u = √(2/π)·(x + 0.044715 x³)`, `u' = √(2/π)·p`,
+    /// `p = 1 + 3·0.044715 x²`, `s = σ(2u)` and `s̄ = σ(−2u)` (so that
+    /// `(1 + tanh u)/2 = s` and `1 − tanh²u = 4 s s̄`, without their
+    /// cancellation), `s + 2x·s·s̄·u'`. d/dx, written with differentiable
+    /// ops: `2 s s̄ · (2u' + 2x(s̄ − s)u'² + 6·0.044715·√(2/π)·x²)`, on `x`
+    /// clamped to ±30 (where it is 0, and `x³` would overflow); NaN at ±inf.
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[0.0f64]);
@@ -221,15 +224,18 @@ impl Tensor {
         let y = super::table::float_unary(Unary::GeluTanhGrad, "gelu_tanh_grad", self)?;
         Ok(elementwise(Unary::GeluTanhGrad, self, y, |x, _| {
             let [_, c, a] = crate::kernels::cpu::math::GELU_TANH;
+            let bound = crate::kernels::cpu::math::GELU_TANH_SATURATED;
+            // (+ (x − x): NaN at ±inf, as the derivative itself)
+            let x = &x.clip_by_value(-bound, bound)?.add(&x.sub(x)?)?;
             let x2 = x.square()?;
-            let p = x2.mul_scalar(3.0 * a)?.add_scalar(1.0)?;
-            let t = x.add(&x2.mul(x)?.mul_scalar(a)?)?.mul_scalar(c)?.tanh()?;
-            let s = t.square()?.neg()?.add_scalar(1.0)?;
-            let inner = x2
-                .mul_scalar(6.0 * a)?
-                .add_scalar(1.0)?
-                .sub(&x.mul(&t)?.mul(&p.square()?)?.mul_scalar(c)?)?;
-            s.mul(&inner)?.mul_scalar(c)
+            let u2 = x.add(&x2.mul(x)?.mul_scalar(a)?)?.mul_scalar(2.0 * c)?;
+            let (s, sn) = (u2.sigmoid()?, u2.neg()?.sigmoid()?);
+            let du = x2.mul_scalar(3.0 * a)?.add_scalar(1.0)?.mul_scalar(c)?;
+            let inner = du
+                .mul_scalar(2.0)?
+                .add(&x.mul(&sn.sub(&s)?)?.mul(&du.square()?)?.mul_scalar(2.0)?)?
+                .add(&x2.mul_scalar(6.0 * a * c)?)?;
+            s.mul(&sn)?.mul_scalar(2.0)?.mul(&inner)
         }))
     }
 

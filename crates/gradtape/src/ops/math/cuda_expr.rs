@@ -142,20 +142,24 @@ template <typename T> GT_FN T gt_gelu(T x, T h, T r) { return gt_mul(gt_mul(h, x
 template <typename T> GT_FN T gt_gelu_grad(T x, T h, T r, T c) {
     return gt_mul(h, gt_erfc(-gt_mul(x, r))) + gt_mul(gt_mul(x, c), gt_exp(-gt_mul(gt_mul(h, x), x)));
 }
-// GELU's tanh form and its derivative (h = 1/2, c = sqrt(2/pi), a =
-// 0.044715, a3 = 3a), as the table writes them
-template <typename T> GT_FN T gt_gelu_tanh(T x, T h, T c, T a) {
-    return gt_mul(gt_mul(h, x), T(1) + gt_tanh(gt_mul(c, x + gt_mul(a, gt_mul(gt_mul(x, x), x)))));
-}
-template <typename T> GT_FN T gt_gelu_tanh_grad(T x, T h, T c, T a, T a3) {
-    T t = gt_tanh(gt_mul(c, x + gt_mul(a, gt_mul(gt_mul(x, x), x))));
-    return gt_mul(h, T(1) + t) + gt_mul(gt_mul(gt_mul(gt_mul(h, x), T(1) - gt_mul(t, t)), c), T(1) + gt_mul(a3, gt_mul(x, x)));
-}
 // 1 / (1 + e^-x) from e = e^-|x| (never overflowing)
 template <typename T> GT_FN T gt_sigmoid(T x) {
     T e = gt_exp(-gt_abs(x));
     T d = T(1) + e;
     return x >= T(0) ? T(1) / d : (x < T(0) ? e / d : x);
+}
+// GELU's tanh form and its derivative (h = 1/2, c = sqrt(2/pi), a =
+// 0.044715, a3 = 3a), as the table writes them: x * sigmoid(2u) and
+// s + 2x s sigmoid(-2u) u' (x clamped to +-30 in the derivative, where it
+// is exactly 1 or 0: GELU_TANH_SATURATED; NaN at +-inf)
+template <typename T> GT_FN T gt_gelu_tanh(T x, T h, T c, T a) {
+    return gt_mul(x, gt_sigmoid(gt_mul(T(2), gt_mul(c, x + gt_mul(a, gt_mul(gt_mul(x, x), x))))));
+}
+template <typename T> GT_FN T gt_gelu_tanh_grad(T x, T h, T c, T a, T a3) {
+    x = (x > T(30) ? T(30) : (x < T(-30) ? T(-30) : x)) + (x - x);
+    T u2 = gt_mul(T(2), gt_mul(c, x + gt_mul(a, gt_mul(gt_mul(x, x), x))));
+    T s = gt_sigmoid(u2);
+    return s + gt_mul(gt_mul(gt_mul(gt_mul(gt_mul(T(2), x), s), gt_sigmoid(-u2)), c), T(1) + gt_mul(a3, gt_mul(x, x)));
 }
 template <typename T> GT_FN T gt_clip(T x, T lo, T hi) {
     return x < lo ? lo : (x > hi ? hi : x);

@@ -172,8 +172,10 @@ impl Tensor {
             return super::complex_fns::rsqrt(self);
         }
         let y = super::table::float_unary(Unary::Rsqrt, "rsqrt", self)?;
+        // (-y/2 · y · y: y³ first would overflow f32 where the slope,
+        // up to 2.3e38 at 1.7e-26, does not)
         Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
-            y.square()?.mul(y)?.mul_scalar(-0.5)
+            y.mul_scalar(-0.5)?.mul(y)?.mul(y)
         }))
     }
 

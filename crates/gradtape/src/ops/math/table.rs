@@ -264,20 +264,34 @@ macro_rules! with_float_unary {
                 let $f = |v: $T| h * (-(v * r)).erfc_() + v * c * (-(h * v * v)).exp();
                 $body
             }
-            // (TensorFlow's formula; `t` the tanh, the derivative
-            // `(1 + t)/2 + x/2 · (1 − t²) · √(2/π) · (1 + 3 · 0.044715 x²)`)
+            // (TensorFlow's function, `x/2 · (1 + tanh u)` with `u = √(2/π) ·
+            // (x + 0.044715 x³)`, written as `x · σ(2u)`, and its derivative
+            // `s + 2x · s · σ(−2u) · u'` with `s = σ(2u)`: the same values,
+            // without the cancellation of `1 + tanh u` where u ≪ 0; see
+            // kernels::cpu::math::gelu_tanh_f32)
             Unary::GeluTanh => {
-                let [h, c, a] = GELU_TANH.map(<$T>::from_f64);
-                let $f = |v: $T| h * v * (<$T>::one() + (c * (v + a * (v * v * v))).tanh());
+                let [_, c, a] = GELU_TANH.map(<$T>::from_f64);
+                let two = <$T>::from_f64(2.0);
+                let $f = |v: $T| v * sigmoid_of(two * c * (v + a * (v * v * v)));
                 $body
             }
             Unary::GeluTanhGrad => {
-                let [h, c, a] = GELU_TANH.map(<$T>::from_f64);
+                let [_, c, a] = GELU_TANH.map(<$T>::from_f64);
                 let a3 = <$T>::from_f64(3.0 * GELU_TANH[2]);
+                let bound = <$T>::from_f64(math::GELU_TANH_SATURATED);
+                let two = <$T>::from_f64(2.0);
                 let $f = |v: $T| {
-                    let t = (c * (v + a * (v * v * v))).tanh();
-                    let one = <$T>::one();
-                    h * (one + t) + h * v * (one - t * t) * c * (one + a3 * (v * v))
+                    // (clamped where the second term is 0: GELU_TANH_SATURATED)
+                    let v = (if v > bound {
+                        bound
+                    } else if v < -bound {
+                        -bound
+                    } else {
+                        v
+                    }) + (v - v);
+                    let u2 = two * c * (v + a * (v * v * v));
+                    let (s, sn) = (sigmoid_of(u2), sigmoid_of(-u2));
+                    s + two * v * s * sn * c * (<$T>::one() + a3 * (v * v))
                 };
                 $body
             }
@@ -418,6 +432,18 @@ impl Lane for f32 {
     #[inline(always)]
     fn gelu_and_grad(x: &[f32], g: &mut [f32], d: &mut [f32]) {
         crate::kernels::cpu::erf::gelu_and_grad_slice(x, g, d);
+    }
+}
+
+/// `1 / (1 + e^-z)` without overflow (`e^-|z|` only), for the table's
+/// generic kernels (GELU's tanh form).
+#[inline(always)]
+fn sigmoid_of<T: num_traits::Float>(z: T) -> T {
+    let e = (-z.abs()).exp();
+    if z >= T::zero() {
+        T::one() / (T::one() + e)
+    } else {
+        e / (T::one() + e)
     }
 }
 

@@ -1,0 +1,149 @@
+//! The `f32` elementwise functions and their derivatives against the same
+//! ops in `f64` (on the same `f32` inputs, rounded once): a sweep of every
+//! binade from 1e-30 to 1e30 of both signs, a dense grid in [-20, 20],
+//! and the special values. The `f32` kernels are this crate's own
+//! vectorised approximations (`kernels/cpu/math.rs`), so their accuracy
+//! is checked here over the whole range, not only where models live.
+
+use gradtape::{DType, GradientTape, Result, Tensor};
+
+type Unary = fn(&Tensor) -> Result<Tensor>;
+
+const OPS: &[(&str, Unary)] = &[
+    ("exp", |x| x.exp()),
+    ("log", |x| x.log()),
+    ("sin", |x| x.sin()),
+    ("cos", |x| x.cos()),
+    ("tanh", |x| x.tanh()),
+    ("sigmoid", |x| x.sigmoid()),
+    ("softplus", |x| x.softplus()),
+    ("elu", |x| x.elu()),
+    ("selu", |x| x.selu()),
+    ("silu", |x| x.silu()),
+    ("expm1", |x| x.expm1()),
+    ("log1p", |x| x.log1p()),
+    ("sqrt", |x| x.sqrt()),
+    ("rsqrt", |x| x.rsqrt()),
+    ("erf", |x| x.erf()),
+    ("erfc", |x| x.erfc()),
+    ("gelu", |x| x.gelu(false)),
+    ("gelu_tanh", |x| x.gelu(true)),
+    ("log_sigmoid", |x| x.log_sigmoid()),
+    ("tan", |x| x.tan()),
+    ("atan", |x| x.atan()),
+    ("asin", |x| x.asin()),
+    ("acos", |x| x.acos()),
+    ("sinh", |x| x.sinh()),
+    ("cosh", |x| x.cosh()),
+    ("asinh", |x| x.asinh()),
+    ("acosh", |x| x.acosh()),
+    ("atanh", |x| x.atanh()),
+    ("lgamma", |x| x.lgamma()),
+    ("digamma", |x| x.digamma()),
+    ("erfinv", |x| x.erfinv()),
+    ("softsign", |x| x.softsign()),
+];
+
+/// The sweep: ±m·10^e for m in {1, 1.7, 2.9, 5.3}, e in -30..=30, a grid
+/// of step 0.0625 in [-20, 20], and 0, ±inf, NaN.
+fn points() -> Vec<f32> {
+    let mut p = vec![0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+    for e in -30..=30 {
+        for m in [1.0, 1.7, 2.9, 5.3] {
+            let v = (m * 10f64.powi(e)) as f32;
+            p.extend([v, -v]);
+        }
+    }
+    p.extend((-320..=320).map(|i| i as f32 * 0.0625));
+    p
+}
+
+/// The distance in `f32` ulps between `a` and `b` (both finite).
+fn ulps(a: f32, b: f32) -> u64 {
+    let key = |x: f32| {
+        let i = x.to_bits() as i32;
+        if i < 0 {
+            i64::from(i32::MIN) - i64::from(i)
+        } else {
+            i64::from(i)
+        }
+    };
+    (key(a) - key(b)).unsigned_abs()
+}
+
+/// The value and the derivative of `f` at `x`, in `x`'s dtype.
+fn value_and_slope(f: Unary, x: &Tensor) -> Result<(Vec<f64>, Vec<f64>)> {
+    let tape = GradientTape::new();
+    let (y, s) = tape.record(|| {
+        tape.watch(x);
+        let y = f(x)?;
+        let s = y.sum_all()?;
+        Ok((y, s))
+    })?;
+    let g = tape.gradient(&s, x)?.expect("a gradient");
+    Ok((
+        y.cast(DType::F64)?.to_vec::<f64>()?,
+        g.cast(DType::F64)?.to_vec::<f64>()?,
+    ))
+}
+
+/// Whether the `f32` result `got` is `want` (the `f64` result rounded to
+/// `f32`): both NaN, equal, within `max_ulps`, or within `abs` (for
+/// results that cancel to near 0, where ulps mean nothing).
+fn accurate(got: f64, want: f64, max_ulps: u64, abs: f64) -> bool {
+    let w = want as f32;
+    let g = got as f32;
+    (g.is_nan() && w.is_nan())
+        || g == w
+        || (g.is_finite() && w.is_finite() && (ulps(g, w) <= max_ulps || (got - f64::from(w)).abs() <= abs))
+}
+
+/// The absolute accuracy of a slope where its formula cancels (TensorFlow
+/// and PyTorch use the same formulas): selu's `y + scale·alpha` from the
+/// output `y` is within a few ulps of 1.76 where the slope is tiny (x ≪ 0);
+/// silu's `σ + x·σ(1 − σ)` holds `1 − σ` to an ulp of 1, times `x`.
+fn slope_abs(name: &str, x: f32) -> f64 {
+    match name {
+        "selu" => 2.5e-7,
+        "silu" => 1.2e-7 * f64::from(x.abs()).max(1.0),
+        _ => 1e-7,
+    }
+}
+
+#[test]
+fn f32_functions_and_slopes_are_accurate_everywhere() -> Result<()> {
+    let p = points();
+    let x32 = Tensor::from_vec(p.clone(), &[p.len()])?;
+    let x64 = x32.cast(DType::F64)?;
+    let mut bad = Vec::new();
+    for (name, f) in OPS {
+        let (y32, g32) = value_and_slope(*f, &x32)?;
+        let (y64, g64) = value_and_slope(*f, &x64)?;
+        for (what, got, want) in [("value", &y32, &y64), ("slope", &g32, &g64)] {
+            let mut worst = (0u64, 0.0f32, 0.0, 0.0);
+            let mut count = 0;
+            for (i, (&a, &b)) in got.iter().zip(want.iter()).enumerate() {
+                let abs = if what == "slope" { slope_abs(name, p[i]) } else { 1e-7 };
+                if !accurate(a, b, 4, abs) {
+                    count += 1;
+                    let u = if (a as f32).is_finite() && (b as f32).is_finite() {
+                        ulps(a as f32, b as f32)
+                    } else {
+                        u64::MAX
+                    };
+                    if u >= worst.0 {
+                        worst = (u, p[i], a, b);
+                    }
+                }
+            }
+            if count > 0 {
+                bad.push(format!(
+                    "{name} {what}: {count} points off; worst at x = {:e}: f32 {:e}, f64 {:e} ({} ulps)",
+                    worst.1, worst.2, worst.3, worst.0
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} inaccurate:\n{}", bad.len(), bad.join("\n"));
+    Ok(())
+}
