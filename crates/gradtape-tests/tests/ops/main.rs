@@ -33,4 +33,5 @@ mod tf_elementwise;
 mod tf_linalg;
 mod tf_nn;
 mod tf_segment;
+mod tf_util;
 mod tf_vector;

@@ -9,6 +9,8 @@
 
 use gradtape::{GradientTape, MatrixNorm, Result, Tensor};
 
+use super::tf_util::{agrees, floats, weighted};
+
 const DATA: &str = include_str!("../data/tf_linalg.txt");
 
 fn op(name: &str, a: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -46,14 +48,6 @@ fn op(name: &str, a: &[Tensor]) -> Result<Vec<Tensor>> {
     }
 }
 
-fn floats(s: &str) -> Option<Vec<f64>> {
-    (s != "none").then(|| {
-        s.split(',')
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number {v}")))
-            .collect()
-    })
-}
-
 /// Within `rel` of the largest magnitude of `want` (a matrix result's
 /// roundoff is relative to its scale), NaN matching NaN.
 fn close(got: &[f64], want: &[f64], rel: f64) -> bool {
@@ -61,11 +55,7 @@ fn close(got: &[f64], want: &[f64], rel: f64) -> bool {
         .iter()
         .filter(|v| v.is_finite())
         .fold(0.0f64, |m, v| m.max(v.abs()));
-    got.len() == want.len()
-        && got
-            .iter()
-            .zip(want)
-            .all(|(a, b)| (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= rel * scale)
+    got.len() == want.len() && got.iter().zip(want).all(|(a, b)| agrees(*a, *b, rel, scale))
 }
 
 #[test]
@@ -90,8 +80,7 @@ fn linalg_ops_match_tensorflow() -> Result<()> {
             let ys = op(name, &xs)?;
             let mut s = Tensor::scalar(0.0f64);
             for y in &ys {
-                let w: Vec<f64> = (0..y.numel()).map(|i| 1.0 + 0.5 * i as f64).collect();
-                s = s.add(&y.reshape(&[y.numel()])?.mul(&Tensor::vector(&w))?.sum_all()?)?;
+                s = s.add(&weighted(y)?)?;
             }
             Ok((ys, s))
         })?;

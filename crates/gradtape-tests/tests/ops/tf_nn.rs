@@ -7,6 +7,8 @@
 
 use gradtape::{DType, GradientTape, Result, Tensor};
 
+use super::tf_util::{agrees, floats, weighted};
+
 const DATA: &str = include_str!("../data/tf_nn.txt");
 
 fn op(name: &str, a: &[Tensor]) -> Result<Tensor> {
@@ -24,22 +26,6 @@ fn op(name: &str, a: &[Tensor]) -> Result<Tensor> {
         "log_poisson_full" => Tensor::log_poisson_loss(&a[0], &a[1], true),
         _ => panic!("no op {name}"),
     }
-}
-
-fn floats(s: &str) -> Option<Vec<f64>> {
-    (s != "none").then(|| {
-        s.split(',')
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number {v}")))
-            .collect()
-    })
-}
-
-/// Within 1e-12 relative, or of `scale` (the largest finite magnitude of a
-/// row op's output or gradient, for the roundoff of elements that should
-/// be 0: TensorFlow gives 7e-15 for a layer norm's middle gradient of a
-/// constant row, this crate 0).
-fn agrees(got: f64, want: f64, scale: f64) -> bool {
-    (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= 1e-12 * want.abs().max(scale)
 }
 
 #[test]
@@ -73,8 +59,7 @@ fn losses_and_normalisations_match_tensorflow() -> Result<()> {
         let (y, s) = tape.record(|| {
             tape.watch(&diff);
             let y = op(name, &xs)?;
-            let w: Vec<f64> = (0..y.numel()).map(|i| 1.0 + 0.5 * i as f64).collect();
-            let s = y.reshape(&[y.numel()])?.mul(&Tensor::vector(&w))?.sum_all()?;
+            let s = weighted(&y)?;
             Ok((y, s))
         })?;
         let mut g: Vec<Option<Tensor>> = tape.gradient(&s, &diff)?;
@@ -86,6 +71,9 @@ fn losses_and_normalisations_match_tensorflow() -> Result<()> {
             let at = &raw;
             match (&got, &want) {
                 (Some(gv), Some(wv)) => {
+                    // a row op's roundoff is relative to the row's largest
+                    // finite magnitude (TensorFlow gives 7e-15 for a layer
+                    // norm's middle gradient of a constant row, this crate 0)
                     let rows = shape.len() == 2;
                     let scale = if rows {
                         wv.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()))
@@ -93,7 +81,7 @@ fn losses_and_normalisations_match_tensorflow() -> Result<()> {
                         0.0
                     };
                     for (i, (a, b)) in gv.iter().zip(wv).enumerate() {
-                        if !agrees(*a, *b, scale) && !known(name, &what, at, i) {
+                        if !agrees(*a, *b, 1e-12, scale) && !known(name, &what, at, i) {
                             // the operands of element i (of its row for row ops)
                             let inputs: Vec<f64> = if rows {
                                 at[at.len() - 1].clone()

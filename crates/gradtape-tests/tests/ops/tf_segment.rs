@@ -8,6 +8,8 @@
 
 use gradtape::{GradientTape, Result, Tensor};
 
+use super::tf_util::{agrees, floats, weighted};
+
 const DATA: &str = include_str!("../data/tf_segment.txt");
 
 fn op(name: &str, x: &Tensor) -> Result<Tensor> {
@@ -29,14 +31,8 @@ fn op(name: &str, x: &Tensor) -> Result<Tensor> {
     }
 }
 
-fn floats(s: &str) -> Vec<f64> {
-    s.split(',')
-        .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number {v}")))
-        .collect()
-}
-
-fn agrees(got: f64, want: f64) -> bool {
-    (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= 1e-12 * want.abs()
+fn numbers(s: &str) -> Vec<f64> {
+    floats(s).expect("numbers")
 }
 
 #[test]
@@ -47,20 +43,22 @@ fn segment_ops_match_tensorflow() -> Result<()> {
         let [name, x, value, grad] = line.split('|').collect::<Vec<_>>()[..] else {
             panic!("bad line {line}");
         };
-        let xv = floats(x);
+        let xv = numbers(x);
         let x = Tensor::from_vec(xv.clone(), &[6, 2])?;
         let tape = GradientTape::new();
         let (y, s) = tape.record(|| {
             tape.watch(&x);
             let y = op(name, &x)?;
-            let w: Vec<f64> = (0..y.numel()).map(|i| 1.0 + 0.5 * i as f64).collect();
-            let s = y.reshape(&[y.numel()])?.mul(&Tensor::vector(&w))?.sum_all()?;
+            let s = weighted(&y)?;
             Ok((y, s))
         })?;
         let g = tape.gradient(&s, &x)?.expect("a gradient").to_vec::<f64>()?;
-        for (what, got, want) in [("value", y.to_vec::<f64>()?, floats(value)), ("grad", g, floats(grad))] {
+        for (what, got, want) in [
+            ("value", y.to_vec::<f64>()?, numbers(value)),
+            ("grad", g, numbers(grad)),
+        ] {
             checked += 1;
-            let same = got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| agrees(*a, *b));
+            let same = got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| agrees(*a, *b, 1e-12, 0.0));
             // TensorFlow's prod gradient divides by x (NaN at infinities):
             // the product rule by brute force referees
             let refereed = what == "grad" && name.ends_with("segment_prod") && close(&got, &prod_grad(name, &xv));
@@ -103,5 +101,5 @@ fn prod_grad(name: &str, x: &[f64]) -> Vec<f64> {
 }
 
 fn close(got: &[f64], want: &[f64]) -> bool {
-    got.len() == want.len() && got.iter().zip(want).all(|(a, b)| agrees(*a, *b))
+    got.len() == want.len() && got.iter().zip(want).all(|(a, b)| agrees(*a, *b, 1e-12, 0.0))
 }

@@ -7,6 +7,8 @@
 
 use gradtape::{DType, GradientTape, Result, Tensor};
 
+use super::tf_util::{agrees, floats, weighted};
+
 const DATA: &str = include_str!("../data/tf_vector.txt");
 
 fn op(name: &str, x: &Tensor) -> Result<Tensor> {
@@ -36,18 +38,6 @@ fn op(name: &str, x: &Tensor) -> Result<Tensor> {
     }
 }
 
-fn floats(s: &str) -> Option<Vec<f64>> {
-    (s != "none").then(|| {
-        s.split(',')
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number {v}")))
-            .collect()
-    })
-}
-
-fn agrees(got: f64, want: f64) -> bool {
-    (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= 1e-12 * want.abs()
-}
-
 #[test]
 fn vector_ops_match_tensorflow() -> Result<()> {
     let mut bad = Vec::new();
@@ -62,8 +52,7 @@ fn vector_ops_match_tensorflow() -> Result<()> {
         let (y, s) = tape.record(|| {
             tape.watch(&x);
             let y = op(name, &x)?;
-            let w: Vec<f64> = (0..y.numel()).map(|i| 1.0 + 0.5 * i as f64).collect();
-            let s = y.reshape(&[y.numel()])?.mul(&Tensor::vector(&w))?.sum_all()?;
+            let s = weighted(&y)?;
             Ok((y, s))
         })?;
         let g = tape.gradient(&s, &x)?;
@@ -78,7 +67,10 @@ fn vector_ops_match_tensorflow() -> Result<()> {
             };
             let same = match (&got, &want) {
                 (Some(g), Some(w)) => {
-                    g.len() == w.len() && g.iter().zip(w).all(|(a, b)| agrees(*a, *b) || (a - b).abs() <= abs)
+                    g.len() == w.len()
+                        && g.iter()
+                            .zip(w)
+                            .all(|(a, b)| agrees(*a, *b, 1e-12, 0.0) || (a - b).abs() <= abs)
                 }
                 (None, None) => true,
                 // no gradient and zeros are the same derivative
@@ -140,7 +132,7 @@ fn cumprod_grad(x: &[f64], exclusive: bool, reverse: bool) -> Vec<f64> {
 }
 
 fn close(got: &[f64], want: &[f64]) -> bool {
-    got.len() == want.len() && got.iter().zip(want).all(|(a, b)| agrees(*a, *b))
+    got.len() == want.len() && got.iter().zip(want).all(|(a, b)| agrees(*a, *b, 1e-12, 0.0))
 }
 
 /// Where this crate deliberately differs from TensorFlow: (op, what,
