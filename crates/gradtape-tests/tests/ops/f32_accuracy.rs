@@ -147,3 +147,102 @@ fn f32_functions_and_slopes_are_accurate_everywhere() -> Result<()> {
     assert!(bad.is_empty(), "{} inaccurate:\n{}", bad.len(), bad.join("\n"));
     Ok(())
 }
+
+type Binary = fn(&Tensor, &Tensor) -> Result<Tensor>;
+
+const BINARY: &[(&str, Binary)] = &[
+    ("add", |x, y| x.add(y)),
+    ("mul", |x, y| x.mul(y)),
+    ("div", |x, y| x.div(y)),
+    ("pow", |x, y| x.pow(y)),
+    ("atan2", |x, y| x.atan2(y)),
+    ("maximum", |x, y| x.maximum(y)),
+    ("squared_difference", |x, y| x.squared_difference(y)),
+    ("floor_mod", |x, y| x.floor_mod(y)),
+    ("xlogy", Tensor::xlogy),
+    ("xlog1py", Tensor::xlog1py),
+    ("igamma", Tensor::igamma),
+    ("igammac", Tensor::igammac),
+];
+
+/// The binary ops on every pair of 48 values (signs, binades from 1e-20 to
+/// 1e20, small integers, 0, ±inf, NaN): values and both partial
+/// derivatives in `f32` against `f64` on the same inputs.
+#[test]
+fn f32_binary_ops_and_slopes_are_accurate() -> Result<()> {
+    let mut base: Vec<f32> = vec![0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.5, 1.5, 2.0, 3.0, 7.0];
+    for e in (-20..=20).step_by(4) {
+        base.push((1.3 * 10f64.powi(e)) as f32);
+    }
+    let negatives: Vec<f32> = base.iter().filter(|v| **v > 0.0).map(|v| -v).collect();
+    base.extend(negatives);
+    let (xs, ys): (Vec<f32>, Vec<f32>) = base.iter().flat_map(|&a| base.iter().map(move |&b| (a, b))).unzip();
+    let n = xs.len();
+    let (x32, y32) = (Tensor::from_vec(xs.clone(), &[n])?, Tensor::from_vec(ys.clone(), &[n])?);
+    let (x64, y64) = (x32.cast(DType::F64)?, y32.cast(DType::F64)?);
+    let run = |f: Binary, x: &Tensor, y: &Tensor| -> Result<[Vec<f64>; 3]> {
+        let tape = GradientTape::new();
+        let (z, s) = tape.record(|| {
+            tape.watch(&[x.clone(), y.clone()]);
+            let z = f(x, y)?;
+            let s = z.sum_all()?;
+            Ok((z, s))
+        })?;
+        let g = tape.gradient(&s, &[x.clone(), y.clone()])?;
+        let v = |t: Option<&Tensor>| -> Result<Vec<f64>> {
+            match t {
+                Some(t) => t.cast(DType::F64)?.to_vec::<f64>(),
+                None => Ok(vec![0.0; n]),
+            }
+        };
+        Ok([v(Some(&z))?, v(g[0].as_ref())?, v(g[1].as_ref())?])
+    };
+    let mut bad = Vec::new();
+    for (name, f) in BINARY {
+        let (got, want) = (run(*f, &x32, &y32)?, run(*f, &x64, &y64)?);
+        for (k, what) in ["value", "d/dx", "d/dy"].iter().enumerate() {
+            let mut off = Vec::new();
+            for i in 0..n {
+                let (a, b) = (got[k][i], want[k][i]);
+                // (igamma's slopes in a: 1e-6 of the scale, its series)
+                let abs = if name.starts_with("igamma") {
+                    1e-6 * b.abs().max(1e-30)
+                } else {
+                    1e-7
+                };
+                if !accurate(a, b, 4, abs) && !f32_formula(name, what, xs[i], ys[i]) {
+                    off.push(format!("({:e}, {:e}): f32 {a:e}, f64 {b:e}", xs[i], ys[i]));
+                }
+            }
+            if !off.is_empty() {
+                bad.push(format!(
+                    "{name} {what}: {} pairs off, e.g. {}",
+                    off.len(),
+                    off[..off.len().min(3)].join("; ")
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} inaccurate:\n{}", bad.len(), bad.join("\n"));
+    Ok(())
+}
+
+/// Where a binary op's `f32` derivative differs from `f64` on the same
+/// inputs through `f32` arithmetic in TensorFlow's own formula (the same
+/// in TensorFlow's `f32` kernels):
+/// - `pow`'s `y·x^(y−1)`: `y − 1` rounds in `f32` (beyond 2²⁴, or `y` near
+///   0), changing the power (its parity at `x = -inf`);
+/// - `pow`'s `z·log x` masked to 0 for `x <= 0`: `z = x^y` overflows `f32`
+///   (`inf · 0`);
+/// - `atan2`'s `x / (x² + y²)`: the squares underflow `f32` below 1e-19;
+/// - `floor_mod`'s `-floor(x / y)`: `x / y` rounds across an integer.
+fn f32_formula(name: &str, what: &str, x: f32, y: f32) -> bool {
+    let (xd, yd) = (f64::from(x), f64::from(y));
+    match (name, what) {
+        ("pow", "d/dx") => f64::from(y - 1.0) != yd - 1.0,
+        ("pow", "d/dy") => x < 0.0 && !(x.powf(y)).is_finite(),
+        ("atan2", _) => x.abs() < 1e-19 && y.abs() < 1e-19,
+        ("floor_mod", "d/dy") => (x / y).floor() as f64 != (xd / yd).floor(),
+        _ => false,
+    }
+}
