@@ -29,6 +29,7 @@ mod special;
 mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
+mod tf_complex;
 mod tf_conv;
 mod tf_elementwise;
 mod tf_linalg;

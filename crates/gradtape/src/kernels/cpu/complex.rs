@@ -40,6 +40,28 @@ pub(crate) fn c_abs<T: Float>(z: Complex<T>) -> T {
     z.re.hypot(z.im)
 }
 
+/// `x / y` by Smith's algorithm: the quotient of the larger part of `y`
+/// first, so that moduli near the ends of the range neither overflow nor
+/// underflow (`1 / (1e-200 + 1e-200i)` is `5e199 − 5e199i`, where the
+/// textbook `conj(y) / |y|²` gives `inf − inf·i`, and `1 / (inf + 0i)` is
+/// 0); a zero `y` gives IEEE's NaN or infinity, as the textbook form.
+#[inline]
+pub(crate) fn c_div<T: Float>(x: Complex<T>, y: Complex<T>) -> Complex<T> {
+    let (a, b, c, d) = (x.re, x.im, y.re, y.im);
+    if c == T::zero() && d == T::zero() {
+        return x / y;
+    }
+    if c.abs() >= d.abs() {
+        let r = d / c;
+        let den = c + d * r;
+        Complex::new((a + b * r) / den, (b - a * r) / den)
+    } else {
+        let r = c / d;
+        let den = c * r + d;
+        Complex::new((a * r + b) / den, (b * r - a) / den)
+    }
+}
+
 /// The argument `atan2(im, re)`, in `(-pi, pi]`.
 #[inline]
 pub(crate) fn c_arg<T: Float>(z: Complex<T>) -> T {
@@ -194,7 +216,7 @@ pub(crate) fn binary(op: &'static str, a: &Tensor, b: &Tensor, kind: BinKind) ->
         BinKind::Add => zip::<C, C, C>(op, a, b, |x, y| x + y),
         BinKind::Sub => zip::<C, C, C>(op, a, b, |x, y| x - y),
         BinKind::Mul => zip::<C, C, C>(op, a, b, |x, y| x * y),
-        BinKind::Div => zip::<C, C, C>(op, a, b, |x, y| x / y),
+        BinKind::Div => zip::<C, C, C>(op, a, b, c_div),
     }, _ => unreachable!("checked"))
 }
 

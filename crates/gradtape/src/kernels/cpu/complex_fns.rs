@@ -117,10 +117,10 @@ pub(crate) fn c_pow<T: Float>(z: Complex<T>, p: Complex<T>) -> Complex<T> {
     c_exp_ext(p * c_ln(z))
 }
 
-/// `1 / z`.
+/// `1 / z` (by Smith's division: no overflow or underflow of `|z|²`).
 #[inline]
 pub(crate) fn c_recip<T: Float>(z: Complex<T>) -> Complex<T> {
-    Complex::new(T::one(), T::zero()) / z
+    super::complex::c_div(Complex::new(T::one(), T::zero()), z)
 }
 
 /// The logistic sigmoid `1 / (1 + e^{-z})`.
