@@ -2,7 +2,12 @@
 //! functions, complex tensors, FFTs, einsum, image resizing, conv3d and
 //! the pools, CTC, seeded random tensors, the `f32` kernels against `f64`,
 //! and the table of ops and dtypes (`docs/dtypes.md`); tensor ids and
-//! printing, the seeded `Rng`, and copies of strided views.
+//! printing, the seeded `Rng`, and copies of strided views. The `tf_*`
+//! files are differential tests against TensorFlow 2.21 at edge points
+//! (elementwise, vector, loss and normalisation, linear algebra, segment,
+//! convolution and pool, complex ops; their data in `tests/data/`, printed
+//! by the scripts of `tests/reference/`), and `f32_accuracy` sweeps the
+//! `f32` functions against `f64` over every binade.
 //!
 //! One test binary (`cargo test --release --test ops`) for the files
 //! below, each a module: `cargo test --release --test ops <file>::` runs
