@@ -30,3 +30,26 @@ pub fn weighted(y: &Tensor) -> Result<Tensor> {
 pub fn agrees(got: f64, want: f64, rel: f64, scale: f64) -> bool {
     (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= rel * want.abs().max(scale)
 }
+
+/// [`agrees`] element by element, of equal lengths.
+pub fn all_agree(got: &[f64], want: &[f64], rel: f64, scale: f64) -> bool {
+    got.len() == want.len() && got.iter().zip(want).all(|(a, b)| agrees(*a, *b, rel, scale))
+}
+
+/// Fails unless more than `min` comparisons were made (the data file was
+/// read) and none of them differed, listing every difference.
+pub fn report(checked: usize, min: usize, bad: &[String]) {
+    assert!(checked > min, "{checked} comparisons");
+    assert!(
+        bad.is_empty(),
+        "{} differences from TensorFlow:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+/// The largest finite magnitude in `v` (0 if none): the scale of a
+/// result's roundoff, for [`agrees`].
+pub fn magnitude(v: &[f64]) -> f64 {
+    v.iter().filter(|x| x.is_finite()).fold(0.0f64, |m, x| m.max(x.abs()))
+}
