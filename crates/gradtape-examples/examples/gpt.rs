@@ -7,6 +7,7 @@
 //! cargo run --release --example gpt -- --eager      # every step op by op (no tracing)
 //! cargo run --release --example gpt -- --steps 1000 --generate 600 --prompt "The tape"
 //! cargo run --release --example gpt -- --width 256 --heads 8 --context 128 --batch 8
+//! cargo run --release --example gpt -- --llama        # Llama's blocks instead of GPT-2's
 //! ```
 //!
 //! (`--layers`, `--width`, `--heads`, `--context`, `--batch` and
@@ -16,7 +17,11 @@
 //! embeddings, 2 pre-LayerNorm causal Transformer blocks (width 128, 4
 //! heads, a GELU feed-forward of 4 × 128), a final LayerNorm and the output
 //! projection tied to the token embedding (logits = h · tableᵀ), on windows
-//! of 64 characters, 16 windows per batch. It trains with AdamW (linear
+//! of 64 characters, 16 windows per batch. With `--llama` the blocks are
+//! Llama's instead (`TransformerBlock::builder(..).llama()`: RMS norms,
+//! rotary positions in the attention instead of learned ones, a SwiGLU
+//! feed-forward of 4 × 128, no biases; 2 key/value heads for the 4 query
+//! heads), and the final norm an RMS norm. It trains with AdamW (linear
 //! warm-up then cosine decay, decoupled weight decay except on biases and
 //! norms) on gradients clipped to global norm 1. The last 10 % of the text
 //! (the end of the README) is held out for the validation loss. Everything is seeded.
@@ -50,7 +55,7 @@ use std::time::Instant;
 
 use gradtape::nn::sampling::sample_next;
 use gradtape::nn::{
-    losses, Embedding, Initializer, KvCache, Layer, LayerNorm, Module, PositionalEmbedding, TransformerBlock,
+    losses, Embedding, Initializer, KvCache, Layer, LayerNorm, Module, PositionalEmbedding, RMSNorm, TransformerBlock,
 };
 use gradtape::optim::{clip_gradients_by_global_norm, AdamW, CosineDecay, Optimizer};
 use gradtape::{function, io, Error, GradientTape, Result, Rng, Tensor, Variable};
@@ -76,6 +81,9 @@ pub struct Config {
     pub batch_size: usize,
     /// Dropout in the blocks while training (0: none).
     pub dropout: f64,
+    /// Llama's blocks (RMS norms, rotary positions, SwiGLU, grouped
+    /// key/value heads) instead of GPT-2's.
+    pub llama: bool,
     pub steps: usize,
     /// The peak learning rate, reached after `warmup_steps`, then cosine
     /// decay to a tenth of it at the last step.
@@ -112,6 +120,7 @@ impl Default for Config {
             context: 64,
             batch_size: 16,
             dropout: 0.0,
+            llama: false,
             steps: 500,
             learning_rate: 3e-3,
             warmup_steps: 50,
@@ -243,13 +252,16 @@ pub fn windows(data: &[i64], context: usize) -> Result<(Tensor, Tensor)> {
     Ok((Tensor::from_vec(x, &[n, context])?, Tensor::from_vec(y, &[n, context])?))
 }
 
-/// The model: token and position embeddings, causal pre-LayerNorm blocks,
-/// a final LayerNorm and the tied output projection.
+/// The model: token and (GPT-2's) learned position embeddings, causal
+/// pre-norm blocks, a final norm and the tied output projection.
 pub struct Gpt {
     tokens: Embedding,
-    positions: PositionalEmbedding,
+    /// none in Llama's model, whose positions are rotary, in the blocks
+    positions: Option<PositionalEmbedding>,
+    context: usize,
     blocks: Vec<TransformerBlock>,
-    norm: LayerNorm,
+    /// LayerNorm, or RMSNorm in Llama's model
+    norm: Box<dyn Layer>,
     vocab: usize,
 }
 
@@ -263,23 +275,40 @@ impl Gpt {
             .initializer(init.clone())
             .name("gpt/tokens")
             .build(rng)?;
-        let positions = PositionalEmbedding::builder(cfg.context, cfg.width)
-            .initializer(init)
-            .name("gpt/positions")
-            .build(rng)?;
-        let blocks = (0..cfg.layers)
-            .map(|i| {
-                TransformerBlock::builder(cfg.width, cfg.heads, 4 * cfg.width)
-                    .causal(true)
-                    .dropout(cfg.dropout)
-                    .name(format!("gpt/block_{i}"))
+        let positions = (!cfg.llama)
+            .then(|| {
+                PositionalEmbedding::builder(cfg.context, cfg.width)
+                    .initializer(init)
+                    .name("gpt/positions")
                     .build(rng)
             })
+            .transpose()?;
+        let blocks = (0..cfg.layers)
+            .map(|i| {
+                let block = TransformerBlock::builder(cfg.width, cfg.heads, 4 * cfg.width);
+                let block = if cfg.llama {
+                    // grouped key/value heads where the heads split evenly
+                    let kv = if cfg.heads.is_multiple_of(2) {
+                        cfg.heads / 2
+                    } else {
+                        cfg.heads
+                    };
+                    block.llama().num_key_value_heads(kv)
+                } else {
+                    block.causal(true)
+                };
+                block.dropout(cfg.dropout).name(format!("gpt/block_{i}")).build(rng)
+            })
             .collect::<Result<_>>()?;
-        let norm = LayerNorm::builder(cfg.width).name("gpt/final_norm").build()?;
+        let norm: Box<dyn Layer> = if cfg.llama {
+            Box::new(RMSNorm::builder(cfg.width).name("gpt/final_norm").build()?)
+        } else {
+            Box::new(LayerNorm::builder(cfg.width).name("gpt/final_norm").build()?)
+        };
         Ok(Gpt {
             tokens,
             positions,
+            context: cfg.context,
             blocks,
             norm,
             vocab,
@@ -288,12 +317,14 @@ impl Gpt {
 
     /// The positions the model covers.
     pub fn context(&self) -> usize {
-        self.positions.sequence_length()
+        self.context
     }
 
     pub fn variables(&self) -> Vec<Variable> {
         let mut v = self.tokens.variables();
-        v.extend(self.positions.variables());
+        if let Some(p) = &self.positions {
+            v.extend(p.variables());
+        }
         self.blocks.iter().for_each(|b| v.extend(b.variables()));
         v.extend(self.norm.variables());
         v
@@ -311,7 +342,10 @@ impl Gpt {
     /// positions attend to the cached keys and values too and are added to
     /// them.
     pub fn logits(&self, ids: &Tensor, start: usize, caches: Option<&mut [KvCache]>, training: bool) -> Result<Tensor> {
-        let mut h = self.positions.add_to(&self.tokens.call(ids)?, start)?;
+        let mut h = self.tokens.call(ids)?;
+        if let Some(p) = &self.positions {
+            h = p.add_to(&h, start)?;
+        }
         match caches {
             Some(caches) => {
                 for (block, cache) in self.blocks.iter().zip(caches) {
@@ -380,7 +414,7 @@ pub fn optimizer(cfg: &Config) -> AdamW {
         .alpha(0.1);
     AdamW::new(schedule)
         .weight_decay(cfg.weight_decay)
-        .exclude_from_weight_decay(&["bias", "gamma", "beta"])
+        .exclude_from_weight_decay(&["bias", "gamma", "beta", "scale"])
         .with_name("adamw")
 }
 
@@ -706,10 +740,11 @@ fn parse_args() -> std::result::Result<Config, String> {
             "--context" => cfg.context = value("--context")?.parse().map_err(|e| format!("--context: {e}"))?,
             "--batch" => cfg.batch_size = value("--batch")?.parse().map_err(|e| format!("--batch: {e}"))?,
             "--dropout" => cfg.dropout = value("--dropout")?.parse().map_err(|e| format!("--dropout: {e}"))?,
+            "--llama" => cfg.llama = true,
             _ => {
                 return Err(format!(
                 "unknown argument {a:?}; options: --eager, --steps N, --lr RATE, --generate N, --seed N, --prompt TEXT, \
-                 --layers N, --width N, --heads N, --context N, --batch N, --dropout RATE"
+                 --layers N, --width N, --heads N, --context N, --batch N, --dropout RATE, --llama"
             ))
             }
         }

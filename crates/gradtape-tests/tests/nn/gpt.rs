@@ -86,6 +86,40 @@ fn the_traced_gpt_step_gives_the_eager_loss_and_update() -> gradtape::Result<()>
     Ok(())
 }
 
+/// `--llama`: the same claims with Llama's blocks (rotary positions, RMS
+/// norms, SwiGLU, 2 key/value heads for 4): the loss falls, decoding with
+/// the (rotary, grouped) caches gives the characters of rerunning the
+/// window, and the traced step gives the eager loss and update.
+#[test]
+fn the_llama_variant_learns_and_decodes_with_caches() -> gradtape::Result<()> {
+    let out_dir = std::env::temp_dir().join(format!("gradtape-llama-{}", std::process::id()));
+    let cfg = example::Config {
+        llama: true,
+        generate: 0,
+        ..tiny(out_dir.clone())
+    };
+    let out = example::train(&cfg)?;
+    let uniform = (out.corpus.vocab() as f64).ln();
+    assert!((out.losses[0] - uniform).abs() < 0.25, "{} vs {uniform}", out.losses[0]);
+    let last: f64 = out.losses[cfg.steps - 10..].iter().sum::<f64>() / 10.0;
+    assert!(last < 0.65 * out.losses[0], "first {}, last 10 {last}", out.losses[0]);
+    assert!(out.valid_loss < uniform - 1.0, "valid {} vs {uniform}", out.valid_loss);
+    assert_eq!(out.reloaded_valid_loss, out.valid_loss);
+    // no learned positions: the block sees them through the rotations
+    assert!(out.model.variables().iter().all(|v| !v.name().contains("positions")));
+    let prompt = out.corpus.encode("The ")?;
+    let decode = |cached| example::generate(&out.model, &prompt, 40, 0.8, Some(10), &mut Rng::new(6), cached);
+    assert_eq!(decode(true)?, decode(false)?);
+    std::fs::remove_dir_all(out_dir).unwrap();
+    let (eager, traced, weights) = example::first_step_eager_and_traced(&cfg)?;
+    assert!(
+        (eager - traced).abs() <= 1e-6 * eager.abs(),
+        "eager {eager}, traced {traced}"
+    );
+    assert!(weights < 1e-5, "the weights differ by {weights}");
+    Ok(())
+}
+
 #[test]
 fn the_corpus_is_the_documentation_split_90_10() -> gradtape::Result<()> {
     let c = example::Corpus::load()?;

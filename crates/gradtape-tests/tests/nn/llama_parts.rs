@@ -3,9 +3,13 @@
 //! key/value heads), and `RotaryEmbedding`, against Keras, PyTorch and
 //! keras_hub (`tests/reference/llama_parts.py` prints every number below),
 //! then a whole block built from them: traced as eager, decoded with a
-//! cache as the full causal call, trained until its loss falls.
+//! cache as the full causal call, trained until its loss falls; and
+//! `TransformerBlock`'s Llama form, against keras_hub's
+//! `LlamaTransformerDecoder` and against that block.
 
-use gradtape::nn::{AttentionArgs, Dense, KvCache, Layer, Module, MultiHeadAttention, RMSNorm, RotaryEmbedding};
+use gradtape::nn::{
+    AttentionArgs, Dense, KvCache, Layer, Module, MultiHeadAttention, RMSNorm, RotaryEmbedding, TransformerBlock,
+};
 use gradtape::optim::{Adam, Optimizer};
 use std::sync::Arc;
 
@@ -445,5 +449,110 @@ fn llama_block_traces_decodes_and_trains() -> Result<()> {
     }
     let last = block.forward(&x)?.sub(&target)?.square()?.mean_all()?.item()?;
     assert!(last < 0.5 * first, "{first} -> {last}");
+    Ok(())
+}
+
+/// `TransformerBlock::builder(8, 4, 12).llama().num_key_value_heads(2)`
+/// against keras_hub 0.32's `LlamaTransformerDecoder` (same options,
+/// epsilon 1e-5), whose norms, gate and softmax are computed in f32 (its
+/// own casts), so it ran in f32 and the sums agree to f32's roundoff:
+/// the output and the gradients of the input and of the 9 weights
+/// (keras_hub's order, the attention's first).
+#[test]
+fn llama_transformer_block_matches_keras_hub() -> Result<()> {
+    let y_want = (0.602300651371479, -2.135086160436169);
+    let grads_want: [Sums; 10] = [
+        (9.91089874599129, 38.97261288235896),
+        (-0.004035003825606509, -0.0032755423636506666),
+        (-0.001971731011508382, -0.0012915465137197748),
+        (0.9021849185228348, -0.34114645321082593),
+        (2.275950115174055, 0.18169694124523827),
+        (-0.3605782203376293, -0.07414881778104793),
+        (0.12909465021220967, 0.08339974503076025),
+        (0.038226298634981504, -0.020690466657297152),
+        (0.5398529110789241, -0.6692624020976334),
+        (0.05159360822290182, 0.019964579433761155),
+    ];
+    for dtype in [DType::F64, DType::F32] {
+        let block = TransformerBlock::builder(8, 4, 12)
+            .llama()
+            .num_key_value_heads(2)
+            .dtype(dtype)
+            .build(&mut Rng::new(0))?;
+        let ours = block.variables();
+        // keras_hub's order: q, k, v, output, first norm, intermediate,
+        // gate, output dense, second norm
+        let keras: Vec<Variable> = [1, 2, 3, 4, 0, 6, 7, 8, 5].iter().map(|&i| ours[i].clone()).collect();
+        set_weights(&keras)?;
+        let x = init(&[2, 5, 8], 1.0, 1.0).cast(dtype)?;
+        let tape = GradientTape::persistent();
+        let mut y = None;
+        let loss = tape.record(|| {
+            tape.watch(&x);
+            let out = block.call(&x)?;
+            y = Some(out.clone());
+            sin_weighted(&out)
+        })?;
+        let mut grads = tape.gradient(&loss, &[x])?.to_vec();
+        grads.extend(tape.gradient(&loss, &keras)?);
+        assert_eq!(grads.len(), grads_want.len());
+        close(wsum(y.as_ref().unwrap()), y_want, 2e-5, &format!("{dtype}: y"));
+        for (i, (g, w)) in grads.iter().zip(grads_want).enumerate() {
+            let g = g.as_ref().expect("a gradient");
+            close(wsum(g), w, 2e-5, &format!("{dtype}: grad {i}"));
+        }
+    }
+    Ok(())
+}
+
+/// `TransformerBlock`'s Llama form is the block of parts above (given
+/// its weights): the same outputs in f64, whole and decoded with a cache,
+/// and the same gradients.
+#[test]
+fn llama_transformer_block_is_the_block_of_parts() -> Result<()> {
+    let mut rng = Rng::new(5);
+    let parts = Block::new(16, DType::F64, &mut rng)?;
+    let block = TransformerBlock::builder(16, 4, 32)
+        .llama()
+        .num_key_value_heads(2)
+        .layer_norm_epsilon(1e-6)
+        .dtype(DType::F64)
+        .build(&mut rng)?;
+    let (pv, bv) = (parts.variables(), block.variables());
+    // the parts' order ends gate, up, down; the block's up, gate, down
+    let order = [0, 1, 2, 3, 4, 5, 7, 6, 8];
+    assert_eq!(bv.len(), order.len());
+    for (p, &b) in pv.iter().zip(&order) {
+        bv[b].assign(&p.read())?;
+    }
+    let x = rng.normal(&[2, 6, 16], 0.0, 1.0, DType::F64)?;
+    let same = |a: &Tensor, b: &Tensor, what: &str| {
+        let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+        assert_eq!(a.len(), b.len(), "{what}");
+        assert!(
+            a.iter().zip(&b).all(|(p, q)| (p - q).abs() <= 1e-13 * (1.0 + q.abs())),
+            "{what}"
+        );
+    };
+    same(&block.call(&x)?, &parts.forward(&x)?, "forward");
+    let (mut c1, mut c2) = (KvCache::new(), KvCache::new());
+    for (start, len) in [(0, 4), (4, 1), (5, 1)] {
+        let xs = x.narrow(1, start, len)?;
+        same(
+            &block.call_cached(&xs, &mut c1)?,
+            &parts.decode(&xs, &mut c2)?,
+            "decode",
+        );
+    }
+    let grads = |f: &dyn Fn() -> Result<Tensor>, vars: &[Variable]| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| sin_weighted(&f()?))?;
+        Ok(tape.gradient(&loss, vars)?.into_iter().map(|g| g.unwrap()).collect())
+    };
+    let gb = grads(&|| block.call(&x), &bv)?;
+    let gp = grads(&|| parts.forward(&x), &pv)?;
+    for (p, &b) in gp.iter().zip(&order) {
+        same(&gb[b], p, &format!("gradient of weight {b}"));
+    }
     Ok(())
 }

@@ -5,7 +5,9 @@
 //!
 //! - a stack of `TransformerBlock`s (1 or 2; causal or not; GELU (either form), ReLU,
 //!   tanh or sigmoid; with or without biases; heads of the default width
-//!   or of `key_dim` 3) and a `Dense` head;
+//!   or of `key_dim` 3; each of Llama's options or not: RMS norms, a
+//!   gated feed-forward, rotary positions (even head widths), one
+//!   key/value head for all query heads) and a `Dense` head;
 //! - cross-attention (`MultiHeadAttention` from `[b, t, d]` queries to
 //!   `[b, tk, d]` keys and values of another length) under a boolean mask
 //!   that hides every key from a padded query,
@@ -25,7 +27,9 @@
 //! compute threads, and with `GRADTAPE_SGEMM=0`: the compiled graph
 //! reassociates some sums, nothing more.
 
-use gradtape::nn::{Activation, AttentionArgs, Dense, Layer, LayerNorm, Module, MultiHeadAttention, TransformerBlock};
+use gradtape::nn::{
+    Activation, AttentionArgs, Dense, Layer, LayerNorm, Module, MultiHeadAttention, RotaryEmbedding, TransformerBlock,
+};
 use gradtape::{function, DType, GradientTape, Result, Rng, Tensor, Variable};
 
 /// A xorshift generator for the cases' choices.
@@ -60,6 +64,9 @@ struct Case {
     bias: bool,
     activation: usize,
     blocks: usize,
+    /// Llama's options, a bit each: RMS norms, gated feed-forward, rotary
+    /// positions, one key/value head
+    llama: u64,
 }
 
 impl Case {
@@ -84,6 +91,7 @@ impl Case {
             bias: r.below(2) == 0,
             activation: r.below(5) as usize,
             blocks: 1 + r.below(2) as usize,
+            llama: r.below(16),
         }
     }
 }
@@ -104,13 +112,21 @@ fn model(c: &Case, rng: &mut Rng) -> Result<(Loss, Vec<Variable>)> {
         0 => {
             let blocks: Vec<TransformerBlock> = (0..c.blocks)
                 .map(|_| {
-                    TransformerBlock::builder(c.d, c.heads, c.ff)
+                    let mut b = TransformerBlock::builder(c.d, c.heads, c.ff)
                         .key_dim(c.key_dim)
                         .causal(c.causal)
                         .use_bias(c.bias)
                         .activation(activation)
-                        .dtype(c.dtype)
-                        .build(rng)
+                        .rms_norm(c.llama & 1 != 0)
+                        .gated_feed_forward(c.llama & 2 != 0)
+                        .dtype(c.dtype);
+                    if c.llama & 4 != 0 && c.key_dim.is_multiple_of(2) {
+                        b = b.rotary_embedding(RotaryEmbedding::builder().build()?);
+                    }
+                    if c.llama & 8 != 0 {
+                        b = b.num_key_value_heads(1);
+                    }
+                    b.build(rng)
                 })
                 .collect::<Result<_>>()?;
             let head = Dense::builder(c.d, 5).dtype(c.dtype).build(rng)?;

@@ -127,3 +127,28 @@ def rope(name, xs, seq_axis, start, wavelength, scaling):
 
 rope("[2,5,3,8] axis 1", [2, 5, 3, 8], 1, 0, 10000.0, 1.0)
 rope("[1,2,6,4] axis 2 start 3 wavelength 100 scaling 2", [1, 2, 6, 4], 2, 3, 100.0, 2.0)
+
+
+# 5. keras_hub's LlamaTransformerDecoder, the block of
+# TransformerBlock::builder(..).llama(): it computes its norms, gate and
+# softmax in f32 (explicit casts), so it runs in f32 here; weights from
+# init in Keras's order
+def llama_block(name, kv_heads):
+    from keras_hub.src.models.llama.llama_decoder import LlamaTransformerDecoder
+
+    layer = LlamaTransformerDecoder(intermediate_dim=12, num_query_heads=4, num_key_value_heads=kv_heads,
+                                    layer_norm_epsilon=1e-5)
+    x = tf.Variable(init([2, 5, 8], 1.0, 1.0).astype(np.float32))
+    layer.build(x.shape)
+    for i, w in enumerate(layer.weights):
+        w.assign(init(w.shape, 10.0 + i, 0.4).astype(np.float32))
+    with tf.GradientTape() as tape:
+        y = layer(x)
+        loss = tf.reduce_sum(tf.reshape(y, [-1]) * tf.constant(weights(int(np.prod(y.shape))), tf.float32))
+    grads = tape.gradient(loss, [x] + list(layer.weights))
+    print(f"// LlamaTransformerDecoder {name}: weights {[w.path for w in layer.weights]}")
+    print(f"    y: {wsum(y)},")
+    print(f"    grads: {[wsum(g) for g in grads]},")
+
+
+llama_block("4 query heads, 2 kv heads", 2)

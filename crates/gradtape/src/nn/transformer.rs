@@ -1,8 +1,10 @@
-//! `TransformerBlock`: a pre-LayerNorm Transformer block (GPT-2's), for
-//! encoders or, causal, for decoders.
+//! `TransformerBlock`: a pre-norm Transformer block, GPT-2's by default
+//! and Llama's with its builder's options, for encoders or, causal, for
+//! decoders.
 
 use super::{
     unique_name, Activation, AttentionArgs, Dense, Dropout, KvCache, Layer, LayerNorm, Module, MultiHeadAttention,
+    RMSNorm, RotaryEmbedding,
 };
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
@@ -25,6 +27,14 @@ const OP: &str = "TransformerBlock";
 /// (`{name}/self_attention`, `{name}/self_attention_layer_norm`,
 /// `{name}/feedforward_intermediate_dense`, ...).
 ///
+/// The builder makes the block Llama's (keras_hub's
+/// `LlamaTransformerDecoder`) with [`llama`](TransformerBlockBuilder::llama)
+/// or option by option: RMS norms instead of LayerNorms, fewer key/value
+/// heads than query heads (grouped-query attention), rotary positions on
+/// the queries and keys, and a gated feed-forward
+/// `ff_2(activation(gate(x)) · ff_1(x))` (SwiGLU with SiLU, GEGLU with
+/// GELU).
+///
 /// ```
 /// use gradtape::nn::{KvCache, Layer, Module, TransformerBlock};
 /// use gradtape::{DType, Rng};
@@ -46,12 +56,36 @@ pub struct TransformerBlock {
     name: String,
     d_model: usize,
     causal: bool,
-    ln_1: LayerNorm,
+    ln_1: Norm,
     attention: MultiHeadAttention,
-    ln_2: LayerNorm,
+    ln_2: Norm,
     ff_1: Dense,
+    /// the gate of a gated feed-forward, with the activation
+    gate: Option<Dense>,
     ff_2: Dense,
     dropout: Option<Dropout>,
+}
+
+/// The block's normalisation: LayerNorm (GPT-2's) or RMS (Llama's).
+enum Norm {
+    Layer(LayerNorm),
+    Rms(RMSNorm),
+}
+
+impl Norm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Norm::Layer(n) => n.forward(x, false),
+            Norm::Rms(n) => n.forward(x, false),
+        }
+    }
+
+    fn variables(&self) -> Vec<Variable> {
+        match self {
+            Norm::Layer(n) => n.variables(),
+            Norm::Rms(n) => n.variables(),
+        }
+    }
 }
 
 /// Options for a [`TransformerBlock`]; see [`TransformerBlock::builder`].
@@ -65,6 +99,12 @@ pub struct TransformerBlockBuilder {
     activation: Activation,
     epsilon: f64,
     use_bias: bool,
+    rms_norm: bool,
+    kv_heads: Option<usize>,
+    rotary: Option<RotaryEmbedding>,
+    /// whether to rotate with the default embedding when `rotary` is unset
+    default_rotary: bool,
+    gated: bool,
     dtype: DType,
     name: Option<String>,
 }
@@ -104,6 +144,64 @@ impl TransformerBlockBuilder {
     pub fn use_bias(mut self, b: bool) -> Self {
         self.use_bias = b;
         self
+    }
+    /// Whether the two norms are RMS normalisations ([`RMSNorm`], a scale
+    /// and no centring; Llama's) instead of LayerNorms (default false).
+    pub fn rms_norm(mut self, on: bool) -> Self {
+        self.rms_norm = on;
+        self
+    }
+    /// The number of key/value heads, which must divide `num_heads`
+    /// (grouped-query attention; default `num_heads`); see
+    /// [`MultiHeadAttentionBuilder::num_key_value_heads`](super::MultiHeadAttentionBuilder::num_key_value_heads).
+    pub fn num_key_value_heads(mut self, n: usize) -> Self {
+        self.kv_heads = Some(n);
+        self
+    }
+    /// Rotates the attention's queries and keys by their positions with
+    /// `rope` (default none); see
+    /// [`MultiHeadAttentionBuilder::rotary_embedding`](super::MultiHeadAttentionBuilder::rotary_embedding).
+    pub fn rotary_embedding(mut self, rope: RotaryEmbedding) -> Self {
+        self.rotary = Some(rope);
+        self
+    }
+    /// Whether the feed-forward is gated (default false): `ff_2(a(gate(x))
+    /// · ff_1(x))` with a third `Dense(d_model, ff_dim)`, the gate
+    /// (`{name}/feedforward_gate_dense`), carrying the activation `a` and
+    /// `ff_1` linear: SwiGLU with [`Activation::Silu`], GEGLU with GELU
+    /// (Shazeer 2020).
+    pub fn gated_feed_forward(mut self, on: bool) -> Self {
+        self.gated = on;
+        self
+    }
+    /// Llama's block (keras_hub's `LlamaTransformerDecoder`): causal, RMS
+    /// norms, rotary positions (max wavelength 10000), a SwiGLU
+    /// feed-forward and no biases. Options set after it change it
+    /// (`num_key_value_heads` for grouped-query attention, a
+    /// `rotary_embedding` of another wavelength).
+    ///
+    /// ```
+    /// use gradtape::nn::{Layer, Module, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let block = TransformerBlock::builder(32, 4, 64).llama().num_key_value_heads(2).build(&mut rng)?;
+    /// let shapes: Vec<Vec<usize>> = block.variables().iter().map(|v| v.shape()).collect();
+    /// assert_eq!(shapes[0], vec![32]);         // the first RMS norm's scale
+    /// assert_eq!(shapes[2], vec![32, 2, 8]);   // key/kernel: two key/value heads
+    /// assert_eq!(shapes.len(), 1 + 4 + 1 + 3); // norms, attention, three dense kernels
+    /// let x = rng.normal(&[2, 5, 32], 0.0, 1.0, DType::F32)?;
+    /// assert_eq!(block.call(&x)?.shape(), &[2, 5, 32]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn llama(self) -> Self {
+        let mut b = self
+            .causal(true)
+            .rms_norm(true)
+            .gated_feed_forward(true)
+            .activation(Activation::Silu)
+            .use_bias(false);
+        b.default_rotary = true;
+        b
     }
     /// The weights' dtype (default f32).
     pub fn dtype(mut self, d: DType) -> Self {
@@ -147,27 +245,58 @@ impl TransformerBlockBuilder {
             }
         };
         let name = self.name.unwrap_or_else(|| unique_name("transformer_block"));
-        let ln = |part: &str| {
-            LayerNorm::builder(d)
-                .epsilon(self.epsilon)
-                .dtype(self.dtype)
-                .name(format!("{name}/{part}"))
-                .build()
+        let ln = |part: &str| -> Result<Norm> {
+            let name = format!("{name}/{part}");
+            Ok(if self.rms_norm {
+                Norm::Rms(
+                    RMSNorm::builder(d)
+                        .epsilon(self.epsilon)
+                        .dtype(self.dtype)
+                        .name(name)
+                        .build()?,
+                )
+            } else {
+                Norm::Layer(
+                    LayerNorm::builder(d)
+                        .epsilon(self.epsilon)
+                        .dtype(self.dtype)
+                        .name(name)
+                        .build()?,
+                )
+            })
         };
         let ln_1 = ln("self_attention_layer_norm")?;
-        let attention = MultiHeadAttention::builder(h, key_dim)
+        let mut attention = MultiHeadAttention::builder(h, key_dim)
             .dropout(self.dropout)
             .use_bias(self.use_bias)
             .dtype(self.dtype)
-            .name(format!("{name}/self_attention"))
-            .build(d, rng)?;
+            .name(format!("{name}/self_attention"));
+        if let Some(n) = self.kv_heads {
+            attention = attention.num_key_value_heads(n);
+        }
+        let rope = match self.rotary {
+            None if self.default_rotary => Some(RotaryEmbedding::builder().build()?),
+            rope => rope,
+        };
+        if let Some(rope) = rope {
+            attention = attention.rotary_embedding(rope);
+        }
+        let attention = attention.build(d, rng)?;
         let ln_2 = ln("feedforward_layer_norm")?;
-        let ff_1 = Dense::builder(d, self.ff_dim)
-            .activation(self.activation)
-            .use_bias(self.use_bias)
-            .dtype(self.dtype)
-            .name(format!("{name}/feedforward_intermediate_dense"))
-            .build(rng)?;
+        let dense = |part: &str, activation: Activation, rng: &mut Rng| {
+            Dense::builder(d, self.ff_dim)
+                .activation(activation)
+                .use_bias(self.use_bias)
+                .dtype(self.dtype)
+                .name(format!("{name}/{part}"))
+                .build(rng)
+        };
+        let (ff_1, gate) = if self.gated {
+            let ff_1 = dense("feedforward_intermediate_dense", Activation::Linear, rng)?;
+            (ff_1, Some(dense("feedforward_gate_dense", self.activation, rng)?))
+        } else {
+            (dense("feedforward_intermediate_dense", self.activation, rng)?, None)
+        };
         let ff_2 = Dense::builder(self.ff_dim, d)
             .use_bias(self.use_bias)
             .dtype(self.dtype)
@@ -184,6 +313,7 @@ impl TransformerBlockBuilder {
             attention,
             ln_2,
             ff_1,
+            gate,
             ff_2,
             dropout,
         })
@@ -221,6 +351,11 @@ impl TransformerBlock {
             activation: Activation::Gelu,
             epsilon: 1e-5,
             use_bias: true,
+            rms_norm: false,
+            kv_heads: None,
+            rotary: None,
+            default_rotary: false,
+            gated: false,
             dtype: DType::F32,
             name: None,
         }
@@ -255,10 +390,12 @@ impl TransformerBlock {
 
     /// The feed-forward half, `x + dropout(ff(ln_2(x)))`.
     fn feed_forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
-        let h = self.ff_2.forward(
-            &self.ff_1.forward(&self.ln_2.forward(x, training)?, training)?,
-            training,
-        )?;
+        let n = self.ln_2.forward(x)?;
+        let mut h = self.ff_1.forward(&n, training)?;
+        if let Some(gate) = &self.gate {
+            h = gate.forward(&n, training)?.mul(&h)?;
+        }
+        let h = self.ff_2.forward(&h, training)?;
         x.add(&self.residual_dropout(h, training)?)
     }
 
@@ -266,7 +403,7 @@ impl TransformerBlock {
     /// when given.
     fn block(&self, x: &Tensor, mask: Option<&Tensor>, training: bool) -> Result<Tensor> {
         self.check(x)?;
-        let h = self.ln_1.forward(x, training)?;
+        let h = self.ln_1.forward(x)?;
         let mut args = AttentionArgs::new().use_causal_mask(self.causal).training(training);
         if let Some(m) = mask {
             args = args.attention_mask(m);
@@ -347,19 +484,22 @@ impl TransformerBlock {
             ));
         }
         self.check(x)?;
-        let a = self.attention.call_cached(&self.ln_1.forward(x, false)?, cache)?;
+        let a = self.attention.call_cached(&self.ln_1.forward(x)?, cache)?;
         self.feed_forward(&x.add(&a)?, false)
     }
 }
 
 impl Module for TransformerBlock {
     /// The first norm's, the attention's (Keras's order), the second
-    /// norm's, then the feed-forward's.
+    /// norm's, then the feed-forward's (intermediate, gate, output).
     fn variables(&self) -> Vec<Variable> {
         let mut v = self.ln_1.variables();
         v.extend(self.attention.variables());
         v.extend(self.ln_2.variables());
         v.extend(self.ff_1.variables());
+        if let Some(g) = &self.gate {
+            v.extend(g.variables());
+        }
         v.extend(self.ff_2.variables());
         v
     }
