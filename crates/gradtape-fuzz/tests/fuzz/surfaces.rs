@@ -300,26 +300,54 @@ fn nn_more(e: &Env) -> Result<Tensor> {
             init.init(&e.k.shape, dt, &mut r)
         }
         6 => {
-            let loss = match e.int(2).rem_euclid(6) {
+            let (ls, f) = (e.f(0), e.flag(1));
+            let loss = match e.int(2).rem_euclid(17) {
                 0 => losses::Loss::MeanSquaredError,
                 1 => losses::Loss::Huber { delta: e.f(0) },
                 2 => losses::Loss::BinaryCrossentropy {
-                    from_logits: e.flag(1),
-                    label_smoothing: e.f(0),
+                    from_logits: f,
+                    label_smoothing: ls,
                 },
                 3 => losses::Loss::CategoricalCrossentropy {
-                    from_logits: e.flag(1),
-                    label_smoothing: e.f(0),
+                    from_logits: f,
+                    label_smoothing: ls,
                 },
-                4 => losses::Loss::SparseCategoricalCrossentropy { from_logits: e.flag(1) },
+                4 => losses::Loss::SparseCategoricalCrossentropy { from_logits: f },
+                5 => losses::Loss::MeanAbsolutePercentageError,
+                6 => losses::Loss::MeanSquaredLogarithmicError,
+                7 => losses::Loss::LogCosh,
+                8 => losses::Loss::CosineSimilarity {
+                    axis: e.int(4) as isize,
+                },
+                9 => losses::Loss::Poisson,
+                10 => losses::Loss::KLDivergence,
+                11 => losses::Loss::Hinge,
+                12 => losses::Loss::SquaredHinge,
+                13 => losses::Loss::CategoricalHinge,
+                14 => losses::Loss::BinaryFocalCrossentropy {
+                    apply_class_balancing: e.flag(2),
+                    alpha: e.f(1),
+                    gamma: e.f(0),
+                    from_logits: f,
+                    label_smoothing: ls,
+                },
+                15 => losses::Loss::CategoricalFocalCrossentropy {
+                    alpha: e.f(1),
+                    gamma: e.f(0),
+                    from_logits: f,
+                    label_smoothing: ls,
+                },
                 _ => losses::Loss::MeanAbsoluteError,
             };
-            let red = match e.int(3).rem_euclid(3) {
+            let red = match e.int(3).rem_euclid(4) {
                 0 => losses::Reduction::None,
                 1 => losses::Reduction::Sum,
+                2 => losses::Reduction::MeanWithSampleWeight,
                 _ => losses::Reduction::SumOverBatchSize,
             };
-            loss.compute(e.b, e.a, red)
+            // sample weights: the third operand, whatever its shape
+            let weights = e.flag(2).then_some(e.c);
+            loss.compute_weighted(e.b, e.a, weights, red)
         }
         7 => {
             let v = match e.int(2).rem_euclid(3) {

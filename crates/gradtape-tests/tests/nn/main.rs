@@ -9,6 +9,8 @@
 
 mod half_util;
 mod sums_util;
+#[path = "../ops/tf_util.rs"]
+mod tf_util;
 
 mod attention;
 mod attention_dropout;
@@ -20,6 +22,7 @@ mod half;
 mod half_nn;
 mod init_fans;
 mod io;
+mod keras_losses;
 mod layer_norm;
 mod llama_parts;
 mod nn;

@@ -556,5 +556,53 @@ fn gradients_through_layers_and_losses_pass_the_checker() -> Result<()> {
         &[fill(&[2, 3], 1.1).mul_scalar(2.0)?],
         &opts,
     )?;
+    // the smooth losses of Keras's list, where they are smooth: positive
+    // predictions (Poisson, KL, the logarithmic error), probabilities
+    // inside (0, 1) for the focal losses, margins away from the hinge
+    let positive = fill(&[2, 3], 1.2).abs()?.add_scalar(0.2)?;
+    let probabilities = fill(&[2, 3], 1.3).sigmoid()?;
+    let labels = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0, 0.0, 1.0], &[2, 3])?;
+    let smooth = [
+        (Loss::MeanSquaredLogarithmicError, &positive),
+        (Loss::LogCosh, &y),
+        (Loss::CosineSimilarity { axis: -1 }, &y),
+        (Loss::CosineSimilarity { axis: 0 }, &y),
+        (Loss::Poisson, &positive),
+        (Loss::KLDivergence, &probabilities),
+        (
+            Loss::BinaryFocalCrossentropy {
+                apply_class_balancing: true,
+                alpha: 0.3,
+                gamma: 2.0,
+                from_logits: true,
+                label_smoothing: 0.1,
+            },
+            &labels,
+        ),
+        (
+            Loss::CategoricalFocalCrossentropy {
+                alpha: 0.25,
+                gamma: 1.5,
+                from_logits: true,
+                label_smoothing: 0.0,
+            },
+            &labels,
+        ),
+    ];
+    for (loss, target) in smooth {
+        let x = if matches!(loss, Loss::KLDivergence) {
+            &probabilities
+        } else {
+            &positive
+        };
+        check_gradients(|xs| loss.call(target, &xs[0]), &[x.mul_scalar(0.9)?], &opts)
+            .unwrap_or_else(|e| panic!("{loss:?}: {e}"));
+    }
+    // the squared hinge's margins 1 − y·p, all positive here
+    check_gradients(
+        |xs| Loss::SquaredHinge.call(&labels, &xs[0]),
+        &[fill(&[2, 3], 1.4).mul_scalar(0.3)?],
+        &opts,
+    )?;
     Ok(())
 }
