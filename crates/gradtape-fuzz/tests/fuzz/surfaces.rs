@@ -143,7 +143,7 @@ fn rng(e: &Env) -> Rng {
 fn layers(e: &Env) -> Result<Tensor> {
     let mut r = rng(e);
     let (i, u) = (e.size(0), e.size(1));
-    let y = match e.int(1).rem_euclid(6) {
+    let y = match e.int(1).rem_euclid(9) {
         0 => Dense::new(i, u, &mut r)?.forward(e.a, e.flag(0))?,
         1 => LayerNorm::new(i, e.k.dtype)?.forward(e.a, e.flag(0))?,
         2 => {
@@ -159,6 +159,36 @@ fn layers(e: &Env) -> Result<Tensor> {
             let cell = GRUCell::with_dtype(i, u, e.k.dtype, &mut r)?;
             let h = cell.zero_state(e.size(2))?;
             cell.step(e.a, &h)?
+        }
+        // the sequence layers, on whatever the case's operand is
+        6 => gradtape::nn::LSTM::builder(i, u)
+            .return_sequences(e.flag(0))
+            .go_backwards(e.flag(1))
+            .dtype(e.k.dtype)
+            .build(&mut r)?
+            .forward(e.a, false)?,
+        7 => {
+            gradtape::nn::GRU::builder(i, u)
+                .return_sequences(e.flag(0))
+                .dtype(e.k.dtype)
+                .build(&mut r)?
+                .forward_from(e.a, e.flag(2).then(|| e.b.clone()))?
+                .0
+        }
+        8 => {
+            let seq = |r: &mut gradtape::Rng| {
+                gradtape::nn::LSTM::builder(i, u)
+                    .return_sequences(e.flag(0))
+                    .dtype(e.k.dtype)
+                    .build(r)
+            };
+            let merge = [
+                gradtape::nn::Merge::Concat,
+                gradtape::nn::Merge::Sum,
+                gradtape::nn::Merge::Mul,
+                gradtape::nn::Merge::Ave,
+            ][e.size(3) % 4];
+            gradtape::nn::Bidirectional::new(seq(&mut r)?, seq(&mut r)?, merge).forward(e.a, false)?
         }
         _ => gradtape::nn::BatchNorm::new(i, e.k.dtype)?.forward(e.a, e.flag(0))?,
     };

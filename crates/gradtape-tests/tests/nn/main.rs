@@ -27,6 +27,7 @@ mod layer_norm;
 mod llama_parts;
 mod nn;
 mod optimizers;
+mod rnn_layers;
 mod transformer;
 mod transformer_padding;
 mod transformer_sweep;

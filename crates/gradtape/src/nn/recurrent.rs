@@ -54,8 +54,11 @@ struct CellWeights {
 }
 
 impl CellWeights {
+    /// `base` made unique, or `exact` as given.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         base: &str,
+        exact: Option<String>,
         in_features: usize,
         units: usize,
         gates: usize,
@@ -64,7 +67,7 @@ impl CellWeights {
         rng: &mut Rng,
     ) -> Result<Self> {
         expect_float_dtype("recurrent cell", dtype)?;
-        let name = unique_name(base);
+        let name = exact.unwrap_or_else(|| unique_name(base));
         let kernel = new_weight(
             &name,
             "kernel",
@@ -184,6 +187,17 @@ impl LSTMCell {
     /// assert!(LSTMCell::with_dtype(3, 1 << 60, DType::F32, &mut Rng::new(0)).is_err());
     /// ```
     pub fn with_dtype(in_features: usize, units: usize, dtype: DType, rng: &mut Rng) -> Result<LSTMCell> {
+        LSTMCell::named(None, in_features, units, dtype, rng)
+    }
+
+    /// A cell named `name` (else `lstm_cell`, made unique).
+    pub(super) fn named(
+        name: Option<String>,
+        in_features: usize,
+        units: usize,
+        dtype: DType,
+        rng: &mut Rng,
+    ) -> Result<LSTMCell> {
         const OP: &str = "LSTMCell";
         expect_float_dtype(OP, dtype)?;
         let width = gate_width(OP, in_features, units, 4)?;
@@ -192,6 +206,7 @@ impl LSTMCell {
         let bias = Tensor::from_vec(b, &[width])?;
         Ok(LSTMCell(CellWeights::new(
             "lstm_cell",
+            name,
             in_features,
             units,
             4,
@@ -270,12 +285,24 @@ impl GRUCell {
 
     /// A cell of the given float dtype.
     pub fn with_dtype(in_features: usize, units: usize, dtype: DType, rng: &mut Rng) -> Result<GRUCell> {
+        GRUCell::named(None, in_features, units, dtype, rng)
+    }
+
+    /// A cell named `name` (else `gru_cell`, made unique).
+    pub(super) fn named(
+        name: Option<String>,
+        in_features: usize,
+        units: usize,
+        dtype: DType,
+        rng: &mut Rng,
+    ) -> Result<GRUCell> {
         const OP: &str = "GRUCell";
         expect_float_dtype(OP, dtype)?;
         let width = gate_width(OP, in_features, units, 3)?;
         let bias = Tensor::try_zeros(&[2, width], dtype)?;
         Ok(GRUCell(CellWeights::new(
             "gru_cell",
+            name,
             in_features,
             units,
             3,
