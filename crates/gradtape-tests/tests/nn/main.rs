@@ -14,6 +14,7 @@ mod tf_util;
 
 mod attention;
 mod attention_dropout;
+mod conv_layers;
 mod digits;
 mod distributed;
 mod distributed_mpi;

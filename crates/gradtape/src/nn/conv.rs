@@ -10,24 +10,25 @@ use crate::ops::Padding;
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
-/// The settings shared by both convolution layers.
+/// The settings shared by the convolution layers (a 1-D layer's stride
+/// and dilation are the first of each pair, the second 1).
 #[derive(Clone)]
-struct Conv {
-    name: String,
-    kernel: Variable,
+pub(super) struct Conv {
+    pub(super) name: String,
+    pub(super) kernel: Variable,
     bias: Option<Variable>,
-    strides: [i64; 2],
-    padding: Padding,
-    dilations: [i64; 2],
+    pub(super) strides: [i64; 2],
+    pub(super) padding: Padding,
+    pub(super) dilations: [i64; 2],
     activation: Activation,
 }
 
 impl Conv {
-    fn variables(&self) -> Vec<Variable> {
+    pub(super) fn variables(&self) -> Vec<Variable> {
         std::iter::once(self.kernel.clone()).chain(self.bias.clone()).collect()
     }
 
-    fn finish(&self, y: Tensor) -> Result<Tensor> {
+    pub(super) fn finish(&self, y: Tensor) -> Result<Tensor> {
         let y = match &self.bias {
             Some(b) => y.bias_add(&b.read())?,
             None => y,
@@ -65,23 +66,25 @@ pub struct Conv2DTranspose(Conv);
 
 /// Options for [`Conv2D`] and [`Conv2DTranspose`]; see their `builder`.
 pub struct Conv2DBuilder<L> {
-    in_channels: usize,
-    filters: usize,
-    kernel_size: [usize; 2],
-    strides: [i64; 2],
-    padding: Padding,
-    dilations: [i64; 2],
-    activation: Activation,
-    use_bias: bool,
-    kernel_init: Initializer,
-    bias_init: Initializer,
-    dtype: DType,
-    name: Option<String>,
+    pub(super) in_channels: usize,
+    pub(super) filters: usize,
+    pub(super) kernel_size: [usize; 2],
+    pub(super) strides: [i64; 2],
+    pub(super) padding: Padding,
+    pub(super) dilations: [i64; 2],
+    pub(super) activation: Activation,
+    pub(super) use_bias: bool,
+    pub(super) kernel_init: Initializer,
+    pub(super) bias_init: Initializer,
+    pub(super) dtype: DType,
+    pub(super) name: Option<String>,
+    /// Conv1D's causal padding
+    pub(super) causal: bool,
     _layer: PhantomData<L>,
 }
 
 impl<L> Conv2DBuilder<L> {
-    fn new(in_channels: usize, filters: usize, kernel_size: [usize; 2]) -> Self {
+    pub(super) fn new(in_channels: usize, filters: usize, kernel_size: [usize; 2]) -> Self {
         Conv2DBuilder {
             in_channels,
             filters,
@@ -95,6 +98,7 @@ impl<L> Conv2DBuilder<L> {
             bias_init: Initializer::Zeros,
             dtype: DType::F32,
             name: None,
+            causal: false,
             _layer: PhantomData,
         }
     }
@@ -115,7 +119,16 @@ impl<L> Conv2DBuilder<L> {
     }
     super::kernel_layer_options!("conv2d` / `conv2d_transpose");
 
-    fn make(self, base: &'static str, kernel_shape: [usize; 4], rng: &mut Rng) -> Result<Conv> {
+    /// The layer's weights (`kernel` named `kernel_name`, a bias of
+    /// `bias_len`) and settings.
+    pub(super) fn make_named(
+        self,
+        base: &'static str,
+        kernel_name: &str,
+        kernel_shape: &[usize],
+        bias_len: usize,
+        rng: &mut Rng,
+    ) -> Result<Conv> {
         expect_float_dtype(base, self.dtype)?;
         if self.filters == 0 {
             return Err(Error::invalid(base, "filters must be a positive integer, got 0"));
@@ -130,10 +143,18 @@ impl<L> Conv2DBuilder<L> {
             ));
         }
         let name = self.name.unwrap_or_else(|| unique_name(base));
-        let kernel = new_weight(&name, "kernel", &kernel_shape, self.dtype, &self.kernel_init, rng, true)?;
+        let kernel = new_weight(
+            &name,
+            kernel_name,
+            kernel_shape,
+            self.dtype,
+            &self.kernel_init,
+            rng,
+            true,
+        )?;
         let bias = self
             .use_bias
-            .then(|| new_weight(&name, "bias", &[self.filters], self.dtype, &self.bias_init, rng, true))
+            .then(|| new_weight(&name, "bias", &[bias_len], self.dtype, &self.bias_init, rng, true))
             .transpose()?;
         Ok(Conv {
             name,
@@ -144,6 +165,11 @@ impl<L> Conv2DBuilder<L> {
             dilations: self.dilations,
             activation: self.activation,
         })
+    }
+
+    fn make(self, base: &'static str, kernel_shape: [usize; 4], rng: &mut Rng) -> Result<Conv> {
+        let filters = self.filters;
+        self.make_named(base, "kernel", &kernel_shape, filters, rng)
     }
 }
 

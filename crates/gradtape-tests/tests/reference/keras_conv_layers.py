@@ -1,0 +1,54 @@
+"""Reference values for tests/nn/conv_layers.rs: Keras 3.15's Conv1D
+(valid, same, causal; strides, dilations), DepthwiseConv2D and the global
+poolings (TensorFlow backend, float64, CPU).
+
+Run: /work/refvenv/bin/python keras_conv_layers.py
+Inputs init(shape, 1, 1) (`init(shape, k, s)[i] = s sin(0.37 i + k)`),
+weights w_i = init(shape, 10 + i, 0.4) in Keras's order; each tensor is
+summarised as (Σ v, Σ v[i] sin(0.1 i)); gradients of L = Σ y[i] sin(0.1 i).
+"""
+import os
+
+os.environ["KERAS_BACKEND"] = "tensorflow"
+import numpy as np
+import tensorflow as tf
+import keras
+
+
+def init(shape, k, scale):
+    n = int(np.prod(shape))
+    return (scale * np.sin(0.37 * np.arange(n) + k)).reshape(shape)
+
+
+def wsum(t):
+    v = np.asarray(t, dtype=np.float64).reshape(-1)
+    return (float(v.sum()), float((v * np.sin(0.1 * np.arange(v.size))).sum()))
+
+
+def run(name, layer, shape):
+    x = tf.Variable(init(shape, 1.0, 1.0))
+    layer.build(x.shape)
+    for i, w in enumerate(layer.weights):
+        w.assign(init(w.shape, 10.0 + i, 0.4))
+    with tf.GradientTape() as tape:
+        y = layer(x)
+        n = int(np.prod(y.shape))
+        loss = tf.reduce_sum(tf.reshape(y, [-1]) * tf.constant(np.sin(0.1 * np.arange(n))))
+    grads = tape.gradient(loss, [x] + list(layer.weights))
+    print(f"// {name}: {list(y.shape)}, weights {[w.path for w in layer.weights]}")
+    print(f"    ({list(y.shape)}, {wsum(y)}, &{[wsum(g) for g in grads]}),")
+
+
+L = keras.layers
+f64 = {"dtype": "float64"}
+run("Conv1D(4, 3)", L.Conv1D(4, 3, **f64), [2, 9, 3])
+run("Conv1D(4, 3, same, stride 2, tanh)", L.Conv1D(4, 3, strides=2, padding="same", activation="tanh", **f64), [2, 9, 3])
+run("Conv1D(4, 3, causal, dilation 2)", L.Conv1D(4, 3, padding="causal", dilation_rate=2, **f64), [2, 9, 3])
+run("Conv1D(2, 4, causal, no bias)", L.Conv1D(2, 4, padding="causal", use_bias=False, **f64), [1, 6, 3])
+run("DepthwiseConv2D(3, multiplier 2, same, stride 2)", L.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2, **f64), [2, 5, 6, 3])
+run("DepthwiseConv2D(2, valid, relu)", L.DepthwiseConv2D(2, activation="relu", **f64), [1, 4, 4, 3])
+run("GlobalAveragePooling1D", L.GlobalAveragePooling1D(**f64), [2, 7, 3])
+run("GlobalMaxPooling1D", L.GlobalMaxPooling1D(**f64), [2, 7, 3])
+run("GlobalAveragePooling2D(keepdims)", L.GlobalAveragePooling2D(keepdims=True, **f64), [2, 4, 5, 3])
+run("GlobalMaxPooling2D", L.GlobalMaxPooling2D(**f64), [2, 4, 5, 3])
+run("GlobalAveragePooling3D", L.GlobalAveragePooling3D(**f64), [1, 3, 4, 2, 3])
