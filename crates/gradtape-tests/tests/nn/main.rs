@@ -19,6 +19,7 @@ mod digits;
 mod distributed;
 mod distributed_mpi;
 mod gpt;
+mod group_norm;
 mod half;
 mod half_nn;
 mod init_fans;

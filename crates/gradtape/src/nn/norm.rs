@@ -9,7 +9,7 @@ use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
 /// The optional affine parameters `gamma` (scale) and `beta` (offset).
-fn affine(
+pub(super) fn affine(
     name: &str,
     features: usize,
     dtype: DType,
@@ -28,7 +28,7 @@ fn affine(
     Ok((gamma, beta))
 }
 
-fn check_eps(op: &'static str, eps: f64) -> Result<()> {
+pub(super) fn check_eps(op: &'static str, eps: f64) -> Result<()> {
     if eps >= 0.0 && eps.is_finite() {
         Ok(())
     } else {

@@ -1,4 +1,4 @@
-//! Layers without weights: `Dropout`, `Flatten`, pooling.
+//! Layers without weights: `Dropout`, `Flatten`, pooling, upsampling.
 
 use std::sync::Mutex;
 
@@ -174,6 +174,82 @@ impl Layer for Pool2D {
         match self.kind {
             PoolKind::Max => x.max_pool2d(self.size, self.strides, self.padding),
             PoolKind::Avg => x.avg_pool2d(self.size, self.strides, self.padding),
+        }
+    }
+}
+
+/// Upsampling of NHWC images by whole factors, Keras's `UpSampling2D`:
+/// nearest (each pixel repeated `factor` times along each axis, the
+/// default) or bilinear ([`Tensor::resize_images`], half-pixel centres, as
+/// Keras's `ops.image.resize`).
+///
+/// ```
+/// use gradtape::nn::{Layer, UpSampling2D};
+/// use gradtape::{ResizeMethod, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 1, 2, 1])?;
+/// let up = UpSampling2D::new([2, 2], ResizeMethod::Nearest)?;
+/// assert_eq!(up.call(&x)?.to_vec::<f32>()?, vec![1.0, 1.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct UpSampling2D {
+    name: String,
+    size: [usize; 2],
+    interpolation: crate::ops::ResizeMethod,
+}
+
+impl UpSampling2D {
+    /// Upsampling by `size` (`[height, width]` factors, each >= 1).
+    pub fn new(size: [usize; 2], interpolation: crate::ops::ResizeMethod) -> Result<UpSampling2D> {
+        if size.contains(&0) {
+            return Err(Error::invalid(
+                "UpSampling2D",
+                format!("the factors must be >= 1, got {size:?}"),
+            ));
+        }
+        Ok(UpSampling2D {
+            name: unique_name("up_sampling2d"),
+            size,
+            interpolation,
+        })
+    }
+}
+
+impl Module for UpSampling2D {
+    fn variables(&self) -> Vec<Variable> {
+        Vec::new()
+    }
+}
+
+impl Layer for UpSampling2D {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
+        if x.rank() != 4 {
+            return Err(Error::invalid(
+                "UpSampling2D",
+                format!(
+                    "expected NHWC images [batch, height, width, channels], got shape {:?}",
+                    x.shape()
+                ),
+            ));
+        }
+        let [fh, fw] = self.size;
+        match self.interpolation {
+            crate::ops::ResizeMethod::Nearest => x.repeat(fh, 1)?.repeat(fw, 2),
+            crate::ops::ResizeMethod::Bilinear => {
+                let s = x.shape();
+                let h = s[1].checked_mul(fh);
+                let w = s[2].checked_mul(fw);
+                match (h, w) {
+                    (Some(h), Some(w)) => x.resize_images([h, w], crate::ops::ResizeMethod::Bilinear),
+                    _ => Err(Error::ShapeOverflow {
+                        op: "UpSampling2D",
+                        shape: vec![s[1], fh, s[2], fw],
+                    }),
+                }
+            }
         }
     }
 }
