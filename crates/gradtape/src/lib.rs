@@ -399,6 +399,9 @@ pub mod __internals {
         pub mod kernel {
             pub use crate::optim::kernel::*;
         }
+        pub mod more {
+            pub use crate::optim::more::*;
+        }
         pub mod rmsprop {
             pub use crate::optim::rmsprop::*;
         }

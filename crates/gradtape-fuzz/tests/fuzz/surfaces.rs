@@ -526,9 +526,13 @@ fn random(e: &Env) -> Result<Tensor> {
 fn optimizer(e: &Env) -> Result<Tensor> {
     let w = Variable::new(e.a.clone());
     let lr = e.f(0);
-    let mut opt: Box<dyn Optimizer> = match e.int(1).rem_euclid(3) {
+    let mut opt: Box<dyn Optimizer> = match e.int(1).rem_euclid(7) {
         0 => Box::new(Sgd::new(lr)),
         1 => Box::new(Adam::new(lr)),
+        2 => Box::new(gradtape::optim::Adamax::new(lr)),
+        3 => Box::new(gradtape::optim::Nadam::new(lr)),
+        4 => Box::new(gradtape::optim::Adadelta::new(lr)),
+        5 => Box::new(gradtape::optim::Lion::new(lr).weight_decay(e.f(1))),
         _ => Box::new(RmsProp::new(lr)),
     };
     opt.apply(vec![(Some(e.b.clone().into()), w.clone())])?;

@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use gradtape::optim::{Adam, ExponentialDecay, Optimizer, RmsProp, Sgd};
+use gradtape::optim::{Adadelta, Adam, Adamax, ExponentialDecay, Lion, Nadam, Optimizer, RmsProp, Sgd};
 use gradtape::{function, GradientTape, Result, Tensor, Variable};
 
 const STEPS: usize = 5;
@@ -150,6 +150,16 @@ fn rmsprop_in_a_traced_step_matches_eager() -> Result<()> {
     check("rmsprop(momentum, centered)", || {
         RmsProp::new(0.01).momentum(0.5).unwrap().centered(true)
     })
+}
+
+#[test]
+fn adamax_nadam_adadelta_and_lion_in_a_traced_step_match_eager() -> Result<()> {
+    // Nadam's momentum factors and Adamax's bias correction follow the
+    // step number, read at each call
+    check("adamax", || Adamax::new(0.05))?;
+    check("nadam", || Nadam::new(0.05))?;
+    check("adadelta", || Adadelta::new(1.0))?;
+    check("lion(weight decay)", || Lion::new(0.01).weight_decay(0.1))
 }
 
 #[test]

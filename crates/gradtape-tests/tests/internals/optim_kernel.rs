@@ -82,8 +82,8 @@ fn cuda_form_agrees<R: ElemRule<K>, const K: usize>(name: &str, rule: &R) {
     }
     let p: Vec<String> = params.iter().map(|x| format!("{x:e}")).collect();
     prog += &format!(
-        "int main() {{ const double p[6] = {{{}}};\n",
-        [p.clone(), vec!["0".into(); 6 - p.len()]].concat().join(", ")
+        "int main() {{ const double p[8] = {{{}}};\n",
+        [p.clone(), vec!["0".into(); 8 - p.len()]].concat().join(", ")
     );
     for (w, s, g) in &inputs {
         for t in ["float", "double"] {
@@ -189,5 +189,43 @@ fn every_rules_cuda_form_computes_its_update() {
     cuda_form_agrees(
         "adagrad",
         &gradtape::__internals::optim::rmsprop::AdagradElem { lr: 0.1, eps: 1e-7 },
+    );
+    use gradtape::__internals::optim::more::{AdadeltaElem, AdamaxElem, LionElem, NadamElem};
+    cuda_form_agrees(
+        "adamax",
+        &AdamaxElem {
+            alpha: 0.01,
+            b1: 0.1,
+            beta_2: 0.999,
+            eps: 1e-7,
+        },
+    );
+    cuda_form_agrees(
+        "nadam",
+        &NadamElem {
+            lr: 0.01,
+            b1: 0.1,
+            b2: 0.001,
+            cm: 0.8,
+            cg: 0.2,
+            bias_2: 0.01,
+            eps: 1e-7,
+        },
+    );
+    cuda_form_agrees(
+        "lion",
+        &LionElem {
+            lr: 0.01,
+            beta_1: 0.9,
+            beta_2: 0.99,
+        },
+    );
+    cuda_form_agrees(
+        "adadelta",
+        &AdadeltaElem {
+            lr: 1.0,
+            rho: 0.95,
+            eps: 1e-6,
+        },
     );
 }

@@ -7,7 +7,10 @@
 //! 3.15.1, TensorFlow 2.21.0, float64 variables and gradients, learning rate
 //! given as a callable) and `tests/reference/sparse_adam_torch.py` (PyTorch 2.15, float64).
 
-use gradtape::optim::{clip_by_global_norm, clip_by_norm, global_norm, Adagrad, Adam, AdamW, Optimizer, RmsProp, Sgd};
+use gradtape::optim::{
+    clip_by_global_norm, clip_by_norm, global_norm, Adadelta, Adagrad, Adam, AdamW, Adamax, Lion, Nadam, Optimizer,
+    RmsProp, Sgd,
+};
 use gradtape::{DType, Gradient, GradientTape, IndexedSlices, Result, Tensor, Variable};
 
 /// The hyper-parameters of the reference runs are dyadic (exact in
@@ -217,6 +220,65 @@ const KERAS: &[(&str, [f64; 6])] = &[
         ],
     ),
     (
+        "adamax",
+        [
+            0.4911126670122195,
+            -1.2215374174534683,
+            1.9955380407532686,
+            0.320340650135552,
+            0.016052242648382672,
+            -0.7185299710213094,
+        ],
+    ),
+    (
+        "nadam",
+        [
+            0.48423686687980666,
+            -1.2181360514821022,
+            2.004255457393622,
+            0.3221930583778874,
+            0.0113814822310741,
+            -0.7234782273775695,
+        ],
+    ),
+    (
+        "adadelta",
+        [
+            0.31199531997454477,
+            -1.4168824430599725,
+            2.1188723279207204,
+            0.5897792778067413,
+            0.10396861450448186,
+            -0.9520291020141789,
+        ],
+    ),
+    (
+        "lion",
+        [0.484375, -1.2234375, 2.0078125, 0.3234375, 0.0234375, -0.7234375],
+    ),
+    (
+        "lion_weight_decay",
+        [
+            0.47856900095939636,
+            -1.2093384265899658,
+            1.984496831893921,
+            0.31984415650367737,
+            0.02334606647491455,
+            -0.7151749432086945,
+        ],
+    ),
+    (
+        "nadam_f64",
+        [
+            0.48423686642938024,
+            -1.2181360517327053,
+            2.0042554577435974,
+            0.3221930588038956,
+            0.011381482249624805,
+            -0.7234782278771918,
+        ],
+    ),
+    (
         "adam_defaults",
         [
             0.4984041546733952,
@@ -305,6 +367,30 @@ fn adam_and_adamw_match_keras() -> Result<()> {
         &keras("adam_defaults"),
         1e-5,
     );
+    Ok(())
+}
+
+/// Adamax, Nadam, Adadelta and Lion (Keras's update order; Nadam's
+/// product of momentum factors is Keras's variable, recomputed per step).
+#[test]
+fn adamax_nadam_adadelta_and_lion_match_keras() -> Result<()> {
+    check("adamax", Adamax::new(LR_SMALL).betas(0.875, BETA_2)?.epsilon(EPS)?)?;
+    // Nadam: Keras's own product of momentum factors carries a float32
+    // 0.96 (1e-9 relative); its formula in f64 is the referee
+    let nadam = || Nadam::new(LR_SMALL).betas(0.875, BETA_2)?.epsilon(EPS);
+    assert_close("nadam", &run(&mut nadam()?, grad)?, &keras("nadam_f64"), 1e-12);
+    assert_close("nadam", &run(&mut nadam()?, grad)?, &keras("nadam"), 1e-8);
+    check("adadelta", Adadelta::new(1.0).rho(0.875)?.epsilon(1.0 / 1024.0)?)?;
+    check("lion", Lion::new(LR_SMALL).betas(0.875, 0.96875)?)?;
+    check(
+        "lion_weight_decay",
+        Lion::new(LR_SMALL).betas(0.875, 0.96875)?.weight_decay(0.5),
+    )?;
+    // bad hyper-parameters are errors naming the optimizer
+    let e = Lion::new(0.1).betas(1.0, 0.5).err().unwrap().to_string();
+    assert!(e.contains("lion") && e.contains("betas"), "{e}");
+    assert!(Adadelta::new(0.1).rho(-0.5).is_err());
+    assert!(Nadam::new(0.1).epsilon(f64::NAN).is_err());
     Ok(())
 }
 

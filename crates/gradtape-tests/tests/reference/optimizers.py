@@ -57,12 +57,35 @@ cases = [
     ("rmsprop_centered", lambda: O.RMSprop(learning_rate=lambda: LR_SMALL, rho=0.875, epsilon=EPS, centered=True)),
     ("rmsprop_momentum_centered", lambda: O.RMSprop(learning_rate=lambda: LR_SMALL, rho=0.875, epsilon=EPS, momentum=0.5, centered=True)),
     ("adagrad", lambda: O.Adagrad(learning_rate=lambda: LR, initial_accumulator_value=0.125, epsilon=EPS)),
+    ("adamax", lambda: O.Adamax(learning_rate=lambda: LR_SMALL, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=EPS)),
+    ("nadam", lambda: O.Nadam(learning_rate=lambda: LR_SMALL, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=EPS)),
+    ("adadelta", lambda: O.Adadelta(learning_rate=lambda: 1.0, rho=0.875, epsilon=2.0**-10)),
+    ("lion", lambda: O.Lion(learning_rate=lambda: LR_SMALL, beta_1=0.875, beta_2=0.96875)),
+    ("lion_weight_decay", lambda: O.Lion(learning_rate=lambda: LR_SMALL, beta_1=0.875, beta_2=0.96875, weight_decay=0.5)),
     # Keras's defaults (not dyadic: compared more loosely)
     ("adam_defaults", lambda: O.Adam(learning_rate=lambda: 0.001)),
 ]
 print(f"// keras {keras.__version__}, tensorflow {tf.__version__}: w after 3 steps")
 for name, make in cases:
     run(name, make)
+# Keras's Nadam keeps the product of its momentum factors in a variable
+# updated with a float32 0.96 (ops.power(0.96, ...)), 1e-9 off; the
+# referee is its formula in f64 (numpy)
+def nadam_f64(lr=LR_SMALL, b1=0.875, b2=1 - 2.0**-10, eps=EPS):
+    w, m, v, prod = W0.copy(), np.zeros_like(W0), np.zeros_like(W0), 1.0
+    mu = lambda s: b1 * (1 - 0.5 * 0.96**s)
+    for k in range(3):
+        t, g = k + 1, grad(k)
+        prod *= mu(t)
+        m += (g - m) * (1 - b1)
+        v += (g * g - v) * (1 - b2)
+        m_hat = mu(t + 1) * m / (1 - prod * mu(t + 1)) + (1 - mu(t)) * g / (1 - prod)
+        w -= m_hat * lr / (np.sqrt(v / (1 - b2**t)) + eps)
+    vals = ", ".join(repr(float(x)) for x in w.ravel())
+    print(f"    (\"nadam_f64\", [{vals}]),")
+
+
+nadam_f64()
 run("adam_shrinking", lambda: O.Adam(learning_rate=lambda: LR_SMALL, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=EPS), g=shrinking)
 run("adam_amsgrad_shrinking", lambda: O.Adam(learning_rate=lambda: LR_SMALL, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=EPS, amsgrad=True), g=shrinking)
 

@@ -1,6 +1,7 @@
 //! Optimizers applying `(gradient, variable)` pairs as Keras 3's
 //! `apply_gradients` does: [`Sgd`] (momentum, Nesterov), [`Adam`],
-//! [`AdamW`], [`RmsProp`] (momentum, centred) and [`Adagrad`], with
+//! [`AdamW`], [`RmsProp`] (momentum, centred), [`Adagrad`], [`Adamax`],
+//! [`Nadam`], [`Adadelta`] and [`Lion`], with
 //! learning-rate [schedules](schedule), decoupled weight decay, and
 //! gradient clipping ([`clip_by_norm`], [`clip_by_global_norm`], or the
 //! `clipnorm` / `global_clipnorm` / `clipvalue` options).
@@ -94,6 +95,7 @@ pub(crate) mod adam;
 mod clip;
 pub(crate) mod kernel;
 pub mod loss_scale;
+pub(crate) mod more;
 pub(crate) mod rmsprop;
 pub mod schedule;
 pub(crate) mod sgd;
@@ -102,6 +104,7 @@ mod traced;
 pub use adam::{Adam, AdamW};
 pub use clip::{clip_by_global_norm, clip_by_norm, clip_gradients_by_global_norm, global_norm};
 pub use loss_scale::LossScaleOptimizer;
+pub use more::{Adadelta, Adamax, Lion, Nadam};
 pub use rmsprop::{Adagrad, RmsProp};
 pub use schedule::{CosineDecay, ExponentialDecay, LearningRate, LearningRateSchedule, Warmup};
 pub use sgd::Sgd;
