@@ -8,15 +8,7 @@
 use gradtape::nn::{Activation, Conv1D, DepthwiseConv2D, GlobalPooling, Layer, Module, PoolKind};
 use gradtape::{function, DType, GradientTape, Padding, Result, Rng, Tensor};
 
-use super::sums_util::{close_sums as close, init, wsum};
-
-type Sums = (f64, f64);
-
-/// `Σ y[i] sin(0.1 i)`, the reference's loss.
-fn sin_weighted(y: &Tensor) -> Result<Tensor> {
-    let w: Vec<f64> = (0..y.numel()).map(|i| (0.1 * i as f64).sin()).collect();
-    y.mul(&Tensor::from_vec(w, y.shape())?)?.sum_all()
-}
+use super::sums_util::{assert_same_outputs, check_against, init, Sums, Want};
 
 /// A layer and the shape of its input.
 type Case = (Box<dyn Layer>, Vec<usize>);
@@ -165,28 +157,12 @@ fn convolution_and_pooling_layers_match_keras() -> Result<()> {
             v.assign(&init(&v.shape(), 10.0 + i as f64, 0.4))?;
         }
         let x = init(shape, 1.0, 1.0);
-        let tape = GradientTape::persistent();
-        let mut y = None;
-        let loss = tape.record(|| {
-            tape.watch(&x);
-            let out = layer.call(&x)?;
-            y = Some(out.clone());
-            sin_weighted(&out)
-        })?;
-        let mut grads = tape.gradient(&loss, std::slice::from_ref(&x))?.to_vec();
-        grads.extend(tape.gradient(&loss, &vars)?);
-        let y = y.unwrap();
-        assert_eq!(y.shape(), y_shape, "case {k}");
-        close(wsum(&y), y_want, 1e-12, &format!("case {k}: y"));
-        assert_eq!(grads.len(), grads_want.len(), "case {k}");
-        for (i, (g, w)) in grads.iter().zip(grads_want).enumerate() {
-            close(
-                wsum(g.as_ref().expect("a gradient")),
-                *w,
-                1e-12,
-                &format!("case {k}: grad {i}"),
-            );
-        }
+        let want = Want {
+            shape: Some(y_shape),
+            y: y_want,
+            grads: grads_want,
+        };
+        check_against(&format!("case {k}"), &|x| layer.call(x), &x, &vars, &want, 1e-12)?;
     }
     Ok(())
 }
@@ -249,13 +225,7 @@ fn causal_convolutions_look_back_and_trace_as_eager() -> Result<()> {
     let eager = step(&x)?;
     let traced = function(step).call(&x)?;
     assert_eq!(eager.len(), 7);
-    for (i, (e, t)) in eager.iter().zip(&traced).enumerate() {
-        let (e, t) = (e.to_vec::<f64>()?, t.to_vec::<f64>()?);
-        assert!(
-            e.iter().zip(&t).all(|(a, b)| (a - b).abs() <= 1e-13 * (1.0 + a.abs())),
-            "output {i}: eager {e:?}, traced {t:?}"
-        );
-    }
+    assert_same_outputs(&eager, &traced, 1e-13);
     Ok(())
 }
 

@@ -9,16 +9,9 @@
 use gradtape::nn::{GroupNorm, Layer, Module, UpSampling2D};
 use gradtape::{function, DType, GradientTape, ResizeMethod, Result, Rng, Tensor};
 
-use super::sums_util::{close_sums as close, init, wsum};
+use super::sums_util::{assert_same_outputs, check_against, init, Sums, Want};
 
-type Sums = (f64, f64);
 type Case = (Box<dyn Layer>, Vec<usize>);
-
-/// `Σ y[i] sin(0.1 i)`, the reference's loss.
-fn sin_weighted(y: &Tensor) -> Result<Tensor> {
-    let w: Vec<f64> = (0..y.numel()).map(|i| (0.1 * i as f64).sin()).collect();
-    y.mul(&Tensor::from_vec(w, y.shape())?)?.sum_all()
-}
 
 fn layers() -> Result<Vec<Case>> {
     let gn = |c, g| GroupNorm::builder(c, g).dtype(DType::F64);
@@ -101,31 +94,15 @@ fn group_norm_and_upsampling_match_keras() -> Result<()> {
             v.assign(&init(&v.shape(), 10.0 + i as f64, 0.4).add_scalar(1.0)?)?;
         }
         let x = init(shape, 1.0, 1.5).add_scalar(0.3)?;
-        let tape = GradientTape::persistent();
-        let mut y = None;
-        let loss = tape.record(|| {
-            tape.watch(&x);
-            let out = layer.call(&x)?;
-            y = Some(out.clone());
-            sin_weighted(&out)
-        })?;
-        let mut grads = tape.gradient(&loss, std::slice::from_ref(&x))?.to_vec();
-        grads.extend(tape.gradient(&loss, &vars)?);
-        let y = y.unwrap();
-        assert_eq!(y.shape(), y_shape, "case {k}");
+        let want = Want {
+            shape: Some(y_shape),
+            y: y_want,
+            grads: grads_want,
+        };
         // TensorFlow's ResizeBilinear computes in float32 whatever the
         // dtype (its f64 value is checked against JAX's in ops/tf_image.rs)
         let tol = if k == 5 { 1e-7 } else { 1e-12 };
-        close(wsum(&y), y_want, tol, &format!("case {k}: y"));
-        assert_eq!(grads.len(), grads_want.len(), "case {k}");
-        for (i, (g, w)) in grads.iter().zip(grads_want).enumerate() {
-            close(
-                wsum(g.as_ref().expect("a gradient")),
-                *w,
-                tol,
-                &format!("case {k}: grad {i}"),
-            );
-        }
+        check_against(&format!("case {k}"), &|x| layer.call(x), &x, &vars, &want, tol)?;
     }
     Ok(())
 }
@@ -154,13 +131,7 @@ fn group_norm_traces_handles_f16_and_refuses_bad_input() -> Result<()> {
     };
     let eager = step(&x)?;
     let traced = function(step).call(&x)?;
-    for (i, (e, t)) in eager.iter().zip(&traced).enumerate() {
-        let (e, t) = (e.to_vec::<f64>()?, t.to_vec::<f64>()?);
-        assert!(
-            e.iter().zip(&t).all(|(a, b)| (a - b).abs() <= 1e-13 * (1.0 + a.abs())),
-            "output {i}: eager {e:?}, traced {t:?}"
-        );
-    }
+    assert_same_outputs(&eager, &traced, 1e-13);
     // f16: values of 300 (whose squares overflow f16) normalise as in f32
     let big = rng.normal(&[2, 5, 4], 300.0, 40.0, DType::F32)?;
     let g32 = GroupNorm::builder(4, 2).build()?.call(&big)?;

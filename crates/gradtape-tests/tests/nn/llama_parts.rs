@@ -15,13 +15,7 @@ use std::sync::Arc;
 
 use gradtape::{function, DType, GradientTape, Result, Rng, Tensor, Variable};
 
-use super::sums_util::{close_sums as close, init, wsum};
-
-/// `Σ y[i] sin(0.1 i)`, the reference's loss.
-fn sin_weighted(y: &Tensor) -> Result<Tensor> {
-    let w: Vec<f64> = (0..y.numel()).map(|i| (0.1 * i as f64).sin()).collect();
-    y.mul(&Tensor::from_vec(w, y.shape())?.cast(y.dtype())?)?.sum_all()
-}
+use super::sums_util::{check_against, close_sums as close, init, sin_weighted, wsum, Want};
 
 /// The value of `f` at `xs` and the gradients of its `sin_weighted` loss.
 fn value_and_grads(xs: &[Tensor], f: impl Fn(&[Tensor]) -> Result<Tensor>) -> Result<(Tensor, Vec<Tensor>)> {
@@ -37,7 +31,7 @@ fn value_and_grads(xs: &[Tensor], f: impl Fn(&[Tensor]) -> Result<Tensor>) -> Re
     Ok((y.unwrap(), g.into_iter().map(|g| g.unwrap()).collect()))
 }
 
-type Sums = (f64, f64);
+use super::sums_util::Sums;
 /// An RMS case: shape, axes, the scale's shape, epsilon, and y, dx, dscale.
 type RmsCase<'a> = (&'a [usize], &'a [isize], &'a [usize], f64, [Sums; 3]);
 /// A GQA case: q, k, v shapes, the mask, causal, and out, dq, dk, dv.
@@ -485,22 +479,12 @@ fn llama_transformer_block_matches_keras_hub() -> Result<()> {
         let keras: Vec<Variable> = [1, 2, 3, 4, 0, 6, 7, 8, 5].iter().map(|&i| ours[i].clone()).collect();
         set_weights(&keras)?;
         let x = init(&[2, 5, 8], 1.0, 1.0).cast(dtype)?;
-        let tape = GradientTape::persistent();
-        let mut y = None;
-        let loss = tape.record(|| {
-            tape.watch(&x);
-            let out = block.call(&x)?;
-            y = Some(out.clone());
-            sin_weighted(&out)
-        })?;
-        let mut grads = tape.gradient(&loss, &[x])?.to_vec();
-        grads.extend(tape.gradient(&loss, &keras)?);
-        assert_eq!(grads.len(), grads_want.len());
-        close(wsum(y.as_ref().unwrap()), y_want, 2e-5, &format!("{dtype}: y"));
-        for (i, (g, w)) in grads.iter().zip(grads_want).enumerate() {
-            let g = g.as_ref().expect("a gradient");
-            close(wsum(g), w, 2e-5, &format!("{dtype}: grad {i}"));
-        }
+        let want = Want {
+            shape: None,
+            y: y_want,
+            grads: &grads_want,
+        };
+        check_against(&format!("{dtype}"), &|x| block.call(x), &x, &keras, &want, 2e-5)?;
     }
     Ok(())
 }

@@ -7,36 +7,9 @@ Inputs init(shape, 1, 1) (`init(shape, k, s)[i] = s sin(0.37 i + k)`),
 weights w_i = init(shape, 10 + i, 0.4) in Keras's order; each tensor is
 summarised as (Σ v, Σ v[i] sin(0.1 i)); gradients of L = Σ y[i] sin(0.1 i).
 """
-import os
-
-os.environ["KERAS_BACKEND"] = "tensorflow"
-import numpy as np
-import tensorflow as tf
 import keras
 
-
-def init(shape, k, scale):
-    n = int(np.prod(shape))
-    return (scale * np.sin(0.37 * np.arange(n) + k)).reshape(shape)
-
-
-def wsum(t):
-    v = np.asarray(t, dtype=np.float64).reshape(-1)
-    return (float(v.sum()), float((v * np.sin(0.1 * np.arange(v.size))).sum()))
-
-
-def run(name, layer, shape):
-    x = tf.Variable(init(shape, 1.0, 1.0))
-    layer.build(x.shape)
-    for i, w in enumerate(layer.weights):
-        w.assign(init(w.shape, 10.0 + i, 0.4))
-    with tf.GradientTape() as tape:
-        y = layer(x)
-        n = int(np.prod(y.shape))
-        loss = tf.reduce_sum(tf.reshape(y, [-1]) * tf.constant(np.sin(0.1 * np.arange(n))))
-    grads = tape.gradient(loss, [x] + list(layer.weights))
-    print(f"// {name}: {list(y.shape)}, weights {[w.path for w in layer.weights]}")
-    print(f"    ({list(y.shape)}, {wsum(y)}, &{[wsum(g) for g in grads]}),")
+from layer_refs import run
 
 
 L = keras.layers
