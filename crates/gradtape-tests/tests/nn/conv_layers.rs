@@ -1,11 +1,11 @@
 //! Keras's `Conv1D` (valid, same, causal; strides, dilations),
-//! `DepthwiseConv2D` and the global poolings against Keras 3.15
+//! `DepthwiseConv2D`, `SeparableConv2D` and the global poolings against Keras 3.15
 //! (TensorFlow backend, f64; `tests/reference/keras_conv_layers.py` prints
 //! the numbers below): the output's shape and values and the gradients of
 //! the input and of every weight; then causality, traced against eager,
 //! and bad options.
 
-use gradtape::nn::{Activation, Conv1D, DepthwiseConv2D, GlobalPooling, Layer, Module, PoolKind};
+use gradtape::nn::{Activation, Conv1D, DepthwiseConv2D, GlobalPooling, Layer, Module, PoolKind, SeparableConv2D};
 use gradtape::{function, DType, GradientTape, Padding, Result, Rng, Tensor};
 
 use super::sums_util::{assert_same_outputs, check_against, init, Sums, Want};
@@ -45,6 +45,28 @@ fn layers(rng: &mut Rng) -> Result<Vec<Case>> {
             Box::new(dw(1, [2, 2]).activation(Activation::Relu).build(rng)?),
             vec![1, 4, 4, 3],
         ),
+        (
+            Box::new(
+                SeparableConv2D::builder(3, 4, [3, 3])
+                    .depth_multiplier(2)
+                    .strides([2, 2])
+                    .padding(Padding::Same)
+                    .dtype(DType::F64)
+                    .build(rng)?,
+            ),
+            vec![2, 5, 6, 3],
+        ),
+        (
+            Box::new(
+                SeparableConv2D::builder(3, 2, [2, 2])
+                    .dilations([2, 2])
+                    .activation(Activation::Tanh)
+                    .use_bias(false)
+                    .dtype(DType::F64)
+                    .build(rng)?,
+            ),
+            vec![1, 5, 5, 3],
+        ),
         (Box::new(GlobalPooling::new(PoolKind::Avg, 1)?), vec![2, 7, 3]),
         (Box::new(GlobalPooling::new(PoolKind::Max, 1)?), vec![2, 7, 3]),
         (
@@ -58,7 +80,7 @@ fn layers(rng: &mut Rng) -> Result<Vec<Case>> {
 
 #[test]
 fn convolution_and_pooling_layers_match_keras() -> Result<()> {
-    let want: [(&[usize], Sums, &[Sums]); 11] = [
+    let want: [(&[usize], Sums, &[Sums]); 13] = [
         // Conv1D(4, 3)
         (
             &[2, 7, 4],
@@ -116,6 +138,27 @@ fn convolution_and_pooling_layers_match_keras() -> Result<()> {
                 (-1.4214412352268062, -1.9190643664224314),
                 (-2.2348878764696813, 1.2190788895743832),
                 (5.235086935527743, 0.5772001404307414),
+            ],
+        ),
+        // SeparableConv2D(4, 3, multiplier 2, same, stride 2)
+        (
+            &[2, 3, 3, 4],
+            (1.3306018462018983, -0.1678284005312744),
+            &[
+                (-0.0714177477983069, 0.17760050596290888),
+                (5.365827720707044, 0.7746877951582462),
+                (-9.604185053468928, -1.0051536186386993),
+                (3.5163886396212614, 0.622592108169139),
+            ],
+        ),
+        // SeparableConv2D(2, 2, dilation 2, tanh, no bias)
+        (
+            &[1, 3, 3, 2],
+            (-1.0624736471058112, -0.643894912990622),
+            &[
+                (2.9245658460188357, 0.3692752786548892),
+                (-4.404638682704852, -1.7354374872796963),
+                (2.719212509377901, 0.5642287664497879),
             ],
         ),
         // GlobalAveragePooling1D
@@ -243,6 +286,13 @@ fn convolution_layer_options_are_checked() -> Result<()> {
     assert!(Conv1D::builder(2, 3, 0).build(&mut rng).is_err());
     assert!(Conv1D::builder(2, 3, 3).dilation_rate(0).build(&mut rng).is_err());
     assert!(DepthwiseConv2D::builder(2, 0, [3, 3]).build(&mut rng).is_err());
+    let e = SeparableConv2D::builder(2, 3, [3, 3])
+        .depth_multiplier(0)
+        .build(&mut rng)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("separable_conv2d") && e.contains("depth_multiplier"), "{e}");
     let e = GlobalPooling::new(PoolKind::Avg, 4).err().unwrap().to_string();
     assert!(e.contains("GlobalPooling"), "{e}");
     let conv = Conv1D::builder(2, 3, 3).build(&mut rng)?;

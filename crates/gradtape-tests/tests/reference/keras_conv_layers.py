@@ -1,6 +1,6 @@
 """Reference values for tests/nn/conv_layers.rs: Keras 3.15's Conv1D
-(valid, same, causal; strides, dilations), DepthwiseConv2D and the global
-poolings (TensorFlow backend, float64, CPU).
+(valid, same, causal; strides, dilations), DepthwiseConv2D, SeparableConv2D
+and the global poolings (TensorFlow backend, float64, CPU).
 
 Run: /work/refvenv/bin/python keras_conv_layers.py
 Inputs init(shape, 1, 1) (`init(shape, k, s)[i] = s sin(0.37 i + k)`),
@@ -20,6 +20,8 @@ run("Conv1D(4, 3, causal, dilation 2)", L.Conv1D(4, 3, padding="causal", dilatio
 run("Conv1D(2, 4, causal, no bias)", L.Conv1D(2, 4, padding="causal", use_bias=False, **f64), [1, 6, 3])
 run("DepthwiseConv2D(3, multiplier 2, same, stride 2)", L.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2, **f64), [2, 5, 6, 3])
 run("DepthwiseConv2D(2, valid, relu)", L.DepthwiseConv2D(2, activation="relu", **f64), [1, 4, 4, 3])
+run("SeparableConv2D(4, 3, multiplier 2, same, stride 2)", L.SeparableConv2D(4, 3, strides=2, padding="same", depth_multiplier=2, **f64), [2, 5, 6, 3])
+run("SeparableConv2D(2, 2, dilation 2, tanh, no bias)", L.SeparableConv2D(2, 2, dilation_rate=2, activation="tanh", use_bias=False, **f64), [1, 5, 5, 3])
 run("GlobalAveragePooling1D", L.GlobalAveragePooling1D(**f64), [2, 7, 3])
 run("GlobalMaxPooling1D", L.GlobalMaxPooling1D(**f64), [2, 7, 3])
 run("GlobalAveragePooling2D(keepdims)", L.GlobalAveragePooling2D(keepdims=True, **f64), [2, 4, 5, 3])

@@ -16,7 +16,7 @@ use crate::tensor::{DType, Tensor};
 pub(super) struct Conv {
     pub(super) name: String,
     pub(super) kernel: Variable,
-    bias: Option<Variable>,
+    pub(super) bias: Option<Variable>,
     pub(super) strides: [i64; 2],
     pub(super) padding: Padding,
     pub(super) dilations: [i64; 2],
@@ -80,6 +80,8 @@ pub struct Conv2DBuilder<L> {
     pub(super) name: Option<String>,
     /// Conv1D's causal padding
     pub(super) causal: bool,
+    /// SeparableConv2D's depthwise filters per input channel
+    pub(super) depth_multiplier: usize,
     _layer: PhantomData<L>,
 }
 
@@ -99,6 +101,7 @@ impl<L> Conv2DBuilder<L> {
             dtype: DType::F32,
             name: None,
             causal: false,
+            depth_multiplier: 1,
             _layer: PhantomData,
         }
     }

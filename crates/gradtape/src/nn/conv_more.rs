@@ -1,10 +1,10 @@
 //! More of Keras's convolution and pooling layers: `Conv1D` (with causal
-//! padding), `DepthwiseConv2D`, and global average and max pooling over
-//! the spatial axes. They share [`Conv2DBuilder`]'s options (a 1-D
+//! padding), `DepthwiseConv2D`, `SeparableConv2D`, and global average and
+//! max pooling over the spatial axes. They share [`Conv2DBuilder`]'s options (a 1-D
 //! layer's stride and dilation are the first of each pair).
 
 use super::conv::Conv;
-use super::{expect_input, unique_name, Conv2DBuilder, Layer, Module, PoolKind};
+use super::{expect_input, new_weight, unique_name, Conv2DBuilder, Layer, Module, PoolKind};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::ops::Padding;
@@ -177,6 +177,89 @@ impl Layer for DepthwiseConv2D {
         let k = c.kernel.read();
         expect_input("DepthwiseConv2D", x, Some(4), Some(k.shape()[2]), k.dtype())?;
         c.finish(x.depthwise_conv2d(&k, c.strides, c.padding, c.dilations)?)
+    }
+}
+
+/// A depthwise separable 2-D convolution layer, Keras's
+/// `SeparableConv2D` (Xception's, MobileNet's): a depthwise convolution
+/// (`depth_multiplier` filters per input channel, kernel `[kh, kw, in,
+/// multiplier]`) then a pointwise one (`[1, 1, in · multiplier, filters]`),
+/// plus a bias and the activation (see [`Tensor::separable_conv2d`]).
+/// Weights in Keras's order: `depthwise_kernel`, `pointwise_kernel`,
+/// `bias`.
+///
+/// ```
+/// use gradtape::nn::{Layer, Module, SeparableConv2D};
+/// use gradtape::{DType, Padding, Rng, Tensor};
+/// let sep = SeparableConv2D::builder(3, 8, [3, 3])
+///     .depth_multiplier(2)
+///     .padding(Padding::Same)
+///     .build(&mut Rng::new(0))?;
+/// assert_eq!(sep.call(&Tensor::ones(&[1, 5, 5, 3], DType::F32))?.shape(), &[1, 5, 5, 8]);
+/// let shapes: Vec<Vec<usize>> = sep.variables().iter().map(|v| v.shape()).collect();
+/// assert_eq!(shapes, vec![vec![3, 3, 3, 2], vec![1, 1, 6, 8], vec![8]]);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct SeparableConv2D {
+    conv: Conv,
+    pointwise: Variable,
+}
+
+impl Conv2DBuilder<SeparableConv2D> {
+    /// The depthwise filters per input channel (default 1).
+    pub fn depth_multiplier(mut self, m: usize) -> Self {
+        self.depth_multiplier = m;
+        self
+    }
+
+    /// Creates the layer's variables, drawing from `rng`.
+    pub fn build(self, rng: &mut Rng) -> Result<SeparableConv2D> {
+        const OP: &str = "separable_conv2d";
+        let [kh, kw] = self.kernel_size;
+        let (i, m, f) = (self.in_channels, self.depth_multiplier, self.filters);
+        if m == 0 {
+            return Err(Error::invalid(OP, "depth_multiplier must be a positive integer, got 0"));
+        }
+        let mid = i.checked_mul(m).ok_or_else(|| Error::ShapeOverflow {
+            op: OP,
+            shape: vec![i, m],
+        })?;
+        let (init, dtype) = (self.kernel_init.clone(), self.dtype);
+        let conv = self.make_named(OP, "depthwise_kernel", &[kh, kw, i, m], f, rng)?;
+        let pointwise = new_weight(&conv.name, "pointwise_kernel", &[1, 1, mid, f], dtype, &init, rng, true)?;
+        Ok(SeparableConv2D { conv, pointwise })
+    }
+}
+
+impl SeparableConv2D {
+    /// Starts a layer from `in_channels` to `filters` channels with a
+    /// `[kh, kw]` depthwise kernel (the defaults of
+    /// [`Conv2D::builder`](super::Conv2D::builder), a depth multiplier of 1).
+    pub fn builder(in_channels: usize, filters: usize, kernel_size: [usize; 2]) -> Conv2DBuilder<SeparableConv2D> {
+        Conv2DBuilder::new(in_channels, filters, kernel_size)
+    }
+}
+
+impl Module for SeparableConv2D {
+    /// `depthwise_kernel`, `pointwise_kernel`, then `bias` (Keras's order).
+    fn variables(&self) -> Vec<Variable> {
+        let mut v = vec![self.conv.kernel.clone(), self.pointwise.clone()];
+        v.extend(self.conv.bias.clone());
+        v
+    }
+}
+
+impl Layer for SeparableConv2D {
+    fn name(&self) -> &str {
+        &self.conv.name
+    }
+
+    fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
+        let c = &self.conv;
+        let k = c.kernel.read();
+        expect_input("SeparableConv2D", x, Some(4), Some(k.shape()[2]), k.dtype())?;
+        let y = x.separable_conv2d(&k, &self.pointwise.read(), c.strides, c.padding, c.dilations)?;
+        c.finish(y)
     }
 }
 

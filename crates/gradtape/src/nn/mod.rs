@@ -66,7 +66,7 @@ mod transformer;
 pub use activation::Activation;
 pub use attention::{AttentionArgs, KvCache, MultiHeadAttention, MultiHeadAttentionBuilder};
 pub use conv::{Conv2D, Conv2DBuilder, Conv2DTranspose};
-pub use conv_more::{Conv1D, DepthwiseConv2D, GlobalPooling};
+pub use conv_more::{Conv1D, DepthwiseConv2D, GlobalPooling, SeparableConv2D};
 pub use dense::{Dense, DenseBuilder};
 pub use embedding::{Embedding, EmbeddingBuilder};
 pub use group_norm::{GroupNorm, GroupNormBuilder};
