@@ -5,7 +5,7 @@
 //! all but the batch axis; as many groups as channels is instance
 //! normalisation.
 
-use super::norm::{affine, check_eps};
+use super::norm::{affine, affine_norm_options, check_eps};
 use super::{expect_input, unique_name, Layer, Module};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
@@ -51,32 +51,7 @@ pub struct GroupNormBuilder {
 }
 
 impl GroupNormBuilder {
-    /// The constant added to the variance (default `1e-3`, Keras's;
-    /// PyTorch's is `1e-5`).
-    pub fn epsilon(mut self, eps: f64) -> Self {
-        self.epsilon = eps;
-        self
-    }
-    /// Whether to add the offset `beta` (default true).
-    pub fn center(mut self, center: bool) -> Self {
-        self.center = center;
-        self
-    }
-    /// Whether to multiply by the scale `gamma` (default true).
-    pub fn scale(mut self, scale: bool) -> Self {
-        self.scale = scale;
-        self
-    }
-    /// The weights' dtype (default f32).
-    pub fn dtype(mut self, d: DType) -> Self {
-        self.dtype = d;
-        self
-    }
-    /// The layer's name (default `group_normalization`, made unique).
-    pub fn name(mut self, n: impl Into<String>) -> Self {
-        self.name = Some(n.into());
-        self
-    }
+    affine_norm_options!("group_normalization");
     /// Creates the layer (`gamma` ones, `beta` zeros). Groups that do not
     /// divide the channels are an error, as Keras's:
     ///

@@ -69,32 +69,41 @@ pub struct LayerNormBuilder {
     name: Option<String>,
 }
 
+/// The options of a normalisation layer with `gamma` and `beta`
+/// (`LayerNorm`'s, `GroupNorm`'s): epsilon, center, scale, dtype, name.
+macro_rules! affine_norm_options {
+    ($default_name:literal) => {
+        /// The constant added to the variance (default `1e-3`, Keras's).
+        pub fn epsilon(mut self, eps: f64) -> Self {
+            self.epsilon = eps;
+            self
+        }
+        /// Whether to add the offset `beta` (default true).
+        pub fn center(mut self, center: bool) -> Self {
+            self.center = center;
+            self
+        }
+        /// Whether to multiply by the scale `gamma` (default true).
+        pub fn scale(mut self, scale: bool) -> Self {
+            self.scale = scale;
+            self
+        }
+        /// The weights' dtype (default f32).
+        pub fn dtype(mut self, d: $crate::DType) -> Self {
+            self.dtype = d;
+            self
+        }
+        #[doc = concat!("The layer's name (default `", $default_name, "`, made unique).")]
+        pub fn name(mut self, n: impl Into<String>) -> Self {
+            self.name = Some(n.into());
+            self
+        }
+    };
+}
+pub(super) use affine_norm_options;
+
 impl LayerNormBuilder {
-    /// The constant added to the variance (default `1e-3`, Keras's).
-    pub fn epsilon(mut self, eps: f64) -> Self {
-        self.epsilon = eps;
-        self
-    }
-    /// Whether to add the offset `beta` (default true).
-    pub fn center(mut self, center: bool) -> Self {
-        self.center = center;
-        self
-    }
-    /// Whether to multiply by the scale `gamma` (default true).
-    pub fn scale(mut self, scale: bool) -> Self {
-        self.scale = scale;
-        self
-    }
-    /// The weights' dtype (default f32).
-    pub fn dtype(mut self, d: DType) -> Self {
-        self.dtype = d;
-        self
-    }
-    /// The layer's name (default `layer_normalization`, made unique).
-    pub fn name(mut self, n: impl Into<String>) -> Self {
-        self.name = Some(n.into());
-        self
-    }
+    affine_norm_options!("layer_normalization");
     /// Creates the layer (`gamma` ones, `beta` zeros). A negative or
     /// non-finite epsilon is an error:
     ///
