@@ -1,11 +1,13 @@
 //! Keras's `Conv1D` (valid, same, causal; strides, dilations),
-//! `DepthwiseConv2D`, `SeparableConv2D` and the global poolings against Keras 3.15
+//! `DepthwiseConv2D`, `SeparableConv2D`, `Conv3D` and the global poolings against Keras 3.15
 //! (TensorFlow backend, f64; `tests/reference/keras_conv_layers.py` prints
 //! the numbers below): the output's shape and values and the gradients of
 //! the input and of every weight; then causality, traced against eager,
 //! and bad options.
 
-use gradtape::nn::{Activation, Conv1D, DepthwiseConv2D, GlobalPooling, Layer, Module, PoolKind, SeparableConv2D};
+use gradtape::nn::{
+    Activation, Conv1D, Conv3D, DepthwiseConv2D, GlobalPooling, Layer, Module, PoolKind, SeparableConv2D,
+};
 use gradtape::{function, DType, GradientTape, Padding, Result, Rng, Tensor};
 
 use super::sums_util::{assert_same_outputs, check_against, init, Sums, Want};
@@ -75,12 +77,27 @@ fn layers(rng: &mut Rng) -> Result<Vec<Case>> {
         ),
         (Box::new(GlobalPooling::new(PoolKind::Max, 2)?), vec![2, 4, 5, 3]),
         (Box::new(GlobalPooling::new(PoolKind::Avg, 3)?), vec![1, 3, 4, 2, 3]),
+        (
+            Box::new(Conv3D::builder(2, 3, [2, 2, 2]).dtype(DType::F64).build(rng)?),
+            vec![1, 3, 4, 3, 2],
+        ),
+        (
+            Box::new(
+                Conv3D::builder(2, 2, [2, 3, 2])
+                    .strides([1, 2, 1])
+                    .padding(Padding::Same)
+                    .activation(Activation::Relu)
+                    .dtype(DType::F64)
+                    .build(rng)?,
+            ),
+            vec![2, 3, 5, 4, 2],
+        ),
     ])
 }
 
 #[test]
 fn convolution_and_pooling_layers_match_keras() -> Result<()> {
-    let want: [(&[usize], Sums, &[Sums]); 13] = [
+    let want: [(&[usize], Sums, &[Sums]); 15] = [
         // Conv1D(4, 3)
         (
             &[2, 7, 4],
@@ -190,6 +207,26 @@ fn convolution_and_pooling_layers_match_keras() -> Result<()> {
             &[1, 3],
             (0.1550016160806819, 0.015432443696093149),
             &[(0.2985027474418894, 0.016824495117158035)],
+        ),
+        // Conv3D(3, 2)
+        (
+            &[1, 2, 3, 2, 3],
+            (-12.903950191271116, -5.8217378667039545),
+            &[
+                (-1.1413876776761291, -13.172087758066127),
+                (13.089537824136812, 38.39405458341932),
+                (19.173035429838695, 1.8847066259601428),
+            ],
+        ),
+        // Conv3D(2, (2, 3, 2), same, strides (1, 2, 1), relu)
+        (
+            &[2, 3, 3, 4, 2],
+            (143.47802382447134, 80.73714054200761),
+            &[
+                (-3.410447313327422, -27.953506854954192),
+                (-6.340646364745824, 2.429047546946925),
+                (29.461953322875374, 1.5821612344562819),
+            ],
         ),
     ];
     let layers = layers(&mut Rng::new(0))?;

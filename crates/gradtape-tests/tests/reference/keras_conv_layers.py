@@ -1,6 +1,6 @@
 """Reference values for tests/nn/conv_layers.rs: Keras 3.15's Conv1D
-(valid, same, causal; strides, dilations), DepthwiseConv2D, SeparableConv2D
-and the global poolings (TensorFlow backend, float64, CPU).
+(valid, same, causal; strides, dilations), DepthwiseConv2D, SeparableConv2D,
+Conv3D and the global poolings (TensorFlow backend, float64, CPU).
 
 Run: /work/refvenv/bin/python keras_conv_layers.py
 Inputs init(shape, 1, 1) (`init(shape, k, s)[i] = s sin(0.37 i + k)`),
@@ -27,3 +27,5 @@ run("GlobalMaxPooling1D", L.GlobalMaxPooling1D(**f64), [2, 7, 3])
 run("GlobalAveragePooling2D(keepdims)", L.GlobalAveragePooling2D(keepdims=True, **f64), [2, 4, 5, 3])
 run("GlobalMaxPooling2D", L.GlobalMaxPooling2D(**f64), [2, 4, 5, 3])
 run("GlobalAveragePooling3D", L.GlobalAveragePooling3D(**f64), [1, 3, 4, 2, 3])
+run("Conv3D(3, 2)", L.Conv3D(3, 2, **f64), [1, 3, 4, 3, 2])
+run("Conv3D(2, (2, 3, 2), same, strides (1, 2, 1), relu)", L.Conv3D(2, (2, 3, 2), strides=(1, 2, 1), padding="same", activation="relu", **f64), [2, 3, 5, 4, 2])
