@@ -37,6 +37,29 @@ impl Conv {
     }
 }
 
+/// A convolution layer's sizes: some filters, kernel sizes, strides and
+/// dilations of at least 1.
+pub(super) fn check_sizes(
+    op: &'static str,
+    filters: usize,
+    kernel_size: &[usize],
+    strides: &[i64],
+    dilations: &[i64],
+) -> Result<()> {
+    if filters == 0 {
+        return Err(Error::invalid(op, "filters must be a positive integer, got 0"));
+    }
+    if kernel_size.contains(&0) || strides.iter().chain(dilations).any(|&s| s < 1) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "kernel sizes, strides and dilations must be >= 1, got {kernel_size:?}, {strides:?}, {dilations:?}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A 2-D convolution layer: `activation(conv2d(x, kernel) + bias)`, `x`
 /// NHWC `[n, h, w, in]`, kernel `[kh, kw, in, filters]`.
 ///
@@ -133,18 +156,7 @@ impl<L> Conv2DBuilder<L> {
         rng: &mut Rng,
     ) -> Result<Conv> {
         expect_float_dtype(base, self.dtype)?;
-        if self.filters == 0 {
-            return Err(Error::invalid(base, "filters must be a positive integer, got 0"));
-        }
-        if self.kernel_size.contains(&0) || self.strides.iter().chain(&self.dilations).any(|&s| s < 1) {
-            return Err(Error::invalid(
-                base,
-                format!(
-                    "kernel sizes, strides and dilations must be >= 1, got {:?}, {:?}, {:?}",
-                    self.kernel_size, self.strides, self.dilations
-                ),
-            ));
-        }
+        check_sizes(base, self.filters, &self.kernel_size, &self.strides, &self.dilations)?;
         let name = self.name.unwrap_or_else(|| unique_name(base));
         let kernel = new_weight(
             &name,

@@ -3,7 +3,7 @@
 
 use super::{expect_float_dtype, expect_input, new_weight, unique_name, Activation, Initializer, Layer, Module};
 use crate::autodiff::variable::Variable;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::Padding;
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
@@ -77,18 +77,7 @@ impl Conv3DBuilder {
     pub fn build(self, rng: &mut Rng) -> Result<Conv3D> {
         const OP: &str = "conv3d";
         expect_float_dtype(OP, self.dtype)?;
-        if self.filters == 0 {
-            return Err(Error::invalid(OP, "filters must be a positive integer, got 0"));
-        }
-        if self.kernel_size.contains(&0) || self.strides.iter().chain(&self.dilations).any(|&s| s < 1) {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "kernel sizes, strides and dilations must be >= 1, got {:?}, {:?}, {:?}",
-                    self.kernel_size, self.strides, self.dilations
-                ),
-            ));
-        }
+        super::conv::check_sizes(OP, self.filters, &self.kernel_size, &self.strides, &self.dilations)?;
         let name = self.name.unwrap_or_else(|| unique_name(OP));
         let [kd, kh, kw] = self.kernel_size;
         let shape = [kd, kh, kw, self.in_channels, self.filters];
