@@ -349,3 +349,43 @@ fn convolution_layer_options_are_checked() -> Result<()> {
     assert!(e.contains("GlobalPooling") && e.contains("rank 4"), "{e}");
     Ok(())
 }
+
+/// A separable and a 3-D convolution in a traced training step: the loss
+/// and every gradient are the eager step's.
+#[test]
+fn separable_and_3d_convolutions_trace_as_eager() -> Result<()> {
+    let mut rng = Rng::new(5);
+    let sep = SeparableConv2D::builder(2, 3, [3, 3])
+        .depth_multiplier(2)
+        .strides([2, 1])
+        .padding(Padding::Same)
+        .activation(Activation::Tanh)
+        .dtype(DType::F64)
+        .build(&mut rng)?;
+    let c3 = Conv3D::builder(3, 2, [2, 2, 2])
+        .padding(Padding::Same)
+        .dtype(DType::F64)
+        .build(&mut rng)?;
+    let mut vars = sep.variables();
+    vars.extend(c3.variables());
+    let x = rng.normal(&[2, 6, 5, 2], 0.0, 1.0, DType::F64)?;
+    let model = std::sync::Arc::new((sep, c3, vars));
+    let step = {
+        let model = model.clone();
+        move |x: &Tensor| -> Result<Vec<Tensor>> {
+            let (sep, c3, vars) = &*model;
+            let tape = GradientTape::new();
+            let loss = tape.record(|| {
+                let h = sep.call(x)?; // [2, 3, 5, 3]
+                c3.call(&h.reshape(&[1, 2, 3, 5, 3])?)?.square()?.sum_all()
+            })?;
+            let g = tape.gradient(&loss, vars)?;
+            Ok(std::iter::once(loss).chain(g.into_iter().map(|g| g.unwrap())).collect())
+        }
+    };
+    let eager = step(&x)?;
+    let traced = function(step).call(&x)?;
+    assert_eq!(eager.len(), 1 + 5);
+    assert_same_outputs(&eager, &traced, 1e-13);
+    Ok(())
+}

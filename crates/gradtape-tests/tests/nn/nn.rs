@@ -604,5 +604,63 @@ fn gradients_through_layers_and_losses_pass_the_checker() -> Result<()> {
         &[fill(&[2, 3], 1.4).mul_scalar(0.3)?],
         &opts,
     )?;
+    // the Keras layers of this file's neighbours, through their inputs
+    use gradtape::nn::{Bidirectional, Conv1D, Conv3D, GroupNorm, Merge, SeparableConv2D, UpSampling2D, GRU, LSTM};
+    let f64_layers: Vec<(Box<dyn Layer>, Vec<usize>)> = vec![
+        (
+            Box::new(GroupNorm::builder(4, 2).dtype(DType::F64).build()?),
+            vec![2, 3, 4],
+        ),
+        (
+            Box::new(
+                Conv1D::builder(2, 3, 3)
+                    .causal(true)
+                    .dilation_rate(2)
+                    .dtype(DType::F64)
+                    .build(&mut rng)?,
+            ),
+            vec![1, 5, 2],
+        ),
+        (
+            Box::new(
+                SeparableConv2D::builder(2, 3, [2, 2])
+                    .depth_multiplier(2)
+                    .padding(Padding::Same)
+                    .dtype(DType::F64)
+                    .build(&mut rng)?,
+            ),
+            vec![1, 3, 3, 2],
+        ),
+        (
+            Box::new(Conv3D::builder(2, 2, [2, 2, 2]).dtype(DType::F64).build(&mut rng)?),
+            vec![1, 3, 3, 2, 2],
+        ),
+        (
+            Box::new(UpSampling2D::new([2, 2], gradtape::ResizeMethod::Bilinear)?),
+            vec![1, 2, 3, 2],
+        ),
+        (
+            Box::new(Bidirectional::new(
+                LSTM::builder(2, 2)
+                    .return_sequences(true)
+                    .dtype(DType::F64)
+                    .build(&mut rng)?,
+                GRU::builder(2, 2)
+                    .return_sequences(true)
+                    .dtype(DType::F64)
+                    .build(&mut rng)?,
+                Merge::Mul,
+            )),
+            vec![2, 3, 2],
+        ),
+    ];
+    for (layer, shape) in &f64_layers {
+        check_gradients(
+            |xs| layer.call(&xs[0])?.tanh()?.sum_all(),
+            &[fill(shape, 1.5).add_scalar(0.1)?],
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", layer.name()));
+    }
     Ok(())
 }

@@ -29,11 +29,7 @@ impl Conv {
     }
 
     pub(super) fn finish(&self, y: Tensor) -> Result<Tensor> {
-        let y = match &self.bias {
-            Some(b) => y.bias_add(&b.read())?,
-            None => y,
-        };
-        self.activation.apply(&y)
+        super::bias_and_activation(y, self.bias.as_ref(), &self.activation)
     }
 }
 

@@ -139,10 +139,6 @@ impl Layer for Conv3D {
         let k = self.kernel.read();
         expect_input("Conv3D", x, Some(5), Some(k.shape()[3]), k.dtype())?;
         let y = x.conv3d(&k, self.strides, self.padding, self.dilations)?;
-        let y = match &self.bias {
-            Some(b) => y.bias_add(&b.read())?,
-            None => y,
-        };
-        self.activation.apply(&y)
+        super::bias_and_activation(y, self.bias.as_ref(), &self.activation)
     }
 }

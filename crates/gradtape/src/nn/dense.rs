@@ -189,10 +189,6 @@ impl Layer for Dense {
             *shape.last_mut().expect("rank >= 1") = k.shape()[1];
             flat.reshape(&shape)?
         };
-        let y = match &self.bias {
-            Some(b) => y.bias_add(&b.read())?,
-            None => y,
-        };
-        self.activation.apply(&y)
+        super::bias_and_activation(y, self.bias.as_ref(), &self.activation)
     }
 }

@@ -5,7 +5,7 @@
 //! all but the batch axis; as many groups as channels is instance
 //! normalisation.
 
-use super::norm::{affine, affine_norm_options, check_eps};
+use super::norm::{affine_norm_options, check_eps, Affine};
 use super::{expect_input, unique_name, Layer, Module};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
@@ -35,8 +35,7 @@ pub struct GroupNorm {
     channels: usize,
     groups: usize,
     epsilon: f64,
-    gamma: Option<Variable>,
-    beta: Option<Variable>,
+    affine: Affine,
 }
 
 /// Options for a [`GroupNorm`]; see [`GroupNorm::builder`].
@@ -70,14 +69,13 @@ impl GroupNormBuilder {
             ));
         }
         let name = self.name.unwrap_or_else(|| unique_name("group_normalization"));
-        let (gamma, beta) = affine(&name, c, self.dtype, self.scale, self.center)?;
+        let affine = Affine::new(&name, c, self.dtype, self.scale, self.center)?;
         Ok(GroupNorm {
             name,
             channels: c,
             groups: g,
             epsilon: self.epsilon,
-            gamma,
-            beta,
+            affine,
         })
     }
 }
@@ -100,7 +98,7 @@ impl GroupNorm {
 
 impl Module for GroupNorm {
     fn variables(&self) -> Vec<Variable> {
-        self.gamma.iter().chain(&self.beta).cloned().collect()
+        self.affine.variables()
     }
 }
 
@@ -110,11 +108,7 @@ impl Layer for GroupNorm {
     }
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
-        let dtype = self
-            .gamma
-            .as_ref()
-            .or(self.beta.as_ref())
-            .map_or(x.dtype(), Variable::dtype);
+        let dtype = self.affine.dtype_or(x.dtype());
         expect_input(OP, x, None, Some(self.channels), dtype)?;
         if x.rank() < 2 {
             return Err(Error::invalid(
@@ -139,11 +133,11 @@ impl Layer for GroupNorm {
         let param = |v: &Variable| v.read().cast(xc.dtype())?.reshape(&[g, per]);
         // x · inv + (beta − mean · inv), inv = gamma / sqrt(var + epsilon)
         let mut inv = var.add_scalar(self.epsilon)?.rsqrt()?;
-        if let Some(gamma) = &self.gamma {
+        if let Some(gamma) = &self.affine.gamma {
             inv = inv.mul(&param(gamma)?)?;
         }
         let mut shift = mean.mul(&inv)?.neg()?;
-        if let Some(beta) = &self.beta {
+        if let Some(beta) = &self.affine.beta {
             shift = shift.add(&param(beta)?)?;
         }
         let y = xg.mul(&inv)?.add(&shift)?.reshape(x.shape())?;

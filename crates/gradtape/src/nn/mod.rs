@@ -245,6 +245,16 @@ macro_rules! kernel_layer_options {
 }
 pub(crate) use kernel_layer_options;
 
+/// `activation(y + bias)`, the bias (when there is one) added along the
+/// last axis: the end of every kernel layer's forward pass.
+pub(crate) fn bias_and_activation(y: Tensor, bias: Option<&Variable>, activation: &Activation) -> Result<Tensor> {
+    let y = match bias {
+        Some(b) => y.bias_add(&b.read())?,
+        None => y,
+    };
+    activation.apply(&y)
+}
+
 /// A variable `"{layer}/{weight}"` initialised by `init`.
 pub(crate) fn new_weight(
     layer: &str,

@@ -8,24 +8,48 @@ use crate::error::{Error, Result};
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
-/// The optional affine parameters `gamma` (scale) and `beta` (offset).
-pub(super) fn affine(
-    name: &str,
-    features: usize,
-    dtype: DType,
-    scale: bool,
-    center: bool,
-) -> Result<(Option<Variable>, Option<Variable>)> {
-    expect_float_dtype("normalization", dtype)?;
-    // constant initialisers draw nothing
-    let mut rng = Rng::new(0);
-    let gamma = scale
-        .then(|| new_weight(name, "gamma", &[features], dtype, &Initializer::Ones, &mut rng, true))
-        .transpose()?;
-    let beta = center
-        .then(|| new_weight(name, "beta", &[features], dtype, &Initializer::Zeros, &mut rng, true))
-        .transpose()?;
-    Ok((gamma, beta))
+/// The optional affine parameters of a normalisation layer: `gamma`
+/// (scale, ones) and `beta` (offset, zeros).
+pub(super) struct Affine {
+    pub(super) gamma: Option<Variable>,
+    pub(super) beta: Option<Variable>,
+}
+
+impl Affine {
+    /// `{name}/gamma` when `scale`, `{name}/beta` when `center`.
+    pub(super) fn new(name: &str, features: usize, dtype: DType, scale: bool, center: bool) -> Result<Affine> {
+        expect_float_dtype("normalization", dtype)?;
+        // constant initialisers draw nothing
+        let mut rng = Rng::new(0);
+        let gamma = scale
+            .then(|| new_weight(name, "gamma", &[features], dtype, &Initializer::Ones, &mut rng, true))
+            .transpose()?;
+        let beta = center
+            .then(|| new_weight(name, "beta", &[features], dtype, &Initializer::Zeros, &mut rng, true))
+            .transpose()?;
+        Ok(Affine { gamma, beta })
+    }
+
+    /// `gamma`, then `beta` (those that exist).
+    pub(super) fn variables(&self) -> Vec<Variable> {
+        self.gamma.iter().chain(&self.beta).cloned().collect()
+    }
+
+    /// The weights' dtype, or `default` without weights.
+    pub(super) fn dtype_or(&self, default: DType) -> DType {
+        self.gamma
+            .as_ref()
+            .or(self.beta.as_ref())
+            .map_or(default, Variable::dtype)
+    }
+
+    /// The values of `gamma` and `beta`.
+    pub(super) fn read(&self) -> (Option<Tensor>, Option<Tensor>) {
+        (
+            self.gamma.as_ref().map(Variable::read),
+            self.beta.as_ref().map(Variable::read),
+        )
+    }
 }
 
 pub(super) fn check_eps(op: &'static str, eps: f64) -> Result<()> {
@@ -55,8 +79,7 @@ pub struct LayerNorm {
     name: String,
     features: usize,
     epsilon: f64,
-    gamma: Option<Variable>,
-    beta: Option<Variable>,
+    affine: Affine,
 }
 
 /// Options for a [`LayerNorm`]; see [`LayerNorm::builder`].
@@ -114,13 +137,12 @@ impl LayerNormBuilder {
     pub fn build(self) -> Result<LayerNorm> {
         check_eps("LayerNorm", self.epsilon)?;
         let name = self.name.unwrap_or_else(|| unique_name("layer_normalization"));
-        let (gamma, beta) = affine(&name, self.features, self.dtype, self.scale, self.center)?;
+        let affine = Affine::new(&name, self.features, self.dtype, self.scale, self.center)?;
         Ok(LayerNorm {
             name,
             features: self.features,
             epsilon: self.epsilon,
-            gamma,
-            beta,
+            affine,
         })
     }
 }
@@ -169,7 +191,7 @@ impl LayerNorm {
 
 impl Module for LayerNorm {
     fn variables(&self) -> Vec<Variable> {
-        self.gamma.iter().chain(&self.beta).cloned().collect()
+        self.affine.variables()
     }
 }
 
@@ -179,14 +201,14 @@ impl Layer for LayerNorm {
     }
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
-        let dtype = self
-            .gamma
-            .as_ref()
-            .or(self.beta.as_ref())
-            .map_or(x.dtype(), Variable::dtype);
-        expect_input("LayerNorm", x, None, Some(self.features), dtype)?;
-        let g = self.gamma.as_ref().map(Variable::read);
-        let b = self.beta.as_ref().map(Variable::read);
+        expect_input(
+            "LayerNorm",
+            x,
+            None,
+            Some(self.features),
+            self.affine.dtype_or(x.dtype()),
+        )?;
+        let (g, b) = self.affine.read();
         x.layer_normalization(&[-1], g.as_ref(), b.as_ref(), self.epsilon)
     }
 }
@@ -335,8 +357,7 @@ pub struct BatchNorm {
     features: usize,
     momentum: f64,
     epsilon: f64,
-    gamma: Option<Variable>,
-    beta: Option<Variable>,
+    affine: Affine,
     moving_mean: Variable,
     moving_variance: Variable,
 }
@@ -366,7 +387,7 @@ impl BatchNorm {
             ));
         }
         let name = unique_name("batch_normalization");
-        let (gamma, beta) = affine(&name, features, dtype, scale, center)?;
+        let affine = Affine::new(&name, features, dtype, scale, center)?;
         let mut rng = Rng::new(0);
         let moving_mean = new_weight(
             &name,
@@ -391,8 +412,7 @@ impl BatchNorm {
             features,
             momentum,
             epsilon,
-            gamma,
-            beta,
+            affine,
             moving_mean,
             moving_variance,
         })
@@ -412,7 +432,7 @@ impl BatchNorm {
 impl Module for BatchNorm {
     fn variables(&self) -> Vec<Variable> {
         let stats = [self.moving_mean.clone(), self.moving_variance.clone()];
-        self.gamma.iter().chain(&self.beta).cloned().chain(stats).collect()
+        self.affine.variables().into_iter().chain(stats).collect()
     }
 }
 
@@ -442,8 +462,7 @@ impl Layer for BatchNorm {
         } else {
             (self.moving_mean.read(), self.moving_variance.read())
         };
-        let g = self.gamma.as_ref().map(Variable::read);
-        let b = self.beta.as_ref().map(Variable::read);
+        let (g, b) = self.affine.read();
         Tensor::batch_normalization(x, &mean, &var, b.as_ref(), g.as_ref(), self.epsilon)
     }
 }
