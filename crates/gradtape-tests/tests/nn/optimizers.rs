@@ -573,6 +573,40 @@ fn sparse_updates_equal_dense_updates_bit_for_bit() -> Result<()> {
     Ok(())
 }
 
+/// The gaps between a sparse gradient's rows are updated in pieces (with a
+/// zero gradient); on a table whose gaps are longer than a piece, and whose
+/// values are all different, the sparse update still equals the dense one
+/// in every element, and moves the untouched rows (weight decay, momentum).
+#[test]
+fn sparse_updates_with_long_gaps_equal_dense_updates() -> Result<()> {
+    let (rows, width) = (700usize, 3usize);
+    let start: Vec<f32> = (0..rows * width)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+        .collect();
+    let (a, b) = (
+        Variable::new(Tensor::from_vec(start.clone(), &[rows, width])?),
+        Variable::new(Tensor::from_vec(start, &[rows, width])?),
+    );
+    let mut sparse = AdamW::new(0.01).weight_decay(0.5);
+    let mut dense = AdamW::new(0.01).weight_decay(0.5);
+    for (k, idx) in [[3i64, 650], [400, 3], [699, 0]].iter().enumerate() {
+        let vals: Vec<f32> = (0..2 * width).map(|i| (i + k) as f32 / 8.0 - 0.3).collect();
+        let s = IndexedSlices::new(
+            Tensor::from_vec(vals, &[2, width])?,
+            Tensor::vector(idx),
+            &[rows, width],
+        )?;
+        let d = s.to_dense()?;
+        sparse.apply_gradients([(Some(Gradient::Sparse(s)), &a)])?;
+        dense.apply_gradients([(Some(d), &b)])?;
+    }
+    let (av, bv) = (a.read().to_vec::<f32>()?, b.read().to_vec::<f32>()?);
+    assert_eq!(av, bv);
+    // row 200 got no gradient: only the decay moved it
+    assert_ne!(av[200 * width], ((200 * width * 37 % 101) as f32 - 50.0) / 64.0);
+    Ok(())
+}
+
 #[test]
 fn lazy_sparse_updates_leave_other_rows_and_slots_alone() -> Result<()> {
     let t = table()?;

@@ -44,8 +44,6 @@
 
 use std::cell::RefCell;
 
-use rayon::prelude::*;
-
 use crate::autodiff::backprop::{backprop, Pass, SourceInfo, Unconnected};
 use crate::autodiff::gradient::densify;
 use crate::autodiff::gradient_tape::GradientTape;
@@ -302,13 +300,34 @@ impl GradientTape {
             let mut all = Vec::with_capacity(n);
             for start in (0..n).step_by(wave) {
                 let seeds: Vec<Tensor> = (start..n.min(start + wave)).map(row).collect::<Result<_>>()?;
-                let done: Vec<Vec<Option<Tensor>>> = seeds
-                    .into_par_iter()
-                    .map_init(fresh, |st, s| {
-                        densify(backprop(st, false, targets, vec![s], infos, Pass::plain())?)
+                // contiguous shares of the wave, one per thread, each thread
+                // with its own copy of the tape; rows come back in order
+                let share = seeds.len().div_ceil(crate::kernels::cpu::workers::threads().max(1));
+                let done = std::thread::scope(|scope| {
+                    let mut seeds = seeds.into_iter();
+                    let shares: Vec<Vec<Tensor>> = std::iter::from_fn(|| {
+                        let part: Vec<Tensor> = seeds.by_ref().take(share).collect();
+                        (!part.is_empty()).then_some(part)
                     })
-                    .collect::<Result<_>>()?;
-                all.extend(done);
+                    .collect();
+                    let fresh = &fresh;
+                    let handles: Vec<_> = shares
+                        .into_iter()
+                        .map(|part| {
+                            scope.spawn(move || {
+                                let st = fresh();
+                                part.into_iter()
+                                    .map(|s| densify(backprop(&st, false, targets, vec![s], infos, Pass::plain())?))
+                                    .collect::<Result<Vec<_>>>()
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        .collect::<Result<Vec<_>>>()
+                })?;
+                all.extend(done.into_iter().flatten());
             }
             all
         };

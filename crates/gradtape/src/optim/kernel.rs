@@ -93,28 +93,41 @@ fn sparse_rows<T: Float>(s: &IndexedSlices) -> Result<Rows<'static, T>> {
 }
 
 impl<T: Float> Rows<'_, T> {
-    /// Calls `f(range, gradient)` for each run of elements to update; `None`
-    /// stands for a zero gradient. `all`: visit every element.
-    fn for_each_run(&self, n: usize, all: bool, mut f: impl FnMut(Range<usize>, Option<&[T]>)) {
+    /// Calls `f(range, gradient)` for each run of elements to update. With
+    /// `all`, every element is visited: the gaps between a sparse
+    /// gradient's rows in pieces of at most [`ZEROS`] elements, each with a
+    /// zero gradient (so one update loop serves both kinds of run).
+    fn for_each_run(&self, n: usize, all: bool, mut f: impl FnMut(Range<usize>, &[T])) {
+        let zeros = [T::zero(); ZEROS];
+        let gap = |f: &mut dyn FnMut(Range<usize>, &[T]), from: usize, to: usize| {
+            for lo in (from..to).step_by(ZEROS) {
+                let hi = to.min(lo + ZEROS);
+                f(lo..hi, &zeros[..hi - lo]);
+            }
+        };
         match self {
-            Rows::Dense(g) => f(0..n, Some(g)),
+            Rows::Dense(g) => f(0..n, g),
             Rows::Sparse { rows, vals, width } => {
                 let mut next = 0;
                 for (k, &r) in rows.iter().enumerate() {
                     let lo = r * width;
                     if all && lo > next {
-                        f(next..lo, None);
+                        gap(&mut f, next, lo);
                     }
-                    f(lo..lo + width, Some(&vals[k * width..(k + 1) * width]));
+                    f(lo..lo + width, &vals[k * width..(k + 1) * width]);
                     next = lo + width;
                 }
                 if all && next < n {
-                    f(next..n, None);
+                    gap(&mut f, next, n);
                 }
             }
         }
     }
 }
+
+/// The length of the zero gradient a gap between sparse rows is updated
+/// with, piece by piece.
+const ZEROS: usize = 256;
 
 /// The elements of `t` for writing: in place when `t` is the only owner of
 /// a contiguous buffer, else after copying it into a new one.
@@ -215,10 +228,7 @@ fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(
         rows.for_each_run(n, all, |range, g| {
             let w = &mut w[range.clone()];
             let mut s: [&mut [T]; K] = s.each_mut().map(|s| &mut s[range.clone()]);
-            match g {
-                Some(g) => pass(rule, decay, w, &mut s, |i| g[i]),
-                None => pass(rule, decay, w, &mut s, |_| T::zero()),
-            }
+            pass(rule, decay, w, &mut s, g)
         });
         Ok(())
     })
@@ -259,7 +269,7 @@ fn run_on_gpu<T: Float, R: ElemRule<K>, const K: usize>(
                     .as_mut_slice()
                     .try_into()
                     .map_err(|_| Error::invalid(OP, "slot count"))?;
-                pass(rule, decay, &mut wv, refs, |i| gv[i]);
+                pass(rule, decay, &mut wv, refs, &gv);
             }
             let shape = h[0].shape();
             let mut out = vec![Tensor::from_vec(wv, shape)?];
@@ -295,21 +305,24 @@ fn run_on_gpu<T: Float, R: ElemRule<K>, const K: usize>(
     })
 }
 
-#[inline(always)]
+/// One update loop per rule, dtype and slot count, which the dense, the
+/// sparse and the emulated GPU's updates share (`g` is as long as `w`).
+#[inline(never)]
 fn pass<T: Float, R: ElemRule<K>, const K: usize>(
     rule: &R,
     decay: Option<(T, T)>,
     w: &mut [T],
     s: &mut [&mut [T]; K],
-    g: impl Fn(usize) -> T,
+    g: &[T],
 ) {
+    let g = &g[..w.len()];
     for (i, w) in w.iter_mut().enumerate() {
         let mut st: [T; K] = std::array::from_fn(|k| s[k][i]);
         if let Some((wd, lr)) = decay {
             // Keras: variable.assign_sub(variable * wd * lr)
             *w = *w - *w * wd * lr;
         }
-        rule.apply(w, &mut st, g(i));
+        rule.apply(w, &mut st, g[i]);
         for k in 0..K {
             s[k][i] = st[k];
         }
