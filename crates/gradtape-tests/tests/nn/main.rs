@@ -27,6 +27,7 @@ mod io;
 mod keras_losses;
 mod layer_norm;
 mod llama_parts;
+mod masking;
 mod nn;
 mod optimizers;
 mod rnn_layers;

@@ -12,6 +12,10 @@ use crate::tensor::{DType, Tensor};
 /// [`GradientTape::sparse_gradient`](crate::GradientTape::sparse_gradient)),
 /// and the optimizers apply it without a dense intermediate.
 ///
+/// With [`mask_zero`](EmbeddingBuilder::mask_zero), id 0 is padding:
+/// [`compute_mask`](Embedding::compute_mask) gives the mask `ids != 0`
+/// for the recurrent layers after it (Keras's `mask_zero=True`).
+///
 /// ```
 /// use gradtape::{nn::{Embedding, Layer}, GradientTape, Rng, Tensor};
 /// let emb = Embedding::new(100, 4, &mut Rng::new(0))?;
@@ -26,6 +30,7 @@ use crate::tensor::{DType, Tensor};
 pub struct Embedding {
     name: String,
     table: Variable,
+    mask_zero: bool,
 }
 
 /// Options for an [`Embedding`]; see [`Embedding::builder`].
@@ -35,6 +40,7 @@ pub struct EmbeddingBuilder {
     init: Initializer,
     dtype: DType,
     name: Option<String>,
+    mask_zero: bool,
 }
 
 impl EmbeddingBuilder {
@@ -54,6 +60,13 @@ impl EmbeddingBuilder {
         self.name = Some(n.into());
         self
     }
+    /// Whether id 0 is padding, masked by
+    /// [`compute_mask`](Embedding::compute_mask) (default false, Keras's
+    /// `mask_zero`). Row 0 of the table stays an ordinary row.
+    pub fn mask_zero(mut self, on: bool) -> Self {
+        self.mask_zero = on;
+        self
+    }
     /// Creates the table, drawing from `rng`. Zero sizes are errors:
     ///
     /// ```
@@ -71,7 +84,11 @@ impl EmbeddingBuilder {
         }
         let name = self.name.unwrap_or_else(|| unique_name("embedding"));
         let table = new_weight(&name, "embeddings", &[vocab, dim], self.dtype, &self.init, rng, true)?;
-        Ok(Embedding { name, table })
+        Ok(Embedding {
+            name,
+            table,
+            mask_zero: self.mask_zero,
+        })
     }
 }
 
@@ -108,12 +125,44 @@ impl Embedding {
             init: Initializer::RandomUniform { lo: -0.05, hi: 0.05 },
             dtype: DType::F32,
             name: None,
+            mask_zero: false,
         }
     }
 
     /// The table variable.
     pub fn table(&self) -> &Variable {
         &self.table
+    }
+
+    /// The mask of `ids` for the layers after this one, Keras's
+    /// `compute_mask`: with [`mask_zero`](EmbeddingBuilder::mask_zero),
+    /// `ids != 0` (bool, the shape of `ids`: `[batch, time]` for
+    /// sequences), else `None`.
+    ///
+    /// ```
+    /// use gradtape::nn::{Embedding, Layer, SequenceLayer, LSTM};
+    /// use gradtape::{Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let emb = Embedding::builder(10, 3).mask_zero(true).build(&mut rng)?;
+    /// let lstm = LSTM::builder(3, 4).build(&mut rng)?;
+    /// let ids = Tensor::from_vec(vec![4i64, 2, 0, 0, 7, 1, 3, 0], &[2, 4])?;
+    /// let mask = emb.compute_mask(&ids)?;
+    /// assert_eq!(mask.as_ref().unwrap().to_vec::<bool>()?, vec![true, true, false, false, true, true, true, false]);
+    /// let y = lstm.forward_masked(&emb.call(&ids)?, mask.as_ref(), false)?;
+    /// assert_eq!(y.shape(), &[2, 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn compute_mask(&self, ids: &Tensor) -> Result<Option<Tensor>> {
+        check_ids(ids)?;
+        if !self.mask_zero {
+            return Ok(None);
+        }
+        Ok(Some(ids.ne(&ids.scalar_like(0.0)?)?))
+    }
+
+    /// Whether id 0 is padding ([`mask_zero`](EmbeddingBuilder::mask_zero)).
+    pub fn mask_zero(&self) -> bool {
+        self.mask_zero
     }
 
     /// The reverse of the lookup: `x [..., dim]` times the table's
@@ -159,13 +208,19 @@ impl Layer for Embedding {
 
     /// `x` holds integer ids (i32 or i64), each in `0..vocab`.
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
-        if !matches!(x.dtype(), DType::I32 | DType::I64) {
-            return Err(Error::UnsupportedDType {
-                op: "Embedding",
-                dtype: x.dtype(),
-                expected: "i32 or i64 ids",
-            });
-        }
+        check_ids(x)?;
         self.table.read().embedding_lookup(x)
     }
+}
+
+/// Fails unless `ids` are integers (i32 or i64).
+fn check_ids(ids: &Tensor) -> Result<()> {
+    if !matches!(ids.dtype(), DType::I32 | DType::I64) {
+        return Err(Error::UnsupportedDType {
+            op: "Embedding",
+            dtype: ids.dtype(),
+            expected: "i32 or i64 ids",
+        });
+    }
+    Ok(())
 }

@@ -7,11 +7,23 @@
 //! `{layer}/lstm_cell/kernel` (Keras 3's paths) and laid out as Keras's,
 //! so weights copy between the two. Each step is the cell's own
 //! [`step`](LSTMCell::step): a traced function unrolls the loop (the
-//! sequence length is part of the trace's signature). Masks (Keras's
-//! `mask_zero` padding) are not supported: pad at the end and read the
-//! output at each sequence's own length from `return_sequences`.
+//! sequence length is part of the trace's signature).
+//!
+//! Masks, Keras's padding: each layer is a [`SequenceLayer`], whose
+//! [`forward_masked`](SequenceLayer::forward_masked) takes a bool mask
+//! `[batch, time]` (from [`Embedding::compute_mask`](super::Embedding::compute_mask)
+//! with `mask_zero`, or from [`Masking`](super::Masking)). As in Keras 3,
+//! at a masked step the state is carried over unchanged and the output is
+//! the previous step's output (zeros before the first unmasked step), so
+//! the last output is the last unmasked step's; a layer going backwards
+//! reads the mask backwards with its inputs. [`Bidirectional`] outputs
+//! zeros at masked steps when it returns sequences (Keras sets
+//! `zero_output_for_mask` on its layers then). Each masked step is a
+//! select ([`Tensor::where_`]) between the new state and the old, so the
+//! gradients and traces are those of ordinary ops.
 
-use super::{unique_name, GRUCell, LSTMCell, LSTMState, Layer, Module};
+use super::masking::check_mask;
+use super::{unique_name, GRUCell, LSTMCell, LSTMState, Layer, Module, SequenceLayer};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::random::Rng;
@@ -132,6 +144,17 @@ impl Options {
         }
     }
 
+    /// `mask` checked against the inputs `x` (before any reversal), in
+    /// reading order.
+    fn mask(&self, op: &'static str, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        check_mask(op, x, mask)?;
+        if self.go_backwards {
+            mask.reverse(&[1])
+        } else {
+            Ok(mask.clone())
+        }
+    }
+
     /// Every output, or the last.
     fn output(&self, ys: Tensor) -> Result<Tensor> {
         if self.return_sequences {
@@ -140,6 +163,35 @@ impl Options {
         let t = ys.shape()[1];
         ys.narrow(1, t - 1, 1)?.squeeze(&[1])
     }
+}
+
+/// Keras's masked loop: `step` (the input of a step and the states give
+/// the new states, the first of which is the output) over the steps of
+/// `xs` `[batch, time, in]`, where `mask` (bool `[batch, time]`, both in
+/// reading order) is false keeping the states and repeating the previous
+/// output (zeros before the first unmasked step). The outputs `[batch,
+/// time, units]` and the last states.
+fn masked_steps(
+    xs: &Tensor,
+    mask: &Tensor,
+    mut states: Vec<Tensor>,
+    step: impl Fn(&Tensor, &[Tensor]) -> Result<Vec<Tensor>>,
+) -> Result<(Tensor, Vec<Tensor>)> {
+    let mut prev = states[0].try_zeros_like()?;
+    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xs.shape()[1])?;
+    for (x, m) in xs.unstack(1)?.iter().zip(mask.unstack(1)?) {
+        let keep = m.expand_dims(-1)?;
+        let new = step(x, &states)?;
+        prev = Tensor::where_(&keep, &new[0], &prev)?;
+        states = new
+            .iter()
+            .zip(&states)
+            .map(|(n, old)| Tensor::where_(&keep, n, old))
+            .collect::<Result<_>>()?;
+        outs.push(prev.clone());
+    }
+    let refs: Vec<&Tensor> = outs.iter().collect();
+    Ok((Tensor::stack(&refs, 1)?, states))
 }
 
 /// Keras's `LSTM` layer: an [`LSTMCell`] over the sequence, from a zero
@@ -177,12 +229,57 @@ impl LSTM {
     /// when `None`): the output, as [`Layer::forward`]'s, and the last
     /// state (Keras's `return_state=True`).
     pub fn forward_from(&self, x: &Tensor, state: Option<LSTMState>) -> Result<(Tensor, LSTMState)> {
-        let x = self.options.input("LSTM", x)?;
+        self.forward_from_masked(x, state, None)
+    }
+
+    /// [`forward_from`](Self::forward_from) skipping the steps where
+    /// `mask` (bool `[batch, time]`) is false, as
+    /// [`forward_masked`](SequenceLayer::forward_masked): the output and
+    /// the state after the last unmasked step.
+    ///
+    /// ```
+    /// use gradtape::nn::LSTM;
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let lstm = LSTM::builder(3, 2).build(&mut rng)?;
+    /// let x = rng.normal(&[1, 4, 3], 0.0, 1.0, DType::F32)?;
+    /// let mask = Tensor::from_vec(vec![true, true, false, false], &[1, 4])?;
+    /// let (y, s) = lstm.forward_from_masked(&x, None, Some(&mask))?;
+    /// let (y2, s2) = lstm.forward_from(&x.narrow(1, 0, 2)?, None)?; // the first two steps alone
+    /// assert_eq!(y.to_vec::<f32>()?, y2.to_vec::<f32>()?);
+    /// assert_eq!(s.c.to_vec::<f32>()?, s2.c.to_vec::<f32>()?);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn forward_from_masked(
+        &self,
+        x: &Tensor,
+        state: Option<LSTMState>,
+        mask: Option<&Tensor>,
+    ) -> Result<(Tensor, LSTMState)> {
+        const OP: &str = "LSTM";
+        let xs = self.options.input(OP, x)?;
         let state = match state {
             Some(s) => s,
-            None => self.cell.zero_state(x.shape()[0])?,
+            None => self.cell.zero_state(xs.shape()[0])?,
         };
-        let (ys, last) = self.cell.run_sequence(&x, state)?;
+        let (ys, last) = match mask {
+            None => self.cell.run_sequence(&xs, state)?,
+            Some(m) => {
+                let m = self.options.mask(OP, x, m)?;
+                let (ys, s) = masked_steps(&xs, &m, vec![state.h, state.c], |x, s| {
+                    let n = self.cell.step(
+                        x,
+                        &LSTMState {
+                            h: s[0].clone(),
+                            c: s[1].clone(),
+                        },
+                    )?;
+                    Ok(vec![n.h, n.c])
+                })?;
+                let [h, c]: [Tensor; 2] = s.try_into().expect("two states");
+                (ys, LSTMState { h, c })
+            }
+        };
         Ok((self.options.output(ys)?, last))
     }
 }
@@ -200,6 +297,12 @@ impl Layer for LSTM {
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         Ok(self.forward_from(x, None)?.0)
+    }
+}
+
+impl SequenceLayer for LSTM {
+    fn forward_masked(&self, x: &Tensor, mask: Option<&Tensor>, _training: bool) -> Result<Tensor> {
+        Ok(self.forward_from_masked(x, None, mask)?.0)
     }
 }
 
@@ -235,12 +338,32 @@ impl GRU {
     /// The layer over `x` from state `h` (zeros when `None`): the output
     /// and the last state.
     pub fn forward_from(&self, x: &Tensor, h: Option<Tensor>) -> Result<(Tensor, Tensor)> {
-        let x = self.options.input("GRU", x)?;
+        self.forward_from_masked(x, h, None)
+    }
+
+    /// [`forward_from`](Self::forward_from) skipping the steps where
+    /// `mask` (bool `[batch, time]`) is false, as
+    /// [`forward_masked`](SequenceLayer::forward_masked).
+    pub fn forward_from_masked(
+        &self,
+        x: &Tensor,
+        h: Option<Tensor>,
+        mask: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        const OP: &str = "GRU";
+        let xs = self.options.input(OP, x)?;
         let h = match h {
             Some(h) => h,
-            None => self.cell.zero_state(x.shape()[0])?,
+            None => self.cell.zero_state(xs.shape()[0])?,
         };
-        let (ys, last) = self.cell.run_sequence(&x, h)?;
+        let (ys, last) = match mask {
+            None => self.cell.run_sequence(&xs, h)?,
+            Some(m) => {
+                let m = self.options.mask(OP, x, m)?;
+                let (ys, mut s) = masked_steps(&xs, &m, vec![h], |x, s| Ok(vec![self.cell.step(x, &s[0])?]))?;
+                (ys, s.pop().expect("one state"))
+            }
+        };
         Ok((self.options.output(ys)?, last))
     }
 }
@@ -258,6 +381,12 @@ impl Layer for GRU {
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         Ok(self.forward_from(x, None)?.0)
+    }
+}
+
+impl SequenceLayer for GRU {
+    fn forward_masked(&self, x: &Tensor, mask: Option<&Tensor>, _training: bool) -> Result<Tensor> {
+        Ok(self.forward_from_masked(x, None, mask)?.0)
     }
 }
 
@@ -279,7 +408,10 @@ pub enum Merge {
 /// reversed sequence, their outputs merged. The backward layer is a plain
 /// recurrent layer (it is given the sequence reversed, as Keras's copy
 /// with `go_backwards=True` reads it); with sequence outputs its output is
-/// reversed back, so that step `t` of both directions lines up.
+/// reversed back, so that step `t` of both directions lines up. Given a
+/// mask ([`forward_masked`](SequenceLayer::forward_masked)), each
+/// direction reads it in its own order, and sequence outputs are zero at
+/// the masked steps, as Keras's.
 ///
 /// ```
 /// use gradtape::nn::{Bidirectional, Layer, Merge, Module, LSTM};
@@ -295,14 +427,18 @@ pub enum Merge {
 /// ```
 pub struct Bidirectional {
     name: String,
-    forward: Box<dyn Layer>,
-    backward: Box<dyn Layer>,
+    forward: Box<dyn SequenceLayer>,
+    backward: Box<dyn SequenceLayer>,
     merge: Merge,
 }
 
 impl Bidirectional {
     /// The two directions, merged by `merge`.
-    pub fn new(forward: impl Layer + 'static, backward: impl Layer + 'static, merge: Merge) -> Bidirectional {
+    pub fn new(
+        forward: impl SequenceLayer + 'static,
+        backward: impl SequenceLayer + 'static,
+        merge: Merge,
+    ) -> Bidirectional {
         Bidirectional {
             name: unique_name("bidirectional"),
             forward: Box::new(forward),
@@ -327,6 +463,12 @@ impl Layer for Bidirectional {
     }
 
     fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
+        self.forward_masked(x, None, training)
+    }
+}
+
+impl SequenceLayer for Bidirectional {
+    fn forward_masked(&self, x: &Tensor, mask: Option<&Tensor>, training: bool) -> Result<Tensor> {
         const OP: &str = "Bidirectional";
         if x.rank() != 3 {
             return Err(Error::invalid(
@@ -334,10 +476,25 @@ impl Layer for Bidirectional {
                 format!("expected inputs [batch, time, features], got shape {:?}", x.shape()),
             ));
         }
-        let f = self.forward.forward(x, training)?;
-        let mut b = self.backward.forward(&x.reverse(&[1])?, training)?;
+        if let Some(m) = mask {
+            check_mask(OP, x, m)?;
+        }
+        let reversed = mask.map(|m| m.reverse(&[1])).transpose()?;
+        let mut f = self.forward.forward_masked(x, mask, training)?;
+        let mut b = self
+            .backward
+            .forward_masked(&x.reverse(&[1])?, reversed.as_ref(), training)?;
         if b.rank() == 3 {
             b = b.reverse(&[1])?;
+        }
+        if let Some(m) = mask {
+            // Keras's `zero_output_for_mask` for sequences
+            let keep = m.expand_dims(-1)?;
+            for y in [&mut f, &mut b] {
+                if y.rank() == 3 {
+                    *y = Tensor::where_(&keep, y, &y.scalar_like(0.0)?)?;
+                }
+            }
         }
         if f.shape()[..f.rank() - 1] != b.shape()[..b.rank().saturating_sub(1)] {
             return Err(Error::ShapeMismatch {
