@@ -25,6 +25,7 @@ mod half_nn;
 mod init_fans;
 mod io;
 mod keras_losses;
+mod keras_metrics;
 mod layer_norm;
 mod llama_parts;
 mod masking;
