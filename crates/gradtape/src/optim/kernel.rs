@@ -188,89 +188,89 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
             format!("expected {K} slots, got {}", slots.len()),
         ));
     }
+    let noop = R::ZERO_GRAD_IS_NOOP;
     if var.device().is_cuda() {
         // (the GPU's update kernels are f32 and f64 ones, and so is the
         // emulated GPU's host path)
-        return with_types!(var.dtype(), T => run_on_gpu::<T, R, K>(rule, step, var, slots, grad), [F32: f32, F64: f64], _ => Err(Error::UnsupportedDType {
+        let cuda = rule.cuda();
+        return with_types!(var.dtype(), T => run_on_gpu::<T>(step, var, slots, grad, cuda, &|d, w, s, g| pass::<T, R, K>(rule, d, w, s, g)), [F32: f32, F64: f64], _ => Err(Error::UnsupportedDType {
             op: "apply_gradients",
             dtype: var.dtype(),
             expected: "f32 or f64 variables on a GPU",
         }));
     }
-    with_float_dtype!(var.dtype(), T => run_typed::<T, R, K>(rule, step, var, slots, grad), _ => Err(Error::UnsupportedDType {
+    with_float_dtype!(var.dtype(), T => run_typed::<T>(noop, step, var, slots, grad, &|d, w, s, g| pass::<T, R, K>(rule, d, w, s, g)), _ => Err(Error::UnsupportedDType {
         op: "apply_gradients",
         dtype: var.dtype(),
         expected: "float variables (f32, f64, f16 or bf16)",
     }))
 }
 
-fn run_typed<T: Float, R: ElemRule<K>, const K: usize>(
-    rule: &R,
+/// A rule's update loop ([`pass`]) for one dtype: the weight decay, the
+/// weights, their slots and the gradient. Everything around it is compiled
+/// once per dtype, through this reference, not once per rule.
+type PassFn<'a, T> = dyn Fn(Option<(T, T)>, &mut [T], &mut [&mut [T]], &[T]) + 'a;
+
+/// [`run`] on the host; `noop`: the rule's
+/// [`ZERO_GRAD_IS_NOOP`](ElemRule::ZERO_GRAD_IS_NOOP).
+fn run_typed<T: Float>(
+    noop: bool,
     step: &Step,
     var: &Variable,
     slots: &[Variable],
     grad: &Gradient,
+    pass: &PassFn<'_, T>,
 ) -> Result<()> {
     let rows: Rows<'_, T> = match grad {
         Gradient::Dense(g) => Rows::Dense(g.values::<T>("optimizer")?),
         Gradient::Sparse(s) => sparse_rows::<T>(s)?,
     };
-    let all = !step.lazy && (!R::ZERO_GRAD_IS_NOOP || step.wd != 0.0);
+    let all = !step.lazy && (!noop || step.wd != 0.0);
     let decay = (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr)));
     with_locked(var, slots, |w, s| {
         let w = values_mut::<T>(w)?;
         let mut s: Vec<&mut [T]> = s.into_iter().map(values_mut::<T>).collect::<Result<_>>()?;
-        let s: &mut [&mut [T]; K] = s
-            .as_mut_slice()
-            .try_into()
-            .map_err(|_| Error::invalid("optimizer", "slot count"))?;
         let n = w.len();
         rows.for_each_run(n, all, |range, g| {
-            let w = &mut w[range.clone()];
-            let mut s: [&mut [T]; K] = s.each_mut().map(|s| &mut s[range.clone()]);
-            pass(rule, decay, w, &mut s, g)
+            let mut parts: smallvec::SmallVec<[&mut [T]; 4]> = s.iter_mut().map(|s| &mut s[range.clone()]).collect();
+            pass(decay, &mut w[range.clone()], &mut parts, g)
         });
         Ok(())
     })
 }
 
-/// [`run`] for a variable on a GPU: the rule's CUDA form over the weight,
-/// its slots and the gradient (made dense: a lazy sparse update is not
-/// done on a GPU yet), in one kernel; on an emulated GPU, [`pass`] on host
-/// copies.
-fn run_on_gpu<T: Float, R: ElemRule<K>, const K: usize>(
-    rule: &R,
+/// [`run`] for a variable on a GPU: the rule's CUDA form `cuda` over the
+/// weight, its slots and the gradient (made dense: a lazy sparse update is
+/// not done on a GPU yet), in one kernel; on an emulated GPU, the rule's
+/// `pass` on host copies.
+fn run_on_gpu<T: Float>(
     step: &Step,
     var: &Variable,
     slots: &[Variable],
     grad: &Gradient,
+    (body, params): (&'static str, Vec<f64>),
+    pass: &PassFn<'_, T>,
 ) -> Result<()> {
     const OP: &str = "apply_gradients";
     let g = match grad {
         Gradient::Dense(g) => g.clone(),
         Gradient::Sparse(s) => s.to_dense()?,
     };
-    let (body, params) = rule.cuda();
+    let k = slots.len();
     with_locked(var, slots, |w, s| {
         let mut inputs: Vec<&Tensor> = vec![&*w];
         inputs.extend(s.iter().map(|t| &**t));
         inputs.push(&g);
         let host = |h: &[Tensor]| -> Result<Vec<Tensor>> {
             let mut wv = h[0].owned_values::<T>(OP)?;
-            let mut sv: Vec<Vec<T>> = h[1..=K]
+            let mut sv: Vec<Vec<T>> = h[1..=k]
                 .iter()
                 .map(|t| t.owned_values::<T>(OP))
                 .collect::<Result<_>>()?;
-            let gv = h[K + 1].values::<T>(OP)?;
+            let gv = h[k + 1].values::<T>(OP)?;
             let decay = (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr)));
-            {
-                let mut refs: Vec<&mut [T]> = sv.iter_mut().map(|v| v.as_mut_slice()).collect();
-                let refs: &mut [&mut [T]; K] = refs
-                    .as_mut_slice()
-                    .try_into()
-                    .map_err(|_| Error::invalid(OP, "slot count"))?;
-                pass(rule, decay, &mut wv, refs, &gv);
-            }
+            let mut refs: Vec<&mut [T]> = sv.iter_mut().map(|v| v.as_mut_slice()).collect();
+            pass(decay, &mut wv, &mut refs, &gv);
             let shape = h[0].shape();
             let mut out = vec![Tensor::from_vec(wv, shape)?];
             for v in sv {
@@ -285,7 +285,7 @@ fn run_on_gpu<T: Float, R: ElemRule<K>, const K: usize>(
                 crate::kernels::cuda::optimizer_update(
                     OP,
                     &inputs[0].clone(),
-                    &inputs[1..=K],
+                    &inputs[1..=k],
                     &g,
                     body,
                     &params,
@@ -306,15 +306,20 @@ fn run_on_gpu<T: Float, R: ElemRule<K>, const K: usize>(
 }
 
 /// One update loop per rule, dtype and slot count, which the dense, the
-/// sparse and the emulated GPU's updates share (`g` is as long as `w`).
+/// sparse and the emulated GPU's updates share: `s` holds the `K` slots'
+/// parts, each and `g` as long as `w` (as [`run`] checked).
 #[inline(never)]
 fn pass<T: Float, R: ElemRule<K>, const K: usize>(
     rule: &R,
     decay: Option<(T, T)>,
     w: &mut [T],
-    s: &mut [&mut [T]; K],
+    s: &mut [&mut [T]],
     g: &[T],
 ) {
+    let Ok(s) = <&mut [&mut [T]; K]>::try_from(s) else {
+        debug_assert!(false, "{K} slots expected");
+        return;
+    };
     let g = &g[..w.len()];
     for (i, w) in w.iter_mut().enumerate() {
         let mut st: [T; K] = std::array::from_fn(|k| s[k][i]);
