@@ -13,6 +13,7 @@ mod sums_util;
 mod tf_util;
 
 mod attention;
+mod attention_causal;
 mod attention_dropout;
 mod conv_layers;
 mod digits;

@@ -36,6 +36,18 @@ use crate::tensor::Float;
 /// Query rows per block.
 pub(crate) const ROWS: usize = 64;
 
+/// Query rows per sub-block of a block whose rows see different numbers
+/// of keys (causal): each sub-block's products run over only the keys its
+/// last row sees (see [`pieces`]).
+/// (Sub-blocks of twice as many rows where the block goes to the general
+/// product kernel, whose calls cost more to start.)
+pub(crate) const SUB: usize = 16;
+
+/// Neighbouring sub-blocks whose keys end at or before this many are
+/// merged into one product (the general kernel's path): a product that
+/// narrow costs more to start than its hidden scores save.
+const WIDE_MIN: usize = 32;
+
 /// The longest key length these kernels take (a task's scratch holds
 /// `ROWS · tk` scores); longer ones go to the online kernel.
 pub(crate) const GEMM_MAX_KEYS: usize = 4096;
@@ -216,6 +228,82 @@ fn packs<T: Float>(dims: &Dims) -> Option<scratch::Kept<T>> {
     (small_gemm::suits() && dims.d < 64 && dims.dv < 64).then(|| scratch::take(0, T::zero()))
 }
 
+/// A piece of a block's products: rows `r0..r1` of the block against keys
+/// `lo..hi`.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    r0: usize,
+    r1: usize,
+    lo: usize,
+    hi: usize,
+}
+
+type Pieces = smallvec::SmallVec<[Piece; ROWS / SUB]>;
+
+/// How the products of the block of rows `i0..i0 + n` (whose last row sees
+/// `nk` keys) are cut. Without a causal mask, or where every row of the
+/// block sees all `nk` keys, one piece covers it all. Else the rows are cut
+/// into sub-blocks, and:
+///
+/// - the stairs: for each sub-block whose last row sees `hi` keys (the
+///   previous one's `lo`), the rows from it to the block's end against
+///   keys `lo..hi`; together they cover exactly the keys each sub-block
+///   sees, the sums over keys split between them;
+/// - the rows (the general kernel): each sub-block against keys `0..hi`,
+///   neighbours merged while narrow (see [`WIDE_MIN`]), fewer and larger
+///   products.
+///
+/// Entries a piece leaves unwritten lie past the keys their row sees
+/// (hidden: probability 0, written as 0 where a later product reads them).
+struct Split {
+    /// For the products that write per query row (scores, output, dP, dQ):
+    /// the stairs for the small-product kernels, the rows for the general.
+    prods: Pieces,
+    /// For the products that sum over query rows (dV, dK): the stairs.
+    accs: Pieces,
+}
+
+#[inline(always)]
+fn split(dims: &Dims, i0: usize, n: usize, nk: usize, small: bool) -> Split {
+    let whole = Piece {
+        r0: 0,
+        r1: n,
+        lo: 0,
+        hi: nk,
+    };
+    if n == 0 || dims.keys(i0) == nk {
+        let p: Pieces = smallvec::smallvec![whole];
+        return Split {
+            prods: p.clone(),
+            accs: p,
+        };
+    }
+    let sub = if small { SUB } else { 2 * SUB };
+    let (mut stairs, mut rows) = (Pieces::new(), Pieces::new());
+    let mut r0 = 0;
+    let mut lo = 0;
+    while r0 < n {
+        let r1 = (r0 + sub).min(n);
+        let nkj = dims.keys(i0 + r1 - 1);
+        if stairs.last().is_none_or(|p| p.hi != nkj) {
+            stairs.push(Piece { r0, r1: n, lo, hi: nkj });
+        }
+        match rows.last_mut() {
+            Some(p) if p.hi == nkj || p.hi <= WIDE_MIN => {
+                p.r1 = r1;
+                p.hi = nkj;
+            }
+            _ => rows.push(Piece { r0, r1, lo: 0, hi: nkj }),
+        }
+        lo = nkj;
+        r0 = r1;
+    }
+    Split {
+        prods: if small { stairs.clone() } else { rows },
+        accs: stairs,
+    }
+}
+
 /// The scores of rows `i0..i0 + n` of batch element `b` against keys
 /// `0..nk` into `s` (`n × nk`): `scale · q kᵀ + mask`, and 0 (the
 /// probability) where a causal row may not look: the callers exponentiate
@@ -236,19 +324,22 @@ fn scores<T: Float>(
     n: usize,
     nk: usize,
     s: &mut [T],
-    pack: Option<&mut Vec<T>>,
+    pieces: &[Piece],
+    mut pack: Option<&mut Vec<T>>,
 ) -> T {
-    product(
-        (n, nk, dims.d),
-        s,
-        nk,
-        false,
-        q.at(b, i0),
-        (q.rs, 1),
-        k.at(b, 0),
-        (1, k.rs),
-        pack,
-    );
+    for &Piece { r0, r1, lo, hi } in pieces {
+        product(
+            (r1 - r0, hi - lo, dims.d),
+            &mut s[r0 * nk + lo..],
+            nk,
+            false,
+            q.at(b, i0 + r0),
+            (q.rs, 1),
+            k.at(b, lo),
+            (1, k.rs),
+            pack.as_deref_mut(),
+        );
+    }
     let scale = T::from_f64(dims.scale);
     let deferred = mask.is_none() && scale > T::zero() && scale.is_finite();
     for r in 0..n {
@@ -327,7 +418,8 @@ pub(crate) fn forward_rows<T: Float>(
                     let n = (n_rows - r0).min(tq - i0);
                     let nk = dims.keys(i0 + n - 1);
                     let s = &mut s[..n * nk];
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_deref_mut());
+                    let cut = split(dims, i0, n, nk, pack.is_some());
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut.prods, pack.as_deref_mut());
                     // per row: the log-sum-exp, and the factor of the output
                     // row (1 / Σ e^(s − m) where the probabilities are left
                     // unnormalised: the output's dv values scaled instead of
@@ -357,7 +449,7 @@ pub(crate) fn forward_rows<T: Float>(
                         match &dims.dropout {
                             Some(dr) => {
                                 let at = (b * tq + i) * tk;
-                                for (j, x) in row.iter_mut().enumerate() {
+                                for (j, x) in row[..seen].iter_mut().enumerate() {
                                     *x = *x * inv * T::from_f64(dr.factor(at + j));
                                 }
                             }
@@ -365,17 +457,19 @@ pub(crate) fn forward_rows<T: Float>(
                         }
                     }
                     let rows = &mut part[r0 * width..];
-                    product(
-                        (n, dv, nk),
-                        rows,
-                        width,
-                        false,
-                        s,
-                        (nk, 1),
-                        v.at(b, 0),
-                        (v.rs, 1),
-                        pack.as_deref_mut(),
-                    );
+                    for &Piece { r0, r1, lo, hi } in &cut.prods {
+                        product(
+                            (r1 - r0, dv, hi - lo),
+                            &mut rows[r0 * width..],
+                            width,
+                            lo > 0,
+                            &s[r0 * nk + lo..],
+                            (nk, 1),
+                            v.at(b, lo),
+                            (v.rs, 1),
+                            pack.as_deref_mut(),
+                        );
+                    }
                     for r in 0..n {
                         let row = &mut rows[r * width..][..width];
                         if post[r] != T::one() {
@@ -453,28 +547,37 @@ pub(crate) fn backward_rows<T: Float>(
                         continue;
                     }
                     let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, pack.as_deref_mut());
+                    let cut = split(dims, i0, n, nk, pack.is_some());
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut.prods, pack.as_deref_mut());
                     let (g, gs) = (dout.at(b, i0), dout.rs);
                     // dP = dO Vᵀ
-                    product(
-                        (n, nk, dv),
-                        dp,
-                        nk,
-                        false,
-                        g,
-                        (gs, 1),
-                        v.at(b, 0),
-                        (1, v.rs),
-                        pack.as_deref_mut(),
-                    );
+                    for &Piece { r0, r1, lo, hi } in &cut.prods {
+                        product(
+                            (r1 - r0, hi - lo, dv),
+                            &mut dp[r0 * nk + lo..],
+                            nk,
+                            false,
+                            &g[r0 * gs..],
+                            (gs, 1),
+                            v.at(b, lo),
+                            (1, v.rs),
+                            pack.as_deref_mut(),
+                        );
+                    }
                     for r in 0..n {
                         let i = i0 + r;
                         let f = &fwd[(b * tq + i) * (dv + 1)..][..dv + 1];
                         let lse = f[dv];
                         let dd = super::attention::dot(&f[..dv], &g[r * gs..][..dv]);
-                        let (srow, dprow) = (&mut s[r * nk..][..nk], &mut dp[r * nk..][..nk]);
-                        exp_affine(&mut srow[..dims.keys(i).min(nk)], a, lse);
-                        // srow: P, then P∘F (for dV); dprow: dS
+                        let seen = dims.keys(i).min(nk);
+                        let (srow, dprow) = (&mut s[r * nk..][..seen], &mut dp[r * nk..][..nk]);
+                        exp_affine(srow, a, lse);
+                        // srow: P, then P∘F (for dV); dprow: dS, 0 past the
+                        // keys the row sees (P is 0 there already, and the
+                        // products of a sub-block left dprow's scratch as it
+                        // was beyond its keys)
+                        let (dprow, hidden) = dprow.split_at_mut(seen);
+                        hidden.fill(T::zero());
                         match &dims.dropout {
                             Some(dr) => {
                                 let at = (b * tq + i) * tk;
@@ -491,30 +594,45 @@ pub(crate) fn backward_rows<T: Float>(
                             }
                         }
                     }
-                    // dV += (P∘F)ᵀ dO, dQ = dS K, dK += dSᵀ Q
-                    product((nk, dv, n), dvv, dv, true, s, (1, nk), g, (gs, 1), pack.as_deref_mut());
-                    product(
-                        (n, d, nk),
-                        &mut dq[i0 * d..],
-                        d,
-                        false,
-                        dp,
-                        (nk, 1),
-                        k.at(b, 0),
-                        (k.rs, 1),
-                        pack.as_deref_mut(),
-                    );
-                    product(
-                        (nk, d, n),
-                        dk,
-                        d,
-                        true,
-                        dp,
-                        (1, nk),
-                        q.at(b, i0),
-                        (q.rs, 1),
-                        pack.as_deref_mut(),
-                    );
+                    // dQ = dS K
+                    for &Piece { r0, r1, lo, hi } in &cut.prods {
+                        product(
+                            (r1 - r0, d, hi - lo),
+                            &mut dq[(i0 + r0) * d..],
+                            d,
+                            lo > 0,
+                            &dp[r0 * nk + lo..],
+                            (nk, 1),
+                            k.at(b, lo),
+                            (k.rs, 1),
+                            pack.as_deref_mut(),
+                        );
+                    }
+                    // dV += (P∘F)ᵀ dO, dK += dSᵀ Q
+                    for &Piece { r0, r1, lo, hi } in &cut.accs {
+                        product(
+                            (hi - lo, dv, r1 - r0),
+                            &mut dvv[lo * dv..],
+                            dv,
+                            true,
+                            &s[r0 * nk + lo..],
+                            (1, nk),
+                            &g[r0 * gs..],
+                            (gs, 1),
+                            pack.as_deref_mut(),
+                        );
+                        product(
+                            (hi - lo, d, r1 - r0),
+                            &mut dk[lo * d..],
+                            d,
+                            true,
+                            &dp[r0 * nk + lo..],
+                            (1, nk),
+                            q.at(b, i0 + r0),
+                            (q.rs, 1),
+                            pack.as_deref_mut(),
+                        );
+                    }
                     i0 += n;
                 }
             },
