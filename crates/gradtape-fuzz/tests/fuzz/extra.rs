@@ -204,6 +204,27 @@ pub const EXTRA: &[(&str, OpFn)] = &[
     ("fft", |e| small(e, &[e.a], || same(e.a.fft(), e.a))),
     ("ifft", |e| small(e, &[e.a], || same(e.a.ifft(), e.a))),
     ("fft2d", |e| small(e, &[e.a], || e.a.fft2d())),
+    ("fft3d", |e| small(e, &[e.a], || e.a.fft3d())),
+    ("ifft3d", |e| small(e, &[e.a], || e.a.ifft3d())),
+    ("rfft3d", |e| {
+        let n = e.flag(0).then_some([e.size(0), e.size(1), e.size(2)]);
+        small(e, &[e.a], || e.a.rfft3d(n))
+    }),
+    ("irfft3d", |e| {
+        let n = e.flag(0).then_some([e.size(0), e.size(1), e.size(2)]);
+        small(e, &[e.a], || e.a.irfft3d(n))
+    }),
+    ("fit_fft3d", |e| {
+        small(e, &[e.a], || {
+            let x = signal(e)?;
+            let n = |k: usize| e.size(k).min(8);
+            match e.int(0).rem_euclid(3) {
+                0 => x.fft3d(),
+                1 => x.ifft3d(),
+                _ => x.irfft3d(e.flag(0).then_some([n(0), n(1), n(2)])),
+            }
+        })
+    }),
     ("rfft", |e| {
         let n = e.flag(0).then_some(e.size(0));
         small(e, &[e.a], || e.a.rfft(n))

@@ -567,6 +567,25 @@ const OTHER: &[(&str, OpFn)] = &[
     ("resize_nearest_neighbor_grad", |e| {
         e.a.resize_nearest_neighbor_grad([e.size(0), e.size(1)], e.flag(1), e.flag(2))
     }),
+    ("resize_images_cubic_area", |e| {
+        let m = if e.flag(0) {
+            ResizeMethod::Bicubic
+        } else {
+            ResizeMethod::Area
+        };
+        e.a.resize_images([e.size(0), e.size(1)], m)
+    }),
+    ("crop_and_resize", |e| {
+        let m = if e.flag(0) {
+            ResizeMethod::Bilinear
+        } else {
+            ResizeMethod::Nearest
+        };
+        e.a.crop_and_resize(e.b, e.c, e.pair(0), m, e.f(0))
+    }),
+    ("extract_patches", |e| {
+        e.a.extract_patches(e.pair(0), e.pair(2), e.pair(4), e.padding())
+    }),
     ("ctc_loss", |e| {
         Tensor::ctc_loss(e.b, e.a, e.c, e.c, e.flag(0), e.int(0))
     }),

@@ -536,6 +536,28 @@ fn table() -> Vec<Case> {
             &[4, 2],
             Any,
         ),
+        ("fft3d [2,2,3]", |x| sq(x[0].fft3d()), &[2, 2, 3], Any),
+        ("fft3d batch [2,1,3,2]", |x| sq(x[0].fft3d()), &[2, 1, 3, 2], Any),
+        ("ifft3d [2,3,2]", |x| sq(x[0].ifft3d()), &[2, 3, 2], Any),
+        ("rfft3d [2,3,4]", |x| sq(x[0].rfft3d(None)), &[2, 3, 4], Real),
+        (
+            "rfft3d [2,2,3] padded and cropped to [3,2,2]",
+            |x| sq(x[0].rfft3d(Some([3, 2, 2]))),
+            &[2, 2, 3],
+            Real,
+        ),
+        (
+            "irfft3d [2,3,3] to [2,3,4]",
+            |x| sq(x[0].irfft3d(None)),
+            &[2, 3, 3],
+            Any,
+        ),
+        (
+            "irfft3d [3,2,2] to [3,2,3]",
+            |x| sq(x[0].irfft3d(Some([3, 2, 3]))),
+            &[3, 2, 2],
+            Any,
+        ),
     ];
     for &(name, f, s, d) in ffts {
         t.push(case(name, f, &[(s, d)]));
@@ -598,6 +620,10 @@ const REQUIRED: &[&str] = &[
     "irfft",
     "rfft2d",
     "irfft2d",
+    "fft3d",
+    "ifft3d",
+    "rfft3d",
+    "irfft3d",
 ];
 
 #[test]

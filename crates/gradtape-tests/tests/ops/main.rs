@@ -39,6 +39,7 @@ mod tf_conv;
 mod tf_conv_more;
 mod tf_elementwise;
 mod tf_image;
+mod tf_image_more;
 mod tf_linalg;
 mod tf_nn;
 mod tf_segment;

@@ -10,8 +10,9 @@
 //! resizes, which TensorFlow computes and outputs in float32 only; those
 //! are compared in f32 with TensorFlow's float32 numbers (`tf-f32`, within
 //! 1e-6 of the result's magnitude, a few f32 roundings), and in f64 with
-//! JAX's (`jax`, checked by the script against TensorFlow's). This crate
-//! has no `crop_and_resize`, `extract_patches` nor bicubic or area resize.
+//! JAX's (`jax`, checked by the script against TensorFlow's).
+//! `crop_and_resize`, `extract_patches` and the bicubic and area resizes
+//! are tested in `tf_image_more.rs`.
 
 use gradtape::{DType, GradientTape, PadMode, ResizeMethod, Result, Tensor};
 

@@ -10,7 +10,7 @@
 //! TensorFlow's own gradient of the real transforms fails or is wrong, and
 //! the file holds TensorFlow's gradient of the cropping spelled out
 //! (`tf-cropped`, see the script); this crate's gradient is compared with
-//! that. (There is no `fft3d` here.)
+//! that. (The 3-D transforms are tested in `tf_image_more.rs`.)
 
 use gradtape::{Complex, DType, GradientOptions, GradientTape, Result, Tensor};
 

@@ -180,8 +180,8 @@ impl Layer for Pool2D {
 
 /// Upsampling of NHWC images by whole factors, Keras's `UpSampling2D`:
 /// nearest (each pixel repeated `factor` times along each axis, the
-/// default) or bilinear ([`Tensor::resize_images`], half-pixel centres, as
-/// Keras's `ops.image.resize`).
+/// default) or bilinear, bicubic or area ([`Tensor::resize_images`],
+/// half-pixel centres, as Keras's `ops.image.resize`).
 ///
 /// ```
 /// use gradtape::nn::{Layer, UpSampling2D};
@@ -238,12 +238,15 @@ impl Layer for UpSampling2D {
         let [fh, fw] = self.size;
         match self.interpolation {
             crate::ops::ResizeMethod::Nearest => x.repeat(fh, 1)?.repeat(fw, 2),
-            crate::ops::ResizeMethod::Bilinear => {
+            // (bicubic and area resize like bilinear, through `resize_images`)
+            m @ (crate::ops::ResizeMethod::Bilinear
+            | crate::ops::ResizeMethod::Bicubic
+            | crate::ops::ResizeMethod::Area) => {
                 let s = x.shape();
                 let h = s[1].checked_mul(fh);
                 let w = s[2].checked_mul(fw);
                 match (h, w) {
-                    (Some(h), Some(w)) => x.resize_images([h, w], crate::ops::ResizeMethod::Bilinear),
+                    (Some(h), Some(w)) => x.resize_images([h, w], m),
                     _ => Err(Error::ShapeOverflow {
                         op: "UpSampling2D",
                         shape: vec![s[1], fh, s[2], fw],

@@ -10,7 +10,7 @@
 //! - `linalg/`: matmul, decompositions, solvers, einsum
 //! - `nn/`: convolutions, pooling, normalisation, softmax and losses
 //! - `signal/`: Fourier transforms
-//! - `image/`: image resizing
+//! - `image/`: image resizing, crops and patches
 //! - `random.rs`: seeded random tensors and dropout
 //! - `desc/`: the op descriptors a trace records and a graph re-runs
 //!

@@ -10,7 +10,7 @@ use crate::tensor::Tensor;
 /// A complex DFT (or its `1/N`-scaled inverse) over the last `rank` axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FftOp {
-    /// How many trailing axes are transformed (1 or 2).
+    /// How many trailing axes are transformed (1, 2 or 3).
     pub rank: u8,
     /// The inverse transform.
     pub inverse: bool,
@@ -22,8 +22,10 @@ impl FftOp {
         match (self.rank, self.inverse) {
             (1, false) => "FFT",
             (1, true) => "IFFT",
-            (_, false) => "FFT2D",
-            (_, true) => "IFFT2D",
+            (2, false) => "FFT2D",
+            (2, true) => "IFFT2D",
+            (_, false) => "FFT3D",
+            (_, true) => "IFFT3D",
         }
     }
 
@@ -32,8 +34,10 @@ impl FftOp {
         match (self.rank, self.inverse) {
             (1, false) => "fft",
             (1, true) => "ifft",
-            (_, false) => "fft2d",
-            (_, true) => "ifft2d",
+            (2, false) => "fft2d",
+            (2, true) => "ifft2d",
+            (_, false) => "fft3d",
+            (_, true) => "ifft3d",
         }
     }
 
@@ -43,8 +47,10 @@ impl FftOp {
         let y = match (self.rank, self.inverse) {
             (1, false) => x.fft()?,
             (1, true) => x.ifft()?,
-            (_, false) => x.fft2d()?,
-            (_, true) => x.ifft2d()?,
+            (2, false) => x.fft2d()?,
+            (2, true) => x.ifft2d()?,
+            (_, false) => x.fft3d()?,
+            (_, true) => x.ifft3d()?,
         };
         Ok(smallvec::smallvec![y])
     }

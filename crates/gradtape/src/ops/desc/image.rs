@@ -1,10 +1,12 @@
 //! Descriptors of the image ops: bilinear and nearest-neighbour resizing
 //! and their gradients (each gradient is itself a differentiable op, whose
-//! gradient is the resize again).
+//! gradient is the resize again), and the check of `crop_and_resize`'s box
+//! indices.
 //!
-//! `resize_images` (TensorFlow 2's `tf.image.resize`) and the rank-3 forms
-//! are compositions of these and shape ops and have no descriptor of their
-//! own.
+//! `resize_images` (TensorFlow 2's `tf.image.resize`, its bicubic and area
+//! methods included), the rank-3 forms, `crop_and_resize` and
+//! `extract_patches` are compositions of these, gathers and elementwise
+//! ops and have no descriptor of their own.
 
 use std::fmt;
 
@@ -38,6 +40,15 @@ pub enum ImageOp {
     ResizeNearestNeighbor(ResizeAttrs),
     /// `resize_nearest_neighbor_grad(grads)`, back to the original size.
     ResizeNearestNeighborGrad(ResizeAttrs),
+    /// `crop_and_resize`'s box indices checked to lie in `0..batch` and
+    /// turned into the flat offsets `index * pixels` (`i64`) of their
+    /// images; not differentiable.
+    CropBoxOffsets {
+        /// The images' batch size.
+        batch: usize,
+        /// Pixels per image (`h * w`).
+        pixels: usize,
+    },
 }
 
 impl ImageOp {
@@ -48,6 +59,7 @@ impl ImageOp {
             ImageOp::ResizeBilinearGrad(_) => "ResizeBilinearGrad",
             ImageOp::ResizeNearestNeighbor(_) => "ResizeNearestNeighbor",
             ImageOp::ResizeNearestNeighborGrad(_) => "ResizeNearestNeighborGrad",
+            ImageOp::CropBoxOffsets { .. } => "CropBoxOffsets",
         }
     }
 
@@ -63,6 +75,7 @@ impl ImageOp {
             ImageOp::ResizeNearestNeighborGrad(a) => {
                 x.resize_nearest_neighbor_grad(a.size, a.align_corners, a.half_pixel_centers)?
             }
+            ImageOp::CropBoxOffsets { batch, pixels } => crate::ops::image::box_offsets(x, *batch, *pixels)?,
         };
         Ok(smallvec::smallvec![y])
     }
@@ -73,6 +86,9 @@ impl ImageOp {
             | ImageOp::ResizeBilinearGrad(a)
             | ImageOp::ResizeNearestNeighbor(a)
             | ImageOp::ResizeNearestNeighborGrad(a) => a,
+            ImageOp::CropBoxOffsets { batch, pixels } => {
+                return write!(f, "[batch={batch}, pixels={pixels}]");
+            }
         };
         write!(f, "[size={:?}", a.size)?;
         if a.align_corners {

@@ -1,5 +1,7 @@
 //! Image resizing: bilinear and nearest-neighbour, NHWC, TensorFlow's
-//! sampling conventions, with gradients to any order.
+//! sampling conventions, with gradients to any order (bicubic and area
+//! resizing, reached through [`Tensor::resize_images`], are in
+//! `resample.rs`).
 //!
 //! [`Tensor::resize_images`] is TensorFlow 2's `tf.image.resize` (half-pixel
 //! centers, no antialiasing) for batches `[n, h, w, c]` and single images
@@ -40,12 +42,19 @@ pub enum ResizeMethod {
     Bilinear,
     /// The nearest pixel (`tf.image.ResizeMethod.NEAREST_NEIGHBOR`).
     Nearest,
+    /// Keys' cubic convolution (`a = -0.5`) over the 4x4 nearest pixels,
+    /// weights renormalised at the borders (`tf.image.ResizeMethod.BICUBIC`
+    /// without antialiasing; see `resample.rs` for TensorFlow's details).
+    Bicubic,
+    /// The mean of the input pixels an output pixel covers, each weighed by
+    /// the area it covers (`tf.image.ResizeMethod.AREA`).
+    Area,
 }
 
 /// Checks an NHWC shape `x`, a target size and the flags of `op`, and gives
 /// the resize's dimensions. `grad` means `x` is a resized image and `size`
 /// the original one (a gradient op).
-fn dims(op: &'static str, x: &[usize], size: [usize; 2], a: &ResizeAttrs, grad: bool) -> Result<Dims> {
+pub(super) fn dims(op: &'static str, x: &[usize], size: [usize; 2], a: &ResizeAttrs, grad: bool) -> Result<Dims> {
     let &[n, h, w, c] = x else {
         return Err(Error::invalid(
             op,
@@ -148,10 +157,15 @@ impl Tensor {
     /// `self` is a batch `[n, h, w, c]` or one image `[h, w, c]`, with
     /// non-zero height, width and channels; `size` must be positive.
     ///
-    /// Bilinear sampling takes `f32`, `f64`, `f16`, `bf16` (kept; half
-    /// types interpolated in `f32`) or integers (giving `f32`, as
-    /// TensorFlow); nearest-neighbour takes those floats, `i32` and `i64`
+    /// Bilinear, bicubic and area sampling take `f32`, `f64`, `f16`, `bf16`
+    /// (kept; half types interpolated in `f32`) or integers (giving `f32`,
+    /// as TensorFlow); nearest-neighbour takes those floats, `i32` and `i64`
     /// and keeps the dtype. Differentiable (float dtypes) to any order.
+    /// Bicubic is TensorFlow's `ResizeBicubic` with half-pixel centers
+    /// (Keys' kernel, `a = -0.5`, its fractional offsets rounded to 1/1024
+    /// as TensorFlow's table does); area is `ResizeArea` (each output pixel
+    /// the mean of the input area it covers), which TensorFlow cannot
+    /// differentiate and this crate can.
     ///
     /// ```
     /// use gradtape::{ResizeMethod, Tensor};
@@ -160,6 +174,13 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()?, vec![0.0, 1.0, 3.0, 4.0]);
     /// let z = x.resize_images([1, 3], ResizeMethod::Nearest)?;
     /// assert_eq!(z.to_vec::<f32>()?, vec![0.0, 4.0, 4.0]);
+    /// // area: each output pixel the mean of the two input pixels it covers
+    /// let x = Tensor::from_vec(vec![1.0f64, 3.0, 5.0, 7.0], &[1, 4, 1])?;
+    /// let a = x.resize_images([1, 2], ResizeMethod::Area)?;
+    /// assert_eq!(a.to_vec::<f64>()?, vec![2.0, 6.0]);
+    /// // bicubic reproduces a constant image
+    /// let c = Tensor::full(&[2, 3, 1], 2.5, gradtape::DType::F64).resize_images([5, 4], ResizeMethod::Bicubic)?;
+    /// assert!(c.to_vec::<f64>()?.iter().all(|v| (v - 2.5).abs() < 1e-12));
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn resize_images(&self, size: [usize; 2], method: ResizeMethod) -> Result<Tensor> {
@@ -187,6 +208,7 @@ impl Tensor {
                 x.resize_bilinear(size, false, true)
             }
             ResizeMethod::Nearest => x.resize_nearest_neighbor(size, false, true),
+            ResizeMethod::Bicubic | ResizeMethod::Area => super::resample::resize_cubic_or_area(&x, size, method),
         }
         .map_err(|e| e.for_op(OP))?;
         if one {

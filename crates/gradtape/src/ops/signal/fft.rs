@@ -1,6 +1,6 @@
-//! Discrete Fourier transforms over the innermost one or two axes, as
-//! TensorFlow's `tf.signal` (`fft`, `ifft`, `rfft`, `irfft` and their `2d`
-//! forms), computed with the `rustfft` crate, always in f64: complex64
+//! Discrete Fourier transforms over the innermost one, two or three axes,
+//! as TensorFlow's `tf.signal` (`fft`, `ifft`, `rfft`, `irfft` and their
+//! `2d` and `3d` forms), computed with the `rustfft` crate, always in f64: complex64
 //! data is widened, transformed and rounded back. (Planning in one
 //! precision only halves the `rustfft` code this crate instantiates, a
 //! fifth of its unoptimised IR when both were planned; the f32 results are
@@ -43,7 +43,7 @@ fn rows(data: &mut [Complex<f64>], n: usize, inverse: bool) {
 
 /// The transform of the last `rank` axes of a contiguous buffer of
 /// `shape` (transformed in place), scaled by `1/N` when `inverse`. The
-/// scratch for the columns of a 2-D transform is allocated fallibly.
+/// scratch for the axes before the last is allocated fallibly.
 fn transform(
     op: &'static str,
     mut out: Vec<Complex<f64>>,
@@ -55,28 +55,30 @@ fn transform(
     let n = shape[r - 1];
     rows(&mut out, n, inverse);
     let mut count = n;
-    if rank == 2 {
-        // the second-to-last axis: through each matrix's columns
-        let m = shape[r - 2];
+    // each earlier axis (length m, the entries after it `inner` apart):
+    // blocks of m x inner transposed into `col`, transformed, transposed back
+    let mut inner = n;
+    for a in (r - rank..r - 1).rev() {
+        let m = shape[a];
         count *= m;
         // (no scratch for an empty batch: `[0, 2^32, 4]` has no column)
-        if m > 0 && n > 0 && !out.is_empty() {
-            let mut col = alloc::try_filled(op, m * n, Complex::new(0.0, 0.0))?;
-            for mat in out.chunks_mut(m * n) {
-                // transpose into `col` (n rows of length m), transform, back
+        if m > 0 && inner > 0 && !out.is_empty() {
+            let mut col = alloc::try_filled(op, m * inner, Complex::new(0.0, 0.0))?;
+            for block in out.chunks_mut(m * inner) {
                 for i in 0..m {
-                    for j in 0..n {
-                        col[j * m + i] = mat[i * n + j];
+                    for j in 0..inner {
+                        col[j * m + i] = block[i * inner + j];
                     }
                 }
                 rows(&mut col, m, inverse);
                 for i in 0..m {
-                    for j in 0..n {
-                        mat[i * n + j] = col[j * m + i];
+                    for j in 0..inner {
+                        block[i * inner + j] = col[j * m + i];
                     }
                 }
             }
         }
+        inner = inner.saturating_mul(m);
     }
     if inverse && count > 0 {
         let s = 1.0 / count as f64;
@@ -245,14 +247,17 @@ fn irfft_n(op: &'static str, z: &Tensor, rank: usize, lengths: Option<&[usize]>)
             if extra == 0 {
                 half
             } else {
-                // z_{n-k} = conj(z_k) for k = n-m .. 1, and for a 2-D
-                // transform the other axis is mirrored too (index -i mod m)
+                // z_{n-k} = conj(z_k) for k = n-m .. 1, and for a 2-D or
+                // 3-D transform the other axes are mirrored too (index
+                // -i mod m)
                 let mut tail = half.narrow(-1, 1, extra)?.reverse(&[-1])?.conj()?;
-                if rank == 2 && dims[0] > 1 {
-                    let m = dims[0];
-                    let first = tail.narrow(-2, 0, 1)?;
-                    let rest = tail.narrow(-2, 1, m - 1)?.reverse(&[-2])?;
-                    tail = Tensor::concat(&[&first, &rest], -2)?;
+                for (j, &m) in dims[..rank - 1].iter().enumerate() {
+                    if m > 1 {
+                        let a = j as isize - rank as isize;
+                        let first = tail.narrow(a, 0, 1)?;
+                        let rest = tail.narrow(a, 1, m - 1)?.reverse(&[a])?;
+                        tail = Tensor::concat(&[&first, &rest], a)?;
+                    }
                 }
                 Tensor::concat(&[&half, &tail], -1)?
             }
@@ -333,5 +338,76 @@ impl Tensor {
     /// [`irfft`](Self::irfft) of the last two axes (`tf.signal.irfft2d`).
     pub fn irfft2d(&self, fft_length: Option<[usize; 2]>) -> Result<Tensor> {
         irfft_n("irfft2d", self, 2, fft_length.as_ref().map(|l| &l[..]))
+    }
+
+    /// The 3-D transform of the last three axes (complex64 or complex128;
+    /// `tf.signal.fft3d`). Unnormalised; differentiable to any order (its
+    /// cotangent is `N` times the inverse transform of the output's,
+    /// `N = l m n`).
+    ///
+    /// ```
+    /// use gradtape::{Complex, Tensor};
+    /// let x = Tensor::from_vec(vec![Complex::new(1.0f64, 0.0); 8], &[2, 2, 2])?;
+    /// let y = x.fft3d()?.to_vec::<Complex<f64>>()?;
+    /// assert_eq!(y[0], Complex::new(8.0, 0.0));
+    /// assert!(y[1..].iter().all(|z| z.norm() == 0.0));
+    /// assert!(Tensor::from_vec(vec![Complex::new(1.0f64, 0.0); 4], &[2, 2])?.fft3d().is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn fft3d(&self) -> Result<Tensor> {
+        fft_op(self, 3, false)
+    }
+
+    /// The inverse 3-D transform of the last three axes, scaled by
+    /// `1/(l m n)` (`tf.signal.ifft3d`; `x.fft3d()?.ifft3d()` is `x`).
+    ///
+    /// ```
+    /// use gradtape::{Complex, Tensor};
+    /// let v: Vec<Complex<f64>> = (0..12).map(|i| Complex::new(i as f64, 1.0 - i as f64)).collect();
+    /// let x = Tensor::from_vec(v.clone(), &[2, 3, 2])?;
+    /// let back = x.fft3d()?.ifft3d()?.to_vec::<Complex<f64>>()?;
+    /// assert!(back.iter().zip(&v).all(|(a, b)| (a - b).norm() < 1e-12));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn ifft3d(&self) -> Result<Tensor> {
+        fft_op(self, 3, true)
+    }
+
+    /// [`rfft`](Self::rfft) of the last three axes (`tf.signal.rfft3d`):
+    /// `f32` gives complex64, `f64` complex128, the last axis keeping its
+    /// `n/2 + 1` non-negative frequencies; the input cropped or
+    /// zero-padded to `fft_length` first when given. Differentiable
+    /// (TensorFlow has no gradient for `RFFT3D`; this one is the
+    /// composition's, as for [`rfft2d`](Self::rfft2d)).
+    ///
+    /// ```
+    /// use gradtape::{Complex, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f64; 12], &[2, 2, 3])?;
+    /// let y = x.rfft3d(None)?;
+    /// assert_eq!(y.shape(), &[2, 2, 2]);
+    /// assert_eq!(y.to_vec::<Complex<f64>>()?[0], Complex::new(12.0, 0.0));
+    /// assert_eq!(x.rfft3d(Some([2, 2, 4]))?.shape(), &[2, 2, 3]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn rfft3d(&self, fft_length: Option<[usize; 3]>) -> Result<Tensor> {
+        rfft_n("rfft3d", self, 3, fft_length.as_ref().map(|l| &l[..]))
+    }
+
+    /// [`irfft`](Self::irfft) of the last three axes (`tf.signal.irfft3d`):
+    /// the real signal whose `rfft3d` is `self`, of `fft_length` (default:
+    /// the first two axes as given, the last `2 (m - 1)`). Differentiable
+    /// (TensorFlow has no gradient for `IRFFT3D`; this one is the
+    /// composition's, as for [`irfft2d`](Self::irfft2d)).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let v: Vec<f64> = (0..30).map(|i| (i as f64 * 0.7).sin()).collect();
+    /// let x = Tensor::from_vec(v.clone(), &[2, 3, 5])?;
+    /// let back = x.rfft3d(None)?.irfft3d(Some([2, 3, 5]))?.to_vec::<f64>()?;
+    /// assert!(back.iter().zip(&v).all(|(a, b)| (a - b).abs() < 1e-12));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn irfft3d(&self, fft_length: Option<[usize; 3]>) -> Result<Tensor> {
+        irfft_n("irfft3d", self, 3, fft_length.as_ref().map(|l| &l[..]))
     }
 }
