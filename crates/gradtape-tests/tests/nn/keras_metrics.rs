@@ -17,26 +17,26 @@ use gradtape::{DType, Result, Tensor};
 use super::tf_util::{agrees, floats, magnitude, report};
 
 /// The `k=v;k=v` options of a line.
-fn option<'a>(cfg: &'a str, key: &str) -> Option<&'a str> {
+pub(super) fn option<'a>(cfg: &'a str, key: &str) -> Option<&'a str> {
     cfg.split(';')
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == key)
         .map(|(_, v)| v)
 }
 
-fn number(cfg: &str, key: &str) -> Option<f64> {
+pub(super) fn number(cfg: &str, key: &str) -> Option<f64> {
     option(cfg, key).filter(|v| *v != "None").map(|v| v.parse().unwrap())
 }
 
-fn int(cfg: &str, key: &str) -> Option<usize> {
+pub(super) fn int(cfg: &str, key: &str) -> Option<usize> {
     option(cfg, key).filter(|v| *v != "None").map(|v| v.parse().unwrap())
 }
 
-fn flag(cfg: &str, key: &str) -> Option<bool> {
+pub(super) fn flag(cfg: &str, key: &str) -> Option<bool> {
     option(cfg, key).map(|v| v == "True")
 }
 
-fn list(cfg: &str, key: &str) -> Option<Vec<f64>> {
+pub(super) fn list(cfg: &str, key: &str) -> Option<Vec<f64>> {
     option(cfg, key).map(|v| floats(v).unwrap())
 }
 
@@ -212,7 +212,7 @@ fn subject(name: &str, cfg: &str) -> Result<Subject> {
 }
 
 /// `dtype:shape:values` (`-`: none).
-fn tensor(spec: &str) -> Option<Tensor> {
+pub(super) fn tensor(spec: &str) -> Option<Tensor> {
     if spec == "-" {
         return None;
     }
@@ -231,7 +231,7 @@ fn tensor(spec: &str) -> Option<Tensor> {
 }
 
 /// `shape:values`.
-fn expected(spec: &str) -> (Vec<usize>, Vec<f64>) {
+pub(super) fn expected(spec: &str) -> (Vec<usize>, Vec<f64>) {
     let (shape, values) = spec.split_once(':').unwrap();
     let shape = shape
         .split('x')
@@ -241,7 +241,7 @@ fn expected(spec: &str) -> (Vec<usize>, Vec<f64>) {
     (shape, floats(values).unwrap())
 }
 
-type Update = (Tensor, Option<Tensor>, Option<Tensor>);
+pub(super) type Update = (Tensor, Option<Tensor>, Option<Tensor>);
 
 #[test]
 fn metrics_match_keras() -> Result<()> {
@@ -293,7 +293,7 @@ fn metrics_match_keras() -> Result<()> {
 
 const DATA: &str = include_str!("../data/keras_metrics.txt");
 
-fn t64(v: &[f64], shape: &[usize]) -> Tensor {
+pub(super) fn t64(v: &[f64], shape: &[usize]) -> Tensor {
     Tensor::from_vec(v.to_vec(), shape).unwrap()
 }
 

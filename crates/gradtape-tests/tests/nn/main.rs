@@ -27,6 +27,7 @@ mod init_fans;
 mod io;
 mod keras_losses;
 mod keras_metrics;
+mod keras_metrics_more;
 mod layer_norm;
 mod llama_parts;
 mod masking;

@@ -1,10 +1,10 @@
-//! The area under the ROC or precision-recall curve ([`AUC`]), and the
-//! best value of one rate where another reaches a target
-//! ([`PrecisionAtRecall`] and its kin), from the confusion counts at
-//! evenly spread thresholds (`confusion.rs`).
+//! The area under the ROC or precision-recall curve ([`AUC`]: one curve,
+//! or one per label), and the best value of one rate where another
+//! reaches a target ([`PrecisionAtRecall`] and its kin), from the
+//! confusion counts at evenly spread thresholds (`confusion.rs`).
 
 use super::array::divide_no_nan;
-use super::confusion::{count, evenly_spread, Counts, Grid, Select};
+use super::confusion::{count, count_labels, evenly_spread, Counts, Grid, Labels, Select};
 use super::Metric;
 use crate::error::{Error, Result};
 use crate::nn::losses::EPSILON;
@@ -36,8 +36,17 @@ pub enum AucSummation {
 
 /// The area under the ROC or precision-recall curve, from the counts at
 /// `num_thresholds` thresholds (200 by default: `i / 199` with the ends
-/// moved to −1e-7 and 1 + 1e-7), Keras's `AUC` (one label: every element
-/// of `y_pred` is a prediction).
+/// moved to −1e-7 and 1 + 1e-7), Keras's `AUC`.
+///
+/// By default there is one curve: every element of `y_pred` is a
+/// prediction, each weighted by its sample weight and, with
+/// [`label_weights`](AUC::label_weights), by the weight of its label (its
+/// index on the last axis). With [`multi_label`](AUC::multi_label), the
+/// predictions are `[batch, labels]` and each label has its own curve;
+/// the result is the mean of their areas, or, with label weights, their
+/// weighted mean (the weights then weigh the areas, not the counts). The
+/// number of labels is fixed by [`num_labels`](AUC::num_labels) or by the
+/// first update.
 ///
 /// ```
 /// use gradtape::{nn::metrics::{AucCurve, Metric, AUC}, Tensor};
@@ -49,6 +58,13 @@ pub enum AucSummation {
 /// let mut pr = AUC::new().curve(AucCurve::PR);
 /// pr.update_state(&y, &p, None)?;
 /// assert!(pr.result() > 0.5);
+///
+/// // two labels, one curve each: areas 0.75 and 1, weighted 1 : 3
+/// let y = Tensor::from_vec(vec![0.0f64, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], &[4, 2])?;
+/// let p = Tensor::from_vec(vec![0.1f64, 0.2, 0.4, 0.9, 0.35, 0.3, 0.8, 0.7], &[4, 2])?;
+/// let mut auc = AUC::new().multi_label(true).num_labels(2)?.label_weights(&[1.0, 3.0])?;
+/// auc.update_state(&y, &p, None)?;
+/// assert!((auc.result() - (0.75 + 3.0) / 4.0).abs() < 1e-12);
 /// # Ok::<(), gradtape::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
@@ -56,8 +72,13 @@ pub struct AUC {
     curve: AucCurve,
     summation: AucSummation,
     from_logits: bool,
+    multi_label: bool,
+    num_labels: Option<usize>,
+    label_weights: Option<Vec<f64>>,
     grid: Grid,
-    counts: Counts,
+    /// One set of counts, or one per label (none before the first update
+    /// when the number of labels is not given).
+    counts: Vec<Counts>,
 }
 
 impl Default for AUC {
@@ -71,7 +92,10 @@ impl Default for AUC {
             curve: AucCurve::ROC,
             summation: AucSummation::Interpolation,
             from_logits: false,
-            counts: Counts::zeros(200),
+            multi_label: false,
+            num_labels: None,
+            label_weights: None,
+            counts: vec![Counts::zeros(200)],
             grid,
         }
     }
@@ -113,8 +137,8 @@ impl AUC {
         grid.t[0] = -EPSILON;
         grid.t[n - 1] = 1.0 + EPSILON;
         grid.epsilon = true;
-        self.counts = Counts::zeros(n);
         self.grid = grid;
+        self.fresh_counts();
         Ok(self)
     }
 
@@ -134,13 +158,104 @@ impl AUC {
             t: with(-EPSILON, 1.0 + EPSILON),
             epsilon: true,
         };
-        self.counts = Counts::zeros(self.grid.len());
+        self.fresh_counts();
         Ok(self)
     }
 
-    /// The area so far (0 before any update).
+    /// Whether each label (column of `[batch, labels]` predictions) has
+    /// its own curve, the result their mean area (default false, one
+    /// curve). Turning it off forgets [`num_labels`](AUC::num_labels).
+    pub fn multi_label(mut self, yes: bool) -> Self {
+        self.multi_label = yes;
+        if !yes {
+            self.num_labels = None;
+        }
+        self.fresh_counts();
+        self
+    }
+
+    /// (Multi-label only, an error otherwise) the number of labels, at
+    /// least 1, that every update's predictions must have (without it, the
+    /// first update's).
+    pub fn num_labels(mut self, n: usize) -> Result<Self> {
+        if !self.multi_label {
+            return Err(Error::invalid(
+                "AUC",
+                format!("num_labels ({n}) is for multi_label only: set multi_label(true) first"),
+            ));
+        }
+        if n == 0 {
+            return Err(Error::invalid("AUC", "num_labels must be at least 1, got 0"));
+        }
+        if let Some(w) = self.label_weights.as_ref().filter(|w| w.len() != n) {
+            return Err(Error::invalid(
+                "AUC",
+                format!("{} label_weights for num_labels {n}: one per label needed", w.len()),
+            ));
+        }
+        self.num_labels = Some(n);
+        self.fresh_counts();
+        Ok(self)
+    }
+
+    /// One weight per label, finite and not negative: with one curve, the
+    /// weight of each element of the predictions' last axis in the counts
+    /// (the predictions' shape must then end with as many labels); with
+    /// [`multi_label`](AUC::multi_label), the weights of the labels' areas
+    /// in their mean (an area-weighted mean of 0 when they sum to 0).
+    pub fn label_weights(mut self, weights: &[f64]) -> Result<Self> {
+        if weights.is_empty() {
+            return Err(Error::invalid("AUC", "label_weights must not be empty"));
+        }
+        if let Some(bad) = weights.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
+            return Err(Error::invalid(
+                "AUC",
+                format!("label_weights must be finite and not negative, got {bad} in {weights:?}"),
+            ));
+        }
+        if let Some(n) = self.labels().filter(|&n| n != weights.len()) {
+            return Err(Error::invalid(
+                "AUC",
+                format!("{} label_weights for {n} labels: one per label needed", weights.len()),
+            ));
+        }
+        self.label_weights = Some(weights.to_vec());
+        Ok(self)
+    }
+
+    /// The number of labels with a curve of their own, once known.
+    fn labels(&self) -> Option<usize> {
+        (self.multi_label && !self.counts.is_empty()).then_some(self.counts.len())
+    }
+
+    fn fresh_counts(&mut self) {
+        let n = self.grid.len();
+        let curves = match (self.multi_label, self.num_labels) {
+            (false, _) => 1,
+            (true, labels) => labels.unwrap_or(0),
+        };
+        self.counts = vec![Counts::zeros(n); curves];
+    }
+
+    /// The area so far (0 before any update): with
+    /// [`multi_label`](AUC::multi_label), the (weighted) mean of the
+    /// labels' areas.
     pub fn result(&self) -> f64 {
-        let c = &self.counts;
+        let areas: Vec<f64> = self.counts.iter().map(|c| self.area(c)).collect();
+        if !self.multi_label {
+            return areas.first().copied().unwrap_or(0.0);
+        }
+        if areas.is_empty() {
+            return 0.0;
+        }
+        match &self.label_weights {
+            None => areas.iter().sum::<f64>() / areas.len() as f64,
+            Some(w) => divide_no_nan(areas.iter().zip(w).map(|(a, w)| a * w).sum(), w.iter().sum()),
+        }
+    }
+
+    /// The area under one curve.
+    fn area(&self, c: &Counts) -> f64 {
         let n = self.grid.len();
         if self.curve == AucCurve::PR && self.summation == AucSummation::Interpolation {
             return (0..n - 1).map(|i| interpolated_pr(c, i)).sum();
@@ -192,12 +307,44 @@ impl Metric for AUC {
     }
 
     fn update_state(&mut self, y_true: &Tensor, y_pred: &Tensor, sample_weight: Option<&Tensor>) -> Result<()> {
+        const OP: &str = "AUC";
+        if self.multi_label {
+            let fits = y_pred.rank() == 2 && self.labels().is_none_or(|n| y_pred.shape()[1] == n);
+            if !fits {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "multi_label needs y_pred of shape [batch, {}], got {:?}",
+                        self.labels().map_or("labels".to_string(), |n| n.to_string()),
+                        y_pred.shape()
+                    ),
+                ));
+            }
+            let n = y_pred.shape()[1];
+            if let Some(w) = self.label_weights.as_ref().filter(|w| w.len() != n) {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "{} label_weights for y_pred of shape {:?} ({n} labels): one per label needed",
+                        w.len(),
+                        y_pred.shape()
+                    ),
+                ));
+            }
+        }
         let sel = Select {
             sigmoid: self.from_logits,
             ..Select::default()
         };
-        let c = count("AUC", &self.grid, sel, y_true, y_pred, sample_weight)?;
-        self.counts.add(&c);
+        let labels = Labels {
+            apart: self.multi_label,
+            weights: self.label_weights.as_deref().filter(|_| !self.multi_label),
+        };
+        let c = count_labels(OP, &self.grid, sel, labels, y_true, y_pred, sample_weight)?;
+        if self.counts.is_empty() {
+            self.counts = vec![Counts::zeros(self.grid.len()); c.len()];
+        }
+        self.counts.iter_mut().zip(&c).for_each(|(a, c)| a.add(c));
         Ok(())
     }
 
@@ -206,7 +353,7 @@ impl Metric for AUC {
     }
 
     fn reset_state(&mut self) {
-        self.counts.reset();
+        self.counts.iter_mut().for_each(Counts::reset);
     }
 }
 

@@ -10,8 +10,10 @@
 //! positive, not even at threshold 0, and one above 1 is not positive at
 //! threshold 1). Sample weights get a trailing axis, are rank-adjusted
 //! against the labels and broadcast to the predictions (after `top_k` and
-//! `class_id` select them). The counts themselves, precision and recall
-//! are in `precision.rs`; AUC and the metrics at a target rate in `auc.rs`.
+//! `class_id` select them), then, for AUC, are multiplied by the label
+//! weights (one per column), or the columns are counted apart (AUC's
+//! `multi_label`). The counts themselves, precision and recall are in
+//! `precision.rs`; AUC and the metrics at a target rate in `auc.rs`.
 
 use super::array::{divide_no_nan, mismatch, nonempty, same_rank, Arr};
 use crate::error::{Error, Result};
@@ -160,6 +162,19 @@ pub(super) struct Select {
     pub sigmoid: bool,
 }
 
+/// How the labels, the columns of `[batch, labels]` predictions, are
+/// counted: together (every element one prediction, optionally weighted by
+/// its label's weight) or apart (AUC's `multi_label`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Labels<'a> {
+    /// One set of counts per label (the predictions must be `[batch,
+    /// labels]`; the weights broadcast to them before the columns part).
+    pub apart: bool,
+    /// (Together only) weights per label, along the last axis, multiplying
+    /// the sample weights.
+    pub weights: Option<&'a [f64]>,
+}
+
 /// The counts of one batch (Keras's `update_confusion_matrix_variables`).
 pub(super) fn count(
     op: &'static str,
@@ -169,6 +184,20 @@ pub(super) fn count(
     y_pred: &Tensor,
     w: Option<&Tensor>,
 ) -> Result<Counts> {
+    let mut all = count_labels(op, grid, sel, Labels::default(), y_true, y_pred, w)?;
+    Ok(all.swap_remove(0))
+}
+
+/// The counts of one batch: one set, or one per label (`labels.apart`).
+pub(super) fn count_labels(
+    op: &'static str,
+    grid: &Grid,
+    sel: Select,
+    labels: Labels,
+    y_true: &Tensor,
+    y_pred: &Tensor,
+    w: Option<&Tensor>,
+) -> Result<Vec<Counts>> {
     let sample_weight_shape = w.map_or(&[][..], |w| w.shape());
     let (mut p, mut t) = same_rank(Arr::read(op, y_pred)?, Arr::read(op, y_true)?, true);
     if t.s != p.s {
@@ -238,16 +267,47 @@ pub(super) fn count(
         };
         (p, t) = (pick(&p), pick(&t));
     }
-    let w = match w {
+    let mut w = match w {
         Some(w) => w.broadcast_to(op, "sample_weight", given.as_deref().unwrap_or(&[]), &p.s)?,
         None => vec![1.0; p.v.len()],
     };
     let pos: Vec<bool> = t.v.iter().map(|&y| y != 0.0).collect();
-    Ok(if grid.even {
-        by_buckets(grid, &p.v, &pos, &w)
-    } else {
-        by_thresholds(grid, &p.v, &pos, &w)
-    })
+    let tally = |p: &[f64], pos: &[bool], w: &[f64]| {
+        if grid.even {
+            by_buckets(grid, p, pos, w)
+        } else {
+            by_thresholds(grid, p, pos, w)
+        }
+    };
+    if labels.apart {
+        if p.rank() != 2 {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "multi_label needs predictions of shape [batch, labels], got y_pred of shape {:?}",
+                    y_pred.shape()
+                ),
+            ));
+        }
+        let n = p.s[1];
+        return Ok((0..n)
+            .map(|c| {
+                fn column<T: Copy>(v: &[T], c: usize, n: usize) -> Vec<T> {
+                    v.iter().skip(c).step_by(n).copied().collect()
+                }
+                tally(&column(&p.v, c, n), &column(&pos, c, n), &column(&w, c, n))
+            })
+            .collect());
+    }
+    if let Some(lw) = labels.weights {
+        let row = Arr {
+            v: lw.to_vec(),
+            s: vec![1, lw.len()],
+        };
+        let lw = row.broadcast_to(op, "label_weights", &[lw.len()], &p.s)?;
+        w.iter_mut().zip(lw).for_each(|(w, l)| *w *= l);
+    }
+    Ok(vec![tally(&p.v, &pos, &w)])
 }
 
 /// Counts at each threshold, comparing every prediction with it.

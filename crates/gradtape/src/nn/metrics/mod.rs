@@ -1,6 +1,8 @@
 //! Metrics, Keras's `keras.metrics`: accuracies, regression errors,
-//! confusion-matrix metrics (precision, recall, AUC, ...), F-scores, mean
-//! IoU and R², each a running state that batches update.
+//! confusion-matrix metrics (precision, recall, AUC of one curve or one
+//! per label, ...), F-scores, the IoUs of classes (mean, of chosen
+//! classes, binary, one-hot) and R², each a running state that batches
+//! update.
 //!
 //! Every metric but [`Mean`] and [`Sum`] implements [`Metric`], Keras's
 //! `update_state(y_true, y_pred, sample_weight)`, `result()` and
@@ -50,6 +52,7 @@ mod accuracy;
 mod array;
 mod auc;
 mod confusion;
+mod iou;
 mod precision;
 mod reduction;
 mod regression;
@@ -63,6 +66,7 @@ pub use auc::{
     AucCurve, AucSummation, PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity,
     AUC,
 };
+pub use iou::{BinaryIoU, IoU, OneHotIoU, OneHotMeanIoU};
 pub use precision::{FalseNegatives, FalsePositives, Precision, Recall, TrueNegatives, TruePositives};
 pub use reduction::{Mean, Sum};
 pub use regression::{
