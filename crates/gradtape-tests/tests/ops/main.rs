@@ -35,6 +35,7 @@ mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
 mod tf_complex;
+mod tf_complex_index;
 mod tf_conv;
 mod tf_conv_more;
 mod tf_elementwise;

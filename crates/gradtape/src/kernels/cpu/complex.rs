@@ -24,6 +24,12 @@ pub(crate) fn c_exp<T: Float>(z: Complex<T>) -> Complex<T> {
         // exact for real arguments (and no NaN from inf * 0)
         return Complex::new(r, z.im);
     }
+    if r.is_infinite() && z.re.is_finite() {
+        // e^re overflows where e^re·cos(im) or e^re·sin(im) may not (e^710
+        // · cos 1.5 = 1.6e307): by halves, (e^(re/2)·cos im)·e^(re/2)
+        let h = (z.re * T::from_f64(0.5)).exp();
+        return Complex::new(h * z.im.cos() * h, h * z.im.sin() * h);
+    }
     Complex::new(r * z.im.cos(), r * z.im.sin())
 }
 
