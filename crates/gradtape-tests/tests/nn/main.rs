@@ -31,6 +31,7 @@ mod keras_metrics_more;
 mod layer_norm;
 mod llama_parts;
 mod masking;
+mod new_user_models;
 mod nn;
 mod optimizers;
 mod rnn_layers;
