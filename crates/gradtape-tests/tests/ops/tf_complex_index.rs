@@ -455,3 +455,66 @@ fn known_r(name: &str, what: &str, x: &[f64]) -> bool {
         .iter()
         .any(|(n, w, at, _)| name.starts_with(n) && *w == what && at(x))
 }
+
+/// `sinh`, `cosh`, `sin` and `cos` (complex128) where `sinh` or `cosh` of
+/// one part overflows and the product with the other part's `cos` or `sin`
+/// may not (`sinh 711 · cos 1.5 = 2.1e307`): finite where TensorFlow is
+/// finite, each part to 1e-13 relative, infinities of the same sign. The
+/// numbers are TensorFlow 2.21's (`tf.sinh`, `tf.cosh`, `tf.sin`, `tf.cos`
+/// on `tf.constant(Z, tf.complex128)`, printed with `repr`).
+#[test]
+fn hyperbolic_parts_overflow_only_where_their_product_does() -> Result<()> {
+    const Z: [(f64, f64); 8] = [
+        (711.0, 1.5),
+        (711.5, 1.57),
+        (-712.0, 1.5),
+        (740.0, std::f64::consts::FRAC_PI_2),
+        (1.5, 711.0),
+        (-0.3, 712.2),
+        (0.4, -745.0),
+        (1.2, -711.1),
+    ];
+    const INF: f64 = f64::INFINITY;
+    #[rustfmt::skip]
+    let want: [(&str, [(f64, f64); 8]); 4] = [
+        ("sinh", [(2.147803337356502e307, INF), (3.986439356179972e305, INF), (-5.838334783039871e307, INF),
+            (7.309159999291395e304, INF), (1.1503465764382506, 1.9795610597029916),
+            (0.17922537588923396, 0.8451153393308964), (-0.37118307097810077, 0.46295535270553767),
+            (0.6846047120475461, -1.6137190807002815)]),
+        ("cosh", [(2.147803337356502e307, INF), (3.986439356179972e305, INF), (5.838334783039871e307, -INF),
+            (7.309159999291395e304, INF), (1.2708929965958786, 1.791796236173544),
+            (-0.6152338355038331, -0.24619275732339616), (-0.9769287663661633, 0.17589940583097063),
+            (0.821209055032025, -1.3452843460492094)]),
+        ("sin", [(1.9795610597029916, 1.1503465764382506), (2.5010764394459613, 0.1625078793442873),
+            (-2.138980986595297, -0.8862096356309273), (-2.4791243484944467, 0.3551157734745973),
+            (INF, 2.147803337356502e307), (-INF, INF), (INF, -INF), (INF, -1.2159441997570062e308)]),
+        ("cos", [(1.2708929965958786, -1.791796236173544), (0.1772119019827662, -2.293551526194051),
+            (-0.9790767778232164, 1.9360949045963065), (0.38719388226409823, 2.2737346866312915),
+            (2.147803337356502e307, -INF), (INF, INF), (INF, INF), (1.2159441997570062e308, INF)]),
+    ];
+    let z: Vec<C> = Z.iter().map(|&(re, im)| C::new(re, im)).collect();
+    let z = Tensor::vector(&z);
+    let part = |got: f64, want: f64| {
+        if want.is_infinite() {
+            got == want
+        } else {
+            (got - want).abs() <= 1e-13 * want.abs()
+        }
+    };
+    let mut bad = vec![];
+    for (name, w) in want {
+        let y = match name {
+            "sinh" => z.sinh()?,
+            "cosh" => z.cosh()?,
+            "sin" => z.sin()?,
+            _ => z.cos()?,
+        };
+        for (i, (g, w)) in y.to_vec::<C>()?.iter().zip(w).enumerate() {
+            if !(part(g.re, w.0) && part(g.im, w.1)) {
+                bad.push(format!("{name}{:?}: {g} vs TensorFlow's {w:?}", Z[i]));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    Ok(())
+}

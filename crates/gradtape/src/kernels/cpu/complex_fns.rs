@@ -38,16 +38,38 @@ pub fn c_sqrt<T: Float>(z: Complex<T>) -> Complex<T> {
     }
 }
 
+/// `h · c` for `h` = `sinh x` (`odd`) or `cosh x`, without `h`'s overflow
+/// where the product is finite: past `|x|` ≈ 710.5 (89.4 in `f32`) `h` is
+/// infinite while `sinh 711 · cos 1.5 = 2.1e307` is not. There `h` is
+/// `±e^|x| / 2` to the last bit, multiplied in by halves (as `c_exp`).
+#[inline]
+fn hyp_times<T: Float>(h: T, x: T, c: T, odd: bool) -> T {
+    if h.is_infinite() && x.is_finite() {
+        let e = (x.abs() * T::from_f64(0.5)).exp();
+        let half = e * (c * T::from_f64(0.5)) * e;
+        return if odd && x < T::zero() { -half } else { half };
+    }
+    h * c
+}
+
 /// `sin z = sin x cosh y + i cos x sinh y`.
 #[inline]
 pub fn c_sin<T: Float>(z: Complex<T>) -> Complex<T> {
-    Complex::new(z.re.sin() * z.im.cosh(), z.re.cos() * z.im.sinh())
+    let y = z.im;
+    Complex::new(
+        hyp_times(y.cosh(), y, z.re.sin(), false),
+        hyp_times(y.sinh(), y, z.re.cos(), true),
+    )
 }
 
 /// `cos z = cos x cosh y - i sin x sinh y`.
 #[inline]
 pub fn c_cos<T: Float>(z: Complex<T>) -> Complex<T> {
-    Complex::new(z.re.cos() * z.im.cosh(), -(z.re.sin() * z.im.sinh()))
+    let y = z.im;
+    Complex::new(
+        hyp_times(y.cosh(), y, z.re.cos(), false),
+        -hyp_times(y.sinh(), y, z.re.sin(), true),
+    )
 }
 
 /// `sinh z = sinh x cos y + i cosh x sin y`.
@@ -57,7 +79,11 @@ pub fn c_sinh<T: Float>(z: Complex<T>) -> Complex<T> {
         // exact for real arguments (and no NaN from inf * 0)
         return Complex::new(z.re.sinh(), z.im);
     }
-    Complex::new(z.re.sinh() * z.im.cos(), z.re.cosh() * z.im.sin())
+    let x = z.re;
+    Complex::new(
+        hyp_times(x.sinh(), x, z.im.cos(), true),
+        hyp_times(x.cosh(), x, z.im.sin(), false),
+    )
 }
 
 /// `cosh z = cosh x cos y + i sinh x sin y`.
@@ -66,7 +92,11 @@ pub fn c_cosh<T: Float>(z: Complex<T>) -> Complex<T> {
     if z.im == T::zero() {
         return Complex::new(z.re.cosh(), z.im * z.re.sinh().signum());
     }
-    Complex::new(z.re.cosh() * z.im.cos(), z.re.sinh() * z.im.sin())
+    let x = z.re;
+    Complex::new(
+        hyp_times(x.cosh(), x, z.im.cos(), false),
+        hyp_times(x.sinh(), x, z.im.sin(), true),
+    )
 }
 
 /// `tanh z` by Kahan's formula: with `t = tan y`, `s = sinh x`,
