@@ -198,10 +198,16 @@ fn settles(mut step: impl FnMut() -> Result<Vec<Tensor>>, want: usize) -> Result
     } else {
         // the gemm crate's packing buffers: how many a call allocates
         // depends on which pool threads take part (it varied by one or two
-        // under load), so the bound is the most of the first three calls;
-        // what must not happen is growth beyond it
+        // under load, and on a quiet 2-core EPYC one call in nine took one
+        // more than the three before it), so the bound is the most of the
+        // first three calls, which one later call may pass by a little;
+        // what must not happen is growth (a leak shows in every later call)
         let first = counts[..3].iter().copied().max().unwrap_or(0);
-        assert!(counts.iter().all(|&n| n <= first), "allocations per call: {counts:?}");
+        let over: Vec<usize> = counts.iter().copied().filter(|&n| n > first).collect();
+        assert!(
+            over.len() <= 1 && over.iter().all(|&n| n <= first + 4),
+            "allocations per call: {counts:?}"
+        );
     }
     Ok(())
 }
