@@ -1,6 +1,6 @@
 //! Intersection over union of chosen classes, Keras's `IoU` and its kin
-//! ([`IoU`], [`BinaryIoU`], [`OneHotIoU`], [`OneHotMeanIoU`]; the mean over
-//! every class, [`MeanIoU`](super::MeanIoU), is in `scores.rs`).
+//! ([`IoU`], [`BinaryIoU`], [`OneHotIoU`], [`OneHotMeanIoU`], and the mean
+//! over every class, [`MeanIoU`]).
 //!
 //! Each holds a weighted confusion matrix `cm[true][pred]` of
 //! `num_classes` classes. A class's IoU is `tp / (tp + fp + fn)`, from the
@@ -389,3 +389,57 @@ impl OneHotMeanIoU {
 }
 
 iou_metric!(OneHotMeanIoU, "one_hot_mean_io_u", default_ids);
+
+/// The mean, over classes, of the intersection over union `tp / (tp + fp +
+/// fn)` of `num_classes` classes (Keras's `MeanIoU`), from a weighted
+/// confusion matrix; classes never seen (neither labelled nor predicted)
+/// are left out of the mean. Labels and predictions are class ids (any
+/// shape, flattened), or, with [`sparse_y_true`](MeanIoU::sparse_y_true)
+/// / [`sparse_y_pred`](MeanIoU::sparse_y_pred) false, scores per class on
+/// the last axis (their arg-max). A class id outside `[0, num_classes)` is
+/// an error (Keras drops it), except the ignored class's. Keras divides in
+/// float32; this in f64.
+///
+/// ```
+/// use gradtape::{nn::metrics::{MeanIoU, Metric}, Tensor};
+/// let mut iou = MeanIoU::new(2)?;
+/// iou.update_state(&Tensor::vector(&[0i64, 0, 1, 1]), &Tensor::vector(&[0i64, 1, 0, 1]), None)?;
+/// assert!((iou.result() - 1.0 / 3.0).abs() < 1e-6); // each class: 1 / (1 + 1 + 1)
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeanIoU {
+    cm: Confusion,
+}
+
+impl MeanIoU {
+    /// For `num_classes` classes (an error if 0), class ids on both sides.
+    pub fn new(num_classes: usize) -> Result<Self> {
+        let all: Vec<usize> = (0..num_classes).collect();
+        Ok(MeanIoU {
+            cm: Confusion::new("MeanIoU", num_classes, &all)?,
+        })
+    }
+
+    /// A label (of any value) left out of the matrix: 255 for unlabelled
+    /// pixels, say.
+    pub fn ignore_class(mut self, class: i64) -> Self {
+        self.cm.ignore_class = Some(class);
+        self
+    }
+
+    /// Whether labels are class ids (default true) or scores per class.
+    pub fn sparse_y_true(mut self, yes: bool) -> Self {
+        self.cm.sparse_y_true = yes;
+        self
+    }
+
+    /// Whether predictions are class ids (default true) or scores per
+    /// class.
+    pub fn sparse_y_pred(mut self, yes: bool) -> Self {
+        self.cm.sparse_y_pred = yes;
+        self
+    }
+}
+
+iou_metric!(MeanIoU, "mean_io_u", default_ids);

@@ -66,14 +66,14 @@ pub use auc::{
     AucCurve, AucSummation, PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity,
     AUC,
 };
-pub use iou::{BinaryIoU, IoU, OneHotIoU, OneHotMeanIoU};
+pub use iou::{BinaryIoU, IoU, MeanIoU, OneHotIoU, OneHotMeanIoU};
 pub use precision::{FalseNegatives, FalsePositives, Precision, Recall, TrueNegatives, TruePositives};
 pub use reduction::{Mean, Sum};
 pub use regression::{
     CosineSimilarity, LogCoshError, MeanAbsoluteError, MeanAbsolutePercentageError, MeanSquaredError,
     MeanSquaredLogarithmicError, R2Aggregation, R2Score, RootMeanSquaredError,
 };
-pub use scores::{F1Score, FBetaScore, FScoreAverage, MeanIoU};
+pub use scores::{F1Score, FBetaScore, FScoreAverage};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
