@@ -243,6 +243,20 @@ pub(super) fn expected(spec: &str) -> (Vec<usize>, Vec<f64>) {
 
 pub(super) type Update = (Tensor, Option<Tensor>, Option<Tensor>);
 
+/// The updates of a data line: `y_true y_pred weight` triples separated
+/// by `;` (see [`tensor`]).
+pub(super) fn parse_updates(updates: &str) -> Vec<Update> {
+    updates
+        .split(';')
+        .map(|u| {
+            let [t, p, w] = u.split(' ').collect::<Vec<_>>()[..] else {
+                panic!("bad update {u}")
+            };
+            (tensor(t).unwrap(), tensor(p), tensor(w))
+        })
+        .collect()
+}
+
 #[test]
 fn metrics_match_keras() -> Result<()> {
     let (mut bad, mut checked, mut names) = (Vec::new(), 0, BTreeSet::new());
@@ -252,15 +266,7 @@ fn metrics_match_keras() -> Result<()> {
         };
         names.insert(name);
         let rel = if name == "mean_io_u" { 1e-6 } else { 1e-12 };
-        let updates: Vec<Update> = updates
-            .split(';')
-            .map(|u| {
-                let [t, p, w] = u.split(' ').collect::<Vec<_>>()[..] else {
-                    panic!("bad update {u}")
-                };
-                (tensor(t).unwrap(), tensor(p), tensor(w))
-            })
-            .collect();
+        let updates = parse_updates(updates);
         let results: Vec<_> = results.split(';').map(expected).collect();
         let mut m = subject(name, cfg)?;
         let mut check = |what: String, m: &Subject, (shape, want): &(Vec<usize>, Vec<f64>)| {

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use gradtape::nn::metrics::*;
 use gradtape::{DType, Result, Tensor};
 
-use super::keras_metrics::{expected, flag, int, list, number, option, t64, tensor, Update};
+use super::keras_metrics::{expected, flag, int, list, number, option, parse_updates, t64};
 use super::tf_util::{agrees, magnitude, report};
 
 fn ids(cfg: &str, key: &str) -> Option<Vec<usize>> {
@@ -100,15 +100,7 @@ fn more_metrics_match_keras() -> Result<()> {
         names.insert(name);
         multi += usize::from(flag(cfg, "multi_label") == Some(true));
         let rel = if name == "auc" { 1e-12 } else { 1e-6 };
-        let updates: Vec<Update> = updates
-            .split(';')
-            .map(|u| {
-                let [t, p, w] = u.split(' ').collect::<Vec<_>>()[..] else {
-                    panic!("bad update {u}")
-                };
-                (tensor(t).unwrap(), tensor(p), tensor(w))
-            })
-            .collect();
+        let updates = parse_updates(updates);
         let results: Vec<_> = results.split(';').map(expected).collect();
         let mut m = subject(name, cfg)?;
         let mut check = |what: String, m: &dyn Metric, (shape, want): &(Vec<usize>, Vec<f64>)| {

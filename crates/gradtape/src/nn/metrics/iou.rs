@@ -190,6 +190,40 @@ macro_rules! iou_metric {
     };
 }
 
+/// The options of the [`Confusion`] in `cm` a type offers, as builder
+/// methods (one arm per option).
+macro_rules! iou_options {
+    ($ty:ident: $($opt:ident),*) => {
+        impl $ty {
+            $(iou_options!(@ $opt);)*
+        }
+    };
+    (@ ignore_class) => {
+        /// A label (of any value) left out of the matrix: 255 for
+        /// unlabelled pixels, say (for one-hot labels, where it is their
+        /// arg-max).
+        pub fn ignore_class(mut self, class: i64) -> Self {
+            self.cm.ignore_class = Some(class);
+            self
+        }
+    };
+    (@ sparse_y_true) => {
+        /// Whether labels are class ids (default true) or scores per class.
+        pub fn sparse_y_true(mut self, yes: bool) -> Self {
+            self.cm.sparse_y_true = yes;
+            self
+        }
+    };
+    (@ sparse_y_pred) => {
+        /// Whether predictions are class ids or scores per class (default:
+        /// class ids, but scores for the one-hot metrics).
+        pub fn sparse_y_pred(mut self, yes: bool) -> Self {
+            self.cm.sparse_y_pred = yes;
+            self
+        }
+    };
+}
+
 /// The default class ids of predictions.
 fn default_ids<T>(_: &T, _: &Tensor) -> Result<Option<Vec<f64>>> {
     Ok(None)
@@ -223,29 +257,10 @@ impl IoU {
             cm: Confusion::new("IoU", num_classes, target_class_ids)?,
         })
     }
-
-    /// A label (of any value) left out of the matrix: 255 for unlabelled
-    /// pixels, say.
-    pub fn ignore_class(mut self, class: i64) -> Self {
-        self.cm.ignore_class = Some(class);
-        self
-    }
-
-    /// Whether labels are class ids (default true) or scores per class.
-    pub fn sparse_y_true(mut self, yes: bool) -> Self {
-        self.cm.sparse_y_true = yes;
-        self
-    }
-
-    /// Whether predictions are class ids (default true) or scores per
-    /// class.
-    pub fn sparse_y_pred(mut self, yes: bool) -> Self {
-        self.cm.sparse_y_pred = yes;
-        self
-    }
 }
 
 iou_metric!(IoU, "io_u", default_ids);
+iou_options!(IoU: ignore_class, sparse_y_true, sparse_y_pred);
 
 /// The IoU of two classes, 0 and 1, predicted by a threshold (Keras's
 /// `BinaryIoU`): a prediction at or above `threshold` is class 1, below
@@ -328,22 +343,10 @@ impl OneHotIoU {
         (cm.sparse_y_true, cm.sparse_y_pred) = (false, false);
         Ok(OneHotIoU { cm })
     }
-
-    /// A class left out of the matrix (where it is the labels' arg-max).
-    pub fn ignore_class(mut self, class: i64) -> Self {
-        self.cm.ignore_class = Some(class);
-        self
-    }
-
-    /// Whether predictions are class ids (default false: scores per
-    /// class).
-    pub fn sparse_y_pred(mut self, yes: bool) -> Self {
-        self.cm.sparse_y_pred = yes;
-        self
-    }
 }
 
 iou_metric!(OneHotIoU, "one_hot_io_u", default_ids);
+iou_options!(OneHotIoU: ignore_class, sparse_y_pred);
 
 /// The mean IoU of every class, of one-hot labels (Keras's
 /// `OneHotMeanIoU`): [`MeanIoU`](super::MeanIoU) with labels, and
@@ -373,22 +376,10 @@ impl OneHotMeanIoU {
         (cm.sparse_y_true, cm.sparse_y_pred) = (false, false);
         Ok(OneHotMeanIoU { cm })
     }
-
-    /// A class left out of the matrix (where it is the labels' arg-max).
-    pub fn ignore_class(mut self, class: i64) -> Self {
-        self.cm.ignore_class = Some(class);
-        self
-    }
-
-    /// Whether predictions are class ids (default false: scores per
-    /// class).
-    pub fn sparse_y_pred(mut self, yes: bool) -> Self {
-        self.cm.sparse_y_pred = yes;
-        self
-    }
 }
 
 iou_metric!(OneHotMeanIoU, "one_hot_mean_io_u", default_ids);
+iou_options!(OneHotMeanIoU: ignore_class, sparse_y_pred);
 
 /// The mean, over classes, of the intersection over union `tp / (tp + fp +
 /// fn)` of `num_classes` classes (Keras's `MeanIoU`), from a weighted
@@ -420,26 +411,7 @@ impl MeanIoU {
             cm: Confusion::new("MeanIoU", num_classes, &all)?,
         })
     }
-
-    /// A label (of any value) left out of the matrix: 255 for unlabelled
-    /// pixels, say.
-    pub fn ignore_class(mut self, class: i64) -> Self {
-        self.cm.ignore_class = Some(class);
-        self
-    }
-
-    /// Whether labels are class ids (default true) or scores per class.
-    pub fn sparse_y_true(mut self, yes: bool) -> Self {
-        self.cm.sparse_y_true = yes;
-        self
-    }
-
-    /// Whether predictions are class ids (default true) or scores per
-    /// class.
-    pub fn sparse_y_pred(mut self, yes: bool) -> Self {
-        self.cm.sparse_y_pred = yes;
-        self
-    }
 }
 
 iou_metric!(MeanIoU, "mean_io_u", default_ids);
+iou_options!(MeanIoU: ignore_class, sparse_y_true, sparse_y_pred);
