@@ -15,6 +15,7 @@ mod tf_util;
 mod attention;
 mod attention_causal;
 mod attention_dropout;
+mod attention_masks;
 mod conv_layers;
 mod digits;
 mod distributed;

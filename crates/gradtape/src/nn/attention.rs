@@ -12,6 +12,7 @@ use crate::ops::AttentionDropout;
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
+use super::attention_args::window_band;
 pub use super::attention_args::{AttentionArgs, KvCache};
 
 const OP: &str = "MultiHeadAttention";
@@ -99,9 +100,14 @@ pub struct MultiHeadAttention {
     features: [usize; 3],
     dropout: f64,
     rotary: Option<RotaryEmbedding>,
+    /// Keras's `sliding_window`: a query sees keys within `w - 1` positions
+    window: Option<usize>,
     rng: Mutex<Rng>,
     query: Projection,
     key: Projection,
+    /// Keras's `use_gate`: `sigmoid` of this projection of the query
+    /// scales each head's output
+    gate: Option<Projection>,
     value: Projection,
     output: Projection,
 }
@@ -123,6 +129,8 @@ pub struct MultiHeadAttentionBuilder {
     value_features: Option<usize>,
     key_features: Option<usize>,
     rotary: Option<RotaryEmbedding>,
+    sliding_window: Option<usize>,
+    use_gate: bool,
 }
 
 impl MultiHeadAttentionBuilder {
@@ -169,6 +177,46 @@ impl MultiHeadAttentionBuilder {
     /// ```
     pub fn rotary_embedding(mut self, rope: RotaryEmbedding) -> Self {
         self.rotary = Some(rope);
+        self
+    }
+    /// Keras's `sliding_window`: query `i` attends only to keys `j` with
+    /// `|i - j| < w` (a band of `2w - 1` keys; with the causal mask, the
+    /// `w` keys up to its own position, as Mistral's attention). Combined
+    /// with every other mask given; in
+    /// [`call_cached`](MultiHeadAttention::call_cached), positions count
+    /// from the start of the sequence. `w` must be positive.
+    ///
+    /// ```
+    /// use gradtape::nn::{AttentionArgs, MultiHeadAttention};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let mha = MultiHeadAttention::builder(2, 4).sliding_window(1).dtype(DType::F64).build(8, &mut rng)?;
+    /// let x = rng.normal(&[1, 3, 8], 0.0, 1.0, DType::F64)?;
+    /// let (_, p) = mha.call_with_scores(&x, &x, AttentionArgs::new())?;
+    /// // a window of one: every query sees its own key only
+    /// assert_eq!(p.to_vec::<f64>()?[..9], [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+    /// assert!(MultiHeadAttention::builder(2, 4).sliding_window(0).build(8, &mut rng).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn sliding_window(mut self, w: usize) -> Self {
+        self.sliding_window = Some(w);
+        self
+    }
+    /// Keras's `use_gate` (gated attention): each head's output is
+    /// multiplied by `sigmoid` of a fourth projection of the query,
+    /// `gate/kernel [query_features, heads, value_dim]` (and `gate/bias
+    /// [heads, value_dim]`), before the output projection. Default false.
+    ///
+    /// ```
+    /// use gradtape::{nn::{Layer, Module, MultiHeadAttention}, Rng};
+    /// let mha = MultiHeadAttention::builder(2, 4).use_gate(true).build(8, &mut Rng::new(0))?;
+    /// let names: Vec<String> = mha.variables().iter().map(|v| v.name().to_string()).collect();
+    /// assert_eq!(names[4], format!("{}/gate/kernel", mha.name()));
+    /// assert_eq!(mha.variables()[4].shape(), vec![8, 2, 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn use_gate(mut self, on: bool) -> Self {
+        self.use_gate = on;
         self
     }
     /// The dropout rate on the attention probabilities while training
@@ -263,6 +311,9 @@ impl MultiHeadAttentionBuilder {
                 ),
             ));
         }
+        if self.sliding_window == Some(0) {
+            return Err(Error::invalid(OP, "sliding_window must be positive, got 0"));
+        }
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(Error::invalid(
                 OP,
@@ -287,6 +338,11 @@ impl MultiHeadAttentionBuilder {
             &[key_features, kv_heads, self.key_dim],
             &[kv_heads, self.key_dim],
         )?;
+        // (built in Keras's order, which is the variables' order)
+        let gate = self
+            .use_gate
+            .then(|| proj("gate", &[query_features, heads, value_dim], &[heads, value_dim]))
+            .transpose()?;
         let value = proj("value", &[value_features, kv_heads, value_dim], &[kv_heads, value_dim])?;
         let output = proj("attention_output", &[heads, value_dim, out], &[out])?;
         Ok(MultiHeadAttention {
@@ -298,9 +354,11 @@ impl MultiHeadAttentionBuilder {
             features: [query_features, key_features, value_features],
             dropout: self.dropout,
             rotary: self.rotary,
+            window: self.sliding_window,
             rng: Mutex::new(rng.split()),
             query,
             key,
+            gate,
             value,
             output,
         })
@@ -341,6 +399,8 @@ impl MultiHeadAttention {
             value_features: None,
             key_features: None,
             rotary: None,
+            sliding_window: None,
+            use_gate: false,
         }
     }
 
@@ -399,7 +459,9 @@ impl MultiHeadAttention {
     /// Attention of `query` `[batch, t_q, query_features]` to `value`
     /// `[batch, t_k, value_features]` (and `args.key`, `[batch, t_k,
     /// key_features]`, by default `value`), Keras's `mha(query, value,
-    /// key=..., attention_mask=..., use_causal_mask=..., training=...)`;
+    /// key=..., attention_mask=..., use_causal_mask=..., training=...)`,
+    /// with the padding masks Keras reads from its inputs passed in
+    /// `args` ([`AttentionArgs`] says how the masks combine);
     /// gives `[batch, t_q, output_shape]`.
     ///
     /// ```
@@ -422,7 +484,7 @@ impl MultiHeadAttention {
         if let (Some(m), 0.0) = (&mask, self.dropout) {
             o = uniform_where_hidden(o, &v, m, args.use_causal_mask)?;
         }
-        self.output.merge(&o)
+        self.output.merge(&self.gated(query, o)?)
     }
 
     /// [`call_with`](Self::call_with) that also gives the attention
@@ -458,7 +520,7 @@ impl MultiHeadAttention {
         let (q, k, v, mask) = self.project(query, value, &args)?;
         let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
         let scores = self.scores(&q, &k, mask.as_ref(), args.use_causal_mask)?;
-        Ok((self.output.merge(&o)?, scores))
+        Ok((self.output.merge(&self.gated(query, o)?)?, scores))
     }
 
     /// The heads' probabilities `softmax(q kᵀ / √key_dim)` `[b, h, tq,
@@ -506,7 +568,7 @@ impl MultiHeadAttention {
                 ),
             ));
         }
-        let mask = args.attention_mask.map(|m| self.heads_mask(m, b, tq, tk)).transpose()?;
+        let mask = args.combined_mask(b, tq, tk, self.window, 0)?;
         let q = self.rotate(self.query.heads(query, self.num_heads, self.key_dim)?, 0)?;
         let k = self.rotate(self.key.heads(key, self.kv_heads, self.key_dim)?, 0)?;
         let v = self.value.heads(value, self.kv_heads, self.value_dim)?;
@@ -532,29 +594,12 @@ impl MultiHeadAttention {
         }
     }
 
-    /// A bool mask `[b, tq, tk]` (or broadcastable) as `[b|1, 1, tq, tk]`.
-    fn heads_mask(&self, m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tensor> {
-        let s = m.shape();
-        let ok = m.dtype() == DType::Bool
-            && match s.len() {
-                2 => s == [tq, tk],
-                3 => (s[0] == b || s[0] == 1) && s[1..] == [tq, tk],
-                _ => false,
-            };
-        if !ok {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "the attention mask must be bool [batch, t_q, t_k] = [{b}, {tq}, {tk}] (or [1, {tq}, {tk}], [{tq}, {tk}]), got {} {:?}",
-                    m.dtype(),
-                    s
-                ),
-            ));
-        }
-        if s.len() == 3 {
-            m.expand_dims(1)
-        } else {
-            Ok(m.clone())
+    /// The heads' outputs `o` `[b, h, tq, dv]` times the gate of the
+    /// query `[b, tq, features]` (as they are without a gate).
+    fn gated(&self, query: &Tensor, o: Tensor) -> Result<Tensor> {
+        match &self.gate {
+            Some(g) => o.mul(&g.heads(query, self.num_heads, self.value_dim)?.sigmoid()?),
+            None => Ok(o),
         }
     }
 
@@ -646,7 +691,14 @@ impl MultiHeadAttention {
         }
         // one new query sees every key; several see those up to their own
         // position (the op's causal flag counts from the start of both)
-        let mask = (t > 1).then(|| causal_mask(t, past + t, past)).transpose()?;
+        let mut mask = (t > 1).then(|| causal_mask(t, past + t, past)).transpose()?;
+        if let Some(w) = self.window {
+            let band = window_band(t, past + t, past, w)?;
+            mask = Some(match mask {
+                Some(m) => m.logical_and(&band)?,
+                None => band,
+            });
+        }
         let o = self.attend(
             &q,
             &self.repeat_kv(&k)?,
@@ -657,7 +709,7 @@ impl MultiHeadAttention {
         )?;
         cache.keys = Some(k);
         cache.values = Some(v);
-        self.output.merge(&o)
+        self.output.merge(&self.gated(x, o)?)
     }
 }
 
@@ -687,13 +739,21 @@ pub(crate) fn causal_mask(tq: usize, tk: usize, offset: usize) -> Result<Tensor>
 }
 
 impl Module for MultiHeadAttention {
-    /// `query/kernel`, `query/bias`, `key/...`, `value/...`,
+    /// `query/kernel`, `query/bias`, `key/...`, `gate/...` (with
+    /// [`use_gate`](MultiHeadAttentionBuilder::use_gate)), `value/...`,
     /// `attention_output/...`: Keras's order.
     fn variables(&self) -> Vec<Variable> {
-        [&self.query, &self.key, &self.value, &self.output]
-            .iter()
-            .flat_map(|p| std::iter::once(p.kernel.clone()).chain(p.bias.clone()))
-            .collect()
+        [
+            Some(&self.query),
+            Some(&self.key),
+            self.gate.as_ref(),
+            Some(&self.value),
+            Some(&self.output),
+        ]
+        .into_iter()
+        .flatten()
+        .flat_map(|p| std::iter::once(p.kernel.clone()).chain(p.bias.clone()))
+        .collect()
     }
 }
 

@@ -1,7 +1,11 @@
 //! The arguments of a [`MultiHeadAttention`](super::MultiHeadAttention)
-//! call and the [`KvCache`] it decodes with.
+//! call, the one mask they make (Keras's `_compute_attention_mask`), and
+//! the [`KvCache`] the layer decodes with.
 
-use crate::tensor::Tensor;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+const OP: &str = "MultiHeadAttention";
 
 /// The optional arguments of
 /// [`MultiHeadAttention::call_with`](super::MultiHeadAttention::call_with),
@@ -12,6 +16,35 @@ use crate::tensor::Tensor;
 /// let k = Tensor::zeros(&[1, 2, 3], gradtape::DType::F32);
 /// let args = AttentionArgs::new().key(&k).use_causal_mask(true).training(true);
 /// assert!(args.use_causal_mask && args.training && args.attention_mask.is_none());
+/// ```
+///
+/// Keras attaches padding masks to tensors (an `Embedding(mask_zero=True)`
+/// marks its output) and the layer reads them from its inputs; here they
+/// are passed: [`query_mask`](Self::query_mask) and
+/// [`value_mask`](Self::value_mask), `[batch, time]` bool as
+/// [`Embedding::compute_mask`](super::Embedding::compute_mask) gives them,
+/// and [`key_mask`](Self::key_mask). Every mask given is combined with
+/// `&`, as Keras does: a query row `i` may attend to key `j` when
+/// `query_mask[b, i] & value_mask[b, j] & key_mask[b, j] &
+/// attention_mask[b, i, j]` (and `j <= i` when causal, and `|i - j| <
+/// sliding_window` with the layer's
+/// [`sliding_window`](super::MultiHeadAttentionBuilder::sliding_window)).
+///
+/// ```
+/// use gradtape::nn::{AttentionArgs, Embedding, Layer, MultiHeadAttention};
+/// use gradtape::{Rng, Tensor};
+/// let mut rng = Rng::new(0);
+/// let emb = Embedding::builder(10, 8).mask_zero(true).build(&mut rng)?;
+/// let mha = MultiHeadAttention::builder(2, 4).build(8, &mut rng)?;
+/// let ids = Tensor::from_vec(vec![3i64, 5, 0, 0, 7, 1, 2, 4], &[2, 4])?;
+/// let (x, pad) = (emb.call(&ids)?, emb.compute_mask(&ids)?.unwrap());
+/// let args = AttentionArgs::new().query_mask(&pad).value_mask(&pad).use_causal_mask(true);
+/// assert_eq!(mha.call_with(&x, &x, args)?.shape(), &[2, 4, 8]);
+/// // a mask of the wrong length is an error naming the layer and shapes
+/// let short = Tensor::from_vec(vec![true; 6], &[2, 3])?;
+/// let err = mha.call_with(&x, &x, AttentionArgs::new().value_mask(&short)).unwrap_err();
+/// assert!(err.to_string().contains("value_mask"), "{err}");
+/// # Ok::<(), gradtape::Error>(())
 /// ```
 #[derive(Clone, Copy, Default, Debug)]
 pub struct AttentionArgs<'a> {
@@ -27,6 +60,17 @@ pub struct AttentionArgs<'a> {
     /// [`call_with_scores`](super::MultiHeadAttention::call_with_scores),
     /// zero probabilities (the output projection's bias alone).
     pub attention_mask: Option<&'a Tensor>,
+    /// The query's padding mask `[batch, t_q]` (bool, `true` at real
+    /// positions): Keras's mask of the `query` input. A padded query's row
+    /// sees no key (see [`attention_mask`](Self::attention_mask) for what
+    /// such a row gives).
+    pub query_mask: Option<&'a Tensor>,
+    /// The value's padding mask `[batch, t_k]`: Keras's mask of the
+    /// `value` input (`value_mask`); no query attends to a padded key.
+    pub value_mask: Option<&'a Tensor>,
+    /// A mask of the keys `[batch, t_k]`, Keras's `key_mask`, combined as
+    /// [`value_mask`](Self::value_mask) is.
+    pub key_mask: Option<&'a Tensor>,
     /// Also masks keys after the query's position (query `i` sees keys
     /// `j <= i`, counted from the start of both, as Keras's causal mask).
     pub use_causal_mask: bool,
@@ -49,6 +93,21 @@ impl<'a> AttentionArgs<'a> {
         self.attention_mask = Some(mask);
         self
     }
+    /// Sets [`query_mask`](Self::query_mask).
+    pub fn query_mask(mut self, mask: &'a Tensor) -> Self {
+        self.query_mask = Some(mask);
+        self
+    }
+    /// Sets [`value_mask`](Self::value_mask).
+    pub fn value_mask(mut self, mask: &'a Tensor) -> Self {
+        self.value_mask = Some(mask);
+        self
+    }
+    /// Sets [`key_mask`](Self::key_mask).
+    pub fn key_mask(mut self, mask: &'a Tensor) -> Self {
+        self.key_mask = Some(mask);
+        self
+    }
     /// Sets [`use_causal_mask`](Self::use_causal_mask).
     pub fn use_causal_mask(mut self, causal: bool) -> Self {
         self.use_causal_mask = causal;
@@ -59,6 +118,101 @@ impl<'a> AttentionArgs<'a> {
         self.training = training;
         self
     }
+}
+
+impl AttentionArgs<'_> {
+    /// The one bool mask `[b|1, 1, t_q, t_k]` the heads attend under: the
+    /// `&` of every mask given and of the sliding `window`'s band (queries
+    /// at absolute positions `offset..`), without the causal mask (the
+    /// fused op's flag); `None` when nothing masks.
+    pub(super) fn combined_mask(
+        &self,
+        b: usize,
+        tq: usize,
+        tk: usize,
+        window: Option<usize>,
+        offset: usize,
+    ) -> Result<Option<Tensor>> {
+        let mut parts: Vec<Tensor> = Vec::new();
+        if let Some(m) = self.attention_mask {
+            parts.push(attention_mask_3d(m, b, tq, tk)?);
+        }
+        if let Some(m) = self.query_mask {
+            parts.push(padding(m, "query_mask", b, tq)?.expand_dims(2)?);
+        }
+        for (m, what) in [(self.value_mask, "value_mask"), (self.key_mask, "key_mask")] {
+            if let Some(m) = m {
+                parts.push(padding(m, what, b, tk)?.expand_dims(1)?);
+            }
+        }
+        if let Some(w) = window {
+            parts.push(window_band(tq, tk, offset, w)?.expand_dims(0)?);
+        }
+        let Some((first, rest)) = parts.split_first() else {
+            return Ok(None);
+        };
+        let mut m = first.clone();
+        for p in rest {
+            m = m.logical_and(p)?;
+        }
+        // [b|1, tq|1, tk|1] to [b|1, 1, tq, tk]
+        let rows = m.shape()[0];
+        if m.shape()[1..] != [tq, tk] {
+            m = m.broadcast_to(&[rows, tq, tk])?;
+        }
+        Ok(Some(m.expand_dims(1)?))
+    }
+}
+
+/// An attention mask `[b, tq, tk]`, `[1, tq, tk]` or `[tq, tk]` (bool) as
+/// `[b|1, tq, tk]`.
+fn attention_mask_3d(m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tensor> {
+    let s = m.shape();
+    let ok = m.dtype() == DType::Bool
+        && match s.len() {
+            2 => s == [tq, tk],
+            3 => (s[0] == b || s[0] == 1) && s[1..] == [tq, tk],
+            _ => false,
+        };
+    if !ok {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "the attention mask must be bool [batch, t_q, t_k] = [{b}, {tq}, {tk}] (or [1, {tq}, {tk}], [{tq}, {tk}]), got {} {:?}",
+                m.dtype(),
+                s
+            ),
+        ));
+    }
+    if s.len() == 2 {
+        m.expand_dims(0)
+    } else {
+        Ok(m.clone())
+    }
+}
+
+/// A padding mask, bool `[b, t]`.
+fn padding(m: &Tensor, what: &str, b: usize, t: usize) -> Result<Tensor> {
+    if m.dtype() != DType::Bool || m.shape() != [b, t] {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "the {what} must be bool [batch, time] = [{b}, {t}], got {} {:?}",
+                m.dtype(),
+                m.shape()
+            ),
+        ));
+    }
+    Ok(m.clone())
+}
+
+/// `[tq, tk]`, true where `|i + offset - j| < w` (query `i`, key `j`):
+/// Keras's sliding-window band.
+pub(super) fn window_band(tq: usize, tk: usize, offset: usize, w: usize) -> Result<Tensor> {
+    let n = crate::tensor::layout::checked_numel(OP, &[tq, tk])?;
+    let mut m = crate::tensor::alloc::try_vec(OP, n)?;
+    m.extend((0..n).map(|x| ((x / tk).saturating_add(offset)).abs_diff(x % tk) < w));
+    Tensor::from_vec(m, &[tq, tk])
 }
 
 /// The keys and values a [`MultiHeadAttention`](super::MultiHeadAttention)

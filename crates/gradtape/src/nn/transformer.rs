@@ -105,6 +105,7 @@ pub struct TransformerBlockBuilder {
     /// whether to rotate with the default embedding when `rotary` is unset
     default_rotary: bool,
     gated: bool,
+    sliding_window: Option<usize>,
     dtype: DType,
     name: Option<String>,
 }
@@ -172,6 +173,30 @@ impl TransformerBlockBuilder {
     /// (Shazeer 2020).
     pub fn gated_feed_forward(mut self, on: bool) -> Self {
         self.gated = on;
+        self
+    }
+    /// The attention's sliding window (default none: every key): query
+    /// `i` sees keys `j` with `|i - j| < w`, with the causal mask the last
+    /// `w` positions (Mistral's); see
+    /// [`MultiHeadAttentionBuilder::sliding_window`](super::MultiHeadAttentionBuilder::sliding_window).
+    ///
+    /// ```
+    /// use gradtape::nn::{KvCache, Layer, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let block = TransformerBlock::builder(16, 2, 32).llama().sliding_window(3).dtype(DType::F64).build(&mut rng)?;
+    /// let x = rng.normal(&[1, 6, 16], 0.0, 1.0, DType::F64)?;
+    /// let full = block.call(&x)?;
+    /// // decoding position by position gives the same rows
+    /// let mut cache = KvCache::new();
+    /// let rows: Vec<_> = (0..6).map(|i| block.call_cached(&x.narrow(1, i, 1)?, &mut cache)).collect::<Result<_, _>>()?;
+    /// let max_diff = (full.to_vec::<f64>()?.iter().zip(gradtape::Tensor::concat(&rows.iter().collect::<Vec<_>>(), 1)?.to_vec::<f64>()?))
+    ///     .map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    /// assert!(max_diff < 1e-12);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn sliding_window(mut self, w: usize) -> Self {
+        self.sliding_window = Some(w);
         self
     }
     /// Llama's block (keras_hub's `LlamaTransformerDecoder`): causal, RMS
@@ -274,6 +299,9 @@ impl TransformerBlockBuilder {
         if let Some(n) = self.kv_heads {
             attention = attention.num_key_value_heads(n);
         }
+        if let Some(w) = self.sliding_window {
+            attention = attention.sliding_window(w);
+        }
         let rope = match self.rotary {
             None if self.default_rotary => Some(RotaryEmbedding::builder().build()?),
             rope => rope,
@@ -356,6 +384,7 @@ impl TransformerBlock {
             rotary: None,
             default_rotary: false,
             gated: false,
+            sliding_window: None,
             dtype: DType::F32,
             name: None,
         }
