@@ -37,5 +37,6 @@ mod nn;
 mod optimizers;
 mod rnn_layers;
 mod transformer;
+mod transformer_blocks;
 mod transformer_padding;
 mod transformer_sweep;

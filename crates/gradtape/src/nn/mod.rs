@@ -84,7 +84,7 @@ pub use rnn::{Bidirectional, Merge, RecurrentBuilder, GRU, LSTM};
 pub use rotary::{RotaryEmbedding, RotaryEmbeddingBuilder};
 pub use sequential::Sequential;
 pub use simple::{Dropout, Flatten, Pool2D, PoolKind, UpSampling2D};
-pub use transformer::{TransformerBlock, TransformerBlockBuilder};
+pub use transformer::{BlockArgs, TransformerBlock, TransformerBlockBuilder};
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -1,6 +1,8 @@
-//! `TransformerBlock`: a pre-norm Transformer block, GPT-2's by default
-//! and Llama's with its builder's options, for encoders or, causal, for
-//! decoders.
+//! `TransformerBlock`: a Transformer block, GPT-2's (pre-norm) by
+//! default and Llama's with its builder's options, for encoders or,
+//! causal, for decoders; post-norm and with cross-attention to an
+//! encoder's sequence, keras_hub's `TransformerEncoder` and
+//! `TransformerDecoder`. [`BlockArgs`] are a call's optional arguments.
 
 use super::{
     unique_name, Activation, AttentionArgs, Dense, Dropout, KvCache, Layer, LayerNorm, Module, MultiHeadAttention,
@@ -26,6 +28,15 @@ const OP: &str = "TransformerBlock";
 /// after instead). The sublayers are named after keras_hub's
 /// (`{name}/self_attention`, `{name}/self_attention_layer_norm`,
 /// `{name}/feedforward_intermediate_dense`, ...).
+///
+/// With [`normalize_first(false)`](TransformerBlockBuilder::normalize_first)
+/// the norms come after each residual sum instead (`x = ln_1(x +
+/// dropout(attention(x)))`, the original Transformer's and BERT's, and
+/// keras_hub's default); with
+/// [`cross_attention`](TransformerBlockBuilder::cross_attention) a second
+/// attention sublayer between the two, from the block's positions to an
+/// encoder's sequence given in [`BlockArgs::encoder`] (keras_hub's
+/// `TransformerDecoder` called with an `encoder_sequence`).
 ///
 /// The builder makes the block Llama's (keras_hub's
 /// `LlamaTransformerDecoder`) with [`llama`](TransformerBlockBuilder::llama)
@@ -56,8 +67,11 @@ pub struct TransformerBlock {
     name: String,
     d_model: usize,
     causal: bool,
+    normalize_first: bool,
     ln_1: Norm,
     attention: MultiHeadAttention,
+    /// the cross-attention sublayer's norm and attention
+    cross: Option<(Norm, MultiHeadAttention)>,
     ln_2: Norm,
     ff_1: Dense,
     /// the gate of a gated feed-forward, with the activation
@@ -106,6 +120,8 @@ pub struct TransformerBlockBuilder {
     default_rotary: bool,
     gated: bool,
     sliding_window: Option<usize>,
+    normalize_first: bool,
+    cross_features: Option<usize>,
     dtype: DType,
     name: Option<String>,
 }
@@ -197,6 +213,47 @@ impl TransformerBlockBuilder {
     /// ```
     pub fn sliding_window(mut self, w: usize) -> Self {
         self.sliding_window = Some(w);
+        self
+    }
+    /// Whether each sublayer normalises its input (true, the default:
+    /// pre-norm, GPT-2's and Llama's) or the residual sum after it (false:
+    /// post-norm, keras_hub's `normalize_first=False`, its default).
+    ///
+    /// ```
+    /// use gradtape::nn::{Activation, Layer, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// // keras_hub's TransformerEncoder: post-norm, ReLU
+    /// let block = TransformerBlock::builder(8, 2, 16).normalize_first(false).activation(Activation::Relu).build(&mut rng)?;
+    /// let y = block.call(&rng.normal(&[2, 3, 8], 0.0, 1.0, DType::F32)?)?;
+    /// // the output is a LayerNorm's: each position's features have mean 0
+    /// let mean = y.mean(&[-1], false)?.to_vec::<f32>()?;
+    /// assert!(mean.iter().all(|m| m.abs() < 1e-5));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn normalize_first(mut self, on: bool) -> Self {
+        self.normalize_first = on;
+        self
+    }
+    /// Adds a cross-attention sublayer (`{name}/cross_attention`, with its
+    /// norm `{name}/cross_attention_layer_norm`) after the
+    /// self-attention: the block's positions attend to an encoder's
+    /// sequence `[batch, s, encoder_features]`, given at each call in
+    /// [`BlockArgs::encoder`] (keras_hub's `TransformerDecoder` with an
+    /// `encoder_sequence`; its heads and head size the self-attention's).
+    ///
+    /// ```
+    /// use gradtape::nn::{BlockArgs, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let decoder = TransformerBlock::builder(8, 2, 16).causal(true).cross_attention(12).build(&mut rng)?;
+    /// let (x, enc) = (rng.normal(&[2, 3, 8], 0.0, 1.0, DType::F32)?, rng.normal(&[2, 5, 12], 0.0, 1.0, DType::F32)?);
+    /// assert_eq!(decoder.call_with(&x, BlockArgs::new().encoder(&enc))?.shape(), &[2, 3, 8]);
+    /// assert!(decoder.call_with(&x, BlockArgs::new()).is_err()); // the encoder's sequence is missing
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn cross_attention(mut self, encoder_features: usize) -> Self {
+        self.cross_features = Some(encoder_features);
         self
     }
     /// Llama's block (keras_hub's `LlamaTransformerDecoder`): causal, RMS
@@ -310,6 +367,19 @@ impl TransformerBlockBuilder {
             attention = attention.rotary_embedding(rope);
         }
         let attention = attention.build(d, rng)?;
+        let cross = match self.cross_features {
+            Some(features) => {
+                let mha = MultiHeadAttention::builder(h, key_dim)
+                    .value_features(features)
+                    .dropout(self.dropout)
+                    .use_bias(self.use_bias)
+                    .dtype(self.dtype)
+                    .name(format!("{name}/cross_attention"))
+                    .build(d, rng)?;
+                Some((ln("cross_attention_layer_norm")?, mha))
+            }
+            None => None,
+        };
         let ln_2 = ln("feedforward_layer_norm")?;
         let dense = |part: &str, activation: Activation, rng: &mut Rng| {
             Dense::builder(d, self.ff_dim)
@@ -337,8 +407,10 @@ impl TransformerBlockBuilder {
             name,
             d_model: d,
             causal: self.causal,
+            normalize_first: self.normalize_first,
             ln_1,
             attention,
+            cross,
             ln_2,
             ff_1,
             gate,
@@ -385,6 +457,8 @@ impl TransformerBlock {
             default_rotary: false,
             gated: false,
             sliding_window: None,
+            normalize_first: true,
+            cross_features: None,
             dtype: DType::F32,
             name: None,
         }
@@ -417,29 +491,105 @@ impl TransformerBlock {
         Ok(())
     }
 
-    /// The feed-forward half, `x + dropout(ff(ln_2(x)))`.
-    fn feed_forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
-        let n = self.ln_2.forward(x)?;
-        let mut h = self.ff_1.forward(&n, training)?;
-        if let Some(gate) = &self.gate {
-            h = gate.forward(&n, training)?.mul(&h)?;
+    /// A sublayer `f` with its residual and `norm`: `x + dropout(f(norm(x)))`
+    /// pre-norm, `norm(x + dropout(f(x)))` post-norm.
+    fn residual(
+        &self,
+        x: &Tensor,
+        norm: &Norm,
+        training: bool,
+        f: impl FnOnce(&Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let h = if self.normalize_first {
+            f(&norm.forward(x)?)?
+        } else {
+            f(x)?
+        };
+        let y = x.add(&self.residual_dropout(h, training)?)?;
+        if self.normalize_first {
+            Ok(y)
+        } else {
+            norm.forward(&y)
         }
-        let h = self.ff_2.forward(&h, training)?;
-        x.add(&self.residual_dropout(h, training)?)
     }
 
-    /// The block over `x`, attention masked by `mask` (bool `[b, t, t]`)
-    /// when given.
-    fn block(&self, x: &Tensor, mask: Option<&Tensor>, training: bool) -> Result<Tensor> {
-        self.check(x)?;
-        let h = self.ln_1.forward(x)?;
-        let mut args = AttentionArgs::new().use_causal_mask(self.causal).training(training);
-        if let Some(m) = mask {
-            args = args.attention_mask(m);
+    /// The feed-forward sublayer.
+    fn feed_forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
+        self.residual(x, &self.ln_2, training, |n| {
+            let mut h = self.ff_1.forward(n, training)?;
+            if let Some(gate) = &self.gate {
+                h = gate.forward(n, training)?.mul(&h)?;
+            }
+            self.ff_2.forward(&h, training)
+        })
+    }
+
+    /// The cross-attention sublayer to `args.encoder` (`x` as it is
+    /// without one).
+    fn cross_attend(&self, x: &Tensor, args: &BlockArgs<'_>) -> Result<Tensor> {
+        let (norm, mha, enc) = match (&self.cross, args.encoder) {
+            (None, None) => return Ok(x.clone()),
+            (Some((norm, mha)), Some(enc)) => (norm, mha, enc),
+            (None, Some(_)) => {
+                return Err(Error::invalid(
+                    OP,
+                    "an encoder's sequence was given to a block without cross-attention (builder's cross_attention)",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(Error::invalid(
+                    OP,
+                    "a block with cross-attention needs the encoder's sequence (BlockArgs::encoder)",
+                ));
+            }
+        };
+        let mut a = AttentionArgs::new().training(args.training);
+        if let Some(m) = args.encoder_padding_mask {
+            if enc.rank() == 3 {
+                check_padding("encoder padding mask", m, enc.shape()[0], enc.shape()[1])?;
+            }
+            a = a.value_mask(m);
         }
-        let a = self.attention.call_with(&h, &h, args)?;
-        let x = x.add(&self.residual_dropout(a, training)?)?;
-        self.feed_forward(&x, training)
+        self.residual(x, norm, args.training, |n| mha.call_with(n, enc, a))
+    }
+
+    /// The block over `x [batch, t, d_model]` with the optional
+    /// arguments of keras_hub's `TransformerEncoder` and
+    /// `TransformerDecoder` calls: a padding mask of `x`'s positions, an
+    /// encoder's sequence for the cross-attention and its padding mask,
+    /// and whether it is training (dropout).
+    ///
+    /// ```
+    /// use gradtape::nn::{BlockArgs, TransformerBlock};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let mut rng = Rng::new(0);
+    /// let decoder = TransformerBlock::builder(8, 2, 16).causal(true).cross_attention(8).build(&mut rng)?;
+    /// let x = rng.normal(&[1, 3, 8], 0.0, 1.0, DType::F32)?;
+    /// let enc = rng.normal(&[1, 4, 8], 0.0, 1.0, DType::F32)?;
+    /// // the last encoder position is padding: it is as if it were not there
+    /// let real = Tensor::from_vec(vec![true, true, true, false], &[1, 4])?;
+    /// let padded = decoder.call_with(&x, BlockArgs::new().encoder(&enc).encoder_padding_mask(&real))?;
+    /// let cut = decoder.call_with(&x, BlockArgs::new().encoder(&enc.narrow(1, 0, 3)?))?;
+    /// let (a, b) = (padded.to_vec::<f32>()?, cut.to_vec::<f32>()?);
+    /// assert!(a.iter().zip(&b).all(|(a, b)| (a - b).abs() < 1e-6));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn call_with(&self, x: &Tensor, args: BlockArgs<'_>) -> Result<Tensor> {
+        self.check(x)?;
+        if let Some(m) = args.padding_mask {
+            check_padding("padding mask", m, x.shape()[0], x.shape()[1])?;
+        }
+        let x = self.residual(x, &self.ln_1, args.training, |n| {
+            let mut a = AttentionArgs::new()
+                .use_causal_mask(self.causal)
+                .training(args.training);
+            if let Some(m) = args.padding_mask {
+                a = a.value_mask(m);
+            }
+            self.attention.call_with(n, n, a)
+        })?;
+        let x = self.cross_attend(&x, &args)?;
+        self.feed_forward(&x, args.training)
     }
 
     /// The block on a padded batch: `padding_mask` `[batch, time]` (bool)
@@ -464,21 +614,7 @@ impl TransformerBlock {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn forward_with_padding(&self, x: &Tensor, padding_mask: &Tensor, training: bool) -> Result<Tensor> {
-        self.check(x)?;
-        let (b, t) = (x.shape()[0], x.shape()[1]);
-        if padding_mask.dtype() != DType::Bool || padding_mask.shape() != [b, t] {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "the padding mask must be bool [batch, time] = [{b}, {t}], got {} {:?}",
-                    padding_mask.dtype(),
-                    padding_mask.shape()
-                ),
-            ));
-        }
-        // every query row hides the same keys
-        let keys = padding_mask.expand_dims(1)?.broadcast_to(&[b, t, t])?;
-        self.block(x, Some(&keys), training)
+        self.call_with(x, BlockArgs::new().padding_mask(padding_mask).training(training))
     }
 
     /// The block on the new positions `x [batch, t_new, d_model]` of a
@@ -506,15 +642,46 @@ impl TransformerBlock {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn call_cached(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        self.call_cached_with(x, cache, BlockArgs::new())
+    }
+
+    /// [`call_cached`](Self::call_cached) with the encoder's sequence (and
+    /// its padding mask) in `args` for a block with cross-attention: each
+    /// new position also attends to the whole encoder's sequence.
+    /// Inference without a padding mask of the new positions.
+    ///
+    /// ```
+    /// use gradtape::nn::{BlockArgs, KvCache, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let decoder = TransformerBlock::builder(8, 2, 16).causal(true).cross_attention(8).dtype(DType::F64).build(&mut rng)?;
+    /// let (x, enc) = (rng.normal(&[1, 4, 8], 0.0, 1.0, DType::F64)?, rng.normal(&[1, 6, 8], 0.0, 1.0, DType::F64)?);
+    /// let args = BlockArgs::new().encoder(&enc);
+    /// let full = decoder.call_with(&x, args)?;
+    /// let mut cache = KvCache::new();
+    /// decoder.call_cached_with(&x.narrow(1, 0, 3)?, &mut cache, args)?;
+    /// let last = decoder.call_cached_with(&x.narrow(1, 3, 1)?, &mut cache, args)?;
+    /// let (a, b) = (last.to_vec::<f64>()?, full.narrow(1, 3, 1)?.to_vec::<f64>()?);
+    /// assert!(a.iter().zip(&b).all(|(a, b)| (a - b).abs() < 1e-12));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn call_cached_with(&self, x: &Tensor, cache: &mut KvCache, args: BlockArgs<'_>) -> Result<Tensor> {
         if !self.causal {
             return Err(Error::invalid(
                 OP,
                 "call_cached decodes: it needs a causal block (builder's causal(true))",
             ));
         }
+        if args.padding_mask.is_some() || args.training {
+            return Err(Error::invalid(
+                OP,
+                "call_cached decodes at inference: no padding mask of the new positions, no training",
+            ));
+        }
         self.check(x)?;
-        let a = self.attention.call_cached(&self.ln_1.forward(x)?, cache)?;
-        self.feed_forward(&x.add(&a)?, false)
+        let x = self.residual(x, &self.ln_1, false, |n| self.attention.call_cached(n, cache))?;
+        let x = self.cross_attend(&x, &args)?;
+        self.feed_forward(&x, false)
     }
 }
 
@@ -524,6 +691,10 @@ impl Module for TransformerBlock {
     fn variables(&self) -> Vec<Variable> {
         let mut v = self.ln_1.variables();
         v.extend(self.attention.variables());
+        if let Some((norm, mha)) = &self.cross {
+            v.extend(norm.variables());
+            v.extend(mha.variables());
+        }
         v.extend(self.ln_2.variables());
         v.extend(self.ff_1.variables());
         if let Some(g) = &self.gate {
@@ -540,6 +711,74 @@ impl Layer for TransformerBlock {
     }
 
     fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
-        self.block(x, None, training)
+        self.call_with(x, BlockArgs::new().training(training))
+    }
+}
+
+/// Checks a padding mask: bool `[b, t]`.
+fn check_padding(what: &str, m: &Tensor, b: usize, t: usize) -> Result<()> {
+    if m.dtype() != DType::Bool || m.shape() != [b, t] {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "the {what} must be bool [batch, time] = [{b}, {t}], got {} {:?}",
+                m.dtype(),
+                m.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The optional arguments of [`TransformerBlock::call_with`] (keras_hub's
+/// `TransformerDecoder` call's).
+///
+/// ```
+/// use gradtape::{nn::BlockArgs, Tensor};
+/// let pad = Tensor::from_vec(vec![true, false], &[1, 2])?;
+/// let args = BlockArgs::new().padding_mask(&pad).training(true);
+/// assert!(args.training && args.encoder.is_none());
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+#[derive(Clone, Copy, Default, Debug)]
+pub struct BlockArgs<'a> {
+    /// `[batch, t]` bool, false at the padding of the block's input, which
+    /// no position attends to (keras_hub's `padding_mask` /
+    /// `decoder_padding_mask`).
+    pub padding_mask: Option<&'a Tensor>,
+    /// The encoder's sequence `[batch, s, encoder_features]` for a block
+    /// with cross-attention (keras_hub's `encoder_sequence`).
+    pub encoder: Option<&'a Tensor>,
+    /// `[batch, s]` bool, false at the encoder's padding (keras_hub's
+    /// `encoder_padding_mask`).
+    pub encoder_padding_mask: Option<&'a Tensor>,
+    /// Applies the dropouts (when the block has them).
+    pub training: bool,
+}
+
+impl<'a> BlockArgs<'a> {
+    /// No masks, no encoder, inference.
+    pub fn new() -> BlockArgs<'a> {
+        BlockArgs::default()
+    }
+    /// Sets [`padding_mask`](Self::padding_mask).
+    pub fn padding_mask(mut self, m: &'a Tensor) -> Self {
+        self.padding_mask = Some(m);
+        self
+    }
+    /// Sets [`encoder`](Self::encoder).
+    pub fn encoder(mut self, e: &'a Tensor) -> Self {
+        self.encoder = Some(e);
+        self
+    }
+    /// Sets [`encoder_padding_mask`](Self::encoder_padding_mask).
+    pub fn encoder_padding_mask(mut self, m: &'a Tensor) -> Self {
+        self.encoder_padding_mask = Some(m);
+        self
+    }
+    /// Sets [`training`](Self::training).
+    pub fn training(mut self, training: bool) -> Self {
+        self.training = training;
+        self
     }
 }

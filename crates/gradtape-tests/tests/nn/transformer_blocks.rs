@@ -1,0 +1,247 @@
+//! `TransformerBlock` as keras_hub's `TransformerEncoder` and
+//! `TransformerDecoder`: post-norm (`normalize_first(false)`, their
+//! default) and pre-norm, cross-attention to an encoder's sequence,
+//! padding masks of the block's input and of the encoder's, against
+//! keras_hub's layers with the same weights (f64), and the decoder's
+//! gradients in both inputs against `tf.GradientTape`'s: all printed by
+//! `tests/reference/keras_hub_blocks.py`. Then decoding with a cache
+//! against the whole sequence, traced against eager, finite differences
+//! and the errors for a missing or unexpected encoder.
+
+use gradtape::nn::{Activation, BlockArgs, KvCache, Module, TransformerBlock, TransformerBlockBuilder};
+use gradtape::{check_gradients, function, CheckOptions, DType, GradientTape, Result, Rng, Tensor};
+
+#[path = "../reference/keras_hub_blocks.rs"]
+mod keras;
+use keras::*;
+
+/// `0.5 sin(0.7 i + k)` over the row-major index `i` (f64).
+fn fill(shape: &[usize], k: f64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| 0.5 * (0.7 * i as f64 + k).sin()).collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+/// The script's block: width 6, 2 heads, feed-forward 8, ReLU, f64,
+/// every weight `fill(shape, key(path))` with its path inside the block.
+fn block(b: impl FnOnce(TransformerBlockBuilder) -> TransformerBlockBuilder) -> Result<TransformerBlock> {
+    let builder = TransformerBlock::builder(6, 2, 8)
+        .activation(Activation::Relu)
+        .dtype(DType::F64)
+        .name("blk");
+    let m = b(builder).build(&mut Rng::new(0))?;
+    for v in m.variables() {
+        let path = v.name().strip_prefix("blk/").expect("the block's name").to_string();
+        let key = (path.bytes().map(u64::from).sum::<u64>() % 89) as f64 / 7.0;
+        v.assign(&fill(&v.shape(), key))?;
+    }
+    Ok(m)
+}
+
+fn decoder(normalize_first: bool) -> Result<TransformerBlock> {
+    block(|b| b.causal(true).cross_attention(10).normalize_first(normalize_first))
+}
+
+fn assert_close(name: &str, got: &Tensor, want: &[f64], tol: f64) {
+    let got = got.to_vec_f64();
+    assert_eq!(got.len(), want.len(), "{name}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{name}[{i}]: got {g}, want {w}"
+        );
+    }
+}
+
+/// The script's inputs and padding masks.
+fn inputs() -> (Tensor, Tensor, Tensor, Tensor) {
+    let xpad = Tensor::from_vec(vec![true, true, true, false, true, true, true, true], &[2, 4]).unwrap();
+    let epad = [true, true, true, true, true, true, true, false, false, false];
+    let epad = Tensor::from_vec(epad.to_vec(), &[2, 5]).unwrap();
+    (fill(&[2, 4, 6], 0.3), fill(&[2, 5, 10], 0.8), xpad, epad)
+}
+
+/// `Σ o[i] sin(0.1 i)`, the script's `weighted`.
+fn weighted(o: &Tensor) -> Result<Tensor> {
+    let n = o.shape().iter().product::<usize>();
+    let w: Vec<f64> = (0..n).map(|i| (0.1 * i as f64).sin()).collect();
+    o.mul(&Tensor::from_vec(w, o.shape())?)?.sum_all()
+}
+
+#[test]
+fn a_post_norm_block_is_keras_hubs_transformer_encoder() -> Result<()> {
+    let e = block(|b| b.normalize_first(false))?;
+    let (x, _, xpad, _) = inputs();
+    assert_close("encoder", &e.call_with(&x, BlockArgs::new())?, &ENCODER_POST, 1e-12);
+    let padded = e.call_with(&x, BlockArgs::new().padding_mask(&xpad))?;
+    assert_close("encoder, padded", &padded, &ENCODER_POST_PADDED, 1e-12);
+    assert_eq!(
+        e.forward_with_padding(&x, &xpad, false)?.to_vec_f64(),
+        padded.to_vec_f64()
+    );
+    Ok(())
+}
+
+#[test]
+fn decoders_with_cross_attention_are_keras_hubs_pre_and_post_norm() -> Result<()> {
+    let (x, enc, xpad, epad) = inputs();
+    for (first, plain, padded) in [
+        (false, &DECODER_POST, &DECODER_POST_PADDED),
+        (true, &DECODER_PRE, &DECODER_PRE_PADDED),
+    ] {
+        let d = decoder(first)?;
+        assert_close(
+            &format!("decoder (pre-norm {first})"),
+            &d.call_with(&x, BlockArgs::new().encoder(&enc))?,
+            plain,
+            1e-12,
+        );
+        let args = BlockArgs::new()
+            .encoder(&enc)
+            .padding_mask(&xpad)
+            .encoder_padding_mask(&epad);
+        assert_close(
+            &format!("decoder padded (pre-norm {first})"),
+            &d.call_with(&x, args)?,
+            padded,
+            1e-12,
+        );
+    }
+    // the variables: the self-attention's, then the cross-attention's
+    let names: Vec<String> = decoder(false)?
+        .variables()
+        .iter()
+        .map(|v| v.name().to_string())
+        .collect();
+    let at = |p: &str| {
+        names
+            .iter()
+            .position(|n| n == p)
+            .unwrap_or_else(|| panic!("{p} in {names:?}"))
+    };
+    assert!(at("blk/self_attention/query/kernel") < at("blk/cross_attention_layer_norm/gamma"));
+    assert!(at("blk/cross_attention/attention_output/bias") < at("blk/feedforward_layer_norm/gamma"));
+    assert_eq!(names.len(), 2 + 8 + 2 + 8 + 2 + 4);
+    Ok(())
+}
+
+#[test]
+fn the_decoders_gradients_match_tensorflow_and_finite_differences() -> Result<()> {
+    let d = decoder(false)?;
+    let (x, enc, xpad, epad) = inputs();
+    let tape = GradientTape::new();
+    let l = tape.record(|| {
+        tape.watch(&x);
+        tape.watch(&enc);
+        let args = BlockArgs::new()
+            .encoder(&enc)
+            .padding_mask(&xpad)
+            .encoder_padding_mask(&epad);
+        weighted(&d.call_with(&x, args)?)
+    })?;
+    assert_close("loss", &l, &DECODER_POST_LOSS, 1e-12);
+    let g = tape.gradient(&l, &[&x, &enc][..])?;
+    assert_close("d/dx", g[0].as_ref().expect("a gradient"), &DECODER_POST_GRAD_X, 1e-10);
+    assert_close(
+        "d/dencoder",
+        g[1].as_ref().expect("a gradient"),
+        &DECODER_POST_GRAD_ENCODER,
+        1e-10,
+    );
+    let f = |t: &[Tensor]| {
+        let args = BlockArgs::new()
+            .encoder(&t[1])
+            .padding_mask(&xpad)
+            .encoder_padding_mask(&epad);
+        weighted(&d.call_with(&t[0], args)?)
+    };
+    let report = check_gradients(f, &[x, enc], &CheckOptions::default())?;
+    assert!(report.compared > 0, "{report:?}");
+    Ok(())
+}
+
+#[test]
+fn a_decoder_decodes_with_a_cache_as_on_the_whole_sequence_pre_and_post_norm() -> Result<()> {
+    let (x, enc, _, epad) = inputs();
+    for first in [false, true] {
+        let d = decoder(first)?;
+        let args = BlockArgs::new().encoder(&enc).encoder_padding_mask(&epad);
+        let full = d.call_with(&x, args)?;
+        let mut cache = KvCache::new();
+        let mut rows = vec![d.call_cached_with(&x.narrow(1, 0, 2)?, &mut cache, args)?];
+        for i in 2..4 {
+            rows.push(d.call_cached_with(&x.narrow(1, i, 1)?, &mut cache, args)?);
+        }
+        let got = Tensor::concat(&rows.iter().collect::<Vec<_>>(), 1)?;
+        assert_close(&format!("decoded (pre-norm {first})"), &got, &full.to_vec_f64(), 1e-12);
+    }
+    Ok(())
+}
+
+#[test]
+fn a_traced_decoder_step_equals_eager() -> Result<()> {
+    let (x, enc, xpad, epad) = inputs();
+    let d = decoder(false)?;
+    let args = BlockArgs::new()
+        .encoder(&enc)
+        .padding_mask(&xpad)
+        .encoder_padding_mask(&epad);
+    let eager = d.call_with(&x, args)?.to_vec_f64();
+    let traced = {
+        let (xpad, epad) = (xpad.clone(), epad.clone());
+        function(move |(x, enc): &(Tensor, Tensor)| {
+            d.call_with(
+                x,
+                BlockArgs::new()
+                    .encoder(enc)
+                    .padding_mask(&xpad)
+                    .encoder_padding_mask(&epad),
+            )
+        })
+    };
+    assert_eq!(traced.call(&(x.clone(), enc.clone()))?.to_vec_f64(), eager);
+    // other inputs through the same graph
+    let (x2, enc2) = (fill(&[2, 4, 6], 1.7), fill(&[2, 5, 10], -0.4));
+    let want = decoder(false)?.call_with(
+        &x2,
+        BlockArgs::new()
+            .encoder(&enc2)
+            .padding_mask(&xpad)
+            .encoder_padding_mask(&epad),
+    )?;
+    assert_eq!(traced.call(&(x2, enc2))?.to_vec_f64(), want.to_vec_f64());
+    Ok(())
+}
+
+#[test]
+fn a_missing_or_unexpected_encoder_and_bad_masks_are_errors() -> Result<()> {
+    let (x, enc, _, _) = inputs();
+    let d = decoder(false)?;
+    let e = block(|b| b)?;
+    let err = d.call_with(&x, BlockArgs::new()).unwrap_err().to_string();
+    assert!(err.contains("TransformerBlock") && err.contains("encoder"), "{err}");
+    let err = e.call_with(&x, BlockArgs::new().encoder(&enc)).unwrap_err().to_string();
+    assert!(err.contains("without cross-attention"), "{err}");
+    let short = Tensor::from_vec(vec![true; 8], &[2, 4])?;
+    let err = d
+        .call_with(&x, BlockArgs::new().encoder(&enc).encoder_padding_mask(&short))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("encoder padding mask") && err.contains("[2, 5]"), "{err}");
+    let err = e
+        .call_with(&x, BlockArgs::new().padding_mask(&Tensor::ones(&[2, 4], DType::F32)))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("padding mask") && err.contains("f32"), "{err}");
+    // the encoder's feature size is the builder's
+    assert!(d
+        .call_with(&x, BlockArgs::new().encoder(&fill(&[2, 5, 6], 0.0)))
+        .is_err());
+    // decoding needs a causal block, at inference
+    let mut cache = KvCache::new();
+    assert!(e.call_cached(&x, &mut cache).is_err());
+    assert!(d
+        .call_cached_with(&x, &mut cache, BlockArgs::new().encoder(&enc).training(true))
+        .is_err());
+    Ok(())
+}
