@@ -36,6 +36,7 @@ mod new_user_models;
 mod nn;
 mod optimizers;
 mod rnn_layers;
+mod seq2seq;
 mod transformer;
 mod transformer_blocks;
 mod transformer_padding;
