@@ -20,6 +20,7 @@ mod conv_layers;
 mod digits;
 mod distributed;
 mod distributed_mpi;
+mod dot_attention;
 mod gpt;
 mod group_norm;
 mod half;

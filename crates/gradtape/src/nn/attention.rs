@@ -568,7 +568,7 @@ impl MultiHeadAttention {
                 ),
             ));
         }
-        let mask = args.combined_mask(b, tq, tk, self.window, 0)?;
+        let mask = args.combined_mask(OP, b, tq, tk, self.window, 0)?;
         let q = self.rotate(self.query.heads(query, self.num_heads, self.key_dim)?, 0)?;
         let k = self.rotate(self.key.heads(key, self.kv_heads, self.key_dim)?, 0)?;
         let v = self.value.heads(value, self.kv_heads, self.value_dim)?;

@@ -127,6 +127,7 @@ impl AttentionArgs<'_> {
     /// fused op's flag); `None` when nothing masks.
     pub(super) fn combined_mask(
         &self,
+        op: &'static str,
         b: usize,
         tq: usize,
         tk: usize,
@@ -135,14 +136,14 @@ impl AttentionArgs<'_> {
     ) -> Result<Option<Tensor>> {
         let mut parts: Vec<Tensor> = Vec::new();
         if let Some(m) = self.attention_mask {
-            parts.push(attention_mask_3d(m, b, tq, tk)?);
+            parts.push(attention_mask_3d(op, m, b, tq, tk)?);
         }
         if let Some(m) = self.query_mask {
-            parts.push(padding(m, "query_mask", b, tq)?.expand_dims(2)?);
+            parts.push(padding(op, m, "query_mask", b, tq)?.expand_dims(2)?);
         }
         for (m, what) in [(self.value_mask, "value_mask"), (self.key_mask, "key_mask")] {
             if let Some(m) = m {
-                parts.push(padding(m, what, b, tk)?.expand_dims(1)?);
+                parts.push(padding(op, m, what, b, tk)?.expand_dims(1)?);
             }
         }
         if let Some(w) = window {
@@ -166,7 +167,7 @@ impl AttentionArgs<'_> {
 
 /// An attention mask `[b, tq, tk]`, `[1, tq, tk]` or `[tq, tk]` (bool) as
 /// `[b|1, tq, tk]`.
-fn attention_mask_3d(m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tensor> {
+fn attention_mask_3d(op: &'static str, m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tensor> {
     let s = m.shape();
     let ok = m.dtype() == DType::Bool
         && match s.len() {
@@ -176,7 +177,7 @@ fn attention_mask_3d(m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tenso
         };
     if !ok {
         return Err(Error::invalid(
-            OP,
+            op,
             format!(
                 "the attention mask must be bool [batch, t_q, t_k] = [{b}, {tq}, {tk}] (or [1, {tq}, {tk}], [{tq}, {tk}]), got {} {:?}",
                 m.dtype(),
@@ -192,10 +193,10 @@ fn attention_mask_3d(m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tenso
 }
 
 /// A padding mask, bool `[b, t]`.
-fn padding(m: &Tensor, what: &str, b: usize, t: usize) -> Result<Tensor> {
+fn padding(op: &'static str, m: &Tensor, what: &str, b: usize, t: usize) -> Result<Tensor> {
     if m.dtype() != DType::Bool || m.shape() != [b, t] {
         return Err(Error::invalid(
-            OP,
+            op,
             format!(
                 "the {what} must be bool [batch, time] = [{b}, {t}], got {} {:?}",
                 m.dtype(),
