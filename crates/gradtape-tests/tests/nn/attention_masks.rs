@@ -15,12 +15,7 @@ use gradtape::{check_gradients, function, CheckOptions, DType, GradientTape, Res
 mod keras;
 use keras::*;
 
-/// `0.5 sin(0.7 i + k)` over the row-major index `i`, in `dtype`.
-fn fill(shape: &[usize], k: f64, dtype: DType) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|i| 0.5 * (0.7 * i as f64 + k).sin()).collect();
-    Tensor::from_vec(v, shape).unwrap().cast(dtype).unwrap()
-}
+use super::keras_util::{assert_close, fill, weighted};
 
 /// `b` with every variable set to `fill(shape, k0 + j)`, `j` its index
 /// (Keras's order, the gate's included).
@@ -53,17 +48,6 @@ fn cross_layer(gate: bool) -> Result<MultiHeadAttention> {
     layer(b, 5, 10.0)
 }
 
-fn assert_close(name: &str, got: &Tensor, want: &[f64], tol: f64) {
-    let got = got.to_vec_f64();
-    assert_eq!(got.len(), want.len(), "{name}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{name}[{i}]: got {g}, want {w}"
-        );
-    }
-}
-
 fn bools(v: &[f64], shape: &[usize]) -> Tensor {
     Tensor::from_vec(v.iter().map(|&x| x != 0.0).collect::<Vec<_>>(), shape).unwrap()
 }
@@ -72,13 +56,6 @@ fn bools(v: &[f64], shape: &[usize]) -> Tensor {
 fn pad() -> Tensor {
     let v = [true, true, true, false, false, true, true, true, true, true];
     Tensor::from_vec(v.to_vec(), &[2, 5]).unwrap()
-}
-
-/// `Σ o[i] sin(0.1 i)`, the script's `weighted`.
-fn weighted(o: &Tensor) -> Result<Tensor> {
-    let n = o.shape().iter().product::<usize>();
-    let w: Vec<f64> = (0..n).map(|i| (0.1 * i as f64).sin()).collect();
-    o.mul(&Tensor::from_vec(w, o.shape())?.cast(o.dtype())?)?.sum_all()
 }
 
 #[test]

@@ -15,12 +15,7 @@ use gradtape::{check_gradients, function, CheckOptions, DType, GradientTape, Res
 mod keras;
 use keras::*;
 
-/// `0.5 sin(0.7 i + k)` over the row-major index `i`, in `dtype`.
-fn fill(shape: &[usize], k: f64, dtype: DType) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|i| 0.5 * (0.7 * i as f64 + k).sin()).collect();
-    Tensor::from_vec(v, shape).unwrap().cast(dtype).unwrap()
-}
+use super::keras_util::{assert_close, fill, weighted};
 
 /// The script's layers, by name, their weights set as there.
 #[derive(Clone, Copy)]
@@ -83,17 +78,6 @@ impl Net {
             (_, Some(a)) => a.call_with_scores(q, v, args),
             _ => unreachable!(),
         }
-    }
-}
-
-fn assert_close(name: &str, got: &Tensor, want: &[f64], tol: f64) {
-    let got = got.to_vec_f64();
-    assert_eq!(got.len(), want.len(), "{name}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{name}[{i}]: got {g}, want {w}"
-        );
     }
 }
 
@@ -243,11 +227,6 @@ fn gradients_match_tensorflow_and_finite_differences() -> Result<()> {
     ] {
         let net = Net::new(which, DType::F64)?;
         let [q, v, k, qm, vm] = inputs(DType::F64);
-        let weighted = |o: &Tensor| -> Result<Tensor> {
-            let n = o.shape().iter().product::<usize>();
-            let w: Vec<f64> = (0..n).map(|i| (0.1 * i as f64).sin()).collect();
-            o.mul(&Tensor::from_vec(w, o.shape())?)?.sum_all()
-        };
         let tape = GradientTape::new();
         let l = tape.record(|| {
             for x in [&q, &v, &k] {

@@ -8,6 +8,7 @@
 //! one of them.
 
 mod half_util;
+mod keras_util;
 mod sums_util;
 #[path = "../ops/tf_util.rs"]
 mod tf_util;

@@ -22,37 +22,13 @@ use gradtape::{
 mod keras;
 use keras::*;
 
-/// `0.5 sin(0.7 i + k)` over the row-major index `i`, in `dtype`.
-fn fill(shape: &[usize], k: f64, dtype: DType) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|i| 0.5 * (0.7 * i as f64 + k).sin()).collect();
-    Tensor::from_vec(v, shape).unwrap().cast(dtype).unwrap()
-}
+use super::keras_util::{assert_close, fill, weighted};
 
 /// Sets every variable to `fill(shape, k0 + j)`, `j` its index.
 fn set_weights(vars: &[Variable], k0: f64) {
     for (j, v) in vars.iter().enumerate() {
         v.assign(&fill(&v.shape(), k0 + j as f64, v.dtype())).unwrap();
     }
-}
-
-fn assert_close(name: &str, got: &Tensor, want: &[f64], tol: f64) {
-    let got = got.to_vec_f64();
-    assert_eq!(got.len(), want.len(), "{name}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{name}[{i}]: got {g}, want {w}"
-        );
-    }
-}
-
-/// `Σ o[i] sin(0.1 i)`, the script's `weighted`.
-fn weighted(o: &Tensor) -> Result<Tensor> {
-    let n = o.shape().iter().product::<usize>();
-    let w: Vec<f64> = (0..n).map(|i| (0.1 * i as f64).sin()).collect();
-    let w = Tensor::from_vec(w, o.shape())?.cast(o.dtype())?;
-    o.mul(&w)?.sum_all()
 }
 
 /// The script's self-attention layer: 2 heads of 3 on 6 features.

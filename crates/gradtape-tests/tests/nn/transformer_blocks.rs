@@ -15,12 +15,7 @@ use gradtape::{check_gradients, function, CheckOptions, DType, GradientTape, Res
 mod keras;
 use keras::*;
 
-/// `0.5 sin(0.7 i + k)` over the row-major index `i` (f64).
-fn fill(shape: &[usize], k: f64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|i| 0.5 * (0.7 * i as f64 + k).sin()).collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
+use super::keras_util::{assert_close, fill, weighted};
 
 /// The script's block: width 6, 2 heads, feed-forward 8, ReLU, f64,
 /// every weight `fill(shape, key(path))` with its path inside the block.
@@ -33,7 +28,7 @@ fn block(b: impl FnOnce(TransformerBlockBuilder) -> TransformerBlockBuilder) -> 
     for v in m.variables() {
         let path = v.name().strip_prefix("blk/").expect("the block's name").to_string();
         let key = (path.bytes().map(u64::from).sum::<u64>() % 89) as f64 / 7.0;
-        v.assign(&fill(&v.shape(), key))?;
+        v.assign(&fill(&v.shape(), key, DType::F64))?;
     }
     Ok(m)
 }
@@ -42,30 +37,17 @@ fn decoder(normalize_first: bool) -> Result<TransformerBlock> {
     block(|b| b.causal(true).cross_attention(10).normalize_first(normalize_first))
 }
 
-fn assert_close(name: &str, got: &Tensor, want: &[f64], tol: f64) {
-    let got = got.to_vec_f64();
-    assert_eq!(got.len(), want.len(), "{name}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{name}[{i}]: got {g}, want {w}"
-        );
-    }
-}
-
 /// The script's inputs and padding masks.
 fn inputs() -> (Tensor, Tensor, Tensor, Tensor) {
     let xpad = Tensor::from_vec(vec![true, true, true, false, true, true, true, true], &[2, 4]).unwrap();
     let epad = [true, true, true, true, true, true, true, false, false, false];
     let epad = Tensor::from_vec(epad.to_vec(), &[2, 5]).unwrap();
-    (fill(&[2, 4, 6], 0.3), fill(&[2, 5, 10], 0.8), xpad, epad)
-}
-
-/// `Σ o[i] sin(0.1 i)`, the script's `weighted`.
-fn weighted(o: &Tensor) -> Result<Tensor> {
-    let n = o.shape().iter().product::<usize>();
-    let w: Vec<f64> = (0..n).map(|i| (0.1 * i as f64).sin()).collect();
-    o.mul(&Tensor::from_vec(w, o.shape())?)?.sum_all()
+    (
+        fill(&[2, 4, 6], 0.3, DType::F64),
+        fill(&[2, 5, 10], 0.8, DType::F64),
+        xpad,
+        epad,
+    )
 }
 
 #[test]
@@ -201,7 +183,7 @@ fn a_traced_decoder_step_equals_eager() -> Result<()> {
     };
     assert_eq!(traced.call(&(x.clone(), enc.clone()))?.to_vec_f64(), eager);
     // other inputs through the same graph
-    let (x2, enc2) = (fill(&[2, 4, 6], 1.7), fill(&[2, 5, 10], -0.4));
+    let (x2, enc2) = (fill(&[2, 4, 6], 1.7, DType::F64), fill(&[2, 5, 10], -0.4, DType::F64));
     let want = decoder(false)?.call_with(
         &x2,
         BlockArgs::new()
@@ -235,7 +217,7 @@ fn a_missing_or_unexpected_encoder_and_bad_masks_are_errors() -> Result<()> {
     assert!(err.contains("padding mask") && err.contains("f32"), "{err}");
     // the encoder's feature size is the builder's
     assert!(d
-        .call_with(&x, BlockArgs::new().encoder(&fill(&[2, 5, 6], 0.0)))
+        .call_with(&x, BlockArgs::new().encoder(&fill(&[2, 5, 6], 0.0, DType::F64)))
         .is_err());
     // decoding needs a causal block, at inference
     let mut cache = KvCache::new();

@@ -139,11 +139,13 @@ impl AttentionArgs<'_> {
             parts.push(attention_mask_3d(op, m, b, tq, tk)?);
         }
         if let Some(m) = self.query_mask {
-            parts.push(padding(op, m, "query_mask", b, tq)?.expand_dims(2)?);
+            check_padding(op, m, "query_mask", b, tq)?;
+            parts.push(m.expand_dims(2)?);
         }
         for (m, what) in [(self.value_mask, "value_mask"), (self.key_mask, "key_mask")] {
             if let Some(m) = m {
-                parts.push(padding(op, m, what, b, tk)?.expand_dims(1)?);
+                check_padding(op, m, what, b, tk)?;
+                parts.push(m.expand_dims(1)?);
             }
         }
         if let Some(w) = window {
@@ -192,8 +194,8 @@ fn attention_mask_3d(op: &'static str, m: &Tensor, b: usize, tq: usize, tk: usiz
     }
 }
 
-/// A padding mask, bool `[b, t]`.
-fn padding(op: &'static str, m: &Tensor, what: &str, b: usize, t: usize) -> Result<Tensor> {
+/// Checks a padding mask `what` of `op`'s call: bool `[b, t]`.
+pub(super) fn check_padding(op: &'static str, m: &Tensor, what: &str, b: usize, t: usize) -> Result<()> {
     if m.dtype() != DType::Bool || m.shape() != [b, t] {
         return Err(Error::invalid(
             op,
@@ -204,7 +206,7 @@ fn padding(op: &'static str, m: &Tensor, what: &str, b: usize, t: usize) -> Resu
             ),
         ));
     }
-    Ok(m.clone())
+    Ok(())
 }
 
 /// `[tq, tk]`, true where `|i + offset - j| < w` (query `i`, key `j`):

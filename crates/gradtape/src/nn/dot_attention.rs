@@ -13,6 +13,7 @@
 
 use std::sync::Mutex;
 
+use super::attention_args::check_padding;
 use super::{expect_float_dtype, new_weight, unique_name, AttentionArgs, Dropout, Initializer, Layer, Module};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
@@ -348,17 +349,8 @@ impl Attention {
         let key = args.key.unwrap_or(value);
         self.check(query, key, value)?;
         let (b, tq, tk) = (query.shape()[0], query.shape()[1], key.shape()[1]);
-        if let Some(qm) = args.query_mask
-            && (qm.dtype() != DType::Bool || qm.shape() != [b, tq])
-        {
-            return Err(Error::invalid(
-                self.op(),
-                format!(
-                    "the query_mask must be bool [batch, time] = [{b}, {tq}], got {} {:?}",
-                    qm.dtype(),
-                    qm.shape()
-                ),
-            ));
+        if let Some(qm) = args.query_mask {
+            check_padding(self.op(), qm, "query_mask", b, tq)?;
         }
         let mut s = self.scores(query, key)?;
         // the keys a query sees: `[b|1, 1, tq, tk]` from the masks given

@@ -4,6 +4,7 @@
 //! encoder's sequence, keras_hub's `TransformerEncoder` and
 //! `TransformerDecoder`. [`BlockArgs`] are a call's optional arguments.
 
+use super::attention_args::check_padding;
 use super::{
     unique_name, Activation, AttentionArgs, Dense, Dropout, KvCache, Layer, LayerNorm, Module, MultiHeadAttention,
     RMSNorm, RotaryEmbedding,
@@ -546,7 +547,7 @@ impl TransformerBlock {
         let mut a = AttentionArgs::new().training(args.training);
         if let Some(m) = args.encoder_padding_mask {
             if enc.rank() == 3 {
-                check_padding("encoder padding mask", m, enc.shape()[0], enc.shape()[1])?;
+                check_padding(OP, m, "encoder padding mask", enc.shape()[0], enc.shape()[1])?;
             }
             a = a.value_mask(m);
         }
@@ -577,7 +578,7 @@ impl TransformerBlock {
     pub fn call_with(&self, x: &Tensor, args: BlockArgs<'_>) -> Result<Tensor> {
         self.check(x)?;
         if let Some(m) = args.padding_mask {
-            check_padding("padding mask", m, x.shape()[0], x.shape()[1])?;
+            check_padding(OP, m, "padding mask", x.shape()[0], x.shape()[1])?;
         }
         let x = self.residual(x, &self.ln_1, args.training, |n| {
             let mut a = AttentionArgs::new()
@@ -713,21 +714,6 @@ impl Layer for TransformerBlock {
     fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
         self.call_with(x, BlockArgs::new().training(training))
     }
-}
-
-/// Checks a padding mask: bool `[b, t]`.
-fn check_padding(what: &str, m: &Tensor, b: usize, t: usize) -> Result<()> {
-    if m.dtype() != DType::Bool || m.shape() != [b, t] {
-        return Err(Error::invalid(
-            OP,
-            format!(
-                "the {what} must be bool [batch, time] = [{b}, {t}], got {} {:?}",
-                m.dtype(),
-                m.shape()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// The optional arguments of [`TransformerBlock::call_with`] (keras_hub's
