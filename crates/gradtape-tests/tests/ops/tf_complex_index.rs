@@ -179,8 +179,16 @@ const KNOWN_C: &[KnownC] = &[
         "div",
         "",
         |_, p| p[1] == C::new(0.0, 0.0),
-        "by 0 + 0i: IEEE's 0/0 = NaN in both parts (as TensorFlow's complex128); TensorFlow's \
-         complex64 kernel gives inf + inf i (C99's complex infinity)",
+        "by 0 + 0i: C99's infinities (each part of the numerator times an infinity of the sign \
+         of the zero's real part), as JAX and TensorFlow's complex64 kernel; TensorFlow's \
+         complex128 kernel gives NaN in both parts (see division_by_a_complex_zero_gives_c99_infinities)",
+    ),
+    (
+        "reciprocal",
+        "value",
+        |d, p| d == "complex128" && p[0] == C::new(0.0, 0.0),
+        "1 / (0 + 0i) = ±inf + NaN·i, C99's, as JAX and TensorFlow's complex64 kernel; \
+         TensorFlow's complex128 kernel gives NaN + NaN·i",
     ),
     (
         "log",
@@ -516,5 +524,55 @@ fn hyperbolic_parts_overflow_only_where_their_product_does() -> Result<()> {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+    Ok(())
+}
+
+/// Division by a complex zero, and the reciprocal of one, give C99's
+/// (Annex G) infinities: each part of the numerator times an infinity of
+/// the sign of the denominator's real part. The numbers are JAX's (XLA,
+/// complex128, `jax_enable_x64`), the referee here: TensorFlow 2.21's
+/// kernels gave these with varying signs from one run to the next (`(1 +
+/// i) / 0` was `inf + inf·i`, then `-inf - inf·i`).
+#[test]
+fn division_by_a_complex_zero_gives_c99_infinities() -> Result<()> {
+    const INF: f64 = f64::INFINITY;
+    const NAN: f64 = f64::NAN;
+    // (numerator, denominator, JAX's quotient)
+    type Part = (f64, f64);
+    let cases: [(Part, Part, Part); 7] = [
+        ((1.0, 1.0), (0.0, 0.0), (INF, INF)),
+        ((1.0, 0.0), (0.0, 0.0), (INF, NAN)),
+        ((0.0, 0.0), (0.0, 0.0), (NAN, NAN)),
+        ((-1.0, 2.0), (0.0, 0.0), (-INF, INF)),
+        ((1.0, 1.0), (-0.0, 0.0), (-INF, -INF)),
+        ((INF, 1.0), (0.0, 0.0), (INF, INF)),
+        ((2.0, -3.0), (1e-300, 0.0), (2e300, -3e300)),
+    ];
+    let same = |g: f64, w: f64| (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= 1e-15 * w.abs();
+    for dtype in [DType::C128, DType::C64] {
+        let mut bad = vec![];
+        for (x, y, want) in cases {
+            if dtype == DType::C64 && y.0 == 1e-300 {
+                continue; // (1e-300 is zero in complex64)
+            }
+            let c = |(re, im): (f64, f64)| Tensor::vector(&[C::new(re, im)]).cast(dtype);
+            let q = c(x)?.div(&c(y)?)?.cast(DType::C128)?.to_vec::<C>()?[0];
+            if !(same(q.re, want.0) && same(q.im, want.1)) {
+                bad.push(format!("{dtype}: {x:?} / {y:?} = {q}, JAX: {want:?}"));
+            }
+        }
+        // 1 / 0 = inf + NaN·i, also as the reciprocal and as a power
+        let zero = Tensor::vector(&[C::new(0.0, 0.0)]).cast(dtype)?;
+        for (what, r) in [
+            ("reciprocal", zero.reciprocal()?),
+            ("1 / z", zero.ones_like().div(&zero)?),
+        ] {
+            let r = r.cast(DType::C128)?.to_vec::<C>()?[0];
+            if !(r.re == INF && r.im.is_nan()) {
+                bad.push(format!("{dtype}: {what} of 0 = {r}, JAX: inf+NaNi"));
+            }
+        }
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
     Ok(())
 }

@@ -50,12 +50,17 @@ pub(crate) fn c_abs<T: Float>(z: Complex<T>) -> T {
 /// first, so that moduli near the ends of the range neither overflow nor
 /// underflow (`1 / (1e-200 + 1e-200i)` is `5e199 − 5e199i`, where the
 /// textbook `conj(y) / |y|²` gives `inf − inf·i`, and `1 / (inf + 0i)` is
-/// 0); a zero `y` gives IEEE's NaN or infinity, as the textbook form.
+/// 0). A zero `y` gives C99's (Annex G) infinities, as XLA (JAX) and
+/// C's `__divdc3` do: each part of `x` times an infinity of the sign of
+/// `y`'s real part, so `(1 + i) / 0` is `inf + inf·i`, `1 / 0` is `inf +
+/// NaN·i` and `0 / 0` is NaN (num-complex's textbook form gave NaN for
+/// all three, and TensorFlow's kernels give varying signs).
 #[inline]
 pub(crate) fn c_div<T: Float>(x: Complex<T>, y: Complex<T>) -> Complex<T> {
     let (a, b, c, d) = (x.re, x.im, y.re, y.im);
     if c == T::zero() && d == T::zero() {
-        return x / y;
+        let inf = T::infinity().copysign(c);
+        return Complex::new(inf * a, inf * b);
     }
     if c.abs() >= d.abs() {
         let r = d / c;

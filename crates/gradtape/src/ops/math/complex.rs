@@ -128,8 +128,11 @@ impl Tensor {
         let z = self.clone();
         Ok(bind(Unary::Angle, &[self], y, move |_| {
             vjp(move |g, _| {
+                // i·g / conj(z), as i·g · (1 / conj z): at z = 0 that is
+                // NaN in both parts (TensorFlow's and JAX's), where the
+                // quotient by a complex zero is an infinity
                 let ig = Tensor::complex(&g[0].scalar_like(0.0)?, &g[0])?;
-                Ok(grads![Some(ig.div(&z.conj()?)?)])
+                Ok(grads![Some(ig.mul(&z.conj()?.reciprocal()?)?)])
             })
         }))
     }
