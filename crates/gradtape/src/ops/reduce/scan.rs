@@ -7,13 +7,13 @@ use crate::kernels::cpu::filled_vec;
 use crate::ops::desc::{Scan, ScanKind};
 use crate::ops::{bind, grads, unsupported};
 use crate::tensor::layout::norm_axis;
-use crate::tensor::{with_num_dtype, Num, Tensor};
+use crate::tensor::{with_complex_dtype, with_num_dtype, Element, Num, Tensor};
 use num_traits::{One, Zero};
 
 /// A running fold of `x` along axis `a`; `exclusive` writes the value before
 /// each element is folded in, `reverse` runs from the end.
 #[allow(clippy::too_many_arguments)]
-fn scan<T: Num>(
+fn scan<T: Element>(
     op: &'static str,
     x: &Tensor,
     a: usize,
@@ -47,7 +47,8 @@ fn scan<T: Num>(
 }
 
 impl Tensor {
-    /// Cumulative sum along `axis` (numeric dtypes; integers wrap). With
+    /// Cumulative sum along `axis` (numeric and complex dtypes; integers
+    /// wrap). With
     /// `exclusive` each output omits its own element (the first is 0); with
     /// `reverse` the sum runs from the end. The gradient is the cumulative
     /// sum of `g` with the same `exclusive` and the opposite `reverse`.
@@ -63,7 +64,8 @@ impl Tensor {
     pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumsum", axis, self.shape())?;
         let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumsum", self, a, exclusive, reverse, T::zero(), |p, v| p.add_wrap(v))?,
-            _ => return Err(unsupported("cumsum", self.dtype(), "a numeric dtype")));
+            _ => with_complex_dtype!(self.dtype(), T => scan::<T>("cumsum", self, a, exclusive, reverse, T::zero(), |p, v| p + v)?,
+                _ => return Err(unsupported("cumsum", self.dtype(), "a numeric dtype"))));
         let desc = Scan {
             kind: ScanKind::Sum,
             axis,
@@ -75,7 +77,9 @@ impl Tensor {
         }))
     }
 
-    /// Cumulative product along `axis` (numeric dtypes; integers wrap), with
+    /// Cumulative product along `axis` (numeric and complex dtypes;
+    /// integers wrap; the complex gradient is TensorFlow's, `g ·
+    /// conj(∂y/∂x)`), with
     /// the same flags as [`Tensor::cumsum`] (an exclusive product starts at
     /// 1).
     ///
@@ -96,7 +100,8 @@ impl Tensor {
     pub fn cumprod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumprod", axis, self.shape())?;
         let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumprod", self, a, exclusive, reverse, T::one(), |p, v| p.mul_wrap(v))?,
-            _ => return Err(unsupported("cumprod", self.dtype(), "a numeric dtype")));
+            _ => with_complex_dtype!(self.dtype(), T => scan::<T>("cumprod", self, a, exclusive, reverse, T::one(), |p, v| p * v)?,
+                _ => return Err(unsupported("cumprod", self.dtype(), "a numeric dtype"))));
         let x = self.clone();
         let desc = Scan {
             kind: ScanKind::Prod,
@@ -105,7 +110,12 @@ impl Tensor {
             reverse,
         };
         Ok(bind(desc, &[self], y, move |_| {
-            vjp(move |g, _| Ok(grads![Some(cumprod_vjp(&x, &g[0], a, exclusive, reverse)?)]))
+            // complex: TensorFlow's g · conj(∂y/∂x), the products of the
+            // conjugates
+            vjp(move |g, _| {
+                let x = if x.dtype().is_complex() { x.conj()? } else { x.clone() };
+                Ok(grads![Some(cumprod_vjp(&x, &g[0], a, exclusive, reverse)?)])
+            })
         }))
     }
 }
