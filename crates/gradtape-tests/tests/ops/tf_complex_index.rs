@@ -630,8 +630,42 @@ fn complex_cumsum_and_cumprod_match_tensorflow() -> Result<()> {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
-    // traced, the same bits as eager
+    // forward mode: the tangent of the scans equals that of the same sums
+    // and products written element by element
     let x = Tensor::vector(&x0);
+    let v = Tensor::vector(&g);
+    for (op, exclusive, reverse, _, _) in &rows {
+        let acc = gradtape::ForwardAccumulator::new();
+        acc.watch(&x, &v)?;
+        let (y, chain) = acc.record(|| {
+            let y = match *op {
+                "cumsum" => x.cumsum(0, *exclusive, *reverse)?,
+                _ => x.cumprod(0, *exclusive, *reverse)?,
+            };
+            let order: Vec<usize> = if *reverse {
+                (0..4).rev().collect()
+            } else {
+                (0..4).collect()
+            };
+            let mut run = Tensor::vector(&[C::new(if *op == "cumsum" { 0.0 } else { 1.0 }, 0.0)]);
+            let mut out = vec![run.clone(); 4];
+            for i in order {
+                let xi = x.narrow(0, i, 1)?;
+                let next = if *op == "cumsum" { run.add(&xi)? } else { run.mul(&xi)? };
+                out[i] = if *exclusive { run.clone() } else { next.clone() };
+                run = next;
+            }
+            Ok((y, Tensor::concat(&out.iter().collect::<Vec<_>>(), 0)?))
+        })?;
+        let (t, want) = (acc.jvp(&y)?.expect("a tangent"), acc.jvp(&chain)?.expect("a tangent"));
+        for (a, w) in t.to_vec::<C>()?.iter().zip(want.to_vec::<C>()?) {
+            assert!(
+                (a - w).norm() <= 1e-14 * w.norm().max(1.0),
+                "{op} {exclusive} {reverse} tangent: {a} vs {w}"
+            );
+        }
+    }
+    // traced, the same bits as eager
     let f = gradtape::function(|x: &Tensor| Ok(vec![x.cumsum(0, true, false)?, x.cumprod(0, false, true)?]));
     let (got, want) = (f.call(&x)?, [x.cumsum(0, true, false)?, x.cumprod(0, false, true)?]);
     for (a, b) in got.iter().zip(&want) {
