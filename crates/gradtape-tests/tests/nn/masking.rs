@@ -640,3 +640,53 @@ fn bad_masks_and_pool_sizes_are_errors_naming_the_layer() -> Result<()> {
     assert!(e.contains("MaxPooling1D"), "{e}");
     Ok(())
 }
+
+/// Global pooling over masked sequences, against Keras 3.15.1's
+/// `GlobalAveragePooling1D()(x, mask=m)` (f64, `x = fill([3, 4, 2], 0.2)`,
+/// the numbers printed with the calls at the end of this comment): the mean over
+/// the kept steps, NaN for a row with none (Keras's 0 / 0); the maximum
+/// ignores the mask, as Keras's `GlobalMaxPooling1D`, whose `call` takes
+/// none. (Keras: `layers.GlobalAveragePooling1D(dtype="float64")(x,
+/// mask=m)` and `layers.GlobalMaxPooling1D(dtype="float64")(x)`.)
+#[test]
+fn global_pooling_over_masked_steps_matches_keras() -> Result<()> {
+    use gradtape::nn::{GlobalPooling, PoolKind, SequenceLayer};
+    let x: Vec<f64> = (0..24).map(|i| 0.5 * (0.7 * i as f64 + 0.2).sin()).collect();
+    let x = Tensor::from_vec(x, &[3, 4, 2])?;
+    let keep = [
+        true, true, false, false, true, false, true, true, false, false, false, false,
+    ];
+    let m = Tensor::from_vec(keep.to_vec(), &[3, 4])?;
+    let avg = GlobalPooling::new(PoolKind::Avg, 1)?;
+    let want = [
+        0.2995607334591416,
+        0.3822580304510509,
+        -0.04570436540483519,
+        -0.10284343411255148,
+    ];
+    let got = avg.forward_masked(&x, Some(&m), false)?.to_vec::<f64>()?;
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-15, "avg[{i}]: {g} vs Keras's {w}");
+    }
+    assert!(got[4].is_nan() && got[5].is_nan(), "a fully masked row: {got:?}");
+    let kept = GlobalPooling::new(PoolKind::Avg, 1)?.keepdims(true);
+    assert_eq!(kept.forward_masked(&x, Some(&m), false)?.shape(), &[3, 1, 2]);
+    let max = GlobalPooling::new(PoolKind::Max, 1)?;
+    let want_max = [
+        0.4997868015207526,
+        0.39166345481374165,
+        0.39683393192457656,
+        0.499470670919886,
+        0.49901332635818085,
+        0.40189221327580993,
+    ];
+    let got = max.forward_masked(&x, Some(&m), false)?.to_vec::<f64>()?;
+    assert!(got.iter().zip(want_max).all(|(g, w)| (g - w).abs() <= 1e-15), "{got:?}");
+    // a mask of the wrong shape, and masks over 2-D pooling, are errors
+    assert!(avg.forward_masked(&x, Some(&m.narrow(1, 0, 3)?), false).is_err());
+    let x2 = Tensor::zeros(&[3, 4, 4, 2], gradtape::DType::F64);
+    assert!(GlobalPooling::new(PoolKind::Avg, 2)?
+        .forward_masked(&x2, Some(&m), false)
+        .is_err());
+    Ok(())
+}

@@ -269,6 +269,12 @@ impl Layer for SeparableConv2D {
 /// h, w, c]` for 2-D, ...), to `[batch, c]`, or with
 /// [`keepdims`](Self::keepdims) to `[batch, 1, ..., c]`.
 ///
+/// Over sequences (1-D) it takes Keras's masks through
+/// [`SequenceLayer::forward_masked`](super::SequenceLayer::forward_masked):
+/// the average is over the steps the mask keeps (`NaN` for a row it
+/// hides entirely, as Keras's `0 / 0`); the maximum ignores the mask, as
+/// Keras's `GlobalMaxPooling1D` does.
+///
 /// ```
 /// use gradtape::nn::{GlobalPooling, Layer, PoolKind};
 /// use gradtape::Tensor;
@@ -331,6 +337,43 @@ impl Layer for GlobalPooling {
         match self.kind {
             PoolKind::Avg => x.mean(&axes, self.keepdims),
             PoolKind::Max => x.max(&axes, self.keepdims),
+        }
+    }
+}
+
+impl super::SequenceLayer for GlobalPooling {
+    /// ```
+    /// use gradtape::nn::{GlobalPooling, PoolKind, SequenceLayer};
+    /// use gradtape::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 10.0, 3.0, 30.0, 5.0, 50.0], &[1, 3, 2])?;
+    /// let keep = Tensor::from_vec(vec![true, true, false], &[1, 3])?;
+    /// let avg = GlobalPooling::new(PoolKind::Avg, 1)?;
+    /// assert_eq!(avg.forward_masked(&x, Some(&keep), false)?.to_vec::<f32>()?, vec![2.0, 20.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    fn forward_masked(&self, x: &Tensor, mask: Option<&Tensor>, training: bool) -> Result<Tensor> {
+        let Some(mask) = mask else {
+            return self.forward(x, training);
+        };
+        expect_input("GlobalPooling", x, Some(self.spatial + 2), None, x.dtype())?;
+        if self.spatial != 1 {
+            return Err(Error::invalid(
+                "GlobalPooling",
+                format!(
+                    "masks are over the steps of sequences (1-D pooling), not {}-D",
+                    self.spatial
+                ),
+            ));
+        }
+        super::masking::check_mask("GlobalPooling", x, mask)?;
+        match self.kind {
+            PoolKind::Max => self.forward(x, training),
+            PoolKind::Avg => {
+                let keep = mask.expand_dims(2)?;
+                let zero = Tensor::full(&[], 0.0, x.dtype());
+                let sum = Tensor::where_(&keep, x, &zero)?.sum(&[1], self.keepdims)?;
+                sum.div(&keep.cast(x.dtype())?.sum(&[1], self.keepdims)?)
+            }
         }
     }
 }
