@@ -229,3 +229,150 @@ fn huge_and_empty_shapes_are_results_or_errors() -> Result<()> {
     }
     Ok(())
 }
+
+/// The same property for the attention masks, sliding windows and gates,
+/// Keras's `Attention` and `AdditiveAttention`, post-norm and
+/// cross-attention blocks with their padding masks, and masked global
+/// pooling: random (often empty or mismatched) shapes, dtypes and masks.
+#[test]
+fn masks_windows_gates_and_cross_attention_never_panic() {
+    use gradtape::nn::{AdditiveAttention, Attention, BlockArgs, GlobalPooling, PoolKind, ScoreMode, SequenceLayer};
+    let mut g = Lcg(0x5eed);
+    let mut rng = Rng::new(2);
+    let mut ok = [0usize; 4];
+    for case in 0..300 {
+        let (b, tq, tk) = (g.below(3) as usize, g.below(4) as usize, g.below(5) as usize);
+        let dt = if g.coin() { DType::F32 } else { g.dtype() };
+        let mask = |g: &mut Lcg, shape: Vec<usize>| {
+            if g.below(4) == 0 {
+                None
+            } else {
+                // mostly the right length, sometimes not; mostly bool
+                let dtype = if g.below(6) == 0 { DType::F32 } else { DType::Bool };
+                Some(
+                    g.tensor(&shape, DType::F64)
+                        .gt_scalar(0.0)
+                        .unwrap()
+                        .cast(dtype)
+                        .unwrap(),
+                )
+            }
+        };
+        let qlen = if g.below(8) == 0 { tq + 1 } else { tq };
+        let (qm, vm, km) = (
+            mask(&mut g, vec![b, qlen]),
+            mask(&mut g, vec![b, tk]),
+            mask(&mut g, vec![b, tk]),
+        );
+        let mut args = AttentionArgs::new().use_causal_mask(g.coin()).training(g.coin());
+        if let Some(m) = &qm {
+            args = args.query_mask(m);
+        }
+        if let Some(m) = &vm {
+            args = args.value_mask(m);
+        }
+        if let Some(m) = &km {
+            args = args.key_mask(m);
+        }
+        match case % 4 {
+            0 => {
+                // MultiHeadAttention with a window and a gate
+                let d = 1 + g.below(6) as usize;
+                let built = MultiHeadAttention::builder(1 + g.below(2) as usize, 1 + g.below(3) as usize)
+                    .sliding_window(g.below(4) as usize)
+                    .use_gate(g.coin())
+                    .dropout([0.0, 0.5][g.below(2) as usize])
+                    .dtype(if dt.is_float() { dt } else { DType::F32 })
+                    .build(d, &mut rng);
+                if let Ok(m) = built {
+                    let (q, v) = (g.tensor(&[b, tq, d], dt), g.tensor(&[b, tk, d], dt));
+                    ok[0] += no_panic("MultiHeadAttention with masks", || m.call_with(&q, &v, args)) as usize;
+                    let mut cache = KvCache::new();
+                    no_panic("call_cached with a window", || m.call_cached(&q, &mut cache));
+                }
+            }
+            1 => {
+                // Attention / AdditiveAttention
+                let d = 1 + g.below(4) as usize;
+                let (q, v, k) = (
+                    g.tensor(&[b, tq, d], dt),
+                    {
+                        let dv = 1 + g.below(3) as usize;
+                        g.tensor(&[b, tk, dv], dt)
+                    },
+                    g.tensor(&[b, tk, d], dt),
+                );
+                let args = args.key(&k);
+                if g.coin() {
+                    let mode = if g.coin() { ScoreMode::Dot } else { ScoreMode::Concat };
+                    if let Ok(a) = Attention::builder()
+                        .score_mode(mode)
+                        .use_scale(g.coin())
+                        .dtype(DType::F32)
+                        .build(&mut rng)
+                    {
+                        ok[1] += no_panic("Attention", || a.call_with_scores(&q, &v, args)) as usize;
+                    }
+                } else if let Ok(a) = AdditiveAttention::builder(d)
+                    .dropout([0.0, 0.3][g.below(2) as usize])
+                    .build(&mut rng)
+                {
+                    ok[1] += no_panic("AdditiveAttention", || a.call_with(&q, &v, args)) as usize;
+                }
+            }
+            2 => {
+                // blocks: post-norm, cross-attention, padding masks
+                let (d, ef) = (2 * (1 + g.below(2) as usize), 1 + g.below(4) as usize);
+                let mut builder = TransformerBlock::builder(d, 2, 1 + g.below(4) as usize)
+                    .normalize_first(g.coin())
+                    .causal(g.coin());
+                if g.coin() {
+                    builder = builder.cross_attention(ef);
+                }
+                if let Ok(block) = builder.build(&mut rng) {
+                    let xdt = if g.below(5) == 0 { dt } else { DType::F32 };
+                    let x = g.tensor(&[b, tq, d], xdt);
+                    let enc = g.tensor(&[b, tk, ef], DType::F32);
+                    let mut bargs = BlockArgs::new().training(g.coin());
+                    if g.coin() {
+                        bargs = bargs.encoder(&enc);
+                    }
+                    if let Some(m) = &qm {
+                        bargs = bargs.padding_mask(m);
+                    }
+                    if let Some(m) = &vm {
+                        bargs = bargs.encoder_padding_mask(m);
+                    }
+                    ok[2] += no_panic("TransformerBlock::call_with", || block.call_with(&x, bargs)) as usize;
+                    let mut cache = KvCache::new();
+                    no_panic("call_cached_with", || {
+                        block.call_cached_with(
+                            &x,
+                            &mut cache,
+                            BlockArgs {
+                                training: false,
+                                padding_mask: None,
+                                ..bargs
+                            },
+                        )
+                    });
+                }
+            }
+            _ => {
+                // masked global pooling, of every rank
+                let rank = 2 + g.below(3) as usize;
+                let shape = g.shape(rank);
+                let x = g.tensor(&shape, dt);
+                if let Ok(p) =
+                    GlobalPooling::new(if g.coin() { PoolKind::Avg } else { PoolKind::Max }, (rank - 2).max(1))
+                {
+                    ok[3] += no_panic("GlobalPooling::forward_masked", || {
+                        p.forward_masked(&x, qm.as_ref(), false)
+                    }) as usize;
+                }
+            }
+        }
+    }
+    // every kind reached its kernels some of the time
+    assert!(ok.iter().all(|&n| n > 5), "results per kind: {ok:?}");
+}
