@@ -36,6 +36,16 @@ enum Kind {
     Additive,
 }
 
+impl Kind {
+    /// The layer's name in errors.
+    fn op(self) -> &'static str {
+        match self {
+            Kind::Additive => "AdditiveAttention",
+            Kind::Attention(_) => "Attention",
+        }
+    }
+}
+
 /// Keras's `Attention` layer: `softmax(scores(q, k)) · v` over inputs
 /// `[batch, t, features]`, scores `q · k` (Luong), optionally times a
 /// learned scalar `scale` (`use_scale`, initialised to 1), or Keras's
@@ -194,10 +204,7 @@ impl AttentionBuilder {
     }
 
     fn op(&self) -> &'static str {
-        match self.kind {
-            Kind::Additive => "AdditiveAttention",
-            Kind::Attention(_) => "Attention",
-        }
+        self.kind.op()
     }
 }
 
@@ -256,10 +263,7 @@ impl Attention {
     }
 
     fn op(&self) -> &'static str {
-        match self.kind {
-            Kind::Additive => "AdditiveAttention",
-            Kind::Attention(_) => "Attention",
-        }
+        self.kind.op()
     }
 
     /// The scores `[b, tq, tk]` of `q` `[b, tq, d]` against `k` `[b, tk, d]`.
