@@ -28,6 +28,37 @@ pub(super) fn number(cfg: &str, key: &str) -> Option<f64> {
     option(cfg, key).filter(|v| *v != "None").map(|v| v.parse().unwrap())
 }
 
+/// An `AUC` from a line's options (every one Keras's scripts set: the
+/// curve, summation, logits, thresholds, and the multi-label ones).
+pub(super) fn auc(cfg: &str) -> Result<AUC> {
+    let mut m = AUC::new()
+        .curve(if option(cfg, "curve") == Some("PR") {
+            AucCurve::PR
+        } else {
+            AucCurve::ROC
+        })
+        .summation_method(match option(cfg, "summation_method") {
+            Some("minoring") => AucSummation::Minoring,
+            Some("majoring") => AucSummation::Majoring,
+            _ => AucSummation::Interpolation,
+        })
+        .from_logits(flag(cfg, "from_logits").unwrap_or(false))
+        .multi_label(flag(cfg, "multi_label").unwrap_or(false));
+    if let Some(n) = int(cfg, "num_labels") {
+        m = m.num_labels(n)?;
+    }
+    if let Some(w) = list(cfg, "label_weights") {
+        m = m.label_weights(&w)?;
+    }
+    if let Some(n) = int(cfg, "num_thresholds") {
+        m = m.num_thresholds(n)?;
+    }
+    if let Some(t) = list(cfg, "thresholds") {
+        m = m.thresholds(&t)?;
+    }
+    Ok(m)
+}
+
 pub(super) fn int(cfg: &str, key: &str) -> Option<usize> {
     option(cfg, key).filter(|v| *v != "None").map(|v| v.parse().unwrap())
 }
@@ -141,27 +172,7 @@ fn subject(name: &str, cfg: &str) -> Result<Subject> {
                 rate!(Recall)
             }
         }
-        "auc" => {
-            let mut m = AUC::new()
-                .curve(if option(cfg, "curve") == Some("PR") {
-                    AucCurve::PR
-                } else {
-                    AucCurve::ROC
-                })
-                .summation_method(match option(cfg, "summation_method") {
-                    Some("minoring") => AucSummation::Minoring,
-                    Some("majoring") => AucSummation::Majoring,
-                    _ => AucSummation::Interpolation,
-                })
-                .from_logits(flag(cfg, "from_logits").unwrap_or(false));
-            if let Some(n) = int(cfg, "num_thresholds") {
-                m = m.num_thresholds(n)?;
-            }
-            if let Some(t) = list(cfg, "thresholds") {
-                m = m.thresholds(&t)?;
-            }
-            Box::new(m)
-        }
+        "auc" => Box::new(auc(cfg)?),
         "precision_at_recall" | "recall_at_precision" | "sensitivity_at_specificity" | "specificity_at_sensitivity" => {
             macro_rules! at {
                 ($ty:ident, $key:literal) => {{

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use gradtape::nn::metrics::*;
 use gradtape::{DType, Result, Tensor};
 
-use super::keras_metrics::{expected, flag, int, list, number, option, parse_updates, t64};
+use super::keras_metrics::{auc, expected, flag, int, list, number, parse_updates, t64};
 use super::tf_util::{agrees, magnitude, report};
 
 fn ids(cfg: &str, key: &str) -> Option<Vec<usize>> {
@@ -30,34 +30,7 @@ fn subject(name: &str, cfg: &str) -> Result<Box<dyn Metric>> {
     let classes = || int(cfg, "num_classes").unwrap();
     let ignore = int(cfg, "ignore_class").map(|c| c as i64);
     let m: Box<dyn Metric> = match name {
-        "auc" => {
-            let mut m = AUC::new()
-                .curve(if option(cfg, "curve") == Some("PR") {
-                    AucCurve::PR
-                } else {
-                    AucCurve::ROC
-                })
-                .summation_method(match option(cfg, "summation_method") {
-                    Some("minoring") => AucSummation::Minoring,
-                    Some("majoring") => AucSummation::Majoring,
-                    _ => AucSummation::Interpolation,
-                })
-                .from_logits(flag(cfg, "from_logits").unwrap_or(false))
-                .multi_label(flag(cfg, "multi_label").unwrap_or(false));
-            if let Some(n) = int(cfg, "num_labels") {
-                m = m.num_labels(n)?;
-            }
-            if let Some(w) = list(cfg, "label_weights") {
-                m = m.label_weights(&w)?;
-            }
-            if let Some(n) = int(cfg, "num_thresholds") {
-                m = m.num_thresholds(n)?;
-            }
-            if let Some(t) = list(cfg, "thresholds") {
-                m = m.thresholds(&t)?;
-            }
-            Box::new(m)
-        }
+        "auc" => Box::new(auc(cfg)?),
         "io_u" => {
             let mut m = IoU::new(classes(), &targets())?
                 .sparse_y_true(flag(cfg, "sparse_y_true").unwrap_or(true))

@@ -10,6 +10,8 @@
 mod half_util;
 mod keras_util;
 mod sums_util;
+// (shared with the ops tests, which use all of it)
+#[allow(dead_code)]
 #[path = "../ops/tf_util.rs"]
 mod tf_util;
 

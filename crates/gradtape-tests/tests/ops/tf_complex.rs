@@ -9,7 +9,7 @@
 
 use gradtape::{Complex, DType, GradientOptions, GradientTape, Result, Tensor};
 
-use super::tf_util::{agrees, report};
+use super::tf_util::{agrees, complexes, report};
 
 type C = Complex<f64>;
 
@@ -35,15 +35,6 @@ fn op(name: &str, z: &Tensor) -> Result<Tensor> {
         "conj" => z.conj(),
         _ => panic!("no op {name}"),
     }
-}
-
-fn complexes(s: &str) -> Vec<C> {
-    s.split(';')
-        .map(|p| {
-            let (re, im) = p.split_once(',').expect("re,im");
-            C::new(re.parse().unwrap(), im.parse().unwrap())
-        })
-        .collect()
 }
 
 /// Both parts agree (NaN with NaN, infinities equal), within 1e-12 of

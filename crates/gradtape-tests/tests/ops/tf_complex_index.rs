@@ -16,20 +16,11 @@
 
 use gradtape::{Complex, DType, GradientOptions, GradientTape, Result, Tensor};
 
-use super::tf_util::{agrees, floats, report, weighted};
+use super::tf_util::{agrees, complexes, floats, report, weighted};
 
 type C = Complex<f64>;
 
 const DATA: &str = include_str!("../data/tf_complex_index.txt");
-
-fn complexes(s: &str) -> Vec<C> {
-    s.split(';')
-        .map(|p| {
-            let (re, im) = p.split_once(',').expect("re,im");
-            C::new(re.parse().unwrap(), im.parse().unwrap())
-        })
-        .collect()
-}
 
 /// A complex tensor of `dtype` (`complex64` rounds each part to f32).
 fn ctensor(v: &[C], dtype: &str) -> Tensor {

@@ -14,7 +14,7 @@
 
 use gradtape::{Complex, DType, GradientOptions, GradientTape, Result, Tensor};
 
-use super::tf_util::{agrees, report};
+use super::tf_util::{agrees, complexes, report};
 
 type C = Complex<f64>;
 
@@ -34,15 +34,6 @@ fn op(name: &str, x: &Tensor, n: Option<&[usize]>) -> Result<Tensor> {
         "irfft2d" => x.irfft2d(two()),
         _ => panic!("no op {name}"),
     }
-}
-
-fn complexes(s: &str) -> Vec<C> {
-    s.split(';')
-        .map(|p| {
-            let (re, im) = p.split_once(',').expect("re,im");
-            C::new(re.parse().unwrap(), im.parse().unwrap())
-        })
-        .collect()
 }
 
 /// A tensor's values as complex numbers (real ones with zero imaginary

@@ -2,7 +2,7 @@
 //! data files' numbers, the weighted loss whose gradients they compare,
 //! and the comparison itself.
 
-use gradtape::{Result, Tensor};
+use gradtape::{Complex, Result, Tensor};
 
 /// A list of floats (`,`-separated, as Python's `repr`), or `None` for
 /// `none` (no gradient).
@@ -52,4 +52,14 @@ pub fn report(checked: usize, min: usize, bad: &[String]) {
 /// result's roundoff, for [`agrees`].
 pub fn magnitude(v: &[f64]) -> f64 {
     v.iter().filter(|x| x.is_finite()).fold(0.0f64, |m, x| m.max(x.abs()))
+}
+
+/// The complex numbers of a reference line, `re,im;re,im;...`.
+pub fn complexes(s: &str) -> Vec<Complex<f64>> {
+    s.split(';')
+        .map(|p| {
+            let (re, im) = p.split_once(',').expect("re,im");
+            Complex::new(re.parse().unwrap(), im.parse().unwrap())
+        })
+        .collect()
 }
