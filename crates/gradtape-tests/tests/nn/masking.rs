@@ -682,6 +682,24 @@ fn global_pooling_over_masked_steps_matches_keras() -> Result<()> {
     ];
     let got = max.forward_masked(&x, Some(&m), false)?.to_vec::<f64>()?;
     assert!(got.iter().zip(want_max).all(|(g, w)| (g - w).abs() <= 1e-15), "{got:?}");
+    // the masked average's gradient by finite differences (rows with a
+    // kept step), and traced against eager
+    let (x2, m2) = (x.narrow(0, 0, 2)?, m.narrow(0, 0, 2)?);
+    let f = |t: &[Tensor]| {
+        avg.forward_masked(&t[0], Some(&m2), false)?
+            .mul(&t[0].narrow(1, 0, 1)?.squeeze(&[1])?)?
+            .sum_all()
+    };
+    let report = gradtape::check_gradients(f, std::slice::from_ref(&x2), &gradtape::CheckOptions::default())?;
+    assert!(report.compared > 0, "{report:?}");
+    let traced = {
+        let (m2, avg) = (m2.clone(), GlobalPooling::new(PoolKind::Avg, 1)?);
+        gradtape::function(move |x: &Tensor| avg.forward_masked(x, Some(&m2), false))
+    };
+    assert_eq!(
+        traced.call(&x2)?.to_vec::<f64>()?,
+        avg.forward_masked(&x2, Some(&m2), false)?.to_vec::<f64>()?
+    );
     // a mask of the wrong shape, and masks over 2-D pooling, are errors
     assert!(avg.forward_masked(&x, Some(&m.narrow(1, 0, 3)?), false).is_err());
     let x2 = Tensor::zeros(&[3, 4, 4, 2], gradtape::DType::F64);

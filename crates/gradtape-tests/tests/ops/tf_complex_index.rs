@@ -621,6 +621,33 @@ fn complex_cumsum_and_cumprod_match_tensorflow() -> Result<()> {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // central finite differences: TensorFlow's gradient of the real loss
+    // L = Re Σ conj(g_k) y_k is ∂L/∂re + i ∂L/∂im, element by element
+    for (op, exclusive, reverse, _, d_want) in &rows {
+        let scan = |x: &[C]| -> Result<Vec<C>> {
+            let x = Tensor::vector(x);
+            match *op {
+                "cumsum" => x.cumsum(0, *exclusive, *reverse),
+                _ => x.cumprod(0, *exclusive, *reverse),
+            }?
+            .to_vec::<C>()
+        };
+        let loss = |x: &[C]| -> Result<f64> { Ok(scan(x)?.iter().zip(&g).map(|(y, g)| (g.conj() * y).re).sum()) };
+        let h = 1e-6;
+        for (j, w) in c(d_want).iter().enumerate() {
+            let part = |dir: C| -> Result<f64> {
+                let (mut up, mut down) = (x0.clone(), x0.clone());
+                up[j] += dir * h;
+                down[j] -= dir * h;
+                Ok((loss(&up)? - loss(&down)?) / (2.0 * h))
+            };
+            let fd = C::new(part(C::new(1.0, 0.0))?, part(C::new(0.0, 1.0))?);
+            assert!(
+                (fd - w).norm() <= 1e-8 * w.norm().max(1.0),
+                "{op} {exclusive} {reverse}: finite differences {fd} vs {w} at {j}"
+            );
+        }
+    }
     // forward mode: the tangent of the scans equals that of the same sums
     // and products written element by element
     let x = Tensor::vector(&x0);
