@@ -7,7 +7,7 @@
 //! reductions, one-transpose, concatenations of reshapes, rematerialised
 //! values) act on *neighbourhoods* of ops. Here a seeded generator writes
 //! programs of 6 to 24 steps over three inputs, each step an op drawn from
-//! a vocabulary of 40 (elementwise unary and binary ops with every
+//! a vocabulary of 59 (elementwise unary and binary ops with every
 //! broadcast form, products with either operand transposed, reductions
 //! over either axis with and without kept dims, reshapes, transposes,
 //! slices, concatenations, splits, scans, softmax, LayerNorm, `where`,
@@ -17,7 +17,10 @@
 //! bias, a scale and shift before a ReLU and a product, multi-head
 //! attention with its head split (causal or not, masked or not), an
 //! embedding's gather, batched products with a transposed operand, an RMS
-//! norm or a min) whose operands are any earlier values. Each
+//! norm or a min; and, in [`more_ops`], convolutions and pooling,
+//! padding, tiles and rolls, sorts, casts through a narrower float,
+//! segment sums, `einsum`, normalisations, and `cond` and `while_loop`
+//! deciding on the values) whose operands are any earlier values. Each
 //! program runs
 //! - eagerly and as a traced [`function`], on its first inputs, on new
 //!   values of the same shapes (the cached graph), and on inputs with
@@ -40,6 +43,7 @@
 
 use gradtape::{function, DType, GradientTape, Result, Tensor};
 
+mod more_ops;
 mod referees;
 use referees::{at_a_kink, differs, f32_noise, rounding};
 
@@ -78,8 +82,9 @@ struct Step {
     flag: bool,
 }
 
-/// The number of ops in [`apply`].
-const OPS: usize = 40;
+/// The number of ops in [`apply`] (the last [`more_ops::COUNT`] of them in
+/// [`more_ops`]).
+const OPS: usize = more_ops::FIRST + more_ops::COUNT;
 
 /// The first of the ops of [`apply`] that are motifs of models.
 const MOTIFS: usize = 30;
@@ -374,7 +379,7 @@ fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
                 false => a.min(&[axis(s.p)], s.q % 2 == 1),
             }
         }
-        _ => unreachable!("{} ops", OPS),
+        _ => more_ops::apply(s, v),
     }
 }
 
@@ -676,10 +681,12 @@ fn report_passes() -> Vec<(&'static str, usize)> {
 /// products run on the AVX-512 kernel, products are stacked and a weight
 /// transposed once for many; with two threads or more, products are
 /// paired. So each pass is checked against eager on graphs other than the
-/// ones it was written for. Not reached: the pool and convolution passes
-/// (not in the vocabulary), the reductions hoisted above optimizer
-/// updates (no optimizer); rematerialisation (its kernels start at 2^16
-/// elements) is reached by a few, too few to count on.
+/// ones it was written for, and so are max pooling merged with its
+/// positions and a convolution's matrix shared with its filter gradient
+/// (the second half of the vocabulary). Not reached: the reductions
+/// hoisted above optimizer updates (no optimizer); rematerialisation (its
+/// kernels start at 2^16 elements) is reached by a few, too few to count
+/// on.
 #[test]
 fn random_programs_reach_the_passes() {
     for k in 0..150 {
@@ -697,6 +704,8 @@ fn random_programs_reach_the_passes() {
         "join_products",
         "diag_matmul",
         "fuse",
+        "pool_argmax",
+        "share_im2col",
     ];
     // (the passes that need the AVX-512 f32 kernel, or two threads, as
     // the library decides them)
