@@ -70,6 +70,29 @@ fn a_loop_of_squares_has_gradient_2n_x_to_2n_minus_1_eager_and_traced() -> Resul
     Ok(())
 }
 
+/// A training step traced where its loop did not iterate (the backward
+/// loop's body was then traced at empty histories: it failed with a
+/// `gather` of row -1 before) serves later calls whose loops do, with the
+/// values of the loop of squares above: y = x^(2^n), dy = 2^n x^(2^n - 1),
+/// d2y = 2^n (2^n - 1) x^(2^n - 2).
+#[test]
+fn a_loop_traced_where_it_did_not_iterate_differentiates_when_it_does() -> Result<()> {
+    let x = Tensor::scalar(1.1f64);
+    let f = function(|(x, n): &(Tensor, Tensor)| {
+        let (y, dy, d2) = squares(x, n)?;
+        Ok(vec![y, dy, d2])
+    });
+    for k in [0, 3, 0, 1, 2] {
+        let r = f.call(&(x.clone(), Tensor::scalar(k)))?;
+        let p = 2f64.powi(k);
+        close(s(&r[0]), 1.1f64.powf(p));
+        close(s(&r[1]), p * 1.1f64.powf(p - 1.0));
+        close(s(&r[2]), p * (p - 1.0) * 1.1f64.powf(p - 2.0));
+    }
+    assert_eq!(f.trace_count(), 1);
+    Ok(())
+}
+
 // tf: cond(x > 0, x^3, -x), nested tapes: x = 1.5 -> 3.375, 6.75, 9.0;
 // x = -2 -> 2.0, -1.0, 0.0
 #[test]

@@ -167,6 +167,12 @@ impl Tensor {
 /// adjoint takes the number of rows from a tensor when it runs (not from a
 /// shape fixed when it was traced), so a traced loop's gradient follows
 /// histories of any length.
+///
+/// `j` is clamped into the rows, and a history with no rows gives a row of
+/// zeros: the backward loop's body is traced at its entry values, which,
+/// for a loop that did not iterate, are an empty history and `j` = -1
+/// (where it runs, `0 <= j < rows`). A graph traced there must serve the
+/// calls whose loops iterate, so this is the same node either way.
 pub(crate) fn row_at(x: &Tensor, j: &Tensor) -> Result<Tensor> {
     if x.rank() == 0 || j.rank() != 0 {
         return Err(Error::invalid(
@@ -178,15 +184,25 @@ pub(crate) fn row_at(x: &Tensor, j: &Tensor) -> Result<Tensor> {
             ),
         ));
     }
-    let y = index::gather(x, j, 0)?;
+    let y = match clamped_row("row_at", j, x.shape()[0])? {
+        Some(row) => index::gather(x, &row, 0)?,
+        None => Tensor::try_zeros(&x.shape()[1..], x.dtype())?,
+    };
     let (xc, jc) = (x.clone(), j.clone());
     Ok(bind(Op::Shape(ShapeOp::RowAt), &[x, j], y, move |_| {
         vjp(move |g, _| Ok(grads![Some(row_into(&g[0], &jc, &xc)?), None]))
     }))
 }
 
+/// `j` (an integer scalar) clamped into `0..rows`, as an i64 scalar;
+/// `None` when there are no rows (see [`row_at`]).
+fn clamped_row(op: &'static str, j: &Tensor, rows: usize) -> Result<Option<Tensor>> {
+    let j = index::int_values(op, j)?.first().copied().unwrap_or(0);
+    Ok((rows > 0).then(|| Tensor::scalar(j.clamp(0, rows as i64 - 1))))
+}
+
 /// Zeros shaped like `like` with row `j` set to `g` (the adjoint of
-/// [`row_at`]).
+/// [`row_at`]; `j` clamped as there).
 pub(crate) fn row_into(g: &Tensor, j: &Tensor, like: &Tensor) -> Result<Tensor> {
     expect_same_dtype("row_into", g, like)?;
     if like.rank() == 0 || g.shape() != &like.shape()[1..] {
@@ -198,7 +214,10 @@ pub(crate) fn row_into(g: &Tensor, j: &Tensor, like: &Tensor) -> Result<Tensor> 
     }
     let mut one = vec![1];
     one.extend_from_slice(g.shape());
-    let y = index::scatter_add(&g.reshape(&one)?, &j.reshape(&[1])?, 0, like.shape()[0])?;
+    let y = match clamped_row("row_into", j, like.shape()[0])? {
+        Some(row) => index::scatter_add(&g.reshape(&one)?, &row.reshape(&[1])?, 0, like.shape()[0])?,
+        None => like.try_zeros_like()?,
+    };
     let jc = j.clone();
     Ok(bind(Op::Shape(ShapeOp::RowInto), &[g, j, like], y, move |_| {
         vjp(move |gg, _| Ok(grads![Some(row_at(&gg[0], &jc)?), None, None]))
