@@ -945,6 +945,49 @@ fn calls_variables_and_control_flow() -> Result<()> {
     Ok(())
 }
 
+/// Per-example gradients through a `while_loop` whose trip count differs
+/// between the examples (0, 1 and 3 squarings): the loop's history, as
+/// long as each example's count, cannot be stacked, so the fallback keeps
+/// the examples' values apart until the backward loop has read them. Each
+/// example's value and gradient is the loop's: x^(2^n) and
+/// 2^n x^(2^n - 1). (Before, `vmap` refused: `stack` of histories of
+/// different lengths; and the example traced, with no iteration, failed
+/// at a `gather` of row -1.)
+#[test]
+fn per_example_gradients_through_loops_of_different_lengths() -> Result<()> {
+    let f = vmap(
+        |a: &[Tensor]| {
+            let tape = GradientTape::new();
+            let y = tape.record(|| {
+                tape.watch(&a[0]);
+                let out = gradtape::while_loop(
+                    |v: &Vec<Tensor>| v[0].abs()?.lt_scalar(1.5),
+                    |v: &Vec<Tensor>| Ok(vec![v[0].square()?]),
+                    vec![a[0].clone()],
+                    gradtape::WhileOptions::default(),
+                )?;
+                Ok(out[0].clone())
+            })?;
+            let dy = tape.gradient(&y, &a[0])?.expect("connected");
+            Ok(vec![y, dy])
+        },
+        &[Some(0)],
+        &[Some(0)],
+    );
+    // 2.0: no squaring; 1.2: one (1.44 < 1.5 squares again: two); 1.05: three
+    let xs = [2.0f64, 1.2, 1.05];
+    let counts = [0, 2, 4];
+    let got = f.call(&[Tensor::vector(&xs)])?;
+    for (k, (&x, &n)) in xs.iter().zip(&counts).enumerate() {
+        let p = 2f64.powi(n);
+        let (y, dy) = (got[0].to_vec_f64()[k], got[1].to_vec_f64()[k]);
+        assert!((y - x.powf(p)).abs() <= 1e-12 * y.abs(), "example {k}: y {y}");
+        let want = p * x.powf(p - 1.0);
+        assert!((dy - want).abs() <= 1e-12 * want.abs(), "example {k}: dy {dy}, want {want}");
+    }
+    Ok(())
+}
+
 /// Attention (and, under a tape, its fused backward op) batches without
 /// the loop: queries batched, keys and values shared or batched, a shared
 /// or a batched mask; values and per-example gradients as the loop's.

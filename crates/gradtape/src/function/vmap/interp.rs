@@ -2,6 +2,7 @@
 //! values, node by node (see the [module docs](super)).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
@@ -9,29 +10,57 @@ use super::super::concrete::Call;
 use super::super::graph::{Graph, Node, ValueInfo};
 use super::rules;
 use crate::error::{Error, Result};
-use crate::ops::desc::{Op, Outputs};
+use crate::ops::desc::Op;
 use crate::tensor::Tensor;
 
 /// A value of the interpreter: a tensor, batched along axis 0 or the same
 /// for every example.
 #[derive(Clone, Debug)]
 pub(crate) struct BVal {
-    /// The tensor (of the batch, when `batched`).
+    /// The tensor (of the batch, when `batched`; the first example's when
+    /// `ragged`).
     pub t: Tensor,
-    /// Whether axis 0 of `t` is the batch axis.
+    /// Whether axis 0 of `t` is the batch axis (also set when `ragged`).
     pub batched: bool,
+    /// One tensor per example, where the examples' values differ in shape
+    /// and cannot be stacked: the fallback's outputs for an op whose
+    /// output shape depends on the values (a `while_loop`'s history, as
+    /// long as that example's trip count, which its gradient reads). Only
+    /// the fallback reads such a value.
+    pub ragged: Option<Arc<[Tensor]>>,
 }
 
 impl BVal {
     pub(crate) fn batched(t: Tensor) -> Self {
-        BVal { t, batched: true }
+        BVal {
+            t,
+            batched: true,
+            ragged: None,
+        }
     }
     pub(crate) fn unbatched(t: Tensor) -> Self {
-        BVal { t, batched: false }
+        BVal {
+            t,
+            batched: false,
+            ragged: None,
+        }
+    }
+    /// Per-example values: stacked along a new axis 0 when their shapes
+    /// agree, else kept apart (ragged).
+    fn per_example(ts: Vec<Tensor>) -> Result<Self> {
+        if ts.windows(2).all(|w| w[0].shape() == w[1].shape()) {
+            let refs: Vec<&Tensor> = ts.iter().collect();
+            return Ok(BVal::batched(Tensor::stack(&refs, 0)?));
+        }
+        Ok(BVal {
+            t: ts[0].clone(),
+            batched: true,
+            ragged: Some(ts.into()),
+        })
     }
     /// The shape of one example's value.
     pub(crate) fn example_shape(&self) -> &[usize] {
-        if self.batched {
+        if self.batched && self.ragged.is_none() {
             &self.t.shape()[1..]
         } else {
             self.t.shape()
@@ -73,7 +102,7 @@ pub(crate) fn interpret(g: &Graph, args: Vec<BVal>, b: usize, stats: &mut Stats)
     let last_use = g.last_uses();
     let mut slots: Vec<Option<BVal>> = vec![None; g.values.len()];
     for (&v, a) in g.inputs.iter().zip(args) {
-        check_value(g, "an argument", v, &a, b)?;
+        check_value(g, "an argument", v, &a, b, true)?;
         slots[v as usize] = Some(a);
     }
     for (i, node) in g.nodes.iter().enumerate() {
@@ -91,7 +120,7 @@ pub(crate) fn interpret(g: &Graph, args: Vec<BVal>, b: usize, stats: &mut Stats)
                 slots[v as usize] = None;
             }
         }
-        let outs = eval_node(g, node, &ins, b, stats)?;
+        let (outs, exact) = eval_node(g, node, &ins, b, stats)?;
         if outs.len() != node.outputs.len() {
             return Err(Error::invalid(
                 "vmap",
@@ -104,7 +133,7 @@ pub(crate) fn interpret(g: &Graph, args: Vec<BVal>, b: usize, stats: &mut Stats)
             ));
         }
         for (&v, o) in node.outputs.iter().zip(outs) {
-            check_value(g, node.op.name(), v, &o, b)?;
+            check_value(g, node.op.name(), v, &o, b, exact)?;
             slots[v as usize] = Some(o);
         }
     }
@@ -118,13 +147,42 @@ pub(crate) fn interpret(g: &Graph, args: Vec<BVal>, b: usize, stats: &mut Stats)
         .collect()
 }
 
+/// [`interpret`] for a whole call: its outputs, where ragged, stacked
+/// (an error where the examples' values still differ in shape).
+pub(crate) fn interpret_call(g: &Graph, args: Vec<BVal>, b: usize, stats: &mut Stats) -> Result<Vec<BVal>> {
+    let outs = interpret(g, args, b, stats)?;
+    outs.into_iter()
+        .enumerate()
+        .map(|(j, v)| match v.ragged {
+            None => Ok(v),
+            Some(ts) => {
+                let shapes: Vec<&[usize]> = ts.iter().map(|t| t.shape()).collect();
+                Err(Error::invalid(
+                    "vmap",
+                    format!(
+                        "output {j} has a shape that depends on each example's values ({shapes:?} for the \
+                         {b} examples), so the examples' outputs cannot be stacked"
+                    ),
+                ))
+            }
+        })
+        .collect()
+}
+
 /// Checks that a value has the dtype and per-example shape the graph
 /// traced (a batching rule that got a shape wrong is an error, never a
-/// wrong value).
-fn check_value(g: &Graph, what: &str, v: u32, x: &BVal, b: usize) -> Result<()> {
+/// wrong value). With `exact` false (the fallback's outputs: the op's own
+/// values, one example at a time), the shape's dims may differ where the
+/// op's output shape depends on the values; the dtype and rank may not.
+fn check_value(g: &Graph, what: &str, v: u32, x: &BVal, b: usize, exact: bool) -> Result<()> {
     let ValueInfo { dtype, shape } = &g.values[v as usize];
-    let batch_ok = !x.batched || x.t.shape().first() == Some(&b);
-    if x.t.dtype() != *dtype || x.example_shape() != &shape[..] || !batch_ok {
+    let batch_ok = !x.batched || x.ragged.is_some() || x.t.shape().first() == Some(&b);
+    let shape_ok = match (&x.ragged, exact) {
+        (None, true) => x.example_shape() == &shape[..],
+        (None, false) => x.example_shape().len() == shape.len(),
+        (Some(ts), _) => ts.len() == b && ts.iter().all(|t| t.dtype() == *dtype && t.rank() == shape.len()),
+    };
+    if x.t.dtype() != *dtype || !shape_ok || !batch_ok {
         return Err(Error::invalid(
             "vmap",
             format!(
@@ -140,18 +198,20 @@ fn check_value(g: &Graph, what: &str, v: u32, x: &BVal, b: usize) -> Result<()> 
     Ok(())
 }
 
-/// One node on batched values.
-fn eval_node(g: &Graph, node: &Node, ins: &[BVal], b: usize, stats: &mut Stats) -> Result<Vec<BVal>> {
+/// One node on batched values; with whether its outputs' shapes are
+/// exactly the traced ones (not so from the fallback, see
+/// [`check_value`]).
+fn eval_node(g: &Graph, node: &Node, ins: &[BVal], b: usize, stats: &mut Stats) -> Result<(Vec<BVal>, bool)> {
     let op = &node.op;
     if ins.iter().all(|v| !v.batched) {
         let ts: SmallVec<[Tensor; 4]> = ins.iter().map(|v| v.t.clone()).collect();
-        return Ok(op.eval(&ts)?.into_iter().map(BVal::unbatched).collect());
+        return Ok((op.eval(&ts)?.into_iter().map(BVal::unbatched).collect(), true));
     }
     if let Op::Dyn(d) = op {
         let any: &dyn std::any::Any = &**d;
         // a call of a traced function: its graph, interpreted in place
         if let Some(call) = any.downcast_ref::<Call>() {
-            return interpret(call.0.graph(), ins.to_vec(), b, stats);
+            return Ok((interpret(call.0.graph(), ins.to_vec(), b, stats)?, false));
         }
         if d.stateful() {
             let shapes: Vec<String> = ins
@@ -169,30 +229,37 @@ fn eval_node(g: &Graph, node: &Node, ins: &[BVal], b: usize, stats: &mut Stats) 
             ));
         }
     }
-    if let Some(outs) = rules::batch(op, ins, b)? {
-        return Ok(outs.into_iter().map(BVal::batched).collect());
+    // (a ragged operand has no batched form for a rule to take)
+    if ins.iter().all(|v| v.ragged.is_none())
+        && let Some(outs) = rules::batch(op, ins, b)?
+    {
+        return Ok((outs.into_iter().map(BVal::batched).collect(), true));
     }
     *stats.fallbacks.entry(op.name()).or_insert(0) += 1;
     super::note_fallback(op.name());
     let infos: SmallVec<[&ValueInfo; 2]> = node.outputs.iter().map(|&v| &g.values[v as usize]).collect();
-    Ok(fallback(op, ins, b, &infos)?.into_iter().map(BVal::batched).collect())
+    Ok((fallback(op, ins, b, &infos)?, false))
 }
 
-/// The fallback: the op once per example, the outputs stacked.
-fn fallback(op: &Op, ins: &[BVal], b: usize, outs: &[&ValueInfo]) -> Result<Outputs> {
+/// The fallback: the op once per example, the outputs stacked (or kept
+/// apart where their shapes differ between examples).
+fn fallback(op: &Op, ins: &[BVal], b: usize, outs: &[&ValueInfo]) -> Result<Vec<BVal>> {
     if b == 0 {
         return outs
             .iter()
             .map(|info| {
                 let mut s = vec![0];
                 s.extend_from_slice(&info.shape);
-                Tensor::try_zeros(&s, info.dtype)
+                Ok(BVal::batched(Tensor::try_zeros(&s, info.dtype)?))
             })
             .collect();
     }
     let cols: Vec<Option<Vec<Tensor>>> = ins
         .iter()
-        .map(|v| v.batched.then(|| v.t.unstack(0)).transpose())
+        .map(|v| match &v.ragged {
+            Some(ts) => Ok(Some(ts.to_vec())),
+            None => v.batched.then(|| v.t.unstack(0)).transpose(),
+        })
         .collect::<Result<_>>()?;
     let mut per_output: Vec<Vec<Tensor>> = vec![Vec::with_capacity(b); outs.len()];
     let mut args: SmallVec<[Tensor; 4]> = SmallVec::new();
@@ -219,11 +286,5 @@ fn fallback(op: &Op, ins: &[BVal], b: usize, outs: &[&ValueInfo]) -> Result<Outp
             acc.push(y);
         }
     }
-    per_output
-        .iter()
-        .map(|ys| {
-            let refs: Vec<&Tensor> = ys.iter().collect();
-            Tensor::stack(&refs, 0)
-        })
-        .collect()
+    per_output.into_iter().map(BVal::per_example).collect()
 }

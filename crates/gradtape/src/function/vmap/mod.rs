@@ -35,6 +35,11 @@
 //!   per example, and the outputs are stacked. It is correct and slow; the
 //!   first fallback of each op name is logged once (`log::warn!`), and
 //!   [`vmap_fallbacks`] and [`Vmap::fallbacks`] say which ops fell back.
+//!   Where the examples' outputs differ in shape (under a tape, a
+//!   `while_loop` keeps a history as long as each example's trip count),
+//!   the fallback keeps them apart, one per example, and only the fallback
+//!   reads such a value (the loop's gradient, which reads the history, runs
+//!   per example too); an output of the function must stack.
 //!
 //! Because the batched evaluation is made of ordinary eager ops, whatever
 //! listens sees it: a [`GradientTape`](crate::GradientTape) recording
@@ -274,7 +279,7 @@ pub(crate) fn batch_once<T>(
         let ins = batched
             .chain(traced.captures.into_iter().map(BVal::unbatched))
             .collect();
-        interp::interpret(&graph, ins, b, &mut Stats::default())?
+        interp::interpret_call(&graph, ins, b, &mut Stats::default())?
     } else {
         // the graph optimized for an earlier trace of this structure, or
         // this one's, kept; this trace's constants fed in
@@ -286,7 +291,7 @@ pub(crate) fn batch_once<T>(
         let ins = batched
             .chain(kept.consts.iter().map(|&i| BVal::unbatched(consts[i].clone())))
             .collect();
-        interp::interpret(&kept.graph, ins, b, &mut Stats::default())?
+        interp::interpret_call(&kept.graph, ins, b, &mut Stats::default())?
     };
     let outs = outs
         .into_iter()
@@ -342,7 +347,7 @@ where
         let (b, ins) = self.batch_inputs(args)?;
         let graph = self.graph_for(&ins, b)?;
         let mut stats = Stats::default();
-        let outs = interp::interpret(&graph.0, ins.into_iter().chain(graph.1).collect(), b, &mut stats)?;
+        let outs = interp::interpret_call(&graph.0, ins.into_iter().chain(graph.1).collect(), b, &mut stats)?;
         {
             let mut st = lock(&self.state);
             for (op, n) in stats.fallbacks {
