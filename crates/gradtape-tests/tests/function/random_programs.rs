@@ -45,6 +45,7 @@ use gradtape::{function, DType, GradientTape, Result, Tensor};
 
 mod more_ops;
 mod referees;
+mod transforms;
 use referees::{at_a_kink, differs, f32_noise, rounding};
 
 /// Programs per CI run.

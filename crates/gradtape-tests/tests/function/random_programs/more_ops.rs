@@ -20,6 +20,9 @@ pub(super) const FIRST: usize = 40;
 /// The number of ops in this half.
 pub(super) const COUNT: usize = 19;
 
+/// The op that casts through a narrower float.
+pub(super) const NARROWING: usize = FIRST + 8;
+
 /// `a` as one NHWC image: its rows the height and its columns the width
 /// (one channel), or a rank-3 value's leading dim as the batch; `None`
 /// for other ranks.

@@ -1,0 +1,204 @@
+//! The random programs through the other transformations: `vmap` against
+//! the loop it replaces, and forward mode against reverse mode.
+//!
+//! - **vmap**: a program over one example's three inputs, mapped over a
+//!   batch of two to four examples (the weight input batched or shared),
+//!   must give the loop's results stacked: its forward values, and, with
+//!   the tape inside the mapped function, its per-example gradients
+//!   (`vmap(grad(loss))`). Ops without a batching rule run in vmap's
+//!   fallback loop, which is fine: the values are what is checked.
+//! - **forward against reverse**: for the program's scalar loss `L` and a
+//!   tangent `v` per input, forward mode's `dL·v` (one `jvp`) must equal
+//!   `Σ ⟨∇L, v⟩` from the tape's gradients. The two modes share no code
+//!   per op (each op's JVP rule against its VJP rule, in any
+//!   combination), and the inputs hold ties (multiples of 1/400), so a
+//!   `max`, a pool or a sort whose two rules break ties differently shows.
+//!
+//! In f64, at the small sizes. A campaign: `GRADTAPE_PROGRAMS=3000
+//! GRADTAPE_PROGRAMS_SEED=7 cargo test --release --test function
+//! random_programs_through`.
+
+use gradtape::{jvp, vmap, DType, GradientTape, Result, Tensor};
+
+use super::referees::differs;
+use super::{campaign, draw_program, inputs, run, run_with_gradients, Gen, Step};
+
+/// Programs per CI run of each test.
+const CASES: usize = 60;
+
+/// The campaign's range, [`CASES`] unless the environment asks for more.
+fn range() -> (u64, std::ops::Range<usize>) {
+    let (seed, range, _) = campaign();
+    match std::env::var_os("GRADTAPE_PROGRAMS") {
+        Some(_) => (seed, range),
+        None => (seed, 0..CASES),
+    }
+}
+
+/// One program's steps and sizes from `seed` and `k`, with the generator
+/// after them.
+fn program(seed: u64, k: usize) -> (Vec<Step>, (usize, usize, usize), Gen) {
+    let mut g = Gen(seed ^ (k as u64).wrapping_mul(0x9E6C_63D0_676A_9A99));
+    let lean = g.coin();
+    let steps = draw_program(&mut g, lean);
+    let sizes = (1 + g.below(4), 2 + g.below(5), 1 + g.below(5));
+    (steps, sizes, g)
+}
+
+/// `vmap` of `f` (a program's outputs from one example's inputs) equals
+/// the loop over the examples, stacked.
+fn check_vmap(
+    label: &str,
+    f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>> + Clone + Send + Sync + 'static,
+    examples: &[Vec<Tensor>],
+    shared: bool,
+) -> bool {
+    // the loop: every example must run for the comparison to mean anything
+    let Ok(per) = examples.iter().map(|x| f(x)).collect::<Result<Vec<_>>>() else {
+        return false;
+    };
+    let batched: Vec<Tensor> = (0..3)
+        .map(|i| match shared && i == 2 {
+            true => examples[0][2].clone(),
+            false => Tensor::stack(&examples.iter().map(|x| &x[i]).collect::<Vec<_>>(), 0).expect("stack"),
+        })
+        .collect();
+    let in_axes = [Some(0), Some(0), if shared { None } else { Some(0) }];
+    let outs = per[0].len();
+    let mapped = vmap(move |a: &[Tensor]| f(a), &in_axes, &vec![Some(0); outs]);
+    let got = mapped
+        .call(&batched)
+        .unwrap_or_else(|e| panic!("{label}: vmap refused ({e}) what the loop ran"));
+    for (j, g) in got.iter().enumerate() {
+        let want = Tensor::stack(&per.iter().map(|o| &o[j]).collect::<Vec<_>>(), 0).expect("stack");
+        if let Some(why) = differs(g, &want, 1e-10) {
+            panic!("{label}: output {j}: {why}");
+        }
+    }
+    true
+}
+
+#[test]
+fn random_programs_through_vmap_equal_their_loop() {
+    let (seed, range) = range();
+    let (mut compared, total) = (0, range.len());
+    for k in range {
+        let (steps, (b, n, m), mut g) = program(seed, k);
+        let count = 2 + g.below(3);
+        let shared = g.coin();
+        // examples of one shape; with `shared`, the weight is the first's
+        let mut examples: Vec<Vec<Tensor>> = (0..count)
+            .map(|_| inputs(&mut g, DType::F64, b, n, m).expect("inputs"))
+            .collect();
+        if shared {
+            let w = examples[0][2].clone();
+            for x in &mut examples {
+                x[2] = w.clone();
+            }
+        }
+        let label =
+            format!("program {k} of seed {seed} (b {b}, n {n}, m {m}, {count} examples, shared {shared}): {steps:?}");
+        let fwd = {
+            let steps = steps.clone();
+            move |x: &[Tensor]| run(&steps, x)
+        };
+        compared += usize::from(check_vmap(&format!("vmap, {label}"), fwd, &examples, shared));
+        let step = move |x: &[Tensor]| run_with_gradients(&steps, x);
+        check_vmap(&format!("vmap of the gradients, {label}"), step, &examples, shared);
+    }
+    // (most programs run on every example)
+    assert!(compared * 2 >= total, "{compared} of {total} programs compared");
+}
+
+#[test]
+fn random_programs_through_forward_mode_agree_with_reverse() -> Result<()> {
+    let (seed, range) = range();
+    let (mut checked, mut non_finite, total) = (0, 0, range.len());
+    for k in range {
+        let (steps, (b, n, m), mut g) = program(seed.wrapping_add(1), k);
+        // (not the casts through a narrower float: each mode rounds its
+        // own vector, the tangent or the cotangent, to that float)
+        let steps: Vec<Step> = steps
+            .into_iter()
+            .filter(|s| s.op != super::more_ops::NARROWING)
+            .collect();
+        let x = inputs(&mut g, DType::F64, b, n, m)?;
+        let v = inputs(&mut g, DType::F64, b, n, m)?;
+        let loss = |p: &[Tensor]| Ok(run(&steps, p)?[1].clone());
+        let Ok((l, dl)) = jvp(loss, &x, &v) else {
+            // (refused: then the plain run must refuse too)
+            assert!(
+                run(&steps, &x).is_err(),
+                "program {k} of seed {seed}: jvp refused what runs: {steps:?}"
+            );
+            continue;
+        };
+        if !l.to_scalar::<f64>()?.is_finite() {
+            continue;
+        }
+        let tape = GradientTape::new();
+        let l2 = tape.record(|| {
+            for t in &x {
+                tape.watch(t);
+            }
+            loss(&x)
+        })?;
+        let grads = tape.gradient(&l2, &x)?;
+        let (mut dot, mut scale) = (0.0, 0.0);
+        for (gi, vi) in grads.iter().zip(&v) {
+            if let Some(gi) = gi {
+                for (a, c) in gi.to_vec_f64().iter().zip(vi.to_vec_f64()) {
+                    dot += a * c;
+                    scale += (a * c).abs();
+                }
+            }
+        }
+        let fwd = dl.to_scalar::<f64>()?;
+        if !(fwd.is_finite() && dot.is_finite()) {
+            // a derivative that is infinite where a value is (`sqrt` of a
+            // variance that is 0) meets a zero: forward mode multiplies
+            // the zero tangent by it (NaN), reverse mode may select the
+            // product away (a mask's gradient), or the other way round.
+            // JAX's two modes do the same. Rare: counted below.
+            non_finite += 1;
+            continue;
+        }
+        checked += 1;
+        assert!(
+            (fwd - dot).abs() <= 1e-9 * (1.0 + scale),
+            "program {k} of seed {seed} (b {b}, n {n}, m {m}): forward mode's dL·v {fwd}, reverse mode's {dot} (scale {scale}): {steps:?}"
+        );
+    }
+    // (most programs run, and few meet an infinite derivative)
+    assert!(
+        checked * 2 >= total && non_finite * 20 <= total.max(20),
+        "{checked} of {total} programs compared, {non_finite} with a non-finite dL·v"
+    );
+    Ok(())
+}
+
+#[test]
+fn zzz_repro_while_zero_iterations() -> gradtape::Result<()> {
+    use gradtape::{function, while_loop, GradientTape, Tensor, WhileOptions};
+    let f = function(|x: &Tensor| {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(x);
+            let out = while_loop(
+                |v: &Vec<Tensor>| v[0].abs()?.mean_all()?.lt_scalar(1.0),
+                |v: &Vec<Tensor>| Ok(vec![v[0].mul_scalar(1.5)?]),
+                vec![x.mul_scalar(1.0)?],
+                WhileOptions {
+                    max_iterations: Some(4),
+                    ..WhileOptions::default()
+                },
+            )?;
+            out[0].sum_all()
+        })?;
+        Ok((y.clone(), tape.gradient(&y, x)?.unwrap()))
+    });
+    // tanh(3) ~ 0.995 < 1: iterations; then 30 -> 1.0 exactly? use values giving 0 iterations: impossible with tanh<1
+    let (y, g) = f.call(&Tensor::vector(&[5.0f64, 0.9]))?;
+    eprintln!("{:?} {:?}", y.to_vec_f64(), g.to_vec_f64());
+    Ok(())
+}
