@@ -200,7 +200,10 @@ pub(super) fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
         12 => {
             let other = fit(a, b, s.p)?;
             match s.flag {
-                true => a.atan2(&other),
+                // (away from the origin, where `atan2` takes every value
+                // within rounding: a mean that cancels to 1e-16 eagerly
+                // and to -1e-16 traced gave 0 and π)
+                true => a.atan2(&other.add_scalar(0.37)?),
                 false => a.abs()?.add_scalar(0.5)?.pow(&other.tanh()?.mul_scalar(2.0)?),
             }
         }

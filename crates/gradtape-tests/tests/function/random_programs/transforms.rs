@@ -9,7 +9,8 @@
 //!   fallback loop, which is fine: the values are what is checked.
 //! - **forward against reverse**: for the program's scalar loss `L` and a
 //!   tangent `v` per input, forward mode's `dL·v` (one `jvp`) must equal
-//!   `Σ ⟨∇L, v⟩` from the tape's gradients. The two modes share no code
+//!   `Σ ⟨∇L, v⟩` from the tape's gradients, and the same `jvp` inside a
+//!   traced function must equal the eager one. The two modes share no code
 //!   per op (each op's JVP rule against its VJP rule, in any
 //!   combination), and the inputs hold ties (multiples of 1/400), so a
 //!   `max`, a pool or a sort whose two rules break ties differently shows.
@@ -18,7 +19,7 @@
 //! GRADTAPE_PROGRAMS_SEED=7 cargo test --release --test function
 //! random_programs_through`.
 
-use gradtape::{jvp, vmap, DType, GradientTape, Result, Tensor};
+use gradtape::{function, jvp, vmap, DType, GradientTape, Result, Tensor};
 
 use super::referees::differs;
 use super::{campaign, draw_program, inputs, run, run_with_gradients, Gen, Step};
@@ -135,6 +136,22 @@ fn random_programs_through_forward_mode_agree_with_reverse() -> Result<()> {
         };
         if !l.to_scalar::<f64>()?.is_finite() {
             continue;
+        }
+        // forward mode inside a traced function: the eager jvp, to rounding
+        let traced = {
+            let steps = steps.clone();
+            function(move |(x, v): &(Vec<Tensor>, Vec<Tensor>)| {
+                let (l, dl) = jvp(|p| Ok(run(&steps, p)?[1].clone()), x, v)?;
+                Ok(vec![l, dl])
+            })
+        };
+        let got = traced
+            .call(&(x.clone(), v.clone()))
+            .unwrap_or_else(|e| panic!("program {k} of seed {seed}: the traced jvp refused ({e}): {steps:?}"));
+        for (what, got, want) in [("value", &got[0], &l), ("jvp", &got[1], &dl)] {
+            if let Some(why) = differs(got, want, 1e-10) {
+                panic!("program {k} of seed {seed}: traced {what}: {why}: {steps:?}");
+            }
         }
         let tape = GradientTape::new();
         let l2 = tape.record(|| {
