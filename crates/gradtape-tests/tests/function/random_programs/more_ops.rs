@@ -200,10 +200,13 @@ pub(super) fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
         12 => {
             let other = fit(a, b, s.p)?;
             match s.flag {
-                // (away from the origin, where `atan2` takes every value
-                // within rounding: a mean that cancels to 1e-16 eagerly
-                // and to -1e-16 traced gave 0 and π)
-                true => a.atan2(&other.add_scalar(0.37)?),
+                // (both moved: `atan2` at the origin takes every value
+                // within rounding, a mean that cancels to 1e-16 eagerly and
+                // to -1e-16 traced gave 0 and π; and on its branch cut it
+                // gives ±π by the sign of a zero, which a product of one
+                // term by a GEMM (+0) and by a multiply (-0) differ in. A
+                // sum with a nonzero offset is never -0.)
+                true => a.add_scalar(0.37)?.atan2(&other.add_scalar(0.37)?),
                 false => a.abs()?.add_scalar(0.5)?.pow(&other.tanh()?.mul_scalar(2.0)?),
             }
         }

@@ -19,7 +19,7 @@
 //! GRADTAPE_PROGRAMS_SEED=7 cargo test --release --test function
 //! random_programs_through`.
 
-use gradtape::{function, jvp, vmap, DType, GradientTape, Result, Tensor};
+use gradtape::{function, jvp, vmap, DType, GradientTape, JacobianOptions, Result, Tensor, Unconnected};
 
 use super::referees::differs;
 use super::{campaign, draw_program, inputs, run, run_with_gradients, Gen, Step};
@@ -217,5 +217,49 @@ fn zzz_repro_while_zero_iterations() -> gradtape::Result<()> {
     // tanh(3) ~ 0.995 < 1: iterations; then 30 -> 1.0 exactly? use values giving 0 iterations: impossible with tanh<1
     let (y, g) = f.call(&Tensor::vector(&[5.0f64, 0.9]))?;
     eprintln!("{:?} {:?}", y.to_vec_f64(), g.to_vec_f64());
+    Ok(())
+}
+
+/// The Jacobian of a program's last value w.r.t. its three inputs, all
+/// rows at once (the backward pass batched over the rows' cotangents by
+/// vmap, the saved values shared) against one backward pass per row.
+#[test]
+fn random_programs_through_jacobian_equal_their_rows() -> Result<()> {
+    let (seed, range) = range();
+    let (mut compared, total) = (0, range.len());
+    for k in range {
+        let (steps, (b, n, m), mut g) = program(seed.wrapping_add(2), k);
+        let x = inputs(&mut g, DType::F64, b, n, m)?;
+        let tape = GradientTape::persistent();
+        let Ok(y) = tape.record(|| {
+            for t in &x {
+                tape.watch(t);
+            }
+            Ok(run(&steps, &x)?[0].clone())
+        }) else {
+            continue;
+        };
+        // (a last value of up to 400 elements: as many backward passes)
+        if y.numel() > 400 || !y.dtype().is_differentiable() {
+            continue;
+        }
+        let by_rows = JacobianOptions::default()
+            .vectorized(false)
+            .unconnected(Unconnected::Zero);
+        let want = tape.jacobian_with(&y, &x, by_rows)?;
+        let got = tape
+            .jacobian_with(&y, &x, JacobianOptions::default().unconnected(Unconnected::Zero))
+            .unwrap_or_else(|e| panic!("program {k} of seed {seed}: the vectorized jacobian refused ({e}): {steps:?}"));
+        for (i, (gj, wj)) in got.iter().zip(&want).enumerate() {
+            let (Some(gj), Some(wj)) = (gj, wj) else {
+                panic!("program {k} of seed {seed}: jacobian {i} missing: {steps:?}");
+            };
+            if let Some(why) = differs(gj, wj, 1e-10) {
+                panic!("program {k} of seed {seed} (b {b}, n {n}, m {m}): jacobian {i}: {why}: {steps:?}");
+            }
+        }
+        compared += 1;
+    }
+    assert!(compared * 2 >= total, "{compared} of {total} programs compared");
     Ok(())
 }
