@@ -1,5 +1,6 @@
 //! The random programs through the other transformations: `vmap` against
-//! the loop it replaces, and forward mode against reverse mode.
+//! the loop it replaces, forward mode against reverse mode, the
+//! vectorized Jacobian against its rows, and second order both ways.
 //!
 //! - **vmap**: a program over one example's three inputs, mapped over a
 //!   batch of two to four examples (the weight input batched or shared),
@@ -14,12 +15,16 @@
 //!   per op (each op's JVP rule against its VJP rule, in any
 //!   combination), and the inputs hold ties (multiples of 1/400), so a
 //!   `max`, a pool or a sort whose two rules break ties differently shows.
+//! - **jacobian**: all rows at once (vmap over the cotangents) against one
+//!   backward pass per row.
+//! - **second order**: Hessian-vector products forward over reverse
+//!   against reverse over reverse.
 //!
 //! In f64, at the small sizes. A campaign: `GRADTAPE_PROGRAMS=3000
 //! GRADTAPE_PROGRAMS_SEED=7 cargo test --release --test function
-//! random_programs_through`.
+//! random_programs_`.
 
-use gradtape::{function, jvp, vmap, DType, GradientTape, JacobianOptions, Result, Tensor, Unconnected};
+use gradtape::{function, hvp, jvp, vmap, DType, GradientTape, JacobianOptions, Result, Tensor, Unconnected};
 
 use super::referees::differs;
 use super::{campaign, draw_program, inputs, run, run_with_gradients, Gen, Step};
@@ -261,5 +266,60 @@ fn random_programs_through_jacobian_equal_their_rows() -> Result<()> {
         compared += 1;
     }
     assert!(compared * 2 >= total, "{compared} of {total} programs compared");
+    Ok(())
+}
+
+/// Second order: the Hessian-vector product of a program's loss w.r.t.
+/// its first input, forward over reverse ([`hvp`]: every op's gradient
+/// rule pushed through forward mode) against reverse over reverse (the
+/// gradient of `⟨∇L, v⟩` from an outer tape: the gradient rules'
+/// gradients).
+#[test]
+fn random_programs_hessian_vector_products_agree_in_both_modes() -> Result<()> {
+    let (seed, range) = range();
+    let (mut compared, mut non_finite, total) = (0, 0, range.len());
+    for k in range {
+        let (steps, (b, n, m), mut g) = program(seed.wrapping_add(3), k);
+        let steps: Vec<Step> = steps
+            .into_iter()
+            .filter(|s| s.op != super::more_ops::NARROWING)
+            .collect();
+        let x = inputs(&mut g, DType::F64, b, n, m)?;
+        let v = inputs(&mut g, DType::F64, b, n, m)?.swap_remove(0);
+        let loss =
+            |x0: &Tensor| -> Result<Tensor> { Ok(run(&steps, &[x0.clone(), x[1].clone(), x[2].clone()])?[1].clone()) };
+        let Ok(fwd) = hvp(loss, &x[0], &v) else {
+            continue;
+        };
+        let outer = GradientTape::new();
+        let hv = outer.record(|| {
+            outer.watch(&x[0]);
+            let inner = GradientTape::new();
+            let l = inner.record(|| {
+                inner.watch(&x[0]);
+                loss(&x[0])
+            })?;
+            match inner.gradient(&l, &x[0])? {
+                Some(g) => g.mul(&v)?.sum_all(),
+                None => Tensor::scalar(0.0f64).mul(&x[0].sum_all()?),
+            }
+        })?;
+        let rev = outer.gradient(&hv, &x[0])?.map_or_else(|| x[0].try_zeros_like(), Ok)?;
+        let (f, r) = (fwd.to_vec_f64(), rev.to_vec_f64());
+        if f.iter().chain(&r).any(|z| !z.is_finite()) {
+            // (as in the first order's test: an infinite derivative met by
+            // a zero, in one mode's order)
+            non_finite += 1;
+            continue;
+        }
+        if let Some(why) = differs(&fwd, &rev, 1e-9) {
+            panic!("program {k} of seed {seed} (b {b}, n {n}, m {m}): H·v forward over reverse against reverse over reverse: {why}: {steps:?}");
+        }
+        compared += 1;
+    }
+    assert!(
+        compared * 2 >= total && non_finite * 20 <= total.max(20),
+        "{compared} of {total} programs compared, {non_finite} with a non-finite H·v"
+    );
     Ok(())
 }
