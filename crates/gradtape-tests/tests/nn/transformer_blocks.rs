@@ -160,6 +160,49 @@ fn a_decoder_decodes_with_a_cache_as_on_the_whole_sequence_pre_and_post_norm() -
     Ok(())
 }
 
+/// While decoding, the encoder's key and value heads are projected once
+/// and kept in the cache (keras_hub's `cross_attention_cache`); a cache
+/// given another encoder's sequence projects that one, so a stale cache
+/// never answers: each step equals the whole decoder on its own encoder.
+#[test]
+fn a_decoder_keeps_its_encoders_projections_and_never_a_stale_one() -> Result<()> {
+    let (x, enc, _, _) = inputs();
+    let other = enc.mul_scalar(-0.5)?.add_scalar(0.25)?;
+    let d = decoder(true)?;
+    let mut cache = KvCache::new();
+    d.call_cached_with(&x.narrow(1, 0, 2)?, &mut cache, BlockArgs::new().encoder(&enc))?;
+    let kept = cache.encoder_keys().expect("kept").clone();
+    // the third position on the first encoder: the kept heads, reused
+    let third = d.call_cached_with(&x.narrow(1, 2, 1)?, &mut cache, BlockArgs::new().encoder(&enc))?;
+    assert_eq!(cache.encoder_keys().expect("kept").id(), kept.id());
+    let full = d.call_with(&x.narrow(1, 0, 3)?, BlockArgs::new().encoder(&enc))?;
+    assert_close(
+        "third, first encoder",
+        &third,
+        &full.narrow(1, 2, 1)?.to_vec_f64(),
+        1e-12,
+    );
+    // the fourth on another encoder's sequence (the self-attention's cache
+    // as it is): that encoder's heads, not the kept ones
+    let mut again = cache.clone();
+    let fourth = d.call_cached_with(&x.narrow(1, 3, 1)?, &mut again, BlockArgs::new().encoder(&other))?;
+    assert_ne!(again.encoder_keys().expect("kept").id(), kept.id());
+    let mut fresh = KvCache::new();
+    d.call_cached_with(&x.narrow(1, 0, 3)?, &mut fresh, BlockArgs::new().encoder(&enc))?;
+    let mut mixed = fresh.clone();
+    let want = d.call_cached_with(&x.narrow(1, 3, 1)?, &mut mixed, BlockArgs::new().encoder(&other))?;
+    assert_close("fourth, other encoder", &fourth, &want.to_vec_f64(), 1e-12);
+    let stale = d.call_cached_with(&x.narrow(1, 3, 1)?, &mut fresh, BlockArgs::new().encoder(&enc))?;
+    assert!(
+        fourth.sub(&stale)?.abs()?.max_all()?.to_scalar::<f64>()? > 1e-3,
+        "the other encoder's sequence changed nothing"
+    );
+    // `clear` forgets them
+    cache.clear();
+    assert!(cache.encoder_keys().is_none() && cache.is_empty());
+    Ok(())
+}
+
 #[test]
 fn a_traced_decoder_step_equals_eager() -> Result<()> {
     let (x, enc, xpad, epad) = inputs();

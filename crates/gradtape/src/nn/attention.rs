@@ -12,7 +12,7 @@ use crate::ops::AttentionDropout;
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
-use super::attention_args::window_band;
+use super::attention_args::{window_band, CrossKv};
 pub use super::attention_args::{AttentionArgs, KvCache};
 
 const OP: &str = "MultiHeadAttention";
@@ -479,7 +479,21 @@ impl MultiHeadAttention {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn call_with(&self, query: &Tensor, value: &Tensor, args: AttentionArgs<'_>) -> Result<Tensor> {
-        let (q, k, v, mask) = self.project(query, value, &args)?;
+        self.call_kept(query, value, args, None)
+    }
+
+    /// [`call_with`](Self::call_with), the key and value heads taken from
+    /// `kept` when it holds those of `args`' key and `value`, else
+    /// projected (and kept there when there is a slot): a decoder's
+    /// cross-attention while it decodes.
+    pub(super) fn call_kept(
+        &self,
+        query: &Tensor,
+        value: &Tensor,
+        args: AttentionArgs<'_>,
+        kept: Option<&mut Option<CrossKv>>,
+    ) -> Result<Tensor> {
+        let (q, k, v, mask) = self.project(query, value, &args, kept)?;
         let mut o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
         if let (Some(m), 0.0) = (&mask, self.dropout) {
             o = uniform_where_hidden(o, &v, m, args.use_causal_mask)?;
@@ -517,7 +531,7 @@ impl MultiHeadAttention {
         value: &Tensor,
         args: AttentionArgs<'_>,
     ) -> Result<(Tensor, Tensor)> {
-        let (q, k, v, mask) = self.project(query, value, &args)?;
+        let (q, k, v, mask) = self.project(query, value, &args, None)?;
         let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
         let scores = self.scores(&q, &k, mask.as_ref(), args.use_causal_mask)?;
         Ok((self.output.merge(&self.gated(query, o)?)?, scores))
@@ -545,12 +559,14 @@ impl MultiHeadAttention {
     }
 
     /// Checks the inputs and projects them into the heads: `q`, `k`, `v`
-    /// `[b, h, t, dim]` and the mask `[b|1, 1, tq, tk]`.
+    /// `[b, h, t, dim]` and the mask `[b|1, 1, tq, tk]`; `k` and `v` from
+    /// `kept` where it holds them (see [`call_kept`](Self::call_kept)).
     fn project(
         &self,
         query: &Tensor,
         value: &Tensor,
         args: &AttentionArgs<'_>,
+        kept: Option<&mut Option<CrossKv>>,
     ) -> Result<(Tensor, Tensor, Tensor, Option<Tensor>)> {
         let key = args.key.unwrap_or(value);
         self.check_input("query", query, self.features[0])?;
@@ -570,9 +586,21 @@ impl MultiHeadAttention {
         }
         let mask = args.combined_mask(OP, b, tq, tk, self.window, 0)?;
         let q = self.rotate(self.query.heads(query, self.num_heads, self.key_dim)?, 0)?;
+        if let Some((k, v)) = kept.as_deref().and_then(|slot| CrossKv::of(slot, key, value)) {
+            return Ok((q, k, v, mask));
+        }
         let k = self.rotate(self.key.heads(key, self.kv_heads, self.key_dim)?, 0)?;
         let v = self.value.heads(value, self.kv_heads, self.value_dim)?;
-        Ok((q, self.repeat_kv(&k)?, self.repeat_kv(&v)?, mask))
+        let (k, v) = (self.repeat_kv(&k)?, self.repeat_kv(&v)?);
+        if let Some(slot) = kept {
+            *slot = Some(CrossKv {
+                key: key.id(),
+                value: value.id(),
+                k: k.clone(),
+                v: v.clone(),
+            });
+        }
+        Ok((q, k, v, mask))
     }
 
     /// Heads `[b, h, t, dim]` of queries or keys at positions `start..`,

@@ -3,7 +3,7 @@
 //! the [`KvCache`] the layer decodes with.
 
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Tensor, TensorId};
 
 const OP: &str = "MultiHeadAttention";
 
@@ -237,6 +237,34 @@ pub(super) fn window_band(tq: usize, tk: usize, offset: usize, w: usize) -> Resu
 pub struct KvCache {
     pub(super) keys: Option<Tensor>,
     pub(super) values: Option<Tensor>,
+    /// A decoder block's cross-attention keys and values (see
+    /// [`CrossKv`]).
+    pub(super) cross: Option<CrossKv>,
+}
+
+/// The projected keys and values of an encoder's sequence, kept by a
+/// decoder block's [`KvCache`] while it decodes (keras_hub's
+/// `cross_attention_cache`): each new position attends to them without
+/// projecting the whole encoder's sequence again. They are reused only for
+/// the same key and value tensors (by their ids), so a new encoder's
+/// sequence is projected anew, never answered from a stale cache.
+#[derive(Clone, Debug)]
+pub(super) struct CrossKv {
+    pub(super) key: TensorId,
+    pub(super) value: TensorId,
+    /// `[b, h, s, key_dim]` and `[b, h, s, value_dim]`, repeated for the
+    /// query heads
+    pub(super) k: Tensor,
+    pub(super) v: Tensor,
+}
+
+impl CrossKv {
+    /// The cached heads, if they are `key`'s and `value`'s.
+    pub(super) fn of(slot: &Option<CrossKv>, key: &Tensor, value: &Tensor) -> Option<(Tensor, Tensor)> {
+        slot.as_ref()
+            .filter(|c| c.key == key.id() && c.value == value.id())
+            .map(|c| (c.k.clone(), c.v.clone()))
+    }
 }
 
 impl KvCache {
@@ -266,9 +294,34 @@ impl KvCache {
         self.values.as_ref()
     }
 
-    /// Forgets every position (to start a new sequence).
+    /// A decoder block's projected keys of its encoder's sequence,
+    /// `[batch, heads, s, key_dim]`, kept from the first
+    /// [`call_cached_with`](super::TransformerBlock::call_cached_with) that
+    /// had it (and projected anew when another sequence is given).
+    ///
+    /// ```
+    /// use gradtape::nn::{BlockArgs, KvCache, TransformerBlock};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let decoder = TransformerBlock::builder(8, 2, 16).causal(true).cross_attention(8).build(&mut rng)?;
+    /// let enc = rng.normal(&[1, 6, 8], 0.0, 1.0, DType::F32)?;
+    /// let mut cache = KvCache::new();
+    /// decoder.call_cached_with(&rng.normal(&[1, 2, 8], 0.0, 1.0, DType::F32)?, &mut cache, BlockArgs::new().encoder(&enc))?;
+    /// let keys = cache.encoder_keys().expect("kept").clone();
+    /// assert_eq!(keys.shape(), &[1, 2, 6, 4]);
+    /// decoder.call_cached_with(&rng.normal(&[1, 1, 8], 0.0, 1.0, DType::F32)?, &mut cache, BlockArgs::new().encoder(&enc))?;
+    /// assert_eq!(cache.encoder_keys().expect("kept").id(), keys.id()); // not projected again
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn encoder_keys(&self) -> Option<&Tensor> {
+        self.cross.as_ref().map(|c| &c.k)
+    }
+
+    /// Forgets every position (to start a new sequence), and a decoder
+    /// block's projections of its encoder's sequence.
     pub fn clear(&mut self) {
         self.keys = None;
         self.values = None;
+        self.cross = None;
     }
 }

@@ -4,7 +4,7 @@
 //! encoder's sequence, keras_hub's `TransformerEncoder` and
 //! `TransformerDecoder`. [`BlockArgs`] are a call's optional arguments.
 
-use super::attention_args::check_padding;
+use super::attention_args::{check_padding, CrossKv};
 use super::{
     unique_name, Activation, AttentionArgs, Dense, Dropout, KvCache, Layer, LayerNorm, Module, MultiHeadAttention,
     RMSNorm, RotaryEmbedding,
@@ -526,8 +526,9 @@ impl TransformerBlock {
     }
 
     /// The cross-attention sublayer to `args.encoder` (`x` as it is
-    /// without one).
-    fn cross_attend(&self, x: &Tensor, args: &BlockArgs<'_>) -> Result<Tensor> {
+    /// without one); the encoder's key and value heads from `kept` where
+    /// it holds them (decoding), else projected (and kept there).
+    fn cross_attend(&self, x: &Tensor, args: &BlockArgs<'_>, kept: Option<&mut Option<CrossKv>>) -> Result<Tensor> {
         let (norm, mha, enc) = match (&self.cross, args.encoder) {
             (None, None) => return Ok(x.clone()),
             (Some((norm, mha)), Some(enc)) => (norm, mha, enc),
@@ -551,7 +552,7 @@ impl TransformerBlock {
             }
             a = a.value_mask(m);
         }
-        self.residual(x, norm, args.training, |n| mha.call_with(n, enc, a))
+        self.residual(x, norm, args.training, |n| mha.call_kept(n, enc, a, kept))
     }
 
     /// The block over `x [batch, t, d_model]` with the optional
@@ -589,7 +590,7 @@ impl TransformerBlock {
             }
             self.attention.call_with(n, n, a)
         })?;
-        let x = self.cross_attend(&x, &args)?;
+        let x = self.cross_attend(&x, &args, None)?;
         self.feed_forward(&x, args.training)
     }
 
@@ -681,7 +682,7 @@ impl TransformerBlock {
         }
         self.check(x)?;
         let x = self.residual(x, &self.ln_1, false, |n| self.attention.call_cached(n, cache))?;
-        let x = self.cross_attend(&x, &args)?;
+        let x = self.cross_attend(&x, &args, Some(&mut cache.cross))?;
         self.feed_forward(&x, false)
     }
 }
