@@ -57,7 +57,7 @@ pub(super) fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
     let b = &v[s.b % v.len()];
     let r = a.rank() as isize;
     let axis = |k: usize| -> isize { (k % a.rank().max(1)) as isize - if s.flag { r } else { 0 } };
-    let padding = if s.q % 2 == 0 { Padding::Same } else { Padding::Valid };
+    let padding = if s.q.is_multiple_of(2) { Padding::Same } else { Padding::Valid };
     let stride = 1 + (s.p / 3 % 2) as i64;
     match s.op - FIRST {
         0 => {
@@ -280,7 +280,7 @@ pub(super) fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
                 false => {
                     let x = a.reshape(&[1, sh[0], sh[1], 1])?;
                     let size = [sh[0] + 1 + s.q % 3, 1 + sh[1] / 2];
-                    flat(&x.resize_bilinear(size, s.p % 2 == 1, s.p % 2 == 0)?)
+                    flat(&x.resize_bilinear(size, !s.p.is_multiple_of(2), s.p.is_multiple_of(2))?)
                 }
             }
         }
