@@ -983,7 +983,10 @@ fn per_example_gradients_through_loops_of_different_lengths() -> Result<()> {
         let (y, dy) = (got[0].to_vec_f64()[k], got[1].to_vec_f64()[k]);
         assert!((y - x.powf(p)).abs() <= 1e-12 * y.abs(), "example {k}: y {y}");
         let want = p * x.powf(p - 1.0);
-        assert!((dy - want).abs() <= 1e-12 * want.abs(), "example {k}: dy {dy}, want {want}");
+        assert!(
+            (dy - want).abs() <= 1e-12 * want.abs(),
+            "example {k}: dy {dy}, want {want}"
+        );
     }
     Ok(())
 }

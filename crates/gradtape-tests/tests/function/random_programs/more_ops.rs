@@ -57,7 +57,11 @@ pub(super) fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
     let b = &v[s.b % v.len()];
     let r = a.rank() as isize;
     let axis = |k: usize| -> isize { (k % a.rank().max(1)) as isize - if s.flag { r } else { 0 } };
-    let padding = if s.q.is_multiple_of(2) { Padding::Same } else { Padding::Valid };
+    let padding = if s.q.is_multiple_of(2) {
+        Padding::Same
+    } else {
+        Padding::Valid
+    };
     let stride = 1 + (s.p / 3 % 2) as i64;
     match s.op - FIRST {
         0 => {
