@@ -51,6 +51,16 @@ fn program(seed: u64, k: usize) -> (Vec<Step>, (usize, usize, usize), Gen) {
     (steps, sizes, g)
 }
 
+/// `steps` without the casts through a narrower float, for comparing two
+/// modes of differentiation: each rounds its own vector (a tangent, a
+/// cotangent) to that float.
+fn without_narrowing(steps: Vec<Step>) -> Vec<Step> {
+    steps
+        .into_iter()
+        .filter(|s| s.op != super::more_ops::NARROWING)
+        .collect()
+}
+
 /// `vmap` of `f` (a program's outputs from one example's inputs) equals
 /// the loop over the examples, stacked.
 fn check_vmap(
@@ -122,12 +132,7 @@ fn random_programs_through_forward_mode_agree_with_reverse() -> Result<()> {
     let (mut checked, mut non_finite, total) = (0, 0, range.len());
     for k in range {
         let (steps, (b, n, m), mut g) = program(seed.wrapping_add(1), k);
-        // (not the casts through a narrower float: each mode rounds its
-        // own vector, the tangent or the cotangent, to that float)
-        let steps: Vec<Step> = steps
-            .into_iter()
-            .filter(|s| s.op != super::more_ops::NARROWING)
-            .collect();
+        let steps = without_narrowing(steps);
         let x = inputs(&mut g, DType::F64, b, n, m)?;
         let v = inputs(&mut g, DType::F64, b, n, m)?;
         let loss = |p: &[Tensor]| Ok(run(&steps, p)?[1].clone());
@@ -280,10 +285,7 @@ fn random_programs_hessian_vector_products_agree_in_both_modes() -> Result<()> {
     let (mut compared, mut non_finite, total) = (0, 0, range.len());
     for k in range {
         let (steps, (b, n, m), mut g) = program(seed.wrapping_add(3), k);
-        let steps: Vec<Step> = steps
-            .into_iter()
-            .filter(|s| s.op != super::more_ops::NARROWING)
-            .collect();
+        let steps = without_narrowing(steps);
         let x = inputs(&mut g, DType::F64, b, n, m)?;
         let v = inputs(&mut g, DType::F64, b, n, m)?.swap_remove(0);
         let loss =
