@@ -16,17 +16,7 @@ import tensorflow as tf
 import keras
 from keras import layers
 from keras.src import backend
-
-
-def fill(shape, k):
-    n = int(np.prod(shape))
-    return (0.5 * np.sin(0.7 * np.arange(n) + k)).reshape(shape)
-
-
-def show(name, a):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    print(f"/// {len(a)} values")
-    print("pub const " + name.upper() + ": [f64; %d] = [%s];" % (len(a), ", ".join(repr(float(x)) for x in a)))
+from keras_refs import fill, show
 
 
 def mha(heads, key_dim, value_dim, out, dq, dk, dv, dtype, k0, **kw):

@@ -13,17 +13,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import numpy as np
 import tensorflow as tf
 from keras import layers
-
-
-def fill(shape, k):
-    n = int(np.prod(shape))
-    return (0.5 * np.sin(0.7 * np.arange(n) + k)).reshape(shape)
-
-
-def show(name, a):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    print(f"/// {len(a)} values")
-    print("pub const " + name.upper() + ": [f64; %d] = [%s];" % (len(a), ", ".join(repr(float(x)) for x in a)))
+from keras_refs import fill, show
 
 
 def weighted(o):

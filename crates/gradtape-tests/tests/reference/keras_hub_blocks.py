@@ -17,11 +17,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import numpy as np
 import tensorflow as tf
 import keras_hub
-
-
-def fill(shape, k):
-    n = int(np.prod(shape))
-    return (0.5 * np.sin(0.7 * np.arange(n) + k)).reshape(shape)
+from keras_refs import fill, show
 
 
 def key(p):
@@ -29,12 +25,6 @@ def key(p):
     # decoder and gradtape `self_attention`)
     p = p.replace("self_attention_layer/", "self_attention/")
     return (sum(p.encode()) % 89) / 7.0
-
-
-def show(name, a):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    print(f"/// {len(a)} values")
-    print("pub const " + name.upper() + ": [f64; %d] = [%s];" % (len(a), ", ".join(repr(float(x)) for x in a)))
 
 
 def set_weights(layer):
