@@ -287,6 +287,9 @@ pub mod __internals {
             pub mod complex_fns {
                 pub use crate::kernels::cpu::complex_fns::*;
             }
+            pub mod lockstep {
+                pub use crate::kernels::cpu::lockstep::*;
+            }
             pub mod layer_norm {
                 pub use crate::kernels::cpu::layer_norm::{backward, forward};
             }

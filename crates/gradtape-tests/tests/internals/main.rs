@@ -40,6 +40,7 @@ mod kernels_cpu_complex_fns;
 mod kernels_cpu_decomp;
 mod kernels_cpu_eig;
 mod kernels_cpu_layer_norm;
+mod kernels_cpu_lockstep;
 mod kernels_cpu_math;
 mod kernels_cpu_matmul;
 mod kernels_cpu_narrow_matmul;

@@ -35,6 +35,7 @@ use smallvec::SmallVec;
 use crate::autodiff::gradient::{call_rule, Gradient};
 use crate::autodiff::tape::{OpList, TapeState, NO_OP};
 use crate::error::{Error, Result};
+use crate::kernels::cpu::lockstep::zip;
 use crate::tensor::{DType, Shape, Tensor, TensorId};
 
 /// What the caller knows about a source.
@@ -200,7 +201,7 @@ fn plan(ops: &mut OpList, take: bool, target_ops: &[u32], sources: &SourceSet) -
         let rec = if take { &plan.recs[idx] } else { &ops[idx] };
         let mut edges: SmallVec<[Edge; 2]> = SmallVec::new();
         let mut any = false;
-        for (&id, &p) in rec.inputs.iter().zip(&rec.producers) {
+        for (&id, &p) in zip(&*rec.inputs, &rec.producers) {
             let edge = edge_to(id, p, &plan, sources);
             any |= !matches!(edge, Edge::Nothing);
             edges.push(edge);
@@ -212,7 +213,7 @@ fn plan(ops: &mut OpList, take: bool, target_ops: &[u32], sources: &SourceSet) -
             continue;
         }
         // 2. count the edges into each kept producer
-        for e in &edges {
+        for e in edges.iter() {
             if let Edge::Op { op, .. } = *e {
                 plan.steps[op as usize].missing += 1;
             }
@@ -346,7 +347,7 @@ pub(crate) fn backprop(
         let edges = std::mem::take(&mut step.edges);
         if step.source_output {
             // an output that is itself a source keeps its (complete) cotangent
-            for (c, o) in cots.iter().zip(&rec.outputs) {
+            for (c, o) in zip(&*cots, &rec.outputs) {
                 if let (Some(c), Some(s)) = (c, source_set.position(o.id)) {
                     accumulate(&mut source_grads[s as usize], c.clone())?;
                 }
@@ -354,7 +355,7 @@ pub(crate) fn backprop(
         }
         if cots.iter().any(|c| c.is_some()) {
             let mut needs: SmallVec<[bool; 4]> = SmallVec::new();
-            for e in &edges {
+            for e in edges.iter() {
                 needs.push(!matches!(e, Edge::Nothing));
             }
             let in_grads = call_rule(&vjp, cots, &rec.outputs, &needs)?;
@@ -383,7 +384,7 @@ pub(crate) fn backprop(
                 }
             }
         }
-        for edge in &edges {
+        for edge in edges.iter() {
             if let Edge::Op { op, .. } = *edge {
                 let m = &mut steps[op as usize].missing;
                 *m -= 1;

@@ -25,6 +25,7 @@ use std::ops::Range;
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
+use crate::kernels::cpu::lockstep::{self, zip};
 use crate::tensor::dtype::with_types;
 use crate::tensor::{with_float_dtype, Element, Float, Tensor};
 
@@ -109,7 +110,7 @@ impl<T: Float> Rows<'_, T> {
             Rows::Dense(g) => f(0..n, g),
             Rows::Sparse { rows, vals, width } => {
                 let mut next = 0;
-                for (k, &r) in rows.iter().enumerate() {
+                for (k, &r) in zip(0.., &rows[..]) {
                     let lo = r * width;
                     if all && lo > next {
                         gap(&mut f, next, lo);
@@ -321,8 +322,8 @@ fn pass<T: Float, R: ElemRule<K>, const K: usize>(
         return;
     };
     let g = &g[..w.len()];
-    for (i, w) in w.iter_mut().enumerate() {
-        let mut st: [T; K] = std::array::from_fn(|k| s[k][i]);
+    for (i, w) in zip(0.., &mut w[..]) {
+        let mut st: [T; K] = lockstep::from_fn(|k| s[k][i]);
         if let Some((wd, lr)) = decay {
             // Keras: variable.assign_sub(variable * wd * lr)
             *w = *w - *w * wd * lr;

@@ -272,14 +272,14 @@ macro_rules! element {
             #[inline]
             fn slice(s: &Storage) -> Option<&[Self]> {
                 match s {
-                    Storage::$variant(v) => Some(&v[..]),
+                    Storage::$variant(v) => Some(&**v), // (by `Deref`: `SmallVec`'s indexing is not inlined)
                     _ => None,
                 }
             }
             #[inline]
             fn slice_mut(s: &mut Storage) -> Option<&mut [Self]> {
                 match s {
-                    Storage::$variant(v) => Some(&mut v[..]),
+                    Storage::$variant(v) => Some(&mut **v),
                     _ => None,
                 }
             }

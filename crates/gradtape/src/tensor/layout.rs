@@ -13,6 +13,8 @@
 use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
+use crate::kernels::cpu::lockstep;
+use crate::kernels::cpu::lockstep::zip;
 
 /// Dimension sizes; inline up to rank 4.
 pub type Shape = SmallVec<[usize; 4]>;
@@ -32,6 +34,7 @@ pub struct Layout {
 
 impl Layout {
     /// The row-major layout of a buffer of exactly `shape`.
+    #[inline]
     pub fn contiguous(shape: &[usize]) -> Self {
         Layout {
             shape: small_copy(shape),
@@ -41,8 +44,13 @@ impl Layout {
     }
 
     /// The view's element count.
+    #[inline]
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        let mut n = 1;
+        for &d in self.shape.iter() {
+            n *= d;
+        }
+        n
     }
 
     /// Whether every element the view addresses lies inside a buffer of
@@ -60,7 +68,7 @@ impl Layout {
             return false;
         }
         let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
-        for (&d, &s) in self.shape.iter().zip(&self.strides) {
+        for (&d, &s) in zip(&*self.shape, &self.strides) {
             // `lo` and `hi` lie in 0..len before each step and move by less
             // than 2^126: no overflow of i128
             let span = (d as i128 - 1) * s as i128;
@@ -158,9 +166,17 @@ impl Layout {
     }
 
     /// Row-major with no gaps (offset may be non-zero).
+    #[inline]
     pub fn is_contiguous(&self) -> bool {
+        // (an index loop over the slices: this is on every op's path, and
+        // `Zip`'s constructor is not inlined everywhere; see
+        // `kernels::cpu::lockstep`)
+        let (shape, strides): (&[usize], &[isize]) = (&self.shape, &self.strides);
         let mut expected = 1isize;
-        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
+        let mut i = shape.len().min(strides.len());
+        while i > 0 {
+            i -= 1;
+            let (d, s) = (shape[i], strides[i]);
             if d != 1 && s != expected {
                 return false;
             }
@@ -176,7 +192,7 @@ impl Layout {
 pub fn small_copy<T: Copy + Default>(xs: &[T]) -> SmallVec<[T; 4]> {
     if xs.len() <= 4 {
         let mut buf = [T::default(); 4];
-        for (b, &x) in buf.iter_mut().zip(xs) {
+        for (b, &x) in zip(&mut buf, xs) {
             *b = x;
         }
         SmallVec::from_buf_and_len(buf, xs.len())
@@ -195,6 +211,7 @@ pub fn small_copy<T: Copy + Default>(xs: &[T]) -> SmallVec<[T; 4]> {
 /// shape such as `[0, 2^62, 2^62]`; gradtape refuses it, so that every
 /// partial product of a valid shape (the sizes kernels compute) and every
 /// stride fits in `isize`.
+#[inline]
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     let mut n = 1usize;
     let mut empty = false;
@@ -340,14 +357,22 @@ pub(crate) fn for_rows<const N: usize>(
 ) {
     let outer = &shape[..shape.len() - 1];
     // multi-index of the first row
-    let mut idx: SmallVec<[usize; 4]> = SmallVec::from_elem(0, outer.len());
+    // (the multi-index and the strides as plain slices: `SmallVec`'s
+    // indexing is not `#[inline]`, and this loop runs once per row)
+    let mut idx_buf: SmallVec<[usize; 4]> = SmallVec::from_elem(0, outer.len());
+    let idx: &mut [usize] = &mut idx_buf;
+    let strides: [&[isize]; N] = lockstep::from_fn(|k| &*strides[k]);
     let mut rem = rows.start;
     for d in (0..outer.len()).rev() {
         idx[d] = rem % outer[d];
         rem /= outer[d];
     }
-    let mut base: [isize; N] = std::array::from_fn(|k| {
-        offsets[k] as isize + (0..outer.len()).map(|d| idx[d] as isize * strides[k][d]).sum::<isize>()
+    let mut base: [isize; N] = lockstep::from_fn(|k| {
+        let mut at = offsets[k] as isize;
+        for (&i, &s) in lockstep::zip(&*idx, strides[k]) {
+            at += i as isize * s;
+        }
+        at
     });
     for row in rows {
         f(row, base);

@@ -41,6 +41,7 @@ use super::pipeline::PassCx;
 use crate::error::Result;
 use crate::function::graph::{Graph, ValueId};
 use crate::kernels::cpu::build_rows;
+use crate::kernels::cpu::lockstep::{zip, zip3};
 use crate::kernels::cpu::math::with_simd;
 use crate::ops::desc::{DynOp, Op, Outputs, ShapeOp};
 use crate::tensor::{DType, Element, Tensor};
@@ -176,23 +177,23 @@ impl DiagMatMul {
                         match (left, trans) {
                             (true, false) => {
                                 let s = diag[r];
-                                for (y, &w) in row.iter_mut().zip(plain()) {
+                                for (y, &w) in zip(&mut row[..], plain()) {
                                     put(y, s * w);
                                 }
                             }
                             (false, false) => {
-                                for ((y, &w), &s) in row.iter_mut().zip(plain()).zip(&diag) {
+                                for (y, &w, &s) in zip3(&mut row[..], plain(), &*diag) {
                                     put(y, w * s);
                                 }
                             }
                             (true, true) => {
                                 let s = diag[r];
-                                for (c, y) in row.iter_mut().enumerate() {
+                                for (c, y) in zip(0.., &mut row[..]) {
                                     put(y, s * o[c * cols + r]);
                                 }
                             }
                             (false, true) => {
-                                for (c, y) in row.iter_mut().enumerate() {
+                                for (c, y) in zip(0.., &mut row[..]) {
                                     put(y, o[c * cols + r] * diag[c]);
                                 }
                             }
@@ -236,7 +237,7 @@ pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     // keep them square
     let mut likely: FxHashMap<ValueId, usize> = FxHashMap::default();
     let mut rewrites = 0;
-    for node in &mut g.nodes {
+    for node in g.nodes.iter_mut() {
         let [out] = node.outputs[..] else { continue };
         let info = &g.values[out as usize];
         let s = squeezed(&info.shape);

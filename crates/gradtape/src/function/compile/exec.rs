@@ -112,7 +112,7 @@ impl Plan {
     pub fn new(g: &Graph, pair: bool) -> Plan {
         let n = g.values.len();
         let mut returned = vec![false; n];
-        for &o in &g.outputs {
+        for &o in g.outputs.iter() {
             returned[o as usize] = true;
         }
         let mut read = vec![false; n];
@@ -271,7 +271,7 @@ impl Plan {
             profile::record(t0, || profile::label(&node.op), first_shape(g, node));
             i += 1;
         }
-        for &o in &self.outputs {
+        for &o in self.outputs.iter() {
             let t = slots[o as usize].clone();
             out.push(t.ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))?);
         }
@@ -319,7 +319,7 @@ fn run_one(
 /// Takes a step's operands from their slots into `ins`.
 fn fetch(step: &Step, slots: &mut [Option<Tensor>], ins: &mut Vec<Tensor>) -> Result<()> {
     ins.clear();
-    for r in &step.reads {
+    for r in step.reads.iter() {
         let s = &mut slots[r.slot as usize];
         let t = if r.last { s.take() } else { s.clone() };
         ins.push(t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?);

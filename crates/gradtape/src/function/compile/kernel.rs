@@ -55,6 +55,7 @@
 use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::kernels::cpu::lockstep::{copy, fill, zip, zip3};
 use crate::kernels::cpu::math::with_simd;
 use crate::kernels::cpu::workers::{self, SendPtr};
 use crate::kernels::cpu::PAR_MIN;
@@ -237,13 +238,13 @@ impl Output {
 
 impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (r, s) in &self.splats {
+        for (r, s) in self.splats.iter() {
             match s {
                 Splat::Input(i) => writeln!(f, "r{r} = splat in{i}")?,
                 Splat::Value(v) => writeln!(f, "r{r} = splat {v}")?,
             }
         }
-        for ins in &self.body {
+        for ins in self.body.iter() {
             match ins {
                 Instr::Load { dst, input } => writeln!(f, "r{dst} = load in{input}")?,
                 Instr::Unary { op, dst, a } => writeln!(f, "r{dst} = {}(r{a})", op.name())?,
@@ -338,7 +339,7 @@ impl Program {
                 format!("expects {} inputs, got {}", self.input_len.len(), inputs.len()),
             ));
         }
-        for (i, (t, &want)) in inputs.iter().zip(&self.input_len).enumerate() {
+        for (i, t, &want) in zip3(0.., inputs, &self.input_len) {
             if t.dtype() != self.dtype || t.numel() != want {
                 return Err(Error::invalid(
                     "Fused",
@@ -420,7 +421,7 @@ impl Program {
         // elementwise outputs of `len`, and partial reductions
         let mut ebufs: List<_> = List::new();
         let mut rbufs: List<_> = List::new();
-        for o in &self.outputs {
+        for o in self.outputs.iter() {
             match o {
                 Output::Elementwise => {
                     // a new buffer, or the donor's
@@ -507,7 +508,7 @@ impl Program {
                 _ => None,
             })
             .collect();
-        for (k, (b, n)) in rbufs.iter_mut().enumerate() {
+        for (k, (b, n)) in zip(0.., &mut rbufs[..]) {
             let from: smallvec::SmallVec<[&[f64]; 16]> = partials.iter().filter_map(|(_, p)| p[k].as_deref()).collect();
             if !from.is_empty() {
                 combine(folds[k], &from, &mut spare(b, *n)[..]);
@@ -525,7 +526,7 @@ impl Program {
         let mut rbufs = rbufs.into_iter();
         let mut acc = 0;
         let mut results = Outs::new();
-        for o in &self.outputs {
+        for o in self.outputs.iter() {
             let b = match o {
                 Output::Elementwise => match ebufs.next() {
                     Some((_, Some(mut b))) => {
@@ -601,7 +602,7 @@ impl Program {
     fn direct_stores(&self, fresh: impl Fn(usize) -> bool) -> smallvec::SmallVec<[(Reg, u16); 4]> {
         let mut direct = smallvec::SmallVec::new();
         let mut stored: smallvec::SmallVec<[Reg; 8]> = smallvec::SmallVec::new();
-        for (k, ins) in self.body.iter().enumerate() {
+        for (k, ins) in zip(0.., &self.body[..]) {
             let Instr::Store { out, src } = *ins else { continue };
             if stored.contains(&src) {
                 continue;
@@ -649,12 +650,12 @@ impl Program {
         let mut store = scratch::take_written(len + slack, T::zero());
         let at = store.as_ptr().align_offset(64).min(slack);
         let mut regs = Regs::new(&mut store[at..at + len], stride);
-        for (r, s) in &self.splats {
+        for (r, s) in self.splats.iter() {
             let v = match s {
                 Splat::Input(i) => srcs[*i as usize].first(),
                 Splat::Value(v) => T::from_f64(*v),
             };
-            regs.get_mut(*r, stride).fill(v);
+            fill(regs.get_mut(*r, stride), v);
         }
         let mut states: smallvec::SmallVec<[State<T>; 2]> = self
             .body
@@ -695,7 +696,7 @@ impl Program {
                 // access to it meanwhile is of `n` elements.
                 unsafe { regs.target(r, outs[out as usize].get().add(start), n) }
             }
-            for (k, ins) in self.body.iter().enumerate() {
+            for (k, ins) in zip(0.., &self.body[..]) {
                 match *ins {
                     Instr::Load { dst, input } => {
                         let src = &srcs[input as usize];
@@ -752,7 +753,7 @@ impl Program {
                             // SAFETY: as above; the register is another
                             // allocation, or an input's elements that no
                             // output writes.
-                            unsafe { std::slice::from_raw_parts_mut(o, n) }.copy_from_slice(regs.get(src, n));
+                            copy(unsafe { std::slice::from_raw_parts_mut(o, n) }, regs.get(src, n));
                         }
                     }
                     Instr::Accumulate { acc, src } => {

@@ -46,6 +46,7 @@
 //! rows (forward) and over batch elements (backward, whose key gradients
 //! sum over a batch element's rows).
 
+use super::lockstep::{chunks, fill, whole, zip, zip3};
 use crate::error::Result;
 use crate::kernels::cpu::attention_gemm::Rows;
 use crate::kernels::cpu::counter::CounterRng;
@@ -150,14 +151,14 @@ impl<T: Float> Mask<'_, T> {
 #[inline(always)]
 pub(crate) fn dot<T: Float>(a: &[T], b: &[T]) -> T {
     let mut acc = [T::zero(); 8];
-    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ar, br) = (ac.remainder(), bc.remainder());
-    for (x, y) in ac.zip(bc) {
+    let n = a.len().min(b.len());
+    let ((ac, ar), (bc, br)) = (whole(&a[..n], 8), whole(&b[..n], 8));
+    for (x, y) in zip(chunks(ac, 8), chunks(bc, 8)) {
         for l in 0..8 {
             acc[l] = acc[l] + x[l] * y[l];
         }
     }
-    for (l, (&x, &y)) in ar.iter().zip(br).enumerate() {
+    for (l, &x, &y) in zip3(0.., ar, br) {
         acc[l] = acc[l] + x * y;
     }
     ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
@@ -166,7 +167,7 @@ pub(crate) fn dot<T: Float>(a: &[T], b: &[T]) -> T {
 /// `y += a x`.
 #[inline(always)]
 fn axpy<T: Float>(y: &mut [T], a: T, x: &[T]) {
-    for (y, &x) in y.iter_mut().zip(x) {
+    for (y, &x) in zip(&mut y[..], x) {
         *y = *y + a * x;
     }
 }
@@ -178,7 +179,7 @@ fn axpy<T: Float>(y: &mut [T], a: T, x: &[T]) {
 fn transpose_block<T: Float>(m: &[T], j0: usize, len: usize, w: usize, out: &mut [T]) {
     for jj in 0..len {
         let row = &m[(j0 + jj) * w..][..w];
-        for (c, &x) in row.iter().enumerate() {
+        for (c, &x) in zip(0.., row) {
             out[c * len + jj] = x;
         }
     }
@@ -188,9 +189,9 @@ fn transpose_block<T: Float>(m: &[T], j0: usize, len: usize, w: usize, out: &mut
 /// [`transpose_block`] (`s.len()` columns of a block of `len`).
 #[inline(always)]
 fn block_products<T: Float>(x: &[T], t: &[T], len: usize, s: &mut [T]) {
-    s.fill(T::zero());
+    fill(s, T::zero());
     let n = s.len();
-    for (c, &xc) in x.iter().enumerate() {
+    for (c, &xc) in zip(0.., x) {
         axpy(s, xc, &t[c * len..][..n]);
     }
 }
@@ -215,7 +216,7 @@ fn block_scores<T: Float>(
     match mask {
         Some(m) => {
             let at = m.row(b, i);
-            for (jj, x) in s.iter_mut().enumerate() {
+            for (jj, x) in zip(0.., &mut s[..]) {
                 *x = scale * *x + at(j0 + jj);
             }
         }
@@ -396,7 +397,7 @@ pub fn forward_online<T: Float>(
                                     *x = *x - m[r];
                                 }
                                 exp_in_place(s);
-                                for (jj, &p) in s.iter().enumerate() {
+                                for (jj, &p) in zip(0.., &s[..]) {
                                     l[r] = l[r] + p;
                                     // (the sum is of the undropped probabilities)
                                     let pf = match &dims.dropout {
@@ -463,7 +464,7 @@ pub fn backward_online<T: Float>(
                 let (dk, dvv) = rest.split_at_mut(tk * d);
                 // D[i] = dO[i]·o[i]
                 let mut dd = scratch::take(tq, T::zero());
-                for (i, x) in dd.iter_mut().enumerate() {
+                for (i, x) in zip(0.., &mut dd[..]) {
                     let row = &fwd[(b * tq + i) * (dv + 1)..][..dv];
                     *x = dot(&dout[(b * tq + i) * dv..][..dv], row);
                 }

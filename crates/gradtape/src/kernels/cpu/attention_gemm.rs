@@ -25,6 +25,7 @@
 //! the compute threads. Values agree with the online kernel to rounding.
 
 use super::attention::{Dims, Mask};
+use super::lockstep::{fill, zip, zip3};
 use super::math::{exp_affine, max_lanes};
 use super::matmul::gemm_raw;
 use super::scratch;
@@ -349,7 +350,7 @@ fn scores<T: Float>(
         match mask {
             Some(m) => {
                 let at = m.row(b, i);
-                for (j, x) in row[..seen].iter_mut().enumerate() {
+                for (j, x) in zip(0.., &mut row[..seen][..]) {
                     *x = scale * *x + at(j);
                 }
             }
@@ -360,7 +361,7 @@ fn scores<T: Float>(
             }
             None => {}
         }
-        row[seen..].fill(T::zero());
+        fill(&mut row[seen..], T::zero());
     }
     if deferred {
         scale
@@ -435,7 +436,7 @@ pub(crate) fn forward_rows<T: Float>(
                             // no key, or every key hidden: no probability,
                             // output 0; the log-sum-exp of a hidden row is
                             // +inf, so that the backward pass's P is 0 there
-                            row.fill(T::zero());
+                            fill(row, T::zero());
                             lse[r] = if dims.keys(i) == 0 {
                                 T::neg_infinity()
                             } else {
@@ -449,7 +450,7 @@ pub(crate) fn forward_rows<T: Float>(
                         match &dims.dropout {
                             Some(dr) => {
                                 let at = (b * tq + i) * tk;
-                                for (j, x) in row[..seen].iter_mut().enumerate() {
+                                for (j, x) in zip(0.., &mut row[..seen][..]) {
                                     *x = *x * inv * T::from_f64(dr.factor(at + j));
                                 }
                             }
@@ -577,18 +578,18 @@ pub(crate) fn backward_rows<T: Float>(
                         // products of a sub-block left dprow's scratch as it
                         // was beyond its keys)
                         let (dprow, hidden) = dprow.split_at_mut(seen);
-                        hidden.fill(T::zero());
+                        fill(hidden, T::zero());
                         match &dims.dropout {
                             Some(dr) => {
                                 let at = (b * tq + i) * tk;
-                                for (j, (p, y)) in srow.iter_mut().zip(dprow.iter_mut()).enumerate() {
+                                for (j, p, y) in zip3(0.., &mut srow[..], &mut dprow[..]) {
                                     let fj = T::from_f64(dr.factor(at + j));
                                     *y = *p * (*y * fj - dd) * scale;
                                     *p = *p * fj;
                                 }
                             }
                             None => {
-                                for (p, y) in srow.iter().zip(dprow.iter_mut()) {
+                                for (p, y) in zip(&srow[..], &mut dprow[..]) {
                                     *y = *p * (*y - dd) * scale;
                                 }
                             }

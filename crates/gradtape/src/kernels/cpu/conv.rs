@@ -11,6 +11,7 @@
 
 use std::mem::MaybeUninit;
 
+use super::lockstep::{chunks, chunks_mut, whole, whole_mut, zip, zip3};
 use crate::error::{Error, Result};
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{Buf, Float};
@@ -93,7 +94,7 @@ pub(crate) fn positive<const N: usize>(op: &'static str, what: &str, v: [i64; N]
         return Err(Error::invalid(op, format!("{what} must be >= 1, got {v:?}")));
     }
     let mut out = [0usize; N];
-    for (o, &s) in out.iter_mut().zip(&v) {
+    for (o, &s) in zip(&mut out[..], &v) {
         *o = usize::try_from(s).map_err(|_| Error::invalid(op, format!("{what} {v:?} too large")))?;
     }
     Ok(out)
@@ -308,15 +309,17 @@ fn filled<T: Float>(buf: &mut Buf<T>, n: usize, write: impl FnOnce(&mut [MaybeUn
 fn copy_small<T: Copy + num_traits::Zero>(dst: &mut [MaybeUninit<T>], src: &[T]) {
     let n = dst.len().min(src.len());
     let (head, rest) = dst.split_at_mut(n);
-    let mut d = head.chunks_exact_mut(16);
-    let mut s = src[..n].chunks_exact(16);
-    for (a, b) in (&mut d).zip(&mut s) {
+    let (d, d_rest) = whole_mut(head, 16);
+    let (s, s_rest) = whole(&src[..n], 16);
+    for (a, b) in zip(chunks_mut(d, 16), chunks(s, 16)) {
         if let (Ok(a), Ok(b)) = (<&mut [MaybeUninit<T>; 16]>::try_from(a), <&[T; 16]>::try_from(b)) {
-            *a = b.map(MaybeUninit::new);
+            for (a, &b) in zip(a, b) {
+                a.write(b);
+            }
         }
     }
-    for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        a.write(*b);
+    for (a, &b) in zip(d_rest, s_rest) {
+        a.write(b);
     }
     for a in rest {
         a.write(T::zero());
@@ -375,7 +378,7 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
                         let Some(iw) = g.iw(ow, kw) else { continue };
                         let src = &row[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
                         let dst = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
-                        for (d, s) in dst.iter_mut().zip(src) {
+                        for (d, s) in zip(&mut dst[..], src) {
                             *d = *d + *s;
                         }
                     }
@@ -518,12 +521,12 @@ pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> 
                     let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
                     let fr = &f[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
                     if m == 1 {
-                        for ((o, &xv), &fv) in o.iter_mut().zip(xr).zip(fr) {
+                        for (o, &xv, &fv) in zip3(&mut o[..], xr, fr) {
                             *o = *o + xv * fv;
                         }
                     } else {
-                        for ((oc, &xv), fc) in o.chunks_mut(m).zip(xr).zip(fr.chunks(m)) {
-                            for (o, &fv) in oc.iter_mut().zip(fc) {
+                        for (oc, &xv, fc) in zip3(chunks_mut(o, m), xr, chunks(fr, m)) {
+                            for (o, &fv) in zip(&mut oc[..], fc) {
                                 *o = *o + xv * fv;
                             }
                         }
@@ -556,9 +559,9 @@ pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) ->
                         let Some(iw) = g.iw(ow, kw) else { continue };
                         let fr = &f[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
                         let xr = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
-                        for ((xv, dc), fc) in xr.iter_mut().zip(d.chunks(m)).zip(fr.chunks(m)) {
+                        for (xv, dc, fc) in zip3(&mut xr[..], chunks(d, m), chunks(fr, m)) {
                             let mut s = *xv;
-                            for (&a, &b) in dc.iter().zip(fc) {
+                            for (&a, &b) in zip(dc, fc) {
                                 s = s + a * b;
                             }
                             *xv = s;
@@ -598,8 +601,8 @@ pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -
                             let Some(iw) = g.iw(ow, kw) else { continue };
                             let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
                             let fr = &mut df[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
-                            for ((fc, &xv), dc) in fr.chunks_mut(m).zip(xr).zip(d.chunks(m)) {
-                                for (fv, &dv) in fc.iter_mut().zip(dc) {
+                            for (fc, &xv, dc) in zip3(chunks_mut(fr, m), xr, chunks(d, m)) {
+                                for (fv, &dv) in zip(&mut fc[..], dc) {
                                     *fv = *fv + xv * dv;
                                 }
                             }
@@ -615,7 +618,7 @@ pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -
         let part = part?;
         match &mut sum {
             Some(a) => {
-                for (x, y) in a.iter_mut().zip(&part) {
+                for (x, y) in zip(&mut a[..], &part) {
                     *x = *x + *y;
                 }
             }

@@ -9,6 +9,7 @@
 //! the scatters) run in parallel on the compute threads.
 
 use super::conv::{images_per_chunk, out_dim, products, window_range, Padding};
+use super::lockstep::{zip, zip4};
 use crate::error::Result;
 use crate::tensor::layout::checked_numel;
 use crate::tensor::Float;
@@ -201,7 +202,7 @@ fn col2im<T: Float>(cols: &[T], g: &Geom3, n0: usize, nb: usize, dx: &mut [T]) {
                             let t = (a * g.k[1] + b) * g.k[2] + e;
                             let src = &row[t * c..(t + 1) * c];
                             let at = (ih * g.x[2] + iw) * c;
-                            for (d, s) in dxp[at..at + c].iter_mut().zip(src) {
+                            for (d, s) in zip(&mut dxp[at..at + c][..], src) {
                                 *d = *d + *s;
                             }
                         }
@@ -337,7 +338,7 @@ pub(crate) fn max_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<(Vec<T>, Vec<i6
             let (yo, ao) = (&mut yr[ow * c..(ow + 1) * c], &mut ar[ow * c..(ow + 1) * c]);
             let mut first = true;
             window(g, (n, od, oh, ow), |off| {
-                for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(&x[off..off + c]).enumerate() {
+                for (j, yv, av, &xv) in zip4(0.., &mut yo[..], &mut ao[..], &x[off..off + c]) {
                     let take = first || xv > *yv || (yv.is_nan() && !xv.is_nan());
                     if take {
                         *yv = xv;
@@ -363,7 +364,7 @@ pub(crate) fn avg_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<Vec<T>> {
         for ow in 0..g.y[2] {
             let yo = &mut yr[ow * c..(ow + 1) * c];
             let count = window(g, (n, od, oh, ow), |off| {
-                for (yv, &xv) in yo.iter_mut().zip(&x[off..off + c]) {
+                for (yv, &xv) in zip(&mut yo[..], &x[off..off + c]) {
                     *yv = *yv + xv;
                 }
             });
@@ -389,7 +390,7 @@ pub(crate) fn avg_pool3d_grad<T: Float>(dy: &[T], g: &Geom3) -> Result<Vec<T>> {
             let (_, od, oh) = g.split_row(r / g.y[2]);
             let inv = T::one() / T::from(count(g, od, oh, ow).max(1)).unwrap_or_else(T::one);
             window(g, (0, od, oh, ow), |off| {
-                for (xv, &dv) in dxi[off..off + c].iter_mut().zip(d) {
+                for (xv, &dv) in zip(&mut dxi[off..off + c][..], d) {
                     *xv = *xv + dv * inv;
                 }
             });

@@ -32,6 +32,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::conv::Geom;
+use super::lockstep::{self, zip};
 use super::sgemm::mask;
 use super::workers::{self, SendPtr};
 use crate::tensor::Element;
@@ -304,7 +305,7 @@ fn conv_tiles<const MR: usize, const NV: usize, const PS: usize>(xp: &[f32], d: 
         for tile in grp * per..((grp + 1) * per).min(tiles) {
             let q0 = tile * MR;
             // output row of each tile pixel, or null on padding columns
-            let dst: [*mut f32; MR] = std::array::from_fn(|i| {
+            let dst: [*mut f32; MR] = lockstep::from_fn(|i| {
                 let (r, col) = ((q0 + i) / d.wp, (q0 + i) % d.wp);
                 if r < d.oh && col < d.ow {
                     optr.get().wrapping_add(((img * d.oh + r) * d.ow + col) * d.o)
@@ -360,17 +361,17 @@ unsafe fn conv_tile<const MR: usize, const NV: usize, const PS: usize>(
 ) {
     unsafe {
         let cs = if PS == 0 { cs } else { PS };
-        let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
+        let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(nr, v));
         let mut acc = [[_mm512_setzero_ps(); NV]; MR];
         let mut bt = b;
         for &t in taps {
             let at = a.add(t);
             for ci in 0..c {
                 let mut bv = [_mm512_setzero_ps(); NV];
-                for (v, x) in bv.iter_mut().enumerate() {
+                for (v, x) in zip(0.., &mut bv[..]) {
                     *x = _mm512_maskz_loadu_ps(masks[v], bt.add(16 * v));
                 }
-                for (i, row) in acc.iter_mut().enumerate() {
+                for (i, row) in zip(0.., &mut acc[..]) {
                     let av = _mm512_set1_ps(*at.add(i * cs + ci));
                     for v in 0..NV {
                         row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
@@ -379,7 +380,7 @@ unsafe fn conv_tile<const MR: usize, const NV: usize, const PS: usize>(
                 bt = bt.add(ldb);
             }
         }
-        for (row, &p) in acc.iter().zip(dst) {
+        for (row, &p) in zip(&acc[..], dst) {
             if !p.is_null() {
                 for v in 0..NV {
                     _mm512_mask_storeu_ps(p.add(jb + 16 * v), masks[v], row[v]);
@@ -398,6 +399,7 @@ fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32
     // each filter row's offset from its pixel in the padded input
     // (inline up to a 3x3 window over 16 channels: the `cnn_step` bench)
     let offs: smallvec::SmallVec<[usize; 144]> = d.taps.iter().flat_map(|&t| (0..c).map(move |ci| t + ci)).collect();
+    let offs: &[usize] = &offs; // (a slice: `SmallVec`'s indexing is not inlined)
     let (row_tiles, col_tiles) = (kd.div_ceil(MR), o.div_ceil(nr));
     let tiles = row_tiles * col_tiles;
     // too few tiles for the threads: split the batch too, and add up
@@ -411,7 +413,7 @@ fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32
     workers::parallel_for(parts * tiles, |t| {
         let (part, tile) = (t / tiles, t % tiles);
         let (r0, jb) = ((tile / col_tiles) * MR, (tile % col_tiles) * nr);
-        let off: [usize; MR] = std::array::from_fn(|i| offs[(r0 + i).min(kd - 1)]);
+        let off: [usize; MR] = lockstep::from_fn(|i| offs[(r0 + i).min(kd - 1)]);
         let imgs = part * per..((part + 1) * per).min(d.n);
         // SAFETY: pixels of images `imgs` at each row's offset lie inside
         // `xp` (their taps stay within the padded image), `dy` rows are
@@ -432,7 +434,7 @@ fn filter_grad<const MR: usize, const NV: usize>(xp: &[f32], d: &Plan, dy: &[f32
     });
     let (first, rest) = partial.split_at_mut(kd * o);
     for p in rest.chunks_exact(kd * o) {
-        for (a, b) in first.iter_mut().zip(p) {
+        for (a, b) in zip(&mut first[..], p) {
             *a += b;
         }
     }
@@ -463,7 +465,7 @@ unsafe fn filter_tile<const MR: usize, const NV: usize>(
     rows: usize,
 ) {
     unsafe {
-        let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
+        let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(nr, v));
         let mut acc = [[_mm512_setzero_ps(); NV]; MR];
         for n in imgs {
             for r in 0..d.oh {
@@ -471,10 +473,10 @@ unsafe fn filter_tile<const MR: usize, const NV: usize>(
                 let mut b = dy.add((n * d.oh + r) * d.ow * d.o);
                 for _ in 0..d.ow {
                     let mut bv = [_mm512_setzero_ps(); NV];
-                    for (v, x) in bv.iter_mut().enumerate() {
+                    for (v, x) in zip(0.., &mut bv[..]) {
                         *x = _mm512_maskz_loadu_ps(masks[v], b.add(16 * v));
                     }
-                    for (row, &k) in acc.iter_mut().zip(off) {
+                    for (row, &k) in zip(&mut acc[..], off) {
                         let av = _mm512_set1_ps(*a.add(k));
                         for v in 0..NV {
                             row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);

@@ -2,6 +2,7 @@
 
 use std::mem::MaybeUninit;
 
+use super::lockstep::{self, chunks_mut, zip3};
 use super::math::{baseline, with_simd_for};
 use super::{build, build_rows};
 use crate::error::Result;
@@ -85,7 +86,7 @@ fn map_with<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) 
             out.len(),
             #[inline(always)]
             || {
-                for (o, &v) in out.iter_mut().zip(src) {
+                for (o, &v) in lockstep::zip(out, src) {
                     o.write(f(v));
                 }
             },
@@ -292,27 +293,27 @@ fn zip_row<A: Element, B: Element, O: Element>(
             let a = &a[oa as usize..oa as usize + n];
             let b = &b[ob as usize..ob as usize + n];
             for i in 0..n {
-                out[i].write(f(a[i], b[i]));
+                out[i].write((*f)(a[i], b[i]));
             }
         }
         (1, 0) => {
             let a = &a[oa as usize..oa as usize + n];
             let bv = b[ob as usize];
             for i in 0..n {
-                out[i].write(f(a[i], bv));
+                out[i].write((*f)(a[i], bv));
             }
         }
         (0, 1) => {
             let av = a[oa as usize];
             let b = &b[ob as usize..ob as usize + n];
             for i in 0..n {
-                out[i].write(f(av, b[i]));
+                out[i].write((*f)(av, b[i]));
             }
         }
         _ => {
-            for (i, o) in out.iter_mut().enumerate() {
+            for (i, o) in lockstep::zip(0..n, out) {
                 let i = i as isize;
-                o.write(f(a[(oa + i * sa) as usize], b[(ob + i * sb) as usize]));
+                o.write((*f)(a[(oa + i * sa) as usize], b[(ob + i * sb) as usize]));
             }
         }
     }
@@ -366,11 +367,11 @@ fn zip_with<A: Element, B: Element, O: Element>(
                 out.len(),
                 #[inline(always)]
                 || {
-                    for (o, row) in out.chunks_exact_mut(row_len.max(1)).zip(rows.clone()) {
+                    for (o, row) in lockstep::zip(chunks_mut(out, row_len), rows.clone()) {
                         let r = row as isize;
                         let (pa, pb) = ((oa + r * ra) as usize, (ob + r * rb) as usize);
                         let (a, b) = (&ba[pa..pa + row_len], &bb[pb..pb + row_len]);
-                        for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
+                        for (o, &x, &y) in zip3(o, a, b) {
                             o.write(f(x, y));
                         }
                     }
@@ -387,9 +388,10 @@ fn zip_with<A: Element, B: Element, O: Element>(
                 out.len(),
                 #[inline(always)]
                 || {
+                    let (sa, sb) = (strides[0][r], strides[1][r]);
                     layout::for_rows(&cshape, &strides, [la.offset, lb.offset], rows, |row, [oa, ob]| {
                         let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
-                        zip_row(o, ba, oa, strides[0][r], bb, ob, strides[1][r], &f)
+                        zip_row(o, ba, oa, sa, bb, ob, sb, &f)
                     });
                 },
             )
@@ -418,14 +420,15 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
         let (ba, bb) = (a.buffer::<T>(), b.buffer::<T>());
         let data = build_rows(op, n / row_len.max(1), row_len, |rows, out: &mut [MaybeUninit<T>]| {
             let first = rows.start;
+            let [sc, sa, sb] = [strides[0][r], strides[1][r], strides[2][r]];
             layout::for_rows(&cshape, &strides, offs, rows, |row, [oc, oa, ob]| {
                 let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
-                for (j, slot) in o.iter_mut().enumerate() {
+                for (j, slot) in lockstep::zip(0..row_len, o) {
                     let j = j as isize;
-                    let v = if cbuf[(oc + j * strides[0][r]) as usize] {
-                        ba[(oa + j * strides[1][r]) as usize]
+                    let v = if cbuf[(oc + j * sc) as usize] {
+                        ba[(oa + j * sa) as usize]
                     } else {
-                        bb[(ob + j * strides[2][r]) as usize]
+                        bb[(ob + j * sb) as usize]
                     };
                     slot.write(v);
                 }
@@ -460,7 +463,7 @@ pub(crate) fn sub_scaled_in_place<T: Float>(op: &'static str, x: &mut Tensor, al
                 out.len(),
                 #[inline(always)]
                 || {
-                    for (o, &d) in out.iter_mut().zip(g) {
+                    for (o, &d) in lockstep::zip(&mut *out, g) {
                         *o = *o - alpha * d;
                     }
                 },
@@ -482,7 +485,7 @@ pub(crate) fn sub_scaled_in_place<T: Float>(op: &'static str, x: &mut Tensor, al
             out.len(),
             #[inline(always)]
             || {
-                for ((o, &v), &d) in out.iter_mut().zip(a).zip(b) {
+                for (o, &v, &d) in zip3(out, a, b) {
                     o.write(v - alpha * d);
                 }
             },

@@ -26,6 +26,7 @@
 //! Within 2 ulp of the exact value everywhere (the test below sweeps a
 //! dense sample of all `f32`s).
 
+use super::lockstep::{zip, zip3};
 use super::math::{exp_f32, exp_normal, EXP_NORMAL};
 
 /// `P`'s coefficients, from `(x²)⁰` up.
@@ -153,7 +154,7 @@ pub fn erf_f32(x: f32) -> f32 {
 #[inline(always)]
 pub(crate) fn erf_slice(x: &[f32], out: &mut [f32]) {
     erf_blocks!(x, 1.0, |k, x, erf, _| {
-        for (o, &v) in out[k..k + x.len()].iter_mut().zip(x) {
+        for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
             *o = erf(v);
         }
     });
@@ -180,7 +181,7 @@ fn gelu_grad_from(v: f32, e: f32, exp: impl Fn(f32) -> f32) -> f32 {
 pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
     let r = std::f32::consts::FRAC_1_SQRT_2;
     erf_blocks!(x, GELU_SMALL, |k, x, erf, _| {
-        for (o, &v) in out[k..k + x.len()].iter_mut().zip(x) {
+        for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
             *o = gelu_from(v, erf(v * r));
         }
     });
@@ -192,7 +193,7 @@ pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
 pub(crate) fn gelu_grad_slice(x: &[f32], out: &mut [f32]) {
     let r = std::f32::consts::FRAC_1_SQRT_2;
     erf_blocks!(x, GELU_SMALL, |k, x, erf, exp| {
-        for (o, &v) in out[k..k + x.len()].iter_mut().zip(x) {
+        for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
             *o = gelu_grad_from(v, erf(v * r), exp);
         }
     });
@@ -205,7 +206,7 @@ pub(crate) fn gelu_and_grad_slice(x: &[f32], g: &mut [f32], d: &mut [f32]) {
     let r = std::f32::consts::FRAC_1_SQRT_2;
     erf_blocks!(x, GELU_SMALL, |k, x, erf, exp| {
         let (g, d) = (&mut g[k..k + x.len()], &mut d[k..k + x.len()]);
-        for ((g, d), &v) in g.iter_mut().zip(d.iter_mut()).zip(x) {
+        for (g, d, &v) in zip3(&mut g[..], &mut d[..], x) {
             let e = erf(v * r);
             (*g, *d) = (gelu_from(v, e), gelu_grad_from(v, e, exp));
         }

@@ -2,6 +2,7 @@
 
 use std::borrow::{Borrow, Cow};
 
+use super::lockstep::zip;
 use crate::error::{Error, Result};
 use crate::tensor::layout::{self, checked_numel};
 use crate::tensor::{alloc, with_dtype, DType, Element, Num, Shape, Tensor};
@@ -135,10 +136,10 @@ pub fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: usize) 
         let mut out = super::filled_vec("scatter_add", n, T::zero())?;
         let outer = if n == 0 || u.is_empty() { 0 } else { outer };
         for o in 0..outer {
-            for (j, &i) in idx.iter().enumerate() {
+            for (j, &i) in zip(0.., idx) {
                 let src = &u[(o * idx.len() + j) * inner..][..inner];
                 let dst = &mut out[(o * dim + i as usize) * inner..][..inner];
-                for (d, &s) in dst.iter_mut().zip(src) {
+                for (d, &s) in zip(&mut dst[..], src) {
                     *d = d.add_wrap(s);
                 }
             }
@@ -170,10 +171,10 @@ pub(crate) fn update_rows<T: Num>(
     let inner: usize = shape[1..].iter().product();
     let u = updates.values::<T>(op)?;
     let apply = |out: &mut [T]| {
-        for (j, &i) in idx.iter().enumerate() {
+        for (j, &i) in zip(0.., &idx[..]) {
             let src = &u[j * inner..][..inner];
             let dst = &mut out[i as usize * inner..][..inner];
-            for (d, &s) in dst.iter_mut().zip(src) {
+            for (d, &s) in zip(&mut dst[..], src) {
                 *d = f(*d, s);
             }
         }

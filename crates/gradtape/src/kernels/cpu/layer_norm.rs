@@ -26,6 +26,7 @@
 
 use std::mem::MaybeUninit;
 
+use super::lockstep::{chunks, chunks_mut, each, whole, zip, zip3};
 use super::scratch;
 use super::workers::{self, SendPtr};
 use super::{build_rows, uninit_buf};
@@ -57,17 +58,17 @@ fn sum_lanes<T: Float>(x: &[T], f: impl Fn(T) -> T) -> f64 {
     for b in &mut blocks {
         let mut t = [T::zero(); LANES];
         for c in b.chunks_exact(LANES) {
-            for (a, &v) in t.iter_mut().zip(c) {
+            for (a, &v) in zip(&mut t[..], c) {
                 *a = *a + f(v);
             }
         }
-        for (a, v) in acc.iter_mut().zip(t) {
+        for (a, &v) in zip(&mut acc[..], &t) {
             *a += v.to_f64();
         }
     }
     let mut chunks = blocks.remainder().chunks_exact(LANES);
     for c in &mut chunks {
-        for (a, &v) in acc.iter_mut().zip(c) {
+        for (a, &v) in zip(&mut acc[..], c) {
             *a += f(v).to_f64();
         }
     }
@@ -82,13 +83,16 @@ fn sum_lanes<T: Float>(x: &[T], f: impl Fn(T) -> T) -> f64 {
 #[inline(always)]
 fn sum_f64<T: Float>(x: &[T]) -> f64 {
     let mut acc = [0.0f64; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for c in &mut chunks {
-        for (a, &v) in acc.iter_mut().zip(c) {
+    let (runs, rest) = whole(x, LANES);
+    for c in each(chunks(runs, LANES)) {
+        for (a, &v) in zip(&mut acc[..], c) {
             *a += v.to_f64();
         }
     }
-    let tail: f64 = chunks.remainder().iter().map(|&v| v.to_f64()).sum();
+    let mut tail = 0.0f64;
+    for &v in rest {
+        tail += v.to_f64();
+    }
     acc.iter().sum::<f64>() + tail
 }
 
@@ -96,30 +100,29 @@ fn sum_f64<T: Float>(x: &[T]) -> f64 {
 #[inline(always)]
 fn dot_lanes<T: Float>(x: &[T], y: &[T]) -> f64 {
     let mut acc = [0.0f64; LANES];
-    let (mut bx, mut by) = (x.chunks_exact(LANES * RUN), y.chunks_exact(LANES * RUN));
-    for (u, v) in (&mut bx).zip(&mut by) {
+    let n = x.len().min(y.len());
+    let ((bx, rx), (by, ry)) = (whole(&x[..n], LANES * RUN), whole(&y[..n], LANES * RUN));
+    for (u, v) in zip(chunks(bx, LANES * RUN), chunks(by, LANES * RUN)) {
         let mut t = [T::zero(); LANES];
         for (cu, cv) in u.chunks_exact(LANES).zip(v.chunks_exact(LANES)) {
-            for ((a, &p), &q) in t.iter_mut().zip(cu).zip(cv) {
+            for (a, &p, &q) in zip3(&mut t[..], cu, cv) {
                 *a = *a + p * q;
             }
         }
-        for (a, v) in acc.iter_mut().zip(t) {
+        for (a, &v) in zip(&mut acc[..], &t) {
             *a += v.to_f64();
         }
     }
-    let (mut cx, mut cy) = (bx.remainder().chunks_exact(LANES), by.remainder().chunks_exact(LANES));
-    for (a8, b8) in (&mut cx).zip(&mut cy) {
-        for ((a, &u), &v) in acc.iter_mut().zip(a8).zip(b8) {
+    let ((cx, tx), (cy, ty)) = (whole(rx, LANES), whole(ry, LANES));
+    for (a8, b8) in zip(chunks(cx, LANES), chunks(cy, LANES)) {
+        for (a, &u, &v) in zip3(&mut acc[..], a8, b8) {
             *a += (u * v).to_f64();
         }
     }
-    let tail: f64 = cx
-        .remainder()
-        .iter()
-        .zip(cy.remainder())
-        .map(|(&u, &v)| (u * v).to_f64())
-        .sum();
+    let mut tail = 0.0f64;
+    for (&u, &v) in zip(tx, ty) {
+        tail += (u * v).to_f64();
+    }
     acc.iter().sum::<f64>() + tail
 }
 
@@ -153,17 +156,17 @@ fn forward_row<T: Float>(x: &[T], gamma: Option<&[T]>, beta: Option<&[T]>, eps: 
             }
         }
         (Some(g), None) => {
-            for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
+            for (o, &v, &g) in zip3(&mut out[..], x, g) {
                 o.write(xh(v) * g);
             }
         }
         (None, Some(b)) => {
-            for ((o, &v), &b) in out.iter_mut().zip(x).zip(b) {
+            for (o, &v, &b) in zip3(&mut out[..], x, b) {
                 o.write(xh(v) + b);
             }
         }
         (None, None) => {
-            for (o, &v) in out.iter_mut().zip(x) {
+            for (o, &v) in zip(&mut out[..], x) {
                 o.write(xh(v));
             }
         }
@@ -193,7 +196,7 @@ pub fn forward<T: Float>(
         super::math::with_simd(
             #[inline(always)]
             || {
-                for (r, o) in rs.clone().zip(out.chunks_mut(n)) {
+                for (r, o) in zip(rs.clone(), chunks_mut(out, n)) {
                     forward_row(&x[r * n..(r + 1) * n], gamma, beta, eps, o);
                 }
             },
@@ -262,7 +265,7 @@ pub fn backward<T: Float>(
         );
     });
     // the blocks' sums added in block order
-    for (j, o) in spare[x.len()..].iter_mut().enumerate() {
+    for (j, o) in zip(0.., &mut spare[x.len()..][..]) {
         let total = partial.chunks(2 * n).fold(0.0f64, |t, p| t + p[j]);
         o.write(T::from_f64(total));
     }
@@ -274,7 +277,7 @@ pub fn backward<T: Float>(
 /// Adds a band's column sums to the block's, and starts the next band.
 #[inline(always)]
 fn end_band<T: Float>(sums: &mut [f64], band: &mut [T]) {
-    for (s, b) in sums.iter_mut().zip(band.iter_mut()) {
+    for (s, b) in zip(&mut sums[..], &mut band[..]) {
         *s += b.to_f64();
         *b = T::zero();
     }
@@ -300,12 +303,12 @@ fn backward_row<T: Float>(
         *h = (v - mean) * rstd;
         *s = *s + d * *h;
     }
-    for (s, &d) in sb.iter_mut().zip(dy) {
+    for (s, &d) in zip(&mut sb[..], dy) {
         *s = *s + d;
     }
     match gamma {
         Some(gm) => {
-            for ((o, &d), &w) in g.iter_mut().zip(dy).zip(gm) {
+            for (o, &d, &w) in zip3(&mut g[..], dy, gm) {
                 *o = d * w;
             }
         }
@@ -314,7 +317,7 @@ fn backward_row<T: Float>(
     let nf = n.max(1) as f64;
     let a = T::from_f64(sum_lanes(g, |v| v) / nf);
     let b = T::from_f64(dot_lanes(g, xh) / nf);
-    for ((o, &gv), &h) in out.iter_mut().zip(&*g).zip(&*xh) {
+    for (o, &gv, &h) in zip3(&mut out[..], &*g, &*xh) {
         o.write(rstd * (gv - a - h * b));
     }
 }

@@ -36,6 +36,8 @@
 //! CPU has them, so that the default `x86_64` build (SSE2 only) still uses
 //! the machine's full vector width. Dispatch costs one cached feature check.
 
+use super::lockstep::{self, chunks, chunks_mut, each, zip, zip3};
+
 /// `sin_f32`/`cos_f32` are accurate for `|x|` up to this; beyond it (and for
 /// non-finite inputs) callers use libm.
 pub const SIN_COS_MAX: f32 = 65536.0;
@@ -133,23 +135,25 @@ pub fn max_abs_bits(xs: &[f32]) -> u32 {
 pub fn exp_slice(x: &[f32], out: &mut [f32]) {
     // (whole blocks as arrays: fixed-length loops, no per-block remainder
     // handling, which had cost a fifth of the exp's time)
-    let mut xs = x.chunks_exact(EXP_BLOCK);
-    let mut os = out.chunks_exact_mut(EXP_BLOCK);
-    for (o, x) in (&mut os).zip(&mut xs) {
+    let n = x.len().min(out.len());
+    let whole = n - n % EXP_BLOCK;
+    let (x, rest_x) = x[..n].split_at(whole);
+    let (out, rest_out) = out[..n].split_at_mut(whole);
+    for (o, x) in zip(chunks_mut(out, EXP_BLOCK), chunks(x, EXP_BLOCK)) {
         let (Ok(o), Ok(x)) = (<&mut [f32; EXP_BLOCK]>::try_from(o), <&[f32; EXP_BLOCK]>::try_from(x)) else {
             unreachable!("chunks_exact gives whole blocks")
         };
         if exp_all_normal(x) {
-            for (o, &v) in o.iter_mut().zip(x) {
+            for (o, &v) in zip(o, x) {
                 *o = exp_normal(v);
             }
         } else {
-            for (o, &v) in o.iter_mut().zip(x) {
+            for (o, &v) in zip(o, x) {
                 *o = exp_f32(v);
             }
         }
     }
-    for (o, &v) in os.into_remainder().iter_mut().zip(xs.remainder()) {
+    for (o, &v) in zip(rest_out, rest_x) {
         *o = exp_f32(v);
     }
 }
@@ -174,9 +178,9 @@ pub(crate) fn exp_affine<T: crate::tensor::Float>(x: &mut [T], a: T, b: T) -> T 
         let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
         let (a, b) = (a.to_f64() as f32, b.to_f64() as f32);
         let mut tmp = [0.0f32; 64];
-        for c in xf.chunks_mut(64) {
+        for c in each(chunks_mut(xf, 64)) {
             let t = &mut tmp[..c.len()];
-            for (t, &v) in t.iter_mut().zip(c.iter()) {
+            for (t, &v) in zip(&mut *t, &*c) {
                 *t = a * v - b;
             }
             exp_slice(t, c);
@@ -202,7 +206,7 @@ pub fn sum_lanes<T: crate::tensor::Float>(x: &[T]) -> T {
             acc[l] = acc[l] + v[l];
         }
     }
-    for (l, &v) in rest.iter().enumerate() {
+    for (l, &v) in zip(0..8, rest) {
         acc[l] = acc[l] + v;
     }
     ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
@@ -222,10 +226,14 @@ pub fn max_lanes<T: crate::tensor::Float>(x: &[T]) -> T {
             acc[l] = pick(acc[l], v[l]);
         }
     }
-    for (l, &v) in rest.iter().enumerate() {
+    for (l, &v) in zip(0..8, rest) {
         acc[l] = pick(acc[l], v);
     }
-    acc.into_iter().fold(T::neg_infinity(), pick)
+    let mut m = T::neg_infinity();
+    for &a in &acc {
+        m = pick(m, a);
+    }
+    m
 }
 
 /// `tanh x`, within 1.5 ulp for every `x`. For `|x| < 0.625` the odd Cephes
@@ -292,7 +300,7 @@ pub fn gelu_tanh_grad_f32(x: f32) -> f32 {
 /// `1/2`, `√(2/π)` and `0.044715` in `f32`.
 #[inline(always)]
 fn gelu_tanh_consts() -> [f32; 3] {
-    GELU_TANH.map(|c| c as f32)
+    lockstep::map(GELU_TANH, |c| c as f32)
 }
 
 /// The logistic sigmoid `1 / (1 + e^-x)`, within 2.5 ulp for every `x`:
@@ -414,7 +422,7 @@ pub fn sin_cos_in_range(xs: &[f32]) -> bool {
 #[inline(always)]
 pub(crate) fn patch_out_of_range(x: &[f32], out: &mut [f32], slow: impl Fn(f32) -> f32) {
     if !sin_cos_in_range(x) {
-        for (o, &v) in out.iter_mut().zip(x) {
+        for (o, &v) in zip(out, x) {
             if !in_sin_cos_range(v) {
                 *o = slow(v);
             }
@@ -441,10 +449,15 @@ const SIN_COS_BLOCK: usize = 64;
 pub fn sin_cos_slice(x: &[f32], s: &mut [f32], c: &mut [f32]) {
     let n = x.len().min(s.len()).min(c.len());
     let (x, s, c) = (&x[..n], &mut s[..n], &mut c[..n]);
-    let mut xs = x.chunks_exact(SIN_COS_BLOCK);
-    let mut ss = s.chunks_exact_mut(SIN_COS_BLOCK);
-    let mut cs = c.chunks_exact_mut(SIN_COS_BLOCK);
-    for ((x, s), c) in (&mut xs).zip(&mut ss).zip(&mut cs) {
+    let whole = n - n % SIN_COS_BLOCK;
+    let (x, rest_x) = x.split_at(whole);
+    let (s, rest_s) = s.split_at_mut(whole);
+    let (c, rest_c) = c.split_at_mut(whole);
+    for (x, s, c) in zip3(
+        chunks(x, SIN_COS_BLOCK),
+        chunks_mut(s, SIN_COS_BLOCK),
+        chunks_mut(c, SIN_COS_BLOCK),
+    ) {
         let (Ok(x), Ok(s), Ok(c)) = (
             <&[f32; SIN_COS_BLOCK]>::try_from(x),
             <&mut [f32; SIN_COS_BLOCK]>::try_from(s),
@@ -454,7 +467,7 @@ pub fn sin_cos_slice(x: &[f32], s: &mut [f32], c: &mut [f32]) {
         };
         sin_cos_block(x, s, c);
     }
-    sin_cos_block(xs.remainder(), ss.into_remainder(), cs.into_remainder());
+    sin_cos_block(rest_x, rest_s, rest_c);
 }
 
 /// [`sin_cos_slice`] of one block (`s` and `c` as long as `x`).
@@ -467,11 +480,11 @@ where
     let (x, s, c) = (x.as_ref(), s.as_mut(), c.as_mut());
     let m = max_abs_bits(x);
     if m <= SIN_COS_SMALL.to_bits() {
-        for ((s, c), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
+        for (s, c, &v) in zip3(&mut *s, &mut *c, x) {
             (*s, *c) = sin_cos_small(v);
         }
     } else {
-        for ((s, c), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
+        for (s, c, &v) in zip3(&mut *s, &mut *c, x) {
             (*s, *c) = sin_cos_f32(v);
         }
         if m > SIN_COS_MAX.to_bits() {
@@ -487,7 +500,7 @@ where
 #[inline(always)]
 pub fn sin_or_cos_slice<const COS: bool>(x: &[f32], out: &mut [f32]) {
     let mut other = [0.0f32; SIN_COS_BLOCK];
-    for (x, o) in x.chunks(SIN_COS_BLOCK).zip(out.chunks_mut(SIN_COS_BLOCK)) {
+    for (x, o) in zip(chunks(x, SIN_COS_BLOCK), chunks_mut(out, SIN_COS_BLOCK)) {
         let other = &mut other[..x.len()];
         match COS {
             false => sin_cos_slice(x, o, other),

@@ -11,6 +11,7 @@
 //! splits products from a quarter of that size (see `super::sgemm`).
 
 use super::gemm_crates::Gemm;
+use super::lockstep::{chunks_mut, zip};
 use crate::error::{Error, Result};
 use crate::tensor::dtype::with_types;
 use crate::tensor::layout::{broadcast_shapes, broadcast_strides, checked_numel, contiguous_strides};
@@ -138,6 +139,8 @@ fn run<T: Gemm>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) -> 
     let bsa = broadcast_strides(ma.batch, ma.bstrides, batch);
     let bsb = broadcast_strides(mb.batch, mb.bstrides, batch);
     let bidx = contiguous_strides(batch);
+    // (as slices: `SmallVec`'s indexing is not inlined)
+    let (bsa, bsb, bidx): (&[isize], &[isize], &[isize]) = (&bsa, &bsb, &bidx);
     let offsets = |i: usize| -> (isize, isize) {
         let (mut oa, mut ob) = (ma.offset as isize, mb.offset as isize);
         let mut rem = i;
@@ -199,7 +202,7 @@ fn run<T: Gemm>(a: &Tensor, b: &Tensor, ma: &Mat, mb: &Mat, batch: &[usize]) -> 
     } else {
         // (each kernel decides from the product's size whether to split)
         let par = threads > 1;
-        for (i, d) in dst.chunks_mut(m * n).enumerate() {
+        for (i, d) in zip(0.., chunks_mut(dst, m * n)) {
             one(d, i, par);
         }
     }

@@ -37,6 +37,7 @@ pub(crate) mod erf;
 pub(crate) mod gemm_crates;
 pub(crate) mod index;
 pub(crate) mod layer_norm;
+pub(crate) mod lockstep;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod math;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API

@@ -18,6 +18,7 @@
 //! rows. (Between blocks of `b` the running sums wait in `dst`, as `f32`:
 //! no change to their bits.)
 
+use super::lockstep::zip;
 use super::math::with_simd;
 
 /// The widest product this kernel takes.
@@ -114,7 +115,7 @@ unsafe fn run<const W: usize, const R: usize>(
 ) {
     let packed = &mut packed[..kl * W];
     for (p, row) in packed.chunks_exact_mut(W).enumerate() {
-        for (j, v) in row.iter_mut().enumerate() {
+        for (j, v) in zip(0.., &mut row[..]) {
             // SAFETY: (p, j) lies in b for j < n
             *v = if j < x.n {
                 unsafe { *b.offset(p as isize * b_rs + j as isize * b_cs) }
@@ -150,7 +151,7 @@ unsafe fn rows<const W: usize, const R: usize>(x: Mats, packed: &[f32], i0: usiz
     // element by element, and the loop below would not be vectorised)
     let mut s = [[0.0f32; W]; R];
     if x.acc {
-        for (r, sr) in s.iter_mut().enumerate() {
+        for (r, sr) in zip(0.., &mut s[..]) {
             let mut t = [0.0f32; W];
             for (j, v) in t.iter_mut().enumerate().take(x.n) {
                 // SAFETY: (i0 + r, j) lies in dst, initialised when accumulating
@@ -159,19 +160,22 @@ unsafe fn rows<const W: usize, const R: usize>(x: Mats, packed: &[f32], i0: usiz
             *sr = t;
         }
     }
-    for (p, bp) in packed.chunks_exact(W).enumerate() {
-        let Ok(bp) = <&[f32; W]>::try_from(bp) else {
-            unreachable!("chunks_exact gives whole rows")
+    // (index loops over the arrays, of constant trip counts, which keep
+    // `s` in registers whatever the build inlines; see `lockstep`)
+    #[allow(clippy::needless_range_loop)]
+    for p in 0..packed.len() / W {
+        let Ok(bp) = <&[f32; W]>::try_from(&packed[p * W..(p + 1) * W]) else {
+            unreachable!("a whole row")
         };
-        for (r, sr) in s.iter_mut().enumerate() {
+        for r in 0..R {
             // SAFETY: (i0 + r, p) lies in a
             let av = unsafe { *x.a.offset((i0 + r) as isize * x.a_rs + p as isize * x.a_cs) };
-            for (v, &w) in sr.iter_mut().zip(bp) {
-                *v += av * w;
+            for j in 0..W {
+                s[r][j] += av * bp[j];
             }
         }
     }
-    for (r, sr) in s.iter().enumerate() {
+    for (r, sr) in zip(0.., &s[..]) {
         let t: [f32; W] = *sr;
         for (j, &v) in t.iter().enumerate().take(x.n) {
             // SAFETY: (i0 + r, j) lies in dst

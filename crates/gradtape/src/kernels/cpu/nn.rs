@@ -4,6 +4,7 @@
 use std::mem::MaybeUninit;
 
 use super::build_rows;
+use super::lockstep::{chunks, chunks_mut, fill, zip, zip3};
 use crate::error::{Error, Result};
 use crate::tensor::{alloc, Element, Float, Tensor};
 
@@ -30,7 +31,7 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
             return;
         }
     }
-    for (o, &v) in out.iter_mut().zip(x) {
+    for (o, &v) in zip(&mut out[..], x) {
         o.write(v - m);
     }
     // SAFETY: every element of `out` was written just above.
@@ -47,7 +48,7 @@ fn softmax_row<T: Float>(x: &[T], out: &mut [MaybeUninit<T>], log: bool) {
 fn finish_row<T: Float>(x: &[T], e: &mut [T], m: T, s: T, log: bool) {
     if log {
         let ls = s.ln();
-        for (o, &v) in e.iter_mut().zip(x) {
+        for (o, &v) in zip(&mut e[..], x) {
             *o = (v - m) - ls;
         }
     } else {
@@ -87,21 +88,21 @@ fn softmax_rows<T: Float>(
             return short_softmax_rows(&src[rows.start * n..rows.end * n], n, out, log);
         }
         if inner == 1 {
-            for (r, o) in rows.clone().zip(out.chunks_mut(n.max(1))) {
+            for (r, o) in zip(rows.clone(), chunks_mut(out, n.max(1))) {
                 softmax_row(&src[r * n..(r + 1) * n], o, log);
             }
             return;
         }
         let mut col = vec![T::zero(); n];
         let mut tmp = vec![MaybeUninit::<T>::uninit(); n];
-        for (ri, r) in rows.clone().enumerate() {
+        for (ri, r) in zip(0.., rows.clone()) {
             let base = r * n * inner;
             for j in 0..inner {
-                for (k, c) in col.iter_mut().enumerate() {
+                for (k, c) in zip(0.., &mut col[..]) {
                     *c = src[base + k * inner + j];
                 }
                 softmax_row(&col, &mut tmp, log);
-                for (k, t) in tmp.iter().enumerate() {
+                for (k, t) in zip(0.., &tmp[..]) {
                     // SAFETY: softmax_row wrote every element of `tmp`.
                     out[ri * n * inner + k * inner + j].write(unsafe { t.assume_init() });
                 }
@@ -128,20 +129,20 @@ fn short_softmax_rows<T: Float>(x: &[T], n: usize, out: &mut [MaybeUninit<T>], l
     const GROUP: usize = 1024;
     let per = (GROUP / n).max(1);
     let mut maxes = [T::zero(); GROUP];
-    for (xg, og) in x.chunks(per * n).zip(out.chunks_mut(per * n)) {
-        for ((xr, or), m) in xg.chunks(n).zip(og.chunks_mut(n)).zip(maxes.iter_mut()) {
+    for (xg, og) in zip(chunks(x, per * n), chunks_mut(out, per * n)) {
+        for (xr, or, m) in zip3(chunks(xg, n), chunks_mut(og, n), &mut maxes[..]) {
             *m = super::math::max_lanes(xr);
-            for (o, &v) in or.iter_mut().zip(xr) {
+            for (o, &v) in zip(&mut or[..], xr) {
                 o.write(v - *m);
             }
         }
         // SAFETY: every element of `og` was written just above.
         let og: &mut [T] = unsafe { &mut *(og as *mut [MaybeUninit<T>] as *mut [T]) };
         super::math::exp_in_place(og);
-        for ((xr, or), &m) in xg.chunks(n).zip(og.chunks_mut(n)).zip(maxes.iter()) {
+        for (xr, or, &m) in zip3(chunks(xg, n), chunks_mut(og, n), &maxes[..]) {
             if m == T::neg_infinity() {
                 // all -inf: NaN, as `softmax_row`
-                or.fill(T::nan());
+                fill(or, T::nan());
                 continue;
             }
             let s = super::math::sum_lanes(or);
@@ -189,18 +190,19 @@ pub(crate) fn sparse_xent<T: Float, I: Element>(
         super::math::with_simd(
             #[inline(always)]
             || {
-                for (r, o) in rs.clone().zip(out.chunks_mut(c.max(1))) {
+                for (r, o) in zip(rs.clone(), chunks_mut(out, c.max(1))) {
                     softmax_row(&src[r * c..(r + 1) * c], o, true);
                 }
             },
         )
     })?;
     let mut p = data;
+    let ps: &mut [T] = &mut p; // (a slice: `SmallVec`'s indexing is not inlined)
     super::math::with_simd(
         #[inline(always)]
         || {
-            for (r, l) in loss.iter_mut().enumerate() {
-                let row = &mut p[r * c..(r + 1) * c];
+            for (r, l) in zip(0.., &mut loss[..]) {
+                let row = &mut ps[r * c..(r + 1) * c];
                 *l = -row[labels[r].to_f64() as i64 as usize];
                 super::math::exp_in_place(row);
             }

@@ -3,6 +3,7 @@
 use std::mem::MaybeUninit;
 
 use super::conv::Geom;
+use super::lockstep::{chunks_mut, zip, zip3, zip4};
 use crate::error::Result;
 use crate::tensor::Float;
 
@@ -18,7 +19,7 @@ pub(crate) fn max_pool_grad<T: Float>(op: &'static str, dy: &[T], arg: &[i64], n
     super::workers::for_each_chunk_mut(&mut dx, img, |i, dxi| {
         let base = (i * img) as i64;
         let (dyi, ai) = (&dy[i * per..(i + 1) * per], &arg[i * per..(i + 1) * per]);
-        for (&d, &a) in dyi.iter().zip(ai) {
+        for (&d, &a) in zip(dyi, ai) {
             if let Some(x) = dxi.get_mut(a.wrapping_sub(base) as usize) {
                 *x = *x + d;
             }
@@ -45,7 +46,7 @@ pub fn max_pool<T: Float>(x: &[T], g: &Geom) -> Result<(Vec<T>, Vec<i64>)> {
             super::math::with_simd(
                 #[inline(always)]
                 || {
-                    for (j, (yo, ao)) in yr.chunks_exact_mut(row).zip(ar.chunks_exact_mut(row)).enumerate() {
+                    for (j, yo, ao) in zip3(0.., chunks_mut(yr, row), chunks_mut(ar, row)) {
                         max_pool_row(x, g, i * per / row + j, yo, ao)
                     }
                 },
@@ -79,7 +80,7 @@ fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [MaybeUninit<T>]
                 let off = base + (ih * g.w + iw) * c;
                 let xr = &x[off..off + c];
                 if first {
-                    for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
+                    for (j, yv, av, &xv) in zip4(0.., &mut yo[..], &mut ao[..], xr) {
                         yv.write(xv);
                         av.write((off + j) as i64);
                     }
@@ -88,7 +89,7 @@ fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [MaybeUninit<T>]
                 }
                 // SAFETY: the first valid tap above initialised `yo` and `ao`.
                 let (yo, ao) = unsafe { (init_mut(yo), init_mut(ao)) };
-                for (j, ((yv, av), &xv)) in yo.iter_mut().zip(ao.iter_mut()).zip(xr).enumerate() {
+                for (j, yv, av, &xv) in zip4(0.., &mut yo[..], &mut ao[..], xr) {
                     // strictly greater: ties keep the first; a NaN never
                     // wins, and is replaced by the first number after it
                     // (branch-free, so it vectorises)
@@ -99,7 +100,7 @@ fn max_pool_row<T: Float>(x: &[T], g: &Geom, r: usize, yr: &mut [MaybeUninit<T>]
             }
         }
         if first {
-            for (yv, av) in yo.iter_mut().zip(ao.iter_mut()) {
+            for (yv, av) in zip(&mut yo[..], &mut ao[..]) {
                 yv.write(T::neg_infinity());
                 av.write(0);
             }
@@ -144,7 +145,7 @@ pub fn avg_pool<T: Float>(x: &[T], g: &Geom) -> Result<Vec<T>> {
                 for kw in g.kw_range(ow) {
                     let Some(iw) = g.iw(ow, kw) else { continue };
                     let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
-                    for (yv, &xv) in yo.iter_mut().zip(xr) {
+                    for (yv, &xv) in zip(&mut yo[..], xr) {
                         *yv = *yv + xv;
                     }
                 }
@@ -179,7 +180,7 @@ pub fn avg_pool_grad<T: Float>(dy: &[T], g: &Geom) -> Result<Vec<T>> {
                     for kw in g.kw_range(ow) {
                         let Some(iw) = g.iw(ow, kw) else { continue };
                         let xr = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
-                        for (xv, &dv) in xr.iter_mut().zip(d) {
+                        for (xv, &dv) in zip(&mut xr[..], d) {
                             *xv = *xv + dv * inv;
                         }
                     }

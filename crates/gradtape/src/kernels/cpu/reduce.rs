@@ -6,6 +6,7 @@
 //! (rows), and reduced axes first on a contiguous input (columns, e.g. a bias
 //! gradient), which accumulates whole rows into the output.
 
+use super::lockstep::{chunks_mut, copy, zip};
 use super::math::with_simd_for;
 use super::{build, gather_strided, PAR_MIN};
 use crate::error::Result;
@@ -237,7 +238,7 @@ pub(crate) fn map_rows<T: Sync, O: Element>(
     };
     let mut out: Buf<O> = alloc::try_buf(op, n_out)?;
     super::workers::for_each_chunk_mut(&mut super::spare(&mut out)[..n_out], per, |t, part| {
-        for (k, o) in part.iter_mut().enumerate() {
+        for (k, o) in zip(0.., &mut part[..]) {
             let i = t * per + k;
             o.write(f(&src[i * row..(i + 1) * row]));
         }
@@ -254,17 +255,17 @@ fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out
     const BLOCK: usize = 256;
     build(op, n_out, |start, out| {
         let mut acc = [T::default(); BLOCK];
-        for (b, out) in out.chunks_mut(BLOCK).enumerate() {
+        for (b, out) in zip(0.., chunks_mut(out, BLOCK)) {
             let (c0, w) = (start + b * BLOCK, out.len());
             let acc = &mut acc[..w];
-            acc.copy_from_slice(&src[c0..c0 + w]);
+            copy(acc, &src[c0..c0 + w]);
             for i in 1..row {
                 let s = &src[i * n_out + c0..i * n_out + c0 + w];
-                for (a, &v) in acc.iter_mut().zip(s) {
+                for (a, &v) in zip(&mut acc[..], s) {
                     *a = r.combine(*a, v);
                 }
             }
-            for (o, &a) in out.iter_mut().zip(acc.iter()) {
+            for (o, &a) in zip(&mut out[..], &acc[..]) {
                 o.write(a);
             }
         }

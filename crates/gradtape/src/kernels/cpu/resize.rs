@@ -8,6 +8,7 @@
 //! weight. The forward kernels write output rows in parallel; the transposes
 //! scatter into a zeroed input-shaped buffer, one image per task.
 
+use super::lockstep::zip;
 use super::workers;
 use crate::error::Result;
 use crate::tensor::{alloc, Element, Float};
@@ -128,7 +129,7 @@ pub(crate) fn bilinear<T: Float>(op: &'static str, x: &[T], d: Dims, co: Coords)
             let ly = ty[i];
             let top = &x[b * img + ly.lo * irow..][..irow];
             let bot = &x[b * img + ly.hi * irow..][..irow];
-            for (j, lx) in tx.iter().enumerate() {
+            for (j, lx) in zip(0.., &tx[..]) {
                 let yo = &mut yr[j * c..(j + 1) * c];
                 let (l, rt) = (lx.lo * c, lx.hi * c);
                 for ch in 0..c {
@@ -157,8 +158,8 @@ pub(crate) fn bilinear_grad<T: Float>(op: &'static str, dy: &[T], d: Dims, co: C
     let (c, oimg, irow, one) = (d.c, d.oh * d.ow * d.c, d.iw * d.c, T::one());
     workers::for_each_chunk_mut(&mut dx, img, |b, dxi| {
         let g = &dy[b * oimg..(b + 1) * oimg];
-        for (i, ly) in ty.iter().enumerate() {
-            for (j, lx) in tx.iter().enumerate() {
+        for (i, ly) in zip(0.., &ty[..]) {
+            for (j, lx) in zip(0.., &tx[..]) {
                 let go = &g[(i * d.ow + j) * c..][..c];
                 let corners = [
                     (ly.lo, lx.lo, (one - ly.w) * (one - lx.w)),
@@ -168,7 +169,7 @@ pub(crate) fn bilinear_grad<T: Float>(op: &'static str, dy: &[T], d: Dims, co: C
                 ];
                 for (r, col, w) in corners {
                     let dst = &mut dxi[r * irow + col * c..][..c];
-                    for (o, &v) in dst.iter_mut().zip(go) {
+                    for (o, &v) in zip(&mut dst[..], go) {
                         *o = *o + v * w;
                     }
                 }
@@ -193,7 +194,7 @@ pub(crate) fn nearest<T: Element + Default>(op: &'static str, x: &[T], d: Dims, 
         for (k, yr) in out.chunks_exact_mut(row).enumerate() {
             let r = task * per + k;
             let src = &x[(r / d.oh) * img + ty[r % d.oh] * irow..][..irow];
-            for (j, &sx) in tx.iter().enumerate() {
+            for (j, &sx) in zip(0.., &tx[..]) {
                 yr[j * c..(j + 1) * c].copy_from_slice(&src[sx * c..(sx + 1) * c]);
             }
         }
@@ -213,11 +214,11 @@ pub(crate) fn nearest_grad<T: Float>(op: &'static str, dy: &[T], d: Dims, co: Co
     let (c, oimg, irow) = (d.c, d.oh * d.ow * d.c, d.iw * d.c);
     workers::for_each_chunk_mut(&mut dx, img, |b, dxi| {
         let g = &dy[b * oimg..(b + 1) * oimg];
-        for (i, &sy) in ty.iter().enumerate() {
-            for (j, &sx) in tx.iter().enumerate() {
+        for (i, &sy) in zip(0.., &ty[..]) {
+            for (j, &sx) in zip(0.., &tx[..]) {
                 let go = &g[(i * d.ow + j) * c..][..c];
                 let dst = &mut dxi[sy * irow + sx * c..][..c];
-                for (o, &v) in dst.iter_mut().zip(go) {
+                for (o, &v) in zip(&mut dst[..], go) {
                     *o = *o + v;
                 }
             }

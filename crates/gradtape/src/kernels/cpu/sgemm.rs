@@ -41,6 +41,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
+use super::lockstep::{self, zip};
 use super::workers;
 
 /// Largest slice of the shared dimension packed at once.
@@ -269,7 +270,7 @@ unsafe fn run<const MR: usize, const NV: usize>(
             for t in parts.iter().filter(|t| !t.is_empty()) {
                 for i in 0..m {
                     let row = std::slice::from_raw_parts_mut(c.add(i * ldc), n);
-                    for (x, y) in row.iter_mut().zip(&t[i * n..(i + 1) * n]) {
+                    for (x, y) in zip(&mut row[..], &t[i * n..(i + 1) * n]) {
                         *x += y;
                     }
                 }
@@ -350,9 +351,7 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                             for ir in (0..mc).step_by(MR) {
                                 let rows = MR.min(mc - ir);
                                 let ar = match a_in_place {
-                                    true => {
-                                        ARows::InPlace(std::array::from_fn(|i| a.at(ic + ir + i.min(rows - 1), pc)))
-                                    }
+                                    true => ARows::InPlace(lockstep::from_fn(|i| a.at(ic + ir + i.min(rows - 1), pc))),
                                     false => ARows::Packed(ap.add(ir * kc)),
                                 };
                                 kernel::<MR, NV>(
@@ -434,10 +433,10 @@ unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize
             if cs == 1 {
                 // whole vectors (masked at the right edge, zeros past it): a
                 // memcpy call per 48-float row costs more than the copy
-                let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
+                let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(cols, v));
                 for p in 0..kc {
                     let s = src.offset(p as isize * rs);
-                    for (v, &mk) in masks.iter().enumerate() {
+                    for (v, &mk) in zip(0.., &masks[..]) {
                         _mm512_store_ps(d.add(p * nr + 16 * v), _mm512_maskz_loadu_ps(mk, s.add(16 * v)));
                     }
                 }
@@ -448,12 +447,12 @@ unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize
                 for p in (0..kc).step_by(16) {
                     let kv = 16.min(kc - p);
                     for v in 0..NV {
-                        let mut r: [__m512; 16] = std::array::from_fn(|i| {
+                        let mut r: [__m512; 16] = lockstep::from_fn(|i| {
                             let m = if 16 * v + i < cols { mask(kv, 0) } else { 0 };
                             _mm512_maskz_loadu_ps(m, src.wrapping_offset((16 * v + i) as isize * cs).wrapping_add(p))
                         });
                         transpose16(&mut r);
-                        for (t, x) in r.iter().enumerate() {
+                        for (t, x) in zip(0.., &r[..]) {
                             if t < kv {
                                 _mm512_store_ps(d.add((p + t) * nr + 16 * v), *x);
                             }
@@ -466,10 +465,10 @@ unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize
                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                     _mm512_set1_epi32(cs as i32),
                 );
-                let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(cols, v));
+                let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(cols, v));
                 for p in 0..kc {
                     let s = src.offset(p as isize * rs);
-                    for (v, &mk) in masks.iter().enumerate() {
+                    for (v, &mk) in zip(0.., &masks[..]) {
                         let x = _mm512_mask_i32gather_ps::<4>(
                             _mm512_setzero_ps(),
                             mk,
@@ -546,10 +545,10 @@ unsafe fn step<const MR: usize, const NV: usize>(
 ) {
     unsafe {
         let mut bv = [_mm512_setzero_ps(); NV];
-        for (v, x) in bv.iter_mut().enumerate() {
+        for (v, x) in zip(0.., &mut bv[..]) {
             *x = _mm512_loadu_ps(bp.add(16 * v));
         }
-        for (i, row) in acc.iter_mut().enumerate() {
+        for (i, row) in zip(0.., &mut acc[..]) {
             let av = _mm512_set1_ps(a(i));
             for v in 0..NV {
                 row[v] = _mm512_fmadd_ps(av, bv[v], row[v]);
@@ -623,7 +622,7 @@ unsafe fn kernel<const MR: usize, const NV: usize>(
                 }
             }
         }
-        let masks: [__mmask16; NV] = std::array::from_fn(|v| mask(nr, v));
+        let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(nr, v));
         for (i, row) in acc.iter().enumerate().take(mr) {
             let cr = c.add(i * ldc);
             for v in 0..NV {

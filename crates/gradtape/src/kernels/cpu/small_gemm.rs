@@ -22,6 +22,7 @@
 
 use std::sync::OnceLock;
 
+use super::lockstep::{copy, zip};
 use crate::tensor::Float;
 
 /// Rows of a register tile.
@@ -100,7 +101,7 @@ unsafe fn tiles<T: Float, const W: usize>(
         // rows of `b` as they lie
         for p in 0..k {
             let src = unsafe { std::slice::from_raw_parts(b.add(p * b_rs), n) };
-            pack[p * np..][..n].copy_from_slice(src);
+            copy(&mut pack[p * np..][..n], src);
         }
     } else {
         // a transposed `b` (its columns lie in rows): read along them
@@ -194,9 +195,9 @@ unsafe fn tile<T: Float, const ROWS: usize, const W: usize>(
     for p in 0..k {
         // SAFETY: `W` packed values of row p, and `a`'s element (r, p).
         let bv: [T; W] = unsafe { b.add(p * np).cast::<[T; W]>().read_unaligned() };
-        for (r, tr) in t.iter_mut().enumerate() {
+        for (r, tr) in zip(0.., &mut t[..]) {
             let av = unsafe { *a.add(r * a_rs + p * a_cs) };
-            for (x, &y) in tr.iter_mut().zip(&bv) {
+            for (x, &y) in zip(&mut tr[..], &bv) {
                 *x = av.mul_add(y, *x);
             }
         }
@@ -205,8 +206,8 @@ unsafe fn tile<T: Float, const ROWS: usize, const W: usize>(
     // indexing it by the run-time width `w` kept it in memory, stored at
     // every step)
     let t = std::hint::black_box(t);
-    for (r, tr) in t.iter().enumerate() {
-        for (j, &x) in tr[..w].iter().enumerate() {
+    for (r, tr) in zip(0.., &t[..]) {
+        for (j, &x) in zip(0.., &tr[..w][..]) {
             // SAFETY: element (r, j) of the tile, inside `c`.
             unsafe {
                 let d = c.add(r * c_rs + j);

@@ -35,6 +35,7 @@ use super::cuda_expr::{self, CType};
 use crate::dispatch::device::offload;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip, zip_slices};
+use crate::kernels::cpu::lockstep::{self, chunks, chunks_mut, zip3};
 use crate::kernels::cpu::math::{self, GELU_TANH};
 use crate::kernels::cuda;
 use crate::kernels::gpu::no_kernel;
@@ -106,7 +107,7 @@ impl Pair {
 /// `out[i] = f(x[i])`.
 #[inline(always)]
 fn each<T: Copy>(x: &[T], out: &mut [T], f: impl Fn(T) -> T) {
-    for (o, &v) in out.iter_mut().zip(x) {
+    for (o, &v) in lockstep::zip(out, x) {
         *o = f(v);
     }
 }
@@ -270,13 +271,13 @@ macro_rules! with_float_unary {
             // without the cancellation of `1 + tanh u` where u ≪ 0; see
             // kernels::cpu::math::gelu_tanh_f32)
             Unary::GeluTanh => {
-                let [_, c, a] = GELU_TANH.map(<$T>::from_f64);
+                let [_, c, a] = lockstep::map(GELU_TANH, <$T>::from_f64);
                 let two = <$T>::from_f64(2.0);
                 let $f = |v: $T| v * sigmoid_of(two * c * (v + a * (v * v * v)));
                 $body
             }
             Unary::GeluTanhGrad => {
-                let [_, c, a] = GELU_TANH.map(<$T>::from_f64);
+                let [_, c, a] = lockstep::map(GELU_TANH, <$T>::from_f64);
                 let a3 = <$T>::from_f64(3.0 * GELU_TANH[2]);
                 let bound = <$T>::from_f64(math::GELU_TANH_SATURATED);
                 let two = <$T>::from_f64(2.0);
@@ -571,7 +572,7 @@ macro_rules! with_elem_binary {
 #[inline(always)]
 pub fn binary<T: Float>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) {
     with_elem_binary!(op, T, |f| {
-        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        for (o, &x, &y) in zip3(out, a, b) {
             *o = f(x, y);
         }
     })
@@ -659,7 +660,7 @@ pub(crate) fn unary_run<T: Lane>(op: &Unary, x: &[T], out: &mut [T]) {
     math::with_simd(
         #[inline(always)]
         || {
-            for (x, out) in x.chunks(RUN).zip(out.chunks_mut(RUN)) {
+            for (x, out) in lockstep::zip(chunks(x, RUN), chunks_mut(out, RUN)) {
                 T::unary(op, x, out)
             }
         },
@@ -676,7 +677,7 @@ pub(crate) fn binary_run<T: Lane>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) 
     math::with_simd(
         #[inline(always)]
         || {
-            for ((a, b), out) in a.chunks(RUN).zip(b.chunks(RUN)).zip(out.chunks_mut(RUN)) {
+            for (a, b, out) in zip3(chunks(a, RUN), chunks(b, RUN), chunks_mut(out, RUN)) {
                 binary(op, a, b, out)
             }
         },

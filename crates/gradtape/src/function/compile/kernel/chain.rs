@@ -13,6 +13,7 @@
 use super::regs::{ChainRegs, Regs};
 use super::sums::operands;
 use super::{Instr, Reg};
+use crate::kernels::cpu::lockstep::{zip3, zip4};
 use crate::ops::desc::Binary;
 use crate::tensor::Float;
 
@@ -72,7 +73,7 @@ pub fn merge_chains(body: &mut Vec<Instr>) -> usize {
 
 /// Whether no instruction after `at` reads `r` before one writes it.
 fn dead_after(body: &[Instr], at: usize, r: Reg) -> bool {
-    for ins in &body[at + 1..] {
+    for ins in body[at + 1..].iter() {
         let (reads, writes) = operands(ins);
         if reads.contains(&r) {
             return false;
@@ -126,17 +127,17 @@ pub(super) fn run<T: Float>(
     with_arith!(op1, false, T, |f| with_arith!(op2, swap, T, |g| {
         match regs.chain(dst, a, b, c, n) {
             ChainRegs::Fresh(d, a, b, c) => {
-                for (((o, &x), &y), &z) in d.iter_mut().zip(a).zip(b).zip(c) {
+                for (o, &x, &y, &z) in zip4(d, a, b, c) {
                     *o = g(f(x, y), z);
                 }
             }
             ChainRegs::OverA(a, b, c) => {
-                for ((o, &y), &z) in a.iter_mut().zip(b).zip(c) {
+                for (o, &y, &z) in zip3(a, b, c) {
                     *o = g(f(*o, y), z);
                 }
             }
             ChainRegs::OverB(a, b, c) => {
-                for ((&x, o), &z) in a.iter().zip(b.iter_mut()).zip(c) {
+                for (&x, o, &z) in zip3(a, b, c) {
                     *o = g(f(x, *o), z);
                 }
             }

@@ -39,6 +39,7 @@
 
 use super::scratch;
 use super::Lane;
+use crate::kernels::cpu::lockstep::zip;
 use crate::tensor::Float;
 
 /// What a partial reduction combines.
@@ -301,7 +302,7 @@ impl<T: Lane> State<T> {
     pub fn finish(self, out: *mut T) -> Option<Vec<f64>> {
         match self {
             State::Leading { c0, acc, .. } => {
-                for (k, &a) in acc.iter().enumerate() {
+                for (k, &a) in zip(0.., &acc[..]) {
                     // SAFETY: the task owns output columns `c0..c0 + acc.len()`.
                     unsafe { out.add(c0 + k).write(a) };
                 }
@@ -326,7 +327,7 @@ impl<T: Lane> State<T> {
 /// The result of a blocked reduction from its tasks' partial results, in
 /// task order.
 pub(crate) fn combine<T: Float>(fold: Fold, parts: &[&[f64]], out: &mut [T]) {
-    for (k, o) in out.iter_mut().enumerate() {
+    for (k, o) in zip(0.., &mut out[..]) {
         let mut a = fold.init_f64();
         for part in parts {
             a = fold.combine_f64(a, part[k]);
@@ -358,7 +359,7 @@ pub const BAND: usize = 8;
 /// max or min: widening keeps order and signed zeros), and starts the
 /// next band.
 fn end_band<T: Float>(fold: Fold, acc: &mut [f64], band: &mut [T]) {
-    for (a, b) in acc.iter_mut().zip(band.iter_mut()) {
+    for (a, b) in zip(&mut acc[..], &mut band[..]) {
         *a = fold.combine_f64(*a, b.to_f64());
         *b = fold.init();
     }
@@ -369,17 +370,17 @@ fn end_band<T: Float>(fold: Fold, acc: &mut [f64], band: &mut [T]) {
 fn fold_into<T: Float>(fold: Fold, a: &mut [T], x: &[T]) {
     match fold {
         Fold::Sum => {
-            for (a, &v) in a.iter_mut().zip(x) {
+            for (a, &v) in zip(&mut a[..], x) {
                 *a = *a + v;
             }
         }
         Fold::Max => {
-            for (a, &v) in a.iter_mut().zip(x) {
+            for (a, &v) in zip(&mut a[..], x) {
                 *a = Fold::Max.combine(*a, v);
             }
         }
         Fold::Min => {
-            for (a, &v) in a.iter_mut().zip(x) {
+            for (a, &v) in zip(&mut a[..], x) {
                 *a = Fold::Min.combine(*a, v);
             }
         }
@@ -403,7 +404,7 @@ fn short_rows<T: Float>(fold: Fold, q: usize, start: usize, xs: &[T], rem: &mut 
     if fold == Fold::Sum && q == 1 {
         // a sum of one element is that element, -0.0 included (the eager
         // kernel copies: TensorFlow reshapes where nothing is reduced)
-        for (k, &v) in xs.iter().enumerate() {
+        for (k, &v) in zip(0.., xs) {
             put(v, row + k);
         }
     } else if fold == Fold::Sum {
@@ -445,7 +446,7 @@ fn row_sum<T: Float>(q: usize, mut o: usize, mut xs: &[T], lanes: &mut [T; 8], r
         let (in_lanes, tail) = part.split_at(nl);
         // lanes: a head up to a multiple of eight, then whole groups
         let head = ((8 - bo % 8) % 8).min(in_lanes.len());
-        for (i, &v) in in_lanes[..head].iter().enumerate() {
+        for (i, &v) in zip(0.., &in_lanes[..head][..]) {
             let l = (bo + i) % 8;
             lanes[l] = lanes[l] + v;
         }

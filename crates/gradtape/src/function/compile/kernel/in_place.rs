@@ -118,7 +118,7 @@ impl Program {
             return false;
         };
         let mut stored = false;
-        for ins in &self.body[at + 1..] {
+        for ins in self.body[at + 1..].iter() {
             if let Instr::Store { out: o, .. } = ins {
                 stored |= *o as usize == out;
             }

@@ -21,6 +21,9 @@ pub struct Regs<'a, T> {
     /// [`target`](Self::target) until [`untarget`](Self::untarget)), or
     /// null for its own elements in `buf`
     targets: SmallVec<[*mut T; 16]>,
+    // (`views` and `targets` are indexed through their slices,
+    // `(*self.views)[r]`: `SmallVec`'s own indexing is not `#[inline]`;
+    // see `kernels::cpu::lockstep`)
 }
 
 impl<'a, T: Copy> Regs<'a, T> {
@@ -44,7 +47,7 @@ impl<'a, T: Copy> Regs<'a, T> {
             n <= self.stride && s + n <= self.buf.len(),
             "a register past the registers"
         );
-        let v = self.views[r as usize];
+        let v = (*self.views)[r as usize];
         if v.is_null() {
             // SAFETY: `s + n` is within `buf` (checked)
             unsafe { self.buf.as_ptr().add(s) }
@@ -67,12 +70,12 @@ impl<'a, T: Copy> Regs<'a, T> {
     pub fn get_mut(&mut self, r: Reg, n: usize) -> &mut [T] {
         let s = r as usize * self.stride;
         let own = &mut self.buf[s..s + n];
-        let t = self.targets[r as usize];
+        let t = (*self.targets)[r as usize];
         if t.is_null() {
-            self.views[r as usize] = std::ptr::null();
+            (*self.views)[r as usize] = std::ptr::null();
             own
         } else {
-            self.views[r as usize] = t;
+            (*self.views)[r as usize] = t;
             // SAFETY: a target holds `n` elements that only this register
             // reads or writes until `untarget` (see `target`); `n` is
             // within the register's width (checked by the slice above).
@@ -91,14 +94,14 @@ impl<'a, T: Copy> Regs<'a, T> {
     #[inline(always)]
     pub unsafe fn target(&mut self, r: Reg, p: *mut T, n: usize) {
         assert!(n <= self.stride && (r as usize + 1) * self.stride <= self.buf.len());
-        self.targets[r as usize] = p;
+        (*self.targets)[r as usize] = p;
     }
 
     /// Whether register `r`'s elements are now those at `p` (it was
     /// targeted there and written since).
     #[inline(always)]
     pub fn is_at(&self, r: Reg, p: *const T) -> bool {
-        std::ptr::eq(self.views[r as usize], p)
+        std::ptr::eq((*self.views)[r as usize], p)
     }
 
     /// Register `r` writes its own elements again (its value, if it was
@@ -106,7 +109,7 @@ impl<'a, T: Copy> Regs<'a, T> {
     /// written).
     #[inline(always)]
     pub fn untarget(&mut self, r: Reg) {
-        self.targets[r as usize] = std::ptr::null_mut();
+        (*self.targets)[r as usize] = std::ptr::null_mut();
     }
 
     /// Register `r` stands for the `n` elements at `p` until it is next
@@ -118,7 +121,7 @@ impl<'a, T: Copy> Regs<'a, T> {
     #[inline(always)]
     pub unsafe fn view(&mut self, r: Reg, p: *const T, n: usize) {
         assert!(n <= self.stride && (r as usize + 1) * self.stride <= self.buf.len());
-        self.views[r as usize] = p;
+        (*self.views)[r as usize] = p;
     }
 
     /// Register `dst` (written) and registers `a`, `b` (read); `dst` is

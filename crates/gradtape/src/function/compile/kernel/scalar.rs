@@ -146,7 +146,7 @@ impl Program {
     pub(super) fn run_scalar<T: Lane>(&self, srcs: &[&[T]], outs: &mut [T], sums: &mut [f64]) {
         let mut regs: smallvec::SmallVec<[T; 32]> = smallvec::smallvec![T::zero(); self.n_regs.max(1)];
         let r = &mut regs[..];
-        for (reg, s) in &self.splats {
+        for (reg, s) in self.splats.iter() {
             r[*reg as usize] = match s {
                 Splat::Input(i) => srcs[*i as usize][0],
                 Splat::Value(v) => T::from_f64(*v),
@@ -155,7 +155,7 @@ impl Program {
         let code = self.decoded::<T>();
         if code.len() != self.body.len() {
             // (decoded for another type: see `decoded`)
-            for ins in &self.body {
+            for ins in self.body.iter() {
                 other(ins, r, srcs, outs, sums);
             }
             return;

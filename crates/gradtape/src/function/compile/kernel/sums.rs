@@ -13,6 +13,7 @@
 
 use super::Lane;
 use super::{Instr, Reg, CHUNK, MAX_WIDTH};
+use crate::kernels::cpu::lockstep::{chunks, each, from_fn, zip};
 use crate::ops::desc::{Binary, Unary};
 use crate::ops::math::table::{binary_run, elem_unary, unary_run};
 use crate::tensor::Float;
@@ -36,8 +37,8 @@ pub(super) type Lanes = [f64; 8];
 #[inline(always)]
 pub fn chunk_lanes<T: Float>(s: &[T]) -> Lanes {
     let mut u = [T::zero(); SUM_LANES];
-    for row in s.chunks(SUM_LANES) {
-        for (uk, &v) in u.iter_mut().zip(row) {
+    for row in each(chunks(s, SUM_LANES)) {
+        for (uk, &v) in zip(&mut u, row) {
             *uk = *uk + v;
         }
     }
@@ -49,7 +50,7 @@ pub fn chunk_lanes<T: Float>(s: &[T]) -> Lanes {
 fn whole_chunk_lanes<T: Float>(s: &[T; CHUNK]) -> Lanes {
     let mut u = [T::zero(); SUM_LANES];
     for j in 0..CHUNK / SUM_LANES {
-        for (k, uk) in u.iter_mut().enumerate() {
+        for (k, uk) in zip(0..SUM_LANES, &mut u) {
             *uk = *uk + s[j * SUM_LANES + k];
         }
     }
@@ -60,10 +61,8 @@ fn whole_chunk_lanes<T: Float>(s: &[T; CHUNK]) -> Lanes {
 /// of eight by a tree of depth three.
 #[inline(always)]
 fn lanes_tree<T: Float>(u: &[T; SUM_LANES]) -> Lanes {
-    let d: [f64; SUM_LANES] = std::array::from_fn(|k| u[k].to_f64());
-    std::array::from_fn(|k| {
-        ((d[k] + d[k + 8]) + (d[k + 16] + d[k + 24])) + ((d[k + 32] + d[k + 40]) + (d[k + 48] + d[k + 56]))
-    })
+    let d: [f64; SUM_LANES] = from_fn(|k| u[k].to_f64());
+    from_fn(|k| ((d[k] + d[k + 8]) + (d[k + 16] + d[k + 24])) + ((d[k + 32] + d[k + 40]) + (d[k + 48] + d[k + 56])))
 }
 
 /// The total of a task's lanes, by a fixed tree.
@@ -88,7 +87,7 @@ pub fn add_chunk_sums<T: Float>(s: &[T], acc: &mut Lanes) {
 
 #[inline(always)]
 pub fn add_lanes(acc: &mut Lanes, t: &Lanes) {
-    for (a, &v) in acc.iter_mut().zip(t) {
+    for (a, &v) in zip(acc, t) {
         *a += v;
     }
 }
@@ -180,7 +179,7 @@ pub fn merge_sums(body: &mut Vec<Instr>) -> usize {
         body.remove(j);
         // kept where read again before it is next written
         let mut kept = false;
-        for ins in &body[i + 1..] {
+        for ins in body[i + 1..].iter() {
             let (reads, writes) = operands(ins);
             if reads.contains(&d) {
                 kept = true;
