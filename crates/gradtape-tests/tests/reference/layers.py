@@ -12,12 +12,9 @@ import numpy as np
 import keras
 from keras import layers, losses, optimizers
 
+from keras_refs import fill
+
 keras.config.set_floatx("float64")
-
-
-def fill(shape, k):
-    n = int(np.prod(shape))
-    return (0.5 * np.sin(0.7 * np.arange(n) + k)).reshape(shape)
 
 
 def show(name, a):
