@@ -23,7 +23,8 @@
 # Needs `nm` and `ar` (binutils) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:-target/build-time}
+mkdir -p "${1:-target/build-time}"
+target=$(cd "${1:-target/build-time}" && pwd)
 export CARGO_TARGET_DIR=$target
 
 echo "== dependencies"
