@@ -4,7 +4,8 @@
 # faster, on a machine left otherwise idle.
 #
 #   scripts/build-time.sh            # target folder target/build-time
-#   scripts/build-time.sh DIR        # another target folder (kept between runs)
+#   scripts/build-time.sh DIR        # another target folder, relative to the
+#                                    # repository root (kept between runs)
 #
 # 1. Builds the dependencies, then rebuilds the `gradtape` library alone
 #    (release profile, the repository's settings) and prints its wall time
