@@ -246,3 +246,40 @@ fn f32_formula(name: &str, what: &str, x: f32, y: f32) -> bool {
         _ => false,
     }
 }
+
+/// The exact GELU's left tail, relative to the value (the sweep above
+/// allows an absolute 1e-7, which hides it): `x/2 · (1 + erf(x/√2))`
+/// computed as written cancels for `x < −√2`, and is 0 below −5.5, where
+/// TensorFlow's `erfc` form gives `gelu(−5) = −1.43326e-6` and
+/// `gelu(−8) = −4.98e-15` (TF 2.21, matching JAX in f64). Every `f32`
+/// value and slope down to where the result leaves the normal numbers is
+/// within 6 ulps of the `f64` op's, rounded, below −√2 (where it is
+/// `erfc`'s own form, and `Q`, fitted for `erf`, is within 5 ulps of
+/// `erfc(x)·e^(x²)`); above, `1 + erf` keeps its mild cancellation
+/// (`1 + erf(−0.99) = 0.16`: up to 8 ulps).
+#[test]
+fn gelu_left_tail_is_accurate_relative_to_its_value() -> Result<()> {
+    let p: Vec<f32> = (0..=24000).map(|i| -1.0 - i as f32 * 0.0005).collect();
+    let x32 = Tensor::from_vec(p.clone(), &[p.len()])?;
+    let x64 = x32.cast(DType::F64)?;
+    let f: Unary = |x| x.gelu(false);
+    let (y32, g32) = value_and_slope(f, &x32)?;
+    let (y64, g64) = value_and_slope(f, &x64)?;
+    for (what, got, want) in [("value", &y32, &y64), ("slope", &g32, &g64)] {
+        for (i, (&a, &b)) in got.iter().zip(want.iter()).enumerate() {
+            let w = b as f32;
+            if w.abs() < f32::MIN_POSITIVE {
+                continue;
+            }
+            let (u, most) = (ulps(a as f32, w), if p[i] < -1.415 { 6 } else { 8 });
+            assert!(u <= most, "gelu's {what} at {} is {u} ulps off: {a:e}, not {w:e}", p[i]);
+        }
+    }
+    // the two values TensorFlow gives
+    let y = Tensor::vector(&[-5.0f32, -8.0]).gelu(false)?.to_vec::<f32>()?;
+    assert!(
+        (y[0] / -1.43326e-6 - 1.0).abs() < 1e-5 && (y[1] / -4.98e-15 - 1.0).abs() < 1e-3,
+        "{y:?}"
+    );
+    Ok(())
+}

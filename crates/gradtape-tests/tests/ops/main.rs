@@ -38,6 +38,7 @@ mod tf_complex;
 mod tf_complex_index;
 mod tf_conv;
 mod tf_conv_more;
+mod tf_edge_cases;
 mod tf_elementwise;
 mod tf_image;
 mod tf_image_more;

@@ -240,6 +240,9 @@ impl Tensor {
                 format!("needs finite bounds and a non-zero step, got start={start}, end={end}, step={step}"),
             ));
         }
+        if dtype.is_int() {
+            return arange_int(start, end, step, dtype);
+        }
         // (saturating: a count past usize::MAX is refused just below)
         let n = ((end - start) / step).ceil().max(0.0) as usize;
         checked_numel("arange", &[n])?;
@@ -252,6 +255,62 @@ impl Tensor {
             Ok(Tensor::constant(T::buf_into_storage(data), &[n]))
         })
     }
+}
+
+/// [`Tensor::arange`] of an integer dtype, counted in integers (in `f64`,
+/// `2^53 + 1` is not there to count: `arange(2^53, 2^53 + 4, 1)` repeated
+/// `2^53`). Its start and step must be integers that the dtype holds, as
+/// TensorFlow converts them to the dtype first; an `end` between two
+/// integers excludes the values past it (`arange(0, 2.5, 1)` is `[0, 1, 2]`).
+fn arange_int(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
+    let end = if step > 0.0 { end.ceil() } else { end.floor() };
+    let (lo, hi) = match dtype {
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        _ => (i64::MIN as f64, i64::MAX as f64),
+    };
+    for (name, v) in [("start", start), ("end", end), ("step", step)] {
+        // (`hi` is 2^31 - 1 exactly, or 2^63, i64::MAX rounded up)
+        let fits = v >= lo && if dtype == DType::I32 { v <= hi } else { v < hi };
+        if v.fract() != 0.0 || !fits {
+            return Err(Error::invalid(
+                "arange",
+                format!("{name}={v} is not an integer that {dtype} holds (the range is of dtype {dtype})"),
+            ));
+        }
+    }
+    let (start, end, step) = (start as i64, end as i64, step as i64);
+    // the count, in i128 (no bound and step of i64 overflow it)
+    let span = end as i128 - start as i128;
+    let n = if (span > 0) == (step > 0) && span != 0 {
+        let (span, step) = (span.abs(), (step as i128).abs());
+        ((span + step - 1) / step) as u128
+    } else {
+        0
+    };
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    checked_numel("arange", &[n])?;
+    // every value lies between `start` and `end`, so `start + i * step`
+    // fits, and wrapping arithmetic gives it exactly even where `i * step`
+    // alone does not fit
+    let at = move |i: usize| start.wrapping_add((i as i64).wrapping_mul(step));
+    Ok(match dtype {
+        DType::I32 => {
+            let data = build::<i32>("arange", n, |first, out| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    o.write(at(first + i) as i32);
+                }
+            })?;
+            Tensor::constant(i32::buf_into_storage(data), &[n])
+        }
+        _ => {
+            let data = build::<i64>("arange", n, |first, out| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    o.write(at(first + i));
+                }
+            })?;
+            Tensor::constant(i64::buf_into_storage(data), &[n])
+        }
+    })
 }
 
 /// The value, or a panic with the error's message at the caller's line.

@@ -7,7 +7,10 @@
 //! rounds the result back (round to nearest, ties to even), which is what
 //! the `half` crate's arithmetic and `num_traits::Float` methods do, so the
 //! generic kernels serve them unchanged. Reductions accumulate in `f32` and
-//! round once at the end; matrix products and convolutions convert their
+//! round once at the end (as JAX's do; TensorFlow's `reduce_sum` and
+//! `reduce_mean` of `float16` overflow as soon as a partial sum passes
+//! 65504, so `sum([60000, 60000, -60000])` is 60000 here and inf there);
+//! matrix products and convolutions convert their
 //! operands to `f32`, run the `f32` kernel (an `f32` accumulator) and round
 //! the result. Gradients of half tensors are half tensors. For training,
 //! see [`LossScaleOptimizer`](crate::optim::LossScaleOptimizer) (dynamic

@@ -298,6 +298,10 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
             ),
         ));
     }
+    if (x.dtype(), to) == (DType::I64, DType::C64) {
+        // one rounding, to f32 (not two, through f64): see the real cast
+        return cast(&super::elementwise::cast(x, DType::F32)?, to);
+    }
     with_dtype!(x.dtype(), S => with_complex_dtype!(to, D => map::<S, D>("cast", x, |v| D::from_c128(v.to_c128())),
         _ => unreachable!("checked")))
 }

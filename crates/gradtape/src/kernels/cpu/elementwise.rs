@@ -447,7 +447,18 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     // types' inherent `from_f64`, which rounds to bf16 from the top 32 bits
     // of the f64 only: an f32 just above a bf16 tie became a tie, rounded
     // to even, e.g. 0xbe408002 to 0xbe40 instead of 0xbe41)
-    with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| <D as Element>::from_f64(<S as Element>::to_f64(v)))))
+    match (x.dtype(), to) {
+        // int64 is the one source an f64 does not hold exactly: to int32 it
+        // keeps the low 32 bits (as TF, NumPy and JAX do; through f64 it
+        // saturated), and to the narrower floats it rounds once, to f32
+        // (through f64 it rounded twice: 2^60 + 2^28 + 1 became 2^60 in f32)
+        (DType::I64, DType::I32) => map::<i64, i32>("cast", x, |v| v as i32),
+        (DType::I64, DType::F32) => map::<i64, f32>("cast", x, |v| v as f32),
+        (DType::I64, DType::F16 | DType::BF16) => cast(&cast(x, DType::F32)?, to),
+        _ => {
+            with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| <D as Element>::from_f64(<S as Element>::to_f64(v)))))
+        }
+    }
 }
 
 /// `x - alpha * g` for two float tensors of one shape and dtype (the

@@ -16,6 +16,12 @@
 //!   result;
 //! - above: `±1` (`erfc(3.92) < 2^-25`, half an ulp of 1).
 //!
+//! The exact GELU needs `1 + erf(x)`, which cancels for `x <= −1` (and is
+//! 0 below −3.92): [`gelu_cdf`] gives it there as `erfc(|x|)` itself,
+//! `e^(−x²)·Q` and, above 3.92, `e^(−x²)·S(z)/(|x|·√π)` with a third fit
+//! `S` in `z = 1/(2x²)`, so the GELU and its slope keep their relative
+//! accuracy down to where `e^(−x²)` leaves the normal numbers.
+//!
 //! Both pieces are computed and one is selected, with plain multiplies
 //! and adds (never contracted into fused multiply-adds by the compiler),
 //! so the bits are the same in every context (eager, fused, folded). The
@@ -78,16 +84,17 @@ fn erf_small(x: f32) -> f32 {
 
 /// Runs `$body` on the blocks of `$x`, with `$k` the index of the block's
 /// first element, `$xb` its elements, `$erf` the function that gives the
-/// block's `erf` values and `$exp` its `e^(-x²/2)`: [`erf_small`] and
-/// [`exp_normal`] where every `|x|` of the block is below `$limit` (a
-/// magnitude whose arguments `x·s` are below 1, `s` the scale the body
-/// applies, and below √2, where `-x²/2` is in `exp_normal`'s range),
-/// [`erf_f32`] and [`exp_f32`] elsewhere and on the elements past the last
-/// whole block (the same bits either way). A macro, not a
+/// block's `erf` values (or `1 + erf`) and `$exp` its `e^(-x²/2)`:
+/// `$small` ([`erf_small`]) and [`exp_normal`] where every `|x|` of the
+/// block is below `$limit` (a magnitude whose arguments `x·s` are below
+/// 1, `s` the scale the body applies, and below √2, where `-x²/2` is in
+/// `exp_normal`'s range), `$full` ([`erf_f32`]) and [`exp_f32`] elsewhere
+/// and on the elements past the last whole block (the same bits either
+/// way). A macro, not a
 /// function taking a closure: a closure was compiled out of line, and its
 /// multiply-adds became library calls.
 macro_rules! erf_blocks {
-    ($x:expr, $limit:expr, |$k:ident, $xb:ident, $erf:ident, $exp:pat_param| $body:block) => {{
+    ($x:expr, $limit:expr, ($small:expr, $full:expr), |$k:ident, $xb:ident, $erf:ident, $exp:pat_param| $body:block) => {{
         let x: &[f32] = $x;
         let limit = f32::to_bits($limit);
         let mut xs = x.chunks_exact(BLOCK);
@@ -96,16 +103,16 @@ macro_rules! erf_blocks {
             // (NaN compares above every limit: the full form)
             let $xb = xb;
             if super::math::max_abs_bits($xb) < limit {
-                let ($erf, $exp) = (erf_small, exp_normal);
+                let ($erf, $exp) = ($small, exp_normal);
                 $body
             } else {
-                let ($erf, $exp) = (erf_f32, exp_f32);
+                let ($erf, $exp) = ($full, exp_f32);
                 $body
             }
             $k += BLOCK;
         }
         let $xb = xs.remainder();
-        let ($erf, $exp) = (erf_f32, exp_f32);
+        let ($erf, $exp) = ($full, exp_f32);
         $body
     }};
 }
@@ -123,13 +130,7 @@ pub fn erf_f32(x: f32) -> f32 {
     // pairs): short dependency chains, where Horner's rule made one chain
     // of 20 operations per element that the loop waited on
     let small = small_piece(a, x2);
-    let u = (a - 2.5) * (2.0f32 / 3.0);
-    let (l, u2) = (&LARGE, u * u);
-    let u4 = u2 * u2;
-    let lo = (l[0] + l[1] * u) + u2 * (l[2] + l[3] * u);
-    let mid = (l[4] + l[5] * u) + u2 * (l[6] + l[7] * u);
-    let hi = (l[8] + l[9] * u) + u2 * l[10];
-    let q = lo + u4 * (mid + u4 * hi);
+    let q = large_q(a);
     // (e^(-x²) is a normal number wherever it is used, |x| < 3.92: the
     // short form of exp, with the argument kept in its range elsewhere)
     let large = 1.0 - exp_normal((-x2).max(EXP_NORMAL.0)) * q;
@@ -147,42 +148,130 @@ pub fn erf_f32(x: f32) -> f32 {
     }
 }
 
+/// `Q(u)` at `u = (a − 2.5)·2/3`: `erfc(a)·e^(a²)` for `1 <= a < 3.92`.
+#[inline(always)]
+fn large_q(a: f32) -> f32 {
+    let u = (a - 2.5) * (2.0f32 / 3.0);
+    let (l, u2) = (&LARGE, u * u);
+    let u4 = u2 * u2;
+    let lo = (l[0] + l[1] * u) + u2 * (l[2] + l[3] * u);
+    let mid = (l[4] + l[5] * u) + u2 * (l[6] + l[7] * u);
+    let hi = (l[8] + l[9] * u) + u2 * l[10];
+    lo + u4 * (mid + u4 * hi)
+}
+
+/// `S(z)`'s coefficients, from `z⁰` up: `erfc(a)·e^(a²)·a·√π` as a
+/// polynomial in `z = 1/(2a²)`, for `a >= 3.92` (`z <= 0.0326`), where
+/// its asymptotic series is `1 − z + 3z² − 15z³ + ...`. A least-squares
+/// fit made for this crate with numpy against mpmath's `erfc`, within an
+/// ulp of `f32`.
+const TAIL: [f32; 6] = [1.0, -0.999_994_04, 2.998_092_7, -14.749_31, 88.802_284, -393.122_65];
+
+/// `x² = hi + lo` exactly (`hi` the rounded square), by splitting `x`
+/// into its top 12 bits and the rest: each product of the halves is exact.
+#[inline(always)]
+fn square_parts(x: f32) -> (f32, f32) {
+    let hi = x * x;
+    let xh = f32::from_bits(x.to_bits() & 0xffff_f000);
+    let xl = x - xh;
+    (hi, ((xh * xh - hi) + 2.0 * xh * xl) + xl * xl)
+}
+
+/// `1 + erf(v/√2)` (twice the standard normal CDF at `v`) in `f32`,
+/// accurate relative to the result also where it is small: for
+/// `v/√2 <= −1`, where `1 + erf_f32(v/√2)` cancels (to 0 below −3.92),
+/// it is `erfc(a)`, `a = |v|/√2`, itself: `e^(−a²)` times `Q(a)` (below
+/// 3.92) or `S(z)/(a·√π)` (above), with the exponent `v²/2` taken
+/// exactly from `v` (the rounding of `v/√2` and of its square made the
+/// far tail 170 ulps off); 0 where `e^(−v²/2)` is below the normal
+/// numbers. Elsewhere the bits of `1 + erf_f32(v/√2)`. The exact GELU
+/// and its derivative are made from it, so that their tails for `v ≪ 0`
+/// are accurate, as TensorFlow's `erfc` form is.
+#[inline(always)]
+pub(crate) fn gelu_cdf(v: f32) -> f32 {
+    let x = v * std::f32::consts::FRAC_1_SQRT_2;
+    let a = x.abs();
+    let x2 = a * a;
+    let small = small_piece(a, x2);
+    let q = large_q(a);
+    let e = exp_normal((-x2).max(EXP_NORMAL.0));
+    let erf_a = if a < 1.0 {
+        small
+    } else if a < 3.92 {
+        1.0 - e * q
+    } else {
+        1.0
+    };
+    // e^(−v²/2) = e^(−x2)·e^(x2 − v²/2), the second factor to first order
+    // (x2 is within 1e-6 relative of v²/2; their difference is exact)
+    let (h, l) = square_parts(v);
+    let (h, l) = (0.5 * h, 0.5 * l);
+    let ec = e * (1.0 + ((x2 - h) - l));
+    let z = 0.5 / x2;
+    let t = &TAIL;
+    let s = (t[0] + t[1] * z) + (z * z) * ((t[2] + t[3] * z) + (z * z) * (t[4] + t[5] * z));
+    let sqrt_pi = (std::f64::consts::PI.sqrt()) as f32;
+    let tail = if a < 3.92 { ec * q } else { ec * s / (a * sqrt_pi) };
+    let tail = if -h < EXP_NORMAL.0 { 0.0 } else { tail };
+    let r = if x >= 0.0 {
+        1.0 + erf_a
+    } else if a < 1.0 {
+        1.0 - erf_a
+    } else {
+        tail
+    };
+    if v.is_nan() {
+        v
+    } else {
+        r
+    }
+}
+
+/// [`gelu_cdf`] for `|v/√2| < 1`: `1 + erf_small(v/√2)`, its bits there.
+#[inline(always)]
+fn gelu_cdf_small(v: f32) -> f32 {
+    1.0 + erf_small(v * std::f32::consts::FRAC_1_SQRT_2)
+}
+
 /// `out[i] = erf_f32(x[i])`, inlined into the caller's loop (a call per
 /// element, through a function pointer or an un-inlined closure, kept it
 /// from vectorising and turned the fused multiply-adds of `exp` into
 /// library calls).
 #[inline(always)]
 pub(crate) fn erf_slice(x: &[f32], out: &mut [f32]) {
-    erf_blocks!(x, 1.0, |k, x, erf, _| {
+    erf_blocks!(x, 1.0, (erf_small, erf_f32), |k, x, erf, _| {
         for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
             *o = erf(v);
         }
     });
 }
 
-/// The exact GELU `x/2 · (1 + erf(x/√2))` from `e = erf(x/√2)`.
+/// The exact GELU `x/2 · (1 + erf(x/√2))` from `c = 1 + erf(x/√2)`.
 #[inline(always)]
-fn gelu_from(v: f32, e: f32) -> f32 {
-    0.5 * v * (1.0 + e)
+fn gelu_from(v: f32, c: f32) -> f32 {
+    0.5 * v * c
 }
 
 /// The exact GELU's derivative `(1 + erf(x/√2))/2 + x · e^(-x²/2) / √(2π)`
-/// from `e = erf(x/√2)`, with `exp` the exponential (one of the same bits
-/// as [`exp_f32`] for the argument).
+/// from `c = 1 + erf(x/√2)`, with `exp` the exponential (one of the same
+/// bits as [`exp_f32`] for the argument).
 #[inline(always)]
-fn gelu_grad_from(v: f32, e: f32, exp: impl Fn(f32) -> f32) -> f32 {
-    let c = (0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as f32;
-    0.5 * (1.0 + e) + v * c * exp(-(0.5 * v * v))
+fn gelu_grad_from(v: f32, c: f32, exp: impl Fn(f32) -> f32) -> f32 {
+    let k = (0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as f32;
+    // e^(−v²/2) with the rounding of v² taken back (to first order), for
+    // the tail v ≪ 0, where this term is the derivative
+    let (h, l) = square_parts(v);
+    let l = if h.is_finite() { l } else { 0.0 };
+    0.5 * c + v * k * (exp(-(0.5 * h)) * (1.0 - 0.5 * l))
 }
 
 /// `out[i] = gelu(x[i])`, the exact GELU, inlined into the caller's loop as
 /// [`erf_slice`].
 #[inline(always)]
 pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
-    let r = std::f32::consts::FRAC_1_SQRT_2;
-    erf_blocks!(x, GELU_SMALL, |k, x, erf, _| {
+    erf_blocks!(x, GELU_SMALL, (gelu_cdf_small, gelu_cdf), |k, x, erf, _| {
         for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
-            *o = gelu_from(v, erf(v * r));
+            *o = gelu_from(v, erf(v));
         }
     });
 }
@@ -191,10 +280,9 @@ pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
 /// [`erf_slice`].
 #[inline(always)]
 pub(crate) fn gelu_grad_slice(x: &[f32], out: &mut [f32]) {
-    let r = std::f32::consts::FRAC_1_SQRT_2;
-    erf_blocks!(x, GELU_SMALL, |k, x, erf, exp| {
+    erf_blocks!(x, GELU_SMALL, (gelu_cdf_small, gelu_cdf), |k, x, erf, exp| {
         for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
-            *o = gelu_grad_from(v, erf(v * r), exp);
+            *o = gelu_grad_from(v, erf(v), exp);
         }
     });
 }
@@ -203,11 +291,10 @@ pub(crate) fn gelu_grad_slice(x: &[f32], out: &mut [f32]) {
 /// keeps its derivative for the backward pass): the same bits as each.
 #[inline(always)]
 pub(crate) fn gelu_and_grad_slice(x: &[f32], g: &mut [f32], d: &mut [f32]) {
-    let r = std::f32::consts::FRAC_1_SQRT_2;
-    erf_blocks!(x, GELU_SMALL, |k, x, erf, exp| {
+    erf_blocks!(x, GELU_SMALL, (gelu_cdf_small, gelu_cdf), |k, x, erf, exp| {
         let (g, d) = (&mut g[k..k + x.len()], &mut d[k..k + x.len()]);
         for (g, d, &v) in zip3(&mut g[..], &mut d[..], x) {
-            let e = erf(v * r);
+            let e = erf(v);
             (*g, *d) = (gelu_from(v, e), gelu_grad_from(v, e, exp));
         }
     });

@@ -105,15 +105,27 @@ impl Tensor {
         }, _ => unreachable!("checked above"))
     }
 
-    /// TensorFlow's `range(start, limit, delta)`: the same as
-    /// [`arange`](Self::arange).
+    /// TensorFlow's `range(start, limit, delta)`: [`arange`](Self::arange),
+    /// except that, as TensorFlow, a `delta` pointing away from `limit` is
+    /// an error (`arange`, as NumPy's, gives an empty tensor). For an
+    /// integer dtype the three must be integers of that dtype; the values
+    /// are counted in integers.
     ///
     /// ```
     /// use gradtape::{DType, Tensor};
     /// assert_eq!(Tensor::range(5.0, 0.0, -2.0, DType::I32)?.to_vec::<i32>()?, vec![5, 3, 1]);
+    /// assert!(Tensor::range(5.0, 0.0, 1.0, DType::F32).is_err());
+    /// assert!(Tensor::range(0.5, 3.0, 1.0, DType::I32).is_err());
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn range(start: f64, limit: f64, delta: f64, dtype: DType) -> Result<Tensor> {
+        if (delta > 0.0 && start > limit) || (delta < 0.0 && start < limit) {
+            let (want, d) = if delta > 0.0 { ("<=", "> 0") } else { (">=", "< 0") };
+            return Err(Error::invalid(
+                "range",
+                format!("needs start {want} limit when delta {d}, got start={start}, limit={limit}, delta={delta}"),
+            ));
+        }
         Tensor::arange(start, limit, delta, dtype).map_err(|e| match e {
             Error::InvalidArgument { msg, .. } => Error::invalid("range", msg),
             other => other,

@@ -3,6 +3,7 @@
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
 // (the half types take their math from `num_traits::Float`)
+use super::elementary::unless_zero;
 use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map};
@@ -62,21 +63,40 @@ impl Tensor {
         ))
     }
 
-    /// `-1, 0, 1` by the sign of each element (0 for 0). Not differentiable:
-    /// its gradient is zero almost everywhere, so it is not recorded.
+    /// `-1, 0, 1` by the sign of each element (0 for 0). Its gradient is
+    /// zero (a float input's gradient through `sign` is a zero tensor, not
+    /// `None`, as TensorFlow's; the derivative at 0 is taken as 0).
+    ///
+    /// ```
+    /// use gradtape::{GradientTape, Tensor};
+    /// let x = Tensor::vector(&[-2.0f32, 0.0, 3.0]);
+    /// let tape = GradientTape::new();
+    /// let y = tape.record(|| { tape.watch(&x); x.sign()?.sum_all() })?;
+    /// assert_eq!(tape.gradient(&y, &x)?.unwrap().to_vec::<f32>()?, vec![0.0; 3]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn sign(&self) -> Result<Tensor> {
-        if self.device().is_cuda() && matches!(self.dtype(), crate::tensor::DType::F32 | crate::tensor::DType::F64) {
-            let y = super::table::float_unary(Unary::Sign, "sign", self)?;
+        let y = if self.device().is_cuda() && matches!(self.dtype(), DType::F32 | DType::F64) {
+            super::table::float_unary(Unary::Sign, "sign", self)?
+        } else {
+            num_map!("sign", self, |v| if v > T::zero() {
+                T::one()
+            } else if v < T::zero() {
+                T::zero() - T::one()
+            } else {
+                v
+            })?
+        };
+        if !self.dtype().is_float() {
             return Ok(crate::ops::bind_nondiff(Unary::Sign, &[self], y));
         }
-        let y = num_map!("sign", self, |v| if v > T::zero() {
-            T::one()
-        } else if v < T::zero() {
-            T::zero() - T::one()
-        } else {
-            v
-        })?;
-        Ok(crate::ops::bind_nondiff(Unary::Sign, &[self], y))
+        Ok(bind_jvp(
+            Unary::Sign,
+            &[self],
+            y,
+            |_| vjp(|g, _| Ok(grads![Some(g[0].zeros_like())])),
+            |t, _| Ok(only(t)?.zeros_like()),
+        ))
     }
 
     /// `x²`. d/dx = 2x.
@@ -97,7 +117,10 @@ impl Tensor {
         ))
     }
 
-    /// `√x`. d/dx = 1 / (2√x). Of a complex tensor: the principal root
+    /// `√x`. d/dx = 1 / (2√x); the gradient is 0 where the incoming one is,
+    /// even at `x <= 0`, as TensorFlow's (its `SqrtGrad`, `RsqrtGrad` and
+    /// `ReciprocalGrad`; PyTorch and JAX give NaN), so that the masked
+    /// branch of `where(x > 0, sqrt(x), 0)` contributes 0. Of a complex tensor: the principal root
     /// (branch cut on the negative real axis), as every holomorphic function
     /// here (`sin`, `cos`, `tan`, `sinh`, `cosh`, `tanh`, `sigmoid`, `exp`,
     /// `log`, `rsqrt`, `reciprocal`, `pow`, `pow_scalar`) also accepts.
@@ -123,9 +146,14 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
+                // (0 where the incoming gradient is 0, as TensorFlow's
+                // SqrtGrad: `where(x > 0, sqrt(x), 0)` has gradient 0 at 0)
+                vjp(move |g, _| Ok(grads![Some(unless_zero(&g[0], &g[0].div(&y.mul_scalar(2.0)?)?)?)]))
             },
-            |t, y| only(t)?.div(&y.mul_scalar(2.0)?),
+            |t, y| {
+                let t = only(t)?;
+                unless_zero(t, &t.div(&y.mul_scalar(2.0)?)?)
+            },
         ))
     }
 

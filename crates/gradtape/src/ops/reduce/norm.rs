@@ -9,8 +9,11 @@ use crate::tensor::Tensor;
 
 impl Tensor {
     /// Euclidean (L2) norm over `axes`: `√Σx²` (floats). d/dx = x / ‖x‖, and
-    /// **0 where the norm is 0** (the minimal subgradient, as PyTorch;
-    /// TensorFlow's composite gives NaN there).
+    /// **0 where x is 0** (the minimal subgradient, as PyTorch;
+    /// TensorFlow's composite gives NaN there). The value is TensorFlow's,
+    /// `Σx²` included, so that `‖(1e-30, 1e-30)‖` is 0 in `f32`; the
+    /// gradient there is still `x / ‖x‖` (0.707 each), from the norm of
+    /// `x / max |x|` (TensorFlow's is infinite).
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[3.0f64, 4.0]);
@@ -32,8 +35,16 @@ impl Tensor {
             let y = y.clone();
             vjp(move |g, _| {
                 let yk = y.reshape(&kept_shape(x.shape(), &ax))?;
+                // where the norm is 0 but x is not (Σx² underflowed: TF's
+                // forward value, kept), x / ‖x‖ by the norm of x / max |x|
+                // (LAPACK's scaling), and 1 where x is 0 (a 0 gradient)
+                let one = yk.scalar_like(1.0)?;
+                let m = x.abs()?.max(&iaxes(&ax), true)?;
+                let m = Tensor::where_(&m.gt(&m.scalar_like(0.0)?)?, &m, &one)?;
+                let rescaled = x.div(&m)?.square()?.sum(&iaxes(&ax), true)?.sqrt()?.mul(&m)?;
                 let zero = yk.eq(&yk.scalar_like(0.0)?)?;
-                let safe = Tensor::where_(&zero, &yk.scalar_like(1.0)?, &yk)?;
+                let under = Tensor::where_(&rescaled.eq(&rescaled.scalar_like(0.0)?)?, &one, &rescaled)?;
+                let safe = Tensor::where_(&zero, &under, &yk)?;
                 let gx = unreduce(&g[0], x.shape(), &ax)?;
                 Ok(grads![Some(gx.mul(&x.div(&safe)?)?)])
             })

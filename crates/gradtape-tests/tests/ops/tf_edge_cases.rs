@@ -1,0 +1,119 @@
+//! Edge cases where gradtape once differed from TensorFlow 2.21 (found by
+//! a differential run against it): the expected values are TF's, printed
+//! in the reference environment, unless a comment says otherwise.
+
+use gradtape::{DType, GradientTape, Result, Tensor};
+
+/// `∂(Σ f(x))/∂x` through `f`.
+fn grad(x: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Option<Tensor>> {
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(x);
+        f(x)?.sum_all()
+    })?;
+    tape.gradient(&y, x)
+}
+
+#[test]
+fn int64_casts_wrap_and_round_once() -> Result<()> {
+    // tf.cast(int64 → int32) keeps the low 32 bits (NumPy and JAX agree)
+    let x = Tensor::vector(&[4294967297i64, -4294967297, 2147483648, (1 << 53) + 1, -7]);
+    assert_eq!(x.cast(DType::I32)?.to_vec::<i32>()?, vec![1, -1, -2147483648, 1, -7]);
+    // to f32 rounded once: 2^60 + 2^28 + 1 is 1.1529216420458004e18 in TF
+    // and NumPy (through f64 it became 2^60)
+    let big = Tensor::vector(&[1152921573326323713i64]);
+    assert_eq!(big.cast(DType::F32)?.to_vec::<f32>()?[0] as f64, 1.1529216420458004e18);
+    assert_eq!(
+        big.cast(DType::C64)?.real()?.to_vec::<f32>()?[0] as f64,
+        1.1529216420458004e18
+    );
+    // (i32 sources are exact in f64: unchanged)
+    assert_eq!(Tensor::vector(&[-3i32]).cast(DType::I64)?.to_vec::<i64>()?, vec![-3]);
+    Ok(())
+}
+
+#[test]
+fn integer_ranges_count_in_integers() -> Result<()> {
+    // tf.range(2^53, 2^53 + 4, 1, dtype=tf.int64)
+    let r = Tensor::range(9007199254740992.0, 9007199254740996.0, 1.0, DType::I64)?;
+    assert_eq!(
+        r.to_vec::<i64>()?,
+        vec![9007199254740992, 9007199254740993, 9007199254740994, 9007199254740995]
+    );
+    assert_eq!(
+        Tensor::arange(0.0, 2.5, 1.0, DType::I32)?.to_vec::<i32>()?,
+        vec![0, 1, 2]
+    );
+    assert_eq!(
+        Tensor::arange(3.0, -0.5, -1.0, DType::I64)?.to_vec::<i64>()?,
+        vec![3, 2, 1, 0]
+    );
+    assert_eq!(
+        Tensor::arange(-5.0, 5.0, 3.0, DType::I64)?.to_vec::<i64>()?,
+        vec![-5, -2, 1, 4]
+    );
+    // TF: "Requires start <= limit when delta > 0" (arange, as NumPy's, is empty)
+    let e = Tensor::range(5.0, 0.0, 1.0, DType::I32).unwrap_err().to_string();
+    assert!(e.contains("range") && e.contains("start <= limit"), "{e}");
+    assert!(Tensor::range(0.0, 5.0, -1.0, DType::F32).is_err());
+    assert_eq!(Tensor::arange(5.0, 0.0, 1.0, DType::I32)?.numel(), 0);
+    // TF: "Cannot convert 0.5 to EagerTensor of dtype int32"
+    assert!(Tensor::range(0.5, 3.0, 1.0, DType::I32).is_err());
+    assert!(Tensor::arange(0.0, 3e9, 1e9, DType::I32).is_err());
+    Ok(())
+}
+
+#[test]
+fn masked_sqrt_rsqrt_reciprocal_gradients_are_zero() -> Result<()> {
+    // tf.where(x > 0.1, f(x), 0): TF's SqrtGrad, RsqrtGrad and
+    // ReciprocalGrad give 0 where the incoming gradient is 0
+    let x = Tensor::vector(&[-1.0f32, 0.0, 0.25]);
+    let masked = |f: fn(&Tensor) -> Result<Tensor>| {
+        move |x: &Tensor| Tensor::where_(&x.gt(&x.scalar_like(0.1)?)?, &f(x)?, &x.zeros_like())
+    };
+    let cases: [(fn(&Tensor) -> Result<Tensor>, [f32; 3]); 3] = [
+        (|x| x.sqrt(), [0.0, 0.0, 1.0]),
+        (|x| x.rsqrt(), [0.0, 0.0, -4.0]),
+        (|x| x.reciprocal(), [0.0, 0.0, -16.0]),
+    ];
+    for (f, want) in cases {
+        assert_eq!(grad(&x, masked(f))?.unwrap().to_vec::<f32>()?, want.to_vec());
+    }
+    // unmasked, the slopes stay: sqrt at 0 is inf (TF too), log at 0 is
+    // still NaN when masked (TF: [-0, nan, 4])
+    assert_eq!(grad(&x, |x| x.sqrt())?.unwrap().to_vec::<f32>()?[1], f32::INFINITY);
+    let log = grad(&x, |x| {
+        Tensor::where_(&x.gt(&x.scalar_like(0.1)?)?, &x.log()?, &x.zeros_like())
+    })?;
+    assert!(log.unwrap().to_vec::<f32>()?[1].is_nan());
+    Ok(())
+}
+
+#[test]
+fn sign_has_a_zero_gradient() -> Result<()> {
+    // tf.sign's gradient is zeros_like(x), not None
+    let x = Tensor::vector(&[-2.0f64, 0.0, 3.0]);
+    assert_eq!(grad(&x, |x| x.sign())?.unwrap().to_vec::<f64>()?, vec![0.0; 3]);
+    let y = grad(&x, |x| x.sign()?.mul(x))?.unwrap();
+    assert_eq!(y.to_vec::<f64>()?, vec![-1.0, 0.0, 1.0]);
+    Ok(())
+}
+
+#[test]
+fn norm_gradient_where_the_sum_of_squares_underflows() -> Result<()> {
+    // the value is TF's (0: Σx² underflows f32); the gradient is the true
+    // x / ‖x‖ (JAX in f64 on the same x: 0.70710678 each), where TF gives
+    // inf and the rule once gave x itself
+    let tiny = Tensor::vector(&[1e-30f32, 1e-30]);
+    assert_eq!(tiny.norm(&[0], false)?.to_scalar::<f32>()?, 0.0);
+    let g = grad(&tiny, |x| x.norm(&[0], false))?.unwrap().to_vec::<f32>()?;
+    assert!(
+        g.iter().all(|v| (v - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6),
+        "{g:?}"
+    );
+    let rows = Tensor::from_vec(vec![3e-30f32, -4e-30, 0.0, 0.0, 3.0, 4.0], &[3, 2])?;
+    let g = grad(&rows, |x| x.norm(&[1], false))?.unwrap().to_vec::<f32>()?;
+    let want = [0.6, -0.8, 0.0, 0.0, 0.6, 0.8];
+    assert!(g.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{g:?}");
+    Ok(())
+}
