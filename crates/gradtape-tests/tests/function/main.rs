@@ -15,6 +15,7 @@ mod function_compile;
 mod function_diag;
 mod function_fuse;
 mod function_join;
+mod function_loops;
 mod function_math;
 mod function_nn;
 mod function_optim;

@@ -189,6 +189,13 @@ fn bind_control<C: Control + 'static>(op: Arc<C>, inputs: &[Tensor]) -> Result<V
 /// per such output) with respect to its differentiable inputs, then to the
 /// variables `vars` it reads, zeros where none flows: `g` run again under a
 /// tape.
+///
+/// The zeros of an input no gradient reaches are made from that input
+/// (`zeros_like`), not from its shape: inside a trace, zeros of a shape are
+/// a constant of the shape seen when tracing, while an input's shape may
+/// change from one run of the graph to the next (a loop's history, whose
+/// length is the iteration count, is an input of the backward loop's body,
+/// and of the body of its own gradient).
 fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> Result<Vec<Tensor>> {
     let tape = GradientTape::new();
     let diff: Vec<Tensor> = inputs
@@ -205,11 +212,26 @@ fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> R
     let targets: Vec<Tensor> = outs.into_iter().filter(|t| t.dtype().is_differentiable()).collect();
     let opts = GradientOptions::default()
         .output_gradients(cts.to_vec())
-        .unconnected(Unconnected::Zero);
+        .unconnected(Unconnected::None);
     let mut sources: Vec<SourceRef<'_>> = diff.iter().map(SourceRef::Tensor).collect();
     sources.extend(vars.iter().map(SourceRef::Variable));
     let grads = tape.gradient_with(&targets, &sources, opts)?;
-    Ok(grads.into_iter().flatten().collect())
+    if grads.len() != diff.len() + vars.len() {
+        return Err(Error::invalid("while_loop", "missing gradient"));
+    }
+    grads
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| match (g, diff.get(i)) {
+            (Some(g), _) => Ok(g),
+            (None, Some(x)) => x.try_zeros_like(),
+            // a variable's shape is fixed
+            (None, None) => {
+                let v = &vars[i - diff.len()];
+                Tensor::try_zeros(&v.shape(), v.dtype())
+            }
+        })
+        .collect()
 }
 
 /// The trainable variables (of differentiable dtypes) read by any of these

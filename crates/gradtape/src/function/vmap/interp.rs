@@ -46,9 +46,16 @@ impl BVal {
         }
     }
     /// Per-example values: stacked along a new axis 0 when their shapes
-    /// agree, else kept apart (ragged).
+    /// agree, else kept apart (ragged). Inside a trace the stack is one
+    /// `Stack` node, which takes the rows' shape when the graph runs (the
+    /// fallback's outputs may have a shape that depends on the values, as a
+    /// loop's history does, so a reshape to the shape seen when tracing
+    /// would not do).
     fn per_example(ts: Vec<Tensor>) -> Result<Self> {
         if ts.windows(2).all(|w| w[0].shape() == w[1].shape()) {
+            if super::super::trace::recording() {
+                return Ok(BVal::batched(crate::ops::array::join::stack(&ts)?));
+            }
             let refs: Vec<&Tensor> = ts.iter().collect();
             return Ok(BVal::batched(Tensor::stack(&refs, 0)?));
         }
@@ -258,7 +265,7 @@ fn fallback(op: &Op, ins: &[BVal], b: usize, outs: &[&ValueInfo]) -> Result<Vec<
         .iter()
         .map(|v| match &v.ragged {
             Some(ts) => Ok(Some(ts.to_vec())),
-            None => v.batched.then(|| v.t.unstack(0)).transpose(),
+            None => v.batched.then(|| unstack(&v.t, b)).transpose(),
         })
         .collect::<Result<_>>()?;
     let mut per_output: Vec<Vec<Tensor>> = vec![Vec::with_capacity(b); outs.len()];
@@ -287,4 +294,19 @@ fn fallback(op: &Op, ins: &[BVal], b: usize, outs: &[&ValueInfo]) -> Result<Vec<
         }
     }
     per_output.into_iter().map(BVal::per_example).collect()
+}
+
+/// The `b` examples of a batched tensor. Inside a trace each is a `RowAt`
+/// node, which takes the example's shape when the graph runs: a slice and
+/// a reshape would fix the shape seen when tracing, and a batched value may
+/// have dims that change from one run of the graph to the next (a loop's
+/// history, as long as the trip count, batched by the fallback of an
+/// earlier loop in a vectorized Jacobian).
+fn unstack(t: &Tensor, b: usize) -> Result<Vec<Tensor>> {
+    if !super::super::trace::recording() {
+        return t.unstack(0);
+    }
+    (0..b)
+        .map(|i| crate::ops::index::row_at(t, &Tensor::scalar(i as i64)))
+        .collect()
 }

@@ -188,7 +188,7 @@ fn square_parts(x: f32) -> (f32, f32) {
 /// and its derivative are made from it, so that their tails for `v ≪ 0`
 /// are accurate, as TensorFlow's `erfc` form is.
 #[inline(always)]
-pub(crate) fn gelu_cdf(v: f32) -> f32 {
+pub fn gelu_cdf(v: f32) -> f32 {
     let x = v * std::f32::consts::FRAC_1_SQRT_2;
     let a = x.abs();
     let x2 = a * a;
@@ -263,6 +263,18 @@ fn gelu_grad_from(v: f32, c: f32, exp: impl Fn(f32) -> f32) -> f32 {
     let (h, l) = square_parts(v);
     let l = if h.is_finite() { l } else { 0.0 };
     0.5 * c + v * k * (exp(-(0.5 * h)) * (1.0 - 0.5 * l))
+}
+
+/// The exact GELU of one element, `v/2 · gelu_cdf(v)`: the bits of the
+/// slice kernels below.
+pub fn gelu_f32(v: f32) -> f32 {
+    gelu_from(v, gelu_cdf(v))
+}
+
+/// The exact GELU's derivative at one element: the bits of the slice
+/// kernels below.
+pub fn gelu_grad_f32(v: f32) -> f32 {
+    gelu_grad_from(v, gelu_cdf(v), exp_f32)
 }
 
 /// `out[i] = gelu(x[i])`, the exact GELU, inlined into the caller's loop as

@@ -133,37 +133,6 @@ pub(crate) fn elementwise(
     })
 }
 
-/// `g · d`, but 0 wherever `g` is 0, even where `d` is infinite or NaN:
-/// TensorFlow's `SqrtGrad`, `RsqrtGrad` and `ReciprocalGrad`, which is
-/// what keeps a masked-out branch's gradient 0 in
-/// `where(x > 0, sqrt(x), 0)` at `x <= 0` (PyTorch and JAX give NaN
-/// there). Differentiable (a select).
-fn times_unless_zero(g: &Tensor, d: &Tensor) -> Result<Tensor> {
-    unless_zero(g, &g.mul(d)?)
-}
-
-/// `p` (a rule's product with `g`), but 0 wherever `g` is 0: see
-/// [`times_unless_zero`].
-pub(crate) fn unless_zero(g: &Tensor, p: &Tensor) -> Result<Tensor> {
-    let zero = g.scalar_like(0.0)?;
-    Tensor::where_(&g.ne(&zero)?, p, &zero)
-}
-
-/// [`elementwise`] with the rule `g · d(x, y)` made 0 where `g` is 0
-/// ([`times_unless_zero`]).
-fn elementwise_masked(
-    op: Unary,
-    x: &Tensor,
-    y: Tensor,
-    d: impl Fn(&Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
-) -> Tensor {
-    let xc = x.clone();
-    bind(op, &[x], y, move |y| {
-        let y = y.clone();
-        vjp(move |g, _| Ok(grads![Some(times_unless_zero(&g[0], &d(&xc, &y)?)?)]))
-    })
-}
-
 impl Tensor {
     /// `eˣ - 1`, accurate near 0. d/dx = eˣ.
     ///
@@ -205,14 +174,12 @@ impl Tensor {
         let y = super::table::float_unary(Unary::Rsqrt, "rsqrt", self)?;
         // (-y/2 · y · y: y³ first would overflow f32 where the slope,
         // up to 2.3e38 at 1.7e-26, does not)
-        // (0 where the incoming gradient is 0, as TensorFlow's RsqrtGrad)
-        Ok(elementwise_masked(Unary::Rsqrt, self, y, |_, y| {
+        Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
             y.mul_scalar(-0.5)?.mul(y)?.mul(y)
         }))
     }
 
-    /// `1 / x`. d/dx = -y² (the gradient is 0 where the incoming one is,
-    /// as TensorFlow's: see [`sqrt`](Self::sqrt)).
+    /// `1 / x`. d/dx = -y².
     ///
     /// ```
     /// let x = gradtape::Tensor::vector(&[4.0f64, -0.5]);
@@ -224,8 +191,7 @@ impl Tensor {
             return super::complex_fns::reciprocal(self);
         }
         let y = super::table::float_unary(Unary::Reciprocal, "reciprocal", self)?;
-        // (0 where the incoming gradient is 0, as TensorFlow's ReciprocalGrad)
-        Ok(elementwise_masked(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
+        Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
     }
 
     /// The error function. d/dx = 2/√π · e^(-x²).

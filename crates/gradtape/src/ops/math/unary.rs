@@ -3,7 +3,6 @@
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
 // (the half types take their math from `num_traits::Float`)
-use super::elementary::unless_zero;
 use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map};
@@ -117,10 +116,7 @@ impl Tensor {
         ))
     }
 
-    /// `√x`. d/dx = 1 / (2√x); the gradient is 0 where the incoming one is,
-    /// even at `x <= 0`, as TensorFlow's (its `SqrtGrad`, `RsqrtGrad` and
-    /// `ReciprocalGrad`; PyTorch and JAX give NaN), so that the masked
-    /// branch of `where(x > 0, sqrt(x), 0)` contributes 0. Of a complex tensor: the principal root
+    /// `√x`. d/dx = 1 / (2√x). Of a complex tensor: the principal root
     /// (branch cut on the negative real axis), as every holomorphic function
     /// here (`sin`, `cos`, `tan`, `sinh`, `cosh`, `tanh`, `sigmoid`, `exp`,
     /// `log`, `rsqrt`, `reciprocal`, `pow`, `pow_scalar`) also accepts.
@@ -146,14 +142,9 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                // (0 where the incoming gradient is 0, as TensorFlow's
-                // SqrtGrad: `where(x > 0, sqrt(x), 0)` has gradient 0 at 0)
-                vjp(move |g, _| Ok(grads![Some(unless_zero(&g[0], &g[0].div(&y.mul_scalar(2.0)?)?)?)]))
+                vjp(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
             },
-            |t, y| {
-                let t = only(t)?;
-                unless_zero(t, &t.div(&y.mul_scalar(2.0)?)?)
-            },
+            |t, y| only(t)?.div(&y.mul_scalar(2.0)?),
         ))
     }
 
