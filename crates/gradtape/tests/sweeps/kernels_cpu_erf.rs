@@ -90,7 +90,6 @@ fn same_bits(got: &[f32], want: impl Fn(f32) -> f32, xs: &[f32], what: &str) {
 
 #[test]
 fn the_blocked_kernels_give_the_element_functions_bits() -> gradtape::Result<()> {
-    use gradtape::__internals::kernels::cpu::math::exp_f32;
     use gradtape::Tensor;
     let xs = block_cases();
     let x = Tensor::from_vec(xs.clone(), &[xs.len()])?;
