@@ -124,7 +124,28 @@ const GELU_SMALL: f32 = 1.414;
 /// NaN stays NaN.
 #[inline(always)]
 pub fn erf_f32(x: f32) -> f32 {
-    let a = x.abs();
+    let r = erf_parts(x.abs()).erf;
+    if x.is_nan() {
+        x
+    } else {
+        r.copysign(x)
+    }
+}
+
+/// What [`erf_f32`] computes of `a = |x|`, kept for [`gelu_cdf`]'s tail.
+struct ErfParts {
+    /// `a²`, rounded
+    x2: f32,
+    /// `Q` at `a` (meaningful for `1 <= a < 3.92`)
+    q: f32,
+    /// `e^(−x2)` (a normal number: the argument is kept in range)
+    e: f32,
+    /// `erf(a)`
+    erf: f32,
+}
+
+#[inline(always)]
+fn erf_parts(a: f32) -> ErfParts {
     let x2 = a * a;
     // both polynomials in Estrin's scheme (pairs of terms, then pairs of
     // pairs): short dependency chains, where Horner's rule made one chain
@@ -133,19 +154,15 @@ pub fn erf_f32(x: f32) -> f32 {
     let q = large_q(a);
     // (e^(-x²) is a normal number wherever it is used, |x| < 3.92: the
     // short form of exp, with the argument kept in its range elsewhere)
-    let large = 1.0 - exp_normal((-x2).max(EXP_NORMAL.0)) * q;
-    let r = if a < 1.0 {
+    let e = exp_normal((-x2).max(EXP_NORMAL.0));
+    let erf = if a < 1.0 {
         small
     } else if a < 3.92 {
-        large
+        1.0 - e * q
     } else {
         1.0
     };
-    if x.is_nan() {
-        x
-    } else {
-        r.copysign(x)
-    }
+    ErfParts { x2, q, e, erf }
 }
 
 /// `Q(u)` at `u = (a − 2.5)·2/3`: `erfc(a)·e^(a²)` for `1 <= a < 3.92`.
@@ -191,17 +208,7 @@ fn square_parts(x: f32) -> (f32, f32) {
 pub fn gelu_cdf(v: f32) -> f32 {
     let x = v * std::f32::consts::FRAC_1_SQRT_2;
     let a = x.abs();
-    let x2 = a * a;
-    let small = small_piece(a, x2);
-    let q = large_q(a);
-    let e = exp_normal((-x2).max(EXP_NORMAL.0));
-    let erf_a = if a < 1.0 {
-        small
-    } else if a < 3.92 {
-        1.0 - e * q
-    } else {
-        1.0
-    };
+    let ErfParts { x2, q, e, erf: erf_a } = erf_parts(a);
     // e^(−v²/2) = e^(−x2)·e^(x2 − v²/2), the second factor to first order
     // (x2 is within 1e-6 relative of v²/2; their difference is exact)
     let (h, l) = square_parts(v);
