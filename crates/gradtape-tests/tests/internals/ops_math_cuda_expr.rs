@@ -60,6 +60,7 @@ fn all_unary() -> Vec<Unary> {
         Imag,
         Conj,
         Angle,
+        Invert,
     ];
     // (a new variant fails to compile here: add it to the list above)
     for op in &ops {
@@ -68,7 +69,7 @@ fn all_unary() -> Vec<Unary> {
             | Cos | Tan | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Erf | Erfc | Gelu
             | GeluGrad | GeluTanh | GeluTanhGrad | Floor | Ceil | Round | Sigmoid | Relu | Relu6 | LeakyRelu(_)
             | Elu | Selu | Softplus | Softsign | ClipByValue(..) | PowScalar(_) | MulScalar(_) | DivScalar(_)
-            | AddScalar(_) | LogicalNot | Real | Imag | Conj | Angle => {}
+            | AddScalar(_) | LogicalNot | Real | Imag | Conj | Angle | Invert => {}
         }
     }
     ops
@@ -101,13 +102,18 @@ fn all_binary() -> Vec<Binary> {
         Complex,
         ReluGrad,
         TanhGrad,
+        BitwiseAnd,
+        BitwiseOr,
+        BitwiseXor,
+        LeftShift,
+        RightShift,
     ];
     // (a new variant fails to compile here: add it to the list above)
     for op in &ops {
         match op {
             Add | Sub | Mul | Div | Pow | Maximum | Minimum | SquaredDifference | Atan2 | FloorDiv | FloorMod
             | Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr | LogicalXor
-            | Complex | ReluGrad | TanhGrad => {}
+            | Complex | ReluGrad | TanhGrad | BitwiseAnd | BitwiseOr | BitwiseXor | LeftShift | RightShift => {}
         }
     }
     ops

@@ -144,6 +144,15 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                 ("logical_and / or / xor", |d| {
                     v(d).logical_and(&v(d))?.logical_or(&v(d))?.logical_xor(&v(d))
                 }),
+                ("bitwise_and / or / xor, shifts, invert", |d| {
+                    let (x, y) = (v(d), v(d));
+                    x.bitwise_and(&y)?
+                        .bitwise_or(&y)?
+                        .bitwise_xor(&y)?
+                        .left_shift(&y)?
+                        .right_shift(&y)?
+                        .invert()
+                }),
                 ("where_", |d| {
                     Tensor::where_(&Tensor::vector(&[true, false, true]), &v(d), &v(d))
                 }),
@@ -512,10 +521,15 @@ fn the_dtype_table_in_the_docs_matches_the_code() {
 
 #[test]
 fn floats_are_accepted_by_every_differentiable_family() {
-    // a sanity floor: every family works in f32 and f64
+    // a sanity floor: every family works in f32 and f64 (but the logical,
+    // bitwise and spectral rows, and one_hot's output dtypes)
     for (family, probes) in families() {
         for (op, probe) in probes {
-            if op.starts_with("one_hot") || op.starts_with("logical_") || op.starts_with("all") || op.starts_with("fft")
+            if op.starts_with("one_hot")
+                || op.starts_with("logical_")
+                || op.starts_with("bitwise_")
+                || op.starts_with("all")
+                || op.starts_with("fft")
             {
                 continue;
             }

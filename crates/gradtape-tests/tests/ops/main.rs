@@ -42,6 +42,7 @@ mod tf_edge_cases;
 mod tf_elementwise;
 mod tf_image;
 mod tf_image_more;
+mod tf_integer;
 mod tf_linalg;
 mod tf_nn;
 mod tf_segment;

@@ -62,6 +62,7 @@ impl Lcg {
 #[derive(Clone, Copy)]
 enum Accepts {
     Float,
+    Int,
     Num,
     Bool,
     Any,
@@ -71,6 +72,7 @@ impl Accepts {
     fn ok(self, d: DType) -> bool {
         match self {
             Accepts::Float => d.is_float(),
+            Accepts::Int => d.is_int(),
             Accepts::Num => d != DType::Bool,
             Accepts::Bool => d == DType::Bool,
             Accepts::Any => true,
@@ -158,6 +160,7 @@ fn elementwise_unary_ops_never_panic() {
         ("silu", Accepts::Float, |x, _| x.silu()),
         ("clip_by_value", Accepts::Num, |x, c| x.clip_by_value(-c.abs(), c.abs())),
         ("logical_not", Accepts::Bool, |x, _| x.logical_not()),
+        ("invert", Accepts::Int, |x, _| x.invert()),
     ];
     let mut rng = Lcg(7);
     let mut failures = Vec::new();
@@ -184,7 +187,12 @@ fn elementwise_binary_ops_never_panic() {
         ("sub", Accepts::Num, None, |a, b| a.sub(b)),
         ("mul", Accepts::Num, None, |a, b| a.mul(b)),
         ("div", Accepts::Num, None, |a, b| a.div(b)),
-        ("pow", Accepts::Float, None, |a, b| a.pow(b)),
+        ("pow", Accepts::Num, None, |a, b| a.pow(b)),
+        ("bitwise_and", Accepts::Int, None, |a, b| a.bitwise_and(b)),
+        ("bitwise_or", Accepts::Int, None, |a, b| a.bitwise_or(b)),
+        ("bitwise_xor", Accepts::Int, None, |a, b| a.bitwise_xor(b)),
+        ("left_shift", Accepts::Int, None, |a, b| a.left_shift(b)),
+        ("right_shift", Accepts::Int, None, |a, b| a.right_shift(b)),
         ("maximum", Accepts::Num, None, |a, b| a.maximum(b)),
         ("minimum", Accepts::Num, None, |a, b| a.minimum(b)),
         ("eq", Accepts::Any, Some(DType::Bool), |a, b| a.eq(b)),
@@ -239,7 +247,7 @@ fn reductions_never_panic() {
     // (name, accepted dtypes, output dtype: None = the input's)
     let ops: &[(&str, Accepts, Option<DType>, Reduce)] = &[
         ("sum", Accepts::Num, None, |x, a, k| x.sum(a, k)),
-        ("mean", Accepts::Float, None, |x, a, k| x.mean(a, k)),
+        ("mean", Accepts::Num, None, |x, a, k| x.mean(a, k)),
         ("max", Accepts::Num, None, |x, a, k| x.max(a, k)),
         ("min", Accepts::Num, None, |x, a, k| x.min(a, k)),
         ("prod", Accepts::Num, None, |x, a, k| x.prod(a, k)),
@@ -272,7 +280,7 @@ fn reductions_never_panic() {
     type All = fn(&Tensor) -> Result<Tensor>;
     let alls: &[(&str, Accepts, All)] = &[
         ("sum_all", Accepts::Num, Tensor::sum_all),
-        ("mean_all", Accepts::Float, Tensor::mean_all),
+        ("mean_all", Accepts::Num, Tensor::mean_all),
         ("max_all", Accepts::Num, Tensor::max_all),
         ("min_all", Accepts::Num, Tensor::min_all),
     ];

@@ -165,7 +165,8 @@ unsafe fn complex<R: Real>(
 }
 
 /// The element types with a matrix-product kernel: f32 and f64 (from the
-/// `gemm` kernel crates) and complex64 and complex128 (four real products).
+/// `gemm` kernel crates), complex64 and complex128 (four real products),
+/// the half types and the integers (plain loops).
 pub trait Gemm: Element + num_traits::Zero + num_traits::One {
     /// `dst = (acc ? dst : 0) + a @ b`, `a` m×k, `b` k×n, `dst` m×n, each
     /// given as `(ptr, row stride, column stride)`, on the calling thread.
@@ -229,6 +230,45 @@ unsafe fn half<H: Element + num_traits::Float>(
         }
     }
 }
+
+/// Integer products: a plain loop, wrapping on overflow as TensorFlow's
+/// CPU kernels do (integer products are rare and small; exact in any order).
+///
+/// # Safety
+/// As [`Gemm::gemm`]'s.
+unsafe fn int<I: Element + num_traits::WrappingAdd + num_traits::WrappingMul + num_traits::Zero>(
+    (m, n, k): (usize, usize, usize),
+    (dst, d_rs, d_cs): (*mut I, isize, isize),
+    acc: bool,
+    (a, a_rs, a_cs): Raw<I>,
+    (b, b_rs, b_cs): Raw<I>,
+) {
+    for i in 0..m as isize {
+        for j in 0..n as isize {
+            // SAFETY: indices inside the caller's m×k, k×n and m×n matrices.
+            unsafe {
+                let d = dst.offset(i * d_rs + j * d_cs);
+                let mut s = if acc { *d } else { I::zero() };
+                for p in 0..k as isize {
+                    s = s.wrapping_add(&(*a.offset(i * a_rs + p * a_cs)).wrapping_mul(&*b.offset(p * b_rs + j * b_cs)));
+                }
+                d.write(s);
+            }
+        }
+    }
+}
+
+macro_rules! int_gemm {
+    ($($t:ty),*) => {$(
+        impl Gemm for $t {
+            unsafe fn gemm(mnk: (usize, usize, usize), dst: (*mut $t, isize, isize), acc: bool, a: Raw<$t>, b: Raw<$t>) {
+                // SAFETY: the caller's guarantees.
+                unsafe { int(mnk, dst, acc, a, b) }
+            }
+        }
+    )*};
+}
+int_gemm!(i32, i64);
 
 macro_rules! half_gemm {
     ($($t:ty),*) => {$(

@@ -114,10 +114,10 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         return super::elementwise::cast(&y, a.dtype());
     }
     with_types!(a.dtype(), T => run::<T>(a, b, &ma, &mb, &batch),
-        [F32: f32, F64: f64, C64: Complex<f32>, C128: Complex<f64>], _ => Err(Error::UnsupportedDType {
+        [F32: f32, F64: f64, C64: Complex<f32>, C128: Complex<f64>, I32: i32, I64: i64], _ => Err(Error::UnsupportedDType {
         op: OP,
         dtype: a.dtype(),
-        expected: "a float or complex dtype",
+        expected: "a numeric dtype",
     }))
 }
 

@@ -155,6 +155,8 @@ elementwise_family! {
         AddScalar(c: F64) => "AddScalar", x.add_scalar(c.0);
         /// `!x` on bool
         LogicalNot => "LogicalNot", x.logical_not();
+        /// `!x` on integers (every bit flipped)
+        Invert => "Invert", x.invert();
         /// real part of a complex tensor
         Real => "Real", x.real();
         /// imaginary part of a complex tensor
@@ -209,6 +211,16 @@ elementwise_family! {
         LogicalOr => "LogicalOr", a.logical_or(b);
         /// `a xor b`
         LogicalXor => "LogicalXor", a.logical_xor(b);
+        /// `a & b` on integers
+        BitwiseAnd => "BitwiseAnd", a.bitwise_and(b);
+        /// `a | b` on integers
+        BitwiseOr => "BitwiseOr", a.bitwise_or(b);
+        /// `a ^ b` on integers
+        BitwiseXor => "BitwiseXor", a.bitwise_xor(b);
+        /// `a << b` on integers (the shift clamped to the width)
+        LeftShift => "LeftShift", a.left_shift(b);
+        /// `a >> b` on integers, arithmetic (the shift clamped to the width)
+        RightShift => "RightShift", a.right_shift(b);
         /// `a + i b` from two real tensors
         Complex => "Complex", Tensor::complex(a, b);
         /// relu's gradient: `g` where `x > 0` (`a = g`, `b = x`)
@@ -230,6 +242,7 @@ impl Unary {
             op if crate::ops::math::table::defined(op) => crate::ops::math::table::unary_f64(op, x),
             Unary::ComplexAbs => x.abs(),
             Unary::LogicalNot => f64::from(x == 0.0),
+            Unary::Invert => !(x as i64) as f64,
             Unary::Real | Unary::Conj => x,
             Unary::Imag => 0.0,
             Unary::Angle => {
@@ -264,6 +277,11 @@ impl Binary {
             Binary::LogicalAnd => truth(a != 0.0 && b != 0.0),
             Binary::LogicalOr => truth(a != 0.0 || b != 0.0),
             Binary::LogicalXor => truth((a != 0.0) != (b != 0.0)),
+            Binary::BitwiseAnd => ((a as i64) & (b as i64)) as f64,
+            Binary::BitwiseOr => ((a as i64) | (b as i64)) as f64,
+            Binary::BitwiseXor => ((a as i64) ^ (b as i64)) as f64,
+            Binary::LeftShift => (a as i64).wrapping_shl((b as i64).clamp(0, 63) as u32) as f64,
+            Binary::RightShift => (a as i64).wrapping_shr((b as i64).clamp(0, 63) as u32) as f64,
             Binary::Complex => f64::NAN,
             op => unreachable!("{op:?} is in the elementwise table"),
         }

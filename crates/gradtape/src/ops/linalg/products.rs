@@ -54,7 +54,7 @@ impl Tensor {
 
     /// Contracts `axes_a` of `self` with `axes_b` of `b` (pairwise, equal
     /// sizes); the result has the free dims of `self` then those of `b`.
-    /// Computed by permute, reshape and one matmul (floats).
+    /// Computed by permute, reshape and one matmul (numeric dtypes).
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -66,7 +66,9 @@ impl Tensor {
     pub fn tensordot(&self, b: &Tensor, axes_a: &[isize], axes_b: &[isize]) -> Result<Tensor> {
         const OP: &str = "tensordot";
         expect_same_dtype(OP, self, b)?;
-        super::super::expect_float(OP, self)?;
+        if self.dtype() == DType::Bool {
+            return Err(unsupported(OP, self.dtype(), "a numeric dtype"));
+        }
         let (sa, sb) = (self.shape(), b.shape());
         let mismatch = || Error::ShapeMismatch {
             op: OP,

@@ -245,12 +245,27 @@ impl Tensor {
         ))
     }
 
-    /// `aᵇ` elementwise, broadcasting (floats or complex, one dtype). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
+    /// `aᵇ` elementwise, broadcasting (one dtype). d/da = b·aᵇ⁻¹; d/db = aᵇ·ln a
     /// where a > 0, else 0 (as TensorFlow; for complex `a`, `exp(b ln a)`
     /// with d/db = 0 where a = 0, and gradients conjugated as TensorFlow's).
+    ///
+    /// Integers (one dtype) as TensorFlow's: repeated multiplication,
+    /// wrapping on overflow (`0⁰ = 1`); a negative exponent is an error.
+    /// Not differentiable.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let p = Tensor::vector(&[2i32, -3, 0]).pow(&Tensor::vector(&[3i32, 3, 0]))?;
+    /// assert_eq!(p.to_vec::<i32>()?, vec![8, -27, 1]);
+    /// assert!(Tensor::scalar(2i32).pow(&Tensor::scalar(-1i32)).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn pow(&self, rhs: &Tensor) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::complex_fns::pow(self, rhs);
+        }
+        if self.dtype().is_int() {
+            return int_pow(self, rhs);
         }
         expect_float("pow", self)?;
         expect_same_dtype("pow", self, rhs)?;
@@ -433,4 +448,38 @@ fn route(to_a: &Tensor, g: &Tensor, a: &Tensor, b: &Tensor) -> Result<crate::Gra
         Some(Tensor::where_(to_a, g, &zero)?.sum_to_shape(a.shape())?),
         Some(Tensor::where_(to_a, &zero, g)?.sum_to_shape(b.shape())?)
     ])
+}
+
+/// `aᵇ` on integer tensors of one dtype (see [`Tensor::pow`]).
+fn int_pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    /// `x^e` by squaring, wrapping (`e >= 0`)
+    fn power<T: Copy + num_traits::WrappingMul + num_traits::One>(x: T, e: u64) -> T {
+        let (mut base, mut e, mut acc) = (x, e, T::one());
+        while e > 0 {
+            if e & 1 == 1 {
+                acc = acc.wrapping_mul(&base);
+            }
+            base = base.wrapping_mul(&base);
+            e >>= 1;
+        }
+        acc
+    }
+    expect_same_dtype("pow", a, b)?;
+    if b.f64_values("pow")?.iter().any(|&e| e < 0.0) {
+        return Err(Error::invalid(
+            "pow",
+            format!(
+                "integers to negative integer powers are not allowed ({} {:?} to the power of {} {:?})",
+                a.dtype(),
+                a.shape(),
+                b.dtype(),
+                b.shape()
+            ),
+        ));
+    }
+    let y = match a.dtype() {
+        DType::I32 => zip::<i32, i32, i32>("pow", a, b, |x, e| power(x, e as u64))?,
+        _ => zip::<i64, i64, i64>("pow", a, b, |x, e| power(x, e as u64))?,
+    };
+    Ok(crate::ops::bind_nondiff(Binary::Pow, &[a, b], y))
 }

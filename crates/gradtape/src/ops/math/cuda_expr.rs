@@ -304,7 +304,13 @@ pub fn unary_expr_with(op: &Unary, ty: CType, x: &str, attrs: &[&str]) -> Option
         Unary::MulScalar(_) => format!("gt_mul(({x}), {})", c(0)),
         Unary::DivScalar(_) => format!("(({x}) / {})", c(0)),
         Unary::AddScalar(_) => format!("(({x}) + {})", c(0)),
-        Unary::ComplexAbs | Unary::Real | Unary::Imag | Unary::Conj | Unary::Angle | Unary::LogicalNot => {
+        Unary::ComplexAbs
+        | Unary::Real
+        | Unary::Imag
+        | Unary::Conj
+        | Unary::Angle
+        | Unary::LogicalNot
+        | Unary::Invert => {
             return None;
         }
     })
@@ -339,7 +345,15 @@ pub fn binary_expr(op: &Binary, ty: CType, a: &str, b: &str) -> Option<String> {
         Binary::LessEqual => infix("<="),
         Binary::Greater => infix(">"),
         Binary::GreaterEqual => infix(">="),
-        Binary::LogicalAnd | Binary::LogicalOr | Binary::LogicalXor | Binary::Complex => return None,
+        Binary::LogicalAnd
+        | Binary::LogicalOr
+        | Binary::LogicalXor
+        | Binary::Complex
+        | Binary::BitwiseAnd
+        | Binary::BitwiseOr
+        | Binary::BitwiseXor
+        | Binary::LeftShift
+        | Binary::RightShift => return None,
     })
 }
 

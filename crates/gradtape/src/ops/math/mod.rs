@@ -19,6 +19,8 @@
 //! - `compare.rs`: `eq`, `ne`, `lt`, `le`, `gt`, `ge`, `gt_scalar`,
 //!   `lt_scalar`, `scalar_like`
 //! - `logical.rs`: `logical_and`, `logical_or`, `logical_xor`, `logical_not`
+//! - `bitwise.rs`: `bitwise_and`, `bitwise_or`, `bitwise_xor`, `invert`,
+//!   `left_shift`, `right_shift` (integers)
 //! - `complex.rs`: `complex`, `real`, `imag`, `conj`, `angle`, and the
 //!   complex forms of the arithmetic ops
 //! - `complex_fns.rs`: the holomorphic functions of complex tensors
@@ -30,6 +32,7 @@
 
 pub(crate) mod activation;
 pub(crate) mod binary;
+mod bitwise;
 pub(crate) mod compare;
 pub(crate) mod complex;
 mod complex_fns;

@@ -32,10 +32,32 @@ impl Tensor {
         self.sum(&all_axes(self), false)
     }
 
-    /// Mean over `axes` (floats). d/dx = 1/n, broadcast back.
+    /// Mean over `axes`. d/dx = 1/n, broadcast back. Integers as
+    /// TensorFlow's: the sum (`i32`s summed in `i64`, `i64`s wrapping)
+    /// divided by the count, truncated toward zero; an empty mean is 0.
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// assert_eq!(Tensor::vector(&[-1i32, -2, -4]).mean(&[0], false)?.to_vec::<i32>()?, vec![-2]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return crate::ops::math::complex::mean(self, axes, keepdims);
+        }
+        if self.dtype().is_int() {
+            let ax = norm_axes("mean", axes, self.shape())?;
+            let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
+            // (an empty sum is 0, and 0 / 1 is TensorFlow's 0)
+            let n = n.max(1) as f64;
+            return match self.dtype() {
+                DType::I32 => self
+                    .cast(DType::I64)?
+                    .sum(axes, keepdims)?
+                    .div_scalar(n)?
+                    .cast(DType::I32),
+                _ => self.sum(axes, keepdims)?.div_scalar(n),
+            };
         }
         crate::ops::expect_float("mean", self)?;
         if self.dtype().is_half() {
