@@ -414,3 +414,63 @@ fn tracing_frees_the_values_nothing_needs() -> Result<()> {
     assert_eq!(*seen.lock().unwrap(), vec![1], "the trace holds the intermediate");
     Ok(())
 }
+
+#[test]
+fn functions_take_and_return_tuples_of_up_to_twelve() -> Result<()> {
+    // (a new user's training step returned nine values: loss, metrics and
+    // gradients; tuples stopped at six)
+    type Nine = (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor);
+    let body = |x: &Tensor| -> Result<Nine> {
+        Ok((
+            x.sin()?,
+            x.cos()?,
+            x.exp()?,
+            x.square()?,
+            x.neg()?,
+            x.abs()?,
+            x.tanh()?,
+            x.sum_all()?,
+            x.mul_scalar(3.0)?,
+        ))
+    };
+    let f = function(body);
+    let x = Tensor::vector(&[0.5f64, -1.25, 2.0]);
+    let (got, want) = (f.call(&x)?, body(&x)?);
+    assert_eq!(got.8.to_vec::<f64>()?, want.8.to_vec::<f64>()?);
+    assert_eq!(got.0.to_vec::<f64>()?, want.0.to_vec::<f64>()?);
+    assert_eq!(got.7.to_vec::<f64>()?, want.7.to_vec::<f64>()?);
+    // twelve inputs
+    let g = function(
+        |a: &(
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+        )| { a.0.add(&a.11)?.mul(&a.5) },
+    );
+    let t = |v: f64| Tensor::scalar(v);
+    let args = (
+        t(1.0),
+        t(2.0),
+        t(3.0),
+        t(4.0),
+        t(5.0),
+        t(6.0),
+        t(7.0),
+        t(8.0),
+        t(9.0),
+        t(10.0),
+        t(11.0),
+        t(12.0),
+    );
+    assert_eq!(g.call(&args)?.to_vec::<f64>()?, vec![78.0]);
+    Ok(())
+}

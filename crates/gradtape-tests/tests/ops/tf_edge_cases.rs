@@ -91,3 +91,22 @@ fn norm_gradient_where_the_sum_of_squares_underflows() -> Result<()> {
     assert!(g.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{g:?}");
     Ok(())
 }
+
+#[test]
+fn sign_of_negative_zero_is_positive_zero() -> Result<()> {
+    // tf.sign([nan, -0.0, 0.0, -2.5]) = [nan, 0.0, 0.0, -1.0]: +0 for -0
+    // (the bits, not only the value), eagerly and traced
+    let x = Tensor::vector(&[f32::NAN, -0.0, 0.0, -2.5]);
+    let f = gradtape::function(|x: &Tensor| x.sign());
+    for y in [x.sign()?, f.call(&x)?] {
+        let y = y.to_vec::<f32>()?;
+        assert!(y[0].is_nan());
+        assert_eq!(
+            y[1..].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            [0.0f32, 0.0, -1.0].map(f32::to_bits)
+        );
+    }
+    let y = Tensor::vector(&[-0.0f64]).sign()?.to_vec::<f64>()?;
+    assert_eq!(y[0].to_bits(), 0.0f64.to_bits());
+    Ok(())
+}

@@ -2,7 +2,7 @@
 //! fixed structure (TensorFlow's nests, JAX's pytrees).
 //!
 //! [`TensorStruct`] is implemented for [`Tensor`], [`Variable`], `Vec`,
-//! arrays, `Option` and tuples up to six, so a function can take
+//! arrays, `Option` and tuples up to twelve, so a function can take
 //! `(Tensor, Vec<Tensor>)` and return `(Tensor, [Tensor; 2])`. A struct of
 //! your own implements it by listing its fields in a fixed order:
 //!
@@ -152,6 +152,12 @@ tuple_struct!(A.0, B.1, C.2);
 tuple_struct!(A.0, B.1, C.2, D.3);
 tuple_struct!(A.0, B.1, C.2, D.3, E.4);
 tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5, G.6);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7, I.8);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7, I.8, J.9);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7, I.8, J.9, K.10);
+tuple_struct!(A.0, B.1, C.2, D.3, E.4, F.5, G.6, H.7, I.8, J.9, K.10, L.11);
 
 /// An empty vector of leaves, in the allocation of `v` (emptied), of
 /// another lifetime: how a caller keeps one vector for the leaves of many

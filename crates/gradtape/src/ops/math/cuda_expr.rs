@@ -120,7 +120,7 @@ GT_FN double gt_mul(double x, double y) { return x * y; }
 template <typename T> GT_FN T gt_square(T x) { return gt_mul(x, x); }
 template <typename T> GT_FN T gt_rsqrt(T x) { return T(1) / gt_sqrt(x); }
 template <typename T> GT_FN T gt_sign(T x) {
-    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));
 }
 template <typename T> GT_FN T gt_relu(T x) { return x < T(0) ? T(0) : x; }
 template <typename T> GT_FN T gt_relu6(T x) {

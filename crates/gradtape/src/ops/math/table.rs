@@ -190,8 +190,11 @@ macro_rules! with_float_unary {
                         one
                     } else if v < zero {
                         -one
+                    } else if v == zero {
+                        // +0 for -0 too, as TensorFlow
+                        zero
                     } else {
-                        v
+                        v // NaN
                     }
                 };
                 $body

@@ -75,7 +75,9 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn sign(&self) -> Result<Tensor> {
-        let y = if self.device().is_cuda() && matches!(self.dtype(), DType::F32 | DType::F64) {
+        // (floats from the elementwise table, as the fused kernels compute
+        // it: +0 for -0, as TensorFlow)
+        let y = if self.dtype().is_float() {
             super::table::float_unary(Unary::Sign, "sign", self)?
         } else {
             num_map!("sign", self, |v| if v > T::zero() {
