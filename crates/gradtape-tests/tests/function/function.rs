@@ -440,22 +440,21 @@ fn functions_take_and_return_tuples_of_up_to_twelve() -> Result<()> {
     assert_eq!(got.0.to_vec::<f64>()?, want.0.to_vec::<f64>()?);
     assert_eq!(got.7.to_vec::<f64>()?, want.7.to_vec::<f64>()?);
     // twelve inputs
-    let g = function(
-        |a: &(
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-        )| { a.0.add(&a.11)?.mul(&a.5) },
+    type Twelve = (
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
     );
+    let g = function(|a: &Twelve| a.0.add(&a.11)?.mul(&a.5));
     let t = |v: f64| Tensor::scalar(v);
     let args = (
         t(1.0),
