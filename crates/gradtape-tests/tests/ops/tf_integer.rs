@@ -42,6 +42,26 @@ fn integer_matmul_wraps_and_broadcasts_batches() -> Result<()> {
         a.tensordot(&Tensor::vector(&[2i32, 1]), &[1], &[0])?.to_vec::<i32>()?,
         vec![4, 2]
     );
+    // einsum on integers, as tf.einsum: a batched product, a trace, an
+    // outer product with a sum, each against the same einsum in f64
+    let y = m32(&[3, -1, 2, 5, 0, -4, 1, 1, 2, 7, -3, 0], &[3, 4]);
+    for (spec, ops) in [
+        ("bij,jk->bik", vec![&xb, &w]),
+        ("ii->", vec![&a]),
+        ("ij,kl->ik", vec![&a, &y]),
+        ("bij,kj->bik", vec![&xb, &y]),
+    ] {
+        let got = Tensor::einsum(spec, &ops)?;
+        let f: Vec<Tensor> = ops.iter().map(|t| t.cast(DType::F64)).collect::<Result<_>>()?;
+        let want = Tensor::einsum(spec, &f.iter().collect::<Vec<_>>())?;
+        assert_eq!(got.dtype(), DType::I32, "{spec}");
+        assert_eq!(got.cast(DType::F64)?.to_vec::<f64>()?, want.to_vec::<f64>()?, "{spec}");
+    }
+    // tf.einsum('ij,jk->ik', [[2^30, 2^30]], [[2], [2]]) wraps to 0 as matmul
+    assert_eq!(
+        Tensor::einsum("ij,jk->ik", &[&big, &m32(&[2, 2], &[2, 1])])?.to_vec::<i32>()?,
+        vec![0]
+    );
     // mixed dtypes and bools are refused, naming the op
     let e = a.matmul(&a64).unwrap_err().to_string();
     assert!(e.contains("matmul"), "{e}");

@@ -310,7 +310,8 @@ impl Tensor {
     /// operands must have the same size in each. One `...` per term stands
     /// for the leading/middle dims not named (right-aligned across operands,
     /// broadcasting size-1 dims, as NumPy): `"...ij,...jk->...ik"` is
-    /// batched matmul. Float or complex operands of one dtype.
+    /// batched matmul. Numeric operands of one dtype (integers wrap, as
+    /// TensorFlow's).
     ///
     /// Three or more operands are contracted two at a time in the order of
     /// least work, the one [`Tensor::einsum_path`] reports (optimal up to
@@ -331,8 +332,8 @@ impl Tensor {
         let shapes: Vec<&[usize]> = operands.iter().map(|t| t.shape()).collect();
         let sp = Spec::parse(spec, &shapes)?;
         for t in operands {
-            if !t.dtype().is_differentiable() {
-                return Err(unsupported("einsum", t.dtype(), "a float or complex dtype"));
+            if t.dtype() == crate::DType::Bool {
+                return Err(unsupported("einsum", t.dtype(), "a numeric dtype"));
             }
             if t.dtype() != operands[0].dtype() {
                 return Err(Error::DTypeMismatch {
