@@ -258,26 +258,16 @@ unsafe fn int<I: Element + num_traits::WrappingAdd + num_traits::WrappingMul + n
     }
 }
 
-macro_rules! int_gemm {
-    ($($t:ty),*) => {$(
+/// `Gemm` for each of the types, by the plain loop `kernel`.
+macro_rules! loop_gemm {
+    ($kernel:ident: $($t:ty),*) => {$(
         impl Gemm for $t {
             unsafe fn gemm(mnk: (usize, usize, usize), dst: (*mut $t, isize, isize), acc: bool, a: Raw<$t>, b: Raw<$t>) {
                 // SAFETY: the caller's guarantees.
-                unsafe { int(mnk, dst, acc, a, b) }
+                unsafe { $kernel(mnk, dst, acc, a, b) }
             }
         }
     )*};
 }
-int_gemm!(i32, i64);
-
-macro_rules! half_gemm {
-    ($($t:ty),*) => {$(
-        impl Gemm for $t {
-            unsafe fn gemm(mnk: (usize, usize, usize), dst: (*mut $t, isize, isize), acc: bool, a: Raw<$t>, b: Raw<$t>) {
-                // SAFETY: the caller's guarantees.
-                unsafe { half(mnk, dst, acc, a, b) }
-            }
-        }
-    )*};
-}
-half_gemm!(crate::tensor::f16, crate::tensor::bf16);
+loop_gemm!(int: i32, i64);
+loop_gemm!(half: crate::tensor::f16, crate::tensor::bf16);
