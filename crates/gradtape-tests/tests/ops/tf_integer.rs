@@ -236,3 +236,25 @@ fn integer_results_carry_no_gradient() -> Result<()> {
     assert!(tape.gradient(&y, &x)?.is_none());
     Ok(())
 }
+
+#[test]
+fn integer_ops_vectorise_as_a_loop_of_them() -> Result<()> {
+    // vmap over the rows of x and y: each row's result equals the op on it
+    let body = |a: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (x, y) = (&a[0], &a[1]);
+        let m = x.reshape(&[2, 2])?.matmul(&y.reshape(&[2, 2])?)?.reshape(&[4])?;
+        let b = m.bitwise_xor(&x.left_shift(&Tensor::scalar(3i64))?)?.invert()?;
+        Ok(vec![b.pow(&Tensor::scalar(2i64))?.mean(&[0], false)?])
+    };
+    let x = Tensor::from_vec((0..12).map(|i| i * 7 % 5 - 2).collect::<Vec<i64>>(), &[3, 4])?;
+    let y = Tensor::from_vec((0..12).map(|i| i * 3 % 7 - 3).collect::<Vec<i64>>(), &[3, 4])?;
+    let v = gradtape::vmap(body, &[Some(0), Some(0)], &[Some(0)]);
+    let got = v.call(&[x.clone(), y.clone()])?;
+    let mut want = Vec::new();
+    for r in 0..3 {
+        let row = |t: &Tensor| t.slice(&[r, 0], &[1, 4])?.reshape(&[4]);
+        want.extend(body(&[row(&x)?, row(&y)?])?[0].to_vec::<i64>()?);
+    }
+    assert_eq!(got[0].to_vec::<i64>()?, want);
+    Ok(())
+}
