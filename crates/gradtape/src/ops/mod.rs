@@ -136,6 +136,15 @@ pub(crate) fn check_scalar_for(op: &'static str, dtype: DType, shape: &[usize], 
     }
 }
 
+/// Fails unless `t` is numeric (any dtype but bool).
+pub(crate) fn expect_numeric(op: &'static str, t: &Tensor) -> Result<()> {
+    if t.dtype() == DType::Bool {
+        Err(unsupported(op, t.dtype(), "a numeric dtype"))
+    } else {
+        Ok(())
+    }
+}
+
 /// Fails unless `t` is f32 or f64.
 pub(crate) fn expect_float(op: &'static str, t: &Tensor) -> Result<()> {
     if t.dtype().is_float() {

@@ -236,7 +236,7 @@ unsafe fn half<H: Element + num_traits::Float>(
 ///
 /// # Safety
 /// As [`Gemm::gemm`]'s.
-unsafe fn int<I: Element + num_traits::WrappingAdd + num_traits::WrappingMul + num_traits::Zero>(
+unsafe fn int<I: crate::tensor::Num>(
     (m, n, k): (usize, usize, usize),
     (dst, d_rs, d_cs): (*mut I, isize, isize),
     acc: bool,
@@ -250,7 +250,7 @@ unsafe fn int<I: Element + num_traits::WrappingAdd + num_traits::WrappingMul + n
                 let d = dst.offset(i * d_rs + j * d_cs);
                 let mut s = if acc { *d } else { I::zero() };
                 for p in 0..k as isize {
-                    s = s.wrapping_add(&(*a.offset(i * a_rs + p * a_cs)).wrapping_mul(&*b.offset(p * b_rs + j * b_cs)));
+                    s = s.add_wrap((*a.offset(i * a_rs + p * a_cs)).mul_wrap(*b.offset(p * b_rs + j * b_cs)));
                 }
                 d.write(s);
             }

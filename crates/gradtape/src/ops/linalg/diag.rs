@@ -6,10 +6,10 @@
 //! (a multiply by the identity, a sum, a select with a constant mask).
 
 use super::super::desc::LinalgOp;
-use super::super::{bind, grads, unsupported};
+use super::super::{bind, grads};
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Layout, Tensor};
+use crate::tensor::{Layout, Tensor};
 
 impl Tensor {
     /// A diagonal matrix from each vector of `[..., n]`: `[..., n, n]` with
@@ -25,9 +25,7 @@ impl Tensor {
         if self.rank() == 0 {
             return Err(Error::invalid("diag", "needs a tensor of rank >= 1, got shape []"));
         }
-        if self.dtype() == DType::Bool {
-            return Err(unsupported("diag", self.dtype(), "a numeric dtype"));
-        }
+        crate::ops::expect_numeric("diag", self)?;
         let n = self.shape()[self.rank() - 1];
         let eye = Tensor::try_eye(n, self.dtype()).map_err(|e| e.for_op("diag"))?;
         self.expand_dims(-1)?.mul(&eye)

@@ -13,7 +13,6 @@
 
 use super::einsum_path::{best_path, EinsumPath};
 use crate::error::{Error, Result};
-use crate::ops::unsupported;
 use crate::tensor::Tensor;
 
 /// One operand: the tensor and the letter of each of its dims.
@@ -332,9 +331,7 @@ impl Tensor {
         let shapes: Vec<&[usize]> = operands.iter().map(|t| t.shape()).collect();
         let sp = Spec::parse(spec, &shapes)?;
         for t in operands {
-            if t.dtype() == crate::DType::Bool {
-                return Err(unsupported("einsum", t.dtype(), "a numeric dtype"));
-            }
+            crate::ops::expect_numeric("einsum", t)?;
             if t.dtype() != operands[0].dtype() {
                 return Err(Error::DTypeMismatch {
                     op: "einsum",

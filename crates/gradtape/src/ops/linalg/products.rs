@@ -4,10 +4,10 @@
 //! matmul or a broadcast multiply), so their gradients, to any order, and
 //! their traces follow.
 
+use super::super::expect_same_dtype;
 use super::super::reduce::norm_axes;
-use super::super::{expect_same_dtype, unsupported};
 use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::Tensor;
 
 impl Tensor {
     /// Matrix-vector product: `self` is `[..., m, n]`, `v` is `[..., n]`
@@ -44,9 +44,7 @@ impl Tensor {
     /// ```
     pub fn outer(&self, b: &Tensor) -> Result<Tensor> {
         expect_same_dtype("outer", self, b)?;
-        if self.dtype() == DType::Bool {
-            return Err(unsupported("outer", self.dtype(), "a numeric dtype"));
-        }
+        super::super::expect_numeric("outer", self)?;
         let mut s = self.shape().to_vec();
         s.extend(std::iter::repeat_n(1, b.rank()));
         self.reshape(&s)?.mul(b)
@@ -66,9 +64,7 @@ impl Tensor {
     pub fn tensordot(&self, b: &Tensor, axes_a: &[isize], axes_b: &[isize]) -> Result<Tensor> {
         const OP: &str = "tensordot";
         expect_same_dtype(OP, self, b)?;
-        if self.dtype() == DType::Bool {
-            return Err(unsupported(OP, self.dtype(), "a numeric dtype"));
-        }
+        super::super::expect_numeric(OP, self)?;
         let (sa, sb) = (self.shape(), b.shape());
         let mismatch = || Error::ShapeMismatch {
             op: OP,

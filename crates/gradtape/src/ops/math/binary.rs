@@ -453,13 +453,13 @@ fn route(to_a: &Tensor, g: &Tensor, a: &Tensor, b: &Tensor) -> Result<crate::Gra
 /// `aᵇ` on integer tensors of one dtype (see [`Tensor::pow`]).
 fn int_pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     /// `x^e` by squaring, wrapping (`e >= 0`)
-    fn power<T: Copy + num_traits::WrappingMul + num_traits::One>(x: T, e: u64) -> T {
+    fn power<T: Num>(x: T, e: u64) -> T {
         let (mut base, mut e, mut acc) = (x, e, T::one());
         while e > 0 {
             if e & 1 == 1 {
-                acc = acc.wrapping_mul(&base);
+                acc = acc.mul_wrap(base);
             }
-            base = base.wrapping_mul(&base);
+            base = base.mul_wrap(base);
             e >>= 1;
         }
         acc

@@ -57,9 +57,7 @@ fn kept_shape(shape: &[usize], axes: &[usize]) -> Shape {
 }
 
 fn raw_reduce(op: &'static str, x: &Tensor, axes: &[usize], keepdims: bool, kind: ReduceKind) -> Result<Tensor> {
-    if x.dtype() == DType::Bool {
-        return Err(unsupported(op, x.dtype(), "a numeric dtype"));
-    }
+    crate::ops::expect_numeric(op, x)?;
     if x.dtype().is_complex() && kind != ReduceKind::Sum {
         return Err(unsupported(op, x.dtype(), "a real numeric dtype"));
     }
