@@ -10,8 +10,9 @@
 #
 # `run` finds the CUDA libraries (the driver's libcuda, and libnvrtc and
 # libcublas from the CUDA toolkit or its Python packages), prints the GPU,
-# runs the GPU tests (every op against the CPU, mlp_step trained on both),
-# then the bench's workloads on the GPU, eager and traced, and the same
+# runs the GPU tests (every op against the CPU, mlp_step, cnn_step and the
+# digits example trained on both), the digits example on the GPU, then the
+# bench's workloads on the GPU, eager and traced, and the same
 # workloads in PyTorch on the GPU (scripts/gpu_peers_torch.py). Sized to
 # finish in a few minutes.
 set -uo pipefail
@@ -22,6 +23,7 @@ build)
     set -e
     target=${CARGO_TARGET_DIR:-target}
     cargo build --release -p gradtape-bench --features cuda
+    cargo build --release -p gradtape-examples --example digits --features cuda
     bin=$(cargo test --release -p gradtape-tests --features cuda --test gpu --no-run --message-format=json 2>/dev/null |
         python3 -c 'import sys, json
 for line in sys.stdin:
@@ -31,7 +33,8 @@ for line in sys.stdin:
     mkdir -p "$out"
     cp "$bin" "$out/gpu-tests"
     cp "$target/release/gradtape-bench" "$out/gradtape-bench"
-    strip "$out/gpu-tests" "$out/gradtape-bench" 2>/dev/null || true
+    cp "$target/release/examples/digits" "$out/digits"
+    strip "$out/gpu-tests" "$out/gradtape-bench" "$out/digits" 2>/dev/null || true
     grep -qx "/$out/" .git/info/exclude 2>/dev/null || echo "/$out/" >> .git/info/exclude
     ls -la "$out"
     ;;
@@ -46,8 +49,10 @@ run)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     echo "== GPU tests"
     timeout "${GPU_TESTS_TIMEOUT:-150}" "$out/gpu-tests" --test-threads=1 --nocapture
+    echo "== the digits example on the GPU"
+    timeout 60 "$out/digits" --device cuda:0
     echo "== gradtape on the GPU"
-    for w in ${GPU_WORKLOADS:-mlp_step rnn_grad elementwise jacobian hessian cnn_step mlp_step_layers}; do
+    for w in ${GPU_WORKLOADS:-mlp_step rnn_grad elementwise jacobian hessian cnn_step mlp_step_layers transformer_step}; do
         timeout 40 "$out/gradtape-bench" --device cuda:0 "$w"
     done
     echo "== PyTorch on the GPU"

@@ -134,7 +134,40 @@ def cnn_step():
     sgd_loop(loss_fn, params, "cnn_step", 20)
 
 
-ALL = [mlp_step, rnn_grad, elementwise, jacobian, hessian, cnn_step]
+def transformer_step():
+    B, T, V, D, H, L = 8, 128, 256, 256, 4, 2
+    i = np.arange(B * T).reshape(B, T)
+    tok = torch.from_numpy((7 * i + 3) % V).to(DEV)
+    labels = torch.from_numpy(((11 * i + 5) % V).reshape(B * T)).to(DEV)
+    mask = torch.from_numpy(np.triu(np.full([T, T], -1e9, np.float32), 1)).to(DEV)
+    ones = lambda n: torch.ones(n, device=DEV)
+    zeros = lambda n: torch.zeros(n, device=DEV)
+    params = []
+    for blk in range(L):
+        k0 = 10 + 10 * blk
+        params += [init([D, 3 * D], k0 + 1, 1 / 16), init([D, D], k0 + 2, 1 / 16), ones(D), zeros(D),
+                   ones(D), zeros(D), init([D, 1024], k0 + 3, 1 / 16), zeros(1024),
+                   init([1024, D], k0 + 4, 1 / 32), zeros(D)]
+    params += [init([V, D], 1, 0.02), init([T, D], 2, 0.02), ones(D), zeros(D), init([D, V], 3, 1 / 16)]
+
+    def loss_fn(p):
+        E, P, lnf_g, lnf_b, Wout = p[10 * L:]
+        x = (F.embedding(tok, E) + P).reshape(B * T, D)
+        for blk in range(L):
+            Wqkv, Wo, ln1_g, ln1_b, ln2_g, ln2_b, W1, b1, W2, b2 = p[10 * blk:10 * blk + 10]
+            h = F.layer_norm(x, (D,), ln1_g, ln1_b, 1e-5)
+            q, k, v = [t.reshape(B, T, H, D // H).transpose(1, 2) for t in (h @ Wqkv).split(D, dim=-1)]
+            s = q @ k.transpose(-2, -1) / 8 + mask
+            a = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B * T, D)
+            x = x + a @ Wo
+            h = F.layer_norm(x, (D,), ln2_g, ln2_b, 1e-5)
+            x = x + F.gelu(h @ W1 + b1) @ W2 + b2
+        return F.cross_entropy(F.layer_norm(x, (D,), lnf_g, lnf_b, 1e-5) @ Wout, labels)
+
+    sgd_loop(loss_fn, params, "transformer_step", 20)
+
+
+ALL = [mlp_step, rnn_grad, elementwise, jacobian, hessian, cnn_step, transformer_step]
 
 if __name__ == "__main__":
     wanted = sys.argv[1:]

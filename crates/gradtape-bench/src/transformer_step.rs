@@ -90,8 +90,8 @@ fn heads(c: Gpt, t: &Tensor) -> Result<Tensor> {
 /// bias, Wout` (so the first gradient is block 0's `dWqkv`).
 fn variables(c: Gpt) -> Vec<Variable> {
     let Gpt { t, v, d, mlp, .. } = c;
-    let ones = || Variable::new(Tensor::ones(&[d], gradtape::DType::F32));
-    let zeros = |n| Variable::new(Tensor::zeros(&[n], gradtape::DType::F32));
+    let ones = || Variable::new(crate::on_device(Tensor::ones(&[d], gradtape::DType::F32)));
+    let zeros = |n| Variable::new(crate::zeros(&[n]));
     let mut p = Vec::new();
     for blk in 0..L {
         let k0 = 10.0 + 10.0 * blk as f64;
@@ -201,6 +201,7 @@ fn gpt_step(c: Gpt, mode: Mode) -> Result<Report> {
     let lab = Tensor::from_vec((0..(b * t) as i64).map(|i| (11 * i + 5) % v as i64).collect(), &[b * t])?;
     let mask: Vec<f32> = (0..t * t).map(|i| if i % t > i / t { -1e9 } else { 0.0 }).collect();
     let mask = Tensor::from_vec(mask, &[t, t])?;
+    let (tok, lab, mask) = (crate::on_device(tok), crate::on_device(lab), crate::on_device(mask));
     let params = variables(c);
     let body = move |(tok, lab, mask): &(Tensor, Tensor, Tensor)| -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();

@@ -9,6 +9,7 @@
 //! ```text
 //! cargo run --release --example digits                   # 1-2 s of training
 //! cargo run --release --example digits --features plot   # also target/digits/loss.png
+//! cargo run --release --example digits --features cuda -- --device cuda:0   # on a GPU
 //! ```
 
 use std::io::Read;
@@ -19,7 +20,7 @@ use gradtape::nn::{
     losses, metrics, Activation, Conv2D, Dense, Dropout, Flatten, Layer, Module, Pool2D, PoolKind, Sequential,
 };
 use gradtape::optim::{Adam, Optimizer};
-use gradtape::{io, nn, random, Error, GradientTape, Padding, Result, Rng, Tensor};
+use gradtape::{io, nn, random, Device, Error, GradientTape, Padding, Result, Rng, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The data file, beside this example (named from the `crates/` folder, so
@@ -39,6 +40,8 @@ pub struct Config {
     pub verbose: bool,
     /// Where the checkpoint (and the plot) go.
     pub out_dir: PathBuf,
+    /// Where the data, the model and the optimizer live (`--device cuda:0`).
+    pub device: Device,
 }
 
 impl Default for Config {
@@ -50,6 +53,7 @@ impl Default for Config {
             seed: 0,
             verbose: true,
             out_dir: PathBuf::from("target/digits"),
+            device: Device::Cpu,
         }
     }
 }
@@ -68,6 +72,14 @@ pub struct Outcome {
 /// Images `[n, 8, 8, 1]` scaled to `[0, 1]` and labels `[n]` (i64).
 pub fn load_digits(path: &str) -> Result<(Tensor, Tensor)> {
     let bad = |msg: String| Error::InvalidArgument { op: "load_digits", msg };
+    // (where the folder it was built in is not here, as on a machine the
+    // binary was copied to: the same file under the working directory)
+    let fallback = "crates/gradtape-examples/examples/data/digits.csv.gz";
+    let path = if Path::new(path).exists() || !Path::new(fallback).exists() {
+        path
+    } else {
+        fallback
+    };
     let file = std::fs::File::open(path).map_err(|e| bad(format!("{path}: {e}")))?;
     let mut text = String::new();
     flate2::read::GzDecoder::new(file)
@@ -120,7 +132,7 @@ pub fn build_model(rng: &mut Rng) -> Result<Sequential> {
 pub fn accuracy(model: &impl Layer, x: &Tensor, y: &Tensor) -> Result<f64> {
     let mut acc = metrics::SparseCategoricalAccuracy::default();
     for rows in random::batches(x.shape()[0], 256, None)? {
-        let idx = Tensor::vector(&rows);
+        let idx = Tensor::vector(&rows).to(x.device())?;
         acc.update(&y.gather(&idx, 0)?, &model.forward(&x.gather(&idx, 0)?, false)?)?;
     }
     Ok(acc.result())
@@ -129,33 +141,33 @@ pub fn accuracy(model: &impl Layer, x: &Tensor, y: &Tensor) -> Result<f64> {
 /// Trains, evaluates, checkpoints and reloads.
 pub fn train(cfg: &Config) -> Result<Outcome> {
     let (x, y) = load_digits(DATA)?;
+    let (x, y) = (x.to(cfg.device)?, y.to(cfg.device)?);
     let n = x.shape()[0];
     // a shuffled 80/20 split (1,437 / 360 images)
     let mut rng = Rng::new(cfg.seed);
     let order: Vec<i64> = rng.permutation(n)?.into_iter().map(|i| i as i64).collect();
     let n_test = n / 5;
     let (test_idx, train_idx) = order.split_at(n_test);
-    let (x_test, y_test) = (
-        x.gather(&Tensor::vector(test_idx), 0)?,
-        y.gather(&Tensor::vector(test_idx), 0)?,
-    );
-    let (x_train, y_train) = (
-        x.gather(&Tensor::vector(train_idx), 0)?,
-        y.gather(&Tensor::vector(train_idx), 0)?,
-    );
+    let on = |i: &[i64]| Tensor::vector(i).to(cfg.device);
+    let (x_test, y_test) = (x.gather(&on(test_idx)?, 0)?, y.gather(&on(test_idx)?, 0)?);
+    let (x_train, y_train) = (x.gather(&on(train_idx)?, 0)?, y.gather(&on(train_idx)?, 0)?);
 
     nn::reset_names();
     let model = build_model(&mut rng)?;
+    for v in model.variables() {
+        v.move_to(cfg.device)?;
+    }
     let vars = model.trainable_variables();
     let mut opt = Adam::new(cfg.learning_rate).with_name("adam");
     if cfg.verbose {
         println!(
-            "digits: {} train / {} test images, {} weights, {} epochs of batches of {}",
+            "digits: {} train / {} test images, {} weights, {} epochs of batches of {}, on {}",
             n - n_test,
             n_test,
             model.count_params(),
             cfg.epochs,
-            cfg.batch_size
+            cfg.batch_size,
+            cfg.device
         );
     }
 
@@ -181,7 +193,7 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
         let mut loss_mean = metrics::Mean::default();
         let mut acc = metrics::SparseCategoricalAccuracy::default();
         for rows in &batches {
-            let idx = Tensor::vector(rows);
+            let idx = Tensor::vector(rows).to(cfg.device)?;
             let (xb, yb) = (x_train.gather(&idx, 0)?, y_train.gather(&idx, 0)?);
             let tape = GradientTape::new();
             let (loss, logits) = tape.record(|| {
@@ -241,6 +253,9 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
             msg: format!("checkpoint entries not loaded: {unused:?}"),
         });
     }
+    for v in fresh.variables() {
+        v.move_to(cfg.device)?;
+    }
     let reloaded_test_accuracy = accuracy(&fresh, &x_test, &y_test)?;
     if cfg.verbose {
         println!(
@@ -283,7 +298,14 @@ pub fn plot_losses(losses: &[f64], path: &Path) -> std::result::Result<(), Box<d
 }
 
 fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
-    let cfg = Config::default();
+    let mut cfg = Config::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--device" => cfg.device = args.next().ok_or("--device needs a value (cpu, cuda:0)")?.parse()?,
+            _ => return Err(format!("unknown argument {a:?}; the one flag is --device DEVICE (cpu, cuda:N)").into()),
+        }
+    }
     let out = train(&cfg)?;
     if out.test_accuracy != out.reloaded_test_accuracy {
         return Err(format!(

@@ -733,3 +733,51 @@ fn a_layer_norm_layer_runs_forward_and_backward_on_the_gpu() {
         close(&a.cpu().unwrap(), b, 1e-4);
     }
 }
+
+#[allow(dead_code)]
+#[path = "../../../gradtape-examples/examples/digits.rs"]
+mod digits;
+
+/// The digits example, one epoch on the emulated GPU: the data, the model,
+/// Adam's slots and the checkpoint's reload all live there, and every op of
+/// the CNN's step finds a GPU path; the losses are the CPU run's.
+#[test]
+fn the_digits_example_trains_on_a_gpu_as_on_the_cpu() -> gradtape::Result<()> {
+    emulate();
+    let run = |device| {
+        let out_dir = std::env::temp_dir().join(format!("gradtape-digits-dev-{}-{device}", std::process::id()));
+        let cfg = digits::Config {
+            epochs: 1,
+            verbose: false,
+            out_dir: out_dir.clone(),
+            device,
+            ..digits::Config::default()
+        };
+        let out = digits::train(&cfg);
+        let _ = std::fs::remove_dir_all(out_dir);
+        out
+    };
+    let (cpu, gpu) = (run(Device::Cpu)?, run(GPU)?);
+    assert_eq!(gpu.losses.len(), 1);
+    assert!(
+        (gpu.losses[0] - cpu.losses[0]).abs() <= 1e-5 * cpu.losses[0],
+        "{:?} vs {:?}",
+        gpu.losses,
+        cpu.losses
+    );
+    assert_eq!(gpu.test_accuracy, cpu.test_accuracy);
+    assert_eq!(gpu.reloaded_test_accuracy, gpu.test_accuracy);
+    Ok(())
+}
+
+/// A transformer block's step (attention, layer norm, dropout, GELU) finds
+/// a GPU path for every op, forward and backward, and gives the CPU's
+/// numbers.
+#[test]
+fn a_transformer_block_runs_on_a_gpu_as_on_the_cpu() -> gradtape::Result<()> {
+    emulate();
+    let w = ops_table::transformer_block_difference(GPU)?;
+    // (f32 rounding: on a GPU attention is the composite, the CPU's fused)
+    assert!(w <= 1e-5, "off by {w:.2e}");
+    Ok(())
+}

@@ -401,6 +401,36 @@ pub fn cases() -> Vec<Case> {
             Any,
             true,
         ),
+        case(
+            "attention",
+            |x| x[0].scaled_dot_product_attention(&x[1], &x[2], None, false, None),
+            &[&[2, 3, 4], &[2, 5, 4], &[2, 5, 3]],
+            Any,
+            true,
+        ),
+        case(
+            // row 0 sees key 0 only (causal), which the mask hides: zeros
+            "attention_causal_bool_mask",
+            |x| {
+                let m: Vec<bool> = (0..16).map(|i| (i / 4 + 2 * (i % 4)) % 3 != 0).collect();
+                let m = Tensor::from_vec(m, &[4, 4])?.to(x[0].device())?;
+                x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&m), true, Some(0.3))
+            },
+            &[&[1, 2, 4, 3], &[1, 2, 4, 3], &[1, 2, 4, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "attention_additive_mask",
+            |x| {
+                let m: Vec<f64> = (0..15).map(|i| -0.5 * (i % 4) as f64).collect();
+                let m = Tensor::from_vec(m, &[3, 5])?.cast(x[0].dtype())?.to(x[0].device())?;
+                x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&m), false, None)
+            },
+            &[&[2, 3, 4], &[2, 5, 4], &[2, 5, 3]],
+            Any,
+            true,
+        ),
     ]
 }
 
@@ -542,4 +572,44 @@ pub fn run_all(device: Device) -> Vec<String> {
         }
     }
     failures
+}
+
+/// A causal pre-LayerNorm transformer block (attention with dropout, GELU
+/// MLP) on `device` beside the CPU: its output and its variables' tape
+/// gradients, in `f32`; the worst relative difference.
+pub fn transformer_block_difference(device: Device) -> Result<f64> {
+    use gradtape::nn::{Layer, Module, TransformerBlock};
+    use gradtape::Rng;
+    let run = |dev: Device| -> Result<Vec<Tensor>> {
+        let block = TransformerBlock::builder(16, 4, 32)
+            .causal(true)
+            .dropout(0.1)
+            .build(&mut Rng::new(3))?;
+        let vars = block.trainable_variables();
+        for v in &vars {
+            v.move_to(dev)?;
+        }
+        let x = input(&[2, 6, 16], Domain::Unit, 1, DType::F32, dev);
+        let tape = GradientTape::new();
+        let y = tape.record(|| block.forward(&x, true))?;
+        let w = input(y.shape(), Domain::Any, 2, DType::F32, dev);
+        let loss = tape.record(|| y.mul(&w)?.sum_all())?;
+        let mut out = vec![y];
+        for g in tape.gradient(&loss, &vars[..])? {
+            out.push(g.ok_or_else(|| gradtape::Error::InvalidArgument {
+                op: "transformer_block",
+                msg: "a variable got no gradient".into(),
+            })?);
+        }
+        Ok(out)
+    };
+    let (cpu, dev) = (run(Device::Cpu)?, run(device)?);
+    let mut w = 0.0f64;
+    for (a, b) in dev.iter().zip(&cpu) {
+        if a.device() != device {
+            return Ok(f64::INFINITY);
+        }
+        w = w.max(worst(a, b)?);
+    }
+    Ok(w)
 }

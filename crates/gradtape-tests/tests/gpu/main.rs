@@ -362,3 +362,58 @@ fn the_cnn_step_network_trains_on_the_gpu_as_on_the_cpu() {
         gpu.iter().map(|c| c.0).collect::<Vec<_>>()
     );
 }
+
+#[allow(dead_code)]
+#[path = "../../../gradtape-examples/examples/digits.rs"]
+mod digits;
+
+/// The digits example (a CNN with dropout, Adam, a checkpoint reloaded),
+/// two epochs on the GPU beside the same on the CPU: the losses agree to
+/// rounding, and the reloaded model scores as the trained one.
+#[test]
+fn the_digits_example_trains_on_the_gpu_as_on_the_cpu() -> gradtape::Result<()> {
+    let _serial = serial();
+    if !gpu_here() {
+        return Ok(());
+    }
+    let run = |device| {
+        let out_dir = std::env::temp_dir().join(format!("gradtape-digits-gpu-{}-{device}", std::process::id()));
+        let cfg = digits::Config {
+            epochs: 2,
+            verbose: false,
+            out_dir: out_dir.clone(),
+            device,
+            ..digits::Config::default()
+        };
+        let t = std::time::Instant::now();
+        let out = digits::train(&cfg);
+        println!("digits, 2 epochs on {device}: {:.2} s", t.elapsed().as_secs_f64());
+        let _ = std::fs::remove_dir_all(out_dir);
+        out
+    };
+    let (cpu, gpu) = (run(Device::Cpu)?, run(GPU)?);
+    println!(
+        "losses CPU {:?} GPU {:?}; test accuracy CPU {} GPU {}",
+        cpu.losses, gpu.losses, cpu.test_accuracy, gpu.test_accuracy
+    );
+    for (a, b) in gpu.losses.iter().zip(&cpu.losses) {
+        assert!((a - b).abs() <= 1e-3 * b, "{:?} vs {:?}", gpu.losses, cpu.losses);
+    }
+    assert!((gpu.test_accuracy - cpu.test_accuracy).abs() <= 0.02);
+    assert_eq!(gpu.reloaded_test_accuracy, gpu.test_accuracy);
+    Ok(())
+}
+
+/// A causal transformer block's output and gradients (attention, layer
+/// norm, dropout, GELU) on the GPU agree with the CPU's.
+#[test]
+fn a_transformer_block_runs_on_the_gpu_as_on_the_cpu() -> gradtape::Result<()> {
+    let _serial = serial();
+    if !gpu_here() {
+        return Ok(());
+    }
+    let w = ops_table::transformer_block_difference(GPU)?;
+    println!("transformer block, GPU vs CPU: {w:.2e}");
+    assert!(w <= 1e-4, "off by {w:.2e}");
+    Ok(())
+}

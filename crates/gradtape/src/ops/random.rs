@@ -194,7 +194,8 @@ impl Tensor {
         if rate == 0.0 {
             return Ok(self.identity());
         }
-        self.mul(&dropout_mask(self.shape(), rate, self.dtype(), seed)?)
+        // (the mask is drawn on the host and moved to where `self` lives)
+        self.mul(&dropout_mask(self.shape(), rate, self.dtype(), seed)?.to(self.device())?)
     }
 }
 

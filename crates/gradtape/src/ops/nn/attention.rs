@@ -17,6 +17,9 @@
 //!   only they hold `[tq, tk]` matrices;
 //! - the JVP is the composite's.
 //!
+//! On a GPU the op is the composite (ops with CUDA kernels, holding the
+//! `[tq, tk]` probabilities) until a fused CUDA kernel exists.
+//!
 //! The mask is a constant: no gradient flows to it.
 //!
 //! Dropout of the probabilities (PyTorch's `dropout_p`) is decided inside
@@ -490,8 +493,10 @@ fn scores(q: &Tensor, k: &Tensor, a: &Spec) -> Result<Tensor> {
     if a.causal {
         let (tq, tk) = (q.shape()[q.rank() - 2], k.shape()[k.rank() - 2]);
         let dt = q.dtype();
-        let (zero, ninf) = (Tensor::full(&[], 0.0, dt), Tensor::full(&[], f64::NEG_INFINITY, dt));
-        s = s.add(&Tensor::where_(&causal_band(OP, tq, tk, 0)?, &zero, &ninf)?)?;
+        let here = |t: Tensor| t.to(q.device());
+        let zero = here(Tensor::full(&[], 0.0, dt))?;
+        let ninf = here(Tensor::full(&[], f64::NEG_INFINITY, dt))?;
+        s = s.add(&Tensor::where_(&here(causal_band(OP, tq, tk, 0)?)?, &zero, &ninf)?)?;
     }
     Ok(s)
 }
@@ -514,9 +519,19 @@ pub(crate) fn causal_band(op: &'static str, tq: usize, tk: usize, offset: usize)
 /// get no gradient: the probabilities do not depend on them).
 fn probabilities(s: &Tensor) -> Result<Tensor> {
     let seen = s.stop_gradient().max(&[-1], true)?.gt_scalar(f64::NEG_INFINITY)?;
-    let zero = Tensor::scalar(0.0f64).cast(s.dtype())?;
+    let zero = Tensor::full(&[], 0.0, s.dtype()).to(s.device())?;
     let p = Tensor::where_(&seen, s, &zero)?.softmax(-1)?;
     Tensor::where_(&seen, &p, &zero)
+}
+
+/// Attention on a GPU: the unfused composite `(softmax(q kᵀ · scale +
+/// mask) · f) v` (`f` the dropout factors), made of ops with CUDA kernels,
+/// so the tape and traces differentiate it as any composite. It holds the
+/// `[..., tq, tk]` probabilities (no fused CUDA kernel yet); the values
+/// and decisions are the fused CPU kernels'.
+fn on_device(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> Result<Tensor> {
+    let f = a.factors(q, k)?.map(|f| f.to(q.device())).transpose()?;
+    times(probabilities(&scores(q, k, a)?)?, f.as_ref())?.matmul(v)
 }
 
 /// `x · f`, or `x` without dropout.
@@ -729,6 +744,9 @@ fn attention(
     let scale = scale.unwrap_or(1.0 / (d.max(1) as f64).sqrt());
     let rate = dropout.map_or(0.0, |x| x.rate);
     check(q, k, v, mask, causal, scale, rate)?;
+    let mut operands: SmallVec<[&Tensor; 4]> = smallvec::smallvec![q, k, v];
+    operands.extend(mask);
+    let gpu = crate::kernels::gpu::placement(OP, &operands)?.is_some();
     let dt = q.dtype();
     let work = if matches!(dt, DType::F16 | DType::BF16) {
         DType::F32
@@ -737,8 +755,8 @@ fn attention(
     };
     let mask = match mask {
         Some(m) if m.dtype() == DType::Bool => {
-            let zero = Tensor::scalar(0.0f64).cast(work)?;
-            let ninf = Tensor::scalar(f64::NEG_INFINITY).cast(work)?;
+            let zero = Tensor::full(&[], 0.0, work).to(m.device())?;
+            let ninf = Tensor::full(&[], f64::NEG_INFINITY, work).to(m.device())?;
             Some(Tensor::where_(m, &zero, &ninf)?)
         }
         Some(m) => Some(m.cast(work)?),
@@ -765,7 +783,11 @@ fn attention(
     };
     let (qw, kw, vw) = (q.cast(work)?, k.cast(work)?, v.cast(work)?);
     let dv = v.shape()[v.rank() - 1];
-    let out = attention_packed(&qw, &kw, &vw, &spec)?.narrow(-1, 0, dv)?;
+    let out = if gpu {
+        on_device(&qw, &kw, &vw, &spec)?
+    } else {
+        attention_packed(&qw, &kw, &vw, &spec)?.narrow(-1, 0, dv)?
+    };
     if work == dt {
         Ok(out)
     } else {
