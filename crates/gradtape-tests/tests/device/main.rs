@@ -781,3 +781,25 @@ fn a_transformer_block_runs_on_a_gpu_as_on_the_cpu() -> gradtape::Result<()> {
     assert!(w <= 1e-5, "off by {w:.2e}");
     Ok(())
 }
+
+/// The half types find a GPU path for every op of the table but
+/// [`ops_table::NO_HALF_KERNEL`]'s, values and gradients.
+#[test]
+fn half_ops_run_on_a_gpu_as_on_the_cpu() {
+    emulate();
+    let failures = ops_table::run_halves(GPU);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Mixed precision with loss scaling trains on a GPU as on the CPU.
+#[test]
+fn mixed_precision_with_loss_scaling_trains_on_a_gpu() -> gradtape::Result<()> {
+    emulate();
+    let (cpu, gpu) = (
+        ops_table::mixed_precision_losses(Device::Cpu, 20)?,
+        ops_table::mixed_precision_losses(GPU, 20)?,
+    );
+    assert_eq!(gpu, cpu);
+    assert!(gpu[19] < 0.7 * gpu[0], "{gpu:?}");
+    Ok(())
+}

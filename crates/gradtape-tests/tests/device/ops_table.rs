@@ -505,7 +505,14 @@ fn eval(c: &Case, inputs: &[Tensor]) -> Result<(Tensor, Vec<Tensor>)> {
 
 /// Runs `c` on the CPU and on `device` in `dtype`.
 pub fn check(c: &Case, dtype: DType, device: Device) -> Outcome {
-    let tol = if dtype == DType::F32 { 2e-5 } else { 1e-12 };
+    // (the half types: the host rounds each step of a function to the
+    // type, a GPU computes it in f32 and rounds once; a few ulps apart)
+    let tol = match dtype {
+        DType::F32 => 2e-5,
+        DType::F16 => 4e-3,
+        DType::BF16 => 3e-2,
+        _ => 1e-12,
+    };
     let cpu: Vec<Tensor> = c
         .shapes
         .iter()
@@ -572,6 +579,87 @@ pub fn run_all(device: Device) -> Vec<String> {
         }
     }
     failures
+}
+
+/// The cases a GPU does not run in `f16` and `bf16` yet (convolutions and
+/// pools: an error naming the op); every other case runs there in halves
+/// (elementwise functions, softmax and cross-entropy computed in f32 and
+/// rounded once, reductions accumulating in f32, products on the tensor
+/// cores, index ops, casts).
+pub const NO_HALF_KERNEL: &[&str] = &[
+    "conv2d_same",
+    "conv2d_valid_s2",
+    "conv2d_same_s2",
+    "conv2d_dilated",
+    "conv2d_1x1",
+    "conv2d_view",
+    "conv1d",
+    "conv2d_backprop_input",
+    "conv2d_backprop_filter",
+    "max_pool2d",
+    "max_pool2d_overlap",
+    "avg_pool2d_same",
+    "avg_pool2d_valid",
+];
+
+/// Runs every case but [`NO_HALF_KERNEL`]'s in `f16` and `bf16` on
+/// `device` (the lines of those that did not agree), and prints what those
+/// give in halves.
+pub fn run_halves(device: Device) -> Vec<String> {
+    let mut failures = vec![];
+    for c in cases() {
+        let must = !NO_HALF_KERNEL.contains(&c.name);
+        for dtype in [DType::F16, DType::BF16] {
+            let line = match check(&c, dtype, device) {
+                Outcome::Agrees => {
+                    println!("ok      {:<20} {dtype}", c.name);
+                    continue;
+                }
+                Outcome::Differs(m) => format!("DIFFERS {:<20} {dtype}: {m}", c.name),
+                Outcome::Failed(m) => format!("FAILED  {:<20} {dtype}: {m}", c.name),
+            };
+            if must {
+                println!("{line}");
+                failures.push(line);
+            } else {
+                println!("(no half kernel) {line}");
+            }
+        }
+    }
+    failures
+}
+
+/// Mixed precision on `device`: a two-layer network with `f32` weights
+/// computed in `f16` (casts, half products, ReLU, bias), its loss times
+/// `1e-6` (small enough that unscaled `f16` gradients would underflow),
+/// trained by a [`LossScaleOptimizer`](gradtape::optim::LossScaleOptimizer)
+/// over SGD; the losses (divided by `1e-6`).
+pub fn mixed_precision_losses(device: Device, steps: usize) -> Result<Vec<f64>> {
+    use gradtape::optim::{LossScaleOptimizer, Optimizer, Sgd};
+    use gradtape::Variable;
+    const TINY: f64 = 1e-6;
+    let x = input(&[16, 8], Domain::Unit, 1, DType::F16, device);
+    let y = input(&[16, 2], Domain::Unit, 2, DType::F32, device);
+    let w1 = Variable::new(input(&[8, 16], Domain::Unit, 3, DType::F32, device).mul_scalar(0.5)?);
+    let b1 = Variable::new(Tensor::zeros(&[16], DType::F32).to(device)?);
+    let w2 = Variable::new(input(&[16, 2], Domain::Unit, 4, DType::F32, device).mul_scalar(0.5)?);
+    let vars = [w1.clone(), b1.clone(), w2.clone()];
+    let mut opt = LossScaleOptimizer::new(Sgd::new(0.5 / TINY));
+    let mut losses = vec![];
+    for _ in 0..steps {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            let h = x
+                .matmul(&w1.read().cast(DType::F16)?)?
+                .add(&b1.read().cast(DType::F16)?)?
+                .relu()?;
+            let pred = h.matmul(&w2.read().cast(DType::F16)?)?.cast(DType::F32)?;
+            pred.sub(&y)?.square()?.mean_all()?.mul_scalar(TINY)
+        })?;
+        losses.push(loss.to_scalar::<f32>()? as f64 / TINY);
+        opt.minimize(&tape, &loss, &vars)?;
+    }
+    Ok(losses)
 }
 
 /// A causal pre-LayerNorm transformer block (attention with dropout, GELU

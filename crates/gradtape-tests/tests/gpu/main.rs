@@ -417,3 +417,43 @@ fn a_transformer_block_runs_on_the_gpu_as_on_the_cpu() -> gradtape::Result<()> {
     assert!(w <= 1e-4, "off by {w:.2e}");
     Ok(())
 }
+
+/// `f16` and `bf16` on the GPU: every op of the table but
+/// [`ops_table::NO_HALF_KERNEL`]'s (elementwise functions, reductions,
+/// softmax, cross-entropy, index ops, products on the tensor cores, casts)
+/// agrees with the CPU's half kernels to a few ulps, values and gradients.
+#[test]
+fn half_ops_agree_with_the_cpu_on_the_gpu() {
+    let _serial = serial();
+    if !gpu_here() {
+        return;
+    }
+    let failures = ops_table::run_halves(GPU);
+    assert!(
+        failures.is_empty(),
+        "{} half cases did not agree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Mixed precision (f32 weights, f16 compute) with a `LossScaleOptimizer`
+/// trains on the GPU as on the CPU: the losses agree to the half products'
+/// rounding and fall.
+#[test]
+fn mixed_precision_with_loss_scaling_trains_on_the_gpu() -> gradtape::Result<()> {
+    let _serial = serial();
+    if !gpu_here() {
+        return Ok(());
+    }
+    let (cpu, gpu) = (
+        ops_table::mixed_precision_losses(Device::Cpu, 20)?,
+        ops_table::mixed_precision_losses(GPU, 20)?,
+    );
+    println!("mixed precision losses, CPU {cpu:?}\nGPU {gpu:?}");
+    for (a, b) in gpu.iter().zip(&cpu) {
+        assert!((a - b).abs() <= 2e-2 * b.abs().max(1e-3), "{gpu:?} vs {cpu:?}");
+    }
+    assert!(gpu[19] < 0.7 * gpu[0], "{gpu:?}");
+    Ok(())
+}

@@ -29,10 +29,15 @@ fn simd_if_long<A: Element, O: Element>(len: usize, body: impl FnOnce()) {
 /// kernel runs on the f32 copy of `x` and its (f32) result is rounded once
 /// to `x`'s dtype, as TensorFlow's half kernels compute most functions (a
 /// function computed in half steps rounds at every step and is up to an ulp
-/// off the rounded f32 value). Kernels only: nothing is recorded.
+/// off the rounded f32 value). Kernels only: nothing is recorded. A tensor
+/// on a GPU goes to `kernel` as it is: the GPU's kernels compute the half
+/// types in f32 themselves (or answer that they have no half kernel).
 pub(crate) fn in_f32(x: &Tensor, kernel: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
     use crate::tensor::{bf16, f16};
     const OP: &str = "half via f32";
+    if x.device_buffer().is_some() {
+        return kernel(x);
+    }
     match x.dtype() {
         DType::F16 => map::<f32, f16>(OP, &kernel(&map::<f16, f32>(OP, x, f16::to_f32)?)?, f16::from_f32),
         DType::BF16 => map::<f32, bf16>(OP, &kernel(&map::<bf16, f32>(OP, x, bf16::to_f32)?)?, bf16::from_f32),

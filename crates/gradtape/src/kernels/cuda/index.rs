@@ -39,6 +39,24 @@ __device__ __forceinline__ void gt_add(float* p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void gt_add(double* p, double v) { atomicAdd(p, v); }
 __device__ __forceinline__ void gt_add(int* p, int v) { atomicAdd(p, v); }
 __device__ __forceinline__ void gt_add(long long* p, long long v) { atomicAdd((unsigned long long*)p, (unsigned long long)v); }
+#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
+// the half types: a compare-and-swap of the aligned 32-bit word holding
+// the element, each add rounded to the type (as the host's half adds)
+template <typename H> __device__ __forceinline__ void gt_add_half(H* p, H v) {
+    unsigned int* word = (unsigned int*)((unsigned long long)p & ~3ULL);
+    unsigned int shift = ((unsigned long long)p & 2ULL) ? 16u : 0u;
+    unsigned int old = *word, seen;
+    do {
+        seen = old;
+        H cur; cur.b = (unsigned short)((seen >> shift) & 0xffffu);
+        H sum((float)cur + (float)v);
+        unsigned int next = (seen & ~(0xffffu << shift)) | ((unsigned int)sum.b << shift);
+        old = atomicCAS(word, seen, next);
+    } while (old != seen);
+}
+__device__ __forceinline__ void gt_add(gt_f16* p, gt_f16 v) { gt_add_half(p, v); }
+__device__ __forceinline__ void gt_add(gt_bf16* p, gt_bf16 v) { gt_add_half(p, v); }
+#endif
 "#;
 
 /// `y[o, idx[j], r] += u[o, j, r]` into a zeroed `y` `[outer, dim, inner]`
@@ -86,7 +104,7 @@ pub fn one_hot_source(t: &str, it: &str) -> String {
 /// Every source of this file (for the NVRTC check).
 pub fn all_sources() -> Vec<String> {
     let mut v = vec![];
-    for t in ["float", "double", "int", "long long", "bool"] {
+    for t in ["float", "double", "int", "long long", "bool", "gt_f16", "gt_bf16"] {
         v.push(copy_source(t));
         for it in ["int", "long long"] {
             v.push(gather_source(t, it));

@@ -166,8 +166,16 @@ pub(crate) fn cast(op: &'static str, t: &Tensor, dtype: DType) -> Result<Tensor>
 /// A float one-input op: `expr` is its C expression of `v` (with the
 /// attributes `c0`, `c1`, and the functions of `prelude`).
 pub(crate) fn unary(op: &'static str, x: &Tensor, prelude: &str, expr: &str, attrs: [f64; 2]) -> Result<Tensor> {
-    float_only(op, x)?;
+    if !x.dtype().is_float() {
+        return Err(crate::kernels::gpu::no_kernel(op, x.device(), x.dtype()));
+    }
     map_expr(op, x, prelude, x.dtype(), expr, attrs)
+}
+
+/// `x`'s dtype if it is a half type (whose kernels compute on an `f32`
+/// copy and round back).
+fn half(x: &Tensor) -> Option<DType> {
+    matches!(x.dtype(), DType::F16 | DType::BF16).then_some(x.dtype())
 }
 
 pub(super) fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
@@ -267,15 +275,18 @@ pub(crate) fn reduce(op: &'static str, kind: &str, x: &Tensor, axes: &[usize]) -
     }
     if r == 0 {
         // (an empty reduction: the identity)
+        let bools = x.dtype() == DType::Bool;
         let v = match kind {
             "sum" => 0.0,
             "prod" => 1.0,
+            // (for bools: `any` of nothing is false, `all` true)
+            "max" if bools => 0.0,
             "max" => f64::NEG_INFINITY,
             _ => f64::INFINITY,
         };
         return filled(op, &out_shape, v, x.dtype(), g.ordinal);
     }
-    let acc = if t == "float" && kind == "sum" { "double" } else { t };
+    let acc = source::reduce_acc(t, kind);
     let (px, rows_i, r_i) = (ptr_of(&xs), rows as i64, r as i64);
     // few long rows: a first pass spreads each row over `parts` blocks
     // (else one block per row would leave the GPU idle), the second
@@ -289,7 +300,11 @@ pub(crate) fn reduce(op: &'static str, kind: &str, x: &Tensor, axes: &[usize]) -
         1
     };
     if parts > 1 {
-        let acc_dtype = if acc == "double" { DType::F64 } else { x.dtype() };
+        let acc_dtype = match acc {
+            "double" => DType::F64,
+            "float" => DType::F32,
+            _ => x.dtype(),
+        };
         let (partial, pp) = alloc(op, g, &[rows, parts], acc_dtype)?;
         let parts_i = parts as i64;
         let grid = (rows * parts).min(65_535 * 8) as u32;
@@ -330,6 +345,10 @@ pub(crate) fn reduce(op: &'static str, kind: &str, x: &Tensor, axes: &[usize]) -
 pub(crate) fn softmax(op: &'static str, x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
     let g = mem_of(x).1;
     g.bind_for(op)?;
+    if let Some(half) = half(x) {
+        // computed in f32, rounded once (as the host's half softmax)
+        return cast(op, &softmax(op, &cast(op, x, DType::F32)?, axis, log)?, half);
+    }
     float_only(op, x)?;
     let t = ct(op, x)?;
     let rank = x.rank();
@@ -376,6 +395,11 @@ pub(crate) fn softmax(op: &'static str, x: &Tensor, axis: usize, log: bool) -> R
 pub(crate) fn sparse_xent(op: &'static str, labels: &Tensor, logits: &Tensor) -> Result<(Tensor, Tensor)> {
     let g = mem_of(logits).1;
     g.bind_for(op)?;
+    if let Some(half) = half(logits) {
+        // computed in f32, both outputs rounded once
+        let (loss, p) = sparse_xent(op, labels, &cast(op, logits, DType::F32)?)?;
+        return Ok((cast(op, &loss, half)?, cast(op, &p, half)?));
+    }
     float_only(op, logits)?;
     let (t, l) = (ct(op, logits)?, ct(op, labels)?);
     let (xs, ls) = (contiguous(op, logits)?, contiguous(op, labels)?);
@@ -493,7 +517,9 @@ fn operand(op: &'static str, t: &Tensor, batch: usize) -> Result<Operand> {
 }
 
 /// `op(a) @ op(b)` over broadcast batch dims, through cuBLAS
-/// (`f32`: plain single precision, no TF32; `f64`).
+/// (`f32`: plain single precision, no TF32 unless allowed; `f64`; `f16`
+/// and `bf16` on the tensor cores, accumulating in `f32` and rounding
+/// each output once, as the CPU's half products do).
 pub(crate) fn matmul(
     op: &'static str,
     a: &Tensor,
@@ -505,7 +531,7 @@ pub(crate) fn matmul(
     let g = mem_of(a).1;
     g.bind_for(op)?;
     let dtype = a.dtype();
-    if !matches!(dtype, DType::F32 | DType::F64) {
+    if !dtype.is_float() {
         return Err(crate::kernels::gpu::no_kernel(op, a.device(), dtype));
     }
     let k = out_shape.len();
@@ -571,6 +597,48 @@ pub(crate) fn matmul(
         unsafe { cublasSetMathMode(handle, mode) }
             .result()
             .map_err(|e| g.err(op, format!("cublasSetMathMode failed: {e:?}")))?;
+    }
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
+        let data = if dtype == DType::F16 {
+            cudaDataType_t::CUDA_R_16F
+        } else {
+            cudaDataType_t::CUDA_R_16BF
+        };
+        // (alpha and beta in the compute type, f32)
+        let (one, zero) = (1.0f32, 0.0f32);
+        // SAFETY: pointers are live device memory of this GPU holding the
+        // operands' half matrices at the given leading dims and batch
+        // strides; alpha and beta are host f32 values (the compute type)
+        let r = unsafe {
+            cudarc::cublas::result::gemm_strided_batched_ex(
+                handle,
+                opb,
+                opa,
+                ni,
+                mi,
+                ki,
+                &one as *const f32 as *const std::ffi::c_void,
+                ob.ptr as *const std::ffi::c_void,
+                data,
+                ob.ld,
+                ob.batch_stride,
+                oa.ptr as *const std::ffi::c_void,
+                data,
+                oa.ld,
+                oa.batch_stride,
+                &zero as *const f32 as *const std::ffi::c_void,
+                y as *mut std::ffi::c_void,
+                data,
+                ni,
+                sc,
+                bt,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        };
+        r.map_err(|e| g.err(op, format!("cuBLAS half gemm failed: {e:?}")))?;
+        return Ok(out);
     }
     // SAFETY: pointers are live device memory of this GPU holding the
     // operands' matrices at the given leading dims and batch strides

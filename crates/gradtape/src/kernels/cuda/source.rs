@@ -64,11 +64,14 @@ impl Lay {
     }
 }
 
-/// The C type of a dtype's elements, where GPU kernels handle it.
+/// The C type of a dtype's elements, where GPU kernels handle it (the
+/// half types as the storage structs of [`COMMON`]).
 pub(crate) fn ctype(dtype: DType) -> Option<&'static str> {
     Some(match dtype {
         DType::F32 => "float",
         DType::F64 => "double",
+        DType::F16 => "gt_f16",
+        DType::BF16 => "gt_bf16",
         DType::I32 => "int",
         DType::I64 => "long long",
         DType::Bool => "bool",
@@ -76,8 +79,47 @@ pub(crate) fn ctype(dtype: DType) -> Option<&'static str> {
     })
 }
 
-/// What every kernel source starts with: the view type and its walk.
+/// The C type a kernel computes in for elements stored as `c`: `float`
+/// for the half types (each function of `f32` rounded once to the half
+/// type, as the CPU's half kernels compute), else `c` itself.
+pub(crate) fn compute(c: &str) -> &str {
+    match c {
+        "gt_f16" | "gt_bf16" => "float",
+        c => c,
+    }
+}
+
+/// What every kernel source starts with: the view type and its walk, and
+/// the half types as storage (`gt_f16`, `gt_bf16`: 16 bits, read as
+/// `float` and written from any number through `float`, rounding to
+/// nearest even as the `half` crate does; NaN stays NaN; device code only:
+/// the host checks compile the other kernels as C++).
 pub(crate) const COMMON: &str = r#"
+#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
+struct gt_f16 {
+    unsigned short b;
+    __device__ __forceinline__ gt_f16() {}
+    template <typename U> __device__ __forceinline__ explicit gt_f16(U u) {
+        float f = (float)u;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(f));
+    }
+    __device__ __forceinline__ operator float() const {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+        return f;
+    }
+};
+struct gt_bf16 {
+    unsigned short b;
+    __device__ __forceinline__ gt_bf16() {}
+    template <typename U> __device__ __forceinline__ explicit gt_bf16(U u) {
+        unsigned int x = __float_as_uint((float)u);
+        if ((x & 0x7fffffffu) > 0x7f800000u) b = (unsigned short)((x >> 16) | 0x40u);
+        else b = (unsigned short)(((x & 0x8000u) && (x & 0x17fffu)) ? (x >> 16) + 1u : (x >> 16));
+    }
+    __device__ __forceinline__ operator float() const { return __uint_as_float(((unsigned int)b) << 16); }
+};
+#endif
 struct Lay { long long shape[8]; long long stride[8]; long long offset; int rank; int contig; };
 __device__ __forceinline__ long long gt_at(const Lay& l, long long i) {
     if (l.contig) return l.offset + i;
@@ -94,22 +136,25 @@ __device__ __forceinline__ long long gt_at(const Lay& l, long long i) {
 template <typename T> __device__ __forceinline__ bool gt_nan(T v) { return v != v; }
 "#;
 
-/// `out[i] = (To)(f(x[at(i)]))` where `f` is the C expression `expr` of `v`.
+/// `out[i] = (To)(f(x[at(i)]))` where `f` is the C expression `expr` of `v`
+/// (`v` and the result in the [`compute`] types of `from` and `to`).
 pub(crate) fn map(prelude: &str, from: &str, to: &str, expr: &str) -> String {
+    let (cx, cy) = (compute(from), compute(to));
     format!(
-        "{COMMON}{prelude}\ntypedef {from} TX; typedef {to} TY;\n\
-         extern \"C\" __global__ void k(Lay lx, const TX* x, TY* y, long long n, double c0, double c1) {{\n\
-         GT_LOOP(i, n) {{ TX v = x[gt_at(lx, i)]; y[i] = (TY)({expr}); }}\n}}\n"
+        "{COMMON}{prelude}\ntypedef {from} SX; typedef {cx} TX; typedef {to} SY; typedef {cy} TY;\n\
+         extern \"C\" __global__ void k(Lay lx, const SX* x, SY* y, long long n, double c0, double c1) {{\n\
+         GT_LOOP(i, n) {{ TX v = (TX)x[gt_at(lx, i)]; y[i] = (SY)(TY)({expr}); }}\n}}\n"
     )
 }
 
 /// `out[i] = f(a[at(i)], b[at(i)])` where `f` is the C expression `expr`
 /// of `a` and `b`.
 pub(crate) fn zip(prelude: &str, from: &str, to: &str, expr: &str) -> String {
+    let (cx, cy) = (compute(from), compute(to));
     format!(
-        "{COMMON}{prelude}\ntypedef {from} TX; typedef {to} TY;\n\
-         extern \"C\" __global__ void k(Lay la, const TX* pa, Lay lb, const TX* pb, TY* y, long long n) {{\n\
-         GT_LOOP(i, n) {{ TX a = pa[gt_at(la, i)]; TX b = pb[gt_at(lb, i)]; y[i] = (TY)({expr}); }}\n}}\n"
+        "{COMMON}{prelude}\ntypedef {from} SX; typedef {cx} TX; typedef {to} SY; typedef {cy} TY;\n\
+         extern \"C\" __global__ void k(Lay la, const SX* pa, Lay lb, const SX* pb, SY* y, long long n) {{\n\
+         GT_LOOP(i, n) {{ TX a = (TX)pa[gt_at(la, i)]; TX b = (TX)pb[gt_at(lb, i)]; y[i] = (SY)(TY)({expr}); }}\n}}\n"
     )
 }
 
@@ -128,6 +173,20 @@ pub(crate) fn fill(t: &str) -> String {
         "{COMMON}\ntypedef {t} T;\n\
          extern \"C\" __global__ void k(T* y, long long n, double v) {{ GT_LOOP(i, n) {{ y[i] = (T)v; }} }}\n"
     )
+}
+
+/// The C type a reduction of `t` elements accumulates in: `double` for
+/// `f32` sums (one rounding at the end), `float` for the half types.
+pub(crate) fn reduce_acc(t: &str, kind: &str) -> &'static str {
+    match (t, kind) {
+        ("float", "sum") => "double",
+        ("gt_f16" | "gt_bf16", _) => "float",
+        ("float", _) => "float",
+        ("double", _) => "double",
+        ("int", _) => "int",
+        ("long long", _) => "long long",
+        _ => "bool",
+    }
 }
 
 /// How a reduction combines (`a` the running value, `b` the next).
@@ -310,12 +369,16 @@ pub fn optimizer(t: &str, k: usize, body: &str) -> String {
 /// elementwise ones are checked by `cuda_expr`'s tests).
 pub fn all_fixed() -> Vec<String> {
     let mut out = Vec::new();
-    for t in ["float", "double", "int", "long long", "bool"] {
+    for t in ["float", "double", "int", "long long", "bool", "gt_f16", "gt_bf16"] {
         out.push(fill(t));
         out.push(select(t));
         out.push(map("", t, t, "v"));
+        for to in ["float", "double", "long long", "bool", "gt_f16", "gt_bf16"] {
+            out.push(map("", t, to, "v"));
+        }
+        out.push(zip("", t, t, "a + b"));
         for kind in ["sum", "prod", "max", "min"] {
-            let acc = if t == "float" && kind == "sum" { "double" } else { t };
+            let acc = reduce_acc(t, kind);
             out.push(reduce_rows(t, t, acc, kind));
             out.push(reduce_split(t, acc, kind));
             out.push(reduce_rows(acc, t, acc, kind));

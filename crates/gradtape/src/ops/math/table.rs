@@ -621,12 +621,18 @@ pub fn binary_f64(op: &Binary, a: f64, b: f64) -> f64 {
 /// (`None` for another dtype); errors name `name`.
 pub fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Tensor>> {
     debug_assert!(defined(op), "{op:?} has no function in the table");
-    if x.device_buffer().is_some() && matches!(x.dtype(), DType::F32 | DType::F64) {
+    if x.device_buffer().is_some() && x.dtype().is_float() {
+        // (on a GPU the half types compute in f32 and round once, as
+        // `in_f32` on the host)
         return offload(
             name,
             &[x],
             |_| cuda_unary(name, op, x),
-            |h| unary_map(name, op, &h[0]).unwrap_or_else(|| Err(unsupported(name, x.dtype(), "f32 or f64"))),
+            |h| {
+                in_f32(&h[0], |x| {
+                    unary_map(name, op, x).unwrap_or_else(|| Err(unsupported(name, x.dtype(), "a float dtype")))
+                })
+            },
         );
     }
     if x.numel() <= 2 {
@@ -700,7 +706,7 @@ pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Op
         // (the caller's kernel reports the mismatch)
         return None;
     }
-    if (a.device_buffer().is_some() || b.device_buffer().is_some()) && matches!(a.dtype(), DType::F32 | DType::F64) {
+    if (a.device_buffer().is_some() || b.device_buffer().is_some()) && a.dtype().is_float() {
         return offload(
             name,
             &[a, b],
@@ -719,10 +725,11 @@ pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Op
 
 /// The CUDA kernel of a float one-input op of the table.
 fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
-    let ty = if x.dtype() == DType::F32 {
-        CType::F32
-    } else {
+    // (the half types compute in f32)
+    let ty = if x.dtype() == DType::F64 {
         CType::F64
+    } else {
+        CType::F32
     };
     let expr = cuda_expr::unary_expr(op, ty, "v").ok_or_else(|| no_kernel(name, x.device(), x.dtype()))?;
     let attrs = cuda_expr::unary_attrs(op);
@@ -733,10 +740,12 @@ fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
 /// The CUDA kernel of a float two-input op of the table, broadcasting.
 fn cuda_binary(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let shape = broadcast_shapes(name, a.shape(), b.shape())?;
-    let ty = if a.dtype() == DType::F32 {
-        CType::F32
-    } else {
+    // (the half types compute in f32, rounding once: one ulp from the
+    // host's half arithmetic at most for the functions of several steps)
+    let ty = if a.dtype() == DType::F64 {
         CType::F64
+    } else {
+        CType::F32
     };
     let expr = cuda_expr::binary_expr(op, ty, "a", "b").ok_or_else(|| no_kernel(name, a.device(), a.dtype()))?;
     cuda::binary(name, a, b, &shape, cuda_expr::PRELUDE, &expr, a.dtype())

@@ -34,13 +34,28 @@ impl Tensor {
             return Err(unsupported(op, self.dtype(), "bool"));
         }
         let ax = norm_axes(op, axes, self.shape())?;
-        let y = reduce_rows::<bool, bool>(op, self, &ax, keepdims, |r| {
-            if all {
-                r.iter().all(|&b| b)
+        let host = |x: &Tensor| {
+            reduce_rows::<bool, bool>(op, x, &ax, keepdims, |r| {
+                if all {
+                    r.iter().all(|&b| b)
+                } else {
+                    r.iter().any(|&b| b)
+                }
+            })
+        };
+        // (on a GPU: the min or max of the bools)
+        let gpu = |_| {
+            let y = crate::kernels::cuda::reduce(op, if all { "min" } else { "max" }, self, &ax)?;
+            Ok(if keepdims {
+                reshaped_raw(&y, &kept_shape(self.shape(), &ax))
             } else {
-                r.iter().any(|&b| b)
-            }
-        })?;
+                y
+            })
+        };
+        let y = match crate::dispatch::device::offload(op, &[self], gpu, |h| host(&h[0])) {
+            Some(r) => r?,
+            None => host(self)?,
+        };
         let kind = if all { ReduceKind::All } else { ReduceKind::Any };
         let desc = Lazy(if all { "All" } else { "Any" }, || {
             Op::Reduce(Reduce::new(kind, axes, keepdims))
