@@ -709,10 +709,13 @@ fn random_programs_reach_the_passes() {
         "share_im2col",
     ];
     // (the passes that need the AVX-512 f32 kernel, or two threads, as
-    // the library decides them)
+    // the library decides them; `transpose_once` wants two products that
+    // share a transposed f32 operand at least 33 wide, which these
+    // programs seldom make: `function_passes.rs` shows it firing on two
+    // graphs of its own)
     use gradtape::__internals::kernels::cpu::{sgemm, workers};
     if sgemm::available() {
-        wanted.extend(["stack_products", "transpose_once"]);
+        wanted.push("stack_products");
     }
     if workers::threads() > 1 {
         wanted.push("pair_products");
