@@ -563,9 +563,15 @@ pub fn check(c: &Case, dtype: DType, device: Device) -> Outcome {
 /// Runs every case in `f32` and `f64` on `device`; prints one line per
 /// case and returns the lines of those that did not agree.
 pub fn run_all(device: Device) -> Vec<String> {
+    run_cases(device, &[DType::F32, DType::F64], |_| true)
+}
+
+/// Runs every case in each of `dtypes` on `device`, printing a line per
+/// case; the lines of the cases that `must` agree and did not.
+fn run_cases(device: Device, dtypes: &[DType], must: impl Fn(&str) -> bool) -> Vec<String> {
     let mut failures = vec![];
     for c in cases() {
-        for dtype in [DType::F32, DType::F64] {
+        for &dtype in dtypes {
             let line = match check(&c, dtype, device) {
                 Outcome::Agrees => {
                     println!("ok      {:<20} {dtype}", c.name);
@@ -574,8 +580,12 @@ pub fn run_all(device: Device) -> Vec<String> {
                 Outcome::Differs(m) => format!("DIFFERS {:<20} {dtype}: {m}", c.name),
                 Outcome::Failed(m) => format!("FAILED  {:<20} {dtype}: {m}", c.name),
             };
-            println!("{line}");
-            failures.push(line);
+            if must(c.name) {
+                println!("{line}");
+                failures.push(line);
+            } else {
+                println!("(no half kernel) {line}");
+            }
         }
     }
     failures
@@ -606,27 +616,9 @@ pub const NO_HALF_KERNEL: &[&str] = &[
 /// `device` (the lines of those that did not agree), and prints what those
 /// give in halves.
 pub fn run_halves(device: Device) -> Vec<String> {
-    let mut failures = vec![];
-    for c in cases() {
-        let must = !NO_HALF_KERNEL.contains(&c.name);
-        for dtype in [DType::F16, DType::BF16] {
-            let line = match check(&c, dtype, device) {
-                Outcome::Agrees => {
-                    println!("ok      {:<20} {dtype}", c.name);
-                    continue;
-                }
-                Outcome::Differs(m) => format!("DIFFERS {:<20} {dtype}: {m}", c.name),
-                Outcome::Failed(m) => format!("FAILED  {:<20} {dtype}: {m}", c.name),
-            };
-            if must {
-                println!("{line}");
-                failures.push(line);
-            } else {
-                println!("(no half kernel) {line}");
-            }
-        }
-    }
-    failures
+    run_cases(device, &[DType::F16, DType::BF16], |name| {
+        !NO_HALF_KERNEL.contains(&name)
+    })
 }
 
 /// Mixed precision on `device`: a two-layer network with `f32` weights
