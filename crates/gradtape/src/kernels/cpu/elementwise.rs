@@ -35,10 +35,9 @@ fn simd_if_long<A: Element, O: Element>(len: usize, body: impl FnOnce()) {
 pub(crate) fn in_f32(x: &Tensor, kernel: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
     use crate::tensor::{bf16, f16};
     const OP: &str = "half via f32";
-    if x.device_buffer().is_some() {
-        return kernel(x);
-    }
     match x.dtype() {
+        // (a half tensor on a GPU: its kernels compute in f32 themselves)
+        DType::F16 | DType::BF16 if x.device_buffer().is_some() => kernel(x),
         DType::F16 => map::<f32, f16>(OP, &kernel(&map::<f16, f32>(OP, x, f16::to_f32)?)?, f16::from_f32),
         DType::BF16 => map::<f32, bf16>(OP, &kernel(&map::<bf16, f32>(OP, x, bf16::to_f32)?)?, bf16::from_f32),
         _ => kernel(x),

@@ -175,7 +175,7 @@ pub(crate) fn unary(op: &'static str, x: &Tensor, prelude: &str, expr: &str, att
 /// `x`'s dtype if it is a half type (whose kernels compute on an `f32`
 /// copy and round back).
 fn half(x: &Tensor) -> Option<DType> {
-    matches!(x.dtype(), DType::F16 | DType::BF16).then_some(x.dtype())
+    x.dtype().is_half().then_some(x.dtype())
 }
 
 pub(super) fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
@@ -598,7 +598,7 @@ pub(crate) fn matmul(
             .result()
             .map_err(|e| g.err(op, format!("cublasSetMathMode failed: {e:?}")))?;
     }
-    if matches!(dtype, DType::F16 | DType::BF16) {
+    if dtype.is_half() {
         use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
         let data = if dtype == DType::F16 {
             cudaDataType_t::CUDA_R_16F

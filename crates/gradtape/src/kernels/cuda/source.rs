@@ -177,15 +177,10 @@ pub(crate) fn fill(t: &str) -> String {
 
 /// The C type a reduction of `t` elements accumulates in: `double` for
 /// `f32` sums (one rounding at the end), `float` for the half types.
-pub(crate) fn reduce_acc(t: &str, kind: &str) -> &'static str {
+pub(crate) fn reduce_acc<'a>(t: &'a str, kind: &str) -> &'a str {
     match (t, kind) {
         ("float", "sum") => "double",
-        ("gt_f16" | "gt_bf16", _) => "float",
-        ("float", _) => "float",
-        ("double", _) => "double",
-        ("int", _) => "int",
-        ("long long", _) => "long long",
-        _ => "bool",
+        _ => compute(t),
     }
 }
 

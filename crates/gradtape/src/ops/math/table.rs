@@ -723,15 +723,22 @@ pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Op
     }
 }
 
-/// The CUDA kernel of a float one-input op of the table.
-fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
-    // (the half types compute in f32)
-    let ty = if x.dtype() == DType::F64 {
+/// The C type the CUDA kernels of a float dtype compute in: `double` for
+/// `f64`, else `float` (the half types round each result once from it:
+/// at most an ulp from the host's half arithmetic, for the functions of
+/// several steps).
+fn compute_type(dtype: DType) -> CType {
+    if dtype == DType::F64 {
         CType::F64
     } else {
         CType::F32
-    };
-    let expr = cuda_expr::unary_expr(op, ty, "v").ok_or_else(|| no_kernel(name, x.device(), x.dtype()))?;
+    }
+}
+
+/// The CUDA kernel of a float one-input op of the table.
+fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
+    let expr = cuda_expr::unary_expr(op, compute_type(x.dtype()), "v")
+        .ok_or_else(|| no_kernel(name, x.device(), x.dtype()))?;
     let attrs = cuda_expr::unary_attrs(op);
     let at = |i: usize| attrs.get(i).copied().unwrap_or(0.0);
     cuda::unary(name, x, cuda_expr::PRELUDE, &expr, [at(0), at(1)])
@@ -740,14 +747,8 @@ fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
 /// The CUDA kernel of a float two-input op of the table, broadcasting.
 fn cuda_binary(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let shape = broadcast_shapes(name, a.shape(), b.shape())?;
-    // (the half types compute in f32, rounding once: one ulp from the
-    // host's half arithmetic at most for the functions of several steps)
-    let ty = if a.dtype() == DType::F64 {
-        CType::F64
-    } else {
-        CType::F32
-    };
-    let expr = cuda_expr::binary_expr(op, ty, "a", "b").ok_or_else(|| no_kernel(name, a.device(), a.dtype()))?;
+    let expr = cuda_expr::binary_expr(op, compute_type(a.dtype()), "a", "b")
+        .ok_or_else(|| no_kernel(name, a.device(), a.dtype()))?;
     cuda::binary(name, a, b, &shape, cuda_expr::PRELUDE, &expr, a.dtype())
 }
 
