@@ -90,6 +90,10 @@ where
         Mode::Traced => {
             let f = Function::with_options(body, options()?);
             let report = time_steps(|| f.call(&args), timing)?;
+            if crate::device().is_cuda() {
+                let status = f.concrete(&args)?.cuda_graph_status().unwrap_or_default();
+                eprintln!("gradtape-bench: CUDA graph: {status}");
+            }
             if std::env::var_os("GRADTAPE_BENCH_GRAPH").is_some() {
                 let c = f.concrete(&args)?;
                 eprintln!("{}", c.graph());

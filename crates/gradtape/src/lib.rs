@@ -91,7 +91,9 @@ pub use ops::array::strided::{PadMode, Slice};
 pub use ops::{AttentionDropout, DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
-pub use tensor::{allow_tf32, cuda_device_count, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device};
+pub use tensor::{
+    allow_tf32, cuda_device_count, cuda_graph_launches, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device,
+};
 pub use tensor::{bf16, f16, Complex};
 pub use tensor::{
     buffer_cache_bytes, clear_buffer_cache, set_buffer_cache_limit, DType, Element, Tensor, TensorId, WeakTensor,
@@ -334,6 +336,10 @@ pub mod __internals {
             }
         }
         pub mod cuda {
+            #[cfg(feature = "cuda")]
+            pub mod attention {
+                pub use crate::kernels::cuda::attention::*;
+            }
             #[cfg(feature = "cuda")]
             pub mod conv {
                 pub use crate::kernels::cuda::conv::*;

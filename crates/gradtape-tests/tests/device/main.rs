@@ -79,6 +79,27 @@ fn inputs_on_two_devices_are_an_error_naming_the_op_and_both() {
     assert!(e.contains("mul") && e.contains("cpu") && e.contains("cuda:0"), "{e}");
     let w = Tensor::where_(&b.gt(&b).unwrap(), &a, &a).unwrap_err();
     assert!(matches!(w, Error::DeviceMismatch { op: "where", .. }), "{w:?}");
+    // attention: a key, or the mask, on another device than the query
+    let q = t(&vals(24, 1), &[2, 3, 4]);
+    let qg = q.to(GPU).unwrap();
+    let m = Tensor::zeros(&[3, 3], DType::F32);
+    for r in [
+        qg.scaled_dot_product_attention(&q, &qg, None, false, None),
+        qg.scaled_dot_product_attention(&qg, &qg, Some(&m), true, None),
+        q.scaled_dot_product_attention(&q, &q, Some(&m.to(GPU).unwrap()), false, None),
+    ] {
+        let e = r.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::DeviceMismatch {
+                    op: "scaled_dot_product_attention",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
 }
 
 #[test]
@@ -777,7 +798,7 @@ fn the_digits_example_trains_on_a_gpu_as_on_the_cpu() -> gradtape::Result<()> {
 fn a_transformer_block_runs_on_a_gpu_as_on_the_cpu() -> gradtape::Result<()> {
     emulate();
     let w = ops_table::transformer_block_difference(GPU)?;
-    // (f32 rounding: on a GPU attention is the composite, the CPU's fused)
+    // (the emulated GPU runs the CPU's kernels on host copies)
     assert!(w <= 1e-5, "off by {w:.2e}");
     Ok(())
 }
@@ -801,5 +822,40 @@ fn mixed_precision_with_loss_scaling_trains_on_a_gpu() -> gradtape::Result<()> {
     );
     assert_eq!(gpu, cpu);
     assert!(gpu[19] < 0.7 * gpu[0], "{gpu:?}");
+    Ok(())
+}
+
+#[test]
+fn a_traced_step_with_dropout_moves_its_mask_to_the_gpu_at_each_run() -> gradtape::Result<()> {
+    use gradtape::nn::Layer;
+    emulate();
+    // the dropout mask is drawn on the host at each run (a fresh draw) and
+    // moved to the input's GPU by a node of the graph; its gradient is the
+    // same mask
+    let layer = gradtape::nn::Dropout::new(0.5, &mut gradtape::Rng::new(3))?;
+    let f = gradtape::function(move |x: &Tensor| -> gradtape::Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        tape.watch(x);
+        let (y, total) = tape.record(|| {
+            let y = layer.forward(x, true)?;
+            let total = y.sum_all()?;
+            Ok((y, total))
+        })?;
+        let g = tape.gradient(&total, x)?.expect("x is watched");
+        Ok(vec![y, g])
+    });
+    let x = Tensor::ones(&[256], DType::F32).to(GPU)?;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let out = f.call(&x)?;
+        assert!(out.iter().all(|t| t.device() == GPU));
+        let (y, g) = (out[0].to_vec::<f32>()?, out[1].to_vec::<f32>()?);
+        assert!(y.iter().all(|&v| v == 0.0 || v == 2.0), "{y:?}");
+        assert_eq!(y, g, "the gradient of sum(dropout(x)) is the mask");
+        let kept = y.iter().filter(|&&v| v == 2.0).count();
+        assert!((64..192).contains(&kept), "{kept} of 256 kept");
+        seen.push(y);
+    }
+    assert!(seen.windows(2).all(|w| w[0] != w[1]), "each run draws afresh");
     Ok(())
 }

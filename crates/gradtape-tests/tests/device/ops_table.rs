@@ -431,6 +431,61 @@ pub fn cases() -> Vec<Case> {
             Any,
             true,
         ),
+        case(
+            // an additive mask over the heads ([batch, 1, tq, tk]) with -inf
+            // entries; batch 0's query row 2 sees no key: zeros
+            "attention_mask_over_heads",
+            |x| {
+                let m: Vec<f64> = (0..48)
+                    .map(|i| {
+                        if i % 7 == 3 || (12..18).contains(&i) {
+                            f64::NEG_INFINITY
+                        } else {
+                            0.25 * (i % 5) as f64 - 0.5
+                        }
+                    })
+                    .collect();
+                let m = Tensor::from_vec(m, &[2, 1, 4, 6])?
+                    .cast(x[0].dtype())?
+                    .to(x[0].device())?;
+                x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&m), false, None)
+            },
+            &[&[2, 3, 4, 5], &[2, 3, 6, 5], &[2, 3, 6, 4]],
+            Any,
+            true,
+        ),
+        case(
+            // more queries than keys: rows from tk on see every key
+            "attention_causal_tq_gt_tk",
+            |x| x[0].scaled_dot_product_attention(&x[1], &x[2], None, true, Some(0.4)),
+            &[&[2, 7, 3], &[2, 4, 3], &[2, 4, 2]],
+            Any,
+            true,
+        ),
+        case(
+            // dropout: the device's decisions are the CPU's (one seed)
+            "attention_dropout_causal",
+            |x| {
+                let drop = gradtape::AttentionDropout { rate: 0.3, seed: 5 };
+                x[0].scaled_dot_product_attention_dropout(&x[1], &x[2], None, true, Some(0.35), drop)
+            },
+            &[&[2, 2, 5, 4], &[2, 2, 7, 4], &[2, 2, 7, 3]],
+            Any,
+            true,
+        ),
+        case(
+            // dropout with a bool key-padding mask and more keys than a warp
+            "attention_dropout_bool_mask",
+            |x| {
+                let m: Vec<bool> = (0..2 * 40).map(|i| i % 40 < 40 - 5 * (i / 40 + 1)).collect();
+                let m = Tensor::from_vec(m, &[2, 1, 1, 40])?.to(x[0].device())?;
+                let drop = gradtape::AttentionDropout { rate: 0.2, seed: 17 };
+                x[0].scaled_dot_product_attention_dropout(&x[1], &x[2], Some(&m), false, Some(0.05), drop)
+            },
+            &[&[2, 2, 3, 33], &[2, 2, 40, 33], &[2, 2, 40, 35]],
+            Any,
+            true,
+        ),
     ]
 }
 
@@ -591,26 +646,13 @@ fn run_cases(device: Device, dtypes: &[DType], must: impl Fn(&str) -> bool) -> V
     failures
 }
 
-/// The cases a GPU does not run in `f16` and `bf16` yet (convolutions and
-/// pools: an error naming the op); every other case runs there in halves
-/// (elementwise functions, softmax and cross-entropy computed in f32 and
-/// rounded once, reductions accumulating in f32, products on the tensor
-/// cores, index ops, casts).
-pub const NO_HALF_KERNEL: &[&str] = &[
-    "conv2d_same",
-    "conv2d_valid_s2",
-    "conv2d_same_s2",
-    "conv2d_dilated",
-    "conv2d_1x1",
-    "conv2d_view",
-    "conv1d",
-    "conv2d_backprop_input",
-    "conv2d_backprop_filter",
-    "max_pool2d",
-    "max_pool2d_overlap",
-    "avg_pool2d_same",
-    "avg_pool2d_valid",
-];
+/// The cases a GPU does not run in `f16` and `bf16` yet (an error naming
+/// the op): none now. Every case runs there in halves: elementwise
+/// functions, softmax and cross-entropy computed in f32 and rounded once,
+/// reductions accumulating in f32, products on the tensor cores, index
+/// ops, casts, and the convolutions and pools (f32 sums rounded once, as
+/// the CPU's).
+pub const NO_HALF_KERNEL: &[&str] = &[];
 
 /// Runs every case but [`NO_HALF_KERNEL`]'s in `f16` and `bf16` on
 /// `device` (the lines of those that did not agree), and prints what those

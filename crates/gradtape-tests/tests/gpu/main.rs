@@ -367,6 +367,8 @@ fn the_cnn_step_network_trains_on_the_gpu_as_on_the_cpu() {
 #[path = "../../../gradtape-examples/examples/digits.rs"]
 mod digits;
 
+mod graphs;
+
 /// The digits example (a CNN with dropout, Adam, a checkpoint reloaded),
 /// two epochs on the GPU beside the same on the CPU: the losses agree to
 /// rounding, and the reloaded model scores as the trained one.
@@ -418,10 +420,65 @@ fn a_transformer_block_runs_on_the_gpu_as_on_the_cpu() -> gradtape::Result<()> {
     Ok(())
 }
 
+/// Attention over long sequences (`[1, 4, 2048, 64]`, the fused CUDA
+/// kernels' many tiles per row), plain and causal, `f32` and `f64`: the
+/// output and the gradients of `q`, `k` and `v` agree with the CPU's.
+#[test]
+fn long_sequence_attention_agrees_with_the_cpu_on_the_gpu() -> gradtape::Result<()> {
+    let _serial = serial();
+    if !gpu_here() {
+        return Ok(());
+    }
+    use ops_table::{input, Domain};
+    let shape = [1, 4, 2048, 64];
+    let run = |dev: Device, dtype: DType, causal: bool| -> gradtape::Result<Vec<Vec<f64>>> {
+        let (q, k, v) = (
+            input(&shape, Domain::Unit, 1, dtype, dev),
+            input(&shape, Domain::Unit, 2, dtype, dev),
+            input(&shape, Domain::Unit, 3, dtype, dev),
+        );
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            for x in [&q, &k, &v] {
+                tape.watch(x);
+            }
+            q.scaled_dot_product_attention(&k, &v, None, causal, None)
+        })?;
+        let w = input(&shape, Domain::Any, 4, dtype, dev);
+        let loss = tape.record(|| y.mul(&w)?.sum_all())?;
+        let mut out = vec![y.try_to_vec_f64()?];
+        for g in tape.gradient(&loss, &[&q, &k, &v])? {
+            let g = g.expect("connected");
+            assert_eq!(g.device(), dev);
+            out.push(g.try_to_vec_f64()?);
+        }
+        Ok(out)
+    };
+    for (dtype, tol) in [(DType::F32, 1e-5), (DType::F64, 1e-12)] {
+        for causal in [false, true] {
+            let (cpu, gpu) = (run(Device::Cpu, dtype, causal)?, run(GPU, dtype, causal)?);
+            for (what, (a, b)) in ["output", "dq", "dk", "dv"].iter().zip(gpu.iter().zip(&cpu)) {
+                assert_eq!(a.len(), b.len());
+                let worst = a
+                    .iter()
+                    .zip(b)
+                    .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+                    .fold(0.0, f64::max);
+                println!("long attention {dtype} causal {causal} {what}: {worst:.2e}");
+                // (gradients sum over every row: ten times the output's)
+                let tol = if *what == "output" { tol } else { 10.0 * tol };
+                assert!(worst <= tol, "{dtype} causal {causal} {what} off by {worst:.2e}");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `f16` and `bf16` on the GPU: every op of the table but
 /// [`ops_table::NO_HALF_KERNEL`]'s (elementwise functions, reductions,
-/// softmax, cross-entropy, index ops, products on the tensor cores, casts)
-/// agrees with the CPU's half kernels to a few ulps, values and gradients.
+/// softmax, cross-entropy, index ops, products on the tensor cores, casts,
+/// convolutions and pools) agrees with the CPU's half kernels to a few
+/// ulps, values and gradients.
 #[test]
 fn half_ops_agree_with_the_cpu_on_the_gpu() {
     let _serial = serial();

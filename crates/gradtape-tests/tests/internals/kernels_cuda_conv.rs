@@ -1,6 +1,7 @@
 //! The kernels' index arithmetic, run as host C++ (`kernels_cuda_source_host`),
 //! against the CPU kernels, in `f64` over geometries with strides,
-//! dilations and both paddings.
+//! dilations and both paddings; and their sources in every float type
+//! compiled with NVRTC.
 use crate::kernels_cuda_source_host as host;
 use gradtape::__internals::kernels::cpu::conv as cpu;
 use gradtape::__internals::kernels::cpu::conv::Geom;
@@ -9,6 +10,37 @@ use gradtape::__internals::kernels::cpu::pooling;
 use gradtape::__internals::kernels::cuda::conv::*;
 use gradtape::__internals::kernels::cuda::source::Lay;
 use gradtape::__internals::tensor::layout::Layout;
+
+/// Every kernel of `kernels::cuda::conv` compiles with NVRTC (to PTX for
+/// Hopper: no GPU needed) in every float type, the half types (stored as
+/// `gt_f16`/`gt_bf16`, summed in `f32`) included, where the NVRTC library
+/// is found. (`all_fixed`'s check compiles them too, among every source.)
+#[test]
+fn conv_and_pool_kernels_compile_with_nvrtc_in_every_float_type() {
+    // SAFETY: only looks the library up
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        println!("skipped: NVRTC (libnvrtc.so) not found; set LD_LIBRARY_PATH to its folder to check the kernels");
+        return;
+    }
+    let all = all_sources();
+    for t in ["float", "double", "gt_f16", "gt_bf16"] {
+        let sources = [
+            ("im2col", im2col_source(t)),
+            ("col2im", col2im_source(t)),
+            ("max_pool", max_pool_source(t)),
+            ("avg_pool", avg_pool_source(t)),
+            ("avg_pool_grad", avg_pool_grad_source(t)),
+        ];
+        for (name, src) in &sources {
+            assert!(all.contains(src), "{name}|{t} is missing from all_sources()");
+            if let Err(log) =
+                gradtape::__internals::kernels::cuda::runtime::compile_with(src, "--gpu-architecture=compute_90", false)
+            {
+                panic!("{name}|{t}: {log}\nsource:\n{src}");
+            }
+        }
+    }
+}
 
 fn vals(n: usize, seed: usize) -> Vec<f64> {
     (0..n)

@@ -52,7 +52,7 @@ fn gather_and_scatter_agree_with_the_cpu_kernels_as_host_cxx() {
         let (dim, inner) = (ps[axis], ps[axis + 1..].iter().product::<usize>());
         let n = want.numel();
         let body = format!(
-            "{}{}static double y[{n}];\nLay lp = {};\nk(lp, p, idx, y, {}LL, {dim}LL, {inner}LL, {n}LL);\ngt_put(y, {n});",
+            "{}{}static double y[{n}];\nstatic unsigned long long err[3];\nLay lp = {};\nk(lp, p, idx, y, {}LL, {dim}LL, {inner}LL, {n}LL, err, 1ULL);\ngt_put(y, {n});\nif (err[0]) return 1;",
             host::array("double", "p", &flat_p),
             host::array("long long", "idx", &idx.iter().map(|&v| v as f64).collect::<Vec<_>>()),
             lay_of(&p),
@@ -67,7 +67,7 @@ fn gather_and_scatter_agree_with_the_cpu_kernels_as_host_cxx() {
         let outer: usize = ps[..axis].iter().product();
         let ns = want_s.numel();
         let body = format!(
-            "{}{}static double y[{ns}];\nLay lu = {};\nk(lu, u, idx, y, {}LL, {dim}LL, {inner}LL, {}LL);\ngt_put(y, {ns});",
+            "{}{}static double y[{ns}];\nstatic unsigned long long err[3];\nLay lu = {};\nk(lu, u, idx, y, {}LL, {dim}LL, {inner}LL, {}LL, err, 1ULL);\ngt_put(y, {ns});\nif (err[0]) return 1;",
             host::array("double", "u", &u.to_vec_f64()),
             host::array("int", "idx", &idx.iter().map(|&v| v as f64).collect::<Vec<_>>()),
             lay_of(&u),
@@ -77,6 +77,34 @@ fn gather_and_scatter_agree_with_the_cpu_kernels_as_host_cxx() {
         let got = host::run(&scatter_add_source("double", "int"), &body).unwrap();
         same(&got, &want_s.to_vec_f64(), &format!("scatter_add along {axis}"));
     }
+}
+
+#[test]
+fn gather_and_scatter_record_an_index_out_of_range_in_the_check_word() {
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    // params [4, 2], indices [1, 6, -2]: the first bad one is recorded (one
+    // thread walks the elements in order), its rows read 0 or are dropped
+    let p = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], &[4, 2]);
+    let data = format!(
+        "static double p[] = {{1, 2, 3, 4, 5, 6, 7, 8}};\nstatic long long idx[] = {{1, 6, -2}};\n\
+         static unsigned long long err[3];\nLay l = {};\n",
+        lay_of(&p)
+    );
+    let body = format!(
+        "{data}static double y[6];\nk(l, p, idx, y, 3LL, 4LL, 2LL, 6LL, err, 9ULL);\ngt_put(y, 6);\n\
+         printf(\"%llu %lld %llu\\n\", err[0], (long long)err[1], err[2]);"
+    );
+    let got = host::run(&gather_source("double", "long long"), &body).unwrap();
+    assert_eq!(got, [3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 9.0, 6.0, 4.0]);
+    // a scatter with code 0 (segment sums drop negative ids) records nothing
+    let body = format!(
+        "{data}static double y[8];\nk(l, p, idx, y, 3LL, 4LL, 2LL, 6LL, err, 0ULL);\ngt_put(y, 8);\nprintf(\"%llu\\n\", err[0]);"
+    );
+    let got = host::run(&scatter_add_source("double", "long long"), &body).unwrap();
+    assert_eq!(got, [0.0, 0.0, 1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
 }
 
 #[test]

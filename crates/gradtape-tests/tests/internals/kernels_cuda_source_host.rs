@@ -17,6 +17,7 @@ static gt_dim3 blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline double __longlong_as_double(long long i) { double f; memcpy(&f, &i, 8); return f; }
 template <typename T> static inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
+template <typename T> static inline T atomicCAS(T* p, T c, T v) { T o = *p; if (o == c) *p = v; return o; }
 "#;
 
 /// The first of `c++` and `g++` that runs.

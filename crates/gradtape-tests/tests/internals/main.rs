@@ -49,6 +49,8 @@ mod kernels_cpu_scratch;
 mod kernels_cpu_sgemm;
 mod kernels_cpu_workers;
 #[cfg(feature = "cuda")]
+mod kernels_cuda_attention;
+#[cfg(feature = "cuda")]
 mod kernels_cuda_conv;
 #[cfg(feature = "cuda")]
 mod kernels_cuda_fused;

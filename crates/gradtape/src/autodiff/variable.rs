@@ -114,6 +114,16 @@ impl Variable {
         self.inner.value.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Replaces the stored value with `t` (of the same shape, dtype and
+    /// device), ignoring traces, tapes and checks, and returns the old one:
+    /// for the executor of compiled graphs on a GPU, which lets a variable
+    /// hold a buffer of its CUDA graph during a capture.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn set_untraced(&self, t: Tensor) -> Tensor {
+        let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *slot, t)
+    }
+
     /// The stored value, ignoring traces and tapes.
     pub(crate) fn value_untraced(&self) -> Tensor {
         self.current()

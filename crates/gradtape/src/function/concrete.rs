@@ -174,6 +174,18 @@ impl ConcreteFunction {
         }
     }
 
+    /// Whether runs on a GPU replay a CUDA graph (see
+    /// [`cuda_graph_launches`](crate::cuda_graph_launches)): `None` before a
+    /// call has run on a GPU (or without the compiler), else a line saying
+    /// `"replayed"`, `"not yet captured"` or why the graph cannot be
+    /// replayed (a random op, a value read on the host, ...).
+    pub fn cuda_graph_status(&self) -> Option<String> {
+        match self.gpu_exec.get() {
+            Some(Ok(e)) => e.plan.cuda_graph_status(),
+            _ => None,
+        }
+    }
+
     /// The graph that runs on a GPU (see
     /// [`gpu_compile_stats`](Self::gpu_compile_stats)), once a call has
     /// run on one.

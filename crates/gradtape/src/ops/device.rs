@@ -1,8 +1,12 @@
 //! Moving tensors between devices ([`Tensor::to`]).
 
-use crate::dispatch::{bind_untraced, listens, vjp, Kind, Operands};
-use crate::error::{Error, Result};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::dispatch::{bind, bind_untraced, listens, vjp, Kind, Operands};
+use crate::error::Result;
 use crate::kernels::gpu;
+use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::ops::grads;
 use crate::tensor::{Device, Tensor};
 
@@ -36,13 +40,13 @@ impl Tensor {
             if !crate::tensor::observe::unreadable(self) {
                 return gpu::to_device(OP, self, device);
             }
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "moving a value the traced function computes from {from} to {device} is not supported yet: \
-                     move the inputs before calling it"
-                ),
-            ));
+            // a value the graph computes: the copy is a node of it, whose
+            // traced output stands for the values (zeros: never read)
+            let zeros = Tensor::filled(OP, self.shape(), 0.0, self.dtype())?;
+            let y = gpu::upload(OP, &zeros, device)?;
+            return Ok(bind(Op::Dyn(Arc::new(ToDevice(device))), &[self], y, move |_| {
+                vjp(move |g, _| Ok(grads![Some(g[0].to(from)?)]))
+            }));
         }
         self.expect_readable(OP)?;
         let y = gpu::to_device(OP, self, device)?;
@@ -60,5 +64,25 @@ impl Tensor {
     /// This tensor on the CPU ([`to(Device::Cpu)`](Self::to)).
     pub fn cpu(&self) -> Result<Tensor> {
         self.to(Device::Cpu)
+    }
+}
+
+/// A copy to another device as a node of a traced graph (of a value the
+/// graph computes: a dropout's mask drawn on the host at each run, moved to
+/// the GPU its input is on).
+struct ToDevice(Device);
+
+impl DynOp for ToDevice {
+    fn name(&self) -> &'static str {
+        "ToDevice"
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        Ok(smallvec::smallvec![gpu::to_device("to", &inputs[0], self.0)?])
+    }
+    fn stateful(&self) -> bool {
+        false
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}]", self.0)
     }
 }

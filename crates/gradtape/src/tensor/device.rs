@@ -149,6 +149,24 @@ pub fn cuda_is_available() -> bool {
     cuda_device_count().is_ok_and(|n| n > 0)
 }
 
+/// How many CUDA graph replays this process has launched: a compiled
+/// graph ([`function`](crate::function)) whose inputs and variables live on
+/// one GPU is recorded as a CUDA graph at its second run and replayed as
+/// one launch from then on (unless it cannot be: a random op, a value read
+/// on the host). A diagnostic, for tests and profiles; always 0 without a
+/// GPU.
+///
+/// ```
+/// let before = gradtape::cuda_graph_launches();
+/// assert!(gradtape::cuda_graph_launches() >= before);
+/// ```
+pub fn cuda_graph_launches() -> u64 {
+    #[cfg(feature = "cuda")]
+    return crate::kernels::cuda::graph::launches();
+    #[cfg(not(feature = "cuda"))]
+    0
+}
+
 /// How many GPUs the CUDA driver reports; an error naming the cause where
 /// there is no driver (or the build has no `cuda` feature).
 pub fn cuda_device_count() -> Result<usize> {

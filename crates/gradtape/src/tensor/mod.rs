@@ -27,7 +27,9 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub use device::{allow_tf32, cuda_device_count, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device};
+pub use device::{
+    allow_tf32, cuda_device_count, cuda_graph_launches, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device,
+};
 pub(crate) use device::{DeviceBuffer, Mem};
 pub use dtype::{bf16, f16, Complex, DType, Element, Float, Num};
 pub(crate) use dtype::{with_complex_dtype, with_real_dtype};

@@ -89,6 +89,9 @@ pub struct Plan {
     /// what runs reuse (a run that finds it busy, on another thread, goes
     /// without)
     pub reuse: Mutex<Reuse>,
+    /// the CUDA graph of runs on a GPU (see `replay`)
+    #[cfg(feature = "cuda")]
+    gpu: super::replay::GpuGraph,
 }
 
 /// What one run leaves to the next: the value slots, and the tensors of
@@ -149,6 +152,8 @@ impl Plan {
             outputs: g.outputs.clone(),
             n_slots: n,
             reuse: Mutex::new(Reuse::default()),
+            #[cfg(feature = "cuda")]
+            gpu: Default::default(),
         }
     }
 
@@ -156,9 +161,12 @@ impl Plan {
     /// memory of the last run where it can.
     /// Its outputs are appended to `out`.
     pub(crate) fn run_into(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(done) = self.gpu.run(self, g, args, out) {
+            return done;
+        }
         let Ok(mut reuse) = self.reuse.try_lock() else {
-            let fresh = [&mut Vec::new(), &mut Vec::new()];
-            return self.run_with(g, args, &mut Vec::new(), fresh, &mut Vec::new(), out);
+            return self.run_fresh(g, args, out);
         };
         let Reuse {
             slots,
@@ -181,6 +189,21 @@ impl Plan {
             bin.returned(&out[start..]);
         }
         done
+    }
+
+    /// Whether runs replay a CUDA graph (see `replay`): `None` where the
+    /// build has no CUDA.
+    pub(crate) fn cuda_graph_status(&self) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        return Some(self.gpu.status());
+        #[cfg(not(feature = "cuda"))]
+        None
+    }
+
+    /// A run in slots of its own (none of the last run's memory).
+    pub(crate) fn run_fresh(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
+        let fresh = [&mut Vec::new(), &mut Vec::new()];
+        self.run_with(g, args, &mut Vec::new(), fresh, &mut Vec::new(), out)
     }
 
     /// [`run_into`](Self::run_into) with these slots (any length: they are
@@ -209,7 +232,11 @@ impl Plan {
         let mut i = 0;
         while i < self.steps.len() {
             let (node, step) = (&g.nodes[i], &self.steps[i]);
-            let trial = step.paired.as_deref().filter(|_| i + 1 < self.steps.len());
+            // (a CUDA graph records this thread's kernels alone: no pairs)
+            let trial = step
+                .paired
+                .as_deref()
+                .filter(|_| i + 1 < self.steps.len() && !capturing());
             let (together, timed) = trial.map_or((false, false), PairTrial::next);
             let t0 = timed.then(std::time::Instant::now);
             if trial.is_some() && !together {
@@ -277,6 +304,14 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// Whether this thread is recording a CUDA graph.
+fn capturing() -> bool {
+    #[cfg(feature = "cuda")]
+    return crate::kernels::cuda::graph::capturing_any();
+    #[cfg(not(feature = "cuda"))]
+    false
 }
 
 /// The shape of `node`'s first output (empty when it has none).

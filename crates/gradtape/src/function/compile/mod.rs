@@ -125,6 +125,8 @@ pub(crate) mod pipeline;
 pub(crate) mod pool_argmax;
 mod profile;
 pub(crate) mod remat;
+#[cfg(feature = "cuda")]
+mod replay;
 pub(crate) mod share_im2col;
 pub(crate) mod simplify;
 pub(crate) mod transpose_once;

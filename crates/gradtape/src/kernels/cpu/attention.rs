@@ -99,10 +99,21 @@ impl Dropout {
         }
     }
 
+    /// The generator's key, from which a GPU kernel recomputes the same
+    /// decisions (`kernels::cuda::attention`).
+    pub fn key(&self) -> u64 {
+        self.rng.key()
+    }
+
+    /// The probability of dropping.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
     /// The factor of the probability at flat index `at`: 0 if dropped,
     /// `1 / (1 - rate)` if kept.
     #[inline(always)]
-    pub(crate) fn factor(&self, at: usize) -> f64 {
+    pub fn factor(&self, at: usize) -> f64 {
         if self.rng.unit(at as u64) >= self.rate {
             1.0 / (1.0 - self.rate)
         } else {

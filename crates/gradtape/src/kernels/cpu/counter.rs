@@ -30,6 +30,13 @@ impl CounterRng {
         }
     }
 
+    /// The key `(seed, stream)` fixed (the GPU's dropout recomputes
+    /// [`bits`](Self::bits) from it).
+    #[inline]
+    pub(crate) fn key(self) -> u64 {
+        self.key
+    }
+
     #[inline]
     pub(crate) fn bits(self, i: u64) -> u64 {
         mix(self.key.wrapping_add(i.wrapping_add(1).wrapping_mul(GAMMA)))

@@ -51,10 +51,8 @@ pub fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> 
         "gather",
         &[params, indices],
         |_| {
-            // (the indices checked on the host, as on the CPU: an index out
-            // of range is an error, not a zero)
-            let host = crate::kernels::gpu::to_host("gather", indices)?;
-            checked_indices("gather", &host, ps[axis], ps)?;
+            // (an index out of range is the kernel's to find: the error of
+            // the next read of a value, see `kernels::cuda::index`)
             let mut shape: Shape = ps[..axis].into();
             shape.extend_from_slice(indices.shape());
             shape.extend_from_slice(&ps[axis + 1..]);
@@ -113,8 +111,7 @@ pub fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: usize) 
         "scatter_add",
         &[updates, indices],
         |_| {
-            let host = crate::kernels::gpu::to_host("scatter_add", indices)?;
-            checked_indices("scatter_add", &host, dim, &shape)?;
+            // (an index out of range: see `gather`)
             crate::kernels::cuda::scatter_add(
                 "scatter_add",
                 updates,
@@ -124,6 +121,7 @@ pub fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: usize) 
                 inner,
                 dim,
                 &shape,
+                Some(&shape),
             )
         },
         |h| scatter_add(&h[0], &h[1], axis, dim),

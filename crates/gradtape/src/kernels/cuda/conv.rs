@@ -15,13 +15,26 @@
 //! element (the average's adjoint, gathering as col2im does); max
 //! pooling's adjoint is a scatter-add at the recorded positions
 //! (`index::scatter_add`).
+//!
+//! The half types (`f16`, `bf16`) give the CPU's values to rounding: the
+//! CPU convolves and pools them as `f32` copies and rounds each output
+//! once (`ops::nn::via_f32`; max pooling in the half type itself, a
+//! maximum being exact). Here im2col only copies halves, the two products
+//! whose every output is one dot product (the forward pass and the filter
+//! gradient) run on the tensor cores accumulating in `f32` and rounding
+//! once ([`matmul`]), and the kernels that sum (col2im, the average pool
+//! and its adjoint) add in `f32` and round once, col2im reading the `f32`
+//! columns of an `f32` product of `f32` copies (products of halves are
+//! exact in `f32`: a half product would round each column before the
+//! sum). Max pooling compares in `f32` (exact), and its adjoint adds its
+//! cotangents in `f32` (windows overlap) before rounding once.
 
 use std::sync::Arc;
 
 use super::index;
-use super::launch::{alloc, ct, float_only, lay, matmul, mem_of, ptr_of, reshaped, BLOCK};
+use super::launch::{alloc, cast, ct, lay, matmul, mem_of, ptr_of, reshaped, BLOCK};
 use super::runtime::grid_for;
-use super::source::{COMMON, LIMITS};
+use super::source::{compute, COMMON, LIMITS};
 use crate::error::Result;
 use crate::kernels::cpu::conv::Geom;
 use crate::tensor::{DType, Layout, Tensor};
@@ -115,17 +128,20 @@ pub fn im2col_source(t: &str) -> String {
 }
 
 /// The adjoint of im2col: `dx[b, iy, ix, ci]` is the sum of the columns
-/// of every window tap that reads it (contiguous `cols`).
+/// of every window tap that reads it (contiguous `cols`, of the [`compute`]
+/// type of `t`: `f32` columns for the half types, summed in `f32` and
+/// rounded once).
 pub fn col2im_source(t: &str) -> String {
+    let c = compute(t);
     format!(
-        "{COMMON}{GEO}\ntypedef {t} T;\n\
-         extern \"C\" __global__ void k(const T* cols, T* dx, Geo g, long long total) {{\n\
+        "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
+         extern \"C\" __global__ void k(const C* cols, T* dx, Geo g, long long total) {{\n\
            long long kd = g.kh * g.kw * g.c;\n\
            GT_LOOP(i, total) {{\n\
              long long ci = i % g.c, r = i / g.c;\n\
              long long ix = r % g.w; r /= g.w;\n\
              long long iy = r % g.h, b = r / g.h;\n\
-             T acc = (T)0;\n\
+             C acc = 0;\n\
              for (long long ky = 0; ky < g.kh; ++ky) {{\n\
                long long ty = iy + g.pt - ky * g.dh;\n\
                if (ty < 0) break;\n\
@@ -141,7 +157,7 @@ pub fn col2im_source(t: &str) -> String {
                  acc += cols[((b * g.oh + oy) * g.ow + ox) * kd + (ky * g.kw + kx) * g.c + ci];\n\
                }}\n\
              }}\n\
-             dx[i] = acc;\n\
+             dx[i] = (T)acc;\n\
            }}\n\
          }}\n"
     )
@@ -152,14 +168,15 @@ pub fn col2im_source(t: &str) -> String {
 /// and position 0 for a window of padding only) and its flat position in
 /// `x`, as `kernels::cpu::pooling::max_pool`.
 pub fn max_pool_source(t: &str) -> String {
+    let c = compute(t);
     format!(
-        "{COMMON}{GEO}\ntypedef {t} T;\n{LIMITS}\n\
+        "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n{LIMITS}\n\
          extern \"C\" __global__ void k(Lay lx, const T* x, T* y, long long* arg, Geo g, long long total) {{\n\
            GT_LOOP(i, total) {{\n\
              long long ci = i % g.c, r = i / g.c;\n\
              long long ox = r % g.ow; r /= g.ow;\n\
              long long oy = r % g.oh, b = r / g.oh;\n\
-             bool first = true; T m = (T)0; long long a = 0;\n\
+             bool first = true; C m = 0; long long a = 0;\n\
              for (long long ky = 0; ky < g.kh; ++ky) {{\n\
                long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
                if (iy < 0 || iy >= g.h) continue;\n\
@@ -167,12 +184,12 @@ pub fn max_pool_source(t: &str) -> String {
                  long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
                  if (ix < 0 || ix >= g.w) continue;\n\
                  long long off = ((b * g.h + iy) * g.w + ix) * g.c + ci;\n\
-                 T v = x[gt_at(lx, off)];\n\
+                 C v = (C)x[gt_at(lx, off)];\n\
                  if (first || v > m || (gt_nan(m) && !gt_nan(v))) {{ m = v; a = off; first = false; }}\n\
                }}\n\
              }}\n\
-             if (first) {{ m = gt_lowest<T>(); a = 0; }}\n\
-             y[i] = m; arg[i] = a;\n\
+             if (first) {{ m = gt_lowest<C>(); a = 0; }}\n\
+             y[i] = (T)m; arg[i] = a;\n\
            }}\n\
          }}\n"
     )
@@ -180,25 +197,26 @@ pub fn max_pool_source(t: &str) -> String {
 
 /// Average pool: each output the mean of its window's valid inputs.
 pub fn avg_pool_source(t: &str) -> String {
+    let c = compute(t);
     format!(
-        "{COMMON}{GEO}\ntypedef {t} T;\n\
+        "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
          extern \"C\" __global__ void k(Lay lx, const T* x, T* y, Geo g, long long total) {{\n\
            GT_LOOP(i, total) {{\n\
              long long ci = i % g.c, r = i / g.c;\n\
              long long ox = r % g.ow; r /= g.ow;\n\
              long long oy = r % g.oh, b = r / g.oh;\n\
-             T s = (T)0;\n\
+             C s = 0;\n\
              for (long long ky = 0; ky < g.kh; ++ky) {{\n\
                long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
                if (iy < 0 || iy >= g.h) continue;\n\
                for (long long kx = 0; kx < g.kw; ++kx) {{\n\
                  long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
                  if (ix < 0 || ix >= g.w) continue;\n\
-                 s += x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)];\n\
+                 s += (C)x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)];\n\
                }}\n\
              }}\n\
              long long cnt = gt_count_valid(oy, g.kh, g.sh, g.dh, g.pt, g.h) * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
-             y[i] = s * ((T)1 / (T)(cnt > 0 ? cnt : 1));\n\
+             y[i] = (T)(s * ((C)1 / (C)(cnt > 0 ? cnt : 1)));\n\
            }}\n\
          }}\n"
     )
@@ -207,14 +225,15 @@ pub fn avg_pool_source(t: &str) -> String {
 /// The adjoint of the average pool: `dx[b, iy, ix, ci]` gathers each
 /// window that reads it, its cotangent over the window's valid count.
 pub fn avg_pool_grad_source(t: &str) -> String {
+    let c = compute(t);
     format!(
-        "{COMMON}{GEO}\ntypedef {t} T;\n\
+        "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
          extern \"C\" __global__ void k(Lay ld, const T* dy, T* dx, Geo g, long long total) {{\n\
            GT_LOOP(i, total) {{\n\
              long long ci = i % g.c, r = i / g.c;\n\
              long long ix = r % g.w; r /= g.w;\n\
              long long iy = r % g.h, b = r / g.h;\n\
-             T acc = (T)0;\n\
+             C acc = 0;\n\
              for (long long ky = 0; ky < g.kh; ++ky) {{\n\
                long long ty = iy + g.pt - ky * g.dh;\n\
                if (ty < 0) break;\n\
@@ -229,11 +248,11 @@ pub fn avg_pool_grad_source(t: &str) -> String {
                  long long ox = tx / g.sw;\n\
                  if (ox >= g.ow) continue;\n\
                  long long cnt = ch * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
-                 T inv = (T)1 / (T)(cnt > 0 ? cnt : 1);\n\
-                 acc += dy[gt_at(ld, ((b * g.oh + oy) * g.ow + ox) * g.c + ci)] * inv;\n\
+                 C inv = (C)1 / (C)(cnt > 0 ? cnt : 1);\n\
+                 acc += (C)dy[gt_at(ld, ((b * g.oh + oy) * g.ow + ox) * g.c + ci)] * inv;\n\
                }}\n\
              }}\n\
-             dx[i] = acc;\n\
+             dx[i] = (T)acc;\n\
            }}\n\
          }}\n"
     )
@@ -242,7 +261,7 @@ pub fn avg_pool_grad_source(t: &str) -> String {
 /// Every source of this file (for the NVRTC check).
 pub fn all_sources() -> Vec<String> {
     let mut v = vec![];
-    for t in ["float", "double"] {
+    for t in ["float", "double", "gt_f16", "gt_bf16"] {
         v.push(im2col_source(t));
         v.push(col2im_source(t));
         v.push(max_pool_source(t));
@@ -258,6 +277,15 @@ fn view_as(t: &Tensor, shape: &[usize]) -> Tensor {
         Arc::clone(t.device_buffer().expect("on a GPU")),
         Layout::contiguous(shape),
     )
+}
+
+/// The error of an op given no float type (`f32`, `f64`, `f16`, `bf16`).
+fn floats(op: &'static str, x: &Tensor) -> Result<()> {
+    if x.dtype().is_float() {
+        Ok(())
+    } else {
+        Err(crate::kernels::gpu::no_kernel(op, x.device(), x.dtype()))
+    }
 }
 
 /// The im2col matrix `[n·oh·ow, kh·kw·c]` of `x`.
@@ -278,13 +306,14 @@ fn im2col(op: &'static str, x: &Tensor, g: &Geom) -> Result<Tensor> {
     Ok(cols)
 }
 
-/// Dense conv2d of `x` `[n,h,w,c]` and `f` `[kh,kw,c,o]` (f32 or f64, on
-/// one GPU; the caller checked the shapes and that nothing is empty):
+/// Dense conv2d of `x` `[n,h,w,c]` and `f` `[kh,kw,c,o]` (of one float
+/// type, on one GPU; the caller checked the shapes and that nothing is
+/// empty):
 /// `(y [n,oh,ow,o], cols)`, `cols` the im2col matrix for the filter gradient.
 pub(crate) fn conv2d(op: &'static str, x: &Tensor, f: &Tensor, g: &Geom) -> Result<(Tensor, Tensor)> {
     let gpu = mem_of(x).1;
     gpu.bind_for(op)?;
-    float_only(op, x)?;
+    floats(op, x)?;
     let cols = im2col(op, x, g)?;
     let fm = reshaped(op, f, &[g.kdim(), g.o])?;
     let y = matmul(op, &cols, &fm, false, false, &[g.n * g.rows(), g.o])?;
@@ -292,13 +321,20 @@ pub(crate) fn conv2d(op: &'static str, x: &Tensor, f: &Tensor, g: &Geom) -> Resu
 }
 
 /// The input gradient of [`conv2d`]: `dy` `[n,oh,ow,o]`, `f` -> `[n,h,w,c]`.
+/// Half operands multiply as `f32` copies, so that col2im sums `f32`
+/// columns and rounds each element once.
 pub(crate) fn conv2d_backprop_input(op: &'static str, dy: &Tensor, f: &Tensor, g: &Geom) -> Result<Tensor> {
     let gpu = mem_of(dy).1;
     gpu.bind_for(op)?;
-    float_only(op, dy)?;
+    floats(op, dy)?;
     let t = ct(op, dy)?;
-    let dym = reshaped(op, dy, &[g.n * g.rows(), g.o])?;
-    let fm = reshaped(op, f, &[g.kdim(), g.o])?;
+    let (dy_c, f_c) = if dy.dtype().is_half() {
+        (cast(op, dy, DType::F32)?, cast(op, f, DType::F32)?)
+    } else {
+        (dy.clone(), f.clone())
+    };
+    let dym = reshaped(op, &dy_c, &[g.n * g.rows(), g.o])?;
+    let fm = reshaped(op, &f_c, &[g.kdim(), g.o])?;
     let dcols = matmul(op, &dym, &fm, false, true, &[g.n * g.rows(), g.kdim()])?;
     let (dx, pdx) = alloc(op, gpu, &[g.n, g.h, g.w, g.c], dy.dtype())?;
     let (pc, geo, total) = (ptr_of(&dcols), Geo::of(g), dx.numel() as i64);
@@ -325,7 +361,7 @@ pub(crate) fn conv2d_backprop_filter(
 ) -> Result<Tensor> {
     let gpu = mem_of(dy).1;
     gpu.bind_for(op)?;
-    float_only(op, dy)?;
+    floats(op, dy)?;
     let cols = match cols {
         Some(c) => c.clone(),
         None => im2col(op, x, g)?,
@@ -340,7 +376,7 @@ pub(crate) fn conv2d_backprop_filter(
 pub(crate) fn max_pool(op: &'static str, x: &Tensor, g: &Geom) -> Result<(Tensor, Tensor)> {
     let gpu = mem_of(x).1;
     gpu.bind_for(op)?;
-    float_only(op, x)?;
+    floats(op, x)?;
     let t = ct(op, x)?;
     let (y, py) = alloc(op, gpu, &[g.n, g.oh, g.ow, g.c], x.dtype())?;
     let (arg, pa) = alloc(op, gpu, &[y.numel()], DType::I64)?;
@@ -363,7 +399,7 @@ pub(crate) fn max_pool(op: &'static str, x: &Tensor, g: &Geom) -> Result<(Tensor
 pub(crate) fn avg_pool(op: &'static str, x: &Tensor, g: &Geom, grad: bool) -> Result<Tensor> {
     let gpu = mem_of(x).1;
     gpu.bind_for(op)?;
-    float_only(op, x)?;
+    floats(op, x)?;
     let t = ct(op, x)?;
     let shape = if grad {
         [g.n, g.h, g.w, g.c]
@@ -390,10 +426,15 @@ pub(crate) fn avg_pool(op: &'static str, x: &Tensor, g: &Geom, grad: bool) -> Re
 }
 
 /// Max pooling's adjoint: `dy` added at the flat positions `arg` of
-/// zeros of `xshape`.
+/// zeros of `xshape` (half cotangents added as `f32` copies, the sums
+/// rounded once).
 pub(crate) fn max_pool_grad(op: &'static str, dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Result<Tensor> {
+    if dy.dtype().is_half() {
+        let wide = max_pool_grad(op, &cast(op, dy, DType::F32)?, arg, xshape)?;
+        return cast(op, &wide, dy.dtype());
+    }
     let nx: usize = xshape.iter().product();
     let flat = reshaped(op, dy, &[dy.numel()])?;
-    let out = index::scatter_add(op, &flat, arg, 1, arg.numel(), 1, nx, &[nx])?;
+    let out = index::scatter_add(op, &flat, arg, 1, arg.numel(), 1, nx, &[nx], None)?;
     Ok(view_as(&out, xshape))
 }

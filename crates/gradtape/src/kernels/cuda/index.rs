@@ -4,10 +4,12 @@
 //! concatenation, padding and the strided-slice gradient are made of.
 //!
 //! Every kernel runs one thread per element it reads or writes (indices in
-//! `long long`). Indices are checked on the host by the ops before they
-//! reach here (as on the CPU: an index out of range is an error); the
-//! kernels still skip one (a gather reads 0, a scatter drops it) rather
-//! than touch memory outside a buffer. Scatter-add accumulates with
+//! `long long`). An index out of range is an error, as on the CPU, but
+//! found by the kernel: it skips the index (a gather reads 0, a scatter
+//! drops it) and records it in its GPU's check word, which the next read
+//! of a value reports (`Gpu::check_word`: the host never waits mid-step to
+//! look at indices). Segment sums, which drop negative ids by design, do
+//! not check. Scatter-add accumulates with
 //! atomics, so the order of a repeated index's float sums may differ
 //! between runs.
 
@@ -17,17 +19,21 @@ use super::source::{ctype, COMMON};
 use crate::error::Result;
 use crate::tensor::{DType, Layout, Tensor};
 
-/// `y[o, j, r] = p[o, idx[j], r]` (0 for an index outside `[0, dim)`), `p`
-/// read through its view as `[outer, dim, inner]`.
+/// `y[o, j, r] = p[o, idx[j], r]` (0 for an index outside `[0, dim)`, which
+/// is reported through the deferred check when `code` is not 0), `p` read
+/// through its view as `[outer, dim, inner]`.
 pub fn gather_source(t: &str, it: &str) -> String {
     format!(
         "{COMMON}\ntypedef {t} T; typedef {it} I;\n\
-         extern \"C\" __global__ void k(Lay lp, const T* p, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total) {{\n\
+         extern \"C\" __global__ void k(Lay lp, const T* p, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total,\n\
+             unsigned long long* err, unsigned long long code) {{\n\
            GT_LOOP(i, total) {{\n\
              long long r = i % inner, q = i / inner;\n\
              long long j = q % nidx, o = q / nidx;\n\
              long long s = (long long)idx[j];\n\
-             y[i] = (s >= 0 && s < dim) ? p[gt_at(lp, (o * dim + s) * inner + r)] : (T)0;\n\
+             bool ok = s >= 0 && s < dim;\n\
+             if (!ok) gt_index_error(err, code, s, dim);\n\
+             y[i] = ok ? p[gt_at(lp, (o * dim + s) * inner + r)] : (T)0;\n\
            }}\n\
          }}\n"
     )
@@ -65,12 +71,14 @@ __device__ __forceinline__ void gt_add(gt_bf16* p, gt_bf16 v) { gt_add_half(p, v
 pub fn scatter_add_source(t: &str, it: &str) -> String {
     format!(
         "{COMMON}{ATOMIC_ADD}\ntypedef {t} T; typedef {it} I;\n\
-         extern \"C\" __global__ void k(Lay lu, const T* u, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total) {{\n\
+         extern \"C\" __global__ void k(Lay lu, const T* u, const I* idx, T* y, long long nidx, long long dim, long long inner, long long total,\n\
+             unsigned long long* err, unsigned long long code) {{\n\
            GT_LOOP(i, total) {{\n\
              long long r = i % inner, q = i / inner;\n\
              long long j = q % nidx, o = q / nidx;\n\
              long long s = (long long)idx[j];\n\
              if (s >= 0 && s < dim) gt_add(&y[(o * dim + s) * inner + r], u[gt_at(lu, i)]);\n\
+             else gt_index_error(err, code, s, dim);\n\
            }}\n\
          }}\n"
     )
@@ -130,8 +138,9 @@ fn index_type(op: &'static str, idx: &Tensor) -> Result<&'static str> {
     }
 }
 
-/// `params` gathered along `axis` at `idx` (checked by the caller), shaped
-/// `out_shape`.
+/// `params` gathered along `axis` at `idx`, shaped `out_shape`; an index
+/// out of range is the error of the next read (`Gpu::check_word`, the
+/// CPU's `IndexOutOfRange` over `params`' shape).
 pub(crate) fn gather(
     op: &'static str,
     params: &Tensor,
@@ -152,13 +161,14 @@ pub(crate) fn gather(
     let idx = super::launch::contiguous(op, idx)?;
     let lp = lay(op, g, params, ps)?;
     let (pp, pi, nidx) = (ptr_of(params), ptr_of(&idx) + elem_offset(&idx), idx.numel() as i64);
+    let (err, code) = g.check_word(op, ps)?;
     g.launch(
         op,
         &format!("gather|{t}|{it}"),
         &|| gather_source(t, it),
         grid_for(total as usize, BLOCK),
         BLOCK,
-        &mut args![lp, pp, pi, py, nidx, dim, inner, total],
+        &mut args![lp, pp, pi, py, nidx, dim, inner, total, err, code],
     )?;
     Ok(y)
 }
@@ -170,7 +180,9 @@ fn elem_offset(t: &Tensor) -> u64 {
 
 /// Zeros of `out_shape` (`[outer, dim, inner]` flattened) with `updates`
 /// (`[outer, nidx, inner]` as it is viewed) added at the indices `idx`
-/// (`nidx` of them; ones outside `[0, dim)` dropped).
+/// (`nidx` of them; ones outside `[0, dim)` dropped, and, where `checked`
+/// gives the shape an error names, the error of the next read: see
+/// `Gpu::check_word`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter_add(
     op: &'static str,
@@ -181,6 +193,7 @@ pub(crate) fn scatter_add(
     inner: usize,
     dim: usize,
     out_shape: &[usize],
+    checked: Option<&[usize]>,
 ) -> Result<Tensor> {
     let g = mem_of(updates).1;
     g.bind_for(op)?;
@@ -197,13 +210,17 @@ pub(crate) fn scatter_add(
     let lu = lay(op, g, updates, updates.shape())?;
     let (pu, pi, py) = (ptr_of(updates), ptr_of(&idx) + elem_offset(&idx), ptr_of(&y));
     let (nidx, dim, inner) = (nidx as i64, dim as i64, inner as i64);
+    let (err, code) = match checked {
+        Some(shape) => g.check_word(op, shape)?,
+        None => (0, 0),
+    };
     g.launch(
         op,
         &format!("scatter_add|{t}|{it}"),
         &|| scatter_add_source(t, it),
         grid_for(total as usize, BLOCK),
         BLOCK,
-        &mut args![lu, pu, pi, py, nidx, dim, inner, total],
+        &mut args![lu, pu, pi, py, nidx, dim, inner, total, err, code],
     )?;
     Ok(y)
 }

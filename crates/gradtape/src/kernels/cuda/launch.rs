@@ -412,13 +412,15 @@ pub(crate) fn sparse_xent(op: &'static str, labels: &Tensor, logits: &Tensor) ->
     }
     let (px, plab, rows_i, r_i) = (ptr_of(&xs), ptr_of(&ls), rows as i64, r as i64);
     let grid = rows.min(65_535 * 8) as u32;
+    // (a label out of range gives NaNs and is reported at the next read)
+    let (err, code) = g.check_word(op, labels.shape())?;
     g.launch(
         op,
         &format!("xent|{t}|{l}"),
         &|| source::sparse_xent_rows(t, l),
         grid,
         BLOCK,
-        &mut args![px, plab, pl, pg, rows_i, r_i],
+        &mut args![px, plab, pl, pg, rows_i, r_i, err, code],
     )?;
     Ok((loss, grad))
 }
@@ -585,7 +587,8 @@ pub(crate) fn matmul(
     let (opb, opa) = (op_of(ob.transposed, tb), op_of(oa.transposed, ta));
     let (mi, ni, ki) = (m as i32, n as i32, inner as i32);
     let (sc, bt) = ((m * n) as i64, batch as i32);
-    let handle = *g.blas.lock().map_err(|_| g.err(op, "cuBLAS handle poisoned"))?;
+    let blas = g.blas_on(op)?;
+    let handle = blas.handle;
     {
         use cudarc::cublas::sys::{cublasMath_t, cublasSetMathMode};
         let mode = if dtype == DType::F32 && crate::tensor::tf32_allowed() {

@@ -1,8 +1,9 @@
 //! The CUDA backend (feature `cuda`): the runtime ([`runtime`]: GPUs,
 //! memory, NVRTC, launches), the kernels' CUDA C ([`source`]) and their
 //! entry points ([`launch`]); the graph compiler's fused elementwise
-//! programs run as kernels of [`fused`]. Without the feature, the same entry points
-//! answer that the build has no CUDA.
+//! programs run as kernels of [`fused`]; fused attention is [`attention`]'s.
+//! Without the feature, the same entry points answer that the build has no
+//! CUDA.
 
 /// Kernel arguments: pointers to each value, in the kernel's order.
 #[cfg(feature = "cuda")]
@@ -14,8 +15,13 @@ macro_rules! args {
 
 #[cfg(feature = "cuda")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod attention;
+#[cfg(feature = "cuda")]
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod conv;
 pub(crate) mod fused;
+#[cfg(feature = "cuda")]
+pub(crate) mod graph;
 #[cfg(feature = "cuda")]
 pub(crate) mod index;
 #[cfg(feature = "cuda")]
@@ -26,6 +32,8 @@ pub(crate) mod runtime;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod source;
 
+#[cfg(feature = "cuda")]
+pub(crate) use attention::{backward as attention_backward, forward as attention_forward};
 #[cfg(feature = "cuda")]
 pub(crate) use conv::{avg_pool, conv2d, conv2d_backprop_filter, conv2d_backprop_input, max_pool, max_pool_grad};
 #[cfg(feature = "cuda")]
@@ -126,6 +134,35 @@ mod absent {
         Err(absent(op, 0))
     }
 
+    use crate::kernels::cpu::attention::Dims;
+
+    pub(crate) fn attention_forward(
+        op: &'static str,
+        _: &Dims,
+        _: &[usize],
+        _: &Tensor,
+        _: &Tensor,
+        _: &Tensor,
+        _: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attention_backward(
+        op: &'static str,
+        _: &Dims,
+        _: &[usize],
+        _: &Tensor,
+        _: &Tensor,
+        _: &Tensor,
+        _: Option<&Tensor>,
+        _: &Tensor,
+        _: &Tensor,
+    ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
     use crate::kernels::cpu::conv::Geom;
 
     pub(crate) fn conv2d(op: &'static str, _: &Tensor, _: &Tensor, _: &Geom) -> Result<(Tensor, Tensor)> {
@@ -172,6 +209,7 @@ mod absent {
         _: usize,
         _: usize,
         _: &[usize],
+        _: Option<&[usize]>,
     ) -> Result<Tensor> {
         Err(absent(op, 0))
     }

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
@@ -33,6 +34,14 @@ pub(crate) struct Gpu {
     pub(crate) blas: Mutex<blas_sys::cublasHandle_t>,
     arch: (i32, i32),
     kernels: Mutex<HashMap<String, Kernel>>,
+    /// the deferred checks' word (see [`check_word`](Self::check_word)):
+    /// device memory of three `u64`s, the failed site's code (0: none),
+    /// the bad index and the size it exceeds
+    checks: u64,
+    /// whether a kernel that checks may have run since the last read
+    pending: AtomicBool,
+    /// the checking sites (op and the checked operand's shape), by code - 1
+    sites: Mutex<Vec<(&'static str, Vec<usize>)>>,
 }
 
 /// A compiled kernel (its module stays loaded for the process).
@@ -115,8 +124,26 @@ impl Gpu {
             if !blas_sys::is_culib_present() {
                 return Err("cuBLAS (libcublas.so) was not found; add its folder to LD_LIBRARY_PATH".into());
             }
+            // Freed memory stays in the stream-ordered pool: by default the
+            // pool returns it to the driver at every synchronisation (each
+            // `item()`), and the next step's allocations map it again, tens
+            // of microseconds each.
+            let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+            sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
+                .result()
+                .map_err(|e| format!("cuDeviceGetDefaultMemPool failed: {e:?}"))?;
+            let mut keep = u64::MAX;
+            sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &mut keep as *mut u64 as *mut c_void,
+            )
+            .result()
+            .map_err(|e| format!("cuMemPoolSetAttribute failed: {e:?}"))?;
             let handle = blas::create_handle().map_err(|e| format!("cublasCreate failed: {e:?}"))?;
             blas::set_stream(handle, stream as _).map_err(|e| format!("cublasSetStream failed: {e:?}"))?;
+            let checks = drv::malloc_sync(24).map_err(|e| format!("cannot allocate device memory: {e:?}"))?;
+            drv::memset_d8_sync(checks, 0, 24).map_err(|e| format!("{e:?}"))?;
             Ok(Gpu {
                 ordinal,
                 ctx,
@@ -124,6 +151,9 @@ impl Gpu {
                 blas: Mutex::new(handle),
                 arch: (major, minor),
                 kernels: Mutex::new(HashMap::new()),
+                checks,
+                pending: AtomicBool::new(false),
+                sites: Mutex::new(Vec::new()),
             })
         }
     }
@@ -146,14 +176,44 @@ impl Gpu {
         err(op, self.ordinal, msg)
     }
 
+    /// The stream this thread's work goes to: the GPU's own, or the
+    /// capture stream while this thread records a CUDA graph
+    /// ([`graph`](super::graph)).
+    #[inline]
+    pub(crate) fn stream_now(&self) -> sys::CUstream {
+        super::graph::stream_for(self.ordinal, self.stream)
+    }
+
+    /// This GPU's cuBLAS handle, held (one thread's calls at a time) and
+    /// set to this thread's stream ([`stream_now`](Self::stream_now)) until
+    /// the guard goes.
+    pub(crate) fn blas_on(&self, op: &'static str) -> Result<BlasGuard<'_>> {
+        let lock = self.blas.lock().map_err(|_| self.err(op, "cuBLAS handle poisoned"))?;
+        let handle = *lock;
+        let stream = self.stream_now();
+        let moved = stream != self.stream;
+        if moved {
+            // SAFETY: a live handle, held; the stream is this GPU's
+            unsafe { blas::set_stream(handle, stream as _) }
+                .map_err(|e| self.err(op, format!("cublasSetStream failed: {e:?}")))?;
+        }
+        Ok(BlasGuard {
+            handle,
+            main: moved.then_some(self.stream),
+            _lock: lock,
+        })
+    }
+
     /// `bytes` of device memory (stream-ordered: freed on the same stream).
     pub(crate) fn alloc(&'static self, op: &'static str, bytes: usize) -> Result<CudaMem> {
         let ptr = if bytes == 0 {
             0
         } else {
             // SAFETY: the stream is this GPU's; the memory is only used on it
-            unsafe { drv::malloc_async(self.stream, bytes) }
-                .map_err(|e| self.err(op, format!("cannot allocate {bytes} bytes of device memory: {e:?}")))?
+            let ptr = unsafe { drv::malloc_async(self.stream_now(), bytes) }
+                .map_err(|e| self.err(op, format!("cannot allocate {bytes} bytes of device memory: {e:?}")))?;
+            super::graph::allocated(self.ordinal, ptr);
+            ptr
         };
         Ok(CudaMem { ptr, bytes, gpu: self })
     }
@@ -164,6 +224,7 @@ impl Gpu {
             std::mem::size_of_val(src) <= dst.bytes,
             "gradtape internal error: upload past a buffer"
         );
+        super::graph::forbid(op, self.ordinal)?;
         if src.is_empty() {
             return Ok(());
         }
@@ -177,6 +238,7 @@ impl Gpu {
 
     /// Copies `src` (which holds at least `dst`'s bytes) to the host.
     pub(crate) fn download<T>(&self, op: &'static str, dst: &mut [T], src: u64) -> Result<()> {
+        super::graph::forbid(op, self.ordinal)?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -187,10 +249,58 @@ impl Gpu {
         self.sync(op)
     }
 
-    /// Waits for all work queued on this GPU.
+    /// Waits for all work queued on this GPU; then reports what a checking
+    /// kernel found since the last wait (see [`check_word`](Self::check_word)).
     pub(crate) fn sync(&self, op: &'static str) -> Result<()> {
+        super::graph::forbid(op, self.ordinal)?;
         // SAFETY: the stream is live
-        unsafe { drv::stream::synchronize(self.stream) }.map_err(|e| self.err(op, format!("{e:?}")))
+        unsafe { drv::stream::synchronize(self.stream) }.map_err(|e| self.err(op, format!("{e:?}")))?;
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut word = [0u64; 3];
+        // SAFETY: the word is this GPU's, and every kernel is done (above)
+        unsafe { drv::memcpy_dtoh_sync(&mut word, self.checks) }.map_err(|e| self.err(op, format!("{e:?}")))?;
+        if word[0] == 0 {
+            return Ok(());
+        }
+        // SAFETY: as above
+        unsafe { drv::memset_d8_sync(self.checks, 0, 24) }.map_err(|e| self.err(op, format!("{e:?}")))?;
+        let sites = self.sites.lock().map_err(|_| self.err(op, "check sites poisoned"))?;
+        let (site, shape) = sites.get(word[0] as usize - 1).cloned().unwrap_or((op, Vec::new()));
+        Err(Error::IndexOutOfRange {
+            op: site,
+            index: word[1] as i64,
+            dim: word[2] as usize,
+            shape,
+        })
+    }
+
+    /// A **deferred check** for a kernel of `op` (over an operand of
+    /// `shape`): the address of this GPU's check word and the site's code.
+    /// A kernel that finds a bad index (a label out of range) writes the
+    /// code, the index and its bound there, once, and carries on (its
+    /// outputs NaN); the next wait for the GPU ([`sync`](Self::sync): every
+    /// read of a value) returns the error the CPU would have, naming `op`.
+    /// So the host never waits mid-step to check indices, and a CUDA graph
+    /// replays the check with the kernel.
+    pub(crate) fn check_word(&self, op: &'static str, shape: &[usize]) -> Result<(u64, u64)> {
+        let mut sites = self.sites.lock().map_err(|_| self.err(op, "check sites poisoned"))?;
+        let code = match sites.iter().position(|(o, s)| *o == op && s[..] == *shape) {
+            Some(i) => i + 1,
+            None => {
+                sites.push((op, shape.to_vec()));
+                sites.len()
+            }
+        };
+        self.pending.store(true, Ordering::Release);
+        super::graph::checked(self.ordinal);
+        Ok((self.checks, code as u64))
+    }
+
+    /// Marks a check as pending (a replayed graph holds checking kernels).
+    pub(crate) fn check_pending(&self) {
+        self.pending.store(true, Ordering::Release);
     }
 
     /// The kernel `k` of the source `source()` makes, compiled at its first
@@ -233,7 +343,7 @@ impl Gpu {
         }
         // SAFETY: the arguments match the kernel's parameters (each caller
         // passes them in the order of its source); memory is this GPU's
-        unsafe { drv::launch_kernel(k.0, (grid, 1, 1), (block, 1, 1), 0, self.stream, args) }
+        unsafe { drv::launch_kernel(k.0, (grid, 1, 1), (block, 1, 1), 0, self.stream_now(), args) }
             .map_err(|e| self.err(op, format!("kernel launch failed: {e:?}")))
     }
 }
@@ -300,10 +410,30 @@ pub(crate) struct CudaMem {
 
 impl Drop for CudaMem {
     fn drop(&mut self) {
-        if self.ptr != 0 && self.gpu.bind("free").is_ok() {
-            // SAFETY: allocated on this stream, freed once; later work on
-            // the stream cannot use it (nothing holds the pointer)
-            let _ = unsafe { drv::free_async(self.ptr, self.gpu.stream) };
+        if self.ptr != 0
+            && self.gpu.bind("free").is_ok()
+            && let Some(stream) = super::graph::freeing(self.gpu.ordinal, self.ptr, self.gpu.stream)
+        {
+            // SAFETY: allocated on this GPU, freed once; later work on the
+            // stream cannot use it (nothing holds the pointer)
+            let _ = unsafe { drv::free_async(self.ptr, stream) };
+        }
+    }
+}
+
+/// A held cuBLAS handle (see [`Gpu::blas_on`]).
+pub(crate) struct BlasGuard<'a> {
+    pub(crate) handle: blas_sys::cublasHandle_t,
+    /// the GPU's own stream, to set back, when the handle was moved
+    main: Option<sys::CUstream>,
+    _lock: std::sync::MutexGuard<'a, blas_sys::cublasHandle_t>,
+}
+
+impl Drop for BlasGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(main) = self.main {
+            // SAFETY: the handle is still held (the lock drops after this)
+            let _ = unsafe { blas::set_stream(self.handle, main as _) };
         }
     }
 }

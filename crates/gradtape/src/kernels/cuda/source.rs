@@ -134,6 +134,11 @@ __device__ __forceinline__ long long gt_at(const Lay& l, long long i) {
 }
 #define GT_LOOP(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 template <typename T> __device__ __forceinline__ bool gt_nan(T v) { return v != v; }
+// a deferred check's failure (`Gpu::check_word`): the first one writes its
+// site's code, the bad index and its bound; code 0 checks nothing
+__device__ __forceinline__ void gt_index_error(unsigned long long* err, unsigned long long code, long long s, long long dim) {
+    if (code != 0ULL && atomicCAS(err, 0ULL, code) == 0ULL) { err[1] = (unsigned long long)s; err[2] = (unsigned long long)dim; }
+}
 "#;
 
 /// `out[i] = (To)(f(x[at(i)]))` where `f` is the C expression `expr` of `v`
@@ -322,9 +327,11 @@ pub(crate) fn sparse_xent_rows(t: &str, label: &str) -> String {
     let (exp, lg) = if t == "float" { ("expf", "logf") } else { ("exp", "log") };
     format!(
         "{COMMON}\ntypedef {t} T; typedef {label} L;\n{LIMITS}\n\
-         extern \"C\" __global__ void k(const T* x, const L* lab, T* loss, T* grad, long long rows, long long r) {{\n\
+         extern \"C\" __global__ void k(const T* x, const L* lab, T* loss, T* grad, long long rows, long long r,\n\
+             unsigned long long* err, unsigned long long code) {{\n\
 {rows}long long l = (long long)lab[row];\n\
              bool ok = l >= 0 && l < r;\n\
+             if (!ok && threadIdx.x == 0) gt_index_error(err, code, l, r);\n\
              double nan = __longlong_as_double(0x7ff8000000000000LL);\n\
              for (long long j = threadIdx.x; j < r; j += blockDim.x) {{\n\
                grad[row * r + j] = (T)(ok ? (double){exp}(x[row * r + j] - m) / s : nan);\n\

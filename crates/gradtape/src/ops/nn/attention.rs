@@ -17,8 +17,11 @@
 //!   only they hold `[tq, tk]` matrices;
 //! - the JVP is the composite's.
 //!
-//! On a GPU the op is the composite (ops with CUDA kernels, holding the
-//! `[tq, tk]` probabilities) until a fused CUDA kernel exists.
+//! On a GPU the op and its backward op run fused CUDA kernels
+//! (`kernels::cuda::attention`: the same packed rows and gradient blocks,
+//! nothing of size `[tq, tk]` either); on an emulated GPU, the CPU kernels
+//! on host copies. The composites of the higher orders and the JVP are
+//! made of ops with CUDA kernels, so they run on a GPU too.
 //!
 //! The mask is a constant: no gradient flows to it.
 //!
@@ -29,7 +32,6 @@
 //! composite (second order, JVP) builds the same decisions as a dense
 //! tensor ([`DropoutFactors`]).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -37,12 +39,14 @@ use smallvec::SmallVec;
 
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
-use crate::kernels::cpu::attention::{self as kernel, Dims, Dropout, Mask};
-use crate::kernels::cpu::attention_gemm::{Batch, Rows};
+use crate::kernels::cpu::attention::{Dims, Dropout};
 use crate::ops::desc::{DynOp, Lazy, NnOp, Op, Outputs, F64};
 use crate::ops::{bind, bind_jvp, bind_nondiff, grads};
-use crate::tensor::dtype::with_types;
-use crate::tensor::{DType, Float, Tensor};
+use crate::tensor::{DType, Tensor};
+
+mod host;
+
+use host::{backward_host, forward_host};
 
 const OP: &str = "scaled_dot_product_attention";
 
@@ -142,11 +146,13 @@ impl Spec {
             dtype: q.dtype(),
         };
         let y = op.run(seed)?;
-        Ok(Some(bind_nondiff(
+        let f = bind_nondiff(
             Lazy("AttentionDropoutFactors", move || Op::Dyn(Arc::new(op.clone()))),
             &[seed],
             y,
-        )))
+        );
+        // (on q's device, where the composite runs)
+        Ok(Some(f.to(q.device())?))
     }
 }
 
@@ -159,7 +165,8 @@ fn seed_value(seed: &Tensor) -> Result<u64> {
             seed.shape()
         )));
     }
-    Ok(seed.values::<i64>(OP)?[0] as u64)
+    let host = crate::kernels::gpu::to_host(OP, seed)?;
+    Ok(host.values::<i64>(OP)?[0] as u64)
 }
 
 /// The dense form of the kernels' dropout decisions (`[..., tq, tk]`, 0
@@ -277,71 +284,6 @@ fn check(
     Ok(Shapes { batch, dims })
 }
 
-/// The mask's layout for the kernel: its values (contiguous, in its own
-/// shape, padded with leading 1s to the scores' rank) and strides, 0 along
-/// broadcast dims.
-fn mask_layout<'a, T: Float>(m: &'a [T], shape: &[usize], s: &Shapes) -> Mask<'a, T> {
-    let r = s.batch.len() + 2;
-    let mut dims: SmallVec<[usize; 6]> = smallvec::smallvec![1; r - shape.len()];
-    dims.extend_from_slice(shape);
-    let mut strides: SmallVec<[usize; 6]> = smallvec::smallvec![0; r];
-    let mut acc = 1;
-    for a in (0..r).rev() {
-        strides[a] = if dims[a] == 1 { 0 } else { acc };
-        acc *= dims[a];
-    }
-    Mask {
-        data: m,
-        // the batch dims, with the mask's strides (0 where it broadcasts)
-        batch: Batch {
-            dims: s.batch.iter().zip(&strides).map(|(&n, &st)| (n, st)).collect(),
-            base: 0,
-        },
-        row: strides[r - 2],
-        col: strides[r - 1],
-    }
-}
-
-/// `t` (`[..., rows, width]`, host) as the kernels' batch of matrices
-/// ([`Rows`]): where it lies when each row's elements are adjacent and no
-/// stride is negative (a head split of a slice, a transposed view of
-/// heads), else a packed copy. The data, each batch element's offset and
-/// the row stride.
-fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Batch, usize)> {
-    crate::kernels::gpu::expect_host(OP, t)?;
-    let l = t.layout();
-    let r = l.shape.len();
-    let (rows, width) = (l.shape[r - 2], l.shape[r - 1]);
-    let rs = if rows <= 1 {
-        width
-    } else {
-        l.strides[r - 2].max(0) as usize
-    };
-    let strided = (width <= 1 || l.strides[r - 1] == 1)
-        && rs >= width
-        && l.strides.iter().zip(&l.shape).all(|(&s, &d)| s >= 0 || d <= 1);
-    let batch: usize = l.shape[..r - 2].iter().product();
-    if !strided || l.is_contiguous() || t.numel() == 0 {
-        let packed = t.values::<T>(OP)?;
-        return Ok((packed, Batch::even(batch, rows * width, 0), width));
-    }
-    // each batch dim's size and stride (a dim of one adds nothing, whatever its stride)
-    let batch = Batch {
-        dims: (0..r - 2).map(|a| (l.shape[a], l.strides[a].max(0) as usize)).collect(),
-        base: l.offset,
-    };
-    Ok((Cow::Borrowed(t.buffer::<T>()), batch, rs))
-}
-
-/// [`rows_of`]'s result as the kernels take it.
-fn rows<'a, T: Clone>((data, batch, rs): &'a (Cow<'_, [T]>, Batch, usize)) -> Rows<'a, T> {
-    Rows {
-        data,
-        batch: batch.clone(),
-        rs: *rs,
-    }
-}
-
 /// Checks a call's operands and returns its sizes, with the kernels'
 /// dropout.
 fn check_spec(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> Result<Shapes> {
@@ -357,14 +299,17 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
     let s = check_spec(q, k, v, a)?;
     let d = s.dims;
     let mask = a.mask.as_ref();
-    let packed = with_types!(q.dtype(), T => {
-        let (qv, kv, vv) = (rows_of::<T>(q)?, rows_of::<T>(k)?, rows_of::<T>(v)?);
-        let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
-        let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
-        let out = kernel::forward::<T>(OP, &d, &rows(&qv), &rows(&kv), &rows(&vv), ml.as_ref())?;
-        let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
-        Tensor::from_vec(out, &shape).map_err(|e| e.for_op(OP))
-    }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
+    let mut placed: SmallVec<[&Tensor; 4]> = smallvec::smallvec![q, k, v];
+    placed.extend(mask);
+    let packed = match crate::dispatch::device::offload(
+        OP,
+        &placed,
+        |_| crate::kernels::cuda::attention_forward(OP, &d, &s.batch, q, k, v, mask),
+        |h| forward_host(&s, &h[0], &h[1], &h[2], h.get(3)),
+    ) {
+        Some(r) => r?,
+        None => forward_host(&s, q, k, v, mask)?,
+    };
     let mut inputs: SmallVec<[&Tensor; 8]> = smallvec::smallvec![q, k, v];
     inputs.extend(a.operands());
     let extra = inputs.len() - 3;
@@ -424,16 +369,17 @@ pub(crate) fn attention_grad_packed(
         )));
     }
     let mask = a.mask.as_ref();
-    let out = with_types!(q.dtype(), T => {
-        let (qv, kv, vv, gv) = (rows_of::<T>(q)?, rows_of::<T>(k)?, rows_of::<T>(v)?, rows_of::<T>(dout)?);
-        let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
-        let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
-        let pv = packed.values::<T>(OP)?;
-        let (q, k, v, g) = (rows(&qv), rows(&kv), rows(&vv), rows(&gv));
-        let out = kernel::backward::<T>(OP, &d, &q, &k, &v, ml.as_ref(), &pv, &g)?;
-        let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
-        Tensor::from_vec(out, &shape).map_err(|e| e.for_op(OP))
-    }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))?;
+    let mut placed: SmallVec<[&Tensor; 6]> = smallvec::smallvec![q, k, v, packed, dout];
+    placed.extend(mask);
+    let out = match crate::dispatch::device::offload(
+        OP,
+        &placed,
+        |_| crate::kernels::cuda::attention_backward(OP, &d, &s.batch, q, k, v, mask, packed, dout),
+        |h| backward_host(&s, [&h[0], &h[1], &h[2]], h.get(5), &h[3], &h[4]),
+    ) {
+        Some(r) => r?,
+        None => backward_host(&s, [q, k, v], mask, packed, dout)?,
+    };
     let mut inputs: SmallVec<[&Tensor; 8]> = smallvec::smallvec![q, k, v, packed, dout];
     inputs.extend(a.operands());
     let extra = inputs.len() - 5;
@@ -522,16 +468,6 @@ fn probabilities(s: &Tensor) -> Result<Tensor> {
     let zero = Tensor::full(&[], 0.0, s.dtype()).to(s.device())?;
     let p = Tensor::where_(&seen, s, &zero)?.softmax(-1)?;
     Tensor::where_(&seen, &p, &zero)
-}
-
-/// Attention on a GPU: the unfused composite `(softmax(q kᵀ · scale +
-/// mask) · f) v` (`f` the dropout factors), made of ops with CUDA kernels,
-/// so the tape and traces differentiate it as any composite. It holds the
-/// `[..., tq, tk]` probabilities (no fused CUDA kernel yet); the values
-/// and decisions are the fused CPU kernels'.
-fn on_device(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> Result<Tensor> {
-    let f = a.factors(q, k)?.map(|f| f.to(q.device())).transpose()?;
-    times(probabilities(&scores(q, k, a)?)?, f.as_ref())?.matmul(v)
 }
 
 /// `x · f`, or `x` without dropout.
@@ -746,7 +682,8 @@ fn attention(
     check(q, k, v, mask, causal, scale, rate)?;
     let mut operands: SmallVec<[&Tensor; 4]> = smallvec::smallvec![q, k, v];
     operands.extend(mask);
-    let gpu = crate::kernels::gpu::placement(OP, &operands)?.is_some();
+    // (mixed devices are this op's error, before the casts')
+    crate::kernels::gpu::placement(OP, &operands)?;
     let dt = q.dtype();
     let work = if matches!(dt, DType::F16 | DType::BF16) {
         DType::F32
@@ -783,11 +720,7 @@ fn attention(
     };
     let (qw, kw, vw) = (q.cast(work)?, k.cast(work)?, v.cast(work)?);
     let dv = v.shape()[v.rank() - 1];
-    let out = if gpu {
-        on_device(&qw, &kw, &vw, &spec)?
-    } else {
-        attention_packed(&qw, &kw, &vw, &spec)?.narrow(-1, 0, dv)?
-    };
+    let out = attention_packed(&qw, &kw, &vw, &spec)?.narrow(-1, 0, dv)?;
     if work == dt {
         Ok(out)
     } else {

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 pub use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv::{self as k, Geom};
 use crate::tensor::dtype::with_types;
-use crate::tensor::{DType, Float, Tensor};
+use crate::tensor::{Float, Tensor};
 
 /// Dense or depthwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,9 +134,10 @@ fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> 
 }
 
 /// A dense convolution op on a GPU (`None` for operands on the CPU):
-/// `cuda` there, or `host` on host copies on an emulated GPU. The
-/// depthwise convolution and the half types have no GPU kernel: they take
-/// the CPU path, which refuses device tensors.
+/// `cuda` there, or `host` on host copies on an emulated GPU. Every float
+/// type has a GPU kernel (the half types give the CPU's `f32`-accumulated
+/// values to rounding: `kernels::cuda::conv`); the depthwise convolution
+/// has none: it takes the CPU path, which refuses device tensors.
 fn on_gpu(
     op: &'static str,
     cfg: Cfg,
@@ -144,7 +145,7 @@ fn on_gpu(
     host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
     cuda: impl FnOnce() -> Result<Vec<Tensor>>,
 ) -> Option<Result<Vec<Tensor>>> {
-    if cfg.kind != Kind::Dense || !inputs.iter().all(|t| matches!(t.dtype(), DType::F32 | DType::F64)) {
+    if cfg.kind != Kind::Dense || !inputs.iter().all(|t| t.dtype().is_float()) {
         return None;
     }
     crate::dispatch::device::offload_n(op, inputs, |_| cuda(), host)

@@ -15,7 +15,8 @@
 //! Half types (`f16`, `bf16`): a maximum is exact, so max pooling runs in
 //! the half type itself; the averages and the gradients' sums run in `f32`
 //! and are rounded once ([`super::via_f32`]), as TensorFlow's CPU kernels
-//! accumulate half types.
+//! accumulate half types. The GPU kernels (`kernels::cuda::conv`) compute
+//! the same way, for every float type.
 
 use super::super::desc::{NnOp, PoolAttrs};
 use super::super::{bind, bind_nondiff, expect_float, grads, unsupported};
@@ -25,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Geom, Padding};
 use crate::kernels::cpu::pooling as k;
 use crate::tensor::dtype::with_types;
-use crate::tensor::{with_float_dtype, DType, Element, Tensor};
+use crate::tensor::{with_float_dtype, Element, Tensor};
 
 /// The pooling geometry of an NHWC input shape `x`.
 fn geom(op: &'static str, x: &[usize], ksize: [i64; 2], strides: [i64; 2], padding: Padding) -> Result<Geom> {
@@ -74,7 +75,7 @@ pub(crate) fn max_pool_grad(dy: &Tensor, arg: &Tensor, xshape: &[usize]) -> Resu
         op,
         &[dy, arg],
         |_| {
-            if !matches!(dy.dtype(), DType::F32 | DType::F64) {
+            if !dy.dtype().is_float() {
                 return Err(crate::kernels::gpu::no_kernel(op, dy.device(), dy.dtype()));
             }
             crate::kernels::cuda::max_pool_grad(op, dy, arg, xshape)
@@ -115,7 +116,7 @@ pub(crate) const FLOATS: &str = "f32, f64, f16 or bf16";
 /// true: `x` is the pooled cotangent) with geometry `g`, shaped `shape`.
 /// Half types are averaged in `f32` and rounded once.
 fn avg_value(op: &'static str, x: &Tensor, g: &Geom, grad: bool, shape: &[usize]) -> Result<Tensor> {
-    if matches!(x.dtype(), DType::F32 | DType::F64)
+    if x.dtype().is_float()
         && let Some(r) = crate::dispatch::device::offload(
             op,
             &[x],
@@ -151,11 +152,9 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
         let ny = arg.len();
         Ok((y, Tensor::from_storage(i64::into_storage(arg), &[ny])))
     };
-    let gpu = if matches!(x.dtype(), DType::F32 | DType::F64) {
-        crate::dispatch::device::offload_pair(op, &[x], |_| crate::kernels::cuda::max_pool(op, x, &g), |h| cpu(&h[0]))
-    } else {
-        None
-    };
+    // (every float type has a GPU kernel: `x` was checked above)
+    let gpu =
+        crate::dispatch::device::offload_pair(op, &[x], |_| crate::kernels::cuda::max_pool(op, x, &g), |h| cpu(&h[0]));
     let (y, arg) = match gpu {
         Some(r) => r?,
         None => cpu(x)?,

@@ -258,7 +258,7 @@ pub(crate) fn segment_reduce(
                 let mut shape = vec![num];
                 shape.extend_from_slice(&data.shape()[ids.rank()..]);
                 checked_numel(op, &shape)?;
-                crate::kernels::cuda::scatter_add(op, data, ids, 1, ids.numel(), inner, num, &shape)
+                crate::kernels::cuda::scatter_add(op, data, ids, 1, ids.numel(), inner, num, &shape, None)
             },
             |h| cpu(&h[0], &ids_v),
         )
