@@ -281,7 +281,31 @@ impl Variable {
         let mut slot = self.inner.value.write().unwrap_or_else(|e| e.into_inner());
         self.mismatch("apply_gradient_descent", &slot, grad)?;
         if slot.device().is_cuda() || grad.device().is_cuda() {
-            let new = tape::without_tapes(|| slot.sub(&grad.mul_scalar(lr)?))?;
+            // (f32 and f64: one pass, `w - g·lr` rounded as on the CPU)
+            let fused = matches!(slot.dtype(), DType::F32 | DType::F64).then(|| {
+                dispatch::device::offload(
+                    "apply_gradient_descent",
+                    &[&slot, grad],
+                    |_| {
+                        let mut new = crate::kernels::cuda::optimizer_update(
+                            "apply_gradient_descent",
+                            &slot,
+                            &[],
+                            grad,
+                            crate::kernels::cuda::GRADIENT_DESCENT,
+                            &[lr],
+                            0.0,
+                            lr,
+                        )?;
+                        Ok(new.remove(0))
+                    },
+                    |h| h[0].sub(&h[1].mul_scalar(lr)?),
+                )
+            });
+            let new = match fused.flatten() {
+                Some(r) => r?,
+                None => tape::without_tapes(|| slot.sub(&grad.mul_scalar(lr)?))?,
+            };
             *slot = new;
             return Ok(());
         }

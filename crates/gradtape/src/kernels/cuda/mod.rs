@@ -5,6 +5,13 @@
 //! Without the feature, the same entry points answer that the build has no
 //! CUDA.
 
+/// `Variable::apply_gradient_descent`'s step on a GPU, as an optimizer
+/// rule's CUDA form (`w`, `g`, `p[0]` the learning rate): the product
+/// rounded before the difference, as the CPU's `w - lr·g` (no fused
+/// multiply-add).
+pub(crate) const GRADIENT_DESCENT: &str =
+    "w = w - (sizeof(T) == 4 ? (T)__fmul_rn((float)p[0], (float)g) : (T)__dmul_rn(p[0], (double)g));";
+
 /// Kernel arguments: pointers to each value, in the kernel's order.
 #[cfg(feature = "cuda")]
 macro_rules! args {

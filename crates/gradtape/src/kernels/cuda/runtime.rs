@@ -233,7 +233,9 @@ impl Gpu {
         unsafe {
             drv::memcpy_htod_async(dst.ptr, src, self.stream).map_err(|e| self.err(op, format!("{e:?}")))?;
         }
-        self.sync(op)
+        // (a wait that leaves the deferred checks to the next read)
+        // SAFETY: the stream is live
+        unsafe { drv::stream::synchronize(self.stream) }.map_err(|e| self.err(op, format!("{e:?}")))
     }
 
     /// Copies `src` (which holds at least `dst`'s bytes) to the host.
@@ -253,14 +255,16 @@ impl Gpu {
     /// kernel found since the last wait (see [`check_word`](Self::check_word)).
     pub(crate) fn sync(&self, op: &'static str) -> Result<()> {
         super::graph::forbid(op, self.ordinal)?;
+        let pending = self.pending.swap(false, Ordering::AcqRel);
+        let mut word = [0u64; 3];
+        if pending {
+            // (queued before the wait: one round trip for both)
+            // SAFETY: the word is this GPU's; `word` outlives the wait below
+            unsafe { drv::memcpy_dtoh_async(&mut word, self.checks, self.stream) }
+                .map_err(|e| self.err(op, format!("{e:?}")))?;
+        }
         // SAFETY: the stream is live
         unsafe { drv::stream::synchronize(self.stream) }.map_err(|e| self.err(op, format!("{e:?}")))?;
-        if !self.pending.swap(false, Ordering::AcqRel) {
-            return Ok(());
-        }
-        let mut word = [0u64; 3];
-        // SAFETY: the word is this GPU's, and every kernel is done (above)
-        unsafe { drv::memcpy_dtoh_sync(&mut word, self.checks) }.map_err(|e| self.err(op, format!("{e:?}")))?;
         if word[0] == 0 {
             return Ok(());
         }

@@ -394,6 +394,7 @@ pub fn all_fixed() -> Vec<String> {
         for l in ["int", "long long"] {
             out.push(sparse_xent_rows(t, l));
         }
+        out.push(optimizer(t, 0, super::GRADIENT_DESCENT));
     }
     out
 }
