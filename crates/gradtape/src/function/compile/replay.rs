@@ -31,6 +31,11 @@
 //! the host or uploads one (control flow on a predicate, a constant made
 //! during the run), an input on the CPU or on an emulated GPU. A run whose
 //! inputs or variables moved to another device runs normally too.
+//!
+//! Caveats: a captured graph keeps its own device memory for the run's
+//! temporaries (as long as the compiled function lives), beside the
+//! stages; and during the one capture the variables hold their stages, so
+//! another thread reading them at that moment would read the stages.
 
 use std::sync::Mutex;
 
