@@ -150,7 +150,7 @@ pub fn cuda_is_available() -> bool {
 }
 
 /// How many CUDA graph replays this process has launched: a compiled
-/// graph ([`function`](crate::function)) whose inputs and variables live on
+/// graph ([`function`](crate::function())) whose inputs and variables live on
 /// one GPU is recorded as a CUDA graph at its second run and replayed as
 /// one launch from then on (unless it cannot be: a random op, a value read
 /// on the host). A diagnostic, for tests and profiles; always 0 without a

@@ -46,7 +46,7 @@ const THREADS: u32 = 128;
 const WARP: usize = 32;
 
 /// A call's sizes and attributes as the kernels read them (`struct Att`
-/// in [`PRELUDE`]).
+/// in `PRELUDE`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Att {

@@ -128,7 +128,7 @@ pub fn im2col_source(t: &str) -> String {
 }
 
 /// The adjoint of im2col: `dx[b, iy, ix, ci]` is the sum of the columns
-/// of every window tap that reads it (contiguous `cols`, of the [`compute`]
+/// of every window tap that reads it (contiguous `cols`, of the `compute`
 /// type of `t`: `f32` columns for the half types, summed in `f32` and
 /// rounded once).
 pub fn col2im_source(t: &str) -> String {
