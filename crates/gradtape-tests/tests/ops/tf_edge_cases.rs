@@ -110,3 +110,54 @@ fn sign_of_negative_zero_is_positive_zero() -> Result<()> {
     assert_eq!(y[0].to_bits(), 0.0f64.to_bits());
     Ok(())
 }
+
+#[test]
+fn reshape_infers_one_minus_one_as_tensorflow() -> Result<()> {
+    // tf.reshape(tf.range(6), s) for each s, in TF 2.21: the shapes, or an
+    // InvalidArgumentError
+    let x = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?;
+    for (s, want) in [
+        (&[-1isize, 3][..], &[2usize, 3][..]),
+        (&[2, -1], &[2, 3]),
+        (&[-1], &[6]),
+        (&[1, -1, 2], &[1, 3, 2]),
+    ] {
+        let y = x.reshape_inferred(s)?;
+        assert_eq!(y.shape(), want, "{s:?}");
+        assert_eq!(y.to_vec::<f32>()?, x.to_vec::<f32>()?);
+    }
+    for s in [&[-1isize, 4][..], &[-1, -1], &[-2, 3], &[4, 2]] {
+        assert!(x.reshape_inferred(s).is_err(), "{s:?} should fail");
+    }
+    // empty tensors: beside a size 0 the -1 is the input's sizes over the
+    // others', zeros counted as ones, rounded down (TF's rule)
+    for (from, s, want) in [
+        (&[0usize, 3][..], &[-1isize, 3][..], &[0usize, 3][..]),
+        (&[0, 3], &[-1, 0], &[3, 0]),
+        (&[2, 0, 3], &[-1, 0], &[6, 0]),
+        (&[0, 3], &[-1, 2, 0], &[1, 2, 0]),
+        (&[0, 3], &[-1], &[0]),
+        (&[0, 3], &[0, -1], &[0, 3]),
+        (&[0, 3], &[-1, 5], &[0, 5]),
+        (&[0], &[-1, 0], &[1, 0]),
+        (&[3, 0, 4], &[0, -1], &[0, 12]),
+        (&[3, 0, 4], &[-1, 0, 5], &[2, 0, 5]),
+    ] {
+        let e = Tensor::zeros(from, DType::F32);
+        assert_eq!(e.reshape_inferred(s)?.shape(), want, "{from:?} to {s:?}");
+    }
+    // sizes whose product overflows: an error, not a panic
+    let big = isize::MAX / 2;
+    assert!(Tensor::zeros(&[0], DType::F32)
+        .reshape_inferred(&[-1, 0, big, big])
+        .is_err());
+    assert!(x.reshape_inferred(&[-1, big, big]).is_err());
+    // a non-empty input beside a size 0: an error
+    assert!(Tensor::zeros(&[3], DType::F32).reshape_inferred(&[-1, 0]).is_err());
+    // a scalar to [-1]: [1]; differentiable as reshape
+    let s = Tensor::scalar(2.0f32);
+    assert_eq!(s.reshape_inferred(&[-1])?.shape(), &[1]);
+    let g = grad(&x, |x| x.reshape_inferred(&[-1, 2])?.square())?.expect("a gradient");
+    assert_eq!(g.to_vec::<f32>()?, vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+    Ok(())
+}

@@ -65,6 +65,66 @@ impl Tensor {
         ))
     }
 
+    /// [`reshape`](Self::reshape) where one dimension may be `-1`, taking
+    /// what the others leave (TensorFlow's `tf.reshape(x, [-1, 3])`,
+    /// PyTorch's `x.reshape(-1, 3)`). An error for two `-1`s, another
+    /// negative size, or sizes that do not divide the elements, as
+    /// TensorFlow; an empty input reshaped with a `-1` beside a size 0
+    /// follows TensorFlow too (`[0, 3]` to `[-1, 0]` is `[3, 0]`).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::arange(0.0, 6.0, 1.0, gradtape::DType::F32)?;
+    /// assert_eq!(x.reshape_inferred(&[-1, 3])?.shape(), &[2, 3]);
+    /// assert_eq!(x.reshape_inferred(&[-1])?.shape(), &[6]);
+    /// assert!(x.reshape_inferred(&[-1, 4]).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn reshape_inferred(&self, shape: &[isize]) -> Result<Tensor> {
+        const OP: &str = "reshape";
+        let bad = |msg: String| Error::invalid(OP, format!("{msg} (shape {shape:?} for {:?})", self.shape()));
+        let mut unknown = None;
+        let mut known = 1usize;
+        for (i, &d) in shape.iter().enumerate() {
+            match d {
+                -1 if unknown.is_some() => return Err(bad("at most one size may be -1".into())),
+                -1 => unknown = Some(i),
+                d if d < 0 => return Err(bad(format!("a size must be -1 or at least 0, got {d}"))),
+                d => {
+                    known = known
+                        .checked_mul(d as usize)
+                        .ok_or_else(|| bad("the sizes overflow".into()))?
+                }
+            }
+        }
+        let mut dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        let wrong = |dims: Vec<usize>| Error::BadReshape {
+            op: OP,
+            numel: self.numel(),
+            shape: dims,
+        };
+        if let Some(i) = unknown {
+            dims[i] = if known != 0 {
+                if self.numel() % known != 0 {
+                    return Err(wrong(dims));
+                }
+                self.numel() / known
+            } else if self.numel() == 0 {
+                // (TensorFlow's rule beside a size 0, for an empty input:
+                // its sizes over the others', zeros counted as ones,
+                // rounded down)
+                let input: usize = self.shape().iter().map(|&d| d.max(1)).product();
+                let others = dims
+                    .iter()
+                    .filter(|&&d| d != 0)
+                    .try_fold(1usize, |a, &d| a.checked_mul(d));
+                input / others.ok_or_else(|| bad("the sizes overflow".into()))?
+            } else {
+                return Err(wrong(dims));
+            };
+        }
+        self.reshape(&dims)
+    }
+
     /// A contiguous copy when the view is strided; `self` otherwise (not
     /// recorded). Allocation failures name `op`.
     fn contiguous_raw(&self, op: &'static str) -> Result<Tensor> {
