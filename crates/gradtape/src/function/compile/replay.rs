@@ -97,6 +97,11 @@ impl GpuGraph {
     /// normal way (not on one GPU, not capturable, busy on another thread,
     /// a profile being taken).
     pub(crate) fn run(&self, plan: &Plan, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Option<Result<()>> {
+        if cuda_graph::capturing_any() {
+            // (a function called inside another's capture runs its nodes,
+            // which the outer graph records)
+            return None;
+        }
         let mut st = self.state.try_lock().ok()?;
         match &mut *st {
             State::Never(_) => None,

@@ -104,7 +104,7 @@ impl Tensor {
         };
         if let Some(i) = unknown {
             dims[i] = if known != 0 {
-                if self.numel() % known != 0 {
+                if !self.numel().is_multiple_of(known) {
                     return Err(wrong(dims));
                 }
                 self.numel() / known
