@@ -211,3 +211,39 @@ fn a_label_out_of_range_on_the_gpu_is_the_error_of_the_next_read() -> Result<()>
     );
     Ok(())
 }
+
+#[test]
+fn a_function_called_inside_a_replayed_one_is_recorded_with_it() -> Result<()> {
+    let _serial = serial();
+    if !gpu_here() {
+        return Ok(());
+    }
+    // the inner function's plan runs its nodes inside the outer capture
+    // (they become part of the outer graph), never a graph launch of its own
+    let inner = std::sync::Arc::new(function(|x: &Tensor| x.mul_scalar(3.0)?.add_scalar(1.0)));
+    // (called alone first: its own graph is captured and replayed)
+    let x0 = Tensor::vector(&[1.0f32, 2.0, 3.0, 4.0]).to(GPU)?;
+    let before = gradtape::cuda_graph_launches();
+    for _ in 0..3 {
+        assert_eq!(inner.call(&x0)?.to_vec::<f32>()?, vec![4.0, 7.0, 10.0, 13.0]);
+    }
+    assert_eq!(gradtape::cuda_graph_launches() - before, 2);
+    let called = inner.clone();
+    let outer = function(move |x: &Tensor| called.call(x)?.square());
+    let before = gradtape::cuda_graph_launches();
+    for run in 0..5 {
+        let xs: Vec<f32> = (0..4).map(|i| (run * 4 + i) as f32 * 0.25).collect();
+        let y = outer.call(&Tensor::vector(&xs).to(GPU)?)?.to_vec::<f32>()?;
+        let want: Vec<f32> = xs.iter().map(|&a| (3.0 * a + 1.0) * (3.0 * a + 1.0)).collect();
+        for (a, b) in y.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "run {run}: {y:?} vs {want:?}");
+        }
+    }
+    // the outer function replays from its second run (4 launches); its
+    // first run may replay the inner one's graph too, if the call is a node
+    let n = gradtape::cuda_graph_launches() - before;
+    assert!((4..=5).contains(&n), "{n} CUDA graph launches");
+    let status = outer.concrete(&x0)?.cuda_graph_status();
+    assert_eq!(status.as_deref(), Some("replayed"));
+    Ok(())
+}
