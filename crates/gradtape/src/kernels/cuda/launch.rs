@@ -71,11 +71,6 @@ pub(super) fn lay(op: &'static str, g: &Gpu, t: &Tensor, shape: &[usize]) -> Res
     })
 }
 
-/// The GPU number of the (first) tensor on a GPU.
-fn ordinal(t: &Tensor) -> usize {
-    mem_of(t).1.ordinal
-}
-
 /// A host copy of a GPU tensor (contiguous).
 pub(crate) fn download(op: &'static str, t: &Tensor) -> Result<Tensor> {
     let t = contiguous(op, t)?;
@@ -701,12 +696,6 @@ impl Gpu {
     pub(super) fn bind_for(&self, op: &'static str) -> Result<()> {
         gpu(op, self.ordinal).map(|_| ())
     }
-}
-
-/// The GPU number of a tensor on a GPU.
-#[allow(dead_code)]
-pub(crate) fn gpu_of(t: &Tensor) -> usize {
-    ordinal(t)
 }
 
 /// One optimizer step on a GPU: the new weight and slots (fresh tensors)
