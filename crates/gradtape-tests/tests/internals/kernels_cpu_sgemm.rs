@@ -27,6 +27,12 @@ fn matches_the_naive_product() {
         // outputs the 32-column tile takes (48 would pad the last panel)
         (70, 256, 300),
         (24, 1024, 40),
+        // a row-major A packed: taller than one block of rows (partial
+        // tiles, slices of k not a multiple of 16), or rows a multiple of
+        // 2 KiB apart
+        (130, 70, 37),
+        (97, 33, 1024),
+        (40, 50, 512),
     ];
     for &(m, n, k) in &shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -94,16 +100,24 @@ fn matches_the_naive_product() {
     }
 }
 
-/// A row-major `A` is read where it lies: here a block of a wider matrix
-/// (rows `k + 7` apart, the buffer ending at the block's last element),
-/// with row counts that leave the last tile part-full.
+/// A strided row-major `A`, read where it lies or packed: here a block of
+/// a wider matrix (rows `rs` apart, the buffer ending at the block's last
+/// element), with row counts that leave the last tile part-full.
 #[test]
 fn reads_a_strided_row_major_a_in_place() {
     if !available() {
         return;
     }
-    for &(m, n, k) in &[(1usize, 40usize, 9usize), (13, 64, 300), (29, 48, 17), (100, 33, 64)] {
-        let rs = k + 7;
+    // (the last two are packed: taller than a block of rows, and rows 2 KiB
+    // apart)
+    for &(m, n, k, rs) in &[
+        (1usize, 40usize, 9usize, 16usize),
+        (13, 64, 300, 307),
+        (29, 48, 17, 24),
+        (100, 33, 64, 71),
+        (150, 40, 70, 77),
+        (50, 48, 100, 512),
+    ] {
         let a: Vec<f32> = (0..(m - 1) * rs + k)
             .map(|i| ((i * 31) % 17) as f32 * 0.5 - 4.0)
             .collect();

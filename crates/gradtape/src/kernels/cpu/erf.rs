@@ -88,22 +88,30 @@ fn erf_small(x: f32) -> f32 {
 /// `$small` ([`erf_small`]) and [`exp_normal`] where every `|x|` of the
 /// block is below `$limit` (a magnitude whose arguments `x·s` are below
 /// 1, `s` the scale the body applies, and below √2, where `-x²/2` is in
-/// `exp_normal`'s range), `$full` ([`erf_f32`]) and [`exp_f32`] elsewhere
-/// and on the elements past the last whole block (the same bits either
-/// way). A macro, not a
-/// function taking a closure: a closure was compiled out of line, and its
+/// `exp_normal`'s range); `$mid` and [`exp_normal`] where every `|x|` is
+/// below `$mid_limit` (the GELU's: no far tail, see [`GELU_MID`]; give
+/// `$limit` again for none); `$full` ([`erf_f32`]) and [`exp_f32`]
+/// elsewhere and on the elements past the last whole block (the same bits
+/// every way). Whole blocks are arrays: over slices of a length the
+/// compiler does not know, loops mask each step. A macro, not a function
+/// taking a closure: a closure was compiled out of line, and its
 /// multiply-adds became library calls.
 macro_rules! erf_blocks {
-    ($x:expr, $limit:expr, ($small:expr, $full:expr), |$k:ident, $xb:ident, $erf:ident, $exp:pat_param| $body:block) => {{
+    ($x:expr, ($limit:expr, $small:expr), ($mid_limit:expr, $mid:expr), $full:expr, |$k:ident, $xb:ident, $erf:ident, $exp:pat_param| $body:block) => {{
         let x: &[f32] = $x;
-        let limit = f32::to_bits($limit);
+        let (limit, mid_limit) = (f32::to_bits($limit), f32::to_bits($mid_limit));
         let mut xs = x.chunks_exact(BLOCK);
         let mut $k = 0;
         for xb in &mut xs {
+            let xb: &[f32; BLOCK] = xb.try_into().expect("chunks of BLOCK");
             // (NaN compares above every limit: the full form)
             let $xb = xb;
-            if super::math::max_abs_bits($xb) < limit {
+            let top = super::math::max_abs_bits($xb);
+            if top < limit {
                 let ($erf, $exp) = ($small, exp_normal);
+                $body
+            } else if top < mid_limit {
+                let ($erf, $exp) = ($mid, exp_normal);
                 $body
             } else {
                 let ($erf, $exp) = ($full, exp_f32);
@@ -119,6 +127,12 @@ macro_rules! erf_blocks {
 
 /// Below this magnitude `x/√2` rounds below 1 (a little under √2).
 const GELU_SMALL: f32 = 1.414;
+
+/// Below this magnitude `|x/√2|` rounds below 3.92 (5.5/√2 = 3.889), where
+/// [`gelu_cdf`]'s far-tail series is never selected: [`gelu_cdf_mid`]
+/// skips it and its two divisions (which the GELU of a normalised
+/// activation's block spent most of its time waiting on, perf).
+const GELU_MID: f32 = 5.5;
 
 /// `erf(x)` in `f32`, within 2 ulp; `erf(±0) = ±0`, `erf(±inf) = ±1`,
 /// NaN stays NaN.
@@ -182,7 +196,7 @@ fn large_q(a: f32) -> f32 {
 /// its asymptotic series is `1 − z + 3z² − 15z³ + ...`. A least-squares
 /// fit made for this crate with numpy against mpmath's `erfc`, within an
 /// ulp of `f32`.
-const TAIL: [f32; 6] = [1.0, -0.999_994_04, 2.998_092_7, -14.749_31, 88.802_284, -393.122_65];
+const TAIL_S: [f32; 6] = [1.0, -0.999_994_04, 2.998_092_7, -14.749_31, 88.802_284, -393.122_65];
 
 /// `x² = hi + lo` exactly (`hi` the rounded square), by splitting `x`
 /// into its top 12 bits and the rest: each product of the halves is exact.
@@ -206,6 +220,19 @@ fn square_parts(x: f32) -> (f32, f32) {
 /// are accurate, as TensorFlow's `erfc` form is.
 #[inline(always)]
 pub fn gelu_cdf(v: f32) -> f32 {
+    gelu_cdf_in::<true>(v)
+}
+
+/// [`gelu_cdf`] for `|v| <` [`GELU_MID`]: its bits there, without the far
+/// tail's series.
+#[inline(always)]
+fn gelu_cdf_mid(v: f32) -> f32 {
+    gelu_cdf_in::<false>(v)
+}
+
+/// [`gelu_cdf`], with its far tail (`|v/√2| >= 3.92`) when `TAIL`.
+#[inline(always)]
+fn gelu_cdf_in<const TAIL: bool>(v: f32) -> f32 {
     let x = v * std::f32::consts::FRAC_1_SQRT_2;
     let a = x.abs();
     let ErfParts { x2, q, e, erf: erf_a } = erf_parts(a);
@@ -214,11 +241,19 @@ pub fn gelu_cdf(v: f32) -> f32 {
     let (h, l) = square_parts(v);
     let (h, l) = (0.5 * h, 0.5 * l);
     let ec = e * (1.0 + ((x2 - h) - l));
-    let z = 0.5 / x2;
-    let t = &TAIL;
-    let s = (t[0] + t[1] * z) + (z * z) * ((t[2] + t[3] * z) + (z * z) * (t[4] + t[5] * z));
-    let sqrt_pi = (std::f64::consts::PI.sqrt()) as f32;
-    let tail = if a < 3.92 { ec * q } else { ec * s / (a * sqrt_pi) };
+    let tail = if TAIL {
+        let z = 0.5 / x2;
+        let t = &TAIL_S;
+        let s = (t[0] + t[1] * z) + (z * z) * ((t[2] + t[3] * z) + (z * z) * (t[4] + t[5] * z));
+        let sqrt_pi = (std::f64::consts::PI.sqrt()) as f32;
+        if a < 3.92 {
+            ec * q
+        } else {
+            ec * s / (a * sqrt_pi)
+        }
+    } else {
+        ec * q
+    };
     let tail = if -h < EXP_NORMAL.0 { 0.0 } else { tail };
     let r = if x >= 0.0 {
         1.0 + erf_a
@@ -246,7 +281,7 @@ fn gelu_cdf_small(v: f32) -> f32 {
 /// library calls).
 #[inline(always)]
 pub(crate) fn erf_slice(x: &[f32], out: &mut [f32]) {
-    erf_blocks!(x, 1.0, (erf_small, erf_f32), |k, x, erf, _| {
+    erf_blocks!(x, (1.0, erf_small), (1.0, erf_f32), erf_f32, |k, x, erf, _| {
         for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
             *o = erf(v);
         }
@@ -288,33 +323,51 @@ pub fn gelu_grad_f32(v: f32) -> f32 {
 /// [`erf_slice`].
 #[inline(always)]
 pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
-    erf_blocks!(x, GELU_SMALL, (gelu_cdf_small, gelu_cdf), |k, x, erf, _| {
-        for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
-            *o = gelu_from(v, erf(v));
+    erf_blocks!(
+        x,
+        (GELU_SMALL, gelu_cdf_small),
+        (GELU_MID, gelu_cdf_mid),
+        gelu_cdf,
+        |k, x, erf, _| {
+            for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
+                *o = gelu_from(v, erf(v));
+            }
         }
-    });
+    );
 }
 
 /// `out[i]` = the exact GELU's derivative at `x[i]`, inlined as
 /// [`erf_slice`].
 #[inline(always)]
 pub(crate) fn gelu_grad_slice(x: &[f32], out: &mut [f32]) {
-    erf_blocks!(x, GELU_SMALL, (gelu_cdf_small, gelu_cdf), |k, x, erf, exp| {
-        for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
-            *o = gelu_grad_from(v, erf(v), exp);
+    erf_blocks!(
+        x,
+        (GELU_SMALL, gelu_cdf_small),
+        (GELU_MID, gelu_cdf_mid),
+        gelu_cdf,
+        |k, x, erf, exp| {
+            for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
+                *o = gelu_grad_from(v, erf(v), exp);
+            }
         }
-    });
+    );
 }
 
 /// Both of the above with one `erf` per element (a traced GELU's forward
 /// keeps its derivative for the backward pass): the same bits as each.
 #[inline(always)]
 pub(crate) fn gelu_and_grad_slice(x: &[f32], g: &mut [f32], d: &mut [f32]) {
-    erf_blocks!(x, GELU_SMALL, (gelu_cdf_small, gelu_cdf), |k, x, erf, exp| {
-        let (g, d) = (&mut g[k..k + x.len()], &mut d[k..k + x.len()]);
-        for (g, d, &v) in zip3(&mut g[..], &mut d[..], x) {
-            let e = erf(v);
-            (*g, *d) = (gelu_from(v, e), gelu_grad_from(v, e, exp));
+    erf_blocks!(
+        x,
+        (GELU_SMALL, gelu_cdf_small),
+        (GELU_MID, gelu_cdf_mid),
+        gelu_cdf,
+        |k, x, erf, exp| {
+            let (g, d) = (&mut g[k..k + x.len()], &mut d[k..k + x.len()]);
+            for (g, d, &v) in zip3(&mut g[..], &mut d[..], x) {
+                let e = erf(v);
+                (*g, *d) = (gelu_from(v, e), gelu_grad_from(v, e, exp));
+            }
         }
-    });
+    );
 }
