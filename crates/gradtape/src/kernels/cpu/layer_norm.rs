@@ -269,10 +269,17 @@ pub fn backward<T: Float>(
             },
         );
     });
-    // the blocks' sums added in block order
-    for (j, o) in zip(0.., &mut spare[x.len()..][..]) {
-        let total = partial.chunks(2 * n).fold(0.0f64, |t, p| t + p[j]);
-        o.write(T::from_f64(total));
+    // the blocks' sums added in block order (a block at a time over all
+    // the columns: a column at a time over the blocks, its terms `2n`
+    // apart, was one chain of cache misses, as long as the row kernels)
+    let mut total = scratch::take(2 * n, 0.0f64);
+    for p in partial.chunks(2 * n) {
+        for (t, &v) in zip(&mut total[..], p) {
+            *t += v;
+        }
+    }
+    for (o, &t) in zip(&mut spare[x.len()..][..], &total[..]) {
+        o.write(T::from_f64(t));
     }
     // SAFETY: every row's `dx` was written by its block, and the sums just above.
     unsafe { out.set_len(len) };
