@@ -27,10 +27,11 @@ fn matches_the_naive_product() {
         // outputs the 32-column tile takes (48 would pad the last panel)
         (70, 256, 300),
         (24, 1024, 40),
-        // a row-major A packed: taller than one block of rows (partial
+        // a row-major A packed: taller than one block of rows and times
+        // four panels or more (partial
         // tiles, slices of k not a multiple of 16), or rows a multiple of
         // 2 KiB apart
-        (130, 70, 37),
+        (130, 200, 37),
         (97, 33, 1024),
         (40, 50, 512),
     ];
@@ -115,7 +116,7 @@ fn reads_a_strided_row_major_a_in_place() {
         (13, 64, 300, 307),
         (29, 48, 17, 24),
         (100, 33, 64, 71),
-        (150, 40, 70, 77),
+        (150, 160, 70, 77),
         (50, 48, 100, 512),
     ] {
         let a: Vec<f32> = (0..(m - 1) * rs + k)

@@ -26,12 +26,13 @@
 //! would cost as much as a large share of the arithmetic (an RNN step's
 //! `[32,128] @ [128,128]`). A transposed `B` is packed through 16×16
 //! transposes in registers (a gather per vector cost more). A row-major
-//! `A` of at most `MC` rows is not packed: the kernel broadcasts each
-//! step's `MR` values from the tile's rows where they lie, one pointer per
-//! row, which saves a pass over `A` (most of whose time went to waiting on
-//! `A`'s first reads, out of the caches), unless its rows alias in the L1
-//! cache (see `serial`); a taller one is packed through 16×16 transposes,
-//! and a column-major `A` a vector per step of k. A thin output with a long
+//! `A` of at most `MC` rows, or times few panels of `B`, is not packed:
+//! the kernel broadcasts each step's `MR` values from the tile's rows
+//! where they lie, one pointer per row, which saves a pass over `A` (most
+//! of whose time went to waiting on `A`'s first reads, out of the
+//! caches), unless its rows alias in the L1 cache (see `serial`); other
+//! row-major `A`s are packed through 16×16 transposes, and a column-major
+//! `A` a vector per step of k. A thin output with a long
 //! shared dimension (a filter gradient) is split over the shared
 //! dimension.
 //!
@@ -308,14 +309,16 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         // edge is packed: packing it whole cost a third of the arithmetic's
         // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`)
         let direct = b.cs == 1 && b.rs > 0 && m <= MC;
-        // a row-major A of one block of rows is read where it lies (see
-        // `ARows`), unless its rows are a multiple of 2 KiB apart: then
-        // every row's next line falls in the same sets of the L1 cache,
-        // which holds 8 lines per set, and a tile's rows evicted each other
-        // and the panel of B (`[1024, 1024] @ [1024, 256]` went from 79 to
-        // 103 GFLOP/s on one Zen 4 core packed). Taller A is packed: its
-        // packing is shared by all the output's panels
-        let a_in_place = a.cs == 1 && a.rs > 0 && m <= MC && !(a.rs as usize * 4).is_multiple_of(2048);
+        // a row-major A of one block of rows, or of an output of few
+        // panels (a convolution's columns times 16 or 32 filters), is read
+        // where it lies (see `ARows`), unless its rows are a multiple of
+        // 2 KiB apart: then every row's next line falls in the same sets
+        // of the L1 cache, which holds 8 lines per set, and a tile's rows
+        // evicted each other and the panel of B (`[1024, 1024] @ [1024,
+        // 256]` went from 79 to 103 GFLOP/s on one Zen 4 core packed).
+        // Else A is packed: its packing is shared by the output's panels
+        let aliased = (a.rs as usize * 4).is_multiple_of(2048);
+        let a_in_place = a.cs == 1 && a.rs > 0 && (m <= MC || n < 4 * nr) && !aliased;
         PACK.with(|cell| {
             let mut local = (Vec::new(), Vec::new());
             let mut borrowed = cell.try_borrow_mut();
