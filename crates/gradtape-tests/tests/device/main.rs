@@ -157,6 +157,8 @@ fn ops_on_the_gpu_give_the_cpus_values_and_stay_there() {
             Tensor::where_(&a.gt(&a.zeros_like())?, a, &b.broadcast_to(&[3, 4])?)
         }),
         ("cast", |a, _, _| a.cast(DType::F64)),
+        ("argmax", |a, _, _| a.argmax(1)),
+        ("argmin", |a, _, _| a.argmin(0)),
     ];
     for (name, f) in cases {
         let cpu = f(&a, &b, &m).unwrap();
@@ -858,4 +860,59 @@ fn a_traced_step_with_dropout_moves_its_mask_to_the_gpu_at_each_run() -> gradtap
     }
     assert!(seen.windows(2).all(|w| w[0] != w[1]), "each run draws afresh");
     Ok(())
+}
+
+/// `argmax`/`argmin` of tensors on the (emulated) GPU stay there and give
+/// the CPU's indices, for every dtype with a GPU kernel and through a
+/// transposed view; an accuracy computed there (`tests/gpu` runs the
+/// CUDA kernel on rows longer than a block).
+#[test]
+fn argmax_and_argmin_stay_on_the_gpu() {
+    emulate();
+    let vals: Vec<f64> = (0..60)
+        .map(|i| {
+            if i % 13 == 0 {
+                f64::NAN
+            } else {
+                ((i * 7) % 5) as f64 - 2.0
+            }
+        })
+        .collect();
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64] {
+        let x = Tensor::from_vec(
+            vals.iter()
+                .map(|&v| if v.is_nan() { 9.0 } else { v })
+                .collect::<Vec<_>>(),
+            &[6, 10],
+        )
+        .unwrap();
+        let x = if dtype.is_float() {
+            t(&vals, &[6, 10]).cast(dtype).unwrap()
+        } else {
+            x.cast(dtype).unwrap()
+        };
+        let g = x.to(GPU).unwrap();
+        for (c, d) in [(x.clone(), g.clone()), (x.transpose().unwrap(), g.transpose().unwrap())] {
+            for axis in [0isize, 1] {
+                let (a, b) = (c.argmax(axis).unwrap(), d.argmax(axis).unwrap());
+                assert_eq!(b.device(), GPU);
+                assert_eq!(a.to_vec::<i64>().unwrap(), b.to_vec::<i64>().unwrap(), "{dtype:?}");
+                let (a, b) = (c.argmin(axis).unwrap(), d.argmin(axis).unwrap());
+                assert_eq!(a.to_vec::<i64>().unwrap(), b.to_vec::<i64>().unwrap(), "{dtype:?}");
+            }
+        }
+    }
+    let logits = t(&[0.1, 0.9, 0.5, 0.2, 0.7, 0.7], &[3, 2]).to(GPU).unwrap();
+    let labels = Tensor::vector(&[1i64, 0, 1]).to(GPU).unwrap();
+    let acc = logits
+        .argmax(1)
+        .unwrap()
+        .eq(&labels)
+        .unwrap()
+        .cast(DType::F32)
+        .unwrap()
+        .mean_all()
+        .unwrap();
+    assert_eq!(acc.device(), GPU);
+    assert!((acc.item().unwrap() - 2.0 / 3.0).abs() < 1e-6);
 }

@@ -36,3 +36,75 @@ fn a_views_lay_reads_its_broadcast_strides() {
     assert_eq!(same.contig, 1);
     assert!(Lay::of(&Layout::contiguous(&[1; 9]), &[1; 9]).is_none());
 }
+
+/// The GPU's `argmax`/`argmin` kernel, run as host C++ (one thread walks
+/// each row), against the CPU's `argmax`/`argmin` on rows with ties, NaN,
+/// a row of NaN only and negative values, in `double`, `float` and
+/// `long long`; and the pairwise rule its threads combine by (on the
+/// host's one thread the block's combining loop does not run).
+#[test]
+fn arg_extremum_kernel_agrees_with_the_cpu_as_host_cxx() {
+    use crate::kernels_cuda_source_host as host;
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    let nan = f64::NAN;
+    let rows: [[f64; 5]; 5] = [
+        [1.0, 3.0, 3.0, 0.0, -2.0],
+        [nan, -1.0, nan, -1.0, -5.0],
+        [nan, nan, nan, nan, nan],
+        [-7.0, -7.0, -7.0, -7.0, -7.0],
+        [0.0, 2.0, nan, 9.0, 9.0],
+    ];
+    let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+    for (t, ints) in [("double", false), ("float", false), ("long long", true)] {
+        let data: Vec<f64> = flat.iter().map(|&v| if ints && v.is_nan() { 4.0 } else { v }).collect();
+        let x = gradtape::Tensor::from_vec(data.clone(), &[5, 5]).unwrap();
+        for largest in [true, false] {
+            let want = if largest { x.argmax(1) } else { x.argmin(1) }
+                .unwrap()
+                .to_vec::<i64>()
+                .unwrap();
+            let body = format!(
+                "{}static long long y[5];\nk(x, y, 5LL, 5LL);\ngt_put(y, 5);",
+                host::array(t, "x", &data)
+            );
+            let got = host::run(&arg_rows(t, largest), &body).unwrap();
+            let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+            assert_eq!(got, want, "{t} largest={largest}");
+        }
+    }
+    // the combining rule: (candidate value, index) against (best, index)
+    let cases: [(f64, i64, f64, i64, bool); 7] = [
+        (1.0, 3, 0.0, 1, true),   // a larger value
+        (1.0, 3, 1.0, 1, false),  // a tie: the smaller index stays
+        (1.0, 1, 1.0, 3, true),   // a tie: the smaller index wins
+        (nan, 0, 1.0, 3, false),  // NaN never wins
+        (0.0, -1, 1.0, 3, false), // no candidate
+        (-9.0, 4, 0.0, -1, true), // anything beats no best
+        (0.5, 2, 1.0, 0, false),  // a smaller value
+    ];
+    let calls: String = cases
+        .iter()
+        .enumerate()
+        .map(|(i, &(v, i0, b, i1, _))| {
+            let c = |x: f64| {
+                if x.is_nan() {
+                    "NAN".to_string()
+                } else {
+                    format!("{x:?}")
+                }
+            };
+            format!(
+                "r[{i}] = gt_arg_wins((double)({}), {i0}LL, (double)({}), {i1}LL);\n",
+                c(v),
+                c(b)
+            )
+        })
+        .collect();
+    let body = format!("static double r[{}];\n{calls}gt_put(r, {});", cases.len(), cases.len());
+    let got = host::run(&arg_rows("double", true), &body).unwrap();
+    let want: Vec<f64> = cases.iter().map(|c| if c.4 { 1.0 } else { 0.0 }).collect();
+    assert_eq!(got, want);
+}

@@ -18,6 +18,7 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline double __longlong_as_double(long long i) { double f; memcpy(&f, &i, 8); return f; }
 template <typename T> static inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
 template <typename T> static inline T atomicCAS(T* p, T c, T v) { T o = *p; if (o == c) *p = v; return o; }
+static inline void __syncthreads() {}
 "#;
 
 /// The first of `c++` and `g++` that runs.

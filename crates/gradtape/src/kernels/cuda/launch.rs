@@ -335,6 +335,34 @@ pub(crate) fn reduce(op: &'static str, kind: &str, x: &Tensor, axes: &[usize]) -
     Ok(out)
 }
 
+/// The index of the largest (`largest`) or smallest element of `x` along
+/// `axis`, as [`Tensor::argmax`](crate::Tensor::argmax) gives it (i64,
+/// the axis removed; the caller rejects an empty axis).
+pub(crate) fn arg_extremum(op: &'static str, x: &Tensor, axis: usize, largest: bool) -> Result<Tensor> {
+    let g = mem_of(x).1;
+    g.bind_for(op)?;
+    let t = ct(op, x)?;
+    let kept: Vec<usize> = (0..x.rank()).filter(|&d| d != axis).collect();
+    let perm: Vec<usize> = kept.iter().copied().chain([axis]).collect();
+    let out_shape: Vec<usize> = kept.iter().map(|&d| x.shape()[d]).collect();
+    let rows: usize = out_shape.iter().product();
+    let (out, y) = alloc(op, g, &out_shape, DType::I64)?;
+    if rows == 0 {
+        return Ok(out);
+    }
+    let xs = permuted(op, x, &perm)?;
+    let (px, rows_i, r_i) = (ptr_of(&xs), rows as i64, x.shape()[axis] as i64);
+    g.launch(
+        op,
+        &format!("arg|{t}|{largest}"),
+        &|| source::arg_rows(t, largest),
+        rows.min(65_535 * 8) as u32,
+        BLOCK,
+        &mut args![px, y, rows_i, r_i],
+    )?;
+    Ok(out)
+}
+
 /// Softmax or log-softmax along `axis` (moved last for the kernel, which
 /// works on rows; the result is viewed back in the input's dim order).
 pub(crate) fn softmax(op: &'static str, x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {

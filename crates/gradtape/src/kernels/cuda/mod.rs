@@ -111,6 +111,10 @@ mod absent {
         Err(absent(op, 0))
     }
 
+    pub(crate) fn arg_extremum(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
     pub(crate) fn softmax(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
         Err(absent(op, 0))
     }

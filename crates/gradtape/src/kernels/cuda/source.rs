@@ -226,6 +226,48 @@ pub(crate) fn reduce_rows(t: &str, out: &str, acc: &str, kind: &str) -> String {
     )
 }
 
+/// The index of the largest (`largest`) or smallest element of each row
+/// of `r` contiguous elements of type `t`, as `long long`, by the CPU's
+/// rules: the first index on ties, NaN skipped, 0 for a row of NaN only.
+/// A block per row: each thread keeps the best of its elements (met in
+/// index order), then the block combines them in pairs ([`ARG_WINS`]).
+pub fn arg_rows(t: &str, largest: bool) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T; typedef {c} C;\n#define GT_BETTER(a, b) ((a) {cmp} (b))\n{ARG_WINS}\n\
+         extern \"C\" __global__ void k(const T* x, long long* y, long long rows, long long r) {{\n\
+           __shared__ C sv[256]; __shared__ long long si[256];\n\
+           for (long long row = blockIdx.x; row < rows; row += gridDim.x) {{\n\
+             C bv = (C)0; long long bi = -1;\n\
+             for (long long j = threadIdx.x; j < r; j += blockDim.x) {{\n\
+               C v = (C)x[row * r + j];\n\
+               if (gt_arg_wins(v, j, bv, bi)) {{ bv = v; bi = j; }}\n\
+             }}\n\
+             sv[threadIdx.x] = bv; si[threadIdx.x] = bi; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s && gt_arg_wins(sv[threadIdx.x + s], si[threadIdx.x + s], sv[threadIdx.x], si[threadIdx.x])) {{\n\
+                 sv[threadIdx.x] = sv[threadIdx.x + s]; si[threadIdx.x] = si[threadIdx.x + s];\n\
+               }}\n\
+               __syncthreads();\n\
+             }}\n\
+             if (threadIdx.x == 0) y[row] = si[0] < 0 ? 0 : si[0];\n\
+             __syncthreads();\n\
+           }}\n\
+         }}\n",
+        c = compute(t),
+        cmp = if largest { ">" } else { "<" },
+    )
+}
+
+/// Whether candidate `(v, i)` beats the best so far `(bv, bi)` of an
+/// arg-extremum (`GT_BETTER` the strict order): a candidate with no index
+/// (`i < 0`) or a NaN value never does; anything beats no best
+/// (`bi < 0`); else the better value, or the smaller index of an equal one.
+pub const ARG_WINS: &str =
+    "template <typename C> __device__ __forceinline__ bool gt_arg_wins(C v, long long i, C bv, long long bi) {\n\
+  if (i < 0 || v != v) return false;\n\
+  return bi < 0 || GT_BETTER(v, bv) || (v == bv && i < bi);\n\
+}";
+
 /// The first pass of a reduction of few long rows: row `row`'s elements
 /// split over `parts` blocks, block `(row, b)` reducing every
 /// `parts`-th stretch of 256 into `partial[row * parts + b]` (type `ACC`);
@@ -379,6 +421,10 @@ pub fn all_fixed() -> Vec<String> {
             out.push(map("", t, to, "v"));
         }
         out.push(zip("", t, t, "a + b"));
+        if t != "bool" {
+            out.push(arg_rows(t, true));
+            out.push(arg_rows(t, false));
+        }
         for kind in ["sum", "prod", "max", "min"] {
             let acc = reduce_acc(t, kind);
             out.push(reduce_rows(t, t, acc, kind));

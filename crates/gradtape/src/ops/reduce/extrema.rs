@@ -120,7 +120,23 @@ impl Tensor {
         let desc = Lazy(if largest { "ArgMax" } else { "ArgMin" }, || {
             Op::Reduce(Reduce::new(kind, &[axis], false))
         });
-        let y = with_num_dtype!(self.dtype(), T => reduce_rows::<T, i64>(op, self, &[a], false, |r| {
+        let y = match crate::dispatch::device::offload(
+            op,
+            &[self],
+            |_| crate::kernels::cuda::arg_extremum(op, self, a, largest),
+            |h| arg_kernel(op, &h[0], a, largest),
+        ) {
+            Some(r) => r?,
+            None => arg_kernel(op, self, a, largest)?,
+        };
+        Ok(bind_nondiff(desc, &[self], y))
+    }
+}
+
+/// The CPU kernel of [`Tensor::argmax`] and [`Tensor::argmin`] along the
+/// (non-empty) axis `a`.
+fn arg_kernel(op: &'static str, x: &Tensor, a: usize, largest: bool) -> Result<Tensor> {
+    with_num_dtype!(x.dtype(), T => reduce_rows::<T, i64>(op, x, &[a], false, |r| {
             // NaN never wins; the first non-NaN element starts
             let mut best: Option<usize> = None;
             for (i, &v) in r.iter().enumerate() {
@@ -137,7 +153,5 @@ impl Tensor {
                 }
             }
             best.unwrap_or(0) as i64
-        }), _ => unreachable!())?;
-        Ok(bind_nondiff(desc, &[self], y))
-    }
+        }), _ => unreachable!())
 }
