@@ -122,9 +122,45 @@ fn an_op_without_a_gpu_kernel_is_an_error_not_a_panic() {
         }
         other => panic!("expected a device error, got {other:?}"),
     }
-    // integer math has no GPU kernel yet either (f32 and f64 have)
+    // integer division has no GPU kernel yet either (sums, differences,
+    // products, maximum and minimum have)
     let i = Tensor::vector(&[1i64, 2]).to(GPU).unwrap();
-    assert!(matches!(i.add(&i), Err(Error::Device { .. })));
+    assert!(matches!(i.div(&i), Err(Error::Device { .. })));
+}
+
+/// Integer sums, differences, products, maxima and minima of tensors on
+/// the (emulated) GPU stay there and give the CPU's values, wrapping at
+/// the ends of the range, broadcasting; an integer on the CPU beside one
+/// on the GPU is the usual device mismatch.
+#[test]
+fn integer_arithmetic_on_the_gpu_is_the_cpus() {
+    emulate();
+    let a64 = Tensor::from_vec(vec![i64::MAX, i64::MIN, -7, 5, 0, 3], &[2, 3]).unwrap();
+    let b64 = Tensor::vector(&[1i64, -1, 4]);
+    let a32 = Tensor::from_vec(vec![i32::MAX, i32::MIN, -7, 5, 0, 3], &[2, 3]).unwrap();
+    let b32 = Tensor::vector(&[1i32, -1, 4]);
+    type F = fn(&Tensor, &Tensor) -> gradtape::Result<Tensor>;
+    let ops: [(&str, F); 5] = [
+        ("add", |a, b| a.add(b)),
+        ("sub", |a, b| a.sub(b)),
+        ("mul", |a, b| a.mul(b)),
+        ("maximum", |a, b| a.maximum(b)),
+        ("minimum", |a, b| a.minimum(b)),
+    ];
+    for (a, b) in [(&a64, &b64), (&a32, &b32)] {
+        let (ga, gb) = (a.to(GPU).unwrap(), b.to(GPU).unwrap());
+        for (name, f) in ops {
+            let (c, g) = (f(a, b).unwrap(), f(&ga, &gb).unwrap_or_else(|e| panic!("{name}: {e}")));
+            assert_eq!(g.device(), GPU, "{name}");
+            assert_eq!(g.dtype(), a.dtype(), "{name}");
+            assert_eq!(
+                g.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(),
+                c.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(),
+                "{name}"
+            );
+        }
+        assert!(matches!(ga.add(b), Err(Error::DeviceMismatch { .. })));
+    }
 }
 
 #[test]

@@ -174,6 +174,41 @@ fn argmax_and_argmin_on_the_gpu_are_the_cpus() {
     assert!((acc.item().unwrap() - 2.0 / 3.0).abs() < 1e-6);
 }
 
+/// Integer sums, differences, products, maxima and minima on the GPU
+/// (`i32`, `i64`, wrapping at the ends of the range, broadcasting) are the
+/// CPU's.
+#[test]
+fn integer_arithmetic_on_the_gpu_is_the_cpus() {
+    let _serial = serial();
+    if !gpu_here() {
+        return;
+    }
+    let n = 3000usize;
+    let a: Vec<i64> = (0..n as i64)
+        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64))
+        .collect();
+    let b: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % 1000 - 500).collect();
+    type F = fn(&Tensor, &Tensor) -> gradtape::Result<Tensor>;
+    let ops: [(&str, F); 5] = [
+        ("add", |a, b| a.add(b)),
+        ("sub", |a, b| a.sub(b)),
+        ("mul", |a, b| a.mul(b)),
+        ("maximum", |a, b| a.maximum(b)),
+        ("minimum", |a, b| a.minimum(b)),
+    ];
+    for dtype in [DType::I64, DType::I32] {
+        let x = Tensor::from_vec(a.clone(), &[n / 3, 3]).unwrap().cast(dtype).unwrap();
+        let y = Tensor::from_vec(b[..3].to_vec(), &[3]).unwrap().cast(dtype).unwrap();
+        let (gx, gy) = (x.to(GPU).unwrap(), y.to(GPU).unwrap());
+        for (name, f) in ops {
+            let (c, g) = (f(&x, &y).unwrap(), f(&gx, &gy).unwrap());
+            assert_eq!(g.device(), GPU);
+            let as64 = |t: &Tensor| t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap();
+            assert_eq!(as64(&g), as64(&c), "{dtype:?} {name}");
+        }
+    }
+}
+
 #[test]
 fn the_mlp_trains_on_the_gpu_as_on_the_cpu() {
     let _serial = serial();

@@ -108,3 +108,65 @@ fn arg_extremum_kernel_agrees_with_the_cpu_as_host_cxx() {
     let want: Vec<f64> = cases.iter().map(|c| if c.4 { 1.0 } else { 0.0 }).collect();
     assert_eq!(got, want);
 }
+
+/// The integer ops' C expressions, run as host C++ through the
+/// elementwise kernel (`zip`), wrap as the CPU's integer kernels do
+/// (`i32` and `i64`, at the ends of their ranges), and broadcast a row.
+#[test]
+fn integer_kernels_wrap_as_the_cpu_as_host_cxx() {
+    use crate::kernels_cuda_source_host as host;
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    let a32: Vec<i64> = vec![i32::MAX as i64, i32::MIN as i64, -7, 123_456, 0, -1];
+    let b32: Vec<i64> = vec![1, -1, 3, 65_536, i32::MIN as i64, i32::MAX as i64];
+    let a64: Vec<i64> = vec![i64::MAX, i64::MIN, -7, 1 << 40, 0, -1];
+    let b64: Vec<i64> = vec![1, -1, 3, 1 << 30, i64::MIN, i64::MAX];
+    type F = fn(i64, i64, bool) -> i64;
+    let ops: [(&str, F); 5] = [
+        (INT_ADD, |a, b, w| {
+            if w {
+                (a as i32).wrapping_add(b as i32) as i64
+            } else {
+                a.wrapping_add(b)
+            }
+        }),
+        (INT_SUB, |a, b, w| {
+            if w {
+                (a as i32).wrapping_sub(b as i32) as i64
+            } else {
+                a.wrapping_sub(b)
+            }
+        }),
+        (INT_MUL, |a, b, w| {
+            if w {
+                (a as i32).wrapping_mul(b as i32) as i64
+            } else {
+                a.wrapping_mul(b)
+            }
+        }),
+        (INT_MAX, |a, b, _| a.max(b)),
+        (INT_MIN, |a, b, _| a.min(b)),
+    ];
+    let lay = |shape: &[usize]| Lay::of(&Layout::contiguous(shape), &[6]).unwrap().c_init();
+    for (t, narrow, a, b) in [("int", true, &a32, &b32), ("long long", false, &a64, &b64)] {
+        // (printed through a double: compared as the strings C++ prints)
+        let arr = |name: &str, v: &[i64]| {
+            let items: Vec<String> = v.iter().map(|x| format!("({t})({x}LL)")).collect();
+            format!("static {t} {name}[] = {{{}}};\n", items.join(", "))
+        };
+        for (expr, f) in ops {
+            let body = format!(
+                "{}{}static {t} y[6];\nLay la = {}, lb = {};\nk(la, a, lb, b, y, 6LL);\nfor (int i = 0; i < 6; ++i) printf(\"%lld \", (long long)y[i]);\nprintf(\"\\n\");",
+                arr("a", a),
+                arr("b", b),
+                lay(&[6]),
+                lay(&[6]),
+            );
+            let got = host::run_text(&zip("", t, t, expr), &body).unwrap();
+            let want: Vec<String> = a.iter().zip(b).map(|(&x, &y)| f(x, y, narrow).to_string()).collect();
+            assert_eq!(got.split_whitespace().collect::<Vec<_>>(), want, "{t}: {expr}");
+        }
+    }
+}

@@ -53,6 +53,21 @@ pub fn array(ty: &str, name: &str, v: &[f64]) -> String {
 /// runs it and returns the numbers it prints (`None` without a C++
 /// compiler). `body` prints with `gt_put(ptr, n)`.
 pub fn run(source: &str, body: &str) -> Option<Vec<f64>> {
+    Some(
+        run_text(source, body)?
+            .split_whitespace()
+            .map(|w| match w {
+                "nan" | "-nan" => f64::NAN,
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                _ => w.parse().unwrap(),
+            })
+            .collect(),
+    )
+}
+
+/// [`run`], returning what the program prints.
+pub fn run_text(source: &str, body: &str) -> Option<String> {
     let cxx = cxx()?;
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
@@ -79,15 +94,5 @@ pub fn run(source: &str, body: &str) -> Option<Vec<f64>> {
     let run = std::process::Command::new(&exe).output().unwrap();
     assert!(run.status.success());
     let _ = std::fs::remove_dir_all(&dir);
-    Some(
-        String::from_utf8_lossy(&run.stdout)
-            .split_whitespace()
-            .map(|w| match w {
-                "nan" | "-nan" => f64::NAN,
-                "inf" => f64::INFINITY,
-                "-inf" => f64::NEG_INFINITY,
-                _ => w.parse().unwrap(),
-            })
-            .collect(),
-    )
+    Some(String::from_utf8_lossy(&run.stdout).into_owned())
 }

@@ -39,6 +39,20 @@ pub(crate) mod runtime;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod source;
 
+/// The integer ops' C expressions (of `a` and `b`, of type `TX`: `int` or
+/// `long long`), as the CPU computes them: sums, differences and
+/// products wrap (computed unsigned, where overflow is defined, and
+/// converted back: two's complement), the rest exact.
+pub const INT_ADD: &str = "(TX)((unsigned long long)a + (unsigned long long)b)";
+/// See [`INT_ADD`].
+pub const INT_SUB: &str = "(TX)((unsigned long long)a - (unsigned long long)b)";
+/// See [`INT_ADD`].
+pub const INT_MUL: &str = "(TX)((unsigned long long)a * (unsigned long long)b)";
+/// See [`INT_ADD`].
+pub const INT_MAX: &str = "(a >= b ? a : b)";
+/// See [`INT_ADD`].
+pub const INT_MIN: &str = "(a <= b ? a : b)";
+
 #[cfg(feature = "cuda")]
 pub(crate) use attention::{backward as attention_backward, forward as attention_forward};
 #[cfg(feature = "cuda")]

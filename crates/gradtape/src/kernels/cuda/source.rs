@@ -154,7 +154,7 @@ pub(crate) fn map(prelude: &str, from: &str, to: &str, expr: &str) -> String {
 
 /// `out[i] = f(a[at(i)], b[at(i)])` where `f` is the C expression `expr`
 /// of `a` and `b`.
-pub(crate) fn zip(prelude: &str, from: &str, to: &str, expr: &str) -> String {
+pub fn zip(prelude: &str, from: &str, to: &str, expr: &str) -> String {
     let (cx, cy) = (compute(from), compute(to));
     format!(
         "{COMMON}{prelude}\ntypedef {from} SX; typedef {cx} TX; typedef {to} SY; typedef {cy} TY;\n\
@@ -162,6 +162,8 @@ pub(crate) fn zip(prelude: &str, from: &str, to: &str, expr: &str) -> String {
          GT_LOOP(i, n) {{ TX a = (TX)pa[gt_at(la, i)]; TX b = (TX)pb[gt_at(lb, i)]; y[i] = (SY)(TY)({expr}); }}\n}}\n"
     )
 }
+
+pub use super::{INT_ADD, INT_MAX, INT_MIN, INT_MUL, INT_SUB};
 
 /// `out[i] = c[at(i)] ? a[at(i)] : b[at(i)]`.
 pub(crate) fn select(t: &str) -> String {
@@ -424,6 +426,17 @@ pub fn all_fixed() -> Vec<String> {
         if t != "bool" {
             out.push(arg_rows(t, true));
             out.push(arg_rows(t, false));
+        }
+        if t == "int" || t == "long long" {
+            for e in [
+                super::INT_ADD,
+                super::INT_SUB,
+                super::INT_MUL,
+                super::INT_MAX,
+                super::INT_MIN,
+            ] {
+                out.push(zip("", t, t, e));
+            }
         }
         for kind in ["sum", "prod", "max", "min"] {
             let acc = reduce_acc(t, kind);

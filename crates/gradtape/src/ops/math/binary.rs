@@ -9,6 +9,7 @@ pub(crate) use super::compare::scalar_for;
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
+use crate::kernels::cuda::{INT_ADD, INT_MAX, INT_MIN, INT_MUL, INT_SUB};
 use crate::ops::desc::Binary;
 use crate::ops::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Num, Tensor};
@@ -16,12 +17,45 @@ use crate::tensor::{with_float_dtype, with_num_dtype, DType, Num, Tensor};
 use num_traits::Float as _;
 
 /// `f(a, b)` on matching numeric dtypes, broadcasting.
+/// On a GPU, integer tensors (`i32`, `i64`) take the CUDA kernel of the
+/// C expression `$c` of `a` and `b` (`None`: no GPU kernel, an error).
 macro_rules! num_zip {
-    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {{
+    ($op:expr, $a:expr, $b:expr, $c:expr, |$x:ident, $y:ident| $body:expr) => {{
         expect_same_dtype($op, $a, $b)?;
-        with_num_dtype!($a.dtype(), T => zip::<T, T, T>($op, $a, $b, |$x: T, $y: T| $body),
-            _ => Err(unsupported($op, $a.dtype(), "a numeric dtype")))
+        let host = |a: &Tensor, b: &Tensor| {
+            with_num_dtype!(a.dtype(), T => zip::<T, T, T>($op, a, b, |$x: T, $y: T| $body),
+                _ => Err(unsupported($op, a.dtype(), "a numeric dtype")))
+        };
+        match int_on_device($op, $a, $b, $c, |h| host(&h[0], &h[1])) {
+            Some(r) => r,
+            None => host($a, $b),
+        }
     }};
+}
+
+/// An integer op of two tensors on a GPU: the CUDA kernel of the C
+/// expression `c` (of `a` and `b`, broadcasting), or `host` on the host
+/// copies of an emulated GPU. `None` (the CPU kernel, which reports a
+/// tensor on a device as having no kernel there) on the CPU, for other
+/// dtypes, and without an expression.
+fn int_on_device(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&str>,
+    host: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+) -> Option<Result<Tensor>> {
+    let on_device = a.device_buffer().is_some() || b.device_buffer().is_some();
+    let expr = c.filter(|_| on_device && matches!(a.dtype(), DType::I32 | DType::I64))?;
+    crate::dispatch::device::offload(
+        op,
+        &[a, b],
+        |_| {
+            let shape = crate::tensor::layout::broadcast_shapes(op, a.shape(), b.shape())?;
+            crate::kernels::cuda::binary(op, a, b, &shape, "", expr, a.dtype())
+        },
+        host,
+    )
 }
 
 /// Relu's gradient in one pass (TensorFlow's `ReluGrad`): `g` where
@@ -130,7 +164,7 @@ impl Tensor {
             return super::complex::add(self, rhs);
         }
         let y = super::table::binary_or(Binary::Add, "add", self, rhs, || {
-            num_zip!("add", self, rhs, |x, y| x.add_wrap(y))
+            num_zip!("add", self, rhs, Some(INT_ADD), |x, y| x.add_wrap(y))
         })?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind_jvp(
@@ -148,7 +182,7 @@ impl Tensor {
             return super::complex::sub(self, rhs);
         }
         let y = super::table::binary_or(Binary::Sub, "sub", self, rhs, || {
-            num_zip!("sub", self, rhs, |x, y| x.sub_wrap(y))
+            num_zip!("sub", self, rhs, Some(INT_SUB), |x, y| x.sub_wrap(y))
         })?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(bind_jvp(
@@ -173,7 +207,7 @@ impl Tensor {
             return super::complex::mul(self, rhs);
         }
         let y = super::table::binary_or(Binary::Mul, "mul", self, rhs, || {
-            num_zip!("mul", self, rhs, |x, y| x.mul_wrap(y))
+            num_zip!("mul", self, rhs, Some(INT_MUL), |x, y| x.mul_wrap(y))
         })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
@@ -219,7 +253,7 @@ impl Tensor {
             DType::I32 => zip::<i32, i32, i32>("div", self, rhs, i32::wrapping_div),
             DType::I64 => zip::<i64, i64, i64>("div", self, rhs, i64::wrapping_div),
             _ => super::table::binary_or(Binary::Div, "div", self, rhs, || {
-                num_zip!("div", self, rhs, |x, y| x / y)
+                num_zip!("div", self, rhs, None, |x, y| x / y)
             }),
         }?;
         let (a, b) = (self.clone(), rhs.clone());
@@ -312,7 +346,11 @@ impl Tensor {
     /// included), else to `b`, so at a NaN it goes to `b` (as TensorFlow).
     pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = super::table::binary_or(Binary::Maximum, "maximum", self, rhs, || {
-            num_zip!("maximum", self, rhs, |x, y| if x >= y || is_nan(x) { x } else { y })
+            num_zip!("maximum", self, rhs, Some(INT_MAX), |x, y| if x >= y || is_nan(x) {
+                x
+            } else {
+                y
+            })
         })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
@@ -335,7 +373,11 @@ impl Tensor {
     /// TensorFlow, also at a NaN).
     pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
         let y = super::table::binary_or(Binary::Minimum, "minimum", self, rhs, || {
-            num_zip!("minimum", self, rhs, |x, y| if x <= y || is_nan(x) { x } else { y })
+            num_zip!("minimum", self, rhs, Some(INT_MIN), |x, y| if x <= y || is_nan(x) {
+                x
+            } else {
+                y
+            })
         })?;
         let (a, b) = (self.clone(), rhs.clone());
         Ok(bind_jvp(
