@@ -110,11 +110,13 @@ fn an_op_without_a_gpu_kernel_is_an_error_not_a_panic() {
         .to(GPU)
         .unwrap();
     let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
-    // (the depthwise convolution has no GPU kernel yet; the dense one has)
+    // (both 2-D convolutions have GPU kernels, dense and depthwise)
     assert!(x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).is_ok());
-    let e = x
-        .depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1])
-        .unwrap_err();
+    assert!(x.depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).is_ok());
+    // integer division has no GPU kernel yet (sums, differences, products,
+    // maximum and minimum have)
+    let i = Tensor::vector(&[1i64, 2]).to(GPU).unwrap();
+    let e = i.div(&i).unwrap_err();
     match &e {
         Error::Device { device, msg, .. } => {
             assert_eq!(*device, GPU);
@@ -122,10 +124,39 @@ fn an_op_without_a_gpu_kernel_is_an_error_not_a_panic() {
         }
         other => panic!("expected a device error, got {other:?}"),
     }
-    // integer division has no GPU kernel yet either (sums, differences,
-    // products, maximum and minimum have)
-    let i = Tensor::vector(&[1i64, 2]).to(GPU).unwrap();
-    assert!(matches!(i.div(&i), Err(Error::Device { .. })));
+}
+
+/// The depthwise convolution and its two gradients on the (emulated) GPU
+/// give the CPU's values and stay there, with a multiplier, strides,
+/// dilations and both paddings, through a tape.
+#[test]
+fn depthwise_convolution_on_the_gpu_is_the_cpus() {
+    emulate();
+    let x = t(&vals(2 * 7 * 6 * 3, 1), &[2, 7, 6, 3]);
+    let f = t(&vals(3 * 2 * 3 * 2, 2), &[3, 2, 3, 2]);
+    for (s, d, p) in [
+        ([1i64, 1], [1i64, 1], gradtape::Padding::Same),
+        ([2, 1], [1, 2], gradtape::Padding::Valid),
+    ] {
+        let run = |x: &Tensor, f: &Tensor| {
+            let tape = GradientTape::new();
+            let y = tape
+                .record(|| {
+                    tape.watch(x);
+                    tape.watch(f);
+                    x.depthwise_conv2d(f, s, p, d)?.square()?.sum_all()
+                })
+                .unwrap();
+            let [dx, df] = tape.gradient(&y, &[x, f]).unwrap();
+            (x.depthwise_conv2d(f, s, p, d).unwrap(), dx.unwrap(), df.unwrap())
+        };
+        let (cy, cdx, cdf) = run(&x, &f);
+        let (gy, gdx, gdf) = run(&x.to(GPU).unwrap(), &f.to(GPU).unwrap());
+        for (c, g) in [(&cy, &gy), (&cdx, &gdx), (&cdf, &gdf)] {
+            assert_eq!(g.device(), GPU);
+            close(g, c, 1e-12);
+        }
+    }
 }
 
 /// Integer sums, differences, products, maxima and minima of tensors on

@@ -295,14 +295,67 @@ fn a_gpu_gives_clear_errors() {
     assert!(far.contains("cuda:999"), "{far}");
     let x = Tensor::ones(&[1, 4, 4, 1], DType::F32).to(GPU).unwrap();
     let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
-    // (the dense convolution has a GPU kernel; the depthwise one not yet)
+    // (both 2-D convolutions have GPU kernels; integer division not yet)
     let y = x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).unwrap();
     assert_eq!((y.device(), y.to_vec::<f32>().unwrap()), (GPU, vec![4.0; 9]));
-    let c = x
+    let y = x
         .depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1])
-        .unwrap_err()
-        .to_string();
+        .unwrap();
+    assert_eq!((y.device(), y.to_vec::<f32>().unwrap()), (GPU, vec![4.0; 9]));
+    let i = Tensor::vector(&[1i64, 2]).to(GPU).unwrap();
+    let c = i.div(&i).unwrap_err().to_string();
     assert!(c.contains("cuda:0"), "{c}");
+}
+
+/// The depthwise convolution and its gradients on the GPU (a multiplier,
+/// strides, dilations, both paddings, outputs and filters larger than a
+/// block: the filter gradient's tree sum runs) match the CPU's in f32,
+/// f64 and f16.
+#[test]
+fn depthwise_convolution_on_the_gpu_is_the_cpus() {
+    let _serial = serial();
+    if !gpu_here() {
+        return;
+    }
+    let v = |n: usize, s: usize| -> Vec<f64> {
+        (0..n)
+            .map(|i| (((i * 7919 + s * 104_729) % 1009) as f64 / 1009.0) - 0.5)
+            .collect()
+    };
+    let x = Tensor::from_vec(v(4 * 30 * 29 * 8, 1), &[4, 30, 29, 8]).unwrap();
+    let f = Tensor::from_vec(v(3 * 3 * 8 * 2, 2), &[3, 3, 8, 2]).unwrap();
+    for dtype in [DType::F64, DType::F32, DType::F16] {
+        let tol = match dtype {
+            DType::F64 => 1e-12,
+            DType::F32 => 1e-4,
+            _ => 2e-2,
+        };
+        let (xc, fc) = (x.cast(dtype).unwrap(), f.cast(dtype).unwrap());
+        for (s, d, p) in [
+            ([1i64, 1], [1i64, 1], gradtape::Padding::Same),
+            ([2, 1], [1, 2], gradtape::Padding::Valid),
+        ] {
+            let run = |x: &Tensor, f: &Tensor| {
+                let tape = GradientTape::new();
+                let y = tape
+                    .record(|| {
+                        tape.watch(x);
+                        tape.watch(f);
+                        x.depthwise_conv2d(f, s, p, d)?.square()?.sum_all()
+                    })
+                    .unwrap();
+                let [dx, df] = tape.gradient(&y, &[x, f]).unwrap();
+                [x.depthwise_conv2d(f, s, p, d).unwrap(), dx.unwrap(), df.unwrap()].map(|t| t.to_vec_f64())
+            };
+            let c = run(&xc, &fc);
+            let g = run(&xc.to(GPU).unwrap(), &fc.to(GPU).unwrap());
+            for (what, (a, b)) in ["value", "dx", "df"].iter().zip(c.iter().zip(&g)) {
+                let scale = a.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                let worst = a.iter().zip(b).map(|(p, q)| (p - q).abs()).fold(0.0, f64::max) / scale;
+                assert!(worst <= tol, "{dtype:?} {what}: off by {worst:.2e}");
+            }
+        }
+    }
 }
 
 #[test]

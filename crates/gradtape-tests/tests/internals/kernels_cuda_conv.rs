@@ -197,3 +197,62 @@ fn pools_agree_with_the_cpu_kernels_as_host_cxx() {
         assert_eq!(got.len(), want.len());
     }
 }
+
+/// The depthwise convolution's kernels (forward, input gradient, filter
+/// gradient; the geometries' `o` as the channel multiplier) agree with
+/// the CPU's. On the host's one thread the filter gradient's block is
+/// one thread walking all the outputs (its tree sum does not run).
+#[test]
+fn depthwise_kernels_agree_with_the_cpu_kernels_as_host_cxx() {
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    for g in geoms() {
+        let xs = [g.n, g.h, g.w, g.c];
+        let (nx, cm) = (xs.iter().product::<usize>(), g.c * g.o);
+        let ny = g.n * g.oh * g.ow * cm;
+        let nf = g.kh * g.kw * cm;
+        let (x, f, dy) = (vals(nx, 6), vals(nf, 7), vals(ny, 8));
+        let (fs, ys) = ([g.kh, g.kw, g.c, g.o], [g.n, g.oh, g.ow, cm]);
+        let geo = Geo::of(&g).c_init();
+        let want = cpu::depthwise(&x, &f, &g).unwrap();
+        let body = format!(
+            "{}{}static double y[{ny}];\nLay la = {}, lb = {}; Geo g = {geo};\nk(la, x, lb, f, y, g, {ny}LL);\ngt_put(y, {ny});",
+            host::array("double", "x", &x),
+            host::array("double", "f", &f),
+            lay(&xs),
+            lay(&fs),
+        );
+        let got = host::run(&depthwise_source("double"), &body).unwrap();
+        same(&got, &want, &format!("depthwise {g:?}"));
+
+        let want = cpu::depthwise_backprop_input(&dy, &f, &g).unwrap();
+        let body = format!(
+            "{}{}static double dx[{nx}];\nLay la = {}, lb = {}; Geo g = {geo};\nk(la, dy, lb, f, dx, g, {nx}LL);\ngt_put(dx, {nx});",
+            host::array("double", "dy", &dy),
+            host::array("double", "f", &f),
+            lay(&ys),
+            lay(&fs),
+        );
+        let got = host::run(&depthwise_input_source("double"), &body).unwrap();
+        same(&got, &want, &format!("depthwise input gradient {g:?}"));
+
+        let want = cpu::depthwise_backprop_filter(&x, &dy, &g).unwrap();
+        let body = format!(
+            "{}{}static double df[{nf}];\nLay la = {}, lb = {}; Geo g = {geo};\nk(la, x, lb, dy, df, g, {nf}LL);\ngt_put(df, {nf});",
+            host::array("double", "x", &x),
+            host::array("double", "dy", &dy),
+            lay(&xs),
+            lay(&ys),
+        );
+        let got = host::run(&depthwise_filter_source("double"), &body).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-9 * (1.0 + b.abs()),
+                "depthwise filter gradient {g:?} element {i}: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -501,7 +501,7 @@ pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Ge
 }
 
 /// Depthwise conv2d: `x` [n,h,w,c], `f` [kh,kw,c,m] -> [n,oh,ow,c*m].
-pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
+pub fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
     let mut out = super::filled_vec(g.op, g.n * g.rows() * cm, T::zero())?;
@@ -539,7 +539,7 @@ pub(crate) fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> 
 }
 
 /// The input gradient of [`depthwise`]: `dy` [n,oh,ow,c*m] -> [n,h,w,c].
-pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
+pub fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
     let img = g.h * g.w * c;
@@ -575,7 +575,7 @@ pub(crate) fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) ->
 }
 
 /// The filter gradient of [`depthwise`]: -> [kh,kw,c,m].
-pub(crate) fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
+pub fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
     let len = g.kh * g.kw * cm;

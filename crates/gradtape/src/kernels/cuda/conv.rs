@@ -11,6 +11,11 @@
 //! result on every run); the filter gradient is `colsᵀ · dy`, from the
 //! forward pass's columns when the tape kept them.
 //!
+//! The depthwise convolution runs directly: one thread per output (the
+//! forward pass) or per input element (its input gradient, gathering as
+//! col2im does), and a block per filter element for the filter gradient
+//! (a tree sum over the batch's outputs, no atomics).
+//!
 //! Pools run one thread per output element (max, average) or per input
 //! element (the average's adjoint, gathering as col2im does); max
 //! pooling's adjoint is a scatter-add at the recorded positions
@@ -258,6 +263,107 @@ pub fn avg_pool_grad_source(t: &str) -> String {
     )
 }
 
+/// Depthwise convolution: `y[b, oy, ox, ci·m + j]` sums `x[b, iy, ix, ci]
+/// · f[ky, kx, ci, j]` over the window's valid taps (`g.o` is the
+/// multiplier `m`), one thread per output, in the `compute` type.
+pub fn depthwise_source(t: &str) -> String {
+    let c = compute(t);
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
+         extern \"C\" __global__ void k(Lay lx, const T* x, Lay lf, const T* f, T* y, Geo g, long long total) {{\n\
+           long long cm = g.c * g.o;\n\
+           GT_LOOP(i, total) {{\n\
+             long long oc = i % cm, r = i / cm;\n\
+             long long ci = oc / g.o;\n\
+             long long ox = r % g.ow; r /= g.ow;\n\
+             long long oy = r % g.oh, b = r / g.oh;\n\
+             C acc = 0;\n\
+             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+               long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
+               if (iy < 0 || iy >= g.h) continue;\n\
+               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                 long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
+                 if (ix < 0 || ix >= g.w) continue;\n\
+                 acc += (C)x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)] * (C)f[gt_at(lf, (ky * g.kw + kx) * cm + oc)];\n\
+               }}\n\
+             }}\n\
+             y[i] = (T)acc;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// The depthwise convolution's input gradient: `dx[b, iy, ix, ci]`
+/// gathers, from each output whose window reads it, `dy · f` over the
+/// channel's `m` filters (no atomics).
+pub fn depthwise_input_source(t: &str) -> String {
+    let c = compute(t);
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
+         extern \"C\" __global__ void k(Lay ld, const T* dy, Lay lf, const T* f, T* dx, Geo g, long long total) {{\n\
+           long long cm = g.c * g.o;\n\
+           GT_LOOP(i, total) {{\n\
+             long long ci = i % g.c, r = i / g.c;\n\
+             long long ix = r % g.w; r /= g.w;\n\
+             long long iy = r % g.h, b = r / g.h;\n\
+             C acc = 0;\n\
+             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+               long long ty = iy + g.pt - ky * g.dh;\n\
+               if (ty < 0) break;\n\
+               if (ty % g.sh != 0) continue;\n\
+               long long oy = ty / g.sh;\n\
+               if (oy >= g.oh) continue;\n\
+               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                 long long tx = ix + g.pl - kx * g.dw;\n\
+                 if (tx < 0) break;\n\
+                 if (tx % g.sw != 0) continue;\n\
+                 long long ox = tx / g.sw;\n\
+                 if (ox >= g.ow) continue;\n\
+                 for (long long j = 0; j < g.o; ++j) {{\n\
+                   long long oc = ci * g.o + j;\n\
+                   acc += (C)dy[gt_at(ld, ((b * g.oh + oy) * g.ow + ox) * cm + oc)] * (C)f[gt_at(lf, (ky * g.kw + kx) * cm + oc)];\n\
+                 }}\n\
+               }}\n\
+             }}\n\
+             dx[i] = (T)acc;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
+/// The depthwise convolution's filter gradient: a block per filter
+/// element `(ky, kx, ci, j)`, its threads summing `x · dy` over the
+/// batch's outputs (strided), then the block's partial sums as a tree.
+pub fn depthwise_filter_source(t: &str) -> String {
+    let c = compute(t);
+    format!(
+        "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
+         extern \"C\" __global__ void k(Lay lx, const T* x, Lay ld, const T* dy, T* df, Geo g, long long total) {{\n\
+           __shared__ C sh[256];\n\
+           long long cm = g.c * g.o, outs = g.n * g.oh * g.ow;\n\
+           for (long long e = blockIdx.x; e < total; e += gridDim.x) {{\n\
+             long long oc = e % cm, tap = e / cm;\n\
+             long long ci = oc / g.o, kx = tap % g.kw, ky = tap / g.kw;\n\
+             C acc = 0;\n\
+             for (long long q = threadIdx.x; q < outs; q += blockDim.x) {{\n\
+               long long ox = q % g.ow, r = q / g.ow;\n\
+               long long oy = r % g.oh, b = r / g.oh;\n\
+               long long iy = oy * g.sh + ky * g.dh - g.pt, ix = ox * g.sw + kx * g.dw - g.pl;\n\
+               if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;\n\
+               acc += (C)x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)] * (C)dy[gt_at(ld, q * cm + oc)];\n\
+             }}\n\
+             sh[threadIdx.x] = acc; __syncthreads();\n\
+             for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n\
+               if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];\n\
+               __syncthreads();\n\
+             }}\n\
+             if (threadIdx.x == 0) df[e] = (T)sh[0];\n\
+             __syncthreads();\n\
+           }}\n\
+         }}\n"
+    )
+}
+
 /// Every source of this file (for the NVRTC check).
 pub fn all_sources() -> Vec<String> {
     let mut v = vec![];
@@ -267,6 +373,9 @@ pub fn all_sources() -> Vec<String> {
         v.push(max_pool_source(t));
         v.push(avg_pool_source(t));
         v.push(avg_pool_grad_source(t));
+        v.push(depthwise_source(t));
+        v.push(depthwise_input_source(t));
+        v.push(depthwise_filter_source(t));
     }
     v
 }
@@ -437,4 +546,51 @@ pub(crate) fn max_pool_grad(op: &'static str, dy: &Tensor, arg: &Tensor, xshape:
     let flat = reshaped(op, dy, &[dy.numel()])?;
     let out = index::scatter_add(op, &flat, arg, 1, arg.numel(), 1, nx, &[nx], None)?;
     Ok(view_as(&out, xshape))
+}
+
+/// The depthwise convolution (`which`: 0 the forward pass, 1 the input
+/// gradient, 2 the filter gradient) of `a` and `b` (`x` and `f`, `dy` and
+/// `f`, `x` and `dy`), as `kernels::cpu::conv::depthwise` and its adjoints.
+pub(crate) fn depthwise(op: &'static str, which: u8, a: &Tensor, b: &Tensor, g: &Geom) -> Result<Tensor> {
+    let gpu = mem_of(a).1;
+    gpu.bind_for(op)?;
+    floats(op, a)?;
+    let t = ct(op, a)?;
+    let shape = match which {
+        0 => [g.n, g.oh, g.ow, g.c * g.o],
+        1 => [g.n, g.h, g.w, g.c],
+        _ => [g.kh, g.kw, g.c, g.o],
+    };
+    let (y, py) = alloc(op, gpu, &shape, a.dtype())?;
+    if y.numel() == 0 {
+        return Ok(y);
+    }
+    let (la, lb) = (lay(op, gpu, a, a.shape())?, lay(op, gpu, b, b.shape())?);
+    let (pa, pb, geo, total) = (ptr_of(a), ptr_of(b), Geo::of(g), y.numel() as i64);
+    let (key, src, grid): (String, fn(&str) -> String, u32) = match which {
+        0 => (
+            format!("depthwise|{t}"),
+            depthwise_source,
+            grid_for(total as usize, BLOCK),
+        ),
+        1 => (
+            format!("depthwise_input|{t}"),
+            depthwise_input_source,
+            grid_for(total as usize, BLOCK),
+        ),
+        _ => (
+            format!("depthwise_filter|{t}"),
+            depthwise_filter_source,
+            (total as usize).min(65_535 * 8) as u32,
+        ),
+    };
+    gpu.launch(
+        op,
+        &key,
+        &|| src(t),
+        grid,
+        BLOCK,
+        &mut args![la, pa, lb, pb, py, geo, total],
+    )?;
+    Ok(y)
 }

@@ -56,7 +56,9 @@ pub const INT_MIN: &str = "(a <= b ? a : b)";
 #[cfg(feature = "cuda")]
 pub(crate) use attention::{backward as attention_backward, forward as attention_forward};
 #[cfg(feature = "cuda")]
-pub(crate) use conv::{avg_pool, conv2d, conv2d_backprop_filter, conv2d_backprop_input, max_pool, max_pool_grad};
+pub(crate) use conv::{
+    avg_pool, conv2d, conv2d_backprop_filter, conv2d_backprop_input, depthwise, max_pool, max_pool_grad,
+};
 #[cfg(feature = "cuda")]
 pub(crate) use fused::run_fused;
 #[cfg(feature = "cuda")]
@@ -126,6 +128,10 @@ mod absent {
     }
 
     pub(crate) fn arg_extremum(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn depthwise(op: &'static str, _: u8, _: &Tensor, _: &Tensor, _: &Geom) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 

@@ -133,19 +133,17 @@ fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> 
     Ok(None)
 }
 
-/// A dense convolution op on a GPU (`None` for operands on the CPU):
-/// `cuda` there, or `host` on host copies on an emulated GPU. Every float
-/// type has a GPU kernel (the half types give the CPU's `f32`-accumulated
-/// values to rounding: `kernels::cuda::conv`); the depthwise convolution
-/// has none: it takes the CPU path, which refuses device tensors.
+/// A convolution op on a GPU (`None` for operands on the CPU): `cuda`
+/// there, or `host` on host copies on an emulated GPU. Every float type
+/// has a GPU kernel, dense and depthwise (the half types give the CPU's
+/// `f32`-accumulated values to rounding: `kernels::cuda::conv`).
 fn on_gpu(
     op: &'static str,
-    cfg: Cfg,
     inputs: &[&Tensor],
     host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
     cuda: impl FnOnce() -> Result<Vec<Tensor>>,
 ) -> Option<Result<Vec<Tensor>>> {
-    if cfg.kind != Kind::Dense || !inputs.iter().all(|t| t.dtype().is_float()) {
+    if !inputs.iter().all(|t| t.dtype().is_float()) {
         return None;
     }
     crate::dispatch::device::offload_n(op, inputs, |_| cuda(), host)
@@ -165,7 +163,6 @@ fn fwd_value(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<(Tens
     let shape = cfg.out_shape(&g);
     if let Some(r) = on_gpu(
         op,
-        cfg,
         &[x, f],
         |h| {
             let (y, cols) = fwd_value(op, &h[0], &h[1], cfg)?;
@@ -174,6 +171,9 @@ fn fwd_value(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<(Tens
         || {
             if shape.contains(&0) || x.numel() == 0 || f.numel() == 0 {
                 return Ok(vec![gpu_zeros(op, &shape, x)?]);
+            }
+            if cfg.kind == Kind::Depthwise {
+                return Ok(vec![crate::kernels::cuda::depthwise(op, 0, x, f, &g)?]);
             }
             let (y, cols) = crate::kernels::cuda::conv2d(op, x, f, &g)?;
             Ok(vec![y, cols])
@@ -216,12 +216,14 @@ fn bwd_input_value(op: &'static str, xs: [usize; 4], f: &Tensor, dy: &Tensor, cf
     let g = cfg.geom(op, &xs, f.shape())?;
     if let Some(r) = on_gpu(
         op,
-        cfg,
         &[f, dy],
         |h| Ok(vec![bwd_input_value(op, xs, &h[0], &h[1], cfg)?]),
         || {
             if xs.contains(&0) || f.numel() == 0 || dy.numel() == 0 {
                 return Ok(vec![gpu_zeros(op, &xs, f)?]);
+            }
+            if cfg.kind == Kind::Depthwise {
+                return Ok(vec![crate::kernels::cuda::depthwise(op, 1, dy, f, &g)?]);
             }
             Ok(vec![crate::kernels::cuda::conv2d_backprop_input(op, dy, f, &g)?])
         },
@@ -291,12 +293,14 @@ fn bwd_filter_value(
     let ins = &both[..2 + usize::from(gpu_cols.is_some())];
     if let Some(r) = on_gpu(
         op,
-        cfg,
         ins,
         |h| Ok(vec![bwd_filter_value(op, &h[0], fs, &h[1], cfg, h.get(2))?]),
         || {
             if fs.contains(&0) || x.numel() == 0 || dy.numel() == 0 {
                 return Ok(vec![gpu_zeros(op, &fs, x)?]);
+            }
+            if cfg.kind == Kind::Depthwise {
+                return Ok(vec![crate::kernels::cuda::depthwise(op, 2, x, dy, &g)?]);
             }
             Ok(vec![crate::kernels::cuda::conv2d_backprop_filter(
                 op, x, gpu_cols, dy, &g,
