@@ -500,7 +500,7 @@ pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Ge
     Ok(df)
 }
 
-/// Depthwise conv2d: `x` [n,h,w,c], `f` [kh,kw,c,m] -> [n,oh,ow,c*m].
+/// Depthwise conv2d: `x` `[n,h,w,c]`, `f` `[kh,kw,c,m]` -> `[n,oh,ow,c*m]`.
 pub fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
@@ -538,7 +538,7 @@ pub fn depthwise<T: Float>(x: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     Ok(out)
 }
 
-/// The input gradient of [`depthwise`]: `dy` [n,oh,ow,c*m] -> [n,h,w,c].
+/// The input gradient of [`depthwise`]: `dy` `[n,oh,ow,c*m]` -> `[n,h,w,c]`.
 pub fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
@@ -574,7 +574,7 @@ pub fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result
     Ok(dx)
 }
 
-/// The filter gradient of [`depthwise`]: -> [kh,kw,c,m].
+/// The filter gradient of [`depthwise`]: -> `[kh,kw,c,m]`.
 pub fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let (c, m) = (g.c, g.o);
     let cm = c * m;
