@@ -191,6 +191,24 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
             );
         }
         assert!(matches!(ga.add(b), Err(Error::DeviceMismatch { .. })));
+        // one-input ops, and with a scalar
+        type G = fn(&Tensor) -> gradtape::Result<Tensor>;
+        let unary: [(&str, G); 7] = [
+            ("neg", |a| a.neg()),
+            ("abs", |a| a.abs()),
+            ("square", |a| a.square()),
+            ("sign", |a| a.sign()),
+            ("relu", |a| a.relu()),
+            ("add_scalar", |a| a.add_scalar(-3.0)),
+            ("mul_scalar", |a| a.mul_scalar(-3.0)),
+        ];
+        for (name, f) in unary {
+            let (c, g) = (f(a).unwrap(), f(&ga).unwrap_or_else(|e| panic!("{name}: {e}")));
+            assert_eq!(g.device(), GPU, "{name}");
+            let as64 = |t: &Tensor| t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap();
+            assert_eq!(as64(&g), as64(&c), "{name}");
+        }
+        assert!(matches!(ga.div_scalar(2.0), Err(Error::Device { .. })));
     }
 }
 

@@ -175,8 +175,9 @@ fn argmax_and_argmin_on_the_gpu_are_the_cpus() {
 }
 
 /// Integer sums, differences, products, maxima and minima on the GPU
-/// (`i32`, `i64`, wrapping at the ends of the range, broadcasting) are the
-/// CPU's.
+/// (`i32`, `i64`, wrapping at the ends of the range, broadcasting), and
+/// the one-input ops (negation, abs, square, sign, relu, with a scalar),
+/// are the CPU's.
 #[test]
 fn integer_arithmetic_on_the_gpu_is_the_cpus() {
     let _serial = serial();
@@ -202,6 +203,22 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
         let (gx, gy) = (x.to(GPU).unwrap(), y.to(GPU).unwrap());
         for (name, f) in ops {
             let (c, g) = (f(&x, &y).unwrap(), f(&gx, &gy).unwrap());
+            assert_eq!(g.device(), GPU);
+            let as64 = |t: &Tensor| t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap();
+            assert_eq!(as64(&g), as64(&c), "{dtype:?} {name}");
+        }
+        type G = fn(&Tensor) -> gradtape::Result<Tensor>;
+        let unary: [(&str, G); 7] = [
+            ("neg", |a| a.neg()),
+            ("abs", |a| a.abs()),
+            ("square", |a| a.square()),
+            ("sign", |a| a.sign()),
+            ("relu", |a| a.relu()),
+            ("add_scalar", |a| a.add_scalar(-3.0)),
+            ("mul_scalar", |a| a.mul_scalar(-3.0)),
+        ];
+        for (name, f) in unary {
+            let (c, g) = (f(&x).unwrap(), f(&gx).unwrap());
             assert_eq!(g.device(), GPU);
             let as64 = |t: &Tensor| t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap();
             assert_eq!(as64(&g), as64(&c), "{dtype:?} {name}");

@@ -170,3 +170,53 @@ fn integer_kernels_wrap_as_the_cpu_as_host_cxx() {
         }
     }
 }
+
+/// The one-input integer ops' C expressions, run as host C++ through the
+/// elementwise kernel (`map`), give the CPU's wrapping values (`i32` and
+/// `i64`, at the ends of their ranges; `c0` = -3).
+#[test]
+fn integer_one_input_kernels_wrap_as_the_cpu_as_host_cxx() {
+    use crate::kernels_cuda_source_host as host;
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    let vals = |min: i64, max: i64| vec![max, min, -7, 0, 5, min + 1];
+    type F = fn(i64, bool) -> i64;
+    fn w(v: i64, narrow: bool, f: fn(i64) -> i64, f32: fn(i32) -> i32) -> i64 {
+        if narrow {
+            f32(v as i32) as i64
+        } else {
+            f(v)
+        }
+    }
+    let ops: [(&str, F); 7] = [
+        (INT_NEG, |v, n| w(v, n, i64::wrapping_neg, i32::wrapping_neg)),
+        (INT_ABS, |v, n| w(v, n, i64::wrapping_abs, i32::wrapping_abs)),
+        (INT_SQUARE, |v, n| w(v, n, |v| v.wrapping_mul(v), |v| v.wrapping_mul(v))),
+        (INT_SIGN, |v, _| v.signum()),
+        (INT_RELU, |v, _| v.max(0)),
+        (INT_ADD_C, |v, n| {
+            w(v, n, |v| v.wrapping_add(-3), |v| v.wrapping_add(-3))
+        }),
+        (INT_MUL_C, |v, n| {
+            w(v, n, |v| v.wrapping_mul(-3), |v| v.wrapping_mul(-3))
+        }),
+    ];
+    let lay = Lay::of(&Layout::contiguous(&[6]), &[6]).unwrap().c_init();
+    for (t, narrow, x) in [
+        ("int", true, vals(i32::MIN as i64, i32::MAX as i64)),
+        ("long long", false, vals(i64::MIN, i64::MAX)),
+    ] {
+        let items: Vec<String> = x.iter().map(|v| format!("({t})({v}LL)")).collect();
+        for (expr, f) in ops {
+            let body = format!(
+                "static {t} x[] = {{{}}};\nstatic {t} y[6];\nLay lx = {lay};\nk(lx, x, y, 6LL, -3.0, 0.0);\nfor (int i = 0; i < 6; ++i) printf(\"%lld \", (long long)y[i]);",
+                items.join(", ")
+            );
+            let got = host::run_text(&map("", t, t, expr), &body).unwrap();
+            let want: Vec<String> = x.iter().map(|&v| f(v, narrow).to_string()).collect();
+            assert_eq!(got.split_whitespace().collect::<Vec<_>>(), want, "{t}: {expr}");
+        }
+    }
+}

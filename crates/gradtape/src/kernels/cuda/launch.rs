@@ -136,6 +136,15 @@ fn map_expr(op: &'static str, x: &Tensor, prelude: &str, to: DType, expr: &str, 
     Ok(out)
 }
 
+/// An integer one-input op (`i32`, `i64`): `expr` is its C expression
+/// of `v` (of type `TX`) and the attribute `c0`.
+pub(crate) fn int_map(op: &'static str, x: &Tensor, expr: &str, c0: f64) -> Result<Tensor> {
+    if !matches!(x.dtype(), DType::I32 | DType::I64) {
+        return Err(crate::kernels::gpu::no_kernel(op, x.device(), x.dtype()));
+    }
+    map_expr(op, x, "", x.dtype(), expr, [c0, 0.0])
+}
+
 /// A bool one-input op: `expr` is its C expression of `v`.
 pub(crate) fn map_bool(op: &'static str, x: &Tensor, expr: &str) -> Result<Tensor> {
     map_expr(op, x, "", DType::Bool, expr, [0.0; 2])

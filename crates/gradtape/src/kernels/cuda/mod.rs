@@ -52,6 +52,22 @@ pub const INT_MUL: &str = "(TX)((unsigned long long)a * (unsigned long long)b)";
 pub const INT_MAX: &str = "(a >= b ? a : b)";
 /// See [`INT_ADD`].
 pub const INT_MIN: &str = "(a <= b ? a : b)";
+/// One-input integer ops' C expressions (of `v`, of type `TX`, and the
+/// attribute `c0`), wrapping as [`INT_ADD`]: `-v`, `|v|` (the most
+/// negative value stays itself), `v²`, the sign, relu, `v + c0`, `v · c0`.
+pub const INT_NEG: &str = "(TX)(0ULL - (unsigned long long)v)";
+/// See [`INT_NEG`].
+pub const INT_ABS: &str = "(v < 0 ? (TX)(0ULL - (unsigned long long)v) : v)";
+/// See [`INT_NEG`].
+pub const INT_SQUARE: &str = "(TX)((unsigned long long)v * (unsigned long long)v)";
+/// See [`INT_NEG`].
+pub const INT_SIGN: &str = "(TX)((v > 0) - (v < 0))";
+/// See [`INT_NEG`].
+pub const INT_RELU: &str = "(v < 0 ? (TX)0 : v)";
+/// See [`INT_NEG`].
+pub const INT_ADD_C: &str = "(TX)((unsigned long long)v + (unsigned long long)(TX)c0)";
+/// See [`INT_NEG`].
+pub const INT_MUL_C: &str = "(TX)((unsigned long long)v * (unsigned long long)(TX)c0)";
 
 #[cfg(feature = "cuda")]
 pub(crate) use attention::{backward as attention_backward, forward as attention_forward};
@@ -128,6 +144,10 @@ mod absent {
     }
 
     pub(crate) fn arg_extremum(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn int_map(op: &'static str, _: &Tensor, _: &str, _: f64) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 

@@ -143,7 +143,7 @@ __device__ __forceinline__ void gt_index_error(unsigned long long* err, unsigned
 
 /// `out[i] = (To)(f(x[at(i)]))` where `f` is the C expression `expr` of `v`
 /// (`v` and the result in the [`compute`] types of `from` and `to`).
-pub(crate) fn map(prelude: &str, from: &str, to: &str, expr: &str) -> String {
+pub fn map(prelude: &str, from: &str, to: &str, expr: &str) -> String {
     let (cx, cy) = (compute(from), compute(to));
     format!(
         "{COMMON}{prelude}\ntypedef {from} SX; typedef {cx} TX; typedef {to} SY; typedef {cy} TY;\n\
@@ -163,7 +163,9 @@ pub fn zip(prelude: &str, from: &str, to: &str, expr: &str) -> String {
     )
 }
 
-pub use super::{INT_ADD, INT_MAX, INT_MIN, INT_MUL, INT_SUB};
+pub use super::{
+    INT_ABS, INT_ADD, INT_ADD_C, INT_MAX, INT_MIN, INT_MUL, INT_MUL_C, INT_NEG, INT_RELU, INT_SIGN, INT_SQUARE, INT_SUB,
+};
 
 /// `out[i] = c[at(i)] ? a[at(i)] : b[at(i)]`.
 pub(crate) fn select(t: &str) -> String {
@@ -428,14 +430,11 @@ pub fn all_fixed() -> Vec<String> {
             out.push(arg_rows(t, false));
         }
         if t == "int" || t == "long long" {
-            for e in [
-                super::INT_ADD,
-                super::INT_SUB,
-                super::INT_MUL,
-                super::INT_MAX,
-                super::INT_MIN,
-            ] {
+            for e in [INT_ADD, INT_SUB, INT_MUL, INT_MAX, INT_MIN] {
                 out.push(zip("", t, t, e));
+            }
+            for e in [INT_NEG, INT_ABS, INT_SQUARE, INT_SIGN, INT_RELU, INT_ADD_C, INT_MUL_C] {
+                out.push(map("", t, t, e));
             }
         }
         for kind in ["sum", "prod", "max", "min"] {

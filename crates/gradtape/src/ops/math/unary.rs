@@ -6,6 +6,7 @@
 use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map};
+use crate::kernels::cuda::{INT_ABS, INT_ADD_C, INT_MUL_C, INT_NEG, INT_RELU, INT_SIGN, INT_SQUARE};
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
 #[allow(unused_imports)]
@@ -22,12 +23,36 @@ macro_rules! float_map {
     };
 }
 
-/// `f(v)` on every element of a numeric tensor.
+/// `f(v)` on every element of a numeric tensor. On a GPU, integer
+/// tensors (`i32`, `i64`) take the CUDA kernel of the C expression `$c`
+/// of `v` and the attribute `c0 = $c0` (`None`: no GPU kernel, an error).
 macro_rules! num_map {
-    ($op:expr, $x:expr, |$v:ident| $body:expr) => {
-        with_num_dtype!($x.dtype(), T => map::<T, T>($op, $x, |$v: T| $body),
-            _ => Err(unsupported($op, $x.dtype(), "a numeric dtype")))
-    };
+    ($op:expr, $x:expr, $c:expr, $c0:expr, |$v:ident| $body:expr) => {{
+        let host = |x: &Tensor| {
+            with_num_dtype!(x.dtype(), T => map::<T, T>($op, x, |$v: T| $body),
+                _ => Err(unsupported($op, x.dtype(), "a numeric dtype")))
+        };
+        match int_on_device($op, $x, $c, $c0, |h| host(&h[0])) {
+            Some(r) => r,
+            None => host($x),
+        }
+    }};
+}
+
+/// An integer op of one tensor on a GPU: the CUDA kernel of the C
+/// expression `c` (of `v` and `c0`), or `host` on the host copy of an
+/// emulated GPU. `None` (the CPU kernel, which reports a tensor on a
+/// device as having no kernel there) on the CPU, for other dtypes, and
+/// without an expression.
+fn int_on_device(
+    op: &'static str,
+    x: &Tensor,
+    c: Option<&str>,
+    c0: f64,
+    host: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+) -> Option<Result<Tensor>> {
+    let expr = c.filter(|_| x.device_buffer().is_some() && matches!(x.dtype(), DType::I32 | DType::I64))?;
+    crate::dispatch::device::offload(op, &[x], |_| crate::kernels::cuda::int_map(op, x, expr, c0), host)
 }
 
 impl Tensor {
@@ -36,7 +61,9 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::neg(self);
         }
-        let y = super::table::unary_or(Unary::Neg, "neg", self, || num_map!("neg", self, |v| v.neg_wrap()))?;
+        let y = super::table::unary_or(Unary::Neg, "neg", self, || {
+            num_map!("neg", self, Some(INT_NEG), 0.0, |v| v.neg_wrap())
+        })?;
         Ok(bind_jvp(
             Unary::Neg,
             &[self],
@@ -51,7 +78,9 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex::abs(self);
         }
-        let y = super::table::unary_or(Unary::Abs, "abs", self, || num_map!("abs", self, |v| v.abs_wrap()))?;
+        let y = super::table::unary_or(Unary::Abs, "abs", self, || {
+            num_map!("abs", self, Some(INT_ABS), 0.0, |v| v.abs_wrap())
+        })?;
         let x = self.clone();
         Ok(bind_jvp(
             Unary::Abs,
@@ -80,7 +109,7 @@ impl Tensor {
         let y = if self.dtype().is_float() {
             super::table::float_unary(Unary::Sign, "sign", self)?
         } else {
-            num_map!("sign", self, |v| if v > T::zero() {
+            num_map!("sign", self, Some(INT_SIGN), 0.0, |v| if v > T::zero() {
                 T::one()
             } else if v < T::zero() {
                 T::zero() - T::one()
@@ -106,7 +135,7 @@ impl Tensor {
             return super::complex_fns::square(self);
         }
         let y = super::table::unary_or(Unary::Square, "square", self, || {
-            num_map!("square", self, |v| v.mul_wrap(v))
+            num_map!("square", self, Some(INT_SQUARE), 0.0, |v| v.mul_wrap(v))
         })?;
         let x = self.clone();
         Ok(bind_jvp(
@@ -287,7 +316,11 @@ impl Tensor {
     pub fn relu(&self) -> Result<Tensor> {
         // `v < 0` is false for NaN (and for -0, kept as TensorFlow keeps it)
         let y = super::table::unary_or(Unary::Relu, "relu", self, || {
-            num_map!("relu", self, |v| if v < T::zero() { T::zero() } else { v })
+            num_map!("relu", self, Some(INT_RELU), 0.0, |v| if v < T::zero() {
+                T::zero()
+            } else {
+                v
+            })
         })?;
         let x = self.clone();
         Ok(bind_jvp(
@@ -334,7 +367,7 @@ impl Tensor {
         }
         check_scalar("mul_scalar", self, c)?;
         let y = super::table::unary_or(Unary::MulScalar(F64(c)), "mul_scalar", self, || {
-            num_map!("mul_scalar", self, |v| v.mul_wrap(T::from_f64(c)))
+            num_map!("mul_scalar", self, Some(INT_MUL_C), c, |v| v.mul_wrap(T::from_f64(c)))
         })?;
         Ok(bind_jvp(
             Unary::MulScalar(F64(c)),
@@ -367,7 +400,7 @@ impl Tensor {
             DType::I32 => map::<i32, i32>("div_scalar", self, |v| v.wrapping_div(c as i32)),
             DType::I64 => map::<i64, i64>("div_scalar", self, |v| v.wrapping_div(c as i64)),
             _ => super::table::unary_or(Unary::DivScalar(F64(c)), "div_scalar", self, || {
-                num_map!("div_scalar", self, |v| v / T::from_f64(c))
+                num_map!("div_scalar", self, None, c, |v| v / T::from_f64(c))
             }),
         }?;
         Ok(bind_jvp(
@@ -387,7 +420,7 @@ impl Tensor {
         }
         check_scalar("add_scalar", self, c)?;
         let y = super::table::unary_or(Unary::AddScalar(F64(c)), "add_scalar", self, || {
-            num_map!("add_scalar", self, |v| v.add_wrap(T::from_f64(c)))
+            num_map!("add_scalar", self, Some(INT_ADD_C), c, |v| v.add_wrap(T::from_f64(c)))
         })?;
         Ok(bind_jvp(
             Unary::AddScalar(F64(c)),
