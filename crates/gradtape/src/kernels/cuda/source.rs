@@ -142,7 +142,7 @@ __device__ __forceinline__ void gt_index_error(unsigned long long* err, unsigned
 "#;
 
 /// `out[i] = (To)(f(x[at(i)]))` where `f` is the C expression `expr` of `v`
-/// (`v` and the result in the [`compute`] types of `from` and `to`).
+/// (`v` and the result in the `compute` types of `from` and `to`).
 pub fn map(prelude: &str, from: &str, to: &str, expr: &str) -> String {
     let (cx, cy) = (compute(from), compute(to));
     format!(
