@@ -113,10 +113,12 @@ fn an_op_without_a_gpu_kernel_is_an_error_not_a_panic() {
     // (both 2-D convolutions have GPU kernels, dense and depthwise)
     assert!(x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).is_ok());
     assert!(x.depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).is_ok());
-    // integer division has no GPU kernel yet (sums, differences, products,
-    // maximum and minimum have)
-    let i = Tensor::vector(&[1i64, 2]).to(GPU).unwrap();
-    let e = i.div(&i).unwrap_err();
+    // 3-D convolutions have no GPU kernel yet
+    let x3 = Tensor::ones(&[1, 3, 3, 3, 1], DType::F32).to(GPU).unwrap();
+    let k3 = Tensor::ones(&[2, 2, 2, 1, 1], DType::F32).to(GPU).unwrap();
+    let e = x3
+        .conv3d(&k3, [1, 1, 1], gradtape::Padding::Valid, [1, 1, 1])
+        .unwrap_err();
     match &e {
         Error::Device { device, msg, .. } => {
             assert_eq!(*device, GPU);
@@ -208,7 +210,24 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
             let as64 = |t: &Tensor| t.cast(DType::I64).unwrap().to_vec::<i64>().unwrap();
             assert_eq!(as64(&g), as64(&c), "{name}");
         }
-        assert!(matches!(ga.div_scalar(2.0), Err(Error::Device { .. })));
+        // division truncates toward zero, MIN / -1 wraps, a zero divisor
+        // is the CPU's error
+        let (c, g) = (a.div_scalar(-1.0).unwrap(), ga.div_scalar(-1.0).unwrap());
+        assert_eq!(g.device(), GPU);
+        assert_eq!(
+            g.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(),
+            c.cast(DType::I64).unwrap().to_vec::<i64>().unwrap()
+        );
+        let (c, g) = (a.div(b).unwrap(), ga.div(&gb).unwrap());
+        assert_eq!(g.device(), GPU);
+        assert_eq!(
+            g.cast(DType::I64).unwrap().to_vec::<i64>().unwrap(),
+            c.cast(DType::I64).unwrap().to_vec::<i64>().unwrap()
+        );
+        let z = b.sub(b).unwrap().to(GPU).unwrap();
+        let e = ga.div(&z).unwrap_err().to_string();
+        assert!(e.contains("division by zero"), "{e}");
+        assert!(ga.div_scalar(0.0).unwrap_err().to_string().contains("division by zero"));
     }
 }
 

@@ -190,12 +190,13 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
         .collect();
     let b: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % 1000 - 500).collect();
     type F = fn(&Tensor, &Tensor) -> gradtape::Result<Tensor>;
-    let ops: [(&str, F); 5] = [
+    let ops: [(&str, F); 6] = [
         ("add", |a, b| a.add(b)),
         ("sub", |a, b| a.sub(b)),
         ("mul", |a, b| a.mul(b)),
         ("maximum", |a, b| a.maximum(b)),
         ("minimum", |a, b| a.minimum(b)),
+        ("div", |a, b| a.div(b)),
     ];
     for dtype in [DType::I64, DType::I32] {
         let x = Tensor::from_vec(a.clone(), &[n / 3, 3]).unwrap().cast(dtype).unwrap();
@@ -208,7 +209,7 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
             assert_eq!(as64(&g), as64(&c), "{dtype:?} {name}");
         }
         type G = fn(&Tensor) -> gradtape::Result<Tensor>;
-        let unary: [(&str, G); 7] = [
+        let unary: [(&str, G); 9] = [
             ("neg", |a| a.neg()),
             ("abs", |a| a.abs()),
             ("square", |a| a.square()),
@@ -216,6 +217,8 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
             ("relu", |a| a.relu()),
             ("add_scalar", |a| a.add_scalar(-3.0)),
             ("mul_scalar", |a| a.mul_scalar(-3.0)),
+            ("div_scalar", |a| a.div_scalar(-1.0)),
+            ("div_scalar_7", |a| a.div_scalar(7.0)),
         ];
         for (name, f) in unary {
             let (c, g) = (f(&x).unwrap(), f(&gx).unwrap());
@@ -312,15 +315,19 @@ fn a_gpu_gives_clear_errors() {
     assert!(far.contains("cuda:999"), "{far}");
     let x = Tensor::ones(&[1, 4, 4, 1], DType::F32).to(GPU).unwrap();
     let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
-    // (both 2-D convolutions have GPU kernels; integer division not yet)
+    // (both 2-D convolutions have GPU kernels; the 3-D one not yet)
     let y = x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).unwrap();
     assert_eq!((y.device(), y.to_vec::<f32>().unwrap()), (GPU, vec![4.0; 9]));
     let y = x
         .depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1])
         .unwrap();
     assert_eq!((y.device(), y.to_vec::<f32>().unwrap()), (GPU, vec![4.0; 9]));
-    let i = Tensor::vector(&[1i64, 2]).to(GPU).unwrap();
-    let c = i.div(&i).unwrap_err().to_string();
+    let x3 = Tensor::ones(&[1, 3, 3, 3, 1], DType::F32).to(GPU).unwrap();
+    let k3 = Tensor::ones(&[2, 2, 2, 1, 1], DType::F32).to(GPU).unwrap();
+    let c = x3
+        .conv3d(&k3, [1, 1, 1], gradtape::Padding::Valid, [1, 1, 1])
+        .unwrap_err()
+        .to_string();
     assert!(c.contains("cuda:0"), "{c}");
 }
 

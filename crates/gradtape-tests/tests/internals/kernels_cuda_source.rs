@@ -124,7 +124,7 @@ fn integer_kernels_wrap_as_the_cpu_as_host_cxx() {
     let a64: Vec<i64> = vec![i64::MAX, i64::MIN, -7, 1 << 40, 0, -1];
     let b64: Vec<i64> = vec![1, -1, 3, 1 << 30, i64::MIN, i64::MAX];
     type F = fn(i64, i64, bool) -> i64;
-    let ops: [(&str, F); 5] = [
+    let ops: [(&str, F); 6] = [
         (INT_ADD, |a, b, w| {
             if w {
                 (a as i32).wrapping_add(b as i32) as i64
@@ -148,6 +148,13 @@ fn integer_kernels_wrap_as_the_cpu_as_host_cxx() {
         }),
         (INT_MAX, |a, b, _| a.max(b)),
         (INT_MIN, |a, b, _| a.min(b)),
+        (INT_DIV, |a, b, w| {
+            if w {
+                (a as i32).wrapping_div(b as i32) as i64
+            } else {
+                a.wrapping_div(b)
+            }
+        }),
     ];
     let lay = |shape: &[usize]| Lay::of(&Layout::contiguous(shape), &[6]).unwrap().c_init();
     for (t, narrow, a, b) in [("int", true, &a32, &b32), ("long long", false, &a64, &b64)] {
@@ -190,7 +197,7 @@ fn integer_one_input_kernels_wrap_as_the_cpu_as_host_cxx() {
             f(v)
         }
     }
-    let ops: [(&str, F); 7] = [
+    let ops: [(&str, F); 8] = [
         (INT_NEG, |v, n| w(v, n, i64::wrapping_neg, i32::wrapping_neg)),
         (INT_ABS, |v, n| w(v, n, i64::wrapping_abs, i32::wrapping_abs)),
         (INT_SQUARE, |v, n| w(v, n, |v| v.wrapping_mul(v), |v| v.wrapping_mul(v))),
@@ -201,6 +208,9 @@ fn integer_one_input_kernels_wrap_as_the_cpu_as_host_cxx() {
         }),
         (INT_MUL_C, |v, n| {
             w(v, n, |v| v.wrapping_mul(-3), |v| v.wrapping_mul(-3))
+        }),
+        (INT_DIV_C, |v, n| {
+            w(v, n, |v| v.wrapping_div(-3), |v| v.wrapping_div(-3))
         }),
     ];
     let lay = Lay::of(&Layout::contiguous(&[6]), &[6]).unwrap().c_init();

@@ -68,6 +68,12 @@ pub const INT_RELU: &str = "(v < 0 ? (TX)0 : v)";
 pub const INT_ADD_C: &str = "(TX)((unsigned long long)v + (unsigned long long)(TX)c0)";
 /// See [`INT_NEG`].
 pub const INT_MUL_C: &str = "(TX)((unsigned long long)v * (unsigned long long)(TX)c0)";
+/// Integer division truncating toward zero, `MIN / -1` wrapping to `MIN`
+/// (C leaves it undefined), as the CPU's `wrapping_div`; the divisor is
+/// never 0 (the callers check): `a / b`.
+pub const INT_DIV: &str = "(b == (TX)-1 ? (TX)(0ULL - (unsigned long long)a) : a / b)";
+/// [`INT_DIV`] by the attribute `c0`: `v / c0`.
+pub const INT_DIV_C: &str = "((TX)c0 == (TX)-1 ? (TX)(0ULL - (unsigned long long)v) : v / (TX)c0)";
 
 #[cfg(feature = "cuda")]
 pub(crate) use attention::{backward as attention_backward, forward as attention_forward};

@@ -164,7 +164,8 @@ pub fn zip(prelude: &str, from: &str, to: &str, expr: &str) -> String {
 }
 
 pub use super::{
-    INT_ABS, INT_ADD, INT_ADD_C, INT_MAX, INT_MIN, INT_MUL, INT_MUL_C, INT_NEG, INT_RELU, INT_SIGN, INT_SQUARE, INT_SUB,
+    INT_ABS, INT_ADD, INT_ADD_C, INT_DIV, INT_DIV_C, INT_MAX, INT_MIN, INT_MUL, INT_MUL_C, INT_NEG, INT_RELU, INT_SIGN,
+    INT_SQUARE, INT_SUB,
 };
 
 /// `out[i] = c[at(i)] ? a[at(i)] : b[at(i)]`.
@@ -430,10 +431,12 @@ pub fn all_fixed() -> Vec<String> {
             out.push(arg_rows(t, false));
         }
         if t == "int" || t == "long long" {
-            for e in [INT_ADD, INT_SUB, INT_MUL, INT_MAX, INT_MIN] {
+            for e in [INT_ADD, INT_SUB, INT_MUL, INT_MAX, INT_MIN, INT_DIV] {
                 out.push(zip("", t, t, e));
             }
-            for e in [INT_NEG, INT_ABS, INT_SQUARE, INT_SIGN, INT_RELU, INT_ADD_C, INT_MUL_C] {
+            for e in [
+                INT_NEG, INT_ABS, INT_SQUARE, INT_SIGN, INT_RELU, INT_ADD_C, INT_MUL_C, INT_DIV_C,
+            ] {
                 out.push(map("", t, t, e));
             }
         }

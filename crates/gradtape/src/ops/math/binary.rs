@@ -9,7 +9,7 @@ pub(crate) use super::compare::scalar_for;
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::elementwise::{select, zip};
-use crate::kernels::cuda::{INT_ADD, INT_MAX, INT_MIN, INT_MUL, INT_SUB};
+use crate::kernels::cuda::{INT_ADD, INT_DIV, INT_MAX, INT_MIN, INT_MUL, INT_SUB};
 use crate::ops::desc::Binary;
 use crate::ops::{bind, bind_jvp, expect_float, expect_same_dtype, grads, sum_terms, tangent_or_zero, unsupported};
 use crate::tensor::{with_float_dtype, with_num_dtype, DType, Num, Tensor};
@@ -237,7 +237,16 @@ impl Tensor {
             return super::complex::div(self, rhs);
         }
         expect_same_dtype("div", self, rhs)?;
-        if rhs.dtype().is_int() && rhs.f64_values("div")?.contains(&0.0) {
+        // (a divisor on a GPU is checked there: one value read back)
+        let has_zero = |r: &Tensor| -> Result<bool> {
+            if r.device_buffer().is_none() {
+                return Ok(r.f64_values("div")?.contains(&0.0));
+            }
+            let all: Vec<isize> = (0..r.rank() as isize).collect();
+            let zero = r.eq(&scalar_for("div", r, 0.0)?)?.any(&all, false)?;
+            Ok(zero.to_vec::<bool>()?.iter().any(|&z| z))
+        };
+        if rhs.dtype().is_int() && has_zero(rhs)? {
             return Err(Error::invalid(
                 "div",
                 format!(
@@ -249,9 +258,15 @@ impl Tensor {
                 ),
             ));
         }
+        let ints = |a: &Tensor, b: &Tensor| match a.dtype() {
+            DType::I32 => zip::<i32, i32, i32>("div", a, b, i32::wrapping_div),
+            _ => zip::<i64, i64, i64>("div", a, b, i64::wrapping_div),
+        };
         let y = match self.dtype() {
-            DType::I32 => zip::<i32, i32, i32>("div", self, rhs, i32::wrapping_div),
-            DType::I64 => zip::<i64, i64, i64>("div", self, rhs, i64::wrapping_div),
+            DType::I32 | DType::I64 => match int_on_device("div", self, rhs, Some(INT_DIV), |h| ints(&h[0], &h[1])) {
+                Some(r) => r,
+                None => ints(self, rhs),
+            },
             _ => super::table::binary_or(Binary::Div, "div", self, rhs, || {
                 num_zip!("div", self, rhs, None, |x, y| x / y)
             }),

@@ -6,7 +6,7 @@
 use crate::dispatch::vjp;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map};
-use crate::kernels::cuda::{INT_ABS, INT_ADD_C, INT_MUL_C, INT_NEG, INT_RELU, INT_SIGN, INT_SQUARE};
+use crate::kernels::cuda::{INT_ABS, INT_ADD_C, INT_DIV_C, INT_MUL_C, INT_NEG, INT_RELU, INT_SIGN, INT_SQUARE};
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
 #[allow(unused_imports)]
@@ -395,10 +395,16 @@ impl Tensor {
                 ),
             ));
         }
+        // truncating toward zero; MIN / -1 wraps instead of panicking
+        let ints = |x: &Tensor| match x.dtype() {
+            DType::I32 => map::<i32, i32>("div_scalar", x, |v| v.wrapping_div(c as i32)),
+            _ => map::<i64, i64>("div_scalar", x, |v| v.wrapping_div(c as i64)),
+        };
         let y = match self.dtype() {
-            // truncating toward zero; MIN / -1 wraps instead of panicking
-            DType::I32 => map::<i32, i32>("div_scalar", self, |v| v.wrapping_div(c as i32)),
-            DType::I64 => map::<i64, i64>("div_scalar", self, |v| v.wrapping_div(c as i64)),
+            DType::I32 | DType::I64 => match int_on_device("div_scalar", self, Some(INT_DIV_C), c, |h| ints(&h[0])) {
+                Some(r) => r,
+                None => ints(self),
+            },
             _ => super::table::unary_or(Unary::DivScalar(F64(c)), "div_scalar", self, || {
                 num_map!("div_scalar", self, None, c, |v| v / T::from_f64(c))
             }),
