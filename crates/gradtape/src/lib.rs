@@ -322,6 +322,9 @@ pub mod __internals {
             pub mod narrow_matmul {
                 pub use crate::kernels::cpu::narrow_matmul::*;
             }
+            pub mod conv3d {
+                pub use crate::kernels::cpu::conv3d::*;
+            }
             pub mod pooling {
                 pub use crate::kernels::cpu::pooling::*;
             }
@@ -354,6 +357,10 @@ pub mod __internals {
             #[cfg(feature = "cuda")]
             pub mod runtime {
                 pub use crate::kernels::cuda::runtime::*;
+            }
+            #[cfg(feature = "cuda")]
+            pub mod scan {
+                pub use crate::kernels::cuda::scan::*;
             }
             #[cfg(feature = "cuda")]
             pub mod source {

@@ -113,12 +113,16 @@ fn an_op_without_a_gpu_kernel_is_an_error_not_a_panic() {
     // (both 2-D convolutions have GPU kernels, dense and depthwise)
     assert!(x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).is_ok());
     assert!(x.depthwise_conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).is_ok());
-    // 3-D convolutions have no GPU kernel yet
+    // and the 3-D one; the matrix decompositions have no GPU kernel yet
     let x3 = Tensor::ones(&[1, 3, 3, 3, 1], DType::F32).to(GPU).unwrap();
     let k3 = Tensor::ones(&[2, 2, 2, 1, 1], DType::F32).to(GPU).unwrap();
-    let e = x3
-        .conv3d(&k3, [1, 1, 1], gradtape::Padding::Valid, [1, 1, 1])
-        .unwrap_err();
+    let y3 = x3.conv3d(&k3, [1, 1, 1], gradtape::Padding::Valid, [1, 1, 1]).unwrap();
+    assert_eq!((y3.device(), y3.to_vec::<f32>().unwrap()), (GPU, vec![8.0; 8]));
+    let spd = Tensor::from_vec(vec![4.0f32, 1.0, 1.0, 3.0], &[2, 2])
+        .unwrap()
+        .to(GPU)
+        .unwrap();
+    let e = spd.cholesky().unwrap_err();
     match &e {
         Error::Device { device, msg, .. } => {
             assert_eq!(*device, GPU);
@@ -195,7 +199,7 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
         assert!(matches!(ga.add(b), Err(Error::DeviceMismatch { .. })));
         // one-input ops, and with a scalar
         type G = fn(&Tensor) -> gradtape::Result<Tensor>;
-        let unary: [(&str, G); 7] = [
+        let unary: [(&str, G); 11] = [
             ("neg", |a| a.neg()),
             ("abs", |a| a.abs()),
             ("square", |a| a.square()),
@@ -203,6 +207,10 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
             ("relu", |a| a.relu()),
             ("add_scalar", |a| a.add_scalar(-3.0)),
             ("mul_scalar", |a| a.mul_scalar(-3.0)),
+            ("cumsum", |a| a.cumsum(1, false, false)),
+            ("cumprod", |a| a.cumprod(0, true, true)),
+            ("prod", |a| a.prod(&[1], false)),
+            ("sum", |a| a.sum(&[0], false)),
         ];
         for (name, f) in unary {
             let (c, g) = (f(a).unwrap(), f(&ga).unwrap_or_else(|e| panic!("{name}: {e}")));

@@ -49,8 +49,17 @@ fn case(
 const U: &[&[usize]] = &[&[3, 5]];
 const B: &[&[usize]] = &[&[3, 5], &[5]];
 
-/// The cases.
+#[path = "ops_table_more.rs"]
+mod more;
+
+/// The cases (and those of `ops_table_more.rs`).
 pub fn cases() -> Vec<Case> {
+    let mut v = first_cases();
+    v.extend(more::cases());
+    v
+}
+
+fn first_cases() -> Vec<Case> {
     use Domain::*;
     vec![
         case("neg", |x| x[0].neg(), U, Any, true),

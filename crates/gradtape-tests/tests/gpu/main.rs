@@ -209,7 +209,7 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
             assert_eq!(as64(&g), as64(&c), "{dtype:?} {name}");
         }
         type G = fn(&Tensor) -> gradtape::Result<Tensor>;
-        let unary: [(&str, G); 9] = [
+        let unary: [(&str, G); 13] = [
             ("neg", |a| a.neg()),
             ("abs", |a| a.abs()),
             ("square", |a| a.square()),
@@ -219,6 +219,10 @@ fn integer_arithmetic_on_the_gpu_is_the_cpus() {
             ("mul_scalar", |a| a.mul_scalar(-3.0)),
             ("div_scalar", |a| a.div_scalar(-1.0)),
             ("div_scalar_7", |a| a.div_scalar(7.0)),
+            ("cumsum", |a| a.cumsum(-1, false, false)),
+            ("cumprod", |a| a.cumprod(0, true, true)),
+            ("prod", |a| a.prod(&[-1], false)),
+            ("sum", |a| a.sum(&[0], false)),
         ];
         for (name, f) in unary {
             let (c, g) = (f(&x).unwrap(), f(&gx).unwrap());
@@ -315,7 +319,8 @@ fn a_gpu_gives_clear_errors() {
     assert!(far.contains("cuda:999"), "{far}");
     let x = Tensor::ones(&[1, 4, 4, 1], DType::F32).to(GPU).unwrap();
     let k = Tensor::ones(&[2, 2, 1, 1], DType::F32).to(GPU).unwrap();
-    // (both 2-D convolutions have GPU kernels; the 3-D one not yet)
+    // (both 2-D convolutions have GPU kernels, and the 3-D one; the
+    // matrix decompositions not yet)
     let y = x.conv2d(&k, [1, 1], gradtape::Padding::Valid, [1, 1]).unwrap();
     assert_eq!((y.device(), y.to_vec::<f32>().unwrap()), (GPU, vec![4.0; 9]));
     let y = x
@@ -324,11 +329,14 @@ fn a_gpu_gives_clear_errors() {
     assert_eq!((y.device(), y.to_vec::<f32>().unwrap()), (GPU, vec![4.0; 9]));
     let x3 = Tensor::ones(&[1, 3, 3, 3, 1], DType::F32).to(GPU).unwrap();
     let k3 = Tensor::ones(&[2, 2, 2, 1, 1], DType::F32).to(GPU).unwrap();
-    let c = x3
-        .conv3d(&k3, [1, 1, 1], gradtape::Padding::Valid, [1, 1, 1])
-        .unwrap_err()
-        .to_string();
-    assert!(c.contains("cuda:0"), "{c}");
+    let y3 = x3.conv3d(&k3, [1, 1, 1], gradtape::Padding::Valid, [1, 1, 1]).unwrap();
+    assert_eq!((y3.device(), y3.to_vec::<f32>().unwrap()), (GPU, vec![8.0; 8]));
+    let spd = Tensor::from_vec(vec![4.0f32, 1.0, 1.0, 3.0], &[2, 2])
+        .unwrap()
+        .to(GPU)
+        .unwrap();
+    let c = spd.cholesky().unwrap_err().to_string();
+    assert!(c.contains("cuda:0") && c.contains("cholesky"), "{c}");
 }
 
 /// The depthwise convolution and its gradients on the GPU (a multiplier,

@@ -153,3 +153,48 @@ fn copies_and_one_hot_agree_with_the_cpu_as_host_cxx() {
         "one_hot",
     );
 }
+
+/// `gather_nd`'s and `scatter_nd`'s flat offsets: each `K`-tuple's
+/// offset into the leading dims, row-major, as the CPU's `gather_nd`
+/// reads them; a coordinate out of range (negative, or at its dim)
+/// records the first such in the check word (its value and dim) and
+/// gives `-1`, which the gather or scatter that reads it skips.
+#[test]
+fn nd_offsets_agree_with_the_cpu_and_record_a_coordinate_out_of_range() {
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    let dims = [3usize, 4, 5];
+    let dims_lay = Lay::of(&Layout::contiguous(&dims), &dims).unwrap().c_init();
+    // in range: the offsets read a [60] arange as gather_nd does
+    let idx: Vec<i64> = vec![2, 3, 4, 0, 0, 0, 1, 2, 3, 2, 0, 4];
+    let ar = Tensor::from_vec((0..60).map(|v| v as f64).collect(), &dims).unwrap();
+    let want = ar.gather_nd(&i64s(&idx, &[4, 3])).unwrap().to_vec::<f64>().unwrap();
+    let arr = |t: &str, v: &[i64]| {
+        let items: Vec<String> = v.iter().map(|x| format!("({t})({x}LL)")).collect();
+        format!("static {t} idx[] = {{{}}};\n", items.join(", "))
+    };
+    for it in ["long long", "int"] {
+        let body = format!(
+            "{}static long long y[4];\nstatic unsigned long long err[3];\nLay dims = {dims_lay};\n\
+             k(idx, y, 4LL, 3LL, dims, err, 7ULL);\n\
+             gt_put(y, 4);\nprintf(\"%llu\\n\", err[0]);",
+            arr(it, &idx)
+        );
+        let got = host::run(&nd_offsets_source(it), &body).unwrap();
+        assert_eq!(&got[..4], &want[..], "{it}");
+        assert_eq!(got[4], 0.0, "{it}: no error recorded");
+    }
+    // out of range: the second tuple's coordinate 4 at dim 1 (of 4), then
+    // the fourth's -1 at dim 0: the first is recorded, both give -1
+    let bad: Vec<i64> = vec![2, 3, 4, 0, 4, 0, 1, 2, 3, -1, 0, 0];
+    let body = format!(
+        "{}static long long y[4];\nstatic unsigned long long err[3];\nLay dims = {dims_lay};\n\
+         k(idx, y, 4LL, 3LL, dims, err, 7ULL);\n\
+         gt_put(y, 4);\nprintf(\"%llu %lld %llu\\n\", err[0], (long long)err[1], err[2]);",
+        arr("long long", &bad)
+    );
+    let got = host::run(&nd_offsets_source("long long"), &body).unwrap();
+    assert_eq!(got, vec![59.0, -1.0, 33.0, -1.0, 7.0, 4.0, 4.0]);
+}

@@ -40,6 +40,8 @@ pub fn array(ty: &str, name: &str, v: &[f64]) -> String {
             .map(|x| {
                 if x.is_nan() {
                     "NAN".into()
+                } else if x.is_infinite() {
+                    format!("({ty})({}INFINITY)", if *x < 0.0 { "-" } else { "" })
                 } else {
                     format!("({ty})({x:?})")
                 }

@@ -53,9 +53,13 @@ mod kernels_cuda_attention;
 #[cfg(feature = "cuda")]
 mod kernels_cuda_conv;
 #[cfg(feature = "cuda")]
+mod kernels_cuda_conv3d;
+#[cfg(feature = "cuda")]
 mod kernels_cuda_fused;
 #[cfg(feature = "cuda")]
 mod kernels_cuda_index;
+#[cfg(feature = "cuda")]
+mod kernels_cuda_scan;
 #[cfg(feature = "cuda")]
 mod kernels_cuda_source;
 #[cfg(feature = "cuda")]

@@ -16,7 +16,7 @@ use crate::tensor::Float;
 
 /// The geometry of one 3-D window op on NDHWC data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Geom3 {
+pub struct Geom3 {
     /// The op the user called, for the kernels' errors.
     pub op: &'static str,
     /// Batch size.
@@ -31,16 +31,18 @@ pub(crate) struct Geom3 {
     pub o: usize,
     /// Output depth, height, width.
     pub y: [usize; 3],
-    /// Strides, dilations and padding before, per spatial axis.
+    /// Strides per spatial axis.
     pub s: [usize; 3],
+    /// Dilations per spatial axis.
     pub dil: [usize; 3],
+    /// Padding before, per spatial axis.
     pub pad: [usize; 3],
 }
 
 impl Geom3 {
     /// The geometry of window `k` over an NDHWC input of shape `x` (rank 5,
     /// checked by the caller) with `o` output channels.
-    pub(crate) fn new(
+    pub fn new(
         op: &'static str,
         x: &[usize],
         k: [usize; 3],
@@ -99,7 +101,7 @@ impl Geom3 {
     }
 
     /// Output positions of one image (rows of its im2col matrix).
-    pub(crate) fn rows(&self) -> usize {
+    pub fn rows(&self) -> usize {
         self.y[0] * self.y[1] * self.y[2]
     }
 
@@ -109,7 +111,7 @@ impl Geom3 {
     }
 
     /// Columns of the im2col matrix: `kd * kh * kw * c`.
-    pub(crate) fn kdim(&self) -> usize {
+    pub fn kdim(&self) -> usize {
         self.k[0] * self.k[1] * self.k[2] * self.c
     }
 
@@ -236,7 +238,7 @@ fn each_im2col_chunk<T: Float>(x: &[T], g: &Geom3, mut visit: impl FnMut(usize, 
 }
 
 /// Dense conv3d: `x` [n,d,h,w,c], `f` [kd,kh,kw,c,o] -> [n,od,oh,ow,o].
-pub(crate) fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
+pub fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let total = g.n * rows * o;
     let mut out = super::filled_vec(g.op, total, T::zero())?;
@@ -253,7 +255,7 @@ pub(crate) fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
 }
 
 /// The input gradient of [`conv3d`]: `dy` [n,od,oh,ow,o], `f` -> [n,d,h,w,c].
-pub(crate) fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
+pub fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let mut dx = super::filled_vec(g.op, g.n * g.img(), T::zero())?;
     if dx.is_empty() || rows == 0 || o == 0 || kd == 0 {
@@ -282,7 +284,7 @@ pub(crate) fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> R
 }
 
 /// The filter gradient of [`conv3d`]: `x` [n,d,h,w,c], `dy` [n,od,oh,ow,o] -> [kd,kh,kw,c,o].
-pub(crate) fn conv3d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom3) -> Result<Vec<T>> {
+pub fn conv3d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let mut df = super::filled_vec(g.op, kd * o, T::zero())?;
     if df.is_empty() || rows == 0 || g.n == 0 {
@@ -324,7 +326,7 @@ fn count(g: &Geom3, od: usize, oh: usize, ow: usize) -> usize {
 /// 3-D max pool: the output [n,od,oh,ow,c] and the flat index into `x` of
 /// each output's maximum (the first in window order on ties; NaN skipped
 /// unless the window holds nothing else, as the 2-D pool does).
-pub(crate) fn max_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<(Vec<T>, Vec<i64>)> {
+pub fn max_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<(Vec<T>, Vec<i64>)> {
     let (c, row) = (g.c, g.y[2] * g.c);
     let total = g.n * g.rows() * c;
     let mut y = super::filled_vec(g.op, total, T::neg_infinity())?;
@@ -353,7 +355,7 @@ pub(crate) fn max_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<(Vec<T>, Vec<i6
 }
 
 /// 3-D average pool: each output the mean of its window's valid inputs.
-pub(crate) fn avg_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<Vec<T>> {
+pub fn avg_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (c, row) = (g.c, g.y[2] * g.c);
     let mut y = super::filled_vec(g.op, g.n * g.rows() * c, T::zero())?;
     if y.is_empty() {
@@ -377,7 +379,7 @@ pub(crate) fn avg_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<Vec<T>> {
 
 /// The adjoint of [`avg_pool3d`]: each `dy` element spread evenly over its
 /// window's valid inputs; returns [n,d,h,w,c].
-pub(crate) fn avg_pool3d_grad<T: Float>(dy: &[T], g: &Geom3) -> Result<Vec<T>> {
+pub fn avg_pool3d_grad<T: Float>(dy: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (c, img) = (g.c, g.img());
     let mut dx = super::filled_vec(g.op, g.n * img, T::zero())?;
     if dx.is_empty() {

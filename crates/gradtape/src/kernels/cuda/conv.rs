@@ -1,5 +1,8 @@
 //! Convolutions and pools on the GPU, NHWC data with HWIO filters as the
-//! CPU kernels (`kernels::cpu::conv`, `kernels::cpu::pooling`) take them.
+//! CPU kernels (`kernels::cpu::conv`, `kernels::cpu::pooling`) take them,
+//! and NDHWC data with DHWIO filters for the 3-D ops (`kernels::cpu::conv3d`):
+//! one set of kernels serves both ranks, their geometry ([`Geo`]) having a
+//! depth, which is 1 for a 2-D op (a loop of one step).
 //!
 //! The dense convolution is im2col + a cuBLAS product: [`IM2COL`] lays the
 //! windows of `x` out as the rows of a `[n·oh·ow, kh·kw·c]` matrix (zeros
@@ -42,64 +45,182 @@ use super::runtime::grid_for;
 use super::source::{compute, COMMON, LIMITS};
 use crate::error::Result;
 use crate::kernels::cpu::conv::Geom;
+use crate::kernels::cpu::conv3d::Geom3;
 use crate::tensor::{DType, Layout, Tensor};
 
-/// The geometry as kernels read it (`struct Geo` in `GEO`).
+/// The geometry as kernels read it (`struct Geo` in `GEO`): batch, input
+/// depth, height, width and channels, window depth, height and width,
+/// output channels (the multiplier for the depthwise kernels, 1 for
+/// pools), output depth, height and width, strides, dilations, padding
+/// before (front, top, left). A 2-D op has depth 1 throughout.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Geo {
     n: i64,
+    d: i64,
     h: i64,
     w: i64,
     c: i64,
+    kd: i64,
     kh: i64,
     kw: i64,
     o: i64,
+    od: i64,
     oh: i64,
     ow: i64,
+    sd: i64,
     sh: i64,
     sw: i64,
+    dd: i64,
     dh: i64,
     dw: i64,
+    pf: i64,
     pt: i64,
     pl: i64,
 }
 
 impl Geo {
+    /// A 2-D geometry (depth 1).
     pub fn of(g: &Geom) -> Geo {
         let i = |v: usize| v as i64;
         Geo {
             n: i(g.n),
+            d: 1,
             h: i(g.h),
             w: i(g.w),
             c: i(g.c),
+            kd: 1,
             kh: i(g.kh),
             kw: i(g.kw),
             o: i(g.o),
+            od: 1,
             oh: i(g.oh),
             ow: i(g.ow),
+            sd: 1,
             sh: i(g.sh),
             sw: i(g.sw),
+            dd: 1,
             dh: i(g.dh),
             dw: i(g.dw),
+            pf: 0,
             pt: i(g.pt),
             pl: i(g.pl),
+        }
+    }
+
+    /// A 3-D geometry.
+    pub fn of3(g: &Geom3) -> Geo {
+        let i = |v: usize| v as i64;
+        Geo {
+            n: i(g.n),
+            d: i(g.x[0]),
+            h: i(g.x[1]),
+            w: i(g.x[2]),
+            c: i(g.c),
+            kd: i(g.k[0]),
+            kh: i(g.k[1]),
+            kw: i(g.k[2]),
+            o: i(g.o),
+            od: i(g.y[0]),
+            oh: i(g.y[1]),
+            ow: i(g.y[2]),
+            sd: i(g.s[0]),
+            sh: i(g.s[1]),
+            sw: i(g.s[2]),
+            dd: i(g.dil[0]),
+            dh: i(g.dil[1]),
+            dw: i(g.dil[2]),
+            pf: i(g.pad[0]),
+            pt: i(g.pad[1]),
+            pl: i(g.pad[2]),
         }
     }
 
     /// A C initializer of this geometry (for the host checks).
     pub fn c_init(&self) -> String {
         let v = [
-            self.n, self.h, self.w, self.c, self.kh, self.kw, self.o, self.oh, self.ow, self.sh, self.sw, self.dh,
-            self.dw, self.pt, self.pl,
+            self.n, self.d, self.h, self.w, self.c, self.kd, self.kh, self.kw, self.o, self.od, self.oh, self.ow,
+            self.sd, self.sh, self.sw, self.dd, self.dh, self.dw, self.pf, self.pt, self.pl,
         ];
         format!("{{{}}}", v.map(|x| format!("{x}LL")).join(", "))
     }
 }
 
+/// A window op's geometry on the GPU: the kernels' [`Geo`], and whether
+/// the op is 3-D (NDHWC data, DHWIO filters) or 2-D (NHWC, HWIO), which
+/// sets the rank of the shapes it makes.
+#[derive(Clone, Copy, Debug)]
+pub struct Win {
+    /// What the kernels read.
+    pub geo: Geo,
+    /// A 3-D op.
+    pub three: bool,
+}
+
+impl Win {
+    /// A 2-D op's.
+    pub fn two(g: &Geom) -> Win {
+        Win {
+            geo: Geo::of(g),
+            three: false,
+        }
+    }
+
+    /// A 3-D op's.
+    pub fn three(g: &Geom3) -> Win {
+        Win {
+            geo: Geo::of3(g),
+            three: true,
+        }
+    }
+
+    /// `[n, (depth,) height, width, channels]` from the spatial sizes.
+    fn shape(&self, n: i64, dhw: [i64; 3], ch: i64) -> Vec<usize> {
+        let dims = if self.three { &dhw[..] } else { &dhw[1..] };
+        std::iter::once(n)
+            .chain(dims.iter().copied())
+            .chain([ch])
+            .map(|v| v as usize)
+            .collect()
+    }
+
+    /// The input's shape.
+    fn x_shape(&self) -> Vec<usize> {
+        let g = &self.geo;
+        self.shape(g.n, [g.d, g.h, g.w], g.c)
+    }
+
+    /// The output's shape, with `ch` channels.
+    fn y_shape(&self, ch: i64) -> Vec<usize> {
+        let g = &self.geo;
+        self.shape(g.n, [g.od, g.oh, g.ow], ch)
+    }
+
+    /// The filter's shape.
+    fn f_shape(&self) -> Vec<usize> {
+        let g = &self.geo;
+        let mut s = self.shape(g.kd, [g.kd, g.kh, g.kw], g.c);
+        s.remove(0);
+        s.push(g.o as usize);
+        s
+    }
+
+    /// Rows of the im2col matrix: output positions of the whole batch.
+    fn rows(&self) -> usize {
+        let g = &self.geo;
+        (g.n * g.od * g.oh * g.ow) as usize
+    }
+
+    /// Columns of the im2col matrix: `kd·kh·kw·c`.
+    fn kdim(&self) -> usize {
+        let g = &self.geo;
+        (g.kd * g.kh * g.kw * g.c) as usize
+    }
+}
+
 /// The geometry struct and the window arithmetic every kernel here shares.
 pub(crate) const GEO: &str = r#"
-struct Geo { long long n, h, w, c, kh, kw, o, oh, ow, sh, sw, dh, dw, pt, pl; };
+struct Geo { long long n, d, h, w, c, kd, kh, kw, o, od, oh, ow, sd, sh, sw, dd, dh, dw, pf, pt, pl; };
 // how many taps of the window of output `o` along one dim (window size
 // `k`, stride `s`, dilation `d`, padding before `p`) land inside an input
 // of size `n`
@@ -108,58 +229,71 @@ __device__ __forceinline__ long long gt_count_valid(long long o, long long k, lo
     for (long long t = 0; t < k; ++t) { long long i = o * s + t * d - p; if (i >= 0 && i < n) ++c; }
     return c;
 }
+// the output index whose window's tap `k` reads input index `i` along one
+// dim, or -1 (a tap before it, between strides, or past the output)
+__device__ __forceinline__ long long gt_out_of(long long i, long long k, long long s, long long d, long long p, long long no) {
+    long long t = i + p - k * d;
+    if (t < 0 || t % s != 0 || t / s >= no) return -1;
+    return t / s;
+}
+// an output element's position: channel `ci`, then `ox`, `oy`, `oz`, `b`
+#define GT_SPLIT_OUT(i, ch) long long ci = (i) % (ch), r_ = (i) / (ch); long long ox = r_ % g.ow; r_ /= g.ow; long long oy = r_ % g.oh; r_ /= g.oh; long long oz = r_ % g.od, b = r_ / g.od;
+// an input element's position: channel `ci`, then `ix`, `iy`, `iz`, `b`
+#define GT_SPLIT_IN(i) long long ci = (i) % g.c, r_ = (i) / g.c; long long ix = r_ % g.w; r_ /= g.w; long long iy = r_ % g.h; r_ /= g.h; long long iz = r_ % g.d, b = r_ / g.d;
+// the flat index of input element (b, iz, iy, ix, ci), and of output element (b, oz, oy, ox) times `ch` plus `j`
+#define GT_X_AT(iz, iy, ix, ci) ((((b * g.d + (iz)) * g.h + (iy)) * g.w + (ix)) * g.c + (ci))
+#define GT_Y_ROW(oz, oy, ox) (((b * g.od + (oz)) * g.oh + (oy)) * g.ow + (ox))
 "#;
 
-/// `cols[row, (ky·kw + kx)·c + ci] = x[b, oy·sh + ky·dh − pt, ox·sw + kx·dw − pl, ci]`
-/// (0 in the padding), `row = (b·oh + oy)·ow + ox`; `x` read through its view.
+/// `cols[row, ((kz·kh + ky)·kw + kx)·c + ci] = x[b, oz·sd + kz·dd − pf,
+/// oy·sh + ky·dh − pt, ox·sw + kx·dw − pl, ci]` (0 in the padding), `row
+/// = ((b·od + oz)·oh + oy)·ow + ox`; `x` read through its view.
 pub fn im2col_source(t: &str) -> String {
     format!(
         "{COMMON}{GEO}\ntypedef {t} T;\n\
          extern \"C\" __global__ void k(Lay lx, const T* x, T* cols, Geo g, long long total) {{\n\
-           long long kd = g.kh * g.kw * g.c;\n\
+           long long kdim = g.kd * g.kh * g.kw * g.c;\n\
            GT_LOOP(i, total) {{\n\
-             long long row = i / kd, col = i - row * kd;\n\
+             long long row = i / kdim, col = i - row * kdim;\n\
              long long ci = col % g.c, tap = col / g.c;\n\
-             long long kx = tap % g.kw, ky = tap / g.kw;\n\
-             long long ox = row % g.ow, r2 = row / g.ow;\n\
-             long long oy = r2 % g.oh, b = r2 / g.oh;\n\
-             long long iy = oy * g.sh + ky * g.dh - g.pt, ix = ox * g.sw + kx * g.dw - g.pl;\n\
+             long long kx = tap % g.kw; tap /= g.kw;\n\
+             long long ky = tap % g.kh, kz = tap / g.kh;\n\
+             long long ox = row % g.ow; row /= g.ow;\n\
+             long long oy = row % g.oh; row /= g.oh;\n\
+             long long oz = row % g.od, b = row / g.od;\n\
+             long long iz = oz * g.sd + kz * g.dd - g.pf, iy = oy * g.sh + ky * g.dh - g.pt, ix = ox * g.sw + kx * g.dw - g.pl;\n\
              T v = (T)0;\n\
-             if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)];\n\
+             if (iz >= 0 && iz < g.d && iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = x[gt_at(lx, GT_X_AT(iz, iy, ix, ci))];\n\
              cols[i] = v;\n\
            }}\n\
          }}\n"
     )
 }
 
-/// The adjoint of im2col: `dx[b, iy, ix, ci]` is the sum of the columns
-/// of every window tap that reads it (contiguous `cols`, of the `compute`
-/// type of `t`: `f32` columns for the half types, summed in `f32` and
-/// rounded once).
+/// The adjoint of im2col: `dx[b, iz, iy, ix, ci]` is the sum of the
+/// columns of every window tap that reads it (contiguous `cols`, of the
+/// `compute` type of `t`: `f32` columns for the half types, summed in
+/// `f32` and rounded once).
 pub fn col2im_source(t: &str) -> String {
     let c = compute(t);
     format!(
         "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
          extern \"C\" __global__ void k(const C* cols, T* dx, Geo g, long long total) {{\n\
-           long long kd = g.kh * g.kw * g.c;\n\
+           long long kdim = g.kd * g.kh * g.kw * g.c;\n\
            GT_LOOP(i, total) {{\n\
-             long long ci = i % g.c, r = i / g.c;\n\
-             long long ix = r % g.w; r /= g.w;\n\
-             long long iy = r % g.h, b = r / g.h;\n\
+             GT_SPLIT_IN(i)\n\
              C acc = 0;\n\
-             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
-               long long ty = iy + g.pt - ky * g.dh;\n\
-               if (ty < 0) break;\n\
-               if (ty % g.sh != 0) continue;\n\
-               long long oy = ty / g.sh;\n\
-               if (oy >= g.oh) continue;\n\
-               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
-                 long long tx = ix + g.pl - kx * g.dw;\n\
-                 if (tx < 0) break;\n\
-                 if (tx % g.sw != 0) continue;\n\
-                 long long ox = tx / g.sw;\n\
-                 if (ox >= g.ow) continue;\n\
-                 acc += cols[((b * g.oh + oy) * g.ow + ox) * kd + (ky * g.kw + kx) * g.c + ci];\n\
+             for (long long kz = 0; kz < g.kd; ++kz) {{\n\
+               long long oz = gt_out_of(iz, kz, g.sd, g.dd, g.pf, g.od);\n\
+               if (oz < 0) continue;\n\
+               for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+                 long long oy = gt_out_of(iy, ky, g.sh, g.dh, g.pt, g.oh);\n\
+                 if (oy < 0) continue;\n\
+                 for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                   long long ox = gt_out_of(ix, kx, g.sw, g.dw, g.pl, g.ow);\n\
+                   if (ox < 0) continue;\n\
+                   acc += cols[GT_Y_ROW(oz, oy, ox) * kdim + ((kz * g.kh + ky) * g.kw + kx) * g.c + ci];\n\
+                 }}\n\
                }}\n\
              }}\n\
              dx[i] = (T)acc;\n\
@@ -168,31 +302,44 @@ pub fn col2im_source(t: &str) -> String {
     )
 }
 
+/// The loops over a window's taps inside the input, for output element
+/// `(b, oz, oy, ox)`: `body` sees `iz`, `iy`, `ix`.
+fn taps(body: &str) -> String {
+    format!(
+        "for (long long kz = 0; kz < g.kd; ++kz) {{\n\
+           long long iz = oz * g.sd + kz * g.dd - g.pf;\n\
+           if (iz < 0 || iz >= g.d) continue;\n\
+           for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+             long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
+             if (iy < 0 || iy >= g.h) continue;\n\
+             for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+               long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
+               if (ix < 0 || ix >= g.w) continue;\n\
+               {body}\n\
+             }}\n\
+           }}\n\
+         }}\n"
+    )
+}
+
 /// Max pool: each output the maximum of its window's valid inputs (the
 /// first on ties; NaN skipped unless the window holds nothing else; −inf
 /// and position 0 for a window of padding only) and its flat position in
-/// `x`, as `kernels::cpu::pooling::max_pool`.
+/// `x`, as `kernels::cpu::pooling::max_pool` (and `conv3d::max_pool3d`).
 pub fn max_pool_source(t: &str) -> String {
     let c = compute(t);
+    let body = taps(
+        "long long off = GT_X_AT(iz, iy, ix, ci);\n\
+         C v = (C)x[gt_at(lx, off)];\n\
+         if (first || v > m || (gt_nan(m) && !gt_nan(v))) { m = v; a = off; first = false; }",
+    );
     format!(
         "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n{LIMITS}\n\
          extern \"C\" __global__ void k(Lay lx, const T* x, T* y, long long* arg, Geo g, long long total) {{\n\
            GT_LOOP(i, total) {{\n\
-             long long ci = i % g.c, r = i / g.c;\n\
-             long long ox = r % g.ow; r /= g.ow;\n\
-             long long oy = r % g.oh, b = r / g.oh;\n\
+             GT_SPLIT_OUT(i, g.c)\n\
              bool first = true; C m = 0; long long a = 0;\n\
-             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
-               long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
-               if (iy < 0 || iy >= g.h) continue;\n\
-               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
-                 long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
-                 if (ix < 0 || ix >= g.w) continue;\n\
-                 long long off = ((b * g.h + iy) * g.w + ix) * g.c + ci;\n\
-                 C v = (C)x[gt_at(lx, off)];\n\
-                 if (first || v > m || (gt_nan(m) && !gt_nan(v))) {{ m = v; a = off; first = false; }}\n\
-               }}\n\
-             }}\n\
+             {body}\
              if (first) {{ m = gt_lowest<C>(); a = 0; }}\n\
              y[i] = (T)m; arg[i] = a;\n\
            }}\n\
@@ -203,31 +350,23 @@ pub fn max_pool_source(t: &str) -> String {
 /// Average pool: each output the mean of its window's valid inputs.
 pub fn avg_pool_source(t: &str) -> String {
     let c = compute(t);
+    let body = taps("s += (C)x[gt_at(lx, GT_X_AT(iz, iy, ix, ci))];");
     format!(
         "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
          extern \"C\" __global__ void k(Lay lx, const T* x, T* y, Geo g, long long total) {{\n\
            GT_LOOP(i, total) {{\n\
-             long long ci = i % g.c, r = i / g.c;\n\
-             long long ox = r % g.ow; r /= g.ow;\n\
-             long long oy = r % g.oh, b = r / g.oh;\n\
+             GT_SPLIT_OUT(i, g.c)\n\
              C s = 0;\n\
-             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
-               long long iy = oy * g.sh + ky * g.dh - g.pt;\n\
-               if (iy < 0 || iy >= g.h) continue;\n\
-               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
-                 long long ix = ox * g.sw + kx * g.dw - g.pl;\n\
-                 if (ix < 0 || ix >= g.w) continue;\n\
-                 s += (C)x[gt_at(lx, ((b * g.h + iy) * g.w + ix) * g.c + ci)];\n\
-               }}\n\
-             }}\n\
-             long long cnt = gt_count_valid(oy, g.kh, g.sh, g.dh, g.pt, g.h) * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
+             {body}\
+             long long cnt = gt_count_valid(oz, g.kd, g.sd, g.dd, g.pf, g.d) * gt_count_valid(oy, g.kh, g.sh, g.dh, g.pt, g.h)\n\
+                 * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
              y[i] = (T)(s * ((C)1 / (C)(cnt > 0 ? cnt : 1)));\n\
            }}\n\
          }}\n"
     )
 }
 
-/// The adjoint of the average pool: `dx[b, iy, ix, ci]` gathers each
+/// The adjoint of the average pool: `dx[b, iz, iy, ix, ci]` gathers each
 /// window that reads it, its cotangent over the window's valid count.
 pub fn avg_pool_grad_source(t: &str) -> String {
     let c = compute(t);
@@ -235,26 +374,23 @@ pub fn avg_pool_grad_source(t: &str) -> String {
         "{COMMON}{GEO}\ntypedef {t} T; typedef {c} C;\n\
          extern \"C\" __global__ void k(Lay ld, const T* dy, T* dx, Geo g, long long total) {{\n\
            GT_LOOP(i, total) {{\n\
-             long long ci = i % g.c, r = i / g.c;\n\
-             long long ix = r % g.w; r /= g.w;\n\
-             long long iy = r % g.h, b = r / g.h;\n\
+             GT_SPLIT_IN(i)\n\
              C acc = 0;\n\
-             for (long long ky = 0; ky < g.kh; ++ky) {{\n\
-               long long ty = iy + g.pt - ky * g.dh;\n\
-               if (ty < 0) break;\n\
-               if (ty % g.sh != 0) continue;\n\
-               long long oy = ty / g.sh;\n\
-               if (oy >= g.oh) continue;\n\
-               long long ch = gt_count_valid(oy, g.kh, g.sh, g.dh, g.pt, g.h);\n\
-               for (long long kx = 0; kx < g.kw; ++kx) {{\n\
-                 long long tx = ix + g.pl - kx * g.dw;\n\
-                 if (tx < 0) break;\n\
-                 if (tx % g.sw != 0) continue;\n\
-                 long long ox = tx / g.sw;\n\
-                 if (ox >= g.ow) continue;\n\
-                 long long cnt = ch * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
-                 C inv = (C)1 / (C)(cnt > 0 ? cnt : 1);\n\
-                 acc += (C)dy[gt_at(ld, ((b * g.oh + oy) * g.ow + ox) * g.c + ci)] * inv;\n\
+             for (long long kz = 0; kz < g.kd; ++kz) {{\n\
+               long long oz = gt_out_of(iz, kz, g.sd, g.dd, g.pf, g.od);\n\
+               if (oz < 0) continue;\n\
+               long long cd = gt_count_valid(oz, g.kd, g.sd, g.dd, g.pf, g.d);\n\
+               for (long long ky = 0; ky < g.kh; ++ky) {{\n\
+                 long long oy = gt_out_of(iy, ky, g.sh, g.dh, g.pt, g.oh);\n\
+                 if (oy < 0) continue;\n\
+                 long long ch = cd * gt_count_valid(oy, g.kh, g.sh, g.dh, g.pt, g.h);\n\
+                 for (long long kx = 0; kx < g.kw; ++kx) {{\n\
+                   long long ox = gt_out_of(ix, kx, g.sw, g.dw, g.pl, g.ow);\n\
+                   if (ox < 0) continue;\n\
+                   long long cnt = ch * gt_count_valid(ox, g.kw, g.sw, g.dw, g.pl, g.w);\n\
+                   C inv = (C)1 / (C)(cnt > 0 ? cnt : 1);\n\
+                   acc += (C)dy[gt_at(ld, GT_Y_ROW(oz, oy, ox) * g.c + ci)] * inv;\n\
+                 }}\n\
                }}\n\
              }}\n\
              dx[i] = (T)acc;\n\
@@ -397,13 +533,13 @@ fn floats(op: &'static str, x: &Tensor) -> Result<()> {
     }
 }
 
-/// The im2col matrix `[n·oh·ow, kh·kw·c]` of `x`.
-fn im2col(op: &'static str, x: &Tensor, g: &Geom) -> Result<Tensor> {
+/// The im2col matrix `[n·od·oh·ow, kd·kh·kw·c]` of `x`.
+fn im2col(op: &'static str, x: &Tensor, g: &Win) -> Result<Tensor> {
     let gpu = mem_of(x).1;
     let t = ct(op, x)?;
-    let (cols, pc) = alloc(op, gpu, &[g.n * g.rows(), g.kdim()], x.dtype())?;
+    let (cols, pc) = alloc(op, gpu, &[g.rows(), g.kdim()], x.dtype())?;
     let lx = lay(op, gpu, x, x.shape())?;
-    let (px, geo, total) = (ptr_of(x), Geo::of(g), cols.numel() as i64);
+    let (px, geo, total) = (ptr_of(x), g.geo, cols.numel() as i64);
     gpu.launch(
         op,
         &format!("im2col|{t}"),
@@ -415,24 +551,25 @@ fn im2col(op: &'static str, x: &Tensor, g: &Geom) -> Result<Tensor> {
     Ok(cols)
 }
 
-/// Dense conv2d of `x` `[n,h,w,c]` and `f` `[kh,kw,c,o]` (of one float
-/// type, on one GPU; the caller checked the shapes and that nothing is
-/// empty):
-/// `(y [n,oh,ow,o], cols)`, `cols` the im2col matrix for the filter gradient.
-pub(crate) fn conv2d(op: &'static str, x: &Tensor, f: &Tensor, g: &Geom) -> Result<(Tensor, Tensor)> {
+/// The dense convolution (2-D or 3-D) of `x` `[n,(d,)h,w,c]` and `f`
+/// `[(kd,)kh,kw,c,o]` (of one float type, on one GPU; the caller checked
+/// the shapes and that nothing is empty): `(y [n,(od,)oh,ow,o], cols)`,
+/// `cols` the im2col matrix for the filter gradient.
+pub(crate) fn conv(op: &'static str, x: &Tensor, f: &Tensor, g: &Win) -> Result<(Tensor, Tensor)> {
     let gpu = mem_of(x).1;
     gpu.bind_for(op)?;
     floats(op, x)?;
     let cols = im2col(op, x, g)?;
-    let fm = reshaped(op, f, &[g.kdim(), g.o])?;
-    let y = matmul(op, &cols, &fm, false, false, &[g.n * g.rows(), g.o])?;
-    Ok((view_as(&y, &[g.n, g.oh, g.ow, g.o]), cols))
+    let o = g.geo.o as usize;
+    let fm = reshaped(op, f, &[g.kdim(), o])?;
+    let y = matmul(op, &cols, &fm, false, false, &[g.rows(), o])?;
+    Ok((view_as(&y, &g.y_shape(g.geo.o)), cols))
 }
 
-/// The input gradient of [`conv2d`]: `dy` `[n,oh,ow,o]`, `f` -> `[n,h,w,c]`.
-/// Half operands multiply as `f32` copies, so that col2im sums `f32`
-/// columns and rounds each element once.
-pub(crate) fn conv2d_backprop_input(op: &'static str, dy: &Tensor, f: &Tensor, g: &Geom) -> Result<Tensor> {
+/// The input gradient of [`conv`]: `dy` `[n,(od,)oh,ow,o]`, `f` ->
+/// `[n,(d,)h,w,c]`. Half operands multiply as `f32` copies, so that
+/// col2im sums `f32` columns and rounds each element once.
+pub(crate) fn conv_backprop_input(op: &'static str, dy: &Tensor, f: &Tensor, g: &Win) -> Result<Tensor> {
     let gpu = mem_of(dy).1;
     gpu.bind_for(op)?;
     floats(op, dy)?;
@@ -442,11 +579,12 @@ pub(crate) fn conv2d_backprop_input(op: &'static str, dy: &Tensor, f: &Tensor, g
     } else {
         (dy.clone(), f.clone())
     };
-    let dym = reshaped(op, &dy_c, &[g.n * g.rows(), g.o])?;
-    let fm = reshaped(op, &f_c, &[g.kdim(), g.o])?;
-    let dcols = matmul(op, &dym, &fm, false, true, &[g.n * g.rows(), g.kdim()])?;
-    let (dx, pdx) = alloc(op, gpu, &[g.n, g.h, g.w, g.c], dy.dtype())?;
-    let (pc, geo, total) = (ptr_of(&dcols), Geo::of(g), dx.numel() as i64);
+    let o = g.geo.o as usize;
+    let dym = reshaped(op, &dy_c, &[g.rows(), o])?;
+    let fm = reshaped(op, &f_c, &[g.kdim(), o])?;
+    let dcols = matmul(op, &dym, &fm, false, true, &[g.rows(), g.kdim()])?;
+    let (dx, pdx) = alloc(op, gpu, &g.x_shape(), dy.dtype())?;
+    let (pc, geo, total) = (ptr_of(&dcols), g.geo, dx.numel() as i64);
     gpu.launch(
         op,
         &format!("col2im|{t}"),
@@ -458,15 +596,15 @@ pub(crate) fn conv2d_backprop_input(op: &'static str, dy: &Tensor, f: &Tensor, g
     Ok(dx)
 }
 
-/// The filter gradient of [`conv2d`]: `x` `[n,h,w,c]` (or its im2col
-/// matrix `cols`, when the forward pass kept it) and `dy` `[n,oh,ow,o]` ->
-/// `[kh,kw,c,o]`.
-pub(crate) fn conv2d_backprop_filter(
+/// The filter gradient of [`conv`]: `x` `[n,(d,)h,w,c]` (or its im2col
+/// matrix `cols`, when the forward pass kept it) and `dy`
+/// `[n,(od,)oh,ow,o]` -> `[(kd,)kh,kw,c,o]`.
+pub(crate) fn conv_backprop_filter(
     op: &'static str,
     x: &Tensor,
     cols: Option<&Tensor>,
     dy: &Tensor,
-    g: &Geom,
+    g: &Win,
 ) -> Result<Tensor> {
     let gpu = mem_of(dy).1;
     gpu.bind_for(op)?;
@@ -475,22 +613,26 @@ pub(crate) fn conv2d_backprop_filter(
         Some(c) => c.clone(),
         None => im2col(op, x, g)?,
     };
-    let dym = reshaped(op, dy, &[g.n * g.rows(), g.o])?;
-    let df = matmul(op, &cols, &dym, true, false, &[g.kdim(), g.o])?;
-    Ok(view_as(&df, &[g.kh, g.kw, g.c, g.o]))
+    let o = g.geo.o as usize;
+    let dym = reshaped(op, dy, &[g.rows(), o])?;
+    let df = matmul(op, &cols, &dym, true, false, &[g.kdim(), o])?;
+    Ok(view_as(&df, &g.f_shape()))
 }
 
-/// Max pooling: `(y [n,oh,ow,c], positions)`, the flat position in `x` of
-/// each window's maximum (`i64`, `[numel of y]`).
-pub(crate) fn max_pool(op: &'static str, x: &Tensor, g: &Geom) -> Result<(Tensor, Tensor)> {
+/// Max pooling (2-D or 3-D): `(y [n,(od,)oh,ow,c], positions)`, the flat
+/// position in `x` of each window's maximum (`i64`, `[numel of y]`).
+pub(crate) fn max_pool(op: &'static str, x: &Tensor, g: &Win) -> Result<(Tensor, Tensor)> {
     let gpu = mem_of(x).1;
     gpu.bind_for(op)?;
     floats(op, x)?;
     let t = ct(op, x)?;
-    let (y, py) = alloc(op, gpu, &[g.n, g.oh, g.ow, g.c], x.dtype())?;
+    let (y, py) = alloc(op, gpu, &g.y_shape(g.geo.c), x.dtype())?;
     let (arg, pa) = alloc(op, gpu, &[y.numel()], DType::I64)?;
+    if y.numel() == 0 {
+        return Ok((y, arg));
+    }
     let lx = lay(op, gpu, x, x.shape())?;
-    let (px, geo, total) = (ptr_of(x), Geo::of(g), y.numel() as i64);
+    let (px, geo, total) = (ptr_of(x), g.geo, y.numel() as i64);
     gpu.launch(
         op,
         &format!("max_pool|{t}"),
@@ -502,22 +644,21 @@ pub(crate) fn max_pool(op: &'static str, x: &Tensor, g: &Geom) -> Result<(Tensor
     Ok((y, arg))
 }
 
-/// Average pooling (`grad` false: `x` is the input, the result
-/// `[n,oh,ow,c]`) or its adjoint (`grad` true: `x` is the pooled
-/// cotangent, the result `[n,h,w,c]`).
-pub(crate) fn avg_pool(op: &'static str, x: &Tensor, g: &Geom, grad: bool) -> Result<Tensor> {
+/// Average pooling, 2-D or 3-D (`grad` false: `x` is the input, the
+/// result `[n,(od,)oh,ow,c]`) or its adjoint (`grad` true: `x` is the
+/// pooled cotangent, the result `[n,(d,)h,w,c]`).
+pub(crate) fn avg_pool(op: &'static str, x: &Tensor, g: &Win, grad: bool) -> Result<Tensor> {
     let gpu = mem_of(x).1;
     gpu.bind_for(op)?;
     floats(op, x)?;
     let t = ct(op, x)?;
-    let shape = if grad {
-        [g.n, g.h, g.w, g.c]
-    } else {
-        [g.n, g.oh, g.ow, g.c]
-    };
+    let shape = if grad { g.x_shape() } else { g.y_shape(g.geo.c) };
     let (y, py) = alloc(op, gpu, &shape, x.dtype())?;
+    if y.numel() == 0 {
+        return Ok(y);
+    }
     let lx = lay(op, gpu, x, x.shape())?;
-    let (px, geo, total) = (ptr_of(x), Geo::of(g), y.numel() as i64);
+    let (px, geo, total) = (ptr_of(x), g.geo, y.numel() as i64);
     let (key, src): (String, fn(&str) -> String) = if grad {
         (format!("avg_pool_grad|{t}"), avg_pool_grad_source)
     } else {

@@ -109,9 +109,32 @@ pub fn one_hot_source(t: &str, it: &str) -> String {
     )
 }
 
+/// `y[i]`: the flat offset (in slices of the trailing dims) of the
+/// `K`-tuple `idx[i, ..]` into the leading dims `dims.shape[..K]`, each
+/// coordinate checked (the first one out of range reported through the
+/// deferred check, and `-1` written, which the gather or scatter that
+/// reads it skips).
+pub fn nd_offsets_source(it: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {it} I;\n\
+         extern \"C\" __global__ void k(const I* idx, long long* y, long long count, long long kk, Lay dims,\n\
+             unsigned long long* err, unsigned long long code) {{\n\
+           GT_LOOP(i, count) {{\n\
+             long long o = 0; bool ok = true;\n\
+             for (long long d = 0; d < kk; ++d) {{\n\
+               long long v = (long long)idx[i * kk + d], n = dims.shape[d];\n\
+               if (ok && (v < 0 || v >= n)) {{ gt_index_error(err, code, v, n); ok = false; }}\n\
+               o = o * n + v;\n\
+             }}\n\
+             y[i] = ok ? o : -1;\n\
+           }}\n\
+         }}\n"
+    )
+}
+
 /// Every source of this file (for the NVRTC check).
 pub fn all_sources() -> Vec<String> {
-    let mut v = vec![];
+    let mut v = vec![nd_offsets_source("int"), nd_offsets_source("long long")];
     for t in ["float", "double", "int", "long long", "bool", "gt_f16", "gt_bf16"] {
         v.push(copy_source(t));
         for it in ["int", "long long"] {
@@ -171,6 +194,73 @@ pub(crate) fn gather(
         &mut args![lp, pp, pi, py, nidx, dim, inner, total, err, code],
     )?;
     Ok(y)
+}
+
+/// The flat offsets (`i64`, `[count]`) of the `K`-tuples of `idx`
+/// (`[.., K]`) into the leading dims of `shape`, checked against them
+/// (`shape` is what the error names).
+fn nd_offsets(op: &'static str, idx: &Tensor, shape: &[usize], k: usize) -> Result<Tensor> {
+    let g = mem_of(idx).1;
+    g.bind_for(op)?;
+    let it = index_type(op, idx)?;
+    let count = idx.numel().checked_div(k).unwrap_or(0);
+    let (y, py) = alloc(op, g, &[count], DType::I64)?;
+    if count == 0 || k == 0 {
+        return if k == 0 {
+            filled(op, &[count], 0.0, DType::I64, g.ordinal)
+        } else {
+            Ok(y)
+        };
+    }
+    let idx = super::launch::contiguous(op, idx)?;
+    let dims = super::source::Lay::of(&Layout::contiguous(&shape[..k]), &shape[..k])
+        .ok_or_else(|| g.err(op, "more than 8 indexed dims are not supported on the GPU"))?;
+    let (pi, count_i, kk) = (ptr_of(&idx) + elem_offset(&idx), count as i64, k as i64);
+    let (err, code) = g.check_word(op, shape)?;
+    g.launch(
+        op,
+        &format!("nd_offsets|{it}"),
+        &|| nd_offsets_source(it),
+        grid_for(count, BLOCK),
+        BLOCK,
+        &mut args![pi, py, count_i, kk, dims, err, code],
+    )?;
+    Ok(y)
+}
+
+/// `params` gathered at the `K`-tuples of `idx` (`gather_nd`): its
+/// leading `k` dims flattened into one, gathered at the tuples' flat
+/// offsets, shaped `out_shape`.
+pub(crate) fn gather_nd(
+    op: &'static str,
+    params: &Tensor,
+    idx: &Tensor,
+    k: usize,
+    out_shape: &[usize],
+) -> Result<Tensor> {
+    let g = mem_of(params).1;
+    g.bind_for(op)?;
+    let ps = params.shape();
+    let flat = nd_offsets(op, idx, ps, k)?;
+    let rows: usize = ps[..k].iter().product();
+    let inner: usize = ps[k..].iter().product();
+    let p2 = super::launch::reshaped(op, params, &[rows, inner])?;
+    gather(op, &p2, &flat, 0, out_shape)
+}
+
+/// Zeros of `shape` with the slices of `updates` added at the `K`-tuples
+/// of `idx` (`scatter_nd`; repeated tuples add up, in any order).
+pub(crate) fn scatter_nd(
+    op: &'static str,
+    updates: &Tensor,
+    idx: &Tensor,
+    k: usize,
+    shape: &[usize],
+) -> Result<Tensor> {
+    let flat = nd_offsets(op, idx, shape, k)?;
+    let rows: usize = shape[..k].iter().product();
+    let inner: usize = shape[k..].iter().product();
+    scatter_add(op, updates, &flat, 1, flat.numel(), inner, rows, shape, None)
 }
 
 /// The byte offset of a contiguous tensor's first element in its buffer.

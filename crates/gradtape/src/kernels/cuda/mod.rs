@@ -37,6 +37,9 @@ mod launch;
 pub(crate) mod runtime;
 #[cfg(feature = "cuda")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod scan;
+#[cfg(feature = "cuda")]
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod source;
 
 /// The integer ops' C expressions (of `a` and `b`, of type `TX`: `int` or
@@ -79,16 +82,18 @@ pub const INT_DIV_C: &str = "((TX)c0 == (TX)-1 ? (TX)(0ULL - (unsigned long long
 pub(crate) use attention::{backward as attention_backward, forward as attention_forward};
 #[cfg(feature = "cuda")]
 pub(crate) use conv::{
-    avg_pool, conv2d, conv2d_backprop_filter, conv2d_backprop_input, depthwise, max_pool, max_pool_grad,
+    avg_pool, conv, conv_backprop_filter, conv_backprop_input, depthwise, max_pool, max_pool_grad, Win,
 };
 #[cfg(feature = "cuda")]
 pub(crate) use fused::run_fused;
 #[cfg(feature = "cuda")]
-pub(crate) use index::{concat, gather, one_hot, pad, scatter_add, strided_embed};
+pub(crate) use index::{concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, strided_embed};
 #[cfg(feature = "cuda")]
 pub(crate) use launch::*;
 #[cfg(feature = "cuda")]
 pub(crate) use runtime::{device_count, CudaMem};
+#[cfg(feature = "cuda")]
+pub(crate) use scan::{argsort, scan};
 
 #[cfg(not(feature = "cuda"))]
 mod absent {
@@ -150,6 +155,14 @@ mod absent {
     }
 
     pub(crate) fn arg_extremum(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn scan(op: &'static str, _: &Tensor, _: usize, _: bool, _: bool, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn argsort(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 
@@ -221,26 +234,41 @@ mod absent {
     }
 
     use crate::kernels::cpu::conv::Geom;
+    use crate::kernels::cpu::conv3d::Geom3;
 
-    pub(crate) fn conv2d(op: &'static str, _: &Tensor, _: &Tensor, _: &Geom) -> Result<(Tensor, Tensor)> {
+    /// A window op's geometry (nothing without the feature).
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct Win;
+
+    impl Win {
+        pub(crate) fn two(_: &Geom) -> Win {
+            Win
+        }
+
+        pub(crate) fn three(_: &Geom3) -> Win {
+            Win
+        }
+    }
+
+    pub(crate) fn conv(op: &'static str, _: &Tensor, _: &Tensor, _: &Win) -> Result<(Tensor, Tensor)> {
         Err(absent(op, 0))
     }
 
-    pub(crate) fn conv2d_backprop_input(op: &'static str, _: &Tensor, _: &Tensor, _: &Geom) -> Result<Tensor> {
+    pub(crate) fn conv_backprop_input(op: &'static str, _: &Tensor, _: &Tensor, _: &Win) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 
-    pub(crate) fn conv2d_backprop_filter(
+    pub(crate) fn conv_backprop_filter(
         op: &'static str,
         _: &Tensor,
         _: Option<&Tensor>,
         _: &Tensor,
-        _: &Geom,
+        _: &Win,
     ) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 
-    pub(crate) fn max_pool(op: &'static str, _: &Tensor, _: &Geom) -> Result<(Tensor, Tensor)> {
+    pub(crate) fn max_pool(op: &'static str, _: &Tensor, _: &Win) -> Result<(Tensor, Tensor)> {
         Err(absent(op, 0))
     }
 
@@ -248,7 +276,7 @@ mod absent {
         Err(absent(op, 0))
     }
 
-    pub(crate) fn avg_pool(op: &'static str, _: &Tensor, _: &Geom, _: bool) -> Result<Tensor> {
+    pub(crate) fn avg_pool(op: &'static str, _: &Tensor, _: &Win, _: bool) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 
@@ -268,6 +296,14 @@ mod absent {
         _: &[usize],
         _: Option<&[usize]>,
     ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn gather_nd(op: &'static str, _: &Tensor, _: &Tensor, _: usize, _: &[usize]) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn scatter_nd(op: &'static str, _: &Tensor, _: &Tensor, _: usize, _: &[usize]) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 

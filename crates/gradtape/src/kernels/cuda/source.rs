@@ -194,11 +194,12 @@ pub(crate) fn reduce_acc<'a>(t: &'a str, kind: &str) -> &'a str {
     }
 }
 
-/// How a reduction combines (`a` the running value, `b` the next).
+/// How a reduction combines (`a` the running value, `b` the next): sums
+/// and products through [`WRAP`]'s functions (integers wrap, as on the CPU).
 pub(crate) fn combine(kind: &str) -> (&'static str, &'static str) {
     match kind {
-        "sum" => ("0", "a + b"),
-        "prod" => ("1", "a * b"),
+        "sum" => ("0", "gt_wadd(a, b)"),
+        "prod" => ("1", "gt_wmul(a, b)"),
         // NaN wins, as on the CPU
         "max" => ("gt_lowest<T>()", "(gt_nan(a) || a >= b) ? a : b"),
         _ => ("gt_highest<T>()", "(gt_nan(a) || a <= b) ? a : b"),
@@ -208,10 +209,10 @@ pub(crate) fn combine(kind: &str) -> (&'static str, &'static str) {
 /// Rows of `r` contiguous elements of type `t` reduced to one each, of
 /// type `out`: a block per row. `ACC` accumulates (`double` for `f32`
 /// sums: one rounding at the end).
-pub(crate) fn reduce_rows(t: &str, out: &str, acc: &str, kind: &str) -> String {
+pub fn reduce_rows(t: &str, out: &str, acc: &str, kind: &str) -> String {
     let (init, comb) = combine(kind);
     format!(
-        "{COMMON}\ntypedef {t} T; typedef {out} TO; typedef {acc} ACC;\n{LIMITS}\n\
+        "{COMMON}\ntypedef {t} T; typedef {out} TO; typedef {acc} ACC;\n{LIMITS}{WRAP}\n\
          __device__ __forceinline__ ACC gt_comb(ACC a, ACC b) {{ return {comb}; }}\n\
          extern \"C\" __global__ void k(const T* x, TO* y, long long rows, long long r) {{\n\
            __shared__ ACC sh[256];\n\
@@ -280,7 +281,7 @@ pub const ARG_WINS: &str =
 pub(crate) fn reduce_split(t: &str, acc: &str, kind: &str) -> String {
     let (init, comb) = combine(kind);
     format!(
-        "{COMMON}\ntypedef {t} T; typedef {acc} ACC;\n{LIMITS}\n\
+        "{COMMON}\ntypedef {t} T; typedef {acc} ACC;\n{LIMITS}{WRAP}\n\
          __device__ __forceinline__ ACC gt_comb(ACC a, ACC b) {{ return {comb}; }}\n\
          extern \"C\" __global__ void k(const T* x, ACC* partial, long long rows, long long r, long long parts) {{\n\
            __shared__ ACC sh[256];\n\
@@ -300,6 +301,18 @@ pub(crate) fn reduce_split(t: &str, acc: &str, kind: &str) -> String {
         init_t = init.replace("<T>", "<ACC>"),
     )
 }
+
+/// `a + b` and `a · b`, integers wrapping as the CPU's `add_wrap` and
+/// `mul_wrap` (computed unsigned, where overflow is defined: C leaves a
+/// signed overflow undefined).
+pub(crate) const WRAP: &str = r#"
+template <typename T> __device__ __forceinline__ T gt_wadd(T a, T b) { return a + b; }
+template <typename T> __device__ __forceinline__ T gt_wmul(T a, T b) { return a * b; }
+template <> __device__ __forceinline__ int gt_wadd<int>(int a, int b) { return (int)((unsigned int)a + (unsigned int)b); }
+template <> __device__ __forceinline__ int gt_wmul<int>(int a, int b) { return (int)((unsigned int)a * (unsigned int)b); }
+template <> __device__ __forceinline__ long long gt_wadd<long long>(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+template <> __device__ __forceinline__ long long gt_wmul<long long>(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+"#;
 
 /// Extreme values by type, for max and min.
 pub(crate) const LIMITS: &str = r#"
@@ -449,6 +462,7 @@ pub fn all_fixed() -> Vec<String> {
     }
     out.extend(super::conv::all_sources());
     out.extend(super::index::all_sources());
+    out.extend(super::scan::all_sources());
     for t in ["float", "double"] {
         out.push(softmax_rows(t, false));
         out.push(softmax_rows(t, true));

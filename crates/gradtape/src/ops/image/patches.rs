@@ -108,7 +108,7 @@ impl Tensor {
         let out = [n, oh, ow, depth];
         if checked_numel(OP, &out)? == 0 {
             // (no tables for an empty result, however large its other dims)
-            let none = Tensor::from_vec(Vec::<i64>::new(), &[0])?;
+            let none = Tensor::from_vec(Vec::<i64>::new(), &[0])?.to(self.device())?;
             return self.reshape(&[n, h * w, c])?.gather(&none, 1)?.reshape(&out);
         }
         // the padded extent: what the last window reaches, at least the image
@@ -134,7 +134,8 @@ impl Tensor {
                 }
             }
         }
-        let idx = Tensor::from_vec(idx, &[oh, ow, window])?;
+        // (a constant of the shapes, made where the image is)
+        let idx = Tensor::from_vec(idx, &[oh, ow, window])?.to(self.device())?;
         x.reshape(&[n, hp * wp, c])?.gather(&idx, 1)?.reshape(&out)
     }
 }

@@ -14,22 +14,7 @@ use crate::tensor::{alloc, with_dtype, with_num_dtype, Num, Tensor};
 /// flat offsets (in units of the `shape[K..]` slices), checking every
 /// coordinate.
 pub(crate) fn nd_offsets(op: &'static str, indices: &Tensor, shape: &[usize]) -> Result<(Vec<usize>, usize)> {
-    if !indices.dtype().is_int() {
-        return Err(unsupported(op, indices.dtype(), "i32 or i64 indices"));
-    }
-    let Some(&k) = indices.shape().last() else {
-        return Err(Error::invalid(
-            op,
-            format!("indices need rank >= 1, got shape [] (params shape {shape:?})"),
-        ));
-    };
-    if k > shape.len() {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: shape.to_vec(),
-            rhs: indices.shape().to_vec(),
-        });
-    }
+    let k = nd_check(op, indices, shape)?;
     let raw = int_values(op, indices)?;
     let count: usize = indices.shape()[..indices.rank() - 1].iter().product();
     let mut offsets = alloc::try_vec(op, count)?;
@@ -52,6 +37,28 @@ pub(crate) fn nd_offsets(op: &'static str, indices: &Tensor, shape: &[usize]) ->
     Ok((offsets, k))
 }
 
+/// The `K` of `[..., K]` integer indices into `shape` (their dtype and
+/// shape checked; their values are checked where they are read).
+fn nd_check(op: &'static str, indices: &Tensor, shape: &[usize]) -> Result<usize> {
+    if !indices.dtype().is_int() {
+        return Err(unsupported(op, indices.dtype(), "i32 or i64 indices"));
+    }
+    let Some(&k) = indices.shape().last() else {
+        return Err(Error::invalid(
+            op,
+            format!("indices need rank >= 1, got shape [] (params shape {shape:?})"),
+        ));
+    };
+    if k > shape.len() {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: shape.to_vec(),
+            rhs: indices.shape().to_vec(),
+        });
+    }
+    Ok(k)
+}
+
 impl Tensor {
     /// Picks slices of `self` by `K`-tuples of indices: `indices` is
     /// `[..., K]` (integers) and the result is `indices.shape[..-1] ++
@@ -68,19 +75,31 @@ impl Tensor {
     pub fn gather_nd(&self, indices: &Tensor) -> Result<Tensor> {
         const OP: &str = "gather_nd";
         let ps = self.shape();
-        let (offs, k) = nd_offsets(OP, indices, ps)?;
+        let k = nd_check(OP, indices, ps)?;
         let inner: usize = ps[k..].iter().product();
         let mut shape = indices.shape()[..indices.rank() - 1].to_vec();
         shape.extend_from_slice(&ps[k..]);
         let n = checked_numel(OP, &shape)?;
-        let y = with_dtype!(self.dtype(), T => {
-            let src = self.values::<T>(OP)?;
-            let mut out: Vec<T> = alloc::try_vec(OP, n)?;
-            for &o in &offs {
-                out.extend_from_slice(&src[o * inner..(o + 1) * inner]);
-            }
-            Tensor::from_vec(out, &shape)?
-        });
+        let host = |p: &Tensor, i: &Tensor| -> Result<Tensor> {
+            let (offs, _) = nd_offsets(OP, i, ps)?;
+            with_dtype!(p.dtype(), T => {
+                let src = p.values::<T>(OP)?;
+                let mut out: Vec<T> = alloc::try_vec(OP, n)?;
+                for &o in &offs {
+                    out.extend_from_slice(&src[o * inner..(o + 1) * inner]);
+                }
+                Tensor::from_vec(out, &shape)
+            })
+        };
+        // on a GPU: the tuples' flat offsets, checked, then a gather
+        // (`kernels::cuda::index`)
+        let gpu = crate::dispatch::device::offload(
+            OP,
+            &[self, indices],
+            |_| crate::kernels::cuda::gather_nd(OP, self, indices, k, &shape),
+            |h| host(&h[0], &h[1]),
+        );
+        let y = gpu.unwrap_or_else(|| host(self, indices))?;
         let (idx, pshape) = (indices.clone(), ps.to_vec());
         Ok(bind(Op::Shape(ShapeOp::GatherNd), &[self, indices], y, move |_| {
             vjp(move |g, _| Ok(grads![Some(Tensor::scatter_nd(&idx, &g[0], &pshape)?), None]))
@@ -101,7 +120,7 @@ impl Tensor {
     pub fn scatter_nd(indices: &Tensor, updates: &Tensor, shape: &[usize]) -> Result<Tensor> {
         const OP: &str = "scatter_nd";
         let n = checked_numel(OP, shape)?;
-        let (offs, k) = nd_offsets(OP, indices, shape)?;
+        let k = nd_check(OP, indices, shape)?;
         let mut want = indices.shape()[..indices.rank() - 1].to_vec();
         want.extend_from_slice(&shape[k..]);
         if updates.shape() != want.as_slice() {
@@ -124,8 +143,19 @@ impl Tensor {
             }
             Ok(out)
         }
-        let y = with_num_dtype!(updates.dtype(), T => Tensor::from_vec(run::<T>(&updates.values::<T>(OP)?, &offs, inner, n)?, shape)?,
-            _ => return Err(unsupported(OP, updates.dtype(), "a numeric dtype")));
+        let host = |u: &Tensor, i: &Tensor| -> Result<Tensor> {
+            let (offs, _) = nd_offsets(OP, i, shape)?;
+            with_num_dtype!(u.dtype(), T => Tensor::from_vec(run::<T>(&u.values::<T>(OP)?, &offs, inner, n)?, shape),
+                _ => Err(unsupported(OP, u.dtype(), "a numeric dtype")))
+        };
+        // on a GPU: the tuples' flat offsets, checked, then a scatter-add
+        let gpu = crate::dispatch::device::offload(
+            OP,
+            &[updates, indices],
+            |_| crate::kernels::cuda::scatter_nd(OP, updates, indices, k, shape),
+            |h| host(&h[0], &h[1]),
+        );
+        let y = gpu.unwrap_or_else(|| host(updates, indices))?;
         let idx = indices.clone();
         Ok(bind(
             Lazy("ScatterNd", || Op::Shape(ShapeOp::ScatterNd(shape.into()))),
@@ -203,7 +233,8 @@ impl Tensor {
                     rem /= is[d];
                 }
             }
-            let coords = Tensor::from_vec(coords, &nd_shape)?;
+            // (made where the indices are: a constant of their device)
+            let coords = Tensor::from_vec(coords, &nd_shape)?.to(indices.device())?;
             Tensor::concat(&[&coords, &last], -1)?
         };
         let g = p.gather_nd(&nd).map_err(|e| match e {

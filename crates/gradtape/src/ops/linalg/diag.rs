@@ -27,7 +27,9 @@ impl Tensor {
         }
         crate::ops::expect_numeric("diag", self)?;
         let n = self.shape()[self.rank() - 1];
-        let eye = Tensor::try_eye(n, self.dtype()).map_err(|e| e.for_op("diag"))?;
+        let eye = Tensor::try_eye(n, self.dtype())
+            .and_then(|e| e.to(self.device()))
+            .map_err(|e| e.for_op("diag"))?;
         self.expand_dims(-1)?.mul(&eye)
     }
 
@@ -115,7 +117,7 @@ impl Tensor {
                 (num_lower < 0 || i - j <= num_lower) && (num_upper < 0 || j - i <= num_upper)
             }),
         )?;
-        let mask = Tensor::from_vec(keep, &[n, m])?;
+        let mask = Tensor::from_vec(keep, &[n, m])?.to(self.device())?;
         Tensor::where_(&mask, self, &self.scalar_like(0.0)?)
     }
 

@@ -29,6 +29,7 @@ use super::via_f32;
 use crate::error::{Error, Result};
 pub use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv::{self as k, Geom};
+use crate::kernels::cuda::Win;
 use crate::tensor::dtype::with_types;
 use crate::tensor::{Float, Tensor};
 
@@ -175,7 +176,7 @@ fn fwd_value(op: &'static str, x: &Tensor, f: &Tensor, cfg: Cfg) -> Result<(Tens
             if cfg.kind == Kind::Depthwise {
                 return Ok(vec![crate::kernels::cuda::depthwise(op, 0, x, f, &g)?]);
             }
-            let (y, cols) = crate::kernels::cuda::conv2d(op, x, f, &g)?;
+            let (y, cols) = crate::kernels::cuda::conv(op, x, f, &Win::two(&g))?;
             Ok(vec![y, cols])
         },
     ) {
@@ -225,7 +226,12 @@ fn bwd_input_value(op: &'static str, xs: [usize; 4], f: &Tensor, dy: &Tensor, cf
             if cfg.kind == Kind::Depthwise {
                 return Ok(vec![crate::kernels::cuda::depthwise(op, 1, dy, f, &g)?]);
             }
-            Ok(vec![crate::kernels::cuda::conv2d_backprop_input(op, dy, f, &g)?])
+            Ok(vec![crate::kernels::cuda::conv_backprop_input(
+                op,
+                dy,
+                f,
+                &Win::two(&g),
+            )?])
         },
     ) {
         return r.map(|mut v| v.remove(0));
@@ -302,8 +308,12 @@ fn bwd_filter_value(
             if cfg.kind == Kind::Depthwise {
                 return Ok(vec![crate::kernels::cuda::depthwise(op, 2, x, dy, &g)?]);
             }
-            Ok(vec![crate::kernels::cuda::conv2d_backprop_filter(
-                op, x, gpu_cols, dy, &g,
+            Ok(vec![crate::kernels::cuda::conv_backprop_filter(
+                op,
+                x,
+                gpu_cols,
+                dy,
+                &Win::two(&g),
             )?])
         },
     ) {

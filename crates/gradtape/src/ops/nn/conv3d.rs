@@ -23,6 +23,7 @@ use super::via_f32;
 use crate::error::Result;
 use crate::kernels::cpu::conv::Padding;
 use crate::kernels::cpu::conv3d::{self as k, Geom3};
+use crate::kernels::cuda::Win;
 use crate::tensor::dtype::with_types;
 use crate::tensor::{Float, Tensor};
 
@@ -70,6 +71,28 @@ fn out_shape(g: &Geom3) -> [usize; 5] {
 /// `kernel(a, b)` on the values of `a` and `b`, shaped `shape` (half
 /// types computed in `f32` and rounded once, as the 2-D convolution).
 fn run(op: &'static str, a: &Tensor, b: &Tensor, shape: &[usize], g: &Geom3, kernel: Kernel) -> Result<Tensor> {
+    // on a GPU: im2col and cuBLAS, as the 2-D convolution
+    // (`kernels::cuda::conv`; the filter gradient makes its im2col matrix
+    // again rather than keep the forward pass's)
+    let gpu = crate::dispatch::device::offload(
+        op,
+        &[a, b],
+        |_| {
+            if shape.contains(&0) || a.numel() == 0 || b.numel() == 0 {
+                return crate::kernels::gpu::filled(op, shape, 0.0, a.dtype(), a.device());
+            }
+            let w = Win::three(g);
+            match kernel {
+                Kernel::Fwd => Ok(crate::kernels::cuda::conv(op, a, b, &w)?.0),
+                Kernel::Input => crate::kernels::cuda::conv_backprop_input(op, a, b, &w),
+                Kernel::Filter => crate::kernels::cuda::conv_backprop_filter(op, a, None, b, &w),
+            }
+        },
+        |h| run(op, &h[0], &h[1], shape, g, kernel),
+    );
+    if let Some(r) = gpu {
+        return r;
+    }
     fn go<T: Float>(
         op: &'static str,
         a: &Tensor,

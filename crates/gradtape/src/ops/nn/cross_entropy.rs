@@ -156,11 +156,29 @@ impl Tensor {
                 rhs: logits.shape().to_vec(),
             });
         }
-        let y = with_float_dtype!(logits.dtype(), T => zip::<T, T, T>(OP, logits, labels, |x: T, z: T| {
-            let zero = T::from_f64(0.0);
-            let relu = if x > zero { x } else { zero };
-            relu - x * z + (-x.abs()).exp().ln_1p()
-        })?, _ => unreachable!());
+        let host = |x: &Tensor, z: &Tensor| {
+            with_float_dtype!(x.dtype(), T => zip::<T, T, T>(OP, x, z, |x: T, z: T| {
+                let zero = T::from_f64(0.0);
+                let relu = if x > zero { x } else { zero };
+                relu - x * z + (-x.abs()).exp().ln_1p()
+            }), _ => unreachable!())
+        };
+        // on a GPU: the same formula as one elementwise kernel (in `f32`
+        // for the half types, rounded once)
+        let gpu = crate::dispatch::device::offload(
+            OP,
+            &[logits, labels],
+            |_| {
+                let expr = if logits.dtype() == crate::tensor::DType::F64 {
+                    "(a > 0.0 ? a : 0.0) - a * b + log1p(exp(-fabs(a)))"
+                } else {
+                    "(a > 0.0f ? a : 0.0f) - a * b + log1pf(expf(-fabsf(a)))"
+                };
+                crate::kernels::cuda::binary(OP, logits, labels, logits.shape(), "", expr, logits.dtype())
+            },
+            |h| host(&h[0], &h[1]),
+        );
+        let y = gpu.unwrap_or_else(|| host(logits, labels))?;
         let (x, z) = (logits.clone(), labels.clone());
         Ok(bind(NnOp::SigmoidCrossEntropy, &[labels, logits], y, move |_| {
             vjp(move |g, needs| {
@@ -253,7 +271,7 @@ impl Tensor {
                 .mul(&safe.log()?)?
                 .sub(&safe)?
                 .add(&safe.mul_scalar(2.0 * std::f64::consts::PI)?.log()?.mul_scalar(0.5)?)?;
-            let zero = Tensor::scalar(0.0).cast(t.dtype())?;
+            let zero = t.scalar_like(0.0)?;
             loss.add(&Tensor::where_(&t.gt_scalar(1.0)?, &stirling, &zero)?)
         };
         run().map_err(|e| e.for_op(OP))

@@ -208,7 +208,7 @@ impl Tensor {
         check_eps(OP, epsilon)?;
         let run = || -> Result<Tensor> {
             let sq = self.square()?.sum(axes, true)?;
-            let floor = Tensor::scalar(epsilon).cast(self.dtype())?;
+            let floor = self.scalar_like(epsilon)?;
             self.mul(&sq.maximum(&floor)?.rsqrt()?)
         };
         run().map_err(|e| e.for_op(OP))

@@ -25,6 +25,7 @@ use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Geom, Padding};
 use crate::kernels::cpu::pooling as k;
+use crate::kernels::cuda::Win;
 use crate::tensor::dtype::with_types;
 use crate::tensor::{with_float_dtype, Element, Tensor};
 
@@ -120,7 +121,7 @@ fn avg_value(op: &'static str, x: &Tensor, g: &Geom, grad: bool, shape: &[usize]
         && let Some(r) = crate::dispatch::device::offload(
             op,
             &[x],
-            |_| crate::kernels::cuda::avg_pool(op, x, g, grad),
+            |_| crate::kernels::cuda::avg_pool(op, x, &Win::two(g), grad),
             |h| avg_value(op, &h[0], g, grad, shape),
         )
     {
@@ -153,8 +154,12 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
         Ok((y, Tensor::from_storage(i64::into_storage(arg), &[ny])))
     };
     // (every float type has a GPU kernel: `x` was checked above)
-    let gpu =
-        crate::dispatch::device::offload_pair(op, &[x], |_| crate::kernels::cuda::max_pool(op, x, &g), |h| cpu(&h[0]));
+    let gpu = crate::dispatch::device::offload_pair(
+        op,
+        &[x],
+        |_| crate::kernels::cuda::max_pool(op, x, &Win::two(&g)),
+        |h| cpu(&h[0]),
+    );
     let (y, arg) = match gpu {
         Some(r) => r?,
         None => cpu(x)?,

@@ -18,6 +18,7 @@ use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::conv::{positive, Padding};
 use crate::kernels::cpu::conv3d::{self as k, Geom3};
+use crate::kernels::cuda::Win;
 use crate::tensor::dtype::with_types;
 use crate::tensor::{with_float_dtype, Element, Tensor};
 
@@ -43,13 +44,26 @@ fn out_shape(g: &Geom3) -> [usize; 5] {
 fn with_argmax(op: &'static str, x: &Tensor, p: Pool3Attrs) -> Result<(Tensor, Tensor)> {
     expect_float(op, x)?;
     let g = geom(op, x.shape(), p)?;
-    // (a maximum is exact in every float type: half types need no f32 copy)
-    let (y, arg) = with_float_dtype!(x.dtype(), T => {
-        let (y, arg) = k::max_pool3d::<T>(&x.values::<T>(op)?, &g)?;
-        (Tensor::from_storage(T::into_storage(y), &out_shape(&g)), arg)
-    }, _ => return Err(unsupported(op, x.dtype(), FLOATS)));
-    let ny = arg.len();
-    let arg = Tensor::from_storage(i64::into_storage(arg), &[ny]);
+    let cpu = |x: &Tensor| -> Result<(Tensor, Tensor)> {
+        // (a maximum is exact in every float type: half types need no f32 copy)
+        let (y, arg) = with_float_dtype!(x.dtype(), T => {
+            let (y, arg) = k::max_pool3d::<T>(&x.values::<T>(op)?, &g)?;
+            (Tensor::from_storage(T::into_storage(y), &out_shape(&g)), arg)
+        }, _ => return Err(unsupported(op, x.dtype(), FLOATS)));
+        let ny = arg.len();
+        Ok((y, Tensor::from_storage(i64::into_storage(arg), &[ny])))
+    };
+    // (the 2-D pools' GPU kernel, with a depth: `kernels::cuda::conv`)
+    let gpu = crate::dispatch::device::offload_pair(
+        op,
+        &[x],
+        |_| crate::kernels::cuda::max_pool(op, x, &Win::three(&g)),
+        |h| cpu(&h[0]),
+    );
+    let (y, arg) = match gpu {
+        Some(r) => r?,
+        None => cpu(x)?,
+    };
     Ok((y, bind_nondiff(NnOp::MaxPool3DArgmax(p), &[x], arg)))
 }
 
@@ -61,6 +75,16 @@ pub(crate) fn max_pool3d_argmax(x: &Tensor, p: Pool3Attrs) -> Result<Tensor> {
 /// 3-D average pooling (`grad` false) or its adjoint (`grad` true) with
 /// geometry `g`, shaped `shape`; half types averaged in `f32`, rounded once.
 fn avg_value(op: &'static str, x: &Tensor, g: &Geom3, grad: bool, shape: &[usize]) -> Result<Tensor> {
+    if x.dtype().is_float()
+        && let Some(r) = crate::dispatch::device::offload(
+            op,
+            &[x],
+            |_| crate::kernels::cuda::avg_pool(op, x, &Win::three(g), grad),
+            |h| avg_value(op, &h[0], g, grad, shape),
+        )
+    {
+        return r;
+    }
     if x.dtype().is_half() {
         return via_f32(&[x], |w| avg_value(op, &w[0], g, grad, shape));
     }

@@ -22,9 +22,26 @@ impl Tensor {
     /// ```
     pub fn prod(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = norm_axes("prod", axes, self.shape())?;
-        let y = with_num_dtype!(self.dtype(), T => reduce_rows::<T, T>("prod", self, &ax, keepdims,
-            |r| r.iter().fold(T::one(), |a, &b| a.mul_wrap(b))),
-            _ => Err(unsupported("prod", self.dtype(), "a numeric dtype")))?;
+        if !super::scan::is_num(self.dtype()) {
+            return Err(unsupported("prod", self.dtype(), "a numeric dtype"));
+        }
+        let host = |x: &Tensor| {
+            with_num_dtype!(x.dtype(), T => reduce_rows::<T, T>("prod", x, &ax, keepdims,
+                |r| r.iter().fold(T::one(), |a, &b| a.mul_wrap(b))),
+                _ => Err(unsupported("prod", x.dtype(), "a numeric dtype")))
+        };
+        // on a GPU: the reduction kernel (`kernels::cuda::reduce`), its
+        // result viewed with the kept dims
+        let gpu = crate::dispatch::device::offload(
+            "prod",
+            &[self],
+            |_| {
+                let y = crate::kernels::cuda::reduce("prod", "prod", self, &ax)?;
+                Ok(reshaped_raw(&y, &out_shape(self.shape(), &ax, keepdims)))
+            },
+            |h| host(&h[0]),
+        );
+        let y = gpu.unwrap_or_else(|| host(self))?;
         let x = self.clone();
         let desc = Lazy("Prod", || Op::Reduce(Reduce::new(ReduceKind::Prod, axes, keepdims)));
         Ok(bind(desc, &[self], y, move |_| {

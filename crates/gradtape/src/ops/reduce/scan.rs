@@ -7,7 +7,7 @@ use crate::kernels::cpu::filled_vec;
 use crate::ops::desc::{Scan, ScanKind};
 use crate::ops::{bind, grads, unsupported};
 use crate::tensor::layout::norm_axis;
-use crate::tensor::{with_complex_dtype, with_num_dtype, Element, Num, Tensor};
+use crate::tensor::{with_complex_dtype, with_num_dtype, DType, Element, Num, Tensor};
 use num_traits::{One, Zero};
 
 /// A running fold of `x` along axis `a`; `exclusive` writes the value before
@@ -46,6 +46,53 @@ fn scan<T: Element>(
     Tensor::from_vec(out, shape)
 }
 
+/// Whether `with_num_dtype!` covers `d` (the real numeric dtypes with
+/// kernels).
+pub(super) fn is_num(d: DType) -> bool {
+    matches!(
+        d,
+        DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::F16 | DType::BF16
+    )
+}
+
+/// The CPU's cumulative sum.
+fn cumsum_host(x: &Tensor, a: usize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+    with_num_dtype!(x.dtype(), T => scan::<T>("cumsum", x, a, exclusive, reverse, T::zero(), |p, v| p.add_wrap(v)),
+        _ => with_complex_dtype!(x.dtype(), T => scan::<T>("cumsum", x, a, exclusive, reverse, T::zero(), |p, v| p + v),
+            _ => Err(unsupported("cumsum", x.dtype(), "a numeric dtype"))))
+}
+
+/// The CPU's cumulative product.
+fn cumprod_host(x: &Tensor, a: usize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+    with_num_dtype!(x.dtype(), T => scan::<T>("cumprod", x, a, exclusive, reverse, T::one(), |p, v| p.mul_wrap(v)),
+        _ => with_complex_dtype!(x.dtype(), T => scan::<T>("cumprod", x, a, exclusive, reverse, T::one(), |p, v| p * v),
+            _ => Err(unsupported("cumprod", x.dtype(), "a numeric dtype"))))
+}
+
+/// The scan on the GPU `x` lives on (`kernels::cuda::scan`: the CPU's
+/// bits), or `None` on the CPU.
+fn on_device(
+    op: &'static str,
+    x: &Tensor,
+    a: usize,
+    exclusive: bool,
+    reverse: bool,
+    prod: bool,
+) -> Option<Result<Tensor>> {
+    crate::dispatch::device::offload(
+        op,
+        &[x],
+        |_| crate::kernels::cuda::scan(op, x, a, exclusive, reverse, prod),
+        |h| {
+            if prod {
+                cumprod_host(&h[0], a, exclusive, reverse)
+            } else {
+                cumsum_host(&h[0], a, exclusive, reverse)
+            }
+        },
+    )
+}
+
 impl Tensor {
     /// Cumulative sum along `axis` (numeric and complex dtypes; integers
     /// wrap). With
@@ -63,9 +110,11 @@ impl Tensor {
     /// ```
     pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumsum", axis, self.shape())?;
-        let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumsum", self, a, exclusive, reverse, T::zero(), |p, v| p.add_wrap(v))?,
-            _ => with_complex_dtype!(self.dtype(), T => scan::<T>("cumsum", self, a, exclusive, reverse, T::zero(), |p, v| p + v)?,
-                _ => return Err(unsupported("cumsum", self.dtype(), "a numeric dtype"))));
+        if !is_num(self.dtype()) && !self.dtype().is_complex() {
+            return Err(unsupported("cumsum", self.dtype(), "a numeric dtype"));
+        }
+        let y = on_device("cumsum", self, a, exclusive, reverse, false)
+            .unwrap_or_else(|| cumsum_host(self, a, exclusive, reverse))?;
         let desc = Scan {
             kind: ScanKind::Sum,
             axis,
@@ -99,9 +148,11 @@ impl Tensor {
     /// ```
     pub fn cumprod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumprod", axis, self.shape())?;
-        let y = with_num_dtype!(self.dtype(), T => scan::<T>("cumprod", self, a, exclusive, reverse, T::one(), |p, v| p.mul_wrap(v))?,
-            _ => with_complex_dtype!(self.dtype(), T => scan::<T>("cumprod", self, a, exclusive, reverse, T::one(), |p, v| p * v)?,
-                _ => return Err(unsupported("cumprod", self.dtype(), "a numeric dtype"))));
+        if !is_num(self.dtype()) && !self.dtype().is_complex() {
+            return Err(unsupported("cumprod", self.dtype(), "a numeric dtype"));
+        }
+        let y = on_device("cumprod", self, a, exclusive, reverse, true)
+            .unwrap_or_else(|| cumprod_host(self, a, exclusive, reverse))?;
         let x = self.clone();
         let desc = Scan {
             kind: ScanKind::Prod,

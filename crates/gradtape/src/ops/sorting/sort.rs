@@ -86,8 +86,27 @@ impl Tensor {
     pub fn argsort(&self, axis: isize, descending: bool) -> Result<Tensor> {
         const OP: &str = "argsort";
         let a = norm_axis(OP, axis, self.shape())?;
-        let y = with_num_dtype!(self.dtype(), T => argsort_kernel::<T>(OP, self, a, descending)?,
-            _ => return Err(unsupported(OP, self.dtype(), "a real numeric dtype")));
+        let host = |x: &Tensor| {
+            with_num_dtype!(x.dtype(), T => argsort_kernel::<T>(OP, x, a, descending),
+                _ => Err(unsupported(OP, x.dtype(), "a real numeric dtype")))
+        };
+        let real = matches!(
+            self.dtype(),
+            DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::F16 | DType::BF16
+        );
+        // on a GPU: ranks counted per element (`kernels::cuda::scan`), the
+        // CPU's order exactly
+        let gpu = if real {
+            crate::dispatch::device::offload(
+                OP,
+                &[self],
+                |_| crate::kernels::cuda::argsort(OP, self, a, descending),
+                |h| host(&h[0]),
+            )
+        } else {
+            None
+        };
+        let y = gpu.unwrap_or_else(|| host(self))?;
         Ok(bind_nondiff(
             Lazy("ArgSort", || Op::Sort(SortOp::ArgSort { axis, descending })),
             &[self],
