@@ -221,6 +221,77 @@ fn short_trailing_rows_reduce_with_the_eager_bits_across_threads() -> Result<()>
 }
 
 #[test]
+fn whole_rows_reduce_with_the_eager_bits_at_every_row_length() -> Result<()> {
+    // Trailing sums over rows of 8 to a few thousand elements (a loss over
+    // ten classes, a norm over a narrow last axis) take whole rows at
+    // once, as the eager row sum adds them, and the rows that a register
+    // (1024 elements) or a task cuts through element by element; leading
+    // folds over few columns take whole rows too. Row lengths below,
+    // at and past the eager sum's group of 8 lanes and its block of 4096;
+    // row counts for one task and for several; NaNs and signed zeros
+    // among the values; f32 and f64: every result has the eager bits.
+    let body = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let z = x.mul_scalar(-1.5)?;
+        Ok(vec![
+            z.sum(&[-1], false)?,
+            z.square()?.sum(&[-1], true)?,
+            z.max(&[-1], false)?,
+        ])
+    };
+    let leading = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let z = x.mul_scalar(-1.5)?;
+        Ok(vec![z.sum(&[0], false)?, z.min(&[0], true)?])
+    };
+    let f = function(move |x: &Tensor| body(x));
+    let fl = function(move |x: &Tensor| leading(x));
+    let with_specials = |shape: &[usize]| -> Result<Vec<Tensor>> {
+        let mut v = data_f64(shape, 0.9).to_vec::<f64>()?;
+        for (i, x) in v.iter_mut().enumerate() {
+            match i % 89 {
+                0 => *x = -0.0,
+                1 => *x = 0.0,
+                40 if i % 5 == 0 => *x = f64::NAN,
+                _ => {}
+            }
+        }
+        let t = Tensor::from_vec(v, shape)?;
+        Ok(vec![t.cast(gradtape::DType::F32)?, t])
+    };
+    for q in [
+        8usize, 9, 10, 15, 16, 17, 31, 33, 64, 96, 100, 255, 1000, 1023, 1025, 4095, 4096, 4097, 5000,
+    ] {
+        for rows in [3usize, 37, 40_000 / q + 7, 200_000 / q + 3] {
+            for x in with_specials(&[rows, q])? {
+                let g = f.concrete(&x)?.optimized_graph().clone();
+                assert_eq!(g.count("Sum") + g.count("Max"), 0, "rows of {q}: {g}");
+                assert_eq!(
+                    all_bits(&f.call(&x)?),
+                    all_bits(&body(&x)?),
+                    "{rows} rows of {q}, {:?}",
+                    x.dtype()
+                );
+            }
+        }
+    }
+    // leading folds, one task (not blocked: the eager order), over 2 to
+    // 17 columns and rows that a register cuts through
+    for p in [2usize, 3, 7, 10, 17] {
+        for x in with_specials(&[1500 / p + 1, p])? {
+            let g = fl.concrete(&x)?.optimized_graph().clone();
+            assert_eq!(g.count("Sum") + g.count("Min"), 0, "columns {p}: {g}");
+            assert!(!g.to_string().contains("(blocked)"), "{g}");
+            assert_eq!(
+                all_bits(&fl.call(&x)?),
+                all_bits(&leading(&x)?),
+                "columns {p}, {:?}",
+                x.dtype()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
 fn reductions_over_leading_axes_of_a_rank_three_value() -> Result<()> {
     // [b, m, k] -> [k] over axes (0, 1), and -> [b, m] over axis 2
     let body = |(x, y): &Pair| -> Result<Vec<Tensor>> {
