@@ -322,6 +322,9 @@ pub mod __internals {
             pub mod narrow_matmul {
                 pub use crate::kernels::cpu::narrow_matmul::*;
             }
+            pub mod resize {
+                pub use crate::kernels::cpu::resize::{Coords, Dims};
+            }
             pub mod conv3d {
                 pub use crate::kernels::cpu::conv3d::*;
             }
@@ -357,6 +360,10 @@ pub mod __internals {
             #[cfg(feature = "cuda")]
             pub mod runtime {
                 pub use crate::kernels::cuda::runtime::*;
+            }
+            #[cfg(feature = "cuda")]
+            pub mod resize {
+                pub use crate::kernels::cuda::resize::*;
             }
             #[cfg(feature = "cuda")]
             pub mod scan {

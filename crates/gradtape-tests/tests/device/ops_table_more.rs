@@ -2,7 +2,8 @@
 //! `ops_table.rs`, which takes them in): scans, products and sorts, 3-D
 //! convolutions and pools, n-d gathers and scatters, and composite ops
 //! that make constants of their own (an identity, a band mask, an
-//! epsilon, coordinates), which must be made on their input's device.
+//! epsilon, coordinates), which must be made on their input's device;
+//! the image resizes.
 
 use super::{case, Case, Domain};
 use gradtape::{Padding, Tensor};
@@ -201,6 +202,34 @@ pub fn cases() -> Vec<Case> {
             "extract_patches",
             |x| x[0].extract_patches([2, 2], [1, 2], [1, 1], Padding::Valid),
             &[&[1, 4, 5, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "resize_bilinear_up",
+            |x| x[0].resize_images([7, 9], gradtape::ResizeMethod::Bilinear),
+            &[&[2, 3, 4, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "resize_bilinear_aligned_down",
+            |x| x[0].resize_bilinear([3, 2], true, false),
+            &[&[1, 7, 5, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "resize_nearest",
+            |x| x[0].resize_images([6, 3], gradtape::ResizeMethod::Nearest),
+            &[&[1, 4, 5, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "resize_nearest_aligned",
+            |x| x[0].resize_nearest_neighbor([5, 8], true, false),
+            &[&[2, 3, 4, 1]],
             Any,
             true,
         ),

@@ -59,6 +59,8 @@ mod kernels_cuda_fused;
 #[cfg(feature = "cuda")]
 mod kernels_cuda_index;
 #[cfg(feature = "cuda")]
+mod kernels_cuda_resize;
+#[cfg(feature = "cuda")]
 mod kernels_cuda_scan;
 #[cfg(feature = "cuda")]
 mod kernels_cuda_source;

@@ -16,19 +16,27 @@ use crate::tensor::{alloc, Element, Float};
 /// The sizes of one resize: batch, input height and width, output height
 /// and width, channels (all non-zero except the batch).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Dims {
+pub struct Dims {
+    /// Batch.
     pub n: usize,
+    /// Input height.
     pub ih: usize,
+    /// Input width.
     pub iw: usize,
+    /// Output height.
     pub oh: usize,
+    /// Output width.
     pub ow: usize,
+    /// Channels.
     pub c: usize,
 }
 
 /// TensorFlow's two flags that map output to input coordinates.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Coords {
+pub struct Coords {
+    /// Corners aligned (TensorFlow 1's `align_corners`).
     pub align_corners: bool,
+    /// Pixel centers at half-integers (`half_pixel_centers`).
     pub half_pixel_centers: bool,
 }
 
@@ -43,7 +51,7 @@ pub(crate) struct Lerp<T> {
 
 /// `input / output` (or `(input - 1) / (output - 1)` with aligned corners),
 /// TensorFlow's scale from output to input coordinates, in `T`.
-fn scale<T: Float>(input: usize, output: usize, align_corners: bool) -> T {
+pub(crate) fn scale<T: Float>(input: usize, output: usize, align_corners: bool) -> T {
     let f = |v: usize| T::from_f64(v as f64);
     if align_corners && output > 1 {
         f(input - 1) / f(output - 1)

@@ -34,6 +34,9 @@ pub(crate) mod index;
 #[cfg(feature = "cuda")]
 mod launch;
 #[cfg(feature = "cuda")]
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod resize;
+#[cfg(feature = "cuda")]
 pub(crate) mod runtime;
 #[cfg(feature = "cuda")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
@@ -90,6 +93,8 @@ pub(crate) use fused::run_fused;
 pub(crate) use index::{concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, strided_embed};
 #[cfg(feature = "cuda")]
 pub(crate) use launch::*;
+#[cfg(feature = "cuda")]
+pub(crate) use resize::{resize, Which as ResizeWhich};
 #[cfg(feature = "cuda")]
 pub(crate) use runtime::{device_count, CudaMem};
 #[cfg(feature = "cuda")]
@@ -163,6 +168,25 @@ mod absent {
     }
 
     pub(crate) fn argsort(op: &'static str, _: &Tensor, _: usize, _: bool) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    /// Which resize (nothing runs without the feature).
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) enum ResizeWhich {
+        Bilinear,
+        BilinearGrad,
+        Nearest,
+        NearestGrad,
+    }
+
+    pub(crate) fn resize(
+        op: &'static str,
+        _: &Tensor,
+        _: ResizeWhich,
+        _: crate::kernels::cpu::resize::Dims,
+        _: crate::kernels::cpu::resize::Coords,
+    ) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 

@@ -463,6 +463,7 @@ pub fn all_fixed() -> Vec<String> {
     out.extend(super::conv::all_sources());
     out.extend(super::index::all_sources());
     out.extend(super::scan::all_sources());
+    out.extend(super::resize::all_sources());
     for t in ["float", "double"] {
         out.push(softmax_rows(t, false));
         out.push(softmax_rows(t, true));

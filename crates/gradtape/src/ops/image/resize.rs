@@ -136,6 +136,26 @@ enum Kernel {
 /// `kernel` on `x`'s values (`f32`/`f64`; half types weighed and summed in
 /// `f32` and rounded once), shaped for `d`.
 fn linear_value(op: &'static str, x: &Tensor, kernel: Kernel, d: Dims, c: Coords) -> Result<Tensor> {
+    // on a GPU: the same arithmetic, the transposes gathering in the CPU's
+    // order (`kernels::cuda::resize`)
+    if x.dtype().is_float()
+        && let Some(r) = crate::dispatch::device::offload(
+            op,
+            &[x],
+            |_| {
+                use crate::kernels::cuda::ResizeWhich as W;
+                let which = match kernel {
+                    Kernel::Bilinear => W::Bilinear,
+                    Kernel::BilinearGrad => W::BilinearGrad,
+                    Kernel::NearestGrad => W::NearestGrad,
+                };
+                crate::kernels::cuda::resize(op, x, which, d, c)
+            },
+            |h| linear_value(op, &h[0], kernel, d, c),
+        )
+    {
+        return r;
+    }
     if x.dtype().is_half() {
         return via_f32(&[x], |w| linear_value(op, &w[0], kernel, d, c));
     }
@@ -322,10 +342,26 @@ impl Tensor {
         const OP: &str = "resize_nearest_neighbor";
         let a = attrs(size, align_corners, half_pixel_centers);
         let d = dims(OP, self.shape(), size, &a, false)?;
-        let y = with_num_dtype!(self.dtype(), T => Tensor::from_storage(
-            T::into_storage(k::nearest::<T>(OP, &self.values::<T>(OP)?, d, coords(&a))?),
-            &[d.n, d.oh, d.ow, d.c],
-        ), _ => return Err(unsupported(OP, self.dtype(), "f32, f64, f16, bf16, i32 or i64")));
+        let host = |x: &Tensor| -> Result<Tensor> {
+            with_num_dtype!(x.dtype(), T => Ok(Tensor::from_storage(
+                T::into_storage(k::nearest::<T>(OP, &x.values::<T>(OP)?, d, coords(&a))?),
+                &[d.n, d.oh, d.ow, d.c],
+            )), _ => Err(unsupported(OP, x.dtype(), "f32, f64, f16, bf16, i32 or i64")))
+        };
+        let gpu = if matches!(
+            self.dtype(),
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64
+        ) {
+            crate::dispatch::device::offload(
+                OP,
+                &[self],
+                |_| crate::kernels::cuda::resize(OP, self, crate::kernels::cuda::ResizeWhich::Nearest, d, coords(&a)),
+                |h| host(&h[0]),
+            )
+        } else {
+            None
+        };
+        let y = gpu.unwrap_or_else(|| host(self))?;
         if !self.dtype().is_float() {
             return Ok(crate::ops::bind_nondiff(ImageOp::ResizeNearestNeighbor(a), &[self], y));
         }
