@@ -198,3 +198,77 @@ fn nd_offsets_agree_with_the_cpu_and_record_a_coordinate_out_of_range() {
     let got = host::run(&nd_offsets_source("long long"), &body).unwrap();
     assert_eq!(got, vec![59.0, -1.0, 33.0, -1.0, 7.0, 4.0, 4.0]);
 }
+
+/// The segment products, maxima and minima fold each segment's rows in
+/// row order as the CPU does: against `unsorted_segment_*` (negative ids
+/// dropped, an empty segment the dtype's lowest or highest value, 1 for
+/// a product) and `segment_*` (sorted ids, an empty segment 0), with a
+/// NaN and ties, in `double` and `long long` (wrapping products).
+#[test]
+fn segment_reductions_agree_with_the_cpu_as_host_cxx() {
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    let (rows, inner, num) = (7usize, 3usize, 5usize);
+    let data: Vec<f64> = (0..rows * inner)
+        .map(|i| if i == 4 { f64::NAN } else { ((i * 37) % 11) as f64 - 5.0 })
+        .collect();
+    let unsorted: Vec<i64> = vec![3, 0, -1, 3, 1, 0, 3];
+    let sorted: Vec<i64> = vec![0, 0, 1, 1, 1, 3, 3];
+    for (t, ints) in [("double", false), ("long long", true)] {
+        let dv: Vec<f64> = data
+            .iter()
+            .map(|&v| if ints && v.is_nan() { 7.0 } else { v })
+            .map(|v| if ints { v * 1e9 } else { v })
+            .collect();
+        let dtype = if ints { gradtape::DType::I64 } else { gradtape::DType::F64 };
+        let d = t_of(&dv, &[rows, inner], dtype);
+        for (ids, is_sorted) in [(&unsorted, false), (&sorted, true)] {
+            let idt = i64s(ids, &[rows]);
+            // the rows of each segment in row order, as the launch builds them
+            let mut starts = vec![0i64; num + 1];
+            let mut seg_rows = vec![];
+            for s in 0..num {
+                seg_rows.extend((0..rows).filter(|&i| ids[i] == s as i64).map(|i| i as i64));
+                starts[s + 1] = seg_rows.len() as i64;
+            }
+            for kind in ["prod", "max", "min"] {
+                let want = match (kind, is_sorted) {
+                    ("prod", false) => d.unsorted_segment_prod(&idt, num),
+                    ("max", false) => d.unsorted_segment_max(&idt, num),
+                    ("min", false) => d.unsorted_segment_min(&idt, num),
+                    ("prod", true) => d.segment_prod(&idt),
+                    ("max", true) => d.segment_max(&idt),
+                    _ => d.segment_min(&idt),
+                }
+                .unwrap();
+                let nseg = want.shape()[0];
+                let want = want.cast(gradtape::DType::F64).unwrap().to_vec::<f64>().unwrap();
+                let (init, empty) = segment_values(dtype, kind, is_sorted).unwrap();
+                let ints_arr = |name: &str, v: &[i64]| {
+                    let items: Vec<String> = v.iter().map(|x| format!("{x}LL")).collect();
+                    format!("static long long {name}[] = {{{}}};\n", items.join(", "))
+                };
+                let n_out = nseg * inner;
+                let body = format!(
+                    "{}{}{}static {t} y[{n_out}];\nLay ld = {};\nk(ld, d, starts, rows, y, {nseg}LL, {inner}LL);\ngt_put(y, {n_out});",
+                    host::array(t, "d", &dv),
+                    ints_arr("starts", &starts),
+                    ints_arr("rows", &seg_rows),
+                    lay_of(&d),
+                );
+                let got = host::run(&segment_source(t, kind, &init, &empty), &body).unwrap();
+                assert_eq!(got.len(), want.len(), "{t} {kind} sorted={is_sorted}");
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    let same = (a.is_nan() && b.is_nan()) || a == b;
+                    assert!(same, "{t} {kind} sorted={is_sorted} element {i}: {a} vs {b}");
+                }
+            }
+        }
+    }
+}
+
+fn t_of(v: &[f64], shape: &[usize], dtype: gradtape::DType) -> Tensor {
+    t(v, shape).cast(dtype).unwrap()
+}

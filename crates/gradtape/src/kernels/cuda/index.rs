@@ -15,7 +15,7 @@
 
 use super::launch::{alloc, ct, filled, lay, mem_of, ptr_of, BLOCK};
 use super::runtime::grid_for;
-use super::source::{ctype, COMMON};
+use super::source::{compute, ctype, COMMON, WRAP};
 use crate::error::Result;
 use crate::tensor::{DType, Layout, Tensor};
 
@@ -132,9 +132,73 @@ pub fn nd_offsets_source(it: &str) -> String {
     )
 }
 
+/// A segment product, maximum or minimum (`kind`: `prod`, `max`, `min`)
+/// of the rows of `d` (`[rows, inner]`, read through its view): output
+/// element `(s, r)` folds, in row order, the rows `rows[starts[s]..
+/// starts[s + 1]]` of segment `s` into `init`, each step rounded to `T`
+/// (as the CPU folds in the element type; products wrap for integers; a
+/// NaN wins a maximum or minimum), and an empty segment is `empty`
+/// (`init` and `empty` C literals of `T`'s compute type).
+pub fn segment_source(t: &str, kind: &str, init: &str, empty: &str) -> String {
+    let comb = match kind {
+        "prod" => "gt_wmul(a, x)",
+        "max" => "(x > a || x != x) ? x : a",
+        _ => "(x < a || x != x) ? x : a",
+    };
+    format!(
+        "{COMMON}{WRAP}\ntypedef {t} T; typedef {c} C;\n\
+         extern \"C\" __global__ void k(Lay ld, const T* d, const long long* starts, const long long* rows, T* y, long long num, long long inner) {{\n\
+           GT_LOOP(e, num * inner) {{\n\
+             long long s = e / inner, r = e - s * inner;\n\
+             long long a0 = starts[s], a1 = starts[s + 1];\n\
+             if (a0 == a1) {{ y[e] = (T)(C)({empty}); continue; }}\n\
+             T acc = (T)(C)({init});\n\
+             for (long long p = a0; p < a1; ++p) {{\n\
+               C a = (C)acc, x = (C)d[gt_at(ld, rows[p] * inner + r)];\n\
+               acc = (T)({comb});\n\
+             }}\n\
+             y[e] = acc;\n\
+           }}\n\
+         }}\n",
+        c = compute(t),
+    )
+}
+
+/// The C literals of a segment reduction's start and empty values for
+/// dtype `dtype` (`kind`: `prod`, `max`, `min`; `sorted` max and min
+/// give 0 for an empty segment, the unsorted ones the dtype's lowest or
+/// highest finite value, as TensorFlow).
+pub fn segment_values(dtype: DType, kind: &str, sorted: bool) -> Option<(String, String)> {
+    let (lo, hi) = match dtype {
+        DType::F32 => (format!("{:?}", f64::from(f32::MIN)), format!("{:?}", f64::from(f32::MAX))),
+        DType::F64 => (format!("{:?}", f64::MIN), format!("{:?}", f64::MAX)),
+        DType::F16 => (format!("{:?}", half::f16::MIN.to_f64()), format!("{:?}", half::f16::MAX.to_f64())),
+        DType::BF16 => (format!("{:?}", half::bf16::MIN.to_f64()), format!("{:?}", half::bf16::MAX.to_f64())),
+        DType::I32 => ("(-2147483647 - 1)".into(), "2147483647".into()),
+        DType::I64 => ("(-9223372036854775807LL - 1)".into(), "9223372036854775807LL".into()),
+        _ => return None,
+    };
+    let init = match kind {
+        "prod" => "1".to_string(),
+        "max" => lo,
+        _ => hi,
+    };
+    let empty = if sorted && kind != "prod" { "0".to_string() } else { init.clone() };
+    Some((init, empty))
+}
+
 /// Every source of this file (for the NVRTC check).
 pub fn all_sources() -> Vec<String> {
     let mut v = vec![nd_offsets_source("int"), nd_offsets_source("long long")];
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64] {
+        let t = super::source::ctype(dtype).expect("a kernel type");
+        for kind in ["prod", "max", "min"] {
+            for sorted in [false, true] {
+                let (init, empty) = segment_values(dtype, kind, sorted).expect("a numeric dtype");
+                v.push(segment_source(t, kind, &init, &empty));
+            }
+        }
+    }
     for t in ["float", "double", "int", "long long", "bool", "gt_f16", "gt_bf16"] {
         v.push(copy_source(t));
         for it in ["int", "long long"] {
@@ -261,6 +325,65 @@ pub(crate) fn scatter_nd(
     let rows: usize = shape[..k].iter().product();
     let inner: usize = shape[k..].iter().product();
     scatter_add(op, updates, &flat, 1, flat.numel(), inner, rows, shape, None)
+}
+
+/// A segment product, maximum or minimum (`kind`) of the rows of `data`
+/// (its first dims flattened to `rows`, the rest `inner`) into `num`
+/// segments: `ids` are the rows' segment ids read on the host (negative
+/// ones dropped), grouped here by segment in row order and uploaded, so
+/// that each output folds its rows in the CPU's order. `sorted`: the
+/// sorted ops' empty segments give 0.
+pub(crate) fn segment_reduce(
+    op: &'static str,
+    data: &Tensor,
+    ids: &[i64],
+    num: usize,
+    kind: &str,
+    sorted: bool,
+    out_shape: &[usize],
+) -> Result<Tensor> {
+    let g = mem_of(data).1;
+    g.bind_for(op)?;
+    let t = ct(op, data)?;
+    let (init, empty) =
+        segment_values(data.dtype(), kind, sorted).ok_or_else(|| crate::kernels::gpu::no_kernel(op, data.device(), data.dtype()))?;
+    let (y, py) = alloc(op, g, out_shape, data.dtype())?;
+    if y.numel() == 0 {
+        return Ok(y);
+    }
+    // the rows of each segment, in row order (a counting sort by id)
+    let mut starts = vec![0i64; num + 1];
+    for &s in ids.iter().filter(|&&s| s >= 0) {
+        starts[s as usize + 1] += 1;
+    }
+    for s in 0..num {
+        starts[s + 1] += starts[s];
+    }
+    let mut next: Vec<i64> = starts[..num].to_vec();
+    let mut rows = vec![0i64; starts[num] as usize];
+    for (i, &s) in ids.iter().enumerate().filter(|&(_, &s)| s >= 0) {
+        rows[next[s as usize] as usize] = i as i64;
+        next[s as usize] += 1;
+    }
+    let up = |v: Vec<i64>| {
+        let n = v.len().max(1);
+        let mut v = v;
+        v.resize(n, 0);
+        super::launch::upload(op, &Tensor::from_vec(v, &[n])?, g.ordinal)
+    };
+    let (starts_d, rows_d) = (up(starts)?, up(rows)?);
+    let inner = (y.numel() / num) as i64;
+    let ld = lay(op, g, data, data.shape())?;
+    let (pd, ps, pr, num_i) = (ptr_of(data), ptr_of(&starts_d), ptr_of(&rows_d), num as i64);
+    g.launch(
+        op,
+        &format!("segment|{t}|{kind}|{sorted}"),
+        &|| segment_source(t, kind, &init, &empty),
+        grid_for(y.numel(), BLOCK),
+        BLOCK,
+        &mut args![ld, pd, ps, pr, py, num_i, inner],
+    )?;
+    Ok(y)
 }
 
 /// The byte offset of a contiguous tensor's first element in its buffer.

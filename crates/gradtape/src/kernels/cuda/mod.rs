@@ -90,7 +90,7 @@ pub(crate) use conv::{
 #[cfg(feature = "cuda")]
 pub(crate) use fused::run_fused;
 #[cfg(feature = "cuda")]
-pub(crate) use index::{concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, strided_embed};
+pub(crate) use index::{concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, segment_reduce, strided_embed};
 #[cfg(feature = "cuda")]
 pub(crate) use launch::*;
 #[cfg(feature = "cuda")]
@@ -319,6 +319,18 @@ mod absent {
         _: usize,
         _: &[usize],
         _: Option<&[usize]>,
+    ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn segment_reduce(
+        op: &'static str,
+        _: &Tensor,
+        _: &[i64],
+        _: usize,
+        _: &str,
+        _: bool,
+        _: &[usize],
     ) -> Result<Tensor> {
         Err(absent(op, 0))
     }

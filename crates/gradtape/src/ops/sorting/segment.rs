@@ -248,8 +248,9 @@ pub(crate) fn segment_reduce(
             _ => return Err(unsupported(op, data.dtype(), "a real numeric dtype"))),
         )
     };
-    // sums have a GPU kernel (a scatter-add; negative ids dropped)
-    let gpu = if kind == SegmentKind::Sum && data.dtype() != DType::Bool {
+    // on a GPU: sums as a scatter-add (negative ids dropped), the others
+    // folding each segment's rows in the CPU's order (`kernels::cuda::index`)
+    let gpu = if data.dtype() != DType::Bool {
         crate::dispatch::device::offload(
             op,
             &[data, ids],
@@ -258,7 +259,15 @@ pub(crate) fn segment_reduce(
                 let mut shape = vec![num];
                 shape.extend_from_slice(&data.shape()[ids.rank()..]);
                 checked_numel(op, &shape)?;
-                crate::kernels::cuda::scatter_add(op, data, ids, 1, ids.numel(), inner, num, &shape, None)
+                let name = match kind {
+                    SegmentKind::Sum => {
+                        return crate::kernels::cuda::scatter_add(op, data, ids, 1, ids.numel(), inner, num, &shape, None);
+                    }
+                    SegmentKind::Prod => "prod",
+                    SegmentKind::Max => "max",
+                    SegmentKind::Min => "min",
+                };
+                crate::kernels::cuda::segment_reduce(op, data, &ids_v, num, name, sorted, &shape)
             },
             |h| cpu(&h[0], &ids_v),
         )
