@@ -43,6 +43,7 @@ fn array(name: &str, v: &[f64]) -> String {
         .map(|&x| match x {
             f64::INFINITY => "INFINITY".into(),
             f64::NEG_INFINITY => "-INFINITY".into(),
+            x if x.is_nan() => "NAN".into(),
             x => format!("{x:?}"),
         })
         .collect();
@@ -315,4 +316,71 @@ fn dropout_decisions_match_the_cpu_as_host_cxx() {
     assert_eq!(got, want);
     let kept = want.iter().filter(|&&x| x > 0.0).count() as f64 / n as f64;
     assert!((kept - 0.63).abs() < 0.03, "{kept}");
+}
+
+/// A row with a NaN score is NaN (output and log-sum-exp) on the GPU's
+/// forward kernel as on the CPU's: the warp's running maximum passes over
+/// NaN, so a NaN met while it is still `-inf` must be recorded (it was
+/// lost, and the row taken for a hidden one: zeros). Rows: NaN among
+/// `-inf` in the mask; every key hidden (zeros, `+inf`); finite; a NaN
+/// among finite scores.
+#[test]
+fn a_nan_score_makes_the_row_nan_as_host_cxx() {
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    let (tq, tk, d, dv) = (4, 5, 2, 3);
+    let dims = Dims {
+        batch: 1,
+        tq,
+        tk,
+        d,
+        dv,
+        scale: 0.45,
+        causal: false,
+        dropout: None,
+    };
+    let (q, k, v) = (vals(tq * d, 1.0), vals(tk * d, 2.0), vals(tk * dv, 3.0));
+    let (nan, ninf) = (f64::NAN, f64::NEG_INFINITY);
+    #[rustfmt::skip]
+    let m = vec![
+        ninf, ninf, nan, ninf, ninf,
+        ninf, ninf, ninf, ninf, ninf,
+        0.0, 0.5, 0.0, -1.0, 0.0,
+        0.0, nan, 0.0, 0.0, 0.0,
+    ];
+    let shape = [1, 1, tq, tk];
+    let cm = cpu_mask(&m, &shape, 1);
+    let fwd = forward_online("t", &dims, &q, &k, &v, Some(&cm)).unwrap();
+    let lm = Lay::of(&Layout::contiguous(&shape), &[1, 1, tq, tk]).unwrap();
+    let n = fwd.len();
+    let body = format!(
+        "{{\n{}{}{}{}Lay lm = {}; Att a = {};\nstatic double out[{n}];\nk(q, kk, v, mask, lm, out, a);\ngt_put(out, {n});\n}}\n",
+        array("q", &q),
+        array("kk", &k),
+        array("v", &v),
+        array("mask", &m),
+        lm.c_init(),
+        Att::of(&dims).c_init()
+    );
+    let got = host::run(&forward_source("double", dv), &body).unwrap();
+    let w = dv + 1;
+    for (r, want) in [(0, "NaN"), (1, "hidden"), (2, "finite"), (3, "NaN")] {
+        let (g, c) = (&got[r * w..][..w], &fwd[r * w..][..w]);
+        match want {
+            "NaN" => assert!(
+                g.iter().chain(c).all(|x| x.is_nan()),
+                "row {r}: {g:?} (kernel), {c:?} (CPU)"
+            ),
+            "hidden" => {
+                assert_eq!(g, c, "row {r}");
+                assert!(
+                    g[..dv].iter().all(|&x| x == 0.0) && g[dv] == f64::INFINITY,
+                    "row {r}: {g:?}"
+                );
+            }
+            _ => close(g, c, &format!("row {r}")),
+        }
+    }
 }

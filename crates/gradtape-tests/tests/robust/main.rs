@@ -18,6 +18,7 @@ mod errors_conv3d;
 mod errors_linalg;
 mod errors_math;
 mod nan;
+mod robust_attention_nan;
 mod robust_complex;
 mod robust_conv;
 mod robust_fuzz_found;

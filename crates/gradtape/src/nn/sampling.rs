@@ -136,12 +136,16 @@ pub fn sample_next(logits: &Tensor, temperature: f64, top_k: Option<usize>, rng:
     for row in v.chunks(n) {
         let next = match top_k.map(|k| k.min(n)) {
             Some(1) => {
-                // the first maximum, without drawing
+                // the first maximum, without drawing (a row entirely -inf
+                // has none to take: the error of the other paths)
                 let mut best = 0;
                 for (i, &l) in row.iter().enumerate() {
                     if l > row[best] {
                         best = i;
                     }
+                }
+                if row[best] == f64::NEG_INFINITY {
+                    return Err(Error::invalid(OP, "a row of logits is entirely -inf"));
                 }
                 best as i64
             }

@@ -28,7 +28,10 @@
 //! output is 0, as PyTorch's (since 2.5) and Keras's, not the NaN of a
 //! softmax over only `-inf`. Its log-sum-exp is stored as `+inf`, which
 //! makes each recomputed `p = e^(s - lse)` 0, so its gradients are 0 too
-//! (`D[i] = 0`, the output being 0).
+//! (`D[i] = 0`, the output being 0). A row with a NaN score (a NaN in its
+//! query, a key or the mask) is NaN, output and log-sum-exp, as the
+//! softmax's and PyTorch's: the running maximum passes over NaN, so a NaN
+//! met while it is still `-inf` is recorded rather than lost.
 //!
 //! **Dropout** of the probabilities (rate `r`, training): a probability
 //! is kept, and scaled by `1/(1 - r)`, when the counter-based generator's
@@ -367,6 +370,9 @@ pub fn forward_online<T: Float>(
                 let mut kt = scratch::take(BLOCK * d, T::zero());
                 let mut s = [T::zero(); BLOCK];
                 let (mut m, mut l) = ([T::neg_infinity(); ROWS], [T::zero(); ROWS]);
+                // a NaN score met while the row's maximum was still -inf
+                // (where nothing adds, so it would be lost): the row is NaN
+                let mut nan = [false; ROWS];
                 let n_rows = part.len() / width;
                 let first = c * rows;
                 // runs of rows of one batch element
@@ -401,8 +407,12 @@ pub fn forward_online<T: Float>(
                                 m[r] = bm;
                             }
                             // (while every score so far is -inf, nothing adds: a row
-                            // of only -inf ends with l = 0, and output 0 below)
-                            if m[r] > T::neg_infinity() {
+                            // of only -inf ends with l = 0, and output 0 below; a NaN
+                            // among them, which the maximum passes over, is kept)
+                            // (m is never NaN: only a larger maximum replaces it)
+                            if m[r] == T::neg_infinity() {
+                                nan[r] |= s.iter().any(|x| x.is_nan());
+                            } else {
                                 let at = (b * tq + i) * tk + j0;
                                 for x in s.iter_mut() {
                                     *x = *x - m[r];
@@ -426,6 +436,9 @@ pub fn forward_online<T: Float>(
                         let row = &mut part[r * width..][..width];
                         if dims.keys(i) == 0 {
                             row[dv] = T::neg_infinity();
+                        } else if nan[r] {
+                            // a NaN score: NaN throughout, as the softmax's
+                            fill(row, T::nan());
                         } else if l[r] == T::zero() {
                             // every key hidden: no probability, output 0
                             row[dv] = T::infinity();
@@ -436,7 +449,7 @@ pub fn forward_online<T: Float>(
                             }
                             row[dv] = m[r] + l[r].ln();
                         }
-                        (m[r], l[r]) = (T::neg_infinity(), T::zero());
+                        (m[r], l[r], nan[r]) = (T::neg_infinity(), T::zero(), false);
                     }
                     r0 = r1;
                 }

@@ -432,7 +432,11 @@ pub(crate) fn forward_rows<T: Float>(
                         let seen = dims.keys(i).min(nk);
                         // (a > 0: the largest raw score gives the largest score)
                         let m = a * max_lanes(&row[..seen]);
-                        if dims.keys(i) == 0 || m == T::neg_infinity() {
+                        // (a maximum of -inf over a NaN score, which max_lanes
+                        // passes over, goes on: the exponentials make the row NaN,
+                        // as the softmax's)
+                        let hidden = m == T::neg_infinity() && !row[..seen].iter().any(|x| x.is_nan());
+                        if dims.keys(i) == 0 || hidden {
                             // no key, or every key hidden: no probability,
                             // output 0; the log-sum-exp of a hidden row is
                             // +inf, so that the backward pass's P is 0 there

@@ -30,7 +30,9 @@
 //! order differs (and the GPU fuses multiply-adds), so values agree to
 //! rounding. Fully masked rows follow the CPU: output 0, log-sum-exp `+inf`
 //! (so that every recomputed probability is 0); a row that sees no key at
-//! all (`tk = 0`) has log-sum-exp `-inf`.
+//! all (`tk = 0`) has log-sum-exp `-inf`; a row with a NaN score is NaN,
+//! output and log-sum-exp (a NaN met while the running maximum is still
+//! `-inf` is recorded by each lane and summed over the warp).
 
 use super::launch::{alloc, contiguous, ct, filled, float_only, lay, mem_of, ptr_of};
 use super::runtime::Gpu;
@@ -188,6 +190,9 @@ extern \"C\" __global__ void k(const T* q, const T* kk, const T* v, const T* mas
 #pragma unroll
     for (int t = 0; t < NV; ++t) acc[t] = (T)0;
     T m = ninf, l = (T)0;
+    // a NaN score met while the maximum is still -inf (nothing adds then,
+    // and the maximum passes over NaN): the row is NaN, as the softmax's
+    bool bad = false;
     for (long long j0 = 0; j0 < n; j0 += GT_W) {{
       const long long j = j0 + lane;
       T s = ninf;
@@ -220,18 +225,23 @@ extern \"C\" __global__ void k(const T* q, const T* kk, const T* v, const T* mas
             if (c < a.dv) acc[t] += pj * vj[c];
           }}
         }}
+      }} else if (s != s) {{
+        bad = true;
       }}
     }}
     T* o = out + row * (a.dv + 1);
+    const bool nan_row = gt_wsum(bad ? (T)1 : (T)0) > (T)0;
+    const T qnan = gt_highest<T>() - gt_highest<T>();
     const bool none = n == 0 || l == (T)0;
     const T inv = none ? (T)0 : (T)1 / l;
 #pragma unroll
     for (int t = 0; t < NV; ++t) {{
       const long long c = lane + (long long)t * GT_W;
-      if (c < a.dv) o[c] = none ? (T)0 : acc[t] * inv;
+      if (c < a.dv) o[c] = nan_row ? qnan : (none ? (T)0 : acc[t] * inv);
     }}
-    // no key: -inf; every key hidden: +inf (each recomputed probability 0)
-    if (lane == 0) o[a.dv] = n == 0 ? ninf : (l == (T)0 ? -ninf : m + gt_log(l));
+    // no key: -inf; every key hidden: +inf (each recomputed probability 0);
+    // a NaN score: NaN
+    if (lane == 0) o[a.dv] = n == 0 ? ninf : (nan_row ? qnan : (l == (T)0 ? -ninf : m + gt_log(l)));
   }}
 }}
 ",

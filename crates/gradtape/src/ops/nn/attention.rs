@@ -462,9 +462,11 @@ pub(crate) fn causal_band(op: &'static str, tq: usize, tk: usize, offset: usize)
 /// PyTorch's convention) instead of the softmax's NaN. Such a row's scores
 /// are replaced by zeros before the softmax and its probabilities by zeros
 /// after, so no NaN arises on any path, derivatives included (its scores
-/// get no gradient: the probabilities do not depend on them).
+/// get no gradient: the probabilities do not depend on them). A row with a
+/// NaN score (its maximum NaN) is not hidden: NaN, as the fused kernels'.
 fn probabilities(s: &Tensor) -> Result<Tensor> {
-    let seen = s.stop_gradient().max(&[-1], true)?.gt_scalar(f64::NEG_INFINITY)?;
+    let ninf = Tensor::full(&[], f64::NEG_INFINITY, s.dtype()).to(s.device())?;
+    let seen = s.stop_gradient().max(&[-1], true)?.ne(&ninf)?;
     let zero = Tensor::full(&[], 0.0, s.dtype()).to(s.device())?;
     let p = Tensor::where_(&seen, s, &zero)?.softmax(-1)?;
     Tensor::where_(&seen, &p, &zero)
