@@ -475,3 +475,35 @@ fn linalg_ops_never_panic() {
     }
     assert!(oks > DRAWS * 2, "only {oks} successful calls");
 }
+
+/// A view whose rows are broadcasts (inner stride 0) copies as fills, row
+/// by row (the copy of a broadcast of 2^30 bools took an index per element,
+/// seconds: fuzz seed 383802, case 235340, a split of a broadcast traced,
+/// ran past the 15 s limit); the values, in every layout of such rows:
+/// a scalar broadcast, a column broadcast along rows, a broadcast middle
+/// dim, a transposed broadcast, and a slice of one.
+#[test]
+fn copies_of_broadcast_rows_hold_the_broadcast_values() -> Result<()> {
+    let col = Tensor::from_vec(vec![1i64, -2, 3], &[3, 1])?;
+    let got = col.broadcast_to(&[3, 4])?.contiguous()?;
+    assert_eq!(got.to_vec::<i64>()?, vec![1, 1, 1, 1, -2, -2, -2, -2, 3, 3, 3, 3]);
+    let b = Tensor::from_vec(vec![true, false], &[2, 1, 1])?.broadcast_to(&[2, 3, 5])?;
+    let got = b.contiguous()?.to_vec::<bool>()?;
+    assert_eq!(got, (0..30).map(|i| i < 15).collect::<Vec<_>>());
+    let s = Tensor::scalar(2.5f32).broadcast_to(&[7])?.contiguous()?;
+    assert_eq!(s.to_vec::<f32>()?, vec![2.5; 7]);
+    // [2, 1] broadcast to [2, 3] and transposed: rows of the copy are
+    // columns of the view, each a run of the buffer (stride 1), not 0
+    let t = Tensor::from_vec(vec![4.0f64, 5.0], &[2, 1])?
+        .broadcast_to(&[2, 3])?
+        .transpose()?;
+    assert_eq!(t.contiguous()?.to_vec::<f64>()?, vec![4.0, 5.0, 4.0, 5.0, 4.0, 5.0]);
+    // a slice of a broadcast row, one row of a broadcast matrix
+    let m = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[1, 3])?.broadcast_to(&[4, 3])?;
+    let sl = m.transpose()?.narrow(0, 1, 2)?.contiguous()?;
+    assert_eq!(
+        sl.to_vec::<f32>()?,
+        vec![2.0; 4].into_iter().chain(vec![3.0; 4]).collect::<Vec<_>>()
+    );
+    Ok(())
+}

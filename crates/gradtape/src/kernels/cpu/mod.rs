@@ -228,6 +228,14 @@ pub(crate) fn gather_strided<T: Element>(op: &'static str, buf: &[T], l: &Layout
                     for (slot, &x) in o.iter_mut().zip(src) {
                         slot.write(x);
                     }
+                } else if inner == 0 {
+                    // a broadcast row: one value, written as a fill (an
+                    // index per element made a broadcast view of 2^30
+                    // bools take seconds to copy)
+                    let x = buf[base as usize];
+                    for slot in o.iter_mut() {
+                        slot.write(x);
+                    }
                 } else {
                     for (j, slot) in o.iter_mut().enumerate() {
                         slot.write(buf[(base + j as isize * inner) as usize]);
