@@ -167,6 +167,34 @@ fn mismatched_shapes_in_products_and_solves() {
     err(ones(&[3]).band_part(0, 0), &["band_part", "[3]"]);
 }
 
+/// `band_part` with a count past the matrix is TensorFlow's error
+/// (`tf.linalg.band_part` of a `[3, 3]` with `num_lower = 5` or
+/// `num_upper = 7`: "num_lower must be negative or less or equal to number
+/// of rows", checked with TF 2.21); it was taken as the whole triangle.
+/// Counts up to the dims, and negative ones (any), keep their meaning.
+#[test]
+fn band_part_counts_past_the_matrix_are_errors() -> Result<()> {
+    let m = ones(&[2, 3, 4]);
+    err(
+        m.band_part(4, 0),
+        &["band_part", "num_lower", "rows (3)", "4", "[2, 3, 4]"],
+    );
+    err(
+        m.band_part(0, 5),
+        &["band_part", "num_upper", "columns (4)", "5", "[2, 3, 4]"],
+    );
+    err(m.band_part(isize::MAX, -1), &["band_part", "num_lower"]);
+    // (values as TF's: the whole matrix with both counts at the dims, the
+    // lower triangle with num_lower = -2)
+    assert_eq!(m.band_part(3, 4)?.to_vec_f64(), vec![1.0; 24]);
+    let sq = Tensor::from_vec((1..=9).map(|i| i as f32).collect::<Vec<_>>(), &[3, 3])?;
+    assert_eq!(
+        sq.band_part(-2, 0)?.to_vec::<f32>()?,
+        vec![1.0, 0.0, 0.0, 4.0, 5.0, 0.0, 7.0, 8.0, 9.0]
+    );
+    Ok(())
+}
+
 #[test]
 fn bad_einsum_specs() {
     let a = ones(&[2, 3]);

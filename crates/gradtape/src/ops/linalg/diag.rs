@@ -93,7 +93,9 @@ impl Tensor {
 
     /// Keeps, in each matrix of `[..., n, m]`, the band of `num_lower`
     /// sub-diagonals and `num_upper` super-diagonals (a negative count keeps
-    /// the whole triangle) and zeros the rest, as TF's `band_part`.
+    /// the whole triangle) and zeros the rest, as TF's `band_part`; a count
+    /// above the number of rows (`num_lower`) or columns (`num_upper`) is an
+    /// error, as in TensorFlow.
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -110,6 +112,22 @@ impl Tensor {
             ));
         }
         let (n, m) = (self.shape()[r - 2], self.shape()[r - 1]);
+        // (TensorFlow's bounds: a count past the matrix is refused, not
+        // taken as the whole triangle)
+        for (what, count, dim, of) in [
+            ("num_lower", num_lower, n, "rows"),
+            ("num_upper", num_upper, m, "columns"),
+        ] {
+            if count > 0 && count as usize > dim {
+                return Err(Error::invalid(
+                    "band_part",
+                    format!(
+                        "{what} must be negative or at most the number of {of} ({dim}), got {count} for shape {:?}",
+                        self.shape()
+                    ),
+                ));
+            }
+        }
         let keep = crate::tensor::alloc::try_collect(
             "band_part",
             (0..n * m).map(|q| {
