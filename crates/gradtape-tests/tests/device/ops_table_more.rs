@@ -3,7 +3,7 @@
 //! convolutions and pools, n-d gathers and scatters, and composite ops
 //! that make constants of their own (an identity, a band mask, an
 //! epsilon, coordinates), which must be made on their input's device;
-//! the image resizes.
+//! the image resizes; segment reductions.
 
 use super::{case, Case, Domain};
 use gradtape::{Padding, Tensor};
@@ -230,6 +230,36 @@ pub fn cases() -> Vec<Case> {
             "resize_nearest_aligned",
             |x| x[0].resize_nearest_neighbor([5, 8], true, false),
             &[&[2, 3, 4, 1]],
+            Any,
+            true,
+        ),
+        case(
+            "unsorted_segment_max",
+            |x| {
+                let i = Tensor::vector(&[2i64, 0, -1]).to(x[0].device())?;
+                x[0].unsorted_segment_max(&i, 4)
+            },
+            U,
+            Any,
+            true,
+        ),
+        case(
+            "unsorted_segment_prod",
+            |x| {
+                let i = Tensor::vector(&[1i64, 1, 0]).to(x[0].device())?;
+                x[0].unsorted_segment_prod(&i, 3)
+            },
+            U,
+            Any,
+            true,
+        ),
+        case(
+            "segment_min",
+            |x| {
+                let i = Tensor::vector(&[0i64, 0, 2]).to(x[0].device())?;
+                x[0].segment_min(&i)
+            },
+            U,
             Any,
             true,
         ),

@@ -222,7 +222,11 @@ fn segment_reductions_agree_with_the_cpu_as_host_cxx() {
             .map(|&v| if ints && v.is_nan() { 7.0 } else { v })
             .map(|v| if ints { v * 1e9 } else { v })
             .collect();
-        let dtype = if ints { gradtape::DType::I64 } else { gradtape::DType::F64 };
+        let dtype = if ints {
+            gradtape::DType::I64
+        } else {
+            gradtape::DType::F64
+        };
         let d = t_of(&dv, &[rows, inner], dtype);
         for (ids, is_sorted) in [(&unsorted, false), (&sorted, true)] {
             let idt = i64s(ids, &[rows]);

@@ -170,10 +170,19 @@ pub fn segment_source(t: &str, kind: &str, init: &str, empty: &str) -> String {
 /// highest finite value, as TensorFlow).
 pub fn segment_values(dtype: DType, kind: &str, sorted: bool) -> Option<(String, String)> {
     let (lo, hi) = match dtype {
-        DType::F32 => (format!("{:?}", f64::from(f32::MIN)), format!("{:?}", f64::from(f32::MAX))),
+        DType::F32 => (
+            format!("{:?}", f64::from(f32::MIN)),
+            format!("{:?}", f64::from(f32::MAX)),
+        ),
         DType::F64 => (format!("{:?}", f64::MIN), format!("{:?}", f64::MAX)),
-        DType::F16 => (format!("{:?}", half::f16::MIN.to_f64()), format!("{:?}", half::f16::MAX.to_f64())),
-        DType::BF16 => (format!("{:?}", half::bf16::MIN.to_f64()), format!("{:?}", half::bf16::MAX.to_f64())),
+        DType::F16 => (
+            format!("{:?}", half::f16::MIN.to_f64()),
+            format!("{:?}", half::f16::MAX.to_f64()),
+        ),
+        DType::BF16 => (
+            format!("{:?}", half::bf16::MIN.to_f64()),
+            format!("{:?}", half::bf16::MAX.to_f64()),
+        ),
         DType::I32 => ("(-2147483647 - 1)".into(), "2147483647".into()),
         DType::I64 => ("(-9223372036854775807LL - 1)".into(), "9223372036854775807LL".into()),
         _ => return None,
@@ -183,7 +192,11 @@ pub fn segment_values(dtype: DType, kind: &str, sorted: bool) -> Option<(String,
         "max" => lo,
         _ => hi,
     };
-    let empty = if sorted && kind != "prod" { "0".to_string() } else { init.clone() };
+    let empty = if sorted && kind != "prod" {
+        "0".to_string()
+    } else {
+        init.clone()
+    };
     Some((init, empty))
 }
 
@@ -345,8 +358,8 @@ pub(crate) fn segment_reduce(
     let g = mem_of(data).1;
     g.bind_for(op)?;
     let t = ct(op, data)?;
-    let (init, empty) =
-        segment_values(data.dtype(), kind, sorted).ok_or_else(|| crate::kernels::gpu::no_kernel(op, data.device(), data.dtype()))?;
+    let (init, empty) = segment_values(data.dtype(), kind, sorted)
+        .ok_or_else(|| crate::kernels::gpu::no_kernel(op, data.device(), data.dtype()))?;
     let (y, py) = alloc(op, g, out_shape, data.dtype())?;
     if y.numel() == 0 {
         return Ok(y);

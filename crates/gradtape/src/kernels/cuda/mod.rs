@@ -90,7 +90,9 @@ pub(crate) use conv::{
 #[cfg(feature = "cuda")]
 pub(crate) use fused::run_fused;
 #[cfg(feature = "cuda")]
-pub(crate) use index::{concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, segment_reduce, strided_embed};
+pub(crate) use index::{
+    concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, segment_reduce, strided_embed,
+};
 #[cfg(feature = "cuda")]
 pub(crate) use launch::*;
 #[cfg(feature = "cuda")]

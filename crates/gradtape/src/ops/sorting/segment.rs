@@ -183,7 +183,8 @@ fn others_product(d: &Tensor, ids: &Tensor, num: usize) -> Result<Tensor> {
     let rest = &d.shape()[k..];
     let rows_shape: Vec<usize> = std::iter::once(n).chain(rest.iter().copied()).collect();
     let one_shape: Vec<usize> = std::iter::once(1).chain(rest.iter().copied()).collect();
-    let ones = Tensor::try_ones(&one_shape, d.dtype())?;
+    // (constants of the shapes, made where the data is)
+    let ones = Tensor::try_ones(&one_shape, d.dtype())?.to(d.device())?;
     let flat = ids.reshape(&[n])?.cast(DType::I64)?;
     // negative ids: a segment of their own, `num` (their results are dropped)
     let dropped = flat.lt_scalar(0.0)?;
@@ -191,7 +192,7 @@ fn others_product(d: &Tensor, ids: &Tensor, num: usize) -> Result<Tensor> {
     let order = seg_ids.argsort(0, false)?;
     let seg = seg_ids.gather(&order, 0)?;
     let xs = d.reshape(&rows_shape)?.gather(&order, 0)?;
-    let pos = Tensor::arange(0.0, n as f64, 1.0, DType::I64)?;
+    let pos = Tensor::arange(0.0, n as f64, 1.0, DType::I64)?.to(d.device())?;
     let none = pos.scalar_like(n as f64)?;
     // row `j` times the row `j ∓ by` when that one is in the same segment
     // (the appended ones row, index n, otherwise)
@@ -261,7 +262,17 @@ pub(crate) fn segment_reduce(
                 checked_numel(op, &shape)?;
                 let name = match kind {
                     SegmentKind::Sum => {
-                        return crate::kernels::cuda::scatter_add(op, data, ids, 1, ids.numel(), inner, num, &shape, None);
+                        return crate::kernels::cuda::scatter_add(
+                            op,
+                            data,
+                            ids,
+                            1,
+                            ids.numel(),
+                            inner,
+                            num,
+                            &shape,
+                            None,
+                        );
                     }
                     SegmentKind::Prod => "prod",
                     SegmentKind::Max => "max",
