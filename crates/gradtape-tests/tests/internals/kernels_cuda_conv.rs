@@ -42,14 +42,14 @@ fn conv_and_pool_kernels_compile_with_nvrtc_in_every_float_type() {
     }
 }
 
-fn vals(n: usize, seed: usize) -> Vec<f64> {
+pub(crate) fn vals(n: usize, seed: usize) -> Vec<f64> {
     (0..n)
         .map(|i| (((i * 7919 + seed * 104_729) % 1009) as f64 / 1009.0) * 2.0 - 1.0)
         .collect()
 }
 
 /// Values with ties and NaNs (for max pooling).
-fn tied(n: usize) -> Vec<f64> {
+pub(crate) fn tied(n: usize) -> Vec<f64> {
     (0..n)
         .map(|i| {
             if i % 13 == 5 {

@@ -4,31 +4,13 @@
 //! run as host C++ (`kernels_cuda_source_host`) against the CPU's 3-D
 //! kernels (`kernels::cpu::conv3d`) in `f64`, over geometries with
 //! strides, dilations and both paddings on every axis.
+use crate::kernels_cuda_conv::{tied, vals};
 use crate::kernels_cuda_source_host as host;
 use gradtape::__internals::kernels::cpu::conv::Padding;
 use gradtape::__internals::kernels::cpu::conv3d::{self as cpu, Geom3};
 use gradtape::__internals::kernels::cuda::conv::*;
 use gradtape::__internals::kernels::cuda::source::Lay;
 use gradtape::__internals::tensor::layout::Layout;
-
-fn vals(n: usize, seed: usize) -> Vec<f64> {
-    (0..n)
-        .map(|i| (((i * 7919 + seed * 104_729) % 1009) as f64 / 1009.0) * 2.0 - 1.0)
-        .collect()
-}
-
-/// Values with ties and NaNs (for max pooling).
-fn tied(n: usize) -> Vec<f64> {
-    (0..n)
-        .map(|i| {
-            if i % 13 == 5 {
-                f64::NAN
-            } else {
-                ((i * 37) % 7) as f64 - 3.0
-            }
-        })
-        .collect()
-}
 
 fn close(a: &[f64], b: &[f64], tol: f64, what: &str) {
     assert_eq!(a.len(), b.len(), "{what}: lengths");

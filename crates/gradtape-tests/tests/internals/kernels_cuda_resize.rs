@@ -3,18 +3,13 @@
 //! nearest-neighbour and their transposes, bit for bit in `double` and
 //! `float`, up and down by whole and fractional factors, to and from one
 //! pixel, with each of TensorFlow's coordinate rules.
+use crate::kernels_cuda_conv::vals;
 use crate::kernels_cuda_source_host as host;
 use gradtape::__internals::kernels::cpu::resize::{Coords, Dims};
 use gradtape::__internals::kernels::cuda::resize::*;
 use gradtape::__internals::kernels::cuda::source::Lay;
 use gradtape::__internals::tensor::layout::Layout;
 use gradtape::{DType, Tensor};
-
-fn vals(n: usize, seed: usize) -> Vec<f64> {
-    (0..n)
-        .map(|i| (((i * 7919 + seed * 104_729) % 1009) as f64 / 1009.0) * 2.0 - 1.0)
-        .collect()
-}
 
 fn lay(shape: &[usize]) -> String {
     Lay::of(&Layout::contiguous(shape), shape).unwrap().c_init()
