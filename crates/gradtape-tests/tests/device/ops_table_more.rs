@@ -264,6 +264,17 @@ pub fn cases() -> Vec<Case> {
             true,
         ),
         case(
+            "tensor_scatter_nd_update",
+            |x| {
+                // (row 2 twice: the last update wins)
+                let i = Tensor::from_vec(vec![2i64, 0, 2], &[3, 1])?.to(x[0].device())?;
+                x[0].tensor_scatter_nd_update(&i, &x[1])
+            },
+            &[&[3, 5], &[3, 5]],
+            Any,
+            true,
+        ),
+        case(
             "eye_mul",
             |x| x[0].mul(&Tensor::eye(5, x[0].dtype()).to(x[0].device())?.narrow(0, 0, 3)?),
             U,

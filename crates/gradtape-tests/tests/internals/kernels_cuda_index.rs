@@ -276,3 +276,20 @@ fn segment_reductions_agree_with_the_cpu_as_host_cxx() {
 fn t_of(v: &[f64], shape: &[usize], dtype: gradtape::DType) -> Tensor {
     t(v, shape).cast(dtype).unwrap()
 }
+
+/// `tensor_scatter_nd_update`'s kernel writes each winning slice (the
+/// launch passes one `(destination, update)` pair per destination) over
+/// the copy, and leaves the other slices alone.
+#[test]
+fn scatter_update_writes_the_winning_slices_as_host_cxx() {
+    if host::cxx().is_none() {
+        println!("skipped: no C++ compiler");
+        return;
+    }
+    // y: 4 slices of 2; updates: 3 slices; slice 3 <- update 2, slice 0 <- update 0
+    let body = "static double y[] = {1, 2, 3, 4, 5, 6, 7, 8};\nstatic double u[] = {10, 11, 20, 21, 30, 31};\n\
+                static long long at[] = {3, 2, 0, 0};\nLay lu = LU;\nk(lu, u, at, y, 2LL, 2LL);\ngt_put(y, 8);"
+        .replace("LU", &Lay::of(&Layout::contiguous(&[3, 2]), &[3, 2]).unwrap().c_init());
+    let got = host::run(&scatter_update_source("double"), &body).unwrap();
+    assert_eq!(got, vec![10.0, 11.0, 3.0, 4.0, 5.0, 6.0, 30.0, 31.0]);
+}

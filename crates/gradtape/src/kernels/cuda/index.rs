@@ -200,9 +200,27 @@ pub fn segment_values(dtype: DType, kind: &str, sorted: bool) -> Option<(String,
     Some((init, empty))
 }
 
+/// `y[at[2p] · inner + r] = u[at[2p + 1] · inner + r]`: the slices of
+/// `u` (read through its view) written over a copy of the original, each
+/// to its own slice (`at` pairs, one per distinct destination).
+pub fn scatter_update_source(t: &str) -> String {
+    format!(
+        "{COMMON}\ntypedef {t} T;\n\
+         extern \"C\" __global__ void k(Lay lu, const T* u, const long long* at, T* y, long long count, long long inner) {{\n\
+           GT_LOOP(e, count * inner) {{\n\
+             long long p = e / inner, r = e - p * inner;\n\
+             y[at[2 * p] * inner + r] = u[gt_at(lu, at[2 * p + 1] * inner + r)];\n\
+           }}\n\
+         }}\n"
+    )
+}
+
 /// Every source of this file (for the NVRTC check).
 pub fn all_sources() -> Vec<String> {
     let mut v = vec![nd_offsets_source("int"), nd_offsets_source("long long")];
+    for t in ["float", "double", "int", "long long", "bool", "gt_f16", "gt_bf16"] {
+        v.push(scatter_update_source(t));
+    }
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64] {
         let t = super::source::ctype(dtype).expect("a kernel type");
         for kind in ["prod", "max", "min"] {
@@ -395,6 +413,49 @@ pub(crate) fn segment_reduce(
         grid_for(y.numel(), BLOCK),
         BLOCK,
         &mut args![ld, pd, ps, pr, py, num_i, inner],
+    )?;
+    Ok(y)
+}
+
+/// A copy of `x` with the slices at the flat offsets `offsets` (in slices
+/// of `inner` elements, read on the host) replaced by the slices of
+/// `updates` in order, the last of a repeated offset winning
+/// (`tensor_scatter_nd_update`): only the winners are written, so no two
+/// threads write one element.
+pub(crate) fn scatter_update(
+    op: &'static str,
+    x: &Tensor,
+    updates: &Tensor,
+    offsets: &[usize],
+    inner: usize,
+) -> Result<Tensor> {
+    let g = mem_of(x).1;
+    g.bind_for(op)?;
+    let t = ct(op, x)?;
+    // a fresh copy of x to write into
+    let y = super::launch::cast(op, x, x.dtype())?;
+    let mut last = std::collections::HashMap::with_capacity(offsets.len());
+    for (j, &o) in offsets.iter().enumerate() {
+        last.insert(o, j);
+    }
+    let mut at: Vec<i64> = Vec::with_capacity(2 * last.len());
+    for (&o, &j) in &last {
+        at.extend([o as i64, j as i64]);
+    }
+    let count = last.len();
+    if count == 0 || inner == 0 {
+        return Ok(y);
+    }
+    let at_d = super::launch::upload(op, &Tensor::from_vec(at, &[2 * count])?, g.ordinal)?;
+    let lu = lay(op, g, updates, updates.shape())?;
+    let (pu, pa, py, count_i, inner_i) = (ptr_of(updates), ptr_of(&at_d), ptr_of(&y), count as i64, inner as i64);
+    g.launch(
+        op,
+        &format!("scatter_update|{t}"),
+        &|| scatter_update_source(t),
+        grid_for(count * inner, BLOCK),
+        BLOCK,
+        &mut args![lu, pu, pa, py, count_i, inner_i],
     )?;
     Ok(y)
 }

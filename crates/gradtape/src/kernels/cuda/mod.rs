@@ -91,7 +91,7 @@ pub(crate) use conv::{
 pub(crate) use fused::run_fused;
 #[cfg(feature = "cuda")]
 pub(crate) use index::{
-    concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, segment_reduce, strided_embed,
+    concat, gather, gather_nd, one_hot, pad, scatter_add, scatter_nd, scatter_update, segment_reduce, strided_embed,
 };
 #[cfg(feature = "cuda")]
 pub(crate) use launch::*;
@@ -334,6 +334,10 @@ mod absent {
         _: bool,
         _: &[usize],
     ) -> Result<Tensor> {
+        Err(absent(op, 0))
+    }
+
+    pub(crate) fn scatter_update(op: &'static str, _: &Tensor, _: &Tensor, _: &[usize], _: usize) -> Result<Tensor> {
         Err(absent(op, 0))
     }
 

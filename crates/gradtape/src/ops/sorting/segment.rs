@@ -435,7 +435,9 @@ impl Tensor {
     pub fn tensor_scatter_nd_update(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
         const OP: &str = "tensor_scatter_nd_update";
         crate::ops::expect_same_dtype(OP, self, updates)?;
-        let (offsets, k) = crate::ops::index::gather_nd::nd_offsets(OP, indices, self.shape())?;
+        // (indices on a GPU are read on a host copy, as segment ids are)
+        let host_idx = crate::kernels::gpu::to_host(OP, indices)?;
+        let (offsets, k) = crate::ops::index::gather_nd::nd_offsets(OP, &host_idx, self.shape())?;
         let mut want = indices.shape()[..indices.rank() - 1].to_vec();
         want.extend_from_slice(&self.shape()[k..]);
         if updates.shape() != want.as_slice() {
@@ -446,14 +448,25 @@ impl Tensor {
             });
         }
         let inner: usize = self.shape()[k..].iter().product();
-        let y = with_dtype!(self.dtype(), T => {
-            let mut out = self.values::<T>(OP)?.into_owned();
-            let u = updates.values::<T>(OP)?;
-            for (j, &o) in offsets.iter().enumerate() {
-                out[o * inner..(o + 1) * inner].copy_from_slice(&u[j * inner..(j + 1) * inner]);
-            }
-            Tensor::from_vec(out, self.shape())?
-        });
+        let host = |x: &Tensor, updates: &Tensor| -> Result<Tensor> {
+            with_dtype!(x.dtype(), T => {
+                let mut out = x.values::<T>(OP)?.into_owned();
+                let u = updates.values::<T>(OP)?;
+                for (j, &o) in offsets.iter().enumerate() {
+                    out[o * inner..(o + 1) * inner].copy_from_slice(&u[j * inner..(j + 1) * inner]);
+                }
+                Tensor::from_vec(out, x.shape())
+            })
+        };
+        // on a GPU: a copy, then each destination written once by the last
+        // slice for it (`kernels::cuda::index`)
+        let gpu = crate::dispatch::device::offload(
+            OP,
+            &[self, indices, updates],
+            |_| crate::kernels::cuda::scatter_update(OP, self, updates, &offsets, inner),
+            |h| host(&h[0], &h[2]),
+        );
+        let y = gpu.unwrap_or_else(|| host(self, updates))?;
         let (i, ushape) = (indices.clone(), updates.shape().to_vec());
         Ok(bind(
             Op::Sort(SortOp::TensorScatterUpdate),
@@ -463,7 +476,7 @@ impl Tensor {
                 vjp(move |g, needs| {
                     let g = &g[0];
                     let dx = if needs[0] {
-                        Some(g.tensor_scatter_nd_update(&i, &Tensor::try_zeros(&ushape, g.dtype())?)?)
+                        Some(g.tensor_scatter_nd_update(&i, &Tensor::try_zeros(&ushape, g.dtype())?.to(g.device())?)?)
                     } else {
                         None
                     };
