@@ -3,10 +3,13 @@
 //! convolutions and pools, n-d gathers and scatters, and composite ops
 //! that make constants of their own (an identity, a band mask, an
 //! epsilon, coordinates), which must be made on their input's device;
-//! the image resizes; segment reductions.
+//! the image resizes; segment reductions; layers that make masks and
+//! tables of their own (rotary embeddings, causal and sliding-window
+//! attention).
 
 use super::{case, Case, Domain};
-use gradtape::{Padding, Tensor};
+use gradtape::nn::{AttentionArgs, Module, MultiHeadAttention, RotaryEmbedding};
+use gradtape::{Padding, Rng, Tensor};
 
 const U: &[&[usize]] = &[&[3, 5]];
 const SQ: &[&[usize]] = &[&[2, 4, 4]];
@@ -272,6 +275,70 @@ pub fn cases() -> Vec<Case> {
             },
             &[&[3, 5], &[3, 5]],
             Any,
+            true,
+        ),
+        case(
+            "resize_bicubic",
+            |x| x[0].resize_images([5, 7], gradtape::ResizeMethod::Bicubic),
+            &[&[1, 3, 4, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "resize_area",
+            |x| x[0].resize_images([2, 3], gradtape::ResizeMethod::Area),
+            &[&[1, 5, 7, 2]],
+            Any,
+            true,
+        ),
+        case(
+            "crop_and_resize",
+            |x| {
+                let dev = x[0].device();
+                let boxes = Tensor::from_vec(vec![0.1f32, 0.2, 0.8, 0.9, 0.0, 0.0, 1.0, 0.5], &[2, 4])?.to(dev)?;
+                let idx = Tensor::vector(&[1i64, 0]).to(dev)?;
+                x[0].crop_and_resize(&boxes, &idx, [3, 4], gradtape::ResizeMethod::Bilinear, 0.0)
+            },
+            &[&[2, 5, 6, 2]],
+            Any,
+            true,
+        ),
+        // layers whose masks and tables are made inside them
+        case(
+            "rotary_embedding",
+            |x| RotaryEmbedding::builder().build()?.call_at(&x[0], 1),
+            &[&[1, 3, 2, 4]],
+            Any,
+            true,
+        ),
+        case(
+            "multi_head_attention_causal_window",
+            |x| {
+                let m = MultiHeadAttention::builder(2, 3)
+                    .sliding_window(2)
+                    .dtype(x[0].dtype())
+                    .build(6, &mut Rng::new(0))?;
+                m.move_to(x[0].device())?;
+                m.call_with(&x[0], &x[0], AttentionArgs::new().use_causal_mask(true))
+            },
+            &[&[2, 5, 6]],
+            Unit,
+            true,
+        ),
+        case(
+            "multi_head_attention_scores_causal",
+            |x| {
+                let m = MultiHeadAttention::builder(2, 3)
+                    .dtype(x[0].dtype())
+                    .build(6, &mut Rng::new(0))?;
+                m.move_to(x[0].device())?;
+                Ok(
+                    m.call_with_scores(&x[0], &x[0], AttentionArgs::new().use_causal_mask(true))?
+                        .1,
+                )
+            },
+            &[&[2, 4, 6]],
+            Unit,
             true,
         ),
         case(

@@ -549,13 +549,13 @@ impl MultiHeadAttention {
         let keep = match (mask, causal) {
             (None, false) => return s.softmax(-1),
             (Some(m), false) => m.clone(),
-            (None, true) => causal_mask(tq, tk, 0)?,
-            (Some(m), true) => m.logical_and(&causal_mask(tq, tk, 0)?)?,
+            (None, true) => causal_mask(tq, tk, 0, s.device())?,
+            (Some(m), true) => m.logical_and(&causal_mask(tq, tk, 0, s.device())?)?,
         };
         let dtype = s.dtype();
         let hidden = if dtype == DType::F16 { -3e4 } else { -1e9 };
-        let p = Tensor::where_(&keep, &s, &Tensor::full(&[], hidden, dtype))?.softmax(-1)?;
-        Tensor::where_(&keep, &p, &Tensor::full(&[], 0.0, dtype))
+        let p = Tensor::where_(&keep, &s, &s.scalar_like(hidden)?)?.softmax(-1)?;
+        Tensor::where_(&keep, &p, &p.scalar_like(0.0)?)
     }
 
     /// Checks the inputs and projects them into the heads: `q`, `k`, `v`
@@ -584,7 +584,7 @@ impl MultiHeadAttention {
                 ),
             ));
         }
-        let mask = args.combined_mask(OP, b, tq, tk, self.window, 0)?;
+        let mask = args.combined_mask(OP, (b, tq, tk), self.window.map(|w| (w, 0)), query.device())?;
         let q = self.rotate(self.query.heads(query, self.num_heads, self.key_dim)?, 0)?;
         if let Some((k, v)) = kept.as_deref().and_then(|slot| CrossKv::of(slot, key, value)) {
             return Ok((q, k, v, mask));
@@ -719,9 +719,10 @@ impl MultiHeadAttention {
         }
         // one new query sees every key; several see those up to their own
         // position (the op's causal flag counts from the start of both)
-        let mut mask = (t > 1).then(|| causal_mask(t, past + t, past)).transpose()?;
+        let dev = q.device();
+        let mut mask = (t > 1).then(|| causal_mask(t, past + t, past, dev)).transpose()?;
         if let Some(w) = self.window {
-            let band = window_band(t, past + t, past, w)?;
+            let band = window_band(t, past + t, past, w, dev)?;
             mask = Some(match mask {
                 Some(m) => m.logical_and(&band)?,
                 None => band,
@@ -753,7 +754,7 @@ impl MultiHeadAttention {
 fn uniform_where_hidden(o: Tensor, v: &Tensor, mask: &Tensor, causal: bool) -> Result<Tensor> {
     let (tq, tk) = (o.shape()[2], v.shape()[2]);
     let keep = if causal {
-        mask.logical_and(&causal_mask(tq, tk, 0)?)?
+        mask.logical_and(&causal_mask(tq, tk, 0, mask.device())?)?
     } else {
         mask.clone()
     };
@@ -761,9 +762,10 @@ fn uniform_where_hidden(o: Tensor, v: &Tensor, mask: &Tensor, causal: bool) -> R
     Tensor::where_(&hidden, &v.mean(&[-2], true)?, &o)
 }
 
-/// `[tq, tk]`, true where key `j <= i + offset` (query `i`).
-pub(crate) fn causal_mask(tq: usize, tk: usize, offset: usize) -> Result<Tensor> {
-    crate::ops::causal_band(OP, tq, tk, offset)
+/// `[tq, tk]`, true where key `j <= i + offset` (query `i`), made on
+/// `device` (where the masks it meets are).
+pub(crate) fn causal_mask(tq: usize, tk: usize, offset: usize, device: crate::Device) -> Result<Tensor> {
+    crate::ops::causal_band(OP, tq, tk, offset)?.to(device)
 }
 
 impl Module for MultiHeadAttention {

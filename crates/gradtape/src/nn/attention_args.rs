@@ -123,16 +123,15 @@ impl<'a> AttentionArgs<'a> {
 impl AttentionArgs<'_> {
     /// The one bool mask `[b|1, 1, t_q, t_k]` the heads attend under: the
     /// `&` of every mask given and of the sliding `window`'s band (queries
-    /// at absolute positions `offset..`), without the causal mask (the
-    /// fused op's flag); `None` when nothing masks.
+    /// at absolute positions `offset..`, `window` being `(width, offset)`),
+    /// without the causal mask (the fused op's flag), made on `device`;
+    /// `None` when nothing masks.
     pub(super) fn combined_mask(
         &self,
         op: &'static str,
-        b: usize,
-        tq: usize,
-        tk: usize,
-        window: Option<usize>,
-        offset: usize,
+        (b, tq, tk): (usize, usize, usize),
+        window: Option<(usize, usize)>,
+        device: crate::Device,
     ) -> Result<Option<Tensor>> {
         let mut parts: Vec<Tensor> = Vec::new();
         if let Some(m) = self.attention_mask {
@@ -148,8 +147,8 @@ impl AttentionArgs<'_> {
                 parts.push(m.expand_dims(1)?);
             }
         }
-        if let Some(w) = window {
-            parts.push(window_band(tq, tk, offset, w)?.expand_dims(0)?);
+        if let Some((w, offset)) = window {
+            parts.push(window_band(tq, tk, offset, w, device)?.expand_dims(0)?);
         }
         let Some((first, rest)) = parts.split_first() else {
             return Ok(None);
@@ -211,11 +210,11 @@ pub(super) fn check_padding(op: &'static str, m: &Tensor, what: &str, b: usize, 
 
 /// `[tq, tk]`, true where `|i + offset - j| < w` (query `i`, key `j`):
 /// Keras's sliding-window band.
-pub(super) fn window_band(tq: usize, tk: usize, offset: usize, w: usize) -> Result<Tensor> {
+pub(super) fn window_band(tq: usize, tk: usize, offset: usize, w: usize, device: crate::Device) -> Result<Tensor> {
     let n = crate::tensor::layout::checked_numel(OP, &[tq, tk])?;
     let mut m = crate::tensor::alloc::try_vec(OP, n)?;
     m.extend((0..n).map(|x| ((x / tk).saturating_add(offset)).abs_diff(x % tk) < w));
-    Tensor::from_vec(m, &[tq, tk])
+    Tensor::from_vec(m, &[tq, tk])?.to(device)
 }
 
 /// The keys and values a [`MultiHeadAttention`](super::MultiHeadAttention)

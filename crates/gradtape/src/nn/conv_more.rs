@@ -370,7 +370,7 @@ impl super::SequenceLayer for GlobalPooling {
             PoolKind::Max => self.forward(x, training),
             PoolKind::Avg => {
                 let keep = mask.expand_dims(2)?;
-                let zero = Tensor::full(&[], 0.0, x.dtype());
+                let zero = x.scalar_like(0.0)?;
                 let sum = Tensor::where_(&keep, x, &zero)?.sum(&[1], self.keepdims)?;
                 sum.div(&keep.cast(x.dtype())?.sum(&[1], self.keepdims)?)
             }

@@ -362,11 +362,11 @@ impl Attention {
             query_mask: None,
             ..args
         }
-        .combined_mask(self.op(), b, tq, tk, None, 0)?
+        .combined_mask(self.op(), (b, tq, tk), None, query.device())?
         .map(|m| m.squeeze(&[1]))
         .transpose()?;
         if args.use_causal_mask {
-            let causal = super::attention::causal_mask(tq, tk, 0)?;
+            let causal = super::attention::causal_mask(tq, tk, 0, query.device())?;
             keep = Some(match keep {
                 Some(m) => m.logical_and(&causal)?,
                 None => causal.expand_dims(0)?,
@@ -383,7 +383,7 @@ impl Attention {
         };
         let mut out = dropped.matmul(value)?;
         if let Some(qm) = args.query_mask {
-            out = Tensor::where_(&qm.expand_dims(2)?, &out, &Tensor::full(&[], 0.0, self.dtype))?;
+            out = Tensor::where_(&qm.expand_dims(2)?, &out, &out.scalar_like(0.0)?)?;
         }
         Ok((out, w))
     }

@@ -192,7 +192,8 @@ impl RotaryEmbedding {
         let table = |v: Vec<f64>| -> Result<Tensor> {
             let m = Tensor::from_vec(v, &[t, d])?;
             let m = if seq < feat { m } else { m.transpose()? };
-            m.reshape(&bshape)?.cast(x.dtype())
+            // (made where x is)
+            m.reshape(&bshape)?.cast(x.dtype())?.to(x.device())
         };
         let (cos, sin) = (table(cos)?, table(sin)?);
         let f = feat as isize;

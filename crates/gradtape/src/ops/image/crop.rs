@@ -70,20 +70,24 @@ pub(crate) fn box_offsets(box_indices: &Tensor, batch: usize, pixels: usize) -> 
         out.push(i * pixels as i64);
         Ok(())
     };
-    match box_indices.dtype() {
+    // (indices on a GPU are read on a host copy, as segment ids are, and
+    // the offsets go back there)
+    let host = crate::kernels::gpu::to_host(OP, box_indices)?;
+    match host.dtype() {
         DType::I32 => {
-            for (k, &i) in box_indices.values::<i32>(OP)?.iter().enumerate() {
+            for (k, &i) in host.values::<i32>(OP)?.iter().enumerate() {
                 push(k, i as i64)?;
             }
         }
         DType::I64 => {
-            for (k, &i) in box_indices.values::<i64>(OP)?.iter().enumerate() {
+            for (k, &i) in host.values::<i64>(OP)?.iter().enumerate() {
                 push(k, i)?;
             }
         }
         d => return Err(unsupported(OP, d, "i32 or i64 box indices")),
     }
     let y = Tensor::from_vec(out, box_indices.shape())?;
+    let y = crate::kernels::gpu::upload(OP, &y, box_indices.device())?;
     Ok(bind_nondiff(
         ImageOp::CropBoxOffsets { batch, pixels },
         &[box_indices],
@@ -98,7 +102,9 @@ fn coords(lo: &Tensor, hi: &Tensor, size: usize, crop: usize) -> Result<Tensor> 
     let m = (size - 1) as f64;
     if crop > 1 {
         let scale = hi.sub(lo)?.mul_scalar(m)?.div_scalar((crop - 1) as f64)?;
-        let steps = Tensor::arange(0.0, crop as f64, 1.0, lo.dtype())?.reshape(&[1, crop])?;
+        let steps = Tensor::arange(0.0, crop as f64, 1.0, lo.dtype())?
+            .reshape(&[1, crop])?
+            .to(lo.device())?;
         lo.mul_scalar(m)?.add(&steps.mul(&scale)?)
     } else {
         lo.add(hi)?.mul_scalar(0.5)?.mul_scalar(m)

@@ -184,9 +184,10 @@ fn apply_rows(x: &Tensor, t: Table, out: usize) -> Result<Tensor> {
     for k in 0..t.taps {
         let idx: Vec<i64> = (0..out).map(|i| t.idx[i * t.taps + k]).collect();
         let w: Vec<f64> = (0..out).map(|i| t.w[i * t.taps + k]).collect();
+        // (the table's constants made where x is)
         let term = x
-            .gather(&Tensor::from_vec(idx, &[out])?, 1)?
-            .mul(&constant(w, &[1, out, 1, 1], x.dtype())?)?;
+            .gather(&Tensor::from_vec(idx, &[out])?.to(x.device())?, 1)?
+            .mul(&constant(w, &[1, out, 1, 1], x.dtype())?.to(x.device())?)?;
         acc = Some(match acc {
             None => term,
             Some(a) => a.add(&term)?,
