@@ -348,10 +348,7 @@ impl Tensor {
                 &[d.n, d.oh, d.ow, d.c],
             )), _ => Err(unsupported(OP, x.dtype(), "f32, f64, f16, bf16, i32 or i64")))
         };
-        let gpu = if matches!(
-            self.dtype(),
-            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64
-        ) {
+        let gpu = if self.dtype().is_float() || self.dtype().is_int() {
             crate::dispatch::device::offload(
                 OP,
                 &[self],

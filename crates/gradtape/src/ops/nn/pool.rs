@@ -153,18 +153,26 @@ fn max_pool_with_argmax(op: &'static str, x: &Tensor, p: PoolAttrs) -> Result<(T
         let ny = arg.len();
         Ok((y, Tensor::from_storage(i64::into_storage(arg), &[ny])))
     };
-    // (every float type has a GPU kernel: `x` was checked above)
+    let (y, arg) = max_pool_value(op, x, Win::two(&g), cpu)?;
+    Ok((y, bind_nondiff(NnOp::MaxPoolArgmax(p), &[x], arg)))
+}
+
+/// Max pooling's output and positions (of either rank: `win` says which)
+/// on the GPU `x` lives on, through its kernel (every float type has
+/// one), or through `cpu` (on `x`, or on its host copy on an emulated GPU).
+pub(super) fn max_pool_value(
+    op: &'static str,
+    x: &Tensor,
+    win: Win,
+    cpu: impl Fn(&Tensor) -> Result<(Tensor, Tensor)>,
+) -> Result<(Tensor, Tensor)> {
     let gpu = crate::dispatch::device::offload_pair(
         op,
         &[x],
-        |_| crate::kernels::cuda::max_pool(op, x, &Win::two(&g)),
+        |_| crate::kernels::cuda::max_pool(op, x, &win),
         |h| cpu(&h[0]),
     );
-    let (y, arg) = match gpu {
-        Some(r) => r?,
-        None => cpu(x)?,
-    };
-    Ok((y, bind_nondiff(NnOp::MaxPoolArgmax(p), &[x], arg)))
+    gpu.unwrap_or_else(|| cpu(x))
 }
 
 /// Max pooling's output and positions from one pass (the graph

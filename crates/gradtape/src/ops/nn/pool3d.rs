@@ -12,7 +12,7 @@
 
 use super::super::desc::{NnOp, Pool3Attrs};
 use super::super::{bind_jvp, bind_nondiff, expect_float, grads, only, unsupported};
-use super::pool::{max_pool_grad, FLOATS};
+use super::pool::{max_pool_grad, max_pool_value, FLOATS};
 use super::via_f32;
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
@@ -54,16 +54,7 @@ fn with_argmax(op: &'static str, x: &Tensor, p: Pool3Attrs) -> Result<(Tensor, T
         Ok((y, Tensor::from_storage(i64::into_storage(arg), &[ny])))
     };
     // (the 2-D pools' GPU kernel, with a depth: `kernels::cuda::conv`)
-    let gpu = crate::dispatch::device::offload_pair(
-        op,
-        &[x],
-        |_| crate::kernels::cuda::max_pool(op, x, &Win::three(&g)),
-        |h| cpu(&h[0]),
-    );
-    let (y, arg) = match gpu {
-        Some(r) => r?,
-        None => cpu(x)?,
-    };
+    let (y, arg) = max_pool_value(op, x, Win::three(&g), cpu)?;
     Ok((y, bind_nondiff(NnOp::MaxPool3DArgmax(p), &[x], arg)))
 }
 

@@ -22,7 +22,7 @@ impl Tensor {
     /// ```
     pub fn prod(&self, axes: &[isize], keepdims: bool) -> Result<Tensor> {
         let ax = norm_axes("prod", axes, self.shape())?;
-        if !super::scan::is_num(self.dtype()) {
+        if !(self.dtype().is_float() || self.dtype().is_int()) {
             return Err(unsupported("prod", self.dtype(), "a numeric dtype"));
         }
         let host = |x: &Tensor| {

@@ -7,7 +7,7 @@ use crate::kernels::cpu::filled_vec;
 use crate::ops::desc::{Scan, ScanKind};
 use crate::ops::{bind, grads, unsupported};
 use crate::tensor::layout::norm_axis;
-use crate::tensor::{with_complex_dtype, with_num_dtype, DType, Element, Num, Tensor};
+use crate::tensor::{with_complex_dtype, with_num_dtype, Element, Num, Tensor};
 use num_traits::{One, Zero};
 
 /// A running fold of `x` along axis `a`; `exclusive` writes the value before
@@ -44,15 +44,6 @@ fn scan<T: Element>(
         }
     }
     Tensor::from_vec(out, shape)
-}
-
-/// Whether `with_num_dtype!` covers `d` (the real numeric dtypes with
-/// kernels).
-pub(super) fn is_num(d: DType) -> bool {
-    matches!(
-        d,
-        DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::F16 | DType::BF16
-    )
 }
 
 /// The CPU's cumulative sum.
@@ -110,7 +101,7 @@ impl Tensor {
     /// ```
     pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumsum", axis, self.shape())?;
-        if !is_num(self.dtype()) && !self.dtype().is_complex() {
+        if !(self.dtype().is_float() || self.dtype().is_int() || self.dtype().is_complex()) {
             return Err(unsupported("cumsum", self.dtype(), "a numeric dtype"));
         }
         let y = on_device("cumsum", self, a, exclusive, reverse, false)
@@ -148,7 +139,7 @@ impl Tensor {
     /// ```
     pub fn cumprod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
         let a = norm_axis("cumprod", axis, self.shape())?;
-        if !is_num(self.dtype()) && !self.dtype().is_complex() {
+        if !(self.dtype().is_float() || self.dtype().is_int() || self.dtype().is_complex()) {
             return Err(unsupported("cumprod", self.dtype(), "a numeric dtype"));
         }
         let y = on_device("cumprod", self, a, exclusive, reverse, true)

@@ -90,10 +90,7 @@ impl Tensor {
             with_num_dtype!(x.dtype(), T => argsort_kernel::<T>(OP, x, a, descending),
                 _ => Err(unsupported(OP, x.dtype(), "a real numeric dtype")))
         };
-        let real = matches!(
-            self.dtype(),
-            DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::F16 | DType::BF16
-        );
+        let real = self.dtype().is_float() || self.dtype().is_int();
         // on a GPU: ranks counted per element (`kernels::cuda::scan`), the
         // CPU's order exactly
         let gpu = if real {
