@@ -92,7 +92,8 @@ pub use ops::{AttentionDropout, DataFormat, EinsumPath, MatrixNorm, Padding, Res
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
 pub use tensor::{
-    allow_tf32, cuda_device_count, cuda_graph_launches, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device,
+    allow_tf32, cuda_device_count, cuda_graph_launches, cuda_is_available, emulate_cuda_on_host,
+    set_soft_device_placement, soft_device_placement, tf32_allowed, Device,
 };
 pub use tensor::{bf16, f16, Complex};
 pub use tensor::{

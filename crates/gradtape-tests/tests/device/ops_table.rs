@@ -52,6 +52,9 @@ const B: &[&[usize]] = &[&[3, 5], &[5]];
 #[path = "ops_table_more.rs"]
 mod more;
 
+#[path = "ops_table_hosted.rs"]
+pub mod hosted;
+
 /// The cases (and those of `ops_table_more.rs`).
 pub fn cases() -> Vec<Case> {
     let mut v = first_cases();
@@ -630,11 +633,23 @@ pub fn run_all(device: Device) -> Vec<String> {
     run_cases(device, &[DType::F32, DType::F64], |_| true)
 }
 
+/// Runs the cases of ops with no GPU kernel (`ops_table_hosted.rs`) in
+/// `f32` and `f64` on `device`, under soft device placement (the default);
+/// the lines of those that did not agree.
+pub fn run_hosted(device: Device) -> Vec<String> {
+    run_list(hosted::cases(), device, &[DType::F32, DType::F64], |_| true)
+}
+
 /// Runs every case in each of `dtypes` on `device`, printing a line per
 /// case; the lines of the cases that `must` agree and did not.
 fn run_cases(device: Device, dtypes: &[DType], must: impl Fn(&str) -> bool) -> Vec<String> {
+    run_list(cases(), device, dtypes, must)
+}
+
+/// [`run_cases`] over `list`.
+fn run_list(list: Vec<Case>, device: Device, dtypes: &[DType], must: impl Fn(&str) -> bool) -> Vec<String> {
     let mut failures = vec![];
-    for c in cases() {
+    for c in list {
         for &dtype in dtypes {
             let line = match check(&c, dtype, device) {
                 Outcome::Agrees => {

@@ -335,8 +335,59 @@ fn a_gpu_gives_clear_errors() {
         .unwrap()
         .to(GPU)
         .unwrap();
-    let c = spd.cholesky().unwrap_err().to_string();
+    // the decompositions have no GPU kernel: an error without soft device
+    // placement, and on the CPU with it (the default)
+    gradtape::set_soft_device_placement(false);
+    let c = spd.cholesky().map(|_| ()).unwrap_err().to_string();
+    gradtape::set_soft_device_placement(true);
     assert!(c.contains("cuda:0") && c.contains("cholesky"), "{c}");
+    let l = spd.cholesky().unwrap();
+    assert_eq!(l.device(), GPU);
+    assert_eq!(l.to_vec::<f32>().unwrap()[0], 2.0);
+}
+
+/// Ops with no GPU kernel (decompositions and solves, CTC, the special
+/// functions, and dtypes the GPU's kernels lack: integers and complex
+/// numbers in products, value-shaped outputs) run on the CPU for GPU
+/// tensors under soft device placement: the CPU's values, on the GPU.
+#[test]
+fn ops_without_a_gpu_kernel_run_on_the_cpu_for_gpu_tensors() {
+    let _serial = serial();
+    if !gpu_here() {
+        return;
+    }
+    let failures = ops_table::run_hosted(GPU);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let on = |d: Device| -> Vec<Vec<f64>> {
+        let f = Tensor::from_vec(vec![3.0f32, -1.0, 2.0, 2.0, 0.5, -4.0], &[2, 3])
+            .unwrap()
+            .to(d)
+            .unwrap();
+        let i = Tensor::from_vec(vec![3i32, -1, 2, 2, 5, -4], &[2, 3])
+            .unwrap()
+            .to(d)
+            .unwrap();
+        let p = Tensor::from_vec(vec![2i32, 3, 1, 2, 2, 7], &[2, 3])
+            .unwrap()
+            .to(d)
+            .unwrap();
+        let c = f.cast(DType::C64).unwrap();
+        let outs = [
+            f.boolean_mask(&f.gt(&f.zeros_like()).unwrap()).unwrap(),
+            f.reshape(&[6]).unwrap().unique().unwrap().1,
+            i.floor_div(&p).unwrap(),
+            i.matmul_with(&i, false, true).unwrap(),
+            c.matmul_with(&c.exp().unwrap(), false, true).unwrap().imag().unwrap(),
+            c.fft().unwrap().abs().unwrap(),
+        ];
+        outs.iter()
+            .map(|t| {
+                assert_eq!(t.device(), d);
+                t.cast(DType::F64).unwrap().to_vec::<f64>().unwrap()
+            })
+            .collect()
+    };
+    assert_eq!(on(GPU), on(Device::Cpu));
 }
 
 /// The depthwise convolution and its gradients on the GPU (a multiplier,

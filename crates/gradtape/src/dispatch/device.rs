@@ -82,6 +82,35 @@ fn offload_n_dyn(
     gpu::offload_n_in(op, inputs, cuda, |h| hidden(|| host(h)))
 }
 
+/// An op with no GPU kernel, on GPU inputs: `None` when every input is on
+/// the CPU; else `host` (the op itself, on host copies, with every
+/// interpreter paused) under soft device placement
+/// (`crate::set_soft_device_placement`), its output copied back to the
+/// inputs' device; an error naming the op without it. The caller binds
+/// the output as it binds its own.
+pub(crate) fn hosted(
+    op: &'static str,
+    inputs: &[&Tensor],
+    host: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+) -> Option<Result<Tensor>> {
+    gpu::hosted(op, inputs, |h| hidden(|| host(h)))
+}
+
+/// [`hosted`] for an op of two outputs: on a GPU, `host` on host
+/// copies under soft device placement (`crate::set_soft_device_placement`),
+/// its outputs copied back; an error naming the op without it.
+pub(crate) fn hosted_pair(
+    op: &'static str,
+    inputs: &[&Tensor],
+    host: impl FnOnce(&[Tensor]) -> Result<(Tensor, Tensor)>,
+) -> Option<Result<(Tensor, Tensor)>> {
+    let r = gpu::hosted_n_in(op, inputs, |h| hidden(|| host(h)).map(|(a, b)| vec![a, b]))?;
+    Some(r.map(|mut v| {
+        let b = v.pop().expect("two outputs");
+        (v.pop().expect("two outputs"), b)
+    }))
+}
+
 /// Runs `f` with every interpreter paused.
 fn hidden<T>(f: impl FnOnce() -> T) -> T {
     paused(Kind::Trace, || paused(Kind::Tape, || paused(Kind::Forward, f)))

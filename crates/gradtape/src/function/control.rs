@@ -41,7 +41,7 @@ use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::ops::index::row_at;
 use crate::tensor::{DType, Tensor, TensorId};
 
-/// The value of a predicate: a bool tensor of one element.
+/// The value of a predicate: a bool tensor of one element, on any device.
 fn pred_value(op: &'static str, p: &Tensor) -> Result<bool> {
     if p.dtype() != DType::Bool || p.numel() != 1 {
         return Err(Error::invalid(
@@ -53,7 +53,8 @@ fn pred_value(op: &'static str, p: &Tensor) -> Result<bool> {
             ),
         ));
     }
-    Ok(p.values::<bool>(op)?[0])
+    // (on a GPU, read as `item` reads: a copy of its one element)
+    Ok(crate::kernels::gpu::to_host(op, p)?.values::<bool>(op)?[0])
 }
 
 /// A sub-graph with the plan to run it, and its compiled copy (made on

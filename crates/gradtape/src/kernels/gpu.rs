@@ -21,15 +21,86 @@ pub(crate) fn expect_host(op: &'static str, t: &Tensor) -> Result<()> {
     }
 }
 
+/// The start of the message of [`no_kernel`]'s errors.
+const NO_KERNEL: &str = "no kernel for ";
+
 /// The error of an op with no kernel on `device`.
 pub(crate) fn no_kernel(op: &'static str, device: Device, dtype: DType) -> Error {
     Error::Device {
         op,
         device,
         msg: format!(
-            "no kernel for {dtype} tensors on this device yet (move the inputs to the CPU with .to(Device::Cpu))"
+            "{NO_KERNEL}{dtype} tensors on this device (move the inputs to the CPU with .to(Device::Cpu), or turn soft device placement on)"
         ),
     }
+}
+
+/// Whether `e` is [`no_kernel`]'s error.
+fn is_no_kernel(e: &Error) -> bool {
+    matches!(e, Error::Device { msg, .. } if msg.starts_with(NO_KERNEL))
+}
+
+/// A CPU kernel of `op` reached with inputs on a device, for which the op
+/// has no kernel there: `None` when every input is on the CPU (the usual
+/// path: one read per input); otherwise `kernel` on host copies, its
+/// output moved to the inputs' device, under soft device placement
+/// ([`soft_placed`]; else the error of an op with no kernel there). The
+/// generic host kernels (elementwise maps and zips, selects, reductions,
+/// concatenations, products) start with it, so every op built on them
+/// runs for GPU inputs, through the GPU's kernel where the op has one
+/// ([`offload_n_in`]) and here where it has not.
+#[inline]
+pub(crate) fn hosted(
+    op: &'static str,
+    inputs: &[&Tensor],
+    kernel: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+) -> Option<Result<Tensor>> {
+    if inputs.iter().all(|t| t.device_buffer().is_none()) {
+        return None;
+    }
+    let r = hosted_n_in(op, inputs, |h| kernel(h).map(|t| vec![t]))?;
+    Some(r.map(|mut v| v.swap_remove(0)))
+}
+
+/// `t` where a CPU kernel of `op`, which has none for GPUs, can read it:
+/// `t` itself on the CPU; on a device, a host copy when soft placement
+/// allows it ([`soft_placed`]). The kernel's outputs go back with
+/// [`upload`].
+pub(crate) fn host_input(op: &'static str, t: &Tensor) -> Result<Tensor> {
+    let Some(b) = t.device_buffer() else {
+        return Ok(t.clone());
+    };
+    soft_placed(op, b.device, t.dtype())?;
+    to_host(op, t)
+}
+
+/// `t`'s values as `f64` for a host kernel or check of `op`, which has no
+/// GPU kernel: a GPU tensor is copied to the host under soft device
+/// placement ([`host_input`]; an error naming `op` without it). The
+/// matrix decompositions and solves read their inputs so, and give their
+/// results back on `t`'s device.
+pub(crate) fn host_f64s(op: &'static str, t: &Tensor) -> Result<Vec<f64>> {
+    host_input(op, t)?.f64_values(op)
+}
+
+/// Whether `op`, which has no kernel for `device`, may run on the CPU for
+/// inputs there: `Ok` under soft device placement
+/// ([`crate::set_soft_device_placement`]; logged the first time `op` runs
+/// so), else the error of an op with no kernel there.
+pub(crate) fn soft_placed(op: &'static str, device: Device, dtype: DType) -> Result<()> {
+    if !crate::tensor::device::soft_device_placement() {
+        return Err(no_kernel(op, device, dtype));
+    }
+    static LOGGED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    if let Ok(mut seen) = LOGGED.lock()
+        && !seen.contains(&op)
+    {
+        seen.push(op);
+        log::warn!(
+            "{op} has no kernel for {dtype} tensors on {device}: it runs on the CPU, its inputs copied there and its outputs back (soft device placement)"
+        );
+    }
+    Ok(())
 }
 
 /// The host copy of a tensor on a device, contiguous (the tensor itself
@@ -191,10 +262,16 @@ pub(crate) fn offload_n_in(
         Ok(Some(d)) => d,
         Err(e) => return Some(Err(e)),
     };
-    Some(if is_emulated(inputs) {
-        emulate(op, inputs, device, host)
-    } else {
-        cuda(device)
+    if is_emulated(inputs) {
+        return Some(emulate(op, inputs, device, host));
+    }
+    // a GPU kernel that turns out to have no case for these dtypes or
+    // attributes: the host's, under soft device placement
+    Some(match cuda(device) {
+        Err(e) if is_no_kernel(&e) && crate::tensor::device::soft_device_placement() => {
+            soft_placed(op, device, inputs[0].dtype()).and_then(|()| emulate(op, inputs, device, host))
+        }
+        r => r,
     })
 }
 
@@ -204,6 +281,22 @@ fn is_emulated(inputs: &[&Tensor]) -> bool {
         .iter()
         .find_map(|t| t.device_buffer())
         .is_some_and(|b| matches!(b.mem, Mem::Host(_)))
+}
+
+/// [`offload_n_in`] for an op with no GPU kernel: `None` when every input
+/// is on the CPU; otherwise `host` on host copies, its outputs moved to the
+/// inputs' device, where soft placement allows it ([`soft_placed`]).
+pub(crate) fn hosted_n_in(
+    op: &'static str,
+    inputs: &[&Tensor],
+    host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
+) -> Option<Result<Vec<Tensor>>> {
+    let device = match placement(op, inputs) {
+        Ok(None) => return None,
+        Ok(Some(d)) => d,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(soft_placed(op, device, inputs[0].dtype()).and_then(|()| emulate(op, inputs, device, host)))
 }
 
 /// Runs `host` on host copies of `inputs` and moves its outputs to `device`.

@@ -125,7 +125,7 @@ impl CellWeights {
 
     /// Zeros `[batch, units]`.
     fn zeros(&self, batch: usize) -> Result<Tensor> {
-        Tensor::try_zeros(&[batch, self.units], self.kernel.dtype())
+        Tensor::zeros_on(&[batch, self.units], self.kernel.dtype(), self.kernel.device())
     }
 }
 

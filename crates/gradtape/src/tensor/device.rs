@@ -90,6 +90,38 @@ impl Device {
 
 static EMULATE: AtomicBool = AtomicBool::new(false);
 static TF32: AtomicBool = AtomicBool::new(false);
+static SOFT: AtomicBool = AtomicBool::new(true);
+
+/// Soft device placement, TensorFlow's `tf.config.
+/// set_soft_device_placement` (on by default there and here): an op with
+/// no kernel for a GPU (the matrix decompositions and solves, CTC, the
+/// special functions of `special`) runs on the CPU for GPU inputs, which
+/// are copied to the host, and its outputs are copied back to the inputs'
+/// GPU, so a model that uses one still runs there; the first time an op
+/// does so it is logged (`log::warn!`). Off, such an op is an error naming
+/// it and the device. Inputs on two different devices are an error either
+/// way.
+///
+/// ```
+/// use gradtape::{Device, Tensor};
+/// gradtape::emulate_cuda_on_host();
+/// let a = Tensor::from_vec(vec![4.0f64, 2.0, 2.0, 3.0], &[2, 2])?.to(Device::Cuda(0))?;
+/// gradtape::set_soft_device_placement(false);
+/// assert!(a.cholesky().is_err());
+/// gradtape::set_soft_device_placement(true);
+/// let l = a.cholesky()?;
+/// assert_eq!(l.device(), Device::Cuda(0));
+/// assert_eq!(l.to_vec::<f64>()?[0], 2.0);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub fn set_soft_device_placement(on: bool) {
+    SOFT.store(on, Ordering::Relaxed);
+}
+
+/// Whether [`set_soft_device_placement`] is on.
+pub fn soft_device_placement() -> bool {
+    SOFT.load(Ordering::Relaxed)
+}
 
 /// Lets `f32` matrix products on a GPU use TF32 tensor cores (inputs
 /// rounded to 10 mantissa bits, accumulation in `f32`: several times

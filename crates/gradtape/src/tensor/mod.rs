@@ -28,7 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use device::{
-    allow_tf32, cuda_device_count, cuda_graph_launches, cuda_is_available, emulate_cuda_on_host, tf32_allowed, Device,
+    allow_tf32, cuda_device_count, cuda_graph_launches, cuda_is_available, emulate_cuda_on_host,
+    set_soft_device_placement, soft_device_placement, tf32_allowed, Device,
 };
 pub(crate) use device::{DeviceBuffer, Mem};
 pub use dtype::{bf16, f16, Complex, DType, Element, Float, Num};

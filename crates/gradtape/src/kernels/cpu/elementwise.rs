@@ -47,6 +47,14 @@ pub(crate) fn in_f32(x: &Tensor, kernel: impl FnOnce(&Tensor) -> Result<Tensor>)
 /// `f` applied to every element; the output is contiguous with `x`'s shape.
 /// Errors (allocation failures) name `op`.
 pub(crate) fn map<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) -> O + Sync) -> Result<Tensor> {
+    if let Some(r) = crate::kernels::gpu::hosted(op, &[x], |h| map_host(op, &h[0], &f)) {
+        return r;
+    }
+    map_host(op, x, f)
+}
+
+/// [`map`] on a host tensor.
+fn map_host<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) -> O + Sync) -> Result<Tensor> {
     if const { by_ref(&[T::DTYPE, O::DTYPE]) } {
         map_with::<T, O>(op, x, &f as &(dyn Fn(T) -> O + Sync))
     } else {
@@ -105,6 +113,14 @@ fn map_with<T: Element, O: Element>(op: &'static str, x: &Tensor, f: impl Fn(T) 
 /// eagerly. `f` must write every element of its output part, and
 /// vectorises itself (`table::unary_run`): this runs no SIMD dispatch.
 pub(crate) fn map_slices<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T], &mut [T]) + Sync) -> Result<Tensor> {
+    if let Some(r) = crate::kernels::gpu::hosted(op, &[x], |h| map_slices_host(op, &h[0], &f)) {
+        return r;
+    }
+    map_slices_host(op, x, f)
+}
+
+/// [`map_slices`] on a host tensor.
+fn map_slices_host<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T], &mut [T]) + Sync) -> Result<Tensor> {
     if x.numel() <= 2 {
         // a scalar or so: no threads, no dispatch, an inline buffer
         let src = x.values::<T>(op)?;
@@ -161,6 +177,19 @@ fn broadcast_pair(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Shape, Sh
 /// scalar). `f` must write every element of its output run. Dtypes are
 /// the caller's to check.
 pub(crate) fn zip_slices<T: Float>(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(&[T], &[T], &mut [T]) + Sync,
+) -> Result<Tensor> {
+    if let Some(r) = crate::kernels::gpu::hosted(op, &[a, b], |h| zip_slices_host(op, &h[0], &h[1], &f)) {
+        return r;
+    }
+    zip_slices_host(op, a, b, f)
+}
+
+/// [`zip_slices`] on host tensors.
+fn zip_slices_host<T: Float>(
     op: &'static str,
     a: &Tensor,
     b: &Tensor,
@@ -330,6 +359,19 @@ pub(crate) fn zip<A: Element, B: Element, O: Element>(
     b: &Tensor,
     f: impl Fn(A, B) -> O + Sync,
 ) -> Result<Tensor> {
+    if let Some(r) = crate::kernels::gpu::hosted(op, &[a, b], |h| zip_host(op, &h[0], &h[1], &f)) {
+        return r;
+    }
+    zip_host(op, a, b, f)
+}
+
+/// [`zip`] on host tensors.
+fn zip_host<A: Element, B: Element, O: Element>(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(A, B) -> O + Sync,
+) -> Result<Tensor> {
     if const { by_ref(&[A::DTYPE, B::DTYPE, O::DTYPE]) } {
         zip_with::<A, B, O>(op, a, b, &f as &(dyn Fn(A, B) -> O + Sync))
     } else {
@@ -406,6 +448,9 @@ fn zip_with<A: Element, B: Element, O: Element>(
 
 /// `where(cond, a, b)` with broadcasting of all three.
 pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if let Some(r) = crate::kernels::gpu::hosted(op, &[cond, a, b], |h| select(op, &h[0], &h[1], &h[2])) {
+        return r;
+    }
     let shape: Shape = broadcast_shapes(op, &broadcast_shapes(op, cond.shape(), a.shape())?, b.shape())?;
     for t in [cond, a, b] {
         crate::kernels::gpu::expect_host(op, t)?;
@@ -445,6 +490,9 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
 /// Converts every element to `to` (as Rust's `as` does, through `f64`).
 pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     if x.dtype().is_complex() || to.is_complex() {
+        if let Some(r) = crate::kernels::gpu::hosted("cast", &[x], |h| cast(&h[0], to)) {
+            return r;
+        }
         return super::complex::cast(x, to);
     }
     // (the `Element` conversions by name: `D::from_f64` would pick the half

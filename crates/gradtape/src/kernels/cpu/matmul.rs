@@ -106,6 +106,10 @@ fn checked<'a>(a: &'a Tensor, b: &'a Tensor, ta: bool, tb: bool) -> Result<(Mat<
 pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     const OP: &str = "matmul";
     let (ma, mb, batch) = checked(a, b, ta, tb)?;
+    // (dtypes cuBLAS has no product for here: complex, integers)
+    if let Some(r) = crate::kernels::gpu::hosted(OP, &[a, b], |h| matmul(&h[0], &h[1], ta, tb)) {
+        return r;
+    }
     if a.dtype().is_half() {
         // f32 copies of the operands, an f32 product (f32 accumulation, as
         // TensorFlow's CPU kernel for half types), rounded once

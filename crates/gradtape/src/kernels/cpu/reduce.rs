@@ -153,7 +153,9 @@ pub fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceKind) ->
 }
 
 fn reduce_with<T: Num, R: Reducer<T>>(op: &'static str, x: &Tensor, axes: &[usize], r: R) -> Result<Tensor> {
-    crate::kernels::gpu::expect_host(op, x)?;
+    if let Some(out) = crate::kernels::gpu::hosted(op, &[x], |h| reduce_with(op, &h[0], axes, r.clone())) {
+        return out;
+    }
     let l = x.layout();
     let rank = l.shape.len();
     let kept: Shape = (0..rank).filter(|d| !axes.contains(d)).collect();

@@ -394,7 +394,7 @@ impl Tensor {
                 if c == 0.0 {
                     return Ok(padded);
                 }
-                let inside = Tensor::try_full(&s, 1.0, crate::DType::Bool)
+                let inside = Tensor::full_on(&s, 1.0, crate::DType::Bool, self.device())
                     .map_err(|e| e.for_op("pad"))?
                     .pad(pads)?;
                 Tensor::where_(&inside, &padded, &crate::ops::binary::scalar_for("pad", self, c)?)

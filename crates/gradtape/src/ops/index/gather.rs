@@ -184,9 +184,9 @@ pub(crate) fn row_at(x: &Tensor, j: &Tensor) -> Result<Tensor> {
             ),
         ));
     }
-    let y = match clamped_row("row_at", j, x.shape()[0])? {
+    let y = match clamped_row("row_at", j, x.shape()[0], x.device())? {
         Some(row) => index::gather(x, &row, 0)?,
-        None => Tensor::try_zeros(&x.shape()[1..], x.dtype())?,
+        None => Tensor::zeros_on(&x.shape()[1..], x.dtype(), x.device())?,
     };
     let (xc, jc) = (x.clone(), j.clone());
     Ok(bind(Op::Shape(ShapeOp::RowAt), &[x, j], y, move |_| {
@@ -196,9 +196,15 @@ pub(crate) fn row_at(x: &Tensor, j: &Tensor) -> Result<Tensor> {
 
 /// `j` (an integer scalar) clamped into `0..rows`, as an i64 scalar;
 /// `None` when there are no rows (see [`row_at`]).
-fn clamped_row(op: &'static str, j: &Tensor, rows: usize) -> Result<Option<Tensor>> {
-    let j = index::int_values(op, j)?.first().copied().unwrap_or(0);
-    Ok((rows > 0).then(|| Tensor::scalar(j.clamp(0, rows as i64 - 1))))
+fn clamped_row(op: &'static str, j: &Tensor, rows: usize, device: crate::Device) -> Result<Option<Tensor>> {
+    let j = index::int_values(op, &crate::kernels::gpu::to_host(op, j)?)?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    if rows == 0 {
+        return Ok(None);
+    }
+    crate::kernels::gpu::upload(op, &Tensor::scalar(j.clamp(0, rows as i64 - 1)), device).map(Some)
 }
 
 /// Zeros shaped like `like` with row `j` set to `g` (the adjoint of
@@ -214,7 +220,7 @@ pub(crate) fn row_into(g: &Tensor, j: &Tensor, like: &Tensor) -> Result<Tensor> 
     }
     let mut one = vec![1];
     one.extend_from_slice(g.shape());
-    let y = match clamped_row("row_into", j, like.shape()[0])? {
+    let y = match clamped_row("row_into", j, like.shape()[0], g.device())? {
         Some(row) => index::scatter_add(&g.reshape(&one)?, &row.reshape(&[1])?, 0, like.shape()[0])?,
         None => like.try_zeros_like()?,
     };

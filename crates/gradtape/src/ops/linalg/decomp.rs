@@ -12,15 +12,20 @@ use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
+use crate::tensor::{alloc, with_float_dtype, DType, Device, Element, Tensor};
 
 /// A float tensor of `shape` from f64 values, converted to `dtype` (through
 /// f32 for the half types, by `Element`: their inherent `from_f64` rounds
 /// from the top 32 bits of the f64 only).
-pub(crate) fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor> {
-    with_float_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(<T as Element>::from_f64).collect::<Vec<T>>(), shape),
-        _ => Err(super::super::unsupported("from_f64s", dtype, "f32 or f64")))
+/// Made on `device`: these kernels run on the host, so on a GPU under
+/// soft device placement the result is copied there ([`host_f64s`]).
+pub(crate) fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+    let t = with_float_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(<T as Element>::from_f64).collect::<Vec<T>>(), shape),
+        _ => Err(super::super::unsupported("from_f64s", dtype, "f32 or f64")))?;
+    crate::kernels::gpu::upload("from_f64s", &t, device)
 }
+
+pub(crate) use crate::kernels::gpu::host_f64s;
 
 /// Checks a float `[..., n, n]` input; returns (batch count, n).
 /// How many of `nb` matrices of size `n` have any work: none when `n` is 0,
@@ -51,6 +56,7 @@ pub(super) fn square(op: &'static str, a: &Tensor) -> Result<(usize, usize)> {
 pub(super) fn broadcast_pair(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> {
     square(op, a)?;
     expect_same_dtype(op, a, b)?;
+    crate::kernels::gpu::placement(op, &[a, b])?;
     let (sa, sb) = (a.shape(), b.shape());
     let mismatch = || Error::ShapeMismatch {
         op,
@@ -95,7 +101,7 @@ impl Tensor {
     /// ```
     pub fn cholesky(&self) -> Result<Tensor> {
         let (nb, n) = square("cholesky", self)?;
-        let v = self.f64_values("cholesky")?;
+        let v = host_f64s("cholesky", self)?;
         let mut out = alloc::try_vec("cholesky", v.len())?;
         for b in 0..busy(nb, n) {
             let l = decomp::cholesky(&v[b * n * n..(b + 1) * n * n], n).map_err(|k| {
@@ -109,12 +115,12 @@ impl Tensor {
             })?;
             out.extend(l);
         }
-        let y = from_f64s(out, self.shape(), self.dtype())?;
+        let y = from_f64s(out, self.shape(), self.dtype(), self.device())?;
         Ok(bind(LinalgOp::Cholesky, &[self], y, |l| {
             let l = l.clone();
             vjp(move |g, _| {
                 let n = l.shape()[l.rank() - 1];
-                let phi = phi_mask(n, l.dtype());
+                let phi = phi_mask(n, l.dtype(), l.device())?;
                 let middle = l.matmul_with(&g[0], true, false)?.mul(&phi)?;
                 // S = L⁻ᵀ middle L⁻¹ = (L⁻ᵀ (L⁻ᵀ middle)ᵀ)ᵀ
                 let x = l.triangular_solve(&middle, true, true)?;
@@ -136,13 +142,13 @@ impl Tensor {
     /// ```
     pub fn det(&self) -> Result<Tensor> {
         let (nb, n) = square("det", self)?;
-        let v = self.f64_values("det")?;
+        let v = host_f64s("det", self)?;
         let d = alloc::try_collect(
             "det",
             (0..nb).map(|i| decomp::lu(&v[i * n * n..(i + 1) * n * n], n).det()),
         )?;
         let batch = self.shape()[..self.rank() - 2].to_vec();
-        let y = from_f64s(d, &batch, self.dtype())?;
+        let y = from_f64s(d, &batch, self.dtype(), self.device())?;
         let a = self.clone();
         Ok(bind(LinalgOp::Det, &[self], y, move |y| {
             let y = y.clone();
@@ -168,7 +174,7 @@ impl Tensor {
     /// ```
     pub fn slogdet(&self) -> Result<(Tensor, Tensor)> {
         let (nb, n) = square("slogdet", self)?;
-        let v = self.f64_values("slogdet")?;
+        let v = host_f64s("slogdet", self)?;
         let (mut signs, mut logs) = (alloc::try_vec("slogdet", nb)?, alloc::try_vec("slogdet", nb)?);
         for i in 0..nb {
             let (s, l) = decomp::lu(&v[i * n * n..(i + 1) * n * n], n).slogdet();
@@ -176,8 +182,12 @@ impl Tensor {
             logs.push(l);
         }
         let batch = self.shape()[..self.rank() - 2].to_vec();
-        let sign = bind_nondiff(LinalgOp::DetSign, &[self], from_f64s(signs, &batch, self.dtype())?);
-        let y = from_f64s(logs, &batch, self.dtype())?;
+        let sign = bind_nondiff(
+            LinalgOp::DetSign,
+            &[self],
+            from_f64s(signs, &batch, self.dtype(), self.device())?,
+        );
+        let y = from_f64s(logs, &batch, self.dtype(), self.device())?;
         let a = self.clone();
         let logabs = bind(LinalgOp::LogAbsDet, &[self], y, move |_| {
             vjp(move |g, _| {
@@ -198,7 +208,7 @@ impl Tensor {
 }
 
 /// Murray's `Φ` as a mask: ones below the diagonal, ½ on it.
-fn phi_mask(n: usize, dtype: DType) -> Tensor {
+fn phi_mask(n: usize, dtype: DType, device: Device) -> Result<Tensor> {
     let v: Vec<f64> = (0..n * n)
         .map(|k| match (k / n).cmp(&(k % n)) {
             std::cmp::Ordering::Greater => 1.0,
@@ -206,7 +216,7 @@ fn phi_mask(n: usize, dtype: DType) -> Tensor {
             std::cmp::Ordering::Less => 0.0,
         })
         .collect();
-    from_f64s(v, &[n, n], dtype).expect("float dtype")
+    from_f64s(v, &[n, n], dtype, device)
 }
 
 /// `a⁻¹` for the gradient of `op` (`det`, `slogdet`): at a singular matrix

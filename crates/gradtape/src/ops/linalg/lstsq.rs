@@ -29,7 +29,7 @@ pub enum MatrixNorm {
 fn cholesky_solve(c: &Tensor, l2: f64, r: &Tensor) -> Result<Tensor> {
     let n = c.shape()[c.rank() - 1];
     let c = if l2 != 0.0 {
-        c.add(&Tensor::try_eye(n, c.dtype())?.mul_scalar(l2)?)?
+        c.add(&Tensor::try_eye(n, c.dtype())?.to(c.device())?.mul_scalar(l2)?)?
     } else {
         c.clone()
     };

@@ -8,7 +8,7 @@
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads};
-use super::decomp::{broadcast_pair, from_f64s, square};
+use super::decomp::{broadcast_pair, from_f64s, host_f64s, square};
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
@@ -32,7 +32,7 @@ impl Tensor {
         let (a, b) = broadcast_pair("triangular_solve", self, rhs)?;
         let (nb, n) = square("triangular_solve", &a)?;
         let m = b.shape()[b.rank() - 1];
-        let (av, mut bv) = (a.f64_values("triangular_solve")?, b.f64_values("triangular_solve")?);
+        let (av, mut bv) = (host_f64s("triangular_solve", &a)?, host_f64s("triangular_solve", &b)?);
         for i in 0..super::decomp::busy(nb, n) {
             decomp::triangular_solve(
                 &av[i * n * n..(i + 1) * n * n],
@@ -43,7 +43,7 @@ impl Tensor {
                 adjoint,
             );
         }
-        let y = from_f64s(bv, b.shape(), b.dtype())?;
+        let y = from_f64s(bv, b.shape(), b.dtype(), b.device())?;
         let saved = a.clone();
         Ok(bind(
             LinalgOp::TriangularSolve { lower, adjoint },
@@ -61,7 +61,7 @@ impl Tensor {
                                 gb.matmul_with(&c, false, true)?
                             };
                             let n = a.shape()[a.rank() - 1];
-                            full.neg()?.mul(&tri_mask(n, lower, a.dtype()))
+                            full.neg()?.mul(&tri_mask(n, lower, a.dtype(), a.device())?)
                         })
                         .transpose()?;
                     Ok(grads![ga, Some(gb)])
@@ -91,7 +91,7 @@ impl Tensor {
         let (a, b) = broadcast_pair("solve", self, rhs)?;
         let (nb, n) = square("solve", &a)?;
         let m = b.shape()[b.rank() - 1];
-        let (av, mut bv) = (a.f64_values("solve")?, b.f64_values("solve")?);
+        let (av, mut bv) = (host_f64s("solve", &a)?, host_f64s("solve", &b)?);
         for i in 0..super::decomp::busy(nb, n) {
             let f = decomp::lu(&av[i * n * n..(i + 1) * n * n], n);
             if f.singular {
@@ -99,7 +99,7 @@ impl Tensor {
             }
             f.solve(&mut bv[i * n * m..(i + 1) * n * m], m, adjoint);
         }
-        let y = from_f64s(bv, b.shape(), b.dtype())?;
+        let y = from_f64s(bv, b.shape(), b.dtype(), b.device())?;
         let saved = a.clone();
         Ok(bind(LinalgOp::Solve { adjoint }, &[&a, &b], y, move |x| {
             let (a, x) = (saved, x.clone());
@@ -130,7 +130,7 @@ impl Tensor {
     /// ```
     pub fn inverse(&self) -> Result<Tensor> {
         let (nb, n) = square("inverse", self)?;
-        let v = self.f64_values("inverse")?;
+        let v = host_f64s("inverse", self)?;
         let mut out = alloc::try_vec("inverse", v.len())?;
         for i in 0..super::decomp::busy(nb, n) {
             let f = decomp::lu(&v[i * n * n..(i + 1) * n * n], n);
@@ -144,7 +144,7 @@ impl Tensor {
             f.solve(&mut e, n, false);
             out.extend(e);
         }
-        let y = from_f64s(out, self.shape(), self.dtype())?;
+        let y = from_f64s(out, self.shape(), self.dtype(), self.device())?;
         Ok(bind(LinalgOp::Inverse, &[self], y, |y| {
             let y = y.clone();
             vjp(move |g, _| {
@@ -161,7 +161,7 @@ fn singular(op: &'static str, i: usize, shape: &[usize]) -> Error {
 }
 
 /// `n x n` ones on and below (`lower`) or on and above the diagonal.
-fn tri_mask(n: usize, lower: bool, dtype: DType) -> Tensor {
+fn tri_mask(n: usize, lower: bool, dtype: DType, device: crate::Device) -> Result<Tensor> {
     let v: Vec<f64> = (0..n * n)
         .map(|k| {
             let (i, j) = (k / n, k % n);
@@ -172,5 +172,5 @@ fn tri_mask(n: usize, lower: bool, dtype: DType) -> Tensor {
             }
         })
         .collect();
-    from_f64s(v, &[n, n], dtype).expect("float dtype")
+    from_f64s(v, &[n, n], dtype, device)
 }

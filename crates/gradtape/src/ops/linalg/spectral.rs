@@ -23,7 +23,7 @@
 //! Eigenvectors and singular vectors are unique only up to sign; each is
 //! signed so that its largest entry is positive.
 
-use super::decomp::{busy, from_f64s};
+use super::decomp::{busy, from_f64s, host_f64s};
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::eig;
@@ -69,7 +69,7 @@ fn with_batch(a: &Tensor, tail: &[usize]) -> Vec<usize> {
 fn inverse_gaps(d: &Tensor) -> Result<Tensor> {
     let k = d.shape()[d.rank() - 1];
     let gaps = d.expand_dims(-2)?.sub(&d.expand_dims(-1)?)?;
-    let eye = Tensor::try_eye(k, DType::Bool)?;
+    let eye = Tensor::try_eye(k, DType::Bool)?.to(d.device())?;
     let safe = Tensor::where_(&eye, &gaps.scalar_like(1.0)?, &gaps)?;
     Tensor::where_(&eye, &gaps.scalar_like(0.0)?, &safe.reciprocal()?)
 }
@@ -95,15 +95,15 @@ impl Tensor {
     pub fn eigh(&self) -> Result<(Tensor, Tensor)> {
         const OP: &str = "eigh";
         let (nb, n) = square(OP, self)?;
-        let a = self.f64_values(OP)?;
+        let a = host_f64s(OP, self)?;
         let (mut es, mut vs) = (Vec::with_capacity(nb * n), Vec::with_capacity(nb * n * n));
         for b in 0..busy(nb, n) {
             let (e, v) = eig::eigh(&a[b * n * n..(b + 1) * n * n], n);
             es.extend(e);
             vs.extend(v);
         }
-        let e = from_f64s(es, &with_batch(self, &[n]), self.dtype())?;
-        let v = from_f64s(vs, self.shape(), self.dtype())?;
+        let e = from_f64s(es, &with_batch(self, &[n]), self.dtype(), self.device())?;
+        let v = from_f64s(vs, self.shape(), self.dtype(), self.device())?;
         let fold = |g: Tensor| -> Result<Tensor> {
             // onto the lower triangle: G + Gᵀ below, the diagonal once
             let s = g.add(&g.transpose()?)?;
@@ -145,7 +145,7 @@ impl Tensor {
         const OP: &str = "svd";
         let (nb, m, n) = matrices(OP, self)?;
         let k = m.min(n);
-        let a = self.f64_values(OP)?;
+        let a = host_f64s(OP, self)?;
         let (mut ss, mut us, mut vs) = (Vec::new(), Vec::new(), Vec::new());
         // (k = 0: every output is empty, however many matrices)
         for b in 0..busy(nb, k) {
@@ -155,9 +155,9 @@ impl Tensor {
             vs.extend(v);
         }
         let dt = self.dtype();
-        let s = from_f64s(ss, &with_batch(self, &[k]), dt)?;
-        let u = from_f64s(us, &with_batch(self, &[m, k]), dt)?;
-        let v = from_f64s(vs, &with_batch(self, &[n, k]), dt)?;
+        let s = from_f64s(ss, &with_batch(self, &[k]), dt, self.device())?;
+        let u = from_f64s(us, &with_batch(self, &[m, k]), dt, self.device())?;
+        let v = from_f64s(vs, &with_batch(self, &[n, k]), dt, self.device())?;
         let (s1, u1, v1) = (s.clone(), u.clone(), v.clone());
         let so = output(self, DecompOp::Svd(0), s.clone(), move |_| {
             vjp(move |g, _| Ok(grads![Some(u1.matmul(&g[0].diag()?)?.matmul_with(&v1, false, true)?)]))
@@ -209,15 +209,15 @@ impl Tensor {
         const OP: &str = "qr";
         let (nb, m, n) = matrices(OP, self)?;
         let k = m.min(n);
-        let a = self.f64_values(OP)?;
+        let a = host_f64s(OP, self)?;
         let (mut qs, mut rs) = (Vec::new(), Vec::new());
         for b in 0..busy(nb, k) {
             let (q, r) = eig::qr(&a[b * m * n..(b + 1) * m * n], m, n);
             qs.extend(q);
             rs.extend(r);
         }
-        let q = from_f64s(qs, &with_batch(self, &[m, k]), self.dtype())?;
-        let r = from_f64s(rs, &with_batch(self, &[k, n]), self.dtype())?;
+        let q = from_f64s(qs, &with_batch(self, &[m, k]), self.dtype(), self.device())?;
+        let r = from_f64s(rs, &with_batch(self, &[k, n]), self.dtype(), self.device())?;
         // x R⁻ᵀ
         let solve_rt = |x: &Tensor, r: &Tensor| -> Result<Tensor> {
             r.triangular_solve(&x.transpose()?, false, false)?.transpose()
@@ -252,7 +252,7 @@ impl Tensor {
                 }
                 let u = r1.narrow(-1, 0, m)?;
                 let dx = q_part(&q1, &u, &g[0])?;
-                let dy = Tensor::try_zeros(&with_batch(&x, &[m, n - m]), dx.dtype())?;
+                let dy = Tensor::zeros_on(&with_batch(&x, &[m, n - m]), dx.dtype(), dx.device())?;
                 Ok(grads![Some(Tensor::concat(&[&dx, &dy], -1)?)])
             })
         });
@@ -290,7 +290,7 @@ impl Tensor {
     pub fn lu(&self) -> Result<(Tensor, Tensor, Tensor)> {
         const OP: &str = "lu";
         let (nb, n) = square(OP, self)?;
-        let a = self.f64_values(OP)?;
+        let a = host_f64s(OP, self)?;
         let (mut ls, mut us, mut ps) = (Vec::new(), Vec::new(), Vec::new());
         for b in 0..busy(nb, n) {
             let f = crate::kernels::cpu::decomp::lu(&a[b * n * n..(b + 1) * n * n], n);
@@ -309,9 +309,9 @@ impl Tensor {
             }
             ps.extend(f.perm.iter().map(|&p| p as i64));
         }
-        let l = from_f64s(ls, self.shape(), self.dtype())?;
-        let u = from_f64s(us, self.shape(), self.dtype())?;
-        let p = Tensor::from_vec(ps, &with_batch(self, &[n]))?;
+        let l = from_f64s(ls, self.shape(), self.dtype(), self.device())?;
+        let u = from_f64s(us, self.shape(), self.dtype(), self.device())?;
+        let p = crate::kernels::gpu::upload(OP, &Tensor::from_vec(ps, &with_batch(self, &[n]))?, self.device())?;
         let p = crate::ops::bind_nondiff(Op::Decomp(DecompOp::Lu(2)), &[self], p);
         // Ā = Pᵀ L⁻ᵀ M U⁻ᵀ; `Pᵀ X` puts row i of X back at row p[i]
         let back = |m: &Tensor, l: &Tensor, u: &Tensor, p: &Tensor| -> Result<Tensor> {
@@ -351,7 +351,7 @@ impl Tensor {
     pub fn matrix_exp(&self) -> Result<Tensor> {
         const OP: &str = "matrix_exp";
         let (nb, n) = square(OP, self)?;
-        let a = self.f64_values(OP)?;
+        let a = host_f64s(OP, self)?;
         let mut out = Vec::with_capacity(a.len());
         for b in 0..busy(nb, n) {
             let e = eig::expm(&a[b * n * n..(b + 1) * n * n], n).ok_or_else(|| {
@@ -362,7 +362,7 @@ impl Tensor {
             })?;
             out.extend(e);
         }
-        let y = from_f64s(out, self.shape(), self.dtype())?;
+        let y = from_f64s(out, self.shape(), self.dtype(), self.device())?;
         let x = self.clone();
         Ok(bind(Op::Decomp(DecompOp::MatrixExp), &[self], y, move |_| {
             vjp(move |g, _| {

@@ -522,7 +522,7 @@ fn int_pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         acc
     }
     expect_same_dtype("pow", a, b)?;
-    if b.f64_values("pow")?.iter().any(|&e| e < 0.0) {
+    if crate::kernels::gpu::host_f64s("pow", b)?.iter().any(|&e| e < 0.0) {
         return Err(Error::invalid(
             "pow",
             format!(

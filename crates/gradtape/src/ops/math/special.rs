@@ -26,7 +26,7 @@ use std::f64::consts::PI;
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::ops::desc::{Op, SpecialOp};
-use crate::ops::linalg::decomp::from_f64s;
+use crate::ops::linalg::decomp::{from_f64s, host_f64s};
 use crate::ops::{bind, expect_float, expect_same_dtype};
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Tensor;
@@ -271,11 +271,13 @@ fn apply(
 ) -> Result<Tensor> {
     let name = op.public_name();
     let ins = operands(name, xs)?;
-    let vals: Vec<Vec<f64>> = ins.iter().map(|t| t.f64_values(name)).collect::<Result<_>>()?;
+    // no GPU kernels: host values, under soft device placement
+    let device = crate::kernels::gpu::placement(name, xs)?.unwrap_or_default();
+    let vals: Vec<Vec<f64>> = ins.iter().map(|t| host_f64s(name, t)).collect::<Result<_>>()?;
     let n = ins[0].numel();
     let at = |k: usize, i: usize| vals.get(k).map_or(0.0, |v| v[i]);
     let out: Vec<f64> = (0..n).map(|i| scalar(&op, at(0, i), at(1, i), at(2, i))).collect();
-    let y = from_f64s(out, ins[0].shape(), ins[0].dtype())?;
+    let y = from_f64s(out, ins[0].shape(), ins[0].dtype(), device)?;
     let refs: Vec<&Tensor> = ins.iter().collect();
     let saved = ins.clone();
     Ok(bind(Op::Special(op), &refs, y, move |y| {

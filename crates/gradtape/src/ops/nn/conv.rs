@@ -129,7 +129,9 @@ fn run<T: Float>(
 /// channels of an empty input looped for a very long time).
 fn zeros_if_empty(op: &'static str, shape: &[usize], a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
     if shape.contains(&0) || a.numel() == 0 || b.numel() == 0 {
-        return Tensor::try_zeros(shape, a.dtype()).map(Some).map_err(|e| e.for_op(op));
+        return Tensor::zeros_on(shape, a.dtype(), a.device())
+            .map(Some)
+            .map_err(|e| e.for_op(op));
     }
     Ok(None)
 }

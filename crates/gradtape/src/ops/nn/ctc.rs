@@ -164,6 +164,12 @@ fn blank_of(blank_index: i64, classes: usize, shape: &[usize]) -> Result<usize> 
 /// Half logits run in `f32` (log-space sums of probabilities need its
 /// range and precision) and both results are rounded once.
 fn run(labels: &Tensor, logits: &Tensor, ll: &Tensor, tl: &Tensor, blank: usize) -> Result<(Tensor, Tensor)> {
+    // no GPU kernel: on the CPU under soft device placement
+    if let Some(r) = crate::dispatch::device::hosted_pair(OP, &[labels, logits, ll, tl], |h| {
+        run(&h[0], &h[1], &h[2], &h[3], blank)
+    }) {
+        return r;
+    }
     if logits.dtype().is_half() {
         let to = logits.dtype();
         let (loss, grad) = run(labels, &cast(logits, DType::F32)?, ll, tl, blank)?;

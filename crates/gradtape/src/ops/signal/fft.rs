@@ -90,6 +90,10 @@ fn transform(
 }
 
 fn kernel(op: &'static str, x: &Tensor, rank: usize, inverse: bool) -> Result<Tensor> {
+    // (no GPU kernel: on the CPU under soft device placement)
+    if let Some(r) = crate::kernels::gpu::hosted(op, &[x], |h| kernel(op, &h[0], rank, inverse)) {
+        return r;
+    }
     if x.rank() < rank {
         return Err(Error::invalid(
             op,

@@ -217,8 +217,12 @@ impl Tensor {
                 format!("needs a 1-D tensor, got shape {:?}", self.shape()),
             ));
         }
-        let (values, idx) = with_num_dtype!(self.dtype(), T => unique_kernel::<T>(OP, self)?,
-            _ => return Err(unsupported(OP, self.dtype(), "a real numeric dtype")));
+        // (no GPU kernel: on the CPU under soft device placement)
+        let (values, idx) = match crate::dispatch::device::hosted_pair(OP, &[self], |h| h[0].unique()) {
+            Some(r) => r?,
+            None => with_num_dtype!(self.dtype(), T => unique_kernel::<T>(OP, self)?,
+                _ => return Err(unsupported(OP, self.dtype(), "a real numeric dtype"))),
+        };
         let values = bind_nondiff(Op::Sort(SortOp::Unique(0)), &[self], values);
         let idx = bind_nondiff(Op::Sort(SortOp::Unique(1)), &[self], idx);
         Ok((values, idx))
@@ -253,7 +257,11 @@ impl Tensor {
                 rhs: vs.to_vec(),
             });
         }
-        let y = with_num_dtype!(self.dtype(), T => {
+        let hosted = crate::dispatch::device::hosted(OP, &[self, values], |h| h[0].searchsorted(&h[1], right));
+        let y = if let Some(r) = hosted {
+            r?
+        } else {
+            with_num_dtype!(self.dtype(), T => {
             let (s, v) = (self.values::<T>(OP)?, values.values::<T>(OP)?);
             let n = ss[ss.len() - 1];
             let m = vs[vs.len() - 1];
@@ -267,7 +275,8 @@ impl Tensor {
                 p as i64
             }))?;
             Tensor::from_vec(out, vs)?
-        }, _ => return Err(unsupported(OP, self.dtype(), "a real numeric dtype")));
+        }, _ => return Err(unsupported(OP, self.dtype(), "a real numeric dtype")))
+        };
         Ok(bind_nondiff(
             Lazy("SearchSorted", || Op::Sort(SortOp::SearchSorted { right })),
             &[self, values],
@@ -291,6 +300,12 @@ impl Tensor {
     /// ```
     pub fn bincount(&self, weights: Option<&Tensor>, minlength: usize) -> Result<Tensor> {
         const OP: &str = "bincount";
+        let inputs: Vec<&Tensor> = std::iter::once(self).chain(weights).collect();
+        if let Some(r) = crate::dispatch::device::hosted(OP, &inputs, |h| h[0].bincount(h.get(1), minlength)) {
+            let y = r?;
+            let desc = || Op::Sort(SortOp::Bincount { minlength });
+            return Ok(bind_nondiff(Lazy("Bincount", desc), &inputs, y));
+        }
         let v = int_values(OP, self)?;
         if let Some(&bad) = v.iter().find(|&&x| x < 0) {
             return Err(Error::invalid(
@@ -347,6 +362,11 @@ impl Tensor {
     /// ```
     pub fn argwhere(&self) -> Result<Tensor> {
         const OP: &str = "argwhere";
+        // (its output's shape depends on the values: the host's kernel,
+        // under soft device placement, for a GPU tensor)
+        if let Some(r) = crate::dispatch::device::hosted(OP, &[self], |h| h[0].argwhere()) {
+            return Ok(bind_nondiff(Op::Sort(SortOp::ArgWhere), &[self], r?));
+        }
         let nz: Vec<bool> = match self.dtype() {
             DType::Bool => self.values::<bool>(OP)?.to_vec(),
             d => with_num_dtype!(d, T => self.values::<T>(OP)?.iter().map(|&v| v != T::zero()).collect(),
