@@ -60,10 +60,19 @@ impl Cfg {
         })
     }
 
-    /// The geometry for input shape `x` and filter shape `f`, both checked.
+    /// The geometry for input shape `x` and filter shape `f`, both checked
+    /// (a dense convolution's groups inferred from them, as TensorFlow
+    /// does: `bilinear::check_operands`).
     fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom> {
-        check_operands(op, x, f, 4, "an NHWC input and an HWIO filter")?;
-        Geom::new(op, x, [f[0], f[1]], f[3], self.strides, self.dil, self.padding)
+        let groups = check_operands(
+            op,
+            x,
+            f,
+            4,
+            "an NHWC input and an HWIO filter",
+            self.kind == Kind::Dense,
+        )?;
+        Ok(Geom::new(op, x, [f[0], f[1]], f[3], self.strides, self.dil, self.padding)?.grouped(groups))
     }
 
     /// The descriptor's attributes.
@@ -502,7 +511,14 @@ impl Tensor {
     /// ```
     pub fn conv1d(&self, filter: &Tensor, stride: i64, padding: Padding, dilation: i64) -> Result<Tensor> {
         const OP: &str = "conv1d";
-        check_operands(OP, self.shape(), filter.shape(), 3, "an NWC input and a WIO filter")?;
+        check_operands(
+            OP,
+            self.shape(),
+            filter.shape(),
+            3,
+            "an NWC input and a WIO filter",
+            true,
+        )?;
         expect_floats(OP, self, filter)?;
         let cfg = Cfg::new(OP, Kind::Dense, [1, stride], padding, [1, dilation])?;
         // validate before recording the reshapes

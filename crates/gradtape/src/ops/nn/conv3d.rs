@@ -32,9 +32,10 @@ type Cfg = Window<3>;
 
 impl Window<3> {
     /// The geometry for input shape `x` and filter shape `f`, both checked.
+    /// (Groups inferred from the shapes, as the 2-D convolution's.)
     fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom3> {
-        check_operands(op, x, f, 5, "an NDHWC input and a DHWIO filter")?;
-        Geom3::new(op, x, [f[0], f[1], f[2]], f[4], self.strides, self.dil, self.padding)
+        let groups = check_operands(op, x, f, 5, "an NDHWC input and a DHWIO filter", true)?;
+        Ok(Geom3::new(op, x, [f[0], f[1], f[2]], f[4], self.strides, self.dil, self.padding)?.grouped(groups))
     }
 
     fn attrs(&self) -> Conv3Attrs {
