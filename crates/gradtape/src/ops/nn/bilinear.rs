@@ -69,7 +69,7 @@ pub(super) fn check_operands(
             rhs: f.to_vec(),
         });
     }
-    if fc == 0 || c % fc != 0 {
+    if fc == 0 || c == 0 || c % fc != 0 {
         return Err(Error::invalid(
             op,
             format!(
