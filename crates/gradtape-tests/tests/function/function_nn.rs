@@ -463,6 +463,9 @@ fn grouped_convolutions_trace_as_eager() -> Result<()> {
     assert_eq!(c.compile_stats().kept, 1, "{g}");
     assert_eq!(g.count("Conv2DKeepCols"), 1, "{g}");
     assert_eq!(g.count("Conv2DBackpropFilterCols"), 1, "{g}");
+    // the matrix: 2·6·5 output positions by 3·3 taps of all 4 channels
+    // (both groups' blocks), as the kernel builds it
+    assert!(g.to_string().contains("f32[60, 36] = Conv2DKeepCols"), "{g}");
     let bits = |t: &Tensor| {
         t.to_vec::<f32>()
             .unwrap()
