@@ -101,7 +101,7 @@ fn out4(x: &[usize], k: [usize; 2], s: [i64; 2], d: [i64; 2], p: Padding) -> Opt
 /// channels make a (possibly grouped) dense convolution: `c` a multiple
 /// `groups` of `fc`, `fo` a multiple of `groups`.
 fn groups_fit(c: usize, fc: usize, fo: usize) -> bool {
-    c == fc || (fc > 0 && c > 0 && c % fc == 0 && fo % (c / fc) == 0)
+    c == fc || (fc > 0 && c > 0 && c.is_multiple_of(fc) && fo.is_multiple_of(c / fc))
 }
 
 fn is_float(d: DType) -> bool {

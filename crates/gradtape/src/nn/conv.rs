@@ -39,7 +39,7 @@ impl Conv {
 /// A grouped convolution layer's channels: `groups >= 1` dividing both
 /// the input channels and the filters (Keras's checks).
 pub(super) fn check_groups(op: &'static str, in_channels: usize, filters: usize, groups: usize) -> Result<()> {
-    if groups == 0 || in_channels % groups != 0 || filters % groups != 0 {
+    if groups == 0 || !in_channels.is_multiple_of(groups) || !filters.is_multiple_of(groups) {
         return Err(Error::invalid(
             op,
             format!(
