@@ -1,6 +1,6 @@
 //! More ops checked on a GPU against the CPU (the cases of
 //! `ops_table.rs`, which takes them in): scans, products and sorts, 3-D
-//! convolutions and pools, n-d gathers and scatters, and composite ops
+//! convolutions and pools, grouped convolutions, n-d gathers and scatters, and composite ops
 //! that make constants of their own (an identity, a band mask, an
 //! epsilon, coordinates), which must be made on their input's device;
 //! the image resizes; segment reductions; layers that make masks and
@@ -79,6 +79,63 @@ pub fn cases() -> Vec<Case> {
             "conv3d_backprop_filter",
             |x| Tensor::conv3d_backprop_filter(&x[0], &[2, 3, 3, 2, 3], &x[1], [2, 2, 2], Padding::Same, [1, 1, 1]),
             &[&[1, 4, 5, 5, 2], &[1, 2, 3, 3, 3]],
+            Unit,
+            true,
+        ),
+        // grouped convolutions (a filter of c / groups input channels)
+        case(
+            "conv2d_groups2_same",
+            |x| x[0].conv2d(&x[1], [1, 1], Padding::Same, [1, 1]),
+            &[&[2, 5, 5, 4], &[3, 3, 2, 6]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_groups4_valid_s2",
+            |x| x[0].conv2d(&x[1], [2, 2], Padding::Valid, [1, 1]),
+            &[&[1, 6, 5, 4], &[2, 2, 1, 8]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_groups_backprop_input",
+            |x| Tensor::conv2d_backprop_input(&[2, 5, 5, 4], &x[1], &x[0], [2, 2], Padding::Same, [1, 1]),
+            &[&[2, 3, 3, 4], &[3, 3, 2, 4]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_groups_backprop_filter",
+            |x| Tensor::conv2d_backprop_filter(&x[0], &[3, 3, 2, 4], &x[1], [2, 2], Padding::Same, [1, 1]),
+            &[&[2, 5, 5, 4], &[2, 3, 3, 4]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv2d_transpose_groups",
+            |x| x[0].conv2d_transpose(&x[1], &[1, 6, 5, 4], [2, 2], Padding::Same, [1, 1]),
+            &[&[1, 3, 3, 2], &[3, 3, 2, 2]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv1d_groups",
+            |x| x[0].conv1d(&x[1], 1, Padding::Same, 2),
+            &[&[2, 7, 6], &[3, 2, 6]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv3d_groups",
+            |x| x[0].conv3d(&x[1], [1, 2, 1], Padding::Same, [1, 1, 1]),
+            &[&[1, 3, 4, 4, 4], &[2, 2, 2, 2, 4]],
+            Unit,
+            true,
+        ),
+        case(
+            "conv3d_groups_backprop_filter",
+            |x| Tensor::conv3d_backprop_filter(&x[0], &[2, 2, 2, 1, 4], &x[1], [1, 1, 1], Padding::Valid, [1, 1, 1]),
+            &[&[1, 3, 4, 4, 4], &[1, 2, 3, 3, 4]],
             Unit,
             true,
         ),

@@ -13,6 +13,7 @@ mod gradcheck;
 mod gradcheck_complex;
 mod gradcheck_conv;
 mod gradcheck_conv3d;
+mod gradcheck_conv_groups;
 mod gradcheck_ctc;
 mod gradcheck_image;
 mod gradcheck_linalg;

@@ -19,6 +19,7 @@ mod attention;
 mod attention_causal;
 mod attention_dropout;
 mod attention_masks;
+mod conv_groups;
 mod conv_layers;
 mod digits;
 mod distributed;

@@ -37,6 +37,7 @@ mod tensor_ids;
 mod tf_complex;
 mod tf_complex_index;
 mod tf_conv;
+mod tf_conv_groups;
 mod tf_conv_more;
 mod tf_edge_cases;
 mod tf_elementwise;

@@ -65,20 +65,14 @@ fn wrong_ranks() {
 
 #[test]
 fn channel_mismatch() {
+    // 3 input channels are no multiple of the filter's 2 (no grouping)
     let e = err(
         t(&[2, 5, 5, 3]).conv2d(&t(&[3, 3, 2, 4]), [1, 1], Same, [1, 1]),
-        &["conv2d", "[2, 5, 5, 3]", "[3, 3, 2, 4]"],
+        &["conv2d", "[2, 5, 5, 3]", "[3, 3, 2, 4]", "not a multiple"],
     );
-    assert_eq!(
-        e,
-        Error::ShapeMismatch {
-            op: "conv2d",
-            lhs: vec![2, 5, 5, 3],
-            rhs: vec![3, 3, 2, 4]
-        }
-    );
+    assert!(matches!(e, Error::InvalidArgument { op: "conv2d", .. }), "{e:?}");
     let e = err(t(&[2, 7, 3]).conv1d(&t(&[3, 2, 4]), 1, Valid, 1), &["conv1d"]);
-    assert!(matches!(e, Error::ShapeMismatch { op: "conv1d", .. }), "{e:?}");
+    assert!(matches!(e, Error::InvalidArgument { op: "conv1d", .. }), "{e:?}");
     let e = err(
         t(&[2, 5, 5, 3]).depthwise_conv2d(&t(&[3, 3, 4, 2]), [1, 1], Same, [1, 1]),
         &["depthwise_conv2d"],
@@ -251,4 +245,107 @@ fn integer_and_mixed_dtypes() {
         Tensor::zeros(&[1, 2, 2, 2], DType::I64).avg_pool2d_grad(&[1, 4, 4, 2], [2, 2], [2, 2], Same),
         &["avg_pool2d_grad", "i64"],
     );
+}
+
+/// A grouped convolution's shapes (groups = input channels / filter
+/// in-channels) that do not divide: the input's channels by the filter's
+/// in-channels, or the filter's out-channels by the groups. Each op names
+/// itself and both shapes.
+#[test]
+fn grouped_channels_that_do_not_divide() {
+    // C = 6, filter in-channels 4: 6 % 4 != 0
+    let e = err(
+        t(&[1, 5, 5, 6]).conv2d(&t(&[3, 3, 4, 4]), [1, 1], Same, [1, 1]),
+        &[
+            "conv2d",
+            "[1, 5, 5, 6]",
+            "[3, 3, 4, 4]",
+            "6 channels",
+            "4 input channels",
+        ],
+    );
+    assert!(matches!(e, Error::InvalidArgument { op: "conv2d", .. }), "{e:?}");
+    // C = 6 = 3 groups of 2, but 4 output channels: 4 % 3 != 0
+    let e = err(
+        t(&[1, 5, 5, 6]).conv2d(&t(&[3, 3, 2, 4]), [1, 1], Same, [1, 1]),
+        &[
+            "conv2d",
+            "[1, 5, 5, 6]",
+            "[3, 3, 2, 4]",
+            "4 output channels",
+            "3 groups",
+        ],
+    );
+    assert!(matches!(e, Error::InvalidArgument { op: "conv2d", .. }), "{e:?}");
+    err(
+        t(&[1, 7, 6]).conv1d(&t(&[3, 4, 4]), 1, Valid, 1),
+        &["conv1d", "[1, 7, 6]", "[3, 4, 4]", "not a multiple"],
+    );
+    err(
+        t(&[1, 7, 6]).conv1d(&t(&[3, 2, 5]), 1, Valid, 1),
+        &["conv1d", "5 output channels", "3 groups"],
+    );
+    err(
+        t(&[1, 4, 4, 4, 6]).conv3d(&t(&[2, 2, 2, 4, 4]), [1, 1, 1], Same, [1, 1, 1]),
+        &["conv3d", "[1, 4, 4, 4, 6]", "[2, 2, 2, 4, 4]", "not a multiple"],
+    );
+    err(
+        t(&[1, 4, 4, 4, 8]).conv3d(&t(&[2, 2, 2, 2, 6]), [1, 1, 1], Same, [1, 1, 1]),
+        &[
+            "conv3d",
+            "[1, 4, 4, 4, 8]",
+            "[2, 2, 2, 2, 6]",
+            "6 output channels",
+            "4 groups",
+        ],
+    );
+    // the adjoints: input_sizes (or x) against the filter (or filter_sizes)
+    err(
+        Tensor::conv2d_backprop_input(
+            &[1, 5, 5, 6],
+            &t(&[3, 3, 4, 4]),
+            &t(&[1, 5, 5, 4]),
+            [1, 1],
+            Same,
+            [1, 1],
+        ),
+        &[
+            "conv2d_backprop_input",
+            "[1, 5, 5, 6]",
+            "[3, 3, 4, 4]",
+            "not a multiple",
+        ],
+    );
+    err(
+        Tensor::conv2d_backprop_filter(
+            &t(&[1, 5, 5, 6]),
+            &[3, 3, 2, 4],
+            &t(&[1, 5, 5, 4]),
+            [1, 1],
+            Same,
+            [1, 1],
+        ),
+        &["conv2d_backprop_filter", "[1, 5, 5, 6]", "[3, 3, 2, 4]", "3 groups"],
+    );
+    err(
+        t(&[1, 5, 5, 4]).conv2d_transpose(&t(&[3, 3, 4, 4]), &[1, 5, 5, 6], [1, 1], Same, [1, 1]),
+        &["conv2d_transpose", "[1, 5, 5, 6]", "[3, 3, 4, 4]", "not a multiple"],
+    );
+    err(
+        Tensor::conv3d_backprop_filter(
+            &t(&[1, 4, 4, 4, 8]),
+            &[2, 2, 2, 2, 6],
+            &t(&[1, 4, 4, 4, 6]),
+            [1, 1, 1],
+            Same,
+            [1, 1, 1],
+        ),
+        &["conv3d_backprop_filter", "[2, 2, 2, 2, 6]", "4 groups"],
+    );
+    // a depthwise filter never groups: its in-channels must be the input's
+    let e = err(
+        t(&[1, 5, 5, 4]).depthwise_conv2d(&t(&[3, 3, 2, 2]), [1, 1], Same, [1, 1]),
+        &["depthwise_conv2d"],
+    );
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e:?}");
 }

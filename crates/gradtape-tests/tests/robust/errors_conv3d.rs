@@ -32,12 +32,12 @@ fn conv3d_rejects_bad_ranks_channels_and_attributes() {
         t(&[1, 4, 4, 4, 3]).conv3d(&t(&[3, 3, 3, 4]), [1, 1, 1], Same, [1, 1, 1]),
         &["conv3d", "[3, 3, 3, 4]"],
     );
-    // channels: input 3, filter in-channels 2
+    // channels: input 3, filter in-channels 2 (no multiple: no grouping)
     let e = err(
         t(&[1, 4, 4, 4, 3]).conv3d(&t(&[2, 2, 2, 2, 4]), [1, 1, 1], Same, [1, 1, 1]),
         &["conv3d", "[1, 4, 4, 4, 3]", "[2, 2, 2, 2, 4]"],
     );
-    assert!(matches!(e, Error::ShapeMismatch { op: "conv3d", .. }), "{e:?}");
+    assert!(matches!(e, Error::InvalidArgument { op: "conv3d", .. }), "{e:?}");
     err(
         t(&[1, 4, 4, 4, 1]).conv3d(&t(&[2, 2, 2, 1, 1]), [1, 0, 1], Same, [1, 1, 1]),
         &["conv3d", "strides", "[1, 0, 1]"],

@@ -97,6 +97,13 @@ fn out4(x: &[usize], k: [usize; 2], s: [i64; 2], d: [i64; 2], p: Padding) -> Opt
     ])
 }
 
+/// Whether `c` input channels and a filter of `fc` in and `fo` out
+/// channels make a (possibly grouped) dense convolution: `c` a multiple
+/// `groups` of `fc`, `fo` a multiple of `groups`.
+fn groups_fit(c: usize, fc: usize, fo: usize) -> bool {
+    c == fc || (fc > 0 && c > 0 && c.is_multiple_of(fc) && fo.is_multiple_of(c / fc))
+}
+
 fn is_float(d: DType) -> bool {
     matches!(d, DType::F32 | DType::F64)
 }
@@ -132,7 +139,7 @@ fn conv_ops_never_panic() {
         }
         let (s, d, p) = (g.pair(), g.pair(), g.padding());
         let (x, f) = (g.tensor(&xs, dt), g.tensor(&fs, dt2));
-        let shapes_ok = is_float(dt) && xs.len() == 4 && fs.len() == 4 && xs[3] == fs[2];
+        let shapes_ok = is_float(dt) && xs.len() == 4 && fs.len() == 4 && groups_fit(xs[3], fs[2], fs[3]);
         // `of`: geometry for the ops that read the filter tensor (dtypes must agree)
         let o = if shapes_ok {
             out4(&xs, [fs[0], fs[1]], s, d, p)
@@ -143,7 +150,9 @@ fn conv_ops_never_panic() {
         // conv2d / depthwise
         let want = of.map(|o| vec![o[0], o[1], o[2], fs[3]]);
         oks[0] += check("conv2d", i, dt, want, || x.conv2d(&f, s, p, d)) as usize;
-        let want = of.map(|o| vec![o[0], o[1], o[2], fs[2] * fs[3]]);
+        // (a depthwise filter's in-channels are the input's: no groups)
+        let exact = xs.len() == 4 && fs.len() == 4 && xs[3] == fs[2];
+        let want = of.filter(|_| exact).map(|o| vec![o[0], o[1], o[2], fs[2] * fs[3]]);
         oks[1] += check("depthwise_conv2d", i, dt, want, || x.depthwise_conv2d(&f, s, p, d)) as usize;
         // backprop ops: out_backprop usually of the right shape
         let dyshape = match (o, g.below(3)) {
@@ -163,7 +172,7 @@ fn conv_ops_never_panic() {
         oks[4] += check("conv2d_backprop_filter", i, dt, want, || {
             Tensor::conv2d_backprop_filter(&x, &fs, &dy, s, p, d)
         }) as usize;
-        let okdw = o.is_some_and(|o| dyshape == [o[0], o[1], o[2], fs[2] * fs[3]]);
+        let okdw = exact && o.is_some_and(|o| dyshape == [o[0], o[1], o[2], fs[2] * fs[3]]);
         check(
             "depthwise_conv2d_backprop_input",
             i,
@@ -186,7 +195,7 @@ fn conv_ops_never_panic() {
         }
         let (x1, f1) = (g.tensor(&xs1, dt), g.tensor(&fs1, dt2));
         let (s1, d1) = (g.pair()[0], g.pair()[0]);
-        let ok1 = is_float(dt) && dt == dt2 && xs1.len() == 3 && fs1.len() == 3 && xs1[2] == fs1[1];
+        let ok1 = is_float(dt) && dt == dt2 && xs1.len() == 3 && fs1.len() == 3 && groups_fit(xs1[2], fs1[1], fs1[2]);
         let want = ok1
             .then(|| tf_dim(xs1[1], fs1[0], s1, d1, p).map(|w| vec![xs1[0], w, fs1[2]]))
             .flatten();

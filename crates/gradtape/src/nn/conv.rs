@@ -21,6 +21,9 @@ pub(super) struct Conv {
     pub(super) padding: Padding,
     pub(super) dilations: [i64; 2],
     activation: Activation,
+    /// Groups of a grouped convolution (1 otherwise): the kernel has `in /
+    /// groups` input channels.
+    pub(super) groups: usize,
 }
 
 impl Conv {
@@ -31,6 +34,21 @@ impl Conv {
     pub(super) fn finish(&self, y: Tensor) -> Result<Tensor> {
         super::bias_and_activation(y, self.bias.as_ref(), &self.activation)
     }
+}
+
+/// A grouped convolution layer's channels: `groups >= 1` dividing both
+/// the input channels and the filters (Keras's checks).
+pub(super) fn check_groups(op: &'static str, in_channels: usize, filters: usize, groups: usize) -> Result<()> {
+    if groups == 0 || !in_channels.is_multiple_of(groups) || !filters.is_multiple_of(groups) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "groups must be a positive integer dividing both the input channels and the filters, \
+                 got groups={groups} for {in_channels} input channels and {filters} filters"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A convolution layer's sizes: some filters, kernel sizes, strides and
@@ -57,7 +75,8 @@ pub(super) fn check_sizes(
 }
 
 /// A 2-D convolution layer: `activation(conv2d(x, kernel) + bias)`, `x`
-/// NHWC `[n, h, w, in]`, kernel `[kh, kw, in, filters]`.
+/// NHWC `[n, h, w, in]`, kernel `[kh, kw, in, filters]` (`[kh, kw, in /
+/// groups, filters]` with [`groups`](Conv2DBuilder::groups), as Keras's).
 ///
 /// ```
 /// use gradtape::{nn::{Conv2D, Layer}, DType, Padding, Rng, Tensor};
@@ -101,6 +120,8 @@ pub struct Conv2DBuilder<L> {
     pub(super) causal: bool,
     /// SeparableConv2D's depthwise filters per input channel
     pub(super) depth_multiplier: usize,
+    /// Conv2D's and Conv1D's groups
+    pub(super) groups: usize,
     _layer: PhantomData<L>,
 }
 
@@ -121,6 +142,7 @@ impl<L> Conv2DBuilder<L> {
             name: None,
             causal: false,
             depth_multiplier: 1,
+            groups: 1,
             _layer: PhantomData,
         }
     }
@@ -153,6 +175,7 @@ impl<L> Conv2DBuilder<L> {
     ) -> Result<Conv> {
         expect_float_dtype(base, self.dtype)?;
         check_sizes(base, self.filters, &self.kernel_size, &self.strides, &self.dilations)?;
+        check_groups(base, self.in_channels, self.filters, self.groups)?;
         let name = self.name.unwrap_or_else(|| unique_name(base));
         let kernel = new_weight(
             &name,
@@ -175,6 +198,7 @@ impl<L> Conv2DBuilder<L> {
             padding: self.padding,
             dilations: self.dilations,
             activation: self.activation,
+            groups: self.groups,
         })
     }
 
@@ -185,10 +209,30 @@ impl<L> Conv2DBuilder<L> {
 }
 
 impl Conv2DBuilder<Conv2D> {
+    /// Keras's `groups` (default 1): a grouped convolution, the input's
+    /// channels and the filters split into `groups` groups, group `i`'s
+    /// filters reading group `i`'s channels only; the kernel is `[kh, kw,
+    /// in / groups, filters]`. Both `in` and `filters` must be multiples
+    /// of it (checked by `build`).
+    ///
+    /// ```
+    /// use gradtape::nn::{Conv2D, Layer, Module};
+    /// use gradtape::{DType, Padding, Rng, Tensor};
+    /// let conv = Conv2D::builder(8, 4, [3, 3]).groups(2).padding(Padding::Same).build(&mut Rng::new(0))?;
+    /// assert_eq!(conv.variables()[0].shape(), vec![3, 3, 4, 4]);
+    /// assert_eq!(conv.call(&Tensor::ones(&[1, 5, 5, 8], DType::F32))?.shape(), &[1, 5, 5, 4]);
+    /// assert!(Conv2D::builder(8, 3, [3, 3]).groups(2).build(&mut Rng::new(0)).is_err()); // 3 filters
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn groups(mut self, groups: usize) -> Self {
+        self.groups = groups;
+        self
+    }
+
     /// Creates the layer's variables, drawing from `rng`.
     pub fn build(self, rng: &mut Rng) -> Result<Conv2D> {
         let [kh, kw] = self.kernel_size;
-        let shape = [kh, kw, self.in_channels, self.filters];
+        let shape = [kh, kw, self.in_channels / self.groups.max(1), self.filters];
         Ok(Conv2D(self.make("conv2d", shape, rng)?))
     }
 }
@@ -210,7 +254,7 @@ impl Conv2D {
         Conv2DBuilder::new(in_channels, filters, kernel_size)
     }
 
-    /// The kernel variable, `[kh, kw, in, filters]`.
+    /// The kernel variable, `[kh, kw, in / groups, filters]`.
     pub fn kernel(&self) -> &Variable {
         &self.0.kernel
     }
@@ -259,7 +303,7 @@ impl Layer for Conv2D {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let c = &self.0;
         let k = c.kernel.read();
-        expect_input("Conv2D", x, Some(4), Some(k.shape()[2]), k.dtype())?;
+        expect_input("Conv2D", x, Some(4), Some(k.shape()[2] * c.groups), k.dtype())?;
         c.finish(x.conv2d(&k, c.strides, c.padding, c.dilations)?)
     }
 }

@@ -29,6 +29,7 @@ pub struct Conv3D {
     padding: Padding,
     dilations: [i64; 3],
     activation: Activation,
+    groups: usize,
 }
 
 /// Options for a [`Conv3D`]; see [`Conv3D::builder`].
@@ -45,6 +46,7 @@ pub struct Conv3DBuilder {
     bias_init: Initializer,
     dtype: DType,
     name: Option<String>,
+    groups: usize,
 }
 
 impl Conv3DBuilder {
@@ -63,6 +65,23 @@ impl Conv3DBuilder {
         self.dilations = d;
         self
     }
+    /// Keras's `groups` (default 1): a grouped convolution, as
+    /// [`Conv2D`](super::Conv2D)'s; the kernel is `[kd, kh, kw, in /
+    /// groups, filters]`.
+    ///
+    /// ```
+    /// use gradtape::nn::{Conv3D, Layer, Module};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let conv = Conv3D::builder(4, 6, [2, 2, 2]).groups(2).build(&mut Rng::new(0))?;
+    /// assert_eq!(conv.variables()[0].shape(), vec![2, 2, 2, 2, 6]);
+    /// assert_eq!(conv.call(&Tensor::ones(&[1, 3, 3, 3, 4], DType::F32))?.shape(), &[1, 2, 2, 2, 6]);
+    /// assert!(Conv3D::builder(3, 6, [2, 2, 2]).groups(2).build(&mut Rng::new(0)).is_err()); // 3 channels
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn groups(mut self, groups: usize) -> Self {
+        self.groups = groups;
+        self
+    }
     super::kernel_layer_options!("conv3d");
 
     /// Creates the layer's variables (Glorot-uniform kernel, zero bias
@@ -78,9 +97,10 @@ impl Conv3DBuilder {
         const OP: &str = "conv3d";
         expect_float_dtype(OP, self.dtype)?;
         super::conv::check_sizes(OP, self.filters, &self.kernel_size, &self.strides, &self.dilations)?;
+        super::conv::check_groups(OP, self.in_channels, self.filters, self.groups)?;
         let name = self.name.unwrap_or_else(|| unique_name(OP));
         let [kd, kh, kw] = self.kernel_size;
-        let shape = [kd, kh, kw, self.in_channels, self.filters];
+        let shape = [kd, kh, kw, self.in_channels / self.groups, self.filters];
         let kernel = new_weight(&name, "kernel", &shape, self.dtype, &self.kernel_init, rng, true)?;
         let bias = self
             .use_bias
@@ -94,6 +114,7 @@ impl Conv3DBuilder {
             padding: self.padding,
             dilations: self.dilations,
             activation: self.activation,
+            groups: self.groups,
         })
     }
 }
@@ -115,10 +136,11 @@ impl Conv3D {
             bias_init: Initializer::Zeros,
             dtype: DType::F32,
             name: None,
+            groups: 1,
         }
     }
 
-    /// The kernel variable, `[kd, kh, kw, in, filters]`.
+    /// The kernel variable, `[kd, kh, kw, in / groups, filters]`.
     pub fn kernel(&self) -> &Variable {
         &self.kernel
     }
@@ -137,7 +159,7 @@ impl Layer for Conv3D {
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let k = self.kernel.read();
-        expect_input("Conv3D", x, Some(5), Some(k.shape()[3]), k.dtype())?;
+        expect_input("Conv3D", x, Some(5), Some(k.shape()[3] * self.groups), k.dtype())?;
         let y = x.conv3d(&k, self.strides, self.padding, self.dilations)?;
         super::bias_and_activation(y, self.bias.as_ref(), &self.activation)
     }

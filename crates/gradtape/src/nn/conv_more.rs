@@ -13,7 +13,8 @@ use crate::tensor::Tensor;
 
 /// A 1-D convolution layer, Keras's `Conv1D`: `activation(conv1d(x,
 /// kernel) + bias)` on `x` `[batch, steps, in]`, kernel `[k, in,
-/// filters]`. With [`causal`](Conv2DBuilder::causal) padding the input is
+/// filters]` (`[k, in / groups, filters]` with
+/// [`groups`](Conv2DBuilder::groups)). With [`causal`](Conv2DBuilder::causal) padding the input is
 /// padded on the left by `(k − 1) · dilation` zeros, so output `t`
 /// depends on inputs `<= t` only (WaveNet's, a TCN's).
 ///
@@ -47,6 +48,22 @@ impl Conv2DBuilder<Conv1D> {
         self.causal = on;
         self
     }
+    /// Keras's `groups` (default 1): a grouped convolution, as
+    /// [`Conv2D`](super::Conv2D)'s ([`Conv2DBuilder::groups`]); the kernel
+    /// is `[k, in / groups, filters]`.
+    ///
+    /// ```
+    /// use gradtape::nn::{Conv1D, Layer, Module};
+    /// use gradtape::{DType, Rng, Tensor};
+    /// let conv = Conv1D::builder(6, 9, 3).groups(3).build(&mut Rng::new(0))?;
+    /// assert_eq!(conv.variables()[0].shape(), vec![3, 2, 9]);
+    /// assert_eq!(conv.call(&Tensor::ones(&[2, 10, 6], DType::F32))?.shape(), &[2, 8, 9]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn groups(mut self, groups: usize) -> Self {
+        self.groups = groups;
+        self
+    }
 
     /// Creates the layer's variables, drawing from `rng`.
     pub fn build(self, rng: &mut Rng) -> Result<Conv1D> {
@@ -61,7 +78,7 @@ impl Conv2DBuilder<Conv1D> {
             ));
         }
         let causal = self.causal;
-        let shape = [self.kernel_size[0], self.in_channels, self.filters];
+        let shape = [self.kernel_size[0], self.in_channels / self.groups.max(1), self.filters];
         let filters = self.filters;
         let conv = self.make_named(OP, "kernel", &shape, filters, rng)?;
         Ok(Conv1D { conv, causal })
@@ -96,7 +113,7 @@ impl Layer for Conv1D {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let c = &self.conv;
         let k = c.kernel.read();
-        expect_input("Conv1D", x, Some(3), Some(k.shape()[1]), k.dtype())?;
+        expect_input("Conv1D", x, Some(3), Some(k.shape()[1] * c.groups), k.dtype())?;
         let (stride, dilation) = (c.strides[0], c.dilations[0]);
         let y = if self.causal {
             let left = (k.shape()[0] - 1) * dilation as usize;

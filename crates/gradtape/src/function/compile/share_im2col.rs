@@ -124,10 +124,15 @@ pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
         let Op::Nn(NnOp::ConvBackpropFilter(_, fs)) = g.nodes[j].op else {
             continue;
         };
-        // the matrix: one row per output position, one column per filter tap
+        // the matrix: one row per output position, one column per filter
+        // tap and input channel (a grouped convolution's filter has fewer
+        // input channels than `x`: the matrix holds every group's taps)
         let ys = &g.values[y as usize].shape;
         let rows = ys[..3].iter().product::<usize>();
-        let cols = g.add_value(dtype, &[rows, f_shape[..3].iter().product()]);
+        let Some(&c) = g.values[x as usize].shape.get(3) else {
+            continue;
+        };
+        let cols = g.add_value(dtype, &[rows, f_shape[..2].iter().product::<usize>() * c]);
         g.nodes[i].op = Op::Dyn(Arc::new(ConvKeepCols(a)));
         g.nodes[i].outputs.push(cols);
         g.nodes[j].op = Op::Dyn(Arc::new(ConvBackpropFilterCols(a, fs)));

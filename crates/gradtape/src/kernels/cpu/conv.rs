@@ -1,6 +1,8 @@
 //! Convolution kernels on NHWC buffers: im2col + GEMM for the dense
 //! convolution and its two adjoints (after handing `f32` stride-1 ones to
-//! the direct kernels of [`super::direct_conv`] where the CPU has AVX-512),
+//! the direct kernels of [`super::direct_conv`] where the CPU has AVX-512;
+//! grouped ones build their im2col rows group by group and run one GEMM per
+//! group on strided blocks, see [`products`]),
 //! direct channel-vectorised loops for the depthwise convolution. Rows and
 //! images run in parallel on the compute threads ([`super::workers`]);
 //! scratch buffers come from the buffer cache and are written without a
@@ -41,6 +43,11 @@ pub struct Geom {
     pub kw: usize,
     /// Output channels (dense conv) or channel multiplier (depthwise); 1 for pools.
     pub o: usize,
+    /// Groups of a dense convolution (1 otherwise): group `i` reads input
+    /// channels `[i·c/groups, (i+1)·c/groups)` and writes output channels
+    /// `[i·o/groups, (i+1)·o/groups)`; the filter is `[kh, kw, c/groups, o]`.
+    /// Both `c` and `o` are multiples of it (the op layer checks).
+    pub groups: usize,
     /// Output height and width.
     pub oh: usize,
     pub ow: usize,
@@ -124,6 +131,7 @@ impl Geom {
             kh: k[0],
             kw: k[1],
             o,
+            groups: 1,
             oh,
             ow,
             sh: strides[0],
@@ -142,6 +150,18 @@ impl Geom {
         checked_numel(op, &[g.n, g.oh, g.ow, g.c, o])?;
         checked_numel(op, &[g.oh, g.ow, g.kh, g.kw, g.c])?;
         Ok(g)
+    }
+
+    /// This geometry with `groups` groups (`>= 1`, dividing `c` and `o`:
+    /// the op layer checks).
+    pub fn grouped(mut self, groups: usize) -> Geom {
+        self.groups = groups.max(1);
+        self
+    }
+
+    /// Elements of the filter: `kh * kw * (c / groups) * o`.
+    pub fn filter_len(&self) -> usize {
+        self.kdim() / self.groups * self.o
     }
 
     /// The input row for output row `o` and window row `k`, if inside the input.
@@ -175,7 +195,8 @@ impl Geom {
         self.oh * self.ow
     }
 
-    /// Columns of the im2col matrix: `kh * kw * c`.
+    /// Columns of the im2col matrix: `kh * kw * c` (in `groups` blocks of
+    /// `kh * kw * c / groups`, one group's taps and channels each).
     pub fn kdim(&self) -> usize {
         self.kh * self.kw * self.c
     }
@@ -203,80 +224,122 @@ pub(crate) fn images_per_chunk(rows: usize, kdim: usize, n: usize) -> usize {
 
 /// The three products of an im2col convolution (2-D and 3-D), for a chunk
 /// of `rows` output positions with `kd` window elements each and `o`
-/// output channels; `f` is the `kd x o` filter, all row-major.
+/// output channels, in `groups` groups; `f` is the `(kd / groups) x o`
+/// filter, all row-major. With groups, the im2col rows hold one block of
+/// `kd / groups` columns per group (that group's taps and channels), and
+/// group `i` is the product of column block `i` with the filter's columns
+/// `[i·o/groups, (i+1)·o/groups)`, giving (or reading) those output
+/// columns: one GEMM per group on strided blocks, nothing copied.
 pub(crate) mod products {
     use super::gemm_raw;
     use crate::tensor::Float;
 
-    /// `out = a @ f`: `a` `rows x kd` (im2col rows), `out` `rows x o`,
-    /// written whole.
+    /// `out = a @ f` per group: `a` `rows x kd` (im2col rows), `out` `rows
+    /// x o`, written whole.
     ///
     /// # Safety
     /// `out` must point to `rows * o` writable elements (they may be
-    /// uninitialised) in a buffer distinct from `a` and `f`.
-    pub(crate) unsafe fn forward<T: Float>((rows, kd, o): (usize, usize, usize), out: *mut T, a: &[T], f: &[T]) {
-        debug_assert!(a.len() >= rows * kd && f.len() >= kd * o);
-        // SAFETY: a is rows x kd, f kd x o, out rows x o (the caller's
-        // contract), all row-major and distinct.
-        unsafe {
-            gemm_raw(
-                (rows, o, kd),
-                out,
-                (o as isize, 1),
-                false,
-                a.as_ptr(),
-                (kd as isize, 1),
-                f.as_ptr(),
-                (o as isize, 1),
-                true,
-            )
+    /// uninitialised) in a buffer distinct from `a` and `f`; `groups`
+    /// must divide `kd` and `o`.
+    pub(crate) unsafe fn forward<T: Float>(
+        (rows, kd, o): (usize, usize, usize),
+        groups: usize,
+        out: *mut T,
+        a: &[T],
+        f: &[T],
+    ) {
+        let (kg, og) = (kd / groups, o / groups);
+        assert!(a.len() >= rows * kd && f.len() >= kg * o && kg * groups == kd && og * groups == o);
+        for i in 0..groups {
+            // SAFETY: a's column block i is rows x kg (row stride kd), f's
+            // column block i kg x og (row stride o), out's column block i
+            // rows x og (row stride o), all inside their buffers (checked
+            // above, and the caller's contract for out); distinct buffers.
+            unsafe {
+                gemm_raw(
+                    (rows, og, kg),
+                    out.add(i * og),
+                    (o as isize, 1),
+                    false,
+                    a.as_ptr().add(i * kg),
+                    (kd as isize, 1),
+                    f.as_ptr().add(i * og),
+                    (o as isize, 1),
+                    true,
+                )
+            }
         }
     }
 
-    /// `dst = dy @ f^T`: `dy` `rows x o`, `dst` `rows x kd` (im2col rows
-    /// of the input gradient), written whole.
+    /// `dst = dy @ f^T` per group: `dy` `rows x o`, `dst` `rows x kd`
+    /// (im2col rows of the input gradient), written whole.
     ///
     /// # Safety
     /// `dst` must point to `rows * kd` writable elements (they may be
-    /// uninitialised) in a buffer distinct from `dy` and `f`.
-    pub(crate) unsafe fn input<T: Float>((rows, kd, o): (usize, usize, usize), dst: *mut T, dy: &[T], f: &[T]) {
-        debug_assert!(dy.len() >= rows * o && f.len() >= kd * o);
-        // SAFETY: dy is rows x o, f^T o x kd (f row-major kd x o), dst rows
-        // x kd (the caller's contract); distinct buffers.
-        unsafe {
-            gemm_raw(
-                (rows, kd, o),
-                dst,
-                (kd as isize, 1),
-                false,
-                dy.as_ptr(),
-                (o as isize, 1),
-                f.as_ptr(),
-                (1, o as isize),
-                true,
-            )
+    /// uninitialised) in a buffer distinct from `dy` and `f`; `groups`
+    /// must divide `kd` and `o`.
+    pub(crate) unsafe fn input<T: Float>(
+        (rows, kd, o): (usize, usize, usize),
+        groups: usize,
+        dst: *mut T,
+        dy: &[T],
+        f: &[T],
+    ) {
+        let (kg, og) = (kd / groups, o / groups);
+        assert!(dy.len() >= rows * o && f.len() >= kg * o && kg * groups == kd && og * groups == o);
+        for i in 0..groups {
+            // SAFETY: dy's column block i is rows x og (row stride o), the
+            // transpose of f's column block i og x kg (f row-major kg x o),
+            // dst's column block i rows x kg (row stride kd; the caller's
+            // contract); distinct buffers.
+            unsafe {
+                gemm_raw(
+                    (rows, kg, og),
+                    dst.add(i * kg),
+                    (kd as isize, 1),
+                    false,
+                    dy.as_ptr().add(i * og),
+                    (o as isize, 1),
+                    f.as_ptr().add(i * og),
+                    (1, o as isize),
+                    true,
+                )
+            }
         }
     }
 
-    /// `df (+)= a^T @ dy` (added to `df` when `acc`): `a` `rows x kd`
-    /// (im2col rows), `dy` `rows x o`, `df` `kd x o`.
-    pub(crate) fn filter<T: Float>((rows, kd, o): (usize, usize, usize), df: &mut [T], acc: bool, a: &[T], dy: &[T]) {
-        assert!(a.len() >= rows * kd && dy.len() >= rows * o && df.len() >= kd * o);
-        // SAFETY: a^T is kd x rows (a row-major rows x kd), dy rows x o, df
-        // kd x o, all inside their slices (checked above); `df` is borrowed
-        // mutably, so it overlaps neither operand.
-        unsafe {
-            gemm_raw(
-                (kd, o, rows),
-                df.as_mut_ptr(),
-                (o as isize, 1),
-                acc,
-                a.as_ptr(),
-                (1, kd as isize),
-                dy.as_ptr(),
-                (o as isize, 1),
-                true,
-            )
+    /// `df (+)= a^T @ dy` per group (added to `df` when `acc`): `a` `rows
+    /// x kd` (im2col rows), `dy` `rows x o`, `df` `(kd / groups) x o`.
+    pub(crate) fn filter<T: Float>(
+        (rows, kd, o): (usize, usize, usize),
+        groups: usize,
+        df: &mut [T],
+        acc: bool,
+        a: &[T],
+        dy: &[T],
+    ) {
+        let (kg, og) = (kd / groups, o / groups);
+        assert!(a.len() >= rows * kd && dy.len() >= rows * o && df.len() >= kg * o);
+        assert!(kg * groups == kd && og * groups == o);
+        for i in 0..groups {
+            // SAFETY: the transpose of a's column block i is kg x rows (a
+            // row-major rows x kd), dy's column block i rows x og (row
+            // stride o), df's column block i kg x og (row stride o), all
+            // inside their slices (checked above); `df` is borrowed
+            // mutably, so it overlaps neither operand.
+            unsafe {
+                gemm_raw(
+                    (kg, og, rows),
+                    df.as_mut_ptr().add(i * og),
+                    (o as isize, 1),
+                    acc,
+                    a.as_ptr().add(i * kg),
+                    (1, kd as isize),
+                    dy.as_ptr().add(i * og),
+                    (o as isize, 1),
+                    true,
+                )
+            }
         }
     }
 }
@@ -328,8 +391,11 @@ fn copy_small<T: Copy + num_traits::Zero>(dst: &mut [MaybeUninit<T>], src: &[T])
 
 /// The im2col rows of images `n0..n0 + nb` of `x` into `cols`
 /// (`nb * oh * ow` rows of `kh * kw * c`, row-major), writing every element.
+/// With groups, each row is `groups` blocks of `kh * kw * c / groups`, one
+/// group's window taps over its own channels.
 fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [MaybeUninit<T>]) {
     let (kd, c) = (g.kdim(), g.c);
+    let (cg, kg) = (c / g.groups, kd / g.groups);
     let img = g.h * g.w * c;
     let span = g.kw * c;
     super::workers::for_each_chunk_mut(cols, (g.ow * kd).max(1), |r, row| {
@@ -337,8 +403,11 @@ fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [MaybeUninit<T>]) {
         let xi = &x[n * img..(n + 1) * img];
         for ow in 0..g.ow {
             let out = &mut row[ow * kd..(ow + 1) * kd];
-            // the window's first column, when the whole window row is inside and contiguous
-            let iw0 = (ow * g.sw).checked_sub(g.pl).filter(|&i| g.dw == 1 && i + g.kw <= g.w);
+            // the window's first column, when the whole window row is
+            // inside and contiguous (in the matrix too: one group)
+            let iw0 = (ow * g.sw)
+                .checked_sub(g.pl)
+                .filter(|&i| g.dw == 1 && i + g.kw <= g.w && g.groups == 1);
             for kh in 0..g.kh {
                 let ih = g.ih(oh, kh);
                 if let (Some(ih), Some(iw0)) = (ih, iw0) {
@@ -347,12 +416,19 @@ fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [MaybeUninit<T>]) {
                     continue;
                 }
                 for kw in 0..g.kw {
-                    let dst = &mut out[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
-                    match (ih, g.iw(ow, kw)) {
-                        (Some(ih), Some(iw)) => copy_small(dst, &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c]),
-                        _ => dst.iter_mut().for_each(|d| {
-                            d.write(T::zero());
-                        }),
+                    let tap = (kh * g.kw + kw) * cg;
+                    let at = match (ih, g.iw(ow, kw)) {
+                        (Some(ih), Some(iw)) => Some((ih * g.w + iw) * c),
+                        _ => None,
+                    };
+                    for i in 0..g.groups {
+                        let dst = &mut out[i * kg + tap..i * kg + tap + cg];
+                        match at {
+                            Some(at) => copy_small(dst, &xi[at + i * cg..at + (i + 1) * cg]),
+                            None => dst.iter_mut().for_each(|d| {
+                                d.write(T::zero());
+                            }),
+                        }
                     }
                 }
             }
@@ -363,6 +439,7 @@ fn im2col<T: Float>(x: &[T], g: &Geom, n0: usize, cols: &mut [MaybeUninit<T>]) {
 /// Adds the im2col rows `cols` of images `n0..` back into `dx` (the adjoint of [`im2col`]).
 fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
     let (kd, c) = (g.kdim(), g.c);
+    let (cg, kg) = (c / g.groups, kd / g.groups);
     let img = g.h * g.w * c;
     if img == 0 {
         return;
@@ -376,10 +453,14 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
                     let row = &cols[base + (oh * g.ow + ow) * kd..];
                     for kw in 0..g.kw {
                         let Some(iw) = g.iw(ow, kw) else { continue };
-                        let src = &row[(kh * g.kw + kw) * c..(kh * g.kw + kw + 1) * c];
-                        let dst = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
-                        for (d, s) in zip(&mut dst[..], src) {
-                            *d = *d + *s;
+                        let tap = (kh * g.kw + kw) * cg;
+                        let at = (ih * g.w + iw) * c;
+                        for grp in 0..g.groups {
+                            let src = &row[grp * kg + tap..grp * kg + tap + cg];
+                            let dst = &mut dxi[at + grp * cg..at + (grp + 1) * cg];
+                            for (d, s) in zip(&mut dst[..], src) {
+                                *d = *d + *s;
+                            }
                         }
                     }
                 }
@@ -388,7 +469,7 @@ fn col2im<T: Float>(cols: &[T], g: &Geom, n0: usize, nb: usize, dx: &mut [T]) {
     });
 }
 
-/// Dense conv2d: `x` \[n,h,w,c\], `f` \[kh,kw,c,o\] -> \[n,oh,ow,o\]; also gives
+/// Dense conv2d: `x` \[n,h,w,c\], `f` \[kh,kw,c/groups,o\] -> \[n,oh,ow,o\]; also gives
 /// its im2col matrix ([n*oh*ow, kh*kw*c]) when `keep` and it was built whole
 /// (the images fit one chunk), for the filter gradient to reuse instead of
 /// building it again.
@@ -416,7 +497,7 @@ pub fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> Result<(
         };
         // SAFETY: rows n0*rows.. of `out` ((nb*rows) x o) lie inside it;
         // `out` is a distinct allocation, written, not read.
-        unsafe { products::forward((nb * rows, kd, o), optr.add(n0 * rows * o), a, f) }
+        unsafe { products::forward((nb * rows, kd, o), g.groups, optr.add(n0 * rows * o), a, f) }
     }
     // SAFETY: the chunks above covered all `total` elements.
     unsafe { out.set_len(total) };
@@ -428,7 +509,7 @@ pub fn conv2d_keep<T: Float>(x: &[T], f: &[T], g: &Geom, keep: bool) -> Result<(
     Ok((out, None))
 }
 
-/// The input gradient of [`conv2d_keep`]: `dy` \[n,oh,ow,o\], `f` \[kh,kw,c,o\] -> \[n,h,w,c\].
+/// The input gradient of [`conv2d_keep`]: `dy` \[n,oh,ow,o\], `f` \[kh,kw,c/groups,o\] -> \[n,h,w,c\].
 pub fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     if g.n * g.h * g.w * g.c == 0 || rows == 0 || o == 0 {
@@ -448,7 +529,7 @@ pub fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Ve
         let product = |dst: *mut T| {
             // SAFETY: dst is (nb*rows) x kd inside dx or the scratch, written
             // whole; distinct allocations.
-            unsafe { products::input((nb * rows, kd, o), dst, dyc, f) }
+            unsafe { products::input((nb * rows, kd, o), g.groups, dst, dyc, f) }
         };
         if direct {
             product(dx[n0 * rows * kd..(n0 + nb) * rows * kd].as_mut_ptr());
@@ -461,17 +542,17 @@ pub fn conv2d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result<Ve
     Ok(dx)
 }
 
-/// The filter gradient of [`conv2d_keep`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c,o].
+/// The filter gradient of [`conv2d_keep`]: `x` [n,h,w,c], `dy` [n,oh,ow,o] -> [kh,kw,c/groups,o].
 pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    if kd * o == 0 || rows == 0 || g.n == 0 {
-        return super::filled_vec(g.op, kd * o, T::zero());
+    if g.filter_len() == 0 || rows == 0 || g.n == 0 {
+        return super::filled_vec(g.op, g.filter_len(), T::zero());
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(df) = super::direct_conv::backprop_filter(x, dy, g) {
         return Ok(df);
     }
-    let mut df = super::filled_vec(g.op, kd * o, T::zero())?;
+    let mut df = super::filled_vec(g.op, g.filter_len(), T::zero())?;
     let nc = g.chunk();
     let mut cols = scratch::<T>(g, if g.trivial() { 0 } else { nc * rows * kd })?;
     for n0 in (0..g.n).step_by(nc) {
@@ -482,21 +563,21 @@ pub(crate) fn conv2d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> R
             filled(&mut cols, nb * rows * kd, |c| im2col(x, g, n0, c))
         };
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
-        products::filter((nb * rows, kd, o), &mut df, n0 > 0, a, dyc);
+        products::filter((nb * rows, kd, o), g.groups, &mut df, n0 > 0, a, dyc);
     }
     super::recycle(cols.into_vec());
     Ok(df)
 }
 
 /// The filter gradient of [`conv2d_keep`] from the forward pass's whole im2col
-/// matrix `cols` ([n*oh*ow, kd]): `cols^T @ dy` -> [kh,kw,c,o].
+/// matrix `cols` ([n*oh*ow, kd]): `cols^T @ dy` per group -> [kh,kw,c/groups,o].
 pub(crate) fn conv2d_backprop_filter_cols<T: Float>(cols: &[T], dy: &[T], g: &Geom) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.n * g.rows(), g.kdim(), g.o);
-    let mut df = super::filled_vec(g.op, kd * o, T::zero())?;
+    let mut df = super::filled_vec(g.op, g.filter_len(), T::zero())?;
     if df.is_empty() || rows == 0 || cols.len() < rows * kd || dy.len() < rows * o {
         return Ok(df);
     }
-    products::filter((rows, kd, o), &mut df, false, cols, dy);
+    products::filter((rows, kd, o), g.groups, &mut df, false, cols, dy);
     Ok(df)
 }
 

@@ -29,6 +29,10 @@ pub struct Geom3 {
     pub k: [usize; 3],
     /// Output channels (convolution); 1 for pools.
     pub o: usize,
+    /// Groups of the convolution (1 for pools), as
+    /// [`Geom::groups`](super::conv::Geom::groups): the filter is `[kd,
+    /// kh, kw, c/groups, o]`.
+    pub groups: usize,
     /// Output depth, height, width.
     pub y: [usize; 3],
     /// Strides per spatial axis.
@@ -63,6 +67,7 @@ impl Geom3 {
             c: x[4],
             k,
             o,
+            groups: 1,
             y,
             s: strides,
             dil: dilations,
@@ -75,6 +80,18 @@ impl Geom3 {
         checked_numel(op, &[g.n, y[0], y[1], y[2], g.c, o])?;
         checked_numel(op, &[y[0], y[1], y[2], k[0], k[1], k[2], g.c])?;
         Ok(g)
+    }
+
+    /// This geometry with `groups` groups (`>= 1`, dividing `c` and `o`:
+    /// the op layer checks).
+    pub fn grouped(mut self, groups: usize) -> Geom3 {
+        self.groups = groups.max(1);
+        self
+    }
+
+    /// Elements of the filter: `kd * kh * kw * (c / groups) * o`.
+    pub fn filter_len(&self) -> usize {
+        self.kdim() / self.groups * self.o
     }
 
     /// The input index along axis `a` for output index `o` and window
@@ -110,7 +127,8 @@ impl Geom3 {
         self.x[0] * self.x[1] * self.x[2] * self.c
     }
 
-    /// Columns of the im2col matrix: `kd * kh * kw * c`.
+    /// Columns of the im2col matrix: `kd * kh * kw * c` (one block per
+    /// group, as the 2-D matrix).
     pub fn kdim(&self) -> usize {
         self.k[0] * self.k[1] * self.k[2] * self.c
     }
@@ -141,9 +159,11 @@ impl Geom3 {
 }
 
 /// The im2col rows of images `n0..` into `cols` (`nb * rows` rows of
-/// `kdim`), writing every element (zeros where the window is outside).
+/// `kdim`), writing every element (zeros where the window is outside);
+/// with groups, each row is one block per group, as the 2-D matrix.
 fn im2col<T: Float>(x: &[T], g: &Geom3, n0: usize, cols: &mut [T]) {
     let (kd, c) = (g.kdim(), g.c);
+    let (cg, kg) = (c / g.groups, kd / g.groups);
     super::workers::for_each_chunk_mut(cols, (g.y[2] * kd).max(1), |r, row| {
         let (n, od, oh) = g.split_row(r);
         let n = n0 + n;
@@ -155,15 +175,18 @@ fn im2col<T: Float>(x: &[T], g: &Geom3, n0: usize, cols: &mut [T]) {
                 for b in 0..g.k[1] {
                     let j = g.at(1, oh, b);
                     for e in 0..g.k[2] {
-                        let dst = &mut out[t * c..(t + 1) * c];
-                        t += 1;
-                        match (i, j, g.at(2, ow, e)) {
-                            (Some(i), Some(j), Some(l)) => {
-                                let at = g.off(n, i, j, l);
-                                dst.copy_from_slice(&x[at..at + c]);
+                        let at = match (i, j, g.at(2, ow, e)) {
+                            (Some(i), Some(j), Some(l)) => Some(g.off(n, i, j, l)),
+                            _ => None,
+                        };
+                        for grp in 0..g.groups {
+                            let dst = &mut out[grp * kg + t * cg..grp * kg + (t + 1) * cg];
+                            match at {
+                                Some(at) => dst.copy_from_slice(&x[at + grp * cg..at + (grp + 1) * cg]),
+                                None => dst.fill(T::zero()),
                             }
-                            _ => dst.fill(T::zero()),
                         }
+                        t += 1;
                     }
                 }
             }
@@ -177,6 +200,7 @@ fn im2col<T: Float>(x: &[T], g: &Geom3, n0: usize, cols: &mut [T]) {
 /// whose windows reach it.
 fn col2im<T: Float>(cols: &[T], g: &Geom3, n0: usize, nb: usize, dx: &mut [T]) {
     let (kd, c, img) = (g.kdim(), g.c, g.img());
+    let (cg, kg) = (c / g.groups, kd / g.groups);
     let plane = g.x[1] * g.x[2] * c;
     if img == 0 || plane == 0 {
         return;
@@ -202,10 +226,13 @@ fn col2im<T: Float>(cols: &[T], g: &Geom3, n0: usize, nb: usize, dx: &mut [T]) {
                         for e in 0..g.k[2] {
                             let Some(iw) = g.at(2, ow, e) else { continue };
                             let t = (a * g.k[1] + b) * g.k[2] + e;
-                            let src = &row[t * c..(t + 1) * c];
                             let at = (ih * g.x[2] + iw) * c;
-                            for (d, s) in zip(&mut dxp[at..at + c][..], src) {
-                                *d = *d + *s;
+                            for grp in 0..g.groups {
+                                let src = &row[grp * kg + t * cg..grp * kg + (t + 1) * cg];
+                                let dst = &mut dxp[at + grp * cg..at + (grp + 1) * cg];
+                                for (d, s) in zip(&mut dst[..], src) {
+                                    *d = *d + *s;
+                                }
                             }
                         }
                     }
@@ -237,7 +264,7 @@ fn each_im2col_chunk<T: Float>(x: &[T], g: &Geom3, mut visit: impl FnMut(usize, 
     Ok(())
 }
 
-/// Dense conv3d: `x` [n,d,h,w,c], `f` [kd,kh,kw,c,o] -> [n,od,oh,ow,o].
+/// Dense conv3d: `x` [n,d,h,w,c], `f` [kd,kh,kw,c/groups,o] -> [n,od,oh,ow,o].
 pub fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let total = g.n * rows * o;
@@ -249,7 +276,7 @@ pub fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     each_im2col_chunk(x, g, |n0, nb, a| {
         // SAFETY: rows n0*rows.. of `out` ((nb*rows) x o) lie inside it; a
         // distinct buffer, not otherwise borrowed while this runs.
-        unsafe { products::forward((nb * rows, kd, o), optr.add(n0 * rows * o), a, f) }
+        unsafe { products::forward((nb * rows, kd, o), g.groups, optr.add(n0 * rows * o), a, f) }
     })?;
     Ok(out)
 }
@@ -274,7 +301,7 @@ pub fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> Result<V
         // SAFETY: dst is (nb*rows) x kd inside its buffer (dx from row
         // n0*rows when trivial, else the scratch), written whole; distinct
         // allocations.
-        unsafe { products::input((nb * rows, kd, o), dst, dyc, f) }
+        unsafe { products::input((nb * rows, kd, o), g.groups, dst, dyc, f) }
         if !trivial {
             col2im(&cols[..nb * rows * kd], g, n0, nb, &mut dx);
         }
@@ -283,17 +310,17 @@ pub fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> Result<V
     Ok(dx)
 }
 
-/// The filter gradient of [`conv3d`]: `x` [n,d,h,w,c], `dy` [n,od,oh,ow,o] -> [kd,kh,kw,c,o].
+/// The filter gradient of [`conv3d`]: `x` [n,d,h,w,c], `dy` [n,od,oh,ow,o] -> [kd,kh,kw,c/groups,o].
 pub fn conv3d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
-    let mut df = super::filled_vec(g.op, kd * o, T::zero())?;
+    let mut df = super::filled_vec(g.op, g.filter_len(), T::zero())?;
     if df.is_empty() || rows == 0 || g.n == 0 {
         return Ok(df);
     }
     each_im2col_chunk(x, g, |n0, nb, a| {
         let dyc = &dy[n0 * rows * o..(n0 + nb) * rows * o];
         // (accumulated after the first chunk)
-        products::filter((nb * rows, kd, o), &mut df, n0 > 0, a, dyc);
+        products::filter((nb * rows, kd, o), g.groups, &mut df, n0 > 0, a, dyc);
     })?;
     Ok(df)
 }

@@ -53,6 +53,8 @@ fn suits(g: &Geom) -> bool {
     *ON.get_or_init(|| super::sgemm::available() && std::env::var("GRADTAPE_SCONV").map_or(true, |v| v != "0"))
         && g.sh == 1
         && g.sw == 1
+        // (grouped convolutions take im2col's per-group products)
+        && g.groups == 1
         && [g.n, g.c, g.o, g.kh, g.kw, g.oh, g.ow].iter().all(|&d| d > 0)
         // stride 1: the padding before never exceeds the dilated window
         && g.pt <= (g.kh - 1) * g.dh

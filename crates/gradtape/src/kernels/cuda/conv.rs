@@ -155,6 +155,9 @@ pub struct Win {
     pub geo: Geo,
     /// A 3-D op.
     pub three: bool,
+    /// The dense convolution's groups (1: not grouped; `super::conv_groups`
+    /// runs the others).
+    pub groups: usize,
 }
 
 impl Win {
@@ -163,6 +166,7 @@ impl Win {
         Win {
             geo: Geo::of(g),
             three: false,
+            groups: g.groups,
         }
     }
 
@@ -171,6 +175,7 @@ impl Win {
         Win {
             geo: Geo::of3(g),
             three: true,
+            groups: g.groups,
         }
     }
 
@@ -185,34 +190,39 @@ impl Win {
     }
 
     /// The input's shape.
-    fn x_shape(&self) -> Vec<usize> {
+    pub(super) fn x_shape(&self) -> Vec<usize> {
         let g = &self.geo;
         self.shape(g.n, [g.d, g.h, g.w], g.c)
     }
 
     /// The output's shape, with `ch` channels.
-    fn y_shape(&self, ch: i64) -> Vec<usize> {
+    pub(super) fn y_shape(&self, ch: i64) -> Vec<usize> {
         let g = &self.geo;
         self.shape(g.n, [g.od, g.oh, g.ow], ch)
     }
 
-    /// The filter's shape.
-    fn f_shape(&self) -> Vec<usize> {
+    /// The filter's shape (`c / groups` input channels).
+    pub(super) fn f_shape(&self) -> Vec<usize> {
         let g = &self.geo;
-        let mut s = self.shape(g.kd, [g.kd, g.kh, g.kw], g.c);
+        let mut s = self.shape(g.kd, [g.kd, g.kh, g.kw], g.c / self.groups.max(1) as i64);
         s.remove(0);
         s.push(g.o as usize);
         s
     }
 
+    /// Input and output channels.
+    pub(super) fn channels(&self) -> (usize, usize) {
+        (self.geo.c as usize, self.geo.o as usize)
+    }
+
     /// Rows of the im2col matrix: output positions of the whole batch.
-    fn rows(&self) -> usize {
+    pub(super) fn rows(&self) -> usize {
         let g = &self.geo;
         (g.n * g.od * g.oh * g.ow) as usize
     }
 
     /// Columns of the im2col matrix: `kd·kh·kw·c`.
-    fn kdim(&self) -> usize {
+    pub(super) fn kdim(&self) -> usize {
         let g = &self.geo;
         (g.kd * g.kh * g.kw * g.c) as usize
     }
@@ -517,7 +527,7 @@ pub fn all_sources() -> Vec<String> {
 }
 
 /// A view of a fresh contiguous tensor as another shape of its elements.
-fn view_as(t: &Tensor, shape: &[usize]) -> Tensor {
+pub(super) fn view_as(t: &Tensor, shape: &[usize]) -> Tensor {
     Tensor::device_view(
         Arc::clone(t.device_buffer().expect("on a GPU")),
         Layout::contiguous(shape),
@@ -525,7 +535,7 @@ fn view_as(t: &Tensor, shape: &[usize]) -> Tensor {
 }
 
 /// The error of an op given no float type (`f32`, `f64`, `f16`, `bf16`).
-fn floats(op: &'static str, x: &Tensor) -> Result<()> {
+pub(super) fn floats(op: &'static str, x: &Tensor) -> Result<()> {
     if x.dtype().is_float() {
         Ok(())
     } else {
@@ -534,7 +544,7 @@ fn floats(op: &'static str, x: &Tensor) -> Result<()> {
 }
 
 /// The im2col matrix `[n·od·oh·ow, kd·kh·kw·c]` of `x`.
-fn im2col(op: &'static str, x: &Tensor, g: &Win) -> Result<Tensor> {
+pub(super) fn im2col(op: &'static str, x: &Tensor, g: &Win) -> Result<Tensor> {
     let gpu = mem_of(x).1;
     let t = ct(op, x)?;
     let (cols, pc) = alloc(op, gpu, &[g.rows(), g.kdim()], x.dtype())?;
@@ -559,6 +569,9 @@ pub(crate) fn conv(op: &'static str, x: &Tensor, f: &Tensor, g: &Win) -> Result<
     let gpu = mem_of(x).1;
     gpu.bind_for(op)?;
     floats(op, x)?;
+    if g.groups > 1 {
+        return super::conv_groups::conv(op, x, f, g);
+    }
     let cols = im2col(op, x, g)?;
     let o = g.geo.o as usize;
     let fm = reshaped(op, f, &[g.kdim(), o])?;
@@ -573,18 +586,29 @@ pub(crate) fn conv_backprop_input(op: &'static str, dy: &Tensor, f: &Tensor, g: 
     let gpu = mem_of(dy).1;
     gpu.bind_for(op)?;
     floats(op, dy)?;
-    let t = ct(op, dy)?;
     let (dy_c, f_c) = if dy.dtype().is_half() {
         (cast(op, dy, DType::F32)?, cast(op, f, DType::F32)?)
     } else {
         (dy.clone(), f.clone())
     };
-    let o = g.geo.o as usize;
-    let dym = reshaped(op, &dy_c, &[g.rows(), o])?;
-    let fm = reshaped(op, &f_c, &[g.kdim(), o])?;
-    let dcols = matmul(op, &dym, &fm, false, true, &[g.rows(), g.kdim()])?;
-    let (dx, pdx) = alloc(op, gpu, &g.x_shape(), dy.dtype())?;
-    let (pc, geo, total) = (ptr_of(&dcols), g.geo, dx.numel() as i64);
+    let dcols = if g.groups > 1 {
+        super::conv_groups::input_cols(op, &dy_c, &f_c, g)?
+    } else {
+        let o = g.geo.o as usize;
+        let dym = reshaped(op, &dy_c, &[g.rows(), o])?;
+        let fm = reshaped(op, &f_c, &[g.kdim(), o])?;
+        matmul(op, &dym, &fm, false, true, &[g.rows(), g.kdim()])?
+    };
+    col2im(op, &dcols, dy.dtype(), g)
+}
+
+/// The input gradient of `dtype` folded back from its im2col matrix
+/// `dcols` (contiguous, of the `compute` type of `dtype`).
+fn col2im(op: &'static str, dcols: &Tensor, dtype: DType, g: &Win) -> Result<Tensor> {
+    let gpu = mem_of(dcols).1;
+    let t = super::source::ctype(dtype).ok_or_else(|| crate::kernels::gpu::no_kernel(op, dcols.device(), dtype))?;
+    let (dx, pdx) = alloc(op, gpu, &g.x_shape(), dtype)?;
+    let (pc, geo, total) = (ptr_of(dcols), g.geo, dx.numel() as i64);
     gpu.launch(
         op,
         &format!("col2im|{t}"),
@@ -609,6 +633,9 @@ pub(crate) fn conv_backprop_filter(
     let gpu = mem_of(dy).1;
     gpu.bind_for(op)?;
     floats(op, dy)?;
+    if g.groups > 1 {
+        return super::conv_groups::backprop_filter(op, x, cols, dy, g);
+    }
     let cols = match cols {
         Some(c) => c.clone(),
         None => im2col(op, x, g)?,

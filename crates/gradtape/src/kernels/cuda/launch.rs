@@ -248,7 +248,7 @@ pub(super) fn reshaped(op: &'static str, t: &Tensor, shape: &[usize]) -> Result<
 }
 
 /// `x` with its dims in the order `perm`, copied contiguous.
-fn permuted(op: &'static str, x: &Tensor, perm: &[usize]) -> Result<Tensor> {
+pub(super) fn permuted(op: &'static str, x: &Tensor, perm: &[usize]) -> Result<Tensor> {
     let l = x.layout();
     let layout = Layout {
         shape: perm.iter().map(|&p| l.shape[p]).collect(),

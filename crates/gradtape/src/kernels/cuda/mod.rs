@@ -26,6 +26,8 @@ pub(crate) mod attention;
 #[cfg(feature = "cuda")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod conv;
+#[cfg(feature = "cuda")]
+mod conv_groups;
 pub(crate) mod fused;
 #[cfg(feature = "cuda")]
 pub(crate) mod graph;

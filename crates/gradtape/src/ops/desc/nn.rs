@@ -21,6 +21,10 @@ use crate::ops::nn::AttentionSpec;
 use crate::tensor::Tensor;
 
 /// The attributes of a 2-D convolution (dense or depthwise), validated.
+/// A dense convolution's groups are no attribute: each node infers them
+/// from its operands' shapes (input channels over the filter's input
+/// channels), as TensorFlow's `Conv2D` does, so a replayed graph groups as
+/// the traced call did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConvAttrs {
     /// Depthwise (`depthwise_conv2d`) rather than dense (`conv2d`).
@@ -53,7 +57,8 @@ pub struct PoolAttrs {
     pub padding: Padding,
 }
 
-/// The attributes of a 3-D convolution, validated.
+/// The attributes of a 3-D convolution, validated (groups inferred from
+/// the shapes, as [`ConvAttrs`]').
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Conv3Attrs {
     /// `[depth, height, width]` strides, each `>= 1`.

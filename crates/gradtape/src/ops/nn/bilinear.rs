@@ -38,23 +38,57 @@ impl<const N: usize> Window<N> {
 }
 
 /// Checks an input shape `x` and a filter shape `f` of rank `rank` (the
-/// layouts named `layouts` in the error): the input's channels (last dim)
-/// must equal the filter's in-channels (its dim `rank - 2`).
-pub(super) fn check_operands(op: &'static str, x: &[usize], f: &[usize], rank: usize, layouts: &str) -> Result<()> {
+/// layouts named `layouts` in the error) and gives the number of groups.
+/// Unless `grouped`, the input's channels (last dim) must equal the
+/// filter's in-channels (its dim `rank - 2`): one group. A grouped
+/// (dense) convolution takes, as TensorFlow's does, input channels `c`
+/// that are a multiple `groups` of the filter's in-channels, and filter
+/// out-channels (its last dim) that are a multiple of `groups`.
+pub(super) fn check_operands(
+    op: &'static str,
+    x: &[usize],
+    f: &[usize],
+    rank: usize,
+    layouts: &str,
+    grouped: bool,
+) -> Result<usize> {
     if x.len() != rank || f.len() != rank {
         return Err(Error::invalid(
             op,
             format!("needs {layouts}, both of rank {rank}, got shapes {x:?} and {f:?}"),
         ));
     }
-    if x[rank - 1] != f[rank - 2] {
+    let (c, fc, o) = (x[rank - 1], f[rank - 2], f[rank - 1]);
+    if c == fc {
+        return Ok(1);
+    }
+    if !grouped {
         return Err(Error::ShapeMismatch {
             op,
             lhs: x.to_vec(),
             rhs: f.to_vec(),
         });
     }
-    Ok(())
+    if fc == 0 || c == 0 || c % fc != 0 {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "the input's {c} channels are not a multiple of the filter's {fc} input channels \
+                 (a grouped convolution needs one), got input shape {x:?} and filter shape {f:?}"
+            ),
+        ));
+    }
+    let groups = c / fc;
+    if o % groups != 0 {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "the filter's {o} output channels are not a multiple of the {groups} groups \
+                 ({c} input channels / {fc} filter input channels), got input shape {x:?} and filter shape {f:?}"
+            ),
+        ));
+    }
+    Ok(groups)
 }
 
 /// Both operands float, of one dtype.

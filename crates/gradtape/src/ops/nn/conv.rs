@@ -13,13 +13,20 @@
 //!
 //! Those rules, the operand checks and the attribute validation are
 //! written once for every rank in `bilinear.rs` and shared with conv3d.
+//!
+//! A dense convolution may be grouped, as TensorFlow's: a filter with
+//! `c / groups` input channels. The group count is not an attribute: each
+//! op of the triple infers it from its shapes (input and filter), as
+//! TensorFlow's `Conv2D` does, so the op descriptors (`ConvAttrs`) need
+//! none and a traced graph's nodes infer the same groups when replayed.
 //! Being bilinear, each op also has a cheap forward-mode rule, `op(t_a, b)
 //! + op(a, t_b)`, so tangents do not go through the reverse-mode rules.
 //!
 //! The dense convolution runs as direct register-tiled kernels for `f32`
 //! at stride 1 on AVX-512 CPUs (`kernels::cpu::direct_conv`) and as im2col +
-//! GEMM otherwise; the depthwise one as direct channel-vectorised loops;
-//! all in parallel.
+//! GEMM otherwise (grouped ones always: one GEMM per group on column blocks
+//! of one im2col matrix); the depthwise one as direct channel-vectorised
+//! loops; all in parallel.
 
 use super::super::desc::{ConvAttrs, NnOp};
 use super::bilinear::{
@@ -60,10 +67,19 @@ impl Cfg {
         })
     }
 
-    /// The geometry for input shape `x` and filter shape `f`, both checked.
+    /// The geometry for input shape `x` and filter shape `f`, both checked
+    /// (a dense convolution's groups inferred from them, as TensorFlow
+    /// does: `bilinear::check_operands`).
     fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom> {
-        check_operands(op, x, f, 4, "an NHWC input and an HWIO filter")?;
-        Geom::new(op, x, [f[0], f[1]], f[3], self.strides, self.dil, self.padding)
+        let groups = check_operands(
+            op,
+            x,
+            f,
+            4,
+            "an NHWC input and an HWIO filter",
+            self.kind == Kind::Dense,
+        )?;
+        Ok(Geom::new(op, x, [f[0], f[1]], f[3], self.strides, self.dil, self.padding)?.grouped(groups))
     }
 
     /// The descriptor's attributes.
@@ -387,6 +403,15 @@ impl Tensor {
     /// with the smaller half of the padding on top/left, `Padding::Valid`
     /// uses no padding.
     ///
+    /// A filter with fewer input channels than the input, `[kh, kw, c /
+    /// groups, out]` with `out` a multiple of `groups`, makes a grouped
+    /// convolution, as TensorFlow's: group `i` convolves input channels
+    /// `[i·c/groups, (i+1)·c/groups)` into output channels
+    /// `[i·out/groups, (i+1)·out/groups)`. The groups come from the shapes
+    /// (so do those of the backprop ops and
+    /// [`conv2d_transpose`](Self::conv2d_transpose)); channels that are
+    /// not such multiples are an error naming both shapes.
+    ///
     /// Gradients: [`conv2d_backprop_input`](Self::conv2d_backprop_input) and
     /// [`conv2d_backprop_filter`](Self::conv2d_backprop_filter).
     ///
@@ -398,6 +423,14 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()?, vec![10.0]);
     /// let y = x.conv2d(&f, [1, 1], Padding::Same, [1, 1])?;
     /// assert_eq!(y.to_vec::<f32>()?, vec![10.0, 6.0, 7.0, 4.0]);
+    ///
+    /// // two groups: 4 input channels, a filter of 2 in, 2 out (one per group)
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 10.0, 20.0], &[1, 1, 1, 4])?;
+    /// let f = Tensor::from_vec(vec![1.0f32, 0.0, 1.0, 0.0], &[1, 1, 2, 2])?;
+    /// let y = x.conv2d(&f, [1, 1], Padding::Valid, [1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0 + 2.0, 0.0]);
+    /// let bad = Tensor::ones(&[1, 1, 3, 2], gradtape::DType::F32);
+    /// assert!(x.conv2d(&bad, [1, 1], Padding::Valid, [1, 1]).is_err()); // 4 % 3 != 0
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn conv2d(&self, filter: &Tensor, strides: [i64; 2], padding: Padding, dilations: [i64; 2]) -> Result<Tensor> {
@@ -491,8 +524,9 @@ impl Tensor {
     }
 
     /// 1-D convolution, TensorFlow's `conv1d`: input `[n, w, c]` (NWC),
-    /// filter `[kw, c, out]` (WIO), output `[n, ow, out]`. Runs as a
-    /// [`conv2d`](Self::conv2d) over a height of 1.
+    /// filter `[kw, c, out]` (WIO), output `[n, ow, out]`; a filter `[kw,
+    /// c / groups, out]` makes a grouped one, as [`conv2d`](Self::conv2d).
+    /// Runs as a [`conv2d`](Self::conv2d) over a height of 1.
     ///
     /// ```
     /// use gradtape::{DType, Padding, Tensor};
@@ -504,7 +538,14 @@ impl Tensor {
     /// ```
     pub fn conv1d(&self, filter: &Tensor, stride: i64, padding: Padding, dilation: i64) -> Result<Tensor> {
         const OP: &str = "conv1d";
-        check_operands(OP, self.shape(), filter.shape(), 3, "an NWC input and a WIO filter")?;
+        check_operands(
+            OP,
+            self.shape(),
+            filter.shape(),
+            3,
+            "an NWC input and a WIO filter",
+            true,
+        )?;
         expect_floats(OP, self, filter)?;
         let cfg = Cfg::new(OP, Kind::Dense, [1, stride], padding, [1, dilation])?;
         // validate before recording the reshapes

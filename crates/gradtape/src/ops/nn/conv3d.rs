@@ -1,7 +1,8 @@
 //! 3-D convolution on NDHWC data with DHWIO filters (TensorFlow's
 //! `conv3d`), and its two adjoints `conv3d_backprop_input` and
 //! `conv3d_backprop_filter` (TensorFlow's `Conv3DBackpropInputV2` and
-//! `Conv3DBackpropFilterV2`).
+//! `Conv3DBackpropFilterV2`), grouped where the filter has fewer input
+//! channels than the input (as the 2-D ones, `conv.rs`).
 //!
 //! As for the 2-D convolution (`conv.rs`), the three ops are bilinear and
 //! each one's gradient rule is written with the other two (the rules of
@@ -32,9 +33,10 @@ type Cfg = Window<3>;
 
 impl Window<3> {
     /// The geometry for input shape `x` and filter shape `f`, both checked.
+    /// (Groups inferred from the shapes, as the 2-D convolution's.)
     fn geom(&self, op: &'static str, x: &[usize], f: &[usize]) -> Result<Geom3> {
-        check_operands(op, x, f, 5, "an NDHWC input and a DHWIO filter")?;
-        Geom3::new(op, x, [f[0], f[1], f[2]], f[4], self.strides, self.dil, self.padding)
+        let groups = check_operands(op, x, f, 5, "an NDHWC input and a DHWIO filter", true)?;
+        Ok(Geom3::new(op, x, [f[0], f[1], f[2]], f[4], self.strides, self.dil, self.padding)?.grouped(groups))
     }
 
     fn attrs(&self) -> Conv3Attrs {
@@ -171,7 +173,10 @@ impl Tensor {
     /// out]`, giving `[n, od, oh, ow, out]`. `strides` and `dilations` are
     /// `[depth, height, width]`, each `>= 1`; padding per axis as in
     /// [`conv2d`](Self::conv2d). (TensorFlow's CPU kernel rejects
-    /// dilations other than 1; here they work on every axis.)
+    /// dilations other than 1; here they work on every axis.) A filter
+    /// `[kd, kh, kw, c / groups, out]` makes a grouped convolution, as
+    /// [`conv2d`](Self::conv2d)'s (TensorFlow runs those under XLA only on
+    /// a CPU).
     ///
     /// Gradients: [`conv3d_backprop_input`](Self::conv3d_backprop_input)
     /// and [`conv3d_backprop_filter`](Self::conv3d_backprop_filter).
@@ -185,6 +190,11 @@ impl Tensor {
     /// let y = x.conv3d(&f, [1, 1, 1], Padding::Same, [1, 1, 1])?;
     /// assert_eq!(y.shape(), &[1, 2, 2, 2, 1]);
     /// assert_eq!(y.to_vec::<f32>()?[7], 8.0);
+    /// // two groups of one channel each
+    /// let x = Tensor::from_vec(vec![1.0f32, 10.0], &[1, 1, 1, 1, 2])?;
+    /// let f = Tensor::from_vec(vec![2.0f32, 3.0], &[1, 1, 1, 1, 2])?;
+    /// let y = x.conv3d(&f, [1, 1, 1], Padding::Valid, [1, 1, 1])?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 30.0]);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn conv3d(&self, filter: &Tensor, strides: [i64; 3], padding: Padding, dilations: [i64; 3]) -> Result<Tensor> {
