@@ -196,6 +196,11 @@ struct Report {
     bad: Vec<String>,
 }
 
+/// Whether `x` is NaN or at least `limit` in magnitude.
+fn beyond(x: f64, limit: f64) -> bool {
+    x.is_nan() || x.abs() >= limit
+}
+
 /// Why a step's value may deliberately differ from TensorFlow's, given
 /// TensorFlow's values of its operands:
 /// - a float cast to an integer from NaN, ±inf or out of the integer's
@@ -220,7 +225,7 @@ fn known_value(op: &str, operands: &[&Value], to: Option<DType>) -> Option<&'sta
         _ => 2f64.powi(63),
     };
     let x = operands.first().map(|v| floats(v)).unwrap_or_default();
-    if op == "cast" && to.is_some_and(|t| t.is_int()) && x.iter().any(|v| !(v.abs() < limit)) {
+    if op == "cast" && to.is_some_and(|t| t.is_int()) && x.iter().any(|v| beyond(*v, limit)) {
         return Some("cast of a non-finite or out-of-range float to an integer");
     }
     let sorts = ["sort", "argsort", "top_k_values", "top_k_indices"];
@@ -231,13 +236,13 @@ fn known_value(op: &str, operands: &[&Value], to: Option<DType>) -> Option<&'sta
     if extrema.contains(&op) && x.iter().any(|v| v.is_nan()) {
         return Some("NaN in a segment's extremum: TensorFlow's depends on the order");
     }
-    if (op == "erf" || op == "erfc") && x.iter().any(|v| !(v.abs() < 1e100)) {
+    if (op == "erf" || op == "erfc") && x.iter().any(|v| beyond(*v, 1e100)) {
         return Some("TensorFlow's f64 erf is NaN at ±inf and |x| ≥ ~1e100 (1 is right)");
     }
     let huge = |v: &Value| match &v.vals {
         Vals::F(f) => f
             .iter()
-            .any(|x| !(x.abs() < if v.dtype == DType::F32 { 1e30 } else { 1e200 })),
+            .any(|x| beyond(*x, if v.dtype == DType::F32 { 1e30 } else { 1e200 })),
         Vals::I(_) => false,
     };
     ((op == "matmul" || op == "einsum") && operands.iter().any(|v| huge(v)))
@@ -289,15 +294,16 @@ fn known_gradients(p: &Program) -> Option<&'static str> {
         Entry::Step { want, .. } => want.as_ref().ok(),
     };
     let zero_or_inf = |v: &Value| match &v.vals {
-        Vals::F(f) => f.iter().any(|x| *x == 0.0 || !(x.abs() < 1e100)),
+        Vals::F(f) => f.iter().any(|x| *x == 0.0 || beyond(*x, 1e100)),
         Vals::I(_) => false,
     };
     let products = ["cumprod", "prod", "segment_prod", "usegment_prod"];
     for e in &p.entries {
-        if let Entry::Step { op, args, .. } = e {
-            if products.contains(&op.as_str()) && value(args[0]).is_some_and(zero_or_inf) {
-                return Some("a product of a zero or an infinity");
-            }
+        if let Entry::Step { op, args, .. } = e
+            && products.contains(&op.as_str())
+            && value(args[0]).is_some_and(zero_or_inf)
+        {
+            return Some("a product of a zero, an infinity or a huge value");
         }
     }
     None
