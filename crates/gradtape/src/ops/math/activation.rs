@@ -283,8 +283,10 @@ impl Tensor {
         let x = self.clone();
         Ok(bind(Unary::ClipByValue(F64(lo), F64(hi)), &[self], y, move |_| {
             vjp(move |g, _| {
+                // (a choice, as TensorFlow's: an infinite or NaN cotangent
+                // of a clipped element gives 0)
                 let inside = x.ge(&x.scalar_like(lo)?)?.logical_and(&x.le(&x.scalar_like(hi)?)?)?;
-                Ok(grads![Some(masked(&g[0], &inside)?)])
+                Ok(grads![Some(Tensor::where_(&inside, &g[0], &g[0].scalar_like(0.0)?)?)])
             })
         }))
     }

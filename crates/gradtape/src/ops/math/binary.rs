@@ -58,15 +58,16 @@ fn int_on_device(
     )
 }
 
-/// Relu's gradient in one pass (TensorFlow's `ReluGrad`): `g` where
-/// `x > 0`, else 0 (`x` may broadcast against `g`).
+/// Relu's gradient in one pass (TensorFlow's `ReluGrad`): `g · [x > 0]`
+/// (`x` may broadcast against `g`), a product as TensorFlow's kernel, so
+/// that an infinite or NaN `g` gives NaN where `x <= 0`, not 0.
 /// Linear in `g`, so its own gradient is `relu_grad` again; `x` gets none
 /// (the mask is piecewise constant).
 pub fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
     const OP: &str = "ReluGrad";
     expect_same_dtype(OP, g, x)?;
     let y = super::table::binary_or(Binary::ReluGrad, OP, g, x, || {
-        with_num_dtype!(g.dtype(), T => zip::<T, T, T>(OP, g, x, |gv: T, xv: T| if xv > <T as num_traits::Zero>::zero() { gv } else { <T as num_traits::Zero>::zero() }),
+        with_num_dtype!(g.dtype(), T => zip::<T, T, T>(OP, g, x, |gv: T, xv: T| gv * if xv > <T as num_traits::Zero>::zero() { <T as num_traits::One>::one() } else { <T as num_traits::Zero>::zero() }),
         _ => Err(unsupported(OP, g.dtype(), "a numeric dtype")))
     })?;
     let x = x.clone();
@@ -420,6 +421,15 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn squared_difference(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype().is_int() {
+            // (TensorFlow's integer kernels: wrapping, not differentiable)
+            expect_same_dtype("squared_difference", self, rhs)?;
+            let run = || {
+                let d = self.sub(rhs)?;
+                d.mul(&d)
+            };
+            return run().map_err(|e| e.for_op("squared_difference"));
+        }
         expect_float("squared_difference", self)?;
         expect_same_dtype("squared_difference", self, rhs)?;
         let y = super::table::binary_or(

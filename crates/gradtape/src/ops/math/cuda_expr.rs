@@ -176,8 +176,8 @@ template <typename T> GT_FN T gt_floor_mod(T x, T y) {
     T r = gt_fmod(x, y);
     return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? r + y : r;
 }
-// relu's gradient: g where x > 0
-template <typename T> GT_FN T gt_relu_grad(T g, T x) { return x > T(0) ? g : T(0); }
+// relu's gradient: g [x > 0], a product (NaN for an infinite g where x <= 0)
+template <typename T> GT_FN T gt_relu_grad(T g, T x) { return gt_mul(g, x > T(0) ? T(1) : T(0)); }
 // tanh's gradient: g (1 - y^2)
 template <typename T> GT_FN T gt_tanh_grad(T y, T g) { return gt_mul(g, T(1) - gt_mul(y, y)); }
 "#;

@@ -133,6 +133,38 @@ pub(crate) fn elementwise(
     })
 }
 
+/// [`elementwise`] with a derivative of the output `y` whose product with
+/// a zero cotangent is 0 even where the derivative is infinite or NaN
+/// (`√x`, `1/√x`, `1/x` at 0, below 0, at NaN): TensorFlow's `SqrtGrad`,
+/// `RsqrtGrad` and `ReciprocalGrad` kernels, so that a branch a `where`
+/// or a clip leaves out adds no NaN to the gradient.
+pub(crate) fn guarded_elementwise(
+    op: Unary,
+    x: &Tensor,
+    y: Tensor,
+    d: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static,
+) -> Tensor {
+    // (forward mode has a rule of its own: one derived from the reverse
+    // rule at a zero cotangent would be 0)
+    let d = std::sync::Arc::new(d);
+    let dj = d.clone();
+    crate::ops::bind_jvp(
+        op,
+        &[x],
+        y,
+        move |y| {
+            let y = y.clone();
+            vjp(move |g, _| Ok(grads![Some(zero_cotangent_is_zero(&g[0], g[0].mul(&d(&y)?)?)?)]))
+        },
+        move |t, y| crate::ops::only(t)?.mul(&dj(y)?),
+    )
+}
+
+/// `v`, but 0 where the cotangent `g` is 0.
+pub(crate) fn zero_cotangent_is_zero(g: &Tensor, v: Tensor) -> Result<Tensor> {
+    Tensor::where_(&g.eq(&g.scalar_like(0.0)?)?, &v.scalar_like(0.0)?, &v)
+}
+
 impl Tensor {
     /// `eˣ - 1`, accurate near 0. d/dx = eˣ.
     ///
@@ -174,7 +206,7 @@ impl Tensor {
         let y = super::table::float_unary(Unary::Rsqrt, "rsqrt", self)?;
         // (-y/2 · y · y: y³ first would overflow f32 where the slope,
         // up to 2.3e38 at 1.7e-26, does not)
-        Ok(elementwise(Unary::Rsqrt, self, y, |_, y| {
+        Ok(guarded_elementwise(Unary::Rsqrt, self, y, |y| {
             y.mul_scalar(-0.5)?.mul(y)?.mul(y)
         }))
     }
@@ -191,7 +223,7 @@ impl Tensor {
             return super::complex_fns::reciprocal(self);
         }
         let y = super::table::float_unary(Unary::Reciprocal, "reciprocal", self)?;
-        Ok(elementwise(Unary::Reciprocal, self, y, |_, y| y.square()?.neg()))
+        Ok(guarded_elementwise(Unary::Reciprocal, self, y, |y| y.square()?.neg()))
     }
 
     /// The error function. d/dx = 2/√π · e^(-x²).

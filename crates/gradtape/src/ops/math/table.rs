@@ -535,7 +535,8 @@ macro_rules! with_elem_binary {
                 $body
             }
             Binary::ReluGrad => {
-                let $f = |x: $T, y: $T| if y > zero { x } else { zero };
+                // (a product, as TensorFlow's: inf or NaN times 0 is NaN)
+                let $f = |x: $T, y: $T| x * if y > zero { <$T>::one() } else { zero };
                 $body
             }
             Binary::TanhGrad => {

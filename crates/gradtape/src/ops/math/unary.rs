@@ -173,7 +173,11 @@ impl Tensor {
             y,
             |y| {
                 let y = y.clone();
-                vjp(move |g, _| Ok(grads![Some(g[0].div(&y.mul_scalar(2.0)?)?)]))
+                // (0 for a zero cotangent, as TensorFlow's SqrtGrad)
+                vjp(move |g, _| {
+                    let v = g[0].div(&y.mul_scalar(2.0)?)?;
+                    Ok(grads![Some(super::elementary::zero_cotangent_is_zero(&g[0], v)?)])
+                })
             },
             |t, y| only(t)?.div(&y.mul_scalar(2.0)?),
         ))
