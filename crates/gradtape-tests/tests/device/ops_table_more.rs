@@ -230,6 +230,13 @@ pub fn cases() -> Vec<Case> {
             true,
         ),
         case(
+            "pad_constant",
+            |x| x[0].pad_with(&[(1, 1), (0, 2)], gradtape::PadMode::Constant(2.5)),
+            U,
+            Any,
+            true,
+        ),
+        case(
             "pad_symmetric",
             |x| x[0].pad_with(&[(2, 0), (0, 3)], gradtape::PadMode::Symmetric),
             U,
