@@ -230,7 +230,9 @@ pub(crate) fn placement(op: &'static str, inputs: &[&Tensor]) -> Result<Option<D
 /// kernels alone may call it directly): `None` when
 /// every input is on the CPU (the caller runs its CPU kernel); otherwise
 /// `cuda(device)` on a GPU, or `host(host copies)` uploaded back on an
-/// emulated one; an error when the inputs are on two devices.
+/// emulated one; an error when the inputs are on two devices. Where
+/// `cuda` finds it has no kernel for the inputs (a dtype or attribute it
+/// lacks), `host` runs on a GPU too under soft device placement.
 #[inline]
 pub(crate) fn offload_in(
     op: &'static str,
@@ -238,16 +240,8 @@ pub(crate) fn offload_in(
     cuda: impl FnOnce(Device) -> Result<Tensor>,
     host: impl FnOnce(&[Tensor]) -> Result<Tensor>,
 ) -> Option<Result<Tensor>> {
-    let device = match placement(op, inputs) {
-        Ok(None) => return None,
-        Ok(Some(d)) => d,
-        Err(e) => return Some(Err(e)),
-    };
-    Some(if is_emulated(inputs) {
-        emulate(op, inputs, device, |h| Ok(vec![host(h)?])).map(|mut v| v.remove(0))
-    } else {
-        cuda(device)
-    })
+    let r = offload_n_in(op, inputs, |d| cuda(d).map(|t| vec![t]), |h| host(h).map(|t| vec![t]))?;
+    Some(r.map(|mut v| v.swap_remove(0)))
 }
 
 /// [`offload`] for an op of several outputs.
@@ -257,9 +251,8 @@ pub(crate) fn offload_n_in(
     cuda: impl FnOnce(Device) -> Result<Vec<Tensor>>,
     host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Option<Result<Vec<Tensor>>> {
-    let device = match placement(op, inputs) {
-        Ok(None) => return None,
-        Ok(Some(d)) => d,
+    let device = match placement(op, inputs).transpose()? {
+        Ok(d) => d,
         Err(e) => return Some(Err(e)),
     };
     if is_emulated(inputs) {
@@ -291,9 +284,8 @@ pub(crate) fn hosted_n_in(
     inputs: &[&Tensor],
     host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Option<Result<Vec<Tensor>>> {
-    let device = match placement(op, inputs) {
-        Ok(None) => return None,
-        Ok(Some(d)) => d,
+    let device = match placement(op, inputs).transpose()? {
+        Ok(d) => d,
         Err(e) => return Some(Err(e)),
     };
     Some(soft_placed(op, device, inputs[0].dtype()).and_then(|()| emulate(op, inputs, device, host)))
