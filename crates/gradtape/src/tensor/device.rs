@@ -11,6 +11,19 @@
 //! Reading values (`to_vec`, printing, `item`, checkpoints) copies to the
 //! host.
 //!
+//! **Soft placement.** An op with no GPU kernel for its inputs (a matrix
+//! decomposition, CTC, an FFT, integer or complex products, an output
+//! whose shape depends on the values) runs on the CPU on host copies and
+//! gives its outputs back on the inputs' GPU, as TensorFlow's soft device
+//! placement does ([`set_soft_device_placement`], on by default; logged
+//! once per op). The mechanism is in three places, so that an op reaches
+//! it without code of its own: the generic host kernels (maps, zips,
+//! selects, reductions, products) start with `kernels::gpu::hosted`; a GPU
+//! kernel that finds it has no case for a dtype falls back in
+//! `kernels::gpu::offload_n_in`; and the ops that read values on the host
+//! (decompositions, `unique`, `argwhere`, ...) ask `dispatch::device::
+//! hosted` or read through `kernels::gpu::host_f64s`.
+//!
 //! **The host emulator.** The GPU backend's kernels need a GPU, but what
 //! sits above them (device placement, the mixed-device errors, the tape,
 //! jacobians, traced functions, layers and optimizers on device tensors)

@@ -264,7 +264,7 @@ fn each_im2col_chunk<T: Float>(x: &[T], g: &Geom3, mut visit: impl FnMut(usize, 
     Ok(())
 }
 
-/// Dense conv3d: `x` [n,d,h,w,c], `f` [kd,kh,kw,c/groups,o] -> [n,od,oh,ow,o].
+/// Dense conv3d: `x` `[n,d,h,w,c]`, `f` `[kd,kh,kw,c/groups,o]` -> `[n,od,oh,ow,o]`.
 pub fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let total = g.n * rows * o;
@@ -281,7 +281,7 @@ pub fn conv3d<T: Float>(x: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     Ok(out)
 }
 
-/// The input gradient of [`conv3d`]: `dy` [n,od,oh,ow,o], `f` -> [n,d,h,w,c].
+/// The input gradient of [`conv3d`]: `dy` `[n,od,oh,ow,o]`, `f` -> `[n,d,h,w,c]`.
 pub fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let mut dx = super::filled_vec(g.op, g.n * g.img(), T::zero())?;
@@ -310,7 +310,7 @@ pub fn conv3d_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom3) -> Result<V
     Ok(dx)
 }
 
-/// The filter gradient of [`conv3d`]: `x` [n,d,h,w,c], `dy` [n,od,oh,ow,o] -> [kd,kh,kw,c/groups,o].
+/// The filter gradient of [`conv3d`]: `x` `[n,d,h,w,c]`, `dy` `[n,od,oh,ow,o]` -> `[kd,kh,kw,c/groups,o]`.
 pub fn conv3d_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (rows, kd, o) = (g.rows(), g.kdim(), g.o);
     let mut df = super::filled_vec(g.op, g.filter_len(), T::zero())?;
@@ -350,7 +350,7 @@ fn count(g: &Geom3, od: usize, oh: usize, ow: usize) -> usize {
     along(0, od) * along(1, oh) * along(2, ow)
 }
 
-/// 3-D max pool: the output [n,od,oh,ow,c] and the flat index into `x` of
+/// 3-D max pool: the output `[n,od,oh,ow,c]` and the flat index into `x` of
 /// each output's maximum (the first in window order on ties; NaN skipped
 /// unless the window holds nothing else, as the 2-D pool does).
 pub fn max_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<(Vec<T>, Vec<i64>)> {
@@ -405,7 +405,7 @@ pub fn avg_pool3d<T: Float>(x: &[T], g: &Geom3) -> Result<Vec<T>> {
 }
 
 /// The adjoint of [`avg_pool3d`]: each `dy` element spread evenly over its
-/// window's valid inputs; returns [n,d,h,w,c].
+/// window's valid inputs; returns `[n,d,h,w,c]`.
 pub fn avg_pool3d_grad<T: Float>(dy: &[T], g: &Geom3) -> Result<Vec<T>> {
     let (c, img) = (g.c, g.img());
     let mut dx = super::filled_vec(g.op, g.n * img, T::zero())?;
