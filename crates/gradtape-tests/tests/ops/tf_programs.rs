@@ -294,7 +294,12 @@ fn value_tolerance(op: &str, fdt: DType) -> (f64, f64) {
 ///   the vectors); `prod` alike where infinities make inf/inf;
 /// - f32 `digamma` below -6: TensorFlow's f32 `polygamma(1, x)` there is
 ///   garbage (-0.084 at -11.337, -2.9e12 at -8.5, where mpmath's trigamma
-///   is 12.90 and 9.759; its f64 one is right), this crate's is mpmath's.
+///   is 12.90 and 9.759; its f64 one is right), this crate's is mpmath's;
+/// - a division by a tiny nonzero value (1e-200, or 1e-30 in f32): its
+///   cotangents of ~1e200 (1e30) that cancel downstream leave roundoff of
+///   that size, whose value depends on the order of the terms (seed 7's
+///   program 561: a softmax over two equal copies, true gradient 0,
+///   JAX in f64 and this crate 105, TensorFlow 0).
 fn known_gradients(p: &Program) -> Option<&'static str> {
     if p.tf_gradient_failed {
         return Some("TensorFlow's gradient raised");
@@ -317,6 +322,20 @@ fn known_gradients(p: &Program) -> Option<&'static str> {
             && value(args[0]).is_some_and(|v| v.dtype == DType::F32 && below(v, -6.0))
         {
             return Some("TensorFlow's f32 trigamma below -6");
+        }
+    }
+    let tiny = |v: &Value| match &v.vals {
+        Vals::F(f) => f
+            .iter()
+            .any(|x| *x != 0.0 && x.abs() < if v.dtype == DType::F32 { 1e-20 } else { 1e-100 }),
+        Vals::I(_) => false,
+    };
+    for e in &p.entries {
+        if let Entry::Step { op, args, .. } = e
+            && op == "div"
+            && value(args[1]).is_some_and(tiny)
+        {
+            return Some("a division by a tiny value: roundoff of huge cotangents");
         }
     }
     let products = ["cumprod", "prod", "segment_prod", "usegment_prod"];
