@@ -201,9 +201,7 @@ fn elementwise_binary_ops_never_panic() {
         ("le", Accepts::Any, Some(DType::Bool), |a, b| a.le(b)),
         ("gt", Accepts::Any, Some(DType::Bool), |a, b| a.gt(b)),
         ("ge", Accepts::Any, Some(DType::Bool), |a, b| a.ge(b)),
-        ("squared_difference", Accepts::Float, None, |a, b| {
-            a.squared_difference(b)
-        }),
+        ("squared_difference", Accepts::Num, None, |a, b| a.squared_difference(b)),
         ("atan2", Accepts::Float, None, |a, b| a.atan2(b)),
         ("floor_div", Accepts::Num, None, |a, b| a.floor_div(b)),
         ("floor_mod", Accepts::Num, None, |a, b| a.floor_mod(b)),
