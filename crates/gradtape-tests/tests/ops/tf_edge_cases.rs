@@ -161,3 +161,92 @@ fn reshape_infers_one_minus_one_as_tensorflow() -> Result<()> {
     assert_eq!(g.to_vec::<f32>()?, vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
     Ok(())
 }
+
+#[test]
+fn segment_extrema_of_infinities_pass_their_gradient() -> Result<()> {
+    // x = [inf, -inf, 1, -inf], ids [0, 1, 1, 2]: TF 2.21's values and
+    // d(Σ y)/dx. The sorted max / min of a segment of ±inf alone is that
+    // infinity (its gradient passes); the unsorted ones start from the
+    // dtype's finite extreme, which an infinity never beats (gradient 0).
+    let inf = f64::INFINITY;
+    let ids = Tensor::vector(&[0i64, 1, 1, 2]);
+    type Seg = fn(&Tensor, &Tensor) -> Result<Tensor>;
+    let cases: [(&str, Seg, [f64; 4], [f64; 4]); 4] = [
+        (
+            "segment_min",
+            |x, i| x.segment_min(i),
+            [inf, -inf, -inf, 0.0],
+            [1.0, 1.0, 0.0, 1.0],
+        ),
+        (
+            "segment_max",
+            |x, i| x.segment_max(i),
+            [inf, 1.0, -inf, 0.0],
+            [1.0, 0.0, 1.0, 1.0],
+        ),
+        (
+            "unsorted_segment_min",
+            |x, i| x.unsorted_segment_min(i, 4),
+            [f64::MAX, -inf, -inf, f64::MAX],
+            [0.0, 1.0, 0.0, 1.0],
+        ),
+        (
+            "unsorted_segment_max",
+            |x, i| x.unsorted_segment_max(i, 4),
+            [inf, 1.0, f64::MIN, f64::MIN],
+            [1.0, 0.0, 1.0, 0.0],
+        ),
+    ];
+    for dt in [DType::F64, DType::F32] {
+        let x = Tensor::vector(&[inf, -inf, 1.0, -inf]).cast(dt)?;
+        for (name, f, want, dwant) in cases {
+            let n = if name.starts_with("segment") { 3 } else { 4 };
+            let mut want = want[..n].to_vec();
+            if dt == DType::F32 {
+                // (the f32 fill is f32's extreme)
+                for w in want.iter_mut().filter(|w| w.is_finite() && w.abs() > 1e300) {
+                    *w = w.signum() * f32::MAX as f64;
+                }
+            }
+            assert_eq!(f(&x, &ids)?.to_vec_f64(), want, "{name} {dt}");
+            let g = grad(&x, |x| f(x, &ids))?.expect("connected");
+            assert_eq!(g.to_vec_f64(), dwant, "{name} {dt} gradient");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn guarded_products_multiply_their_cotangent_at_zero() -> Result<()> {
+    // TF 2.21 and JAX: d/dy xlogy(x, y) = g · x / y is 0 · g at x = 0, so
+    // NaN for a cotangent of inf or NaN (as d/dx = g · xlogy(x ≠ 0, y)),
+    // and 0 for a finite one; divide_no_nan alike in y at y = 0, while
+    // its d/dx = divide_no_nan(g, y) is 0 there whatever g
+    let (x, y) = (Tensor::vector(&[0.0f64, 0.0, 2.0]), Tensor::vector(&[2.0f64, 0.0, 0.5]));
+    for c in [f64::INFINITY, f64::NAN, 3.0] {
+        type Op = fn(&Tensor, &Tensor) -> Result<Tensor>;
+        let ops: [(&str, Op); 3] = [
+            ("xlogy", Tensor::xlogy),
+            ("xlog1py", Tensor::xlog1py),
+            ("divide_no_nan", |x, y| Tensor::divide_no_nan(y, x)),
+        ];
+        for (name, f) in ops {
+            let tape = GradientTape::new();
+            let l = tape.record(|| {
+                tape.watch(&x);
+                tape.watch(&y);
+                let z = f(&x, &y)?;
+                z.mul(&z.full_like(c))?.sum_all()
+            })?;
+            let g = tape.gradient(&l, &[&x, &y])?;
+            // (for divide_no_nan(y, x), x is the divisor: its 0s guard)
+            let guarded = if name == "divide_no_nan" { 0 } else { 1 };
+            let at_zero = g[guarded].as_ref().expect("connected").to_vec_f64();
+            for v in &at_zero[..2] {
+                assert_eq!(v.is_nan(), !c.is_finite(), "{name} cotangent {c}: {at_zero:?}");
+                assert!(v.is_nan() || *v == 0.0, "{name} cotangent {c}: {at_zero:?}");
+            }
+        }
+    }
+    Ok(())
+}

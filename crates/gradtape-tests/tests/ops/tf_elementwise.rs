@@ -238,6 +238,12 @@ const KNOWN: &[Known] = &[
     (
         "bessel_i1e",
         "d2/dx2",
+        |p| p[0] == -1e-300,
+        "1 (e⁻ˣI₁(x) ≈ x/2 + x²/2 for x < 0); TensorFlow's -inf",
+    ),
+    (
+        "bessel_i1e",
+        "d2/dx2",
         |p| p[0] == 1e-8,
         "-1 + 15x/8 = -0.99999998125 by the series; TensorFlow's -0.99999998510",
     ),

@@ -26,9 +26,12 @@ pub fn weighted(y: &Tensor) -> Result<Tensor> {
 /// Whether `got` is TensorFlow's `want`: both NaN, equal (zeros of either
 /// sign alike), or within `rel` of `|want|` or of `scale` (the magnitude
 /// of a result whose near-zero elements carry its roundoff), whichever is
-/// larger.
+/// larger. An infinite `want` is only agreed with exactly (`rel · inf`
+/// would let any finite number pass).
 pub fn agrees(got: f64, want: f64, rel: f64, scale: f64) -> bool {
-    (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= rel * want.abs().max(scale)
+    (got.is_nan() && want.is_nan())
+        || got == want
+        || (want.is_finite() && (got - want).abs() <= rel * want.abs().max(scale))
 }
 
 /// [`agrees`] element by element, of equal lengths.

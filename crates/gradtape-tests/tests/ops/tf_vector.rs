@@ -138,6 +138,12 @@ const KNOWN: &[Known] = &[
         "0 at the zero vector (a subgradient, as PyTorch's); TensorFlow's x / ‖x‖ is 0 / 0",
     ),
     (
+        "norm",
+        "grad",
+        |x| x.iter().any(|&v| v != 0.0) && x.iter().map(|v| v * v).sum::<f64>() == 0.0,
+        "x / ‖x‖ where Σx² underflows (0.7071 at [1e-300, 1e-300], as JAX); TensorFlow's x / √(Σx²) is inf (see tf_edge_cases.rs)",
+    ),
+    (
         "sort",
         "value",
         |x| x.iter().any(|v| v.is_nan()),

@@ -43,6 +43,17 @@ pub(crate) fn checked_indices<'a>(
     Ok(idx)
 }
 
+/// [`checked_indices`] of a host copy of `indices`: a device kernel with
+/// nothing to compute never reads them, and an index out of range is an
+/// error on every device whether or not anything is read (TensorFlow's
+/// CPU kernels check only the indices they read, its GPU ones none).
+fn check_on_host(op: &'static str, indices: &Tensor, dim: usize, shape: &[usize]) -> Result<()> {
+    if indices.numel() > 0 {
+        checked_indices(op, &crate::kernels::gpu::to_host(op, indices)?, dim, shape)?;
+    }
+    Ok(())
+}
+
 /// `out[a.., i.., b..] = params[a.., indices[i..], b..]` with `axis` the
 /// position of the gathered dimension.
 pub fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
@@ -52,11 +63,14 @@ pub fn gather(params: &Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> 
         &[params, indices],
         |_| {
             // (an index out of range is the kernel's to find: the error of
-            // the next read of a value, see `kernels::cuda::index`)
+            // the next read of a value, see `kernels::cuda::index`; with
+            // nothing to read, a host copy's, as on the CPU)
             let mut shape: Shape = ps[..axis].into();
             shape.extend_from_slice(indices.shape());
             shape.extend_from_slice(&ps[axis + 1..]);
-            checked_numel("gather", &shape)?;
+            if checked_numel("gather", &shape)? == 0 {
+                check_on_host("gather", indices, ps[axis], ps)?;
+            }
             crate::kernels::cuda::gather("gather", params, indices, axis, &shape)
         },
         |h| gather(&h[0], &h[1], axis),
@@ -112,6 +126,9 @@ pub fn scatter_add(updates: &Tensor, indices: &Tensor, axis: usize, dim: usize) 
         &[updates, indices],
         |_| {
             // (an index out of range: see `gather`)
+            if n == 0 || updates.numel() == 0 {
+                check_on_host("scatter_add", indices, dim, &shape)?;
+            }
             crate::kernels::cuda::scatter_add(
                 "scatter_add",
                 updates,

@@ -187,9 +187,14 @@ pub fn segment_values(dtype: DType, kind: &str, sorted: bool) -> Option<(String,
         DType::I64 => ("(-9223372036854775807LL - 1)".into(), "9223372036854775807LL".into()),
         _ => return None,
     };
+    // (the sorted max / min of floats start from -inf / +inf, as the CPU's)
+    let inf = "__longlong_as_double(0x7ff0000000000000LL)";
+    let float = matches!(dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
     let init = match kind {
         "prod" => "1".to_string(),
+        "max" if sorted && float => format!("(-{inf})"),
         "max" => lo,
+        _ if sorted && float => inf.to_string(),
         _ => hi,
     };
     let empty = if sorted && kind != "prod" {

@@ -1,8 +1,8 @@
 //! Special functions (f32/f64, elementwise; binary ones broadcast):
 //! `lgamma`, `digamma`, `polygamma`, `igamma`/`igammac` (regularised
 //! incomplete gamma), `betainc`, `erfinv`, `ndtri`, `bessel_i0e`/`i1e`,
-//! and the guarded forms `xlogy`, `xlog1py`, `divide_no_nan`,
-//! `log_sigmoid`, with the tests `is_nan`, `is_finite`, `is_inf`.
+//! `log_sigmoid`, with the tests `is_nan`, `is_finite`, `is_inf` (the
+//! guarded `xlogy`, `xlog1py`, `divide_no_nan` are in `guarded.rs`).
 //!
 //! Values come from `libm` (`lgamma`) and `statrs` (digamma, incomplete
 //! beta, inverse erf), computed in f64, except the incomplete gamma
@@ -594,45 +594,6 @@ fn igamma_da(a: f64, x: f64) -> f64 {
 }
 
 impl Tensor {
-    /// `x · log(y)`, 0 where `x` is 0 (even for `y = 0`; `tf.math.xlogy`).
-    /// Differentiable in both (TF's gradients: `log(y)` and `x / y`, 0
-    /// where `x` is 0).
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let z = Tensor::xlogy(&Tensor::vector(&[0.0f64, 2.0]), &Tensor::vector(&[0.0f64, 1.0]))?;
-    /// assert_eq!(z.to_vec::<f64>()?, vec![0.0, 0.0]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn xlogy(x: &Tensor, y: &Tensor) -> Result<Tensor> {
-        guarded("xlogy", x, y, |y| y.log())
-    }
-
-    /// `x · log(1 + y)`, 0 where `x` is 0 (`tf.math.xlog1py`).
-    pub fn xlog1py(x: &Tensor, y: &Tensor) -> Result<Tensor> {
-        guarded("xlog1py", x, y, |y| y.log1p())
-    }
-
-    /// `x / y`, 0 where `y` is 0 (`tf.math.divide_no_nan`).
-    /// Differentiable in both (0 where `y` is 0).
-    ///
-    /// ```
-    /// use gradtape::Tensor;
-    /// let z = Tensor::divide_no_nan(&Tensor::vector(&[1.0f32, 3.0]), &Tensor::vector(&[0.0f32, 2.0]))?;
-    /// assert_eq!(z.to_vec::<f32>()?, vec![0.0, 1.5]);
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn divide_no_nan(x: &Tensor, y: &Tensor) -> Result<Tensor> {
-        let run = || {
-            let zero = y.eq(&y.scalar_like(0.0)?)?;
-            let safe = Tensor::where_(&zero, &y.scalar_like(1.0)?, y)?;
-            let q = x.div(&safe)?;
-            Tensor::where_(&zero, &q.scalar_like(0.0)?, &q)
-        };
-        expect_float("divide_no_nan", x)?;
-        run().map_err(|e| e.for_op("divide_no_nan"))
-    }
-
     /// `log(sigmoid(x)) = -softplus(-x)`, stable for large `|x|`
     /// (`tf.math.log_sigmoid`).
     pub fn log_sigmoid(&self) -> Result<Tensor> {
@@ -678,17 +639,4 @@ impl Tensor {
         };
         run().map_err(|e| e.for_op("is_inf"))
     }
-}
-
-/// `x · f(y)` with 0 where `x` is 0, and `y` made safe there so that no
-/// NaN reaches the gradient.
-fn guarded(op: &'static str, x: &Tensor, y: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
-    expect_float(op, x)?;
-    let run = || {
-        let zero = x.eq(&x.scalar_like(0.0)?)?;
-        let y_safe = Tensor::where_(&zero, &y.scalar_like(1.0)?, y)?;
-        let p = x.mul(&f(&y_safe)?)?;
-        Tensor::where_(&zero, &p.scalar_like(0.0)?, &p)
-    };
-    run().map_err(|e| e.for_op(op))
 }

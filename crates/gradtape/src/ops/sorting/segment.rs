@@ -8,9 +8,13 @@
 //! they differentiate again): a sum's cotangent is gathered back to the
 //! rows; a max/min's goes to the rows equal to the result, shared among
 //! ties; a product's is the product of the other rows (by segmented
-//! exclusive product scans, exact at zeros to any order). Empty segments give 0 (sum, mean and the sorted max/min), 1
-//! (product), or the dtype's lowest/highest finite value (unsorted
-//! max/min: `f32::MIN` rather than -inf), as TensorFlow. Unsorted ids that are negative are dropped, as TF.
+//! exclusive product scans, exact at zeros to any order). Empty segments
+//! give 0 (sum, mean and the sorted max/min), 1 (product), or the dtype's
+//! lowest/highest finite value (unsorted max/min: `f32::MIN` rather than
+//! -inf), as TensorFlow; so the unsorted max of a segment of -inf alone is
+//! that lowest value too (its gradient 0), the sorted one -inf (its
+//! gradient passed through). Unsorted ids that are negative are dropped,
+//! as TF.
 
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
@@ -106,9 +110,15 @@ fn reduce_kernel<T: Num>(
     } else {
         (T::from_f64(i64::MIN as f64), T::from_f64(i64::MAX as f64))
     };
+    // the sorted max / min of floats start from -inf / +inf (a segment of
+    // -inf alone has the max -inf, as TensorFlow's); the unsorted ones
+    // from the finite fill, which an infinity never beats (TensorFlow's)
+    let inf = sorted && T::DTYPE.is_float();
     let init = match kind {
         SegmentKind::Sum => T::zero(),
         SegmentKind::Prod => T::one(),
+        SegmentKind::Max if inf => T::from_f64(f64::NEG_INFINITY),
+        SegmentKind::Min if inf => T::from_f64(f64::INFINITY),
         SegmentKind::Max => lowest,
         SegmentKind::Min => highest,
     };
