@@ -122,7 +122,7 @@ fn depthwise_multiplier_one_matches_grouped_conv() -> Result<()> {
                 } else {
                     x.depthwise_conv2d(&f, [s, s], pad, [d, d])?
                 };
-                Ok(y.clone().mul(&y)?.sum_all()?.add(&y.sin()?.sum_all()?)?)
+                y.clone().mul(&y)?.sum_all()?.add(&y.sin()?.sum_all()?)
             })?;
             let [dx, df] = tape.gradient(&y, &[&x, &f])?;
             Ok(vec![y.to_vec_f64(), dx.unwrap().to_vec_f64(), df.unwrap().to_vec_f64()])
