@@ -153,7 +153,7 @@ pub fn reduce(op: &'static str, x: &Tensor, axes: &[usize], kind: ReduceKind) ->
 }
 
 fn reduce_with<T: Num, R: Reducer<T>>(op: &'static str, x: &Tensor, axes: &[usize], r: R) -> Result<Tensor> {
-    if let Some(out) = crate::kernels::gpu::hosted(op, &[x], |h| reduce_with(op, &h[0], axes, r.clone())) {
+    if let Some(out) = crate::kernels::gpu::hosted(op, &[x], |h| reduce_with(op, &h[0], axes, r)) {
         return out;
     }
     let l = x.layout();
