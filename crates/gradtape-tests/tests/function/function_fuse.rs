@@ -582,3 +582,34 @@ fn outputs_written_in_place_of_registers_keep_the_eager_bits() -> Result<()> {
     }
     Ok(())
 }
+
+/// relu6's gradient is two `ReluGrad`s (float ops, fused with their
+/// neighbours), not comparisons, a `LogicalAnd` and a cast: 1 strictly
+/// inside (0, 6), 0 at both kinks and outside, as before and as
+/// TensorFlow's; the same traced, and no bool op left in the graph.
+#[test]
+fn relu6_gradient_is_fusible() -> Result<()> {
+    let x = Tensor::vector(&[-1.0f32, 0.0, 1e-30, 3.0, 5.999_999_5, 6.0, 7.0, f32::NAN]);
+    let grad = |x: &Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        tape.watch(x);
+        let y = tape.record(|| x.relu6()?.mul(&x.scalar_like(2.0)?)?.sum_all())?;
+        Ok(tape.gradient(&y, x)?.unwrap())
+    };
+    let want = [0.0f32, 0.0, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0];
+    assert_eq!(grad(&x)?.to_vec::<f32>()?, want);
+    let f = function(grad);
+    assert_eq!(f.call(&x)?.to_vec::<f32>()?, want);
+    let listing = f.graph(&x)?.to_string();
+    assert!(!listing.contains("bool"), "{listing}");
+    // an infinite cotangent gives NaN outside the range (inf · 0), as a product does
+    let g = Tensor::vector(&[f32::INFINITY; 3]);
+    let xs = Tensor::vector(&[-1.0f32, 3.0, 7.0]);
+    let tape = GradientTape::new();
+    tape.watch(&xs);
+    let y = tape.record(|| xs.relu6())?;
+    let opts = gradtape::GradientOptions::default().output_gradients(vec![g]);
+    let d = tape.gradient_with(&y, &xs, opts)?.unwrap().to_vec::<f32>()?;
+    assert!(d[0].is_nan() && d[1] == f32::INFINITY && d[2].is_nan(), "{d:?}");
+    Ok(())
+}

@@ -95,3 +95,45 @@ fn nan_window_only(x: &[f64], k: usize, got: Option<&[f64]>, want: Option<&[f64]
         && (total(got) - total(want)).abs() <= 1e-12 * total(want).abs()
         && got.iter().zip(want).enumerate().all(|(i, (a, b))| a == b || near(i))
 }
+
+/// A depthwise convolution of one filter per channel (multiplier 1, whose
+/// gradients run channel-vectorised loops of their own) is a grouped
+/// convolution of one group per channel: the same values and gradients,
+/// to rounding, over channel counts on and off the vector width, strides,
+/// padding and dilation.
+#[test]
+fn depthwise_multiplier_one_matches_grouped_conv() -> Result<()> {
+    let mut rng = gradtape::Rng::new(3);
+    for (c, s, pad, d) in [
+        (16, 1, Padding::Same, 1),
+        (19, 2, Padding::Same, 1),
+        (8, 1, Padding::Valid, 2),
+        (3, 2, Padding::Valid, 1),
+    ] {
+        let x = rng.normal(&[2, 9, 7, c], 0.0, 1.0, gradtape::DType::F32)?;
+        let f = rng.normal(&[3, 3, c, 1], 0.0, 1.0, gradtape::DType::F32)?;
+        let run = |grouped: bool| -> Result<Vec<Vec<f64>>> {
+            let tape = GradientTape::new();
+            tape.watch(&x);
+            tape.watch(&f);
+            let y = tape.record(|| {
+                let y = if grouped {
+                    x.conv2d(&f.reshape(&[3, 3, 1, c])?, [s, s], pad, [d, d])?
+                } else {
+                    x.depthwise_conv2d(&f, [s, s], pad, [d, d])?
+                };
+                y.clone().mul(&y)?.sum_all()?.add(&y.sin()?.sum_all()?)
+            })?;
+            let [dx, df] = tape.gradient(&y, &[&x, &f])?;
+            Ok(vec![y.to_vec_f64(), dx.unwrap().to_vec_f64(), df.unwrap().to_vec_f64()])
+        };
+        let (want, got) = (run(true)?, run(false)?);
+        for (w, g) in want.iter().zip(&got) {
+            assert_eq!(w.len(), g.len());
+            for (a, b) in w.iter().zip(g) {
+                assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "c {c} s {s}: {a} vs {b}");
+            }
+        }
+    }
+    Ok(())
+}

@@ -640,6 +640,13 @@ pub fn depthwise_backprop_input<T: Float>(dy: &[T], f: &[T], g: &Geom) -> Result
                         let Some(iw) = g.iw(ow, kw) else { continue };
                         let fr = &f[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
                         let xr = &mut dxi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
+                        if m == 1 {
+                            // one filter per channel: a vectorised multiply-add along the channels
+                            for (xv, &a, &b) in zip3(&mut xr[..], d, fr) {
+                                *xv = *xv + a * b;
+                            }
+                            continue;
+                        }
                         for (xv, dc, fc) in zip3(&mut xr[..], chunks(d, m), chunks(fr, m)) {
                             let mut s = *xv;
                             for (&a, &b) in zip(dc, fc) {
@@ -682,6 +689,13 @@ pub fn depthwise_backprop_filter<T: Float>(x: &[T], dy: &[T], g: &Geom) -> Resul
                             let Some(iw) = g.iw(ow, kw) else { continue };
                             let xr = &xi[(ih * g.w + iw) * c..(ih * g.w + iw + 1) * c];
                             let fr = &mut df[(kh * g.kw + kw) * cm..(kh * g.kw + kw + 1) * cm];
+                            if m == 1 {
+                                // one filter per channel: a vectorised multiply-add along the channels
+                                for (fv, &xv, &dv) in zip3(&mut fr[..], xr, d) {
+                                    *fv = *fv + xv * dv;
+                                }
+                                continue;
+                            }
                             for (fc, &xv, dc) in zip3(chunks_mut(fr, m), xr, chunks(d, m)) {
                                 for (fv, &dv) in zip(&mut fc[..], dc) {
                                     *fv = *fv + xv * dv;

@@ -27,11 +27,6 @@ fn elu_slope(y: &Tensor, shift: f64, pos: f64) -> Result<Tensor> {
     Tensor::where_(&y.lt_scalar(0.0)?, &y.add_scalar(shift)?, &y.scalar_like(pos)?)
 }
 
-/// `g` where `mask`, else 0, as the cotangent's dtype.
-fn masked(g: &Tensor, mask: &Tensor) -> Result<Tensor> {
-    g.mul(&mask.cast(g.dtype())?)
-}
-
 impl Tensor {
     /// `ln(1 + eˣ)`, computed without overflow (`max(x,0) + ln(1 + e^-|x|)`).
     /// d/dx = sigmoid(x).
@@ -77,8 +72,16 @@ impl Tensor {
         let x = self.clone();
         Ok(bind(Unary::Relu6, &[self], y, move |_| {
             vjp(move |g, _| {
-                let inside = x.gt_scalar(0.0)?.logical_and(&x.lt_scalar(6.0)?)?;
-                Ok(grads![Some(masked(&g[0], &inside)?)])
+                // g · [x > 0] · [6 − x > 0] as two ReluGrads (6 − x > 0 is
+                // x < 6 exactly: a float difference is 0 only for equal
+                // operands), products as `g · mask` is: float ops all, that
+                // a traced graph fuses with their neighbours (the masks as
+                // comparisons, a LogicalAnd and a Cast were four bool passes)
+                let below = x.scalar_like(6.0)?.sub(&x)?;
+                Ok(grads![Some(super::binary::relu_grad(
+                    &super::binary::relu_grad(&g[0], &x)?,
+                    &below
+                )?)])
             })
         }))
     }

@@ -60,7 +60,15 @@ impl Tensor {
         Ok(bind_nondiff(Unary::LogicalNot, &[self], y))
     }
 
-    fn logical(&self, op: &'static str, desc: Binary, rhs: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
+    // (`f` a closure type, not a `fn` pointer: the kernel's loop is then
+    // compiled per op, with `f` inlined, not an indirect call per element)
+    fn logical(
+        &self,
+        op: &'static str,
+        desc: Binary,
+        rhs: &Tensor,
+        f: impl Fn(bool, bool) -> bool + Sync + Copy,
+    ) -> Result<Tensor> {
         expect_bool(op, self)?;
         expect_bool(op, rhs)?;
         let on_gpu = crate::dispatch::device::offload(
