@@ -9,6 +9,7 @@ pub(crate) mod forward_helpers;
 pub(crate) mod functional;
 pub(crate) mod gradient;
 pub(crate) mod gradient_tape;
+mod guarded;
 pub(crate) mod jacobian;
 pub(crate) mod recompute;
 pub(crate) mod sources;

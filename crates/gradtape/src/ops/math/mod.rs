@@ -8,8 +8,8 @@
 //! - `special.rs`: SciPy's special functions: `lgamma`, `digamma`,
 //!   `polygamma`, `igamma`/`igammac`, `betainc`, `erfinv`, `ndtri`, Bessel
 //!   `i0e`/`i1e`, and the `is_nan`/`is_finite`/`is_inf` tests
-//! - `guarded.rs`: `xlogy`, `xlog1py`, `divide_no_nan` (0 where a factor
-//!   is 0), with TensorFlow's gradients
+//! - (`xlogy`, `xlog1py`, `divide_no_nan`, whose rules are custom
+//!   gradients, are in `autodiff/guarded.rs`, beside `custom_gradient`)
 //! - `trig.rs`: `tan`, inverse and hyperbolic functions, `atan2`
 //! - `rounding.rs`: `floor`, `ceil`, `round`
 //! - `activation.rs`: `softplus`, `softsign`, `relu6`, `leaky_relu`, `elu`,
@@ -41,7 +41,6 @@ mod complex_fns;
 pub(crate) mod cuda_expr;
 pub(crate) mod elementary;
 mod floor_div;
-mod guarded;
 pub(crate) mod igamma;
 pub(crate) mod igamma_temme;
 mod logical;

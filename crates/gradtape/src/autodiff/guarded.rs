@@ -8,9 +8,10 @@
 //! partial that is 0 there: `d/dy xlogy = g · xdivy(x, y)` is `0 · g`
 //! at `x = 0`, NaN for an infinite or NaN cotangent `g`, not 0. The rules
 //! are written with ops (these same functions among them), so they
-//! differentiate again.
+//! differentiate again. (Ops, but here in `autodiff` beside
+//! [`custom_gradient`], which they use: the op layer sits below it.)
 
-use crate::autodiff::custom::custom_gradient;
+use super::custom::custom_gradient;
 use crate::error::{Error, Result};
 use crate::ops::expect_float;
 use crate::tensor::Tensor;
