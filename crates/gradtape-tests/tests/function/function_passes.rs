@@ -96,6 +96,7 @@ fn the_pass_list_names_every_pass_once_and_refuses_unknown_names() -> Result<()>
             "simplify",
             "pads_to_concat",
             "concat_of_reshapes",
+            "merge_reads",
             "cse",
             "dce",
             "pool_argmax",
@@ -369,5 +370,67 @@ fn concat_of_reshapes_merges_head_gradients_once() -> Result<()> {
     let traced = function(body).call(&x)?;
     let eager = body(&x)?;
     assert!(rel_diff(&traced[0], &eager[0]) <= 1e-12);
+    Ok(())
+}
+
+#[test]
+fn merge_reads_gives_a_cell_unrolled_in_a_loop_one_read_of_its_weights() -> Result<()> {
+    // a tanh cell `h = tanh(h U + x_t W)` over 5 steps, its weights read
+    // at every step, and the gradient w.r.t. both: 10 reads become 2, and
+    // with them the backward steps' `g Uᵀ` share one transposed `U`
+    let (w, u) = (
+        Variable::new(data(&[6, 40], 1.0, DType::F32)),
+        Variable::new(data(&[40, 40], 2.0, DType::F32).mul_scalar(0.2)?),
+    );
+    let body = move |xs: &Vec<Tensor>| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            // (40 units: the `f32` kernel takes products more than 32 wide)
+            let mut h = Tensor::zeros(&[4, 40], DType::F32);
+            for x in xs {
+                h = h.matmul(&u.read())?.add(&x.matmul(&w.read())?)?.tanh()?;
+            }
+            h.square()?.sum_all()
+        })?;
+        let g = tape.gradient(&loss, &[&w, &u])?;
+        Ok(vec![loss, g[0].clone().unwrap(), g[1].clone().unwrap()])
+    };
+    let xs: Vec<Tensor> = (0..5).map(|i| data(&[4, 6], i as f64, DType::F32)).collect();
+    // (products joined or stacked add in another order)
+    let s = fires("merge_reads", body.clone(), &xs, Some(8), 1e-5)?;
+    if avx512_kernel() {
+        assert!(s.transposed >= 1, "{s:?}");
+    }
+    let f = function(body);
+    let reads = f.concrete(&xs)?.optimized_graph().count("ReadVariable");
+    assert_eq!(reads, 2);
+    Ok(())
+}
+
+#[test]
+fn merge_reads_keeps_reads_apart_around_a_write() -> Result<()> {
+    let v = Variable::new(Tensor::vector(&[1.0f64, 2.0]));
+    let body = {
+        let v = v.clone();
+        move |x: &Tensor| -> Result<Vec<Tensor>> {
+            let a = v.read().mul(x)?;
+            let b = v.read().add(x)?; // merged into the first read
+            v.assign_add(x)?;
+            let c = v.read().mul(x)?; // after the write: its own read
+            Ok(vec![a, b, c])
+        }
+    };
+    let f = function(body);
+    let x = Tensor::vector(&[3.0f64, 4.0]);
+    let c = f.concrete(&x)?;
+    assert_eq!(c.optimized_graph().count("ReadVariable"), 2);
+    assert_eq!(c.compile_stats().count("merge_reads"), Some(1));
+    // each run reads the value as the eager code would: v = [1, 2] before
+    // the first call's write, [4, 6] after it
+    v.assign(&Tensor::vector(&[1.0f64, 2.0]))?;
+    let got: Vec<Vec<f64>> = f.call(&x)?.iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
+    assert_eq!(got, vec![vec![3.0, 8.0], vec![4.0, 6.0], vec![12.0, 24.0]]);
+    let got: Vec<Vec<f64>> = f.call(&x)?.iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
+    assert_eq!(got, vec![vec![12.0, 24.0], vec![7.0, 10.0], vec![21.0, 40.0]]);
     Ok(())
 }

@@ -20,6 +20,7 @@ mod function_compile_exec;
 mod function_compile_fold;
 mod function_compile_kernel;
 mod function_compile_kernel_chain;
+mod function_compile_kernel_cost;
 mod function_compile_kernel_cuda;
 mod function_compile_kernel_epilogue;
 mod function_compile_kernel_regs;

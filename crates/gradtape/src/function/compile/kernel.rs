@@ -64,6 +64,7 @@ use crate::tensor::{alloc, DType, Float, Tensor};
 
 pub(crate) mod chain;
 mod compact;
+mod cost;
 pub(crate) mod cuda;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod epilogue;
@@ -473,14 +474,16 @@ impl Program {
             );
             (sums.iter().map(lanes_total).collect(), blocked)
         };
-        let parallel = self.len >= PAR_MIN && workers::threads() > 1;
+        // (half of `PAR_MIN` for cheap programs, fewer for costly ones: `cost`)
+        let min_task = self.min_task(PAR_MIN / 2);
+        let parallel = self.len >= 2 * min_task && workers::threads() > 1;
         let mut partials: smallvec::SmallVec<[(smallvec::SmallVec<[f64; 2]>, Partials); 16]> =
             if parallel && rows > 1 && cols >= 2 * COLUMNS {
                 // columns (of every row): as many tasks as hold `COLUMNS`
-                // and half of `PAR_MIN` elements each, their bounds on
+                // and `min_task` elements each, their bounds on
                 // multiples of 16 (a cache line of `f32`)
                 let n_tasks = (cols / COLUMNS)
-                    .min(self.len / (PAR_MIN / 2))
+                    .min(self.len / min_task)
                     .clamp(1, workers::threads() * 4);
                 let bound = |t: usize| {
                     if t == n_tasks {
@@ -491,9 +494,7 @@ impl Program {
                 };
                 workers::map_small(n_tasks, |t| task(bound(t)..bound(t + 1)))
             } else if parallel && rows == 1 && cols > unit {
-                let per = (cols / (workers::threads() * 4))
-                    .max(PAR_MIN / 2)
-                    .next_multiple_of(unit);
+                let per = (cols / (workers::threads() * 4)).max(min_task).next_multiple_of(unit);
                 let n_tasks = cols.div_ceil(per);
                 workers::map_small(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)))
             } else {

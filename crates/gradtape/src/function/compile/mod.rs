@@ -81,7 +81,7 @@
 //! another executable copy, compiled at the first such call
 //! (`Executable::compile_for_gpu`): the same traced graph through the
 //! passes that run anywhere (`pipeline::GPU_PASSES`: simplification,
-//! `cse`, `dce` and fusion, the last without partial reductions, which
+//! `merge_reads`, `cse`, `dce` and fusion, the last without partial reductions, which
 //! stay nodes). Each fused kernel is then a CUDA kernel generated from its
 //! program (`kernel::cuda`, run by `kernels::cuda::fused`), made once per
 //! compiled graph; every other node runs its op, on its GPU kernel.
@@ -119,6 +119,7 @@ pub(crate) mod hoist_reductions;
 pub(crate) mod join_products;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod kernel;
+pub(crate) mod merge_reads;
 pub(crate) mod pads_to_concat;
 pub(crate) mod pair_products;
 pub(crate) mod pipeline;

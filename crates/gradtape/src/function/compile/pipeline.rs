@@ -16,8 +16,8 @@
 //! and `internals` set it).
 
 use super::{
-    concat_of_reshapes, diag_matmul, fold, fuse, hoist_reductions, join_products, pads_to_concat, pair_products,
-    pool_argmax, remat, share_im2col, simplify, transpose_once, CompileStats,
+    concat_of_reshapes, diag_matmul, fold, fuse, hoist_reductions, join_products, merge_reads, pads_to_concat,
+    pair_products, pool_argmax, remat, share_im2col, simplify, transpose_once, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -37,8 +37,8 @@ pub struct PassCx {
 }
 
 /// The passes a graph compiled for a GPU goes through: those that only
-/// rewrite the graph into nodes that run anywhere (simplification, common
-/// subexpressions, dead code) and elementwise fusion, whose fused kernels
+/// rewrite the graph into nodes that run anywhere (simplification, merged
+/// variable reads, common subexpressions, dead code) and elementwise fusion, whose fused kernels
 /// run as CUDA kernels there (without partial reductions:
 /// [`PassCx::gpu`]). The others make nodes of CPU kernels (`diag_matmul`,
 /// `pool_argmax`, `share_im2col`), plan for the CPU's threads and caches
@@ -46,7 +46,7 @@ pub struct PassCx {
 /// tensors or ops a GPU may not have (`fold`'s host constants,
 /// `pads_to_concat`, `concat_of_reshapes`, `join_products`,
 /// `stack_products`).
-pub(crate) const GPU_PASSES: [&str; 4] = ["simplify", "cse", "dce", "fuse"];
+pub(crate) const GPU_PASSES: [&str; 5] = ["simplify", "merge_reads", "cse", "dce", "fuse"];
 
 /// One pass of the compiler.
 pub(crate) struct Pass {
@@ -60,7 +60,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 16] = [
+pub(crate) static PASSES: [Pass; 17] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -79,6 +79,12 @@ pub(crate) static PASSES: [Pass; 16] = [
     Pass {
         name: "concat_of_reshapes",
         run: concat_of_reshapes::run,
+        stat: None,
+    },
+    // (before `cse`: what reads the merged reads may merge too)
+    Pass {
+        name: "merge_reads",
+        run: merge_reads::run,
         stat: None,
     },
     // folding and simplification expose more of both
