@@ -42,6 +42,8 @@ mod new_user_adamw;
 mod new_user_graph_flow;
 mod new_user_models;
 mod new_user_ode;
+mod new_user_scaled;
+mod new_user_scaled_more;
 mod new_user_second_order;
 mod new_user_unet;
 mod nn;

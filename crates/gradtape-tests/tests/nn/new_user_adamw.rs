@@ -18,7 +18,7 @@ use gradtape::nn::{losses, Activation, Dense, Layer, Module};
 use gradtape::optim::{clip_by_global_norm, AdamW, CosineDecay, Optimizer};
 use gradtape::{function, DType, Function, GradientTape, Result, Rng, Tensor, Variable};
 
-use super::new_user_util::{fill, micros_per_call, print_times, set_weights, Check};
+use super::new_user_util::{eager_vs_traced, fill, print_times, set_weights, Check};
 
 struct Model {
     l1: Dense,
@@ -189,10 +189,9 @@ fn adamw_loop_resumed_from_a_checkpoint_matches_tensorflow() -> Result<()> {
 fn adamw_loop_eager_vs_traced_time() -> Result<()> {
     let d = data();
     let s: Shared = (Arc::new(Model::new()?), Arc::new(Mutex::new(adamw())));
-    let eager = micros_per_call(200, || run(&s, None, &d).map(drop));
-    let s: Shared = (Arc::new(Model::new()?), Arc::new(Mutex::new(adamw())));
-    let f = traced_step(&s);
-    let traced = micros_per_call(200, || run(&s, Some(&f), &d).map(drop));
+    let s2: Shared = (Arc::new(Model::new()?), Arc::new(Mutex::new(adamw())));
+    let f = traced_step(&s2);
+    let (eager, traced) = eager_vs_traced(200, || run(&s, None, &d).map(drop), || run(&s2, Some(&f), &d).map(drop));
     print_times("adamw loop", "3 micro-batches of 4, MLP 4 -> 8 -> 3", eager, traced);
     Ok(())
 }

@@ -16,7 +16,7 @@ use gradtape::nn::{Activation, Dense, Layer, Module};
 use gradtape::optim::{Adam, Optimizer};
 use gradtape::{function, DType, GradientTape, Result, Tensor, Variable};
 
-use super::new_user_util::{adam, all_some, dense, fill, micros_per_call, names, print_times, set_weights, Check};
+use super::new_user_util::{adam, all_some, dense, eager_vs_traced, fill, names, print_times, set_weights, Check};
 
 // ---- 1. Graph neural network ------------------------------------------------
 
@@ -290,10 +290,13 @@ fn graph_and_flow_eager_vs_traced_time() -> Result<()> {
         data: (Tensor, Tensor, Tensor),
     ) -> Result<()> {
         let (m, mut o) = (model()?, adam());
-        let eager = micros_per_call(200, || step(&m, &mut o, &data.0, &data.1, &data.2).map(drop));
-        let (m, o) = (Arc::new(model()?), Arc::new(Mutex::new(adam())));
-        let f = function(move |(a, b, c): &(Tensor, Tensor, Tensor)| step(&m, &mut o.lock().unwrap(), a, b, c));
-        let traced = micros_per_call(200, || f.call(&data).map(drop));
+        let (m2, o2) = (Arc::new(model()?), Arc::new(Mutex::new(adam())));
+        let f = function(move |(a, b, c): &(Tensor, Tensor, Tensor)| step(&m2, &mut o2.lock().unwrap(), a, b, c));
+        let (eager, traced) = eager_vs_traced(
+            200,
+            || step(&m, &mut o, &data.0, &data.1, &data.2).map(drop),
+            || f.call(&data).map(drop),
+        );
         print_times(label, sizes, eager, traced);
         Ok(())
     }

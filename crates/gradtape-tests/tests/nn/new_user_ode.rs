@@ -15,7 +15,7 @@ use gradtape::nn::{Activation, Dense, Layer, Module};
 use gradtape::optim::{Optimizer, Sgd};
 use gradtape::{function, while_loop, GradientTape, Result, Tensor, Variable, WhileOptions};
 
-use super::new_user_util::{all_some, dense, fill, micros_per_call, names, print_times, set_weights, Check};
+use super::new_user_util::{all_some, dense, eager_vs_traced, fill, names, print_times, set_weights, Check};
 
 const DT: f64 = 0.125;
 const STEPS: i64 = 8;
@@ -150,12 +150,15 @@ fn neural_ode_rk4_matches_tensorflow() -> Result<()> {
 #[ignore]
 fn neural_ode_eager_vs_traced_time() -> Result<()> {
     let data = data();
-    let (m, mut o) = (Ode::new()?, sgd());
-    let eager = micros_per_call(100, || ode_step(&m, &mut o, &data.0, &data.1, Loop::Rust).map(drop));
     for how in [Loop::Rust, Loop::While] {
-        let (m, o) = (Arc::new(Ode::new()?), Arc::new(Mutex::new(sgd())));
-        let f = function(move |(y0, t): &(Tensor, Tensor)| ode_step(&m, &mut o.lock().unwrap(), y0, t, how));
-        let traced = micros_per_call(100, || f.call(&data).map(drop));
+        let (m, mut o) = (Ode::new()?, sgd());
+        let (m2, o2) = (Arc::new(Ode::new()?), Arc::new(Mutex::new(sgd())));
+        let f = function(move |(y0, t): &(Tensor, Tensor)| ode_step(&m2, &mut o2.lock().unwrap(), y0, t, how));
+        let (eager, traced) = eager_vs_traced(
+            100,
+            || ode_step(&m, &mut o, &data.0, &data.1, Loop::Rust).map(drop),
+            || f.call(&data).map(drop),
+        );
         let label = if how == Loop::Rust {
             "neural ODE, rust loop"
         } else {

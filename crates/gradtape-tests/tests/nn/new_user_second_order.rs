@@ -17,7 +17,7 @@
 use gradtape::nn::{Activation, Dense, Layer, Module};
 use gradtape::{function, vmap, ForwardAccumulator, GradientTape, Result, Tensor, Unconnected, Variable};
 
-use super::new_user_util::{all_some, dense, fill, micros_per_call, names, print_times, set_weights, Check};
+use super::new_user_util::{all_some, dense, eager_vs_traced, fill, names, print_times, set_weights, Check};
 
 const LAM: f64 = 0.0625;
 
@@ -211,24 +211,25 @@ fn per_example_gradients_match_tensorflow() -> Result<()> {
 fn second_order_eager_vs_traced_time() -> Result<()> {
     let (x, y) = newton_data()?;
     let w = Variable::new(fill(&[5], 0.55, 1.0));
-    let eager = micros_per_call(200, || newton_step(&w, &x, &y).map(drop));
-    let w2 = w.clone();
+    let w2 = Variable::new(fill(&[5], 0.55, 1.0));
     let f = function(move |(x, y): &(Tensor, Tensor)| newton_step(&w2, x, y));
-    let data = (x, y);
-    let traced = micros_per_call(200, || f.call(&data).map(drop));
+    let data = (x.clone(), y.clone());
+    let (eager, traced) = eager_vs_traced(200, || newton_step(&w, &x, &y).map(drop), || f.call(&data).map(drop));
     print_times("newton", "16 x 5 logistic regression", eager, traced);
     let (x, y) = mlp_data();
     let m = std::sync::Arc::new(Mlp::new()?);
-    let eager = micros_per_call(200, || hvp_all(&m, &x, &y).map(drop));
     let mc = m.clone();
     let f = function(move |(x, y): &(Tensor, Tensor)| hvp_all(&mc, x, y));
     let data = (x.clone(), y.clone());
-    let traced = micros_per_call(200, || f.call(&data).map(drop));
+    let (eager, traced) = eager_vs_traced(200, || hvp_all(&m, &x, &y).map(drop), || f.call(&data).map(drop));
     print_times("hvp", "MLP 3 -> 4 -> 1, batch 6", eager, traced);
-    let eager = micros_per_call(200, || per_example_jacobian(&m, &x, &y).map(drop));
     let mc = m.clone();
     let f = function(move |(x, y): &(Tensor, Tensor)| per_example_jacobian(&mc, x, y));
-    let traced = micros_per_call(200, || f.call(&data).map(drop));
+    let (eager, traced) = eager_vs_traced(
+        200,
+        || per_example_jacobian(&m, &x, &y).map(drop),
+        || f.call(&data).map(drop),
+    );
     print_times("per-example jacobian", "MLP 3 -> 4 -> 1, batch 6", eager, traced);
     Ok(())
 }

@@ -14,7 +14,7 @@ use gradtape::nn::{losses, Activation, Conv2D, Conv2DTranspose, Layer, Pool2D, P
 use gradtape::optim::{Adam, Optimizer};
 use gradtape::{function, DType, GradientTape, Padding, ResizeMethod, Result, Rng, Tensor, Variable};
 
-use super::new_user_util::{adam, all_some, fill, micros_per_call, names, print_times, set_weights, Check};
+use super::new_user_util::{adam, all_some, eager_vs_traced, fill, names, print_times, set_weights, Check};
 
 struct UNet {
     e1: Conv2D,
@@ -129,10 +129,13 @@ fn unet_step_matches_tensorflow() -> Result<()> {
 fn unet_eager_vs_traced_time() -> Result<()> {
     let data = data()?;
     let (m, mut o) = (UNet::new()?, adam());
-    let eager = micros_per_call(100, || unet_step(&m, &mut o, &data.0, &data.1).map(drop));
-    let (m, o) = (Arc::new(UNet::new()?), Arc::new(Mutex::new(adam())));
-    let f = function(move |(x, y): &(Tensor, Tensor)| unet_step(&m, &mut o.lock().unwrap(), x, y));
-    let traced = micros_per_call(100, || f.call(&data).map(drop));
+    let (m2, o2) = (Arc::new(UNet::new()?), Arc::new(Mutex::new(adam())));
+    let f = function(move |(x, y): &(Tensor, Tensor)| unet_step(&m2, &mut o2.lock().unwrap(), x, y));
+    let (eager, traced) = eager_vs_traced(
+        100,
+        || unet_step(&m, &mut o, &data.0, &data.1).map(drop),
+        || f.call(&data).map(drop),
+    );
     print_times("u-net", "batch 2, 8x8x2 -> 4 -> 8 channels, 1 output", eager, traced);
     Ok(())
 }

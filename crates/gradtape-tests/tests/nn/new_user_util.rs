@@ -174,15 +174,33 @@ pub fn all_some(grads: Vec<Option<Tensor>>, what: &str) -> Vec<Tensor> {
         .collect()
 }
 
-/// The mean wall time per call of `step` over `n` calls after one warm-up
-/// call (which traces a traced step), in microseconds.
-pub fn micros_per_call(n: usize, mut step: impl FnMut() -> Result<()>) -> f64 {
-    step().unwrap();
-    let t = Instant::now();
+/// The median wall time per call of `eager` and of `traced`, in
+/// microseconds, over `n` calls of each after one warm-up call each (which
+/// traces the traced step); the calls alternate, so that the load of a
+/// shared machine falls on both alike.
+pub fn eager_vs_traced(
+    n: usize,
+    mut eager: impl FnMut() -> Result<()>,
+    mut traced: impl FnMut() -> Result<()>,
+) -> (f64, f64) {
+    eager().unwrap();
+    traced().unwrap();
+    let (mut e, mut t) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
-        step().unwrap();
+        for (f, v) in [
+            (&mut eager as &mut dyn FnMut() -> Result<()>, &mut e),
+            (&mut traced, &mut t),
+        ] {
+            let start = Instant::now();
+            f().unwrap();
+            v.push(start.elapsed().as_secs_f64() * 1e6);
+        }
     }
-    t.elapsed().as_secs_f64() * 1e6 / n as f64
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (median(&mut e), median(&mut t))
 }
 
 /// Prints one model's eager and traced times per step.
