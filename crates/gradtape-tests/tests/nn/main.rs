@@ -39,6 +39,7 @@ mod layer_norm;
 mod llama_parts;
 mod masking;
 mod new_user_adamw;
+mod new_user_batches;
 mod new_user_graph_flow;
 mod new_user_models;
 mod new_user_ode;
