@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use gradtape::io::{safetensors_from_bytes, safetensors_to_bytes};
 use gradtape::nn::{losses, Activation, Dense, Layer, Module};
-use gradtape::optim::{clip_by_global_norm, AdamW, CosineDecay, Optimizer};
+use gradtape::optim::{clip_by_global_norm, AdamW, CosineDecay, ExponentialDecay, Optimizer};
 use gradtape::{function, DType, Function, GradientTape, Result, Rng, Tensor, Variable};
 
 use super::new_user_util::{eager_vs_traced, fill, print_times, set_weights, Check};
@@ -179,6 +179,69 @@ fn adamw_loop_resumed_from_a_checkpoint_matches_tensorflow() -> Result<()> {
         }
     }
     check.finish("adamw loop, resumed", 250);
+    Ok(())
+}
+
+/// Keras's AdamW with `gradient_accumulation_steps=3`, `global_clipnorm`,
+/// weight decay and an `ExponentialDecay` schedule, one micro-batch per
+/// call: the weights change at every third call only.
+fn accumulating() -> AdamW {
+    AdamW::new(ExponentialDecay::new(2f64.powi(-5), 1, 0.5))
+        .weight_decay(0.125)
+        .betas(0.875, 1.0 - 2f64.powi(-10))
+        .unwrap()
+        .epsilon(2f64.powi(-20))
+        .unwrap()
+        .global_clipnorm(0.25)
+        .unwrap()
+        .gradient_accumulation_steps(3)
+        .unwrap()
+        .with_name("adamw")
+}
+
+/// One call: the micro-batch's loss, its gradients handed to the optimizer.
+fn accumulate_step(m: &Model, opt: &mut AdamW, x: &Tensor, y: &Tensor) -> Result<Vec<Tensor>> {
+    let vars = m.vars();
+    let tape = GradientTape::new();
+    let loss = tape.record(|| losses::sparse_categorical_crossentropy(y, &m.l2.call(&m.l1.call(x)?)?, true))?;
+    opt.apply_gradients(tape.gradient(&loss, &vars)?.into_iter().zip(&vars))?;
+    Ok(std::iter::once(loss).chain(vars.iter().map(Variable::read)).collect())
+}
+
+#[test]
+fn keras_gradient_accumulation_steps_match_tensorflow() -> Result<()> {
+    let (x, y) = data();
+    let mut check = Check::new();
+    for traced in [false, true] {
+        let what = if traced { "traced" } else { "eager" };
+        let m = Arc::new(Model::new()?);
+        let opt = Arc::new(Mutex::new(accumulating()));
+        let f = {
+            let (m, opt) = (m.clone(), opt.clone());
+            function(move |(x, y): &Data| accumulate_step(&m, &mut opt.lock().unwrap(), x, y))
+        };
+        for call in 1..=6 {
+            let mb = (call - 1) % 3;
+            let (xb, yb) = (x.narrow(0, 4 * mb, 4)?, y.narrow(0, 4 * mb, 4)?);
+            let got = if traced {
+                f.call(&(xb, yb))?
+            } else {
+                accumulate_step(&m, &mut opt.lock().unwrap(), &xb, &yb)?
+            };
+            let mut want = vec![format!("accum{call}_loss")];
+            want.extend((0..4).map(|j| format!("accum{call}_weight{j}")));
+            check.all(what, &want, &got);
+            let it = Tensor::scalar(opt.lock().unwrap().iterations() as f64);
+            check.one(what, &format!("accum{call}_iterations"), Some(&it));
+        }
+        if traced {
+            assert_eq!(f.trace_count(), 1);
+        }
+        // the accumulators are optimizer variables (checkpointed)
+        let names: Vec<String> = opt.lock().unwrap().variables().iter().map(|v| v.name().to_string()).collect();
+        assert!(names.contains(&"adamw/hidden/kernel/gradient_accumulator".to_string()), "{names:?}");
+    }
+    check.finish("gradient accumulation", 500);
     Ok(())
 }
 

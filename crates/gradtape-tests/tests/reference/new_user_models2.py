@@ -382,3 +382,30 @@ for step in (1, 2, 3):
         emit(f"loop{step}_grad{j}", g)
     for j, v in enumerate(loop_vars):
         emit(f"loop{step}_weight{j}", v)
+
+# 7. The same model trained with Keras's own gradient accumulation: AdamW
+# with gradient_accumulation_steps=3 (the variables change at every third
+# call, by the mean of the three calls' gradients), global_clipnorm 1/4 of
+# that mean, weight decay 1/8, an ExponentialDecay schedule (2^-5, halved
+# every call: dyadic, exact in Keras's float32). Six calls, one micro-batch
+# of 4 each (the three micro-batches twice).
+set_weights(loop_vars, 100.0)
+acc_opt = keras.optimizers.AdamW(
+    learning_rate=keras.optimizers.schedules.ExponentialDecay(2.0**-5, decay_steps=1, decay_rate=0.5),
+    weight_decay=0.125,
+    beta_1=0.875,
+    beta_2=1 - 2.0**-10,
+    epsilon=2.0**-20,
+    global_clipnorm=0.25,
+    gradient_accumulation_steps=3,
+)
+for call in range(1, 7):
+    mb = (call - 1) % 3
+    xb, yb = loop_x[4 * mb : 4 * mb + 4], loop_y[4 * mb : 4 * mb + 4]
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=yb, logits=c2(c1(xb))))
+    acc_opt.apply_gradients(zip(tape.gradient(loss, loop_vars), loop_vars))
+    emit(f"accum{call}_loss", loss)
+    emit(f"accum{call}_iterations", acc_opt.iterations)
+    for j, v in enumerate(loop_vars):
+        emit(f"accum{call}_weight{j}", v)
