@@ -4,7 +4,8 @@
 //!
 //! - Newton's method for L2-regularised logistic regression: the Hessian a
 //!   `jacobian` of the gradient taken on an inner tape, the step a `solve`;
-//!   two steps, eagerly and as a traced `function` called twice;
+//!   two steps, eagerly and as a traced `function` called twice; and the
+//!   `hessian` helper at the first point;
 //! - a Hessian-vector product of a small MLP's loss forward over reverse (a
 //!   `ForwardAccumulator` watching the weights around the tape), eagerly
 //!   and traced;
@@ -15,7 +16,7 @@
 //! Compared at 1e-12 relative (see `new_user_util.rs`).
 
 use gradtape::nn::{Activation, Dense, Layer, Module};
-use gradtape::{function, vmap, ForwardAccumulator, GradientTape, Result, Tensor, Unconnected, Variable};
+use gradtape::{function, hessian, vmap, ForwardAccumulator, GradientTape, Result, Tensor, Unconnected, Variable};
 
 use super::new_user_util::{all_some, dense, eager_vs_traced, fill, names, print_times, set_weights, Check};
 
@@ -76,7 +77,13 @@ fn newton_method_with_a_hessian_matches_tensorflow() -> Result<()> {
             assert_eq!(f.trace_count(), 1);
         }
     }
-    check.finish("newton", 120);
+    // the `hessian` helper at the first point, eagerly and traced
+    let w0 = fill(&[5], 0.55, 1.0);
+    let h = |(x, y, w): &(Tensor, Tensor, Tensor)| hessian(|w| logistic(x, y, w), w);
+    let args = (x.clone(), y.clone(), w0.clone());
+    check.one("eager hessian", "newton1_h", Some(&h(&args)?));
+    check.one("traced hessian", "newton1_h", Some(&function(h).call(&args)?));
+    check.finish("newton", 170);
     Ok(())
 }
 
