@@ -46,6 +46,7 @@ mod new_user_ode;
 mod new_user_scaled;
 mod new_user_scaled_more;
 mod new_user_second_order;
+mod new_user_text;
 mod new_user_unet;
 mod nn;
 mod optimizers;

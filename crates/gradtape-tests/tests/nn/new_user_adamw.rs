@@ -238,8 +238,17 @@ fn keras_gradient_accumulation_steps_match_tensorflow() -> Result<()> {
             assert_eq!(f.trace_count(), 1);
         }
         // the accumulators are optimizer variables (checkpointed)
-        let names: Vec<String> = opt.lock().unwrap().variables().iter().map(|v| v.name().to_string()).collect();
-        assert!(names.contains(&"adamw/hidden/kernel/gradient_accumulator".to_string()), "{names:?}");
+        let names: Vec<String> = opt
+            .lock()
+            .unwrap()
+            .variables()
+            .iter()
+            .map(|v| v.name().to_string())
+            .collect();
+        assert!(
+            names.contains(&"adamw/hidden/kernel/gradient_accumulator".to_string()),
+            "{names:?}"
+        );
     }
     check.finish("gradient accumulation", 500);
     Ok(())

@@ -84,7 +84,12 @@ impl Step for Text {
 
 /// The steps eagerly and traced (plain, and with the signature `sig`) on
 /// the batches, compared after each step.
-fn compare<M: Step>(name: &str, build: impl Fn() -> Result<M>, batches: &[(Tensor, Tensor)], sig: Vec<TensorSpec>) -> Result<()> {
+fn compare<M: Step>(
+    name: &str,
+    build: impl Fn() -> Result<M>,
+    batches: &[(Tensor, Tensor)],
+    sig: Vec<TensorSpec>,
+) -> Result<()> {
     let eager = build()?;
     let mut traced = Vec::new();
     for sig in [None, Some(sig)] {
@@ -106,10 +111,16 @@ fn compare<M: Step>(name: &str, build: impl Fn() -> Result<M>, batches: &[(Tenso
             let what = if k == 0 { "traced" } else { "traced with a signature" };
             let close = |a: &[f64], b: &[f64]| {
                 let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                a.len() == b.len() && a.iter().zip(b).all(|(p, q)| (p - q).abs() <= 1e-12 * q.abs().max(scale))
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(p, q)| (p - q).abs() <= 1e-12 * q.abs().max(scale))
             };
             if !close(&got, &want) {
-                bad.push(format!("{name} {what} step {s} (batch {:?}): loss {got:?}, eager {want:?}", x.shape()));
+                bad.push(format!(
+                    "{name} {what} step {s} (batch {:?}): loss {got:?}, eager {want:?}",
+                    x.shape()
+                ));
             }
             for (j, (v, w)) in m.vars().iter().zip(&wv).enumerate() {
                 if !close(&v.read().to_vec_f64(), w) {
@@ -144,11 +155,17 @@ fn traced_steps_on_batches_of_varying_size_match_eager() -> Result<()> {
             // roundoff, which Adam's normalisation scales up to lr)
             l1: Dense::builder(6, 16).dtype(D).use_bias(false).build(rng)?,
             bn: BatchNorm::new(16, D)?,
-            l2: Dense::builder(16, 3).dtype(D).activation(Activation::Linear).build(rng)?,
+            l2: Dense::builder(16, 3)
+                .dtype(D)
+                .activation(Activation::Linear)
+                .build(rng)?,
             opt: Mutex::new(Adam::new(1e-2)),
         })
     };
-    let sig = vec![TensorSpec::new(D, &[None, Some(6)]), TensorSpec::new(DType::I64, &[None])];
+    let sig = vec![
+        TensorSpec::new(D, &[None, Some(6)]),
+        TensorSpec::new(DType::I64, &[None]),
+    ];
     // (batch norm over a batch of one: variance 0, as Keras's)
     compare("mlp + batch norm", build, &batches, sig)
 }
@@ -158,7 +175,11 @@ fn traced_text_steps_on_batches_of_varying_size_and_length_match_eager() -> Resu
     let mut rng = Rng::new(4);
     let mut batches = Vec::new();
     for (n, t) in [(4usize, 7usize), (4, 7), (3, 7), (4, 5), (2, 9), (4, 7)] {
-        let mut ids = rng.uniform(&[n, t], 1.0, 29.999, D)?.floor()?.cast(DType::I64)?.to_vec::<i64>()?;
+        let mut ids = rng
+            .uniform(&[n, t], 1.0, 29.999, D)?
+            .floor()?
+            .cast(DType::I64)?
+            .to_vec::<i64>()?;
         for r in 0..n {
             // row r keeps t - r tokens, then padding
             for c in (t - r.min(t - 1))..t {
@@ -178,6 +199,9 @@ fn traced_text_steps_on_batches_of_varying_size_and_length_match_eager() -> Resu
             opt: Mutex::new(Adam::new(1e-2)),
         })
     };
-    let sig = vec![TensorSpec::new(DType::I64, &[None, None]), TensorSpec::new(DType::I64, &[None])];
+    let sig = vec![
+        TensorSpec::new(DType::I64, &[None, None]),
+        TensorSpec::new(DType::I64, &[None]),
+    ];
     compare("text", build, &batches, sig)
 }

@@ -114,8 +114,7 @@ fn eager_and_traced<M: Send + Sync + 'static, O: Send + 'static>(
     step: Step<M, O>,
     data: &(Tensor, Tensor, Tensor),
     out_names: impl Fn(usize) -> Vec<String>,
-    vars: fn(&M) -> Vec<Variable>,
-    weight_prefix: &str,
+    (vars, weight_prefix): (fn(&M) -> Vec<Variable>, &str),
 ) -> Result<Vec<Arc<M>>> {
     let mut models = Vec::new();
     for traced in [false, true] {
@@ -153,8 +152,7 @@ fn graph_neural_network_step_matches_tensorflow() -> Result<()> {
         gnn_step,
         &gnn_data()?,
         |s| names(&format!("gnn{s}"), &["alpha", "pred", "loss"], &[("grad", 9)]),
-        Gnn::vars,
-        "gnn_weight",
+        (Gnn::vars, "gnn_weight"),
     )?;
     check.finish("gnn", 300);
     Ok(())
@@ -263,8 +261,7 @@ fn realnvp_flow_matches_tensorflow() -> Result<()> {
         flow_step,
         &flow_data(),
         |s| names(&format!("flow{s}"), &["z", "logdet", "nll"], &[("grad", 21)]),
-        Flow::vars,
-        "flow_weight",
+        (Flow::vars, "flow_weight"),
     )?;
     // sampling with the trained weights: eagerly and traced
     let z = fill(&[5, 4], 1.3, 2.0);

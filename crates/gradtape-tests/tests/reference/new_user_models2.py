@@ -1,7 +1,6 @@
-"""Reference numbers for tests/nn/new_user_models2.rs (and its siblings
-new_user_unet.rs, new_user_second_order.rs, new_user_adamw.rs): more models a
-new user would write, computed eagerly by TensorFlow 2.21 / Keras 3 in
-float64:
+"""Reference numbers for tests/nn/new_user_*.rs (graph_flow, ode, unet,
+second_order, adamw, text): more models a new user would write, computed
+eagerly by TensorFlow 2.21 / Keras 3 in float64:
 
 1. a graph neural network step (gather by edge index, unsorted segment
    mean / max / sum message passing with a per-destination softmax,
@@ -16,7 +15,10 @@ float64:
    Hessian a jacobian of the gradient, tf.linalg.solve), a Hessian-vector
    product forward-over-reverse, per-example gradients (a jacobian),
 6. a custom training loop: gradients accumulated over micro-batches,
-   clipped by global norm, AdamW under a cosine learning-rate schedule.
+   clipped by global norm, AdamW under a cosine learning-rate schedule;
+7. the same model with Keras's own `gradient_accumulation_steps`;
+8. a text classifier: masked bidirectional LSTM beside a Conv1D with global
+   max pooling (new_user_text.rs).
 
 Run: /work/refvenv/bin/python new_user_models2.py > ../data/new_user_models2.txt
 
@@ -409,3 +411,42 @@ for call in range(1, 7):
     emit(f"accum{call}_iterations", acc_opt.iterations)
     for j, v in enumerate(loop_vars):
         emit(f"accum{call}_weight{j}", v)
+
+# 8. A text classifier: Embedding(12, 4, mask_zero) -> Bidirectional(LSTM(3))
+# given the mask (last outputs, concatenated), beside Conv1D(5, 3, same,
+# tanh) over the embeddings -> GlobalMaxPooling1D; concatenated, Dense(11->3)
+# logits, sparse softmax cross-entropy; Adam, two steps. Token ids repeat:
+# the embedding's gradient (an IndexedSlices) is made dense before Adam, as
+# gradtape applies it (Keras's Adam squares an IndexedSlices' values before
+# summing repeated rows, which differs from its own dense result).
+emb = keras.layers.Embedding(12, 4, mask_zero=True, dtype=F64)
+emb.build((None, 7))
+bi = keras.layers.Bidirectional(keras.layers.LSTM(3, dtype=F64), dtype=F64)
+bi.build((None, 7, 4))
+conv1 = keras.layers.Conv1D(5, 3, padding="same", activation="tanh", dtype=F64)
+conv1.build((None, 7, 4))
+gmp = keras.layers.GlobalMaxPooling1D(dtype=F64)
+text_head = dense(11, 3)
+text_vars = emb.trainable_variables + bi.trainable_variables + conv1.trainable_variables + text_head.trainable_variables
+set_weights(text_vars, 110.0)
+text_ids = tf.constant(
+    [[3, 7, 3, 1, 0, 0, 0], [5, 5, 2, 9, 11, 4, 0], [8, 1, 0, 0, 0, 0, 0], [2, 6, 10, 6, 7, 3, 5]], dtype=tf.int64
+)
+text_y = tf.constant([2, 0, 1, 2], dtype=tf.int64)
+text_opt = adam()
+for step in (1, 2):
+    with tf.GradientTape() as tape:
+        e = emb(text_ids)
+        mask = emb.compute_mask(text_ids)
+        r = bi(tf.identity(e), mask=mask)
+        c = gmp(conv1(tf.identity(e)))
+        logits = text_head(tf.concat([r, c], axis=1))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=text_y, logits=logits))
+    grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, text_vars)]
+    text_opt.apply_gradients(zip(grads, text_vars))
+    emit(f"text{step}_logits", logits)
+    emit(f"text{step}_loss", loss)
+    for j, g in enumerate(grads):
+        emit(f"text{step}_grad{j}", g)
+for j, v in enumerate(text_vars):
+    emit(f"text_weight{j}", v)

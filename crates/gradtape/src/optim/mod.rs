@@ -251,12 +251,10 @@ impl Core {
     }
 
     fn variables(&self) -> Vec<Variable> {
-        let slots = self.order.iter().flat_map(|h| {
-            self.slots[h]
-                .iter()
-                .cloned()
-                .chain(self.accumulators.get(h).cloned())
-        });
+        let slots = self
+            .order
+            .iter()
+            .flat_map(|h| self.slots[h].iter().cloned().chain(self.accumulators.get(h).cloned()));
         std::iter::once(self.iterations.clone()).chain(slots).collect()
     }
 
@@ -333,7 +331,9 @@ impl Core {
             lazy: self.lazy,
             iterations: self.iterations.clone(),
             targets,
-            accumulate: self.accumulate.map(|steps| traced::Accumulation { steps, clip: self.clip }),
+            accumulate: self
+                .accumulate
+                .map(|steps| traced::Accumulation { steps, clip: self.clip }),
         });
         traced::apply(&updates, &grads)
     }
@@ -518,7 +518,10 @@ macro_rules! optimizer_common {
                 if !self.core.slots.is_empty() {
                     return Err($crate::Error::invalid(
                         "gradient_accumulation_steps",
-                        format!("{}: set it before the optimizer is built (its first update)", self.core.name),
+                        format!(
+                            "{}: set it before the optimizer is built (its first update)",
+                            self.core.name
+                        ),
                     ));
                 }
                 self.core.accumulate = Some(steps);

@@ -99,7 +99,7 @@ impl Updates {
                         a.read().add(&g)
                     })
                     .collect::<Result<_>>()?;
-                if (it + 1) % acc.steps != 0 {
+                if !(it + 1).is_multiple_of(acc.steps) {
                     for (s, t) in sums.iter().zip(&self.targets) {
                         t.acc.as_ref().expect("checked").assign(s)?;
                     }
