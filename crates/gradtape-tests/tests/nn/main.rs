@@ -9,6 +9,7 @@
 
 mod half_util;
 mod keras_util;
+mod new_user_util;
 mod sums_util;
 // (shared with the ops tests, which use all of it)
 #[allow(dead_code)]
@@ -37,7 +38,16 @@ mod keras_metrics_more;
 mod layer_norm;
 mod llama_parts;
 mod masking;
+mod new_user_adamw;
+mod new_user_batches;
+mod new_user_graph_flow;
 mod new_user_models;
+mod new_user_ode;
+mod new_user_scaled;
+mod new_user_scaled_more;
+mod new_user_second_order;
+mod new_user_text;
+mod new_user_unet;
 mod nn;
 mod optimizers;
 mod rnn_layers;

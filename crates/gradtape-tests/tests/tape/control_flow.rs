@@ -336,3 +336,42 @@ fn shape_invariant_errors_name_the_real_shapes() {
     let e = f.call(&Tensor::ones(&[3], DType::F64)).unwrap_err().to_string();
     assert!(e.contains("from shape [3] to [6]"), "{e}");
 }
+
+/// A traced training step whose loop reads a variable that the tape
+/// differentiates, while no loop variable is watched (a neural ODE's
+/// integrator: the weights are what is trained): the forward loop keeps
+/// its history for the gradient, so the graph runs the loop once forward
+/// and once backward. (It ran the forward loop a second time inside the
+/// gradient, to make the history: a third loop node, and a traced step
+/// as slow as eager.) The gradient is d/dw of x·w^n summed: n x w^(n-1).
+#[test]
+fn a_loop_over_a_variable_keeps_its_history_for_the_tape_of_the_variable() -> Result<()> {
+    let w = Variable::new(Tensor::scalar(1.25f64));
+    let step = {
+        let w = w.clone();
+        function(move |(x, n): &(Tensor, Tensor)| {
+            let tape = GradientTape::new();
+            let y = tape.record(|| {
+                let out = while_loop(
+                    |v: &(Tensor, Tensor)| v.0.lt(n),
+                    |v: &(Tensor, Tensor)| Ok((v.0.add(&Tensor::scalar(1i32))?, v.1.mul(&w.read())?)),
+                    (Tensor::scalar(0i32), x.clone()),
+                    WhileOptions::default(),
+                )?;
+                out.1.sum_all()
+            })?;
+            Ok(vec![y.clone(), tape.gradient(&y, &w)?.expect("connected")])
+        })
+    };
+    let x = Tensor::vector(&[1.0f64, -0.5, 2.0]);
+    for k in [3, 0, 5] {
+        let r = step.call(&(x.clone(), Tensor::scalar(k)))?;
+        close(s(&r[0]), 2.5 * 1.25f64.powi(k));
+        close(s(&r[1]), 2.5 * k as f64 * 1.25f64.powi(k - 1));
+    }
+    assert_eq!(step.trace_count(), 1);
+    let g = step.graph(&(x, Tensor::scalar(3)))?;
+    assert_eq!(g.count("WhileWithHistory"), 1, "{g}");
+    assert_eq!(g.count("While"), 1, "the backward loop: {g}");
+    Ok(())
+}

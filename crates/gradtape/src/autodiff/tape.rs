@@ -417,6 +417,26 @@ pub(crate) fn user_tape_watches(ids: &[TensorId]) -> bool {
         })
 }
 
+/// Whether a tape of the user's watches one of these variables, or will
+/// watch it when an op reads it (a tape that watches accessed variables,
+/// and `v` trainable and differentiable): an op that reads variables and
+/// can save work for their gradients asks this first.
+pub(crate) fn user_tape_watches_variables(vars: &[Variable]) -> bool {
+    any_active()
+        && !vars.is_empty()
+        && STACK.with(|s| {
+            s.borrow().iter().any(|t| {
+                !t.internal && {
+                    let st = t.state.borrow();
+                    vars.iter().any(|v| {
+                        st.tensors.contains_key(&v.handle())
+                            || (t.watch_accessed_variables && v.trainable() && v.dtype().is_differentiable())
+                    })
+                }
+            })
+        })
+}
+
 /// Tells every active tape that `v` was read: tapes that watch accessed
 /// variables start watching it if it is trainable.
 pub(crate) fn variable_accessed(v: &Variable) {

@@ -730,7 +730,11 @@ where
     let mut inputs = vars;
     inputs.extend(caps);
     let ids: Vec<TensorId> = inputs.iter().map(Tensor::id).collect();
-    let op = op.with_history(tape::user_tape_watches(&ids));
+    // a tape that will differentiate the loop (through its inputs or the
+    // variables its body reads) gets the history from this run: without
+    // it, the gradient runs the whole loop again to make it
+    let keep = tape::user_tape_watches(&ids) || tape::user_tape_watches_variables(&op.vars);
+    let op = op.with_history(keep);
     let outs = bind_control(Arc::new(op), &inputs)?;
     loop_vars.rebuild(&mut outs.into_iter().take(n))
 }

@@ -40,6 +40,12 @@
 //!    variable, `"{optimizer}/iterations"`, so it is checkpointed) advances;
 //!    schedules are evaluated at its value before the step.
 //!
+//! With [`gradient_accumulation_steps(n)`](Sgd::gradient_accumulation_steps)
+//! (Keras's `gradient_accumulation_steps`) steps 3 and 4 happen at every
+//! `n`-th call only, to the mean of the `n` calls' gradients (summed in an
+//! accumulator variable per weight meanwhile); the counter counts calls,
+//! [`iterations`](Optimizer::iterations) reports updates.
+//!
 //! Inside a traced [`function`](crate::function()) the whole update (steps
 //! 4 and 5) becomes one `ApplyUpdates` graph node whose inputs are the
 //! (clipped) gradients: it runs at each call of the function, in program
@@ -134,7 +140,7 @@ pub(crate) trait Rule {
 /// Gradient clipping applied before the update (Keras's `clipnorm`,
 /// `global_clipnorm`, `clipvalue`; at most one).
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Clip {
+pub(crate) enum Clip {
     None,
     Norm(f64),
     GlobalNorm(f64),
@@ -150,6 +156,11 @@ pub(crate) struct Core {
     clip: Clip,
     lazy: bool,
     iterations: Variable,
+    /// Keras's `gradient_accumulation_steps`: update every this many calls
+    /// with the mean of the gradients since the last update
+    accumulate: Option<u64>,
+    /// each variable's gradient accumulator (with `accumulate`), by handle
+    accumulators: FxHashMap<TensorId, Variable>,
     /// Each variable's slots, by handle, in the order variables were seen.
     slots: FxHashMap<TensorId, Vec<Variable>>,
     order: Vec<TensorId>,
@@ -175,6 +186,8 @@ impl Core {
             clip: Clip::None,
             lazy: false,
             iterations,
+            accumulate: None,
+            accumulators: FxHashMap::default(),
             slots: FxHashMap::default(),
             order: Vec::new(),
             skipped: Vec::new(),
@@ -182,12 +195,16 @@ impl Core {
         }
     }
 
+    /// Keras's `iterations`: the updates made (with gradient accumulation,
+    /// the calls divided by the steps per update).
     fn iterations(&self) -> u64 {
-        traced::counter(&self.iterations)
+        traced::counter(&self.iterations) / self.accumulate.unwrap_or(1)
     }
 
+    /// The rate of the next call: a schedule is evaluated at the count of
+    /// calls (with gradient accumulation too, as Keras's).
     fn learning_rate(&self) -> f64 {
-        self.lr.at(self.iterations())
+        self.lr.at(traced::counter(&self.iterations))
     }
 
     fn build(&mut self, rule: &dyn Rule, vars: &[&Variable]) -> Result<()> {
@@ -221,12 +238,23 @@ impl Core {
                 .collect::<Result<_>>()?;
             self.slots.insert(v.handle(), slots);
             self.order.push(v.handle());
+            if self.accumulate.is_some() {
+                let acc = crate::kernels::gpu::filled("apply_gradients", &v.shape(), 0.0, v.dtype(), v.device())?;
+                let acc = Variable::builder(acc)
+                    .name(format!("{}/{}/gradient_accumulator", self.name, v.name()))
+                    .trainable(false)
+                    .build();
+                self.accumulators.insert(v.handle(), acc);
+            }
         }
         Ok(())
     }
 
     fn variables(&self) -> Vec<Variable> {
-        let slots = self.order.iter().flat_map(|h| self.slots[h].iter().cloned());
+        let slots = self
+            .order
+            .iter()
+            .flat_map(|h| self.slots[h].iter().cloned().chain(self.accumulators.get(h).cloned()));
         std::iter::once(self.iterations.clone()).chain(slots).collect()
     }
 
@@ -278,24 +306,11 @@ impl Core {
             );
         }
         self.build(rule, &vars.iter().collect::<Vec<_>>())?;
-        let grads = match self.clip {
-            Clip::None => grads,
-            Clip::Norm(c) => grads
-                .iter()
-                .map(|g| clip::clip_gradient_by_norm(g, c))
-                .collect::<Result<_>>()?,
-            Clip::GlobalNorm(c) => {
-                let opt: Vec<Option<Gradient>> = grads.into_iter().map(Some).collect();
-                clip_gradients_by_global_norm(&opt, c)?
-                    .0
-                    .into_iter()
-                    .flatten()
-                    .collect()
-            }
-            Clip::Value(c) => grads
-                .iter()
-                .map(|g| clip::clip_gradient_by_value(g, c))
-                .collect::<Result<_>>()?,
+        // with accumulation, the mean gradient is clipped when the update
+        // runs (see `traced`)
+        let grads = match self.accumulate {
+            None => clip_all(self.clip, grads)?,
+            Some(_) => grads,
         };
         let targets = vars
             .iter()
@@ -306,6 +321,7 @@ impl Core {
                     Some(wd) if self.uses_weight_decay(v) => wd,
                     _ => 0.0,
                 },
+                acc: self.accumulators.get(&v.handle()).cloned(),
             })
             .collect();
         let updates = Arc::new(traced::Updates {
@@ -315,9 +331,35 @@ impl Core {
             lazy: self.lazy,
             iterations: self.iterations.clone(),
             targets,
+            accumulate: self
+                .accumulate
+                .map(|steps| traced::Accumulation { steps, clip: self.clip }),
         });
         traced::apply(&updates, &grads)
     }
+}
+
+/// The gradients clipped as `clip` says.
+pub(crate) fn clip_all(clip: Clip, grads: Vec<Gradient>) -> Result<Vec<Gradient>> {
+    Ok(match clip {
+        Clip::None => grads,
+        Clip::Norm(c) => grads
+            .iter()
+            .map(|g| clip::clip_gradient_by_norm(g, c))
+            .collect::<Result<_>>()?,
+        Clip::GlobalNorm(c) => {
+            let opt: Vec<Option<Gradient>> = grads.into_iter().map(Some).collect();
+            clip_gradients_by_global_norm(&opt, c)?
+                .0
+                .into_iter()
+                .flatten()
+                .collect()
+        }
+        Clip::Value(c) => grads
+            .iter()
+            .map(|g| clip::clip_gradient_by_value(g, c))
+            .collect::<Result<_>>()?,
+    })
 }
 
 /// Checks a clip threshold.
@@ -442,6 +484,50 @@ macro_rules! optimizer_common {
                 Ok(self)
             }
 
+            /// Updates the variables every `steps` calls only, with the mean of
+            /// the gradients of those calls, accumulated in a variable per
+            /// weight (`"{optimizer}/{variable}/gradient_accumulator"`);
+            /// Keras's `gradient_accumulation_steps`. Clipping and weight
+            /// decay apply at the updates, to the mean gradient;
+            /// [`iterations`](crate::optim::Optimizer::iterations) counts
+            /// updates (calls / `steps`: Adam's bias correction follows it)
+            /// while a learning-rate schedule sees the count of calls, as in
+            /// Keras. `steps` must be at least 2. Set it before the first
+            /// call (the accumulators are made with the slots).
+            ///
+            /// ```
+            /// use gradtape::optim::{Optimizer, Sgd};
+            /// use gradtape::{Tensor, Variable};
+            /// let w = Variable::new(Tensor::vector(&[1.0f64]));
+            /// let mut opt = Sgd::new(0.5).gradient_accumulation_steps(2)?;
+            /// opt.apply_gradients([(Some(Tensor::vector(&[1.0f64])), &w)])?;
+            /// assert_eq!(w.read().to_vec::<f64>()?, vec![1.0]); // accumulated
+            /// opt.apply_gradients([(Some(Tensor::vector(&[3.0f64])), &w)])?;
+            /// assert_eq!(w.read().to_vec::<f64>()?, vec![0.0]); // 1 - 0.5 * (1 + 3) / 2
+            /// assert_eq!(opt.iterations(), 1);
+            /// assert!(Sgd::new(0.1).gradient_accumulation_steps(1).is_err());
+            /// # Ok::<(), gradtape::Error>(())
+            /// ```
+            pub fn gradient_accumulation_steps(mut self, steps: u64) -> $crate::Result<Self> {
+                if steps < 2 {
+                    return Err($crate::Error::invalid(
+                        "gradient_accumulation_steps",
+                        format!("gradient_accumulation_steps must be an integer >= 2, got {steps}"),
+                    ));
+                }
+                if !self.core.slots.is_empty() {
+                    return Err($crate::Error::invalid(
+                        "gradient_accumulation_steps",
+                        format!(
+                            "{}: set it before the optimizer is built (its first update)",
+                            self.core.name
+                        ),
+                    ));
+                }
+                self.core.accumulate = Some(steps);
+                Ok(self)
+            }
+
             /// Whether a sparse gradient updates only its rows of the
             /// variable and of its slots (default false: the dense
             /// gradient's result); see the [module docs](crate::optim).
@@ -492,6 +578,7 @@ impl Core {
             exclude_from_weight_decay: core.exclude_from_weight_decay,
             clip: core.clip,
             lazy: core.lazy,
+            accumulate: core.accumulate,
             ..Core::with_name(name.to_string(), core.lr)
         }
     }

@@ -40,6 +40,17 @@ pub(crate) struct Target {
     pub slots: Vec<Variable>,
     /// The weight decay for this variable (0: none).
     pub wd: f64,
+    /// Its gradient accumulator (with gradient accumulation).
+    pub acc: Option<Variable>,
+}
+
+/// Keras's gradient accumulation: the variables are updated at every
+/// `steps`-th call, with the mean of the gradients since the last update,
+/// clipped then.
+#[derive(Clone, Copy)]
+pub(crate) struct Accumulation {
+    pub steps: u64,
+    pub clip: super::Clip,
 }
 
 /// One optimizer step over some variables, gradients aside.
@@ -53,6 +64,8 @@ pub(crate) struct Updates {
     /// The step counter (an `i64` scalar variable).
     pub iterations: Variable,
     pub targets: Vec<Target>,
+    /// With gradient accumulation: when to update, and the clipping then.
+    pub accumulate: Option<Accumulation>,
 }
 
 /// The value of a step counter as the innermost trace sees it (its
@@ -66,6 +79,50 @@ impl Updates {
     /// Runs the step on the variables now.
     fn run_now(&self, grads: &[Gradient]) -> Result<()> {
         let it = counter(&self.iterations);
+        let Some(acc) = self.accumulate else {
+            return self.update_now(grads, it, it);
+        };
+        // (tensor ops on the values, none of them recorded)
+        crate::function::trace::paused(|| {
+            crate::autodiff::tape::without_tapes(|| {
+                let sums: Vec<Tensor> = grads
+                    .iter()
+                    .zip(&self.targets)
+                    .map(|(g, t)| {
+                        let a = t.acc.as_ref().ok_or_else(|| {
+                            Error::invalid("apply_gradients", "internal: a gradient accumulator is missing")
+                        })?;
+                        let g = match g {
+                            Gradient::Dense(d) => d.clone(),
+                            Gradient::Sparse(s) => s.to_dense()?,
+                        };
+                        a.read().add(&g)
+                    })
+                    .collect::<Result<_>>()?;
+                if !(it + 1).is_multiple_of(acc.steps) {
+                    for (s, t) in sums.iter().zip(&self.targets) {
+                        t.acc.as_ref().expect("checked").assign(s)?;
+                    }
+                    return self.iterations.assign(&Tensor::scalar(it as i64 + 1));
+                }
+                let mean: Vec<Gradient> = sums
+                    .iter()
+                    .map(|s| Ok(Gradient::Dense(s.div_scalar(acc.steps as f64)?)))
+                    .collect::<Result<_>>()?;
+                let mean = super::clip_all(acc.clip, mean)?;
+                self.update_now(&mean, it, it / acc.steps)?;
+                for t in &self.targets {
+                    let a = t.acc.as_ref().expect("checked");
+                    a.assign(&a.read().zeros_like())?;
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// The update with `grads` at call `it` (the schedule's step) and
+    /// update `n + 1`, then the call counter advanced.
+    fn update_now(&self, grads: &[Gradient], it: u64, n: u64) -> Result<()> {
         let lr = self.lr.at(it);
         // a NaN or infinite rate (a schedule's 0/0, a typo) or decay would
         // turn every weight into NaN or ±inf without a word
@@ -92,7 +149,7 @@ impl Updates {
         for (g, t) in grads.iter().zip(&self.targets) {
             let step = Step {
                 lr,
-                t: (it + 1) as f64,
+                t: (n + 1) as f64,
                 wd: t.wd,
                 lazy: self.lazy,
             };
@@ -105,7 +162,7 @@ impl Updates {
     fn written(&self) -> impl Iterator<Item = &Variable> {
         self.targets
             .iter()
-            .flat_map(|t| std::iter::once(&t.var).chain(&t.slots))
+            .flat_map(|t| std::iter::once(&t.var).chain(&t.slots).chain(&t.acc))
             .chain(std::iter::once(&self.iterations))
     }
 
@@ -120,6 +177,7 @@ impl Updates {
                     var: scratch_of(&t.var),
                     slots: t.slots.iter().map(scratch_of).collect(),
                     wd: t.wd,
+                    acc: t.acc.as_ref().map(scratch_of),
                 })
                 .collect(),
             ..self.clone()
