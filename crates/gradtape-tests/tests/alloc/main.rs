@@ -16,3 +16,4 @@ mod counting;
 mod buffer_cache;
 mod function_alloc;
 mod function_exec;
+mod split_alloc;

@@ -211,13 +211,19 @@ fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
             a.matmul(w)?.add(&back.tanh()?.matmul(w)?)
         }
         31 => {
-            // a value split into pieces that are used apart (the gradient
-            // pads each piece back: the pieces' pads sum to a concatenation),
-            // maybe through reshapes of the pieces
+            // a value split into pieces that are used apart, maybe through
+            // reshapes of the pieces: by `split` (its gradient is one
+            // concatenation) or by `narrow`s (each piece's gradient is
+            // padded back: the pads sum to a concatenation in the compiler)
             let ax = axis(s.q);
             let d = a.dim(ax)?;
             let n = [3usize, 2].into_iter().find(|&n| d.is_multiple_of(n)).unwrap_or(1);
-            let parts = a.split(n, ax)?;
+            let parts = match s.p % 2 {
+                0 => a.split(n, ax)?,
+                _ => (0..n)
+                    .map(|i| a.narrow(ax, i * (d / n), d / n))
+                    .collect::<Result<Vec<_>>>()?,
+            };
             // pieces whose last dim is folded in two (a head split): their
             // gradients are reshaped back before they are concatenated
             let flat = |p: &Tensor| {

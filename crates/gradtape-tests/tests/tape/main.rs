@@ -25,4 +25,5 @@ mod memory;
 mod recompute;
 mod seed_examples;
 mod sparse;
+mod split_grad;
 mod tape;

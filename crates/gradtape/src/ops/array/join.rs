@@ -1,12 +1,13 @@
 //! Joining and splitting: concat, stack, unstack, split. concat is a kernel
-//! whose rule slices the cotangent (a view per input); the others are made
-//! of concat, expand_dims, narrow and squeeze.
+//! whose rule slices the cotangent (a view per input); a split is views
+//! whose rule, on a tape, is one concatenation (`split_recorded`); the
+//! others are made of these, expand_dims, narrow and squeeze.
 
-use crate::dispatch::{vjp, Grads};
+use crate::dispatch::{self, vjp, Grads, Kind, Operands};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::index;
 use crate::ops::bind;
-use crate::ops::desc::{Op, ShapeOp};
+use crate::ops::desc::{Lazy, Op, ShapeOp};
 use crate::tensor::layout::{checked_numel, norm_axis};
 use crate::tensor::{alloc, Shape, Tensor};
 use std::borrow::Borrow;
@@ -133,10 +134,11 @@ impl Tensor {
     pub fn unstack(&self, axis: isize) -> Result<Vec<Tensor>> {
         let ax = norm_axis("unstack", axis, self.shape())?;
         let d = self.shape()[ax];
-        // (one tensor per row: a huge dim is an OutOfMemory error, not an abort)
+        // (one part per row: a huge dim is an OutOfMemory error, not an abort)
+        let ones = alloc::try_filled("unstack", d, 1usize)?;
         let mut out = alloc::try_vec("unstack", d)?;
-        for i in 0..d {
-            out.push(self.narrow(ax as isize, i, 1)?.squeeze(&[ax as isize])?);
+        for part in self.split_sizes(&ones, ax as isize)? {
+            out.push(part.squeeze(&[ax as isize])?);
         }
         Ok(out)
     }
@@ -190,6 +192,9 @@ impl Tensor {
                 ),
             ));
         }
+        if sizes.len() > 1 && dispatch::differentiating() && !dispatch::listens(Kind::Forward) {
+            return Ok(split_recorded(self, ax, sizes));
+        }
         let mut start = 0;
         sizes
             .iter()
@@ -200,6 +205,62 @@ impl Tensor {
             })
             .collect()
     }
+}
+
+/// `x` split along `ax` into parts of `sizes` (checked), for a tape: one
+/// op with a part per output, whose rule concatenates the parts'
+/// cotangents (zeros for those that got none) in one pass. Recorded as
+/// one slice per part, each rule would pad its cotangent to `x`'s shape,
+/// and the tape add the padded cotangents: a sequence unstacked over `T`
+/// steps cost `T` passes over the whole sequence, `O(T²)`. A trace sees
+/// the parts as the slices they are (its graphs' gradients become one
+/// concatenation in the compiler: `pads_to_concat`). Forward mode takes
+/// the slices' own JVPs (the caller's other path).
+fn split_recorded(x: &Tensor, ax: usize, sizes: &[usize]) -> Vec<Tensor> {
+    let mut begin = vec![0; x.rank()];
+    let mut parts = Vec::with_capacity(sizes.len());
+    for &s in sizes {
+        let mut size = x.shape().to_vec();
+        size[ax] = s;
+        let part = x.block_view(&begin, &size);
+        if dispatch::listens(Kind::Trace) {
+            let (b, z) = (begin.clone(), size);
+            dispatch::announce(
+                &Lazy("Slice", || Op::Shape(ShapeOp::Slice(b[..].into(), z[..].into()))),
+                &[x],
+                std::slice::from_ref(&part),
+            );
+        }
+        begin[ax] += s;
+        parts.push(part);
+    }
+    let (shape, dtype, device) = (x.shape().to_vec(), x.dtype(), x.device());
+    let sizes = sizes.to_vec();
+    let mut make = move || {
+        let (shape, sizes) = (shape.clone(), sizes.clone());
+        let dense = move |g: &[Tensor], _: &[bool]| -> Result<Grads> {
+            let parts: Vec<&Tensor> = g.iter().collect();
+            Ok(crate::ops::grads![Some(Tensor::concat(&parts, ax as isize)?)])
+        };
+        vjp(dense).with_optional(move |g, _| {
+            let parts = g
+                .iter()
+                .zip(&sizes)
+                .map(|(c, &s)| match c {
+                    Some(c) => Ok(c.clone()),
+                    None => {
+                        let mut part = shape.clone();
+                        part[ax] = s;
+                        crate::kernels::gpu::filled("split", &part, 0.0, dtype, device)
+                    }
+                })
+                .collect::<Result<Vec<Tensor>>>()?;
+            let refs: Vec<&Tensor> = parts.iter().collect();
+            Ok(crate::ops::grads![Some(Tensor::concat(&refs, ax as isize)?)])
+        })
+    };
+    dispatch::bind_untraced("Split", Operands::Tensors(&[x]), &parts, &mut make, None);
+    parts
 }
 
 /// Stacks tensors of one shape and dtype along a new axis 0 (recorded: row

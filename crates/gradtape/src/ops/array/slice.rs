@@ -31,17 +31,7 @@ impl Tensor {
                 format!("begin {begin:?} and size {size:?} do not fit in shape {shape:?}"),
             ));
         }
-        let l = self.layout();
-        let offset = l.offset as isize
-            + (0..shape.len())
-                .map(|i| begin[i] as isize * l.strides[i])
-                .sum::<isize>();
-        let y = self.view(Layout {
-            shape: size.into(),
-            strides: l.strides.clone(),
-            // an empty view may point past the end; it is never read
-            offset: if size.contains(&0) { l.offset } else { offset as usize },
-        });
+        let y = self.block_view(begin, size);
         let pads: smallvec::SmallVec<[(usize, usize); 4]> = (0..shape.len())
             .map(|i| (begin[i], shape[i] - begin[i] - size[i]))
             .collect();
@@ -52,6 +42,22 @@ impl Tensor {
             move |_| vjp(move |g, _| Ok(grads![Some(g[0].pad(&pads)?)])),
             |t, _| only(t)?.slice(begin, size),
         ))
+    }
+
+    /// The block `begin .. begin + size` (checked by the caller to fit) as
+    /// a view, unrecorded.
+    pub(crate) fn block_view(&self, begin: &[usize], size: &[usize]) -> Tensor {
+        let l = self.layout();
+        let offset = l.offset as isize
+            + (0..begin.len())
+                .map(|i| begin[i] as isize * l.strides[i])
+                .sum::<isize>();
+        self.view(Layout {
+            shape: size.into(),
+            strides: l.strides.clone(),
+            // an empty view may point past the end; it is never read
+            offset: if size.contains(&0) { l.offset } else { offset as usize },
+        })
     }
 
     /// `len` entries of dimension `axis` starting at `start` (a view).
