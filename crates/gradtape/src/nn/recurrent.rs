@@ -104,15 +104,37 @@ impl CellWeights {
     }
 
     fn check(&self, op: &'static str, x: &Tensor, states: &[&Tensor]) -> Result<()> {
+        expect_input(op, x, Some(2), Some(self.in_features), self.kernel.dtype())?;
+        self.check_states(op, x.shape()[0], states)
+    }
+
+    /// Checks a sequence `xs` `[batch, time, in]` and the states, and
+    /// returns the input projection of every step at once, `xs W + bias`
+    /// `[batch, time, width]`: one product instead of one per step (and
+    /// one for the kernel's gradient).
+    fn project(&self, op: &'static str, xs: &Tensor, states: &[&Tensor], bias: &Tensor) -> Result<Tensor> {
+        expect_input(op, xs, Some(3), Some(self.in_features), self.kernel.dtype())?;
+        self.check_states(op, xs.shape()[0], states)?;
+        let (b, t) = (xs.shape()[0], xs.shape()[1]);
+        // (the loop's list of outputs, one per step: a sequence too long
+        // for it is refused as the loop refuses it, before the product)
+        crate::tensor::alloc::try_vec::<Tensor>("run_sequence", t)?;
+        let width = self.kernel.shape()[1];
+        xs.reshape(&[b * t, self.in_features])?
+            .matmul(&self.kernel.read())?
+            .bias_add(bias)?
+            .reshape(&[b, t, width])
+    }
+
+    fn check_states(&self, op: &'static str, batch: usize, states: &[&Tensor]) -> Result<()> {
         let dtype = self.kernel.dtype();
-        expect_input(op, x, Some(2), Some(self.in_features), dtype)?;
         for s in states {
-            if s.shape() != [x.shape()[0], self.units] || s.dtype() != dtype {
+            if s.shape() != [batch, self.units] || s.dtype() != dtype {
                 return Err(Error::invalid(
                     op,
                     format!(
                         "the state must be [{}, {}] of dtype {dtype}, got {:?} of dtype {}",
-                        x.shape()[0],
+                        batch,
                         self.units,
                         s.shape(),
                         s.dtype()
@@ -235,10 +257,19 @@ impl LSTMCell {
     pub fn step(&self, x: &Tensor, state: &LSTMState) -> Result<LSTMState> {
         let w = &self.0;
         w.check("LSTMCell", x, &[&state.h, &state.c])?;
-        let z = x
-            .matmul(&w.kernel.read())?
-            .add(&state.h.matmul(&w.recurrent.read())?)?
-            .bias_add(&w.bias.read())?;
+        self.step_projected(&x.matmul(&w.kernel.read())?.bias_add(&w.bias.read())?, state)
+    }
+
+    /// The input projections `xs W + b` of a sequence `xs` `[batch, time,
+    /// in]` (checked, with the state), for [`step_projected`](Self::step_projected).
+    pub(super) fn project(&self, xs: &Tensor, state: &LSTMState) -> Result<Tensor> {
+        let w = &self.0;
+        w.project("LSTMCell", xs, &[&state.h, &state.c], &w.bias.read())
+    }
+
+    /// One step from the input's projection `xw = x W + b` `[batch, 4 units]`.
+    pub(super) fn step_projected(&self, xw: &Tensor, state: &LSTMState) -> Result<LSTMState> {
+        let z = xw.add(&state.h.matmul(&self.0.recurrent.read())?)?;
         let g = z.split(4, -1)?;
         let i = g[0].sigmoid()?;
         let f = g[1].sigmoid()?;
@@ -253,8 +284,8 @@ impl LSTMCell {
     /// Runs the cell over `xs` `[batch, time, in]` from `state`: the
     /// outputs `[batch, time, units]` and the last state.
     pub fn run_sequence(&self, xs: &Tensor, state: LSTMState) -> Result<(Tensor, LSTMState)> {
-        unroll(xs, state, |x, s| {
-            let s = self.step(x, &s)?;
+        unroll(&self.project(xs, &state)?, state, |xw, s| {
+            let s = self.step_projected(xw, &s)?;
             Ok((s.h.clone(), s))
         })
     }
@@ -329,7 +360,24 @@ impl GRUCell {
         let w = &self.0;
         w.check("GRUCell", x, &[h])?;
         let b = w.bias.read().unstack(0)?;
-        let mx = x.matmul(&w.kernel.read())?.bias_add(&b[0])?.split(3, -1)?;
+        self.step_projected(&x.matmul(&w.kernel.read())?.bias_add(&b[0])?, h)
+    }
+
+    /// The input projections `xs W + b_in` of a sequence `xs` `[batch,
+    /// time, in]` (checked, with the state), for
+    /// [`step_projected`](Self::step_projected).
+    pub(super) fn project(&self, xs: &Tensor, h: &Tensor) -> Result<Tensor> {
+        let w = &self.0;
+        let b = w.bias.read().unstack(0)?;
+        w.project("GRUCell", xs, &[h], &b[0])
+    }
+
+    /// One step from the input's projection `xw = x W + b_in` `[batch, 3
+    /// units]`.
+    pub(super) fn step_projected(&self, xw: &Tensor, h: &Tensor) -> Result<Tensor> {
+        let w = &self.0;
+        let b = w.bias.read().unstack(0)?;
+        let mx = xw.split(3, -1)?;
         let mh = h.matmul(&w.recurrent.read())?.bias_add(&b[1])?.split(3, -1)?;
         let z = mx[0].add(&mh[0])?.sigmoid()?;
         let r = mx[1].add(&mh[1])?.sigmoid()?;
@@ -341,8 +389,8 @@ impl GRUCell {
     /// Runs the cell over `xs` `[batch, time, in]` from `h`: the outputs
     /// `[batch, time, units]` and the last state.
     pub fn run_sequence(&self, xs: &Tensor, h: Tensor) -> Result<(Tensor, Tensor)> {
-        unroll(xs, h, |x, h| {
-            let h = self.step(x, &h)?;
+        unroll(&self.project(xs, &h)?, h, |xw, h| {
+            let h = self.step_projected(xw, &h)?;
             Ok((h.clone(), h))
         })
     }

@@ -5,9 +5,12 @@
 //!
 //! The layers own their cell, whose weights are named
 //! `{layer}/lstm_cell/kernel` (Keras 3's paths) and laid out as Keras's,
-//! so weights copy between the two. Each step is the cell's own
-//! [`step`](LSTMCell::step): a traced function unrolls the loop (the
-//! sequence length is part of the trace's signature).
+//! so weights copy between the two. The inputs' projections `x W + b` of
+//! all steps are one product (and their kernel's gradient one product
+//! too); each step then adds the state's product and applies the gates,
+//! as the cell's own [`step`](LSTMCell::step) does after its projection.
+//! A traced function unrolls the loop (the sequence length is part of the
+//! trace's signature).
 //!
 //! Masks, Keras's padding: each layer is a [`SequenceLayer`], whose
 //! [`forward_masked`](SequenceLayer::forward_masked) takes a bool mask
@@ -266,9 +269,10 @@ impl LSTM {
             None => self.cell.run_sequence(&xs, state)?,
             Some(m) => {
                 let m = self.options.mask(OP, x, m)?;
-                let (ys, s) = masked_steps(&xs, &m, vec![state.h, state.c], |x, s| {
-                    let n = self.cell.step(
-                        x,
+                let xw = self.cell.project(&xs, &state)?;
+                let (ys, s) = masked_steps(&xw, &m, vec![state.h, state.c], |xw, s| {
+                    let n = self.cell.step_projected(
+                        xw,
                         &LSTMState {
                             h: s[0].clone(),
                             c: s[1].clone(),
@@ -360,7 +364,10 @@ impl GRU {
             None => self.cell.run_sequence(&xs, h)?,
             Some(m) => {
                 let m = self.options.mask(OP, x, m)?;
-                let (ys, mut s) = masked_steps(&xs, &m, vec![h], |x, s| Ok(vec![self.cell.step(x, &s[0])?]))?;
+                let xw = self.cell.project(&xs, &h)?;
+                let (ys, mut s) = masked_steps(&xw, &m, vec![h], |xw, s| {
+                    Ok(vec![self.cell.step_projected(xw, &s[0])?])
+                })?;
                 (ys, s.pop().expect("one state"))
             }
         };
