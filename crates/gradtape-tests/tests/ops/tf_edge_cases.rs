@@ -250,3 +250,71 @@ fn guarded_products_multiply_their_cotangent_at_zero() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn inverse_hyperbolics_of_huge_values_are_finite() -> Result<()> {
+    // TF 2.21: tf.math.acosh / tf.math.asinh of [max, -max, 0.75·max, 1e300
+    // (1e38 in f32), -90, 0.5, 1] (std's forms overflowed to inf above half
+    // the largest float; random programs against TF, seed 25's program 349:
+    // acosh(f64::MAX) through an unsorted segment min of nothing)
+    let nan = f64::NAN;
+    let cases: [(DType, f64, f64, [f64; 7], [f64; 7]); 2] = [
+        (
+            DType::F64,
+            f64::MAX,
+            1e300,
+            [
+                710.4758600739439,
+                nan,
+                710.1881780014921,
+                691.4686750787736,
+                nan,
+                nan,
+                0.0,
+            ],
+            [
+                710.4758600739439,
+                -710.4758600739439,
+                710.1881780014921,
+                691.4686750787736,
+                -5.192987713658941,
+                0.48121182505960347,
+                0.881373587019543,
+            ],
+        ),
+        (
+            DType::F32,
+            f32::MAX as f64,
+            1e38,
+            [
+                89.41598510742188,
+                nan,
+                89.12830352783203,
+                88.19137573242188,
+                nan,
+                nan,
+                0.0,
+            ],
+            [
+                89.41598510742188,
+                -89.41598510742188,
+                89.12830352783203,
+                88.19137573242188,
+                -5.19298791885376,
+                0.4812118411064148,
+                0.8813735842704773,
+            ],
+        ),
+    ];
+    for (dt, max, big, acosh, asinh) in cases {
+        let x = Tensor::vector(&[max, -max, max / 2.0 * 1.5, big, -90.0, 0.5, 1.0]).cast(dt)?;
+        for (name, got, want) in [("acosh", x.acosh()?, acosh), ("asinh", x.asinh()?, asinh)] {
+            let got = got.try_to_vec_f64()?;
+            for (g, w) in got.iter().zip(want) {
+                let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= 4e-7 * w.abs();
+                assert!(ok, "{dt} {name}: {got:?}, TensorFlow {want:?}");
+            }
+        }
+    }
+    Ok(())
+}
