@@ -81,7 +81,7 @@ pub fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
         },
         |t, y| match &t[0] {
             Some(tg) => relu_grad(tg, &x),
-            None => Ok(y.zeros_like()),
+            None => y.try_zeros_like(),
         },
     ))
 }
