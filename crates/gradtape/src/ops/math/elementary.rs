@@ -198,9 +198,15 @@ pub(crate) fn guarded_elementwise(
     )
 }
 
-/// `v`, but 0 where the cotangent `g` is 0.
+/// `v` (= `g · d`), but 0 where the cotangent `g` is 0 and `v` is NaN
+/// (`0 · inf`, `0 · NaN`, `0 / 0`). Only there: selecting 0 wherever `g`
+/// is 0 also zeroed the derivative of the rule w.r.t. `g` there (which is
+/// `d`), so second derivatives through a zero cotangent were wrong in
+/// both modes (`x · rsqrt(Σx²)` at `x = (c, -c)`, whose reduced
+/// cotangent is exactly 0: random_programs seed 61's program 9590).
 pub(crate) fn zero_cotangent_is_zero(g: &Tensor, v: Tensor) -> Result<Tensor> {
-    Tensor::where_(&g.eq(&g.scalar_like(0.0)?)?, &v.scalar_like(0.0)?, &v)
+    let undefined = g.eq(&g.scalar_like(0.0)?)?.logical_and(&v.is_nan()?)?;
+    Tensor::where_(&undefined, &v.scalar_like(0.0)?, &v)
 }
 
 impl Tensor {
