@@ -318,3 +318,46 @@ fn inverse_hyperbolics_of_huge_values_are_finite() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn diag_places_non_finite_values_on_the_diagonal_only() -> Result<()> {
+    // TF 2.21: tf.linalg.diag([nan, 1, inf]) (a multiply by the identity
+    // made NaN of inf · 0 and NaN · 0 across the row)
+    let d = Tensor::vector(&[f64::NAN, 1.0, f64::INFINITY])
+        .diag()?
+        .to_vec::<f64>()?;
+    let want = [f64::NAN, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, f64::INFINITY];
+    assert!(
+        d.iter().zip(want).all(|(a, b)| a == &b || (a.is_nan() && b.is_nan())),
+        "{d:?}"
+    );
+    // TF 2.21: d/dx Σ acos(diag_part(x)) at x = [[-1.4201, 0.5, 2], [1,
+    // 0.25, 3]] is [nan, 0, 0, 0, -1.0327955589886444, 0]: a NaN cotangent
+    // stays on the diagonal (random programs vs TF, seed 42's program 242)
+    let x = Tensor::from_vec(vec![-1.4201f64, 0.5, 2.0, 1.0, 0.25, 3.0], &[2, 3])?;
+    let g = grad(&x, |x| x.diag_part()?.acos())?
+        .expect("connected")
+        .to_vec::<f64>()?;
+    assert!(
+        g[0].is_nan() && g[1..] == [0.0, 0.0, 0.0, -1.0327955589886444, 0.0],
+        "{g:?}"
+    );
+    // and trace: TF 2.21's d/dx tf.linalg.trace([[nan, 1], [2, 3]]) is the
+    // identity
+    let x = Tensor::from_vec(vec![f64::NAN, 1.0, 2.0, 3.0], &[2, 2])?;
+    let g = grad(&x, |x| x.trace())?.expect("connected").to_vec::<f64>()?;
+    assert_eq!(g, vec![1.0, 0.0, 0.0, 1.0]);
+    Ok(())
+}
+
+#[test]
+fn l2_loss_gradient_is_x_even_near_the_largest_float() -> Result<()> {
+    // TF 2.21: tf.nn.l2_loss([-f64::MAX, 3]) is inf, its gradient [-max, 3]
+    // (x²/2 differentiated as 2x · 1/2 overflowed to -inf; random programs
+    // vs TF, seed 42's program 1330)
+    let x = Tensor::vector(&[-f64::MAX, 3.0]);
+    assert_eq!(x.l2_loss()?.to_scalar::<f64>()?, f64::INFINITY);
+    let g = grad(&x, |x| x.l2_loss())?.expect("connected").to_vec::<f64>()?;
+    assert_eq!(g, vec![-f64::MAX, 3.0]);
+    Ok(())
+}
