@@ -206,7 +206,11 @@ fn beyond(x: f64, limit: f64) -> bool {
 /// - a float cast to an integer from NaN, ±inf or out of the integer's
 ///   range is undefined in C++; TensorFlow's CPU gives the x86 "integer
 ///   indefinite" (the lowest integer), this crate Rust's saturating cast;
-/// - the order of NaN among numbers in `sort`, `argsort` and `top_k`:
+/// - NaN in `searchsorted` (sequence or values): TensorFlow's binary search
+///   compares it false both ways, so where it lands depends on the
+///   search's steps; this crate orders NaN last, as its `sort`;
+/// - the order of NaN among numbers in `sort`, `argsort`, `top_k`,
+///   `argmax` and `argmin` (seed 42's program 259):
 ///   TensorFlow's comparison sort has none (it leaves NaN where the
 ///   partial sort happens to), this crate puts NaN first (largest); and
 ///   NaN in a segment's max or min, which TensorFlow keeps or drops by
@@ -241,8 +245,15 @@ fn known_value(op: &str, operands: &[&Value], to: Option<DType>) -> Option<&'sta
         return Some("cast of a non-finite or out-of-range float to an integer");
     }
     let sorts = ["sort", "argsort", "top_k_values", "top_k_indices"];
-    if sorts.contains(&op) && x.iter().any(|v| v.is_nan()) {
+    if (sorts.contains(&op) || op == "argmax" || op == "argmin") && x.iter().any(|v| v.is_nan()) {
         return Some("order of NaN in a sort");
+    }
+    if op == "searchsorted"
+        && operands
+            .iter()
+            .any(|v| matches!(&v.vals, Vals::F(f) if f.iter().any(|x| x.is_nan())))
+    {
+        return Some("NaN in searchsorted: TensorFlow's binary search compares it false both ways");
     }
     let extrema = ["segment_max", "segment_min", "usegment_max", "usegment_min"];
     if extrema.contains(&op) && x.iter().any(|v| v.is_nan()) {
@@ -271,6 +282,37 @@ fn known_value(op: &str, operands: &[&Value], to: Option<DType>) -> Option<&'sta
     }
     ((op == "matmul" || op == "einsum") && operands.iter().any(|v| huge(v)))
         .then_some("overflow in a sum of products: ±inf or NaN by the order of the terms (TensorFlow's FMA)")
+}
+
+/// Whether TensorFlow's refusal of a step this crate runs is one of its
+/// own checks that this crate does not make (`more` campaigns, seeds 41
+/// and 42), each a step whose result is well defined:
+/// - `scatter_nd`/`tensor_scatter_nd_*` with rank-1 indices (one index
+///   tuple): TensorFlow's shape check takes the indices' only dim for a
+///   batch dim, so it wants `updates` of rank 1 or more with that many
+///   rows (`Updates shape must have rank at least one`; `Dimensions [0,1)
+///   of indices[shape=[1]] = 1 must match`), where the documented
+///   semantics (and this crate) take one update of shape `shape[K..]`;
+/// - a scatter into an empty output, a `gather_nd` from empty params
+///   (`Indices and updates specified for empty output shape`, `Requested
+///   more than 0 entries, but params is empty`): in-range indices whose
+///   slices are empty;
+/// - `searchsorted` of empty operands (`[0, 2]` in `[0, 0]`: `Leading
+///   dim_size of both tensors must match`, both 0; this crate checks the
+///   leading dims as shapes);
+/// - `tf.where(x)` of a scalar (`WhereOp : Unhandled input dimensions: 0`):
+///   here `[1, 0]` or `[0, 0]`, as NumPy's `argwhere`.
+fn tf_only_refusal(op: &str, msg: &str, attrs: &Attrs) -> bool {
+    let scatter = op == "scatter_nd" || op.starts_with("tensor_scatter");
+    let one_tuple = attrs.get("ishape").is_some_and(|s| !s.contains(','));
+    (scatter
+        && ((one_tuple && msg.contains("must match dimensio"))
+            || msg.contains("Updates shape must have rank at least one")
+            || msg.contains("Dimensions [0,1) of indices[shape=[")
+            || msg.contains("specified for empty output shape")))
+        || (op == "gather_nd" && msg.contains("but params is empty"))
+        || (op == "argwhere" && msg.contains("Unhandled input dimensions: 0"))
+        || (op == "searchsorted" && msg.contains("Leading dim_size of both tensors must match"))
 }
 
 /// Why this crate may refuse a step TensorFlow ran: an index out of range
@@ -377,9 +419,12 @@ fn known_gradients(p: &Program) -> Option<&'static str> {
     }
     let products = ["cumprod", "prod", "segment_prod", "usegment_prod"];
     for e in &p.entries {
-        if let Entry::Step { op, args, .. } = e
+        // (or a product that overflowed: seed 41's program 339, an f32
+        // cumprod of factors of 1e29 reaching ±inf)
+        let overflowed = |w: &std::result::Result<Value, String>| matches!(w, Ok(Value { vals: Vals::F(f), .. }) if f.iter().any(|x| x.is_infinite()));
+        if let Entry::Step { op, args, want, .. } = e
             && products.contains(&op.as_str())
-            && value(args[0]).is_some_and(zero_or_inf)
+            && (value(args[0]).is_some_and(zero_or_inf) || overflowed(want))
         {
             return Some("a product of a zero, an infinity or a huge value");
         }
@@ -488,7 +533,7 @@ fn check_eager(p: &Program, r: &mut Report) -> Result<()> {
                 (Err(msg), Ok(_)) => {
                     // (TensorFlow refuses a mirror pad of an empty dim even
                     // by 0: this crate pads it by nothing)
-                    if op == "pad" && msg.contains("0 not less than 0") {
+                    if (op == "pad" && msg.contains("0 not less than 0")) || tf_only_refusal(op, msg, attrs) {
                         r.known += 1;
                     } else if alone().is_ok() {
                         r.bad.push(at(format!("TensorFlow refused ({msg}), gradtape ran")));
