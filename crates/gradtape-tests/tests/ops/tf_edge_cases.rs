@@ -258,7 +258,9 @@ fn inverse_hyperbolics_of_huge_values_are_finite() -> Result<()> {
     // the largest float; random programs against TF, seed 25's program 349:
     // acosh(f64::MAX) through an unsorted segment min of nothing)
     let nan = f64::NAN;
-    let cases: [(DType, f64, f64, [f64; 7], [f64; 7]); 2] = [
+    // (dtype, its largest value, a huge one, acosh's values, asinh's)
+    type Case = (DType, f64, f64, [f64; 7], [f64; 7]);
+    let cases: [Case; 2] = [
         (
             DType::F64,
             f64::MAX,
