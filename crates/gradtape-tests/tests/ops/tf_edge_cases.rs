@@ -250,3 +250,116 @@ fn guarded_products_multiply_their_cotangent_at_zero() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn inverse_hyperbolics_of_huge_values_are_finite() -> Result<()> {
+    // TF 2.21: tf.math.acosh / tf.math.asinh of [max, -max, 0.75·max, 1e300
+    // (1e38 in f32), -90, 0.5, 1] (std's forms overflowed to inf above half
+    // the largest float; random programs against TF, seed 25's program 349:
+    // acosh(f64::MAX) through an unsorted segment min of nothing)
+    let nan = f64::NAN;
+    // (dtype, its largest value, a huge one, acosh's values, asinh's)
+    type Case = (DType, f64, f64, [f64; 7], [f64; 7]);
+    let cases: [Case; 2] = [
+        (
+            DType::F64,
+            f64::MAX,
+            1e300,
+            [
+                710.4758600739439,
+                nan,
+                710.1881780014921,
+                691.4686750787736,
+                nan,
+                nan,
+                0.0,
+            ],
+            [
+                710.4758600739439,
+                -710.4758600739439,
+                710.1881780014921,
+                691.4686750787736,
+                -5.192987713658941,
+                0.48121182505960347,
+                0.881373587019543,
+            ],
+        ),
+        (
+            DType::F32,
+            f32::MAX as f64,
+            1e38,
+            [
+                89.41598510742188,
+                nan,
+                89.12830352783203,
+                88.19137573242188,
+                nan,
+                nan,
+                0.0,
+            ],
+            [
+                89.41598510742188,
+                -89.41598510742188,
+                89.12830352783203,
+                88.19137573242188,
+                -5.19298791885376,
+                0.4812118411064148,
+                0.8813735842704773,
+            ],
+        ),
+    ];
+    for (dt, max, big, acosh, asinh) in cases {
+        let x = Tensor::vector(&[max, -max, max / 2.0 * 1.5, big, -90.0, 0.5, 1.0]).cast(dt)?;
+        for (name, got, want) in [("acosh", x.acosh()?, acosh), ("asinh", x.asinh()?, asinh)] {
+            let got = got.try_to_vec_f64()?;
+            for (g, w) in got.iter().zip(want) {
+                let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= 4e-7 * w.abs();
+                assert!(ok, "{dt} {name}: {got:?}, TensorFlow {want:?}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn diag_places_non_finite_values_on_the_diagonal_only() -> Result<()> {
+    // TF 2.21: tf.linalg.diag([nan, 1, inf]) (a multiply by the identity
+    // made NaN of inf · 0 and NaN · 0 across the row)
+    let d = Tensor::vector(&[f64::NAN, 1.0, f64::INFINITY])
+        .diag()?
+        .to_vec::<f64>()?;
+    let want = [f64::NAN, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, f64::INFINITY];
+    assert!(
+        d.iter().zip(want).all(|(a, b)| a == &b || (a.is_nan() && b.is_nan())),
+        "{d:?}"
+    );
+    // TF 2.21: d/dx Σ acos(diag_part(x)) at x = [[-1.4201, 0.5, 2], [1,
+    // 0.25, 3]] is [nan, 0, 0, 0, -1.0327955589886444, 0]: a NaN cotangent
+    // stays on the diagonal (random programs vs TF, seed 42's program 242)
+    let x = Tensor::from_vec(vec![-1.4201f64, 0.5, 2.0, 1.0, 0.25, 3.0], &[2, 3])?;
+    let g = grad(&x, |x| x.diag_part()?.acos())?
+        .expect("connected")
+        .to_vec::<f64>()?;
+    assert!(
+        g[0].is_nan() && g[1..] == [0.0, 0.0, 0.0, -1.0327955589886444, 0.0],
+        "{g:?}"
+    );
+    // and trace: TF 2.21's d/dx tf.linalg.trace([[nan, 1], [2, 3]]) is the
+    // identity
+    let x = Tensor::from_vec(vec![f64::NAN, 1.0, 2.0, 3.0], &[2, 2])?;
+    let g = grad(&x, |x| x.trace())?.expect("connected").to_vec::<f64>()?;
+    assert_eq!(g, vec![1.0, 0.0, 0.0, 1.0]);
+    Ok(())
+}
+
+#[test]
+fn l2_loss_gradient_is_x_even_near_the_largest_float() -> Result<()> {
+    // TF 2.21: tf.nn.l2_loss([-f64::MAX, 3]) is inf, its gradient [-max, 3]
+    // (x²/2 differentiated as 2x · 1/2 overflowed to -inf; random programs
+    // vs TF, seed 42's program 1330)
+    let x = Tensor::vector(&[-f64::MAX, 3.0]);
+    assert_eq!(x.l2_loss()?.to_scalar::<f64>()?, f64::INFINITY);
+    let g = grad(&x, |x| x.l2_loss())?.expect("connected").to_vec::<f64>()?;
+    assert_eq!(g, vec![-f64::MAX, 3.0]);
+    Ok(())
+}

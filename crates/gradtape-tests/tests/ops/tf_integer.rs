@@ -145,6 +145,15 @@ fn integer_powers_wrap_and_refuse_negative_exponents() -> Result<()> {
         assert!(e.contains("pow") && e.contains("negative"), "{e}");
     }
     assert!(Tensor::vector(&[2i32]).pow(&Tensor::vector(&[2i64])).is_err());
+    // an empty result computes no power, so nothing is refused: TF 2.21's
+    // tf.pow(tf.zeros([0, 1, 1], tf.int64), tf.constant([-43], tf.int64))
+    // is an int64 tensor of shape [0, 1, 1] (random programs vs TF, seed
+    // 29's program 1052); a mismatched shape stays an error
+    let empty = Tensor::from_vec(Vec::<i64>::new(), &[0, 1, 1])?;
+    let p = empty.pow(&Tensor::vector(&[-43i64]))?;
+    assert_eq!((p.dtype(), p.shape()), (gradtape::DType::I64, &[0usize, 1, 1][..]));
+    let two = Tensor::from_vec(Vec::<i64>::new(), &[0, 2])?;
+    assert!(two.pow(&Tensor::vector(&[-1i64, -2, -3])).is_err());
     Ok(())
 }
 

@@ -283,8 +283,32 @@ pub fn apply(op: &str, xs: &[&Tensor], a: &Attrs) -> Result<Tensor> {
             a.int("axis"),
             dtype(a.str("to")),
         ),
-        _ => segment(op, x, a),
+        _ => more(op, xs, a).unwrap_or_else(|| segment(op, x, a)),
     }
+}
+
+/// The ops of `more` campaigns (`tf_programs.py`'s `draw_more_step`).
+fn more(op: &str, xs: &[&Tensor], a: &Attrs) -> Option<Result<Tensor>> {
+    let x = xs[0];
+    let idx = || i64_tensor(a.ints("idx"), &a.usizes("ishape"));
+    Some(match op {
+        "gather_nd" => idx().and_then(|i| x.gather_nd(&i)),
+        "scatter_nd" => idx().and_then(|i| Tensor::scatter_nd(&i, x, &a.usizes("shape"))),
+        "tensor_scatter_add" => idx().and_then(|i| x.tensor_scatter_nd_add(&i, xs[1])),
+        "tensor_scatter_update" => idx().and_then(|i| x.tensor_scatter_nd_update(&i, xs[1])),
+        "l2_normalize" => x.l2_normalize(&a.ints("axes"), a.float("eps")),
+        "band_part" => x.band_part(a.int("lower"), a.int("upper")),
+        "boolean_mask" => x.boolean_mask(xs[1]),
+        "argwhere" => x.argwhere(),
+        "unique_values" => x.unique().map(|u| u.0),
+        "unique_indices" => x.unique().map(|u| u.1),
+        "searchsorted" => x.searchsorted(xs[1], a.flag("right")),
+        "bincount" => x.bincount(xs.get(1).copied(), a.int("min") as usize),
+        "trace" => x.trace(),
+        "diag_part" => x.diag_part(),
+        "l2_loss" => x.l2_loss(),
+        _ => return None,
+    })
 }
 
 fn segment(op: &str, x: &Tensor, a: &Attrs) -> Result<Tensor> {

@@ -4,8 +4,11 @@ reductions, shape and index ops, matmul, einsum, scans, sorts, segments,
 casts, integer and bool ops), each step's value and the gradients of a
 weighted sum of the program's leaves w.r.t. its float inputs.
 
-Run: /work/refvenv/bin/python tf_programs.py SEED COUNT [MAXNUMEL] > out.txt
-(TensorFlow 2.21, CPU.) The committed fixture ../data/tf_programs.txt is
+Run: /work/refvenv/bin/python tf_programs.py SEED COUNT [MAXNUMEL [more]] > out.txt
+(TensorFlow 2.21, CPU; `more` draws three steps in ten from draw_more_step's
+ops too: gather_nd, scatter_nd, tensor_scatter_nd_add/update,
+boolean_mask, where(x), unique, searchsorted, bincount, band_part, trace,
+diag_part, l2_normalize, l2_loss.) The committed fixture ../data/tf_programs.txt is
 `tf_programs.py 1 300 16`.
 
 Format, one program a block:
@@ -171,6 +174,37 @@ def run_op(op, xs, a):
     if op == "one_hot":
         return tf.one_hot(x, a["depth"][0], on_value=a["on"][0], off_value=a["off"][0],
                           axis=a["axis"][0], dtype=TF[a["to"]])
+    # (the ops of `more` campaigns, MORE below)
+    if op in ("gather_nd", "scatter_nd", "tensor_scatter_add", "tensor_scatter_update"):
+        idx = tf.constant(np.array(ints(a["idx"]), np.int64).reshape(ints(a["ishape"])))
+        if op == "gather_nd":
+            return tf.gather_nd(x, idx)
+        if op == "scatter_nd":
+            return tf.scatter_nd(idx, x, tf.constant(ints(a["shape"]), tf.int64))
+        f = tf.tensor_scatter_nd_add if op == "tensor_scatter_add" else tf.tensor_scatter_nd_update
+        return f(x, idx, xs[1])
+    if op == "l2_normalize":
+        return tf.math.l2_normalize(x, axis=ints(a["axes"]), epsilon=a["eps"][0])
+    if op == "band_part":
+        return tf.linalg.band_part(x, a["lower"][0], a["upper"][0])
+    if op == "boolean_mask":
+        return tf.boolean_mask(x, xs[1])
+    if op == "argwhere":
+        return tf.where(x)
+    if op in ("unique_values", "unique_indices"):
+        y, i = tf.unique(x, out_idx=tf.int64)
+        return y if op == "unique_values" else i
+    if op == "searchsorted":
+        return tf.cast(tf.searchsorted(x, xs[1], side="right" if a["right"] else "left"), tf.int64)
+    if op == "bincount":
+        return tf.math.bincount(x, weights=xs[1] if len(xs) > 1 else None, minlength=a["min"][0],
+                                dtype=xs[1].dtype if len(xs) > 1 else tf.int64)
+    if op == "trace":
+        return tf.linalg.trace(x)
+    if op == "diag_part":
+        return tf.linalg.diag_part(x)
+    if op == "l2_loss":
+        return tf.nn.l2_loss(x)
     if op.startswith("segment_"):
         return SEGMENT[op[8:]](x, tf.constant(ints(a["ids"]), tf.int64))
     if op.startswith("usegment_"):
@@ -453,6 +487,72 @@ def draw_step(g):
     return None
 
 
+def draw_more_step(g):
+    """Steps of `more` campaigns: nd gathers and scatters, masks, unique,
+    searchsorted, bincount, band_part, trace, diag_part, l2_normalize,
+    l2_loss."""
+    r = g.r(12)
+    i = g.pick(FLOATS + INTS) if g.p(0.8) else g.pick(FLOATS)
+    d, s, _ = g.vals[i]
+    rank, n = len(s), int(np.prod(s))
+    if r < 4 and rank:
+        k = 1 + g.r(rank)
+        ish = g.shape(g.r(3)) + (k,)
+        m = int(np.prod(ish[:-1]))
+        idx = np.stack([g.rng.integers(0, max(s[j], 1), m) for j in range(k)], -1) if m else np.zeros((0, k), int)
+        if g.p(0.03) and m:
+            idx[0, 0] = s[0] + g.r(2) if g.p(0.5) else -1
+        a = {"idx": ints(idx.reshape(-1)), "ishape": list(ish)}
+        if r == 0:
+            return ("gather_nd", [i], a)
+        upd = tuple(ish[:-1]) + tuple(s[k:])
+        if r == 1:
+            u = g.new_input(d, upd)
+            return ("scatter_nd", [u], {**a, "shape": list(s)})
+        if r == 3:  # unique index tuples: TensorFlow's update of duplicates is unordered
+            flat = [tuple(t) for t in idx.reshape(m, k)]
+            keep = [j for j in range(m) if flat[j] not in flat[:j]]
+            idx = idx.reshape(m, k)[keep]
+            a = {"idx": ints(idx.reshape(-1)), "ishape": [len(keep), k]}
+            upd = (len(keep),) + tuple(s[k:])
+        u = g.new_input(d, upd)
+        return (["", "", "tensor_scatter_add", "tensor_scatter_update"][r], [i, u], a)
+    if r == 4 and d in FLOATS:
+        ax = [int(v) for v in g.rng.permutation(rank)[: g.r(rank + 1)]] if rank else []
+        return ("l2_normalize", [i], {"axes": ax, "eps": [[1e-12, 0.5, 0.0][g.r(3)]]})
+    if r == 5 and rank >= 2:
+        return ("band_part", [i], {"lower": [g.r(4) - 1], "upper": [g.r(4) - 1]})
+    if r == 6 and rank:
+        k = 1 + g.r(rank)
+        m = g.new_input("bool", s[:k])
+        return ("boolean_mask", [i, m], {})
+    if r == 7:
+        return ("argwhere", [i], {})
+    if r == 8 and rank == 1:
+        return (["unique_values", "unique_indices"][g.r(2)], [i], {})
+    if r == 9 and rank and d in FLOATS + INTS:
+        srt = g.new_input(d, s, np.sort(g.vals[i][2].numpy(), axis=-1))
+        v = g.new_input(d, s[:-1] + (g.dim(),))
+        return ("searchsorted", [srt, v], {"right": g.r(2)})
+    if r == 10:
+        c = g.pick(INTS)
+        if c is None:
+            return None
+        cs = g.vals[c][1]
+        a = {"min": [g.r(4)]}
+        if g.p(0.5):
+            return ("bincount", [c, g.new_input(g.fdt, cs)], a)
+        return ("bincount", [c], a)
+    if r == 11 and rank >= 2:
+        return (["trace", "diag_part", "l2_loss"][g.r(3)], [i], {})
+    if r == 11 and d in FLOATS:
+        return ("l2_loss", [i], {})
+    return None
+
+
+MORE = False
+
+
 def draw_float_step(g):
     """Steps on floats and their shapes: matmul, einsum, softmaxes, scans,
     clips, sorts, one_hot, segments."""
@@ -567,6 +667,8 @@ def program(seed, pid, maxnumel):
     while steps < nsteps and tries < 60:
         tries += 1
         st = draw_step(g) if g.p(0.6) else draw_float_step(g)
+        if MORE and g.p(0.3):
+            st = draw_more_step(g)
         if st is None:
             continue
         op, args, attrs = st
@@ -624,8 +726,9 @@ def emit(seed, pid, maxnumel, out):
         lines.append("L " + (",".join(map(str, leaves)) or "-"))
         try:
             grads = tape.gradient(loss, xs)
-        except (tf.errors.OpError, ValueError, TypeError) as e:
-            # TensorFlow's gradient itself failing (a bug of its: there is
+        except (tf.errors.OpError, ValueError, TypeError, LookupError) as e:
+            # TensorFlow's gradient itself failing (or none registered:
+            # `Unique` of floats) (a bug of its: there is
             # one to compute); the program's gradients are not compared
             lines.append("X " + " ".join(str(e).split())[:160])
             grads = []
@@ -638,5 +741,6 @@ def emit(seed, pid, maxnumel, out):
 if __name__ == "__main__":
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     maxnumel = int(sys.argv[3]) if len(sys.argv) > 3 else 48
+    MORE = len(sys.argv) > 4 and sys.argv[4] == "more"
     for pid in range(count):
         emit(seed, pid, maxnumel, sys.stdout)

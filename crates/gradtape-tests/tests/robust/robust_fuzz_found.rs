@@ -490,3 +490,36 @@ fn a_call_s_gradient_makes_no_zeros_for_its_saved_values() -> gradtape::Result<(
     }
     Ok(())
 }
+
+/// The hinge losses made their zeros with the panicking `zeros_like`: a
+/// label tensor that is a broadcast view of 2^31 elements aborted the call
+/// (`zeros_like: out of memory`) instead of refusing it (fuzz seed 880003,
+/// case 98903, shrunk to `SquaredHinge` of an f32 `[2^31]` view); the
+/// gradient of `sign` and the `clip_by_norm`, Huber, MAPE and MSLE helpers
+/// made theirs the same way. Here at 2^40 elements (4 TiB of f32), which
+/// no machine allocates: an error, or a result, never a panic.
+#[test]
+fn losses_of_huge_broadcast_labels_are_errors_not_panics() {
+    use gradtape::nn::losses::{Loss, Reduction};
+    let huge = |v: f32| {
+        Tensor::from_vec(vec![v], &[1])
+            .and_then(|t| t.broadcast_to(&[1 << 40]))
+            .expect("a broadcast view")
+    };
+    let (y_true, y_pred) = (huge(1.0), huge(0.5));
+    for loss in [
+        Loss::Hinge,
+        Loss::SquaredHinge,
+        Loss::CategoricalHinge,
+        Loss::Huber { delta: 1.0 },
+        Loss::MeanAbsolutePercentageError,
+        Loss::MeanSquaredLogarithmicError,
+    ] {
+        let got = std::panic::catch_unwind(|| loss.compute_weighted(&y_true, &y_pred, None, Reduction::Sum));
+        match got {
+            Ok(Err(e)) => assert!(e.to_string().contains("memory"), "{loss:?}: {e}"),
+            Ok(Ok(v)) => panic!("{loss:?}: a value of shape {:?} from 4 TiB of labels", v.shape()),
+            Err(_) => panic!("{loss:?} panicked"),
+        }
+    }
+}

@@ -224,3 +224,86 @@ fn polygamma_at_minus_infinity_and_far_left_of_zero() -> Result<()> {
     );
     Ok(())
 }
+
+/// Second derivatives through `rsqrt`, `sqrt` and `reciprocal` where their
+/// cotangent is exactly 0: `x · f(Σx²)` along rows, at the row `(c, -c)`,
+/// whose reduced cotangent `Σ g·x` is 0. Their rules set the gradient to 0
+/// wherever the cotangent was 0 (TensorFlow's `SqrtGrad`, `RsqrtGrad`,
+/// `ReciprocalGrad`), and so lost the derivative w.r.t. the cotangent
+/// there: H·v was wrong in both modes, each its own way (found by
+/// random_programs, seed 61's program 9590, through `l2_normalize`).
+/// Expected: TensorFlow 2.21, `o.gradient(reduce_sum(i.gradient(f(x), x) *
+/// v), x)` of nested tapes, f = `reduce_sum(tanh(x * tf.math.rsqrt(
+/// reduce_sum(x*x, 1, keepdims=True))))` and the same with `tf.sqrt`,
+/// `tf.math.reciprocal`, and `tf.math.l2_normalize(x, axis=1,
+/// epsilon=1e-6)` (its ForwardAccumulator over a tape agrees to 1e-16).
+#[test]
+fn second_derivatives_through_a_zero_cotangent_of_rsqrt_sqrt_reciprocal() -> Result<()> {
+    let x = Tensor::from_vec(vec![0.875f64, -0.875, 0.875, -0.6], &[2, 2])?;
+    let v = Tensor::from_vec(vec![0.6725f64, -1.47, 0.3, 0.7], &[2, 2])?;
+    type F = fn(&Tensor) -> Result<Tensor>;
+    fn by(x: &Tensor, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+        x.mul(&f(&x.square()?.sum(&[1], true)?)?)?.tanh()?.sum_all()
+    }
+    let cases: [(&str, F, [f64; 4]); 4] = [
+        (
+            "rsqrt",
+            |x| by(x, &|s| s.rsqrt()),
+            [
+                -0.39085187896196794,
+                -0.8543528060581308,
+                -0.3381056039237049,
+                0.5798096509996483,
+            ],
+        ),
+        (
+            "sqrt",
+            |x| by(x, &|s| s.sqrt()),
+            [
+                -0.8567207383671274,
+                -1.8726832496649468,
+                -0.10522232876490867,
+                0.5072488834077273,
+            ],
+        ),
+        (
+            "reciprocal",
+            |x| by(x, &|s| s.reciprocal()),
+            [
+                -0.5189160842009692,
+                -1.1342849721567658,
+                -0.4830575352506187,
+                0.6431733831469627,
+            ],
+        ),
+        (
+            "l2_normalize",
+            |x| x.l2_normalize(&[1], 1e-6)?.tanh()?.sum_all(),
+            [
+                -0.390851878961968,
+                -0.8543528060581307,
+                -0.3381056039237049,
+                0.5798096509996482,
+            ],
+        ),
+    ];
+    for (name, f, want) in cases {
+        // reverse over reverse
+        let outer = GradientTape::new();
+        let hv = outer.record(|| {
+            outer.watch(&x);
+            let inner = GradientTape::new();
+            let l = inner.record(|| {
+                inner.watch(&x);
+                f(&x)
+            })?;
+            inner.gradient(&l, &x)?.expect("connected").mul(&v)?.sum_all()
+        })?;
+        let rev = outer.gradient(&hv, &x)?.expect("connected").to_vec::<f64>()?;
+        agree(&format!("{name}, reverse over reverse"), &rev, &want, 1e-12);
+        // forward over reverse
+        let fwd = gradtape::hvp(f, &x, &v)?.to_vec::<f64>()?;
+        agree(&format!("{name}, forward over reverse"), &fwd, &want, 1e-12);
+    }
+    Ok(())
+}

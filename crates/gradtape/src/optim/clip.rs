@@ -45,10 +45,10 @@ pub fn clip_by_norm(t: &Tensor, clip_norm: f64, axes: Option<&[isize]>) -> Resul
     }
     let l2sum = t.square()?.sum(axes, false)?.reshape(&kept)?;
     let pred = l2sum.gt_scalar(0.0)?;
-    let safe = Tensor::where_(&pred, &l2sum, &l2sum.ones_like())?;
+    let safe = Tensor::where_(&pred, &l2sum, &l2sum.try_ones_like()?)?;
     let l2norm = Tensor::where_(&pred, &safe.sqrt()?, &l2sum)?;
     t.mul_scalar(clip_norm)?
-        .div(&l2norm.maximum(&l2norm.full_like(clip_norm))?)
+        .div(&l2norm.maximum(&l2norm.try_full_like(clip_norm)?)?)
 }
 
 /// `sqrt(Σ ‖t‖²)` over the tensors given (`None` skipped), TensorFlow's
@@ -101,7 +101,9 @@ pub fn clip_by_global_norm(tensors: &[Option<Tensor>], clip_norm: f64) -> Result
 /// `clip_norm · min(1 / norm, 1 / clip_norm)`, NaN when `norm` is not finite.
 fn global_scale(norm: &Tensor, clip_norm: f64) -> Result<Tensor> {
     let inv = norm.reciprocal()?;
-    let scale = inv.minimum(&inv.full_like(1.0 / clip_norm))?.mul_scalar(clip_norm)?;
+    let scale = inv
+        .minimum(&inv.try_full_like(1.0 / clip_norm)?)?
+        .mul_scalar(clip_norm)?;
     // + (norm − norm): NaN for an infinite or NaN norm
     scale.add(&norm.sub(norm)?)
 }

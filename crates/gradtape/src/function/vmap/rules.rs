@@ -260,7 +260,7 @@ fn shape(s: &ShapeOp, ins: &[BVal], b: usize) -> Rule {
         (ShapeOp::Contiguous, [x]) => one(x.t.contiguous()),
         (ShapeOp::Identity, [x]) => one(Ok(x.t.identity())),
         (ShapeOp::StopGradient, [x]) => one(Ok(x.t.stop_gradient())),
-        (ShapeOp::FullLike(v), [x]) => one(Ok(x.t.full_like(v.0))),
+        (ShapeOp::FullLike(v), [x]) => one(x.t.try_full_like(v.0)),
         (ShapeOp::Slice(begin, size), [x]) => {
             let mut bg: SmallVec<[usize; 6]> = smallvec::smallvec![0];
             bg.extend_from_slice(begin);

@@ -164,7 +164,7 @@ pub(super) fn hinge(y_true: &Tensor, y_pred: &Tensor, squared: bool) -> Result<T
         y_true.clone()
     } else {
         // b = 1 when every y (1 − y) is 0, that is every label is 0 or 1
-        let zero = y_true.zeros_like();
+        let zero = y_true.try_zeros_like()?;
         let binary = y_true
             .mul(&one_minus(y_true)?)?
             .eq(&zero)?
@@ -173,7 +173,7 @@ pub(super) fn hinge(y_true: &Tensor, y_pred: &Tensor, squared: bool) -> Result<T
         y_true.mul(&binary.add_scalar(1.0)?)?.sub(&binary)?
     };
     let margin = one_minus(&y.mul(p)?)?;
-    let mut h = margin.maximum(&margin.zeros_like())?;
+    let mut h = margin.maximum(&margin.try_zeros_like()?)?;
     if squared {
         h = h.square()?;
     }
@@ -186,5 +186,5 @@ pub(super) fn categorical_hinge(y_true: &Tensor, y_pred: &Tensor) -> Result<Tens
     let pos = y_true.mul(p)?.sum(&[-1], false)?;
     let neg = one_minus(y_true)?.mul(p)?.max(&[-1], false)?;
     let m = neg.sub(&pos)?.add_scalar(1.0)?;
-    m.maximum(&m.zeros_like())
+    m.maximum(&m.try_zeros_like()?)
 }

@@ -34,21 +34,21 @@ pub(super) fn huber(y_true: &Tensor, y_pred: &Tensor, delta: f64) -> Result<Tens
     let a = e.abs()?;
     let quad = e.square()?.mul_scalar(0.5)?;
     let lin = a.mul_scalar(delta)?.add_scalar(-0.5 * delta * delta)?;
-    let small = a.le(&a.full_like(delta))?;
+    let small = a.le(&a.try_full_like(delta)?)?;
     Tensor::where_(&small, &quad, &lin)?.mean(&[-1], false)
 }
 
 /// `100 · mean(|y_true − y_pred| / max(|y_true|, ε))`.
 pub(super) fn mean_absolute_percentage_error(y_true: &Tensor, y_pred: &Tensor) -> Result<Tensor> {
     let p = same_shape("mean_absolute_percentage_error", y_true, y_pred)?;
-    let denom = y_true.abs()?.maximum(&y_true.full_like(EPSILON))?;
+    let denom = y_true.abs()?.maximum(&y_true.try_full_like(EPSILON)?)?;
     y_true.sub(p)?.div(&denom)?.abs()?.mean(&[-1], false)?.mul_scalar(100.0)
 }
 
 /// `mean((log(1 + max(y_pred, ε)) − log(1 + max(y_true, ε)))²)`.
 pub(super) fn mean_squared_logarithmic_error(y_true: &Tensor, y_pred: &Tensor) -> Result<Tensor> {
     let p = same_shape("mean_squared_logarithmic_error", y_true, y_pred)?;
-    let log1p = |t: &Tensor| t.maximum(&t.full_like(EPSILON))?.log1p();
+    let log1p = |t: &Tensor| t.maximum(&t.try_full_like(EPSILON)?)?.log1p();
     log1p(p)?.sub(&log1p(y_true)?)?.square()?.mean(&[-1], false)
 }
 

@@ -319,7 +319,7 @@ impl ShapeOp {
             ShapeOp::Contiguous => x.contiguous()?,
             ShapeOp::Identity => x.identity(),
             ShapeOp::StopGradient => x.stop_gradient(),
-            ShapeOp::FullLike(v) => x.full_like(v.0),
+            ShapeOp::FullLike(v) => x.try_full_like(v.0)?,
         };
         Ok(smallvec::smallvec![y])
     }

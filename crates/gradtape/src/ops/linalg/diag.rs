@@ -3,7 +3,7 @@
 //!
 //! `diag_part` is a strided view with its own rule and descriptor
 //! (`MatrixDiagPart`); the others are compositions of differentiable ops
-//! (a multiply by the identity, a sum, a select with a constant mask).
+//! (a select on the identity, a sum, a select with a constant mask).
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads};
@@ -27,10 +27,17 @@ impl Tensor {
         }
         crate::ops::expect_numeric("diag", self)?;
         let n = self.shape()[self.rank() - 1];
-        let eye = Tensor::try_eye(n, self.dtype())
-            .and_then(|e| e.to(self.device()))
-            .map_err(|e| e.for_op("diag"))?;
-        self.expand_dims(-1)?.mul(&eye)
+        // (selected, not multiplied by the identity: `inf · 0` and `NaN · 0`
+        // filled a row with NaN where TensorFlow's `MatrixDiag` has zeros
+        // off the diagonal; diag_part's gradient is this op too: random
+        // programs vs TF, seed 42's program 242)
+        let run = || -> Result<Tensor> {
+            let on = Tensor::try_eye(n, crate::tensor::DType::F32)?
+                .gt_scalar(0.5)?
+                .to(self.device())?;
+            Tensor::where_(&on, &self.expand_dims(-1)?, &self.scalar_like(0.0)?)
+        };
+        run().map_err(|e| e.for_op("diag"))
     }
 
     /// The main diagonal of each matrix of `[..., n, m]`: `[..., min(n, m)]`.

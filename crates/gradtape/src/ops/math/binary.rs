@@ -81,7 +81,7 @@ pub fn relu_grad(g: &Tensor, x: &Tensor) -> Result<Tensor> {
         },
         |t, y| match &t[0] {
             Some(tg) => relu_grad(tg, &x),
-            None => Ok(y.zeros_like()),
+            None => y.try_zeros_like(),
         },
     ))
 }
@@ -532,7 +532,10 @@ fn int_pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         acc
     }
     expect_same_dtype("pow", a, b)?;
-    if crate::kernels::gpu::host_f64s("pow", b)?.iter().any(|&e| e < 0.0) {
+    // (an empty result computes no power: TensorFlow checks each one it
+    // computes, and takes `[0, 1, 1] ** -43`; the result is empty exactly
+    // where `a` is, `b`'s emptiness leaving nothing to check)
+    if a.numel() > 0 && crate::kernels::gpu::host_f64s("pow", b)?.iter().any(|&e| e < 0.0) {
         return Err(Error::invalid(
             "pow",
             format!(

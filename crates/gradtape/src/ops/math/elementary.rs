@@ -36,6 +36,11 @@ pub trait LibmExt: Sized {
     fn erfc_(self) -> Self;
     fn expm1_(self) -> Self;
     fn log1p_(self) -> Self;
+    /// `asinh` and `acosh` as libm computes them: `ln|x| + ln 2` where
+    /// `x² + 1` is `x²` (std's forms overflow to inf above half the
+    /// largest float, where the value is still ~710, or ~89 in f32).
+    fn asinh_(self) -> Self;
+    fn acosh_(self) -> Self;
     /// The nearest integer, halves to even.
     fn round_even_(self) -> Self;
 }
@@ -56,6 +61,18 @@ impl LibmExt for f64 {
     #[inline]
     fn log1p_(self) -> f64 {
         libm::log1p(self)
+    }
+    #[inline]
+    fn asinh_(self) -> f64 {
+        libm::asinh(self)
+    }
+    #[inline]
+    fn acosh_(self) -> f64 {
+        if self < 1.0 {
+            f64::NAN
+        } else {
+            libm::acosh(self)
+        }
     }
     #[inline]
     fn round_even_(self) -> f64 {
@@ -79,6 +96,19 @@ impl LibmExt for f32 {
     #[inline]
     fn log1p_(self) -> f32 {
         libm::log1pf(self)
+    }
+    #[inline]
+    fn asinh_(self) -> f32 {
+        libm::asinhf(self)
+    }
+    #[inline]
+    fn acosh_(self) -> f32 {
+        // (libm's acoshf is finite at some x < 1: -3.12 at -90)
+        if self < 1.0 {
+            f32::NAN
+        } else {
+            libm::acoshf(self)
+        }
     }
     #[inline]
     fn round_even_(self) -> f32 {
@@ -106,6 +136,14 @@ macro_rules! libm_half {
             #[inline]
             fn log1p_(self) -> $t {
                 <$t>::from_f32(libm::log1pf(self.to_f32()))
+            }
+            #[inline]
+            fn asinh_(self) -> $t {
+                <$t>::from_f32(libm::asinhf(self.to_f32()))
+            }
+            #[inline]
+            fn acosh_(self) -> $t {
+                <$t>::from_f32(self.to_f32().acosh_())
             }
             #[inline]
             fn round_even_(self) -> $t {
@@ -160,9 +198,15 @@ pub(crate) fn guarded_elementwise(
     )
 }
 
-/// `v`, but 0 where the cotangent `g` is 0.
+/// `v` (= `g · d`), but 0 where the cotangent `g` is 0 and `v` is NaN
+/// (`0 · inf`, `0 · NaN`, `0 / 0`). Only there: selecting 0 wherever `g`
+/// is 0 also zeroed the derivative of the rule w.r.t. `g` there (which is
+/// `d`), so second derivatives through a zero cotangent were wrong in
+/// both modes (`x · rsqrt(Σx²)` at `x = (c, -c)`, whose reduced
+/// cotangent is exactly 0: random_programs seed 61's program 9590).
 pub(crate) fn zero_cotangent_is_zero(g: &Tensor, v: Tensor) -> Result<Tensor> {
-    Tensor::where_(&g.eq(&g.scalar_like(0.0)?)?, &v.scalar_like(0.0)?, &v)
+    let undefined = g.eq(&g.scalar_like(0.0)?)?.logical_and(&v.is_nan()?)?;
+    Tensor::where_(&undefined, &v.scalar_like(0.0)?, &v)
 }
 
 impl Tensor {

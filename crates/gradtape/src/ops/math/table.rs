@@ -236,11 +236,11 @@ macro_rules! with_float_unary {
                 $body
             }
             Unary::Asinh => {
-                let $f = |v: $T| v.asinh();
+                let $f = |v: $T| v.asinh_();
                 $body
             }
             Unary::Acosh => {
-                let $f = |v: $T| v.acosh();
+                let $f = |v: $T| v.acosh_();
                 $body
             }
             Unary::Atanh => {

@@ -124,8 +124,8 @@ impl Tensor {
             Unary::Sign,
             &[self],
             y,
-            |_| vjp(|g, _| Ok(grads![Some(g[0].zeros_like())])),
-            |t, _| Ok(only(t)?.zeros_like()),
+            |_| vjp(|g, _| Ok(grads![Some(g[0].try_zeros_like()?)])),
+            |t, _| only(t)?.try_zeros_like(),
         ))
     }
 

@@ -223,7 +223,10 @@ impl Tensor {
     /// ```
     pub fn l2_loss(&self) -> Result<Tensor> {
         expect_float("l2_loss", self)?;
-        self.square()?.sum_all()?.mul_scalar(0.5)
+        // (x · x/2, not x²/2: the gradient, x, as TensorFlow's, where 2x
+        // overflowed at |x| > max/2: -inf for -f64::MAX; random programs
+        // vs TF, seed 42's program 1330)
+        self.mul(&self.mul_scalar(0.5)?)?.sum_all()
     }
 
     /// Rows of the table `self` (`[vocab, ..]`) picked by integer `ids`:
