@@ -19,6 +19,7 @@ mod common;
 mod complex;
 mod complex_fns;
 mod conv3d_values;
+mod conv_filter_accuracy;
 mod ctc;
 mod dtype_table;
 mod einsum;
