@@ -3,8 +3,8 @@
 //! product adds slices of its shared dimension. (The direct stride-1
 //! kernel once summed all pixels in one running sum per filter element:
 //! a traced step, which runs that kernel where the eager step ran
-//! im2col's product, lost 3e-4 of a filter gradient summed over ~17,000
-//! pixels: random programs, seed 63's program 574.)
+//! im2col's product, was 3.4e-4 off a filter gradient's f64 value where
+//! eager was 7e-7 off: random programs, seed 63's program 574.)
 
 use gradtape::{DType, Padding, Result, Tensor};
 

@@ -470,10 +470,9 @@ unsafe fn filter_tile<const MR: usize, const NV: usize>(
         let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(nr, v));
         let mut acc = [[_mm512_setzero_ps(); NV]; MR];
         // the tile's sum so far, in `dst`, takes the registers' sum of each
-        // block of `BLOCK` pixels (one running sum over all the pixels of
-        // a large batch lost digits: 3e-4 of a filter gradient summed over
-        // ~17,000 pixels in f32, where the im2col product's slices of its
-        // shared dimension kept 1e-6)
+        // block of `BLOCK` pixels: one running sum over all the pixels of
+        // a large batch lost f32 digits that the im2col product, which
+        // adds slices of its shared dimension, keeps
         let first = std::cell::Cell::new(true);
         let flush = |acc: &mut [[__m512; NV]; MR]| {
             for (i, row) in acc.iter_mut().enumerate() {
