@@ -15,7 +15,6 @@
 //! the same formulas, so they differ by accumulated roundoff only (the
 //! observed differences are reported by each test).
 
-use std::collections::HashMap;
 use std::f64::consts::PI;
 use std::sync::{Arc, Mutex};
 
@@ -23,36 +22,9 @@ use gradtape::nn::{losses, Activation, BatchNorm, Conv2D, Dense, GlobalPooling, 
 use gradtape::optim::{Adam, Optimizer, Sgd};
 use gradtape::{function, DType, GradientTape, Padding, Result, Rng, Tensor, Variable};
 
-use super::tf_util::{agrees, magnitude};
+use super::new_user_util::{adam, fill, names, set_weights, Check};
 
 const DATA: &str = include_str!("../data/new_user_models.txt");
-const REL: f64 = 1e-12;
-
-/// The reference numbers by name (`None`: TensorFlow gave no gradient).
-fn reference() -> HashMap<&'static str, Option<Vec<f64>>> {
-    DATA.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
-            let (name, rest) = l.split_once(": ").expect("name: numbers");
-            let v = (rest != "none").then(|| rest.split(' ').map(|x| x.parse().expect(x)).collect());
-            (name, v)
-        })
-        .collect()
-}
-
-/// `scale · 0.5 sin(0.7 i + k)` over the row-major index `i`, in f64.
-fn fill(shape: &[usize], k: f64, scale: f64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|i| scale * (0.5 * (0.7 * i as f64 + k).sin())).collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
-
-/// Sets variable `j` to `fill(shape, k0 + j)`.
-fn set_weights(vars: &[Variable], k0: f64) {
-    for (j, v) in vars.iter().enumerate() {
-        v.assign(&fill(&v.shape(), k0 + j as f64, 1.0)).unwrap();
-    }
-}
 
 fn dense(inp: usize, units: usize, act: Option<Activation>, rng: &mut Rng) -> Result<Dense> {
     let b = Dense::builder(inp, units).dtype(DType::F64);
@@ -62,115 +34,8 @@ fn dense(inp: usize, units: usize, act: Option<Activation>, rng: &mut Rng) -> Re
     }
 }
 
-fn adam() -> Adam {
-    Adam::new(2f64.powi(-7))
-        .betas(0.875, 1.0 - 2f64.powi(-10))
-        .unwrap()
-        .epsilon(2f64.powi(-20))
-        .unwrap()
-}
-
 fn sgd(lr: f64) -> Sgd {
     Sgd::new(lr).momentum(0.875).unwrap()
-}
-
-/// Compares named results with the reference, collecting differences in
-/// `bad` and the largest difference relative to max(|want|, the vector's
-/// magnitude).
-struct Check {
-    refs: HashMap<&'static str, Option<Vec<f64>>>,
-    bad: Vec<String>,
-    checked: usize,
-    /// the largest relative difference, per way of running
-    worst: Vec<(String, f64)>,
-}
-
-impl Check {
-    fn new() -> Check {
-        Check {
-            refs: reference(),
-            bad: Vec::new(),
-            checked: 0,
-            worst: Vec::new(),
-        }
-    }
-
-    fn want(&self, name: &str) -> &Option<Vec<f64>> {
-        self.refs
-            .get(name)
-            .unwrap_or_else(|| panic!("no reference named {name}"))
-    }
-
-    fn one(&mut self, what: &str, name: &str, got: Option<&Tensor>) {
-        let want = self.want(name).clone();
-        match (got, want) {
-            (None, None) => self.checked += 1,
-            (Some(_), None) => self
-                .bad
-                .push(format!("{what} {name}: a gradient where TensorFlow has none")),
-            (None, Some(_)) => self.bad.push(format!("{what} {name}: no gradient")),
-            (Some(t), Some(w)) => {
-                let g = t.to_vec_f64();
-                if g.len() != w.len() {
-                    self.bad
-                        .push(format!("{what} {name}: {} numbers, want {}", g.len(), w.len()));
-                    return;
-                }
-                let scale = magnitude(&w);
-                for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-                    self.checked += 1;
-                    let d = (a - b).abs() / b.abs().max(scale);
-                    match self.worst.iter_mut().find(|(w, _)| w == what) {
-                        Some((_, m)) => *m = m.max(d),
-                        None => self.worst.push((what.to_string(), d)),
-                    }
-                    if !agrees(*a, *b, REL, scale) {
-                        self.bad.push(format!("{what} {name}[{i}]: got {a}, want {b}"));
-                    }
-                }
-            }
-        }
-    }
-
-    /// `got` against the references `names` in order. A `got` shorter than
-    /// `names` is a traced function's outputs, which leave out the
-    /// gradients that do not exist: it is matched with the names whose
-    /// reference is not `none`.
-    fn all(&mut self, what: &str, names: &[String], got: &[Option<Tensor>]) {
-        let names: Vec<&String> = if got.len() == names.len() {
-            names.iter().collect()
-        } else {
-            names.iter().filter(|n| self.want(n).is_some()).collect()
-        };
-        assert_eq!(names.len(), got.len(), "{what}: output count");
-        for (n, g) in names.into_iter().zip(got) {
-            self.one(what, n, g.as_ref());
-        }
-    }
-
-    fn vars(&mut self, what: &str, prefix: &str, vars: &[Variable]) {
-        for (j, v) in vars.iter().enumerate() {
-            self.one(what, &format!("{prefix}{j}"), Some(&v.read()));
-        }
-    }
-
-    fn finish(self, model: &str, min: usize) {
-        let worst: Vec<String> = self.worst.iter().map(|(w, d)| format!("{w} {d:.1e}")).collect();
-        eprintln!(
-            "{model}: {} numbers, max relative difference: {}",
-            self.checked,
-            worst.join(", ")
-        );
-        super::tf_util::report(self.checked, min, &self.bad);
-    }
-}
-
-fn names(prefix: &str, scalars: &[&str], grads: &[(&str, usize)]) -> Vec<String> {
-    let mut v: Vec<String> = scalars.iter().map(|s| format!("{prefix}_{s}")).collect();
-    for (g, n) in grads {
-        v.extend((0..*n).map(|j| format!("{prefix}_{g}{j}")));
-    }
-    v
 }
 
 /// A traced function's outputs, as options again.
@@ -239,15 +104,15 @@ fn pinn_residual(w: &[Variable], x: &Tensor) -> Result<(Tensor, Tensor, Tensor)>
 fn physics_informed_network_matches_tensorflow() -> Result<()> {
     let w = pinn_weights();
     let points = [fill(&[16, 2], 0.3, 2.0), fill(&[16, 2], 2.25, 2.0)];
-    let mut check = Check::new();
+    let mut check = Check::with(DATA, 0.0);
     let traced = {
         let w = w.clone();
         function(move |x: &Tensor| Ok(pinn(&w, x)?.into_iter().flatten().collect::<Vec<_>>()))
     };
     for (c, x) in points.iter().enumerate() {
         let n = names(&format!("pinn{}", c + 1), &["u", "r", "loss"], &[("grad", 6)]);
-        check.all("eager", &n, &pinn(&w, x)?);
-        check.all("traced", &n, &some(traced.call(x)?));
+        check.all_optional("eager", &n, &pinn(&w, x)?);
+        check.all_optional("traced", &n, &some(traced.call(x)?));
     }
     // the second points ran the first trace's graph
     assert_eq!(traced.trace_count(), 1);
@@ -266,10 +131,10 @@ fn physics_informed_network_matches_tensorflow() -> Result<()> {
         let out = outer.record(|| inner.call(x))?;
         let grads = outer.gradient(&out[2], &w)?;
         let want = names(&format!("pinn{}", c + 1), &["u", "r", "loss"], &[]);
-        check.all("outer tape around a call", &want, &some(out));
+        check.all_optional("outer tape around a call", &want, &some(out));
         // as TensorFlow's call of a tf.function: b3 gets zeros (u, an
         // output of the call, depends on it), not None
-        check.all(
+        check.all_optional(
             "outer tape around a call",
             &names(&format!("pinn{}_call", c + 1), &[], &[("grad", 6)]),
             &grads,
@@ -340,7 +205,7 @@ fn vae_step(m: &Vae, opt: &mut Adam, x: &Tensor, eps: &Tensor) -> Result<Vec<Opt
 fn vae_training_step_matches_tensorflow() -> Result<()> {
     let x = fill(&[6, 8], 0.2, 0.8).add_scalar(0.5)?;
     let eps = fill(&[6, 2], 0.9, 2.0);
-    let mut check = Check::new();
+    let mut check = Check::with(DATA, 0.0);
     for traced in [false, true] {
         let what = if traced { "traced" } else { "eager" };
         let m = Arc::new(Vae::new()?);
@@ -360,7 +225,7 @@ fn vae_training_step_matches_tensorflow() -> Result<()> {
             } else {
                 vae_step(&m, &mut opt.lock().unwrap(), &x, &eps)?
             };
-            check.all(
+            check.all_optional(
                 what,
                 &names(&format!("vae{s}"), &["rec", "kl", "loss"], &[("grad", 10)]),
                 &got,
@@ -444,7 +309,7 @@ fn gan_step(m: &Gan, z: &Tensor, real: &Tensor) -> Result<Vec<Option<Tensor>>> {
 fn gan_step_matches_tensorflow() -> Result<()> {
     let z = fill(&[8, 3], 0.4, 2.0);
     let real = fill(&[8, 4], 1.1, 2.0).add_scalar(0.5)?;
-    let mut check = Check::new();
+    let mut check = Check::with(DATA, 0.0);
     for traced in [false, true] {
         let what = if traced { "traced" } else { "eager" };
         let m = Arc::new(Gan::new()?);
@@ -465,7 +330,7 @@ fn gan_step_matches_tensorflow() -> Result<()> {
                 &["d_loss", "g_loss"],
                 &[("g_grad", 4), ("d_grad", 4)],
             );
-            check.all(what, &n, &got);
+            check.all_optional(what, &n, &got);
         }
         check.vars(what, "gan_g_weight", &m.g_vars());
         check.vars(what, "gan_d_weight", &m.d_vars());
@@ -559,7 +424,7 @@ const STAT_NAMES: [&str; 4] = [
 fn resnet_block_with_batch_norm_matches_tensorflow() -> Result<()> {
     let x = fill(&[4, 6, 6, 3], 0.5, 2.0);
     let y = Tensor::vector(&[0i64, 2, 1, 2]);
-    let mut check = Check::new();
+    let mut check = Check::with(DATA, 0.0);
     for traced in [false, true] {
         let what = if traced { "traced" } else { "eager" };
         let m = Arc::new(ResBlock::new()?);
@@ -579,7 +444,7 @@ fn resnet_block_with_batch_norm_matches_tensorflow() -> Result<()> {
             } else {
                 res_step(&m, &mut opt.lock().unwrap(), &x, &y)?
             };
-            check.all(
+            check.all_optional(
                 what,
                 &names(&format!("res{s}"), &["logits", "loss"], &[("grad", 10)]),
                 &got,

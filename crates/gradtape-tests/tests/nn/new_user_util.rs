@@ -26,9 +26,10 @@ pub const REL: f64 = 1e-12;
 /// roundoff of ~1e-20 on either side, compared absolutely at 1e-18.
 const FLOOR: f64 = 1e-6;
 
-/// The reference numbers by name (`None`: TensorFlow gave no gradient).
-fn reference() -> HashMap<&'static str, Option<Vec<f64>>> {
-    DATA.lines()
+/// The reference numbers of a data file by name (`None`: TensorFlow gave
+/// no gradient).
+fn reference(data: &'static str) -> HashMap<&'static str, Option<Vec<f64>>> {
+    data.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {
             let (name, rest) = l.split_once(": ").expect("name: numbers");
@@ -74,6 +75,8 @@ pub fn adam() -> Adam {
 /// Compares named results with the reference, collecting differences.
 pub struct Check {
     refs: HashMap<&'static str, Option<Vec<f64>>>,
+    /// the least scale of a vector's roundoff (see [`FLOOR`])
+    floor: f64,
     bad: Vec<String>,
     checked: usize,
     /// the largest relative difference, per way of running
@@ -81,9 +84,17 @@ pub struct Check {
 }
 
 impl Check {
+    /// Against `tests/data/new_user_models2.txt`, with [`FLOOR`].
     pub fn new() -> Check {
+        Check::with(DATA, FLOOR)
+    }
+
+    /// Against the reference numbers of `data` (a file of the same
+    /// format), each vector's roundoff scaled at least by `floor`.
+    pub fn with(data: &'static str, floor: f64) -> Check {
         Check {
-            refs: reference(),
+            refs: reference(data),
+            floor,
             bad: Vec::new(),
             checked: 0,
             worst: Vec::new(),
@@ -112,7 +123,7 @@ impl Check {
                         .push(format!("{what} {name}: {} numbers, want {}", g.len(), w.len()));
                     return;
                 }
-                let scale = magnitude(&w).max(FLOOR);
+                let scale = magnitude(&w).max(self.floor);
                 for (i, (a, b)) in g.iter().zip(&w).enumerate() {
                     self.checked += 1;
                     let d = (a - b).abs() / b.abs().max(scale);
@@ -133,6 +144,22 @@ impl Check {
         assert_eq!(names.len(), got.len(), "{what}: output count");
         for (n, g) in names.iter().zip(got) {
             self.one(what, n, Some(g));
+        }
+    }
+
+    /// `got` against the references `names` in order, `None` for no
+    /// gradient. A `got` shorter than `names` is a traced function's
+    /// outputs, which leave out the gradients that do not exist: it is
+    /// matched with the names whose reference is not `none`.
+    pub fn all_optional(&mut self, what: &str, names: &[String], got: &[Option<Tensor>]) {
+        let names: Vec<&String> = if got.len() == names.len() {
+            names.iter().collect()
+        } else {
+            names.iter().filter(|n| self.want(n).is_some()).collect()
+        };
+        assert_eq!(names.len(), got.len(), "{what}: output count");
+        for (n, g) in names.into_iter().zip(got) {
+            self.one(what, n, g.as_ref());
         }
     }
 
