@@ -211,6 +211,8 @@ fn float_scalar_and_binary_ops_trace() {
         ("gelu_grad", "GeluGrad", |x| x[0].gelu_grad()),
         ("gelu tanh", "GeluTanh", |x| x[0].gelu(true)),
         ("gelu_tanh_grad", "GeluTanhGrad", |x| x[0].gelu_tanh_grad()),
+        ("silu", "Silu", |x| x[0].silu()),
+        ("silu_grad", "SiluGrad", |x| x[0].silu_grad()),
     ];
     for &(name, op, f) in cases {
         traced_matches(name, op, f, x1(), x2());

@@ -44,6 +44,7 @@ fn table() -> Vec<Case> {
         ("gelu_grad", |x| x[0].mul_scalar(2.0)?.gelu_grad(), Any),
         ("gelu_tanh_grad", |x| x[0].mul_scalar(2.0)?.gelu_tanh_grad(), Any),
         ("silu", |x| x[0].mul_scalar(2.0)?.silu(), Any),
+        ("silu_grad", |x| x[0].mul_scalar(2.0)?.silu_grad(), Any),
         ("clip_by_value", |x| sq(x[0].clip_by_value(-0.55, 0.65)), Any),
     ];
     for &(name, f, d) in unary {
@@ -251,6 +252,7 @@ const REQUIRED: &[&str] = &[
     "gelu_grad",
     "gelu_tanh_grad",
     "silu",
+    "silu_grad",
     "clip_by_value",
     "squared_difference",
     "atan2",

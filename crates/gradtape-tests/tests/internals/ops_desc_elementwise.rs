@@ -49,6 +49,8 @@ fn unary_apply_f64_matches_eval() {
         GeluGrad,
         GeluTanh,
         GeluTanhGrad,
+        Silu,
+        SiluGrad,
         Floor,
         Ceil,
         Round,

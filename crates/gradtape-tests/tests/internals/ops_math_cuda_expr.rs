@@ -39,6 +39,8 @@ fn all_unary() -> Vec<Unary> {
         GeluGrad,
         GeluTanh,
         GeluTanhGrad,
+        Silu,
+        SiluGrad,
         Floor,
         Ceil,
         Round,
@@ -67,9 +69,9 @@ fn all_unary() -> Vec<Unary> {
         match op {
             Neg | Abs | ComplexAbs | Sign | Square | Sqrt | Rsqrt | Reciprocal | Exp | Expm1 | Log | Log1p | Sin
             | Cos | Tan | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Erf | Erfc | Gelu
-            | GeluGrad | GeluTanh | GeluTanhGrad | Floor | Ceil | Round | Sigmoid | Relu | Relu6 | LeakyRelu(_)
-            | Elu | Selu | Softplus | Softsign | ClipByValue(..) | PowScalar(_) | MulScalar(_) | DivScalar(_)
-            | AddScalar(_) | LogicalNot | Real | Imag | Conj | Angle | Invert => {}
+            | GeluGrad | GeluTanh | GeluTanhGrad | Silu | SiluGrad | Floor | Ceil | Round | Sigmoid | Relu | Relu6
+            | LeakyRelu(_) | Elu | Selu | Softplus | Softsign | ClipByValue(..) | PowScalar(_) | MulScalar(_)
+            | DivScalar(_) | AddScalar(_) | LogicalNot | Real | Imag | Conj | Angle | Invert => {}
         }
     }
     ops

@@ -41,6 +41,8 @@ fn table_ops() -> Vec<Unary> {
         GeluGrad,
         GeluTanh,
         GeluTanhGrad,
+        Silu,
+        SiluGrad,
         Floor,
         Ceil,
         Round,

@@ -35,6 +35,7 @@ mod special;
 mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
+mod tf_activations_extreme;
 mod tf_complex;
 mod tf_complex_index;
 mod tf_conv;

@@ -268,6 +268,18 @@ pub(crate) const GELU_TANH: [f64; 3] = [0.5, 0.797_884_560_802_865_4, 0.044715];
 /// at ±inf they give NaN, as TensorFlow's and JAX's.
 pub(crate) const GELU_TANH_SATURATED: f64 = 30.0;
 
+/// `1 / (1 + e^-z)` without overflow (`e^-|z|` only), for the elementwise
+/// table's generic kernels (GELU's tanh form, SiLU).
+#[inline(always)]
+pub(crate) fn sigmoid_of<T: num_traits::Float>(z: T) -> T {
+    let e = (-z.abs()).exp();
+    if z >= T::zero() {
+        T::one() / (T::one() + e)
+    } else {
+        e / (T::one() + e)
+    }
+}
+
 /// GELU's tanh form, `x/2 · (1 + tanh u)` with `u = √(2/π)·(x + 0.044715
 /// x³)`, as `x · σ(2u)` on [`sigmoid_f32`] (the same function, without the
 /// cancellation of `1 + tanh u` where `u ≪ 0`: at x = -5.2 it was 0), as

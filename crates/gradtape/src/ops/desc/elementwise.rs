@@ -121,6 +121,10 @@ elementwise_family! {
         GeluTanh => "GeluTanh", x.gelu(true);
         /// the derivative of GELU's tanh form
         GeluTanhGrad => "GeluTanhGrad", x.gelu_tanh_grad();
+        /// SiLU (swish), `x · σ(x)`
+        Silu => "Silu", x.silu();
+        /// SiLU's derivative, `σ(x) · (1 + x · σ(−x))`
+        SiluGrad => "SiluGrad", x.silu_grad();
         /// round down
         Floor => "Floor", x.floor();
         /// round up

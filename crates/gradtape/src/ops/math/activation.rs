@@ -1,6 +1,7 @@
 //! Activation functions (floats): `softplus`, `softsign`, `relu6`,
 //! `leaky_relu`, `elu`, `selu`, `gelu` (exact and tanh form) and the
-//! derivatives of both forms (`gelu_grad`, `gelu_tanh_grad`), `silu`, and
+//! derivatives of both forms (`gelu_grad`, `gelu_tanh_grad`), `silu` and
+//! its derivative (`silu_grad`), and
 //! `clip_by_value`. Kinks follow TensorFlow's gradient kernels:
 //! relu6'(0) = relu6'(6) = 0, leaky_relu'(0) = alpha, elu'(0) = 1,
 //! selu'(0) = scale, and `clip_by_value` passes the gradient where
@@ -242,16 +243,48 @@ impl Tensor {
         }))
     }
 
-    /// `x · sigmoid(x)` (also called swish). Built from differentiable ops.
+    /// `x · sigmoid(x)` (also called swish), one elementwise op (`Silu`)
+    /// whose derivative `σ(x) · (1 + x·σ(−x))` is another (`SiluGrad`, see
+    /// [`silu_grad`](Self::silu_grad)): finite wherever `x` is, at any
+    /// cotangent (the product `x · sigmoid(x)`'s rule multiplied the
+    /// cotangent by `x`, which overflows near the dtype's maximum, and
+    /// `inf · 0` made the gradient NaN). NaN at `-inf` (`-inf · 0`) as
+    /// TensorFlow's. Every order of gradient is available.
     ///
     /// ```
-    /// let x = gradtape::Tensor::vector(&[0.0f64]);
-    /// assert_eq!(x.silu()?.to_vec::<f64>()?, vec![0.0]);
+    /// use gradtape::{GradientTape, Tensor};
+    /// let x = Tensor::vector(&[0.0f64, f64::MAX / 2.0]);
+    /// assert_eq!(x.silu()?.to_vec::<f64>()?, vec![0.0, f64::MAX / 2.0]);
+    /// let tape = GradientTape::new();
+    /// let y = tape.record(|| { tape.watch(&x); x.silu()?.mul_scalar(4.0)?.sum_all() })?;
+    /// assert_eq!(tape.gradient(&y, &x)?.unwrap().to_vec::<f64>()?, vec![2.0, 4.0]);
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn silu(&self) -> Result<Tensor> {
         expect_float("silu", self)?;
-        self.mul(&self.sigmoid()?)
+        let y = super::table::float_unary(Unary::Silu, "silu", self)?;
+        Ok(elementwise(Unary::Silu, self, y, |x, _| x.silu_grad()))
+    }
+
+    /// SiLU's derivative, `σ(x) · (1 + x·σ(−x))` (computed as `s + x·s·s̄`
+    /// with `s = σ(x)`, `s̄ = σ(−x)`, never `1 − s`, which cancels for
+    /// `x ≫ 0`), one elementwise op: 1 and 0 in the limits, NaN at ±inf
+    /// (`inf · 0`, as TensorFlow's). d/dx = `s·s̄·(2 + x·(s̄ − s))`, written
+    /// with differentiable ops (finite wherever `x` is: `x·(s̄ − s)` is at
+    /// most `|x|`, and `s·s̄` is 0 where `2 + x·(s̄ − s)` is huge).
+    ///
+    /// ```
+    /// let x = gradtape::Tensor::vector(&[0.0f64, f64::MAX, -f64::MAX]);
+    /// assert_eq!(x.silu_grad()?.to_vec::<f64>()?, vec![0.5, 1.0, 0.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn silu_grad(&self) -> Result<Tensor> {
+        expect_float("silu_grad", self)?;
+        let y = super::table::float_unary(Unary::SiluGrad, "silu_grad", self)?;
+        Ok(elementwise(Unary::SiluGrad, self, y, |x, _| {
+            let (s, sn) = (x.sigmoid()?, x.neg()?.sigmoid()?);
+            s.mul(&sn)?.mul(&x.mul(&sn.sub(&s)?)?.add_scalar(2.0)?)
+        }))
     }
 
     /// Clamps every element into `[lo, hi]` (numeric dtypes; the bounds are

@@ -148,6 +148,12 @@ template <typename T> GT_FN T gt_sigmoid(T x) {
     T d = T(1) + e;
     return x >= T(0) ? T(1) / d : (x < T(0) ? e / d : x);
 }
+// SiLU and its derivative, as the table writes them: x * sigmoid(x) and
+// s + x s sigmoid(-x) (never overflowing where x is finite)
+template <typename T> GT_FN T gt_silu(T x) { return gt_mul(x, gt_sigmoid(x)); }
+template <typename T> GT_FN T gt_silu_grad(T x) {
+    return gt_sigmoid(x) + gt_mul(gt_mul(x, gt_sigmoid(x)), gt_sigmoid(-x));
+}
 // GELU's tanh form and its derivative (h = 1/2, c = sqrt(2/pi), a =
 // 0.044715, a3 = 3a), as the table writes them: x * sigmoid(2u) and
 // s + 2x s sigmoid(-2u) u' (x clamped to +-30 in the derivative, where it
@@ -299,6 +305,8 @@ pub fn unary_expr_with(op: &Unary, ty: CType, x: &str, attrs: &[&str]) -> Option
                 ),
             }
         }
+        Unary::Silu => call("silu"),
+        Unary::SiluGrad => call("silu_grad"),
         Unary::ClipByValue(..) => format!("gt_clip(({x}), {}, {})", c(0), c(1)),
         Unary::PowScalar(_) => format!("gt_pow(({x}), {})", c(0)),
         Unary::MulScalar(_) => format!("gt_mul(({x}), {})", c(0)),

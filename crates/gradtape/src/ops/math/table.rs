@@ -36,7 +36,7 @@ use crate::dispatch::device::offload;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip, zip_slices};
 use crate::kernels::cpu::lockstep::{self, chunks, chunks_mut, zip3};
-use crate::kernels::cpu::math::{self, GELU_TANH};
+use crate::kernels::cpu::math::{self, sigmoid_of, GELU_TANH};
 use crate::kernels::cuda;
 use crate::kernels::gpu::no_kernel;
 use crate::ops::desc::{Binary, Unary};
@@ -299,6 +299,17 @@ macro_rules! with_float_unary {
                 };
                 $body
             }
+            // (x·σ(x) and its derivative σ(x)·(1 + x·σ(−x)) = s + x·s·s̄:
+            // x times factors of at most 1, finite wherever x is; the
+            // composite x · sigmoid(x)'s rule multiplied the cotangent by x)
+            Unary::Silu => {
+                let $f = |v: $T| v * sigmoid_of(v);
+                $body
+            }
+            Unary::SiluGrad => {
+                let $f = |v: $T| sigmoid_of(v) + v * sigmoid_of(v) * sigmoid_of(-v);
+                $body
+            }
             Unary::Floor => {
                 let $f = |v: $T| v.floor();
                 $body
@@ -436,18 +447,6 @@ impl Lane for f32 {
     #[inline(always)]
     fn gelu_and_grad(x: &[f32], g: &mut [f32], d: &mut [f32]) {
         crate::kernels::cpu::erf::gelu_and_grad_slice(x, g, d);
-    }
-}
-
-/// `1 / (1 + e^-z)` without overflow (`e^-|z|` only), for the table's
-/// generic kernels (GELU's tanh form).
-#[inline(always)]
-fn sigmoid_of<T: num_traits::Float>(z: T) -> T {
-    let e = (-z.abs()).exp();
-    if z >= T::zero() {
-        T::one() / (T::one() + e)
-    } else {
-        e / (T::one() + e)
     }
 }
 

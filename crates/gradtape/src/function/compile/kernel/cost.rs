@@ -57,6 +57,8 @@ fn costly_unary(op: &Unary) -> bool {
             | Unary::GeluGrad
             | Unary::GeluTanh
             | Unary::GeluTanhGrad
+            | Unary::Silu
+            | Unary::SiluGrad
             | Unary::Sigmoid
             | Unary::Elu
             | Unary::Selu
