@@ -266,6 +266,12 @@ const KNOWN: &[Known] = &[
         "the derivative's limits, 1 and 0; TensorFlow's x³ overflows (0 · inf = NaN)",
     ),
     ("gelu_tanh", "d2/dx2", |p| p[0].abs() == 1e300, "0, the limit; TensorFlow's NaN (as above)"),
+    (
+        "silu",
+        "d2/dx2",
+        |p| p[0] == 40.0,
+        "σσ̄(2 + x(σ̄ − σ)) with σ̄ = σ(−x), −1.6143746e-16 (mpmath: tf_activations_extreme); TensorFlow's 1 − σ cancels to 0",
+    ),
     ("leaky_relu", "d/dx0", |p| not_positive(p[0]), "TensorFlow's slope is the f32 0.2f"),
     ("leaky_relu", "value", |p| p[0] < 0.0, "as the derivative: 0.2 x, TensorFlow's 0.2f x"),
     (
