@@ -241,7 +241,7 @@ fn finite(p: f64) -> bool {
 
 /// `x` a negative subnormal or -1e-30 (of either dtype).
 fn tiny_negative(p: f64) -> bool {
-    p < 0.0 && p >= -1.1e-30
+    (-1.1e-30..0.0).contains(&p)
 }
 
 /// Where TensorFlow is wrong or this crate deliberately differs: (ops,
