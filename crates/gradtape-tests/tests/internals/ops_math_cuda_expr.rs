@@ -182,7 +182,7 @@ fn every_table_op_has_an_expression() {
         };
         assert_eq!(attrs, want, "{op:?}");
     }
-    assert_eq!(n, 2 * 45);
+    assert_eq!(n, 2 * 47);
     for op in &all_binary() {
         for ty in TYPES {
             let e = binary_expr(op, ty, "a", "b");
