@@ -305,6 +305,28 @@ fn cases() -> Vec<Case> {
         case!("log_softmax", [m()], false, |a| a[0].log_softmax(0)),
         case!("layer_normalization", [m(), inp(&[4], Any)], false, |a| a[0]
             .layer_normalization(&[-1], Some(&a[1]), None, 1e-5)),
+        // the fused LSTM step (its halves packed along axis 0) and its
+        // backward op, through a tape in the closure
+        case!("lstm_cell", [inp(&[2, 8], Any), inp(&[2, 2], Any)], true, |a| {
+            let (h, c1) = Tensor::lstm_cell(&a[0], &a[1])?;
+            Tensor::concat(&[&h, &c1], -1)
+        }),
+        case!(
+            "lstm_cell gradient",
+            [inp(&[3, 4], Any), inp(&[3, 1], Any)],
+            true,
+            |a| {
+                let tape = GradientTape::new();
+                let y = tape.record(|| {
+                    tape.watch(&a[0]);
+                    tape.watch(&a[1]);
+                    let (h, c1) = Tensor::lstm_cell(&a[0], &a[1])?;
+                    h.mul(&c1)?.sum_all()
+                })?;
+                let [gz, gc] = tape.gradient(&y, &[&a[0], &a[1]])?;
+                Tensor::concat(&[&gz.unwrap(), &gc.unwrap()], -1)
+            }
+        ),
         case!("bias_add", [m(), inp(&[4], Any)], true, |a| a[0].bias_add(&a[1])),
         case!("sparse cross-entropy", [inp(&[3], Idx(4)), m()], false, |a| {
             Tensor::sparse_softmax_cross_entropy_with_logits(&a[0], &a[1])

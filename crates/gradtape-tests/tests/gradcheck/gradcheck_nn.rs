@@ -208,6 +208,26 @@ fn table() -> Vec<Case> {
         |x| x[0].layer_normalization(&[0], None, Some(&x[1]), 1e-3),
         &[(&[4, 3], Any), (&[4, 1], Any)],
     ));
+    // the fused LSTM step (f64 on the CPU: the fused op; its second order
+    // goes through the composite VJP), both outputs, then each alone
+    t.push(case(
+        "lstm_cell [3,8] c [3,2] h and c'",
+        |x| {
+            let (h, c1) = Tensor::lstm_cell(&x[0], &x[1])?;
+            Tensor::concat(&[&h, &c1], -1)
+        },
+        &[(&[3, 8], Any), (&[3, 2], Any)],
+    ));
+    t.push(case(
+        "lstm_cell [2,2,12] c [2,2,3] h only",
+        |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.0),
+        &[(&[2, 2, 12], Any), (&[2, 2, 3], Any)],
+    ));
+    t.push(case(
+        "lstm_cell [4] c [1] c' only",
+        |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.1),
+        &[(&[4], Any), (&[1], Any)],
+    ));
     t.push(case(
         "rms_normalization [3,4] axis -1 scale [4]",
         |x| x[0].rms_normalization(&[-1], Some(&x[1]), 1e-3),
@@ -293,6 +313,7 @@ fn gradcheck_nn_table() {
             "moments variance",
             "batch_normalization",
             "layer_normalization",
+            "lstm_cell",
             "rms_normalization",
             "grouped_query_attention",
             "rotary_embedding",

@@ -21,6 +21,7 @@ mod differential;
 mod forward;
 mod functional;
 mod jacobian;
+mod lstm_cell;
 mod memory;
 mod recompute;
 mod seed_examples;

@@ -270,15 +270,8 @@ impl LSTMCell {
     /// One step from the input's projection `xw = x W + b` `[batch, 4 units]`.
     pub(super) fn step_projected(&self, xw: &Tensor, state: &LSTMState) -> Result<LSTMState> {
         let z = xw.add(&state.h.matmul(&self.0.recurrent.read())?)?;
-        let g = z.split(4, -1)?;
-        let i = g[0].sigmoid()?;
-        let f = g[1].sigmoid()?;
-        let c = f.mul(&state.c)?.add(&i.mul(&g[2].tanh()?)?)?;
-        let o = g[3].sigmoid()?;
-        Ok(LSTMState {
-            h: o.mul(&c.tanh()?)?,
-            c,
-        })
+        let (h, c) = Tensor::lstm_cell(&z, &state.c)?;
+        Ok(LSTMState { h, c })
     }
 
     /// Runs the cell over `xs` `[batch, time, in]` from `state`: the

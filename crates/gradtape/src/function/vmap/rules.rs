@@ -419,6 +419,7 @@ fn nn(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
         (NnOp::Attention { .. }, [_, _, _] | [_, _, _, _])
         | (NnOp::AttentionGrad { .. }, [_, _, _, _, _] | [_, _, _, _, _, _]) => attention(n, ins, b),
         (NnOp::LayerNorm { .. } | NnOp::LayerNormGrad { .. }, _) => layer_norm(n, ins, b),
+        (NnOp::LstmCell, [_, _]) | (NnOp::LstmCellGrad, [_, _, _]) => lstm_cell(n, ins, b),
         _ => Ok(None),
     }
 }
@@ -474,6 +475,38 @@ fn layer_norm(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
             one(crate::ops::layer_norm_grad_batched(&x, g.as_ref(), &dy, k, eps))
         }
     }
+}
+
+/// The LSTM step and its backward op take any leading dims but pack their
+/// halves along the first: the batch dim goes in front of the operands
+/// (shared ones broadcast), the packed halves `[2·b·d0, ..]` are moved
+/// behind it (`[b, 2·d0, ..]`, each example's packing), the backward's
+/// packed cotangent the other way, and its flat `dz`, `dc` become `[b,
+/// nz + nc]`.
+fn lstm_cell(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
+    let (z, c) = (full(&ins[0], b)?, full(&ins[1], b)?);
+    let cs = c.shape().to_vec();
+    let mut two_b = vec![2];
+    two_b.extend(&cs);
+    let mut b_two = vec![b, 2];
+    b_two.extend(&cs[1..]);
+    let mut packed = cs.clone();
+    packed[0] *= 2;
+    let mut per_example = cs.clone();
+    per_example[1] *= 2;
+    let mut swap: Vec<usize> = (0..two_b.len()).collect();
+    swap.swap(0, 1);
+    if matches!(n, NnOp::LstmCell) {
+        let p = n.eval(&[z, c])?.swap_remove(0);
+        return one(p.reshape(&two_b)?.permute(&swap)?.reshape(&per_example));
+    }
+    let g = full(&ins[2], b)?.reshape(&b_two)?.permute(&swap)?.reshape(&packed)?;
+    let (nz, nc) = (z.numel(), c.numel());
+    let flat = n.eval(&[z, c, g])?.swap_remove(0);
+    let per = |t: Tensor| t.reshape(&[b, t.numel() / b.max(1)]);
+    let dz = per(flat.narrow(0, 0, nz)?)?;
+    let dc = per(flat.narrow(0, nz, nc)?)?;
+    one(Tensor::concat(&[&dz, &dc], 1))
 }
 
 /// Attention and its backward op take leading dims: the tensor operands

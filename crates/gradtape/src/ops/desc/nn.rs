@@ -169,6 +169,13 @@ pub enum NnOp {
         /// As [`NnOp::Attention`].
         dropout: super::F64,
     },
+    /// One LSTM step's gates and state update `(z, c)` (`lstm_cell`): `h`
+    /// then `c'` packed along axis 0.
+    LstmCell,
+    /// `LstmCell`'s fused backward pass `(z, c, packed cotangent)`: `dz`
+    /// then `dc`, flattened (differentiable again, by a VJP written with
+    /// differentiable ops).
+    LstmCellGrad,
     /// Fused layer normalisation over the last `axes` dims `(x[, gamma][,
     /// beta])`, `gamma` and `beta` vectors of those dims' size.
     LayerNorm {
@@ -225,6 +232,8 @@ impl NnOp {
             NnOp::AvgPool3DGrad(..) => "AvgPool3DGrad",
             NnOp::Attention { .. } => "Attention",
             NnOp::AttentionGrad { .. } => "AttentionGrad",
+            NnOp::LstmCell => "LstmCell",
+            NnOp::LstmCellGrad => "LstmCellGrad",
             NnOp::LayerNorm { .. } => "LayerNorm",
             NnOp::LayerNormGrad { .. } => "LayerNormGrad",
         }
@@ -281,6 +290,8 @@ impl NnOp {
                 let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0)?;
                 crate::ops::nn::attention_grad_packed(q, k, v, &a, p, g)?
             }
+            (NnOp::LstmCell, [z, c]) => crate::ops::nn::lstm_cell_packed(z, c)?,
+            (NnOp::LstmCellGrad, [z, c, g]) => crate::ops::nn::lstm_cell_grad_flat(z, c, g)?,
             (NnOp::LayerNorm { axes, eps, gamma, beta }, [x, rest @ ..])
                 if rest.len() == *gamma as usize + *beta as usize =>
             {
@@ -339,7 +350,11 @@ impl NnOp {
                 write!(f, "[axes={axes}, eps={eps}, gamma={gamma}, beta={beta}]")
             }
             NnOp::LayerNormGrad { axes, eps, gamma } => write!(f, "[axes={axes}, eps={eps}, gamma={gamma}]"),
-            NnOp::SparseSoftmaxCrossEntropy | NnOp::SigmoidCrossEntropy | NnOp::BiasAdd => Ok(()),
+            NnOp::SparseSoftmaxCrossEntropy
+            | NnOp::SigmoidCrossEntropy
+            | NnOp::BiasAdd
+            | NnOp::LstmCell
+            | NnOp::LstmCellGrad => Ok(()),
             NnOp::Conv(c) => {
                 f.write_str("[")?;
                 conv(f, c)?;

@@ -27,7 +27,9 @@
 //!   `rms_normalization`, `l2_loss`, `embedding_lookup` (compositions of
 //!   other ops);
 //! - `layer_norm.rs`: `layer_normalization` over trailing axes as one op
-//!   (`LayerNorm`, fused), with its fused backward op.
+//!   (`LayerNorm`, fused), with its fused backward op;
+//! - `lstm_cell.rs`: `lstm_cell`, an LSTM step's gates and state update as
+//!   one op (`LstmCell`, fused), with its fused backward op.
 //!
 //! Each op with a kernel of its own binds with an [`NnOp`](super::desc::NnOp)
 //! descriptor, so that it can be traced into a graph and run again there.
@@ -42,6 +44,7 @@ mod ctc;
 mod format;
 mod gqa;
 mod layer_norm;
+mod lstm_cell;
 mod norm;
 mod pool;
 mod pool3d;
@@ -54,6 +57,7 @@ pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
 pub(crate) use layer_norm::{layer_norm, layer_norm_grad, layer_norm_grad_batched};
+pub(crate) use lstm_cell::{lstm_cell_grad_flat, lstm_cell_packed};
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};
 pub(crate) use pool3d::max_pool3d_argmax;
 
