@@ -109,9 +109,12 @@ impl CellWeights {
     }
 
     /// Checks a sequence `xs` `[batch, time, in]` and the states, and
-    /// returns the input projection of every step at once, `xs W + bias`
-    /// `[batch, time, width]`: one product instead of one per step (and
-    /// one for the kernel's gradient).
+    /// returns the input projection of every step at once, `xs W + bias`,
+    /// time-major (`[time, batch, width]`): one product instead of one per
+    /// step (and one for the kernel's gradient), each step's rows one
+    /// contiguous block (read as they are by the step, and the steps'
+    /// cotangents joined into one block by a concatenation along axis 0,
+    /// the layout the products of the backward pass read).
     fn project(&self, op: &'static str, xs: &Tensor, states: &[&Tensor], bias: &Tensor) -> Result<Tensor> {
         expect_input(op, xs, Some(3), Some(self.in_features), self.kernel.dtype())?;
         self.check_states(op, xs.shape()[0], states)?;
@@ -120,10 +123,11 @@ impl CellWeights {
         // for it is refused as the loop refuses it, before the product)
         crate::tensor::alloc::try_vec::<Tensor>("run_sequence", t)?;
         let width = self.kernel.shape()[1];
-        xs.reshape(&[b * t, self.in_features])?
+        xs.permute(&[1, 0, 2])?
+            .reshape(&[t * b, self.in_features])?
             .matmul(&self.kernel.read())?
             .bias_add(bias)?
-            .reshape(&[b, t, width])
+            .reshape(&[t, b, width])
     }
 
     fn check_states(&self, op: &'static str, batch: usize, states: &[&Tensor]) -> Result<()> {
@@ -151,21 +155,22 @@ impl CellWeights {
     }
 }
 
-/// Runs `step` over the time axis of `xs` (`[batch, time, in]`), returning
-/// the outputs `[batch, time, units]` and the last state.
+/// Runs `step` over the steps of the projections `xw` (time-major,
+/// `[time, batch, width]`), returning the outputs `[batch, time, units]`
+/// and the last state.
 fn unroll<S>(
-    xs: &Tensor,
+    xw: &Tensor,
     mut state: S,
     mut step: impl FnMut(&Tensor, S) -> Result<(Tensor, S)>,
 ) -> Result<(Tensor, S)> {
-    if xs.rank() != 3 {
+    if xw.rank() != 3 {
         return Err(Error::invalid(
             "run_sequence",
-            format!("expected inputs [batch, time, features], got shape {:?}", xs.shape()),
+            format!("expected projections [time, batch, width], got shape {:?}", xw.shape()),
         ));
     }
-    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xs.shape()[1])?;
-    for x in xs.unstack(1)? {
+    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xw.shape()[0])?;
+    for x in xw.unstack(0)? {
         let (h, s) = step(&x, state)?;
         outs.push(h);
         state = s;
@@ -261,7 +266,8 @@ impl LSTMCell {
     }
 
     /// The input projections `xs W + b` of a sequence `xs` `[batch, time,
-    /// in]` (checked, with the state), for [`step_projected`](Self::step_projected).
+    /// in]` (checked, with the state), time-major (`[time, batch, 4
+    /// units]`), for [`step_projected`](Self::step_projected).
     pub(super) fn project(&self, xs: &Tensor, state: &LSTMState) -> Result<Tensor> {
         let w = &self.0;
         w.project("LSTMCell", xs, &[&state.h, &state.c], &w.bias.read())
@@ -357,8 +363,8 @@ impl GRUCell {
     }
 
     /// The input projections `xs W + b_in` of a sequence `xs` `[batch,
-    /// time, in]` (checked, with the state), for
-    /// [`step_projected`](Self::step_projected).
+    /// time, in]` (checked, with the state), time-major (`[time, batch, 3
+    /// units]`), for [`step_projected`](Self::step_projected).
     pub(super) fn project(&self, xs: &Tensor, h: &Tensor) -> Result<Tensor> {
         let w = &self.0;
         let b = w.bias.read().unstack(0)?;

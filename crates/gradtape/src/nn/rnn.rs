@@ -170,7 +170,8 @@ impl Options {
 
 /// Keras's masked loop: `step` (the input of a step and the states give
 /// the new states, the first of which is the output) over the steps of
-/// `xs` `[batch, time, in]`, where `mask` (bool `[batch, time]`, both in
+/// `xs` (time-major: `[time, batch, in]`), where `mask` (bool `[batch,
+/// time]`, both in
 /// reading order) is false keeping the states and repeating the previous
 /// output (zeros before the first unmasked step). The outputs `[batch,
 /// time, units]` and the last states.
@@ -181,8 +182,8 @@ fn masked_steps(
     step: impl Fn(&Tensor, &[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Result<(Tensor, Vec<Tensor>)> {
     let mut prev = states[0].try_zeros_like()?;
-    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xs.shape()[1])?;
-    for (x, m) in xs.unstack(1)?.iter().zip(mask.unstack(1)?) {
+    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xs.shape()[0])?;
+    for (x, m) in xs.unstack(0)?.iter().zip(mask.unstack(1)?) {
         let keep = m.expand_dims(-1)?;
         let new = step(x, &states)?;
         prev = Tensor::where_(&keep, &new[0], &prev)?;
