@@ -212,13 +212,41 @@ impl Gradient {
     /// concatenates, anything with a dense term is dense.
     pub fn accumulate(self, other: Gradient) -> Result<Gradient> {
         Ok(match (self, other) {
-            (Gradient::Dense(a), Gradient::Dense(b)) => Gradient::Dense(a.add(&b)?),
+            (Gradient::Dense(a), Gradient::Dense(b)) => Gradient::Dense(add_dense(a, &b)?),
             (Gradient::Sparse(a), Gradient::Sparse(b)) => Gradient::Sparse(a.concat(&b)?),
             (Gradient::Dense(d), Gradient::Sparse(s)) | (Gradient::Sparse(s), Gradient::Dense(d)) => {
                 Gradient::Dense(d.add(&s.to_dense()?)?)
             }
         })
     }
+}
+
+/// `a + b` for two dense gradients: written over `a`'s buffer when
+/// nothing records the addition (no tape, accumulator or trace listens:
+/// else it must be an op they see), the two have one shape and float
+/// dtype on the CPU, and nothing else holds `a` (a gradient a rule made
+/// for this input alone, as a matrix product's); a new tensor otherwise.
+/// The same bits either way: a weight read at every step of a loop
+/// accumulates its gradients without a new buffer per step.
+fn add_dense(mut a: Tensor, b: &Tensor) -> Result<Tensor> {
+    use crate::kernels::cpu::elementwise::add_in_place;
+    use crate::tensor::{DType, Device};
+    if !crate::dispatch::listening()
+        && a.shape() == b.shape()
+        && a.dtype() == b.dtype()
+        && a.device() == Device::Cpu
+        && b.device() == Device::Cpu
+    {
+        let done = match a.dtype() {
+            DType::F32 => add_in_place::<f32>("add", &mut a, b)?,
+            DType::F64 => add_in_place::<f64>("add", &mut a, b)?,
+            _ => false,
+        };
+        if done {
+            return Ok(a);
+        }
+    }
+    a.add(b)
 }
 
 impl From<Tensor> for Gradient {

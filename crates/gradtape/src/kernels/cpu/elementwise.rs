@@ -513,6 +513,37 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     }
 }
 
+/// `x + g` written over `x`'s buffer, for two float tensors of one shape
+/// and dtype (the caller checks), when nothing else references `x`:
+/// `true` when done (the same bits as a new `x + g`), `false` (nothing
+/// done) otherwise.
+pub(crate) fn add_in_place<T: Float>(op: &'static str, x: &mut Tensor, g: &Tensor) -> Result<bool> {
+    let gv = g.values::<T>(op)?;
+    let gs: &[T] = &gv;
+    let Some(xs) = x.unique_values_mut::<T>() else {
+        return Ok(false);
+    };
+    let body = |start: usize, out: &mut [T]| {
+        let g = &gs[start..start + out.len()];
+        simd_if_long::<T, T>(
+            out.len(),
+            #[inline(always)]
+            || {
+                for (o, &d) in lockstep::zip(&mut *out, g) {
+                    *o = *o + d;
+                }
+            },
+        )
+    };
+    if xs.len() >= super::PAR_MIN {
+        let c = super::chunk_len(xs.len());
+        super::workers::for_each_chunk_mut(xs, c, |i, out| body(i * c, out));
+    } else {
+        body(0, xs);
+    }
+    Ok(true)
+}
+
 /// `x - alpha * g` for two float tensors of one shape and dtype (the
 /// caller checks): written over `x`'s buffer when nothing else references
 /// it (one pass, no new buffer), else into a new tensor that replaces `x`.
