@@ -89,6 +89,49 @@ fn values_are_the_composites_bit_for_bit() -> Result<()> {
     Ok(())
 }
 
+/// Values (NaN as NaN) and gradients of `f` at gates and states with
+/// infinities, NaNs and huge values.
+fn at_special_points(f: fn(&Tensor, &Tensor) -> Result<(Tensor, Tensor)>) -> Result<Vec<Vec<f64>>> {
+    let sp = [
+        0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e300,
+        -1e300,
+        2.0,
+        -3.0,
+        40.0,
+    ];
+    // every pair (z element, c element) over 9 x 9 rows of u = 1
+    let (mut z, mut c) = (vec![], vec![]);
+    for (k, &a) in sp.iter().enumerate() {
+        for &b in &sp {
+            z.extend([a, sp[(k + 2) % 9], -a, sp[(k + 5) % 9] * 0.5]);
+            c.push(b);
+        }
+    }
+    let z = Tensor::from_vec(z, &[81, 4])?;
+    let c = Tensor::from_vec(c, &[81, 1])?;
+    let (gz, gc) = grads(f, &z, &c)?;
+    let (h, c1) = f(&z, &c)?;
+    Ok([h, c1, gz, gc].iter().map(Tensor::to_vec_f64).collect())
+}
+
+#[test]
+fn special_values_are_the_composites() -> Result<()> {
+    let (got, want) = (at_special_points(Tensor::lstm_cell)?, at_special_points(reference)?);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        for (i, (a, b)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-14 * b.abs(),
+                "output {k} element {i}: {a} vs {b}"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn gradients_are_the_composites() -> Result<()> {
     for (dtype, tol) in [(DType::F64, 1e-14), (DType::F32, 2e-6)] {
