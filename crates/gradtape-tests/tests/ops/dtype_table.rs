@@ -395,6 +395,10 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                 ("layer_normalization", |d| {
                     m(d).layer_normalization(&[-1], None, None, 1e-3)
                 }),
+                ("lstm_cell", |d| {
+                    let z = Tensor::ones(&[2, 4], DType::F64).cast(d)?;
+                    Ok(Tensor::lstm_cell(&z, &Tensor::ones(&[2, 1], DType::F64).cast(d)?)?.0)
+                }),
                 ("batch_normalization", |d| {
                     Tensor::batch_normalization(
                         &m(d),
