@@ -7,7 +7,7 @@
 //! reductions, one-transpose, concatenations of reshapes, rematerialised
 //! values) act on *neighbourhoods* of ops. Here a seeded generator writes
 //! programs of 6 to 24 steps over three inputs, each step an op drawn from
-//! a vocabulary of 59 (elementwise unary and binary ops with every
+//! a vocabulary of 60 (elementwise unary and binary ops with every
 //! broadcast form, products with either operand transposed, reductions
 //! over either axis with and without kept dims, reshapes, transposes,
 //! slices, concatenations, splits, scans, softmax, LayerNorm, `where`,
@@ -696,8 +696,11 @@ fn report_passes() -> Vec<(&'static str, usize)> {
 /// on.
 #[test]
 fn random_programs_reach_the_passes() {
+    // (a seed whose 150 programs reach every pass: the rare ones fire in
+    // a few programs of a seed, so a change of the vocabulary may need
+    // another seed, never fewer passes)
     for k in 0..150 {
-        check_program(0xbeef, k, k % 3 == 0, true);
+        check_program(3, k, k % 3 == 0, true);
     }
     let all = report_passes();
     let count = |name: &str| all.iter().find(|(k, _)| *k == name).map_or(0, |&(_, c)| c);

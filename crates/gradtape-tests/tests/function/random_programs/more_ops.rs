@@ -4,8 +4,8 @@
 //! sorts along an axis, selections by an argmax, casts through a narrower
 //! float, segment sums and scatters, `einsum`, moments and batch and L2
 //! normalisation, `atan2` and `pow`, stacks, band parts, strided slices,
-//! and the control flow of a traced function (`cond` and `while_loop`
-//! whose choices depend on the values). These reach the compiler's passes
+//! the control flow of a traced function (`cond` and `while_loop`
+//! whose choices depend on the values), and the fused LSTM step. These reach the compiler's passes
 //! the first half does not (pooling with its positions, a convolution's
 //! matrix shared with its filter gradient) and the graph nodes of control
 //! flow.
@@ -18,7 +18,7 @@ use super::{fit, Step};
 pub(super) const FIRST: usize = 40;
 
 /// The number of ops in this half.
-pub(super) const COUNT: usize = 19;
+pub(super) const COUNT: usize = 20;
 
 /// The op that casts through a narrower float.
 pub(super) const NARROWING: usize = FIRST + 8;
@@ -289,6 +289,25 @@ pub(super) fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
                     let size = [sh[0] + 1 + s.q % 3, 1 + sh[1] / 2];
                     flat(&x.resize_bilinear(size, !s.p.is_multiple_of(2), s.p.is_multiple_of(2))?)
                 }
+            }
+        }
+        19 => {
+            // the fused LSTM step: gates from `a` tiled 4 times along its
+            // last dim (biased apart), the state `b` fitted to `a`
+            if a.rank() == 0 {
+                return a.sigmoid();
+            }
+            let mut reps = vec![1; a.rank()];
+            reps[a.rank() - 1] = 4;
+            let z = a.tile(&reps)?.add_scalar(0.1 * (s.p % 5) as f64 - 0.2)?;
+            let c = fit(a, b, s.q)?;
+            if c.shape() != a.shape() {
+                return a.sigmoid()?.mul(&a.tanh()?);
+            }
+            let (h, c1) = Tensor::lstm_cell(&z, &c)?;
+            match s.flag {
+                true => h.add(&c1.mul_scalar(0.5)?),
+                false => h.mul(a),
             }
         }
         _ => unreachable!("{} ops in the second half", COUNT),
