@@ -51,6 +51,8 @@ fn unary_apply_f64_matches_eval() {
         GeluTanhGrad,
         Silu,
         SiluGrad,
+        Mish,
+        MishGrad,
         Floor,
         Ceil,
         Round,

@@ -43,6 +43,8 @@ fn table_ops() -> Vec<Unary> {
         GeluTanhGrad,
         Silu,
         SiluGrad,
+        Mish,
+        MishGrad,
         Floor,
         Ceil,
         Round,

@@ -310,6 +310,37 @@ macro_rules! with_float_unary {
                 let $f = |v: $T| sigmoid_of(v) + v * sigmoid_of(v) * sigmoid_of(-v);
                 $body
             }
+            // (x·tanh(softplus x) with tanh(softplus x) = n/(n + 2), n =
+            // eˣ(eˣ + 2): no tanh of a softplus, which cancels nowhere but
+            // overflows nowhere either only with x capped: 1 from x = 20
+            // in both types. The derivative t + x·σ(x)·(1 − t)(1 + t) with
+            // 1 − t = 2/(n + 2), never 1 − t² (which cancels for x ≫ 0);
+            // (1 − t) taken as 0 beyond 40, where 4x·e^(−2x) is below
+            // every type's rounding of t = 1)
+            Unary::Mish => {
+                let (cap, two) = (<$T>::from_f64(20.0), <$T>::from_f64(2.0));
+                let $f = |v: $T| {
+                    if v > cap {
+                        v
+                    } else {
+                        let e = v.exp();
+                        let n = e * (e + two);
+                        v * (n / (n + two))
+                    }
+                };
+                $body
+            }
+            Unary::MishGrad => {
+                let (cap, two) = (<$T>::from_f64(40.0), <$T>::from_f64(2.0));
+                let $f = |v: $T| {
+                    let e = (if v > cap { cap } else { v }).exp();
+                    let n = e * (e + two);
+                    let t = n / (n + two);
+                    let u = if v > cap { zero } else { two / (n + two) };
+                    t + v * sigmoid_of(v) * u * (one + t)
+                };
+                $body
+            }
             Unary::Floor => {
                 let $f = |v: $T| v.floor();
                 $body

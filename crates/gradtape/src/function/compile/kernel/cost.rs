@@ -59,6 +59,8 @@ fn costly_unary(op: &Unary) -> bool {
             | Unary::GeluTanhGrad
             | Unary::Silu
             | Unary::SiluGrad
+            | Unary::Mish
+            | Unary::MishGrad
             | Unary::Sigmoid
             | Unary::Elu
             | Unary::Selu
