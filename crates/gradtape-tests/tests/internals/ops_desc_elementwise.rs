@@ -53,6 +53,7 @@ fn unary_apply_f64_matches_eval() {
         SiluGrad,
         Mish,
         MishGrad,
+        TanhShrink,
         Floor,
         Ceil,
         Round,

@@ -45,6 +45,7 @@ fn table_ops() -> Vec<Unary> {
         SiluGrad,
         Mish,
         MishGrad,
+        TanhShrink,
         Floor,
         Ceil,
         Round,

@@ -129,6 +129,8 @@ elementwise_family! {
         Mish => "Mish", x.mish();
         /// Mish's derivative
         MishGrad => "MishGrad", x.mish_grad();
+        /// `x − tanh(x)`
+        TanhShrink => "TanhShrink", x.tanh_shrink();
         /// round down
         Floor => "Floor", x.floor();
         /// round up

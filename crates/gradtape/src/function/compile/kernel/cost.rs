@@ -61,6 +61,7 @@ fn costly_unary(op: &Unary) -> bool {
             | Unary::SiluGrad
             | Unary::Mish
             | Unary::MishGrad
+            | Unary::TanhShrink
             | Unary::Sigmoid
             | Unary::Elu
             | Unary::Selu
