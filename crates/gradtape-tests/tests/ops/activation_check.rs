@@ -197,10 +197,10 @@ pub fn run(fx: &Fixture) -> Result<()> {
                 checked += compare(fx, &case, run, order, &t.to_vec_f64(), &mut bad);
             }
         }
-        if (fx.forward)(&case.name) {
-            if let Some(t) = tangent(f, &case.x)? {
-                checked += compare(fx, &case, "forward", 1, &t.to_vec_f64(), &mut bad);
-            }
+        if (fx.forward)(&case.name)
+            && let Some(t) = tangent(f, &case.x)?
+        {
+            checked += compare(fx, &case, "forward", 1, &t.to_vec_f64(), &mut bad);
         }
     }
     assert!(checked > fx.min_checked, "{checked} comparisons");

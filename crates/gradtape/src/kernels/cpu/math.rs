@@ -291,6 +291,52 @@ pub(crate) const TANH_SHRINK_SERIES: [f64; 12] = [
 /// loses about 3/x² ulps there: 33).
 pub(crate) const TANH_SHRINK_SMALL: f64 = 0.3;
 
+/// Mish, `x · tanh(softplus x)`, with `tanh(softplus x) = n/(n + 2)`,
+/// `n = eˣ(eˣ + 2)`: no tanh of a softplus, and no overflow with `x`
+/// capped (the factor is 1 in both types from x = 20 on).
+#[inline(always)]
+pub(crate) fn mish_of<T: num_traits::Float>(v: T) -> T {
+    let two = T::one() + T::one();
+    if v > T::from(20.0).unwrap() {
+        v
+    } else {
+        let e = v.exp();
+        let n = e * (e + two);
+        v * (n / (n + two))
+    }
+}
+
+/// Mish's derivative `t + x·σ(x)·(1 − t)(1 + t)` with `t` as in
+/// [`mish_of`] and `1 − t = 2/(n + 2)`, never `1 − t²` (which cancels for
+/// x ≫ 0); `eˣ` capped at x = 40, `1 − t` taken as 0 beyond, where
+/// `4x·e^(−2x)` is below every type's rounding of `t = 1`.
+#[inline(always)]
+pub(crate) fn mish_grad_of<T: num_traits::Float>(v: T) -> T {
+    let (two, cap) = (T::one() + T::one(), T::from(40.0).unwrap());
+    let e = (if v > cap { cap } else { v }).exp();
+    let n = e * (e + two);
+    let t = n / (n + two);
+    let u = if v > cap { T::zero() } else { two / (n + two) };
+    t + v * sigmoid_of(v) * u * (T::one() + t)
+}
+
+/// `x − tanh x`: below [`TANH_SHRINK_SMALL`] its series `x³·P(x²)`
+/// ([`TANH_SHRINK_SERIES`]), where the difference cancels.
+#[inline(always)]
+pub(crate) fn tanh_shrink_of<T: num_traits::Float>(v: T) -> T {
+    if v.abs() < T::from(TANH_SHRINK_SMALL).unwrap() {
+        let z = v * v;
+        let c = &TANH_SHRINK_SERIES;
+        let mut p = T::from(c[c.len() - 1]).unwrap();
+        for &ck in c[..c.len() - 1].iter().rev() {
+            p = p * z + T::from(ck).unwrap();
+        }
+        v * z * p
+    } else {
+        v - v.tanh()
+    }
+}
+
 /// `1 / (1 + e^-z)` without overflow (`e^-|z|` only), for the elementwise
 /// table's generic kernels (GELU's tanh form, SiLU).
 #[inline(always)]

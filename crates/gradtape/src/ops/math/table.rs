@@ -310,54 +310,19 @@ macro_rules! with_float_unary {
                 let $f = |v: $T| sigmoid_of(v) + v * sigmoid_of(v) * sigmoid_of(-v);
                 $body
             }
-            // (x·tanh(softplus x) with tanh(softplus x) = n/(n + 2), n =
-            // eˣ(eˣ + 2): no tanh of a softplus, which cancels nowhere but
-            // overflows nowhere either only with x capped: 1 from x = 20
-            // in both types. The derivative t + x·σ(x)·(1 − t)(1 + t) with
-            // 1 − t = 2/(n + 2), never 1 − t² (which cancels for x ≫ 0);
-            // (1 − t) taken as 0 beyond 40, where 4x·e^(−2x) is below
-            // every type's rounding of t = 1)
+            // (kernels::cpu::math's mish_of, mish_grad_of, tanh_shrink_of:
+            // Mish without overflow, its derivative without cancellation,
+            // x − tanh x by its series near 0)
             Unary::Mish => {
-                let (cap, two) = (<$T>::from_f64(20.0), <$T>::from_f64(2.0));
-                let $f = |v: $T| {
-                    if v > cap {
-                        v
-                    } else {
-                        let e = v.exp();
-                        let n = e * (e + two);
-                        v * (n / (n + two))
-                    }
-                };
+                let $f = math::mish_of::<$T>;
                 $body
             }
             Unary::MishGrad => {
-                let (cap, two) = (<$T>::from_f64(40.0), <$T>::from_f64(2.0));
-                let $f = |v: $T| {
-                    let e = (if v > cap { cap } else { v }).exp();
-                    let n = e * (e + two);
-                    let t = n / (n + two);
-                    let u = if v > cap { zero } else { two / (n + two) };
-                    t + v * sigmoid_of(v) * u * (one + t)
-                };
+                let $f = math::mish_grad_of::<$T>;
                 $body
             }
-            // (x − tanh x cancels for small |x|, where it is about x³/3:
-            // 0 at 1e-30; there its series, x³·P(x²))
             Unary::TanhShrink => {
-                let c = math::TANH_SHRINK_SERIES.map(<$T>::from_f64);
-                let small = <$T>::from_f64(math::TANH_SHRINK_SMALL);
-                let $f = |v: $T| {
-                    if v.abs() < small {
-                        let z = v * v;
-                        let mut p = c[c.len() - 1];
-                        for &ck in c[..c.len() - 1].iter().rev() {
-                            p = p * z + ck;
-                        }
-                        v * z * p
-                    } else {
-                        v - v.tanh()
-                    }
-                };
+                let $f = math::tanh_shrink_of::<$T>;
                 $body
             }
             Unary::Floor => {
