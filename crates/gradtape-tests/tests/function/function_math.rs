@@ -213,6 +213,9 @@ fn float_scalar_and_binary_ops_trace() {
         ("gelu_tanh_grad", "GeluTanhGrad", |x| x[0].gelu_tanh_grad()),
         ("silu", "Silu", |x| x[0].silu()),
         ("silu_grad", "SiluGrad", |x| x[0].silu_grad()),
+        ("mish", "Mish", |x| x[0].mish()),
+        ("mish_grad", "MishGrad", |x| x[0].mish_grad()),
+        ("tanh_shrink", "TanhShrink", |x| x[0].tanh_shrink()),
     ];
     for &(name, op, f) in cases {
         traced_matches(name, op, f, x1(), x2());

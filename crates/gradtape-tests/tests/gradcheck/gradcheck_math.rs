@@ -46,6 +46,44 @@ fn table() -> Vec<Case> {
         ("silu", |x| x[0].mul_scalar(2.0)?.silu(), Any),
         ("silu_grad", |x| x[0].mul_scalar(2.0)?.silu_grad(), Any),
         ("clip_by_value", |x| sq(x[0].clip_by_value(-0.55, 0.65)), Any),
+        // (the activations of activation_more.rs: inputs on both sides of
+        // their kinks, where the step does not reach them)
+        ("hard_sigmoid", |x| sq(x[0].mul_scalar(2.0)?.hard_sigmoid()), Any),
+        ("hard_silu", |x| x[0].mul_scalar(2.0)?.hard_silu(), Any),
+        ("hard_silu above 3", |x| sq(x[0].add_scalar(3.5)?.hard_silu()), Pos),
+        ("mish", |x| x[0].mul_scalar(3.0)?.mish(), Any),
+        ("mish_grad", |x| x[0].mul_scalar(3.0)?.mish_grad(), Any),
+        ("celu", |x| x[0].mul_scalar(2.0)?.celu(0.7), NonZero),
+        (
+            "relu_with slope cap threshold",
+            |x| sq(x[0].mul_scalar(2.0)?.relu_with(0.3, Some(2.3), 0.4)),
+            NonZero,
+        ),
+        (
+            "relu_with slope threshold",
+            |x| sq(x[0].mul_scalar(2.0)?.relu_with(0.3, None, 0.4)),
+            NonZero,
+        ),
+        (
+            "relu_with cap",
+            |x| sq(x[0].mul_scalar(2.0)?.relu_with(0.0, Some(1.7), 0.0)),
+            NonZero,
+        ),
+        ("hard_tanh", |x| sq(x[0].mul_scalar(2.0)?.hard_tanh()), NonZero),
+        ("soft_shrink", |x| sq(x[0].soft_shrink(0.2)), NonZero),
+        ("hard_shrink", |x| sq(x[0].hard_shrink(0.2)), NonZero),
+        ("tanh_shrink", |x| x[0].mul_scalar(2.0)?.tanh_shrink(), Any),
+        (
+            "glu",
+            |x| {
+                gradtape::Tensor::stack(&[&x[0].mul_scalar(2.0)?, &x[0].mul_scalar(-1.5)?.add_scalar(0.3)?], -1)?
+                    .glu(-1)
+            },
+            Any,
+        ),
+        ("sparse_plus", |x| x[0].mul_scalar(1.5)?.sparse_plus(), Any),
+        ("squareplus", |x| x[0].mul_scalar(3.0)?.squareplus(4.0), Any),
+        ("squareplus small b", |x| x[0].mul_scalar(3.0)?.squareplus(0.3), Any),
     ];
     for &(name, f, d) in unary {
         for &s in SHAPES {
@@ -254,6 +292,19 @@ const REQUIRED: &[&str] = &[
     "silu",
     "silu_grad",
     "clip_by_value",
+    "hard_sigmoid",
+    "hard_silu",
+    "mish",
+    "mish_grad",
+    "celu",
+    "relu_with",
+    "hard_tanh",
+    "soft_shrink",
+    "hard_shrink",
+    "tanh_shrink",
+    "glu",
+    "sparse_plus",
+    "squareplus",
     "squared_difference",
     "atan2",
     "prod",

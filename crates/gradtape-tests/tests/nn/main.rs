@@ -22,6 +22,7 @@ mod attention_dropout;
 mod attention_masks;
 mod conv_groups;
 mod conv_layers;
+mod dense_activations;
 mod digits;
 mod distributed;
 mod distributed_mpi;

@@ -16,6 +16,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod activation_check;
 mod complex;
 mod complex_fns;
 mod conv3d_values;
@@ -36,6 +37,7 @@ mod strided_copies;
 mod tensor_display;
 mod tensor_ids;
 mod tf_activations_extreme;
+mod tf_activations_more;
 mod tf_complex;
 mod tf_complex_index;
 mod tf_conv;

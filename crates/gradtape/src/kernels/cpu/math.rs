@@ -268,6 +268,75 @@ pub(crate) const GELU_TANH: [f64; 3] = [0.5, 0.797_884_560_802_865_4, 0.044715];
 /// at ±inf they give NaN, as TensorFlow's and JAX's.
 pub(crate) const GELU_TANH_SATURATED: f64 = 30.0;
 
+/// The Taylor coefficients of `x − tanh x = x³ · Σ c[k] x^(2k)` (from
+/// tanh's, with the Bernoulli numbers): below |x| = 0.3 twelve terms are
+/// below either float type's rounding (each about 0.036 of the one
+/// before). The CUDA C of `ops::math::cuda_expr` writes the same numbers.
+pub(crate) const TANH_SHRINK_SERIES: [f64; 12] = [
+    0.333_333_333_333_333_3,
+    -0.133_333_333_333_333_33,
+    0.053_968_253_968_253_97,
+    -0.021_869_488_536_155_203,
+    0.008_863_235_529_902_197,
+    -0.003_592_128_036_572_481,
+    0.001_455_834_387_051_318_3,
+    -0.000_590_027_440_945_586,
+    0.000_239_129_114_243_552_48,
+    -9.691_537_956_929_451e-5,
+    3.927_832_388_331_683e-5,
+    -1.591_890_506_932_896_4e-5,
+];
+
+/// Where `x − tanh x` switches from its series to the difference (which
+/// loses about 3/x² ulps there: 33).
+pub(crate) const TANH_SHRINK_SMALL: f64 = 0.3;
+
+/// Mish, `x · tanh(softplus x)`, with `tanh(softplus x) = n/(n + 2)`,
+/// `n = eˣ(eˣ + 2)`: no tanh of a softplus, and no overflow with `x`
+/// capped (the factor is 1 in both types from x = 20 on).
+#[inline(always)]
+pub(crate) fn mish_of<T: num_traits::Float>(v: T) -> T {
+    let two = T::one() + T::one();
+    if v > T::from(20.0).unwrap() {
+        v
+    } else {
+        let e = v.exp();
+        let n = e * (e + two);
+        v * (n / (n + two))
+    }
+}
+
+/// Mish's derivative `t + x·σ(x)·(1 − t)(1 + t)` with `t` as in
+/// [`mish_of`] and `1 − t = 2/(n + 2)`, never `1 − t²` (which cancels for
+/// x ≫ 0); `eˣ` capped at x = 40, `1 − t` taken as 0 beyond, where
+/// `4x·e^(−2x)` is below every type's rounding of `t = 1`.
+#[inline(always)]
+pub(crate) fn mish_grad_of<T: num_traits::Float>(v: T) -> T {
+    let (two, cap) = (T::one() + T::one(), T::from(40.0).unwrap());
+    let e = (if v > cap { cap } else { v }).exp();
+    let n = e * (e + two);
+    let t = n / (n + two);
+    let u = if v > cap { T::zero() } else { two / (n + two) };
+    t + v * sigmoid_of(v) * u * (T::one() + t)
+}
+
+/// `x − tanh x`: below [`TANH_SHRINK_SMALL`] its series `x³·P(x²)`
+/// ([`TANH_SHRINK_SERIES`]), where the difference cancels.
+#[inline(always)]
+pub(crate) fn tanh_shrink_of<T: num_traits::Float>(v: T) -> T {
+    if v.abs() < T::from(TANH_SHRINK_SMALL).unwrap() {
+        let z = v * v;
+        let c = &TANH_SHRINK_SERIES;
+        let mut p = T::from(c[c.len() - 1]).unwrap();
+        for &ck in c[..c.len() - 1].iter().rev() {
+            p = p * z + T::from(ck).unwrap();
+        }
+        v * z * p
+    } else {
+        v - v.tanh()
+    }
+}
+
 /// `1 / (1 + e^-z)` without overflow (`e^-|z|` only), for the elementwise
 /// table's generic kernels (GELU's tanh form, SiLU).
 #[inline(always)]

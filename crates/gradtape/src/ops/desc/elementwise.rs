@@ -125,6 +125,12 @@ elementwise_family! {
         Silu => "Silu", x.silu();
         /// SiLU's derivative, `σ(x) · (1 + x · σ(−x))`
         SiluGrad => "SiluGrad", x.silu_grad();
+        /// Mish, `x · tanh(softplus(x))`
+        Mish => "Mish", x.mish();
+        /// Mish's derivative
+        MishGrad => "MishGrad", x.mish_grad();
+        /// `x − tanh(x)`
+        TanhShrink => "TanhShrink", x.tanh_shrink();
         /// round down
         Floor => "Floor", x.floor();
         /// round up

@@ -154,6 +154,35 @@ template <typename T> GT_FN T gt_silu(T x) { return gt_mul(x, gt_sigmoid(x)); }
 template <typename T> GT_FN T gt_silu_grad(T x) {
     return gt_sigmoid(x) + gt_mul(gt_mul(x, gt_sigmoid(x)), gt_sigmoid(-x));
 }
+// Mish and its derivative, as the table writes them: x * n / (n + 2) with
+// n = e^x (e^x + 2) (x beyond 20), and t + x s u (1 + t) with t = n / (n +
+// 2), u = 2 / (n + 2) (e^x capped at x = 40, u = 0 beyond)
+template <typename T> GT_FN T gt_mish(T x) {
+    if (x > T(20)) return x;
+    T e = gt_exp(x);
+    T n = gt_mul(e, e + T(2));
+    return gt_mul(x, n / (n + T(2)));
+}
+template <typename T> GT_FN T gt_mish_grad(T x) {
+    T e = gt_exp(x > T(40) ? T(40) : x);
+    T n = gt_mul(e, e + T(2));
+    T t = n / (n + T(2));
+    T u = x > T(40) ? T(0) : T(2) / (n + T(2));
+    return t + gt_mul(gt_mul(gt_mul(x, gt_sigmoid(x)), u), T(1) + t);
+}
+// x - tanh x, below |x| = 0.3 its series x^3 P(x^2) (the table's
+// TANH_SHRINK_SERIES and TANH_SHRINK_SMALL, kernels/cpu/math.rs)
+template <typename T> GT_FN T gt_tanh_shrink(T x) {
+    if (!(gt_abs(x) < T(0.3))) return x - gt_tanh(x);
+    const double c[12] = {0.3333333333333333, -0.13333333333333333, 0.05396825396825397,
+                          -0.021869488536155203, 0.008863235529902197, -0.003592128036572481,
+                          0.0014558343870513183, -0.000590027440945586, 0.00023912911424355248,
+                          -9.691537956929451e-05, 3.927832388331683e-05, -1.5918905069328964e-05};
+    T z = gt_mul(x, x);
+    T p = T(c[11]);
+    for (int k = 10; k >= 0; --k) p = gt_mul(p, z) + T(c[k]);
+    return gt_mul(gt_mul(x, z), p);
+}
 // GELU's tanh form and its derivative (h = 1/2, c = sqrt(2/pi), a =
 // 0.044715, a3 = 3a), as the table writes them: x * sigmoid(2u) and
 // s + 2x s sigmoid(-2u) u' (x clamped to +-30 in the derivative, where it
@@ -307,6 +336,9 @@ pub fn unary_expr_with(op: &Unary, ty: CType, x: &str, attrs: &[&str]) -> Option
         }
         Unary::Silu => call("silu"),
         Unary::SiluGrad => call("silu_grad"),
+        Unary::Mish => call("mish"),
+        Unary::MishGrad => call("mish_grad"),
+        Unary::TanhShrink => call("tanh_shrink"),
         Unary::ClipByValue(..) => format!("gt_clip(({x}), {}, {})", c(0), c(1)),
         Unary::PowScalar(_) => format!("gt_pow(({x}), {})", c(0)),
         Unary::MulScalar(_) => format!("gt_mul(({x}), {})", c(0)),

@@ -14,6 +14,9 @@
 //! - `rounding.rs`: `floor`, `ceil`, `round`
 //! - `activation.rs`: `softplus`, `softsign`, `relu6`, `leaky_relu`, `elu`,
 //!   `selu`, `gelu`, `silu`, `clip_by_value`
+//! - `activation_more.rs`: Keras's and PyTorch's further activations:
+//!   `hard_sigmoid`, `hard_silu`, `mish`, `celu`, `relu_with`, `hard_tanh`,
+//!   the shrinks, `glu`, `sparse_plus`, `squareplus`
 //! - `binary.rs`: `add`, `sub`, `mul`, `div`, `pow`, `maximum`, `minimum`,
 //!   `squared_difference`, `where_`, `sum_to_shape`
 //! - `floor_div.rs`: `floor_div`, `floor_mod`
@@ -32,6 +35,7 @@
 //! ([`Unary`](crate::ops::desc::Unary) or [`Binary`](crate::ops::desc::Binary)).
 
 pub(crate) mod activation;
+mod activation_more;
 pub(crate) mod binary;
 mod bitwise;
 pub(crate) mod compare;

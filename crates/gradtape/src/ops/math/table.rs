@@ -310,6 +310,21 @@ macro_rules! with_float_unary {
                 let $f = |v: $T| sigmoid_of(v) + v * sigmoid_of(v) * sigmoid_of(-v);
                 $body
             }
+            // (kernels::cpu::math's mish_of, mish_grad_of, tanh_shrink_of:
+            // Mish without overflow, its derivative without cancellation,
+            // x − tanh x by its series near 0)
+            Unary::Mish => {
+                let $f = math::mish_of::<$T>;
+                $body
+            }
+            Unary::MishGrad => {
+                let $f = math::mish_grad_of::<$T>;
+                $body
+            }
+            Unary::TanhShrink => {
+                let $f = math::tanh_shrink_of::<$T>;
+                $body
+            }
             Unary::Floor => {
                 let $f = |v: $T| v.floor();
                 $body

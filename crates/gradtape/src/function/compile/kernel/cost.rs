@@ -59,6 +59,9 @@ fn costly_unary(op: &Unary) -> bool {
             | Unary::GeluTanhGrad
             | Unary::Silu
             | Unary::SiluGrad
+            | Unary::Mish
+            | Unary::MishGrad
+            | Unary::TanhShrink
             | Unary::Sigmoid
             | Unary::Elu
             | Unary::Selu
