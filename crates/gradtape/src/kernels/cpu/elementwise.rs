@@ -513,24 +513,22 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
     }
 }
 
-/// `x + g` written over `x`'s buffer, for two float tensors of one shape
-/// and dtype (the caller checks), when nothing else references `x`:
-/// `true` when done (the same bits as a new `x + g`), `false` (nothing
-/// done) otherwise.
-pub(crate) fn add_in_place<T: Float>(op: &'static str, x: &mut Tensor, g: &Tensor) -> Result<bool> {
-    let gv = g.values::<T>(op)?;
-    let gs: &[T] = &gv;
+/// `x ← f(x, g)` elementwise over `x`'s buffer, for two float tensors of
+/// one shape and dtype (the caller checks), when nothing else references
+/// `x`: whether it was done (nothing is done otherwise).
+#[inline(always)]
+fn update_in_place<T: Float>(x: &mut Tensor, g: &[T], f: impl Fn(T, T) -> T + Sync) -> bool {
     let Some(xs) = x.unique_values_mut::<T>() else {
-        return Ok(false);
+        return false;
     };
     let body = |start: usize, out: &mut [T]| {
-        let g = &gs[start..start + out.len()];
+        let g = &g[start..start + out.len()];
         simd_if_long::<T, T>(
             out.len(),
             #[inline(always)]
             || {
                 for (o, &d) in lockstep::zip(&mut *out, g) {
-                    *o = *o + d;
+                    *o = f(*o, d);
                 }
             },
         )
@@ -541,7 +539,16 @@ pub(crate) fn add_in_place<T: Float>(op: &'static str, x: &mut Tensor, g: &Tenso
     } else {
         body(0, xs);
     }
-    Ok(true)
+    true
+}
+
+/// `x + g` written over `x`'s buffer, for two float tensors of one shape
+/// and dtype (the caller checks), when nothing else references `x`:
+/// `true` when done (the same bits as a new `x + g`), `false` (nothing
+/// done) otherwise.
+pub(crate) fn add_in_place<T: Float>(op: &'static str, x: &mut Tensor, g: &Tensor) -> Result<bool> {
+    let gv = g.values::<T>(op)?;
+    Ok(update_in_place(x, &gv, |a, b| a + b))
 }
 
 /// `x - alpha * g` for two float tensors of one shape and dtype (the
@@ -550,25 +557,7 @@ pub(crate) fn add_in_place<T: Float>(op: &'static str, x: &mut Tensor, g: &Tenso
 pub(crate) fn sub_scaled_in_place<T: Float>(op: &'static str, x: &mut Tensor, alpha: T, g: &Tensor) -> Result<()> {
     let gv = g.values::<T>(op)?;
     let gs: &[T] = &gv;
-    if let Some(xs) = x.unique_values_mut::<T>() {
-        let body = |start: usize, out: &mut [T]| {
-            let g = &gs[start..start + out.len()];
-            simd_if_long::<T, T>(
-                out.len(),
-                #[inline(always)]
-                || {
-                    for (o, &d) in lockstep::zip(&mut *out, g) {
-                        *o = *o - alpha * d;
-                    }
-                },
-            )
-        };
-        if xs.len() >= super::PAR_MIN {
-            let c = super::chunk_len(xs.len());
-            super::workers::for_each_chunk_mut(xs, c, |i, out| body(i * c, out));
-        } else {
-            body(0, xs);
-        }
+    if update_in_place(x, gs, |v, d| v - alpha * d) {
         return Ok(());
     }
     let xv = x.values::<T>(op)?;
