@@ -1,5 +1,6 @@
 //! More op families: sorting and searching, segment reductions,
-//! decompositions and least squares, FFTs, special functions. Each family
+//! decompositions and least squares, FFTs, special functions, the
+//! activations of Keras 3 and PyTorch, the fused LSTM step. Each family
 //! has raw entries (the case's operands as they are: wrong dtypes, ranks
 //! and shapes reach the argument checks) and fitted ones (operands made to
 //! agree: sorted segment ids, square or symmetric matrices, complex
@@ -313,4 +314,37 @@ pub const EXTRA: &[(&str, OpFn)] = &[
     ("is_nan", |e| same(e.a.is_nan(), e.a)),
     ("is_finite", |e| same(e.a.is_finite(), e.a)),
     ("is_inf", |e| same(e.a.is_inf(), e.a)),
+    // the activations of Keras 3 and PyTorch, with their parameters drawn
+    // (NaN, infinite, negative: refused or accepted as documented)
+    ("hard_sigmoid", |e| same(e.a.hard_sigmoid(), e.a)),
+    ("hard_silu", |e| same(e.a.hard_silu(), e.a)),
+    ("mish", |e| same(e.a.mish(), e.a)),
+    ("mish_grad", |e| same(e.a.mish_grad(), e.a)),
+    ("silu_grad", |e| same(e.a.silu_grad(), e.a)),
+    ("tanh_shrink", |e| same(e.a.tanh_shrink(), e.a)),
+    ("sparse_plus", |e| same(e.a.sparse_plus(), e.a)),
+    ("hard_tanh", |e| same(e.a.hard_tanh_range(e.f(0), e.f(1)), e.a)),
+    ("celu", |e| same(e.a.celu(e.f(0)), e.a)),
+    ("shrink", |e| match e.flag(0) {
+        true => same(e.a.soft_shrink(e.f(0)), e.a),
+        false => same(e.a.hard_shrink(e.f(0)), e.a),
+    }),
+    ("squareplus", |e| same(e.a.squareplus(e.f(0)), e.a)),
+    ("relu_with", |e| {
+        let max = e.flag(0).then(|| e.f(1));
+        same(e.a.relu_with(e.f(0), max, e.f(2)), e.a)
+    }),
+    ("glu", |e| e.a.glu(e.axes().first().copied().unwrap_or(-1))),
+    // the fused LSTM step: raw operands (shapes and dtypes checked), and
+    // gates tiled from `a` with `a` as the state (the kernels run)
+    ("lstm_cell", |e| Tensor::lstm_cell(e.a, e.b).map(|(h, _)| h)),
+    ("fit_lstm_cell", |e| {
+        let mut reps = vec![1; e.a.rank()];
+        if let Some(last) = reps.last_mut() {
+            *last = 4;
+        }
+        let z = e.a.tile(&reps)?;
+        let (h, c) = Tensor::lstm_cell(&z, e.a)?;
+        same(h.add(&c), e.a)
+    }),
 ];
