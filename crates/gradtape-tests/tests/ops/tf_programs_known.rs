@@ -347,11 +347,16 @@ pub(super) fn zero_sign_of_a_sum(p: &Program, got: &[f64], want: &[f64]) -> bool
 ///   (JAX in f64 gives the LSTM step's input the same +inf): -inf here,
 ///   the cotangent times mish'(-1.2481) < 0; seed 5151's program 2,
 ///   hard_silu at +inf, slope 1);
+/// - `squareplus`, `(x + √(x² + b))/2`: an infinite cotangent reaches
+///   both terms, `inf − inf` for x < 0, where this crate's rule is the
+///   cotangent times the slope `y/r` > 0 (seed 5153's program 684: a
+///   cotangent of -inf from an LSTM state of +inf, then a matmul: ±inf
+///   here, as TensorFlow's own matmul gradient of that cotangent gives);
 /// - `sparse_plus` at ±inf or NaN: TensorFlow's `where` adds the rule of
 ///   the `(x + 1)²` it left out, `0 · inf` (seed 5151's programs 179,
 ///   1017; seed 5152's 534, at -inf where the slope is 0).
 pub(super) fn nan_of_a_product(p: &Program, got: &[f64], want: &[f64]) -> bool {
-    let products = ["mish", "hard_silu", "sparse_plus"];
+    let products = ["mish", "hard_silu", "squareplus", "sparse_plus"];
     let composite = p
         .entries
         .iter()
