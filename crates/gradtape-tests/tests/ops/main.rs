@@ -52,6 +52,7 @@ mod tf_integer;
 mod tf_linalg;
 mod tf_nn;
 mod tf_programs;
+mod tf_programs_known;
 mod tf_programs_ops;
 mod tf_segment;
 mod tf_spectral;

@@ -107,6 +107,10 @@ fn unary(op: &str, x: &Tensor) -> Option<Result<Tensor>> {
         "silu" => x.silu(),
         "leaky_relu" => x.leaky_relu(0.2),
         "log_sigmoid" => x.log_sigmoid(),
+        "mish" => x.mish(),
+        "hard_sigmoid" => x.hard_sigmoid(),
+        "hard_silu" => x.hard_silu(),
+        "sparse_plus" => x.sparse_plus(),
         "is_nan" => x.is_nan(),
         "is_inf" => x.is_inf(),
         "is_finite" => x.is_finite(),
@@ -283,7 +287,9 @@ pub fn apply(op: &str, xs: &[&Tensor], a: &Attrs) -> Result<Tensor> {
             a.int("axis"),
             dtype(a.str("to")),
         ),
-        _ => more(op, xs, a).unwrap_or_else(|| segment(op, x, a)),
+        _ => more(op, xs, a)
+            .or_else(|| activation(op, xs, a))
+            .unwrap_or_else(|| segment(op, x, a)),
     }
 }
 
@@ -309,6 +315,44 @@ fn more(op: &str, xs: &[&Tensor], a: &Attrs) -> Option<Result<Tensor>> {
         "l2_loss" => x.l2_loss(),
         _ => return None,
     })
+}
+
+/// The gates' scales of `lstm_cell`'s `z`, one per gate (i, f, g, o), as
+/// `tf_programs.py`'s `LSTM_SCALES`.
+const LSTM_SCALES: [f64; 4] = [1.0, -0.5, 2.0, 1.5];
+
+/// The ops of `act` campaigns (`tf_programs.py`'s `draw_act_step`) that
+/// take attributes or two operands.
+fn activation(op: &str, xs: &[&Tensor], a: &Attrs) -> Option<Result<Tensor>> {
+    let x = xs[0];
+    Some(match op {
+        "celu" => x.celu(a.float("alpha")),
+        "relu_with" => x.relu_with(a.float("slope"), a.get("max").map(|_| a.float("max")), a.float("thr")),
+        "squareplus" => x.squareplus(a.float("b")),
+        "glu" => x.glu(-1),
+        "lstm_cell" => lstm_cell(x, xs[1]),
+        _ => return None,
+    })
+}
+
+/// An LSTM step whose gates are `x` tiled 4 times along its last axis,
+/// gate k scaled by `LSTM_SCALES[k]`, from the state `c`: `h` and `c'`
+/// concatenated along the last axis.
+fn lstm_cell(x: &Tensor, c: &Tensor) -> Result<Tensor> {
+    let Some(&u) = x.shape().last() else {
+        return Err(Error::InvalidArgument {
+            op: "tf_programs",
+            msg: "lstm_cell of a scalar".into(),
+        });
+    };
+    let mut reps = vec![1; x.rank()];
+    reps[x.rank() - 1] = 4;
+    let scale: Vec<f64> = LSTM_SCALES.iter().flat_map(|&s| std::iter::repeat_n(s, u)).collect();
+    let z = x
+        .tile(&reps)?
+        .mul(&Tensor::from_vec(scale, &[4 * u])?.cast(x.dtype())?)?;
+    let (h, c1) = Tensor::lstm_cell(&z, c)?;
+    Tensor::concat(&[&h, &c1], -1)
 }
 
 fn segment(op: &str, x: &Tensor, a: &Attrs) -> Result<Tensor> {

@@ -4,12 +4,16 @@ reductions, shape and index ops, matmul, einsum, scans, sorts, segments,
 casts, integer and bool ops), each step's value and the gradients of a
 weighted sum of the program's leaves w.r.t. its float inputs.
 
-Run: /work/refvenv/bin/python tf_programs.py SEED COUNT [MAXNUMEL [more]] > out.txt
+Run: /work/refvenv/bin/python tf_programs.py SEED COUNT [MAXNUMEL [more,act]] > out.txt
 (TensorFlow 2.21, CPU; `more` draws three steps in ten from draw_more_step's
 ops too: gather_nd, scatter_nd, tensor_scatter_nd_add/update,
 boolean_mask, where(x), unique, searchsorted, bincount, band_part, trace,
-diag_part, l2_normalize, l2_loss.) The committed fixture ../data/tf_programs.txt is
-`tf_programs.py 1 300 16`.
+diag_part, l2_normalize, l2_loss; `act` three in ten from draw_act_step's:
+Keras 3's activations (mish, hard_sigmoid, hard_silu, celu, relu with its
+arguments, squareplus, sparse_plus, glu; silu, log_sigmoid and softsign
+again) and an LSTM step written with split, sigmoid and tanh. Either
+word, or both, comma-separated; without them the draws are unchanged.)
+The committed fixture ../data/tf_programs.txt is `tf_programs.py 1 300 16`.
 
 Format, one program a block:
   P <id> <mode>                      mode: f64, f32 or int
@@ -30,6 +34,8 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+
+from tf_programs_act import ACT_OPS, draw_act_step, run_act
 
 TF = {"f64": tf.float64, "f32": tf.float32, "i32": tf.int32, "i64": tf.int64, "bool": tf.bool}
 NAME = {v: k for k, v in TF.items()}
@@ -205,6 +211,8 @@ def run_op(op, xs, a):
         return tf.linalg.diag_part(x)
     if op == "l2_loss":
         return tf.nn.l2_loss(x)
+    if op in ACT_OPS:
+        return run_act(op, xs, a)
     if op.startswith("segment_"):
         return SEGMENT[op[8:]](x, tf.constant(ints(a["ids"]), tf.int64))
     if op.startswith("usegment_"):
@@ -551,6 +559,7 @@ def draw_more_step(g):
 
 
 MORE = False
+ACT_STEPS = False
 
 
 def draw_float_step(g):
@@ -669,6 +678,8 @@ def program(seed, pid, maxnumel):
         st = draw_step(g) if g.p(0.6) else draw_float_step(g)
         if MORE and g.p(0.3):
             st = draw_more_step(g)
+        if ACT_STEPS and g.p(0.3):
+            st = draw_act_step(g)
         if st is None:
             continue
         op, args, attrs = st
@@ -741,6 +752,7 @@ def emit(seed, pid, maxnumel, out):
 if __name__ == "__main__":
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     maxnumel = int(sys.argv[3]) if len(sys.argv) > 3 else 48
-    MORE = len(sys.argv) > 4 and sys.argv[4] == "more"
+    words = sys.argv[4].split(",") if len(sys.argv) > 4 else []
+    MORE, ACT_STEPS = "more" in words, "act" in words
     for pid in range(count):
         emit(seed, pid, maxnumel, sys.stdout)
