@@ -77,12 +77,11 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn lstm_cell(z: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
-        check(z, c)?;
-        if !fusable(z, c)? {
+        if !check(z, c)? {
             return composite(z, c);
         }
         let d0 = c.shape()[0];
-        let parts = lstm_cell_packed(z, c)?.split_sizes(&[d0, d0], 0)?;
+        let parts = fused_packed(z, c)?.split_sizes(&[d0, d0], 0)?;
         let mut parts = parts.into_iter();
         match (parts.next(), parts.next()) {
             (Some(h), Some(c1)) => Ok((h, c1)),
@@ -91,12 +90,13 @@ impl Tensor {
     }
 }
 
-/// Checks shapes, dtypes and devices: `z` `[.., 4u]`, `c` `[.., u]` with
-/// the same leading dims, one float dtype, one device.
-fn check(z: &Tensor, c: &Tensor) -> Result<()> {
+/// Checks shapes, dtypes and devices (`z` `[.., 4u]`, `c` `[.., u]` with
+/// the same leading dims, one float dtype, one device), and says whether
+/// the fused op applies: `f32` or `f64` on the CPU, not empty.
+fn check(z: &Tensor, c: &Tensor) -> Result<bool> {
     crate::ops::expect_float(OP, z)?;
     crate::ops::expect_same_dtype(OP, z, c)?;
-    crate::kernels::gpu::placement(OP, &[z, c])?;
+    let on_cpu = crate::kernels::gpu::placement(OP, &[z, c])?.is_none();
     let (zs, cs) = (z.shape(), c.shape());
     let ok = !zs.is_empty()
         && zs.len() == cs.len()
@@ -112,14 +112,7 @@ fn check(z: &Tensor, c: &Tensor) -> Result<()> {
             ),
         ));
     }
-    Ok(())
-}
-
-/// Whether the fused op applies: `f32` or `f64` on the CPU, not empty.
-fn fusable(z: &Tensor, c: &Tensor) -> Result<bool> {
-    Ok(matches!(z.dtype(), DType::F32 | DType::F64)
-        && crate::kernels::gpu::placement(OP, &[z, c])?.is_none()
-        && c.numel() > 0)
+    Ok(on_cpu && matches!(z.dtype(), DType::F32 | DType::F64) && c.numel() > 0)
 }
 
 /// The gates of `z`: `i, f, g, o` with differentiable ops.
@@ -150,13 +143,17 @@ fn sigmoid_slope(s: &Tensor) -> Result<Tensor> {
 /// device or dtype (a graph traced on the CPU run on a GPU) computes the
 /// composite and packs it.
 pub(crate) fn lstm_cell_packed(z: &Tensor, c: &Tensor) -> Result<Tensor> {
-    check(z, c)?;
-    let mut packed_shape = c.shape().to_vec();
-    packed_shape[0] *= 2;
-    if !fusable(z, c)? {
+    if !check(z, c)? {
         let (h, c1) = composite(z, c)?;
         return Tensor::concat(&[&h, &c1], 0);
     }
+    fused_packed(z, c)
+}
+
+/// [`lstm_cell_packed`] on operands [`check`] found fusable.
+fn fused_packed(z: &Tensor, c: &Tensor) -> Result<Tensor> {
+    let mut packed_shape = c.shape().to_vec();
+    packed_shape[0] *= 2;
     let u = c.shape()[c.rank() - 1];
     let out = with_types!(z.dtype(), T => {
         let (zv, cv) = (z.values::<T>(OP)?, c.values::<T>(OP)?);
@@ -180,7 +177,7 @@ pub(crate) fn lstm_cell_packed(z: &Tensor, c: &Tensor) -> Result<Tensor> {
 /// The fused backward op: `dz` then `dc_prev`, flattened into one vector,
 /// from `z`, `c` and the packed output's cotangent `g`.
 pub(crate) fn lstm_cell_grad_flat(z: &Tensor, c: &Tensor, g: &Tensor) -> Result<Tensor> {
-    check(z, c)?;
+    let fusable = check(z, c)?;
     let mut packed_shape = c.shape().to_vec();
     packed_shape[0] *= 2;
     if g.shape() != packed_shape || g.dtype() != c.dtype() {
@@ -194,7 +191,7 @@ pub(crate) fn lstm_cell_grad_flat(z: &Tensor, c: &Tensor, g: &Tensor) -> Result<
             ),
         ));
     }
-    if !fusable(z, c)? || crate::kernels::gpu::placement(OP, &[z, g])?.is_some() {
+    if !fusable || crate::kernels::gpu::placement(OP, &[z, g])?.is_some() {
         let [dz, dc] = backward_composite(z, c, g)?;
         return Tensor::concat(&[&dz.reshape(&[z.numel()])?, &dc.reshape(&[c.numel()])?], 0);
     }
