@@ -5,11 +5,12 @@
 //! every difference.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use gradtape::nn::{Activation, Dense};
 use gradtape::optim::Adam;
-use gradtape::{DType, Result, Rng, Tensor, Variable};
+use gradtape::{function, DType, Result, Rng, Tensor, Variable};
 
 use super::tf_util::{agrees, magnitude};
 
@@ -77,6 +78,8 @@ pub struct Check {
     refs: HashMap<&'static str, Option<Vec<f64>>>,
     /// the least scale of a vector's roundoff (see [`FLOOR`])
     floor: f64,
+    /// the relative tolerance ([`REL`] unless [`Check::tolerance`] says)
+    rel: f64,
     bad: Vec<String>,
     checked: usize,
     /// the largest relative difference, per way of running
@@ -95,10 +98,18 @@ impl Check {
         Check {
             refs: reference(data),
             floor,
+            rel: REL,
             bad: Vec::new(),
             checked: 0,
             worst: Vec::new(),
         }
+    }
+
+    /// Compares at `rel` instead of [`REL`] (float32 runs against the
+    /// float64 reference).
+    pub fn tolerance(mut self, rel: f64) -> Check {
+        self.rel = rel;
+        self
     }
 
     fn want(&self, name: &str) -> &Option<Vec<f64>> {
@@ -131,7 +142,7 @@ impl Check {
                         Some((_, m)) => *m = m.max(d),
                         None => self.worst.push((what.to_string(), d)),
                     }
-                    if !agrees(*a, *b, REL, scale) {
+                    if !agrees(*a, *b, self.rel, scale) {
                         self.bad.push(format!("{what} {name}[{i}]: got {a}, want {b}"));
                     }
                 }
@@ -236,4 +247,81 @@ pub fn print_times(model: &str, sizes: &str, eager: f64, traced: f64) {
         "timing {model} ({sizes}): eager {eager:.0} us/step, traced {traced:.0} us/step, traced/eager {:.2}",
         traced / eager
     );
+}
+
+/// A model of `new_user_models3.py`: built at a dtype, its trainable
+/// weights in the script's order, and one training step on `data` that
+/// returns the step's outputs, then the gradients (the optimizer inside).
+pub trait Stepper: Send + Sync + 'static {
+    fn vars(&self) -> Vec<Variable>;
+    fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>>;
+}
+
+/// Sets variable `j` to `fill(shape, k0 + j)`, plus 1 where `j` is in
+/// `ones` (normalisation scales), cast to the variable's dtype.
+pub fn set_weights_as(vars: &[Variable], k0: f64, ones: &[usize]) {
+    for (j, v) in vars.iter().enumerate() {
+        let one = if ones.contains(&j) { 1.0 } else { 0.0 };
+        let w = fill(&v.shape(), k0 + j as f64, 1.0).add_scalar(one).unwrap();
+        v.assign(&w.cast(v.dtype()).unwrap()).unwrap();
+    }
+}
+
+/// The four ways a model of `new_user_models3.py` runs: eager and traced,
+/// float64 and float32.
+pub struct Runs<M> {
+    /// (label, model) after its two steps
+    pub models: Vec<(String, Arc<M>)>,
+}
+
+/// Two training steps of the model `build` makes, from fresh weights each
+/// way: eagerly, and as a traced `function` called twice (one trace), in
+/// float64 (checked by `c64`) and float32 (`data`'s floating tensors cast;
+/// checked by `c32`). Each step's outputs `{name}{s}_{out}` and gradients
+/// `{name}{s}_grad{j}`, then the weights `{name}_weight{j}`.
+pub fn train_both<M: Stepper>(
+    c64: &mut Check,
+    c32: &mut Check,
+    name: &str,
+    outs: &[&str],
+    build: impl Fn(DType) -> Result<M>,
+    data: &[Tensor],
+) -> Result<Runs<M>> {
+    let mut models = Vec::new();
+    for dtype in [DType::F64, DType::F32] {
+        let data: Vec<Tensor> = data
+            .iter()
+            .map(|t| {
+                if t.dtype().is_float() {
+                    t.cast(dtype)
+                } else {
+                    Ok(t.clone())
+                }
+            })
+            .collect::<Result<_>>()?;
+        for traced in [false, true] {
+            let what = format!("{} {dtype:?}", if traced { "traced" } else { "eager" });
+            let check = if dtype == DType::F64 { &mut *c64 } else { &mut *c32 };
+            let m = Arc::new(build(dtype)?);
+            let f = {
+                let m = m.clone();
+                function(move |d: &Vec<Tensor>| Ok(m.step(d)?.into_iter().flatten().collect::<Vec<_>>()))
+            };
+            let n = m.vars().len();
+            for s in 1..=2 {
+                let got = if traced {
+                    f.call(&data)?.into_iter().map(Some).collect()
+                } else {
+                    m.step(&data)?
+                };
+                check.all_optional(&what, &names(&format!("{name}{s}"), outs, &[("grad", n)]), &got);
+            }
+            if traced {
+                assert_eq!(f.trace_count(), 1, "{name} {what}: traced more than once");
+            }
+            check.vars(&what, &format!("{name}_weight"), &m.vars());
+            models.push((what, m));
+        }
+    }
+    Ok(Runs { models })
 }

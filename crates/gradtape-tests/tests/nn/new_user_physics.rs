@@ -1,0 +1,231 @@
+//! Two models a new user would write that differentiate through a
+//! derivative, against TensorFlow 2.21 / Keras 3.15.1
+//! (`tests/reference/new_user_models3.py`, numbers in
+//! `tests/data/new_user_models3.txt`):
+//!
+//! - a physics-informed network for Burgers' equation u_t + u u_x = ν u_xx:
+//!   u_x and u_t from an inner tape watching the points, u_xx from a
+//!   persistent tape around it, both inside the weights' tape; plus the
+//!   initial condition u(x, 0) = -sin(πx); Adam;
+//! - a WGAN-GP step: the critic's gradient penalty is the gradient of the
+//!   critic w.r.t. its interpolated input, taken on an inner tape inside
+//!   the critic's and the generator's tapes; Adam for the critic, RMSprop
+//!   for the generator.
+//!
+//! Each runs two steps eagerly and as a traced `function` (called twice,
+//! traced once), in float64 at 1e-12 relative (see `new_user_util.rs`) and
+//! in float32 against the same float64 reference at the tolerance given.
+
+use std::f64::consts::PI;
+use std::sync::Mutex;
+
+use gradtape::nn::{Activation, Dense, Layer, Module};
+use gradtape::optim::{Adam, Optimizer, RmsProp};
+use gradtape::{DType, GradientTape, Result, Rng, Tensor, Variable};
+
+use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Stepper};
+
+const DATA: &str = include_str!("../data/new_user_models3.txt");
+
+/// float32 against the float64 reference: relative to each vector's
+/// largest element (errors of a few float32 roundings, carried through two
+/// steps).
+const REL32: f64 = 1e-4;
+
+pub(super) fn dense(inp: usize, units: usize, act: Option<Activation>, dtype: DType) -> Result<Dense> {
+    let b = Dense::builder(inp, units).dtype(dtype);
+    let rng = &mut Rng::new(0);
+    match act {
+        Some(a) => b.activation(a).build(rng),
+        None => b.build(rng),
+    }
+}
+
+// ---- 1. Burgers PINN ---------------------------------------------------------
+
+const NU: f64 = 0.0625;
+
+struct Burgers {
+    layers: [Dense; 3],
+    opt: Mutex<Adam>,
+}
+
+impl Burgers {
+    fn new(dt: DType) -> Result<Burgers> {
+        let tanh = Some(Activation::Tanh);
+        let m = Burgers {
+            layers: [dense(2, 8, tanh, dt)?, dense(8, 8, tanh, dt)?, dense(8, 1, None, dt)?],
+            opt: Mutex::new(adam()),
+        };
+        set_weights_as(&m.vars(), 60.0, &[]);
+        Ok(m)
+    }
+
+    fn u(&self, x: &Tensor) -> Result<Tensor> {
+        self.layers.iter().try_fold(x.clone(), |h, l| l.forward(&h, true))
+    }
+
+    /// u, the residual r = u_t + u u_x - ν u_xx at `x` (columns x, t), and
+    /// the loss mean(r²) + mean((u(x0) + sin(π x0))²).
+    fn loss(&self, x: &Tensor, x0: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let t1 = GradientTape::persistent();
+        let (u, ux, ut) = t1.record(|| {
+            t1.watch(x);
+            let t2 = GradientTape::new();
+            let u = t2.record(|| {
+                t2.watch(x);
+                self.u(x)
+            })?;
+            let g = t2.gradient(&u, x)?.expect("du/dX");
+            Ok((u, g.narrow(1, 0, 1)?, g.narrow(1, 1, 1)?))
+        })?;
+        let uxx = t1.gradient(&ux, x)?.expect("d2u/dx2").narrow(1, 0, 1)?;
+        let r = ut.add(&u.mul(&ux)?)?.sub(&uxx.mul_scalar(NU)?)?;
+        let ic = self.u(x0)?.add(&x0.narrow(1, 0, 1)?.mul_scalar(PI)?.sin()?)?;
+        let loss = r.square()?.mean_all()?.add(&ic.square()?.mean_all()?)?;
+        Ok((u, r, loss))
+    }
+}
+
+impl Stepper for Burgers {
+    fn vars(&self) -> Vec<Variable> {
+        self.layers.iter().flat_map(|l| l.trainable_variables()).collect()
+    }
+
+    fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let vars = self.vars();
+        let tape = GradientTape::new();
+        let (u, r, loss) = tape.record(|| self.loss(&data[0], &data[1]))?;
+        let grads = tape.gradient(&loss, &vars)?;
+        self.opt
+            .lock()
+            .unwrap()
+            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
+        Ok([Some(u), Some(r), Some(loss)].into_iter().chain(grads).collect())
+    }
+}
+
+#[test]
+fn burgers_pinn_matches_tensorflow() -> Result<()> {
+    let x = fill(&[12, 2], 0.3, 2.0);
+    let x0 = Tensor::stack(&[&fill(&[6], 1.9, 2.0), &Tensor::zeros(&[6], DType::F64)], 1)?;
+    let (mut c64, mut c32) = (Check::with(DATA, 0.0), Check::with(DATA, 0.0).tolerance(REL32));
+    train_both(
+        &mut c64,
+        &mut c32,
+        "burgers",
+        &["u", "r", "loss"],
+        Burgers::new,
+        &[x, x0],
+    )?;
+    c64.finish("burgers f64", 300);
+    c32.finish("burgers f32", 300);
+    Ok(())
+}
+
+// ---- 2. WGAN-GP ----------------------------------------------------------------
+
+struct Wgan {
+    generator: [Dense; 2],
+    critic: [Dense; 2],
+    c_opt: Mutex<Adam>,
+    g_opt: Mutex<RmsProp>,
+}
+
+impl Wgan {
+    fn new(dt: DType) -> Result<Wgan> {
+        let tanh = Some(Activation::Tanh);
+        let m = Wgan {
+            generator: [dense(3, 6, tanh, dt)?, dense(6, 4, None, dt)?],
+            critic: [dense(4, 6, tanh, dt)?, dense(6, 1, None, dt)?],
+            c_opt: Mutex::new(adam()),
+            g_opt: Mutex::new(RmsProp::new(2f64.powi(-6)).rho(0.875)?.epsilon(2f64.powi(-20))?),
+        };
+        set_weights_as(&m.g_vars(), 120.0, &[]);
+        set_weights_as(&m.c_vars(), 130.0, &[]);
+        Ok(m)
+    }
+
+    fn g_vars(&self) -> Vec<Variable> {
+        self.generator.iter().flat_map(|l| l.trainable_variables()).collect()
+    }
+
+    fn c_vars(&self) -> Vec<Variable> {
+        self.critic.iter().flat_map(|l| l.trainable_variables()).collect()
+    }
+
+    fn critic(&self, x: &Tensor) -> Result<Tensor> {
+        self.critic[1].forward(&self.critic[0].forward(x, true)?, true)
+    }
+}
+
+impl Stepper for Wgan {
+    /// The critic's, then the generator's.
+    fn vars(&self) -> Vec<Variable> {
+        let mut v = self.c_vars();
+        v.extend(self.g_vars());
+        v
+    }
+
+    /// data: z, real, alpha.
+    fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let (z, real, alpha) = (&data[0], &data[1], &data[2]);
+        let (gt, ct) = (GradientTape::new(), GradientTape::new());
+        let (gp, c_loss, g_loss) = gt.record(|| {
+            ct.record(|| {
+                let fake = self.generator[1].forward(&self.generator[0].forward(z, true)?, true)?;
+                let x_hat = alpha.mul(real)?.add(&alpha.neg()?.add_scalar(1.0)?.mul(&fake)?)?;
+                let pt = GradientTape::new();
+                let d_hat = pt.record(|| {
+                    pt.watch(&x_hat);
+                    self.critic(&x_hat)
+                })?;
+                let gx = pt.gradient(&d_hat, &x_hat)?.expect("dD/dx_hat");
+                let norm = gx.square()?.sum(&[1], false)?.sqrt()?;
+                let gp = norm.sub_scalar(1.0)?.square()?.mean_all()?;
+                let d_fake = self.critic(&fake)?;
+                let c_loss = d_fake
+                    .mean_all()?
+                    .sub(&self.critic(real)?.mean_all()?)?
+                    .add(&gp.mul_scalar(2.0)?)?;
+                let g_loss = d_fake.mean_all()?.neg()?;
+                Ok((gp, c_loss, g_loss))
+            })
+        })?;
+        let (cv, gv) = (self.c_vars(), self.g_vars());
+        let cg = ct.gradient(&c_loss, &cv)?;
+        let gg = gt.gradient(&g_loss, &gv)?;
+        self.c_opt
+            .lock()
+            .unwrap()
+            .apply_gradients(cg.clone().into_iter().zip(&cv))?;
+        self.g_opt
+            .lock()
+            .unwrap()
+            .apply_gradients(gg.clone().into_iter().zip(&gv))?;
+        Ok([Some(gp), Some(c_loss), Some(g_loss)]
+            .into_iter()
+            .chain(cg)
+            .chain(gg)
+            .collect())
+    }
+}
+
+#[test]
+fn wgan_gp_step_matches_tensorflow() -> Result<()> {
+    let z = fill(&[6, 3], 0.2, 2.0);
+    let real = fill(&[6, 4], 1.4, 2.0).add_scalar(0.25)?;
+    let alpha = fill(&[6, 1], 2.2, 1.0).add_scalar(0.5)?;
+    let (mut c64, mut c32) = (Check::with(DATA, 0.0), Check::with(DATA, 0.0).tolerance(REL32));
+    train_both(
+        &mut c64,
+        &mut c32,
+        "wgan",
+        &["gp", "c_loss", "g_loss"],
+        Wgan::new,
+        &[z, real, alpha],
+    )?;
+    c64.finish("wgan f64", 300);
+    c32.finish("wgan f32", 300);
+    Ok(())
+}
