@@ -42,7 +42,7 @@ impl Tabular {
             e1: Embedding::with_init(5, 3, Initializer::Zeros, dt, rng)?,
             e2: Embedding::with_init(4, 2, Initializer::Zeros, dt, rng)?,
             d1: Dense::builder(8, 6).use_bias(false).dtype(dt).build(rng)?,
-            bn: BatchNorm::with_options(6, 0.875, 1e-3, true, true, dt)?,
+            bn: BatchNorm::builder(6).momentum(0.875).epsilon(1e-3).dtype(dt).build()?,
             d2: dense(6, 1, None, dt)?,
             opt: Mutex::new(adam()),
         };

@@ -362,15 +362,74 @@ pub struct BatchNorm {
     moving_variance: Variable,
 }
 
+/// Options for a [`BatchNorm`]; see [`BatchNorm::builder`].
+pub struct BatchNormBuilder {
+    features: usize,
+    momentum: f64,
+    epsilon: f64,
+    center: bool,
+    scale: bool,
+    dtype: DType,
+    name: Option<String>,
+}
+
+impl BatchNormBuilder {
+    affine_norm_options!("batch_normalization");
+
+    /// The moving statistics' momentum, in `[0, 1]` (default `0.99`,
+    /// Keras's): `moving = moving · momentum + batch · (1 − momentum)`.
+    pub fn momentum(mut self, momentum: f64) -> Self {
+        self.momentum = momentum;
+        self
+    }
+
+    /// Creates the layer (`gamma` ones, `beta` zeros, the moving mean
+    /// zeros and the moving variance ones). A momentum outside `[0, 1]`
+    /// and a negative or non-finite epsilon are errors:
+    ///
+    /// ```
+    /// use gradtape::nn::BatchNorm;
+    /// assert!(BatchNorm::builder(4).momentum(1.5).build().is_err());
+    /// assert!(BatchNorm::builder(4).epsilon(f64::NAN).build().is_err());
+    /// ```
+    pub fn build(self) -> Result<BatchNorm> {
+        check_eps("BatchNorm", self.epsilon)?;
+        if !(0.0..=1.0).contains(&self.momentum) {
+            return Err(Error::invalid(
+                "BatchNorm",
+                format!("momentum must lie in [0, 1], got {}", self.momentum),
+            ));
+        }
+        let name = self.name.unwrap_or_else(|| unique_name("batch_normalization"));
+        let affine = Affine::new(&name, self.features, self.dtype, self.scale, self.center)?;
+        let mut rng = Rng::new(0);
+        let stat = |part: &str, init: &Initializer, rng: &mut Rng| {
+            new_weight(&name, part, &[self.features], self.dtype, init, rng, false)
+        };
+        let moving_mean = stat("moving_mean", &Initializer::Zeros, &mut rng)?;
+        let moving_variance = stat("moving_variance", &Initializer::Ones, &mut rng)?;
+        Ok(BatchNorm {
+            name,
+            features: self.features,
+            momentum: self.momentum,
+            epsilon: self.epsilon,
+            affine,
+            moving_mean,
+            moving_variance,
+        })
+    }
+}
+
 impl BatchNorm {
     /// Normalises `features` channels, with `gamma` and `beta`, `momentum =
     /// 0.99`, `epsilon = 1e-3`.
     pub fn new(features: usize, dtype: DType) -> Result<BatchNorm> {
-        BatchNorm::with_options(features, 0.99, 1e-3, true, true, dtype)
+        BatchNorm::builder(features).dtype(dtype).build()
     }
 
     /// With chosen `momentum` (in `[0, 1]`) and `epsilon`, and `center` /
-    /// `scale` switching `beta` / `gamma` on or off.
+    /// `scale` switching `beta` / `gamma` on or off (the builder's options,
+    /// positionally).
     pub fn with_options(
         features: usize,
         momentum: f64,
@@ -379,43 +438,41 @@ impl BatchNorm {
         scale: bool,
         dtype: DType,
     ) -> Result<BatchNorm> {
-        check_eps("BatchNorm", epsilon)?;
-        if !(0.0..=1.0).contains(&momentum) {
-            return Err(Error::invalid(
-                "BatchNorm",
-                format!("momentum must lie in [0, 1], got {momentum}"),
-            ));
-        }
-        let name = unique_name("batch_normalization");
-        let affine = Affine::new(&name, features, dtype, scale, center)?;
-        let mut rng = Rng::new(0);
-        let moving_mean = new_weight(
-            &name,
-            "moving_mean",
-            &[features],
-            dtype,
-            &Initializer::Zeros,
-            &mut rng,
-            false,
-        )?;
-        let moving_variance = new_weight(
-            &name,
-            "moving_variance",
-            &[features],
-            dtype,
-            &Initializer::Ones,
-            &mut rng,
-            false,
-        )?;
-        Ok(BatchNorm {
-            name,
+        BatchNorm::builder(features)
+            .momentum(momentum)
+            .epsilon(epsilon)
+            .center(center)
+            .scale(scale)
+            .dtype(dtype)
+            .build()
+    }
+
+    /// Starts a layer normalising `features` channels (the last axis),
+    /// with options of its own, by name as Keras's
+    /// `BatchNormalization(momentum=..., epsilon=..., center=...,
+    /// scale=..., name=...)`.
+    ///
+    /// ```
+    /// use gradtape::{nn::{BatchNorm, Layer, Module}, DType, Tensor};
+    /// let bn = BatchNorm::builder(1).momentum(0.9).epsilon(1e-5).center(false).dtype(DType::F64).name("bn1").build()?;
+    /// let names: Vec<String> = bn.variables().iter().map(|v| v.name().to_string()).collect();
+    /// assert_eq!(names, ["bn1/gamma", "bn1/moving_mean", "bn1/moving_variance"]);
+    /// let x = Tensor::from_vec(vec![1.0f64, 3.0], &[2, 1])?;
+    /// bn.forward(&x, true)?;
+    /// let mean = bn.moving_mean().read().to_vec::<f64>()?;
+    /// assert!((mean[0] - 0.2).abs() < 1e-12); // 0.9 · 0 + 0.1 · 2
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn builder(features: usize) -> BatchNormBuilder {
+        BatchNormBuilder {
             features,
-            momentum,
-            epsilon,
-            affine,
-            moving_mean,
-            moving_variance,
-        })
+            momentum: 0.99,
+            epsilon: 1e-3,
+            center: true,
+            scale: true,
+            dtype: DType::F32,
+            name: None,
+        }
     }
 
     /// The moving mean (non-trainable).
@@ -442,7 +499,14 @@ impl Layer for BatchNorm {
     }
 
     fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
-        expect_input("BatchNorm", x, None, Some(self.features), self.moving_mean.dtype())?;
+        expect_input(
+            "BatchNorm",
+            self.name(),
+            x,
+            None,
+            Some(self.features),
+            self.moving_mean.dtype(),
+        )?;
         let (mean, var) = if training {
             let axes: Vec<isize> = (0..x.rank() as isize - 1).collect();
             let (mean, var) = x.moments(&axes, false)?;
