@@ -6,7 +6,7 @@
 use gradtape::nn::losses::{Loss, Reduction};
 use gradtape::nn::{
     self, metrics, Activation, BatchNorm, Conv2D, Conv2DTranspose, Dense, Dropout, Embedding, GRUCell, Initializer,
-    LSTMCell, LSTMState, Layer, LayerNorm, Module, Sequential,
+    LSTMCell, LSTMState, Layer, LayerNorm, Module, Sequential, TransformerBlock,
 };
 use gradtape::optim::{Adam, CosineDecay, ExponentialDecay, LearningRateSchedule, Optimizer, Sgd};
 use gradtape::{DType, GradientTape, Padding, Result, Rng, Tensor, Variable};
@@ -661,6 +661,53 @@ fn gradients_through_layers_and_losses_pass_the_checker() -> Result<()> {
             &opts,
         )
         .unwrap_or_else(|e| panic!("{}: {e}", layer.name()));
+    }
+    Ok(())
+}
+
+/// A model of several layers fed a wrong input: the error names the
+/// layer instance (as Keras's "Input 0 of layer "dense_1" is
+/// incompatible"), the shape or dtype expected and the one given.
+#[test]
+fn layer_input_errors_name_the_layer_and_what_it_expected() -> Result<()> {
+    let mut rng = Rng::new(0);
+    let hidden = Dense::builder(4, 6).name("hidden").build(&mut rng)?;
+    let msg = hidden
+        .forward(&Tensor::zeros(&[3, 5], DType::F32), false)
+        .unwrap_err()
+        .to_string();
+    for part in ["Dense", "'hidden'", "last dimension is 4", "[3, 5]"] {
+        assert!(msg.contains(part), "{part:?} not in {msg:?}");
+    }
+    let msg = hidden
+        .forward(&Tensor::zeros(&[3, 4], DType::F64), false)
+        .unwrap_err()
+        .to_string();
+    for part in ["'hidden'", "f32 weights", "f64 input", "[3, 4]"] {
+        assert!(msg.contains(part), "{part:?} not in {msg:?}");
+    }
+    let conv = Conv2D::builder(3, 4, [3, 3]).name("stem").build(&mut rng)?;
+    let msg = conv
+        .forward(&Tensor::zeros(&[2, 8, 8], DType::F32), false)
+        .unwrap_err()
+        .to_string();
+    for part in ["Conv2D", "'stem'", "rank 4 whose last dimension is 3", "[2, 8, 8]"] {
+        assert!(msg.contains(part), "{part:?} not in {msg:?}");
+    }
+    let bn = BatchNorm::builder(6).name("bn").build()?;
+    let msg = bn
+        .forward(&Tensor::zeros(&[4, 5], DType::F32), true)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("'bn'") && msg.contains("last dimension is 6"), "{msg}");
+    // a block fed another dtype says so itself, not through its first norm
+    let block = TransformerBlock::builder(8, 2, 16).name("enc0").build(&mut rng)?;
+    let msg = block
+        .forward(&Tensor::zeros(&[1, 5, 8], DType::F64), false)
+        .unwrap_err()
+        .to_string();
+    for part in ["TransformerBlock", "'enc0'", "f32 weights", "f64 input"] {
+        assert!(msg.contains(part), "{part:?} not in {msg:?}");
     }
     Ok(())
 }

@@ -303,7 +303,14 @@ impl Layer for Conv2D {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let c = &self.0;
         let k = c.kernel.read();
-        expect_input("Conv2D", x, Some(4), Some(k.shape()[2] * c.groups), k.dtype())?;
+        expect_input(
+            "Conv2D",
+            self.name(),
+            x,
+            Some(4),
+            Some(k.shape()[2] * c.groups),
+            k.dtype(),
+        )?;
         c.finish(x.conv2d(&k, c.strides, c.padding, c.dilations)?)
     }
 }
@@ -316,7 +323,14 @@ impl Layer for Conv2DTranspose {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let c = &self.0;
         let k = c.kernel.read();
-        expect_input("Conv2DTranspose", x, Some(4), Some(k.shape()[3]), k.dtype())?;
+        expect_input(
+            "Conv2DTranspose",
+            self.name(),
+            x,
+            Some(4),
+            Some(k.shape()[3]),
+            k.dtype(),
+        )?;
         let len = |i: usize, axis: usize| {
             let stride = c.strides[axis] as usize;
             let kd = (k.shape()[axis] - 1) * c.dilations[axis] as usize + 1;

@@ -159,7 +159,14 @@ impl Layer for Conv3D {
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let k = self.kernel.read();
-        expect_input("Conv3D", x, Some(5), Some(k.shape()[3] * self.groups), k.dtype())?;
+        expect_input(
+            "Conv3D",
+            self.name(),
+            x,
+            Some(5),
+            Some(k.shape()[3] * self.groups),
+            k.dtype(),
+        )?;
         let y = x.conv3d(&k, self.strides, self.padding, self.dilations)?;
         super::bias_and_activation(y, self.bias.as_ref(), &self.activation)
     }

@@ -113,7 +113,14 @@ impl Layer for Conv1D {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let c = &self.conv;
         let k = c.kernel.read();
-        expect_input("Conv1D", x, Some(3), Some(k.shape()[1] * c.groups), k.dtype())?;
+        expect_input(
+            "Conv1D",
+            self.name(),
+            x,
+            Some(3),
+            Some(k.shape()[1] * c.groups),
+            k.dtype(),
+        )?;
         let (stride, dilation) = (c.strides[0], c.dilations[0]);
         let y = if self.causal {
             let left = (k.shape()[0] - 1) * dilation as usize;
@@ -192,7 +199,14 @@ impl Layer for DepthwiseConv2D {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let c = &self.0;
         let k = c.kernel.read();
-        expect_input("DepthwiseConv2D", x, Some(4), Some(k.shape()[2]), k.dtype())?;
+        expect_input(
+            "DepthwiseConv2D",
+            self.name(),
+            x,
+            Some(4),
+            Some(k.shape()[2]),
+            k.dtype(),
+        )?;
         c.finish(x.depthwise_conv2d(&k, c.strides, c.padding, c.dilations)?)
     }
 }
@@ -274,7 +288,14 @@ impl Layer for SeparableConv2D {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let c = &self.conv;
         let k = c.kernel.read();
-        expect_input("SeparableConv2D", x, Some(4), Some(k.shape()[2]), k.dtype())?;
+        expect_input(
+            "SeparableConv2D",
+            self.name(),
+            x,
+            Some(4),
+            Some(k.shape()[2]),
+            k.dtype(),
+        )?;
         let y = x.separable_conv2d(&k, &self.pointwise.read(), c.strides, c.padding, c.dilations)?;
         c.finish(y)
     }
@@ -349,7 +370,7 @@ impl Layer for GlobalPooling {
     }
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
-        expect_input("GlobalPooling", x, Some(self.spatial + 2), None, x.dtype())?;
+        expect_input("GlobalPooling", self.name(), x, Some(self.spatial + 2), None, x.dtype())?;
         let axes: Vec<isize> = (1..=self.spatial as isize).collect();
         match self.kind {
             PoolKind::Avg => x.mean(&axes, self.keepdims),
@@ -372,7 +393,7 @@ impl super::SequenceLayer for GlobalPooling {
         let Some(mask) = mask else {
             return self.forward(x, training);
         };
-        expect_input("GlobalPooling", x, Some(self.spatial + 2), None, x.dtype())?;
+        expect_input("GlobalPooling", self.name(), x, Some(self.spatial + 2), None, x.dtype())?;
         if self.spatial != 1 {
             return Err(Error::invalid(
                 "GlobalPooling",

@@ -178,7 +178,7 @@ impl Layer for Dense {
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let k = self.kernel.read();
-        expect_input("Dense", x, None, Some(k.shape()[0]), k.dtype())?;
+        expect_input("Dense", self.name(), x, None, Some(k.shape()[0]), k.dtype())?;
         let y = if x.rank() == 2 {
             x.matmul(&k)?
         } else {

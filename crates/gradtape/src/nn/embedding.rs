@@ -183,7 +183,7 @@ impl Embedding {
     pub fn attend(&self, x: &Tensor) -> Result<Tensor> {
         let table = self.table.read();
         let (vocab, dim) = (table.shape()[0], table.shape()[1]);
-        super::expect_input("Embedding::attend", x, None, Some(dim), table.dtype())?;
+        super::expect_input("Embedding::attend", &self.name, x, None, Some(dim), table.dtype())?;
         if x.rank() == 2 {
             return x.matmul_with(&table, false, true);
         }

@@ -109,7 +109,7 @@ impl Layer for GroupNorm {
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         let dtype = self.affine.dtype_or(x.dtype());
-        expect_input(OP, x, None, Some(self.channels), dtype)?;
+        expect_input(OP, self.name(), x, None, Some(self.channels), dtype)?;
         if x.rank() < 2 {
             return Err(Error::invalid(
                 OP,

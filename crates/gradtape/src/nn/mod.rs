@@ -78,7 +78,7 @@ pub use embedding::{Embedding, EmbeddingBuilder};
 pub use group_norm::{GroupNorm, GroupNormBuilder};
 pub use init::Initializer;
 pub use masking::{Masking, SequenceLayer};
-pub use norm::{BatchNorm, LayerNorm, LayerNormBuilder, RMSNorm, RMSNormBuilder};
+pub use norm::{BatchNorm, BatchNormBuilder, LayerNorm, LayerNormBuilder, RMSNorm, RMSNormBuilder};
 pub use pooling::{Pool1D, Pool3D, PoolBuilder};
 pub use position::{sine_position_encoding, PositionalEmbedding, PositionalEmbeddingBuilder};
 pub use recurrent::{GRUCell, LSTMCell, LSTMState};
@@ -296,32 +296,40 @@ pub(crate) fn expect_float_dtype(op: &'static str, dtype: DType) -> Result<()> {
     }
 }
 
-/// Fails unless `x` has rank `rank` and last dimension `last` (`None`: any).
+/// Fails unless `x` has the dtype `dtype` of layer `layer`'s weights, rank
+/// `rank` and last dimension `last` (`None`: any); the error names the
+/// layer, as Keras's does.
 pub(crate) fn expect_input(
     op: &'static str,
+    layer: &str,
     x: &Tensor,
     rank: Option<usize>,
     last: Option<usize>,
     dtype: DType,
 ) -> Result<()> {
     if x.dtype() != dtype {
-        return Err(crate::Error::DTypeMismatch {
+        return Err(crate::Error::invalid(
             op,
-            lhs: x.dtype(),
-            rhs: dtype,
-        });
+            format!(
+                "layer '{layer}' has {dtype} weights but got a {} input of shape {:?} \
+                 (cast the input, or build the layer with that dtype)",
+                x.dtype(),
+                x.shape()
+            ),
+        ));
     }
     let bad_rank = rank.is_some_and(|r| x.rank() != r) || x.rank() == 0;
     let bad_last = last.is_some_and(|l| x.shape().last() != Some(&l));
     if bad_rank || bad_last {
+        let want = match (rank, last) {
+            (Some(r), Some(l)) => format!("an input of rank {r} whose last dimension is {l}"),
+            (Some(r), None) => format!("an input of rank {r}"),
+            (None, Some(l)) => format!("an input whose last dimension is {l}"),
+            (None, None) => "an input of rank at least 1".to_string(),
+        };
         return Err(crate::Error::invalid(
             op,
-            format!(
-                "expected an input of rank {} with last dimension {}, got shape {:?}",
-                rank.map_or("any".into(), |r| r.to_string()),
-                last.map_or("any".into(), |l| l.to_string()),
-                x.shape()
-            ),
+            format!("layer '{layer}' expected {want}, got shape {:?}", x.shape()),
         ));
     }
     Ok(())

@@ -203,6 +203,7 @@ impl Layer for LayerNorm {
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
         expect_input(
             "LayerNorm",
+            self.name(),
             x,
             None,
             Some(self.features),
@@ -331,7 +332,7 @@ impl Layer for RMSNorm {
     }
 
     fn forward(&self, x: &Tensor, _training: bool) -> Result<Tensor> {
-        expect_input("RMSNorm", x, None, Some(self.features), self.scale.dtype())?;
+        expect_input("RMSNorm", self.name(), x, None, Some(self.features), self.scale.dtype())?;
         x.rms_normalization(&[-1], Some(&self.scale.read()), self.epsilon)
     }
 }

@@ -104,7 +104,7 @@ impl CellWeights {
     }
 
     fn check(&self, op: &'static str, x: &Tensor, states: &[&Tensor]) -> Result<()> {
-        expect_input(op, x, Some(2), Some(self.in_features), self.kernel.dtype())?;
+        expect_input(op, &self.name, x, Some(2), Some(self.in_features), self.kernel.dtype())?;
         self.check_states(op, x.shape()[0], states)
     }
 
@@ -116,7 +116,7 @@ impl CellWeights {
     /// cotangents joined into one block by a concatenation along axis 0,
     /// the layout the products of the backward pass read).
     fn project(&self, op: &'static str, xs: &Tensor, states: &[&Tensor], bias: &Tensor) -> Result<Tensor> {
-        expect_input(op, xs, Some(3), Some(self.in_features), self.kernel.dtype())?;
+        expect_input(op, &self.name, xs, Some(3), Some(self.in_features), self.kernel.dtype())?;
         self.check_states(op, xs.shape()[0], states)?;
         let (b, t) = (xs.shape()[0], xs.shape()[1]);
         // (the loop's list of outputs, one per step: a sequence too long

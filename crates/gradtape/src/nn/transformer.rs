@@ -486,7 +486,23 @@ impl TransformerBlock {
         if x.rank() != 3 || x.shape()[2] != self.d_model {
             return Err(Error::invalid(
                 OP,
-                format!("expected an input [batch, time, {}], got {:?}", self.d_model, x.shape()),
+                format!(
+                    "block '{}' expected an input [batch, time, {}], got {:?}",
+                    self.name,
+                    self.d_model,
+                    x.shape()
+                ),
+            ));
+        }
+        let dtype = self.ff_2.kernel().dtype();
+        if x.dtype() != dtype {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "block '{}' has {dtype} weights but got a {} input (cast the input, or build the block with that dtype)",
+                    self.name,
+                    x.dtype()
+                ),
             ));
         }
         Ok(())
