@@ -105,6 +105,64 @@ impl Stepper for Burgers {
     }
 }
 
+/// The same network with its derivatives taken as per-point Jacobians
+/// (`batch_jacobian`, TensorFlow's idiom for a PINN's inputs), the second
+/// one of the first's x column.
+struct BurgersJacobian(Burgers);
+
+impl Stepper for BurgersJacobian {
+    fn vars(&self) -> Vec<Variable> {
+        self.0.vars()
+    }
+
+    fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let (m, x, x0) = (&self.0, &data[0], &data[1]);
+        let n = x.shape()[0];
+        let vars = self.vars();
+        let tape = GradientTape::new();
+        let (u, r, loss) = tape.record(|| {
+            let t1 = GradientTape::new();
+            let (u, ux, ut) = t1.record(|| {
+                t1.watch(x);
+                let t2 = GradientTape::new();
+                let u = t2.record(|| {
+                    t2.watch(x);
+                    m.u(x)
+                })?;
+                let j = t2.batch_jacobian(&u, x)?.expect("du/dX").reshape(&[n, 2])?;
+                Ok((u, j.narrow(1, 0, 1)?, j.narrow(1, 1, 1)?))
+            })?;
+            let uxx = t1
+                .batch_jacobian(&ux, x)?
+                .expect("d2u/dx2")
+                .reshape(&[n, 2])?
+                .narrow(1, 0, 1)?;
+            let r = ut.add(&u.mul(&ux)?)?.sub(&uxx.mul_scalar(NU)?)?;
+            let ic = m.u(x0)?.add(&x0.narrow(1, 0, 1)?.mul_scalar(PI)?.sin()?)?;
+            let loss = r.square()?.mean_all()?.add(&ic.square()?.mean_all()?)?;
+            Ok((u, r, loss))
+        })?;
+        let grads = tape.gradient(&loss, &vars)?;
+        m.opt
+            .lock()
+            .unwrap()
+            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
+        Ok([Some(u), Some(r), Some(loss)].into_iter().chain(grads).collect())
+    }
+}
+
+#[test]
+fn burgers_pinn_with_batch_jacobians_matches_tensorflow() -> Result<()> {
+    let x = fill(&[12, 2], 0.3, 2.0);
+    let x0 = Tensor::stack(&[&fill(&[6], 1.9, 2.0), &Tensor::zeros(&[6], DType::F64)], 1)?;
+    let (mut c64, mut c32) = (Check::with(DATA, 0.0), Check::with(DATA, 0.0).tolerance(REL32));
+    let build = |dt| Ok(BurgersJacobian(Burgers::new(dt)?));
+    train_both(&mut c64, &mut c32, "burgers", &["u", "r", "loss"], build, &[x, x0])?;
+    c64.finish("burgers (batch_jacobian) f64", 300);
+    c32.finish("burgers (batch_jacobian) f32", 300);
+    Ok(())
+}
+
 #[test]
 fn burgers_pinn_matches_tensorflow() -> Result<()> {
     let x = fill(&[12, 2], 0.3, 2.0);
