@@ -7,6 +7,9 @@
 //!   u_x and u_t from an inner tape watching the points, u_xx from a
 //!   persistent tape around it, both inside the weights' tape; plus the
 //!   initial condition u(x, 0) = -sin(πx); Adam;
+//! - a contractive autoencoder: the squared Frobenius norm of the
+//!   encoder's per-example Jacobian (`batch_jacobian` on an inner tape)
+//!   in the loss, differentiated w.r.t. the weights; Adam;
 //! - a WGAN-GP step: the critic's gradient penalty is the gradient of the
 //!   critic w.r.t. its interpolated input, taken on an inner tape inside
 //!   the critic's and the generator's tapes; Adam for the critic, RMSprop
@@ -181,7 +184,75 @@ fn burgers_pinn_matches_tensorflow() -> Result<()> {
     Ok(())
 }
 
-// ---- 2. WGAN-GP ----------------------------------------------------------------
+// ---- 2. Contractive autoencoder ----------------------------------------------------
+
+struct Cae {
+    enc: Dense,
+    dec: Dense,
+    opt: Mutex<Adam>,
+}
+
+impl Cae {
+    fn new(dt: DType) -> Result<Cae> {
+        let m = Cae {
+            enc: dense(5, 4, Some(Activation::Sigmoid), dt)?,
+            dec: dense(4, 5, None, dt)?,
+            opt: Mutex::new(adam()),
+        };
+        set_weights_as(&m.vars(), 140.0, &[]);
+        Ok(m)
+    }
+}
+
+impl Stepper for Cae {
+    fn vars(&self) -> Vec<Variable> {
+        [&self.enc, &self.dec]
+            .iter()
+            .flat_map(|l| l.trainable_variables())
+            .collect()
+    }
+
+    /// data: x [b, 5]; outputs the Jacobian [b, 4, 5], the penalty and the
+    /// loss.
+    fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let x = &data[0];
+        let vars = self.vars();
+        let tape = GradientTape::new();
+        let (jac, penalty, loss) = tape.record(|| {
+            let jt = GradientTape::new();
+            let h = jt.record(|| {
+                jt.watch(x);
+                self.enc.forward(x, true)
+            })?;
+            let jac = jt.batch_jacobian(&h, x)?.expect("dh/dx");
+            let penalty = jac.square()?.sum(&[1, 2], false)?.mean_all()?;
+            let rec = self.dec.forward(&h, true)?.sub(x)?.square()?.mean_all()?;
+            let loss = rec.add(&penalty.mul_scalar(0.25)?)?;
+            Ok((jac, penalty, loss))
+        })?;
+        let grads = tape.gradient(&loss, &vars)?;
+        self.opt
+            .lock()
+            .unwrap()
+            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
+        Ok([Some(jac), Some(penalty), Some(loss)]
+            .into_iter()
+            .chain(grads)
+            .collect())
+    }
+}
+
+#[test]
+fn contractive_autoencoder_matches_tensorflow() -> Result<()> {
+    let x = fill(&[6, 5], 0.9, 2.0);
+    let (mut c64, mut c32) = (Check::with(DATA, 0.0), Check::with(DATA, 0.0).tolerance(REL32));
+    train_both(&mut c64, &mut c32, "cae", &["jac", "penalty", "loss"], Cae::new, &[x])?;
+    c64.finish("cae f64", 300);
+    c32.finish("cae f32", 300);
+    Ok(())
+}
+
+// ---- 3. WGAN-GP ----------------------------------------------------------------
 
 struct Wgan {
     generator: [Dense; 2],

@@ -1,5 +1,5 @@
-"""Reference numbers for tests/nn/new_user_*.rs (pinn_burgers, mdn,
-contrastive, vit, reinforce, tabular, wgan): a third batch of models a new
+"""Reference numbers for tests/nn/new_user_*.rs (physics, prob, vision,
+tabular): a third batch of models a new
 user would write, computed eagerly by TensorFlow 2.21 / Keras 3 in float64:
 
 1. a physics-informed network for Burgers' equation u_t + u u_x = nu u_xx
@@ -24,7 +24,9 @@ user would write, computed eagerly by TensorFlow 2.21 / Keras 3 in float64:
    cross-entropy; Adam, two steps, the moving statistics, then inference;
 7. a WGAN-GP step: the critic's gradient penalty needs the gradient of the
    critic w.r.t. its (interpolated) input on an inner tape; two tapes, Adam
-   for the critic, RMSprop for the generator.
+   for the critic, RMSprop for the generator;
+8. a contractive autoencoder: the squared Frobenius norm of the encoder's
+   per-example Jacobian (batch_jacobian on an inner tape) in the loss; Adam.
 
 Run: /work/refvenv/bin/python new_user_models3.py > ../data/new_user_models3.txt
 
@@ -348,3 +350,25 @@ for s in (1, 2):
         emit(f"wgan{s}_grad{j}", g)
 for j, v in enumerate(w_cv + w_gv):
     emit(f"wgan_weight{j}", v)
+
+# 8. Contractive autoencoder: encoder Dense(5->4, sigmoid), decoder
+# Dense(4->5); loss = mean squared reconstruction error + 1/4 mean over the
+# batch of the squared Frobenius norm of the encoder's per-example Jacobian
+# (batch_jacobian on an inner tape, inside the weights' tape); Adam.
+cae_enc, cae_dec = dense(5, 4, "sigmoid"), dense(4, 5)
+cae_vars = cae_enc.trainable_variables + cae_dec.trainable_variables
+set_weights(cae_vars, 140.0)
+cae_x = tf.constant(fill((6, 5), 0.9, 2.0))
+
+
+def cae():
+    with tf.GradientTape() as jt:
+        jt.watch(cae_x)
+        h = cae_enc(cae_x)
+    jac = jt.batch_jacobian(h, cae_x)
+    penalty = tf.reduce_mean(tf.reduce_sum(tf.square(jac), axis=[1, 2]))
+    rec = tf.reduce_mean(tf.square(cae_dec(h) - cae_x))
+    return [("jac", jac), ("penalty", penalty), ("loss", rec + 0.25 * penalty)]
+
+
+train("cae", cae, cae_vars, adam())
