@@ -10,16 +10,20 @@
 //!   log-probabilities of the taken actions by `gather_with` (TensorFlow's
 //!   `gather(..., batch_dims=1)`), an entropy bonus; Adam.
 //!
+//! The mixture-density network also runs with its learning rate set by
+//! hand between steps (`Optimizer::set_learning_rate`, Keras's
+//! `optimizer.learning_rate = ...`), eagerly and in a traced step.
+//!
 //! Each runs two steps eagerly and as a traced `function` (called twice,
 //! traced once), in float64 at 1e-12 relative (see `new_user_util.rs`) and
 //! in float32 against the same reference at `REL32`.
 
 use std::f64::consts::PI;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gradtape::nn::{Activation, Dense, Layer, Module};
 use gradtape::optim::{Adam, Optimizer};
-use gradtape::{DType, GradientTape, Result, Tensor, Variable};
+use gradtape::{function, DType, GradientTape, Result, Tensor, Variable};
 
 use super::new_user_physics::dense;
 use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Stepper};
@@ -109,6 +113,43 @@ fn mixture_density_network_matches_tensorflow() -> Result<()> {
     train_both(&mut c64, &mut c32, "mdn", &["sigma", "ll", "loss"], Mdn::new, &[x, y])?;
     c64.finish("mdn f64", 300);
     c32.finish("mdn f32", 300);
+    Ok(())
+}
+
+/// The network again, its learning rate set by hand after the first step
+/// (Keras's `optimizer.learning_rate = 2^-9`): eagerly, and traced, where
+/// the graph traced at the first call must use the new rate at the next.
+#[test]
+fn mixture_density_network_with_a_rate_set_by_hand_matches_tensorflow() -> Result<()> {
+    let x = fill(&[10, 3], 0.8, 2.0);
+    let y = fill(&[10, 1], 2.1, 3.0);
+    let mut check = Check::with(DATA, 0.0);
+    for traced in [false, true] {
+        let what = if traced { "traced" } else { "eager" };
+        let m = Arc::new(Mdn::new(DType::F64)?);
+        let f = {
+            let m = m.clone();
+            function(move |d: &Vec<Tensor>| Ok(m.step(d)?.into_iter().flatten().collect::<Vec<_>>()))
+        };
+        let data = vec![x.clone(), y.clone()];
+        for s in 1..=3 {
+            let out: Vec<Tensor> = if traced {
+                f.call(&data)?
+            } else {
+                m.step(&data)?.into_iter().flatten().collect()
+            };
+            check.one(what, &format!("mdn_drop{s}_loss"), Some(&out[2]));
+            if s == 1 {
+                m.opt.lock().unwrap().set_learning_rate(2f64.powi(-9))?;
+            }
+        }
+        assert_eq!(m.opt.lock().unwrap().learning_rate(), 2f64.powi(-9));
+        if traced {
+            assert_eq!(f.trace_count(), 1);
+        }
+        check.vars(what, "mdn_drop_weight", &m.vars());
+    }
+    check.finish("mdn, rate set by hand", 200);
     Ok(())
 }
 

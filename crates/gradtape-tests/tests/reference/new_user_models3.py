@@ -26,7 +26,9 @@ user would write, computed eagerly by TensorFlow 2.21 / Keras 3 in float64:
    critic w.r.t. its (interpolated) input on an inner tape; two tapes, Adam
    for the critic, RMSprop for the generator;
 8. a contractive autoencoder: the squared Frobenius norm of the encoder's
-   per-example Jacobian (batch_jacobian on an inner tape) in the loss; Adam.
+   per-example Jacobian (batch_jacobian on an inner tape) in the loss; Adam;
+9. the mixture-density network with its learning rate set by hand between
+   steps (`optimizer.learning_rate = ...`).
 
 Run: /work/refvenv/bin/python new_user_models3.py > ../data/new_user_models3.txt
 
@@ -372,3 +374,19 @@ def cae():
 
 
 train("cae", cae, cae_vars, adam())
+
+# 9. The mixture-density network again from the same weights, its learning
+# rate set by hand after the first step (a plateau schedule written in the
+# training loop): `optimizer.learning_rate = 2^-9`.
+set_weights(m_vars, 70.0)
+mdn_drop_opt = keras.optimizers.Adam(learning_rate=2.0**-7, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=2.0**-20)
+for s in (1, 2, 3):
+    with tf.GradientTape() as tape:
+        outs = mdn()
+    grads = tape.gradient(outs[-1][1], m_vars)
+    mdn_drop_opt.apply_gradients(zip(grads, m_vars))
+    emit(f"mdn_drop{s}_loss", outs[-1][1])
+    if s == 1:
+        mdn_drop_opt.learning_rate = 2.0**-9
+for j, v in enumerate(m_vars):
+    emit(f"mdn_drop_weight{j}", v)

@@ -278,6 +278,10 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
         self.inner.learning_rate()
     }
 
+    fn set_learning_rate(&mut self, lr: f64) -> Result<()> {
+        self.inner.set_learning_rate(lr)
+    }
+
     fn skipped(&self) -> &[String] {
         self.inner.skipped()
     }

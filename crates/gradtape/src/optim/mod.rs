@@ -116,7 +116,7 @@ pub use schedule::{CosineDecay, ExponentialDecay, LearningRate, LearningRateSche
 pub use sgd::Sgd;
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rustc_hash::FxHashMap;
 
@@ -150,7 +150,9 @@ pub(crate) enum Clip {
 /// What every optimizer holds: settings, step counter, slots.
 pub(crate) struct Core {
     name: String,
-    lr: LearningRate,
+    /// shared with the `ApplyUpdates` nodes of traced steps, which read it
+    /// when they run (so that a rate set later reaches them)
+    lr: Arc<RwLock<LearningRate>>,
     weight_decay: Option<f64>,
     exclude_from_weight_decay: Vec<String>,
     clip: Clip,
@@ -170,10 +172,10 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(base: &str, lr: LearningRate) -> Core {
-        Core::with_name(crate::nn::unique_name(base), lr)
+        Core::with_name(crate::nn::unique_name(base), Arc::new(RwLock::new(lr)))
     }
 
-    fn with_name(name: String, lr: LearningRate) -> Core {
+    fn with_name(name: String, lr: Arc<RwLock<LearningRate>>) -> Core {
         let iterations = Variable::builder(Tensor::scalar(0i64))
             .name(format!("{name}/iterations"))
             .trainable(false)
@@ -204,7 +206,32 @@ impl Core {
     /// The rate of the next call: a schedule is evaluated at the count of
     /// calls (with gradient accumulation too, as Keras's).
     fn learning_rate(&self) -> f64 {
-        self.lr.at(traced::counter(&self.iterations))
+        traced::rate(&self.lr).at(traced::counter(&self.iterations))
+    }
+
+    /// Sets a constant rate for the next updates, those of traced steps
+    /// included; an optimizer made with a schedule refuses (as Keras's).
+    fn set_learning_rate(&mut self, lr: f64) -> Result<()> {
+        const OP: &str = "set_learning_rate";
+        if !lr.is_finite() {
+            return Err(Error::invalid(
+                OP,
+                format!("{}: the learning rate must be finite, got {lr}", self.name),
+            ));
+        }
+        let mut rate = self.lr.write().unwrap_or_else(|e| e.into_inner());
+        if let LearningRate::Schedule(_) = *rate {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "{} was made with a learning-rate schedule, which sets the rate at every step; \
+                     make it with a constant rate to set the rate by hand",
+                    self.name
+                ),
+            ));
+        }
+        *rate = LearningRate::Constant(lr);
+        Ok(())
     }
 
     fn build(&mut self, rule: &dyn Rule, vars: &[&Variable]) -> Result<()> {
@@ -397,6 +424,39 @@ pub trait Optimizer {
     /// The learning rate the next update will use.
     fn learning_rate(&self) -> f64;
 
+    /// Sets the learning rate of the next updates (Keras's
+    /// `optimizer.learning_rate = lr`), in traced training steps too: their
+    /// graphs read the rate when they run. An optimizer made with a
+    /// schedule refuses, as Keras's does, and so does a rate that is not
+    /// finite.
+    ///
+    /// ```
+    /// use gradtape::optim::{ExponentialDecay, Optimizer, Sgd};
+    /// use gradtape::{function, GradientTape, Tensor, Variable};
+    /// use std::sync::{Arc, Mutex};
+    /// let w = Variable::new(Tensor::scalar(1.0f64));
+    /// let opt = Arc::new(Mutex::new(Sgd::new(0.5)));
+    /// let step = {
+    ///     let (w, opt) = (w.clone(), opt.clone());
+    ///     function(move |x: &Tensor| {
+    ///         let tape = GradientTape::new();
+    ///         let loss = tape.record(|| w.read().mul(x))?; // d loss / dw = x
+    ///         opt.lock().unwrap().minimize(&tape, &loss, &[w.clone()])?;
+    ///         Ok(loss)
+    ///     })
+    /// };
+    /// let x = Tensor::scalar(1.0f64);
+    /// step.call(&x)?;                                        // w = 1 - 0.5
+    /// opt.lock().unwrap().set_learning_rate(0.125)?;
+    /// step.call(&x)?;                                        // the same graph: w = 0.5 - 0.125
+    /// assert_eq!(w.read().to_scalar::<f64>()?, 0.375);
+    /// assert_eq!(step.trace_count(), 1);
+    /// let mut decayed = Sgd::new(ExponentialDecay::new(0.5, 10, 0.5));
+    /// assert!(decayed.set_learning_rate(0.1).is_err());
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    fn set_learning_rate(&mut self, lr: f64) -> Result<()>;
+
     /// The names of the variables whose gradient was `None` in the last
     /// call.
     fn skipped(&self) -> &[String];
@@ -561,6 +621,9 @@ macro_rules! optimizer_common {
             }
             fn learning_rate(&self) -> f64 {
                 self.core.learning_rate()
+            }
+            fn set_learning_rate(&mut self, lr: f64) -> $crate::Result<()> {
+                self.core.set_learning_rate(lr)
             }
             fn skipped(&self) -> &[String] {
                 &self.core.skipped

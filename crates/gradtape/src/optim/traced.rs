@@ -18,7 +18,7 @@
 //!   Adam's bias correction follow the step counter.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use smallvec::SmallVec;
 
@@ -32,6 +32,11 @@ use crate::function::trace;
 use crate::function::variables::{on_scratch, scratch_of, writes_traced};
 use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::tensor::Tensor;
+
+/// The current value of a shared learning rate.
+pub(crate) fn rate(lr: &RwLock<LearningRate>) -> RwLockReadGuard<'_, LearningRate> {
+    lr.read().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A variable an update writes: with its slots and its weight decay.
 #[derive(Clone)]
@@ -59,7 +64,8 @@ pub(crate) struct Updates {
     /// The optimizer's name (for listings).
     pub name: String,
     pub rule: Arc<dyn Rule + Send + Sync>,
-    pub lr: LearningRate,
+    /// the optimizer's rate, read when the update runs
+    pub lr: Arc<RwLock<LearningRate>>,
     pub lazy: bool,
     /// The step counter (an `i64` scalar variable).
     pub iterations: Variable,
@@ -123,7 +129,7 @@ impl Updates {
     /// The update with `grads` at call `it` (the schedule's step) and
     /// update `n + 1`, then the call counter advanced.
     fn update_now(&self, grads: &[Gradient], it: u64, n: u64) -> Result<()> {
-        let lr = self.lr.at(it);
+        let lr = rate(&self.lr).at(it);
         // a NaN or infinite rate (a schedule's 0/0, a typo) or decay would
         // turn every weight into NaN or ±inf without a word
         if !lr.is_finite() {
