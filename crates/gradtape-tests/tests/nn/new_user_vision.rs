@@ -3,7 +3,7 @@
 //! `tests/data/new_user_models3.txt`):
 //!
 //! - a small Vision Transformer: 4x4 patches of 8x8x3 images cut by
-//!   `reshape` / `permute`, a Dense patch embedding, a class token and
+//!   `reshape` / `permute` (and again by `extract_patches`), a Dense patch embedding, a class token and
 //!   learned positions (plain variables, the token broadcast to the batch),
 //!   one pre-norm `TransformerBlock` (Keras's MultiHeadAttention,
 //!   LayerNormalization and an exact-GELU MLP), a final `LayerNorm` and a
@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use gradtape::nn::{Activation, Dense, Layer, LayerNorm, Module, TransformerBlock};
 use gradtape::optim::{Adam, Optimizer, Sgd};
-use gradtape::{DType, GradientTape, Result, Rng, Tensor, Variable};
+use gradtape::{DType, GradientTape, Padding, Result, Rng, Tensor, Variable};
 
 use super::new_user_physics::dense;
 use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Stepper};
@@ -35,6 +35,9 @@ const REL32: f64 = 1e-4;
 // ---- 1. Vision Transformer ---------------------------------------------------
 
 struct Vit {
+    /// cut the patches with `extract_patches` (`tf.image.extract_patches`)
+    /// instead of reshape / permute: the same values in the same order
+    extract: bool,
     patch: Dense,
     cls: Variable,
     pos: Variable,
@@ -50,6 +53,7 @@ const VIT_GAMMAS: [usize; 3] = [4, 14, 20];
 impl Vit {
     fn new(dt: DType) -> Result<Vit> {
         let m = Vit {
+            extract: false,
             patch: dense(48, 8, None, dt)?,
             cls: Variable::new(Tensor::zeros(&[1, 1, 8], dt)),
             pos: Variable::new(Tensor::zeros(&[1, 5, 8], dt)),
@@ -68,10 +72,14 @@ impl Vit {
     /// The logits of images `[b, 8, 8, 3]`.
     fn logits(&self, img: &Tensor) -> Result<Tensor> {
         let b = img.shape()[0];
-        let p = img
-            .reshape(&[b, 2, 4, 2, 4, 3])?
-            .permute(&[0, 1, 3, 2, 4, 5])?
-            .reshape(&[b, 4, 48])?;
+        let p = if self.extract {
+            img.extract_patches([4, 4], [4, 4], [1, 1], Padding::Valid)?
+                .reshape(&[b, 4, 48])?
+        } else {
+            img.reshape(&[b, 2, 4, 2, 4, 3])?
+                .permute(&[0, 1, 3, 2, 4, 5])?
+                .reshape(&[b, 4, 48])?
+        };
         let h = self.patch.forward(&p, true)?;
         let cls = self.cls.read().broadcast_to(&[b, 1, 8])?;
         let h = Tensor::concat(&[&cls, &h], 1)?.add(&self.pos.read())?;
@@ -118,9 +126,25 @@ fn vision_transformer_matches_tensorflow() -> Result<()> {
     // roundoff of ~1e-17 on both sides, compared absolutely at 1e-16 (the
     // floor 1e-4 is below every other vector's largest element)
     let (mut c64, mut c32) = (Check::with(DATA, 1e-4), Check::with(DATA, 1e-4).tolerance(REL32));
-    train_both(&mut c64, &mut c32, "vit", &["logits", "loss"], Vit::new, &[img, y])?;
-    c64.finish("vit f64", 1500);
-    c32.finish("vit f32", 1500);
+    train_both(
+        &mut c64,
+        &mut c32,
+        "vit",
+        &["logits", "loss"],
+        Vit::new,
+        &[img, y.clone()],
+    )?;
+    // the patches by extract_patches
+    let build = |dt| {
+        Ok(Vit {
+            extract: true,
+            ..Vit::new(dt)?
+        })
+    };
+    let img = fill(&[2, 8, 8, 3], 0.4, 2.0);
+    train_both(&mut c64, &mut c32, "vit", &["logits", "loss"], build, &[img, y])?;
+    c64.finish("vit f64", 3000);
+    c32.finish("vit f32", 3000);
     Ok(())
 }
 
