@@ -6,7 +6,9 @@
 //! - a physics-informed network for Burgers' equation u_t + u u_x = ν u_xx:
 //!   u_x and u_t from an inner tape watching the points, u_xx from a
 //!   persistent tape around it, both inside the weights' tape; plus the
-//!   initial condition u(x, 0) = -sin(πx); Adam;
+//!   initial condition u(x, 0) = -sin(πx); Adam; again with the
+//!   derivatives as per-point `batch_jacobian`s, and in forward mode
+//!   (`ForwardAccumulator`s, forward over forward for u_xx);
 //! - a contractive autoencoder: the squared Frobenius norm of the
 //!   encoder's per-example Jacobian (`batch_jacobian` on an inner tape)
 //!   in the loss, differentiated w.r.t. the weights; Adam;
@@ -24,7 +26,7 @@ use std::sync::Mutex;
 
 use gradtape::nn::{Activation, Dense, Layer, Module};
 use gradtape::optim::{Adam, Optimizer, RmsProp};
-use gradtape::{DType, GradientTape, Result, Rng, Tensor, Variable};
+use gradtape::{DType, ForwardAccumulator, GradientTape, Result, Rng, Tensor, Variable};
 
 use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Stepper};
 
@@ -163,6 +165,62 @@ fn burgers_pinn_with_batch_jacobians_matches_tensorflow() -> Result<()> {
     train_both(&mut c64, &mut c32, "burgers", &["u", "r", "loss"], build, &[x, x0])?;
     c64.finish("burgers (batch_jacobian) f64", 300);
     c32.finish("burgers (batch_jacobian) f32", 300);
+    Ok(())
+}
+
+/// The same network with its derivatives in forward mode, as
+/// `tf.autodiff.ForwardAccumulator`s: u_x and u_t from accumulators with
+/// the tangents e_x and e_t of the points, u_xx from one with e_x around
+/// the first (forward over forward), all inside the weights' tape.
+struct BurgersForward(Burgers);
+
+impl Stepper for BurgersForward {
+    fn vars(&self) -> Vec<Variable> {
+        self.0.vars()
+    }
+
+    fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let (m, x, x0) = (&self.0, &data[0], &data[1]);
+        let col = x.narrow(1, 0, 1)?;
+        let (one, zero) = (col.ones_like(), col.zeros_like());
+        let ex = Tensor::concat(&[&one, &zero], 1)?;
+        let et = Tensor::concat(&[&zero, &one], 1)?;
+        let vars = self.vars();
+        let tape = GradientTape::new();
+        let (u, r, loss) = tape.record(|| {
+            let outer = ForwardAccumulator::watching(x, std::slice::from_ref(&ex))?;
+            let (u, ux) = outer.record(|| {
+                let inner = ForwardAccumulator::watching(x, std::slice::from_ref(&ex))?;
+                let u = inner.record(|| m.u(x))?;
+                Ok((u.clone(), inner.jvp(&u)?.expect("u_x")))
+            })?;
+            let uxx = outer.jvp(&ux)?.expect("u_xx");
+            let along_t = ForwardAccumulator::watching(x, std::slice::from_ref(&et))?;
+            let u_again = along_t.record(|| m.u(x))?;
+            let ut = along_t.jvp(&u_again)?.expect("u_t");
+            let r = ut.add(&u.mul(&ux)?)?.sub(&uxx.mul_scalar(NU)?)?;
+            let ic = m.u(x0)?.add(&x0.narrow(1, 0, 1)?.mul_scalar(PI)?.sin()?)?;
+            let loss = r.square()?.mean_all()?.add(&ic.square()?.mean_all()?)?;
+            Ok((u, r, loss))
+        })?;
+        let grads = tape.gradient(&loss, &vars)?;
+        m.opt
+            .lock()
+            .unwrap()
+            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
+        Ok([Some(u), Some(r), Some(loss)].into_iter().chain(grads).collect())
+    }
+}
+
+#[test]
+fn burgers_pinn_in_forward_mode_matches_tensorflow() -> Result<()> {
+    let x = fill(&[12, 2], 0.3, 2.0);
+    let x0 = Tensor::stack(&[&fill(&[6], 1.9, 2.0), &Tensor::zeros(&[6], DType::F64)], 1)?;
+    let (mut c64, mut c32) = (Check::with(DATA, 0.0), Check::with(DATA, 0.0).tolerance(REL32));
+    let build = |dt| Ok(BurgersForward(Burgers::new(dt)?));
+    train_both(&mut c64, &mut c32, "burgers", &["u", "r", "loss"], build, &[x, x0])?;
+    c64.finish("burgers (forward mode) f64", 300);
+    c32.finish("burgers (forward mode) f32", 300);
     Ok(())
 }
 
