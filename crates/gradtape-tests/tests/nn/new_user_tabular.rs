@@ -112,12 +112,15 @@ fn tabular_embeddings_batch_norm_match_tensorflow() -> Result<()> {
             .collect::<Result<_>>()?;
         let before = m.bn.moving_mean().read().to_vec_f64();
         let (logits, loss) = if what.starts_with("traced") {
+            // the training flag a static argument, as a Python bool given
+            // to a tf.function
             let mi = m.clone();
-            let f = function(move |d: &Vec<Tensor>| {
-                let (l, s) = mi.forward(d, false)?;
+            let f = function(move |(d, training): &(Vec<Tensor>, bool)| {
+                let (l, s) = mi.forward(d, *training)?;
                 Ok(vec![l, s])
             });
-            let out = f.call(&data)?;
+            let out = f.call(&(data.clone(), false))?;
+            assert_eq!(f.trace_count(), 1);
             (out[0].clone(), out[1].clone())
         } else {
             m.forward(&data, false)?

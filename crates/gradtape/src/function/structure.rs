@@ -2,7 +2,8 @@
 //! fixed structure (TensorFlow's nests, JAX's pytrees).
 //!
 //! [`TensorStruct`] is implemented for [`Tensor`], [`Variable`], `Vec`,
-//! arrays, `Option` and tuples up to twelve, so a function can take
+//! arrays, `Option`, tuples up to twelve and `bool` (a static flag such as
+//! `training`: a trace per value), so a function can take
 //! `(Tensor, Vec<Tensor>)` and return `(Tensor, [Tensor; 2])`. A struct of
 //! your own implements it by listing its fields in a fixed order:
 //!
@@ -75,6 +76,38 @@ impl TensorStruct for Variable {
     }
     fn rebuild(&self, _: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
         Ok(self.clone())
+    }
+}
+
+/// A flag such as `training`: a static argument, as a Python `bool` given
+/// to a `tf.function`. It is a [`Leaf::Tag`], part of the cache key, so
+/// each value gets its own trace (and the closure reads the value while
+/// tracing); returned by a traced function, it is the value the trace
+/// gave.
+///
+/// ```
+/// use gradtape::nn::{BatchNorm, Layer};
+/// use gradtape::{function, DType, Tensor};
+/// use std::sync::Arc;
+/// let bn = Arc::new(BatchNorm::new(1, DType::F64)?);
+/// let f = {
+///     let bn = bn.clone();
+///     function(move |(x, training): &(Tensor, bool)| bn.forward(x, *training))
+/// };
+/// let x = Tensor::from_vec(vec![1.0f64, 3.0], &[2, 1])?;
+/// let train = f.call(&(x.clone(), true))?.to_vec::<f64>()?;   // the batch's statistics
+/// let infer = f.call(&(x.clone(), false))?.to_vec::<f64>()?;  // the moving ones
+/// assert!(train[1] > 0.99 && infer[1] > 2.9);
+/// f.call(&(x.clone(), true))?;
+/// assert_eq!(f.trace_count(), 2);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+impl TensorStruct for bool {
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        out.push(Leaf::Tag(u64::from(*self)));
+    }
+    fn rebuild(&self, _: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        Ok(*self)
     }
 }
 
