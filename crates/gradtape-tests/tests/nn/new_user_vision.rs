@@ -29,8 +29,11 @@ use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Steppe
 const DATA: &str = include_str!("../data/new_user_models3.txt");
 
 /// float32 against the float64 reference, relative to each vector's
-/// largest element.
-const REL32: f64 = 1e-4;
+/// largest element (the ViT's second step reaches 4e-5: Adam's first
+/// update divides each gradient by its own magnitude, so a float32 error
+/// in a small gradient element moves its weight by up to the learning
+/// rate's share of it).
+const REL32: f64 = 2e-4;
 
 // ---- 1. Vision Transformer ---------------------------------------------------
 
