@@ -12,7 +12,8 @@
 //!
 //! The mixture-density network also runs with its learning rate set by
 //! hand between steps (`Optimizer::set_learning_rate`, Keras's
-//! `optimizer.learning_rate = ...`), eagerly and in a traced step.
+//! `optimizer.learning_rate = ...`), eagerly and in a traced step, and
+//! with moving averages of its weights (`use_ema`, Keras's).
 //!
 //! Each runs two steps eagerly and as a traced `function` (called twice,
 //! traced once), in float64 at 1e-12 relative (see `new_user_util.rs`) and
@@ -150,6 +151,48 @@ fn mixture_density_network_with_a_rate_set_by_hand_matches_tensorflow() -> Resul
         check.vars(what, "mdn_drop_weight", &m.vars());
     }
     check.finish("mdn, rate set by hand", 200);
+    Ok(())
+}
+
+/// The network again with Adam's moving averages of the weights (Keras's
+/// `use_ema=True, ema_momentum=7/8`), three steps eagerly and traced (the
+/// averages kept by the graph's update node); then
+/// `finalize_variable_values` copies them into the weights.
+#[test]
+fn mixture_density_network_with_moving_averages_matches_tensorflow() -> Result<()> {
+    let data = vec![fill(&[10, 3], 0.8, 2.0), fill(&[10, 1], 2.1, 3.0)];
+    let mut check = Check::with(DATA, 0.0);
+    for traced in [false, true] {
+        let what = if traced { "traced" } else { "eager" };
+        let m = Arc::new(Mdn {
+            opt: Mutex::new(adam().use_ema(0.875)?),
+            ..Mdn::new(DType::F64)?
+        });
+        let f = {
+            let m = m.clone();
+            function(move |d: &Vec<Tensor>| Ok(m.step(d)?.into_iter().flatten().collect::<Vec<_>>()))
+        };
+        for s in 1..=3 {
+            let out: Vec<Tensor> = if traced {
+                f.call(&data)?
+            } else {
+                m.step(&data)?.into_iter().flatten().collect()
+            };
+            check.one(what, &format!("mdn_ema{s}_loss"), Some(&out[2]));
+        }
+        check.vars(what, "mdn_ema_weight", &m.vars());
+        let opt = m.opt.lock().unwrap();
+        let averages: Vec<Variable> = opt
+            .variables()
+            .into_iter()
+            .filter(|v| v.name().ends_with("/average"))
+            .collect();
+        assert_eq!(averages.len(), m.vars().len());
+        check.vars(what, "mdn_ema_average", &averages);
+        opt.finalize_variable_values(&m.vars())?;
+        check.vars(what, "mdn_ema_final", &m.vars());
+    }
+    check.finish("mdn with moving averages", 600);
     Ok(())
 }
 

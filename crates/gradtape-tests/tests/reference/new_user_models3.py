@@ -28,7 +28,9 @@ user would write, computed eagerly by TensorFlow 2.21 / Keras 3 in float64:
 8. a contractive autoencoder: the squared Frobenius norm of the encoder's
    per-example Jacobian (batch_jacobian on an inner tape) in the loss; Adam;
 9. the mixture-density network with its learning rate set by hand between
-   steps (`optimizer.learning_rate = ...`).
+   steps (`optimizer.learning_rate = ...`);
+10. the mixture-density network with Adam's moving averages of the weights
+   (use_ema), then finalize_variable_values.
 
 Run: /work/refvenv/bin/python new_user_models3.py > ../data/new_user_models3.txt
 
@@ -390,3 +392,24 @@ for s in (1, 2, 3):
         mdn_drop_opt.learning_rate = 2.0**-9
 for j, v in enumerate(m_vars):
     emit(f"mdn_drop_weight{j}", v)
+
+# 10. The mixture-density network again from the same weights, with Adam's
+# moving averages of the weights (use_ema=True, ema_momentum=7/8), three
+# steps; then finalize_variable_values copies the averages into the weights.
+set_weights(m_vars, 70.0)
+mdn_ema_opt = keras.optimizers.Adam(
+    learning_rate=2.0**-7, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=2.0**-20, use_ema=True, ema_momentum=0.875
+)
+for s in (1, 2, 3):
+    with tf.GradientTape() as tape:
+        outs = mdn()
+    grads = tape.gradient(outs[-1][1], m_vars)
+    mdn_ema_opt.apply_gradients(zip(grads, m_vars))
+    emit(f"mdn_ema{s}_loss", outs[-1][1])
+for j, v in enumerate(m_vars):
+    emit(f"mdn_ema_weight{j}", v)
+for j, v in enumerate(mdn_ema_opt._model_variables_moving_average):
+    emit(f"mdn_ema_average{j}", v)
+mdn_ema_opt.finalize_variable_values(m_vars)
+for j, v in enumerate(m_vars):
+    emit(f"mdn_ema_final{j}", v)

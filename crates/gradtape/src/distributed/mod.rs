@@ -529,6 +529,10 @@ impl<O: Optimizer, C: Collectives> Optimizer for DistributedOptimizer<O, C> {
         self.inner.set_learning_rate(lr)
     }
 
+    fn finalize_variable_values(&self, vars: &[Variable]) -> Result<()> {
+        self.inner.finalize_variable_values(vars)
+    }
+
     fn skipped(&self) -> &[String] {
         self.inner.skipped()
     }

@@ -282,6 +282,10 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
         self.inner.set_learning_rate(lr)
     }
 
+    fn finalize_variable_values(&self, vars: &[Variable]) -> Result<()> {
+        self.inner.finalize_variable_values(vars)
+    }
+
     fn skipped(&self) -> &[String] {
         self.inner.skipped()
     }

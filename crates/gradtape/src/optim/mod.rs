@@ -163,6 +163,11 @@ pub(crate) struct Core {
     accumulate: Option<u64>,
     /// each variable's gradient accumulator (with `accumulate`), by handle
     accumulators: FxHashMap<TensorId, Variable>,
+    /// Keras's `use_ema` / `ema_momentum`: the momentum of the moving
+    /// averages of the variables, kept after each update
+    ema: Option<f64>,
+    /// each variable's moving average (with `ema`), by handle
+    averages: FxHashMap<TensorId, Variable>,
     /// Each variable's slots, by handle, in the order variables were seen.
     slots: FxHashMap<TensorId, Vec<Variable>>,
     order: Vec<TensorId>,
@@ -190,6 +195,8 @@ impl Core {
             iterations,
             accumulate: None,
             accumulators: FxHashMap::default(),
+            ema: None,
+            averages: FxHashMap::default(),
             slots: FxHashMap::default(),
             order: Vec::new(),
             skipped: Vec::new(),
@@ -273,15 +280,48 @@ impl Core {
                     .build();
                 self.accumulators.insert(v.handle(), acc);
             }
+            if self.ema.is_some() {
+                let avg = crate::kernels::gpu::filled("apply_gradients", &v.shape(), 0.0, v.dtype(), v.device())?;
+                let avg = Variable::builder(avg)
+                    .name(format!("{}/{}/average", self.name, v.name()))
+                    .trainable(false)
+                    .build();
+                self.averages.insert(v.handle(), avg);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keras's `finalize_variable_values`: with moving averages, each of
+    /// `vars` takes its average's value (nothing without).
+    fn finalize_variable_values(&self, vars: &[Variable]) -> Result<()> {
+        if self.ema.is_none() {
+            return Ok(());
+        }
+        for v in vars {
+            let avg = self.averages.get(&v.handle()).ok_or_else(|| {
+                Error::invalid(
+                    "finalize_variable_values",
+                    format!(
+                        "{}: variable '{}' has no moving average (this optimizer never updated it)",
+                        self.name,
+                        v.name()
+                    ),
+                )
+            })?;
+            v.assign(&avg.read())?;
         }
         Ok(())
     }
 
     fn variables(&self) -> Vec<Variable> {
-        let slots = self
-            .order
-            .iter()
-            .flat_map(|h| self.slots[h].iter().cloned().chain(self.accumulators.get(h).cloned()));
+        let slots = self.order.iter().flat_map(|h| {
+            self.slots[h]
+                .iter()
+                .cloned()
+                .chain(self.accumulators.get(h).cloned())
+                .chain(self.averages.get(h).cloned())
+        });
         std::iter::once(self.iterations.clone()).chain(slots).collect()
     }
 
@@ -349,6 +389,7 @@ impl Core {
                     _ => 0.0,
                 },
                 acc: self.accumulators.get(&v.handle()).cloned(),
+                average: self.averages.get(&v.handle()).cloned(),
             })
             .collect();
         let updates = Arc::new(traced::Updates {
@@ -361,6 +402,7 @@ impl Core {
             accumulate: self
                 .accumulate
                 .map(|steps| traced::Accumulation { steps, clip: self.clip }),
+            ema: self.ema,
         });
         traced::apply(&updates, &grads)
     }
@@ -456,6 +498,11 @@ pub trait Optimizer {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     fn set_learning_rate(&mut self, lr: f64) -> Result<()>;
+
+    /// With moving averages (an optimizer's `use_ema`), each of `vars`
+    /// takes its average's value (Keras's `finalize_variable_values`, to
+    /// call once training ends); without, nothing.
+    fn finalize_variable_values(&self, vars: &[Variable]) -> Result<()>;
 
     /// The names of the variables whose gradient was `None` in the last
     /// call.
@@ -588,6 +635,54 @@ macro_rules! optimizer_common {
                 Ok(self)
             }
 
+            /// Keeps a moving average of each variable it updates (Keras's
+            /// `use_ema=True, ema_momentum=momentum`): after each update,
+            /// `average = momentum · average + (1 − momentum) · variable`
+            /// (the first update copies the variable; with gradient
+            /// accumulation, at each update, not at each call as Keras's).
+            /// The averages are optimizer variables
+            /// (`{name}/{variable}/average`);
+            /// [`finalize_variable_values`](Optimizer::finalize_variable_values)
+            /// copies them into the variables. Set it before the first
+            /// update.
+            ///
+            /// ```
+            /// use gradtape::optim::{Optimizer, Sgd};
+            /// use gradtape::{GradientTape, Tensor, Variable};
+            /// let w = Variable::new(Tensor::scalar(1.0f64));
+            /// let mut opt = Sgd::new(0.5).use_ema(0.5)?;
+            /// for _ in 0..2 {
+            ///     let tape = GradientTape::new();
+            ///     let loss = tape.record(|| w.read().mul_scalar(2.0))?;  // d/dw = 2
+            ///     opt.minimize(&tape, &loss, &[w.clone()])?;
+            /// }
+            /// // w: 1 -> 0 -> -1; the average: 0, then 0.5 · 0 + 0.5 · (-1)
+            /// assert_eq!(w.read().to_scalar::<f64>()?, -1.0);
+            /// opt.finalize_variable_values(&[w.clone()])?;
+            /// assert_eq!(w.read().to_scalar::<f64>()?, -0.5);
+            /// assert!(Sgd::new(0.5).use_ema(1.5).is_err());
+            /// # Ok::<(), gradtape::Error>(())
+            /// ```
+            pub fn use_ema(mut self, momentum: f64) -> $crate::Result<Self> {
+                if !(0.0..=1.0).contains(&momentum) {
+                    return Err($crate::Error::invalid(
+                        "use_ema",
+                        format!("the moving averages' momentum must lie in [0, 1], got {momentum}"),
+                    ));
+                }
+                if !self.core.slots.is_empty() {
+                    return Err($crate::Error::invalid(
+                        "use_ema",
+                        format!(
+                            "{}: set it before the optimizer is built (its first update)",
+                            self.core.name
+                        ),
+                    ));
+                }
+                self.core.ema = Some(momentum);
+                Ok(self)
+            }
+
             /// Whether a sparse gradient updates only its rows of the
             /// variable and of its slots (default false: the dense
             /// gradient's result); see the [module docs](crate::optim).
@@ -625,6 +720,9 @@ macro_rules! optimizer_common {
             fn set_learning_rate(&mut self, lr: f64) -> $crate::Result<()> {
                 self.core.set_learning_rate(lr)
             }
+            fn finalize_variable_values(&self, vars: &[$crate::Variable]) -> $crate::Result<()> {
+                self.core.finalize_variable_values(vars)
+            }
             fn skipped(&self) -> &[String] {
                 &self.core.skipped
             }
@@ -642,6 +740,7 @@ impl Core {
             clip: core.clip,
             lazy: core.lazy,
             accumulate: core.accumulate,
+            ema: core.ema,
             ..Core::with_name(name.to_string(), core.lr)
         }
     }

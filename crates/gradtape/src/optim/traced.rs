@@ -47,6 +47,8 @@ pub(crate) struct Target {
     pub wd: f64,
     /// Its gradient accumulator (with gradient accumulation).
     pub acc: Option<Variable>,
+    /// Its moving average (with `use_ema`).
+    pub average: Option<Variable>,
 }
 
 /// Keras's gradient accumulation: the variables are updated at every
@@ -72,6 +74,8 @@ pub(crate) struct Updates {
     pub targets: Vec<Target>,
     /// With gradient accumulation: when to update, and the clipping then.
     pub accumulate: Option<Accumulation>,
+    /// The moving averages' momentum (with `use_ema`).
+    pub ema: Option<f64>,
 }
 
 /// The value of a step counter as the innermost trace sees it (its
@@ -161,6 +165,20 @@ impl Updates {
             };
             self.rule.update(&step, &t.var, &t.slots, g)?;
         }
+        if let Some(ema) = self.ema {
+            // Keras's: the first update copies the variables
+            let m = if n == 0 { 0.0 } else { ema };
+            crate::function::trace::paused(|| {
+                crate::autodiff::tape::without_tapes(|| {
+                    for t in &self.targets {
+                        if let Some(a) = &t.average {
+                            a.assign(&a.read().mul_scalar(m)?.add(&t.var.read().mul_scalar(1.0 - m)?)?)?;
+                        }
+                    }
+                    Ok(())
+                })
+            })?;
+        }
         self.iterations.assign(&Tensor::scalar(it as i64 + 1))
     }
 
@@ -168,7 +186,7 @@ impl Updates {
     fn written(&self) -> impl Iterator<Item = &Variable> {
         self.targets
             .iter()
-            .flat_map(|t| std::iter::once(&t.var).chain(&t.slots).chain(&t.acc))
+            .flat_map(|t| std::iter::once(&t.var).chain(&t.slots).chain(&t.acc).chain(&t.average))
             .chain(std::iter::once(&self.iterations))
     }
 
@@ -184,6 +202,7 @@ impl Updates {
                     slots: t.slots.iter().map(scratch_of).collect(),
                     wd: t.wd,
                     acc: t.acc.as_ref().map(scratch_of),
+                    average: t.average.as_ref().map(scratch_of),
                 })
                 .collect(),
             ..self.clone()
