@@ -47,10 +47,11 @@ pub(crate) struct Backward {
     backward: Arc<ConcreteFunction>,
     /// per output of the function: whether it takes a cotangent
     ct_mask: Vec<bool>,
-    /// per input of the function, then per trainable variable it reads:
-    /// which output of `backward` is its gradient
+    /// per input of the function, then per variable of `vars`: which
+    /// output of `backward` is its gradient
     grad_slots: Vec<Option<usize>>,
-    /// the trainable variables the function reads
+    /// the variables the function reads that get gradients (the trainable
+    /// ones, and those a tape or accumulator watched at the call)
     vars: Vec<Variable>,
     /// the gradient of the forward graph with respect to *all* its outputs
     /// (saved values included), recomputing the forward: what a call needs
@@ -67,8 +68,8 @@ struct Full {
 }
 
 impl Backward {
-    /// The gradients of a call (one per input, then per trainable
-    /// variable) when only its outputs got cotangents (`cts`, one per
+    /// The gradients of a call (one per input, then per variable of
+    /// `vars`) when only its outputs got cotangents (`cts`, one per
     /// output): the backward graph on the saved values.
     pub(crate) fn pull(&self, saved: &[Tensor], cts: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
         let mut ins: Vec<Tensor> = saved.to_vec();
@@ -157,6 +158,10 @@ fn trace_gradient(
             for x in xs.iter().chain(&caps) {
                 tape.watch(x);
             }
+            // (a non-trainable variable is not watched when read)
+            for v in vars {
+                tape.watch(v);
+            }
             flat_fn(xs)
         })?;
         let targets: Vec<Tensor> = outs
@@ -182,16 +187,11 @@ fn trace_gradient(
 }
 
 /// Traces the gradient of `cf` (on this call's `inputs`: arguments, then
-/// captures) and splits it.
-pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor]) -> Result<Backward> {
+/// captures) with respect to them and to `vars` (variables it reads), and
+/// splits it.
+pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor], vars: Vec<Variable>) -> Result<Backward> {
     let g = cf.graph();
     let n_args = inputs.len() - cf.captures().len();
-    let vars: Vec<Variable> = cf
-        .variables()
-        .iter()
-        .filter(|v| v.trainable() && v.dtype().is_differentiable())
-        .cloned()
-        .collect();
     // the outputs' shapes on these inputs: the graph's, or (for a graph
     // that serves other sizes of a signature's `None` dims) a run's
     let traced_shapes = g
