@@ -33,7 +33,8 @@ fn a_watched_non_trainable_variable_gets_its_gradient_through_a_call() -> Result
         tape.gradient(&y, &v)?.expect("v is trainable").to_vec::<f64>()?,
         vec![5.0, 6.0]
     );
-    // and with watch_accessed_variables=False (TF: [5, 6] for nt)
+    // and with watch_accessed_variables=False (TF: [5, 6] for nt, None
+    // for v, which the call reads unwatched)
     let tape = GradientTape::persistent().watch_accessed_variables(false);
     let y = tape.record(|| {
         tape.watch(&nt);
@@ -43,6 +44,7 @@ fn a_watched_non_trainable_variable_gets_its_gradient_through_a_call() -> Result
         tape.gradient(&y, &nt)?.expect("watched").to_vec::<f64>()?,
         vec![5.0, 6.0]
     );
+    assert!(tape.gradient(&y, &v)?.is_none());
     // unwatched, the non-trainable variable still gets none (TF: None)
     let tape = GradientTape::new();
     let y = tape.record(|| f.call(&x))?;
