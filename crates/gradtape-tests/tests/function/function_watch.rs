@@ -2,8 +2,10 @@
 //! a variable it reads: the trainable ones get gradients as an eager read
 //! would, and so does a non-trainable variable that a tape or a forward
 //! accumulator watches explicitly (`tape.watch(&v)`), as in TensorFlow
-//! 2.21. The call once gave such a variable `None` (a call) or zeros (a
-//! `cond` or `while_loop`) where the eager closure gave its gradient.
+//! 2.21; and so does a tensor the function captured (a constant of its
+//! graph) that a tape or accumulator watches. The call once gave such a
+//! variable `None` (a call) or zeros (a `cond` or `while_loop`), and such a
+//! tensor `None`, where the eager closure gave its gradient.
 
 use gradtape::{cond, function, while_loop, ForwardAccumulator, GradientTape, Result, Tensor, Variable, WhileOptions};
 
@@ -112,5 +114,52 @@ fn a_watched_non_trainable_variable_gets_its_gradient_through_cond_and_while_loo
         with_control_flow(&nt, &x)
     })?;
     assert_eq!(tape.gradient(&y, &nt)?.expect("watched").to_vec::<f64>()?, want);
+    Ok(())
+}
+
+#[test]
+fn a_watched_tensor_the_function_captured_gets_its_gradient_through_a_call() -> Result<()> {
+    // TF 2.21: c = tf.constant(3.0); f = tf.function(lambda x: x * c);
+    // tape.watch(c); y = f(2.0); tape.gradient(y, c) = 2 (the call gave None:
+    // c is a constant of the graph)
+    let c = Tensor::scalar(3.0f32);
+    let f = {
+        let c = c.clone();
+        function(move |x: &Tensor| x.mul(&c))
+    };
+    let x = Tensor::scalar(2.0f32);
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(&c);
+        f.call(&x)
+    })?;
+    assert_eq!(tape.gradient(&y, &c)?.expect("watched").to_vec::<f32>()?, vec![2.0]);
+    // a captured value made by a recorded op passes the gradient on (TF:
+    // c = w * 2 under the tape, y = f(2) with f capturing c: dy/dw = 4)
+    let w = Tensor::scalar(1.5f32);
+    let tape = GradientTape::new();
+    let (made, y) = tape.record(|| {
+        tape.watch(&w);
+        let c = w.mul_scalar(2.0)?;
+        let cc = c.clone();
+        let g = function(move |x: &Tensor| x.mul(&cc));
+        let y = g.call(&x)?;
+        Ok((c, y))
+    })?;
+    assert_eq!(made.to_vec::<f32>()?, vec![3.0]);
+    assert_eq!(tape.gradient(&y, &w)?.expect("watched").to_vec::<f32>()?, vec![4.0]);
+    // forward mode
+    let acc = ForwardAccumulator::new();
+    let c3 = Tensor::scalar(3.0f32);
+    acc.watch(&c3, &Tensor::scalar(1.0f32))?;
+    let cc = c3.clone();
+    let h = function(move |x: &Tensor| x.mul(&cc)?.square());
+    let y = acc.record(|| h.call(&x))?;
+    // d/dc (x c)^2 = 2 x^2 c = 24
+    assert_eq!(acc.jvp(&y)?.expect("watched").to_vec::<f32>()?, vec![24.0]);
+    // unwatched, it gets none
+    let tape = GradientTape::new();
+    let y = tape.record(|| f.call(&x))?;
+    assert!(tape.gradient(&y, &c)?.is_none());
     Ok(())
 }

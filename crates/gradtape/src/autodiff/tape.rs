@@ -447,12 +447,15 @@ pub(crate) fn differentiates_variable(v: &Variable) -> bool {
     if !v.dtype().is_differentiable() {
         return false;
     }
-    if v.trainable() {
-        return true;
-    }
-    let id = v.handle();
-    (any_active() && STACK.with(|s| s.borrow().iter().any(|t| t.state.borrow().tensors.contains_key(&id))))
-        || crate::autodiff::forward::watches(id)
+    v.trainable() || watched_now(v.handle())
+}
+
+/// Whether an active tape of the user's (not a trace's own, which watches
+/// whatever its trace reads) has `id` (watched, or made by a recorded op),
+/// or a visible forward accumulator has a tangent for it.
+pub(crate) fn watched_now(id: TensorId) -> bool {
+    let on_tape = |t: &Rc<TapeCell>| !t.internal && t.state.borrow().tensors.contains_key(&id);
+    (any_active() && STACK.with(|s| s.borrow().iter().any(on_tape))) || crate::autodiff::forward::watches(id)
 }
 
 /// Tells every active tape that `v` was read: tapes that watch accessed

@@ -304,9 +304,14 @@ impl ConcreteFunction {
         if !tracing && !taped {
             return self.run_graph(inputs);
         }
-        let vars = if taped { self.grad_variables() } else { Vec::new() };
-        let differentiable = taped && (inputs.iter().any(|t| t.dtype().is_differentiable()) || !vars.is_empty());
-        let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs, &vars)) {
+        let (vars, consts) = if taped {
+            (self.grad_variables(), self.grad_constants())
+        } else {
+            Default::default()
+        };
+        let differentiable =
+            taped && (inputs.iter().any(|t| t.dtype().is_differentiable()) || !vars.is_empty() || !consts.is_empty());
+        let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs, &vars, &consts)) {
             Some(Ok(bw)) => {
                 let mut all = bw.forward.run_optimized(inputs)?;
                 let saved = all.split_off(self.graph.outputs.len());
@@ -340,7 +345,7 @@ impl ConcreteFunction {
             }
         }
         if differentiable {
-            self.record_on_tapes(inputs, &outputs, saved, vars);
+            self.record_on_tapes(inputs, &outputs, saved, vars, consts);
         }
         Ok(outputs)
     }
@@ -387,11 +392,31 @@ impl ConcreteFunction {
             .collect()
     }
 
-    /// The gradient split for these inputs' shapes and variables `vars`
-    /// (`grad_variables`), built on first use.
-    fn backward_for(&self, inputs: &[Tensor], vars: &[Variable]) -> Result<Arc<Backward>> {
+    /// The tensors the graph holds as constants (captured by the closure)
+    /// that a differentiated call gives gradients to: those an active tape
+    /// or accumulator watches (or made by a recorded op), as the eager
+    /// closure's ops on them would be recorded (TensorFlow passes a
+    /// function's captured tensors to its call as inputs).
+    fn grad_constants(&self) -> Vec<Tensor> {
+        let mut out: Vec<Tensor> = Vec::new();
+        for n in &self.graph.nodes {
+            if let Op::Const(t) = &n.op
+                && t.dtype().is_differentiable()
+                && !out.iter().any(|c| c.id() == t.id())
+                && tape::watched_now(t.id())
+            {
+                out.push(t.clone());
+            }
+        }
+        out
+    }
+
+    /// The gradient split for these inputs' shapes, variables `vars`
+    /// (`grad_variables`) and constants `consts` (`grad_constants`), built
+    /// on first use.
+    fn backward_for(&self, inputs: &[Tensor], vars: &[Variable], consts: &[Tensor]) -> Result<Arc<Backward>> {
         let lock = || self.backward.lock().unwrap_or_else(|e| e.into_inner());
-        let handles: Vec<TensorId> = vars.iter().map(Variable::handle).collect();
+        let handles = extra_ids(vars, consts);
         {
             let mut built = lock();
             if let Some(i) = built
@@ -405,7 +430,7 @@ impl ConcreteFunction {
             }
         }
         // built without the lock: tracing the gradient may call this function
-        let made = grad::build_backward(self, inputs, vars.to_vec()).map(Arc::new);
+        let made = grad::build_backward(self, inputs, vars.to_vec(), consts.to_vec()).map(Arc::new);
         let mut built = lock();
         if built.len() >= MAX_BACKWARDS {
             drop(built.remove(0));
@@ -419,11 +444,12 @@ impl ConcreteFunction {
     }
 
     /// Why the gradient split for these inputs' shapes failed, if it did.
-    fn backward_failure(&self, inputs: &[Tensor], vars: &[Variable]) -> Option<Error> {
+    fn backward_failure(&self, inputs: &[Tensor], vars: &[Variable], consts: &[Tensor]) -> Option<Error> {
         let built = self.backward.lock().unwrap_or_else(|e| e.into_inner());
+        let handles = extra_ids(vars, consts);
         built
             .iter()
-            .find(|(s, h, _)| same_shapes(s, inputs) && h.iter().copied().eq(vars.iter().map(Variable::handle)))
+            .find(|(s, h, _)| same_shapes(s, inputs) && *h == handles)
             .and_then(|(_, _, b)| b.as_ref().err().cloned())
     }
 
@@ -439,15 +465,17 @@ impl ConcreteFunction {
         outputs: &[Tensor],
         saved: Option<(Arc<Backward>, Vec<Tensor>)>,
         vars: Vec<Variable>,
+        consts: Vec<Tensor>,
     ) {
         for v in &vars {
             tape::variable_accessed(v);
         }
         let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
         ids.extend(vars.iter().map(|v| (v.handle(), v.dtype())));
+        ids.extend(consts.iter().map(|c| (c.id(), c.dtype())));
         let Some((bw, saved)) = saved else {
             let name = self.name.clone();
-            let failure = self.backward_failure(inputs, &vars);
+            let failure = self.backward_failure(inputs, &vars, &consts);
             let rule = move || {
                 vjp(move |_, _| {
                     Err(Error::invalid(
@@ -502,6 +530,15 @@ impl ConcreteFunction {
         };
         record_rule("Call", &ids, &all, rule);
     }
+}
+
+/// The ids a gradient split is built for beside the inputs: the variables'
+/// handles, then the constants'.
+fn extra_ids(vars: &[Variable], consts: &[Tensor]) -> Vec<TensorId> {
+    vars.iter()
+        .map(Variable::handle)
+        .chain(consts.iter().map(Tensor::id))
+        .collect()
 }
 
 /// Whether `shapes` are the shapes of `inputs`.
