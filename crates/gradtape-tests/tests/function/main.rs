@@ -23,6 +23,7 @@ mod function_passes;
 mod function_remat;
 mod function_shape;
 mod function_values;
+mod function_watch;
 mod function_wins;
 mod random_programs;
 mod vmap;

@@ -1,7 +1,7 @@
 //! GradientTape behaviour: recording scopes, watching, gradient's cases,
 //! one-shot vs persistent, higher orders, variables and threads.
 
-use gradtape::{DType, Error, GradientOptions, GradientTape, Result, Tensor, Unconnected, Variable};
+use gradtape::{DType, Error, GradientOptions, GradientTape, Result, SourceRef, Tensor, Unconnected, Variable};
 
 fn val(t: &Option<Tensor>) -> Vec<f64> {
     t.as_ref().expect("a gradient").to_vec_f64()
@@ -355,5 +355,42 @@ fn variables_are_shared_across_threads() -> Result<()> {
     .join()
     .unwrap();
     assert_eq!(g, 3.0);
+    Ok(())
+}
+
+#[test]
+fn a_source_neither_watched_nor_recorded_gets_no_gradient_from_the_ops_that_read_it() -> Result<()> {
+    // TF 2.21: tape.watch(a); y = a * b; tape.gradient(y, [a, b]) is [3, None]
+    // (b, a constant never watched, was given a's value, 2)
+    let a = Tensor::scalar(2.0f64);
+    let b = Tensor::scalar(3.0f64);
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        tape.watch(&a);
+        a.mul(&b)
+    })?;
+    let [ga, gb] = tape.gradient(&y, &[&a, &b])?;
+    assert_eq!(val(&ga), vec![3.0]);
+    assert!(gb.is_none());
+    // Unconnected::Zero gives it zeros (TF: 0.0)
+    let opts = GradientOptions::default().unconnected(Unconnected::Zero);
+    assert_eq!(val(&tape.gradient_with(&y, &b, opts)?), vec![0.0]);
+    // a value made by a recorded op is on the tape: it gets its gradient
+    let c = tape.record(|| a.mul_scalar(1.5))?;
+    let z = tape.record(|| c.mul(&b))?;
+    assert_eq!(val(&tape.gradient(&z, &c)?), vec![3.0]);
+    // a target that is itself a source still gets its seed (TF: 1.0)
+    assert_eq!(val(&tape.gradient(&b, &b)?), vec![1.0]);
+    // a trainable variable read under watch_accessed_variables=False, beside
+    // a watched tensor (TF: None)
+    let v = Variable::new(Tensor::scalar(4.0f64));
+    let tape = GradientTape::new().watch_accessed_variables(false);
+    let y = tape.record(|| {
+        tape.watch(&a);
+        a.mul(&v.read())
+    })?;
+    let [ga, gv] = tape.gradient(&y, &[SourceRef::Tensor(&a), SourceRef::Variable(&v)])?;
+    assert_eq!(val(&ga), vec![4.0]);
+    assert!(gv.is_none());
     Ok(())
 }

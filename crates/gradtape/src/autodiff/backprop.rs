@@ -92,6 +92,9 @@ struct SourceSet {
     map: Option<FxHashMap<TensorId, u32>>,
     /// tensors treated as constants: no cotangent passes them
     stop: Vec<TensorId>,
+    /// per source, whether it is on the tape (watched, or made by a
+    /// recorded op): only those get cotangents from the ops that read them
+    on_tape: Vec<bool>,
 }
 
 impl SourceSet {
@@ -105,11 +108,20 @@ impl SourceSet {
             }
         }
         let map = (ids.len() > 8).then(|| ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect());
+        let on_tape = vec![true; ids.len()];
         SourceSet {
             ids,
             shapes,
             map,
             stop: stop.to_vec(),
+            on_tape,
+        }
+    }
+
+    /// Marks the sources that are not on the tape (`on_tape(id)` false).
+    fn mark_on_tape(&mut self, on_tape: impl Fn(TensorId) -> bool) {
+        for (flag, &id) in self.on_tape.iter_mut().zip(&self.ids) {
+            *flag = on_tape(id);
         }
     }
 
@@ -124,11 +136,16 @@ impl SourceSet {
 
 /// The edge to output `id` of the record at tape position `idx`, if that
 /// record is kept (`kept` maps tape positions to steps); else to the source
-/// `id` is, if any.
-fn edge_to(id: TensorId, idx: u32, plan: &Plan, sources: &SourceSet) -> Edge {
+/// `id` is, if any: for an op's input (`input`), only a source on the tape.
+/// (As TensorFlow's tape: a tensor neither watched nor made by a recorded
+/// op gets no gradient from the ops that read it, `None` for
+/// `tape.watch(a); y = a * b; tape.gradient(y, b)`; a target that is a
+/// source still gets its seed.)
+fn edge_to(id: TensorId, idx: u32, plan: &Plan, sources: &SourceSet, input: bool) -> Edge {
+    let source = |id| sources.position(id).filter(|&s| !input || sources.on_tape[s as usize]);
     if !sources.stop.is_empty() && sources.stop.contains(&id) {
         // a stopped tensor is a constant, unless it is itself a source
-        return sources.position(id).map_or(Edge::Nothing, Edge::Source);
+        return source(id).map_or(Edge::Nothing, Edge::Source);
     }
     let k = if idx == NO_OP { NO_OP } else { plan.kept[idx as usize] };
     if k != NO_OP {
@@ -142,7 +159,7 @@ fn edge_to(id: TensorId, idx: u32, plan: &Plan, sources: &SourceSet) -> Edge {
             op: k,
             slot: slot as u32,
         }
-    } else if let Some(s) = sources.position(id) {
+    } else if let Some(s) = source(id) {
         Edge::Source(s)
     } else {
         Edge::Nothing
@@ -202,7 +219,7 @@ fn plan(ops: &mut OpList, take: bool, target_ops: &[u32], sources: &SourceSet) -
         let mut edges: SmallVec<[Edge; 2]> = SmallVec::new();
         let mut any = false;
         for (&id, &p) in zip(&*rec.inputs, &rec.producers) {
-            let edge = edge_to(id, p, &plan, sources);
+            let edge = edge_to(id, p, &plan, sources, true);
             any |= !matches!(edge, Edge::Nothing);
             edges.push(edge);
         }
@@ -291,7 +308,7 @@ pub(crate) fn backprop(
     pass: Pass<'_>,
 ) -> Result<Vec<Option<Gradient>>> {
     let Pass { unconnected, stop } = pass;
-    let source_set = SourceSet::new(sources, stop);
+    let mut source_set = SourceSet::new(sources, stop);
     let (plan, target_at) = {
         let mut owned;
         let mut borrowed;
@@ -306,6 +323,7 @@ pub(crate) fn backprop(
             borrowed = state.borrow_mut();
             &mut borrowed
         };
+        source_set.mark_on_tape(|id| st.tensors.contains_key(&id));
         let target_ops: Vec<u32> = targets
             .iter()
             .map(|t| st.tensors.get(&t.id()).copied().unwrap_or(NO_OP))
@@ -315,7 +333,7 @@ pub(crate) fn backprop(
         let target_at: Vec<Edge> = targets
             .iter()
             .zip(&target_ops)
-            .map(|(t, &idx)| edge_to(t.id(), idx, &plan, &source_set))
+            .map(|(t, &idx)| edge_to(t.id(), idx, &plan, &source_set, false))
             .collect();
         (plan, target_at)
     };

@@ -168,6 +168,17 @@ impl Interpreter for Accumulators {
     }
 }
 
+/// Whether a visible accumulator has a tangent for `id` (a watched
+/// tensor's or variable's).
+pub(crate) fn watches(id: TensorId) -> bool {
+    any_active()
+        && STACK.with(|s| {
+            let s = s.borrow();
+            let d = DEPTH.with(Cell::get).min(s.len());
+            s[..d].iter().any(|a| a.tangents.borrow().contains_key(&id))
+        })
+}
+
 /// Puts `acc` among the visible accumulators at its place by entry.
 fn insert(acc: &Rc<AccCell>) {
     dispatch::register(Kind::Forward, &Accumulators);

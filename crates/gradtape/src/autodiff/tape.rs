@@ -437,6 +437,27 @@ pub(crate) fn user_tape_watches_variables(vars: &[Variable]) -> bool {
         })
 }
 
+/// Whether an op that reads `v` and is differentiated as one op (a
+/// function's call, `cond`, `while_loop`) must give `v` a gradient, as an
+/// eager read of `v` would be recorded: `v` is of a differentiable dtype,
+/// and trainable (a tape that watches accessed variables watches it when
+/// read) or watched now by an active tape or forward accumulator (a
+/// non-trainable variable passed to `watch`).
+pub(crate) fn differentiates_variable(v: &Variable) -> bool {
+    if !v.dtype().is_differentiable() {
+        return false;
+    }
+    v.trainable() || watched_now(v.handle())
+}
+
+/// Whether an active tape of the user's (not a trace's own, which watches
+/// whatever its trace reads) has `id` (watched, or made by a recorded op),
+/// or a visible forward accumulator has a tangent for it.
+pub(crate) fn watched_now(id: TensorId) -> bool {
+    let on_tape = |t: &Rc<TapeCell>| !t.internal && t.state.borrow().tensors.contains_key(&id);
+    (any_active() && STACK.with(|s| s.borrow().iter().any(on_tape))) || crate::autodiff::forward::watches(id)
+}
+
 /// Tells every active tape that `v` was read: tapes that watch accessed
 /// variables start watching it if it is trainable.
 pub(crate) fn variable_accessed(v: &Variable) {

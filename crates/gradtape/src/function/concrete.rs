@@ -28,7 +28,9 @@ use crate::tensor::{layout, DType, Shape, Tensor, TensorId};
 
 /// A gradient split built for calls with these input shapes (or why it
 /// could not be).
-type BuiltBackward = (Vec<Shape>, std::result::Result<Arc<Backward>, Error>);
+/// A gradient split, by the input shapes and the variables it
+/// differentiates (their handles) it was built for.
+type BuiltBackward = (Vec<Shape>, Vec<TensorId>, std::result::Result<Arc<Backward>, Error>);
 
 /// How many gradient splits (one per input shape) a concrete function keeps.
 const MAX_BACKWARDS: usize = 8;
@@ -56,7 +58,8 @@ pub struct ConcreteFunction {
     compile: CompileOptions,
     /// tensors of an enclosing trace, passed after the arguments
     captures: Vec<Tensor>,
-    /// the variables the graph reads (gradients reach the trainable ones)
+    /// the variables the graph reads (gradients reach the trainable ones,
+    /// and the others a tape or accumulator watches)
     variables: Vec<Variable>,
     /// the closure, to trace the gradient from
     flat_fn: FlatFn,
@@ -276,10 +279,6 @@ impl ConcreteFunction {
         &self.flat_fn
     }
 
-    pub(crate) fn variables(&self) -> &[Variable] {
-        &self.variables
-    }
-
     pub(crate) fn captures(&self) -> &[Tensor] {
         &self.captures
     }
@@ -305,13 +304,14 @@ impl ConcreteFunction {
         if !tracing && !taped {
             return self.run_graph(inputs);
         }
-        let differentiable = taped
-            && (inputs.iter().any(|t| t.dtype().is_differentiable())
-                || self
-                    .variables
-                    .iter()
-                    .any(|v| v.trainable() && v.dtype().is_differentiable()));
-        let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs)) {
+        let (vars, consts) = if taped {
+            (self.grad_variables(), self.grad_constants())
+        } else {
+            Default::default()
+        };
+        let differentiable =
+            taped && (inputs.iter().any(|t| t.dtype().is_differentiable()) || !vars.is_empty() || !consts.is_empty());
+        let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs, &vars, &consts)) {
             Some(Ok(bw)) => {
                 let mut all = bw.forward.run_optimized(inputs)?;
                 let saved = all.split_off(self.graph.outputs.len());
@@ -345,7 +345,7 @@ impl ConcreteFunction {
             }
         }
         if differentiable {
-            self.record_on_tapes(inputs, &outputs, saved);
+            self.record_on_tapes(inputs, &outputs, saved, vars, consts);
         }
         Ok(outputs)
     }
@@ -380,61 +380,102 @@ impl ConcreteFunction {
     }
 
     /// The gradient split for these inputs' shapes, built on first use.
-    fn backward_for(&self, inputs: &[Tensor]) -> Result<Arc<Backward>> {
+    /// The variables the graph reads that a differentiated call gives
+    /// gradients to: the trainable ones, and the others an active tape or
+    /// accumulator watches (an eager read of those is recorded too; the
+    /// call gave them no gradient once, where TensorFlow's does).
+    fn grad_variables(&self) -> Vec<Variable> {
+        self.variables
+            .iter()
+            .filter(|v| tape::differentiates_variable(v))
+            .cloned()
+            .collect()
+    }
+
+    /// The tensors the graph holds as constants (captured by the closure)
+    /// that a differentiated call gives gradients to: those an active tape
+    /// or accumulator watches (or made by a recorded op), as the eager
+    /// closure's ops on them would be recorded (TensorFlow passes a
+    /// function's captured tensors to its call as inputs).
+    fn grad_constants(&self) -> Vec<Tensor> {
+        let mut out: Vec<Tensor> = Vec::new();
+        for n in &self.graph.nodes {
+            if let Op::Const(t) = &n.op
+                && t.dtype().is_differentiable()
+                && !out.iter().any(|c| c.id() == t.id())
+                && tape::watched_now(t.id())
+            {
+                out.push(t.clone());
+            }
+        }
+        out
+    }
+
+    /// The gradient split for these inputs' shapes, variables `vars`
+    /// (`grad_variables`) and constants `consts` (`grad_constants`), built
+    /// on first use.
+    fn backward_for(&self, inputs: &[Tensor], vars: &[Variable], consts: &[Tensor]) -> Result<Arc<Backward>> {
         let lock = || self.backward.lock().unwrap_or_else(|e| e.into_inner());
-        let same = |shapes: &[Shape]| shapes.iter().map(|s| &s[..]).eq(inputs.iter().map(Tensor::shape));
+        let handles = extra_ids(vars, consts);
         {
             let mut built = lock();
-            if let Some(i) = built.iter().position(|(s, _)| same(s)) {
+            if let Some(i) = built
+                .iter()
+                .position(|(s, h, _)| same_shapes(s, inputs) && *h == handles)
+            {
                 let hit = built.remove(i);
-                let out = hit.1.clone();
+                let out = hit.2.clone();
                 built.push(hit);
                 return out;
             }
         }
         // built without the lock: tracing the gradient may call this function
-        let made = grad::build_backward(self, inputs).map(Arc::new);
+        let made = grad::build_backward(self, inputs, vars.to_vec(), consts.to_vec()).map(Arc::new);
         let mut built = lock();
         if built.len() >= MAX_BACKWARDS {
             drop(built.remove(0));
         }
         built.push((
             inputs.iter().map(|t| layout::small_copy(t.shape())).collect(),
+            handles,
             made.clone(),
         ));
         made
     }
 
     /// Why the gradient split for these inputs' shapes failed, if it did.
-    fn backward_failure(&self, inputs: &[Tensor]) -> Option<Error> {
+    fn backward_failure(&self, inputs: &[Tensor], vars: &[Variable], consts: &[Tensor]) -> Option<Error> {
         let built = self.backward.lock().unwrap_or_else(|e| e.into_inner());
+        let handles = extra_ids(vars, consts);
         built
             .iter()
-            .find(|(s, _)| s.iter().map(|s| &s[..]).eq(inputs.iter().map(Tensor::shape)))
-            .and_then(|(_, b)| b.as_ref().err().cloned())
+            .find(|(s, h, _)| same_shapes(s, inputs) && *h == handles)
+            .and_then(|(_, _, b)| b.as_ref().err().cloned())
     }
 
     /// Records the call as one op on the active tapes (and accumulators):
-    /// inputs, then the trainable variables it reads; outputs, then the
+    /// inputs, then the variables `vars` it differentiates; outputs, then the
     /// values its forward saved (so that higher-order tapes see how they
     /// depend on the inputs). Its rule runs the backward graph on the saved
     /// values while only outputs have cotangents, and the full gradient
     /// (recomputing the forward) once saved values have some too.
-    fn record_on_tapes(&self, inputs: &[Tensor], outputs: &[Tensor], saved: Option<(Arc<Backward>, Vec<Tensor>)>) {
-        let vars: Vec<Variable> = self
-            .variables
-            .iter()
-            .filter(|v| v.trainable() && v.dtype().is_differentiable())
-            .cloned()
-            .collect();
+    fn record_on_tapes(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        saved: Option<(Arc<Backward>, Vec<Tensor>)>,
+        vars: Vec<Variable>,
+        consts: Vec<Tensor>,
+    ) {
         for v in &vars {
             tape::variable_accessed(v);
         }
         let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
         ids.extend(vars.iter().map(|v| (v.handle(), v.dtype())));
+        ids.extend(consts.iter().map(|c| (c.id(), c.dtype())));
         let Some((bw, saved)) = saved else {
             let name = self.name.clone();
-            let failure = self.backward_failure(inputs);
+            let failure = self.backward_failure(inputs, &vars, &consts);
             let rule = move || {
                 vjp(move |_, _| {
                     Err(Error::invalid(
@@ -489,6 +530,20 @@ impl ConcreteFunction {
         };
         record_rule("Call", &ids, &all, rule);
     }
+}
+
+/// The ids a gradient split is built for beside the inputs: the variables'
+/// handles, then the constants'.
+fn extra_ids(vars: &[Variable], consts: &[Tensor]) -> Vec<TensorId> {
+    vars.iter()
+        .map(Variable::handle)
+        .chain(consts.iter().map(Tensor::id))
+        .collect()
+}
+
+/// Whether `shapes` are the shapes of `inputs`.
+fn same_shapes(shapes: &[Shape], inputs: &[Tensor]) -> bool {
+    shapes.iter().map(|s| &s[..]).eq(inputs.iter().map(Tensor::shape))
 }
 
 /// A call of a concrete function, as a node of an enclosing graph.

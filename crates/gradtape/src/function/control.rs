@@ -151,7 +151,9 @@ fn union(lists: &[&[Tensor]]) -> Vec<Tensor> {
 
 /// An op of this module: how it runs, and its VJP rule.
 trait Control: DynOp {
-    /// The trainable variables its sub-graphs read (gradients reach them).
+    /// The variables its sub-graphs read that gradients reach (the
+    /// trainable ones, and those a tape or accumulator watched when it was
+    /// made).
     fn variables(&self) -> &[Variable];
     /// Runs the op itself (branch, loop) on its inputs.
     fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
@@ -208,6 +210,10 @@ fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> R
         for x in &diff {
             tape.watch(x);
         }
+        // (a non-trainable variable is not watched when read)
+        for v in vars {
+            tape.watch(v);
+        }
         g.run(inputs)
     })?;
     let targets: Vec<Tensor> = outs.into_iter().filter(|t| t.dtype().is_differentiable()).collect();
@@ -235,13 +241,14 @@ fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> R
         .collect()
 }
 
-/// The trainable variables (of differentiable dtypes) read by any of these
-/// traces, each once: gradients reach them through a control op.
-fn trainable(lists: &[&[Variable]]) -> Vec<Variable> {
+/// The variables read by any of these traces that gradients reach through
+/// a control op, each once: the trainable ones (of differentiable dtypes),
+/// and the others an active tape or accumulator watches.
+fn differentiated(lists: &[&[Variable]]) -> Vec<Variable> {
     let mut out: Vec<Variable> = Vec::new();
     for l in lists {
         for v in *l {
-            if v.trainable() && v.dtype().is_differentiable() && !out.iter().any(|w| w.handle() == v.handle()) {
+            if tape::differentiates_variable(v) && !out.iter().any(|w| w.handle() == v.handle()) {
                 out.push(v.clone());
             }
         }
@@ -412,7 +419,7 @@ where
     )?;
     let caps = union(&[&t.captures, &f.captures]);
     let op = CondOp {
-        vars: Arc::new(trainable(&[&t.variables, &f.variables])),
+        vars: Arc::new(differentiated(&[&t.variables, &f.variables])),
         branches: Arc::new([
             Sub::new(with_captures(t.graph, 0, &t.captures, &caps)),
             Sub::new(with_captures(f.graph, 0, &f.captures, &caps)),
@@ -719,7 +726,7 @@ where
     let n = vars.len();
     let op = WhileOp {
         loop_: Arc::new(Loop {
-            vars: trainable(&[&c.variables, &b.variables]),
+            vars: differentiated(&[&c.variables, &b.variables]),
             cond: Sub::new(with_captures(c.graph, n, &c.captures, &caps)),
             body: Sub::new(with_captures(b.graph, n, &b.captures, &caps)),
             n_vars: n,

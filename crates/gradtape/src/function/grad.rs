@@ -47,11 +47,15 @@ pub(crate) struct Backward {
     backward: Arc<ConcreteFunction>,
     /// per output of the function: whether it takes a cotangent
     ct_mask: Vec<bool>,
-    /// per input of the function, then per trainable variable it reads:
-    /// which output of `backward` is its gradient
+    /// per input of the function, then per variable of `vars`, then per
+    /// tensor of `consts`: which output of `backward` is its gradient
     grad_slots: Vec<Option<usize>>,
-    /// the trainable variables the function reads
+    /// the variables the function reads that get gradients (the trainable
+    /// ones, and those a tape or accumulator watched at the call)
     vars: Vec<Variable>,
+    /// the tensors the function captured as constants that get gradients
+    /// (those a tape or accumulator watched at the call)
+    consts: Vec<Tensor>,
     /// the gradient of the forward graph with respect to *all* its outputs
     /// (saved values included), recomputing the forward: what a call needs
     /// once its saved values get cotangents (higher orders)
@@ -67,8 +71,8 @@ struct Full {
 }
 
 impl Backward {
-    /// The gradients of a call (one per input, then per trainable
-    /// variable) when only its outputs got cotangents (`cts`, one per
+    /// The gradients of a call (one per input, then per variable of
+    /// `vars`) when only its outputs got cotangents (`cts`, one per
     /// output): the backward graph on the saved values.
     pub(crate) fn pull(&self, saved: &[Tensor], cts: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
         let mut ins: Vec<Tensor> = saved.to_vec();
@@ -108,7 +112,8 @@ impl Backward {
             .iter()
             .map(|&o| forward.values[o as usize].clone())
             .collect();
-        let (gg, grad_slots, ct_mask) = trace_gradient(self.forward.flat_fn(), inputs, &[], &self.vars, &outs)?;
+        let (gg, grad_slots, ct_mask) =
+            trace_gradient(self.forward.flat_fn(), inputs, &[], &self.vars, &self.consts, &outs)?;
         // the function's outputs stay outputs of `gg` (after the gradients'
         // slots are counted from them): drop them, keep the gradients
         let n_out = forward.outputs.len();
@@ -128,16 +133,18 @@ impl Backward {
 }
 
 /// Traces the gradient of `flat_fn` (a function of `xs`, reading
-/// `captures` and `vars`, whose outputs have the dtypes and shapes `outs`): a graph with
+/// `captures`, `vars` and the constants `consts`, whose outputs have the
+/// dtypes and shapes `outs`): a graph with
 /// inputs `[xs, cotangents of the differentiable outputs, captures]` and
 /// outputs `[the function's outputs, the gradients that exist]`; with, per
-/// `xs ++ captures ++ vars`, the index of its gradient among the gradients,
-/// and which outputs take a cotangent.
+/// `xs ++ captures ++ vars ++ consts`, the index of its gradient among the
+/// gradients, and which outputs take a cotangent.
 fn trace_gradient(
     flat_fn: &super::concrete::FlatFn,
     xs: &[Tensor],
     captures: &[Tensor],
     vars: &[Variable],
+    consts: &[Tensor],
     outs: &[ValueInfo],
 ) -> Result<(Graph, Vec<Option<usize>>, Vec<bool>)> {
     let ct_mask: Vec<bool> = outs.iter().map(|v| v.dtype.is_differentiable()).collect();
@@ -157,6 +164,13 @@ fn trace_gradient(
             for x in xs.iter().chain(&caps) {
                 tape.watch(x);
             }
+            // (a non-trainable variable is not watched when read)
+            for v in vars {
+                tape.watch(v);
+            }
+            for c in consts {
+                tape.watch(c);
+            }
             flat_fn(xs)
         })?;
         let targets: Vec<Tensor> = outs
@@ -167,6 +181,7 @@ fn trace_gradient(
             .collect();
         let mut sources: Vec<SourceRef<'_>> = xs.iter().chain(&caps).map(SourceRef::Tensor).collect();
         sources.extend(vars.iter().map(SourceRef::Variable));
+        sources.extend(consts.iter().map(SourceRef::Tensor));
         let opts = GradientOptions::default().output_gradients(cts.to_vec());
         let grads = tape.gradient_with(&targets, &sources, opts)?;
         let mut slots = Vec::with_capacity(grads.len());
@@ -182,16 +197,16 @@ fn trace_gradient(
 }
 
 /// Traces the gradient of `cf` (on this call's `inputs`: arguments, then
-/// captures) and splits it.
-pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor]) -> Result<Backward> {
+/// captures) with respect to them, to `vars` (variables it reads) and to
+/// `consts` (tensors it captured as constants), and splits it.
+pub(crate) fn build_backward(
+    cf: &ConcreteFunction,
+    inputs: &[Tensor],
+    vars: Vec<Variable>,
+    consts: Vec<Tensor>,
+) -> Result<Backward> {
     let g = cf.graph();
     let n_args = inputs.len() - cf.captures().len();
-    let vars: Vec<Variable> = cf
-        .variables()
-        .iter()
-        .filter(|v| v.trainable() && v.dtype().is_differentiable())
-        .cloned()
-        .collect();
     // the outputs' shapes on these inputs: the graph's, or (for a graph
     // that serves other sizes of a signature's `None` dims) a run's
     let traced_shapes = g
@@ -210,7 +225,8 @@ pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor]) -> Result
             })
             .collect()
     };
-    let (gg, grad_slots, ct_mask) = trace_gradient(cf.flat_fn(), &inputs[..n_args], cf.captures(), &vars, &outs)?;
+    let (gg, grad_slots, ct_mask) =
+        trace_gradient(cf.flat_fn(), &inputs[..n_args], cf.captures(), &vars, &consts, &outs)?;
     let n_ct = ct_mask.iter().filter(|&&m| m).count();
     let n_out = g.outputs.len();
     // which values depend on a cotangent
@@ -265,6 +281,7 @@ pub(crate) fn build_backward(cf: &ConcreteFunction, inputs: &[Tensor]) -> Result
         ct_mask,
         grad_slots,
         vars,
+        consts,
         full: OnceLock::new(),
     })
 }
