@@ -642,7 +642,7 @@ macro_rules! optimizer_common {
             /// accumulation, at each update, not at each call as Keras's).
             /// The averages are optimizer variables
             /// (`{name}/{variable}/average`);
-            /// [`finalize_variable_values`](Optimizer::finalize_variable_values)
+            /// [`finalize_variable_values`](crate::optim::Optimizer::finalize_variable_values)
             /// copies them into the variables. Set it before the first
             /// update.
             ///
