@@ -28,7 +28,7 @@ use gradtape::nn::{Activation, Dense, Layer, Module};
 use gradtape::optim::{Adam, Optimizer, RmsProp};
 use gradtape::{DType, ForwardAccumulator, GradientTape, Result, Rng, Tensor, Variable};
 
-use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Stepper};
+use super::new_user_util::{adam, fill, set_weights_as, train_both, update, Check, Stepper};
 
 const DATA: &str = include_str!("../data/new_user_models3.txt");
 
@@ -85,10 +85,29 @@ impl Burgers {
             Ok((u, g.narrow(1, 0, 1)?, g.narrow(1, 1, 1)?))
         })?;
         let uxx = t1.gradient(&ux, x)?.expect("d2u/dx2").narrow(1, 0, 1)?;
-        let r = ut.add(&u.mul(&ux)?)?.sub(&uxx.mul_scalar(NU)?)?;
+        self.residual_loss(x0, u, &ux, &ut, &uxx)
+    }
+
+    /// From u and its derivatives at the points: u, the residual and the
+    /// loss (the initial condition's term from `x0`), as [`Self::loss`].
+    fn residual_loss(
+        &self,
+        x0: &Tensor,
+        u: Tensor,
+        ux: &Tensor,
+        ut: &Tensor,
+        uxx: &Tensor,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let r = ut.add(&u.mul(ux)?)?.sub(&uxx.mul_scalar(NU)?)?;
         let ic = self.u(x0)?.add(&x0.narrow(1, 0, 1)?.mul_scalar(PI)?.sin()?)?;
         let loss = r.square()?.mean_all()?.add(&ic.square()?.mean_all()?)?;
         Ok((u, r, loss))
+    }
+
+    /// Adam's update from `loss` on `tape`; the step's outputs: u, r, the
+    /// loss, then the gradients.
+    fn update(&self, tape: &GradientTape, (u, r, loss): (Tensor, Tensor, Tensor)) -> Result<Vec<Option<Tensor>>> {
+        update(tape, &loss, &self.vars(), &self.opt, vec![u, r, loss.clone()])
     }
 }
 
@@ -98,15 +117,9 @@ impl Stepper for Burgers {
     }
 
     fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
-        let vars = self.vars();
         let tape = GradientTape::new();
-        let (u, r, loss) = tape.record(|| self.loss(&data[0], &data[1]))?;
-        let grads = tape.gradient(&loss, &vars)?;
-        self.opt
-            .lock()
-            .unwrap()
-            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
-        Ok([Some(u), Some(r), Some(loss)].into_iter().chain(grads).collect())
+        let out = tape.record(|| self.loss(&data[0], &data[1]))?;
+        self.update(&tape, out)
     }
 }
 
@@ -123,9 +136,8 @@ impl Stepper for BurgersJacobian {
     fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
         let (m, x, x0) = (&self.0, &data[0], &data[1]);
         let n = x.shape()[0];
-        let vars = self.vars();
         let tape = GradientTape::new();
-        let (u, r, loss) = tape.record(|| {
+        let out = tape.record(|| {
             let t1 = GradientTape::new();
             let (u, ux, ut) = t1.record(|| {
                 t1.watch(x);
@@ -142,17 +154,9 @@ impl Stepper for BurgersJacobian {
                 .expect("d2u/dx2")
                 .reshape(&[n, 2])?
                 .narrow(1, 0, 1)?;
-            let r = ut.add(&u.mul(&ux)?)?.sub(&uxx.mul_scalar(NU)?)?;
-            let ic = m.u(x0)?.add(&x0.narrow(1, 0, 1)?.mul_scalar(PI)?.sin()?)?;
-            let loss = r.square()?.mean_all()?.add(&ic.square()?.mean_all()?)?;
-            Ok((u, r, loss))
+            m.residual_loss(x0, u, &ux, &ut, &uxx)
         })?;
-        let grads = tape.gradient(&loss, &vars)?;
-        m.opt
-            .lock()
-            .unwrap()
-            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
-        Ok([Some(u), Some(r), Some(loss)].into_iter().chain(grads).collect())
+        m.update(&tape, out)
     }
 }
 
@@ -185,9 +189,8 @@ impl Stepper for BurgersForward {
         let (one, zero) = (col.ones_like(), col.zeros_like());
         let ex = Tensor::concat(&[&one, &zero], 1)?;
         let et = Tensor::concat(&[&zero, &one], 1)?;
-        let vars = self.vars();
         let tape = GradientTape::new();
-        let (u, r, loss) = tape.record(|| {
+        let out = tape.record(|| {
             let outer = ForwardAccumulator::watching(x, std::slice::from_ref(&ex))?;
             let (u, ux) = outer.record(|| {
                 let inner = ForwardAccumulator::watching(x, std::slice::from_ref(&ex))?;
@@ -198,17 +201,9 @@ impl Stepper for BurgersForward {
             let along_t = ForwardAccumulator::watching(x, std::slice::from_ref(&et))?;
             let u_again = along_t.record(|| m.u(x))?;
             let ut = along_t.jvp(&u_again)?.expect("u_t");
-            let r = ut.add(&u.mul(&ux)?)?.sub(&uxx.mul_scalar(NU)?)?;
-            let ic = m.u(x0)?.add(&x0.narrow(1, 0, 1)?.mul_scalar(PI)?.sin()?)?;
-            let loss = r.square()?.mean_all()?.add(&ic.square()?.mean_all()?)?;
-            Ok((u, r, loss))
+            m.residual_loss(x0, u, &ux, &ut, &uxx)
         })?;
-        let grads = tape.gradient(&loss, &vars)?;
-        m.opt
-            .lock()
-            .unwrap()
-            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
-        Ok([Some(u), Some(r), Some(loss)].into_iter().chain(grads).collect())
+        m.update(&tape, out)
     }
 }
 
@@ -288,15 +283,7 @@ impl Stepper for Cae {
             let loss = rec.add(&penalty.mul_scalar(0.25)?)?;
             Ok((jac, penalty, loss))
         })?;
-        let grads = tape.gradient(&loss, &vars)?;
-        self.opt
-            .lock()
-            .unwrap()
-            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
-        Ok([Some(jac), Some(penalty), Some(loss)]
-            .into_iter()
-            .chain(grads)
-            .collect())
+        update(&tape, &loss, &vars, &self.opt, vec![jac, penalty, loss.clone()])
     }
 }
 

@@ -14,11 +14,11 @@
 use std::sync::Mutex;
 
 use gradtape::nn::{BatchNorm, Dense, Embedding, Initializer, Layer};
-use gradtape::optim::{Adam, Optimizer};
+use gradtape::optim::Adam;
 use gradtape::{function, DType, GradientTape, Result, Rng, Tensor, Variable};
 
 use super::new_user_physics::dense;
-use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Stepper};
+use super::new_user_util::{adam, fill, set_weights_as, train_both, update, Check, Stepper};
 
 const DATA: &str = include_str!("../data/new_user_models3.txt");
 
@@ -78,12 +78,7 @@ impl Stepper for Tabular {
         let vars = self.vars();
         let tape = GradientTape::new();
         let (logits, loss) = tape.record(|| self.forward(data, true))?;
-        let grads = tape.gradient(&loss, &vars)?;
-        self.opt
-            .lock()
-            .unwrap()
-            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
-        Ok([Some(logits), Some(loss)].into_iter().chain(grads).collect())
+        update(&tape, &loss, &vars, &self.opt, vec![logits, loss.clone()])
     }
 }
 

@@ -257,6 +257,23 @@ pub trait Stepper: Send + Sync + 'static {
     fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>>;
 }
 
+/// The end of a [`Stepper::step`]: the gradients of `loss` on `tape`
+/// w.r.t. `vars`, applied by `opt`, and the step's outputs `outs`
+/// followed by the gradients.
+pub fn update<O: gradtape::optim::Optimizer>(
+    tape: &gradtape::GradientTape,
+    loss: &Tensor,
+    vars: &[Variable],
+    opt: &std::sync::Mutex<O>,
+    outs: Vec<Tensor>,
+) -> Result<Vec<Option<Tensor>>> {
+    let grads = tape.gradient(loss, vars)?;
+    opt.lock()
+        .unwrap()
+        .apply_gradients(grads.clone().into_iter().zip(vars))?;
+    Ok(outs.into_iter().map(Some).chain(grads).collect())
+}
+
 /// Sets variable `j` to `fill(shape, k0 + j)`, plus 1 where `j` is in
 /// `ones` (normalisation scales), cast to the variable's dtype.
 pub fn set_weights_as(vars: &[Variable], k0: f64, ones: &[usize]) {

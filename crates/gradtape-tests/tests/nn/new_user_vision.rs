@@ -20,11 +20,11 @@
 use std::sync::Mutex;
 
 use gradtape::nn::{Activation, Dense, Layer, LayerNorm, Module, TransformerBlock};
-use gradtape::optim::{Adam, Optimizer, Sgd};
+use gradtape::optim::{Adam, Sgd};
 use gradtape::{DType, GradientTape, Padding, Result, Rng, Tensor, Variable};
 
 use super::new_user_physics::dense;
-use super::new_user_util::{adam, fill, set_weights_as, train_both, Check, Stepper};
+use super::new_user_util::{adam, fill, set_weights_as, train_both, update, Check, Stepper};
 
 const DATA: &str = include_str!("../data/new_user_models3.txt");
 
@@ -111,12 +111,7 @@ impl Stepper for Vit {
             let loss = Tensor::sparse_softmax_cross_entropy_with_logits(&data[1], &logits)?.mean_all()?;
             Ok((logits, loss))
         })?;
-        let grads = tape.gradient(&loss, &vars)?;
-        self.opt
-            .lock()
-            .unwrap()
-            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
-        Ok([Some(logits), Some(loss)].into_iter().chain(grads).collect())
+        update(&tape, &loss, &vars, &self.opt, vec![logits, loss.clone()])
     }
 }
 
@@ -197,12 +192,7 @@ impl Stepper for Contrastive {
             let ce = Tensor::sparse_softmax_cross_entropy_with_logits(&Tensor::vector(&labels), &sim)?;
             Ok((z, ce.mean_all()?))
         })?;
-        let grads = tape.gradient(&loss, &vars)?;
-        self.opt
-            .lock()
-            .unwrap()
-            .apply_gradients(grads.clone().into_iter().zip(&vars))?;
-        Ok([Some(z), Some(loss)].into_iter().chain(grads).collect())
+        update(&tape, &loss, &vars, &self.opt, vec![z, loss.clone()])
     }
 }
 
