@@ -228,6 +228,22 @@ fn table() -> Vec<Case> {
         |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.1),
         &[(&[4], Any), (&[1], Any)],
     ));
+    // the fused LSTM recurrence (f64 on the CPU: the fused ops; the
+    // second order through the backward op's hand-written VJP): every
+    // step's h and c, then the last h alone
+    t.push(case(
+        "lstm_sequence xw [3,2,8] w [2,8] h0 c0 [2,2] all h and c",
+        |x| {
+            let (hs, cs) = Tensor::lstm_sequence(&x[0], &x[1], &x[2], &x[3])?;
+            Tensor::concat(&[&hs, &cs], -1)
+        },
+        &[(&[3, 2, 8], Any), (&[2, 8], Any), (&[2, 2], Any), (&[2, 2], Any)],
+    ));
+    t.push(case(
+        "lstm_sequence xw [2,1,4] w [1,4] last h",
+        |x| Tensor::lstm_sequence(&x[0], &x[1], &x[2], &x[3])?.0.narrow(0, 1, 1),
+        &[(&[2, 1, 4], Any), (&[1, 4], Any), (&[1, 1], Any), (&[1, 1], Any)],
+    ));
     t.push(case(
         "rms_normalization [3,4] axis -1 scale [4]",
         |x| x[0].rms_normalization(&[-1], Some(&x[1]), 1e-3),
@@ -314,6 +330,7 @@ fn gradcheck_nn_table() {
             "batch_normalization",
             "layer_normalization",
             "lstm_cell",
+            "lstm_sequence",
             "rms_normalization",
             "grouped_query_attention",
             "rotary_embedding",

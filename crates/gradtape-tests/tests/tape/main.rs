@@ -22,6 +22,7 @@ mod forward;
 mod functional;
 mod jacobian;
 mod lstm_cell;
+mod lstm_sequence;
 mod memory;
 mod recompute;
 mod seed_examples;

@@ -282,11 +282,23 @@ impl LSTMCell {
 
     /// Runs the cell over `xs` `[batch, time, in]` from `state`: the
     /// outputs `[batch, time, units]` and the last state.
+    ///
+    /// The steps run as one op, [`Tensor::lstm_sequence`] (one op each way
+    /// under a tape or in a trace, the recurrent kernel's gradient one
+    /// product over all steps).
     pub fn run_sequence(&self, xs: &Tensor, state: LSTMState) -> Result<(Tensor, LSTMState)> {
-        unroll(&self.project(xs, &state)?, state, |xw, s| {
-            let s = self.step_projected(xw, &s)?;
-            Ok((s.h.clone(), s))
-        })
+        let xw = self.project(xs, &state)?;
+        let t = xw.shape()[0];
+        if t == 0 {
+            return Err(Error::invalid("run_sequence", "the sequence has no time steps"));
+        }
+        let (hs, cs) = Tensor::lstm_sequence(&xw, &self.0.recurrent.read(), &state.h, &state.c)?;
+        let last = |x: &Tensor| x.narrow(0, t - 1, 1)?.squeeze(&[0]);
+        let state = LSTMState {
+            h: last(&hs)?,
+            c: last(&cs)?,
+        };
+        Ok((hs.permute(&[1, 0, 2])?, state))
     }
 }
 

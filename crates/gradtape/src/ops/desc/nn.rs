@@ -176,6 +176,14 @@ pub enum NnOp {
     /// then `dc`, flattened (differentiable again, by a VJP written with
     /// differentiable ops).
     LstmCellGrad,
+    /// An LSTM's recurrence over a sequence `(xw, recurrent kernel, h0,
+    /// c0)` (`lstm_sequence`): every step's `h`, `c` and gates' `z`,
+    /// packed flat.
+    LstmSequence,
+    /// `LstmSequence`'s fused backward pass `(kernel, h0, c0, packed,
+    /// packed cotangent)`: `dxw`, `dW`, `dh0`, `dc0`, flattened
+    /// (differentiable again, by a VJP written with differentiable ops).
+    LstmSequenceGrad,
     /// Fused layer normalisation over the last `axes` dims `(x[, gamma][,
     /// beta])`, `gamma` and `beta` vectors of those dims' size.
     LayerNorm {
@@ -234,6 +242,8 @@ impl NnOp {
             NnOp::AttentionGrad { .. } => "AttentionGrad",
             NnOp::LstmCell => "LstmCell",
             NnOp::LstmCellGrad => "LstmCellGrad",
+            NnOp::LstmSequence => "LstmSequence",
+            NnOp::LstmSequenceGrad => "LstmSequenceGrad",
             NnOp::LayerNorm { .. } => "LayerNorm",
             NnOp::LayerNormGrad { .. } => "LayerNormGrad",
         }
@@ -292,6 +302,8 @@ impl NnOp {
             }
             (NnOp::LstmCell, [z, c]) => crate::ops::nn::lstm_cell_packed(z, c)?,
             (NnOp::LstmCellGrad, [z, c, g]) => crate::ops::nn::lstm_cell_grad_flat(z, c, g)?,
+            (NnOp::LstmSequence, [xw, w, h0, c0]) => crate::ops::nn::lstm_sequence_packed(xw, w, h0, c0)?,
+            (NnOp::LstmSequenceGrad, [w, h0, c0, p, g]) => crate::ops::nn::lstm_sequence_grad_flat(w, h0, c0, p, g)?,
             (NnOp::LayerNorm { axes, eps, gamma, beta }, [x, rest @ ..])
                 if rest.len() == *gamma as usize + *beta as usize =>
             {
@@ -354,7 +366,9 @@ impl NnOp {
             | NnOp::SigmoidCrossEntropy
             | NnOp::BiasAdd
             | NnOp::LstmCell
-            | NnOp::LstmCellGrad => Ok(()),
+            | NnOp::LstmCellGrad
+            | NnOp::LstmSequence
+            | NnOp::LstmSequenceGrad => Ok(()),
             NnOp::Conv(c) => {
                 f.write_str("[")?;
                 conv(f, c)?;

@@ -228,7 +228,7 @@ pub(crate) fn lstm_cell_grad_flat(z: &Tensor, c: &Tensor, g: &Tensor) -> Result<
 ///
 /// `[ḡz, ḡc, ḡ(packed cotangent)]`, with differentiable ops (so it
 /// differentiates again, and serves forward mode through its double VJP).
-fn grad_vjp(z: &Tensor, c: &Tensor, g: &Tensor, az: &Tensor, ac: &Tensor) -> Result<[Tensor; 3]> {
+pub(super) fn grad_vjp(z: &Tensor, c: &Tensor, g: &Tensor, az: &Tensor, ac: &Tensor) -> Result<[Tensor; 3]> {
     let d0 = c.shape()[0];
     let (dh, dc) = (g.narrow(0, 0, d0)?, g.narrow(0, d0, d0)?);
     let [i, f, gg, o] = gates(z)?;
@@ -303,7 +303,7 @@ fn backward_composite(z: &Tensor, c: &Tensor, g: &Tensor) -> Result<[Tensor; 2]>
 }
 
 /// The JVP: the packed tangent of `(h, c')` from those of `z` and `c`.
-fn jvp(z: &Tensor, c: &Tensor, t: &[Option<Tensor>]) -> Result<Tensor> {
+pub(super) fn jvp(z: &Tensor, c: &Tensor, t: &[Option<Tensor>]) -> Result<Tensor> {
     let tz = tangent_or_zero(&t[0], z)?;
     let tcp = tangent_or_zero(&t[1], c)?;
     let [i, f, g, o] = gates(z)?;
@@ -337,21 +337,36 @@ fn run_gates<T: Lane>(zr: &[T], u: usize, j: usize, n: usize, out: &mut [[T; RUN
 /// The forward kernel: `h` (all rows), then `c'`.
 fn forward<T: Lane + Element>(z: &[T], c: &[T], u: usize) -> Result<crate::tensor::Buf<T>> {
     let len = 2 * c.len();
-    let rows = c.len() / u;
     let mut out = uninit_buf::<T>(OP, len)?;
-    let base = SendPtr(spare(&mut out)[..len].as_mut_ptr().cast::<T>());
+    let base = spare(&mut out)[..len].as_mut_ptr().cast::<T>();
+    // SAFETY: the two halves of the buffer of `len` elements, each
+    // `c.len()` long.
+    unsafe { forward_into(z, c, SendPtr(base), SendPtr(base.add(c.len())), u) };
+    // SAFETY: every row of both halves was written above.
+    unsafe { out.set_len(len) };
+    Ok(out)
+}
+
+/// The forward kernel into `h` and `c'` (`c.len()` elements each, rows
+/// split over the compute threads; `lstm_sequence` calls it per step).
+///
+/// # Safety
+/// `h` and `c1` point to `c.len()` writable elements each, overlapping
+/// neither each other nor `z` and `c`.
+pub(super) unsafe fn forward_into<T: Lane + Element>(z: &[T], c: &[T], h: SendPtr<T>, c1: SendPtr<T>, u: usize) {
+    let rows = c.len() / u;
     let per = rows_per_task(u);
     workers::parallel_for(rows.div_ceil(per), |task| {
         let mut gt = [[T::zero(); RUN]; 4];
         let mut tc = [T::zero(); RUN];
         for r in task * per..((task + 1) * per).min(rows) {
             let (zr, cr) = (&z[r * 4 * u..(r + 1) * 4 * u], &c[r * u..(r + 1) * u]);
-            // SAFETY: row `r` of each half is written by this task alone,
-            // inside the buffer of `len` elements.
+            // SAFETY: row `r` of each output is written by this task alone,
+            // inside the `c.len()` elements the caller vouches for.
             let (h, c1) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(base.get().add(r * u), u),
-                    std::slice::from_raw_parts_mut(base.get().add(c.len() + r * u), u),
+                    std::slice::from_raw_parts_mut(h.get().add(r * u), u),
+                    std::slice::from_raw_parts_mut(c1.get().add(r * u), u),
                 )
             };
             for j in (0..u).step_by(RUN) {
@@ -368,18 +383,43 @@ fn forward<T: Lane + Element>(z: &[T], c: &[T], u: usize) -> Result<crate::tenso
             }
         }
     });
-    // SAFETY: every row of both halves was written above.
-    unsafe { out.set_len(len) };
-    Ok(out)
 }
 
 /// The backward kernel: `dz` (all rows), then `dc_prev`, from the packed
 /// cotangent `g` (`dh` rows, then `dc` rows).
 fn backward<T: Lane + Element>(z: &[T], c: &[T], g: &[T], u: usize) -> Result<crate::tensor::Buf<T>> {
     let len = z.len() + c.len();
-    let rows = c.len() / u;
     let mut out = uninit_buf::<T>(OP, len)?;
-    let base = SendPtr(spare(&mut out)[..len].as_mut_ptr().cast::<T>());
+    let base = spare(&mut out)[..len].as_mut_ptr().cast::<T>();
+    let (dh, dc) = g.split_at(c.len());
+    // SAFETY: `dz` then `dc_prev` in the buffer of `len` elements.
+    unsafe { backward_into(z, c, dh, (dc, None), None, SendPtr(base), SendPtr(base.add(z.len())), u) };
+    // SAFETY: every row of `dz` and `dc_prev` was written above.
+    unsafe { out.set_len(len) };
+    Ok(out)
+}
+
+/// The backward kernel into `dz` (`z.len()` elements) and `dc_prev`
+/// (`c.len()`), from the cotangents `dh` and `dc` of `h` and `c'` (rows
+/// split over the compute threads; `lstm_sequence` calls it per step,
+/// with a second term of `dc`, `dc.1`, and a term `gz` added to `dz`:
+/// `dc.0 + dc.1` and `dz + gz` as those additions would round).
+///
+/// # Safety
+/// `dz` and `dcp` point to `z.len()` and `c.len()` writable elements,
+/// overlapping nothing else the kernel reads or writes.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn backward_into<T: Lane + Element>(
+    z: &[T],
+    c: &[T],
+    dh: &[T],
+    dc: (&[T], Option<&[T]>),
+    gz: Option<&[T]>,
+    dz: SendPtr<T>,
+    dcp: SendPtr<T>,
+    u: usize,
+) {
+    let rows = c.len() / u;
     let per = rows_per_task(u);
     let one = T::one();
     workers::parallel_for(rows.div_ceil(per), |task| {
@@ -387,13 +427,15 @@ fn backward<T: Lane + Element>(z: &[T], c: &[T], g: &[T], u: usize) -> Result<cr
         let (mut c1, mut tc) = ([T::zero(); RUN], [T::zero(); RUN]);
         for r in task * per..((task + 1) * per).min(rows) {
             let (zr, cr) = (&z[r * 4 * u..(r + 1) * 4 * u], &c[r * u..(r + 1) * u]);
-            let (dh, dc) = (&g[r * u..(r + 1) * u], &g[c.len() + r * u..c.len() + (r + 1) * u]);
+            let (dh, dc0) = (&dh[r * u..(r + 1) * u], &dc.0[r * u..(r + 1) * u]);
+            let dc1 = dc.1.map(|x| &x[r * u..(r + 1) * u]);
+            let gz = gz.map(|x| &x[r * 4 * u..(r + 1) * 4 * u]);
             // SAFETY: row `r` of `dz` and of `dc_prev` is written by this
-            // task alone, inside the buffer of `len` elements.
+            // task alone, inside the elements the caller vouches for.
             let (dz, dcp) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(base.get().add(r * 4 * u), 4 * u),
-                    std::slice::from_raw_parts_mut(base.get().add(z.len() + r * u), u),
+                    std::slice::from_raw_parts_mut(dz.get().add(r * 4 * u), 4 * u),
+                    std::slice::from_raw_parts_mut(dcp.get().add(r * u), u),
                 )
             };
             for j in (0..u).step_by(RUN) {
@@ -406,7 +448,11 @@ fn backward<T: Lane + Element>(z: &[T], c: &[T], g: &[T], u: usize) -> Result<cr
                 unary_run(&Unary::Tanh, &c1[..n], &mut tc[..n]);
                 for k in 0..n {
                     let (dh, t) = (dh[j + k], tc[k]);
-                    let d = dc[j + k] + dh * o[k] * (one - t * t);
+                    let dc = match dc1 {
+                        Some(x) => dc0[j + k] + x[j + k],
+                        None => dc0[j + k],
+                    };
+                    let d = dc + dh * o[k] * (one - t * t);
                     dz[j + k] = d * gg[k] * (i[k] * (one - i[k]));
                     dz[u + j + k] = d * cr[j + k] * (f[k] * (one - f[k]));
                     dz[2 * u + j + k] = d * i[k] * (one - gg[k] * gg[k]);
@@ -414,9 +460,11 @@ fn backward<T: Lane + Element>(z: &[T], c: &[T], g: &[T], u: usize) -> Result<cr
                     dcp[j + k] = d * f[k];
                 }
             }
+            if let Some(gz) = gz {
+                for (dz, &g) in dz.iter_mut().zip(gz) {
+                    *dz = *dz + g;
+                }
+            }
         }
     });
-    // SAFETY: every row of `dz` and `dc_prev` was written above.
-    unsafe { out.set_len(len) };
-    Ok(out)
 }

@@ -29,7 +29,10 @@
 //! - `layer_norm.rs`: `layer_normalization` over trailing axes as one op
 //!   (`LayerNorm`, fused), with its fused backward op;
 //! - `lstm_cell.rs`: `lstm_cell`, an LSTM step's gates and state update as
-//!   one op (`LstmCell`, fused), with its fused backward op.
+//!   one op (`LstmCell`, fused), with its fused backward op;
+//! - `lstm_sequence.rs`: `lstm_sequence`, an LSTM's recurrence over a whole
+//!   sequence as one op (`LstmSequence`), with its fused backward op (the
+//!   recurrent kernel's gradient one product over all steps).
 //!
 //! Each op with a kernel of its own binds with an [`NnOp`](super::desc::NnOp)
 //! descriptor, so that it can be traced into a graph and run again there.
@@ -45,6 +48,7 @@ mod format;
 mod gqa;
 mod layer_norm;
 mod lstm_cell;
+mod lstm_sequence;
 mod norm;
 mod pool;
 mod pool3d;
@@ -58,6 +62,7 @@ pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
 pub(crate) use layer_norm::{layer_norm, layer_norm_grad, layer_norm_grad_batched};
 pub(crate) use lstm_cell::{lstm_cell_grad_flat, lstm_cell_packed};
+pub(crate) use lstm_sequence::{lstm_sequence_grad_flat, lstm_sequence_packed};
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};
 pub(crate) use pool3d::max_pool3d_argmax;
 
