@@ -824,6 +824,7 @@ fn build(
         op: Op::Dyn(Arc::new(Fused::new(program, grp.ops))),
         inputs: inputs.into(),
         outputs: out_values.into(),
+        site: None,
     }
 }
 
