@@ -20,6 +20,7 @@ mod attention;
 mod attention_causal;
 mod attention_dropout;
 mod attention_masks;
+mod batch_norm_axis;
 mod conv_groups;
 mod conv_layers;
 mod dense_activations;
