@@ -56,6 +56,7 @@ mod new_user_unet;
 mod new_user_vision;
 mod nn;
 mod optimizers;
+mod optimizers_sparse;
 mod rnn_layers;
 mod seq2seq;
 mod transformer;
