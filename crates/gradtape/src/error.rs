@@ -215,6 +215,40 @@ pub enum Error {
     /// A gradient check found analytic and numeric derivatives that disagree.
     #[error("check_gradients: {0}")]
     GradientCheck(String),
+    /// An op failed while a traced function's graph ran (an index out of
+    /// range, an integer division by zero: what depends on values): the
+    /// function, the op the user called as the trace recorded it, with its
+    /// operands' shapes and dtypes, and the op's own error. Eager calls
+    /// report the op's error alone.
+    ///
+    /// ```
+    /// use gradtape::{Error, Function, FunctionOptions, Tensor};
+    /// let opts = FunctionOptions { name: "step".into(), ..Default::default() };
+    /// let f = Function::with_options(|(x, i): &(Tensor, Tensor)| x.gather(i, 0), opts);
+    /// let x = Tensor::from_vec(vec![1.0f32; 12], &[4, 3])?;
+    /// f.call(&(x.clone(), Tensor::vector(&[0i64, 3])))?;
+    /// let e = f.call(&(x, Tensor::vector(&[0i64, 7]))).unwrap_err();
+    /// assert!(e.to_string().starts_with("in traced function 'step': gather (params [4, 3] f32, indices [2] i64): "), "{e}");
+    /// assert!(matches!(e.innermost(), Error::IndexOutOfRange { .. }));
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    #[error("{}", in_function(function, site, source))]
+    InFunction {
+        /// The traced function's name (empty for a graph run on its own).
+        function: String,
+        /// The op the user called and its operands, as traced (or the
+        /// graph's node, for a node no public op's site covers).
+        site: String,
+        /// The op's error.
+        source: Box<Error>,
+    },
+}
+
+fn in_function(function: &str, site: &str, source: &Error) -> String {
+    match function {
+        "" => format!("in a traced graph: {site}: {source}"),
+        f => format!("in traced function '{f}': {site}: {source}"),
+    }
 }
 
 /// `Result` with gradtape's [`Error`].
@@ -223,6 +257,50 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument { op, msg: msg.into() }
+    }
+
+    /// The error an op raised: within an [`Error::InFunction`] (a traced
+    /// function's graph failed), the op's own error; else this one.
+    ///
+    /// ```
+    /// use gradtape::{Error, Tensor};
+    /// let e = Tensor::vector(&[1i32]).div(&Tensor::vector(&[0i32])).unwrap_err();
+    /// assert!(std::ptr::eq(e.innermost(), &e));
+    /// # let _: &Error = e.innermost();
+    /// ```
+    pub fn innermost(&self) -> &Error {
+        match self {
+            Error::InFunction { source, .. } => source.innermost(),
+            e => e,
+        }
+    }
+
+    /// This error raised by graph node `site` (described only now, when
+    /// it failed), as [`Error::InFunction`] with the function's name left
+    /// for [`in_function`](Self::in_function); an error already placed (in
+    /// a nested graph) stays as it is.
+    #[cold]
+    pub(crate) fn at_node(self, site: impl FnOnce() -> String) -> Self {
+        match self {
+            e @ Error::InFunction { .. } => e,
+            e => Error::InFunction {
+                function: String::new(),
+                site: site(),
+                source: Box::new(e),
+            },
+        }
+    }
+
+    /// The name of the traced function whose graph raised this error,
+    /// where the graph's executor left it out.
+    #[cold]
+    pub(crate) fn in_function(mut self, name: &str) -> Self {
+        if let Error::InFunction { function, .. } = &mut self
+            && function.is_empty()
+        {
+            *function = name.to_string();
+        }
+        self
     }
 
     /// The same error reported for `op`: a thin composite (an op that is

@@ -13,6 +13,7 @@
 mod function;
 mod function_compile;
 mod function_diag;
+mod function_errors;
 mod function_fuse;
 mod function_join;
 mod function_loops;

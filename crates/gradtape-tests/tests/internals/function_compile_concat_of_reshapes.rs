@@ -18,6 +18,7 @@ fn node(op: Op, inputs: &[ValueId], outputs: &[ValueId]) -> Node {
         op,
         inputs: inputs.into(),
         outputs: outputs.into(),
+        site: None,
     }
 }
 

@@ -23,6 +23,7 @@ fn a_chain_on_constants_folds_and_an_input_stops_it() {
         op,
         inputs: i.into(),
         outputs: o.into(),
+        site: None,
     };
     g.nodes = vec![
         node(Op::Const(Tensor::vector(&[1.0f64, 2.0])), &[], &[1]),

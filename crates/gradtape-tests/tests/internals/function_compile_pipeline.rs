@@ -44,6 +44,7 @@ fn a_pass_that_breaks_the_graph_is_named() {
         op: gradtape::__internals::ops::desc::Op::Unary(gradtape::__internals::ops::desc::Unary::Exp),
         inputs: smallvec::smallvec![1],
         outputs: smallvec::smallvec![2],
+        site: None,
     });
     g.outputs = vec![2];
     let e = checked(&g, "fuse").unwrap_err().to_string();

@@ -19,6 +19,7 @@ fn node(op: Op, i: &[ValueId], o: &[ValueId]) -> Node {
         op,
         inputs: i.into(),
         outputs: o.into(),
+        site: None,
     }
 }
 

@@ -33,6 +33,7 @@ mod random_ops;
 mod reductions;
 mod rng;
 mod special;
+mod special_igamma;
 mod strided_copies;
 mod tensor_display;
 mod tensor_ids;

@@ -42,6 +42,7 @@
 
 pub(crate) mod device;
 mod rule;
+pub(crate) mod site;
 
 use std::any::Any;
 use std::cell::Cell;

@@ -238,6 +238,8 @@ impl ConcreteFunction {
                 }
             }
         })
+        // (a node's error names this function)
+        .map_err(|e| e.in_function(&self.name))
     }
 
     /// Whether the function runs on a GPU: an input or a variable is there.
@@ -256,6 +258,7 @@ impl ConcreteFunction {
         trace::paused(|| {
             tape::without_tapes(|| compile::with_compiled_subgraphs(None, || self.graph.run(&inputs, &self.plan)))
         })
+        .map_err(|e| e.in_function(&self.name))
     }
 
     /// Runs the optimised graph (the traced one if there is none), with

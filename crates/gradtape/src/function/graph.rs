@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+pub use crate::dispatch::site::Site;
 use crate::error::{Error, Result};
 use crate::ops::desc::Op;
 use crate::tensor::{DType, Shape, Tensor};
@@ -49,6 +50,31 @@ pub struct Node {
     pub inputs: SmallVec<[ValueId; 2]>,
     /// Its output values.
     pub outputs: SmallVec<[ValueId; 1]>,
+    /// The public op the trace recorded it in, where that op names itself
+    /// for errors of values (see [`Site`]); `None` for the others and for
+    /// the compiler's own nodes (an error names the node's op instead).
+    pub site: Option<Arc<Site>>,
+}
+
+impl Node {
+    /// What an error of this node names: the public op of its [`Site`],
+    /// or else its own op, with its operands' shapes and dtypes (as `g`,
+    /// the graph it is in, has them). Built only when an error occurs.
+    #[cold]
+    pub(crate) fn describe(&self, g: &Graph) -> String {
+        if let Some(site) = &self.site {
+            return site.to_string();
+        }
+        let operands: Vec<String> = self
+            .inputs
+            .iter()
+            .map(|&v| match g.values.get(v as usize) {
+                Some(info) => format!("{:?} {}", &info.shape[..], info.dtype),
+                None => format!("%{v}"),
+            })
+            .collect();
+        format!("{} ({})", self.op.name(), operands.join(", "))
+    }
 }
 
 /// A traced computation: nodes over values, with inputs and outputs.
@@ -151,7 +177,7 @@ impl Graph {
                     slots[v as usize] = None;
                 }
             }
-            let outs = node.op.eval(&ins)?;
+            let outs = node.op.eval(&ins).map_err(|e| e.at_node(|| node.describe(self)))?;
             if outs.len() != node.outputs.len() {
                 return Err(Error::invalid(
                     node.op.name(),

@@ -96,6 +96,6 @@ pub use concrete::ConcreteFunction;
 pub use control::{cond, while_loop, WhileOptions};
 pub use func::{function, Function, FunctionOptions, TensorSpec};
 pub use grad::{gradients, GradientsOptions};
-pub use graph::{Graph, Node, ValueId, ValueInfo};
+pub use graph::{Graph, Node, Site, ValueId, ValueInfo};
 pub use structure::{Leaf, TensorStruct};
 pub use vmap::{vmap, vmap_fallbacks, Vmap, VmapFallback};

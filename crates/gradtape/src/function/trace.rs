@@ -215,6 +215,7 @@ impl Trace {
             op: Op::Const(t.clone()),
             inputs: SmallVec::new(),
             outputs: smallvec::smallvec![v],
+            site: None,
         });
         st.ids.insert(t.id(), v);
         drop(st);
@@ -241,6 +242,7 @@ impl Trace {
             op,
             inputs: ins,
             outputs: outs,
+            site: crate::dispatch::site::current(),
         });
     }
 

@@ -1,5 +1,6 @@
-//! `LayerNorm`, `RMSNorm` and `BatchNorm` over the last axis, as Keras's
-//! `LayerNormalization`, `RMSNormalization` and `BatchNormalization`
+//! `LayerNorm`, `RMSNorm` and `BatchNorm` over the last axis (`BatchNorm`
+//! over any axes too), as Keras's `LayerNormalization`, `RMSNormalization`
+//! and `BatchNormalization`
 //! (defaults included: `epsilon = 1e-3`, `1e-6`, `momentum = 0.99`).
 
 use super::{expect_float_dtype, expect_input, new_weight, unique_name, Initializer, Layer, Module};
@@ -337,11 +338,13 @@ impl Layer for RMSNorm {
     }
 }
 
-/// Batch normalisation over the last axis (channels last). While training
-/// it normalises with the batch's mean and (biased) variance over every
-/// other axis and moves the non-trainable `moving_mean` and
-/// `moving_variance` towards them (`moving = moving · momentum + batch ·
-/// (1 − momentum)`); at inference it uses the moving statistics.
+/// Batch normalisation over the last axis (channels last), or the axis
+/// (or axes) of [`BatchNormBuilder::axis`] (channels first: `axis(1)`).
+/// While training it normalises with the batch's mean and (biased)
+/// variance over every other axis and moves the non-trainable
+/// `moving_mean` and `moving_variance` towards them (`moving = moving ·
+/// momentum + batch · (1 − momentum)`); at inference it uses the moving
+/// statistics.
 ///
 /// ```
 /// use gradtape::{nn::{BatchNorm, Layer, Module}, DType, Tensor};
@@ -356,6 +359,8 @@ impl Layer for RMSNorm {
 pub struct BatchNorm {
     name: String,
     features: usize,
+    /// the normalised axes (`[-1]` by default)
+    axes: Vec<isize>,
     momentum: f64,
     epsilon: f64,
     affine: Affine,
@@ -366,6 +371,7 @@ pub struct BatchNorm {
 /// Options for a [`BatchNorm`]; see [`BatchNorm::builder`].
 pub struct BatchNormBuilder {
     features: usize,
+    axes: Vec<isize>,
     momentum: f64,
     epsilon: f64,
     center: bool,
@@ -384,6 +390,38 @@ impl BatchNormBuilder {
         self
     }
 
+    /// The axis of the features, each normalised on its own (default
+    /// `-1`, channels last; `1` for channels first, `[N, C, H, W]`), as
+    /// Keras's `BatchNormalization(axis=...)`; negative counts from the
+    /// end. The statistics are taken over every other axis. The builder's
+    /// `features` is that axis's size.
+    ///
+    /// ```
+    /// use gradtape::{nn::{BatchNorm, Layer}, DType, Tensor};
+    /// // [batch 2, channels 2, width 2]: each channel normalised over batch and width
+    /// let bn = BatchNorm::builder(2).axis(1).dtype(DType::F64).build()?;
+    /// let x = Tensor::from_vec(vec![1.0f64, 3.0, 10.0, 10.0, 1.0, 3.0, 20.0, 20.0], &[2, 2, 2])?;
+    /// let y = bn.forward(&x, true)?.to_vec::<f64>()?;
+    /// assert!((y[0] + 1.0).abs() < 1e-3 && (y[2] + 1.0).abs() < 1e-3); // channel 0: ±1, channel 1: 10 or 20
+    /// let mean = bn.moving_mean().read().to_vec::<f64>()?; // 0.01 of the batch's [2, 15]
+    /// assert!((mean[0] - 0.02).abs() < 1e-12 && (mean[1] - 0.15).abs() < 1e-12);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn axis(self, axis: isize) -> Self {
+        self.axes(&[axis])
+    }
+
+    /// Several feature axes (as Keras 2's `axis=[...]`): each position of
+    /// them is a feature of its own, with its own statistics over the
+    /// other axes; `features` is the product of their sizes, and the
+    /// weights and moving statistics hold them flattened in increasing
+    /// axis order. An empty list is an error at build; an axis out of
+    /// range or repeated, an error of the call.
+    pub fn axes(mut self, axes: &[isize]) -> Self {
+        self.axes = axes.to_vec();
+        self
+    }
+
     /// Creates the layer (`gamma` ones, `beta` zeros, the moving mean
     /// zeros and the moving variance ones). A momentum outside `[0, 1]`
     /// and a negative or non-finite epsilon are errors:
@@ -395,6 +433,9 @@ impl BatchNormBuilder {
     /// ```
     pub fn build(self) -> Result<BatchNorm> {
         check_eps("BatchNorm", self.epsilon)?;
+        if self.axes.is_empty() {
+            return Err(Error::invalid("BatchNorm", "axis: at least one axis is needed"));
+        }
         if !(0.0..=1.0).contains(&self.momentum) {
             return Err(Error::invalid(
                 "BatchNorm",
@@ -412,6 +453,7 @@ impl BatchNormBuilder {
         Ok(BatchNorm {
             name,
             features: self.features,
+            axes: self.axes,
             momentum: self.momentum,
             epsilon: self.epsilon,
             affine,
@@ -448,10 +490,10 @@ impl BatchNorm {
             .build()
     }
 
-    /// Starts a layer normalising `features` channels (the last axis),
-    /// with options of its own, by name as Keras's
-    /// `BatchNormalization(momentum=..., epsilon=..., center=...,
-    /// scale=..., name=...)`.
+    /// Starts a layer normalising `features` channels (the last axis, or
+    /// those of [`axis`](BatchNormBuilder::axis)), with options of its
+    /// own, by name as Keras's `BatchNormalization(axis=..., momentum=...,
+    /// epsilon=..., center=..., scale=..., name=...)`.
     ///
     /// ```
     /// use gradtape::{nn::{BatchNorm, Layer, Module}, DType, Tensor};
@@ -467,6 +509,7 @@ impl BatchNorm {
     pub fn builder(features: usize) -> BatchNormBuilder {
         BatchNormBuilder {
             features,
+            axes: vec![-1],
             momentum: 0.99,
             epsilon: 1e-3,
             center: true,
@@ -500,34 +543,85 @@ impl Layer for BatchNorm {
     }
 
     fn forward(&self, x: &Tensor, training: bool) -> Result<Tensor> {
+        let last = self.axes == [-1];
         expect_input(
             "BatchNorm",
             self.name(),
             x,
             None,
-            Some(self.features),
+            last.then_some(self.features),
             self.moving_mean.dtype(),
         )?;
+        // the parameters' shape against `x`: `[features]` on the last
+        // axis, else `x`'s sizes on the feature axes and 1 elsewhere
+        let (reduce, shape) = self.layout(x)?;
+        let to_x = |t: Tensor| if last { Ok(t) } else { t.reshape(&shape) };
         let (mean, var) = if training {
-            let axes: Vec<isize> = (0..x.rank() as isize - 1).collect();
-            let (mean, var) = x.moments(&axes, false)?;
+            let (mean, var) = x.moments(&reduce, false)?;
             // the statistics' update is not part of the gradient
             let m = self.momentum;
             let update = |v: &Variable, batch: &Tensor| -> Result<()> {
+                let batch = match last {
+                    true => batch.stop_gradient(),
+                    false => batch.stop_gradient().reshape(&[self.features])?,
+                };
                 let new = v
                     .read()
                     .stop_gradient()
                     .mul_scalar(m)?
-                    .add(&batch.stop_gradient().mul_scalar(1.0 - m)?)?;
+                    .add(&batch.mul_scalar(1.0 - m)?)?;
                 v.assign(&new)
             };
             update(&self.moving_mean, &mean)?;
             update(&self.moving_variance, &var)?;
-            (mean, var)
+            (to_x(mean)?, to_x(var)?)
         } else {
-            (self.moving_mean.read(), self.moving_variance.read())
+            (to_x(self.moving_mean.read())?, to_x(self.moving_variance.read())?)
         };
         let (g, b) = self.affine.read();
+        let (g, b) = (g.map(to_x).transpose()?, b.map(to_x).transpose()?);
         Tensor::batch_normalization(x, &mean, &var, b.as_ref(), g.as_ref(), self.epsilon)
+    }
+}
+
+impl BatchNorm {
+    /// The axes `x`'s statistics are taken over, and the shape that the
+    /// parameters take against `x` (see [`BatchNormBuilder::axes`]);
+    /// errors for an axis out of range or repeated, or feature axes whose
+    /// sizes are not `features`.
+    fn layout(&self, x: &Tensor) -> Result<(Vec<isize>, Vec<usize>)> {
+        let (rank, xs) = (x.rank(), x.shape());
+        let mut feature = vec![false; rank];
+        for &a in &self.axes {
+            let at = if a < 0 { a + rank as isize } else { a };
+            if !(0..rank as isize).contains(&at) || feature[at as usize] {
+                return Err(Error::invalid(
+                    "BatchNorm",
+                    format!(
+                        "layer '{}': axis {a} of axes {:?} is {} for an input of shape {xs:?}",
+                        self.name,
+                        self.axes,
+                        if (0..rank as isize).contains(&at) {
+                            "repeated"
+                        } else {
+                            "out of range"
+                        }
+                    ),
+                ));
+            }
+            feature[at as usize] = true;
+        }
+        let shape: Vec<usize> = (0..rank).map(|d| if feature[d] { xs[d] } else { 1 }).collect();
+        if shape.iter().product::<usize>() != self.features {
+            return Err(Error::invalid(
+                "BatchNorm",
+                format!(
+                    "layer '{}' normalises {} features on axes {:?}, got an input of shape {xs:?}",
+                    self.name, self.features, self.axes
+                ),
+            ));
+        }
+        let reduce = (0..rank).filter(|&d| !feature[d]).map(|d| d as isize).collect();
+        Ok((reduce, shape))
     }
 }

@@ -58,6 +58,7 @@ pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
                 op: Op::Shape(ShapeOp::Concat(j as isize)),
                 inputs: sources.into(),
                 outputs: smallvec![joined],
+                site: None,
             },
         ));
         let n = &mut g.nodes[i];

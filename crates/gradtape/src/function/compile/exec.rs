@@ -41,7 +41,7 @@ use super::pair_products::{one_thread, pairs, PairTrial, PAIRS};
 use super::profile;
 use super::CompileStats;
 use crate::error::{Error, Result};
-use crate::function::graph::Graph;
+use crate::function::graph::{Graph, Node};
 use crate::ops::desc::Op;
 use crate::tensor::recycle::{self, Bin};
 use crate::tensor::{Shape, Tensor};
@@ -243,7 +243,7 @@ impl Plan {
                 // the pair one node after the other (timed on a trial run)
                 for (node, step) in g.nodes[i..i + 2].iter().zip(&self.steps[i..i + 2]) {
                     let p0 = profile::start();
-                    run_one(node, step, slots, ins)?;
+                    run_one(g, node, step, slots, ins)?;
                     profile::record(p0, || profile::label(&node.op), first_shape(g, node));
                 }
                 if let (Some(t), Some(t0)) = (trial, t0) {
@@ -283,8 +283,10 @@ impl Plan {
                 let second = done[1].take();
                 let first = done[0].take();
                 let unran = || Error::invalid("function", "a node of a pair did not run");
-                store(node, step, first.ok_or_else(unran)??, ins, slots)?;
-                store(next, step2, second.ok_or_else(unran)??, ins2, slots)?;
+                let first = first.ok_or_else(unran)?.map_err(|e| e.at_node(|| node.describe(g)))?;
+                store(node, step, first, ins, slots)?;
+                let second = second.ok_or_else(unran)?.map_err(|e| e.at_node(|| next.describe(g)))?;
+                store(next, step2, second, ins2, slots)?;
                 let both = || format!("{} || {}", profile::label(a), profile::label(b));
                 profile::record(p0, both, first_shape(g, node));
                 if let (Some(t), Some(t0)) = (trial, t0) {
@@ -294,7 +296,7 @@ impl Plan {
                 continue;
             }
             let t0 = profile::start();
-            run_one(node, step, slots, ins)?;
+            run_one(g, node, step, slots, ins)?;
             profile::record(t0, || profile::label(&node.op), first_shape(g, node));
             i += 1;
         }
@@ -336,18 +338,15 @@ fn output_bytes<'a>(
 
 /// Runs one node (not as part of a pair): its operands from their slots
 /// (through `ins`), its results into them.
-fn run_one(
-    node: &crate::function::graph::Node,
-    step: &Step,
-    slots: &mut [Option<Tensor>],
-    ins: &mut Vec<Tensor>,
-) -> Result<()> {
+fn run_one(g: &Graph, node: &Node, step: &Step, slots: &mut [Option<Tensor>], ins: &mut Vec<Tensor>) -> Result<()> {
     fetch(step, slots, ins)?;
     // (a fused node on a GPU runs its CUDA kernel, through its op)
     let outs: Outs = match fused_program(&node.op) {
-        Some(p) if ins.iter().all(|t| t.device_buffer().is_none()) => p.run_in_place(ins)?,
-        _ => node.op.eval(ins)?.into_iter().collect(),
-    };
+        Some(p) if ins.iter().all(|t| t.device_buffer().is_none()) => p.run_in_place(ins),
+        _ => node.op.eval(ins).map(|o| o.into_iter().collect()),
+    }
+    // (the node described only when it failed)
+    .map_err(|e| e.at_node(|| node.describe(g)))?;
     store(node, step, outs, ins, slots)
 }
 

@@ -60,6 +60,7 @@ pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
                         op: Op::Const(t),
                         inputs: Default::default(),
                         outputs: smallvec::smallvec![v],
+                        site: None,
                     });
                 }
             }

@@ -213,6 +213,7 @@ fn joined(g: &mut Graph, uses: &[u32], producer: &[usize], leaves: &[ValueId], o
             op: Op::Shape(ShapeOp::Concat(axis as isize)),
             inputs: vals.into_iter().collect(),
             outputs: smallvec![v],
+            site: None,
         };
         (v, node)
     };
@@ -246,6 +247,7 @@ fn joined(g: &mut Graph, uses: &[u32], producer: &[usize], leaves: &[ValueId], o
             },
             inputs: smallvec![ca, cb],
             outputs: smallvec![acc],
+            site: None,
         },
     ];
     for (i, &v) in rest.iter().enumerate() {
@@ -257,6 +259,7 @@ fn joined(g: &mut Graph, uses: &[u32], producer: &[usize], leaves: &[ValueId], o
             op: Op::Binary(Binary::Add),
             inputs: smallvec![acc, v],
             outputs: smallvec![to],
+            site: None,
         });
         acc = to;
     }
@@ -342,6 +345,7 @@ fn stack_products(g: &mut Graph) -> usize {
                     op: Op::Shape(ShapeOp::Concat(0)),
                     inputs: lefts,
                     outputs: smallvec![stacked],
+                    site: None,
                 },
                 Node {
                     op: Op::MatMul {
@@ -350,6 +354,7 @@ fn stack_products(g: &mut Graph) -> usize {
                     },
                     inputs: smallvec![stacked, b],
                     outputs: smallvec![product],
+                    site: None,
                 },
             ],
         ));

@@ -80,6 +80,7 @@ pub fn run(g: &mut Graph, _: &mut PassCx) -> usize {
                         op: Op::Const(Tensor::zeros(&shape, info.dtype)),
                         inputs: smallvec![],
                         outputs: smallvec![z],
+                        site: None,
                     },
                 ));
                 parts.push(z);

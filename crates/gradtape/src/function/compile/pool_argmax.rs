@@ -72,6 +72,7 @@ pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
             op: Op::Dyn(Arc::new(MaxPoolWithArgmax(*p))),
             inputs: g.nodes[pool].inputs.clone(),
             outputs: smallvec::smallvec![g.nodes[pool].outputs[0], g.nodes[arg].outputs[0]],
+            site: None,
         };
         removed[pool] = true;
         removed[arg] = true;

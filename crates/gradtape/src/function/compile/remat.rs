@@ -92,6 +92,7 @@ pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
                 op: Op::Dyn(Arc::new(Fused::new(prog, ops))),
                 inputs: inputs.into(),
                 outputs,
+                site: None,
             };
             count += replaced;
         }
@@ -444,6 +445,7 @@ fn drop_unread_outputs(g: &mut Graph) {
             op: Op::Dyn(Arc::new(Fused::new(prog, ops))),
             inputs: inputs.into(),
             outputs: outputs.into(),
+            site: None,
         };
     }
 }

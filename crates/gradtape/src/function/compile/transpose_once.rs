@@ -90,6 +90,7 @@ pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
                 op: Op::Shape(ShapeOp::Transpose(smallvec![1, 0])),
                 inputs: smallvec![b],
                 outputs: smallvec![view],
+                site: None,
             },
         ));
         copies.push((
@@ -98,6 +99,7 @@ pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
                 op: Op::Shape(ShapeOp::Contiguous),
                 inputs: smallvec![view],
                 outputs: smallvec![copy],
+                site: None,
             },
         ));
     }

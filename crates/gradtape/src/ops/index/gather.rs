@@ -94,6 +94,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn gather(&self, indices: &Tensor, axis: isize) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("gather", &[("params", self), ("indices", indices)]);
         let ax = norm_axis("gather", axis, self.shape())?;
         let y = index::gather(self, indices, ax)?;
         let (idx, dim) = (indices.clone(), self.shape()[ax]);
@@ -132,6 +133,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn scatter_add(&self, indices: &Tensor, axis: isize, dim: usize) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("scatter_add", &[("updates", self), ("indices", indices)]);
         const OP: &str = "scatter_add";
         let Some(out_rank) = (self.rank() + 1).checked_sub(indices.rank()) else {
             return Err(Error::ShapeMismatch {

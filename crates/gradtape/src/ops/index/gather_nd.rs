@@ -73,6 +73,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn gather_nd(&self, indices: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("gather_nd", &[("params", self), ("indices", indices)]);
         const OP: &str = "gather_nd";
         let ps = self.shape();
         let k = nd_check(OP, indices, ps)?;
@@ -118,6 +119,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn scatter_nd(indices: &Tensor, updates: &Tensor, shape: &[usize]) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("scatter_nd", &[("indices", indices), ("updates", updates)]);
         const OP: &str = "scatter_nd";
         let n = checked_numel(OP, shape)?;
         let k = nd_check(OP, indices, shape)?;
@@ -181,6 +183,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn gather_with(&self, indices: &Tensor, axis: isize, batch_dims: isize) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("gather_with", &[("params", self), ("indices", indices)]);
         const OP: &str = "gather_with";
         if !indices.dtype().is_int() {
             return Err(unsupported(OP, indices.dtype(), "i32 or i64 indices"));

@@ -234,6 +234,7 @@ impl Tensor {
     /// `a / b` elementwise, broadcasting. Integers divide truncating toward
     /// zero (`MIN / -1` wraps); integer division by zero is an error.
     pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("div", &[("x", self), ("y", rhs)]);
         if self.dtype().is_complex() {
             return super::complex::div(self, rhs);
         }

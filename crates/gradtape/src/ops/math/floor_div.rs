@@ -68,6 +68,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn floor_div(&self, rhs: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("floor_div", &[("x", self), ("y", rhs)]);
         expect_same_dtype("floor_div", self, rhs)?;
         no_int_zero("floor_div", self, rhs)?;
         let y = match self.dtype() {
@@ -93,6 +94,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn floor_mod(&self, rhs: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("floor_mod", &[("x", self), ("y", rhs)]);
         expect_same_dtype("floor_mod", self, rhs)?;
         no_int_zero("floor_mod", self, rhs)?;
         let y = match self.dtype() {

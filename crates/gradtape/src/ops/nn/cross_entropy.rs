@@ -59,6 +59,10 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn sparse_softmax_cross_entropy_with_logits(labels: &Tensor, logits: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op(
+            "sparse_softmax_cross_entropy_with_logits",
+            &[("labels", labels), ("logits", logits)],
+        );
         const OP: &str = "sparse_softmax_cross_entropy_with_logits";
         expect_float(OP, logits)?;
         if logits.rank() == 0 || labels.shape() != &logits.shape()[..logits.rank() - 1] {

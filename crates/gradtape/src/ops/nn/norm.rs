@@ -240,6 +240,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn embedding_lookup(&self, ids: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("embedding_lookup", &[("table", self), ("ids", ids)]);
         if self.rank() == 0 {
             return Err(Error::invalid(
                 "embedding_lookup",

@@ -248,6 +248,7 @@ pub(crate) fn segment_reduce(
     num_segments: Option<usize>,
 ) -> Result<Tensor> {
     let op = op_name(kind, num_segments.is_none());
+    let _site = crate::dispatch::site::user_op(op, &[("data", data), ("segment_ids", ids)]);
     // (ids on a GPU are checked on a host copy, as on the CPU)
     let host = crate::kernels::gpu::to_host(op, ids)?;
     let ids_v = int_values(op, &host)?;
@@ -426,6 +427,10 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn tensor_scatter_nd_add(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op(
+            "tensor_scatter_nd_add",
+            &[("x", self), ("indices", indices), ("updates", updates)],
+        );
         let run = || self.add(&Tensor::scatter_nd(indices, updates, self.shape())?);
         run().map_err(|e| e.for_op("tensor_scatter_nd_add"))
     }
@@ -443,6 +448,10 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn tensor_scatter_nd_update(&self, indices: &Tensor, updates: &Tensor) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op(
+            "tensor_scatter_nd_update",
+            &[("x", self), ("indices", indices), ("updates", updates)],
+        );
         const OP: &str = "tensor_scatter_nd_update";
         crate::ops::expect_same_dtype(OP, self, updates)?;
         // (indices on a GPU are read on a host copy, as segment ids are)

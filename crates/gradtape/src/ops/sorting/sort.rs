@@ -124,6 +124,7 @@ impl Tensor {
     /// # Ok::<(), gradtape::Error>(())
     /// ```
     pub fn take_along_axis(&self, indices: &Tensor, axis: isize) -> Result<Tensor> {
+        let _site = crate::dispatch::site::user_op("take_along_axis", &[("x", self), ("indices", indices)]);
         const OP: &str = "take_along_axis";
         let a = norm_axis(OP, axis, self.shape())?;
         let (xs, is) = (self.shape(), indices.shape());
