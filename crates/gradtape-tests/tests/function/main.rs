@@ -10,6 +10,7 @@
 //! Process-wide: every graph compiled in this binary is checked after each
 //! compiler pass (`GRADTAPE_VERIFY_PASSES=1`, set below before `main`).
 
+mod control_outputs;
 mod function;
 mod function_compile;
 mod function_diag;
