@@ -11,6 +11,7 @@
 //! compiler pass (`GRADTAPE_VERIFY_PASSES=1`, set below before `main`).
 
 mod aliasing;
+mod calls_state;
 mod control_outputs;
 mod function;
 mod function_compile;
@@ -28,6 +29,7 @@ mod function_values;
 mod function_watch;
 mod function_wins;
 mod random_programs;
+mod retracing;
 mod traced_grads;
 mod vmap;
 mod zero_sizes;
