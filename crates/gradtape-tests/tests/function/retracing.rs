@@ -368,3 +368,62 @@ fn calls_from_several_threads_keep_their_own_results() -> Result<()> {
     }
     Ok(())
 }
+
+/// A signature with a `None` dim whose closure decides by the size in Rust
+/// (`exp` above three rows, `neg` else) and takes a mean (its count is
+/// the size): every size gets the graph of its own trace, also when sizes
+/// come back in another order (TF 2.21 with `input_signature=
+/// [tf.TensorSpec([None])]` traces once and takes the shape symbolically;
+/// a Python `if` on `x.shape[0]` sees `None` there, so gradtape's answer,
+/// eager's for each size, is the one a TF user means).
+#[test]
+fn a_size_read_in_rust_gives_each_size_its_own_graph() -> Result<()> {
+    use gradtape::{FunctionOptions, TensorSpec};
+    let body = |x: &Tensor| -> Result<Tensor> {
+        let y = if x.shape()[0] > 3 { x.exp()? } else { x.neg()? };
+        y.sub(&y.mean(&[0], true)?)
+    };
+    let opts = FunctionOptions {
+        input_signature: Some(vec![TensorSpec::new(DType::F64, &[None])]),
+        ..Default::default()
+    };
+    let f = gradtape::Function::with_options(move |x: &Tensor| body(x), opts);
+    let mut g = Gen(0x512e);
+    let mut kept = Vec::new();
+    for (k, n) in [4usize, 2, 5, 3, 4, 1, 7, 2, 4].into_iter().enumerate() {
+        let x = g.tensor(&[n], DType::F64)?;
+        let got = f.call(&x)?;
+        assert_close(&got, &body(&x)?, 1e-13, &format!("size {n} (call {k})"));
+        kept.push(Kept::new(format!("size {n} (call {k})"), &got));
+        for s in &kept {
+            s.check(&format!("after call {k}"));
+        }
+    }
+    Ok(())
+}
+
+/// Variables given as arguments: each call writes the one it was given
+/// (TF: a `tf.Variable` argument is the variable itself, written in place).
+#[test]
+fn each_call_writes_the_variable_it_is_given() -> Result<()> {
+    let f = function(|(v, x): &(Variable, Tensor)| {
+        let before = v.read();
+        v.assign_add(&x.mul(&before)?)?;
+        Ok((before, v.read()))
+    });
+    let vs: Vec<Variable> = (0..3)
+        .map(|i| Variable::new(Tensor::vector(&[1.0f64 + i as f64, -1.0])))
+        .collect();
+    let mut want: Vec<Vec<f64>> = vs.iter().map(|v| v.read().to_vec_f64()).collect();
+    let x = Tensor::vector(&[0.5f64, 2.0]);
+    for k in [0usize, 1, 0, 2, 2, 1, 0] {
+        let (before, after) = f.call(&(vs[k].clone(), x.clone()))?;
+        assert_eq!(before.to_vec_f64(), want[k]);
+        want[k] = want[k].iter().zip([0.5, 2.0]).map(|(w, x)| w + x * w).collect();
+        assert_eq!(after.to_vec_f64(), want[k]);
+        for (v, w) in vs.iter().zip(&want) {
+            assert_eq!(&v.read().to_vec_f64(), w);
+        }
+    }
+    Ok(())
+}
