@@ -5,7 +5,9 @@
 //! tapes watch as it is read, and `jacobian` inside the function.
 //!
 //! Seeded random smooth programs (elementwise chains, products with a
-//! variable, row and column sums broadcast back) are the bodies; each
+//! variable, row and column sums broadcast back, `cond` and `while_loop`
+//! reading the variable, so second derivatives go through both) are the
+//! bodies; each
 //! function is called on three inputs (the first trace, the cached graph,
 //! the first inputs again, whose results must repeat the first call's
 //! bits) and must give eager's values, first and second derivatives
@@ -20,7 +22,7 @@
 
 use std::sync::Arc;
 
-use gradtape::{function, DType, GradientTape, Result, Tensor, Variable};
+use gradtape::{cond, function, while_loop, DType, GradientTape, Result, Tensor, Variable, WhileOptions};
 
 use super::aliasing::{bits, Gen};
 
@@ -32,6 +34,10 @@ enum Step {
     Product(usize),
     /// `pool[a] + 0.25 * sum(pool[b], axis)` broadcast back
     Reduce(bool, usize, usize),
+    /// `cond(sum(pool[a]) > 0, tanh(pool[a]) * pool[b], sin(pool[b]))`
+    Cond(usize, usize),
+    /// two turns of `s -> tanh(s) * pool[b] + s @ w / 4` from `s = pool[a]`
+    Loop(usize, usize),
 }
 
 #[derive(Clone, Debug)]
@@ -77,11 +83,13 @@ impl Prog {
             .map(|i| {
                 let pool = 2 + i;
                 let op = g.below(60);
-                match g.below(7) {
+                match g.below(9) {
                     0..=2 => Step::Unary(op, g.below(pool)),
                     3 | 4 => Step::Binary(op, g.below(pool), g.below(pool)),
                     5 => Step::Product(g.below(pool)),
-                    _ => Step::Reduce(g.coin(), g.below(pool), g.below(pool)),
+                    6 => Step::Reduce(g.coin(), g.below(pool), g.below(pool)),
+                    7 => Step::Cond(g.below(pool), g.below(pool)),
+                    _ => Step::Loop(g.below(pool), g.below(pool)),
                 }
             })
             .collect();
@@ -110,6 +118,23 @@ impl Prog {
                     Step::Reduce(rows, a, b) => {
                         let axis = if rows { 0 } else { 1 };
                         pool[a].add(&pool[b].sum(&[axis], true)?.mul_scalar(0.25)?)?.tanh()
+                    }
+                    Step::Cond(a, b) => cond(
+                        &pool[a].sum_all()?.gt_scalar(0.0)?,
+                        || pool[a].tanh()?.mul(&pool[b]),
+                        || pool[b].sin(),
+                    ),
+                    Step::Loop(a, b) => {
+                        let (_, s) = while_loop(
+                            |(i, _): &(Tensor, Tensor)| i.lt_scalar(2.0),
+                            |(i, s): &(Tensor, Tensor)| {
+                                let next = s.tanh()?.mul(&pool[b])?.add(&s.matmul(&w.read())?.mul_scalar(0.25)?)?;
+                                Ok((i.add_scalar(1.0)?, next))
+                            },
+                            (Tensor::scalar(0.0f64), pool[a].clone()),
+                            WhileOptions::default(),
+                        )?;
+                        Ok(s)
                     }
                 }
             };
@@ -145,32 +170,42 @@ impl Prog {
             out.push(y.clone());
             out.push(z.clone());
             let (gx, gw) = inner.gradient(&y, &(x, w))?;
-            let gx = gx.unwrap_or_else(|| Tensor::zeros(x.shape(), x.dtype()));
+            let gx = gx.unwrap_or_else(|| zeros_of(x));
             out.push(gx.clone());
-            if let Some(gw) = gw {
-                out.push(gw);
-            }
+            out.push(gw.unwrap_or_else(|| zeros_of(&w.read())));
             if self.persistent {
                 // a second gradient of the same tape, of another target
                 let gz = inner.gradient(&z, x)?;
-                out.extend(gz);
+                out.push(gz.unwrap_or_else(|| zeros_of(x)));
             }
             gx.square()?.sum_all()
         })?;
         out.push(gsum.clone());
         let (hx, hw) = outer.gradient(&gsum, &(x, w))?;
-        out.extend(hx);
-        out.extend(hw);
+        out.push(hx.unwrap_or_else(|| zeros_of(x)));
+        out.push(hw.unwrap_or_else(|| zeros_of(&w.read())));
         if self.jacobian {
             let jt = GradientTape::new();
             let rowsum = jt.record(|| {
                 jt.watch(x);
                 self.forward(x, w, None)?.sum(&[1], false)
             })?;
-            out.extend(jt.jacobian(&rowsum, x)?);
+            let j = jt.jacobian(&rowsum, x)?;
+            out.push(j.unwrap_or_else(|| Tensor::zeros(&[self.rows, self.rows, self.cols], x.dtype())));
         }
         Ok(out)
     }
+}
+
+/// Zeros in place of a gradient that is `None`: a traced `cond` (a graph
+/// op) connects the inputs of both branches, so where eager gives `None`
+/// (the branch taken does not read the source) a traced function gives
+/// zeros, as TensorFlow does (TF 2.21: `tape.gradient` of
+/// `tf.cond(sum(x) > 0, lambda: tanh(x) * p, lambda: sin(p))` with respect
+/// to `x` at `x = [-1, -2]` is `None` eagerly, `[0, 0]` in a
+/// `tf.function`); the values are compared.
+fn zeros_of(t: &Tensor) -> Tensor {
+    Tensor::zeros(t.shape(), t.dtype())
 }
 
 fn close(got: &Tensor, want: &Tensor, what: &str) {
@@ -201,7 +236,11 @@ fn check_program(seed: u64) -> Result<()> {
     for (k, x) in [&xs[0], &xs[1], &xs[0]].into_iter().enumerate() {
         let got = f.call(x)?;
         let want = p.grads(x, &w)?;
-        assert_eq!(got.len(), want.len(), "call {k}: result count ({label})");
+        assert_eq!(
+            got.iter().map(Tensor::shape).collect::<Vec<_>>(),
+            want.iter().map(Tensor::shape).collect::<Vec<_>>(),
+            "call {k}: the results' shapes ({label})"
+        );
         for (i, (t, e)) in got.iter().zip(&want).enumerate() {
             close(t, e, &format!("call {k} result {i} ({label})"));
         }

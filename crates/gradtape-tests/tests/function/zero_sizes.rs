@@ -30,7 +30,7 @@
 
 use std::sync::Arc;
 
-use gradtape::{function, DType, GradientTape, Result, Tensor};
+use gradtape::{cond, function, while_loop, DType, GradientTape, Result, Tensor, WhileOptions};
 
 use super::aliasing::Gen;
 
@@ -56,6 +56,11 @@ enum Step {
     Reduce(usize, usize, usize),
     /// a reduction of every element (a scalar)
     All(usize, usize),
+    /// `cond(sum(pool[a]) > 0, tanh(pool[a]) * pool[b], pool[b] - 1)`
+    /// (an empty sum is 0: the second branch)
+    Cond(usize, usize),
+    /// two turns of `s -> tanh(s) * pool[b]` from `s = pool[a]`
+    Loop(usize, usize),
 }
 
 #[derive(Clone, Debug)]
@@ -109,11 +114,13 @@ impl Prog {
             .map(|i| {
                 let pool = 2 + i;
                 let op = g.below(60);
-                match g.below(8) {
+                match g.below(10) {
                     0..=2 => Step::Unary(op, g.below(pool)),
                     3..=5 => Step::Binary(op, g.below(pool), g.below(pool)),
                     6 => Step::Reduce(op, g.below(4), g.below(pool)),
-                    _ => Step::All(op, g.below(pool)),
+                    7 => Step::All(op, g.below(pool)),
+                    8 => Step::Cond(g.below(pool), g.below(pool)),
+                    _ => Step::Loop(g.below(pool), g.below(pool)),
                 }
             })
             .collect();
@@ -138,6 +145,28 @@ impl Prog {
                 Step::All(op, a) => {
                     let axes: Vec<isize> = (0..pool[a].rank() as isize).collect();
                     reduce(op, &pool[a], &axes, false)?
+                }
+                Step::Cond(a, b) => {
+                    let (pa, pb) = (&pool[a], &pool[b]);
+                    cond(
+                        &pa.sum_all()?.gt_scalar(0.0)?,
+                        || pa.tanh()?.mul(pb),
+                        // (the same shape in both branches)
+                        || pb.add_scalar(-1.0)?.add(&pa.mul_scalar(0.0)?),
+                    )?
+                }
+                Step::Loop(a, b) => {
+                    // (the loop variable keeps its shape: `pool[a]`
+                    // broadcast against `pool[b]` first)
+                    let start = pool[a].add(&pool[b].mul_scalar(0.0)?)?;
+                    let pb = &pool[b];
+                    let (_, s) = while_loop(
+                        |(i, _): &(Tensor, Tensor)| i.lt_scalar(2.0),
+                        |(i, s): &(Tensor, Tensor)| Ok((i.add_scalar(1.0)?, s.tanh()?.mul(pb)?)),
+                        (Tensor::scalar(0.0f64), start),
+                        WhileOptions::default(),
+                    )?;
+                    s
                 }
             };
             pool.push(t);
