@@ -120,6 +120,10 @@ enum Act {
     Cond(usize, usize),
     /// `while_loop` three times: `v.assign_add(read(v) * 0.5)`
     Loop(usize),
+    /// `r = read(v); y = tanh(r * x) + read(v2); v.assign(y)`, keeping `y`,
+    /// `r` transposed and `r - 1` (made after the write: `r`'s buffer is
+    /// then the graph's alone, free to be written in place)
+    Chain(usize, usize),
 }
 
 fn var(vs: &[Variable; 3], i: usize) -> &Variable {
@@ -130,7 +134,7 @@ fn draw(g: &mut Gen) -> Vec<Act> {
     (0..2 + g.below(8))
         .map(|_| {
             let (a, b) = (g.below(3), g.below(3));
-            match g.below(13) {
+            match g.below(14) {
                 0 | 1 => Act::Read(a),
                 2 => Act::AssignInput(a, g.below(5) as i8 - 2),
                 3 => Act::AddRead(a, b),
@@ -142,6 +146,7 @@ fn draw(g: &mut Gen) -> Vec<Act> {
                 9 => Act::Descent(a, b),
                 10 => Act::ScatterDup(a),
                 11 => Act::SparseDescent(a),
+                12 if g.coin() => Act::Chain(a, b),
                 _ if g.coin() => Act::Cond(a, b),
                 _ => Act::Loop(a),
             }
@@ -199,6 +204,12 @@ fn run(acts: &[Act], vs: &[Variable; 3], x: &Tensor) -> Result<Vec<Tensor>> {
                     },
                 )?;
                 out.push(r);
+            }
+            Act::Chain(i, j) => {
+                let r = var(vs, i).read();
+                let y = r.mul(x)?.tanh()?.add(&var(vs, j).read())?;
+                var(vs, i).assign(&y)?;
+                out.extend([y, r.transpose()?, r.add_scalar(-1.0)?]);
             }
             Act::Loop(i) => {
                 let v = var(vs, i).clone();
@@ -621,5 +632,49 @@ fn a_variable_made_at_every_trace_is_an_error_and_one_made_once_is_state() -> Re
     assert_eq!(once.call(&x)?.to_vec::<f32>()?, [2.0, 4.0]);
     assert_eq!(m.get().expect("made").read().to_vec::<f32>()?, [2.0, 4.0]);
     assert_eq!(once.trace_count(), 1);
+    Ok(())
+}
+
+/// Scattered updates with repeated indices written to a variable in a
+/// traced function: the last update of an index wins, as on TF's CPU
+/// (TF 2.21; the GPU leaves the order undefined):
+/// ```python
+/// v = tf.Variable(tf.reshape(tf.range(9.0), [3, 3]))
+/// @tf.function
+/// def f(x):
+///     r = v.read_value()
+///     v.assign(tf.tensor_scatter_nd_update(v, [[2], [0], [2]], x))
+///     v.assign(tf.tensor_scatter_nd_update(v, [[1], [1]], x[:2] * 10.))
+///     return r, v.read_value()
+/// f([[1., 2, 3], [4, 5, 6], [7, 8, 9]])
+/// # [[0,1,2],[3,4,5],[6,7,8]], [[4,5,6],[40,50,60],[7,8,9]]
+/// ```
+/// and at a second call from where the first left the variable.
+#[test]
+fn scattered_updates_with_repeated_indices_keep_the_last() -> Result<()> {
+    let v = Variable::new(Tensor::from_vec((0..9).map(f64::from).collect(), &[3, 3])?);
+    let f = {
+        let v = v.clone();
+        function(move |x: &Tensor| {
+            let r = v.read();
+            let i = Tensor::from_vec(vec![2i64, 0, 2], &[3, 1])?;
+            v.assign(&v.read().tensor_scatter_nd_update(&i, x)?)?;
+            let j = Tensor::from_vec(vec![1i64, 1], &[2, 1])?;
+            v.assign(
+                &v.read()
+                    .tensor_scatter_nd_update(&j, &x.narrow(0, 0, 2)?.mul_scalar(10.0)?)?,
+            )?;
+            Ok((r, v.read()))
+        })
+    };
+    let x = Tensor::from_vec((1..10).map(f64::from).collect(), &[3, 3])?;
+    let (r, after) = f.call(&x)?;
+    assert_eq!(r.to_vec::<f64>()?, (0..9).map(f64::from).collect::<Vec<_>>());
+    let want = [4.0, 5.0, 6.0, 40.0, 50.0, 60.0, 7.0, 8.0, 9.0];
+    assert_eq!(after.to_vec::<f64>()?, want);
+    let (r2, after2) = f.call(&x)?;
+    assert_eq!(r2.to_vec::<f64>()?, want);
+    assert_eq!(after2.to_vec::<f64>()?, want);
+    assert_eq!(r.to_vec::<f64>()?, (0..9).map(f64::from).collect::<Vec<_>>());
     Ok(())
 }

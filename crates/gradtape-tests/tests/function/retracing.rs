@@ -150,6 +150,15 @@ fn functions_calling_functions_give_eager_values() -> Result<()> {
     };
     let mut g = Gen(0xf00);
     let mut kept = Vec::new();
+    // the inner function traced on its own first at one of the shapes the
+    // outer trace calls it with (that call then uses this graph)
+    let t = g.tensor(&[3, 2], DType::F64)?;
+    assert_close(
+        &inner.call(&t)?,
+        &inner_body(&ve, &t)?,
+        1e-12,
+        "the inner function alone",
+    );
     for k in 0..4 {
         let x = g.tensor(&[2, 3], DType::F64)?;
         kept.push(Kept::new(format!("input {k}"), &x));
