@@ -567,3 +567,62 @@ fn concurrent_calls_keep_their_own_results() -> Result<()> {
     }
     Ok(())
 }
+
+/// A function with a `None` batch dim (one graph checked per new size, see
+/// `FunctionOptions::input_signature`), called at sizes that come back:
+/// every call equals eager and every result kept (the input passed
+/// through, a view of it, a row of the variable broadcast) keeps its bits
+/// while calls at other sizes run.
+#[test]
+fn results_keep_their_values_across_calls_of_other_sizes() -> Result<()> {
+    let mut rng = Rng::new(63);
+    for case in 0..20 {
+        let cols = 3 + rng.below(5) as usize;
+        let ops: Arc<Vec<u8>> = Arc::new((0..6).map(|_| rng.below(251) as u8).collect());
+        let v = Variable::new(rng.uniform(&[1, cols], -1.0, 1.0, DType::F64)?);
+        let row = rng.uniform(&[1, cols], -1.0, 1.0, DType::F64)?;
+        let body = {
+            let (ops, v, row) = (ops.clone(), v.clone(), row.clone());
+            move |x: &Tensor| -> Result<Vec<Tensor>> {
+                let mut h = x.add(&row)?;
+                for (i, &op) in ops.iter().enumerate() {
+                    h = match i % 3 {
+                        0 => unary(op, &h)?,
+                        1 => binary(op, &h, &v.read())?,
+                        _ => h.add(&h.mean(&[0], true)?)?,
+                    };
+                }
+                Ok(vec![
+                    h.clone(),
+                    x.clone(),
+                    x.transpose()?,
+                    v.read().add(&h.sum(&[0], true)?)?,
+                    h,
+                ])
+            }
+        };
+        let opts = gradtape::FunctionOptions {
+            input_signature: Some(vec![gradtape::TensorSpec::new(DType::F64, &[None, Some(cols)])]),
+            ..Default::default()
+        };
+        let f = gradtape::Function::with_options(body.clone(), opts);
+        let mut kept: Vec<Kept> = Vec::new();
+        for (k, n) in [3usize, 5, 3, 9, 5, 1, 9].into_iter().enumerate() {
+            let x = rng.uniform(&[n, cols], -2.0, 2.0, DType::F64)?;
+            kept.push(Kept::new(format!("case {case}: the input of call {k}"), &x));
+            let got = f.call(&x)?;
+            for (i, (g, w)) in got.iter().zip(&body(&x)?).enumerate() {
+                close(
+                    g,
+                    w,
+                    &format!("case {case} call {k} (batch {n}) result {i}: ops {ops:?}"),
+                );
+                kept.push(Kept::new(format!("case {case} call {k} (batch {n}) result {i}"), g));
+            }
+            for s in &kept {
+                s.check(&format!("after call {k}"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -275,3 +275,55 @@ fn gradients_inside_traced_functions_match_eager() -> Result<()> {
     }
     Ok(())
 }
+
+/// A tape inside a function reading a variable before and after the
+/// function writes it: the gradient with respect to the variable sums over
+/// both reads, the write (`assign`) passes none to its value. TF 2.21 gives
+/// the same eagerly and in a `tf.function`:
+/// ```python
+/// v = tf.Variable([1., 2.])
+/// def f(x):
+///     with tf.GradientTape(persistent=True) as t:
+///         t.watch(x)
+///         a = v.read_value() * x
+///         v.assign(x * 2.)
+///         b = v.read_value() ** 2
+///         y = tf.reduce_sum(a * b)
+///     return t.gradient(y, v), t.gradient(y, x), y
+/// f(tf.constant([3., -1.]))  # [144, 4], [36, 8], 100; v = [6, -2]
+/// ```
+#[test]
+fn a_gradient_reaches_a_variable_through_reads_before_and_after_its_write() -> Result<()> {
+    let v = Variable::new(Tensor::vector(&[1.0f32, 2.0]));
+    let body = |x: &Tensor, v: &Variable| -> Result<(Tensor, Tensor, Tensor)> {
+        let t = GradientTape::persistent();
+        let y = t.record(|| {
+            t.watch(x);
+            let a = v.read().mul(x)?;
+            v.assign(&x.mul_scalar(2.0)?)?;
+            let b = v.read().square()?;
+            a.mul(&b)?.sum_all()
+        })?;
+        let gv = t.gradient(&y, v)?.expect("connected");
+        let gx = t.gradient(&y, x)?.expect("connected");
+        Ok((gv, gx, y))
+    };
+    let f = {
+        let v = v.clone();
+        function(move |x: &Tensor| body(x, &v))
+    };
+    let x = Tensor::vector(&[3.0f32, -1.0]);
+    for k in 0..3 {
+        let (gv, gx, y) = match k {
+            // eager, then the trace, then the cached graph
+            0 => body(&x, &v)?,
+            _ => f.call(&x)?,
+        };
+        assert_eq!(gv.to_vec::<f32>()?, [144.0, 4.0], "run {k}");
+        assert_eq!(gx.to_vec::<f32>()?, [36.0, 8.0], "run {k}");
+        assert_eq!(y.to_scalar::<f32>()?, 100.0, "run {k}");
+        assert_eq!(v.read().to_vec::<f32>()?, [6.0, -2.0], "run {k}");
+        v.assign(&Tensor::vector(&[1.0f32, 2.0]))?;
+    }
+    Ok(())
+}
