@@ -678,3 +678,50 @@ fn scattered_updates_with_repeated_indices_keep_the_last() -> Result<()> {
     assert_eq!(r.to_vec::<f64>()?, (0..9).map(f64::from).collect::<Vec<_>>());
     Ok(())
 }
+
+/// A tape inside a traced function over reads on both sides of a write:
+/// the gradient with respect to the variable sums the paths through each
+/// read, each at its own value (`loss = Σ r₀·x + Σ r₁²` with `r₁` read after
+/// `v.assign(r₀ * 0.5 + x)`; the write is no op of the tape, so
+/// `∂loss/∂v = x + 2 r₁`), the same as eagerly (TF 2.21 gives the same
+/// under a `tf.GradientTape` in a `tf.function`: `assign` is not
+/// differentiable, each `read_value` is), at each of three calls.
+#[test]
+fn a_gradient_through_reads_around_a_write_sums_each_read() -> Result<()> {
+    use gradtape::GradientTape;
+    fn step(v: &Variable, x: &Tensor) -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| {
+            let r0 = v.read();
+            v.assign(&r0.mul_scalar(0.5)?.add(x)?)?;
+            let r1 = v.read();
+            r0.mul(x)?.sum_all()?.add(&r1.square()?.sum_all()?)
+        })?;
+        let g = tape.gradient(&loss, v)?.expect("connected");
+        Ok(vec![loss, g, v.read()])
+    }
+    let mut g = Gen(0x7a9e);
+    let v0 = g.tensor(&[2, 3], DType::F64)?;
+    let (v, ve) = (Variable::new(v0.clone()), Variable::new(v0));
+    let f = {
+        let v = v.clone();
+        function(move |x: &Tensor| step(&v, x))
+    };
+    for k in 0..3 {
+        let x = g.tensor(&[2, 3], DType::F64)?;
+        let got = f.call(&x)?;
+        let want = step(&ve, &x)?;
+        for (i, (t, e)) in got.iter().zip(&want).enumerate() {
+            assert_close(t, e, 1e-13, &format!("output {i} of call {k}"));
+        }
+        // ∂loss/∂v = x + 2 r₁ (r₁ the value after the write)
+        let r1 = &got[2];
+        assert_close(
+            &got[1],
+            &x.add(&r1.mul_scalar(2.0)?)?,
+            1e-13,
+            &format!("the gradient at call {k}"),
+        );
+    }
+    Ok(())
+}
