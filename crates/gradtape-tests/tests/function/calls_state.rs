@@ -725,3 +725,45 @@ fn a_gradient_through_reads_around_a_write_sums_each_read() -> Result<()> {
     }
     Ok(())
 }
+
+/// Views of a variable's value returned by a traced function (a reshape,
+/// a transpose, a slice, the value itself), for variables small enough to
+/// hold their elements inline and large enough to share a buffer: the
+/// variable's later updates in place (gradient descent, eagerly and in the
+/// next call's graph; an optimizer's step; a sparse update) leave them
+/// alone.
+#[test]
+fn views_of_a_variable_returned_earlier_survive_its_updates_in_place() -> Result<()> {
+    use gradtape::optim::{Optimizer, Sgd};
+    for n in [3usize, 4, 16, 40] {
+        let mut g = Gen(0x1e0 + n as u64);
+        let v = Variable::new(g.tensor(&[n, 2], DType::F32)?);
+        let f = {
+            let v = v.clone();
+            function(move |gr: &Tensor| {
+                let r = v.read();
+                let out = vec![r.reshape(&[2 * n])?, r.transpose()?, r.narrow(0, 1, n - 1)?, r.clone()];
+                v.apply_gradient_descent(0.5, gr)?;
+                Ok(out)
+            })
+        };
+        let mut opt = Sgd::new(0.25);
+        let mut kept = Vec::new();
+        for k in 0..4 {
+            let gr = g.tensor(&[n, 2], DType::F32)?;
+            let before = v.read().to_vec_f64();
+            for (i, t) in f.call(&gr)?.iter().enumerate() {
+                kept.push(Kept::new(format!("view {i} of call {k} ({n} rows)"), t));
+            }
+            assert_eq!(kept.last().expect("kept").t.to_vec_f64(), before);
+            v.apply_gradient_descent(0.125, &gr)?;
+            opt.apply_gradients([(Some(gr.clone()), &v)])?;
+            let rows = IndexedSlices::new(gr.narrow(0, 0, 2)?, Tensor::vector(&[1i64, 1]), &[n, 2])?;
+            v.scatter_add(&rows)?;
+            for s in &kept {
+                s.check(&format!("after the updates of call {k} ({n} rows)"));
+            }
+        }
+    }
+    Ok(())
+}
