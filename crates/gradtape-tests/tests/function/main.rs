@@ -10,6 +10,9 @@
 //! Process-wide: every graph compiled in this binary is checked after each
 //! compiler pass (`GRADTAPE_VERIFY_PASSES=1`, set below before `main`).
 
+mod aliasing;
+mod calls_state;
+mod control_outputs;
 mod function;
 mod function_compile;
 mod function_diag;
@@ -27,7 +30,10 @@ mod function_values;
 mod function_watch;
 mod function_wins;
 mod random_programs;
+mod retracing;
+mod traced_grads;
 mod vmap;
+mod zero_sizes;
 
 /// Sets `GRADTAPE_VERIFY_PASSES=1` before `main` runs (the library reads it
 /// once, at the first compile), so that every graph any test compiles is

@@ -61,15 +61,24 @@ impl VariableBuilder {
     }
 
     /// Creates the variable.
+    ///
+    /// Inside a traced function a variable may be made at the first trace
+    /// only (a layer built at its first call, an optimizer's slots): a
+    /// closure that makes one at every trace is an error at its first call
+    /// (see [`function`](crate::function())), as in TensorFlow.
     pub fn build(self) -> Variable {
-        Variable {
+        let v = Variable {
             inner: Arc::new(VarInner {
                 handle: TensorId::fresh_ordered(),
                 name: self.name,
                 trainable: self.trainable,
                 value: RwLock::new(self.value),
             }),
+        };
+        if let Some(h) = hook() {
+            h.created(&v);
         }
+        v
     }
 }
 
@@ -444,6 +453,8 @@ pub(crate) trait VariableHook: Sync {
     /// A write inside a trace: recorded and applied to the shadow
     /// (`Some(result)`); `None` outside one (the write goes ahead).
     fn write(&self, v: &Variable, w: Write, args: &[&Tensor]) -> Option<Result<()>>;
+    /// A variable was made (noted by the active traces, if any).
+    fn created(&self, v: &Variable);
 }
 
 static HOOK: OnceLock<&'static dyn VariableHook> = OnceLock::new();

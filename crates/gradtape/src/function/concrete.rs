@@ -314,6 +314,7 @@ impl ConcreteFunction {
         };
         let differentiable =
             taped && (inputs.iter().any(|t| t.dtype().is_differentiable()) || !vars.is_empty() || !consts.is_empty());
+        let made_before = TensorId::fresh();
         let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs, &vars, &consts)) {
             Some(Ok(bw)) => {
                 let mut all = bw.forward.run_optimized(inputs)?;
@@ -324,16 +325,19 @@ impl ConcreteFunction {
             // if a gradient is asked for)
             _ => (self.run_optimized(inputs)?, None),
         };
-        // an op's outputs must be new tensors, distinct from its inputs and
-        // from each other (a function may return an argument, or a value twice)
+        // an op's outputs must be new tensors, distinct from its inputs, from
+        // each other and from every tensor made before (a function may return
+        // an argument, a value twice, or a constant: see `new_tensors`)
         let (outputs, saved) = {
-            let mut seen: rustc_hash::FxHashSet<TensorId> = inputs.iter().map(Tensor::id).collect();
-            let mut fresh = |t: Tensor| if seen.insert(t.id()) { t } else { t.alias() };
-            let outputs: Vec<Tensor> = outputs.into_iter().map(&mut fresh).collect();
-            (
-                outputs,
-                saved.map(|(bw, s)| (bw, s.into_iter().map(&mut fresh).collect::<Vec<_>>())),
-            )
+            let n = outputs.len();
+            let mut all = outputs;
+            let saved = saved.map(|(bw, s)| {
+                all.extend(s);
+                bw
+            });
+            let mut all = super::control::new_tensors(all, made_before);
+            let rest = all.split_off(n);
+            (all, saved.map(|bw| (bw, rest)))
         };
         if tracing {
             // a differentiated call runs the forward graph, whose saved values

@@ -165,13 +165,9 @@ trait Control: DynOp {
 /// trace hidden, then records it as one node of the active trace and one
 /// op of the active tapes and accumulators.
 fn bind_control<C: Control + 'static>(op: Arc<C>, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let made_before = TensorId::fresh();
     let outs = trace::paused(|| tape::without_tapes(|| op.run_raw(inputs)))?;
-    // outputs must be new tensors (a branch may return a capture as is)
-    let mut seen: rustc_hash::FxHashSet<TensorId> = inputs.iter().map(Tensor::id).collect();
-    let outs: Vec<Tensor> = outs
-        .into_iter()
-        .map(|t| if seen.insert(t.id()) { t } else { t.alias() })
-        .collect();
+    let outs = new_tensors(outs, made_before);
     if trace::recording() {
         let refs: Vec<&Tensor> = inputs.iter().collect();
         trace::record(Op::Dyn(op.clone()), &refs, &outs);
@@ -186,6 +182,34 @@ fn bind_control<C: Control + 'static>(op: Arc<C>, inputs: &[Tensor]) -> Result<V
         record_rule(op.name(), &ids, &outs, move || op.rule(ins, o));
     }
     Ok(outs)
+}
+
+/// `outs`, the outputs of an op that ran a graph (a branch, a loop's body,
+/// a function), as new tensors: each one made before the op ran (its id
+/// below `made_before`) or returned twice is replaced by an alias (a new
+/// id, the same elements).
+///
+/// An output must be a tensor of its own: a trace knows values by their
+/// tensors' ids, so an output with the id of a tensor made earlier (an
+/// input passed through, or a constant a branch returns as it is, which
+/// the enclosing trace may know, or come to know when a later op reads
+/// it) would stand for that tensor in the rest of the trace, and every
+/// later use of the constant would read the op's output instead (a `cond`
+/// whose branch returned a constant `c` made `sigmoid(c)` after it read
+/// whatever the branch taken at run time returned). Ids are drawn in order
+/// on each thread; a tensor made on another thread during the run may have
+/// a smaller id and is aliased too, which costs a handle.
+pub(crate) fn new_tensors(outs: Vec<Tensor>, made_before: TensorId) -> Vec<Tensor> {
+    let mut seen: rustc_hash::FxHashSet<TensorId> = rustc_hash::FxHashSet::default();
+    outs.into_iter()
+        .map(|t| {
+            if t.id().0 > made_before.0 && seen.insert(t.id()) {
+                t
+            } else {
+                t.alias()
+            }
+        })
+        .collect()
 }
 
 /// The gradients of `g`'s differentiable outputs (weighted by `cts`, one

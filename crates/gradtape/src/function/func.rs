@@ -385,8 +385,35 @@ where
     }
 
     /// Traces the closure on `args` (nested in the current trace, if one
-    /// is recording).
+    /// is recording). A trace whose code made variables is traced once
+    /// more, as TensorFlow does: a closure that makes its variables once
+    /// (a layer built at its first call, in a `OnceLock`) makes none the
+    /// second time and its second trace is the graph; one that makes a
+    /// variable at every trace would make a new one per trace, holding
+    /// state no eager call has (each eager call starts from a new
+    /// variable), and is an error.
     fn trace(&self, args: &I) -> Result<trace::Traced<O>> {
+        let first = self.trace_once(args)?;
+        if first.created == 0 {
+            return Ok(first);
+        }
+        let again = self.trace_once(args)?;
+        if again.created > 0 {
+            return Err(Error::invalid(
+                "function",
+                format!(
+                    "'{}' makes {} variable(s) each time it is traced: a traced function may make \
+                     variables at its first trace only (TensorFlow's tf.function: singleton variables \
+                     made at the first call); make them outside the closure, or once (in a OnceLock)",
+                    self.options.name, again.created
+                ),
+            ));
+        }
+        Ok(again)
+    }
+
+    /// One trace of the closure on `args`.
+    fn trace_once(&self, args: &I) -> Result<trace::Traced<O>> {
         let flat = tensors_of(args);
         let f = self.f.clone();
         trace::trace(&flat, &[], trace::recording(), |aliases| {

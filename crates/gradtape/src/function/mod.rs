@@ -39,6 +39,39 @@
 //! the new value for later reads in the same trace), so the first call
 //! changes a variable exactly once, like every later one.
 //!
+//! **Variables made inside.** A variable the closure makes while it is
+//! traced lives on in the graph, from call to call. That is what a layer
+//! built at its first call, or an optimizer making its slots at its first
+//! step, wants; a closure that makes a fresh variable at every run (as
+//! eager code that starts each call from `Variable::new`) would instead
+//! carry state from one call to the next that its eager runs never had.
+//! So, as TensorFlow's `tf.function` does, a trace that makes variables is
+//! traced once more: the second trace must make none (the first one's are
+//! reused), else the call is an error. Make such variables outside the
+//! closure, or once:
+//!
+//! ```
+//! use std::sync::OnceLock;
+//! use gradtape::{function, Tensor, Variable};
+//!
+//! let fresh = function(|x: &Tensor| {
+//!     let v = Variable::new(x.clone()); // a new variable at every trace
+//!     v.assign_add(x)?;
+//!     Ok(v.read())
+//! });
+//! assert!(fresh.call(&Tensor::vector(&[1.0f32])).is_err());
+//!
+//! let total: OnceLock<Variable> = OnceLock::new();
+//! let once = function(move |x: &Tensor| {
+//!     let v = total.get_or_init(|| Variable::new(Tensor::zeros(x.shape(), x.dtype())));
+//!     v.assign_add(x)?;
+//!     Ok(v.read())
+//! });
+//! assert_eq!(once.call(&Tensor::vector(&[1.0f32]))?.to_vec::<f32>()?, [1.0]);
+//! assert_eq!(once.call(&Tensor::vector(&[2.0f32]))?.to_vec::<f32>()?, [3.0]);
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+//!
 //! **Gradients.** A [`GradientTape`](crate::GradientTape) used inside the
 //! closure is traced too: its backward pass becomes graph nodes, so a
 //! training step (tape, loss, gradient, optimizer update) is one graph.

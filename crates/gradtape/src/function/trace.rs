@@ -66,6 +66,9 @@ pub(crate) struct TraceState {
     pub error: Option<Error>,
     /// variables read, by handle (in order of first read)
     pub variables: Vec<Variable>,
+    /// how many variables the traced code made (here or in a trace nested
+    /// in this one)
+    created: usize,
 }
 
 thread_local! {
@@ -332,6 +335,17 @@ pub(crate) fn variable_read(v: &Variable) {
     }
 }
 
+/// Notes that the traced code made a variable, in the innermost trace and
+/// every enclosing one (a variable made in a `cond` branch is made by the
+/// function around it).
+pub(crate) fn variable_created() {
+    let mut next = current();
+    while let Some(t) = next {
+        t.state.borrow_mut().created += 1;
+        next = t.parent.clone();
+    }
+}
+
 /// What a finished trace gives.
 pub(crate) struct Traced<T> {
     /// The recorded graph (inputs: the arguments, then the captures;
@@ -343,6 +357,8 @@ pub(crate) struct Traced<T> {
     pub variables: Vec<Variable>,
     /// What the closure returned (example values).
     pub value: T,
+    /// How many variables the traced code made.
+    pub created: usize,
 }
 
 /// Traces `f` on `args`: each argument gets a fresh id (an alias sharing
@@ -425,5 +441,6 @@ pub(crate) fn trace<T>(
         captures: std::mem::take(&mut st.captures),
         variables: std::mem::take(&mut st.variables),
         value,
+        created: st.created,
     })
 }

@@ -75,10 +75,13 @@ pub(crate) fn writes_traced() -> bool {
 /// (its shadow, else its value), named as `v`.
 pub(crate) fn scratch_of(v: &Variable) -> Variable {
     let current = trace::shadow_of(v).unwrap_or_else(|| v.value_untraced());
-    Variable::builder(current)
-        .name(v.name())
-        .trainable(v.trainable())
-        .build()
+    // (the tracer's own variable: not one the traced code makes)
+    crate::scoped::with_flag(&SHADOWING, true, || {
+        Variable::builder(current)
+            .name(v.name())
+            .trainable(v.trainable())
+            .build()
+    })
 }
 
 /// Runs `f`, which writes scratch variables, with writes applied directly
@@ -130,5 +133,10 @@ impl crate::autodiff::variable::VariableHook for TracedVariables {
     }
     fn write(&self, v: &Variable, w: Write, args: &[&Tensor]) -> Option<Result<()>> {
         traced_write(v, w, args)
+    }
+    fn created(&self, _: &Variable) {
+        if trace::any() && !SHADOWING.with(Cell::get) {
+            trace::variable_created();
+        }
     }
 }
