@@ -51,6 +51,32 @@ fn non_square_matrices_are_rejected() {
     ));
 }
 
+/// `cholesky_solve` (two triangular solves) names itself, not the inner
+/// solve, with both shapes.
+#[test]
+fn cholesky_solve_names_itself_and_the_shapes() {
+    let l = Tensor::eye(3, DType::F64);
+    let e = err(
+        l.cholesky_solve(&ones(&[2, 1])),
+        &["cholesky_solve", "[3, 3]", "[2, 1]"],
+    );
+    assert!(!e.to_string().contains("triangular_solve"), "{e}");
+    let e = err(
+        ones(&[2, 3]).cholesky_solve(&ones(&[2, 1])),
+        &["cholesky_solve", "[2, 3]"],
+    );
+    assert!(
+        matches!(
+            e,
+            Error::InvalidArgument {
+                op: "cholesky_solve",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
 #[test]
 fn singular_and_indefinite_matrices_are_rejected() {
     let s = f64s(&[1., 2., 2., 4.], &[2, 2]);
