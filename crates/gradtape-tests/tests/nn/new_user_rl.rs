@@ -5,7 +5,9 @@
 //! - a double-DQN step: the online network's Q-values gathered at the
 //!   taken actions (`gather_with`, TensorFlow's `gather(..., batch_dims=1)`),
 //!   the target network's value at the online network's `argmax` action on
-//!   the next state, `stop_gradient` on the bootstrapped target, Huber loss;
+//!   the next state, `stop_gradient` on the bootstrapped target, Huber loss
+//!   of the targets `[b]` against Q(s, a) `[b, 1]` (Keras drops the
+//!   trailing 1; gradtape refused it);
 //!   Adam; then a soft target update (τ = 1/8) by `Variable::assign` (in the
 //!   traced step too: it must happen at each call);
 //! - skip-gram word2vec with negative sampling: a centre and a context
@@ -89,9 +91,9 @@ impl Stepper for Dqn {
         let vars = self.vars();
         let tape = GradientTape::new();
         let (q_sa, y, loss) = tape.record(|| {
-            let q_sa = mlp(&self.q, s)?
-                .gather_with(&a.reshape(&[b, 1])?, 1, 1)?
-                .reshape(&[b])?;
+            // [b, 1], against targets [b] in the loss (Keras's rank
+            // adjustment)
+            let q_sa = mlp(&self.q, s)?.gather_with(&a.reshape(&[b, 1])?, 1, 1)?;
             let a2 = mlp(&self.q, s2)?.argmax(1)?;
             let q_next = mlp(&self.target, s2)?
                 .gather_with(&a2.reshape(&[b, 1])?, 1, 1)?
