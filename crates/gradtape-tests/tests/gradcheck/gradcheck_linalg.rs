@@ -294,6 +294,18 @@ fn table() -> Vec<Case> {
             &[3, 3],
             &[3, 0],
         ),
+        (
+            "cholesky_solve [3,3] [3,2]",
+            |x| dom(&x[0])?.cholesky_solve(&x[1]),
+            &[3, 3],
+            &[3, 2],
+        ),
+        (
+            "cholesky_solve of a cholesky [2,3,3] [3,1]",
+            |x| spd(&x[0])?.cholesky()?.cholesky_solve(&x[1]),
+            &[2, 3, 3],
+            &[3, 1],
+        ),
         ("solve [3,3] [3,2]", |x| dom(&x[0])?.solve(&x[1]), &[3, 3], &[3, 2]),
         (
             "solve [2,3,3] [2,3,1]",
@@ -339,6 +351,7 @@ const REQUIRED: &[&str] = &[
     "triu",
     "cholesky",
     "triangular_solve",
+    "cholesky_solve",
     "solve ",
     "solve_with",
     "inverse",

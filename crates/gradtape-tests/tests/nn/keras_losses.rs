@@ -178,3 +178,65 @@ fn bad_loss_options_and_weights_are_errors() -> Result<()> {
     assert_eq!(a.to_vec::<f64>()?, b.to_vec::<f64>()?);
     Ok(())
 }
+
+/// Labels `[4]` against predictions `[4, 1]` (a `Dense(1)`'s), and `[4, 1]`
+/// against `[4]`: Keras's rank adjustment makes both the `[4, 1]` against
+/// `[4, 1]` loss, for every loss but the sparse cross-entropy (gradtape
+/// refused them). Keras 3.15's numbers for `y = [0, 1, 1, 0]`, `p = [1/4,
+/// 3/4, 1/2, 1/8]` (float64, printed by hand with `keras.losses.*()(y, p)`;
+/// each of the three layouts gave the same); a length that differs is
+/// still an error naming the shapes as given.
+#[test]
+fn labels_of_one_rank_less_are_adjusted_as_keras_does() -> Result<()> {
+    let y = Tensor::vector(&[0.0f64, 1.0, 1.0, 0.0]);
+    let p = Tensor::vector(&[0.25f64, 0.75, 0.5, 0.125]);
+    let col = |t: &Tensor| t.reshape(&[4, 1]);
+    let focal = Loss::BinaryFocalCrossentropy {
+        apply_class_balancing: false,
+        alpha: 0.25,
+        gamma: 2.0,
+        from_logits: false,
+        label_smoothing: 0.0,
+    };
+    let bce = Loss::BinaryCrossentropy {
+        from_logits: false,
+        label_smoothing: 0.0,
+    };
+    let cases = [
+        (Loss::MeanSquaredError, 0.09765625),
+        (Loss::MeanAbsoluteError, 0.28125),
+        (Loss::MeanSquaredLogarithmicError, 0.041064356855662905),
+        (Loss::Huber { delta: 0.25 }, 0.041015625),
+        // Keras's 0.0474415864747203 has float32's log 2 (see
+        // keras_losses.py): mean(log(cosh(p - y))) in f64
+        (Loss::LogCosh, 0.04744158837937462),
+        (Loss::Poisson, 0.6514572299196055),
+        (Loss::KLDivergence, 0.24520659399154657),
+        (Loss::CosineSimilarity { axis: -1 }, -0.5),
+        (bce, 0.35051067952200743),
+        (Loss::Hinge, 0.78125),
+        (Loss::SquaredHinge, 0.78515625),
+        (Loss::CategoricalHinge, 0.78125),
+        (focal, 0.05283337055155427),
+    ];
+    for (loss, want) in cases {
+        for (t, q) in [(y.clone(), col(&p)?), (col(&y)?, p.clone()), (col(&y)?, col(&p)?)] {
+            let got = loss.call(&t, &q)?.item()?;
+            assert!(
+                (got - want).abs() <= 1e-12 * want.abs(),
+                "{loss:?} {:?} against {:?}: {got}, Keras {want}",
+                t.shape(),
+                q.shape()
+            );
+        }
+    }
+    let e = Loss::MeanSquaredError
+        .call(&y.narrow(0, 0, 3)?, &col(&p)?)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("mean_squared_error") && e.contains("[3]") && e.contains("[4, 1]"),
+        "{e}"
+    );
+    Ok(())
+}

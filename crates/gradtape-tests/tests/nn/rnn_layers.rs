@@ -237,3 +237,55 @@ fn recurrent_layers_refuse_bad_input() -> Result<()> {
     assert!(e.contains("Bidirectional"), "{e}");
     Ok(())
 }
+
+/// Keras's `stateful=True`: chunks of a sequence through a stateful GRU
+/// continue one another, eagerly and in a traced function (the state read
+/// and written at each call, not frozen at the trace): the last chunk's
+/// output is the whole sequence's; `reset_state` starts again from zeros;
+/// the state is no weight; another batch size is an error naming the
+/// layer; a state given to a stateful LSTM is used, and the call's last
+/// state kept.
+#[test]
+fn stateful_layers_carry_their_state_across_calls() -> Result<()> {
+    let rng = &mut Rng::new(3);
+    let x = rng.normal(&[2, 6, 3], 0.0, 1.0, DType::F64)?;
+    let gru = f64_layer(GRU::builder(3, 4)).stateful(2).build(rng)?;
+    let plain = f64_layer(GRU::builder(3, 4)).build(rng)?;
+    plain.set_weights(&gru.get_weights())?;
+    assert_eq!(gru.variables().len(), 3, "the state is no weight");
+    assert_eq!(gru.states().len(), 1);
+    let whole = plain.call(&x)?.to_vec::<f64>()?;
+    let g2 = std::sync::Arc::new(gru);
+    let f = {
+        let g = g2.clone();
+        function(move |x: &Tensor| g.call(x))
+    };
+    for traced in [false, true] {
+        let run = |x: &Tensor| if traced { f.call(x) } else { g2.call(x) };
+        run(&x.narrow(1, 0, 2)?)?;
+        run(&x.narrow(1, 2, 2)?)?;
+        let last = run(&x.narrow(1, 4, 2)?)?.to_vec::<f64>()?;
+        for (a, b) in last.iter().zip(&whole) {
+            assert!((a - b).abs() <= 1e-14, "traced {traced}: {a} vs {b}");
+        }
+        assert_eq!(
+            g2.states()[0].read().to_vec::<f64>()?,
+            last,
+            "the state is the last output"
+        );
+        g2.reset_state()?;
+        assert!(g2.states()[0].read().to_vec::<f64>()?.iter().all(|&v| v == 0.0));
+    }
+    assert_eq!(f.trace_count(), 1);
+    let e = g2.call(&x.narrow(0, 0, 1)?).unwrap_err().to_string();
+    assert!(
+        e.contains("GRU") && e.contains("batches of 2") && e.contains("[1, 6, 3]"),
+        "{e}"
+    );
+    // a given state wins, and the call's last state is kept all the same
+    let lstm = f64_layer(LSTM::builder(3, 4)).stateful(2).build(rng)?;
+    let zero = lstm.cell().zero_state(2)?;
+    let (_, s) = lstm.forward_from(&x, Some(zero))?;
+    assert_eq!(lstm.states()[1].read().to_vec::<f64>()?, s.c.to_vec::<f64>()?);
+    Ok(())
+}

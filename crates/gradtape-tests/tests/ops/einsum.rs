@@ -222,9 +222,12 @@ fn many_operand_errors_name_the_spec_and_shapes() {
     let (a, b) = (input(&[2, 3], 0), input(&[3, 4], 1));
     // a shared letter with different sizes in the third operand
     let e = Tensor::einsum("ij,jk,kl->il", &[&a, &b, &a]).unwrap_err();
-    assert!(matches!(e, Error::ShapeMismatch { op: "einsum", .. }), "{e:?}");
+    assert!(matches!(e, Error::InvalidArgument { op: "einsum", .. }), "{e:?}");
     let msg = e.to_string();
-    assert!(msg.contains("[3, 4]") && msg.contains("[2, 3]"), "{msg}");
+    assert!(
+        msg.contains("letter 'k' is 4 in operand 1 (shape [3, 4]) but 2 in operand 2 (shape [2, 3])"),
+        "{msg}"
+    );
     // terms and operands disagree
     let e = Tensor::einsum("ij,jk,kl->il", &[&a, &b]).unwrap_err();
     assert!(e.to_string().contains("3 input terms for 2 operands"), "{e}");
@@ -241,7 +244,7 @@ fn many_operand_errors_name_the_spec_and_shapes() {
     assert!(matches!(e, Error::UnsupportedDType { op: "einsum", .. }), "{e:?}");
     // the path reports the same errors from shapes alone
     let e = Tensor::einsum_path("ij,jk,kl->il", &[&[2, 3], &[3, 4], &[2, 3]]).unwrap_err();
-    assert!(matches!(e, Error::ShapeMismatch { op: "einsum", .. }), "{e:?}");
+    assert!(e.to_string().contains("letter 'k' is 4 in operand 1"), "{e:?}");
     let e = Tensor::einsum_path("ij,jk->q", &[&[2, 3], &[3, 4]]).unwrap_err();
     assert!(e.to_string().contains("in no input"), "{e}");
 }

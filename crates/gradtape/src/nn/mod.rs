@@ -119,6 +119,64 @@ pub trait Module {
         self.variables().iter().try_for_each(|v| v.move_to(device))
     }
 
+    /// The values of [`variables`](Self::variables), in their order
+    /// (Keras's `get_weights()`; the tensors are the values now, later
+    /// assignments do not change them).
+    fn get_weights(&self) -> Vec<Tensor> {
+        self.variables().iter().map(Variable::read).collect()
+    }
+
+    /// Assigns `weights` to [`variables`](Self::variables) in their order
+    /// (Keras's `set_weights`): copies one model into another of the same
+    /// architecture, as a DQN's target network from the online one
+    /// (`target.set_weights(&online.get_weights())`). In a traced function
+    /// the assignments happen at each call. An error naming the first
+    /// mismatch when the count differs or a weight's shape or dtype is not
+    /// its variable's; then nothing is assigned.
+    ///
+    /// ```
+    /// use gradtape::nn::{Dense, Module};
+    /// use gradtape::Rng;
+    /// let mut rng = Rng::new(0);
+    /// let (online, target) = (Dense::new(4, 3, &mut rng)?, Dense::new(4, 3, &mut rng)?);
+    /// target.set_weights(&online.get_weights())?;
+    /// assert_eq!(target.variables()[0].read().to_vec::<f32>()?, online.variables()[0].read().to_vec::<f32>()?);
+    /// let other = Dense::new(3, 4, &mut rng)?;
+    /// let e = target.set_weights(&other.get_weights()).unwrap_err();
+    /// assert!(e.to_string().contains("shape [3, 4]"), "{e}");
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    fn set_weights(&self, weights: &[Tensor]) -> Result<()> {
+        let vars = self.variables();
+        if vars.len() != weights.len() {
+            return Err(crate::error::Error::InvalidArgument {
+                op: "set_weights",
+                msg: format!(
+                    "{} weights given for a module of {} variables ({})",
+                    weights.len(),
+                    vars.len(),
+                    vars.iter().map(|v| v.name().to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        for (j, (v, w)) in vars.iter().zip(weights).enumerate() {
+            if v.shape() != w.shape() || v.dtype() != w.dtype() {
+                return Err(crate::error::Error::InvalidArgument {
+                    op: "set_weights",
+                    msg: format!(
+                        "weight {j} is {:?} of shape {:?}, variable {} is {:?} of shape {:?}",
+                        w.dtype(),
+                        w.shape(),
+                        v.name(),
+                        v.dtype(),
+                        v.shape()
+                    ),
+                });
+            }
+        }
+        vars.iter().zip(weights).try_for_each(|(v, w)| v.assign(w))
+    }
+
     /// The number of scalar weights in [`variables`](Self::variables).
     fn count_params(&self) -> usize {
         self.variables()

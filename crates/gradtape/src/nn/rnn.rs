@@ -24,6 +24,15 @@
 //! `zero_output_for_mask` on its layers then). Each masked step is a
 //! select ([`Tensor::where_`]) between the new state and the old, so the
 //! gradients and traces are those of ordinary ops.
+//!
+//! Keras's `stateful=True` ([`RecurrentBuilder::stateful`]): the layer
+//! keeps its last state in variables of its own (non-trainable, not among
+//! its [`variables`](Module::variables), as Keras does not track them),
+//! starts each call from them and writes the call's last state back, so
+//! that consecutive batches continue one another (truncated
+//! backpropagation through time: no gradient flows into a variable's
+//! earlier value). In a traced function the reads and writes happen at
+//! each call. `reset_state` zeros them.
 
 use super::masking::check_mask;
 use super::{unique_name, GRUCell, LSTMCell, LSTMState, Layer, Module, SequenceLayer};
@@ -38,6 +47,7 @@ pub struct RecurrentBuilder<L> {
     units: usize,
     return_sequences: bool,
     go_backwards: bool,
+    stateful: Option<usize>,
     dtype: DType,
     name: Option<String>,
     layer: std::marker::PhantomData<L>,
@@ -50,6 +60,7 @@ impl<L> RecurrentBuilder<L> {
             units,
             return_sequences: false,
             go_backwards: false,
+            stateful: None,
             dtype: DType::F32,
             name: None,
             layer: std::marker::PhantomData,
@@ -65,6 +76,33 @@ impl<L> RecurrentBuilder<L> {
     /// outputs come in that reversed order, as Keras's.
     pub fn go_backwards(mut self, on: bool) -> Self {
         self.go_backwards = on;
+        self
+    }
+    /// Keras's `stateful=True` for batches of `batch_size` sequences: each
+    /// call starts from the state the previous call ended in (zeros at
+    /// first and after [`LSTM::reset_state`]), kept in non-trainable
+    /// variables ([`LSTM::states`]); a call with another batch size is an
+    /// error. A state given to `forward_from` is used instead, and the
+    /// call's last state is kept all the same, as Keras's.
+    ///
+    /// ```
+    /// use gradtape::nn::{Layer, LSTM};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let lstm = LSTM::builder(3, 4).stateful(2).build(&mut rng)?;
+    /// let x = rng.normal(&[2, 6, 3], 0.0, 1.0, DType::F32)?;
+    /// // two chunks of 3 steps continue one another: the last output of the
+    /// // whole sequence
+    /// lstm.call(&x.narrow(1, 0, 3)?)?;
+    /// let chunked = lstm.call(&x.narrow(1, 3, 3)?)?;
+    /// lstm.reset_state()?;
+    /// let whole = lstm.call(&x)?;
+    /// assert_eq!(chunked.to_vec::<f32>()?, whole.to_vec::<f32>()?);
+    /// assert!(lstm.call(&x.narrow(0, 0, 1)?).is_err()); // batch 1, not 2
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn stateful(mut self, batch_size: usize) -> Self {
+        self.stateful = Some(batch_size);
         self
     }
     /// The weights' dtype (default f32).
@@ -85,12 +123,27 @@ impl<L> RecurrentBuilder<L> {
         (name, cell)
     }
 
-    fn options(&self, name: String) -> Options {
-        Options {
+    /// The options, with `n` state variables of `[batch, units]` when
+    /// stateful (named `{name}/rnn_state_{i}`, Keras's `rnn_state`).
+    fn options(&self, name: String, n: usize) -> Result<Options> {
+        let states = match self.stateful {
+            None => Vec::new(),
+            Some(b) => (0..n)
+                .map(|i| {
+                    let zeros = Tensor::try_zeros(&[b, self.units], self.dtype)?;
+                    Ok(Variable::builder(zeros)
+                        .name(format!("{name}/rnn_state_{i}"))
+                        .trainable(false)
+                        .build())
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok(Options {
             name,
             return_sequences: self.return_sequences,
             go_backwards: self.go_backwards,
-        }
+            states,
+        })
     }
 }
 
@@ -102,7 +155,7 @@ impl RecurrentBuilder<LSTM> {
         let cell = LSTMCell::named(Some(cell), self.in_features, self.units, self.dtype, rng)?;
         Ok(LSTM {
             cell,
-            options: self.options(name),
+            options: self.options(name, 2)?,
         })
     }
 }
@@ -115,7 +168,7 @@ impl RecurrentBuilder<GRU> {
         let cell = GRUCell::named(Some(cell), self.in_features, self.units, self.dtype, rng)?;
         Ok(GRU {
             cell,
-            options: self.options(name),
+            options: self.options(name, 1)?,
         })
     }
 }
@@ -125,9 +178,45 @@ struct Options {
     name: String,
     return_sequences: bool,
     go_backwards: bool,
+    /// a stateful layer's carried state (empty otherwise)
+    states: Vec<Variable>,
 }
 
 impl Options {
+    /// The state to start from: `given`, else a stateful layer's carried
+    /// state (checked against the batch of `xs`), else `None` (zeros).
+    fn initial(&self, op: &'static str, xs: &Tensor, given: Option<Vec<Tensor>>) -> Result<Option<Vec<Tensor>>> {
+        let Some(first) = self.states.first() else {
+            return Ok(given);
+        };
+        let want = first.shape()[0];
+        if xs.shape()[0] != want {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "layer {}: a stateful layer built for batches of {want} sequences got inputs of shape {:?}",
+                    self.name,
+                    xs.shape()
+                ),
+            ));
+        }
+        Ok(Some(
+            given.unwrap_or_else(|| self.states.iter().map(Variable::read).collect()),
+        ))
+    }
+
+    /// Keeps `last` as a stateful layer's state.
+    fn keep(&self, last: &[&Tensor]) -> Result<()> {
+        self.states.iter().zip(last).try_for_each(|(v, t)| v.assign(t))
+    }
+
+    /// Zeros a stateful layer's state.
+    fn reset(&self) -> Result<()> {
+        self.states
+            .iter()
+            .try_for_each(|v| v.assign(&Tensor::try_zeros(&v.shape(), v.dtype())?))
+    }
+
     /// `x` checked to be `[batch, time >= 1, features]`, reversed in time
     /// when going backwards.
     fn input(&self, op: &'static str, x: &Tensor) -> Result<Tensor> {
@@ -262,8 +351,11 @@ impl LSTM {
     ) -> Result<(Tensor, LSTMState)> {
         const OP: &str = "LSTM";
         let xs = self.options.input(OP, x)?;
-        let state = match state {
-            Some(s) => s,
+        let state = match self.options.initial(OP, &xs, state.map(|s| vec![s.h, s.c]))? {
+            Some(s) => {
+                let [h, c]: [Tensor; 2] = s.try_into().expect("two states");
+                LSTMState { h, c }
+            }
             None => self.cell.zero_state(xs.shape()[0])?,
         };
         let (ys, last) = match mask {
@@ -285,13 +377,33 @@ impl LSTM {
                 (ys, LSTMState { h, c })
             }
         };
+        self.options.keep(&[&last.h, &last.c])?;
         Ok((self.options.output(ys)?, last))
+    }
+
+    /// A stateful layer's state variables, `[h, c]` (`[batch, units]`
+    /// each), empty unless [`stateful`](RecurrentBuilder::stateful).
+    pub fn states(&self) -> &[Variable] {
+        &self.options.states
+    }
+
+    /// Zeros a stateful layer's state (Keras's `reset_state()`); nothing
+    /// otherwise.
+    pub fn reset_state(&self) -> Result<()> {
+        self.options.reset()
     }
 }
 
 impl Module for LSTM {
     fn variables(&self) -> Vec<Variable> {
         self.cell.variables()
+    }
+
+    /// The weights and a stateful layer's state.
+    fn move_to(&self, device: crate::tensor::Device) -> Result<()> {
+        (self.variables().iter())
+            .chain(&self.options.states)
+            .try_for_each(|v| v.move_to(device))
     }
 }
 
@@ -357,8 +469,8 @@ impl GRU {
     ) -> Result<(Tensor, Tensor)> {
         const OP: &str = "GRU";
         let xs = self.options.input(OP, x)?;
-        let h = match h {
-            Some(h) => h,
+        let h = match self.options.initial(OP, &xs, h.map(|h| vec![h]))? {
+            Some(mut s) => s.pop().expect("one state"),
             None => self.cell.zero_state(xs.shape()[0])?,
         };
         let (ys, last) = match mask {
@@ -372,13 +484,33 @@ impl GRU {
                 (ys, s.pop().expect("one state"))
             }
         };
+        self.options.keep(&[&last])?;
         Ok((self.options.output(ys)?, last))
+    }
+
+    /// A stateful layer's state variable, `[h]` (`[batch, units]`), empty
+    /// unless [`stateful`](RecurrentBuilder::stateful).
+    pub fn states(&self) -> &[Variable] {
+        &self.options.states
+    }
+
+    /// Zeros a stateful layer's state (Keras's `reset_state()`); nothing
+    /// otherwise.
+    pub fn reset_state(&self) -> Result<()> {
+        self.options.reset()
     }
 }
 
 impl Module for GRU {
     fn variables(&self) -> Vec<Variable> {
         self.cell.variables()
+    }
+
+    /// The weights and a stateful layer's state.
+    fn move_to(&self, device: crate::tensor::Device) -> Result<()> {
+        (self.variables().iter())
+            .chain(&self.options.states)
+            .try_for_each(|v| v.move_to(device))
     }
 }
 

@@ -216,7 +216,33 @@ impl Loss {
     }
 
     /// The per-sample losses (the last axis reduced).
+    ///
+    /// `y_true` and `y_pred` have one shape, except that, as in Keras, when
+    /// their ranks differ by one and the longer ends in an axis of 1, that
+    /// axis is dropped (or, if the other is a vector, one is added to it):
+    /// labels `[b]` against a `Dense(1)`'s predictions `[b, 1]` are the
+    /// same as `[b, 1]` against `[b, 1]`. Any other difference is an error
+    /// (where Keras would broadcast `[k]` against `[b, k]` silently). The
+    /// sparse cross-entropy takes integer labels of the logits' rank or
+    /// one less, as it always did.
+    ///
+    /// ```
+    /// use gradtape::nn::losses;
+    /// use gradtape::Tensor;
+    /// let y = Tensor::vector(&[0.0f64, 1.0, 2.0, 3.0]);
+    /// let pred = Tensor::from_vec(vec![0.5f64, 1.5, 0.0, 5.0], &[4, 1])?;
+    /// assert_eq!(losses::huber(&y, &pred, 1.0)?.item()?, 0.8125); // Keras's Huber()(y, pred)
+    /// assert!(losses::huber(&y.narrow(0, 0, 1)?, &pred, 1.0).is_err()); // [1] against [4, 1]
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn per_sample(&self, y_true: &Tensor, y_pred: &Tensor) -> Result<Tensor> {
+        if !matches!(self, Loss::SparseCategoricalCrossentropy { .. }) && y_true.rank() != y_pred.rank() {
+            let (t, p) = same_rank(y_true.clone(), y_pred.clone())?;
+            // (else the error names the shapes as given)
+            if t.shape() == p.shape() {
+                return self.per_sample(&t, &p);
+            }
+        }
         match *self {
             Loss::MeanSquaredError => regression::mean_squared_error(y_true, y_pred),
             Loss::MeanAbsoluteError => regression::mean_absolute_error(y_true, y_pred),
@@ -265,7 +291,8 @@ impl Loss {
     }
 }
 
-/// Keras's rank adjustment of the per-sample losses and their weights
+/// Keras's rank adjustment of the per-sample losses and their weights,
+/// and of the labels and predictions
 /// (`squeeze_or_expand_to_same_rank`): when their ranks differ by one and
 /// the longer has a trailing axis of 1, it is dropped, or, if the shorter
 /// is a vector, one is added to it.

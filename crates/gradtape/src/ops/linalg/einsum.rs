@@ -205,11 +205,20 @@ impl Spec {
                     Some(entry) if entry.1 == n => {}
                     Some(entry) if ell.contains(&c) && (entry.1 == 1 || n == 1) => entry.1 = entry.1.max(n),
                     Some(entry) => {
-                        return Err(Error::ShapeMismatch {
-                            op: "einsum",
-                            lhs: shapes[entry.2].to_vec(),
-                            rhs: shape.to_vec(),
-                        })
+                        // which letter, in which operands: "incompatible
+                        // shapes" alone left the user to find it
+                        let what = if ell.contains(&c) {
+                            "a dim of the ellipsis".to_string()
+                        } else {
+                            format!("letter {c:?}")
+                        };
+                        return Err(bad(
+                            spec,
+                            format!(
+                                "{what} is {} in operand {} (shape {:?}) but {n} in operand {ti} (shape {shape:?})",
+                                entry.1, entry.2, shapes[entry.2]
+                            ),
+                        ));
                     }
                 }
             }

@@ -70,6 +70,28 @@ impl Tensor {
         ))
     }
 
+    /// Solves `A X = B` given `self`, the lower Cholesky factor `L` of `A =
+    /// L Lᵀ` (`[..., n, n]`, from [`Tensor::cholesky`]; the upper triangle
+    /// is not read), as TensorFlow's `tf.linalg.cholesky_solve(chol, rhs)`:
+    /// two triangular solves, `L Y = B` then `Lᵀ X = Y`. `B` is `[..., n,
+    /// m]`; batch dims broadcast. Differentiable in both (through the two
+    /// solves).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// // A = [[4, 2], [2, 2]] = L Lᵀ with L = [[2, 0], [1, 1]]
+    /// let a = Tensor::from_vec(vec![4.0f64, 2.0, 2.0, 2.0], &[2, 2])?;
+    /// let b = Tensor::from_vec(vec![6.0f64, 4.0], &[2, 1])?;
+    /// let x = a.cholesky()?.cholesky_solve(&b)?;
+    /// assert_eq!(x.to_vec::<f64>()?, vec![1.0, 1.0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn cholesky_solve(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.triangular_solve(rhs, true, false)
+            .and_then(|y| self.triangular_solve(&y, true, true))
+            .map_err(|e| e.for_op("cholesky_solve"))
+    }
+
     /// Solves `A X = B` by LU with partial pivoting: `self` is `[..., n, n]`,
     /// `B` is `[..., n, m]` (batch dims broadcast). An error if a matrix is
     /// singular.
