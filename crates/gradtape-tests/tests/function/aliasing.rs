@@ -297,10 +297,12 @@ impl Program {
     }
 }
 
-/// Bits of a tensor, for "unchanged" checks (f64 even for f32 tensors:
-/// exact).
+/// The bits of a tensor's elements (`f32` widened exactly), NaNs alike.
 pub(super) fn bits(t: &Tensor) -> Vec<u64> {
-    t.to_vec_f64().iter().map(|v| v.to_bits()).collect()
+    t.to_vec_f64()
+        .iter()
+        .map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() })
+        .collect()
 }
 
 /// A deterministic generator (SplitMix64) for the seeded tests of this
@@ -330,28 +332,29 @@ impl Gen {
     }
 }
 
-/// A tensor held, with its bits when it was taken: it must keep them.
+/// A tensor and its bits when it was made, to check later that no run
+/// wrote its buffer.
 pub(super) struct Kept {
-    label: String,
-    t: Tensor,
+    what: String,
+    pub(super) t: Tensor,
     bits: Vec<u64>,
 }
 
 impl Kept {
-    pub(super) fn new(label: impl Into<String>, t: &Tensor) -> Kept {
+    pub(super) fn new(what: impl Into<String>, t: &Tensor) -> Kept {
         Kept {
-            label: label.into(),
+            what: what.into(),
             t: t.clone(),
             bits: bits(t),
         }
     }
-    /// Fails if the tensor's bits changed.
     pub(super) fn check(&self, when: &str) {
         assert!(
             bits(&self.t) == self.bits,
-            "{} changed {when}: now {:?}",
-            self.label,
-            self.t.to_vec_f64()
+            "{} changed {when}: now {:?}, was {:?}",
+            self.what,
+            self.t.to_vec_f64(),
+            self.bits.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>()
         );
     }
 }

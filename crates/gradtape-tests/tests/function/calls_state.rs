@@ -13,69 +13,7 @@
 
 use gradtape::{cond, function, while_loop, DType, IndexedSlices, Result, Tensor, Variable, WhileOptions};
 
-/// A small seeded generator (splitmix64).
-pub(super) struct Gen(pub u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    pub(super) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    pub(super) fn coin(&mut self) -> bool {
-        self.next() & 1 == 1
-    }
-    /// A tensor of values in [-2, 2) on a grid of 1/64 (exact in `f32`).
-    pub(super) fn tensor(&mut self, shape: &[usize], dtype: DType) -> Result<Tensor> {
-        let v: Vec<f64> = (0..shape.iter().product())
-            .map(|_| (self.below(256) as f64 - 128.0) / 64.0)
-            .collect();
-        match dtype {
-            DType::F32 => Tensor::from_vec(v.iter().map(|&x| x as f32).collect(), shape),
-            _ => Tensor::from_vec(v, shape),
-        }
-    }
-}
-
-/// The bits of a tensor's elements (`f32` widened exactly), NaNs alike.
-pub(super) fn bits(t: &Tensor) -> Vec<u64> {
-    t.to_vec_f64()
-        .iter()
-        .map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() })
-        .collect()
-}
-
-/// A tensor and its bits when it was made, to check later that no run
-/// wrote its buffer.
-pub(super) struct Kept {
-    what: String,
-    t: Tensor,
-    bits: Vec<u64>,
-}
-
-impl Kept {
-    pub(super) fn new(what: impl Into<String>, t: &Tensor) -> Kept {
-        Kept {
-            what: what.into(),
-            t: t.clone(),
-            bits: bits(t),
-        }
-    }
-    pub(super) fn check(&self, when: &str) {
-        assert!(
-            bits(&self.t) == self.bits,
-            "{} changed {when}: now {:?}, was {:?}",
-            self.what,
-            self.t.to_vec_f64(),
-            self.bits.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>()
-        );
-    }
-}
+pub(super) use super::aliasing::{bits, Gen, Kept};
 
 /// The largest difference of `got` from `want` relative to `1 + |want|`
 /// is at most `tol` (NaN where the other is NaN), shapes equal.
