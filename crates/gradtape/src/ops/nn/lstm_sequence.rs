@@ -165,6 +165,16 @@ fn composite(xw: &Tensor, w: &Tensor, h0: &Tensor, c0: &Tensor) -> Result<(Tenso
     Ok((stack(&hs)?, stack(&cs)?, stack(&zs)?))
 }
 
+/// `t` as a vector (the packed layouts' parts).
+fn flat(t: &Tensor) -> Result<Tensor> {
+    t.reshape(&[t.numel()])
+}
+
+/// The steps' tensors `v` stacked along a new first axis, as a vector.
+fn stack_flat(v: &[Tensor]) -> Result<Tensor> {
+    flat(&Tensor::stack(&v.iter().collect::<Vec<_>>(), 0)?)
+}
+
 /// The fused forward op: `h`, `c`, `z` of every step, packed flat. Other
 /// devices and dtypes (a graph traced on the CPU run on a GPU) compute
 /// the composite and pack it.
@@ -172,7 +182,6 @@ pub(crate) fn lstm_sequence_packed(xw: &Tensor, w: &Tensor, h0: &Tensor, c0: &Te
     let (d, fused) = check(xw, w, h0, c0)?;
     if !fused {
         let (hs, cs, zs) = composite(xw, w, h0, c0)?;
-        let flat = |t: &Tensor| t.reshape(&[t.numel()]);
         return Tensor::concat(&[&flat(&hs)?, &flat(&cs)?, &flat(&zs)?], 0);
     }
     fused_packed(xw, w, h0, c0, d)
@@ -312,7 +321,6 @@ pub(crate) fn lstm_sequence_grad_flat(
         }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64"))
     } else {
         let s = steps_backward(w, h0, c0, packed, g, d)?;
-        let flat = |t: &Tensor| t.reshape(&[t.numel()]);
         Tensor::concat(&[&flat(&s.dxw)?, &flat(&s.dw)?, &flat(&s.dh0)?, &flat(&s.dc0)?], 0)?
     };
     let (wc, hc, cc, pc, gc) = (w.clone(), h0.clone(), c0.clone(), packed.clone(), g.clone());
@@ -511,9 +519,9 @@ fn steps_backward(w: &Tensor, h0: &Tensor, c0: &Tensor, packed: &Tensor, g: &Ten
         };
         let cprev = if t == 0 { c0.clone() } else { at(&cs, t - 1)? };
         let z = at(&zs, t)?;
-        let flat = lstm_cell_grad_flat(&z, &cprev, &Tensor::concat(&[&dh_t, &dc_t], 0)?)?;
-        let dz_t = flat.narrow(0, 0, z.numel())?.reshape(z.shape())?.add(&at(&gzs, t)?)?;
-        let dcp = flat.narrow(0, z.numel(), cprev.numel())?.reshape(cprev.shape())?;
+        let cell = lstm_cell_grad_flat(&z, &cprev, &Tensor::concat(&[&dh_t, &dc_t], 0)?)?;
+        let dz_t = cell.narrow(0, 0, z.numel())?.reshape(z.shape())?.add(&at(&gzs, t)?)?;
+        let dcp = cell.narrow(0, z.numel(), cprev.numel())?.reshape(cprev.shape())?;
         carry_h = Some(dz_t.matmul_with(w, false, true)?);
         carry_c = Some(dcp);
         dh.push(dh_t);
@@ -599,21 +607,16 @@ fn grad_vjp_sequence(
         a_h = adh;
         a_c = adc;
     }
-    let flat = |v: &[Tensor]| -> Result<Tensor> {
-        let refs: Vec<&Tensor> = v.iter().collect();
-        let s = Tensor::stack(&refs, 0)?;
-        s.reshape(&[s.numel()])
-    };
     // h_{t−1} and c_{t−1} for t ≥ 1 are the packed h_0 .. h_{T−2}: the
     // packed output's cotangent gets them, then zeros for the last step
     let zero = Tensor::zeros_on(&[d.b, d.u], w.dtype(), w.device())?;
     let shift = |v: &[Tensor]| -> Result<Tensor> {
         let mut rest: Vec<Tensor> = v[1..].to_vec();
         rest.push(zero.clone());
-        flat(&rest)
+        stack_flat(&rest)
     };
-    let g_packed = Tensor::concat(&[&shift(&g_hprev)?, &shift(&g_cprev)?, &flat(&g_z)?], 0)?;
-    let g_cot = Tensor::concat(&[&flat(&g_gh)?, &flat(&g_gc)?, &flat(&g_gz)?], 0)?;
+    let g_packed = Tensor::concat(&[&shift(&g_hprev)?, &shift(&g_cprev)?, &stack_flat(&g_z)?], 0)?;
+    let g_cot = Tensor::concat(&[&stack_flat(&g_gh)?, &stack_flat(&g_gc)?, &stack_flat(&g_gz)?], 0)?;
     let g_w = match g_w {
         Some(x) => x,
         None => return Err(Error::invalid(OP, "the sequence has no steps")),
@@ -651,10 +654,5 @@ fn jvp(
         tcs.push(tc.clone());
         tzs.push(tz);
     }
-    let flat = |v: &[Tensor]| -> Result<Tensor> {
-        let refs: Vec<&Tensor> = v.iter().collect();
-        let s = Tensor::stack(&refs, 0)?;
-        s.reshape(&[s.numel()])
-    };
-    Tensor::concat(&[&flat(&ths)?, &flat(&tcs)?, &flat(&tzs)?], 0)
+    Tensor::concat(&[&stack_flat(&ths)?, &stack_flat(&tcs)?, &stack_flat(&tzs)?], 0)
 }
