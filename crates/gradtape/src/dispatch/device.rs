@@ -104,7 +104,11 @@ pub(crate) fn hosted_pair(
     inputs: &[&Tensor],
     host: impl FnOnce(&[Tensor]) -> Result<(Tensor, Tensor)>,
 ) -> Option<Result<(Tensor, Tensor)>> {
-    let r = gpu::hosted_n_in(op, inputs, |h| hidden(|| host(h)).map(|(a, b)| vec![a, b]))?;
+    let mut host = Some(host);
+    let r = gpu::hosted_n_in(op, inputs, &mut |h| {
+        let host = host.take().expect("hosted_pair runs its kernel once");
+        hidden(|| host(h)).map(|(a, b)| vec![a, b])
+    })?;
     Some(r.map(|mut v| {
         let b = v.pop().expect("two outputs");
         (v.pop().expect("two outputs"), b)

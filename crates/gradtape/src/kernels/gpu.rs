@@ -58,7 +58,21 @@ pub(crate) fn hosted(
     if inputs.iter().all(|t| t.device_buffer().is_none()) {
         return None;
     }
-    let r = hosted_n_in(op, inputs, |h| kernel(h).map(|t| vec![t]))?;
+    // (the rest through one body for every kernel: see `emulate`)
+    let mut kernel = Some(kernel);
+    hosted_one(op, inputs, &mut |h| {
+        kernel.take().expect("hosted runs its kernel once")(h)
+    })
+}
+
+/// [`hosted`] past its check, for every kernel.
+#[inline(never)]
+fn hosted_one(
+    op: &'static str,
+    inputs: &[&Tensor],
+    kernel: &mut dyn FnMut(&[Tensor]) -> Result<Tensor>,
+) -> Option<Result<Tensor>> {
+    let r = hosted_n_in(op, inputs, &mut |h| kernel(h).map(|t| vec![t]))?;
     Some(r.map(|mut v| v.swap_remove(0)))
 }
 
@@ -255,14 +269,16 @@ pub(crate) fn offload_n_in(
         Ok(d) => d,
         Err(e) => return Some(Err(e)),
     };
+    let mut host = Some(host);
+    let mut host = |h: &[Tensor]| host.take().expect("offload runs its host kernel once")(h);
     if is_emulated(inputs) {
-        return Some(emulate(op, inputs, device, host));
+        return Some(emulate(op, inputs, device, &mut host));
     }
     // a GPU kernel that turns out to have no case for these dtypes or
     // attributes: the host's, under soft device placement
     Some(match cuda(device) {
         Err(e) if is_no_kernel(&e) && crate::tensor::device::soft_device_placement() => {
-            soft_placed(op, device, inputs[0].dtype()).and_then(|()| emulate(op, inputs, device, host))
+            soft_placed(op, device, inputs[0].dtype()).and_then(|()| emulate(op, inputs, device, &mut host))
         }
         r => r,
     })
@@ -282,7 +298,7 @@ fn is_emulated(inputs: &[&Tensor]) -> bool {
 pub(crate) fn hosted_n_in(
     op: &'static str,
     inputs: &[&Tensor],
-    host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
+    host: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Option<Result<Vec<Tensor>>> {
     let device = match placement(op, inputs).transpose()? {
         Ok(d) => d,
@@ -292,11 +308,16 @@ pub(crate) fn hosted_n_in(
 }
 
 /// Runs `host` on host copies of `inputs` and moves its outputs to `device`.
+/// (`host` is a trait object here and in [`hosted_n_in`], and [`hosted`]
+/// hands its kernel over as one: every elementwise map and zip, reduction
+/// and product starts with `hosted`, and generic over the kernel, these
+/// bodies were compiled some 400 times, a twentieth of the library's code.)
+#[inline(never)]
 fn emulate(
     op: &'static str,
     inputs: &[&Tensor],
     device: Device,
-    host: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
+    host: &mut dyn FnMut(&[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Result<Vec<Tensor>> {
     let copies = inputs.iter().map(|t| to_host(op, t)).collect::<Result<Vec<_>>>()?;
     let outs = host(&copies)?;
