@@ -12,16 +12,15 @@
 //! - mixed precision: Dense(4->8, relu) -> Dense(8->3) with float32
 //!   master weights cast to float16 where they are read, the loss in
 //!   float32, `LossScaleOptimizer` (initial scale 2^20, doubled after 2
-//!   finite steps) around SGD: the first three steps overflow in float16
+//!   finite steps) around SGD with `global_clipnorm`: the first three steps overflow in float16
 //!   and are skipped (the scale halves each time), the next two apply,
-//!   the second doubling the scale. Five steps eagerly, and with the
-//!   scaled loss and its gradients as a traced `function` (traced once:
-//!   the graph reads the scale's variable) applied by the optimizer
-//!   outside it (the wrapper decides from the gradients' values whether to
-//!   skip, so it runs eagerly only); float16 against TensorFlow's float16
-//!   at `REL16`.
+//!   the second doubling the scale; the inner SGD's `global_clipnorm`
+//!   clips the unscaled gradients. Five steps eagerly and as a traced
+//!   `function` (traced once: each call of the graph decides whether to
+//!   skip, and reads and writes the scale in its variable); float16
+//!   against TensorFlow's float16 at `REL16`.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gradtape::nn::{Activation, BatchNorm, Conv2D, Dense, DepthwiseConv2D, GlobalPooling, Layer, Module, PoolKind};
 use gradtape::optim::{LossScaleOptimizer, Optimizer, Sgd};
@@ -155,16 +154,21 @@ fn mobilenet_block_batch_norm_relu6_matches_tensorflow() -> Result<()> {
 /// kernels may break otherwise.
 const REL16: f64 = 4e-3;
 
-struct Mixed {
+pub(super) struct Mixed {
     l1: Dense,
     l2: Dense,
 }
 
 impl Mixed {
     fn new() -> Result<Mixed> {
+        Mixed::sized(4, 8, 3)
+    }
+
+    /// Inputs, hidden units, classes.
+    pub(super) fn sized(inp: usize, hidden: usize, classes: usize) -> Result<Mixed> {
         let m = Mixed {
-            l1: dense(4, 8, Some(Activation::Relu), DType::F32)?,
-            l2: dense(8, 3, None, DType::F32)?,
+            l1: dense(inp, hidden, Some(Activation::Relu), DType::F32)?,
+            l2: dense(hidden, classes, None, DType::F32)?,
         };
         set_weights_as(&m.vars(), 380.0, &[]);
         Ok(m)
@@ -190,6 +194,22 @@ impl Mixed {
     }
 }
 
+/// Keras's `LossScaleOptimizer(SGD(1/8, global_clipnorm=1/2),
+/// initial_scale=2^20, dynamic_growth_steps=2)`.
+pub(super) fn loss_scaled() -> Result<LossScaleOptimizer<Sgd>> {
+    LossScaleOptimizer::new(Sgd::new(0.125).global_clipnorm(0.5)?)
+        .initial_scale(2f64.powi(20))?
+        .dynamic_growth_steps(2)
+}
+
+/// One training step: the loss, the optimizer skipping or applying.
+pub(super) fn mixed_step(m: &Mixed, opt: &Mutex<LossScaleOptimizer<Sgd>>, x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    let tape = GradientTape::new();
+    let loss = tape.record(|| m.loss(x, y))?;
+    opt.lock().unwrap().minimize(&tape, &loss, &m.vars())?;
+    Ok(loss)
+}
+
 #[test]
 fn mixed_precision_dynamic_loss_scaling_matches_keras() -> Result<()> {
     let x = fill(&[4, 4], 0.7, 2.0).cast(DType::F16)?;
@@ -197,41 +217,21 @@ fn mixed_precision_dynamic_loss_scaling_matches_keras() -> Result<()> {
     let mut check = Check::with(DATA, 0.0).tolerance(REL16);
     for traced in [false, true] {
         let what = if traced { "traced" } else { "eager" };
-        let m = std::sync::Arc::new(Mixed::new()?);
-        let opt = std::sync::Arc::new(Mutex::new(
-            LossScaleOptimizer::new(Sgd::new(0.125))
-                .initial_scale(2f64.powi(20))?
-                .dynamic_growth_steps(2)?,
-        ));
-        // the scaled loss's gradients, traced: the scale is read from its
-        // variable when the graph runs
-        let grads = {
+        let m = Arc::new(Mixed::new()?);
+        let opt = Arc::new(Mutex::new(loss_scaled()?));
+        // the whole step traced, as Keras's under tf.function: the graph
+        // decides at each call whether to skip (gradtape refused the
+        // wrapper inside a trace before)
+        let step = {
             let (m, opt) = (m.clone(), opt.clone());
-            function(move |(x, y): &(Tensor, Tensor)| {
-                let vars = m.vars();
-                let tape = GradientTape::new();
-                let (loss, scaled) = tape.record(|| {
-                    let loss = m.loss(x, y)?;
-                    let scaled = opt.lock().unwrap().scale_loss(&loss)?;
-                    Ok((loss, scaled))
-                })?;
-                let g = tape.gradient(&scaled, &vars)?;
-                Ok([Some(loss)].into_iter().chain(g).flatten().collect::<Vec<_>>())
-            })
+            function(move |(x, y): &(Tensor, Tensor)| mixed_step(&m, &opt, x, y))
         };
         let args = (x.clone(), y.clone());
         for s in 1..=5 {
-            let vars = m.vars();
             let loss = if traced {
-                let out = grads.call(&args)?;
-                let mut opt = opt.lock().unwrap();
-                opt.apply_gradients(out[1..].iter().cloned().map(Some).zip(&vars))?;
-                out[0].clone()
+                step.call(&args)?
             } else {
-                let tape = GradientTape::new();
-                let loss = tape.record(|| m.loss(&x, &y))?;
-                opt.lock().unwrap().minimize(&tape, &loss, &vars)?;
-                loss
+                mixed_step(&m, &opt, &x, &y)?
             };
             let opt = opt.lock().unwrap();
             let finite = Tensor::scalar(if opt.last_step_skipped() { 0.0 } else { 1.0 });
@@ -244,7 +244,7 @@ fn mixed_precision_dynamic_loss_scaling_matches_keras() -> Result<()> {
             );
         }
         if traced {
-            assert_eq!(grads.trace_count(), 1, "the scale's changes retraced");
+            assert_eq!(step.trace_count(), 1, "the scale's changes retraced");
         }
         // three skipped steps, two applied
         assert_eq!(opt.lock().unwrap().iterations(), 2, "{what}");

@@ -33,7 +33,8 @@ with float32 master weights):
 8. mixed precision: Dense(4->8, relu) -> Dense(8->3) with float32 master
    weights computed in float16, the loss in float32, Keras's
    LossScaleOptimizer (initial scale 2^20, growth every 2 finite steps)
-   around SGD: the first steps overflow and are skipped, halving the scale.
+   around SGD with global_clipnorm: the first steps overflow and are
+   skipped, halving the scale; the applied ones are clipped unscaled.
 
 Run: /work/refvenv/bin/python new_user_models5.py > ../data/new_user_models5.txt
 
@@ -339,15 +340,16 @@ def triplet():
 train("triplet", triplet, t_vars, keras.optimizers.SGD(learning_rate=lambda: 0.0625))
 
 # 8. Mixed precision: float32 master weights, float16 compute, float32
-# loss; LossScaleOptimizer(SGD(1/8), initial scale 2^20, growth every 2
-# finite steps), five steps.
+# loss; LossScaleOptimizer(SGD(1/8, global_clipnorm 1/2: the unscaled
+# gradients are clipped), initial scale 2^20, growth every 2 finite
+# steps), five steps.
 x_net = [dense(4, 8, "relu", dtype="float32"), dense(8, 3, dtype="float32")]
 x_vars = [v for l in x_net for v in l.trainable_variables]
 set_weights(x_vars, 380.0)
 x_x = tf.constant(fill((4, 4), 0.7, 2.0), dtype=tf.float16)
 x_y = tf.constant([0, 2, 1, 2], dtype=tf.int64)
 x_opt = keras.optimizers.LossScaleOptimizer(
-    keras.optimizers.SGD(learning_rate=0.125), initial_scale=2.0**20, dynamic_growth_steps=2
+    keras.optimizers.SGD(learning_rate=0.125, global_clipnorm=0.5), initial_scale=2.0**20, dynamic_growth_steps=2
 )
 x_opt.build(x_vars)
 for s in range(1, 6):
