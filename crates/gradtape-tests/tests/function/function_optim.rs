@@ -261,34 +261,93 @@ fn sparse_gradients_in_a_traced_step_match_eager() -> Result<()> {
     Ok(())
 }
 
-/// Dynamic loss scaling decides eagerly whether to skip a step: inside a
-/// trace `minimize` and `apply_gradients` are errors (they used to panic
-/// reading the scale); `scale_loss` is traced and reads the scale when the
-/// graph runs.
+/// Dynamic loss scaling inside a traced step, as Keras's
+/// `LossScaleOptimizer` under `tf.function`: each call of the graph
+/// decides whether to skip (a non-finite gradient: the scale halves, the
+/// variables, the slots and the step counter stay) or to apply the
+/// unscaled gradients (counting the finite steps, doubling the scale after
+/// `dynamic_growth_steps`), with `minimize` and with `apply_gradients`;
+/// the same bits as eagerly, one trace. (It used to be an error: the
+/// wrapper ran eagerly only.) A user-made optimizer inside the wrapper is
+/// refused in a trace, naming it.
 #[test]
-fn loss_scaling_inside_a_trace_is_an_error_not_a_panic() -> Result<()> {
+fn loss_scaling_inside_a_trace_skips_or_applies_at_each_call() -> Result<()> {
     use gradtape::optim::LossScaleOptimizer;
-    let w = Variable::new(Tensor::scalar(2.0f32));
-    let opt = Arc::new(Mutex::new(LossScaleOptimizer::new(Sgd::new(0.1))));
+    type Opt = LossScaleOptimizer<Adam>;
+    let make = || -> Result<(Variable, Arc<Mutex<Opt>>)> {
+        let opt = LossScaleOptimizer::new(Adam::new(0.1).clipnorm(0.5)?)
+            .initial_scale(4.0)?
+            .dynamic_growth_steps(2)?;
+        Ok((Variable::new(Tensor::scalar(2.0f32)), Arc::new(Mutex::new(opt))))
+    };
+    let step = |w: &Variable, opt: &Mutex<Opt>, x: &Tensor, use_minimize: bool| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| w.read().mul(x)?.square())?;
+        let mut opt = opt.lock().unwrap();
+        if use_minimize {
+            opt.minimize(&tape, &loss, std::slice::from_ref(w))?;
+        } else {
+            let scaled = tape.record(|| opt.scale_loss(&loss))?;
+            let g = tape.gradient(&scaled, std::slice::from_ref(w))?;
+            opt.apply_gradients(g.into_iter().zip([w]))?;
+        }
+        Ok(loss)
+    };
+    // the state after each call: w, Adam's slots and counter, the scale,
+    // the count of finite steps, whether the call skipped
+    let state = |w: &Variable, opt: &Mutex<Opt>| -> Vec<f64> {
+        let opt = opt.lock().unwrap();
+        let mut v = vec![w.read().to_vec_f64()[0], opt.loss_scale(), opt.good_steps() as f64];
+        v.extend(opt.variables().iter().map(|v| v.read().to_vec_f64()[0]));
+        v.push(if opt.last_step_skipped() { 1.0 } else { 0.0 });
+        v
+    };
+    let xs = [1.0f32, f32::INFINITY, 1.0, 0.5, f32::NAN, 1.0, 1.0];
     for use_minimize in [true, false] {
-        let (w2, opt2) = (w.clone(), opt.clone());
-        let f = function(move |x: &Tensor| -> Result<Tensor> {
-            let tape = GradientTape::new();
-            let loss = tape.record(|| w2.read().mul(x)?.square())?;
-            let mut opt = opt2.lock().unwrap();
-            assert_eq!(opt.loss_scale(), 32768.0, "the stored scale, read inside the trace");
-            if use_minimize {
-                opt.minimize(&tape, &loss, std::slice::from_ref(&w2))?;
-            } else {
-                let g = tape.gradient(&loss, std::slice::from_ref(&w2))?;
-                opt.apply_gradients(g.into_iter().zip([&w2]))?;
-            }
-            Ok(loss)
-        });
-        let e = f.call(&Tensor::scalar(1.0f32)).unwrap_err().to_string();
-        assert!(e.contains("LossScaleOptimizer") && e.contains("eagerly"), "{e}");
-        assert_eq!(w.read().to_scalar::<f32>()?, 2.0, "nothing applied");
+        let (we, oe) = make()?;
+        let (wt, ot) = make()?;
+        let f = {
+            let (wt, ot) = (wt.clone(), ot.clone());
+            function(move |x: &Tensor| step(&wt, &ot, x, use_minimize))
+        };
+        let mut skipped = 0;
+        for x in xs {
+            let x = Tensor::scalar(x);
+            step(&we, &oe, &x, use_minimize)?;
+            f.call(&x)?;
+            let (e, t) = (state(&we, &oe), state(&wt, &ot));
+            assert_eq!(
+                e.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                t.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "minimize {use_minimize}, x {x}: eager {e:?}, traced {t:?}"
+            );
+            skipped += ot.lock().unwrap().last_step_skipped() as u64;
+        }
+        assert_eq!(f.trace_count(), 1);
+        let o = ot.lock().unwrap();
+        // two skipped (inf, NaN); five applied; the scale 4 halved twice,
+        // doubled after the 2nd and 4th finite steps after each halving
+        assert_eq!((skipped, o.iterations()), (2, 5));
+        // (4, then 2 after inf, 4 after two finite steps, 2 after NaN, 4)
+        assert_eq!(o.loss_scale(), 4.0);
+        assert!(wt.read().to_vec_f64()[0] < 2.0 - 0.2, "the applied steps moved w");
     }
+    // a user-made optimizer: refused inside a trace, naming it
+    let w = Variable::new(Tensor::scalar(2.0f32));
+    let opt = Arc::new(Mutex::new(LossScaleOptimizer::new(Mine(Sgd::new(0.1)))));
+    let (w2, opt2) = (w.clone(), opt.clone());
+    let f = function(move |x: &Tensor| -> Result<Tensor> {
+        let tape = GradientTape::new();
+        let loss = tape.record(|| w2.read().mul(x)?.square())?;
+        opt2.lock().unwrap().minimize(&tape, &loss, std::slice::from_ref(&w2))?;
+        Ok(loss)
+    });
+    let e = f.call(&Tensor::scalar(1.0f32)).unwrap_err().to_string();
+    assert!(
+        e.contains("LossScaleOptimizer") && e.contains("'mine'") && e.contains("outside the traced function"),
+        "{e}"
+    );
+    assert_eq!(w.read().to_scalar::<f32>()?, 2.0, "nothing applied");
     // scale_loss traces a read of the scale: a changed scale is seen
     let opt2 = opt.clone();
     let f = function(move |x: &Tensor| opt2.lock().unwrap().scale_loss(x));
@@ -299,4 +358,37 @@ fn loss_scaling_inside_a_trace_is_an_error_not_a_panic() -> Result<()> {
     assert_eq!(f.call(&Tensor::scalar(3.0f32))?.to_scalar::<f32>()?, 3.0 * 16384.0);
     assert_eq!(f.trace_count(), 1);
     Ok(())
+}
+
+/// An optimizer of a user's own (here SGD under another name).
+struct Mine(Sgd);
+
+impl Optimizer for Mine {
+    fn name(&self) -> &str {
+        "mine"
+    }
+    fn apply(&mut self, pairs: Vec<(Option<gradtape::Gradient>, Variable)>) -> Result<()> {
+        self.0.apply(pairs)
+    }
+    fn build(&mut self, vars: &[Variable]) -> Result<()> {
+        self.0.build(vars)
+    }
+    fn variables(&self) -> Vec<Variable> {
+        self.0.variables()
+    }
+    fn iterations(&self) -> u64 {
+        self.0.iterations()
+    }
+    fn learning_rate(&self) -> f64 {
+        self.0.learning_rate()
+    }
+    fn set_learning_rate(&mut self, lr: f64) -> Result<()> {
+        self.0.set_learning_rate(lr)
+    }
+    fn finalize_variable_values(&self, vars: &[Variable]) -> Result<()> {
+        self.0.finalize_variable_values(vars)
+    }
+    fn skipped(&self) -> &[String] {
+        self.0.skipped()
+    }
 }

@@ -304,6 +304,19 @@ pub fn train_both<M: Stepper>(
     build: impl Fn(DType) -> Result<M>,
     data: &[Tensor],
 ) -> Result<Runs<M>> {
+    train_steps(c64, c32, name, outs, build, data, 2)
+}
+
+/// [`train_both`] for `steps` steps.
+pub fn train_steps<M: Stepper>(
+    c64: &mut Check,
+    c32: &mut Check,
+    name: &str,
+    outs: &[&str],
+    build: impl Fn(DType) -> Result<M>,
+    data: &[Tensor],
+    steps: usize,
+) -> Result<Runs<M>> {
     let mut models = Vec::new();
     for dtype in [DType::F64, DType::F32] {
         let data: Vec<Tensor> = data
@@ -325,7 +338,7 @@ pub fn train_both<M: Stepper>(
                 function(move |d: &Vec<Tensor>| Ok(m.step(d)?.into_iter().flatten().collect::<Vec<_>>()))
             };
             let n = m.vars().len();
-            for s in 1..=2 {
+            for s in 1..=steps {
                 let got = if traced {
                     f.call(&data)?.into_iter().map(Some).collect()
                 } else {

@@ -253,6 +253,10 @@ fn integer_tensors_refuse_scalars_they_cannot_hold() {
         ("clip_by_value", "4.5", |x| x.clip_by_value(1.0, 4.5)),
         ("gt_scalar", "1.5", |x| x.gt_scalar(1.5)),
         ("lt_scalar", "NaN", |x| x.lt_scalar(f64::NAN)),
+        ("ge_scalar", "0.5", |x| x.ge_scalar(0.5)),
+        ("le_scalar", "inf", |x| x.le_scalar(f64::INFINITY)),
+        ("eq_scalar", "2.5", |x| x.eq_scalar(2.5)),
+        ("ne_scalar", "0.25", |x| x.ne_scalar(0.25)),
         ("scalar_like", "0.25", |x| x.scalar_like(0.25)),
         ("pad", "0.5", |x| x.pad_with(&[(1, 0), (0, 0)], PadMode::Constant(0.5))),
         ("one_hot", "0.5", |x| x.one_hot(3, 0.5, 0.0, -1, DType::I64)),
@@ -293,6 +297,11 @@ fn integer_tensors_refuse_scalars_they_cannot_hold() {
         i.gt_scalar(3.0).unwrap().to_vec::<bool>().unwrap(),
         vec![false, false, false, true, true, true]
     );
+    let c = |f: fn(&Tensor, f64) -> Result<Tensor>| f(&i, 3.0).unwrap().to_vec::<bool>().unwrap();
+    assert_eq!(c(Tensor::ge_scalar), vec![false, false, true, true, true, true]);
+    assert_eq!(c(Tensor::le_scalar), vec![true, true, true, false, false, false]);
+    assert_eq!(c(Tensor::eq_scalar), vec![false, false, true, false, false, false]);
+    assert_eq!(c(Tensor::ne_scalar), vec![true, true, false, true, true, true]);
     assert_eq!(f23().mul_scalar(0.5).unwrap().to_vec::<f32>().unwrap()[0], 0.5);
     assert!(f23().add_scalar(f64::NAN).unwrap().to_vec::<f32>().unwrap()[0].is_nan());
 }

@@ -52,11 +52,48 @@
 //! # Ok::<(), gradtape::Error>(())
 //! ```
 //!
-//! The wrapper runs eagerly: whether a step is skipped depends on the
-//! gradients' values, so calling `apply`, `apply_gradients` or `minimize`
-//! inside a traced [`function`](crate::function()) is an error
-//! ([`Error::InvalidArgument`]). [`scale_loss`](LossScaleOptimizer::scale_loss)
-//! may be traced: the graph reads the scale when it runs.
+//! # In a traced step
+//!
+//! Inside a traced [`function`](crate::function()) the whole step is one
+//! graph node, as Keras's `LossScaleOptimizer` inside `tf.function`
+//! (`tf.cond` on the gradients' finiteness): each call of the graph
+//! checks the gradients it computed, then skips (halving the scale) or
+//! unscales, clips and applies them and counts the finite step, reading
+//! and writing the scale and the count in their variables. The wrapped
+//! optimizer must be one of [`optim`](crate::optim)'s (a user-made
+//! [`Optimizer`] is refused inside a trace; eagerly any works).
+//! [`scale_loss`](LossScaleOptimizer::scale_loss) reads the scale when the
+//! graph runs, so one trace serves every scale.
+//!
+//! ```
+//! use gradtape::optim::{LossScaleOptimizer, Optimizer, Sgd};
+//! use gradtape::{function, DType, GradientTape, Tensor, Variable};
+//! use std::sync::{Arc, Mutex};
+//! let w = Variable::new(Tensor::vector(&[0.5f32, -0.25]));
+//! let opt = Arc::new(Mutex::new(LossScaleOptimizer::new(Sgd::new(0.5)).initial_scale(65536.0)?));
+//! let step = {
+//!     let (w, opt) = (w.clone(), opt.clone());
+//!     function(move |x: &Tensor| {
+//!         let tape = GradientTape::new();
+//!         let loss = tape.record(|| w.read().cast(DType::F16)?.mul(x)?.sum_all()?.cast(DType::F32))?;
+//!         opt.lock().unwrap().minimize(&tape, &loss, &[w.clone()])?;
+//!         Ok(loss)
+//!     })
+//! };
+//! let x = Tensor::vector(&[1.0f32, 2.0]).cast(DType::F16)?;
+//! step.call(&x)?; // 2^16 overflows f16 (its largest is 65504): skipped
+//! assert!(opt.lock().unwrap().last_step_skipped());
+//! assert_eq!(opt.lock().unwrap().loss_scale(), 32768.0);
+//! step.call(&x)?; // 2 · 2^15 still does
+//! step.call(&x)?; // 2^14 · (1, 2) fit: applied, w -= 0.5 · (1, 2)
+//! assert!(!opt.lock().unwrap().last_step_skipped());
+//! assert_eq!(w.read().to_vec::<f32>()?, vec![0.0, -1.25]);
+//! assert_eq!((opt.lock().unwrap().iterations(), step.trace_count()), (1, 1));
+//! # Ok::<(), gradtape::Error>(())
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::Optimizer;
 use crate::autodiff::gradient::Gradient;
@@ -96,10 +133,55 @@ pub const DEFAULT_GROWTH_STEPS: u64 = 2000;
 pub struct LossScaleOptimizer<O: Optimizer> {
     inner: O,
     name: String,
-    scale: Variable,
-    good_steps: Variable,
-    growth_steps: u64,
-    skipped: bool,
+    state: LossScaleState,
+}
+
+/// The state of dynamic loss scaling (the scale, the count of finite
+/// steps, the growth interval, whether the last step was skipped), shared
+/// with the optimizers' traced update nodes, which run it at each call.
+/// Not API: see [`LossScaleOptimizer`].
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct LossScaleState {
+    pub(crate) scale: Variable,
+    pub(crate) good_steps: Variable,
+    pub(crate) growth_steps: u64,
+    pub(crate) skipped: Arc<AtomicBool>,
+}
+
+impl LossScaleState {
+    /// The same state on other variables (a trace's scratch copies).
+    pub(crate) fn with_variables(&self, scale: Variable, good_steps: Variable) -> LossScaleState {
+        LossScaleState {
+            scale,
+            good_steps,
+            ..self.clone()
+        }
+    }
+
+    /// The scale (the value a trace sees, else the stored one).
+    pub(crate) fn scale(&self) -> f64 {
+        scalar(&self.scale)
+    }
+
+    /// After a step: a non-finite one halves the scale and restarts the
+    /// count; a finite one is counted, and the `growth_steps`-th in a row
+    /// doubles the scale. Not recorded on tapes or traces.
+    pub(crate) fn after(&self, finite: bool) -> Result<()> {
+        self.skipped.store(!finite, Ordering::Relaxed);
+        let (scale, good) = (self.scale(), scalar(&self.good_steps) as u64 + 1);
+        let (scale, good) = match (finite, good >= self.growth_steps) {
+            (false, _) => (scale / 2.0, 0),
+            (true, true) => (scale * 2.0, 0),
+            (true, false) => (scale, good),
+        };
+        crate::function::trace::paused(|| {
+            crate::autodiff::tape::without_tapes(|| {
+                self.good_steps.assign(&Tensor::scalar(good as i64))?;
+                self.scale.assign(&Tensor::scalar(scale as f32))
+            })
+        })
+    }
 }
 
 impl<O: Optimizer> LossScaleOptimizer<O> {
@@ -118,10 +200,12 @@ impl<O: Optimizer> LossScaleOptimizer<O> {
         LossScaleOptimizer {
             inner,
             name,
-            scale,
-            good_steps,
-            growth_steps: DEFAULT_GROWTH_STEPS,
-            skipped: false,
+            state: LossScaleState {
+                scale,
+                good_steps,
+                growth_steps: DEFAULT_GROWTH_STEPS,
+                skipped: Arc::new(AtomicBool::new(false)),
+            },
         }
     }
 
@@ -134,7 +218,7 @@ impl<O: Optimizer> LossScaleOptimizer<O> {
                 format!("the scale must be finite and > 0 (as an f32), got {s}"),
             ));
         }
-        self.scale.assign(&Tensor::scalar(s as f32))?;
+        self.state.scale.assign(&Tensor::scalar(s as f32))?;
         Ok(self)
     }
 
@@ -146,23 +230,24 @@ impl<O: Optimizer> LossScaleOptimizer<O> {
                 format!("needs at least 1 step (and at most i64::MAX), got {n}"),
             ));
         }
-        self.growth_steps = n;
+        self.state.growth_steps = n;
         Ok(self)
     }
 
     /// The current loss scale.
     pub fn loss_scale(&self) -> f64 {
-        scalar(&self.scale)
+        scalar(&self.state.scale)
     }
 
     /// The finite steps in a row since the scale last changed.
     pub fn good_steps(&self) -> u64 {
-        scalar(&self.good_steps) as u64
+        scalar(&self.state.good_steps) as u64
     }
 
-    /// Whether the last `apply` skipped its step (a non-finite gradient).
+    /// Whether the last step skipped (a non-finite gradient): the last
+    /// `apply`, or in a traced step the graph's last call.
     pub fn last_step_skipped(&self) -> bool {
-        self.skipped
+        self.state.skipped.load(Ordering::Relaxed)
     }
 
     /// The wrapped optimizer.
@@ -176,31 +261,23 @@ impl<O: Optimizer> LossScaleOptimizer<O> {
     /// change of the scale is seen by the same trace.
     pub fn scale_loss(&self, loss: &Tensor) -> Result<Tensor> {
         if crate::function::trace::recording() {
-            return loss.mul(&self.scale.read().cast(loss.dtype())?);
+            return loss.mul(&self.state.scale.read().cast(loss.dtype())?);
         }
         loss.mul_scalar(self.loss_scale())
     }
 }
 
-/// The error for calling the eager-only wrapper inside a trace.
-fn traced_error(op: &'static str) -> Error {
-    Error::invalid(
-        op,
-        "dynamic loss scaling decides from the gradients' values whether to skip a step, \
-         so it runs eagerly only (call it outside the traced function)",
-    )
-}
-
-/// The stored value of a scalar state variable (also inside a trace,
-/// where a read would give a symbolic tensor): the scale and the count are
-/// only ever assigned eagerly, always as real scalars, so `item` cannot
-/// fail; NaN stands for the impossible case instead of a panic.
+/// The value of a scalar state variable as the innermost trace sees it
+/// (its shadow), else its stored value; never recorded. The scale and the
+/// count are only ever assigned real scalars, so `item` cannot fail; NaN
+/// stands for the impossible case instead of a panic.
 fn scalar(v: &Variable) -> f64 {
-    v.value_untraced().item().unwrap_or(f64::NAN)
+    let t = crate::function::trace::shadow_of(v).unwrap_or_else(|| v.value_untraced());
+    t.item().unwrap_or(f64::NAN)
 }
 
 /// Whether every element of a gradient is finite.
-fn all_finite(g: &Gradient) -> Result<bool> {
+pub(crate) fn all_finite(g: &Gradient) -> Result<bool> {
     let values = match g {
         Gradient::Dense(t) => t,
         Gradient::Sparse(s) => s.values(),
@@ -210,7 +287,7 @@ fn all_finite(g: &Gradient) -> Result<bool> {
 }
 
 /// `g / scale`.
-fn unscale(g: Gradient, scale: f64) -> Result<Gradient> {
+pub(crate) fn unscale(g: Gradient, scale: f64) -> Result<Gradient> {
     Ok(match g {
         Gradient::Dense(t) => Gradient::Dense(t.div_scalar(scale)?),
         Gradient::Sparse(s) => Gradient::Sparse(s.scale(1.0 / scale)?),
@@ -225,10 +302,11 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
     /// Applies scaled gradients: skips the step (halving the scale) if
     /// any is infinite or NaN, else applies them divided by the scale
     /// (doubling the scale after `dynamic_growth_steps` such steps).
+    /// Inside a traced function the wrapped optimizer's update node does
+    /// the same at each call of the graph (see the [module docs](self)).
     fn apply(&mut self, pairs: Vec<(Option<Gradient>, Variable)>) -> Result<()> {
-        const OP: &str = "LossScaleOptimizer::apply";
         if crate::function::trace::recording() {
-            return Err(traced_error(OP));
+            return self.inner.apply_loss_scaled(pairs, &self.state);
         }
         let mut finite = true;
         for g in pairs.iter().filter_map(|(g, _)| g.as_ref()) {
@@ -237,25 +315,15 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
                 break;
             }
         }
-        let scale = self.loss_scale();
-        if !finite {
-            self.skipped = true;
-            self.good_steps.assign(&Tensor::scalar(0i64))?;
-            return self.scale.assign(&Tensor::scalar((scale / 2.0) as f32));
+        if finite {
+            let scale = self.loss_scale();
+            let unscaled = pairs
+                .into_iter()
+                .map(|(g, v)| Ok((g.map(|g| unscale(g, scale)).transpose()?, v)))
+                .collect::<Result<Vec<_>>>()?;
+            self.inner.apply(unscaled)?;
         }
-        let unscaled = pairs
-            .into_iter()
-            .map(|(g, v)| Ok((g.map(|g| unscale(g, scale)).transpose()?, v)))
-            .collect::<Result<Vec<_>>>()?;
-        self.inner.apply(unscaled)?;
-        self.skipped = false;
-        let good = self.good_steps() + 1;
-        if good >= self.growth_steps {
-            self.good_steps.assign(&Tensor::scalar(0i64))?;
-            self.scale.assign(&Tensor::scalar((scale * 2.0) as f32))
-        } else {
-            self.good_steps.assign(&Tensor::scalar(good as i64))
-        }
+        self.state.after(finite)
     }
 
     fn build(&mut self, vars: &[Variable]) -> Result<()> {
@@ -265,7 +333,7 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
     /// The wrapped optimizer's variables, then the scale and the count.
     fn variables(&self) -> Vec<Variable> {
         let mut v = self.inner.variables();
-        v.extend([self.scale.clone(), self.good_steps.clone()]);
+        v.extend([self.state.scale.clone(), self.state.good_steps.clone()]);
         v
     }
 
@@ -293,9 +361,6 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
     /// Scales `loss` on `tape` (recorded there), differentiates the scaled
     /// loss with respect to `vars` and [`apply`](Self::apply)s the result.
     fn minimize(&mut self, tape: &GradientTape, loss: &Tensor, vars: &[Variable]) -> Result<()> {
-        if crate::function::trace::recording() {
-            return Err(traced_error("LossScaleOptimizer::minimize"));
-        }
         let scaled = tape.record(|| self.scale_loss(loss))?;
         let grads = tape.sparse_gradient(&scaled, vars)?;
         self.apply(grads.into_iter().zip(vars.iter().cloned()).collect())

@@ -333,6 +333,18 @@ impl Core {
     }
 
     fn apply(&mut self, rule: &dyn Rule, pairs: Vec<(Option<Gradient>, Variable)>) -> Result<()> {
+        self.apply_with(rule, pairs, None)
+    }
+
+    /// [`apply`](Self::apply), with dynamic loss scaling inside the update
+    /// when `loss_scale` is given (the gradients then clipped after they
+    /// are unscaled, when the update runs).
+    fn apply_with(
+        &mut self,
+        rule: &dyn Rule,
+        pairs: Vec<(Option<Gradient>, Variable)>,
+        loss_scale: Option<loss_scale::LossScaleState>,
+    ) -> Result<()> {
         const OP: &str = "apply_gradients";
         self.skipped.clear();
         if pairs.is_empty() {
@@ -374,11 +386,9 @@ impl Core {
         }
         self.build(rule, &vars.iter().collect::<Vec<_>>())?;
         // with accumulation, the mean gradient is clipped when the update
-        // runs (see `traced`)
-        let grads = match self.accumulate {
-            None => clip_all(self.clip, grads)?,
-            Some(_) => grads,
-        };
+        // runs (see `traced`); with loss scaling, the unscaled gradient
+        let late = self.accumulate.is_some() || loss_scale.is_some();
+        let grads = if late { grads } else { clip_all(self.clip, grads)? };
         let targets = vars
             .iter()
             .map(|v| traced::Target {
@@ -403,6 +413,7 @@ impl Core {
                 .accumulate
                 .map(|steps| traced::Accumulation { steps, clip: self.clip }),
             ema: self.ema,
+            loss_scale: loss_scale.map(|state| traced::LossScaled { state, clip: self.clip }),
         });
         traced::apply(&updates, &grads)
     }
@@ -507,6 +518,28 @@ pub trait Optimizer {
     /// The names of the variables whose gradient was `None` in the last
     /// call.
     fn skipped(&self) -> &[String];
+
+    /// Applies loss-scaled gradients inside a traced function, skipping
+    /// the step on a non-finite one, as [`LossScaleOptimizer`] does
+    /// eagerly (its traced path; not called directly). `optim`'s
+    /// optimizers implement it; the default refuses.
+    #[doc(hidden)]
+    fn apply_loss_scaled(
+        &mut self,
+        pairs: Vec<(Option<Gradient>, Variable)>,
+        state: &loss_scale::LossScaleState,
+    ) -> Result<()> {
+        let _ = (pairs, state);
+        Err(Error::invalid(
+            "LossScaleOptimizer::apply",
+            format!(
+                "inside a traced function, dynamic loss scaling needs an optimizer of gradtape::optim \
+                 (its update node decides at each call whether to skip); '{}' is not one: \
+                 apply the gradients outside the traced function",
+                self.name()
+            ),
+        ))
+    }
 
     /// Applies `(gradient, variable)` pairs, Keras's `apply_gradients`:
     /// gradients may be `Tensor`s or [`Gradient`]s (dense or sparse), or
@@ -725,6 +758,13 @@ macro_rules! optimizer_common {
             }
             fn skipped(&self) -> &[String] {
                 &self.core.skipped
+            }
+            fn apply_loss_scaled(
+                &mut self,
+                pairs: Vec<(Option<$crate::Gradient>, $crate::Variable)>,
+                state: &$crate::optim::loss_scale::LossScaleState,
+            ) -> $crate::Result<()> {
+                self.core.apply_with(&self.rule, pairs, Some(state.clone()))
             }
         }
     };

@@ -23,6 +23,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use smallvec::SmallVec;
 
 use super::kernel::Step;
+use super::loss_scale::{all_finite, unscale, LossScaleState};
 use super::schedule::LearningRate;
 use super::Rule;
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
@@ -60,6 +61,18 @@ pub(crate) struct Accumulation {
     pub clip: super::Clip,
 }
 
+/// Dynamic loss scaling inside the update ([`LossScaleOptimizer`]'s
+/// traced path): the gradients arrive scaled; a non-finite one skips the
+/// step, else they are unscaled and clipped (`clip`, unless accumulation
+/// clips their mean) before the update.
+///
+/// [`LossScaleOptimizer`]: super::LossScaleOptimizer
+#[derive(Clone)]
+pub(crate) struct LossScaled {
+    pub state: LossScaleState,
+    pub clip: super::Clip,
+}
+
 /// One optimizer step over some variables, gradients aside.
 #[derive(Clone)]
 pub(crate) struct Updates {
@@ -76,6 +89,8 @@ pub(crate) struct Updates {
     pub accumulate: Option<Accumulation>,
     /// The moving averages' momentum (with `use_ema`).
     pub ema: Option<f64>,
+    /// With dynamic loss scaling.
+    pub loss_scale: Option<LossScaled>,
 }
 
 /// The value of a step counter as the innermost trace sees it (its
@@ -86,8 +101,38 @@ pub(crate) fn counter(v: &Variable) -> u64 {
 }
 
 impl Updates {
-    /// Runs the step on the variables now.
+    /// Runs the step on the variables now: with loss scaling, skipped or
+    /// unscaled first.
     fn run_now(&self, grads: &[Gradient]) -> Result<()> {
+        let Some(ls) = &self.loss_scale else {
+            return self.run_unscaled(grads);
+        };
+        // (tensor ops on the values, none of them recorded)
+        let unscaled = crate::function::trace::paused(|| {
+            crate::autodiff::tape::without_tapes(|| {
+                for g in grads {
+                    if !all_finite(g)? {
+                        return Ok(None);
+                    }
+                }
+                let scale = ls.state.scale();
+                let g = grads.iter().map(|g| unscale(g.clone(), scale)).collect::<Result<_>>()?;
+                let clip = if self.accumulate.is_some() {
+                    super::Clip::None
+                } else {
+                    ls.clip
+                };
+                super::clip_all(clip, g).map(Some)
+            })
+        })?;
+        if let Some(g) = &unscaled {
+            self.run_unscaled(g)?;
+        }
+        ls.state.after(unscaled.is_some())
+    }
+
+    /// The step with gradients as they are.
+    fn run_unscaled(&self, grads: &[Gradient]) -> Result<()> {
         let it = counter(&self.iterations);
         let Some(acc) = self.accumulate else {
             return self.update_now(grads, it, it);
@@ -182,12 +227,18 @@ impl Updates {
         self.iterations.assign(&Tensor::scalar(it as i64 + 1))
     }
 
-    /// Every variable the step writes: the targets, their slots, the counter.
+    /// Every variable the step writes: the targets, their slots, the
+    /// counter, the loss scale's.
     fn written(&self) -> impl Iterator<Item = &Variable> {
+        let scaling = self
+            .loss_scale
+            .iter()
+            .flat_map(|l| [&l.state.scale, &l.state.good_steps]);
         self.targets
             .iter()
             .flat_map(|t| std::iter::once(&t.var).chain(&t.slots).chain(&t.acc).chain(&t.average))
             .chain(std::iter::once(&self.iterations))
+            .chain(scaling)
     }
 
     /// The same step on scratch copies of the variables' current shadows.
@@ -205,6 +256,12 @@ impl Updates {
                     average: t.average.as_ref().map(scratch_of),
                 })
                 .collect(),
+            loss_scale: self.loss_scale.as_ref().map(|l| LossScaled {
+                state: l
+                    .state
+                    .with_variables(scratch_of(&l.state.scale), scratch_of(&l.state.good_steps)),
+                clip: l.clip,
+            }),
             ..self.clone()
         }
     }

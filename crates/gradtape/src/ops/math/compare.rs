@@ -107,6 +107,39 @@ impl Tensor {
         self.lt(&scalar_for("lt_scalar", self, c)?)
     }
 
+    /// `x >= c` elementwise against a scalar (bool), as
+    /// [`gt_scalar`](Self::gt_scalar).
+    pub fn ge_scalar(&self, c: f64) -> Result<Tensor> {
+        self.ge(&scalar_for("ge_scalar", self, c)?)
+    }
+
+    /// `x <= c` elementwise against a scalar (bool), as
+    /// [`gt_scalar`](Self::gt_scalar).
+    pub fn le_scalar(&self, c: f64) -> Result<Tensor> {
+        self.le(&scalar_for("le_scalar", self, c)?)
+    }
+
+    /// `x == c` elementwise against a scalar (bool; `tf.equal(x, c)`). On
+    /// an integer tensor `c` must be an integer in the dtype's range.
+    pub fn eq_scalar(&self, c: f64) -> Result<Tensor> {
+        self.eq(&scalar_for("eq_scalar", self, c)?)
+    }
+
+    /// `x != c` elementwise against a scalar (bool; `tf.not_equal(x, c)`),
+    /// as a padding mask of token ids:
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let ids = Tensor::vector(&[3i64, 5, 0, 0]);
+    /// assert_eq!(ids.ne_scalar(0.0)?.to_vec::<bool>()?, vec![true, true, false, false]);
+    /// assert_eq!(ids.eq_scalar(5.0)?.to_vec::<bool>()?, vec![false, true, false, false]);
+    /// assert!(ids.ne_scalar(0.5).is_err()); // not an i64
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn ne_scalar(&self, c: f64) -> Result<Tensor> {
+        self.ne(&scalar_for("ne_scalar", self, c)?)
+    }
+
     /// A rank-0 tensor of this tensor's dtype holding `c`. For an integer
     /// (or bool) dtype `c` must be exactly representable: `2.0` is, `0.5`,
     /// NaN and `1e30` are errors, never truncated.
