@@ -288,3 +288,51 @@ fn every_tabled_function_fuses_with_eagers_bits() -> Result<()> {
     }
     Ok(())
 }
+
+/// A graph with `top_k`, `unsorted_segment_sum`, `searchsorted` and a
+/// scatter update (shapes fixed by the inputs') is compiled (it ran as
+/// traced, unfused: a mixture-of-experts step with its top-k routing, a
+/// GNN's message passing); one with `unique` or the sorted `segment_sum`
+/// (sizes read from the values) is not. Both give eager's numbers.
+#[test]
+fn graphs_of_static_sorts_and_segments_are_compiled_data_dependent_ones_not() -> Result<()> {
+    fn ids() -> Tensor {
+        Tensor::vector(&[2i64, 0, 2, 1])
+    }
+    let x = Tensor::from_vec((0..12).map(|i| (i as f64 * 0.7).sin()).collect(), &[4, 3])?;
+    fn static_ops(x: &Tensor) -> Result<Tensor> {
+        let (vals, idx) = x.exp()?.mul_scalar(2.0)?.top_k(2)?;
+        let seg = vals.tanh()?.unsorted_segment_sum(&ids(), 3)?;
+        let pos = Tensor::vector(&[0.0f64, 0.5, 1.0]).searchsorted(&x.sigmoid()?.reshape(&[12])?, false)?;
+        let upd = seg.tensor_scatter_nd_update(
+            &Tensor::from_vec(vec![1i64], &[1, 1])?,
+            &Tensor::ones(&[1, 2], DType::F64),
+        )?;
+        upd.sum_all()?
+            .add(&idx.cast(DType::F64)?.sum_all()?)?
+            .add(&pos.cast(DType::F64)?.sum_all()?)
+    }
+    let f = function(static_ops);
+    let c = f.concrete(&x)?;
+    assert!(
+        c.compile_stats().fused > 0,
+        "{:?}\n{}",
+        c.compile_stats(),
+        c.optimized_graph()
+    );
+    let (got, want) = (f.call(&x)?.item()?, static_ops(&x)?.item()?);
+    assert!((got - want).abs() <= 1e-12 * want.abs(), "{got} vs {want}");
+    fn dynamic(x: &Tensor) -> Result<Tensor> {
+        let seg = x
+            .exp()?
+            .mul_scalar(2.0)?
+            .segment_sum(&Tensor::vector(&[0i64, 0, 1, 1]))?;
+        seg.sum_all()?.add(&ids().unique()?.0.cast(DType::F64)?.sum_all()?)
+    }
+    let g = function(dynamic);
+    let c = g.concrete(&x)?;
+    assert_eq!(c.compile_stats(), gradtape::CompileStats::default());
+    let (got, want) = (g.call(&x)?.item()?, dynamic(&x)?.item()?);
+    assert!((got - want).abs() <= 1e-12 * want.abs(), "{got} vs {want}");
+    Ok(())
+}

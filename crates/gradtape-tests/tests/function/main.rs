@@ -31,6 +31,7 @@ mod function_watch;
 mod function_wins;
 mod random_programs;
 mod retracing;
+mod sort_ties;
 mod traced_grads;
 mod vmap;
 mod zero_sizes;

@@ -135,13 +135,14 @@ pub(super) fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
             }
         }
         6 => {
-            // sorted along the last axis, or its largest two
-            match s.flag {
-                true => a.sort(-1, s.p % 2 == 1)?.mul(a),
-                false => {
-                    let k = a.shape().last().copied().unwrap_or(0).min(2);
-                    Ok(a.top_k(k)?.0)
-                }
+            // sorted along the last axis, or its largest two (in the
+            // order a referee gives, if it does: see `ties`)
+            let k = a.shape().last().copied().unwrap_or(0).min(2);
+            match (s.flag, super::ties::order(a, !s.flag || s.p % 2 == 1)?) {
+                (true, None) => a.sort(-1, s.p % 2 == 1)?.mul(a),
+                (false, None) => Ok(a.top_k(k)?.0),
+                (true, Some(o)) => a.take_along_axis(&o, -1)?.mul(a),
+                (false, Some(o)) => a.take_along_axis(&o.narrow(-1, 0, k)?, -1),
             }
         }
         7 => {

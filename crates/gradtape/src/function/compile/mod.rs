@@ -288,9 +288,11 @@ impl Executable {
 }
 
 /// Whether every value of `g` has its traced shape whenever the inputs
-/// have theirs: no op whose output shape depends on input values (sorting,
-/// searching and segment ops: `unique`, `boolean_mask`, `segment_sum`,
-/// ...), and control flow and calls only where their shapes are fixed
+/// have theirs: no op whose output shape depends on input values (`unique`,
+/// `boolean_mask`, `bincount`, the sorted `segment_sum`, ...: see
+/// [`SortOp::static_shape`](crate::ops::desc::SortOp::static_shape); the
+/// sorts, `top_k`, searches, `unsorted_segment_*` and scatter updates have
+/// static shapes, and a graph of them is compiled), and control flow and calls only where their shapes are fixed
 /// ([`DynOp::static_shapes`](crate::ops::desc::DynOp::static_shapes): a
 /// loop that keeps its variables' shapes and keeps no history, branches
 /// that return the same shapes, calls of static graphs). Only such graphs
@@ -298,7 +300,8 @@ impl Executable {
 pub(crate) fn is_static(g: &Graph) -> bool {
     g.nodes.iter().all(|n| match &n.op {
         Op::Dyn(d) => d.static_shapes(),
-        Op::Sort(_) | Op::Opaque(_) => false,
+        Op::Sort(s) => s.static_shape(),
+        Op::Opaque(_) => false,
         _ => true,
     })
 }

@@ -86,6 +86,19 @@ impl SortOp {
         }
     }
 
+    /// Whether the output's shape follows from the inputs' shapes alone:
+    /// sorts (and so `top_k`), searches, segment ops given their
+    /// `num_segments` and scatter updates; not `unique`, `bincount`,
+    /// `argwhere` (so `boolean_mask`) or the sorted segment ops, whose
+    /// sizes are read from the values.
+    pub fn static_shape(&self) -> bool {
+        match self {
+            SortOp::ArgSort { .. } | SortOp::SearchSorted { .. } | SortOp::TensorScatterUpdate => true,
+            SortOp::Segment { num_segments, .. } => num_segments.is_some(),
+            SortOp::Unique(_) | SortOp::Bincount { .. } | SortOp::ArgWhere => false,
+        }
+    }
+
     /// Runs the op again through its public method.
     pub fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
         let arity = |n: usize| -> Result<()> {
