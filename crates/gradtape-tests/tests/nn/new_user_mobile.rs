@@ -28,7 +28,7 @@ use gradtape::{function, DType, GradientTape, Padding, Result, Rng, Tensor, Vari
 
 use super::new_user_gpt::DATA;
 use super::new_user_physics::dense;
-use super::new_user_util::{fill, set_weights_as, train_both, update, Check, Stepper};
+use super::new_user_util::{classifier_step, fill, set_weights_as, train_both, Check, Stepper};
 
 /// float32 against the float64 reference, relative to each vector's
 /// largest element: rounding (the batch statistics of 2 images of 3x3
@@ -114,14 +114,7 @@ impl Stepper for Mobile {
     /// data: images [b, h, w, c], labels [b] (i64); outputs the logits
     /// and the loss.
     fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
-        let vars = self.vars();
-        let tape = GradientTape::new();
-        let (logits, loss) = tape.record(|| {
-            let logits = self.logits(&data[0])?;
-            let loss = Tensor::sparse_softmax_cross_entropy_with_logits(&data[1], &logits)?.mean_all()?;
-            Ok((logits, loss))
-        })?;
-        update(&tape, &loss, &vars, &self.opt, vec![logits, loss.clone()])
+        classifier_step(&self.vars(), &self.opt, &data[1], || self.logits(&data[0]))
     }
 }
 

@@ -47,6 +47,25 @@ pub fn fill(shape: &[usize], k: f64, scale: f64) -> Tensor {
     Tensor::from_vec(v, shape).unwrap()
 }
 
+/// One training step of an image classifier: `logits()` recorded on a
+/// tape, the mean sparse cross-entropy against the labels `labels` [b]
+/// (i64), then [`update`]; outputs the logits and the loss, then the
+/// gradients.
+pub fn classifier_step<O: gradtape::optim::Optimizer>(
+    vars: &[Variable],
+    opt: &std::sync::Mutex<O>,
+    labels: &Tensor,
+    logits: impl FnOnce() -> Result<Tensor>,
+) -> Result<Vec<Option<Tensor>>> {
+    let tape = gradtape::GradientTape::new();
+    let (logits, loss) = tape.record(|| {
+        let logits = logits()?;
+        let loss = Tensor::sparse_softmax_cross_entropy_with_logits(labels, &logits)?.mean_all()?;
+        Ok((logits, loss))
+    })?;
+    update(&tape, &loss, vars, opt, vec![logits, loss.clone()])
+}
+
 /// Sets variable `j` to `fill(shape, k0 + j)`.
 pub fn set_weights(vars: &[Variable], k0: f64) {
     for (j, v) in vars.iter().enumerate() {

@@ -24,7 +24,7 @@ use gradtape::optim::{Adam, Sgd};
 use gradtape::{DType, GradientTape, Padding, Result, Rng, Tensor, Variable};
 
 use super::new_user_physics::dense;
-use super::new_user_util::{adam, fill, set_weights_as, train_both, update, Check, Stepper};
+use super::new_user_util::{adam, classifier_step, fill, set_weights_as, train_both, update, Check, Stepper};
 
 const DATA: &str = include_str!("../data/new_user_models3.txt");
 
@@ -104,14 +104,7 @@ impl Stepper for Vit {
     /// data: images [b, 8, 8, 3], labels [b] (i64); outputs the logits and
     /// the loss.
     fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
-        let vars = self.vars();
-        let tape = GradientTape::new();
-        let (logits, loss) = tape.record(|| {
-            let logits = self.logits(&data[0])?;
-            let loss = Tensor::sparse_softmax_cross_entropy_with_logits(&data[1], &logits)?.mean_all()?;
-            Ok((logits, loss))
-        })?;
-        update(&tape, &loss, &vars, &self.opt, vec![logits, loss.clone()])
+        classifier_step(&self.vars(), &self.opt, &data[1], || self.logits(&data[0]))
     }
 }
 
