@@ -333,3 +333,30 @@ fn bad_input_is_an_error_naming_the_op() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn forward_over_reverse_is_the_loops() -> Result<()> {
+    // a Hessian-vector product: forward mode over the tape's gradient
+    // (the op bound packed, with its JVP; its backward op's tangent
+    // through its VJP's VJP)
+    let x = inputs(3, 2, 2, DType::F64, 31)?;
+    let v = Rng::new(8).normal(x[1].shape(), 0.0, 1.0, DType::F64)?;
+    let hvp = |f: Seq| -> Result<Vec<Vec<f64>>> {
+        let acc = ForwardAccumulator::new();
+        let g = acc.record(|| {
+            acc.watch(&x[1], &v)?;
+            grads_of(loss(f), &x)
+        })?;
+        g.iter()
+            .map(|g| Ok(acc.jvp(g)?.expect("a tangent").to_vec_f64()))
+            .collect()
+    };
+    let (got, want) = (hvp(Tensor::gru_sequence)?, hvp(reference)?);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        let scale = w.iter().fold(0f64, |m, y| m.max(y.abs()));
+        for (a, b) in g.iter().zip(w) {
+            assert!((a - b).abs() <= 1e-12 * (1.0 + scale), "input {k}: {a} vs {b}");
+        }
+    }
+    Ok(())
+}
