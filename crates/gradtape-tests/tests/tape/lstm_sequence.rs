@@ -392,3 +392,27 @@ fn parts_without_a_cotangent_cost_no_zeros_eager_or_traced() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn the_tape_keeps_the_packed_output_and_the_weights_alone() -> Result<()> {
+    // the rule reads the recurrent kernel, the initial state and the
+    // packed output's parts: not the projections
+    let x = inputs(5, 2, 3, DType::F32, 2)?;
+    let before: Vec<usize> = x.iter().map(Tensor::ref_count).collect();
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        tape.watch(&x[..]);
+        Tensor::lstm_sequence(&x[0], &x[1], &x[2], &x[3])?.0.sum_all()
+    })?;
+    let after: Vec<usize> = x.iter().map(Tensor::ref_count).collect();
+    assert_eq!(after[0], before[0], "xw is not kept");
+    assert!(
+        (1..4).all(|k| after[k] > before[k]),
+        "the kernel and the state are kept"
+    );
+    let g = tape.gradient(&y, &[&x[0], &x[1], &x[2], &x[3]])?;
+    assert!(g.iter().all(Option::is_some));
+    drop(tape);
+    assert_eq!(x.iter().map(Tensor::ref_count).collect::<Vec<_>>(), before);
+    Ok(())
+}

@@ -304,12 +304,11 @@ unsafe fn cell_forward<T: Lane + Element>(
                     ph[k] = xr[2 * u + j + k] + r[j + k] * mh[k];
                 }
                 unary_run(&Unary::Tanh, &ph[..n], &mut hh[j..j + n]);
-                for k in 0..n {
-                    let i = j + k;
-                    mhs[i] = mh[k];
-                    // z·h + (1 − z)·h̃
-                    h[i] = z[i] * hr[i] + (one - z[i]) * hh[i];
-                }
+                mhs[j..j + n].copy_from_slice(&mh[..n]);
+            }
+            // z·h + (1 − z)·h̃
+            for (((h, &z), &hp), &hh) in h.iter_mut().zip(&*z).zip(hr).zip(&*hh) {
+                *h = z * hp + (one - z) * hh;
             }
         }
     });
