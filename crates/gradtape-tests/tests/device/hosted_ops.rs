@@ -258,3 +258,64 @@ fn the_lstm_cell_op_runs_on_the_gpu_as_on_the_cpu() {
         }
     }
 }
+
+/// The fused recurrences (`lstm_sequence`, `gru_sequence`) on a GPU run
+/// their composites, eagerly and as the nodes of a function traced on the
+/// CPU and called with GPU tensors (whose backward op takes the empty
+/// marker of the parts without a cotangent): the same values as on the
+/// CPU, gradients to rounding (the fused backward pass sums in another
+/// order).
+#[test]
+fn the_sequence_ops_run_on_the_gpu_as_on_the_cpu() {
+    use gradtape::{function, GradientTape};
+    gradtape::emulate_cuda_on_host();
+    type Seq = fn(&[Tensor; 4]) -> gradtape::Result<Tensor>;
+    let lstm: Seq = |x| Ok(Tensor::lstm_sequence(&x[0], &x[1], &x[2], &x[3])?.0);
+    let gru: Seq = |x| Tensor::gru_sequence(&x[0], &x[1], &x[2], &x[3]);
+    let (t, b, u) = (4, 3, 2);
+    let draw = |s: &[usize], k: f32| {
+        let n: usize = s.iter().product();
+        Tensor::from_vec((0..n).map(|i| (i as f32 * k).sin()).collect(), s).unwrap()
+    };
+    for (name, f, gates, bias) in [("lstm", lstm, 4, vec![b, u]), ("gru", gru, 3, vec![3 * u])] {
+        let x = [
+            draw(&[t, b, gates * u], 0.61),
+            draw(&[u, gates * u], 0.37),
+            draw(&bias, 0.23),
+            draw(&[b, u], 0.91),
+        ];
+        let step = move |x: &[Tensor; 4]| -> gradtape::Result<Vec<Tensor>> {
+            let tape = GradientTape::new();
+            let (mut hs, mut y) = (None, None);
+            tape.record(|| {
+                tape.watch(&x[..]);
+                let h = f(x)?;
+                y = Some(h.square()?.sum_all()?);
+                hs = Some(h);
+                Ok(())
+            })?;
+            let y = y.expect("recorded");
+            let mut out = vec![hs.expect("recorded"), y.clone()];
+            out.extend(tape.gradient(&y, &[&x[0], &x[1], &x[2], &x[3]])?.into_iter().flatten());
+            Ok(out)
+        };
+        let on = |d: Device| x.clone().map(|a| a.to(d).unwrap());
+        let cpu = step(&on(Device::Cpu)).unwrap();
+        let eager_gpu = step(&on(GPU)).unwrap();
+        let f = function(step);
+        let traced_gpu = f.call(&on(GPU)).unwrap();
+        for (how, outs) in [("eager", eager_gpu), ("traced", traced_gpu)] {
+            assert!(outs.iter().all(|t| t.device() == GPU), "{name} {how}");
+            assert_eq!(outs.len(), 6, "{name} {how}");
+            assert_eq!(bits(&outs[0]), bits(&cpu[0]), "{name} {how}: the outputs");
+            for (k, (g, w)) in outs.iter().zip(&cpu).enumerate().skip(1) {
+                for (a, b) in g.to_vec_f64().iter().zip(w.to_vec_f64()) {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                        "{name} {how} output {k}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+}

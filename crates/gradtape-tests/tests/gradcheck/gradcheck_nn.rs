@@ -244,6 +244,18 @@ fn table() -> Vec<Case> {
         |x| Tensor::lstm_sequence(&x[0], &x[1], &x[2], &x[3])?.0.narrow(0, 1, 1),
         &[(&[2, 1, 4], Any), (&[1, 4], Any), (&[1, 1], Any), (&[1, 1], Any)],
     ));
+    // the fused GRU recurrence (as the LSTM's): every step's h, then the
+    // last h alone
+    t.push(case(
+        "gru_sequence xw [3,2,6] r [2,6] b [6] h0 [2,2] all h",
+        |x| Tensor::gru_sequence(&x[0], &x[1], &x[2], &x[3]),
+        &[(&[3, 2, 6], Any), (&[2, 6], Any), (&[6], Any), (&[2, 2], Any)],
+    ));
+    t.push(case(
+        "gru_sequence xw [2,1,3] r [1,3] b [3] h0 [1,1] last h",
+        |x| Tensor::gru_sequence(&x[0], &x[1], &x[2], &x[3])?.narrow(0, 1, 1),
+        &[(&[2, 1, 3], Any), (&[1, 3], Any), (&[3], Any), (&[1, 1], Any)],
+    ));
     t.push(case(
         "rms_normalization [3,4] axis -1 scale [4]",
         |x| x[0].rms_normalization(&[-1], Some(&x[1]), 1e-3),
@@ -331,6 +343,7 @@ fn gradcheck_nn_table() {
             "layer_normalization",
             "lstm_cell",
             "lstm_sequence",
+            "gru_sequence",
             "rms_normalization",
             "grouped_query_attention",
             "rotary_embedding",

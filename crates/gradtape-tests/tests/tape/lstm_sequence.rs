@@ -40,7 +40,7 @@ fn inputs(t: usize, b: usize, u: usize, dtype: DType, seed: u64) -> Result<[Tens
 }
 
 /// A scalar of both outputs, with weights so that every element counts.
-fn weigh(hs: &Tensor, cs: &Tensor) -> Result<Tensor> {
+pub(super) fn weigh(hs: &Tensor, cs: &Tensor) -> Result<Tensor> {
     let w: Vec<f64> = (0..hs.numel()).map(|k| 1.0 + (k % 7) as f64 / 7.0).collect();
     let w = Tensor::from_vec(w, hs.shape())?.cast(hs.dtype())?;
     hs.mul(&w)?
@@ -48,14 +48,14 @@ fn weigh(hs: &Tensor, cs: &Tensor) -> Result<Tensor> {
         .add(&cs.mul(&w.neg()?)?.mul_scalar(0.5)?.sum_all()?)
 }
 
-fn bits(t: &Tensor) -> Vec<u64> {
+pub(super) fn bits(t: &Tensor) -> Vec<u64> {
     match t.dtype() {
         DType::F32 => t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits() as u64).collect(),
         _ => t.to_vec::<f64>().unwrap().iter().map(|v| v.to_bits()).collect(),
     }
 }
 
-fn close(a: &Tensor, b: &Tensor, tol: f64, what: &str) {
+pub(super) fn close(a: &Tensor, b: &Tensor, tol: f64, what: &str) {
     let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
     assert_eq!(a.len(), b.len(), "{what}");
     let scale = b.iter().fold(0f64, |m, y| m.max(y.abs()));
@@ -67,19 +67,30 @@ fn close(a: &Tensor, b: &Tensor, tol: f64, what: &str) {
     }
 }
 
-/// `d weigh / d(xw, w, h0, c0)` of `f` by one tape.
-fn grads(f: Seq, x: &[Tensor; 4]) -> Result<Vec<Tensor>> {
+/// The gradients of the scalar `f(x)` with respect to the four inputs,
+/// by one tape.
+pub(super) fn grads_of(f: impl Fn(&[Tensor; 4]) -> Result<Tensor>, x: &[Tensor; 4]) -> Result<Vec<Tensor>> {
     let tape = GradientTape::new();
     let y = tape.record(|| {
         tape.watch(&x[..]);
-        let (hs, cs) = f(&x[0], &x[1], &x[2], &x[3])?;
-        weigh(&hs, &cs)
+        f(x)
     })?;
     Ok(tape
         .gradient(&y, &[&x[0], &x[1], &x[2], &x[3]])?
         .into_iter()
         .map(|g| g.expect("a gradient"))
         .collect())
+}
+
+/// `d weigh / d(xw, w, h0, c0)` of `f` by one tape.
+fn grads(f: Seq, x: &[Tensor; 4]) -> Result<Vec<Tensor>> {
+    grads_of(
+        |x| {
+            let (hs, cs) = f(&x[0], &x[1], &x[2], &x[3])?;
+            weigh(&hs, &cs)
+        },
+        x,
+    )
 }
 
 #[test]
@@ -146,15 +157,15 @@ fn only_the_outputs_used_get_cotangents() -> Result<()> {
     Ok(())
 }
 
-/// `d/d(all) (∇weigh · v)`: a second order of `f`, by nested tapes.
-fn second_order(f: Seq, x: &[Tensor; 4]) -> Result<Vec<Tensor>> {
+/// `d/d(all) (∇f · v)`: a second order of the scalar `f`, by nested
+/// tapes (a fixed direction `v` per input).
+pub(super) fn second_order_of(f: impl Fn(&[Tensor; 4]) -> Result<Tensor>, x: &[Tensor; 4]) -> Result<Vec<Tensor>> {
     let outer = GradientTape::new();
     let y = outer.record(|| {
         outer.watch(&x[..]);
-        let g = grads(f, x)?;
+        let g = grads_of(&f, x)?;
         let mut s: Option<Tensor> = None;
         for (k, g) in g.iter().enumerate() {
-            // a fixed direction per input
             let n = g.numel();
             let v: Vec<f64> = (0..n).map(|i| ((i * 7 + k * 3) % 5) as f64 / 5.0 - 0.4).collect();
             let term = g.mul(&Tensor::from_vec(v, g.shape())?)?.sum_all()?;
@@ -170,6 +181,17 @@ fn second_order(f: Seq, x: &[Tensor; 4]) -> Result<Vec<Tensor>> {
         .into_iter()
         .map(|g| g.expect("a second-order gradient"))
         .collect())
+}
+
+/// `d/d(all) (∇weigh · v)`: a second order of `f`.
+fn second_order(f: Seq, x: &[Tensor; 4]) -> Result<Vec<Tensor>> {
+    second_order_of(
+        |x| {
+            let (hs, cs) = f(&x[0], &x[1], &x[2], &x[3])?;
+            weigh(&hs, &cs)
+        },
+        x,
+    )
 }
 
 #[test]
@@ -325,5 +347,72 @@ fn bad_input_is_an_error_naming_the_op() -> Result<()> {
             Ok(_) => panic!("{what}: accepted"),
         }
     }
+    Ok(())
+}
+
+#[test]
+fn parts_without_a_cotangent_cost_no_zeros_eager_or_traced() -> Result<()> {
+    // a model reading the outputs h alone (or the states c alone): the
+    // backward op gets the empty marker for the other parts, not zeros
+    // joined into a cotangent of the packed output; the values are the
+    // loop's, eager and traced
+    let x = inputs(4, 3, 2, DType::F32, 17)?;
+    let step = |f: Seq, which: usize, x: &[Tensor; 4]| -> Result<Vec<Tensor>> {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(&x[..]);
+            let (hs, cs) = f(&x[0], &x[1], &x[2], &x[3])?;
+            let part = if which == 0 { hs } else { cs };
+            part.square()?.sum_all()
+        })?;
+        Ok(tape
+            .gradient(&y, &[&x[0], &x[1], &x[2], &x[3]])?
+            .into_iter()
+            .flatten()
+            .collect())
+    };
+    for which in [0, 1] {
+        let f = function(move |x: &[Tensor; 4]| step(Tensor::lstm_sequence, which, x));
+        let (eager, traced, want) = (
+            step(Tensor::lstm_sequence, which, &x)?,
+            f.call(&x)?,
+            step(reference, which, &x)?,
+        );
+        assert_eq!(eager.len(), 4);
+        for (k, ((e, t), w)) in eager.iter().zip(&traced).zip(&want).enumerate() {
+            close(e, w, 3e-6, &format!("part {which}, input {k}, eager against the loop"));
+            close(t, e, 2e-6, &format!("part {which}, input {k}, traced against eager"));
+        }
+        let g = f.concrete(&x)?.optimized_graph().to_string();
+        assert!(g.contains("f32[0] = Const"), "the marker of an absent cotangent: {g}");
+        assert!(
+            !g.contains("Concat") && !g.contains("Pad"),
+            "no cotangent of the packed output: {g}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn the_tape_keeps_the_packed_output_and_the_weights_alone() -> Result<()> {
+    // the rule reads the recurrent kernel, the initial state and the
+    // packed output's parts: not the projections
+    let x = inputs(5, 2, 3, DType::F32, 2)?;
+    let before: Vec<usize> = x.iter().map(Tensor::ref_count).collect();
+    let tape = GradientTape::persistent();
+    let y = tape.record(|| {
+        tape.watch(&x[..]);
+        Tensor::lstm_sequence(&x[0], &x[1], &x[2], &x[3])?.0.sum_all()
+    })?;
+    let after: Vec<usize> = x.iter().map(Tensor::ref_count).collect();
+    assert_eq!(after[0], before[0], "xw is not kept");
+    assert!(
+        (1..4).all(|k| after[k] > before[k]),
+        "the kernel and the state are kept"
+    );
+    let g = tape.gradient(&y, &[&x[0], &x[1], &x[2], &x[3]])?;
+    assert!(g.iter().all(Option::is_some));
+    drop(tape);
+    assert_eq!(x.iter().map(Tensor::ref_count).collect::<Vec<_>>(), before);
     Ok(())
 }

@@ -155,33 +155,6 @@ impl CellWeights {
     }
 }
 
-/// Runs `step` over the steps of the projections `xw` (time-major,
-/// `[time, batch, width]`), returning the outputs `[batch, time, units]`
-/// and the last state.
-fn unroll<S>(
-    xw: &Tensor,
-    mut state: S,
-    mut step: impl FnMut(&Tensor, S) -> Result<(Tensor, S)>,
-) -> Result<(Tensor, S)> {
-    if xw.rank() != 3 {
-        return Err(Error::invalid(
-            "run_sequence",
-            format!("expected projections [time, batch, width], got shape {:?}", xw.shape()),
-        ));
-    }
-    let mut outs = crate::tensor::alloc::try_vec("run_sequence", xw.shape()[0])?;
-    for x in xw.unstack(0)? {
-        let (h, s) = step(&x, state)?;
-        outs.push(h);
-        state = s;
-    }
-    if outs.is_empty() {
-        return Err(Error::invalid("run_sequence", "the sequence has no time steps"));
-    }
-    let refs: Vec<&Tensor> = outs.iter().collect();
-    Ok((Tensor::stack(&refs, 1)?, state))
-}
-
 /// A long short-term memory cell, Keras's `LSTMCell`.
 ///
 /// ```
@@ -388,22 +361,26 @@ impl GRUCell {
     pub(super) fn step_projected(&self, xw: &Tensor, h: &Tensor) -> Result<Tensor> {
         let w = &self.0;
         let b = w.bias.read().unstack(0)?;
-        let mx = xw.split(3, -1)?;
-        let mh = h.matmul(&w.recurrent.read())?.bias_add(&b[1])?.split(3, -1)?;
-        let z = mx[0].add(&mh[0])?.sigmoid()?;
-        let r = mx[1].add(&mh[1])?.sigmoid()?;
-        let hh = mx[2].add(&r.mul(&mh[2])?)?.tanh()?;
-        // z · h + (1 − z) · hh
-        z.mul(h)?.add(&z.neg()?.add_scalar(1.0)?.mul(&hh)?)
+        Ok(crate::ops::gru_step(xw, h, &w.recurrent.read(), &b[1])?.0)
     }
 
     /// Runs the cell over `xs` `[batch, time, in]` from `h`: the outputs
     /// `[batch, time, units]` and the last state.
+    ///
+    /// The steps run as one op, [`Tensor::gru_sequence`] (one op each way
+    /// under a tape or in a trace, the recurrent kernel's gradient one
+    /// product over all steps).
     pub fn run_sequence(&self, xs: &Tensor, h: Tensor) -> Result<(Tensor, Tensor)> {
-        unroll(&self.project(xs, &h)?, h, |xw, h| {
-            let h = self.step_projected(xw, &h)?;
-            Ok((h.clone(), h))
-        })
+        let xw = self.project(xs, &h)?;
+        let t = xw.shape()[0];
+        if t == 0 {
+            return Err(Error::invalid("run_sequence", "the sequence has no time steps"));
+        }
+        let w = &self.0;
+        let b = w.bias.read().unstack(0)?;
+        let hs = Tensor::gru_sequence(&xw, &w.recurrent.read(), &b[1], &h)?;
+        let last = hs.narrow(0, t - 1, 1)?.squeeze(&[0])?;
+        Ok((hs.permute(&[1, 0, 2])?, last))
     }
 }
 

@@ -180,10 +180,19 @@ pub enum NnOp {
     /// c0)` (`lstm_sequence`): every step's `h`, `c` and gates' `z`,
     /// packed flat.
     LstmSequence,
-    /// `LstmSequence`'s fused backward pass `(kernel, h0, c0, packed,
-    /// packed cotangent)`: `dxw`, `dW`, `dh0`, `dc0`, flattened
+    /// `LstmSequence`'s fused backward pass `(kernel, h0, c0, hs, cs, zs,
+    /// their cotangents)` (the packed output's parts; an absent cotangent
+    /// is an empty vector): `dxw`, `dW`, `dh0`, `dc0`, flattened
     /// (differentiable again, by a VJP written with differentiable ops).
     LstmSequenceGrad,
+    /// A GRU's recurrence over a sequence `(xw, recurrent kernel,
+    /// recurrent bias, h0)` (`gru_sequence`): every step's `h` and its
+    /// `[z, r, h̃, m_h]`, packed flat.
+    GruSequence,
+    /// `GruSequence`'s fused backward pass `(kernel, h0, hs, gates, their
+    /// cotangents)` (an absent cotangent is an empty vector): `dxw`, `dR`,
+    /// `db`, `dh0`, flattened (differentiable again).
+    GruSequenceGrad,
     /// Fused layer normalisation over the last `axes` dims `(x[, gamma][,
     /// beta])`, `gamma` and `beta` vectors of those dims' size.
     LayerNorm {
@@ -244,6 +253,8 @@ impl NnOp {
             NnOp::LstmCellGrad => "LstmCellGrad",
             NnOp::LstmSequence => "LstmSequence",
             NnOp::LstmSequenceGrad => "LstmSequenceGrad",
+            NnOp::GruSequence => "GruSequence",
+            NnOp::GruSequenceGrad => "GruSequenceGrad",
             NnOp::LayerNorm { .. } => "LayerNorm",
             NnOp::LayerNormGrad { .. } => "LayerNormGrad",
         }
@@ -303,7 +314,13 @@ impl NnOp {
             (NnOp::LstmCell, [z, c]) => crate::ops::nn::lstm_cell_packed(z, c)?,
             (NnOp::LstmCellGrad, [z, c, g]) => crate::ops::nn::lstm_cell_grad_flat(z, c, g)?,
             (NnOp::LstmSequence, [xw, w, h0, c0]) => crate::ops::nn::lstm_sequence_packed(xw, w, h0, c0)?,
-            (NnOp::LstmSequenceGrad, [w, h0, c0, p, g]) => crate::ops::nn::lstm_sequence_grad_flat(w, h0, c0, p, g)?,
+            (NnOp::LstmSequenceGrad, [w, h0, c0, hs, cs, zs, gh, gc, gz]) => {
+                crate::ops::nn::lstm_sequence_grad_flat(w, h0, c0, [hs, cs, zs], [gh, gc, gz])?
+            }
+            (NnOp::GruSequence, [xw, w, b, h0]) => crate::ops::nn::gru_sequence_packed(xw, w, b, h0)?,
+            (NnOp::GruSequenceGrad, [w, h0, hs, gs, gh, gg]) => {
+                crate::ops::nn::gru_sequence_grad_flat(w, h0, hs, gs, gh, gg)?
+            }
             (NnOp::LayerNorm { axes, eps, gamma, beta }, [x, rest @ ..])
                 if rest.len() == *gamma as usize + *beta as usize =>
             {
@@ -368,7 +385,9 @@ impl NnOp {
             | NnOp::LstmCell
             | NnOp::LstmCellGrad
             | NnOp::LstmSequence
-            | NnOp::LstmSequenceGrad => Ok(()),
+            | NnOp::LstmSequenceGrad
+            | NnOp::GruSequence
+            | NnOp::GruSequenceGrad => Ok(()),
             NnOp::Conv(c) => {
                 f.write_str("[")?;
                 conv(f, c)?;

@@ -21,14 +21,17 @@
 //!
 //! - The op's output is **packed**, flat: all `h_t`, then all `c_t`, then
 //!   all `z_t` (what the backward pass reads; a tape keeps the output and
-//!   nothing else). [`Tensor::lstm_sequence`] splits it (one recorded
-//!   split, whose gradient is one concatenation) and returns the first two.
+//!   nothing else), recorded as `recurrence.rs` says: under a tape, one op
+//!   whose outputs are the three parts, whose backward op reads an absent
+//!   cotangent (of the `c_t` and `z_t` of a model that reads `h_t` alone)
+//!   as zeros without a tensor of them. [`Tensor::lstm_sequence`] returns
+//!   the first two parts.
 //! - The VJP: with `dh_t = ḡh_t + dz_{t+1} Wᵀ` and `dc_t = ḡc_t +
 //!   dc_prev(t+1)`, the cell's backward formula gives `dz_t` (plus the
 //!   cotangent `ḡz_t` of the packed `z_t`) and `dc_prev(t)`, from the last
 //!   step back; then `dxw = dz`, `dW = Σ h_{t−1}ᵀ dz_t`, `dh₀ = dz₀ Wᵀ`,
 //!   `dc₀ = dc_prev(0)`: `LstmSequenceGrad`, one op (so a trace records
-//!   it whole).
+//!   it whole), on the parts and their cotangents.
 //! - `LstmSequenceGrad`'s own VJP (a second order) is that loop
 //!   differentiated by hand, forwards in time, with differentiable ops
 //!   (the cell's backward op `LstmCellGrad` and its hand-written VJP), so
@@ -36,36 +39,28 @@
 //! - Other dtypes and devices run the composite (a GPU, a graph traced on
 //!   the CPU run on a GPU: the composite, packed).
 
+use std::sync::Arc;
+
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::gemm_crates::Gemm;
-use crate::kernels::cpu::matmul::gemm_raw;
 use crate::kernels::cpu::workers::SendPtr;
 use crate::kernels::cpu::{spare, uninit_buf};
 use crate::ops::desc::NnOp;
 use crate::ops::math::table::Lane;
-use crate::ops::{bind, bind_jvp, grads, tangent_or_zero};
+use crate::ops::{bind, grads, tangent_or_zero};
+use crate::tensor::alloc::try_filled;
 use crate::tensor::dtype::with_types;
 use crate::tensor::{DType, Element, Tensor};
 
 use super::lstm_cell::{backward_into, forward_into, grad_vjp, jvp as cell_jvp, lstm_cell_grad_flat};
+use super::recurrence::{
+    add_opt, at, back_product, bind_packed, bind_sequence, cotangent, cotangents_or_markers, flat, kernel_grad,
+    kernel_grad_ops, or_zeros, parts, present, shift, stack, step_product, transposed, Dims, GradFn,
+};
 
 const OP: &str = "lstm_sequence";
-
-/// A checked problem: `t` steps of a batch of `b`, `u` units.
-#[derive(Clone, Copy, Debug)]
-struct Dims {
-    t: usize,
-    b: usize,
-    u: usize,
-}
-
-impl Dims {
-    /// Elements of all `h_t` (and of all `c_t`).
-    fn n(&self) -> usize {
-        self.t * self.b * self.u
-    }
-}
+const GOP: &str = "lstm_sequence_grad";
 
 impl Tensor {
     /// An LSTM's recurrence over a whole sequence, from the input
@@ -104,13 +99,25 @@ impl Tensor {
             let (hs, cs, _) = composite(xw, recurrent, h0, c0)?;
             return Ok((hs, cs));
         }
-        let n = d.n();
-        let parts = fused_packed(xw, recurrent, h0, c0, d)?.split_sizes(&[n, n, 4 * n], 0)?;
-        match parts.as_slice() {
-            [h, c, _] => Ok((h.reshape(&[d.t, d.b, d.u])?, c.reshape(&[d.t, d.b, d.u])?)),
+        let (out, grad) = fused_forward(xw, recurrent, h0, c0, d)?;
+        let ps = bind_sequence(
+            NnOp::LstmSequence,
+            &[xw, recurrent, h0, c0],
+            out,
+            &shapes(d),
+            grad,
+            |t, packed| jvp(xw, recurrent, h0, c0, t, packed, d),
+        )?;
+        match ps.as_slice() {
+            [h, c, _] => Ok((h.clone(), c.clone())),
             _ => Err(Error::invalid(OP, "the packed output did not split in three")),
         }
     }
+}
+
+/// The packed output's parts: all `h_t`, all `c_t`, all `z_t`.
+fn shapes(d: Dims) -> [Vec<usize>; 3] {
+    [d.shape(1), d.shape(1), d.shape(4)]
 }
 
 /// Checks shapes, dtypes and devices, and says whether the fused op
@@ -161,52 +168,47 @@ fn composite(xw: &Tensor, w: &Tensor, h0: &Tensor, c0: &Tensor) -> Result<(Tenso
         cs.push(c.clone());
         zs.push(z);
     }
-    let stack = |v: &[Tensor]| Tensor::stack(&v.iter().collect::<Vec<_>>(), 0);
     Ok((stack(&hs)?, stack(&cs)?, stack(&zs)?))
 }
 
-/// `t` as a vector (the packed layouts' parts).
-fn flat(t: &Tensor) -> Result<Tensor> {
-    t.reshape(&[t.numel()])
-}
-
-/// The steps' tensors `v` stacked along a new first axis, as a vector.
-fn stack_flat(v: &[Tensor]) -> Result<Tensor> {
-    flat(&Tensor::stack(&v.iter().collect::<Vec<_>>(), 0)?)
-}
-
-/// The fused forward op: `h`, `c`, `z` of every step, packed flat. Other
-/// devices and dtypes (a graph traced on the CPU run on a GPU) compute
-/// the composite and pack it.
+/// The fused forward op: `h`, `c`, `z` of every step, packed flat, for a
+/// graph's node. Other devices and dtypes (a graph traced on the CPU run
+/// on a GPU) compute the composite and pack it.
 pub(crate) fn lstm_sequence_packed(xw: &Tensor, w: &Tensor, h0: &Tensor, c0: &Tensor) -> Result<Tensor> {
     let (d, fused) = check(xw, w, h0, c0)?;
     if !fused {
         let (hs, cs, zs) = composite(xw, w, h0, c0)?;
         return Tensor::concat(&[&flat(&hs)?, &flat(&cs)?, &flat(&zs)?], 0);
     }
-    fused_packed(xw, w, h0, c0, d)
+    let (out, grad) = fused_forward(xw, w, h0, c0, d)?;
+    Ok(bind_packed(
+        NnOp::LstmSequence,
+        &[xw, w, h0, c0],
+        out,
+        &shapes(d),
+        grad,
+        |t, packed| jvp(xw, w, h0, c0, t, packed, d),
+    ))
 }
 
-/// [`lstm_sequence_packed`] on operands [`check`] found fusable.
-fn fused_packed(xw: &Tensor, w: &Tensor, h0: &Tensor, c0: &Tensor, d: Dims) -> Result<Tensor> {
+/// The forward kernel's packed output on operands [`check`] found
+/// fusable, and the op's gradient (from the parts and their cotangents).
+fn fused_forward(xw: &Tensor, w: &Tensor, h0: &Tensor, c0: &Tensor, d: Dims) -> Result<(Tensor, GradFn)> {
     let out = with_types!(xw.dtype(), T => {
         let (x, wv, hv, cv) = (xw.values::<T>(OP)?, w.values::<T>(OP)?, h0.values::<T>(OP)?, c0.values::<T>(OP)?);
         Tensor::from_storage(T::buf_into_storage(forward::<T>(&x, &wv, &hv, &cv, d)?), &[6 * d.n()])
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64"));
-    let (xc, wc, hc, cc) = (xw.clone(), w.clone(), h0.clone(), c0.clone());
-    Ok(bind_jvp(
-        NnOp::LstmSequence,
-        &[xw, w, h0, c0],
-        out,
-        move |packed| {
-            let p = packed.clone();
-            vjp(move |g, _| {
-                let [dxw, dw, dh0, dc0] = unpack_grads(&lstm_sequence_grad_flat(&wc, &hc, &cc, &p, &g[0])?, &xc, &wc)?;
-                Ok(grads![Some(dxw), Some(dw), Some(dh0), Some(dc0)])
-            })
-        },
-        |t, packed| jvp(xw, w, h0, c0, t, packed, d),
-    ))
+    let (wc, hc, cc) = (w.clone(), h0.clone(), c0.clone());
+    let grad: GradFn = Arc::new(move |p, g| {
+        if g.iter().all(Option::is_none) {
+            return Ok(grads![None, None, None, None]);
+        }
+        let c = cotangents_or_markers(g, &p[0])?;
+        let all = lstm_sequence_grad_flat(&wc, &hc, &cc, [&p[0], &p[1], &p[2]], [&c[0], &c[1], &c[2]])?;
+        let [dxw, dw, dh0, dc0] = unpack_grads(&all, d)?;
+        Ok(grads![Some(dxw), Some(dw), Some(dh0), Some(dc0)])
+    });
+    Ok((out, grad))
 }
 
 /// The forward kernel: the loop of the module docs, each step a product
@@ -229,17 +231,7 @@ fn forward<T: Lane + Element + Gemm>(xw: &[T], w: &[T], h0: &[T], c0: &[T], d: D
             let z = base.add(2 * n + 4 * t * step);
             // z_t = h_{t−1} W + xw_t (the sum in the composite's order:
             // the product, then the addition of the projection)
-            gemm_raw::<T>(
-                (b, 4 * u, u),
-                z,
-                (4 * u as isize, 1),
-                false,
-                hp,
-                (u as isize, 1),
-                w.as_ptr(),
-                (4 * u as isize, 1),
-                true,
-            );
+            step_product((b, u, 4 * u), z, hp, w.as_ptr());
             let zs = std::slice::from_raw_parts_mut(z, 4 * step);
             for (z, &x) in zs.iter_mut().zip(&xw[4 * t * step..4 * (t + 1) * step]) {
                 *z = x + *z;
@@ -261,75 +253,101 @@ fn forward<T: Lane + Element + Gemm>(xw: &[T], w: &[T], h0: &[T], c0: &[T], d: D
 
 /// The fused backward op (`LstmSequenceGrad`): `dxw`, `dW`, `dh₀`, `dc₀`
 /// flattened into one vector, from the recurrent kernel, the initial
-/// state, the packed output and its cotangent `g`.
+/// state, the packed output's parts `[hs, cs, zs]` and their cotangents
+/// (each the empty marker of an absent one).
 pub(crate) fn lstm_sequence_grad_flat(
     w: &Tensor,
     h0: &Tensor,
     c0: &Tensor,
-    packed: &Tensor,
-    g: &Tensor,
+    p: [&Tensor; 3],
+    g: [&Tensor; 3],
 ) -> Result<Tensor> {
-    const GOP: &str = "lstm_sequence_grad";
-    if w.rank() != 2 || h0.rank() != 2 || w.shape()[0] == 0 {
+    let [hs, cs, zs] = p;
+    let ok = w.rank() == 2
+        && hs.rank() == 3
+        && w.shape()[0] > 0
+        && w.shape()[1] == 4 * w.shape()[0]
+        && hs.shape()[0] > 0
+        && hs.shape()[2] == w.shape()[0]
+        && h0.shape() == &hs.shape()[1..]
+        && c0.shape() == h0.shape()
+        && cs.shape() == hs.shape()
+        && zs.shape() == [hs.shape()[0], hs.shape()[1], 4 * w.shape()[0]];
+    if !ok {
         return Err(Error::invalid(
             GOP,
             format!(
-                "expected a recurrent kernel [u, 4u] and a state [batch, u], got {:?} and {:?}",
-                w.shape(),
-                h0.shape()
-            ),
-        ));
-    }
-    let (b, u) = (h0.shape()[0], w.shape()[0]);
-    let step = 6 * b * u;
-    let t = packed.numel().checked_div(step).unwrap_or(0);
-    let want = [t * step];
-    if t == 0 || packed.shape() != want || g.shape() != want || g.dtype() != w.dtype() || packed.dtype() != w.dtype() {
-        return Err(Error::invalid(
-            GOP,
-            format!(
-                "expected the packed output and its cotangent as {} vectors of 6·time·batch·u elements (batch {b}, u \
-                 {u}), got {} {:?} and {} {:?}",
-                w.dtype(),
-                packed.dtype(),
-                packed.shape(),
-                g.dtype(),
-                g.shape()
-            ),
-        ));
-    }
-    let d = Dims { t, b, u };
-    let fused = matches!(w.dtype(), DType::F32 | DType::F64)
-        && [h0, c0].iter().all(|x| x.shape() == [b, u] && x.dtype() == w.dtype())
-        && crate::kernels::gpu::placement(GOP, &[w, h0, c0, packed, g])?.is_none();
-    if h0.shape() != [b, u] || c0.shape() != [b, u] || w.shape()[1] != 4 * u {
-        return Err(Error::invalid(
-            GOP,
-            format!(
-                "expected a recurrent kernel [u, 4u] and states [batch, u], got {:?}, h0 {:?}, c0 {:?}",
+                "expected a recurrent kernel [u, 4u], states h0, c0 [batch, u], outputs hs, cs [time >= 1, batch, u] \
+                 and gates zs [time, batch, 4u], got {:?}, {:?}, {:?}, {:?}, {:?} and {:?}",
                 w.shape(),
                 h0.shape(),
-                c0.shape()
+                c0.shape(),
+                hs.shape(),
+                cs.shape(),
+                zs.shape()
             ),
         ));
     }
+    for x in [h0, c0, hs, cs, zs] {
+        crate::ops::expect_same_dtype(GOP, w, x)?;
+    }
+    let cots = [
+        cotangent(GOP, g[0], hs)?,
+        cotangent(GOP, g[1], cs)?,
+        cotangent(GOP, g[2], zs)?,
+    ];
+    let d = Dims {
+        t: hs.shape()[0],
+        b: hs.shape()[1],
+        u: hs.shape()[2],
+    };
+    let fused = matches!(w.dtype(), DType::F32 | DType::F64)
+        && d.b > 0
+        && crate::kernels::gpu::placement(GOP, &present(&[w, h0, c0, hs, cs, zs], &cots))?.is_none();
     let out = if fused {
         with_types!(w.dtype(), T => {
             let (wv, hv, cv) = (w.values::<T>(GOP)?, h0.values::<T>(GOP)?, c0.values::<T>(GOP)?);
-            let (pv, gv) = (packed.values::<T>(GOP)?, g.values::<T>(GOP)?);
-            Tensor::from_storage(T::buf_into_storage(backward::<T>(&wv, &hv, &cv, &pv, &gv, d)?), &[grad_len(d)])
+            let pv = [hs.values::<T>(GOP)?, cs.values::<T>(GOP)?, zs.values::<T>(GOP)?];
+            let gv = cots.map(|c| c.map(|g| g.values::<T>(GOP)).transpose());
+            let [gh, gc, gz] = gv;
+            let (gh, gc, gz) = (gh?, gc?, gz?);
+            let buf = backward::<T>(&wv, &hv, &cv, [&pv[0], &pv[1], &pv[2]], [gh.as_deref(), gc.as_deref(), gz.as_deref()], d)?;
+            Tensor::from_storage(T::buf_into_storage(buf), &[grad_len(d)])
         }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64"))
     } else {
-        let s = steps_backward(w, h0, c0, packed, g, d)?;
+        let s = steps_backward(w, h0, c0, p, cots, d)?;
         Tensor::concat(&[&flat(&s.dxw)?, &flat(&s.dw)?, &flat(&s.dh0)?, &flat(&s.dc0)?], 0)?
     };
-    let (wc, hc, cc, pc, gc) = (w.clone(), h0.clone(), c0.clone(), packed.clone(), g.clone());
-    Ok(bind(NnOp::LstmSequenceGrad, &[w, h0, c0, packed, g], out, move |_| {
-        vjp(move |a, _| {
-            let [gw, gh0, gc0, gp, gg] = grad_vjp_sequence(&wc, &hc, &cc, &pc, &gc, &a[0], d)?;
-            Ok(grads![Some(gw), Some(gh0), Some(gc0), Some(gp), Some(gg)])
-        })
-    }))
+    let ins = [w, h0, c0, hs, cs, zs, g[0], g[1], g[2]].map(Tensor::clone);
+    Ok(bind(
+        NnOp::LstmSequenceGrad,
+        &[w, h0, c0, hs, cs, zs, g[0], g[1], g[2]],
+        out,
+        move |_| {
+            vjp(move |a, _| {
+                let [w, h0, c0, hs, cs, zs, gh, gc, gz] = &ins;
+                let cots = [
+                    cotangent(GOP, gh, hs)?,
+                    cotangent(GOP, gc, cs)?,
+                    cotangent(GOP, gz, zs)?,
+                ];
+                let g = grad_vjp_sequence(w, h0, c0, [hs, cs, zs], cots, &a[0], d)?;
+                let [gw, gh0, gc0, ghs, gcs, gzs] = g.inputs;
+                let [ggh, ggc, ggz] = g.cotangents;
+                Ok(grads![
+                    Some(gw),
+                    Some(gh0),
+                    Some(gc0),
+                    Some(ghs),
+                    Some(gcs),
+                    Some(gzs),
+                    ggh,
+                    ggc,
+                    ggz
+                ])
+            })
+        },
+    ))
 }
 
 /// Elements of `LstmSequenceGrad`'s output.
@@ -338,81 +356,73 @@ fn grad_len(d: Dims) -> usize {
 }
 
 /// `dxw`, `dW`, `dh₀`, `dc₀` out of [`lstm_sequence_grad_flat`]'s vector
-/// (views shaped as `xw`, `W` and the state).
-fn unpack_grads(all: &Tensor, xw: &Tensor, w: &Tensor) -> Result<[Tensor; 4]> {
-    let (nx, nw) = (xw.numel(), w.numel());
-    let s = [xw.shape()[1], w.shape()[0]];
-    let ns = s[0] * s[1];
-    Ok([
-        all.narrow(0, 0, nx)?.reshape(xw.shape())?,
-        all.narrow(0, nx, nw)?.reshape(w.shape())?,
-        all.narrow(0, nx + nw, ns)?.reshape(&s)?,
-        all.narrow(0, nx + nw + ns, ns)?.reshape(&s)?,
-    ])
+/// (or its cotangent), as views.
+fn unpack_grads(all: &Tensor, d: Dims) -> Result<[Tensor; 4]> {
+    let s = vec![d.b, d.u];
+    let v = parts(all, &[d.shape(4), vec![d.u, 4 * d.u], s.clone(), s])?;
+    Ok([v[0].clone(), v[1].clone(), v[2].clone(), v[3].clone()])
 }
 
 /// The backward kernel: the loop of the module docs from the last step
-/// back, then the recurrent kernel's gradient as one product.
+/// back, then the recurrent kernel's gradient as one product; an absent
+/// cotangent (`None`) is zeros.
 fn backward<T: Lane + Element + Gemm>(
     w: &[T],
     h0: &[T],
     c0: &[T],
-    p: &[T],
-    g: &[T],
+    p: [&[T]; 3],
+    g: [Option<&[T]>; 3],
     d: Dims,
 ) -> Result<crate::tensor::Buf<T>> {
     let (n, b, u) = (d.n(), d.b, d.u);
     let step = b * u;
     let len = grad_len(d);
-    let mut out = uninit_buf::<T>(OP, len)?;
+    let mut out = uninit_buf::<T>(GOP, len)?;
     let base = spare(&mut out)[..len].as_mut_ptr().cast::<T>();
-    let (hs, cs, zs) = (&p[..n], &p[n..2 * n], &p[2 * n..]);
-    let (ghs, gcs, gzs) = (&g[..n], &g[n..2 * n], &g[2 * n..]);
-    let mut dh = crate::tensor::alloc::try_filled(OP, step, T::zero())?;
-    let mut dc = crate::tensor::alloc::try_filled(OP, step, T::zero())?;
-    let mut dcp = crate::tensor::alloc::try_filled(OP, step, T::zero())?;
+    let [hs, cs, zs] = p;
+    let [ghs, gcs, gzs] = g;
+    let mut dh = try_filled(GOP, step, T::zero())?;
+    let mut dc = try_filled(GOP, step, T::zero())?;
+    let mut dcp = try_filled(GOP, step, T::zero())?;
     let z4 = 4 * step;
-    // Wᵀ row-major, once: each step's product reads it in place (a
-    // transposed operand would be packed again at every step)
-    let mut wt = crate::tensor::alloc::try_filled(OP, 4 * u * u, T::zero())?;
-    for (j, row) in w.chunks_exact(4 * u).enumerate() {
-        for (k, &x) in row.iter().enumerate() {
-            wt[k * u + j] = x;
-        }
-    }
+    let wt = transposed(GOP, w, 4 * u)?;
     for t in (0..d.t).rev() {
         let later = t + 1 < d.t;
-        dh.copy_from_slice(&ghs[t * step..(t + 1) * step]);
+        let gh = ghs.map(|g| &g[t * step..(t + 1) * step]);
+        // dh_t = ḡh_t + dz_{t+1} Wᵀ
+        match gh {
+            Some(g) => dh.copy_from_slice(g),
+            None if !later => dh.fill(T::zero()),
+            None => {}
+        }
         // SAFETY: rows of the buffer of `len` elements: `dz_{t+1}`
         // (written by the previous iteration) read, `dz_t` written; the
         // product writes `dh`, which it does not read from.
         unsafe {
             if later {
-                // dh_t = ḡh_t + dz_{t+1} Wᵀ
-                let dz_next = base.add((t + 1) * z4);
-                gemm_raw::<T>(
+                back_product(
                     (b, u, 4 * u),
                     dh.as_mut_ptr(),
-                    (u as isize, 1),
-                    true,
-                    dz_next,
-                    (4 * u as isize, 1),
+                    gh.is_some(),
+                    base.add((t + 1) * z4),
                     wt.as_ptr(),
-                    (u as isize, 1),
-                    true,
                 );
             }
             let cprev = if t == 0 { c0 } else { &cs[(t - 1) * step..t * step] };
             // dc_t = ḡc_t + dc_prev(t+1) (in the kernel; dcp is read
             // there before it is written, row by row); dz_t gets ḡz_t
             dc.copy_from_slice(&dcp);
-            let later_dc = if later { Some(&dc[..]) } else { None };
+            let dcs = match (gcs.map(|g| &g[t * step..(t + 1) * step]), later) {
+                (Some(g), true) => (g, Some(&dc[..])),
+                (Some(g), false) => (g, None),
+                (None, _) => (&dc[..], None),
+            };
             backward_into(
                 &zs[t * z4..(t + 1) * z4],
                 cprev,
                 &dh,
-                (&gcs[t * step..(t + 1) * step], later_dc),
-                Some(&gzs[t * z4..(t + 1) * z4]),
+                dcs,
+                gzs.map(|g| &g[t * z4..(t + 1) * z4]),
                 SendPtr(base.add(t * z4)),
                 SendPtr(dcp.as_mut_ptr()),
                 u,
@@ -428,63 +438,13 @@ fn backward<T: Lane + Element + Gemm>(
             base.add(4 * n + 4 * u * u + step),
         );
         // dh₀ = dz₀ Wᵀ, dc₀ = dc_prev(0)
-        gemm_raw::<T>(
-            (b, u, 4 * u),
-            dh0,
-            (u as isize, 1),
-            false,
-            base,
-            (4 * u as isize, 1),
-            wt.as_ptr(),
-            (u as isize, 1),
-            true,
-        );
+        back_product((b, u, 4 * u), dh0, false, base, wt.as_ptr());
         std::ptr::copy_nonoverlapping(dcp.as_ptr(), dc0, step);
         // dW = h₀ᵀ dz₀ + Σ_{t ≥ 1} h_{t−1}ᵀ dz_t (one product over the steps)
-        gemm_raw::<T>(
-            (u, 4 * u, b),
-            dw,
-            (4 * u as isize, 1),
-            false,
-            h0.as_ptr(),
-            (1, u as isize),
-            base,
-            (4 * u as isize, 1),
-            true,
-        );
-        if d.t > 1 {
-            let m = (d.t - 1) * b;
-            gemm_raw::<T>(
-                (u, 4 * u, m),
-                dw,
-                (4 * u as isize, 1),
-                true,
-                hs.as_ptr(),
-                (1, u as isize),
-                base.add(z4),
-                (4 * u as isize, 1),
-                true,
-            );
-        }
+        kernel_grad(d, 4 * u, dw, h0.as_ptr(), hs.as_ptr(), base);
         out.set_len(len);
     }
     Ok(out)
-}
-
-/// The views of the packed output (or of its cotangent): all `h_t`, all
-/// `c_t` (`[T, B, u]`), all `z_t` (`[T, B, 4u]`).
-fn views(p: &Tensor, d: Dims) -> Result<[Tensor; 3]> {
-    let n = d.n();
-    Ok([
-        p.narrow(0, 0, n)?.reshape(&[d.t, d.b, d.u])?,
-        p.narrow(0, n, n)?.reshape(&[d.t, d.b, d.u])?,
-        p.narrow(0, 2 * n, 4 * n)?.reshape(&[d.t, d.b, 4 * d.u])?,
-    ])
-}
-
-/// Step `t` of a `[T, ..]` tensor.
-fn at(x: &Tensor, t: usize) -> Result<Tensor> {
-    x.narrow(0, t, 1)?.squeeze(&[0])
 }
 
 /// What the backward loop computes, with differentiable ops: the input
@@ -500,27 +460,37 @@ struct Steps {
     dz: Vec<Tensor>,
 }
 
+/// Step `t` of an optional `[T, ..]` cotangent.
+fn step_of(g: Option<&Tensor>, t: usize) -> Result<Option<Tensor>> {
+    g.map(|g| at(g, t)).transpose()
+}
+
 /// The backward pass of the module docs with differentiable ops (devices
-/// and dtypes without the fused kernel; and the second order's replay).
-fn steps_backward(w: &Tensor, h0: &Tensor, c0: &Tensor, packed: &Tensor, g: &Tensor, d: Dims) -> Result<Steps> {
-    let [hs, cs, zs] = views(packed, d)?;
-    let [ghs, gcs, gzs] = views(g, d)?;
+/// and dtypes without the fused kernel; and the second order's replay),
+/// from the parts and their cotangents (`None`: zeros).
+fn steps_backward(
+    w: &Tensor,
+    h0: &Tensor,
+    c0: &Tensor,
+    p: [&Tensor; 3],
+    g: [Option<&Tensor>; 3],
+    d: Dims,
+) -> Result<Steps> {
+    let [_, cs, zs] = p;
+    let [ghs, gcs, gzs] = g;
     let (mut dh, mut dc, mut dz) = (vec![], vec![], vec![]);
     let (mut carry_h, mut carry_c): (Option<Tensor>, Option<Tensor>) = (None, None);
     for t in (0..d.t).rev() {
-        let (gh, gc) = (at(&ghs, t)?, at(&gcs, t)?);
-        let dh_t = match &carry_h {
-            Some(x) => gh.add(x)?,
-            None => gh,
-        };
-        let dc_t = match &carry_c {
-            Some(x) => gc.add(x)?,
-            None => gc,
-        };
-        let cprev = if t == 0 { c0.clone() } else { at(&cs, t - 1)? };
-        let z = at(&zs, t)?;
+        let dh_t = or_zeros(add_opt(step_of(ghs, t)?, carry_h)?, h0)?;
+        let dc_t = or_zeros(add_opt(step_of(gcs, t)?, carry_c)?, c0)?;
+        let cprev = if t == 0 { c0.clone() } else { at(cs, t - 1)? };
+        let z = at(zs, t)?;
         let cell = lstm_cell_grad_flat(&z, &cprev, &Tensor::concat(&[&dh_t, &dc_t], 0)?)?;
-        let dz_t = cell.narrow(0, 0, z.numel())?.reshape(z.shape())?.add(&at(&gzs, t)?)?;
+        let dz_cell = cell.narrow(0, 0, z.numel())?.reshape(z.shape())?;
+        let dz_t = match step_of(gzs, t)? {
+            Some(g) => dz_cell.add(&g)?,
+            None => dz_cell,
+        };
         let dcp = cell.narrow(0, z.numel(), cprev.numel())?.reshape(cprev.shape())?;
         carry_h = Some(dz_t.matmul_with(w, false, true)?);
         carry_c = Some(dcp);
@@ -531,11 +501,8 @@ fn steps_backward(w: &Tensor, h0: &Tensor, c0: &Tensor, packed: &Tensor, g: &Ten
     dh.reverse();
     dc.reverse();
     dz.reverse();
-    let dxw = Tensor::stack(&dz.iter().collect::<Vec<_>>(), 0)?;
-    let hprev = Tensor::concat(&[&h0.reshape(&[1, d.b, d.u])?, &hs.narrow(0, 0, d.t - 1)?], 0)?;
-    let dw = hprev
-        .reshape(&[d.t * d.b, d.u])?
-        .matmul_with(&dxw.reshape(&[d.t * d.b, 4 * d.u])?, true, false)?;
+    let dxw = stack(&dz)?;
+    let dw = kernel_grad_ops(h0, p[0], &dxw, d)?;
     let (dh0, dc0) = match (carry_h, carry_c) {
         (Some(h), Some(c)) => (h, c),
         _ => return Err(Error::invalid(OP, "the sequence has no steps")),
@@ -551,6 +518,13 @@ fn steps_backward(w: &Tensor, h0: &Tensor, c0: &Tensor, packed: &Tensor, g: &Ten
     })
 }
 
+/// The cotangents the second order gives `LstmSequenceGrad`'s inputs:
+/// `[W, h₀, c₀, hs, cs, zs]`, then those of the given cotangents.
+struct SecondOrder {
+    inputs: [Tensor; 6],
+    cotangents: [Option<Tensor>; 3],
+}
+
 /// The VJP of the backward pass (a second order): the loop of
 /// [`steps_backward`] differentiated by hand, forwards in time (the
 /// carries flow from `dh₀`, `dc₀` to the last step), from the cotangent
@@ -564,41 +538,32 @@ fn steps_backward(w: &Tensor, h0: &Tensor, c0: &Tensor, packed: &Tensor, g: &Ten
 /// ḡh̄_t = ādh_t   ḡc̄_t = ādc_t   ā(dh_c(t+1)) = ādh_t   ā(dc_c(t+1)) = ādc_t
 /// ```
 ///
-/// (`h̄`, `c̄`, `z̄` the cotangent's parts), giving `[ḡW, ḡh₀, ḡc₀, ḡ(packed),
-/// ḡ(cotangent)]`, with differentiable ops.
+/// (`h̄`, `c̄`, `z̄` the cotangents of the parts), with differentiable ops.
 fn grad_vjp_sequence(
     w: &Tensor,
     h0: &Tensor,
     c0: &Tensor,
-    packed: &Tensor,
-    g: &Tensor,
+    p: [&Tensor; 3],
+    g: [Option<&Tensor>; 3],
     a: &Tensor,
     d: Dims,
-) -> Result<[Tensor; 5]> {
-    let s = steps_backward(w, h0, c0, packed, g, d)?;
-    let [hs, cs, zs] = views(packed, d)?;
-    let (nx, nw, ns) = (4 * d.n(), 4 * d.u * d.u, d.b * d.u);
-    let a_dxw = a.narrow(0, 0, nx)?.reshape(&[d.t, d.b, 4 * d.u])?;
-    let a_dw = a.narrow(0, nx, nw)?.reshape(&[d.u, 4 * d.u])?;
-    let mut a_h = a.narrow(0, nx + nw, ns)?.reshape(&[d.b, d.u])?;
-    let mut a_c = a.narrow(0, nx + nw + ns, ns)?.reshape(&[d.b, d.u])?;
+) -> Result<SecondOrder> {
+    let s = steps_backward(w, h0, c0, p, g, d)?;
+    let [hs, cs, zs] = p;
+    let [a_dxw, a_dw, mut a_h, mut a_c] = unpack_grads(a, d)?;
     let mut g_w: Option<Tensor> = None;
     let (mut g_hprev, mut g_cprev, mut g_z, mut g_gh, mut g_gc, mut g_gz) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     for t in 0..d.t {
-        let hprev = if t == 0 { h0.clone() } else { at(&hs, t - 1)? };
-        let cprev = if t == 0 { c0.clone() } else { at(&cs, t - 1)? };
+        let hprev = if t == 0 { h0.clone() } else { at(hs, t - 1)? };
+        let cprev = if t == 0 { c0.clone() } else { at(cs, t - 1)? };
         let dz = &s.dz[t];
         let a_dz = at(&a_dxw, t)?.add(&hprev.matmul(&a_dw)?)?.add(&a_h.matmul(w)?)?;
-        let gw_t = a_h.matmul_with(dz, true, false)?;
-        g_w = Some(match g_w {
-            Some(x) => x.add(&gw_t)?,
-            None => gw_t,
-        });
+        g_w = add_opt(g_w, Some(a_h.matmul_with(dz, true, false)?))?;
         g_hprev.push(dz.matmul_with(&a_dw, false, true)?);
         g_gz.push(a_dz.clone());
         let cot = Tensor::concat(&[&s.dh[t], &s.dc[t]], 0)?;
-        let [gz, gcp, gcot] = grad_vjp(&at(&zs, t)?, &cprev, &cot, &a_dz, &a_c)?;
+        let [gz, gcp, gcot] = grad_vjp(&at(zs, t)?, &cprev, &cot, &a_dz, &a_c)?;
         g_z.push(gz);
         g_cprev.push(gcp);
         let (adh, adc) = (gcot.narrow(0, 0, d.b)?, gcot.narrow(0, d.b, d.b)?);
@@ -607,21 +572,14 @@ fn grad_vjp_sequence(
         a_h = adh;
         a_c = adc;
     }
-    // h_{t−1} and c_{t−1} for t ≥ 1 are the packed h_0 .. h_{T−2}: the
-    // packed output's cotangent gets them, then zeros for the last step
-    let zero = Tensor::zeros_on(&[d.b, d.u], w.dtype(), w.device())?;
-    let shift = |v: &[Tensor]| -> Result<Tensor> {
-        let mut rest: Vec<Tensor> = v[1..].to_vec();
-        rest.push(zero.clone());
-        stack_flat(&rest)
-    };
-    let g_packed = Tensor::concat(&[&shift(&g_hprev)?, &shift(&g_cprev)?, &stack_flat(&g_z)?], 0)?;
-    let g_cot = Tensor::concat(&[&stack_flat(&g_gh)?, &stack_flat(&g_gc)?, &stack_flat(&g_gz)?], 0)?;
-    let g_w = match g_w {
-        Some(x) => x,
-        None => return Err(Error::invalid(OP, "the sequence has no steps")),
-    };
-    Ok([g_w, g_hprev[0].clone(), g_cprev[0].clone(), g_packed, g_cot])
+    // h_{t−1} and c_{t−1} for t ≥ 1 are the parts' h_0 .. h_{T−2}
+    let ((g_h0, g_hs), (g_c0, g_cs)) = (shift(&g_hprev)?, shift(&g_cprev)?);
+    let g_w = g_w.ok_or_else(|| Error::invalid(OP, "the sequence has no steps"))?;
+    let given = |c: Option<&Tensor>, v: &[Tensor]| c.map(|_| stack(v)).transpose();
+    Ok(SecondOrder {
+        inputs: [g_w, g_h0, g_c0, g_hs, g_cs, stack(&g_z)?],
+        cotangents: [given(g[0], &g_gh)?, given(g[1], &g_gc)?, given(g[2], &g_gz)?],
+    })
 }
 
 /// The JVP: the packed tangent of every step's `h`, `c` and `z`, step by
@@ -635,7 +593,8 @@ fn jvp(
     packed: &Tensor,
     d: Dims,
 ) -> Result<Tensor> {
-    let [hs, cs, zs] = views(packed, d)?;
+    let ps = parts(packed, &shapes(d))?;
+    let (hs, cs, zs) = (&ps[0], &ps[1], &ps[2]);
     let txw = tangent_or_zero(&t[0], xw)?;
     let mut th = tangent_or_zero(&t[2], h0)?;
     let mut tc = tangent_or_zero(&t[3], c0)?;
@@ -643,16 +602,19 @@ fn jvp(
     for s in 0..d.t {
         let mut tz = at(&txw, s)?.add(&th.matmul(w)?)?;
         if let Some(tw) = &t[1] {
-            let hprev = if s == 0 { h0.clone() } else { at(&hs, s - 1)? };
+            let hprev = if s == 0 { h0.clone() } else { at(hs, s - 1)? };
             tz = tz.add(&hprev.matmul(tw)?)?;
         }
-        let cprev = if s == 0 { c0.clone() } else { at(&cs, s - 1)? };
-        let tp = cell_jvp(&at(&zs, s)?, &cprev, &[Some(tz.clone()), Some(tc)])?;
+        let cprev = if s == 0 { c0.clone() } else { at(cs, s - 1)? };
+        let tp = cell_jvp(&at(zs, s)?, &cprev, &[Some(tz.clone()), Some(tc)])?;
         th = tp.narrow(0, 0, d.b)?;
         tc = tp.narrow(0, d.b, d.b)?;
         ths.push(th.clone());
         tcs.push(tc.clone());
         tzs.push(tz);
     }
-    Tensor::concat(&[&stack_flat(&ths)?, &stack_flat(&tcs)?, &stack_flat(&tzs)?], 0)
+    Tensor::concat(
+        &[&flat(&stack(&ths)?)?, &flat(&stack(&tcs)?)?, &flat(&stack(&tzs)?)?],
+        0,
+    )
 }

@@ -32,7 +32,14 @@
 //!   one op (`LstmCell`, fused), with its fused backward op;
 //! - `lstm_sequence.rs`: `lstm_sequence`, an LSTM's recurrence over a whole
 //!   sequence as one op (`LstmSequence`), with its fused backward op (the
-//!   recurrent kernel's gradient one product over all steps).
+//!   recurrent kernel's gradient one product over all steps);
+//! - `gru_sequence.rs`: `gru_sequence`, a GRU's recurrence over a whole
+//!   sequence as one op (`GruSequence`), with its fused backward op;
+//!   `gru_steps.rs` the same with differentiable ops (the step that
+//!   defines it, the second order, the JVP);
+//! - `recurrence.rs`: what the two recurrences share (the packed parts,
+//!   the step loops' products, how the ops are recorded, so that parts
+//!   without a cotangent cost nothing).
 //!
 //! Each op with a kernel of its own binds with an [`NnOp`](super::desc::NnOp)
 //! descriptor, so that it can be traced into a graph and run again there.
@@ -46,12 +53,15 @@ mod cross_entropy;
 mod ctc;
 mod format;
 mod gqa;
+mod gru_sequence;
+mod gru_steps;
 mod layer_norm;
 mod lstm_cell;
 mod lstm_sequence;
 mod norm;
 mod pool;
 mod pool3d;
+mod recurrence;
 mod softmax;
 
 pub use attention::AttentionDropout;
@@ -60,6 +70,7 @@ pub use conv::Padding;
 pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
+pub(crate) use gru_sequence::{gru_sequence_grad_flat, gru_sequence_packed, gru_step};
 pub(crate) use layer_norm::{layer_norm, layer_norm_grad, layer_norm_grad_batched};
 pub(crate) use lstm_cell::{lstm_cell_grad_flat, lstm_cell_packed};
 pub(crate) use lstm_sequence::{lstm_sequence_grad_flat, lstm_sequence_packed};
