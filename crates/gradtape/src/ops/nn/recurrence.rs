@@ -213,6 +213,16 @@ pub(super) fn transposed<T: Lane + Element>(op: &'static str, w: &[T], width: us
     Ok(wt)
 }
 
+/// `f` (a step's product) split over the threads as eagerly, in a
+/// compiled run too (see `kernels::cpu::sgemm::eager_bound`): the same
+/// speed, and the same sums, traced as eager.
+fn as_eagerly<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    return crate::kernels::cpu::sgemm::eager_bound(f);
+    #[cfg(not(target_arch = "x86_64"))]
+    f()
+}
+
 /// `out = h W` for one step (`h` `[b, u]`, `W` `[u, width]`, `out` `[b,
 /// width]`, all row-major): the product the composite's `matmul` makes.
 ///
@@ -225,7 +235,7 @@ pub(super) unsafe fn step_product<T: Gemm>(
     w: *const T,
 ) {
     // SAFETY: as the caller vouches.
-    unsafe {
+    as_eagerly(|| unsafe {
         gemm_raw::<T>(
             (b, width, u),
             out,
@@ -237,7 +247,7 @@ pub(super) unsafe fn step_product<T: Gemm>(
             (width as isize, 1),
             true,
         )
-    }
+    })
 }
 
 /// `dh = (acc ? dh : 0) + dz Wᵀ` for one step (`dz` `[b, width]`, `wt`
@@ -253,7 +263,7 @@ pub(super) unsafe fn back_product<T: Gemm>(
     wt: *const T,
 ) {
     // SAFETY: as the caller vouches.
-    unsafe {
+    as_eagerly(|| unsafe {
         gemm_raw::<T>(
             (b, u, width),
             dh,
@@ -265,7 +275,7 @@ pub(super) unsafe fn back_product<T: Gemm>(
             (u as isize, 1),
             true,
         )
-    }
+    })
 }
 
 /// The recurrent kernel's gradient `dW = h₀ᵀ dz₀ + Σ_{t ≥ 1} h_{t−1}ᵀ dz_t`
