@@ -29,6 +29,7 @@ mod function_shape;
 mod function_values;
 mod function_watch;
 mod function_wins;
+mod loop_residuals;
 mod random_programs;
 mod retracing;
 mod sort_ties;

@@ -18,6 +18,9 @@
 //!   user's watches it; the gradient is a second `while_loop` running the
 //!   iterations backward, pulling the cotangent through the body's gradient
 //!   at each iteration's saved values and summing the captures' gradients.
+//!   With the history, the forward loop also keeps the values that
+//!   gradient reads ([`residuals`]), so the backward loop does not run the
+//!   body again.
 //!   Without a history (recorded only by a trace's own tape), the gradient
 //!   first runs the loop again to get one. Both are made of `while_loop`,
 //!   `gather` and the body's gradient, so they differentiate again; forward
@@ -30,16 +33,16 @@ use super::compile::{self, Executable};
 use super::graph::{Graph, RunPlan};
 use super::structure::{tensors_of, TensorStruct};
 use super::{func::TensorSpec, trace};
-use crate::autodiff::backprop::Unconnected;
 use crate::autodiff::custom::record_rule;
-use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
-use crate::autodiff::sources::SourceRef;
 use crate::autodiff::tape::{self, vjp, Grads, VjpFn};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::ops::index::row_at;
 use crate::tensor::{DType, Tensor, TensorId};
+
+mod residuals;
+use residuals::{graph_vjp, Residuals};
 
 /// The value of a predicate: a bool tensor of one element, on any device.
 fn pred_value(op: &'static str, p: &Tensor) -> Result<bool> {
@@ -207,59 +210,6 @@ pub(crate) fn new_tensors(outs: Vec<Tensor>, made_before: TensorId) -> Vec<Tenso
                 t
             } else {
                 t.alias()
-            }
-        })
-        .collect()
-}
-
-/// The gradients of `g`'s differentiable outputs (weighted by `cts`, one
-/// per such output) with respect to its differentiable inputs, then to the
-/// variables `vars` it reads, zeros where none flows: `g` run again under a
-/// tape.
-///
-/// The zeros of an input no gradient reaches are made from that input
-/// (`zeros_like`), not from its shape: inside a trace, zeros of a shape are
-/// a constant of the shape seen when tracing, while an input's shape may
-/// change from one run of the graph to the next (a loop's history, whose
-/// length is the iteration count, is an input of the backward loop's body,
-/// and of the body of its own gradient).
-fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> Result<Vec<Tensor>> {
-    let tape = GradientTape::new();
-    let diff: Vec<Tensor> = inputs
-        .iter()
-        .filter(|t| t.dtype().is_differentiable())
-        .cloned()
-        .collect();
-    let outs = tape.record(|| {
-        for x in &diff {
-            tape.watch(x);
-        }
-        // (a non-trainable variable is not watched when read)
-        for v in vars {
-            tape.watch(v);
-        }
-        g.run(inputs)
-    })?;
-    let targets: Vec<Tensor> = outs.into_iter().filter(|t| t.dtype().is_differentiable()).collect();
-    let opts = GradientOptions::default()
-        .output_gradients(cts.to_vec())
-        .unconnected(Unconnected::None);
-    let mut sources: Vec<SourceRef<'_>> = diff.iter().map(SourceRef::Tensor).collect();
-    sources.extend(vars.iter().map(SourceRef::Variable));
-    let grads = tape.gradient_with(&targets, &sources, opts)?;
-    if grads.len() != diff.len() + vars.len() {
-        return Err(Error::invalid("while_loop", "missing gradient"));
-    }
-    grads
-        .into_iter()
-        .enumerate()
-        .map(|(i, g)| match (g, diff.get(i)) {
-            (Some(g), _) => Ok(g),
-            (None, Some(x)) => x.try_zeros_like(),
-            // a variable's shape is fixed
-            (None, None) => {
-                let v = &vars[i - diff.len()];
-                Tensor::try_zeros(&v.shape(), v.dtype())
             }
         })
         .collect()
@@ -483,6 +433,9 @@ pub struct Loop {
     cond: Sub,
     /// The loop's body.
     pub body: Sub,
+    /// the body's gradient split at its residuals, which a loop keeping
+    /// its history also keeps (see [`residuals`])
+    res: Option<Residuals>,
     vars: Vec<Variable>,
     n_vars: usize,
     max_iterations: Option<usize>,
@@ -527,10 +480,19 @@ impl DynOp for WhileOp {
         }
     }
     fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
-        vec![
+        let mut subs = vec![
             ("cond".into(), self.cond.graph.clone() as crate::ops::desc::Erased),
             ("body".into(), self.body.graph.clone() as crate::ops::desc::Erased),
-        ]
+        ];
+        // (the body that runs where the history is kept, its gradient's
+        // residuals as extra outputs)
+        if let Some(r) = self.res.as_ref().filter(|_| self.keep_history) {
+            subs.push((
+                "body with residuals".into(),
+                r.fwd.graph.clone() as crate::ops::desc::Erased,
+            ));
+        }
+        subs
     }
     /// A loop keeping no history (whose length is the iteration count),
     /// with static graphs, whose body returns its variables' shapes.
@@ -552,7 +514,11 @@ impl Control for WhileOp {
     fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let (vars0, caps) = inputs.split_at(self.n_vars);
         let mut vars = vars0.to_vec();
-        let mut history: Vec<Vec<Tensor>> = vec![Vec::new(); if self.keep_history { self.n_vars } else { 0 }];
+        // the residuals where the history is kept and the body splits
+        let res = self.res.as_ref().filter(|_| self.keep_history);
+        let n_res = res.map_or(0, |r| r.specs.len());
+        let kept = if self.keep_history { self.n_vars } else { 0 };
+        let mut history: Vec<Vec<Tensor>> = vec![Vec::new(); kept + n_res];
         let mut count = 0usize;
         loop {
             if self.max_iterations.is_some_and(|m| count >= m) {
@@ -563,19 +529,26 @@ impl Control for WhileOp {
             if !pred_value("while_loop", &self.cond.run(&ins)?[0])? {
                 break;
             }
-            for (h, v) in history.iter_mut().zip(&vars) {
+            let mut next = match res {
+                Some(r) => r.fwd.run(&ins)?,
+                None => self.body.run(&ins)?,
+            };
+            for (h, v) in history.iter_mut().zip(vars.iter().chain(&next[self.n_vars..])) {
                 h.push(v.clone());
             }
-            vars = self.body.run(&ins)?;
+            next.truncate(self.n_vars);
+            vars = next;
             count += 1;
         }
         if self.keep_history {
             vars.push(Tensor::scalar(count as i64));
-            for (h, v0) in history.iter().zip(vars0) {
+            let specs = vars0.iter().map(|v| (v.dtype(), v.shape()));
+            let specs = specs.chain(res.iter().flat_map(|r| r.specs.iter().map(|(d, s)| (*d, &s[..]))));
+            for (h, (dtype, shape)) in history.iter().zip(specs) {
                 vars.push(if h.is_empty() {
-                    let mut shape = vec![0];
-                    shape.extend_from_slice(v0.shape());
-                    Tensor::try_zeros(&shape, v0.dtype())?
+                    let mut empty = vec![0];
+                    empty.extend_from_slice(shape);
+                    Tensor::try_zeros(&empty, dtype)?
                 } else {
                     let refs: Vec<&Tensor> = h.iter().collect();
                     Tensor::stack(&refs, 0)?
@@ -591,11 +564,16 @@ impl Control for WhileOp {
             let (vars0, caps) = inputs.split_at(n);
             // the iteration count and history: this run's, or a new run's
             let (count, hist, ct_hist): (Tensor, Vec<Tensor>, Vec<Option<Tensor>>) = if self.keep_history {
-                let ct_hist = (0..n).map(|k| cts[n + 1 + k].clone()).collect();
+                // (the entry values' histories, then the residuals')
+                let ct_hist = cts[n + 1..].to_vec();
                 (outputs[n].clone(), outputs[n + 1..].to_vec(), ct_hist)
             } else {
                 let again = bind_control(Arc::new(self.with_history(true)), &inputs)?;
-                (again[n].clone(), again[n + 1..].to_vec(), vec![None; n])
+                (
+                    again[n].clone(),
+                    again[n + 1..].to_vec(),
+                    vec![None; again.len() - n - 1],
+                )
             };
             let diff_var: Vec<bool> = vars0.iter().map(|t| t.dtype().is_differentiable()).collect();
             let diff_cap: Vec<bool> = caps.iter().map(|t| t.dtype().is_differentiable()).collect();
@@ -622,9 +600,12 @@ impl Control for WhileOp {
             let dv = diff_var.clone();
             let body = move |bv: &Vec<Tensor>| -> Result<Vec<Tensor>> {
                 let j = bv[0].sub(&Tensor::scalar(1i64))?;
-                let mut ins: Vec<Tensor> = hist.iter().map(|h| row_at(h, &j)).collect::<Result<_>>()?;
+                let rows: Vec<Tensor> = hist.iter().map(|h| row_at(h, &j)).collect::<Result<_>>()?;
+                let (entry, res_rows) = rows.split_at(n);
+                let mut ins = entry.to_vec();
                 ins.extend(caps_v.iter().cloned());
-                let mut g = graph_vjp(&me.body, &ins, &bv[1..1 + n_dv], &me.vars)?.into_iter();
+                let cts = &bv[1..1 + n_dv];
+                let mut g = me.body_vjp(&ins, cts, res_rows, &ct_hist[n..], &j)?.into_iter();
                 let mut next = vec![j.clone()];
                 for k in (0..n).filter(|&k| dv[k]) {
                     let mut c = g
@@ -748,24 +729,33 @@ where
     })?;
     let caps = union(&[&c.captures, &b.captures]);
     let n = vars.len();
+    let variables = differentiated(&[&c.variables, &b.variables]);
+    let body = Sub::new(with_captures(b.graph, n, &b.captures, &caps));
+    let ids: Vec<TensorId> = vars.iter().chain(&caps).map(Tensor::id).collect();
+    // a tape that will differentiate the loop (through its inputs or the
+    // variables its body reads) gets the history from this run (and the
+    // residuals of the body's gradient, where it splits): without it, the
+    // gradient runs the whole loop again to make it
+    let keep = tape::user_tape_watches(&ids) || tape::user_tape_watches_variables(&variables);
+    // (a body whose gradient fails to trace keeps the recomputing
+    // gradient, which reports the error if the gradient is asked for)
+    let res = match keep && opts.shape_invariants.is_none() {
+        true => residuals::split(&body, &vars, &caps, &variables).unwrap_or(None),
+        false => None,
+    };
     let op = WhileOp {
         loop_: Arc::new(Loop {
-            vars: differentiated(&[&c.variables, &b.variables]),
+            vars: variables,
             cond: Sub::new(with_captures(c.graph, n, &c.captures, &caps)),
-            body: Sub::new(with_captures(b.graph, n, &b.captures, &caps)),
+            body,
+            res,
             n_vars: n,
             max_iterations: opts.max_iterations,
         }),
-        keep_history: false,
+        keep_history: keep,
     };
     let mut inputs = vars;
     inputs.extend(caps);
-    let ids: Vec<TensorId> = inputs.iter().map(Tensor::id).collect();
-    // a tape that will differentiate the loop (through its inputs or the
-    // variables its body reads) gets the history from this run: without
-    // it, the gradient runs the whole loop again to make it
-    let keep = tape::user_tape_watches(&ids) || tape::user_tape_watches_variables(&op.vars);
-    let op = op.with_history(keep);
     let outs = bind_control(Arc::new(op), &inputs)?;
     loop_vars.rebuild(&mut outs.into_iter().take(n))
 }

@@ -1,0 +1,256 @@
+//! A loop body's gradient split at its residuals, so that the backward
+//! loop does not run the body again.
+//!
+//! The gradient of a `while_loop` runs the iterations backward, pulling the
+//! cotangent through the body's VJP at each iteration's entry values. That
+//! VJP needs values the body computed (the activations a `tanh` or a
+//! product's gradient reads): recomputing them from the entry values runs
+//! the whole body a second time in the backward loop, which an eager tape,
+//! holding them from the forward pass, never does (a traced neural ODE's
+//! step was 1.10× its eager step for that reason). As TensorFlow's
+//! `while_loop` keeps its intermediates' accumulators, a loop whose history
+//! a tape wants splits the body's traced VJP graph in two:
+//!
+//! - `fwd`: the body with the *residuals* as extra outputs: the values
+//!   computed from the entry values alone (no cotangent) that the gradient
+//!   reads; the forward loop stacks them per iteration beside the entry
+//!   values;
+//! - `bwd`: the rest, the gradient from the entry values, the captures, the
+//!   cotangents and the residuals (read back by row), in which only the
+//!   free nodes (constants, variable reads) and the values the same at
+//!   every iteration (made from the captures alone: kept once per
+//!   iteration they would multiply the history's size) are repeated.
+//!
+//! Both are graphs of ordinary ops, so the backward loop differentiates
+//! again as before. A body with effects other than variable reads (a write,
+//! a stateful op) or with shapes decided at run time keeps the recomputing
+//! gradient.
+
+use super::Sub;
+use crate::autodiff::backprop::Unconnected;
+use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
+use crate::autodiff::sources::SourceRef;
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::function::compile;
+use crate::function::graph::{Graph, Node, ValueId};
+use crate::function::trace;
+use crate::ops::desc::Op;
+use crate::ops::index::row_at;
+use crate::tensor::{DType, Shape, Tensor};
+
+/// The two halves of a loop body's gradient.
+pub(crate) struct Residuals {
+    /// the body, its outputs then the residuals
+    pub fwd: Sub,
+    /// the gradient: inputs the entry values, the captures, the
+    /// cotangents of the differentiable outputs, the residuals; outputs as
+    /// `graph_vjp`'s
+    pub bwd: Sub,
+    /// each residual's dtype and shape
+    pub specs: Vec<(DType, Shape)>,
+}
+
+/// Whether a node costs nothing to repeat: a constant or a variable read.
+fn free(n: &Node) -> bool {
+    match &n.op {
+        Op::Const(_) => true,
+        Op::Dyn(d) => d.name() == "ReadVariable",
+        _ => false,
+    }
+}
+
+/// Splits `body` (over the loop variables `vars` then the captures `caps`,
+/// example values) at its residuals; `None` where the body keeps the
+/// recomputing gradient (see the module docs).
+pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[Variable]) -> Result<Option<Residuals>> {
+    let effects = body.graph.nodes.iter().any(|n| n.op.is_stateful() && !free(n));
+    if effects || !compile::is_static(&body.graph) {
+        return Ok(None);
+    }
+    let (n, n_in) = (vars.len(), vars.len() + caps.len());
+    let mut args: Vec<Tensor> = vars.iter().chain(caps).cloned().collect();
+    for v in vars.iter().filter(|t| t.dtype().is_differentiable()) {
+        args.push(v.try_zeros_like()?);
+    }
+    let traced = trace::trace(&args, &[], true, |xs| {
+        let (ins, cts) = xs.split_at(n_in);
+        let (mut outs, grads) = graph_vjp_outs(body, ins, cts, variables)?;
+        outs.extend(grads);
+        Ok(((), outs))
+    })?;
+    if !traced.captures.is_empty() {
+        return Ok(None);
+    }
+    let g = traced.graph;
+    // the adjoint: what depends on a cotangent
+    let mut adjoint = vec![false; g.values.len()];
+    for &v in &g.inputs[n_in..] {
+        adjoint[v as usize] = true;
+    }
+    // what varies from one iteration to the next: what depends on a loop
+    // variable (or draws at random)
+    let mut varying = vec![false; g.values.len()];
+    for &v in &g.inputs[..n] {
+        varying[v as usize] = true;
+    }
+    let mut primal = vec![false; g.values.len()];
+    let mut again = vec![false; g.nodes.len()];
+    let node_adjoint: Vec<bool> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let a = node.inputs.iter().any(|&v| adjoint[v as usize]);
+            let var = matches!(node.op, Op::Create(_) | Op::Dyn(_)) || node.inputs.iter().any(|&v| varying[v as usize]);
+            // (a value the same at every iteration is computed again by
+            // the gradient rather than kept once per iteration)
+            again[i] = !a && (free(node) || !var);
+            for &o in &node.outputs {
+                adjoint[o as usize] = a;
+                varying[o as usize] = var;
+                primal[o as usize] = !a && !again[i];
+            }
+            a
+        })
+        .collect();
+    // the residuals: primal values (not inputs, not free) that the
+    // adjoint or the gradients read
+    let mut res: Vec<ValueId> = Vec::new();
+    let read = g
+        .nodes
+        .iter()
+        .zip(&node_adjoint)
+        .filter(|(_, a)| **a)
+        .flat_map(|(node, _)| node.inputs.iter())
+        .chain(&g.outputs[n..]);
+    for &v in read {
+        if primal[v as usize] && !res.contains(&v) {
+            res.push(v);
+        }
+    }
+    let specs = res
+        .iter()
+        .map(|&v| (g.values[v as usize].dtype, g.values[v as usize].shape.clone()))
+        .collect();
+    let part = |keep: &dyn Fn(usize, &Node) -> bool, inputs: Vec<ValueId>, outputs: Vec<ValueId>| {
+        let nodes = g
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, nd)| keep(*i, nd))
+            .map(|(_, nd)| nd.clone());
+        Graph {
+            values: g.values.clone(),
+            inputs,
+            nodes: nodes.collect(),
+            outputs,
+        }
+    };
+    let fwd = part(
+        &|i, _| !node_adjoint[i],
+        g.inputs[..n_in].to_vec(),
+        g.outputs[..n].iter().chain(&res).copied().collect(),
+    );
+    let bwd = part(
+        &|i, _| node_adjoint[i] || again[i],
+        g.inputs.iter().chain(&res).copied().collect(),
+        g.outputs[n..].to_vec(),
+    );
+    Ok(Some(Residuals {
+        fwd: Sub::new(fwd),
+        bwd: Sub::new(bwd),
+        specs,
+    }))
+}
+
+impl super::WhileOp {
+    /// The body's VJP at one iteration: its entry values then the captures
+    /// `ins`, the cotangents `cts` of its differentiable outputs; where the
+    /// history keeps the residuals (their rows `res` at iteration `j`),
+    /// the gradient half reads them instead of running the body again,
+    /// unless a residual's history has a cotangent `ct_res` (a gradient of
+    /// the gradient), pulled back through the body with its residuals.
+    pub(super) fn body_vjp(
+        &self,
+        ins: &[Tensor],
+        cts: &[Tensor],
+        res: &[Tensor],
+        ct_res: &[Option<Tensor>],
+        j: &Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let Some(r) = self.res.as_ref().filter(|_| self.keep_history) else {
+            return graph_vjp(&self.body, ins, cts, &self.vars);
+        };
+        if ct_res.iter().all(Option::is_none) {
+            let all: Vec<Tensor> = ins.iter().chain(cts).chain(res).cloned().collect();
+            return r.bwd.run(&all);
+        }
+        let mut all_cts = cts.to_vec();
+        for (row, ct) in res.iter().zip(ct_res) {
+            if row.dtype().is_differentiable() {
+                all_cts.push(ct.as_ref().map_or_else(|| row.try_zeros_like(), |h| row_at(h, j))?);
+            }
+        }
+        graph_vjp(&r.fwd, ins, &all_cts, &self.vars)
+    }
+}
+
+/// The gradients of `g`'s differentiable outputs (weighted by `cts`, one
+/// per such output) with respect to its differentiable inputs, then to the
+/// variables `vars` it reads, zeros where none flows: `g` run again under a
+/// tape.
+///
+/// The zeros of an input no gradient reaches are made from that input
+/// (`zeros_like`), not from its shape: inside a trace, zeros of a shape are
+/// a constant of the shape seen when tracing, while an input's shape may
+/// change from one run of the graph to the next (a loop's history, whose
+/// length is the iteration count, is an input of the backward loop's body,
+/// and of the body of its own gradient).
+pub(super) fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> Result<Vec<Tensor>> {
+    Ok(graph_vjp_outs(g, inputs, cts, vars)?.1)
+}
+
+/// [`graph_vjp`], also returning `g`'s outputs.
+fn graph_vjp_outs(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+    let tape = GradientTape::new();
+    let diff: Vec<Tensor> = inputs
+        .iter()
+        .filter(|t| t.dtype().is_differentiable())
+        .cloned()
+        .collect();
+    let outs = tape.record(|| {
+        for x in &diff {
+            tape.watch(x);
+        }
+        // (a non-trainable variable is not watched when read)
+        for v in vars {
+            tape.watch(v);
+        }
+        g.run(inputs)
+    })?;
+    let targets: Vec<Tensor> = outs.iter().filter(|t| t.dtype().is_differentiable()).cloned().collect();
+    let opts = GradientOptions::default()
+        .output_gradients(cts.to_vec())
+        .unconnected(Unconnected::None);
+    let mut sources: Vec<SourceRef<'_>> = diff.iter().map(SourceRef::Tensor).collect();
+    sources.extend(vars.iter().map(SourceRef::Variable));
+    let grads = tape.gradient_with(&targets, &sources, opts)?;
+    if grads.len() != diff.len() + vars.len() {
+        return Err(Error::invalid("while_loop", "missing gradient"));
+    }
+    let grads = grads
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| match (g, diff.get(i)) {
+            (Some(g), _) => Ok(g),
+            (None, Some(x)) => x.try_zeros_like(),
+            // a variable's shape is fixed
+            (None, None) => {
+                let v = &vars[i - diff.len()];
+                Tensor::try_zeros(&v.shape(), v.dtype())
+            }
+        })
+        .collect::<Result<_>>()?;
+    Ok((outs, grads))
+}
