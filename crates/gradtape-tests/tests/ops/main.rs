@@ -27,6 +27,7 @@ mod einsum;
 mod f32_accuracy;
 mod f32_kernels;
 mod fft;
+mod half_blocks;
 mod image;
 mod math_values;
 mod random_ops;

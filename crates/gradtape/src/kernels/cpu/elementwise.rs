@@ -2,12 +2,13 @@
 
 use std::mem::MaybeUninit;
 
+use super::half_block::Half;
 use super::lockstep::{self, chunks_mut, zip3};
 use super::math::{baseline, with_simd_for};
 use super::{build, build_rows};
 use crate::error::Result;
 use crate::tensor::layout::{self, broadcast_shapes, broadcast_strides, contiguous_strides, Shape};
-use crate::tensor::{with_dtype, Buf, DType, Element, Float, Tensor};
+use crate::tensor::{bf16, f16, with_dtype, Buf, DType, Element, Float, Tensor};
 
 /// Below this many elements a loop runs as compiled for the baseline CPU;
 /// above, through [`with_simd_for`] (the feature check is not worth it for tiny
@@ -22,25 +23,6 @@ fn simd_if_long<A: Element, O: Element>(len: usize, body: impl FnOnce()) {
         with_simd_for::<A, O, ()>(body)
     } else {
         baseline(body)
-    }
-}
-
-/// `kernel(x)` where `x` is not a half tensor; for an f16/bf16 `x`, the
-/// kernel runs on the f32 copy of `x` and its (f32) result is rounded once
-/// to `x`'s dtype, as TensorFlow's half kernels compute most functions (a
-/// function computed in half steps rounds at every step and is up to an ulp
-/// off the rounded f32 value). Kernels only: nothing is recorded. A tensor
-/// on a GPU goes to `kernel` as it is: the GPU's kernels compute the half
-/// types in f32 themselves (or answer that they have no half kernel).
-pub(crate) fn in_f32(x: &Tensor, kernel: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
-    use crate::tensor::{bf16, f16};
-    const OP: &str = "half via f32";
-    match x.dtype() {
-        // (a half tensor on a GPU: its kernels compute in f32 themselves)
-        DType::F16 | DType::BF16 if x.device_buffer().is_some() => kernel(x),
-        DType::F16 => map::<f32, f16>(OP, &kernel(&map::<f16, f32>(OP, x, f16::to_f32)?)?, f16::from_f32),
-        DType::BF16 => map::<f32, bf16>(OP, &kernel(&map::<bf16, f32>(OP, x, bf16::to_f32)?)?, bf16::from_f32),
-        _ => kernel(x),
     }
 }
 
@@ -507,10 +489,29 @@ pub(crate) fn cast(x: &Tensor, to: DType) -> Result<Tensor> {
         (DType::I64, DType::I32) => map::<i64, i32>("cast", x, |v| v as i32),
         (DType::I64, DType::F32) => map::<i64, f32>("cast", x, |v| v as f32),
         (DType::I64, DType::F16 | DType::BF16) => cast(&cast(x, DType::F32)?, to),
+        // the casts of a mixed-precision step: one vectorised pass
+        (DType::F16, DType::F32) => convert::<f16, f32>(x, f16::to_f32s),
+        (DType::BF16, DType::F32) => convert::<bf16, f32>(x, bf16::to_f32s),
+        (DType::F32, DType::F16) => convert::<f32, f16>(x, f16::from_f32s),
+        (DType::F32, DType::BF16) => convert::<f32, bf16>(x, bf16::from_f32s),
         _ => {
             with_dtype!(x.dtype(), S => with_dtype!(to, D => map::<S, D>("cast", x, |v| <D as Element>::from_f64(<S as Element>::to_f64(v)))))
         }
     }
+}
+
+/// `x` converted by the slice function `f` (`f32` to or from a half
+/// type, [`Half`]), over the parallel chunks of `x`.
+fn convert<S: Element, D: Float>(x: &Tensor, f: fn(&[S], &mut [D])) -> Result<Tensor> {
+    if let Some(r) = crate::kernels::gpu::hosted("cast", &[x], |h| convert(&h[0], f)) {
+        return r;
+    }
+    let src = x.values::<S>("cast")?;
+    let data = build("cast", src.len(), |start, out| {
+        let o = to_be_written(out);
+        f(&src[start..start + o.len()], o)
+    })?;
+    Ok(Tensor::from_storage(D::buf_into_storage(data), x.shape()))
 }
 
 /// `x ← f(x, g)` elementwise over `x`'s buffer, for two float tensors of

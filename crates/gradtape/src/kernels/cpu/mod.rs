@@ -35,6 +35,7 @@ pub(crate) mod eig;
 pub(crate) mod elementwise;
 pub(crate) mod erf;
 pub(crate) mod gemm_crates;
+pub(crate) mod half_block;
 pub(crate) mod index;
 pub(crate) mod layer_norm;
 pub(crate) mod lockstep;

@@ -52,5 +52,6 @@ mod operators;
 mod rounding;
 pub(crate) mod special;
 pub(crate) mod table;
+mod table_half;
 mod trig;
 mod unary;

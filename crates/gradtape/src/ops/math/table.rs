@@ -32,9 +32,11 @@
 //! kernels.
 
 use super::cuda_expr::{self, CType};
+use super::table_half::half_binary;
+pub(crate) use super::table_half::in_f32;
 use crate::dispatch::device::offload;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::{in_f32, map, map_slices, zip, zip_slices};
+use crate::kernels::cpu::elementwise::{map, map_slices, zip, zip_slices};
 use crate::kernels::cpu::lockstep::{self, chunks, chunks_mut, zip3};
 use crate::kernels::cpu::math::{self, sigmoid_of, GELU_TANH};
 use crate::kernels::cuda;
@@ -644,7 +646,7 @@ pub fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Te
             &[x],
             |_| cuda_unary(name, op, x),
             |h| {
-                in_f32(&h[0], |x| {
+                in_f32(op.clone(), name, &h[0], |x| {
                     unary_map(name, op, x).unwrap_or_else(|| Err(unsupported(name, x.dtype(), "a float dtype")))
                 })
             },
@@ -714,9 +716,6 @@ pub(crate) fn binary_run<T: Lane>(op: &Binary, a: &[T], b: &[T], out: &mut [T]) 
 /// rounded to the type, as TensorFlow's half kernels).
 pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
     debug_assert!(defined_binary(op), "{op:?} has no function in the table");
-    fn typed<T: Float>(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        with_elem_binary!(op, T, |f| zip::<T, T, T>(name, a, b, f))
-    }
     if a.dtype() != b.dtype() {
         // (the caller's kernel reports the mismatch)
         return None;
@@ -732,10 +731,16 @@ pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Op
     match a.dtype() {
         DType::F32 => Some(zip_slices::<f32>(name, a, b, |x, y, o| binary_run(op, x, y, o))),
         DType::F64 => Some(zip_slices::<f64>(name, a, b, |x, y, o| binary_run(op, x, y, o))),
-        DType::F16 => Some(typed::<f16>(name, op, a, b)),
-        DType::BF16 => Some(typed::<bf16>(name, op, a, b)),
+        DType::F16 => Some(half_binary::<f16>(name, op, a, b)),
+        DType::BF16 => Some(half_binary::<bf16>(name, op, a, b)),
         _ => None,
     }
+}
+
+/// `op(a, b)` of two tensors of one float dtype, broadcasting, in the
+/// dtype's own arithmetic (each step rounded to `T`); errors name `name`.
+pub(super) fn binary_typed<T: Float>(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    with_elem_binary!(op, T, |f| zip::<T, T, T>(name, a, b, f))
 }
 
 /// The C type the CUDA kernels of a float dtype compute in: `double` for
@@ -783,7 +788,7 @@ pub(crate) fn unary_or(
 /// and for the half types the `f32` function rounded back (as TensorFlow's
 /// half kernels compute); any other dtype is an error naming `name`.
 pub(crate) fn float_unary(op: Unary, name: &'static str, x: &Tensor) -> Result<Tensor> {
-    in_f32(x, |x| {
+    in_f32(op.clone(), name, x, |x| {
         unary_or(op, name, x, || Err(unsupported(name, x.dtype(), "a float dtype")))
     })
 }

@@ -3,9 +3,10 @@
 //! Each op: the forward kernel, then its rule (`g` is the output cotangent).
 
 // (the half types take their math from `num_traits::Float`)
+use super::table::in_f32;
 use crate::dispatch::vjp;
 use crate::error::Result;
-use crate::kernels::cpu::elementwise::{in_f32, map};
+use crate::kernels::cpu::elementwise::map;
 use crate::kernels::cuda::{INT_ABS, INT_ADD_C, INT_DIV_C, INT_MUL_C, INT_NEG, INT_RELU, INT_SIGN, INT_SQUARE};
 use crate::ops::desc::{Unary, F64};
 use crate::ops::{bind_jvp, check_scalar, expect_float, grads, only, unsupported};
@@ -162,7 +163,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::sqrt(self);
         }
-        let y = in_f32(self, |x| {
+        let y = in_f32(Unary::Sqrt, "sqrt", self, |x| {
             super::table::unary_or(Unary::Sqrt, "sqrt", x, || {
                 Err(unsupported("sqrt", x.dtype(), "f32 or f64"))
             })
@@ -189,7 +190,7 @@ impl Tensor {
             return super::complex_fns::exp(self);
         }
         expect_float("exp", self)?;
-        let y = in_f32(self, |x| {
+        let y = in_f32(Unary::Exp, "exp", self, |x| {
             super::table::unary_or(Unary::Exp, "exp", x, || {
                 Err(unsupported("exp", x.dtype(), "f32 or f64"))
             })
@@ -211,7 +212,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::log(self);
         }
-        let y = in_f32(self, |x| {
+        let y = in_f32(Unary::Log, "log", self, |x| {
             super::table::unary_or(Unary::Log, "log", x, || {
                 Err(unsupported("log", x.dtype(), "f32 or f64"))
             })
@@ -232,7 +233,7 @@ impl Tensor {
             return super::complex_fns::sin(self);
         }
         expect_float("sin", self)?;
-        let y = in_f32(self, |x| {
+        let y = in_f32(Unary::Sin, "sin", self, |x| {
             super::table::unary_or(Unary::Sin, "sin", x, || {
                 Err(unsupported("sin", x.dtype(), "f32 or f64"))
             })
@@ -253,7 +254,7 @@ impl Tensor {
             return super::complex_fns::cos(self);
         }
         expect_float("cos", self)?;
-        let y = in_f32(self, |x| {
+        let y = in_f32(Unary::Cos, "cos", self, |x| {
             super::table::unary_or(Unary::Cos, "cos", x, || {
                 Err(unsupported("cos", x.dtype(), "f32 or f64"))
             })
@@ -273,7 +274,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::tanh(self);
         }
-        let y = in_f32(self, |x| {
+        let y = in_f32(Unary::Tanh, "tanh", self, |x| {
             super::table::unary_or(Unary::Tanh, "tanh", x, || {
                 Err(unsupported("tanh", x.dtype(), "f32 or f64"))
             })
@@ -295,7 +296,7 @@ impl Tensor {
         if self.dtype().is_complex() {
             return super::complex_fns::sigmoid(self);
         }
-        let y = in_f32(self, |x| {
+        let y = in_f32(Unary::Sigmoid, "sigmoid", self, |x| {
             super::table::unary_or(Unary::Sigmoid, "sigmoid", x, || {
                 Err(unsupported("sigmoid", x.dtype(), "f32 or f64"))
             })
@@ -319,11 +320,14 @@ impl Tensor {
     /// else 0 (0 at 0 and at NaN, as TensorFlow).
     pub fn relu(&self) -> Result<Tensor> {
         // `v < 0` is false for NaN (and for -0, kept as TensorFlow keeps it)
-        let y = super::table::unary_or(Unary::Relu, "relu", self, || {
-            num_map!("relu", self, Some(INT_RELU), 0.0, |v| if v < T::zero() {
-                T::zero()
-            } else {
-                v
+        let half = super::table_half::half_unary("relu", &Unary::Relu, self);
+        let y = half.unwrap_or_else(|| {
+            super::table::unary_or(Unary::Relu, "relu", self, || {
+                num_map!("relu", self, Some(INT_RELU), 0.0, |v| if v < T::zero() {
+                    T::zero()
+                } else {
+                    v
+                })
             })
         })?;
         let x = self.clone();

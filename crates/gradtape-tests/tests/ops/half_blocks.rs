@@ -1,0 +1,251 @@
+//! The half-precision elementwise kernels that compute in `f32` block by
+//! block (one pass, no `f32` tensors) give the bits of the formula they
+//! replaced: the `f32` function of the `f32` value, rounded once to the
+//! half type (the one-input functions, as TensorFlow's half kernels), and
+//! the half types' own arithmetic (`f16 + f16`, ...) for the two-input
+//! ones; casts to and from `f32` as the `half` crate converts one value.
+//! Every `f16` and `bf16` bit pattern (NaNs, infinities, subnormals) goes
+//! through the one-input ops and the casts, in a tensor large enough to be
+//! cut into parallel chunks and blocks, and in odd lengths (a partial
+//! block, a scalar); random pairs through the broadcasting binary ops.
+
+use gradtape::{bf16, f16, DType, Result, Tensor};
+
+/// A half type under test: its bits and its scalar conversions.
+trait H: gradtape::Element + Copy + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> {
+    /// The quiet bit of a NaN.
+    const QUIET: u16;
+    fn bits(self) -> u16;
+    fn of_bits(b: u16) -> Self;
+    fn f32(self) -> f32;
+    fn round(v: f32) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+    fn is_nan(self) -> bool {
+        self.f32().is_nan()
+    }
+}
+
+macro_rules! half_type {
+    ($t:ty, $q:expr) => {
+        impl H for $t {
+            const QUIET: u16 = $q;
+            fn bits(self) -> u16 {
+                self.to_bits()
+            }
+            fn of_bits(b: u16) -> Self {
+                <$t>::from_bits(b)
+            }
+            fn f32(self) -> f32 {
+                self.to_f32()
+            }
+            fn round(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn div(self, o: Self) -> Self {
+                self / o
+            }
+        }
+    };
+}
+half_type!(f16, 0x0200);
+half_type!(bf16, 0x0040);
+
+/// The bits an `f32` computation gives for `v`: a signalling NaN comes out
+/// of any `f32` arithmetic quiet (the one change from a kernel that
+/// handed a half NaN through untouched, such as `maximum`'s).
+fn quieted<T: H>(v: T) -> u16 {
+    if v.is_nan() {
+        v.bits() | T::QUIET
+    } else {
+        v.bits()
+    }
+}
+
+/// Asserts `got` has `want`'s bits, naming the op and the first element
+/// that differs (with its input bits).
+fn same_bits<T: H>(what: &str, inputs: &[u16], got: &[T], want: &[u16]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let bad = (0..got.len()).filter(|&i| got[i].bits() != want[i]).collect::<Vec<_>>();
+    if let Some(&i) = bad.first() {
+        panic!(
+            "{what} {:?}: {} elements differ; first at {i} (input {:#06x}): got {:#06x}, want {:#06x}",
+            T::DTYPE,
+            bad.len(),
+            inputs.get(i).copied().unwrap_or(0),
+            got[i].bits(),
+            want[i]
+        );
+    }
+}
+
+type Op = fn(&Tensor) -> Result<Tensor>;
+
+/// One-input ops computed through `f32`.
+const UNARY: [(&str, Op); 10] = [
+    ("relu", |x| x.relu()),
+    ("exp", |x| x.exp()),
+    ("tanh", |x| x.tanh()),
+    ("gelu", |x| x.gelu(false)),
+    ("gelu_tanh", |x| x.gelu(true)),
+    ("sigmoid", |x| x.sigmoid()),
+    ("sqrt", |x| x.sqrt()),
+    ("log", |x| x.log()),
+    ("erf", |x| x.erf()),
+    ("softplus", |x| x.softplus()),
+];
+
+/// `op` of every bit pattern of `T`, as a tensor of `shape` (or the first
+/// `n` patterns, a vector), against `op` of the `f32` values rounded once.
+fn unary_all_bits<T: H>(n: usize, shape: &[usize]) -> Result<()> {
+    let bits: Vec<u16> = (0..n).map(|i| (i as u32 * 0x9E37 % 65536) as u16).collect();
+    let halves: Vec<T> = bits.iter().map(|&b| T::of_bits(b)).collect();
+    let x = Tensor::from_vec(halves.clone(), shape)?;
+    let x32 = Tensor::from_vec(halves.iter().map(|v| v.f32()).collect(), shape)?;
+    for (name, op) in UNARY {
+        let got = op(&x)?.to_vec::<T>()?;
+        let want: Vec<u16> = op(&x32)?
+            .to_vec::<f32>()?
+            .into_iter()
+            .map(|v| T::round(v).bits())
+            .collect();
+        same_bits(&format!("{name} of {shape:?}"), &bits, &got, &want);
+    }
+    // the casts: exact to f32 (a NaN quiet), rounded once from f32
+    let to32 = x.cast(DType::F32)?.to_vec::<f32>()?;
+    let want32: Vec<f32> = halves.iter().map(|v| v.f32()).collect();
+    let differ =
+        (0..n).find(|&i| to32[i].to_bits() != want32[i].to_bits() && !(to32[i].is_nan() && want32[i].is_nan()));
+    assert_eq!(differ, None, "cast {:?} -> f32 {shape:?}", T::DTYPE);
+    Ok(())
+}
+
+#[test]
+fn every_half_bit_pattern_through_unary_ops_and_casts() -> Result<()> {
+    // all 65536 patterns (a permutation: 0x9E37 is odd), parallel chunks
+    unary_all_bits::<f16>(65536, &[256, 256])?;
+    unary_all_bits::<bf16>(65536, &[256, 256])?;
+    // a partial block, a short vector, a scalar-sized one
+    for n in [1031, 7, 2] {
+        unary_all_bits::<f16>(n, &[n])?;
+        unary_all_bits::<bf16>(n, &[n])?;
+    }
+    Ok(())
+}
+
+/// `f32` bits that round to the half types in every way: random patterns
+/// (NaNs, infinities, subnormals among them) and the ties either side.
+fn f32_patterns(n: usize) -> Vec<f32> {
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let b = (s >> 32) as u32;
+        out.push(f32::from_bits(b));
+        // bf16 ties (low half 0x8000) and f16 ties (13 low bits 0x1000)
+        out.push(f32::from_bits((b & 0xFFFF_0000) | 0x8000));
+        out.push(f32::from_bits((b & 0xFFFF_E000) | 0x1000));
+    }
+    out.truncate(n);
+    out
+}
+
+fn from_f32_rounds_once<T: H>() -> Result<()> {
+    for n in [70_000, 1031, 3] {
+        let v = f32_patterns(n);
+        let got = Tensor::from_vec(v.clone(), &[n])?.cast(T::DTYPE)?.to_vec::<T>()?;
+        let want: Vec<u16> = v.iter().map(|&x| T::round(x).bits()).collect();
+        let inputs: Vec<u16> = v.iter().map(|x| (x.to_bits() >> 16) as u16).collect();
+        same_bits(&format!("cast f32 -> half of {n}"), &inputs, &got, &want);
+    }
+    Ok(())
+}
+
+#[test]
+fn f32_to_half_casts_round_as_the_half_crate() -> Result<()> {
+    from_f32_rounds_once::<f16>()?;
+    from_f32_rounds_once::<bf16>()
+}
+
+/// A two-input op and its former kernel: the half type's own arithmetic.
+type Pair<T> = (&'static str, fn(&Tensor, &Tensor) -> Result<Tensor>, fn(T, T) -> T);
+
+fn binary_ops<T: H>() -> [Pair<T>; 6] {
+    [
+        ("add", |a, b| a.add(b), |x, y| x + y),
+        ("sub", |a, b| a.sub(b), |x, y| x - y),
+        ("mul", |a, b| a.mul(b), |x, y| x.mul(y)),
+        ("div", |a, b| a.div(b), |x, y| x.div(y)),
+        (
+            "maximum",
+            |a, b| a.maximum(b),
+            |x, y| if x.f32() >= y.f32() || x.is_nan() { x } else { y },
+        ),
+        (
+            "minimum",
+            |a, b| a.minimum(b),
+            |x, y| if x.f32() <= y.f32() || x.is_nan() { x } else { y },
+        ),
+    ]
+}
+
+/// Random half pairs, `b` broadcast against `a` ([rows, cols]) as
+/// `b_shape` says, through each binary op, against the former formula.
+fn binary_random<T: H>(rows: usize, cols: usize, b_shape: &[usize], seed: u64) -> Result<()> {
+    let mut s = seed;
+    let mut next = || {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (s >> 48) as u16
+    };
+    let a_bits: Vec<u16> = (0..rows * cols).map(|_| next()).collect();
+    let nb: usize = b_shape.iter().product();
+    let b_bits: Vec<u16> = (0..nb).map(|_| next()).collect();
+    let (a, b): (Vec<T>, Vec<T>) = (
+        a_bits.iter().map(|&v| T::of_bits(v)).collect(),
+        b_bits.iter().map(|&v| T::of_bits(v)).collect(),
+    );
+    let (ta, tb) = (
+        Tensor::from_vec(a.clone(), &[rows, cols])?,
+        Tensor::from_vec(b.clone(), b_shape)?,
+    );
+    // b's element for a's element (r, c)
+    let b_at = |r: usize, c: usize| match b_shape {
+        [n] if *n == cols => b[c],
+        [n, 1] if *n == rows => b[r],
+        _ => b[r * cols + c],
+    };
+    for (name, op, old) in binary_ops::<T>() {
+        for (x, y, swapped) in [(&ta, &tb, false), (&tb, &ta, true)] {
+            let got = op(x, y)?.to_vec::<T>()?;
+            let want: Vec<u16> = (0..rows * cols)
+                .map(|i| {
+                    let (u, v) = (a[i], b_at(i / cols, i % cols));
+                    quieted(if swapped { old(v, u) } else { old(u, v) })
+                })
+                .collect();
+            same_bits(
+                &format!("{name} [{rows}, {cols}] with {b_shape:?} (swapped: {swapped})"),
+                &a_bits,
+                &got,
+                &want,
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn random_half_pairs_through_broadcasting_binary_ops() -> Result<()> {
+    for (rows, cols, seed) in [(300, 257, 1), (128, 256, 2), (3, 5, 3)] {
+        for b_shape in [vec![cols], vec![rows, 1], vec![rows, cols]] {
+            binary_random::<f16>(rows, cols, &b_shape, seed)?;
+            binary_random::<bf16>(rows, cols, &b_shape, seed + 10)?;
+        }
+    }
+    Ok(())
+}
