@@ -37,43 +37,13 @@ Every weight and input is `fill(shape, k)`, 0.5 sin(0.7 i + k) over the
 row-major index i, times a scale written the same in the Rust tests.
 Hyper-parameters are dyadic (Keras turns some into float32 tensors).
 """
-import os
-
-os.environ["KERAS_BACKEND"] = "tensorflow"
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import math
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-keras.config.set_floatx("float64")
-F64 = "float64"
-
-
-def fill(shape, k, scale=1.0):
-    n = int(np.prod(shape))
-    v = np.array([0.5 * math.sin(0.7 * i + k) for i in range(n)], dtype=np.float64)
-    return v.reshape(shape) * scale
-
-
-def emit(name, t):
-    if t is None:
-        print(f"{name}: none")
-        return
-    if isinstance(t, tf.IndexedSlices):
-        t = tf.convert_to_tensor(t)
-    v = np.asarray(t, dtype=np.float64).ravel()
-    print(f"{name}: " + " ".join(repr(float(x)) for x in v))
-
-
-def set_weights(variables, k0):
-    for j, v in enumerate(variables):
-        v.assign(fill(v.shape, k0 + j))
-
-
-def adam():
-    return keras.optimizers.Adam(learning_rate=lambda: 2.0**-7, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=2.0**-20)
+from new_user_common import F64, adam, emit, fill, set_weights
 
 
 def dense(inp, units, activation=None, use_bias=True):
