@@ -223,6 +223,28 @@ fn as_eagerly<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// `out = (acc ? out : 0) + a b` of row-major matrices (`a` `[m, k]`, `b`
+/// `[k, n]`, `out` `[m, n]`), split over the threads as eagerly.
+///
+/// # Safety
+/// The pointers hold those matrices; `out` overlaps neither operand.
+unsafe fn product<T: Gemm>((m, n, k): (usize, usize, usize), out: *mut T, acc: bool, a: *const T, b: *const T) {
+    // SAFETY: as the caller vouches.
+    as_eagerly(|| unsafe {
+        gemm_raw::<T>(
+            (m, n, k),
+            out,
+            (n as isize, 1),
+            acc,
+            a,
+            (k as isize, 1),
+            b,
+            (n as isize, 1),
+            true,
+        )
+    })
+}
+
 /// `out = h W` for one step (`h` `[b, u]`, `W` `[u, width]`, `out` `[b,
 /// width]`, all row-major): the product the composite's `matmul` makes.
 ///
@@ -235,19 +257,7 @@ pub(super) unsafe fn step_product<T: Gemm>(
     w: *const T,
 ) {
     // SAFETY: as the caller vouches.
-    as_eagerly(|| unsafe {
-        gemm_raw::<T>(
-            (b, width, u),
-            out,
-            (width as isize, 1),
-            false,
-            h,
-            (u as isize, 1),
-            w,
-            (width as isize, 1),
-            true,
-        )
-    })
+    unsafe { product((b, width, u), out, false, h, w) }
 }
 
 /// `dh = (acc ? dh : 0) + dz Wᵀ` for one step (`dz` `[b, width]`, `wt`
@@ -263,19 +273,7 @@ pub(super) unsafe fn back_product<T: Gemm>(
     wt: *const T,
 ) {
     // SAFETY: as the caller vouches.
-    as_eagerly(|| unsafe {
-        gemm_raw::<T>(
-            (b, u, width),
-            dh,
-            (u as isize, 1),
-            acc,
-            dz,
-            (width as isize, 1),
-            wt,
-            (u as isize, 1),
-            true,
-        )
-    })
+    unsafe { product((b, u, width), dh, acc, dz, wt) }
 }
 
 /// The recurrent kernel's gradient `dW = h₀ᵀ dz₀ + Σ_{t ≥ 1} h_{t−1}ᵀ dz_t`
