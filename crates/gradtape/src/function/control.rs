@@ -441,15 +441,6 @@ pub struct Loop {
     max_iterations: Option<usize>,
 }
 
-impl Loop {
-    /// The body a loop keeping its history runs: the body with its
-    /// gradient's residuals as extra outputs where it splits (see
-    /// [`residuals`]), else the body.
-    pub fn body_with_history(&self) -> &Sub {
-        self.res.as_ref().map_or(&self.body, |r| &r.fwd)
-    }
-}
-
 impl WhileOp {
     fn with_history(&self, keep_history: bool) -> WhileOp {
         WhileOp {
