@@ -13,6 +13,7 @@
 mod aliasing;
 mod calls_state;
 mod control_outputs;
+mod control_variable_reads;
 mod function;
 mod function_compile;
 mod function_diag;

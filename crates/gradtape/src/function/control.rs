@@ -6,7 +6,9 @@
 //! trace each closure is traced once into a sub-graph (reading the
 //! enclosing function's values as extra inputs, *captures*), and the whole
 //! construct becomes one node, so the branch taken and the iteration count
-//! are decided when the graph runs.
+//! are decided when the graph runs. Where none of the sub-graphs writes, their
+//! variable reads are made once, in front of the node, and captured
+//! ([`hoist`]): the gradients then see the values the forward run read.
 //!
 //! Gradients of the nodes (reverse mode, any order):
 //!
@@ -41,7 +43,9 @@ use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::ops::index::row_at;
 use crate::tensor::{DType, Tensor, TensorId};
 
+mod hoist;
 mod residuals;
+pub(crate) use hoist::writes;
 use residuals::{graph_vjp, Residuals};
 
 /// The value of a predicate: a bool tensor of one element, on any device.
@@ -279,6 +283,9 @@ impl DynOp for CondOp {
             .iter()
             .any(|b| b.graph.nodes.iter().any(|n| n.op.is_stateful()))
     }
+    fn writes(&self) -> bool {
+        self.branches.iter().any(|b| writes(&b.graph))
+    }
     fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
         vec![
             (
@@ -383,8 +390,9 @@ where
             Ok((o, ts))
         })
     };
-    let t = branch(Box::new(true_fn))?;
-    let f = branch(Box::new(false_fn))?;
+    let mut t = branch(Box::new(true_fn))?;
+    let mut f = branch(Box::new(false_fn))?;
+    hoist::hoist_reads(&mut [&mut t, &mut f]);
     same_dtypes(
         "cond",
         "true_fn and false_fn return different structures or dtypes",
@@ -472,6 +480,9 @@ impl DynOp for WhileOp {
         [&self.cond, &self.body]
             .iter()
             .any(|s| s.graph.nodes.iter().any(|n| n.op.is_stateful()))
+    }
+    fn writes(&self) -> bool {
+        writes(&self.cond.graph) || writes(&self.body.graph)
     }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.max_iterations {
@@ -727,6 +738,8 @@ where
         check_body(&opts, &vars, &ts)?;
         Ok(((), ts))
     })?;
+    let (mut c, mut b) = (c, b);
+    hoist::hoist_reads(&mut [&mut c, &mut b]);
     let caps = union(&[&c.captures, &b.captures]);
     let n = vars.len();
     let variables = differentiated(&[&c.variables, &b.variables]);

@@ -273,6 +273,9 @@ impl DynOp for FreshDraw {
     fn stateful(&self) -> bool {
         true
     }
+    fn writes(&self) -> bool {
+        false
+    }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.op.fmt_attrs(f)?;
         f.write_str("[fresh each run]")
