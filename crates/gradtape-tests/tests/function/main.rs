@@ -12,6 +12,7 @@
 
 mod aliasing;
 mod calls_state;
+mod control_effects;
 mod control_outputs;
 mod control_variable_reads;
 mod function;

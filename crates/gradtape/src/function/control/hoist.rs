@@ -40,6 +40,20 @@ pub(crate) fn writes(g: &Graph) -> bool {
     })
 }
 
+/// Whether running `g` has an effect a second run would repeat or change:
+/// a write, a fresh random draw, anything unknown (a read of a variable
+/// is none; nested control flow and calls are looked into).
+pub(crate) fn has_effects(g: &Graph) -> bool {
+    g.nodes.iter().any(|n| match &n.op {
+        Op::Dyn(d) if n.op.as_dyn::<ReadVariable>().is_some() || !d.stateful() => false,
+        Op::Dyn(d) => {
+            let nested = crate::function::graph::nested(&**d);
+            nested.is_empty() || nested.iter().any(|(_, g)| has_effects(g))
+        }
+        op => op.is_stateful(),
+    })
+}
+
 /// Moves the variable reads of the traced sub-graphs `subs` of one op out
 /// in front of it (see the module docs), unless one of them writes: each
 /// read node becomes an input of its graph, captured from a read of the
