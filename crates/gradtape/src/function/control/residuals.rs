@@ -224,6 +224,13 @@ impl super::WhileOp {
 }
 
 impl super::Loop {
+    /// The graph a loop that keeps its history runs at each iteration: the
+    /// body with its gradient's residuals as extra outputs where it splits,
+    /// else the body.
+    pub fn kept_body(&self) -> &Sub {
+        self.res.as_ref().map_or(&self.body, |r| &r.fwd)
+    }
+
     /// Fails where the loop's body has effects (see the module docs): its
     /// gradient would run it again, for the reason `why`.
     pub(super) fn body_runs_again(&self, why: &str) -> Result<()> {
