@@ -12,7 +12,9 @@
 
 mod aliasing;
 mod calls_state;
+mod control_effects;
 mod control_outputs;
+mod control_variable_reads;
 mod function;
 mod function_compile;
 mod function_diag;

@@ -566,6 +566,9 @@ impl DynOp for Call {
     fn stateful(&self) -> bool {
         self.0.graph.nodes.iter().any(|n| n.op.is_stateful())
     }
+    fn writes(&self) -> bool {
+        super::control::writes(&self.0.graph)
+    }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "['{}']", self.0.name)
     }

@@ -6,13 +6,17 @@
 //! trace each closure is traced once into a sub-graph (reading the
 //! enclosing function's values as extra inputs, *captures*), and the whole
 //! construct becomes one node, so the branch taken and the iteration count
-//! are decided when the graph runs.
+//! are decided when the graph runs. Where none of the sub-graphs writes, their
+//! variable reads are made once, in front of the node, and captured
+//! ([`hoist`]): the gradients then see the values the forward run read.
 //!
 //! Gradients of the nodes (reverse mode, any order):
 //!
 //! - `cond`: a `cond` on the same predicate of the two branches' gradient
 //!   graphs (as seed 004's `_grad_fn`), each giving zeros for the inputs its
-//!   branch does not depend on.
+//!   branch does not depend on. Where a branch has effects (a write, a
+//!   fresh random draw), which must not run twice, the node returns the
+//!   values the gradient reads instead ([`branch_residuals`]).
 //! - `while_loop`: the loop node keeps each iteration's entry values (a
 //!   *history*, one stacked tensor per loop variable) when a tape of the
 //!   user's watches it; the gradient is a second `while_loop` running the
@@ -41,7 +45,12 @@ use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::ops::index::row_at;
 use crate::tensor::{DType, Tensor, TensorId};
 
+mod branch_residuals;
+mod hoist;
+mod loop_checks;
 mod residuals;
+pub(crate) use hoist::writes;
+use loop_checks::{check_body, spec_text};
 use residuals::{graph_vjp, Residuals};
 
 /// The value of a predicate: a bool tensor of one element, on any device.
@@ -265,6 +274,11 @@ fn same_dtypes(op: &'static str, what: &str, da: &[DType], db: &[DType]) -> Resu
 struct CondOp {
     branches: Arc<[Sub; 2]>,
     vars: Arc<Vec<Variable>>,
+    /// the branches' gradients split at their residuals, which the node
+    /// then returns after its outputs (see [`branch_residuals`])
+    res: Option<Arc<[Residuals; 2]>>,
+    /// whether a branch writes or draws fresh numbers
+    effects: bool,
 }
 
 impl DynOp for CondOp {
@@ -279,8 +293,11 @@ impl DynOp for CondOp {
             .iter()
             .any(|b| b.graph.nodes.iter().any(|n| n.op.is_stateful()))
     }
+    fn writes(&self) -> bool {
+        self.branches.iter().any(|b| writes(&b.graph))
+    }
     fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
-        vec![
+        let mut subs = vec![
             (
                 "true".into(),
                 self.branches[0].graph.clone() as crate::ops::desc::Erased,
@@ -289,7 +306,15 @@ impl DynOp for CondOp {
                 "false".into(),
                 self.branches[1].graph.clone() as crate::ops::desc::Erased,
             ),
-        ]
+        ];
+        // (the halves that run where the residuals are kept)
+        for (label, r) in ["true with residuals", "false with residuals"]
+            .iter()
+            .zip(self.res.iter().flat_map(|r| r.iter()))
+        {
+            subs.push((label.to_string(), r.fwd.graph.clone() as crate::ops::desc::Erased));
+        }
+        subs
     }
     /// Both branches static and returning the same shapes.
     fn static_shapes(&self) -> bool {
@@ -310,24 +335,25 @@ impl Control for CondOp {
     }
 
     fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let take = pred_value("cond", &inputs[0])?;
-        self.branches[usize::from(!take)].run(&inputs[1..])
+        let k = usize::from(!pred_value("cond", &inputs[0])?);
+        match &self.res {
+            Some(res) => self.run_with_residuals(res, k, &inputs[1..]),
+            None => self.branches[k].run(&inputs[1..]),
+        }
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
         optional_rule(move |cts| {
             let (pred, caps) = (&inputs[0], &inputs[1..]);
-            let diff_cts: Vec<Tensor> = cts
+            let n_out = self.n_out();
+            let diff_cts: Vec<Tensor> = cts[..n_out]
                 .iter()
                 .zip(&outputs)
                 .filter(|(_, o)| o.dtype().is_differentiable())
                 .map(|(c, o)| or_zeros(c, o))
                 .collect::<Result<_>>()?;
-            let branch = |k: usize| {
-                let (me, caps, cts) = (self.clone(), caps.to_vec(), diff_cts.clone());
-                move || graph_vjp(&me.branches[k], &caps, &cts, &me.vars)
-            };
-            let grads = cond(pred, branch(0), branch(1))?;
+            let res_cts = cts[n_out..].iter().any(Option::is_some);
+            let grads = self.branch_grads(pred, caps, &diff_cts, &outputs, res_cts)?;
             let mut it = grads.into_iter();
             let mut out: Grads = smallvec::smallvec![None];
             for c in caps {
@@ -383,8 +409,9 @@ where
             Ok((o, ts))
         })
     };
-    let t = branch(Box::new(true_fn))?;
-    let f = branch(Box::new(false_fn))?;
+    let mut t = branch(Box::new(true_fn))?;
+    let mut f = branch(Box::new(false_fn))?;
+    hoist::hoist_reads(&mut [&mut t, &mut f]);
     same_dtypes(
         "cond",
         "true_fn and false_fn return different structures or dtypes",
@@ -392,17 +419,21 @@ where
         &output_dtypes(&f.graph),
     )?;
     let caps = union(&[&t.captures, &f.captures]);
-    let op = CondOp {
+    let n_out = t.graph.outputs.len();
+    let mut op = CondOp {
         vars: Arc::new(differentiated(&[&t.variables, &f.variables])),
+        effects: hoist::has_effects(&t.graph) || hoist::has_effects(&f.graph),
         branches: Arc::new([
             Sub::new(with_captures(t.graph, 0, &t.captures, &caps)),
             Sub::new(with_captures(f.graph, 0, &f.captures, &caps)),
         ]),
+        res: None,
     };
+    op.res = op.split_branches(&caps);
     let mut inputs = vec![pred.clone()];
     inputs.extend(caps);
     let outs = bind_control(Arc::new(op), &inputs)?;
-    t.value.rebuild(&mut outs.into_iter())
+    t.value.rebuild(&mut outs.into_iter().take(n_out))
 }
 
 // ---------------------------------------------------------- while_loop
@@ -439,6 +470,9 @@ pub struct Loop {
     vars: Vec<Variable>,
     n_vars: usize,
     max_iterations: Option<usize>,
+    /// whether the condition or the body writes or draws fresh numbers
+    /// (which their gradient must not run again)
+    effects: bool,
 }
 
 impl WhileOp {
@@ -472,6 +506,9 @@ impl DynOp for WhileOp {
         [&self.cond, &self.body]
             .iter()
             .any(|s| s.graph.nodes.iter().any(|n| n.op.is_stateful()))
+    }
+    fn writes(&self) -> bool {
+        writes(&self.cond.graph) || writes(&self.body.graph)
     }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.max_iterations {
@@ -568,6 +605,7 @@ impl Control for WhileOp {
                 let ct_hist = cts[n + 1..].to_vec();
                 (outputs[n].clone(), outputs[n + 1..].to_vec(), ct_hist)
             } else {
+                self.body_runs_again("no tape watched the loop when it ran, so it kept no history")?;
                 let again = bind_control(Arc::new(self.with_history(true)), &inputs)?;
                 (
                     again[n].clone(),
@@ -727,6 +765,8 @@ where
         check_body(&opts, &vars, &ts)?;
         Ok(((), ts))
     })?;
+    let (mut c, mut b) = (c, b);
+    hoist::hoist_reads(&mut [&mut c, &mut b]);
     let caps = union(&[&c.captures, &b.captures]);
     let n = vars.len();
     let variables = differentiated(&[&c.variables, &b.variables]);
@@ -743,8 +783,10 @@ where
         true => residuals::split(&body, &vars, &caps, &variables).unwrap_or(None),
         false => None,
     };
+    let effects = hoist::has_effects(&c.graph) || hoist::has_effects(&body.graph);
     let op = WhileOp {
         loop_: Arc::new(Loop {
+            effects,
             vars: variables,
             cond: Sub::new(with_captures(c.graph, n, &c.captures, &caps)),
             body,
@@ -758,46 +800,4 @@ where
     inputs.extend(caps);
     let outs = bind_control(Arc::new(op), &inputs)?;
     loop_vars.rebuild(&mut outs.into_iter().take(n))
-}
-
-/// A shape invariant as text: its dims (`?` for one of any size) and dtype.
-fn spec_text(spec: &TensorSpec) -> String {
-    let dims: Vec<String> = spec
-        .shape
-        .iter()
-        .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
-        .collect();
-    format!("[{}] of {}", dims.join(", "), spec.dtype)
-}
-
-/// Fails unless the body's outputs `next` match the variables it was given,
-/// `prev`, in number, dtypes and (where not declared variable) shapes.
-fn check_body(opts: &WhileOptions, prev: &[Tensor], next: &[Tensor]) -> Result<()> {
-    let dtypes = |ts: &[Tensor]| ts.iter().map(Tensor::dtype).collect::<Vec<_>>();
-    same_dtypes(
-        "while_loop",
-        "the body changes the loop variables' number or dtypes",
-        &dtypes(prev),
-        &dtypes(next),
-    )?;
-    for (i, (v, n)) in prev.iter().zip(next).enumerate() {
-        let msg = match &opts.shape_invariants {
-            Some(sig) if !sig[i].accepts(n) => format!(
-                "the body changes loop variable {i} from shape {:?} to {:?}, which its shape invariant {} \
-                 does not accept",
-                v.shape(),
-                n.shape(),
-                spec_text(&sig[i])
-            ),
-            None if v.shape() != n.shape() => format!(
-                "the body changes loop variable {i} from shape {:?} to {:?}; declare the dims that vary in \
-                 shape_invariants",
-                v.shape(),
-                n.shape()
-            ),
-            _ => continue,
-        };
-        return Err(Error::invalid("while_loop", msg));
-    }
-    Ok(())
 }

@@ -31,6 +31,9 @@ impl DynOp for ReadVariable {
     fn stateful(&self) -> bool {
         true
     }
+    fn writes(&self) -> bool {
+        false
+    }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "['{}']", self.0.name())
     }

@@ -268,10 +268,16 @@ impl DynOp for FreshDraw {
         let CreateOp::Random { seed, .. } = self.op else {
             return self.op.eval(inputs);
         };
-        self.op.reseeded(mix(seed ^ mix(n.wrapping_add(1)))).eval(inputs)
+        // (a trace that records this run, as a graph run again under a
+        // trace for its gradient, records a draw fresh at each run too,
+        // not one fixed at the seed this run drew with)
+        fresh(|| self.op.reseeded(mix(seed ^ mix(n.wrapping_add(1)))).eval(inputs))
     }
     fn stateful(&self) -> bool {
         true
+    }
+    fn writes(&self) -> bool {
+        false
     }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.op.fmt_attrs(f)?;

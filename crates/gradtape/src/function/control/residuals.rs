@@ -22,11 +22,24 @@
 //!   iteration they would multiply the history's size) are repeated.
 //!
 //! Both are graphs of ordinary ops, so the backward loop differentiates
-//! again as before. A body with effects other than variable reads (a write,
-//! a stateful op) or with shapes decided at run time keeps the recomputing
-//! gradient.
+//! again as before. A body with shapes decided at run time keeps the
+//! recomputing gradient.
+//!
+//! A body with effects (a variable write, a fresh random draw) splits too,
+//! and must: its effects belong to the forward loop alone, which runs them
+//! once per iteration, and the values the gradient reads from them (a
+//! dropout mask, a variable read after a write in the body) are residuals
+//! like any other, kept per iteration. Running such a body again for its
+//! gradient (the recomputing gradient) would write the variables a second
+//! time and draw other numbers than the forward loop used: a traced loop
+//! with a dropout in its body got the gradient of other masks than the
+//! ones its value used, and one that counted its steps in a variable
+//! counted each step twice. Where the gradient would have to run such a
+//! body again (a body with shape invariants, a second-order gradient
+//! reaching its residuals, a loop no tape watched when it ran), it is an
+//! error that says so.
 
-use super::Sub;
+use super::{hoist, Sub};
 use crate::autodiff::backprop::Unconnected;
 use crate::autodiff::gradient_tape::{GradientOptions, GradientTape};
 use crate::autodiff::sources::SourceRef;
@@ -35,6 +48,7 @@ use crate::error::{Error, Result};
 use crate::function::compile;
 use crate::function::graph::{Graph, Node, ValueId};
 use crate::function::trace;
+use crate::function::variables::ReadVariable;
 use crate::ops::desc::Op;
 use crate::ops::index::row_at;
 use crate::tensor::{DType, Shape, Tensor};
@@ -51,27 +65,37 @@ pub(crate) struct Residuals {
     pub specs: Vec<(DType, Shape)>,
 }
 
-/// Whether a node costs nothing to repeat: a constant or a variable read.
-fn free(n: &Node) -> bool {
+/// Whether a node costs nothing to repeat: a constant, or a variable
+/// read where the body writes nothing (a body that writes reads what its
+/// writes made, which differs from one iteration to the next).
+fn free(n: &Node, writes: bool) -> bool {
     match &n.op {
         Op::Const(_) => true,
-        Op::Dyn(d) => d.name() == "ReadVariable",
-        _ => false,
+        op => !writes && op.as_dyn::<ReadVariable>().is_some(),
     }
 }
 
 /// Splits `body` (over the loop variables `vars` then the captures `caps`,
-/// example values) at its residuals; `None` where the body keeps the
-/// recomputing gradient (see the module docs).
+/// example values; a branch of a `cond` has no loop variable) at its
+/// residuals; `None` where the body keeps the recomputing gradient (see
+/// the module docs). A value made from the captures alone is the same at
+/// every iteration and computed again by the gradient: for a branch, run
+/// once, `vars` is empty and every capture counts as varying.
 pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[Variable]) -> Result<Option<Residuals>> {
-    let effects = body.graph.nodes.iter().any(|n| n.op.is_stateful() && !free(n));
-    if effects || !compile::is_static(&body.graph) {
+    if !compile::is_static(&body.graph) {
         return Ok(None);
     }
-    let (n, n_in) = (vars.len(), vars.len() + caps.len());
+    let writes = hoist::writes(&body.graph);
+    let bg = &body.graph;
+    // (the body's outputs, each with a cotangent where differentiable)
+    let (n, n_in) = (bg.outputs.len(), vars.len() + caps.len());
+    let n_varying = if vars.is_empty() { n_in } else { vars.len() };
     let mut args: Vec<Tensor> = vars.iter().chain(caps).cloned().collect();
-    for v in vars.iter().filter(|t| t.dtype().is_differentiable()) {
-        args.push(v.try_zeros_like()?);
+    for &o in &bg.outputs {
+        let info = &bg.values[o as usize];
+        if info.dtype.is_differentiable() {
+            args.push(Tensor::try_zeros(&info.shape, info.dtype)?);
+        }
     }
     let traced = trace::trace(&args, &[], true, |xs| {
         let (ins, cts) = xs.split_at(n_in);
@@ -91,7 +115,7 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
     // what varies from one iteration to the next: what depends on a loop
     // variable (or draws at random)
     let mut varying = vec![false; g.values.len()];
-    for &v in &g.inputs[..n] {
+    for &v in &g.inputs[..n_varying] {
         varying[v as usize] = true;
     }
     let mut primal = vec![false; g.values.len()];
@@ -102,10 +126,11 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
         .enumerate()
         .map(|(i, node)| {
             let a = node.inputs.iter().any(|&v| adjoint[v as usize]);
-            let var = matches!(node.op, Op::Create(_) | Op::Dyn(_)) || node.inputs.iter().any(|&v| varying[v as usize]);
+            let var = matches!(node.op, Op::Create(_) | Op::Dyn(_) | Op::Opaque(_))
+                || node.inputs.iter().any(|&v| varying[v as usize]);
             // (a value the same at every iteration is computed again by
             // the gradient rather than kept once per iteration)
-            again[i] = !a && (free(node) || !var);
+            again[i] = !a && (free(node, writes) || !var);
             for &o in &node.outputs {
                 adjoint[o as usize] = a;
                 varying[o as usize] = var;
@@ -180,12 +205,14 @@ impl super::WhileOp {
         j: &Tensor,
     ) -> Result<Vec<Tensor>> {
         let Some(r) = self.res.as_ref().filter(|_| self.keep_history) else {
+            self.body_runs_again("the body has shape invariants or shapes decided when it runs")?;
             return graph_vjp(&self.body, ins, cts, &self.vars);
         };
         if ct_res.iter().all(Option::is_none) {
             let all: Vec<Tensor> = ins.iter().chain(cts).chain(res).cloned().collect();
             return r.bwd.run(&all);
         }
+        self.body_runs_again("a gradient of its gradient reaches the values the forward loop kept")?;
         let mut all_cts = cts.to_vec();
         for (row, ct) in res.iter().zip(ct_res) {
             if row.dtype().is_differentiable() {
@@ -193,6 +220,31 @@ impl super::WhileOp {
             }
         }
         graph_vjp(&r.fwd, ins, &all_cts, &self.vars)
+    }
+}
+
+impl super::Loop {
+    /// The graph a loop that keeps its history runs at each iteration: the
+    /// body with its gradient's residuals as extra outputs where it splits,
+    /// else the body.
+    pub fn kept_body(&self) -> &Sub {
+        self.res.as_ref().map_or(&self.body, |r| &r.fwd)
+    }
+
+    /// Fails where the loop's body has effects (see the module docs): its
+    /// gradient would run it again, for the reason `why`.
+    pub(super) fn body_runs_again(&self, why: &str) -> Result<()> {
+        if !self.effects {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "while_loop",
+            format!(
+                "the gradient would run the loop's body again ({why}), and the body writes variables or \
+                 draws fresh random numbers, which a second run would repeat or draw anew; move the effects \
+                 out of the loop, or differentiate a loop without them"
+            ),
+        ))
     }
 }
 

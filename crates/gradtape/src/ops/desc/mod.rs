@@ -91,6 +91,14 @@ pub trait DynOp: Send + Sync + std::any::Any {
     /// Whether the op reads or writes state (never merged, reordered or
     /// removed by an optimiser).
     fn stateful(&self) -> bool;
+    /// Whether running it may write state that a later read sees (a
+    /// variable): a stateful op unless it says otherwise (a variable read,
+    /// a fresh random draw, control flow and calls whose graphs write
+    /// nothing). Control flow whose sub-graphs write nothing reads its
+    /// variables once, in front of it (`function::control::hoist`).
+    fn writes(&self) -> bool {
+        self.stateful()
+    }
     /// Its attributes for a listing (after the name), e.g. `[var=w]`.
     fn fmt_attrs(&self, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
         Ok(())

@@ -1,0 +1,124 @@
+//! A `cond` whose branches have effects keeps, for its gradient, the
+//! values its taken branch made, so the gradient does not run the branch
+//! again.
+//!
+//! `cond`'s gradient runs the taken branch again under a tape to get the
+//! values its VJP reads. A branch with effects (a variable write, a fresh
+//! random draw) must not run twice: a traced training step with a dropout
+//! in a branch got the gradient of another mask than the one its value
+//! used, and a branch that updated a variable (a counter, a batch
+//! normalisation's moving statistics) updated it twice. Such a `cond`,
+//! where a tape watches it, splits each branch's gradient at its
+//! residuals as a loop body's ([`residuals`](super::residuals)): the node
+//! runs the taken branch's forward half, which returns the residuals
+//! beside the outputs (zeros of their shapes for the other branch's), and
+//! the gradient is a `cond` of the two backward halves on those residuals.
+//! TensorFlow's `cond_v2` does the same: its forward `If` outputs the
+//! intermediates the gradient needs, zeros from the branch not taken.
+//!
+//! A branch without effects keeps the recomputing gradient (running it
+//! again costs time, not correctness). Where the gradient of such a
+//! `cond` would still run a branch with effects again (no tape watched it
+//! when it ran, a branch whose shapes are decided at run time, a gradient
+//! of the gradient reaching the residuals), it is an error that says so.
+
+use std::sync::Arc;
+
+use super::residuals::{self, Residuals};
+use super::{cond, CondOp};
+use crate::autodiff::tape;
+use crate::autodiff::variable::Variable;
+use crate::error::{Error, Result};
+use crate::tensor::{Tensor, TensorId};
+
+impl CondOp {
+    /// The branches' halves where a branch has effects and a tape of the
+    /// user's watches the `cond` (its captures `caps` or the variables it
+    /// reads); `None` otherwise, or where a branch does not split.
+    pub(super) fn split_branches(&self, caps: &[Tensor]) -> Option<Arc<[Residuals; 2]>> {
+        let vars: &[Variable] = &self.vars;
+        let ids: Vec<TensorId> = caps.iter().map(Tensor::id).collect();
+        let watched = tape::user_tape_watches(&ids) || tape::user_tape_watches_variables(vars);
+        if !self.effects || !watched {
+            return None;
+        }
+        let half = |k: usize| residuals::split(&self.branches[k], &[], caps, vars).ok().flatten();
+        Some(Arc::new([half(0)?, half(1)?]))
+    }
+
+    /// How many outputs the branches return (before the residuals).
+    pub(super) fn n_out(&self) -> usize {
+        self.branches[0].graph.outputs.len()
+    }
+
+    /// Runs branch `k`'s forward half on the captures: its outputs, then
+    /// both branches' residuals (zeros for the other's).
+    pub(super) fn run_with_residuals(&self, res: &[Residuals; 2], k: usize, caps: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut outs = res[k].fwd.run(caps)?;
+        let mine = outs.split_off(self.n_out());
+        for (j, r) in res.iter().enumerate() {
+            if j == k {
+                outs.extend(mine.iter().cloned());
+            } else {
+                for (dtype, shape) in &r.specs {
+                    outs.push(Tensor::try_zeros(shape, *dtype)?);
+                }
+            }
+        }
+        Ok(outs)
+    }
+
+    /// The gradients of the captures (differentiable ones) and of the
+    /// variables: a `cond` of the branches' backward halves on the
+    /// residuals the forward run returned (`outputs` past the branches'
+    /// own), or of the branches' gradients run again where there are none
+    /// (and the branches have no effects). `cts` are the cotangents of
+    /// the differentiable outputs; `res_cts` whether a residual got one.
+    pub(super) fn branch_grads(
+        self: &Arc<Self>,
+        pred: &Tensor,
+        caps: &[Tensor],
+        cts: &[Tensor],
+        outputs: &[Tensor],
+        res_cts: bool,
+    ) -> Result<Vec<Tensor>> {
+        let Some(res) = self.res.clone() else {
+            self.branch_runs_again(
+                "no tape watched the cond when it ran, or a branch's shapes are decided when it runs",
+            )?;
+            let branch = |k: usize| {
+                let (me, caps, cts) = (self.clone(), caps.to_vec(), cts.to_vec());
+                move || super::graph_vjp(&me.branches[k], &caps, &cts, &me.vars)
+            };
+            return cond(pred, branch(0), branch(1));
+        };
+        if res_cts {
+            self.branch_runs_again("a gradient of its gradient reaches the values the forward branch kept")?;
+        }
+        let at = self.n_out() + res[0].specs.len();
+        let rows = [outputs[self.n_out()..at].to_vec(), outputs[at..].to_vec()];
+        let branch = |k: usize| {
+            let mut all: Vec<Tensor> = caps.iter().chain(cts).cloned().collect();
+            all.extend(rows[k].iter().cloned());
+            let res = res.clone();
+            move || res[k].bwd.run(&all)
+        };
+        cond(pred, branch(0), branch(1))
+    }
+
+    /// Fails where a branch has effects: the gradient would run it again,
+    /// for the reason `why`.
+    fn branch_runs_again(&self, why: &str) -> Result<()> {
+        if !self.effects {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "cond",
+            format!(
+                "the gradient would run a branch again ({why}), and a branch writes variables or draws fresh \
+                 random numbers, which a second run would repeat or draw anew; move the effects out of the \
+                 cond, or differentiate a cond without them"
+            ),
+        ))
+    }
+}
