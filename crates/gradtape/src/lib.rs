@@ -247,6 +247,9 @@ pub mod __internals {
             pub mod concat_of_reshapes {
                 pub use crate::function::compile::concat_of_reshapes::*;
             }
+            pub mod grads_into_concat {
+                pub use crate::function::compile::grads_into_concat::*;
+            }
             pub mod pads_to_concat {
                 pub use crate::function::compile::pads_to_concat::*;
             }

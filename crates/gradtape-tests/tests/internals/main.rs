@@ -18,6 +18,7 @@ mod function_compile_concat_of_reshapes;
 mod function_compile_diag_matmul;
 mod function_compile_exec;
 mod function_compile_fold;
+mod function_compile_grads_into_concat;
 mod function_compile_kernel;
 mod function_compile_kernel_chain;
 mod function_compile_kernel_cost;

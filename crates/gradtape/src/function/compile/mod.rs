@@ -20,6 +20,9 @@
 //!    without a copy.
 //! 3. `cse` and `dce` — common-subexpression and dead-code elimination
 //!    again (folding and simplification expose more).
+//!    `grads_into_concat` — an op whose packed parts (attention's `dq`,
+//!    `dk`, `dv`) are sliced, viewed and concatenated writes them straight
+//!    into the concatenation's slices; the views and the copy go.
 //! 4. `pool_argmax` — a max pool and the positions of its maxima (which
 //!    its gradient reads) from one pass of the pooling kernel.
 //! 5. `join_products` — a sum of matrix products (a weight's gradient over
@@ -115,6 +118,8 @@ pub(crate) mod exec;
 pub(crate) mod fold;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod fuse;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod grads_into_concat;
 pub(crate) mod hoist_reductions;
 pub(crate) mod join_products;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API

@@ -16,8 +16,8 @@
 //! and `internals` set it).
 
 use super::{
-    concat_of_reshapes, diag_matmul, fold, fuse, hoist_reductions, join_products, merge_reads, pads_to_concat,
-    pair_products, pool_argmax, remat, share_im2col, simplify, transpose_once, CompileStats,
+    concat_of_reshapes, diag_matmul, fold, fuse, grads_into_concat, hoist_reductions, join_products, merge_reads,
+    pads_to_concat, pair_products, pool_argmax, remat, share_im2col, simplify, transpose_once, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -44,7 +44,7 @@ pub struct PassCx {
 /// `pool_argmax`, `share_im2col`), plan for the CPU's threads and caches
 /// (`pair_products`, `hoist_reductions`, `transpose_once`), or make host
 /// tensors or ops a GPU may not have (`fold`'s host constants,
-/// `pads_to_concat`, `concat_of_reshapes`, `join_products`,
+/// `pads_to_concat`, `concat_of_reshapes`, `grads_into_concat`, `join_products`,
 /// `stack_products`).
 pub(crate) const GPU_PASSES: [&str; 5] = ["simplify", "merge_reads", "cse", "dce", "fuse"];
 
@@ -60,7 +60,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 17] = [
+pub(crate) static PASSES: [Pass; 18] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -96,6 +96,13 @@ pub(crate) static PASSES: [Pass; 17] = [
     Pass {
         name: "dce",
         run: dce,
+        stat: None,
+    },
+    // (after `dce`: it removes the views it replaces, and no dead node
+    // may still read them)
+    Pass {
+        name: "grads_into_concat",
+        run: grads_into_concat::run,
         stat: None,
     },
     Pass {

@@ -51,7 +51,7 @@
 
 use super::lockstep::{chunks, fill, whole, zip, zip3};
 use crate::error::Result;
-use crate::kernels::cpu::attention_gemm::Rows;
+use crate::kernels::cpu::attention_gemm::{GradDest, Rows};
 use crate::kernels::cpu::counter::CounterRng;
 use crate::kernels::cpu::math::exp_in_place;
 use crate::kernels::cpu::scratch;
@@ -325,7 +325,9 @@ pub(crate) fn backward<T: Float>(
         return super::filled_vec(op, batch.saturating_mul(per), T::zero());
     }
     if on_products::<T>(dims) {
-        return super::attention_gemm::backward_rows(op, dims, q, k, v, mask, fwd, dout);
+        let dest = GradDest::packed(dims);
+        // SAFETY: the packed parts are disjoint.
+        return unsafe { super::attention_gemm::backward_rows_into(op, dims, q, k, v, mask, fwd, dout, &dest) };
     }
     let Dims { tq, tk, d, dv, .. } = *dims;
     let (q, k, v, g) = (
@@ -335,6 +337,49 @@ pub(crate) fn backward<T: Float>(
         dout.packed_values(op, tq, dv)?,
     );
     backward_online(op, dims, &q, &k, &v, mask, fwd, &g)
+}
+
+/// [`backward`] with `dq`, `dk` and `dv` written where `dest` says (a
+/// buffer of `dest.len` elements, 0 outside the parts): by the kernels on
+/// matrix products themselves, else copied there from the packed
+/// gradients.
+///
+/// # Safety
+///
+/// `dest`'s parts are pairwise disjoint (see
+/// [`backward_rows_into`](super::attention_gemm::backward_rows_into)).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn backward_into<T: Float>(
+    op: &'static str,
+    dims: &Dims,
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
+    v: &Rows<'_, T>,
+    mask: Option<&Mask<'_, T>>,
+    fwd: &[T],
+    dout: &Rows<'_, T>,
+    dest: &GradDest,
+) -> Result<Vec<T>> {
+    if dims.dv > 0 && on_products::<T>(dims) {
+        // SAFETY: the caller's.
+        return unsafe { super::attention_gemm::backward_rows_into(op, dims, q, k, v, mask, fwd, dout, dest) };
+    }
+    // (checked here: the copies below index within it)
+    dest.extents(op, dims)?;
+    let packed = backward(op, dims, q, k, v, mask, fwd, dout)?;
+    let Dims { tq, tk, d, dv, .. } = *dims;
+    let sizes = [(0, tq, d), (tq * d, tk, d), (tq * d + tk * d, tk, dv)];
+    let per = tq * d + tk * d + tk * dv;
+    let mut out = super::filled_vec(op, dest.len, T::zero())?;
+    for b in 0..dims.batch {
+        for ((batch, rs), (start, rows, width)) in dest.parts.iter().zip(sizes) {
+            let (from, to) = (b * per + start, batch.offset(b));
+            for i in 0..rows {
+                out[to + i * rs..][..width].copy_from_slice(&packed[from + i * width..][..width]);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The online forward pass: per query row, the output row followed by its

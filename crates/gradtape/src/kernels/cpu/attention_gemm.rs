@@ -164,8 +164,46 @@ impl<'a, T: Copy> Rows<'a, T> {
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn product<T: Float>(
-    (m, n, k): (usize, usize, usize),
+    mnk: (usize, usize, usize),
     dst: &mut [T],
+    d_rs: usize,
+    acc: bool,
+    a: &[T],
+    a_strides: (usize, usize),
+    b: &[T],
+    b_strides: (usize, usize),
+    pack: Option<&mut Vec<T>>,
+) {
+    // SAFETY: `dst` is a distinct mutable slice of `dst.len()` elements.
+    unsafe {
+        product_at(
+            mnk,
+            (dst.as_mut_ptr(), dst.len()),
+            d_rs,
+            acc,
+            a,
+            a_strides,
+            b,
+            b_strides,
+            pack,
+        )
+    }
+}
+
+/// [`product`] into `dst.0`, of which `dst.1` elements may be written:
+/// the rows of a gradient laid out anywhere in the output ([`GradDest`]).
+/// Writes only the `m×n` elements of the product.
+///
+/// # Safety
+///
+/// `dst.0` addresses `dst.1` writable elements that overlap neither
+/// operand, and no other thread reads or writes the product's `m×n`
+/// elements meanwhile.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn product_at<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_len): (*mut T, usize),
     d_rs: usize,
     acc: bool,
     a: &[T],
@@ -179,7 +217,7 @@ fn product<T: Float>(
     }
     let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
     assert!(
-        dst.len() > last(d_rs, 1, m, n)
+        dst_len > last(d_rs, 1, m, n)
             && (k == 0
                 || a.len() > last(a_strides.0, a_strides.1, m, k) && b.len() > last(b_strides.0, b_strides.1, k, n)),
         "attention product out of bounds"
@@ -189,7 +227,7 @@ fn product<T: Float>(
         unsafe {
             small_gemm::product(
                 (m, n, k),
-                dst.as_mut_ptr(),
+                dst,
                 d_rs,
                 acc,
                 a.as_ptr(),
@@ -202,12 +240,12 @@ fn product<T: Float>(
         return;
     }
     let s = |(r, c): (usize, usize)| (r as isize, c as isize);
-    // SAFETY: the bounds are checked above; `dst` is a distinct mutable
-    // slice, so it overlaps neither operand.
+    // SAFETY: the bounds are checked above; the caller keeps `dst` apart
+    // from the operands and from other threads.
     unsafe {
         gemm_raw(
             (m, n, k),
-            dst.as_mut_ptr(),
+            dst,
             (d_rs as isize, 1),
             acc,
             a.as_ptr(),
@@ -492,6 +530,76 @@ pub(crate) fn forward_rows<T: Float>(
     Ok(out)
 }
 
+/// Where the backward pass writes `dq`, `dk` and `dv` (`parts`, in that
+/// order) in one buffer of `len` elements: each a batch of matrices, as
+/// [`Rows`] reads them (each batch element's first row, and the step from
+/// a row to the next; a row's elements adjacent). Packed, the gradients of
+/// each batch element follow each other ([`GradDest::packed`]); a graph
+/// compiler may lay them out as the slices of a concatenation instead
+/// (`function::compile::grads_into_concat`), so that no copy joins them.
+#[derive(Clone, Debug)]
+pub struct GradDest {
+    /// Elements of the buffer.
+    pub len: usize,
+    /// `dq`, `dk`, `dv`: where each batch element's matrix starts, and the
+    /// row stride.
+    pub parts: [(Batch, usize); 3],
+}
+
+impl GradDest {
+    /// Each batch element's `dq` (`tq · d`), `dk` (`tk · d`) and `dv`
+    /// (`tk · dv`), one after the other.
+    pub fn packed(dims: &Dims) -> GradDest {
+        let Dims {
+            batch, tq, tk, d, dv, ..
+        } = *dims;
+        let per = tq * d + tk * d + tk * dv;
+        GradDest {
+            len: batch * per,
+            parts: [
+                (Batch::even(batch, per, 0), d),
+                (Batch::even(batch, per, tq * d), d),
+                (Batch::even(batch, per, tq * d + tk * d), dv),
+            ],
+        }
+    }
+
+    /// How many elements each part's rows reach from a batch element's
+    /// first row; an error naming `op` where a part is not of `dims.batch`
+    /// matrices, its rows overlap, or it reaches past the buffer.
+    pub(crate) fn extents(&self, op: &'static str, dims: &Dims) -> Result<[usize; 3]> {
+        let sizes = [(dims.tq, dims.d), (dims.tk, dims.d), (dims.tk, dims.dv)];
+        let mut ext = [0; 3];
+        for (p, ((batch, rs), (rows, width))) in self.parts.iter().zip(sizes).enumerate() {
+            let reach = if rows == 0 || width == 0 {
+                0
+            } else {
+                (rows - 1) * rs + width
+            };
+            let last = batch
+                .dims
+                .iter()
+                .map(|&(n, st)| n.saturating_sub(1) * st)
+                .sum::<usize>()
+                + batch.base;
+            if batch.len() != dims.batch || (rows > 1 && *rs < width) || (dims.batch > 0 && last + reach > self.len) {
+                return Err(crate::error::Error::invalid(
+                    op,
+                    format!(
+                        "gradient part {p} ({} matrices of {rows}x{width}, rows {rs} apart, batch {:?}) does not fit a layout of {} elements for {} matrices",
+                        batch.len(),
+                        batch.dims,
+                        self.len,
+                        dims.batch
+                    ),
+                ));
+            }
+            ext[p] = reach;
+        }
+        Ok(ext)
+    }
+}
+
 /// The backward pass, as `attention::backward`:
 /// per batch element, `dq`, `dk`, `dv` concatenated.
 #[allow(clippy::too_many_arguments)]
@@ -514,13 +622,22 @@ pub fn backward<T: Float>(
         Rows::packed(v, batch, tk, dv),
         Rows::packed(dout, batch, tq, dv),
     );
-    backward_rows(op, dims, &q, &k, &v, mask, fwd, &g)
+    let dest = GradDest::packed(dims);
+    // SAFETY: the packed parts are disjoint.
+    unsafe { backward_rows_into(op, dims, &q, &k, &v, mask, fwd, &g, &dest) }
 }
 
 /// [`backward`] on operands that lie anywhere ([`Rows`]; the forward
-/// pass's packed rows `fwd` are the kernel's own).
+/// pass's packed rows `fwd` are the kernel's own), its gradients written
+/// where `dest` says, in a buffer of `dest.len` elements (0 elsewhere).
+///
+/// # Safety
+///
+/// `dest`'s parts are pairwise disjoint: no element of the buffer belongs
+/// to two rows of one part or of two parts (tasks on different batch
+/// elements write at the same time). Their bounds are checked here.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn backward_rows<T: Float>(
+pub(crate) unsafe fn backward_rows_into<T: Float>(
     op: &'static str,
     dims: &Dims,
     q: &Rows<'_, T>,
@@ -529,17 +646,25 @@ pub(crate) fn backward_rows<T: Float>(
     mask: Option<&Mask<'_, T>>,
     fwd: &[T],
     dout: &Rows<'_, T>,
+    dest: &GradDest,
 ) -> Result<Vec<T>> {
     let Dims { tq, tk, d, dv, .. } = *dims;
-    let per = tq * d + tk * d + tk * dv;
     let scale = T::from_f64(dims.scale);
-    let mut out = super::filled_vec(op, dims.batch * per, T::zero())?;
-    workers::for_each_chunk_mut(&mut out, per.max(1), |b, part| {
+    let ext = dest.extents(op, dims)?;
+    let mut out = super::filled_vec(op, dest.len, T::zero())?;
+    let base = workers::SendPtr(out.as_mut_ptr());
+    workers::parallel_for(dims.batch, |b| {
         super::math::with_simd(
             #[inline(always)]
             || {
-                let (dq, rest) = part.split_at_mut(tq * d);
-                let (dk, dvv) = rest.split_at_mut(tk * d);
+                // each part's first row for this batch element, and how
+                // many elements from there its rows may reach
+                let at = |p: usize| {
+                    let off = dest.parts[p].0.offset(b);
+                    // SAFETY: `extents` checked off + ext[p] <= len.
+                    (unsafe { base.get().add(off) }, ext[p], dest.parts[p].1)
+                };
+                let ((dq, nq, qrs), (dk, nk_, krs), (dvv, nv, vrs)) = (at(0), at(1), at(2));
                 let mut s = scratch::take(ROWS * tk, T::zero());
                 let mut dp = scratch::take(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
@@ -601,42 +726,51 @@ pub(crate) fn backward_rows<T: Float>(
                     }
                     // dQ = dS K
                     for &Piece { r0, r1, lo, hi } in &cut.prods {
-                        product(
-                            (r1 - r0, d, hi - lo),
-                            &mut dq[(i0 + r0) * d..],
-                            d,
-                            lo > 0,
-                            &dp[r0 * nk + lo..],
-                            (nk, 1),
-                            k.at(b, lo),
-                            (k.rs, 1),
-                            pack.as_deref_mut(),
-                        );
+                        let row = (i0 + r0) * qrs;
+                        // SAFETY: this batch element's rows of dq (the
+                        // caller's disjoint parts), inside the buffer.
+                        unsafe {
+                            product_at(
+                                (r1 - r0, d, hi - lo),
+                                (dq.add(row), nq.saturating_sub(row)),
+                                qrs,
+                                lo > 0,
+                                &dp[r0 * nk + lo..],
+                                (nk, 1),
+                                k.at(b, lo),
+                                (k.rs, 1),
+                                pack.as_deref_mut(),
+                            );
+                        }
                     }
                     // dV += (P∘F)ᵀ dO, dK += dSᵀ Q
                     for &Piece { r0, r1, lo, hi } in &cut.accs {
-                        product(
-                            (hi - lo, dv, r1 - r0),
-                            &mut dvv[lo * dv..],
-                            dv,
-                            true,
-                            &s[r0 * nk + lo..],
-                            (1, nk),
-                            &g[r0 * gs..],
-                            (gs, 1),
-                            pack.as_deref_mut(),
-                        );
-                        product(
-                            (hi - lo, d, r1 - r0),
-                            &mut dk[lo * d..],
-                            d,
-                            true,
-                            &dp[r0 * nk + lo..],
-                            (1, nk),
-                            q.at(b, i0 + r0),
-                            (q.rs, 1),
-                            pack.as_deref_mut(),
-                        );
+                        let (rv, rk) = (lo * vrs, lo * krs);
+                        // SAFETY: as dQ's, for dv and dk.
+                        unsafe {
+                            product_at(
+                                (hi - lo, dv, r1 - r0),
+                                (dvv.add(rv), nv.saturating_sub(rv)),
+                                vrs,
+                                true,
+                                &s[r0 * nk + lo..],
+                                (1, nk),
+                                &g[r0 * gs..],
+                                (gs, 1),
+                                pack.as_deref_mut(),
+                            );
+                            product_at(
+                                (hi - lo, d, r1 - r0),
+                                (dk.add(rk), nk_.saturating_sub(rk)),
+                                krs,
+                                true,
+                                &dp[r0 * nk + lo..],
+                                (1, nk),
+                                q.at(b, i0 + r0),
+                                (q.rs, 1),
+                                pack.as_deref_mut(),
+                            );
+                        }
                     }
                     i0 += n;
                 }

@@ -46,6 +46,7 @@ use crate::tensor::{DType, Tensor};
 
 mod host;
 
+pub(crate) use host::attention_grad_into;
 use host::{backward_host, forward_host};
 
 const OP: &str = "scaled_dot_product_attention";
@@ -344,17 +345,10 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
     ))
 }
 
-/// The backward kernel as an op (`AttentionGrad`): `[..., tq·d + tk·d +
-/// tk·dv]`, each batch element's `dq`, `dk`, `dv` flattened. Its own rule
-/// (a higher order) is the composite's ([`backward_vjp`]).
-pub(crate) fn attention_grad_packed(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    a: &Spec,
-    packed: &Tensor,
-    dout: &Tensor,
-) -> Result<Tensor> {
+/// Checks the operands of attention's backward pass (as
+/// [`check_spec`], and the packed rows and the cotangent) and returns
+/// their sizes.
+fn check_grad(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec, packed: &Tensor, dout: &Tensor) -> Result<Shapes> {
     let s = check_spec(q, k, v, a)?;
     let d = s.dims;
     let want: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
@@ -368,6 +362,22 @@ pub(crate) fn attention_grad_packed(
             dout.dtype()
         )));
     }
+    Ok(s)
+}
+
+/// The backward kernel as an op (`AttentionGrad`): `[..., tq·d + tk·d +
+/// tk·dv]`, each batch element's `dq`, `dk`, `dv` flattened. Its own rule
+/// (a higher order) is the composite's ([`backward_vjp`]).
+pub(crate) fn attention_grad_packed(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    a: &Spec,
+    packed: &Tensor,
+    dout: &Tensor,
+) -> Result<Tensor> {
+    let s = check_grad(q, k, v, a, packed, dout)?;
+    let d = s.dims;
     let mask = a.mask.as_ref();
     let mut placed: SmallVec<[&Tensor; 6]> = smallvec::smallvec![q, k, v, packed, dout];
     placed.extend(mask);

@@ -8,10 +8,10 @@ use std::borrow::Cow;
 
 use smallvec::SmallVec;
 
-use super::{Shapes, OP};
+use super::{check_grad, Shapes, Spec, OP};
 use crate::error::Result;
 use crate::kernels::cpu::attention::{self as kernel, Mask};
-use crate::kernels::cpu::attention_gemm::{Batch, Rows};
+use crate::kernels::cpu::attention_gemm::{Batch, GradDest, Rows};
 use crate::tensor::dtype::with_types;
 use crate::tensor::{Float, Tensor};
 
@@ -113,4 +113,48 @@ pub(super) fn backward_host(
         let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
         Tensor::from_vec(out, &shape).map_err(|e| e.for_op(OP))
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))
+}
+
+/// Attention's backward pass on host tensors, `dq`, `dk` and `dv` written
+/// where `dest` says in one tensor of `shape` (`dest.len` elements; 0
+/// outside the parts): a compiled graph's node whose output is the
+/// concatenation the three gradients were joined by
+/// (`function::compile::grads_into_concat`). Not recorded on tapes (a
+/// compiled graph's nodes only run).
+///
+/// # Safety
+///
+/// `dest`'s parts are pairwise disjoint (no element of the buffer in two
+/// rows of one part or in two parts).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn attention_grad_into(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    a: &Spec,
+    packed: &Tensor,
+    dout: &Tensor,
+    shape: &[usize],
+    dest: &GradDest,
+) -> Result<Tensor> {
+    let s = check_grad(q, k, v, a, packed, dout)?;
+    let n: usize = shape.iter().product();
+    if n != dest.len {
+        return Err(crate::error::Error::invalid(
+            OP,
+            format!("a gradient layout of {} elements for the shape {shape:?}", dest.len),
+        ));
+    }
+    let d = &s.dims;
+    let mask = a.mask.as_ref();
+    with_types!(q.dtype(), T => {
+        let (qv, kv, vv, gv) = (rows_of::<T>(q)?, rows_of::<T>(k)?, rows_of::<T>(v)?, rows_of::<T>(dout)?);
+        let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
+        let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), &s));
+        let pv = packed.values::<T>(OP)?;
+        let (q, k, v, g) = (rows(&qv), rows(&kv), rows(&vv), rows(&gv));
+        // SAFETY: the caller's (disjoint parts).
+        let out = unsafe { kernel::backward_into::<T>(OP, d, &q, &k, &v, ml.as_ref(), &pv, &g, dest)? };
+        Tensor::from_vec(out, shape).map_err(|e| e.for_op(OP))
+    }, [F32: f32, F64: f64], _ => Err(crate::error::Error::invalid(OP, format!("the compiled gradient takes f32 or f64, got {}", q.dtype()))))
 }
