@@ -7,7 +7,9 @@
 //! Every `f16` and `bf16` bit pattern (NaNs, infinities, subnormals) goes
 //! through the one-input ops and the casts, in a tensor large enough to be
 //! cut into parallel chunks and blocks, and in odd lengths (a partial
-//! block, a scalar); random pairs through the broadcasting binary ops.
+//! block, a scalar); random pairs through the broadcasting binary ops; and
+//! every pattern through negation, `abs`, `square` and the ops with a
+//! constant, against the half arithmetic they had run.
 
 use gradtape::{bf16, f16, DType, Result, Tensor};
 
@@ -246,6 +248,138 @@ fn random_half_pairs_through_broadcasting_binary_ops() -> Result<()> {
             binary_random::<f16>(rows, cols, &b_shape, seed)?;
             binary_random::<bf16>(rows, cols, &b_shape, seed + 10)?;
         }
+    }
+    Ok(())
+}
+
+/// A one-input op with a constant and its former kernel: the half type's
+/// own arithmetic with the constant rounded to the half type (through
+/// `f32`, as `Element::from_f64` rounds it).
+type WithConst<T> = (&'static str, fn(&Tensor, f64) -> Result<Tensor>, fn(T, T) -> T);
+
+fn scalar_ops<T: H>() -> [WithConst<T>; 6] {
+    [
+        ("neg", |x, _| x.neg(), |x, _| T::round(-x.f32())),
+        ("abs", |x, _| x.abs(), |x, _| T::round(x.f32().abs())),
+        ("square", |x, _| x.square(), |x, _| x.mul(x)),
+        ("mul_scalar", |x, c| x.mul_scalar(c), |x, c| x.mul(c)),
+        ("div_scalar", |x, c| x.div_scalar(c), |x, c| x.div(c)),
+        ("add_scalar", |x, c| x.add_scalar(c), |x, c| x + c),
+    ]
+}
+
+/// Every bit pattern of `T` through the ops with a constant (which went
+/// from the half crate's arithmetic per element to `f32` blocks), against
+/// that arithmetic: constants exact in the half types, inexact ones
+/// (rounded first), one that is a subnormal `f16` and one past `f16`'s
+/// range.
+fn scalar_all_bits<T: H>(n: usize, shape: &[usize]) -> Result<()> {
+    let bits: Vec<u16> = (0..n).map(|i| (i as u32 * 0x9E37 % 65536) as u16).collect();
+    let halves: Vec<T> = bits.iter().map(|&b| T::of_bits(b)).collect();
+    let x = Tensor::from_vec(halves.clone(), shape)?;
+    for c in [2.0, -0.5, 0.1, 1.0 / 3.0, 0.1767766952966369, 3e-6, 7e4] {
+        let ch = <T as gradtape::Element>::from_f64(c);
+        for (name, op, old) in scalar_ops::<T>() {
+            let got = op(&x, c)?.to_vec::<T>()?;
+            let want: Vec<u16> = halves.iter().map(|&v| quieted(old(v, ch))).collect();
+            same_bits(&format!("{name}({c}) of {shape:?}"), &bits, &got, &want);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_half_bit_pattern_through_ops_with_a_constant() -> Result<()> {
+    scalar_all_bits::<f16>(65536, &[256, 256])?;
+    scalar_all_bits::<bf16>(65536, &[256, 256])?;
+    for n in [1031, 2] {
+        scalar_all_bits::<f16>(n, &[n])?;
+        scalar_all_bits::<bf16>(n, &[n])?;
+    }
+    Ok(())
+}
+
+/// Softmax and log-softmax of a half tensor are computed in `f32` and
+/// rounded once (they had run in half arithmetic, their row sums rounded
+/// as they grew): the bits of the `f32` op of the `f32` values rounded,
+/// each within half an ulp (and a little) of the `f64` value; the same
+/// bits and gradients from a traced function as eagerly (the conversions
+/// are inside the op: a trace records the op alone).
+fn half_softmax<T: H>() -> Result<()> {
+    let n = 8 * 37;
+    let x64: Vec<f64> = (0..n).map(|i| 3.0 * (0.37 * i as f64).sin()).collect();
+    let x = Tensor::from_vec(x64, &[8, 37])?.cast(T::DTYPE)?;
+    let x32 = x.cast(DType::F32)?;
+    let ulp = if T::DTYPE == DType::F16 {
+        2f64.powi(-11)
+    } else {
+        2f64.powi(-8)
+    };
+    type Soft = fn(&Tensor) -> Result<Tensor>;
+    let ops: [(&str, Soft); 2] = [("softmax", |x| x.softmax(-1)), ("log_softmax", |x| x.log_softmax(-1))];
+    for (name, op) in ops {
+        let got = op(&x)?;
+        assert_eq!(got.dtype(), T::DTYPE);
+        let want = op(&x32)?.cast(T::DTYPE)?;
+        let bits = |t: &Tensor| t.to_vec::<T>().unwrap().iter().map(|v| v.bits()).collect::<Vec<_>>();
+        same_bits(&format!("{name} [8, 37]"), &[], &got.to_vec::<T>()?, &bits(&want));
+        let exact = op(&x.cast(DType::F64)?)?.to_vec_f64();
+        for (i, (a, w)) in got.to_vec_f64().iter().zip(&exact).enumerate() {
+            assert!(
+                (a - w).abs() <= 1.01 * ulp * w.abs(),
+                "{name} {:?} element {i}: {a} against {w}",
+                T::DTYPE
+            );
+        }
+        let grad = move |x: &Tensor| -> Result<Vec<Tensor>> {
+            let tape = gradtape::GradientTape::new();
+            let y = tape.record(|| {
+                tape.watch(x);
+                op(x)?.square()?.sum_all()
+            })?;
+            Ok(vec![y.clone(), tape.gradient(&y, x)?.expect("connected")])
+        };
+        let f = gradtape::function(move |x: &Tensor| grad(x));
+        let (traced, eager) = (f.call(&x)?, grad(&x)?);
+        for (t, e) in traced.iter().zip(&eager) {
+            assert_eq!(t.dtype(), T::DTYPE);
+            same_bits(&format!("traced {name}"), &[], &t.to_vec::<T>()?, &bits(e));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn half_softmax_computes_in_f32_and_rounds_once() -> Result<()> {
+    half_softmax::<f16>()?;
+    half_softmax::<bf16>()
+}
+
+/// `bias_add` of half tensors (which had run the half addition per
+/// element, 20x slower than now) gives the half type's own sums: random
+/// bit patterns, rows of a length that leaves a partial block.
+fn half_bias_add<T: H>(rows: usize, cols: usize) -> Result<()> {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (s >> 48) as u16
+    };
+    let x: Vec<T> = (0..rows * cols).map(|_| T::of_bits(next())).collect();
+    let b: Vec<T> = (0..cols).map(|_| T::of_bits(next())).collect();
+    let got = Tensor::from_vec(x.clone(), &[rows, cols])?
+        .bias_add(&Tensor::from_vec(b.clone(), &[cols])?)?
+        .to_vec::<T>()?;
+    let want: Vec<u16> = (0..rows * cols).map(|i| quieted(x[i] + b[i % cols])).collect();
+    let inputs: Vec<u16> = x.iter().map(|v| v.bits()).collect();
+    same_bits(&format!("bias_add [{rows}, {cols}]"), &inputs, &got, &want);
+    Ok(())
+}
+
+#[test]
+fn half_bias_add_adds_in_the_half_type() -> Result<()> {
+    for (rows, cols) in [(300, 517), (3, 5)] {
+        half_bias_add::<f16>(rows, cols)?;
+        half_bias_add::<bf16>(rows, cols)?;
     }
     Ok(())
 }

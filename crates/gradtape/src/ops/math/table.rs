@@ -772,8 +772,10 @@ fn cuda_binary(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Resul
     cuda::binary(name, a, b, &shape, cuda_expr::PRELUDE, &expr, a.dtype())
 }
 
-/// [`unary_map`] for an `f32` or `f64` tensor, else `other()` (integers,
-/// half precision done natively, or the op's dtype error).
+/// [`unary_map`] for an `f32` or `f64` tensor, for a half tensor the ops
+/// of `table_half::half_exact_unary` through `f32` blocks, else `other()`
+/// (integers, the other half-precision ops done natively, or the op's
+/// dtype error).
 #[inline]
 pub(crate) fn unary_or(
     op: Unary,
@@ -781,7 +783,9 @@ pub(crate) fn unary_or(
     x: &Tensor,
     other: impl FnOnce() -> Result<Tensor>,
 ) -> Result<Tensor> {
-    unary_map(name, &op, x).unwrap_or_else(other)
+    unary_map(name, &op, x)
+        .or_else(|| super::table_half::half_exact_unary(name, &op, x))
+        .unwrap_or_else(other)
 }
 
 /// The eager kernel of a [`defined`] op on a float tensor: [`unary_map`],

@@ -44,8 +44,10 @@ impl Tensor {
 /// The raw (untaped) broadcast sum of bias_add.
 fn with_dtype_num(op: &'static str, x: &Tensor, b: &Tensor) -> Result<Tensor> {
     use crate::tensor::{with_num_dtype, Num};
-    if x.device().is_cuda() || b.device().is_cuda() {
-        // (the float add of the elementwise table, on the inputs' GPU)
+    if x.device().is_cuda() || b.device().is_cuda() || x.dtype().is_half() {
+        // (the float add of the elementwise table, on the inputs' GPU; for
+        // the half types over f32 blocks, the bits of their own addition,
+        // which had run per element: 30x the f32 kernel)
         if let Some(r) = crate::ops::math::table::binary_zip(op, &crate::ops::desc::Binary::Add, x, b) {
             return r;
         }

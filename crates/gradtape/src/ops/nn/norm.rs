@@ -106,7 +106,10 @@ impl Tensor {
     /// Over the last axes of an `f32`/`f64` tensor on the CPU, with
     /// `gamma` and `beta` varying along those axes only (a layer's), it
     /// is one op, `LayerNorm`, with a row kernel each way; otherwise the
-    /// composite of `moments` and `batch_normalization`.
+    /// composite of `moments` and `batch_normalization`. A half-precision
+    /// tensor on the CPU is normalised in `f32` (it, `gamma` and `beta`
+    /// cast to `f32`) and the result rounded once to its dtype, as Keras
+    /// computes a half layer normalisation.
     ///
     /// ```
     /// use gradtape::Tensor;
@@ -129,6 +132,16 @@ impl Tensor {
             expect_param(OP, self, self.shape(), t)?;
         }
         check_eps(OP, eps)?;
+        if self.dtype().is_half() && self.device() == crate::tensor::Device::Cpu {
+            // in f32, rounded once at the end (as Keras normalises a half
+            // tensor): the fused f32 op below, where the half composite
+            // ran some ten ops in half arithmetic each way
+            let f = |t: &Tensor| t.cast(DType::F32);
+            let (g, b) = (gamma.map(f).transpose()?, beta.map(f).transpose()?);
+            return f(self)?
+                .layer_normalization(axes, g.as_ref(), b.as_ref(), eps)?
+                .cast(self.dtype());
+        }
         // one fused op where its kernel applies (see `layer_norm.rs`)
         if let Some(y) = super::layer_norm::fused(self, &ax, gamma, beta, eps)? {
             return Ok(y);
