@@ -248,3 +248,83 @@ fn many_operand_errors_name_the_spec_and_shapes() {
     let e = Tensor::einsum_path("ij,jk->q", &[&[2, 3], &[3, 4]]).unwrap_err();
     assert!(e.to_string().contains("in no input"), "{e}");
 }
+
+/// `einsum` of a small operand with a large one whose free letters come
+/// before its contracted ones (a mixture of experts' `"nd,nkdh->nkh"`,
+/// per-head projections `"bqd,bhde->bhqe"`) takes those letters as batch
+/// letters, broadcasting the small operand, instead of permuting the large
+/// one into a copy: the traced graph (forward and gradient) holds no value
+/// of the permuted shape, and values and gradients equal this test's own
+/// loops (sums of products in f64, to 1e-13).
+#[test]
+fn a_large_operands_leading_free_letters_become_batch_letters() -> Result<()> {
+    // (spec, small shape, large shape, permuted shape that was copied)
+    type Case = (&'static str, [usize; 3], [usize; 4], [usize; 4]);
+    let cases: [Case; 2] = [
+        ("nd,nkdh->nkh", [6, 4, 0], [6, 3, 4, 5], [6, 4, 3, 5]),
+        ("bqd,bhde->bhqe", [2, 3, 4], [2, 5, 4, 7], [2, 4, 5, 7]),
+    ];
+    for (spec, sa, sb, permuted) in cases {
+        let sa: Vec<usize> = sa.into_iter().filter(|&n| n > 0).collect();
+        let (a, b) = (input(&sa, 0), input(&sb, 1));
+        let (av, bv) = (a.to_vec::<f64>()?, b.to_vec::<f64>()?);
+        // out[i, j, q, e] = Σ_d a[i, q, d] b[i, j, d, e] (q of size 1 for the first spec)
+        let q = if sa.len() == 2 { 1 } else { sa[1] };
+        let (n, jn, dn, en) = (sb[0], sb[1], sb[2], sb[3]);
+        let out_shape: Vec<usize> = if q == 1 { vec![n, jn, en] } else { vec![n, jn, q, en] };
+        let weight = input(&out_shape, 2);
+        let wv = weight.to_vec::<f64>()?;
+        let (mut want, mut ga, mut gb) = (vec![0.0; wv.len()], vec![0.0; av.len()], vec![0.0; bv.len()]);
+        for i in 0..n {
+            for j in 0..jn {
+                for r in 0..q {
+                    for e in 0..en {
+                        let o = ((i * jn + j) * q + r) * en + e;
+                        for d in 0..dn {
+                            let (ai, bi) = ((i * q + r) * dn + d, ((i * jn + j) * dn + d) * en + e);
+                            want[o] += av[ai] * bv[bi];
+                            ga[ai] += wv[o] * bv[bi];
+                            gb[bi] += wv[o] * av[ai];
+                        }
+                    }
+                }
+            }
+        }
+        let step = move |(a, b): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+            let tape = gradtape::GradientTape::new();
+            let y = tape.record(|| {
+                tape.watch(a);
+                tape.watch(b);
+                Tensor::einsum(spec, &[a, b])
+            })?;
+            let loss = tape.record(|| y.mul(&weight)?.sum_all())?;
+            let g = tape.gradient(&loss, &[a.clone(), b.clone()])?;
+            Ok(vec![y, g[0].clone().expect("a"), g[1].clone().expect("b")])
+        };
+        let f = gradtape::function(step.clone());
+        let args = (a.clone(), b.clone());
+        for (how, got) in [("eager", step(&args)?), ("traced", f.call(&args)?)] {
+            for (k, (t, w)) in got.iter().zip([&want, &ga, &gb]).enumerate() {
+                let t = t.to_vec::<f64>()?;
+                assert_eq!(t.len(), w.len(), "{spec} {how} output {k}");
+                for (x, y) in t.iter().zip(w.iter()) {
+                    assert!(
+                        (x - y).abs() <= 1e-13 * (1.0 + y.abs()),
+                        "{spec} {how} output {k}: {x} vs {y}"
+                    );
+                }
+            }
+        }
+        let graph = f.concrete(&args)?.graph().to_string();
+        let copied = format!("{permuted:?}");
+        assert!(
+            !graph.contains(&copied),
+            "{spec}: a value of shape {copied} in\n{graph}"
+        );
+        assert!(
+            graph.contains(&format!("{sb:?}")),
+            "{spec}: the listing names shapes:\n{graph}"
+        );
+    }
+    Ok(())
+}

@@ -6,8 +6,12 @@
 //! operands are then contracted two at a time, in the order that
 //! `einsum_path.rs` finds cheapest: each pair is permuted and reshaped to
 //! `[batch, free, contracted]` and `[batch, contracted, free]` and
-//! multiplied with one matmul, and the result takes the pair's place. The
-//! last result is permuted into the output order. Everything is made of
+//! multiplied with one matmul (where the second operand's free letters
+//! come before its contracted ones and the first operand's free part is
+//! the smaller, those letters join the batch instead, the first operand
+//! broadcast along them, so that the second is read in place rather than
+//! permuted into a copy: `leading_free`), and the result takes the pair's
+//! place. The last result is permuted into the output order. Everything is made of
 //! differentiable ops (each traced as itself), so gradients of every order,
 //! forward mode and tracing follow without a rule of einsum's own.
 
@@ -275,8 +279,26 @@ fn contract(a: Term, b: Term, keep: &[char], ell: &[char]) -> Result<Term> {
         .filter(|c| in_b(c) && !keep.contains(c))
         .collect();
     let free_a: Vec<char> = a.letters.iter().copied().filter(|c| !in_b(c)).collect();
-    let free_b: Vec<char> = b.letters.iter().copied().filter(|c| !in_a(c)).collect();
+    let mut free_b: Vec<char> = b.letters.iter().copied().filter(|c| !in_a(c)).collect();
     let prod = |t: &Term, cs: &[char]| cs.iter().map(|&c| t.size(c)).product::<usize>();
+    let (mut a, mut batch) = (a, batch);
+    if let Some(lead) = leading_free(&b.letters, &batch, &contr, &free_b)
+        && prod(&a, &free_a) < prod(&b, &free_b[lead..])
+    {
+        // `b`'s free letters before its contracted ones would make its
+        // permutation a copy of `b`: they become batch letters instead, `a`
+        // broadcast along them (a copy of the smaller operand)
+        let promoted: Vec<char> = free_b.drain(..lead).collect();
+        let mut shape = a.t.shape().to_vec();
+        shape.extend(promoted.iter().map(|_| 1));
+        let mut wide = shape.clone();
+        for (i, &c) in promoted.iter().enumerate() {
+            wide[a.letters.len() + i] = b.size(c);
+        }
+        a.t = a.t.reshape(&shape)?.broadcast_to(&wide)?;
+        a.letters.extend(&promoted);
+        batch.extend(promoted);
+    }
     let (nb, m, k, n) = (prod(&a, &batch), prod(&a, &free_a), prod(&a, &contr), prod(&b, &free_b));
     let order_a: Vec<char> = batch.iter().chain(&free_a).chain(&contr).copied().collect();
     let order_b: Vec<char> = batch.iter().chain(&contr).chain(&free_b).copied().collect();
@@ -295,6 +317,30 @@ fn contract(a: Term, b: Term, keep: &[char], ell: &[char]) -> Result<Term> {
         t: a2.matmul(&b2).map_err(|e| e.for_op("einsum"))?.reshape(&shape)?,
         letters,
     })
+}
+
+/// How many of `free` (the free letters of an operand whose letters are
+/// `letters`) to take into the batch so that the operand is already in
+/// the `[batch, contracted, free]` order its product reads: `Some(k)`, at
+/// least one, when `letters` are `batch`, then `free[..k]`, then
+/// `contr`, then `free[k..]`; `None` otherwise (also when the operand is
+/// in that order already). A mixture of experts' `"nd,nkdh->nkh"` (token
+/// vectors by each token's gathered expert matrices) had permuted the
+/// large `[n, k, d, h]` operand to `[n, d, k, h]`, a copy of it each way.
+fn leading_free(letters: &[char], batch: &[char], contr: &[char], free: &[char]) -> Option<usize> {
+    let k = free
+        .iter()
+        .zip(&letters[batch.len().min(letters.len())..])
+        .take_while(|(f, l)| f == l)
+        .count();
+    let order: Vec<char> = batch
+        .iter()
+        .chain(&free[..k])
+        .chain(contr)
+        .chain(&free[k..])
+        .copied()
+        .collect();
+    (k > 0 && !contr.is_empty() && letters.starts_with(batch) && order == letters).then_some(k)
 }
 
 /// The distinct letters of a term, in order.
