@@ -354,3 +354,49 @@ fn a_dropout_in_a_nested_loop_is_an_error_for_the_outer_gradient() {
     let msg = err.to_string();
     assert!(msg.contains("while_loop") && msg.contains("random"), "{msg}");
 }
+
+/// `sum(z_3^2)` where each step makes `z` `[sin(z), x sum(z)]` (its
+/// length grows by 2: a shape invariant lets it), with the gradient.
+fn growing(x: &Tensor) -> Result<Vec<Tensor>> {
+    let tape = GradientTape::new();
+    let y = tape.record(|| {
+        tape.watch(x);
+        let opts = WhileOptions {
+            shape_invariants: Some(vec![
+                gradtape::TensorSpec::new(DType::I64, &[]),
+                gradtape::TensorSpec::new(DType::F64, &[None]),
+            ]),
+            ..Default::default()
+        };
+        let (_, z) = while_loop(
+            |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
+            |(i, z): &(Tensor, Tensor)| {
+                let next = Tensor::concat(&[&z.sin()?, &x.mul(&z.sum_all()?)?], 0)?;
+                Ok((i.add(&one())?, next))
+            },
+            (Tensor::scalar(0i64), x.clone()),
+            opts,
+        )?;
+        z.square()?.sum_all()
+    })?;
+    let g = tape.gradient(&y, x)?.expect("dx");
+    Ok(vec![y, g])
+}
+
+/// A differentiated traced loop whose variable changes shape: its
+/// history (one stacked tensor per variable) cannot hold it, and the
+/// error says so naming `while_loop` (it was `stack`'s shape mismatch,
+/// [2] against [4]); eagerly the same loop differentiates.
+#[test]
+fn a_differentiated_loop_whose_variable_grows_is_an_error_naming_the_loop() -> Result<()> {
+    let x = Tensor::from_vec(vec![0.7f64, -1.3], &[2])?;
+    let eager = growing(&x)?;
+    assert_eq!(eager[1].shape(), &[2]);
+    let err = function(growing).call(&x).expect_err("a shape the history cannot hold");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("while_loop") && msg.contains("from [2] to [4]") && msg.contains("keep their shapes"),
+        "{msg}"
+    );
+    Ok(())
+}

@@ -556,14 +556,13 @@ impl Control for WhileOp {
             vars.push(Tensor::scalar(count as i64));
             let specs = vars0.iter().map(|v| (v.dtype(), v.shape()));
             let specs = specs.chain(res.iter().flat_map(|r| r.specs.iter().map(|(d, s)| (*d, &s[..]))));
-            for (h, (dtype, shape)) in history.iter().zip(specs) {
+            for (k, (h, (dtype, shape))) in history.iter().zip(specs).enumerate() {
                 vars.push(if h.is_empty() {
                     let mut empty = vec![0];
                     empty.extend_from_slice(shape);
                     Tensor::try_zeros(&empty, dtype)?
                 } else {
-                    let refs: Vec<&Tensor> = h.iter().collect();
-                    Tensor::stack(&refs, 0)?
+                    loop_checks::stacked_history(k, h)?
                 });
             }
         }
