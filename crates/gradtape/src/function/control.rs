@@ -46,9 +46,11 @@ use crate::ops::index::row_at;
 use crate::tensor::{DType, Tensor, TensorId};
 
 mod branch_residuals;
+mod captures;
 mod hoist;
 mod loop_checks;
 mod residuals;
+use captures::{union, with_captures};
 pub(crate) use hoist::writes;
 use loop_checks::{check_body, spec_text};
 use residuals::{graph_vjp, Residuals};
@@ -130,35 +132,6 @@ impl Sub {
                 .zip(shapes)
                 .all(|(&o, s)| g.values[o as usize].shape[..] == s[..])
     }
-}
-
-/// A graph whose inputs are `n_args` arguments then `own` captures, given
-/// inputs `n_args` arguments then `all` captures (a superset, in another
-/// order): unused ones become inputs nothing reads.
-fn with_captures(mut g: Graph, n_args: usize, own: &[Tensor], all: &[Tensor]) -> Graph {
-    let own_ids: Vec<TensorId> = own.iter().map(Tensor::id).collect();
-    let mut inputs = g.inputs[..n_args].to_vec();
-    for t in all {
-        match own_ids.iter().position(|&i| i == t.id()) {
-            Some(k) => inputs.push(g.inputs[n_args + k]),
-            None => inputs.push(g.add_value(t.dtype(), t.shape())),
-        }
-    }
-    g.inputs = inputs;
-    g
-}
-
-/// The captures of several traces, each once, in order of appearance.
-fn union(lists: &[&[Tensor]]) -> Vec<Tensor> {
-    let mut out: Vec<Tensor> = Vec::new();
-    for l in lists {
-        for t in *l {
-            if !out.iter().any(|o| o.id() == t.id()) {
-                out.push(t.clone());
-            }
-        }
-    }
-    out
 }
 
 /// An op of this module: how it runs, and its VJP rule.
@@ -368,7 +341,9 @@ impl Control for CondOp {
 /// Runs `true_fn` if `pred` (a bool tensor of one element) is true, else
 /// `false_fn`, like `tf.cond`. Both must return the same structure and
 /// dtypes. Outside a trace this is an `if`; inside one, both branches are
-/// traced and the choice is made each time the graph runs.
+/// traced and the choice is made each time the graph runs. A branch with
+/// effects (a variable write, a fresh random draw) is differentiable in
+/// reverse mode to the first order (the others are an error that says so).
 ///
 /// ```
 /// use gradtape::{cond, function, GradientTape, Tensor};
@@ -581,14 +556,13 @@ impl Control for WhileOp {
             vars.push(Tensor::scalar(count as i64));
             let specs = vars0.iter().map(|v| (v.dtype(), v.shape()));
             let specs = specs.chain(res.iter().flat_map(|r| r.specs.iter().map(|(d, s)| (*d, &s[..]))));
-            for (h, (dtype, shape)) in history.iter().zip(specs) {
+            for (k, (h, (dtype, shape))) in history.iter().zip(specs).enumerate() {
                 vars.push(if h.is_empty() {
                     let mut empty = vec![0];
                     empty.extend_from_slice(shape);
                     Tensor::try_zeros(&empty, dtype)?
                 } else {
-                    let refs: Vec<&Tensor> = h.iter().collect();
-                    Tensor::stack(&refs, 0)?
+                    loop_checks::stacked_history(k, h)?
                 });
             }
         }
@@ -682,7 +656,10 @@ impl Control for WhileOp {
 /// shapes (unless [`WhileOptions::shape_invariants`] lets a dim vary).
 /// Outside a trace this is a Rust loop; inside one the condition and the
 /// body are traced once and the iteration count is decided when the graph
-/// runs. Differentiable in reverse mode to any order and in forward mode.
+/// runs. Differentiable in reverse mode to any order and in forward mode;
+/// a body with effects (a variable write, a fresh random draw), which its
+/// gradient must not run again, in reverse mode to the first order (the
+/// others are an error that says so).
 ///
 /// ```
 /// use gradtape::{function, while_loop, GradientTape, Tensor, WhileOptions};

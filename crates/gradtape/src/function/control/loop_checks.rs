@@ -47,3 +47,26 @@ pub(super) fn check_body(opts: &WhileOptions, prev: &[Tensor], next: &[Tensor]) 
     }
     Ok(())
 }
+
+/// The history of loop variable `k` (its value at each iteration's entry)
+/// as one tensor, its rows the iterations: an error naming the loop where
+/// the variable changed shape (a shape invariant let it), which a
+/// differentiated loop's history cannot hold (TensorFlow keeps such a
+/// history as a list of tensors; here it is one stacked tensor).
+pub(super) fn stacked_history(k: usize, h: &[Tensor]) -> Result<Tensor> {
+    if let Some(w) = h.windows(2).find(|w| w[0].shape() != w[1].shape()) {
+        return Err(Error::invalid(
+            "while_loop",
+            format!(
+                "loop variable {k} changes shape from {:?} to {:?} between iterations, and a tape \
+                 differentiates the loop: its gradient keeps each variable's value at every iteration as one \
+                 stacked tensor, so the variables of a differentiated traced loop must keep their shapes \
+                 (differentiate the loop eagerly, or keep the shape fixed, e.g. by padding)",
+                w[0].shape(),
+                w[1].shape()
+            ),
+        ));
+    }
+    let refs: Vec<&Tensor> = h.iter().collect();
+    Tensor::stack(&refs, 0)
+}
