@@ -523,3 +523,41 @@ fn losses_of_huge_broadcast_labels_are_errors_not_panics() {
         }
     }
 }
+
+/// The gradients of `cholesky` and `triangular_solve` build an `n x n`
+/// mask; for an empty batch of huge matrices (`[0, 2^31, 2^31]`, no
+/// element, a valid shape) that mask (2^62 values) panicked with
+/// "capacity overflow" (fuzz seed 4504 in mode 5, case 382887, shrunk to
+/// `cholesky` of an f32 `[0, 2^31, 2^31]` under a tape). Now an error
+/// naming the op (the mask cannot be allocated), never a panic.
+#[test]
+fn gradients_of_empty_batches_of_huge_triangular_matrices_are_errors_not_panics() {
+    let n = 1usize << 31;
+    let run = |solve: bool| -> gradtape::Result<Option<Tensor>> {
+        let a = Tensor::try_zeros(&[0, n, n], DType::F32)?;
+        let tape = gradtape::GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(&a);
+            if solve {
+                let b = Tensor::try_zeros(&[0, n, 1], DType::F32)?;
+                a.triangular_solve(&b, true, false)
+            } else {
+                a.cholesky()
+            }
+        })?;
+        tape.gradient(&y, &a)
+    };
+    for (solve, op) in [(false, "cholesky"), (true, "triangular_solve")] {
+        match std::panic::catch_unwind(|| run(solve)) {
+            Ok(Err(e)) => assert!(
+                e.to_string().contains(op) && e.to_string().contains("memory"),
+                "{op}: {e}"
+            ),
+            Ok(Ok(g)) => {
+                let g = g.expect("a gradient");
+                assert_eq!(g.shape(), &[0, n, n][..], "{op}");
+            }
+            Err(_) => panic!("{op}'s gradient panicked"),
+        }
+    }
+}

@@ -209,13 +209,28 @@ impl Tensor {
 
 /// Murray's `Φ` as a mask: ones below the diagonal, ½ on it.
 fn phi_mask(n: usize, dtype: DType, device: Device) -> Result<Tensor> {
-    let v: Vec<f64> = (0..n * n)
-        .map(|k| match (k / n).cmp(&(k % n)) {
-            std::cmp::Ordering::Greater => 1.0,
-            std::cmp::Ordering::Equal => 0.5,
-            std::cmp::Ordering::Less => 0.0,
-        })
-        .collect();
+    square_mask("cholesky", n, dtype, device, |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Greater => 1.0,
+        std::cmp::Ordering::Equal => 0.5,
+        std::cmp::Ordering::Less => 0.0,
+    })
+}
+
+/// The `n x n` matrix whose entry `(i, j)` is `f(i, j)`, for a gradient
+/// rule of `op`: where it cannot be allocated (an empty batch of huge
+/// matrices, `[0, 2^31, 2^31]`) an error naming `op`, not a panic.
+pub(super) fn square_mask(
+    op: &'static str,
+    n: usize,
+    dtype: DType,
+    device: Device,
+    f: impl Fn(usize, usize) -> f64,
+) -> Result<Tensor> {
+    let len = n
+        .checked_mul(n)
+        .ok_or_else(|| Error::ShapeOverflow { op, shape: vec![n, n] })?;
+    let mut v = alloc::try_vec(op, len)?;
+    v.extend((0..len).map(|k| f(k / n, k % n)));
     from_f64s(v, &[n, n], dtype, device)
 }
 

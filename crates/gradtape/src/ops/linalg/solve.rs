@@ -8,7 +8,7 @@
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads};
-use super::decomp::{broadcast_pair, from_f64s, host_f64s, square};
+use super::decomp::{broadcast_pair, from_f64s, host_f64s, square, square_mask};
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
@@ -184,15 +184,11 @@ fn singular(op: &'static str, i: usize, shape: &[usize]) -> Error {
 
 /// `n x n` ones on and below (`lower`) or on and above the diagonal.
 fn tri_mask(n: usize, lower: bool, dtype: DType, device: crate::Device) -> Result<Tensor> {
-    let v: Vec<f64> = (0..n * n)
-        .map(|k| {
-            let (i, j) = (k / n, k % n);
-            if (lower && j <= i) || (!lower && j >= i) {
-                1.0
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    from_f64s(v, &[n, n], dtype, device)
+    square_mask("triangular_solve", n, dtype, device, |i, j| {
+        if (lower && j <= i) || (!lower && j >= i) {
+            1.0
+        } else {
+            0.0
+        }
+    })
 }
