@@ -31,6 +31,7 @@ mod function_shape;
 mod function_values;
 mod function_watch;
 mod function_wins;
+mod half_fusion;
 mod half_traced_vs_eager;
 mod loop_residuals;
 mod loops_traced_vs_eager;

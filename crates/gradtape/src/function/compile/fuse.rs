@@ -13,6 +13,10 @@
 //! elementwise op the kernel computes ([`kernel::fusible_unary`],
 //! [`kernel::fusible_binary`], and `BiasAdd`, an add), a `FullLike` (a constant register) or a
 //! `BroadcastTo` of one element, and its output has the group's shape.
+//! In graphs for the host, `f16` and `bf16` ops join half groups too,
+//! those whose eager half kernel rounds the op's `f32` function once
+//! ([`half`]), without sums or reductions: their programs compute in
+//! `f32` and round after every op, the eager bits (`kernel::half`).
 //! Each input of a member is made inside the group or comes from outside
 //! with the group's shape, one element (splatted: a scalar operand), or a
 //! shape that broadcasts to the group's as `ones, equal dims, ones` (a
@@ -45,6 +49,7 @@
 //! (computing what the op's kernel computes): a group left as it was would
 //! run later than the point its values were taken to be available.
 
+mod half;
 mod program;
 
 use std::sync::{Arc, OnceLock};
@@ -213,13 +218,20 @@ fn member_kind(g: &Graph, n: &Node, partial: bool) -> Option<Member> {
         return None;
     }
     let info = &g.values[out as usize];
-    if !matches!(info.dtype, DType::F32 | DType::F64) {
+    // (half groups on the host only: the GPU's fused kernels are f32 and f64 ones)
+    let half = info.dtype.is_half();
+    if !(matches!(info.dtype, DType::F32 | DType::F64) || half && partial) {
         return None;
     }
     let same_dtype = n.inputs.iter().all(|&v| g.values[v as usize].dtype == info.dtype);
     match &n.op {
-        Op::Unary(u) if kernel::fusible_unary(u) && same_dtype && n.inputs.len() == 1 => Some(Member::Unary(u.clone())),
-        Op::Binary(b) if kernel::fusible_binary(b) && same_dtype && n.inputs.len() == 2 => {
+        Op::Unary(u) if kernel::fusible_unary(u) && same_dtype && n.inputs.len() == 1 => match half {
+            true => half::unary(u, info.dtype).map(Member::Unary),
+            false => Some(Member::Unary(u.clone())),
+        },
+        Op::Binary(b)
+            if kernel::fusible_binary(b) && same_dtype && n.inputs.len() == 2 && (!half || half::binary(b)) =>
+        {
             Some(Member::Binary(b.clone()))
         }
         // `x + bias` along the last axis: an add of a row, as eager adds it
@@ -232,10 +244,13 @@ fn member_kind(g: &Graph, n: &Node, partial: bool) -> Option<Member> {
         {
             Some(Member::Broadcast)
         }
-        Op::Reduce(r) if r.kind == ReduceKind::Sum && same_dtype && n.inputs.len() == 1 && numel(&info.shape) == 1 => {
+        // (half groups have no sums or partial reductions: see `kernel::half`)
+        Op::Reduce(r)
+            if r.kind == ReduceKind::Sum && !half && same_dtype && n.inputs.len() == 1 && numel(&info.shape) == 1 =>
+        {
             Some(Member::Sum)
         }
-        Op::Reduce(r) if partial && same_dtype && n.inputs.len() == 1 => {
+        Op::Reduce(r) if partial && !half && same_dtype && n.inputs.len() == 1 => {
             let fold = match r.kind {
                 ReduceKind::Sum => Fold::Sum,
                 ReduceKind::Max => Fold::Max,

@@ -68,6 +68,7 @@ mod cost;
 pub(crate) mod cuda;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod epilogue;
+mod half;
 mod in_place;
 pub(crate) mod regs;
 mod scalar;
@@ -195,7 +196,8 @@ pub enum Splat {
 /// A fused kernel: its inputs, its register program and its outputs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
-    /// `F32` or `F64`.
+    /// `F32` or `F64`, or `F16` or `BF16` (computed in `f32` registers,
+    /// each op rounded to the half type: see `half`).
     pub dtype: DType,
     /// Elements of the group's shape.
     pub len: usize,
@@ -329,6 +331,8 @@ impl Program {
         match self.dtype {
             DType::F32 => self.run_typed::<f32>(inputs, &[]),
             DType::F64 => self.run_typed::<f64>(inputs, &[]),
+            DType::F16 => self.run_half::<crate::tensor::f16>(inputs),
+            DType::BF16 => self.run_half::<crate::tensor::bf16>(inputs),
             d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
         }
     }

@@ -97,6 +97,9 @@ impl Program {
                 let donors = self.donors::<f64>(inputs);
                 self.run_typed::<f64>(inputs, &donors)
             }
+            // (into new buffers: see `half`)
+            DType::F16 => self.run_half::<crate::tensor::f16>(inputs),
+            DType::BF16 => self.run_half::<crate::tensor::bf16>(inputs),
             d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
         }
     }
