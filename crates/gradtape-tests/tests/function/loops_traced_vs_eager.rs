@@ -320,9 +320,12 @@ fn a_dropout_in_a_cond_in_a_loop_is_differentiated_at_its_masks() {
     }
 }
 
-/// A dropout in a loop nested in the differentiated loop's body.
+/// A dropout in a loop nested in the differentiated loop's body: the
+/// gradient uses the masks the value used (`d/dw sum drop(x) w` is the
+/// value at `w = 1`); it was an error, the inner loop keeping no history
+/// (`nested_loop_effects.rs` has more).
 #[test]
-fn a_dropout_in_a_nested_loop_is_an_error_for_the_outer_gradient() {
+fn a_dropout_in_a_nested_loop_is_differentiated_at_its_masks() {
     let d = std::sync::Arc::new(Dropout::new(0.5, &mut Rng::new(7)).unwrap());
     let f = function(move |(x, w): &(Tensor, Tensor)| {
         let tape = GradientTape::new();
@@ -348,11 +351,19 @@ fn a_dropout_in_a_nested_loop_is_an_error_for_the_outer_gradient() {
         Ok(vec![y, g])
     });
     let x = Tensor::from_vec((0..64).map(|i| 1.0 + i as f64).collect(), &[64]).unwrap();
-    let err = f
-        .call(&(x, Tensor::scalar(1.0f64)))
-        .expect_err("an error, not other masks' gradient");
-    let msg = err.to_string();
-    assert!(msg.contains("while_loop") && msg.contains("random"), "{msg}");
+    for _ in 0..2 {
+        let r = f
+            .call(&(x.clone(), Tensor::scalar(1.0f64)))
+            .expect("the nested dropout");
+        let y = r[0].to_scalar::<f64>().unwrap();
+        assert!(y > 0.0 && y % 2.0 == 0.0, "{y}");
+        close(
+            &[r[1].clone()],
+            &[r[0].clone()],
+            0.0,
+            "the gradient at w = 1 is the value",
+        );
+    }
 }
 
 /// `sum(z_3^2)` where each step makes `z` `[sin(z), x sum(z)]` (its
@@ -383,20 +394,20 @@ fn growing(x: &Tensor) -> Result<Vec<Tensor>> {
     Ok(vec![y, g])
 }
 
-/// A differentiated traced loop whose variable changes shape: its
-/// history (one stacked tensor per variable) cannot hold it, and the
-/// error says so naming `while_loop` (it was `stack`'s shape mismatch,
-/// [2] against [4]); eagerly the same loop differentiates.
+/// A differentiated traced loop whose variable changes shape: traced as
+/// eagerly (it was an error naming the loop: its history, one stacked
+/// tensor per variable, could not hold the rows; `loops_growing_grads.rs`
+/// checks such loops against TensorFlow).
 #[test]
-fn a_differentiated_loop_whose_variable_grows_is_an_error_naming_the_loop() -> Result<()> {
+fn a_differentiated_loop_whose_variable_grows_is_traced_as_eagerly() -> Result<()> {
     let x = Tensor::from_vec(vec![0.7f64, -1.3], &[2])?;
     let eager = growing(&x)?;
     assert_eq!(eager[1].shape(), &[2]);
-    let err = function(growing).call(&x).expect_err("a shape the history cannot hold");
-    let msg = err.to_string();
-    assert!(
-        msg.contains("while_loop") && msg.contains("from [2] to [4]") && msg.contains("keep their shapes"),
-        "{msg}"
-    );
+    let traced = function(growing).call(&x)?;
+    for (t, e) in traced.iter().zip(&eager) {
+        for (a, b) in t.to_vec_f64().iter().zip(e.to_vec_f64()) {
+            assert!((a - b).abs() <= 1e-13 * b.abs().max(1.0), "{traced:?} vs {eager:?}");
+        }
+    }
     Ok(())
 }

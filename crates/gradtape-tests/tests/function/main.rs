@@ -13,6 +13,7 @@
 mod aliasing;
 mod calls_state;
 mod control_effects;
+mod control_forward_effects;
 mod control_outputs;
 mod control_variable_reads;
 mod function;
@@ -34,7 +35,9 @@ mod function_wins;
 mod half_fusion;
 mod half_traced_vs_eager;
 mod loop_residuals;
+mod loops_growing_grads;
 mod loops_traced_vs_eager;
+mod nested_loop_effects;
 mod random_programs;
 mod retracing;
 mod sort_ties;

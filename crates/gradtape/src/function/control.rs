@@ -28,7 +28,11 @@
 //!   Without a history (recorded only by a trace's own tape), the gradient
 //!   first runs the loop again to get one. Both are made of `while_loop`,
 //!   `gather` and the body's gradient, so they differentiate again; forward
-//!   mode goes through them too.
+//!   mode goes through them too. A variable whose shape invariant lets its
+//!   shape change keeps its history as a list ([`ragged`]). A loop made
+//!   where nothing differentiated it keeps its history anyway when it
+//!   later runs under a tape that does (a loop in the body of a
+//!   differentiated loop: its draws become the outer loop's residuals).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -42,13 +46,14 @@ use crate::autodiff::tape::{self, vjp, Grads, VjpFn};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::ops::desc::{DynOp, Op, Outputs};
-use crate::ops::index::row_at;
 use crate::tensor::{DType, Tensor, TensorId};
 
 mod branch_residuals;
 mod captures;
 mod hoist;
 mod loop_checks;
+mod loop_grad;
+mod ragged;
 mod residuals;
 use captures::{union, with_captures};
 pub(crate) use hoist::writes;
@@ -212,6 +217,19 @@ fn differentiated(lists: &[&[Variable]]) -> Vec<Variable> {
     out
 }
 
+/// Whether a tape of the user's or an accumulator will differentiate an op
+/// of these inputs, or reading these variables: such an op keeps what its
+/// gradient reads (a loop's history, the residuals of a body or branch
+/// with effects). Forward mode gets a control op's tangents from its VJP
+/// rule (the double-VJP construction), which reads them too.
+fn watched(ids: &[TensorId], vars: &[Variable]) -> bool {
+    use crate::autodiff::forward;
+    tape::user_tape_watches(ids)
+        || tape::user_tape_watches_variables(vars)
+        || (forward::any_active()
+            && (ids.iter().any(|&i| forward::watches(i)) || vars.iter().any(|v| forward::watches(v.handle()))))
+}
+
 /// The dtypes of a graph's outputs.
 fn output_dtypes(g: &Graph) -> Vec<DType> {
     g.outputs.iter().map(|&o| g.values[o as usize].dtype).collect()
@@ -325,8 +343,7 @@ impl Control for CondOp {
                 .filter(|(_, o)| o.dtype().is_differentiable())
                 .map(|(c, o)| or_zeros(c, o))
                 .collect::<Result<_>>()?;
-            let res_cts = cts[n_out..].iter().any(Option::is_some);
-            let grads = self.branch_grads(pred, caps, &diff_cts, &outputs, res_cts)?;
+            let grads = self.branch_grads(pred, caps, &diff_cts, &outputs, &cts[n_out..])?;
             let mut it = grads.into_iter();
             let mut out: Grads = smallvec::smallvec![None];
             for c in caps {
@@ -343,7 +360,9 @@ impl Control for CondOp {
 /// dtypes. Outside a trace this is an `if`; inside one, both branches are
 /// traced and the choice is made each time the graph runs. A branch with
 /// effects (a variable write, a fresh random draw) is differentiable in
-/// reverse mode to the first order (the others are an error that says so).
+/// reverse mode to any order and in forward mode at the draws and writes
+/// of the forward run (where its effects are in nested control flow, to
+/// the first order; the others are an error that says so).
 ///
 /// ```
 /// use gradtape::{cond, function, GradientTape, Tensor};
@@ -440,8 +459,13 @@ pub struct Loop {
     /// The loop's body.
     pub body: Sub,
     /// the body's gradient split at its residuals, which a loop keeping
-    /// its history also keeps (see [`residuals`])
-    res: Option<Residuals>,
+    /// its history also keeps (see [`residuals`]): set when the loop is
+    /// made where a tape watches it, else at its first run that keeps
+    /// its history (a loop in a body that a differentiated loop runs)
+    res: OnceLock<Option<Residuals>>,
+    /// the shape invariants (a variable whose invariant has a `None` dim
+    /// keeps its history as a list, see [`ragged`])
+    invariants: Option<Vec<TensorSpec>>,
     vars: Vec<Variable>,
     n_vars: usize,
     max_iterations: Option<usize>,
@@ -456,6 +480,37 @@ impl WhileOp {
             loop_: self.loop_.clone(),
             keep_history,
         }
+    }
+
+    /// The residuals of the body's gradient, where this run keeps them.
+    fn kept_res(&self) -> Option<&Residuals> {
+        self.res.get().and_then(Option::as_ref).filter(|_| self.keep_history)
+    }
+}
+
+impl Loop {
+    /// Loop variable `k`'s shape invariant, if any.
+    fn invariant(&self, k: usize) -> Option<&TensorSpec> {
+        self.invariants.as_ref().map(|s| &s[k])
+    }
+
+    /// Whether loop variable `k` may change shape (its history is then
+    /// kept as a list, see [`ragged`]).
+    fn ragged(&self, k: usize) -> bool {
+        self.invariant(k).is_some_and(ragged::varies)
+    }
+
+    /// Splits the body at its residuals (see [`residuals`]) the first time
+    /// it is asked, at these example inputs: never for a body with shape
+    /// invariants (its residuals' shapes may change), and `None` where the
+    /// body does not split (its gradient then runs it again).
+    fn residuals_at(&self, vars: &[Tensor], caps: &[Tensor]) -> Option<&Residuals> {
+        self.res
+            .get_or_init(|| match self.invariants {
+                None => residuals::split(&self.body, vars, caps, &self.vars).unwrap_or(None),
+                Some(_) => None,
+            })
+            .as_ref()
     }
 }
 
@@ -474,7 +529,22 @@ impl DynOp for WhileOp {
             "While"
         }
     }
+    /// Where a tape or accumulator differentiates the loop though none did
+    /// when it was made (a loop in the body of a differentiated loop,
+    /// which runs it under a tape to get its gradient), the run keeps its
+    /// history (and its residuals): the effects of its body then run once,
+    /// and the enclosing gradient reads what they made. (The node returns
+    /// the loop variables alone, as made; its rule holds the history, and
+    /// a trace records the node with it.)
     fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        let watched_now = || {
+            let ids: Vec<TensorId> = inputs.iter().map(Tensor::id).collect();
+            watched(&ids, &self.vars)
+        };
+        if !self.keep_history && self.effects && crate::dispatch::differentiating() && watched_now() {
+            let outs = bind_control(Arc::new(self.with_history(true)), inputs)?;
+            return Ok(outs.into_iter().take(self.n_vars).collect());
+        }
         Ok(bind_control(Arc::new(self.clone()), inputs)?.into_iter().collect())
     }
     fn stateful(&self) -> bool {
@@ -498,7 +568,7 @@ impl DynOp for WhileOp {
         ];
         // (the body that runs where the history is kept, its gradient's
         // residuals as extra outputs)
-        if let Some(r) = self.res.as_ref().filter(|_| self.keep_history) {
+        if let Some(r) = self.kept_res() {
             subs.push((
                 "body with residuals".into(),
                 r.fwd.graph.clone() as crate::ops::desc::Erased,
@@ -527,7 +597,10 @@ impl Control for WhileOp {
         let (vars0, caps) = inputs.split_at(self.n_vars);
         let mut vars = vars0.to_vec();
         // the residuals where the history is kept and the body splits
-        let res = self.res.as_ref().filter(|_| self.keep_history);
+        let res = match self.keep_history {
+            true => self.residuals_at(vars0, caps),
+            false => None,
+        };
         let n_res = res.map_or(0, |r| r.specs.len());
         let kept = if self.keep_history { self.n_vars } else { 0 };
         let mut history: Vec<Vec<Tensor>> = vec![Vec::new(); kept + n_res];
@@ -556,7 +629,15 @@ impl Control for WhileOp {
             vars.push(Tensor::scalar(count as i64));
             let specs = vars0.iter().map(|v| (v.dtype(), v.shape()));
             let specs = specs.chain(res.iter().flat_map(|r| r.specs.iter().map(|(d, s)| (*d, &s[..]))));
+            // (the shapes of the rows of the histories kept as lists, last)
+            let mut shapes = Vec::new();
             for (k, (h, (dtype, shape))) in history.iter().zip(specs).enumerate() {
+                if k < self.n_vars && self.ragged(k) {
+                    let (flat, s) = ragged::history(h, dtype, shape.len())?;
+                    vars.push(flat);
+                    shapes.push(s);
+                    continue;
+                }
                 vars.push(if h.is_empty() {
                     let mut empty = vec![0];
                     empty.extend_from_slice(shape);
@@ -565,88 +646,13 @@ impl Control for WhileOp {
                     loop_checks::stacked_history(k, h)?
                 });
             }
+            vars.extend(shapes);
         }
         Ok(vars)
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts| {
-            let n = self.n_vars;
-            let (vars0, caps) = inputs.split_at(n);
-            // the iteration count and history: this run's, or a new run's
-            let (count, hist, ct_hist): (Tensor, Vec<Tensor>, Vec<Option<Tensor>>) = if self.keep_history {
-                // (the entry values' histories, then the residuals')
-                let ct_hist = cts[n + 1..].to_vec();
-                (outputs[n].clone(), outputs[n + 1..].to_vec(), ct_hist)
-            } else {
-                self.body_runs_again("no tape watched the loop when it ran, so it kept no history")?;
-                let again = bind_control(Arc::new(self.with_history(true)), &inputs)?;
-                (
-                    again[n].clone(),
-                    again[n + 1..].to_vec(),
-                    vec![None; again.len() - n - 1],
-                )
-            };
-            let diff_var: Vec<bool> = vars0.iter().map(|t| t.dtype().is_differentiable()).collect();
-            let diff_cap: Vec<bool> = caps.iter().map(|t| t.dtype().is_differentiable()).collect();
-            let n_dv = diff_var.iter().filter(|&&d| d).count();
-            // the backward loop's variables: the iteration index j, the
-            // cotangents of the differentiable loop variables, and the
-            // gradients summed so far of the captures and of the variables
-            let mut bvars: Vec<Tensor> = vec![count];
-            for (k, &d) in diff_var.iter().enumerate() {
-                if d {
-                    bvars.push(or_zeros(&cts[k], &outputs[k])?);
-                }
-            }
-            for (c, &d) in caps.iter().zip(&diff_cap) {
-                if d {
-                    bvars.push(c.try_zeros_like()?);
-                }
-            }
-            for v in &self.vars {
-                bvars.push(Tensor::try_zeros(&v.shape(), v.dtype())?);
-            }
-            let me = self.clone();
-            let caps_v = caps.to_vec();
-            let dv = diff_var.clone();
-            let body = move |bv: &Vec<Tensor>| -> Result<Vec<Tensor>> {
-                let j = bv[0].sub(&Tensor::scalar(1i64))?;
-                let rows: Vec<Tensor> = hist.iter().map(|h| row_at(h, &j)).collect::<Result<_>>()?;
-                let (entry, res_rows) = rows.split_at(n);
-                let mut ins = entry.to_vec();
-                ins.extend(caps_v.iter().cloned());
-                let cts = &bv[1..1 + n_dv];
-                let mut g = me.body_vjp(&ins, cts, res_rows, &ct_hist[n..], &j)?.into_iter();
-                let mut next = vec![j.clone()];
-                for k in (0..n).filter(|&k| dv[k]) {
-                    let mut c = g
-                        .next()
-                        .ok_or_else(|| Error::invalid("while_loop", "missing gradient"))?;
-                    if let Some(h) = &ct_hist[k] {
-                        c = c.add(&row_at(h, &j)?)?;
-                    }
-                    next.push(c);
-                }
-                for (acc, g) in bv[1 + n_dv..].iter().zip(g) {
-                    next.push(acc.add(&g)?);
-                }
-                Ok(next)
-            };
-            let done = while_loop(
-                |bv: &Vec<Tensor>| bv[0].gt(&Tensor::scalar(0i64)),
-                body,
-                bvars,
-                WhileOptions::default(),
-            )?;
-            let mut it = done.into_iter().skip(1);
-            let mut out: Grads = Grads::new();
-            for &d in diff_var.iter().chain(&diff_cap) {
-                out.push(if d { it.next() } else { None });
-            }
-            out.extend(it.map(Some));
-            Ok(out)
-        })
+        optional_rule(move |cts| self.backward(&inputs, &outputs, cts))
     }
 }
 
@@ -656,10 +662,13 @@ impl Control for WhileOp {
 /// shapes (unless [`WhileOptions::shape_invariants`] lets a dim vary).
 /// Outside a trace this is a Rust loop; inside one the condition and the
 /// body are traced once and the iteration count is decided when the graph
-/// runs. Differentiable in reverse mode to any order and in forward mode;
-/// a body with effects (a variable write, a fresh random draw), which its
-/// gradient must not run again, in reverse mode to the first order (the
-/// others are an error that says so).
+/// runs. Differentiable in reverse mode to any order and in forward mode,
+/// also where a variable changes shape. A body with effects (a variable
+/// write, a fresh random draw), which its gradient must not run again, is
+/// differentiated at the forward run's draws and writes, to any order and
+/// in forward mode where its effects are its own, to the first order where
+/// they are in a loop or branch in it (the others, and a body with effects
+/// whose variables change shape, are an error that says so).
 ///
 /// ```
 /// use gradtape::{function, while_loop, GradientTape, Tensor, WhileOptions};
@@ -749,17 +758,17 @@ where
     let variables = differentiated(&[&c.variables, &b.variables]);
     let body = Sub::new(with_captures(b.graph, n, &b.captures, &caps));
     let ids: Vec<TensorId> = vars.iter().chain(&caps).map(Tensor::id).collect();
-    // a tape that will differentiate the loop (through its inputs or the
-    // variables its body reads) gets the history from this run (and the
-    // residuals of the body's gradient, where it splits): without it, the
-    // gradient runs the whole loop again to make it
-    let keep = tape::user_tape_watches(&ids) || tape::user_tape_watches_variables(&variables);
+    // a tape or accumulator that will differentiate the loop (through its
+    // inputs or the variables its body reads) gets the history from this
+    // run (and the residuals of the body's gradient, where it splits):
+    // without it, the gradient runs the whole loop again to make it
+    let keep = watched(&ids, &variables);
     // (a body whose gradient fails to trace keeps the recomputing
     // gradient, which reports the error if the gradient is asked for)
-    let res = match keep && opts.shape_invariants.is_none() {
-        true => residuals::split(&body, &vars, &caps, &variables).unwrap_or(None),
-        false => None,
-    };
+    let res = OnceLock::new();
+    if keep && opts.shape_invariants.is_none() {
+        let _ = res.set(residuals::split(&body, &vars, &caps, &variables).unwrap_or(None));
+    }
     let effects = hoist::has_effects(&c.graph) || hoist::has_effects(&body.graph);
     let op = WhileOp {
         loop_: Arc::new(Loop {
@@ -768,6 +777,7 @@ where
             cond: Sub::new(with_captures(c.graph, n, &c.captures, &caps)),
             body,
             res,
+            invariants: opts.shape_invariants.clone(),
             n_vars: n,
             max_iterations: opts.max_iterations,
         }),

@@ -303,12 +303,17 @@ impl Executable {
 /// that return the same shapes, calls of static graphs). Only such graphs
 /// are compiled: the passes plan with the traced shapes.
 pub(crate) fn is_static(g: &Graph) -> bool {
-    g.nodes.iter().all(|n| match &n.op {
+    g.nodes.iter().all(node_is_static)
+}
+
+/// Whether a node's outputs' shapes follow from its inputs' shapes.
+pub(crate) fn node_is_static(n: &crate::function::graph::Node) -> bool {
+    match &n.op {
         Op::Dyn(d) => d.static_shapes(),
         Op::Sort(s) => s.static_shape(),
         Op::Opaque(_) => false,
         _ => true,
-    })
+    }
 }
 
 thread_local! {

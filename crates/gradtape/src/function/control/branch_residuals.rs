@@ -26,7 +26,6 @@ use std::sync::Arc;
 
 use super::residuals::{self, Residuals};
 use super::{cond, CondOp};
-use crate::autodiff::tape;
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, TensorId};
@@ -38,8 +37,7 @@ impl CondOp {
     pub(super) fn split_branches(&self, caps: &[Tensor]) -> Option<Arc<[Residuals; 2]>> {
         let vars: &[Variable] = &self.vars;
         let ids: Vec<TensorId> = caps.iter().map(Tensor::id).collect();
-        let watched = tape::user_tape_watches(&ids) || tape::user_tape_watches_variables(vars);
-        if !self.effects || !watched {
+        if !self.effects || !super::watched(&ids, vars) {
             return None;
         }
         let half = |k: usize| residuals::split(&self.branches[k], &[], caps, vars).ok().flatten();
@@ -73,14 +71,17 @@ impl CondOp {
     /// residuals the forward run returned (`outputs` past the branches'
     /// own), or of the branches' gradients run again where there are none
     /// (and the branches have no effects). `cts` are the cotangents of
-    /// the differentiable outputs; `res_cts` whether a residual got one.
+    /// the differentiable outputs; `res_cts` those of the residuals (a
+    /// gradient of the gradient, or forward mode's double VJP, gives
+    /// them): pulled back through each branch without its effects
+    /// ([`residuals::Pure`]).
     pub(super) fn branch_grads(
         self: &Arc<Self>,
         pred: &Tensor,
         caps: &[Tensor],
         cts: &[Tensor],
         outputs: &[Tensor],
-        res_cts: bool,
+        res_cts: &[Option<Tensor>],
     ) -> Result<Vec<Tensor>> {
         let Some(res) = self.res.clone() else {
             self.branch_runs_again(
@@ -92,11 +93,30 @@ impl CondOp {
             };
             return cond(pred, branch(0), branch(1));
         };
-        if res_cts {
-            self.branch_runs_again("a gradient of its gradient reaches the values the forward branch kept")?;
-        }
         let at = self.n_out() + res[0].specs.len();
         let rows = [outputs[self.n_out()..at].to_vec(), outputs[at..].to_vec()];
+        if res_cts.iter().any(Option::is_some) {
+            let held = |k: usize| res[k].pure.is_some() || !super::hoist::has_effects(&self.branches[k].graph);
+            if !held(0) || !held(1) {
+                self.branch_runs_again("a gradient of its gradient reaches the values the forward branch kept")?;
+            }
+            let cts_of = [&res_cts[..res[0].specs.len()], &res_cts[res[0].specs.len()..]];
+            let branch = |k: usize| -> Result<_> {
+                let mut all = cts.to_vec();
+                for (row, ct) in rows[k].iter().zip(cts_of[k]) {
+                    if row.dtype().is_differentiable() {
+                        all.push(ct.clone().map_or_else(|| row.try_zeros_like(), Ok)?);
+                    }
+                }
+                let (me, caps, rows) = (self.clone(), caps.to_vec(), rows[k].clone());
+                let res = res.clone();
+                Ok(move || match &res[k].pure {
+                    Some(p) => p.vjp(&caps, &rows, &all, &me.vars),
+                    None => super::graph_vjp(&res[k].fwd, &caps, &all, &me.vars),
+                })
+            };
+            return cond(pred, branch(0)?, branch(1)?);
+        }
         let branch = |k: usize| {
             let mut all: Vec<Tensor> = caps.iter().chain(cts).cloned().collect();
             all.extend(rows[k].iter().cloned());

@@ -48,20 +48,21 @@ pub(super) fn check_body(opts: &WhileOptions, prev: &[Tensor], next: &[Tensor]) 
     Ok(())
 }
 
-/// The history of loop variable `k` (its value at each iteration's entry)
-/// as one tensor, its rows the iterations: an error naming the loop where
-/// the variable changed shape (a shape invariant let it), which a
-/// differentiated loop's history cannot hold (TensorFlow keeps such a
-/// history as a list of tensors; here it is one stacked tensor).
+/// History `k` (a loop variable's value at each iteration's entry, or a
+/// residual's) as one tensor, its rows the iterations: an error naming the
+/// loop where a row changed shape (the history of a loop in the loop's
+/// body, as long as its iteration count, which changed between
+/// iterations; a variable whose invariant lets its shape change keeps its
+/// history as a list instead, see `ragged`).
 pub(super) fn stacked_history(k: usize, h: &[Tensor]) -> Result<Tensor> {
     if let Some(w) = h.windows(2).find(|w| w[0].shape() != w[1].shape()) {
         return Err(Error::invalid(
             "while_loop",
             format!(
-                "loop variable {k} changes shape from {:?} to {:?} between iterations, and a tape \
-                 differentiates the loop: its gradient keeps each variable's value at every iteration as one \
-                 stacked tensor, so the variables of a differentiated traced loop must keep their shapes \
-                 (differentiate the loop eagerly, or keep the shape fixed, e.g. by padding)",
+                "the value {k} the loop keeps for its gradient (after the loop variables, the residuals of its \
+                 body's gradient, e.g. the history of a loop in its body) changes shape from {:?} to {:?} \
+                 between iterations: a loop in the body of a differentiated loop must run as many iterations \
+                 each time (or differentiate the loop eagerly)",
                 w[0].shape(),
                 w[1].shape()
             ),

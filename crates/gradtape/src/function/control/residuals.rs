@@ -34,10 +34,14 @@
 //! time and draw other numbers than the forward loop used: a traced loop
 //! with a dropout in its body got the gradient of other masks than the
 //! ones its value used, and one that counted its steps in a variable
-//! counted each step twice. Where the gradient would have to run such a
-//! body again (a body with shape invariants, a second-order gradient
-//! reaching its residuals, a loop no tape watched when it ran), it is an
-//! error that says so.
+//! counted each step twice. A gradient that must pull a cotangent back
+//! through the residuals themselves (a second-order gradient, forward
+//! mode's double VJP) does so through the body without its effects over
+//! the values they made, kept too ([`Pure`]). Where the gradient would
+//! have to run such a body again (a body with shape invariants, effects in
+//! a loop or branch nested in it reached by a second-order gradient, a
+//! loop no tape or accumulator watched when it ran), it is an error that
+//! says so.
 
 use super::{hoist, Sub};
 use crate::autodiff::backprop::Unconnected;
@@ -63,6 +67,42 @@ pub(crate) struct Residuals {
     pub bwd: Sub,
     /// each residual's dtype and shape
     pub specs: Vec<(DType, Shape)>,
+    /// where the body has effects, the body without them, over the values
+    /// they made (see [`Pure`])
+    pub pure: Option<Pure>,
+}
+
+/// A body with effects (a fresh random draw, a variable read after a
+/// write) as a function of its inputs and of the values its effects made,
+/// which the forward run keeps among the residuals: the effects then do
+/// not run again where a gradient must pull a cotangent back through the
+/// body's residuals (a gradient of the gradient, and forward mode, which
+/// gets a loop's tangents from its VJP rule by the double-VJP
+/// construction); the draws are the forward run's. A body whose effects
+/// are in nested control flow or calls has none (the gradient is then an
+/// error saying the body would run again).
+pub(crate) struct Pure {
+    /// the body, its inputs then the effects' values; outputs as `fwd`'s
+    graph: Sub,
+    /// where each effect's value is among the residuals
+    eff_at: Vec<usize>,
+}
+
+impl Pure {
+    /// The VJP of the body's outputs and residuals (`cts`: the cotangents
+    /// of the differentiable ones) at the inputs `ins` and one iteration's
+    /// residuals `res`: the gradients of the differentiable inputs, then of
+    /// the variables `vars`.
+    pub(super) fn vjp(&self, ins: &[Tensor], res: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> Result<Vec<Tensor>> {
+        let mut xs = ins.to_vec();
+        xs.extend(self.eff_at.iter().map(|&i| res[i].clone()));
+        let mut g = graph_vjp(&self.graph, &xs, cts, vars)?;
+        let diff = |t: &&Tensor| t.dtype().is_differentiable();
+        let n_ins = ins.iter().filter(diff).count();
+        let n_eff = xs[ins.len()..].iter().filter(diff).count();
+        g.drain(n_ins..n_ins + n_eff);
+        Ok(g)
+    }
 }
 
 /// Whether a node costs nothing to repeat: a constant, or a variable
@@ -75,6 +115,19 @@ fn free(n: &Node, writes: bool) -> bool {
     }
 }
 
+/// Whether `g`'s shapes follow from its inputs' shapes, but for the
+/// lengths of the histories its loops keep (a loop in the body of a
+/// differentiated loop keeps one, as long as its iteration count): those
+/// become the enclosing loop's residuals, one per iteration, and a count
+/// that changes between iterations is an error naming the loop when the
+/// residuals are stacked.
+fn static_but_histories(g: &Graph) -> bool {
+    g.nodes.iter().all(|n| match n.op.as_dyn::<super::WhileOp>() {
+        Some(w) => crate::ops::desc::DynOp::static_shapes(&w.with_history(false)),
+        None => compile::node_is_static(n),
+    })
+}
+
 /// Splits `body` (over the loop variables `vars` then the captures `caps`,
 /// example values; a branch of a `cond` has no loop variable) at its
 /// residuals; `None` where the body keeps the recomputing gradient (see
@@ -82,7 +135,13 @@ fn free(n: &Node, writes: bool) -> bool {
 /// every iteration and computed again by the gradient: for a branch, run
 /// once, `vars` is empty and every capture counts as varying.
 pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[Variable]) -> Result<Option<Residuals>> {
-    if !compile::is_static(&body.graph) {
+    // (a body with effects must split: it may not run again, and the
+    // histories of loops in it, if their lengths do not change, stack)
+    let static_enough = match hoist::has_effects(&body.graph) {
+        true => static_but_histories(&body.graph),
+        false => compile::is_static(&body.graph),
+    };
+    if !static_enough {
         return Ok(None);
     }
     let writes = hoist::writes(&body.graph);
@@ -154,6 +213,37 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
             res.push(v);
         }
     }
+    // where the body has effects, the values they made are kept too, and
+    // `pure` is the body without its effects over them
+    let effect = |i: usize, nd: &Node| !node_adjoint[i] && nd.op.is_stateful() && !free(nd, writes);
+    let nested_effects = |nd: &Node| match &nd.op {
+        Op::Dyn(d) => !crate::function::graph::nested(&**d).is_empty(),
+        _ => false,
+    };
+    let pure_ok = hoist::has_effects(bg)
+        && !g
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(i, nd)| effect(i, nd) && nested_effects(nd));
+    let mut eff: Vec<ValueId> = Vec::new();
+    let mut eff_at: Vec<usize> = Vec::new();
+    if pure_ok {
+        let effects = g.nodes.iter().enumerate().filter(|(i, nd)| effect(*i, nd));
+        for (_, nd) in effects {
+            for &o in &nd.outputs {
+                let at = match res.iter().position(|&r| r == o) {
+                    Some(at) => at,
+                    None => {
+                        res.push(o);
+                        res.len() - 1
+                    }
+                };
+                eff.push(o);
+                eff_at.push(at);
+            }
+        }
+    }
     let specs = res
         .iter()
         .map(|&v| (g.values[v as usize].dtype, g.values[v as usize].shape.clone()))
@@ -182,10 +272,19 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
         g.inputs.iter().chain(&res).copied().collect(),
         g.outputs[n..].to_vec(),
     );
+    let pure = pure_ok.then(|| Pure {
+        graph: Sub::new(part(
+            &|i, nd| !node_adjoint[i] && !effect(i, nd),
+            g.inputs[..n_in].iter().chain(&eff).copied().collect(),
+            g.outputs[..n].iter().chain(&res).copied().collect(),
+        )),
+        eff_at,
+    });
     Ok(Some(Residuals {
         fwd: Sub::new(fwd),
         bwd: Sub::new(bwd),
         specs,
+        pure,
     }))
 }
 
@@ -204,7 +303,7 @@ impl super::WhileOp {
         ct_res: &[Option<Tensor>],
         j: &Tensor,
     ) -> Result<Vec<Tensor>> {
-        let Some(r) = self.res.as_ref().filter(|_| self.keep_history) else {
+        let Some(r) = self.kept_res() else {
             self.body_runs_again("the body has shape invariants or shapes decided when it runs")?;
             return graph_vjp(&self.body, ins, cts, &self.vars);
         };
@@ -212,13 +311,16 @@ impl super::WhileOp {
             let all: Vec<Tensor> = ins.iter().chain(cts).chain(res).cloned().collect();
             return r.bwd.run(&all);
         }
-        self.body_runs_again("a gradient of its gradient reaches the values the forward loop kept")?;
         let mut all_cts = cts.to_vec();
         for (row, ct) in res.iter().zip(ct_res) {
             if row.dtype().is_differentiable() {
                 all_cts.push(ct.as_ref().map_or_else(|| row.try_zeros_like(), |h| row_at(h, j))?);
             }
         }
+        if let Some(p) = &r.pure {
+            return p.vjp(ins, res, &all_cts, &self.vars);
+        }
+        self.body_runs_again("a gradient of its gradient reaches the values the forward loop kept")?;
         graph_vjp(&r.fwd, ins, &all_cts, &self.vars)
     }
 }
@@ -228,7 +330,7 @@ impl super::Loop {
     /// body with its gradient's residuals as extra outputs where it splits,
     /// else the body.
     pub fn kept_body(&self) -> &Sub {
-        self.res.as_ref().map_or(&self.body, |r| &r.fwd)
+        self.res.get().and_then(Option::as_ref).map_or(&self.body, |r| &r.fwd)
     }
 
     /// Fails where the loop's body has effects (see the module docs): its
@@ -265,6 +367,26 @@ pub(super) fn graph_vjp(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Vari
 
 /// [`graph_vjp`], also returning `g`'s outputs.
 fn graph_vjp_outs(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable]) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+    vjp_outs(&|xs: &[Tensor]| g.run(xs), inputs, cts, vars)
+}
+
+/// [`graph_vjp`] of a function `f` of the inputs (run under a tape).
+pub(super) fn closure_vjp(
+    f: &dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    inputs: &[Tensor],
+    cts: &[Tensor],
+    vars: &[Variable],
+) -> Result<Vec<Tensor>> {
+    Ok(vjp_outs(f, inputs, cts, vars)?.1)
+}
+
+/// [`closure_vjp`], also returning `f`'s outputs.
+fn vjp_outs(
+    f: &dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    inputs: &[Tensor],
+    cts: &[Tensor],
+    vars: &[Variable],
+) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
     let tape = GradientTape::new();
     let diff: Vec<Tensor> = inputs
         .iter()
@@ -279,7 +401,7 @@ fn graph_vjp_outs(g: &Sub, inputs: &[Tensor], cts: &[Tensor], vars: &[Variable])
         for v in vars {
             tape.watch(v);
         }
-        g.run(inputs)
+        f(inputs)
     })?;
     let targets: Vec<Tensor> = outs.iter().filter(|t| t.dtype().is_differentiable()).cloned().collect();
     let opts = GradientOptions::default()
