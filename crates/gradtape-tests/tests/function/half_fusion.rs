@@ -312,3 +312,45 @@ fn half_graphs_fuse_their_elementwise_chains() -> Result<()> {
     }
     Ok(())
 }
+
+/// Two GELU layers' step: the backward kernel of the first layer needs
+/// the forward's bias sum again, across the second layer's products (what
+/// the `remat` pass recomputes in large kernels, from 2^16 elements).
+fn two_layer_step((x, w1, b1, w2): &(Tensor, Tensor, Tensor, Tensor)) -> Result<Vec<Tensor>> {
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(w1);
+        tape.watch(b1);
+        tape.watch(w2);
+        let h = x.matmul(w1)?.bias_add(b1)?.relu()?.mul_scalar(0.5)?;
+        let y = h.matmul(w2)?.gelu(false)?;
+        y.square()?.cast(DType::F32)?.sum_all()
+    })?;
+    let g = tape.gradient(&loss, &[w1.clone(), b1.clone(), w2.clone()])?;
+    Ok(std::iter::once(loss).chain(g.into_iter().map(Option::unwrap)).collect())
+}
+
+#[test]
+fn large_half_kernels_across_products_give_the_eager_bits() -> Result<()> {
+    let data = |shape: &[usize], k: f64, dt: DType| {
+        let n = shape.iter().product();
+        let v: Vec<f64> = (0..n).map(|i| (0.37 * i as f64 + k).sin() * 0.25).collect();
+        Tensor::from_vec(v, shape).unwrap().cast(dt).unwrap()
+    };
+    for dt in [DType::F16, DType::BF16] {
+        let args = (
+            data(&[512, 64], 0.5, dt),
+            data(&[64, 128], 1.5, dt),
+            data(&[128], 2.5, dt),
+            data(&[128, 128], 3.5, dt),
+        );
+        let f = function(two_layer_step);
+        let g = f.concrete(&args)?.optimized_graph().clone();
+        assert!(g.count("Fused") >= 2, "{dt:?}: {g}");
+        for op in ["BiasAdd", "Relu", "ReluGrad", "Gelu", "GeluGrad", "MulScalar"] {
+            assert_eq!(g.count(op), 0, "{dt:?} {op}: {g}");
+        }
+        same_values(&f.call(&args)?, &two_layer_step(&args)?, &format!("{dt:?} two layers"));
+    }
+    Ok(())
+}

@@ -32,6 +32,7 @@ mod gpt;
 mod group_norm;
 mod half;
 mod half_nn;
+mod half_optimizers;
 mod init_fans;
 mod io;
 mod keras_losses;

@@ -12,12 +12,12 @@
 //! [`LossScaleOptimizer`](super::LossScaleOptimizer), or train in `bf16`,
 //! whose range holds such moments.
 
+use super::half_update::Arith;
 use super::kernel::{run, ElemRule, Step};
 use super::{optimizer_common, Core, LearningRate, Rule};
 use crate::autodiff::gradient::Gradient;
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
-use crate::tensor::Float;
 
 /// Adam's hyper-parameters.
 #[derive(Clone, Copy)]
@@ -148,7 +148,7 @@ pub struct Elem {
 impl<const K: usize> ElemRule<K> for Elem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; K], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; K], g: T) {
         let (alpha, b1, b2, eps) = (
             T::from_f64(self.alpha),
             T::from_f64(self.b1),

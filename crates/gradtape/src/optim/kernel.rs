@@ -27,7 +27,7 @@ use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::lockstep::{self, zip};
 use crate::tensor::dtype::with_types;
-use crate::tensor::{with_float_dtype, Element, Float, Tensor};
+use crate::tensor::{bf16, f16, with_float_dtype, DType, Element, Float, Tensor};
 
 /// The per-step constants of an update.
 #[derive(Clone, Copy, Debug)]
@@ -48,7 +48,7 @@ pub trait ElemRule<const K: usize> {
     /// sparse gradient needs to visit its rows only).
     const ZERO_GRAD_IS_NOOP: bool;
     /// Updates one element.
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; K], g: T);
+    fn apply<T: super::half_update::Arith>(&self, w: &mut T, s: &mut [T; K], g: T);
     /// The same update in CUDA C, for variables on a GPU: statements over
     /// `T w`, `T s[K]`, `T g` and the `double` parameters `p[0..]` (the
     /// values this returns), computed as [`apply`](Self::apply) computes
@@ -199,6 +199,24 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
             dtype: var.dtype(),
             expected: "f32 or f64 variables on a GPU",
         }));
+    }
+    // (the half types a block at a time: see `half_update`)
+    #[cfg(test)]
+    let blocks = !super::half_update::tests::ELEMENTWISE.with(|c| c.get());
+    #[cfg(not(test))]
+    let blocks = true;
+    match var.dtype() {
+        DType::F16 if blocks => {
+            return run_typed::<f16>(noop, step, var, slots, grad, &|d, w, s, g| {
+                super::half_update::pass::<f16, R, K>(rule, d, w, s, g)
+            })
+        }
+        DType::BF16 if blocks => {
+            return run_typed::<bf16>(noop, step, var, slots, grad, &|d, w, s, g| {
+                super::half_update::pass::<bf16, R, K>(rule, d, w, s, g)
+            })
+        }
+        _ => {}
     }
     with_float_dtype!(var.dtype(), T => run_typed::<T>(noop, step, var, slots, grad, &|d, w, s, g| pass::<T, R, K>(rule, d, w, s, g)), _ => Err(Error::UnsupportedDType {
         op: "apply_gradients",

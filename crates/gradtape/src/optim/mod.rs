@@ -99,6 +99,7 @@
 
 pub(crate) mod adam;
 mod clip;
+pub(crate) mod half_update;
 pub(crate) mod kernel;
 pub mod loss_scale;
 pub(crate) mod more;

@@ -1,12 +1,12 @@
 //! Adamax, Nadam, Adadelta and Lion, as Keras 3's (same slots, defaults
 //! and order of operations).
 
+use super::half_update::Arith;
 use super::kernel::{run, ElemRule, Step};
 use super::{optimizer_common, Core, LearningRate, Rule};
 use crate::autodiff::gradient::Gradient;
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
-use crate::tensor::Float;
 
 /// `v` if it lies in `[0, 1)`.
 fn beta(op: &'static str, v: f64) -> Result<f64> {
@@ -113,7 +113,7 @@ pub struct AdamaxElem {
 impl ElemRule<2> for AdamaxElem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 2], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 2], g: T) {
         s[0] = s[0] + (g - s[0]) * T::from_f64(self.b1);
         s[1] = (T::from_f64(self.beta_2) * s[1]).max(g.abs());
         *w = *w - T::from_f64(self.alpha) * s[0] / (s[1] + T::from_f64(self.eps));
@@ -210,7 +210,7 @@ pub struct NadamElem {
 impl ElemRule<2> for NadamElem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 2], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 2], g: T) {
         let f = T::from_f64;
         s[0] = s[0] + (g - s[0]) * f(self.b1);
         s[1] = s[1] + (g * g - s[1]) * f(self.b2);
@@ -300,7 +300,7 @@ pub struct LionElem {
 impl ElemRule<1> for LionElem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 1], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 1], g: T) {
         let f = T::from_f64;
         let c = s[0] * f(self.beta_1) + g * f(1.0 - self.beta_1);
         // sign, 0 at 0 (and NaN at NaN), as Keras's ops.sign
@@ -417,7 +417,7 @@ pub struct AdadeltaElem {
 impl ElemRule<2> for AdadeltaElem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 2], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 2], g: T) {
         let f = T::from_f64;
         let (rho, om, eps) = (f(self.rho), f(1.0 - self.rho), f(self.eps));
         s[0] = rho * s[0] + om * (g * g);

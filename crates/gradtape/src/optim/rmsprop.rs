@@ -1,11 +1,11 @@
 //! RMSprop (plain, with momentum, centred) and Adagrad, as Keras 3's.
 
+use super::half_update::Arith;
 use super::kernel::{run, ElemRule, Step};
 use super::{optimizer_common, Core, LearningRate, Rule};
 use crate::autodiff::gradient::Gradient;
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
-use crate::tensor::Float;
 
 /// RMSprop, Keras's `RMSprop`:
 ///
@@ -132,7 +132,7 @@ impl RmsElem {
 
     /// Updates the averages and returns the increment δ.
     #[inline(always)]
-    fn delta<T: Float>(&self, a: &mut T, avg: Option<&mut T>, g: T) -> T {
+    fn delta<T: Arith>(&self, a: &mut T, avg: Option<&mut T>, g: T) -> T {
         let (rho, one_minus, eps, lr) = (
             T::from_f64(self.rho),
             T::from_f64(1.0 - self.rho),
@@ -155,7 +155,7 @@ impl RmsElem {
 impl ElemRule<1> for RmsElem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 1], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 1], g: T) {
         *w = *w - self.delta(&mut s[0], None, g);
     }
     fn cuda(&self) -> (&'static str, Vec<f64>) {
@@ -175,7 +175,7 @@ pub struct Rms2 {
 impl ElemRule<2> for Rms2 {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 2], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 2], g: T) {
         let [a, b] = s;
         if self.centered {
             *w = *w - self.e.delta(a, Some(b), g);
@@ -202,7 +202,7 @@ impl ElemRule<2> for Rms2 {
 impl ElemRule<3> for RmsElem {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 3], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 3], g: T) {
         let [a, m, avg] = s;
         *m = T::from_f64(self.mu) * *m + self.delta(a, Some(avg), g);
         *w = *w - *m;
@@ -312,7 +312,7 @@ pub struct AdagradElem {
 impl ElemRule<1> for AdagradElem {
     const ZERO_GRAD_IS_NOOP: bool = true;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 1], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 1], g: T) {
         s[0] = s[0] + g * g;
         *w = *w - T::from_f64(self.lr) * g / (s[0] + T::from_f64(self.eps)).sqrt();
     }

@@ -1,12 +1,12 @@
 //! Stochastic gradient descent, with momentum and Nesterov momentum
 //! (Keras 3's `SGD`).
 
+use super::half_update::Arith;
 use super::kernel::{run, ElemRule, Step};
 use super::{optimizer_common, Core, LearningRate, Rule};
 use crate::autodiff::gradient::Gradient;
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
-use crate::tensor::Float;
 
 /// SGD, Keras's `SGD`: without momentum `w -= lr · g`; with momentum `μ`
 /// the slot `momentum` becomes `m = μ·m − lr·g` and `w += m`, or with
@@ -76,7 +76,7 @@ pub struct Plain {
 impl ElemRule<0> for Plain {
     const ZERO_GRAD_IS_NOOP: bool = true;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, _: &mut [T; 0], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, _: &mut [T; 0], g: T) {
         *w = *w - g * T::from_f64(self.lr);
     }
     fn cuda(&self) -> (&'static str, Vec<f64>) {
@@ -97,7 +97,7 @@ pub struct Momentum {
 impl ElemRule<1> for Momentum {
     const ZERO_GRAD_IS_NOOP: bool = false;
     #[inline(always)]
-    fn apply<T: Float>(&self, w: &mut T, s: &mut [T; 1], g: T) {
+    fn apply<T: Arith>(&self, w: &mut T, s: &mut [T; 1], g: T) {
         let (lr, mu) = (T::from_f64(self.lr), T::from_f64(self.mu));
         s[0] = s[0] * mu - g * lr;
         if self.nesterov {

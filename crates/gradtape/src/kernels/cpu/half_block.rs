@@ -127,7 +127,7 @@ impl Half for bf16 {
 /// vectorises): a NaN keeps its top bits with the quiet bit set, anything
 /// else rounds to nearest, ties to even.
 #[inline(always)]
-fn f32_to_bf16_bits(v: f32) -> u16 {
+pub(crate) fn f32_to_bf16_bits(v: f32) -> u16 {
     let x = v.to_bits();
     let nan = x & 0x7FFF_FFFF > 0x7F80_0000;
     // (round half to even: add 0x7FFF plus the kept part's lowest bit)

@@ -78,6 +78,7 @@ impl Program {
         }
         let data: List<Cow<'_, [H]>> = inputs.iter().map(|t| t.values::<H>("Fused")).collect::<Result<_>>()?;
         // the inputs read broadcast or splatted, in f32 once
+        // (allocated fallibly: an error naming the op, never an abort)
         let wide: List<Option<Vec<f32>>> = (0..inputs.len())
             .map(|i| {
                 let gathered = self
@@ -85,13 +86,14 @@ impl Program {
                     .iter()
                     .any(|x| matches!(x, Instr::Gather { input, .. } if *input as usize == i));
                 let splat = self.splats.iter().any(|(_, s)| *s == Splat::Input(i as u16));
-                (gathered || splat).then(|| {
-                    let mut v = vec![0f32; data[i].len()];
-                    H::to_f32s(&data[i], &mut v);
-                    v
-                })
+                if !(gathered || splat) {
+                    return Ok(None);
+                }
+                let mut v = alloc::try_filled("Fused", data[i].len(), 0f32)?;
+                H::to_f32s(&data[i], &mut v);
+                Ok(Some(v))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let n_out = self.outputs.len();
         let mut bufs: List<crate::tensor::Buf<H>> = List::new();
         for _ in 0..n_out {
