@@ -28,7 +28,7 @@
 //!         return i + 1, tf.sin(y * v.read_value())
 //!     _, y = tf.while_loop(lambda i, y: i < 3, body, (tf.constant(0, tf.int64), x))
 //!     s = tf.reduce_sum(y)
-//! # s, acc.jvp(s), v after
+//! # s, acc.jvp(s), v after; also with maximum_iterations=2, and i < 0
 //! ```
 //!
 //! and, for the dropout, the tangent of `sum_t drop_t(x) w` along `w` = 1
@@ -47,17 +47,29 @@ use gradtape::{
 const TF_READS: [&[f64]; 2] = [&[1.6609044908101307], &[4.815377479070423]];
 /// The same of the loop adding 1 to `v` each step, and `v` after.
 const TF_COUNTS: [&[f64]; 3] = [&[-0.30583794892016625], &[9.096002613007531], &[3.5]];
+/// The same with `maximum_iterations=2`.
+const TF_COUNTS_MAX2: [&[f64]; 3] = [&[0.09600207555587126], &[-2.94583791042318], &[2.5]];
+/// The same over no step (`sum(x)`, `<1, t>`, `v` untouched).
+const TF_COUNTS_NONE: [&[f64]; 3] = [&[-0.6000000000000001], &[-1.0], &[0.5]];
 
 fn one() -> Tensor {
     Tensor::scalar(1i64)
 }
 
 fn three_steps(x: &Tensor, body: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    steps(x, 3, None, body)
+}
+
+/// `n` steps of `body`, at most `max`.
+fn steps(x: &Tensor, n: i64, max: Option<usize>, body: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
     let (_, y) = while_loop(
-        |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
+        |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(n)),
         |(i, y): &(Tensor, Tensor)| Ok((i.add(&one())?, body(y)?)),
         (Tensor::scalar(0i64), x.clone()),
-        WhileOptions::default(),
+        WhileOptions {
+            max_iterations: max,
+            ..Default::default()
+        },
     )?;
     Ok(y)
 }
@@ -70,10 +82,15 @@ fn reads(v: &Variable, x: &Tensor) -> Result<Vec<Tensor>> {
 }
 
 fn counts(v: &Variable, x: &Tensor) -> Result<Vec<Tensor>> {
+    counts_in(v, x, 3, None)
+}
+
+/// [`counts`] over `n` steps, at most `max`.
+fn counts_in(v: &Variable, x: &Tensor, n: i64, max: Option<usize>) -> Result<Vec<Tensor>> {
     let acc = ForwardAccumulator::new();
     acc.watch(x, &Tensor::from_vec(vec![1.0f64, -2.0], &[2])?)?;
     let s = acc.record(|| {
-        three_steps(x, |y| {
+        steps(x, n, max, |y| {
             v.assign_add(&Tensor::scalar(1.0f64))?;
             y.mul(&v.read())?.sin()
         })?
@@ -122,7 +139,10 @@ fn a_loop_reading_a_variable_has_its_tangent_traced() -> Result<()> {
 
 #[test]
 fn a_loop_writing_a_variable_has_its_tangent_and_writes_once_per_step() -> Result<()> {
-    check(counts, &TF_COUNTS)
+    check(counts, &TF_COUNTS)?;
+    // (TensorFlow: maximum_iterations=2; and a loop that does not run)
+    check(|v, x| counts_in(v, x, 3, Some(2)), &TF_COUNTS_MAX2)?;
+    check(|v, x| counts_in(v, x, 0, None), &TF_COUNTS_NONE)
 }
 
 /// The tangent along `w` of `sum_t drop_t(x) w` (a loop) or `sum(drop(x) w)`

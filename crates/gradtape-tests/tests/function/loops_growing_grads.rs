@@ -257,3 +257,118 @@ fn a_shape_or_dtype_change_the_invariants_do_not_allow_stays_an_error() -> Resul
     assert!(msg.contains("while_loop") && msg.contains("F32"), "{msg}");
     Ok(())
 }
+
+/// Forward mode through the growing loop: the tangent of `sum(z^2)` along
+/// `t` is `<g, t>`, `g` TensorFlow's gradient (`TF_GROW_3`).
+#[test]
+fn a_loop_growing_its_variable_has_its_tangent_traced() -> Result<()> {
+    let jvp = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let acc = gradtape::ForwardAccumulator::new();
+        acc.watch(x, &Tensor::from_vec(vec![0.3f64, -0.8], &[2])?)?;
+        let y = acc.record(|| {
+            let opts = WhileOptions {
+                shape_invariants: Some(vec![
+                    TensorSpec::new(DType::I64, &[]),
+                    TensorSpec::new(DType::F64, &[None]),
+                ]),
+                ..Default::default()
+            };
+            let (_, z) = gradtape::while_loop(
+                |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
+                |(i, z): &(Tensor, Tensor)| {
+                    let next = Tensor::concat(&[&z.sin()?, &x.mul(&z.sum_all()?)?], 0)?;
+                    Ok((i.add(&one())?, next))
+                },
+                (Tensor::scalar(0i64), x.clone()),
+                opts,
+            )?;
+            z.square()?.sum_all()
+        })?;
+        Ok(vec![y.clone(), acc.jvp(&y)?.expect("tangent")])
+    };
+    let x = Tensor::from_vec(vec![0.7f64, -1.3], &[2])?;
+    let g = TF_GROW_3[1];
+    let want: [&[f64]; 2] = [TF_GROW_3[0], &[0.3 * g[0] - 0.8 * g[1]]];
+    for (mode, run) in modes(jvp) {
+        assert_close(&run(&x)?, &want, mode);
+    }
+    Ok(())
+}
+
+/// Forward over reverse through the growing loop: the tangent along `c` of
+/// the gradient is the Hessian times `c`, TensorFlow's gradient of `<g, c>`
+/// (`TF_GROW_3`, the Hessian being symmetric).
+#[test]
+fn a_loop_growing_its_variable_has_its_hessian_vector_product_traced() -> Result<()> {
+    let hvp = |x: &Tensor| -> Result<Vec<Tensor>> {
+        let acc = gradtape::ForwardAccumulator::new();
+        acc.watch(x, &Tensor::from_vec(vec![0.3f64, -0.8], &[2])?)?;
+        let g = acc.record(|| {
+            let tape = GradientTape::new();
+            let y = tape.record(|| {
+                tape.watch(x);
+                let opts = WhileOptions {
+                    shape_invariants: Some(vec![
+                        TensorSpec::new(DType::I64, &[]),
+                        TensorSpec::new(DType::F64, &[None]),
+                    ]),
+                    ..Default::default()
+                };
+                let (_, z) = gradtape::while_loop(
+                    |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
+                    |(i, z): &(Tensor, Tensor)| {
+                        let next = Tensor::concat(&[&z.sin()?, &x.mul(&z.sum_all()?)?], 0)?;
+                        Ok((i.add(&one())?, next))
+                    },
+                    (Tensor::scalar(0i64), x.clone()),
+                    opts,
+                )?;
+                z.square()?.sum_all()
+            })?;
+            Ok(tape.gradient(&y, x)?.expect("dx"))
+        })?;
+        Ok(vec![g.clone(), acc.jvp(&g)?.expect("tangent")])
+    };
+    let x = Tensor::from_vec(vec![0.7f64, -1.3], &[2])?;
+    for (mode, run) in modes(hvp) {
+        assert_close(&run(&x)?, &TF_GROW_3[1..], mode);
+    }
+    Ok(())
+}
+
+/// A body that changes a variable's shape and draws fresh numbers cannot
+/// keep residuals (their shapes change too): its gradient would run it
+/// again, an error naming the loop and saying why.
+#[test]
+fn a_growing_loop_with_a_dropout_is_an_error_naming_the_loop() -> Result<()> {
+    use gradtape::nn::{Dropout, Layer};
+    let d = std::sync::Arc::new(Dropout::new(0.5, &mut gradtape::Rng::new(3))?);
+    let f = function(move |x: &Tensor| {
+        let tape = GradientTape::new();
+        let y = tape.record(|| {
+            tape.watch(x);
+            let opts = WhileOptions {
+                shape_invariants: Some(vec![
+                    TensorSpec::new(DType::I64, &[]),
+                    TensorSpec::new(DType::F64, &[None]),
+                ]),
+                ..Default::default()
+            };
+            let (_, z) = gradtape::while_loop(
+                |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(2i64)),
+                |(i, z): &(Tensor, Tensor)| Ok((i.add(&one())?, Tensor::concat(&[z, &d.forward(x, true)?], 0)?)),
+                (Tensor::scalar(0i64), x.clone()),
+                opts,
+            )?;
+            z.sum_all()
+        })?;
+        Ok(tape.gradient(&y, x)?.expect("dx"))
+    });
+    let x = Tensor::from_vec(vec![0.7f64, -1.3], &[2])?;
+    let msg = f.call(&x).expect_err("a body that would run again").to_string();
+    assert!(
+        msg.contains("while_loop") && msg.contains("changes shape") && msg.contains("random"),
+        "{msg}"
+    );
+    Ok(())
+}

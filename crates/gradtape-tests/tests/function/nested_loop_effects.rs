@@ -28,6 +28,7 @@
 //!         s = tf.reduce_sum(y)
 //!     return s, tape.gradient(s, x), v.read_value()
 //! nested(tf.constant([0.7, -1.3], tf.float64))
+//! # also with the inner loop's maximum_iterations=1, and no outer step
 //! ```
 //!
 //! and, for the dropout, `d/dw sum_t sum_u drop_tu(x) w = sum_t sum_u
@@ -47,6 +48,14 @@ const TF_NESTED: [&[f64]; 3] = [
     &[-0.08318491302959438, -1.0044376218143858],
     &[2.0],
 ];
+/// The same with the inner loop's `maximum_iterations=1`.
+const TF_NESTED_INNER_MAX1: [&[f64]; 3] = [
+    &[-0.11010901181410837],
+    &[0.829901846071973, -0.11088570870792538],
+    &[1.25],
+];
+/// The same with no outer step.
+const TF_NESTED_NONE: [&[f64]; 3] = [&[-0.6000000000000001], &[1.0, 1.0], &[0.5]];
 
 fn one() -> Tensor {
     Tensor::scalar(1i64)
@@ -54,21 +63,39 @@ fn one() -> Tensor {
 
 /// `steps` iterations of `body` on `(count, y)`.
 fn count_loop(steps: i64, y: Tensor, body: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    count_loop_max(steps, None, y, body)
+}
+
+/// [`count_loop`], at most `max` iterations.
+fn count_loop_max(
+    steps: i64,
+    max: Option<usize>,
+    y: Tensor,
+    body: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
     let (_, y) = while_loop(
         |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(steps)),
         |(i, y): &(Tensor, Tensor)| Ok((i.add(&one())?, body(y)?)),
         (Tensor::scalar(0i64), y),
-        WhileOptions::default(),
+        WhileOptions {
+            max_iterations: max,
+            ..Default::default()
+        },
     )?;
     Ok(y)
 }
 
 fn nested(v: &Variable, x: &Tensor) -> Result<Vec<Tensor>> {
+    nested_in(v, x, 3, None)
+}
+
+/// [`nested`] with `outer` outer steps, the inner loop at most `inner_max`.
+fn nested_in(v: &Variable, x: &Tensor, outer: i64, inner_max: Option<usize>) -> Result<Vec<Tensor>> {
     let tape = GradientTape::new();
     let s = tape.record(|| {
         tape.watch(x);
-        let y = count_loop(3, x.clone(), |y| {
-            let inner = count_loop(2, y.clone(), |y| {
+        let y = count_loop(outer, x.clone(), |y| {
+            let inner = count_loop_max(2, inner_max, y.clone(), |y| {
                 v.assign_add(&Tensor::scalar(0.25f64))?;
                 y.mul(&v.read())?.sin()
             })?;
@@ -82,6 +109,15 @@ fn nested(v: &Variable, x: &Tensor) -> Result<Vec<Tensor>> {
 
 #[test]
 fn an_inner_loop_writing_a_variable_writes_once_per_iteration_under_a_gradient() -> Result<()> {
+    check_nested(nested, &TF_NESTED)?;
+    // (TensorFlow: the inner loop with maximum_iterations=1; no outer step)
+    check_nested(|v, x| nested_in(v, x, 3, Some(1)), &TF_NESTED_INNER_MAX1)?;
+    check_nested(|v, x| nested_in(v, x, 0, None), &TF_NESTED_NONE)
+}
+
+/// `run` eagerly, traced compiled and traced as is, twice each with a
+/// fresh variable at 0.5: TensorFlow's values.
+fn check_nested(run: fn(&Variable, &Tensor) -> Result<Vec<Tensor>>, want: &[&[f64]; 3]) -> Result<()> {
     let plain = FunctionOptions {
         optimize: false,
         ..Default::default()
@@ -92,14 +128,14 @@ fn an_inner_loop_writing_a_variable_writes_once_per_iteration_under_a_gradient()
             let v = Variable::new(Tensor::scalar(0.5f64));
             let w = v.clone();
             let got = match mode {
-                "eager" => nested(&v, &x)?,
-                "compiled" => function(move |x: &Tensor| nested(&w, x)).call(&x)?,
-                _ => Function::with_options(move |x: &Tensor| nested(&w, x), plain.clone()).call(&x)?,
+                "eager" => run(&v, &x)?,
+                "compiled" => function(move |x: &Tensor| run(&w, x)).call(&x)?,
+                _ => Function::with_options(move |x: &Tensor| run(&w, x), plain.clone()).call(&x)?,
             };
-            for (k, (g, want)) in got.iter().zip(TF_NESTED).enumerate() {
+            for (k, (g, want)) in got.iter().zip(want).enumerate() {
                 let g = g.to_vec_f64();
                 assert_eq!(g.len(), want.len());
-                for (a, b) in g.iter().zip(want) {
+                for (a, b) in g.iter().zip(want.iter()) {
                     assert!(
                         (a - b).abs() <= 1e-14,
                         "{mode} call {call} output {k}: {g:?} against {want:?}"
