@@ -74,6 +74,28 @@ fn one() -> Tensor {
     Tensor::scalar(1i64)
 }
 
+/// `sum(z^2)` after `n` steps (at most `max`) of the loop making `z`
+/// `[sin z, x sum z]` from `z = x` (its length doubles each step).
+fn grown(x: &Tensor, n: &Tensor, max: Option<usize>) -> Result<Tensor> {
+    let opts = WhileOptions {
+        max_iterations: max,
+        shape_invariants: Some(vec![
+            TensorSpec::new(DType::I64, &[]),
+            TensorSpec::new(DType::F64, &[None]),
+        ]),
+    };
+    let (_, z) = gradtape::while_loop(
+        |(i, _): &(Tensor, Tensor)| i.lt(n),
+        |(i, z): &(Tensor, Tensor)| {
+            let next = Tensor::concat(&[&z.sin()?, &x.mul(&z.sum_all()?)?], 0)?;
+            Ok((i.add(&one())?, next))
+        },
+        (Tensor::scalar(0i64), x.clone()),
+        opts,
+    )?;
+    z.square()?.sum_all()
+}
+
 /// `sum(z^2)` where each of `n` steps (at most `max`) makes `z`
 /// `[sin z, x sum z]`, its gradient `g` and the gradient of `<g, c>`.
 fn growing(x: &Tensor, n: &Tensor, max: Option<usize>) -> Result<Vec<Tensor>> {
@@ -83,23 +105,7 @@ fn growing(x: &Tensor, n: &Tensor, max: Option<usize>) -> Result<Vec<Tensor>> {
         let tape = GradientTape::new();
         let y = tape.record(|| {
             tape.watch(x);
-            let opts = WhileOptions {
-                max_iterations: max,
-                shape_invariants: Some(vec![
-                    TensorSpec::new(DType::I64, &[]),
-                    TensorSpec::new(DType::F64, &[None]),
-                ]),
-            };
-            let (_, z) = gradtape::while_loop(
-                |(i, _): &(Tensor, Tensor)| i.lt(n),
-                |(i, z): &(Tensor, Tensor)| {
-                    let next = Tensor::concat(&[&z.sin()?, &x.mul(&z.sum_all()?)?], 0)?;
-                    Ok((i.add(&one())?, next))
-                },
-                (Tensor::scalar(0i64), x.clone()),
-                opts,
-            )?;
-            z.square()?.sum_all()
+            grown(x, n, max)
         })?;
         let g = tape.gradient(&y, x)?.expect("dx");
         let gs = g.mul(&Tensor::from_vec(vec![0.3f64, -0.8], &[2])?)?.sum_all()?;
@@ -265,25 +271,7 @@ fn a_loop_growing_its_variable_has_its_tangent_traced() -> Result<()> {
     let jvp = |x: &Tensor| -> Result<Vec<Tensor>> {
         let acc = gradtape::ForwardAccumulator::new();
         acc.watch(x, &Tensor::from_vec(vec![0.3f64, -0.8], &[2])?)?;
-        let y = acc.record(|| {
-            let opts = WhileOptions {
-                shape_invariants: Some(vec![
-                    TensorSpec::new(DType::I64, &[]),
-                    TensorSpec::new(DType::F64, &[None]),
-                ]),
-                ..Default::default()
-            };
-            let (_, z) = gradtape::while_loop(
-                |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
-                |(i, z): &(Tensor, Tensor)| {
-                    let next = Tensor::concat(&[&z.sin()?, &x.mul(&z.sum_all()?)?], 0)?;
-                    Ok((i.add(&one())?, next))
-                },
-                (Tensor::scalar(0i64), x.clone()),
-                opts,
-            )?;
-            z.square()?.sum_all()
-        })?;
+        let y = acc.record(|| grown(x, &Tensor::scalar(3i64), None))?;
         Ok(vec![y.clone(), acc.jvp(&y)?.expect("tangent")])
     };
     let x = Tensor::from_vec(vec![0.7f64, -1.3], &[2])?;
@@ -307,23 +295,7 @@ fn a_loop_growing_its_variable_has_its_hessian_vector_product_traced() -> Result
             let tape = GradientTape::new();
             let y = tape.record(|| {
                 tape.watch(x);
-                let opts = WhileOptions {
-                    shape_invariants: Some(vec![
-                        TensorSpec::new(DType::I64, &[]),
-                        TensorSpec::new(DType::F64, &[None]),
-                    ]),
-                    ..Default::default()
-                };
-                let (_, z) = gradtape::while_loop(
-                    |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
-                    |(i, z): &(Tensor, Tensor)| {
-                        let next = Tensor::concat(&[&z.sin()?, &x.mul(&z.sum_all()?)?], 0)?;
-                        Ok((i.add(&one())?, next))
-                    },
-                    (Tensor::scalar(0i64), x.clone()),
-                    opts,
-                )?;
-                z.square()?.sum_all()
+                grown(x, &Tensor::scalar(3i64), None)
             })?;
             Ok(tape.gradient(&y, x)?.expect("dx"))
         })?;
