@@ -101,7 +101,7 @@ fn counts_in(v: &Variable, x: &Tensor, n: i64, max: Option<usize>) -> Result<Vec
 
 /// `run` eagerly, traced compiled and traced as is, twice each, with a
 /// fresh variable at 0.5: TensorFlow's values.
-fn check(run: fn(&Variable, &Tensor) -> Result<Vec<Tensor>>, want: &[&[f64]]) -> Result<()> {
+pub(crate) fn check(run: fn(&Variable, &Tensor) -> Result<Vec<Tensor>>, want: &[&[f64]]) -> Result<()> {
     let plain = FunctionOptions {
         optimize: false,
         ..Default::default()

@@ -284,33 +284,29 @@ fn vmap_of_a_loop_with_a_cond_reading_a_variable() {
     close(&got, &[want], 1e-12, "vmap");
 }
 
-/// `sum_t drop_t(x) w` over 5 steps, the dropout in a `cond` in the body.
-#[test]
-fn a_dropout_in_a_cond_in_a_loop_is_differentiated_at_its_masks() {
+/// `f(x, w, dropout)`'s value and gradient with respect to `w`, traced,
+/// called twice at `w = 1` on `x = [1, .., 64]`: the gradient must be the
+/// value (`f` is linear in `w` at the masks the value used), and each
+/// value is passed to `check`.
+fn gradient_is_the_value_at_one(
+    what: &'static str,
+    f: impl Fn(&Tensor, &Tensor, &Dropout) -> Result<Tensor> + Send + Sync + 'static,
+    check: impl Fn(f64),
+) {
     let d = std::sync::Arc::new(Dropout::new(0.5, &mut Rng::new(7)).unwrap());
     let f = function(move |(x, w): &(Tensor, Tensor)| {
         let tape = GradientTape::new();
         let y = tape.record(|| {
             tape.watch(w);
-            let (_, y) = while_loop(
-                |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(5i64)),
-                |(i, y): &(Tensor, Tensor)| {
-                    let step = cond(&w.gt_scalar(0.0)?, || d.forward(x, true)?.mul(w), || x.mul(w))?;
-                    Ok((i.add(&one())?, y.add(&step)?))
-                },
-                (Tensor::scalar(0i64), x.zeros_like()),
-                WhileOptions::default(),
-            )?;
-            y.sum_all()
+            f(x, w, &d)?.sum_all()
         })?;
         let g = tape.gradient(&y, w)?.expect("grad");
         Ok(vec![y, g])
     });
     let x = Tensor::from_vec((0..64).map(|i| 1.0 + i as f64).collect(), &[64]).unwrap();
     for _ in 0..2 {
-        let r = f
-            .call(&(x.clone(), Tensor::scalar(1.0f64)))
-            .expect("the cond in the loop");
+        let r = f.call(&(x.clone(), Tensor::scalar(1.0f64))).expect(what);
+        check(r[0].to_scalar::<f64>().unwrap());
         close(
             &[r[1].clone()],
             &[r[0].clone()],
@@ -320,50 +316,49 @@ fn a_dropout_in_a_cond_in_a_loop_is_differentiated_at_its_masks() {
     }
 }
 
+/// `sum_t drop_t(x) w` over 5 steps, the dropout in a `cond` in the body.
+#[test]
+fn a_dropout_in_a_cond_in_a_loop_is_differentiated_at_its_masks() {
+    let f = |x: &Tensor, w: &Tensor, d: &Dropout| {
+        let (_, y) = while_loop(
+            |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(5i64)),
+            |(i, y): &(Tensor, Tensor)| {
+                let step = cond(&w.gt_scalar(0.0)?, || d.forward(x, true)?.mul(w), || x.mul(w))?;
+                Ok((i.add(&one())?, y.add(&step)?))
+            },
+            (Tensor::scalar(0i64), x.zeros_like()),
+            WhileOptions::default(),
+        )?;
+        Ok(y)
+    };
+    gradient_is_the_value_at_one("the cond in the loop", f, |_| ());
+}
+
 /// A dropout in a loop nested in the differentiated loop's body: the
 /// gradient uses the masks the value used (`d/dw sum drop(x) w` is the
 /// value at `w = 1`); it was an error, the inner loop keeping no history
 /// (`nested_loop_effects.rs` has more).
 #[test]
 fn a_dropout_in_a_nested_loop_is_differentiated_at_its_masks() {
-    let d = std::sync::Arc::new(Dropout::new(0.5, &mut Rng::new(7)).unwrap());
-    let f = function(move |(x, w): &(Tensor, Tensor)| {
-        let tape = GradientTape::new();
-        let y = tape.record(|| {
-            tape.watch(w);
-            let (_, y) = while_loop(
-                |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
-                |(i, y): &(Tensor, Tensor)| {
-                    let (_, z) = while_loop(
-                        |(j, _): &(Tensor, Tensor)| j.lt(&Tensor::scalar(2i64)),
-                        |(j, z): &(Tensor, Tensor)| Ok((j.add(&one())?, z.add(&d.forward(x, true)?.mul(w)?)?)),
-                        (Tensor::scalar(0i64), y.clone()),
-                        WhileOptions::default(),
-                    )?;
-                    Ok((i.add(&one())?, z))
-                },
-                (Tensor::scalar(0i64), x.zeros_like()),
-                WhileOptions::default(),
-            )?;
-            y.sum_all()
-        })?;
-        let g = tape.gradient(&y, w)?.expect("grad");
-        Ok(vec![y, g])
-    });
-    let x = Tensor::from_vec((0..64).map(|i| 1.0 + i as f64).collect(), &[64]).unwrap();
-    for _ in 0..2 {
-        let r = f
-            .call(&(x.clone(), Tensor::scalar(1.0f64)))
-            .expect("the nested dropout");
-        let y = r[0].to_scalar::<f64>().unwrap();
-        assert!(y > 0.0 && y % 2.0 == 0.0, "{y}");
-        close(
-            &[r[1].clone()],
-            &[r[0].clone()],
-            0.0,
-            "the gradient at w = 1 is the value",
-        );
-    }
+    let f = |x: &Tensor, w: &Tensor, d: &Dropout| {
+        let (_, y) = while_loop(
+            |(i, _): &(Tensor, Tensor)| i.lt(&Tensor::scalar(3i64)),
+            |(i, y): &(Tensor, Tensor)| {
+                let (_, z) = while_loop(
+                    |(j, _): &(Tensor, Tensor)| j.lt(&Tensor::scalar(2i64)),
+                    |(j, z): &(Tensor, Tensor)| Ok((j.add(&one())?, z.add(&d.forward(x, true)?.mul(w)?)?)),
+                    (Tensor::scalar(0i64), y.clone()),
+                    WhileOptions::default(),
+                )?;
+                Ok((i.add(&one())?, z))
+            },
+            (Tensor::scalar(0i64), x.zeros_like()),
+            WhileOptions::default(),
+        )?;
+        Ok(y)
+    };
+    // kept entries are doubled (1/(1 - 0.5)), so the sum is even
+    gradient_is_the_value_at_one("the nested dropout", f, |y| assert!(y > 0.0 && y % 2.0 == 0.0, "{y}"));
 }
 
 /// `sum(z_3^2)` where each step makes `z` `[sin(z), x sum(z)]` (its

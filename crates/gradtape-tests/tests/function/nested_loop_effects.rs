@@ -38,9 +38,7 @@
 use std::sync::Arc;
 
 use gradtape::nn::{Dropout, Layer};
-use gradtape::{
-    function, while_loop, Function, FunctionOptions, GradientTape, Result, Rng, Tensor, Variable, WhileOptions,
-};
+use gradtape::{function, while_loop, GradientTape, Result, Rng, Tensor, Variable, WhileOptions};
 
 /// TensorFlow's `nested`: the sum, its gradient, the variable after.
 const TF_NESTED: [&[f64]; 3] = [
@@ -116,35 +114,9 @@ fn an_inner_loop_writing_a_variable_writes_once_per_iteration_under_a_gradient()
 }
 
 /// `run` eagerly, traced compiled and traced as is, twice each with a
-/// fresh variable at 0.5: TensorFlow's values.
+/// fresh variable at 0.5: TensorFlow's values (`want`, one per output).
 fn check_nested(run: fn(&Variable, &Tensor) -> Result<Vec<Tensor>>, want: &[&[f64]; 3]) -> Result<()> {
-    let plain = FunctionOptions {
-        optimize: false,
-        ..Default::default()
-    };
-    for mode in ["eager", "compiled", "traced"] {
-        let x = Tensor::from_vec(vec![0.7f64, -1.3], &[2])?;
-        for call in 0..2 {
-            let v = Variable::new(Tensor::scalar(0.5f64));
-            let w = v.clone();
-            let got = match mode {
-                "eager" => run(&v, &x)?,
-                "compiled" => function(move |x: &Tensor| run(&w, x)).call(&x)?,
-                _ => Function::with_options(move |x: &Tensor| run(&w, x), plain.clone()).call(&x)?,
-            };
-            for (k, (g, want)) in got.iter().zip(want).enumerate() {
-                let g = g.to_vec_f64();
-                assert_eq!(g.len(), want.len());
-                for (a, b) in g.iter().zip(want.iter()) {
-                    assert!(
-                        (a - b).abs() <= 1e-14,
-                        "{mode} call {call} output {k}: {g:?} against {want:?}"
-                    );
-                }
-            }
-        }
-    }
-    Ok(())
+    crate::control_forward_effects::check(run, want)
 }
 
 /// `sum_t sum_u drop_tu(x) w` over 3 outer and 4 inner steps, with its
