@@ -9,6 +9,7 @@
 //! scalars and empty tensors, and the fusion is checked to fire (node
 //! counts of the optimised graphs) on two different graphs.
 
+use crate::aliasing::Gen;
 use gradtape::{function, DType, GradientTape, Result, Tensor};
 
 /// `(shape, values)` of each tensor, NaN as one value.
@@ -142,21 +143,6 @@ fn every_half_op_fused_gives_the_eager_bits_on_every_value() -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A deterministic generator (SplitMix64).
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// Values with special ones among them: signed zeros, the largest finite
