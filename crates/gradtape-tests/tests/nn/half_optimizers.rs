@@ -26,7 +26,9 @@
 //! ```
 
 use gradtape::optim::{Adam, AdamW, Optimizer, Sgd};
-use gradtape::{DType, Result, Tensor, Variable};
+use std::sync::{Arc, Mutex};
+
+use gradtape::{function, DType, Result, Tensor, Variable};
 
 /// The script's weights, gradients and Keras's results (f16 bits).
 const W0: [f64; 8] = [0.5, -0.25, 1.0, 0.125, -2.0, 0.75, 0.0, 3.0];
@@ -34,13 +36,32 @@ const G: [f64; 8] = [1e-4, -2e-4, 3e-3, 5e-5, -1e-2, 0.5, 2e-4, -7e-5];
 const ADAM: [u16; 8] = [0x3800, 0xb400, 0xbc01, 0x3000, 0xbffd, 0x39fa, 0x0, 0x4200];
 const SGD_MOMENTUM: [u16; 8] = [0x3800, 0xb3ff, 0x3bfc, 0x3000, 0xbffb, 0x377b, 0x876c, 0x4200];
 
-fn three_steps(opt: &mut impl Optimizer) -> Result<Vec<u16>> {
+/// The script's three steps, each an eager `apply_gradients`, or with
+/// `traced` one call of a traced function doing it (the update a node of
+/// the graph, run at each call): the variable's bits after.
+fn three_steps_as<O: Optimizer + Send + 'static>(opt: O, traced: bool) -> Result<Vec<u16>> {
     let v = Variable::new(Tensor::from_vec(W0.to_vec(), &[8])?.cast(DType::F16)?);
     let g = Tensor::from_vec(G.to_vec(), &[8])?.cast(DType::F16)?;
+    let opt = Arc::new(Mutex::new(opt));
+    let step = {
+        let (v, opt) = (v.clone(), opt.clone());
+        move |gs: &Tensor| -> Result<Tensor> {
+            opt.lock().unwrap().apply_gradients([(Some(gs.clone()), &v)])?;
+            Ok(v.read())
+        }
+    };
+    let f = function(step.clone());
     for s in [1.0, 0.5, 2.0] {
         // (the scale applied in float16, as the script's)
         let gs = g.mul(&Tensor::scalar(s).cast(DType::F16)?)?;
-        opt.apply_gradients([(Some(gs), &v)])?;
+        if traced {
+            f.call(&gs)?;
+        } else {
+            step(&gs)?;
+        }
+    }
+    if traced {
+        assert_eq!(f.trace_count(), 1, "one trace for the three steps");
     }
     Ok(v.read()
         .to_vec::<gradtape::f16>()?
@@ -51,11 +72,32 @@ fn three_steps(opt: &mut impl Optimizer) -> Result<Vec<u16>> {
 
 #[test]
 fn float16_adam_adamw_and_momentum_match_keras_bit_for_bit() -> Result<()> {
-    assert_eq!(three_steps(&mut Adam::new(1e-3))?, ADAM, "adam");
+    assert_eq!(three_steps_as(Adam::new(1e-3), false)?, ADAM, "adam");
     // (the decay w · 0.01 · 1e-3 is below half an ulp of every weight: Adam's bits)
-    assert_eq!(three_steps(&mut AdamW::new(1e-3).weight_decay(0.01))?, ADAM, "adamw");
     assert_eq!(
-        three_steps(&mut Sgd::new(0.1).momentum(0.9)?)?,
+        three_steps_as(AdamW::new(1e-3).weight_decay(0.01), false)?,
+        ADAM,
+        "adamw"
+    );
+    assert_eq!(
+        three_steps_as(Sgd::new(0.1).momentum(0.9)?, false)?,
+        SGD_MOMENTUM,
+        "sgd momentum"
+    );
+    Ok(())
+}
+
+/// The same updates as nodes of a traced step: Keras's bits again.
+#[test]
+fn float16_updates_in_a_traced_step_match_keras_bit_for_bit() -> Result<()> {
+    assert_eq!(three_steps_as(Adam::new(1e-3), true)?, ADAM, "adam");
+    assert_eq!(
+        three_steps_as(AdamW::new(1e-3).weight_decay(0.01), true)?,
+        ADAM,
+        "adamw"
+    );
+    assert_eq!(
+        three_steps_as(Sgd::new(0.1).momentum(0.9)?, true)?,
         SGD_MOMENTUM,
         "sgd momentum"
     );
