@@ -36,13 +36,17 @@
 //! known when tracing. Nothing here has a value-dependent error.
 //!
 //! CI runs [`CASES`] programs from a fixed seed, at small and at larger
-//! sizes (the larger ones reach the threaded and blocked kernels). A long
+//! sizes (the larger ones reach the threaded and blocked kernels), in
+//! `f32` or `f64`, and ([`half`]) programs in `f16` and `bf16`. A long
 //! campaign: `GRADTAPE_PROGRAMS=20000 GRADTAPE_PROGRAMS_SEED=7 cargo test
-//! --release --test function random_programs -- --nocapture`. A failure
-//! names its seed and program index, and prints the program.
+//! --release --test function random_programs -- --nocapture`, with
+//! `GRADTAPE_PROGRAMS_DTYPE=f16` (or `bf16`, `f32`, `f64`) to run every
+//! program in one dtype. A failure names its seed and program index, and
+//! prints the program.
 
 use gradtape::{function, DType, GradientTape, Result, Tensor};
 
+mod half;
 mod more_ops;
 mod referees;
 mod ties;
@@ -492,17 +496,20 @@ fn gradient(inputs: &[Tensor], call: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>) 
     tape.gradient(&loss, inputs)
 }
 
-/// Runs program `k` of `seed`; panics with the program on a difference.
-fn check_program(seed: u64, k: usize, large: bool, lean: bool) {
+/// Runs program `k` of `seed`, in `dtype` where given (else in the
+/// campaign's, else in one drawn); panics with the program on a
+/// difference.
+fn check_program(seed: u64, k: usize, large: bool, lean: bool, dtype: Option<DType>) {
     let mut g = Gen(seed ^ (k as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
     let steps = draw_program(&mut g, lean);
     // (f32 for one in three, or for half of those leaning to motifs: some
     // passes take f32 products only)
-    let dtype = if g.below(if lean { 2 } else { 3 }) == 0 {
+    let drawn = if g.below(if lean { 2 } else { 3 }) == 0 {
         DType::F32
     } else {
         DType::F64
     };
+    let dtype = dtype.or_else(campaign_dtype).unwrap_or(drawn);
     let (b, n, m) = match large {
         false => (1 + g.below(5), 2 + g.below(6), 1 + g.below(6)),
         true => (64 + g.below(200), 32 + g.below(300), 16 + g.below(100)),
@@ -518,7 +525,13 @@ fn check_program(seed: u64, k: usize, large: bool, lean: bool) {
 
 /// Checks `steps` on inputs of `dtype` and sizes `(b, n, m)` drawn from `g`.
 fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usize, usize), mut g: Gen) {
-    let tol = if dtype == DType::F32 { 2e-5 } else { 1e-11 };
+    let tol = match dtype {
+        DType::F64 => 1e-11,
+        DType::F32 => 2e-5,
+        // (four units of roundoff: sums in another order round apart)
+        DType::F16 => 4.0 * (-11f64).exp2(),
+        _ => 4.0 * (-8f64).exp2(),
+    };
     let steps = steps.to_vec();
     let body = {
         let steps = steps.clone();
@@ -650,6 +663,19 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
     }
 }
 
+/// The dtype of every program of a campaign, where
+/// `GRADTAPE_PROGRAMS_DTYPE` names one (`f16`, `bf16`, `f32` or `f64`;
+/// see [`half`] for the half types).
+fn campaign_dtype() -> Option<DType> {
+    match std::env::var("GRADTAPE_PROGRAMS_DTYPE").ok()?.as_str() {
+        "f16" => Some(DType::F16),
+        "bf16" => Some(DType::BF16),
+        "f32" => Some(DType::F32),
+        "f64" => Some(DType::F64),
+        _ => None,
+    }
+}
+
 /// The campaign's seed and size, and whether its programs lean to motifs
 /// (`GRADTAPE_PROGRAMS_LEAN=1`, as [`draw_program`]), from the environment
 /// (`GRADTAPE_PROGRAMS_ONLY=k` reruns program `k` alone).
@@ -668,7 +694,7 @@ fn campaign() -> (u64, std::ops::Range<usize>, bool) {
 fn small_random_programs_traced_equal_eager() {
     let (seed, range, lean) = campaign();
     for k in range {
-        check_program(seed, k, false, lean);
+        check_program(seed, k, false, lean, None);
     }
 }
 
@@ -681,7 +707,7 @@ fn larger_random_programs_traced_equal_eager() {
         n => 0..n.div_ceil(4),
     };
     for k in range {
-        check_program(seed.wrapping_add(1), k, true, lean);
+        check_program(seed.wrapping_add(1), k, true, lean, None);
     }
     report_passes();
 }
@@ -715,7 +741,7 @@ fn random_programs_reach_the_passes() {
     // a few programs of a seed, so a change of the vocabulary may need
     // another seed, never fewer passes)
     for k in 0..150 {
-        check_program(3, k, k % 3 == 0, true);
+        check_program(3, k, k % 3 == 0, true, None);
     }
     let all = report_passes();
     let count = |name: &str| all.iter().find(|(k, _)| *k == name).map_or(0, |&(_, c)| c);

@@ -86,7 +86,8 @@ pub fn f32_noise(steps: &[Step], x: &[Tensor]) -> f64 {
 /// digits (seed 20's program 820: eager `f32` is 36 off at one output,
 /// 4e-4 of its scale) one element of the traced run may land 16 times
 /// farther than eager's happened to; a wrong element (an `O(1)` error)
-/// does not come that close.
+/// does not come that close. In `f16` and `bf16` the same, with the
+/// slack of the half type ([`slack`]).
 ///
 /// In `f64` there is no referee; the program's conditioning is measured
 /// instead, by its `f32` run (the noise of the inputs rounded to `f32`),
@@ -101,7 +102,7 @@ pub fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>
         let bound = 32.0 * noise * (-29f64).exp2() * (1.0 + scale);
         return g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= bound);
     }
-    let Some(exact) = exact.filter(|_| dtype == DType::F32) else {
+    let Some(exact) = exact else {
         return false;
     };
     let dist = |t: &Tensor| -> Option<f64> {
@@ -118,8 +119,27 @@ pub fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>
     };
     let scale = exact.to_vec_f64().iter().fold(0.0f64, |m, x| m.max(x.abs()));
     match (dist(got), dist(want)) {
-        (Some(g), Some(w)) => g <= 4.0 * w + (1e-6 + 16.0 * noise) * (1.0 + scale),
+        (Some(g), Some(w)) => g <= 4.0 * w + slack(dtype, noise) * (1.0 + scale),
         _ => false,
+    }
+}
+
+/// What [`rounding`] allows beyond four times eager's distance from the
+/// `f64` values, of the output's scale: in `f32`, a few ulps and 16 times
+/// the program's noise; in a half type, four units of its roundoff (2^-11
+/// for `f16`, 2^-8 for `bf16`) and 16 times the noise scaled from `f32`'s
+/// measure (inputs moved by 2^-22) to that roundoff.
+fn slack(dtype: DType, noise: f64) -> f64 {
+    match dtype {
+        DType::F16 | DType::BF16 => {
+            let eps = if dtype == DType::F16 {
+                (-11f64).exp2()
+            } else {
+                (-8f64).exp2()
+            };
+            4.0 * eps + 16.0 * noise * eps / (-22f64).exp2()
+        }
+        _ => 1e-6 + 16.0 * noise,
     }
 }
 
