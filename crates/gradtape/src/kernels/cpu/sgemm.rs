@@ -32,7 +32,7 @@
 //! of whose time went to waiting on `A`'s first reads, out of the
 //! caches), unless its rows alias in the L1 cache (see `serial`); other
 //! row-major `A`s are packed through 16×16 transposes, and a column-major
-//! `A` a vector per step of k. A thin output with a long
+//! `A` a step of k of all its panels at a time. A thin output with a long
 //! shared dimension (a filter gradient) is split over the shared
 //! dimension.
 //!
@@ -52,6 +52,8 @@ const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of `B` packed at once (a multiple of every tile's `NR`).
 const NC: usize = 1536;
+/// Steps of k ahead that a column-major `A`'s packing fetches.
+const PF: usize = 8;
 /// Products with fewer multiply-adds than this run on one thread (but see
 /// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
@@ -400,19 +402,35 @@ unsafe fn serial<const MR: usize, const NV: usize>(
 #[target_feature(enable = "avx512f")]
 unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize, cs: isize, dst: *mut f32) {
     unsafe {
+        if rs == 1 && MR <= 16 {
+            // a column-major A (the `Xᵀ` of a weight gradient `Xᵀ·dY`): one
+            // step of k for all the block's panels at a time, so that each
+            // column of A (a row of X, `mc` floats side by side) is read
+            // once, line after line. Panel by panel, each step of k read a
+            // few floats of a column `cs` floats after the last step's (a
+            // page, for X 1024 wide), and each line once per panel in it
+            let (panels, all) = (mc.div_ceil(MR), mask(MR, 0));
+            for p in 0..kc {
+                let s = a.offset(p as isize * cs);
+                // (each step's lines are a stride apart, a new page for X
+                // 1024 wide: fetched `PF` steps ahead; a prefetch never
+                // faults, past the slice too)
+                for l in (0..mc).step_by(16) {
+                    _mm_prefetch::<_MM_HINT_T0>(s.wrapping_offset(PF as isize * cs).wrapping_add(l) as *const i8);
+                }
+                for q in 0..panels {
+                    let rows = MR.min(mc - q * MR);
+                    let x = _mm512_maskz_loadu_ps(mask(rows, 0), s.add(q * MR));
+                    _mm512_mask_storeu_ps(dst.add(q * MR * kc + p * MR), all, x);
+                }
+            }
+            return;
+        }
         for r0 in (0..mc).step_by(MR) {
             let rows = MR.min(mc - r0);
             let d = dst.add(r0 * kc);
             let src = a.offset(r0 as isize * rs);
-            if rows == MR && rs == 1 && MR <= 16 {
-                // one masked vector per k (a memcpy call per 8-16 floats costs
-                // more than the copy)
-                let all = mask(MR, 0);
-                for p in 0..kc {
-                    let x = _mm512_maskz_loadu_ps(all, src.offset(p as isize * cs));
-                    _mm512_mask_storeu_ps(d.add(p * MR), all, x);
-                }
-            } else if rows == MR && rs == 1 {
+            if rows == MR && rs == 1 {
                 for p in 0..kc {
                     std::ptr::copy_nonoverlapping(src.offset(p as isize * cs), d.add(p * MR), MR);
                 }
@@ -465,21 +483,36 @@ unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize
     unsafe {
         const { assert!(NV > 0) };
         let nr = 16 * NV;
+        if cs == 1 {
+            // a row-major B: row after row of the slice, each read whole
+            // (`nc` floats side by side) into its part of every panel.
+            // Panel by panel, each row's few lines were read `rs` floats
+            // after the last row's: a new page every few rows (every row,
+            // for B 1024 wide), where the hardware's prefetchers stop
+            let panels = nc.div_ceil(nr);
+            for p in 0..kc {
+                let s = b.offset(p as isize * rs);
+                for q in 0..panels {
+                    let cols = nr.min(nc - q * nr);
+                    let d = dst.add(q * nr * kc + p * nr);
+                    // (whole vectors, masked at the right edge, zeros past
+                    // it: a memcpy call per 48-float row cost more)
+                    for v in 0..NV {
+                        let mk = if cols == nr { !0 } else { mask(cols, v) };
+                        _mm512_store_ps(
+                            d.add(16 * v),
+                            _mm512_maskz_loadu_ps(mk, s.wrapping_add(q * nr + 16 * v)),
+                        );
+                    }
+                }
+            }
+            return;
+        }
         for j0 in (0..nc).step_by(nr) {
             let cols = nr.min(nc - j0);
             let d = dst.add(j0 * kc);
             let src = b.offset(j0 as isize * cs);
-            if cs == 1 {
-                // whole vectors (masked at the right edge, zeros past it): a
-                // memcpy call per 48-float row costs more than the copy
-                let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(cols, v));
-                for p in 0..kc {
-                    let s = src.offset(p as isize * rs);
-                    for (v, &mk) in zip(0.., &masks[..]) {
-                        _mm512_store_ps(d.add(p * nr + 16 * v), _mm512_maskz_loadu_ps(mk, s.add(16 * v)));
-                    }
-                }
-            } else if rs == 1 {
+            if rs == 1 {
                 // a column-major (transposed) B: 16 columns by 16 rows at a
                 // time, transposed in registers (columns past the panel's load
                 // nothing: mask 0)
