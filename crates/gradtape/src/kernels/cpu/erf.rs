@@ -22,9 +22,15 @@
 //! `S` in `z = 1/(2x²)`, so the GELU and its slope keep their relative
 //! accuracy down to where `e^(−x²)` leaves the normal numbers.
 //!
-//! Both pieces are computed and one is selected, with plain multiplies
-//! and adds (never contracted into fused multiply-adds by the compiler),
-//! so the bits are the same in every context (eager, fused, folded). The
+//! Both pieces are computed and one is selected. The polynomials (and the
+//! exact low part of a square) use fused multiply-adds (`mul_add`), which
+//! round once by definition, so the bits are the same in every context
+//! (eager, fused, folded) and on every instruction set: where the code is
+//! not compiled for FMA, `mul_add` is a libm call, right but slower, as
+//! in [`exp_f32`](super::math::exp_f32). (Separate multiplies and adds
+//! had made the polynomials half again as long.) The GELU's derivative
+//! takes `e^(−x²/2)` from its CDF's own exponential, one per element for
+//! both (the second exponential was a third of the derivative's time). The
 //! slice kernels check each block of 16 arguments first: where all are
 //! below 1 in magnitude they compute the small piece alone (the same bits,
 //! a quarter of the work); the GELU's, where all are below 5.5, its form
@@ -33,8 +39,9 @@
 //! mostly of the second kind (a block of 16 normal values all below √2
 //! is rare). `tests/ops/f32_accuracy.rs` checks that an element's bits
 //! do not depend on its block.
-//! Within 2 ulp of the exact value everywhere (the test below sweeps a
-//! dense sample of all `f32`s).
+//! Within 2 ulp of the exact value everywhere (1.34 the most seen;
+//! `tests/sweeps/kernels_cpu_erf.rs` sweeps a dense sample of all
+//! `f32`s, and the GELU and its slope on [−13, 13]).
 
 use super::lockstep::{zip, zip3};
 use super::math::{exp_f32, exp_normal, EXP_NORMAL};
@@ -69,8 +76,9 @@ const LARGE: [f32; 11] = [
 #[inline(always)]
 fn small_piece(a: f32, x2: f32) -> f32 {
     let (s, x4) = (&SMALL, x2 * x2);
-    let p = (s[0] + s[1] * x2) + x4 * ((s[2] + s[3] * x2) + x4 * ((s[4] + s[5] * x2) + x4 * s[6]));
-    a + a * p
+    let (p01, p23, p45) = (s[1].mul_add(x2, s[0]), s[3].mul_add(x2, s[2]), s[5].mul_add(x2, s[4]));
+    let p = x4.mul_add(x4.mul_add(x4.mul_add(s[6], p45), p23), p01);
+    a.mul_add(p, a)
 }
 
 /// Elements whose magnitudes a slice function checks together: where all
@@ -87,21 +95,19 @@ fn erf_small(x: f32) -> f32 {
 }
 
 /// Runs `$body` on the blocks of `$x`, with `$k` the index of the block's
-/// first element, `$xb` its elements, `$erf` the function that gives the
-/// block's `erf` values (or `1 + erf`) and `$exp` its `e^(-x²/2)`:
-/// `$small` ([`erf_small`]) and [`exp_normal`] where every `|x|` of the
-/// block is below `$limit` (a magnitude whose arguments `x·s` are below
-/// 1, `s` the scale the body applies, and below √2, where `-x²/2` is in
-/// `exp_normal`'s range); `$mid` and [`exp_normal`] where every `|x|` is
-/// below `$mid_limit` (the GELU's: no far tail, see [`GELU_MID`]; give
-/// `$limit` again for none); `$full` ([`erf_f32`]) and [`exp_f32`]
-/// elsewhere and on the elements past the last whole block (the same bits
-/// every way). Whole blocks are arrays: over slices of a length the
-/// compiler does not know, loops mask each step. A macro, not a function
-/// taking a closure: a closure was compiled out of line, and its
-/// multiply-adds became library calls.
+/// first element, `$xb` its elements and `$erf` the function that gives
+/// the block's `erf` values (or the GELU's `(1 + erf, e^(−x²/2))`):
+/// `$small` ([`erf_small`]) where every `|x|` of the block is below
+/// `$limit` (a magnitude whose arguments `x·s` are below 1, `s` the
+/// scale the body applies); `$mid` where every `|x|` is below
+/// `$mid_limit` (the GELU's: no far tail, see [`GELU_MID`]; give `$limit`
+/// again for none); `$full` ([`erf_f32`]) elsewhere and on the elements
+/// past the last whole block (the same bits every way). Whole blocks are
+/// arrays: over slices of a length the compiler does not know, loops mask
+/// each step. A macro, not a function taking a closure: a closure was
+/// compiled out of line, and its multiply-adds became library calls.
 macro_rules! erf_blocks {
-    ($x:expr, ($limit:expr, $small:expr), ($mid_limit:expr, $mid:expr), $full:expr, |$k:ident, $xb:ident, $erf:ident, $exp:pat_param| $body:block) => {{
+    ($x:expr, ($limit:expr, $small:expr), ($mid_limit:expr, $mid:expr), $full:expr, |$k:ident, $xb:ident, $erf:ident| $body:block) => {{
         let x: &[f32] = $x;
         let (limit, mid_limit) = (f32::to_bits($limit), f32::to_bits($mid_limit));
         let mut xs = x.chunks_exact(BLOCK);
@@ -112,19 +118,19 @@ macro_rules! erf_blocks {
             let $xb = xb;
             let top = super::math::max_abs_bits($xb);
             if top < limit {
-                let ($erf, $exp) = ($small, exp_normal);
+                let $erf = $small;
                 $body
             } else if top < mid_limit {
-                let ($erf, $exp) = ($mid, exp_normal);
+                let $erf = $mid;
                 $body
             } else {
-                let ($erf, $exp) = ($full, exp_f32);
+                let $erf = $full;
                 $body
             }
             $k += BLOCK;
         }
         let $xb = xs.remainder();
-        let ($erf, $exp) = ($full, exp_f32);
+        let $erf = $full;
         $body
     }};
 }
@@ -164,6 +170,14 @@ struct ErfParts {
 
 #[inline(always)]
 fn erf_parts(a: f32) -> ErfParts {
+    erf_parts_in::<true>(a)
+}
+
+/// [`erf_parts`], for any `a` when `ALL`, else for `a <` 3.92 alone (the
+/// same bits there, without the clamp of the exponential's argument and
+/// the selection of 1 above).
+#[inline(always)]
+fn erf_parts_in<const ALL: bool>(a: f32) -> ErfParts {
     let x2 = a * a;
     // both polynomials in Estrin's scheme (pairs of terms, then pairs of
     // pairs): short dependency chains, where Horner's rule made one chain
@@ -172,11 +186,12 @@ fn erf_parts(a: f32) -> ErfParts {
     let q = large_q(a);
     // (e^(-x²) is a normal number wherever it is used, |x| < 3.92: the
     // short form of exp, with the argument kept in its range elsewhere)
-    let e = exp_normal((-x2).max(EXP_NORMAL.0));
+    let e = exp_normal(if ALL { (-x2).max(EXP_NORMAL.0) } else { -x2 });
+    let large = (-e).mul_add(q, 1.0);
     let erf = if a < 1.0 {
         small
-    } else if a < 3.92 {
-        1.0 - e * q
+    } else if !ALL || a < 3.92 {
+        large
     } else {
         1.0
     };
@@ -189,10 +204,11 @@ fn large_q(a: f32) -> f32 {
     let u = (a - 2.5) * (2.0f32 / 3.0);
     let (l, u2) = (&LARGE, u * u);
     let u4 = u2 * u2;
-    let lo = (l[0] + l[1] * u) + u2 * (l[2] + l[3] * u);
-    let mid = (l[4] + l[5] * u) + u2 * (l[6] + l[7] * u);
-    let hi = (l[8] + l[9] * u) + u2 * l[10];
-    lo + u4 * (mid + u4 * hi)
+    let pair = |i: usize| l[i + 1].mul_add(u, l[i]);
+    let lo = u2.mul_add(pair(2), pair(0));
+    let mid = u2.mul_add(pair(6), pair(4));
+    let hi = u2.mul_add(l[10], pair(8));
+    u4.mul_add(u4.mul_add(hi, mid), lo)
 }
 
 /// `S(z)`'s coefficients, from `z⁰` up: `erfc(a)·e^(a²)·a·√π` as a
@@ -202,14 +218,13 @@ fn large_q(a: f32) -> f32 {
 /// ulp of `f32`.
 const TAIL_S: [f32; 6] = [1.0, -0.999_994_04, 2.998_092_7, -14.749_31, 88.802_284, -393.122_65];
 
-/// `x² = hi + lo` exactly (`hi` the rounded square), by splitting `x`
-/// into its top 12 bits and the rest: each product of the halves is exact.
+/// `x² = hi + lo` exactly (`hi` the rounded square, `lo` its rounding
+/// error: a fused multiply-add's `x·x − hi`, exact where `lo` is not
+/// below the normal numbers).
 #[inline(always)]
 fn square_parts(x: f32) -> (f32, f32) {
     let hi = x * x;
-    let xh = f32::from_bits(x.to_bits() & 0xffff_f000);
-    let xl = x - xh;
-    (hi, ((xh * xh - hi) + 2.0 * xh * xl) + xl * xl)
+    (hi, x.mul_add(x, -hi))
 }
 
 /// `1 + erf(v/√2)` (twice the standard normal CDF at `v`) in `f32`,
@@ -224,41 +239,77 @@ fn square_parts(x: f32) -> (f32, f32) {
 /// are accurate, as TensorFlow's `erfc` form is.
 #[inline(always)]
 pub fn gelu_cdf(v: f32) -> f32 {
-    gelu_cdf_in::<true>(v)
+    gelu_cdf_in::<true>(v).0
 }
 
-/// [`gelu_cdf`] for `|v| <` [`GELU_MID`]: its bits there, without the far
-/// tail's series.
+/// `e^(−v²/2)` from `e = e^(−x2)`, `x2` the rounded square of `v/√2`
+/// (with `x2 <= 86`, where `e` is a normal number), and `v² = 2(h + l)`
+/// exactly: `e·e^(x2 − v²/2)`, the second factor to first order (`x2` is
+/// within 1e-6 relative of `v²/2`, and `(x2 − h) − l` is their difference
+/// to a rounding of its own). Within an ulp or so of the exponential's
+/// own error; the GELU's tail and its derivative both take it.
 #[inline(always)]
-fn gelu_cdf_mid(v: f32) -> f32 {
+fn half_square_exp(e: f32, x2: f32, h: f32, l: f32) -> f32 {
+    e * (1.0 + ((x2 - h) - l))
+}
+
+/// `v²/2 = h + l` exactly (`h` its rounding): the halves of
+/// [`square_parts`].
+#[inline(always)]
+fn half_square(v: f32) -> (f32, f32) {
+    let (h, l) = square_parts(v);
+    (0.5 * h, 0.5 * l)
+}
+
+/// `e^(−v²/2)` where [`half_square_exp`] does not apply (`x2 > 86`, NaN,
+/// infinities): `e^(−h)·(1 − l)` with the full exponential, down to the
+/// subnormal numbers (0 at ±inf).
+#[inline(always)]
+fn half_square_exp_far(h: f32, l: f32) -> f32 {
+    let l = if h.is_finite() { l } else { 0.0 };
+    exp_f32(-h) * (1.0 - l)
+}
+
+/// `(gelu_cdf(v), e^(−v²/2))` without the far tail's series (for
+/// `|v| <` [`GELU_MID`]): their bits there.
+#[inline(always)]
+fn gelu_cdf_mid(v: f32) -> (f32, f32) {
     gelu_cdf_in::<false>(v)
 }
 
-/// [`gelu_cdf`], with its far tail (`|v/√2| >= 3.92`) when `TAIL`.
+/// `(gelu_cdf(v), e^(−v²/2))`, the CDF with its far tail
+/// (`|v/√2| >= 3.92`) when `TAIL`; the exponential from the CDF's own
+/// `e^(−x2)` wherever that is a normal number ([`half_square_exp`]),
+/// the full exponential beyond (only with `TAIL`: below [`GELU_MID`]
+/// it is never needed).
 #[inline(always)]
-fn gelu_cdf_in<const TAIL: bool>(v: f32) -> f32 {
+fn gelu_cdf_in<const TAIL: bool>(v: f32) -> (f32, f32) {
     let x = v * std::f32::consts::FRAC_1_SQRT_2;
     let a = x.abs();
-    let ErfParts { x2, q, e, erf: erf_a } = erf_parts(a);
-    // e^(−v²/2) = e^(−x2)·e^(x2 − v²/2), the second factor to first order
-    // (x2 is within 1e-6 relative of v²/2; their difference is exact)
-    let (h, l) = square_parts(v);
-    let (h, l) = (0.5 * h, 0.5 * l);
-    let ec = e * (1.0 + ((x2 - h) - l));
-    let tail = if TAIL {
+    let ErfParts { x2, q, e, erf: erf_a } = erf_parts_in::<TAIL>(a);
+    let (h, l) = half_square(v);
+    let ec = half_square_exp(e, x2, h, l);
+    let (tail, gauss) = if TAIL {
         let z = 0.5 / x2;
         let t = &TAIL_S;
-        let s = (t[0] + t[1] * z) + (z * z) * ((t[2] + t[3] * z) + (z * z) * (t[4] + t[5] * z));
+        let z2 = z * z;
+        let s = z2.mul_add(
+            z2.mul_add(t[5].mul_add(z, t[4]), t[3].mul_add(z, t[2])),
+            t[1].mul_add(z, t[0]),
+        );
         let sqrt_pi = (std::f64::consts::PI.sqrt()) as f32;
-        if a < 3.92 {
-            ec * q
+        let tail = if a < 3.92 { ec * q } else { ec * s / (a * sqrt_pi) };
+        let gauss = if x2 <= -EXP_NORMAL.0 {
+            ec
         } else {
-            ec * s / (a * sqrt_pi)
-        }
+            half_square_exp_far(h, l)
+        };
+        (tail, gauss)
     } else {
-        ec * q
+        (ec * q, ec)
     };
-    let tail = if -h < EXP_NORMAL.0 { 0.0 } else { tail };
+    // (below GELU_MID, never: e^(−v²/2) is far above the normal numbers)
+    let tail = if TAIL && -h < EXP_NORMAL.0 { 0.0 } else { tail };
     let r = if x >= 0.0 {
         1.0 + erf_a
     } else if a < 1.0 {
@@ -266,17 +317,20 @@ fn gelu_cdf_in<const TAIL: bool>(v: f32) -> f32 {
     } else {
         tail
     };
-    if v.is_nan() {
-        v
-    } else {
-        r
-    }
+    // (a NaN sends its block to the full form)
+    (if TAIL && v.is_nan() { v } else { r }, gauss)
 }
 
-/// [`gelu_cdf`] for `|v/√2| < 1`: `1 + erf_small(v/√2)`, its bits there.
+/// `(gelu_cdf(v), e^(−v²/2))` for `|v/√2| < 1`: `1 + erf_small(v/√2)`
+/// and [`half_square_exp`], their bits there.
 #[inline(always)]
-fn gelu_cdf_small(v: f32) -> f32 {
-    1.0 + erf_small(v * std::f32::consts::FRAC_1_SQRT_2)
+fn gelu_cdf_small(v: f32) -> (f32, f32) {
+    let x = v * std::f32::consts::FRAC_1_SQRT_2;
+    let a = x.abs();
+    let x2 = a * a;
+    let c = 1.0 + small_piece(a, x2).copysign(x);
+    let (h, l) = half_square(v);
+    (c, half_square_exp(exp_normal(-x2), x2, h, l))
 }
 
 /// `out[i] = erf_f32(x[i])`, inlined into the caller's loop (a call per
@@ -285,7 +339,7 @@ fn gelu_cdf_small(v: f32) -> f32 {
 /// library calls).
 #[inline(always)]
 pub(crate) fn erf_slice(x: &[f32], out: &mut [f32]) {
-    erf_blocks!(x, (1.0, erf_small), (1.0, erf_f32), erf_f32, |k, x, erf, _| {
+    erf_blocks!(x, (1.0, erf_small), (1.0, erf_f32), erf_f32, |k, x, erf| {
         for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
             *o = erf(v);
         }
@@ -299,16 +353,12 @@ fn gelu_from(v: f32, c: f32) -> f32 {
 }
 
 /// The exact GELU's derivative `(1 + erf(x/√2))/2 + x · e^(-x²/2) / √(2π)`
-/// from `c = 1 + erf(x/√2)`, with `exp` the exponential (one of the same
-/// bits as [`exp_f32`] for the argument).
+/// from `c = 1 + erf(x/√2)` and `g = e^(−x²/2)` (which the CDF's tail
+/// computed: one exponential per element for both).
 #[inline(always)]
-fn gelu_grad_from(v: f32, c: f32, exp: impl Fn(f32) -> f32) -> f32 {
+fn gelu_grad_from(v: f32, c: f32, g: f32) -> f32 {
     let k = (0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2) as f32;
-    // e^(−v²/2) with the rounding of v² taken back (to first order), for
-    // the tail v ≪ 0, where this term is the derivative
-    let (h, l) = square_parts(v);
-    let l = if h.is_finite() { l } else { 0.0 };
-    0.5 * c + v * k * (exp(-(0.5 * h)) * (1.0 - 0.5 * l))
+    (v * k).mul_add(g, 0.5 * c)
 }
 
 /// The exact GELU of one element, `v/2 · gelu_cdf(v)`: the bits of the
@@ -320,7 +370,8 @@ pub fn gelu_f32(v: f32) -> f32 {
 /// The exact GELU's derivative at one element: the bits of the slice
 /// kernels below.
 pub fn gelu_grad_f32(v: f32) -> f32 {
-    gelu_grad_from(v, gelu_cdf(v), exp_f32)
+    let (c, g) = gelu_cdf_in::<true>(v);
+    gelu_grad_from(v, c, g)
 }
 
 /// `out[i] = gelu(x[i])`, the exact GELU, inlined into the caller's loop as
@@ -331,10 +382,10 @@ pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
         x,
         (GELU_SMALL, gelu_cdf_small),
         (GELU_MID, gelu_cdf_mid),
-        gelu_cdf,
-        |k, x, erf, _| {
+        gelu_cdf_in::<true>,
+        |k, x, erf| {
             for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
-                *o = gelu_from(v, erf(v));
+                *o = gelu_from(v, erf(v).0);
             }
         }
     );
@@ -348,29 +399,31 @@ pub(crate) fn gelu_grad_slice(x: &[f32], out: &mut [f32]) {
         x,
         (GELU_SMALL, gelu_cdf_small),
         (GELU_MID, gelu_cdf_mid),
-        gelu_cdf,
-        |k, x, erf, exp| {
+        gelu_cdf_in::<true>,
+        |k, x, erf| {
             for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
-                *o = gelu_grad_from(v, erf(v), exp);
+                let (c, g) = erf(v);
+                *o = gelu_grad_from(v, c, g);
             }
         }
     );
 }
 
-/// Both of the above with one `erf` per element (a traced GELU's forward
-/// keeps its derivative for the backward pass): the same bits as each.
+/// Both of the above with one `erf` and one exponential per element (a
+/// traced GELU's forward keeps its derivative for the backward pass): the
+/// same bits as each.
 #[inline(always)]
 pub(crate) fn gelu_and_grad_slice(x: &[f32], g: &mut [f32], d: &mut [f32]) {
     erf_blocks!(
         x,
         (GELU_SMALL, gelu_cdf_small),
         (GELU_MID, gelu_cdf_mid),
-        gelu_cdf,
-        |k, x, erf, exp| {
+        gelu_cdf_in::<true>,
+        |k, x, erf| {
             let (g, d) = (&mut g[k..k + x.len()], &mut d[k..k + x.len()]);
             for (g, d, &v) in zip3(&mut g[..], &mut d[..], x) {
-                let e = erf(v);
-                (*g, *d) = (gelu_from(v, e), gelu_grad_from(v, e, exp));
+                let (c, e) = erf(v);
+                (*g, *d) = (gelu_from(v, c), gelu_grad_from(v, c, e));
             }
         }
     );
