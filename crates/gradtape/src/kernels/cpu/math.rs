@@ -111,6 +111,9 @@ pub fn exp_normal(x: f32) -> f32 {
 /// Elements per block of [`exp_slice`]'s range check.
 const EXP_BLOCK: usize = 64;
 
+/// Elements per vector of [`exp_slice`]'s tail (one AVX-512 vector).
+const EXP_TAIL: usize = 16;
+
 /// Whether every element of `xs` is in [`EXP_NORMAL`] (false for NaN):
 /// the largest magnitude is at most 86 (a little inside the range, and
 /// two vector operations per vector, where comparing with both ends took
@@ -153,8 +156,29 @@ pub fn exp_slice(x: &[f32], out: &mut [f32]) {
             }
         }
     }
-    for (o, &v) in zip(rest_out, rest_x) {
-        *o = exp_f32(v);
+    // the tail (under a block) in whole vectors of `EXP_TAIL` where it has
+    // them: as one plain loop it ran scalar (the compiler vectorises it by
+    // whole blocks only), and a causal attention's rows, of every length,
+    // spent a large share of their exponentials' time in their tails
+    for (o, x) in zip(chunks_mut(rest_out, EXP_TAIL), chunks(rest_x, EXP_TAIL)) {
+        if let (Ok(o), Ok(x)) = (
+            <&mut [f32; EXP_TAIL]>::try_from(&mut *o),
+            <&[f32; EXP_TAIL]>::try_from(x),
+        ) {
+            if exp_all_normal(x) {
+                for (o, &v) in zip(o, x) {
+                    *o = exp_normal(v);
+                }
+            } else {
+                for (o, &v) in zip(o, x) {
+                    *o = exp_f32(v);
+                }
+            }
+            continue;
+        }
+        for (o, &v) in zip(o, x) {
+            *o = exp_f32(v);
+        }
     }
 }
 
