@@ -21,10 +21,9 @@
 //!
 //! (`F` the dropout factors, 1 without dropout.) The products are those of
 //! [`sgemm`](super::sgemm) for `f32` where the CPU has it (narrow ones
-//! too), else of [`matmul::gemm_raw`](super::matmul::gemm_raw),
-//! single-threaded: the
-//! tasks (blocks of rows forward, batch elements backward) are spread over
-//! the compute threads. Values agree with the online kernel to rounding.
+//! too), else of [`matmul::gemm_raw`](super::matmul::gemm_raw), each
+//! single-threaded: the tasks (blocks of rows forward, batch elements
+//! backward) are spread over the compute threads. Values agree with the online kernel to rounding.
 
 use super::attention::{Dims, Mask};
 use super::lockstep::{fill, zip, zip3};
