@@ -261,7 +261,7 @@ pub(crate) mod tests {
     /// Weights or gradients of `n` elements with the special values among
     /// them: signed zeros, subnormals, the largest finite f16, infinities,
     /// NaN, and ordinary values of several scales.
-    fn values(n: usize, seed: u64, dt: DType) -> Tensor {
+    pub(crate) fn values(n: usize, seed: u64, dt: DType) -> Tensor {
         let special = [
             0.0,
             -0.0,
