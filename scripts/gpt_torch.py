@@ -7,7 +7,11 @@ the output tied to the token embedding, windows of 64 characters, 16 per
 batch, AdamW (weight decay 0.01, learning rate 1e-3 after a linear
 warm-up) on gradients clipped to global norm 1.
 
-    python3 scripts/gpt_torch.py [--steps N] [--compile]
+    python3 scripts/gpt_torch.py [--steps N] [--compile] [--layers N]
+        [--width N] [--heads N] [--context N] [--batch N]
+
+The shape options mean what the `gpt` example's options of the same names
+mean (the feed-forward is 4 x width), so other model shapes compare too.
 
 Prints the loss every 50 steps and the median time per step. Not a test:
 the numbers go in notes beside gradtape's."""
@@ -65,6 +69,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--width", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--context", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=16)
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(os.cpu_count())
@@ -73,7 +82,7 @@ def main():
     chars = sorted(set(text))
     data = torch.tensor([chars.index(c) for c in text], dtype=torch.long)
     train = data[: int(0.9 * len(data))]
-    model = Gpt(len(chars))
+    model = Gpt(len(chars), d=args.width, h=args.heads, layers=args.layers, context=args.context)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     warmup = 50
 
@@ -92,9 +101,10 @@ def main():
     for i in range(args.steps):
         for group in opt.param_groups:
             group["lr"] = 1e-3 * min(1.0, (i + 1) / warmup)
-        starts = torch.randint(0, len(train) - 65, (16,), generator=g)
-        x = torch.stack([train[s : s + 64] for s in starts])
-        y = torch.stack([train[s + 1 : s + 65] for s in starts])
+        t = args.context
+        starts = torch.randint(0, len(train) - t - 1, (args.batch,), generator=g)
+        x = torch.stack([train[s : s + t] for s in starts])
+        y = torch.stack([train[s + 1 : s + t + 1] for s in starts])
         t0 = time.perf_counter()
         loss = step(x, y).item()
         times.append(time.perf_counter() - t0)
