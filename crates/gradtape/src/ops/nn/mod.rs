@@ -70,6 +70,7 @@ pub(crate) use attention::{
 };
 pub use conv::Padding;
 pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
+pub(crate) use cross_entropy::sparse_xent_grad;
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
 pub(crate) use gru_sequence::{gru_sequence_grad_flat, gru_sequence_packed, gru_step};
