@@ -41,6 +41,7 @@ mod nested_loop_effects;
 mod random_programs;
 mod retracing;
 mod sort_ties;
+mod sparse_xent_grad_op;
 mod traced_grads;
 mod vmap;
 mod zero_sizes;

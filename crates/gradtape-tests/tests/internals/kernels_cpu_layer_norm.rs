@@ -58,14 +58,38 @@ fn parameters_or_cotangents_of_the_wrong_length_are_refused() {
             "beta"
         );
         assert!(
-            backward("layer_norm_grad", &x, n, Some(bad), &x, 1e-5).is_err(),
+            backward("layer_norm_grad", &x, n, Some(bad), &x, 1e-5, None).is_err(),
             "gamma, backward"
         );
     }
     assert!(
-        backward("layer_norm_grad", &x, n, Some(&right), &x[1..], 1e-5).is_err(),
+        backward("layer_norm_grad", &x, n, Some(&right), &x[1..], 1e-5, None).is_err(),
         "dy"
     );
-    let ok = backward("layer_norm_grad", &x, n, Some(&right), &x, 1e-5).unwrap();
+    for bad in [&x[1..], &[x.clone(), vec![0.0]].concat()[..]] {
+        let e = backward("layer_norm_grad", &x, n, Some(&right), &x, 1e-5, Some(bad)).expect_err("added gradient");
+        assert!(e.to_string().contains("layer_norm_grad"), "{e}");
+    }
+    let ok = backward("layer_norm_grad", &x, n, Some(&right), &x, 1e-5, None).unwrap();
     assert_eq!(ok.len(), x.len() + 2 * n);
+}
+
+#[test]
+fn an_added_gradient_joins_dx_bit_for_bit_and_leaves_the_column_sums() {
+    // (the `residual_into_norm_grad` node: `dx + add` from the row kernel
+    // must be the bits of the separate addition, the sums untouched)
+    let n = 45;
+    let x: Vec<f32> = (0..7 * n).map(|i| (0.37 * i as f32).sin() * 2.0 + 0.3).collect();
+    let dy: Vec<f32> = (0..7 * n).map(|i| (0.11 * i as f32).cos()).collect();
+    let add: Vec<f32> = (0..7 * n).map(|i| (0.23 * i as f32 + 1.0).sin() * 5.0).collect();
+    let gamma: Vec<f32> = (0..n).map(|i| 1.0 + 0.05 * i as f32).collect();
+    for g in [Some(&gamma[..]), None] {
+        let plain = backward("layer_norm_grad", &x, n, g, &dy, 1e-5, None).unwrap();
+        let joined = backward("layer_norm_grad", &x, n, g, &dy, 1e-5, Some(&add)).unwrap();
+        let m = x.len();
+        for k in 0..m {
+            assert_eq!(joined[k].to_bits(), (plain[k] + add[k]).to_bits(), "dx[{k}]");
+        }
+        assert_eq!(&joined[m..], &plain[m..], "dgamma, dbeta");
+    }
 }

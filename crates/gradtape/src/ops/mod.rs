@@ -54,6 +54,7 @@ use math::{binary, complex};
 pub(crate) use nn::causal_band;
 pub(crate) use nn::gru_step;
 pub(crate) use nn::layer_norm_grad_batched;
+pub(crate) use nn::layer_norm_grad_kernel;
 pub(crate) use nn::max_pool2d_with_argmax;
 pub(crate) use nn::{attention_grad_into, AttentionSpec};
 pub(crate) use nn::{conv2d_backprop_filter_from_cols, conv2d_with_cols};

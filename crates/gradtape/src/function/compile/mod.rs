@@ -25,6 +25,9 @@
 //!    into the concatenation's slices; the views and the copy go.
 //! 4. `pool_argmax` — a max pool and the positions of its maxima (which
 //!    its gradient reads) from one pass of the pooling kernel.
+//!    `residual_into_norm_grad` — a residual gradient added to a layer
+//!    norm's `dx` is added by the norm's gradient kernel as it writes `dx`
+//!    (one pass over the tensor fewer).
 //! 5. `join_products` — a sum of matrix products (a weight's gradient over
 //!    the steps of a loop) becomes one product of operands joined along
 //!    the shared dimension. `stack_products` — products of many left
@@ -133,6 +136,7 @@ mod profile;
 pub(crate) mod remat;
 #[cfg(feature = "cuda")]
 mod replay;
+pub(crate) mod residual_into_norm_grad;
 pub(crate) mod share_im2col;
 pub(crate) mod simplify;
 pub(crate) mod transpose_once;

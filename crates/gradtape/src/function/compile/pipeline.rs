@@ -17,7 +17,8 @@
 
 use super::{
     concat_of_reshapes, diag_matmul, fold, fuse, grads_into_concat, hoist_reductions, join_products, merge_reads,
-    pads_to_concat, pair_products, pool_argmax, remat, share_im2col, simplify, transpose_once, CompileStats,
+    pads_to_concat, pair_products, pool_argmax, remat, residual_into_norm_grad, share_im2col, simplify, transpose_once,
+    CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -60,7 +61,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 18] = [
+pub(crate) static PASSES: [Pass; 19] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -109,6 +110,12 @@ pub(crate) static PASSES: [Pass; 18] = [
         name: "pool_argmax",
         run: pool_argmax::run,
         stat: Some(|s| &mut s.merged),
+    },
+    // (before `fuse`, which would take the `Add` into a kernel)
+    Pass {
+        name: "residual_into_norm_grad",
+        run: residual_into_norm_grad::run,
+        stat: None,
     },
     Pass {
         name: "join_products",

@@ -397,6 +397,10 @@ fn nn(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
             let (l, z) = (full(labels, b)?, full(logits, b)?);
             n.eval(&[l, z]).map(Some)
         }
+        (NnOp::SparseSoftmaxCrossEntropyGrad, [labels, logits, g]) => {
+            let (l, z, g) = (full(labels, b)?, full(logits, b)?, full(g, b)?);
+            n.eval(&[l, z, g]).map(Some)
+        }
         (NnOp::SigmoidCrossEntropy, _) => match full_same(ins, b)? {
             Some(t) => n.eval(&t).map(Some),
             None => Ok(None),

@@ -216,7 +216,10 @@ fn block_rows(rows: usize) -> usize {
 }
 
 /// The backward pass: `dx` (as `x`, rows of `n`), then `dgamma` and
-/// `dbeta` (`n` each), in one buffer of `x.len() + 2n`.
+/// `dbeta` (`n` each), in one buffer of `x.len() + 2n`. With `add` (as
+/// `x`), `dx + add` in place of `dx`, in the same pass (a residual
+/// connection's gradient joining the normalisation's: the sum of each
+/// element rounded once, as the separate addition).
 pub fn backward<T: Float>(
     op: &'static str,
     x: &[T],
@@ -224,16 +227,18 @@ pub fn backward<T: Float>(
     gamma: Option<&[T]>,
     dy: &[T],
     eps: f64,
+    add: Option<&[T]>,
 ) -> Result<Buf<T>> {
     let rows = x.len().checked_div(n).unwrap_or(0);
-    if gamma.is_some_and(|g| g.len() != n) || dy.len() != x.len() {
+    if gamma.is_some_and(|g| g.len() != n) || dy.len() != x.len() || add.is_some_and(|a| a.len() != x.len()) {
         return Err(Error::invalid(
             op,
             format!(
-                "gamma must have the {n} values of a row and dy the {} of x, got {:?} and {}",
+                "gamma must have the {n} values of a row, dy and the added gradient the {} of x, got {:?}, {} and {:?}",
                 x.len(),
                 gamma.map(<[T]>::len),
-                dy.len()
+                dy.len(),
+                add.map(<[T]>::len)
             ),
         ));
     }
@@ -260,7 +265,8 @@ pub fn backward<T: Float>(
                     // SAFETY: rows are disjoint between blocks, and `out`
                     // holds `x.len()` values before the sums.
                     let o = unsafe { std::slice::from_raw_parts_mut(dx.get().add(r * n), n) };
-                    backward_row(xr, gamma, gr, eps, o, &mut band, &mut row);
+                    let ar = add.map(|a| &a[r * n..(r + 1) * n]);
+                    backward_row(xr, gamma, gr, eps, ar, o, &mut band, &mut row);
                     if (r + 1 - first).is_multiple_of(BAND) {
                         end_band(sums, &mut band);
                     }
@@ -295,14 +301,16 @@ fn end_band<T: Float>(sums: &mut [f64], band: &mut [T]) {
     }
 }
 
-/// One row of [`backward`]: its `dx` into `out`, and `dy · x̂`, `dy`
-/// added to the band's column sums (`scratch`: `2n` values).
+/// One row of [`backward`]: its `dx` (plus `add`'s row) into `out`, and
+/// `dy · x̂`, `dy` added to the band's column sums (`scratch`: `2n` values).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn backward_row<T: Float>(
     x: &[T],
     gamma: Option<&[T]>,
     dy: &[T],
     eps: f64,
+    add: Option<&[T]>,
     out: &mut [MaybeUninit<T>],
     band: &mut [T],
     scratch: &mut [T],
@@ -329,7 +337,16 @@ fn backward_row<T: Float>(
     let nf = n.max(1) as f64;
     let a = T::from_f64(sum_lanes(g, |v| v) / nf);
     let b = T::from_f64(dot_lanes(g, xh) / nf);
-    for (o, &gv, &h) in zip3(&mut out[..], &*g, &*xh) {
-        o.write(rstd * (gv - a - h * b));
+    match add {
+        Some(ad) => {
+            for ((o, &ar), (&gv, &h)) in out.iter_mut().zip(ad).zip(g.iter().zip(&*xh)) {
+                o.write(rstd * (gv - a - h * b) + ar);
+            }
+        }
+        None => {
+            for (o, &gv, &h) in zip3(&mut out[..], &*g, &*xh) {
+                o.write(rstd * (gv - a - h * b));
+            }
+        }
     }
 }

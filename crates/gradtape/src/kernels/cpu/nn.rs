@@ -213,3 +213,60 @@ pub(crate) fn sparse_xent<T: Float, I: Element>(
         Tensor::from_storage(T::buf_into_storage(p), logits.shape()),
     ))
 }
+
+/// The sparse softmax cross-entropy's gradient with respect to the logits,
+/// one pass per row: `g[r] · (p − one_hot(labels[r]))`, with `p` the
+/// softmax of the row of `src` (`probs` false: `src` holds the logits) or
+/// the row itself (`probs` true: `src` holds the softmax the forward pass
+/// kept). Labels of type `I` checked by [`checked_labels`]; `g` has one
+/// value per row. The same bits as the composite `(softmax(x) − one_hot)
+/// · g` (the same softmax rows, then one subtraction at the label and one
+/// product per element).
+pub(crate) fn sparse_xent_grad<T: Float, I: Element>(
+    op: &'static str,
+    src: &Tensor,
+    labels: &Tensor,
+    g: &Tensor,
+    probs: bool,
+) -> Result<Tensor> {
+    let c = *src.shape().last().unwrap_or(&1);
+    let labels = labels.values::<I>(op)?;
+    let gv = g.values::<T>(op)?;
+    let rows = labels.len();
+    if gv.len() != rows || src.numel() != rows * c {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "{rows} labels need {rows} upstream gradients and {rows} rows of logits, got {} and shape {:?}",
+                gv.len(),
+                src.shape()
+            ),
+        ));
+    }
+    let x = src.values::<T>(op)?;
+    let data = build_rows::<T>(op, rows, c, |rs, out| {
+        super::math::with_simd(
+            #[inline(always)]
+            || {
+                if probs {
+                    for (o, &v) in zip(&mut out[..], &x[rs.start * c..rs.end * c]) {
+                        o.write(v);
+                    }
+                } else {
+                    softmax_rows(&x, c, 1, rs.clone(), out, false);
+                }
+                // SAFETY: every element of `out` was written just above.
+                let out: &mut [T] = unsafe { &mut *(out as *mut [MaybeUninit<T>] as *mut [T]) };
+                for (r, row) in zip(rs.clone(), chunks_mut(out, c.max(1))) {
+                    let l = labels[r].to_f64() as i64 as usize;
+                    row[l] = row[l] - T::one();
+                    let gr = gv[r];
+                    for v in row.iter_mut() {
+                        *v = *v * gr;
+                    }
+                }
+            },
+        )
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), src.shape()))
+}

@@ -99,6 +99,9 @@ pub enum NnOp {
     LogSoftmax(isize),
     /// `sparse_softmax_cross_entropy_with_logits(labels, logits)`.
     SparseSoftmaxCrossEntropy,
+    /// Its gradient with respect to the logits `(labels, logits, g)`: `g[..,
+    /// None] · (softmax(logits) − one_hot(labels))` (differentiable again).
+    SparseSoftmaxCrossEntropyGrad,
     /// `sigmoid_cross_entropy_with_logits(labels, logits)`.
     SigmoidCrossEntropy,
     /// `bias_add(x, bias)`.
@@ -224,6 +227,7 @@ impl NnOp {
             NnOp::Softmax(_) => "Softmax",
             NnOp::LogSoftmax(_) => "LogSoftmax",
             NnOp::SparseSoftmaxCrossEntropy => "SparseSoftmaxCrossEntropyWithLogits",
+            NnOp::SparseSoftmaxCrossEntropyGrad => "SparseSoftmaxCrossEntropyWithLogitsGrad",
             NnOp::SigmoidCrossEntropy => "SigmoidCrossEntropyWithLogits",
             NnOp::BiasAdd => "BiasAdd",
             NnOp::Conv(c) if c.depthwise => "DepthwiseConv2dNative",
@@ -267,6 +271,9 @@ impl NnOp {
             (NnOp::LogSoftmax(a), [x]) => x.log_softmax(*a)?,
             (NnOp::SparseSoftmaxCrossEntropy, [labels, logits]) => {
                 Tensor::sparse_softmax_cross_entropy_with_logits(labels, logits)?
+            }
+            (NnOp::SparseSoftmaxCrossEntropyGrad, [labels, logits, g]) => {
+                crate::ops::nn::sparse_xent_grad(labels, logits, g)?
             }
             (NnOp::SigmoidCrossEntropy, [labels, logits]) => Tensor::sigmoid_cross_entropy_with_logits(labels, logits)?,
             (NnOp::BiasAdd, [x, b]) => x.bias_add(b)?,
@@ -380,6 +387,7 @@ impl NnOp {
             }
             NnOp::LayerNormGrad { axes, eps, gamma } => write!(f, "[axes={axes}, eps={eps}, gamma={gamma}]"),
             NnOp::SparseSoftmaxCrossEntropy
+            | NnOp::SparseSoftmaxCrossEntropyGrad
             | NnOp::SigmoidCrossEntropy
             | NnOp::BiasAdd
             | NnOp::LstmCell

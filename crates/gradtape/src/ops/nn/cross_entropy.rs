@@ -3,13 +3,18 @@
 //!
 //! The sparse and sigmoid ones have fused kernels; the dense one is made of
 //! `log_softmax`, the weighted one and the Poisson loss of elementwise ops. Every rule is written with public ops.
+//! The sparse one's gradient is one row kernel either way: from the kept
+//! softmax when nothing records it, else as an op of its own
+//! ([`sparse_xent_grad`], `SparseSoftmaxCrossEntropyWithLogitsGrad`, with
+//! a rule of public ops), so that a traced step computes it in one pass
+//! over the logits rather than five.
 
 // (the half types take their math from `num_traits::Float`)
 use super::super::desc::NnOp;
 use super::super::{bind, expect_float, expect_same_dtype, grads, unsupported};
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
-use crate::kernels::cpu::elementwise::zip;
+use crate::kernels::cpu::elementwise::{cast, zip};
 use crate::kernels::cpu::nn as k;
 use crate::tensor::{alloc, with_float_dtype, DType, Element, Tensor};
 #[allow(unused_imports)]
@@ -122,16 +127,17 @@ impl Tensor {
                         return Ok(grads![None, Some(x.try_zeros_like()?)]);
                     }
                     // Under an outer tape (or a trace, which records on its own
-                    // tape) the softmax must be a differentiable function of the
-                    // logits (second order); otherwise the saved one is exact.
-                    let p = if crate::dispatch::listens(crate::dispatch::Kind::Tape) {
-                        x.softmax(-1)?
+                    // tape) the gradient is an op of the logits, differentiable
+                    // again (second order); otherwise the kept softmax gives it
+                    // in one pass.
+                    let gx = if crate::dispatch::listens(crate::dispatch::Kind::Tape) {
+                        sparse_xent_grad(&labels_t, &x, &g[0])?
+                    } else if on_host(&[&labels_t, &p, &g[0]]) {
+                        grad_kernel(GRAD_OP, &labels_t, &p, &g[0], true)?
                     } else {
-                        p.clone()
+                        g[0].expand_dims(-1)?.mul(&p.sub(&one_hot_like(&labels_t, &x)?)?)?
                     };
-                    let onehot = one_hot_like(&labels_t, &x)?;
-                    let d = p.sub(&onehot)?;
-                    Ok(grads![None, Some(g[0].expand_dims(-1)?.mul(&d)?)])
+                    Ok(grads![None, Some(gx)])
                 })
             },
         ))
@@ -279,6 +285,91 @@ impl Tensor {
             loss.add(&Tensor::where_(&t.gt_scalar(1.0)?, &stirling, &zero)?)
         };
         run().map_err(|e| e.for_op(OP))
+    }
+}
+
+/// The name [`sparse_xent_grad`]'s errors give.
+const GRAD_OP: &str = "sparse_softmax_cross_entropy_with_logits_grad";
+
+/// The sparse softmax cross-entropy's gradient with respect to the logits,
+/// `g[.., None] · (softmax(logits) − one_hot(labels))`, as one op
+/// (`SparseSoftmaxCrossEntropyWithLogitsGrad`): one row kernel reads the
+/// logits once and writes the gradient, where the composite was a
+/// softmax, the one-hot classes (a comparison and casts), a difference
+/// and a product, each a pass over the logits' shape. Its VJP is written
+/// with differentiable ops (higher orders work): with `p = softmax(x)` and
+/// the cotangent `v`, `d/dx = g · p · (v − Σ v·p)` and `d/dg = Σ v · (p −
+/// one_hot)` along the last axis. Tensors on a GPU, and empty ones, run
+/// the composite.
+pub(crate) fn sparse_xent_grad(labels: &Tensor, logits: &Tensor, g: &Tensor) -> Result<Tensor> {
+    expect_float(GRAD_OP, logits)?;
+    expect_same_dtype(GRAD_OP, logits, g)?;
+    if logits.rank() == 0 || labels.shape() != &logits.shape()[..logits.rank() - 1] || g.shape() != labels.shape() {
+        return Err(Error::invalid(
+            GRAD_OP,
+            format!(
+                "labels {:?} and upstream gradient {:?} must have the shape of the logits {:?} without its last axis",
+                labels.shape(),
+                g.shape(),
+                logits.shape()
+            ),
+        ));
+    }
+    if logits.numel() == 0 || !on_host(&[labels, logits, g]) {
+        return g
+            .expand_dims(-1)?
+            .mul(&logits.softmax(-1)?.sub(&one_hot_like(labels, logits)?)?);
+    }
+    let out = grad_kernel(GRAD_OP, labels, logits, g, false)?;
+    let (lab, x, gc) = (labels.clone(), logits.clone(), g.clone());
+    Ok(bind(
+        NnOp::SparseSoftmaxCrossEntropyGrad,
+        &[labels, logits, g],
+        out,
+        move |_| {
+            vjp(move |v, needs| {
+                let v = &v[0];
+                let p = x.softmax(-1)?;
+                let gx = needs[1]
+                    .then(|| {
+                        let s = v.mul(&p)?.sum(&[-1], true)?;
+                        gc.expand_dims(-1)?.mul(&p.mul(&v.sub(&s)?)?)
+                    })
+                    .transpose()?;
+                let gg = needs[2]
+                    .then(|| v.mul(&p.sub(&one_hot_like(&lab, &x)?)?)?.sum(&[-1], false))
+                    .transpose()?;
+                Ok(grads![None, gx, gg])
+            })
+        },
+    ))
+}
+
+/// Whether every tensor is on the host.
+fn on_host(ts: &[&Tensor]) -> bool {
+    ts.iter().all(|t| t.device() == crate::tensor::Device::Cpu)
+}
+
+/// [`sparse_xent_grad`]'s kernel on the host: from the logits, or from
+/// their softmax (`probs`); the half types computed in `f32` and rounded
+/// once. Checks the labels.
+fn grad_kernel(op: &'static str, labels: &Tensor, src: &Tensor, g: &Tensor, probs: bool) -> Result<Tensor> {
+    if src.dtype().is_half() {
+        // (the raw conversions: this runs inside the op, recorded as one)
+        let (s, g32) = (cast(src, DType::F32)?, cast(g, DType::F32)?);
+        return cast(&grad_kernel(op, labels, &s, &g32, probs)?, src.dtype());
+    }
+    let classes = src.shape()[src.rank() - 1];
+    match labels.dtype() {
+        DType::I32 => {
+            k::checked_labels::<i32>(op, labels, classes)?;
+            with_float_dtype!(src.dtype(), T => k::sparse_xent_grad::<T, i32>(op, src, labels, g, probs), _ => unreachable!())
+        }
+        DType::I64 => {
+            k::checked_labels::<i64>(op, labels, classes)?;
+            with_float_dtype!(src.dtype(), T => k::sparse_xent_grad::<T, i64>(op, src, labels, g, probs), _ => unreachable!())
+        }
+        d => Err(unsupported(op, d, "i32 or i64 labels")),
     }
 }
 

@@ -136,14 +136,7 @@ pub(crate) fn layer_norm(
 /// The backward kernel as an op: `dx`, `dgamma`, `dbeta` (`[x.numel() +
 /// 2n]`) from `x`, `gamma` and the output's cotangent `dy`.
 pub(crate) fn layer_norm_grad(x: &Tensor, gamma: Option<&Tensor>, dy: &Tensor, k: usize, eps: f64) -> Result<Tensor> {
-    let n = row_len(x, k);
-    let out = with_types!(x.dtype(), T => {
-        let xv = x.values::<T>(OP)?;
-        let gv = gamma.map(|g| g.values::<T>(OP)).transpose()?;
-        let dv = dy.values::<T>(OP)?;
-        let out = kernel::backward::<T>(OP, &xv, n, gv.as_deref(), &dv, eps)?;
-        Tensor::from_storage(T::buf_into_storage(out), &[x.numel() + 2 * n])
-    }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64"));
+    let out = grad_kernel(x, gamma, dy, None, k, eps)?;
     let inputs: smallvec::SmallVec<[&Tensor; 3]> = [Some(x), gamma, Some(dy)].into_iter().flatten().collect();
     let desc = NnOp::LayerNormGrad {
         axes: k,
@@ -162,6 +155,41 @@ pub(crate) fn layer_norm_grad(x: &Tensor, gamma: Option<&Tensor>, dy: &Tensor, k
             Ok(gs)
         })
     }))
+}
+
+/// [`layer_norm_grad`]'s vector, computed (not bound: no rule), with
+/// `add` (shaped and typed as `x`) added to `dx` in the same pass when
+/// given: the compiler's `residual_into_norm_grad` node, a residual
+/// connection's gradient joining the normalisation's.
+pub(crate) fn grad_kernel(
+    x: &Tensor,
+    gamma: Option<&Tensor>,
+    dy: &Tensor,
+    add: Option<&Tensor>,
+    k: usize,
+    eps: f64,
+) -> Result<Tensor> {
+    if let Some(a) = add.filter(|a| a.dtype() != x.dtype() || a.shape() != x.shape()) {
+        return Err(crate::error::Error::invalid(
+            "LayerNormGradAdd",
+            format!(
+                "the added gradient must have x's dtype and shape {:?} {:?}, got {:?} {:?}",
+                x.dtype(),
+                x.shape(),
+                a.dtype(),
+                a.shape()
+            ),
+        ));
+    }
+    let n = row_len(x, k);
+    Ok(with_types!(x.dtype(), T => {
+        let xv = x.values::<T>(OP)?;
+        let gv = gamma.map(|g| g.values::<T>(OP)).transpose()?;
+        let dv = dy.values::<T>(OP)?;
+        let av = add.map(|a| a.values::<T>(OP)).transpose()?;
+        let out = kernel::backward::<T>(OP, &xv, n, gv.as_deref(), &dv, eps, av.as_deref())?;
+        Tensor::from_storage(T::buf_into_storage(out), &[x.numel() + 2 * n])
+    }, [F32: f32, F64: f64], _ => return Err(crate::ops::unsupported(OP, x.dtype(), "f32 or f64"))))
 }
 
 /// `dx` (shaped as `x`), `dgamma`, `dbeta` out of [`layer_norm_grad`]'s
