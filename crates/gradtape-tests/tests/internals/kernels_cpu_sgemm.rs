@@ -145,3 +145,79 @@ fn reads_a_strided_row_major_a_in_place() {
         }
     }
 }
+
+/// A product split by rows over the threads packs `B` once, the threads
+/// together, slice of k by slice: each element must be the same sum as on
+/// one thread (bit for bit: the packing is shared, the sums' order is not
+/// changed), and the naive product's to rounding. The shapes take one or
+/// several slices of k (up to the 16 a shared packing holds, and past
+/// them, where each thread packs its own), part-width last panels, both
+/// tiles (8×48, 12×32), transposed `B`s, and an output wider than one
+/// block of columns (packed per thread).
+#[test]
+fn a_split_by_rows_shares_its_packed_b() {
+    if !available() {
+        return;
+    }
+    for &(m, n, k) in &[
+        (1024usize, 256usize, 256usize),
+        (600, 200, 1000),
+        (777, 96, 513),
+        (500, 100, 4096),
+        (400, 50, 4300),
+        (300, 1700, 40),
+        (2000, 48, 300),
+    ] {
+        for tb in [false, true] {
+            let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 23) as f32 * 0.125 - 1.25).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| ((i * 104729) % 19) as f32 * 0.25 - 2.0).collect();
+            let av = View {
+                ptr: a.as_ptr(),
+                rs: k as isize,
+                cs: 1,
+            };
+            let bv = match tb {
+                true => View {
+                    ptr: b.as_ptr(),
+                    rs: 1,
+                    cs: k as isize,
+                },
+                false => View {
+                    ptr: b.as_ptr(),
+                    rs: n as isize,
+                    cs: 1,
+                },
+            };
+            let (mut split, mut alone) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+            // SAFETY: the views cover the vectors; the outputs have m rows of n.
+            unsafe {
+                sgemm(m, n, k, av, bv, split.as_mut_ptr(), n, false, true);
+                sgemm(m, n, k, av, bv, alone.as_mut_ptr(), n, false, false);
+            }
+            for (i, (x, y)) in split.iter().zip(&alone).enumerate() {
+                assert_eq!(
+                    x.to_bits(),
+                    y.to_bits(),
+                    "{m}x{n}x{k} tb={tb} at {i}: split {x}, one thread {y}"
+                );
+            }
+            // every 37th row against the naive product (quarters times
+            // eighths, sums of k terms: exact in f64)
+            for i in (0..m).step_by(37) {
+                for j in 0..n {
+                    let s: f64 = (0..k)
+                        .map(|p| {
+                            // SAFETY: in bounds by construction.
+                            unsafe { *av.at(i, p) as f64 * *bv.at(p, j) as f64 }
+                        })
+                        .sum();
+                    let got = split[i * n + j] as f64;
+                    assert!(
+                        (got - s).abs() <= 1e-5 * (1.0 + s.abs()),
+                        "{m}x{n}x{k} tb={tb} at ({i},{j}): {got} vs {s}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -319,7 +319,7 @@ pub(crate) unsafe fn gemm_raw<T: Gemm>(
             )
         }
     };
-    if par && threads > 1 && m * n * k >= PAR_FLOPS && super::workers::split_output(m, n, (16, 16), piece) {
+    if par && threads > 1 && m * n * k >= PAR_FLOPS && super::workers::split_output(m, n, (16, 16), false, piece) {
         return;
     }
     piece(0..m, 0..n)

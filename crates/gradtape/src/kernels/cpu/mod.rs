@@ -54,6 +54,8 @@ pub(crate) mod scratch;
 #[cfg(target_arch = "x86_64")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sgemm;
+#[cfg(target_arch = "x86_64")]
+mod sgemm_pack;
 pub(crate) mod small_gemm;
 pub(crate) mod workers;
 

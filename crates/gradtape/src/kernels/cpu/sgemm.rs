@@ -9,8 +9,9 @@
 //! split woke sleeping threads for every product. Here packing buffers live
 //! per thread and are reused, and a product is cut into one piece per
 //! thread along its longer side (rows or columns of the output), each piece
-//! packing what it reads: a little duplicated packing buys a single
-//! synchronisation per product.
+//! packing what it reads, except that the pieces of a split by rows pack
+//! their common `B` once, together (`SharedB`): each waits only for the
+//! panels the other is packing, never for a thread that has not started.
 //!
 //! The blocking is the classic one (Goto and van de Geijn): `KC` of the
 //! shared dimension at a time, `B` packed in `NR`-column panels that stay
@@ -32,7 +33,10 @@
 //! of whose time went to waiting on `A`'s first reads, out of the
 //! caches), unless its rows alias in the L1 cache (see `serial`); other
 //! row-major `A`s are packed through 16×16 transposes, and a column-major
-//! `A` a step of k of all its panels at a time. A thin output with a long
+//! `A` a step of k of all its panels at a time; while the kernel runs on
+//! one block of a packed row-major `A`, the next block's lines are
+//! fetched into L2 (a part per panel of `B`), so that its packing does not
+//! wait on the L3 cache or memory. A thin output with a long
 //! shared dimension (a filter gradient) is split over the shared
 //! dimension.
 //!
@@ -41,9 +45,12 @@
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::OnceLock;
 
 use super::lockstep::{self, zip};
+use super::sgemm_pack::{pack_a, pack_b, prefetch_part};
 use super::workers;
 
 /// Largest slice of the shared dimension packed at once.
@@ -52,8 +59,14 @@ const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of `B` packed at once (a multiple of every tile's `NR`).
 const NC: usize = 1536;
-/// Steps of k ahead that a column-major `A`'s packing fetches.
-const PF: usize = 8;
+/// Most rows of `A` times which a row-major `B` is read in place, with the
+/// 8×48 tile (`MC` with the others).
+const DIRECT_WIDE: usize = 128;
+/// Most bytes that a row-major `B` read in place spans, with the 12×32
+/// tile (one thread, GFLOP/s packed against in place: `96x2048 @
+/// 2048x2048` 80 against 70, `96x4096 @ 4096x512` 90 against 77, `48x512 @
+/// 512x512` 89 against 108, `128x256 @ 256x256` 103 against 107).
+const DIRECT_SPAN: usize = 2 << 20;
 /// Products with fewer multiply-adds than this run on one thread (but see
 /// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
@@ -244,22 +257,36 @@ unsafe fn run<const MR: usize, const NV: usize>(
         if par && threads > 1 && m * n * k >= par_flops() && blocks {
             if ONE_THREAD.with(|o| o.get()) {
                 // each element as the split computes it: whole, on this thread
-                return serial::<MR, NV>(m, n, k, a, b, c, ldc, acc);
+                return serial::<MR, NV>(m, n, k, a, b, c, ldc, acc, None);
             }
-            let split = workers::split_output(m, n, (MR, nr), |r, cols| {
-                let (av, bv) = (
-                    View {
-                        ptr: a.at(r.start, 0),
-                        ..a
-                    },
-                    View {
-                        ptr: b.at(0, cols.start),
-                        ..b
-                    },
-                );
-                let dst = cp.get().wrapping_add(r.start * ldc + cols.start);
-                // SAFETY: each piece writes its own block of C.
-                serial::<MR, NV>(r.len(), cols.len(), k, av, bv, dst, ldc, acc)
+            // a split by rows packs B once, the threads together (`SharedB`)
+            let kb = k.div_ceil(KC);
+            let n_pad = n.next_multiple_of(nr);
+            let need = k.div_ceil(kb) * kb * n_pad;
+            let share = n <= NC && kb <= SHARED_SLICES && need <= SHARED_FLOATS;
+            let split = SHARED.with(|cell| {
+                let mut buf = cell.try_borrow_mut().ok().filter(|_| share);
+                let sb = buf.as_mut().map(|v| SharedB::new(room(v, need, 0), k, n_pad, nr));
+                // (a square output by rows when B is shared: by columns,
+                // each thread packed the whole of A, through transposes for
+                // a row-major one; `[1024,256] @ [256,1024]`)
+                workers::split_output(m, n, (MR, nr), sb.is_some(), |r, cols| {
+                    let (av, bv) = (
+                        View {
+                            ptr: a.at(r.start, 0),
+                            ..a
+                        },
+                        View {
+                            ptr: b.at(0, cols.start),
+                            ..b
+                        },
+                    );
+                    let dst = cp.get().wrapping_add(r.start * ldc + cols.start);
+                    // (a split by columns gives each piece its own part of B)
+                    let shared = sb.as_ref().filter(|_| cols.len() == n);
+                    // SAFETY: each piece writes its own block of C.
+                    serial::<MR, NV>(r.len(), cols.len(), k, av, bv, dst, ldc, acc, shared)
+                })
             });
             debug_assert!(split, "an output of two aligned blocks splits");
             return;
@@ -274,12 +301,12 @@ unsafe fn run<const MR: usize, const NV: usize>(
                 let (av, bv) = (View { ptr: a.at(0, p0), ..a }, View { ptr: b.at(p0, 0), ..b });
                 if i == 0 {
                     // SAFETY: only this piece writes C.
-                    serial::<MR, NV>(m, n, p1 - p0, av, bv, cp.get(), ldc, acc);
+                    serial::<MR, NV>(m, n, p1 - p0, av, bv, cp.get(), ldc, acc, None);
                     return Vec::new();
                 }
                 let mut t = vec![0.0f32; m * n];
                 // SAFETY: `t` holds m rows of n.
-                serial::<MR, NV>(m, n, p1 - p0, av, bv, t.as_mut_ptr(), n, false);
+                serial::<MR, NV>(m, n, p1 - p0, av, bv, t.as_mut_ptr(), n, false, None);
                 t
             });
             for t in parts.iter().filter(|t| !t.is_empty()) {
@@ -292,7 +319,78 @@ unsafe fn run<const MR: usize, const NV: usize>(
             }
             return;
         }
-        serial::<MR, NV>(m, n, k, a, b, c, ldc, acc)
+        serial::<MR, NV>(m, n, k, a, b, c, ldc, acc, None)
+    }
+}
+
+/// Most slices of the shared dimension that a [`SharedB`] packs.
+const SHARED_SLICES: usize = 16;
+/// Most floats that a [`SharedB`] packs (4 MiB).
+const SHARED_FLOATS: usize = 1 << 20;
+
+thread_local! {
+    static SHARED: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `B` packed once for all the threads of a split by rows, each slice of
+/// the shared dimension in its own part of one buffer: the threads claim
+/// groups of its panels in turn, pack them, and wait until every group of
+/// the slice is packed before using it. A thread that arrives first (or
+/// alone: the pool may run both pieces on the caller) packs whatever is
+/// unclaimed, so no thread waits on one that has not started, only on
+/// groups another thread is packing.
+struct SharedB {
+    buf: workers::SendPtr<f32>,
+    /// floats from one slice's panels to the next's
+    slice: usize,
+    /// panels per group, groups per slice
+    per: usize,
+    groups: usize,
+    claimed: [AtomicUsize; SHARED_SLICES],
+    done: [AtomicUsize; SHARED_SLICES],
+}
+
+impl SharedB {
+    /// For `k` rows of `B` in panels of `nr` columns, `n_pad` columns in
+    /// all, into `buf` (room for `k.div_ceil(KC)` slices of the longest).
+    fn new(buf: *mut f32, k: usize, n_pad: usize, nr: usize) -> Self {
+        let kb = k.div_ceil(KC);
+        let panels = n_pad / nr;
+        // (groups of a panel or more: eight per slice, about, so that the
+        // threads share the last ones out evenly)
+        let per = panels.div_ceil(8);
+        Self {
+            buf: workers::SendPtr(buf),
+            slice: k.div_ceil(kb) * n_pad,
+            per,
+            groups: panels.div_ceil(per),
+            claimed: std::array::from_fn(|_| AtomicUsize::new(0)),
+            done: std::array::from_fn(|_| AtomicUsize::new(0)),
+        }
+    }
+
+    /// The packed panels of slice `s`, packing groups of them by
+    /// `pack(first panel, panels, their place)` until none is left
+    /// unclaimed, then waiting for the other threads' groups.
+    fn slice(&self, s: usize, pack: impl Fn(usize, usize, *mut f32)) -> *const f32 {
+        let base = self.buf.get().wrapping_add(s * self.slice);
+        loop {
+            let g = self.claimed[s].fetch_add(1, Relaxed);
+            if g >= self.groups {
+                break;
+            }
+            pack(g * self.per, self.per, base);
+            self.done[s].fetch_add(1, Release);
+        }
+        let mut spins = 0u32;
+        while self.done[s].load(Acquire) < self.groups {
+            std::hint::spin_loop();
+            spins += 1;
+            if spins > 1 << 12 {
+                std::thread::yield_now();
+            }
+        }
+        base
     }
 }
 
@@ -308,6 +406,7 @@ unsafe fn serial<const MR: usize, const NV: usize>(
     c: *mut f32,
     ldc: usize,
     acc: bool,
+    shared: Option<&SharedB>,
 ) {
     unsafe {
         let nr = 16 * NV;
@@ -320,8 +419,20 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         // a row-major B multiplied by few rows of A is read in place, one row
         // of a panel per step of k, and only a part-width panel at its right
         // edge is packed: packing it whole cost a third of the arithmetic's
-        // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`)
-        let direct = b.cs == 1 && b.rs > 0 && m <= MC;
+        // time in an RNN step's `[32,128] @ [128,128]` (perf, `rnn_grad`).
+        // With the 48-column tile, up to `DIRECT_WIDE` rows (the `mlp_step`
+        // products of 128 rows: 3-6 % faster in place). With the 32-column
+        // one, only where B spans at most `DIRECT_SPAN` bytes: beyond, its
+        // rows came from the L3 cache or memory each a page apart, and
+        // `96x2048 @ 2048x2048` ran 14 % slower in place than packed
+        // (`12x2048 @ 2048x2048` 30 %; see `DIRECT_SPAN`)
+        let direct = b.cs == 1
+            && b.rs > 0
+            && match NV {
+                3 => m <= DIRECT_WIDE,
+                2 => m <= MC && k * b.rs as usize * 4 <= DIRECT_SPAN,
+                _ => m <= MC,
+            };
         // a row-major A of one block of rows, or of an output of few
         // panels (a convolution's columns times 16 or 32 filters), is read
         // where it lies (see `ARows`), unless its rows are a multiple of
@@ -351,25 +462,48 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                 let mut pc = 0;
                 while pc < k {
                     let kc = kc_max.min(k - pc);
-                    if in_place < nc {
-                        pack_b::<NV>(
-                            kc,
-                            nc - in_place,
-                            b.at(pc, jc + in_place),
-                            b.rs,
-                            b.cs,
-                            bp.add(in_place * kc),
-                        );
-                    }
+                    let bq = match shared {
+                        // (one block of columns: `n <= NC`)
+                        Some(sh) if !direct => sh.slice(pc / kc_max, |q0, np, base| {
+                            let j0 = q0 * nr;
+                            pack_b::<NV>(kc, (np * nr).min(nc - j0), b.at(pc, j0), b.rs, b.cs, base.add(j0 * kc))
+                        }),
+                        _ => {
+                            if in_place < nc {
+                                pack_b::<NV>(
+                                    kc,
+                                    nc - in_place,
+                                    b.at(pc, jc + in_place),
+                                    b.rs,
+                                    b.cs,
+                                    bp.add(in_place * kc),
+                                );
+                            }
+                            bp as *const f32
+                        }
+                    };
                     for ic in (0..m).step_by(mc) {
+                        let mc_step = mc;
                         let mc = mc.min(m - ic);
                         if !a_in_place {
                             pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
                         }
+                        // the next block of A that `pack_a` reads, fetched
+                        // into L2 a part per panel of B while the kernel runs
+                        let next = match () {
+                            _ if a_in_place || a.cs != 1 => None,
+                            _ if ic + mc_step < m => Some((ic + mc_step, pc, mc_step.min(m - ic - mc_step), kc)),
+                            _ if pc + kc < k => Some((0, pc + kc, mc_step.min(m), kc_max.min(k - pc - kc))),
+                            _ => None,
+                        };
+                        let parts = nc.div_ceil(nr);
                         for jr in (0..nc).step_by(nr) {
+                            if let Some((i0, p0, mn, kn)) = next {
+                                prefetch_part(a, i0, p0, mn, kn, jr / nr, parts);
+                            }
                             let (panel, ldb) = match jr < in_place {
                                 true => (b.at(pc, jc + jr), b.rs as usize),
-                                false => (bp.add(jr * kc) as *const f32, nr),
+                                false => (bq.add(jr * kc), nr),
                             };
                             for ir in (0..mc).step_by(MR) {
                                 let rows = MR.min(mc - ir);
@@ -394,209 +528,6 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                 }
             }
         })
-    }
-}
-
-/// Packs `mc×kc` of `A` into `MR`-row panels: panel `q` holds, for each
-/// `p`, rows `q*MR..q*MR+MR` of column `p` (zero past `mc`).
-#[target_feature(enable = "avx512f")]
-unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize, cs: isize, dst: *mut f32) {
-    unsafe {
-        if rs == 1 && MR <= 16 {
-            // a column-major A (the `Xᵀ` of a weight gradient `Xᵀ·dY`): one
-            // step of k for all the block's panels at a time, so that each
-            // column of A (a row of X, `mc` floats side by side) is read
-            // once, line after line. Panel by panel, each step of k read a
-            // few floats of a column `cs` floats after the last step's (a
-            // page, for X 1024 wide), and each line once per panel in it
-            let (panels, all) = (mc.div_ceil(MR), mask(MR, 0));
-            for p in 0..kc {
-                let s = a.offset(p as isize * cs);
-                // (each step's lines are a stride apart, a new page for X
-                // 1024 wide: fetched `PF` steps ahead; a prefetch never
-                // faults, past the slice too)
-                for l in (0..mc).step_by(16) {
-                    _mm_prefetch::<_MM_HINT_T0>(s.wrapping_offset(PF as isize * cs).wrapping_add(l) as *const i8);
-                }
-                for q in 0..panels {
-                    let rows = MR.min(mc - q * MR);
-                    let x = _mm512_maskz_loadu_ps(mask(rows, 0), s.add(q * MR));
-                    _mm512_mask_storeu_ps(dst.add(q * MR * kc + p * MR), all, x);
-                }
-            }
-            return;
-        }
-        for r0 in (0..mc).step_by(MR) {
-            let rows = MR.min(mc - r0);
-            let d = dst.add(r0 * kc);
-            let src = a.offset(r0 as isize * rs);
-            if rows == MR && rs == 1 {
-                for p in 0..kc {
-                    std::ptr::copy_nonoverlapping(src.offset(p as isize * cs), d.add(p * MR), MR);
-                }
-            } else if cs == 1 && MR <= 16 {
-                // a row-major A: 16 steps of k of the panel's rows at a time,
-                // transposed in registers (rows past the panel's load
-                // nothing: zeros)
-                let all = mask(MR, 0);
-                for p in (0..kc).step_by(16) {
-                    let kv = 16.min(kc - p);
-                    let mut r: [__m512; 16] = lockstep::from_fn(|i| {
-                        let m = if i < rows { mask(kv, 0) } else { 0 };
-                        _mm512_maskz_loadu_ps(m, src.wrapping_offset(i as isize * rs).wrapping_add(p))
-                    });
-                    transpose16(&mut r);
-                    for (t, x) in zip(0.., &r[..]) {
-                        if t < kv {
-                            _mm512_mask_storeu_ps(d.add((p + t) * MR), all, *x);
-                        }
-                    }
-                }
-            } else if cs == 1 {
-                for i in 0..rows {
-                    let s = src.offset(i as isize * rs);
-                    for p in 0..kc {
-                        *d.add(p * MR + i) = *s.add(p);
-                    }
-                }
-                for i in rows..MR {
-                    for p in 0..kc {
-                        *d.add(p * MR + i) = 0.0;
-                    }
-                }
-            } else {
-                for p in 0..kc {
-                    let s = src.offset(p as isize * cs);
-                    for i in 0..MR {
-                        *d.add(p * MR + i) = if i < rows { *s.offset(i as isize * rs) } else { 0.0 };
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Packs `kc×nc` of `B` into `NR`-column panels: panel `q` holds, for each
-/// `p`, columns `q*NR..q*NR+NR` of row `p` (zero past `nc`).
-#[target_feature(enable = "avx512f")]
-unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst: *mut f32) {
-    unsafe {
-        const { assert!(NV > 0) };
-        let nr = 16 * NV;
-        if cs == 1 {
-            // a row-major B: row after row of the slice, each read whole
-            // (`nc` floats side by side) into its part of every panel.
-            // Panel by panel, each row's few lines were read `rs` floats
-            // after the last row's: a new page every few rows (every row,
-            // for B 1024 wide), where the hardware's prefetchers stop
-            let panels = nc.div_ceil(nr);
-            for p in 0..kc {
-                let s = b.offset(p as isize * rs);
-                for q in 0..panels {
-                    let cols = nr.min(nc - q * nr);
-                    let d = dst.add(q * nr * kc + p * nr);
-                    // (whole vectors, masked at the right edge, zeros past
-                    // it: a memcpy call per 48-float row cost more)
-                    for v in 0..NV {
-                        let mk = if cols == nr { !0 } else { mask(cols, v) };
-                        _mm512_store_ps(
-                            d.add(16 * v),
-                            _mm512_maskz_loadu_ps(mk, s.wrapping_add(q * nr + 16 * v)),
-                        );
-                    }
-                }
-            }
-            return;
-        }
-        for j0 in (0..nc).step_by(nr) {
-            let cols = nr.min(nc - j0);
-            let d = dst.add(j0 * kc);
-            let src = b.offset(j0 as isize * cs);
-            if rs == 1 {
-                // a column-major (transposed) B: 16 columns by 16 rows at a
-                // time, transposed in registers (columns past the panel's load
-                // nothing: mask 0)
-                for p in (0..kc).step_by(16) {
-                    let kv = 16.min(kc - p);
-                    for v in 0..NV {
-                        let mut r: [__m512; 16] = lockstep::from_fn(|i| {
-                            let m = if 16 * v + i < cols { mask(kv, 0) } else { 0 };
-                            _mm512_maskz_loadu_ps(m, src.wrapping_offset((16 * v + i) as isize * cs).wrapping_add(p))
-                        });
-                        transpose16(&mut r);
-                        for (t, x) in zip(0.., &r[..]) {
-                            if t < kv {
-                                _mm512_store_ps(d.add((p + t) * nr + 16 * v), *x);
-                            }
-                        }
-                    }
-                }
-            } else if cs.unsigned_abs() < (i32::MAX as usize) / 16 {
-                // other strides: gather 16 columns per vector
-                let idx = _mm512_mullo_epi32(
-                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                    _mm512_set1_epi32(cs as i32),
-                );
-                let masks: [__mmask16; NV] = lockstep::from_fn(|v| mask(cols, v));
-                for p in 0..kc {
-                    let s = src.offset(p as isize * rs);
-                    for (v, &mk) in zip(0.., &masks[..]) {
-                        let x = _mm512_mask_i32gather_ps::<4>(
-                            _mm512_setzero_ps(),
-                            mk,
-                            idx,
-                            s.wrapping_offset(16 * v as isize * cs),
-                        );
-                        _mm512_store_ps(d.add(p * nr + 16 * v), x);
-                    }
-                }
-            } else {
-                for j in 0..cols {
-                    let s = src.offset(j as isize * cs);
-                    for p in 0..kc {
-                        *d.add(p * nr + j) = *s.offset(p as isize * rs);
-                    }
-                }
-                for j in cols..nr {
-                    for p in 0..kc {
-                        *d.add(p * nr + j) = 0.0;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Transposes the 16×16 block whose rows are `r` (row `i` becomes column
-/// `i`): pairs, then quads, then 128-bit lanes, then 256-bit halves.
-#[inline(always)]
-unsafe fn transpose16(r: &mut [__m512; 16]) {
-    unsafe {
-        let (lo, hi) = (
-            |a: __m512, b: __m512| _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
-            |a: __m512, b: __m512| _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
-        );
-        let mut t = [_mm512_setzero_ps(); 16];
-        for i in 0..8 {
-            t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-        }
-        for i in 0..4 {
-            r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
-            r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-            r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-            r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
-        }
-        for h in 0..2 {
-            for i in 0..4 {
-                t[8 * h + i] = _mm512_shuffle_f32x4::<0x88>(r[8 * h + i], r[8 * h + 4 + i]);
-                t[8 * h + 4 + i] = _mm512_shuffle_f32x4::<0xdd>(r[8 * h + i], r[8 * h + 4 + i]);
-            }
-        }
-        for i in 0..8 {
-            r[i] = _mm512_shuffle_f32x4::<0x88>(t[i], t[8 + i]);
-            r[8 + i] = _mm512_shuffle_f32x4::<0xdd>(t[i], t[8 + i]);
-        }
     }
 }
 

@@ -344,12 +344,14 @@ pub(crate) fn for_each_chunk2_mut<T: Send, U: Send>(
 /// split instead when the longer side's largest block is more than a
 /// quarter larger than the other side's (a `32×128` output in 48-column
 /// tiles splits 96 + 32 by columns, 16 + 16 by rows); a near tie keeps the
-/// longer side, whose split packs less of the operands twice. Returns
+/// longer side, whose split packs less of the operands twice; a square
+/// output splits by rows if `rows_on_tie` (else by columns). Returns
 /// false, doing nothing, when neither side holds two aligned blocks.
 pub(crate) fn split_output(
     m: usize,
     n: usize,
     (row_align, col_align): (usize, usize),
+    rows_on_tie: bool,
     piece: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
 ) -> bool {
     let t = threads();
@@ -359,7 +361,7 @@ pub(crate) fn split_output(
     let cols = (n >= 2 * col_align).then_some(m * w);
     let rows = (m >= 2 * row_align).then_some(h * n);
     let by_cols = match (cols, rows) {
-        (Some(c), Some(r)) if n >= m => 4 * c <= 5 * r,
+        (Some(c), Some(r)) if n > m || (n == m && !rows_on_tie) => 4 * c <= 5 * r,
         (Some(c), Some(r)) => 4 * r > 5 * c,
         (Some(_), None) => true,
         (None, Some(_)) => false,
