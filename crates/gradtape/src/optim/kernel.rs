@@ -267,11 +267,14 @@ fn run_typed<T: Float>(
         let spread = !super::half_update::tests::ELEMENTWISE.with(|c| c.get());
         #[cfg(not(test))]
         let spread = true;
-        if let Rows::Dense(g) = &rows {
-            if spread && n >= 2 * TASK && g.len() == n && s.iter().all(|s| s.len() == n) {
-                spread_dense(decay, w, &mut s, g, pass);
-                return Ok(());
-            }
+        if let Rows::Dense(g) = &rows
+            && spread
+            && n >= 2 * TASK
+            && g.len() == n
+            && s.iter().all(|s| s.len() == n)
+        {
+            spread_dense(decay, w, &mut s, g, pass);
+            return Ok(());
         }
         rows.for_each_run(n, all, |range, g| {
             let mut parts: smallvec::SmallVec<[&mut [T]; 4]> = s.iter_mut().map(|s| &mut s[range.clone()]).collect();
