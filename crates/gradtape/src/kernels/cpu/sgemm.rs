@@ -479,7 +479,7 @@ unsafe fn pack_a<const MR: usize>(mc: usize, kc: usize, a: *const f32, rs: isize
 /// Packs `kc×nc` of `B` into `NR`-column panels: panel `q` holds, for each
 /// `p`, columns `q*NR..q*NR+NR` of row `p` (zero past `nc`).
 #[target_feature(enable = "avx512f")]
-unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst: *mut f32) {
+pub(super) unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32, rs: isize, cs: isize, dst: *mut f32) {
     unsafe {
         const { assert!(NV > 0) };
         let nr = 16 * NV;
@@ -634,7 +634,7 @@ unsafe fn step<const MR: usize, const NV: usize>(
 /// `A` where they lie (one pointer per row; rows past the tile's last
 /// repeat it, their results unstored).
 #[derive(Clone, Copy)]
-enum ARows<const MR: usize> {
+pub(super) enum ARows<const MR: usize> {
     Packed(*const f32),
     InPlace([*const f32; MR]),
 }
@@ -643,7 +643,7 @@ enum ARows<const MR: usize> {
 /// the B panel's rows (16*NV readable floats each) are `ldb` floats apart.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kernel<const MR: usize, const NV: usize>(
+pub(super) unsafe fn kernel<const MR: usize, const NV: usize>(
     kc: usize,
     a: ARows<MR>,
     (b, ldb): (*const f32, usize),
