@@ -211,3 +211,53 @@ fn causal_blocks_with_dropout_and_hidden_keys_equal_the_online_kernel() {
         }
     }
 }
+
+/// Causal `f32` blocks take the tiles where the CPU has AVX-512: `[2, 128,
+/// 128]` has two blocks of 64 rows per batch element, each seeing part of
+/// its keys: 4 score products forward, and 4 score and 4 `dP` products
+/// backward (the count is process-wide: other tests only add to it).
+#[test]
+fn causal_f32_blocks_take_the_tiles() {
+    use gradtape::__internals::kernels::cpu::causal_tiles::{products, runs_f32};
+    let avx512 = {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    };
+    let wanted = avx512
+        && std::env::var("GRADTAPE_CAUSAL_TILES").map_or(true, |v| v != "0")
+        && std::env::var("GRADTAPE_SGEMM").map_or(true, |v| v != "0");
+    assert_eq!(runs_f32(), wanted, "whether f32 causal blocks run on the tiles");
+    let (batch, t, d) = (2, 128, 64);
+    let dims = Dims {
+        batch,
+        tq: t,
+        tk: t,
+        d,
+        dv: d,
+        scale: 0.125,
+        causal: true,
+        dropout: None,
+    };
+    let (q, k, v, g) = (
+        vals(batch * t * d, 1.0),
+        vals(batch * t * d, 2.0),
+        vals(batch * t * d, 3.0),
+        vals(batch * t * d, 4.0),
+    );
+    let before = products();
+    let fwd = forward("t", &dims, &q, &k, &v, None).unwrap();
+    let grads = backward("t", &dims, &q, &k, &v, None, &fwd, &g).unwrap();
+    let ran = products() - before;
+    if wanted {
+        assert!(ran >= 12, "{ran} tiled products for 12 causal block products");
+    }
+    let (want, want_g) = plain(&dims, &q, &k, &v, None, &g);
+    near(&fwd, &want, "forward [2, 128, 128]");
+    near(&grads, &want_g, "backward [2, 128, 128]");
+}

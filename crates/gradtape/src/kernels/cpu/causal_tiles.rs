@@ -24,6 +24,7 @@
 //! only which zero terms are added.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::tensor::Float;
 
@@ -38,6 +39,33 @@ const NR_K: usize = 32;
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([f32; 16]);
+
+/// Causal blocks whose score (or `dP`) product ran here, counted for the
+/// tests (one relaxed increment per block).
+static PRODUCTS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many causal blocks' score (or `dP`) products have run on these
+/// tiles since the process started: a test's check that its blocks took
+/// them (the count only grows, other threads' blocks included).
+///
+/// ```
+/// use gradtape::__internals::kernels::cpu::causal_tiles::products;
+/// let before = products();
+/// assert!(products() >= before);
+/// ```
+pub fn products() -> usize {
+    PRODUCTS.load(Ordering::Relaxed)
+}
+
+/// Whether `f32` causal blocks run on these tiles here (AVX-512, and not
+/// turned off by `GRADTAPE_CAUSAL_TILES=0`).
+///
+/// ```
+/// let _on: bool = gradtape::__internals::kernels::cpu::causal_tiles::runs_f32();
+/// ```
+pub fn runs_f32() -> bool {
+    available::<f32>()
+}
 
 thread_local! {
     static BUF: RefCell<(Vec<Line>, Vec<Line>)> = const { RefCell::new((Vec::new(), Vec::new())) };
@@ -124,6 +152,7 @@ pub(super) fn cols<T: Float>(
         return;
     }
     assert!(available::<T>() && ldc >= w);
+    PRODUCTS.fetch_add(1, Ordering::Relaxed);
     fits(a.len(), n, k, a_rs);
     fits(bt.len(), w, k, bt_rs);
     fits(c.len(), n, w, ldc);
