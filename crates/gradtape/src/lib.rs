@@ -290,6 +290,9 @@ pub mod __internals {
             pub mod attention_gemm {
                 pub use crate::kernels::cpu::attention_gemm::*;
             }
+            pub mod causal_tiles {
+                pub use crate::kernels::cpu::causal_tiles::{products, runs_f32};
+            }
             pub mod complex_fns {
                 pub use crate::kernels::cpu::complex_fns::*;
             }

@@ -39,6 +39,7 @@ mod function_sizes;
 mod function_verify;
 mod function_vmap_cache;
 mod kernels_cpu_attention_gemm;
+mod kernels_cpu_causal_tiles;
 mod kernels_cpu_complex_fns;
 mod kernels_cpu_decomp;
 mod kernels_cpu_eig;

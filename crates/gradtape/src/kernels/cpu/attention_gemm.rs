@@ -24,6 +24,15 @@
 //! too), else of [`matmul::gemm_raw`](super::matmul::gemm_raw), each
 //! single-threaded: the tasks (blocks of rows forward, batch elements
 //! backward) are spread over the compute threads. Values agree with the online kernel to rounding.
+//!
+//! A causal block's rows see different numbers of keys. In `f32` with
+//! AVX-512 its products run on [`causal_tiles`](super::causal_tiles),
+//! register tiles cut along the diagonal that multiply only what their rows
+//! see (the whole block up to [`TILES_WHOLE`] keys; past that the keys
+//! before the block's first row go to the blocked kernel, and only the
+//! diagonal to the tiles); otherwise the block is cut into sub-blocks
+//! ([`split`]). The scratch blocks are not cleared between tasks: every
+//! entry a product or the softmax reads was written first.
 
 use super::attention::{Dims, Mask};
 use super::lockstep::{fill, zip, zip3};
@@ -34,6 +43,8 @@ use super::small_gemm;
 use super::workers;
 use crate::error::Result;
 use crate::tensor::Float;
+
+pub use super::attention_layout::{Batch, GradDest, Rows};
 
 /// Query rows per block.
 pub(crate) const ROWS: usize = 64;
@@ -59,111 +70,6 @@ const WIDE_MIN: usize = 16;
 /// The longest key length these kernels take (a task's scratch holds
 /// `ROWS · tk` scores); longer ones go to the online kernel.
 pub(crate) const GEMM_MAX_KEYS: usize = 4096;
-
-/// A batch of matrices inside one buffer, each row's elements adjacent:
-/// row `i` of batch element `b` starts at `batch.offset(b) + i · rs`.
-/// Packed matrices are one case ([`Rows::packed`]); the heads of a fused
-/// QKV product's slice, `[batch, time, heads · d]` read as `[batch, heads,
-/// time, d]`, are another (rows `3 · heads · d` apart), so the kernels read
-/// them where they lie instead of from a copy.
-pub struct Rows<'a, T> {
-    /// The buffer.
-    pub data: &'a [T],
-    /// Where each batch element's first row starts.
-    pub batch: Batch,
-    /// The step from a row to the next.
-    pub rs: usize,
-}
-
-/// Where the matrices of a batch start: batch element `b`, as an index
-/// into dims `[n0, n1, ..]` (the last fastest), starts at `base + Σ i_a ·
-/// stride_a`. Computed when asked (per block of rows), so that no list of
-/// offsets is made per call.
-#[derive(Clone, Debug)]
-pub struct Batch {
-    /// `(size, stride)` of each batch dim, outermost first.
-    pub dims: smallvec::SmallVec<[(usize, usize); 4]>,
-    /// Where batch element 0 starts.
-    pub base: usize,
-}
-
-impl Batch {
-    /// `n` matrices `step` elements apart from `base`.
-    pub fn even(n: usize, step: usize, base: usize) -> Batch {
-        Batch {
-            dims: smallvec::smallvec![(n, step)],
-            base,
-        }
-    }
-
-    /// How many matrices.
-    pub fn len(&self) -> usize {
-        self.dims.iter().map(|&(n, _)| n).product()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Where batch element `b` starts.
-    #[inline]
-    pub fn offset(&self, b: usize) -> usize {
-        let (mut rem, mut off) = (b, self.base);
-        for &(n, stride) in self.dims.iter().rev() {
-            off += (rem % n) * stride;
-            rem /= n;
-        }
-        off
-    }
-}
-
-impl<'a, T: Copy> Rows<'a, T> {
-    /// `batch` matrices of `rows × width` one after the other in `data`.
-    pub fn packed(data: &'a [T], batch: usize, rows: usize, width: usize) -> Self {
-        Rows {
-            data,
-            batch: Batch::even(batch, rows * width, 0),
-            rs: width,
-        }
-    }
-
-    /// Row `i` of batch element `b` and everything after it.
-    #[inline(always)]
-    fn at(&self, b: usize, i: usize) -> &'a [T] {
-        &self.data[self.batch.offset(b) + i * self.rs..]
-    }
-
-    /// The matrices (`rows × width` each) packed one after the other:
-    /// borrowed when they already are.
-    pub(crate) fn packed_values(
-        &self,
-        op: &'static str,
-        rows: usize,
-        width: usize,
-    ) -> Result<std::borrow::Cow<'a, [T]>> {
-        let count = self.batch.len();
-        let n = count * rows * width;
-        if n == 0 {
-            return Ok(std::borrow::Cow::Borrowed(&[]));
-        }
-        let first = self.batch.offset(0);
-        let packed =
-            (rows <= 1 || self.rs == width) && (0..count).all(|b| self.batch.offset(b) == first + b * rows * width);
-        if packed {
-            return Ok(std::borrow::Cow::Borrowed(
-                &self.data[first.min(self.data.len())..][..n],
-            ));
-        }
-        let mut out = crate::tensor::alloc::try_vec(op, n)?;
-        for b in 0..count {
-            for i in 0..rows {
-                out.extend_from_slice(&self.at(b, i)[..width]);
-            }
-        }
-        Ok(std::borrow::Cow::Owned(out))
-    }
-}
 
 /// `dst (m×n) = [dst +] a (m×k) · b (k×n)`, strided, on this thread:
 /// [`small_gemm::product`] with a `pack` (its scratch; see [`packs`]),
@@ -323,8 +229,10 @@ type Pieces = smallvec::SmallVec<[Piece; ROWS / SUB]>;
 
 /// How the products of the block of rows `i0..i0 + n` (whose last row sees
 /// `nk` keys) are cut. Without a causal mask, or where every row of the
-/// block sees all `nk` keys, one piece covers it all. Else the rows are cut
-/// into sub-blocks, and:
+/// block sees all `nk` keys, one piece covers it all. Else, where
+/// [`causal_tiles`] runs (`f32`, not the small-product kernels), it takes
+/// the keys from `lo` ([`Tiles`]), and one piece those before. Else the
+/// rows are cut into sub-blocks, and:
 ///
 /// - the stairs: for each sub-block whose last row sees `hi` keys (the
 ///   previous one's `lo`), the rows from it to the block's end against
@@ -342,10 +250,26 @@ struct Split {
     prods: Pieces,
     /// For the products that sum over query rows (dV, dK): the stairs.
     accs: Pieces,
+    /// Keys from which the products run on [`causal_tiles`] (`f32` with
+    /// AVX-512) instead: the pieces cover those before.
+    tiles: Option<Tiles>,
 }
 
+/// The keys `lo..` of a causal block that [`causal_tiles`] multiplies:
+/// row `r` sees the first `seen[r]` of them.
+struct Tiles {
+    lo: usize,
+    seen: [usize; ROWS],
+}
+
+/// Key lengths up to which a causal block runs on [`causal_tiles`] whole;
+/// past it, only its diagonal does (the keys before it on the blocked
+/// kernel, whose slices of the shared dimension keep long sums in the
+/// caches).
+const TILES_WHOLE: usize = 256;
+
 #[inline(always)]
-fn split(dims: &Dims, i0: usize, n: usize, nk: usize, small: bool) -> Split {
+fn split<T: Float>(dims: &Dims, i0: usize, n: usize, nk: usize, small: bool) -> Split {
     let whole = Piece {
         r0: 0,
         r1: n,
@@ -357,6 +281,24 @@ fn split(dims: &Dims, i0: usize, n: usize, nk: usize, small: bool) -> Split {
         return Split {
             prods: p.clone(),
             accs: p,
+            tiles: None,
+        };
+    }
+    if !small && super::causal_tiles::available::<T>() {
+        // (causal: the first row sees i0 + 1 keys)
+        let lo = if nk <= TILES_WHOLE { 0 } else { i0 };
+        let mut seen = [0; ROWS];
+        for (r, s) in seen[..n].iter_mut().enumerate() {
+            *s = dims.keys(i0 + r) - lo;
+        }
+        let p: Pieces = match lo {
+            0 => Pieces::new(),
+            _ => smallvec::smallvec![Piece { hi: lo, ..whole }],
+        };
+        return Split {
+            prods: p.clone(),
+            accs: p,
+            tiles: Some(Tiles { lo, seen }),
         };
     }
     let sub = if small { SUB } else { 2 * SUB };
@@ -382,6 +324,7 @@ fn split(dims: &Dims, i0: usize, n: usize, nk: usize, small: bool) -> Split {
     Split {
         prods: if small { stairs.clone() } else { rows },
         accs: stairs,
+        tiles: None,
     }
 }
 
@@ -405,10 +348,19 @@ fn scores<T: Float>(
     n: usize,
     nk: usize,
     s: &mut [T],
-    pieces: &[Piece],
+    cut: &Split,
     mut pack: Option<&mut Vec<T>>,
 ) -> T {
-    for &Piece { r0, r1, lo, hi } in pieces {
+    if let Some(t) = &cut.tiles {
+        super::causal_tiles::cols(
+            &t.seen[..n],
+            dims.d,
+            (q.at(b, i0), q.rs),
+            (k.at(b, t.lo), k.rs),
+            (&mut s[t.lo..], nk),
+        );
+    }
+    for &Piece { r0, r1, lo, hi } in &cut.prods {
         product(
             (r1 - r0, hi - lo, dims.d),
             &mut s[r0 * nk + lo..],
@@ -487,7 +439,7 @@ pub(crate) fn forward_rows<T: Float>(
         super::math::with_simd(
             #[inline(always)]
             || {
-                let mut s = scratch::take(ROWS * tk, T::zero());
+                let mut s = scratch::take_stale(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
                 let n_rows = part.len() / width;
                 let first = c * ROWS;
@@ -499,8 +451,8 @@ pub(crate) fn forward_rows<T: Float>(
                     let n = (n_rows - r0).min(tq - i0);
                     let nk = dims.keys(i0 + n - 1);
                     let s = &mut s[..n * nk];
-                    let cut = split(dims, i0, n, nk, pack.is_some());
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut.prods, pack.as_deref_mut());
+                    let cut = split::<T>(dims, i0, n, nk, pack.is_some());
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut, pack.as_deref_mut());
                     // per row: the log-sum-exp, and the factor of the output
                     // row (1 / Σ e^(s − m) where the probabilities are left
                     // unnormalised: the output's dv values scaled instead of
@@ -555,6 +507,19 @@ pub(crate) fn forward_rows<T: Float>(
                             pack.as_deref_mut(),
                         );
                     }
+                    if let Some(t) = &cut.tiles {
+                        // SAFETY: this task's own rows.
+                        unsafe {
+                            super::causal_tiles::rows_k(
+                                &t.seen[..n],
+                                (&s[t.lo..], nk),
+                                (v.at(b, t.lo), v.rs),
+                                dv,
+                                (rows.as_mut_ptr(), rows.len(), width),
+                                t.lo > 0,
+                            )
+                        };
+                    }
                     for r in 0..n {
                         let row = &mut rows[r * width..][..width];
                         if post[r] != T::one() {
@@ -570,76 +535,6 @@ pub(crate) fn forward_rows<T: Float>(
         )
     });
     Ok(out)
-}
-
-/// Where the backward pass writes `dq`, `dk` and `dv` (`parts`, in that
-/// order) in one buffer of `len` elements: each a batch of matrices, as
-/// [`Rows`] reads them (each batch element's first row, and the step from
-/// a row to the next; a row's elements adjacent). Packed, the gradients of
-/// each batch element follow each other ([`GradDest::packed`]); a graph
-/// compiler may lay them out as the slices of a concatenation instead
-/// (`function::compile::grads_into_concat`), so that no copy joins them.
-#[derive(Clone, Debug)]
-pub struct GradDest {
-    /// Elements of the buffer.
-    pub len: usize,
-    /// `dq`, `dk`, `dv`: where each batch element's matrix starts, and the
-    /// row stride.
-    pub parts: [(Batch, usize); 3],
-}
-
-impl GradDest {
-    /// Each batch element's `dq` (`tq · d`), `dk` (`tk · d`) and `dv`
-    /// (`tk · dv`), one after the other.
-    pub fn packed(dims: &Dims) -> GradDest {
-        let Dims {
-            batch, tq, tk, d, dv, ..
-        } = *dims;
-        let per = tq * d + tk * d + tk * dv;
-        GradDest {
-            len: batch * per,
-            parts: [
-                (Batch::even(batch, per, 0), d),
-                (Batch::even(batch, per, tq * d), d),
-                (Batch::even(batch, per, tq * d + tk * d), dv),
-            ],
-        }
-    }
-
-    /// How many elements each part's rows reach from a batch element's
-    /// first row; an error naming `op` where a part is not of `dims.batch`
-    /// matrices, its rows overlap, or it reaches past the buffer.
-    pub(crate) fn extents(&self, op: &'static str, dims: &Dims) -> Result<[usize; 3]> {
-        let sizes = [(dims.tq, dims.d), (dims.tk, dims.d), (dims.tk, dims.dv)];
-        let mut ext = [0; 3];
-        for (p, ((batch, rs), (rows, width))) in self.parts.iter().zip(sizes).enumerate() {
-            let reach = if rows == 0 || width == 0 {
-                0
-            } else {
-                (rows - 1) * rs + width
-            };
-            let last = batch
-                .dims
-                .iter()
-                .map(|&(n, st)| n.saturating_sub(1) * st)
-                .sum::<usize>()
-                + batch.base;
-            if batch.len() != dims.batch || (rows > 1 && *rs < width) || (dims.batch > 0 && last + reach > self.len) {
-                return Err(crate::error::Error::invalid(
-                    op,
-                    format!(
-                        "gradient part {p} ({} matrices of {rows}x{width}, rows {rs} apart, batch {:?}) does not fit a layout of {} elements for {} matrices",
-                        batch.len(),
-                        batch.dims,
-                        self.len,
-                        dims.batch
-                    ),
-                ));
-            }
-            ext[p] = reach;
-        }
-        Ok(ext)
-    }
 }
 
 /// The backward pass, as `attention::backward`:
@@ -693,7 +588,17 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
     let Dims { tq, tk, d, dv, .. } = *dims;
     let scale = T::from_f64(dims.scale);
     let ext = dest.extents(op, dims)?;
-    let mut out = super::filled_vec(op, dest.len, T::zero())?;
+    // where the parts fill the buffer (disjoint, as the caller promises,
+    // and as many elements as it holds), it starts uninitialised: each task
+    // writes its rows of dq and zeroes its rows of dk and dv just before it
+    // adds to them, while they are in its caches (a separate pass zeroing
+    // the whole buffer first cost some 5 % of a traced transformer step's
+    // backward call, `[8, 128, 3·256]`)
+    let covered = dims.batch * (tq * d + tk * d + tk * dv) == dest.len;
+    let mut out = match covered {
+        true => super::uninit_buf(op, dest.len)?,
+        false => super::filled_buf(op, dest.len, T::zero())?,
+    };
     let base = workers::SendPtr(out.as_mut_ptr());
     workers::parallel_for(dims.batch, |b| {
         super::math::with_simd(
@@ -707,20 +612,34 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                     (unsafe { base.get().add(off) }, ext[p], dest.parts[p].1)
                 };
                 let ((dq, nq, qrs), (dk, nk_, krs), (dvv, nv, vrs)) = (at(0), at(1), at(2));
-                let mut s = scratch::take(ROWS * tk, T::zero());
-                let mut dp = scratch::take(ROWS * tk, T::zero());
+                // rows of a part of this batch element set to 0 (only where
+                // the buffer starts uninitialised)
+                let zero = |p: *mut T, rs: usize, rows: std::ops::Range<usize>, width: usize| {
+                    if covered {
+                        for i in rows {
+                            // SAFETY: this batch element's rows of a part
+                            // (`extents` checked their reach).
+                            unsafe { std::ptr::write_bytes(p.add(i * rs), 0, width) };
+                        }
+                    }
+                };
+                zero(dk, krs, 0..tk, d);
+                zero(dvv, vrs, 0..tk, dv);
+                let mut s = scratch::take_stale(ROWS * tk, T::zero());
+                let mut dp = scratch::take_stale(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
                 let mut i0 = 0;
                 while i0 < tq {
                     let n = ROWS.min(tq - i0);
                     let nk = dims.keys(i0 + n - 1);
                     if nk == 0 {
+                        zero(dq, qrs, i0..i0 + n, d);
                         i0 += n;
                         continue;
                     }
                     let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
-                    let cut = split(dims, i0, n, nk, pack.is_some());
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut.prods, pack.as_deref_mut());
+                    let cut = split::<T>(dims, i0, n, nk, pack.is_some());
+                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut, pack.as_deref_mut());
                     let (g, gs) = (dout.at(b, i0), dout.rs);
                     // dP = dO Vᵀ
                     for &Piece { r0, r1, lo, hi } in &cut.prods {
@@ -734,6 +653,15 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                             v.at(b, lo),
                             (1, v.rs),
                             pack.as_deref_mut(),
+                        );
+                    }
+                    if let Some(t) = &cut.tiles {
+                        super::causal_tiles::cols(
+                            &t.seen[..n],
+                            dv,
+                            (g, gs),
+                            (v.at(b, t.lo), v.rs),
+                            (&mut dp[t.lo..], nk),
                         );
                     }
                     for r in 0..n {
@@ -785,6 +713,39 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                             );
                         }
                     }
+                    if let Some(t) = &cut.tiles {
+                        let row = i0 * qrs;
+                        // SAFETY: as the pieces' (after them: the sums over
+                        // keys before `lo` are written first).
+                        unsafe {
+                            super::causal_tiles::rows_k(
+                                &t.seen[..n],
+                                (&dp[t.lo..], nk),
+                                (k.at(b, t.lo), k.rs),
+                                d,
+                                (dq.add(row), nq.saturating_sub(row), qrs),
+                                t.lo > 0,
+                            )
+                        };
+                        let (rv, rk) = (t.lo * vrs, t.lo * krs);
+                        // SAFETY: as the pieces' below, for dv and dk.
+                        unsafe {
+                            super::causal_tiles::keys_t(
+                                &t.seen[..n],
+                                (&s[t.lo..], nk),
+                                (g, gs),
+                                dv,
+                                (dvv.add(rv), nv.saturating_sub(rv), vrs),
+                            );
+                            super::causal_tiles::keys_t(
+                                &t.seen[..n],
+                                (&dp[t.lo..], nk),
+                                (q.at(b, i0), q.rs),
+                                d,
+                                (dk.add(rk), nk_.saturating_sub(rk), krs),
+                            );
+                        }
+                    }
                     // dV += (P∘F)ᵀ dO, dK += dSᵀ Q
                     for &Piece { r0, r1, lo, hi } in &cut.accs {
                         let (rv, rk) = (lo * vrs, lo * krs);
@@ -819,5 +780,11 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
             },
         )
     });
-    Ok(out)
+    if covered {
+        // SAFETY: the tasks wrote every row of every part, which together
+        // are the whole buffer (dq by the first product of each row's
+        // block, or zeroed with dk and dv); `T` is a plain number.
+        unsafe { out.set_len(dest.len) };
+    }
+    Ok(out.into_vec())
 }

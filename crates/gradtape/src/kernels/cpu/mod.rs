@@ -17,8 +17,10 @@
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod attention;
 pub(crate) mod attention_gemm;
+pub(crate) mod attention_layout;
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
+pub(crate) mod causal_tiles;
 pub(crate) mod complex;
 pub(crate) mod complex_fns;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API

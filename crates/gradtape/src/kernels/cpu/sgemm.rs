@@ -565,7 +565,7 @@ unsafe fn step<const MR: usize, const NV: usize>(
 /// `A` where they lie (one pointer per row; rows past the tile's last
 /// repeat it, their results unstored).
 #[derive(Clone, Copy)]
-enum ARows<const MR: usize> {
+pub(super) enum ARows<const MR: usize> {
     Packed(*const f32),
     InPlace([*const f32; MR]),
 }
@@ -574,7 +574,7 @@ enum ARows<const MR: usize> {
 /// the B panel's rows (16*NV readable floats each) are `ldb` floats apart.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kernel<const MR: usize, const NV: usize>(
+pub(super) unsafe fn kernel<const MR: usize, const NV: usize>(
     kc: usize,
     a: ARows<MR>,
     (b, ldb): (*const f32, usize),

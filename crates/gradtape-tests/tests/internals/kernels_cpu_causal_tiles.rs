@@ -1,0 +1,263 @@
+//! The causal blocks of the `f32` fused attention kernels on diagonal
+//! tiles (`src/kernels/cpu/causal_tiles.rs`, where the CPU has AVX-512;
+//! elsewhere the same checks cover the sub-block products), against
+//! attention written out plainly in `f64` here: scores, softmax, output,
+//! and the gradients from their textbook formulas.
+
+use gradtape::__internals::kernels::cpu::attention::{backward_online, forward_online, Dims, Dropout, Mask};
+use gradtape::__internals::kernels::cpu::attention_gemm::{backward, forward, Batch};
+
+fn vals(n: usize, k: f64) -> Vec<f32> {
+    (0..n).map(|i| ((0.37 * i as f64 + k).sin() * 1.3) as f32).collect()
+}
+
+/// Plain attention in `f64` on the `f32` inputs: per query row its output
+/// and log-sum-exp (`dv + 1` values, as the kernels lay them out), and per
+/// batch element `dq`, `dk`, `dv` one after the other.
+fn plain(dims: &Dims, q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>, g: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let Dims {
+        batch, tq, tk, d, dv, ..
+    } = *dims;
+    let f = |x: &[f32]| x.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    let (q, k, v, g) = (f(q), f(k), f(v), f(g));
+    let mut out = vec![0.0; batch * tq * (dv + 1)];
+    let per = tq * d + tk * d + tk * dv;
+    let mut grads = vec![0.0; batch * per];
+    for b in 0..batch {
+        let (qb, kb, vb, gb) = (&q[b * tq * d..], &k[b * tk * d..], &v[b * tk * dv..], &g[b * tq * dv..]);
+        let gr = &mut grads[b * per..][..per];
+        let (dq, rest) = gr.split_at_mut(tq * d);
+        let (dk, dvv) = rest.split_at_mut(tk * d);
+        for i in 0..tq {
+            let seen = if dims.causal { (i + 1).min(tk) } else { tk };
+            let s: Vec<f64> = (0..seen)
+                .map(|j| {
+                    let dot: f64 = (0..d).map(|c| qb[i * d + c] * kb[j * d + c]).sum();
+                    dims.scale * dot + mask.map_or(0.0, |m| m[(b * tq + i) * tk + j] as f64)
+                })
+                .collect();
+            let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = s.iter().map(|x| (x - m).exp()).sum();
+            let p: Vec<f64> = s.iter().map(|x| (x - m).exp() / sum).collect();
+            let o = &mut out[(b * tq + i) * (dv + 1)..][..dv + 1];
+            for (j, pj) in p.iter().enumerate() {
+                for c in 0..dv {
+                    o[c] += pj * vb[j * dv + c];
+                }
+            }
+            o[dv] = m + sum.ln();
+            // dP = g·v, dS = P (dP − g·o), then the three products
+            let go: f64 = (0..dv).map(|c| gb[i * dv + c] * o[c]).sum();
+            for (j, pj) in p.iter().enumerate() {
+                let dp: f64 = (0..dv).map(|c| gb[i * dv + c] * vb[j * dv + c]).sum();
+                let ds = pj * (dp - go);
+                for c in 0..d {
+                    dq[i * d + c] += dims.scale * ds * kb[j * d + c];
+                    dk[j * d + c] += dims.scale * ds * qb[i * d + c];
+                }
+                for c in 0..dv {
+                    dvv[j * dv + c] += pj * gb[i * dv + c];
+                }
+            }
+        }
+    }
+    (out, grads)
+}
+
+/// `f32` values against `f64` ones: each element within `1e-4` of the
+/// reference relative to the largest of its tensor (a key product left out
+/// or counted twice moves elements by a good part of that).
+fn near(x: &[f32], y: &[f64], what: &str) {
+    assert_eq!(x.len(), y.len(), "{what}");
+    let top = y.iter().fold(1.0f64, |a, b| a.max(b.abs()));
+    for (i, (a, b)) in x.iter().zip(y).enumerate() {
+        assert!(
+            (*a as f64 - b).abs() <= 1e-4 * top,
+            "{what} [{i}]: {a} vs {b} (largest {top})"
+        );
+    }
+}
+
+/// Causal lengths on either side of the tiles' 8 and 16 rows and of the
+/// blocks' 64, more and fewer keys than queries (the block that reaches
+/// past the keys; past 256 keys only the diagonal is tiled), head widths
+/// with a part-width right edge (5, 40), a mask with a negative scale (the
+/// scores scaled before the softmax): forward and backward within `f32`
+/// rounding of the plain `f64` attention.
+#[test]
+fn causal_blocks_equal_plain_attention() {
+    let mut cases: Vec<(usize, usize, usize, usize, usize)> = [1, 15, 17, 63, 65, 127, 129, 200]
+        .iter()
+        .map(|&t| (2, t, t, 64, 64))
+        .collect();
+    cases.extend([
+        (3, 40, 40, 32, 40),
+        (2, 70, 70, 17, 5),
+        (2, 50, 130, 64, 64),
+        (1, 150, 70, 32, 33),
+        (1, 100, 300, 16, 48),
+        (1, 300, 300, 64, 64),
+        (2, 129, 129, 128, 128),
+    ]);
+    for (batch, tq, tk, d, dv) in cases {
+        let (q, k, v, g) = (
+            vals(batch * tq * d, 1.0),
+            vals(batch * tk * d, 2.0),
+            vals(batch * tk * dv, 3.0),
+            vals(batch * tq * dv, 4.0),
+        );
+        let m = vals(batch * tq * tk, 5.0);
+        let mask = Mask {
+            data: &m,
+            batch: Batch::even(batch, tq * tk, 0),
+            row: tk,
+            col: 1,
+        };
+        for (scale, masked) in [(1.0 / (d as f64).sqrt(), false), (-0.3, true)] {
+            let dims = Dims {
+                batch,
+                tq,
+                tk,
+                d,
+                dv,
+                scale,
+                causal: true,
+                dropout: None,
+            };
+            let what = format!("{batch}x{tq}x{tk} d {d} dv {dv} scale {scale} mask {masked}");
+            let (want, want_g) = plain(&dims, &q, &k, &v, masked.then_some(&m[..]), &g);
+            let mk = masked.then_some(&mask);
+            let fwd = forward("t", &dims, &q, &k, &v, mk).unwrap();
+            near(&fwd, &want, &format!("forward {what}"));
+            let grads = backward("t", &dims, &q, &k, &v, mk, &fwd, &g).unwrap();
+            near(&grads, &want_g, &format!("backward {what}"));
+        }
+    }
+}
+
+/// With dropout and with masks that hide keys (and whole rows) the causal
+/// tiles give the online kernel's values in `f64` to `f32` rounding.
+#[test]
+fn causal_blocks_with_dropout_and_hidden_keys_equal_the_online_kernel() {
+    for &(batch, tq, tk, d, dv) in &[(2, 65, 65, 64, 64), (1, 130, 200, 32, 40), (2, 17, 17, 16, 5)] {
+        let (q, k, v, g) = (
+            vals(batch * tq * d, 1.0),
+            vals(batch * tk * d, 2.0),
+            vals(batch * tk * dv, 3.0),
+            vals(batch * tq * dv, 4.0),
+        );
+        let mut m = vals(batch * tq * tk, 5.0);
+        for (i, x) in m.iter_mut().enumerate() {
+            // every 7th key hidden, and all of row 3
+            if i % 7 == 3 || (i / tk) % tq == 3 {
+                *x = f32::NEG_INFINITY;
+            }
+        }
+        let mask = Mask {
+            data: &m,
+            batch: Batch::even(batch, tq * tk, 0),
+            row: tk,
+            col: 1,
+        };
+        let f64s = |x: &[f32]| x.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        let m64 = f64s(&m);
+        let mask64 = Mask {
+            data: &m64,
+            batch: Batch::even(batch, tq * tk, 0),
+            row: tk,
+            col: 1,
+        };
+        for (masked, dropout) in [
+            (true, None),
+            (false, Some(Dropout::new(7, 0.25))),
+            (true, Some(Dropout::new(3, 0.5))),
+        ] {
+            let dims = Dims {
+                batch,
+                tq,
+                tk,
+                d,
+                dv,
+                scale: 0.125,
+                causal: true,
+                dropout,
+            };
+            let what = format!(
+                "{batch}x{tq}x{tk} d {d} dv {dv} mask {masked} dropout {}",
+                dropout.is_some()
+            );
+            let fwd = forward("t", &dims, &q, &k, &v, masked.then_some(&mask)).unwrap();
+            let (q64, k64, v64, g64) = (f64s(&q), f64s(&k), f64s(&v), f64s(&g));
+            let want = forward_online("t", &dims, &q64, &k64, &v64, masked.then_some(&mask64)).unwrap();
+            let grads = backward("t", &dims, &q, &k, &v, masked.then_some(&mask), &fwd, &g).unwrap();
+            let want_g = backward_online("t", &dims, &q64, &k64, &v64, masked.then_some(&mask64), &want, &g64).unwrap();
+            // (the hidden row's log-sum-exp is +inf in both)
+            let fin = |x: &[f64]| {
+                x.iter()
+                    .map(|&y| if y.is_finite() { y } else { 0.0 })
+                    .collect::<Vec<_>>()
+            };
+            let fin32 = |x: &[f32]| {
+                x.iter()
+                    .map(|&y| if y.is_finite() { y } else { 0.0 })
+                    .collect::<Vec<_>>()
+            };
+            assert!(
+                fwd.iter().zip(&want).all(|(a, b)| a.is_finite() == b.is_finite()),
+                "forward {what}: infinities differ"
+            );
+            near(&fin32(&fwd), &fin(&want), &format!("forward {what}"));
+            near(&grads, &want_g, &format!("backward {what}"));
+        }
+    }
+}
+
+/// Causal `f32` blocks take the tiles where the CPU has AVX-512: `[2, 128,
+/// 128]` has two blocks of 64 rows per batch element, each seeing part of
+/// its keys: 4 score products forward, and 4 score and 4 `dP` products
+/// backward (the count is process-wide: other tests only add to it).
+#[test]
+fn causal_f32_blocks_take_the_tiles() {
+    use gradtape::__internals::kernels::cpu::causal_tiles::{products, runs_f32};
+    let avx512 = {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    };
+    let wanted = avx512
+        && std::env::var("GRADTAPE_CAUSAL_TILES").map_or(true, |v| v != "0")
+        && std::env::var("GRADTAPE_SGEMM").map_or(true, |v| v != "0");
+    assert_eq!(runs_f32(), wanted, "whether f32 causal blocks run on the tiles");
+    let (batch, t, d) = (2, 128, 64);
+    let dims = Dims {
+        batch,
+        tq: t,
+        tk: t,
+        d,
+        dv: d,
+        scale: 0.125,
+        causal: true,
+        dropout: None,
+    };
+    let (q, k, v, g) = (
+        vals(batch * t * d, 1.0),
+        vals(batch * t * d, 2.0),
+        vals(batch * t * d, 3.0),
+        vals(batch * t * d, 4.0),
+    );
+    let before = products();
+    let fwd = forward("t", &dims, &q, &k, &v, None).unwrap();
+    let grads = backward("t", &dims, &q, &k, &v, None, &fwd, &g).unwrap();
+    let ran = products() - before;
+    if wanted {
+        assert!(ran >= 12, "{ran} tiled products for 12 causal block products");
+    }
+    let (want, want_g) = plain(&dims, &q, &k, &v, None, &g);
+    near(&fwd, &want, "forward [2, 128, 128]");
+    near(&grads, &want_g, "backward [2, 128, 128]");
+}
