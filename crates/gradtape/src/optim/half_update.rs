@@ -284,20 +284,16 @@ pub(crate) mod tests {
         Tensor::from_vec(v, &[n]).unwrap().cast(dt).unwrap()
     }
 
-    /// Every optimizer's update of half variables, block by block, gives
-    /// the bits of the element-by-element update in the half type's own
-    /// arithmetic (Keras 3's computation in the variable's dtype), over
-    /// three steps (the slots' values carried), a length past two blocks
-    /// and a tail.
-    #[test]
-    fn half_updates_in_blocks_are_the_elementwise_bits() {
-        type Make = fn() -> Box<dyn FnMut(Vec<(Option<Tensor>, Variable)>) -> crate::Result<()>>;
-        fn boxed<O: Optimizer + 'static>(
-            mut o: O,
-        ) -> Box<dyn FnMut(Vec<(Option<Tensor>, Variable)>) -> crate::Result<()>> {
+    /// One `apply_gradients` call of an optimizer, boxed.
+    pub(crate) type Apply = Box<dyn FnMut(Vec<(Option<Tensor>, Variable)>) -> crate::Result<()>>;
+
+    /// Every optimizer rule in its main configurations, each made fresh by
+    /// its function: the cases of the tests that compare update loops.
+    pub(crate) fn every_optimizer() -> Vec<(&'static str, fn() -> Apply)> {
+        fn boxed<O: Optimizer + 'static>(mut o: O) -> Apply {
             Box::new(move |pairs| o.apply_gradients(pairs.iter().map(|(g, v)| (g.clone(), v))))
         }
-        let makes: [(&str, Make); 12] = [
+        vec![
             ("adam", || boxed(Adam::new(1e-3))),
             ("adam amsgrad", || boxed(Adam::new(1e-3).amsgrad(true))),
             ("adamw", || boxed(AdamW::new(1e-3).weight_decay(0.01))),
@@ -305,6 +301,9 @@ pub(crate) mod tests {
             ("sgd momentum", || boxed(Sgd::new(0.1).momentum(0.9).unwrap())),
             ("sgd nesterov", || {
                 boxed(Sgd::new(0.1).momentum(0.9).unwrap().nesterov(true))
+            }),
+            ("sgd momentum wd", || {
+                boxed(Sgd::new(0.1).momentum(0.9).unwrap().weight_decay(0.1))
             }),
             ("rmsprop", || boxed(RmsProp::new(1e-2))),
             ("rmsprop centered momentum", || {
@@ -314,12 +313,20 @@ pub(crate) mod tests {
             ("adamax", || boxed(Adamax::new(1e-3))),
             ("nadam", || boxed(Nadam::new(1e-3))),
             ("lion", || boxed(Lion::new(1e-3))),
-        ];
+            ("adadelta", || boxed(Adadelta::new(1.0))),
+        ]
+    }
+
+    /// Every optimizer's update of half variables, block by block, gives
+    /// the bits of the element-by-element update in the half type's own
+    /// arithmetic (Keras 3's computation in the variable's dtype), over
+    /// three steps (the slots' values carried), a length past two blocks
+    /// and a tail.
+    #[test]
+    fn half_updates_in_blocks_are_the_elementwise_bits() {
+        let makes = every_optimizer();
         for dt in [DType::F16, DType::BF16] {
-            for (name, make) in makes
-                .iter()
-                .chain([("adadelta", (|| boxed(Adadelta::new(1.0))) as Make)].iter())
-            {
+            for (name, make) in &makes {
                 let run = |elementwise: bool| {
                     ELEMENTWISE.with(|c| c.set(elementwise));
                     let v = Variable::new(values(700, 1, dt));

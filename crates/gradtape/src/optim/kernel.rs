@@ -436,8 +436,7 @@ const BLOCK: usize = 128;
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::optim::half_update::tests::{values, ELEMENTWISE};
-    use crate::optim::*;
+    use crate::optim::half_update::tests::{every_optimizer, values, ELEMENTWISE};
     use crate::Variable;
 
     /// The update loop as it was before the blocks: one element at a time
@@ -469,32 +468,7 @@ pub(crate) mod tests {
     /// under one block, and one spread over several tasks with a tail.
     #[test]
     fn f32_and_f64_updates_in_blocks_and_tasks_are_the_elementwise_bits() {
-        type Opt = Box<dyn FnMut(Vec<(Option<Tensor>, Variable)>) -> crate::Result<()>>;
-        fn boxed<O: Optimizer + 'static>(mut o: O) -> Opt {
-            Box::new(move |pairs| o.apply_gradients(pairs.iter().map(|(g, v)| (g.clone(), v))))
-        }
-        let makes: Vec<(&str, fn() -> Opt)> = vec![
-            ("adam", || boxed(Adam::new(1e-3))),
-            ("adam amsgrad", || boxed(Adam::new(1e-3).amsgrad(true))),
-            ("adamw", || boxed(AdamW::new(1e-3).weight_decay(0.01))),
-            ("sgd", || boxed(Sgd::new(0.1))),
-            ("sgd momentum", || boxed(Sgd::new(0.1).momentum(0.9).unwrap())),
-            ("sgd nesterov", || {
-                boxed(Sgd::new(0.1).momentum(0.9).unwrap().nesterov(true))
-            }),
-            ("sgd momentum wd", || {
-                boxed(Sgd::new(0.1).momentum(0.9).unwrap().weight_decay(0.1))
-            }),
-            ("rmsprop", || boxed(RmsProp::new(1e-2))),
-            ("rmsprop centered momentum", || {
-                boxed(RmsProp::new(1e-2).centered(true).momentum(0.5).unwrap())
-            }),
-            ("adagrad", || boxed(Adagrad::new(1e-2))),
-            ("adamax", || boxed(Adamax::new(1e-3))),
-            ("nadam", || boxed(Nadam::new(1e-3))),
-            ("lion", || boxed(Lion::new(1e-3))),
-            ("adadelta", || boxed(Adadelta::new(1.0))),
-        ];
+        let makes = every_optimizer();
         for dt in [DType::F32, DType::F64] {
             for n in [700, 2 * TASK + TASK / 2 + 77] {
                 for (name, make) in &makes {

@@ -78,10 +78,10 @@ impl<T: Local> Drop for Kept<T> {
     }
 }
 
-/// A vector of `n` copies of `fill`: one this thread kept, with room for
-/// `n` (else its largest, grown), or a new one.
-pub fn take<T: Local>(n: usize, fill: T) -> Kept<T> {
-    let mut v = T::with_list(|l| {
+/// A vector this thread kept, with room for `n` (else its largest, to be
+/// grown), or a new one: its old values left in it.
+fn reuse<T: Local>(n: usize) -> Vec<T> {
+    T::with_list(|l| {
         let i = l
             .iter()
             .position(|v| v.capacity() >= n)
@@ -89,7 +89,13 @@ pub fn take<T: Local>(n: usize, fill: T) -> Kept<T> {
         Some(l.swap_remove(i))
     })
     .flatten()
-    .unwrap_or_default();
+    .unwrap_or_default()
+}
+
+/// A vector of `n` copies of `fill`: one this thread kept, with room for
+/// `n` (else its largest, grown), or a new one.
+pub fn take<T: Local>(n: usize, fill: T) -> Kept<T> {
+    let mut v = reuse::<T>(n);
     v.clear();
     v.resize(n, fill);
     Kept(v)
@@ -102,15 +108,7 @@ pub fn take<T: Local>(n: usize, fill: T) -> Kept<T> {
 /// score blocks, `ROWS × keys` per task: some 5 % of a causal forward
 /// call, `[32, 128, 64]`).
 pub fn take_stale<T: Local>(n: usize, fill: T) -> Kept<T> {
-    let mut v = T::with_list(|l| {
-        let i = l
-            .iter()
-            .position(|v| v.capacity() >= n)
-            .or_else(|| (0..l.len()).max_by_key(|&i| l[i].capacity()))?;
-        Some(l.swap_remove(i))
-    })
-    .flatten()
-    .unwrap_or_default();
+    let mut v = reuse::<T>(n);
     if v.len() >= n {
         v.truncate(n);
     } else {
