@@ -240,7 +240,7 @@ type PassFn<'a, T> = dyn Fn(Option<(T, T)>, &mut [T], &mut [&mut [T]], &[T]) + S
 /// and the fewest elements spread at all: a pass is a few nanoseconds an
 /// element at most (Adam's square root and division), so a task of this
 /// size is ~10-40 µs, well above what handing it to a helper costs.
-const TASK: usize = 1 << 14;
+pub(crate) const TASK: usize = 1 << 14;
 
 /// [`run`] on the host; `noop`: the rule's
 /// [`ZERO_GRAD_IS_NOOP`](ElemRule::ZERO_GRAD_IS_NOOP).
@@ -436,8 +436,7 @@ const BLOCK: usize = 128;
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::optim::half_update::tests::{every_optimizer, values, ELEMENTWISE};
-    use crate::Variable;
+    use crate::optim::half_update::tests::updates_are_the_elementwise_bits;
 
     /// The update loop as it was before the blocks: one element at a time
     /// over the slices, on the calling thread; the reference of the tests.
@@ -463,42 +462,10 @@ pub(crate) mod tests {
 
     /// Every optimizer's f32 and f64 update, vectorised in blocks and
     /// spread over the threads, gives the bits of the element-by-element
-    /// update on one thread: over three steps (the slots carried), on
-    /// special values (zeros, subnormals, infinities, NaN), for a variable
-    /// under one block, and one spread over several tasks with a tail.
+    /// update on one thread: for a variable under one block, and one spread
+    /// over several tasks with a tail (see `updates_are_the_elementwise_bits`).
     #[test]
     fn f32_and_f64_updates_in_blocks_and_tasks_are_the_elementwise_bits() {
-        let makes = every_optimizer();
-        for dt in [DType::F32, DType::F64] {
-            for n in [700, 2 * TASK + TASK / 2 + 77] {
-                for (name, make) in &makes {
-                    let run = |elementwise: bool| {
-                        ELEMENTWISE.with(|c| c.set(elementwise));
-                        let v = Variable::new(values(n, 1, dt));
-                        let mut opt = make();
-                        for step in 0..3 {
-                            opt(vec![(Some(values(n, 2 + step, dt)), v.clone())]).unwrap();
-                        }
-                        ELEMENTWISE.with(|c| c.set(false));
-                        v.read().to_vec_f64()
-                    };
-                    let (got, want) = (run(false), run(true));
-                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                        assert!(
-                            a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-                            "{dt:?} {name} n={n} [{i}]: blocks {a} vs elementwise {b}"
-                        );
-                    }
-                    // (the updates did something: most weights moved)
-                    let before = values(n, 1, dt).to_vec_f64();
-                    let moved = got
-                        .iter()
-                        .zip(&before)
-                        .filter(|(a, b)| a.to_bits() != b.to_bits())
-                        .count();
-                    assert!(moved > n / 2, "{dt:?} {name} n={n}: {moved} moved");
-                }
-            }
-        }
+        updates_are_the_elementwise_bits(&[DType::F32, DType::F64], &[700, 2 * TASK + TASK / 2 + 77]);
     }
 }
