@@ -1,7 +1,6 @@
 //! The unit tests of `src/kernels/cpu/attention_gemm.rs`, moved out of the library.
 
 use gradtape::__internals::kernels::cpu::attention::Dims;
-use gradtape::__internals::kernels::cpu::attention::Mask;
 use gradtape::__internals::kernels::cpu::attention::{backward_online, forward_online, Dropout};
 use gradtape::__internals::kernels::cpu::attention_gemm::*;
 
@@ -46,12 +45,7 @@ fn products_equal_the_online_kernels() {
                 *x = f64::NEG_INFINITY;
             }
         }
-        let mask = Mask {
-            data: &m,
-            batch: Batch::even(batch, tq * tk, 0),
-            row: tk,
-            col: 1,
-        };
+        let mask = crate::kernels_cpu_causal_tiles::full_mask(&m, batch, tq, tk);
         // (a positive scale without a mask is applied inside the
         // exponential; a negative one, or a mask, on the scores first)
         for (causal, scale) in [(false, 0.4), (true, 0.4), (true, -0.3)] {

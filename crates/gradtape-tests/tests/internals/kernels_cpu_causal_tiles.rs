@@ -11,6 +11,27 @@ fn vals(n: usize, k: f64) -> Vec<f32> {
     (0..n).map(|i| ((0.37 * i as f64 + k).sin() * 1.3) as f32).collect()
 }
 
+/// `q`, `k`, `v` and the output's gradient for `batch` elements of `tq`
+/// queries and `tk` keys of width `d` (values of width `dv`).
+fn inputs(batch: usize, tq: usize, tk: usize, d: usize, dv: usize) -> [Vec<f32>; 4] {
+    [
+        vals(batch * tq * d, 1.0),
+        vals(batch * tk * d, 2.0),
+        vals(batch * tk * dv, 3.0),
+        vals(batch * tq * dv, 4.0),
+    ]
+}
+
+/// A mask with its own `[tq, tk]` matrix per batch element.
+pub(crate) fn full_mask<T>(data: &[T], batch: usize, tq: usize, tk: usize) -> Mask<'_, T> {
+    Mask {
+        data,
+        batch: Batch::even(batch, tq * tk, 0),
+        row: tk,
+        col: 1,
+    }
+}
+
 /// Plain attention in `f64` on the `f32` inputs: per query row its output
 /// and log-sum-exp (`dv + 1` values, as the kernels lay them out), and per
 /// batch element `dq`, `dk`, `dv` one after the other.
@@ -100,19 +121,9 @@ fn causal_blocks_equal_plain_attention() {
         (2, 129, 129, 128, 128),
     ]);
     for (batch, tq, tk, d, dv) in cases {
-        let (q, k, v, g) = (
-            vals(batch * tq * d, 1.0),
-            vals(batch * tk * d, 2.0),
-            vals(batch * tk * dv, 3.0),
-            vals(batch * tq * dv, 4.0),
-        );
+        let [q, k, v, g] = inputs(batch, tq, tk, d, dv);
         let m = vals(batch * tq * tk, 5.0);
-        let mask = Mask {
-            data: &m,
-            batch: Batch::even(batch, tq * tk, 0),
-            row: tk,
-            col: 1,
-        };
+        let mask = full_mask(&m, batch, tq, tk);
         for (scale, masked) in [(1.0 / (d as f64).sqrt(), false), (-0.3, true)] {
             let dims = Dims {
                 batch,
@@ -140,12 +151,7 @@ fn causal_blocks_equal_plain_attention() {
 #[test]
 fn causal_blocks_with_dropout_and_hidden_keys_equal_the_online_kernel() {
     for &(batch, tq, tk, d, dv) in &[(2, 65, 65, 64, 64), (1, 130, 200, 32, 40), (2, 17, 17, 16, 5)] {
-        let (q, k, v, g) = (
-            vals(batch * tq * d, 1.0),
-            vals(batch * tk * d, 2.0),
-            vals(batch * tk * dv, 3.0),
-            vals(batch * tq * dv, 4.0),
-        );
+        let [q, k, v, g] = inputs(batch, tq, tk, d, dv);
         let mut m = vals(batch * tq * tk, 5.0);
         for (i, x) in m.iter_mut().enumerate() {
             // every 7th key hidden, and all of row 3
@@ -153,20 +159,10 @@ fn causal_blocks_with_dropout_and_hidden_keys_equal_the_online_kernel() {
                 *x = f32::NEG_INFINITY;
             }
         }
-        let mask = Mask {
-            data: &m,
-            batch: Batch::even(batch, tq * tk, 0),
-            row: tk,
-            col: 1,
-        };
+        let mask = full_mask(&m, batch, tq, tk);
         let f64s = |x: &[f32]| x.iter().map(|&x| x as f64).collect::<Vec<_>>();
         let m64 = f64s(&m);
-        let mask64 = Mask {
-            data: &m64,
-            batch: Batch::even(batch, tq * tk, 0),
-            row: tk,
-            col: 1,
-        };
+        let mask64 = full_mask(&m64, batch, tq, tk);
         for (masked, dropout) in [
             (true, None),
             (false, Some(Dropout::new(7, 0.25))),
