@@ -33,6 +33,7 @@ mod math_values;
 mod random_ops;
 mod reductions;
 mod rng;
+mod select_layouts;
 mod special;
 mod special_igamma;
 mod strided_copies;

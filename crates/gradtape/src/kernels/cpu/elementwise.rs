@@ -454,19 +454,56 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
             let [sc, sa, sb] = [strides[0][r], strides[1][r], strides[2][r]];
             layout::for_rows(&cshape, &strides, offs, rows, |row, [oc, oa, ob]| {
                 let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
-                for (j, slot) in lockstep::zip(0..row_len, o) {
-                    let j = j as isize;
-                    let v = if cbuf[(oc + j * sc) as usize] {
-                        ba[(oa + j * sa) as usize]
-                    } else {
-                        bb[(ob + j * sb) as usize]
-                    };
-                    slot.write(v);
+                if sc == 0 {
+                    // one condition for the row (a mask of whole rows, such
+                    // as attention's hidden queries): the row of `a` or `b`
+                    let (src, off, s) = if cbuf[oc as usize] { (ba, oa, sa) } else { (bb, ob, sb) };
+                    copy_row(o, src, off, s);
+                } else if (sc, sa, sb) == (1, 1, 1) {
+                    let (oc, oa, ob) = (oc as usize, oa as usize, ob as usize);
+                    let (c, x, y) = (&cbuf[oc..oc + row_len], &ba[oa..oa + row_len], &bb[ob..ob + row_len]);
+                    for (slot, (&c, (&x, &y))) in o.iter_mut().zip(c.iter().zip(x.iter().zip(y))) {
+                        slot.write(if c { x } else { y });
+                    }
+                } else {
+                    for (j, slot) in lockstep::zip(0..row_len, o) {
+                        let j = j as isize;
+                        let v = if cbuf[(oc + j * sc) as usize] {
+                            ba[(oa + j * sa) as usize]
+                        } else {
+                            bb[(ob + j * sb) as usize]
+                        };
+                        slot.write(v);
+                    }
                 }
             });
         })?;
         Tensor::from_storage(T::buf_into_storage(data), &shape)
     }))
+}
+
+/// Writes `out.len()` elements of `src` from `off`, `s` apart (one
+/// element repeated where `s` is 0).
+fn copy_row<T: Copy>(out: &mut [MaybeUninit<T>], src: &[T], off: isize, s: isize) {
+    let (off, n) = (off as usize, out.len());
+    match s {
+        1 => {
+            for (slot, &v) in out.iter_mut().zip(&src[off..off + n]) {
+                slot.write(v);
+            }
+        }
+        0 => {
+            let v = src[off];
+            for slot in out {
+                slot.write(v);
+            }
+        }
+        _ => {
+            for (j, slot) in lockstep::zip(0..n, out) {
+                slot.write(src[(off as isize + j as isize * s) as usize]);
+            }
+        }
+    }
 }
 
 /// Converts every element to `to` (as Rust's `as` does, through `f64`).
