@@ -14,43 +14,9 @@ use crate::tensor::{DType, Tensor};
 
 use super::attention_args::{window_band, CrossKv};
 pub use super::attention_args::{AttentionArgs, KvCache};
+use super::attention_projection::Projection;
 
 const OP: &str = "MultiHeadAttention";
-
-/// One of the four projections: a kernel `[in, heads, dim]` (the output
-/// projection's is `[heads, dim, out]`) and an optional bias.
-struct Projection {
-    kernel: Variable,
-    bias: Option<Variable>,
-}
-
-impl Projection {
-    /// `x [b, t, in]` to `[b, heads, t, dim]`.
-    fn heads(&self, x: &Tensor, heads: usize, dim: usize) -> Result<Tensor> {
-        let (b, t, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
-        let k = self.kernel.read().reshape(&[d, heads * dim])?;
-        let mut y = x.reshape(&[b * t, d])?.matmul(&k)?;
-        if let Some(bias) = &self.bias {
-            y = y.bias_add(&bias.read().reshape(&[heads * dim])?)?;
-        }
-        y.reshape(&[b, t, heads, dim])?.permute(&[0, 2, 1, 3])
-    }
-
-    /// `o [b, heads, t, dim]` to `[b, t, out]`.
-    fn merge(&self, o: &Tensor) -> Result<Tensor> {
-        let (b, h, t, dv) = (o.shape()[0], o.shape()[1], o.shape()[2], o.shape()[3]);
-        let k = self.kernel.read();
-        let out = k.shape()[2];
-        let mut y = o
-            .permute(&[0, 2, 1, 3])?
-            .reshape(&[b * t, h * dv])?
-            .matmul(&k.reshape(&[h * dv, out])?)?;
-        if let Some(bias) = &self.bias {
-            y = y.bias_add(&bias.read())?;
-        }
-        y.reshape(&[b, t, out])
-    }
-}
 
 /// Multi-head attention, Keras's `MultiHeadAttention`: the query, key and
 /// value inputs are projected to `num_heads` heads (`query/kernel
@@ -585,12 +551,34 @@ impl MultiHeadAttention {
             ));
         }
         let mask = args.combined_mask(OP, (b, tq, tk), self.window.map(|w| (w, 0)), query.device())?;
+        if kept.is_none() && query.id() == key.id() && key.id() == value.id() {
+            // self-attention: the three projections of one input, one product
+            let [q, k, v] = self.query_key_value(query)?;
+            let (q, k) = (self.rotate(q, 0)?, self.rotate(k, 0)?);
+            return Ok((q, self.repeat_kv(&k)?, self.repeat_kv(&v)?, mask));
+        }
         let q = self.rotate(self.query.heads(query, self.num_heads, self.key_dim)?, 0)?;
         if let Some((k, v)) = kept.as_deref().and_then(|slot| CrossKv::of(slot, key, value)) {
             return Ok((q, k, v, mask));
         }
-        let k = self.rotate(self.key.heads(key, self.kv_heads, self.key_dim)?, 0)?;
-        let v = self.value.heads(value, self.kv_heads, self.value_dim)?;
+        let (k, v) = if key.id() == value.id() {
+            // (cross-attention to one sequence: its key and value heads)
+            let kv = Projection::joined_heads(
+                &[
+                    (&self.key, self.kv_heads, self.key_dim),
+                    (&self.value, self.kv_heads, self.value_dim),
+                ],
+                key,
+            )?;
+            let [k, v]: [Tensor; 2] = kv.try_into().map_err(|_| Error::invalid(OP, "two projections"))?;
+            (k, v)
+        } else {
+            (
+                self.key.heads(key, self.kv_heads, self.key_dim)?,
+                self.value.heads(value, self.kv_heads, self.value_dim)?,
+            )
+        };
+        let k = self.rotate(k, 0)?;
         let (k, v) = (self.repeat_kv(&k)?, self.repeat_kv(&v)?);
         if let Some(slot) = kept {
             *slot = Some(CrossKv {
@@ -601,6 +589,19 @@ impl MultiHeadAttention {
             });
         }
         Ok((q, k, v, mask))
+    }
+
+    /// The query, key and value heads of one input `x` (not yet rotated
+    /// nor repeated), from one product (see `Projection::joined_heads`).
+    fn query_key_value(&self, x: &Tensor) -> Result<[Tensor; 3]> {
+        let parts = [
+            (&self.query, self.num_heads, self.key_dim),
+            (&self.key, self.kv_heads, self.key_dim),
+            (&self.value, self.kv_heads, self.value_dim),
+        ];
+        Projection::joined_heads(&parts, x)?
+            .try_into()
+            .map_err(|_| Error::invalid(OP, "three projections"))
     }
 
     /// Heads `[b, h, t, dim]` of queries or keys at positions `start..`,
@@ -692,9 +693,8 @@ impl MultiHeadAttention {
         self.check_input("query", x, fq)?;
         let (b, t) = (x.shape()[0], x.shape()[1]);
         let past = cache.len();
-        let q = self.rotate(self.query.heads(x, self.num_heads, self.key_dim)?, past)?;
-        let mut k = self.rotate(self.key.heads(x, self.kv_heads, self.key_dim)?, past)?;
-        let mut v = self.value.heads(x, self.kv_heads, self.value_dim)?;
+        let [q, k, mut v] = self.query_key_value(x)?;
+        let (q, mut k) = (self.rotate(q, past)?, self.rotate(k, past)?);
         if let (Some(ck), Some(cv)) = (&cache.keys, &cache.values) {
             let want = [b, self.kv_heads, past, self.key_dim];
             if ck.shape() != want

@@ -45,6 +45,7 @@
 mod activation;
 mod attention;
 mod attention_args;
+mod attention_projection;
 mod conv;
 mod conv3d;
 mod conv_more;
