@@ -278,3 +278,42 @@ fn bad_operands_of_the_gradient_op_are_errors_naming_it() -> Result<()> {
     );
     Ok(())
 }
+
+/// The forward kernel computes each task's rows' losses and softmax
+/// together, the rows split over the threads: a batch large enough for
+/// several tasks, against each row's loss and gradient computed here in
+/// `f64` (`logsumexp(x) − x[label]`, `softmax(x) − one_hot`).
+#[test]
+fn a_batch_split_over_the_threads_gives_each_rows_loss_and_softmax() -> Result<()> {
+    let (rows, classes) = (2500, 300);
+    let mut rng = Rng::new(41);
+    let x = rng.normal(&[rows, classes], 0.0, 3.0, DType::F32)?;
+    let labels: Vec<i64> = (0..rows).map(|r| ((r * 7919 + 13) % classes) as i64).collect();
+    let lab = Tensor::from_vec(labels.clone(), &[rows])?;
+    let tape = GradientTape::new();
+    tape.watch(&x);
+    let (loss, total) = tape.record(|| {
+        let loss = Tensor::sparse_softmax_cross_entropy_with_logits(&lab, &x)?;
+        let total = loss.sum_all()?;
+        Ok::<_, gradtape::Error>((loss, total))
+    })?;
+    let dx = tape.gradient(&total, &x)?.ok_or_else(no_grad)?;
+    let (xs, got_loss, got_dx) = (f64s(&x), f64s(&loss), f64s(&dx));
+    for r in 0..rows {
+        let row = &xs[r * classes..(r + 1) * classes];
+        let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+        let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+        let l = labels[r] as usize;
+        close(&format!("loss row {r}"), &got_loss[r..r + 1], &[lse - row[l]], 2e-5);
+        let want: Vec<f64> = (0..classes)
+            .map(|j| (row[j] - lse).exp() - if j == l { 1.0 } else { 0.0 })
+            .collect();
+        close(
+            &format!("gradient row {r}"),
+            &got_dx[r * classes..(r + 1) * classes],
+            &want,
+            2e-6,
+        );
+    }
+    Ok(())
+}

@@ -186,28 +186,28 @@ pub(crate) fn sparse_xent<T: Float, I: Element>(
     let src = logits.values::<T>(op)?;
     let mut loss = alloc::try_buf(op, rows)?;
     loss.resize(rows, T::zero());
-    let data = build_rows::<T>(op, rows, c, |rs, out| {
+    let losses = super::workers::SendPtr(loss.as_mut_ptr());
+    // each task: its rows' log-softmax, their losses (minus the label's),
+    // then the softmax in place (kept for the gradient), while the rows
+    // are in cache (the losses and the exponentials were one serial pass
+    // after the parallel one: 2.0 ms of `[2048, 1000]` logits, ~0.15 ms
+    // in tasks)
+    let p = build_rows::<T>(op, rows, c, |rs, out| {
         super::math::with_simd(
             #[inline(always)]
             || {
                 for (r, o) in zip(rs.clone(), chunks_mut(out, c.max(1))) {
                     softmax_row(&src[r * c..(r + 1) * c], o, true);
+                    // SAFETY: softmax_row wrote every element of `o`.
+                    let row: &mut [T] = unsafe { &mut *(o as *mut [MaybeUninit<T>] as *mut [T]) };
+                    // SAFETY: `r < rows`, and each row (so each loss) is
+                    // handed to one task; `loss` outlives the call
+                    unsafe { *losses.get().add(r) = -row[labels[r].to_f64() as i64 as usize] };
+                    super::math::exp_in_place(row);
                 }
             },
         )
     })?;
-    let mut p = data;
-    let ps: &mut [T] = &mut p; // (a slice: `SmallVec`'s indexing is not inlined)
-    super::math::with_simd(
-        #[inline(always)]
-        || {
-            for (r, l) in zip(0.., &mut loss[..]) {
-                let row = &mut ps[r * c..(r + 1) * c];
-                *l = -row[labels[r].to_f64() as i64 as usize];
-                super::math::exp_in_place(row);
-            }
-        },
-    );
     Ok((
         Tensor::from_storage(T::buf_into_storage(loss), out_shape),
         Tensor::from_storage(T::buf_into_storage(p), logits.shape()),
