@@ -67,8 +67,8 @@ fn paired_products_give_the_bits_of_the_sequential_plan() {
             .iter()
             .map(|t| t.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect())
             .collect();
-        // (the trials run each pair both ways, then the faster way)
-        for _ in 0..2 + 2 * gradtape::__internals::function::compile::pair_products::TRIALS + 2 {
+        // (the trials run each pair together, or both ways, then as decided)
+        for _ in 0..gradtape::__internals::function::compile::pair_products::RUNS_TO_DECIDE + 2 {
             let got: Vec<Vec<u32>> = on
                 .run(&args)
                 .unwrap()

@@ -29,6 +29,7 @@ mod function_compile_kernel_scratch;
 mod function_compile_kernel_sums;
 mod function_compile_kernel_testing;
 mod function_compile_pads_to_concat;
+mod function_compile_pair_products;
 mod function_compile_pipeline;
 mod function_compile_residual_into_norm_grad;
 mod function_compile_simplify;

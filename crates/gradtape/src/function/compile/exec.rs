@@ -22,8 +22,8 @@
 //! **Pairs.** Two adjacent independent products (a layer's input and
 //! weight gradients) run at the same time, each on one thread
 //! ([`pair_products`](super::pair_products)), with the bits of a run one after the
-//! other, where their first runs found that faster than one after the
-//! other ([`PairTrial`]).
+//! other, where their first runs found them balanced, or faster so than
+//! one after the other ([`PairTrial`]).
 //!
 //! Recording: compiled graphs run with no tape, accumulator or trace active
 //! (a caller hides them, or none is active), so the nodes' ops record
@@ -37,7 +37,7 @@ use smallvec::SmallVec;
 
 use super::fuse::Fused;
 use super::kernel::{Outs, Program};
-use super::pair_products::{one_thread, pairs, PairTrial, PAIRS};
+use super::pair_products::{one_thread, pairs, task_clock, PairRun, PairTrial, PAIRS};
 use super::profile;
 use super::CompileStats;
 use crate::error::{Error, Result};
@@ -237,7 +237,7 @@ impl Plan {
                 .paired
                 .as_deref()
                 .filter(|_| i + 1 < self.steps.len() && !capturing());
-            let (together, timed) = trial.map_or((false, false), PairTrial::next);
+            let PairRun { together, timed, tasks } = trial.map_or(PairRun::default(), PairTrial::next);
             let t0 = timed.then(std::time::Instant::now);
             if trial.is_some() && !together {
                 // the pair one node after the other (timed on a trial run)
@@ -272,20 +272,25 @@ impl Plan {
                 let mut done = crate::kernels::cpu::workers::map_small(2, |t| {
                     let (op, ins) = if t == 0 { (a, x) } else { (b, y) };
                     let run = || one_thread(|| op.eval(ins).map(|o| o.into_iter().collect::<Outs>()));
-                    Some(match bins[t].lock() {
+                    let c0 = tasks.then(task_clock);
+                    let out = match bins[t].lock() {
                         Ok(mut bin) => bin.task_scope(run),
                         Err(_) => run(),
-                    })
+                    };
+                    Some((out, c0.map(|c0| task_clock().saturating_sub(c0))))
                 });
                 let [ba, bb] = bins;
                 *sa = ba.into_inner().unwrap_or_default();
                 *sb = bb.into_inner().unwrap_or_default();
-                let second = done[1].take();
-                let first = done[0].take();
                 let unran = || Error::invalid("function", "a node of a pair did not run");
-                let first = first.ok_or_else(unran)?.map_err(|e| e.at_node(|| node.describe(g)))?;
+                let (second, tb) = done[1].take().ok_or_else(unran)?;
+                let (first, ta) = done[0].take().ok_or_else(unran)?;
+                if let (Some(t), Some(ta), Some(tb)) = (trial, ta, tb) {
+                    t.record_tasks(ta, tb);
+                }
+                let first = first.map_err(|e| e.at_node(|| node.describe(g)))?;
                 store(node, step, first, ins, slots)?;
-                let second = second.ok_or_else(unran)?.map_err(|e| e.at_node(|| next.describe(g)))?;
+                let second = second.map_err(|e| e.at_node(|| next.describe(g)))?;
                 store(next, step2, second, ins2, slots)?;
                 let both = || format!("{} || {}", profile::label(a), profile::label(b));
                 profile::record(p0, both, first_shape(g, node));

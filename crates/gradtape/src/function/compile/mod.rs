@@ -54,7 +54,8 @@
 //! 11. `pair_products` — rewrites nothing: adjacent independent products
 //!     (a layer's input and weight gradients) run at the same time, one per
 //!     thread, bit for bit as one after the other, where their first runs
-//!     find that faster (each pair is timed both ways).
+//!     find the two tasks balanced, or else the pair faster so (timed both
+//!     ways).
 //!
 //! Each pass can be switched off by name
 //! ([`CompileOptions::disable_pass`], on

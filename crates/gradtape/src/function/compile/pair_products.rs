@@ -19,11 +19,32 @@
 //! and the shapes: two products of equal arithmetic may run at unequal
 //! speeds on one thread each (different kernels, a long shared dimension),
 //! and one thread then waits for the other, where each product split over
-//! all threads would have kept them all busy. So each pair is tried both
-//! ways on its first runs ([`PairTrial`]: one untimed run each way, then
-//! [`TRIALS`] timed runs each way, alternating) and runs the faster way
-//! from then on. Either way gives the same bits (below), so the choice
-//! changes only the time.
+//! all threads would have kept them all busy. So each pair's first runs
+//! decide ([`PairTrial`]), and it runs the chosen way from then on. Either
+//! way gives the same bits (below), so the choice changes only the time.
+//!
+//! - **Balanced pairs run together.** After an untimed first run, the
+//!   next [`BALANCE_RUNS`] runs go together with each task's time taken
+//!   on its own thread (CPU time where the system has a per-thread clock,
+//!   so that another process taking the core does not count). A pair
+//!   whose slower task took at most [`BALANCED`] times the faster one's
+//!   leaves a thread idle for under a tenth of the pair, where splitting
+//!   each product over the threads costs more: each thread packs the
+//!   shared operand, and the split products of `transformer_step` ran
+//!   10-25 % slower than a pair (two threads: 5.9 against 5.5 ms for the
+//!   `[1024, 1024]`-by-`[1024, 256]` input and weight gradients, 1.8
+//!   against 1.46 ms for the `[1024, 256]`-by-`[256, 256]` ones, while
+//!   their tasks' times differ by 1-10 %).
+//! - **Unbalanced pairs are timed both ways**: one untimed run apart, then
+//!   [`TRIALS`] timed runs each way, alternating; the faster way's
+//!   fastest run decides.
+//!
+//! Timing every pair both ways used to decide balanced pairs too, from the
+//! wall time of single runs: on a shared machine whose speed changes by
+//! 10-30 % from one moment to the next, some of `transformer_step`'s nine
+//! pairs (a different few from one process to the next) ran apart, up to
+//! 0.4 ms a step each; the balance of two tasks timed in the same run does
+//! not move with the machine's speed.
 //!
 //! **Values.** A product's kernels run inside the pair's job, so the
 //! thread pool runs their own splits on the calling thread
@@ -117,11 +138,38 @@ pub(crate) fn one_thread<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Timed runs of a pair each way before it is decided.
+/// Timed runs of an unbalanced pair each way before it is decided.
 pub const TRIALS: u32 = 3;
 
-/// How one pair of products runs: both ways on its first runs, then the
-/// way whose fastest timed run was the faster (see the module's notes).
+/// Runs together whose tasks' times are taken, after the untimed first
+/// run, before a pair that never looked balanced goes to [`TRIALS`].
+pub const BALANCE_RUNS: u32 = 2;
+
+/// The most one task of a pair may take, relative to the other, for the
+/// pair to count as balanced (and run together without trials).
+pub const BALANCED: f64 = 1.15;
+
+/// Runs of a pair before it is decided, at most (concurrent calls aside):
+/// the untimed first run, [`BALANCE_RUNS`], one untimed run apart and the
+/// timed [`TRIALS`] each way.
+pub const RUNS_TO_DECIDE: u32 = 1 + BALANCE_RUNS + 1 + 2 * TRIALS;
+
+/// How a run runs a pair ([`PairTrial::next`]); the default is one node
+/// after the other, untimed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PairRun {
+    /// both nodes at the same time, one per thread (else one after the
+    /// other)
+    pub together: bool,
+    /// the whole pair is timed ([`PairTrial::record`] gets its time)
+    pub timed: bool,
+    /// each task's time is taken ([`PairTrial::record_tasks`] gets them)
+    pub tasks: bool,
+}
+
+/// How one pair of products runs: decided on its first runs, by the
+/// balance of its tasks or by timing it both ways (see the module's
+/// notes).
 #[derive(Default)]
 pub struct PairTrial {
     /// runs started before the decision
@@ -133,37 +181,60 @@ pub struct PairTrial {
     pub best: [AtomicU64; 2],
     /// 0: undecided; 1: one after the other; 2: together
     pub decided: AtomicU8,
+    /// the least imbalance seen (slower task's time over the faster's, in
+    /// thousandths); 0: none yet
+    pub imbalance: AtomicU32,
 }
 
 impl PairTrial {
-    /// How this run runs the pair: together or not, and whether it is
-    /// timed (then [`record`](Self::record) gets its time).
-    pub(crate) fn next(&self) -> (bool, bool) {
+    /// How this run runs the pair.
+    pub fn next(&self) -> PairRun {
+        let run = |together, timed, tasks| PairRun { together, timed, tasks };
         match self.decided.load(Relaxed) {
-            1 => return (false, false),
-            2 => return (true, false),
+            1 => return run(false, false, false),
+            2 => return run(true, false, false),
             _ => {}
         }
         let n = self.runs.fetch_add(1, Relaxed);
-        // runs 0 and 1 (together, then not) warm up; then timed runs
-        // alternate; runs past the trials (concurrent calls before the
-        // decision) go together, untimed
+        // run 0 warms up together; the next go together with their tasks
+        // timed; then one apart warms up and timed runs alternate; runs
+        // past the trials (concurrent calls before the decision) go
+        // together, untimed
+        let trial = 2 + BALANCE_RUNS;
         match n {
-            0 => (true, false),
-            1 => (false, false),
-            n if n < 2 + 2 * TRIALS => (n % 2 == 0, true),
-            _ => (true, false),
+            0 => run(true, false, false),
+            n if n <= BALANCE_RUNS => run(true, false, true),
+            n if n == 1 + BALANCE_RUNS => run(false, false, false),
+            n if n < trial + 2 * TRIALS => run((n - trial) % 2 == 1, true, false),
+            _ => run(true, false, false),
+        }
+    }
+
+    /// Records the times of the two tasks of a run together (in any
+    /// unit, both the same): a balanced pair is decided, together.
+    pub fn record_tasks(&self, a: Duration, b: Duration) {
+        let (lo, hi) = (a.min(b).as_nanos().max(1), a.max(b).as_nanos());
+        let ratio = u32::try_from(hi.saturating_mul(1000) / lo)
+            .unwrap_or(u32::MAX)
+            .max(1000);
+        let _ = self
+            .imbalance
+            .fetch_update(Relaxed, Relaxed, |r| (r == 0 || ratio < r).then_some(ratio));
+        if f64::from(ratio) <= BALANCED * 1000.0 {
+            let _ = self.decided.compare_exchange(0, 2, Relaxed, Relaxed);
         }
     }
 
     /// Records a timed run; the last of the trials decides.
-    pub(crate) fn record(&self, together: bool, took: Duration) {
+    pub fn record(&self, together: bool, took: Duration) {
         let ns = (took.as_nanos() as u64).max(1);
         let best = &self.best[together as usize];
         let _ = best.fetch_update(Relaxed, Relaxed, |b| (b == 0 || ns < b).then_some(ns));
         if self.timed.fetch_add(1, Relaxed) + 1 == 2 * TRIALS {
             let (apart, joint) = (self.best[0].load(Relaxed), self.best[1].load(Relaxed));
-            self.decided.store(if joint <= apart { 2 } else { 1 }, Relaxed);
+            let _ = self
+                .decided
+                .compare_exchange(0, if joint <= apart { 2 } else { 1 }, Relaxed, Relaxed);
         }
     }
 
@@ -175,4 +246,39 @@ impl PairTrial {
             _ => None,
         }
     }
+
+    /// The least imbalance of the pair's tasks seen in its timed runs
+    /// together (the slower task's time over the faster's), if any.
+    pub fn imbalance(&self) -> Option<f64> {
+        match self.imbalance.load(Relaxed) {
+            0 => None,
+            r => Some(f64::from(r) / 1000.0),
+        }
+    }
+}
+
+/// A clock for one task's time on its thread: the thread's CPU time where
+/// the system has one (Linux), so that time another process took the core
+/// for does not count; else wall time.
+pub(crate) fn task_clock() -> Duration {
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    {
+        #[repr(C)]
+        struct Timespec {
+            sec: i64,
+            nsec: i64,
+        }
+        unsafe extern "C" {
+            fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+        }
+        const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+        let mut ts = Timespec { sec: 0, nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec (two 64-bit fields
+        // on 64-bit Linux, the only target this is compiled for).
+        if unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return Duration::new(ts.sec as u64, ts.nsec as u32);
+        }
+    }
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed()
 }
