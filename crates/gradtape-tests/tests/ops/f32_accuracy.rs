@@ -286,14 +286,17 @@ fn gelu_left_tail_is_accurate_relative_to_its_value() -> Result<()> {
 
 /// The `erf` family's kernels pick a form per block of 16 elements from
 /// the block's largest magnitude (the small piece alone, the GELU without
-/// its far tail, or the whole function): an element's bits must not
-/// depend on its neighbours. Each point of a dense grid over [-8, 8] (and
-/// the far tails) is computed alone in a block of its own copies, and
-/// beside 15 neighbours that send its block to each other form.
+/// its far tail, the GELU without its far exponential, or the whole
+/// function): an element's bits must not depend on its neighbours. Each
+/// point of a dense grid over [-8, 8] (and the far tails) is computed
+/// alone in a block of its own copies, and beside 15 neighbours that send
+/// its block to each other form.
 #[test]
 fn erf_and_gelu_bits_do_not_depend_on_the_block() -> Result<()> {
     let mut p: Vec<f32> = (0..=3200).map(|i| -8.0 + i as f32 * 0.005).collect();
-    p.extend([-30.0f32, -14.0, -13.5, 12.0, 40.0, 1e-20, -1e-20]);
+    p.extend([
+        -30.0f32, -14.0, -13.5, -13.0, -12.99, -10.5, 12.0, 12.99, 40.0, 1e-20, -1e-20,
+    ]);
     type F = fn(&Tensor) -> Result<Tensor>;
     let fs: [(&str, F); 4] = [
         ("erf", |x| x.erf()),
@@ -309,14 +312,15 @@ fn erf_and_gelu_bits_do_not_depend_on_the_block() -> Result<()> {
         }),
     ];
     // neighbours: small (0.1: the small form where the point is small),
-    // mid (3.0: the GELU's form without the far tail), large (9.0)
+    // mid (3.0: the GELU's form without the far tail), wide (9.0: without
+    // the far exponential), large (20.0: the whole function)
     for (name, f) in fs {
         let alone = f(&Tensor::from_vec(
             p.iter().flat_map(|&v| [v; 16]).collect(),
             &[p.len() * 16],
         )?)?
         .to_vec::<f32>()?;
-        for nb in [0.1f32, -3.0, 9.0] {
+        for nb in [0.1f32, -3.0, 9.0, -20.0] {
             let mixed: Vec<f32> = p.iter().flat_map(|&v| std::iter::once(v).chain([nb; 15])).collect();
             let got = f(&Tensor::from_vec(mixed, &[p.len() * 16])?)?.to_vec::<f32>()?;
             for (i, &x) in p.iter().enumerate() {

@@ -94,39 +94,67 @@ fn gelu_and_its_slope_are_accurate_on_a_dense_sweep() {
 }
 
 /// Values around the magnitudes where the slice kernels switch a block of
-/// 16 to the small piece alone (`|x| < 1` for `erf`, `|x| < 1.414` for the
-/// GELU's `erf(x/√2)`; √2 and the float above it, where `x/√2` reaches 1),
-/// in blocks that are all below, all above, mixed, with a NaN or an
-/// infinity, and a tail shorter than a block.
+/// 16 to another form: the small piece alone (`|x| < 1` for `erf`,
+/// `|x| < 1.414` for the GELU's `erf(x/√2)`; √2 and the float above it,
+/// where `x/√2` reaches 1), the GELU without its far tail (`|x| < 5.5`)
+/// and without its far exponential (`|x| < 13`; 13.115, where `x²/2`
+/// passes 86 and `e^(−x²/2)` leaves the normal numbers), in blocks that
+/// are all below, all above, mixed, with a NaN or an infinity, and a tail
+/// shorter than a block.
 fn block_cases() -> Vec<f32> {
     let (up, down) = (
         |x: f32| f32::from_bits(x.to_bits() + 1),
         |x: f32| f32::from_bits(x.to_bits() - 1),
     );
     let sqrt2 = std::f32::consts::SQRT_2;
-    let edges = [down(1.0), 1.0, up(1.0), down(1.414), 1.414, sqrt2, up(sqrt2)];
+    let edges = [
+        down(1.0),
+        1.0,
+        up(1.0),
+        down(1.414),
+        1.414,
+        sqrt2,
+        up(sqrt2),
+        down(5.5),
+        5.5,
+        up(5.5),
+        down(13.0),
+        13.0,
+        up(13.0),
+        13.115,
+    ];
+    let specials = [f32::NAN, f32::INFINITY, -f32::INFINITY];
     let mut v = Vec::new();
-    for k in 0..40 {
+    for k in 0..96 {
         for j in 0..16 {
             let t = (k * 16 + j) as f32;
-            let x = match k % 5 {
+            let x = match k % 8 {
                 // all small
                 0 => (t * 0.618).sin() * 0.99,
                 // one edge value in a small block
-                1 if j == 7 => edges[(k / 5) % edges.len()],
+                1 if j == 7 => edges[(k / 8) % edges.len()],
                 1 => (t * 0.3).cos() * 0.5,
                 // the edges themselves, both signs
-                2 => edges[j % edges.len()] * if j % 2 == 0 { 1.0 } else { -1.0 },
+                2 => edges[(j + k / 8) % edges.len()] * if j % 2 == 0 { 1.0 } else { -1.0 },
                 // large
                 3 => (t * 0.7).sin() * 6.0,
                 // a NaN or an infinity among small values
-                _ if j == 3 => [f32::NAN, f32::INFINITY, -f32::INFINITY][k % 3],
-                _ => (t * 0.9).sin() * 0.3,
+                4 if j == 3 => specials[(k / 8) % 3],
+                4 => (t * 0.9).sin() * 0.3,
+                // wide: up to 13 (the far left tail, where the GELU and its
+                // slope are smallest, included)
+                5 => (t * 0.7).sin() * 12.99,
+                // a NaN or an infinity among wide values
+                6 if j == 9 => specials[(k / 8) % 3],
+                6 => (t * 1.3).cos() * 12.0,
+                // one edge value among values below 5.5
+                7 if j == 12 => -edges[(k / 8 + 7) % edges.len()],
+                _ => (t * 0.45).sin() * 5.0,
             };
             v.push(x);
         }
     }
-    v.extend([0.5f32, -0.25, 1.2, -0.0, 0.0, 3.0, 0.1]);
+    v.extend([0.5f32, -0.25, 1.2, -0.0, 0.0, 3.0, 0.1, -9.0, 12.5]);
     v
 }
 

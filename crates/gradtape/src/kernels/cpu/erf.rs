@@ -35,9 +35,14 @@
 //! below 1 in magnitude they compute the small piece alone (the same bits,
 //! a quarter of the work); the GELU's, where all are below 5.5, its form
 //! without the far tail's series and divisions (the same bits again: the
-//! tail is selected only above). A normalised activation's blocks are
-//! mostly of the second kind (a block of 16 normal values all below √2
-//! is rare). `tests/ops/f32_accuracy.rs` checks that an element's bits
+//! tail is selected only above), and where all are below 13, its form
+//! without the far exponential and the special cases (the full form's
+//! other half: `e^(−x²)` is a normal number there, see [`GELU_WIDE`]).
+//! A normalised activation's blocks are mostly of the second kind (a
+//! block of 16 normal values all below √2 is rare); a trained network's
+//! can be mostly of the third (the traced transformer_step's were, after
+//! its first steps: its GELU group took half again as long as on normal
+//! values). `tests/ops/f32_accuracy.rs` checks that an element's bits
 //! do not depend on its block.
 //! Within 2 ulp of the exact value everywhere (1.34 the most seen;
 //! `tests/sweeps/kernels_cpu_erf.rs` sweeps a dense sample of all
@@ -101,15 +106,25 @@ fn erf_small(x: f32) -> f32 {
 /// `$limit` (a magnitude whose arguments `x·s` are below 1, `s` the
 /// scale the body applies); `$mid` where every `|x|` is below
 /// `$mid_limit` (the GELU's: no far tail, see [`GELU_MID`]; give `$limit`
-/// again for none); `$full` ([`erf_f32`]) elsewhere and on the elements
+/// again for none); `$wide` where every `|x|` is below `$wide_limit`
+/// (the GELU's: no far exponential, see [`GELU_WIDE`]; again `$limit`
+/// for none); `$full` ([`erf_f32`]) elsewhere and on the elements
 /// past the last whole block (the same bits every way). Whole blocks are
 /// arrays: over slices of a length the compiler does not know, loops mask
 /// each step. A macro, not a function taking a closure: a closure was
 /// compiled out of line, and its multiply-adds became library calls.
 macro_rules! erf_blocks {
-    ($x:expr, ($limit:expr, $small:expr), ($mid_limit:expr, $mid:expr), $full:expr, |$k:ident, $xb:ident, $erf:ident| $body:block) => {{
+    (
+        $x:expr,
+        ($limit:expr, $small:expr),
+        ($mid_limit:expr, $mid:expr),
+        ($wide_limit:expr, $wide:expr),
+        $full:expr,
+        |$k:ident, $xb:ident, $erf:ident| $body:block
+    ) => {{
         let x: &[f32] = $x;
         let (limit, mid_limit) = (f32::to_bits($limit), f32::to_bits($mid_limit));
+        let wide_limit = f32::to_bits($wide_limit);
         let mut xs = x.chunks_exact(BLOCK);
         let mut $k = 0;
         for xb in &mut xs {
@@ -122,6 +137,9 @@ macro_rules! erf_blocks {
                 $body
             } else if top < mid_limit {
                 let $erf = $mid;
+                $body
+            } else if top < wide_limit {
+                let $erf = $wide;
                 $body
             } else {
                 let $erf = $full;
@@ -143,6 +161,14 @@ const GELU_SMALL: f32 = 1.414;
 /// skips it and its two divisions (which the GELU of a normalised
 /// activation's block spent most of its time waiting on, perf).
 const GELU_MID: f32 = 5.5;
+
+/// Below this magnitude [`gelu_cdf`] needs neither its far exponential
+/// nor its special cases: `v²/2` and its rounded `x2` stay below 86
+/// (13.115 would do), where `e^(−x2)` is a normal number and gives
+/// `e^(−v²/2)` ([`half_square_exp`]) and the tail is never flushed to 0;
+/// and no NaN or infinity compares below it. [`gelu_cdf_wide`] is the
+/// full form without them (the exponential was a quarter of its work).
+const GELU_WIDE: f32 = 13.0;
 
 /// `erf(x)` in `f32`, within 2 ulp; `erf(±0) = ±0`, `erf(±inf) = ±1`,
 /// NaN stays NaN.
@@ -218,15 +244,6 @@ fn large_q(a: f32) -> f32 {
 /// ulp of `f32`.
 const TAIL_S: [f32; 6] = [1.0, -0.999_994_04, 2.998_092_7, -14.749_31, 88.802_284, -393.122_65];
 
-/// `x² = hi + lo` exactly (`hi` the rounded square, `lo` its rounding
-/// error: a fused multiply-add's `x·x − hi`, exact where `lo` is not
-/// below the normal numbers).
-#[inline(always)]
-fn square_parts(x: f32) -> (f32, f32) {
-    let hi = x * x;
-    (hi, x.mul_add(x, -hi))
-}
-
 /// `1 + erf(v/√2)` (twice the standard normal CDF at `v`) in `f32`,
 /// accurate relative to the result also where it is small: for
 /// `v/√2 <= −1`, where `1 + erf_f32(v/√2)` cancels (to 0 below −3.92),
@@ -239,7 +256,7 @@ fn square_parts(x: f32) -> (f32, f32) {
 /// are accurate, as TensorFlow's `erfc` form is.
 #[inline(always)]
 pub fn gelu_cdf(v: f32) -> f32 {
-    gelu_cdf_in::<true>(v).0
+    gelu_cdf_in::<true, true>(v).0
 }
 
 /// `e^(−v²/2)` from `e = e^(−x2)`, `x2` the rounded square of `v/√2`
@@ -253,12 +270,20 @@ fn half_square_exp(e: f32, x2: f32, h: f32, l: f32) -> f32 {
     e * (1.0 + ((x2 - h) - l))
 }
 
-/// `v²/2 = h + l` exactly (`h` its rounding): the halves of
-/// [`square_parts`].
+/// `v²/2 = h + l` exactly (`h` its rounding, `l` its rounding error: a
+/// fused multiply-add's `(v/2)·v − h`), from `v/2`, which the GELU
+/// multiplies by its CDF too (one multiply for both, where halving the
+/// square and its error took two). The results have the bits of halving
+/// `v·v` and its error (every `f32`'s GELU and slope were compared when
+/// this was changed): the two differ only where `v²/2` leaves the normal
+/// numbers
+/// (`|v|` below `2^-62`, where `1 + ((x2 − h) − l)` is 1 either way, or
+/// above `1.8e19`, where the tail is flushed to 0 and `e^(−h)` is 0).
 #[inline(always)]
 fn half_square(v: f32) -> (f32, f32) {
-    let (h, l) = square_parts(v);
-    (0.5 * h, 0.5 * l)
+    let half = 0.5 * v;
+    let h = half * v;
+    (h, half.mul_add(v, -h))
 }
 
 /// `e^(−v²/2)` where [`half_square_exp`] does not apply (`x2 > 86`, NaN,
@@ -274,16 +299,31 @@ fn half_square_exp_far(h: f32, l: f32) -> f32 {
 /// `|v| <` [`GELU_MID`]): their bits there.
 #[inline(always)]
 fn gelu_cdf_mid(v: f32) -> (f32, f32) {
-    gelu_cdf_in::<false>(v)
+    gelu_cdf_in::<false, false>(v)
+}
+
+/// `(gelu_cdf(v), e^(−v²/2))` with the far tail's series but without
+/// the far exponential and the special cases (for `|v| <`
+/// [`GELU_WIDE`]): their bits there.
+#[inline(always)]
+fn gelu_cdf_wide(v: f32) -> (f32, f32) {
+    gelu_cdf_in::<true, false>(v)
+}
+
+/// `(gelu_cdf(v), e^(−v²/2))` for any `v`.
+#[inline(always)]
+fn gelu_cdf_full(v: f32) -> (f32, f32) {
+    gelu_cdf_in::<true, true>(v)
 }
 
 /// `(gelu_cdf(v), e^(−v²/2))`, the CDF with its far tail
 /// (`|v/√2| >= 3.92`) when `TAIL`; the exponential from the CDF's own
 /// `e^(−x2)` wherever that is a normal number ([`half_square_exp`]),
-/// the full exponential beyond (only with `TAIL`: below [`GELU_MID`]
-/// it is never needed).
+/// and, when `FAR`, the full exponential beyond, the tail flushed to 0
+/// where `e^(−v²/2)` leaves the normal numbers, and NaN kept (without
+/// `FAR`, for `|v| <` [`GELU_WIDE`] alone, where none of them applies).
 #[inline(always)]
-fn gelu_cdf_in<const TAIL: bool>(v: f32) -> (f32, f32) {
+fn gelu_cdf_in<const TAIL: bool, const FAR: bool>(v: f32) -> (f32, f32) {
     let x = v * std::f32::consts::FRAC_1_SQRT_2;
     let a = x.abs();
     let ErfParts { x2, q, e, erf: erf_a } = erf_parts_in::<TAIL>(a);
@@ -299,7 +339,7 @@ fn gelu_cdf_in<const TAIL: bool>(v: f32) -> (f32, f32) {
         );
         let sqrt_pi = (std::f64::consts::PI.sqrt()) as f32;
         let tail = if a < 3.92 { ec * q } else { ec * s / (a * sqrt_pi) };
-        let gauss = if x2 <= -EXP_NORMAL.0 {
+        let gauss = if !FAR || x2 <= -EXP_NORMAL.0 {
             ec
         } else {
             half_square_exp_far(h, l)
@@ -308,8 +348,8 @@ fn gelu_cdf_in<const TAIL: bool>(v: f32) -> (f32, f32) {
     } else {
         (ec * q, ec)
     };
-    // (below GELU_MID, never: e^(−v²/2) is far above the normal numbers)
-    let tail = if TAIL && -h < EXP_NORMAL.0 { 0.0 } else { tail };
+    // (below GELU_WIDE, never: e^(−v²/2) is above the normal numbers)
+    let tail = if FAR && -h < EXP_NORMAL.0 { 0.0 } else { tail };
     let r = if x >= 0.0 {
         1.0 + erf_a
     } else if a < 1.0 {
@@ -318,7 +358,7 @@ fn gelu_cdf_in<const TAIL: bool>(v: f32) -> (f32, f32) {
         tail
     };
     // (a NaN sends its block to the full form)
-    (if TAIL && v.is_nan() { v } else { r }, gauss)
+    (if FAR && v.is_nan() { v } else { r }, gauss)
 }
 
 /// `(gelu_cdf(v), e^(−v²/2))` for `|v/√2| < 1`: `1 + erf_small(v/√2)`
@@ -339,11 +379,18 @@ fn gelu_cdf_small(v: f32) -> (f32, f32) {
 /// library calls).
 #[inline(always)]
 pub(crate) fn erf_slice(x: &[f32], out: &mut [f32]) {
-    erf_blocks!(x, (1.0, erf_small), (1.0, erf_f32), erf_f32, |k, x, erf| {
-        for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
-            *o = erf(v);
+    erf_blocks!(
+        x,
+        (1.0, erf_small),
+        (1.0, erf_f32),
+        (1.0, erf_f32),
+        erf_f32,
+        |k, x, erf| {
+            for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
+                *o = erf(v);
+            }
         }
-    });
+    );
 }
 
 /// The exact GELU `x/2 · (1 + erf(x/√2))` from `c = 1 + erf(x/√2)`.
@@ -370,7 +417,7 @@ pub fn gelu_f32(v: f32) -> f32 {
 /// The exact GELU's derivative at one element: the bits of the slice
 /// kernels below.
 pub fn gelu_grad_f32(v: f32) -> f32 {
-    let (c, g) = gelu_cdf_in::<true>(v);
+    let (c, g) = gelu_cdf_full(v);
     gelu_grad_from(v, c, g)
 }
 
@@ -382,7 +429,8 @@ pub(crate) fn gelu_slice(x: &[f32], out: &mut [f32]) {
         x,
         (GELU_SMALL, gelu_cdf_small),
         (GELU_MID, gelu_cdf_mid),
-        gelu_cdf_in::<true>,
+        (GELU_WIDE, gelu_cdf_wide),
+        gelu_cdf_full,
         |k, x, erf| {
             for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
                 *o = gelu_from(v, erf(v).0);
@@ -399,7 +447,8 @@ pub(crate) fn gelu_grad_slice(x: &[f32], out: &mut [f32]) {
         x,
         (GELU_SMALL, gelu_cdf_small),
         (GELU_MID, gelu_cdf_mid),
-        gelu_cdf_in::<true>,
+        (GELU_WIDE, gelu_cdf_wide),
+        gelu_cdf_full,
         |k, x, erf| {
             for (o, &v) in zip(&mut out[k..k + x.len()][..], x) {
                 let (c, g) = erf(v);
@@ -418,7 +467,8 @@ pub(crate) fn gelu_and_grad_slice(x: &[f32], g: &mut [f32], d: &mut [f32]) {
         x,
         (GELU_SMALL, gelu_cdf_small),
         (GELU_MID, gelu_cdf_mid),
-        gelu_cdf_in::<true>,
+        (GELU_WIDE, gelu_cdf_wide),
+        gelu_cdf_full,
         |k, x, erf| {
             let (g, d) = (&mut g[k..k + x.len()], &mut d[k..k + x.len()]);
             for (g, d, &v) in zip3(&mut g[..], &mut d[..], x) {
