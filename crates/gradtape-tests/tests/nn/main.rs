@@ -20,6 +20,7 @@ mod attention;
 mod attention_causal;
 mod attention_dropout;
 mod attention_masks;
+mod attention_projection;
 mod batch_norm_axis;
 mod conv_groups;
 mod conv_layers;

@@ -7,15 +7,7 @@
 
 use gradtape::{DType, Result, Tensor};
 
-/// The multi-index of row-major position `i` in `shape`.
-fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        idx[d] = i % shape[d];
-        i /= shape[d];
-    }
-    idx
-}
+use super::strided_copies::unravel;
 
 /// The element of `v` (row-major, of `shape`) that broadcasting to an
 /// output index `idx` reads (`shape` aligned to the right).

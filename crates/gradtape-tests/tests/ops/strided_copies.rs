@@ -6,8 +6,9 @@
 
 use gradtape::{DType, Result, Tensor};
 
-/// The element of `shape` at row-major position `i`, as a multi-index.
-fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+/// The element of `shape` at row-major position `i`, as a multi-index
+/// (`select_layouts` too).
+pub(crate) fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
     for d in (0..shape.len()).rev() {
         idx[d] = i % shape[d];
