@@ -3,7 +3,7 @@
 //! cross-attention's sequence with one product by the key and value
 //! kernels: the products a traced call records, and the values and
 //! gradients against the projections written out one by one here from
-//! the layer's own variables (Keras's three products).
+//! the layer's own variables (Keras's three products), eager and traced.
 
 use std::sync::Arc;
 
@@ -104,6 +104,12 @@ fn self_and_cross_attention_project_with_joined_products() -> Result<()> {
         "{}",
         f.concrete(&x)?.graph()
     );
+    // the traced call gives the eager values
+    close(
+        "self-attention traced",
+        &f.call(&x)?,
+        &mha.call_with(&x, &x, AttentionArgs::new())?,
+    )?;
 
     // cross-attention to a sequence of 7 of 9 features: the query's
     // product, one for the key and value heads, the output's
@@ -124,5 +130,10 @@ fn self_and_cross_attention_project_with_joined_products() -> Result<()> {
         "{}",
         f.concrete(&args)?.graph()
     );
+    close(
+        "cross-attention traced",
+        &f.call(&args)?,
+        &cross.call_with(&x, &s, AttentionArgs::new())?,
+    )?;
     Ok(())
 }
