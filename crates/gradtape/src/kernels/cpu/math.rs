@@ -424,6 +424,25 @@ pub fn sigmoid_f32(x: f32) -> f32 {
     }
 }
 
+/// SiLU, `x · σ(x)`, on [`sigmoid_f32`] (vectorised: the generic
+/// table's form called the C library's `expf` per element).
+#[inline(always)]
+pub fn silu_f32(x: f32) -> f32 {
+    x * sigmoid_f32(x)
+}
+
+/// SiLU's derivative `σ(x) + x · σ(x) · σ(−x)`, both sigmoids as
+/// [`sigmoid_f32`] gives them, from one `e^-|x|`.
+#[inline(always)]
+pub fn silu_grad_f32(x: f32) -> f32 {
+    let e = exp_f32(-x.abs());
+    let d = 1.0 + e;
+    let (up, down) = (1.0 / d, e / d);
+    // (NaN takes the second arm: NaN, as the sum below)
+    let (s, sn) = if x >= 0.0 { (up, down) } else { (down, up) };
+    s + x * s * sn
+}
+
 /// `sin r` and `cos r` for `r = hi + lo`, `|hi| <= pi/4` (a little more
 /// where `q` rounded the other way) and `|lo|` about `ulp(hi) / 2` or less,
 /// in `f32` (the Cephes `f32` minimax polynomials in `hi`, corrected to

@@ -445,6 +445,8 @@ impl Lane for f32 {
             Unary::Cos => math::sin_or_cos_slice::<true>(x, out),
             Unary::Tanh => each(x, out, math::tanh_f32),
             Unary::Sigmoid => each(x, out, math::sigmoid_f32),
+            Unary::Silu => each(x, out, math::silu_f32),
+            Unary::SiluGrad => each(x, out, math::silu_grad_f32),
             Unary::Erf => crate::kernels::cpu::erf::erf_slice(x, out),
             // (inlined here, in `with_simd`: out of line, erf's fused
             // multiply-adds are library calls)
