@@ -182,6 +182,97 @@ fn a_sum_over_no_axes_is_the_input_bit_for_bit() -> Result<()> {
     Ok(())
 }
 
+/// The bits of an `f32`, `f64`, `i32` or `i64` tensor.
+fn bits(t: &Tensor) -> Result<Vec<u64>> {
+    Ok(match t.dtype() {
+        DType::F32 => t.to_vec::<f32>()?.iter().map(|v| u64::from(v.to_bits())).collect(),
+        DType::F64 => t.to_vec::<f64>()?.iter().map(|v| v.to_bits()).collect(),
+        DType::I32 => t.to_vec::<i32>()?.iter().map(|&v| v as u64).collect(),
+        _ => t.to_vec::<i64>()?.iter().map(|&v| v as u64).collect(),
+    })
+}
+
+#[test]
+fn middle_axes_reduce_in_place_with_the_bits_of_trailing_axes() -> Result<()> {
+    // A run of reduced axes followed by kept axes that lie side by side is
+    // reduced where it lies; each result must be the bits of the same
+    // values copied with the reduced axes last (each output's terms one
+    // contiguous row): the same lanes, blocks of 4096 and order. Rows of
+    // 2, 7 (no whole group of 8 lanes), 9 and 30 (a remainder), 5000 (two
+    // blocks); inner widths under, at and past a block of 64 columns;
+    // grouped key/value heads' gradient [16, 2, 2, 64, 32] over its third
+    // axis (split over the threads); views: the last axis cut (rows a
+    // stride apart), kept outer axes permuted (no one step) or reversed;
+    // NaN and -0.0 among the values.
+    // (shape, permutation, slice begin, slice size (empty: none), axes)
+    let cases: &[(View, &[usize])] = &[
+        ((&[16, 2, 2, 64, 32], &[0, 1, 2, 3, 4], &[], &[]), &[2]),
+        ((&[3, 7, 5], &[0, 1, 2], &[], &[]), &[1]),
+        ((&[2, 9, 64], &[0, 1, 2], &[], &[]), &[1]),
+        ((&[4, 30, 130], &[0, 1, 2], &[], &[]), &[1]),
+        ((&[2, 5000, 3], &[0, 1, 2], &[], &[]), &[1]),
+        ((&[3, 4, 5, 70], &[0, 1, 2, 3], &[], &[]), &[1, 2]),
+        ((&[6, 2, 3, 2, 33], &[0, 1, 2, 3, 4], &[], &[]), &[1, 2, 3]),
+        ((&[40, 64, 128], &[0, 1, 2], &[], &[]), &[1]),
+        ((&[5, 6, 40], &[0, 1, 2], &[0, 0, 10], &[5, 6, 20]), &[1]),
+        ((&[16, 4, 96], &[0, 1, 2], &[0, 0, 32], &[16, 4, 64]), &[1]),
+        ((&[4, 3, 6, 20], &[1, 0, 2, 3], &[], &[]), &[2]),
+    ];
+    for (k, &((shape, perm, begin, size), axes)) in cases.iter().enumerate() {
+        let n: usize = shape.iter().product();
+        let v = vals(n, 90 + k as u64);
+        // (integers from the values times 1000: wrapping sums, and ties)
+        let ints = Tensor::from_vec(v.iter().map(|&a| (a * 1000.0).round() as i64).collect(), shape)?;
+        let mut v = v;
+        v[1] = -0.0;
+        if k == 1 {
+            v[n / 2] = f64::NAN;
+        }
+        let floats = Tensor::from_vec(v, shape)?;
+        let view = |t: &Tensor| -> Result<Tensor> {
+            let t = t.permute(perm)?;
+            match (begin.is_empty(), k + 1 == cases.len()) {
+                (false, _) => t.slice(begin, size),
+                // (the last case's first axis also reversed)
+                (true, true) => t.reverse(&[0]),
+                (true, false) => Ok(t),
+            }
+        };
+        let (floats, ints) = (view(&floats)?, view(&ints)?);
+        let rank = floats.shape().len();
+        let kept: Vec<usize> = (0..rank).filter(|d| !axes.contains(d)).collect();
+        let to_last: Vec<usize> = kept.iter().chain(axes).copied().collect();
+        let last: Vec<isize> = (kept.len()..rank).map(|d| d as isize).collect();
+        let signed: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+        for dtype in [DType::F32, DType::F64, DType::I32, DType::I64] {
+            let x = match dtype.is_float() {
+                true => floats.cast(dtype)?,
+                false => ints.cast(dtype)?,
+            };
+            let rows = x.permute(&to_last)?.contiguous()?;
+            for op in ["sum", "max", "min"] {
+                let (got, want) = match op {
+                    "sum" => (x.sum(&signed, false)?, rows.sum(&last, false)?),
+                    "max" => (x.max(&signed, false)?, rows.max(&last, false)?),
+                    _ => (x.min(&signed, false)?, rows.min(&last, false)?),
+                };
+                assert_eq!(got.shape(), want.shape());
+                let (g, w) = (bits(&got)?, bits(&want)?);
+                let bad = g.iter().zip(&w).position(|(a, b)| a != b);
+                assert!(
+                    bad.is_none(),
+                    "case {k} {dtype:?} {op} over {axes:?}: element {bad:?} differs"
+                );
+            }
+        }
+        // and the values, against the loop in f64 (every set of axes)
+        if k != 1 && n < 200_000 {
+            check(&format!("case {k}"), &floats, DType::F32)?;
+        }
+    }
+    Ok(())
+}
+
 /// Softmax and log-softmax of `[rows, n]` in `f64` from the definition.
 fn softmax_reference(x: &[f64], n: usize, log: bool) -> Vec<f64> {
     let mut out = Vec::with_capacity(x.len());
