@@ -8,10 +8,15 @@ batch, AdamW (weight decay 0.01, learning rate 1e-3 after a linear
 warm-up) on gradients clipped to global norm 1.
 
     python3 scripts/gpt_torch.py [--steps N] [--compile] [--layers N]
-        [--width N] [--heads N] [--context N] [--batch N]
+        [--width N] [--heads N] [--context N] [--batch N] [--llama]
 
 The shape options mean what the `gpt` example's options of the same names
 mean (the feed-forward is 4 x width), so other model shapes compare too.
+With `--llama`, Llama's blocks as the example's `--llama` builds them: RMS
+norms (epsilon 1e-5), rotary positions (half-split, max wavelength 10000)
+on the queries and keys instead of learned positions, half as many
+key/value heads as query heads when the heads are even, a SwiGLU
+feed-forward of 4 x width, no biases, a final RMS norm.
 
 Prints the loss every 50 steps and the median time per step. Not a test:
 the numbers go in notes beside gradtape's."""
@@ -48,18 +53,71 @@ class Block(nn.Module):
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
+def rotary_tables(t, hd):
+    """cos and sin of the half-split rotary angles, [t, hd]."""
+    inv = 10000.0 ** (-torch.arange(0, hd // 2, dtype=torch.float64) * 2 / hd)
+    ang = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos().float(), ang.sin().float()
+
+
+def rotate(x, cos, sin):
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d, h, context):
+        super().__init__()
+        self.h, self.kv = h, (h // 2 if h % 2 == 0 else h)
+        hd = d // h
+        self.n1 = nn.RMSNorm(d, eps=1e-5)
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, self.kv * hd, bias=False)
+        self.v = nn.Linear(d, self.kv * hd, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.n2 = nn.RMSNorm(d, eps=1e-5)
+        self.gate = nn.Linear(d, 4 * d, bias=False)
+        self.up = nn.Linear(d, 4 * d, bias=False)
+        self.down = nn.Linear(4 * d, d, bias=False)
+        cos, sin = rotary_tables(context, hd)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        hd = d // self.h
+        y = self.n1(x)
+        heads = lambda z, n: z.view(b, t, n, hd).transpose(1, 2)
+        cos, sin = self.cos[:t], self.sin[:t]
+        q = rotate(heads(self.q(y), self.h), cos, sin)
+        k = rotate(heads(self.k(y), self.kv), cos, sin)
+        v = heads(self.v(y), self.kv)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv != self.h)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        y = self.n2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
 class Gpt(nn.Module):
-    def __init__(self, vocab, d=128, h=4, layers=2, context=64):
+    def __init__(self, vocab, d=128, h=4, layers=2, context=64, llama=False):
         super().__init__()
         self.tokens = nn.Embedding(vocab, d)
-        self.positions = nn.Embedding(context, d)
         nn.init.normal_(self.tokens.weight, std=0.02)
-        nn.init.normal_(self.positions.weight, std=0.02)
-        self.blocks = nn.ModuleList([Block(d, h) for _ in range(layers)])
-        self.norm = nn.LayerNorm(d)
+        self.positions = None
+        if llama:
+            self.blocks = nn.ModuleList([LlamaBlock(d, h, context) for _ in range(layers)])
+            self.norm = nn.RMSNorm(d, eps=1e-5)
+        else:
+            self.positions = nn.Embedding(context, d)
+            nn.init.normal_(self.positions.weight, std=0.02)
+            self.blocks = nn.ModuleList([Block(d, h) for _ in range(layers)])
+            self.norm = nn.LayerNorm(d)
 
     def forward(self, ids):
-        x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1]))
+        x = self.tokens(ids)
+        if self.positions is not None:
+            x = x + self.positions(torch.arange(ids.shape[1]))
         for blk in self.blocks:
             x = blk(x)
         return self.norm(x) @ self.tokens.weight.T
@@ -74,6 +132,7 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--llama", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(os.cpu_count())
@@ -82,7 +141,7 @@ def main():
     chars = sorted(set(text))
     data = torch.tensor([chars.index(c) for c in text], dtype=torch.long)
     train = data[: int(0.9 * len(data))]
-    model = Gpt(len(chars), d=args.width, h=args.heads, layers=args.layers, context=args.context)
+    model = Gpt(len(chars), d=args.width, h=args.heads, layers=args.layers, context=args.context, llama=args.llama)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     warmup = 50
 

@@ -8,6 +8,7 @@
 //! cargo run --release --example gpt -- --steps 1000 --generate 600 --prompt "The tape"
 //! cargo run --release --example gpt -- --width 256 --heads 8 --context 128 --batch 8
 //! cargo run --release --example gpt -- --llama        # Llama's blocks instead of GPT-2's
+//! cargo run --release --example gpt -- --profile      # then where a traced step's time goes
 //! ```
 //!
 //! (`--layers`, `--width`, `--heads`, `--context`, `--batch` and
@@ -99,6 +100,9 @@ pub struct Config {
     pub eager_every: usize,
     /// Print the loss every this many steps (0: never).
     pub log_every: usize,
+    /// After training, print where five traced steps spent their time,
+    /// per kind of graph node (`--profile`).
+    pub profile: bool,
     /// Characters to generate at the end.
     pub generate: usize,
     pub prompt: String,
@@ -129,6 +133,7 @@ impl Default for Config {
             traced: true,
             eager_every: 10,
             log_every: 50,
+            profile: false,
             generate: 400,
             prompt: "The tape ".into(),
             temperature: 0.8,
@@ -645,6 +650,26 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
         );
     }
 
+    if cfg.profile && cfg.traced {
+        // (a batch from its own generator: the rest of the run is as without)
+        let batch = random_batch(&corpus.train, cfg.batch_size, cfg.context, &mut Rng::new(cfg.seed + 2))?;
+        let (done, lines) =
+            gradtape::function::compile::profile(|| (0..5).try_for_each(|_| traced_step.call(&batch).map(drop)));
+        done?;
+        let total: f64 = lines.iter().map(|l| l.total.as_secs_f64()).sum::<f64>() * 1e3 / 5.0;
+        println!("profile of the traced step: {total:.2} ms in nodes");
+        for l in lines.iter().take(25) {
+            let ms = l.total.as_secs_f64() * 1e3 / 5.0;
+            println!(
+                "{ms:9.3} ms {:5.1} % {:>4}x  {} {:?}",
+                100.0 * ms / total.max(1e-12),
+                l.calls / 5,
+                l.op,
+                l.shape
+            );
+        }
+    }
+
     // checkpoint: the weights, loaded back into a model built with other
     // random weights (the optimizer's state is not saved)
     std::fs::create_dir_all(&cfg.out_dir).map_err(|e| invalid(format!("{}: {e}", cfg.out_dir.display())))?;
@@ -741,10 +766,11 @@ fn parse_args() -> std::result::Result<Config, String> {
             "--batch" => cfg.batch_size = value("--batch")?.parse().map_err(|e| format!("--batch: {e}"))?,
             "--dropout" => cfg.dropout = value("--dropout")?.parse().map_err(|e| format!("--dropout: {e}"))?,
             "--llama" => cfg.llama = true,
+            "--profile" => cfg.profile = true,
             _ => {
                 return Err(format!(
                 "unknown argument {a:?}; options: --eager, --steps N, --lr RATE, --generate N, --seed N, --prompt TEXT, \
-                 --layers N, --width N, --heads N, --context N, --batch N, --dropout RATE, --llama"
+                 --layers N, --width N, --heads N, --context N, --batch N, --dropout RATE, --llama, --profile"
             ))
             }
         }
