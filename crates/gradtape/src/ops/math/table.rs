@@ -424,14 +424,24 @@ fn unary_common<T: Float + LibmExt>(op: &Unary, x: &[T], out: &mut [T]) {
 
 /// [`with_float_unary`]'s ops (and, for an op the table does not define,
 /// the `f64` evaluator's value), out of line.
+/// Its loops are compiled for the CPU's vector extensions too
+/// ([`math::with_simd`]): as one baseline copy, `floor`, `ceil` and
+/// `round` were C library calls per element (SSE2 has no rounding
+/// instruction; 0.87 ms for a `[32, 64, 128]` floor, against 0.02 ms for
+/// `abs`), and no loop vectorised wider than SSE2.
 #[inline(never)]
 fn unary_rare<T: Float + LibmExt>(op: &Unary, x: &[T], out: &mut [T]) {
-    with_float_unary!(
-        op,
-        T,
-        |f| each(x, out, f),
-        // not defined here (see `defined`): computed as the f64 evaluator does
-        each(x, out, |v| T::from_f64(op.apply_f64(v.to_f64())))
+    math::with_simd(
+        #[inline(always)]
+        || {
+            with_float_unary!(
+                op,
+                T,
+                |f| each(x, out, f),
+                // not defined here (see `defined`): computed as the f64 evaluator does
+                each(x, out, |v| T::from_f64(op.apply_f64(v.to_f64())))
+            )
+        },
     )
 }
 
