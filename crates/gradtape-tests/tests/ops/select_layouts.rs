@@ -76,6 +76,14 @@ fn where_picks_the_indexed_element_for_every_layout() -> Result<()> {
             ramp(&[300, 257], -9.0e3, dtype)?,
         );
         check(&c, &a, &b, &format!("{dtype:?} contiguous"))?;
+        // contiguous from offsets into their buffers (rows cut off the
+        // front), one run split over the threads
+        let (c, a, b) = (
+            mask(&[303, 257])?.narrow(0, 3, 300)?,
+            ramp(&[301, 257], 1.0, dtype)?.narrow(0, 1, 300)?,
+            ramp(&[302, 257], -9.0e3, dtype)?.narrow(0, 2, 300)?,
+        );
+        check(&c, &a, &b, &format!("{dtype:?} contiguous at offsets"))?;
         // condition varying along the row, an operand broadcast along it
         let (c, a, b) = (mask(&[4, 9])?, ramp(&[4, 1], 5.0, dtype)?, ramp(&[9], -5.0, dtype)?);
         check(&c, &a, &b, &format!("{dtype:?} broadcast operands"))?;

@@ -449,6 +449,25 @@ pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) ->
     let cbuf = cond.buffer::<bool>();
     Ok(with_dtype!(a.dtype(), T => {
         let (ba, bb) = (a.buffer::<T>(), b.buffer::<T>());
+        if r == 0 && (strides[0][0], strides[1][0], strides[2][0]) == (1, 1, 1) {
+            // three runs side by side (operands of the output's shape):
+            // one pass, split over the threads (as rows, the one row was
+            // one task) and in the wide vectors, a blend per vector
+            let (c, x, y) = (&cbuf[offs[0]..offs[0] + n], &ba[offs[1]..offs[1] + n], &bb[offs[2]..offs[2] + n]);
+            let data = build(op, n, |start, out: &mut [MaybeUninit<T>]| {
+                with_simd_for::<T, T, _>(
+                    #[inline(always)]
+                    || {
+                        let w = out.len();
+                        let (c, x, y) = (&c[start..start + w], &x[start..start + w], &y[start..start + w]);
+                        for (slot, (&c, (&x, &y))) in out.iter_mut().zip(c.iter().zip(x.iter().zip(y))) {
+                            slot.write(if c { x } else { y });
+                        }
+                    },
+                )
+            })?;
+            return Ok(Tensor::from_storage(T::buf_into_storage(data), &shape));
+        }
         let data = build_rows(op, n / row_len.max(1), row_len, |rows, out: &mut [MaybeUninit<T>]| {
             let first = rows.start;
             let [sc, sa, sb] = [strides[0][r], strides[1][r], strides[2][r]];
