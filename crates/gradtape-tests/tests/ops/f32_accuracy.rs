@@ -334,3 +334,47 @@ fn erf_and_gelu_bits_do_not_depend_on_the_block() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn f32_log_family_is_within_its_ulps_on_a_sample_of_every_f32() -> Result<()> {
+    // The vectorised logarithm, ln(1 + x) and softplus
+    // (kernels/cpu/log.rs) against the same functions in f64, rounded
+    // once, on every 4099th bit pattern of the finite f32s (about a
+    // million, both signs, subnormals included): within 1, 2 and 3 ulps
+    // (measured there on every 13th f32: 1, 2 and 3), NaN where the f64
+    // value is NaN, the same infinities.
+    let xs: Vec<f32> = (0..0xff80_0000u32 / 4099)
+        .map(|i| f32::from_bits(i * 4099))
+        .filter(|v| v.is_finite())
+        .chain([
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+        ])
+        .collect();
+    let x = Tensor::from_vec(xs.clone(), &[xs.len()])?;
+    let softplus = |v: f64| v.max(0.0) + (-v.abs()).exp().ln_1p();
+    type Case = (&'static str, Unary, fn(f64) -> f64, u64);
+    let cases: [Case; 3] = [
+        ("log", |x| x.log(), f64::ln, 1),
+        ("log1p", |x| x.log1p(), f64::ln_1p, 2),
+        ("softplus", |x| x.softplus(), softplus, 3),
+    ];
+    for (name, f, reference, max_ulps) in cases {
+        let got = f(&x)?.to_vec::<f32>()?;
+        for (&v, &g) in xs.iter().zip(&got) {
+            let w = reference(f64::from(v)) as f32;
+            let ok = if w.is_finite() && g.is_finite() {
+                ulps(g, w) <= max_ulps
+            } else {
+                (w.is_nan() && g.is_nan()) || w == g
+            };
+            assert!(ok, "{name}({v:e}) = {g:e}, want {w:e}");
+        }
+    }
+    Ok(())
+}

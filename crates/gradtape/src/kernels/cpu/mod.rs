@@ -41,6 +41,7 @@ pub(crate) mod half_block;
 pub(crate) mod index;
 pub(crate) mod layer_norm;
 pub(crate) mod lockstep;
+pub(crate) mod log;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod math;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API

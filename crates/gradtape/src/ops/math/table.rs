@@ -38,6 +38,7 @@ use crate::dispatch::device::offload;
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::{map, map_slices, zip, zip_slices};
 use crate::kernels::cpu::lockstep::{self, chunks, chunks_mut, zip3};
+use crate::kernels::cpu::log;
 use crate::kernels::cpu::math::{self, sigmoid_of, GELU_TANH};
 use crate::kernels::cuda;
 use crate::kernels::gpu::no_kernel;
@@ -455,6 +456,9 @@ impl Lane for f32 {
             Unary::Cos => math::sin_or_cos_slice::<true>(x, out),
             Unary::Tanh => each(x, out, math::tanh_f32),
             Unary::Sigmoid => each(x, out, math::sigmoid_f32),
+            Unary::Log => log::log_slice(x, out),
+            Unary::Log1p => log::log1p_slice(x, out),
+            Unary::Softplus => log::softplus_slice(x, out),
             Unary::Silu => each(x, out, math::silu_f32),
             Unary::SiluGrad => each(x, out, math::silu_grad_f32),
             Unary::Erf => crate::kernels::cpu::erf::erf_slice(x, out),
