@@ -88,7 +88,7 @@ pub use function::{
 pub use function::{vmap, vmap_fallbacks, Vmap, VmapFallback};
 pub use kernels::cpu::denormal::set_flush_denormals;
 pub use ops::array::strided::{PadMode, Slice};
-pub use ops::{AttentionDropout, DataFormat, EinsumPath, MatrixNorm, Padding, ResizeMethod};
+pub use ops::{AttentionDropout, DataFormat, EinsumPath, HiddenRows, MatrixNorm, Padding, ResizeMethod};
 pub use ops::{SELU_ALPHA, SELU_SCALE};
 pub use random::Rng;
 pub use tensor::{

@@ -5,7 +5,7 @@ use crate::common;
 
 use common::*;
 use gradtape::nn::RotaryEmbedding;
-use gradtape::{DType, Error, GradientTape, Result, Tensor};
+use gradtape::{DType, Error, GradientTape, HiddenRows, Result, Tensor};
 
 fn labels_2x3() -> Tensor {
     Tensor::from_vec(vec![0.2f64, 0.3, 0.5, 1.0, 0.0, 0.0], &[2, 3]).unwrap()
@@ -54,6 +54,19 @@ fn table() -> Vec<Case> {
                 .collect();
             let m = Tensor::from_vec(keep, &[2, 5, 4]).unwrap();
             sq(x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&m), false, None))
+        },
+        &[(&[2, 5, 3], Any), (&[2, 4, 3], Any), (&[2, 4, 3], Any)],
+    ));
+    // the same rows given the values' mean (Keras's convention): their
+    // derivatives reach v alone, to every order
+    t.push(case(
+        "scaled_dot_product_attention [2,5,3] x [2,4,3], rows that see no key give the values' mean",
+        |x| {
+            let keep: Vec<bool> = (0..40)
+                .map(|i| ![4, 5, 6, 7, 16, 17, 18, 19].contains(&i) && i % 3 != 1)
+                .collect();
+            let m = Tensor::from_vec(keep, &[2, 5, 4]).unwrap();
+            sq(x[0].scaled_dot_product_attention_with_hidden(&x[1], &x[2], Some(&m), false, None, HiddenRows::Mean))
         },
         &[(&[2, 5, 3], Any), (&[2, 4, 3], Any), (&[2, 4, 3], Any)],
     ));

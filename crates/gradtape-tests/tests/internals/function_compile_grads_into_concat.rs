@@ -12,7 +12,7 @@ use gradtape::__internals::function::graph::RunPlan;
 use gradtape::__internals::ops::desc::{NnOp, Op, ShapeOp, F64};
 use gradtape::__internals::GraphInternals;
 use gradtape::function::{Graph, Node, ValueId};
-use gradtape::{DType, Tensor};
+use gradtape::{DType, HiddenRows, Tensor};
 
 fn node(op: Op, inputs: &[ValueId], outputs: &[ValueId]) -> Node {
     Node {
@@ -43,14 +43,24 @@ fn graph(dtype: DType, order: [usize; 3], perm: Option<&[usize]>) -> (Graph, Vec
     let packed = g.add_value(dtype, &[B, H, T, D + 1]);
     let (causal, scale, dropout) = (true, F64(0.3), F64(0.0));
     g.nodes.push(node(
-        Op::Nn(NnOp::Attention { causal, scale, dropout }),
+        Op::Nn(NnOp::Attention {
+            causal,
+            scale,
+            dropout,
+            hidden: HiddenRows::Zeros,
+        }),
         &[0, 1, 2],
         &[packed],
     ));
     let n = T * D;
     let grad = g.add_value(dtype, &[B, H, 3 * n]);
     g.nodes.push(node(
-        Op::Nn(NnOp::AttentionGrad { causal, scale, dropout }),
+        Op::Nn(NnOp::AttentionGrad {
+            causal,
+            scale,
+            dropout,
+            hidden: HiddenRows::Zeros,
+        }),
         &[0, 1, 2, packed, 3],
         &[grad],
     ));

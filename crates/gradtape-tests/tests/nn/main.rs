@@ -19,6 +19,7 @@ mod tf_util;
 mod attention;
 mod attention_causal;
 mod attention_dropout;
+mod attention_hidden_mean;
 mod attention_masks;
 mod attention_projection;
 mod batch_norm_axis;

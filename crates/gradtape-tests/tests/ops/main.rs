@@ -34,6 +34,7 @@ mod random_ops;
 mod reductions;
 mod rng;
 mod select_layouts;
+mod sparse_xent_rows;
 mod special;
 mod special_igamma;
 mod strided_copies;

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use super::{expect_float_dtype, new_weight, unique_name, Initializer, Layer, Module, RotaryEmbedding};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
-use crate::ops::AttentionDropout;
+use crate::ops::{AttentionDropout, HiddenRows};
 use crate::random::Rng;
 use crate::tensor::{DType, Tensor};
 
@@ -460,10 +460,19 @@ impl MultiHeadAttention {
         kept: Option<&mut Option<CrossKv>>,
     ) -> Result<Tensor> {
         let (q, k, v, mask) = self.project(query, value, &args, kept)?;
-        let mut o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
-        if let (Some(m), 0.0) = (&mask, self.dropout) {
-            o = uniform_where_hidden(o, &v, m, args.use_causal_mask)?;
-        }
+        // Keras's default path (`ops.dot_product_attention`, taken by a
+        // layer without dropout when no scores are asked for) replaces
+        // every masked score by one large negative number: a query row
+        // that sees no key gets uniform probabilities, the mean of the
+        // values, and no gradient to the queries and keys. (Its other
+        // path, with dropout or with the scores, gives such rows zero
+        // probabilities: the fused op's zeros.)
+        let hidden = if mask.is_some() && self.dropout == 0.0 {
+            HiddenRows::Mean
+        } else {
+            HiddenRows::Zeros
+        };
+        let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training, hidden)?;
         self.output.merge(&self.gated(query, o)?)
     }
 
@@ -498,7 +507,15 @@ impl MultiHeadAttention {
         args: AttentionArgs<'_>,
     ) -> Result<(Tensor, Tensor)> {
         let (q, k, v, mask) = self.project(query, value, &args, None)?;
-        let o = self.attend(&q, &k, &v, mask.as_ref(), args.use_causal_mask, args.training)?;
+        let o = self.attend(
+            &q,
+            &k,
+            &v,
+            mask.as_ref(),
+            args.use_causal_mask,
+            args.training,
+            HiddenRows::Zeros,
+        )?;
         let scores = self.scores(&q, &k, mask.as_ref(), args.use_causal_mask)?;
         Ok((self.output.merge(&self.gated(query, o)?)?, scores))
     }
@@ -633,7 +650,9 @@ impl MultiHeadAttention {
     }
 
     /// The heads' outputs `[b, h, tq, dv]`; a row that sees no key gives
-    /// zeros (the fused op's convention).
+    /// what `hidden` says (zeros, or with [`HiddenRows::Mean`], which
+    /// needs a layer without dropout, the values' mean).
+    #[allow(clippy::too_many_arguments)]
     fn attend(
         &self,
         q: &Tensor,
@@ -642,10 +661,11 @@ impl MultiHeadAttention {
         mask: Option<&Tensor>,
         causal: bool,
         training: bool,
+        hidden: HiddenRows,
     ) -> Result<Tensor> {
         let scale = 1.0 / (self.key_dim as f64).sqrt();
         if !training || self.dropout == 0.0 {
-            return q.scaled_dot_product_attention(k, v, mask, causal, Some(scale));
+            return q.scaled_dot_product_attention_with_hidden(k, v, mask, causal, Some(scale), hidden);
         }
         // dropout on the probabilities inside the fused kernels, with a new
         // seed per call (and per run of a traced step)
@@ -735,31 +755,12 @@ impl MultiHeadAttention {
             mask.as_ref(),
             false,
             false,
+            HiddenRows::Zeros,
         )?;
         cache.keys = Some(k);
         cache.values = Some(v);
         self.output.merge(&self.gated(x, o)?)
     }
-}
-
-/// Keras's output for query rows that see no key, on its default path
-/// (`ops.dot_product_attention`, taken by a layer without dropout when no
-/// scores are asked for): every score of such a row is replaced by the
-/// same large negative number, so its probabilities are uniform over all
-/// the keys and its output is the mean of the values (no gradient to the
-/// queries and keys). `o` is the fused op's output (zeros on those rows),
-/// `mask` the bool mask `[b|1, 1, tq, tk]`. (Keras's other path, with
-/// dropout or with the scores, gives those rows zero probabilities: the
-/// fused op's zeros, kept there.)
-fn uniform_where_hidden(o: Tensor, v: &Tensor, mask: &Tensor, causal: bool) -> Result<Tensor> {
-    let (tq, tk) = (o.shape()[2], v.shape()[2]);
-    let keep = if causal {
-        mask.logical_and(&causal_mask(tq, tk, 0, mask.device())?)?
-    } else {
-        mask.clone()
-    };
-    let hidden = keep.any(&[-1], true)?.logical_not()?;
-    Tensor::where_(&hidden, &v.mean(&[-2], true)?, &o)
 }
 
 /// `[tq, tk]`, true where key `j <= i + offset` (query `i`), made on

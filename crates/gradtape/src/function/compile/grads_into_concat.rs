@@ -60,6 +60,7 @@ pub struct AttentionGradInto {
     causal: bool,
     scale: F64,
     dropout: F64,
+    hidden: crate::ops::HiddenRows,
     shape: SmallVec<[usize; 4]>,
     dest: GradDest,
 }
@@ -69,7 +70,7 @@ impl AttentionGradInto {
     /// width of `dq`, `dk`, `dv`) cover each element of `shape` exactly
     /// once.
     fn new(
-        (causal, scale, dropout): (bool, F64, F64),
+        (causal, scale, dropout, hidden): (bool, F64, F64, crate::ops::HiddenRows),
         shape: &[usize],
         dest: GradDest,
         sizes: [(usize, usize); 3],
@@ -78,6 +79,7 @@ impl AttentionGradInto {
             causal,
             scale,
             dropout,
+            hidden,
             shape: shape.into(),
             dest,
         })
@@ -127,6 +129,7 @@ impl DynOp for AttentionGradInto {
             self.causal,
             self.scale.0,
             self.dropout.0,
+            self.hidden,
         )?;
         // SAFETY: `dest` is a partition of the output (`new`): its parts
         // are disjoint.
@@ -144,7 +147,11 @@ impl DynOp for AttentionGradInto {
             self.scale,
             self.dropout,
             &self.shape[..]
-        )
+        )?;
+        if self.hidden != crate::ops::HiddenRows::Zeros {
+            write!(f, "[hidden={:?}]", self.hidden)?;
+        }
+        Ok(())
     }
 }
 
@@ -295,7 +302,13 @@ fn rewrite(
         return None;
     }
     let producer = &g.nodes[op_at];
-    let Op::Nn(NnOp::AttentionGrad { causal, scale, dropout }) = producer.op else {
+    let Op::Nn(NnOp::AttentionGrad {
+        causal,
+        scale,
+        dropout,
+        hidden,
+    }) = producer.op
+    else {
         return None;
     };
     let [Some(pq), Some(pk), Some(pv)] = parts else {
@@ -309,6 +322,11 @@ fn rewrite(
         len: out.shape.iter().product(),
         parts: [pq, pk, pv],
     };
-    let op = AttentionGradInto::new((causal, scale, dropout), &out.shape, dest, [rw(0), rw(1), rw(2)])?;
+    let op = AttentionGradInto::new(
+        (causal, scale, dropout, hidden),
+        &out.shape,
+        dest,
+        [rw(0), rw(1), rw(2)],
+    )?;
     Some((op_at, op, chain))
 }

@@ -217,6 +217,56 @@ pub(crate) fn exp_affine<T: crate::tensor::Float>(x: &mut [T], a: T, b: T) -> T 
     sum_lanes(x)
 }
 
+/// `(m, s)` of a row `x`: its largest element that is not NaN
+/// ([`max_lanes`]) and `s = Σ e^(x − m)`, the same bits as exponentiating
+/// the shifted row into a buffer ([`exp_affine`] with `a = 1`, `b = m`)
+/// and summing it with [`sum_lanes`] (each exponential is added to the
+/// lane of its index modulo 8, in order, as there), streamed through a
+/// block on the stack: the row's log-sum-exp `m + ln s` with one
+/// exponential per element and nothing written.
+#[inline(always)]
+pub(crate) fn max_exp_sum<T: crate::tensor::Float>(x: &[T]) -> (T, T) {
+    const BLOCK: usize = 64;
+    let m = max_lanes(x);
+    let mut acc = [T::zero(); 8];
+    let mut e = [T::zero(); BLOCK];
+    for c in each(chunks(x, BLOCK)) {
+        let e = &mut e[..c.len()];
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+            // SAFETY: T is f32 (same layout).
+            let (cf, ef, mf) = unsafe {
+                (
+                    std::slice::from_raw_parts(c.as_ptr().cast::<f32>(), c.len()),
+                    std::slice::from_raw_parts_mut(e.as_mut_ptr().cast::<f32>(), c.len()),
+                    m.to_f64() as f32,
+                )
+            };
+            let mut t = [0.0f32; BLOCK];
+            let t = &mut t[..cf.len()];
+            for (t, &v) in zip(&mut *t, cf) {
+                *t = 1.0 * v - mf;
+            }
+            exp_slice(t, ef);
+        } else {
+            for (e, &v) in zip(&mut *e, c) {
+                *e = (T::one() * v - m).exp();
+            }
+        }
+        let lanes = e.chunks_exact(8);
+        let rest = lanes.remainder();
+        for v in lanes {
+            for l in 0..8 {
+                acc[l] = acc[l] + v[l];
+            }
+        }
+        for (l, &v) in zip(0..8, rest) {
+            acc[l] = acc[l] + v;
+        }
+    }
+    let s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    (m, s)
+}
+
 /// `Σ x` in eight interleaved partial sums (independent lanes, which
 /// vectorise, where one dependent chain of adds takes the adds' latency per
 /// element), added pairwise.

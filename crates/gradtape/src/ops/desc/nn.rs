@@ -160,6 +160,8 @@ pub enum NnOp {
         /// The dropout rate of the probabilities; above 0, the last input
         /// is the seed (an `i64` scalar).
         dropout: super::F64,
+        /// What the rows that see no key give.
+        hidden: crate::ops::nn::HiddenRows,
     },
     /// Attention's fused backward pass `(q, k, v, packed rows, output
     /// cotangent[, mask])`: `dq`, `dk`, `dv` flattened per batch element
@@ -171,6 +173,8 @@ pub enum NnOp {
         scale: super::F64,
         /// As [`NnOp::Attention`].
         dropout: super::F64,
+        /// As [`NnOp::Attention`].
+        hidden: crate::ops::nn::HiddenRows,
     },
     /// One LSTM step's gates and state update `(z, c)` (`lstm_cell`): `h`
     /// then `c'` packed along axis 0.
@@ -310,12 +314,28 @@ impl NnOp {
             (NnOp::MaxPool3DGrad(s), [dy, arg]) => crate::ops::nn::max_pool_grad(dy, arg, s)?,
             (NnOp::AvgPool3D(p), [x]) => x.avg_pool3d(p.ksize, p.strides, p.padding)?,
             (NnOp::AvgPool3DGrad(p, s), [dy]) => dy.avg_pool3d_grad(s, p.ksize, p.strides, p.padding)?,
-            (NnOp::Attention { causal, scale, dropout }, [q, k, v, rest @ ..]) => {
-                let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0)?;
+            (
+                NnOp::Attention {
+                    causal,
+                    scale,
+                    dropout,
+                    hidden,
+                },
+                [q, k, v, rest @ ..],
+            ) => {
+                let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0, *hidden)?;
                 crate::ops::nn::attention_packed(q, k, v, &a)?
             }
-            (NnOp::AttentionGrad { causal, scale, dropout }, [q, k, v, p, g, rest @ ..]) => {
-                let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0)?;
+            (
+                NnOp::AttentionGrad {
+                    causal,
+                    scale,
+                    dropout,
+                    hidden,
+                },
+                [q, k, v, p, g, rest @ ..],
+            ) => {
+                let a = AttentionSpec::from_operands(self.name(), rest, *causal, scale.0, dropout.0, *hidden)?;
                 crate::ops::nn::attention_grad_packed(q, k, v, &a, p, g)?
             }
             (NnOp::LstmCell, [z, c]) => crate::ops::nn::lstm_cell_packed(z, c)?,
@@ -379,8 +399,23 @@ impl NnOp {
         };
         match self {
             NnOp::Softmax(a) | NnOp::LogSoftmax(a) => write!(f, "[axis={a}]"),
-            NnOp::Attention { causal, scale, dropout } | NnOp::AttentionGrad { causal, scale, dropout } => {
-                write!(f, "[causal={causal}, scale={scale}, dropout={dropout}]")
+            NnOp::Attention {
+                causal,
+                scale,
+                dropout,
+                hidden,
+            }
+            | NnOp::AttentionGrad {
+                causal,
+                scale,
+                dropout,
+                hidden,
+            } => {
+                write!(f, "[causal={causal}, scale={scale}, dropout={dropout}")?;
+                if *hidden != crate::ops::nn::HiddenRows::Zeros {
+                    write!(f, ", hidden={hidden:?}")?;
+                }
+                f.write_str("]")
             }
             NnOp::LayerNorm { axes, eps, gamma, beta } => {
                 write!(f, "[axes={axes}, eps={eps}, gamma={gamma}, beta={beta}]")

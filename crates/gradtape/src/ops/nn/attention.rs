@@ -44,8 +44,10 @@ use crate::ops::desc::{DynOp, Lazy, NnOp, Op, Outputs, F64};
 use crate::ops::{bind, bind_jvp, bind_nondiff, grads};
 use crate::tensor::{DType, Tensor};
 
+mod hidden_rows;
 mod host;
 
+pub use hidden_rows::HiddenRows;
 pub(crate) use host::attention_grad_into;
 use host::{backward_host, forward_host};
 
@@ -55,6 +57,8 @@ const OP: &str = "scaled_dot_product_attention";
 struct Shapes {
     batch: SmallVec<[usize; 4]>,
     dims: Dims,
+    /// What the rows that see no key give.
+    hidden: HiddenRows,
 }
 
 fn shape_err(msg: String) -> Error {
@@ -75,6 +79,8 @@ pub(crate) struct Spec {
     pub rate: f64,
     /// The dropout seed, an `i64` scalar (present when `rate > 0`).
     pub seed: Option<Tensor>,
+    /// What the rows that see no key give.
+    pub hidden: HiddenRows,
 }
 
 impl Spec {
@@ -86,6 +92,7 @@ impl Spec {
         causal: bool,
         scale: f64,
         rate: f64,
+        hidden: HiddenRows,
     ) -> Result<Spec> {
         let seeded = usize::from(rate > 0.0);
         if rest.len() < seeded || rest.len() > seeded + 1 {
@@ -110,6 +117,7 @@ impl Spec {
             scale,
             rate,
             seed: seed.first().cloned(),
+            hidden,
         })
     }
 
@@ -282,7 +290,11 @@ fn check(
         causal,
         dropout: None,
     };
-    Ok(Shapes { batch, dims })
+    Ok(Shapes {
+        batch,
+        dims,
+        hidden: HiddenRows::Zeros,
+    })
 }
 
 /// Checks a call's operands and returns its sizes, with the kernels'
@@ -290,6 +302,13 @@ fn check(
 fn check_spec(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> Result<Shapes> {
     let mut s = check(q, k, v, a.mask.as_ref(), a.causal, a.scale, a.rate)?;
     s.dims.dropout = a.dropout()?;
+    if a.hidden == HiddenRows::Mean && a.rate > 0.0 {
+        return Err(shape_err(format!(
+            "the values' mean on rows that see no key is Keras's path without dropout; got a dropout rate of {}",
+            a.rate
+        )));
+    }
+    s.hidden = a.hidden;
     Ok(s)
 }
 
@@ -308,6 +327,10 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
         |_| crate::kernels::cuda::attention_forward(OP, &d, &s.batch, q, k, v, mask),
         |h| forward_host(&s, &h[0], &h[1], &h[2], h.get(3)),
     ) {
+        // (an emulated GPU ran `forward_host`, which writes the means)
+        Some(r) if s.hidden == HiddenRows::Mean && !crate::tensor::device::emulated() => {
+            hidden_rows::means_on_device(&s, r?, v)?
+        }
         Some(r) => r?,
         None => forward_host(&s, q, k, v, mask)?,
     };
@@ -319,6 +342,7 @@ pub(crate) fn attention_packed(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec) -> 
         causal: a.causal,
         scale: F64(a.scale),
         dropout: F64(a.rate),
+        hidden: a.hidden,
     };
     Ok(bind_jvp(
         desc,
@@ -387,6 +411,9 @@ pub(crate) fn attention_grad_packed(
         |_| crate::kernels::cuda::attention_backward(OP, &d, &s.batch, q, k, v, mask, packed, dout),
         |h| backward_host(&s, [&h[0], &h[1], &h[2]], h.get(5), &h[3], &h[4]),
     ) {
+        Some(r) if s.hidden == HiddenRows::Mean && !crate::tensor::device::emulated() => {
+            hidden_rows::mean_grads_on_device(&s, r?, packed, dout)?
+        }
         Some(r) => r?,
         None => backward_host(&s, [q, k, v], mask, packed, dout)?,
     };
@@ -398,6 +425,7 @@ pub(crate) fn attention_grad_packed(
         causal: a.causal,
         scale: F64(a.scale),
         dropout: F64(a.rate),
+        hidden: a.hidden,
     };
     Ok(bind(desc, &inputs, out, move |_| {
         vjp(move |g, _| {
@@ -474,12 +502,21 @@ pub(crate) fn causal_band(op: &'static str, tq: usize, tk: usize, offset: usize)
 /// after, so no NaN arises on any path, derivatives included (its scores
 /// get no gradient: the probabilities do not depend on them). A row with a
 /// NaN score (its maximum NaN) is not hidden: NaN, as the fused kernels'.
-fn probabilities(s: &Tensor) -> Result<Tensor> {
+///
+/// Returns the probabilities and, with [`HiddenRows::Mean`], those that
+/// multiply the values: `1 / tk` on the hidden rows, a constant (the
+/// scores get no derivative from them).
+fn probabilities(s: &Tensor, hidden: HiddenRows) -> Result<(Tensor, Tensor)> {
     let ninf = Tensor::full(&[], f64::NEG_INFINITY, s.dtype()).to(s.device())?;
     let seen = s.stop_gradient().max(&[-1], true)?.ne(&ninf)?;
     let zero = Tensor::full(&[], 0.0, s.dtype()).to(s.device())?;
     let p = Tensor::where_(&seen, s, &zero)?.softmax(-1)?;
-    Tensor::where_(&seen, &p, &zero)
+    let p = Tensor::where_(&seen, &p, &zero)?;
+    let pv = match hidden {
+        HiddenRows::Zeros => p.clone(),
+        HiddenRows::Mean => hidden_rows::uniform(&p, &seen)?,
+    };
+    Ok((p, pv))
 }
 
 /// `x · f`, or `x` without dropout.
@@ -513,7 +550,7 @@ fn backward_vjp(
     let c = a.scale;
     let f = a.factors(q, k)?;
     let f = f.as_ref();
-    let p = probabilities(&scores(q, k, a)?)?;
+    let (p, pv) = probabilities(&scores(q, k, a)?, a.hidden)?;
     let dp = times(dout.matmul(&swap_last(v)?)?, f)?;
     let t = dp.mul(&p)?.sum(&[-1], true)?;
     let dpt = dp.sub(&t)?;
@@ -524,7 +561,7 @@ fn backward_vjp(
     let mut g_q = ds.matmul(gk)?;
     // dv = (p f)ᵀ dO
     let mut g_p = times(dout.matmul(&swap_last(gv)?)?, f)?;
-    let mut g_dout = times(p.clone(), f)?.matmul(gv)?;
+    let mut g_dout = times(pv, f)?.matmul(gv)?;
     // ds = c p (dp - t), t = Σ dp·p
     let cg = g_ds.mul_scalar(c)?;
     g_p = g_p.add(&cg.mul(&dpt)?)?;
@@ -549,7 +586,7 @@ fn backward_vjp(
 fn composite_jvp(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec, t: &[Option<Tensor>]) -> Result<Tensor> {
     let f = a.factors(q, k)?;
     let f = f.as_ref();
-    let p = probabilities(&scores(q, k, a)?)?;
+    let (p, pv) = probabilities(&scores(q, k, a)?, a.hidden)?;
     let mut ts: Option<Tensor> = None;
     if let Some(tq) = &t[0] {
         ts = Some(tq.matmul(&swap_last(k)?)?);
@@ -573,8 +610,8 @@ fn composite_jvp(q: &Tensor, k: &Tensor, v: &Tensor, a: &Spec, t: &[Option<Tenso
         None => (None, None),
     };
     let tout = match (&t[2], tout) {
-        (Some(tv), Some(x)) => x.add(&times(p, f)?.matmul(tv)?)?,
-        (Some(tv), None) => times(p, f)?.matmul(tv)?,
+        (Some(tv), Some(x)) => x.add(&times(pv, f)?.matmul(tv)?)?,
+        (Some(tv), None) => times(pv, f)?.matmul(tv)?,
         (None, Some(x)) => x,
         (None, None) => unreachable!("some tangent is given (the mask has none)"),
     };
@@ -639,7 +676,7 @@ impl Tensor {
         causal: bool,
         scale: Option<f64>,
     ) -> Result<Tensor> {
-        attention(self, k, v, mask, causal, scale, None)
+        attention(self, k, v, mask, causal, scale, None, HiddenRows::Zeros)
     }
 
     /// [`scaled_dot_product_attention`](Self::scaled_dot_product_attention)
@@ -673,12 +710,13 @@ impl Tensor {
         scale: Option<f64>,
         dropout: AttentionDropout,
     ) -> Result<Tensor> {
-        attention(self, k, v, mask, causal, scale, Some(dropout))
+        attention(self, k, v, mask, causal, scale, Some(dropout), HiddenRows::Zeros)
     }
 }
 
 /// The public ops: checks, the bool mask as `0 / -inf`, half precision
 /// through `f32`, the seed as an operand.
+#[allow(clippy::too_many_arguments)]
 fn attention(
     q: &Tensor,
     k: &Tensor,
@@ -687,6 +725,7 @@ fn attention(
     causal: bool,
     scale: Option<f64>,
     dropout: Option<AttentionDropout>,
+    hidden: HiddenRows,
 ) -> Result<Tensor> {
     let d = q.shape().last().copied().unwrap_or(0);
     let scale = scale.unwrap_or(1.0 / (d.max(1) as f64).sqrt());
@@ -729,6 +768,7 @@ fn attention(
         scale,
         rate: if seed.is_some() { rate } else { 0.0 },
         seed,
+        hidden,
     };
     let (qw, kw, vw) = (q.cast(work)?, k.cast(work)?, v.cast(work)?);
     let dv = v.shape()[v.rank() - 1];

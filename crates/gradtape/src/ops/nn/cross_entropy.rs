@@ -78,19 +78,22 @@ impl Tensor {
             });
         }
         let classes = logits.shape()[logits.rank() - 1];
-        let cpu = |labels: &Tensor, logits: &Tensor| -> Result<(Tensor, Tensor)> {
-            let (loss, p) = match labels.dtype() {
+        // the softmax is kept for the rule only where something may ask for
+        // it (a tape or a forward accumulator listens); the rule computes
+        // it from the logits where it was not kept
+        let keep = crate::dispatch::differentiating();
+        let cpu = |labels: &Tensor, logits: &Tensor, keep: bool| -> Result<(Tensor, Option<Tensor>)> {
+            match labels.dtype() {
                 DType::I32 => {
                     k::checked_labels::<i32>(OP, labels, classes)?;
-                    with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i32>(OP, logits, labels, labels.shape()), _ => unreachable!())?
+                    with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i32>(OP, logits, labels, labels.shape(), keep), _ => unreachable!())
                 }
                 DType::I64 => {
                     k::checked_labels::<i64>(OP, labels, classes)?;
-                    with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i64>(OP, logits, labels, labels.shape()), _ => unreachable!())?
+                    with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i64>(OP, logits, labels, labels.shape(), keep), _ => unreachable!())
                 }
-                d => return Err(unsupported(OP, d, "i32 or i64 labels")),
-            };
-            Ok((loss, p))
+                d => Err(unsupported(OP, d, "i32 or i64 labels")),
+            }
         };
         let on_gpu = crate::dispatch::device::offload_pair(
             OP,
@@ -104,11 +107,15 @@ impl Tensor {
                 // CPU's `IndexOutOfRange`; the host does not wait mid-step)
                 crate::kernels::cuda::sparse_xent(OP, labels, logits)
             },
-            |h| cpu(&h[0], &h[1]),
+            |h| {
+                let (loss, p) = cpu(&h[0], &h[1], true)?;
+                let p = p.ok_or_else(|| Error::invalid(OP, "the kernel kept no softmax".to_string()))?;
+                Ok((loss, p))
+            },
         );
         let (loss, p) = match on_gpu {
-            Some(r) => r?,
-            None => cpu(labels, logits)?,
+            Some(r) => r.map(|(loss, p)| (loss, Some(p)))?,
+            None => cpu(labels, logits, keep)?,
         };
         let (x, labels_t) = (logits.clone(), labels.clone());
         Ok(bind(
@@ -130,12 +137,14 @@ impl Tensor {
                     // tape) the gradient is an op of the logits, differentiable
                     // again (second order); otherwise the kept softmax gives it
                     // in one pass.
-                    let gx = if crate::dispatch::listens(crate::dispatch::Kind::Tape) {
-                        sparse_xent_grad(&labels_t, &x, &g[0])?
-                    } else if on_host(&[&labels_t, &p, &g[0]]) {
-                        grad_kernel(GRAD_OP, &labels_t, &p, &g[0], true)?
-                    } else {
-                        g[0].expand_dims(-1)?.mul(&p.sub(&one_hot_like(&labels_t, &x)?)?)?
+                    let gx = match &p {
+                        _ if crate::dispatch::listens(crate::dispatch::Kind::Tape) => {
+                            sparse_xent_grad(&labels_t, &x, &g[0])?
+                        }
+                        Some(p) if on_host(&[&labels_t, p, &g[0]]) => grad_kernel(GRAD_OP, &labels_t, p, &g[0], true)?,
+                        Some(p) => g[0].expand_dims(-1)?.mul(&p.sub(&one_hot_like(&labels_t, &x)?)?)?,
+                        // (not kept: from the logits, one pass on the host)
+                        None => sparse_xent_grad(&labels_t, &x, &g[0])?,
                     };
                     Ok(grads![None, Some(gx)])
                 })

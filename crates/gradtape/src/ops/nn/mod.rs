@@ -64,10 +64,10 @@ mod pool3d;
 mod recurrence;
 mod softmax;
 
-pub use attention::AttentionDropout;
 pub(crate) use attention::{
     attention_grad_into, attention_grad_packed, attention_packed, causal_band, Spec as AttentionSpec,
 };
+pub use attention::{AttentionDropout, HiddenRows};
 pub use conv::Padding;
 pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use cross_entropy::sparse_xent_grad;

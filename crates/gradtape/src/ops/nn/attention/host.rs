@@ -8,7 +8,8 @@ use std::borrow::Cow;
 
 use smallvec::SmallVec;
 
-use super::{check_grad, Shapes, Spec, OP};
+use super::hidden_rows::{add_mean_grads, write_means};
+use super::{check_grad, HiddenRows, Shapes, Spec, OP};
 use crate::error::Result;
 use crate::kernels::cpu::attention::{self as kernel, Mask};
 use crate::kernels::cpu::attention_gemm::{Batch, GradDest, Rows};
@@ -45,7 +46,7 @@ fn mask_layout<'a, T: Float>(m: &'a [T], shape: &[usize], s: &Shapes) -> Mask<'a
 /// stride is negative (a head split of a slice, a transposed view of
 /// heads), else a packed copy. The data, each batch element's offset and
 /// the row stride.
-fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Batch, usize)> {
+pub(super) fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Batch, usize)> {
     crate::kernels::gpu::expect_host(OP, t)?;
     let l = t.layout();
     let r = l.shape.len();
@@ -72,7 +73,7 @@ fn rows_of<T: crate::tensor::Element>(t: &Tensor) -> Result<(Cow<'_, [T]>, Batch
 }
 
 /// [`rows_of`]'s result as the kernels take it.
-fn rows<'a, T: Clone>((data, batch, rs): &'a (Cow<'_, [T]>, Batch, usize)) -> Rows<'a, T> {
+pub(super) fn rows<'a, T: Clone>((data, batch, rs): &'a (Cow<'_, [T]>, Batch, usize)) -> Rows<'a, T> {
     Rows {
         data,
         batch: batch.clone(),
@@ -87,7 +88,10 @@ pub(super) fn forward_host(s: &Shapes, q: &Tensor, k: &Tensor, v: &Tensor, mask:
         let (qv, kv, vv) = (rows_of::<T>(q)?, rows_of::<T>(k)?, rows_of::<T>(v)?);
         let mv = mask.map(|m| m.values::<T>(OP)).transpose()?;
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), s));
-        let out = kernel::forward::<T>(OP, d, &rows(&qv), &rows(&kv), &rows(&vv), ml.as_ref())?;
+        let mut out = kernel::forward::<T>(OP, d, &rows(&qv), &rows(&kv), &rows(&vv), ml.as_ref())?;
+        if s.hidden == HiddenRows::Mean {
+            write_means(d, &mut out, &rows(&vv));
+        }
         let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq, d.dv + 1]).collect();
         Tensor::from_vec(out, &shape).map_err(|e| e.for_op(OP))
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))
@@ -109,7 +113,10 @@ pub(super) fn backward_host(
         let ml = mv.as_deref().zip(mask).map(|(mv, m)| mask_layout(mv, m.shape(), s));
         let pv = packed.values::<T>(OP)?;
         let (q, k, v, g) = (rows(&qv), rows(&kv), rows(&vv), rows(&gv));
-        let out = kernel::backward::<T>(OP, d, &q, &k, &v, ml.as_ref(), &pv, &g)?;
+        let mut out = kernel::backward::<T>(OP, d, &q, &k, &v, ml.as_ref(), &pv, &g)?;
+        if s.hidden == HiddenRows::Mean {
+            add_mean_grads(d, &pv, &g, &mut out, &GradDest::packed(d));
+        }
         let shape: SmallVec<[usize; 6]> = s.batch.iter().copied().chain([d.tq * d.d + d.tk * d.d + d.tk * d.dv]).collect();
         Tensor::from_vec(out, &shape).map_err(|e| e.for_op(OP))
     }, [F32: f32, F64: f64], _ => unreachable!("checked: f32 or f64 (halves run as f32)"))
@@ -154,7 +161,10 @@ pub(crate) unsafe fn attention_grad_into(
         let pv = packed.values::<T>(OP)?;
         let (q, k, v, g) = (rows(&qv), rows(&kv), rows(&vv), rows(&gv));
         // SAFETY: the caller's (disjoint parts).
-        let out = unsafe { kernel::backward_into::<T>(OP, d, &q, &k, &v, ml.as_ref(), &pv, &g, dest)? };
+        let mut out = unsafe { kernel::backward_into::<T>(OP, d, &q, &k, &v, ml.as_ref(), &pv, &g, dest)? };
+        if s.hidden == HiddenRows::Mean {
+            add_mean_grads(d, &pv, &g, &mut out, dest);
+        }
         Tensor::from_vec(out, shape).map_err(|e| e.for_op(OP))
     }, [F32: f32, F64: f64], _ => Err(crate::error::Error::invalid(OP, format!("the compiled gradient takes f32 or f64, got {}", q.dtype()))))
 }
