@@ -36,7 +36,7 @@
 //! CPU has them, so that the default `x86_64` build (SSE2 only) still uses
 //! the machine's full vector width. Dispatch costs one cached feature check.
 
-use super::lockstep::{self, chunks, chunks_mut, each, zip, zip3};
+use super::lockstep::{self, chunks, chunks_mut, zip, zip3};
 
 /// `sin_f32`/`cos_f32` are accurate for `|x|` up to this; beyond it (and for
 /// non-finite inputs) callers use libm.
@@ -194,28 +194,63 @@ pub(crate) fn exp_in_place<T: crate::tensor::Float>(x: &mut [T]) -> T {
 /// scores done on the way into the exponential (`f32`: in the block
 /// copy that [`exp_slice`] reads), where separate passes over the row
 /// cost about as much as the exponential. With `a = 1` the argument is
-/// `x − b` exactly.
+/// `x − b` exactly. The sum is taken block by block as the exponentials
+/// are made ([`exp_affine_each`]), in [`sum_lanes`]'s lanes and order:
+/// the same bits as summing the row after.
 #[inline(always)]
 pub(crate) fn exp_affine<T: crate::tensor::Float>(x: &mut [T], a: T, b: T) -> T {
+    let mut acc = [T::zero(); 8];
+    // (every block but the last is whole lanes: each element goes to the
+    // lane of its index mod 8, as in one pass over the row)
+    exp_affine_each(x, a, b, |_, c| {
+        let w = c.chunks_exact(8);
+        let rest = w.remainder();
+        for v in w {
+            for l in 0..8 {
+                acc[l] = acc[l] + v[l];
+            }
+        }
+        for (l, &v) in zip(0..8, rest) {
+            acc[l] = acc[l] + v;
+        }
+    });
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// `x[i] = e^(a·x[i] − b)` as [`exp_affine`] (the same values), block
+/// by block of [`AFFINE_BLOCK`] elements, each handed to `then` with its
+/// start in `x` as soon as it is made (while it is in the first-level
+/// cache, or in registers): a pass over the results fused with the
+/// exponentials' (attention's `dS = P ∘ (dP − D)`), without a sum.
+#[inline(always)]
+pub(crate) fn exp_affine_each<T: crate::tensor::Float>(x: &mut [T], a: T, b: T, mut then: impl FnMut(usize, &mut [T])) {
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
         // SAFETY: T is f32 (same layout).
         let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
-        let (a, b) = (a.to_f64() as f32, b.to_f64() as f32);
-        let mut tmp = [0.0f32; 64];
-        for c in each(chunks_mut(xf, 64)) {
+        let (af, bf) = (a.to_f64() as f32, b.to_f64() as f32);
+        let mut tmp = [0.0f32; AFFINE_BLOCK];
+        for (i, c) in zip(0.., chunks_mut(xf, AFFINE_BLOCK)) {
             let t = &mut tmp[..c.len()];
             for (t, &v) in zip(&mut *t, &*c) {
-                *t = a * v - b;
+                *t = af * v - bf;
             }
             exp_slice(t, c);
+            // SAFETY: T is f32 (same layout).
+            let ct = unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<T>(), c.len()) };
+            then(i * AFFINE_BLOCK, ct);
         }
     } else {
-        for v in x.iter_mut() {
-            *v = (a * *v - b).exp();
+        for (i, c) in zip(0.., chunks_mut(x, AFFINE_BLOCK)) {
+            for v in c.iter_mut() {
+                *v = (a * *v - b).exp();
+            }
+            then(i * AFFINE_BLOCK, c);
         }
     }
-    sum_lanes(x)
 }
+
+/// The elements [`exp_affine_each`] makes at a time.
+const AFFINE_BLOCK: usize = 64;
 
 /// `Σ x` in eight interleaved partial sums (independent lanes, which
 /// vectorise, where one dependent chain of adds takes the adds' latency per

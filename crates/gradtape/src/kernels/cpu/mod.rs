@@ -18,6 +18,7 @@
 pub(crate) mod attention;
 pub(crate) mod attention_gemm;
 pub(crate) mod attention_layout;
+pub(crate) mod attention_split;
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
 pub(crate) mod causal_tiles;
