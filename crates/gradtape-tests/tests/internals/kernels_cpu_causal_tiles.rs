@@ -7,13 +7,13 @@
 use gradtape::__internals::kernels::cpu::attention::{backward_online, forward_online, Dims, Dropout, Mask};
 use gradtape::__internals::kernels::cpu::attention_gemm::{backward, forward, Batch};
 
-fn vals(n: usize, k: f64) -> Vec<f32> {
+pub(crate) fn vals(n: usize, k: f64) -> Vec<f32> {
     (0..n).map(|i| ((0.37 * i as f64 + k).sin() * 1.3) as f32).collect()
 }
 
 /// `q`, `k`, `v` and the output's gradient for `batch` elements of `tq`
 /// queries and `tk` keys of width `d` (values of width `dv`).
-fn inputs(batch: usize, tq: usize, tk: usize, d: usize, dv: usize) -> [Vec<f32>; 4] {
+pub(crate) fn inputs(batch: usize, tq: usize, tk: usize, d: usize, dv: usize) -> [Vec<f32>; 4] {
     [
         vals(batch * tq * d, 1.0),
         vals(batch * tk * d, 2.0),
@@ -35,7 +35,14 @@ pub(crate) fn full_mask<T>(data: &[T], batch: usize, tq: usize, tk: usize) -> Ma
 /// Plain attention in `f64` on the `f32` inputs: per query row its output
 /// and log-sum-exp (`dv + 1` values, as the kernels lay them out), and per
 /// batch element `dq`, `dk`, `dv` one after the other.
-fn plain(dims: &Dims, q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>, g: &[f32]) -> (Vec<f64>, Vec<f64>) {
+pub(crate) fn plain(
+    dims: &Dims,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    mask: Option<&[f32]>,
+    g: &[f32],
+) -> (Vec<f64>, Vec<f64>) {
     let Dims {
         batch, tq, tk, d, dv, ..
     } = *dims;
@@ -88,7 +95,7 @@ fn plain(dims: &Dims, q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>, g: 
 /// `f32` values against `f64` ones: each element within `1e-4` of the
 /// reference relative to the largest of its tensor (a key product left out
 /// or counted twice moves elements by a good part of that).
-fn near(x: &[f32], y: &[f64], what: &str) {
+pub(crate) fn near(x: &[f32], y: &[f64], what: &str) {
     assert_eq!(x.len(), y.len(), "{what}");
     let top = y.iter().fold(1.0f64, |a, b| a.max(b.abs()));
     for (i, (a, b)) in x.iter().zip(y).enumerate() {

@@ -44,6 +44,7 @@ mod kernels_cpu_causal_tiles;
 mod kernels_cpu_complex_fns;
 mod kernels_cpu_decomp;
 mod kernels_cpu_eig;
+mod kernels_cpu_flat_tiles;
 mod kernels_cpu_layer_norm;
 mod kernels_cpu_lockstep;
 mod kernels_cpu_math;

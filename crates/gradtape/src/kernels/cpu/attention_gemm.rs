@@ -28,15 +28,19 @@
 //! A causal block's rows see different numbers of keys. In `f32` with
 //! AVX-512 its products run on [`causal_tiles`](super::causal_tiles),
 //! register tiles cut along the diagonal that multiply only what their rows
-//! see (the whole block up to [`TILES_WHOLE`] keys; past that the keys
+//! see (the whole block up to
+//! [`TILES_WHOLE`](super::attention_split::TILES_WHOLE) keys; past that the keys
 //! before the block's first row go to the blocked kernel, and only the
 //! diagonal to the tiles); otherwise the block is cut into sub-blocks
-//! ([`split`]). The scratch blocks are not cleared between tasks: every
+//! ([`split`](super::attention_split::split)). A block whose rows all see
+//! the same keys runs there too, up to the same length, as a flat
+//! staircase. The scratch blocks are not cleared between tasks: every
 //! entry a product or the softmax reads was written first.
 
 use super::attention::{Dims, Mask};
+use super::attention_split::{split, Piece, Split};
 use super::lockstep::{fill, zip, zip3};
-use super::math::{exp_affine, max_lanes};
+use super::math::{exp_affine, exp_affine_each, max_lanes};
 use super::matmul::gemm_raw;
 use super::scratch;
 use super::small_gemm;
@@ -48,24 +52,6 @@ pub use super::attention_layout::{Batch, GradDest, Rows};
 
 /// Query rows per block.
 pub(crate) const ROWS: usize = 64;
-
-/// Query rows per sub-block of a block whose rows see different numbers
-/// of keys (causal): each sub-block's products run over only the keys its
-/// last row sees (see [`pieces`]).
-/// (Sub-blocks of twice as many rows where the block goes to the general
-/// product kernel, whose calls cost more to start.)
-pub(crate) const SUB: usize = 16;
-
-/// Neighbouring sub-blocks whose keys end at or before this many are
-/// merged into one product (the general kernel's path): a product that
-/// narrow costs more to start than its hidden scores save. (16, not 32,
-/// since the `f32` products all run on `sgemm`: the first block's 32 rows
-/// against 32 keys, then 32 against 64, rather than 64 against 64. Per
-/// call on one Zen 4 core, causal, `[batch·heads, time, head]`: `[64, 64,
-/// 32]` forward 0.74-0.79 to 0.66-0.70 ms, backward 1.21-1.50 to
-/// 1.15-1.19; `[32, 128, 64]` forward 1.47-1.51 to 1.41-1.47; `[8, 512,
-/// 64]` and `[4, 1024, 64]` unchanged within the noise.)
-const WIDE_MIN: usize = 16;
 
 /// The longest key length these kernels take (a task's scratch holds
 /// `ROWS · tk` scores); longer ones go to the online kernel.
@@ -215,119 +201,6 @@ fn packs<T: Float>(dims: &Dims) -> Option<scratch::Kept<T>> {
     (small_gemm::suits() && dims.d < 64 && dims.dv < 64).then(|| scratch::take(0, T::zero()))
 }
 
-/// A piece of a block's products: rows `r0..r1` of the block against keys
-/// `lo..hi`.
-#[derive(Clone, Copy, Debug)]
-struct Piece {
-    r0: usize,
-    r1: usize,
-    lo: usize,
-    hi: usize,
-}
-
-type Pieces = smallvec::SmallVec<[Piece; ROWS / SUB]>;
-
-/// How the products of the block of rows `i0..i0 + n` (whose last row sees
-/// `nk` keys) are cut. Without a causal mask, or where every row of the
-/// block sees all `nk` keys, one piece covers it all. Else, where
-/// [`causal_tiles`] runs (`f32`, not the small-product kernels), it takes
-/// the keys from `lo` ([`Tiles`]), and one piece those before. Else the
-/// rows are cut into sub-blocks, and:
-///
-/// - the stairs: for each sub-block whose last row sees `hi` keys (the
-///   previous one's `lo`), the rows from it to the block's end against
-///   keys `lo..hi`; together they cover exactly the keys each sub-block
-///   sees, the sums over keys split between them;
-/// - the rows (the general kernel): each sub-block against keys `0..hi`,
-///   neighbours merged while narrow (see [`WIDE_MIN`]), fewer and larger
-///   products.
-///
-/// Entries a piece leaves unwritten lie past the keys their row sees
-/// (hidden: probability 0, written as 0 where a later product reads them).
-struct Split {
-    /// For the products that write per query row (scores, output, dP, dQ):
-    /// the stairs for the small-product kernels, the rows for the general.
-    prods: Pieces,
-    /// For the products that sum over query rows (dV, dK): the stairs.
-    accs: Pieces,
-    /// Keys from which the products run on [`causal_tiles`] (`f32` with
-    /// AVX-512) instead: the pieces cover those before.
-    tiles: Option<Tiles>,
-}
-
-/// The keys `lo..` of a causal block that [`causal_tiles`] multiplies:
-/// row `r` sees the first `seen[r]` of them.
-struct Tiles {
-    lo: usize,
-    seen: [usize; ROWS],
-}
-
-/// Key lengths up to which a causal block runs on [`causal_tiles`] whole;
-/// past it, only its diagonal does (the keys before it on the blocked
-/// kernel, whose slices of the shared dimension keep long sums in the
-/// caches).
-const TILES_WHOLE: usize = 256;
-
-#[inline(always)]
-fn split<T: Float>(dims: &Dims, i0: usize, n: usize, nk: usize, small: bool) -> Split {
-    let whole = Piece {
-        r0: 0,
-        r1: n,
-        lo: 0,
-        hi: nk,
-    };
-    if n == 0 || dims.keys(i0) == nk {
-        let p: Pieces = smallvec::smallvec![whole];
-        return Split {
-            prods: p.clone(),
-            accs: p,
-            tiles: None,
-        };
-    }
-    if !small && super::causal_tiles::available::<T>() {
-        // (causal: the first row sees i0 + 1 keys)
-        let lo = if nk <= TILES_WHOLE { 0 } else { i0 };
-        let mut seen = [0; ROWS];
-        for (r, s) in seen[..n].iter_mut().enumerate() {
-            *s = dims.keys(i0 + r) - lo;
-        }
-        let p: Pieces = match lo {
-            0 => Pieces::new(),
-            _ => smallvec::smallvec![Piece { hi: lo, ..whole }],
-        };
-        return Split {
-            prods: p.clone(),
-            accs: p,
-            tiles: Some(Tiles { lo, seen }),
-        };
-    }
-    let sub = if small { SUB } else { 2 * SUB };
-    let (mut stairs, mut rows) = (Pieces::new(), Pieces::new());
-    let mut r0 = 0;
-    let mut lo = 0;
-    while r0 < n {
-        let r1 = (r0 + sub).min(n);
-        let nkj = dims.keys(i0 + r1 - 1);
-        if stairs.last().is_none_or(|p| p.hi != nkj) {
-            stairs.push(Piece { r0, r1: n, lo, hi: nkj });
-        }
-        match rows.last_mut() {
-            Some(p) if p.hi == nkj || p.hi <= WIDE_MIN => {
-                p.r1 = r1;
-                p.hi = nkj;
-            }
-            _ => rows.push(Piece { r0, r1, lo: 0, hi: nkj }),
-        }
-        lo = nkj;
-        r0 = r1;
-    }
-    Split {
-        prods: if small { stairs.clone() } else { rows },
-        accs: stairs,
-        tiles: None,
-    }
-}
-
 /// The scores of rows `i0..i0 + n` of batch element `b` against keys
 /// `0..nk` into `s` (`n × nk`): `scale · q kᵀ + mask`, and 0 (the
 /// probability) where a causal row may not look: the callers exponentiate
@@ -381,9 +254,28 @@ fn scores<T: Float>(
         let seen = dims.keys(i).min(nk);
         match mask {
             Some(m) => {
-                let at = m.row(b, i);
-                for (j, x) in zip(0.., &mut row[..seen][..]) {
-                    *x = scale * *x + at(j);
+                // (a key mask's or a full mask's row is one slice: added
+                // in vectors, where a read per key through `Mask::row`
+                // stays scalar)
+                let start = m.batch.offset(b) + i * m.row;
+                match m.col {
+                    1 => {
+                        for (x, &y) in zip(&mut row[..seen], &m.data[start..][..seen]) {
+                            *x = scale * *x + y;
+                        }
+                    }
+                    0 => {
+                        let y = m.data[start];
+                        for x in row[..seen].iter_mut() {
+                            *x = scale * *x + y;
+                        }
+                    }
+                    _ => {
+                        let at = m.row(b, i);
+                        for (j, x) in zip(0.., &mut row[..seen][..]) {
+                            *x = scale * *x + at(j);
+                        }
+                    }
                 }
             }
             None if !deferred => {
@@ -671,26 +563,32 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                         let dd = super::attention::dot(&f[..dv], &g[r * gs..][..dv]);
                         let seen = dims.keys(i).min(nk);
                         let (srow, dprow) = (&mut s[r * nk..][..seen], &mut dp[r * nk..][..nk]);
-                        exp_affine(srow, a, lse);
                         // srow: P, then P∘F (for dV); dprow: dS, 0 past the
                         // keys the row sees (P is 0 there already, and the
                         // products of a sub-block left dprow's scratch as it
-                        // was beyond its keys)
+                        // was beyond its keys). dS is made from each block
+                        // of P as the exponentials make it, in one pass
+                        // with them (no sum of P either, which this pass
+                        // does not need)
                         let (dprow, hidden) = dprow.split_at_mut(seen);
                         fill(hidden, T::zero());
                         match &dims.dropout {
                             Some(dr) => {
                                 let at = (b * tq + i) * tk;
-                                for (j, p, y) in zip3(0.., &mut srow[..], &mut dprow[..]) {
-                                    let fj = T::from_f64(dr.factor(at + j));
-                                    *y = *p * (*y * fj - dd) * scale;
-                                    *p = *p * fj;
-                                }
+                                exp_affine_each(srow, a, lse, |j0, pc| {
+                                    for (j, p, y) in zip3(j0.., pc, &mut dprow[j0..]) {
+                                        let fj = T::from_f64(dr.factor(at + j));
+                                        *y = *p * (*y * fj - dd) * scale;
+                                        *p = *p * fj;
+                                    }
+                                });
                             }
                             None => {
-                                for (p, y) in zip(&srow[..], &mut dprow[..]) {
-                                    *y = *p * (*y - dd) * scale;
-                                }
+                                exp_affine_each(srow, a, lse, |j0, pc| {
+                                    for (p, y) in zip(&*pc, &mut dprow[j0..]) {
+                                        *y = *p * (*y - dd) * scale;
+                                    }
+                                });
                             }
                         }
                     }

@@ -1,6 +1,9 @@
-//! The products of a causal attention block on register tiles cut along
-//! its diagonal: [`attention_gemm`](super::attention_gemm)'s blocks whose
-//! rows see different numbers of keys, `f32` on CPUs with AVX-512.
+//! The products of an attention block on register tiles cut along its
+//! diagonal: [`attention_gemm`](super::attention_gemm)'s blocks whose
+//! rows see different numbers of keys (causal), and, with a flat
+//! staircase, those whose rows all see the same keys (no causal mask,
+//! cross-attention: see [`attention_split`](super::attention_split)),
+//! `f32` on CPUs with AVX-512.
 //!
 //! Row `r` of such a block sees the first `seen[r]` of its keys (a
 //! non-decreasing staircase). Cut into sub-blocks, each one a product over
@@ -40,12 +43,12 @@ const NR_K: usize = 32;
 #[repr(C, align(64))]
 struct Line([f32; 16]);
 
-/// Causal blocks whose score (or `dP`) product ran here, counted for the
-/// tests (one relaxed increment per block).
+/// Blocks (causal or flat) whose score (or `dP`) product ran here,
+/// counted for the tests (one relaxed increment per block).
 static PRODUCTS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many causal blocks' score (or `dP`) products have run on these
-/// tiles since the process started: a test's check that its blocks took
+/// How many blocks' score (or `dP`) products have run on these tiles
+/// since the process started: a test's check that its blocks took
 /// them (the count only grows, other threads' blocks included).
 ///
 /// ```

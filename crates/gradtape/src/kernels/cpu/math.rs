@@ -36,7 +36,7 @@
 //! CPU has them, so that the default `x86_64` build (SSE2 only) still uses
 //! the machine's full vector width. Dispatch costs one cached feature check.
 
-use super::lockstep::{self, chunks, chunks_mut, each, zip, zip3};
+use super::lockstep::{self, chunks, chunks_mut, zip, zip3};
 
 /// `sin_f32`/`cos_f32` are accurate for `|x|` up to this; beyond it (and for
 /// non-finite inputs) callers use libm.
@@ -182,90 +182,8 @@ pub fn exp_slice(x: &[f32], out: &mut [f32]) {
     }
 }
 
-/// `x[i] = e^x[i]` and their sum: [`exp_affine`] with `a = 1`, `b = 0`
-/// (`1·x − 0` is `x`, but for `-0`, whose exponential is also 1).
-#[inline(always)]
-pub(crate) fn exp_in_place<T: crate::tensor::Float>(x: &mut [T]) -> T {
-    exp_affine(x, T::one(), T::zero())
-}
+pub(crate) use super::exp_rows::{exp_affine, exp_affine_each, exp_in_place, max_exp_sum};
 
-/// `x[i] = e^(a·x[i] − b)` and their sum (as [`sum_lanes`] of the
-/// results): [`exp_in_place`] with the shift and scale of a softmax's
-/// scores done on the way into the exponential (`f32`: in the block
-/// copy that [`exp_slice`] reads), where separate passes over the row
-/// cost about as much as the exponential. With `a = 1` the argument is
-/// `x − b` exactly.
-#[inline(always)]
-pub(crate) fn exp_affine<T: crate::tensor::Float>(x: &mut [T], a: T, b: T) -> T {
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        // SAFETY: T is f32 (same layout).
-        let xf = unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) };
-        let (a, b) = (a.to_f64() as f32, b.to_f64() as f32);
-        let mut tmp = [0.0f32; 64];
-        for c in each(chunks_mut(xf, 64)) {
-            let t = &mut tmp[..c.len()];
-            for (t, &v) in zip(&mut *t, &*c) {
-                *t = a * v - b;
-            }
-            exp_slice(t, c);
-        }
-    } else {
-        for v in x.iter_mut() {
-            *v = (a * *v - b).exp();
-        }
-    }
-    sum_lanes(x)
-}
-
-/// `(m, s)` of a row `x`: its largest element that is not NaN
-/// ([`max_lanes`]) and `s = Σ e^(x − m)`, the same bits as exponentiating
-/// the shifted row into a buffer ([`exp_affine`] with `a = 1`, `b = m`)
-/// and summing it with [`sum_lanes`] (each exponential is added to the
-/// lane of its index modulo 8, in order, as there), streamed through a
-/// block on the stack: the row's log-sum-exp `m + ln s` with one
-/// exponential per element and nothing written.
-#[inline(always)]
-pub(crate) fn max_exp_sum<T: crate::tensor::Float>(x: &[T]) -> (T, T) {
-    const BLOCK: usize = 64;
-    let m = max_lanes(x);
-    let mut acc = [T::zero(); 8];
-    let mut e = [T::zero(); BLOCK];
-    for c in each(chunks(x, BLOCK)) {
-        let e = &mut e[..c.len()];
-        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-            // SAFETY: T is f32 (same layout).
-            let (cf, ef, mf) = unsafe {
-                (
-                    std::slice::from_raw_parts(c.as_ptr().cast::<f32>(), c.len()),
-                    std::slice::from_raw_parts_mut(e.as_mut_ptr().cast::<f32>(), c.len()),
-                    m.to_f64() as f32,
-                )
-            };
-            let mut t = [0.0f32; BLOCK];
-            let t = &mut t[..cf.len()];
-            for (t, &v) in zip(&mut *t, cf) {
-                *t = 1.0 * v - mf;
-            }
-            exp_slice(t, ef);
-        } else {
-            for (e, &v) in zip(&mut *e, c) {
-                *e = (T::one() * v - m).exp();
-            }
-        }
-        let lanes = e.chunks_exact(8);
-        let rest = lanes.remainder();
-        for v in lanes {
-            for l in 0..8 {
-                acc[l] = acc[l] + v[l];
-            }
-        }
-        for (l, &v) in zip(0..8, rest) {
-            acc[l] = acc[l] + v;
-        }
-    }
-    let s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    (m, s)
-}
 
 /// `Σ x` in eight interleaved partial sums (independent lanes, which
 /// vectorise, where one dependent chain of adds takes the adds' latency per

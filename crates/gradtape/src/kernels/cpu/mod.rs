@@ -18,6 +18,7 @@
 pub(crate) mod attention;
 pub(crate) mod attention_gemm;
 pub(crate) mod attention_layout;
+pub(crate) mod attention_split;
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
 pub(crate) mod causal_tiles;
@@ -36,6 +37,7 @@ pub(crate) mod direct_conv;
 pub(crate) mod eig;
 pub(crate) mod elementwise;
 pub(crate) mod erf;
+pub(crate) mod exp_rows;
 pub(crate) mod gemm_crates;
 pub(crate) mod half_block;
 pub(crate) mod index;
