@@ -11,8 +11,6 @@ use super::sgemm::{mask, View};
 const PF: usize = 16;
 /// Steps of k of a column-major `A` packed together, panel by panel.
 const PB: usize = 8;
-/// Rows ahead that a row-major `B`'s packing fetches into L2.
-const PF_B: usize = 8;
 
 /// Fetches into L2 part `part` of `parts` of the `mc×kc` block of a
 /// row-major `A` at (`i0`, `p0`), its rows' lines. (A column-major `A`'s
@@ -138,17 +136,9 @@ pub(super) unsafe fn pack_b<const NV: usize>(kc: usize, nc: usize, b: *const f32
             // Panel by panel, each row's few lines were read `rs` floats
             // after the last row's: a new page every few rows (every row,
             // for B 1024 wide), where the hardware's prefetchers stop
-            // (each row `PF_B` rows ahead is fetched into L2, line after
-            // line: rows 1 KiB apart went a third faster so, `[1024,256]`
-            // in slices of 256 rows, 3 KiB apart a tenth)
             let panels = nc.div_ceil(nr);
             for p in 0..kc {
                 let s = b.offset(p as isize * rs);
-                let ahead = s.wrapping_offset(PF_B as isize * rs);
-                for l in (0..nc).step_by(16) {
-                    // (a prefetch never faults; past the slice too)
-                    _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(l) as *const i8);
-                }
                 for q in 0..panels {
                     let cols = nr.min(nc - q * nr);
                     let d = dst.add(q * nr * kc + p * nr);
