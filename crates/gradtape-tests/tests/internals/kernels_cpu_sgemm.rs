@@ -221,3 +221,79 @@ fn a_split_by_rows_shares_its_packed_b() {
         }
     }
 }
+
+/// A weight gradient's layout, `Xᵀ @ dY`: a column-major `A` (columns of
+/// `Xᵀ` are rows of `X`) and a row-major `B`, both blocks of wider
+/// matrices (`X` and `dY` rows `ld` floats apart, each buffer ending at
+/// its block's last element, so that fetching rows ahead of the packing
+/// runs past it). The shapes take every tile (16×16, 12×32, 8×48), rows
+/// that leave the last panel and the last block of rows (96) part-full,
+/// slices of k that are not a multiple of the 8 steps packed together,
+/// and one or several slices. Each element must equal the naive product
+/// exactly (small multiples of a quarter and a half: every product and
+/// partial sum is exact in f32 and f64), written or added to `C`, and the
+/// split over the threads must give the one thread's bits.
+#[test]
+fn packs_a_weight_gradients_strided_operands() {
+    if !available() {
+        return;
+    }
+    for &(m, n, k) in &[
+        (37usize, 16usize, 517usize),
+        (250, 64, 300),
+        (100, 144, 71),
+        (197, 1024, 70),
+        (513, 200, 1030),
+        (1024, 256, 261),
+    ] {
+        let (lx, ly) = (m + 5, n + 7);
+        let x: Vec<f32> = (0..(k - 1) * lx + m + 3)
+            .map(|i| ((i * 31) % 17) as f32 * 0.25 - 2.0)
+            .collect();
+        let y: Vec<f32> = (0..(k - 1) * ly + n + 2)
+            .map(|i| ((i * 13) % 11) as f32 * 0.5 - 2.5)
+            .collect();
+        // A[i][p] = X[p][3 + i], B[p][j] = dY[p][2 + j]
+        let av = View {
+            ptr: x[3..].as_ptr(),
+            rs: 1,
+            cs: lx as isize,
+        };
+        let bv = View {
+            ptr: y[2..].as_ptr(),
+            rs: ly as isize,
+            cs: 1,
+        };
+        let want: Vec<f64> = (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k)
+                    .map(|p| x[p * lx + 3 + i] as f64 * y[p * ly + 2 + j] as f64)
+                    .sum()
+            })
+            .collect();
+        let start = |e: usize| (e % 5) as f32 - 2.0;
+        let mut outs = Vec::new();
+        for par in [false, true] {
+            let mut c = vec![f32::NAN; m * n];
+            let mut acc: Vec<f32> = (0..m * n).map(start).collect();
+            // SAFETY: the views address m×k and k×n elements of the
+            // buffers; the outputs have m rows of n.
+            unsafe {
+                sgemm(m, n, k, av, bv, c.as_mut_ptr(), n, false, par);
+                sgemm(m, n, k, av, bv, acc.as_mut_ptr(), n, true, par);
+            }
+            for e in 0..m * n {
+                assert_eq!(c[e] as f64, want[e], "{m}x{n}x{k} par={par} at {e}");
+                assert_eq!(
+                    acc[e] as f64,
+                    want[e] + start(e) as f64,
+                    "{m}x{n}x{k} par={par} += at {e}"
+                );
+            }
+            outs.push(c);
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&outs[0]), bits(&outs[1]), "{m}x{n}x{k}: split and one thread");
+    }
+}
