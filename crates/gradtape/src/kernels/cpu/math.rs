@@ -184,7 +184,6 @@ pub fn exp_slice(x: &[f32], out: &mut [f32]) {
 
 pub(crate) use super::exp_rows::{exp_affine, exp_affine_each, exp_in_place, max_exp_sum};
 
-
 /// `Σ x` in eight interleaved partial sums (independent lanes, which
 /// vectorise, where one dependent chain of adds takes the adds' latency per
 /// element), added pairwise.
