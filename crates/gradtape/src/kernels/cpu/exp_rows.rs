@@ -6,7 +6,7 @@
 //! cache.
 
 use super::lockstep::{chunks, chunks_mut, each, zip};
-use super::math::{exp_slice, max_lanes};
+use super::math::{add_to_lanes, exp_slice, lanes_total, max_lanes};
 
 /// `x[i] = e^x[i]` and their sum: [`exp_affine`] with `a = 1`, `b = 0`
 /// (`1·x − 0` is `x`, but for `-0`, whose exponential is also 1).
@@ -28,19 +28,8 @@ pub(crate) fn exp_affine<T: crate::tensor::Float>(x: &mut [T], a: T, b: T) -> T 
     let mut acc = [T::zero(); 8];
     // (every block but the last is whole lanes: each element goes to the
     // lane of its index mod 8, as in one pass over the row)
-    exp_affine_each(x, a, b, |_, c| {
-        let w = c.chunks_exact(8);
-        let rest = w.remainder();
-        for v in w {
-            for l in 0..8 {
-                acc[l] = acc[l] + v[l];
-            }
-        }
-        for (l, &v) in zip(0..8, rest) {
-            acc[l] = acc[l] + v;
-        }
-    });
-    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+    exp_affine_each(x, a, b, |_, c| add_to_lanes(&mut acc, c));
+    lanes_total(&acc)
 }
 
 /// `x[i] = e^(a·x[i] − b)` as [`exp_affine`] (the same values), block
@@ -110,19 +99,9 @@ pub(crate) fn max_exp_sum<T: crate::tensor::Float>(x: &[T]) -> (T, T) {
                 *e = (T::one() * v - m).exp();
             }
         }
-        let lanes = e.chunks_exact(8);
-        let rest = lanes.remainder();
-        for v in lanes {
-            for l in 0..8 {
-                acc[l] = acc[l] + v[l];
-            }
-        }
-        for (l, &v) in zip(0..8, rest) {
-            acc[l] = acc[l] + v;
-        }
+        add_to_lanes(&mut acc, e);
     }
-    let s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    (m, s)
+    (m, lanes_total(&acc))
 }
 
 /// The elements [`exp_affine_each`] makes at a time.

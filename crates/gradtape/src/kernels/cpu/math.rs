@@ -190,6 +190,15 @@ pub(crate) use super::exp_rows::{exp_affine, exp_affine_each, exp_in_place, max_
 #[inline(always)]
 pub fn sum_lanes<T: crate::tensor::Float>(x: &[T]) -> T {
     let mut acc = [T::zero(); 8];
+    add_to_lanes(&mut acc, x);
+    lanes_total(&acc)
+}
+
+/// Adds `x` into [`sum_lanes`]' lanes, element `i` to lane `i mod 8` in
+/// order: a row summed a block at a time (each block but the last a
+/// multiple of 8 long) gets the bits of [`sum_lanes`] of the whole row.
+#[inline(always)]
+pub(crate) fn add_to_lanes<T: crate::tensor::Float>(acc: &mut [T; 8], x: &[T]) {
     let c = x.chunks_exact(8);
     let rest = c.remainder();
     for v in c {
@@ -200,6 +209,11 @@ pub fn sum_lanes<T: crate::tensor::Float>(x: &[T]) -> T {
     for (l, &v) in zip(0..8, rest) {
         acc[l] = acc[l] + v;
     }
+}
+
+/// The lanes' total, added pairwise as [`sum_lanes`] adds them.
+#[inline(always)]
+pub(crate) fn lanes_total<T: crate::tensor::Float>(acc: &[T; 8]) -> T {
     ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
 
