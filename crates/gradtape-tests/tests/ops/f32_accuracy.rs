@@ -337,12 +337,12 @@ fn erf_and_gelu_bits_do_not_depend_on_the_block() -> Result<()> {
 
 #[test]
 fn f32_log_family_is_within_its_ulps_on_a_sample_of_every_f32() -> Result<()> {
-    // The vectorised logarithm, ln(1 + x) and softplus
-    // (kernels/cpu/log.rs) against the same functions in f64, rounded
+    // The vectorised logarithm, ln(1 + x), softplus, e^x - 1, ELU and
+    // SELU (kernels/cpu/log.rs) against the same functions in f64, rounded
     // once, on every 4099th bit pattern of the finite f32s (about a
-    // million, both signs, subnormals included): within 1, 2 and 3 ulps
-    // (measured there on every 13th f32: 1, 2 and 3), NaN where the f64
-    // value is NaN, the same infinities.
+    // million, both signs, subnormals included): within 1, 2, 3, 2, 2
+    // and 3 ulps (measured on every 13th f32: 1, 2, 3, 2 and 1 for the
+    // first five), NaN where the f64 value is NaN, the same infinities.
     let xs: Vec<f32> = (0..0xff80_0000u32 / 4099)
         .map(|i| f32::from_bits(i * 4099))
         .filter(|v| v.is_finite())
@@ -358,11 +358,18 @@ fn f32_log_family_is_within_its_ulps_on_a_sample_of_every_f32() -> Result<()> {
         .collect();
     let x = Tensor::from_vec(xs.clone(), &[xs.len()])?;
     let softplus = |v: f64| v.max(0.0) + (-v.abs()).exp().ln_1p();
-    type Case = (&'static str, Unary, fn(f64) -> f64, u64);
-    let cases: [Case; 3] = [
-        ("log", |x| x.log(), f64::ln, 1),
-        ("log1p", |x| x.log1p(), f64::ln_1p, 2),
-        ("softplus", |x| x.softplus(), softplus, 3),
+    // (SELU's constants as TensorFlow's kernel has them)
+    let (scale, alpha) = (1.050_700_987_355_480_5, 1.673_263_242_354_377_3);
+    let selu = move |v: f64| if v > 0.0 { scale * v } else { scale * alpha * v.exp_m1() };
+    let elu = |v: f64| if v > 0.0 { v } else { v.exp_m1() };
+    type Case = (&'static str, Unary, Box<dyn Fn(f64) -> f64>, u64);
+    let cases: [Case; 6] = [
+        ("log", |x| x.log(), Box::new(f64::ln), 1),
+        ("log1p", |x| x.log1p(), Box::new(f64::ln_1p), 2),
+        ("softplus", |x| x.softplus(), Box::new(softplus), 3),
+        ("expm1", |x| x.expm1(), Box::new(f64::exp_m1), 2),
+        ("elu", |x| x.elu(), Box::new(elu), 2),
+        ("selu", |x| x.selu(), Box::new(selu), 3),
     ];
     for (name, f, reference, max_ulps) in cases {
         let got = f(&x)?.to_vec::<f32>()?;

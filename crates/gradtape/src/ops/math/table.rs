@@ -459,6 +459,12 @@ impl Lane for f32 {
             Unary::Log => log::log_slice(x, out),
             Unary::Log1p => log::log1p_slice(x, out),
             Unary::Softplus => log::softplus_slice(x, out),
+            Unary::Expm1 => log::expm1_slice(x, out),
+            Unary::Elu => log::elu_slice(x, out),
+            Unary::Selu => {
+                use crate::ops::{SELU_ALPHA, SELU_SCALE};
+                log::selu_slice(x, out, SELU_SCALE as f32, (SELU_SCALE * SELU_ALPHA) as f32)
+            }
             Unary::Silu => each(x, out, math::silu_f32),
             Unary::SiluGrad => each(x, out, math::silu_grad_f32),
             Unary::Erf => crate::kernels::cpu::erf::erf_slice(x, out),
