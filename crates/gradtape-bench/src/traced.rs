@@ -119,21 +119,7 @@ fn print_profile(step: impl Fn() -> Result<()>) -> Result<()> {
     const STEPS: u32 = 5;
     let (done, lines) = gradtape::function::compile::profile(|| (0..STEPS).try_for_each(|_| step()));
     done?;
-    let total: std::time::Duration = lines.iter().map(|l| l.total).sum();
-    eprintln!(
-        "profile, per step: {:.2} ms in nodes",
-        total.as_secs_f64() * 1e3 / f64::from(STEPS)
-    );
-    for l in &lines {
-        let ms = l.total.as_secs_f64() * 1e3 / f64::from(STEPS);
-        let share = 100.0 * l.total.as_secs_f64() / total.as_secs_f64().max(1e-12);
-        eprintln!(
-            "{ms:9.3} ms {share:5.1} % {:>4}x  {} {:?}",
-            l.calls / u64::from(STEPS),
-            l.op,
-            l.shape
-        );
-    }
+    eprint!("{}", gradtape::function::compile::report(&lines, STEPS));
     Ok(())
 }
 

@@ -656,18 +656,9 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
         let (done, lines) =
             gradtape::function::compile::profile(|| (0..5).try_for_each(|_| traced_step.call(&batch).map(drop)));
         done?;
-        let total: f64 = lines.iter().map(|l| l.total.as_secs_f64()).sum::<f64>() * 1e3 / 5.0;
-        println!("profile of the traced step: {total:.2} ms in nodes");
-        for l in lines.iter().take(25) {
-            let ms = l.total.as_secs_f64() * 1e3 / 5.0;
-            println!(
-                "{ms:9.3} ms {:5.1} % {:>4}x  {} {:?}",
-                100.0 * ms / total.max(1e-12),
-                l.calls / 5,
-                l.op,
-                l.shape
-            );
-        }
+        // (the 25 kinds of node that took most time)
+        let text = gradtape::function::compile::report(&lines, 5);
+        text.lines().take(26).for_each(|l| println!("{l}"));
     }
 
     // checkpoint: the weights, loaded back into a model built with other

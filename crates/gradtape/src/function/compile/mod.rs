@@ -143,7 +143,7 @@ pub(crate) mod simplify;
 pub(crate) mod transpose_once;
 
 pub use pipeline::CompileOptions;
-pub use profile::{profile, ProfileLine};
+pub use profile::{profile, report, ProfileLine};
 
 use super::graph::{Graph, Node};
 use super::passes;

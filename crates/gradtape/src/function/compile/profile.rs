@@ -48,6 +48,37 @@ pub struct ProfileLine {
     pub total: Duration,
 }
 
+/// A table of `lines` taken over `runs` runs, per run: a first line with
+/// the time in nodes, then one line per op and shape, most time first
+/// (milliseconds, share, calls, op, shape).
+///
+/// ```
+/// use gradtape::function::compile::{report, ProfileLine};
+/// let line = ProfileLine { op: "MatMul".into(), shape: vec![4, 4], calls: 10, total: std::time::Duration::from_millis(6) };
+/// let text = report(&[line], 2);
+/// assert!(text.starts_with("profile, per step: 3.00 ms in nodes"));
+/// assert!(text.contains("  3.000 ms 100.0 %    5x  MatMul [4, 4]"));
+/// ```
+pub fn report(lines: &[ProfileLine], runs: u32) -> String {
+    let runs = runs.max(1);
+    let total: Duration = lines.iter().map(|l| l.total).sum();
+    let mut out = format!(
+        "profile, per step: {:.2} ms in nodes\n",
+        total.as_secs_f64() * 1e3 / f64::from(runs)
+    );
+    for l in lines {
+        let ms = l.total.as_secs_f64() * 1e3 / f64::from(runs);
+        let share = 100.0 * l.total.as_secs_f64() / total.as_secs_f64().max(1e-12);
+        out += &format!(
+            "{ms:9.3} ms {share:5.1} % {:>4}x  {} {:?}\n",
+            l.calls / u64::from(runs),
+            l.op,
+            l.shape
+        );
+    }
+    out
+}
+
 /// Whether a profile is being taken (read by the executor per node).
 static ON: AtomicBool = AtomicBool::new(false);
 
