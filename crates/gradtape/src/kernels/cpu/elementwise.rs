@@ -18,7 +18,7 @@ const SIMD_MIN: usize = 64;
 /// Runs a loop over `len` elements (from `A`s to `O`s) through
 /// [`with_simd_for`] when it is long.
 #[inline(always)]
-fn simd_if_long<A: Element, O: Element>(len: usize, body: impl FnOnce()) {
+pub(crate) fn simd_if_long<A: Element, O: Element>(len: usize, body: impl FnOnce()) {
     if len >= SIMD_MIN {
         with_simd_for::<A, O, ()>(body)
     } else {
@@ -426,103 +426,6 @@ fn zip_with<A: Element, B: Element, O: Element>(
         })
     }?;
     Ok(Tensor::from_storage(O::buf_into_storage(data), &shape))
-}
-
-/// `where(cond, a, b)` with broadcasting of all three.
-pub(crate) fn select(op: &'static str, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    if let Some(r) = crate::kernels::gpu::hosted(op, &[cond, a, b], |h| select(op, &h[0], &h[1], &h[2])) {
-        return r;
-    }
-    let shape: Shape = broadcast_shapes(op, &broadcast_shapes(op, cond.shape(), a.shape())?, b.shape())?;
-    for t in [cond, a, b] {
-        crate::kernels::gpu::expect_host(op, t)?;
-    }
-    let so = contiguous_strides(&shape);
-    let bs = |t: &Tensor| broadcast_strides(t.shape(), t.strides(), &shape);
-    let (cs, sa, sb) = (bs(cond), bs(a), bs(b));
-    let (cshape, [_, cc, ca, cb]) = layout::coalesce(&shape, [&so, &cs, &sa, &sb]);
-    let n: usize = shape.iter().product(); // checked by broadcast_shapes
-    let row_len = *cshape.last().unwrap();
-    let r = cshape.len() - 1;
-    let strides = [cc, ca, cb];
-    let offs = [cond.layout().offset, a.layout().offset, b.layout().offset];
-    let cbuf = cond.buffer::<bool>();
-    Ok(with_dtype!(a.dtype(), T => {
-        let (ba, bb) = (a.buffer::<T>(), b.buffer::<T>());
-        if r == 0 && (strides[0][0], strides[1][0], strides[2][0]) == (1, 1, 1) {
-            // three runs side by side (operands of the output's shape):
-            // one pass, split over the threads (as rows, the one row was
-            // one task) and in the wide vectors, a blend per vector
-            let (c, x, y) = (&cbuf[offs[0]..offs[0] + n], &ba[offs[1]..offs[1] + n], &bb[offs[2]..offs[2] + n]);
-            let data = build(op, n, |start, out: &mut [MaybeUninit<T>]| {
-                with_simd_for::<T, T, _>(
-                    #[inline(always)]
-                    || {
-                        let w = out.len();
-                        let (c, x, y) = (&c[start..start + w], &x[start..start + w], &y[start..start + w]);
-                        for (slot, (&c, (&x, &y))) in out.iter_mut().zip(c.iter().zip(x.iter().zip(y))) {
-                            slot.write(if c { x } else { y });
-                        }
-                    },
-                )
-            })?;
-            return Ok(Tensor::from_storage(T::buf_into_storage(data), &shape));
-        }
-        let data = build_rows(op, n / row_len.max(1), row_len, |rows, out: &mut [MaybeUninit<T>]| {
-            let first = rows.start;
-            let [sc, sa, sb] = [strides[0][r], strides[1][r], strides[2][r]];
-            layout::for_rows(&cshape, &strides, offs, rows, |row, [oc, oa, ob]| {
-                let o = &mut out[(row - first) * row_len..(row - first + 1) * row_len];
-                if sc == 0 {
-                    // one condition for the row (a mask of whole rows, such
-                    // as attention's hidden queries): the row of `a` or `b`
-                    let (src, off, s) = if cbuf[oc as usize] { (ba, oa, sa) } else { (bb, ob, sb) };
-                    copy_row(o, src, off, s);
-                } else if (sc, sa, sb) == (1, 1, 1) {
-                    let (oc, oa, ob) = (oc as usize, oa as usize, ob as usize);
-                    let (c, x, y) = (&cbuf[oc..oc + row_len], &ba[oa..oa + row_len], &bb[ob..ob + row_len]);
-                    for (slot, (&c, (&x, &y))) in o.iter_mut().zip(c.iter().zip(x.iter().zip(y))) {
-                        slot.write(if c { x } else { y });
-                    }
-                } else {
-                    for (j, slot) in lockstep::zip(0..row_len, o) {
-                        let j = j as isize;
-                        let v = if cbuf[(oc + j * sc) as usize] {
-                            ba[(oa + j * sa) as usize]
-                        } else {
-                            bb[(ob + j * sb) as usize]
-                        };
-                        slot.write(v);
-                    }
-                }
-            });
-        })?;
-        Tensor::from_storage(T::buf_into_storage(data), &shape)
-    }))
-}
-
-/// Writes `out.len()` elements of `src` from `off`, `s` apart (one
-/// element repeated where `s` is 0).
-fn copy_row<T: Copy>(out: &mut [MaybeUninit<T>], src: &[T], off: isize, s: isize) {
-    let (off, n) = (off as usize, out.len());
-    match s {
-        1 => {
-            for (slot, &v) in out.iter_mut().zip(&src[off..off + n]) {
-                slot.write(v);
-            }
-        }
-        0 => {
-            let v = src[off];
-            for slot in out {
-                slot.write(v);
-            }
-        }
-        _ => {
-            for (j, slot) in lockstep::zip(0..n, out) {
-                slot.write(src[(off as isize + j as isize * s) as usize]);
-            }
-        }
-    }
 }
 
 /// Converts every element to `to` (as Rust's `as` does, through `f64`).

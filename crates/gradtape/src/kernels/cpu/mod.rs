@@ -56,6 +56,7 @@ pub(crate) mod reduce;
 pub(crate) mod resize;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod scratch;
+pub(crate) mod select;
 #[cfg(target_arch = "x86_64")]
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod sgemm;
