@@ -30,6 +30,7 @@ mod fft;
 mod half_blocks;
 mod image;
 mod math_values;
+mod pow_scalar_forms;
 mod random_ops;
 mod reductions;
 mod rng;

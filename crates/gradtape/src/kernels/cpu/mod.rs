@@ -51,6 +51,7 @@ pub(crate) mod matmul;
 pub(crate) mod narrow_matmul;
 pub(crate) mod nn;
 pub(crate) mod pooling;
+pub(crate) mod pow;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod reduce;
 pub(crate) mod resize;

@@ -40,6 +40,7 @@ use crate::kernels::cpu::elementwise::{map, map_slices, zip, zip_slices};
 use crate::kernels::cpu::lockstep::{self, chunks, chunks_mut, zip3};
 use crate::kernels::cpu::log;
 use crate::kernels::cpu::math::{self, sigmoid_of, GELU_TANH};
+use crate::kernels::cpu::pow;
 use crate::kernels::cuda;
 use crate::kernels::gpu::no_kernel;
 use crate::ops::desc::{Binary, Unary};
@@ -414,10 +415,7 @@ fn unary_common<T: Float + LibmExt>(op: &Unary, x: &[T], out: &mut [T]) {
         |f| each(x, out, f),
         match op {
             Unary::Log => each(x, out, |v| v.ln()),
-            Unary::PowScalar(c) => {
-                let c = T::from_f64(c.0);
-                each(x, out, |v| v.powf(c))
-            }
+            Unary::PowScalar(c) => pow::pow_scalar_slice(x, out, c.0),
             _ => unary_rare(op, x, out),
         }
     )
@@ -465,6 +463,7 @@ impl Lane for f32 {
                 use crate::ops::{SELU_ALPHA, SELU_SCALE};
                 log::selu_slice(x, out, SELU_SCALE as f32, (SELU_SCALE * SELU_ALPHA) as f32)
             }
+            Unary::PowScalar(c) => pow::pow_scalar_f32(x, out, c.0),
             Unary::Silu => each(x, out, math::silu_f32),
             Unary::SiluGrad => each(x, out, math::silu_grad_f32),
             Unary::Erf => crate::kernels::cpu::erf::erf_slice(x, out),
