@@ -20,6 +20,7 @@ const OPS: &[(&str, Unary)] = &[
     ("elu", |x| x.elu()),
     ("selu", |x| x.selu()),
     ("silu", |x| x.silu()),
+    ("mish", |x| x.mish()),
     ("expm1", |x| x.expm1()),
     ("log1p", |x| x.log1p()),
     ("sqrt", |x| x.sqrt()),
@@ -335,6 +336,8 @@ fn erf_and_gelu_bits_do_not_depend_on_the_block() -> Result<()> {
     Ok(())
 }
 
+const MISH_ULPS: u64 = 8;
+
 #[test]
 fn f32_log_family_is_within_its_ulps_on_a_sample_of_every_f32() -> Result<()> {
     // The vectorised logarithm, ln(1 + x), softplus, e^x - 1, ELU and
@@ -362,21 +365,52 @@ fn f32_log_family_is_within_its_ulps_on_a_sample_of_every_f32() -> Result<()> {
     let (scale, alpha) = (1.050_700_987_355_480_5, 1.673_263_242_354_377_3);
     let selu = move |v: f64| if v > 0.0 { scale * v } else { scale * alpha * v.exp_m1() };
     let elu = |v: f64| if v > 0.0 { v } else { v.exp_m1() };
+    // Mish and its slope (kernels/cpu/math.rs, on the vectorised exp):
+    // with `n = e^v (e^v + 2)`, `tanh(softplus(v)) = n / (n + 2)` and
+    // `1 - t = 2 / (n + 2)`, exact forms evaluated in f64
+    let mish = |v: f64| {
+        let n = v.exp() * (v.exp() + 2.0);
+        if v > 40.0 {
+            v
+        } else {
+            v * (n / (n + 2.0))
+        }
+    };
+    let mish_grad = |v: f64| {
+        let n = v.exp() * (v.exp() + 2.0);
+        let (t, u) = if v > 300.0 {
+            (1.0, 0.0)
+        } else {
+            (n / (n + 2.0), 2.0 / (n + 2.0))
+        };
+        t + v / (1.0 + (-v).exp()) * u * (1.0 + t)
+    };
     type Case = (&'static str, Unary, Box<dyn Fn(f64) -> f64>, u64);
-    let cases: [Case; 6] = [
+    let cases: [Case; 8] = [
         ("log", |x| x.log(), Box::new(f64::ln), 1),
         ("log1p", |x| x.log1p(), Box::new(f64::ln_1p), 2),
         ("softplus", |x| x.softplus(), Box::new(softplus), 3),
         ("expm1", |x| x.expm1(), Box::new(f64::exp_m1), 2),
         ("elu", |x| x.elu(), Box::new(elu), 2),
         ("selu", |x| x.selu(), Box::new(selu), 3),
+        ("mish", |x| x.mish(), Box::new(mish), MISH_ULPS),
+        ("mish_grad", |x| x.mish_grad(), Box::new(mish_grad), MISH_ULPS),
     ];
     for (name, f, reference, max_ulps) in cases {
         let got = f(&x)?.to_vec::<f32>()?;
         for (&v, &g) in xs.iter().zip(&got) {
             let w = reference(f64::from(v)) as f32;
+            // (Mish's values and slopes below −87 are `x·eˣ` with `eˣ`
+            // subnormal, as the C library's expf gives it too: absolute)
+            // (and the slope cancels around its zero near −1.19: absolute
+            // there, as its f32 ulps mean nothing)
+            let tiny = match name {
+                "mish" => 1e-36,
+                "mish_grad" => 1.5e-7,
+                _ => 0.0,
+            };
             let ok = if w.is_finite() && g.is_finite() {
-                ulps(g, w) <= max_ulps
+                ulps(g, w) <= max_ulps || f64::from(g - w).abs() <= tiny
             } else {
                 (w.is_nan() && g.is_nan()) || w == g
             };

@@ -465,6 +465,8 @@ impl Lane for f32 {
             }
             Unary::PowScalar(c) => pow::pow_scalar_f32(x, out, c.0),
             Unary::Silu => each(x, out, math::silu_f32),
+            Unary::Mish => math::mish_slice(x, out),
+            Unary::MishGrad => math::mish_grad_slice(x, out),
             Unary::SiluGrad => each(x, out, math::silu_grad_f32),
             Unary::Erf => crate::kernels::cpu::erf::erf_slice(x, out),
             // (inlined here, in `with_simd`: out of line, erf's fused
