@@ -33,6 +33,7 @@ mod math_values;
 mod random_ops;
 mod reductions;
 mod rng;
+mod row_ops_any_axis;
 mod select_layouts;
 mod sparse_xent_rows;
 mod special;
