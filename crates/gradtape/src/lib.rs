@@ -284,6 +284,12 @@ pub mod __internals {
     }
     pub mod kernels {
         pub mod cpu {
+            pub mod arg_extremum {
+                pub use crate::kernels::cpu::arg_extremum::in_place_calls;
+            }
+            pub mod softmax_columns {
+                pub use crate::kernels::cpu::softmax_columns::calls;
+            }
             pub mod attention {
                 pub use crate::kernels::cpu::attention::*;
             }

@@ -34,6 +34,7 @@ mod pow_scalar_forms;
 mod random_ops;
 mod reductions;
 mod rng;
+mod row_ops_any_axis;
 mod select_layouts;
 mod sparse_xent_rows;
 mod special;

@@ -15,6 +15,7 @@
 //! name of the op the user called and returns a `Result`.
 
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod arg_extremum;
 pub(crate) mod attention;
 pub(crate) mod attention_gemm;
 pub(crate) mod attention_layout;
@@ -64,6 +65,7 @@ pub(crate) mod sgemm;
 #[cfg(target_arch = "x86_64")]
 mod sgemm_pack;
 pub(crate) mod small_gemm;
+pub(crate) mod softmax_columns;
 pub(crate) mod workers;
 
 use std::mem::MaybeUninit;

@@ -64,6 +64,11 @@ fn finish_row<T: Float>(x: &[T], e: &mut [T], m: T, s: T, log: bool) {
 pub(crate) fn softmax<T: Float>(op: &'static str, x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
     let (outer, n, inner) = split(x.shape(), axis);
     let src = x.values::<T>(op)?;
+    if inner > 1 && n > 0 {
+        // (not the last axis: the columns in place)
+        let data = super::softmax_columns::softmax_columns(op, &src, outer, n, inner, log)?;
+        return Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()));
+    }
     let data = build_rows::<T>(op, outer, n * inner, |rows, out| {
         super::math::with_simd(
             #[inline(always)]
@@ -73,7 +78,8 @@ pub(crate) fn softmax<T: Float>(op: &'static str, x: &Tensor, axis: usize, log: 
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
-/// The rows `rows` of [`softmax`] (each `n · inner` values) into `out`.
+/// The rows `rows` of [`softmax`] along a last axis (`inner` is 1 or the
+/// tensor is empty) into `out`.
 #[inline(always)]
 fn softmax_rows<T: Float>(
     src: &[T],
@@ -83,31 +89,11 @@ fn softmax_rows<T: Float>(
     out: &mut [MaybeUninit<T>],
     log: bool,
 ) {
-    {
-        if inner == 1 && n > 0 && n < SHORT_ROW {
-            return short_softmax_rows(&src[rows.start * n..rows.end * n], n, out, log);
-        }
-        if inner == 1 {
-            for (r, o) in zip(rows.clone(), chunks_mut(out, n.max(1))) {
-                softmax_row(&src[r * n..(r + 1) * n], o, log);
-            }
-            return;
-        }
-        let mut col = vec![T::zero(); n];
-        let mut tmp = vec![MaybeUninit::<T>::uninit(); n];
-        for (ri, r) in zip(0.., rows.clone()) {
-            let base = r * n * inner;
-            for j in 0..inner {
-                for (k, c) in zip(0.., &mut col[..]) {
-                    *c = src[base + k * inner + j];
-                }
-                softmax_row(&col, &mut tmp, log);
-                for (k, t) in zip(0.., &tmp[..]) {
-                    // SAFETY: softmax_row wrote every element of `tmp`.
-                    out[ri * n * inner + k * inner + j].write(unsafe { t.assume_init() });
-                }
-            }
-        }
+    if inner == 1 && n > 0 && n < SHORT_ROW {
+        return short_softmax_rows(&src[rows.start * n..rows.end * n], n, out, log);
+    }
+    for (r, o) in zip(rows.clone(), chunks_mut(out, n.max(1))) {
+        softmax_row(&src[r * n..(r + 1) * n], o, log);
     }
 }
 

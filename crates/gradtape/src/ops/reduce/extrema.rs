@@ -134,24 +134,23 @@ impl Tensor {
 }
 
 /// The CPU kernel of [`Tensor::argmax`] and [`Tensor::argmin`] along the
-/// (non-empty) axis `a`.
+/// (non-empty) axis `a` (`kernels::cpu::arg_extremum`): in place over a
+/// middle axis, else row by row.
 fn arg_kernel(op: &'static str, x: &Tensor, a: usize, largest: bool) -> Result<Tensor> {
-    with_num_dtype!(x.dtype(), T => reduce_rows::<T, i64>(op, x, &[a], false, |r| {
-            // NaN never wins; the first non-NaN element starts
-            let mut best: Option<usize> = None;
-            for (i, &v) in r.iter().enumerate() {
-                if crate::ops::math::compare::is_nan(v) {
-                    continue;
-                }
-                let better = match best {
-                    None => true,
-                    Some(b) if largest => v > r[b],
-                    Some(b) => v < r[b],
-                };
-                if better {
-                    best = Some(i);
-                }
-            }
-            best.unwrap_or(0) as i64
-        }), _ => unreachable!())
+    use crate::kernels::cpu::arg_extremum::{in_place, row};
+    use crate::kernels::cpu::math::with_simd_for;
+    with_num_dtype!(x.dtype(), T => match largest {
+        true => in_place::<T, true>(op, x, a).unwrap_or_else(|| {
+            reduce_rows::<T, i64>(op, x, &[a], false, |r| with_simd_for::<T, i64, _>(
+                #[inline(always)]
+                || row::<T, true>(r),
+            ))
+        }),
+        false => in_place::<T, false>(op, x, a).unwrap_or_else(|| {
+            reduce_rows::<T, i64>(op, x, &[a], false, |r| with_simd_for::<T, i64, _>(
+                #[inline(always)]
+                || row::<T, false>(r),
+            ))
+        }),
+    }, _ => unreachable!())
 }

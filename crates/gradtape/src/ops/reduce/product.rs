@@ -26,6 +26,12 @@ impl Tensor {
             return Err(unsupported("prod", self.dtype(), "a numeric dtype"));
         }
         let host = |x: &Tensor| {
+            if !x.dtype().is_half() {
+                // (the kernel of sum, max and min: columns in place)
+                let y = crate::kernels::cpu::reduce::prod("prod", x, &ax)?;
+                return Ok(reshaped_raw(&y, &out_shape(x.shape(), &ax, keepdims)));
+            }
+            // (half types folded in their own arithmetic, as always)
             with_num_dtype!(x.dtype(), T => reduce_rows::<T, T>("prod", x, &ax, keepdims,
                 |r| r.iter().fold(T::one(), |a, &b| a.mul_wrap(b))),
                 _ => Err(unsupported("prod", x.dtype(), "a numeric dtype")))

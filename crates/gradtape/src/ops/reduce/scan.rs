@@ -3,7 +3,9 @@
 
 use crate::dispatch::vjp;
 use crate::error::Result;
-use crate::kernels::cpu::filled_vec;
+use crate::kernels::cpu::build_rows;
+use crate::kernels::cpu::lockstep::{chunks, chunks_mut, zip, zip3};
+use crate::kernels::cpu::math::with_simd_for;
 use crate::ops::desc::{Scan, ScanKind};
 use crate::ops::{bind, grads, unsupported};
 use crate::tensor::layout::norm_axis;
@@ -12,6 +14,17 @@ use num_traits::{One, Zero};
 
 /// A running fold of `x` along axis `a`; `exclusive` writes the value before
 /// each element is folded in, `reverse` runs from the end.
+///
+/// Each output is the same fold in the same order as a walk along the axis
+/// element by element, but many folds run side by side: over a middle
+/// axis a block of up to [`SCAN_W`] neighbouring columns (one vector
+/// operation per row of the block), along the last axis [`SCAN_ROWS`]
+/// rows at a time, turned in tiles so that a step of all of them is one
+/// vector operation; outer slices over the compute threads. (Element by
+/// element, a `cumsum` over [32, 64, 128] took 0.3 ms over its middle
+/// axis and 0.9 ms over its first, 10-30x a sum; now about 0.05 ms. Along
+/// the last axis it still takes 0.19 ms, as the single chains did: the
+/// tiles' gathers and scatters are not vectorised yet.)
 #[allow(clippy::too_many_arguments)]
 fn scan<T: Element>(
     op: &'static str,
@@ -20,31 +33,81 @@ fn scan<T: Element>(
     exclusive: bool,
     reverse: bool,
     init: T,
-    f: impl Fn(T, T) -> T,
+    f: impl Fn(T, T) -> T + Sync + Copy,
 ) -> Result<Tensor> {
     let shape = x.shape();
     let outer: usize = shape[..a].iter().product();
     let n = shape[a];
     let inner: usize = shape[a + 1..].iter().product();
     let src = x.values::<T>(op)?;
-    let mut out = filled_vec(op, src.len(), init)?;
     // (an empty tensor is not walked, however many empty rows it has)
-    let outer = if src.is_empty() { 0 } else { outer };
-    for o in 0..outer {
-        for i in 0..inner {
-            let base = o * n * inner + i;
-            let mut acc = init;
-            for k in 0..n {
-                let k = if reverse { n - 1 - k } else { k };
-                let at = base + k * inner;
-                let next = f(acc, src[at]);
-                out[at] = if exclusive { acc } else { next };
-                acc = next;
-            }
-        }
+    if src.is_empty() {
+        return Tensor::from_vec(Vec::<T>::new(), shape);
     }
-    Tensor::from_vec(out, shape)
+    let src = &src[..];
+    let data = build_rows::<T>(op, outer, n * inner, |rows, out| {
+        with_simd_for::<T, T, _>(
+            #[inline(always)]
+            || {
+                let at = |k: usize| if reverse { n - 1 - k } else { k };
+                let src = &src[rows.start * n * inner..rows.end * n * inner];
+                if inner == 1 {
+                    // a tile of SCAN_ROWS rows by SCAN_ROWS steps at a time,
+                    // turned so that one step of all its rows is a vector
+                    const R: usize = SCAN_ROWS;
+                    for (g, o) in zip(chunks(src, R * n), chunks_mut(out, R * n)) {
+                        let r = g.len() / n;
+                        let mut acc = [init; R];
+                        let (mut tin, mut tout) = ([[init; R]; R], [[init; R]; R]);
+                        for k0 in (0..n).step_by(R) {
+                            let kw = R.min(n - k0);
+                            for j in 0..r {
+                                for (kk, t) in zip(0..kw, &mut tin[..]) {
+                                    t[j] = g[j * n + at(k0 + kk)];
+                                }
+                            }
+                            for (t, u) in zip(&tin[..kw], &mut tout[..]) {
+                                for (a, &v, u) in zip3(&mut acc, t, u) {
+                                    let next = f(*a, v);
+                                    *u = if exclusive { *a } else { next };
+                                    *a = next;
+                                }
+                            }
+                            for j in 0..r {
+                                for (kk, u) in zip(0..kw, &tout[..]) {
+                                    o[j * n + at(k0 + kk)].write(u[j]);
+                                }
+                            }
+                        }
+                    }
+                    return;
+                }
+                for (s, o) in zip(chunks(src, n * inner), chunks_mut(out, n * inner)) {
+                    for c0 in (0..inner).step_by(SCAN_W) {
+                        let w = (inner - c0).min(SCAN_W);
+                        let mut acc = [init; SCAN_W];
+                        for k in (0..n).map(at) {
+                            let i = k * inner + c0;
+                            for (a, &v, o) in zip3(&mut acc[..w], &s[i..i + w], &mut o[i..i + w]) {
+                                let next = f(*a, v);
+                                o.write(if exclusive { *a } else { next });
+                                *a = next;
+                            }
+                        }
+                    }
+                }
+            },
+        )
+    })?;
+    Ok(Tensor::from_storage(T::buf_into_storage(data), shape))
 }
+
+/// Neighbouring columns [`scan`] folds side by side over a middle axis.
+const SCAN_W: usize = 128;
+
+/// Rows [`scan`] folds side by side along a last axis (and steps per
+/// tile: see there).
+const SCAN_ROWS: usize = 16;
 
 /// The CPU's cumulative sum.
 fn cumsum_host(x: &Tensor, a: usize, exclusive: bool, reverse: bool) -> Result<Tensor> {
