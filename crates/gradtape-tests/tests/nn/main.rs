@@ -70,6 +70,7 @@ mod nn;
 mod optimizers;
 mod optimizers_sparse;
 mod rnn_layers;
+mod rotary_op;
 mod seq2seq;
 mod transformer;
 mod transformer_blocks;

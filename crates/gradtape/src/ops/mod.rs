@@ -56,6 +56,7 @@ pub(crate) use nn::gru_step;
 pub(crate) use nn::layer_norm_grad_batched;
 pub(crate) use nn::layer_norm_grad_kernel;
 pub(crate) use nn::max_pool2d_with_argmax;
+pub(crate) use nn::rotary;
 pub(crate) use nn::{attention_grad_into, AttentionSpec};
 pub(crate) use nn::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub use nn::{AttentionDropout, DataFormat, HiddenRows, Padding};

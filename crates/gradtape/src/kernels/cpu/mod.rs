@@ -54,6 +54,7 @@ pub(crate) mod pooling;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod reduce;
 pub(crate) mod resize;
+pub(crate) mod rotary;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod scratch;
 #[cfg(target_arch = "x86_64")]
