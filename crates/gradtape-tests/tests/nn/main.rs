@@ -31,6 +31,7 @@ mod distributed;
 mod distributed_mpi;
 mod dot_attention;
 mod gpt;
+mod gqa_views;
 mod group_norm;
 mod half;
 mod half_nn;

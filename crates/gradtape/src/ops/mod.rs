@@ -52,6 +52,7 @@ pub use linalg::{EinsumPath, MatrixNorm};
 pub(crate) use math::binary::{relu_grad, tanh_grad};
 use math::{binary, complex};
 pub(crate) use nn::causal_band;
+pub(crate) use nn::grouped;
 pub(crate) use nn::gru_step;
 pub(crate) use nn::layer_norm_grad_batched;
 pub(crate) use nn::layer_norm_grad_kernel;

@@ -76,6 +76,7 @@ pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use cross_entropy::sparse_xent_grad;
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
+pub(crate) use gqa::grouped;
 pub(crate) use gru_sequence::{gru_sequence_grad_flat, gru_sequence_packed, gru_step};
 pub(crate) use layer_norm::{
     grad_kernel as layer_norm_grad_kernel, layer_norm, layer_norm_grad, layer_norm_grad_batched,
