@@ -516,7 +516,7 @@ impl MultiHeadAttention {
             args.training,
             HiddenRows::Zeros,
         )?;
-        let scores = self.scores(&q, &k, mask.as_ref(), args.use_causal_mask)?;
+        let scores = self.scores(&q, &self.repeat_kv(&k)?, mask.as_ref(), args.use_causal_mask)?;
         Ok((self.output.merge(&self.gated(query, o)?)?, scores))
     }
 
@@ -541,8 +541,8 @@ impl MultiHeadAttention {
         Tensor::where_(&keep, &p, &p.scalar_like(0.0)?)
     }
 
-    /// Checks the inputs and projects them into the heads: `q`, `k`, `v`
-    /// `[b, h, t, dim]` and the mask `[b|1, 1, tq, tk]`; `k` and `v` from
+    /// Checks the inputs and projects them into the heads: `q` `[b, h, t,
+    /// dim]`, `k`, `v` `[b, kv_heads, t, dim]` and the mask `[b|1, 1, tq, tk]`; `k` and `v` from
     /// `kept` where it holds them (see [`call_kept`](Self::call_kept)).
     fn project(
         &self,
@@ -572,7 +572,7 @@ impl MultiHeadAttention {
             // self-attention: the three projections of one input, one product
             let [q, k, v] = self.query_key_value(query)?;
             let (q, k) = (self.rotate(q, 0)?, self.rotate(k, 0)?);
-            return Ok((q, self.repeat_kv(&k)?, self.repeat_kv(&v)?, mask));
+            return Ok((q, k, v, mask));
         }
         let q = self.rotate(self.query.heads(query, self.num_heads, self.key_dim)?, 0)?;
         if let Some((k, v)) = kept.as_deref().and_then(|slot| CrossKv::of(slot, key, value)) {
@@ -596,7 +596,6 @@ impl MultiHeadAttention {
             )
         };
         let k = self.rotate(k, 0)?;
-        let (k, v) = (self.repeat_kv(&k)?, self.repeat_kv(&v)?);
         if let Some(slot) = kept {
             *slot = Some(CrossKv {
                 key: key.id(),
@@ -631,8 +630,8 @@ impl MultiHeadAttention {
     }
 
     /// Key/value heads `[b, kv_heads, t, dim]` repeated for the query heads
-    /// (Keras's `ops.repeat` along the heads: each one `num_heads /
-    /// kv_heads` times in a row), or as they are without grouping.
+    /// (Keras's `ops.repeat`: each `num_heads / kv_heads` times in a row;
+    /// for the scores, the attention reads them in place).
     fn repeat_kv(&self, t: &Tensor) -> Result<Tensor> {
         match self.num_heads / self.kv_heads {
             1 => Ok(t.clone()),
@@ -663,6 +662,11 @@ impl MultiHeadAttention {
         training: bool,
         hidden: HiddenRows,
     ) -> Result<Tensor> {
+        if let Some(g) = crate::ops::grouped(q, k, v, mask)? {
+            // (fewer key/value heads: views, no copy; see `ops::nn::gqa`)
+            let o = self.attend(&g.q, &g.k, &g.v, g.mask.as_ref(), causal, training, hidden)?;
+            return g.ungroup(&o);
+        }
         let scale = 1.0 / (self.key_dim as f64).sqrt();
         if !training || self.dropout == 0.0 {
             return q.scaled_dot_product_attention_with_hidden(k, v, mask, causal, Some(scale), hidden);
@@ -748,15 +752,7 @@ impl MultiHeadAttention {
                 None => band,
             });
         }
-        let o = self.attend(
-            &q,
-            &self.repeat_kv(&k)?,
-            &self.repeat_kv(&v)?,
-            mask.as_ref(),
-            false,
-            false,
-            HiddenRows::Zeros,
-        )?;
+        let o = self.attend(&q, &k, &v, mask.as_ref(), false, false, HiddenRows::Zeros)?;
         cache.keys = Some(k);
         cache.values = Some(v);
         self.output.merge(&self.gated(x, o)?)

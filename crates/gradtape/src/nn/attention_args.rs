@@ -251,8 +251,7 @@ pub struct KvCache {
 pub(super) struct CrossKv {
     pub(super) key: TensorId,
     pub(super) value: TensorId,
-    /// `[b, h, s, key_dim]` and `[b, h, s, value_dim]`, repeated for the
-    /// query heads
+    /// `[b, kv_heads, s, key_dim]` and `[b, kv_heads, s, value_dim]`
     pub(super) k: Tensor,
     pub(super) v: Tensor,
 }

@@ -4,13 +4,15 @@
 //!
 //! The angles are computed in `f64` and the tables cast to the input's
 //! dtype once (keras_hub computes them in `f32`, whose angles at position
-//! `p` are off by up to `p · 2⁻²⁴` radians); the rotation itself is made
-//! of differentiable ops (`narrow`, `neg`, `concat`, `mul`, `add`), with
-//! the tables as constants, so its derivatives of any order are theirs.
+//! `p` are off by up to `p · 2⁻²⁴` radians); the rotation itself is one
+//! op, `Rotary` (`ops::nn::rotary`), with the tables as constants: the
+//! values of the composite `x · cos θ + concat(−x₂, x₁) · sin θ`, bit for
+//! bit, and its derivatives of any order (the rotation's transpose).
 
 use super::{expect_float_dtype, unique_name, Layer, Module};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
+use crate::ops::rotary;
 use crate::tensor::alloc::try_vec;
 use crate::tensor::layout::{checked_numel, norm_axis};
 use crate::tensor::Tensor;
@@ -173,33 +175,37 @@ impl RotaryEmbedding {
         if x.numel() == 0 {
             return Ok(x.clone());
         }
-        // the tables [t, d] of cos θ and sin θ, shaped to broadcast
-        // against x (t at the sequence axis, d at the feature axis)
-        let n = checked_numel(OP, &[t, d])?;
+        // the tables [t, d / 2] of cos θ and sin θ (one angle for feature
+        // j and j + d/2)
+        let h = d / 2;
+        let n = checked_numel(OP, &[t, h])?;
         let (mut cos, mut sin) = (try_vec(OP, n)?, try_vec(OP, n)?);
         for p in 0..t {
             let pos = (start + p) as f64 / self.scaling_factor;
-            for j in 0..d {
-                let i = (j % (d / 2)) as f64;
-                let angle = pos * self.max_wavelength.powf(-2.0 * i / d as f64);
+            for i in 0..h {
+                let angle = pos * self.max_wavelength.powf(-2.0 * i as f64 / d as f64);
                 cos.push(angle.cos());
                 sin.push(angle.sin());
             }
         }
-        let mut bshape = vec![1; shape.len()];
-        bshape[seq] = t;
-        bshape[feat] = d;
-        let table = |v: Vec<f64>| -> Result<Tensor> {
-            let m = Tensor::from_vec(v, &[t, d])?;
-            let m = if seq < feat { m } else { m.transpose()? };
-            // (made where x is)
-            m.reshape(&bshape)?.cast(x.dtype())?.to(x.device())
-        };
+        // (made where x is)
+        let table = |v: Vec<f64>| Tensor::from_vec(v, &[t, h])?.cast(x.dtype())?.to(x.device());
         let (cos, sin) = (table(cos)?, table(sin)?);
-        let f = feat as isize;
-        let (x1, x2) = (x.narrow(f, 0, d / 2)?, x.narrow(f, d / 2, d / 2)?);
-        let rotated = Tensor::concat(&[&x2.neg()?, &x1], f)?;
-        x.mul(&cos)?.add(&rotated.mul(&sin)?)
+        // the op rotates the last axis: the features moved there (a view)
+        // and back where they are elsewhere
+        let r = shape.len();
+        if feat == r - 1 {
+            return rotary(x, &cos, &sin, r - 2 - seq, false);
+        }
+        let mut perm: Vec<usize> = (0..r).filter(|&a| a != feat).collect();
+        perm.push(feat);
+        let seq_moved = if seq < feat { seq } else { seq - 1 };
+        let y = rotary(&x.permute(&perm)?, &cos, &sin, r - 2 - seq_moved, false)?;
+        let mut back = vec![0; r];
+        for (i, &a) in perm.iter().enumerate() {
+            back[a] = i;
+        }
+        y.permute(&back)
     }
 }
 

@@ -29,9 +29,10 @@
 //! - *convolutions, pooling and image resizing* with only the input
 //!   batched: the batch is folded into `N` (and into the sizes attribute of
 //!   the gradients that have one);
-//! - *linear algebra, decompositions, FFTs, attention, LayerNorm* on the
-//!   innermost dims: the ops take leading batch dims already (LayerNorm's
-//!   backward op sums `dgamma`, `dbeta` per example instead).
+//! - *linear algebra, decompositions, FFTs, attention, LayerNorm, the
+//!   rotary embedding's rotation* on the innermost dims: the ops take
+//!   leading batch dims already (LayerNorm's backward op sums `dgamma`,
+//!   `dbeta` per example instead).
 //!
 //! Without a rule: convolutions with a batched filter, their filter
 //! gradients, max pooling's gradient and positions, gathers and scatters
@@ -423,6 +424,11 @@ fn nn(n: &NnOp, ins: &[BVal], b: usize) -> Rule {
         (NnOp::Attention { .. }, [_, _, _] | [_, _, _, _])
         | (NnOp::AttentionGrad { .. }, [_, _, _, _, _] | [_, _, _, _, _, _]) => attention(n, ins, b),
         (NnOp::LayerNorm { .. } | NnOp::LayerNormGrad { .. }, _) => layer_norm(n, ins, b),
+        // (the position axis counts from the end: the batch dim in front
+        // changes nothing; batched tables go to the loop)
+        (NnOp::Rotary { .. }, [x, cos, sin]) if x.batched && !cos.batched && !sin.batched => {
+            n.eval(&[x.t.clone(), cos.t.clone(), sin.t.clone()]).map(Some)
+        }
         (NnOp::LstmCell, [_, _]) | (NnOp::LstmCellGrad, [_, _, _]) => lstm_cell(n, ins, b),
         _ => Ok(None),
     }

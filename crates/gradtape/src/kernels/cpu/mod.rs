@@ -56,6 +56,7 @@ pub(crate) mod pow;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod reduce;
 pub(crate) mod resize;
+pub(crate) mod rotary;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod scratch;
 pub(crate) mod select;

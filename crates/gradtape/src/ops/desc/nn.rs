@@ -222,6 +222,16 @@ pub enum NnOp {
         /// As [`NnOp::LayerNorm`].
         gamma: bool,
     },
+    /// The rotary position embedding's rotation `(x, cos, sin)` of the
+    /// halves of `x`'s last axis (`ops::nn::rotary`), by the tables
+    /// (`[positions, features / 2]`, constants) of the positions along
+    /// the axis `seq_from_end + 1` before the last.
+    Rotary {
+        /// Axes between the positions' axis and the last one.
+        seq_from_end: usize,
+        /// Rotates by `−θ` (the transpose: the gradient).
+        inverse: bool,
+    },
 }
 
 impl NnOp {
@@ -265,6 +275,7 @@ impl NnOp {
             NnOp::GruSequenceGrad => "GruSequenceGrad",
             NnOp::LayerNorm { .. } => "LayerNorm",
             NnOp::LayerNormGrad { .. } => "LayerNormGrad",
+            NnOp::Rotary { .. } => "Rotary",
         }
     }
 
@@ -358,6 +369,9 @@ impl NnOp {
                 let g = gamma.then(|| &rest[0]);
                 crate::ops::nn::layer_norm_grad(x, g, &rest[*gamma as usize], *axes, eps.0)?
             }
+            (NnOp::Rotary { seq_from_end, inverse }, [x, cos, sin]) => {
+                crate::ops::nn::rotary(x, cos, sin, *seq_from_end, *inverse)?
+            }
             _ => {
                 return Err(Error::invalid(
                     self.name(),
@@ -421,6 +435,7 @@ impl NnOp {
                 write!(f, "[axes={axes}, eps={eps}, gamma={gamma}, beta={beta}]")
             }
             NnOp::LayerNormGrad { axes, eps, gamma } => write!(f, "[axes={axes}, eps={eps}, gamma={gamma}]"),
+            NnOp::Rotary { seq_from_end, inverse } => write!(f, "[seq_from_end={seq_from_end}, inverse={inverse}]"),
             NnOp::SparseSoftmaxCrossEntropy
             | NnOp::SparseSoftmaxCrossEntropyGrad
             | NnOp::SigmoidCrossEntropy

@@ -37,6 +37,8 @@
 //!   sequence as one op (`GruSequence`), with its fused backward op;
 //!   `gru_steps.rs` the same with differentiable ops (the step that
 //!   defines it, the second order, the JVP);
+//! - `rotary.rs`: the rotary position embedding's rotation as one op
+//!   (`Rotary`, its own transpose for the gradient);
 //! - `recurrence.rs`: what the two recurrences share (the packed parts,
 //!   the step loops' products, how the ops are recorded, so that parts
 //!   without a cotangent cost nothing).
@@ -62,6 +64,7 @@ mod norm;
 mod pool;
 mod pool3d;
 mod recurrence;
+mod rotary;
 mod softmax;
 
 pub(crate) use attention::{
@@ -73,6 +76,7 @@ pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
 pub(crate) use cross_entropy::sparse_xent_grad;
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
+pub(crate) use gqa::grouped;
 pub(crate) use gru_sequence::{gru_sequence_grad_flat, gru_sequence_packed, gru_step};
 pub(crate) use layer_norm::{
     grad_kernel as layer_norm_grad_kernel, layer_norm, layer_norm_grad, layer_norm_grad_batched,
@@ -81,6 +85,7 @@ pub(crate) use lstm_cell::{lstm_cell_grad_flat, lstm_cell_packed};
 pub(crate) use lstm_sequence::{lstm_sequence_grad_flat, lstm_sequence_packed};
 pub(crate) use pool::{max_pool2d_argmax, max_pool2d_with_argmax, max_pool_grad};
 pub(crate) use pool3d::max_pool3d_argmax;
+pub(crate) use rotary::rotary;
 
 use crate::error::Result;
 use crate::kernels::cpu::elementwise::cast;
