@@ -15,6 +15,7 @@ use super::unsupported;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::build;
 use crate::kernels::cpu::counter::{mix, CounterRng};
+use crate::kernels::cpu::math::with_simd;
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{with_float_dtype, DType, Element, Float, Tensor};
 
@@ -36,12 +37,29 @@ fn half_uniform<T: Float>(op: &'static str, shape: &[usize], lo: f64, hi: f64, g
 
 fn generate<T: Element>(op: &'static str, shape: &[usize], f: impl Fn(u64) -> T + Sync) -> Result<Tensor> {
     let n = checked_numel(op, shape)?;
-    let buf = build::<T>(op, n, |start, out| {
+    // (f32 and f64 compiled for the CPU's widest vectors: the counter's
+    // 64-bit multiplies and conversions vectorise with AVX-512; the same
+    // operations, so the same values)
+    let fill = |start: usize, out: &mut [std::mem::MaybeUninit<T>]| {
         for (j, o) in out.iter_mut().enumerate() {
             o.write(f((start + j) as u64));
         }
-    })?;
+    };
+    let buf = if matches!(T::DTYPE, DType::F32 | DType::F64) {
+        build::<T>(op, n, |start, out| with_simd(|| fill(start, out)))?
+    } else {
+        // (the other dtypes' draws, rarely hot, keep one copy)
+        build::<T>(op, n, fill)?
+    };
     Ok(Tensor::from_storage(T::buf_into_storage(buf), shape))
+}
+
+/// The smallest 53-bit draw `k` kept by dropout at `rate`: [`CounterRng::unit`]
+/// is `k · 2⁻⁵³` exactly, so `unit >= rate` exactly when `k >= ⌈rate ·
+/// 2⁵³⌉` (a product by a power of two, exact): the keep/drop decisions of
+/// the float comparison, made on integers.
+fn keep_from(rate: f64) -> u64 {
+    (rate * (1u64 << 53) as f64).ceil() as u64
 }
 
 fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
@@ -211,7 +229,11 @@ pub(crate) fn dropout_mask(shape: &[usize], rate: f64, dtype: DType, seed: u64) 
     }
     let g = CounterRng::new(seed, 4);
     let scale = 1.0 / (1.0 - rate);
-    let y = with_float_dtype!(dtype, T => float_gen::<T>(OP, shape, |i| if g.unit(i) >= rate { scale } else { 0.0 }), _ => unreachable!())?;
+    let keep = keep_from(rate);
+    let y = with_float_dtype!(dtype, T => {
+        let (kept, dropped) = (T::from_f64(scale), T::from_f64(0.0));
+        generate::<T>(OP, shape, move |i| if g.bits(i) >> 11 >= keep { kept } else { dropped })
+    }, _ => unreachable!())?;
     Ok(bound(Distribution::DropoutMask, shape, rate, 0.0, dtype, seed, y))
 }
 
@@ -295,4 +317,67 @@ fn check_normal(op: &'static str, mean: f64, std: f64, dtype: DType) -> Result<(
         return Err(Error::invalid(op, format!("std must be >= 0, got {std}")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keep-mask, made on integers and vectorised, keeps exactly the
+    /// elements whose uniform draw `unit(i)` is at least `rate` (the float
+    /// comparison it replaced), in f32 and f64, on lengths that leave
+    /// vector tails and chunks split between threads.
+    #[test]
+    fn dropout_mask_keeps_the_draws_at_or_above_the_rate() {
+        let just_above = (0.25 * (1u64 << 53) as f64 + 1.0) / (1u64 << 53) as f64;
+        for &rate in &[0.1, 0.5, 0.25, just_above, 1e-12, 0.999_999] {
+            for &n in &[1usize, 7, 9, 1001, 70_003] {
+                for (seed, dtype) in [(3u64, DType::F32), (11, DType::F64)] {
+                    let got = dropout_mask(&[n], rate, dtype, seed).unwrap().to_vec_f64();
+                    let g = CounterRng::new(seed, 4);
+                    let scale = 1.0 / (1.0 - rate);
+                    let scale = if dtype == DType::F32 {
+                        scale as f32 as f64
+                    } else {
+                        scale
+                    };
+                    for (i, &v) in got.iter().enumerate() {
+                        let want = if g.unit(i as u64) >= rate { scale } else { 0.0 };
+                        assert_eq!(v, want, "rate {rate}, n {n}, {dtype}, element {i}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The threshold at its edges: a draw of exactly `rate` is kept, the
+    /// one below it dropped; rate 0 keeps everything.
+    #[test]
+    fn keep_threshold_matches_the_float_comparison_at_its_edge() {
+        let unit = |k: u64| k as f64 / (1u64 << 53) as f64;
+        for &rate in &[0.1, 0.5, 1.0 / 3.0, unit(12345), 0.0] {
+            let k = keep_from(rate);
+            assert!(unit(k) >= rate, "rate {rate}");
+            if k > 0 {
+                assert!(unit(k - 1) < rate, "rate {rate}");
+            }
+        }
+        assert_eq!(keep_from(0.0), 0);
+        assert_eq!(keep_from(0.5), 1u64 << 52);
+    }
+
+    /// The vectorised fill gives the scalar formula's values, bit for bit.
+    #[test]
+    fn uniform_draws_are_the_scalar_formula() {
+        let (lo, hi) = (-2.0, 3.0);
+        let got = Tensor::random_uniform(&[5003], lo, hi, DType::F32, 9)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        let g = CounterRng::new(9, 1);
+        for (i, &v) in got.iter().enumerate() {
+            let want = (lo + g.unit(i as u64) * (hi - lo)) as f32;
+            assert_eq!(v.to_bits(), want.to_bits(), "element {i}");
+        }
+    }
 }
