@@ -651,11 +651,17 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     }
 
     if cfg.profile && cfg.traced {
-        // (a batch from its own generator: the rest of the run is as without)
+        // (a batch from its own generator, and the weights put back after
+        // the five profiled steps, which train: the rest of the run, the
+        // checkpoint included, is as without)
         let batch = random_batch(&corpus.train, cfg.batch_size, cfg.context, &mut Rng::new(cfg.seed + 2))?;
+        let trained: Vec<Tensor> = vars.iter().map(|v| v.read()).collect();
         let (done, lines) =
             gradtape::function::compile::profile(|| (0..5).try_for_each(|_| traced_step.call(&batch).map(drop)));
         done?;
+        for (v, w) in vars.iter().zip(&trained) {
+            v.assign(w)?;
+        }
         // (the 25 kinds of node that took most time)
         let text = gradtape::function::compile::report(&lines, 5);
         text.lines().take(26).for_each(|l| println!("{l}"));

@@ -14,8 +14,8 @@
 //! recycled through `tensor::pool`; every kernel that allocates takes the
 //! name of the op the user called and returns a `Result`.
 
-#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod arg_extremum;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod attention;
 pub(crate) mod attention_gemm;
 pub(crate) mod attention_layout;
