@@ -6,20 +6,11 @@
 //! dropout; a Llama-style layer traced against eager, and its traced
 //! graph without the repeat's copy, on two shapes.
 
+use crate::half_util::f64_bits;
 use gradtape::nn::{AttentionArgs, MultiHeadAttention};
 use std::sync::Arc;
 
 use gradtape::{function, AttentionDropout, DType, GradientTape, Result, Rng, Tensor};
-
-fn bits(t: &Tensor) -> Vec<u64> {
-    t.cast(DType::F64)
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
-}
 
 type Attend<'a> = dyn Fn(&Tensor, &Tensor, &Tensor) -> Result<Tensor> + 'a;
 
@@ -79,8 +70,8 @@ fn grouped_attention_keeps_the_repeated_bits() -> Result<()> {
                 for (j, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert_eq!(a.shape(), b.shape());
                     assert_eq!(
-                        bits(a),
-                        bits(b),
+                        f64_bits(a),
+                        f64_bits(b),
                         "{dtype} hkv {hkv} case {i}: part {j} (output, dq, dk, dv)"
                     );
                 }

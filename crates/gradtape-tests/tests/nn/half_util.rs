@@ -1,4 +1,5 @@
-//! Helpers shared by the f16/bf16 test files (`half.rs`, `half_nn.rs`):
+//! Helpers shared by the f16/bf16 test files (`half.rs`, `half_nn.rs`) and
+//! the bit-for-bit checks of other files:
 //! bit patterns, distances in ulps, and the check of half gradients against
 //! f64 gradients.
 #![allow(dead_code)]
@@ -22,6 +23,18 @@ pub fn bits(t: &Tensor) -> Vec<u16> {
         DType::BF16 => t.to_vec::<bf16>().unwrap().iter().map(|x| x.to_bits()).collect(),
         d => panic!("not a half dtype: {d}"),
     }
+}
+
+/// The bit patterns of any float tensor's elements, widened to f64 (exact
+/// for every float dtype): for bit-for-bit comparisons across dtypes.
+pub fn f64_bits(t: &Tensor) -> Vec<u64> {
+    t.cast(DType::F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
 }
 
 /// The distance in units in the last place between two finite halves of

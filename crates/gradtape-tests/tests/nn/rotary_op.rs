@@ -6,6 +6,7 @@
 //! traced forms against the eager op; one node per rotation in a traced
 //! graph, on two shapes.
 
+use crate::half_util::f64_bits;
 use gradtape::nn::{Layer, RotaryEmbedding};
 use gradtape::{function, jvp, vmap, vmap_fallbacks, DType, GradientTape, Result, Tensor};
 
@@ -41,16 +42,6 @@ fn composite(x: &Tensor, seq: usize, feat: usize, start: usize, w: f64) -> Resul
     x.mul(&cos)?.add(&rotated.mul(&sin)?)
 }
 
-fn bits(t: &Tensor) -> Vec<u64> {
-    t.cast(DType::F64)
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
-}
-
 fn rope(seq: isize, feat: isize, w: f64) -> RotaryEmbedding {
     RotaryEmbedding::builder()
         .sequence_axis(seq)
@@ -69,14 +60,18 @@ fn rotary_op_keeps_the_composite_bits() -> Result<()> {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         let x = init(&[2, 5, 3, 8], 0.3, 2.0).cast(dtype)?;
         let y = rope(1, -1, 10000.0).call_at(&x, 0)?;
-        assert_eq!(bits(&y), bits(&composite(&x, 1, 3, 0, 10000.0)?), "{dtype} contiguous");
+        assert_eq!(
+            f64_bits(&y),
+            f64_bits(&composite(&x, 1, 3, 0, 10000.0)?),
+            "{dtype} contiguous"
+        );
 
         let heads = init(&[2, 6, 3, 4], 1.1, 3.0).cast(dtype)?.permute(&[0, 2, 1, 3])?;
         assert!(!heads.is_contiguous());
         let y = rope(2, 3, 500.0).call_at(&heads, 7)?;
         assert_eq!(
-            bits(&y),
-            bits(&composite(&heads, 2, 3, 7, 500.0)?),
+            f64_bits(&y),
+            f64_bits(&composite(&heads, 2, 3, 7, 500.0)?),
             "{dtype} heads from 7"
         );
 
@@ -84,8 +79,8 @@ fn rotary_op_keeps_the_composite_bits() -> Result<()> {
         let y = rope(2, 1, 10000.0).call_at(&x, 2)?;
         assert_eq!(y.shape(), &[2, 6, 5]);
         assert_eq!(
-            bits(&y),
-            bits(&composite(&x, 2, 1, 2, 10000.0)?),
+            f64_bits(&y),
+            f64_bits(&composite(&x, 2, 1, 2, 10000.0)?),
             "{dtype} features first"
         );
     }
@@ -144,7 +139,11 @@ fn rotary_gradient_is_the_transposed_rotation() -> Result<()> {
                 );
             }
             let f = function(move |x: &Tensor| grad_of(&layer, &w, x, start));
-            assert_eq!(bits(&f.call(&x)?), bits(&eager), "{dtype} {shape:?}: traced gradient");
+            assert_eq!(
+                f64_bits(&f.call(&x)?),
+                f64_bits(&eager),
+                "{dtype} {shape:?}: traced gradient"
+            );
             let g = f.graph(&x)?;
             assert_eq!(g.count("Rotary"), 2, "{g}");
             assert_eq!(g.count("ConcatV2"), 0, "{g}");
@@ -167,16 +166,16 @@ fn rotary_jvp_and_vmap() -> Result<()> {
         std::slice::from_ref(&x),
         std::slice::from_ref(&t),
     )?;
-    assert_eq!(bits(&y), bits(&layer.call_at(&x, 1)?));
-    assert_eq!(bits(&dy), bits(&layer.call_at(&t, 1)?));
+    assert_eq!(f64_bits(&y), f64_bits(&layer.call_at(&x, 1)?));
+    assert_eq!(f64_bits(&dy), f64_bits(&layer.call_at(&t, 1)?));
     // against the composite's JVP (a linear map: the composite of t)
-    assert_eq!(bits(&dy), bits(&composite(&t, 0, 2, 1, 10000.0)?));
+    assert_eq!(f64_bits(&dy), f64_bits(&composite(&t, 0, 2, 1, 10000.0)?));
 
     let xs = init(&[5, 4, 3, 6], 0.9, 1.0);
     let l = layer.clone();
     let f = vmap(move |a: &[Tensor]| Ok(vec![l.call(&a[0])?]), &[Some(0)], &[Some(0)]);
     let ys = f.call(std::slice::from_ref(&xs))?;
-    assert_eq!(bits(&ys[0]), bits(&layer.call(&xs)?));
+    assert_eq!(f64_bits(&ys[0]), f64_bits(&layer.call(&xs)?));
     assert!(
         !vmap_fallbacks().iter().any(|f| f.op == "Rotary"),
         "{:?}",

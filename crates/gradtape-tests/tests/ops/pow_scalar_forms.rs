@@ -8,20 +8,10 @@
 
 use gradtape::{function, Result, Tensor};
 
-/// Every 4099th f32 bit pattern of both signs, and the special values.
+/// A sample of every f32 (`f32_accuracy`'s), NaN and the least subnormal.
 fn sample() -> Vec<f32> {
-    let mut v = vec![
-        0.0,
-        -0.0,
-        1.0,
-        -1.0,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NAN,
-        f32::MIN_POSITIVE,
-        1e-45,
-    ];
-    v.extend((0..u32::MAX / 4099).map(|i| f32::from_bits(i * 4099)));
+    let mut v = super::f32_accuracy::sample_of_every_f32();
+    v.extend([f32::NAN, 1e-45]);
     v
 }
 

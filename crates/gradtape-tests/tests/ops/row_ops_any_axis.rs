@@ -102,6 +102,30 @@ fn key(v: f64) -> u64 {
     }
 }
 
+/// Runs `check(dtype, view, axis)` over every dtype of `dtypes` (integer
+/// ones from `ints`, the others `base` cast), every view of it and every
+/// axis of the view.
+fn each_case(
+    base: &Tensor,
+    ints: &Tensor,
+    dtypes: &[DType],
+    mut check: impl FnMut(DType, &Tensor, usize) -> Result<()>,
+) -> Result<()> {
+    for &dtype in dtypes {
+        let t = if dtype.is_float() {
+            base.cast(dtype)?
+        } else {
+            ints.clone()
+        };
+        for x in views(&t)? {
+            for axis in 0..x.rank() {
+                check(dtype, &x, axis)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn max_and_min_along_any_axis_keep_the_folds_bits() -> Result<()> {
     for (k, &shape) in SHAPES.iter().enumerate() {
@@ -114,30 +138,19 @@ fn max_and_min_along_any_axis_keep_the_folds_bits() -> Result<()> {
                 .collect(),
             shape,
         )?;
-        for dtype in [DType::F32, DType::F64, DType::I32] {
-            let t = if dtype == DType::I32 {
-                ints.clone()
-            } else {
-                base.cast(dtype)?
-            };
-            for x in views(&t)? {
-                for axis in 0..x.rank() {
-                    for largest in [true, false] {
-                        let got = if largest {
-                            x.max(&[axis as isize], false)?
-                        } else {
-                            x.min(&[axis as isize], false)?
-                        };
-                        let want: Vec<u64> = lines(&x, axis)?
-                            .iter()
-                            .map(|l| key(fold_extremum(l, largest)))
-                            .collect();
-                        let got: Vec<u64> = got.to_vec_f64().into_iter().map(key).collect();
-                        assert_eq!(got, want, "{dtype:?} {:?} axis {axis} largest {largest}", x.shape());
-                    }
-                }
+        each_case(&base, &ints, &[DType::F32, DType::F64, DType::I32], |dtype, x, axis| {
+            for largest in [true, false] {
+                let got = if largest {
+                    x.max(&[axis as isize], false)?
+                } else {
+                    x.min(&[axis as isize], false)?
+                };
+                let want: Vec<u64> = lines(x, axis)?.iter().map(|l| key(fold_extremum(l, largest))).collect();
+                let got: Vec<u64> = got.to_vec_f64().into_iter().map(key).collect();
+                assert_eq!(got, want, "{dtype:?} {:?} axis {axis} largest {largest}", x.shape());
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(())
 }
@@ -204,31 +217,24 @@ fn argmax_and_argmin_along_any_axis_return_the_first_best_index() -> Result<()> 
                 .collect(),
             shape,
         )?;
-        for dtype in [DType::F32, DType::F64, DType::I64, DType::F16] {
-            let t = if dtype == DType::I64 {
-                ints.clone()
-            } else {
-                base.cast(dtype)?
-            };
-            for x in views(&t)? {
-                for axis in 0..x.rank() {
-                    for largest in [true, false] {
-                        let got = if largest {
-                            x.argmax(axis as isize)?
-                        } else {
-                            x.argmin(axis as isize)?
-                        };
-                        let want: Vec<i64> = lines(&x, axis)?.iter().map(|l| first_best(l, largest)).collect();
-                        assert_eq!(
-                            got.to_vec::<i64>()?,
-                            want,
-                            "{dtype:?} {:?} axis {axis} largest {largest}",
-                            x.shape()
-                        );
-                    }
-                }
+        let dtypes = [DType::F32, DType::F64, DType::I64, DType::F16];
+        each_case(&base, &ints, &dtypes, |dtype, x, axis| {
+            for largest in [true, false] {
+                let got = if largest {
+                    x.argmax(axis as isize)?
+                } else {
+                    x.argmin(axis as isize)?
+                };
+                let want: Vec<i64> = lines(x, axis)?.iter().map(|l| first_best(l, largest)).collect();
+                assert_eq!(
+                    got.to_vec::<i64>()?,
+                    want,
+                    "{dtype:?} {:?} axis {axis} largest {largest}",
+                    x.shape()
+                );
             }
-        }
+            Ok(())
+        })?;
     }
     // all NaN, all -inf, the last element best
     let x = Tensor::from_vec(
@@ -380,69 +386,61 @@ fn prod_cumsum_and_cumprod_along_any_axis_fold_in_order() -> Result<()> {
             uniform(n, 70 + k as u64).iter().map(|v| (v * 1e9) as i32).collect(),
             shape,
         )?;
-        for dtype in [DType::F32, DType::F64, DType::I32] {
-            let t = if dtype == DType::I32 {
-                ints.clone()
-            } else {
-                base.cast(dtype)?
+        each_case(&base, &ints, &[DType::F32, DType::F64, DType::I32], |dtype, x, axis| {
+            let ls = lines(x, axis)?;
+            let what = format!("{dtype:?} {:?} axis {axis}", x.shape());
+            // the folds in the dtype's arithmetic (i32 wrapping)
+            let step = |a: f64, b: f64, mul: bool| -> f64 {
+                match (dtype, mul) {
+                    (DType::F32, false) => (a as f32 + b as f32) as f64,
+                    (DType::F32, true) => (a as f32 * b as f32) as f64,
+                    (DType::I32, false) => (a as i32).wrapping_add(b as i32) as f64,
+                    (DType::I32, true) => (a as i32).wrapping_mul(b as i32) as f64,
+                    (_, false) => a + b,
+                    (_, true) => a * b,
+                }
             };
-            for x in views(&t)? {
-                for axis in 0..x.rank() {
-                    let ls = lines(&x, axis)?;
-                    let what = format!("{dtype:?} {:?} axis {axis}", x.shape());
-                    // the folds in the dtype's arithmetic (i32 wrapping)
-                    let step = |a: f64, b: f64, mul: bool| -> f64 {
-                        match (dtype, mul) {
-                            (DType::F32, false) => (a as f32 + b as f32) as f64,
-                            (DType::F32, true) => (a as f32 * b as f32) as f64,
-                            (DType::I32, false) => (a as i32).wrapping_add(b as i32) as f64,
-                            (DType::I32, true) => (a as i32).wrapping_mul(b as i32) as f64,
-                            (_, false) => a + b,
-                            (_, true) => a * b,
-                        }
+            let want: Vec<u64> = ls
+                .iter()
+                .map(|l| key(l.iter().fold(1.0, |a, &b| step(a, b, true))))
+                .collect();
+            let got: Vec<u64> = x
+                .prod(&[axis as isize], false)?
+                .to_vec_f64()
+                .into_iter()
+                .map(key)
+                .collect();
+            assert_eq!(got, want, "prod {what}");
+            for (exclusive, reverse) in [(false, false), (true, false), (false, true), (true, true)] {
+                for mul in [false, true] {
+                    let y = match mul {
+                        false => x.cumsum(axis as isize, exclusive, reverse)?,
+                        true => x.cumprod(axis as isize, exclusive, reverse)?,
                     };
-                    let want: Vec<u64> = ls
-                        .iter()
-                        .map(|l| key(l.iter().fold(1.0, |a, &b| step(a, b, true))))
-                        .collect();
-                    let got: Vec<u64> = x
-                        .prod(&[axis as isize], false)?
-                        .to_vec_f64()
-                        .into_iter()
-                        .map(key)
-                        .collect();
-                    assert_eq!(got, want, "prod {what}");
-                    for (exclusive, reverse) in [(false, false), (true, false), (false, true), (true, true)] {
-                        for mul in [false, true] {
-                            let y = match mul {
-                                false => x.cumsum(axis as isize, exclusive, reverse)?,
-                                true => x.cumprod(axis as isize, exclusive, reverse)?,
-                            };
-                            let got: Vec<u64> = lines(&y, axis)?.concat().into_iter().map(key).collect();
-                            let mut want = Vec::new();
-                            for l in &ls {
-                                let mut acc = if mul { 1.0 } else { 0.0 };
-                                let mut out = vec![0.0; l.len()];
-                                let order: Vec<usize> = match reverse {
-                                    false => (0..l.len()).collect(),
-                                    true => (0..l.len()).rev().collect(),
-                                };
-                                for i in order {
-                                    let next = step(acc, l[i], mul);
-                                    out[i] = if exclusive { acc } else { next };
-                                    acc = next;
-                                }
-                                want.extend(out.into_iter().map(key));
-                            }
-                            assert_eq!(
-                                got, want,
-                                "cum mul {mul} exclusive {exclusive} reverse {reverse} {what}"
-                            );
+                    let got: Vec<u64> = lines(&y, axis)?.concat().into_iter().map(key).collect();
+                    let mut want = Vec::new();
+                    for l in &ls {
+                        let mut acc = if mul { 1.0 } else { 0.0 };
+                        let mut out = vec![0.0; l.len()];
+                        let order: Vec<usize> = match reverse {
+                            false => (0..l.len()).collect(),
+                            true => (0..l.len()).rev().collect(),
+                        };
+                        for i in order {
+                            let next = step(acc, l[i], mul);
+                            out[i] = if exclusive { acc } else { next };
+                            acc = next;
                         }
+                        want.extend(out.into_iter().map(key));
                     }
+                    assert_eq!(
+                        got, want,
+                        "cum mul {mul} exclusive {exclusive} reverse {reverse} {what}"
+                    );
                 }
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(())
 }
