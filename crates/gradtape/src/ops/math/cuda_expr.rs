@@ -34,9 +34,15 @@
 //! table, bit for bit where the table is exact, within 4 ulps for the
 //! transcendental functions; and with the `cuda` feature, NVRTC compiles a
 //! kernel of every expression (skipped where no NVRTC library is found).
+//! The table's kernels on a GPU (`cuda_unary`, `cuda_binary`) launch them.
 
+use crate::error::Result;
+use crate::kernels::cuda;
+use crate::kernels::gpu::no_kernel;
 use crate::ops::desc::{Binary, Unary};
 use crate::ops::{SELU_ALPHA, SELU_SCALE};
+use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::{DType, Tensor};
 
 /// A CUDA C scalar type the expressions compute in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -420,4 +426,32 @@ pub fn logical_expr(op: &Binary, a: &str, b: &str) -> Option<String> {
 /// C expression of `LogicalNot` on the `bool` expression `x`.
 pub fn logical_not_expr(x: &str) -> String {
     format!("(!({x}))")
+}
+
+/// The C type the CUDA kernels of a float dtype compute in: `double` for
+/// `f64`, else `float` (the half types round each result once from it:
+/// at most an ulp from the host's half arithmetic, for the functions of
+/// several steps).
+fn compute_type(dtype: DType) -> CType {
+    if dtype == DType::F64 {
+        CType::F64
+    } else {
+        CType::F32
+    }
+}
+
+/// The CUDA kernel of a float one-input op of the table.
+pub(super) fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
+    let expr = unary_expr(op, compute_type(x.dtype()), "v").ok_or_else(|| no_kernel(name, x.device(), x.dtype()))?;
+    let attrs = unary_attrs(op);
+    let at = |i: usize| attrs.get(i).copied().unwrap_or(0.0);
+    cuda::unary(name, x, PRELUDE, &expr, [at(0), at(1)])
+}
+
+/// The CUDA kernel of a float two-input op of the table, broadcasting.
+pub(super) fn cuda_binary(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let shape = broadcast_shapes(name, a.shape(), b.shape())?;
+    let expr =
+        binary_expr(op, compute_type(a.dtype()), "a", "b").ok_or_else(|| no_kernel(name, a.device(), a.dtype()))?;
+    cuda::binary(name, a, b, &shape, PRELUDE, &expr, a.dtype())
 }

@@ -31,7 +31,7 @@
 //! two-input ones in their own arithmetic; integers run their own wrapping
 //! kernels.
 
-use super::cuda_expr::{self, CType};
+use super::cuda_expr;
 use super::table_half::half_binary;
 pub(crate) use super::table_half::in_f32;
 use crate::dispatch::device::offload;
@@ -41,12 +41,9 @@ use crate::kernels::cpu::lockstep::{self, chunks, chunks_mut, zip3};
 use crate::kernels::cpu::log;
 use crate::kernels::cpu::math::{self, sigmoid_of, GELU_TANH};
 use crate::kernels::cpu::pow;
-use crate::kernels::cuda;
-use crate::kernels::gpu::no_kernel;
 use crate::ops::desc::{Binary, Unary};
 use crate::ops::math::elementary::LibmExt;
 use crate::ops::unsupported;
-use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::{bf16, f16, DType, Float, Tensor};
 
 /// The element types the functions run on (`f32`, `f64`).
@@ -667,7 +664,7 @@ pub fn unary_map(name: &'static str, op: &Unary, x: &Tensor) -> Option<Result<Te
         return offload(
             name,
             &[x],
-            |_| cuda_unary(name, op, x),
+            |_| cuda_expr::cuda_unary(name, op, x),
             |h| {
                 in_f32(op.clone(), name, &h[0], |x| {
                     unary_map(name, op, x).unwrap_or_else(|| Err(unsupported(name, x.dtype(), "a float dtype")))
@@ -747,7 +744,7 @@ pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Op
         return offload(
             name,
             &[a, b],
-            |_| cuda_binary(name, op, a, b),
+            |_| cuda_expr::cuda_binary(name, op, a, b),
             |h| binary_zip(name, op, &h[0], &h[1]).unwrap_or_else(|| Err(unsupported(name, a.dtype(), "f32 or f64"))),
         );
     }
@@ -764,35 +761,6 @@ pub fn binary_zip(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Op
 /// dtype's own arithmetic (each step rounded to `T`); errors name `name`.
 pub(super) fn binary_typed<T: Float>(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     with_elem_binary!(op, T, |f| zip::<T, T, T>(name, a, b, f))
-}
-
-/// The C type the CUDA kernels of a float dtype compute in: `double` for
-/// `f64`, else `float` (the half types round each result once from it:
-/// at most an ulp from the host's half arithmetic, for the functions of
-/// several steps).
-fn compute_type(dtype: DType) -> CType {
-    if dtype == DType::F64 {
-        CType::F64
-    } else {
-        CType::F32
-    }
-}
-
-/// The CUDA kernel of a float one-input op of the table.
-fn cuda_unary(name: &'static str, op: &Unary, x: &Tensor) -> Result<Tensor> {
-    let expr = cuda_expr::unary_expr(op, compute_type(x.dtype()), "v")
-        .ok_or_else(|| no_kernel(name, x.device(), x.dtype()))?;
-    let attrs = cuda_expr::unary_attrs(op);
-    let at = |i: usize| attrs.get(i).copied().unwrap_or(0.0);
-    cuda::unary(name, x, cuda_expr::PRELUDE, &expr, [at(0), at(1)])
-}
-
-/// The CUDA kernel of a float two-input op of the table, broadcasting.
-fn cuda_binary(name: &'static str, op: &Binary, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let shape = broadcast_shapes(name, a.shape(), b.shape())?;
-    let expr = cuda_expr::binary_expr(op, compute_type(a.dtype()), "a", "b")
-        .ok_or_else(|| no_kernel(name, a.device(), a.dtype()))?;
-    cuda::binary(name, a, b, &shape, cuda_expr::PRELUDE, &expr, a.dtype())
 }
 
 /// [`unary_map`] for an `f32` or `f64` tensor, for a half tensor the ops
