@@ -424,7 +424,7 @@ pub fn silu_grad_f32(x: f32) -> f32 {
     s + x * s * sn
 }
 
-/// Mish, [`mish_of`]'s form on [`exp_f32`] (the generic form called the
+/// Mish, `mish_of`'s form on [`exp_f32`] (the generic form called the
 /// C library's `expf` per element): `x` above 20, `x · n/(n + 2)` with
 /// `n = eˣ(eˣ + 2)` elsewhere (the exponential taken at `min(x, 20)`, so
 /// every lane computes one).
@@ -439,7 +439,7 @@ pub fn mish_f32(x: f32) -> f32 {
     }
 }
 
-/// Mish's derivative `t + x·σ(x)·(1 − t)(1 + t)`, [`mish_grad_of`]'s
+/// Mish's derivative `t + x·σ(x)·(1 − t)(1 + t)`, `mish_grad_of`'s
 /// form from one [`exp_f32`]: `σ(x) = eˣ/(1 + eˣ)` from the same `eˣ`
 /// (taken at `min(x, 40)`; above, `1 − t` is 0), and `t`, `1 − t` from
 /// one reciprocal of `n + 2`.

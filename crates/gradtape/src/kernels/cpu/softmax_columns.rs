@@ -35,7 +35,7 @@ thread_local! {
 }
 
 /// How many softmaxes over a middle axis this thread has taken in place
-/// ([`softmax_columns`]): the tests' check that a layout takes this path.
+/// (`softmax_columns`): the tests' check that a layout takes this path.
 pub fn calls() -> u64 {
     CALLS.with(Cell::get)
 }
