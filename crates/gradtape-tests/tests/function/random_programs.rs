@@ -7,7 +7,7 @@
 //! reductions, one-transpose, concatenations of reshapes, rematerialised
 //! values) act on *neighbourhoods* of ops. Here a seeded generator writes
 //! programs of 6 to 24 steps over three inputs, each step an op drawn from
-//! a vocabulary of 60 (elementwise unary and binary ops with every
+//! a vocabulary of 67 (elementwise unary and binary ops with every
 //! broadcast form, products with either operand transposed, reductions
 //! over either axis with and without kept dims, reshapes, transposes,
 //! slices, concatenations, splits, scans, softmax, LayerNorm, `where`,
@@ -20,7 +20,9 @@
 //! norm or a min; and, in [`more_ops`], convolutions and pooling,
 //! padding, tiles and rolls, sorts, casts through a narrower float,
 //! segment sums, `einsum`, normalisations, and `cond` and `while_loop`
-//! deciding on the values) whose operands are any earlier values. Each
+//! deciding on the values; in [`third_ops`], Mish and hard SiLU, exact
+//! powers, `where` with broadcast operands, softmax over a leading axis,
+//! rotary positions and grouped-query attention) whose operands are any earlier values. Each
 //! program runs
 //! - eagerly and as a traced [`function`], on its first inputs, on new
 //!   values of the same shapes (the cached graph), and on inputs with
@@ -49,6 +51,7 @@ use gradtape::{function, DType, GradientTape, Result, Tensor};
 mod half;
 mod more_ops;
 mod referees;
+mod third_ops;
 mod ties;
 mod transforms;
 use referees::{at_a_kink, differs, f32_noise, rounding};
@@ -88,9 +91,9 @@ struct Step {
     flag: bool,
 }
 
-/// The number of ops in [`apply`] (the last [`more_ops::COUNT`] of them in
-/// [`more_ops`]).
-const OPS: usize = more_ops::FIRST + more_ops::COUNT;
+/// The number of ops in [`apply`] (the last [`third_ops::COUNT`] of them
+/// in [`third_ops`], the [`more_ops::COUNT`] before them in [`more_ops`]).
+const OPS: usize = third_ops::FIRST + third_ops::COUNT;
 
 /// The first of the ops of [`apply`] that are motifs of models.
 const MOTIFS: usize = 30;
@@ -391,6 +394,7 @@ fn apply(s: &Step, v: &[Tensor]) -> Result<Tensor> {
                 false => a.min(&[axis(s.p)], s.q % 2 == 1),
             }
         }
+        op if op >= third_ops::FIRST => third_ops::apply(s, v),
         _ => more_ops::apply(s, v),
     }
 }
