@@ -40,6 +40,7 @@ mod sparse_xent_rows;
 mod special;
 mod special_igamma;
 mod strided_copies;
+mod strided_operands;
 mod tensor_display;
 mod tensor_ids;
 mod tf_activations_extreme;

@@ -224,6 +224,32 @@ fn zip_slices_host<T: Float>(
                 }
                 return;
             }
+            // short rows: tiles of neighbouring rows of one matrix, each
+            // operand's rows of a tile one run (a slice of its buffer where
+            // they follow each other there, else a copy), one call of `f`
+            // per tile (a call per row of a head's 64 elements, or of a
+            // transpose's 128, cost several times the row's arithmetic)
+            let tile = (RUN / row_len.max(1)).min(TILE_ROWS);
+            if tile > 1 {
+                let (height, outer) = (cshape[d - 2], [strides[0][d - 2], strides[1][d - 2]]);
+                let (mut k, mut start) = (0, (first, [0isize; 2]));
+                let last = rows.end.saturating_sub(1);
+                layout::for_rows(&cshape, &strides, [la.offset, lb.offset], rows, |row, bases| {
+                    if k == 0 {
+                        start = (row, bases);
+                    }
+                    k += 1;
+                    // (a tile ends after `tile` rows, with its matrix, or
+                    // with the task's rows)
+                    if k == tile || (row + 1) % height == 0 || row == last {
+                        let (r0, b0) = start;
+                        let o = &mut out[(r0 - first) * row_len..(r0 - first + k) * row_len];
+                        call(&mut runs, b0, outer, (k, row_len), o);
+                        k = 0;
+                    }
+                });
+                return;
+            }
             layout::for_rows(&cshape, &strides, [la.offset, lb.offset], rows, |row, bases| {
                 for at in (0..row_len).step_by(RUN) {
                     let len = RUN.min(row_len - at);
@@ -236,6 +262,10 @@ fn zip_slices_host<T: Float>(
     }?;
     Ok(Tensor::from_storage(T::buf_into_storage(data), &shape))
 }
+
+/// The most rows of a matrix [`zip_slices`] hands its function in one
+/// run, where its rows are short.
+const TILE_ROWS: usize = 16;
 
 /// The runs of elements [`zip_slices`] hands its function, and the
 /// elementwise table's functions are handed (`ops::math::table::RUN`).

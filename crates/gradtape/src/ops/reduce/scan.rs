@@ -19,12 +19,13 @@ use num_traits::{One, Zero};
 /// element by element, but many folds run side by side: over a middle
 /// axis a block of up to [`SCAN_W`] neighbouring columns (one vector
 /// operation per row of the block), along the last axis [`SCAN_ROWS`]
-/// rows at a time, turned in tiles so that a step of all of them is one
-/// vector operation; outer slices over the compute threads. (Element by
-/// element, a `cumsum` over [32, 64, 128] took 0.3 ms over its middle
-/// axis and 0.9 ms over its first, 10-30x a sum; now about 0.05 ms. Along
-/// the last axis it still takes 0.19 ms, as the single chains did: the
-/// tiles' gathers and scatters are not vectorised yet.)
+/// rows at a time, a step of each in turn (independent chains: the adds
+/// of one row's walk wait on each other, not on the other rows'); outer
+/// slices over the compute threads. (Element by element, a `cumsum` over
+/// [32, 64, 128] took 0.3 ms over its middle axis and 0.9 ms over its
+/// first, 10-30x a sum; now about 0.05 ms. Along the last axis, tiles of
+/// rows turned through a small array, whose copies stayed scalar, took
+/// 0.33 ms of one thread's time; the side-by-side chains 0.10 ms.)
 #[allow(clippy::too_many_arguments)]
 fn scan<T: Element>(
     op: &'static str,
@@ -52,32 +53,29 @@ fn scan<T: Element>(
                 let at = |k: usize| if reverse { n - 1 - k } else { k };
                 let src = &src[rows.start * n * inner..rows.end * n * inner];
                 if inner == 1 {
-                    // a tile of SCAN_ROWS rows by SCAN_ROWS steps at a time,
-                    // turned so that one step of all its rows is a vector
+                    // SCAN_ROWS rows at a time, one step of each in turn:
+                    // independent chains, so each step waits on none of the
+                    // others' adds (a tile turned through a small array
+                    // took 3-4x as long, its copies scalar)
                     const R: usize = SCAN_ROWS;
-                    for (g, o) in zip(chunks(src, R * n), chunks_mut(out, R * n)) {
-                        let r = g.len() / n;
+                    let whole = src.len() / (R * n) * (R * n);
+                    let ((gs, rest), (os, orest)) = (src.split_at(whole), out.split_at_mut(whole));
+                    for (g, o) in zip(chunks(gs, R * n), chunks_mut(os, R * n)) {
                         let mut acc = [init; R];
-                        let (mut tin, mut tout) = ([[init; R]; R], [[init; R]; R]);
-                        for k0 in (0..n).step_by(R) {
-                            let kw = R.min(n - k0);
-                            for j in 0..r {
-                                for (kk, t) in zip(0..kw, &mut tin[..]) {
-                                    t[j] = g[j * n + at(k0 + kk)];
-                                }
+                        for k in (0..n).map(at) {
+                            for (j, a) in acc.iter_mut().enumerate() {
+                                let next = f(*a, g[j * n + k]);
+                                o[j * n + k].write(if exclusive { *a } else { next });
+                                *a = next;
                             }
-                            for (t, u) in zip(&tin[..kw], &mut tout[..]) {
-                                for (a, &v, u) in zip3(&mut acc, t, u) {
-                                    let next = f(*a, v);
-                                    *u = if exclusive { *a } else { next };
-                                    *a = next;
-                                }
-                            }
-                            for j in 0..r {
-                                for (kk, u) in zip(0..kw, &tout[..]) {
-                                    o[j * n + at(k0 + kk)].write(u[j]);
-                                }
-                            }
+                        }
+                    }
+                    for (g, o) in zip(chunks(rest, n), chunks_mut(orest, n)) {
+                        let mut a = init;
+                        for k in (0..n).map(at) {
+                            let next = f(a, g[k]);
+                            o[k].write(if exclusive { a } else { next });
+                            a = next;
                         }
                     }
                     return;
@@ -105,8 +103,7 @@ fn scan<T: Element>(
 /// Neighbouring columns [`scan`] folds side by side over a middle axis.
 const SCAN_W: usize = 128;
 
-/// Rows [`scan`] folds side by side along a last axis (and steps per
-/// tile: see there).
+/// Rows [`scan`] folds side by side along a last axis.
 const SCAN_ROWS: usize = 16;
 
 /// The CPU's cumulative sum.
