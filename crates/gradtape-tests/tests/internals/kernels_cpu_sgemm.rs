@@ -297,3 +297,85 @@ fn packs_a_weight_gradients_strided_operands() {
         assert_eq!(bits(&outs[0]), bits(&outs[1]), "{m}x{n}x{k}: split and one thread");
     }
 }
+
+/// A column-major `A` (a weight gradient's `Xᵀ`, rows of `X` `lx` floats
+/// apart) times few panels of `B` is read where it lies, not packed: the
+/// path fires (on one thread, where the counter is kept) for each tile
+/// (16×16, 12×32, 8×48), with part-height last tiles in the last block of
+/// rows and in earlier ones (`m` past one block of 96 rows), several
+/// slices of k, and the operand's buffer ending at its last element; the
+/// sums (quarters and halves: exact in f32) equal the f64 ones written
+/// out here, written and accumulated, and bit for bit those of a split
+/// over the threads. At 16 panels and past them `A` is packed (the
+/// counter stays).
+#[test]
+fn reads_a_column_major_a_in_place_times_few_panels() {
+    if !available() {
+        return;
+    }
+    // (m, n, k, whether A is read in place)
+    for &(m, n, k, in_place) in &[
+        (37usize, 16usize, 517usize, true),
+        (250, 30, 300, true),
+        (100, 144, 71, true),
+        (197, 100, 600, true),
+        (13, 256, 40, true),
+        (576, 64, 700, true),
+        (40, 768, 20, false),
+        (30, 1000, 33, false),
+    ] {
+        let (lx, ly) = (m + 5, n + 7);
+        let x: Vec<f32> = (0..(k - 1) * lx + m + 3)
+            .map(|i| ((i * 29) % 13) as f32 * 0.25 - 1.5)
+            .collect();
+        let y: Vec<f32> = (0..(k - 1) * ly + n + 2)
+            .map(|i| ((i * 17) % 7) as f32 * 0.5 - 1.5)
+            .collect();
+        // A[i][p] = X[p][3 + i], B[p][j] = dY[p][2 + j]
+        let av = View {
+            ptr: x[3..].as_ptr(),
+            rs: 1,
+            cs: lx as isize,
+        };
+        let bv = View {
+            ptr: y[2..].as_ptr(),
+            rs: ly as isize,
+            cs: 1,
+        };
+        let want = |i: usize, j: usize| -> f64 {
+            (0..k)
+                .map(|p| x[p * lx + 3 + i] as f64 * y[p * ly + 2 + j] as f64)
+                .sum()
+        };
+        let ldc = n + 1;
+        let mut c = vec![f32::NAN; m * ldc];
+        let before = cols_in_place_calls();
+        // SAFETY: the views address m×k and k×n elements of the buffers;
+        // `c` has m rows of ldc.
+        unsafe { sgemm(m, n, k, av, bv, c.as_mut_ptr(), ldc, false, false) };
+        assert_eq!(
+            cols_in_place_calls() - before,
+            usize::from(in_place),
+            "{m}x{n}x{k}: A read in place"
+        );
+        let mut acc: Vec<f32> = (0..m * ldc).map(|e| (e % 3) as f32).collect();
+        // SAFETY: as above.
+        unsafe { sgemm(m, n, k, av, bv, acc.as_mut_ptr(), ldc, true, false) };
+        let mut split = vec![f32::NAN; m * ldc];
+        // SAFETY: as above.
+        unsafe { sgemm(m, n, k, av, bv, split.as_mut_ptr(), ldc, false, true) };
+        for i in 0..m {
+            for j in 0..n {
+                let e = i * ldc + j;
+                assert_eq!(c[e] as f64, want(i, j), "{m}x{n}x{k} at ({i},{j})");
+                assert_eq!(
+                    acc[e] as f64,
+                    want(i, j) + (e % 3) as f64,
+                    "{m}x{n}x{k} += at ({i},{j})"
+                );
+                assert_eq!(split[e].to_bits(), c[e].to_bits(), "{m}x{n}x{k} split at ({i},{j})");
+            }
+            assert!(c[i * ldc + n].is_nan(), "{m}x{n}x{k}: wrote past n");
+        }
+    }
+}

@@ -33,7 +33,9 @@
 //! of whose time went to waiting on `A`'s first reads, out of the
 //! caches), unless its rows alias in the L1 cache (see `serial`); other
 //! row-major `A`s are packed through 16×16 transposes, and a column-major
-//! `A` a step of k of all its panels at a time; while the kernel runs on
+//! `A` a step of k of all its panels at a time, unless few panels of `B`
+//! use it (a filter gradient's): then the kernel reads each step's values
+//! where they lie, side by side as in a packed panel; while the kernel runs on
 //! one block of a packed row-major `A`, the next block's lines are
 //! fetched into L2 (a part per panel of `B`), so that its packing does not
 //! wait on the L3 cache or memory. A thin output with a long
@@ -67,6 +69,17 @@ const DIRECT_WIDE: usize = 128;
 /// 2048x2048` 80 against 70, `96x4096 @ 4096x512` 90 against 77, `48x512 @
 /// 512x512` 89 against 108, `128x256 @ 256x256` 103 against 107).
 const DIRECT_SPAN: usize = 2 << 20;
+/// Most panels of `B` times which a column-major `A` is read where it
+/// lies rather than packed (one thread, GFLOP/s packed against in place:
+/// a filter gradient `[576,3136]ᵀ @ [3136,64]` 88-98 against 111-112,
+/// `[6272,144]ᵀ @ [6272,32]` 92 against 110, `[1024,1000]ᵀ @ [1024,100]`
+/// 81-82 against 87-88, `[1024,1024]ᵀ @ [1024,256]` (8 panels) 102-108
+/// against 108-110; from 16 panels no faster, `[128,784]ᵀ @ [128,512]`
+/// 109 both ways, and past them slower, `[1024,512]ᵀ @ [1024,1376]`
+/// 103-105 against 100-102 and `[2048,2048]ᵀ @ [2048,2048]` 100-101
+/// against 98: each tile then reads `kc` lines `cs` floats apart, from
+/// as many pages, where packed it reads `kc * MR` floats in a row).
+const COLS_IN_PLACE_PANELS: usize = 8;
 /// Products with fewer multiply-adds than this run on one thread (but see
 /// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
@@ -81,6 +94,7 @@ const PAR_FLOPS: usize = 1 << 20;
 const PAR_FLOPS_COMPILED: usize = 1 << 18;
 
 thread_local! {
+    static COLS_IN_PLACE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     static SPLIT_SMALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static ONE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -111,6 +125,29 @@ pub(crate) fn split_small<R>(f: impl FnOnce() -> R) -> R {
 /// training step against 5.0 with the eager bound, as eagerly).
 pub(crate) fn eager_bound<R>(f: impl FnOnce() -> R) -> R {
     crate::scoped::with_flag(&SPLIT_SMALL, false, f)
+}
+
+/// How many blocked products (or pieces of one) this thread has run with
+/// a column-major `A` read where it lies (see `COLS_IN_PLACE_PANELS`): for
+/// tests that the path is taken.
+///
+/// ```
+/// # use gradtape::__internals::kernels::cpu::sgemm::*;
+/// if available() {
+///     // A = Xᵀ for X of 3×20 (20×3, column-major), B of 3×40
+///     let (x, y) = (vec![1.0f32; 60], vec![0.5f32; 120]);
+///     let a = View { ptr: x.as_ptr(), rs: 1, cs: 20 };
+///     let b = View { ptr: y.as_ptr(), rs: 40, cs: 1 };
+///     let mut c = vec![0.0f32; 800];
+///     let before = cols_in_place_calls();
+///     // SAFETY: the views address 20×3 and 3×40 elements; c has 20 rows of 40
+///     unsafe { sgemm(20, 40, 3, a, b, c.as_mut_ptr(), 40, false, false) };
+///     assert_eq!(cols_in_place_calls(), before + 1);
+///     assert!(c.iter().all(|&v| v == 1.5));
+/// }
+/// ```
+pub fn cols_in_place_calls() -> usize {
+    COLS_IN_PLACE.with(|c| c.get())
 }
 
 /// The bound below which products run on one thread.
@@ -443,6 +480,14 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         // Else A is packed: its packing is shared by the output's panels
         let aliased = (a.rs as usize * 4).is_multiple_of(2048);
         let a_in_place = a.cs == 1 && a.rs > 0 && (m <= MC || n < 4 * nr) && !aliased;
+        // a column-major A (the `Xᵀ` of a weight gradient) times few panels
+        // of B is read where it lies too: each step's `MR` values are side
+        // by side there as in a packed panel, only `cs` floats from the
+        // last step's rather than `MR` (see `COLS_IN_PLACE_PANELS`)
+        let a_cols = a.rs == 1 && a.cs > 0 && n <= COLS_IN_PLACE_PANELS * nr;
+        if a_cols {
+            COLS_IN_PLACE.with(|c| c.set(c.get() + 1));
+        }
         PACK.with(|cell| {
             let mut local = (Vec::new(), Vec::new());
             let mut borrowed = cell.try_borrow_mut();
@@ -485,8 +530,13 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                     for ic in (0..m).step_by(mc) {
                         let mc_step = mc;
                         let mc = mc.min(m - ic);
-                        if !a_in_place {
+                        if !a_in_place && !a_cols {
                             pack_a::<MR>(mc, kc, a.at(ic, pc), a.rs, a.cs, ap);
+                        } else if a_cols && !mc.is_multiple_of(MR) {
+                            // (the block's last, part-height tile: packed, its
+                            // rows past the operand's zeros)
+                            let r0 = mc / MR * MR;
+                            pack_a::<MR>(mc - r0, kc, a.at(ic + r0, pc), a.rs, a.cs, ap.add(r0 * kc));
                         }
                         // the next block of A that `pack_a` reads, fetched
                         // into L2 a part per panel of B while the kernel runs
@@ -509,6 +559,7 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                                 let rows = MR.min(mc - ir);
                                 let ar = match a_in_place {
                                     true => ARows::InPlace(lockstep::from_fn(|i| a.at(ic + ir + i.min(rows - 1), pc))),
+                                    false if a_cols && rows == MR => ARows::Cols(a.at(ic + ir, pc), a.cs as usize),
                                     false => ARows::Packed(ap.add(ir * kc)),
                                 };
                                 kernel::<MR, NV>(
@@ -568,6 +619,9 @@ unsafe fn step<const MR: usize, const NV: usize>(
 pub(super) enum ARows<const MR: usize> {
     Packed(*const f32),
     InPlace([*const f32; MR]),
+    /// A column-major `A` where it lies: each step's `MR` values side by
+    /// side, steps `.1` floats apart.
+    Cols(*const f32, usize),
 }
 
 /// The `MR`×`NR` tile: `C[..mr, ..nr] (+)= Apanel @ Bpanel` over `kc`;
@@ -608,6 +662,19 @@ pub(super) unsafe fn kernel<const MR: usize, const NV: usize>(
                 }
                 while p < kc {
                     step::<MR, NV>(&mut acc, |i| *a.add(p * MR + i), b.add(p * ldb));
+                    p += 1;
+                }
+            }
+            ARows::Cols(a, lda) => {
+                let mut p = 0;
+                while p + 4 <= kc {
+                    for q in p..p + 4 {
+                        step::<MR, NV>(&mut acc, |i| *a.add(q * lda + i), b.add(q * ldb));
+                    }
+                    p += 4;
+                }
+                while p < kc {
+                    step::<MR, NV>(&mut acc, |i| *a.add(p * lda + i), b.add(p * ldb));
                     p += 1;
                 }
             }
