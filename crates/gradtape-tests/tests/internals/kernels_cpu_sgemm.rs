@@ -222,6 +222,50 @@ fn a_split_by_rows_shares_its_packed_b() {
     }
 }
 
+/// The operands of a weight gradient `Xᵀ @ dY` as blocks of wider
+/// matrices: `X` (`k` rows `m + 5` floats apart, the block from column 3)
+/// and `dY` (`k` rows `n + 7` apart, from column 2), each buffer ending at
+/// its block's last element.
+struct WeightGrad {
+    x: Vec<f32>,
+    y: Vec<f32>,
+    lx: usize,
+    ly: usize,
+    k: usize,
+}
+
+impl WeightGrad {
+    fn new(m: usize, n: usize, k: usize, fx: impl Fn(usize) -> f32, fy: impl Fn(usize) -> f32) -> Self {
+        let (lx, ly) = (m + 5, n + 7);
+        let x = (0..(k - 1) * lx + m + 3).map(fx).collect();
+        let y = (0..(k - 1) * ly + n + 2).map(fy).collect();
+        WeightGrad { x, y, lx, ly, k }
+    }
+
+    /// `A` (column-major: `A[i][p] = X[p][3 + i]`) and `B` (row-major:
+    /// `B[p][j] = dY[p][2 + j]`).
+    fn views(&self) -> (View, View) {
+        let av = View {
+            ptr: self.x[3..].as_ptr(),
+            rs: 1,
+            cs: self.lx as isize,
+        };
+        let bv = View {
+            ptr: self.y[2..].as_ptr(),
+            rs: self.ly as isize,
+            cs: 1,
+        };
+        (av, bv)
+    }
+
+    /// Element `(i, j)` of the product, summed in `f64`.
+    fn want(&self, i: usize, j: usize) -> f64 {
+        (0..self.k)
+            .map(|p| self.x[p * self.lx + 3 + i] as f64 * self.y[p * self.ly + 2 + j] as f64)
+            .sum()
+    }
+}
+
 /// A weight gradient's layout, `Xᵀ @ dY`: a column-major `A` (columns of
 /// `Xᵀ` are rows of `X`) and a row-major `B`, both blocks of wider
 /// matrices (`X` and `dY` rows `ld` floats apart, each buffer ending at
@@ -246,32 +290,15 @@ fn packs_a_weight_gradients_strided_operands() {
         (513, 200, 1030),
         (1024, 256, 261),
     ] {
-        let (lx, ly) = (m + 5, n + 7);
-        let x: Vec<f32> = (0..(k - 1) * lx + m + 3)
-            .map(|i| ((i * 31) % 17) as f32 * 0.25 - 2.0)
-            .collect();
-        let y: Vec<f32> = (0..(k - 1) * ly + n + 2)
-            .map(|i| ((i * 13) % 11) as f32 * 0.5 - 2.5)
-            .collect();
-        // A[i][p] = X[p][3 + i], B[p][j] = dY[p][2 + j]
-        let av = View {
-            ptr: x[3..].as_ptr(),
-            rs: 1,
-            cs: lx as isize,
-        };
-        let bv = View {
-            ptr: y[2..].as_ptr(),
-            rs: ly as isize,
-            cs: 1,
-        };
-        let want: Vec<f64> = (0..m * n)
-            .map(|e| {
-                let (i, j) = (e / n, e % n);
-                (0..k)
-                    .map(|p| x[p * lx + 3 + i] as f64 * y[p * ly + 2 + j] as f64)
-                    .sum()
-            })
-            .collect();
+        let g = WeightGrad::new(
+            m,
+            n,
+            k,
+            |i| ((i * 31) % 17) as f32 * 0.25 - 2.0,
+            |i| ((i * 13) % 11) as f32 * 0.5 - 2.5,
+        );
+        let (av, bv) = g.views();
+        let want: Vec<f64> = (0..m * n).map(|e| g.want(e / n, e % n)).collect();
         let start = |e: usize| (e % 5) as f32 - 2.0;
         let mut outs = Vec::new();
         for par in [false, true] {
@@ -324,29 +351,15 @@ fn reads_a_column_major_a_in_place_times_few_panels() {
         (40, 768, 20, false),
         (30, 1000, 33, false),
     ] {
-        let (lx, ly) = (m + 5, n + 7);
-        let x: Vec<f32> = (0..(k - 1) * lx + m + 3)
-            .map(|i| ((i * 29) % 13) as f32 * 0.25 - 1.5)
-            .collect();
-        let y: Vec<f32> = (0..(k - 1) * ly + n + 2)
-            .map(|i| ((i * 17) % 7) as f32 * 0.5 - 1.5)
-            .collect();
-        // A[i][p] = X[p][3 + i], B[p][j] = dY[p][2 + j]
-        let av = View {
-            ptr: x[3..].as_ptr(),
-            rs: 1,
-            cs: lx as isize,
-        };
-        let bv = View {
-            ptr: y[2..].as_ptr(),
-            rs: ly as isize,
-            cs: 1,
-        };
-        let want = |i: usize, j: usize| -> f64 {
-            (0..k)
-                .map(|p| x[p * lx + 3 + i] as f64 * y[p * ly + 2 + j] as f64)
-                .sum()
-        };
+        let g = WeightGrad::new(
+            m,
+            n,
+            k,
+            |i| ((i * 29) % 13) as f32 * 0.25 - 1.5,
+            |i| ((i * 17) % 7) as f32 * 0.5 - 1.5,
+        );
+        let (av, bv) = g.views();
+        let want = |i: usize, j: usize| g.want(i, j);
         let ldc = n + 1;
         let mut c = vec![f32::NAN; m * ldc];
         let before = cols_in_place_calls();
