@@ -264,3 +264,34 @@ fn causal_f32_blocks_take_the_tiles() {
     near(&fwd, &want, "forward [2, 128, 128]");
     near(&grads, &want_g, "backward [2, 128, 128]");
 }
+
+/// With batch elements enough for every thread (`8 · threads`), a forward
+/// task takes a whole batch element and its blocks share the packed keys
+/// (`causal_tiles::KeyPanels`; the backward pass's tasks always do):
+/// lengths of 3 blocks with a last block of one row (129), and past
+/// `TILES_WHOLE` (300: the last block tiles only its diagonal, from key
+/// 256, continuing the panels packed before it), causal and not, against
+/// plain `f64` attention.
+#[test]
+fn blocks_sharing_their_key_panels_equal_plain_attention() {
+    let batch = 8 * gradtape::__internals::kernels::cpu::workers::threads();
+    for &(t, d, causal) in &[(129usize, 16usize, true), (129, 16, false), (300, 32, true)] {
+        let dims = Dims {
+            batch,
+            tq: t,
+            tk: t,
+            d,
+            dv: d,
+            scale: 1.0 / (d as f64).sqrt(),
+            causal,
+            dropout: None,
+        };
+        let [q, k, v, g] = inputs(batch, t, t, d, d);
+        let (want, want_g) = plain(&dims, &q, &k, &v, None, &g);
+        let what = format!("{batch}x{t}x{t} d {d} causal {causal}");
+        let fwd = forward("t", &dims, &q, &k, &v, None).unwrap();
+        near(&fwd, &want, &format!("forward {what}"));
+        let grads = backward("t", &dims, &q, &k, &v, None, &fwd, &g).unwrap();
+        near(&grads, &want_g, &format!("backward {what}"));
+    }
+}

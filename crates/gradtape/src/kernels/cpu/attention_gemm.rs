@@ -38,9 +38,11 @@
 //! entry a product or the softmax reads was written first.
 
 use super::attention::{Dims, Mask};
+use super::attention_rows::{exp_sum, probs_and_ds, row_max};
 use super::attention_split::{split, Piece, Split};
+use super::causal_tiles::KeyPanels;
 use super::lockstep::{fill, zip, zip3};
-use super::math::{exp_affine, exp_affine_each, max_lanes};
+use super::math::exp_affine_each;
 use super::matmul::gemm_raw;
 use super::scratch;
 use super::small_gemm;
@@ -223,14 +225,16 @@ fn scores<T: Float>(
     s: &mut [T],
     cut: &Split,
     mut pack: Option<&mut Vec<T>>,
+    panels: &mut KeyPanels,
 ) -> T {
     if let Some(t) = &cut.tiles {
         super::causal_tiles::cols(
             &t.seen[..n],
             dims.d,
             (q.at(b, i0), q.rs),
-            (k.at(b, t.lo), k.rs),
+            (k.at(b, 0), k.rs, t.lo),
             (&mut s[t.lo..], nk),
+            panels,
         );
     }
     for &Piece { r0, r1, lo, hi } in &cut.prods {
@@ -327,24 +331,45 @@ pub(crate) fn forward_rows<T: Float>(
     let (tq, tk, dv) = (dims.tq, dims.tk, dims.dv);
     let width = dv + 1;
     let mut out = super::filled_vec(op, dims.batch * tq * width, T::zero())?;
-    workers::for_each_chunk_mut(&mut out, ROWS * width, |c, part| {
+    // a task: a block of rows, or, with batch elements enough to share
+    // among the threads, a whole batch element (its blocks share the
+    // packing of its keys: `KeyPanels`)
+    let task = match dims.batch >= 8 * workers::threads() {
+        true => tq.max(1),
+        false => ROWS,
+    };
+    workers::for_each_chunk_mut(&mut out, task * width, |c, part| {
         super::math::with_simd(
             #[inline(always)]
             || {
                 let mut s = scratch::take_stale(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
+                let mut panels = KeyPanels::new();
                 let n_rows = part.len() / width;
-                let first = c * ROWS;
-                // runs of rows of one batch element
+                let first = c * task;
+                // runs of up to ROWS rows of one batch element
                 let mut r0 = 0;
                 while r0 < n_rows {
                     let b = (first + r0) / tq;
                     let i0 = (first + r0) % tq;
-                    let n = (n_rows - r0).min(tq - i0);
+                    let n = (n_rows - r0).min(tq - i0).min(ROWS);
                     let nk = dims.keys(i0 + n - 1);
                     let s = &mut s[..n * nk];
                     let cut = split::<T>(dims, i0, n, nk, pack.is_some());
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut, pack.as_deref_mut());
+                    let a = scores(
+                        dims,
+                        q,
+                        k,
+                        mask,
+                        b,
+                        i0,
+                        n,
+                        nk,
+                        s,
+                        &cut,
+                        pack.as_deref_mut(),
+                        &mut panels,
+                    );
                     // per row: the log-sum-exp, and the factor of the output
                     // row (1 / Σ e^(s − m) where the probabilities are left
                     // unnormalised: the output's dv values scaled instead of
@@ -355,7 +380,7 @@ pub(crate) fn forward_rows<T: Float>(
                         let row = &mut s[r * nk..][..nk];
                         let seen = dims.keys(i).min(nk);
                         // (a > 0: the largest raw score gives the largest score)
-                        let m = a * max_lanes(&row[..seen]);
+                        let m = a * row_max(&row[..seen]);
                         // (a maximum of -inf over a NaN score, which max_lanes
                         // passes over, goes on: the exponentials make the row NaN,
                         // as the softmax's)
@@ -372,7 +397,7 @@ pub(crate) fn forward_rows<T: Float>(
                             };
                             continue;
                         }
-                        let l = exp_affine(&mut row[..seen], a, m);
+                        let l = exp_sum(&mut row[..seen], a, m);
                         lse[r] = m + l.ln();
                         let inv = T::one() / l;
                         match &dims.dropout {
@@ -520,6 +545,7 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                 let mut s = scratch::take_stale(ROWS * tk, T::zero());
                 let mut dp = scratch::take_stale(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
+                let (mut kpanels, mut vpanels) = (KeyPanels::new(), KeyPanels::new());
                 let mut i0 = 0;
                 while i0 < tq {
                     let n = ROWS.min(tq - i0);
@@ -531,7 +557,20 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                     }
                     let (s, dp) = (&mut s[..n * nk], &mut dp[..n * nk]);
                     let cut = split::<T>(dims, i0, n, nk, pack.is_some());
-                    let a = scores(dims, q, k, mask, b, i0, n, nk, s, &cut, pack.as_deref_mut());
+                    let a = scores(
+                        dims,
+                        q,
+                        k,
+                        mask,
+                        b,
+                        i0,
+                        n,
+                        nk,
+                        s,
+                        &cut,
+                        pack.as_deref_mut(),
+                        &mut kpanels,
+                    );
                     let (g, gs) = (dout.at(b, i0), dout.rs);
                     // dP = dO Vᵀ
                     for &Piece { r0, r1, lo, hi } in &cut.prods {
@@ -552,8 +591,9 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                             &t.seen[..n],
                             dv,
                             (g, gs),
-                            (v.at(b, t.lo), v.rs),
+                            (v.at(b, 0), v.rs, t.lo),
                             (&mut dp[t.lo..], nk),
+                            &mut vpanels,
                         );
                     }
                     for r in 0..n {
@@ -583,13 +623,7 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                                     }
                                 });
                             }
-                            None => {
-                                exp_affine_each(srow, a, lse, |j0, pc| {
-                                    for (p, y) in zip(&*pc, &mut dprow[j0..]) {
-                                        *y = *p * (*y - dd) * scale;
-                                    }
-                                });
-                            }
+                            None => probs_and_ds(srow, dprow, a, lse, dd, scale),
                         }
                     }
                     // dQ = dS K

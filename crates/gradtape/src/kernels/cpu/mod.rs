@@ -19,6 +19,7 @@ pub(crate) mod arg_extremum;
 pub(crate) mod attention;
 pub(crate) mod attention_gemm;
 pub(crate) mod attention_layout;
+pub(crate) mod attention_rows;
 pub(crate) mod attention_split;
 #[cfg(feature = "openblas")]
 pub(crate) mod blas;
