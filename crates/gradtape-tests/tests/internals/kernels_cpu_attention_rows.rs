@@ -5,8 +5,8 @@
 //! `sum_lanes`, `max_lanes`), and whole attention calls on shapes the other
 //! tests do not cover against attention written out in `f64`.
 
-use super::kernels_cpu_causal_tiles::{full_mask, inputs, near, plain, vals};
-use gradtape::__internals::kernels::cpu::attention::{backward_online, forward_online, Dims, Dropout};
+use super::kernels_cpu_causal_tiles::{against_online, full_mask, hiding, inputs, near, plain};
+use gradtape::__internals::kernels::cpu::attention::{Dims, Dropout};
 use gradtape::__internals::kernels::cpu::attention_gemm::{backward, forward};
 use gradtape::__internals::kernels::cpu::attention_rows::{exp_sum, probs_and_ds, row_max, vector_rows};
 use gradtape::__internals::kernels::cpu::math::{exp_f32, max_lanes, sum_lanes};
@@ -127,16 +127,9 @@ fn odd_shapes_equal_plain_attention() {
     ] {
         let (batch, tq, tk) = (2, t, t);
         let [q, k, v, g] = inputs(batch, tq, tk, d, d);
-        let mut m = vals(batch * tq * tk, 5.0);
-        for (i, x) in m.iter_mut().enumerate() {
-            // every 5th key hidden, and all of row 1
-            if i % 5 == 2 || (i / tk) % tq == 1 {
-                *x = f32::NEG_INFINITY;
-            }
-        }
+        // every 5th key hidden, and all of row 1
+        let (m, m64) = hiding(batch, tq, tk, 5, 2, 1);
         let mask = full_mask(&m, batch, tq, tk);
-        let f64s = |x: &[f32]| x.iter().map(|&x| x as f64).collect::<Vec<_>>();
-        let m64 = f64s(&m);
         let mask64 = full_mask(&m64, batch, tq, tk);
         let dims = Dims {
             batch,
@@ -149,29 +142,13 @@ fn odd_shapes_equal_plain_attention() {
             dropout,
         };
         let what = format!("{batch}x{tq}x{tk} d {d} causal {causal} dropout {}", dropout.is_some());
-        let fwd = forward("t", &dims, &q, &k, &v, Some(&mask)).unwrap();
-        let (q64, k64, v64, g64) = (f64s(&q), f64s(&k), f64s(&v), f64s(&g));
-        let want = forward_online("t", &dims, &q64, &k64, &v64, Some(&mask64)).unwrap();
-        let grads = backward("t", &dims, &q, &k, &v, Some(&mask), &fwd, &g).unwrap();
-        let want_g = backward_online("t", &dims, &q64, &k64, &v64, Some(&mask64), &want, &g64).unwrap();
+        let fwd = against_online(&what, &dims, [&q, &k, &v, &g], Some((&mask, &mask64)));
         // the hidden row: output 0, log-sum-exp +inf, in both
         let row = &fwd[(d + 1)..][..d + 1];
         assert!(
             row[..d].iter().all(|&x| x == 0.0) && row[d] == f32::INFINITY,
             "{what}: hidden row {row:?}"
         );
-        let fin = |x: &[f64]| {
-            x.iter()
-                .map(|&y| if y.is_finite() { y } else { 0.0 })
-                .collect::<Vec<_>>()
-        };
-        let fin32 = |x: &[f32]| {
-            x.iter()
-                .map(|&y| if y.is_finite() { y } else { 0.0 })
-                .collect::<Vec<_>>()
-        };
-        near(&fin32(&fwd), &fin(&want), &format!("forward {what}"));
-        near(&grads, &want_g, &format!("backward {what}"));
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {

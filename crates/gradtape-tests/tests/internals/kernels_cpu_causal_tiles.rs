@@ -22,6 +22,63 @@ pub(crate) fn inputs(batch: usize, tq: usize, tk: usize, d: usize, dv: usize) ->
     ]
 }
 
+/// Mask values for `batch` matrices of `[tq, tk]` (from [`vals`]) that
+/// hide every `every`th key from element `from` on, and all of row `row`
+/// of each matrix: in `f32` and as the same values in `f64`.
+pub(crate) fn hiding(
+    batch: usize,
+    tq: usize,
+    tk: usize,
+    every: usize,
+    from: usize,
+    row: usize,
+) -> (Vec<f32>, Vec<f64>) {
+    let mut m = vals(batch * tq * tk, 5.0);
+    for (i, x) in m.iter_mut().enumerate() {
+        if i % every == from || (i / tk) % tq == row {
+            *x = f32::NEG_INFINITY;
+        }
+    }
+    let m64 = m.iter().map(|&x| x as f64).collect();
+    (m, m64)
+}
+
+/// The blocked kernels' forward and backward on `[q, k, v, dO]` against
+/// the online kernel run on the same values in `f64` (and the `f64` copy
+/// of the mask), to `f32` rounding; infinities (a hidden row's
+/// log-sum-exp) where the reference has them. Returns the forward output.
+pub(crate) fn against_online(
+    what: &str,
+    dims: &Dims,
+    [q, k, v, g]: [&[f32]; 4],
+    masks: Option<(&Mask<'_, f32>, &Mask<'_, f64>)>,
+) -> Vec<f32> {
+    let f64s = |x: &[f32]| x.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    let (mask, mask64) = (masks.map(|m| m.0), masks.map(|m| m.1));
+    let fwd = forward("t", dims, q, k, v, mask).unwrap();
+    let (q64, k64, v64, g64) = (f64s(q), f64s(k), f64s(v), f64s(g));
+    let want = forward_online("t", dims, &q64, &k64, &v64, mask64).unwrap();
+    let grads = backward("t", dims, q, k, v, mask, &fwd, g).unwrap();
+    let want_g = backward_online("t", dims, &q64, &k64, &v64, mask64, &want, &g64).unwrap();
+    assert!(
+        fwd.iter().zip(&want).all(|(a, b)| a.is_finite() == b.is_finite()),
+        "forward {what}: infinities differ"
+    );
+    let finite = |x: &[f64]| {
+        x.iter()
+            .map(|&y| if y.is_finite() { y } else { 0.0 })
+            .collect::<Vec<_>>()
+    };
+    near(&fin32(&fwd), &finite(&want), &format!("forward {what}"));
+    near(&grads, &want_g, &format!("backward {what}"));
+    fwd
+}
+
+/// `x` with its infinities and NaNs as 0.
+fn fin32(x: &[f32]) -> Vec<f32> {
+    x.iter().map(|&y| if y.is_finite() { y } else { 0.0 }).collect()
+}
+
 /// A mask with its own `[tq, tk]` matrix per batch element.
 pub(crate) fn full_mask<T>(data: &[T], batch: usize, tq: usize, tk: usize) -> Mask<'_, T> {
     Mask {
@@ -159,16 +216,9 @@ fn causal_blocks_equal_plain_attention() {
 fn causal_blocks_with_dropout_and_hidden_keys_equal_the_online_kernel() {
     for &(batch, tq, tk, d, dv) in &[(2, 65, 65, 64, 64), (1, 130, 200, 32, 40), (2, 17, 17, 16, 5)] {
         let [q, k, v, g] = inputs(batch, tq, tk, d, dv);
-        let mut m = vals(batch * tq * tk, 5.0);
-        for (i, x) in m.iter_mut().enumerate() {
-            // every 7th key hidden, and all of row 3
-            if i % 7 == 3 || (i / tk) % tq == 3 {
-                *x = f32::NEG_INFINITY;
-            }
-        }
+        // every 7th key hidden, and all of row 3
+        let (m, m64) = hiding(batch, tq, tk, 7, 3, 3);
         let mask = full_mask(&m, batch, tq, tk);
-        let f64s = |x: &[f32]| x.iter().map(|&x| x as f64).collect::<Vec<_>>();
-        let m64 = f64s(&m);
         let mask64 = full_mask(&m64, batch, tq, tk);
         for (masked, dropout) in [
             (true, None),
@@ -189,28 +239,8 @@ fn causal_blocks_with_dropout_and_hidden_keys_equal_the_online_kernel() {
                 "{batch}x{tq}x{tk} d {d} dv {dv} mask {masked} dropout {}",
                 dropout.is_some()
             );
-            let fwd = forward("t", &dims, &q, &k, &v, masked.then_some(&mask)).unwrap();
-            let (q64, k64, v64, g64) = (f64s(&q), f64s(&k), f64s(&v), f64s(&g));
-            let want = forward_online("t", &dims, &q64, &k64, &v64, masked.then_some(&mask64)).unwrap();
-            let grads = backward("t", &dims, &q, &k, &v, masked.then_some(&mask), &fwd, &g).unwrap();
-            let want_g = backward_online("t", &dims, &q64, &k64, &v64, masked.then_some(&mask64), &want, &g64).unwrap();
-            // (the hidden row's log-sum-exp is +inf in both)
-            let fin = |x: &[f64]| {
-                x.iter()
-                    .map(|&y| if y.is_finite() { y } else { 0.0 })
-                    .collect::<Vec<_>>()
-            };
-            let fin32 = |x: &[f32]| {
-                x.iter()
-                    .map(|&y| if y.is_finite() { y } else { 0.0 })
-                    .collect::<Vec<_>>()
-            };
-            assert!(
-                fwd.iter().zip(&want).all(|(a, b)| a.is_finite() == b.is_finite()),
-                "forward {what}: infinities differ"
-            );
-            near(&fin32(&fwd), &fin(&want), &format!("forward {what}"));
-            near(&grads, &want_g, &format!("backward {what}"));
+            let masks = masked.then_some((&mask, &mask64));
+            against_online(&what, &dims, [&q, &k, &v, &g], masks);
         }
     }
 }
