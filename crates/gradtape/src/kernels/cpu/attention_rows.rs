@@ -25,13 +25,34 @@
 use super::math::{exp_affine, exp_affine_each, max_lanes};
 use crate::tensor::Float;
 
-/// Rows passed through these kernels (each call of [`row_max`] with the
-/// vector kernels), counted for the tests (one relaxed increment per call).
+/// Rows passed through these kernels, counted for the tests: each thread
+/// counts its calls of [`row_max`] with the vector kernels in a
+/// thread-local cell and adds one here on its first and every 64th after
+/// (an increment of one shared counter per row, from every compute thread,
+/// bounced its cache line between the cores some 4000 times a call).
 static ROWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// How many rows' maxima the vector kernels have taken since the process
-/// started (the count only grows, other threads' rows included): a test's
-/// check that they run.
+thread_local! {
+    /// This thread's rows since it started (see [`ROWS`]).
+    static MINE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a row taken by the vector kernels (see [`ROWS`]).
+#[inline(always)]
+fn count_row() {
+    let n = MINE.with(|c| {
+        let n = c.get();
+        c.set(n + 1);
+        n
+    });
+    if n % 64 == 0 {
+        ROWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A count that grows whenever the vector kernels take rows (on a
+/// thread's first row and every 64th after; other threads' rows included):
+/// a test's check that they run.
 ///
 /// ```
 /// use gradtape::__internals::kernels::cpu::attention_rows::vector_rows;
@@ -66,7 +87,7 @@ fn vector<T: Float>() -> bool {
 pub fn row_max<T: Float>(x: &[T]) -> T {
     #[cfg(target_arch = "x86_64")]
     if vector::<T>() {
-        ROWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        count_row();
         // SAFETY: T is f32 (same layout); the CPU has AVX-512.
         let m = unsafe { f32x16::max(std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len())) };
         return T::from_f64(m as f64);
