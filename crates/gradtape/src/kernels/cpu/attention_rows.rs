@@ -45,7 +45,7 @@ fn count_row() {
         c.set(n + 1);
         n
     });
-    if n % 64 == 0 {
+    if n.is_multiple_of(64) {
         ROWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
