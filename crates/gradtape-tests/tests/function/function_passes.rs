@@ -540,3 +540,39 @@ fn merge_reads_keeps_reads_apart_around_a_write() -> Result<()> {
     assert_eq!(got, vec![vec![12.0, 24.0], vec![7.0, 10.0], vec![21.0, 40.0]]);
     Ok(())
 }
+
+/// Common-subexpression elimination merges equal constants by their bits:
+/// `i64` constants past 2^53 that differ only in their low bits stay apart
+/// (keyed through `f64`, the folded product `(2^63 - 6) · 3` was merged
+/// into its operand `2^63 - 6`: found by the traced fuzz, seed 5208).
+/// The wanted values are Rust's wrapping products, the eager op's.
+#[test]
+fn large_i64_constants_are_not_merged_by_rounding() -> Result<()> {
+    for (x, y) in [
+        (i64::MAX - 5, 3i64),
+        (i64::MAX, 1),
+        (i64::MIN + 1, 2),
+        ((1 << 53) + 1, 1),
+        (-(1 << 60) - 3, 7),
+    ] {
+        let f = function(move |z: &Tensor| {
+            let p = Tensor::scalar(x).mul(&Tensor::scalar(y))?;
+            // the operand itself too, beside its product
+            Ok(vec![p.add(&z.mul_scalar(0.0)?)?, Tensor::scalar(x).add(z)?])
+        });
+        let got = f.call(&Tensor::scalar(0i64))?;
+        assert_eq!(got[0].to_vec::<i64>()?, vec![x.wrapping_mul(y)], "{x} * {y}");
+        assert_eq!(got[1].to_vec::<i64>()?, vec![x], "{x}");
+    }
+    // two constants 1 apart past 2^53, both returned
+    let f = function(|z: &Tensor| {
+        Ok(vec![
+            Tensor::scalar((1i64 << 60) + 1).add(z)?,
+            Tensor::scalar((1i64 << 60) + 2).add(z)?,
+        ])
+    });
+    let got = f.call(&Tensor::scalar(0i64))?;
+    assert_eq!(got[0].to_vec::<i64>()?, vec![(1i64 << 60) + 1]);
+    assert_eq!(got[1].to_vec::<i64>()?, vec![(1i64 << 60) + 2]);
+    Ok(())
+}

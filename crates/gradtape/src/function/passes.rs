@@ -60,10 +60,18 @@ pub fn dce(g: &mut Graph) {
 pub(crate) type ConstKey = (DType, Vec<usize>, Vec<u64>);
 
 /// The bits of a small constant, to merge equal ones (`None`: too large,
-/// or complex, to merge by value).
+/// or complex, to merge by value). Each element's own bits: an `i64` by
+/// its 64 bits (through `f64`, values past 2^53 that differ in their low
+/// bits shared a key, and the traced fuzz found a folded product merged
+/// into its operand: `(2^63 - 6) · 3` came out `2^63 - 6`), the others
+/// exactly through `f64`.
 pub(crate) fn const_key(t: &Tensor) -> Option<ConstKey> {
     if t.numel() > 16 || t.dtype().is_complex() {
         return None;
+    }
+    if t.dtype() == DType::I64 {
+        let bits = t.values::<i64>("cse").ok()?.iter().map(|&v| v as u64).collect();
+        return Some((t.dtype(), t.shape().to_vec(), bits));
     }
     let bits = with_dtype!(t.dtype(), T => t.values::<T>("cse").ok()?.iter().map(|v| v.to_f64().to_bits()).collect());
     Some((t.dtype(), t.shape().to_vec(), bits))
