@@ -95,7 +95,7 @@ pub fn row_max<T: Float>(x: &[T]) -> T {
     max_lanes(x)
 }
 
-/// `x[i] = e^(a·x[i] − b)` and their sum: the bits of [`exp_affine`].
+/// `x[i] = e^(a·x[i] − b)` and their sum: the bits of `math::exp_affine`.
 ///
 /// ```
 /// use gradtape::__internals::kernels::cpu::attention_rows::exp_sum;
@@ -123,7 +123,7 @@ pub fn exp_sum<T: Float>(x: &mut [T], a: T, b: T) -> T {
 
 /// The backward pass's row without dropout: `p[j] = e^(a·s[j] − lse)`
 /// into `s`, and `dp[j] = p[j] · (dp[j] − dd) · scale` (the gradient of the
-/// scores), over `s.len()` keys: the bits of [`exp_affine_each`] with that
+/// scores), over `s.len()` keys: the bits of `math::exp_affine_each` with that
 /// pass after each block.
 ///
 /// ```
