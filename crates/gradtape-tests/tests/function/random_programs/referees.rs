@@ -155,6 +155,19 @@ fn slack(dtype: DType, noise: f64) -> f64 {
 /// another order: `4e-15` eagerly, `-1e-15` traced), into a derivative of
 /// the other sign; a wrong element matches no nearby eager result.
 ///
+/// Twelve more tries move each input by one common factor (`1 + u·1e-12`,
+/// `u` drawn per tensor), which keeps equal elements equal: a value that
+/// is exactly zero by the program's symmetry (a roll of a tensor less
+/// itself, where two elements agree) stays zero, and only a sum's
+/// rounding residue moves. Independent moves cannot reach the compiler's
+/// side of such a kink when one zero feeds kinks of opposite slopes: in
+/// seed 5302's larger program 328 (a campaign of 1,500), `roll(w) - w`
+/// is 0 at one element, a 1×1 convolution with filter values of opposite
+/// signs then adds the mean of `roll(w) - w` (1.1e-17 eagerly, the
+/// rounding of an exact 0; summed in another order traced) and a ReLU
+/// follows: both channels sit at the kink on the mean's side, while any
+/// independent move opens one channel and closes the other.
+///
 /// A singular point counts too, for a NaN or infinity traced, two ways:
 /// - an element whose eager value itself moves by a tenth of the output's
 ///   scale, or to a NaN or infinity, between those nearby inputs has no
@@ -197,17 +210,24 @@ pub fn at_a_kink(
     }
     let delta = if got.dtype() == DType::F32 { 2e-6 } else { 1e-12 };
     let mut noise = Gen(0x6b69_6e6b);
-    for _ in 0..24 {
+    for attempt in 0..36 {
         if open.is_empty() {
             break;
         }
+        // (from the 25th try on, one factor per tensor)
+        let common = attempt >= 24;
         let moved: Option<Vec<Tensor>> = x
             .iter()
             .map(|t| {
+                let u = |noise: &mut Gen| (noise.below(2001) as f64 - 1000.0) / 1000.0;
+                let factor = 1.0 + delta * u(&mut noise);
                 let v: Vec<f64> = t
                     .to_vec_f64()
                     .iter()
-                    .map(|&e| e + delta * (e.abs() + 1.0) * ((noise.below(2001) as f64 - 1000.0) / 1000.0))
+                    .map(|&e| match common {
+                        true => e * factor,
+                        false => e + delta * (e.abs() + 1.0) * u(&mut noise),
+                    })
                     .collect();
                 Tensor::from_vec(v, t.shape()).and_then(|m| m.cast(t.dtype())).ok()
             })
