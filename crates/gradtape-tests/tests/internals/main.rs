@@ -40,6 +40,7 @@ mod function_sizes;
 mod function_verify;
 mod function_vmap_cache;
 mod kernels_cpu_attention_gemm;
+mod kernels_cpu_attention_output_rows;
 mod kernels_cpu_attention_rows;
 mod kernels_cpu_causal_tiles;
 mod kernels_cpu_complex_fns;

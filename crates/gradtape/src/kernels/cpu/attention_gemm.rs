@@ -330,7 +330,13 @@ pub(crate) fn forward_rows<T: Float>(
 ) -> Result<Vec<T>> {
     let (tq, tk, dv) = (dims.tq, dims.tk, dims.dv);
     let width = dv + 1;
-    let mut out = super::filled_vec(op, dims.batch * tq * width, T::zero())?;
+    let total = dims.batch * tq * width;
+    // (not cleared first: every row is written below, by the products and
+    // the log-sum-exp; clearing was a pass of its own over the output, 1 MB
+    // at a transformer step's `[8, 4, 128, 64]`, whose buffer inside a
+    // step is usually cold)
+    let mut out = super::uninit_buf::<T>(op, total)?;
+    let base = workers::SendPtr(out.as_mut_ptr());
     // a task: a block of rows, or, with batch elements enough to share
     // among the threads, a whole batch element (its blocks share the
     // packing of its keys: `KeyPanels`)
@@ -338,14 +344,21 @@ pub(crate) fn forward_rows<T: Float>(
         true => tq.max(1),
         false => ROWS,
     };
-    workers::for_each_chunk_mut(&mut out, task * width, |c, part| {
+    let chunk = task * width;
+    let part = |c: usize| {
+        let start = c * chunk;
+        // SAFETY: within the buffer's room (`total` elements).
+        (unsafe { base.get().add(start) }, chunk.min(total - start))
+    };
+    workers::parallel_for(total.div_ceil(chunk.max(1)), |c| {
+        let (part, part_len) = part(c);
         super::math::with_simd(
             #[inline(always)]
             || {
                 let mut s = scratch::take_stale(ROWS * tk, T::zero());
                 let mut pack = packs::<T>(dims);
                 let mut panels = KeyPanels::new();
-                let n_rows = part.len() / width;
+                let n_rows = part_len / width;
                 let first = c * task;
                 // runs of up to ROWS rows of one batch element
                 let mut r0 = 0;
@@ -353,7 +366,22 @@ pub(crate) fn forward_rows<T: Float>(
                     let b = (first + r0) / tq;
                     let i0 = (first + r0) % tq;
                     let n = (n_rows - r0).min(tq - i0).min(ROWS);
+                    // this block's output rows (this task's own)
+                    // SAFETY: rows r0.. of the part, inside the buffer.
+                    let (rows, rows_len) = (unsafe { part.add(r0 * width) }, part_len - r0 * width);
                     let nk = dims.keys(i0 + n - 1);
+                    if nk == 0 {
+                        // no keys (tk = 0): output 0, log-sum-exp -inf
+                        for r in 0..n {
+                            for j in 0..width {
+                                let x = if j == dv { T::neg_infinity() } else { T::zero() };
+                                // SAFETY: row r of this block.
+                                unsafe { rows.add(r * width + j).write(x) };
+                            }
+                        }
+                        r0 += n;
+                        continue;
+                    }
                     let s = &mut s[..n * nk];
                     let cut = split::<T>(dims, i0, n, nk, pack.is_some());
                     let a = scores(
@@ -410,21 +438,26 @@ pub(crate) fn forward_rows<T: Float>(
                             None => post[r] = inv,
                         }
                     }
-                    let rows = &mut part[r0 * width..];
                     for &Piece { r0, r1, lo, hi } in &cut.prods {
-                        product(
-                            (r1 - r0, dv, hi - lo),
-                            &mut rows[r0 * width..],
-                            width,
-                            lo > 0,
-                            &s[r0 * nk + lo..],
-                            (nk, 1),
-                            v.at(b, lo),
-                            (v.rs, 1),
-                            pack.as_deref_mut(),
-                        );
+                        // (the piece with lo = 0 writes its rows first; each
+                        // row of the block lies in one)
+                        // SAFETY: this task's own rows, inside the buffer.
+                        unsafe {
+                            product_at(
+                                (r1 - r0, dv, hi - lo),
+                                (rows.add(r0 * width), rows_len - r0 * width),
+                                width,
+                                lo > 0,
+                                &s[r0 * nk + lo..],
+                                (nk, 1),
+                                v.at(b, lo),
+                                (v.rs, 1),
+                                pack.as_deref_mut(),
+                            )
+                        };
                     }
                     if let Some(t) = &cut.tiles {
+                        // (written where no piece came first: t.lo = 0)
                         // SAFETY: this task's own rows.
                         unsafe {
                             super::causal_tiles::rows_k(
@@ -432,26 +465,32 @@ pub(crate) fn forward_rows<T: Float>(
                                 (&s[t.lo..], nk),
                                 (v.at(b, t.lo), v.rs),
                                 dv,
-                                (rows.as_mut_ptr(), rows.len(), width),
+                                (rows, rows_len, width),
                                 t.lo > 0,
                             )
                         };
                     }
                     for r in 0..n {
-                        let row = &mut rows[r * width..][..width];
+                        // SAFETY: row r of this block, its dv outputs
+                        // written by the products above.
+                        let row = unsafe { std::slice::from_raw_parts_mut(rows.add(r * width), dv) };
                         if post[r] != T::one() {
-                            for o in row[..dv].iter_mut() {
+                            for o in row.iter_mut() {
                                 *o = *o * post[r];
                             }
                         }
-                        row[dv] = lse[r];
+                        // SAFETY: the row's last element.
+                        unsafe { rows.add(r * width + dv).write(lse[r]) };
                     }
                     r0 += n;
                 }
             },
         )
     });
-    Ok(out)
+    // SAFETY: the tasks wrote every row of every chunk, which together are
+    // the whole buffer; `T` is a plain number.
+    unsafe { out.set_len(total) };
+    Ok(out.into_vec())
 }
 
 /// The backward pass, as `attention::backward`:
