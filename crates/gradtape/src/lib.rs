@@ -415,6 +415,9 @@ pub mod __internals {
             pub mod cuda_expr {
                 pub use crate::ops::math::cuda_expr::*;
             }
+            pub mod gelu_slope {
+                pub use crate::ops::math::gelu_slope::slopes_kept;
+            }
             pub mod igamma {
                 pub use crate::ops::math::igamma::*;
             }

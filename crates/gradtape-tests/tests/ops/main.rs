@@ -19,6 +19,7 @@ mod common;
 mod activation_check;
 mod complex;
 mod complex_fns;
+mod concat_large;
 mod conv3d_values;
 mod conv_filter_accuracy;
 mod ctc;

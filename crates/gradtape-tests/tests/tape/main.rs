@@ -20,6 +20,7 @@ mod custom_gradient;
 mod differential;
 mod forward;
 mod functional;
+mod gelu_slope;
 mod gru_sequence;
 mod jacobian;
 mod lstm_cell;

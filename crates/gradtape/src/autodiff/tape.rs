@@ -244,6 +244,13 @@ impl Interpreter for Tapes {
         }
     }
 
+    fn one_shot_alone_watches(&self, id: TensorId) -> bool {
+        STACK.with(|s| match &s.borrow()[..] {
+            [t] => !t.persistent && !t.internal && t.state.borrow().tensors.contains_key(&id),
+            _ => false,
+        })
+    }
+
     fn suspend(&self, on: bool) {
         thread_local! {
             static SUSPENDED: RefCell<Vec<(Vec<Rc<TapeCell>>, usize)>> = const { RefCell::new(Vec::new()) };

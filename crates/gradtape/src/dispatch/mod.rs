@@ -92,6 +92,24 @@ pub(crate) trait Interpreter: Sync {
     /// Pauses (`true`) or resumes (`false`) the interpreter on this thread,
     /// for [`paused`]; pauses nest.
     fn suspend(&self, on: bool);
+    /// For the tapes: whether the one active tape is a one-shot tape of the
+    /// user's that watches `id` (see [`one_shot_tape_alone_watches`]).
+    fn one_shot_alone_watches(&self, _id: TensorId) -> bool {
+        false
+    }
+}
+
+/// Whether the tapes alone listen on this thread, and the one active tape
+/// is a one-shot tape of the user's that watches `id`: an op reading `id`
+/// about to bind has its rule run once, by that tape's backward pass, and
+/// any interpreter that records that pass was entered after the op ran.
+/// An op may then keep for its rule a value it would otherwise recompute
+/// there from its input (`ops::math::gelu_slope`).
+pub(crate) fn one_shot_tape_alone_watches(id: TensorId) -> bool {
+    LISTENING.with(Cell::get) == 1 << Kind::Tape as u8
+        && REGISTERED[Kind::Tape as usize]
+            .get()
+            .is_some_and(|t| t.one_shot_alone_watches(id))
 }
 
 static REGISTERED: [OnceLock<&'static dyn Interpreter>; KINDS] = [const { OnceLock::new() }; KINDS];

@@ -536,4 +536,12 @@ impl WeakTensor {
     pub fn is_alive(&self) -> bool {
         self.0.strong_count() > 0
     }
+
+    /// The tensor, while it still exists. (A tensor with a weak handle is
+    /// never kept for reuse: `recycle` takes only handles held alone.)
+    pub(crate) fn upgrade(&self) -> Option<Tensor> {
+        self.0.upgrade().map(|inner| Tensor {
+            inner: std::mem::ManuallyDrop::new(inner),
+        })
+    }
 }

@@ -123,6 +123,45 @@ fn map_slices_host<T: Float>(op: &'static str, x: &Tensor, f: impl Fn(&[T], &mut
     Ok(Tensor::from_storage(T::buf_into_storage(data), x.shape()))
 }
 
+/// `f(part of x, its part of a, its part of b)` over the parallel chunks
+/// of `x`: two outputs of `x`'s shape (contiguous) made in one pass, as
+/// [`map_slices`] makes one (an eager op that keeps a second value of its
+/// input for its gradient: the exact GELU and its slope). `f` must write
+/// every element of both parts. Host tensors only.
+pub(crate) fn map_slices2<T: Float>(
+    op: &'static str,
+    x: &Tensor,
+    f: impl Fn(&[T], &mut [T], &mut [T]) + Sync,
+) -> Result<(Tensor, Tensor)> {
+    let src = x.values::<T>(op)?;
+    let n = src.len();
+    let mut a: Buf<T> = crate::tensor::alloc::try_buf(op, n)?;
+    let mut b: Buf<T> = crate::tensor::alloc::try_buf(op, n)?;
+    let c = if n >= super::PAR_MIN {
+        super::chunk_len(n)
+    } else {
+        n.max(1)
+    };
+    super::workers::for_each_chunk2_mut(
+        &mut super::spare(&mut a)[..n],
+        c,
+        &mut super::spare(&mut b)[..n],
+        c,
+        |i, pa, pb| f(&src[i * c..i * c + pa.len()], to_be_written(pa), to_be_written(pb)),
+    );
+    // SAFETY: the chunks cover `0..n` in both buffers, and `f` wrote every
+    // element of each part.
+    unsafe {
+        a.set_len(n);
+        b.set_len(n);
+    }
+    let shape = x.shape();
+    Ok((
+        Tensor::from_storage(T::buf_into_storage(a), shape),
+        Tensor::from_storage(T::buf_into_storage(b), shape),
+    ))
+}
+
 /// An output part of a [`build`] of floats, as floats for a slice
 /// function to write: every bit pattern of an `f32` or `f64` is a value,
 /// and the slice functions (`map_slices`, `zip_slices`) write each element

@@ -14,7 +14,7 @@ use std::mem::MaybeUninit;
 
 use super::lockstep::{chunks_mut, copy, zip};
 use super::math::with_simd_for;
-use super::{build, gather_strided, PAR_MIN};
+use super::{gather_strided, PAR_MIN};
 use crate::error::Result;
 use crate::tensor::{alloc, with_num_dtype, Buf, Element, Layout, Num, Shape, Tensor};
 
@@ -526,7 +526,10 @@ fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out
     // (a block of columns at a time, folded in a buffer on the stack:
     // each column's rows in order, as one fold over all rows)
     const BLOCK: usize = 256;
-    build(op, n_out, |start, out| {
+    let mut out: Buf<T> = alloc::try_buf(op, n_out)?;
+    let per = column_chunk(row, n_out);
+    super::workers::for_each_chunk_mut(&mut super::spare(&mut out)[..n_out], per, |t, out| {
+        let start = t * per;
         let mut acc = [T::default(); BLOCK];
         for (b, out) in zip(0.., chunks_mut(out, BLOCK)) {
             let (c0, w) = (start + b * BLOCK, out.len());
@@ -542,5 +545,30 @@ fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out
                 o.write(a);
             }
         }
-    })
+    });
+    // SAFETY: the chunks cover `0..n_out`, and each wrote all its slots.
+    unsafe { out.set_len(n_out) };
+    Ok(out)
+}
+
+/// The columns a task of [`columns`] sums, of `n_out` columns of `row`
+/// rows: all of them below [`PAR_MIN`] elements in all, else a share of
+/// about four tasks per thread, by the elements read rather than the
+/// outputs written (a bias gradient, `[1024, 1024]` summed to `[1024]`,
+/// is a million additions for a thousand outputs, and ran on one thread
+/// while the others waited), at least 16 columns (a 64-byte line of
+/// `f32`s) a task. Each column is summed whole by one task, in the
+/// rows' order: the bits do not depend on the split.
+///
+/// ```
+/// use gradtape::__internals::kernels::cpu::{reduce::column_chunk, workers::threads};
+/// assert_eq!(column_chunk(8, 100), 100);
+/// assert_eq!(column_chunk(1024, 1024) < 1024, threads() > 1);
+/// ```
+pub fn column_chunk(row: usize, n_out: usize) -> usize {
+    let threads = super::workers::threads();
+    if threads < 2 || row.saturating_mul(n_out) < PAR_MIN {
+        return n_out.max(1);
+    }
+    (n_out / (threads * 4)).max(16).next_multiple_of(16)
 }

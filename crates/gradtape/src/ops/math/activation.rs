@@ -179,6 +179,10 @@ impl Tensor {
             let y = super::table::float_unary(Unary::GeluTanh, "gelu", self)?;
             return Ok(elementwise(Unary::GeluTanh, self, y, |x, _| x.gelu_tanh_grad()));
         }
+        if let Some(y) = super::gelu_slope::gelu(self) {
+            // (for a one-shot tape's rule: the slope made with the value)
+            return y;
+        }
         let y = super::table::float_unary(Unary::Gelu, "gelu", self)?;
         Ok(elementwise(Unary::Gelu, self, y, |x, _| x.gelu_grad()))
     }

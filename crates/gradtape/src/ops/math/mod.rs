@@ -17,6 +17,8 @@
 //! - `activation_more.rs`: Keras's and PyTorch's further activations:
 //!   `hard_sigmoid`, `hard_silu`, `mish`, `celu`, `relu_with`, `hard_tanh`,
 //!   the shrinks, `glu`, `sparse_plus`, `squareplus`
+//! - `gelu_slope.rs`: the exact GELU's eager path for a one-shot tape,
+//!   which makes its slope with its value (one `erf`) for the rule
 //! - `binary.rs`: `add`, `sub`, `mul`, `div`, `pow`, `maximum`, `minimum`,
 //!   `squared_difference`, `where_`, `sum_to_shape`
 //! - `floor_div.rs`: `floor_div`, `floor_mod`
@@ -45,6 +47,7 @@ mod complex_fns;
 pub(crate) mod cuda_expr;
 pub(crate) mod elementary;
 mod floor_div;
+pub(crate) mod gelu_slope;
 pub(crate) mod igamma;
 pub(crate) mod igamma_temme;
 mod logical;
