@@ -551,8 +551,8 @@ fn columns<T: Num, R: Reducer<T>>(op: &'static str, src: &[T], row: usize, n_out
     Ok(out)
 }
 
-/// The columns a task of [`columns`] sums, of `n_out` columns of `row`
-/// rows: all of them below [`PAR_MIN`] elements in all, else a share of
+/// The columns a task of `columns` sums, of `n_out` columns of `row`
+/// rows: all of them below `PAR_MIN` elements in all, else a share of
 /// about four tasks per thread, by the elements read rather than the
 /// outputs written (a bias gradient, `[1024, 1024]` summed to `[1024]`,
 /// is a million additions for a thousand outputs, and ran on one thread
