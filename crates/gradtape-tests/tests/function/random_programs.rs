@@ -54,7 +54,7 @@ mod referees;
 mod third_ops;
 mod ties;
 mod transforms;
-use referees::{at_a_kink, differs, f32_noise, rounding};
+use referees::{at_a_kink, differs, eager_oom, f32_noise, rounding};
 
 /// Programs per CI run.
 const CASES: usize = 160;
@@ -582,6 +582,9 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
         let got = f.call(&x);
         let (want, got) = match (want, got) {
             (Ok(w), Ok(g)) => (w, g),
+            // (a value eager had to make and the compiled graph fused
+            // away: the traced call needs less memory; see `eager_oom`)
+            (Err(e), Ok(_)) if eager_oom(&e) => continue,
             (Err(e), Ok(_)) => fail(&format!("call {c}"), format!("eager refused ({e}), traced ran")),
             (Ok(_), Err(e)) => fail(&format!("call {c}"), format!("traced refused ({e}), eager ran")),
             (Err(_), Err(_)) => continue,
@@ -621,6 +624,7 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
                 }
             }
             (Err(_), Err(_)) => {}
+            (Err(e), Ok(_)) if eager_oom(e) => {}
             _ => fail(
                 &format!("call {c}, training step"),
                 format!("traced {:?}, eager {:?}", got_s.as_ref().err(), want_s.as_ref().err()),
@@ -662,6 +666,7 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
                 }
             }
             (Err(_), Err(_)) => {}
+            (Err(e), Ok(_)) if eager_oom(&e) => {}
             (ge, gt) => fail(&format!("call {c}, gradients"), format!("traced {gt:?}, eager {ge:?}")),
         }
     }

@@ -450,3 +450,14 @@ fn a_variance_zero_up_to_rounding() -> Result<()> {
     assert!(!at_a_kink(&wrong_there, &eager, 1e-11, &x, program(true)));
     Ok(())
 }
+
+/// Whether eager refused for want of memory: the compiled graph may run
+/// where eager cannot, since a fused group never makes its inner values
+/// (seed 5312's larger program 590, leaning to motifs, in a campaign of
+/// 3,000: eager `tanh` asked for 10 GB, `[179·303²·152]` `f32`s, under a
+/// 16 GB address-space limit, and the traced call ran; without a limit the
+/// eager run met the system's out-of-memory killer). Campaigns that lean
+/// to motifs at the larger sizes run under `ulimit -v` for that reason.
+pub fn eager_oom(e: &gradtape::Error) -> bool {
+    matches!(e, gradtape::Error::OutOfMemory { .. })
+}
