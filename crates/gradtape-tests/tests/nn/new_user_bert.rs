@@ -286,3 +286,81 @@ fn attention_mask_int_and_broadcast_forms_match_keras() -> Result<()> {
     assert!(call(&Tensor::zeros(&[3, 3], DType::C64)).is_err());
     Ok(())
 }
+
+/// The padding masks a tokenizer gives are 0/1 integers, which Keras's
+/// `MultiHeadAttention` (`query_mask`, `value_mask`, `key_mask`) and
+/// keras_hub's blocks (`padding_mask`) cast to bool: the same results as
+/// the bool masks, eager and traced. gradtape refused them (bool only);
+/// a float mask stays an error.
+#[test]
+fn integer_padding_masks_equal_the_bool_ones() -> Result<()> {
+    use gradtape::nn::{Attention, AttentionArgs, BlockArgs, MultiHeadAttention};
+    let dt = DType::F64;
+    let rng = &mut Rng::new(0);
+    let x = super::new_user_util::fill(&[2, 4, 8], 0.6, 1.0);
+    let enc = super::new_user_util::fill(&[2, 5, 8], 1.6, 1.0);
+    let ints = Tensor::from_vec(vec![0i64, 1, 1, 1, 1, 1, 0, 0], &[2, 4])?;
+    let enc_ints = Tensor::from_vec(vec![1i32, 1, 1, 0, 0, 1, 1, 1, 1, 1], &[2, 5])?;
+    let bools = ints.ne(&ints.scalar_like(0.0)?)?;
+    let enc_bools = enc_ints.ne(&enc_ints.scalar_like(0.0)?)?;
+    let decoder = std::sync::Arc::new(
+        TransformerBlock::builder(8, 2, 16)
+            .causal(true)
+            .cross_attention(8)
+            .dtype(dt)
+            .build(rng)?,
+    );
+    let mha = MultiHeadAttention::builder(2, 4).dtype(dt).build(8, rng)?;
+    let dot = Attention::builder().dtype(dt).build(rng)?;
+    let block = |p: &Tensor, e: &Tensor| {
+        decoder.call_with(
+            &x,
+            BlockArgs::new().padding_mask(p).encoder(&enc).encoder_padding_mask(e),
+        )
+    };
+    let attend = |q: &Tensor, v: &Tensor| {
+        let args = AttentionArgs::new().query_mask(q).value_mask(v).key_mask(v);
+        mha.call_with(&x, &enc, args)
+    };
+    let luong = |q: &Tensor, v: &Tensor| dot.call_with(&x, &enc, AttentionArgs::new().query_mask(q).value_mask(v));
+    let traced = {
+        let (decoder, x, enc) = (decoder.clone(), x.clone(), enc.clone());
+        gradtape::function(move |(p, e): &(Tensor, Tensor)| {
+            decoder.call_with(
+                &x,
+                BlockArgs::new().padding_mask(p).encoder(&enc).encoder_padding_mask(e),
+            )
+        })
+    };
+    for (what, got, want) in [
+        ("TransformerBlock", block(&ints, &enc_ints)?, block(&bools, &enc_bools)?),
+        (
+            "traced TransformerBlock",
+            traced.call(&(ints.clone(), enc_ints.clone()))?,
+            block(&bools, &enc_bools)?,
+        ),
+        (
+            "MultiHeadAttention",
+            attend(&ints, &enc_ints)?,
+            attend(&bools, &enc_bools)?,
+        ),
+        ("Attention", luong(&ints, &enc_ints)?, luong(&bools, &enc_bools)?),
+    ] {
+        assert_eq!(got.to_vec_f64(), want.to_vec_f64(), "{what}");
+    }
+    // the masks matter here: all-ones masks give other numbers
+    let ones = Tensor::ones(&[2, 4], DType::I64);
+    let enc_ones = Tensor::ones(&[2, 5], DType::I32);
+    assert_ne!(
+        block(&ones, &enc_ones)?.to_vec_f64(),
+        block(&bools, &enc_bools)?.to_vec_f64()
+    );
+    let floats = ints.cast(dt)?;
+    let err = decoder
+        .forward_with_padding(&x, &floats, false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("padding mask") && err.contains("f64"), "{err}");
+    assert!(attend(&floats, &enc_bools).is_err());
+    Ok(())
+}

@@ -23,8 +23,10 @@ const OP: &str = "MultiHeadAttention";
 /// marks its output) and the layer reads them from its inputs; here they
 /// are passed: [`query_mask`](Self::query_mask) and
 /// [`value_mask`](Self::value_mask), `[batch, time]` bool as
-/// [`Embedding::compute_mask`](super::Embedding::compute_mask) gives them,
-/// and [`key_mask`](Self::key_mask). Every mask given is combined with
+/// [`Embedding::compute_mask`](super::Embedding::compute_mask) gives them
+/// (or a tokenizer's 0/1 integers, kept where nonzero as Keras casts
+/// them; not floats), and [`key_mask`](Self::key_mask). Every mask given
+/// is combined with
 /// `&`, as Keras does: a query row `i` may attend to key `j` when
 /// `query_mask[b, i] & value_mask[b, j] & key_mask[b, j] &
 /// attention_mask[b, i, j]` (and `j <= i` when causal, and `|i - j| <
@@ -144,12 +146,12 @@ impl AttentionArgs<'_> {
         }
         if let Some(m) = self.query_mask {
             check_padding(op, m, "query_mask", b, tq)?;
-            parts.push(m.expand_dims(2)?);
+            parts.push(as_keep(m)?.expand_dims(2)?);
         }
         for (m, what) in [(self.value_mask, "value_mask"), (self.key_mask, "key_mask")] {
             if let Some(m) = m {
                 check_padding(op, m, what, b, tk)?;
-                parts.push(m.expand_dims(1)?);
+                parts.push(as_keep(m)?.expand_dims(1)?);
             }
         }
         if let Some((w, offset)) = window {
@@ -197,11 +199,7 @@ fn attention_mask_3d(op: &'static str, m: &Tensor, b: usize, tq: usize, tk: usiz
             ),
         ));
     }
-    let keep = if m.dtype() == DType::Bool {
-        m.clone()
-    } else {
-        m.ne(&m.scalar_like(0.0)?)?
-    };
+    let keep = as_keep(m)?;
     let keep = if s.len() == 2 { keep.expand_dims(0)? } else { keep };
     let rows = keep.shape()[0];
     if keep.shape()[1..] == [tq, tk] {
@@ -211,19 +209,32 @@ fn attention_mask_3d(op: &'static str, m: &Tensor, b: usize, tq: usize, tk: usiz
     }
 }
 
-/// Checks a padding mask `what` of `op`'s call: bool `[b, t]`.
+/// Checks a padding mask `what` of `op`'s call: `[b, t]`, bool or
+/// integers (a tokenizer's 0/1 mask, kept where nonzero as Keras's
+/// `ops.cast(mask, "bool")`; a float mask is refused, as an attention
+/// mask's is: see `attention_mask_3d`).
 pub(super) fn check_padding(op: &'static str, m: &Tensor, what: &str, b: usize, t: usize) -> Result<()> {
-    if m.dtype() != DType::Bool || m.shape() != [b, t] {
+    if !(m.dtype() == DType::Bool || m.dtype().is_int()) || m.shape() != [b, t] {
         return Err(Error::invalid(
             op,
             format!(
-                "the {what} must be bool [batch, time] = [{b}, {t}], got {} {:?}",
+                "the {what} must be bool (or 0/1 integers) [batch, time] = [{b}, {t}], got {} {:?}",
                 m.dtype(),
                 m.shape()
             ),
         ));
     }
     Ok(())
+}
+
+/// A mask checked by [`check_padding`] or `attention_mask_3d` as bool:
+/// integers kept where nonzero.
+pub(super) fn as_keep(m: &Tensor) -> Result<Tensor> {
+    if m.dtype() == DType::Bool {
+        Ok(m.clone())
+    } else {
+        m.ne(&m.scalar_like(0.0)?)
+    }
 }
 
 /// `[tq, tk]`, true where `|i + offset - j| < w` (query `i`, key `j`):
