@@ -3,6 +3,7 @@
 //! the [`KvCache`] the layer decodes with.
 
 use crate::error::{Error, Result};
+use crate::function::{Leaf, TensorStruct};
 use crate::tensor::{DType, Tensor, TensorId};
 
 const OP: &str = "MultiHeadAttention";
@@ -22,8 +23,10 @@ const OP: &str = "MultiHeadAttention";
 /// marks its output) and the layer reads them from its inputs; here they
 /// are passed: [`query_mask`](Self::query_mask) and
 /// [`value_mask`](Self::value_mask), `[batch, time]` bool as
-/// [`Embedding::compute_mask`](super::Embedding::compute_mask) gives them,
-/// and [`key_mask`](Self::key_mask). Every mask given is combined with
+/// [`Embedding::compute_mask`](super::Embedding::compute_mask) gives them
+/// (or a tokenizer's 0/1 integers, kept where nonzero as Keras casts
+/// them; not floats), and [`key_mask`](Self::key_mask). Every mask given
+/// is combined with
 /// `&`, as Keras does: a query row `i` may attend to key `j` when
 /// `query_mask[b, i] & value_mask[b, j] & key_mask[b, j] &
 /// attention_mask[b, i, j]` (and `j <= i` when causal, and `|i - j| <
@@ -52,8 +55,12 @@ pub struct AttentionArgs<'a> {
     /// input (Keras's default).
     pub key: Option<&'a Tensor>,
     /// A bool mask, `true` where a query may attend to a key: `[batch,
-    /// t_q, t_k]` as in Keras (or `[1, t_q, t_k]`, `[t_q, t_k]`,
-    /// broadcast over the batch). A query row it masks entirely (a padded
+    /// t_q, t_k]` as in Keras, or, as Keras takes it, any mask of rank 2 or
+    /// 3 that broadcasts to that (`[batch, 1, t_k]`: BERT's key padding;
+    /// `[1, t_q, t_k]`, `[t_q, t_k]`), and of integers instead of bool,
+    /// kept where nonzero (a tokenizer's 0/1 mask, as Keras's
+    /// `ops.cast(mask, "bool")`; a float mask is an error, being PyTorch's
+    /// additive `0 / -inf` as often as Keras's `1 / 0`). A query row it masks entirely (a padded
     /// query, with Keras's padding masks) gives what Keras gives: from a
     /// layer without dropout, uniform probabilities over all the keys (the
     /// mean of the values, projected); from a layer with dropout, and in
@@ -139,12 +146,12 @@ impl AttentionArgs<'_> {
         }
         if let Some(m) = self.query_mask {
             check_padding(op, m, "query_mask", b, tq)?;
-            parts.push(m.expand_dims(2)?);
+            parts.push(as_keep(m)?.expand_dims(2)?);
         }
         for (m, what) in [(self.value_mask, "value_mask"), (self.key_mask, "key_mask")] {
             if let Some(m) = m {
                 check_padding(op, m, what, b, tk)?;
-                parts.push(m.expand_dims(1)?);
+                parts.push(as_keep(m)?.expand_dims(1)?);
             }
         }
         if let Some((w, offset)) = window {
@@ -166,46 +173,68 @@ impl AttentionArgs<'_> {
     }
 }
 
-/// An attention mask `[b, tq, tk]`, `[1, tq, tk]` or `[tq, tk]` (bool) as
-/// `[b|1, tq, tk]`.
+/// An attention mask as Keras's `MultiHeadAttention` takes it, as a bool
+/// `[b|1, tq, tk]`: of rank 2 or 3, each axis of the size of the scores'
+/// `[b, tq, tk]` (the last two for rank 2) or 1, broadcast (BERT's key
+/// padding `[b, 1, tk]`, a `[tq, tk]` band); bool, or integers kept where
+/// nonzero (Keras's `ops.cast(mask, "bool")` of a tokenizer's 0/1 mask).
+/// A float mask is refused: Keras would keep its nonzero entries, but
+/// PyTorch's (and the fused op's) float masks are added to the scores,
+/// `0` where a query attends and `-inf` where it does not, which read as
+/// Keras's would hide exactly the keys meant to be seen.
 fn attention_mask_3d(op: &'static str, m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tensor> {
     let s = m.shape();
-    let ok = m.dtype() == DType::Bool
-        && match s.len() {
-            2 => s == [tq, tk],
-            3 => (s[0] == b || s[0] == 1) && s[1..] == [tq, tk],
-            _ => false,
-        };
-    if !ok {
+    let full = [b, tq, tk];
+    let fits = (2..=3).contains(&s.len())
+        && s.iter()
+            .zip(&full[3 - s.len()..])
+            .all(|(&d, &want)| d == want || d == 1);
+    if !fits || !(m.dtype() == DType::Bool || m.dtype().is_int()) {
         return Err(Error::invalid(
             op,
             format!(
-                "the attention mask must be bool [batch, t_q, t_k] = [{b}, {tq}, {tk}] (or [1, {tq}, {tk}], [{tq}, {tk}]), got {} {:?}",
+                "the attention mask must be bool (or 0/1 integers; a float mask is ambiguous: Keras keeps its nonzero entries, PyTorch adds it to the scores) and broadcast to [batch, t_q, t_k] = [{b}, {tq}, {tk}] from rank 2 or 3, got {} {:?}",
                 m.dtype(),
                 s
             ),
         ));
     }
-    if s.len() == 2 {
-        m.expand_dims(0)
+    let keep = as_keep(m)?;
+    let keep = if s.len() == 2 { keep.expand_dims(0)? } else { keep };
+    let rows = keep.shape()[0];
+    if keep.shape()[1..] == [tq, tk] {
+        Ok(keep)
     } else {
-        Ok(m.clone())
+        keep.broadcast_to(&[rows, tq, tk])
     }
 }
 
-/// Checks a padding mask `what` of `op`'s call: bool `[b, t]`.
+/// Checks a padding mask `what` of `op`'s call: `[b, t]`, bool or
+/// integers (a tokenizer's 0/1 mask, kept where nonzero as Keras's
+/// `ops.cast(mask, "bool")`; a float mask is refused, as an attention
+/// mask's is: see `attention_mask_3d`).
 pub(super) fn check_padding(op: &'static str, m: &Tensor, what: &str, b: usize, t: usize) -> Result<()> {
-    if m.dtype() != DType::Bool || m.shape() != [b, t] {
+    if !(m.dtype() == DType::Bool || m.dtype().is_int()) || m.shape() != [b, t] {
         return Err(Error::invalid(
             op,
             format!(
-                "the {what} must be bool [batch, time] = [{b}, {t}], got {} {:?}",
+                "the {what} must be bool (or 0/1 integers) [batch, time] = [{b}, {t}], got {} {:?}",
                 m.dtype(),
                 m.shape()
             ),
         ));
     }
     Ok(())
+}
+
+/// A mask checked by [`check_padding`] or `attention_mask_3d` as bool:
+/// integers kept where nonzero.
+pub(super) fn as_keep(m: &Tensor) -> Result<Tensor> {
+    if m.dtype() == DType::Bool {
+        Ok(m.clone())
+    } else {
+        m.ne(&m.scalar_like(0.0)?)
+    }
 }
 
 /// `[tq, tk]`, true where `|i + offset - j| < w` (query `i`, key `j`):
@@ -321,5 +350,69 @@ impl KvCache {
         self.keys = None;
         self.values = None;
         self.cross = None;
+    }
+}
+
+/// A cache goes into and comes out of a traced
+/// [`function`](crate::function) as its tensors, so that a decoding step
+/// (the new positions and the caches in, the logits and the extended
+/// caches out) can be traced as TensorFlow's `call_with_cache` is: the
+/// keys and values, then a decoder block's kept projections of its
+/// encoder's sequence (reused inside the trace only for the encoder
+/// tensor they were made from; a cache's length is its tensors' shape,
+/// so each length gets its own trace).
+///
+/// ```
+/// use gradtape::nn::{KvCache, MultiHeadAttention};
+/// use gradtape::{function, DType, Rng};
+/// use std::sync::Arc;
+/// let mut rng = Rng::new(0);
+/// let mha = Arc::new(MultiHeadAttention::builder(2, 4).dtype(DType::F64).build(8, &mut rng)?);
+/// let step = {
+///     let mha = mha.clone();
+///     function(move |(x, cache): &(gradtape::Tensor, KvCache)| {
+///         let mut cache = cache.clone();
+///         Ok((mha.call_cached(x, &mut cache)?, cache))
+///     })
+/// };
+/// let x = rng.normal(&[1, 4, 8], 0.0, 1.0, DType::F64)?;
+/// let (mut eager, mut traced) = (KvCache::new(), KvCache::new());
+/// for t in 0..4 {
+///     let xt = x.narrow(1, t, 1)?;
+///     let want = mha.call_cached(&xt, &mut eager)?.to_vec::<f64>()?;
+///     let (got, next) = step.call(&(xt, traced))?;
+///     traced = next;
+///     assert!(got.to_vec::<f64>()?.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12));
+/// }
+/// assert_eq!(traced.len(), 4);
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+impl TensorStruct for KvCache {
+    fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
+        self.keys.leaves(out);
+        self.values.leaves(out);
+        match &self.cross {
+            Some(c) => {
+                out.push(Leaf::Tag(1));
+                out.push(Leaf::Tensor(&c.k));
+                out.push(Leaf::Tensor(&c.v));
+            }
+            None => out.push(Leaf::Tag(0)),
+        }
+    }
+
+    fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let keys = self.keys.rebuild(tensors)?;
+        let values = self.values.rebuild(tensors)?;
+        let cross = match &self.cross {
+            Some(c) => Some(CrossKv {
+                key: c.key,
+                value: c.value,
+                k: c.k.rebuild(tensors)?,
+                v: c.v.rebuild(tensors)?,
+            }),
+            None => None,
+        };
+        Ok(KvCache { keys, values, cross })
     }
 }

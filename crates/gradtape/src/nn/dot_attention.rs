@@ -13,7 +13,7 @@
 
 use std::sync::Mutex;
 
-use super::attention_args::check_padding;
+use super::attention_args::{as_keep, check_padding};
 use super::{expect_float_dtype, new_weight, unique_name, AttentionArgs, Dropout, Initializer, Layer, Module};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
@@ -383,7 +383,7 @@ impl Attention {
         };
         let mut out = dropped.matmul(value)?;
         if let Some(qm) = args.query_mask {
-            out = Tensor::where_(&qm.expand_dims(2)?, &out, &out.scalar_like(0.0)?)?;
+            out = Tensor::where_(&as_keep(qm)?.expand_dims(2)?, &out, &out.scalar_like(0.0)?)?;
         }
         Ok((out, w))
     }

@@ -747,13 +747,13 @@ impl Layer for TransformerBlock {
 pub struct BlockArgs<'a> {
     /// `[batch, t]` bool, false at the padding of the block's input, which
     /// no position attends to (keras_hub's `padding_mask` /
-    /// `decoder_padding_mask`).
+    /// `decoder_padding_mask`); or 0/1 integers, 0 at the padding.
     pub padding_mask: Option<&'a Tensor>,
     /// The encoder's sequence `[batch, s, encoder_features]` for a block
     /// with cross-attention (keras_hub's `encoder_sequence`).
     pub encoder: Option<&'a Tensor>,
     /// `[batch, s]` bool, false at the encoder's padding (keras_hub's
-    /// `encoder_padding_mask`).
+    /// `encoder_padding_mask`); or 0/1 integers.
     pub encoder_padding_mask: Option<&'a Tensor>,
     /// Applies the dropouts (when the block has them).
     pub training: bool,
