@@ -7,7 +7,7 @@
 //! over the compute threads: a fork and a join per product, and every
 //! thread packs the shared operand. Here they run as one job of two tasks
 //! ([`workers::map_small`]), each product whole on one thread
-//! ([`sgemm::one_thread`]), as the compiled executor runs its pairs
+//! (`sgemm::one_thread`), as the compiled executor runs its pairs
 //! (`function/compile/pair_products.rs`).
 //!
 //! **Values.** Under `one_thread` the `f32` GEMM computes an output that it
