@@ -407,6 +407,9 @@ pub mod __internals {
             pub mod einsum_path {
                 pub use crate::ops::linalg::einsum_path::*;
             }
+            pub mod matmul_pair {
+                pub use crate::ops::linalg::matmul_pair::{pairs_run, MIN_DIM, MIN_FLOPS, PAIRS};
+            }
         }
         pub mod math {
             pub mod binary {

@@ -25,6 +25,7 @@ mod gru_sequence;
 mod jacobian;
 mod lstm_cell;
 mod lstm_sequence;
+mod matmul_pair;
 mod memory;
 mod recompute;
 mod seed_examples;

@@ -53,6 +53,13 @@ fn observer() -> Option<&'static dyn Observer> {
     }
 }
 
+/// Whether a transformation observes the tensors made on this thread (a
+/// trace records here).
+#[inline]
+pub(crate) fn observing() -> bool {
+    ON.with(Cell::get)
+}
+
 /// Tells the observer of a constant.
 #[inline]
 pub(crate) fn constant(t: &Tensor) {

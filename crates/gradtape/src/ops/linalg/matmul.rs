@@ -28,6 +28,11 @@ impl Tensor {
     /// `A B  -> (G Bᵀ, Aᵀ G)`, `A Bᵀ -> (G B, Gᵀ A)`,
     /// `Aᵀ B -> (B Gᵀ, A G)`, `Aᵀ Bᵀ -> (Bᵀ Gᵀ, Gᵀ Aᵀ)`;
     /// each then summed back over broadcast batch dims.
+    /// Eagerly, with nothing recording the rule's own ops, the two
+    /// products of an `f32` rule run as one job of two tasks, each whole on
+    /// one thread, where that was measured to pay (`matmul_pair`): the
+    /// same bits as one after the other, without a fork and join per
+    /// product or every thread packing the shared operand.
     pub fn matmul_with(&self, rhs: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         if self.dtype().is_complex() {
             return super::super::complex::matmul_with(self, rhs, ta, tb);
@@ -68,28 +73,26 @@ impl Tensor {
             move |_| {
                 vjp(move |g, needs| {
                     let g = &g[0];
-                    let ga = needs[0]
-                        .then(|| {
-                            match (ta, tb) {
-                                (false, false) => mm(g, false, &b, true),
-                                (false, true) => mm(g, false, &b, false),
-                                (true, false) => mm(&b, false, g, true),
-                                (true, true) => mm(&b, true, g, true),
-                            }
-                            .and_then(|t| t.sum_to_shape(a.shape()))
-                        })
-                        .transpose()?;
-                    let gb = needs[1]
-                        .then(|| {
-                            match (ta, tb) {
-                                (false, false) => mm(&a, true, g, false),
-                                (false, true) => mm(g, true, &a, false),
-                                (true, false) => mm(&a, false, g, false),
-                                (true, true) => mm(g, true, &a, true),
-                            }
-                            .and_then(|t| t.sum_to_shape(b.shape()))
-                        })
-                        .transpose()?;
+                    let da = || match (ta, tb) {
+                        (false, false) => mm(g, false, &b, true),
+                        (false, true) => mm(g, false, &b, false),
+                        (true, false) => mm(&b, false, g, true),
+                        (true, true) => mm(&b, true, g, true),
+                    };
+                    let db = || match (ta, tb) {
+                        (false, false) => mm(&a, true, g, false),
+                        (false, true) => mm(g, true, &a, false),
+                        (true, false) => mm(&a, false, g, false),
+                        (true, true) => mm(g, true, &a, true),
+                    };
+                    let (ga, gb) = if needs[0] && needs[1] && super::matmul_pair::worth(&a, &b, g, ta) {
+                        // both products at once, one per thread (same bits)
+                        let (ga, gb) = super::matmul_pair::both(da, db);
+                        (Some(ga?.sum_to_shape(a.shape())?), Some(gb?.sum_to_shape(b.shape())?))
+                    } else {
+                        let ga = needs[0].then(|| da()?.sum_to_shape(a.shape())).transpose()?;
+                        (ga, needs[1].then(|| db()?.sum_to_shape(b.shape())).transpose()?)
+                    };
                     Ok(grads![ga, gb])
                 })
             },

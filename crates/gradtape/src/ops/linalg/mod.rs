@@ -1,6 +1,7 @@
 //! Linear algebra, one file per kind:
 //!
-//! - `matmul.rs`: `matmul`, `matmul_with` (the one product kernel);
+//! - `matmul.rs`: `matmul`, `matmul_with` (the one product kernel), and
+//!   `matmul_pair.rs`: its rule's two products as one parallel job;
 //! - `products.rs`: `matvec`, `outer`, `tensordot` (built on it);
 //! - `einsum.rs`: `einsum` for any number of operands, and
 //!   `einsum_path.rs`: the order it contracts them in (`einsum_path`);
@@ -22,6 +23,8 @@ mod einsum;
 pub(crate) mod einsum_path;
 mod lstsq;
 pub(crate) mod matmul;
+#[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
+pub(crate) mod matmul_pair;
 mod products;
 mod solve;
 mod spectral;
