@@ -300,7 +300,7 @@ pub mod __internals {
                 pub use crate::kernels::cpu::causal_tiles::{products, runs_f32};
             }
             pub mod attention_rows {
-                pub use crate::kernels::cpu::attention_rows::{exp_sum, probs_and_ds, row_max, vector_rows};
+                pub use crate::kernels::cpu::attention_rows::{dot, exp_sum, probs_and_ds, row_max, vector_rows, zero};
             }
             pub mod complex_fns {
                 pub use crate::kernels::cpu::complex_fns::*;

@@ -325,3 +325,64 @@ fn blocks_sharing_their_key_panels_equal_plain_attention() {
         near(&grads, &want_g, &format!("backward {what}"));
     }
 }
+
+/// The rows of a causal block are cleared past their keys only as far as
+/// the tiles read them (`causal_tiles::read_end`: the rest of the task's
+/// scratch keeps the scores of the tiles or of an earlier block): lengths
+/// around the 8-row and 8-key tiles and the 64-row blocks (1, 17, 65,
+/// 129, 200, 300), more and fewer keys than queries, heads of 32, 80 and
+/// 128, with and without a mask, against plain `f64` attention; with
+/// dropout and keys hidden by a mask, against the online kernel in `f64`.
+/// Several batch elements, so that each task's scratch holds the last
+/// element's scores (other row lengths) when the next one starts.
+#[test]
+fn causal_rows_cleared_as_far_as_the_tiles_read_equal_plain_attention() {
+    for &(batch, tq, tk, d) in &[
+        (3, 1, 1, 32),
+        (3, 17, 17, 80),
+        (3, 65, 65, 128),
+        (2, 129, 129, 32),
+        (2, 200, 200, 80),
+        (2, 300, 300, 32),
+        (3, 65, 17, 32),
+        (2, 17, 200, 80),
+        (2, 129, 300, 128),
+    ] {
+        let [q, k, v, g] = inputs(batch, tq, tk, d, d);
+        let m = vals(batch * tq * tk, 5.0);
+        let mask = full_mask(&m, batch, tq, tk);
+        for masked in [false, true] {
+            let dims = Dims {
+                batch,
+                tq,
+                tk,
+                d,
+                dv: d,
+                scale: 1.0 / (d as f64).sqrt(),
+                causal: true,
+                dropout: None,
+            };
+            let what = format!("{batch}x{tq}x{tk} d {d} mask {masked}");
+            let (want, want_g) = plain(&dims, &q, &k, &v, masked.then_some(&m[..]), &g);
+            let mk = masked.then_some(&mask);
+            let fwd = forward("t", &dims, &q, &k, &v, mk).unwrap();
+            near(&fwd, &want, &format!("forward {what}"));
+            let grads = backward("t", &dims, &q, &k, &v, mk, &fwd, &g).unwrap();
+            near(&grads, &want_g, &format!("backward {what}"));
+        }
+        let (hm, hm64) = hiding(batch, tq, tk, 5, 2, tq / 2);
+        let (hmask, hmask64) = (full_mask(&hm, batch, tq, tk), full_mask(&hm64, batch, tq, tk));
+        let dims = Dims {
+            batch,
+            tq,
+            tk,
+            d,
+            dv: d,
+            scale: 0.1,
+            causal: true,
+            dropout: Some(Dropout::new(11, 0.3)),
+        };
+        let what = format!("{batch}x{tq}x{tk} d {d} hidden keys and dropout");
+        against_online(&what, &dims, [&q, &k, &v, &g], Some((&hmask, &hmask64)));
+    }
+}

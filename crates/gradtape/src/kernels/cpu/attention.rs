@@ -127,6 +127,7 @@ impl Dropout {
 
 impl Dims {
     /// How many keys row `i` sees.
+    #[inline]
     pub(crate) fn keys(&self, i: usize) -> usize {
         if self.causal {
             (i + 1).min(self.tk)

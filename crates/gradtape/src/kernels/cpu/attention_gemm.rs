@@ -35,7 +35,9 @@
 //! ([`split`](super::attention_split::split)). A block whose rows all see
 //! the same keys runs there too, up to the same length, as a flat
 //! staircase. The scratch blocks are not cleared between tasks: every
-//! entry a product or the softmax reads was written first.
+//! entry a product or the softmax reads was written first (on the tiles, a
+//! causal row's entries past its keys are set to 0 only as far as the
+//! tiles read them: [`hide`]).
 
 use super::attention::{Dims, Mask};
 use super::attention_rows::{exp_sum, probs_and_ds, row_max};
@@ -205,8 +207,9 @@ fn packs<T: Float>(dims: &Dims) -> Option<scratch::Kept<T>> {
 
 /// The scores of rows `i0..i0 + n` of batch element `b` against keys
 /// `0..nk` into `s` (`n × nk`): `scale · q kᵀ + mask`, and 0 (the
-/// probability) where a causal row may not look: the callers exponentiate
-/// only the keys a row sees. Returns the factor `a` still to be applied.
+/// probability) where a causal row may not look, as far as the products
+/// read ([`hide`]; the rest of the row is left as it was): the callers
+/// exponentiate only the keys a row sees. Returns the factor `a` still to be applied.
 /// Without a mask and with a positive scale the product is left unscaled
 /// (`a = scale`, taken by the exponential's argument, [`exp_affine`]:
 /// the same bits as scaling first, one pass over the scores fewer); else
@@ -289,13 +292,27 @@ fn scores<T: Float>(
             }
             None => {}
         }
-        fill(&mut row[seen..], T::zero());
+        hide(row, seen, (r, n), cut);
     }
     if deferred {
         scale
     } else {
         T::one()
     }
+}
+
+/// Sets the entries of row `r` of a block of `n` rows past the `seen` keys it sees
+/// to 0 (the probabilities of hidden keys), as far as the block's
+/// products read them: where the tiles take the block, up to
+/// [`read_end`](super::causal_tiles::read_end) (a causal row's next few
+/// keys); else to the row's end (`row`: the block's `nk` keys).
+#[inline(always)]
+fn hide<T: Float>(row: &mut [T], seen: usize, (r, n): (usize, usize), cut: &Split) {
+    let end = match &cut.tiles {
+        Some(t) => (t.lo + super::causal_tiles::read_end(&t.seen[..n], r)).clamp(seen, row.len()),
+        None => row.len(),
+    };
+    super::attention_rows::zero(&mut row[seen..end]);
 }
 
 /// The forward pass, as `attention::forward`:
@@ -571,7 +588,11 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                 // rows of a part of this batch element set to 0 (only where
                 // the buffer starts uninitialised)
                 let zero = |p: *mut T, rs: usize, rows: std::ops::Range<usize>, width: usize| {
-                    if covered {
+                    if covered && rs == width {
+                        // (rows side by side: one call, not one a row)
+                        // SAFETY: as below, the rows' span.
+                        unsafe { std::ptr::write_bytes(p.add(rows.start * rs), 0, rows.len() * width) };
+                    } else if covered {
                         for i in rows {
                             // SAFETY: this batch element's rows of a part
                             // (`extents` checked their reach).
@@ -639,18 +660,19 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                         let i = i0 + r;
                         let f = &fwd[(b * tq + i) * (dv + 1)..][..dv + 1];
                         let lse = f[dv];
-                        let dd = super::attention::dot(&f[..dv], &g[r * gs..][..dv]);
+                        let dd = super::attention_rows::dot(&f[..dv], &g[r * gs..][..dv]);
                         let seen = dims.keys(i).min(nk);
                         let (srow, dprow) = (&mut s[r * nk..][..seen], &mut dp[r * nk..][..nk]);
                         // srow: P, then P∘F (for dV); dprow: dS, 0 past the
-                        // keys the row sees (P is 0 there already, and the
-                        // products of a sub-block left dprow's scratch as it
-                        // was beyond its keys). dS is made from each block
+                        // keys the row sees as far as the products read
+                        // (`hide`: P is 0 there already, and the products
+                        // left dprow's scratch as it was beyond its keys,
+                        // or wrote scores there). dS is made from each block
                         // of P as the exponentials make it, in one pass
                         // with them (no sum of P either, which this pass
                         // does not need)
-                        let (dprow, hidden) = dprow.split_at_mut(seen);
-                        fill(hidden, T::zero());
+                        hide(dprow, seen, (r, n), &cut);
+                        let dprow = &mut dprow[..seen];
                         match &dims.dropout {
                             Some(dr) => {
                                 let at = (b * tq + i) * tk;
