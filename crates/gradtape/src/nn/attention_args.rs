@@ -354,7 +354,7 @@ impl KvCache {
 }
 
 /// A cache goes into and comes out of a traced
-/// [`function`](crate::function) as its tensors, so that a decoding step
+/// [`function`](crate::function()) as its tensors, so that a decoding step
 /// (the new positions and the caches in, the logits and the extended
 /// caches out) can be traced as TensorFlow's `call_with_cache` is: the
 /// keys and values, then a decoder block's kept projections of its
