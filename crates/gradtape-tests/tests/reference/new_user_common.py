@@ -44,3 +44,21 @@ def set_weights(variables, k0, ones=()):
 
 def adam():
     return keras.optimizers.Adam(learning_rate=lambda: 2.0**-7, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=2.0**-20)
+
+
+def train(name, step_fn, variables, opt, steps=2, grads_fn=None):
+    """Runs `steps` steps of `step_fn` (outputs, loss last) under one tape
+    each, emitting the outputs, the gradients and then the weights;
+    `grads_fn` maps the gradients to those applied (clipping)."""
+    for s in range(1, steps + 1):
+        with tf.GradientTape() as tape:
+            outs = step_fn()
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(outs[-1][1], variables)]
+        applied = grads_fn(grads, outs) if grads_fn else grads
+        opt.apply_gradients([(g, v) for g, v in zip(applied, variables) if g is not None])
+        for n, t in outs:
+            emit(f"{name}{s}_{n}", t)
+        for j, g in enumerate(grads):
+            emit(f"{name}{s}_grad{j}", g)
+    for j, v in enumerate(variables):
+        emit(f"{name}_weight{j}", v)

@@ -48,7 +48,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from new_user_common import F64, adam, emit, fill, set_weights
+from new_user_common import F64, adam, emit, fill, set_weights, train
 
 
 def dense(inp, units, activation=None, use_bias=True, dtype=F64):
@@ -61,24 +61,6 @@ def mlp(layers, x):
     for l in layers:
         x = l(x)
     return x
-
-
-def train(name, step_fn, variables, opt, steps=2, grads_fn=None):
-    """Runs `steps` steps of `step_fn` (outputs, loss last) under one tape
-    each, emitting the outputs, the gradients and then the weights;
-    `grads_fn` maps the gradients to those applied (clipping)."""
-    for s in range(1, steps + 1):
-        with tf.GradientTape() as tape:
-            outs = step_fn()
-        grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(outs[-1][1], variables)]
-        applied = grads_fn(grads, outs) if grads_fn else grads
-        opt.apply_gradients([(g, v) for g, v in zip(applied, variables) if g is not None])
-        for n, t in outs:
-            emit(f"{name}{s}_{n}", t)
-        for j, g in enumerate(grads):
-            emit(f"{name}{s}_grad{j}", g)
-    for j, v in enumerate(variables):
-        emit(f"{name}_weight{j}", v)
 
 
 print(f"# written by tests/reference/new_user_models5.py (TensorFlow {tf.__version__}, Keras {keras.__version__})", flush=True)

@@ -57,7 +57,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from new_user_common import F64, adam, emit, fill, set_weights
+from new_user_common import F64, adam, emit, fill, set_weights, train
 
 
 def gelu(x):
@@ -76,22 +76,6 @@ def layer_norm(d, eps=1e-5):
     ln = keras.layers.LayerNormalization(epsilon=eps, dtype=F64)
     ln.build((None, d))
     return ln
-
-
-def train(name, step_fn, variables, opt, steps=2):
-    """Runs `steps` steps of `step_fn` (outputs, loss last) under one tape
-    each, emitting the outputs, the gradients and then the weights."""
-    for s in range(1, steps + 1):
-        with tf.GradientTape() as tape:
-            outs = step_fn()
-        grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(outs[-1][1], variables)]
-        opt.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
-        for n, t in outs:
-            emit(f"{name}{s}_{n}", t)
-        for j, g in enumerate(grads):
-            emit(f"{name}{s}_grad{j}", g)
-    for j, v in enumerate(variables):
-        emit(f"{name}_weight{j}", v)
 
 
 class Block:
