@@ -46,16 +46,24 @@ def adam():
     return keras.optimizers.Adam(learning_rate=lambda: 2.0**-7, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=2.0**-20)
 
 
-def train(name, step_fn, variables, opt, steps=2, grads_fn=None):
+def train(name, step_fn, variables, opt, steps=2, grads_fn=None, after=None, data=None):
     """Runs `steps` steps of `step_fn` (outputs, loss last) under one tape
-    each, emitting the outputs, the gradients and then the weights;
-    `grads_fn` maps the gradients to those applied (clipping)."""
+    each, emitting the outputs, the gradients and then the weights. The
+    gradients are made dense (an embedding's IndexedSlices, as gradtape
+    applies it: Keras's Adam squares an IndexedSlices' values before summing
+    repeated rows, which differs from its own dense result); a missing one
+    is `none`, its variable left alone. `grads_fn` maps the gradients to
+    those applied (clipping), `after` runs after each update, `data(s)`
+    gives step s's arguments."""
     for s in range(1, steps + 1):
+        args = data(s) if data else ()
         with tf.GradientTape() as tape:
-            outs = step_fn()
+            outs = step_fn(*args)
         grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(outs[-1][1], variables)]
         applied = grads_fn(grads, outs) if grads_fn else grads
         opt.apply_gradients([(g, v) for g, v in zip(applied, variables) if g is not None])
+        if after:
+            after()
         for n, t in outs:
             emit(f"{name}{s}_{n}", t)
         for j, g in enumerate(grads):

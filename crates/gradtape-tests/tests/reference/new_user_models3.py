@@ -44,33 +44,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from new_user_common import F64, adam, emit, fill, set_weights
+from new_user_common import F64, adam, emit, fill, set_weights, train
 
 
 def dense(inp, units, activation=None, use_bias=True):
     layer = keras.layers.Dense(units, activation=activation, use_bias=use_bias, dtype=F64)
     layer.build((None, inp))
     return layer
-
-
-def train(name, step_fn, variables, opt, steps=2):
-    """Runs `steps` steps of `step_fn` (outputs, loss) under one tape each,
-    emitting the outputs, the gradients and then the weights. An
-    embedding's gradient (an IndexedSlices) is made dense before the
-    optimizer, as gradtape applies it (Keras's Adam squares an
-    IndexedSlices' values before summing repeated rows, which differs from
-    its own dense result)."""
-    for s in range(1, steps + 1):
-        with tf.GradientTape() as tape:
-            outs = step_fn()
-        grads = [tf.convert_to_tensor(g) for g in tape.gradient(outs[-1][1], variables)]
-        opt.apply_gradients(zip(grads, variables))
-        for n, t in outs:
-            emit(f"{name}{s}_{n}", t)
-        for j, g in enumerate(grads):
-            emit(f"{name}{s}_grad{j}", g)
-    for j, v in enumerate(variables):
-        emit(f"{name}_weight{j}", v)
 
 
 print(f"# written by tests/reference/new_user_models3.py (TensorFlow {tf.__version__}, Keras {keras.__version__})", flush=True)

@@ -43,7 +43,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from new_user_common import F64, adam, emit, fill, set_weights
+from new_user_common import F64, adam, emit, fill, set_weights, train
 
 
 def dense(inp, units, activation=None, use_bias=True):
@@ -56,27 +56,6 @@ def conv1d(inp, filters, kernel, dilation=1):
     layer = keras.layers.Conv1D(filters, kernel, dilation_rate=dilation, padding="causal", dtype=F64)
     layer.build((None, None, inp))
     return layer
-
-
-def train(name, step_fn, variables, opt, steps=2, after=None, data=None):
-    """Runs `steps` steps of `step_fn` (outputs, loss last) under one tape
-    each, emitting the outputs, the gradients (IndexedSlices made dense, as
-    applied; a missing gradient is `none`, its variable left alone) and then the weights; `after` runs after each update, `data(s)`
-    gives step s's arguments."""
-    for s in range(1, steps + 1):
-        args = data(s) if data else ()
-        with tf.GradientTape() as tape:
-            outs = step_fn(*args)
-        grads = [None if g is None else tf.convert_to_tensor(g) for g in tape.gradient(outs[-1][1], variables)]
-        opt.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
-        if after:
-            after()
-        for n, t in outs:
-            emit(f"{name}{s}_{n}", t)
-        for j, g in enumerate(grads):
-            emit(f"{name}{s}_grad{j}", g)
-    for j, v in enumerate(variables):
-        emit(f"{name}_weight{j}", v)
 
 
 print(f"# written by tests/reference/new_user_models4.py (TensorFlow {tf.__version__}, Keras {keras.__version__})", flush=True)
