@@ -163,6 +163,23 @@ pub(crate) fn near(x: &[f32], y: &[f64], what: &str) {
     }
 }
 
+/// The blocked kernels' forward and backward passes against plain `f64`
+/// attention (`plain`), with the mask `m` given both ways (its values for
+/// `plain`, as the kernels' `mask`) or none.
+pub(crate) fn against_plain(
+    dims: &Dims,
+    [q, k, v, g]: [&[f32]; 4],
+    m: Option<&[f32]>,
+    mask: Option<&Mask<'_, f32>>,
+    what: &str,
+) {
+    let (want, want_g) = plain(dims, q, k, v, m, g);
+    let fwd = forward("t", dims, q, k, v, mask).unwrap();
+    near(&fwd, &want, &format!("forward {what}"));
+    let grads = backward("t", dims, q, k, v, mask, &fwd, g).unwrap();
+    near(&grads, &want_g, &format!("backward {what}"));
+}
+
 /// Causal lengths on either side of the tiles' 8 and 16 rows and of the
 /// blocks' 64, more and fewer keys than queries (the block that reaches
 /// past the keys; past 256 keys only the diagonal is tiled), head widths
@@ -200,12 +217,8 @@ fn causal_blocks_equal_plain_attention() {
                 dropout: None,
             };
             let what = format!("{batch}x{tq}x{tk} d {d} dv {dv} scale {scale} mask {masked}");
-            let (want, want_g) = plain(&dims, &q, &k, &v, masked.then_some(&m[..]), &g);
-            let mk = masked.then_some(&mask);
-            let fwd = forward("t", &dims, &q, &k, &v, mk).unwrap();
-            near(&fwd, &want, &format!("forward {what}"));
-            let grads = backward("t", &dims, &q, &k, &v, mk, &fwd, &g).unwrap();
-            near(&grads, &want_g, &format!("backward {what}"));
+            let (m, mask) = (masked.then_some(&m[..]), masked.then_some(&mask));
+            against_plain(&dims, [&q, &k, &v, &g], m, mask, &what);
         }
     }
 }
@@ -317,12 +330,8 @@ fn blocks_sharing_their_key_panels_equal_plain_attention() {
             dropout: None,
         };
         let [q, k, v, g] = inputs(batch, t, t, d, d);
-        let (want, want_g) = plain(&dims, &q, &k, &v, None, &g);
         let what = format!("{batch}x{t}x{t} d {d} causal {causal}");
-        let fwd = forward("t", &dims, &q, &k, &v, None).unwrap();
-        near(&fwd, &want, &format!("forward {what}"));
-        let grads = backward("t", &dims, &q, &k, &v, None, &fwd, &g).unwrap();
-        near(&grads, &want_g, &format!("backward {what}"));
+        against_plain(&dims, [&q, &k, &v, &g], None, None, &what);
     }
 }
 
@@ -363,12 +372,8 @@ fn causal_rows_cleared_as_far_as_the_tiles_read_equal_plain_attention() {
                 dropout: None,
             };
             let what = format!("{batch}x{tq}x{tk} d {d} mask {masked}");
-            let (want, want_g) = plain(&dims, &q, &k, &v, masked.then_some(&m[..]), &g);
-            let mk = masked.then_some(&mask);
-            let fwd = forward("t", &dims, &q, &k, &v, mk).unwrap();
-            near(&fwd, &want, &format!("forward {what}"));
-            let grads = backward("t", &dims, &q, &k, &v, mk, &fwd, &g).unwrap();
-            near(&grads, &want_g, &format!("backward {what}"));
+            let (m, mask) = (masked.then_some(&m[..]), masked.then_some(&mask));
+            against_plain(&dims, [&q, &k, &v, &g], m, mask, &what);
         }
         let (hm, hm64) = hiding(batch, tq, tk, 5, 2, tq / 2);
         let (hmask, hmask64) = (full_mask(&hm, batch, tq, tk), full_mask(&hm64, batch, tq, tk));
