@@ -121,6 +121,12 @@ fn table() -> Vec<Case> {
             &[4],
             Pos,
         ),
+        (
+            "dynamic_slice block",
+            |x| sq(x[0].dynamic_slice(&ids(&[0, 1, 2]), &[2, 1, 2])),
+            &[2, 3, 4],
+            Any,
+        ),
     ];
     for &(name, f, shape, dom) in one {
         t.push(case(name, f, &[(shape, dom)]));
@@ -137,6 +143,12 @@ fn table() -> Vec<Case> {
             |x| sq(x[0].tensor_scatter_nd_update(&idx(&[1, 0, 0, 2], &[2, 2]), &x[1])),
             &[2, 3],
             &[2],
+        ),
+        (
+            "dynamic_update_slice block",
+            |x| sq(x[0].dynamic_update_slice(&x[1], &ids(&[1, 2]))),
+            &[3, 4],
+            &[2, 2],
         ),
     ];
     for &(name, f, a, b) in two {
@@ -167,6 +179,8 @@ fn every_sorting_and_segment_op_passes_the_gradient_checker() {
             "unsorted_segment_prod",
             "tensor_scatter_nd_add",
             "tensor_scatter_nd_update",
+            "dynamic_slice",
+            "dynamic_update_slice",
         ],
         23,
         150,
@@ -501,5 +515,99 @@ fn empty_segment_fills_match_tensorflow_for_every_dtype() -> Result<()> {
         xi.unsorted_segment_min(&ids(&[0, 0]), 2)?.to_vec::<i64>()?,
         [1, i64::MAX]
     );
+    Ok(())
+}
+
+/// `dynamic_slice` and `dynamic_update_slice` against JAX 0.10
+/// (`jax.lax.dynamic_slice` / `dynamic_update_slice` in float64, printed
+/// by a script run in the reference venv): values, and the gradients of
+/// `Σ w · dynamic_update_slice(x, u, (1, 1, 0))` with `w = 1 + k/2`;
+/// where JAX clamps a start so the block fits, these refuse it, naming the
+/// op and the shapes; and a traced function of the start serves every
+/// start from one trace.
+#[test]
+fn dynamic_slices_match_jax_refuse_blocks_past_the_end_and_trace_once() -> Result<()> {
+    let x = Tensor::from_vec((0..24).map(f64::from).collect::<Vec<_>>(), &[2, 3, 4])?;
+    let u = Tensor::from_vec((1..7).map(|v| -f64::from(v)).collect::<Vec<_>>(), &[1, 2, 3])?;
+    let at = ids(&[1, 1, 0]);
+    let y = x.dynamic_update_slice(&u, &at)?;
+    let want = [
+        0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15., -1., -2., -3., 19., -4., -5., -6., 23.,
+    ];
+    assert_eq!(y.to_vec::<f64>()?, want);
+    let s = x.dynamic_slice(&ids(&[0, 1, 2]), &[2, 2, 2])?;
+    assert_eq!(s.to_vec::<f64>()?, [6., 7., 10., 11., 18., 19., 22., 23.]);
+    // i32 starts too
+    let at32 = Tensor::vector(&[1i32, 1, 0]);
+    assert_eq!(x.dynamic_update_slice(&u, &at32)?.to_vec::<f64>()?, want);
+    let w = Tensor::from_vec(
+        (0..24).map(|k| 1.0 + f64::from(k) * 0.5).collect::<Vec<_>>(),
+        &[2, 3, 4],
+    )?;
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(&x);
+        tape.watch(&u);
+        x.dynamic_update_slice(&u, &at)?.mul(&w)?.sum_all()
+    })?;
+    let g = tape.gradient(&loss, &[&x, &u])?;
+    let gx = g[0].as_ref().expect("dx").to_vec::<f64>()?;
+    assert_eq!(
+        gx,
+        [
+            1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 0.0, 0.0, 0.0, 10.5, 0.0,
+            0.0, 0.0, 12.5
+        ]
+    );
+    assert_eq!(
+        g[1].as_ref().expect("du").to_vec::<f64>()?,
+        [9.0, 9.5, 10.0, 11.0, 11.5, 12.0]
+    );
+
+    // errors: past the end (JAX would clamp to (1, 1, 1)), negative,
+    // a start of the wrong length or dtype, an update of another rank or
+    // dtype, sizes of another rank
+    let bad: Vec<(Result<Tensor>, &str)> = vec![
+        (
+            x.dynamic_update_slice(&u, &ids(&[1, 1, 2])),
+            "[1, 2, 3] at start [1, 1, 2]",
+        ),
+        (x.dynamic_update_slice(&u, &ids(&[-1, 0, 0])), "at start [-1, 0, 0]"),
+        (x.dynamic_update_slice(&u, &ids(&[1, 1])), "a vector of 3 integers"),
+        (
+            x.dynamic_update_slice(&u, &Tensor::vector(&[1.0f64, 1.0, 0.0])),
+            "a vector of 3 integers",
+        ),
+        (x.dynamic_update_slice(&u.reshape(&[2, 3])?, &at), "rank"),
+        (x.dynamic_update_slice(&u.cast(DType::F32)?, &at), "f32"),
+        (
+            x.dynamic_slice(&ids(&[0, 2, 0]), &[2, 2, 4]),
+            "[2, 2, 4] at start [0, 2, 0]",
+        ),
+        (x.dynamic_slice(&at, &[2, 2]), "2 sizes"),
+    ];
+    for (i, (r, want)) in bad.into_iter().enumerate() {
+        let e = r.expect_err("refused").to_string();
+        assert!(e.contains("dynamic_") && e.contains(want), "case {i}: {e}");
+    }
+
+    // traced: the start is an input, one trace for every start; past the
+    // end the compiled step refuses it as the eager op does
+    let f = function(|(x, u, at): &(Tensor, Tensor, Tensor)| {
+        let y = x.dynamic_update_slice(u, at)?;
+        Ok((y.clone(), y.dynamic_slice(at, &[1, 2, 3])?.sum_all()?))
+    });
+    for start in [[1i64, 1, 0], [0, 0, 1], [1, 0, 0], [0, 1, 1]] {
+        let at = ids(&start);
+        let (y, s) = f.call(&(x.clone(), u.clone(), at.clone()))?;
+        assert_eq!(y.to_vec::<f64>()?, x.dynamic_update_slice(&u, &at)?.to_vec::<f64>()?);
+        assert_eq!(s.item()?, -21.0);
+    }
+    assert_eq!(f.trace_count(), 1);
+    let e = f
+        .call(&(x.clone(), u.clone(), ids(&[1, 2, 0])))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dynamic_update_slice") && e.contains("does not fit"), "{e}");
     Ok(())
 }

@@ -7,9 +7,12 @@
 //!   adjoint
 //! - `strided.rs`: NumPy-style strided slicing, `reverse`, `tile`, `repeat`,
 //!   reflection padding
+//! - `dynamic.rs`: `dynamic_slice` and `dynamic_update_slice`, a block at
+//!   a start held in a tensor (so that one trace serves every start)
 //! - `join.rs`: `concat`, `stack`, `unstack`, `split`
 //! - `fill.rs`: constructors (`eye`, `linspace`, `range`, `one_hot`)
 
+mod dynamic;
 mod fill;
 pub(crate) mod join;
 mod shape;

@@ -215,6 +215,12 @@ pub enum ShapeOp {
     ConcatRows,
     /// Tensors of one shape stacked along a new axis 0 (any number).
     Stack,
+    /// A block of these sizes at a start read from a tensor (`x`,
+    /// `start`).
+    DynamicSlice(Dims),
+    /// A block written at a start read from a tensor (`x`, `update`,
+    /// `start`).
+    DynamicUpdateSlice,
 }
 
 impl ShapeOp {
@@ -242,6 +248,8 @@ impl ShapeOp {
             ShapeOp::ScatterNd(_) => "ScatterNd",
             ShapeOp::ConcatRows => "ConcatRows",
             ShapeOp::Stack => "Stack",
+            ShapeOp::DynamicSlice(_) => "DynamicSlice",
+            ShapeOp::DynamicUpdateSlice => "DynamicUpdateSlice",
         }
     }
 
@@ -289,6 +297,14 @@ impl ShapeOp {
                 crate::ops::index::concat_rows(a, b)?
             }
             ShapeOp::Stack => crate::ops::array::join::stack(inputs)?,
+            ShapeOp::DynamicSlice(sizes) => {
+                let (x, start) = two()?;
+                x.dynamic_slice(start, sizes)?
+            }
+            ShapeOp::DynamicUpdateSlice => match inputs {
+                [x, u, start] => x.dynamic_update_slice(u, start)?,
+                _ => return Err(crate::error::Error::invalid(self.name(), "expects 3 inputs")),
+            },
             _ => return self.eval_one(super::one_input(self.name(), inputs)?),
         };
         Ok(smallvec::smallvec![y])
@@ -306,7 +322,11 @@ impl ShapeOp {
             | ShapeOp::GatherNd
             | ShapeOp::ScatterNd(_)
             | ShapeOp::ConcatRows
-            | ShapeOp::Stack => return Err(crate::error::Error::invalid(self.name(), "expects 2 or more inputs")),
+            | ShapeOp::Stack
+            | ShapeOp::DynamicSlice(_)
+            | ShapeOp::DynamicUpdateSlice => {
+                return Err(crate::error::Error::invalid(self.name(), "expects 2 or more inputs"))
+            }
             ShapeOp::StridedSlice(spec) => crate::ops::strided::strided_replay(x, spec)?,
             ShapeOp::StridedSliceGrad(shape, spec) => crate::ops::strided::strided_embed(x, shape, spec.to_vec())?,
             ShapeOp::Reverse(axes) => {
@@ -337,6 +357,7 @@ impl ShapeOp {
             ShapeOp::StridedSliceGrad(shape, spec) => write!(f, "[shape={:?}, spec={:?}]", &shape[..], &spec[..]),
             ShapeOp::Reverse(axes) => write!(f, "[axes={:?}]", &axes[..]),
             ShapeOp::ScatterNd(shape) => write!(f, "[shape={:?}]", &shape[..]),
+            ShapeOp::DynamicSlice(sizes) => write!(f, "[sizes={:?}]", &sizes[..]),
             ShapeOp::Contiguous
             | ShapeOp::Identity
             | ShapeOp::StopGradient
@@ -344,7 +365,8 @@ impl ShapeOp {
             | ShapeOp::RowInto
             | ShapeOp::GatherNd
             | ShapeOp::ConcatRows
-            | ShapeOp::Stack => Ok(()),
+            | ShapeOp::Stack
+            | ShapeOp::DynamicUpdateSlice => Ok(()),
         }
     }
 }
