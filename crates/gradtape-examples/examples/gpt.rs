@@ -44,7 +44,11 @@
 //! sampled from a prompt (temperature 0.8, top-k 10). Sampling uses one
 //! [`KvCache`] per block: the prompt goes in once, then each new character
 //! attends from its one position to the cached keys and values of those
-//! before it. When the window of 64 is full it slides: the last 32
+//! before it. The caches have a fixed capacity (the context) and the
+//! decoding step is a traced [`gradtape::function`]: the caches' index is a
+//! tensor, so every one-character step runs the same graph (three traces
+//! in all: the prompt, the refill and the one-character step). When the
+//! window of 64 is full it slides: the last 32
 //! characters are kept and fed again as a new prompt (positions restart at
 //! 0), so the cost is one 32-position pass every 32 characters. The same
 //! text is then generated again without the cache (the whole window rerun
@@ -349,7 +353,17 @@ impl Gpt {
     pub fn logits(&self, ids: &Tensor, start: usize, caches: Option<&mut [KvCache]>, training: bool) -> Result<Tensor> {
         let mut h = self.tokens.call(ids)?;
         if let Some(p) = &self.positions {
-            h = p.add_to(&h, start)?;
+            // caches of fixed capacity hold the position as a tensor (one
+            // trace for every position): the table's rows sliced there
+            let index = caches.as_ref().and_then(|c| c.first()).and_then(KvCache::index);
+            h = match index {
+                Some(i) => {
+                    let at = Tensor::stack(&[i, &i.try_zeros_like()?], 0)?;
+                    let table = p.table().read();
+                    h.add(&table.dynamic_slice(&at, &[ids.shape()[1], table.shape()[1]])?)?
+                }
+                None => p.add_to(&h, start)?,
+            };
         }
         match caches {
             Some(caches) => {
@@ -423,30 +437,56 @@ pub fn optimizer(cfg: &Config) -> AdamW {
         .with_name("adamw")
 }
 
+/// How [`generate`] computes the logits of each new character.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Decode {
+    /// The whole window rerun for each character (the reference).
+    Rerun,
+    /// One growing [`KvCache`] per block, eagerly.
+    Cached,
+    /// One [`KvCache`] of fixed capacity (the context) per block, through
+    /// a traced decoding step: one trace for every one-character step.
+    Traced,
+}
+
 /// `n` new characters after `prompt`, each drawn by [`sample_next`] from
-/// the logits of the last position. With `cached`, one [`KvCache`] per
-/// block: the prompt is fed once and then each new character alone, at its
-/// position. Without, the whole window is rerun for each character (the
-/// reference). Both slide the same way: when the window (the characters
+/// the logits of the last position, and the number of traces of the
+/// decoding step (0 unless `decode` is [`Decode::Traced`]). With caches
+/// the prompt is fed once and then each new character alone, at its
+/// position. All slide the same way: when the window (the characters
 /// since its start) would pass the model's context, it restarts at the last
 /// half of the context (positions from 0 again; the caches are refilled
 /// from those characters).
 pub fn generate(
-    model: &Gpt,
+    model: &Arc<Gpt>,
     prompt: &[i64],
     n: usize,
     temperature: f64,
     top_k: Option<usize>,
     rng: &mut Rng,
-    cached: bool,
-) -> Result<Vec<i64>> {
+    decode: Decode,
+) -> Result<(Vec<i64>, usize)> {
     let context = model.context();
     if prompt.is_empty() {
         return Err(invalid("the prompt is empty".into()));
     }
     let mut tokens = prompt.to_vec();
     let mut start = tokens.len().saturating_sub(context);
-    let mut caches: Vec<KvCache> = model.blocks.iter().map(|_| KvCache::new()).collect();
+    let mut caches: Vec<KvCache> = match decode {
+        Decode::Traced => model
+            .blocks
+            .iter()
+            .map(|b| b.kv_cache(1, context))
+            .collect::<Result<_>>()?,
+        _ => model.blocks.iter().map(|_| KvCache::new()).collect(),
+    };
+    let step = {
+        let model = model.clone();
+        function(move |(ids, caches): &(Tensor, Vec<KvCache>)| {
+            let mut caches = caches.clone();
+            Ok((model.logits(ids, 0, Some(&mut caches[..]), false)?, caches))
+        })
+    };
     // the window's characters already in the caches
     let mut fed = 0;
     for _ in 0..n {
@@ -456,10 +496,16 @@ pub fn generate(
             fed = 0;
         }
         let window = &tokens[start..];
-        let logits = if cached {
+        let logits = if decode != Decode::Rerun {
             let new = &window[fed..];
             let ids = Tensor::from_vec(new.to_vec(), &[1, new.len()])?;
-            let l = model.logits(&ids, fed, Some(&mut caches[..]), false)?;
+            let l = if decode == Decode::Traced {
+                let (l, next) = step.call(&(ids, std::mem::take(&mut caches)))?;
+                caches = next;
+                l
+            } else {
+                model.logits(&ids, fed, Some(&mut caches[..]), false)?
+            };
             fed = window.len();
             l
         } else {
@@ -470,7 +516,7 @@ pub fn generate(
         let last = logits.narrow(1, t - 1, 1)?.reshape(&[1, model.vocab])?;
         tokens.push(sample_next(&last, temperature, top_k, rng)?.to_vec::<i64>()?[0]);
     }
-    Ok(tokens[prompt.len()..].to_vec())
+    Ok((tokens[prompt.len()..].to_vec(), step.trace_count()))
 }
 
 /// The median of `v` (0 when empty).
@@ -514,7 +560,7 @@ pub fn first_step_eager_and_traced(cfg: &Config) -> Result<(f64, f64, f64)> {
 pub struct Outcome {
     pub corpus: Corpus,
     /// The trained model.
-    pub model: Gpt,
+    pub model: Arc<Gpt>,
     /// The training loss at each step.
     pub losses: Vec<f64>,
     pub initial_valid_loss: f64,
@@ -689,14 +735,14 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     // generation, with the caches and then (to time it) without
     let prompt = corpus.encode(&cfg.prompt)?;
     let t = Instant::now();
-    let ids = generate(
+    let (ids, _) = generate(
         &model,
         &prompt,
         cfg.generate,
         cfg.temperature,
         cfg.top_k,
         &mut Rng::new(cfg.seed),
-        true,
+        Decode::Traced,
     )?;
     let cached_ms = t.elapsed().as_secs_f64() * 1e3 / cfg.generate.max(1) as f64;
     let sample = corpus.decode(&ids);
@@ -706,18 +752,18 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
             cfg.generate, cfg.prompt, cfg.temperature, cfg.top_k, cfg.prompt
         );
         let t = Instant::now();
-        let rerun = generate(
+        let (rerun, _) = generate(
             &model,
             &prompt,
             cfg.generate,
             cfg.temperature,
             cfg.top_k,
             &mut Rng::new(cfg.seed),
-            false,
+            Decode::Rerun,
         )?;
         let full_ms = t.elapsed().as_secs_f64() * 1e3 / cfg.generate.max(1) as f64;
         println!(
-            "time per character: {cached_ms:.2} ms with the key/value caches, {full_ms:.2} ms rerunning the window ({})",
+            "time per character: {cached_ms:.2} ms with the key/value caches (traced), {full_ms:.2} ms rerunning the window ({})",
             if rerun == ids {
                 "the same text"
             } else {
@@ -727,7 +773,6 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     }
     let trace_count = traced_step.trace_count();
     drop(traced_step);
-    let model = Arc::into_inner(model).ok_or_else(|| invalid("the model is still shared".into()))?;
     Ok(Outcome {
         corpus,
         model,

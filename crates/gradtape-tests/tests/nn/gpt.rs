@@ -9,6 +9,7 @@
 #[path = "../../../gradtape-examples/examples/gpt.rs"]
 mod example;
 
+use example::Decode;
 use gradtape::Rng;
 
 fn tiny(out_dir: std::path::PathBuf) -> example::Config {
@@ -54,10 +55,12 @@ fn the_gpt_example_learns_reloads_and_decodes_with_caches() -> gradtape::Result<
     assert_eq!(out.sample.chars().count(), cfg.generate);
 
     // greedy decoding of 40 characters (the window of 16 slides 4 times)
-    // with the caches and by rerunning the window: the same characters
+    // with the caches (eager, and fixed ones through a traced step) and by
+    // rerunning the window: the same characters
     let prompt = out.corpus.encode("The ")?;
-    let decode = |cached| example::generate(&out.model, &prompt, 40, 1.0, Some(1), &mut Rng::new(5), cached);
-    let (with, without) = (decode(true)?, decode(false)?);
+    let decode = |how| example::generate(&out.model, &prompt, 40, 1.0, Some(1), &mut Rng::new(5), how);
+    let (with, without) = (decode(Decode::Cached)?.0, decode(Decode::Rerun)?.0);
+    let (traced, traces) = decode(Decode::Traced)?;
     assert_eq!(with.len(), 40);
     assert_eq!(
         with,
@@ -66,9 +69,15 @@ fn the_gpt_example_learns_reloads_and_decodes_with_caches() -> gradtape::Result<
         out.corpus.decode(&with),
         out.corpus.decode(&without)
     );
+    assert_eq!(traced, without);
+    // three traces for 40 characters: the prompt of 4, the refills of 8
+    // after each slide, and every one-character step
+    assert_eq!(traces, 3);
     // and with sampling (the same draws from the same seeded generator)
-    let sample = |cached| example::generate(&out.model, &prompt, 40, 0.8, Some(10), &mut Rng::new(6), cached);
-    assert_eq!(sample(true)?, sample(false)?);
+    let sample = |how| example::generate(&out.model, &prompt, 40, 0.8, Some(10), &mut Rng::new(6), how);
+    let reference = sample(Decode::Rerun)?.0;
+    assert_eq!(sample(Decode::Cached)?.0, reference);
+    assert_eq!(sample(Decode::Traced)?.0, reference);
     std::fs::remove_dir_all(out_dir).unwrap();
     Ok(())
 }
@@ -108,8 +117,12 @@ fn the_llama_variant_learns_and_decodes_with_caches() -> gradtape::Result<()> {
     // no learned positions: the block sees them through the rotations
     assert!(out.model.variables().iter().all(|v| !v.name().contains("positions")));
     let prompt = out.corpus.encode("The ")?;
-    let decode = |cached| example::generate(&out.model, &prompt, 40, 0.8, Some(10), &mut Rng::new(6), cached);
-    assert_eq!(decode(true)?, decode(false)?);
+    let decode = |how| example::generate(&out.model, &prompt, 40, 0.8, Some(10), &mut Rng::new(6), how);
+    let reference = decode(Decode::Rerun)?.0;
+    assert_eq!(decode(Decode::Cached)?.0, reference);
+    // (the rotary positions read at the fixed caches' index)
+    let (traced, traces) = decode(Decode::Traced)?;
+    assert_eq!((traced, traces), (reference, 3));
     std::fs::remove_dir_all(out_dir).unwrap();
     let (eager, traced, weights) = example::first_step_eager_and_traced(&cfg)?;
     assert!(

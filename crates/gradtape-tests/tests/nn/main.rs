@@ -44,6 +44,7 @@ mod keras_metrics_more;
 mod layer_norm;
 mod llama_parts;
 mod masking;
+mod mha_axes;
 mod new_user_adamw;
 mod new_user_batches;
 mod new_user_bert;

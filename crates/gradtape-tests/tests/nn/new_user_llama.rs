@@ -18,7 +18,12 @@
 //!   the caches (a `KvCache` passes through a trace as its tensors), equal
 //!   to recomputing the whole prefix each step (eagerly and traced, one
 //!   trace per prefix length) to rounding, and to TensorFlow's logits and
-//!   tokens.
+//!   tokens;
+//! - the same through caches of fixed capacity (`kv_cache`, keras_hub's
+//!   `CachedMultiHeadAttention` cache, written at an index tensor): 22
+//!   steps from one trace of the one-token step, equal to the eager
+//!   steps, the growing caches and the recomputed prefix to rounding, and
+//!   to TensorFlow's logits for the first four; a full cache refused.
 
 use std::sync::Mutex;
 
@@ -257,12 +262,121 @@ fn llama_greedy_generation_with_kv_cache_matches_recompute_and_tensorflow() -> R
     Ok(())
 }
 
+/// The same greedy decoding through caches of fixed capacity
+/// (`MultiHeadAttention::kv_cache`, keras_hub's `CachedMultiHeadAttention`
+/// cache: buffers of 32 positions written at an index tensor, the rotary
+/// positions read at it), the prompt in one piece then 21 tokens one at a
+/// time: TensorFlow's logits for the first four steps, the eager step's
+/// logits and caches from the traced step, the growing cache's logits
+/// and the recomputed prefix's to rounding at every step, and two traces
+/// for all 22 steps (the prompt's three positions, then every one-token
+/// step: the growing cache traces once per length, the test above).
+#[test]
+fn llama_greedy_decoding_with_fixed_caches_traces_once_and_matches_tensorflow() -> Result<()> {
+    let mut check = Check::with(DATA, 1e-6);
+    let m = std::sync::Arc::new(Llama::new(DType::F64, 430.0)?);
+    let head = &m.head.trainable_variables()[0];
+    head.assign(&head.read().mul_scalar(8.0)?)?;
+    let step = {
+        let m = m.clone();
+        function(move |(fed, caches): &(Tensor, Vec<KvCache>)| {
+            let mut caches = caches.clone();
+            Ok((last(&m.logits_cached(fed, &mut caches)?)?, caches))
+        })
+    };
+    let fixed = || {
+        m.blocks
+            .iter()
+            .map(|b| b.attn.kv_cache(2, 32))
+            .collect::<Result<Vec<_>>>()
+    };
+    let (mut eager, mut traced, mut growing) = (fixed()?, fixed()?, vec![KvCache::new(); 2]);
+    let mut seq = ids(&[3, 7, 1, 5, 0, 10], &[2, 3])?;
+    let mut fed = seq.clone();
+    // worst differences: traced against eager, eager fixed against
+    // growing, fixed against the recomputed prefix
+    let (mut traced_eager, mut fixed_growing, mut fixed_full) = (0f64, 0f64, 0f64);
+    let worst = |w: &mut f64, a: &Tensor, b: &Tensor| {
+        for (a, b) in a.to_vec_f64().iter().zip(b.to_vec_f64()) {
+            *w = w.max((a - b).abs() / b.abs().max(1.0));
+        }
+    };
+    for s in 0..22 {
+        let got = last(&m.logits_cached(&fed, &mut eager)?)?;
+        let (got_traced, next) = step.call(&(fed.clone(), traced))?;
+        traced = next;
+        let grown = last(&m.logits_cached(&fed, &mut growing)?)?;
+        let full = last(&m.logits(&seq)?)?;
+        if s < 4 {
+            let name = format!("gen{s}_logits");
+            check.one("fixed cache", &name, Some(&got));
+            check.one("fixed cache traced", &name, Some(&got_traced));
+        }
+        worst(&mut traced_eager, &got_traced, &got);
+        worst(&mut fixed_growing, &got, &grown);
+        worst(&mut fixed_full, &got, &full);
+        for (t, e) in traced.iter().zip(&eager) {
+            worst(&mut traced_eager, t.keys().unwrap(), e.keys().unwrap());
+            worst(&mut traced_eager, t.values().unwrap(), e.values().unwrap());
+            assert_eq!(t.index().unwrap().to_vec::<i64>()?, e.index().unwrap().to_vec::<i64>()?);
+        }
+        let next = got.argmax(-1)?.reshape(&[2, 1])?.cast(DType::I64)?;
+        seq = Tensor::concat(&[&seq, &next], 1)?;
+        fed = next;
+    }
+    eprintln!(
+        "llama fixed caches, 22 steps: traced against eager {traced_eager:.1e}, against the growing cache {fixed_growing:.1e}, against the recomputed prefix {fixed_full:.1e}"
+    );
+    assert!(traced_eager < 1e-13, "traced against eager: {traced_eager:e}");
+    assert!(fixed_growing < 1e-13, "fixed against growing: {fixed_growing:e}");
+    assert!(fixed_full < 1e-12, "fixed against recomputed: {fixed_full:e}");
+    assert_eq!(step.trace_count(), 2, "the prompt's shape, then every one-token step");
+    assert_eq!(
+        (eager[0].len(), traced[1].len(), eager[1].capacity()),
+        (24, 24, Some(32))
+    );
+    assert_eq!(eager[1].keys().unwrap().shape(), &[2, 2, 32, 4]);
+    check.finish("llama fixed-cache generation", 4 * 22 * 2 - 1);
+
+    // the rest of the capacity: 8 more positions fit, the 9th does not,
+    // eagerly (naming the layer and the capacity) and traced (the write
+    // refuses it); nor does a cache of another batch
+    let eight = ids(&[1; 16], &[2, 8])?;
+    let mut full = eager.clone();
+    m.logits_cached(&eight, &mut full)?;
+    assert_eq!(full[0].len(), 32);
+    let e = m
+        .logits_cached(&ids(&[1, 2], &[2, 1])?, &mut full)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MultiHeadAttention") && e.contains("capacity is 32"), "{e}");
+    // (the rotary tables are read at the index first)
+    let e = step.call(&(ids(&[1, 2], &[2, 1])?, full)).unwrap_err().to_string();
+    assert!(e.contains("dynamic_slice") && e.contains("does not fit"), "{e}");
+    let mut one = m
+        .blocks
+        .iter()
+        .map(|b| b.attn.kv_cache(1, 32))
+        .collect::<Result<Vec<_>>>()?;
+    let e = m
+        .logits_cached(&ids(&[1, 2], &[2, 1])?, &mut one)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("MultiHeadAttention") && e.contains("[1, 2, 32, 4]") && e.contains("batch of 2"),
+        "{e}"
+    );
+    Ok(())
+}
+
 /// A Mistral-shaped decoder from `TransformerBlock::llama()`: one
 /// key/value head (multi-query attention) and a sliding window of 3, two
 /// blocks, whose cached greedy decoding (the prompt in one piece, then a
 /// token at a time: the window and the rotary positions then count from
 /// the cache's length) gives the logits of recomputing the whole prefix,
-/// eagerly and through a traced decoding step. No TensorFlow reference:
+/// eagerly and through a traced decoding step, from growing caches and
+/// from caches of fixed capacity (`TransformerBlock::kv_cache`: the window
+/// then masks from the caches' index tensor). No TensorFlow reference:
 /// the recomputation is the model's definition, checked against Keras in
 /// `attention_masks` (windows) and above (rotary, grouped heads).
 #[test]
@@ -309,24 +423,31 @@ fn mistral_window_mqa_cached_decoding_equals_recompute_eager_and_traced() -> Res
             tok.attend(&h)
         }
     };
-    let step = {
+    let new_step = || {
         let run = run.clone();
         function(move |(fed, caches): &(Tensor, Vec<KvCache>)| {
             let mut caches = caches.clone();
             Ok((last(&run(fed, Some(&mut caches))?)?, caches))
         })
     };
+    let (step, step_fixed) = (new_step(), new_step());
     let mut seq = ids(&[3, 7, 1, 9, 5, 0, 10, 2], &[2, 4])?;
     let (mut caches, mut traced_caches) = (vec![KvCache::new(); 2], vec![KvCache::new(); 2]);
+    // and caches of fixed capacity (12 positions), eager and traced
+    let fixed = || blocks.iter().map(|b| b.kv_cache(2, 12)).collect::<Result<Vec<_>>>();
+    let (mut fixed_eager, mut fixed_traced) = (fixed()?, fixed()?);
     let mut fed = seq.clone();
     let mut worst = 0f64;
     for s in 0..5 {
         let cached = last(&run(&fed, Some(&mut caches))?)?;
         let (traced, next) = step.call(&(fed.clone(), traced_caches))?;
         traced_caches = next;
+        let from_fixed = last(&run(&fed, Some(&mut fixed_eager))?)?;
+        let (fixed_traced_out, next) = step_fixed.call(&(fed.clone(), fixed_traced))?;
+        fixed_traced = next;
         let full = last(&run(&seq, None)?)?;
         let scale = full.to_vec_f64().iter().fold(0f64, |m, x| m.max(x.abs()));
-        for got in [&cached, &traced] {
+        for got in [&cached, &traced, &from_fixed, &fixed_traced_out] {
             for (a, b) in got.to_vec_f64().iter().zip(full.to_vec_f64()) {
                 worst = worst.max((a - b).abs() / scale);
             }
@@ -341,5 +462,8 @@ fn mistral_window_mqa_cached_decoding_equals_recompute_eager_and_traced() -> Res
     eprintln!("mistral-shaped decoding: cached and traced against recomputed logits {worst:.1e}");
     assert!(worst < 1e-13, "cached or traced against recomputed logits: {worst:e}");
     assert_eq!(step.trace_count(), 5);
+    // the fixed caches: the prompt's trace and one for the four one-token steps
+    assert_eq!(step_fixed.trace_count(), 2);
+    assert_eq!((fixed_eager[0].len(), fixed_traced[1].len()), (8, 8));
     Ok(())
 }

@@ -16,6 +16,9 @@ use super::attention_args::{window_band, CrossKv};
 pub use super::attention_args::{AttentionArgs, KvCache};
 use super::attention_projection::Projection;
 
+mod axes;
+mod cached;
+
 const OP: &str = "MultiHeadAttention";
 
 /// Multi-head attention, Keras's `MultiHeadAttention`: the query, key and
@@ -68,6 +71,9 @@ pub struct MultiHeadAttention {
     rotary: Option<RotaryEmbedding>,
     /// Keras's `sliding_window`: a query sees keys within `w - 1` positions
     window: Option<usize>,
+    /// Keras's `attention_axes` (`None`: every axis but the batch's and
+    /// the features')
+    attention_axes: Option<Vec<isize>>,
     rng: Mutex<Rng>,
     query: Projection,
     key: Projection,
@@ -97,6 +103,7 @@ pub struct MultiHeadAttentionBuilder {
     rotary: Option<RotaryEmbedding>,
     sliding_window: Option<usize>,
     use_gate: bool,
+    attention_axes: Option<Vec<isize>>,
 }
 
 impl MultiHeadAttentionBuilder {
@@ -183,6 +190,36 @@ impl MultiHeadAttentionBuilder {
     /// ```
     pub fn use_gate(mut self, on: bool) -> Self {
         self.use_gate = on;
+        self
+    }
+    /// Keras's `attention_axes`: the axes of the inputs attention runs
+    /// over (default: every axis but the batch's and the features', the
+    /// time axis of `[batch, time, features]`). For inputs `[batch, d1,
+    /// ..., features]` the heads are split from the features, the scores
+    /// are over the product of the attention axes (each query position
+    /// sees every key position of them, one softmax), and the other axes
+    /// are batch-like; scores come out as Keras's `[batch, other...,
+    /// heads, query's attention axes..., key's attention axes...]` and an
+    /// attention mask goes in in that layout (the heads' axis optional).
+    /// Negative axes count from the end; the batch, the features, repeats
+    /// and axes out of range are errors at the call. The padding masks,
+    /// the causal mask and the sliding window need the default axes.
+    ///
+    /// ```
+    /// use gradtape::nn::{AttentionArgs, MultiHeadAttention};
+    /// use gradtape::{DType, Rng};
+    /// let mut rng = Rng::new(0);
+    /// let mha = MultiHeadAttention::builder(2, 4).attention_axes(&[1, 2]).build(8, &mut rng)?;
+    /// let img = rng.normal(&[2, 3, 4, 8], 0.0, 1.0, DType::F32)?; // [B, H, W, C]
+    /// let (y, scores) = mha.call_with_scores(&img, &img, AttentionArgs::new())?;
+    /// assert_eq!((y.shape(), scores.shape()), (&[2, 3, 4, 8][..], &[2, 2, 3, 4, 3, 4][..]));
+    /// let last = MultiHeadAttention::builder(2, 4).attention_axes(&[3]).build(8, &mut rng)?;
+    /// let err = last.call_with(&img, &img, AttentionArgs::new()).unwrap_err();
+    /// assert!(err.to_string().contains("attention_axes"), "{err}");
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn attention_axes(mut self, axes: &[isize]) -> Self {
+        self.attention_axes = Some(axes.to_vec());
         self
     }
     /// The dropout rate on the attention probabilities while training
@@ -277,6 +314,9 @@ impl MultiHeadAttentionBuilder {
                 ),
             ));
         }
+        if self.attention_axes.as_ref().is_some_and(Vec::is_empty) {
+            return Err(Error::invalid(OP, "attention_axes must name at least one axis"));
+        }
         if self.sliding_window == Some(0) {
             return Err(Error::invalid(OP, "sliding_window must be positive, got 0"));
         }
@@ -321,6 +361,7 @@ impl MultiHeadAttentionBuilder {
             dropout: self.dropout,
             rotary: self.rotary,
             window: self.sliding_window,
+            attention_axes: self.attention_axes,
             rng: Mutex::new(rng.split()),
             query,
             key,
@@ -367,6 +408,7 @@ impl MultiHeadAttention {
             rotary: None,
             sliding_window: None,
             use_gate: false,
+            attention_axes: None,
         }
     }
 
@@ -459,6 +501,21 @@ impl MultiHeadAttention {
         args: AttentionArgs<'_>,
         kept: Option<&mut Option<CrossKv>>,
     ) -> Result<Tensor> {
+        match self.axes_plan(query, value, &args)? {
+            Some(plan) => Ok(plan.run(self, query, value, args, false)?.0),
+            None => self.call_flat(query, value, args, kept),
+        }
+    }
+
+    /// [`call_kept`](Self::call_kept) on `[batch, time, features]` inputs
+    /// attended over the time axis.
+    fn call_flat(
+        &self,
+        query: &Tensor,
+        value: &Tensor,
+        args: AttentionArgs<'_>,
+        kept: Option<&mut Option<CrossKv>>,
+    ) -> Result<Tensor> {
         let (q, k, v, mask) = self.project(query, value, &args, kept)?;
         // Keras's default path (`ops.dot_product_attention`, taken by a
         // layer without dropout when no scores are asked for) replaces
@@ -506,6 +563,18 @@ impl MultiHeadAttention {
         value: &Tensor,
         args: AttentionArgs<'_>,
     ) -> Result<(Tensor, Tensor)> {
+        match self.axes_plan(query, value, &args)? {
+            Some(plan) => {
+                let (y, s) = plan.run(self, query, value, args, true)?;
+                Ok((y, s.expect("asked for")))
+            }
+            None => self.scores_flat(query, value, args),
+        }
+    }
+
+    /// [`call_with_scores`](Self::call_with_scores) on `[batch, time,
+    /// features]` inputs attended over the time axis.
+    fn scores_flat(&self, query: &Tensor, value: &Tensor, args: AttentionArgs<'_>) -> Result<(Tensor, Tensor)> {
         let (q, k, v, mask) = self.project(query, value, &args, None)?;
         let o = self.attend(
             &q,
@@ -567,7 +636,13 @@ impl MultiHeadAttention {
                 ),
             ));
         }
-        let mask = args.combined_mask(OP, (b, tq, tk), self.window.map(|w| (w, 0)), query.device())?;
+        let mask = args.combined_mask(
+            OP,
+            (b, tq, tk),
+            Some(self.num_heads),
+            self.window.map(|w| (w, 0)),
+            query.device(),
+        )?;
         if kept.is_none() && query.id() == key.id() && key.id() == value.id() {
             // self-attention: the three projections of one input, one product
             let [q, k, v] = self.query_key_value(query)?;
@@ -678,84 +753,6 @@ impl MultiHeadAttention {
             seed: self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_seed(),
         };
         crate::ops::random::fresh(|| q.scaled_dot_product_attention_dropout(k, v, mask, causal, Some(scale), drop))
-    }
-
-    /// Self-attention of the new positions `x` `[batch, t_new, features]`
-    /// to themselves and to the positions in `cache`, which it then
-    /// extends: new query `i` sits at absolute position `cache.len() + i`
-    /// and sees the keys at positions up to its own (causal). Feeding a
-    /// sequence in pieces (a prompt, then one position at a time) gives the
-    /// rows of the causal [`call_with`](Self::call_with) on the whole
-    /// sequence, each piece costing attention to the cached keys only.
-    /// Inference only (no dropout); needs a self-attention layer (the
-    /// key and value features the query's).
-    ///
-    /// ```
-    /// use gradtape::nn::{AttentionArgs, KvCache, MultiHeadAttention};
-    /// use gradtape::{DType, Rng, Tensor};
-    /// let mut rng = Rng::new(0);
-    /// let mha = MultiHeadAttention::builder(2, 4).dtype(DType::F64).build(8, &mut rng)?;
-    /// let x = rng.normal(&[1, 5, 8], 0.0, 1.0, DType::F64)?;
-    /// let full = mha.call_with(&x, &x, AttentionArgs::new().use_causal_mask(true))?;
-    /// let mut cache = KvCache::new();
-    /// let prompt = mha.call_cached(&x.narrow(1, 0, 3)?, &mut cache)?;
-    /// let fourth = mha.call_cached(&x.narrow(1, 3, 1)?, &mut cache)?;
-    /// assert_eq!(cache.len(), 4);
-    /// let want = full.narrow(1, 3, 1)?.to_vec::<f64>()?;
-    /// let got = fourth.to_vec::<f64>()?;
-    /// assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12));
-    /// # Ok::<(), gradtape::Error>(())
-    /// ```
-    pub fn call_cached(&self, x: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
-        let [fq, fk, fv] = self.features;
-        if fk != fq || fv != fq {
-            return Err(Error::invalid(
-                OP,
-                format!("call_cached is self-attention: the layer's query, key and value features must agree, got {fq}, {fk} and {fv}"),
-            ));
-        }
-        self.check_input("query", x, fq)?;
-        let (b, t) = (x.shape()[0], x.shape()[1]);
-        let past = cache.len();
-        let [q, k, mut v] = self.query_key_value(x)?;
-        let (q, mut k) = (self.rotate(q, past)?, self.rotate(k, past)?);
-        if let (Some(ck), Some(cv)) = (&cache.keys, &cache.values) {
-            let want = [b, self.kv_heads, past, self.key_dim];
-            if ck.shape() != want
-                || cv.shape()[..3] != want[..3]
-                || cv.shape()[3] != self.value_dim
-                || ck.dtype() != q.dtype()
-            {
-                return Err(Error::invalid(
-                    OP,
-                    format!(
-                        "the cache holds keys {:?} and values {:?}, which do not fit a batch of {b} for this layer ({} key/value heads, key_dim {}, value_dim {})",
-                        ck.shape(),
-                        cv.shape(),
-                        self.kv_heads,
-                        self.key_dim,
-                        self.value_dim
-                    ),
-                ));
-            }
-            k = Tensor::concat(&[ck, &k], 2)?;
-            v = Tensor::concat(&[cv, &v], 2)?;
-        }
-        // one new query sees every key; several see those up to their own
-        // position (the op's causal flag counts from the start of both)
-        let dev = q.device();
-        let mut mask = (t > 1).then(|| causal_mask(t, past + t, past, dev)).transpose()?;
-        if let Some(w) = self.window {
-            let band = window_band(t, past + t, past, w, dev)?;
-            mask = Some(match mask {
-                Some(m) => m.logical_and(&band)?,
-                None => band,
-            });
-        }
-        let o = self.attend(&q, &k, &v, mask.as_ref(), false, false, HiddenRows::Zeros)?;
-        cache.keys = Some(k);
-        cache.values = Some(v);
-        self.output.merge(&self.gated(x, o)?)
     }
 }
 

@@ -128,34 +128,38 @@ impl<'a> AttentionArgs<'a> {
 }
 
 impl AttentionArgs<'_> {
-    /// The one bool mask `[b|1, 1, t_q, t_k]` the heads attend under: the
-    /// `&` of every mask given and of the sliding `window`'s band (queries
-    /// at absolute positions `offset..`, `window` being `(width, offset)`),
-    /// without the causal mask (the fused op's flag), made on `device`;
-    /// `None` when nothing masks.
+    /// The one bool mask `[b|1, h|1, t_q, t_k]` the heads attend under:
+    /// the `&` of every mask given and of the sliding `window`'s band
+    /// (queries at absolute positions `offset..`, `window` being `(width,
+    /// offset)`), without the causal mask (the fused op's flag), made on
+    /// `device`; `None` when nothing masks. `heads`: the layer's number of
+    /// heads, which a rank-4 attention mask may have (`None`: a layer
+    /// without heads, whose masks have rank 2 or 3).
     pub(super) fn combined_mask(
         &self,
         op: &'static str,
         (b, tq, tk): (usize, usize, usize),
+        heads: Option<usize>,
         window: Option<(usize, usize)>,
         device: crate::Device,
     ) -> Result<Option<Tensor>> {
+        // each part [b|1, h|1, tq|1, tk|1]
         let mut parts: Vec<Tensor> = Vec::new();
         if let Some(m) = self.attention_mask {
-            parts.push(attention_mask_3d(op, m, b, tq, tk)?);
+            parts.push(attention_mask_4d(op, m, (b, heads, tq, tk))?);
         }
         if let Some(m) = self.query_mask {
             check_padding(op, m, "query_mask", b, tq)?;
-            parts.push(as_keep(m)?.expand_dims(2)?);
+            parts.push(as_keep(m)?.reshape(&[b, 1, tq, 1])?);
         }
         for (m, what) in [(self.value_mask, "value_mask"), (self.key_mask, "key_mask")] {
             if let Some(m) = m {
                 check_padding(op, m, what, b, tk)?;
-                parts.push(as_keep(m)?.expand_dims(1)?);
+                parts.push(as_keep(m)?.reshape(&[b, 1, 1, tk])?);
             }
         }
         if let Some((w, offset)) = window {
-            parts.push(window_band(tq, tk, offset, w, device)?.expand_dims(0)?);
+            parts.push(window_band(tq, tk, offset, w, device)?.reshape(&[1, 1, tq, tk])?);
         }
         let Some((first, rest)) = parts.split_first() else {
             return Ok(None);
@@ -164,55 +168,65 @@ impl AttentionArgs<'_> {
         for p in rest {
             m = m.logical_and(p)?;
         }
-        // [b|1, tq|1, tk|1] to [b|1, 1, tq, tk]
-        let rows = m.shape()[0];
-        if m.shape()[1..] != [tq, tk] {
-            m = m.broadcast_to(&[rows, tq, tk])?;
+        // [b|1, h|1, tq|1, tk|1] to [b|1, h|1, tq, tk]
+        let (rows, h) = (m.shape()[0], m.shape()[1]);
+        if m.shape()[2..] != [tq, tk] {
+            m = m.broadcast_to(&[rows, h, tq, tk])?;
         }
-        Ok(Some(m.expand_dims(1)?))
+        Ok(Some(m))
     }
 }
 
 /// An attention mask as Keras's `MultiHeadAttention` takes it, as a bool
-/// `[b|1, tq, tk]`: of rank 2 or 3, each axis of the size of the scores'
-/// `[b, tq, tk]` (the last two for rank 2) or 1, broadcast (BERT's key
-/// padding `[b, 1, tk]`, a `[tq, tk]` band); bool, or integers kept where
-/// nonzero (Keras's `ops.cast(mask, "bool")` of a tokenizer's 0/1 mask).
-/// A float mask is refused: Keras would keep its nonzero entries, but
-/// PyTorch's (and the fused op's) float masks are added to the scores,
-/// `0` where a query attends and `-inf` where it does not, which read as
-/// Keras's would hide exactly the keys meant to be seen.
-fn attention_mask_3d(op: &'static str, m: &Tensor, b: usize, tq: usize, tk: usize) -> Result<Tensor> {
+/// `[b|1, h|1, tq|1, tk|1]`: of rank 2 or 3 (`[b, tq, tk]`, the heads' axis
+/// inserted after the batch's, as Keras expands it), or, for a layer of
+/// `heads` heads, of rank 4 (`[b, heads, tq, tk]`, a mask per head), each
+/// axis of the size of the scores' or 1, broadcast (BERT's key padding
+/// `[b, 1, tk]`, a `[tq, tk]` band, ALiBi-like `[1, heads, tq, tk]`);
+/// bool, or integers kept where nonzero (Keras's `ops.cast(mask, "bool")`
+/// of a tokenizer's 0/1 mask). A float mask is refused: Keras would keep
+/// its nonzero entries, but PyTorch's (and the fused op's) float masks are
+/// added to the scores, `0` where a query attends and `-inf` where it does
+/// not, which read as Keras's would hide exactly the keys meant to be
+/// seen.
+fn attention_mask_4d(
+    op: &'static str,
+    m: &Tensor,
+    (b, heads, tq, tk): (usize, Option<usize>, usize, usize),
+) -> Result<Tensor> {
     let s = m.shape();
-    let full = [b, tq, tk];
-    let fits = (2..=3).contains(&s.len())
-        && s.iter()
-            .zip(&full[3 - s.len()..])
-            .all(|(&d, &want)| d == want || d == 1);
+    let max_rank = if heads.is_some() { 4 } else { 3 };
+    // as [b, h, tq, tk]
+    let as4: Option<[usize; 4]> = match *s {
+        [q, k] => Some([1, 1, q, k]),
+        [r, q, k] => Some([r, 1, q, k]),
+        [r, h, q, k] if heads.is_some() => Some([r, h, q, k]),
+        _ => None,
+    };
+    let full = [b, heads.unwrap_or(1), tq, tk];
+    let fits = as4.is_some_and(|a| a.iter().zip(&full).all(|(&d, &want)| d == want || d == 1));
     if !fits || !(m.dtype() == DType::Bool || m.dtype().is_int()) {
+        let per_head = match heads {
+            Some(h) => format!(", or to [batch, num_heads, t_q, t_k] = [{b}, {h}, {tq}, {tk}] from rank 4"),
+            None => String::new(),
+        };
         return Err(Error::invalid(
             op,
             format!(
-                "the attention mask must be bool (or 0/1 integers; a float mask is ambiguous: Keras keeps its nonzero entries, PyTorch adds it to the scores) and broadcast to [batch, t_q, t_k] = [{b}, {tq}, {tk}] from rank 2 or 3, got {} {:?}",
+                "the attention mask must be bool (or 0/1 integers; a float mask is ambiguous: Keras keeps its nonzero entries, PyTorch adds it to the scores) and broadcast to [batch, t_q, t_k] = [{b}, {tq}, {tk}] from rank 2 or 3{per_head}, got {} {:?} (rank {} at most)",
                 m.dtype(),
-                s
+                s,
+                max_rank
             ),
         ));
     }
-    let keep = as_keep(m)?;
-    let keep = if s.len() == 2 { keep.expand_dims(0)? } else { keep };
-    let rows = keep.shape()[0];
-    if keep.shape()[1..] == [tq, tk] {
-        Ok(keep)
-    } else {
-        keep.broadcast_to(&[rows, tq, tk])
-    }
+    as_keep(m)?.reshape(&as4.expect("checked"))
 }
 
 /// Checks a padding mask `what` of `op`'s call: `[b, t]`, bool or
 /// integers (a tokenizer's 0/1 mask, kept where nonzero as Keras's
 /// `ops.cast(mask, "bool")`; a float mask is refused, as an attention
-/// mask's is: see `attention_mask_3d`).
+/// mask's is: see `attention_mask_4d`).
 pub(super) fn check_padding(op: &'static str, m: &Tensor, what: &str, b: usize, t: usize) -> Result<()> {
     if !(m.dtype() == DType::Bool || m.dtype().is_int()) || m.shape() != [b, t] {
         return Err(Error::invalid(
@@ -227,7 +241,7 @@ pub(super) fn check_padding(op: &'static str, m: &Tensor, what: &str, b: usize, 
     Ok(())
 }
 
-/// A mask checked by [`check_padding`] or `attention_mask_3d` as bool:
+/// A mask checked by [`check_padding`] or `attention_mask_4d` as bool:
 /// integers kept where nonzero.
 pub(super) fn as_keep(m: &Tensor) -> Result<Tensor> {
     if m.dtype() == DType::Bool {
@@ -255,11 +269,23 @@ pub(super) fn window_band(tq: usize, tk: usize, offset: usize, w: usize, device:
 /// position attends to them without recomputing the context. One cache per
 /// attention layer.
 ///
+/// Two kinds: [`KvCache::new`] grows by concatenation (its tensors have
+/// the length cached, so a traced decoding step is traced again at each
+/// length), and a cache of fixed capacity, made by the layer
+/// ([`MultiHeadAttention::kv_cache`](super::MultiHeadAttention::kv_cache),
+/// [`TransformerBlock::kv_cache`](super::TransformerBlock::kv_cache)):
+/// keras_hub's `CachedMultiHeadAttention` cache, `[batch, kv_heads,
+/// max_length, dim]` buffers written at an index held in a tensor (an
+/// `i64` scalar, the number of positions written), so that every step of
+/// a traced decoder has inputs of the same shapes and one trace serves
+/// them all; the positions not yet written are masked.
+///
 /// ```
 /// use gradtape::nn::KvCache;
 /// let cache = KvCache::new();
 /// assert_eq!(cache.len(), 0);
 /// assert!(cache.keys().is_none());
+/// assert_eq!(cache.capacity(), None);
 /// ```
 #[derive(Clone, Default, Debug)]
 pub struct KvCache {
@@ -268,6 +294,9 @@ pub struct KvCache {
     /// A decoder block's cross-attention keys and values (see
     /// [`CrossKv`]).
     pub(super) cross: Option<CrossKv>,
+    /// A cache of fixed capacity: the number of positions written, an
+    /// `i64` scalar on the keys' device (`None`: a growing cache).
+    pub(super) index: Option<Tensor>,
 }
 
 /// The projected keys and values of an encoder's sequence, kept by a
@@ -301,9 +330,41 @@ impl KvCache {
     }
 
     /// The number of positions cached (the absolute position of the next
-    /// one).
+    /// one); a cache of fixed capacity reads it from its
+    /// [`index`](Self::index).
     pub fn len(&self) -> usize {
-        self.keys.as_ref().map_or(0, |k| k.shape()[2])
+        match &self.index {
+            Some(i) => i
+                .try_to_vec_f64()
+                .ok()
+                .and_then(|v| v.first().copied())
+                .map_or(0, |n| n as usize),
+            None => self.keys.as_ref().map_or(0, |k| k.shape()[2]),
+        }
+    }
+
+    /// The number of positions a cache of fixed capacity holds (`None`
+    /// for a growing cache).
+    ///
+    /// ```
+    /// use gradtape::nn::MultiHeadAttention;
+    /// use gradtape::{DType, Rng};
+    /// let mha = MultiHeadAttention::builder(2, 4).build(8, &mut Rng::new(0))?;
+    /// let cache = mha.kv_cache(3, 16)?;
+    /// assert_eq!((cache.capacity(), cache.len()), (Some(16), 0));
+    /// assert_eq!(cache.keys().unwrap().shape(), &[3, 2, 16, 4]);
+    /// assert_eq!(cache.index().unwrap().dtype(), DType::I64);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn capacity(&self) -> Option<usize> {
+        self.index.as_ref().and(self.keys.as_ref()).map(|k| k.shape()[2])
+    }
+
+    /// A cache of fixed capacity's index: the number of positions written,
+    /// an `i64` scalar (an input of a traced decoding step, not a number
+    /// baked into its graph).
+    pub fn index(&self) -> Option<&Tensor> {
+        self.index.as_ref()
     }
 
     /// Whether no position is cached.
@@ -345,11 +406,18 @@ impl KvCache {
     }
 
     /// Forgets every position (to start a new sequence), and a decoder
-    /// block's projections of its encoder's sequence.
+    /// block's projections of its encoder's sequence. A cache of fixed
+    /// capacity keeps its buffers, its index set back to 0 (the positions
+    /// past the index are masked, whatever they hold).
     pub fn clear(&mut self) {
-        self.keys = None;
-        self.values = None;
         self.cross = None;
+        match &self.index {
+            Some(i) => self.index = Some(i.try_zeros_like().unwrap_or_else(|_| i.clone())),
+            None => {
+                self.keys = None;
+                self.values = None;
+            }
+        }
     }
 }
 
@@ -359,8 +427,11 @@ impl KvCache {
 /// caches out) can be traced as TensorFlow's `call_with_cache` is: the
 /// keys and values, then a decoder block's kept projections of its
 /// encoder's sequence (reused inside the trace only for the encoder
-/// tensor they were made from; a cache's length is its tensors' shape,
-/// so each length gets its own trace).
+/// tensor they were made from). A growing cache's length is its
+/// tensors' shape, so each length gets its own trace; a cache of fixed
+/// capacity has the same shapes at every step and its index is one of its
+/// tensors, so one trace serves every step (see
+/// [`MultiHeadAttention::kv_cache`](super::MultiHeadAttention::kv_cache)).
 ///
 /// ```
 /// use gradtape::nn::{KvCache, MultiHeadAttention};
@@ -391,6 +462,7 @@ impl TensorStruct for KvCache {
     fn leaves<'a>(&'a self, out: &mut Vec<Leaf<'a>>) {
         self.keys.leaves(out);
         self.values.leaves(out);
+        self.index.leaves(out);
         match &self.cross {
             Some(c) => {
                 out.push(Leaf::Tag(1));
@@ -404,6 +476,7 @@ impl TensorStruct for KvCache {
     fn rebuild(&self, tensors: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
         let keys = self.keys.rebuild(tensors)?;
         let values = self.values.rebuild(tensors)?;
+        let index = self.index.rebuild(tensors)?;
         let cross = match &self.cross {
             Some(c) => Some(CrossKv {
                 key: c.key,
@@ -413,6 +486,11 @@ impl TensorStruct for KvCache {
             }),
             None => None,
         };
-        Ok(KvCache { keys, values, cross })
+        Ok(KvCache {
+            keys,
+            values,
+            cross,
+            index,
+        })
     }
 }

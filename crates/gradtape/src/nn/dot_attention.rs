@@ -362,7 +362,7 @@ impl Attention {
             query_mask: None,
             ..args
         }
-        .combined_mask(self.op(), (b, tq, tk), None, query.device())?
+        .combined_mask(self.op(), (b, tq, tk), None, None, query.device())?
         .map(|m| m.squeeze(&[1]))
         .transpose()?;
         if args.use_causal_mask {

@@ -153,6 +153,33 @@ impl RotaryEmbedding {
     /// layer's heads, `[batch, heads, time, dim]`, whatever the layer's
     /// own axes say).
     pub(crate) fn rotate(&self, x: &Tensor, seq_axis: isize, feat_axis: isize, start: usize) -> Result<Tensor> {
+        self.rotate_with(x, seq_axis, feat_axis, start, None)
+    }
+
+    /// [`rotate`](Self::rotate) at the positions `index..` where `index`
+    /// is an integer scalar tensor (a fixed-capacity cache's, an input of
+    /// a traced decoding step): the tables of the positions `0..capacity`
+    /// (the same angles as `rotate`'s) sliced at `index` by
+    /// [`Tensor::dynamic_slice`], so that one trace serves every index.
+    pub(crate) fn rotate_from(
+        &self,
+        x: &Tensor,
+        seq_axis: isize,
+        feat_axis: isize,
+        index: &Tensor,
+        capacity: usize,
+    ) -> Result<Tensor> {
+        self.rotate_with(x, seq_axis, feat_axis, 0, Some((index, capacity)))
+    }
+
+    fn rotate_with(
+        &self,
+        x: &Tensor,
+        seq_axis: isize,
+        feat_axis: isize,
+        start: usize,
+        at: Option<(&Tensor, usize)>,
+    ) -> Result<Tensor> {
         let shape = x.shape();
         expect_float_dtype(OP, x.dtype())?;
         let seq = norm_axis(OP, seq_axis, shape)?;
@@ -178,9 +205,10 @@ impl RotaryEmbedding {
         // the tables [t, d / 2] of cos θ and sin θ (one angle for feature
         // j and j + d/2)
         let h = d / 2;
-        let n = checked_numel(OP, &[t, h])?;
+        let rows = at.map_or(t, |(_, capacity)| capacity);
+        let n = checked_numel(OP, &[rows, h])?;
         let (mut cos, mut sin) = (try_vec(OP, n)?, try_vec(OP, n)?);
-        for p in 0..t {
+        for p in 0..rows {
             let pos = (start + p) as f64 / self.scaling_factor;
             for i in 0..h {
                 let angle = pos * self.max_wavelength.powf(-2.0 * i as f64 / d as f64);
@@ -189,7 +217,17 @@ impl RotaryEmbedding {
             }
         }
         // (made where x is)
-        let table = |v: Vec<f64>| Tensor::from_vec(v, &[t, h])?.cast(x.dtype())?.to(x.device());
+        let table = |v: Vec<f64>| -> Result<Tensor> {
+            let all = Tensor::from_vec(v, &[rows, h])?.cast(x.dtype())?.to(x.device())?;
+            match at {
+                // (the rows at the index, read when the step runs)
+                Some((index, _)) => {
+                    let zero = index.try_zeros_like()?;
+                    all.dynamic_slice(&Tensor::stack(&[index, &zero], 0)?, &[t, h])
+                }
+                None => Ok(all),
+            }
+        };
         let (cos, sin) = (table(cos)?, table(sin)?);
         // the op rotates the last axis: the features moved there (a view)
         // and back where they are elsewhere

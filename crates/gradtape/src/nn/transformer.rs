@@ -663,6 +663,20 @@ impl TransformerBlock {
         self.call_cached_with(x, cache, BlockArgs::new())
     }
 
+    /// A cache of fixed capacity for [`call_cached`](Self::call_cached),
+    /// one trace of a decoding step serving every position (see
+    /// [`MultiHeadAttention::kv_cache`]).
+    ///
+    /// ```
+    /// use gradtape::{nn::TransformerBlock, Rng};
+    /// let block = TransformerBlock::builder(8, 2, 16).causal(true).build(&mut Rng::new(0))?;
+    /// assert_eq!(block.kv_cache(2, 32)?.keys().unwrap().shape(), &[2, 2, 32, 4]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn kv_cache(&self, batch: usize, max_length: usize) -> Result<KvCache> {
+        self.attention.kv_cache(batch, max_length)
+    }
+
     /// [`call_cached`](Self::call_cached) with the encoder's sequence (and
     /// its padding mask) in `args` for a block with cross-attention: each
     /// new position also attends to the whole encoder's sequence.
