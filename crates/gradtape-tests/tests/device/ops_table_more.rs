@@ -5,7 +5,8 @@
 //! epsilon, coordinates), which must be made on their input's device;
 //! the image resizes; segment reductions; layers that make masks and
 //! tables of their own (rotary embeddings, causal and sliding-window
-//! attention).
+//! attention, decoding from a cache of fixed capacity); the dynamic
+//! slices.
 
 use super::{case, Case, Domain};
 use gradtape::nn::{AttentionArgs, Module, MultiHeadAttention, RotaryEmbedding};
@@ -387,6 +388,51 @@ pub fn cases() -> Vec<Case> {
             },
             &[&[2, 5, 6]],
             Unit,
+            true,
+        ),
+        case(
+            "multi_head_attention_fixed_cache",
+            |x| {
+                // (the cache, the index, the rotary tables and the window
+                // made on the layer's device; a prompt of 3, then one)
+                let m = MultiHeadAttention::builder(2, 4)
+                    .rotary_embedding(RotaryEmbedding::builder().build()?)
+                    .sliding_window(2)
+                    .dtype(x[0].dtype())
+                    .build(6, &mut Rng::new(0))?;
+                m.move_to(x[0].device())?;
+                let mut cache = m.kv_cache(2, 6)?;
+                let a = m.call_cached(&x[0].narrow(1, 0, 3)?, &mut cache)?;
+                let b = m.call_cached(&x[0].narrow(1, 3, 1)?, &mut cache)?;
+                Tensor::concat(&[&a, &b], 1)
+            },
+            &[&[2, 4, 6]],
+            Unit,
+            true,
+        ),
+        case(
+            "dynamic_update_slice",
+            |x| x[0].dynamic_update_slice(&x[1], &Tensor::vector(&[1i64, 2]).to(x[0].device())?),
+            &[&[3, 5], &[2, 3]],
+            Any,
+            true,
+        ),
+        case(
+            "dynamic_update_slice_rows",
+            // (rows of the last axis from a permuted view)
+            |x| {
+                let at = Tensor::vector(&[1i64, 1, 0]).to(x[0].device())?;
+                x[0].dynamic_update_slice(&x[1].permute(&[2, 1, 0])?, &at)
+            },
+            &[&[2, 4, 3], &[3, 2, 1]],
+            Any,
+            true,
+        ),
+        case(
+            "dynamic_slice",
+            |x| x[0].dynamic_slice(&Tensor::vector(&[1i64, 1]).to(x[0].device())?, &[2, 3]),
+            U,
+            Any,
             true,
         ),
         case(

@@ -129,10 +129,18 @@ impl Tensor {
         }
         let begin = start_of(UPDATE, start, self.shape(), update.shape())?;
         let host = |x: &Tensor, u: &Tensor| with_dtype!(x.dtype(), T => write_block::<T>(x, u, &begin));
-        let y = match crate::dispatch::device::hosted(UPDATE, &[self, update], |h| host(&h[0], &h[1])) {
-            Some(r) => r?,
-            None => host(self, update)?,
-        };
+        // on a GPU: a copy with the update's rows written at their offsets
+        // (the kernel of `tensor_scatter_nd_update`)
+        let gpu = crate::dispatch::device::offload(
+            UPDATE,
+            &[self, update],
+            |_| {
+                let (offsets, inner) = block_offsets(self.shape(), update.shape(), &begin);
+                crate::kernels::cuda::scatter_update(UPDATE, self, update, &offsets, inner)
+            },
+            |h| host(&h[0], &h[1]),
+        );
+        let y = gpu.unwrap_or_else(|| host(self, update))?;
         let (st, ushape) = (start.clone(), update.shape().to_vec());
         Ok(bind_jvp(
             Op::Shape(ShapeOp::DynamicUpdateSlice),
@@ -164,28 +172,27 @@ impl Tensor {
     }
 }
 
-/// A row-major copy of `x` with `u` written at `begin` (checked to fit).
-fn write_block<T: Element>(x: &Tensor, u: &Tensor, begin: &[usize]) -> Result<Tensor> {
-    let mut out = x.values::<T>(UPDATE)?.into_owned();
-    let uv = u.values::<T>(UPDATE)?;
-    let (shape, us) = (x.shape(), u.shape());
+/// Where a block `us` at `begin` of a row-major `shape` lies, as the
+/// offsets of its slices of `inner` elements (in units of `inner`, in the
+/// block's row-major order): its rows when they span the last axis, else
+/// its elements.
+fn block_offsets(shape: &[usize], us: &[usize], begin: &[usize]) -> (Vec<usize>, usize) {
     let r = shape.len();
-    if u.numel() == 0 {
-        return Tensor::from_vec(out, shape);
-    }
-    if r == 0 {
-        return Tensor::from_vec(uv.into_owned(), shape);
+    let n: usize = us.iter().product();
+    if n == 0 || r == 0 {
+        return ((0..n.min(1)).collect(), 1);
     }
     let strides = contiguous_strides(shape);
-    // the update's rows (its last axis) are contiguous in both
-    let row = us[r - 1];
-    let mut idx = vec![0usize; r - 1];
-    for chunk in uv.chunks_exact(row) {
+    let inner = if us[r - 1] == shape[r - 1] { us[r - 1] } else { 1 };
+    let lead = if inner == 1 { r } else { r - 1 };
+    let mut idx = vec![0usize; lead];
+    let mut offsets = Vec::with_capacity(n / inner);
+    for _ in 0..n / inner {
         let off: usize = (0..r)
             .map(|i| (begin[i] + idx.get(i).copied().unwrap_or(0)) * strides[i] as usize)
             .sum();
-        out[off..off + row].copy_from_slice(chunk);
-        for i in (0..r - 1).rev() {
+        offsets.push(off / inner);
+        for i in (0..lead).rev() {
             idx[i] += 1;
             if idx[i] < us[i] {
                 break;
@@ -193,5 +200,18 @@ fn write_block<T: Element>(x: &Tensor, u: &Tensor, begin: &[usize]) -> Result<Te
             idx[i] = 0;
         }
     }
-    Tensor::from_vec(out, shape)
+    (offsets, inner)
+}
+
+/// A row-major copy of `x` with `u` written at `begin` (checked to fit),
+/// slice by slice at [`block_offsets`] (the offsets the GPU kernel writes
+/// at, so that they are checked on every host too).
+fn write_block<T: Element>(x: &Tensor, u: &Tensor, begin: &[usize]) -> Result<Tensor> {
+    let mut out = x.values::<T>(UPDATE)?.into_owned();
+    let uv = u.values::<T>(UPDATE)?;
+    let (offsets, inner) = block_offsets(x.shape(), u.shape(), begin);
+    for (&o, slice) in offsets.iter().zip(uv.chunks_exact(inner)) {
+        out[o * inner..(o + 1) * inner].copy_from_slice(slice);
+    }
+    Tensor::from_vec(out, x.shape())
 }
