@@ -6,7 +6,8 @@
 //! learns to reverse sequences of 3 to 5 tokens: the traced training step
 //! gives the eager step's loss and gradients, the loss falls, and greedy
 //! decoding with a key/value cache (`call_cached_with`) reverses unseen
-//! sequences.
+//! sequences, the same tokens through a traced decoding step with a
+//! cache of fixed capacity (`TransformerBlock::kv_cache`, two traces).
 
 use std::sync::{Arc, Mutex};
 
@@ -121,6 +122,38 @@ impl Seq2Seq {
         }
         Ok(out.concat())
     }
+}
+
+/// [`Seq2Seq::reverse`] through a traced decoding step (the new position,
+/// the decoder's cache, the encoder's output and padding in; the logits
+/// and the cache out) and a cache of fixed capacity: the tokens and the
+/// step's number of traces.
+fn reverse_traced(m: &Arc<Seq2Seq>, src: &Tensor) -> Result<(Vec<i64>, usize)> {
+    let (enc, pad) = m.encode(src, false)?;
+    let b = src.shape()[0];
+    let step = {
+        let m = m.clone();
+        function(move |(y, cache, enc, pad): &(Tensor, KvCache, Tensor, Tensor)| {
+            let mut cache = cache.clone();
+            let args = BlockArgs::new().encoder(enc).encoder_padding_mask(pad);
+            let h = m.decoder.call_cached_with(y, &mut cache, args)?;
+            Ok((m.head.call(&h)?, cache))
+        })
+    };
+    let mut cache = m.decoder.kv_cache(b, LEN)?;
+    let mut next = Tensor::from_vec(vec![BOS; b], &[b, 1])?;
+    let mut out = vec![Vec::new(); b];
+    for t in 0..LEN {
+        let y = m.target_positions.add_to(&m.target.call(&next)?, t)?;
+        let (logits, c) = step.call(&(y, cache, enc.clone(), pad.clone()))?;
+        cache = c;
+        next = logits.argmax(-1)?;
+        for (row, id) in out.iter_mut().zip(next.to_vec::<i64>()?) {
+            row.push(id);
+        }
+    }
+    assert_eq!(cache.len(), LEN);
+    Ok((out.concat(), step.trace_count()))
 }
 
 /// A batch: sources of 3 to 5 tokens (padded), the decoder's inputs
@@ -249,5 +282,11 @@ fn a_traced_seq2seq_model_learns_to_reverse_and_decodes_with_a_cache() -> Result
     );
     let full = m.logits(&enc_in, &dec_in, false)?.argmax(-1)?.to_vec::<i64>()?;
     assert_eq!(full, got[..4 * LEN].to_vec());
+    // and through a traced step with a cache of fixed capacity: the same
+    // tokens, from two traces (the first step has no kept projections of
+    // the encoder's sequence yet; the others all have them)
+    let (traced, traces) = reverse_traced(&m, &src)?;
+    assert_eq!(traced, got);
+    assert_eq!(traces, 2);
     Ok(())
 }
