@@ -6,7 +6,7 @@
 //! update.
 
 #[allow(dead_code)]
-#[path = "../../../gradtape-examples/examples/gpt.rs"]
+#[path = "../../../gradtape-examples/examples/gpt/main.rs"]
 mod example;
 
 use example::Decode;
