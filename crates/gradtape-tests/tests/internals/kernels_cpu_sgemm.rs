@@ -334,7 +334,10 @@ fn packs_a_weight_gradients_strided_operands() {
 /// sums (quarters and halves: exact in f32) equal the f64 ones written
 /// out here, written and accumulated, and bit for bit those of a split
 /// over the threads. At 16 panels and past them `A` is packed (the
-/// counter stays).
+/// counter stays). From two panels the next block of rows (or the next
+/// slice's first) is fetched ahead while the kernel runs: shapes with a
+/// part-height last block (197, 97 rows) and slices of k that end inside
+/// a block (1030 = 5 slices of 206) take every case of the block ahead.
 #[test]
 fn reads_a_column_major_a_in_place_times_few_panels() {
     if !available() {
@@ -348,6 +351,7 @@ fn reads_a_column_major_a_in_place_times_few_panels() {
         (197, 100, 600, true),
         (13, 256, 40, true),
         (576, 64, 700, true),
+        (97, 64, 1030, true),
         (40, 768, 20, false),
         (30, 1000, 33, false),
     ] {

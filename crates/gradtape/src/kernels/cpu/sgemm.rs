@@ -38,7 +38,10 @@
 //! where they lie, side by side as in a packed panel; while the kernel runs on
 //! one block of a packed row-major `A`, the next block's lines are
 //! fetched into L2 (a part per panel of `B`), so that its packing does not
-//! wait on the L3 cache or memory. A thin output with a long
+//! wait on the L3 cache or memory; so are the next block's steps of a
+//! column-major `A` read where it lies (a part per tile, from two panels of
+//! `B`: `COLS_AHEAD_PANELS`), whose tiles otherwise waited on `kc` lines
+//! from as many pages at the start of each block. A thin output with a long
 //! shared dimension (a filter gradient) is split over the shared
 //! dimension.
 //!
@@ -52,7 +55,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::OnceLock;
 
 use super::lockstep::{self, zip};
-use super::sgemm_pack::{pack_a, pack_b, prefetch_part};
+use super::sgemm_pack::{pack_a, pack_b, prefetch_part, prefetch_steps};
 use super::workers;
 
 /// Largest slice of the shared dimension packed at once.
@@ -80,6 +83,17 @@ const DIRECT_SPAN: usize = 2 << 20;
 /// against 98: each tile then reads `kc` lines `cs` floats apart, from
 /// as many pages, where packed it reads `kc * MR` floats in a row).
 const COLS_IN_PLACE_PANELS: usize = 8;
+/// Fewest panels of `B` times which a column-major `A` read where it lies
+/// has its next block fetched into L2 while the kernel runs on the current
+/// one. One thread, operands out of the caches (a 512 MiB pass before each
+/// call), median GFLOP/s of alternating runs without against with (2-core
+/// Xeon, scratch program): `[576,3136]ᵀ @ [3136,64]` (2 panels) 55-74
+/// against 81-109, `[1024,1024]ᵀ @ [1024,256]` (8 panels) 83-115 against
+/// 92-129; operands warm, level (101-120 both ways). With one panel it
+/// was slower warm (`[144,6272]ᵀ @ [6272,32]` 91-112 against 84-105),
+/// though faster cold (42-59 against 51-59): the kernel's one pass over
+/// the block streams it already, and the fetches compete with its reads.
+const COLS_AHEAD_PANELS: usize = 2;
 /// Products with fewer multiply-adds than this run on one thread (but see
 /// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
@@ -488,6 +502,10 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         if a_cols {
             COLS_IN_PLACE.with(|c| c.set(c.get() + 1));
         }
+        // and while the kernel runs on one block of it, the next block's
+        // lines are fetched into L2, a part per tile, where B has two
+        // panels or more (see `COLS_AHEAD_PANELS`)
+        let cols_ahead = a_cols && n.min(NC).div_ceil(nr) >= COLS_AHEAD_PANELS;
         PACK.with(|cell| {
             let mut local = (Vec::new(), Vec::new());
             let mut borrowed = cell.try_borrow_mut();
@@ -538,17 +556,19 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                             let r0 = mc / MR * MR;
                             pack_a::<MR>(mc - r0, kc, a.at(ic + r0, pc), a.rs, a.cs, ap.add(r0 * kc));
                         }
-                        // the next block of A that `pack_a` reads, fetched
-                        // into L2 a part per panel of B while the kernel runs
+                        // the next block of A that `pack_a` reads (or the
+                        // kernel, in place: `cols_ahead`), fetched into L2 a
+                        // part per panel of B (per tile) while the kernel runs
                         let next = match () {
-                            _ if a_in_place || a.cs != 1 => None,
+                            _ if a_in_place || (a.cs != 1 && !cols_ahead) => None,
                             _ if ic + mc_step < m => Some((ic + mc_step, pc, mc_step.min(m - ic - mc_step), kc)),
                             _ if pc + kc < k => Some((0, pc + kc, mc_step.min(m), kc_max.min(k - pc - kc))),
                             _ => None,
                         };
                         let parts = nc.div_ceil(nr);
+                        let tiles = mc.div_ceil(MR);
                         for jr in (0..nc).step_by(nr) {
-                            if let Some((i0, p0, mn, kn)) = next {
+                            if let Some((i0, p0, mn, kn)) = next.filter(|_| !a_cols) {
                                 prefetch_part(a, i0, p0, mn, kn, jr / nr, parts);
                             }
                             let (panel, ldb) = match jr < in_place {
@@ -556,6 +576,10 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                                 false => (bq.add(jr * kc), nr),
                             };
                             for ir in (0..mc).step_by(MR) {
+                                if let Some((i0, p0, mn, kn)) = next.filter(|_| a_cols) {
+                                    let part = jr / nr * tiles + ir / MR;
+                                    prefetch_steps(a, i0, p0, mn, kn, part, parts * tiles);
+                                }
                                 let rows = MR.min(mc - ir);
                                 let ar = match a_in_place {
                                     true => ARows::InPlace(lockstep::from_fn(|i| a.at(ic + ir + i.min(rows - 1), pc))),

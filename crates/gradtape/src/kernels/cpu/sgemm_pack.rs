@@ -32,6 +32,24 @@ pub(super) unsafe fn prefetch_part(a: View, i0: usize, p0: usize, mc: usize, kc:
     }
 }
 
+/// Fetches into L2 part `part` of `parts` of the `mc×kc` block of a
+/// column-major `A` at (`i0`, `p0`), read where it lies by the kernel: its
+/// steps' lines (`mc` floats side by side each).
+#[inline(always)]
+pub(super) unsafe fn prefetch_steps(a: View, i0: usize, p0: usize, mc: usize, kc: usize, part: usize, parts: usize) {
+    unsafe {
+        let per = kc.div_ceil(parts);
+        for p in (part * per)..((part + 1) * per).min(kc) {
+            let step = a.at(i0, p0 + p);
+            // (every line of the step's `mc` floats, the last included)
+            for l in (0..mc + 15).step_by(16) {
+                // (a prefetch never faults)
+                _mm_prefetch::<_MM_HINT_T1>(step.wrapping_add(l.min(mc - 1)) as *const i8);
+            }
+        }
+    }
+}
+
 /// Packs `mc×kc` of `A` into `MR`-row panels: panel `q` holds, for each
 /// `p`, rows `q*MR..q*MR+MR` of column `p` (zero past `mc`).
 #[target_feature(enable = "avx512f")]
