@@ -355,6 +355,20 @@ const OTHER: &[(&str, OpFn)] = &[
         want(e.a.slice(&begin, &size), &size)
     }),
     ("narrow", |e| e.a.narrow(e.ax(0), e.size(0), e.size(1))),
+    // a block at a start held in a tensor: the case's ints as the start
+    // (negative, past the end, huge), or any operand as one
+    ("dynamic_slice", |e| {
+        let r = e.a.rank();
+        let start = Tensor::vector(&(0..r).map(|i| e.int(i)).collect::<Vec<i64>>());
+        let size: Vec<usize> = (0..r).map(|i| e.size(i)).collect();
+        want(e.a.dynamic_slice(&start, &size), &size)
+    }),
+    ("dynamic_slice_any", |e| e.a.dynamic_slice(e.b, &e.k.sizes)),
+    ("dynamic_update_slice", |e| {
+        let start = Tensor::vector(&(0..e.a.rank()).map(|i| e.int(i)).collect::<Vec<i64>>());
+        same(e.a.dynamic_update_slice(e.b, &start), e.a)
+    }),
+    ("dynamic_update_slice_any", |e| e.a.dynamic_update_slice(e.b, e.c)),
     ("strided_slice", |e| e.a.strided_slice(&e.slices())),
     ("reverse", |e| same(e.a.reverse(&e.axes()), e.a)),
     ("tile", |e| {
