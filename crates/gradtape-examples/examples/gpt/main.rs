@@ -655,34 +655,28 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
 
     // generation, with the caches and then (to time it) without
     let prompt = corpus.encode(&cfg.prompt)?;
-    let t = Instant::now();
-    let (ids, _) = generate(
-        &model,
-        &prompt,
-        cfg.generate,
-        cfg.temperature,
-        cfg.top_k,
-        &mut Rng::new(cfg.seed),
-        Decode::Traced,
-    )?;
-    let cached_ms = t.elapsed().as_secs_f64() * 1e3 / cfg.generate.max(1) as f64;
-    let sample = corpus.decode(&ids);
-    if cfg.verbose {
-        println!(
-            "\n{} characters after {:?} (temperature {}, top-k {:?}):\n\n{}{sample}\n",
-            cfg.generate, cfg.prompt, cfg.temperature, cfg.top_k, cfg.prompt
-        );
+    // the characters and the milliseconds per character of one way
+    let timed = |decode: Decode| -> Result<(Vec<i64>, f64)> {
         let t = Instant::now();
-        let (rerun, _) = generate(
+        let (ids, _) = generate(
             &model,
             &prompt,
             cfg.generate,
             cfg.temperature,
             cfg.top_k,
             &mut Rng::new(cfg.seed),
-            Decode::Rerun,
+            decode,
         )?;
-        let full_ms = t.elapsed().as_secs_f64() * 1e3 / cfg.generate.max(1) as f64;
+        Ok((ids, t.elapsed().as_secs_f64() * 1e3 / cfg.generate.max(1) as f64))
+    };
+    let (ids, cached_ms) = timed(Decode::Traced)?;
+    let sample = corpus.decode(&ids);
+    if cfg.verbose {
+        println!(
+            "\n{} characters after {:?} (temperature {}, top-k {:?}):\n\n{}{sample}\n",
+            cfg.generate, cfg.prompt, cfg.temperature, cfg.top_k, cfg.prompt
+        );
+        let (rerun, full_ms) = timed(Decode::Rerun)?;
         println!(
             "time per character: {cached_ms:.2} ms with the key/value caches (traced), {full_ms:.2} ms rerunning the window ({})",
             if rerun == ids {
