@@ -59,11 +59,15 @@ fn all_in_axes(ranks: &[usize]) -> Vec<Vec<Option<usize>>> {
 
 /// The nodes of the table's cases that have no batching rule for these
 /// in_axes: a gather whose tensor and indices are both batched, a
-/// convolution whose filter is batched.
+/// convolution whose filter is batched, a dynamic slice or update whose
+/// start is batched.
 fn expected_fallbacks(name: &str, in_axes: &[Option<usize>]) -> Vec<(&'static str, usize)> {
     match name {
         "gather" | "gather axis 1" if in_axes.iter().all(Option::is_some) => vec![("Gather", 1)],
         "conv2d" if in_axes[1].is_some() => vec![("Conv2D", 1)],
+        // a block at a different place in each example
+        "dynamic_slice" if in_axes[1].is_some() => vec![("DynamicSlice", 1)],
+        "dynamic_update_slice" if in_axes[2].is_some() => vec![("DynamicUpdateSlice", 1)],
         _ => vec![],
     }
 }
@@ -502,6 +506,22 @@ fn errors_name_vmap_and_the_shapes() -> Result<()> {
     // an op's own error on the batch names the op and shapes
     let m = any_message(add(&[Some(0), Some(0)], &[Some(0)]).call(&[x.clone(), make(&inp(&[3, 5], Any), 73)]));
     assert!(m.starts_with("add:") && m.contains("[4]") && m.contains("[5]"), "{m}");
+    // a dynamic slice's shared start that does not fit (a second call, the
+    // trace cached): the error of one example, with the example's shapes
+    let ds = vmap(
+        |a: &[Tensor]| Ok(vec![a[0].dynamic_slice(&a[1], &[2, 3])?]),
+        &[Some(0), None],
+        &[Some(0)],
+    );
+    let xs = make(&inp(&[3, 5, 4], Any), 75);
+    let fits = ds.call(&[xs.clone(), Tensor::from_vec(vec![3i64, 1], &[2])?])?;
+    assert_eq!(fits[0].shape(), &[3, 2, 3]);
+    assert_eq!(ds.fallbacks(), vec![]);
+    let m = any_message(ds.call(&[xs, Tensor::from_vec(vec![4i64, 1], &[2])?]));
+    assert!(
+        m.starts_with("dynamic_slice:") && m.contains("[2, 3]") && m.contains("[5, 4]") && !m.contains("[3, 5, 4]"),
+        "{m}"
+    );
     // a write with a batched value
     let v = Variable::new(Tensor::zeros(&[4], DType::F64));
     let w = vmap(

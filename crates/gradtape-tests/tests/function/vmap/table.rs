@@ -241,6 +241,14 @@ pub(super) fn cases() -> Vec<Case> {
         case!("gather axis 1", [inp(&[2, 5], Any), inp(&[2, 2], Idx(5))], true, |a| a
             [0]
         .gather(&a[1], 1)),
+        case!("dynamic_slice", [inp(&[5, 4], Any), inp(&[2], Idx(2))], true, |a| a[0]
+            .dynamic_slice(&a[1], &[3, 2])),
+        case!(
+            "dynamic_update_slice",
+            [inp(&[5, 4], Any), inp(&[3, 2], Any), inp(&[2], Idx(3))],
+            true,
+            |a| a[0].dynamic_update_slice(&a[1], &a[2])
+        ),
         case!(
             "take_along_axis",
             [inp(&[3, 5], Any), inp(&[3, 2], Idx(5))],

@@ -20,7 +20,8 @@
 //!   stack, gather* (one batched operand): axes are normalised against one
 //!   example's rank and shifted by one;
 //! - *reshape, broadcast, slices, pads*: the batch dim is prepended to the
-//!   target shape, spec or padding; `gather_nd` of a batched tensor gets
+//!   target shape, spec or padding; a dynamic slice or update whose start
+//!   every example shares gets a 0 in front of its start; `gather_nd` of a batched tensor gets
 //!   each example's index prepended to its index tuples;
 //! - *products*: a batched operand times an unbatched matrix is one
 //!   product with the batch folded into the rows (of the left operand, or
@@ -34,7 +35,9 @@
 //!   leading batch dims already (LayerNorm's backward op sums `dgamma`,
 //!   `dbeta` per example instead).
 //!
-//! Without a rule: convolutions with a batched filter, their filter
+//! Without a rule: dynamic slices and updates whose start is batched (a
+//! block at a different place in each example: the loop keeps the op's
+//! own check that each block fits), convolutions with a batched filter, their filter
 //! gradients, max pooling's gradient and positions, gathers and scatters
 //! where both operands are batched (`gather_nd` aside), segment, unique,
 //! bincount, searchsorted, CTC, the 3-D filter gradient, control flow
@@ -330,10 +333,37 @@ fn shape(s: &ShapeOp, ins: &[BVal], b: usize) -> Rule {
                 .broadcast_to(&col_to)?;
             one(x.t.gather_nd(&Tensor::concat(&[&col, &idx], -1)?))
         }
+        // One start for the whole batch: the block spans the batch axis.
+        // Where the op refuses (a start that is no integer vector, a block
+        // that does not fit), the rule declines and the loop reports the
+        // example's error, with the example's shapes.
+        (ShapeOp::DynamicSlice(sizes), [x, start]) if !start.batched => Ok(x
+            .t
+            .dynamic_slice(&batch_start(&start.t), &with_batch(b, sizes))
+            .ok()
+            .map(|t| smallvec::smallvec![t])),
+        (ShapeOp::DynamicUpdateSlice, [x, u, start]) if !start.batched => {
+            let (x, u) = (full(x, b)?, full(u, b)?);
+            Ok(x.dynamic_update_slice(&u, &batch_start(&start.t))
+                .ok()
+                .map(|t| smallvec::smallvec![t]))
+        }
         (ShapeOp::ScatterAdd(axis, dim), [x, i]) if *axis >= 0 && x.batched && !i.batched => {
             one(x.t.scatter_add(&i.t, axis + 1, *dim))
         }
         _ => Ok(None),
+    }
+}
+
+/// A dynamic slice's start `[r]` with a 0 in front, for the batch axis,
+/// in its own dtype; a start that cannot take one (not a vector) as it
+/// is, for the op to refuse.
+fn batch_start(start: &Tensor) -> Tensor {
+    let zero = Tensor::zeros_on(&[1], start.dtype(), start.device());
+    match zero.and_then(|z| Tensor::concat(&[&z, start], 0)) {
+        Ok(s) => s,
+        // not a vector (or no integers): the op refuses it as it is
+        Err(_) => start.clone(),
     }
 }
 
