@@ -44,6 +44,7 @@ mod sort_ties;
 mod sparse_xent_grad_op;
 mod traced_grads;
 mod vmap;
+mod vmap_dynamic;
 mod zero_sizes;
 
 /// Sets `GRADTAPE_VERIFY_PASSES=1` before `main` runs (the library reads it
