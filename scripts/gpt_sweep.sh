@@ -38,6 +38,7 @@ for r in $(seq "$ROUNDS"); do
     j=$($QUIET "$PY" scripts/gpt_jax.py --steps "$STEPS" $c 2>&1 | ms "median step")
     f=$($QUIET "$PY" scripts/gpt_tf.py --steps "$STEPS" $c 2>&1 | ms "median step")
     echo "$r|$c|$e|$t|$p|$j|$f" | awk -F'|' '{
+      if ($3 == "" || $4 == "" || $5 == "" || $6 == "" || $7 == "") { print "round " $1 " | " $2 " | a run failed: " $0; next }
       best = $5; if ($6 < best) best = $6; if ($7 < best) best = $7;
       printf "round %s | %s | eager %s traced %s | torch %s jax %s tf %s | traced/fastest %.2f eager/torch %.2f\n",
         $1, $2, $3, $4, $5, $6, $7, $4 / best, $3 / $5 }'
