@@ -18,7 +18,7 @@ on the queries and keys instead of learned positions, half as many
 key/value heads as query heads when the heads are even, a SwiGLU
 feed-forward of 4 x width, no biases, a final RMS norm.
 
-Prints the loss every 50 steps and the median time per step. Not a test:
+Prints the weight count, the loss every 50 steps and the median time per step. Not a test:
 the numbers go in notes beside gradtape's."""
 import argparse
 import glob
@@ -142,6 +142,7 @@ def main():
     data = torch.tensor([chars.index(c) for c in text], dtype=torch.long)
     train = data[: int(0.9 * len(data))]
     model = Gpt(len(chars), d=args.width, h=args.heads, layers=args.layers, context=args.context, llama=args.llama)
+    print(f"{sum(p.numel() for p in model.parameters())} weights")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     warmup = 50
 
