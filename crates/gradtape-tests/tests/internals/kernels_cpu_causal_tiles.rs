@@ -391,3 +391,57 @@ fn causal_rows_cleared_as_far_as_the_tiles_read_equal_plain_attention() {
         against_online(&what, &dims, [&q, &k, &v, &g], Some((&hmask, &hmask64)));
     }
 }
+
+/// Every head width the tiles' part-width edges meet (8 to 128: part
+/// vectors of `k`, part panels of the outputs) on lengths beside the
+/// 8-row score tiles and the 64-row blocks (7, 33, 64, 70), causal with as
+/// many keys as queries and with more or fewer, and not causal; each bare
+/// and with a key padding mask (one `[tk]` row per batch element, `-inf`
+/// past a length that differs per element: exponentials of `-inf` inside
+/// the keys a row sees): forward and backward within `f32` rounding of the
+/// plain `f64` attention.
+#[test]
+fn head_widths_and_padding_equal_plain_attention() {
+    for &d in &[8usize, 16, 24, 32, 48, 64, 80, 128] {
+        for &(tq, tk, causal) in &[
+            (7usize, 7usize, true),
+            (33, 33, true),
+            (64, 64, true),
+            (70, 70, true),
+            (33, 50, true),
+            (70, 20, true),
+            (33, 33, false),
+            (70, 64, false),
+        ] {
+            let batch = 3;
+            let [q, k, v, g] = inputs(batch, tq, tk, d, d);
+            // batch element b hides its last 5·b keys (at least one kept)
+            let keep = |b: usize| tk.saturating_sub(5 * b).max(1);
+            let pad: Vec<f32> = (0..batch * tk)
+                .map(|x| if x % tk >= keep(x / tk) { f32::NEG_INFINITY } else { 0.0 })
+                .collect();
+            let full: Vec<f32> = (0..batch * tq * tk).map(|x| pad[x / (tq * tk) * tk + x % tk]).collect();
+            let mask = Mask {
+                data: &pad[..],
+                batch: Batch::even(batch, tk, 0),
+                row: 0,
+                col: 1,
+            };
+            for masked in [false, true] {
+                let dims = Dims {
+                    batch,
+                    tq,
+                    tk,
+                    d,
+                    dv: d,
+                    scale: 1.0 / (d as f64).sqrt(),
+                    causal,
+                    dropout: None,
+                };
+                let what = format!("{batch}x{tq}x{tk} d {d} causal {causal} padded {masked}");
+                let (m, mask) = (masked.then_some(&full[..]), masked.then_some(&mask));
+                against_plain(&dims, [&q, &k, &v, &g], m, mask, &what);
+            }
+        }
+    }
+}
