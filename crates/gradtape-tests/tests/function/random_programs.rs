@@ -54,7 +54,7 @@ mod referees;
 mod third_ops;
 mod ties;
 mod transforms;
-use referees::{at_a_kink, differs, eager_oom, f32_noise, rounding};
+use referees::{at_a_kink, differs, eager_oom, f32_noise, f64_noise, rounding};
 
 /// Programs per CI run.
 const CASES: usize = 160;
@@ -562,13 +562,21 @@ fn check_steps(label: &str, steps: &[Step], dtype: DType, (b, n, m): (usize, usi
         // (measured once, when a first difference asks for it)
         let measured = std::cell::OnceCell::new();
         let noise = || {
-            *measured.get_or_init(|| match dtype {
-                DType::F32 => f32_noise(&steps, &x),
-                _ => x
-                    .iter()
-                    .map(|t| t.cast(DType::F32))
-                    .collect::<Result<Vec<_>>>()
-                    .map_or(0.0, |x| f32_noise(&steps, &x)),
+            *measured.get_or_init(|| {
+                let of_f32 = match dtype {
+                    DType::F32 => f32_noise(&steps, &x),
+                    _ => x
+                        .iter()
+                        .map(|t| t.cast(DType::F32))
+                        .collect::<Result<Vec<_>>>()
+                        .map_or(0.0, |x| f32_noise(&steps, &x)),
+                };
+                // (in f64 also its own condition, in the f32 measure's
+                // units: `rounding` scales the noise down by 2^-29)
+                match dtype {
+                    DType::F64 => of_f32.max(f64_noise(&steps, &x) * 29f64.exp2()),
+                    _ => of_f32,
+                }
             })
         };
         // the traced graph's sort orders, for a difference at a near-tie

@@ -52,25 +52,47 @@ pub fn differs(got: &Tensor, want: &Tensor, tol: f64) -> Option<String> {
 ///   the first measure can be a lucky eager run.
 pub fn f32_noise(steps: &[Step], x: &[Tensor]) -> f64 {
     let x64: Result<Vec<Tensor>> = x.iter().map(|t| t.cast(DType::F64)).collect();
-    let moved: Result<Vec<Tensor>> = x.iter().map(|t| t.mul_scalar(1.0 + (-22f64).exp2())).collect();
     let Ok(a) = run_with_gradients(steps, x) else {
         return 0.0;
     };
+    let in_f64 = x64.and_then(|x| run_with_gradients(steps, &x));
+    in_f64
+        .map_or(0.0, |b| worst_gap(&a, &b))
+        .max(moved(steps, x, &a, (-22f64).exp2()))
+}
+
+/// The program's `f64` condition, measured as [`f32_noise`]'s second
+/// measure is in `f32`: how far its eager `f64` run moves when every input
+/// moves by 2^-50 of itself (4 ulps). Where a value far past 1 goes
+/// through a bounded function, the `f32` measure saturates (a sine's value
+/// is `O(1)` whatever its argument's error) while `f64` still resolves the
+/// digits that another order of addition moves (seed 5608's larger
+/// program 350: a cumulative product reaching 2.8e11, 33 ulps apart
+/// traced, then its sine, 1.5e-4 of the scale apart).
+pub fn f64_noise(steps: &[Step], x: &[Tensor]) -> f64 {
+    run_with_gradients(steps, x).map_or(0.0, |a| moved(steps, x, &a, (-50f64).exp2()))
+}
+
+/// How far `a`, the outputs of `run_with_gradients` on `x`, move when
+/// every input moves by `by` of itself (all by the same factor, which
+/// keeps the inputs' ties and order, so that no `max` or `where` of them
+/// changes its choice), relative to each output's scale.
+fn moved(steps: &[Step], x: &[Tensor], a: &[Tensor], by: f64) -> f64 {
+    let x: Result<Vec<Tensor>> = x.iter().map(|t| t.mul_scalar(1.0 + by)).collect();
+    x.and_then(|x| run_with_gradients(steps, &x))
+        .map_or(0.0, |b| worst_gap(a, &b))
+}
+
+/// The largest difference between the finite elements of `a` and `b`,
+/// output by output, relative to the scale of `b`'s.
+fn worst_gap(a: &[Tensor], b: &[Tensor]) -> f64 {
     let mut worst = 0.0f64;
-    for other in [
-        x64.and_then(|x| run_with_gradients(steps, &x)),
-        moved.and_then(|x| run_with_gradients(steps, &x)),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        for (a, b) in a.iter().zip(&other) {
-            let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
-            let scale = b.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
-            for (x, y) in a.iter().zip(&b) {
-                if x.is_finite() && y.is_finite() {
-                    worst = worst.max((x - y).abs() / (1.0 + scale));
-                }
+    for (a, b) in a.iter().zip(b) {
+        let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
+        let scale = b.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+        for (x, y) in a.iter().zip(&b) {
+            if x.is_finite() && y.is_finite() {
+                worst = worst.max((x - y).abs() / (1.0 + scale));
             }
         }
     }
@@ -94,7 +116,8 @@ pub fn f32_noise(steps: &[Step], x: &[Tensor]) -> f64 {
 /// and scaled down to `f64`'s precision (2^-29 of `f32`'s): a difference
 /// within 32 times that, of the output's scale, is rounding (seed 22's
 /// program 1170: a shared weight's gradient, a sum of four products whose
-/// terms cancel, 2.4e-9 apart relative).
+/// terms cancel, 2.4e-9 apart relative). The caller may raise `noise` to
+/// [`f64_noise`]'s measure scaled up by 2^29 where that is larger.
 pub fn rounding(dtype: DType, got: &Tensor, want: &Tensor, exact: Option<Tensor>, noise: f64) -> bool {
     if dtype == DType::F64 {
         let (g, w) = (got.to_vec_f64(), want.to_vec_f64());
