@@ -216,3 +216,39 @@ fn a_reduction_of_a_gradient_runs_before_the_variable_updates_with_the_same_valu
     }
     Ok(())
 }
+
+/// A fused sum of squares and a scaling of the middle third of a joined
+/// product's columns (rows of 40 of 120: the key weights' gradient of
+/// joined query/key/value products, as the global-norm clipping reads it).
+fn sliced((x,): &(Tensor,)) -> Result<Vec<Tensor>> {
+    let k = x.narrow(1, 40, 40)?;
+    Ok(vec![k.square()?.sum_all()?, k.mul_scalar(0.5)?.sum_all()?])
+}
+
+#[test]
+fn a_fused_kernel_reads_a_column_slice_where_it_lies() -> Result<()> {
+    let _serial = serial();
+    // [24, 40] f32 of a [24, 120] argument: 3840 bytes, below the buffer
+    // cache's sizes and not a power of two (see `layer`), so a copy of
+    // the slice would be one `malloc` of this size
+    let args = (init(&[24, 120], 0.3),);
+    let bytes = 24 * 40 * 4;
+    let f = function(sliced);
+    let g = f.concrete(&args)?.optimized_graph().to_string();
+    assert!(g.contains("Fused"), "{g}");
+    for _ in 0..2 {
+        f.call(&args)?;
+    }
+    let (n, got) = buffers_of(bytes, || f.call(&args));
+    // none: the kernel reads the slice's rows in the argument's buffer
+    // (a copy of the slice had been one buffer a call)
+    assert_eq!(n, 0, "{g}");
+    // the bits of the same program over a contiguous copy of the slice
+    let copy = Tensor::from_vec(args.0.narrow(1, 40, 40)?.to_vec::<f32>()?, &[24, 40])?;
+    let h = function(|(k,): &(Tensor,)| Ok(vec![k.square()?.sum_all()?, k.mul_scalar(0.5)?.sum_all()?]));
+    let want = h.call(&(copy,))?;
+    for (a, b) in got?.iter().zip(&want) {
+        assert_eq!(bits(a), bits(b));
+    }
+    Ok(())
+}

@@ -21,6 +21,7 @@ mod function_compile;
 mod function_diag;
 mod function_errors;
 mod function_fuse;
+mod function_fuse_views;
 mod function_join;
 mod function_loops;
 mod function_math;

@@ -7,7 +7,8 @@
 //! elements chunk by chunk (chunks of a large tensor spread over the
 //! compute threads): it loads each input chunk once (a register reads it
 //! in place, see [`regs`], unless an output is written into that input's
-//! buffer), runs every instruction as a short vectorised loop over the
+//! buffer; a view with contiguous rows is read in its buffer too, see
+//! [`rows`]), runs every instruction as a short vectorised loop over the
 //! chunk (the registers stay in the L1 cache), stores each output chunk once and adds the chunks of reduced
 //! values into per-task partial sums. A tensor of one element (a scalar
 //! chain) runs on its own loop ([`scalar`]): one dispatch per op over
@@ -71,6 +72,7 @@ pub(crate) mod epilogue;
 mod half;
 mod in_place;
 pub(crate) mod regs;
+mod rows;
 mod scalar;
 pub(crate) mod scratch;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
@@ -396,12 +398,13 @@ impl Program {
         // a donor's elements are read through its pointer only (the kernel
         // writes them): no reference to them is made while it runs
         let donor_of_input = |i: usize| donors.iter().find(|d| d.input == i);
-        let data: List<Option<std::borrow::Cow<'_, [T]>>> = inputs
+        // (a view with contiguous rows as its whole buffer: see `rows`)
+        let data: List<Option<rows::Read<'_, T>>> = inputs
             .iter()
             .enumerate()
             .map(|(i, t)| match donor_of_input(i) {
                 Some(_) => Ok(None),
-                None => t.values::<T>("Fused").map(Some),
+                None => self.read::<T>(i, t).map(Some),
             })
             .collect::<Result<_>>()?;
         let srcs: List<Src<T>> = data
@@ -409,15 +412,17 @@ impl Program {
             .zip(inputs)
             .enumerate()
             .map(|(i, (d, _))| match (d, donor_of_input(i)) {
-                (Some(d), _) => Src {
+                (Some((d, rows)), _) => Src {
                     ptr: d.as_ptr(),
                     len: d.len(),
                     fixed: true,
+                    rows: *rows,
                 },
                 (None, Some(dn)) => Src {
                     ptr: dn.ptr.get() as *const T,
                     len: self.len,
                     fixed: self.load_dies_before_store(i, dn.out),
+                    rows: None,
                 },
                 (None, None) => unreachable!("an input without elements has a donor"),
             })
@@ -705,7 +710,12 @@ impl Program {
                 match *ins {
                     Instr::Load { dst, input } => {
                         let src = &srcs[input as usize];
-                        if src.fixed {
+                        if let Some(rows) = &src.rows {
+                            // SAFETY: `src` is a view's whole buffer, which
+                            // lives through the run, and which no output
+                            // writes (a donor is no view)
+                            unsafe { rows.load(src.ptr, &mut regs, dst, start, n) }
+                        } else if src.fixed {
                             // read in place: SAFETY: the input's elements
                             // live through the run, and no output writes
                             // them while this register stands for them

@@ -23,10 +23,9 @@
 //! merged pass would skip the rounding between them), and write no
 //! output in place of an input.
 
-use std::borrow::Cow;
-
 use super::epilogue::gather;
 use super::regs::Regs;
+use super::rows::Rows;
 use super::{register_width, scratch, Instr, List, Outs, Program, Splat, CHUNK, MAX_WIDTH};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::half_block::Half;
@@ -76,7 +75,12 @@ impl Program {
                 ),
             ));
         }
-        let data: List<Cow<'_, [H]>> = inputs.iter().map(|t| t.values::<H>("Fused")).collect::<Result<_>>()?;
+        // (a view with contiguous rows as its whole buffer: see `rows`)
+        let read: List<super::rows::Read<'_, H>> = (inputs.iter().enumerate())
+            .map(|(i, t)| self.read::<H>(i, t))
+            .collect::<Result<_>>()?;
+        let data: List<&[H]> = read.iter().map(|r| &r.0[..]).collect();
+        let rows: List<Option<Rows>> = read.iter().map(|r| r.1).collect();
         // the inputs read broadcast or splatted, in f32 once
         // (allocated fallibly: an error naming the op, never an abort)
         let wide: List<Option<Vec<f32>>> = (0..inputs.len())
@@ -90,7 +94,7 @@ impl Program {
                     return Ok(None);
                 }
                 let mut v = alloc::try_filled("Fused", data[i].len(), 0f32)?;
-                H::to_f32s(&data[i], &mut v);
+                H::to_f32s(data[i], &mut v);
                 Ok(Some(v))
             })
             .collect::<Result<_>>()?;
@@ -100,7 +104,7 @@ impl Program {
             bufs.push(alloc::try_buf::<H>("Fused", self.len)?);
         }
         let outs: List<SendPtr<H>> = bufs.iter_mut().map(|b| SendPtr(b.as_mut_ptr())).collect();
-        let (data, wide, outs) = (&data[..], &wide[..], &outs[..]);
+        let (data, wide, outs) = ((&data[..], &rows[..]), &wide[..], &outs[..]);
         // (inlined into `with_simd`'s wide-vector function, as `run_typed`'s
         // tasks: out of it, the pairs' `erf` made its fused multiply-adds
         // library calls)
@@ -135,7 +139,7 @@ impl Program {
     #[inline(always)]
     fn half_task<H: Half>(
         &self,
-        data: &[Cow<'_, [H]>],
+        (data, rows): (&[&[H]], &[Option<Rows>]),
         wide: &[Option<Vec<f32>>],
         outs: &[SendPtr<H>],
         c: std::ops::Range<usize>,
@@ -161,7 +165,17 @@ impl Program {
             for ins in self.body.iter() {
                 match *ins {
                     Instr::Load { dst, input } => {
-                        H::to_f32s(&data[input as usize][start..start + n], regs.get_mut(dst, n))
+                        let (src, out) = (data[input as usize], regs.get_mut(dst, n));
+                        match &rows[input as usize] {
+                            Some(r) => {
+                                let mut o = 0;
+                                r.segments(start, n, |at, k| {
+                                    H::to_f32s(&src[at..at + k], &mut out[o..o + k]);
+                                    o += k;
+                                });
+                            }
+                            None => H::to_f32s(&src[start..start + n], out),
+                        }
                     }
                     Instr::Gather { dst, input, q, p } => {
                         let src = wide[input as usize].as_deref().unwrap_or(&[]);

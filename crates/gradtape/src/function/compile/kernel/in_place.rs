@@ -17,6 +17,9 @@ pub(super) struct Src<T> {
     /// the output that does is stored after the last read of that register
     /// in each chunk (see [`Program::load_dies_before_store`])
     pub(super) fixed: bool,
+    /// for a view with contiguous rows, where they lie (`ptr` and `len`
+    /// are then its whole buffer's; only loads read it: see [`super::rows`])
+    pub(super) rows: Option<super::rows::Rows>,
 }
 
 impl<T> Clone for Src<T> {
