@@ -22,7 +22,7 @@
 //! walked the page tables on top of waiting for the data (2-core Xeon,
 //! one thread, after a 512 MiB pass: `[1024,768] @ [768,256]ᵀ` 94-122 →
 //! 132-135 GFLOP/s median with its operands on huge pages, `[2048,2048]²`
-//! 138-147 → 149-151; see `docs/compiler-notes.md`, "The Xeon machine").
+//! 138-147 → 149-151; see `docs/compiler-notes-xeon.md`, "The Xeon machine").
 //! Most systems' default (`enabled = madvise`) grants huge pages only to
 //! memory so marked. The buffers are reused through the buffer cache, so
 //! the call is made once per buffer, not per step; it only advises, and a
