@@ -41,6 +41,7 @@ mod loops_traced_vs_eager;
 mod nested_loop_effects;
 mod random_programs;
 mod retracing;
+mod shared_args;
 mod sort_ties;
 mod sparse_xent_grad_op;
 mod traced_grads;

@@ -126,9 +126,10 @@ impl Seq2Seq {
 
 /// [`Seq2Seq::reverse`] through a traced decoding step (the new position,
 /// the decoder's cache, the encoder's output and padding in; the logits
-/// and the cache out) and a cache of fixed capacity: the tokens and the
-/// step's number of traces.
-fn reverse_traced(m: &Arc<Seq2Seq>, src: &Tensor) -> Result<(Vec<i64>, usize)> {
+/// and the cache out) and a cache of fixed capacity: the tokens, the
+/// step's number of traces, and the products (`MatMul` nodes) of its first
+/// graph and of the one that serves the later steps.
+fn reverse_traced(m: &Arc<Seq2Seq>, src: &Tensor) -> Result<(Vec<i64>, usize, [usize; 2])> {
     let (enc, pad) = m.encode(src, false)?;
     let b = src.shape()[0];
     let step = {
@@ -143,9 +144,14 @@ fn reverse_traced(m: &Arc<Seq2Seq>, src: &Tensor) -> Result<(Vec<i64>, usize)> {
     let mut cache = m.decoder.kv_cache(b, LEN)?;
     let mut next = Tensor::from_vec(vec![BOS; b], &[b, 1])?;
     let mut out = vec![Vec::new(); b];
+    let mut products = [0; 2];
     for t in 0..LEN {
         let y = m.target_positions.add_to(&m.target.call(&next)?, t)?;
-        let (logits, c) = step.call(&(y, cache, enc.clone(), pad.clone()))?;
+        let args = (y, cache, enc.clone(), pad.clone());
+        if t < 2 {
+            products[t] = step.graph(&args)?.count("MatMul");
+        }
+        let (logits, c) = step.call(&args)?;
         cache = c;
         next = logits.argmax(-1)?;
         for (row, id) in out.iter_mut().zip(next.to_vec::<i64>()?) {
@@ -153,7 +159,7 @@ fn reverse_traced(m: &Arc<Seq2Seq>, src: &Tensor) -> Result<(Vec<i64>, usize)> {
         }
     }
     assert_eq!(cache.len(), LEN);
-    Ok((out.concat(), step.trace_count()))
+    Ok((out.concat(), step.trace_count(), products))
 }
 
 /// A batch: sources of 3 to 5 tokens (padded), the decoder's inputs
@@ -284,9 +290,16 @@ fn a_traced_seq2seq_model_learns_to_reverse_and_decodes_with_a_cache() -> Result
     assert_eq!(full, got[..4 * LEN].to_vec());
     // and through a traced step with a cache of fixed capacity: the same
     // tokens, from two traces (the first step has no kept projections of
-    // the encoder's sequence yet; the others all have them)
-    let (traced, traces) = reverse_traced(&m, &src)?;
+    // the encoder's sequence yet; the others all have them, and their
+    // graph reads them: it has one product fewer, the encoder's joined
+    // key/value projection)
+    let (traced, traces, products) = reverse_traced(&m, &src)?;
     assert_eq!(traced, got);
     assert_eq!(traces, 2);
+    assert_eq!(
+        products[1] + 1,
+        products[0],
+        "products of the first step's graph and the later ones'"
+    );
     Ok(())
 }

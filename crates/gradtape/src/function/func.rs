@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use super::compile::CompileOptions;
 use super::concrete::{ConcreteFunction, FlatFn};
 use super::graph::Graph;
+use super::shared_args;
 use super::sizes;
 use super::structure::{reuse_leaves, tensors_of, Leaf, TensorStruct};
 use super::trace;
@@ -134,6 +135,9 @@ struct Entry<O> {
     /// for a key with `None` dims, the exact keys (sizes) checked to trace
     /// to this graph, most recently used last; the calls it serves
     sizes: Vec<Vec<LeafKey>>,
+    /// the tensor arguments that repeat an earlier one (see
+    /// [`shared_args`]): part of the key
+    repeats: Vec<(u32, u32)>,
     /// the trace as recorded, to compare other sizes' traces with
     traced: Option<Traced>,
     concrete: Arc<ConcreteFunction>,
@@ -148,9 +152,12 @@ struct Traced {
 }
 
 impl<O> Entry<O> {
-    /// Whether the entry serves these leaves without a new trace.
-    fn serves(&self, leaves: &[Leaf<'_>]) -> bool {
-        fits(&self.key, leaves) && (self.traced.is_none() || self.sizes.iter().any(|k| fits(k, leaves)))
+    /// Whether the entry serves these leaves (whose repeated tensors are
+    /// `repeats`) without a new trace.
+    fn serves(&self, leaves: &[Leaf<'_>], repeats: &[(u32, u32)]) -> bool {
+        self.repeats == repeats
+            && fits(&self.key, leaves)
+            && (self.traced.is_none() || self.sizes.iter().any(|k| fits(k, leaves)))
     }
 }
 
@@ -308,9 +315,10 @@ where
     /// [`lookup`](Self::lookup) given the arguments' leaves. A cached
     /// graph is found without making its key (no allocation).
     fn lookup_leaves(&self, args: &I, leaves: &[Leaf<'_>]) -> Result<(Arc<ConcreteFunction>, Arc<O>)> {
+        let repeats = shared_args::repeats(leaves);
         {
             let mut cache = self.lock();
-            if let Some(i) = cache.entries.iter().position(|e| e.serves(leaves)) {
+            if let Some(i) = cache.entries.iter().position(|e| e.serves(leaves, &repeats)) {
                 let e = cache.entries.remove(i);
                 let hit = (e.concrete.clone(), e.template.clone());
                 cache.entries.push(e);
@@ -324,16 +332,15 @@ where
             self.check_max_traces()?;
         }
         // trace without holding the lock (the closure may call this function)
-        let traced = self.trace(args)?;
+        let traced = self.trace(args, &repeats)?;
         let exact = exact_key(leaves);
         if sized {
             // another size of a signature with `None` dims: an entry whose
             // trace is this one's serves it too
             let mut cache = self.lock();
-            let found = cache
-                .entries
-                .iter()
-                .position(|e| e.key == key && e.traced.as_ref().is_some_and(|t| t.matches(&traced)));
+            let found = cache.entries.iter().position(|e| {
+                e.key == key && e.repeats == repeats && e.traced.as_ref().is_some_and(|t| t.matches(&traced))
+            });
             if let Some(i) = found {
                 let mut e = cache.entries.remove(i);
                 if e.sizes.len() >= MAX_SIZES {
@@ -348,13 +355,14 @@ where
             self.check_max_traces()?;
         }
         let record = sized.then(|| Traced::of(&traced));
-        let (concrete, template) = self.finish(args, traced)?;
+        let (concrete, template) = self.finish(args, traced, &repeats)?;
         let template = Arc::new(template);
         let mut cache = self.lock();
         cache.traces += 1;
         cache.entries.push(Entry {
             key,
             sizes: vec![exact],
+            repeats,
             traced: record,
             concrete: concrete.clone(),
             template: template.clone(),
@@ -392,12 +400,12 @@ where
     /// variable at every trace would make a new one per trace, holding
     /// state no eager call has (each eager call starts from a new
     /// variable), and is an error.
-    fn trace(&self, args: &I) -> Result<trace::Traced<O>> {
-        let first = self.trace_once(args)?;
+    fn trace(&self, args: &I, repeats: &[(u32, u32)]) -> Result<trace::Traced<O>> {
+        let first = self.trace_once(args, repeats)?;
         if first.created == 0 {
             return Ok(first);
         }
-        let again = self.trace_once(args)?;
+        let again = self.trace_once(args, repeats)?;
         if again.created > 0 {
             return Err(Error::invalid(
                 "function",
@@ -412,12 +420,13 @@ where
         Ok(again)
     }
 
-    /// One trace of the closure on `args`.
-    fn trace_once(&self, args: &I) -> Result<trace::Traced<O>> {
+    /// One trace of the closure on `args` (a repeated tensor gets its first
+    /// argument's placeholder: see [`shared_args`]).
+    fn trace_once(&self, args: &I, repeats: &[(u32, u32)]) -> Result<trace::Traced<O>> {
         let flat = tensors_of(args);
         let f = self.f.clone();
         trace::trace(&flat, &[], trace::recording(), |aliases| {
-            let a = args.rebuild(&mut aliases.iter().cloned())?;
+            let a = args.rebuild(&mut shared_args::share(aliases, repeats).into_iter())?;
             let o = f(&a)?;
             let outs = tensors_of(&o);
             Ok((o, outs))
@@ -425,13 +434,14 @@ where
     }
 
     /// The concrete function of a finished trace, and its output structure.
-    fn finish(&self, args: &I, traced: trace::Traced<O>) -> Result<(Arc<ConcreteFunction>, O)> {
+    fn finish(&self, args: &I, traced: trace::Traced<O>, repeats: &[(u32, u32)]) -> Result<(Arc<ConcreteFunction>, O)> {
         // the structure alone: tensors replaced by placeholders
         let template = traced.value.rebuild(&mut std::iter::repeat_with(placeholder))?;
         let arg_template = args.rebuild(&mut std::iter::repeat_with(placeholder))?;
         let f = self.f.clone();
+        let repeats = repeats.to_vec();
         let flat_fn: FlatFn = Arc::new(move |xs: &[Tensor]| {
-            let a = arg_template.rebuild(&mut xs.iter().cloned())?;
+            let a = arg_template.rebuild(&mut shared_args::share(xs, &repeats).into_iter())?;
             Ok(tensors_of(&f(&a)?))
         });
         let concrete = ConcreteFunction::new(

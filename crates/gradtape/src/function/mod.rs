@@ -25,6 +25,11 @@
 //! or broadcast target, a constant of that size) is made once per size
 //! instead, never run with another size's numbers.
 //! [`FunctionOptions::max_traces`] turns a storm into an error too.
+//! A call that passes one tensor as two arguments (`(x, x)`) is traced
+//! apart from calls with two tensors, and inside its trace the two are one
+//! tensor, as they are eagerly: a tape inside the closure that watches
+//! either gets the total derivative (`tf.function` would give each
+//! argument a placeholder of its own and answer a partial one).
 //!
 //! **What a function captures.** Rust code in the closure runs only while
 //! tracing: a `println!`, a Rust `if` on a shape, a loop count, are fixed
@@ -116,6 +121,7 @@ mod grad;
 pub(crate) mod graph;
 pub(crate) mod jacobian;
 pub(crate) mod passes;
+mod shared_args;
 pub(crate) mod sizes;
 mod structure;
 pub(crate) mod trace;

@@ -673,8 +673,8 @@ impl MultiHeadAttention {
         let k = self.rotate(k, 0)?;
         if let Some(slot) = kept {
             *slot = Some(CrossKv {
-                key: key.id(),
-                value: value.id(),
+                key: key.clone(),
+                value: value.clone(),
                 k: k.clone(),
                 v: v.clone(),
             });

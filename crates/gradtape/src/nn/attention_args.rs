@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::function::{Leaf, TensorStruct};
-use crate::tensor::{DType, Tensor, TensorId};
+use crate::tensor::{DType, Tensor};
 
 const OP: &str = "MultiHeadAttention";
 
@@ -305,10 +305,17 @@ pub struct KvCache {
 /// projecting the whole encoder's sequence again. They are reused only for
 /// the same key and value tensors (by their ids), so a new encoder's
 /// sequence is projected anew, never answered from a stale cache.
+///
+/// The cache holds those tensors themselves, as leaves of its structure:
+/// a traced decoding step given the cache and the encoder's output sees
+/// one tensor twice, and its trace shares one placeholder between them
+/// (see `function`'s shared arguments), so the graph reads the kept heads
+/// and projects nothing; a call with another encoder output is another
+/// trace, which projects it.
 #[derive(Clone, Debug)]
 pub(super) struct CrossKv {
-    pub(super) key: TensorId,
-    pub(super) value: TensorId,
+    pub(super) key: Tensor,
+    pub(super) value: Tensor,
     /// `[b, kv_heads, s, key_dim]` and `[b, kv_heads, s, value_dim]`
     pub(super) k: Tensor,
     pub(super) v: Tensor,
@@ -318,7 +325,7 @@ impl CrossKv {
     /// The cached heads, if they are `key`'s and `value`'s.
     pub(super) fn of(slot: &Option<CrossKv>, key: &Tensor, value: &Tensor) -> Option<(Tensor, Tensor)> {
         slot.as_ref()
-            .filter(|c| c.key == key.id() && c.value == value.id())
+            .filter(|c| c.key.id() == key.id() && c.value.id() == value.id())
             .map(|c| (c.k.clone(), c.v.clone()))
     }
 }
@@ -466,6 +473,8 @@ impl TensorStruct for KvCache {
         match &self.cross {
             Some(c) => {
                 out.push(Leaf::Tag(1));
+                out.push(Leaf::Tensor(&c.key));
+                out.push(Leaf::Tensor(&c.value));
                 out.push(Leaf::Tensor(&c.k));
                 out.push(Leaf::Tensor(&c.v));
             }
@@ -479,8 +488,8 @@ impl TensorStruct for KvCache {
         let index = self.index.rebuild(tensors)?;
         let cross = match &self.cross {
             Some(c) => Some(CrossKv {
-                key: c.key,
-                value: c.value,
+                key: c.key.rebuild(tensors)?,
+                value: c.value.rebuild(tensors)?,
                 k: c.k.rebuild(tensors)?,
                 v: c.v.rebuild(tensors)?,
             }),
