@@ -257,8 +257,19 @@ impl Plan {
             let trial = step
                 .paired
                 .as_deref()
-                .filter(|_| i + 1 < self.steps.len() && !capturing() && !crate::kernels::cpu::workers::is_alone());
-            let PairRun { together, timed, tasks } = trial.map_or(PairRun::default(), PairTrial::next);
+                .filter(|_| i + 1 < self.steps.len() && !capturing());
+            // a run alone (see `sharing`) runs a pair as decided, or
+            // together while undecided, untimed: its two tasks one after
+            // the other on this thread, in the buffers of the pair's
+            // shared runs (run apart, its outputs would need others)
+            let PairRun { together, timed, tasks } = match trial {
+                None => PairRun::default(),
+                Some(t) if crate::kernels::cpu::workers::is_alone() => PairRun {
+                    together: t.decision() != Some(false),
+                    ..PairRun::default()
+                },
+                Some(t) => t.next(),
+            };
             let t0 = timed.then(std::time::Instant::now);
             if trial.is_some() && !together {
                 // the pair one node after the other (timed on a trial run)

@@ -44,8 +44,10 @@
 //! **Values.** A run alone runs every job of the pool on the calling thread
 //! ([`workers::alone`](crate::kernels::cpu::workers::alone)), the path of a
 //! job nested in another, whose kernels split their work by the pool's
-//! size, not by who runs it; pairs of products run one after the other. The
-//! results are the bits of a shared run.
+//! size, not by who runs it; a pair of products runs as a pair's job does
+//! inside another job, its two tasks one after the other, in the buffers
+//! of its shared runs (so that a trial allocates nothing). The results are
+//! the bits of a shared run.
 //!
 //! [`PairTrial`]: super::pair_products::PairTrial
 
