@@ -259,6 +259,9 @@ pub mod __internals {
             pub mod pipeline {
                 pub use crate::function::compile::pipeline::*;
             }
+            pub mod sharing {
+                pub use crate::function::compile::sharing::*;
+            }
             pub mod simplify {
                 pub use crate::function::compile::simplify::*;
             }

@@ -32,6 +32,7 @@ mod function_compile_pads_to_concat;
 mod function_compile_pair_products;
 mod function_compile_pipeline;
 mod function_compile_residual_into_norm_grad;
+mod function_compile_sharing;
 mod function_compile_simplify;
 mod function_control;
 mod function_jacobian;

@@ -25,6 +25,11 @@
 //! other, where their first runs found them balanced, or faster so than
 //! one after the other ([`PairTrial`]).
 //!
+//! **Sharing.** Whether a run's jobs use the compute threads or run on
+//! the calling thread alone is decided by timing runs both ways
+//! ([`sharing`](super::sharing)): with another busy process beside the
+//! step, one thread with a core to itself can beat two that take turns.
+//!
 //! Recording: compiled graphs run with no tape, accumulator or trace active
 //! (a caller hides them, or none is active), so the nodes' ops record
 //! nothing; a fused kernel and the compiler's own nodes call kernels
@@ -39,6 +44,7 @@ use super::fuse::Fused;
 use super::kernel::{Outs, Program};
 use super::pair_products::{one_thread, pairs, task_clock, PairRun, PairTrial, PAIRS};
 use super::profile;
+use super::sharing::SharingTrial;
 use super::CompileStats;
 use crate::error::{Error, Result};
 use crate::function::graph::{Graph, Node};
@@ -89,6 +95,9 @@ pub struct Plan {
     /// what runs reuse (a run that finds it busy, on another thread, goes
     /// without)
     pub reuse: Mutex<Reuse>,
+    /// whether runs share the compute threads or run alone (see
+    /// [`sharing`](super::sharing))
+    pub sharing: SharingTrial,
     /// the CUDA graph of runs on a GPU (see `replay`)
     #[cfg(feature = "cuda")]
     gpu: super::replay::GpuGraph,
@@ -152,6 +161,7 @@ impl Plan {
             outputs: g.outputs.clone(),
             n_slots: n,
             reuse: Mutex::new(Reuse::default()),
+            sharing: SharingTrial::default(),
             #[cfg(feature = "cuda")]
             gpu: Default::default(),
         }
@@ -176,8 +186,15 @@ impl Plan {
             sides,
         } = &mut *reuse;
         let start = out.len();
+        let workers = crate::kernels::cpu::workers::threads() > 1 && !crate::kernels::cpu::workers::is_alone();
+        let how = workers.then(|| self.sharing.next()).flatten();
+        let t0 = how.filter(|h| h.timed).map(|_| std::time::Instant::now());
         let done = bin.scope(|| {
-            let done = self.run_with(g, args, slots, [&mut *ins, &mut *ins2], sides, out);
+            let mut run = || self.run_with(g, args, slots, [&mut *ins, &mut *ins2], sides, out);
+            let done = match how {
+                Some(h) if h.alone => crate::kernels::cpu::workers::alone(run),
+                _ => run(),
+            };
             // (the returned values' handles in the slots go, so that the
             // caller's handles are the only ones but the bin's)
             slots.iter_mut().for_each(|s| *s = None);
@@ -187,6 +204,10 @@ impl Plan {
         });
         if done.is_ok() {
             bin.returned(&out[start..]);
+            if let Some(h) = how {
+                let ns = t0.map_or(0, |t| t.elapsed().as_nanos() as u64);
+                self.sharing.record(h, ns);
+            }
         }
         done
     }
@@ -237,7 +258,18 @@ impl Plan {
                 .paired
                 .as_deref()
                 .filter(|_| i + 1 < self.steps.len() && !capturing());
-            let PairRun { together, timed, tasks } = trial.map_or(PairRun::default(), PairTrial::next);
+            // a run alone (see `sharing`) runs a pair as decided, or
+            // together while undecided, untimed: its two tasks one after
+            // the other on this thread, in the buffers of the pair's
+            // shared runs (run apart, its outputs would need others)
+            let PairRun { together, timed, tasks } = match trial {
+                None => PairRun::default(),
+                Some(t) if crate::kernels::cpu::workers::is_alone() => PairRun {
+                    together: t.decision() != Some(false),
+                    ..PairRun::default()
+                },
+                Some(t) => t.next(),
+            };
             let t0 = timed.then(std::time::Instant::now);
             if trial.is_some() && !together {
                 // the pair one node after the other (timed on a trial run)

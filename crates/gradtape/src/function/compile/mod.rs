@@ -139,6 +139,7 @@ pub(crate) mod remat;
 mod replay;
 pub(crate) mod residual_into_norm_grad;
 pub(crate) mod share_im2col;
+pub(crate) mod sharing;
 pub(crate) mod simplify;
 pub(crate) mod transpose_once;
 

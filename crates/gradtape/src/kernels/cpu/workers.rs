@@ -18,10 +18,16 @@
 //! calls [`parallel_for`]) runs on the calling thread alone. Helpers take on
 //! the caller's floating-point control word (denormal flushing) for the job.
 //!
+//! A caller may run its jobs alone ([`alone`]): a compiled graph does on a
+//! machine where its runs took longer shared than alone (another busy
+//! process beside the step; `function/compile/sharing.rs`). Its jobs take
+//! the nested path, whose kernels split their work by the pool's size, not
+//! by who runs it: the same bits.
+//!
 //! The pool has `GRADTAPE_NUM_THREADS` threads, else `RAYON_NUM_THREADS`,
 //! else one per core, the caller included.
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::sync::{Mutex, OnceLock};
@@ -76,6 +82,30 @@ static POOL: Pool = Pool {
     panic: Mutex::new(None),
     slots: OnceLock::new(),
 };
+
+thread_local! {
+    /// Whether this thread runs its jobs alone (see [`alone`]).
+    static ALONE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every job this thread starts run on it alone, as a job
+/// nested in another is: the same splits, so the same bits, without the
+/// helpers (which park after their spin).
+pub fn alone<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ALONE.with(|a| a.set(self.0));
+        }
+    }
+    let _reset = Reset(ALONE.with(|a| a.replace(true)));
+    f()
+}
+
+/// Whether this thread runs its jobs alone now (inside [`alone`]).
+pub fn is_alone() -> bool {
+    ALONE.with(Cell::get)
+}
 
 /// Number of threads a kernel may use, the caller included.
 pub fn threads() -> usize {
@@ -256,6 +286,9 @@ fn run_tasks(n: usize, f: &(dyn Fn(usize) + Sync)) {
 #[inline(never)]
 fn spread(n: usize, f: &(dyn Fn(usize) + Sync)) {
     let alone = || (0..n).for_each(f);
+    if is_alone() {
+        return alone();
+    }
     // a poisoned lock only means an earlier job's task panicked
     let _busy = match POOL.busy.try_lock() {
         Ok(g) => g,
