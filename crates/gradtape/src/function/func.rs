@@ -468,10 +468,27 @@ where
             Leaf::Variable(_) | Leaf::Tag(_) => None,
         }));
         vecs.leaves = reuse_leaves(leaves);
+        let args_len = inputs.len();
+        super::graph::take_shapes_changed();
         let out = found.and_then(|(concrete, template)| {
             inputs.extend(concrete.captures().iter().cloned());
-            concrete.call_inputs_into(inputs, &mut vecs.outputs)?;
-            template.rebuild(&mut vecs.outputs.drain(..))
+            match concrete.call_inputs_into(inputs, &mut vecs.outputs) {
+                // a shape the values decide changed since the trace (a
+                // mask that keeps another count): the graph after it was
+                // traced for the old shapes, so this call is traced
+                // again, as TensorFlow's graphs carry such shapes
+                // unknown; not where the graph writes state, which ran
+                // up to the failing node and would run again
+                Err(_) if super::graph::take_shapes_changed() && !concrete.graph().writes_state() => {
+                    let (again, template) = self.finish(args, self.trace(args)?)?;
+                    inputs.truncate(args_len);
+                    inputs.extend(again.captures().iter().cloned());
+                    again.call_inputs_into(inputs, &mut vecs.outputs)?;
+                    template.rebuild(&mut vecs.outputs.drain(..))
+                }
+                Err(e) => Err(e),
+                Ok(()) => template.rebuild(&mut vecs.outputs.drain(..)),
+            }
         });
         vecs.inputs.clear();
         vecs.outputs.clear();
