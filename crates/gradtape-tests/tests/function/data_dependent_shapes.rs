@@ -76,3 +76,30 @@ fn a_changed_count_in_a_function_that_writes_state_is_an_error() -> Result<()> {
     );
     Ok(())
 }
+
+/// A step the traced code took by a masked value's shape alone (its
+/// values unused, so dead in the graph): a call whose mask keeps another
+/// count takes the other step, as eager does (seed 5703's `bf16` program
+/// 507: a `unique` whose count decided whether a later `complex` fitted).
+#[test]
+fn a_step_decided_by_a_count_alone_follows_each_call() -> Result<()> {
+    fn by_count(x: &Tensor) -> Result<Tensor> {
+        let kept = x.boolean_mask(&x.gt_scalar(0.0)?)?;
+        match kept.shape()[0] {
+            2 => x.sin(),
+            _ => x.cos(),
+        }
+    }
+    let f = function(by_count);
+    let a = Tensor::vector(&[1.0f64, -1.0, 2.0, -3.0]);
+    let b = Tensor::vector(&[1.0f64, 2.0, 3.0, -3.0]);
+    for x in [&a, &b, &a] {
+        assert_eq!(
+            f.call(x)?.to_vec_f64(),
+            by_count(x)?.to_vec_f64(),
+            "{:?}",
+            x.to_vec_f64()
+        );
+    }
+    Ok(())
+}

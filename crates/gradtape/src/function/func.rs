@@ -446,7 +446,14 @@ where
     }
 
     /// Calls the function: traces it first if no graph fits the arguments'
-    /// signature, then runs the graph.
+    /// signature, then runs the graph. Where an op whose output shape the
+    /// values decide (`boolean_mask`, `unique`, `bincount`, `argwhere`,
+    /// the sorted segment ops) gives another shape than in the trace, the
+    /// ops after it were traced for the old one (a mean's count, a
+    /// gradient's broadcast): the call is traced again and runs that
+    /// graph, or, where the graph writes a variable (the writes before
+    /// that op ran already), fails with an error naming the op and both
+    /// shapes.
     pub fn call(&self, args: &I) -> Result<O> {
         let mut held = self.reuse.try_lock().ok();
         let mut vecs = held.as_deref_mut().map(std::mem::take).unwrap_or_default();

@@ -49,6 +49,15 @@ pub(super) const FIRST: usize = super::third_ops::FIRST + super::third_ops::COUN
 /// The number of ops in this part.
 pub(super) const COUNT: usize = 15;
 
+/// The op whose results' shapes the values decide (`unique`, `bincount`,
+/// `boolean_mask`, `argwhere`).
+pub(super) const VALUE_SHAPES: usize = FIRST + 14;
+
+/// Whether a step is the CTC loss (differentiable once only).
+pub(super) fn is_ctc(s: &Step) -> bool {
+    s.op == FIRST + 6 && s.p % 8 == 7
+}
+
 /// An `[n, n]` positive definite matrix made from a rank-2 `a` (`[r, c]`):
 /// `a aᵀ / c + I` (`n = r`); `None` for other ranks or past 64 rows.
 fn spd(a: &Tensor) -> Result<Option<Tensor>> {
@@ -281,7 +290,7 @@ fn apply_in(s: &Step, v: &[Tensor]) -> Result<Tensor> {
         }
         4 => {
             // the index ops, at indices the shapes decide (with repeats)
-            if a.rank() != 2 {
+            if a.rank() != 2 || a.numel() == 0 {
                 return a.exp();
             }
             let (n0, n1) = (a.shape()[0], a.shape()[1]);
@@ -454,7 +463,11 @@ fn apply_in(s: &Step, v: &[Tensor]) -> Result<Tensor> {
             // the other convolutions and pools
             let Some(x) = image(a)? else { return a.tanh() };
             let (n, h, w) = (x.shape()[0], x.shape()[1], x.shape()[2]);
-            let padding = if s.q.is_multiple_of(2) { Padding::Same } else { Padding::Valid };
+            let padding = if s.q.is_multiple_of(2) {
+                Padding::Same
+            } else {
+                Padding::Valid
+            };
             let k = 1 + s.q / 2 % 3;
             match s.p % 9 {
                 0 => {
@@ -511,7 +524,7 @@ fn apply_in(s: &Step, v: &[Tensor]) -> Result<Tensor> {
                     // boxes inside and past the image (extrapolated)
                     let boxes =
                         Tensor::from_vec(vec![0.1, 0.2, 0.8, 0.9, -0.2, 0.0, 0.6, 1.3], &[2, 4])?.cast(a.dtype())?;
-                    let which = Tensor::from_vec(vec![0i32, (n - 1) as i32], &[2])?;
+                    let which = Tensor::from_vec(vec![0i32, n.saturating_sub(1) as i32], &[2])?;
                     let method = if s.flag {
                         ResizeMethod::Bilinear
                     } else {
