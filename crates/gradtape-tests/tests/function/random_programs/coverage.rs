@@ -25,9 +25,11 @@ use super::{apply, check_program, draw_program, inputs, report_passes, run_with_
 fn random_programs_reach_the_passes() {
     // (a seed whose 150 programs reach every pass: the rare ones fire in
     // a few programs of a seed, so a change of the vocabulary may need
-    // another seed, never fewer passes)
+    // another seed, never fewer passes: with the fourth part, seed 3's
+    // programs no longer made pads_to_concat fire, 4, 5 and 7's not
+    // diag_matmul, 8's not stack_products; 6's reach every one)
     for k in 0..150 {
-        check_program(3, k, k % 3 == 0, true, None);
+        check_program(6, k, k % 3 == 0, true, None);
     }
     let all = report_passes();
     let count = |name: &str| all.iter().find(|(k, _)| *k == name).map_or(0, |&(_, c)| c);
