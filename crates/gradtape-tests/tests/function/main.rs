@@ -16,6 +16,7 @@ mod control_effects;
 mod control_forward_effects;
 mod control_outputs;
 mod control_variable_reads;
+mod data_dependent_shapes;
 mod function;
 mod function_compile;
 mod function_diag;

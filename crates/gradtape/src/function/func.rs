@@ -456,7 +456,14 @@ where
     }
 
     /// Calls the function: traces it first if no graph fits the arguments'
-    /// signature, then runs the graph.
+    /// signature, then runs the graph. Where an op whose output shape the
+    /// values decide (`boolean_mask`, `unique`, `bincount`, `argwhere`,
+    /// the sorted segment ops) gives another shape than in the trace, the
+    /// ops after it were traced for the old one (a mean's count, a
+    /// gradient's broadcast): the call is traced again and runs that
+    /// graph, or, where the graph writes a variable (the writes before
+    /// that op ran already), fails with an error naming the op and both
+    /// shapes.
     pub fn call(&self, args: &I) -> Result<O> {
         let mut held = self.reuse.try_lock().ok();
         let mut vecs = held.as_deref_mut().map(std::mem::take).unwrap_or_default();
@@ -478,10 +485,27 @@ where
             Leaf::Variable(_) | Leaf::Tag(_) => None,
         }));
         vecs.leaves = reuse_leaves(leaves);
+        let args_len = inputs.len();
+        super::graph::take_shapes_changed();
         let out = found.and_then(|(concrete, template)| {
             inputs.extend(concrete.captures().iter().cloned());
-            concrete.call_inputs_into(inputs, &mut vecs.outputs)?;
-            template.rebuild(&mut vecs.outputs.drain(..))
+            match concrete.call_inputs_into(inputs, &mut vecs.outputs) {
+                // a shape the values decide changed since the trace (a
+                // mask that keeps another count): the graph after it was
+                // traced for the old shapes, so this call is traced
+                // again, as TensorFlow's graphs carry such shapes
+                // unknown; not where the graph writes state, which ran
+                // up to the failing node and would run again
+                Err(_) if super::graph::take_shapes_changed() && !concrete.graph().writes_state() => {
+                    let (again, template) = self.finish(args, self.trace(args)?)?;
+                    inputs.truncate(args_len);
+                    inputs.extend(again.captures().iter().cloned());
+                    again.call_inputs_into(inputs, &mut vecs.outputs)?;
+                    template.rebuild(&mut vecs.outputs.drain(..))
+                }
+                Err(e) => Err(e),
+                Ok(()) => template.rebuild(&mut vecs.outputs.drain(..)),
+            }
         });
         vecs.inputs.clear();
         vecs.outputs.clear();

@@ -184,6 +184,11 @@ impl Graph {
                     format!("gave {} outputs, the graph expects {}", outs.len(), node.outputs.len()),
                 ));
             }
+            if let Op::Sort(op) = &node.op
+                && !op.static_shape()
+            {
+                self.check_value_shapes(node, &outs)?;
+            }
             for (&v, t) in node.outputs.iter().zip(outs) {
                 if plan.last_use[v as usize] != usize::MAX || plan.returned[v as usize] {
                     slots[v as usize] = Some(t);
@@ -191,6 +196,42 @@ impl Graph {
             }
         }
         returned_values(&self.outputs, &slots)
+    }
+
+    /// Fails where a node whose output shapes its values decide (`unique`,
+    /// `bincount`, `argwhere`, the sorted segment ops) gave other shapes
+    /// than the trace saw: the nodes after it were traced for those
+    /// shapes (a mean's count, a gradient's broadcast, a reshape), so
+    /// they would give wrong numbers or fail. The error is marked (see
+    /// [`take_shapes_changed`]) for the function to trace again.
+    #[cold]
+    fn check_value_shapes(&self, node: &Node, outs: &[Tensor]) -> Result<()> {
+        for (&v, t) in node.outputs.iter().zip(outs) {
+            let traced = &self.values[v as usize].shape;
+            if t.shape() != &traced[..] {
+                SHAPES_CHANGED.set(true);
+                return Err(Error::invalid(
+                    node.op.name(),
+                    format!(
+                        "gave shape {:?} where the trace saw {:?}: a shape the values decide changed \
+                         since the trace (a function that writes state is not traced again for it)",
+                        t.shape(),
+                        &traced[..]
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the graph (or a graph nested in it) writes state (a
+    /// variable): running it again would repeat the writes.
+    pub(crate) fn writes_state(&self) -> bool {
+        self.nodes.iter().any(|n| match &n.op {
+            Op::Dyn(d) => d.writes(),
+            Op::Opaque(_) => true,
+            _ => false,
+        }) || self.subgraphs().iter().any(|(_, g)| g.writes_state())
     }
 
     /// The graphs nested in this one's nodes (branches, bodies, calls).
@@ -203,6 +244,19 @@ impl Graph {
             })
             .collect()
     }
+}
+
+thread_local! {
+    /// Set when a graph run on this thread failed because a shape the
+    /// values decide changed since its trace (see
+    /// [`Graph::check_value_shapes`]).
+    static SHAPES_CHANGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a graph run on this thread failed because a shape the values
+/// decide changed since its trace, since the last time this was asked.
+pub(crate) fn take_shapes_changed() -> bool {
+    SHAPES_CHANGED.replace(false)
 }
 
 /// The values `outputs` names, from an executor's `slots` (shared by the

@@ -30,7 +30,11 @@ pub(crate) fn optimize(g: &mut Graph) {
 }
 
 /// Removes nodes whose outputs nothing uses (and that have no effects), then
-/// renumbers the values.
+/// renumbers the values. A node whose output shapes the values decide
+/// (`unique`, `argwhere`, `bincount`, the sorted segment ops) stays: the
+/// traced code may have read its shape alone (a step taken or not by
+/// it), and the graph run checks that shape against the trace's (see
+/// `Graph::run`), so that a call where it changes is traced again.
 pub fn dce(g: &mut Graph) {
     let mut live = vec![false; g.values.len()];
     for &o in &g.outputs {
@@ -38,7 +42,8 @@ pub fn dce(g: &mut Graph) {
     }
     let mut keep = vec![false; g.nodes.len()];
     for (i, n) in g.nodes.iter().enumerate().rev() {
-        if n.op.is_stateful() || n.outputs.iter().any(|&o| live[o as usize]) {
+        let shapes_from_values = matches!(&n.op, Op::Sort(s) if !s.static_shape());
+        if n.op.is_stateful() || shapes_from_values || n.outputs.iter().any(|&o| live[o as usize]) {
             keep[i] = true;
             for &v in &n.inputs {
                 live[v as usize] = true;

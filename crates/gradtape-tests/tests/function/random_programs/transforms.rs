@@ -46,7 +46,12 @@ fn range() -> (u64, std::ops::Range<usize>) {
 fn program(seed: u64, k: usize) -> (Vec<Step>, (usize, usize, usize), Gen) {
     let mut g = Gen(seed ^ (k as u64).wrapping_mul(0x9E6C_63D0_676A_9A99));
     let lean = g.coin();
-    let steps = draw_program(&mut g, lean);
+    // (without the ops whose shapes the values decide: vmap traces one
+    // example and replays it on the others, whose counts differ; an
+    // error, as in JAX, but no comparison; and without the CTC loss,
+    // which has no second derivative, as in TensorFlow)
+    let mut steps = draw_program(&mut g, lean);
+    steps.retain(|s| s.op != super::fourth_ops::VALUE_SHAPES && !super::fourth_ops::is_ctc(s));
     let sizes = (1 + g.below(4), 2 + g.below(5), 1 + g.below(5));
     (steps, sizes, g)
 }
@@ -82,11 +87,19 @@ fn check_vmap(
     let in_axes = [Some(0), Some(0), if shared { None } else { Some(0) }];
     let outs = per[0].len();
     let mapped = vmap(move |a: &[Tensor]| f(a), &in_axes, &vec![Some(0); outs]);
-    let got = mapped
-        .call(&batched)
-        .unwrap_or_else(|e| panic!("{label}: vmap refused ({e}) what the loop ran"));
+    let got = match mapped.call(&batched) {
+        Ok(got) => got,
+        // (outputs whose shapes each example's values decide, a mask's
+        // count: vmap's error by design, as JAX's; no comparison)
+        Err(e) if e.to_string().contains("depends on each example's values") => return false,
+        Err(e) => panic!("{label}: vmap refused ({e}) what the loop ran"),
+    };
     for (j, g) in got.iter().enumerate() {
-        let want = Tensor::stack(&per.iter().map(|o| &o[j]).collect::<Vec<_>>(), 0).expect("stack");
+        // (examples whose outputs' shapes their values decide, a mask's
+        // count, stack to nothing a vmap could give: no comparison)
+        let Ok(want) = Tensor::stack(&per.iter().map(|o| &o[j]).collect::<Vec<_>>(), 0) else {
+            return false;
+        };
         if let Some(why) = differs(g, &want, 1e-10) {
             panic!("{label}: output {j}: {why}");
         }

@@ -74,7 +74,10 @@
 //! graph instead, and a graph whose inner shapes may change from call to
 //! call (data-dependent shapes, a loop that changes its variables' shapes
 //! or keeps a history, branches of other shapes; see `is_static`) is not
-//! compiled. Control flow is compiled at two levels: a static `cond` or
+//! compiled. (Its traced graph checks the shapes its data-dependent ops
+//! give against the trace: the nodes after them were traced for those
+//! shapes, so a call where they change is traced again; see
+//! `Function::call`.) Control flow is compiled at two levels: a static `cond` or
 //! `while_loop` is one node of the compiled graph, and its branches or
 //! body are compiled on their own (where static) the first time they run
 //! in a function whose compiler is on, also when the enclosing graph is
