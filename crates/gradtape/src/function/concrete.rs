@@ -249,6 +249,14 @@ impl ConcreteFunction {
         inputs.iter().any(|t| t.device().is_cuda()) || self.variables.iter().any(|v| v.device().is_cuda())
     }
 
+    /// Whether its runs go through the traced graph's own executor (it has
+    /// no compiled one: not optimised, or its shapes are not static),
+    /// whose nodes tell a shape that changed before any write from one
+    /// after (see `Graph::run`).
+    pub(crate) fn runs_traced_graph(&self) -> bool {
+        !self.optimize || self.exec.is_none()
+    }
+
     /// Runs the traced graph on flat arguments (the captures added), never
     /// the optimised one: to check the compiler against.
     pub(crate) fn run_traced(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::compile::CompileOptions;
 use super::concrete::{ConcreteFunction, FlatFn};
-use super::graph::Graph;
+use super::graph::{Changed, Graph};
 use super::shared_args;
 use super::sizes;
 use super::structure::{reuse_leaves, tensors_of, Leaf, TensorStruct};
@@ -461,9 +461,11 @@ where
     /// the sorted segment ops) gives another shape than in the trace, the
     /// ops after it were traced for the old one (a mean's count, a
     /// gradient's broadcast): the call is traced again and runs that
-    /// graph, or, where the graph writes a variable (the writes before
-    /// that op ran already), fails with an error naming the op and both
-    /// shapes.
+    /// graph, or, where the change comes after the graph wrote a variable
+    /// (those writes ran already), fails with an error naming the op and
+    /// both shapes. (A training step that masks its loss changes the count
+    /// before its update: traced again at each call whose count differs
+    /// from its trace's.)
     pub fn call(&self, args: &I) -> Result<O> {
         let mut held = self.reuse.try_lock().ok();
         let mut vecs = held.as_deref_mut().map(std::mem::take).unwrap_or_default();
@@ -496,8 +498,14 @@ where
                 // again, as TensorFlow's graphs carry such shapes
                 // unknown; not where the graph writes state, which ran
                 // up to the failing node and would run again
-                Err(_) if super::graph::take_shapes_changed() && !concrete.graph().writes_state() => {
-                    let (again, template) = self.finish(args, self.trace(args)?)?;
+                Err(_)
+                    if super::graph::take_shapes_changed() == Changed::BeforeWrites
+                        && (concrete.runs_traced_graph() || !concrete.graph().writes_state()) =>
+                {
+                    let mut leaves = Vec::new();
+                    args.leaves(&mut leaves);
+                    let repeats = shared_args::repeats(&leaves);
+                    let (again, template) = self.finish(args, self.trace(args, &repeats)?, &repeats)?;
                     inputs.truncate(args_len);
                     inputs.extend(again.captures().iter().cloned());
                     again.call_inputs_into(inputs, &mut vecs.outputs)?;

@@ -177,7 +177,14 @@ impl Graph {
                     slots[v as usize] = None;
                 }
             }
-            let outs = node.op.eval(&ins).map_err(|e| e.at_node(|| node.describe(self)))?;
+            let outs = node.op.eval(&ins).map_err(|e| {
+                // a shape changed inside a node's own graph (a branch, a
+                // body) after this graph's writes: not to be run again
+                if SHAPES_CHANGED.get() == Changed::BeforeWrites && self.nodes[..i].iter().any(node_writes) {
+                    SHAPES_CHANGED.set(Changed::AfterWrites);
+                }
+                e.at_node(|| node.describe(self))
+            })?;
             if outs.len() != node.outputs.len() {
                 return Err(Error::invalid(
                     node.op.name(),
@@ -187,7 +194,7 @@ impl Graph {
             if let Op::Sort(op) = &node.op
                 && !op.static_shape()
             {
-                self.check_value_shapes(node, &outs)?;
+                self.check_value_shapes(node, &outs, &self.nodes[..i])?;
             }
             for (&v, t) in node.outputs.iter().zip(outs) {
                 if plan.last_use[v as usize] != usize::MAX || plan.returned[v as usize] {
@@ -203,18 +210,24 @@ impl Graph {
     /// than the trace saw: the nodes after it were traced for those
     /// shapes (a mean's count, a gradient's broadcast, a reshape), so
     /// they would give wrong numbers or fail. The error is marked (see
-    /// [`take_shapes_changed`]) for the function to trace again.
+    /// [`take_shapes_changed`]) for the function to trace again, if none of
+    /// the nodes that ran `before` it wrote state.
     #[cold]
-    fn check_value_shapes(&self, node: &Node, outs: &[Tensor]) -> Result<()> {
+    fn check_value_shapes(&self, node: &Node, outs: &[Tensor], before: &[Node]) -> Result<()> {
         for (&v, t) in node.outputs.iter().zip(outs) {
             let traced = &self.values[v as usize].shape;
             if t.shape() != &traced[..] {
-                SHAPES_CHANGED.set(true);
+                SHAPES_CHANGED.set(if before.iter().any(node_writes) {
+                    Changed::AfterWrites
+                } else {
+                    Changed::BeforeWrites
+                });
                 return Err(Error::invalid(
                     node.op.name(),
                     format!(
                         "gave shape {:?} where the trace saw {:?}: a shape the values decide changed \
-                         since the trace (a function that writes state is not traced again for it)",
+                         since the trace, after the call had written state (a function is traced \
+                         again for such a shape only where it changes before any write)",
                         t.shape(),
                         &traced[..]
                     ),
@@ -227,11 +240,7 @@ impl Graph {
     /// Whether the graph (or a graph nested in it) writes state (a
     /// variable): running it again would repeat the writes.
     pub(crate) fn writes_state(&self) -> bool {
-        self.nodes.iter().any(|n| match &n.op {
-            Op::Dyn(d) => d.writes(),
-            Op::Opaque(_) => true,
-            _ => false,
-        }) || self.subgraphs().iter().any(|(_, g)| g.writes_state())
+        self.nodes.iter().any(node_writes)
     }
 
     /// The graphs nested in this one's nodes (branches, bodies, calls).
@@ -246,17 +255,39 @@ impl Graph {
     }
 }
 
+/// Whether a node writes state (a variable), itself or in a graph nested
+/// in it: running it again would repeat the writes.
+fn node_writes(n: &Node) -> bool {
+    match &n.op {
+        Op::Dyn(d) => d.writes() || nested(&**d).iter().any(|(_, g)| g.writes_state()),
+        Op::Opaque(_) => true,
+        _ => false,
+    }
+}
+
+/// Whether, and where, a graph run failed because a shape the values
+/// decide changed since its trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Changed {
+    No,
+    /// before any node that writes state ran: the call may be traced and
+    /// run again
+    BeforeWrites,
+    /// after a write: running again would repeat it
+    AfterWrites,
+}
+
 thread_local! {
     /// Set when a graph run on this thread failed because a shape the
     /// values decide changed since its trace (see
     /// [`Graph::check_value_shapes`]).
-    static SHAPES_CHANGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static SHAPES_CHANGED: std::cell::Cell<Changed> = const { std::cell::Cell::new(Changed::No) };
 }
 
 /// Whether a graph run on this thread failed because a shape the values
 /// decide changed since its trace, since the last time this was asked.
-pub(crate) fn take_shapes_changed() -> bool {
-    SHAPES_CHANGED.replace(false)
+pub(crate) fn take_shapes_changed() -> Changed {
+    SHAPES_CHANGED.replace(Changed::No)
 }
 
 /// The values `outputs` names, from an executor's `slots` (shared by the
