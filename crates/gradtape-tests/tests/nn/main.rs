@@ -70,6 +70,7 @@ mod new_user_seq_moe;
 mod new_user_sets;
 mod new_user_signal;
 mod new_user_tabular;
+mod new_user_tcn;
 mod new_user_text;
 mod new_user_unet;
 mod new_user_vision;

@@ -20,11 +20,14 @@
 //!   projected-gradient steps (the sign of the input gradient times 1/8,
 //!   projected on the ε-ball of 1/4 around the clean inputs — TensorFlow's
 //!   `clip_by_value` with tensor bounds, here `clip_by_tensors` — then on
-//!   `[-1, 1]`) taken *inside* the training tape, as a user who writes the
-//!   whole step in one block does: the weights' gradient through `sign` is
-//!   zero, so it must equal the gradient with the perturbation computed
-//!   outside; half the clean, half the adversarial sparse cross-entropy;
-//!   SGD with Nesterov momentum.
+//!   `[-1, 1]`); half the clean, half the adversarial sparse
+//!   cross-entropy; SGD with Nesterov momentum. The attack four ways, all
+//!   against the same numbers: a Rust loop (unrolled into the trace) or a
+//!   `while_loop` (its count decided when the graph runs, a tape in its
+//!   body), each before the training tape or *inside* it, as a user who
+//!   writes the whole step in one block does (the weights' gradient
+//!   through `sign` is zero, so it must equal the one with the attack
+//!   outside; through the `while_loop`, its gradient is taken too).
 //!
 //! Each runs two steps eagerly and as a traced `function` (called twice,
 //! traced once), in float64 at 1e-12 relative (see `new_user_util.rs`) and
@@ -34,7 +37,7 @@ use std::sync::Mutex;
 
 use gradtape::nn::{losses, Activation, Dense, Layer, Module};
 use gradtape::optim::{Adam, Optimizer, RmsProp, Sgd};
-use gradtape::{DType, GradientTape, Result, Tensor, Variable};
+use gradtape::{while_loop, DType, GradientTape, Result, Tensor, Variable, WhileOptions};
 
 use super::new_user_physics::dense;
 use super::new_user_util::{fill, set_weights_as, train_both, update, Check, Stepper};
@@ -184,18 +187,31 @@ fn wgan_gp_gradient_penalty_matches_tensorflow() -> Result<()> {
 
 // ---- 2. PGD adversarial training ----------------------------------------------------------
 
+/// Where a PGD step computes its attack.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Attack {
+    /// a Rust loop inside the training tape
+    Inside,
+    /// a Rust loop before the training tape
+    Outside,
+    /// a `while_loop` (its count decided when the graph runs) inside the
+    /// training tape
+    WhileInside,
+    /// a `while_loop` before the training tape
+    WhileOutside,
+}
+
 struct Pgd {
     net: Stack,
-    /// whether the perturbation is computed inside the training tape
-    inside: bool,
+    attack: Attack,
     opt: Mutex<Sgd>,
 }
 
 impl Pgd {
-    fn new(dt: DType, inside: bool) -> Result<Pgd> {
+    fn new(dt: DType, attack: Attack) -> Result<Pgd> {
         Ok(Pgd {
             net: Stack::new(&[(4, 8, Some(Activation::Tanh)), (8, 3, None)], 720.0, dt)?,
-            inside,
+            attack,
             opt: Mutex::new(Sgd::new(0.125).momentum(0.875)?.nesterov(true)),
         })
     }
@@ -204,19 +220,34 @@ impl Pgd {
         losses::sparse_categorical_crossentropy(y, &self.net.call(x)?, true)
     }
 
+    /// One step of projected gradient ascent on the loss from `x_adv`,
+    /// kept within `[lo, hi]` and `[-1, 1]`.
+    fn ascend(&self, x_adv: &Tensor, y: &Tensor, lo: &Tensor, hi: &Tensor) -> Result<Tensor> {
+        let t = GradientTape::new();
+        let l = t.record(|| {
+            t.watch(x_adv);
+            self.loss(x_adv, y)
+        })?;
+        let g = t.gradient(&l, x_adv)?.expect("the input gradient");
+        let x_adv = x_adv.add(&g.sign()?.mul_scalar(0.125)?)?;
+        x_adv.clip_by_tensors(lo, hi)?.clip_by_value(-1.0, 1.0)
+    }
+
     /// Three steps of projected gradient ascent on the loss from `x`.
     fn attack(&self, x: &Tensor, y: &Tensor) -> Result<Tensor> {
         let (lo, hi) = (x.add_scalar(-0.25)?, x.add_scalar(0.25)?);
+        if matches!(self.attack, Attack::WhileInside | Attack::WhileOutside) {
+            let out = while_loop(
+                |v: &Vec<Tensor>| v[0].lt_scalar(3.0),
+                |v: &Vec<Tensor>| Ok(vec![v[0].add_scalar(1.0)?, self.ascend(&v[1], y, &lo, &hi)?]),
+                vec![Tensor::scalar(0i64), x.clone()],
+                WhileOptions::default(),
+            )?;
+            return Ok(out[1].clone());
+        }
         let mut x_adv = x.clone();
         for _ in 0..3 {
-            let t = GradientTape::new();
-            let l = t.record(|| {
-                t.watch(&x_adv);
-                self.loss(&x_adv, y)
-            })?;
-            let g = t.gradient(&l, &x_adv)?.expect("the input gradient");
-            x_adv = x_adv.add(&g.sign()?.mul_scalar(0.125)?)?;
-            x_adv = x_adv.clip_by_tensors(&lo, &hi)?.clip_by_value(-1.0, 1.0)?;
+            x_adv = self.ascend(&x_adv, y, &lo, &hi)?;
         }
         Ok(x_adv)
     }
@@ -232,7 +263,8 @@ impl Stepper for Pgd {
     fn step(&self, data: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
         let (x, y) = (&data[0], &data[1]);
         let vars = self.vars();
-        let outside = if self.inside { None } else { Some(self.attack(x, y)?) };
+        let inside = matches!(self.attack, Attack::Inside | Attack::WhileInside);
+        let outside = if inside { None } else { Some(self.attack(x, y)?) };
         let tape = GradientTape::new();
         let out = tape.record(|| {
             let x_adv = match &outside {
@@ -253,13 +285,18 @@ impl Stepper for Pgd {
 fn pgd_adversarial_training_matches_tensorflow() -> Result<()> {
     let x = fill(&[6, 4], 0.2, 1.5);
     let y = Tensor::vector(&[0i64, 2, 1, 1, 0, 2]);
-    for inside in [true, false] {
+    for attack in [
+        Attack::Inside,
+        Attack::Outside,
+        Attack::WhileInside,
+        Attack::WhileOutside,
+    ] {
         let (mut c64, mut c32) = (Check::with(DATA, 1e-6), Check::with(DATA, 1e-6).tolerance(REL32));
         let outs = ["xadv", "clean", "adv", "loss"];
-        let build = |dt| Pgd::new(dt, inside);
+        let build = |dt| Pgd::new(dt, attack);
         train_both(&mut c64, &mut c32, "pgd", &outs, build, &[x.clone(), y.clone()])?;
-        c64.finish(&format!("pgd f64 (attack inside the tape: {inside})"), 150);
-        c32.finish(&format!("pgd f32 (attack inside the tape: {inside})"), 150);
+        c64.finish(&format!("pgd f64 ({attack:?})"), 150);
+        c32.finish(&format!("pgd f32 ({attack:?})"), 150);
     }
     Ok(())
 }

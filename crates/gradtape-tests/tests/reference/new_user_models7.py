@@ -1,4 +1,4 @@
-"""Reference numbers for tests/nn/new_user_{wgan,adversarial,contrastive,pointnet}.rs:
+"""Reference numbers for tests/nn/new_user_{adversarial,sets,tcn}.rs:
 a seventh batch of models a new user would write, computed eagerly by
 TensorFlow 2.21 / Keras 3 in float64:
 
@@ -25,7 +25,15 @@ TensorFlow 2.21 / Keras 3 in float64:
    shared Conv1D(3->8, kernel 1, relu) and Dense(8->16, relu) over the
    points, GlobalMaxPooling1D, Dense(16->8, relu) -> Dense(8->3) logits,
    sparse cross-entropy, and the points' saliency (the loss's gradient
-   w.r.t. the points, where the tie rule shows); Adam.
+   w.r.t. the points, where the tie rule shows); Adam;
+5. a TCN forecaster: two residual blocks of two weight-normalised causal
+   convolutions (kernel 3, dilations 1 and 2; w = g l2_normalize(v) over
+   the kernel's time and input axes, left padding by tf.pad,
+   tf.nn.convolution with dilations: tf.nn.conv1d's CPU gradient refuses
+   dilations > 1), relu, a 1x1 Conv1D on the first block's residual path
+   (2 -> 4 channels), a Dense(4->1) head at every step, mean squared error
+   to the next value; Adam with clipnorm 1/4 (each gradient clipped by its
+   own norm).
 
 Run: /work/refvenv/bin/python new_user_models7.py > ../data/new_user_models7.txt
 
@@ -182,3 +190,42 @@ def pointnet():
 
 
 train("pointnet", pointnet, t_vars, adam())
+
+# 5. TCN: 2 series of 10 steps, 2 features; the target is the next value
+# of feature 0.
+c_res = keras.layers.Conv1D(4, 1, dtype=F64)
+c_res.build((None, 10, 2))
+c_head = dense(4, 1)
+
+
+def wn_params(k, c_in, c_out):
+    return [tf.Variable(np.zeros((k, c_in, c_out))), tf.Variable(np.zeros(c_out)), tf.Variable(np.zeros(c_out))]
+
+
+# per block: v1, g1, b1, v2, g2, b2 (then the first block's residual conv)
+c_blocks = [wn_params(3, 2, 4) + wn_params(3, 4, 4), wn_params(3, 4, 4) + wn_params(3, 4, 4)]
+c_vars = c_blocks[0] + c_res.trainable_variables + c_blocks[1] + c_head.trainable_variables
+set_weights(c_vars, 755.0, (1, 4, 9, 12))
+series = fill((2, 11, 2), 0.3, 2.0)
+c_x = tf.constant(series[:, :10])
+c_y = tf.constant(series[:, 1:, :1])
+
+
+def wn_conv(x, v, g, b, d):
+    w = g * tf.math.l2_normalize(v, axis=[0, 1])
+    x = tf.pad(x, [[0, 0], [2 * d, 0], [0, 0]])
+    return tf.nn.convolution(x, w, padding="VALID", dilations=d) + b
+
+
+def tcn():
+    h = c_x
+    for j, (p, d) in enumerate(zip(c_blocks, (1, 2))):
+        o = tf.nn.relu(wn_conv(h, *p[:3], d))
+        o = tf.nn.relu(wn_conv(o, *p[3:], d))
+        h = tf.nn.relu(o + (c_res(h) if j == 0 else h))
+    pred = c_head(h)
+    loss = keras.losses.MeanSquaredError()(c_y, pred)
+    return [("pred", pred), ("loss", loss)]
+
+
+train("tcn", tcn, c_vars, keras.optimizers.Adam(learning_rate=lambda: 2.0**-7, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=2.0**-20, clipnorm=0.25))
