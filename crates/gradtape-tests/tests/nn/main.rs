@@ -56,6 +56,7 @@ mod new_user_gpt;
 mod new_user_graph_flow;
 mod new_user_llama;
 mod new_user_meta;
+mod new_user_metric;
 mod new_user_mobile;
 mod new_user_models;
 mod new_user_ode;

@@ -1,4 +1,4 @@
-"""Reference numbers for tests/nn/new_user_{adversarial,sets,tcn}.rs:
+"""Reference numbers for tests/nn/new_user_{adversarial,sets,tcn,metric}.rs:
 a seventh batch of models a new user would write, computed eagerly by
 TensorFlow 2.21 / Keras 3 in float64:
 
@@ -33,7 +33,16 @@ TensorFlow 2.21 / Keras 3 in float64:
    dilations > 1), relu, a 1x1 Conv1D on the first block's residual path
    (2 -> 4 channels), a Dense(4->1) head at every step, mean squared error
    to the next value; Adam with clipnorm 1/4 (each gradient clipped by its
-   own norm).
+   own norm);
+6. ArcFace: an embedding network Dense(6->8, tanh) -> Dense(8->4) and a
+   class-centre matrix [4, 3], both l2-normalised, their cosines clipped
+   to [-1 + 1e-7, 1 - 1e-7], acos, the additive angular margin 1/2 on the
+   true class (one_hot), scale 8, sparse softmax cross-entropy; Adam;
+7. SimSiam: an encoder Dense(6->8, relu) -> Dense(8->4) and a predictor
+   Dense(4->8, relu) -> Dense(8->4) over two views; the symmetric
+   negative cosine similarity (Keras's CosineSimilarity loss) of each
+   view's prediction against the other view's stop_gradient projection;
+   SGD with momentum 7/8.
 
 Run: /work/refvenv/bin/python new_user_models7.py > ../data/new_user_models7.txt
 
@@ -229,3 +238,44 @@ def tcn():
 
 
 train("tcn", tcn, c_vars, keras.optimizers.Adam(learning_rate=lambda: 2.0**-7, beta_1=0.875, beta_2=1 - 2.0**-10, epsilon=2.0**-20, clipnorm=0.25))
+
+# 6. ArcFace: 6 examples of 6 features, 3 classes, embeddings of 4.
+a_net = [dense(6, 8, "tanh"), dense(8, 4)]
+a_centres = tf.Variable(np.zeros((4, 3)))
+a_vars = [v for l in a_net for v in l.trainable_variables] + [a_centres]
+set_weights(a_vars, 760.0)
+a_x = tf.constant(fill((6, 6), 0.45, 2.0))
+a_y = tf.constant([0, 1, 2, 2, 1, 0], dtype=tf.int64)
+
+
+def arcface():
+    e = tf.math.l2_normalize(mlp(a_net, a_x), axis=1)
+    w = tf.math.l2_normalize(a_centres, axis=0)
+    cos = tf.clip_by_value(tf.matmul(e, w), -1.0 + 1e-7, 1.0 - 1e-7)
+    theta = tf.acos(cos)
+    onehot = tf.one_hot(a_y, 3, dtype=F64)
+    logits = 8.0 * (onehot * tf.cos(theta + 0.5) + (1.0 - onehot) * cos)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(a_y, logits)
+    return [("theta", theta), ("logits", logits), ("loss", loss)]
+
+
+train("arcface", arcface, a_vars, adam())
+
+# 7. SimSiam: 4 examples, two views.
+s_enc = [dense(6, 8, "relu"), dense(8, 4)]
+s_pred = [dense(4, 8, "relu"), dense(8, 4)]
+s_vars = [v for l in s_enc + s_pred for v in l.trainable_variables]
+set_weights(s_vars, 770.0)
+s_x1 = tf.constant(fill((4, 6), 0.85, 2.0))
+s_x2 = s_x1 + tf.constant(fill((4, 6), 1.9, 0.5))
+s_cos = keras.losses.CosineSimilarity()
+
+
+def simsiam():
+    z1, z2 = mlp(s_enc, s_x1), mlp(s_enc, s_x2)
+    p1, p2 = mlp(s_pred, z1), mlp(s_pred, z2)
+    loss = 0.5 * s_cos(tf.stop_gradient(z2), p1) + 0.5 * s_cos(tf.stop_gradient(z1), p2)
+    return [("p1", p1), ("p2", p2), ("loss", loss)]
+
+
+train("simsiam", simsiam, s_vars, keras.optimizers.SGD(learning_rate=lambda: 0.125, momentum=0.875))
