@@ -64,6 +64,7 @@ mod new_user_physics;
 mod new_user_prob;
 mod new_user_rl;
 mod new_user_scaled;
+mod new_user_scaled7;
 mod new_user_scaled_more;
 mod new_user_second_order;
 mod new_user_seq2seq_attn;
