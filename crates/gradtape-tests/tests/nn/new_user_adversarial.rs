@@ -187,6 +187,29 @@ fn wgan_gp_gradient_penalty_matches_tensorflow() -> Result<()> {
 
 // ---- 2. PGD adversarial training ----------------------------------------------------------
 
+/// One step of projected gradient ascent on `loss` from `x_adv`: `alpha`
+/// times the sign of the input gradient (an inner tape watching `x_adv`),
+/// projected on `[lo, hi]` (`clip_by_tensors`) and on `[−bound, bound]`.
+pub(super) fn pgd_ascend(
+    loss: impl Fn(&Tensor) -> Result<Tensor>,
+    x_adv: &Tensor,
+    alpha: f64,
+    lo: &Tensor,
+    hi: &Tensor,
+    bound: f64,
+) -> Result<Tensor> {
+    let t = GradientTape::new();
+    let l = t.record(|| {
+        t.watch(x_adv);
+        loss(x_adv)
+    })?;
+    let g = t.gradient(&l, x_adv)?.expect("the input gradient");
+    x_adv
+        .add(&g.sign()?.mul_scalar(alpha)?)?
+        .clip_by_tensors(lo, hi)?
+        .clip_by_value(-bound, bound)
+}
+
 /// Where a PGD step computes its attack.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Attack {
@@ -220,17 +243,9 @@ impl Pgd {
         losses::sparse_categorical_crossentropy(y, &self.net.call(x)?, true)
     }
 
-    /// One step of projected gradient ascent on the loss from `x_adv`,
-    /// kept within `[lo, hi]` and `[-1, 1]`.
+    /// One step of projected gradient ascent on the loss from `x_adv`.
     fn ascend(&self, x_adv: &Tensor, y: &Tensor, lo: &Tensor, hi: &Tensor) -> Result<Tensor> {
-        let t = GradientTape::new();
-        let l = t.record(|| {
-            t.watch(x_adv);
-            self.loss(x_adv, y)
-        })?;
-        let g = t.gradient(&l, x_adv)?.expect("the input gradient");
-        let x_adv = x_adv.add(&g.sign()?.mul_scalar(0.125)?)?;
-        x_adv.clip_by_tensors(lo, hi)?.clip_by_value(-1.0, 1.0)
+        pgd_ascend(|x| self.loss(x, y), x_adv, 0.125, lo, hi, 1.0)
     }
 
     /// Three steps of projected gradient ascent on the loss from `x`.

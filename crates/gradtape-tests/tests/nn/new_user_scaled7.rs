@@ -16,6 +16,7 @@ use gradtape::nn::{Activation, Conv1D, Dense, GlobalPooling, Layer, PoolKind};
 use gradtape::optim::{Adam, Optimizer, Sgd};
 use gradtape::{while_loop, DType, GradientTape, Padding, Result, Rng, Tensor, Variable, WhileOptions};
 
+use super::new_user_adversarial::pgd_ascend;
 use super::new_user_scaled::{dense, differential, ints, Model, F};
 use super::new_user_util::print_times;
 
@@ -92,16 +93,7 @@ impl Pgd {
     }
 
     fn ascend(&self, x_adv: &Tensor, y: &Tensor, lo: &Tensor, hi: &Tensor) -> Result<Tensor> {
-        let t = GradientTape::new();
-        let l = t.record(|| {
-            t.watch(x_adv);
-            self.loss(x_adv, y)
-        })?;
-        let g = t.gradient(&l, x_adv)?.expect("input gradient");
-        x_adv
-            .add(&g.sign()?.mul_scalar(0.01)?)?
-            .clip_by_tensors(lo, hi)?
-            .clip_by_value(-3.0, 3.0)
+        pgd_ascend(|x| self.loss(x, y), x_adv, 0.01, lo, hi, 3.0)
     }
 }
 
