@@ -49,6 +49,7 @@ mod new_user_adamw;
 mod new_user_adversarial;
 mod new_user_batches;
 mod new_user_bert;
+mod new_user_capsule;
 mod new_user_ddpm;
 mod new_user_embed;
 mod new_user_gp;

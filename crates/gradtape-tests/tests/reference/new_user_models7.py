@@ -1,4 +1,4 @@
-"""Reference numbers for tests/nn/new_user_{adversarial,sets,tcn,metric}.rs:
+"""Reference numbers for tests/nn/new_user_{adversarial,sets,tcn,metric,capsule}.rs:
 a seventh batch of models a new user would write, computed eagerly by
 TensorFlow 2.21 / Keras 3 in float64:
 
@@ -42,7 +42,13 @@ TensorFlow 2.21 / Keras 3 in float64:
    Dense(4->8, relu) -> Dense(8->4) over two views; the symmetric
    negative cosine similarity (Keras's CosineSimilarity loss) of each
    view's prediction against the other view's stop_gradient projection;
-   SGD with momentum 7/8.
+   SGD with momentum 7/8;
+8. a capsule network: primary capsules from a Dense(6->12) reshaped to 4
+   capsules of 3, squashed; predictions u_hat = einsum("bid,ijde->bije")
+   for 3 class capsules of 2; three iterations of dynamic routing (the
+   routing logits' softmax over the class capsules, agreement updates;
+   u_hat under stop_gradient but in the last iteration); the margin loss
+   on the capsules' lengths (m+ 0.9, m- 0.1, lambda 1/2); Adam.
 
 Run: /work/refvenv/bin/python new_user_models7.py > ../data/new_user_models7.txt
 
@@ -279,3 +285,37 @@ def simsiam():
 
 
 train("simsiam", simsiam, s_vars, keras.optimizers.SGD(learning_rate=lambda: 0.125, momentum=0.875))
+
+# 8. Capsule network: 4 examples of 6 features, 3 classes.
+k_primary = dense(6, 12)
+k_W = tf.Variable(np.zeros((4, 3, 3, 2)))
+k_vars = k_primary.trainable_variables + [k_W]
+set_weights(k_vars, 780.0)
+k_x = tf.constant(fill((4, 6), 0.15, 2.0))
+k_y = tf.constant([2, 0, 1, 2], dtype=tf.int64)
+
+
+def squash(s, axis=-1):
+    sq = tf.reduce_sum(tf.square(s), axis=axis, keepdims=True)
+    return sq / (1.0 + sq) * s / tf.sqrt(sq + 1e-7)
+
+
+def capsule():
+    u = squash(tf.reshape(k_primary(k_x), (4, 4, 3)))
+    u_hat = tf.einsum("bid,ijde->bije", u, k_W)
+    u_stop = tf.stop_gradient(u_hat)
+    logits = tf.zeros((4, 4, 3), dtype=F64)
+    for r in range(3):
+        c = tf.nn.softmax(logits, axis=2)
+        pred = u_hat if r == 2 else u_stop
+        v = squash(tf.reduce_sum(c[..., None] * pred, axis=1))
+        if r < 2:
+            logits = logits + tf.reduce_sum(u_stop * v[:, None], axis=-1)
+    lengths = tf.sqrt(tf.reduce_sum(tf.square(v), axis=-1) + 1e-7)
+    t = tf.one_hot(k_y, 3, dtype=F64)
+    margin = t * tf.square(tf.nn.relu(0.9 - lengths)) + 0.5 * (1.0 - t) * tf.square(tf.nn.relu(lengths - 0.1))
+    loss = tf.reduce_mean(tf.reduce_sum(margin, axis=1))
+    return [("c", c), ("lengths", lengths), ("loss", loss)]
+
+
+train("capsule", capsule, k_vars, adam())
