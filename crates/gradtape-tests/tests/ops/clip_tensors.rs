@@ -2,8 +2,8 @@
 //! (the projection of an adversarial example on the ε-ball around its
 //! clean input): values and the three gradients against TensorFlow 2.21,
 //! at elements clipped below, above, inside and on either boundary, with
-//! a bound broadcast along an axis (its gradient summed over it); eager
-//! and traced; and the errors of bounds that do not fit.
+//! a bound broadcast along an axis (its gradient summed over it), and at
+//! NaN; eager and traced; and the errors of bounds that do not fit.
 
 use gradtape::{function, DType, GradientTape, Result, Tensor};
 
@@ -54,6 +54,32 @@ fn clip_by_tensors_values_and_gradients_match_tensorflow() -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+#[test]
+fn clip_by_tensors_at_nan_follows_tensorflow() -> Result<()> {
+    // a NaN input, a NaN lo, a NaN hi (x inside, x above): TensorFlow 2.21
+    // (float64) gives NaN everywhere and routes every gradient to lo (the
+    // outer maximum's second operand where a comparison with NaN is false)
+    let nan = f64::NAN;
+    let x = Tensor::vector(&[nan, 0.5, 0.5, 2.0]);
+    let lo = Tensor::vector(&[0.0, nan, 0.0, 0.0]);
+    let hi = Tensor::vector(&[1.0, 1.0, nan, nan]);
+    let w = Tensor::vector(&[1.0f64, 2.0, 3.0, 4.0]);
+    let tape = GradientTape::new();
+    let (y, l) = tape.record(|| {
+        for t in [&x, &lo, &hi] {
+            tape.watch(t);
+        }
+        let y = x.clip_by_tensors(&lo, &hi)?;
+        let l = y.mul(&w)?.sum_all()?;
+        Ok((y, l))
+    })?;
+    assert!(y.to_vec_f64().iter().all(|v| v.is_nan()), "{:?}", y.to_vec_f64());
+    let g = tape.gradient(&l, &[x.clone(), lo.clone(), hi.clone()])?;
+    let g: Vec<Vec<f64>> = g.into_iter().map(|g| g.expect("a gradient").to_vec_f64()).collect();
+    assert_eq!(g, vec![vec![0.0; 4], vec![1.0, 2.0, 3.0, 4.0], vec![0.0; 4]]);
     Ok(())
 }
 

@@ -340,7 +340,8 @@ impl Tensor {
     /// gradient goes to `self` where `lo <= self <= hi` (boundaries
     /// included), to `lo` where `self < lo`, to `hi` where `self > hi` (as
     /// TensorFlow, summed over a bound's broadcast axes). Where `lo > hi`
-    /// the value is `lo`, as TensorFlow's.
+    /// the value is `lo`, as TensorFlow's; a NaN in `self` or in a bound
+    /// gives NaN, its gradient going to `lo` (as TensorFlow's).
     ///
     /// ```
     /// use gradtape::Tensor;
