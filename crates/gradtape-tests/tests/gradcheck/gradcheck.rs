@@ -35,6 +35,14 @@ fn table() -> Vec<Case> {
             ));
         }
     }
+    // clipping to tensor bounds (TensorFlow's clip_by_value with tensors),
+    // hi broadcast over rows: x, lo and hi distinct, so away from the kinks
+    // (where lo > hi the value is lo, also differentiable there)
+    t.push(case(
+        "clip_by_tensors",
+        |x| sq(x[0].clip_by_tensors(&x[1], &x[2])),
+        &[(&[2, 3], Distinct), (&[2, 3], Distinct), (&[3], Distinct)],
+    ));
     // one input used twice (gradient aggregation); a constant exponent with a negative base
     t.push(case("mul self", |x| x[0].mul(&x[0]), &[(&[2, 3], Any)]));
     t.push(case("div by its own exp", |x| x[0].div(&x[0].exp()?), &[(&[4], Any)]));
@@ -562,6 +570,7 @@ const REQUIRED: &[&str] = &[
     "abs",
     "maximum",
     "minimum",
+    "clip_by_tensors",
     "mul_scalar",
     "add_scalar",
     "sub_scalar",

@@ -127,6 +127,7 @@ fn families() -> Vec<(&'static str, Vec<(&'static str, Probe)>)> {
                 ("div", |d| v(d).div(&v(d))),
                 ("pow", |d| v(d).pow(&v(d))),
                 ("maximum / minimum", |d| v(d).maximum(&v(d))?.minimum(&v(d))),
+                ("clip_by_tensors", |d| v(d).clip_by_tensors(&v(d), &v(d))),
                 ("squared_difference", |d| v(d).squared_difference(&v(d))),
                 ("atan2", |d| v(d).atan2(&v(d))),
                 ("floor_div / floor_mod", |d| {

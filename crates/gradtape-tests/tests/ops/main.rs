@@ -17,6 +17,7 @@
 mod common;
 
 mod activation_check;
+mod clip_tensors;
 mod complex;
 mod complex_fns;
 mod concat_large;

@@ -330,4 +330,55 @@ impl Tensor {
             })
         }))
     }
+
+    /// Clips to bounds that are tensors, TensorFlow's `tf.clip_by_value`
+    /// with tensor bounds: `maximum(minimum(self, hi), lo)`, each bound
+    /// broadcast to `self`'s shape (an adversarial example projected on
+    /// the ε-ball `[x − ε, x + ε]` around its clean input). The result has
+    /// `self`'s shape: a bound that broadcasts `self` to a larger shape, or
+    /// of another dtype, is an error naming the shapes and dtypes. The
+    /// gradient goes to `self` where `lo <= self <= hi` (boundaries
+    /// included), to `lo` where `self < lo`, to `hi` where `self > hi` (as
+    /// TensorFlow, summed over a bound's broadcast axes). Where `lo > hi`
+    /// the value is `lo`, as TensorFlow's; a NaN in `self` or in a bound
+    /// gives NaN, its gradient going to `lo` (as TensorFlow's).
+    ///
+    /// ```
+    /// use gradtape::Tensor;
+    /// let x = Tensor::vector(&[0.0f64, 0.5, 2.0]);
+    /// let c = Tensor::vector(&[0.25f64, 0.25, 1.75]);
+    /// let y = x.clip_by_tensors(&c.add_scalar(-0.125)?, &c.add_scalar(0.125)?)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![0.125, 0.375, 1.875]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
+    pub fn clip_by_tensors(&self, lo: &Tensor, hi: &Tensor) -> Result<Tensor> {
+        const OP: &str = "clip_by_tensors";
+        for (what, b) in [("lo", lo), ("hi", hi)] {
+            if b.dtype() != self.dtype() {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "the bound {what} must have the clipped tensor's dtype {}, got {} (shapes {:?} and {:?})",
+                        self.dtype(),
+                        b.dtype(),
+                        self.shape(),
+                        b.shape()
+                    ),
+                ));
+            }
+            let joint = crate::tensor::layout::broadcast_shapes(OP, self.shape(), b.shape())?;
+            if joint.as_slice() != self.shape() {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "the bound {what} of shape {:?} must broadcast to the clipped tensor's shape {:?}, not widen it to {:?}",
+                        b.shape(),
+                        self.shape(),
+                        joint.as_slice()
+                    ),
+                ));
+            }
+        }
+        self.minimum(hi)?.maximum(lo)
+    }
 }
