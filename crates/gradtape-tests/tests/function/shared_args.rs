@@ -113,7 +113,7 @@ fn tapes_outside_a_call_with_a_repeated_tensor_get_eager_numbers() -> Result<()>
 }
 
 /// `∂(Σᵢ xs[i]·xs[0])/∂xs[0]`, summed.
-fn many(xs: &Vec<Tensor>) -> Result<Tensor> {
+fn many(xs: &[Tensor]) -> Result<Tensor> {
     let tape = GradientTape::new();
     let y = tape.record(|| {
         tape.watch(&xs[0]);
@@ -134,7 +134,7 @@ fn repeats_among_many_arguments_are_found() -> Result<()> {
     repeated[5] = distinct[0].clone();
     repeated[39] = distinct[0].clone();
     repeated[12] = distinct[7].clone();
-    let f = function(many);
+    let f = function(|xs: &Vec<Tensor>| many(xs));
     for args in [&repeated, &distinct, &repeated] {
         let want = many(args)?.to_vec::<f64>()?;
         assert_eq!(f.call(args)?.to_vec::<f64>()?, want);

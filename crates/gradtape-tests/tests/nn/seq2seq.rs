@@ -148,8 +148,8 @@ fn reverse_traced(m: &Arc<Seq2Seq>, src: &Tensor) -> Result<(Vec<i64>, usize, [u
     for t in 0..LEN {
         let y = m.target_positions.add_to(&m.target.call(&next)?, t)?;
         let args = (y, cache, enc.clone(), pad.clone());
-        if t < 2 {
-            products[t] = step.graph(&args)?.count("MatMul");
+        if let Some(p) = products.get_mut(t) {
+            *p = step.graph(&args)?.count("MatMul");
         }
         let (logits, c) = step.call(&args)?;
         cache = c;
