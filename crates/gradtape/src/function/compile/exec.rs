@@ -96,7 +96,7 @@ pub struct Plan {
     /// without)
     pub reuse: Mutex<Reuse>,
     /// whether runs share the compute threads or run alone (see
-    /// [`sharing`](super::sharing))
+    /// `compile/sharing.rs`)
     pub sharing: SharingTrial,
     /// the CUDA graph of runs on a GPU (see `replay`)
     #[cfg(feature = "cuda")]
