@@ -41,6 +41,7 @@
 
 use gradtape::{cond, vmap, while_loop, DType, Padding, ResizeMethod, Result, Tensor, WhileOptions};
 
+use super::more_ops::image;
 use super::{fit, Step};
 
 /// The first op of this part.
@@ -67,17 +68,6 @@ fn spd(a: &Tensor) -> Result<Option<Tensor>> {
     let (r, c) = (a.shape()[0], a.shape()[1]);
     let m = a.matmul(&a.transpose()?)?.div_scalar(c as f64)?;
     Ok(Some(m.add(&Tensor::try_eye(r, a.dtype())?)?))
-}
-
-/// `a` as an NHWC image of one channel (rank 2: one image; rank 3: a
-/// batch); `None` for other ranks.
-fn image(a: &Tensor) -> Result<Option<Tensor>> {
-    let sh = a.shape().to_vec();
-    Ok(match sh.len() {
-        2 => Some(a.reshape(&[1, sh[0], sh[1], 1])?),
-        3 => Some(a.reshape(&[sh[0], sh[1], sh[2], 1])?),
-        _ => None,
-    })
 }
 
 /// A rank-2 view of any result: `[first dim, the rest]`.

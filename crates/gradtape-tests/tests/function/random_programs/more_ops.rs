@@ -26,7 +26,7 @@ pub(super) const NARROWING: usize = FIRST + 8;
 /// `a` as one NHWC image: its rows the height and its columns the width
 /// (one channel), or a rank-3 value's leading dim as the batch; `None`
 /// for other ranks.
-fn image(a: &Tensor) -> Result<Option<Tensor>> {
+pub(super) fn image(a: &Tensor) -> Result<Option<Tensor>> {
     let sh = a.shape().to_vec();
     Ok(match sh.len() {
         2 => Some(a.reshape(&[1, sh[0], sh[1], 1])?),
