@@ -541,6 +541,20 @@ fn second_derivatives_are_an_error_as_in_tensorflow() {
     }
 }
 
+/// Forward over reverse (`hvp`: the gradient rule run while a forward
+/// accumulator, and no tape, listens) is the same error, not a zero H·v
+/// (the rule took the forward pass's gradient, which no accumulator sees,
+/// wherever no tape listened).
+#[test]
+fn forward_over_reverse_is_the_same_error() {
+    let x = logits(DType::F64, true);
+    let v = x.ones_like();
+    match gradtape::hvp(|x: &Tensor| loss3(x, &LABELS_B0, 0, true)?.sum_all(), &x, &v) {
+        Err(e) => assert!(e.to_string().contains("second derivatives"), "{e}"),
+        Ok(hv) => panic!("expected an error, got {:?}", hv.to_vec_f64()),
+    }
+}
+
 #[test]
 fn traced_loss_and_gradient_follow_each_calls_logits() {
     let f = gradtape::function(|x: &Tensor| -> Result<Tensor> { Ok(with_grad(x, |x| loss1(x, &[1, 2]))?.1) });

@@ -196,3 +196,57 @@ fn minus_infinity_and_nan_rows() -> Result<()> {
     }
     Ok(())
 }
+
+/// Forward over reverse ([`hvp`]: the gradient rule run while a forward
+/// accumulator, and no tape, listens) takes the gradient as an op of the
+/// logits, as reverse over reverse does: the Hessian-vector product of
+/// `Σ tanh(loss)` against reverse over reverse and against central
+/// differences of the gradient in `f64`. (The rule took the kept
+/// softmax's kernel, which no accumulator sees, wherever no tape listened:
+/// a zero H·v.)
+#[test]
+fn forward_over_reverse_hessian_vector_product_matches_reverse_over_reverse() -> Result<()> {
+    let x0 = Tensor::from_vec(vec![-0.135, 1.8875, 2.1175, 1.15, -0.485, 0.935f64], &[2, 3])?;
+    let v = Tensor::from_vec(vec![1.1675, 1.39, 2.42, 1.4275, -0.8525, 1.1975f64], &[2, 3])?;
+    let labels = Tensor::vector(&[2i64, 0]);
+    let f = |x: &Tensor| {
+        Tensor::sparse_softmax_cross_entropy_with_logits(&labels, x)?
+            .tanh()?
+            .sum_all()
+    };
+    let grad = |x: &Tensor| -> Result<Vec<f64>> {
+        let t = GradientTape::new();
+        let l = t.record(|| {
+            t.watch(x);
+            f(x)
+        })?;
+        Ok(t.gradient(&l, x)?.expect("connected").to_vec_f64())
+    };
+    let h = 1e-5;
+    let (gp, gm) = (grad(&x0.add(&v.mul_scalar(h)?)?)?, grad(&x0.sub(&v.mul_scalar(h)?)?)?);
+    let fd: Vec<f64> = gp.iter().zip(&gm).map(|(a, b)| (a - b) / (2.0 * h)).collect();
+    let fwd = gradtape::hvp(f, &x0, &v)?.to_vec_f64();
+    let outer = GradientTape::new();
+    let hv = outer.record(|| {
+        outer.watch(&x0);
+        let inner = GradientTape::new();
+        let l = inner.record(|| {
+            inner.watch(&x0);
+            f(&x0)
+        })?;
+        inner.gradient(&l, &x0)?.expect("connected").mul(&v)?.sum_all()
+    })?;
+    let rev = outer.gradient(&hv, &x0)?.expect("connected").to_vec_f64();
+    assert!(fd.iter().any(|z| z.abs() > 0.05), "{fd:?}");
+    for i in 0..fd.len() {
+        assert!(
+            (fwd[i] - rev[i]).abs() < 1e-12,
+            "element {i}: forward over reverse {fwd:?}, reverse over reverse {rev:?}"
+        );
+        assert!(
+            (fwd[i] - fd[i]).abs() < 1e-7,
+            "element {i}: forward over reverse {fwd:?}, differences {fd:?}"
+        );
+    }
+    Ok(())
+}

@@ -134,13 +134,12 @@ impl Tensor {
                         return Ok(grads![None, Some(x.try_zeros_like()?)]);
                     }
                     // Under an outer tape (or a trace, which records on its own
-                    // tape) the gradient is an op of the logits, differentiable
+                    // tape) or a forward accumulator (forward over reverse)
+                    // the gradient is an op of the logits, differentiable
                     // again (second order); otherwise the kept softmax gives it
                     // in one pass.
                     let gx = match &p {
-                        _ if crate::dispatch::listens(crate::dispatch::Kind::Tape) => {
-                            sparse_xent_grad(&labels_t, &x, &g[0])?
-                        }
+                        _ if crate::dispatch::differentiating() => sparse_xent_grad(&labels_t, &x, &g[0])?,
                         Some(p) if on_host(&[&labels_t, p, &g[0]]) => grad_kernel(GRAD_OP, &labels_t, p, &g[0], true)?,
                         Some(p) => g[0].expand_dims(-1)?.mul(&p.sub(&one_hot_like(&labels_t, &x)?)?)?,
                         // (not kept: from the logits, one pass on the host)

@@ -284,9 +284,10 @@ impl Tensor {
                     if !needs[1] {
                         return Ok(grads![None, None, None, None]);
                     }
-                    // recorded (outer tape, trace): recomputed from the logits by an
+                    // recorded (outer tape, trace) or pushed through forward mode
+                    // (a forward accumulator): recomputed from the logits by an
                     // op of its own; otherwise the gradient of the forward pass
-                    let d = if crate::dispatch::listens(crate::dispatch::Kind::Tape) {
+                    let d = if crate::dispatch::differentiating() {
                         ctc_loss_grad(&lab, &x, &ll, &tl, blank)?
                     } else {
                         grad.clone()
