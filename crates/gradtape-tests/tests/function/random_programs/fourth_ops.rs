@@ -602,7 +602,7 @@ fn apply_in(s: &Step, v: &[Tensor]) -> Result<Tensor> {
             match s.p % 4 {
                 0 => a.norm(&[ax], s.flag)?.add_scalar(0.1)?.sqrt(),
                 1 => a.variance(&[ax], s.flag),
-                2 => a.std(&[ax], s.flag)?.add_scalar(0.1)?.log(),
+                2 => super::referees::std_snapped(a, &[ax], s.flag)?.add_scalar(0.1)?.log(),
                 _ => a.prod(&[ax], s.flag)?.tanh(),
             }
         }
