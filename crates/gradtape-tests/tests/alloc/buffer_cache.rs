@@ -63,3 +63,54 @@ fn a_training_steps_buffers_come_back_from_the_cache() -> Result<()> {
         Ok(())
     })
 }
+
+/// Puts the cache's limit back to its default when a test ends, passed or
+/// failed.
+struct Limit;
+
+impl Drop for Limit {
+    fn drop(&mut self) {
+        gradtape::set_buffer_cache_limit(256 << 20);
+    }
+}
+
+/// Buffers freed once and never asked for again (here three of 2.5 MiB,
+/// as an evaluation at another batch size before training leaves) must not
+/// hold the cache against a loop's buffers: a full cache makes room for a
+/// freed buffer by releasing the buffers it has held longest. It refused
+/// the newcomer before, so every step of the loop below allocated its two
+/// 1 MiB outputs afresh (10 in 5 steps), as the `gpt` example's steps did
+/// at context 1024 behind its validation pass's buffers.
+#[test]
+fn buffers_freed_once_do_not_lock_a_loop_out_of_the_cache() -> Result<()> {
+    let _serial = serial();
+    let _limit = Limit;
+    gradtape::clear_buffer_cache();
+    gradtape::set_buffer_cache_limit(8 << 20);
+    for extra in 0..3 {
+        drop(Tensor::from_vec(vec![0.5f32; 655_360 + extra], &[655_360 + extra])?.exp()?);
+    }
+    assert!(
+        buffer_cache_bytes() >= 7 << 20,
+        "the one-off buffers are cached: {} bytes",
+        buffer_cache_bytes()
+    );
+    let x = Tensor::from_vec(vec![0.25f32; 262_144], &[262_144])?; // 1 MiB
+    let step = || -> Result<()> {
+        let y = x.exp()?;
+        let z = y.sin()?;
+        drop(y);
+        assert!(z.sum_all()?.to_vec::<f32>()?[0] > 0.0);
+        Ok(())
+    };
+    step()?;
+    step()?;
+    let (fresh, done) = crate::counting::buffers_of(1 << 20, || (0..5).try_for_each(|_| step()));
+    done?;
+    assert_eq!(
+        fresh, 0,
+        "steps allocated {fresh} buffers of 1 MiB instead of taking them from the cache"
+    );
+    assert!(buffer_cache_bytes() <= 8 << 20, "the cache keeps to its limit");
+    Ok(())
+}
