@@ -53,8 +53,6 @@
 //! buffer. Inputs are read through raw pointers ([`Src`]), never through
 //! references, since a buffer may be written while it is read.
 
-use std::fmt;
-
 use crate::error::{Error, Result};
 use crate::kernels::cpu::lockstep::{copy, fill, zip, zip3};
 use crate::kernels::cpu::math::with_simd;
@@ -67,6 +65,7 @@ pub(crate) mod chain;
 mod compact;
 mod cost;
 pub(crate) mod cuda;
+mod display;
 #[allow(missing_docs)] // `pub` items only for the tests (`__internals`), not API
 pub(crate) mod epilogue;
 mod half;
@@ -238,63 +237,6 @@ impl Output {
             Output::Elementwise => group,
             Output::Sum(s) | Output::Reduced(s) => s,
         }
-    }
-}
-
-impl fmt::Display for Program {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (r, s) in self.splats.iter() {
-            match s {
-                Splat::Input(i) => writeln!(f, "r{r} = splat in{i}")?,
-                Splat::Value(v) => writeln!(f, "r{r} = splat {v}")?,
-            }
-        }
-        for ins in self.body.iter() {
-            match ins {
-                Instr::Load { dst, input } => writeln!(f, "r{dst} = load in{input}")?,
-                Instr::Unary { op, dst, a } => writeln!(f, "r{dst} = {}(r{a})", op.name())?,
-                Instr::Pair { pair, x0, x1, a } => writeln!(f, "r{x0}, r{x1} = {}(r{a})", pair.name())?,
-                Instr::Binary { op, dst, a, b } => writeln!(f, "r{dst} = {}(r{a}, r{b})", op.name())?,
-                Instr::Store { out, src } => writeln!(f, "out{out} = r{src}")?,
-                Instr::Accumulate { acc, src } => writeln!(f, "sum{acc} += r{src}")?,
-                Instr::UnarySum { op, dst, a, acc } => {
-                    if let Some(d) = dst {
-                        write!(f, "r{d} = ")?;
-                    }
-                    writeln!(f, "sum{acc} += {}(r{a})", op.name())?
-                }
-                Instr::BinarySum { op, dst, a, b, acc } => {
-                    if let Some(d) = dst {
-                        write!(f, "r{d} = ")?;
-                    }
-                    writeln!(f, "sum{acc} += {}(r{a}, r{b})", op.name())?
-                }
-                Instr::Chain {
-                    op1,
-                    op2,
-                    swap,
-                    dst,
-                    a,
-                    b,
-                    c,
-                } => {
-                    let t = format!("{}(r{a}, r{b})", op1.name());
-                    let (x, y) = if *swap {
-                        (format!("r{c}"), t)
-                    } else {
-                        (t, format!("r{c}"))
-                    };
-                    writeln!(f, "r{dst} = {}({x}, {y})", op2.name())?
-                }
-                Instr::Gather { dst, input, q, p } => writeln!(f, "r{dst} = gather in{input}[j / {q} % {p}]")?,
-                Instr::Reduce { out, src, fold, axis } => match axis {
-                    Axis::Leading(p) => writeln!(f, "part{out}[j % {p}] {}= r{src}", fold.name())?,
-                    Axis::Trailing(q) => writeln!(f, "part{out}[j / {q}] {}= r{src}", fold.name())?,
-                    Axis::Blocked(p) => writeln!(f, "part{out}[j % {p}] {}= r{src} (blocked)", fold.name())?,
-                },
-            }
-        }
-        Ok(())
     }
 }
 
