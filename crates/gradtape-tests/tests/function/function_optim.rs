@@ -392,3 +392,73 @@ impl Optimizer for Mine {
         self.0.skipped()
     }
 }
+
+/// A first step that overflows is skipped by a `LossScaleOptimizer`, but
+/// the wrapped optimizer is built all the same, eagerly as traced: Keras
+/// 3's `LossScaleOptimizer.apply` builds the inner optimizer before it
+/// checks the gradients (TensorFlow 2.21 / Keras 3: after
+/// `LossScaleOptimizer(Adam(0.1), initial_scale=1024).apply([[inf, 1]],
+/// [w])`, `opt.variables` holds `adam/variable_momentum` and
+/// `variable_velocity`, zeros; `w` unchanged, the scale 512), and a traced
+/// step makes its update node, slots and all, when it is traced. Found by
+/// `random_steps` (seed 5803's case 20 in `f16`: 20 variables eagerly, 37
+/// traced); eagerly the slots were missing until the first finite step.
+#[test]
+fn a_skipped_first_step_builds_the_wrapped_optimizer_eagerly_as_traced() -> Result<()> {
+    use gradtape::optim::LossScaleOptimizer;
+    let names = |opt: &LossScaleOptimizer<Adam>| -> Vec<String> {
+        opt.variables().iter().map(|v| v.name().to_string()).collect()
+    };
+    let values = |opt: &LossScaleOptimizer<Adam>| -> Vec<Vec<f64>> {
+        opt.variables().iter().map(|v| v.read().to_vec_f64()).collect()
+    };
+    // eagerly: a gradient with an infinity, as Keras's example
+    let w = Variable::builder(Tensor::vector(&[0.5f32, -0.25])).name("w").build();
+    let mut eager = LossScaleOptimizer::new(Adam::new(0.1).with_name("adam_e")).initial_scale(1024.0)?;
+    eager.apply_gradients([(Some(Tensor::vector(&[f32::INFINITY, 1.0])), &w)])?;
+    assert!(eager.last_step_skipped());
+    assert_eq!(w.read().to_vec::<f32>()?, vec![0.5, -0.25], "skipped");
+    let n = eager.name().to_string();
+    let want = [
+        "adam_e/iterations".into(),
+        "adam_e/w/m".into(),
+        "adam_e/w/v".into(),
+        format!("{n}/loss_scale"),
+        format!("{n}/loss_scale_steps"),
+    ];
+    assert_eq!(names(&eager), want);
+    assert_eq!(
+        values(&eager),
+        vec![vec![0.0], vec![0.0, 0.0], vec![0.0, 0.0], vec![512.0], vec![0.0]]
+    );
+    // the same step traced: a loss whose scaled gradient overflows f16
+    let wt = Variable::builder(Tensor::vector(&[0.5f32, -0.25])).name("w").build();
+    let traced = Arc::new(Mutex::new(
+        LossScaleOptimizer::new(Adam::new(0.1).with_name("adam_e")).initial_scale(1024.0)?,
+    ));
+    let f = {
+        let (wt, traced) = (wt.clone(), traced.clone());
+        function(move |x: &Tensor| -> Result<Tensor> {
+            let tape = GradientTape::new();
+            let loss = tape.record(|| {
+                wt.read()
+                    .cast(gradtape::DType::F16)?
+                    .mul(x)?
+                    .sum_all()?
+                    .cast(gradtape::DType::F32)
+            })?;
+            traced
+                .lock()
+                .unwrap()
+                .minimize(&tape, &loss, std::slice::from_ref(&wt))?;
+            Ok(loss)
+        })
+    };
+    f.call(&Tensor::vector(&[1e3f32, 1.0]).cast(gradtape::DType::F16)?)?;
+    let traced = traced.lock().unwrap();
+    assert!(traced.last_step_skipped());
+    assert_eq!(wt.read().to_vec::<f32>()?, vec![0.5, -0.25], "skipped");
+    assert_eq!(values(&traced), values(&eager));
+    assert_eq!(names(&traced).len(), names(&eager).len());
+    Ok(())
+}

@@ -41,6 +41,7 @@ mod loops_growing_grads;
 mod loops_traced_vs_eager;
 mod nested_loop_effects;
 mod random_programs;
+mod random_steps;
 mod retracing;
 mod shared_args;
 mod sort_ties;

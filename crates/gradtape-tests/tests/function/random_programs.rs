@@ -65,7 +65,7 @@ mod coverage;
 mod fourth_ops;
 mod half;
 mod more_ops;
-mod referees;
+pub(crate) mod referees;
 mod third_ops;
 mod ties;
 mod transforms;
@@ -76,20 +76,20 @@ const CASES: usize = 160;
 
 /// A deterministic generator (SplitMix64).
 #[derive(Clone)]
-struct Gen(u64);
+pub(crate) struct Gen(pub(crate) u64);
 
 impl Gen {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
-    fn coin(&mut self) -> bool {
+    pub(crate) fn coin(&mut self) -> bool {
         self.next() & 1 == 1
     }
 }
@@ -97,7 +97,7 @@ impl Gen {
 /// One step: an op and its operands (indices into the values so far,
 /// taken modulo their count) and parameters.
 #[derive(Clone, Copy, Debug)]
-struct Step {
+pub(crate) struct Step {
     op: usize,
     a: usize,
     b: usize,

@@ -308,6 +308,18 @@ impl<O: Optimizer> Optimizer for LossScaleOptimizer<O> {
         if crate::function::trace::recording() {
             return self.inner.apply_loss_scaled(pairs, &self.state);
         }
+        // The wrapped optimizer's slots exist from the first call on, a
+        // skipped one too, as in Keras (whose `apply` builds the inner
+        // optimizer before it checks the gradients) and in a traced step
+        // (whose update node is made, slots and all, when it is traced):
+        // otherwise a first step that overflows leaves an eager optimizer
+        // without slots, whose variables (and checkpoint) differ.
+        let with_grads: Vec<Variable> = pairs
+            .iter()
+            .filter(|(g, _)| g.is_some())
+            .map(|(_, v)| v.clone())
+            .collect();
+        self.inner.build(&with_grads)?;
         let mut finite = true;
         for g in pairs.iter().filter_map(|(g, _)| g.as_ref()) {
             if !all_finite(g)? {
