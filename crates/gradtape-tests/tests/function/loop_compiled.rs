@@ -264,3 +264,67 @@ fn a_loop_whose_variables_change_shape_gives_eager_values_or_a_clear_error() -> 
     }
     Ok(())
 }
+
+/// An Elman RNN over the rows of `xs` (`[t, 3, 4]`, time first) as a
+/// `while_loop` reading `xs[t]` each step, then the head; with the
+/// gradients as to `w` and `u`, and as to `xs` where `watch_xs`.
+fn rnn_step(w: &Variable, u: &Variable, xs: &Tensor, watch_xs: bool) -> Result<Vec<Tensor>> {
+    let tape = GradientTape::persistent();
+    let steps = xs.shape()[0] as f64;
+    let loss = tape.record(|| {
+        if watch_xs {
+            tape.watch(xs);
+        }
+        let out = while_loop(
+            |v: &Vec<Tensor>| v[0].lt_scalar(steps),
+            |v: &Vec<Tensor>| {
+                let x = xs.gather(&v[0], 0)?;
+                let h = x.matmul(&u.read())?.add(&v[1].matmul(&w.read())?)?.tanh()?;
+                Ok(vec![v[0].add_scalar(1.0)?, h])
+            },
+            vec![Tensor::scalar(0i64), Tensor::zeros(&[3, 4], DType::F64)],
+            WhileOptions::default(),
+        )?;
+        head(&out[1])
+    })?;
+    let g = tape.gradient(&loss, &[w.clone(), u.clone()])?;
+    let mut out = vec![loss.clone(), or_zeros(g[0].clone(), &[4, 4]), or_zeros(g[1].clone(), &[4, 4])];
+    if watch_xs {
+        out.push(tape.gradient(&loss, xs)?.expect("d xs"));
+    }
+    Ok(out)
+}
+
+/// How many nodes named `name` `g` and the graphs nested in it hold.
+fn count_nested(g: &gradtape::function::Graph, name: &str) -> usize {
+    g.count(name) + g.subgraphs().iter().map(|(_, s)| count_nested(s, name)).sum::<usize>()
+}
+
+#[test]
+fn a_loop_gradient_computes_no_gradient_of_a_capture_nothing_asks_for() -> Result<()> {
+    let (w, u) = (
+        Variable::new(w0()?),
+        Variable::new(w0()?.transpose()?.mul_scalar(0.8)?),
+    );
+    let xs = Tensor::from_vec((0..60).map(|i| (i as f64 * 0.29).sin()).collect(), &[5, 3, 4])?;
+    for watch_xs in [false, true] {
+        let f = {
+            let (w, u) = (w.clone(), u.clone());
+            function(move |xs: &Tensor| rnn_step(&w, &u, xs, watch_xs))
+        };
+        let c = f.concrete(&xs)?;
+        // the gradient of `xs[t]` as to `xs` (a scatter into zeros of the
+        // whole `xs`, summed over the iterations) only where it is asked
+        // for (before, every backward iteration computed it)
+        let scatters = count_nested(c.optimized_graph(), "ScatterAdd");
+        assert_eq!(scatters > 0, watch_xs, "watch_xs = {watch_xs}: {scatters} scatters");
+        assert!(c.compile_stats().fused > 0, "{:?}", c.compile_stats());
+        let got = f.call(&xs)?;
+        same(
+            &got,
+            &rnn_step(&w, &u, &xs, watch_xs)?,
+            &format!("rnn, watch_xs = {watch_xs}"),
+        );
+    }
+    Ok(())
+}

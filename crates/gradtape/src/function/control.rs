@@ -238,11 +238,14 @@ fn output_dtypes(g: &Graph) -> Vec<DType> {
 }
 
 /// A rule written in its optional form (`None`: no cotangent for that
-/// output); the dense form passes every cotangent.
-fn optional_rule(f: impl Fn(&[Option<Tensor>]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
+/// output), told which inputs need a gradient (the tape's `needs`: one
+/// per input then per variable, `true` where unknown); the dense form
+/// passes every cotangent.
+fn optional_rule(f: impl Fn(&[Option<Tensor>], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
     let f = Arc::new(f);
     let g = f.clone();
-    vjp(move |cts, _| g(&cts.iter().cloned().map(Some).collect::<Vec<_>>())).with_optional(move |cts, _| f(cts))
+    vjp(move |cts, needs| g(&cts.iter().cloned().map(Some).collect::<Vec<_>>(), needs))
+        .with_optional(move |cts, needs| f(cts, needs))
 }
 
 /// A cotangent, or zeros shaped like the output (traced from it, so the
@@ -511,7 +514,7 @@ impl Control for WhileOp {
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts| self.backward(&inputs, &outputs, cts))
+        optional_rule(move |cts, needs| self.backward(&inputs, &outputs, cts, needs))
     }
 }
 

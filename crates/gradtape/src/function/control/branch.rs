@@ -94,7 +94,7 @@ impl Control for CondOp {
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts| {
+        optional_rule(move |cts, _| {
             let (pred, caps) = (&inputs[0], &inputs[1..]);
             let n_out = self.n_out();
             let diff_cts: Vec<Tensor> = cts[..n_out]
