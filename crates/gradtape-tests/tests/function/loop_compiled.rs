@@ -13,7 +13,10 @@
 //! invariants) gives eager's numbers (its graph uncompiled), or, called
 //! with another count through the same graph, eager's numbers or an error
 //! naming the shapes; one without invariants is refused, naming the loop
-//! and its shapes.
+//! and its shapes. And the loop's gradient computes no gradient of a
+//! capture that no tape asks for (an RNN reading its unwatched data
+//! `xs[t]` scattered a gradient of the whole `xs` at every backward
+//! iteration).
 
 use gradtape::{cond, function, while_loop, DType, GradientTape, Result, Tensor, TensorSpec, Variable, WhileOptions};
 
@@ -288,7 +291,11 @@ fn rnn_step(w: &Variable, u: &Variable, xs: &Tensor, watch_xs: bool) -> Result<V
         head(&out[1])
     })?;
     let g = tape.gradient(&loss, &[w.clone(), u.clone()])?;
-    let mut out = vec![loss.clone(), or_zeros(g[0].clone(), &[4, 4]), or_zeros(g[1].clone(), &[4, 4])];
+    let mut out = vec![
+        loss.clone(),
+        or_zeros(g[0].clone(), &[4, 4]),
+        or_zeros(g[1].clone(), &[4, 4]),
+    ];
     if watch_xs {
         out.push(tape.gradient(&loss, xs)?.expect("d xs"));
     }
@@ -302,10 +309,7 @@ fn count_nested(g: &gradtape::function::Graph, name: &str) -> usize {
 
 #[test]
 fn a_loop_gradient_computes_no_gradient_of_a_capture_nothing_asks_for() -> Result<()> {
-    let (w, u) = (
-        Variable::new(w0()?),
-        Variable::new(w0()?.transpose()?.mul_scalar(0.8)?),
-    );
+    let (w, u) = (Variable::new(w0()?), Variable::new(w0()?.transpose()?.mul_scalar(0.8)?));
     let xs = Tensor::from_vec((0..60).map(|i| (i as f64 * 0.29).sin()).collect(), &[5, 3, 4])?;
     for watch_xs in [false, true] {
         let f = {
