@@ -36,6 +36,7 @@ mod function_watch;
 mod function_wins;
 mod half_fusion;
 mod half_traced_vs_eager;
+mod loop_compiled;
 mod loop_residuals;
 mod loops_growing_grads;
 mod loops_traced_vs_eager;

@@ -12,7 +12,7 @@
 //!
 //! Gradients of the nodes (reverse mode, any order):
 //!
-//! - `cond`: a `cond` on the same predicate of the two branches' gradient
+//! - `cond` ([`branch`]): a `cond` on the same predicate of the two branches' gradient
 //!   graphs (as seed 004's `_grad_fn`), each giving zeros for the inputs its
 //!   branch does not depend on. Where a branch has effects (a write, a
 //!   fresh random draw), which must not run twice, the node returns the
@@ -48,6 +48,7 @@ use crate::error::{Error, Result};
 use crate::ops::desc::{DynOp, Op, Outputs};
 use crate::tensor::{DType, Tensor, TensorId};
 
+mod branch;
 mod branch_residuals;
 mod captures;
 mod hoist;
@@ -55,6 +56,7 @@ mod loop_checks;
 mod loop_grad;
 mod ragged;
 mod residuals;
+pub use branch::cond;
 use captures::{union, with_captures};
 pub(crate) use hoist::writes;
 use loop_checks::{check_body, spec_text};
@@ -236,11 +238,14 @@ fn output_dtypes(g: &Graph) -> Vec<DType> {
 }
 
 /// A rule written in its optional form (`None`: no cotangent for that
-/// output); the dense form passes every cotangent.
-fn optional_rule(f: impl Fn(&[Option<Tensor>]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
+/// output), told which inputs need a gradient (the tape's `needs`: one
+/// per input then per variable, `true` where unknown); the dense form
+/// passes every cotangent.
+fn optional_rule(f: impl Fn(&[Option<Tensor>], &[bool]) -> Result<Grads> + Send + Sync + 'static) -> VjpFn {
     let f = Arc::new(f);
     let g = f.clone();
-    vjp(move |cts, _| g(&cts.iter().cloned().map(Some).collect::<Vec<_>>())).with_optional(move |cts, _| f(cts))
+    vjp(move |cts, needs| g(&cts.iter().cloned().map(Some).collect::<Vec<_>>(), needs))
+        .with_optional(move |cts, needs| f(cts, needs))
 }
 
 /// A cotangent, or zeros shaped like the output (traced from it, so the
@@ -255,179 +260,6 @@ fn same_dtypes(op: &'static str, what: &str, da: &[DType], db: &[DType]) -> Resu
         return Err(Error::invalid(op, format!("{what}: {da:?} vs {db:?}")));
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------- cond
-
-/// `cond`'s node: two branch graphs over the same inputs (the predicate,
-/// then the captures). Cheap to clone.
-#[derive(Clone)]
-struct CondOp {
-    branches: Arc<[Sub; 2]>,
-    vars: Arc<Vec<Variable>>,
-    /// the branches' gradients split at their residuals, which the node
-    /// then returns after its outputs (see [`branch_residuals`])
-    res: Option<Arc<[Residuals; 2]>>,
-    /// whether a branch writes or draws fresh numbers
-    effects: bool,
-}
-
-impl DynOp for CondOp {
-    fn name(&self) -> &'static str {
-        "Cond"
-    }
-    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
-        Ok(bind_control(Arc::new(self.clone()), inputs)?.into_iter().collect())
-    }
-    fn stateful(&self) -> bool {
-        self.branches
-            .iter()
-            .any(|b| b.graph.nodes.iter().any(|n| n.op.is_stateful()))
-    }
-    fn writes(&self) -> bool {
-        self.branches.iter().any(|b| writes(&b.graph))
-    }
-    fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
-        let mut subs = vec![
-            (
-                "true".into(),
-                self.branches[0].graph.clone() as crate::ops::desc::Erased,
-            ),
-            (
-                "false".into(),
-                self.branches[1].graph.clone() as crate::ops::desc::Erased,
-            ),
-        ];
-        // (the halves that run where the residuals are kept)
-        for (label, r) in ["true with residuals", "false with residuals"]
-            .iter()
-            .zip(self.res.iter().flat_map(|r| r.iter()))
-        {
-            subs.push((label.to_string(), r.fwd.graph.clone() as crate::ops::desc::Erased));
-        }
-        subs
-    }
-    /// Both branches static and returning the same shapes.
-    fn static_shapes(&self) -> bool {
-        let [a, b] = &*self.branches;
-        let shapes: Vec<&[usize]> = a
-            .graph
-            .outputs
-            .iter()
-            .map(|&o| &a.graph.values[o as usize].shape[..])
-            .collect();
-        a.returns_shapes(&shapes) && b.returns_shapes(&shapes)
-    }
-}
-
-impl Control for CondOp {
-    fn variables(&self) -> &[Variable] {
-        &self.vars
-    }
-
-    fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let k = usize::from(!pred_value("cond", &inputs[0])?);
-        match &self.res {
-            Some(res) => self.run_with_residuals(res, k, &inputs[1..]),
-            None => self.branches[k].run(&inputs[1..]),
-        }
-    }
-
-    fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts| {
-            let (pred, caps) = (&inputs[0], &inputs[1..]);
-            let n_out = self.n_out();
-            let diff_cts: Vec<Tensor> = cts[..n_out]
-                .iter()
-                .zip(&outputs)
-                .filter(|(_, o)| o.dtype().is_differentiable())
-                .map(|(c, o)| or_zeros(c, o))
-                .collect::<Result<_>>()?;
-            let grads = self.branch_grads(pred, caps, &diff_cts, &outputs, &cts[n_out..])?;
-            let mut it = grads.into_iter();
-            let mut out: Grads = smallvec::smallvec![None];
-            for c in caps {
-                out.push(if c.dtype().is_differentiable() { it.next() } else { None });
-            }
-            out.extend(it.map(Some));
-            Ok(out)
-        })
-    }
-}
-
-/// Runs `true_fn` if `pred` (a bool tensor of one element) is true, else
-/// `false_fn`, like `tf.cond`. Both must return the same structure and
-/// dtypes. Outside a trace this is an `if`; inside one, both branches are
-/// traced and the choice is made each time the graph runs. A branch with
-/// effects (a variable write, a fresh random draw) is differentiable in
-/// reverse mode to any order and in forward mode at the draws and writes
-/// of the forward run (where its effects are in nested control flow, to
-/// the first order; the others are an error that says so).
-///
-/// ```
-/// use gradtape::{cond, function, GradientTape, Tensor};
-/// // x^2 where x > 0, else -x
-/// let f = function(|x: &Tensor| {
-///     let tape = GradientTape::new();
-///     let y = tape.record(|| {
-///         tape.watch(x);
-///         cond(&x.gt_scalar(0.0)?, || x.square(), || x.neg())
-///     })?;
-///     Ok((y.clone(), tape.gradient(&y, x)?.unwrap()))
-/// });
-/// let (y, dy) = f.call(&Tensor::scalar(3.0f64))?;
-/// assert_eq!((y.to_scalar::<f64>()?, dy.to_scalar::<f64>()?), (9.0, 6.0));
-/// let (y, dy) = f.call(&Tensor::scalar(-2.0f64))?; // same graph, other branch
-/// assert_eq!((y.to_scalar::<f64>()?, dy.to_scalar::<f64>()?), (2.0, -1.0));
-/// assert_eq!(f.trace_count(), 1);
-/// # Ok::<(), gradtape::Error>(())
-/// ```
-pub fn cond<O, T, F>(pred: &Tensor, true_fn: T, false_fn: F) -> Result<O>
-where
-    O: TensorStruct,
-    T: FnOnce() -> Result<O>,
-    F: FnOnce() -> Result<O>,
-{
-    if !trace::recording() {
-        return if pred_value("cond", pred)? {
-            true_fn()
-        } else {
-            false_fn()
-        };
-    }
-    pred_value("cond", pred)?;
-    let branch = |f: Box<dyn FnOnce() -> Result<O> + '_>| {
-        trace::trace(&[], &[], true, |_| {
-            let o = f()?;
-            let ts = tensors_of(&o);
-            Ok((o, ts))
-        })
-    };
-    let mut t = branch(Box::new(true_fn))?;
-    let mut f = branch(Box::new(false_fn))?;
-    hoist::hoist_reads(&mut [&mut t, &mut f]);
-    same_dtypes(
-        "cond",
-        "true_fn and false_fn return different structures or dtypes",
-        &output_dtypes(&t.graph),
-        &output_dtypes(&f.graph),
-    )?;
-    let caps = union(&[&t.captures, &f.captures]);
-    let n_out = t.graph.outputs.len();
-    let mut op = CondOp {
-        vars: Arc::new(differentiated(&[&t.variables, &f.variables])),
-        effects: hoist::has_effects(&t.graph) || hoist::has_effects(&f.graph),
-        branches: Arc::new([
-            Sub::new(with_captures(t.graph, 0, &t.captures, &caps)),
-            Sub::new(with_captures(f.graph, 0, &f.captures, &caps)),
-        ]),
-        res: None,
-    };
-    op.res = op.split_branches(&caps);
-    let mut inputs = vec![pred.clone()];
-    inputs.extend(caps);
-    let outs = bind_control(Arc::new(op), &inputs)?;
-    t.value.rebuild(&mut outs.into_iter().take(n_out))
 }
 
 // ---------------------------------------------------------- while_loop
@@ -489,6 +321,17 @@ impl WhileOp {
 }
 
 impl Loop {
+    /// Whether the condition is static and the body static, returning
+    /// its variables' traced shapes.
+    fn shapes_kept(&self) -> bool {
+        let b = &self.body.graph;
+        let shapes: Vec<&[usize]> = b.inputs[..self.n_vars]
+            .iter()
+            .map(|&v| &b.values[v as usize].shape[..])
+            .collect();
+        compile::is_static(&self.cond.graph) && self.body.returns_shapes(&shapes)
+    }
+
     /// Loop variable `k`'s shape invariant, if any.
     fn invariant(&self, k: usize) -> Option<&TensorSpec> {
         self.invariants.as_ref().map(|s| &s[k])
@@ -579,12 +422,20 @@ impl DynOp for WhileOp {
     /// A loop keeping no history (whose length is the iteration count),
     /// with static graphs, whose body returns its variables' shapes.
     fn static_shapes(&self) -> bool {
-        let b = &self.body.graph;
-        let shapes: Vec<&[usize]> = b.inputs[..self.n_vars]
-            .iter()
-            .map(|&v| &b.values[v as usize].shape[..])
-            .collect();
-        !self.keep_history && compile::is_static(&self.cond.graph) && self.body.returns_shapes(&shapes)
+        !self.keep_history && self.shapes_kept()
+    }
+    /// Keeping its history, where its variables keep their shapes: the
+    /// variables and the count keep theirs, the histories' length is the
+    /// count.
+    fn dynamic_outputs(&self) -> Option<Vec<bool>> {
+        let n_out = 1 + self.n_vars + self.n_vars + self.kept_res().map_or(0, |r| r.specs.len());
+        let ragged = (0..self.n_vars).any(|k| self.ragged(k));
+        (self.keep_history && !ragged && self.shapes_kept()).then(|| (0..n_out).map(|k| k > self.n_vars).collect())
+    }
+    /// A loop keeping its variables' shapes outputs them, whatever its
+    /// captures' shapes (checked when it runs).
+    fn ignores_shape_of(&self, i: usize) -> bool {
+        i >= self.n_vars && self.shapes_kept()
     }
 }
 
@@ -625,6 +476,17 @@ impl Control for WhileOp {
             vars = next;
             count += 1;
         }
+        // (a compiled graph plans with these shapes, see `ignores_shape_of`)
+        if let Some(k) = (0..self.n_vars).find(|&k| !self.ragged(k) && vars[k].shape() != vars0[k].shape()) {
+            return Err(Error::invalid(
+                "while_loop",
+                format!(
+                    "loop variable {k} entered with shape {:?} and left with {:?}",
+                    vars0[k].shape(),
+                    vars[k].shape()
+                ),
+            ));
+        }
         if self.keep_history {
             vars.push(Tensor::scalar(count as i64));
             let specs = vars0.iter().map(|v| (v.dtype(), v.shape()));
@@ -652,7 +514,7 @@ impl Control for WhileOp {
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts| self.backward(&inputs, &outputs, cts))
+        optional_rule(move |cts, needs| self.backward(&inputs, &outputs, cts, needs))
     }
 }
 

@@ -311,8 +311,42 @@ impl Executable {
 /// loop that keeps its variables' shapes and keeps no history, branches
 /// that return the same shapes, calls of static graphs). Only such graphs
 /// are compiled: the passes plan with the traced shapes.
+///
+/// A node whose some outputs may change shape (a loop keeping its history,
+/// [`DynOp::dynamic_outputs`](crate::ops::desc::DynOp::dynamic_outputs))
+/// does not stop it where only nodes that ignore those outputs' shapes
+/// read them (the loop's gradient, a loop capturing the history,
+/// [`DynOp::ignores_shape_of`](crate::ops::desc::DynOp::ignores_shape_of))
+/// and no output of the graph is one: the passes leave such nodes alone,
+/// and every other value keeps its traced shape.
 pub(crate) fn is_static(g: &Graph) -> bool {
-    g.nodes.iter().all(node_is_static)
+    let mut dynamic = vec![false; g.values.len()];
+    for n in &g.nodes {
+        let reads_dynamic = n.inputs.iter().enumerate().filter(|(_, v)| dynamic[**v as usize]);
+        let ok = match &n.op {
+            Op::Dyn(d) => reads_dynamic.into_iter().all(|(i, _)| d.ignores_shape_of(i)),
+            _ => reads_dynamic.count() == 0,
+        };
+        if !ok {
+            return false;
+        }
+        if node_is_static(n) {
+            continue;
+        }
+        let Some(mask) = (match &n.op {
+            Op::Dyn(d) => d.dynamic_outputs(),
+            _ => None,
+        }) else {
+            return false;
+        };
+        if mask.len() != n.outputs.len() {
+            return false;
+        }
+        for (&v, m) in n.outputs.iter().zip(mask) {
+            dynamic[v as usize] = m;
+        }
+    }
+    !g.outputs.iter().any(|&v| dynamic[v as usize])
 }
 
 /// Whether a node's outputs' shapes follow from its inputs' shapes.

@@ -24,8 +24,8 @@
 
 use std::sync::Arc;
 
+use super::branch::{cond, CondOp};
 use super::residuals::{self, Residuals};
-use super::{cond, CondOp};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, TensorId};

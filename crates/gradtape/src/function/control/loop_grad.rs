@@ -25,12 +25,20 @@ impl WhileOp {
     }
 
     /// The gradients of the loop's inputs (then of the variables its graphs
-    /// read) for the cotangents `cts` of its `outputs`.
+    /// read) for the cotangents `cts` of its `outputs`, where `needs` (one
+    /// per input then per variable; `true` past its end) asks for them.
+    ///
+    /// A capture or variable whose gradient is not needed gets none, and
+    /// the backward loop carries no sum of its gradients: its body then
+    /// computes none of it (the traced body's dead code). A step reading
+    /// its data `x[t]` at each iteration otherwise scattered a gradient of
+    /// the whole `x` into zeros and added it to a sum, every iteration.
     pub(super) fn backward(
         self: &Arc<Self>,
         inputs: &[Tensor],
         outputs: &[Tensor],
         cts: &[Option<Tensor>],
+        needs: &[bool],
     ) -> Result<Grads> {
         let n = self.n_vars;
         let (vars0, caps) = inputs.split_at(n);
@@ -65,6 +73,10 @@ impl WhileOp {
         }
         let diff_var: Vec<bool> = vars0.iter().map(|t| t.dtype().is_differentiable()).collect();
         let diff_cap: Vec<bool> = caps.iter().map(|t| t.dtype().is_differentiable()).collect();
+        // the captures and variables whose gradients are summed
+        let need = |i: usize| needs.get(i).copied().unwrap_or(true);
+        let keep_cap: Vec<bool> = diff_cap.iter().enumerate().map(|(i, &d)| d && need(n + i)).collect();
+        let keep_var: Vec<bool> = (0..self.vars.len()).map(|i| need(inputs.len() + i)).collect();
         let n_dv = diff_var.iter().filter(|&&d| d).count();
         // the backward loop's variables: the iteration index j, the
         // cotangents of the differentiable loop variables, and the
@@ -82,16 +94,18 @@ impl WhileOp {
                 bvars.push(ct);
             }
         }
-        for (c, &d) in caps.iter().zip(&diff_cap) {
-            if d {
+        for (c, &k) in caps.iter().zip(&keep_cap) {
+            if k {
                 bvars.push(c.try_zeros_like()?);
                 specs.push(fixed(c));
             }
         }
-        for v in &self.vars {
-            let z = Tensor::try_zeros(&v.shape(), v.dtype())?;
-            specs.push(fixed(&z));
-            bvars.push(z);
+        for (v, &k) in self.vars.iter().zip(&keep_var) {
+            if k {
+                let z = Tensor::try_zeros(&v.shape(), v.dtype())?;
+                specs.push(fixed(&z));
+                bvars.push(z);
+            }
         }
         let any_ragged = shapes_of.iter().any(Option::is_some);
         // the row of history `k` (an entry value, a residual or a
@@ -104,6 +118,7 @@ impl WhileOp {
         let me = self.clone();
         let caps_v = caps.to_vec();
         let dv = diff_var.clone();
+        let (dc, kc, kv) = (diff_cap.clone(), keep_cap.clone(), keep_var.clone());
         let body = move |bv: &Vec<Tensor>| -> Result<Vec<Tensor>> {
             let j = bv[0].sub(&Tensor::scalar(1i64))?;
             let rows: Vec<Tensor> = hist
@@ -131,8 +146,20 @@ impl WhileOp {
                 }
                 next.push(c);
             }
-            for (acc, g) in bv[1 + n_dv..].iter().zip(g) {
-                next.push(acc.add(&g)?);
+            // (the gradients of the differentiable captures, then of the
+            // variables: those kept added to their sums, the others dropped)
+            let mut sums = bv[1 + n_dv..].iter();
+            let kept = dc.iter().zip(&kc).filter(|(d, _)| **d).map(|(_, k)| *k);
+            for k in kept.chain(kv.iter().copied()) {
+                let g = g
+                    .next()
+                    .ok_or_else(|| Error::invalid("while_loop", "missing gradient"))?;
+                if k {
+                    let sum = sums
+                        .next()
+                        .ok_or_else(|| Error::invalid("while_loop", "missing gradient sum"))?;
+                    next.push(sum.add(&g)?);
+                }
             }
             Ok(next)
         };
@@ -143,10 +170,9 @@ impl WhileOp {
         let done = while_loop(|bv: &Vec<Tensor>| bv[0].gt(&Tensor::scalar(0i64)), body, bvars, opts)?;
         let mut it = done.into_iter().skip(1);
         let mut out: Grads = Grads::new();
-        for &d in diff_var.iter().chain(&diff_cap) {
+        for &d in diff_var.iter().chain(&keep_cap).chain(&keep_var) {
             out.push(if d { it.next() } else { None });
         }
-        out.extend(it.map(Some));
         Ok(out)
     }
 

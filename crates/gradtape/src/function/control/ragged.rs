@@ -84,7 +84,7 @@ impl Control for RunTimeFn {
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts| {
+        optional_rule(move |cts, _| {
             let mut args = inputs.clone();
             for (c, o) in cts.iter().zip(&outputs) {
                 if o.dtype().is_differentiable() {

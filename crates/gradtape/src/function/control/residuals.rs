@@ -139,7 +139,9 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
     // histories of loops in it, if their lengths do not change, stack)
     let static_enough = match hoist::has_effects(&body.graph) {
         true => static_but_histories(&body.graph),
-        false => compile::is_static(&body.graph),
+        // (every node: `is_static` lets a loop keeping its history pass,
+        // whose history would be a residual of changing length)
+        false => body.graph.nodes.iter().all(compile::node_is_static),
     };
     if !static_enough {
         return Ok(None);

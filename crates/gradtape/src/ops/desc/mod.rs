@@ -116,6 +116,22 @@ pub trait DynOp: Send + Sync + std::any::Any {
     fn static_shapes(&self) -> bool {
         true
     }
+    /// Where [`static_shapes`](Self::static_shapes) is false: which
+    /// outputs may change shape from run to run (the others' shapes still
+    /// follow from the inputs'), or `None` where any may. A compiler plans
+    /// around such outputs where only nodes that ignore their shapes read
+    /// them (see [`ignores_shape_of`](Self::ignores_shape_of)): a loop's
+    /// history, whose length is the iteration count, read only by the
+    /// loop's gradient.
+    fn dynamic_outputs(&self) -> Option<Vec<bool>> {
+        None
+    }
+    /// Whether input `i`'s shape never changes the shapes of its outputs
+    /// (which the node checks when it runs), so that the input may be one
+    /// of [`dynamic_outputs`](Self::dynamic_outputs).
+    fn ignores_shape_of(&self, _i: usize) -> bool {
+        false
+    }
 }
 
 /// What an op computes: its family, variant and attributes.

@@ -186,14 +186,38 @@ pub(crate) fn row_at(x: &Tensor, j: &Tensor) -> Result<Tensor> {
             ),
         ));
     }
-    let y = match clamped_row("row_at", j, x.shape()[0], x.device())? {
-        Some(row) => index::gather(x, &row, 0)?,
+    // (a view of the row, not a copy: a loop's gradient reads each row of
+    // its history once per iteration)
+    let y = match row_index("row_at", j, x.shape()[0])? {
+        Some(row) => {
+            let l = x.layout();
+            x.view(crate::tensor::layout::Layout {
+                shape: l.shape[1..].into(),
+                strides: l.strides[1..].into(),
+                // (an empty row stays at the buffer's start, as an empty
+                // block view)
+                offset: match l.shape[1..].contains(&0) {
+                    true => l.offset,
+                    false => (l.offset as isize + row as isize * l.strides[0]) as usize,
+                },
+            })
+        }
         None => Tensor::zeros_on(&x.shape()[1..], x.dtype(), x.device())?,
     };
     let (xc, jc) = (x.clone(), j.clone());
     Ok(bind(Op::Shape(ShapeOp::RowAt), &[x, j], y, move |_| {
         vjp(move |g, _| Ok(grads![Some(row_into(&g[0], &jc, &xc)?), None]))
     }))
+}
+
+/// `j` (an integer scalar) clamped into `0..rows`; `None` when there are
+/// no rows.
+fn row_index(op: &'static str, j: &Tensor, rows: usize) -> Result<Option<usize>> {
+    let j = index::int_values(op, &crate::kernels::gpu::to_host(op, j)?)?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    Ok((rows > 0).then(|| j.clamp(0, rows as i64 - 1) as usize))
 }
 
 /// `j` (an integer scalar) clamped into `0..rows`, as an i64 scalar;
