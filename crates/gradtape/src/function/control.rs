@@ -54,6 +54,7 @@ mod captures;
 mod hoist;
 mod loop_checks;
 mod loop_grad;
+mod loop_sizes;
 mod ragged;
 mod residuals;
 pub use branch::cond;
@@ -600,10 +601,12 @@ where
             count += 1;
         }
     }
+    // (whether the condition held at the example)
+    let held = std::cell::Cell::new(false);
     let c = trace::trace(&vars, &[], true, |xs| {
         let v = loop_vars.rebuild(&mut xs.iter().cloned())?;
         let p = cond_fn(&v)?;
-        pred_value("while_loop", &p)?;
+        held.set(pred_value("while_loop", &p)?);
         Ok(((), vec![p]))
     })?;
     let b = trace::trace(&vars, &[], true, |xs| {
@@ -613,6 +616,23 @@ where
         check_body(&opts, &vars, &ts)?;
         Ok(((), ts))
     })?;
+    if let Some(sig) = &opts.shape_invariants {
+        // (graphs that run at other sizes must not hold numbers of this one)
+        let retrace = |what: &str, xs: &[Tensor]| -> Result<Graph> {
+            let t = trace::trace(xs, &[], true, |xs| {
+                let v = loop_vars.rebuild(&mut xs.iter().cloned())?;
+                let outs = if what == "condition" {
+                    vec![cond_fn(&v)?]
+                } else {
+                    tensors_of(&body_fn(&v)?)
+                };
+                Ok(((), outs))
+            })?;
+            Ok(t.graph)
+        };
+        loop_sizes::check_sizes_free(&vars, sig, [("condition", &c.graph), ("body", &b.graph)], retrace)?;
+        loop_sizes::check_condition_moves(&c.graph, &vars, sig, held.get(), opts.max_iterations)?;
+    }
     let (mut c, mut b) = (c, b);
     hoist::hoist_reads(&mut [&mut c, &mut b]);
     let caps = union(&[&c.captures, &b.captures]);
