@@ -510,3 +510,37 @@ fn an_attention_layer_drops_the_eager_probabilities_in_a_traced_call() -> Result
     }
     Ok(())
 }
+
+#[test]
+fn a_second_order_gradient_through_a_traced_call_recomputes_the_masks_it_drew() -> Result<()> {
+    // the second derivative reaches the call's saved values: the forward
+    // graph is run again for it, and must draw what the first run drew
+    // (it drew another mask, and advanced the generator twice)
+    let layer = Arc::new(Dropout::new(0.5, &mut Rng::new(9))?);
+    let twin = Dropout::new(0.5, &mut Rng::new(9))?;
+    let f = function({
+        let layer = layer.clone();
+        move |x: &Tensor| layer.forward(x, true)?.mul(x)?.mul(x)?.sum_all()
+    });
+    let x = Tensor::from_vec((1..=32).map(f64::from).collect(), &[32])?;
+    let run = |g: &dyn Fn(&Tensor) -> Result<Tensor>| -> Result<Vec<Vec<u64>>> {
+        let outer = GradientTape::new();
+        let (y, d1) = outer.record(|| {
+            outer.watch(&x);
+            let inner = GradientTape::new();
+            let y = inner.record(|| {
+                inner.watch(&x);
+                g(&x)
+            })?;
+            Ok((y.clone(), inner.gradient(&y, &x)?.expect("d1").sum_all()?))
+        })?;
+        let d2 = outer.gradient(&d1, &x)?.expect("d2");
+        Ok(vec![bits(&y), bits(&d1), bits(&d2)])
+    };
+    for call in 0..3 {
+        let traced = run(&|x| f.call(x))?;
+        let eager = run(&|x| twin.forward(x, true)?.mul(x)?.mul(x)?.sum_all())?;
+        assert_eq!(traced, eager, "call {call}: value, first and second derivatives");
+    }
+    Ok(())
+}

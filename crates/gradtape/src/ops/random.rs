@@ -374,6 +374,63 @@ impl DynOp for RowOrder {
     }
 }
 
+/// The generators the nodes of `g` (and of the graphs nested in them) draw
+/// from or make, each once.
+pub(crate) fn generators(g: &crate::function::Graph) -> Vec<Arc<State>> {
+    fn walk(g: &crate::function::Graph, out: &mut Vec<Arc<State>>) {
+        for n in &g.nodes {
+            let Op::Dyn(d) = &n.op else { continue };
+            let mut found: Vec<&Arc<State>> = Vec::new();
+            if let Some(x) = n.op.as_dyn::<StreamDraw>() {
+                found.push(&x.state);
+            } else if let Some(x) = n.op.as_dyn::<RowOrder>() {
+                found.push(&x.state);
+            } else if let Some(x) = n.op.as_dyn::<MakeRng>() {
+                found.push(&x.state);
+                if let Made::Copy(from) | Made::Split(from) = &x.how {
+                    found.push(from);
+                }
+            }
+            for st in found {
+                if !out.iter().any(|o| Arc::ptr_eq(o, st)) {
+                    out.push(st.clone());
+                }
+            }
+            for (_, sub) in crate::function::graph::nested(&**d) {
+                walk(&sub, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(g, &mut out);
+    out
+}
+
+/// The key and counter of each of `gens` now.
+pub(crate) fn snapshot(gens: &[Arc<State>]) -> Vec<(u64, u64)> {
+    gens.iter().map(|g| g.get()).collect()
+}
+
+/// Runs `f` with the generators `gens` set to `at` (a [`snapshot`]), then
+/// puts them back where they stood: a recomputation of a forward run (a
+/// gradient of its saved values) draws what that run drew, and leaves the
+/// generators as it found them.
+pub(crate) fn replaying<R>(gens: &[Arc<State>], at: &[(u64, u64)], f: impl FnOnce() -> R) -> R {
+    struct Back<'a>(&'a [Arc<State>], Vec<(u64, u64)>);
+    impl Drop for Back<'_> {
+        fn drop(&mut self) {
+            for (g, &(k, c)) in self.0.iter().zip(&self.1) {
+                g.set(k, c);
+            }
+        }
+    }
+    let _back = Back(gens, snapshot(gens));
+    for (g, &(k, c)) in gens.iter().zip(at) {
+        g.set(k, c);
+    }
+    f()
+}
+
 /// How traced code made a generator (see [`rng_made`]).
 pub(crate) enum Made {
     /// [`Rng::new`](crate::Rng::new) from this seed
