@@ -50,7 +50,9 @@
 //!   advances the generator, as eagerly;
 //! - a retrace, the trace of a function's gradient and a function traced
 //!   inside another leave the generator as they found it; a differentiated
-//!   call runs its forward graph once, one draw per draw;
+//!   call runs its forward graph once, one draw per draw, and a gradient
+//!   that runs it again (a second order reaching its saved values) draws
+//!   what that run drew, then puts the generator back;
 //! - a generator made by the traced code ([`Rng::new`], a clone, a
 //!   [`split`](Rng::split)) is made again at each run, from the same seed
 //!   (a new one draws the same values at every call, as eagerly).
