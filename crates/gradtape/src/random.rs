@@ -24,14 +24,56 @@
 //! SplitMix64 mixer, so they too depend only on the seed and on how many
 //! draws came before.
 //!
-//! Inside a traced function ([`function`](crate::function())), a tensor drawn
-//! from an `Rng` (and the mask of a [`Dropout`](crate::nn::Dropout) layer)
-//! becomes a node that draws with a new seed at each run of the graph, as
-//! `tf.random.Generator` does in a `tf.function`; the `Rng` itself advances
-//! only while tracing. An explicit-seed function called in a trace is
-//! stateless: the same values at every run. Host-side draws
-//! ([`permutation`](Rng::permutation), [`shuffle_rows`](Rng::shuffle_rows))
-//! are made once, at trace time.
+//! **In a traced function** ([`function`](crate::function())) a generator
+//! draws the same stream as eagerly, as `tf.random.Generator` does in a
+//! `tf.function`: a call of the traced function draws exactly what the
+//! eager call would draw at that point of the generator's stream, and
+//! leaves the generator where the eager call would. So a traced training
+//! step with a [`Dropout`](crate::nn::Dropout) (or any draw from an `Rng`)
+//! gives the eager step's values, losses and gradients, bit for bit.
+//!
+//! How: the generator's key and counter are state shared (an `Arc`) by the
+//! `Rng` and by the graph's nodes that draw from it. A tensor drawn from an
+//! `Rng` (its [`uniform`](Rng::uniform), [`normal`](Rng::normal),
+//! [`truncated_normal`](Rng::truncated_normal), the mask of a `Dropout`, the
+//! seed of an attention layer's dropout, the order of
+//! [`shuffle_rows`](Rng::shuffle_rows)) becomes a node that, at each run,
+//! takes the generator's next seed (advancing it), in program order. A
+//! trace is a dry run: the generators its code advanced are put back where
+//! they stood when it ends (as its variable writes are kept apart as
+//! shadows), and the graph's runs make the draws. Hence:
+//!
+//! - draws in a [`cond`](crate::cond) branch advance the generator only when
+//!   the branch runs, and draws in a [`while_loop`](crate::while_loop) body
+//!   at each iteration, as eagerly;
+//! - an unused draw is kept in the graph (its node is stateful): it
+//!   advances the generator, as eagerly;
+//! - a retrace, the trace of a function's gradient and a function traced
+//!   inside another leave the generator as they found it; a differentiated
+//!   call runs its forward graph once, one draw per draw, and a gradient
+//!   that runs it again (a second order reaching its saved values) draws
+//!   what that run drew, then puts the generator back;
+//! - a generator made by the traced code ([`Rng::new`], a clone, a
+//!   [`split`](Rng::split)) is made again at each run, from the same seed
+//!   (a new one draws the same values at every call, as eagerly).
+//!
+//! A graph that draws from a generator should not run on two threads at
+//! once (the eager code would not share one generator between two threads
+//! either: the draws would interleave).
+//!
+//! An explicit-seed function called in a trace is stateless: the same
+//! values at every run. Host-side draws give host values, which a graph
+//! cannot draw again: [`permutation`](Rng::permutation) inside a trace is
+//! an error (use [`shuffle_rows`](Rng::shuffle_rows), or draw it outside);
+//! [`next_u64`](Rng::next_u64), [`next_seed`](Rng::next_seed),
+//! [`next_f64`](Rng::next_f64), [`below`](Rng::below),
+//! [`shuffle`](Rng::shuffle) and [`batches`] are made once, at trace time:
+//! their values are fixed in the graph, and its runs do not advance the
+//! generator for them.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::tensor::{alloc, DType, Tensor};
@@ -44,57 +86,54 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A seeded generator whose state advances with every draw (TensorFlow's
-/// `tf.random.Generator.from_seed`). Not a cryptographic generator.
-///
-/// ```
-/// use gradtape::Rng;
-/// let mut rng = Rng::new(7);
-/// let p = rng.permutation(5)?;
-/// let mut sorted = p.clone();
-/// sorted.sort();
-/// assert_eq!(sorted, vec![0, 1, 2, 3, 4]);
-/// # Ok::<(), gradtape::Error>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rng {
-    key: u64,
-    counter: u64,
+/// The key of a generator made from `seed`.
+pub(crate) fn key_of(seed: u64) -> u64 {
+    mix(seed ^ 0x6A09_E667_F3BC_C908)
 }
 
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Rng {
-        Rng {
-            key: mix(seed ^ 0x6A09_E667_F3BC_C908),
-            counter: 0,
+/// A generator's state: its key and how many draws it made. Shared (an
+/// `Arc`) between the [`Rng`] and the nodes of the traced graphs that draw
+/// from it, which read and advance it at each run (see the module docs).
+#[derive(Debug)]
+pub(crate) struct State {
+    key: AtomicU64,
+    counter: AtomicU64,
+}
+
+impl State {
+    fn new(key: u64, counter: u64) -> Arc<State> {
+        Arc::new(State {
+            key: AtomicU64::new(key),
+            counter: AtomicU64::new(counter),
+        })
+    }
+
+    /// The key and the counter.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        (self.key.load(Ordering::Relaxed), self.counter.load(Ordering::Relaxed))
+    }
+
+    /// Sets the key and the counter.
+    pub(crate) fn set(&self, key: u64, counter: u64) {
+        self.key.store(key, Ordering::Relaxed);
+        self.counter.store(counter, Ordering::Relaxed);
+    }
+
+    /// The next 64 random bits (advances the counter by one). Inside a
+    /// trace, the trace first notes the state, to put it back when it ends.
+    pub(crate) fn next_u64(self: &Arc<Self>) -> u64 {
+        if crate::function::trace::any() {
+            crate::function::trace::note_rng(self);
         }
+        let c = self.counter.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        mix(self
+            .key
+            .load(Ordering::Relaxed)
+            .wrapping_add(c.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
     }
 
-    /// How many draws this generator has made.
-    pub fn position(&self) -> u64 {
-        self.counter
-    }
-
-    /// The next 64 random bits (advances the state by one).
-    pub fn next_u64(&mut self) -> u64 {
-        self.counter += 1;
-        mix(self.key.wrapping_add(self.counter.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
-    }
-
-    /// A fresh seed for one of the explicit-seed functions (advances).
-    pub fn next_seed(&mut self) -> u64 {
-        self.next_u64()
-    }
-
-    /// A uniform `f64` in `[0, 1)` (advances).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// A uniform integer in `0..n` (advances; `0` when `n` is 0). Unbiased
-    /// (the short last interval of `u64` is rejected).
-    pub fn below(&mut self, n: u64) -> u64 {
+    /// A uniform integer in `0..n` (advances; see [`Rng::below`]).
+    pub(crate) fn below(self: &Arc<Self>, n: u64) -> u64 {
         if n <= 1 {
             return 0;
         }
@@ -105,6 +144,118 @@ impl Rng {
                 return r % n;
             }
         }
+    }
+
+    /// Shuffles `items` in place (see [`Rng::shuffle`]).
+    pub(crate) fn shuffle<T>(self: &Arc<Self>, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+
+    /// Makes `self` the generator split off `parent` (advances `parent`
+    /// by one draw): [`Rng::split`].
+    pub(crate) fn split_from(&self, parent: &Arc<State>) {
+        self.set(key_of(parent.next_u64()), 0);
+    }
+}
+
+/// A seeded generator whose state advances with every draw (TensorFlow's
+/// `tf.random.Generator.from_seed`). Not a cryptographic generator.
+///
+/// Cloning gives an independent copy: it draws what this one would draw
+/// next, and advancing one does not advance the other.
+///
+/// ```
+/// use gradtape::Rng;
+/// let mut rng = Rng::new(7);
+/// let p = rng.permutation(5)?;
+/// let mut sorted = p.clone();
+/// sorted.sort();
+/// assert_eq!(sorted, vec![0, 1, 2, 3, 4]);
+/// let mut copy = rng.clone();
+/// assert_eq!(copy.next_u64(), rng.next_u64());
+/// # Ok::<(), gradtape::Error>(())
+/// ```
+pub struct Rng {
+    state: Arc<State>,
+}
+
+impl Clone for Rng {
+    fn clone(&self) -> Rng {
+        let (key, counter) = self.state.get();
+        let copy = Rng {
+            state: State::new(key, counter),
+        };
+        // (a copy made by traced code is made again at each run)
+        crate::ops::random::rng_made(&copy.state, crate::ops::random::Made::Copy(self.state.clone()));
+        copy
+    }
+}
+
+impl PartialEq for Rng {
+    /// Two generators are equal when they will draw the same values.
+    fn eq(&self, other: &Rng) -> bool {
+        self.state.get() == other.state.get()
+    }
+}
+
+impl Eq for Rng {}
+
+impl fmt::Debug for Rng {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (key, counter) = self.state.get();
+        f.debug_struct("Rng")
+            .field("key", &key)
+            .field("counter", &counter)
+            .finish()
+    }
+}
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        let rng = Rng {
+            state: State::new(key_of(seed), 0),
+        };
+        // (one made by traced code starts again from `seed` at each run)
+        crate::ops::random::rng_made(&rng.state, crate::ops::random::Made::New(seed));
+        rng
+    }
+
+    /// How many draws this generator has made.
+    pub fn position(&self) -> u64 {
+        self.state.get().1
+    }
+
+    /// The next 64 random bits (advances the state by one).
+    pub fn next_u64(&mut self) -> u64 {
+        self.state.next_u64()
+    }
+
+    /// A fresh seed for one of the explicit-seed functions (advances).
+    pub fn next_seed(&mut self) -> u64 {
+        self.next_u64()
+    }
+
+    /// Runs `f` with the next seed, as a draw of this generator's stream:
+    /// inside a trace, the random op `f` makes becomes a node that takes
+    /// the generator's next seed at each run (see the module docs).
+    pub(crate) fn draw<R>(&mut self, f: impl FnOnce(u64) -> R) -> R {
+        let seed = self.next_seed();
+        crate::ops::random::fresh(&self.state, || f(seed))
+    }
+
+    /// A uniform `f64` in `[0, 1)` (advances).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A uniform integer in `0..n` (advances; `0` when `n` is 0). Unbiased
+    /// (the short last interval of `u64` is rejected).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.state.below(n)
     }
 
     /// An independent generator split off this one (advances this one by
@@ -118,26 +269,29 @@ impl Rng {
     /// assert_ne!(child.next_u64(), rng.next_u64());
     /// ```
     pub fn split(&mut self) -> Rng {
-        Rng::new(self.next_u64())
+        let child = Rng {
+            state: State::new(0, 0),
+        };
+        child.state.split_from(&self.state);
+        // (one split off by traced code is split off again at each run)
+        crate::ops::random::rng_made(&child.state, crate::ops::random::Made::Split(self.state.clone()));
+        child
     }
 
     /// Uniform values in `[lo, hi)`; see [`Tensor::random_uniform`].
     pub fn uniform(&mut self, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> Result<Tensor> {
-        let seed = self.next_seed();
-        crate::ops::random::fresh(|| Tensor::random_uniform(shape, lo, hi, dtype, seed))
+        self.draw(|seed| Tensor::random_uniform(shape, lo, hi, dtype, seed))
     }
 
     /// Normal values `mean + std · z`; see [`Tensor::random_normal`].
     pub fn normal(&mut self, shape: &[usize], mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
-        let seed = self.next_seed();
-        crate::ops::random::fresh(|| Tensor::random_normal(shape, mean, std, dtype, seed))
+        self.draw(|seed| Tensor::random_normal(shape, mean, std, dtype, seed))
     }
 
     /// Normal values within two standard deviations of `mean`; see
     /// [`Tensor::truncated_normal`].
     pub fn truncated_normal(&mut self, shape: &[usize], mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
-        let seed = self.next_seed();
-        crate::ops::random::fresh(|| Tensor::truncated_normal(shape, mean, std, dtype, seed))
+        self.draw(|seed| Tensor::truncated_normal(shape, mean, std, dtype, seed))
     }
 
     /// Shuffles `items` in place (Fisher–Yates; advances).
@@ -149,10 +303,7 @@ impl Rng {
     /// assert_ne!(v, (0..10).collect::<Vec<_>>());
     /// ```
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            items.swap(i, j);
-        }
+        self.state.shuffle(items);
     }
 
     /// A random permutation of `0..n` (advances), or
@@ -165,6 +316,16 @@ impl Rng {
     /// assert!(matches!(e, Error::OutOfMemory { op: "permutation", .. }));
     /// ```
     pub fn permutation(&mut self, n: usize) -> Result<Vec<usize>> {
+        if crate::function::trace::recording() {
+            return Err(Error::invalid(
+                "permutation",
+                format!(
+                    "a permutation of {n} on the host inside a traced function would be drawn once, at trace \
+                     time, and never again: use shuffle_rows (a graph node, drawn at each run), or draw it \
+                     outside the function and pass it in"
+                ),
+            ));
+        }
         let mut p: Vec<usize> = alloc::try_collect("permutation", 0..n)?;
         self.shuffle(&mut p);
         Ok(p)
@@ -186,9 +347,8 @@ impl Rng {
         if t.rank() == 0 {
             return Err(Error::invalid("shuffle_rows", "cannot shuffle the rows of a scalar"));
         }
-        let p = self.permutation(t.shape()[0]).map_err(|e| e.for_op("shuffle_rows"))?;
-        let p: Vec<i64> = alloc::try_collect("shuffle_rows", p.into_iter().map(|i| i as i64))?;
-        t.gather(&Tensor::from_vec(p, &[t.shape()[0]])?, 0)
+        // (inside a trace, a node that draws the order at each run)
+        t.gather(&crate::ops::random::row_order(&self.state, t.shape()[0])?, 0)
     }
 }
 

@@ -2,7 +2,7 @@
 //! that follows its inputs (integer inputs included: the gradient-check
 //! tables' traced mode moves only float inputs), and random draws follow
 //! TensorFlow's semantics (seeded draws are stateless, draws from a
-//! generator are fresh at each run).
+//! generator are the generator's stream, as eagerly).
 
 use std::sync::Mutex;
 
@@ -101,11 +101,17 @@ fn seeded_draws_repeat_and_generator_draws_are_fresh_at_each_run() -> Result<()>
         assert_eq!(&r[4..], &seeded[..], "a seeded draw is the same at every run");
         assert!(r[..4].iter().all(|v| (0.0..1.0).contains(v)), "{r:?}");
     }
+    // a generator draw is the eager stream's next one at each run (see
+    // `traced_rng` for the rest)
+    let mut eager = Rng::new(7);
+    for r in &runs {
+        assert_eq!(r[..4], eager.uniform(&[4], 0.0, 1.0, DType::F64)?.to_vec::<f64>()?);
+    }
     assert_ne!(runs[0][..4], runs[1][..4], "a generator draw is fresh at each run");
     assert_ne!(runs[1][..4], runs[2][..4], "a generator draw is fresh at each run");
     let listing = f.graph(&x)?.to_string();
     assert!(
-        listing.contains("RandomUniform[f64[4], 0, 1, seed=") && listing.contains("[fresh each run]"),
+        listing.contains("RandomUniform[f64[4], 0, 1, seed=") && listing.contains("[the generator's next seed]"),
         "{listing}"
     );
     assert!(

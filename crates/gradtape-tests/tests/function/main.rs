@@ -49,6 +49,7 @@ mod shared_args;
 mod sort_ties;
 mod sparse_xent_grad_op;
 mod traced_grads;
+mod traced_rng;
 mod vmap;
 mod vmap_dynamic;
 mod zero_sizes;

@@ -24,6 +24,7 @@ use crate::autodiff::tape::{vjp, Grads};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
 use crate::ops::desc::{DynOp, Op, Outputs};
+use crate::ops::random::replaying;
 use crate::tensor::{layout, DType, Shape, Tensor, TensorId};
 
 /// A gradient split built for calls with these input shapes (or why it
@@ -325,9 +326,12 @@ impl ConcreteFunction {
         let made_before = TensorId::fresh();
         let (outputs, saved) = match differentiable.then(|| self.backward_for(inputs, &vars, &consts)) {
             Some(Ok(bw)) => {
+                // (where the forward run's draws start: a recomputation
+                // for higher orders draws them again, see `record_on_tapes`)
+                let at = crate::ops::random::snapshot(bw.generators());
                 let mut all = bw.forward.run_optimized(inputs)?;
                 let saved = all.split_off(self.graph.outputs.len());
-                (all, Some((bw, saved)))
+                (all, Some((bw, saved, at)))
             }
             // no gradient function: the call still runs (an error surfaces
             // if a gradient is asked for)
@@ -339,20 +343,20 @@ impl ConcreteFunction {
         let (outputs, saved) = {
             let n = outputs.len();
             let mut all = outputs;
-            let saved = saved.map(|(bw, s)| {
+            let saved = saved.map(|(bw, s, at)| {
                 all.extend(s);
-                bw
+                (bw, at)
             });
             let mut all = super::control::new_tensors(all, made_before);
             let rest = all.split_off(n);
-            (all, saved.map(|bw| (bw, rest)))
+            (all, saved.map(|(bw, at)| (bw, rest, at)))
         };
         if tracing {
             // a differentiated call runs the forward graph, whose saved values
             // the gradient (traced too) reads: record that graph's call
             let refs: Vec<&Tensor> = inputs.iter().collect();
             match &saved {
-                Some((bw, s)) => {
+                Some((bw, s, _)) => {
                     let all: Vec<Tensor> = outputs.iter().chain(s).cloned().collect();
                     trace::record(Op::Dyn(Arc::new(Call(bw.forward.clone()))), &refs, &all);
                 }
@@ -478,7 +482,7 @@ impl ConcreteFunction {
         &self,
         inputs: &[Tensor],
         outputs: &[Tensor],
-        saved: Option<(Arc<Backward>, Vec<Tensor>)>,
+        saved: Option<SavedRun>,
         vars: Vec<Variable>,
         consts: Vec<Tensor>,
     ) {
@@ -488,7 +492,7 @@ impl ConcreteFunction {
         let mut ids: Vec<(TensorId, DType)> = inputs.iter().map(|t| (t.id(), t.dtype())).collect();
         ids.extend(vars.iter().map(|v| (v.handle(), v.dtype())));
         ids.extend(consts.iter().map(|c| (c.id(), c.dtype())));
-        let Some((bw, saved)) = saved else {
+        let Some((bw, saved, at)) = saved else {
             let name = self.name.clone();
             let failure = self.backward_failure(inputs, &vars, &consts);
             let rule = move || {
@@ -510,10 +514,13 @@ impl ConcreteFunction {
         all.extend(saved.iter().cloned());
         let metas: Vec<(Vec<usize>, DType)> = all.iter().map(|t| (t.shape().to_vec(), t.dtype())).collect();
         let held_inputs = inputs.to_vec();
+        // (the recomputed forward draws what this run drew)
+        let at = Arc::new(at);
         let rule = move || {
-            let (bw2, ins2) = (bw.clone(), held_inputs.clone());
+            let (bw2, ins2, at2) = (bw.clone(), held_inputs.clone(), at.clone());
             let dense = move |cts: &[Tensor], _: &[bool]| -> Result<Grads> {
-                Ok(bw2.pull_full(&ins2, cts)?.into_iter().collect())
+                let pulled = replaying(bw2.generators(), &at2, || bw2.pull_full(&ins2, cts))?;
+                Ok(pulled.into_iter().collect())
             };
             let optional = move |cts: &[Option<Tensor>], _: &[bool]| -> Result<Grads> {
                 // zeros where no cotangent came, only for the values the
@@ -537,7 +544,8 @@ impl ConcreteFunction {
                 let grads = if cts[n_out..].iter().all(Option::is_none) {
                     bw.pull(&saved, &filled(n_out)?)?
                 } else {
-                    bw.pull_full(&held_inputs, &filled(cts.len())?)?
+                    let cts = filled(cts.len())?;
+                    replaying(bw.generators(), &at, || bw.pull_full(&held_inputs, &cts))?
                 };
                 Ok(grads.into_iter().collect())
             };
@@ -546,6 +554,11 @@ impl ConcreteFunction {
         record_rule("Call", &ids, &all, rule);
     }
 }
+
+/// What a differentiated call keeps for its gradient: the gradient
+/// function, the saved values, and where the generators its forward graph
+/// draws from stood before the run (see `ops::random::replaying`).
+type SavedRun = (Arc<Backward>, Vec<Tensor>, Vec<(u64, u64)>);
 
 /// The ids a gradient split is built for beside the inputs: the variables'
 /// handles, then the constants'.

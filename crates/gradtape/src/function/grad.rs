@@ -60,6 +60,9 @@ pub(crate) struct Backward {
     /// (saved values included), recomputing the forward: what a call needs
     /// once its saved values get cotangents (higher orders)
     full: OnceLock<Result<Arc<Full>>>,
+    /// the generators the forward graph draws from (see
+    /// [`replaying`](crate::ops::random::replaying))
+    generators: OnceLock<Vec<Arc<crate::random::State>>>,
 }
 
 /// [`Backward::full`]: a gradient function of the forward graph.
@@ -84,6 +87,12 @@ impl Backward {
         );
         let outs = self.backward.call_inputs(&ins)?;
         Ok(self.grad_slots.iter().map(|s| s.map(|i| outs[i].clone())).collect())
+    }
+
+    /// The generators the forward graph draws from.
+    pub(crate) fn generators(&self) -> &[Arc<crate::random::State>] {
+        self.generators
+            .get_or_init(|| crate::ops::random::generators(self.forward.graph()))
     }
 
     /// The gradients of a call whose outputs *and saved values* got
@@ -283,6 +292,7 @@ pub(crate) fn build_backward(
         vars,
         consts,
         full: OnceLock::new(),
+        generators: OnceLock::new(),
     })
 }
 

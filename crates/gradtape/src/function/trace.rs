@@ -27,6 +27,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
@@ -37,6 +38,7 @@ use crate::autodiff::variable::Variable;
 use crate::dispatch::{self, Call, Interpreter, Kind};
 use crate::error::{Error, Result};
 use crate::ops::desc::Op;
+use crate::random::State as RngState;
 use crate::tensor::{Tensor, TensorId};
 
 /// One active trace.
@@ -50,6 +52,10 @@ pub(crate) struct Trace {
     /// values are never read, so ops may give placeholders for them (see
     /// [`graph_only`]).
     graph_only: Cell<bool>,
+    /// The generators the traced code advanced, with the key and counter
+    /// each had before: put back when the trace ends, since the graph's
+    /// runs make the draws (see [`note_rng`]).
+    rngs: RefCell<Vec<(Arc<RngState>, u64, u64)>>,
 }
 
 /// What a trace has recorded so far.
@@ -307,6 +313,28 @@ pub(crate) fn any() -> bool {
     STACK.with(|s| !s.borrow().is_empty())
 }
 
+/// Notes that the traced code (or a graph run while tracing) is about to
+/// advance the generator `rng`: every trace on this thread's stack that has
+/// not noted it yet keeps its key and counter, and puts them back when it
+/// ends. A trace is a dry run: the draws it made at trace time are made
+/// again by its graph, at each run, from where the generator stands then
+/// (so a traced call draws what the eager call would, and advances the
+/// generator as far). Variable writes are kept apart the same way (as
+/// shadows).
+pub(crate) fn note_rng(rng: &Arc<RngState>) {
+    STACK.with(|s| {
+        for t in s.borrow().iter().rev() {
+            let mut kept = t.rngs.borrow_mut();
+            if kept.iter().any(|(r, ..)| Arc::ptr_eq(r, rng)) {
+                // (the traces around it noted it when it did)
+                break;
+            }
+            let (key, counter) = rng.get();
+            kept.push((rng.clone(), key, counter));
+        }
+    });
+}
+
 /// Sets a variable's shadow in the innermost trace.
 pub(crate) fn set_shadow(v: &Variable, value: Tensor) {
     if let Some(t) = current() {
@@ -383,6 +411,7 @@ pub(crate) fn trace<T>(
         parent,
         tape,
         graph_only: Cell::new(false),
+        rngs: RefCell::new(Vec::new()),
     });
     let aliases: Vec<Tensor> = args.iter().map(Tensor::alias).collect();
     {
@@ -401,10 +430,14 @@ pub(crate) fn trace<T>(
     struct Pop {
         outermost: bool,
         saved_pause: usize,
+        trace: Rc<Trace>,
     }
     impl Drop for Pop {
         fn drop(&mut self) {
             STACK.with(|s| s.borrow_mut().pop());
+            for (rng, key, counter) in self.trace.rngs.take() {
+                rng.set(key, counter);
+            }
             if self.outermost {
                 WATERMARK.with(|w| w.set(u64::MAX));
                 CONSTS.with(|c| c.borrow_mut().clear());
@@ -421,7 +454,11 @@ pub(crate) fn trace<T>(
     STACK.with(|s| s.borrow_mut().push(trace.clone()));
     refresh();
     let result = {
-        let _pop = Pop { outermost, saved_pause };
+        let _pop = Pop {
+            outermost,
+            saved_pause,
+            trace: trace.clone(),
+        };
         let _rec = trace.tape.enter()?;
         f(&aliases).map(|(value, outs)| {
             // returned tensors the trace does not know become constants (or captures)

@@ -748,11 +748,14 @@ impl MultiHeadAttention {
         }
         // dropout on the probabilities inside the fused kernels, with a new
         // seed per call (and per run of a traced step)
-        let drop = AttentionDropout {
-            rate: self.dropout,
-            seed: self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_seed(),
-        };
-        crate::ops::random::fresh(|| q.scaled_dot_product_attention_dropout(k, v, mask, causal, Some(scale), drop))
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        rng.draw(|seed| {
+            let drop = AttentionDropout {
+                rate: self.dropout,
+                seed,
+            };
+            q.scaled_dot_product_attention_dropout(k, v, mask, causal, Some(scale), drop)
+        })
     }
 }
 

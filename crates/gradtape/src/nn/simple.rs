@@ -12,7 +12,8 @@ use crate::tensor::Tensor;
 /// Dropout, Keras's `Dropout`: while training each element is zeroed with
 /// probability `rate` and the others scaled by `1 / (1 − rate)`; at
 /// inference the identity. The layer owns a generator split off the one it
-/// was built with, so each training call draws a new mask.
+/// was built with, so each training call draws a new mask; a traced step
+/// draws at each run the mask the eager step would (see [`crate::random`]).
 ///
 /// ```
 /// use gradtape::{nn::{Dropout, Layer}, DType, Rng, Tensor};
@@ -63,8 +64,9 @@ impl Layer for Dropout {
         if !training || self.rate == 0.0 {
             return Ok(x.clone());
         }
-        let seed = self.rng.lock().unwrap_or_else(|e| e.into_inner()).next_seed();
-        crate::ops::random::fresh(|| x.dropout(self.rate, seed))
+        // (a draw of the layer's stream: in a traced step, at each run)
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        rng.draw(|seed| x.dropout(self.rate, seed))
     }
 }
 

@@ -5,17 +5,17 @@
 //! result depends on the seed and the shape only, never on the number of
 //! threads or the order in which chunks are filled.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::desc::{CreateOp, Distribution, DynOp, Lazy, Op, Outputs, F64};
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::build;
-use crate::kernels::cpu::counter::{mix, CounterRng};
+use crate::kernels::cpu::counter::CounterRng;
 use crate::kernels::cpu::math::with_simd;
+use crate::random::State;
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{with_float_dtype, DType, Element, Float, Tensor};
 
@@ -238,21 +238,34 @@ pub(crate) fn dropout_mask(shape: &[usize], rate: f64, dtype: DType, seed: u64) 
 }
 
 thread_local! {
-    /// Set while an advancing generator draws (see [`fresh`]).
-    static FRESH: Cell<bool> = const { Cell::new(false) };
+    /// The generator whose stream the draw being made belongs to, while a
+    /// trace records (see [`fresh`]).
+    static FRESH: RefCell<Option<Arc<State>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f`, whose seeded draws come from an advancing generator: a trace
-/// records them as draws made fresh at each run of the graph (as TF's
-/// `tf.random.Generator` inside a `tf.function`), not as draws with a fixed
-/// seed. Outside traces it only runs `f`.
-pub(crate) fn fresh<R>(f: impl FnOnce() -> R) -> R {
-    crate::scoped::with_flag(&FRESH, true, f)
+/// Runs `f`, whose seeded draw is the next of the generator `state`'s
+/// stream: a trace records it as a node that takes that stream's next seed
+/// at each run of the graph (TF's `tf.random.Generator` inside a
+/// `tf.function`), not as a draw with a fixed seed. Outside traces it only
+/// runs `f` (no allocation). Only the first draw `f` makes is the
+/// stream's; any other is an explicit-seed draw.
+pub(crate) fn fresh<R>(state: &Arc<State>, f: impl FnOnce() -> R) -> R {
+    if !crate::dispatch::listens(crate::dispatch::Kind::Trace) {
+        return f();
+    }
+    struct Reset(Option<Arc<State>>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FRESH.with(|c| *c.borrow_mut() = self.0.take());
+        }
+    }
+    let _reset = Reset(FRESH.with(|c| c.borrow_mut().replace(state.clone())));
+    f()
 }
 
 /// Offers a draw to the active traces: a node holding its seed (a
 /// stateless draw: the same values at each run), or, inside [`fresh`], a
-/// stateful node that draws with a new seed at each run.
+/// stateful node that draws the generator's next seed at each run.
 fn bound(dist: Distribution, shape: &[usize], a: f64, b: f64, dtype: DType, seed: u64, y: Tensor) -> Tensor {
     let op = || CreateOp::Random {
         dist,
@@ -262,11 +275,11 @@ fn bound(dist: Distribution, shape: &[usize], a: f64, b: f64, dtype: DType, seed
         dtype,
         seed,
     };
-    if crate::dispatch::listens(crate::dispatch::Kind::Trace) && FRESH.with(Cell::get) {
-        let node = FreshDraw {
-            op: op(),
-            runs: AtomicU64::new(0),
-        };
+    if let Some(state) = crate::dispatch::listens(crate::dispatch::Kind::Trace)
+        .then(|| FRESH.with(|c| c.borrow_mut().take()))
+        .flatten()
+    {
+        let node = StreamDraw { op: op(), state };
         crate::dispatch::announce(&Op::Dyn(Arc::new(node)), &[], std::slice::from_ref(&y));
         return y;
     }
@@ -274,26 +287,24 @@ fn bound(dist: Distribution, shape: &[usize], a: f64, b: f64, dtype: DType, seed
     super::bind_nondiff(Lazy(name, || Op::Create(op())), &[], y)
 }
 
-/// A draw that takes a new seed at each run of its graph: the `n`-th run
-/// uses a seed mixed from the trace-time seed and `n`.
-struct FreshDraw {
+/// A draw of a generator's stream: each run takes the generator's next
+/// seed (advancing it, as the eager draw did), so a traced call draws what
+/// the eager call would at that point of the stream.
+struct StreamDraw {
     op: CreateOp,
-    runs: AtomicU64,
+    state: Arc<State>,
 }
 
-impl DynOp for FreshDraw {
+impl DynOp for StreamDraw {
     fn name(&self) -> &'static str {
         self.op.name()
     }
     fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
-        let n = self.runs.fetch_add(1, Ordering::Relaxed);
-        let CreateOp::Random { seed, .. } = self.op else {
-            return self.op.eval(inputs);
-        };
-        // (a trace that records this run, as a graph run again under a
-        // trace for its gradient, records a draw fresh at each run too,
-        // not one fixed at the seed this run drew with)
-        fresh(|| self.op.reseeded(mix(seed ^ mix(n.wrapping_add(1)))).eval(inputs))
+        let seed = self.state.next_u64();
+        // (a trace that records this run, as a graph called inside another
+        // function's trace, records a draw of the stream too, not one fixed
+        // at the seed this run drew with)
+        fresh(&self.state, || self.op.reseeded(seed).eval(inputs))
     }
     fn stateful(&self) -> bool {
         true
@@ -303,7 +314,189 @@ impl DynOp for FreshDraw {
     }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.op.fmt_attrs(f)?;
-        f.write_str("[fresh each run]")
+        f.write_str("[the generator's next seed]")
+    }
+}
+
+/// A random order of `0..n` (`i64` `[n]`) drawn from the generator `state`
+/// (Fisher–Yates, as [`Rng::permutation`](crate::Rng::permutation)):
+/// inside a trace, a node that draws it from the generator at each run.
+pub(crate) fn row_order(state: &Arc<State>, n: usize) -> Result<Tensor> {
+    let y = order(state, n)?;
+    if crate::dispatch::listens(crate::dispatch::Kind::Trace) {
+        let node = RowOrder {
+            state: state.clone(),
+            n,
+        };
+        crate::dispatch::announce(&Op::Dyn(Arc::new(node)), &[], std::slice::from_ref(&y));
+    }
+    Ok(y)
+}
+
+/// [`row_order`]'s values.
+fn order(state: &Arc<State>, n: usize) -> Result<Tensor> {
+    const OP: &str = "shuffle_rows";
+    if i64::try_from(n).is_err() {
+        return Err(Error::invalid(OP, format!("{n} rows do not fit i64 indices")));
+    }
+    let mut p: Vec<i64> = crate::tensor::alloc::try_collect(OP, (0..n).map(|i| i as i64))?;
+    state.shuffle(&mut p);
+    Tensor::from_vec(p, &[n])
+}
+
+/// [`row_order`]'s node.
+struct RowOrder {
+    state: Arc<State>,
+    n: usize,
+}
+
+impl DynOp for RowOrder {
+    fn name(&self) -> &'static str {
+        "RandomRowOrder"
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        if !inputs.is_empty() {
+            return Err(Error::invalid(
+                self.name(),
+                format!("takes no inputs, got {}", inputs.len()),
+            ));
+        }
+        Ok(smallvec::smallvec![order(&self.state, self.n)?])
+    }
+    fn stateful(&self) -> bool {
+        true
+    }
+    fn writes(&self) -> bool {
+        false
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[n={}, the generator's next draws]", self.n)
+    }
+}
+
+/// The generators the nodes of `g` (and of the graphs nested in them) draw
+/// from or make, each once.
+pub(crate) fn generators(g: &crate::function::Graph) -> Vec<Arc<State>> {
+    fn walk(g: &crate::function::Graph, out: &mut Vec<Arc<State>>) {
+        for n in &g.nodes {
+            let Op::Dyn(d) = &n.op else { continue };
+            let mut found: Vec<&Arc<State>> = Vec::new();
+            if let Some(x) = n.op.as_dyn::<StreamDraw>() {
+                found.push(&x.state);
+            } else if let Some(x) = n.op.as_dyn::<RowOrder>() {
+                found.push(&x.state);
+            } else if let Some(x) = n.op.as_dyn::<MakeRng>() {
+                found.push(&x.state);
+                if let Made::Copy(from) | Made::Split(from) = &x.how {
+                    found.push(from);
+                }
+            }
+            for st in found {
+                if !out.iter().any(|o| Arc::ptr_eq(o, st)) {
+                    out.push(st.clone());
+                }
+            }
+            for (_, sub) in crate::function::graph::nested(&**d) {
+                walk(&sub, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(g, &mut out);
+    out
+}
+
+/// The key and counter of each of `gens` now.
+pub(crate) fn snapshot(gens: &[Arc<State>]) -> Vec<(u64, u64)> {
+    gens.iter().map(|g| g.get()).collect()
+}
+
+/// Runs `f` with the generators `gens` set to `at` (a [`snapshot`]), then
+/// puts them back where they stood: a recomputation of a forward run (a
+/// gradient of its saved values) draws what that run drew, and leaves the
+/// generators as it found them.
+pub(crate) fn replaying<R>(gens: &[Arc<State>], at: &[(u64, u64)], f: impl FnOnce() -> R) -> R {
+    struct Back<'a>(&'a [Arc<State>], Vec<(u64, u64)>);
+    impl Drop for Back<'_> {
+        fn drop(&mut self) {
+            for (g, &(k, c)) in self.0.iter().zip(&self.1) {
+                g.set(k, c);
+            }
+        }
+    }
+    let _back = Back(gens, snapshot(gens));
+    for (g, &(k, c)) in gens.iter().zip(at) {
+        g.set(k, c);
+    }
+    f()
+}
+
+/// How traced code made a generator (see [`rng_made`]).
+pub(crate) enum Made {
+    /// [`Rng::new`](crate::Rng::new) from this seed
+    New(u64),
+    /// a clone of this generator
+    Copy(Arc<State>),
+    /// split off this generator (which it advances)
+    Split(Arc<State>),
+}
+
+/// Notes that a generator was made: traced code that makes one makes it
+/// again at each run of its graph (a node that sets its state), as the
+/// eager code makes a new one at each call. Nothing outside traces.
+pub(crate) fn rng_made(state: &Arc<State>, how: Made) {
+    if !crate::dispatch::listens(crate::dispatch::Kind::Trace) {
+        return;
+    }
+    let node = MakeRng {
+        state: state.clone(),
+        how,
+    };
+    // (a node has an output: an i64 scalar nothing reads, kept by the
+    // passes as the output of a stateful node)
+    let y = Tensor::scalar(0i64);
+    crate::dispatch::announce(&Op::Dyn(Arc::new(node)), &[], std::slice::from_ref(&y));
+}
+
+/// A generator made by traced code, made again at each run.
+struct MakeRng {
+    state: Arc<State>,
+    how: Made,
+}
+
+impl DynOp for MakeRng {
+    fn name(&self) -> &'static str {
+        "MakeRng"
+    }
+    fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
+        if !inputs.is_empty() {
+            return Err(Error::invalid(
+                self.name(),
+                format!("takes no inputs, got {}", inputs.len()),
+            ));
+        }
+        match &self.how {
+            Made::New(seed) => self.state.set(crate::random::key_of(*seed), 0),
+            Made::Copy(from) => {
+                let (key, counter) = from.get();
+                self.state.set(key, counter);
+            }
+            Made::Split(parent) => self.state.split_from(parent),
+        }
+        Ok(smallvec::smallvec![Tensor::scalar(0i64)])
+    }
+    fn stateful(&self) -> bool {
+        true
+    }
+    fn writes(&self) -> bool {
+        false
+    }
+    fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.how {
+            Made::New(seed) => write!(f, "[seed={seed}]"),
+            Made::Copy(_) => f.write_str("[a copy]"),
+            Made::Split(_) => f.write_str("[split]"),
+        }
     }
 }
 
