@@ -86,7 +86,7 @@ fn a_loop_that_keeps_its_shapes_is_compiled_with_its_body() -> Result<()> {
     );
     // unoptimised: neither
     let c = slow.concrete(&args)?;
-    assert_eq!(c.compile_stats().nodes_before, 0);
+    assert!(c.compile_stats().nodes_before > 0, "the step is compiled");
     assert!(loop_of(&control_nodes(c.optimized_graph())[0])
         .body
         .exec
@@ -136,12 +136,12 @@ fn branches_of_other_shapes_keep_the_graph_traced_and_right() -> Result<()> {
     assert_eq!(other.call(&x.neg()?)?.values::<f32>("test")?, vec![1.0, 2.0, 3.0]);
     let c = other.concrete(&x)?;
     assert!(!control_nodes(c.graph())[0].static_shapes());
-    assert_eq!(c.compile_stats().nodes_before, 0);
+    assert!(c.compile_stats().nodes_before > 0, "the step is compiled");
     Ok(())
 }
 
 #[test]
-fn a_loop_under_a_tape_keeps_a_history_and_compiles_only_its_body() -> Result<()> {
+fn a_loop_under_a_tape_keeps_a_history_and_the_step_compiles_around_it() -> Result<()> {
     let grad = |(x, n): &(Tensor, Tensor)| {
         let tape = GradientTape::new();
         let y = tape.record(|| {
@@ -161,7 +161,9 @@ fn a_loop_under_a_tape_keeps_a_history_and_compiles_only_its_body() -> Result<()
     for (p, q) in a.values::<f32>("test")?.iter().zip(b.values::<f32>("test")?.iter()) {
         assert!((p - q).abs() <= 1e-6 * (1.0 + q.abs()), "{p} vs {q}");
     }
-    // the history's length is the iteration count: the graph is not static
+    // the history's length is the iteration count: the loop's shapes are
+    // not static, but only the loop's own gradient reads the history, so
+    // the step compiles around it (`compile::is_static`)
     let c = fast.concrete(&args)?;
     let nodes = control_nodes(c.graph());
     let kept = nodes
@@ -169,7 +171,7 @@ fn a_loop_under_a_tape_keeps_a_history_and_compiles_only_its_body() -> Result<()
         .find(|d| d.name() == "WhileWithHistory")
         .expect("a loop keeping its history");
     assert!(!kept.static_shapes());
-    assert_eq!(c.compile_stats().nodes_before, 0);
+    assert!(c.compile_stats().nodes_before > 0, "the step is compiled");
     // its body (with the residuals of its gradient) is static, and runs
     // compiled
     assert!(loop_of(kept).kept_body().exec.get().is_some_and(Option::is_some));

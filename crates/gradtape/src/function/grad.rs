@@ -92,7 +92,7 @@ impl Backward {
     /// The generators the forward graph draws from.
     pub(crate) fn generators(&self) -> &[Arc<crate::random::State>] {
         self.generators
-            .get_or_init(|| crate::ops::random::generators(self.forward.graph()))
+            .get_or_init(|| super::rngs::generators(self.forward.graph()))
     }
 
     /// The gradients of a call whose outputs *and saved values* got

@@ -121,6 +121,7 @@ mod grad;
 pub(crate) mod graph;
 pub(crate) mod jacobian;
 pub(crate) mod passes;
+mod rngs;
 mod shared_args;
 pub(crate) mod sizes;
 mod structure;

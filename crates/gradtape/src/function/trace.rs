@@ -38,7 +38,7 @@ use crate::autodiff::variable::Variable;
 use crate::dispatch::{self, Call, Interpreter, Kind};
 use crate::error::{Error, Result};
 use crate::ops::desc::Op;
-use crate::random::State as RngState;
+use crate::ops::rng_state::State as RngState;
 use crate::tensor::{Tensor, TensorId};
 
 /// One active trace.
@@ -335,6 +335,14 @@ pub(crate) fn note_rng(rng: &Arc<RngState>) {
     });
 }
 
+/// [`note_rng`] where a trace is on this thread's stack (the hook the
+/// generators call: `ops::rng_state::install_note`).
+fn note_if_tracing(rng: &Arc<RngState>) {
+    if any() {
+        note_rng(rng);
+    }
+}
+
 /// Sets a variable's shadow in the innermost trace.
 pub(crate) fn set_shadow(v: &Variable, value: Tensor) {
     if let Some(t) = current() {
@@ -404,6 +412,7 @@ pub(crate) fn trace<T>(
     dispatch::register(Kind::Trace, &Traces);
     crate::tensor::observe::install(&Traces);
     crate::autodiff::variable::install_hook(&super::variables::TracedVariables);
+    crate::ops::rng_state::install_note(note_if_tracing);
     let parent = if nested { current() } else { None };
     let tape = GradientTape::internal();
     let trace = Rc::new(Trace {

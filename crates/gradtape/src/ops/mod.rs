@@ -41,6 +41,7 @@ pub(crate) mod math;
 mod nn;
 pub(crate) mod random;
 pub(crate) mod reduce;
+pub(crate) mod rng_state;
 mod signal;
 pub(crate) mod sorting;
 

@@ -10,12 +10,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::desc::{CreateOp, Distribution, DynOp, Lazy, Op, Outputs, F64};
+use super::rng_state::State;
 use super::unsupported;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::build;
 use crate::kernels::cpu::counter::CounterRng;
 use crate::kernels::cpu::math::with_simd;
-use crate::random::State;
 use crate::tensor::layout::checked_numel;
 use crate::tensor::{with_float_dtype, DType, Element, Float, Tensor};
 
@@ -290,9 +290,9 @@ fn bound(dist: Distribution, shape: &[usize], a: f64, b: f64, dtype: DType, seed
 /// A draw of a generator's stream: each run takes the generator's next
 /// seed (advancing it, as the eager draw did), so a traced call draws what
 /// the eager call would at that point of the stream.
-struct StreamDraw {
+pub(crate) struct StreamDraw {
     op: CreateOp,
-    state: Arc<State>,
+    pub(crate) state: Arc<State>,
 }
 
 impl DynOp for StreamDraw {
@@ -345,8 +345,8 @@ fn order(state: &Arc<State>, n: usize) -> Result<Tensor> {
 }
 
 /// [`row_order`]'s node.
-struct RowOrder {
-    state: Arc<State>,
+pub(crate) struct RowOrder {
+    pub(crate) state: Arc<State>,
     n: usize,
 }
 
@@ -372,38 +372,6 @@ impl DynOp for RowOrder {
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "[n={}, the generator's next draws]", self.n)
     }
-}
-
-/// The generators the nodes of `g` (and of the graphs nested in them) draw
-/// from or make, each once.
-pub(crate) fn generators(g: &crate::function::Graph) -> Vec<Arc<State>> {
-    fn walk(g: &crate::function::Graph, out: &mut Vec<Arc<State>>) {
-        for n in &g.nodes {
-            let Op::Dyn(d) = &n.op else { continue };
-            let mut found: Vec<&Arc<State>> = Vec::new();
-            if let Some(x) = n.op.as_dyn::<StreamDraw>() {
-                found.push(&x.state);
-            } else if let Some(x) = n.op.as_dyn::<RowOrder>() {
-                found.push(&x.state);
-            } else if let Some(x) = n.op.as_dyn::<MakeRng>() {
-                found.push(&x.state);
-                if let Made::Copy(from) | Made::Split(from) = &x.how {
-                    found.push(from);
-                }
-            }
-            for st in found {
-                if !out.iter().any(|o| Arc::ptr_eq(o, st)) {
-                    out.push(st.clone());
-                }
-            }
-            for (_, sub) in crate::function::graph::nested(&**d) {
-                walk(&sub, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(g, &mut out);
-    out
 }
 
 /// The key and counter of each of `gens` now.
@@ -459,9 +427,9 @@ pub(crate) fn rng_made(state: &Arc<State>, how: Made) {
 }
 
 /// A generator made by traced code, made again at each run.
-struct MakeRng {
-    state: Arc<State>,
-    how: Made,
+pub(crate) struct MakeRng {
+    pub(crate) state: Arc<State>,
+    pub(crate) how: Made,
 }
 
 impl DynOp for MakeRng {
@@ -476,7 +444,7 @@ impl DynOp for MakeRng {
             ));
         }
         match &self.how {
-            Made::New(seed) => self.state.set(crate::random::key_of(*seed), 0),
+            Made::New(seed) => self.state.set(super::rng_state::key_of(*seed), 0),
             Made::Copy(from) => {
                 let (key, counter) = from.get();
                 self.state.set(key, counter);
