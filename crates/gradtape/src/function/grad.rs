@@ -62,7 +62,7 @@ pub(crate) struct Backward {
     full: OnceLock<Result<Arc<Full>>>,
     /// the generators the forward graph draws from (see
     /// [`replaying`](crate::ops::random::replaying))
-    generators: OnceLock<Vec<Arc<crate::random::State>>>,
+    generators: OnceLock<Vec<Arc<crate::ops::rng_state::State>>>,
 }
 
 /// [`Backward::full`]: a gradient function of the forward graph.
@@ -90,7 +90,7 @@ impl Backward {
     }
 
     /// The generators the forward graph draws from.
-    pub(crate) fn generators(&self) -> &[Arc<crate::random::State>] {
+    pub(crate) fn generators(&self) -> &[Arc<crate::ops::rng_state::State>] {
         self.generators
             .get_or_init(|| super::rngs::generators(self.forward.graph()))
     }
