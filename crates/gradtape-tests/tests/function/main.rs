@@ -12,6 +12,7 @@
 
 mod aliasing;
 mod calls_state;
+mod cond_grads;
 mod control_effects;
 mod control_forward_effects;
 mod control_outputs;

@@ -94,7 +94,7 @@ impl Control for CondOp {
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts, _| {
+        optional_rule(move |cts, needs| {
             let (pred, caps) = (&inputs[0], &inputs[1..]);
             let n_out = self.n_out();
             let diff_cts: Vec<Tensor> = cts[..n_out]
@@ -103,13 +103,30 @@ impl Control for CondOp {
                 .filter(|(_, o)| o.dtype().is_differentiable())
                 .map(|(c, o)| or_zeros(c, o))
                 .collect::<Result<_>>()?;
-            let grads = self.branch_grads(pred, caps, &diff_cts, &outputs, &cts[n_out..])?;
+            // the gradients asked for (`needs`: the predicate, the
+            // captures, then the variables; `true` past its end): of the
+            // differentiable captures, then of the variables. The others
+            // are not computed (a branch reading a data tensor no tape
+            // watches computed its gradient, for nothing)
+            let need = |i: usize| needs.get(i).copied().unwrap_or(true);
+            let asked: Vec<bool> = caps
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.dtype().is_differentiable())
+                .map(|(i, _)| need(1 + i))
+                .chain((0..self.vars.len()).map(|j| need(inputs.len() + j)))
+                .collect();
+            let grads = self.branch_grads(pred, caps, &diff_cts, &outputs, &cts[n_out..], &asked)?;
             let mut it = grads.into_iter();
+            let mut asked = asked.into_iter();
             let mut out: Grads = smallvec::smallvec![None];
             for c in caps {
-                out.push(if c.dtype().is_differentiable() { it.next() } else { None });
+                let kept = c.dtype().is_differentiable() && asked.next().unwrap_or(true);
+                out.push(if kept { it.next() } else { None });
             }
-            out.extend(it.map(Some));
+            for k in asked {
+                out.push(if k { it.next() } else { None });
+            }
             Ok(out)
         })
     }

@@ -74,7 +74,8 @@ impl CondOp {
     /// the differentiable outputs; `res_cts` those of the residuals (a
     /// gradient of the gradient, or forward mode's double VJP, gives
     /// them): pulled back through each branch without its effects
-    /// ([`residuals::Pure`]).
+    /// ([`residuals::Pure`]). Only the gradients `asked` for (one flag
+    /// per differentiable capture then per variable) are returned.
     pub(super) fn branch_grads(
         self: &Arc<Self>,
         pred: &Tensor,
@@ -82,14 +83,29 @@ impl CondOp {
         cts: &[Tensor],
         outputs: &[Tensor],
         res_cts: &[Option<Tensor>],
+        asked: &[bool],
     ) -> Result<Vec<Tensor>> {
+        // each branch returns the gradients asked for only, so that the
+        // traced branches of the gradient's `cond` compute no others (dead
+        // code there)
+        if !asked.contains(&true) {
+            return Ok(Vec::new());
+        }
+        let asked: Arc<[bool]> = asked.into();
+        let pick = move |grads: Vec<Tensor>| -> Vec<Tensor> {
+            grads
+                .into_iter()
+                .zip(asked.iter().chain(std::iter::repeat(&true)))
+                .filter_map(|(g, &k)| k.then_some(g))
+                .collect()
+        };
         let Some(res) = self.res.clone() else {
             self.branch_runs_again(
                 "no tape watched the cond when it ran, or a branch's shapes are decided when it runs",
             )?;
             let branch = |k: usize| {
-                let (me, caps, cts) = (self.clone(), caps.to_vec(), cts.to_vec());
-                move || super::graph_vjp(&me.branches[k], &caps, &cts, &me.vars)
+                let (me, caps, cts, pick) = (self.clone(), caps.to_vec(), cts.to_vec(), pick.clone());
+                move || Ok(pick(super::graph_vjp(&me.branches[k], &caps, &cts, &me.vars)?))
             };
             return cond(pred, branch(0), branch(1));
         };
@@ -109,10 +125,12 @@ impl CondOp {
                     }
                 }
                 let (me, caps, rows) = (self.clone(), caps.to_vec(), rows[k].clone());
-                let res = res.clone();
-                Ok(move || match &res[k].pure {
-                    Some(p) => p.vjp(&caps, &rows, &all, &me.vars),
-                    None => super::graph_vjp(&res[k].fwd, &caps, &all, &me.vars),
+                let (res, pick) = (res.clone(), pick.clone());
+                Ok(move || {
+                    Ok(pick(match &res[k].pure {
+                        Some(p) => p.vjp(&caps, &rows, &all, &me.vars)?,
+                        None => super::graph_vjp(&res[k].fwd, &caps, &all, &me.vars)?,
+                    }))
                 })
             };
             return cond(pred, branch(0)?, branch(1)?);
@@ -120,8 +138,8 @@ impl CondOp {
         let branch = |k: usize| {
             let mut all: Vec<Tensor> = caps.iter().chain(cts).cloned().collect();
             all.extend(rows[k].iter().cloned());
-            let res = res.clone();
-            move || res[k].bwd.run(&all)
+            let (res, pick) = (res.clone(), pick.clone());
+            move || Ok(pick(res[k].bwd.run(&all)?))
         };
         cond(pred, branch(0), branch(1))
     }
