@@ -102,6 +102,7 @@ fn the_pass_list_names_every_pass_once_and_refuses_unknown_names() -> Result<()>
             "grads_into_concat",
             "pool_argmax",
             "residual_into_norm_grad",
+            "scale_into_update",
             "join_products",
             "stack_products",
             "transpose_once",

@@ -46,6 +46,7 @@ mod nested_loop_effects;
 mod random_programs;
 mod random_steps;
 mod retracing;
+mod scale_into_update;
 mod shared_args;
 mod sort_ties;
 mod sparse_xent_grad_op;

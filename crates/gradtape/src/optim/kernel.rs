@@ -41,7 +41,20 @@ pub(crate) struct Step {
     pub wd: f64,
     /// Whether a sparse gradient updates only its rows.
     pub lazy: bool,
+    /// A factor the gradient is to be multiplied by first (a traced step's
+    /// global-norm clipping, folded into the update by the compiler: see
+    /// `ApplyUpdates` in `traced.rs`). A dense host `f32`/`f64` gradient
+    /// is multiplied as the update loop reads it, a block of [`SCALED`]
+    /// elements at a time, in the gradient's type (each product rounded
+    /// once, as the `Mul` node it replaces rounded it); any other is
+    /// multiplied whole first.
+    pub grad_scale: Option<f64>,
 }
+
+/// Elements of a scaled gradient multiplied at a time, into a buffer on
+/// the stack that the update loop then reads (in the L1 cache): the
+/// gradient is read once from memory, and no scaled copy is written.
+const SCALED: usize = 1024;
 
 /// An elementwise update of a weight, its `K` slots and its gradient
 /// (`Sync`: a large variable's pass is spread over the compute threads).
@@ -132,6 +145,24 @@ impl<T: Float> Rows<'_, T> {
 /// with, piece by piece.
 const ZEROS: usize = 256;
 
+/// `grad` times `c` (a scalar of its values' dtype), as tensor ops that
+/// no tape or trace records.
+fn scale_whole(grad: &Gradient, c: f64) -> Result<Gradient> {
+    let times = |v: &Tensor| -> Result<Tensor> {
+        crate::function::trace::paused(|| {
+            crate::autodiff::tape::without_tapes(|| v.mul(&Tensor::scalar(c).cast(v.dtype())?.to(v.device())?))
+        })
+    };
+    Ok(match grad {
+        Gradient::Dense(g) => Gradient::Dense(times(g)?),
+        Gradient::Sparse(s) => Gradient::Sparse(IndexedSlices::new(
+            times(s.values())?,
+            s.indices().clone(),
+            s.dense_shape(),
+        )?),
+    })
+}
+
 /// The elements of `t` for writing: in place when `t` is the only owner of
 /// a contiguous buffer, else after copying it into a new one.
 pub(crate) fn values_mut<T: Element>(t: &mut Tensor) -> Result<&mut [T]> {
@@ -192,6 +223,20 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
         ));
     }
     let noop = R::ZERO_GRAD_IS_NOOP;
+    if let Some(c) = step.grad_scale {
+        let in_loop = !var.device().is_cuda()
+            && matches!(var.dtype(), DType::F32 | DType::F64)
+            && matches!(grad, Gradient::Dense(g) if g.dtype() == var.dtype() && !g.device().is_cuda());
+        if !in_loop {
+            // (the product the `Mul` node made, then the update as is)
+            let scaled = scale_whole(grad, c)?;
+            let step = Step {
+                grad_scale: None,
+                ..*step
+            };
+            return run(rule, &step, var, slots, &scaled);
+        }
+    }
     if var.device().is_cuda() {
         // (the GPU's update kernels are f32 and f64 ones, and so is the
         // emulated GPU's host path)
@@ -258,6 +303,22 @@ fn run_typed<T: Float>(
     };
     let all = !step.lazy && (!noop || step.wd != 0.0);
     let decay = (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr)));
+    let factor = step.grad_scale.map(T::from_f64);
+    let scaled = |d: Option<(T, T)>, w: &mut [T], s: &mut [&mut [T]], g: &[T]| {
+        let Some(c) = factor else {
+            return pass(d, w, s, g);
+        };
+        let mut buf = [T::zero(); SCALED];
+        for lo in (0..g.len()).step_by(SCALED) {
+            let hi = g.len().min(lo + SCALED);
+            for (b, &x) in zip(&mut buf[..hi - lo], &g[lo..hi]) {
+                *b = x * c;
+            }
+            let mut parts: smallvec::SmallVec<[&mut [T]; 4]> = s.iter_mut().map(|s| &mut s[lo..hi]).collect();
+            pass(d, &mut w[lo..hi], &mut parts, &buf[..hi - lo]);
+        }
+    };
+    let pass: &PassFn<'_, T> = &scaled;
     with_locked(var, slots, |w, s| {
         let w = values_mut::<T>(w)?;
         let mut s: Vec<&mut [T]> = s.into_iter().map(values_mut::<T>).collect::<Result<_>>()?;

@@ -130,7 +130,7 @@ impl Rule for SgdRule {
 
     fn update(&self, step: &Step, var: &Variable, slots: &[Variable], grad: &Gradient) -> Result<()> {
         if self.momentum == 0.0 {
-            if let (Gradient::Dense(g), 0.0) = (grad, step.wd) {
+            if let (Gradient::Dense(g), 0.0, None) = (grad, step.wd, step.grad_scale) {
                 // the one-pass kernel shared with hand-written loops
                 return var.apply_gradient_descent(step.lr, g);
             }

@@ -178,6 +178,12 @@ impl Updates {
     /// The update with `grads` at call `it` (the schedule's step) and
     /// update `n + 1`, then the call counter advanced.
     fn update_now(&self, grads: &[Gradient], it: u64, n: u64) -> Result<()> {
+        self.update_scaled(grads, &[], it, n)
+    }
+
+    /// [`update_now`](Self::update_now) with gradient `i` to be multiplied
+    /// by `scales[i]` first where that is `Some` (missing entries: `None`).
+    fn update_scaled(&self, grads: &[Gradient], scales: &[Option<f64>], it: u64, n: u64) -> Result<()> {
         let lr = rate(&self.lr).at(it);
         // a NaN or infinite rate (a schedule's 0/0, a typo) or decay would
         // turn every weight into NaN or ±inf without a word
@@ -201,12 +207,13 @@ impl Updates {
                 ),
             ));
         }
-        for (g, t) in grads.iter().zip(&self.targets) {
+        for (i, (g, t)) in grads.iter().zip(&self.targets).enumerate() {
             let step = Step {
                 lr,
                 t: (n + 1) as f64,
                 wd: t.wd,
                 lazy: self.lazy,
+                grad_scale: scales.get(i).copied().flatten(),
             };
             self.rule.update(&step, &t.var, &t.slots, g)?;
         }
@@ -296,6 +303,7 @@ pub(crate) fn apply(updates: &Arc<Updates>, grads: &[Gradient]) -> Result<()> {
         let node = ApplyUpdates {
             updates: updates.clone(),
             sparse,
+            scaled: Vec::new(),
         };
         trace::record(Op::Dyn(Arc::new(node)), &inputs, &[]);
     }
@@ -303,11 +311,38 @@ pub(crate) fn apply(updates: &Arc<Updates>, grads: &[Gradient]) -> Result<()> {
 }
 
 /// The graph node of an optimizer step: inputs are the gradients (a dense
-/// one as one value, a sparse one as its values and indices).
+/// one as one value, a sparse one as its values and indices), then, after
+/// the compiler's `scale_into_update` pass, one scalar per input marked in
+/// `scaled`: that input's factor. A global-norm clipping's `g · s` is then
+/// made by the update loop as it reads `g` (see `kernel::Step::grad_scale`),
+/// where the `Mul` node wrote every clipped gradient out and the update
+/// read it back: one pass over every gradient fewer, the same bits.
 struct ApplyUpdates {
     updates: Arc<Updates>,
     /// Per gradient, its dense shape if it is sparse.
     sparse: Vec<Option<Vec<usize>>>,
+    /// Per input (before the factors), whether a factor follows for it
+    /// (empty: none).
+    scaled: Vec<bool>,
+}
+
+impl ApplyUpdates {
+    /// How many inputs the gradients take.
+    fn gradient_inputs(&self) -> usize {
+        self.sparse.iter().map(|s| if s.is_some() { 2 } else { 1 }).sum()
+    }
+
+    /// Whether input `i` is a dense gradient of an `f32` or `f64` variable.
+    fn dense_float_input(&self, i: usize) -> bool {
+        let mut at = 0;
+        for (s, t) in self.sparse.iter().zip(&self.updates.targets) {
+            if at == i {
+                return s.is_none() && matches!(t.var.dtype(), crate::DType::F32 | crate::DType::F64);
+            }
+            at += if s.is_some() { 2 } else { 1 };
+        }
+        false
+    }
 }
 
 impl DynOp for ApplyUpdates {
@@ -317,6 +352,27 @@ impl DynOp for ApplyUpdates {
 
     fn eval(&self, inputs: &[Tensor]) -> Result<Outputs> {
         const OP: &str = "ApplyUpdates";
+        let n = self.gradient_inputs();
+        let wanted = n + self.scaled.iter().filter(|&&s| s).count();
+        if inputs.len() != wanted {
+            return Err(Error::invalid(
+                OP,
+                format!("got {} inputs, expected {wanted} ({n} for the gradients)", inputs.len()),
+            ));
+        }
+        let (inputs, factors) = inputs.split_at(n);
+        // per input, its factor
+        let mut by_input: SmallVec<[Option<f64>; 8]> = SmallVec::from_elem(None, n);
+        let marked = self.scaled.iter().enumerate().filter(|&(_, &s)| s).map(|(i, _)| i);
+        for (i, f) in marked.zip(factors) {
+            if f.rank() != 0 {
+                return Err(Error::invalid(
+                    OP,
+                    format!("the factor of input {i} has shape {:?}; it must be a scalar", f.shape()),
+                ));
+            }
+            by_input[i] = Some(f.f64_values(OP)?[0]);
+        }
         let mut ins = inputs.iter();
         let mut next = || ins.next().cloned().ok_or_else(|| Error::invalid(OP, "too few inputs"));
         let mut grads: SmallVec<[Gradient; 8]> = SmallVec::new();
@@ -340,8 +396,60 @@ impl DynOp for ApplyUpdates {
             }
             grads.push(g);
         }
-        apply(&self.updates, &grads)?;
+        if by_input.iter().all(Option::is_none) {
+            apply(&self.updates, &grads)?;
+            return Ok(Outputs::new());
+        }
+        // per gradient, its factor (inputs of dense gradients only: see
+        // `scalable_input`)
+        let mut at = 0;
+        let mut scales: SmallVec<[Option<f64>; 8]> = SmallVec::new();
+        for s in &self.sparse {
+            scales.push(by_input[at]);
+            at += if s.is_some() { 2 } else { 1 };
+        }
+        let plain = self.updates.loss_scale.is_none() && self.updates.accumulate.is_none() && !writes_traced();
+        if plain {
+            // (`run_now` without loss scaling, `run_unscaled` without
+            // accumulation)
+            let it = counter(&self.updates.iterations);
+            self.updates.update_scaled(&grads, &scales, it, it)?;
+        } else {
+            // the products first, as the `Mul` nodes made them
+            let scaled = crate::function::trace::paused(|| {
+                crate::autodiff::tape::without_tapes(|| {
+                    grads
+                        .iter()
+                        .zip(&scales)
+                        .map(|(g, s)| match (g, s) {
+                            (Gradient::Dense(d), Some(c)) => {
+                                Ok(Gradient::Dense(d.mul(&Tensor::scalar(*c).cast(d.dtype())?)?))
+                            }
+                            _ => Ok(g.clone()),
+                        })
+                        .collect::<Result<SmallVec<[Gradient; 8]>>>()
+                })
+            })?;
+            apply(&self.updates, &scaled)?;
+        }
         Ok(Outputs::new())
+    }
+
+    fn scalable_input(&self, i: usize) -> bool {
+        self.scaled.is_empty() && self.dense_float_input(i)
+    }
+
+    fn with_input_scales(&self, scaled: &[bool]) -> Option<Arc<dyn DynOp>> {
+        let ok = self.scaled.is_empty()
+            && scaled.len() == self.gradient_inputs()
+            && scaled.iter().enumerate().all(|(i, &s)| !s || self.dense_float_input(i));
+        ok.then(|| {
+            Arc::new(ApplyUpdates {
+                updates: self.updates.clone(),
+                sparse: self.sparse.clone(),
+                scaled: scaled.to_vec(),
+            }) as Arc<dyn DynOp>
+        })
     }
 
     fn stateful(&self) -> bool {
@@ -350,6 +458,10 @@ impl DynOp for ApplyUpdates {
 
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.updates.targets.iter().map(|t| t.var.name()).collect();
-        write!(f, "['{}', vars={names:?}]", self.updates.name)
+        write!(f, "['{}', vars={names:?}", self.updates.name)?;
+        match self.scaled.iter().filter(|&&s| s).count() {
+            0 => write!(f, "]"),
+            k => write!(f, ", scaled={k}]"),
+        }
     }
 }

@@ -27,7 +27,10 @@
 //!    its gradient reads) from one pass of the pooling kernel.
 //!    `residual_into_norm_grad` — a residual gradient added to a layer
 //!    norm's `dx` is added by the norm's gradient kernel as it writes `dx`
-//!    (one pass over the tensor fewer).
+//!    (one pass over the tensor fewer). `scale_into_update` — a scalar
+//!    factor of an optimizer step's dense gradients (a global-norm
+//!    clipping's) is multiplied by the update loop as it reads each
+//!    gradient, instead of by `Mul` nodes that write the products out.
 //! 5. `join_products` — a sum of matrix products (a weight's gradient over
 //!    the steps of a loop) becomes one product of operands joined along
 //!    the shared dimension. `stack_products` — products of many left
@@ -141,6 +144,7 @@ pub(crate) mod remat;
 #[cfg(feature = "cuda")]
 mod replay;
 pub(crate) mod residual_into_norm_grad;
+pub(crate) mod scale_into_update;
 pub(crate) mod share_im2col;
 pub(crate) mod sharing;
 pub(crate) mod simplify;

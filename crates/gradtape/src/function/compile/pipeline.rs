@@ -17,8 +17,8 @@
 
 use super::{
     concat_of_reshapes, diag_matmul, fold, fuse, grads_into_concat, hoist_reductions, join_products, merge_reads,
-    pads_to_concat, pair_products, pool_argmax, remat, residual_into_norm_grad, share_im2col, simplify, transpose_once,
-    CompileStats,
+    pads_to_concat, pair_products, pool_argmax, remat, residual_into_norm_grad, scale_into_update, share_im2col,
+    simplify, transpose_once, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -61,7 +61,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 19] = [
+pub(crate) static PASSES: [Pass; 20] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -115,6 +115,12 @@ pub(crate) static PASSES: [Pass; 19] = [
     Pass {
         name: "residual_into_norm_grad",
         run: residual_into_norm_grad::run,
+        stat: None,
+    },
+    // (before `fuse`, which would take the `Mul`s into kernels)
+    Pass {
+        name: "scale_into_update",
+        run: scale_into_update::run,
         stat: None,
     },
     Pass {

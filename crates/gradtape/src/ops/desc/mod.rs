@@ -132,6 +132,23 @@ pub trait DynOp: Send + Sync + std::any::Any {
     fn ignores_shape_of(&self, _i: usize) -> bool {
         false
     }
+    /// Whether input `i` may be handed over unscaled with its scalar
+    /// factor beside it (see [`with_input_scales`](Self::with_input_scales)):
+    /// an optimizer step's dense `f32`/`f64` gradient, which its update
+    /// loop multiplies as it reads it.
+    fn scalable_input(&self, _i: usize) -> bool {
+        false
+    }
+    /// The op reading each input `i` with `scaled[i]` as `x · s` instead,
+    /// where `x` is what that input now receives and `s` a scalar of its
+    /// dtype, one appended to the inputs per scaled input, in order; every
+    /// result the same bits as the op applied to the products (each
+    /// product rounded once, as a `Mul` node rounds it). `None`: the op
+    /// cannot (the default; or an input not
+    /// [`scalable_input`](Self::scalable_input) is marked).
+    fn with_input_scales(&self, _scaled: &[bool]) -> Option<std::sync::Arc<dyn DynOp>> {
+        None
+    }
 }
 
 /// What an op computes: its family, variant and attributes.
