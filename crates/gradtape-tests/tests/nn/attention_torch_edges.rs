@@ -27,6 +27,9 @@ struct Case {
     want: [Sums; 4],
 }
 
+/// A case without its sums: name, shapes, mask, causal, scale.
+type Spec = (&'static str, [&'static [usize]; 3], Option<Tensor>, bool, Option<f64>);
+
 fn cases() -> Vec<Case> {
     let qkv: [&'static [usize]; 3] = [&[2, 2, 3, 4], &[2, 2, 5, 4], &[2, 2, 5, 3]];
     let want: Vec<[Sums; 4]> = vec![
@@ -98,7 +101,7 @@ fn cases() -> Vec<Case> {
     ];
     // batch 1's row 1 sees no key
     let row = Tensor::from_vec(vec![true, true, true, true, false, true], &[2, 1, 3, 1]).unwrap();
-    let specs: Vec<(&'static str, [&'static [usize]; 3], Option<Tensor>, bool, Option<f64>)> = vec![
+    let specs: Vec<Spec> = vec![
         ("causal, tq 3 < tk 5", qkv, None, true, None),
         (
             "causal, tq 5 > tk 3",

@@ -376,8 +376,7 @@ fn sampling_and_caches_refuse_misuse() -> Result<()> {
         (1.0, Some(0), "top_k"),
     ] {
         let e = sampling::sample_next(&logits, temp, k, &mut rng)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(e.contains("sample_next") && e.contains(word), "t {temp} k {k:?}: {e}");
     }
@@ -387,8 +386,7 @@ fn sampling_and_caches_refuse_misuse() -> Result<()> {
     assert!(ids.iter().all(|&i| (0..5).contains(&i)), "{ids:?}");
     for (shape, dt) in [(vec![2, 0], f), (vec![5], f), (vec![2, 5], DType::I64)] {
         let e = sampling::categorical(&t(&shape, dt), 3, &mut rng)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(e.contains("categorical") && e.contains(&format!("{shape:?}")), "{e}");
     }
@@ -398,8 +396,7 @@ fn sampling_and_caches_refuse_misuse() -> Result<()> {
     mha.call_cached(&t(&[1, 2, 8], f), &mut cache)?;
     let e = mha
         .call_cached(&t(&[1, 2, 8], f), &mut cache)
-        .err()
-        .expect("overflow")
+        .expect_err("overflow")
         .to_string();
     assert!(
         e.contains("MultiHeadAttention") && e.contains("capacity") && e.contains("[1, 2, 3, 4]"),
@@ -408,8 +405,7 @@ fn sampling_and_caches_refuse_misuse() -> Result<()> {
     assert_eq!(cache.len(), 2, "a refused call leaves the cache as it was");
     let e = mha
         .call_cached(&t(&[2, 1, 8], f), &mut cache)
-        .err()
-        .expect("another batch")
+        .expect_err("another batch")
         .to_string();
     assert!(e.contains("batch of 2") && e.contains("[1, 2, 3, 4]"), "{e}");
     let mut growing = KvCache::new();
@@ -417,19 +413,17 @@ fn sampling_and_caches_refuse_misuse() -> Result<()> {
     let other = MultiHeadAttention::builder(4, 2).build(8, &mut rng)?;
     let e = other
         .call_cached(&t(&[1, 1, 8], f), &mut growing)
-        .err()
-        .expect("another layer's cache")
+        .expect_err("another layer's cache")
         .to_string();
     assert!(e.contains("[1, 2, 2, 4]") && e.contains("4 key/value heads"), "{e}");
     let wide = MultiHeadAttention::builder(2, 4).dtype(DType::F64).build(8, &mut rng)?;
     let mut narrow = mha.kv_cache(1, 3)?;
     let e = wide
         .call_cached(&t(&[1, 1, 8], DType::F64), &mut narrow)
-        .err()
-        .expect("an f32 cache")
+        .expect_err("an f32 cache")
         .to_string();
     assert!(e.contains("f32 [1, 2, 3, 4]") && e.contains("f64"), "{e}");
-    let e = mha.kv_cache(0, 3).err().expect("batch 0").to_string();
+    let e = mha.kv_cache(0, 3).expect_err("batch 0").to_string();
     assert!(e.contains("kv_cache") && e.contains("0 and 3"), "{e}");
     Ok(())
 }
