@@ -22,6 +22,7 @@ mod attention_dropout;
 mod attention_hidden_mean;
 mod attention_masks;
 mod attention_projection;
+mod attention_torch_edges;
 mod batch_norm_axis;
 mod conv_groups;
 mod conv_layers;

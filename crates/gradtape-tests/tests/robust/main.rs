@@ -17,6 +17,7 @@ mod errors_conv;
 mod errors_conv3d;
 mod errors_linalg;
 mod errors_math;
+mod errors_transformer;
 mod nan;
 mod robust_attention_nan;
 mod robust_complex;
