@@ -210,6 +210,13 @@ impl Bin {
     }
 }
 
+/// Whether a run's bin is active on this thread (a graph run now runs
+/// inside another's: a loop's body, a branch).
+#[inline]
+pub(crate) fn active() -> bool {
+    ON.with(Cell::get)
+}
+
 /// Runs `f` on the active bin, if this thread has one.
 #[inline]
 fn with_bin<R>(f: impl FnOnce(&mut Bin) -> R) -> Option<R> {
