@@ -38,6 +38,7 @@ mod function_wins;
 mod half_fusion;
 mod half_traced_vs_eager;
 mod loop_compiled;
+mod loop_history;
 mod loop_residuals;
 mod loop_sizes;
 mod loops_growing_grads;

@@ -51,6 +51,7 @@ use crate::tensor::{DType, Tensor, TensorId};
 mod branch;
 mod branch_residuals;
 mod captures;
+mod history;
 mod hoist;
 mod loop_checks;
 mod loop_grad;
@@ -305,6 +306,9 @@ pub struct Loop {
     /// whether the condition or the body writes or draws fresh numbers
     /// (which their gradient must not run again)
     effects: bool,
+    /// the iteration count of the last run that kept its history: the
+    /// rows its histories make room for at the first (see [`history`])
+    last_count: std::sync::atomic::AtomicUsize,
 }
 
 impl WhileOp {
@@ -446,23 +450,31 @@ impl Control for WhileOp {
     }
 
     fn run_raw(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let (vars0, caps) = inputs.split_at(self.n_vars);
-        let mut vars = vars0.to_vec();
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.n_vars;
+        let vars0 = &inputs[..n];
         // the residuals where the history is kept and the body splits
         let res = match self.keep_history {
-            true => self.residuals_at(vars0, caps),
+            true => self.residuals_at(vars0, &inputs[n..]),
             false => None,
         };
         let n_res = res.map_or(0, |r| r.specs.len());
-        let kept = if self.keep_history { self.n_vars } else { 0 };
-        let mut history: Vec<Vec<Tensor>> = vec![Vec::new(); kept + n_res];
+        let kept = if self.keep_history { n } else { 0 };
+        // (each iteration's values copied into the histories as they come:
+        // they die when the loop moves on, and the next iteration's
+        // outputs take their buffers)
+        let hint = self.last_count.load(Relaxed);
+        let mut history: Vec<history::History> = (0..kept + n_res)
+            .map(|k| history::History::new(k < n && self.ragged(k), hint))
+            .collect();
+        // the graphs' inputs: the loop variables, replaced at each
+        // iteration, then the captures (cloned once)
+        let mut ins = inputs.to_vec();
         let mut count = 0usize;
         loop {
             if self.max_iterations.is_some_and(|m| count >= m) {
                 break;
             }
-            let mut ins = vars.clone();
-            ins.extend_from_slice(caps);
             if !pred_value("while_loop", &self.cond.run(&ins)?[0])? {
                 break;
             }
@@ -470,15 +482,25 @@ impl Control for WhileOp {
                 Some(r) => r.fwd.run(&ins)?,
                 None => self.body.run(&ins)?,
             };
-            for (h, v) in history.iter_mut().zip(vars.iter().chain(&next[self.n_vars..])) {
-                h.push(v.clone());
+            if next.len() < n {
+                return Err(Error::invalid(
+                    "while_loop",
+                    format!("the body gave {} values for {n} loop variables", next.len()),
+                ));
             }
-            next.truncate(self.n_vars);
-            vars = next;
+            for (h, v) in history.iter_mut().zip(ins[..n].iter().chain(&next[n..])) {
+                h.push(v)?;
+            }
+            next.truncate(n);
+            for (slot, v) in ins.iter_mut().zip(next) {
+                *slot = v;
+            }
             count += 1;
         }
+        ins.truncate(n);
+        let mut vars = ins;
         // (a compiled graph plans with these shapes, see `ignores_shape_of`)
-        if let Some(k) = (0..self.n_vars).find(|&k| !self.ragged(k) && vars[k].shape() != vars0[k].shape()) {
+        if let Some(k) = (0..n).find(|&k| !self.ragged(k) && vars[k].shape() != vars0[k].shape()) {
             return Err(Error::invalid(
                 "while_loop",
                 format!(
@@ -489,25 +511,21 @@ impl Control for WhileOp {
             ));
         }
         if self.keep_history {
+            self.last_count.store(count, Relaxed);
             vars.push(Tensor::scalar(count as i64));
             let specs = vars0.iter().map(|v| (v.dtype(), v.shape()));
             let specs = specs.chain(res.iter().flat_map(|r| r.specs.iter().map(|(d, s)| (*d, &s[..]))));
             // (the shapes of the rows of the histories kept as lists, last)
             let mut shapes = Vec::new();
-            for (k, (h, (dtype, shape))) in history.iter().zip(specs).enumerate() {
-                if k < self.n_vars && self.ragged(k) {
-                    let (flat, s) = ragged::history(h, dtype, shape.len())?;
+            for (k, (h, (dtype, shape))) in history.into_iter().zip(specs).enumerate() {
+                if k < n && self.ragged(k) {
+                    let (flat, s) = ragged::history(&h.into_list(), dtype, shape.len())?;
                     vars.push(flat);
                     shapes.push(s);
                     continue;
                 }
-                vars.push(if h.is_empty() {
-                    let mut empty = vec![0];
-                    empty.extend_from_slice(shape);
-                    Tensor::try_zeros(&empty, dtype)?
-                } else {
-                    loop_checks::stacked_history(k, h)?
-                });
+                debug_assert_eq!(h.len(), count);
+                vars.push(h.finish(k, dtype, shape)?);
             }
             vars.extend(shapes);
         }
@@ -662,6 +680,7 @@ where
             invariants: opts.shape_invariants.clone(),
             n_vars: n,
             max_iterations: opts.max_iterations,
+            last_count: Default::default(),
         }),
         keep_history: keep,
     };

@@ -42,11 +42,24 @@ struct Held {
     run: u32,
 }
 
+/// The dtype and the bytes of a heap buffer, by which the bin finds a
+/// buffer of the size a kernel asks for.
+type Size = (DType, usize);
+
+/// The size of a storage's heap buffer.
+fn size_of(s: &Storage) -> Size {
+    (s.dtype(), s.heap_bytes())
+}
+
 /// Tensors of dead values, sorted by what they still have.
 #[derive(Default)]
 pub struct Bin {
-    /// handle, storage `Arc` and heap buffer, all held alone
-    full: Vec<Held>,
+    /// handle, storage `Arc` and heap buffer, all held alone, by the
+    /// buffer's size: finding one of a size (or none) takes one look-up
+    /// whatever the bin holds (a scan of it, before, cost a step whose
+    /// loop ran 128 iterations a tenth of its time: every small tensor the
+    /// loop made looked at each of ~260 held buffers)
+    full: rustc_hash::FxHashMap<Size, Vec<Held>>,
     /// handle and storage `Arc` (held alone), the buffer taken
     shells: Vec<Held>,
     /// a handle alone (its data inline, or shared with a view)
@@ -144,7 +157,14 @@ impl Bin {
     fn drop_stale(&mut self) {
         let run = self.run;
         let recent = |h: &Held| h.run == run;
-        self.full.retain(recent);
+        for held in self.full.values_mut() {
+            held.retain(recent);
+        }
+        // (the sizes held none of are forgotten once they are many: a bin
+        // of graphs whose shapes change from call to call)
+        if self.full.len() > 64 {
+            self.full.retain(|_, held| !held.is_empty());
+        }
         self.shells.retain(recent);
         self.bare.retain(recent);
     }
@@ -186,8 +206,15 @@ impl Bin {
     /// Tensors the bin holds (for tests of its bound).
     #[allow(clippy::len_without_is_empty)] // (pub for the tests only)
     pub fn len(&self) -> usize {
-        self.full.len() + self.shells.len() + self.bare.len() + self.returned.len()
+        self.full.values().map(Vec::len).sum::<usize>() + self.shells.len() + self.bare.len() + self.returned.len()
     }
+}
+
+/// Whether a run's bin is active on this thread (a graph run now runs
+/// inside another's: a loop's body, a branch).
+#[inline]
+pub(crate) fn active() -> bool {
+    ON.with(Cell::get)
 }
 
 /// Runs `f` on the active bin, if this thread has one.
@@ -224,24 +251,31 @@ pub(super) fn dropped(inner: Arc<Inner>) {
 
 /// [`dropped`] within a run: sorts a handle held alone into the bin.
 fn keep(mut arc: Arc<Inner>) {
+    // (a handle another one shares is dropped with one atomic operation,
+    // not a failed `get_mut` then the drop: clones of a run's values die
+    // by the thousand in a loop's iterations)
+    if Arc::strong_count(&arc) != 1 {
+        return;
+    }
     let Some(inner) = Arc::get_mut(&mut arc) else {
         return;
     };
-    let kind = match &mut inner.data {
+    // (0: full, of this size; 1: a shell; 2: a handle alone)
+    let (kind, size) = match &mut inner.data {
         Data::Shared(s) => match Arc::get_mut(s) {
-            Some(s) if s.heap_bytes() == 0 => 1,
-            Some(_) => 0,
+            Some(s) if s.heap_bytes() == 0 => (1, None),
+            Some(s) => (0, Some(size_of(s))),
             None => {
                 // a view still holds the buffer: keep the handle alone
                 inner.data = Data::Inline(Storage::empty(s.dtype()));
-                2
+                (2, None)
             }
         },
-        Data::Inline(_) => 2,
+        Data::Inline(_) => (2, None),
         Data::Device(b) => {
             // (device memory goes back to its own allocator)
             inner.data = Data::Inline(Storage::empty(b.dtype));
-            2
+            (2, None)
         }
     };
     // (a handle the bin cannot take, its slot busy, is released: dropping
@@ -251,9 +285,9 @@ fn keep(mut arc: Arc<Inner>) {
             inner: ManuallyDrop::new(arc),
         };
         let held = Held { t, run: b.run };
-        match kind {
-            0 => b.full.push(held),
-            1 => b.shells.push(held),
+        match (kind, size) {
+            (0, Some(size)) => b.full.entry(size).or_default().push(held),
+            (1, _) => b.shells.push(held),
             _ => b.bare.push(held),
         }
     });
@@ -311,11 +345,8 @@ pub(super) fn handle(data: Data, layout: Layout) -> std::result::Result<Tensor, 
 /// for the next tensor).
 pub fn take_buf<T: Element>(n: usize) -> Option<Buf<T>> {
     with_bin(|b| {
-        let i = b.full.iter().position(|h| {
-            let s = h.t.inner.data.storage();
-            s.dtype() == T::DTYPE && Some(s.heap_bytes()) == n.checked_mul(std::mem::size_of::<T>())
-        })?;
-        let mut held = b.full.swap_remove(i);
+        let bytes = n.checked_mul(std::mem::size_of::<T>())?;
+        let mut held = b.full.get_mut(&(T::DTYPE, bytes))?.pop()?;
         let inner = Arc::get_mut(&mut held.t.inner)?;
         let Data::Shared(arc) = &mut inner.data else {
             return None;
@@ -365,7 +396,8 @@ pub fn put(storage: Storage) {
                 })),
             },
         };
-        b.full.push(Held { t, run: b.run });
+        let size = size_of(t.inner.data.storage());
+        b.full.entry(size).or_default().push(Held { t, run: b.run });
     });
 }
 
@@ -380,14 +412,9 @@ pub fn lend(side: &mut Bin, wants: impl Iterator<Item = (DType, usize)>) {
         // is freed at the end of the one after)
         let run = side.run.wrapping_add(1);
         for (dtype, bytes) in wants {
-            let sized = |h: &Held| {
-                let s = h.t.inner.data.storage();
-                s.dtype() == dtype && s.heap_bytes() == bytes
-            };
-            if let Some(i) = b.full.iter().position(sized) {
-                let mut h = b.full.swap_remove(i);
+            if let Some(mut h) = b.full.get_mut(&(dtype, bytes)).and_then(Vec::pop) {
                 h.run = run;
-                side.full.push(h);
+                side.full.entry((dtype, bytes)).or_default().push(h);
             } else if let Some(mut h) = b.shells.pop() {
                 h.run = run;
                 side.shells.push(h);

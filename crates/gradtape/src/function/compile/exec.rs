@@ -189,6 +189,11 @@ impl Plan {
         let workers = crate::kernels::cpu::workers::threads() > 1 && !crate::kernels::cpu::workers::is_alone();
         let how = workers.then(|| self.sharing.next()).flatten();
         let t0 = how.filter(|h| h.timed).map(|_| std::time::Instant::now());
+        // (a run inside another's, as a loop's body at each iteration,
+        // uses the enclosing run's bin: its results die there, and this
+        // bin keeps no handle on them, which made every iteration clone
+        // its results and kept the last ones from being written in place)
+        let nested = recycle::active();
         let done = bin.scope(|| {
             let mut run = || self.run_with(g, args, slots, [&mut *ins, &mut *ins2], sides, out);
             let done = match how {
@@ -203,7 +208,9 @@ impl Plan {
             done
         });
         if done.is_ok() {
-            bin.returned(&out[start..]);
+            if !nested {
+                bin.returned(&out[start..]);
+            }
             if let Some(h) = how {
                 let ns = t0.map_or(0, |t| t.elapsed().as_nanos() as u64);
                 self.sharing.record(h, ns);
