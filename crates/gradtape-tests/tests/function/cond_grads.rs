@@ -11,10 +11,7 @@
 
 use gradtape::{cond, function, DType, GradientTape, Result, Tensor, Variable};
 
-/// How many nodes named `name` `g` and the graphs nested in it hold.
-fn count_nested(g: &gradtape::function::Graph, name: &str) -> usize {
-    g.count(name) + g.subgraphs().iter().map(|(_, s)| count_nested(s, name)).sum::<usize>()
-}
+use super::loop_compiled::{count_nested, same};
 
 /// A loss through a `cond` on `pred` whose branches read rows `idx` of
 /// `xs` and the weight `w` (the false branch also counts its runs in
@@ -54,21 +51,6 @@ fn step(
         out.push(tape.gradient(&loss, xs)?.expect("d xs"));
     }
     Ok(out)
-}
-
-fn same(got: &[Tensor], want: &[Tensor], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (k, (a, b)) in got.iter().zip(want).enumerate() {
-        assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
-        let (a, b) = (a.to_vec_f64(), b.to_vec_f64());
-        let scale = b.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
-        for (p, q) in a.iter().zip(&b) {
-            assert!(
-                (p - q).abs() <= 1e-12 * scale,
-                "{what}, output {k}: traced {p}, eager {q}"
-            );
-        }
-    }
 }
 
 #[test]

@@ -22,7 +22,7 @@ use gradtape::{cond, function, while_loop, DType, GradientTape, Result, Tensor, 
 
 /// Each output of `got` is the one of `want` in shape and to 1e-12 of its
 /// largest magnitude.
-fn same(got: &[Tensor], want: &[Tensor], what: &str) {
+pub(crate) fn same(got: &[Tensor], want: &[Tensor], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (k, (a, b)) in got.iter().zip(want).enumerate() {
         assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
@@ -303,7 +303,7 @@ fn rnn_step(w: &Variable, u: &Variable, xs: &Tensor, watch_xs: bool) -> Result<V
 }
 
 /// How many nodes named `name` `g` and the graphs nested in it hold.
-fn count_nested(g: &gradtape::function::Graph, name: &str) -> usize {
+pub(crate) fn count_nested(g: &gradtape::function::Graph, name: &str) -> usize {
     g.count(name) + g.subgraphs().iter().map(|(_, s)| count_nested(s, name)).sum::<usize>()
 }
 
