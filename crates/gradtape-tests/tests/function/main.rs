@@ -49,6 +49,7 @@ mod random_steps;
 mod retracing;
 mod scale_into_update;
 mod shared_args;
+mod small_products;
 mod sort_ties;
 mod sparse_xent_grad_op;
 mod traced_grads;

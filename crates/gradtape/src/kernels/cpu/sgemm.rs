@@ -104,7 +104,14 @@ const PAR_FLOPS: usize = 1 << 20;
 /// helpers spin between the back-to-back products of a compiled run, and
 /// the `rnn_grad` bench's traced step went from about 2.6 to 2.5 ms. An
 /// eager step has more work between its products, and went from 3.1 to
-/// 3.5 ms with them split, so it keeps the larger bound.
+/// 3.5 ms with them split, so it keeps the larger bound. Such a product
+/// splits only while the helpers are awake
+/// ([`workers::helpers_awake`]): in a step of a few small products (the
+/// `mlp_s` model of `trace_vs_eager`, `[32,64] @ [64,128]`: 2^18) the
+/// helpers park between steps, and waking one for a product it never
+/// reached in time made the traced step 0.9x-1.5x the eager one, run to run.
+/// Computed whole on the caller, each element is the same sum in the same
+/// order (see [`one_thread`]).
 const PAR_FLOPS_COMPILED: usize = 1 << 18;
 
 thread_local! {
@@ -305,7 +312,10 @@ unsafe fn run<const MR: usize, const NV: usize>(
         // (`split_output` finds two aligned blocks on one side exactly when
         // this holds; otherwise a long shared dimension is split, below)
         let blocks = n >= 2 * nr || m >= 2 * MR;
-        if par && threads > 1 && m * n * k >= par_flops() && blocks {
+        // a product below `PAR_FLOPS` splits only onto helpers already
+        // awake: waking a parked one costs more than the product
+        let small = m * n * k < PAR_FLOPS;
+        if par && threads > 1 && m * n * k >= par_flops() && blocks && (!small || workers::helpers_awake()) {
             if ONE_THREAD.with(|o| o.get()) {
                 // each element as the split computes it: whole, on this thread
                 return serial::<MR, NV>(m, n, k, a, b, c, ldc, acc, None);

@@ -107,6 +107,17 @@ pub fn is_alone() -> bool {
     ALONE.with(Cell::get)
 }
 
+/// Whether the pool's helpers are all awake now, spinning for the next
+/// job rather than parked (false before the pool exists). A job started
+/// now is joined within a spin; a parked helper is woken by a futex call
+/// and a reschedule, tens of microseconds, by which time a job of a few
+/// microseconds has been run by its caller alone, which paid for the wake.
+pub(crate) fn helpers_awake() -> bool {
+    POOL.slots
+        .get()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|s| !s.sleeping.load(Relaxed)))
+}
+
 /// Number of threads a kernel may use, the caller included.
 pub fn threads() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
