@@ -429,6 +429,27 @@ pub(crate) fn makers_and_reads(g: &Graph) -> (Vec<usize>, Vec<usize>) {
     (made_by, reads)
 }
 
+/// For each value of `g`, the index of the node that makes it
+/// (`usize::MAX` for the graph's inputs), and how many times the graph's
+/// outputs and all its nodes (live or not) read it: for the passes that
+/// remove a node only where nothing at all reads its output.
+pub(crate) fn makers_and_all_reads(g: &Graph) -> (Vec<usize>, Vec<usize>) {
+    let mut made_by = vec![usize::MAX; g.values.len()];
+    let mut reads = vec![0usize; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &v in &n.outputs {
+            made_by[v as usize] = i;
+        }
+        for &v in &n.inputs {
+            reads[v as usize] += 1;
+        }
+    }
+    for &v in &g.outputs {
+        reads[v as usize] += 1;
+    }
+    (made_by, reads)
+}
+
 /// Puts each `(i, node)` of `new` before the graph's node `i` (nodes for
 /// one `i` in the order given), the passes' one way of inserting nodes.
 pub(crate) fn insert_before(g: &mut Graph, mut new: Vec<(usize, Node)>) {

@@ -72,19 +72,7 @@ impl DynOp for LayerNormGradAdd {
 pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
     let nv = g.values.len();
     // the node making each value, and how many times each value is read
-    let mut made_by = vec![usize::MAX; nv];
-    let mut reads = vec![0usize; nv];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for &v in &n.outputs {
-            made_by[v as usize] = i;
-        }
-        for &v in &n.inputs {
-            reads[v as usize] += 1;
-        }
-    }
-    for &v in &g.outputs {
-        reads[v as usize] += 1;
-    }
+    let (made_by, reads) = super::makers_and_all_reads(g);
     let maker = |v: ValueId| Some(made_by[v as usize]).filter(|&i| i != usize::MAX);
     let mut rename: Vec<ValueId> = (0..nv as ValueId).collect();
     let mut removed = vec![false; g.nodes.len()];

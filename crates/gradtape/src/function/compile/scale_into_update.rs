@@ -33,20 +33,7 @@ use crate::tensor::DType;
 /// Folds the factors into the nodes that can take them; returns how many
 /// `Mul` nodes went.
 pub(crate) fn run(g: &mut Graph, _: &mut PassCx) -> usize {
-    let nv = g.values.len();
-    let mut made_by = vec![usize::MAX; nv];
-    let mut reads = vec![0usize; nv];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for &v in &n.outputs {
-            made_by[v as usize] = i;
-        }
-        for &v in &n.inputs {
-            reads[v as usize] += 1;
-        }
-    }
-    for &v in &g.outputs {
-        reads[v as usize] += 1;
-    }
+    let (made_by, reads) = super::makers_and_all_reads(g);
     let mut removed = vec![false; g.nodes.len()];
     let mut folded = 0;
     for i in 0..g.nodes.len() {
