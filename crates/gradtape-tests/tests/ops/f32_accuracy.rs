@@ -46,7 +46,8 @@ const OPS: &[(&str, Unary)] = &[
 ];
 
 /// The sweep: ±m·10^e for m in {1, 1.7, 2.9, 5.3}, e in -30..=30, a grid
-/// of step 0.0625 in [-20, 20], and 0, ±inf, NaN.
+/// of step 0.0625 in [-20, 20], ±(1 ∓ 2^-k) beside the edges of the
+/// domains at ±1 (`atanh`, `asin`, `erfinv`, `acosh`), and 0, ±inf, NaN.
 fn points() -> Vec<f32> {
     let mut p = vec![0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
     for e in -30..=30 {
@@ -56,6 +57,11 @@ fn points() -> Vec<f32> {
         }
     }
     p.extend((-320..=320).map(|i| i as f32 * 0.0625));
+    for k in 1..=24 {
+        let below = 1.0 - (-k as f32).exp2();
+        let above = 1.0 + (-(k.min(23)) as f32).exp2();
+        p.extend([below, -below, above, -above]);
+    }
     p
 }
 
@@ -102,11 +108,18 @@ fn accurate(got: f64, want: f64, max_ulps: u64, abs: f64) -> bool {
 /// The absolute accuracy of a slope where its formula cancels (TensorFlow
 /// and PyTorch use the same formulas): selu's `y + scale·alpha` from the
 /// output `y` is within a few ulps of 1.76 where the slope is tiny (x ≪ 0);
-/// silu's `σ + x·σ(1 − σ)` holds `1 − σ` to an ulp of 1, times `x`.
-fn slope_abs(name: &str, x: f32) -> f64 {
+/// silu's `σ + x·σ(1 − σ)` holds `1 − σ` to an ulp of 1, times `x`;
+/// erfinv's slope `(√π/2)·exp(y²)` at `y = erfinv(x)` moves by `2y²` ulps
+/// for an ulp of `y` (2.8e1 of them at `x = 1 − 1e-7`, `y = 3.7`), from an
+/// `f32` result `y` within an ulp: `y²` is read back from `want`.
+fn slope_abs(name: &str, x: f32, want: f64) -> f64 {
     match name {
         "selu" => 2.5e-7,
         "silu" => 1.2e-7 * f64::from(x.abs()).max(1.0),
+        "erfinv" => {
+            let y2 = (2.0 * want.abs() / std::f64::consts::PI.sqrt()).ln().max(1.0);
+            want.abs() * 2.0 * y2 * f64::from(f32::EPSILON)
+        }
         _ => 1e-7,
     }
 }
@@ -124,7 +137,11 @@ fn f32_functions_and_slopes_are_accurate_everywhere() -> Result<()> {
             let mut worst = (0u64, 0.0f32, 0.0, 0.0);
             let mut count = 0;
             for (i, (&a, &b)) in got.iter().zip(want.iter()).enumerate() {
-                let abs = if what == "slope" { slope_abs(name, p[i]) } else { 1e-7 };
+                let abs = if what == "slope" {
+                    slope_abs(name, p[i], b)
+                } else {
+                    1e-7
+                };
                 if !accurate(a, b, 4, abs) {
                     count += 1;
                     let u = if (a as f32).is_finite() && (b as f32).is_finite() {

@@ -20,7 +20,9 @@ import numpy as np
 import tensorflow as tf
 
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.5, 3.7, -7.2, 10.0, -30.0, 1e-8, -1e-300,
-           40.0, 1e3, -1e3, 1e300, -1e300, math.inf, -math.inf, math.nan]
+           40.0, 1e3, -1e3, 1e300, -1e300, math.inf, -math.inf, math.nan,
+           # beside the edges of atanh's, asin's, erfinv's and acosh's domains
+           0.999999, -0.999999, 1 - 2**-40, -(1 - 2**-40), 1.000001, -1.000001]
 rng = np.random.default_rng(7)
 POINTS = SPECIAL + list(np.round(rng.normal(0.0, 3.0, 10), 6)) + list(np.round(rng.uniform(0.0, 1.0, 4), 6))
 
@@ -57,6 +59,8 @@ REF = {
     "gelu": lambda x: x * mp.ncdf(x),
     "gelu_tanh": lambda x: x / 2 * (1 + mp.tanh(mp.sqrt(2 / mp.pi) * (x + mp.mpf("0.044715") * x**3))),
     "leaky_relu": lambda x: x if x > 0 else x / 5,
+    # (TensorFlow's slopes form 1 - x² from a rounded x², off by 5e-12 at 0.999999)
+    "asin": mp.asin, "acos": mp.acos, "atanh": mp.atanh,
 }
 
 
@@ -65,7 +69,7 @@ def referee(name, points):
     rows = [[], [], []]
     for x in points:
         # (mpmath.diff steps badly at tiny and huge points: none there)
-        ok = f is not None and 1e-6 <= abs(x) <= 1e4 and (name != "erfinv" or abs(x) < 1)
+        ok = f is not None and 1e-6 <= abs(x) <= 1e4 and (name not in ("erfinv", "asin", "acos", "atanh") or abs(x) < 1)
         for k in range(3):
             try:
                 v = float(mp.diff(f, mp.mpf(x), k)) if ok else math.nan

@@ -45,10 +45,18 @@ fn polygamma(n: f64, x: f64) -> f64 {
 }
 
 /// `ψ(x)`: NaN at the poles 0, -0 and the negative integers (as
-/// TensorFlow's and JAX's; `statrs` gives -inf there).
+/// TensorFlow's and JAX's; `statrs` gives -inf there). Left of 0 by
+/// reflection, `ψ(x) = ψ(1 - x) - π cot(πx)`, with `cot(πx)` from `x`'s
+/// distance to the nearest integer (exact), not from `πx` (`statrs`'s
+/// form, whose rounding of `πx` lost the distance beside a pole: ψ at
+/// `-1 + 2^-40` came out -1.09946e12 for -1.09951e12).
 fn digamma(x: f64) -> f64 {
     if x <= 0.0 && x.floor() == x {
         return f64::NAN;
+    }
+    if x < 0.0 {
+        let r = x - x.round();
+        return statrs::function::gamma::digamma(1.0 - x) - PI / (PI * r).tan();
     }
     statrs::function::gamma::digamma(x)
 }

@@ -245,7 +245,7 @@ macro_rules! with_float_unary {
                 $body
             }
             Unary::Atanh => {
-                let $f = |v: $T| v.atanh();
+                let $f = |v: $T| v.atanh_();
                 $body
             }
             Unary::Erf => {
