@@ -269,6 +269,18 @@ impl Tensor {
     }
 
     /// Converts to `dtype`. Differentiable between float types.
+    ///
+    /// A float converted to an integer type is truncated toward zero and
+    /// saturated at the type's bounds, NaN giving 0 (Rust's `as`, and
+    /// JAX's); TensorFlow's x86 kernels give the type's minimum for NaN
+    /// and out-of-range values, which C++ leaves undefined.
+    ///
+    /// ```
+    /// use gradtape::{DType, Tensor};
+    /// let x = Tensor::vector(&[-2.7f32, 3e9, f32::NAN]);
+    /// assert_eq!(x.cast(DType::I32)?.to_vec::<i32>()?, vec![-2, i32::MAX, 0]);
+    /// # Ok::<(), gradtape::Error>(())
+    /// ```
     pub fn cast(&self, dtype: DType) -> Result<Tensor> {
         if dtype == self.dtype() {
             return Ok(self.clone());
