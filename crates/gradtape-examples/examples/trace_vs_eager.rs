@@ -29,7 +29,9 @@
 //! above 1.00 tracing lost. `--traced-only NAME` (`--eager-only NAME`)
 //! runs one model's traced (eager) step alone for 8 seconds and prints its
 //! mean time (to profile it: `perf record -g -- <binary> --traced-only
-//! NAME`).
+//! NAME`). `--profile NAME` prints the time per node of the traced step
+//! (`gradtape::function::compile::profile`, 50 steps; a loop's line
+//! includes its body's nodes, which have lines of their own).
 //!
 //! Models (small sizes expose per-op and per-node overhead, large ones
 //! kernel quality):
@@ -628,6 +630,16 @@ fn run<M: Model>(
         let m = Arc::new(build()?);
         let f = function(move |d: &Vec<Tensor>| m.step(d));
         let eager = build()?;
+        if mode == "profile" {
+            // (the first call traces and compiles, outside the profile)
+            f.call(&data)?;
+            let runs = 50;
+            let (r, lines) =
+                gradtape::function::compile::profile(|| (0..runs).try_for_each(|_| f.call(&data).map(drop)));
+            r?;
+            print!("{name}: {}", gradtape::function::compile::report(&lines, runs));
+            return Ok(());
+        }
         let t0 = Instant::now();
         let mut n = 0;
         while t0.elapsed().as_secs_f64() < 4.0 {
@@ -715,6 +727,7 @@ fn main() -> Result<()> {
             "--steps" => args.steps = it.next().and_then(|s| s.parse().ok()).expect("--steps N"),
             "--traced-only" => args.only = it.next().map(|n| ("traced".into(), n)),
             "--eager-only" => args.only = it.next().map(|n| ("eager".into(), n)),
+            "--profile" => args.only = it.next().map(|n| ("profile".into(), n)),
             _ => args.names.push(a),
         }
     }

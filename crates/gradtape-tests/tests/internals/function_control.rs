@@ -177,3 +177,67 @@ fn a_loop_under_a_tape_keeps_a_history_and_the_step_compiles_around_it() -> Resu
     assert!(loop_of(kept).kept_body().exec.get().is_some_and(Option::is_some));
     Ok(())
 }
+
+/// The gradient of `sum(h2_T)` for a loop carrying two states,
+/// `h1' = tanh(xs[i] w1 + h1 u1)` and `h2' = tanh(h1' w2 + h2 u2)`,
+/// with respect to `xs`.
+fn two_states(xs: &Tensor, w: &[Tensor]) -> Result<Tensor> {
+    let tape = GradientTape::new();
+    let loss = tape.record(|| {
+        tape.watch(xs);
+        let z = Tensor::zeros(&[xs.shape()[1], w[1].shape()[0]], gradtape::DType::F64);
+        let out = while_loop(
+            |v: &Vec<Tensor>| v[0].lt_scalar(xs.shape()[0] as f64),
+            |v: &Vec<Tensor>| {
+                let h1 = xs.gather(&v[0], 0)?.matmul(&w[0])?.add(&v[1].matmul(&w[1])?)?.tanh()?;
+                let h2 = h1.matmul(&w[2])?.add(&v[2].matmul(&w[3])?)?.tanh()?;
+                Ok(vec![v[0].add_scalar(1.0)?, h1, h2])
+            },
+            vec![Tensor::scalar(0i64), z.clone(), z],
+            WhileOptions::default(),
+        )?;
+        out[2].sum_all()
+    })?;
+    Ok(tape.gradient(&loss, xs)?.expect("a gradient"))
+}
+
+/// A residual of a loop's gradient that the body returns as a loop
+/// variable (here two `tanh` cells' outputs, the next states, which
+/// their gradients read) is read from that variable's history one row on
+/// (`function/control/residuals.rs`): the loop keeps no history of its own
+/// for it. (Before, each state was copied twice per iteration.) The
+/// values are checked against eager in the `function` binary
+/// (`loop_kept_once`); here the gradient is checked against eager to
+/// 1e-12 in f64 too, at two iteration counts through one trace.
+#[test]
+fn residuals_that_are_next_states_are_kept_once() -> Result<()> {
+    let fill = |shape: &[usize], k: f64| {
+        let n: usize = shape.iter().product();
+        Tensor::from_vec((0..n).map(|i| 0.5 * (0.7 * i as f64 + k).sin()).collect(), shape)
+    };
+    let w: Vec<Tensor> = (0..4).map(|k| fill(&[3, 3], k as f64)).collect::<Result<_>>()?;
+    let f = {
+        let w = w.clone();
+        function(move |xs: &Tensor| two_states(xs, &w))
+    };
+    for t in [5, 2] {
+        let xs = fill(&[t, 2, 3], 0.3)?;
+        let (got, want) = (f.call(&xs)?.to_vec_f64(), two_states(&xs, &w)?.to_vec_f64());
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-12, "{a} vs {b}");
+        }
+    }
+    let xs = fill(&[5, 2, 3], 0.3)?;
+    let c = f.concrete(&xs)?;
+    let nodes = control_nodes(c.graph());
+    let kept = nodes
+        .iter()
+        .find(|d| d.name() == "WhileWithHistory")
+        .expect("a loop keeping its history");
+    let mut sources = loop_of(kept).residual_sources().expect("the body splits").to_vec();
+    sources.sort();
+    // the two next states, from the states' histories (variables 1 and 2),
+    // and nothing else (the gathered row is gathered again)
+    assert_eq!(sources, vec![Some(1), Some(2)]);
+    Ok(())
+}

@@ -464,8 +464,13 @@ impl Control for WhileOp {
         // they die when the loop moves on, and the next iteration's
         // outputs take their buffers)
         let hint = self.last_count.load(Relaxed);
+        // per residual, the variable whose next value it is (read from
+        // that variable's history one row on, which then also keeps the
+        // final value: see `residuals`)
+        let next_of: &[Option<usize>] = res.map_or(&[], |r| &r.next_of);
+        let one_on: Vec<bool> = (0..kept).map(|k| next_of.contains(&Some(k))).collect();
         let mut history: Vec<history::History> = (0..kept + n_res)
-            .map(|k| history::History::new(k < n && self.ragged(k), hint))
+            .map(|k| history::History::new(k < n && self.ragged(k), hint + usize::from(k < kept && one_on[k])))
             .collect();
         // the graphs' inputs: the loop variables, replaced at each
         // iteration, then the captures (cloned once)
@@ -488,8 +493,10 @@ impl Control for WhileOp {
                     format!("the body gave {} values for {n} loop variables", next.len()),
                 ));
             }
-            for (h, v) in history.iter_mut().zip(ins[..n].iter().chain(&next[n..])) {
-                h.push(v)?;
+            for (k, v) in ins[..kept].iter().chain(&next[n..]).enumerate() {
+                if k < kept || next_of[k - kept].is_none() {
+                    history[k].push(v)?;
+                }
             }
             next.truncate(n);
             for (slot, v) in ins.iter_mut().zip(next) {
@@ -512,11 +519,16 @@ impl Control for WhileOp {
         }
         if self.keep_history {
             self.last_count.store(count, Relaxed);
+            for ((h, v), _) in history.iter_mut().zip(&vars).zip(&one_on).filter(|(_, on)| **on) {
+                h.push(v)?;
+            }
             vars.push(Tensor::scalar(count as i64));
             let specs = vars0.iter().map(|v| (v.dtype(), v.shape()));
             let specs = specs.chain(res.iter().flat_map(|r| r.specs.iter().map(|(d, s)| (*d, &s[..]))));
             // (the shapes of the rows of the histories kept as lists, last)
             let mut shapes = Vec::new();
+            // (the histories that also keep the final value, whole)
+            let mut whole: Vec<Option<Tensor>> = vec![None; n];
             for (k, (h, (dtype, shape))) in history.into_iter().zip(specs).enumerate() {
                 if k < n && self.ragged(k) {
                     let (flat, s) = ragged::history(&h.into_list(), dtype, shape.len())?;
@@ -524,8 +536,23 @@ impl Control for WhileOp {
                     shapes.push(s);
                     continue;
                 }
-                debug_assert_eq!(h.len(), count);
-                vars.push(h.finish(k, dtype, shape)?);
+                if let Some(v) = k.checked_sub(n).and_then(|r| next_of[r]) {
+                    // (rows 1..=count of variable v's: views, no copy)
+                    let full = whole[v]
+                        .as_ref()
+                        .ok_or_else(|| Error::invalid("while_loop", "missing history"))?;
+                    vars.push(history::rows(full, 1, count));
+                    continue;
+                }
+                let on = k < n && one_on[k];
+                debug_assert_eq!(h.len(), count + usize::from(on));
+                let t = h.finish(k, dtype, shape)?;
+                if on {
+                    vars.push(history::rows(&t, 0, count));
+                    whole[k] = Some(t);
+                } else {
+                    vars.push(t);
+                }
             }
             vars.extend(shapes);
         }

@@ -13,6 +13,11 @@
 //! runs as many iterations at every call never grows it; otherwise it grows
 //! by doubling.
 //!
+//! A variable whose next value is also a residual of the body's gradient
+//! (see [`residuals`](super::residuals)) keeps one more row, its final
+//! value: its history is rows `0..count` of the buffer and the residual's
+//! rows `1..=count`, two views of one buffer ([`rows`]).
+//!
 //! Rows kept as tensors instead: those of a variable whose shape may change
 //! (see [`ragged`](super::ragged), the caller's), and any history where a
 //! row is on a device or differs in shape or dtype from the first row (the
@@ -122,6 +127,18 @@ impl History {
         }
         stacked_history(k, &self.list)
     }
+}
+
+/// Rows `start..start + count` of a history `full` (a view of its buffer:
+/// a variable's history that also keeps the final value gives its entry
+/// values, rows `0..count`, and the residual that is the variable's next
+/// value, rows `1..=count`, from one buffer).
+pub(super) fn rows(full: &Tensor, start: usize, count: usize) -> Tensor {
+    let mut begin = vec![0; full.rank()];
+    let mut size = full.shape().to_vec();
+    begin[0] = start;
+    size[0] = count;
+    full.block_view(&begin, &size)
 }
 
 /// Appends the elements of `t` (of `T`, on the host) to `storage`, making

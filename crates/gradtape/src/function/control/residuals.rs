@@ -25,6 +25,24 @@
 //! again as before. A body with shapes decided at run time keeps the
 //! recomputing gradient.
 //!
+//! What is kept is kept once, and only what the gradient cannot have
+//! otherwise:
+//!
+//! - a residual the body returns as a loop variable's next value (an
+//!   RNN's `h' = tanh(..)`, which `tanh`'s gradient reads) is that
+//!   variable's entry value at the next iteration: the forward loop keeps
+//!   no history of its own for it, but keeps the variable's final value as
+//!   one more row of the variable's history, and the residual's history
+//!   is a view of rows `1..=count` of it (`next_of`; in a traced RNN step
+//!   the state was copied twice per iteration, once as the next entry
+//!   value and once as the residual);
+//! - a value that only moves elements of what the gradient half has at
+//!   hand (the entry values, the captures: an RNN's input row
+//!   `gather(xs, i)` of a captured sequence at the loop's counter, a
+//!   slice, a reshape) is computed again there, which costs one copy of
+//!   it, as keeping it did (the copy into the history), without the
+//!   history's memory (its fresh pages at every call).
+//!
 //! A body with effects (a variable write, a fresh random draw) splits too,
 //! and must: its effects belong to the forward loop alone, which runs them
 //! once per iteration, and the values the gradient reads from them (a
@@ -67,6 +85,11 @@ pub(crate) struct Residuals {
     pub bwd: Sub,
     /// each residual's dtype and shape
     pub specs: Vec<(DType, Shape)>,
+    /// per residual, the loop variable whose next value it is (the body
+    /// returns it as that variable), if any: the forward loop keeps no
+    /// history of its own for it, but reads it from that variable's
+    /// history, one row on (see the module docs)
+    pub next_of: Vec<Option<usize>>,
     /// where the body has effects, the body without them, over the values
     /// they made (see [`Pure`])
     pub pure: Option<Pure>,
@@ -113,6 +136,32 @@ fn free(n: &Node, writes: bool) -> bool {
         Op::Const(_) => true,
         op => !writes && op.as_dyn::<ReadVariable>().is_some(),
     }
+}
+
+/// Whether a node only moves elements of its inputs (a row picked, a
+/// slice, a reshape, a transpose, a broadcast): computing it again costs
+/// one copy of its output at most, which keeping it per iteration costs
+/// too (the copy into the history), with a history's memory besides.
+fn moves(n: &Node) -> bool {
+    use crate::ops::desc::ShapeOp as S;
+    matches!(
+        &n.op,
+        Op::Shape(
+            S::Gather(_)
+                | S::GatherNd
+                | S::Slice(..)
+                | S::StridedSlice(_)
+                | S::DynamicSlice(_)
+                | S::RowAt
+                | S::Reshape(_)
+                | S::Transpose(_)
+                | S::BroadcastTo(_)
+                | S::Contiguous
+                | S::Identity
+                | S::StopGradient
+                | S::Reverse(_)
+        )
+    )
 }
 
 /// Whether `g`'s shapes follow from its inputs' shapes, but for the
@@ -179,6 +228,13 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
     for &v in &g.inputs[..n_varying] {
         varying[v as usize] = true;
     }
+    // what the gradient half has without a residual: the inputs (the
+    // entry values, read back from the history, and the captures) and
+    // what it computes again
+    let mut at_hand = vec![false; g.values.len()];
+    for &v in &g.inputs[..n_in] {
+        at_hand[v as usize] = true;
+    }
     let mut primal = vec![false; g.values.len()];
     let mut again = vec![false; g.nodes.len()];
     let node_adjoint: Vec<bool> = g
@@ -190,9 +246,14 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
             let var = matches!(node.op, Op::Create(_) | Op::Dyn(_) | Op::Opaque(_))
                 || node.inputs.iter().any(|&v| varying[v as usize]);
             // (a value the same at every iteration is computed again by
-            // the gradient rather than kept once per iteration)
-            again[i] = !a && (free(node, writes) || !var);
+            // the gradient rather than kept once per iteration, and so is
+            // one that moves elements of what the gradient has at hand:
+            // an RNN's input row `gather(xs, i)` of a captured sequence
+            // at the loop's counter)
+            let moved = moves(node) && node.inputs.iter().all(|&v| at_hand[v as usize]);
+            again[i] = !a && (free(node, writes) || !var || moved);
             for &o in &node.outputs {
+                at_hand[o as usize] = again[i];
                 adjoint[o as usize] = a;
                 varying[o as usize] = var;
                 primal[o as usize] = !a && !again[i];
@@ -246,6 +307,13 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
             }
         }
     }
+    // (a residual the body returns as loop variable `k`'s next value, as
+    // an RNN's `tanh` output is its next state, is that variable's entry
+    // value at the next iteration: the history keeps it once)
+    let next_of = res
+        .iter()
+        .map(|&v| (0..vars.len()).find(|&k| g.outputs[k] == v))
+        .collect();
     let specs = res
         .iter()
         .map(|&v| (g.values[v as usize].dtype, g.values[v as usize].shape.clone()))
@@ -286,6 +354,7 @@ pub(crate) fn split(body: &Sub, vars: &[Tensor], caps: &[Tensor], variables: &[V
         fwd: Sub::new(fwd),
         bwd: Sub::new(bwd),
         specs,
+        next_of,
         pure,
     }))
 }
@@ -333,6 +402,15 @@ impl super::Loop {
     /// else the body.
     pub fn kept_body(&self) -> &Sub {
         self.res.get().and_then(Option::as_ref).map_or(&self.body, |r| &r.fwd)
+    }
+
+    /// Per residual of the body's gradient that a run keeping its history
+    /// keeps: `Some(k)` where it is loop variable `k`'s next value, read
+    /// from that variable's history one row on (no history of its own),
+    /// `None` where it has a history of its own. `None` where the body
+    /// does not split, or has not been split yet.
+    pub fn residual_sources(&self) -> Option<&[Option<usize>]> {
+        self.res.get().and_then(Option::as_ref).map(|r| &r.next_of[..])
     }
 
     /// Fails where the loop's body has effects (see the module docs): its

@@ -96,7 +96,10 @@ impl Tensor {
     pub fn gather(&self, indices: &Tensor, axis: isize) -> Result<Tensor> {
         let _site = crate::dispatch::site::user_op("gather", &[("params", self), ("indices", indices)]);
         let ax = norm_axis("gather", axis, self.shape())?;
-        let y = index::gather(self, indices, ax)?;
+        let y = match row_view(self, indices, ax) {
+            Some(row) => row,
+            None => index::gather(self, indices, ax)?,
+        };
         let (idx, dim) = (indices.clone(), self.shape()[ax]);
         if ax == 0 && self.rank() >= 1 {
             let shape: crate::tensor::Shape = self.shape().into();
@@ -162,6 +165,31 @@ impl Tensor {
             |t, _| only(t)?.scatter_add(indices, axis, dim),
         ))
     }
+}
+
+/// `gather(x, j, 0)` for a scalar index `j` in range, on the host: a view of
+/// row `j` (as [`row_at`]'s), not a copy. An RNN written as a loop reads
+/// its input row so at every step, and a traced loop's gradient reads it
+/// again in the backward loop (see `function/control/residuals`). `None`
+/// where the kernel gathers (another axis, an index tensor of rank > 0, a
+/// device, an index out of range, which the kernel reports).
+fn row_view(x: &Tensor, indices: &Tensor, axis: usize) -> Option<Tensor> {
+    if axis != 0 || indices.rank() != 0 || x.device_buffer().is_some() || indices.device_buffer().is_some() {
+        return None;
+    }
+    let j = *index::int_values("gather", indices).ok()?.first()?;
+    let rows = x.shape()[0];
+    let j = usize::try_from(j).ok().filter(|&j| j < rows)?;
+    let l = x.layout();
+    Some(x.view(crate::tensor::layout::Layout {
+        shape: l.shape[1..].into(),
+        strides: l.strides[1..].into(),
+        // (an empty row stays at the buffer's start, as an empty block view)
+        offset: match l.shape[1..].contains(&0) {
+            true => l.offset,
+            false => (l.offset as isize + j as isize * l.strides[0]) as usize,
+        },
+    }))
 }
 
 /// Row `j` (an integer scalar tensor) of `x` along axis 0, and its adjoint
