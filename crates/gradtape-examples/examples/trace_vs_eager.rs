@@ -52,6 +52,8 @@
 //!   batch (ReLU or tanh branch), SGD.
 //! - `ode_loop`: a neural ODE (8 Euler steps of a small MLP in a
 //!   `while_loop`), MSE, Adam.
+//! - `count_loop`: an RNN's recurrence as a `while_loop` run to a count
+//!   given as data, forward only: no tape, no update.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -602,6 +604,49 @@ fn ode(batch: usize, hidden: usize) -> Result<(impl Fn() -> Result<Ode>, Vec<Ten
     Ok((build, data))
 }
 
+// ---- a loop without a tape --------------------------------------------------
+
+/// An RNN's recurrence run forward only (no tape, no update): a
+/// `while_loop` on a counter and a state, each iteration `h = tanh(h U + b)`
+/// until the count is reached; the step returns the final state. What a
+/// traced loop pays per iteration with nothing to differentiate.
+struct CountLoop {
+    u: Variable,
+    b: Variable,
+}
+
+impl Model for CountLoop {
+    fn vars(&self) -> Vec<Variable> {
+        vec![self.u.clone(), self.b.clone()]
+    }
+    /// data: the initial state [batch, units], the iteration count (i64)
+    fn step(&self, d: &[Tensor]) -> Result<Vec<Tensor>> {
+        let out = while_loop(
+            |v: &Vec<Tensor>| v[0].lt(&d[1]),
+            |v: &Vec<Tensor>| {
+                let h = v[1].matmul(&self.u.read())?.add(&self.b.read())?.tanh()?;
+                Ok(vec![v[0].add_scalar(1.0)?, h])
+            },
+            vec![Tensor::scalar(0i64), d[0].clone()],
+            WhileOptions::default(),
+        )?;
+        Ok(vec![out[1].clone()])
+    }
+}
+
+fn count_loop(batch: usize, units: usize, t: i64) -> Result<(impl Fn() -> Result<CountLoop>, Vec<Tensor>)> {
+    let mut rng = Rng::new(21);
+    let data = vec![rng.normal(&[batch, units], 0.0, 1.0, F)?, Tensor::scalar(t)];
+    let build = move || {
+        let rng = &mut Rng::new(5);
+        Ok(CountLoop {
+            u: Variable::new(rng.normal(&[units, units], 0.0, 1.0 / (units as f64).sqrt(), F)?),
+            b: Variable::new(rng.normal(&[units], 0.0, 0.1, F)?),
+        })
+    };
+    Ok((build, data))
+}
+
 // ---- the harness -------------------------------------------------------------
 
 struct Args {
@@ -800,5 +845,11 @@ fn main() -> Result<()> {
     run(a, "cond_s", "batch 16, 32 -> 32 -> 32 -> 10", cond_mlp(16, 32)?)?;
     run(a, "cond_l", "batch 256, 32 -> 512 -> 512 -> 10", cond_mlp(256, 512)?)?;
     run(a, "ode_loop", "batch 64, 4 -> 64 -> 4, 8 Euler steps", ode(64, 64)?)?;
+    run(
+        a,
+        "count_loop",
+        "batch 4, 16 units, 256 steps, no tape",
+        count_loop(4, 16, 256)?,
+    )?;
     Ok(())
 }

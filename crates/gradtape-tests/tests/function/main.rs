@@ -39,6 +39,7 @@ mod half_fusion;
 mod half_traced_vs_eager;
 mod loop_compiled;
 mod loop_history;
+mod loop_iterations;
 mod loop_kept_once;
 mod loop_residuals;
 mod loop_sizes;

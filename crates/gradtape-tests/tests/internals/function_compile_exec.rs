@@ -174,3 +174,99 @@ fn a_fused_node_writes_into_a_buffer_held_alone_and_never_a_shared_one() {
     let err = p.run_in_place(&mut bad).unwrap_err().to_string();
     assert!(err.contains("Fused"), "{err}");
 }
+
+/// `(x, c) -> (x * 0.5 + c, x, c, x * 0.5 + c)` on `[256]` f64, traced and
+/// compiled (one fused kernel for the sum; `x` and `c` also returned as
+/// they are, the sum twice), and its inputs.
+fn pass_through() -> (Executable, [Tensor; 2]) {
+    let x = Tensor::from_vec((0..256).map(|i| (i as f64 * 0.3).sin()).collect::<Vec<_>>(), &[256]).unwrap();
+    let c = Tensor::from_vec((0..256).map(|i| (i as f64 * 0.7).cos()).collect::<Vec<_>>(), &[256]).unwrap();
+    let f = gradtape::function(|(x, c): &(Tensor, Tensor)| -> Result<Vec<Tensor>> {
+        let s = x.mul_scalar(0.5)?.add(c)?;
+        Ok(vec![s.clone(), x.clone(), c.clone(), s])
+    });
+    let e = Executable::compile(
+        f.concrete(&(x.clone(), c.clone())).unwrap().graph(),
+        &Default::default(),
+    )
+    .unwrap();
+    (e, [x, c])
+}
+
+/// A loop's iterations run a compiled body through `Repeat`: the loop
+/// variables moved in, the captures borrowed. A moved input that nothing
+/// else holds is written in place at its last read; a borrowed one never
+/// (the caller holds it); an input returned as it is comes back as the
+/// same tensor (moved: the same buffer); a value returned twice is in both
+/// outputs; the values are `run`'s (expected values: computed here in
+/// f64, `x * 0.5 + c`, the one rounding of each op).
+#[test]
+fn repeated_runs_write_moved_inputs_in_place_and_never_borrowed_ones() {
+    let (e, [x, c]) = pass_through();
+    let (xs, cs) = (x.to_vec::<f64>().unwrap(), c.to_vec::<f64>().unwrap());
+    let want: Vec<f64> = xs.iter().zip(&cs).map(|(a, b)| a * 0.5 + b).collect();
+    let by_run = e.run(&[x.clone(), c.clone()]).unwrap();
+    assert_eq!(by_run[0].to_vec::<f64>().unwrap(), want);
+    let mut r = Repeat::new(&e);
+    for _ in 0..3 {
+        // a copy of x held by nothing else, moved in
+        let own = Tensor::from_vec(xs.clone(), &[256]).unwrap();
+        let ptr = own.buffer::<f64>().as_ptr();
+        let mut out = Vec::new();
+        let mut moved = vec![own];
+        r.run(
+            Args {
+                moved: &mut moved,
+                borrowed: [&[], std::slice::from_ref(&c)],
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert!(moved.is_empty(), "the moved inputs are taken");
+        assert_eq!(out.len(), 4);
+        // x is returned too, so the sum is not written into its buffer;
+        // x itself comes back as it went in
+        assert_eq!(out[1].buffer::<f64>().as_ptr(), ptr, "x returned as it was");
+        assert_eq!(out[1].to_vec::<f64>().unwrap(), xs);
+        assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
+        assert_eq!(out[3].to_vec::<f64>().unwrap(), want);
+        assert_eq!(out[2].to_vec::<f64>().unwrap(), cs);
+        assert_eq!(c.to_vec::<f64>().unwrap(), cs, "a borrowed input is never written");
+    }
+    // x not returned: its buffer, held by the run alone, takes the sum
+    let f = gradtape::function(|(x, c): &(Tensor, Tensor)| x.mul_scalar(0.5)?.add(c));
+    let e = Executable::compile(
+        f.concrete(&(x.clone(), c.clone())).unwrap().graph(),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut r = Repeat::new(&e);
+    let own = Tensor::from_vec(xs.clone(), &[256]).unwrap();
+    let ptr = own.buffer::<f64>().as_ptr();
+    let mut out = Vec::new();
+    let args = Args {
+        moved: &mut vec![own],
+        borrowed: [std::slice::from_ref(&c), &[]],
+    };
+    r.run(args, &mut out).unwrap();
+    assert_eq!(out[0].buffer::<f64>().as_ptr(), ptr, "written in place");
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
+    assert_eq!(c.to_vec::<f64>().unwrap(), cs);
+    // held by the caller too: a new buffer, x as it was
+    let args = Args {
+        moved: &mut vec![x.clone()],
+        borrowed: [std::slice::from_ref(&c), &[]],
+    };
+    out.clear();
+    r.run(args, &mut out).unwrap();
+    assert_ne!(out[0].buffer::<f64>().as_ptr(), x.buffer::<f64>().as_ptr());
+    assert_eq!(x.to_vec::<f64>().unwrap(), xs);
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
+    // too few inputs: an error naming the counts, not a panic
+    let args = Args {
+        moved: &mut vec![x.clone()],
+        borrowed: [&[], &[]],
+    };
+    let err = r.run(args, &mut out).unwrap_err().to_string();
+    assert!(err.contains("takes 2 inputs, got 1"), "{err}");
+}

@@ -53,6 +53,7 @@ mod branch_residuals;
 mod captures;
 mod history;
 mod hoist;
+mod iterate;
 mod loop_checks;
 mod loop_grad;
 mod loop_sizes;
@@ -110,25 +111,33 @@ impl Sub {
     /// the inputs have its traced shapes, and nothing records (a gradient
     /// of the sub-graph runs it under a tape); traced otherwise.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        if let Some(opts) = compile::subgraphs_compiled().filter(|_| !crate::dispatch::listening()) {
-            let exec = self.exec.get_or_init(|| {
-                let on = compile::enabled_by_env() && compile::is_static(&self.graph);
-                match on.then(|| Executable::compile(&self.graph, &opts)) {
-                    Some(Err(e)) => {
-                        let _ = self.broken.set(e);
-                        None
-                    }
-                    compiled => compiled.and_then(Result::ok),
-                }
-            });
-            if let Some(e) = self.broken.get() {
-                return Err(e.clone());
-            }
-            if let Some(e) = exec.as_ref().filter(|e| e.fits(inputs)) {
-                return e.run(inputs);
-            }
+        if let Some(e) = self.compiled()?.filter(|e| e.fits(inputs)) {
+            return e.run(inputs);
         }
         self.graph.run(inputs, &self.plan)
+    }
+
+    /// The compiled copy where runs now are compiled (see [`run`](Self::run)),
+    /// made at the first such run; the error of a compiler pass that broke
+    /// the graph.
+    fn compiled(&self) -> Result<Option<&Executable>> {
+        let Some(opts) = compile::subgraphs_compiled().filter(|_| !crate::dispatch::listening()) else {
+            return Ok(None);
+        };
+        let exec = self.exec.get_or_init(|| {
+            let on = compile::enabled_by_env() && compile::is_static(&self.graph);
+            match on.then(|| Executable::compile(&self.graph, &opts)) {
+                Some(Err(e)) => {
+                    let _ = self.broken.set(e);
+                    None
+                }
+                compiled => compiled.and_then(Result::ok),
+            }
+        });
+        if let Some(e) = self.broken.get() {
+            return Err(e.clone());
+        }
+        Ok(exec.as_ref())
     }
 
     /// Whether the graph is static and returns these shapes.
@@ -309,6 +318,8 @@ pub struct Loop {
     /// the iteration count of the last run that kept its history: the
     /// rows its histories make room for at the first (see [`history`])
     last_count: std::sync::atomic::AtomicUsize,
+    /// its bodies compiled with the condition fused in (see [`iterate`])
+    fused: iterate::Fused,
 }
 
 impl WhileOp {
@@ -472,40 +483,32 @@ impl Control for WhileOp {
         let mut history: Vec<history::History> = (0..kept + n_res)
             .map(|k| history::History::new(k < n && self.ragged(k), hint + usize::from(k < kept && one_on[k])))
             .collect();
-        // the graphs' inputs: the loop variables, replaced at each
-        // iteration, then the captures (cloned once)
-        let mut ins = inputs.to_vec();
+        // the loop variables, replaced at each iteration (see `iterate`)
+        let body = res.map_or(&self.body, |r| &r.fwd);
+        let mut it = iterate::Iterations::new(self, body, res.is_some(), inputs)?;
         let mut count = 0usize;
         loop {
             if self.max_iterations.is_some_and(|m| count >= m) {
                 break;
             }
-            if !pred_value("while_loop", &self.cond.run(&ins)?[0])? {
+            if !it.holds()? {
                 break;
             }
-            let mut next = match res {
-                Some(r) => r.fwd.run(&ins)?,
-                None => self.body.run(&ins)?,
-            };
-            if next.len() < n {
-                return Err(Error::invalid(
-                    "while_loop",
-                    format!("the body gave {} values for {n} loop variables", next.len()),
-                ));
+            // (the entry values before the body takes them, then the
+            // residuals it gave, but for those that are a variable's next
+            // value: that variable's history keeps them, one row on)
+            for (h, v) in history[..kept].iter_mut().zip(it.vars()) {
+                h.push(v)?;
             }
-            for (k, v) in ins[..kept].iter().chain(&next[n..]).enumerate() {
-                if k < kept || next_of[k - kept].is_none() {
-                    history[k].push(v)?;
+            let residuals = it.step()?;
+            for (j, (h, v)) in history[kept..].iter_mut().zip(residuals).enumerate() {
+                if next_of.get(j).copied().flatten().is_none() {
+                    h.push(v)?;
                 }
-            }
-            next.truncate(n);
-            for (slot, v) in ins.iter_mut().zip(next) {
-                *slot = v;
             }
             count += 1;
         }
-        ins.truncate(n);
-        let mut vars = ins;
+        let mut vars = it.into_vars();
         // (a compiled graph plans with these shapes, see `ignores_shape_of`)
         if let Some(k) = (0..n).find(|&k| !self.ragged(k) && vars[k].shape() != vars0[k].shape()) {
             return Err(Error::invalid(
@@ -708,6 +711,7 @@ where
             n_vars: n,
             max_iterations: opts.max_iterations,
             last_count: Default::default(),
+            fused: Default::default(),
         }),
         keep_history: keep,
     };

@@ -19,6 +19,20 @@
 //! reference counts (`Arc::get_mut`): a tensor the caller still holds, or a
 //! value another node reads later, is never written.
 //!
+//! **Inputs.** A run's inputs are borrowed ([`Args`]): never put in
+//! slots, a node reading one clones it from the caller's list, so an input
+//! no node reads costs nothing (a loop's condition takes all of the loop's
+//! inputs and reads one). A caller may give the first inputs by value
+//! instead (a loop its variables, see [`Repeat`]): they go into their
+//! slots and move out at their last read like any value, so a buffer the
+//! caller gave up can be written in place. The outputs are moved out of
+//! their slots (cloned only where one value is returned twice).
+//!
+//! **Repeated runs.** A loop's iterations run one compiled body many times
+//! ([`Repeat`]): the plan's slots and bin are taken once for all of them,
+//! and they run as the enclosing run runs (no sharing trial of their own;
+//! a run nested in another's has none either).
+//!
 //! **Pairs.** Two adjacent independent products (a layer's input and
 //! weight gradients) run at the same time, each on one thread
 //! ([`pair_products`](super::pair_products)), with the bits of a run one after the
@@ -91,6 +105,12 @@ pub struct Plan {
     pub steps: Vec<Step>,
     inputs: Vec<u32>,
     outputs: Vec<u32>,
+    /// per output, whether no later output is the same value: its slot is
+    /// then emptied into the result (not cloned)
+    take_output: Vec<bool>,
+    /// per slot, the graph input it holds (`u32::MAX`: none): a borrowed
+    /// input is read from the caller's list, never put in its slot
+    arg_of: Vec<u32>,
     n_slots: usize,
     /// what runs reuse (a run that finds it busy, on another thread, goes
     /// without)
@@ -155,10 +175,19 @@ impl Plan {
                 steps[i].paired = Some(Box::default());
             }
         }
+        let take_output = (0..g.outputs.len())
+            .map(|i| !g.outputs[i + 1..].contains(&g.outputs[i]))
+            .collect();
+        let mut arg_of = vec![u32::MAX; n];
+        for (k, &v) in g.inputs.iter().enumerate() {
+            arg_of[v as usize] = k as u32;
+        }
         Plan {
             steps,
             inputs: g.inputs.clone(),
             outputs: g.outputs.clone(),
+            take_output,
+            arg_of,
             n_slots: n,
             reuse: Mutex::new(Reuse::default()),
             sharing: SharingTrial::default(),
@@ -178,27 +207,53 @@ impl Plan {
         let Ok(mut reuse) = self.reuse.try_lock() else {
             return self.run_fresh(g, args, out);
         };
+        // (a run inside another's, as a loop's body at each iteration,
+        // uses the enclosing run's bin, see `run_reusing`, and runs as the
+        // enclosing run was decided to, alone or shared: no trial of its own)
+        let nested = recycle::active();
+        let workers = crate::kernels::cpu::workers::threads() > 1 && !crate::kernels::cpu::workers::is_alone();
+        let how = (workers && !nested).then(|| self.sharing.next()).flatten();
+        let t0 = how.filter(|h| h.timed).map(|_| std::time::Instant::now());
+        let args = Args {
+            moved: &mut Vec::new(),
+            borrowed: [args, &[]],
+        };
+        let done = self.run_reusing(g, args, &mut reuse, how.is_some_and(|h| h.alone), out);
+        if let (Ok(()), Some(h)) = (&done, how) {
+            let ns = t0.map_or(0, |t| t.elapsed().as_nanos() as u64);
+            self.sharing.record(h, ns);
+        }
+        done
+    }
+
+    /// A run in the slots, operand lists and bin of `reuse`, its jobs on
+    /// this thread where `alone`.
+    fn run_reusing(
+        &self,
+        g: &Graph,
+        args: Args<'_>,
+        reuse: &mut Reuse,
+        alone: bool,
+        out: &mut Vec<Tensor>,
+    ) -> Result<()> {
         let Reuse {
             slots,
             ins,
             ins2,
             bin,
             sides,
-        } = &mut *reuse;
+        } = reuse;
         let start = out.len();
-        let workers = crate::kernels::cpu::workers::threads() > 1 && !crate::kernels::cpu::workers::is_alone();
-        let how = workers.then(|| self.sharing.next()).flatten();
-        let t0 = how.filter(|h| h.timed).map(|_| std::time::Instant::now());
         // (a run inside another's, as a loop's body at each iteration,
         // uses the enclosing run's bin: its results die there, and this
         // bin keeps no handle on them, which made every iteration clone
         // its results and kept the last ones from being written in place)
         let nested = recycle::active();
         let done = bin.scope(|| {
-            let mut run = || self.run_with(g, args, slots, [&mut *ins, &mut *ins2], sides, out);
-            let done = match how {
-                Some(h) if h.alone => crate::kernels::cpu::workers::alone(run),
-                _ => run(),
+            let run = || self.run_with(g, args, slots, [&mut *ins, &mut *ins2], sides, out);
+            let done = match alone {
+                true => crate::kernels::cpu::workers::alone(run),
+                false => run(),
             };
             // (the returned values' handles in the slots go, so that the
             // caller's handles are the only ones but the bin's)
@@ -207,14 +262,8 @@ impl Plan {
             ins2.clear();
             done
         });
-        if done.is_ok() {
-            if !nested {
-                bin.returned(&out[start..]);
-            }
-            if let Some(h) = how {
-                let ns = t0.map_or(0, |t| t.elapsed().as_nanos() as u64);
-                self.sharing.record(h, ns);
-            }
+        if done.is_ok() && !nested {
+            bin.returned(&out[start..]);
         }
         done
     }
@@ -231,6 +280,10 @@ impl Plan {
     /// A run in slots of its own (none of the last run's memory).
     pub(crate) fn run_fresh(&self, g: &Graph, args: &[Tensor], out: &mut Vec<Tensor>) -> Result<()> {
         let fresh = [&mut Vec::new(), &mut Vec::new()];
+        let args = Args {
+            moved: &mut Vec::new(),
+            borrowed: [args, &[]],
+        };
         self.run_with(g, args, &mut Vec::new(), fresh, &mut Vec::new(), out)
     }
 
@@ -240,23 +293,32 @@ impl Plan {
     fn run_with(
         &self,
         g: &Graph,
-        args: &[Tensor],
+        args: Args<'_>,
         slots: &mut Vec<Option<Tensor>>,
         [ins, ins2]: [&mut Vec<Tensor>; 2],
         sides: &mut Vec<Bin>,
         out: &mut Vec<Tensor>,
     ) -> Result<()> {
-        if args.len() != self.inputs.len() {
+        let [a, b] = args.borrowed;
+        let n_args = args.moved.len() + a.len() + b.len();
+        if n_args != self.inputs.len() {
             return Err(Error::invalid(
                 "function",
-                format!("the graph takes {} inputs, got {}", self.inputs.len(), args.len()),
+                format!("the graph takes {} inputs, got {n_args}", self.inputs.len()),
             ));
         }
         slots.clear();
         slots.resize(self.n_slots, None);
-        for (&v, a) in self.inputs.iter().zip(args) {
-            slots[v as usize] = Some(a.clone());
+        let first = args.moved.len() as u32;
+        for (&v, a) in self.inputs.iter().zip(args.moved.drain(..)) {
+            slots[v as usize] = Some(a);
         }
+        let args = Borrowed {
+            arg_of: &self.arg_of,
+            first,
+            args: [a, b],
+        };
+        let args = &args;
         let mut i = 0;
         while i < self.steps.len() {
             let (node, step) = (&g.nodes[i], &self.steps[i]);
@@ -282,7 +344,7 @@ impl Plan {
                 // the pair one node after the other (timed on a trial run)
                 for (node, step) in g.nodes[i..i + 2].iter().zip(&self.steps[i..i + 2]) {
                     let p0 = profile::start();
-                    run_one(g, node, step, slots, ins)?;
+                    run_one(g, node, step, slots, args, ins)?;
                     profile::record(p0, || profile::label(&node.op), first_shape(g, node));
                 }
                 if let (Some(t), Some(t0)) = (trial, t0) {
@@ -293,9 +355,9 @@ impl Plan {
             }
             if together {
                 let p0 = profile::start();
-                fetch(step, slots, ins)?;
+                fetch(step, slots, args, ins)?;
                 let (next, step2) = (&g.nodes[i + 1], &self.steps[i + 1]);
-                fetch(step2, slots, ins2)?;
+                fetch(step2, slots, args, ins2)?;
                 let (a, b) = (&node.op, &next.op);
                 let (x, y): (&[Tensor], &[Tensor]) = (ins, ins2);
                 // each task makes its outputs in the buffers of the last
@@ -340,12 +402,14 @@ impl Plan {
                 continue;
             }
             let t0 = profile::start();
-            run_one(g, node, step, slots, ins)?;
+            run_one(g, node, step, slots, args, ins)?;
             profile::record(t0, || profile::label(&node.op), first_shape(g, node));
             i += 1;
         }
-        for &o in self.outputs.iter() {
-            let t = slots[o as usize].clone();
+        for (&o, &take) in self.outputs.iter().zip(&self.take_output) {
+            let s = &mut slots[o as usize];
+            let t = if take { s.take() } else { s.clone() };
+            let t = t.or_else(|| args.get(o));
             out.push(t.ok_or_else(|| Error::invalid("function", format!("output %{o} is never made")))?);
         }
         Ok(())
@@ -382,8 +446,15 @@ fn output_bytes<'a>(
 
 /// Runs one node (not as part of a pair): its operands from their slots
 /// (through `ins`), its results into them.
-fn run_one(g: &Graph, node: &Node, step: &Step, slots: &mut [Option<Tensor>], ins: &mut Vec<Tensor>) -> Result<()> {
-    fetch(step, slots, ins)?;
+fn run_one(
+    g: &Graph,
+    node: &Node,
+    step: &Step,
+    slots: &mut [Option<Tensor>],
+    args: &Borrowed<'_>,
+    ins: &mut Vec<Tensor>,
+) -> Result<()> {
+    fetch(step, slots, args, ins)?;
     // (a fused node on a GPU runs its CUDA kernel, through its op)
     let outs: Outs = match fused_program(&node.op) {
         Some(p) if ins.iter().all(|t| t.device_buffer().is_none()) => p.run_in_place(ins),
@@ -394,15 +465,87 @@ fn run_one(g: &Graph, node: &Node, step: &Step, slots: &mut [Option<Tensor>], in
     store(node, step, outs, ins, slots)
 }
 
-/// Takes a step's operands from their slots into `ins`.
-fn fetch(step: &Step, slots: &mut [Option<Tensor>], ins: &mut Vec<Tensor>) -> Result<()> {
+/// Takes a step's operands from their slots (a borrowed input from the
+/// caller's list) into `ins`.
+fn fetch(step: &Step, slots: &mut [Option<Tensor>], args: &Borrowed<'_>, ins: &mut Vec<Tensor>) -> Result<()> {
     ins.clear();
     for r in step.reads.iter() {
         let s = &mut slots[r.slot as usize];
         let t = if r.last { s.take() } else { s.clone() };
+        let t = t.or_else(|| args.get(r.slot));
         ins.push(t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?);
     }
     Ok(())
+}
+
+/// A run's inputs: the first ones given by value (moved into their slots,
+/// and out of them at their last read: a buffer the caller gave up may be
+/// written in place), then the others, borrowed (from two lists, one after
+/// the other).
+pub struct Args<'a> {
+    /// the first inputs (the vector is left empty)
+    pub moved: &'a mut Vec<Tensor>,
+    /// the other inputs
+    pub borrowed: [&'a [Tensor]; 2],
+}
+
+/// A run's borrowed inputs, read where they are: never put in a slot, so
+/// that an input no node reads costs nothing (a loop's condition reads one
+/// of the loop's many inputs), and one read once is cloned once.
+struct Borrowed<'a> {
+    /// per slot, the graph input it is (`u32::MAX`: none)
+    arg_of: &'a [u32],
+    /// the first borrowed input's number
+    first: u32,
+    args: [&'a [Tensor]; 2],
+}
+
+impl Borrowed<'_> {
+    /// The borrowed input in `slot`, if it is one.
+    #[inline]
+    fn get(&self, slot: u32) -> Option<Tensor> {
+        let k = self.arg_of[slot as usize].checked_sub(self.first)? as usize;
+        let [a, b] = self.args;
+        match k.checked_sub(a.len()) {
+            None => a.get(k).cloned(),
+            Some(k) => b.get(k).cloned(),
+        }
+    }
+}
+
+/// One caller's runs of a compiled graph one after another (a loop's
+/// iterations): the plan's slots, operand lists and bin taken once for all
+/// of them (a run of the plan elsewhere meanwhile, on another thread, runs
+/// in slots of its own), no trial of sharing (the runs go as the caller
+/// goes), and the inputs given as [`Args`]: the loop variables by value,
+/// the captures borrowed.
+pub struct Repeat<'a> {
+    exec: &'a Executable,
+    reuse: std::result::Result<std::sync::MutexGuard<'a, Reuse>, Box<Reuse>>,
+}
+
+impl<'a> Repeat<'a> {
+    /// Runs of `exec` (planned for the host: the caller runs a graph whose
+    /// inputs are on a device through [`Executable::run`]).
+    pub fn new(exec: &'a Executable) -> Repeat<'a> {
+        Repeat {
+            exec,
+            reuse: exec.plan.reuse.try_lock().map_err(|_| Box::default()),
+        }
+    }
+
+    /// One run on `args`; its outputs appended to `out`.
+    pub fn run(&mut self, args: Args<'_>, out: &mut Vec<Tensor>) -> Result<()> {
+        let reuse: &mut Reuse = match &mut self.reuse {
+            Ok(guard) => guard,
+            Err(own) => own,
+        };
+        let (plan, g) = (&self.exec.plan, &self.exec.graph);
+        #[cfg(target_arch = "x86_64")]
+        return crate::kernels::cpu::sgemm::split_small(|| plan.run_reusing(g, args, reuse, false, out));
+        #[cfg(not(target_arch = "x86_64"))]
+        plan.run_reusing(g, args, reuse, false, out)
+    }
 }
 
 /// Puts a node's results in their slots, and lets its operands go.
