@@ -623,15 +623,24 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
         // checkpoint included, is as without)
         let batch = random_batch(&corpus.train, cfg.batch_size, cfg.context, &mut Rng::new(cfg.seed + 2))?;
         let trained: Vec<Tensor> = vars.iter().map(|v| v.read()).collect();
+        let t = Instant::now();
         let (done, lines) =
             gradtape::function::compile::profile(|| (0..5).try_for_each(|_| traced_step.call(&batch).map(drop)));
+        // (the steps' wall time beside the time in their nodes: what is
+        // left is the executor's own, between the nodes)
+        let wall = t.elapsed().as_secs_f64() * 1e3 / 5.0;
         done?;
         for (v, w) in vars.iter().zip(&trained) {
             v.assign(w)?;
         }
-        // (the 25 kinds of node that took most time)
+        // (the 25 kinds of node that took most time, then the rest's sum)
         let text = gradtape::function::compile::report(&lines, 5);
+        println!("profiled steps: {wall:.2} ms a step, wall time");
         text.lines().take(26).for_each(|l| println!("{l}"));
+        if lines.len() > 25 {
+            let ms: f64 = lines[25..].iter().map(|l| l.total.as_secs_f64() * 1e3 / 5.0).sum();
+            println!("{ms:9.3} ms in the {} other kinds of node", lines.len() - 25);
+        }
     }
 
     // checkpoint: the weights, loaded back into a model built with other

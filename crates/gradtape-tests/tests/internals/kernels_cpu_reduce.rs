@@ -87,3 +87,23 @@ fn column_sums_split_over_the_threads_by_the_elements_read_keep_each_columns_ord
     assert_eq!(column_chunk(8, 64), 64);
     leading_sum(&[8, 64], 1);
 }
+
+#[test]
+fn column_sums_take_one_share_per_thread_in_blocks_of_1024_columns() {
+    // one share per thread (the widest stretch of each row), at least 16
+    // columns, a multiple of 16
+    let t = threads();
+    assert_eq!(
+        column_chunk(1024, 768),
+        768usize.div_ceil(t).max(16).next_multiple_of(16)
+    );
+    assert!(column_chunk(4096, 256) * t >= 256);
+    // shares wider than the kernel's 1024-column block, and not a
+    // multiple of it or of 16: each share's columns in blocks of 1024 and
+    // a remainder (with one thread, one share of 2600 columns), each
+    // column's sum bit for bit the fold in the rows' order
+    leading_sum(&[40, 2600], 1);
+    leading_sum(&[3, 13, 3001], 1);
+    // a share narrower than a block, over many rows
+    leading_sum(&[8192, 40], 1);
+}
