@@ -52,7 +52,7 @@ fn or_zeros(g: Option<Tensor>, shape: &[usize]) -> Tensor {
 }
 
 /// `h -> tanh(h w + x)` from `h = x` while the counter is below `n`.
-fn cell_loop(w: &Variable, x: &Tensor, n: &Tensor) -> Result<Tensor> {
+pub(crate) fn cell_loop(w: &Variable, x: &Tensor, n: &Tensor) -> Result<Tensor> {
     let out = while_loop(
         |v: &Vec<Tensor>| v[0].lt(n),
         |v: &Vec<Tensor>| Ok(vec![v[0].add_scalar(1.0)?, v[1].matmul(&w.read())?.add(x)?.tanh()?]),

@@ -15,7 +15,7 @@
 
 use gradtape::{function, while_loop, DType, GradientTape, Result, Tensor, Variable, WhileOptions};
 
-use super::loop_compiled::same;
+use super::loop_compiled::{cell_loop, same};
 
 /// `[rows, cols]` f64 of smooth values (more than 64 bytes: a buffer of
 /// its own, which a fused kernel may write in place).
@@ -98,13 +98,7 @@ fn rnn_grads(w: &Variable, x: &Tensor, n: &Tensor) -> Result<Vec<Tensor>> {
     let tape = GradientTape::persistent();
     let loss = tape.record(|| {
         tape.watch(x);
-        let out = while_loop(
-            |v: &Vec<Tensor>| v[0].lt(n),
-            |v: &Vec<Tensor>| Ok(vec![v[0].add_scalar(1.0)?, v[1].matmul(&w.read())?.add(x)?.tanh()?]),
-            vec![Tensor::scalar(0i64), x.clone()],
-            WhileOptions::default(),
-        )?;
-        out[1].square()?.mean_all()
+        cell_loop(w, x, n)?.square()?.mean_all()
     })?;
     let gw = tape.gradient(&loss, std::slice::from_ref(w))?[0].clone();
     let gx = tape.gradient(&loss, x)?;

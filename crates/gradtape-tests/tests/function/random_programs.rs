@@ -505,15 +505,17 @@ fn inputs(g: &mut Gen, dtype: DType, b: usize, n: usize, m: usize) -> Result<Vec
         .collect()
 }
 
+/// A run of a traced program on its inputs.
+type Call = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>;
+
 /// Runs the traced program, its training step and its gradient (`runs`),
-/// traced on `x`, once on NaN inputs of `x`'s shapes, and forgets what they
-/// give: every buffer
-/// those runs leave for the compiled graphs' next runs to reuse holds NaN
-/// (or what NaN gives), so a kernel that reads its output before writing
-/// it (`0·c + a·b`, an accumulation begun on the old contents) turns the
-/// calls checked after it to NaN, where old finite values would have
-/// been multiplied by 0 unseen.
-fn poison(x: &[Tensor], runs: &[&dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>]) {
+/// traced on `x`, once on NaN inputs of `x`'s shapes, and forgets what
+/// they give: every buffer those runs leave for the compiled graphs' next
+/// runs to reuse holds NaN (or what NaN gives), so a kernel that reads its
+/// output before writing it (`0·c + a·b`, an accumulation begun on the old
+/// contents) turns the calls checked after it to NaN, where old finite
+/// values would have been multiplied by 0 unseen.
+fn poison(x: &[Tensor], runs: &[&Call]) {
     let Ok(nan) = x.iter().map(|t| t.add_scalar(f64::NAN)).collect::<Result<Vec<_>>>() else {
         return;
     };

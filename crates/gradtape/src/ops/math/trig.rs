@@ -25,7 +25,8 @@ fn one_minus_sq(x: &Tensor) -> Result<Tensor> {
     let sq = x.square()?.neg()?.add_scalar(1.0)?;
     let exact = x.neg()?.add_scalar(1.0)?.mul(&x.add_scalar(1.0)?)?;
     let near = x.abs()?.lt_scalar(2.0)?;
-    let correction = Tensor::where_(&near, &exact.sub(&sq)?, &Tensor::zeros(x.shape(), x.dtype()))?;
+    let zeros = Tensor::zeros_on(x.shape(), x.dtype(), x.device())?;
+    let correction = Tensor::where_(&near, &exact.sub(&sq)?, &zeros)?;
     sq.add(&correction.stop_gradient())
 }
 
