@@ -506,7 +506,7 @@ fn inputs(g: &mut Gen, dtype: DType, b: usize, n: usize, m: usize) -> Result<Vec
 }
 
 /// A run of a traced program on its inputs.
-type Call = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>;
+type Call<'a> = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + 'a;
 
 /// Runs the traced program, its training step and its gradient (`runs`),
 /// traced on `x`, once on NaN inputs of `x`'s shapes, and forgets what
@@ -515,7 +515,7 @@ type Call = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>>;
 /// output before writing it (`0·c + a·b`, an accumulation begun on the old
 /// contents) turns the calls checked after it to NaN, where old finite
 /// values would have been multiplied by 0 unseen.
-fn poison(x: &[Tensor], runs: &[&Call]) {
+fn poison(x: &[Tensor], runs: &[&Call<'_>]) {
     let Ok(nan) = x.iter().map(|t| t.add_scalar(f64::NAN)).collect::<Result<Vec<_>>>() else {
         return;
     };
