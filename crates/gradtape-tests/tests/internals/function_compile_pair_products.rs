@@ -145,37 +145,45 @@ fn bits(ts: &[Tensor]) -> Vec<Vec<u32>> {
         .collect()
 }
 
+/// (The balance is timed: a neighbour that takes a core during the two
+/// timed runs can make twins look unbalanced, so a fresh plan is timed
+/// again, up to three times, before the test fails.)
 #[test]
 fn twin_products_are_decided_together_by_their_balance_with_the_sequential_bits() {
     let n = 384;
-    let (on, args) = twin_products(true, n);
-    let (off, _) = twin_products(false, n);
-    let trials: Vec<&PairTrial> = on.plan.steps.iter().filter_map(|s| s.paired.as_deref()).collect();
+    let (off, args) = twin_products(false, n);
     assert!(off.plan.steps.iter().all(|s| s.paired.is_none()));
     // eager products (split over the threads) and the sequential plan
     let eager = vec![args[0].matmul(&args[1]).unwrap(), args[0].matmul(&args[2]).unwrap()];
     let want = bits(&off.run(&args).unwrap());
     assert!(bits(&eager) == want, "the sequential plan differs from eager products");
-    if gradtape::__internals::kernels::cpu::workers::threads() == 1 {
-        assert!(trials.is_empty());
+    let mut imbalances = Vec::new();
+    for _attempt in 0..3 {
+        let (on, _) = twin_products(true, n);
+        let trials: Vec<&PairTrial> = on.plan.steps.iter().filter_map(|s| s.paired.as_deref()).collect();
+        if gradtape::__internals::kernels::cpu::workers::threads() == 1 {
+            assert!(trials.is_empty());
+            return;
+        }
+        assert_eq!(trials.len(), 1, "{}", on.graph);
+        for run in 0..1 + BALANCE_RUNS {
+            assert!(
+                bits(&on.run(&args).unwrap()) == want,
+                "run {run}: the paired plan's products differ"
+            );
+        }
+        let t = trials[0];
+        let imbalance = t.imbalance().expect("the balance runs timed the tasks");
+        if imbalance > BALANCED {
+            imbalances.push(imbalance);
+            continue;
+        }
+        assert_eq!(t.decision(), Some(true));
+        // no run went apart: the untimed first run and at most the balance runs
+        let started = t.runs.load(std::sync::atomic::Ordering::Relaxed);
+        assert!((2..=1 + BALANCE_RUNS).contains(&started), "{started} runs");
+        assert!(bits(&on.run(&args).unwrap()) == want);
         return;
     }
-    assert_eq!(trials.len(), 1, "{}", on.graph);
-    for run in 0..1 + BALANCE_RUNS {
-        assert!(
-            bits(&on.run(&args).unwrap()) == want,
-            "run {run}: the paired plan's products differ"
-        );
-    }
-    let t = trials[0];
-    let imbalance = t.imbalance().expect("the balance runs timed the tasks");
-    assert!(
-        imbalance <= BALANCED,
-        "twin products' tasks differ by {imbalance} (machine very busy?)"
-    );
-    assert_eq!(t.decision(), Some(true));
-    // no run went apart: the untimed first run and at most the balance runs
-    let started = t.runs.load(std::sync::atomic::Ordering::Relaxed);
-    assert!((2..=1 + BALANCE_RUNS).contains(&started), "{started} runs");
-    assert!(bits(&on.run(&args).unwrap()) == want);
+    panic!("twin products' tasks differed by {imbalances:?} in three plans (machine very busy?)");
 }
