@@ -94,3 +94,59 @@ fn prod_grad(name: &str, x: &[f64]) -> Vec<f64> {
         })
         .collect()
 }
+
+/// A NaN makes its segment's maximum (minimum) NaN wherever it stands in
+/// the segment: first, between numbers, or last, eagerly and traced, in
+/// the sorted and unsorted forms, as `max` over an axis does (JAX's
+/// `jax.ops.segment_max` and PyTorch's `segment_reduce` give the same;
+/// TensorFlow 2.21's segment kernels drop a NaN that opens a segment:
+/// `tf.math.segment_max([[nan], [0], [0]], [0, 0, 0])` is `[[0]]`).
+/// The segments without a NaN keep their numbers.
+#[test]
+fn a_nan_anywhere_in_a_segment_makes_its_extremum_nan() -> Result<()> {
+    let nan = f64::NAN;
+    // columns: NaN first, NaN in the middle, NaN last, no NaN
+    let x = Tensor::from_vec(
+        vec![
+            nan, 1.0, 2.0, 4.0, 0.0, nan, 3.0, -1.0, 0.0, 5.0, nan, 2.0, 7.0, 8.0, 9.0, 6.0,
+        ],
+        &[4, 4],
+    )?;
+    let sorted = Tensor::vector(&[0i64, 0, 0, 1]);
+    let unsorted = Tensor::vector(&[1i64, 1, 1, 0]);
+    type Op = fn(&Tensor, &Tensor) -> Result<Tensor>;
+    let ops: [(&str, Op); 4] = [
+        ("segment_max", |x, ids| x.segment_max(ids)),
+        ("segment_min", |x, ids| x.segment_min(ids)),
+        ("unsorted_segment_max", |x, ids| x.unsorted_segment_max(ids, 2)),
+        ("unsorted_segment_min", |x, ids| x.unsorted_segment_min(ids, 2)),
+    ];
+    for (name, op) in ops {
+        let ids = if name.starts_with("unsorted") {
+            unsorted.clone()
+        } else {
+            sorted.clone()
+        };
+        let (nan_row, one_row) = if name.starts_with("unsorted") { (1, 0) } else { (0, 1) };
+        let traced = {
+            let ids = ids.clone();
+            gradtape::function(move |x: &Tensor| op(x, &ids))
+        };
+        for (how, y) in [("eager", op(&x, &ids)?), ("traced", traced.call(&x)?)] {
+            let y = y.to_vec::<f64>()?;
+            let row = &y[nan_row * 4..nan_row * 4 + 4];
+            assert!(
+                row[..3].iter().all(|v| v.is_nan()),
+                "{name} {how}: {row:?}, want NaN in the first three columns"
+            );
+            let want_last = if name.ends_with("max") { 4.0 } else { -1.0 };
+            assert_eq!(row[3], want_last, "{name} {how}: the column without a NaN");
+            assert_eq!(
+                &y[one_row * 4..one_row * 4 + 4],
+                &[7.0, 8.0, 9.0, 6.0],
+                "{name} {how}: the one-row segment"
+            );
+        }
+    }
+    Ok(())
+}

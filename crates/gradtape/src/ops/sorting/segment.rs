@@ -352,7 +352,10 @@ impl Tensor {
         segment_reduce(SegmentKind::Prod, self, segment_ids, None)
     }
     /// Maxima per segment (see [`segment_sum`](Self::segment_sum); empty
-    /// segments are 0; ties share the gradient).
+    /// segments are 0; ties share the gradient). A NaN makes its segment's
+    /// maximum NaN, wherever it stands in the segment (as [`max`](Self::max),
+    /// JAX's and PyTorch's segment reductions; TensorFlow 2.21's segment
+    /// kernels keep or drop a NaN depending on where it stands).
     pub fn segment_max(&self, segment_ids: &Tensor) -> Result<Tensor> {
         segment_reduce(SegmentKind::Max, self, segment_ids, None)
     }
