@@ -31,6 +31,7 @@ mod f32_kernels;
 mod fft;
 mod half_blocks;
 mod image;
+mod linalg_scales;
 mod math_values;
 mod pow_scalar_forms;
 mod random_ops;

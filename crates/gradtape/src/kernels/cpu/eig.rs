@@ -4,16 +4,26 @@
 //! on large matrices, but simple and accurate to the last bits on the small
 //! and medium ones of scientific code), Householder QR, and the exponential
 //! by scaling and squaring with a degree-13 Padé approximant (Higham 2005).
+//!
+//! Jacobi sweeps and Householder reflections sum squares of the entries,
+//! which leave `f64`'s range for entries beyond about 1e±154 (a matrix of
+//! 1e-200s had singular values 0 and eigenvalues equal to its diagonal; one
+//! of 1e160s, NaN). The three decompositions first divide the matrix by the
+//! power of two nearest its largest magnitude ([`balanced`]) and multiply
+//! the eigenvalues, singular values and `R` back: exact, so that a matrix
+//! in the usual range gives the same bits as without the division.
 
 /// Eigenvalues (ascending) and eigenvectors (the columns of the row-major
 /// `n x n` result) of the symmetric matrix whose lower triangle is `a`'s
 /// (the upper triangle is not read, as LAPACK's `syevd` with 'L').
 pub fn eigh(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
+    let lower = (0..n).flat_map(|i| (0..=i).map(move |j| a[i * n + j]));
+    let scale = power_of_two_near(lower.fold(0.0, |b: f64, x| b.max(x.abs())));
     let mut m = vec![0.0; n * n];
     for i in 0..n {
         for j in 0..=i {
-            m[i * n + j] = a[i * n + j];
-            m[j * n + i] = a[i * n + j];
+            m[i * n + j] = a[i * n + j] / scale;
+            m[j * n + i] = a[i * n + j] / scale;
         }
     }
     let mut v = vec![0.0; n * n];
@@ -62,7 +72,7 @@ pub fn eigh(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&i, &j| m[i * n + i].total_cmp(&m[j * n + j]));
-    let vals = order.iter().map(|&i| m[i * n + i]).collect();
+    let vals = order.iter().map(|&i| m[i * n + i] * scale).collect();
     let mut vecs = vec![0.0; n * n];
     for (c, &i) in order.iter().enumerate() {
         // a deterministic sign: the largest entry of each vector positive
@@ -94,7 +104,7 @@ pub fn svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         return (s, v, u);
     }
     // columns of w (m x n) become orthogonal: w = a v
-    let mut w = a.to_vec();
+    let (mut w, scale) = balanced(a);
     let mut v = vec![0.0; n * n];
     for i in 0..n {
         v[i * n + i] = 1.0;
@@ -140,7 +150,7 @@ pub fn svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         .collect();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&i, &j| norms[j].total_cmp(&norms[i]));
-    let s: Vec<f64> = order.iter().map(|&j| norms[j]).collect();
+    let s: Vec<f64> = order.iter().map(|&j| norms[j] * scale).collect();
     let mut u = vec![0.0; m * n];
     let mut vs = vec![0.0; n * n];
     for (c, &j) in order.iter().enumerate() {
@@ -162,6 +172,24 @@ pub fn svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     }
     complete_zero_columns(&mut u, m, n, &s);
     (s, u, vs)
+}
+
+/// `a` divided by [`power_of_two_near`] its largest magnitude, and that
+/// power of two.
+fn balanced(a: &[f64]) -> (Vec<f64>, f64) {
+    let scale = power_of_two_near(a.iter().fold(0.0, |b: f64, x| b.max(x.abs())));
+    (a.iter().map(|x| x / scale).collect(), scale)
+}
+
+/// The power of two `2^e` with `2^e <= big < 2^(e+1)` (`e` at least -1022,
+/// so that dividing by it is exact); 1 for a `big` that is 0, infinite or
+/// NaN (nothing to scale, or nothing a scale could save).
+fn power_of_two_near(big: f64) -> f64 {
+    if big == 0.0 || !big.is_finite() {
+        return 1.0;
+    }
+    let e = ((big.to_bits() >> 52) & 0x7ff) as i64 - 1023;
+    f64::from_bits(((e.max(-1022) + 1023) as u64) << 52)
 }
 
 /// Replaces the columns of `u` (`m x n`) that belong to zero singular
@@ -204,7 +232,7 @@ fn complete_zero_columns(u: &mut [f64], m: usize, n: usize, s: &[f64]) {
 /// `a_jj = 0`).
 pub fn qr(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
     let k = m.min(n);
-    let mut r = a.to_vec();
+    let (mut r, scale) = balanced(a);
     let mut vs: Vec<Vec<f64>> = Vec::with_capacity(k);
     for j in 0..k {
         let below = (j + 1..m).map(|i| r[i * n + j].powi(2)).sum::<f64>();
@@ -246,7 +274,7 @@ pub fn qr(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
     let mut rr = vec![0.0; k * n];
     for i in 0..k {
         for c in i..n {
-            rr[i * n + c] = r[i * n + c];
+            rr[i * n + c] = r[i * n + c] * scale;
         }
     }
     (q, rr)

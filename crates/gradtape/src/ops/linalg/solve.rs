@@ -8,7 +8,7 @@
 
 use super::super::desc::LinalgOp;
 use super::super::{bind, grads};
-use super::decomp::{broadcast_pair, from_f64s, host_f64s, square, square_mask};
+use super::decomp::{broadcast_pair, from_f64s, host_f64s, square};
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
@@ -60,8 +60,13 @@ impl Tensor {
                             } else {
                                 gb.matmul_with(&c, false, true)?
                             };
-                            let n = a.shape()[a.rank() - 1];
-                            full.neg()?.mul(&tri_mask(n, lower, a.dtype(), a.device())?)
+                            // (selected, not multiplied by a mask: the triangle
+                            // the solve never read gets 0 even where `full`
+                            // overflowed, as TensorFlow's `band_part`)
+                            let (below, above) = if lower { (-1, 0) } else { (0, -1) };
+                            full.neg()?
+                                .band_part(below, above)
+                                .map_err(|e| e.for_op("triangular_solve"))
                         })
                         .transpose()?;
                     Ok(grads![ga, Some(gb)])
@@ -180,15 +185,4 @@ impl Tensor {
 
 fn singular(op: &'static str, i: usize, shape: &[usize]) -> Error {
     Error::invalid(op, format!("matrix {i} of the batch (shape {shape:?}) is singular"))
-}
-
-/// `n x n` ones on and below (`lower`) or on and above the diagonal.
-fn tri_mask(n: usize, lower: bool, dtype: DType, device: crate::Device) -> Result<Tensor> {
-    square_mask("triangular_solve", n, dtype, device, |i, j| {
-        if (lower && j <= i) || (!lower && j >= i) {
-            1.0
-        } else {
-            0.0
-        }
-    })
 }
