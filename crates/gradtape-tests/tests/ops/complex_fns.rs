@@ -674,3 +674,101 @@ fn complex_pow_needs_one_dtype() {
     let e = z.cast(DType::C64).unwrap().pow(&z).expect_err("mixed complex dtypes");
     assert!(matches!(e, Error::DTypeMismatch { op: "pow", .. }), "{e:?}");
 }
+
+/// `sqrt`, `log` and `rsqrt` of complex numbers whose modulus overflows
+/// while the results do not: `|3e38 + 3e38i|` is past `f32`'s range, so
+/// `C64`'s square root was `inf` and its logarithm's real part `inf`
+/// (and `rsqrt` 0); the same near `f64`'s top for `C128`. The numbers are
+/// NumPy 2's (`np.sqrt`, `np.log`, `1 / np.sqrt` in `complex64` and
+/// `complex128`, C99's `csqrt`/`clog`), eagerly and traced.
+#[test]
+fn roots_and_logarithms_of_moduli_past_the_range_are_finite() -> Result<()> {
+    type Row = (&'static str, [(f64, f64); 3]);
+    let cases: [(DType, [(f64, f64); 3], f64, [Row; 3]); 2] = [
+        (
+            DType::C64,
+            [(3e38, 3e38), (-3e38, 1e38), (3e38, -3e38)],
+            2e-6,
+            [
+                (
+                    "sqrt",
+                    [
+                        (1.9029766711407542e19, 7.882387864409866e18),
+                        (2.8484877316490527e18, 1.7553173172839252e19),
+                        (1.9029766711407542e19, -7.882387864409866e18),
+                    ],
+                ),
+                (
+                    "log",
+                    [
+                        (88.94342041015625, 0.7853981852531433),
+                        (88.64952087402344, 2.8198421001434326),
+                        (88.94342041015625, -0.7853981852531433),
+                    ],
+                ),
+                (
+                    "rsqrt",
+                    [
+                        (4.485358760352663e-20, -1.857896608084257e-20),
+                        (9.007709296192638e-21, -5.550800670415921e-20),
+                        (4.485358760352663e-20, 1.857896608084257e-20),
+                    ],
+                ),
+            ],
+        ),
+        (
+            DType::C128,
+            [(1.5e308, 1.5e308), (-1.7e308, 1e308), (1e308, -1.7e308)],
+            1e-14,
+            [
+                (
+                    "sqrt",
+                    [
+                        (1.345607733249115e154, 5.5736897274590134e153),
+                        (3.6899071284491836e153, 1.3550476545737428e154),
+                        (1.2190792206275197e154, -6.9724755013252e153),
+                    ],
+                ),
+                (
+                    "log",
+                    [
+                        (709.9482473405542, 0.7853981633974483),
+                        (709.8754132209812, 2.609868586330988),
+                        (709.8754132209812, -1.039072259536091),
+                    ],
+                ),
+                (
+                    "rsqrt",
+                    [
+                        (6.343255686650054e-155, -2.6274625350107117e-155),
+                        (1.870857179273474e-155, -6.87036433321409e-155),
+                        (6.180977007333686e-155, 3.535185411142066e-155),
+                    ],
+                ),
+            ],
+        ),
+    ];
+    for (dtype, z, tol, rows) in cases {
+        let z = ct(&z).cast(dtype)?;
+        for (name, want) in rows {
+            let f: F = match name {
+                "sqrt" => |z| z.sqrt(),
+                "log" => |z| z.log(),
+                _ => |z| z.rsqrt(),
+            };
+            let traced = gradtape::function(move |z: &Tensor| f(z));
+            for (how, y) in [("eager", f(&z)?), ("traced", traced.call(&z)?)] {
+                let got = y.cast(DType::C128)?.to_vec::<C>()?;
+                for (g, &(re, im)) in got.iter().zip(&want) {
+                    let ok =
+                        |a: f64, b: f64| (a - b).abs() <= tol * b.abs().max(1e-300) || (a == 0.0 && b.abs() < 1e-300);
+                    assert!(
+                        ok(g.re, re) && ok(g.im, im),
+                        "{name} {dtype:?} {how}: {got:?}, NumPy {want:?}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -34,10 +34,18 @@ pub(crate) fn c_exp<T: Float>(z: Complex<T>) -> Complex<T> {
 }
 
 /// The principal logarithm `ln|z| + i arg z` (branch cut on the negative
-/// real axis, as TensorFlow and NumPy).
+/// real axis, as TensorFlow and NumPy). Where `|z|` overflows with finite
+/// parts (`3e38 + 3e38i` in `C64`), `ln|z/2| + ln 2`: the logarithm is
+/// finite (88.94 there, not infinite).
 #[inline]
 pub(crate) fn c_ln<T: Float>(z: Complex<T>) -> Complex<T> {
-    Complex::new(c_abs(z).ln(), c_arg(z))
+    let r = c_abs(z);
+    if r.is_infinite() && z.re.is_finite() && z.im.is_finite() {
+        let half = T::from_f64(0.5);
+        let re = c_abs(Complex::new(z.re * half, z.im * half)).ln() + T::from_f64(std::f64::consts::LN_2);
+        return Complex::new(re, c_arg(z));
+    }
+    Complex::new(r.ln(), c_arg(z))
 }
 
 /// `|z|`, without overflow for large parts.

@@ -6,8 +6,8 @@
 //! The formulas are chosen to stay finite where the result is: `tanh` uses
 //! Kahan's form and its limit `±1` for large real parts (where `sinh²`
 //! would overflow), `sqrt` takes the root of the larger of `(|z| ± re) / 2`
-//! (no cancellation) and follows the sign of a zero imaginary part, as
-//! C99's `csqrt`. Powers are `exp(p · ln z)` as TensorFlow computes them
+//! (no cancellation; of `z / 4`, doubled, where `|z|` nears the top of the
+//! range) and follows the sign of a zero imaginary part, as C99's `csqrt`. Powers are `exp(p · ln z)` as TensorFlow computes them
 //! (so `(-4)^0.5` is `1.2e-16 + 2i`, `0^0` is NaN), with `exp(-∞ + iy) = 0`.
 
 use super::elementwise::{map, zip};
@@ -29,6 +29,14 @@ pub fn c_sqrt<T: Float>(z: Complex<T>) -> Complex<T> {
     }
     let half = T::from_f64(0.5);
     let r = c_abs(z);
+    if !(r < T::max_value() * half) && z.re.is_finite() && z.im.is_finite() {
+        // `|z|` (or `|z| + |re|`) past the range while the root is not
+        // (`3e38 + 3e38i` in `C64` gave `inf`): the root of `z / 4`, doubled
+        // (both exact, by powers of two)
+        let (quarter, two) = (T::from_f64(0.25), T::from_f64(2.0));
+        let w = c_sqrt(Complex::new(z.re * quarter, z.im * quarter));
+        return Complex::new(w.re * two, w.im * two);
+    }
     if z.re >= zero {
         let t = ((r + z.re) * half).sqrt();
         Complex::new(t, z.im / (t + t))
