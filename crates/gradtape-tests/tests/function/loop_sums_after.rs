@@ -308,3 +308,35 @@ fn a_gradient_of_the_gradient_through_the_loop_is_right() -> Result<()> {
     close(&f.call(&xs)?, &rnn_second(&xs, &ws)?, 1e-10, "second order");
     Ok(())
 }
+
+/// `acc ← acc + h_{t+1}ᵀ h_t` beside `h_{t+1} = tanh(0.9 h_t + x_t)`: the
+/// stacked operands are a loop variable's entry value (a body input) and
+/// its next value (a body output already), which the body then returns
+/// twice.
+fn states(xs: &Tensor) -> Result<Vec<Tensor>> {
+    let n = xs.shape()[0];
+    let out = while_loop(
+        |v: &Vec<Tensor>| v[0].lt_scalar(n as f64),
+        |v: &Vec<Tensor>| {
+            let h = v[1].mul_scalar(0.9)?.add(&xs.gather(&v[0], 0)?)?.tanh()?;
+            let acc = v[2].add(&h.matmul_with(&v[1], true, false)?)?;
+            Ok(vec![v[0].add_scalar(1.0)?, h, acc])
+        },
+        vec![
+            Tensor::scalar(0i64),
+            filled(&[2, 8], 0.4, 0.5)?,
+            filled(&[8, 8], 0.8, 1.0)?,
+        ],
+        WhileOptions::default(),
+    )?;
+    Ok(out[1..].to_vec())
+}
+
+#[test]
+fn operands_that_are_loop_variables_are_stacked_too() -> Result<()> {
+    let xs = filled(&[6, 2, 8], 0.2, 1.0)?;
+    let f = function(states);
+    close(&f.call(&xs)?, &states(&xs)?, 1e-12, "states");
+    assert_eq!(taken(&f.concrete(&xs)?), (Some(1), true));
+    Ok(())
+}
