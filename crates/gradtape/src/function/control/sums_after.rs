@@ -51,6 +51,12 @@
 //! hidden and is never differentiated (a gradient differentiates the
 //! traced graph, whose loop carries its sums as written), so a gradient
 //! of any order is that of the loop as written.
+//!
+//! (So a loop keeps its sums where the graph it is a node of is not
+//! compiled: a step that differentiates a loop twice keeps the first
+//! gradient's history, whose shape varies, outside loops, and runs its
+//! top-level graph as traced; loops nested in a compiled body are
+//! rewritten when that body compiles.)
 
 use std::sync::Arc;
 
