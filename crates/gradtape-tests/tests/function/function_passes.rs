@@ -105,6 +105,7 @@ fn the_pass_list_names_every_pass_once_and_refuses_unknown_names() -> Result<()>
             "scale_into_update",
             "join_products",
             "stack_products",
+            "sums_after_loops",
             "transpose_once",
             "diag_matmul",
             "fuse",

@@ -43,6 +43,7 @@ mod loop_iterations;
 mod loop_kept_once;
 mod loop_residuals;
 mod loop_sizes;
+mod loop_sums_after;
 mod loops_growing_grads;
 mod loops_traced_vs_eager;
 mod nested_loop_effects;

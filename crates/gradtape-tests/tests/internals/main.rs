@@ -34,6 +34,7 @@ mod function_compile_pipeline;
 mod function_compile_residual_into_norm_grad;
 mod function_compile_sharing;
 mod function_compile_simplify;
+mod function_compile_sums_after_loops;
 mod function_control;
 mod function_jacobian;
 mod function_passes;

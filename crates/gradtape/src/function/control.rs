@@ -33,6 +33,11 @@
 //!   where nothing differentiated it keeps its history anyway when it
 //!   later runs under a tape that does (a loop in the body of a
 //!   differentiated loop: its draws become the outer loop's residuals).
+//!
+//! In a compiled graph, a loop variable that only accumulates products
+//! over rows (a backward loop's weight gradients, `dW ← dW + x_tᵀ dz_t`)
+//! is summed after the loop in one product over the stacked rows
+//! ([`sums_after`]).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -59,6 +64,7 @@ mod loop_grad;
 mod loop_sizes;
 mod ragged;
 mod residuals;
+mod sums_after;
 pub use branch::cond;
 use captures::{union, with_captures};
 pub(crate) use hoist::writes;
@@ -140,11 +146,12 @@ impl Sub {
         Ok(exec.as_ref())
     }
 
-    /// Whether the graph is static and returns these shapes.
-    fn returns_shapes(&self, shapes: &[&[usize]]) -> bool {
+    /// Whether the graph is static and returns these shapes, then
+    /// `extra` more values.
+    fn returns_shapes(&self, shapes: &[&[usize]], extra: usize) -> bool {
         let g = &self.graph;
         compile::is_static(g)
-            && g.outputs.len() == shapes.len()
+            && g.outputs.len() == shapes.len() + extra
             && g.outputs
                 .iter()
                 .zip(shapes)
@@ -320,6 +327,9 @@ pub struct Loop {
     last_count: std::sync::atomic::AtomicUsize,
     /// its bodies compiled with the condition fused in (see [`iterate`])
     fused: iterate::Fused,
+    /// the sums it carries that the compiler took out of it: its body
+    /// then returns the operands they stack (see [`sums_after`])
+    after: Option<sums_after::SumsAfter>,
 }
 
 impl WhileOp {
@@ -345,7 +355,8 @@ impl Loop {
             .iter()
             .map(|&v| &b.values[v as usize].shape[..])
             .collect();
-        compile::is_static(&self.cond.graph) && self.body.returns_shapes(&shapes)
+        let extra = self.after.as_ref().map_or(0, sums_after::SumsAfter::n_stacked);
+        compile::is_static(&self.cond.graph) && self.body.returns_shapes(&shapes, extra)
     }
 
     /// Loop variable `k`'s shape invariant, if any.
@@ -400,7 +411,8 @@ impl DynOp for WhileOp {
             let ids: Vec<TensorId> = inputs.iter().map(Tensor::id).collect();
             watched(&ids, &self.vars)
         };
-        if !self.keep_history && self.effects && crate::dispatch::differentiating() && watched_now() {
+        let rewritten = self.after.is_some();
+        if !self.keep_history && !rewritten && self.effects && crate::dispatch::differentiating() && watched_now() {
             let outs = bind_control(Arc::new(self.with_history(true)), inputs)?;
             return Ok(outs.into_iter().take(self.n_vars).collect());
         }
@@ -415,9 +427,12 @@ impl DynOp for WhileOp {
         writes(&self.cond.graph) || writes(&self.body.graph)
     }
     fn fmt_attrs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.max_iterations {
-            Some(m) => write!(f, "[max_iterations={m}]"),
-            None => Ok(()),
+        let max = self.max_iterations.map(|m| format!("max_iterations={m}"));
+        let after = self.after.as_ref().map(|a| format!("sums_after={}", a.n_sums()));
+        let attrs: Vec<String> = max.into_iter().chain(after).collect();
+        match attrs.is_empty() {
+            true => Ok(()),
+            false => write!(f, "[{}]", attrs.join(", ")),
         }
     }
     fn subgraphs(&self) -> Vec<(String, crate::ops::desc::Erased)> {
@@ -486,6 +501,8 @@ impl Control for WhileOp {
         // the loop variables, replaced at each iteration (see `iterate`)
         let body = res.map_or(&self.body, |r| &r.fwd);
         let mut it = iterate::Iterations::new(self, body, res.is_some(), inputs)?;
+        // (the operands of the sums taken out of the loop, stacked)
+        let mut stacks = self.after.as_ref().map(|a| a.stacks(hint));
         let mut count = 0usize;
         loop {
             if self.max_iterations.is_some_and(|m| count >= m) {
@@ -501,6 +518,11 @@ impl Control for WhileOp {
                 h.push(v)?;
             }
             let residuals = it.step()?;
+            if let Some(st) = &mut stacks {
+                for (h, v) in st.iter_mut().zip(residuals) {
+                    h.push(v)?;
+                }
+            }
             for (j, (h, v)) in history[kept..].iter_mut().zip(residuals).enumerate() {
                 if next_of.get(j).copied().flatten().is_none() {
                     h.push(v)?;
@@ -519,6 +541,10 @@ impl Control for WhileOp {
                     vars[k].shape()
                 ),
             ));
+        }
+        if let (Some(a), Some(st)) = (&self.after, stacks) {
+            self.last_count.store(count, Relaxed);
+            a.finish(st, &mut vars)?;
         }
         if self.keep_history {
             self.last_count.store(count, Relaxed);
@@ -563,7 +589,10 @@ impl Control for WhileOp {
     }
 
     fn rule(self: Arc<Self>, inputs: Vec<Tensor>, outputs: Vec<Tensor>) -> VjpFn {
-        optional_rule(move |cts, needs| self.backward(&inputs, &outputs, cts, needs))
+        optional_rule(move |cts, needs| {
+            self.not_rewritten()?;
+            self.backward(&inputs, &outputs, cts, needs)
+        })
     }
 }
 
@@ -712,6 +741,7 @@ where
             max_iterations: opts.max_iterations,
             last_count: Default::default(),
             fused: Default::default(),
+            after: None,
         }),
         keep_history: keep,
     };

@@ -35,7 +35,10 @@
 //!    the steps of a loop) becomes one product of operands joined along
 //!    the shared dimension. `stack_products` — products of many left
 //!    operands by one right operand (an RNN's `x_t W`) become one product,
-//!    sliced (bit for bit).
+//!    sliced (bit for bit). `sums_after_loops` — a sum a `while_loop`
+//!    carries (its gradient's `dW ← dW + x_tᵀ dz_t`) is taken out of it: the
+//!    loop stacks the operands, and one product over all their rows after
+//!    the iterations gives the sum.
 //! 6. `transpose_once` — a weight read transposed by many small products
 //!    (an RNN's `g Uᵀ` at every step) is transposed once, and the products
 //!    read the copy as is.
@@ -148,6 +151,7 @@ pub(crate) mod scale_into_update;
 pub(crate) mod share_im2col;
 pub(crate) mod sharing;
 pub(crate) mod simplify;
+pub(crate) mod sums_after_loops;
 pub(crate) mod transpose_once;
 
 pub use pipeline::CompileOptions;

@@ -18,7 +18,7 @@
 use super::{
     concat_of_reshapes, diag_matmul, fold, fuse, grads_into_concat, hoist_reductions, join_products, merge_reads,
     pads_to_concat, pair_products, pool_argmax, remat, residual_into_norm_grad, scale_into_update, share_im2col,
-    simplify, transpose_once, CompileStats,
+    simplify, sums_after_loops, transpose_once, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -45,7 +45,7 @@ pub struct PassCx {
 /// `pool_argmax`, `share_im2col`), plan for the CPU's threads and caches
 /// (`pair_products`, `hoist_reductions`, `transpose_once`), or make host
 /// tensors or ops a GPU may not have (`fold`'s host constants,
-/// `pads_to_concat`, `concat_of_reshapes`, `grads_into_concat`, `join_products`,
+/// `pads_to_concat`, `concat_of_reshapes`, `grads_into_concat`, `join_products`, `sums_after_loops`,
 /// `stack_products`).
 pub(crate) const GPU_PASSES: [&str; 5] = ["simplify", "merge_reads", "cse", "dce", "fuse"];
 
@@ -61,7 +61,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 20] = [
+pub(crate) static PASSES: [Pass; 21] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -132,6 +132,11 @@ pub(crate) static PASSES: [Pass; 20] = [
         name: "stack_products",
         run: join_products::run_stack,
         stat: Some(|s| &mut s.stacked),
+    },
+    Pass {
+        name: "sums_after_loops",
+        run: sums_after_loops::run,
+        stat: None,
     },
     Pass {
         name: "transpose_once",

@@ -76,7 +76,7 @@ impl DynOp for CondOp {
             .iter()
             .map(|&o| &a.graph.values[o as usize].shape[..])
             .collect();
-        a.returns_shapes(&shapes) && b.returns_shapes(&shapes)
+        a.returns_shapes(&shapes, 0) && b.returns_shapes(&shapes, 0)
     }
 }
 
