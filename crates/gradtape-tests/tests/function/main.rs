@@ -23,6 +23,7 @@ mod function_compile;
 mod function_diag;
 mod function_errors;
 mod function_fuse;
+mod function_fuse_plan;
 mod function_fuse_views;
 mod function_join;
 mod function_loops;
