@@ -38,6 +38,7 @@ mod function_watch;
 mod function_wins;
 mod half_fusion;
 mod half_traced_vs_eager;
+mod lent_operands;
 mod loop_compiled;
 mod loop_history;
 mod loop_iterations;

@@ -397,41 +397,42 @@ impl Program {
             // op loops are compiled for AVX2 or AVX-512)
             let blocked = with_simd(
                 #[inline(always)]
-                || self.run_task::<T>(plan, &srcs, (outs, direct), parts, &mut sums, (rows, cols), c),
+                || self.run_task::<T>(plan, &srcs, (outs, direct), parts, &mut sums, c),
             );
             (sums.iter().map(lanes_total).collect(), blocked)
         };
         let min_task = plan.min_task;
         let parallel = self.len >= 2 * min_task && workers::threads() > 1;
-        // (two inline: a run of one task, most small kernels', moves no
-        // list of sixteen tasks' results)
-        let mut partials: smallvec::SmallVec<[(smallvec::SmallVec<[f64; 2]>, Partials); 2]> =
-            if parallel && rows > 1 && cols >= 2 * COLUMNS {
-                // columns (of every row): as many tasks as hold `COLUMNS`
-                // and `min_task` elements each, their bounds on
-                // multiples of 16 (a cache line of `f32`)
-                let n_tasks = (cols / COLUMNS)
-                    .min(self.len / min_task)
-                    .clamp(1, workers::threads() * 4);
-                let bound = |t: usize| {
-                    if t == n_tasks {
-                        cols
-                    } else {
-                        t * cols / n_tasks / 16 * 16
-                    }
-                };
-                workers::map_small(n_tasks, |t| task(bound(t)..bound(t + 1)))
-                    .into_iter()
-                    .collect()
-            } else if parallel && rows == 1 && cols > unit {
-                let per = (cols / (workers::threads() * 4)).max(min_task).next_multiple_of(unit);
-                let n_tasks = cols.div_ceil(per);
-                workers::map_small(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)))
-                    .into_iter()
-                    .collect()
-            } else {
-                smallvec::smallvec![task(0..cols)]
+        // (a run of one task, most small kernels', in a list of one: no
+        // list of sixteen tasks' results made and moved; the tasks' list
+        // inline as it was, with no allocation)
+        type Results = (smallvec::SmallVec<[f64; 2]>, Partials);
+        let (mut many, mut one): (smallvec::SmallVec<[Results; 16]>, [Results; 1]);
+        let partials: &mut [Results] = if parallel && rows > 1 && cols >= 2 * COLUMNS {
+            // columns (of every row): as many tasks as hold `COLUMNS`
+            // and `min_task` elements each, their bounds on
+            // multiples of 16 (a cache line of `f32`)
+            let n_tasks = (cols / COLUMNS)
+                .min(self.len / min_task)
+                .clamp(1, workers::threads() * 4);
+            let bound = |t: usize| {
+                if t == n_tasks {
+                    cols
+                } else {
+                    t * cols / n_tasks / 16 * 16
+                }
             };
+            many = workers::map_small(n_tasks, |t| task(bound(t)..bound(t + 1)));
+            &mut many[..]
+        } else if parallel && rows == 1 && cols > unit {
+            let per = (cols / (workers::threads() * 4)).max(min_task).next_multiple_of(unit);
+            let n_tasks = cols.div_ceil(per);
+            many = workers::map_small(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)));
+            &mut many[..]
+        } else {
+            one = [task(0..cols)];
+            &mut one[..]
+        };
         // blocked reductions: the tasks' partial results, in order
         for (k, (b, n)) in zip(0.., &mut rbufs[..]) {
             let from: smallvec::SmallVec<[&[f64]; 16]> = partials.iter().filter_map(|(_, p)| p[k].as_deref()).collect();
@@ -518,7 +519,7 @@ impl Program {
     }
 
     /// Runs the program over the columns `c` of every row of the group
-    /// viewed as `rows x cols` (see [`layout`](Self::layout)), writing
+    /// viewed as `rows x cols` (the call plan's `layout`), writing
     /// the outputs' elements there (the `direct` stores' registers
     /// written there) and adding to `sums`.
     /// Returns the partial results of its blocked reductions.
@@ -530,9 +531,9 @@ impl Program {
         (outs, direct): (&[SendPtr<T>], &[(Reg, u16)]),
         parts: &[SendPtr<T>],
         sums: &mut [Lanes],
-        (rows, cols): (usize, usize),
         c: std::ops::Range<usize>,
     ) -> smallvec::SmallVec<[Option<Vec<f64>>; 2]> {
+        let (rows, cols, _) = plan.layout;
         // whole rows are one run of elements
         let whole = rows == 1 || c.len() == cols;
         let (first, seg, n_segs) = if rows == 1 {
@@ -564,7 +565,7 @@ impl Program {
         // per gather instruction (by its index in the body), its broadcast
         // input's repeats (see `periodic`); only gathers have an entry, so
         // that a long body allocates no list at each task
-        let repeats: smallvec::SmallVec<[(usize, Vec<T>, usize); 2]> = (plan.gathers.iter())
+        let repeats: List<(usize, Vec<T>, usize)> = (plan.gathers.iter())
             .filter_map(|&(k, input, q, p)| {
                 // SAFETY: as for `Instr::Gather` below
                 periodic(unsafe { srcs[input as usize].as_slice() }, q, p, stride).map(|(v, period)| (k, v, period))

@@ -93,18 +93,26 @@ impl Program {
     /// output (each chunk of the input is read into a register before the
     /// same chunk of the output is written).
     pub fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<super::Outs> {
+        self.run_in_place_lent(inputs, 0)
+    }
+
+    /// [`run_in_place`](Self::run_in_place) where the inputs marked in
+    /// `lent` (bit `k`: input `k`) are handles that do not count (the
+    /// executor's, see `exec::Operands`): held by something else although
+    /// they look held alone, so no output is written into them.
+    pub fn run_in_place_lent(&self, inputs: &mut [Tensor], lent: u64) -> Result<super::Outs> {
         self.check_inputs(inputs)?;
         match self.dtype {
             DType::F32 => {
                 let mut fresh = None;
                 let plan = self.prepared(&mut fresh);
-                let donors = self.donors::<f32>(plan, inputs);
+                let donors = self.donors::<f32>(plan, inputs, lent);
                 self.run_typed::<f32>(plan, inputs, &donors)
             }
             DType::F64 => {
                 let mut fresh = None;
                 let plan = self.prepared(&mut fresh);
-                let donors = self.donors::<f64>(plan, inputs);
+                let donors = self.donors::<f64>(plan, inputs, lent);
                 self.run_typed::<f64>(plan, inputs, &donors)
             }
             // (into new buffers: see `half`)
@@ -149,7 +157,7 @@ impl Program {
     /// Per elementwise output that can be written in place: the output's
     /// number among the elementwise outputs, the input, the input's
     /// elements. Taking an input's elements here gives it a fresh id.
-    fn donors<T: Lane>(&self, plan: &Prepared, inputs: &mut [Tensor]) -> smallvec::SmallVec<[Donor<T>; 2]> {
+    fn donors<T: Lane>(&self, plan: &Prepared, inputs: &mut [Tensor], lent: u64) -> smallvec::SmallVec<[Donor<T>; 2]> {
         let mut donors = smallvec::SmallVec::new();
         // tiny tensors hold their elements inline, in the handle: left alone
         if self.len == 1 || self.len * std::mem::size_of::<T>() <= 64 {
@@ -161,7 +169,8 @@ impl Program {
         for (out, candidates) in plan.donor_stores.iter() {
             for &(i, fixed) in candidates.iter() {
                 let i = i as usize;
-                if taken[i] || inputs[i].shape() != &self.shape[..] {
+                let lent = i < 64 && lent >> i & 1 == 1;
+                if lent || taken[i] || inputs[i].shape() != &self.shape[..] {
                     continue;
                 }
                 if let Some(v) = inputs[i].unique_values_mut::<T>()

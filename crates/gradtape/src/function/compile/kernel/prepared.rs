@@ -3,8 +3,8 @@
 //!
 //! A run of a [`Program`] used to scan the body several times before its
 //! first chunk: for its layout (which reductions it has), its sums, the
-//! stores whose register may be written in the output
-//! ([`Program::direct_stores`]), the inputs that may give an output their
+//! stores whose register may be written in the output (the direct
+//! stores), the inputs that may give an output their
 //! buffer and whether their registers may still read in place
 //! ([`Program::load_dies_before_store`]), the gathers to repeat, the
 //! reductions' folds, the elements a task takes. None of that depends on
@@ -27,13 +27,17 @@ use super::epilogue::{Axis, Fold};
 use super::{sums, Instr, Output, Program, Reg, Splat, CHUNK};
 use crate::kernels::cpu::PAR_MIN;
 
+/// The inputs that may give a store's output their buffer, in order, each
+/// with whether its register may still read it in place.
+pub(super) type Candidates = SmallVec<[(u16, bool); 4]>;
+
 /// A fused program's call plan (see the module doc).
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared {
     /// the sizes of the program it was made from: instructions, inputs,
     /// outputs, registers, elements
     made_for: [usize; 5],
-    /// how the elements are split into tasks (see `Program::layout`)
+    /// how the elements are split into tasks (see `Program::scan_layout`)
     pub(super) layout: (usize, usize, usize),
     /// the sums of all elements
     pub(super) n_sums: usize,
@@ -43,17 +47,18 @@ pub(crate) struct Prepared {
     pub(super) reduces: SmallVec<[(Fold, Axis); 2]>,
     /// the fewest elements a task takes (see `cost`)
     pub(super) min_task: usize,
-    /// per input: whether only loads read it (see `Program::loads_only`)
+    /// per input: whether only loads read it (see [`Program::loads_only`])
     pub(super) loads_only: SmallVec<[bool; 8]>,
     /// per store of an elementwise output, in the body's order: the
     /// output, and the inputs that may give it their buffer (of the
     /// group's length, never splatted, loaded once before the store), in
     /// order, each with whether its register may still read it in place
     /// (see `Program::load_dies_before_store`)
-    pub(super) donor_stores: SmallVec<[(u16, SmallVec<[(u16, bool); 4]>); 2]>,
+    pub(super) donor_stores: SmallVec<[(u16, Candidates); 2]>,
     /// the first store of each register that an op of the body wrote
     /// last: (register, output); those whose output has a fresh buffer
-    /// are written in place (see `Program::direct_stores`)
+    /// are written in place: the op writes the output's elements and the
+    /// store copies nothing
     pub(super) direct: SmallVec<[(Reg, u16); 4]>,
     /// per gather: its index in the body, input, repeat and period
     pub(super) gathers: SmallVec<[(usize, u16, usize, usize); 2]>,

@@ -47,7 +47,9 @@ impl Scratch for f32 {
     }
     fn local<R>(f: impl FnOnce(&mut Vec<Vec<f32>>) -> R) -> Option<R> {
         thread_local!(static MINE: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) });
-        MINE.try_with(|m| m.try_borrow_mut().ok().map(|mut m| f(&mut m))).ok().flatten()
+        MINE.try_with(|m| m.try_borrow_mut().ok().map(|mut m| f(&mut m)))
+            .ok()
+            .flatten()
     }
 }
 
@@ -58,7 +60,9 @@ impl Scratch for f64 {
     }
     fn local<R>(f: impl FnOnce(&mut Vec<Vec<f64>>) -> R) -> Option<R> {
         thread_local!(static MINE: RefCell<Vec<Vec<f64>>> = const { RefCell::new(Vec::new()) });
-        MINE.try_with(|m| m.try_borrow_mut().ok().map(|mut m| f(&mut m))).ok().flatten()
+        MINE.try_with(|m| m.try_borrow_mut().ok().map(|mut m| f(&mut m)))
+            .ok()
+            .flatten()
     }
 }
 
