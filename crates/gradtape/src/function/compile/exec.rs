@@ -28,6 +28,14 @@
 //! caller gave up can be written in place. The outputs are moved out of
 //! their slots (cloned only where one value is returned twice).
 //!
+//! **Lent operands.** A node reading a value that is not its last read
+//! (the value stays in its slot for a later node) or a borrowed input
+//! gets a handle that does not count, not a clone (`Operands`): a
+//! clone and its drop are two atomic operations, which for a small
+//! loop's iterations (an RNN step reading its weights, a count) cost a
+//! tenth of the time. The fused kernel, the one callee that writes into
+//! operands held alone, is told which are lent and writes into none.
+//!
 //! **Repeated runs.** A loop's iterations run one compiled body many times
 //! ([`Repeat`]): the plan's slots and bin are taken once for all of them,
 //! and they run as the enclosing run runs (no sharing trial of their own;
@@ -87,6 +95,10 @@ pub struct Read {
     /// the node is the value's last reader (and reads it no later in its
     /// own operand list): the value is moved out of its slot
     pub last: bool,
+    /// the node reads the value once (no other operand of it is the same
+    /// value): where the value stays in its slot (or is a borrowed input),
+    /// the node's operand is a lent handle (see `Operands`)
+    pub lend: bool,
 }
 
 /// One node's run.
@@ -155,7 +167,8 @@ impl Plan {
             for &v in node.inputs.iter().rev() {
                 let last = !returned[v as usize] && !read[v as usize];
                 read[v as usize] = true;
-                reads.push(Read { slot: v, last });
+                let lend = node.inputs.iter().filter(|&&w| w == v).count() == 1;
+                reads.push(Read { slot: v, last, lend });
             }
             reads.reverse();
             let writes = node
@@ -355,11 +368,12 @@ impl Plan {
             }
             if together {
                 let p0 = profile::start();
-                fetch(step, slots, args, ins)?;
+                // (cloned, not lent: a pair's products are large)
+                let mut ins = fetch(step, slots, args, ins, false)?;
                 let (next, step2) = (&g.nodes[i + 1], &self.steps[i + 1]);
-                fetch(step2, slots, args, ins2)?;
+                let mut ins2 = fetch(step2, slots, args, ins2, false)?;
                 let (a, b) = (&node.op, &next.op);
-                let (x, y): (&[Tensor], &[Tensor]) = (ins, ins2);
+                let (x, y): (&[Tensor], &[Tensor]) = (&ins.ins[..], &ins2.ins[..]);
                 // each task makes its outputs in the buffers of the last
                 // run's, lent by the run's bin, whichever thread runs it
                 if sides.len() < self.steps.len() {
@@ -390,9 +404,9 @@ impl Plan {
                     t.record_tasks(ta, tb);
                 }
                 let first = first.map_err(|e| e.at_node(|| node.describe(g)))?;
-                store(node, step, first, ins, slots)?;
+                store(node, step, first, &mut ins, slots)?;
                 let second = second.map_err(|e| e.at_node(|| next.describe(g)))?;
-                store(next, step2, second, ins2, slots)?;
+                store(next, step2, second, &mut ins2, slots)?;
                 let both = || format!("{} || {}", profile::label(a), profile::label(b));
                 profile::record(p0, both, first_shape(g, node));
                 if let (Some(t), Some(t0)) = (trial, t0) {
@@ -454,28 +468,119 @@ fn run_one(
     args: &Borrowed<'_>,
     ins: &mut Vec<Tensor>,
 ) -> Result<()> {
-    fetch(step, slots, args, ins)?;
+    let mut ins = fetch(step, slots, args, ins, true)?;
     // (a fused node on a GPU runs its CUDA kernel, through its op)
     let outs: Outs = match fused_program(&node.op) {
-        Some(p) if ins.iter().all(|t| t.device_buffer().is_none()) => p.run_in_place(ins),
-        _ => node.op.eval(ins).map(|o| o.into_iter().collect()),
+        Some(p) if ins.ins.iter().all(|t| t.device_buffer().is_none()) => {
+            p.run_in_place_lent(&mut ins.ins[..], ins.lent)
+        }
+        _ => node.op.eval(&ins.ins[..]).map(|o| o.into_iter().collect()),
     }
     // (the node described only when it failed)
     .map_err(|e| e.at_node(|| node.describe(g)))?;
-    store(node, step, outs, ins, slots)
+    store(node, step, outs, &mut ins, slots)
 }
 
 /// Takes a step's operands from their slots (a borrowed input from the
-/// caller's list) into `ins`.
-fn fetch(step: &Step, slots: &mut [Option<Tensor>], args: &Borrowed<'_>, ins: &mut Vec<Tensor>) -> Result<()> {
+/// caller's list) into `ins`: moved out at their last read, else lent
+/// where `lend` and the step reads the value once (see [`Operands`]),
+/// else cloned.
+fn fetch<'a>(
+    step: &Step,
+    slots: &mut [Option<Tensor>],
+    args: &Borrowed<'_>,
+    ins: &'a mut Vec<Tensor>,
+    lend: bool,
+) -> Result<Operands<'a>> {
     ins.clear();
-    for r in step.reads.iter() {
+    let mut ops = Operands { ins, lent: 0 };
+    for (k, r) in step.reads.iter().enumerate() {
+        let lend = lend && r.lend && k < 64;
         let s = &mut slots[r.slot as usize];
-        let t = if r.last { s.take() } else { s.clone() };
-        let t = t.or_else(|| args.get(r.slot));
-        ins.push(t.ok_or_else(|| Error::invalid("function", format!("value %{} read before it is made", r.slot)))?);
+        let t = match (r.last, s) {
+            (true, s) => s.take(),
+            (false, Some(t)) if lend => {
+                ops.lent |= 1 << k;
+                Some(lent(t))
+            }
+            (false, s) => s.clone(),
+        };
+        let t = match t {
+            Some(t) => t,
+            None => match args.get_ref(r.slot) {
+                Some(t) if lend => {
+                    ops.lent |= 1 << k;
+                    lent(t)
+                }
+                Some(t) => t.clone(),
+                // (the operands fetched so far go back as the guard drops)
+                None => {
+                    return Err(Error::invalid(
+                        "function",
+                        format!("value %{} read before it is made", r.slot),
+                    ))
+                }
+            },
+        };
+        ops.ins.push(t);
     }
-    Ok(())
+    Ok(ops)
+}
+
+/// A handle on `t`'s tensor that does not count as one: the same
+/// pointer, its reference count untouched. Only [`Operands`] holds such
+/// handles, and forgets them (never drops them).
+fn lent(t: &Tensor) -> Tensor {
+    // SAFETY: a bitwise copy of the handle (an `Arc` in a `ManuallyDrop`);
+    // `Operands` forgets it rather than dropping it, so the count stays
+    // right, and the tensor it points to is held by a slot or the caller's
+    // list until the node is done (see `Operands`).
+    unsafe { std::ptr::read(t) }
+}
+
+/// A node's operands while it runs. Those marked in `lent` are handles
+/// that do not count (see [`lent`]) on values that stay in their slots
+/// (read again by a later node, or returned) or are the caller's inputs:
+/// a clone and its drop had cost two atomic operations per such operand,
+/// a tenth of a small loop's iteration (an RNN step's weights, a loop's
+/// count). It is sound because:
+///
+/// - the value outlives the node: its slot is written once (by its
+///   node) and emptied only by its last read, a later node's, or at the
+///   end of the run; the caller's inputs live through the run;
+/// - the step reads it once ([`Read::lend`]), so no other operand of the
+///   node is the same handle moved out of its slot;
+/// - nothing takes a lent handle's count as its own: ops get `&[Tensor]`
+///   (a clone they make counts), and the fused kernel, which writes into
+///   inputs held alone, is told which are lent and writes into none of
+///   them ([`Program::run_in_place_lent`]);
+/// - a lent handle is never dropped: [`release`](Self::release) forgets
+///   it, and runs on every way out (the guard's drop: an error, a panic).
+struct Operands<'a> {
+    ins: &'a mut Vec<Tensor>,
+    /// bit `k`: operand `k` is lent
+    lent: u64,
+}
+
+impl Operands<'_> {
+    /// Lets the operands go: the lent ones forgotten, the others given to
+    /// the bin (a buffer no output took is free for the next node).
+    fn release(&mut self) {
+        let lent = std::mem::take(&mut self.lent);
+        for (k, t) in self.ins.drain(..).enumerate() {
+            if k < 64 && lent >> k & 1 == 1 {
+                std::mem::forget(t);
+            } else {
+                recycle::give(t);
+            }
+        }
+    }
+}
+
+impl Drop for Operands<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 /// A run's inputs: the first ones given by value (moved into their slots,
@@ -504,11 +609,17 @@ impl Borrowed<'_> {
     /// The borrowed input in `slot`, if it is one.
     #[inline]
     fn get(&self, slot: u32) -> Option<Tensor> {
+        self.get_ref(slot).cloned()
+    }
+
+    /// The borrowed input in `slot`, where it is.
+    #[inline]
+    fn get_ref(&self, slot: u32) -> Option<&Tensor> {
         let k = self.arg_of[slot as usize].checked_sub(self.first)? as usize;
         let [a, b] = self.args;
         match k.checked_sub(a.len()) {
-            None => a.get(k).cloned(),
-            Some(k) => b.get(k).cloned(),
+            None => a.get(k),
+            Some(k) => b.get(k),
         }
     }
 }
@@ -553,14 +664,12 @@ fn store(
     node: &crate::function::graph::Node,
     step: &Step,
     outs: Outs,
-    ins: &mut Vec<Tensor>,
+    ins: &mut Operands<'_>,
     slots: &mut [Option<Tensor>],
 ) -> Result<()> {
     // the operands go now: a buffer no output took is free for the
     // next node
-    for t in ins.drain(..) {
-        recycle::give(t);
-    }
+    ins.release();
     if outs.len() != step.writes.len() {
         return Err(Error::invalid(
             node.op.name(),

@@ -57,7 +57,6 @@ use crate::error::{Error, Result};
 use crate::kernels::cpu::lockstep::{copy, fill, zip, zip3};
 use crate::kernels::cpu::math::with_simd;
 use crate::kernels::cpu::workers::{self, SendPtr};
-use crate::kernels::cpu::PAR_MIN;
 use crate::ops::desc::{Binary, Unary};
 use crate::tensor::{alloc, DType, Float, Tensor};
 
@@ -70,6 +69,7 @@ mod display;
 pub(crate) mod epilogue;
 mod half;
 mod in_place;
+pub(crate) mod prepared;
 pub(crate) mod regs;
 mod rows;
 mod scalar;
@@ -81,6 +81,7 @@ use crate::ops::math::table::{binary, binary_run, unary_one, unary_run};
 use epilogue::{combine, gather, periodic, State};
 pub(crate) use epilogue::{Axis, Fold};
 use in_place::{Donor, Src};
+use prepared::Prepared;
 
 /// The element types a fused program runs on: the elementwise table's
 /// (`ops::math::table`, which defines each op's function once, for eager
@@ -273,8 +274,8 @@ impl Program {
     pub fn run(&self, inputs: &[Tensor]) -> Result<Outs> {
         self.check_inputs(inputs)?;
         match self.dtype {
-            DType::F32 => self.run_typed::<f32>(inputs, &[]),
-            DType::F64 => self.run_typed::<f64>(inputs, &[]),
+            DType::F32 => self.run_typed::<f32>(self.prepared(&mut None), inputs, &[]),
+            DType::F64 => self.run_typed::<f64>(self.prepared(&mut None), inputs, &[]),
             DType::F16 => self.run_half::<crate::tensor::f16>(inputs),
             DType::BF16 => self.run_half::<crate::tensor::bf16>(inputs),
             d => Err(Error::invalid("Fused", format!("no fused kernel for {d}"))),
@@ -305,71 +306,42 @@ impl Program {
         Ok(())
     }
 
-    /// How the elements are split into tasks: a `rows x cols` view of the
-    /// group, tasks owning ranges of columns (all rows), in multiples of
-    /// `unit` where there is one row. Without partial reductions, one row;
-    /// with a reduction over leading axes, its outputs are the columns
-    /// (each task folds its columns in row order; at least [`COLUMNS`]
-    /// each); over trailing axes, and blocked, tasks hold whole rows (of
-    /// the reduction's, a band of them for blocked).
-    fn layout(&self) -> (usize, usize, usize) {
-        let mut axes = self.body.iter().filter_map(|ins| match ins {
-            Instr::Reduce { axis, .. } => Some(*axis),
-            _ => None,
-        });
-        let Some(first) = axes.next() else {
-            return (1, self.len, CHUNK);
-        };
-        if axes.any(|a| a != first) {
-            // reductions of several kinds: one task, in element order
-            return (1, self.len, self.len.max(1));
-        }
-        match first {
-            Axis::Leading(p) => (self.len / p, p, 1),
-            Axis::Trailing(q) => (1, self.len, q),
-            // (tasks start on a band of rows: see `epilogue::BAND`)
-            Axis::Blocked(p) => (1, self.len, p * epilogue::BAND),
-        }
-    }
-
-    fn run_typed<T: Lane>(&self, inputs: &[Tensor], donors: &[Donor<T>]) -> Result<Outs> {
-        let partial = self.outputs.iter().any(|o| matches!(o, Output::Reduced(_)));
-        if self.len == 1 && !partial {
+    fn run_typed<T: Lane>(&self, plan: &Prepared, inputs: &[Tensor], donors: &[Donor<T>]) -> Result<Outs> {
+        if self.len == 1 && !plan.partial {
             return self.run_one::<T>(inputs);
         }
         // a donor's elements are read through its pointer only (the kernel
         // writes them): no reference to them is made while it runs
         let donor_of_input = |i: usize| donors.iter().find(|d| d.input == i);
-        // (a view with contiguous rows as its whole buffer: see `rows`)
-        let data: List<Option<rows::Read<'_, T>>> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| match donor_of_input(i) {
-                Some(_) => Ok(None),
-                None => self.read::<T>(i, t).map(Some),
-            })
-            .collect::<Result<_>>()?;
-        let srcs: List<Src<T>> = data
-            .iter()
-            .zip(inputs)
-            .enumerate()
-            .map(|(i, (d, _))| match (d, donor_of_input(i)) {
+        // (a view with contiguous rows as its whole buffer: see `rows`;
+        // pushed one by one, not collected through a `Result`, which
+        // moved the whole inline list once more)
+        let mut data: List<Option<rows::Read<'_, T>>> = List::new();
+        for (i, t) in inputs.iter().enumerate() {
+            data.push(match donor_of_input(i) {
+                Some(_) => None,
+                None => Some(self.read_as::<T>(plan.loads_only[i], t)?),
+            });
+        }
+        let mut srcs: List<Src<'_, T>> = List::new();
+        for (i, d) in data.iter().enumerate() {
+            srcs.push(match (d, donor_of_input(i)) {
                 (Some((d, rows)), _) => Src {
                     ptr: d.as_ptr(),
                     len: d.len(),
                     fixed: true,
-                    rows: *rows,
+                    rows: rows.as_ref(),
                 },
                 (None, Some(dn)) => Src {
                     ptr: dn.ptr.get() as *const T,
                     len: self.len,
-                    fixed: self.load_dies_before_store(i, dn.out),
+                    fixed: dn.fixed,
                     rows: None,
                 },
                 (None, None) => unreachable!("an input without elements has a donor"),
-            })
-            .collect();
-        let n_sums = self.outputs.iter().filter(|o| matches!(o, Output::Sum(_))).count();
+            });
+        }
+        let n_sums = plan.n_sums;
         // elementwise outputs of `len`, and partial reductions
         let mut ebufs: List<_> = List::new();
         let mut rbufs: List<_> = List::new();
@@ -407,10 +379,14 @@ impl Program {
             })
             .collect();
         let parts: List<SendPtr<T>> = rbufs.iter_mut().map(|b| SendPtr(b.0.as_mut_ptr())).collect();
-        let direct = self.direct_stores(|k| ebufs[k].is_some());
+        // the stores written in place: their output's buffer is fresh
+        let direct: smallvec::SmallVec<[(Reg, u16); 4]> = (plan.direct.iter())
+            .filter(|(_, out)| ebufs[*out as usize].is_some())
+            .copied()
+            .collect();
         let direct = &direct[..];
         let (outs, parts) = (&outs[..], &parts[..]);
-        let (rows, cols, unit) = self.layout();
+        let (rows, cols, unit) = plan.layout;
         type Partials = smallvec::SmallVec<[Option<Vec<f64>>; 2]>;
         let task = |c: std::ops::Range<usize>| -> (smallvec::SmallVec<[f64; 2]>, Partials) {
             let mut sums: smallvec::SmallVec<[Lanes; 2]> = smallvec::smallvec![[0.0; 8]; n_sums];
@@ -421,49 +397,47 @@ impl Program {
             // op loops are compiled for AVX2 or AVX-512)
             let blocked = with_simd(
                 #[inline(always)]
-                || self.run_task::<T>(&srcs, (outs, direct), parts, &mut sums, (rows, cols), c),
+                || self.run_task::<T>(plan, &srcs, (outs, direct), parts, &mut sums, c),
             );
             (sums.iter().map(lanes_total).collect(), blocked)
         };
-        // (half of `PAR_MIN` for cheap programs, fewer for costly ones: `cost`)
-        let min_task = self.min_task(PAR_MIN / 2);
+        let min_task = plan.min_task;
         let parallel = self.len >= 2 * min_task && workers::threads() > 1;
-        let mut partials: smallvec::SmallVec<[(smallvec::SmallVec<[f64; 2]>, Partials); 16]> =
-            if parallel && rows > 1 && cols >= 2 * COLUMNS {
-                // columns (of every row): as many tasks as hold `COLUMNS`
-                // and `min_task` elements each, their bounds on
-                // multiples of 16 (a cache line of `f32`)
-                let n_tasks = (cols / COLUMNS)
-                    .min(self.len / min_task)
-                    .clamp(1, workers::threads() * 4);
-                let bound = |t: usize| {
-                    if t == n_tasks {
-                        cols
-                    } else {
-                        t * cols / n_tasks / 16 * 16
-                    }
-                };
-                workers::map_small(n_tasks, |t| task(bound(t)..bound(t + 1)))
-            } else if parallel && rows == 1 && cols > unit {
-                let per = (cols / (workers::threads() * 4)).max(min_task).next_multiple_of(unit);
-                let n_tasks = cols.div_ceil(per);
-                workers::map_small(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)))
-            } else {
-                smallvec::smallvec![task(0..cols)]
+        // (a run of one task, most small kernels', in a list of one: no
+        // list of sixteen tasks' results made and moved; the tasks' list
+        // inline as it was, with no allocation)
+        type Results = (smallvec::SmallVec<[f64; 2]>, Partials);
+        let (mut many, mut one): (smallvec::SmallVec<[Results; 16]>, [Results; 1]);
+        let partials: &mut [Results] = if parallel && rows > 1 && cols >= 2 * COLUMNS {
+            // columns (of every row): as many tasks as hold `COLUMNS`
+            // and `min_task` elements each, their bounds on
+            // multiples of 16 (a cache line of `f32`)
+            let n_tasks = (cols / COLUMNS)
+                .min(self.len / min_task)
+                .clamp(1, workers::threads() * 4);
+            let bound = |t: usize| {
+                if t == n_tasks {
+                    cols
+                } else {
+                    t * cols / n_tasks / 16 * 16
+                }
             };
+            many = workers::map_small(n_tasks, |t| task(bound(t)..bound(t + 1)));
+            &mut many[..]
+        } else if parallel && rows == 1 && cols > unit {
+            let per = (cols / (workers::threads() * 4)).max(min_task).next_multiple_of(unit);
+            let n_tasks = cols.div_ceil(per);
+            many = workers::map_small(n_tasks, |t| task(t * per..((t + 1) * per).min(cols)));
+            &mut many[..]
+        } else {
+            one = [task(0..cols)];
+            &mut one[..]
+        };
         // blocked reductions: the tasks' partial results, in order
-        let folds: List<Fold> = self
-            .body
-            .iter()
-            .filter_map(|ins| match ins {
-                Instr::Reduce { fold, .. } => Some(*fold),
-                _ => None,
-            })
-            .collect();
         for (k, (b, n)) in zip(0.., &mut rbufs[..]) {
             let from: smallvec::SmallVec<[&[f64]; 16]> = partials.iter().filter_map(|(_, p)| p[k].as_deref()).collect();
             if !from.is_empty() {
-                combine(folds[k], &from, &mut spare(b, *n)[..]);
+                combine(plan.reduces[k].0, &from, &mut spare(b, *n)[..]);
             }
         }
         // the partial results' vectors go back to the free list
@@ -544,46 +518,22 @@ impl Program {
             .collect())
     }
 
-    /// The stores whose register may be written in the output's elements
-    /// (see [`Regs::target`]): per register, its first store, where the
-    /// output has a buffer of its own (`fresh`: not an input's, which a
-    /// register may still read) and an op of the body wrote the register
-    /// last (not a load, which reads in place, nor a splat). The op then
-    /// writes the output and the store copies nothing (a store had cost a
-    /// pass over the register, as much as the op it stores for a cheap op).
-    fn direct_stores(&self, fresh: impl Fn(usize) -> bool) -> smallvec::SmallVec<[(Reg, u16); 4]> {
-        let mut direct = smallvec::SmallVec::new();
-        let mut stored: smallvec::SmallVec<[Reg; 8]> = smallvec::SmallVec::new();
-        for (k, ins) in zip(0.., &self.body[..]) {
-            let Instr::Store { out, src } = *ins else { continue };
-            if stored.contains(&src) {
-                continue;
-            }
-            stored.push(src);
-            let writer = self.body[..k].iter().rev().find(|i| sums::operands(i).1.contains(&src));
-            let computed = writer.is_some_and(|w| !matches!(w, Instr::Load { .. } | Instr::Gather { .. }));
-            if computed && fresh(out as usize) {
-                direct.push((src, out));
-            }
-        }
-        direct
-    }
-
     /// Runs the program over the columns `c` of every row of the group
-    /// viewed as `rows x cols` (see [`layout`](Self::layout)), writing
+    /// viewed as `rows x cols` (the call plan's `layout`), writing
     /// the outputs' elements there (the `direct` stores' registers
     /// written there) and adding to `sums`.
     /// Returns the partial results of its blocked reductions.
     #[inline(always)]
     fn run_task<T: Lane>(
         &self,
-        srcs: &[Src<T>],
+        plan: &Prepared,
+        srcs: &[Src<'_, T>],
         (outs, direct): (&[SendPtr<T>], &[(Reg, u16)]),
         parts: &[SendPtr<T>],
         sums: &mut [Lanes],
-        (rows, cols): (usize, usize),
         c: std::ops::Range<usize>,
     ) -> smallvec::SmallVec<[Option<Vec<f64>>; 2]> {
+        let (rows, cols, _) = plan.layout;
         // whole rows are one run of elements
         let whole = rows == 1 || c.len() == cols;
         let (first, seg, n_segs) = if rows == 1 {
@@ -609,24 +559,16 @@ impl Program {
             };
             fill(regs.get_mut(*r, stride), v);
         }
-        let mut states: smallvec::SmallVec<[State<T>; 2]> = self
-            .body
-            .iter()
-            .filter_map(|ins| match *ins {
-                Instr::Reduce { fold, axis, .. } => Some(State::new(fold, axis, c.clone(), c.len() == cols)),
-                _ => None,
-            })
+        let mut states: smallvec::SmallVec<[State<T>; 2]> = (plan.reduces.iter())
+            .map(|&(fold, axis)| State::new(fold, axis, c.clone(), c.len() == cols))
             .collect();
         // per gather instruction (by its index in the body), its broadcast
         // input's repeats (see `periodic`); only gathers have an entry, so
         // that a long body allocates no list at each task
-        let repeats: List<(usize, Vec<T>, usize)> = (self.body.iter().enumerate())
-            .filter_map(|(k, ins)| match *ins {
+        let repeats: List<(usize, Vec<T>, usize)> = (plan.gathers.iter())
+            .filter_map(|&(k, input, q, p)| {
                 // SAFETY: as for `Instr::Gather` below
-                Instr::Gather { input, q, p, .. } => {
-                    periodic(unsafe { srcs[input as usize].as_slice() }, q, p, stride).map(|(v, period)| (k, v, period))
-                }
-                _ => None,
+                periodic(unsafe { srcs[input as usize].as_slice() }, q, p, stride).map(|(v, period)| (k, v, period))
             })
             .collect();
         // (the body inline here: registers and sums stay locals, which the

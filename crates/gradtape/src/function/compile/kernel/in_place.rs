@@ -1,7 +1,7 @@
 //! Fused kernels that write into their inputs' buffers: which input may
 //! give an output its buffer, and how inputs are read when one does.
 
-use super::{Instr, Lane, Program, Splat};
+use super::{Instr, Lane, Prepared, Program};
 use crate::error::{Error, Result};
 use crate::kernels::cpu::workers::SendPtr;
 use crate::tensor::{DType, Tensor};
@@ -9,7 +9,7 @@ use crate::tensor::{DType, Tensor};
 /// An input's elements, read through a raw pointer: an input whose buffer
 /// an output takes is written while the kernel reads it (each chunk loaded
 /// before the same chunk is stored), so no reference to them may live.
-pub(super) struct Src<T> {
+pub(super) struct Src<'a, T> {
     pub(super) ptr: *const T,
     pub(super) len: usize,
     /// a register loaded from the input may read its elements in place:
@@ -19,22 +19,22 @@ pub(super) struct Src<T> {
     pub(super) fixed: bool,
     /// for a view with contiguous rows, where they lie (`ptr` and `len`
     /// are then its whole buffer's; only loads read it: see [`super::rows`])
-    pub(super) rows: Option<super::rows::Rows>,
+    pub(super) rows: Option<&'a super::rows::Rows>,
 }
 
-impl<T> Clone for Src<T> {
+impl<T> Clone for Src<'_, T> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T> Copy for Src<T> {}
+impl<T> Copy for Src<'_, T> {}
 // SAFETY: the elements are only read, by the tasks of one kernel run, each
 // of its own chunks, while the tensors they belong to are held by the run.
-unsafe impl<T: Send> Send for Src<T> {}
+unsafe impl<T: Send> Send for Src<'_, T> {}
 // SAFETY: as above.
-unsafe impl<T: Send> Sync for Src<T> {}
+unsafe impl<T: Send> Sync for Src<'_, T> {}
 
-impl<T: Copy> Src<T> {
+impl<T: Copy> Src<'_, T> {
     /// Copies elements `start..start + out.len()` into `out`.
     #[inline(always)]
     pub(super) fn copy_to(&self, start: usize, out: &mut [T]) {
@@ -78,6 +78,9 @@ pub(super) struct Donor<T> {
     pub(super) input: usize,
     /// the input's elements
     pub(super) ptr: SendPtr<T>,
+    /// whether a register loaded from the input may read it in place
+    /// (see [`Program::load_dies_before_store`])
+    pub(super) fixed: bool,
 }
 
 impl Program {
@@ -90,15 +93,27 @@ impl Program {
     /// output (each chunk of the input is read into a register before the
     /// same chunk of the output is written).
     pub fn run_in_place(&self, inputs: &mut [Tensor]) -> Result<super::Outs> {
+        self.run_in_place_lent(inputs, 0)
+    }
+
+    /// [`run_in_place`](Self::run_in_place) where the inputs marked in
+    /// `lent` (bit `k`: input `k`) are handles that do not count (the
+    /// executor's, see `exec::Operands`): held by something else although
+    /// they look held alone, so no output is written into them.
+    pub fn run_in_place_lent(&self, inputs: &mut [Tensor], lent: u64) -> Result<super::Outs> {
         self.check_inputs(inputs)?;
         match self.dtype {
             DType::F32 => {
-                let donors = self.donors::<f32>(inputs);
-                self.run_typed::<f32>(inputs, &donors)
+                let mut fresh = None;
+                let plan = self.prepared(&mut fresh);
+                let donors = self.donors::<f32>(plan, inputs, lent);
+                self.run_typed::<f32>(plan, inputs, &donors)
             }
             DType::F64 => {
-                let donors = self.donors::<f64>(inputs);
-                self.run_typed::<f64>(inputs, &donors)
+                let mut fresh = None;
+                let plan = self.prepared(&mut fresh);
+                let donors = self.donors::<f64>(plan, inputs, lent);
+                self.run_typed::<f64>(plan, inputs, &donors)
             }
             // (into new buffers: see `half`)
             DType::F16 => self.run_half::<crate::tensor::f16>(inputs),
@@ -142,31 +157,20 @@ impl Program {
     /// Per elementwise output that can be written in place: the output's
     /// number among the elementwise outputs, the input, the input's
     /// elements. Taking an input's elements here gives it a fresh id.
-    fn donors<T: Lane>(&self, inputs: &mut [Tensor]) -> smallvec::SmallVec<[Donor<T>; 2]> {
+    fn donors<T: Lane>(&self, plan: &Prepared, inputs: &mut [Tensor], lent: u64) -> smallvec::SmallVec<[Donor<T>; 2]> {
         let mut donors = smallvec::SmallVec::new();
         // tiny tensors hold their elements inline, in the handle: left alone
         if self.len == 1 || self.len * std::mem::size_of::<T>() <= 64 {
             return donors;
         }
-        let mut taken: smallvec::SmallVec<[bool; 4]> = smallvec::smallvec![false; inputs.len()];
-        for (at, ins) in self.body.iter().enumerate() {
-            let Instr::Store { out, .. } = *ins else { continue };
-            let loaded_once_before = |i: usize| {
-                let mut reads = self.body.iter().enumerate().filter(|(_, x)| {
-                    matches!(x, Instr::Load { input, .. } | Instr::Gather { input, .. } if *input as usize == i)
-                });
-                matches!(
-                    (reads.next(), reads.next()),
-                    (Some((l, Instr::Load { .. })), None) if l < at
-                )
-            };
-            for i in 0..inputs.len() {
-                if taken[i]
-                    || self.input_len[i] != self.len
-                    || inputs[i].shape() != &self.shape[..]
-                    || self.splats.iter().any(|(_, s)| *s == Splat::Input(i as u16))
-                    || !loaded_once_before(i)
-                {
+        let mut taken: smallvec::SmallVec<[bool; 8]> = smallvec::smallvec![false; inputs.len()];
+        // (the candidates per store, and whether their registers may
+        // still read in place, are the call plan's)
+        for (out, candidates) in plan.donor_stores.iter() {
+            for &(i, fixed) in candidates.iter() {
+                let i = i as usize;
+                let lent = i < 64 && lent >> i & 1 == 1;
+                if lent || taken[i] || inputs[i].shape() != &self.shape[..] {
                     continue;
                 }
                 if let Some(v) = inputs[i].unique_values_mut::<T>()
@@ -174,9 +178,10 @@ impl Program {
                 {
                     taken[i] = true;
                     donors.push(Donor {
-                        out: out as usize,
+                        out: *out as usize,
                         input: i,
                         ptr: SendPtr(v.as_mut_ptr()),
+                        fixed,
                     });
                     break;
                 }

@@ -159,7 +159,13 @@ impl Program {
     /// [`Rows::of`]); else the elements in row-major order, borrowed or
     /// copied ([`Tensor::values`]).
     pub(super) fn read<'t, T: Element>(&self, i: usize, t: &'t Tensor) -> Result<Read<'t, T>> {
-        if self.loads_only(i) {
+        self.read_as(self.loads_only(i), t)
+    }
+
+    /// [`read`](Self::read) of an input of which `loads_only` says whether
+    /// only loads read it (from the program's call plan).
+    pub(super) fn read_as<'t, T: Element>(&self, loads_only: bool, t: &'t Tensor) -> Result<Read<'t, T>> {
+        if loads_only {
             crate::kernels::gpu::expect_host("Fused", t)?;
             let buf = t.buffer::<T>();
             if let Some(rows) = Rows::of(t.layout(), buf.len()) {

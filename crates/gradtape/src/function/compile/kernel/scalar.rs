@@ -32,11 +32,15 @@ use crate::kernels::cpu::math::with_simd;
 use crate::ops::desc::{Binary, Unary};
 
 /// A program's decoded instructions for its element type, made at its
-/// first run on one element. Not part of the program's identity: equal to
-/// every other, and a clone starts empty (a clone may be changed, and
-/// would keep code decoded from the instructions it had).
+/// first run on one element, and its call plan (see `prepared`), made at
+/// its first run. Not part of the program's identity: equal to every
+/// other, and a clone starts empty (a clone may be changed, and would keep
+/// what was made from the instructions it had).
 #[derive(Default)]
-pub struct Decoded(OnceLock<Box<dyn Any + Send + Sync>>);
+pub struct Decoded {
+    code: OnceLock<Box<dyn Any + Send + Sync>>,
+    pub(super) prepared: OnceLock<super::Prepared>,
+}
 
 impl Clone for Decoded {
     fn clone(&self) -> Self {
@@ -132,7 +136,7 @@ impl Program {
     fn decoded<T: Lane>(&self) -> &[Op<T>] {
         let any = self
             .scalar
-            .0
+            .code
             .get_or_init(|| Box::new(decode::<T>(&self.body).into_boxed_slice()));
         match any.downcast_ref::<Box<[Op<T>]>>() {
             Some(code) => code,
