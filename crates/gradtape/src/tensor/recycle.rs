@@ -249,37 +249,6 @@ pub(super) fn dropped(inner: Arc<Inner>) {
     keep(inner);
 }
 
-/// [`Arc::get_mut`] without its atomic read-modify-writes: where `arc` is
-/// the only handle (no other strong one, no weak one), its contents.
-///
-/// `get_mut` locks the weak count with a compare-exchange and unlocks it,
-/// two atomic writes that a dead value paid twice (its handle and its
-/// storage) on its way into the bin: with the operands' clones, the
-/// largest item of a small loop's iteration. Loads suffice here: the
-/// caller holds `arc` (a strong handle) by `&mut`, so once no weak handle
-/// and no other strong one is seen, none can be made (a new handle is
-/// made from an existing one). The weak count is read first, then the
-/// strong one, each followed by an acquire fence: a weak handle upgraded
-/// and then dropped on another thread (its drop a release) is then seen
-/// in the strong count, and every access made through another handle
-/// before its (release) drop happens before the caller's.
-#[inline]
-fn alone<T>(arc: &mut Arc<T>) -> Option<&mut T> {
-    use std::sync::atomic::{fence, Ordering::Acquire};
-    if Arc::weak_count(arc) != 0 {
-        return None;
-    }
-    fence(Acquire);
-    if Arc::strong_count(arc) != 1 {
-        return None;
-    }
-    fence(Acquire);
-    // SAFETY: no other handle on the allocation exists or can be made
-    // while `arc` is borrowed mutably (see above), so this is the only
-    // reference to its contents, as `Arc::get_mut` would give it.
-    Some(unsafe { &mut *(Arc::as_ptr(arc) as *mut T) })
-}
-
 /// [`dropped`] within a run: sorts a handle held alone into the bin.
 fn keep(mut arc: Arc<Inner>) {
     // (a handle another one shares is dropped with one atomic operation,
@@ -288,12 +257,12 @@ fn keep(mut arc: Arc<Inner>) {
     if Arc::strong_count(&arc) != 1 {
         return;
     }
-    let Some(inner) = alone(&mut arc) else {
+    let Some(inner) = Arc::get_mut(&mut arc) else {
         return;
     };
     // (0: full, of this size; 1: a shell; 2: a handle alone)
     let (kind, size) = match &mut inner.data {
-        Data::Shared(s) => match alone(s) {
+        Data::Shared(s) => match Arc::get_mut(s) {
             Some(s) if s.heap_bytes() == 0 => (1, None),
             Some(s) => (0, Some(size_of(s))),
             None => {
@@ -326,7 +295,7 @@ fn keep(mut arc: Arc<Inner>) {
 
 /// The handle of a reused tensor, given a fresh id, `layout` and `data`.
 fn renew(mut t: Tensor, layout: Layout, data: Data) -> Tensor {
-    if let Some(inner) = alone(&mut t.inner) {
+    if let Some(inner) = Arc::get_mut(&mut t.inner) {
         inner.id = TensorId::fresh();
         inner.layout = layout;
         inner.data = data;
@@ -349,9 +318,9 @@ pub(super) fn shared(storage: Storage, shape: &[usize]) -> std::result::Result<T
         return Err(storage);
     };
     let mut t = held.t;
-    if let Some(inner) = alone(&mut t.inner)
+    if let Some(inner) = Arc::get_mut(&mut t.inner)
         && let Data::Shared(arc) = &mut inner.data
-        && let Some(s) = alone(arc)
+        && let Some(s) = Arc::get_mut(arc)
     {
         *s = storage;
         inner.id = TensorId::fresh();
@@ -378,11 +347,11 @@ pub fn take_buf<T: Element>(n: usize) -> Option<Buf<T>> {
     with_bin(|b| {
         let bytes = n.checked_mul(std::mem::size_of::<T>())?;
         let mut held = b.full.get_mut(&(T::DTYPE, bytes))?.pop()?;
-        let inner = alone(&mut held.t.inner)?;
+        let inner = Arc::get_mut(&mut held.t.inner)?;
         let Data::Shared(arc) = &mut inner.data else {
             return None;
         };
-        let mut buf = T::take_buf(alone(arc)?)?;
+        let mut buf = T::take_buf(Arc::get_mut(arc)?)?;
         buf.clear();
         b.shells.push(held);
         Some(buf)
