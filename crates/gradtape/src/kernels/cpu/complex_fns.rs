@@ -29,7 +29,8 @@ pub fn c_sqrt<T: Float>(z: Complex<T>) -> Complex<T> {
     }
     let half = T::from_f64(0.5);
     let r = c_abs(z);
-    if !(r < T::max_value() * half) && z.re.is_finite() && z.im.is_finite() {
+    // (a NaN `r` has a NaN part: not finite)
+    if r >= T::max_value() * half && z.re.is_finite() && z.im.is_finite() {
         // `|z|` (or `|z| + |re|`) past the range while the root is not
         // (`3e38 + 3e38i` in `C64` gave `inf`): the root of `z / 4`, doubled
         // (both exact, by powers of two)

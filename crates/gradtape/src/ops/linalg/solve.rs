@@ -12,7 +12,7 @@ use super::decomp::{broadcast_pair, from_f64s, host_f64s, square};
 use crate::dispatch::vjp;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::decomp;
-use crate::tensor::{alloc, DType, Tensor};
+use crate::tensor::{alloc, Tensor};
 
 impl Tensor {
     /// Solves `op(T) X = B` for `X`, `T` the lower (`lower`) or upper
