@@ -13,6 +13,7 @@
 mod aliasing;
 mod calls_state;
 mod cond_grads;
+mod cond_residuals;
 mod control_effects;
 mod control_forward_effects;
 mod control_outputs;

@@ -1,26 +1,34 @@
-//! A `cond` whose branches have effects keeps, for its gradient, the
-//! values its taken branch made, so the gradient does not run the branch
-//! again.
+//! A `cond` a tape watches keeps, for its gradient, the values its taken
+//! branch made, so the gradient does not run the branch again.
 //!
-//! `cond`'s gradient runs the taken branch again under a tape to get the
-//! values its VJP reads. A branch with effects (a variable write, a fresh
-//! random draw) must not run twice: a traced training step with a dropout
-//! in a branch got the gradient of another mask than the one its value
-//! used, and a branch that updated a variable (a counter, a batch
-//! normalisation's moving statistics) updated it twice. Such a `cond`,
-//! where a tape watches it, splits each branch's gradient at its
-//! residuals as a loop body's ([`residuals`](super::residuals)): the node
-//! runs the taken branch's forward half, which returns the residuals
-//! beside the outputs (zeros of their shapes for the other branch's), and
-//! the gradient is a `cond` of the two backward halves on those residuals.
-//! TensorFlow's `cond_v2` does the same: its forward `If` outputs the
-//! intermediates the gradient needs, zeros from the branch not taken.
+//! Without them, `cond`'s gradient runs the taken branch again under a
+//! tape to get the values its VJP reads. That is wrong for a branch with
+//! effects (a variable write, a fresh random draw), which must not run
+//! twice: a traced training step with a dropout in a branch got the
+//! gradient of another mask than the one its value used, and a branch
+//! that updated a variable (a counter, a batch normalisation's moving
+//! statistics) updated it twice. And it is slow for any other: a traced
+//! step whose `cond` picks `tanh` computed the `tanh` of the whole
+//! activation again in its gradient, where eager's tape keeps it (the
+//! `cond_l` model of the `trace_vs_eager` example lost to eager by that).
+//! So a `cond` a tape watches (its captures `caps` or the variables it
+//! reads) splits each branch's gradient at its residuals as a loop
+//! body's ([`residuals`](super::residuals)): the node runs the taken
+//! branch's forward half, which returns the residuals beside the outputs,
+//! and the gradient is a `cond` of the two backward halves on those
+//! residuals. TensorFlow's `cond_v2` does the same: its forward `If`
+//! outputs the intermediates the gradient needs, zeros from the branch
+//! not taken. Ours are a zero broadcast to the residual's shape (stride
+//! 0: nothing is allocated or filled for them). The memory kept is what
+//! eager's tape keeps for the ops of the taken branch.
 //!
-//! A branch without effects keeps the recomputing gradient (running it
-//! again costs time, not correctness). Where the gradient of such a
-//! `cond` would still run a branch with effects again (no tape watched it
-//! when it ran, a branch whose shapes are decided at run time, a gradient
-//! of the gradient reaching the residuals), it is an error that says so.
+//! Where a branch does not split (shapes decided at run time), the
+//! gradient runs it again, which is allowed for a branch without effects.
+//! Where the gradient of a `cond` with effects would still run a branch
+//! again (no tape watched it when it ran, a branch whose shapes are
+//! decided at run time, a gradient of the gradient reaching the residuals
+//! of a branch whose effects are in nested control flow), it is an error
+//! that says so.
 
 use std::sync::Arc;
 
@@ -28,16 +36,16 @@ use super::branch::{cond, CondOp};
 use super::residuals::{self, Residuals};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
-use crate::tensor::{Tensor, TensorId};
+use crate::tensor::{Layout, Tensor, TensorId};
 
 impl CondOp {
-    /// The branches' halves where a branch has effects and a tape of the
-    /// user's watches the `cond` (its captures `caps` or the variables it
-    /// reads); `None` otherwise, or where a branch does not split.
+    /// The branches' halves where a tape of the user's watches the `cond`
+    /// (its captures `caps` or the variables it reads); `None` otherwise,
+    /// or where a branch does not split.
     pub(super) fn split_branches(&self, caps: &[Tensor]) -> Option<Arc<[Residuals; 2]>> {
         let vars: &[Variable] = &self.vars;
         let ids: Vec<TensorId> = caps.iter().map(Tensor::id).collect();
-        if !self.effects || !super::watched(&ids, vars) {
+        if !super::watched(&ids, vars) {
             return None;
         }
         let half = |k: usize| residuals::split(&self.branches[k], &[], caps, vars).ok().flatten();
@@ -50,7 +58,8 @@ impl CondOp {
     }
 
     /// Runs branch `k`'s forward half on the captures: its outputs, then
-    /// both branches' residuals (zeros for the other's).
+    /// both branches' residuals (for the other's, a zero broadcast to each
+    /// residual's shape: a view of one element).
     pub(super) fn run_with_residuals(&self, res: &[Residuals; 2], k: usize, caps: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut outs = res[k].fwd.run(caps)?;
         let mine = outs.split_off(self.n_out());
@@ -59,7 +68,12 @@ impl CondOp {
                 outs.extend(mine.iter().cloned());
             } else {
                 for (dtype, shape) in &r.specs {
-                    outs.push(Tensor::try_zeros(shape, *dtype)?);
+                    let zero = Tensor::try_zeros(&[], *dtype)?;
+                    outs.push(zero.view(Layout {
+                        shape: shape.clone(),
+                        strides: std::iter::repeat_n(0, shape.len()).collect(),
+                        offset: 0,
+                    }));
                 }
             }
         }
