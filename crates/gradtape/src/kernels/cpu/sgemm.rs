@@ -97,20 +97,15 @@ const COLS_IN_PLACE_PANELS: usize = 8;
 /// though faster cold (42-59 against 51-59): the kernel's one pass over
 /// the block streams it already, and the fetches compete with its reads.
 const COLS_AHEAD_PANELS: usize = 2;
-/// Fewest panels of packed `B` from which a block of rows of `A` runs its
-/// tiles a row of tiles at a time, the panels of `B` inner (as BLIS
-/// orders its loops, seen from a row-major output), rather than a panel at
-/// a time, the tiles of the block inner. Panel by panel, each tile's `kc`
-/// steps of `B` (48 KiB for the 8×48 tile at `KC`, all of L1) came from L2
-/// and each next tile's rows of `C` were `MR` rows further, other pages;
-/// row by row, the tile's `MR` rows of `A` (8-12 KiB) stay in L1 while
-/// the panels stream from L2 past them, and `C` is written along its rows.
-/// Two threads, 2-core Xeon, scratch program alternating both orders in
-/// one process, warm/cold GFLOP/s: `[2048,2048]²` 274-277 → 295-303,
-/// `[512,384] @ [384,1536]` 254/248-251 → 267-272/264-268, `[1024,256] @
-/// [256,1024]` 263-268/252 → 265-278/259-265; with 8 panels (outputs 384
-/// wide) 1-3 % slower (`[512,384] @ [384,384]` 250/228 → 230-242/219-220),
-/// hence the bound. The sums are the same either way.
+/// Fewest packed panels of `B` from which a block of rows of `A` runs its
+/// tiles a row of tiles at a time, the panels inner (BLIS's order seen
+/// from a row-major output), not a panel at a time: the tile's rows of
+/// `A` (8-12 KiB) stay in L1 while the panels (48 KiB a tile at `KC`)
+/// stream from L2, and `C` is written along its rows, not `MR` rows (other
+/// pages) further per tile. Two threads, 2-core Xeon, scratch program
+/// alternating both orders, warm/cold GFLOP/s: `[2048,2048]²` 274-277 →
+/// 295-303, `[512,384] @ [384,1536]` 254/248 → 267-272/264-268; 8 panels
+/// (`[512,384] @ [384,384]`) 1-3 % slower, hence the bound. Same sums.
 const ROWS_OUTER_PANELS: usize = 16;
 /// Products with fewer multiply-adds than this run on one thread (but see
 /// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
