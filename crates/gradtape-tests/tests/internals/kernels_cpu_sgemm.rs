@@ -27,6 +27,18 @@ fn matches_the_naive_product() {
         // outputs the 32-column tile takes (48 would pad the last panel)
         (70, 256, 300),
         (24, 1024, 40),
+        // an output the 8×48 tile pads slightly more than the 12×32 one
+        // (2064 columns for 2048, rows exact both ways), and still takes
+        // (`wide_tile`), over two slices of k
+        (24, 2048, 300),
+        // packed B of 16 panels or more, the tiles a row of tiles at a time
+        // (`ROWS_OUTER_PANELS`): several blocks of rows of A (the next one
+        // fetched ahead), part-height last tiles, a part-width last panel,
+        // two and three slices of k, one row, one step of k
+        (200, 800, 300),
+        (130, 1000, 517),
+        (1, 2000, 5),
+        (5, 777, 1),
         // a row-major A packed: taller than one block of rows and times
         // four panels or more (partial
         // tiles, slices of k not a multiple of 16), or rows a multiple of
@@ -99,6 +111,24 @@ fn matches_the_naive_product() {
             }
         }
     }
+}
+
+/// The choice between the 8×48 and the 12×32 tile for outputs wider than
+/// 32 columns: the 8×48 one unless its tiles cover more than 1/64 more
+/// padding than the 12×32 one's. The expected answers are the padded
+/// areas worked out by hand: `[2048, 2048]` 2048×2064 against 2052×2048
+/// (0.6 % more: 8×48), `[24, 2048]` 24×2064 against 24×2048 (0.8 %: 8×48),
+/// `[1024, 1024]` 1024×1056 against 1032×1024 (2.3 %: 12×32), `[70, 256]`
+/// 72×288 against 72×256 (12.5 %: 12×32), `[512, 384]` exact both ways
+/// (8×48), `[36, 2048]` 40×2064 against 36×2048 (12 %: 12×32).
+#[test]
+fn the_wide_tile_is_taken_within_a_64th_of_the_narrow_ones_padding() {
+    assert!(wide_tile(2048, 2048));
+    assert!(wide_tile(24, 2048));
+    assert!(!wide_tile(1024, 1024));
+    assert!(!wide_tile(70, 256));
+    assert!(wide_tile(512, 384));
+    assert!(!wide_tile(36, 2048));
 }
 
 /// A strided row-major `A`, read where it lies or packed: here a block of

@@ -18,6 +18,9 @@
 //! in L2, `A` in `MR`-row panels of `MC` rows, and the kernel keeps an
 //! `MR`×`NR` tile of `C` in registers over the whole `KC` slice, writing it
 //! once (or adding it, for later slices) with masked stores at the edges.
+//! A block of rows of `A` runs its tiles panel by panel of `B`, or, where
+//! `B` has many panels, a row of tiles at a time with the panels inner, so
+//! that the tile's rows of `A` stay in L1 (`ROWS_OUTER_PANELS`).
 //! The tile's width follows the output's: 48 columns (8 rows), 32 (12 rows)
 //! or 16 (16 rows), whichever pads the output's edges least, so conv
 //! layers with 16 or 32 channels and outputs 256 or 1024 wide waste no
@@ -94,6 +97,16 @@ const COLS_IN_PLACE_PANELS: usize = 8;
 /// though faster cold (42-59 against 51-59): the kernel's one pass over
 /// the block streams it already, and the fetches compete with its reads.
 const COLS_AHEAD_PANELS: usize = 2;
+/// Fewest packed panels of `B` from which a block of rows of `A` runs its
+/// tiles a row of tiles at a time, the panels inner (BLIS's order seen
+/// from a row-major output), not a panel at a time: the tile's rows of
+/// `A` (8-12 KiB) stay in L1 while the panels (48 KiB a tile at `KC`)
+/// stream from L2, and `C` is written along its rows, not `MR` rows (other
+/// pages) further per tile. Two threads, 2-core Xeon, scratch program
+/// alternating both orders, warm/cold GFLOP/s: `[2048,2048]²` 274-277 →
+/// 295-303, `[512,384] @ [384,1536]` 254/248 → 267-272/264-268; 8 panels
+/// (`[512,384] @ [384,384]`) 1-3 % slower, hence the bound. Same sums.
+const ROWS_OUTER_PANELS: usize = 16;
 /// Products with fewer multiply-adds than this run on one thread (but see
 /// `PAR_FLOPS_COMPILED`), and are not split over the shared dimension.
 const PAR_FLOPS: usize = 1 << 20;
@@ -281,15 +294,28 @@ pub unsafe fn sgemm(m: usize, n: usize, k: usize, a: View, b: View, c: *mut f32,
 }
 
 /// Whether an output of `m` rows and `n > 32` columns takes the 8×48
-/// tile rather than the 12×32 one: where its tiles cover no more padding
-/// (rows and columns past the output's, whose lanes still take their
-/// multiply-adds). With 48 columns an output 256 wide wastes 11 % of its
-/// work (6 panels for 5⅓), where 32 divide it; with 12 rows, 32 rows
-/// waste 11 % (3 tiles for 2⅔), where 8 divide them. A 64-column tile
-/// never pads less than the 32-column one.
-fn wide_tile(m: usize, n: usize) -> bool {
+/// tile rather than the 12×32 one: where its tiles cover at most 1/64
+/// more padding (rows and columns past the output's, whose lanes still
+/// take their multiply-adds). With 48 columns an output 256 wide wastes
+/// 11 % of its work (6 panels for 5⅓), where 32 divide it; with 12 rows,
+/// 32 rows waste 11 % (3 tiles for 2⅔), where 8 divide them. A 64-column
+/// tile never pads less than the 32-column one.
+///
+/// The 1/64: where neither pads much, the 8×48 tile was the faster one
+/// at large sizes. `[2048,2048]²` (the 8×48 tile pads 0.6 % more: 43
+/// panels for 42⅔, where 12 rows pad 2048 to 2052, 0.2 %), 2-core Xeon,
+/// the library's own probe (two threads, median of 10, builds alternated
+/// twice): 264-276 GFLOP/s warm with 12×32 against 283-286 with 8×48,
+/// cold 254-264 against 269-277 (MKL 315-318 warm). Not explained: the
+/// register kernel alone runs both tiles at the FMA ports' peak, and in a
+/// scratch copy the two tiles' gap (0-10 %) moved with the build. At 3 %
+/// (`[1024,256] @ [256,1024]`: 1056 columns for 1024, against 1032 rows
+/// for 1024) the two were level (153-156 one thread), so it stays 12×32.
+/// The tile does not change the sums: each element adds the same
+/// products in the same order (the slices of `k` follow from `k`).
+pub fn wide_tile(m: usize, n: usize) -> bool {
     let area = |mr: usize, nr: usize| m.next_multiple_of(mr) * n.next_multiple_of(nr);
-    area(8, 48) <= area(12, 32)
+    64 * area(8, 48) <= 65 * area(12, 32)
 }
 
 /// [`sgemm`] with a given tile: split over the threads, then [`serial`].
@@ -516,6 +542,10 @@ unsafe fn serial<const MR: usize, const NV: usize>(
         // lines are fetched into L2, a part per tile, where B has two
         // panels or more (see `COLS_AHEAD_PANELS`)
         let cols_ahead = a_cols && n.min(NC).div_ceil(nr) >= COLS_AHEAD_PANELS;
+        // the tiles of a block of rows taken row of tiles by row of tiles
+        // (the panels of B inner) where B is packed and has many panels,
+        // else panel by panel (see `ROWS_OUTER_PANELS`)
+        let rows_outer = !direct && !a_cols && n.min(NC).div_ceil(nr) >= ROWS_OUTER_PANELS;
         PACK.with(|cell| {
             let mut local = (Vec::new(), Vec::new());
             let mut borrowed = cell.try_borrow_mut();
@@ -577,6 +607,32 @@ unsafe fn serial<const MR: usize, const NV: usize>(
                         };
                         let parts = nc.div_ceil(nr);
                         let tiles = mc.div_ceil(MR);
+                        if rows_outer {
+                            for ir in (0..mc).step_by(MR) {
+                                let rows = MR.min(mc - ir);
+                                let ar = match a_in_place {
+                                    true => ARows::InPlace(lockstep::from_fn(|i| a.at(ic + ir + i.min(rows - 1), pc))),
+                                    false => ARows::Packed(ap.add(ir * kc)),
+                                };
+                                for jr in (0..nc).step_by(nr) {
+                                    if let Some((i0, p0, mn, kn)) = next {
+                                        let part = ir / MR * parts + jr / nr;
+                                        prefetch_part(a, i0, p0, mn, kn, part, parts * tiles);
+                                    }
+                                    kernel::<MR, NV>(
+                                        kc,
+                                        ar,
+                                        (bq.add(jr * kc), nr),
+                                        c.add((ic + ir) * ldc + jc + jr),
+                                        ldc,
+                                        rows,
+                                        nr.min(nc - jr),
+                                        acc || pc > 0,
+                                    );
+                                }
+                            }
+                            continue;
+                        }
                         for jr in (0..nc).step_by(nr) {
                             if let Some((i0, p0, mn, kn)) = next.filter(|_| !a_cols) {
                                 prefetch_part(a, i0, p0, mn, kn, jr / nr, parts);
