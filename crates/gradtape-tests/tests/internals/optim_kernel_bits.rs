@@ -50,10 +50,13 @@ fn values(n: usize, seed: u64, dt: DType) -> Tensor {
 /// An optimizer, boxed behind one `apply_gradients` call.
 type Apply = Box<dyn FnMut(Vec<(Option<Gradient>, Variable)>) -> gradtape::Result<Vec<Variable>>>;
 
+/// A function making a fresh optimizer.
+type Make = Box<dyn Fn() -> Apply>;
+
 /// Every rule of `optim` in its configurations (momentum, Nesterov,
 /// AMSGrad, centred, weight decay), each made fresh by its function;
 /// with `lazy`, sparse gradients update their rows only.
-fn every_optimizer(lazy: bool) -> Vec<(&'static str, Box<dyn Fn() -> Apply>)> {
+fn every_optimizer(lazy: bool) -> Vec<(&'static str, Make)> {
     fn boxed<O: Optimizer + 'static>(mut o: O) -> Apply {
         Box::new(move |pairs| {
             o.apply(pairs)?;
@@ -62,7 +65,7 @@ fn every_optimizer(lazy: bool) -> Vec<(&'static str, Box<dyn Fn() -> Apply>)> {
     }
     macro_rules! cases {
         ($($name:literal => $make:expr),* $(,)?) => {
-            vec![$(($name, Box::new(move || boxed($make.lazy_sparse(lazy))) as Box<dyn Fn() -> Apply>)),*]
+            vec![$(($name, Box::new(move || boxed($make.lazy_sparse(lazy))) as Make)),*]
         };
     }
     cases![
@@ -240,10 +243,10 @@ fn the_reference_is_adamw_written_out() {
     for i in 0..w0.len() {
         let gi = g[i] * c as f32;
         let mut w = w0[i];
-        w = w - w * wd as f32 * lr as f32;
+        w -= w * wd as f32 * lr as f32;
         let m = 0.0 + (gi - 0.0) * (1.0 - 0.9f64) as f32;
         let v2 = 0.0 + (gi * gi - 0.0) * (1.0 - 0.999f64) as f32;
-        w = w - m * alpha / (v2.max(v2).sqrt() + 1e-7f64 as f32);
+        w -= m * alpha / (v2.max(v2).sqrt() + 1e-7f64 as f32);
         assert_eq!(got[i].to_bits(), w.to_bits(), "[{i}]: {} vs {w}", got[i]);
     }
 }

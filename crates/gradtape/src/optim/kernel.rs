@@ -554,16 +554,15 @@ fn pass<T: Float, R: ElemRule<K>, const K: usize>(
     );
 }
 
-/// Elements per run of [`pass`] (256 bytes of `f32`: four AVX-512
+/// Elements per run of the update loop `pass` (256 bytes of `f32`: four AVX-512
 /// vectors an array).
 pub const LANES: usize = 64;
 
-/// The update loop as it was before the runs of [`pass`]: one element at
+/// The update loop as it was before the runs of `pass`: one element at
 /// a time over the slices (the decay, the product `g·scale`, the rule),
 /// on the calling thread; the reference of the tests. For the half types
 /// it is Keras's update in the variable's dtype, each operation rounded by
-/// the `half` crate's arithmetic ([`half_update`](super::half_update)'s
-/// reference).
+/// the `half` crate's arithmetic (the reference of `half_update`).
 pub fn pass_elementwise<T: Float, R: ElemRule<K>, const K: usize>(
     rule: &R,
     decay: Option<(T, T)>,
