@@ -85,6 +85,7 @@ mod ops_math_igamma;
 mod ops_math_table;
 mod ops_sorting_sort;
 mod optim_kernel;
+mod optim_kernel_bits;
 mod scoped;
 mod tensor_alloc;
 mod tensor_layout;

@@ -213,7 +213,11 @@ impl Updates {
                 t: (n + 1) as f64,
                 wd: t.wd,
                 lazy: self.lazy,
-                grad_scale: scales.get(i).copied().flatten(),
+                grad_scale: scales
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .or_else(|| super::kernel::forced_scale().filter(|_| matches!(g, Gradient::Dense(_)))),
             };
             self.rule.update(&step, &t.var, &t.slots, g)?;
         }
