@@ -13,12 +13,7 @@
 
 use gradtape::{function, DType, Result, Tensor};
 
-/// Bit patterns of all tensors, with their shapes.
-fn all_bits(ts: &[Tensor]) -> Vec<(Vec<usize>, Vec<u64>)> {
-    ts.iter()
-        .map(|t| (t.shape().to_vec(), t.to_vec_f64().iter().map(|v| v.to_bits()).collect()))
-        .collect()
-}
+use super::function_fuse_views::all_bits;
 
 /// Deterministic data of `shape` in `dtype`.
 fn data(shape: &[usize], seed: f64, dtype: DType) -> Tensor {
