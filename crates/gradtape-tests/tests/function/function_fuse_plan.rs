@@ -89,3 +89,51 @@ fn one_compiled_function_over_other_layouts_broadcasts_and_dtypes_gives_eager_bi
     assert_eq!(Some(all_bits(&again)), first);
     Ok(())
 }
+
+/// Traced functions of one elementwise op each (a fused group of one op,
+/// run in one pass: `Prepared::one_pass`) and of two sibling ops, on
+/// lengths around the one-pass pieces and large enough to split over the
+/// threads, contiguous and as a view (read as rows: the registers' path),
+/// with the input held by the caller (new buffers) and moved into the call
+/// (its buffer taken: the registers' path): the eager ops' bits each call.
+#[test]
+fn one_op_functions_give_eager_bits_on_every_path() -> Result<()> {
+    let exp = function(|x: &Tensor| x.exp());
+    let tanh = function(|x: &Tensor| x.tanh());
+    let relu = function(|x: &Tensor| x.relu());
+    let mul = function(|(a, b): &(Tensor, Tensor)| a.mul(b));
+    let siblings = function(|x: &Tensor| Ok(vec![x.sin()?, x.sigmoid()?]));
+    for dtype in [DType::F32, DType::F64] {
+        for n in [7, 7935, 7937, 23_813, 131_073, 400_000] {
+            let x = data(&[n], 0.4, dtype);
+            let y = data(&[n], 1.9, dtype);
+            let view = data(&[n, 3], 0.8, dtype).narrow(1, 1, 1)?;
+            for x in [x.clone(), view] {
+                let at = format!("{dtype} n={n} {:?}", x.shape());
+                for k in 0..2 {
+                    assert_eq!(all_bits(&[exp.call(&x)?]), all_bits(&[x.exp()?]), "exp {at} call {k}");
+                    assert_eq!(all_bits(&[tanh.call(&x)?]), all_bits(&[x.tanh()?]), "tanh {at}");
+                    assert_eq!(all_bits(&[relu.call(&x)?]), all_bits(&[x.relu()?]), "relu {at}");
+                    let want = all_bits(&[x.sin()?, x.sigmoid()?]);
+                    assert_eq!(all_bits(&siblings.call(&x)?), want, "sin, sigmoid {at}");
+                }
+            }
+            let want = all_bits(&[x.mul(&y)?]);
+            assert_eq!(
+                all_bits(&[mul.call(&(x.clone(), y.clone()))?]),
+                want,
+                "mul {dtype} n={n}"
+            );
+            // moved in: nothing else holds them, so the output may take a buffer
+            let (a, b) = (x.mul_scalar(1.0)?, y.mul_scalar(1.0)?);
+            assert_eq!(all_bits(&[mul.call(&(a, b))?]), want, "mul in place {dtype} n={n}");
+            let want = all_bits(&[x.exp()?]);
+            assert_eq!(
+                all_bits(&[exp.call(&x.mul_scalar(1.0)?)?]),
+                want,
+                "exp in place {dtype} n={n}"
+            );
+        }
+    }
+    Ok(())
+}

@@ -62,6 +62,8 @@ pub(crate) struct Prepared {
     pub(super) direct: SmallVec<[(Reg, u16); 4]>,
     /// per gather: its index in the body, input, repeat and period
     pub(super) gathers: SmallVec<[(usize, u16, usize, usize); 2]>,
+    /// whether the program is one pass (see [`Program::one_pass`])
+    pub(super) one_pass: bool,
 }
 
 impl Prepared {
@@ -125,6 +127,7 @@ impl Prepared {
             // (half of `PAR_MIN` for cheap programs, fewer for costly ones: `cost`)
             min_task: p.min_task(PAR_MIN / 2),
             loads_only,
+            one_pass: p.scan_one_pass(&direct),
             donor_stores,
             direct,
             gathers,
@@ -147,6 +150,53 @@ impl Program {
             self.n_regs,
             self.len,
         ]
+    }
+
+    /// Whether every op of the body reads loaded registers only and writes
+    /// a register of its own that a store takes in place (one of
+    /// `direct`), with no gathers, splats, sums or partial reductions:
+    /// each output is one op of the inputs, as an eager op is. A run whose
+    /// stores all have fresh buffers and whose loads all read in place
+    /// then keeps no element in its registers (they stand for input and
+    /// output elements), which need not fit in the L1 cache: it runs in
+    /// wide pieces (see `kernel::one_pass_width`).
+    fn scan_one_pass(&self, direct: &[(Reg, u16)]) -> bool {
+        if !self.splats.is_empty() {
+            return false;
+        }
+        let mut loaded: SmallVec<[bool; 8]> = SmallVec::from_elem(false, self.n_regs);
+        let mut written: SmallVec<[Reg; 4]> = SmallVec::new();
+        let is_loaded = |l: &[bool], r: Reg| l.get(r as usize).copied().unwrap_or(false);
+        let mut write = |loaded: &mut [bool], r: Reg| {
+            let fresh = !written.contains(&r) && direct.iter().any(|&(d, _)| d == r);
+            written.push(r);
+            if let Some(l) = loaded.get_mut(r as usize) {
+                *l = false;
+            }
+            fresh
+        };
+        self.body.iter().all(|ins| match *ins {
+            Instr::Load { dst, .. } => match loaded.get_mut(dst as usize) {
+                Some(l) => {
+                    *l = true;
+                    true
+                }
+                None => false,
+            },
+            Instr::Store { .. } => true,
+            Instr::Unary { dst, a, .. } => is_loaded(&loaded, a) && write(&mut loaded, dst),
+            Instr::Binary { dst, a, b, .. } => {
+                is_loaded(&loaded, a) && is_loaded(&loaded, b) && write(&mut loaded, dst)
+            }
+            Instr::Pair { x0, x1, a, .. } => is_loaded(&loaded, a) && write(&mut loaded, x0) && write(&mut loaded, x1),
+            _ => false,
+        })
+    }
+
+    /// Whether the program runs in one pass where its stores have fresh
+    /// buffers and its loads read in place (see the plan's `one_pass`).
+    pub fn one_pass(&self) -> bool {
+        self.prepared(&mut None).one_pass
     }
 
     /// The call plan (made at the first run; see the module doc). A
