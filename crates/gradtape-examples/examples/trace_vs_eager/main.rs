@@ -54,8 +54,28 @@
 //!   `while_loop`), MSE, Adam.
 //! - `count_loop`: an RNN's recurrence as a `while_loop` run to a count
 //!   given as data, forward only: no tape, no update.
+//!
+//! Models a new user would write from the docs (`new_models.rs`):
+//!
+//! - `vit`: patches by reshape and permute, a class token and positions,
+//!   two pre-LN blocks of `MultiHeadAttention` and a GELU MLP, Adam.
+//! - `conv_ae`: stride-2 `Conv2D`s down, `Conv2DTranspose`s up, sigmoid,
+//!   MSE, Adam.
+//! - `wavenet`: dilated causal `Conv1D`s with gated `tanh * sigmoid` units,
+//!   residuals and skips, MSE, Adam.
+//! - `bn_mlp`: Dense + BatchNorm (training) + ReLU + Dropout twice, an L2
+//!   penalty in the loss, Adam.
+//! - `gnn`: message passing by `gather` of edge sources and
+//!   `unsorted_segment_sum` into targets, Dense updates, MSE, Adam.
+//! - `vae`: a VAE with its noise drawn from an `Rng` inside the step,
+//!   binary cross-entropy plus KL, Adam.
+//! - `rk4_chain`: a damped spring-mass chain, 50 RK4 steps unrolled in
+//!   Rust, the mean final energy's gradient to the stiffnesses, SGD.
+//! - `newton_hvp`: a Hessian-vector product (reverse over reverse) in the
+//!   step for the exact step length along the gradient, `assign_sub`.
 
 mod more_models;
+mod new_models;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -66,6 +86,7 @@ use gradtape::nn::{
 };
 use gradtape::optim::{Adam, Optimizer, Sgd};
 use more_models::{cond_mlp, count_loop, encdec, gpt, ode};
+use new_models::{bn_mlp, conv_ae, gnn, newton, rk4, vae, vit, wavenet};
 
 use gradtape::{cond, function, while_loop, DType, GradientTape, Padding, Result, Rng, Tensor, Variable, WhileOptions};
 
@@ -587,6 +608,90 @@ fn main() -> Result<()> {
         "count_loop",
         "batch 4, 16 units, 256 steps, no tape",
         count_loop(4, 16, 256)?,
+    )?;
+    run(
+        a,
+        "vit",
+        "batch 8, 16x16x3, 4x4 patches, width 64, 2 blocks",
+        vit(8, 16, 4, 64, 4)?,
+    )?;
+    run(
+        a,
+        "conv_ae",
+        "batch 16, 28x28, 8/16 channels, stride 2",
+        conv_ae(16, 28, [8, 16])?,
+    )?;
+    run(
+        a,
+        "wavenet",
+        "batch 8, 128 steps, 16 channels, rates 1-8",
+        wavenet(8, 128, 16)?,
+    )?;
+    run(
+        a,
+        "bn_mlp",
+        "batch 128, 64-256-256-10, BN, dropout, L2",
+        bn_mlp(128, [64, 256, 256])?,
+    )?;
+    run(
+        a,
+        "gnn",
+        "256 nodes, 1024 edges, 16 -> 64, 2 rounds",
+        gnn(256, 1024, 16, 64)?,
+    )?;
+    run(
+        a,
+        "vae",
+        "batch 256, 784 -> 256 -> 16 -> 256 -> 784",
+        vae(256, 784, 256, 16)?,
+    )?;
+    run(
+        a,
+        "rk4_chain",
+        "batch 8, 16 masses, 50 RK4 steps unrolled",
+        rk4(8, 16, 50)?,
+    )?;
+    run(
+        a,
+        "vit_l",
+        "batch 32, 32x32x3, 4x4 patches, width 128",
+        vit(32, 32, 4, 128, 4)?,
+    )?;
+    run(
+        a,
+        "conv_ae_l",
+        "batch 32, 64x64, 16/32 channels, stride 2",
+        conv_ae(32, 64, [16, 32])?,
+    )?;
+    run(
+        a,
+        "wavenet_l",
+        "batch 16, 512 steps, 32 channels, rates 1-8",
+        wavenet(16, 512, 32)?,
+    )?;
+    run(
+        a,
+        "bn_mlp_l",
+        "batch 256, 256-1024-1024-10, BN, dropout, L2",
+        bn_mlp(256, [256, 1024, 1024])?,
+    )?;
+    run(
+        a,
+        "gnn_l",
+        "4096 nodes, 16384 edges, 16 -> 64, 2 rounds",
+        gnn(4096, 16384, 16, 64)?,
+    )?;
+    run(
+        a,
+        "rk4_chain_l",
+        "batch 64, 256 masses, 50 RK4 steps unrolled",
+        rk4(64, 256, 50)?,
+    )?;
+    run(
+        a,
+        "newton_hvp",
+        "batch 1024, 16 -> 128 -> 1, Hessian-vector product",
+        newton(1024, 16, 128)?,
     )?;
     Ok(())
 }
