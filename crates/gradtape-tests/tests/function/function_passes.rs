@@ -451,6 +451,53 @@ fn grads_into_concat_writes_attention_gradients_where_their_concatenation_puts_t
 }
 
 #[test]
+fn grads_into_concat_stages_gradients_whose_rows_lie_apart() -> Result<()> {
+    // the kernels make a QKV gradient's parts (rows 3·heads·d apart) in
+    // their scratch and copy them out (`attention_layout::Staged`): bit for
+    // bit what the unjoined gradients give, copied by the concatenation,
+    // at shapes past the first test's: 300 causal steps (past the 256 keys
+    // that the f32 tiles take whole: the keys before a block's diagonal on
+    // the blocked products, so dQ's rows are summed over two products in
+    // the scratch), 77 steps with a mask (partial blocks of 64 rows and
+    // keys), one head of 64 (q's rows still 192 apart), and f64 (the
+    // products of the other kernels, heads of 64 from 64 keys)
+    let args = |(b, t, h, hd): (usize, usize, usize, usize), dt| {
+        (
+            data(&[b * t, 20], 0.0, dt),
+            data(&[20, 3 * h * hd], 1.0, dt).mul_scalar(0.3).unwrap(),
+            data(&[b * t, h * hd], 2.0, dt),
+        )
+    };
+    let m: Vec<f32> = (0..77 * 77)
+        .map(|i| {
+            if (i * 11) % 7 == 0 {
+                f32::NEG_INFINITY
+            } else {
+                0.2 * (i % 5) as f32
+            }
+        })
+        .collect();
+    let mask = Tensor::from_vec(m, &[77, 77])?;
+    let cases = [
+        ((1, 300, 2, 16), None, true, DType::F32),
+        ((1, 77, 2, 16), Some(mask), false, DType::F32),
+        ((2, 70, 1, 64), None, true, DType::F32),
+        ((2, 70, 1, 64), None, true, DType::F64),
+        ((1, 130, 2, 64), None, false, DType::F64),
+    ];
+    for (dims, mask, causal, dt) in cases {
+        fires(
+            "grads_into_concat",
+            attention_grads(dims, [0, 1, 2], mask, causal),
+            &args(dims, dt),
+            Some(1),
+            0.0,
+        )?;
+    }
+    Ok(())
+}
+
+#[test]
 fn grads_into_concat_leaves_gradients_it_cannot_join_alone() -> Result<()> {
     // cross-attention: q from one projection, k and v from a fused one;
     // the concatenation joins dk and dv only, and dq goes elsewhere

@@ -37,7 +37,9 @@
 //! staircase. The scratch blocks are not cleared between tasks: every
 //! entry a product or the softmax reads was written first (on the tiles, a
 //! causal row's entries past its keys are set to 0 only as far as the
-//! tiles read them: [`hide`]).
+//! tiles read them: [`hide`]). Gradients whose rows lie apart (a QKV
+//! product's heads) are made in a task's scratch and copied out
+//! ([`Staged`]).
 
 use super::attention::{Dims, Mask};
 use super::attention_rows::{exp_sum, probs_and_ds, row_max};
@@ -52,6 +54,7 @@ use super::workers;
 use crate::error::Result;
 use crate::tensor::Float;
 
+use super::attention_layout::Staged;
 pub use super::attention_layout::{Batch, GradDest, Rows};
 
 /// Query rows per block.
@@ -587,11 +590,19 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                     // SAFETY: `extents` checked off + ext[p] <= len.
                     (unsafe { base.get().add(off) }, ext[p], dest.parts[p].1)
                 };
-                let ((dq, nq, qrs), (dk, nk_, krs), (dvv, nv, vrs)) = (at(0), at(1), at(2));
-                // rows of a part of this batch element set to 0 (only where
-                // the buffer starts uninitialised)
+                let real = [at(0), at(1), at(2)];
+                // a part whose rows are not adjacent (the heads of a QKV
+                // gradient, rows `3 · heads · d` apart) is made in this
+                // task's scratch, rows adjacent, and copied out at the end
+                // (see `Staged`)
+                let staged = Staged::new(dims, &real);
+                let mut local = scratch::take_stale(staged.len, T::zero());
+                let parts = staged.parts(&real, local.as_mut_ptr());
+                let ((dq, nq, qrs), (dk, nk_, krs), (dvv, nv, vrs)) = (parts[0], parts[1], parts[2]);
+                // rows of a part of this batch element set to 0 (where the
+                // buffer starts uninitialised, and in the scratch)
                 let zero = |p: *mut T, rs: usize, rows: std::ops::Range<usize>, width: usize| {
-                    if covered && rs == width {
+                    if (covered || staged.len > 0) && rs == width {
                         // (rows side by side: one call, not one a row)
                         // SAFETY: as below, the rows' span.
                         unsafe { std::ptr::write_bytes(p.add(rows.start * rs), 0, rows.len() * width) };
@@ -773,6 +784,9 @@ pub(crate) unsafe fn backward_rows_into<T: Float>(
                     }
                     i0 += n;
                 }
+                // SAFETY: the real parts are this batch element's rows
+                // (`extents` checked their reach), apart from the scratch.
+                unsafe { staged.copy_out(&real, &parts) };
             },
         )
     });
