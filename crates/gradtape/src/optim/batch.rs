@@ -55,7 +55,10 @@ use crate::tensor::{Float, Tensor};
 /// `kernel::pass_elementwise`, or the half types' `half_update::pass`)
 /// over the weight decay, the gradient's factor, the weights, their slots
 /// and the gradient, owning its rule.
-pub(crate) type OwnedPass<T> = Box<dyn Fn(Option<(T, T)>, Option<T>, &mut [T], &mut [&mut [T]], &[T]) + Sync>;
+pub(crate) type OwnedPass<T> = Box<Loop<T>>;
+
+/// An update loop (see [`OwnedPass`]).
+pub(crate) type Loop<T> = dyn Fn(Option<(T, T)>, Option<T>, &mut [T], &mut [&mut [T]], &[T]) + Sync;
 
 /// Elements per task of the batch's pass, and the fewest spread at all:
 /// a pass is a few nanoseconds an element at most (Adam's square root and
@@ -271,7 +274,7 @@ struct BoundJob<'a, T: Float> {
     all: bool,
     decay: Option<(T, T)>,
     factor: Option<T>,
-    pass: &'a (dyn Fn(Option<(T, T)>, Option<T>, &mut [T], &mut [&mut [T]], &[T]) + Sync),
+    pass: &'a Loop<T>,
 }
 
 /// The fewest elements per row for a strided gradient to be read row by
