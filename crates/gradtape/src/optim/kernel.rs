@@ -1,12 +1,15 @@
 //! The fused, in-place update loop every optimizer runs.
 //!
 //! An optimizer's update is an elementwise rule on the variable `w`, its
-//! `K` slots `s` and the gradient `g` ([`ElemRule`]). [`run`] takes the
-//! write locks of the variable and its slots, gets their buffers for
-//! writing (in place when nothing else shares them, as
+//! `K` slots `s` and the gradient `g` ([`ElemRule`]). On the host, [`run`]
+//! makes it a job of [`batch`](super::batch), run at once or with the
+//! step's other variables in one parallel pass: the write locks of the
+//! variable and its slots are taken, their buffers got for writing (in
+//! place when nothing else shares them, as
 //! [`Variable::apply_gradient_descent`] does; a copy otherwise, so a tensor
-//! read earlier keeps its value) and makes one pass, applying Keras's
-//! decoupled weight decay `w -= w · wd · lr` first where it is on.
+//! read earlier keeps its value) and one pass made by the rule's loop
+//! ([`pass`]), applying Keras's decoupled weight decay `w -= w · wd · lr`
+//! first where it is on.
 //!
 //! A sparse gradient ([`IndexedSlices`]) is never densified: its rows are
 //! summed per index (duplicates add, as in the dense tensor it stands for)
