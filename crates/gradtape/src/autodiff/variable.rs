@@ -373,6 +373,15 @@ impl Variable {
         tape::without_tapes(move || f(slot))
     }
 
+    /// The write lock of the stored value, held by the caller: the
+    /// optimizers' batched update (`crate::optim`) holds those of every
+    /// variable and slot it writes, taken in the order of their handles,
+    /// while one parallel pass writes them all. Writers through it write
+    /// outside any tape and keep the shape and dtype.
+    pub(crate) fn write_value(&self) -> std::sync::RwLockWriteGuard<'_, Tensor> {
+        self.inner.value.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// One step of gradient descent on sparse rows: `value[indices[j]] -=
     /// lr * values[j]` (TensorFlow's `SparseApplyGradientDescent`; repeated
     /// indices accumulate), atomically and in place as

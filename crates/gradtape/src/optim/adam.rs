@@ -133,6 +133,7 @@ adam_options!(Adam, "adam", None);
 adam_options!(AdamW, "adamw", Some(0.004));
 
 /// Adam's update of one element (slots `m`, `v`, and `v̂` for AMSGrad).
+#[derive(Clone)]
 pub struct Elem {
     /// The step's bias-corrected learning rate.
     pub alpha: f64,

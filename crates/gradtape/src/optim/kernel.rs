@@ -1,12 +1,15 @@
 //! The fused, in-place update loop every optimizer runs.
 //!
 //! An optimizer's update is an elementwise rule on the variable `w`, its
-//! `K` slots `s` and the gradient `g` ([`ElemRule`]). [`run`] takes the
-//! write locks of the variable and its slots, gets their buffers for
-//! writing (in place when nothing else shares them, as
+//! `K` slots `s` and the gradient `g` ([`ElemRule`]). On the host, [`run`]
+//! makes it a job of [`batch`](super::batch), run at once or with the
+//! step's other variables in one parallel pass: the write locks of the
+//! variable and its slots are taken, their buffers got for writing (in
+//! place when nothing else shares them, as
 //! [`Variable::apply_gradient_descent`] does; a copy otherwise, so a tensor
-//! read earlier keeps its value) and makes one pass, applying Keras's
-//! decoupled weight decay `w -= w · wd · lr` first where it is on.
+//! read earlier keeps its value) and one pass made by the rule's loop
+//! ([`pass`]), applying Keras's decoupled weight decay `w -= w · wd · lr`
+//! first where it is on.
 //!
 //! A sparse gradient ([`IndexedSlices`]) is never densified: its rows are
 //! summed per index (duplicates add, as in the dense tensor it stands for)
@@ -19,10 +22,9 @@
 //!   between them with a zero gradient (no zero tensor is built), which
 //!   gives exactly the result of the dense gradient, as Keras 3 does.
 
-use std::borrow::Cow;
 use std::cell::Cell;
-use std::ops::Range;
 
+use super::batch::{Grad, Job, OwnedPass};
 use crate::autodiff::gradient::{Gradient, IndexedSlices};
 use crate::autodiff::variable::Variable;
 use crate::error::{Error, Result};
@@ -52,8 +54,10 @@ pub(crate) struct Step {
 }
 
 /// An elementwise update of a weight, its `K` slots and its gradient
-/// (`Sync`: a large variable's pass is spread over the compute threads).
-pub trait ElemRule<const K: usize>: Sync {
+/// (`Sync`: a large variable's pass is spread over the compute threads;
+/// `Clone + 'static`: each update loop owns a copy, run with its step's
+/// other updates, see `batch`).
+pub trait ElemRule<const K: usize>: Sync + Clone + 'static {
     /// Whether a zero gradient leaves the weight and slots unchanged (then a
     /// sparse gradient needs to visit its rows only).
     const ZERO_GRAD_IS_NOOP: bool;
@@ -66,18 +70,9 @@ pub trait ElemRule<const K: usize>: Sync {
     fn cuda(&self) -> (&'static str, Vec<f64>);
 }
 
-/// A gradient's values, as the rows a pass visits.
-enum Rows<'a, T: Clone> {
-    Dense(Cow<'a, [T]>),
-    /// Sorted distinct row numbers, their summed values (`width` each).
-    Sparse {
-        rows: Vec<usize>,
-        vals: Vec<T>,
-        width: usize,
-    },
-}
-
-fn sparse_rows<T: Float>(s: &IndexedSlices) -> Result<Rows<'static, T>> {
+/// A sparse gradient's rows summed per index and sorted (duplicates add
+/// in their order, as in the dense tensor it stands for).
+fn sparse_rows<T: Float>(s: &IndexedSlices) -> Result<Grad<T>> {
     let width: usize = s.dense_shape()[1..].iter().product();
     let v = s.values().values::<T>("optimizer")?;
     let idx: Vec<usize> = s
@@ -100,45 +95,12 @@ fn sparse_rows<T: Float>(s: &IndexedSlices) -> Result<Rows<'static, T>> {
             vals.extend_from_slice(src);
         }
     }
-    Ok(Rows::Sparse { rows, vals, width })
-}
-
-impl<T: Float> Rows<'_, T> {
-    /// Calls `f(range, gradient)` for each run of elements to update. With
-    /// `all`, every element is visited: the gaps between a sparse
-    /// gradient's rows in pieces of at most [`ZEROS`] elements, each with a
-    /// zero gradient (so one update loop serves both kinds of run).
-    fn for_each_run(&self, n: usize, all: bool, mut f: impl FnMut(Range<usize>, &[T])) {
-        let zeros = [T::zero(); ZEROS];
-        let gap = |f: &mut dyn FnMut(Range<usize>, &[T]), from: usize, to: usize| {
-            for lo in (from..to).step_by(ZEROS) {
-                let hi = to.min(lo + ZEROS);
-                f(lo..hi, &zeros[..hi - lo]);
-            }
-        };
-        match self {
-            Rows::Dense(g) => f(0..n, g),
-            Rows::Sparse { rows, vals, width } => {
-                let mut next = 0;
-                for (k, &r) in zip(0.., &rows[..]) {
-                    let lo = r * width;
-                    if all && lo > next {
-                        gap(&mut f, next, lo);
-                    }
-                    f(lo..lo + width, &vals[k * width..(k + 1) * width]);
-                    next = lo + width;
-                }
-                if all && next < n {
-                    gap(&mut f, next, n);
-                }
-            }
-        }
-    }
+    Ok(Grad::Sparse { rows, vals, width })
 }
 
 /// The length of the zero gradient a gap between sparse rows is updated
 /// with, piece by piece.
-const ZEROS: usize = 256;
+pub(crate) const ZEROS: usize = 256;
 
 /// `grad` times `c` (a scalar of its values' dtype), as tensor ops that
 /// no tape or trace records.
@@ -244,33 +206,65 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
             expected: "f32 or f64 variables on a GPU",
         }));
     }
+    let sequential = reference;
+    // (each update loop owns a copy of the rule: the update may run later,
+    // with the step's others; see `batch`)
     if reference {
-        return with_float_dtype!(var.dtype(), T => run_typed::<T>(noop, step, var, slots, grad, &|d, c, w, s, g| pass_elementwise::<T, R, K>(rule, d, c, w, s, g)), _ => Err(Error::UnsupportedDType {
+        return with_float_dtype!(var.dtype(), T => {
+            let rule = rule.clone();
+            submit::<T>(noop, step, var, slots, grad, Box::new(move |d, c, w, s, g| pass_elementwise::<T, R, K>(&rule, d, c, w, s, g)), sequential)
+        }, _ => Err(Error::UnsupportedDType {
             op: "apply_gradients",
             dtype: var.dtype(),
             expected: "float variables (f32, f64, f16 or bf16)",
         }));
     }
+    let rule = rule.clone();
     // (the half types a block at a time: see `half_update`; their
     // gradients were scaled whole above)
     match var.dtype() {
-        DType::F16 => {
-            return run_typed::<f16>(noop, step, var, slots, grad, &|d, _, w, s, g| {
-                super::half_update::pass::<f16, R, K>(rule, d, w, s, g)
-            })
-        }
-        DType::BF16 => {
-            return run_typed::<bf16>(noop, step, var, slots, grad, &|d, _, w, s, g| {
-                super::half_update::pass::<bf16, R, K>(rule, d, w, s, g)
-            })
-        }
-        _ => {}
+        DType::F16 => submit::<f16>(
+            noop,
+            step,
+            var,
+            slots,
+            grad,
+            Box::new(move |d, _, w, s, g| super::half_update::pass::<f16, R, K>(&rule, d, w, s, g)),
+            sequential,
+        ),
+        DType::BF16 => submit::<bf16>(
+            noop,
+            step,
+            var,
+            slots,
+            grad,
+            Box::new(move |d, _, w, s, g| super::half_update::pass::<bf16, R, K>(&rule, d, w, s, g)),
+            sequential,
+        ),
+        DType::F32 => submit::<f32>(
+            noop,
+            step,
+            var,
+            slots,
+            grad,
+            Box::new(move |d, c, w, s, g| pass::<f32, R, K>(&rule, d, c, w, s, g)),
+            sequential,
+        ),
+        DType::F64 => submit::<f64>(
+            noop,
+            step,
+            var,
+            slots,
+            grad,
+            Box::new(move |d, c, w, s, g| pass::<f64, R, K>(&rule, d, c, w, s, g)),
+            sequential,
+        ),
+        dtype => Err(Error::UnsupportedDType {
+            op: "apply_gradients",
+            dtype,
+            expected: "float variables (f32, f64, f16 or bf16)",
+        }),
     }
-    with_float_dtype!(var.dtype(), T => run_typed::<T>(noop, step, var, slots, grad, &|d, c, w, s, g| pass::<T, R, K>(rule, d, c, w, s, g)), _ => Err(Error::UnsupportedDType {
-        op: "apply_gradients",
-        dtype: var.dtype(),
-        expected: "float variables (f32, f64, f16 or bf16)",
-    }))
 }
 
 thread_local! {
@@ -282,11 +276,12 @@ thread_local! {
 /// Runs `f` with this thread's optimizer updates changed, for the tests
 /// of `tests/internals/optim_kernel_bits.rs` (the update code they compare is
 /// the library's own, compiled with its optimisation): with `elementwise`,
-/// every update runs [`pass_elementwise`] on this thread, a factor
-/// multiplied into the gradient whole first (as the `Mul` node of a traced
-/// step's clipping made it), the reference; with `scale`, every dense
-/// gradient of an update is to be multiplied by `scale` (as a traced
-/// step's `ApplyUpdates` whose clipping the compiler folded into it:
+/// every update runs [`pass_elementwise`] on this thread, alone, at once
+/// (not batched with the step's others), a factor multiplied into the
+/// gradient whole first (as the `Mul` node of a traced step's clipping
+/// made it), the reference; with `scale`, every dense gradient of an
+/// update is to be multiplied by `scale` (as a traced step's
+/// `ApplyUpdates` whose clipping the compiler folded into it:
 /// [`Step::grad_scale`]).
 #[doc(hidden)]
 pub fn testing<R>(elementwise: bool, scale: Option<f64>, f: impl FnOnce() -> R) -> R {
@@ -311,79 +306,32 @@ pub(crate) fn forced_scale() -> Option<f64> {
 /// reference, not once per rule.
 type PassFn<'a, T> = dyn Fn(Option<(T, T)>, Option<T>, &mut [T], &mut [&mut [T]], &[T]) + Sync + 'a;
 
-/// Elements per task of a dense update spread over the compute threads,
-/// and the fewest elements spread at all: a pass is a few nanoseconds an
-/// element at most (Adam's square root and division), so a task of this
-/// size is ~10-40 µs, well above what handing it to a helper costs.
-pub(crate) const TASK: usize = 1 << 14;
-
-/// [`run`] on the host; `noop`: the rule's
+/// The update of `var` on the host as a [`Job`], run now or with its
+/// step's others (see [`batch`](super::batch)); `noop`: the rule's
 /// [`ZERO_GRAD_IS_NOOP`](ElemRule::ZERO_GRAD_IS_NOOP).
-fn run_typed<T: Float>(
+fn submit<T: Float>(
     noop: bool,
     step: &Step,
     var: &Variable,
     slots: &[Variable],
     grad: &Gradient,
-    pass: &PassFn<'_, T>,
+    pass: OwnedPass<T>,
+    sequential: bool,
 ) -> Result<()> {
-    let rows: Rows<'_, T> = match grad {
-        Gradient::Dense(g) => Rows::Dense(g.values::<T>("optimizer")?),
+    let grad = match grad {
+        Gradient::Dense(g) => Grad::Dense(g.clone()),
         Gradient::Sparse(s) => sparse_rows::<T>(s)?,
     };
-    let all = !step.lazy && (!noop || step.wd != 0.0);
-    let decay = (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr)));
-    let factor = step.grad_scale.map(T::from_f64);
-    with_locked(var, slots, |w, s| {
-        let w = values_mut::<T>(w)?;
-        let mut s: Vec<&mut [T]> = s.into_iter().map(values_mut::<T>).collect::<Result<_>>()?;
-        let n = w.len();
-        if let Rows::Dense(g) = &rows
-            && !TESTING.with(Cell::get).0
-            && n >= 2 * TASK
-            && g.len() == n
-            && s.iter().all(|s| s.len() == n)
-        {
-            spread_dense(decay, factor, w, &mut s, g, pass);
-            return Ok(());
-        }
-        rows.for_each_run(n, all, |range, g| {
-            let mut parts: smallvec::SmallVec<[&mut [T]; 4]> = s.iter_mut().map(|s| &mut s[range.clone()]).collect();
-            pass(decay, factor, &mut w[range.clone()], &mut parts, g)
-        });
-        Ok(())
-    })
-}
-
-/// A dense pass over `n = w.len()` elements (`s`'s slots and `g` as long),
-/// in [`TASK`]-element pieces spread over the compute threads. Each
-/// element's update reads and writes that element only, so the pieces are
-/// independent and the result is the one-pass result, bit for bit.
-fn spread_dense<T: Float>(
-    decay: Option<(T, T)>,
-    factor: Option<T>,
-    w: &mut [T],
-    s: &mut [&mut [T]],
-    g: &[T],
-    pass: &PassFn<'_, T>,
-) {
-    use crate::kernels::cpu::workers::{parallel_for, SendPtr};
-    let n = w.len();
-    let wp = SendPtr(w.as_mut_ptr());
-    let sp: smallvec::SmallVec<[SendPtr<T>; 4]> = s.iter_mut().map(|s| SendPtr(s.as_mut_ptr())).collect();
-    parallel_for(n.div_ceil(TASK), |i| {
-        let (lo, hi) = (i * TASK, ((i + 1) * TASK).min(n));
-        // SAFETY: `w` and every slot are borrowed mutably for this call and
-        // are `n` long (checked by the caller); the tasks' ranges are
-        // disjoint and each index runs once, so each element is written by
-        // one task only.
-        let w = unsafe { std::slice::from_raw_parts_mut(wp.get().add(lo), hi - lo) };
-        let mut parts: smallvec::SmallVec<[&mut [T]; 4]> = sp
-            .iter()
-            .map(|p| unsafe { std::slice::from_raw_parts_mut(p.get().add(lo), hi - lo) })
-            .collect();
-        pass(decay, factor, w, &mut parts, &g[lo..hi]);
-    });
+    let job = Job {
+        var: var.clone(),
+        slots: slots.to_vec(),
+        grad,
+        all: !step.lazy && (!noop || step.wd != 0.0),
+        decay: (step.wd != 0.0).then(|| (T::from_f64(step.wd), T::from_f64(step.lr))),
+        factor: step.grad_scale.map(T::from_f64),
+        pass,
+    };
+    super::batch::submit(Box::new(job), sequential)
 }
 
 /// [`run`] for a variable on a GPU: the rule's CUDA form `cuda` over the

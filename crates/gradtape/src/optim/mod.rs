@@ -98,6 +98,7 @@
 //! gradtape and PyTorch's `SparseAdam` do not).
 
 pub(crate) mod adam;
+mod batch;
 mod clip;
 pub(crate) mod half_update;
 pub(crate) mod kernel;

@@ -99,6 +99,7 @@ impl Adamax {
 }
 
 /// Adamax's update of one element (fields: its step's constants).
+#[derive(Clone)]
 pub struct AdamaxElem {
     /// `lr / (1 − β₁ᵗ)`
     pub alpha: f64,
@@ -190,6 +191,7 @@ impl Nadam {
 }
 
 /// Nadam's update of one element.
+#[derive(Clone)]
 pub struct NadamElem {
     /// the learning rate
     pub lr: f64,
@@ -288,6 +290,7 @@ struct LionRule(Betas);
 two_betas!(Lion, LionRule, "lion", 0.99);
 
 /// Lion's update of one element.
+#[derive(Clone)]
 pub struct LionElem {
     /// the learning rate
     pub lr: f64,
@@ -405,6 +408,7 @@ impl Adadelta {
 optimizer_common!(Adadelta);
 
 /// Adadelta's update of one element.
+#[derive(Clone)]
 pub struct AdadeltaElem {
     /// the learning rate
     pub lr: f64,

@@ -100,6 +100,7 @@ impl RmsProp {
 optimizer_common!(RmsProp);
 
 /// RMSprop's update of one element.
+#[derive(Clone)]
 pub struct RmsElem {
     /// The learning rate.
     pub lr: f64,
@@ -164,6 +165,7 @@ impl ElemRule<1> for RmsElem {
 }
 
 /// velocity and momentum, or velocity and average gradient
+#[derive(Clone)]
 pub struct Rms2 {
     /// The update's parameters.
     pub e: RmsElem,
@@ -302,6 +304,7 @@ impl Adagrad {
 optimizer_common!(Adagrad);
 
 /// Adagrad's update of one element.
+#[derive(Clone)]
 pub struct AdagradElem {
     /// The learning rate.
     pub lr: f64,

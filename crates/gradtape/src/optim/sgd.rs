@@ -68,6 +68,7 @@ impl Sgd {
 optimizer_common!(Sgd);
 
 /// Plain SGD's update of one element.
+#[derive(Clone)]
 pub struct Plain {
     /// The learning rate.
     pub lr: f64,
@@ -85,6 +86,7 @@ impl ElemRule<0> for Plain {
 }
 
 /// SGD with momentum's update of one element (slot: the velocity).
+#[derive(Clone)]
 pub struct Momentum {
     /// The learning rate.
     pub lr: f64,

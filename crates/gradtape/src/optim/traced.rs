@@ -207,20 +207,24 @@ impl Updates {
                 ),
             ));
         }
-        for (i, (g, t)) in grads.iter().zip(&self.targets).enumerate() {
-            let step = Step {
-                lr,
-                t: (n + 1) as f64,
-                wd: t.wd,
-                lazy: self.lazy,
-                grad_scale: scales
-                    .get(i)
-                    .copied()
-                    .flatten()
-                    .or_else(|| super::kernel::forced_scale().filter(|_| matches!(g, Gradient::Dense(_)))),
-            };
-            self.rule.update(&step, &t.var, &t.slots, g)?;
-        }
+        // (the host updates collected, then run in one pass: see `batch`)
+        super::batch::batched(|| {
+            for (i, (g, t)) in grads.iter().zip(&self.targets).enumerate() {
+                let step = Step {
+                    lr,
+                    t: (n + 1) as f64,
+                    wd: t.wd,
+                    lazy: self.lazy,
+                    grad_scale: scales
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .or_else(|| super::kernel::forced_scale().filter(|_| matches!(g, Gradient::Dense(_)))),
+                };
+                self.rule.update(&step, &t.var, &t.slots, g)?;
+            }
+            Ok(())
+        })?;
         if let Some(ema) = self.ema {
             // Keras's: the first update copies the variables
             let m = if n == 0 { 0.0 } else { ema };
