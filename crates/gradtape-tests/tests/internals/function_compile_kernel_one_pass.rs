@@ -7,6 +7,7 @@
 //! values are the eager ops' (`Unary::eval`, `Binary::eval`), which the
 //! fused kernel reproduces bit for bit.
 
+use crate::function_compile_kernel_testing as testing;
 use gradtape::__internals::function::compile::kernel::{one_pass_width, register_width, Instr, Output, Program};
 use gradtape::__internals::ops::desc::{Binary as B, Unary as U};
 use gradtape::__internals::ops::math::table::Pair as FnPair;
@@ -14,16 +15,10 @@ use gradtape::{DType, Tensor};
 
 /// A program of `len` elements of `dtype` over `n_inputs` full inputs.
 fn program(dtype: DType, len: usize, n_inputs: usize, body: Vec<Instr>, n_regs: usize, n_out: usize) -> Program {
+    let outputs = vec![Output::Elementwise; n_out];
     Program {
         dtype,
-        len,
-        shape: vec![len],
-        input_len: vec![len; n_inputs],
-        splats: vec![],
-        body,
-        n_regs,
-        outputs: vec![Output::Elementwise; n_out],
-        scalar: Default::default(),
+        ..testing::program(len, n_inputs, body, n_regs, outputs)
     }
 }
 
