@@ -241,29 +241,13 @@ pub(crate) fn run<R: ElemRule<K>, const K: usize>(
             Box::new(move |d, _, w, s, g| super::half_update::pass::<bf16, R, K>(&rule, d, w, s, g)),
             sequential,
         ),
-        DType::F32 => submit::<f32>(
-            noop,
-            step,
-            var,
-            slots,
-            grad,
-            Box::new(move |d, c, w, s, g| pass::<f32, R, K>(&rule, d, c, w, s, g)),
-            sequential,
-        ),
-        DType::F64 => submit::<f64>(
-            noop,
-            step,
-            var,
-            slots,
-            grad,
-            Box::new(move |d, c, w, s, g| pass::<f64, R, K>(&rule, d, c, w, s, g)),
-            sequential,
-        ),
-        dtype => Err(Error::UnsupportedDType {
-            op: "apply_gradients",
-            dtype,
-            expected: "float variables (f32, f64, f16 or bf16)",
-        }),
+        _ => {
+            with_float_dtype!(var.dtype(), T => submit::<T>(noop, step, var, slots, grad, Box::new(move |d, c, w, s, g| pass::<T, R, K>(&rule, d, c, w, s, g)), sequential), _ => Err(Error::UnsupportedDType {
+                op: "apply_gradients",
+                dtype: var.dtype(),
+                expected: "float variables (f32, f64, f16 or bf16)",
+            }))
+        }
     }
 }
 
