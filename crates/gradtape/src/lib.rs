@@ -308,6 +308,9 @@ pub mod __internals {
             pub mod complex_fns {
                 pub use crate::kernels::cpu::complex_fns::*;
             }
+            pub mod counter {
+                pub use crate::kernels::cpu::counter::CounterRng;
+            }
             pub mod lockstep {
                 pub use crate::kernels::cpu::lockstep::*;
             }
@@ -434,6 +437,9 @@ pub mod __internals {
                 pub use crate::ops::math::table::*;
             }
         }
+        pub mod random {
+            pub use crate::ops::random::{dropout_mask, keep_from};
+        }
         pub mod sorting {
             pub mod sort {
                 pub use crate::ops::sorting::sort::*;
@@ -443,6 +449,9 @@ pub mod __internals {
     pub mod optim {
         pub mod adam {
             pub use crate::optim::adam::*;
+        }
+        pub mod half_update {
+            pub use crate::optim::half_update::{bf16_round_bits, f16_round_bits};
         }
         pub mod kernel {
             pub use crate::optim::kernel::*;

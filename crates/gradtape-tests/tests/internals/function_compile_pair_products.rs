@@ -145,9 +145,14 @@ fn bits(ts: &[Tensor]) -> Vec<Vec<u32>> {
         .collect()
 }
 
-/// (The balance is timed: a neighbour that takes a core during the two
-/// timed runs can make twins look unbalanced, so a fresh plan is timed
-/// again, up to three times, before the test fails.)
+/// Twins compiled as a pair give the sequential plan's bits on every run,
+/// whichever way their trial goes, and the trial decides within
+/// `RUNS_TO_DECIDE` runs. The balance is timed on the machine, so which way
+/// it decides is not asserted here (a neighbour taking a core during the
+/// timed runs makes twins look unbalanced, and CI's two shared cores do):
+/// the decisions themselves are tested above with given times. What is
+/// asserted of the timing is only its consequence: a pair found balanced
+/// goes together without ever having run apart.
 #[test]
 fn twin_products_are_decided_together_by_their_balance_with_the_sequential_bits() {
     let n = 384;
@@ -157,33 +162,33 @@ fn twin_products_are_decided_together_by_their_balance_with_the_sequential_bits(
     let eager = vec![args[0].matmul(&args[1]).unwrap(), args[0].matmul(&args[2]).unwrap()];
     let want = bits(&off.run(&args).unwrap());
     assert!(bits(&eager) == want, "the sequential plan differs from eager products");
-    let mut imbalances = Vec::new();
-    for _attempt in 0..3 {
-        let (on, _) = twin_products(true, n);
-        let trials: Vec<&PairTrial> = on.plan.steps.iter().filter_map(|s| s.paired.as_deref()).collect();
-        if gradtape::__internals::kernels::cpu::workers::threads() == 1 {
-            assert!(trials.is_empty());
-            return;
-        }
-        assert_eq!(trials.len(), 1, "{}", on.graph);
-        for run in 0..1 + BALANCE_RUNS {
-            assert!(
-                bits(&on.run(&args).unwrap()) == want,
-                "run {run}: the paired plan's products differ"
-            );
-        }
-        let t = trials[0];
-        let imbalance = t.imbalance().expect("the balance runs timed the tasks");
-        if imbalance > BALANCED {
-            imbalances.push(imbalance);
-            continue;
-        }
+    let (on, _) = twin_products(true, n);
+    let trials: Vec<&PairTrial> = on.plan.steps.iter().filter_map(|s| s.paired.as_deref()).collect();
+    if gradtape::__internals::kernels::cpu::workers::threads() == 1 {
+        assert!(trials.is_empty());
+        return;
+    }
+    assert_eq!(trials.len(), 1, "{}", on.graph);
+    let t = trials[0];
+    let mut run = 0;
+    while t.decision().is_none() {
+        assert!(run <= RUNS_TO_DECIDE, "no decision after {run} runs");
+        assert!(
+            bits(&on.run(&args).unwrap()) == want,
+            "run {run}: the paired plan's products differ"
+        );
+        run += 1;
+    }
+    let imbalance = t.imbalance().expect("the balance runs timed the tasks");
+    assert!(imbalance >= 1.0, "{imbalance}");
+    if imbalance <= BALANCED {
         assert_eq!(t.decision(), Some(true));
         // no run went apart: the untimed first run and at most the balance runs
         let started = t.runs.load(std::sync::atomic::Ordering::Relaxed);
         assert!((2..=1 + BALANCE_RUNS).contains(&started), "{started} runs");
-        assert!(bits(&on.run(&args).unwrap()) == want);
-        return;
     }
-    panic!("twin products' tasks differed by {imbalances:?} in three plans (machine very busy?)");
+    // decided either way: the same bits
+    for _ in 0..2 {
+        assert!(bits(&on.run(&args).unwrap()) == want);
+    }
 }

@@ -58,7 +58,7 @@ fn generate<T: Element>(op: &'static str, shape: &[usize], f: impl Fn(u64) -> T 
 /// is `k · 2⁻⁵³` exactly, so `unit >= rate` exactly when `k >= ⌈rate ·
 /// 2⁵³⌉` (a product by a power of two, exact): the keep/drop decisions of
 /// the float comparison, made on integers.
-fn keep_from(rate: f64) -> u64 {
+pub fn keep_from(rate: f64) -> u64 {
     (rate * (1u64 << 53) as f64).ceil() as u64
 }
 
@@ -219,7 +219,7 @@ impl Tensor {
 
 /// Dropout's keep-mask: `1 / (1 - rate)` with probability `1 - rate`, else
 /// 0 (`rate` in `(0, 1)`, a float dtype).
-pub(crate) fn dropout_mask(shape: &[usize], rate: f64, dtype: DType, seed: u64) -> Result<Tensor> {
+pub fn dropout_mask(shape: &[usize], rate: f64, dtype: DType, seed: u64) -> Result<Tensor> {
     const OP: &str = "dropout";
     if !dtype.is_float() {
         return Err(unsupported(OP, dtype, "f32 or f64"));
@@ -480,65 +480,4 @@ fn check_normal(op: &'static str, mean: f64, std: f64, dtype: DType) -> Result<(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The keep-mask, made on integers and vectorised, keeps exactly the
-    /// elements whose uniform draw `unit(i)` is at least `rate` (the float
-    /// comparison it replaced), in f32 and f64, on lengths that leave
-    /// vector tails and chunks split between threads.
-    #[test]
-    fn dropout_mask_keeps_the_draws_at_or_above_the_rate() {
-        let just_above = (0.25 * (1u64 << 53) as f64 + 1.0) / (1u64 << 53) as f64;
-        for &rate in &[0.1, 0.5, 0.25, just_above, 1e-12, 0.999_999] {
-            for &n in &[1usize, 7, 9, 1001, 70_003] {
-                for (seed, dtype) in [(3u64, DType::F32), (11, DType::F64)] {
-                    let got = dropout_mask(&[n], rate, dtype, seed).unwrap().to_vec_f64();
-                    let g = CounterRng::new(seed, 4);
-                    let scale = 1.0 / (1.0 - rate);
-                    let scale = if dtype == DType::F32 {
-                        scale as f32 as f64
-                    } else {
-                        scale
-                    };
-                    for (i, &v) in got.iter().enumerate() {
-                        let want = if g.unit(i as u64) >= rate { scale } else { 0.0 };
-                        assert_eq!(v, want, "rate {rate}, n {n}, {dtype}, element {i}");
-                    }
-                }
-            }
-        }
-    }
-
-    /// The threshold at its edges: a draw of exactly `rate` is kept, the
-    /// one below it dropped; rate 0 keeps everything.
-    #[test]
-    fn keep_threshold_matches_the_float_comparison_at_its_edge() {
-        let unit = |k: u64| k as f64 / (1u64 << 53) as f64;
-        for &rate in &[0.1, 0.5, 1.0 / 3.0, unit(12345), 0.0] {
-            let k = keep_from(rate);
-            assert!(unit(k) >= rate, "rate {rate}");
-            if k > 0 {
-                assert!(unit(k - 1) < rate, "rate {rate}");
-            }
-        }
-        assert_eq!(keep_from(0.0), 0);
-        assert_eq!(keep_from(0.5), 1u64 << 52);
-    }
-
-    /// The vectorised fill gives the scalar formula's values, bit for bit.
-    #[test]
-    fn uniform_draws_are_the_scalar_formula() {
-        let (lo, hi) = (-2.0, 3.0);
-        let got = Tensor::random_uniform(&[5003], lo, hi, DType::F32, 9)
-            .unwrap()
-            .to_vec::<f32>()
-            .unwrap();
-        let g = CounterRng::new(9, 1);
-        for (i, &v) in got.iter().enumerate() {
-            let want = (lo + g.unit(i as u64) * (hi - lo)) as f32;
-            assert_eq!(v.to_bits(), want.to_bits(), "element {i}");
-        }
-    }
-}
+// (the mask's and the fill's bits against the scalar formulas: `tests/internals/ops_random.rs`)

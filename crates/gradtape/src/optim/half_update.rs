@@ -92,8 +92,15 @@ impl RoundTo for f16 {
 impl RoundTo for bf16 {
     #[inline(always)]
     fn round_f32(x: f32) -> f32 {
-        f32::from_bits((f32_to_bf16_bits(x) as u32) << 16)
+        f32::from_bits(bf16_round_bits(x))
     }
+}
+
+/// The bits of `bf16::from_f32(x).to_f32()`: to nearest, ties to even, at
+/// 8 significant bits; a NaN quiet.
+#[inline(always)]
+pub fn bf16_round_bits(x: f32) -> u32 {
+    (f32_to_bf16_bits(x) as u32) << 16
 }
 
 /// The bits of `f16::from_f32(x).to_f32()` without branches: to nearest,
@@ -102,7 +109,7 @@ impl RoundTo for bf16 {
 /// 65520 (half-way past the largest half, 65504) on; a NaN quiet, its
 /// payload cut to the half's ten bits.
 #[inline(always)]
-pub(crate) fn f16_round_bits(x: f32) -> u32 {
+pub fn f16_round_bits(x: f32) -> u32 {
     let b = x.to_bits();
     let (sign, a) = (b & 0x8000_0000, b & 0x7FFF_FFFF);
     let normal = (a + 0x0FFF + ((a >> 13) & 1)) & 0xFFFF_E000;
@@ -247,38 +254,5 @@ pub(crate) fn pass<H: RoundTo, R: ElemRule<K>, const K: usize>(
 }
 
 // (the bit-equality of these updates and the element-by-element ones is
-// checked in `tests/internals/optim_kernel_bits.rs`)
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `f16_round_bits` against the `half` crate's conversion there and
-    /// back: around every rounding boundary of every exponent (the low 13
-    /// bits at and beside the tie, and the ends), and every 7th `f32`.
-    #[test]
-    fn f16_rounding_is_the_half_crates() {
-        let check = |b: u32| {
-            let x = f32::from_bits(b);
-            let want = f16::from_f32(x).to_f32().to_bits();
-            assert_eq!(f16_round_bits(x), want, "{b:#010x} ({x:e})");
-        };
-        for hi in 0..(1u32 << 19) {
-            for lo in [0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF] {
-                check(hi << 13 | lo);
-            }
-        }
-        for b in (0..=u32::MAX).step_by(7) {
-            check(b);
-        }
-    }
-
-    /// The bf16 rounding against the crate's conversion (every 3rd `f32`).
-    #[test]
-    fn bf16_rounding_is_the_half_crates() {
-        for b in (0..=u32::MAX).step_by(3) {
-            let x = f32::from_bits(b);
-            let want = bf16::from_f32(x).to_f32().to_bits();
-            assert_eq!(<bf16 as RoundTo>::round_f32(x).to_bits(), want, "{b:#010x}");
-        }
-    }
-}
+// checked in `tests/internals/optim_kernel_bits.rs`, the roundings against
+// the `half` crate's in `tests/internals/optim_half_update.rs`)

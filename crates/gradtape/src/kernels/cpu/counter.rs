@@ -19,12 +19,13 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 /// The counter-based generator of one draw: `(seed, stream)` fixes a key;
 /// `bits(i)` is the `i`-th output of SplitMix64 started at that key.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct CounterRng {
+pub struct CounterRng {
     key: u64,
 }
 
 impl CounterRng {
-    pub(crate) fn new(seed: u64, stream: u64) -> Self {
+    /// The generator of stream `stream` under `seed`.
+    pub fn new(seed: u64, stream: u64) -> Self {
         CounterRng {
             key: mix(seed ^ mix(stream.wrapping_add(0x5851_F42D_4C95_7F2D))),
         }
@@ -44,7 +45,7 @@ impl CounterRng {
 
     /// A uniform `f64` in `[0, 1)` (53 random bits).
     #[inline]
-    pub(crate) fn unit(self, i: u64) -> f64 {
+    pub fn unit(self, i: u64) -> f64 {
         (self.bits(i) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
