@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `gpt` example's step at seven model shapes, gradtape (eager and traced)
+# The `gpt` example's step at eight model shapes, gradtape (eager and traced)
 # beside its peers (torch eager, jax.jit, tf.function): the median time per
 # step of 40 steps (the first 5 of the peers' left out; gradtape's first
 # traced call), each run alone under QUIET (a command that pauses other
@@ -25,6 +25,7 @@ configs=(
   "--width 64 --heads 2 --layers 6 --context 32 --batch 32"
   "--width 128 --heads 4 --layers 2 --context 256 --batch 4"
   "--width 384 --heads 6 --layers 4 --context 64 --batch 8"
+  "--width 512 --heads 8 --layers 4 --context 128 --batch 8"
   "--width 128 --heads 4 --layers 2 --context 64 --batch 16 --llama"
   "--width 256 --heads 8 --layers 2 --context 128 --batch 8 --llama"
 )
