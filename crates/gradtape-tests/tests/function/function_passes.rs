@@ -101,6 +101,7 @@ fn the_pass_list_names_every_pass_once_and_refuses_unknown_names() -> Result<()>
             "dce",
             "grads_into_concat",
             "pool_argmax",
+            "xent_keeps_softmax",
             "residual_into_norm_grad",
             "scale_into_update",
             "join_products",

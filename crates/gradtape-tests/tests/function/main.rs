@@ -62,6 +62,7 @@ mod traced_grads;
 mod traced_rng;
 mod vmap;
 mod vmap_dynamic;
+mod xent_keeps_softmax;
 mod zero_sizes;
 
 /// Sets `GRADTAPE_VERIFY_PASSES=1` before `main` runs (the library reads it

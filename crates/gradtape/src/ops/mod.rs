@@ -61,6 +61,7 @@ pub(crate) use nn::max_pool2d_with_argmax;
 pub(crate) use nn::rotary;
 pub(crate) use nn::{attention_grad_into, AttentionSpec};
 pub(crate) use nn::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
+pub(crate) use nn::{sparse_xent_and_softmax, sparse_xent_grad_from_softmax};
 pub use nn::{AttentionDropout, DataFormat, HiddenRows, Padding};
 pub(crate) use sorting::segment;
 

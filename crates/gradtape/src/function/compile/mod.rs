@@ -25,6 +25,9 @@
 //!    into the concatenation's slices; the views and the copy go.
 //! 4. `pool_argmax` — a max pool and the positions of its maxima (which
 //!    its gradient reads) from one pass of the pooling kernel.
+//!    `xent_keeps_softmax` — a sparse softmax cross-entropy writes its
+//!    softmax for its gradient node, which reads it in place of the
+//!    logits (the eager op's pair; the rows' exponentials made once).
 //!    `residual_into_norm_grad` — a residual gradient added to a layer
 //!    norm's `dx` is added by the norm's gradient kernel as it writes `dx`
 //!    (one pass over the tensor fewer). `scale_into_update` — a scalar
@@ -153,6 +156,7 @@ pub(crate) mod sharing;
 pub(crate) mod simplify;
 pub(crate) mod sums_after_loops;
 pub(crate) mod transpose_once;
+pub(crate) mod xent_keeps_softmax;
 
 pub use pipeline::CompileOptions;
 pub use profile::{profile, report, ProfileLine};

@@ -18,7 +18,7 @@
 use super::{
     concat_of_reshapes, diag_matmul, fold, fuse, grads_into_concat, hoist_reductions, join_products, merge_reads,
     pads_to_concat, pair_products, pool_argmax, remat, residual_into_norm_grad, scale_into_update, share_im2col,
-    simplify, sums_after_loops, transpose_once, CompileStats,
+    simplify, sums_after_loops, transpose_once, xent_keeps_softmax, CompileStats,
 };
 use crate::error::{Error, Result};
 use crate::function::graph::Graph;
@@ -61,7 +61,7 @@ pub(crate) struct Pass {
 }
 
 /// The passes, in the order they run.
-pub(crate) static PASSES: [Pass; 21] = [
+pub(crate) static PASSES: [Pass; 22] = [
     Pass {
         name: "fold",
         run: fold::run,
@@ -110,6 +110,11 @@ pub(crate) static PASSES: [Pass; 21] = [
         name: "pool_argmax",
         run: pool_argmax::run,
         stat: Some(|s| &mut s.merged),
+    },
+    Pass {
+        name: "xent_keeps_softmax",
+        run: xent_keeps_softmax::run,
+        stat: None,
     },
     // (before `fuse`, which would take the `Add` into a kernel)
     Pass {

@@ -353,6 +353,70 @@ pub(crate) fn sparse_xent_grad(labels: &Tensor, logits: &Tensor, g: &Tensor) -> 
     ))
 }
 
+/// The sparse softmax cross-entropy's losses with the softmax its
+/// gradient reads, from one pass of the kernel (computed, not bound: the
+/// compiler's `xent_keeps_softmax` node): the losses are the bits of
+/// [`Tensor::sparse_softmax_cross_entropy_with_logits`], the softmax the
+/// rows [`sparse_xent_grad`] computes from the logits. `f32` or `f64`
+/// logits on the host, `i32` or `i64` labels (checked).
+pub(crate) fn sparse_xent_and_softmax(labels: &Tensor, logits: &Tensor) -> Result<(Tensor, Tensor)> {
+    // (the errors name the op the user called)
+    const OP: &str = "sparse_softmax_cross_entropy_with_logits";
+    check_kept(OP, labels, logits, None)?;
+    let classes = logits.shape()[logits.rank() - 1];
+    let (loss, p) = match labels.dtype() {
+        DType::I32 => {
+            k::checked_labels::<i32>(OP, labels, classes)?;
+            with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i32>(OP, logits, labels, labels.shape(), true)?, _ => unreachable!())
+        }
+        _ => {
+            k::checked_labels::<i64>(OP, labels, classes)?;
+            with_float_dtype!(logits.dtype(), T => k::sparse_xent::<T, i64>(OP, logits, labels, labels.shape(), true)?, _ => unreachable!())
+        }
+    };
+    let p = p.ok_or_else(|| Error::invalid(OP, "the kernel kept no softmax".to_string()))?;
+    Ok((loss, p))
+}
+
+/// [`sparse_xent_grad`]'s values from the softmax [`sparse_xent_and_softmax`]
+/// kept (computed, not bound: the compiler's `xent_keeps_softmax` node):
+/// `g · p`, and `(p − 1) · g` at the label, the bits of the gradient from
+/// the logits (the same softmax, the same two roundings).
+pub(crate) fn sparse_xent_grad_from_softmax(labels: &Tensor, softmax: &Tensor, g: &Tensor) -> Result<Tensor> {
+    check_kept(GRAD_OP, labels, softmax, Some(g))?;
+    grad_kernel(GRAD_OP, labels, softmax, g, true)
+}
+
+/// The checks of the kept-softmax pair: `f32`/`f64` host `x` of rank at
+/// least 1, `i32`/`i64` labels of `x`'s shape without its last axis, and
+/// `g` (when given) of the labels' shape and `x`'s dtype.
+fn check_kept(op: &'static str, labels: &Tensor, x: &Tensor, g: Option<&Tensor>) -> Result<()> {
+    if !matches!(x.dtype(), DType::F32 | DType::F64) {
+        return Err(unsupported(op, x.dtype(), "f32 or f64"));
+    }
+    if !matches!(labels.dtype(), DType::I32 | DType::I64) {
+        return Err(unsupported(op, labels.dtype(), "i32 or i64 labels"));
+    }
+    let ts: smallvec::SmallVec<[&Tensor; 3]> = [Some(labels), Some(x), g].into_iter().flatten().collect();
+    let shapes_ok = x.rank() > 0
+        && labels.shape() == &x.shape()[..x.rank() - 1]
+        && g.is_none_or(|g| g.shape() == labels.shape() && g.dtype() == x.dtype());
+    if !shapes_ok || !on_host(&ts) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "host tensors with labels {:?} and upstream gradient {:?} of the shape of {:?} without its last axis (and its dtype {:?}), got {:?}",
+                labels.shape(),
+                g.map(Tensor::shape),
+                x.shape(),
+                x.dtype(),
+                g.map(Tensor::dtype)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether every tensor is on the host.
 fn on_host(ts: &[&Tensor]) -> bool {
     ts.iter().all(|t| t.device() == crate::tensor::Device::Cpu)

@@ -73,7 +73,7 @@ pub(crate) use attention::{
 pub use attention::{AttentionDropout, HiddenRows};
 pub use conv::Padding;
 pub(crate) use conv::{conv2d_backprop_filter_from_cols, conv2d_with_cols};
-pub(crate) use cross_entropy::sparse_xent_grad;
+pub(crate) use cross_entropy::{sparse_xent_and_softmax, sparse_xent_grad, sparse_xent_grad_from_softmax};
 pub(crate) use ctc::ctc_loss_grad;
 pub use format::DataFormat;
 pub(crate) use gqa::grouped;
