@@ -6,6 +6,9 @@
 //! - `b`: the same traced in one `function` (`p`: then its per-node
 //!   profile; `g`: its graph);  `e`: `apply` alone traced;
 //! - `c`: eager `apply` on one tensor of the same total size;
+//! - `x`: before each timed call, a pass over more memory than the
+//!   last-level cache holds (as the forward and backward passes between
+//!   two updates of a training step);
 //! - `q`: the query, key and value kernels' gradients column slices of
 //!   one `[w, 3w]` tensor (strided views, as the compiler's fused q/k/v
 //!   product makes them).
@@ -61,12 +64,23 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+/// With mode `x`, a pass over this many bytes before each timed call:
+/// more than the machine's last-level cache (480 MiB on the project's
+/// Xeon), so the update reads its operands from memory, as in a training
+/// step whose forward and backward passes came between two updates.
+const EVICT_BYTES: usize = 640 << 20;
+
+fn time(reps: usize, evict: bool, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
     for _ in 0..3 {
         f()?;
     }
     let mut t = Vec::new();
-    for _ in 0..reps {
+    let mut junk = if evict { vec![1u8; EVICT_BYTES] } else { Vec::new() };
+    for r in 0..reps {
+        for x in junk.iter_mut().step_by(64) {
+            *x = x.wrapping_add(r as u8);
+        }
+        std::hint::black_box(&junk);
         let s = Instant::now();
         f()?;
         t.push(s.elapsed().as_secs_f64() * 1e3);
@@ -93,6 +107,7 @@ fn main() -> Result<()> {
         })
         .collect();
     let strided = which.contains('q');
+    let evict = which.contains('x');
     let grads: Vec<Tensor> = sh
         .iter()
         .map(|(n, s)| {
@@ -118,7 +133,7 @@ fn main() -> Result<()> {
     println!("{} variables, {} elements", vars.len(), total);
     if which.contains('a') {
         let mut o = opt();
-        let r = time(reps, || {
+        let r = time(reps, evict, || {
             o.apply(
                 grads
                     .iter()
@@ -133,7 +148,7 @@ fn main() -> Result<()> {
     }
     if which.contains('d') {
         let mut o = opt();
-        let r = time(reps, || {
+        let r = time(reps, evict, || {
             let g: Vec<Option<Gradient>> = grads.iter().cloned().map(Gradient::from).map(Some).collect();
             let (g, _) = clip_gradients_by_global_norm(&g, 1.0)?;
             o.apply(g.into_iter().zip(vars.iter().cloned()).collect())
@@ -151,7 +166,7 @@ fn main() -> Result<()> {
                 .apply(g.into_iter().zip(vs.iter().cloned()).collect())?;
             Ok(norm)
         });
-        let r = time(reps, || f.call(&grads).map(|_| ()))?;
+        let r = time(reps, evict, || f.call(&grads).map(|_| ()))?;
         println!("b traced clip+AdamW 68 vars:    median {:.2} ms  min {:.2}", r.0, r.1);
         if which.contains('p') {
             let (done, lines) =
@@ -173,7 +188,7 @@ fn main() -> Result<()> {
                 .apply(g.into_iter().zip(vs.iter().cloned()).collect())?;
             Ok(Tensor::scalar(0.0f32))
         });
-        let r = time(reps, || f.call(&grads).map(|_| ()))?;
+        let r = time(reps, evict, || f.call(&grads).map(|_| ()))?;
         println!("e traced AdamW 68 vars:         median {:.2} ms  min {:.2}", r.0, r.1);
     }
     if which.contains('c') {
@@ -182,7 +197,7 @@ fn main() -> Result<()> {
             .build();
         let g = rng.normal(&[total], 0.0, 0.01, DType::F32)?;
         let mut o = opt();
-        let r = time(reps, || o.apply_gradients([(Some(g.clone()), &v)]))?;
+        let r = time(reps, evict, || o.apply_gradients([(Some(g.clone()), &v)]))?;
         println!("c eager AdamW one tensor:       median {:.2} ms  min {:.2}", r.0, r.1);
     }
     Ok(())
