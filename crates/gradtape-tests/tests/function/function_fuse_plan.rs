@@ -137,3 +137,49 @@ fn one_op_functions_give_eager_bits_on_every_path() -> Result<()> {
     }
     Ok(())
 }
+
+/// Traced functions of one elementwise op with a broadcast operand (a
+/// fused group of one op whose bias row, column or scalar is read in
+/// place, run in one pass: `Prepared::one_pass`), and a bias add followed
+/// by a ReLU (two ops: the registers' path), over row lengths 1, 7, 64
+/// and 1000 with totals around the one-pass pieces and past the threads'
+/// split, in `f32` and `f64`, with `x` held by the caller (new buffers)
+/// and moved into the call (its buffer taken): the eager broadcasting
+/// ops' bits each call (the fused ops compute what the eager kernels
+/// compute, element by element).
+#[test]
+fn bias_column_and_scalar_functions_give_eager_bits() -> Result<()> {
+    type Op = fn(&Tensor, &Tensor) -> Result<Tensor>;
+    let eager: [(&str, Op); 5] = [
+        ("x + b", |x, b| x.add(b)),
+        ("b - x", |x, b| b.sub(x)),
+        ("x * b", |x, b| x.mul(b)),
+        ("maximum(x, b)", |x, b| x.maximum(b)),
+        ("relu(x + b)", |x, b| x.add(b)?.relu()),
+    ];
+    // (one traced function per op, each tracing its op)
+    let traced: Vec<_> = eager
+        .iter()
+        .map(|&(_, op)| function(move |(x, b): &(Tensor, Tensor)| op(x, b)))
+        .collect();
+    for dtype in [DType::F32, DType::F64] {
+        for n in [1, 7, 64, 1000] {
+            for total in [300, 4095, 5121, 16_385, 131_073] {
+                let m = usize::div_ceil(total, n);
+                let x = data(&[m, n], 0.4, dtype);
+                for b in [data(&[n], 1.3, dtype), data(&[m, 1], 2.3, dtype), data(&[], 0.9, dtype)] {
+                    for ((name, op), f) in eager.iter().zip(&traced) {
+                        let at = format!("{name} {dtype} x {:?} b {:?}", x.shape(), b.shape());
+                        let want = all_bits(&[op(&x, &b)?]);
+                        for k in 0..2 {
+                            assert_eq!(all_bits(&[f.call(&(x.clone(), b.clone()))?]), want, "{at} call {k}");
+                        }
+                        let moved = f.call(&(x.mul_scalar(1.0)?, b.clone()))?;
+                        assert_eq!(all_bits(&[moved]), want, "{at} in place");
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -25,6 +25,7 @@ mod function_compile_kernel_cost;
 mod function_compile_kernel_cuda;
 mod function_compile_kernel_epilogue;
 mod function_compile_kernel_one_pass;
+mod function_compile_kernel_one_pass_broadcast;
 mod function_compile_kernel_prepared;
 mod function_compile_kernel_regs;
 mod function_compile_kernel_scratch;

@@ -20,7 +20,11 @@
 //! place: it runs in pieces wider than the L1 cache ([`one_pass_width`]),
 //! each paying the body's dispatch once, as an eager op's kernel pays its
 //! own (a traced `relu` of 131,072 `f32` on one thread: 20.6-22.7 µs a
-//! call in pieces of 1,024, against eager's 15.1; 16.2 now).
+//! call in pieces of 1,024, against eager's 15.1; 16.2 now). Its operands
+//! may be broadcast (a bias row, a column, a scalar): a splat fills its
+//! register once per task, and a gathered row is read in place from the
+//! task's repeats of it ([`epilogue`]), so a dense layer's bias add runs
+//! in one pass too.
 //!
 //! A kernel with a reduction over leading axes (a bias gradient) splits
 //! its rows among the tasks (blocked, for at most a few thousand outputs:

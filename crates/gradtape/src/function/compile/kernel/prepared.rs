@@ -154,17 +154,28 @@ impl Program {
 
     /// Whether every op of the body reads loaded registers only and writes
     /// a register of its own that a store takes in place (one of
-    /// `direct`), with no gathers, splats, sums or partial reductions:
-    /// each output is one op of the inputs, as an eager op is. A run whose
-    /// stores all have fresh buffers and whose loads all read in place
-    /// then keeps no element in its registers (they stand for input and
+    /// `direct`), with no sums or partial reductions: each output is one
+    /// op of the inputs, as an eager op is. A run whose stores all have
+    /// fresh buffers and whose loads all read in place then keeps no
+    /// element of the group in its registers (they stand for input and
     /// output elements), which need not fit in the L1 cache: it runs in
     /// wide pieces (see `kernel::one_pass_width`).
+    ///
+    /// Broadcast operands count as loaded: a splat (a scalar) fills its
+    /// register once per task, and a gather (a bias row `[n]` into
+    /// `[m, n]`, a column `[m, 1]`) reads the task's repeats of its period
+    /// in place (`epilogue::periodic`), or a long row in place, so neither
+    /// costs a pass per piece; only a long period that a piece crosses
+    /// (a column of a large group) is gathered into its register, as it
+    /// is at the narrow width.
     fn scan_one_pass(&self, direct: &[(Reg, u16)]) -> bool {
-        if !self.splats.is_empty() {
-            return false;
-        }
         let mut loaded: SmallVec<[bool; 8]> = SmallVec::from_elem(false, self.n_regs);
+        for &(r, _) in self.splats.iter() {
+            match loaded.get_mut(r as usize) {
+                Some(l) => *l = true,
+                None => return false,
+            }
+        }
         let mut written: SmallVec<[Reg; 4]> = SmallVec::new();
         let is_loaded = |l: &[bool], r: Reg| l.get(r as usize).copied().unwrap_or(false);
         let mut write = |loaded: &mut [bool], r: Reg| {
@@ -176,7 +187,7 @@ impl Program {
             fresh
         };
         self.body.iter().all(|ins| match *ins {
-            Instr::Load { dst, .. } => match loaded.get_mut(dst as usize) {
+            Instr::Load { dst, .. } | Instr::Gather { dst, .. } => match loaded.get_mut(dst as usize) {
                 Some(l) => {
                     *l = true;
                     true
