@@ -32,9 +32,9 @@ fn no_grad() -> gradtape::Error {
 // `w` and direction `V` below, `loss = Σ w · sparse_xent(labels, X)`,
 // `G = dloss/dX` (nested `tf.GradientTape`s), then `s = Σ G · V` and its
 // gradients with respect to `X` and `w`.
-const X: [f64; 12] = [0.3, -1.2, 2.0, 0.5, 1.5, 0.1, -0.7, 0.0, -2.0, 0.4, 0.9, 3.1];
-const W: [f64; 3] = [0.5, -1.25, 2.0];
-const V: [f64; 12] = [1.0, -0.5, 0.25, 2.0, 0.0, 1.5, -1.0, 0.5, -0.75, 0.3, 1.2, -2.0];
+pub(crate) const X: [f64; 12] = [0.3, -1.2, 2.0, 0.5, 1.5, 0.1, -0.7, 0.0, -2.0, 0.4, 0.9, 3.1];
+pub(crate) const W: [f64; 3] = [0.5, -1.25, 2.0];
+pub(crate) const V: [f64; 12] = [1.0, -0.5, 0.25, 2.0, 0.0, 1.5, -1.0, 0.5, -0.75, 0.3, 1.2, -2.0];
 const TF_GRAD: [f64; 12] = [
     0.0631434290953916,
     0.014089203446375747,
@@ -49,7 +49,7 @@ const TF_GRAD: [f64; 12] = [
     0.1871508342231712,
     -0.3109611947055224,
 ];
-const TF_HVP_X: [f64; 12] = [
+pub(crate) const TF_HVP_X: [f64; 12] = [
     0.02566693298539187,
     -0.015406738302014118,
     -0.11873341588205001,

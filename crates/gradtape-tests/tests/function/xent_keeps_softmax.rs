@@ -164,25 +164,9 @@ fn half_logits_do_not_pair() -> Result<()> {
     Ok(())
 }
 
-// TensorFlow 2.21 in f64, as in `sparse_xent_grad_op`: `loss = Σ w ·
+// TensorFlow 2.21 in f64 (`sparse_xent_grad_op`'s numbers): `loss = Σ w ·
 // sparse_xent([2, 0, 3], X)`, `G = dloss/dX`, `s = Σ G · V`, and `ds/dX`.
-const X: [f64; 12] = [0.3, -1.2, 2.0, 0.5, 1.5, 0.1, -0.7, 0.0, -2.0, 0.4, 0.9, 3.1];
-const W: [f64; 3] = [0.5, -1.25, 2.0];
-const V: [f64; 12] = [1.0, -0.5, 0.25, 2.0, 0.0, 1.5, -1.0, 0.5, -0.75, 0.3, 1.2, -2.0];
-const TF_HVP_X: [f64; 12] = [
-    0.02566693298539187,
-    -0.015406738302014118,
-    -0.11873341588205001,
-    0.10847322119867228,
-    0.1854714245680194,
-    -0.24680392893877845,
-    0.10818213520024432,
-    -0.04684963082948519,
-    0.008377986221794864,
-    0.21154037473193707,
-    0.5172068662332746,
-    -0.7371252271870063,
-];
+use super::sparse_xent_grad_op::{TF_HVP_X, V, W, X};
 
 #[test]
 fn a_second_order_inside_the_trace_keeps_tensorflows_numbers() -> Result<()> {

@@ -43,7 +43,7 @@ fn binary(op: B) -> Vec<Instr> {
 
 /// Values over the functions' interesting ranges, a few signed zeros and
 /// (past the first few hundred) a NaN and infinities.
-fn data(n: usize, seed: f64, dtype: DType) -> Tensor {
+pub(crate) fn data(n: usize, seed: f64, dtype: DType) -> Tensor {
     let v: Vec<f64> = (0..n)
         .map(|i| match i % 211 {
             5 => -0.0,

@@ -81,20 +81,13 @@ fn y_shape(how: Bcast, (m, n): (usize, usize)) -> Vec<usize> {
     }
 }
 
-/// Values over the ops' interesting ranges, with signed zeros and (past
-/// the first few hundred) a NaN and infinities.
+/// `function_compile_kernel_one_pass`'s values (signed zeros, and past
+/// the first few hundred a NaN and infinities) in `shape`.
 fn data(shape: &[usize], seed: f64, dtype: DType) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n)
-        .map(|i| match i % 211 {
-            5 => -0.0,
-            11 => 0.0,
-            200 if i > 300 => f64::NAN,
-            201 if i > 300 => f64::INFINITY,
-            _ => (i as f64 * 0.731 + seed).sin() * 3.5 + 0.25,
-        })
-        .collect();
-    Tensor::from_vec(v, shape).unwrap().cast(dtype).unwrap()
+    let n = shape.iter().product();
+    super::function_compile_kernel_one_pass::data(n, seed, dtype)
+        .reshape(shape)
+        .unwrap()
 }
 
 fn bits(t: &Tensor) -> Vec<u64> {
