@@ -66,7 +66,7 @@ pub(crate) const TF_HVP_X: [f64; 12] = [
 const TF_HVP_W: [f64; 3] = [0.3435137930723322, 0.2345145624474681, 0.43641698750579694];
 
 /// `G`, `dS/dX`, `dS/dw` of the comment above, with nested tapes.
-fn first_and_second(x: &Tensor, w: &Tensor, labels: &Tensor) -> Result<Vec<Tensor>> {
+pub(crate) fn first_and_second(x: &Tensor, w: &Tensor, labels: &Tensor) -> Result<Vec<Tensor>> {
     let v = Tensor::from_vec(V.to_vec(), &[3, 4])?;
     let outer = GradientTape::persistent();
     let (g, s) = outer.record(|| {
