@@ -591,8 +591,13 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     let sample = corpus.decode(&ids);
     if cfg.verbose {
         println!(
-            "\n{} characters after {:?} (temperature {}, top-k {:?}):\n\n{}{sample}\n",
-            cfg.generate, cfg.prompt, cfg.temperature, cfg.top_k, cfg.prompt
+            "\n{} {} after {:?} (temperature {}, top-k {:?}):\n\n{}{sample}\n",
+            cfg.generate,
+            if cfg.vocab.is_some() { "tokens" } else { "characters" },
+            cfg.prompt,
+            cfg.temperature,
+            cfg.top_k,
+            cfg.prompt
         );
         let (rerun, full_ms) = timed(Decode::Rerun)?;
         println!(
