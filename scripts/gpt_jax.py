@@ -12,7 +12,12 @@ after a linear warm-up of 50 steps) on gradients clipped to global norm 1
 below 1).
 
     python3 scripts/gpt_jax.py [--steps N] [--layers N] [--width N]
-        [--heads N] [--context N] [--batch N] [--llama]
+        [--heads N] [--context N] [--batch N] [--llama] [--vocab N]
+
+`--vocab N` tokenizes as the example's `--vocab N` does (the characters
+plus the most frequent words, padded with unused ids: `gpt_tokens.py`,
+a port of its `corpus.rs`), on the example's text (docs/*.md then
+README.md); without it the tokens are the characters.
 
 The options mean what gpt_torch.py's mean (the feed-forward is 4 x width);
 `--llama` builds Llama's blocks as gpt_torch.py does (RMS norms, epsilon
@@ -34,16 +39,17 @@ and at the last, and the median time per step. XLA's CPU client uses every
 core (2 here), as the project's peers in ../shared/bench/peers do. Not a
 test: the numbers go in notes beside gradtape's."""
 import argparse
-import glob
 import math
 import os
+import sys
 import time
 
 import numpy as np
 import jax
 import jax.numpy as jnp
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_tokens  # noqa: E402  (the example's tokenizer, ported)
 
 
 def linear(rng, fan_in, fan_out, bias=True):
@@ -174,15 +180,12 @@ def main():
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--llama", action="store_true")
+    ap.add_argument("--vocab", type=int, default=None)
     args = ap.parse_args()
-    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    text = "".join(open(p, encoding="utf-8").read() for p in paths)
-    chars = sorted(set(text))
-    index = {c: i for i, c in enumerate(chars)}
-    data = np.array([index[c] for c in text], dtype=np.int32)
-    train = data[: int(0.9 * len(data))]
+    tok, train = gpt_tokens.corpus(args.vocab)
+    train = np.array(train, dtype=np.int32)
     rng = np.random.default_rng(0)
-    params = init(rng, len(chars), args.width, args.heads, args.layers, args.context, args.llama)
+    params = init(rng, tok.size, args.width, args.heads, args.layers, args.context, args.llama)
     count = sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params))
     print(f"{count} weights")
     tables = rotary_tables(args.context, args.width // args.heads) if args.llama else None
@@ -205,7 +208,7 @@ def main():
         if i % 50 == 0 or i == args.steps - 1:
             print(f"step {i}: loss {loss:.3f}")
     times = sorted(times[min(5, len(times) - 1) :])
-    print(f"{len(chars)} characters; median step {1e3 * times[len(times) // 2]:.1f} ms")
+    print(f"vocabulary {tok.size} ({len(tok.chars)} characters, {len(tok.words)} words, {tok.unused()} unused); median step {1e3 * times[len(times) // 2]:.1f} ms")
 
 
 if __name__ == "__main__":

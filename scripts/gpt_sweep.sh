@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The `gpt` example's step at eight model shapes, gradtape (eager and traced)
+# The `gpt` example's step at eleven model shapes (the last three word-piece
+# vocabularies of 2048-32768 tokens: the output projection, cross-entropy and
+# the table's AdamW dominate), gradtape (eager and traced)
 # beside its peers (torch eager, jax.jit, tf.function): the median time per
 # step of 40 steps (the first 5 of the peers' left out; gradtape's first
 # traced call), each run alone under QUIET (a command that pauses other
@@ -28,6 +30,9 @@ configs=(
   "--width 512 --heads 8 --layers 4 --context 128 --batch 8"
   "--width 128 --heads 4 --layers 2 --context 64 --batch 16 --llama"
   "--width 256 --heads 8 --layers 2 --context 128 --batch 8 --llama"
+  "--width 256 --heads 8 --layers 2 --context 128 --batch 8 --vocab 2048"
+  "--width 256 --heads 8 --layers 2 --context 128 --batch 8 --vocab 8192"
+  "--width 256 --heads 8 --layers 2 --context 128 --batch 8 --vocab 32768"
 )
 ms() { grep -o "$1 [0-9.]* ms" | tail -1 | grep -o "[0-9.]*" | head -1; }
 for r in $(seq "$ROUNDS"); do

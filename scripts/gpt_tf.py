@@ -14,7 +14,12 @@ gradients clipped to global norm 1 (as torch.nn.utils.clip_grad_norm_
 does: a factor 1 / (norm + 1e-6) when below 1).
 
     python3 scripts/gpt_tf.py [--steps N] [--layers N] [--width N]
-        [--heads N] [--context N] [--batch N] [--llama] [--eager]
+        [--heads N] [--context N] [--batch N] [--llama] [--eager] [--vocab N]
+
+`--vocab N` tokenizes as the example's `--vocab N` does (the characters
+plus the most frequent words, padded with unused ids: `gpt_tokens.py`,
+a port of its `corpus.rs`), on the example's text (docs/*.md then
+README.md); without it the tokens are the characters.
 
 The options mean what gpt_torch.py's mean (the feed-forward is 4 x width);
 `--llama` builds Llama's blocks as gpt_torch.py does (RMS norms, epsilon
@@ -38,16 +43,17 @@ last, and the median time per step. TensorFlow's thread pools are left at
 their defaults (every core, 2 here), as the project's peers do. Not a test:
 the numbers go in notes beside gradtape's."""
 import argparse
-import glob
 import math
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_tokens  # noqa: E402  (the example's tokenizer, ported)
 
 
 class Params:
@@ -209,16 +215,13 @@ def main():
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--llama", action="store_true")
+    ap.add_argument("--vocab", type=int, default=None)
     ap.add_argument("--eager", action="store_true")
     args = ap.parse_args()
-    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    text = "".join(open(p, encoding="utf-8").read() for p in paths)
-    chars = sorted(set(text))
-    index = {c: i for i, c in enumerate(chars)}
-    data = np.array([index[c] for c in text], dtype=np.int32)
-    train = data[: int(0.9 * len(data))]
+    tok, train = gpt_tokens.corpus(args.vocab)
+    train = np.array(train, dtype=np.int32)
     rng = np.random.default_rng(0)
-    model = Gpt(rng, len(chars), args.width, args.heads, args.layers, args.context, args.llama)
+    model = Gpt(rng, tok.size, args.width, args.heads, args.layers, args.context, args.llama)
     print(f"{sum(int(np.prod(v.shape)) for v in model.vars)} weights")
     step = make_step(model, args.eager)
     warmup = 50
@@ -236,7 +239,7 @@ def main():
         if i % 50 == 0 or i == args.steps - 1:
             print(f"step {i}: loss {loss:.3f}")
     times = sorted(times[min(5, len(times) - 1) :])
-    print(f"{len(chars)} characters; median step {1e3 * times[len(times) // 2]:.1f} ms")
+    print(f"vocabulary {tok.size} ({len(tok.chars)} characters, {len(tok.words)} words, {tok.unused()} unused); median step {1e3 * times[len(times) // 2]:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,12 @@ batch, AdamW (weight decay 0.01, learning rate 1e-3 after a linear
 warm-up) on gradients clipped to global norm 1.
 
     python3 scripts/gpt_torch.py [--steps N] [--compile] [--layers N]
-        [--width N] [--heads N] [--context N] [--batch N] [--llama]
+        [--width N] [--heads N] [--context N] [--batch N] [--llama] [--vocab N]
+
+`--vocab N` tokenizes as the example's `--vocab N` does (the characters
+plus the most frequent words, padded with unused ids: `gpt_tokens.py`,
+a port of its `corpus.rs`), on the example's text (docs/*.md then
+README.md); without it the tokens are the characters.
 
 The shape options mean what the `gpt` example's options of the same names
 mean (the feed-forward is 4 x width), so other model shapes compare too.
@@ -21,16 +26,17 @@ feed-forward of 4 x width, no biases, a final RMS norm.
 Prints the weight count, the loss every 50 steps and the median time per step. Not a test:
 the numbers go in notes beside gradtape's."""
 import argparse
-import glob
 import math
 import os
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_tokens  # noqa: E402  (the example's tokenizer, ported)
 
 
 class Block(nn.Module):
@@ -133,15 +139,13 @@ def main():
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--llama", action="store_true")
+    ap.add_argument("--vocab", type=int, default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(os.cpu_count())
-    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    text = "".join(open(p, encoding="utf-8").read() for p in paths)
-    chars = sorted(set(text))
-    data = torch.tensor([chars.index(c) for c in text], dtype=torch.long)
-    train = data[: int(0.9 * len(data))]
-    model = Gpt(len(chars), d=args.width, h=args.heads, layers=args.layers, context=args.context, llama=args.llama)
+    tok, train = gpt_tokens.corpus(args.vocab)
+    train = torch.tensor(train, dtype=torch.long)
+    model = Gpt(tok.size, d=args.width, h=args.heads, layers=args.layers, context=args.context, llama=args.llama)
     print(f"{sum(p.numel() for p in model.parameters())} weights")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     warmup = 50
@@ -171,7 +175,7 @@ def main():
         if i % 50 == 0 or i == args.steps - 1:
             print(f"step {i}: loss {loss:.3f}")
     times = sorted(times[min(5, len(times) - 1) :])
-    print(f"{len(chars)} characters; median step {1e3 * times[len(times) // 2]:.1f} ms")
+    print(f"vocabulary {tok.size} ({len(tok.chars)} characters, {len(tok.words)} words, {tok.unused()} unused); median step {1e3 * times[len(times) // 2]:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -9,10 +9,20 @@
 //! cargo run --release --example gpt -- --width 256 --heads 8 --context 128 --batch 8
 //! cargo run --release --example gpt -- --llama        # Llama's blocks instead of GPT-2's
 //! cargo run --release --example gpt -- --profile      # then where a traced step's time goes
+//! cargo run --release --example gpt -- --vocab 2048   # characters and the 1936 commonest words
 //! ```
 //!
 //! (`--layers`, `--width`, `--heads`, `--context`, `--batch` and
 //! `--dropout` change the model's shape from the one below.)
+//!
+//! `--vocab N` makes it a word-piece model: the tokens are the text's
+//! characters plus its `N - characters` most frequent whole words (with
+//! their leading space, as GPT-2's), other text spelled in characters (the
+//! tokenizer is in `corpus.rs`). The text has about 4,000 distinct word
+//! forms, so a larger `N` pads the vocabulary with ids no text uses: the
+//! model then has the embedding table, logits and optimizer state of an
+//! `N`-token vocabulary (what `--vocab 32768` measures), trained on the
+//! words there are.
 //!
 //! The model is GPT-2's shape, small: token and learned position
 //! embeddings, 2 pre-LayerNorm causal Transformer blocks (width 128, 4
@@ -65,8 +75,11 @@ use gradtape::optim::{clip_gradients_by_global_norm, AdamW, CosineDecay, Optimiz
 use gradtape::{function, io, Error, GradientTape, Result, Rng, Tensor, Variable};
 use indicatif::{ProgressBar, ProgressStyle};
 
+#[path = "corpus.rs"]
+mod corpus;
 #[path = "generate.rs"]
 mod generate;
+pub use corpus::{random_batch, windows, Corpus};
 pub use generate::{generate, Decode};
 
 /// The workspace root, whose Markdown files are the training text.
@@ -87,6 +100,10 @@ pub struct Config {
     /// The context: characters per window, and positions in the model.
     pub context: usize,
     pub batch_size: usize,
+    /// Tokens in the vocabulary (`--vocab N`): the characters plus the
+    /// most frequent words, padded with unused ids past the text's words
+    /// (see [`Corpus`]); `None`: the characters.
+    pub vocab: Option<usize>,
     /// Dropout in the blocks while training (0: none).
     pub dropout: f64,
     /// Llama's blocks (RMS norms, rotary positions, SwiGLU, grouped
@@ -130,6 +147,7 @@ impl Default for Config {
             heads: 4,
             context: 64,
             batch_size: 16,
+            vocab: None,
             dropout: 0.0,
             llama: false,
             steps: 500,
@@ -150,118 +168,6 @@ impl Default for Config {
             out_dir: PathBuf::from("target/gpt"),
         }
     }
-}
-
-/// The text as character ids, split 90/10 into training and validation.
-pub struct Corpus {
-    /// The vocabulary: every distinct character of the text, sorted.
-    pub chars: Vec<char>,
-    pub train: Vec<i64>,
-    pub valid: Vec<i64>,
-}
-
-impl Corpus {
-    /// `docs/*.md` (by name) then `README.md`, from the workspace root
-    /// (the held-out tail is the README's last section: prose and code,
-    /// like the rest, where the docs end in a table).
-    pub fn load() -> Result<Corpus> {
-        let root = PathBuf::from(ROOT);
-        let read = |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| invalid(format!("{}: {e}", p.display())));
-        let docs = root.join("docs");
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&docs)
-            .map_err(|e| invalid(format!("{}: {e}", docs.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "md"))
-            .collect();
-        files.sort();
-        files.push(root.join("README.md"));
-        let mut text = String::new();
-        for f in &files {
-            text.push_str(&read(f)?);
-            text.push('\n');
-        }
-        Ok(Corpus::new(&text))
-    }
-
-    /// The vocabulary of `text` and its 90/10 split.
-    pub fn new(text: &str) -> Corpus {
-        let mut chars: Vec<char> = text.chars().collect();
-        chars.sort_unstable();
-        chars.dedup();
-        let ids: Vec<i64> = text
-            .chars()
-            .map(|c| chars.binary_search(&c).expect("in the vocabulary") as i64)
-            .collect();
-        let n_train = ids.len() * 9 / 10;
-        Corpus {
-            chars,
-            train: ids[..n_train].to_vec(),
-            valid: ids[n_train..].to_vec(),
-        }
-    }
-
-    pub fn vocab(&self) -> usize {
-        self.chars.len()
-    }
-
-    /// The ids of `s`; a character not in the vocabulary is an error.
-    pub fn encode(&self, s: &str) -> Result<Vec<i64>> {
-        s.chars()
-            .map(|c| {
-                self.chars
-                    .binary_search(&c)
-                    .map(|i| i as i64)
-                    .map_err(|_| invalid(format!("{c:?} is not in the vocabulary")))
-            })
-            .collect()
-    }
-
-    pub fn decode(&self, ids: &[i64]) -> String {
-        ids.iter().map(|&i| self.chars[i as usize]).collect()
-    }
-}
-
-/// `batch` windows of `context + 1` characters from random offsets of
-/// `data`: the inputs (the first `context`) and the targets (the last
-/// `context`), `[batch, context]` each.
-pub fn random_batch(data: &[i64], batch: usize, context: usize, rng: &mut Rng) -> Result<(Tensor, Tensor)> {
-    if data.len() <= context + 1 {
-        return Err(invalid(format!(
-            "{} characters: too few for windows of {}",
-            data.len(),
-            context + 1
-        )));
-    }
-    let (mut x, mut y) = (Vec::with_capacity(batch * context), Vec::with_capacity(batch * context));
-    for _ in 0..batch {
-        let at = rng.below((data.len() - context) as u64) as usize;
-        x.extend_from_slice(&data[at..at + context]);
-        y.extend_from_slice(&data[at + 1..at + context + 1]);
-    }
-    Ok((
-        Tensor::from_vec(x, &[batch, context])?,
-        Tensor::from_vec(y, &[batch, context])?,
-    ))
-}
-
-/// The validation windows: `data` cut into consecutive windows of
-/// `context + 1` characters (overlapping by one), inputs and targets.
-pub fn windows(data: &[i64], context: usize) -> Result<(Tensor, Tensor)> {
-    let n = (data.len().saturating_sub(1)) / context;
-    if n == 0 {
-        return Err(invalid(format!(
-            "{} characters: too few for a window of {}",
-            data.len(),
-            context + 1
-        )));
-    }
-    let x: Vec<i64> = (0..n)
-        .flat_map(|i| data[i * context..(i + 1) * context].to_vec())
-        .collect();
-    let y: Vec<i64> = (0..n)
-        .flat_map(|i| data[i * context + 1..(i + 1) * context + 1].to_vec())
-        .collect();
-    Ok((Tensor::from_vec(x, &[n, context])?, Tensor::from_vec(y, &[n, context])?))
 }
 
 /// The model: token and (GPT-2's) learned position embeddings, causal
@@ -451,7 +357,7 @@ fn median(v: &[f64]) -> f64 {
 /// `cfg.seed` with a fresh optimizer, on the same batch; and the largest
 /// difference between the two models' weights after it.
 pub fn first_step_eager_and_traced(cfg: &Config) -> Result<(f64, f64, f64)> {
-    let corpus = Corpus::load()?;
+    let corpus = Corpus::load(cfg.vocab)?;
     let (x, y) = random_batch(&corpus.train, cfg.batch_size, cfg.context, &mut Rng::new(cfg.seed))?;
     let eager = Gpt::new(cfg, corpus.vocab(), &mut Rng::new(cfg.seed))?;
     let eager_vars = eager.variables();
@@ -500,7 +406,7 @@ pub struct Outcome {
 
 /// Trains, evaluates, checkpoints, reloads and generates.
 pub fn train(cfg: &Config) -> Result<Outcome> {
-    let corpus = Corpus::load()?;
+    let corpus = Corpus::load(cfg.vocab)?;
     let (valid_x, valid_y) = windows(&corpus.valid, cfg.context)?;
     let mut rng = Rng::new(cfg.seed);
     let model = Arc::new(Gpt::new(cfg, corpus.vocab(), &mut rng)?);
@@ -508,11 +414,14 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     let opt = Arc::new(Mutex::new(optimizer(cfg)));
     if cfg.verbose {
         println!(
-            "gpt: {} characters of Markdown ({} to train on, {} held out), a vocabulary of {}",
+            "gpt: {} tokens of Markdown ({} to train on, {} held out), a vocabulary of {} ({} characters, {} words, {} unused)",
             corpus.train.len() + corpus.valid.len(),
             corpus.train.len(),
             corpus.valid.len(),
-            corpus.vocab()
+            corpus.vocab(),
+            corpus.chars.len(),
+            corpus.words.len(),
+            corpus.unused()
         );
         println!(
             "model: {} blocks, width {}, {} heads, context {}, {} weights; {} steps of {} windows, AdamW {:.0e} (warm-up {}), clip {}; {}",
@@ -682,8 +591,13 @@ pub fn train(cfg: &Config) -> Result<Outcome> {
     let sample = corpus.decode(&ids);
     if cfg.verbose {
         println!(
-            "\n{} characters after {:?} (temperature {}, top-k {:?}):\n\n{}{sample}\n",
-            cfg.generate, cfg.prompt, cfg.temperature, cfg.top_k, cfg.prompt
+            "\n{} {} after {:?} (temperature {}, top-k {:?}):\n\n{}{sample}\n",
+            cfg.generate,
+            if cfg.vocab.is_some() { "tokens" } else { "characters" },
+            cfg.prompt,
+            cfg.temperature,
+            cfg.top_k,
+            cfg.prompt
         );
         let (rerun, full_ms) = timed(Decode::Rerun)?;
         println!(
@@ -730,13 +644,14 @@ fn parse_args() -> std::result::Result<Config, String> {
             "--heads" => cfg.heads = value("--heads")?.parse().map_err(|e| format!("--heads: {e}"))?,
             "--context" => cfg.context = value("--context")?.parse().map_err(|e| format!("--context: {e}"))?,
             "--batch" => cfg.batch_size = value("--batch")?.parse().map_err(|e| format!("--batch: {e}"))?,
+            "--vocab" => cfg.vocab = Some(value("--vocab")?.parse().map_err(|e| format!("--vocab: {e}"))?),
             "--dropout" => cfg.dropout = value("--dropout")?.parse().map_err(|e| format!("--dropout: {e}"))?,
             "--llama" => cfg.llama = true,
             "--profile" => cfg.profile = true,
             _ => {
                 return Err(format!(
                 "unknown argument {a:?}; options: --eager, --steps N, --lr RATE, --generate N, --seed N, --prompt TEXT, \
-                 --layers N, --width N, --heads N, --context N, --batch N, --dropout RATE, --llama, --profile"
+                 --layers N, --width N, --heads N, --context N, --batch N, --vocab N, --dropout RATE, --llama, --profile"
             ))
             }
         }

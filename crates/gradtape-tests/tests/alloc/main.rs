@@ -1,7 +1,8 @@
 //! What the compiled graphs allocate: a traced step allocates (almost)
 //! nothing after its first calls (`function_alloc`), and the executor
 //! writes buffers in place only when nothing else holds them
-//! (`function_exec`). A binary of its own, since it installs a counting
+//! (`function_exec`), and two gradients are written into buffers they own
+//! (`gradient_in_place`). A binary of its own, since it installs a counting
 //! global allocator (`counting.rs`); its tests run one at a time
 //! (`counting::serial`).
 //!
@@ -16,4 +17,5 @@ mod counting;
 mod buffer_cache;
 mod function_alloc;
 mod function_exec;
+mod gradient_in_place;
 mod split_alloc;

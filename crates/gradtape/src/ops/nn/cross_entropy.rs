@@ -4,7 +4,8 @@
 //! The sparse and sigmoid ones have fused kernels; the dense one is made of
 //! `log_softmax`, the weighted one and the Poisson loss of elementwise ops. Every rule is written with public ops.
 //! The sparse one's gradient is one row kernel either way: from the kept
-//! softmax when nothing records it, else as an op of its own
+//! softmax when nothing records it (written over the softmax's buffer,
+//! which the rule alone holds: no second buffer of the logits' size), else as an op of its own
 //! ([`sparse_xent_grad`], `SparseSoftmaxCrossEntropyWithLogitsGrad`, with
 //! a rule of public ops), so that a traced step computes it in one pass
 //! over the logits rather than five.
@@ -118,6 +119,8 @@ impl Tensor {
             None => cpu(labels, logits, keep)?,
         };
         let (x, labels_t) = (logits.clone(), labels.clone());
+        // (taken by the first gradient that can write over it: see the rule)
+        let p = std::sync::Mutex::new(p);
         Ok(bind(
             NnOp::SparseSoftmaxCrossEntropy,
             &[labels, logits],
@@ -138,11 +141,31 @@ impl Tensor {
                     // the gradient is an op of the logits, differentiable
                     // again (second order); otherwise the kept softmax gives it
                     // in one pass.
-                    let gx = match &p {
-                        _ if crate::dispatch::differentiating() => sparse_xent_grad(&labels_t, &x, &g[0])?,
-                        Some(p) if on_host(&[&labels_t, p, &g[0]]) => grad_kernel(GRAD_OP, &labels_t, p, &g[0], true)?,
-                        Some(p) => g[0].expand_dims(-1)?.mul(&p.sub(&one_hot_like(&labels_t, &x)?)?)?,
-                        // (not kept: from the logits, one pass on the host)
+                    if crate::dispatch::differentiating() {
+                        return Ok(grads![None, Some(sparse_xent_grad(&labels_t, &x, &g[0])?)]);
+                    }
+                    let mut kept = p.lock().unwrap_or_else(|e| e.into_inner());
+                    let gx = match kept.take() {
+                        Some(mut p) if on_host(&[&labels_t, &p, &g[0]]) => {
+                            // `f32`/`f64`: written over the softmax, which
+                            // this rule alone holds (a later call of a
+                            // persistent tape's rule computes the same bits
+                            // from the logits); else from it, kept
+                            if grad_in_place(&labels_t, &mut p, &g[0])? {
+                                p
+                            } else {
+                                let gx = grad_kernel(GRAD_OP, &labels_t, &p, &g[0], true)?;
+                                *kept = Some(p);
+                                gx
+                            }
+                        }
+                        Some(p) => {
+                            let gx = g[0].expand_dims(-1)?.mul(&p.sub(&one_hot_like(&labels_t, &x)?)?)?;
+                            *kept = Some(p);
+                            gx
+                        }
+                        // (not kept, or taken: from the logits, one pass on
+                        // the host)
                         None => sparse_xent_grad(&labels_t, &x, &g[0])?,
                     };
                     Ok(grads![None, Some(gx)])
@@ -442,6 +465,30 @@ fn grad_kernel(op: &'static str, labels: &Tensor, src: &Tensor, g: &Tensor, prob
             with_float_dtype!(src.dtype(), T => k::sparse_xent_grad::<T, i64>(op, src, labels, g, probs), _ => unreachable!())
         }
         d => Err(unsupported(op, d, "i32 or i64 labels")),
+    }
+}
+
+/// The gradient from the kept softmax `p` written over `p` when `p` is an
+/// `f32` or `f64` host tensor that nothing else holds (`true`); nothing
+/// done otherwise (`false`). Checks the labels. Half types are left out:
+/// their kept softmax is rounded, so the gradient from it differs from the
+/// one from the logits, which a second call of a persistent tape's rule
+/// would compute once this buffer is spent.
+fn grad_in_place(labels: &Tensor, p: &mut Tensor, g: &Tensor) -> Result<bool> {
+    if !matches!(p.dtype(), DType::F32 | DType::F64) || g.dtype() != p.dtype() {
+        return Ok(false);
+    }
+    let classes = p.shape()[p.rank() - 1];
+    match labels.dtype() {
+        DType::I32 => {
+            k::checked_labels::<i32>(GRAD_OP, labels, classes)?;
+            with_float_dtype!(p.dtype(), T => k::sparse_xent_grad_in_place::<T, i32>(GRAD_OP, p, labels, g), _ => Ok(false))
+        }
+        DType::I64 => {
+            k::checked_labels::<i64>(GRAD_OP, labels, classes)?;
+            with_float_dtype!(p.dtype(), T => k::sparse_xent_grad_in_place::<T, i64>(GRAD_OP, p, labels, g), _ => Ok(false))
+        }
+        d => Err(unsupported(GRAD_OP, d, "i32 or i64 labels")),
     }
 }
 
