@@ -139,6 +139,46 @@ pub struct Config {
     pub out_dir: PathBuf,
 }
 
+impl Config {
+    /// Fails, naming the option, on a configuration no run can use: no
+    /// context or batch (windows of 0 tokens, a mean over no tokens), a
+    /// learning rate, weight decay or clipping norm that is not a finite
+    /// number, a clipping norm that is not positive, a sampling
+    /// temperature that is not positive. The layers check their own
+    /// arguments (width, heads, dropout) when the model is built.
+    pub fn check(&self) -> Result<()> {
+        if self.context == 0 {
+            return Err(invalid("--context must be at least 1".into()));
+        }
+        if self.batch_size == 0 {
+            return Err(invalid("--batch must be at least 1".into()));
+        }
+        for (name, v) in [
+            ("--lr", self.learning_rate),
+            ("the weight decay", self.weight_decay),
+            ("the clipping norm", self.clip_norm),
+            ("the temperature", self.temperature),
+        ] {
+            if !v.is_finite() {
+                return Err(invalid(format!("{name} must be a finite number, got {v}")));
+            }
+        }
+        if self.clip_norm <= 0.0 {
+            return Err(invalid(format!(
+                "the clipping norm must be positive, got {}",
+                self.clip_norm
+            )));
+        }
+        if self.temperature <= 0.0 {
+            return Err(invalid(format!(
+                "the temperature must be positive, got {}",
+                self.temperature
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -406,6 +446,7 @@ pub struct Outcome {
 
 /// Trains, evaluates, checkpoints, reloads and generates.
 pub fn train(cfg: &Config) -> Result<Outcome> {
+    cfg.check()?;
     let corpus = Corpus::load(cfg.vocab)?;
     let (valid_x, valid_y) = windows(&corpus.valid, cfg.context)?;
     let mut rng = Rng::new(cfg.seed);

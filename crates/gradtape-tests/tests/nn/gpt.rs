@@ -247,3 +247,53 @@ fn the_gpt_example_learns_with_a_word_vocabulary() -> gradtape::Result<()> {
     assert!(weights < 1e-5, "the weights differ by {weights}");
     Ok(())
 }
+
+/// Options no run can use give an error naming the option before anything
+/// is built (`--context 0` had divided by zero in the validation windows, a
+/// panic; `--batch 0` trained on no tokens and stopped at a NaN loss).
+#[test]
+fn the_gpt_example_refuses_options_no_run_can_use() {
+    let base = tiny(std::env::temp_dir().join("gradtape-gpt-refused"));
+    let cases: [(&str, example::Config); 5] = [
+        (
+            "--context",
+            example::Config {
+                context: 0,
+                ..base.clone()
+            },
+        ),
+        (
+            "--batch",
+            example::Config {
+                batch_size: 0,
+                ..base.clone()
+            },
+        ),
+        (
+            "--lr",
+            example::Config {
+                learning_rate: f64::NAN,
+                ..base.clone()
+            },
+        ),
+        (
+            "clipping norm",
+            example::Config {
+                clip_norm: 0.0,
+                ..base.clone()
+            },
+        ),
+        (
+            "temperature",
+            example::Config {
+                temperature: -1.0,
+                ..base.clone()
+            },
+        ),
+    ];
+    for (name, cfg) in cases {
+        let err = example::train(&cfg).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains(name), "{name}: {err:?}");
+    }
+    assert!(base.check().is_ok());
+}
