@@ -155,6 +155,35 @@ fn runs_too_short_to_tell_keep_sharing_untried() {
     assert!(t.status().0);
 }
 
+/// A plan found too short to try is not timed (no clock read, no lock)
+/// until the `RECENT` runs before its next look, `MOST_INTERVAL` runs on;
+/// every run is still counted, and runs grown long by then (2x `SHORTEST`
+/// shared, `SHORTEST` alone) are tried at that look, and go alone.
+#[test]
+fn runs_too_short_go_untimed_until_their_next_look() {
+    let t = SharingTrial::default();
+    let long_from = 100;
+    let runs = drive(&t, 700, |a, i| match (a, i >= long_from) {
+        (_, false) => 30_000,
+        (false, true) => 2 * SHORTEST,
+        (true, true) => SHORTEST,
+    });
+    assert_eq!(t.runs(), 700);
+    let (w, r, m) = (WARM_RUNS as usize, RECENT, MOST_INTERVAL as usize);
+    // timed from the warm-up to the first look (found short) ...
+    assert!(runs[w..w + r].iter().all(|x| x.timed && !x.alone));
+    // ... then untimed and shared, though the runs grew long at run 100
+    let look = w + r + m;
+    assert!(look - r > long_from as usize);
+    assert!(runs[w + r..look - r].iter().all(|x| *x == SharingRun::default()));
+    // timed for the runs the next look compares, which starts a trial
+    assert!(runs[look - r..look].iter().all(|x| x.timed && !x.alone));
+    assert_eq!(alone_at(&runs)[0], look as u64);
+    let (alone, trials, switches) = t.status();
+    assert!(alone && trials >= 1 && switches == 1, "{:?}", t.status());
+    assert!(runs[look..].iter().all(|x| x.timed));
+}
+
 /// A two-layer network's loss and gradients, traced and compiled.
 fn mlp_grads() -> (Executable, Vec<Tensor>) {
     let val = |n: usize, k: usize, s: f32| {

@@ -320,8 +320,12 @@ impl Plan {
                 format!("the graph takes {} inputs, got {n_args}", self.inputs.len()),
             ));
         }
-        slots.clear();
-        slots.resize(self.n_slots, None);
+        // (the slots of a reused run were emptied at its end: only a
+        // list of another length is made again)
+        if slots.len() != self.n_slots || slots.iter().any(Option::is_some) {
+            slots.clear();
+            slots.resize(self.n_slots, None);
+        }
         let first = args.moved.len() as u32;
         for (&v, a) in self.inputs.iter().zip(args.moved.drain(..)) {
             slots[v as usize] = Some(a);

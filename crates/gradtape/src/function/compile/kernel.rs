@@ -479,8 +479,10 @@ impl Program {
                 }
             }
         }
-        let mut ebufs = ebufs.into_iter().enumerate();
-        let mut rbufs = rbufs.into_iter();
+        // (drained in place: an iterator by value moved each inline list
+        // whole, a copy of hundreds of bytes per run)
+        let mut ebufs = ebufs.drain(..).enumerate();
+        let mut rbufs = rbufs.drain(..);
         let mut acc = 0;
         let mut results = Outs::new();
         for o in self.outputs.iter() {
@@ -597,18 +599,25 @@ impl Program {
             };
             fill(regs.get_mut(*r, stride), v);
         }
-        let mut states: smallvec::SmallVec<[State<T>; 2]> = (plan.reduces.iter())
-            .map(|&(fold, axis)| State::new(fold, axis, c.clone(), c.len() == cols))
-            .collect();
+        // (both lists filled where they stand, and only when the program
+        // has such instructions: a list collected and returned is moved
+        // whole, its inline room included, which for the repeats' list
+        // was a copy of 320 bytes per run and a stall on reading it back)
+        let mut states: smallvec::SmallVec<[State<T>; 2]> = smallvec::SmallVec::new();
+        if !plan.reduces.is_empty() {
+            states
+                .extend((plan.reduces.iter()).map(|&(fold, axis)| State::new(fold, axis, c.clone(), c.len() == cols)));
+        }
         // per gather instruction (by its index in the body), its broadcast
         // input's repeats (see `periodic`); only gathers have an entry, so
         // that a long body allocates no list at each task
-        let repeats: List<(usize, Vec<T>, usize)> = (plan.gathers.iter())
-            .filter_map(|&(k, input, q, p)| {
+        let mut repeats: List<(usize, Vec<T>, usize)> = List::new();
+        if !plan.gathers.is_empty() {
+            repeats.extend((plan.gathers.iter()).filter_map(|&(k, input, q, p)| {
                 // SAFETY: as for `Instr::Gather` below
                 periodic(unsafe { srcs[input as usize].as_slice() }, q, p, stride).map(|(v, period)| (k, v, period))
-            })
-            .collect();
+            }));
+        }
         // (the body inline here: registers and sums stay locals, which the
         // compiler keeps in registers across the output writes)
         let (mut s, mut off) = (0, 0);
@@ -732,9 +741,9 @@ impl Program {
             }
         }
         scratch::give(store);
-        repeats.into_iter().for_each(|(_, v, _)| scratch::give(v));
+        repeats.drain(..).for_each(|(_, v, _)| scratch::give(v));
         states
-            .into_iter()
+            .drain(..)
             .zip(parts)
             .map(|(st, out)| st.finish(out.get()))
             .collect()

@@ -39,7 +39,12 @@
 //! since the last trial (a busy process came; one slow run, a spike of the
 //! host's, does not count). Wall time, not CPU time: what a busy neighbour
 //! costs is waiting. Plans whose runs take under [`SHORTEST`] (a loop's
-//! body) keep sharing, untried.
+//! body, a small function) keep sharing, untried, and are not timed
+//! again until the [`RECENT`] runs before their next look, [`MOST_INTERVAL`]
+//! runs on: the runs between read no clock and take no lock (an atomic
+//! count), since two clock reads and two locks per run were a sixth of a
+//! one-op traced call's fixed cost. (A short plan that grows slow in
+//! that window is seen at the end of it, not at once.)
 //!
 //! **Values.** A run alone runs every job of the pool on the calling thread
 //! ([`workers::alone`](crate::kernels::cpu::workers::alone)), the path of a
@@ -51,6 +56,7 @@
 //!
 //! [`PairTrial`]: super::pair_products::PairTrial
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Runs before the first trial: the plan's pairs of products decide in
@@ -96,6 +102,11 @@ pub struct SharingRun {
 #[derive(Default)]
 pub struct SharingTrial {
     state: Mutex<State>,
+    /// runs of a plan found too short to try that go untimed, without the
+    /// lock, before its runs are timed again (see the module's notes)
+    untimed: AtomicU64,
+    /// such runs made, not yet added to `State::runs`
+    skipped: AtomicU64,
 }
 
 #[derive(Default)]
@@ -123,6 +134,10 @@ impl SharingTrial {
     /// How the next run runs; `None` while another thread runs the plan
     /// (that run shares, untimed).
     pub fn next(&self) -> Option<SharingRun> {
+        if self.untimed.load(Relaxed) > 0 {
+            // (shared: only a plan that shares is found too short)
+            return Some(SharingRun::default());
+        }
         let s = self.state.try_lock().ok()?;
         Some(match (s.runs < WARM_RUNS, s.trial) {
             (true, _) => SharingRun::default(),
@@ -140,8 +155,17 @@ impl SharingTrial {
     /// Records a run made as `run` said, which took `ns` nanoseconds of
     /// wall time (ignored when untimed); decides as the module's notes say.
     pub fn record(&self, run: SharingRun, ns: u64) {
+        let untimed = self.untimed.load(Relaxed);
+        if !run.timed && untimed > 0 {
+            // (loads and stores, not read-modify-writes, each of which
+            // costs as much as a lock: two threads running the plan at
+            // once may lose a count, which only moves the next look)
+            self.untimed.store(untimed - 1, Relaxed);
+            self.skipped.store(self.skipped.load(Relaxed) + 1, Relaxed);
+            return;
+        }
         let Ok(mut s) = self.state.lock() else { return };
-        s.runs += 1;
+        s.runs += 1 + self.skipped.swap(0, Relaxed);
         if !run.timed {
             return;
         }
@@ -190,6 +214,8 @@ impl SharingTrial {
                 // lost or not; it keeps sharing, as it would without)
                 s.next_trial = s.runs + MOST_INTERVAL;
                 s.recent = [0; RECENT];
+                // untimed until the runs that fill `recent` again
+                self.untimed.store(MOST_INTERVAL - RECENT as u64, Relaxed);
                 return;
             }
             s.trial = Some((0, 0, mean));
@@ -198,7 +224,7 @@ impl SharingTrial {
 
     /// The runs recorded (the runs of the plan that went through it).
     pub fn runs(&self) -> u64 {
-        self.state.lock().map_or(0, |s| s.runs)
+        self.state.lock().map_or(0, |s| s.runs) + self.skipped.load(Relaxed)
     }
 
     /// Whether the runs now go alone, how many trials ran and how many
