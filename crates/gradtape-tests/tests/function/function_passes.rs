@@ -354,6 +354,30 @@ fn pair_products_runs_a_layers_two_heads_together() -> Result<()> {
 }
 
 #[test]
+fn pair_products_leaves_products_past_its_bound_split() -> Result<()> {
+    // `MAX_PAIRED_MACS` (2^28 multiply-adds) is the largest product that
+    // pairs: `[1024,512] @ [512,512]` is exactly that and pairs (with more
+    // than one thread); one more column, `[1024,512] @ [512,513]`, makes a
+    // product past the bound, which runs alone, split over the threads,
+    // whether its neighbour is as large or small. Either way every output
+    // is the bits of the graph run unoptimised (tolerance 0).
+    type Args = (Tensor, Tensor, Tensor);
+    let body = |(x, a, b): &Args| -> Result<Vec<Tensor>> { Ok(vec![x.matmul(a)?, x.matmul(b)?]) };
+    let x = data(&[1024, 512], 0.0, DType::F32);
+    let w = |cols: usize, seed: f64| data(&[512, cols], seed, DType::F32);
+    let paired = usize::from(threads() > 1);
+    let cases: [(Args, usize); 3] = [
+        ((x.clone(), w(512, 1.0), w(512, 2.0)), paired),
+        ((x.clone(), w(513, 1.0), w(513, 2.0)), 0),
+        ((x.clone(), w(513, 1.0), w(64, 2.0)), 0),
+    ];
+    for (args, pairs) in cases {
+        fires("pair_products", body, &args, Some(pairs), 0.0)?;
+    }
+    Ok(())
+}
+
+#[test]
 fn concat_of_reshapes_merges_head_gradients_once() -> Result<()> {
     // the gradient of a fused projection split into heads (rows of 6, 2
     // heads of 5, three parts): each part's gradient merges heads back

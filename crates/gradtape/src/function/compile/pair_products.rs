@@ -39,6 +39,10 @@
 //!   [`TRIALS`] timed runs each way, alternating; the faster way's
 //!   fastest run decides.
 //!
+//! - **Large products are not paired** ([`MAX_PAIRED_MACS`]): split, a
+//!   product's fixed costs are a small part of its time, and a pair's
+//!   imbalance (within [`BALANCED`]) cost more.
+//!
 //! Timing every pair both ways used to decide balanced pairs too, from the
 //! wall time of single runs: on a shared machine whose speed changes by
 //! 10-30 % from one moment to the next, some of `transformer_step`'s nine
@@ -93,10 +97,54 @@ fn pairs_op(op: &Op) -> bool {
 /// not worth a job of their own.
 const MIN_ELEMENTS: usize = 1 << 14;
 
-/// Whether `node` of `g` is a product worth running on its own thread.
+/// Matrix products of more multiply-adds than this are not paired: each
+/// runs split over the threads, as it would alone.
+///
+/// A pair together takes as long as its slower task, and two products of
+/// equal arithmetic take unequal times on one thread each (another
+/// kernel, a long shared dimension); split, a product pays a fork, a join
+/// and the threads' waits on each other's packing, a cost that does not
+/// grow with the product. So the larger the products, the less a pair
+/// saves and the more its imbalance costs. The `gpt` example's backward
+/// products at width 512 (1024 rows; `[1024,2048]·[512,2048]ᵀ` with
+/// `[512,1024]ᵀ·[1024,2048]`, `[1024,512]·[2048,512]ᵀ` with
+/// `[2048,1024]ᵀ·[1024,512]`, `[1024,1536]·[512,1536]ᵀ` with
+/// `[512,1024]ᵀ·[1024,1536]`: 2^29.6-2^30 each), 2-core Xeon, scratch
+/// probe alternating both ways, GFLOP/s together against one after the
+/// other split, operands warm: 188-232 against 216-244, 222-236 against
+/// 229-249, 223-251 against 246-261 (operands evicted: 190-223 against
+/// 230-240, 208-227 against 234-248, 201-223 against 239-247); each
+/// task's time together 9-17 % apart, within [`BALANCED`], so these
+/// pairs ran together. At 2^28 each (the attention output's gradients at
+/// width 512, `[1024,512]·[512,512]ᵀ` with `[512,1024]ᵀ·[1024,512]`, and
+/// the `transformer_step` bench's feed-forward ones) the pair was the
+/// faster (257-274 against 241-259 warm), hence the bound.
+pub const MAX_PAIRED_MACS: u64 = 1 << 28;
+
+/// The multiply-adds of a matrix product node (batch included), if `node`
+/// is one whose shapes are known.
+fn product_macs(g: &Graph, node: &Node) -> Option<u64> {
+    let Op::MatMul { transpose_a, .. } = node.op else {
+        return None;
+    };
+    let a = &g.values[*node.inputs.first()? as usize].shape;
+    let out = &g.values[*node.outputs.first()? as usize].shape;
+    let k = match transpose_a {
+        true => a.len().checked_sub(2).map(|i| a[i])?,
+        false => *a.last()?,
+    };
+    let outs = out.iter().try_fold(1u64, |p, &d| p.checked_mul(d as u64))?;
+    outs.checked_mul(k as u64)
+}
+
+/// Whether `node` of `g` is a product worth running on its own thread:
+/// not too small for a job of its own, not so large that it runs better
+/// split ([`MAX_PAIRED_MACS`]).
 fn heavy(g: &Graph, node: &Node) -> bool {
     let numel = |v: &u32| -> usize { g.values[*v as usize].shape.iter().product() };
-    pairs_op(&node.op) && node.inputs.iter().chain(&node.outputs).map(numel).sum::<usize>() >= MIN_ELEMENTS
+    pairs_op(&node.op)
+        && node.inputs.iter().chain(&node.outputs).map(numel).sum::<usize>() >= MIN_ELEMENTS
+        && product_macs(g, node).is_none_or(|m| m <= MAX_PAIRED_MACS)
 }
 
 /// The `pair_products` pass, which rewrites nothing: turns pairing on for
