@@ -44,14 +44,9 @@ fn the_gpt_example_learns_reloads_and_decodes_with_caches() -> gradtape::Result<
     // (60 %) at seeds 0-3 in November, 3.08 of 4.72 (65.4 %) at seed 0 on
     // 2026-12-07, when new characters in the compiler notes had widened
     // the vocabulary; a model that learns nothing stays near 100 %.
-    assert_eq!(out.losses.len(), cfg.steps);
-    assert!((out.losses[0] - uniform).abs() < 0.25, "{} vs {uniform}", out.losses[0]);
     assert!((out.initial_valid_loss - uniform).abs() < 0.25);
-    let last: f64 = out.losses[cfg.steps - 10..].iter().sum::<f64>() / 10.0;
-    assert!(last < 0.70 * out.losses[0], "first {}, last 10 {last}", out.losses[0]);
-    assert!(out.valid_loss < uniform - 1.0, "valid {} vs {uniform}", out.valid_loss);
-    // the checkpoint gives the same model
-    assert_eq!(out.reloaded_valid_loss, out.valid_loss);
+    // (and the checkpoint gives the same model)
+    assert_learned(&out, cfg.steps, 0.70, 1.0);
     assert!(out.checkpoint.exists());
     // 20 eager steps, 180 traced from one trace
     assert_eq!(out.trace_count, 1);
@@ -88,15 +83,42 @@ fn the_gpt_example_learns_reloads_and_decodes_with_caches() -> gradtape::Result<
 
 #[test]
 fn the_traced_gpt_step_gives_the_eager_loss_and_update() -> gradtape::Result<()> {
-    let cfg = tiny(std::env::temp_dir());
-    let (eager, traced, weights) = example::first_step_eager_and_traced(&cfg)?;
+    first_step_traced_as_eager(&tiny(std::env::temp_dir()))
+}
+
+/// The first training step of `cfg` eagerly and traced: the same loss, and
+/// the same update (Adam's first step moves each weight by about the
+/// learning rate; the two updates within 1e-5 of each other).
+fn first_step_traced_as_eager(cfg: &example::Config) -> gradtape::Result<()> {
+    let (eager, traced, weights) = example::first_step_eager_and_traced(cfg)?;
     assert!(
         (eager - traced).abs() <= 1e-6 * eager.abs(),
         "eager {eager}, traced {traced}"
     );
-    // the same update: Adam's first step moves each weight by about lr
     assert!(weights < 1e-5, "the weights differ by {weights}");
     Ok(())
+}
+
+/// A run that learned: its first loss within 0.25 of the uniform
+/// `ln(vocab)` (small initial weights), its last 10 steps' mean below
+/// `fraction` of the first, its held-out loss at least `margin` nats below
+/// the uniform, and its checkpoint reloaded to the same held-out loss.
+fn assert_learned(out: &example::Outcome, steps: usize, fraction: f64, margin: f64) {
+    let uniform = (out.corpus.vocab() as f64).ln();
+    assert_eq!(out.losses.len(), steps);
+    assert!((out.losses[0] - uniform).abs() < 0.25, "{} vs {uniform}", out.losses[0]);
+    let last: f64 = out.losses[steps - 10..].iter().sum::<f64>() / 10.0;
+    assert!(
+        last < fraction * out.losses[0],
+        "first {}, last 10 {last}",
+        out.losses[0]
+    );
+    assert!(
+        out.valid_loss < uniform - margin,
+        "valid {} vs {uniform}",
+        out.valid_loss
+    );
+    assert_eq!(out.reloaded_valid_loss, out.valid_loss);
 }
 
 /// `--llama`: the same claims with Llama's blocks (rotary positions, RMS
@@ -112,12 +134,7 @@ fn the_llama_variant_learns_and_decodes_with_caches() -> gradtape::Result<()> {
         ..tiny(out_dir.clone())
     };
     let out = example::train(&cfg)?;
-    let uniform = (out.corpus.vocab() as f64).ln();
-    assert!((out.losses[0] - uniform).abs() < 0.25, "{} vs {uniform}", out.losses[0]);
-    let last: f64 = out.losses[cfg.steps - 10..].iter().sum::<f64>() / 10.0;
-    assert!(last < 0.70 * out.losses[0], "first {}, last 10 {last}", out.losses[0]);
-    assert!(out.valid_loss < uniform - 1.0, "valid {} vs {uniform}", out.valid_loss);
-    assert_eq!(out.reloaded_valid_loss, out.valid_loss);
+    assert_learned(&out, cfg.steps, 0.70, 1.0);
     // no learned positions: the block sees them through the rotations
     assert!(out.model.variables().iter().all(|v| !v.name().contains("positions")));
     let prompt = out.corpus.encode("The ")?;
@@ -128,12 +145,7 @@ fn the_llama_variant_learns_and_decodes_with_caches() -> gradtape::Result<()> {
     let (traced, traces) = decode(Decode::Traced)?;
     assert_eq!((traced, traces), (reference, 3));
     std::fs::remove_dir_all(out_dir).unwrap();
-    let (eager, traced, weights) = example::first_step_eager_and_traced(&cfg)?;
-    assert!(
-        (eager - traced).abs() <= 1e-6 * eager.abs(),
-        "eager {eager}, traced {traced}"
-    );
-    assert!(weights < 1e-5, "the weights differ by {weights}");
+    first_step_traced_as_eager(&cfg)?;
     Ok(())
 }
 
@@ -226,25 +238,15 @@ fn the_gpt_example_learns_with_a_word_vocabulary() -> gradtape::Result<()> {
         ..tiny(out_dir.clone())
     };
     let out = example::train(&cfg)?;
-    let uniform = (1024f64).ln();
     assert_eq!(out.corpus.vocab(), 1024);
-    assert!((out.losses[0] - uniform).abs() < 0.25, "{} vs {uniform}", out.losses[0]);
-    let last: f64 = out.losses[cfg.steps - 10..].iter().sum::<f64>() / 10.0;
     // (seed 0 on 2026-12-08: 6.93 at the first step, 4.29 over the last
     // 10 (62 %), 4.09 held out; a model that learns nothing stays near
     // 100 % and ln 1024)
-    assert!(last < 0.75 * out.losses[0], "first {}, last 10 {last}", out.losses[0]);
-    assert!(out.valid_loss < uniform - 2.0, "valid {} vs {uniform}", out.valid_loss);
-    assert_eq!(out.reloaded_valid_loss, out.valid_loss);
+    assert_learned(&out, cfg.steps, 0.75, 2.0);
     assert_eq!(out.trace_count, 1);
     assert!(!out.sample.is_empty());
     std::fs::remove_dir_all(out_dir).unwrap();
-    let (eager, traced, weights) = example::first_step_eager_and_traced(&cfg)?;
-    assert!(
-        (eager - traced).abs() <= 1e-6 * eager.abs(),
-        "eager {eager}, traced {traced}"
-    );
-    assert!(weights < 1e-5, "the weights differ by {weights}");
+    first_step_traced_as_eager(&cfg)?;
     Ok(())
 }
 
